@@ -47,6 +47,11 @@ typedef struct backend_ops {
     int (*d2h)(backend_t *be, void *dst, const void *src, size_t bytes); /* waits */
     int (*d2d)(backend_t *be, void *dst, const void *src, size_t bytes);
     int (*memset0)(backend_t *be, void *dst, size_t bytes);
+    /* Copy between two devices (DP's replicate, scatter, gather, reduce), queued
+     * on be's stream (be owns dst).  The caller orders it after the work that
+     * produced src (sync src_be first).  CPU: memcpy; CUDA: cudaMemcpyPeerAsync. */
+    int (*peer_copy)(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                     size_t bytes);
 
     /* -- compute: row-major, like torch ------------------------------------ */
     /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) = X^T when t. */

@@ -74,6 +74,13 @@ static int cpu_copy(backend_t *be, void *dst, const void *src, size_t bytes)
     return DDP_OK;
 }
 
+static int cpu_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                         size_t bytes)
+{
+    (void)src_be;
+    return cpu_copy(be, dst, src, bytes);
+}
+
 static int cpu_memset0(backend_t *be, void *dst, size_t bytes)
 {
     (void)be;
@@ -341,6 +348,7 @@ static const backend_ops_t cpu_ops = {
     .d2h = cpu_copy,
     .d2d = cpu_copy,
     .memset0 = cpu_memset0,
+    .peer_copy = cpu_peer_copy,
     .gemm = cpu_gemm,
     .bias_act_fwd = cpu_bias_act_fwd,
     .act_bwd = cpu_act_bwd,

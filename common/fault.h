@@ -1,0 +1,24 @@
+/* common/fault.h: fault injection for the fault-model tests.
+ *
+ * DDPBENCH_FAULT=KIND:DEVICE:STEP makes device slot DEVICE (the index in
+ * --gpus, i.e. the DP device or DDP rank) fail at optimizer step STEP
+ * (0-based) in one of these ways:
+ *   error  the device's work returns a runtime error ("injected fault")
+ *   kill   the process raises SIGKILL on itself (a crashed DDP rank)
+ *   exit   the process exits with status 7 (a rank that quits early)
+ *   stall  the device stops and sleeps (a hung rank; --timeout must fire)
+ *   write  a checkpoint write is killed between writing and renaming
+ * Unset or malformed: no fault.  Read once per process; never on by default. */
+#ifndef DDPBENCH_FAULT_H
+#define DDPBENCH_FAULT_H
+
+typedef enum { FAULT_NONE = 0, FAULT_ERROR, FAULT_KILL, FAULT_EXIT, FAULT_STALL, FAULT_WRITE } fault_kind_t;
+
+/* The fault due on this device at this step (FAULT_NONE almost always). */
+fault_kind_t fault_at(int device_index, long step);
+/* Carry out kill / exit / stall on the calling process (error and write are the caller's). */
+void fault_raise(fault_kind_t kind);
+/* The configured fault regardless of step/device (for FAULT_WRITE checks). */
+fault_kind_t fault_configured(int *device_index, long *step);
+
+#endif
