@@ -73,7 +73,10 @@ ifneq ($(HAVE_CUDA),)
     endif
   endif
 endif
-NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that the
+# driver compiles for newer GPUs on first use.
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
 
 ifeq ($(MAKELEVEL),0)
   ifneq ($(WANT_DEPS),)
@@ -103,7 +106,9 @@ ifneq ($(HAVE_CUDA),)
     LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   endif
 endif
-NVCCFLAGS := -O2 -std=c++17 $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
+# --fmad=false: no contraction into FMAs, so the elementwise kernels round
+# exactly like the CPU backend (they are memory-bound; FMA would not speed them).
+NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them.
