@@ -12,6 +12,7 @@
  * and the --backend error paths are tested everywhere. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,88 @@ Test(cuda_backend, peer_copy_between_two_gpus)
 }
 
 // ---------------------------------------------------------------------------
+// one host thread per device (DP's workers), the main thread touching all
+
+typedef struct {
+    backend_t *be;
+    const float *hx;
+    int n;
+    float *out; /* device result */
+    int rc;
+    char err[ERR_LEN];
+} worker_t;
+
+/* A short forward-like sequence on the worker's own device, from a thread
+ * that never called cudaSetDevice itself: the backend must bind it. */
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    backend_t *be = w->be;
+    size_t nn = (size_t)w->n * w->n;
+    float *x = be->ops->alloc(be, nn * sizeof(float));
+    w->out = be->ops->alloc(be, nn * sizeof(float));
+    float *b = be->ops->alloc(be, (size_t)w->n * sizeof(float));
+    w->rc = x && w->out && b ? DDP_OK : DDP_ERR_RUNTIME;
+    for (int rep = 0; rep < 20 && w->rc == DDP_OK; rep++) {
+        w->rc = be->ops->h2d(be, x, w->hx, nn * sizeof(float));
+        if (w->rc == DDP_OK)
+            w->rc = be->ops->gemm(be, false, true, w->n, w->n, w->n, 1.0f, x, w->n, x, w->n, 0.0f,
+                                  w->out, w->n);
+        if (w->rc == DDP_OK)
+            w->rc = be->ops->bias_act_fwd(be, ACT_TANH, w->out, w->out, b, w->n, w->n);
+        if (w->rc == DDP_OK)
+            w->rc = be->ops->sync(be);
+    }
+    if (w->rc != DDP_OK)
+        snprintf(w->err, sizeof w->err, "%s", backend_last_error(be));
+    be->ops->free(be, x);
+    be->ops->free(be, b);
+    return NULL;
+}
+
+Test(cuda_backend, one_host_thread_per_device)
+{
+    need_gpu();
+    char why[ERR_LEN], err[ERR_LEN];
+    int ngpu = backend_cuda_probe(why);
+    enum { K = 3, N = 96 };
+    worker_t w[K];
+    pthread_t th[K];
+    float *hx = host_random((size_t)N * N, 131, -1, 1);
+    for (int i = 0; i < K; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].hx = hx;
+        w[i].n = N;
+        /* Devices 0, 1, 2 when there are that many, else replicas sharing them. */
+        cr_assert_eq(backend_cuda_create(&w[i].be, i % ngpu, err), DDP_OK, "%s", err);
+    }
+    for (int i = 0; i < K; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < K; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < K; i++)
+        cr_assert_eq(w[i].rc, DDP_OK, "worker %d (device %d): %s", i, w[i].be->device_id, w[i].err);
+    /* The main thread gathers every result onto replica 0, as DP does. */
+    float *h0 = download(w[0].be, w[0].out, (size_t)N * N);
+    float *gathered = w[0].be->ops->alloc(w[0].be, (size_t)N * N * sizeof(float));
+    for (int i = 1; i < K; i++) {
+        check(w[0].be, w[0].be->ops->peer_copy(w[0].be, gathered, w[i].be, w[i].out,
+                                               (size_t)N * N * sizeof(float)), "peer_copy");
+        float *hi = download(w[0].be, gathered, (size_t)N * N);
+        cr_assert_arr_eq(hi, h0, (size_t)N * N * sizeof(float),
+                         "worker %d computed different bits from worker 0", i);
+        free(hi);
+    }
+    w[0].be->ops->free(w[0].be, gathered);
+    free(h0);
+    for (int i = 0; i < K; i++) {
+        w[i].be->ops->free(w[i].be, w[i].out);
+        backend_destroy(w[i].be);
+    }
+    free(hx);
+}
+
+// ---------------------------------------------------------------------------
 // gemm
 
 static void gemm_case(pair_t *p, bool ta, bool tb, int m, int n, int k, float alpha, float beta)
@@ -410,8 +493,9 @@ Test(cuda_kernels, bias_grad_sums_columns)
             check(p.gpu, p.gpu->ops->bias_grad(p.gpu, db.g, dz.g, rows, cols, acc), "bias_grad");
             char what[80];
             snprintf(what, sizeof what, "bias_grad %dx%d accumulate=%d", rows, cols, acc);
-            /* Sums of up to 1000 terms in another order: absolute error ~1e-5. */
-            assert_close(&p, db, (size_t)cols, 1e-5, 1.0, what);
+            /* Sums of up to 1000 terms in another order: the CPU's running sum
+             * reaches ~20 and loses ~1e-6 per add, so up to ~1e-4 absolute. */
+            assert_close(&p, db, (size_t)cols, 2e-4, 1.0, what);
             both_free(&p, dz);
             both_free(&p, db);
         }
