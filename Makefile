@@ -5,6 +5,8 @@
 #                     suites again under ASan+UBSan, DP/DDP under TSan, fuzzers
 #   make demo         build, then a short compare run that shows the tool
 #   make bench        the performance benchmarks (figures for the issues)
+#   make test-cuda-emu  the CUDA backend and kernels on an emulated GPU (no GPU
+#                     needed; a few minutes); tests/gpu/check.sh on a real one
 #   make install PREFIX=/usr/local
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
@@ -129,7 +131,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help
+        clean distclean help test-cuda-emu
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -202,6 +204,12 @@ test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" $$t $(CRITERION_ARGS); done
 
+# The CUDA code without a GPU: backend_cuda.c and the kernels against a CPU
+# emulation of the CUDA runtime and cuBLAS, under ASan+UBSan (not part of
+# `make test`: it takes minutes on 2 cores).
+test-cuda-emu: | build/deps.mk
+	sh tests/cuda_emu/run.sh
+
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
@@ -235,7 +243,7 @@ install: ddpbench
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu build/gpu-check ddpbench
 
 distclean:
 	rm -rf build ddpbench
