@@ -73,8 +73,8 @@ static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(prin
         cudaError_t e_ = (call);                                                           \
         if (e_ != cudaSuccess) {                                                           \
             cudaGetLastError();                                                            \
-            return comm_fail((c), "rank %d: %s:%d: %s: %s: %s", (c)->rank, __FILE__, __LINE__, \
-                             #call, cudaGetErrorName(e_), cudaGetErrorString(e_));         \
+            return comm_fail((c), "%s:%d: %s: %s: %s", __FILE__, __LINE__, #call,             \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                \
         }                                                                                  \
     } while (0)
 
@@ -166,17 +166,23 @@ static int nccl_settle(comm_t *c, const char *what)
         if (st == ncclSuccess)
             return DDP_OK;
         if (st != ncclInProgress)
-            return comm_fail(c, "rank %d: NCCL %s: %s: %s", c->rank, what, ncclGetErrorString(st),
-                             nccl_detail(n));
+            return comm_fail(c, "NCCL %s: %s: %s", what, ncclGetErrorString(st), nccl_detail(n));
         if (now_s() > deadline)
-            return comm_fail(c, "rank %d: timed out in NCCL %s: a peer did not arrive within %.1f s",
-                             c->rank, what, c->timeout_s);
+            return comm_fail(c, "timed out in NCCL %s: a peer did not arrive within %.1f s",
+                             what, c->timeout_s);
         poll_pause(&spins);
     }
 }
 
 // ---------------------------------------------------------------------------
 // launch and wait
+
+/* "all-reduce of bucket 2" (or just "all-reduce" without a tag), into buf (ERR_LEN). */
+static const char *op_name(char *buf, coll_kind_t kind, const char *tag)
+{
+    err_set(buf, 0, "%s%s%s", coll_name(kind), tag ? " of " : "", tag ? tag : "");
+    return buf;
+}
 
 /* ncclResult_t of one collective call, made under the lock. */
 static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
@@ -229,8 +235,9 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
          (op->root < 0 || op->root >= c->world)) ||
         (op->kind != COLL_BARRIER && op->count > 0 && !op->recv))
-        return err_set(c->last_error, DDP_ERR_RUNTIME, "rank %d: invalid %s (root %d, count %zu)",
-                       c->rank, coll_name(op->kind), op->root, op->count);
+        return comm_fail(c, "invalid %s (root %d, count %zu)",
+                         (unsigned)op->kind < COLL_COUNT ? coll_name(op->kind) : "collective",
+                         op->root, op->count);
 
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);
@@ -255,9 +262,9 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         } else if (r != ncclSuccess) {
             if (must_stop(c, why)) /* aborted under us: say so, not "invalid usage" */
                 return comm_fail(c, "%s", why);
-            return comm_fail(c, "rank %d: NCCL %s%s%s: %s: %s", c->rank, coll_name(op->kind),
-                             op->tag ? " of " : "", op->tag ? op->tag : "", ncclGetErrorString(r),
-                             nccl_detail(n));
+            char name[ERR_LEN];
+            return comm_fail(c, "NCCL %s: %s: %s", op_name(name, op->kind, op->tag),
+                             ncclGetErrorString(r), nccl_detail(n));
         }
     }
     CCK(c, cudaEventRecord(n->end[slot], n->stream));
@@ -293,8 +300,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     if (c->last_error[0])
         return DDP_ERR_RUNTIME;
     if (h > c->issued)
-        return err_set(c->last_error, DDP_ERR_RUNTIME, "rank %d: wait for op %llu, only %llu launched",
-                       c->rank, (unsigned long long)h, (unsigned long long)c->issued);
+        return comm_fail(c, "wait for op %llu, only %llu launched", (unsigned long long)h,
+                         (unsigned long long)c->issued);
     int slot = (int)(h % NCCL_SLOTS);
     bool fresh = h + NCCL_SLOTS > c->issued; /* its events are still its own */
     CCK(c, cudaSetDevice(n->dev));
@@ -303,7 +310,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
          * would block that forever; here the deadline and the abort flag are
          * checked between polls. */
         double deadline = now_s() + c->timeout_s;
-        char why[ERR_LEN];
+        char why[ERR_LEN], name[ERR_LEN];
+        op_name(name, n->kind[slot], n->tag[slot]);
         long spins = 0;
         for (;;) {
             cudaError_t q = cudaEventQuery(n->end[slot]);
@@ -311,23 +319,18 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
                 break;
             if (q != cudaErrorNotReady) {
                 cudaGetLastError();
-                return comm_fail(c, "rank %d: %s%s%s on device %d: %s: %s", c->rank,
-                                 coll_name(n->kind[slot]), n->tag[slot] ? " of " : "",
-                                 n->tag[slot] ? n->tag[slot] : "", n->dev, cudaGetErrorName(q),
+                return comm_fail(c, "%s on device %d: %s: %s", name, n->dev, cudaGetErrorName(q),
                                  cudaGetErrorString(q));
             }
             if (must_stop(c, why)) /* first: an abort also makes NCCL's state an error */
                 return comm_fail(c, "%s", why);
             ncclResult_t st = nccl_state(n);
             if (st != ncclSuccess && st != ncclInProgress)
-                return comm_fail(c, "rank %d: NCCL %s%s%s: %s: %s", c->rank,
-                                 coll_name(n->kind[slot]), n->tag[slot] ? " of " : "",
-                                 n->tag[slot] ? n->tag[slot] : "", ncclGetErrorString(st),
+                return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st),
                                  nccl_detail(n));
             if (now_s() > deadline)
-                return comm_fail(c, "rank %d: timed out in %s%s%s: a peer did not arrive within %.1f s",
-                                 c->rank, coll_name(n->kind[slot]), n->tag[slot] ? " of " : "",
-                                 n->tag[slot] ? n->tag[slot] : "", c->timeout_s);
+                return comm_fail(c, "timed out in %s: a peer did not arrive within %.1f s", name,
+                                 c->timeout_s);
             poll_pause(&spins);
         }
         /* An abort releases NCCL kernels early, so a completed event alone does
@@ -463,7 +466,7 @@ static int nccl_join(comm_t *c, char *err)
      * can join; the exchange is bounded by timeout_s and the abort flag. */
     int rc = comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id, c->timeout_s, err);
     if (rc != DDP_OK)
-        return comm_fail(c, "rank %d: NCCL id exchange: %s", c->rank, err);
+        return comm_fail(c, "NCCL id exchange: %s", err);
 
     size_t free_before = 0, free_after = 0, total = 0;
     bool mem_known = cudaMemGetInfo(&free_before, &total) == cudaSuccess;
@@ -475,8 +478,8 @@ static int nccl_join(comm_t *c, char *err)
     n->nccl = comm;
     pthread_mutex_unlock(&n->lock);
     if (r != ncclSuccess && r != ncclInProgress)
-        return comm_fail(c, "rank %d: ncclCommInitRankConfig (%d ranks, device %d): %s: %s", c->rank,
-                         c->world, n->dev, ncclGetErrorString(r), ncclGetLastError(comm));
+        return comm_fail(c, "ncclCommInitRankConfig (%d ranks, device %d): %s: %s", c->world,
+                         n->dev, ncclGetErrorString(r), ncclGetLastError(comm));
     if ((rc = nccl_settle(c, "init")) != DDP_OK)
         return rc;
     /* NCCL's own device buffers, charged to this device's peak (approximate:

@@ -5,8 +5,9 @@
 #   sh tests/gpu/check.sh            from the repository root
 #
 # 1. builds with CUDA (make; fails if nvcc or the driver-less build is found),
-# 2. runs the GPU unit suites (tests/test_cuda.c and any test_*nccl*/*gpu*),
-#    and fails if they skipped for want of a GPU,
+# 2. runs the GPU unit suites (tests/test_cuda.c, any test_*nccl*/*gpu*, and
+#    tests/gpu/test_comm_nccl.c once comm.c is in the tree), and fails if
+#    they skipped for want of a GPU,
 # 3. trains 20 steps in every mode on the GPUs -- single on each visible GPU,
 #    dp and ddp (NCCL) on all of them, ddp with one NCCL rank, and with one
 #    GPU also dp --gpus 0,0 and ddp --gpus 0,0 --comm shm -- and compares the
@@ -86,25 +87,48 @@ pass probe "$NGPU GPU(s) visible${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$C
 ALL=$(i=0; l=""; while [ "$i" -lt "$NGPU" ]; do l="$l${l:+,}$i"; i=$((i + 1)); done; echo "$l")
 
 # ---- 2. GPU unit suites ---------------------------------------------------------
-for t in $TEST_BINS; do
-    case "$t" in *cuda* | *nccl* | *gpu*) ;; *) continue ;; esac
-    name=$(basename "$t")
+run_suite() { # BINARY
+    name=$(basename "$1")
     log="$OUT/$name.log"
     echo "== $name"
-    if ! timeout "$RUN_LIMIT" "$t" --jobs 1 --verbose >"$log" 2>&1; then
+    if ! timeout "$RUN_LIMIT" "$1" --jobs 1 --verbose >"$log" 2>&1; then
         grep -E '^\[(FAIL|----)\]|Assertion|CRASH' "$log" | head -n 20 | sed 's/^/      /'
         fail "$name" "$(grep -m1 'Synthesis' "$log" || echo "exited non-zero, log $log")"
-        continue
+        return
     fi
     # A GPU is visible: a test that skipped for want of one means the suite
     # did not see it, which is a failure here.
     if grep -q 'SKIP.*no GPU' "$log"; then
         grep 'SKIP.*no GPU' "$log" | head -n 5 | sed 's/^/      /'
         fail "$name" "tests skipped with 'no GPU' although $NGPU GPU(s) are visible"
-        continue
+        return
     fi
-    pass "$name" "$(grep -m1 'Synthesis' "$log" | sed 's/\[====\] //')$(grep -c '\[SKIP\]' "$log" | sed 's/^0$//; s/^[1-9].*/ (& skipped: see log)/')"
+    nsk=$(grep -c '\[SKIP\]' "$log")
+    pass "$name" "$(grep -m1 'Synthesis' "$log" | sed 's/\[====\] //')$([ "$nsk" -gt 0 ] && echo " ($nsk skipped, see $log)")"
+}
+
+for t in $TEST_BINS; do
+    case "$t" in *cuda* | *nccl* | *gpu*) run_suite "$t" ;; esac
 done
+
+# The NCCL suite lives here because it links comm.c (the DDP work's segment):
+# built with the flags the build recorded, skipped while comm.c is absent.
+if grep -q -- '-DHAVE_NCCL' build/release/flags.txt 2>/dev/null; then
+    CCF=$(cut -d'|' -f1 build/release/flags.txt | sed 's/-MMD -MP//')
+    LDL=$(cut -d'|' -f3 build/release/flags.txt)
+    # shellcheck disable=SC2086,SC2046
+    if $CCF $(pkg-config --cflags criterion) -o "$OUT/test_comm_nccl" tests/gpu/test_comm_nccl.c \
+        build/release/libddpbench.a $(pkg-config --libs criterion) $LDL >"$OUT/test_comm_nccl.build.log" 2>&1; then
+        run_suite "$OUT/test_comm_nccl"
+    elif grep -q 'undefined reference to .comm_seg_create' "$OUT/test_comm_nccl.build.log"; then
+        skip test_comm_nccl "common/comm.c (the shared segment, DDP work) is not in this tree"
+    else
+        show_tail "$OUT/test_comm_nccl.build.log"
+        fail test_comm_nccl "does not build (log: $OUT/test_comm_nccl.build.log)"
+    fi
+else
+    skip test_comm_nccl "built without NCCL"
+fi
 
 # ---- 3. every mode on the GPUs vs single on the CPU ------------------------------
 # checksum line: "  checksum       sum +1.234567e+01  |sum| 1.234567e+03  bits ..."
