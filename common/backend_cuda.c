@@ -186,7 +186,10 @@ static void cuda_free_host(backend_t *be, void *p)
     if (!p)
         return;
     /* Pinned memory may still be the source of a queued copy: the caller syncs
-     * first (backend.h); cudaFreeHost itself also waits for the device. */
+     * first (backend.h); cudaFreeHost itself also waits for the device.  The
+     * device is set so a thread new to CUDA does not create a context on GPU 0. */
+    if (cudaSetDevice(impl_of(be)->dev) != cudaSuccess)
+        return;
     cudaError_t e = cudaFreeHost(p);
     if (e != cudaSuccess)
         err_set(be->last_error, DDP_ERR_RUNTIME, "cudaFreeHost: %s", cudaGetErrorString(e));

@@ -53,6 +53,13 @@ int cuda_count_devices(char *why)
         err_set(why, DDP_OK, "no CUDA device (cudaErrorNoDevice)");
     else if (e == cudaErrorInsufficientDriver)
         err_set(why, DDP_OK, "no CUDA driver (cudaErrorInsufficientDriver)");
+    else if (e == cudaErrorInitializationError)
+        /* The classic cause: this process was forked from one that had
+         * already initialised CUDA (CUDA does not survive fork). */
+        err_set(why, DDP_OK,
+                "cudaGetDeviceCount failed: %s: %s (was CUDA initialised in a parent process "
+                "before it forked this one?)",
+                cudaGetErrorName(e), cudaGetErrorString(e));
     else
         err_set(why, DDP_OK, "cudaGetDeviceCount failed: %s: %s", cudaGetErrorName(e),
                 cudaGetErrorString(e));

@@ -12,6 +12,7 @@ extern "C" {
 #endif
 typedef enum cudaError {
     cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
     cudaErrorInsufficientDriver = 35, cudaErrorInvalidDevice = 101, cudaErrorNoDevice = 100,
     cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600,
     cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorLaunchFailure = 719
