@@ -212,8 +212,9 @@ for cfg in small gelu-sgd; do
 done
 
 # ---- 4. throughput ------------------------------------------------------------------
-# mlp-large's synthetic teacher would take many minutes to generate on one
-# core, so its data is random .npy files (perl, in every Debian/Ubuntu base).
+# The synthetic teachers of mlp-medium and mlp-large take minutes to generate
+# on one core, so their data is random .npy files (perl, in every Debian and
+# Ubuntu base system).  Throughput does not depend on the values.
 write_npy() { # FILE ROWS COLS SEED: float32 uniform(-1, 1), C order
     perl -e '
         my ($f, $r, $c, $seed) = @ARGV;
@@ -241,15 +242,18 @@ throughput() { # LABEL ARGS...
 }
 
 echo "== throughput"
-throughput "mlp-medium single gpu0" --model mlp-medium --samples 4096 --steps 60 --warmup-steps 10 --gpus 0 --quiet
-LARGE_DATA=""
+MEDIUM_DATA="--samples 4096"
+LARGE_DATA="--samples 4096"
 if command -v perl >/dev/null 2>&1 &&
+    write_npy "$OUT/medium-x.npy" 4096 1024 1 && write_npy "$OUT/medium-y.npy" 4096 1024 2 &&
     write_npy "$OUT/large-x.npy" 4096 4096 1 && write_npy "$OUT/large-y.npy" 4096 4096 2; then
+    MEDIUM_DATA="--data $OUT/medium-x.npy --targets $OUT/medium-y.npy"
     LARGE_DATA="--data $OUT/large-x.npy --targets $OUT/large-y.npy"
 else
-    echo "      (no perl: mlp-large on 4096 synthetic samples; generating them takes a while)"
-    LARGE_DATA="--samples 4096"
+    echo "      (no perl: synthetic data, which takes minutes to generate for mlp-large)"
 fi
+# shellcheck disable=SC2086
+throughput "mlp-medium single gpu0" --model mlp-medium $MEDIUM_DATA --steps 60 --warmup-steps 10 --gpus 0 --quiet
 # shellcheck disable=SC2086
 throughput "mlp-large single gpu0" --model mlp-large $LARGE_DATA --steps 20 --warmup-steps 4 --gpus 0 --quiet
 if [ "$NGPU" -ge 2 ]; then
