@@ -30,7 +30,7 @@ ifneq ($(DEBUG),)
   BUILD := $(BUILD)-debug
   OPT := -O0 -g
 else
-  OPT := -O2 -g -ftree-vectorize
+  OPT := -O3 -g
 endif
 ifeq ($(SAN),address)
   OPT += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -205,7 +205,7 @@ FUZZ_LIB_C := common/status.c common/data_npy.c common/data.c common/rng.c commo
               $(wildcard common/safetensors.c)
 build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk
 	@mkdir -p $(dir $@)
-	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined $(INCS) $(DEPS_CFLAGS) \
+	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCS) $(DEPS_CFLAGS) \
 	  -o $@ $< $(FUZZ_LIB_C) $(DEPS_LIBS) -lm
 
 test-fuzz: $(FUZZ_BINS)

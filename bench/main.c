@@ -31,8 +31,21 @@ int main(int argc, char **argv)
     char note[ERR_LEN];
     if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
         return fail(rc, err);
-    if (cfg.mode == MODE_COMPARE)
-        return fail(DDP_ERR_INPUT, "--mode compare: not built yet");
+    /* Options parsed for the features still being built: refuse them rather
+     * than ignore them. */
+    const struct {
+        bool set;
+        const char *name;
+    } pending[] = {{cfg.mode == MODE_COMPARE, "--mode compare"}, {cfg.json, "--json"},
+                   {cfg.csv, "--csv"}, {cfg.explain, "--explain"}, {cfg.trace_path[0], "--trace"},
+                   {cfg.baseline_path[0], "--baseline"}, {cfg.save_path[0], "--save"},
+                   {cfg.init_path[0], "--init"}, {cfg.checkpoint_path[0], "--checkpoint"},
+                   {cfg.resume_path[0], "--resume"}};
+    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+        if (pending[i].set) {
+            snprintf(err, sizeof err, "%s: not built yet", pending[i].name);
+            return fail(DDP_ERR_INPUT, err);
+        }
 
     model_spec_t spec;
     if ((rc = config_model_spec(&cfg, &spec, err)) != DDP_OK)
