@@ -208,10 +208,12 @@ build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk
 	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCS) $(DEPS_CFLAGS) \
 	  -o $@ $< $(FUZZ_LIB_C) $(DEPS_LIBS) -lm
 
+# A fuzzer's dictionary, when there is one, is tests/<fuzzer>.dict.
 test-fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
 	  mkdir -p build/fuzz/corpus-$$(basename $$f); \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 build/fuzz/corpus-$$(basename $$f) \
+	  dict=tests/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
 	    tests/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log || \
 	    { tail -40 build/fuzz/$$(basename $$f).log; exit 1; }; done
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "data.h"
 #include "report.h"
@@ -38,9 +39,7 @@ int main(int argc, char **argv)
         const char *name;
     } pending[] = {{cfg.mode == MODE_COMPARE, "--mode compare"}, {cfg.json, "--json"},
                    {cfg.csv, "--csv"}, {cfg.explain, "--explain"}, {cfg.trace_path[0], "--trace"},
-                   {cfg.baseline_path[0], "--baseline"}, {cfg.save_path[0], "--save"},
-                   {cfg.init_path[0], "--init"}, {cfg.checkpoint_path[0], "--checkpoint"},
-                   {cfg.resume_path[0], "--resume"}};
+                   {cfg.baseline_path[0], "--baseline"}};
     for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
         if (pending[i].set) {
             snprintf(err, sizeof err, "%s: not built yet", pending[i].name);
@@ -53,6 +52,12 @@ int main(int argc, char **argv)
     dataset_t data;
     if ((rc = trainer_load_data(&cfg, &spec, &data, err)) != DDP_OK)
         return fail(rc, err);
+    /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
+     * input errors found now, not after the training. */
+    if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {
+        data_free(&data);
+        return fail(rc, err);
+    }
 
     FILE *info = (cfg.json || cfg.csv) ? stderr : stdout;
     if (!cfg.quiet)
@@ -71,6 +76,12 @@ int main(int argc, char **argv)
         break;
     }
     if (rc != DDP_OK) {
+        data_free(&data);
+        return fail(rc, err);
+    }
+    if (cfg.save_path[0] &&
+        (rc = ckpt_save_weights(cfg.save_path, &cfg, &spec, res.params, err)) != DDP_OK) {
+        result_free(&res);
         data_free(&data);
         return fail(rc, err);
     }

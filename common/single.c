@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "optim.h"
 #include "strategy.h"
 #include "trainer.h"
@@ -25,6 +26,7 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     replica_t rep = {0};
     optim_t opt = {0};
     schedule_t sch = {0};
+    ckpt_run_t ck = {0};
     float *staging = NULL;
     float *host = NULL;
 
@@ -49,6 +51,12 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     }
     if ((rc = trainer_initial_params(cfg, &spec, host, err)) != DDP_OK)
         goto fail_quiet;
+    /* --resume replaces the initial parameters, the optimizer state and the
+     * first step; the checkpoints of --checkpoint are written from device 0. */
+    if ((rc = ckpt_run_init(&ck, cfg, &spec, &opt, 0, err)) != DDP_OK)
+        goto fail_quiet;
+    if ((rc = ckpt_run_resume(&ck, &sch, host, &opt, err)) != DDP_OK)
+        goto fail_quiet;
     if (!be->host_visible) {
         staging = be->ops->alloc_host(be, (size_t)cfg->batch * (data->in_dim + data->tgt_cols) *
                                               sizeof(float));
@@ -60,10 +68,10 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     TRY(be->ops->h2d(be, rep.params, host, spec.nparams * sizeof(float)));
     TRY(be->ops->sync(be));
 
-    res->steps = sch.total_steps;
+    res->steps = sch.total_steps - sch.start_step;
     res->warmup_steps = schedule_warmup(&sch);
     res->epochs = sch.epochs;
-    res->step_s = calloc((size_t)(sch.total_steps - res->warmup_steps), sizeof(double));
+    res->step_s = calloc((size_t)(res->steps - res->warmup_steps), sizeof(double));
     if (!res->step_s) {
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
         goto fail_quiet;
@@ -72,7 +80,7 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     double scratch[PH_COUNT];
     double t_start = now_s();
     float loss_sum = 0.0f;
-    for (long g = 0; g < sch.total_steps; g++) {
+    for (long g = sch.start_step; g < sch.total_steps; g++) {
         bool timed = schedule_timed(&sch, g);
         bool want_loss = schedule_logs(&sch, g);
         phase_clock_t pc;
@@ -118,6 +126,9 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
             result_log_loss(res, g + 1, epoch, mean);
             trainer_log_loss(cfg, g + 1, sch.total_steps, epoch, mean);
         }
+        if (ckpt_run_due(&ck, &sch, g) &&
+            (rc = ckpt_run_write(&ck, &sch, rep.params, &opt, g, err)) != DDP_OK)
+            goto fail_quiet;
     }
     res->total_s = now_s() - t_start;
 
@@ -136,6 +147,7 @@ fail:
 fail_quiet:
 done:
     free(host);
+    ckpt_run_free(&ck);
     if (staging)
         be->ops->free_host(be, staging);
     optim_free(&opt);
