@@ -129,9 +129,10 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
     char t[32];
     app(buf, len, used, "DP spends %.0f%% of its %s step on device 0 alone: ",
         100.0 * serial / s.step_mean, fmt_short(t, sizeof t, s.step_mean));
-    for (int i = 0; i < n && i < 4; i++)
-        app(buf, len, used, "%s%s %s", i ? ", " : "", report_phase_label(MODE_DP, (phase_t)it[i].phase),
-            fmt_short(t, sizeof t, it[i].v));
+    /* the parts worth naming: up to four, each at least 2% of the step */
+    for (int i = 0; i < n && i < 4 && (i == 0 || it[i].v >= 0.02 * s.step_mean); i++)
+        app(buf, len, used, "%s%s %s", i ? ", " : "",
+            report_phase_label(MODE_DP, (phase_t)it[i].phase), fmt_short(t, sizeof t, it[i].v));
     double idle = phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
     if (idle > 0.0)
         app(buf, len, used, "; the other devices sit idle %s of it", fmt_short(t, sizeof t, idle));
