@@ -12,7 +12,7 @@ void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long t
     p->f = f;
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total;
-    p->t_start = p->last_s = now_s();
+    p->t_start = p->last_s = p->prev_call = now_s();
     /* the first line after one period: short runs never draw one */
     p->next_s = p->t_start + PROGRESS_PERIOD_S;
     p->loss = NAN;
@@ -42,6 +42,8 @@ void progress_update(progress_t *p, long step, long epoch, double loss, long sam
     if (!isnan(loss))
         p->loss = loss;
     double t = now_s();
+    p->step_est = t - p->prev_call;
+    p->prev_call = t;
     if (t < p->next_s)
         return;
     double dt = t - p->last_s;

@@ -27,6 +27,8 @@ typedef struct {
     double last_s;      /* time of the last update */
     long last_samples;  /* samples done at the last update */
     double loss;        /* the latest loss handed in (NAN: none yet) */
+    double prev_call;   /* time of the last progress_update call */
+    double step_est;    /* duration of the last step */
     bool shown;         /* a line is on the screen */
 } progress_t;
 
@@ -35,8 +37,12 @@ void progress_init(progress_t *p, const config_t *c, const char *label, long tot
 /* Same, with the terminal test given (for tests; f may be any stream). */
 void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long total);
 
-/* Is an update due (so a strategy may fetch this step's loss for it)? */
-static inline bool progress_due(const progress_t *p) { return p->on && now_s() >= p->next_s; }
+/* Will the line be redrawn at the end of the step starting now?  Then a
+ * strategy fetches that step's loss for it (it costs a device sync). */
+static inline bool progress_due(const progress_t *p)
+{
+    return p->on && now_s() + p->step_est >= p->next_s;
+}
 
 /* After step `step` (1-based) of epoch `epoch` (0-based), `samples` global
  * samples done in all, loss of this step or NAN when not known. */
