@@ -99,13 +99,14 @@ static int gpu_name(int index, char *out, size_t n)
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d)
 {
     if (d->name[0]) {
-        snprintf(buf, n, "%s", d->name);
+        snprintf(buf, n, "%s %d (%.64s)", b == BACKEND_CUDA ? "GPU" : "device", d->device_id,
+                 d->name);
         return;
     }
     if (b == BACKEND_CUDA) {
         char model[128];
         if (gpu_name(d->device_id, model, sizeof model) == 0)
-            snprintf(buf, n, "%s", model);
+            snprintf(buf, n, "GPU %d (%s)", d->device_id, model);
         else
             snprintf(buf, n, "GPU %d", d->device_id);
         return;

@@ -4,6 +4,7 @@
  * which the tests walk.  Add keys freely; rename or remove one only with a
  * new REPORT_SCHEMA_VERSION. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
@@ -92,6 +93,14 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
         cJSON_AddNullToObject(o, k);
 }
 
+/* A float option as the user typed it (0.003, not 0.003000000026077032). */
+static double flt(float v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return strtod(buf, NULL);
+}
+
 cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
 {
     cJSON *o = cJSON_CreateObject();
@@ -112,14 +121,14 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddStringToObject(o, "loss", loss_name(c->loss));
     cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
     cJSON_AddStringToObject(opt, "name", optim_name(c->optim.kind));
-    cJSON_AddNumberToObject(opt, "lr", c->optim.lr);
-    cJSON_AddNumberToObject(opt, "momentum", c->optim.momentum);
-    cJSON_AddNumberToObject(opt, "dampening", c->optim.dampening);
+    cJSON_AddNumberToObject(opt, "lr", flt(c->optim.lr));
+    cJSON_AddNumberToObject(opt, "momentum", flt(c->optim.momentum));
+    cJSON_AddNumberToObject(opt, "dampening", flt(c->optim.dampening));
     cJSON_AddBoolToObject(opt, "nesterov", c->optim.nesterov);
-    cJSON_AddNumberToObject(opt, "weight_decay", c->optim.weight_decay);
-    cJSON_AddNumberToObject(opt, "beta1", c->optim.beta1);
-    cJSON_AddNumberToObject(opt, "beta2", c->optim.beta2);
-    cJSON_AddNumberToObject(opt, "eps", c->optim.eps);
+    cJSON_AddNumberToObject(opt, "weight_decay", flt(c->optim.weight_decay));
+    cJSON_AddNumberToObject(opt, "beta1", flt(c->optim.beta1));
+    cJSON_AddNumberToObject(opt, "beta2", flt(c->optim.beta2));
+    cJSON_AddNumberToObject(opt, "eps", flt(c->optim.eps));
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddNumberToObject(o, "accum", c->accum);
     cJSON_AddNumberToObject(o, "epochs", (double)c->epochs);

@@ -103,8 +103,7 @@ static uint64_t write_events(FILE *f, const run_result_t *runs, int n, bool *fir
             int pid = ri * 1000 + d + 1;
             char name[256], dev[160];
             report_device_name(dev, sizeof dev, r->backend, &r->dev[d]);
-            snprintf(name, sizeof name, "%s: device %d (%s)", mode_name(r->mode),
-                     r->dev[d].device_id, dev);
+            snprintf(name, sizeof name, "%s: %s", mode_name(r->mode), dev);
             fprintf(f, "%s\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
                        "\"args\":{\"name\":",
                     *first ? "" : ",", pid);
