@@ -163,8 +163,13 @@ int main(int argc, char **argv)
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);
-    if (rc == DDP_OK && cfg.trace_path[0])
+    if (rc == DDP_OK && cfg.trace_path[0]) {
         rc = report_trace_write(cfg.trace_path, res, n, err);
+        for (int i = 0; rc == DDP_OK && i < n; i++)
+            if (!res[i].trace[0])
+                fprintf(stderr, "ddpbench: note: the %s run recorded no trace events\n",
+                        mode_name(res[i].mode));
+    }
 
     /* the regression gate: one verdict per run; any regression exits 3 */
     bool regressed = false;
