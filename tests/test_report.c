@@ -838,3 +838,25 @@ Test(progress, silent_when_off_rate_limited_when_on)
     free(txt);
     free(mem_close(&m));
 }
+
+// ---------------------------------------------------------------------------
+// compare's devices
+
+Test(report_compare, devices_divide_the_batch)
+{
+    config_t c;
+    char err[ERR_LEN];
+    /* auto: the most workers (<= cores, <= 8) that divide the batch */
+    cr_assert_eq(tu_parse(&c, "--backend cpu --batch 7", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.mode, MODE_COMPARE, "compare is the default");
+    cr_assert_eq(7 % c.ngpus, 0, "%d devices for batch 7", c.ngpus);
+    cr_assert_eq(tu_parse(&c, "--backend cpu --batch 256", err), DDP_OK, "%s", err);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores < 1 ? 1 : cores > 8 ? 8 : (int)cores;
+    while (256 % want)
+        want--;
+    cr_assert_eq(c.ngpus, want, "%ld cores", cores);
+    /* an explicit list that does not divide it is refused */
+    cr_assert_eq(tu_parse(&c, "--backend cpu --gpus 0,1,2 --batch 256", err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--batch: 256 is not divisible by 3"), "%s", err);
+}
