@@ -67,7 +67,10 @@ typedef struct {
 } opt_t;
 
 static const opt_t opts[] = {
-    {"mode", O_MODE, "M", "single", "single | dp | ddp | compare (runs all three)", "What to run"},
+    {"mode", O_MODE, "M", "compare",
+     "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
+     "side; single uses the first device)",
+     "What to run"},
     {"gpus", O_GPUS, "LIST", "auto",
      "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
      " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
@@ -178,7 +181,7 @@ void config_usage(FILE *f)
 void config_defaults(config_t *c)
 {
     memset(c, 0, sizeof *c);
-    c->mode = MODE_SINGLE;
+    c->mode = MODE_COMPARE;
     c->backend = BACKEND_AUTO;
     c->ngpus = 0; /* 0: auto, resolved against the backend */
     c->threads = 1;
@@ -617,7 +620,8 @@ int config_validate(const config_t *c, char *err)
     }
     if (c->loss == LOSS_CE && c->target_cols != 1)
         return err_set(err, DDP_ERR_INPUT, "--target-cols: --loss ce takes one column of class ids");
-    if (c->mode == MODE_DDP && c->ngpus > 0 && c->batch % c->ngpus != 0)
+    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->ngpus > 0 &&
+        c->batch % c->ngpus != 0)
         return err_set(err, DDP_ERR_INPUT,
                        "--batch: %d is not divisible by %d devices (ddp gives every rank "
                        "batch/devices rows)",

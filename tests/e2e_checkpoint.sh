@@ -39,7 +39,7 @@ expect_error() {
 bits() { sed -n 's/.*checksum.* bits \([0-9a-f]*\).*/\1/p' "$1"; }
 temps() { ls -A "$T" | grep -c "^\.ck\.safetensors\.tmp\." ; }
 
-RUN="--layers 6,5,3 --loss ce --samples 60 --batch 6 --optim adam --lr 0.01 --backend cpu --quiet"
+RUN="--layers 6,5,3 --loss ce --samples 60 --batch 6 --optim adam --lr 0.01 --backend cpu --mode single --quiet"
 
 # ---- a checkpoint write killed before its rename -----------------------------------
 # 10 steps per epoch, a checkpoint every 2 steps; the write after step index 5
@@ -69,7 +69,7 @@ expect_error "run past the end of the data" $RUN --init "$T/truncated.safetensor
 expect_error "--init $T/empty.safetensors: the file is empty" $RUN --init "$T/empty.safetensors"
 expect_error "is absurd" $RUN --init "$T/absurd.safetensors"
 expect_error "0.weight has shape [5, 6], the model needs [5, 4]" \
-    --layers 4,5,3 --loss ce --samples 60 --backend cpu --init "$T/w.safetensors"
+    --layers 4,5,3 --loss ce --samples 60 --backend cpu --mode single --init "$T/w.safetensors"
 expect_error "--init $T/nothere.safetensors: cannot open" $RUN --init "$T/nothere.safetensors"
 expect_error "written with --batch 6, this run has --batch 12" \
     $RUN --batch 12 --steps 20 --resume "$T/ck.safetensors"

@@ -66,16 +66,16 @@ printf 'PK\003\004 this is a zip, not npy' >"$T/magic.npy"
 # ---- the happy paths -----------------------------------------------------------
 "$BIN" --help >"$T/help" 2>&1 && grep -q -- "--mode" "$T/help" && ok || ko "--help"
 "$BIN" --version | grep -q "^ddpbench [0-9]" && ok || ko "--version"
-"$BIN" --model seed-linear --backend cpu --quiet >"$T/out" 2>&1 &&
+"$BIN" --mode single --model seed-linear --backend cpu --quiet >"$T/out" 2>&1 &&
     grep -q "throughput" "$T/out" && grep -q "checksum" "$T/out" && ok || ko "seed-linear: $(cat "$T/out")"
-"$BIN" --model seed-logreg --backend cpu >"$T/out" 2>&1 &&
+"$BIN" --mode single --model seed-logreg --backend cpu >"$T/out" 2>&1 &&
     grep -q "epoch 10" "$T/out" && ok || ko "seed-logreg logs every epoch: $(cat "$T/out")"
-"$BIN" --model seed-logreg --backend cpu --quiet >"$T/out" 2>&1 &&
+"$BIN" --mode single --model seed-logreg --backend cpu --quiet >"$T/out" 2>&1 &&
     ! grep -q "epoch" "$T/out" && ok || ko "--quiet silences the loss lines"
-"$BIN" --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy" --batch 2 --backend cpu \
+"$BIN" --mode single --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy" --batch 2 --backend cpu \
     --quiet >"$T/out" 2>&1 && ok || ko ".npy training: $(cat "$T/out")"
 printf 'a,b,c,label\n1,2,3,0\n4,5,6,1\n7,8,9,2\n0,1,0,1\n' >"$T/good.csv"
-"$BIN" --layers 3,8,3 --loss ce --data "$T/good.csv" --batch 2 --backend cpu --quiet \
+"$BIN" --mode single --layers 3,8,3 --loss ce --data "$T/good.csv" --batch 2 --backend cpu --quiet \
     >"$T/out" 2>&1 && ok || ko "CSV training: $(cat "$T/out")"
 
 # ---- bad options ----------------------------------------------------------------

@@ -570,7 +570,7 @@ Test(weights, init_trains_from_the_file)
     char p[512], args[1024], err[ERR_LEN];
     run_result_t a, b;
     /* a 3-step run, saved; then --init from it with lr 0: the weights come back unchanged */
-    cr_assert_eq(tu_run("--layers 6,5,3 --loss ce --samples 60 --batch 10 --steps 3 --backend cpu "
+    cr_assert_eq(tu_run("--layers 6,5,3 --loss ce --samples 60 --batch 10 --steps 3 --backend cpu --mode single "
                         "--quiet",
                         &a, err),
                  DDP_OK, "%s", err);
@@ -583,7 +583,7 @@ Test(weights, init_trains_from_the_file)
                  DDP_OK, "%s", err);
     snprintf(args, sizeof args,
              "--layers 6,5,3 --loss ce --samples 60 --batch 10 --steps 2 --optim sgd --lr 0 "
-             "--backend cpu --quiet --init %s",
+             "--backend cpu --mode single --quiet --init %s",
              p);
     cr_assert_eq(tu_run(args, &b, err), DDP_OK, "%s", err);
     cr_assert_eq(a.checksum.bits, b.checksum.bits);
@@ -644,7 +644,7 @@ static void resume_equals_straight(const char *common, long k, long n, const cha
 }
 
 /* 120 samples in batches of 12: 10 steps per epoch. */
-#define CE "--layers 8,16,3 --loss ce --samples 120 --batch 12 --backend cpu --quiet --log-every 1"
+#define CE "--layers 8,16,3 --loss ce --samples 120 --batch 12 --backend cpu --mode single --quiet --log-every 1"
 
 Test(resume, sgd_momentum_inside_an_epoch)
 {
@@ -684,7 +684,7 @@ Test(resume, sgd_momentum_with_accumulation_and_a_short_last_batch)
 {
     /* 125 samples: 11 micro-batches (the last of 5 rows), 6 steps per epoch, the last short */
     const char *common = "--layers 8,16,3 --loss ce --samples 125 --batch 12 --accum 2 "
-                         "--backend cpu --quiet --log-every 1 --optim sgd --lr 0.1 --momentum 0.9";
+                         "--backend cpu --mode single --quiet --log-every 1 --optim sgd --lr 0.1 --momentum 0.9";
     resume_equals_straight(common, 5, 14, "");
     resume_equals_straight(common, 6, 14, "");
 }
@@ -692,7 +692,7 @@ Test(resume, sgd_momentum_with_accumulation_and_a_short_last_batch)
 Test(resume, regression_tanh_drop_last_no_shuffle_every_3)
 {
     resume_equals_straight("--layers 6,12,2 --act tanh --loss mse --samples 100 --batch 16 "
-                           "--drop-last --no-shuffle --optim adam --lr 0.01 --backend cpu --quiet "
+                           "--drop-last --no-shuffle --optim adam --lr 0.01 --backend cpu --mode single --quiet "
                            "--log-every 1",
                            8, 15, "--checkpoint-every 3");
 }
@@ -795,7 +795,7 @@ Test(resume, every_setting_that_must_match_is_checked)
                    "written with data synthetic classes samples=120, this run has data synthetic "
                    "classes samples=240");
     resume_refused(CE " --steps 5", "--layers 8,32,3 --loss ce --samples 120 --batch 12 "
-                   "--backend cpu --quiet --steps 9",
+                   "--backend cpu --mode single --quiet --steps 9",
                    "written with --layers 8,16,3, this run has --layers 8,32,3");
     resume_refused(CE " --steps 5", CE " --steps 5",
                    "the checkpoint is at step 5 and this run ends at step 5: nothing left to run");

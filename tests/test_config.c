@@ -133,7 +133,7 @@ Test(config, help_lists_every_option_with_its_default)
                           "--nesterov", "--weight-decay", "--beta1", "--beta2", "--eps", "--seed",
                           "--samples", "--data", "--targets", "--target-cols", "--batch",
                           "--epochs", "--steps", "--shuffle", "--no-shuffle", "--drop-last",
-                          "--warmup-steps", "--quiet", "--version", "[single]", "[auto]",
+                          "--warmup-steps", "--quiet", "--version", "[compare]", "[auto]",
                           "seed-linear", "seed-logreg", "mlp-medium"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_assert(strstr(buf, must[i]), "--help lacks %s", must[i]);
