@@ -32,7 +32,7 @@ ifneq ($(DEBUG),)
   BUILD := $(BUILD)-debug
   OPT := -O0 -g
 else
-  OPT := -O2 -g -ftree-vectorize
+  OPT := -O3 -g
 endif
 ifeq ($(SAN),address)
   OPT += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -218,13 +218,15 @@ FUZZ_LIB_C := common/status.c common/data_npy.c common/data.c common/rng.c commo
               $(wildcard common/safetensors.c)
 build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk
 	@mkdir -p $(dir $@)
-	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined $(INCS) $(DEPS_CFLAGS) \
+	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCS) $(DEPS_CFLAGS) \
 	  -o $@ $< $(FUZZ_LIB_C) $(DEPS_LIBS) -lm
 
+# A fuzzer's dictionary, when there is one, is tests/<fuzzer>.dict.
 test-fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
 	  mkdir -p build/fuzz/corpus-$$(basename $$f); \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 build/fuzz/corpus-$$(basename $$f) \
+	  dict=tests/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
 	    tests/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log || \
 	    { tail -40 build/fuzz/$$(basename $$f).log; exit 1; }; done
 

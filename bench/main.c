@@ -6,16 +6,82 @@
 #include <string.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "data.h"
 #include "report.h"
 #include "strategy.h"
 #include "trainer.h"
 
+#define MAX_RUNS 3 /* compare: single, dp, ddp */
+
 static int fail(int code, const char *msg)
 {
     fprintf(stderr, "ddpbench: error: %s\n", msg);
     return code;
+}
+
+/* The config of one run: compare gives each run its mode, and single runs on
+ * the first device of the list. */
+static void run_config(const config_t *base, mode_t_ mode, config_t *out)
+{
+    *out = *base;
+    out->mode = mode;
+    if (mode == MODE_SINGLE)
+        out->ngpus = 1;
+}
+
+static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
+{
+    switch (c->mode) {
+    case MODE_DP:
+        return dp_run(c, d, res, err);
+    case MODE_DDP:
+        return ddp_run(c, d, res, err);
+    default:
+        return single_run(c, d, res, err);
+    }
+}
+
+/* Every run's baseline match, found before any training (a wrong baseline
+ * must not cost a run). */
+static int baseline_prepare(baseline_t *bl, const report_ctx_t *ctx, const config_t *cfgs,
+                            int n, const cJSON **match, char *err)
+{
+    int rc = baseline_load(bl, ctx->cfg->baseline_path, err);
+    for (int i = 0; rc == DDP_OK && i < n; i++) {
+        cJSON *cj = report_json_config(ctx, &cfgs[i]);
+        if (!cj)
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+        rc = baseline_match(bl, cj, &match[i], err);
+        cJSON_Delete(cj);
+    }
+    return rc;
+}
+
+/* The result on stdout in the form asked for. */
+static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const run_result_t *res,
+                         int n, const run_result_t *ref, char *err)
+{
+    const config_t *c = ctx->cfg;
+    if (c->json) {
+        for (int i = 0; i < n; i++) {
+            cJSON *o = report_json_run(ctx, &cfgs[i], &res[i], ref, c->mode == MODE_COMPARE);
+            int rc = report_json_print(stdout, o);
+            cJSON_Delete(o);
+            if (rc != DDP_OK)
+                return err_set(err, rc, "--json: could not write the result");
+        }
+    } else if (c->csv) {
+        report_csv_header(stdout);
+        for (int i = 0; i < n; i++)
+            report_csv_row(stdout, ctx, &cfgs[i], &res[i], ref);
+    } else if (c->mode == MODE_COMPARE) {
+        report_compare(stdout, ctx, res, n);
+    } else {
+        report_result(stdout, ctx, &res[0], NULL);
+    }
+    return fflush(stdout) == 0 ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
 }
 
 int main(int argc, char **argv)
@@ -31,38 +97,94 @@ int main(int argc, char **argv)
     char note[ERR_LEN];
     if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
         return fail(rc, err);
-    if (cfg.mode == MODE_COMPARE)
-        return fail(DDP_ERR_INPUT, "--mode compare: not built yet");
-
     model_spec_t spec;
     if ((rc = config_model_spec(&cfg, &spec, err)) != DDP_OK)
         return fail(rc, err);
-    dataset_t data;
-    if ((rc = trainer_load_data(&cfg, &spec, &data, err)) != DDP_OK)
+    if (cfg.trace_path[0] && (rc = report_trace_check(cfg.trace_path, err)) != DDP_OK)
         return fail(rc, err);
 
+    /* the runs: one, or compare's three on the same data */
+    static const mode_t_ compare_modes[MAX_RUNS] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+    int n = cfg.mode == MODE_COMPARE ? MAX_RUNS : 1;
+    config_t cfgs[MAX_RUNS];
+    run_result_t res[MAX_RUNS];
+    for (int i = 0; i < n; i++) {
+        run_config(&cfg, cfg.mode == MODE_COMPARE ? compare_modes[i] : cfg.mode, &cfgs[i]);
+        result_init(&res[i]);
+    }
+    report_ctx_t ctx = {&cfg, &spec, NULL, note[0] ? note : NULL};
+
+    baseline_t bl = {0};
+    const cJSON *match[MAX_RUNS] = {0};
+    if (cfg.baseline_path[0] && (rc = baseline_prepare(&bl, &ctx, cfgs, n, match, err)) != DDP_OK) {
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
+
+    dataset_t data;
+    if ((rc = trainer_load_data(&cfg, &spec, &data, err)) != DDP_OK) {
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
+    ctx.data = &data;
+    /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
+     * input errors found now, not after the training. */
+    if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {
+        data_free(&data);
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
+
+    /* under --json/--csv stdout carries only the result */
     FILE *info = (cfg.json || cfg.csv) ? stderr : stdout;
     if (!cfg.quiet)
-        report_banner(info, &cfg, &spec, &data, note[0] ? note : NULL);
+        report_banner(info, &ctx);
 
-    run_result_t res;
-    switch (cfg.mode) {
-    case MODE_DP:
-        rc = dp_run(&cfg, &data, &res, err);
-        break;
-    case MODE_DDP:
-        rc = ddp_run(&cfg, &data, &res, err);
-        break;
-    default:
-        rc = single_run(&cfg, &data, &res, err);
-        break;
+    for (int i = 0; i < n && rc == DDP_OK; i++) {
+        if (n > 1 && !cfg.quiet) {
+            fprintf(info, "== %s on %d device%s\n", mode_name(cfgs[i].mode),
+                    cfgs[i].ngpus, cfgs[i].ngpus == 1 ? "" : "s");
+            fflush(info);
+        }
+        rc = run_mode(&cfgs[i], &data, &res[i], err);
+        if (rc != DDP_OK && n > 1)
+            err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
     }
-    if (rc != DDP_OK) {
-        data_free(&data);
-        return fail(rc, err);
+    const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
+    if (rc == DDP_OK)
+        rc = print_results(&ctx, cfgs, res, n, ref, err);
+    if (rc == DDP_OK && cfg.explain)
+        for (int i = 0; i < n; i++)
+            report_explain(info, &ctx, &res[i]);
+    if (rc == DDP_OK && cfg.trace_path[0]) {
+        rc = report_trace_write(cfg.trace_path, res, n, err);
+        for (int i = 0; rc == DDP_OK && i < n; i++)
+            if (!res[i].trace[0])
+                fprintf(stderr, "ddpbench: note: the %s run recorded no trace events\n",
+                        mode_name(res[i].mode));
     }
-    report_result(stdout, &cfg, &spec, &res);
-    result_free(&res);
+    /* --save: the final weights (compare mode refuses --save up front) */
+    if (rc == DDP_OK && cfg.save_path[0])
+        rc = ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, err);
+
+    /* the regression gate: one verdict per run; any regression exits 3 */
+    bool regressed = false;
+    if (rc == DDP_OK && cfg.baseline_path[0]) {
+        for (int i = 0; i < n; i++) {
+            char line[ERR_LEN];
+            if (baseline_verdict(match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL,
+                                 res[i].samples_per_s, cfg.tolerance_pct, line,
+                                 sizeof line) == DDP_ERR_REGRESSED)
+                regressed = true;
+            fprintf(info, "ddpbench: %s\n", line);
+        }
+    }
+
+    for (int i = 0; i < n; i++)
+        result_free(&res[i]);
+    baseline_free(&bl);
     data_free(&data);
-    return 0;
+    if (rc != DDP_OK)
+        return fail(rc, err);
+    return regressed ? DDP_ERR_REGRESSED : 0;
 }

@@ -32,8 +32,8 @@ static const preset_t presets[] = {
      ACT_RELU, LOSS_MSE, OPTIM_SGD, 0.001f, 0.0f, 400, 20, 10, 0},
     {"seed-logreg", "Linear(10,1) + sigmoid + BCE + SGD(lr 0.01): the DP vs DDP article's demo",
      "10,1", ACT_RELU, LOSS_BCE, OPTIM_SGD, 0.01f, 0.0f, 100, 10, 10, 0},
-    {"mlp-small", "a small classifier that trains in seconds on a CPU", "32,128,128,10", ACT_RELU,
-     LOSS_CE, OPTIM_ADAM, 0.001f, 0.0f, 8192, 256, 2, 0},
+    {"mlp-small", "64-512-512-10 classifier, batch 256: trains in seconds on a CPU", "64,512,512,10",
+     ACT_RELU, LOSS_CE, OPTIM_ADAM, 0.003f, 0.0f, 8192, 256, 2, 0},
     {"mlp-medium", "1024-2048-2048-1024 regression, batch 256: the CPU performance model",
      "1024,2048,2048,1024", ACT_RELU, LOSS_MSE, OPTIM_SGD, 0.01f, 0.9f, 8192, 256, 1, 0},
     {"mlp-large", "4096-8192x3-4096 (~200M params), batch 2048: sized for GPU benchmarks",
@@ -67,7 +67,10 @@ typedef struct {
 } opt_t;
 
 static const opt_t opts[] = {
-    {"mode", O_MODE, "M", "single", "single | dp | ddp | compare (runs all three)", "What to run"},
+    {"mode", O_MODE, "M", "compare",
+     "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
+     "side; single uses the first device)",
+     "What to run"},
     {"gpus", O_GPUS, "LIST", "auto",
      "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
      " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
@@ -148,11 +151,22 @@ void config_usage(FILE *f)
         const opt_t *o = &opts[i];
         if (o->section)
             fprintf(f, "\n%s:\n", o->section);
-        char lhs[64];
+        char lhs[64], text[512];
         snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-24s %s", lhs, o->help);
-        if (o->dflt)
-            fprintf(f, " [%s]", o->dflt);
+        snprintf(text, sizeof text, "%s%s%s%s", o->help, o->dflt ? " [" : "",
+                 o->dflt ? o->dflt : "", o->dflt ? "]" : "");
+        /* wrap the text at 79 columns under its own column */
+        fprintf(f, "  %-24s", lhs);
+        int col = 26;
+        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+            int len = (int)strlen(w);
+            if (col > 26 && col + 1 + len > 79) {
+                fprintf(f, "\n%26s", "");
+                col = 26;
+            }
+            fprintf(f, " %s", w);
+            col += 1 + len;
+        }
         fputc('\n', f);
     }
     fprintf(f, "\nPresets:\n");
@@ -167,7 +181,7 @@ void config_usage(FILE *f)
 void config_defaults(config_t *c)
 {
     memset(c, 0, sizeof *c);
-    c->mode = MODE_SINGLE;
+    c->mode = MODE_COMPARE;
     c->backend = BACKEND_AUTO;
     c->ngpus = 0; /* 0: auto, resolved against the backend */
     c->threads = 1;
@@ -606,7 +620,8 @@ int config_validate(const config_t *c, char *err)
     }
     if (c->loss == LOSS_CE && c->target_cols != 1)
         return err_set(err, DDP_ERR_INPUT, "--target-cols: --loss ce takes one column of class ids");
-    if (c->mode == MODE_DDP && c->ngpus > 0 && c->batch % c->ngpus != 0)
+    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->ngpus > 0 &&
+        c->batch % c->ngpus != 0)
         return err_set(err, DDP_ERR_INPUT,
                        "--batch: %d is not divisible by %d devices (ddp gives every rank "
                        "batch/devices rows)",

@@ -45,6 +45,10 @@ static int resolve_devices(config_t *c, char *err)
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             n = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
         }
+        /* compare runs ddp too, which needs batch/devices rows per rank: take
+         * the most devices that divide the batch */
+        while (c->mode == MODE_COMPARE && n > 1 && c->batch % n != 0)
+            n--;
         for (int i = 0; i < n; i++)
             c->gpus[i] = i;
         c->ngpus = n;
@@ -65,7 +69,7 @@ static int resolve_devices(config_t *c, char *err)
                                "--gpus: device %d appears twice (repeats are allowed only on "
                                "CUDA, for dp, or for ddp with --comm shm)",
                                c->gpus[i]);
-    if (c->mode == MODE_DDP && c->batch % c->ngpus != 0)
+    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->batch % c->ngpus != 0)
         return err_set(err, DDP_ERR_INPUT,
                        "--batch: %d is not divisible by %d devices (ddp gives every rank "
                        "batch/devices rows)",

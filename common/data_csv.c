@@ -90,11 +90,12 @@ static bool csv_next_line(csv_lines_t *it, const char **line, size_t *n)
     while (it->pos < it->len) {
         const char *s = it->text + it->pos;
         const char *nl = memchr(s, '\n', it->len - it->pos);
-        size_t m = nl ? (size_t)(nl - s) : it->len - it->pos;
-        it->pos += m + (nl != NULL);
+        const char *e = nl ? nl : it->text + it->len;
+        it->pos = (size_t)(e - it->text) + (nl != NULL);
         it->lineno++;
-        if (m > 0 && s[m - 1] == '\r')
-            m--;
+        if (e > s && e[-1] == '\r')
+            e--;
+        size_t m = (size_t)(e - s);
         size_t i = 0;
         while (i < m && (is_space(s[i]) || s[i] == '\r'))
             i++;
@@ -290,8 +291,7 @@ static int csv_parse(const char *path, const char *text, size_t len, bool header
                     int rc = csv_check_label(path, it.lineno, v, err);
                     if (rc)
                         return rc;
-                    if (v == 0.0) /* -0 -> +0 */
-                        v = 0.0;
+                    v = fabs(v); /* v >= 0 here; this turns -0 into +0 */
                 }
                 y[row * tgt + (c - in_dim)] = (float)v;
             }

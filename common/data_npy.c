@@ -419,8 +419,8 @@ int npy_parse_header(const uint8_t *buf, size_t len, size_t file_size, npy_info_
     size_t avail = file_size - info->data_offset;
     if (info->data_bytes > avail)
         return err_set(err, DDP_ERR_INPUT,
-                       "truncated: needs %zu bytes of data for shape %s of %s, file has %zu",
-                       info->data_bytes, shape, npy_dtype_name(info->dtype), avail);
+                       "truncated: needs %zu bytes of data, file has %zu (shape %s of %s)",
+                       info->data_bytes, avail, shape, npy_dtype_name(info->dtype));
     if (info->data_bytes < avail)
         return err_set(err, DDP_ERR_INPUT,
                        "%zu bytes of data where shape %s of %s needs %zu: trailing bytes after "
@@ -557,8 +557,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                 int rc = check_label(nf, first + i, f, err);
                 if (rc)
                     return rc;
-                if (f == 0.0f) /* -0 -> +0 */
-                    f = 0.0f;
+                f = fabsf(f); /* f >= 0 here; this turns -0 into +0 */
             }
             dst[i] = f;
         }
@@ -572,8 +571,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                 int rc = check_label(nf, first + i, v, err);
                 if (rc)
                     return rc;
-                if (v == 0.0)
-                    v = 0.0;
+                v = fabs(v); /* -0 -> +0 */
             } else if (isfinite(v) && fabs(v) >= FLOAT32_LIMIT) {
                 /* NaN and Inf pass through for data_check; a finite value float32
                  * cannot hold is a conversion problem, ours to report. */

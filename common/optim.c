@@ -79,6 +79,25 @@ int optim_step(optim_t *o, float *params, const float *grads)
     return be->ops->adam(be, &a, params, grads, o->s1, o->s2, o->n);
 }
 
+int optim_state_download(const optim_t *o, int k, float *host)
+{
+    const float *src = k == 0 ? o->s1 : k == 1 ? o->s2 : NULL;
+    if (k >= optim_state_count(o) || !src)
+        return err_set(o->be->last_error, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
+    /* d2h waits for the optimizer steps queued before it. */
+    return o->be->ops->d2h(o->be, host, src, o->n * sizeof(float));
+}
+
+int optim_state_upload(optim_t *o, int k, const float *host)
+{
+    float *dst = k == 0 ? o->s1 : k == 1 ? o->s2 : NULL;
+    if (k >= optim_state_count(o) || !dst)
+        return err_set(o->be->last_error, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
+    int rc = o->be->ops->h2d(o->be, dst, host, o->n * sizeof(float));
+    /* h2d's source must stay valid until a sync: the caller may free it next. */
+    return rc == DDP_OK ? o->be->ops->sync(o->be) : rc;
+}
+
 void optim_free(optim_t *o)
 {
     if (o->be) {

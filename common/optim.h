@@ -39,5 +39,9 @@ int optim_step(optim_t *o, float *params, const float *grads);
 void optim_free(optim_t *o);
 /* Number of state arenas (0, 1 or 2), so checkpoints know what to save. */
 int optim_state_count(const optim_t *o);
+/* Copy state arena k (0: s1, 1: s2) to or from n floats of host memory, for
+ * checkpoints.  Both wait for the copy (and the work queued before it). */
+int optim_state_download(const optim_t *o, int k, float *host);
+int optim_state_upload(optim_t *o, int k, const float *host);
 
 #endif

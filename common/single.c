@@ -1,10 +1,13 @@
 /* common/single.c: the baseline strategy: the whole global batch on one
  * device, no synchronisation.  It is also the reference the equivalence
  * contract checks DP and DDP against. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "optim.h"
+#include "progress.h"
 #include "strategy.h"
 #include "trainer.h"
 
@@ -39,13 +42,17 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     optim_t opt = {0};
     schedule_t sch = {0};
     stager_t stg = {0};
+    ckpt_run_t ck = {0};
     float *host = NULL;
+    progress_t prog = {0}; /* off until the loop starts */
 
     result_init(res);
     res->mode = MODE_SINGLE;
     res->backend = cfg->backend;
     res->ndev = 1;
     res->dev[0].device_id = cfg->gpus[0];
+    if ((rc = result_trace_init(res, cfg->trace_path[0] != 0, 1, cfg->accum, 0)) != DDP_OK)
+        return err_set(err, rc, "out of memory for the trace");
 
     if ((rc = backend_create(&be, cfg->backend, cfg->gpus[0], cfg->threads, err)) != DDP_OK)
         return rc;
@@ -62,28 +69,44 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     }
     if ((rc = trainer_initial_params(cfg, &spec, host, err)) != DDP_OK)
         goto fail_quiet;
+    /* --resume replaces the initial parameters, the optimizer state and the
+     * first step; the checkpoints of --checkpoint are written from device 0. */
+    if ((rc = ckpt_run_init(&ck, cfg, &spec, &opt, 0, err)) != DDP_OK)
+        goto fail_quiet;
+    if ((rc = ckpt_run_resume(&ck, &sch, host, &opt, err)) != DDP_OK)
+        goto fail_quiet;
     if ((rc = stager_init(&stg, be, cfg->batch, data, err)) != DDP_OK)
         goto fail_quiet;
     TRY(be->ops->h2d(be, rep.params, host, spec.nparams * sizeof(float)));
     TRY(be->ops->sync(be));
 
-    res->steps = sch.total_steps;
+    res->steps = sch.total_steps - sch.start_step;
     res->warmup_steps = schedule_warmup(&sch);
     res->epochs = sch.epochs;
-    res->step_s = calloc((size_t)(sch.total_steps - res->warmup_steps), sizeof(double));
+    res->step_s = calloc((size_t)(res->steps - res->warmup_steps), sizeof(double));
     if (!res->step_s) {
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
         goto fail_quiet;
     }
 
-    double scratch[PH_COUNT];
+    double scratch[PH_COUNT] = {0};
+    trace_rec_t *tr = res->trace[0];
+    progress_init(&prog, cfg, "single", sch.total_steps);
     double t_start = now_s();
     float loss_sum = 0.0f;
-    for (long g = 0; g < sch.total_steps; g++) {
+    long samples_done = 0;
+    for (long g = sch.start_step; g < sch.total_steps; g++) {
         bool timed = schedule_timed(&sch, g);
-        bool want_loss = schedule_logs(&sch, g);
+        bool want_loss = schedule_logs(&sch, g) || progress_due(&prog);
         phase_clock_t pc;
-        phase_clock_start(&pc, timed ? res->dev[0].phase_s : scratch);
+        double *acc = timed ? res->dev[0].phase_s : scratch;
+        double before[PH_COUNT];
+        bool first = g == sch.start_step; /* --explain narrates this run's first step */
+        if (first) /* its phases are the difference */
+            memcpy(before, acc, sizeof before);
+        phase_clock_start(&pc, acc);
+        trace_step_begin(tr, g, timed);
+        phase_clock_trace(&pc, tr);
         double t0 = pc.last;
         size_t step_rows = schedule_step_rows(&sch, g);
         float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
@@ -110,28 +133,54 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
             }
             TRY(be->ops->sync(be));
             phase_clock_lap(&pc, PH_LOSS);
+            double t_bwd = pc.last;
             TRY(model_backward(&rep, rep.x, rows, rep.dout, m > 0, NULL, NULL));
             TRY(be->ops->sync(be));
             phase_clock_lap(&pc, PH_BACKWARD);
+            if (first && m == 0)
+                res->story.backward_s = pc.last - t_bwd;
+            if (first) {
+                res->dev[0].first_rows += rows;
+                move_stat_t *mv = &res->story.move[MOVE_BATCH];
+                mv->bytes += (uint64_t)rows * (data->in_dim + data->tgt_cols) * sizeof(float);
+                mv->ops++;
+            }
             if (timed)
                 res->dev[0].rows += rows;
         }
         TRY(optim_step(&opt, rep.params, rep.grads));
         TRY(be->ops->sync(be));
         phase_clock_lap(&pc, PH_OPTIM);
+        trace_step_end(tr, t0, pc.last);
+        if (first) {
+            step_story_t *st = &res->story;
+            for (int p = 0; p < PH_COUNT; p++)
+                res->dev[0].first_phase_s[p] = acc[p] - before[p];
+            st->move[MOVE_BATCH].seconds =
+                res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
+            st->step_s = pc.last - t0;
+            st->filled = true;
+        }
         if (timed) {
             res->step_s[res->nstep_s++] = pc.last - t0;
             res->timed_s += pc.last - t0;
             res->timed_samples += (long)step_rows;
         }
-        if (want_loss) {
-            double mean = step_loss / (double)step_rows;
+        double mean = want_loss ? step_loss / (double)step_rows : NAN;
+        long epoch = schedule_epoch_of(&sch, g);
+        if (schedule_logs(&sch, g)) {
             res->final_loss = mean;
-            long epoch = schedule_epoch_of(&sch, g);
             result_log_loss(res, g + 1, epoch, mean);
+            progress_clear(&prog); /* the loss line replaces it */
             trainer_log_loss(cfg, g + 1, sch.total_steps, epoch, mean);
         }
+        if (ckpt_run_due(&ck, &sch, g) &&
+            (rc = ckpt_run_write(&ck, &sch, rep.params, &opt, g, err)) != DDP_OK)
+            goto fail_quiet;
+        samples_done += (long)step_rows;
+        progress_update(&prog, g + 1, epoch, mean, samples_done);
     }
+    progress_end(&prog);
     res->total_s = now_s() - t_start;
 
     res->nparams = spec.nparams;
@@ -148,7 +197,9 @@ fail:
     err_set(err, rc, "device %d: %s", be->device_id, backend_last_error(be));
 fail_quiet:
 done:
+    progress_end(&prog); /* a fault must not leave a half line on the terminal */
     free(host);
+    ckpt_run_free(&ck);
     stager_free(&stg);
     optim_free(&opt);
     replica_free(&rep);

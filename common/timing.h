@@ -5,6 +5,7 @@
 #ifndef DDPBENCH_TIMING_H
 #define DDPBENCH_TIMING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -29,24 +30,36 @@ const char *phase_key(phase_t p);        /* stable JSON key: "forward_s" */
 double now_s(void);
 uint64_t now_ns(void);
 
+/* --trace's recorder (trace.h); phase_clock_lap stamps each lap into it. */
+struct trace_rec;
+void trace_lap(struct trace_rec *t, phase_t p, double t_begin, double t_end);
+
 /* A stopwatch that charges the time since its last lap to a phase:
  * phase_clock_lap(&pc, PH_FORWARD) after the forward pass.  acc points at a
- * device's phase_s[] for timed steps, or at a scratch array during warm-up. */
+ * device's phase_s[] for timed steps, or at a scratch array during warm-up.
+ * With a recorder attached (phase_clock_trace) each lap is also a trace event. */
 typedef struct {
     double last;
     double *acc;
+    struct trace_rec *tr; /* NULL: not tracing */
 } phase_clock_t;
 
 static inline void phase_clock_start(phase_clock_t *pc, double *acc)
 {
     pc->acc = acc;
+    pc->tr = NULL;
     pc->last = now_s();
 }
+
+/* Attach the device's recorder (may be NULL) after phase_clock_start. */
+static inline void phase_clock_trace(phase_clock_t *pc, struct trace_rec *tr) { pc->tr = tr; }
 
 static inline void phase_clock_lap(phase_clock_t *pc, phase_t p)
 {
     double t = now_s();
     pc->acc[p] += t - pc->last;
+    if (pc->tr)
+        trace_lap(pc->tr, p, pc->last, t);
     pc->last = t;
 }
 

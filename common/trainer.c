@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "status.h"
 
 // ---------------------------------------------------------------------------
@@ -80,11 +81,11 @@ bool schedule_logs(const schedule_t *s, long g)
 
 long schedule_warmup(const schedule_t *s)
 {
-    long w = s->cfg->warmup_steps;
-    return w < s->total_steps ? w : s->total_steps - 1;
+    long w = s->cfg->warmup_steps, run = s->total_steps - s->start_step;
+    return w < run ? w : run - 1;
 }
 
-bool schedule_timed(const schedule_t *s, long g) { return g >= schedule_warmup(s); }
+bool schedule_timed(const schedule_t *s, long g) { return g >= s->start_step + schedule_warmup(s); }
 
 // ---------------------------------------------------------------------------
 // data and parameters
@@ -124,7 +125,7 @@ int trainer_load_data(const config_t *c, const model_spec_t *spec, dataset_t *d,
 int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err)
 {
     if (c->init_path[0])
-        return err_set(err, DDP_ERR_INPUT, "--init: not built yet");
+        return ckpt_load_weights(c->init_path, "--init", spec, host, err);
     model_init_params(spec, c->seed, host);
     return DDP_OK;
 }

@@ -23,6 +23,7 @@ typedef struct {
     sampler_t sampler;
     epoch_plan_t plan;     /* this rank's micro-batches and steps per epoch */
     long total_steps;      /* optimizer steps in the whole run */
+    long start_step;       /* the first step this process runs (> 0 after --resume) */
     long epochs;           /* epochs the run touches */
     uint32_t *idx;         /* this rank's indices for epoch loaded_epoch */
     uint32_t *perm;        /* the epoch's permutation (n) */
@@ -41,13 +42,14 @@ const uint32_t *schedule_micro(schedule_t *s, long g, int micro, int *rows);
 size_t schedule_step_rows(const schedule_t *s, long g);
 /* Should the loss of step g be logged (every --log-every steps, else at each epoch end, and the last)? */
 bool schedule_logs(const schedule_t *s, long g);
-/* Is step g timed (after --warmup-steps; at least the last step always is)? */
+/* Is step g timed (--warmup-steps after start_step; at least the last step always is)? */
 bool schedule_timed(const schedule_t *s, long g);
 long schedule_warmup(const schedule_t *s);
 
 /* Load or generate the dataset the config names and check it against the model. */
 int trainer_load_data(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err);
-/* The starting parameters on the host: nn.Linear init from --seed (or --init). */
+/* The starting parameters on the host: nn.Linear init from --seed, or the
+ * weights of --init (a .safetensors file, see checkpoint.h). */
 int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err);
 
 /* Gather rows idx[0..rows) into the replica's x and y (through staging memory

@@ -5,6 +5,7 @@
 #define DDPBENCH_TESTUTIL_H
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,162 @@
+#!/bin/sh
+# bench/sweep.sh: one model over 1..N devices in each mode (single once, on
+# one device), every run's --csv row in one CSV, and two SVG charts drawn
+# with gnuplot: throughput and scaling efficiency (throughput / (devices x
+# single's throughput)) against the device count.
+#
+# usage: bench/sweep.sh [-b BIN] [-m MODEL] [-n MAXDEV] [-s STEPS] [-M MODES]
+#                       [-o DIR] [-p] [-- more ddpbench options]
+#   -b BIN     the ddpbench binary [./ddpbench]
+#   -m MODEL   preset [mlp-small]
+#   -n MAXDEV  largest device count [CPU cores, at most 8; on CUDA pass -n]
+#   -s STEPS   optimizer steps per run (2 of them warm-up) [30]
+#   -M MODES   modes to sweep ["single dp ddp"]
+#   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg
+#   -p         no plots: only the CSV (gnuplot not needed)
+# e.g. bench/sweep.sh -- --backend cpu
+#      bench/sweep.sh -m mlp-large -n 8 -s 50 -- --backend cuda
+# The default run is short on a 2-core CPU (5 runs of 30 mlp-small steps).
+# gnuplot (Debian's gnuplot-nox) is installed when missing if run as root;
+# otherwise the script stops with the apt-get command to run.
+set -eu
+
+BIN=./ddpbench
+MODEL=mlp-small
+MAXDEV=
+STEPS=30
+MODES="single dp ddp"
+OUT=build/sweep
+PLOT=yes
+while getopts b:m:n:s:M:o:ph opt; do
+    case $opt in
+    b) BIN=$OPTARG ;;
+    m) MODEL=$OPTARG ;;
+    n) MAXDEV=$OPTARG ;;
+    s) STEPS=$OPTARG ;;
+    M) MODES=$OPTARG ;;
+    o) OUT=$OPTARG ;;
+    p) PLOT=no ;;
+    h) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sweep: see $0 -h" >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+
+die() { echo "sweep: $*" >&2; exit 1; }
+
+[ -x "$BIN" ] || die "no ddpbench binary at $BIN (run make, or pass -b)"
+if [ -z "$MAXDEV" ]; then
+    MAXDEV=$(nproc 2>/dev/null || echo 1)
+    [ "$MAXDEV" -gt 8 ] && MAXDEV=8
+fi
+case $MAXDEV in '' | *[!0-9]* | 0) die "-n: '$MAXDEV' is not a device count >= 1" ;; esac
+
+# gnuplot first: a missing plotter should not cost the runs
+if [ $PLOT = yes ] && ! command -v gnuplot >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "sweep: installing gnuplot-nox" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y gnuplot-nox >&2 ||
+            { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y gnuplot-nox >&2; } ||
+            die "could not install gnuplot; run: apt-get update && apt-get install -y gnuplot-nox"
+    else
+        die "gnuplot is missing; run as root: apt-get update && apt-get install -y gnuplot-nox (or pass -p)"
+    fi
+fi
+
+mkdir -p "$OUT"
+CSV=$OUT/sweep.csv
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+: >"$TMP/rows"
+
+# run MODE N [ddpbench options]: one run on devices 0..N-1, its row appended
+run() {
+    rmode=$1
+    rn=$2
+    shift 2
+    list=0
+    i=1
+    while [ $i -lt "$rn" ]; do list="$list,$i"; i=$((i + 1)); done
+    echo "sweep: $rmode on $rn device(s)" >&2
+    if ! "$BIN" --mode "$rmode" --model "$MODEL" --steps "$STEPS" --gpus "$list" --csv --quiet \
+        "$@" >"$TMP/out" 2>"$TMP/err"; then
+        cat "$TMP/err" >&2
+        die "$rmode on $rn device(s) failed"
+    fi
+    head -n 1 "$TMP/out" >"$TMP/header"
+    tail -n +2 "$TMP/out" >>"$TMP/rows"
+}
+
+for m in $MODES; do
+    if [ "$m" = single ]; then
+        run single 1 "$@"
+        continue
+    fi
+    n=1
+    while [ $n -le "$MAXDEV" ]; do
+        run "$m" "$n" "$@"
+        n=$((n + 1))
+    done
+done
+[ -s "$TMP/rows" ] || die "no runs (modes: $MODES)"
+cat "$TMP/header" "$TMP/rows" >"$CSV"
+echo "sweep: wrote $CSV" >&2
+
+# the chart data: mode devices throughput efficiency, one file per mode
+col() { head -n 1 "$CSV" | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
+C_MODE=$(col mode)
+C_DEV=$(col devices)
+C_TP=$(col throughput_samples_per_s)
+awk -F, -v m="$C_MODE" -v d="$C_DEV" -v t="$C_TP" -v dir="$TMP" '
+    NR == 1 { next }
+    { mode[NR] = $m; dev[NR] = $d; tp[NR] = $t; if ($m == "single") single = $t }
+    END {
+        printf "%.3f\n", single > (dir "/single_tp")
+        for (i = 2; i <= NR; i++) {
+            eff = single > 0 ? tp[i] / (dev[i] * single) : 0
+            printf "%d %.3f %.4f\n", dev[i], tp[i], eff >> (dir "/" mode[i] ".dat")
+        }
+    }' "$CSV"
+
+[ $PLOT = yes ] || exit 0
+plots_tp=
+plots_eff=
+for m in $MODES; do
+    [ -s "$TMP/$m.dat" ] || continue
+    sep=${plots_tp:+, }
+    style="linespoints lw 2 pt 7"
+    [ "$m" = single ] && style="points pt 9 ps 2"
+    plots_tp="$plots_tp$sep'$TMP/$m.dat' using 1:2 with $style title '$m'"
+    plots_eff="$plots_eff$sep'$TMP/$m.dat' using 1:(\$3*100) with $style title '$m'"
+done
+single_tp=$(cat "$TMP/single_tp")
+ideal_tp=
+# the ideal line needs single's throughput: devices x single
+[ "$single_tp" != 0.000 ] && ideal_tp=", $single_tp*x with lines dt 2 lc rgb 'gray' title 'ideal (devices x single)'"
+backend=$(awk -F, 'NR == 2 { print $2 }' "$CSV")
+eff_plot="plot $plots_eff, 100 with lines dt 2 lc rgb 'gray' title 'ideal'"
+if [ -z "$ideal_tp" ]; then
+    echo "sweep: no single run, so no efficiency chart (add single to -M)" >&2
+    eff_plot="unset output"
+fi
+gnuplot <<EOF
+set terminal svg size 800,480 dynamic enhanced font 'sans,12'
+set key top left
+set grid
+set xlabel 'devices'
+set xrange [0.5:$MAXDEV.5]
+set xtics 1
+set output '$OUT/throughput.svg'
+set title "$MODEL on $backend: throughput"
+set ylabel 'samples/s'
+set yrange [0:*]
+set offsets 0, 0, graph 0.1, 0
+plot $plots_tp$ideal_tp
+set output '$OUT/efficiency.svg'
+set title "$MODEL on $backend: scaling efficiency against single"
+set ylabel 'efficiency (%)'
+set key bottom left
+$eff_plot
+EOF
+[ -n "$ideal_tp" ] || rm -f "$OUT/efficiency.svg"
+echo "sweep: wrote the charts in $OUT" >&2
