@@ -7,6 +7,7 @@
 #ifndef EMU_CUDA_RUNTIME_API_H
 #define EMU_CUDA_RUNTIME_API_H
 #include <stddef.h>
+#define CUDART_VERSION 13000 /* as the real header: runtime 13.0 */
 #ifdef __cplusplus
 extern "C" {
 #endif

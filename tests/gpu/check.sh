@@ -73,7 +73,7 @@ grep -q '^CUDA: yes' "$OUT/build.log" ||
 pass build "$(grep -m1 '^CUDA:' "$OUT/build.log" || echo 'CUDA: yes (already built)'), $(grep -m1 '^NCCL:' "$OUT/build.log" || echo 'NCCL: see build/release/flags.txt')"
 
 # ---- GPUs visible (the program's own probe, so CUDA_VISIBLE_DEVICES counts) ---
-"$BIN" --backend auto --steps 1 --samples 64 --batch 32 --layers 4,4 --loss mse \
+"$BIN" --mode single --backend auto --steps 1 --samples 64 --batch 32 --layers 4,4 --loss mse \
     >"$OUT/probe.log" 2>&1
 NGPU=$(sed -n 's/.*(auto: \([0-9][0-9]*\) GPUs\{0,1\} visible).*/\1/p' "$OUT/probe.log" | head -n 1)
 if [ -z "$NGPU" ]; then
@@ -160,7 +160,7 @@ cpu_ref() { # NAME BATCH -> echoes "sum abs" or nothing
 
 cfg_args() {
     case "$1" in
-    small) echo "--model mlp-small --samples 4096" ;;
+    small) echo "--layers 32,128,128,10 --act relu --loss ce --dataset classes --optim adam --lr 0.001 --samples 4096" ;;
     gelu-sgd) echo "--layers 64,256,256,8 --act gelu --loss mse --optim sgd --lr 0.01 --momentum 0.9 --samples 4096" ;;
     esac
 }
@@ -235,7 +235,7 @@ throughput() { # LABEL ARGS...
     log="$OUT/tput-$(echo "$label" | tr ' ,/' '__-').log"
     run "$log" --backend cuda "$@"
     case $? in
-    0) pass "$label" "$(sed -n 's/^ *throughput *\([0-9.]*\) samples\/s.*/\1 samples\/s/p' "$log"), $(sed -n 's/^ *step time *mean \([^p]*\)p50.*/step mean \1/p' "$log" | sed 's/ *$//'), peak mem$(sed -n 's/.*peak mem \(.*\)/ \1/p' "$log" | tr '\n' ' ' | sed 's/ *$//')" ;;
+    0) pass "$label" "$(sed -n 's/^ *throughput *\([0-9.]*\) samples\/s.*/\1 samples\/s/p' "$log"), $(sed -n 's/^ *step time *mean \([^p]*\)p50.*/step mean \1/p' "$log" | sed 's/ *$//'), peak mem$(sed -n 's/.*peak mem[a-z]* *\(.*\)/ \1/p' "$log" | tr '\n' ' ' | sed 's/ *$//')" ;;
     2) skip "$label" "$(grep -m1 'not built yet' "$log" | sed 's/^ddpbench: error: //')" ;;
     *) show_tail "$log"; fail "$label" "run failed (log: $log)" ;;
     esac
@@ -253,9 +253,9 @@ else
     echo "      (no perl: synthetic data, which takes minutes to generate for mlp-large)"
 fi
 # shellcheck disable=SC2086
-throughput "mlp-medium single gpu0" --model mlp-medium $MEDIUM_DATA --steps 60 --warmup-steps 10 --gpus 0 --quiet
+throughput "mlp-medium single gpu0" --mode single --model mlp-medium $MEDIUM_DATA --steps 60 --warmup-steps 10 --gpus 0 --quiet
 # shellcheck disable=SC2086
-throughput "mlp-large single gpu0" --model mlp-large $LARGE_DATA --steps 20 --warmup-steps 4 --gpus 0 --quiet
+throughput "mlp-large single gpu0" --mode single --model mlp-large $LARGE_DATA --steps 20 --warmup-steps 4 --gpus 0 --quiet
 if [ "$NGPU" -ge 2 ]; then
     LB=$((2048 - 2048 % NGPU)) # ddp needs the batch divisible by the ranks
     # shellcheck disable=SC2086
