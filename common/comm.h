@@ -174,6 +174,10 @@ void comm_seg_abort(comm_seg_t *s, int who, const char *why);
  * "aborted by rank R: why" / "aborted by the supervisor: why". */
 bool comm_seg_aborted(comm_seg_t *s, char *msg);
 
+/* For the supervisor: who raised the abort flag (a rank, -1 the supervisor,
+ * -2 nobody) and why (ERR_LEN, may be NULL; "" while the reason is being written). */
+int comm_seg_abort_origin(comm_seg_t *s, char *why);
+
 /* Rank 0 publishes len bytes (<= COMM_SEG_ID_MAX), every other rank waits for
  * them (bounded by timeout_s and the abort flag) and copies them into id.
  * Used once per group, for ncclUniqueId. */
