@@ -30,7 +30,9 @@
 #define SEG_DEFAULT_SLOTS 8
 #define SEG_MAX_STAGING ((size_t)256 << 20)
 /* How long a waiter spins before sleeping: a peer on another core usually
- * publishes within microseconds, and a syscall round trip costs about as much. */
+ * publishes within microseconds, and a sleep and wake-up cost about as much.
+ * With more ranks than cores the peer we wait for may need our core, so we
+ * go straight to sleep. */
 #define SEG_SPIN_NS 20000ull
 /* Longest single futex sleep: waiters re-check the abort flag and their
  * deadline at least this often even if a wake-up is lost to a dead process. */
@@ -141,6 +143,8 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
     h->chunk = chunk;
     h->map_bytes = bytes;
     h->staging_off = head;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    h->spin_ns = cpus > 0 && world > cpus ? 0 : SEG_SPIN_NS;
     h->extra_off = head + staging;
     s->h = h;
     s->staging = (float *)((char *)map + head);
@@ -201,7 +205,7 @@ int seg_wait_until(comm_seg_t *s, seg_ready_fn ready, void *ctx, double timeout_
     if (ready(s, ctx))
         return DDP_OK;
     uint64_t t0 = now_ns();
-    uint64_t spin_until = t0 + SEG_SPIN_NS;
+    uint64_t spin_until = t0 + s->h->spin_ns;
     uint64_t deadline = t0 + (uint64_t)(timeout_s * 1e9);
     seg_header_t *h = s->h;
     for (;;) {

@@ -49,6 +49,7 @@ typedef struct {
     size_t chunk;           /* floats per rank per slot */
     size_t map_bytes;
     size_t staging_off, extra_off;
+    uint64_t spin_ns;       /* how long a waiter spins before sleeping */
 
     /* The futex word every waiter sleeps on: bumped after each publish. */
     _Alignas(SEG_LINE) _Atomic uint32_t epoch;

@@ -124,21 +124,23 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
 // ---------------------------------------------------------------------------
 // the chunk engine (comm thread)
 
-/* dst (and dst2 when not NULL) = sum over ranks of slot inputs [lo, lo+len), in
- * rank order, divided by n for AVG.  Tiled so the sum stays in L1. */
-static void reduce_slice(comm_seg_t *s, int slot, size_t lo, size_t len, bool avg, float *dst,
-                         float *dst2)
+/* dst (and dst2 when not NULL) = sum over ranks of their inputs at [lo, lo+len)
+ * of the chunk, in rank order, divided by n for AVG.  Peers' inputs are in
+ * their staging slots; this rank's own comes straight from its buffer (mine),
+ * which it never staged.  Tiled so the running sum stays in L1. */
+static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
+                         size_t len, bool avg, float *dst, float *dst2)
 {
     int n = s->h->world;
     float tmp[SHM_TILE];
     for (size_t t = 0; t < len; t += SHM_TILE) {
         size_t m = len - t < SHM_TILE ? len - t : SHM_TILE;
-        const float *a = seg_in(s, slot, 0) + lo + t;
-        const float *b = seg_in(s, slot, 1) + lo + t;
+        const float *a = self == 0 ? mine + t : seg_in(s, slot, 0) + lo + t;
+        const float *b = self == 1 ? mine + t : seg_in(s, slot, 1) + lo + t;
         for (size_t i = 0; i < m; i++)
             tmp[i] = a[i] + b[i];
         for (int q = 2; q < n; q++) {
-            const float *c = seg_in(s, slot, q) + lo + t;
+            const float *c = self == q ? mine + t : seg_in(s, slot, q) + lo + t;
             for (size_t i = 0; i < m; i++)
                 tmp[i] += c[i];
         }
@@ -210,9 +212,15 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
 
-        /* 2. Stage our input; seg_publish orders it before the counter. */
+        /* 2. Stage our input; seg_publish orders it before the counter.  For
+         *    a reduction only the slices the others reduce: ours we read from
+         *    our own buffer in step 3. */
         s->h->desc[r][slot] = mine;
-        if ((op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE || gather) && len)
+        size_t lo = len * (size_t)r / (size_t)n, hi = len * (size_t)(r + 1) / (size_t)n;
+        if ((op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE) && len) {
+            memcpy(in, src + off, lo * sizeof(float));
+            memcpy(in + hi, src + off + hi, (len - hi) * sizeof(float));
+        } else if (gather && len)
             memcpy(in, src + off, len * sizeof(float));
         else if (op->kind == COLL_BROADCAST && r == op->root && len)
             memcpy(out, src + off, len * sizeof(float));
@@ -227,12 +235,12 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             comm_seg_abort(s, r, msg);
             return fail(m, msg);
         }
-        size_t lo = len * (size_t)r / (size_t)n, hi = len * (size_t)(r + 1) / (size_t)n;
         if (op->kind == COLL_ALL_REDUCE)
-            reduce_slice(s, slot, lo, hi - lo, op->redop == REDOP_AVG, out + lo,
-                         op->recv + off + lo);
+            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
+                         out + lo, op->recv + off + lo);
         else if (op->kind == COLL_REDUCE)
-            reduce_slice(s, slot, lo, hi - lo, op->redop == REDOP_AVG, out + lo, NULL);
+            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
+                         out + lo, NULL);
         seg_publish(s, SEG_REDUCED, r, k + 1);
 
         /* 4. Every slice is reduced: copy out what we need (all-gather). */
