@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -351,30 +352,44 @@ Test(comm, many_async_ops_in_order)
     }
 }
 
-/* A barrier holds every rank until the last one arrives. */
+/* A barrier holds every rank until the last one arrives: every rank leaves
+ * after the late rank entered (times on the shared monotonic clock, kept in a
+ * mapping the forked ranks share). */
+typedef struct {
+    double enter[8], leave[8];
+} barrier_times_t;
+
 static int rank_barrier(comm_t *c, void *vctx, char *msg)
 {
-    (void)vctx;
+    barrier_times_t *t = vctx;
     if (c->rank == c->world - 1) {
         struct timespec ts = {0, 300000000};
         nanosleep(&ts, NULL);
     }
-    double t0 = now_s();
+    t->enter[c->rank] = now_s();
     if (comm_barrier(c) != DDP_OK)
         return err_set(msg, DDP_ERR_RUNTIME, "%s", comm_last_error(c));
-    if (c->rank != c->world - 1 && now_s() - t0 < 0.2)
-        return err_set(msg, DDP_ERR_RUNTIME, "the barrier let rank %d through after %.3f s",
-                       c->rank, now_s() - t0);
+    t->leave[c->rank] = now_s();
     return DDP_OK;
 }
 
 Test(comm, barrier_waits_for_everyone)
 {
+    barrier_times_t *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                              -1, 0);
+    cr_assert_neq(t, MAP_FAILED);
     for (int world = 2; world <= 3; world++) {
         group_t g = {.world = world, .timeout_s = 20.0};
-        run_group(&g, rank_barrier, NULL);
+        memset(t, 0, sizeof *t);
+        run_group(&g, rank_barrier, t);
         assert_all_ok(&g, "barrier");
+        double last_in = t->enter[world - 1];
+        for (int r = 0; r < world; r++)
+            cr_assert(t->leave[r] >= last_in,
+                      "rank %d left the barrier %.6f s before the last rank entered", r,
+                      last_in - t->leave[r]);
     }
+    munmap(t, sizeof *t);
 }
 
 // ---------------------------------------------------------------------------
@@ -408,7 +423,9 @@ Test(comm, timeout_names_the_missing_rank)
     cr_assert_eq(g.out[0].rc, DDP_ERR_RUNTIME, "rank 0: %s", g.out[0].msg);
     cr_assert_str_eq(g.out[0].msg,
                      "timed out in all-reduce of bucket 2: rank 1 did not arrive within 0.5 s");
-    cr_assert(g.out[0].elapsed_s >= 0.5 && g.out[0].elapsed_s < 1.4, "took %.3f s",
+    /* At least the timeout; the upper bound only says "not stuck" (sanitizers
+     * and a shared machine slow everything down). */
+    cr_assert(g.out[0].elapsed_s >= 0.5 && g.out[0].elapsed_s < 3.0, "took %.3f s",
               g.out[0].elapsed_s);
 }
 
@@ -434,7 +451,7 @@ Test(comm, abort_stops_every_rank)
     for (int r = 0; r < 3; r += 2) {
         cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
         cr_assert_str_eq(g.out[r].msg, "aborted by rank 1: device 1: injected fault");
-        cr_assert(g.out[r].elapsed_s < 2.0, "rank %d took %.3f s to notice", r, g.out[r].elapsed_s);
+        cr_assert(g.out[r].elapsed_s < 5.0, "rank %d took %.3f s to notice", r, g.out[r].elapsed_s);
     }
     cr_assert_str_eq(g.out[1].msg, "aborted: device 1: injected fault");
 }
@@ -454,7 +471,7 @@ Test(comm, mismatched_collectives_fail)
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
         cr_assert(strstr(g.out[r].msg, "mismatched collectives"), "rank %d: %s", r, g.out[r].msg);
-        cr_assert(g.out[r].elapsed_s < 2.0);
+        cr_assert(g.out[r].elapsed_s < 5.0);
     }
 }
 
@@ -490,7 +507,7 @@ Test(comm, supervisor_abort_reaches_waiting_ranks)
     cr_assert_eq(shared[0].rc, DDP_ERR_RUNTIME);
     cr_assert_str_eq(shared[0].msg,
                      "aborted by the supervisor: rank 1 (device 1) killed by signal 9 (Killed)");
-    cr_assert(shared[0].elapsed_s < 1.0);
+    cr_assert(shared[0].elapsed_s < 5.0);
     char why[ERR_LEN];
     cr_assert_eq(comm_seg_abort_origin(seg, why), -1);
     comm_seg_free(seg);
@@ -562,7 +579,7 @@ Test(comm, id_exchange)
     cr_assert_eq(comm_seg_create(&seg, 2, 0, err), DDP_OK, "%s", err);
     double t0 = now_s();
     cr_assert_eq(comm_seg_exchange_id(seg, 1, got, sizeof got, 0.3, err), DDP_ERR_RUNTIME);
-    cr_assert(now_s() - t0 < 1.0);
+    cr_assert(now_s() - t0 < 3.0);
     cr_assert(strstr(err, "rank 0 did not arrive within 0.3 s"), "%s", err);
     comm_seg_free(seg);
 }
