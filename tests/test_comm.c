@@ -4,6 +4,7 @@
  * device staging; ordering of async ops; timeout, abort and mismatch. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,59 @@ Test(comm, all_reduce_64mib, .timeout = 120)
         op_ctx_t x = {.count = (64u << 20) / sizeof(float), .avg = world == 3};
         run_group(&g, rank_all_reduce, &x);
         assert_all_ok(&g, "all-reduce of 64 MiB");
+    }
+}
+
+/* Ranks may also be threads of one process (DP's case).  Here ThreadSanitizer
+ * sees both sides of the segment protocol, so it checks that every staging
+ * read is ordered after the write it reads. */
+typedef struct {
+    comm_seg_t *seg;
+    int rank, world;
+    size_t count;
+    int rc;
+    char msg[ERR_LEN];
+} thread_rank_t;
+
+static void *thread_rank(void *arg)
+{
+    thread_rank_t *t = arg;
+    backend_t *be;
+    comm_t *c;
+    if ((t->rc = backend_cpu_create(&be, t->rank, 1, t->msg)) != DDP_OK)
+        return NULL;
+    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0};
+    if ((t->rc = comm_create(&c, &a, t->msg)) == DDP_OK) {
+        op_ctx_t x = {.count = t->count, .avg = true};
+        t->rc = rank_all_reduce(c, &x, t->msg);
+        op_ctx_t y = {.count = t->count, .root = t->world - 1};
+        if (t->rc == DDP_OK)
+            t->rc = rank_broadcast(c, &y, t->msg);
+        if (t->rc == DDP_OK)
+            t->rc = rank_all_gather(c, &y, t->msg);
+        comm_destroy(c);
+    }
+    backend_destroy(be);
+    return NULL;
+}
+
+Test(comm, threads_as_ranks)
+{
+    for (int world = 2; world <= 3; world++) {
+        char err[ERR_LEN];
+        comm_seg_t *seg;
+        cr_assert_eq(comm_seg_create(&seg, world, 0, err), DDP_OK, "%s", err);
+        pthread_t th[3];
+        thread_rank_t t[3];
+        for (int r = 0; r < world; r++) {
+            t[r] = (thread_rank_t){.seg = seg, .rank = r, .world = world, .count = 3 * 32768 + 5};
+            cr_assert_eq(pthread_create(&th[r], NULL, thread_rank, &t[r]), 0);
+        }
+        for (int r = 0; r < world; r++) {
+            pthread_join(th[r], NULL);
+            cr_assert_eq(t[r].rc, DDP_OK, "thread rank %d of %d: %s", r, world, t[r].msg);
+        }
+        comm_seg_free(seg);
     }
 }
 
