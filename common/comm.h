@@ -123,7 +123,8 @@ struct comm {
     const comm_ops_t *ops;
     comm_kind_t kind;
     int world, rank;
-    double timeout_s;         /* bound on every wait for a peer */
+    double timeout_s;         /* bound on every wait for a peer (set it before launching:
+                                 the comm thread reads it) */
     backend_t *be;            /* the rank's device; buffers live there */
     comm_seg_t *seg;          /* shared with the other ranks */
     comm_handle_t issued;     /* handle of the last launched op */
