@@ -112,17 +112,19 @@ wait $SUP 2>/dev/null
 check_clean "supervisor killed"
 echo "e2e_ddp: supervisor killed: no rank survived"
 
-# A clean run: exit 0 and the same final loss as single mode (to the 6
-# decimals printed; the checksum's sum may differ in its last digit: the
-# summation order differs).
+# A clean run: exit 0 and the same final loss as single mode to 1e-5
+# relative (only the summation order differs; SGD, because Adam's
+# normalisation amplifies rounding in near-zero gradients).
 shm_list >"$OUT/shm_before"
-args="$COMMON --batch 240 --steps 12 --log-every 4"
+args="$COMMON --batch 240 --steps 12 --log-every 4 --optim sgd --lr 0.05 --momentum 0.9"
 DDPBENCH_E2E_TAG=$TAG $BIN $args --mode single >"$OUT/single" 2>&1 || fail "single run failed"
 DDPBENCH_E2E_TAG=$TAG $BIN $args --mode ddp --gpus 0,1,2 >"$OUT/ddp" 2>&1 ||
     fail "ddp run failed: $(cat "$OUT/ddp")"
 a=$(grep "final loss" "$OUT/single" | awk '{ print $3 }')
 b=$(grep "final loss" "$OUT/ddp" | awk '{ print $3 }')
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "clean run: final loss single '$a' vs ddp '$b'"
+[ -n "$a" ] && [ -n "$b" ] &&
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * (a < 0 ? -a : a)) }' ||
+    fail "clean run: final loss single '$a' vs ddp '$b'"
 check_clean "clean run"
 echo "e2e_ddp: clean run: final loss $(grep 'final loss' "$OUT/ddp" | awk '{ print $3 }') as in single mode"
 
