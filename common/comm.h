@@ -123,7 +123,8 @@ struct comm {
     const comm_ops_t *ops;
     comm_kind_t kind;
     int world, rank;
-    double timeout_s;         /* bound on every wait for a peer */
+    double timeout_s;         /* bound on every wait for a peer (set it before launching:
+                                 the comm thread reads it) */
     backend_t *be;            /* the rank's device; buffers live there */
     comm_seg_t *seg;          /* shared with the other ranks */
     comm_handle_t issued;     /* handle of the last launched op */
@@ -173,6 +174,10 @@ void comm_seg_abort(comm_seg_t *s, int who, const char *why);
 /* Non-zero once aborted; msg (ERR_LEN, may be NULL) receives
  * "aborted by rank R: why" / "aborted by the supervisor: why". */
 bool comm_seg_aborted(comm_seg_t *s, char *msg);
+
+/* For the supervisor: who raised the abort flag (a rank, -1 the supervisor,
+ * -2 nobody) and why (ERR_LEN, may be NULL; "" while the reason is being written). */
+int comm_seg_abort_origin(comm_seg_t *s, char *why);
 
 /* Rank 0 publishes len bytes (<= COMM_SEG_ID_MAX), every other rank waits for
  * them (bounded by timeout_s and the abort flag) and copies them into id.

@@ -1,0 +1,63 @@
+/* ddp/ddp_shared.h: what DDP ranks hand back to their supervisor, laid out in
+ * the shared segment's extra area (fixed records, then the arrays):
+ *
+ *   ddp_area_t        sizes and offsets
+ *   ddp_rank_rec_t    one per rank: state, error, phase times, memory, checksum
+ *   double steps[world][max_timed]   each rank's timed step times
+ *   loss_point_t log[max_log]        rank 0's loss log (the global mean loss)
+ *   float params[nparams]            rank 0's final parameters
+ *
+ * A rank writes only its own record and rows before it exits; the supervisor
+ * reads them after reaping every rank, so no synchronisation is needed beyond
+ * process exit (waitpid orders the child's writes before the parent's reads). */
+#ifndef DDPBENCH_DDP_SHARED_H
+#define DDPBENCH_DDP_SHARED_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "config.h"
+#include "data.h"
+#include "result.h"
+
+enum { RANK_STARTING = 0, RANK_RUNNING, RANK_DONE, RANK_FAILED };
+
+typedef struct {
+    int state;
+    int rc;                 /* the rank's status when it failed */
+    char msg[ERR_LEN];      /* and why */
+    device_stats_t stats;
+    param_checksum_t checksum; /* of the rank's final parameters */
+    double timed_s, total_s, final_loss;
+    long timed_samples, nstep_s, nlog;
+} ddp_rank_rec_t;
+
+typedef struct {
+    int world;
+    long max_timed, max_log;
+    size_t nparams;
+    size_t off_steps, off_log, off_params; /* bytes from the area's start */
+    ddp_rank_rec_t rank[MAX_DEVICES];
+} ddp_area_t;
+
+/* Bytes of the area for these sizes; fills the offsets when a is not NULL. */
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams);
+
+static inline double *ddp_area_steps(ddp_area_t *a, int rank)
+{
+    return (double *)((char *)a + a->off_steps) + (size_t)rank * (size_t)a->max_timed;
+}
+static inline loss_point_t *ddp_area_log(ddp_area_t *a)
+{
+    return (loss_point_t *)((char *)a + a->off_log);
+}
+static inline float *ddp_area_params(ddp_area_t *a)
+{
+    return (float *)((char *)a + a->off_params);
+}
+
+/* The body of rank `rank` (in the forked child): train, fill its record.
+ * Returns its status (the child's exit status). */
+int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, int rank);
+
+#endif

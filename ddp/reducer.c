@@ -1,0 +1,133 @@
+/* ddp/reducer.c: bucket assignment over the gradient arena and the launches
+ * that overlap the all-reduces with backward (see reducer.h). */
+#include "reducer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------
+// buckets
+
+static size_t param_off(const model_spec_t *s, int p)
+{
+    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
+}
+
+static size_t param_count(const model_spec_t *s, int p)
+{
+    int l = p / 2;
+    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
+}
+
+int reducer_init(reducer_t *r, comm_t *comm, const model_spec_t *spec, float *grads,
+                 double first_bucket_mb, double bucket_mb, bool overlap, char *err)
+{
+    memset(r, 0, sizeof *r);
+    r->comm = comm;
+    r->spec = spec;
+    r->grads = grads;
+    r->overlap = overlap;
+    int np = 2 * spec->nlayers;
+    r->b = calloc((size_t)np, sizeof *r->b);
+    if (!r->b)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for gradient buckets");
+    /* Walk the parameters last to first, closing a bucket before the parameter
+     * that would take it past its cap.  Going backwards through a contiguous
+     * arena, each bucket's slice starts at its last-added parameter. */
+    double cap = first_bucket_mb * 1048576.0, bytes = 0.0;
+    bucket_t *cur = NULL;
+    for (int p = np - 1; p >= 0; p--) {
+        double pb = (double)param_count(spec, p) * sizeof(float);
+        if (!cur || (cur->count > 0 && bytes + pb > cap)) {
+            if (cur)
+                cap = bucket_mb * 1048576.0;
+            cur = &r->b[r->nb];
+            snprintf(cur->tag, sizeof cur->tag, "bucket %d", r->nb);
+            cur->last_param = p;
+            r->nb++;
+            bytes = 0.0;
+        }
+        cur->first_param = p;
+        cur->off = param_off(spec, p);
+        cur->count += param_count(spec, p);
+        bytes += pb;
+        r->bucket_of[p] = r->nb - 1;
+    }
+    return DDP_OK;
+}
+
+void reducer_free(reducer_t *r)
+{
+    free(r->b);
+    memset(r, 0, sizeof *r);
+}
+
+// ---------------------------------------------------------------------------
+// one backward
+
+void reducer_begin(reducer_t *r, bool sync)
+{
+    r->armed = sync;
+    r->next = 0;
+    for (int i = 0; i < r->nb; i++) {
+        r->b[i].pending = r->b[i].last_param - r->b[i].first_param + 1;
+        r->b[i].h = 0;
+    }
+}
+
+static int launch(reducer_t *r, int i)
+{
+    bucket_t *b = &r->b[i];
+    /* Ordered after the backward work that wrote the bucket's gradients (the
+     * comm contract: launch follows the rank's earlier backend work). */
+    int rc = comm_all_reduce_async(r->comm, r->grads + b->off, b->count, REDOP_AVG, b->tag, &b->h);
+    if (rc != DDP_OK)
+        r->launch_failed = true;
+    return rc;
+}
+
+int reducer_hook(void *ctx, int layer)
+{
+    reducer_t *r = ctx;
+    if (!r->armed || !r->overlap)
+        return DDP_OK;
+    r->b[r->bucket_of[2 * layer]].pending--;
+    r->b[r->bucket_of[2 * layer + 1]].pending--;
+    /* Launch in index order only: a ready bucket behind a pending one waits,
+     * so every rank issues the same sequence of collectives. */
+    while (r->next < r->nb && r->b[r->next].pending == 0) {
+        int rc = launch(r, r->next);
+        if (rc != DDP_OK)
+            return rc;
+        r->next++;
+    }
+    return DDP_OK;
+}
+
+int reducer_launch_rest(reducer_t *r)
+{
+    if (!r->armed)
+        return DDP_OK;
+    for (; r->next < r->nb; r->next++) {
+        int rc = launch(r, r->next);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    return DDP_OK;
+}
+
+double reducer_hidden_s(reducer_t *r, double t0, double t1)
+{
+    double hidden = 0.0;
+    for (int i = 0; i < r->nb; i++) {
+        comm_span_t s = {0, 0};
+        if (!r->b[i].h || comm_wait(r->comm, r->b[i].h, &s) != DDP_OK || s.end_s <= 0.0)
+            continue;
+        double a = s.start_s > t0 ? s.start_s : t0;
+        double b = s.end_s < t1 ? s.end_s : t1;
+        if (b > a)
+            hidden += b - a;
+    }
+    return hidden;
+}

@@ -1,0 +1,69 @@
+/* ddp/reducer.h: DDP's gradient buckets and their all-reduces, overlapped with
+ * backward (torch.nn.parallel.DistributedDataParallel's Reducer).
+ *
+ * Parameters are assigned to buckets in reverse order (the last layer's
+ * gradients are ready first): bucket 0 holds at most first_bucket_mb, the rest
+ * at most bucket_mb; a parameter is never split, and one larger than the cap
+ * gets a bucket of its own.  Because the arena is laid out [W0,b0,W1,b1,...],
+ * every bucket is a contiguous slice of it, reduced in place (torch's
+ * gradient_as_bucket_view): no copies in or out.
+ *
+ * Per optimizer step:
+ *   reducer_begin(r, sync)        before each micro-batch's backward; sync is
+ *                                 true only on the last one (no_sync otherwise)
+ *   model_backward(..., reducer_hook, r)
+ *                                 the hook marks layer l's dW and db ready and
+ *                                 launches every bucket whose gradients are all
+ *                                 ready, in bucket index order (the same order
+ *                                 on every rank)
+ *   reducer_launch_rest(r)        after backward: whatever is not launched yet
+ *                                 (everything under --no-overlap)
+ *   comm_wait_all / reducer_spans the optimizer waits for every bucket
+ * The average over ranks is the collective's (REDOP_AVG). */
+#ifndef DDPBENCH_REDUCER_H
+#define DDPBENCH_REDUCER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "comm.h"
+#include "model.h"
+
+typedef struct {
+    size_t off, count;     /* floats: the slice of the gradient arena */
+    int first_param;       /* parameter indices covered: [first_param, last_param] */
+    int last_param;        /* (param 2l is W_l, 2l+1 is b_l) */
+    int pending;           /* parameters not yet ready in this backward */
+    comm_handle_t h;       /* this step's all-reduce */
+    char tag[24];          /* "bucket 2", for error messages */
+} bucket_t;
+
+typedef struct {
+    comm_t *comm;
+    const model_spec_t *spec;
+    float *grads;          /* the replica's gradient arena (device) */
+    bucket_t *b;
+    int nb;
+    int bucket_of[2 * MODEL_MAX_LAYERS]; /* parameter -> bucket */
+    bool overlap;          /* launch from the hook (false: --no-overlap) */
+    bool armed;            /* this backward all-reduces (the last micro-batch) */
+    int next;              /* next bucket to launch */
+    bool launch_failed;    /* a launch from the hook failed: the comm has the error */
+} reducer_t;
+
+/* Assign buckets over spec's arena in grads.  Caps in MiB (> 0). */
+int reducer_init(reducer_t *r, comm_t *comm, const model_spec_t *spec, float *grads,
+                 double first_bucket_mb, double bucket_mb, bool overlap, char *err);
+void reducer_free(reducer_t *r);
+
+/* Before a micro-batch's backward: sync false skips the all-reduce (no_sync). */
+void reducer_begin(reducer_t *r, bool sync);
+/* The layer hook for model_backward (ctx is the reducer_t). */
+int reducer_hook(void *ctx, int layer);
+/* After backward: launch the buckets the hook did not (all of them without overlap). */
+int reducer_launch_rest(reducer_t *r);
+/* After the waits: seconds of this step's bucket all-reduces that ran inside
+ * [t0, t1] (the backward pass), from the comm's spans; 0 when it cannot tell. */
+double reducer_hidden_s(reducer_t *r, double t0, double t1);
+
+#endif
