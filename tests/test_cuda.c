@@ -308,14 +308,20 @@ static void *worker_main(void *arg)
     float *x = be->ops->alloc(be, nn * sizeof(float));
     w->out = be->ops->alloc(be, nn * sizeof(float));
     float *b = be->ops->alloc(be, (size_t)w->n * sizeof(float));
-    w->rc = x && w->out && b ? DDP_OK : DDP_ERR_RUNTIME;
+    float *g = be->ops->alloc(be, nn * sizeof(float));
+    w->rc = x && w->out && b && g ? DDP_OK : DDP_ERR_RUNTIME;
     for (int rep = 0; rep < 20 && w->rc == DDP_OK; rep++) {
         w->rc = be->ops->h2d(be, x, w->hx, nn * sizeof(float));
         if (w->rc == DDP_OK)
             w->rc = be->ops->gemm(be, false, true, w->n, w->n, w->n, 1.0f, x, w->n, x, w->n, 0.0f,
                                   w->out, w->n);
         if (w->rc == DDP_OK)
-            w->rc = be->ops->bias_act_fwd(be, ACT_TANH, w->out, w->out, b, w->n, w->n);
+            w->rc = be->ops->bias_act_fwd(be, ACT_NONE, w->out, w->out, b, w->n, w->n);
+        /* The block-reducing kernels, concurrently with the other workers'. */
+        if (w->rc == DDP_OK)
+            w->rc = be->ops->bias_grad(be, b, w->out, w->n, w->n, false);
+        if (w->rc == DDP_OK)
+            w->rc = be->ops->loss(be, LOSS_MSE, w->out, x, w->n, w->n, 1.0f, g, b);
         if (w->rc == DDP_OK)
             w->rc = be->ops->sync(be);
     }
@@ -323,6 +329,7 @@ static void *worker_main(void *arg)
         snprintf(w->err, sizeof w->err, "%s", backend_last_error(be));
     be->ops->free(be, x);
     be->ops->free(be, b);
+    be->ops->free(be, g);
     return NULL;
 }
 

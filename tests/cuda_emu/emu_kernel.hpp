@@ -8,9 +8,9 @@
 // every thread of its block has.  A kernel whose thread 0 finishes without a
 // barrier has none (the project's kernels are uniform), and its other threads
 // then run as plain calls, which keeps the emulation fast.  __shared__
-// variables become function statics: shared by the threads of the one block
-// that runs at a time.  Everything is per host thread (thread_local), so
-// several host threads may launch at once, as DP's workers do.
+// variables become thread_local function statics: shared by the threads of
+// the one block that runs at a time on this host thread.  Everything is per
+// host thread, so several host threads may launch at once, as DP's workers do.
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -36,7 +36,7 @@ static thread_local dim3 blockDim, gridDim;
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+#define __shared__ static thread_local
 
 namespace emu {
 enum { RUNNABLE = 0, AT_BARRIER = 1, DONE = 2 };
