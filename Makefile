@@ -5,6 +5,8 @@
 #                     suites again under ASan+UBSan, DP/DDP under TSan, fuzzers
 #   make demo         build, then a short compare run that shows the tool
 #   make bench        the performance benchmarks (figures for the issues)
+#   make test-cuda-emu  the CUDA backend and kernels on an emulated GPU (no GPU
+#                     needed; a few minutes); tests/gpu/check.sh on a real one
 #   make install PREFIX=/usr/local
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
@@ -73,7 +75,10 @@ ifneq ($(HAVE_CUDA),)
     endif
   endif
 endif
-NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that the
+# driver compiles for newer GPUs on first use.
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
 
 ifeq ($(MAKELEVEL),0)
   ifneq ($(WANT_DEPS),)
@@ -103,7 +108,9 @@ ifneq ($(HAVE_CUDA),)
     LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   endif
 endif
-NVCCFLAGS := -O2 -std=c++17 $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
+# --fmad=false: no contraction into FMAs, so the elementwise kernels round
+# exactly like the CPU backend (they are memory-bound; FMA would not speed them).
+NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them.
@@ -124,7 +131,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help
+        clean distclean help test-cuda-emu
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -197,6 +204,12 @@ test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" $$t $(CRITERION_ARGS); done
 
+# The CUDA code without a GPU: backend_cuda.c and the kernels against a CPU
+# emulation of the CUDA runtime and cuBLAS, under ASan+UBSan (not part of
+# `make test`: it takes minutes on 2 cores).
+test-cuda-emu: | build/deps.mk
+	sh tests/cuda_emu/run.sh
+
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
@@ -232,7 +245,7 @@ install: ddpbench
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu build/gpu-check ddpbench
 
 distclean:
 	rm -rf build ddpbench

@@ -17,6 +17,19 @@
             goto fail;                                                                     \
     } while (0)
 
+/* Gather the micro-batch after (g, m) while the device computes (g, m). */
+static void prefetch_next(stager_t *stg, schedule_t *sch, const dataset_t *data, long g, int m,
+                          int accum, phase_clock_t *pc)
+{
+    long ng = m + 1 < accum ? g : g + 1;
+    int nm = m + 1 < accum ? m + 1 : 0;
+    if (ng >= sch->total_steps)
+        return;
+    int rows;
+    const uint32_t *idx = schedule_micro(sch, ng, nm, &rows);
+    stager_prefetch(stg, data, ng * accum + nm, idx, rows, pc);
+}
+
 int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
 {
     model_spec_t spec;
@@ -28,8 +41,8 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     replica_t rep = {0};
     optim_t opt = {0};
     schedule_t sch = {0};
+    stager_t stg = {0};
     ckpt_run_t ck = {0};
-    float *staging = NULL;
     float *host = NULL;
     progress_t prog = {0}; /* off until the loop starts */
 
@@ -62,14 +75,8 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
         goto fail_quiet;
     if ((rc = ckpt_run_resume(&ck, &sch, host, &opt, err)) != DDP_OK)
         goto fail_quiet;
-    if (!be->host_visible) {
-        staging = be->ops->alloc_host(be, (size_t)cfg->batch * (data->in_dim + data->tgt_cols) *
-                                              sizeof(float));
-        if (!staging) {
-            rc = err_set(err, DDP_ERR_RUNTIME, "device %d: out of pinned memory", be->device_id);
-            goto fail_quiet;
-        }
-    }
+    if ((rc = stager_init(&stg, be, cfg->batch, data, err)) != DDP_OK)
+        goto fail_quiet;
     TRY(be->ops->h2d(be, rep.params, host, spec.nparams * sizeof(float)));
     TRY(be->ops->sync(be));
 
@@ -109,8 +116,14 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
             const uint32_t *idx = schedule_micro(&sch, g, m, &rows);
             if (rows == 0)
                 break;
-            TRY(trainer_stage_batch(&rep, data, idx, rows, staging, &pc));
+            TRY(stager_stage(&stg, &rep, data, g * cfg->accum + m, idx, rows, &pc));
             TRY(model_forward(&rep, rep.x, rows));
+            if (stager_active(&stg)) {
+                /* The device runs the forward pass queued above while the host
+                 * gathers the next micro-batch into the other staging buffer. */
+                phase_clock_lap(&pc, PH_FORWARD);
+                prefetch_next(&stg, &sch, data, g, m, cfg->accum, &pc);
+            }
             TRY(be->ops->sync(be)); /* so the lap measures the work, not its launch */
             phase_clock_lap(&pc, PH_FORWARD);
             TRY(model_loss(&rep, cfg->loss, rep.y, rows, scale));
@@ -187,8 +200,7 @@ done:
     progress_end(&prog); /* a fault must not leave a half line on the terminal */
     free(host);
     ckpt_run_free(&ck);
-    if (staging)
-        be->ops->free_host(be, staging);
+    stager_free(&stg);
     optim_free(&opt);
     replica_free(&rep);
     schedule_free(&sch);

@@ -133,6 +133,19 @@ int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *h
 // ---------------------------------------------------------------------------
 // moving a batch
 
+/* Queue the h2d of a gathered batch (staging holds max_rows rows of x, then of y). */
+static int stage_h2d(replica_t *r, const dataset_t *d, const float *staging, int max_rows,
+                     int rows, phase_clock_t *pc)
+{
+    backend_t *be = r->be;
+    const float *sx = staging, *sy = staging + (size_t)max_rows * d->in_dim;
+    int rc = be->ops->h2d(be, r->x, sx, (size_t)rows * d->in_dim * sizeof(float));
+    if (rc == DDP_OK)
+        rc = be->ops->h2d(be, r->y, sy, (size_t)rows * d->tgt_cols * sizeof(float));
+    phase_clock_lap(pc, PH_H2D);
+    return rc;
+}
+
 int trainer_stage_batch(replica_t *r, const dataset_t *d, const uint32_t *idx, int rows,
                         float *staging, phase_clock_t *pc)
 {
@@ -142,14 +155,80 @@ int trainer_stage_batch(replica_t *r, const dataset_t *d, const uint32_t *idx, i
         phase_clock_lap(pc, PH_DATA);
         return DDP_OK;
     }
-    float *sx = staging, *sy = staging + (size_t)r->max_rows * d->in_dim;
-    data_gather(d, idx, rows, sx, sy);
+    data_gather(d, idx, rows, staging, staging + (size_t)r->max_rows * d->in_dim);
     phase_clock_lap(pc, PH_DATA);
-    int rc = be->ops->h2d(be, r->x, sx, (size_t)rows * d->in_dim * sizeof(float));
-    if (rc == DDP_OK)
-        rc = be->ops->h2d(be, r->y, sy, (size_t)rows * d->tgt_cols * sizeof(float));
-    phase_clock_lap(pc, PH_H2D);
-    return rc;
+    return stage_h2d(r, d, staging, r->max_rows, rows, pc);
+}
+
+// ---------------------------------------------------------------------------
+// double-buffered staging (see trainer.h)
+
+int stager_init(stager_t *s, backend_t *be, int max_rows, const dataset_t *d, char *err)
+{
+    memset(s, 0, sizeof *s);
+    s->be = be;
+    s->max_rows = max_rows;
+    s->last = -1;
+    s->ready_key = -1;
+    if (be->host_visible)
+        return DDP_OK;
+    size_t bytes = (size_t)max_rows * (size_t)(d->in_dim + d->tgt_cols) * sizeof(float);
+    for (int i = 0; i < 2; i++)
+        if (!(s->buf[i] = be->ops->alloc_host(be, bytes))) {
+            stager_free(s);
+            return err_set(err, DDP_ERR_RUNTIME, "device %d: out of pinned memory (%zu bytes): %s",
+                           be->device_id, bytes, backend_last_error(be));
+        }
+    return DDP_OK;
+}
+
+void stager_free(stager_t *s)
+{
+    for (int i = 0; i < 2; i++)
+        if (s->buf[i])
+            s->be->ops->free_host(s->be, s->buf[i]);
+    s->buf[0] = s->buf[1] = NULL;
+}
+
+static float *stager_gather(stager_t *s, int b, const dataset_t *d, const uint32_t *idx, int rows)
+{
+    float *buf = s->buf[b];
+    data_gather(d, idx, rows, buf, buf + (size_t)s->max_rows * d->in_dim);
+    return buf;
+}
+
+int stager_stage(stager_t *s, replica_t *r, const dataset_t *d, long key, const uint32_t *idx,
+                 int rows, phase_clock_t *pc)
+{
+    if (!stager_active(s))
+        return trainer_stage_batch(r, d, idx, rows, NULL, pc);
+    int b;
+    if (key >= 0 && key == s->ready_key) {
+        b = s->ready_buf; /* gathered while the device ran the previous micro-step */
+    } else {
+        b = s->last < 0 ? 0 : s->last ^ 1;
+        stager_gather(s, b, d, idx, rows);
+        phase_clock_lap(pc, PH_DATA);
+    }
+    s->ready_key = -1;
+    s->last = b;
+    /* Why the other buffer is free for the next gather: this h2d reads buf[b]
+     * only; the caller syncs before the next stage (see trainer.h). */
+    return stage_h2d(r, d, s->buf[b], s->max_rows, rows, pc);
+}
+
+void stager_prefetch(stager_t *s, const dataset_t *d, long key, const uint32_t *idx, int rows,
+                     phase_clock_t *pc)
+{
+    if (!stager_active(s) || rows <= 0)
+        return;
+    /* Not the buffer the last h2d read (it may still be in flight); the one
+     * before it was read by an h2d that a sync has since completed. */
+    int b = s->last < 0 ? 0 : s->last ^ 1;
+    stager_gather(s, b, d, idx, rows);
+    s->ready_key = key;
+    s->ready_buf = b;
+    phase_clock_lap(pc, PH_DATA);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,53 @@
+/* tests/cuda_emu/cuda_runtime_api.h: the slice of the CUDA runtime API that
+ * ddpbench uses, emulated on the CPU (emu_runtime.c) so the CUDA backend can
+ * be tested where there is no GPU (see run.sh).  Device memory is host memory
+ * tagged with its device; every copy, launch and GEMM checks that its stream
+ * and pointers belong to the calling thread's current device, as the real
+ * runtime would fail otherwise. */
+#ifndef EMU_CUDA_RUNTIME_API_H
+#define EMU_CUDA_RUNTIME_API_H
+#include <stddef.h>
+#define CUDART_VERSION 13000 /* as the real header: runtime 13.0 */
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef enum cudaError {
+    cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInsufficientDriver = 35, cudaErrorInvalidDevice = 101, cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600,
+    cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorLaunchFailure = 719
+} cudaError_t;
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+#define cudaStreamNonBlocking 0x01
+#define cudaHostAllocPortable 0x01
+#define cudaEventDisableTiming 0x02
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+const char *cudaGetErrorName(cudaError_t e);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p);
+cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
+/* The emulator's own checks (abort with a message on a violation). */
+void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
+int emu_stream_device(cudaStream_t s);
+void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */
+#ifdef __cplusplus
+}
+#endif
+#endif
