@@ -14,6 +14,7 @@
 // synthetic sets: features ~ N(0,1), targets from a random teacher
 
 #define BINARY_MARGIN 1.0
+#define TEACHER_HIDDEN 32
 
 static int alloc_rows(dataset_t *d, size_t n, int in_dim, int tgt_cols, char *err)
 {
@@ -82,9 +83,11 @@ int data_synthetic(dataset_t *d, synth_kind_t kind, size_t n, int in_dim, int ou
     for (size_t i = 0; i < n * (size_t)in_dim; i++)
         d->x[i] = (float)rng_normal(&rx);
 
-    /* Regression teacher: in -> hidden (tanh) -> out.  Binary and classes:
-     * a linear teacher, so the labels are linearly separable. */
-    int hidden = kind == SYNTH_REGRESSION ? (out_dim > 16 ? out_dim : 16) : 0;
+    /* Regression teacher: in -> TEACHER_HIDDEN (tanh) -> out.  The narrow
+     * hidden layer keeps generation O(n (in + out)), so the large presets
+     * start in seconds.  Binary and classes: a linear teacher, so the labels
+     * are linearly separable. */
+    int hidden = kind == SYNTH_REGRESSION ? TEACHER_HIDDEN : 0;
     float *w1 = teacher_matrix(&rt, kind == SYNTH_REGRESSION ? hidden : out_dim, in_dim);
     float *w2 = kind == SYNTH_REGRESSION ? teacher_matrix(&rt, out_dim, hidden) : NULL;
     int width = hidden > out_dim ? hidden : out_dim;

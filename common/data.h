@@ -31,7 +31,8 @@ typedef struct {
 } dataset_t;
 
 /* Synthetic data, features ~ N(0,1):
- *  SYNTH_REGRESSION: y = teacher_mlp(x) + noise*N(0,1), tgt_cols = out_dim
+ *  SYNTH_REGRESSION: y = teacher(x) + noise*N(0,1), tgt_cols = out_dim, where the
+ *                    teacher is an MLP in -> 32 (tanh) -> out_dim
  *  SYNTH_BINARY:     y = [w.x > 0] from a random linear teacher (separable; with one
  *                    output every point is moved 1.0 away from the plane: a margin)
  *  SYNTH_CLASSES:    y = argmax(teacher(x)) over out_dim classes (labels = true)
