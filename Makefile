@@ -103,6 +103,13 @@ ifneq ($(HAVE_CUDA),)
     LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   endif
 endif
+# Criterion's sandbox cannot start under TSan (it maps its arena where TSan
+# reserves memory, Snaipe/Criterion#274): TSan builds of the suites use the
+# stand-in runner tests/tsan_shim/criterion/criterion.h instead.
+ifeq ($(SAN),thread)
+  CRITERION_CFLAGS := -Itests/tsan_shim -pthread
+  CRITERION_LIBS :=
+endif
 NVCCFLAGS := -O2 -std=c++17 $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
