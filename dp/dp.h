@@ -138,6 +138,13 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // dp_device.c: a device's buffers
 
+/* The test seam for the device backends: NULL (the default) means
+ * backend_create(cfg->backend, ...).  Tests set it to run the paths for
+ * devices that are not host memory (the CUDA ones) on the CPU backend. */
+typedef int (*dp_backend_create_fn)(backend_t **out, const config_t *cfg, int device_id,
+                                    char *err);
+extern dp_backend_create_fn dp_backend_create_hook;
+
 /* Create device d's backend and replica (device 0: also the optimizer, the
  * whole-batch buffers and the initial parameters).  Runs on d's own thread,
  * because a CUDA device is current per thread. */

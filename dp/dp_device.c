@@ -8,6 +8,8 @@
 
 #include "dp.h"
 
+dp_backend_create_fn dp_backend_create_hook;
+
 static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const char *what,
                        int *rc, char *err)
 {
@@ -26,7 +28,8 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     const config_t *cfg = c->cfg;
     /* blas_threads 0: leave the OpenBLAS thread count alone; dp_run set it to
      * one per worker before any thread started (the count is process-wide). */
-    int rc = backend_create(&dv->be, cfg->backend, dv->id, 0, err);
+    int rc = dp_backend_create_hook ? dp_backend_create_hook(&dv->be, cfg, dv->id, err)
+                                    : backend_create(&dv->be, cfg->backend, dv->id, 0, err);
     if (rc != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
     backend_t *be = dv->be;
