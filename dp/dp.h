@@ -154,7 +154,8 @@ void dp_device_free(dp_ctx_t *c, int d);
 // ---------------------------------------------------------------------------
 // dp_step.c: the step loop every device thread runs
 
-/* Device 0 fills plan[g & 1] for step g (only device 0 calls it). */
+/* Fill plan[g & 1] for step g: device 0's thread (one step ahead), or
+ * dp_run for step 0 before the threads start. */
 void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
 

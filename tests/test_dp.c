@@ -172,12 +172,13 @@ Test(dp_run, fills_the_result)
     cr_assert_gt(r.dev[1].phase_s[PH_SCATTER], 0.0);
     cr_assert_gt(r.dev[1].phase_s[PH_IDLE], 0.0);
     /* Every device's phases cover the same steps: their sums agree with the
-     * step time (within the clock reads between phases). */
+     * step time, give or take the wake-up from the barrier that ends each
+     * step (counted as idle, outside device 0's step time). */
     for (int d = 0; d < 3; d++) {
         double sum = 0.0;
         for (int p = 0; p < PH_COUNT; p++)
             sum += r.dev[d].phase_s[p];
-        cr_assert(sum <= r.timed_s * 1.05 + 1e-3 && sum >= r.timed_s * 0.5,
+        cr_assert(sum <= r.timed_s * 1.05 + 5e-3 * r.nstep_s && sum >= r.timed_s * 0.5,
                   "device %d: phases %g s vs timed %g s", d, sum, r.timed_s);
     }
     cr_assert_not_null(r.params);
