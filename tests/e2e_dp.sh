@@ -42,7 +42,8 @@ if run 0 --mode single $SMALL; then
     single=$(sed -n 's/^  final loss *//p' "$TMP/out")
     if run 0 --mode dp --gpus 0,1,2 $SMALL; then
         dp=$(sed -n 's/^  final loss *//p' "$TMP/out")
-        awk -v a="$single" -v b="$dp" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * (1 + a)) }' ||
+        awk -v a="$single" -v b="$dp" \
+            'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * (1 + a)) }' ||
             fail "final loss: single $single vs dp $dp"
     fi
 fi
@@ -60,7 +61,8 @@ fi
 # ---- bad --gpus lists: exit 2 with one error line naming the option
 for bad in "0,0" "" "-1" "0,-1" "a" "0,,1"; do
     if run 2 --mode dp --gpus "$bad" $SMALL; then
-        grep -q "^ddpbench: error: --gpus" "$TMP/err" || fail "--gpus '$bad': message does not name --gpus"
+        grep -q "^ddpbench: error: --gpus" "$TMP/err" ||
+            fail "--gpus '$bad': message does not name --gpus"
         [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "--gpus '$bad': more than one line on stderr"
     fi
 done

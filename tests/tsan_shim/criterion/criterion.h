@@ -74,7 +74,8 @@ static inline void shim_register(struct shim_test *t)
 // assertions
 
 /* No format attribute: the default message is an empty format string. */
-static inline void shim_check(int ok, int fatal, const char *file, int line, const char *expr, const char *fmt, ...)
+static inline void shim_check(int ok, int fatal, const char *file, int line, const char *expr,
+                              const char *fmt, ...)
 {
     if (ok)
         return;
