@@ -1,0 +1,250 @@
+/* dp/dp_step.c: the step loop every DP device thread runs, phase by phase,
+ * meeting the others at barriers (see dp.h for the whole picture).  Each
+ * phase is timed on the thread that runs it; the time a thread spends waiting
+ * at a barrier is its PH_IDLE, so the report shows who waits for whom: in DP
+ * the other devices wait while device 0 stages the batch, computes the loss
+ * and steps the optimizer. */
+#include <stdio.h>
+
+#include "dp.h"
+#include "fault.h"
+
+/* A backend call on this thread's device; on failure a message naming it. */
+#define BE_TRY(call, what)                                                                 \
+    do {                                                                                   \
+        if ((call) != DDP_OK)                                                              \
+            return err_set(err, DDP_ERR_RUNTIME, "%s: %s: %s", dv->name, what,             \
+                           backend_last_error(be));                                        \
+    } while (0)
+
+#define TRY(call)                                                                          \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ != DDP_OK)                                                                 \
+            return rc_;                                                                    \
+    } while (0)
+
+// ---------------------------------------------------------------------------
+// the plan of a step (device 0)
+
+void dp_plan_step(dp_ctx_t *c, long g)
+{
+    dp_plan_t *p = &c->plan[g & 1];
+    p->nmicro = 0;
+    p->nrep = 1;
+    for (int m = 0; m < c->cfg->accum; m++) {
+        int rows;
+        const uint32_t *idx = schedule_micro(&c->sch, g, m, &rows);
+        if (rows == 0)
+            break; /* the short last step of an epoch */
+        p->rows[m] = rows;
+        p->idx[m] = idx;
+        p->nmicro++;
+        /* A device gets a replica when it has rows in any micro-batch: a
+         * smaller last micro-batch can spread over more devices
+         * (torch.chunk(5 rows, 4) gives 3 chunks, of 4 rows gives 4). */
+        int n = dp_chunk_count(rows, c->k);
+        if (n > p->nrep)
+            p->nrep = n;
+    }
+    p->step_rows = schedule_step_rows(&c->sch, g);
+    p->epoch = schedule_epoch_of(&c->sch, g);
+    p->timed = schedule_timed(&c->sch, g);
+    p->logs = schedule_logs(&c->sch, g);
+}
+
+// ---------------------------------------------------------------------------
+// pieces of a step
+
+/* Wait for every device at a barrier; the wait is this thread's idle time. */
+static int dp_wait(dp_ctx_t *c, phase_clock_t *pc, char *err)
+{
+    if (dp_pool_sync(&c->pool) != DDP_OK)
+        return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
+    phase_clock_lap(pc, PH_IDLE);
+    return DDP_OK;
+}
+
+/* Device 0: read the micro-batch's rows on the host into gx and gy (through
+ * the staging buffer and h2d copies when device 0 is not host memory). */
+static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, phase_clock_t *pc, char *err)
+{
+    dp_dev_t *dv = &c->dev[0];
+    backend_t *be = dv->be;
+    const dataset_t *data = c->data;
+    if (be->host_visible) {
+        data_gather(data, idx, rows, c->gx, c->gy);
+        phase_clock_lap(pc, PH_DATA);
+        return DDP_OK;
+    }
+    float *sx = c->staging, *sy = c->staging + (size_t)c->cfg->batch * data->in_dim;
+    data_gather(data, idx, rows, sx, sy);
+    phase_clock_lap(pc, PH_DATA);
+    BE_TRY(be->ops->h2d(be, c->gx, sx, (size_t)rows * data->in_dim * sizeof(float)), "h2d");
+    BE_TRY(be->ops->h2d(be, c->gy, sy, (size_t)rows * data->tgt_cols * sizeof(float)), "h2d");
+    /* Why sync: the other devices copy their chunks out of gx with peer
+     * copies that do not wait for device 0's stream. */
+    BE_TRY(be->ops->sync(be), "h2d");
+    phase_clock_lap(pc, PH_H2D);
+    return DDP_OK;
+}
+
+/* Device 0: gather the outputs, loss and output gradient over the whole
+ * micro-batch, scaled by 1/rows of the optimizer step like single mode. */
+static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, double *step_loss,
+                   phase_clock_t *pc, char *err)
+{
+    dp_dev_t *dv = &c->dev[0];
+    backend_t *be = dv->be;
+    TRY(dp_gather(c, rows, err));
+    float scale = 1.0f / (float)pl->step_rows;
+    BE_TRY(be->ops->loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
+                         c->gdout, c->loss_sum),
+           "loss");
+    if (pl->logs) {
+        float sum = 0.0f;
+        BE_TRY(be->ops->d2h(be, &sum, c->loss_sum, sizeof sum), "loss");
+        *step_loss += sum;
+    }
+    /* Why sync: the devices copy their slices of gdout with peer copies that
+     * do not wait for device 0's stream (and the lap then measures the work). */
+    BE_TRY(be->ops->sync(be), "loss");
+    phase_clock_lap(pc, PH_LOSS);
+    return DDP_OK;
+}
+
+/* Device 0: the optimizer step, the step's figures, the loss line, and the
+ * plan of the next step. */
+static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, double t0, double step_loss,
+                       phase_clock_t *pc, char *err)
+{
+    dp_dev_t *dv = &c->dev[0];
+    backend_t *be = dv->be;
+    run_result_t *res = c->res;
+    BE_TRY(optim_step(&c->opt, dv->rep.params, dv->rep.grads), "optimizer");
+    /* Why sync: the next step's replicate reads these parameters with peer
+     * copies that do not wait for device 0's stream. */
+    BE_TRY(be->ops->sync(be), "optimizer");
+    phase_clock_lap(pc, PH_OPTIM);
+    if (g + 1 < c->total_steps) {
+        dp_plan_step(c, g + 1); /* may load the next epoch's order */
+        phase_clock_lap(pc, PH_DATA);
+    }
+    if (pl->timed) {
+        double dt = pc->last - t0;
+        res->step_s[res->nstep_s++] = dt;
+        res->timed_s += dt;
+        res->timed_samples += (long)pl->step_rows;
+    }
+    if (pl->logs) {
+        double mean = step_loss / (double)pl->step_rows;
+        res->final_loss = mean;
+        if (result_log_loss(res, g + 1, pl->epoch, mean) != DDP_OK)
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
+        trainer_log_loss(c->cfg, g + 1, c->total_steps, pl->epoch, mean);
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the loop
+
+int dp_device_loop(dp_ctx_t *c, int d, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    backend_t *be = dv->be;
+    device_stats_t *st = &c->res->dev[d];
+    int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
+
+    for (long g = 0; g < c->total_steps; g++) {
+        /* plan[g & 1] was written by device 0 before the barrier that ended
+         * the previous step (or before the first one); device 0 writes the
+         * other half during this step. */
+        const dp_plan_t *pl = &c->plan[g & 1];
+        bool timed = pl->timed;
+        phase_clock_t pc;
+        phase_clock_start(&pc, timed ? st->phase_s : dv->warm);
+        double t0 = pc.last;
+        double step_loss = 0.0;
+        long rows_done = 0;
+        dv->has_grad = false;
+
+        /* Replicate once per optimizer step.  torch's DataParallel replicates
+         * on every forward call and reduces on every backward; with --accum
+         * the parameters do not change between micro-batches and the sum is
+         * linear, so one replicate and one reduce per step give the same
+         * result for less traffic. */
+        TRY(dp_replicate(c, d, pl->nrep, err));
+        BE_TRY(be->ops->sync(be), "replicate");
+        phase_clock_lap(&pc, PH_REPLICATE);
+
+        for (int m = 0; m < pl->nmicro; m++) {
+            int batch = pl->rows[m];
+            if (d == 0)
+                TRY(dp_stage(c, pl->idx[m], batch, &pc, err));
+            /* Barrier: the batch is on device 0 and every replica is written. */
+            TRY(dp_wait(c, &pc, err));
+
+            dp_chunk_t ch = dp_chunk(batch, c->k, d);
+            const float *x = d == 0 ? c->gx : dv->rep.x;
+            if (d != 0 && ch.rows > 0) {
+                TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, err));
+                BE_TRY(be->ops->sync(be), "scatter");
+                phase_clock_lap(&pc, PH_SCATTER);
+            }
+            if (m == 0 && fault_at(d, g) == FAULT_ERROR)
+                return err_set(err, DDP_ERR_RUNTIME, "%s: injected fault at step %ld", dv->name,
+                               g);
+            if (ch.rows > 0) {
+                BE_TRY(model_forward(&dv->rep, x, ch.rows), "forward");
+                /* Why sync: device 0 gathers this output with a peer copy that
+                 * does not wait for this device's stream. */
+                BE_TRY(be->ops->sync(be), "forward");
+                phase_clock_lap(&pc, PH_FORWARD);
+            }
+            /* Barrier: every output chunk is complete. */
+            TRY(dp_wait(c, &pc, err));
+
+            if (d == 0)
+                TRY(dp_loss(c, pl, batch, &step_loss, &pc, err));
+            /* Barrier: the output gradient is complete on device 0. */
+            TRY(dp_wait(c, &pc, err));
+
+            if (ch.rows > 0) {
+                const float *dout = d == 0 ? c->gdout : dv->rep.dout;
+                if (d != 0) {
+                    TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, err));
+                    BE_TRY(be->ops->sync(be), "scatter");
+                    phase_clock_lap(&pc, PH_SCATTER);
+                }
+                /* A device that sat out an earlier micro-batch of this step
+                 * has no gradients yet: it writes instead of adding. */
+                BE_TRY(model_backward(&dv->rep, x, ch.rows, dout, dv->has_grad, NULL, NULL),
+                       "backward");
+                /* Why sync: the reduce reads these gradients from other threads
+                 * (and, on a GPU, with peer copies that do not wait). */
+                BE_TRY(be->ops->sync(be), "backward");
+                phase_clock_lap(&pc, PH_BACKWARD);
+                dv->has_grad = true;
+                rows_done += ch.rows;
+            }
+        }
+        /* Barrier: every device's gradients (and has_grad) are final. */
+        TRY(dp_wait(c, &pc, err));
+        TRY(dp_reduce(c, d, err));
+        BE_TRY(be->ops->sync(be), "reduce");
+        phase_clock_lap(&pc, PH_COMM_EXPOSED);
+        if (c->host_visible && c->k > 1)
+            /* Barrier: every slice of the sum is on device 0. */
+            TRY(dp_wait(c, &pc, err));
+        if (d == 0)
+            TRY(dp_optimize(c, g, pl, t0, step_loss, &pc, err));
+        /* Barrier: device 0's parameters are updated and the next plan is
+         * written; it also makes every device's step span the same wall time,
+         * so the phase sums of all devices add up to the step time. */
+        TRY(dp_wait(c, &pc, err));
+        if (timed)
+            st->rows += rows_done;
+    }
+    return DDP_OK;
+}
