@@ -362,6 +362,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     }
 
     /* the equivalence contract */
+    bool relu_hint = false;
     if (ref) {
         fputc('\n', f);
         for (int i = 0; i < n; i++) {
@@ -380,6 +381,13 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             else
                 fprintf(f, "DIFFER by %.1e (worst parameter; relative L2 distance %.1e)\n",
                         st->max_rel, st->rel_l2);
+            if (st->params_compared && !st->agree && c && c->act == ACT_RELU && !relu_hint) {
+                /* The known cause, so nobody hunts for a bug that is not there. */
+                relu_hint = true;
+                fprintf(f, "    (ReLU: a pre-activation within rounding of 0 can take the other "
+                           "branch in one mode,\n     after which the runs drift apart; the "
+                           "contract holds for smooth activations: try --act gelu)\n");
+            }
         }
     }
     char why[2048];

@@ -39,7 +39,7 @@ expect_error() {
 bits() { sed -n 's/.*checksum.* bits \([0-9a-f]*\).*/\1/p' "$1"; }
 temps() { ls -A "$T" | grep -c "^\.ck\.safetensors\.tmp\." ; }
 
-RUN="--layers 6,5,3 --loss ce --samples 60 --batch 6 --optim adam --lr 0.01 --backend cpu --mode single --quiet"
+RUN="--layers 6,5,3 --act relu --loss ce --samples 60 --batch 6 --optim adam --lr 0.01 --backend cpu --mode single --quiet"
 
 # ---- a checkpoint write killed before its rename -----------------------------------
 # 10 steps per epoch, a checkpoint every 2 steps; the write after step index 5

@@ -644,7 +644,7 @@ static void resume_equals_straight(const char *common, long k, long n, const cha
 }
 
 /* 120 samples in batches of 12: 10 steps per epoch. */
-#define CE "--layers 8,16,3 --loss ce --samples 120 --batch 12 --backend cpu --mode single --quiet --log-every 1"
+#define CE "--layers 8,16,3 --act relu --loss ce --samples 120 --batch 12 --backend cpu --mode single --quiet --log-every 1"
 
 Test(resume, sgd_momentum_inside_an_epoch)
 {
