@@ -29,8 +29,9 @@ char *openblas_get_corename(void);
 /* The elementwise loops are memory- or libm-bound and run on every step; each
  * is compiled for baseline x86-64, AVX2 and AVX-512 and the loader picks the
  * one this CPU runs (an ifunc).  -std=c11 keeps FMA contraction off, so the
- * clones round +, * and / identically. */
-#if defined(__x86_64__) && !defined(__clang__)
+ * clones round +, * and / identically.  Not under ThreadSanitizer: its
+ * runtime is not up yet when the loader runs the clones' ifunc resolvers. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 /* glibc's libmvec (linked through libm) has vector expf/erff/tanhf; declared
  * simd here, and with -fno-math-errno, gcc vectorises the activation loops
