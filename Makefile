@@ -218,7 +218,11 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
 FUZZ_LIB_C := common/status.c common/data_npy.c common/data.c common/rng.c common/kinds.c \
               $(wildcard common/safetensors.c)
-build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk
+build/fuzz/clang.ok: scripts/deps.sh
+	@mkdir -p build/fuzz
+	@scripts/deps.sh fuzz && touch $@
+
+build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk build/fuzz/clang.ok
 	@mkdir -p $(dir $@)
 	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCS) $(DEPS_CFLAGS) \
 	  -o $@ $< $(FUZZ_LIB_C) $(DEPS_LIBS) -lm

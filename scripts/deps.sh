@@ -3,7 +3,40 @@
 # (OpenBLAS, cJSON, Criterion, found with pkg-config), installing the Debian
 # packages when run as root, else stopping with the exact command to run.
 # Prints the make variables the build needs (the Makefile includes them).
+# `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
+# and its compiler-rt runtime), for `make test-fuzz`.
 set -u
+
+install_or_stop() { # what, packages...
+    what=$1
+    shift
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "ddpbench: missing $what; run as root:" >&2
+        echo "  apt-get update && apt-get install -y $*" >&2
+        exit 1
+    fi
+    echo "deps: installing $*" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2 && apt-get install -y "$@" >&2 || {
+        echo "ddpbench: apt-get install failed; run: apt-get update && apt-get install -y $*" >&2
+        exit 1
+    }
+}
+
+if [ "${1:-}" = fuzz ]; then
+    t=$(mktemp -d)
+    trap 'rm -rf "$t"' EXIT
+    printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$t/f.c"
+    if ! clang -fsanitize=fuzzer,address "$t/f.c" -o "$t/f" 2>/dev/null; then
+        install_or_stop "clang with libFuzzer" clang libclang-rt-dev
+        clang -fsanitize=fuzzer,address "$t/f.c" -o "$t/f" || {
+            echo "ddpbench: clang still cannot build a libFuzzer target" >&2
+            exit 1
+        }
+    fi
+    exit 0
+fi
+
 PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config"
 need_install=no
 command -v pkg-config >/dev/null 2>&1 || need_install=yes
@@ -13,17 +46,8 @@ if [ "$need_install" = no ]; then
     done
 fi
 if [ "$need_install" = yes ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "ddpbench: missing libraries; run as root:" >&2
-        echo "  apt-get update && apt-get install -y $PKGS" >&2
-        exit 1
-    fi
-    echo "deps: installing $PKGS" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update >&2 && apt-get install -y $PKGS >&2 || {
-        echo "ddpbench: apt-get install failed; run: apt-get update && apt-get install -y $PKGS" >&2
-        exit 1
-    }
+    # shellcheck disable=SC2086 # the list is meant to split
+    install_or_stop libraries $PKGS
 fi
 echo "DEPS_CFLAGS := $(pkg-config --cflags openblas libcjson)"
 echo "DEPS_LIBS := $(pkg-config --libs openblas libcjson)"
