@@ -1091,6 +1091,40 @@ Test(report_text, explain_of_a_ddp_run_names_every_bucket)
     real_free(&rr);
 }
 
+Test(report_text, sum_of_phases_leaves_out_hidden_comm_and_says_so)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 1e-7);
+    /* DDP: 3 + 0.5 + 6 + 0.8 + 0.7 = 11 ms of phases; the 3.2 ms hidden
+     * all-reduce ran inside backward's 6 */
+    mem_t m;
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[2], NULL);
+    char *txt = mem_close(&m);
+    const char *sum = strstr(txt, "sum of phases *");
+    cr_assert(sum, "%s", txt);
+    double a = 0, b = 0;
+    cr_assert_eq(sscanf(sum + strlen("sum of phases *"), "%lf %lf", &a, &b), 2, "%s", txt);
+    cr_assert_float_eq(a, 11.0, 1e-9, "device 0's sum %g counts hidden comm:\n%s", a, txt);
+    cr_assert_float_eq(b, 11.0, 1e-9);
+    cr_assert(strstr(txt, "comm hidden *"), "%s", txt);
+    cr_assert(strstr(txt, "* comm hidden ran while backward computed: it overlaps backward's time"),
+              "%s", txt);
+    free(txt);
+    /* without hidden time (DP): no mark, no note */
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[1], NULL);
+    txt = mem_close(&m);
+    cr_assert_null(strstr(txt, " *"), "%s", txt);
+    free(txt);
+    /* compare says it in the label */
+    txt = compare_text(runs);
+    cr_assert(strstr(txt, "comm hidden (in bwd)"), "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
 Test(report_text, explain_tells_buckets_and_moves)
 {
     float p[4] = {1, 2, 3, 4};
