@@ -67,7 +67,7 @@ typedef struct {
     optim_t opt;
     reducer_t red;
     float *staging;     /* batch staging for devices that are not host-visible */
-    float *host_params; /* rank 0's initial parameters */
+    float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
     float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
                            decision, all-reduced (see rank_step) */
     float loss_host[3]; /* its host side (valid until the backend is synced) */
