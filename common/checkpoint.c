@@ -392,13 +392,6 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
                                "%s: not with --mode compare (it trains three models; run one "
                                "mode)",
                                outs[i].opt);
-    /* Until dp_run and ddp_run call ckpt_run_*: refuse rather than run
-     * without the checkpoints the user asked for. */
-    if (cfg->mode != MODE_SINGLE)
-        for (int i = 1; i < 3; i++)
-            if (outs[i].path[0])
-                return err_set(err, DDP_ERR_INPUT, "%s: not built yet for --mode %s",
-                               outs[i].opt, mode_name(cfg->mode));
     if (cfg->init_path[0] && cfg->resume_path[0])
         return err_set(err, DDP_ERR_INPUT,
                        "--init and --resume: choose one (a checkpoint holds the weights)");
@@ -443,7 +436,7 @@ int ckpt_run_init(ckpt_run_t *c, const config_t *cfg, const model_spec_t *spec,
     c->cfg = cfg;
     c->spec = spec;
     c->device_index = device_index;
-    c->nstate = optim_state_count(o);
+    c->nstate = o ? optim_state_count(o) : state_count(cfg);
     if (!cfg->checkpoint_path[0] && !cfg->resume_path[0])
         return DDP_OK;
     size_t bytes = (spec->nparams ? spec->nparams : 1) * sizeof(float);
@@ -467,22 +460,36 @@ void ckpt_run_free(ckpt_run_t *c)
     c->params = c->state[0] = c->state[1] = NULL;
 }
 
-int ckpt_run_resume(ckpt_run_t *c, schedule_t *s, float *host_params, optim_t *o, char *err)
+int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err)
 {
     const config_t *cfg = c->cfg;
     if (!cfg->resume_path[0])
         return DDP_OK;
-    ckpt_pos_t pos;
-    int rc = ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &pos, err);
+    int rc = ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos,
+                       err);
     if (rc != DDP_OK)
         return rc;
+    c->loaded = true;
+    s->start_step = c->pos.global_step;
+    return DDP_OK;
+}
+
+int ckpt_run_upload(ckpt_run_t *c, optim_t *o, char *err)
+{
+    if (!c->loaded)
+        return DDP_OK;
     for (int k = 0; k < c->nstate; k++)
         if (optim_state_upload(o, k, c->state[k]) != DDP_OK)
             return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", o->be->device_id,
                            backend_last_error(o->be));
-    o->step = pos.optim_step; /* Adam's bias correction and SGD's first step go on from here */
-    s->start_step = pos.global_step;
+    o->step = c->pos.optim_step; /* Adam's bias correction and SGD's first step go on from here */
     return DDP_OK;
+}
+
+int ckpt_run_resume(ckpt_run_t *c, schedule_t *s, float *host_params, optim_t *o, char *err)
+{
+    int rc = ckpt_run_load(c, s, host_params, err);
+    return rc == DDP_OK ? ckpt_run_upload(c, o, err) : rc;
 }
 
 bool ckpt_run_due(const ckpt_run_t *c, const schedule_t *s, long g)

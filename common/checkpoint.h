@@ -98,6 +98,12 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
 //           ckpt_run_write(&ck, &sch, rep.params, &opt, g, err);
 //   }
 //   ckpt_run_free(&ck);
+//
+// A strategy that learns its first step before its optimizer exists (DP:
+// the plan of the first step is made before the device threads create the
+// optimizer) splits ckpt_run_resume in two: ckpt_run_load on the host, then
+// ckpt_run_upload once the optimizer is there.  Only the writer (DP's device
+// 0, DDP's rank 0) calls ckpt_run_write; in DDP every rank loads the file.
 
 typedef struct {
     const config_t *cfg;
@@ -106,14 +112,26 @@ typedef struct {
     float *params;    /* host copies, only with --checkpoint or --resume */
     float *state[2];
     int nstate;
+    bool loaded;      /* ckpt_run_load read --resume: state[] and pos wait for the upload */
+    ckpt_pos_t pos;   /* where the loaded checkpoint stands */
 } ckpt_run_t;
 
+/* o may be NULL (the optimizer does not exist yet): the state count then
+ * follows cfg->optim, as optim_init will. */
 int ckpt_run_init(ckpt_run_t *c, const config_t *cfg, const model_spec_t *spec,
                   const optim_t *o, int device_index, char *err);
-/* No-op without --resume. */
+/* ckpt_run_load then ckpt_run_upload.  No-op without --resume. */
 int ckpt_run_resume(ckpt_run_t *c, schedule_t *s, float *host_params, optim_t *o, char *err);
+/* The host half: read --resume into host_params and the state buffers, set
+ * s->start_step.  No-op without --resume. */
+int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err);
+/* The device half: the loaded optimizer state into o, and o->step.  No-op
+ * when nothing was loaded. */
+int ckpt_run_upload(ckpt_run_t *c, optim_t *o, char *err);
 /* Is a checkpoint due after step g (0-based)?  Every --checkpoint-every steps
- * (counted from step 0, so a resumed run keeps the cadence) and after the last. */
+ * (counted from step 0, so a resumed run keeps the cadence) and after the last.
+ * Reads only the config and s->total_steps, so every thread and rank of a run
+ * gets the same answer. */
 bool ckpt_run_due(const ckpt_run_t *c, const schedule_t *s, long g);
 /* Copy the device parameters (dev_params, on o's device) and the optimizer
  * state to the host and write the checkpoint of the state after step g. */

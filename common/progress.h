@@ -44,6 +44,21 @@ static inline bool progress_due(const progress_t *p)
     return p->on && now_s() + p->step_est >= p->next_s;
 }
 
+/* For a strategy that must decide a step ahead whether to fetch a loss
+ * (DDP: fetching is a collective every rank must agree on): in how many
+ * steps from the one now running the line is next due, judged by the last
+ * step's duration; 0 when the line is off. */
+static inline long progress_steps_to_due(const progress_t *p)
+{
+    if (!p->on)
+        return 0;
+    double left = p->next_s - now_s();
+    if (p->step_est <= 0.0 || left <= p->step_est)
+        return 1;
+    double n = left / p->step_est;
+    return n > 1e6 ? 1000000 : (long)n + 1;
+}
+
 /* After step `step` (1-based) of epoch `epoch` (0-based), `samples` global
  * samples done in all, loss of this step or NAN when not known. */
 void progress_update(progress_t *p, long step, long epoch, double loss, long samples);

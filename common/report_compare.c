@@ -347,6 +347,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 continue;
             const char *label = p == PH_LOSS ? "loss (dp: gather+loss)"
                                 : p == PH_COMM_EXPOSED ? "comm exposed (dp: reduce)"
+                                : p == PH_COMM_HIDDEN  ? "comm hidden (in bwd)"
                                                        : phase_name((phase_t)p);
             fprintf(f, "    %-*s", LABEL_W - 2, label);
             for (int j = 0; j < npc; j++) {

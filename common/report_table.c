@@ -66,13 +66,18 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
         fprintf(f, "%*s", COL_W, cols[c].title);
     fprintf(f, "%*s\n", COL_W, "share");
     double sum[MAX_COLS] = {0};
+    bool hidden = false;
     for (int p = 0; p < PH_COUNT; p++) {
         bool any = false;
         for (int d = 0; d < r->ndev; d++)
             any |= s->phase[d][p] > 0.0;
         if (!any)
             continue;
-        fprintf(f, "    %-*s", LABEL_W - 2, report_phase_label(r->mode, (phase_t)p));
+        hidden |= p == PH_COMM_HIDDEN;
+        char label[48];
+        snprintf(label, sizeof label, "%s%s", report_phase_label(r->mode, (phase_t)p),
+                 p == PH_COMM_HIDDEN ? " *" : "");
+        fprintf(f, "    %-*s", LABEL_W - 2, label);
         double mean = 0.0;
         for (int c = 0; c < ncol; c++) {
             double v = col_phase(s, &cols[c], p);
@@ -85,9 +90,10 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
         mean /= (double)r->ndev;
         fprintf(f, "%*.1f%%\n", COL_W - 1, s->step_mean > 0 ? 100.0 * mean / s->step_mean : 0.0);
     }
-    fprintf(f, "    %-*s", LABEL_W - 2, "sum of phases");
+    fprintf(f, "    %-*s", LABEL_W - 2, hidden ? "sum of phases *" : "sum of phases");
     for (int c = 0; c < ncol; c++)
         fprintf(f, "%*.3f", COL_W, sum[c] * k);
+
     fprintf(f, "\n    %-*s", LABEL_W - 2, "step (wall)");
     for (int c = 0; c < ncol; c++)
         fprintf(f, "%*.3f", COL_W, s->step_mean * k);
@@ -98,6 +104,9 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
             rows += s->rows_per_step[d];
         fprintf(f, "%*.0f", COL_W, rows / (double)(cols[c].last - cols[c].first + 1));
     }
+    if (hidden)
+        fprintf(f, "\n    * comm hidden ran while backward computed: it overlaps backward's "
+                   "time, so the sum leaves it out");
     fprintf(f, "\n  %-*s", LABEL_W, "peak memory");
     for (int c = 0; c < ncol; c++) {
         double m = 0.0;

@@ -214,7 +214,7 @@ static int failure(const sup_t *s, char *err)
 // ---------------------------------------------------------------------------
 // the result
 
-static int collect(const sup_t *s, const schedule_t *sch, const model_spec_t *spec,
+static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
                    run_result_t *res, char *err)
 {
     ddp_area_t *a = s->area;
@@ -233,10 +233,18 @@ static int collect(const sup_t *s, const schedule_t *sch, const model_spec_t *sp
                            (unsigned long long)a->rank[0].checksum.bits);
         res->dev[r] = rec->stats;
         res->timed_samples += rec->timed_samples;
+        /* --trace: the rank's recorder out of the segment, which goes next */
+        const trace_rec_t *tr = ddp_area_trace(a, r);
+        if (tr && !(res->trace[r] = trace_rec_clone(tr)))
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the trace");
     }
-    res->steps = sch->total_steps;
+    /* Every rank started at the step rank 0 recorded (--resume: the
+     * checkpoint's, read by each rank from the same file). */
+    sch->start_step = a->start_step;
+    res->steps = sch->total_steps - sch->start_step;
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
+    res->story = a->story;
     long nt = a->rank[0].nstep_s;
     res->step_s = calloc((size_t)(nt > 0 ? nt : 1), sizeof(double));
     res->params = malloc(spec->nparams * sizeof(float));
@@ -296,7 +304,13 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     if ((rc = schedule_init(&sch, cfg, data, world, 0, cfg->batch / world, err)) != DDP_OK)
         return rc;
     long max_timed = sch.total_steps - schedule_warmup(&sch);
-    size_t bytes = ddp_area_layout(NULL, world, max_timed, sch.total_steps, spec.nparams);
+    /* --trace: a recorder per rank in the segment.  Per step a rank records
+     * its step, 5 phases per micro-batch (within trace_capacity's PH_COUNT),
+     * 2 more, and one all-reduce per bucket: at most 2 per layer. */
+    uint32_t trace_cap =
+        cfg->trace_path[0] ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
+    size_t bytes =
+        ddp_area_layout(NULL, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
     sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
@@ -307,7 +321,7 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
         return rc;
     }
     s.area = comm_seg_extra(s.seg);
-    ddp_area_layout(s.area, world, max_timed, sch.total_steps, spec.nparams);
+    ddp_area_layout(s.area, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
 
     struct sigaction old[NSIGS];
     if ((rc = signals_install(old, err)) != DDP_OK) {

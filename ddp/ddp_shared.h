@@ -1,15 +1,18 @@
 /* ddp/ddp_shared.h: what DDP ranks hand back to their supervisor, laid out in
  * the shared segment's extra area (fixed records, then the arrays):
  *
- *   ddp_area_t        sizes and offsets
+ *   ddp_area_t        sizes and offsets, rank 0's start step and --explain story
  *   ddp_rank_rec_t    one per rank: state, error, phase times, memory, checksum
  *   double steps[world][max_timed]   each rank's timed step times
  *   loss_point_t log[max_log]        rank 0's loss log (the global mean loss)
  *   float params[nparams]            rank 0's final parameters
+ *   trace_rec_t trace[world]         --trace only: each rank's recorder, in
+ *                                    slots of trace_stride bytes (trace.h)
  *
- * A rank writes only its own record and rows before it exits; the supervisor
- * reads them after reaping every rank, so no synchronisation is needed beyond
- * process exit (waitpid orders the child's writes before the parent's reads). */
+ * A rank writes only its own record, rows and recorder (rank 0 also the
+ * start step and the story) before it exits; the supervisor reads them after
+ * reaping every rank, so no synchronisation is needed beyond process exit
+ * (waitpid orders the child's writes before the parent's reads). */
 #ifndef DDPBENCH_DDP_SHARED_H
 #define DDPBENCH_DDP_SHARED_H
 
@@ -36,12 +39,18 @@ typedef struct {
     int world;
     long max_timed, max_log;
     size_t nparams;
-    size_t off_steps, off_log, off_params; /* bytes from the area's start */
+    uint32_t trace_cap;     /* events per recorder; 0: no --trace */
+    size_t off_steps, off_log, off_params, off_trace; /* bytes from the area's start */
+    size_t trace_stride;    /* bytes per recorder slot */
+    long start_step;        /* rank 0: the first step run (> 0 after --resume) */
+    step_story_t story;     /* rank 0: --explain's first step */
     ddp_rank_rec_t rank[MAX_DEVICES];
 } ddp_area_t;
 
-/* Bytes of the area for these sizes; fills the offsets when a is not NULL. */
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams);
+/* Bytes of the area for these sizes; fills the offsets when a is not NULL
+ * (the recorders are then set up too: trace_cap events each, 0 for none). */
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
+                       uint32_t trace_cap);
 
 static inline double *ddp_area_steps(ddp_area_t *a, int rank)
 {
@@ -54,6 +63,13 @@ static inline loss_point_t *ddp_area_log(ddp_area_t *a)
 static inline float *ddp_area_params(ddp_area_t *a)
 {
     return (float *)((char *)a + a->off_params);
+}
+/* Rank `rank`'s recorder, NULL without --trace. */
+static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
+{
+    if (a->trace_cap == 0)
+        return NULL;
+    return (trace_rec_t *)((char *)a + a->off_trace + (size_t)rank * a->trace_stride);
 }
 
 /* The body of rank `rank` (in the forked child): train, fill its record.

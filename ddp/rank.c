@@ -3,17 +3,21 @@
  * and optimizer, and the gradients averaged over ranks in buckets while
  * backward runs.  What it measured goes back to the supervisor through the
  * shared segment (ddp_shared.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "ddp_shared.h"
 #include "fault.h"
 #include "optim.h"
+#include "progress.h"
 #include "reducer.h"
 #include "trainer.h"
 
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams)
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
+                       uint32_t trace_cap)
 {
     size_t off = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
     size_t steps = off;
@@ -24,14 +28,23 @@ size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, s
     off = (off + 63) & ~(size_t)63;
     size_t params = off;
     off += nparams * sizeof(float);
+    off = (off + 63) & ~(size_t)63;
+    size_t trace = off;
+    size_t stride = trace_cap ? (trace_rec_bytes(trace_cap) + 63) & ~(size_t)63 : 0;
+    off += (size_t)world * stride;
     if (a) {
         a->world = world;
         a->max_timed = max_timed;
         a->max_log = max_log;
         a->nparams = nparams;
+        a->trace_cap = trace_cap;
         a->off_steps = steps;
         a->off_log = log;
         a->off_params = params;
+        a->off_trace = trace;
+        a->trace_stride = stride;
+        for (int r = 0; r < world && trace_cap; r++)
+            trace_rec_init(ddp_area_trace(a, r), trace_cap, r);
     }
     return off;
 }
@@ -54,9 +67,15 @@ typedef struct {
     optim_t opt;
     reducer_t red;
     float *staging;     /* batch staging for devices that are not host-visible */
-    float *host_params; /* rank 0's initial parameters */
-    float *lossbuf;     /* device [2]: the step's loss sum and rows, all-reduced */
-    float loss_host[2]; /* its host side (valid until the backend is synced) */
+    float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
+    float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
+                           decision, all-reduced (see rank_step) */
+    float loss_host[3]; /* its host side (valid until the backend is synced) */
+    ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
+    trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
+    progress_t prog;    /* rank 0's progress line (off on the other ranks) */
+    long progress_at;   /* the next step whose loss the progress line gets, -1 none */
+    long samples_done;  /* global samples of the steps run */
     char err[ERR_LEN];
 } rank_t;
 
@@ -102,9 +121,10 @@ static int rank_setup(rank_t *k)
     TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, local_batch, k->err));
     TRY(replica_init(&k->rep, k->be, &k->spec, local_batch, k->data->tgt_cols, k->err));
     TRY(optim_init(&k->opt, k->be, &cfg->optim, k->spec.nparams, k->err));
+    TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
-    k->lossbuf = k->be->ops->alloc(k->be, 2 * sizeof(float));
+    k->lossbuf = k->be->ops->alloc(k->be, 3 * sizeof(float));
     if (!k->lossbuf)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
     if (!k->be->host_visible) {
@@ -115,16 +135,31 @@ static int rank_setup(rank_t *k)
     }
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
-    if (k->rank == 0) {
+    if (k->rank == 0 || cfg->resume_path[0]) {
         k->host_params = malloc(k->spec.nparams * sizeof(float));
         if (!k->host_params)
             return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the parameters");
+    }
+    if (k->rank == 0)
         TRY(trainer_initial_params(cfg, &k->spec, k->host_params, k->err));
+    /* --resume: every rank reads the same file, so each has the optimizer
+     * state and step of the checkpoint (DDP keeps one per rank, identical)
+     * and the same first step; the parameters still come by broadcast. */
+    TRY(ckpt_run_resume(&k->ck, &k->sch, k->host_params, &k->opt, k->err));
+    if (k->rank == 0) {
+        k->area->start_step = k->sch.start_step;
         TRY_BE(k->be->ops->h2d(k->be, k->rep.params, k->host_params,
                                k->spec.nparams * sizeof(float)));
     }
+    double t0 = now_s();
     TRY_COMM(comm_broadcast(k->comm, k->rep.params, k->spec.nparams, 0));
     TRY_BE(k->be->ops->sync(k->be));
+    if (k->rank == 0)
+        k->area->story.move[MOVE_BROADCAST] =
+            (move_stat_t){k->spec.nparams * sizeof(float), now_s() - t0, 1};
+    /* Every rank fetches the loss of its first step: that all-reduce carries
+     * rank 0's first decision about the progress line (see rank_step). */
+    k->progress_at = k->sch.start_step;
     return DDP_OK;
 }
 
@@ -136,6 +171,7 @@ static void rank_teardown(rank_t *k)
         k->be->ops->free(k->be, k->lossbuf);
     }
     free(k->host_params);
+    ckpt_run_free(&k->ck);
     reducer_free(&k->red);
     optim_free(&k->opt);
     replica_free(&k->rep);
@@ -161,6 +197,34 @@ static int micro_count(rank_t *k, long g)
     return n;
 }
 
+/* --explain, rank 0, the run's first step: the buckets as they ran, timed
+ * from the start of the backward pass that all-reduced them. */
+static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
+{
+    step_story_t *st = &k->area->story;
+    const reducer_t *r = &k->red;
+    move_stat_t *mv = &st->move[MOVE_ALLREDUCE];
+    double first = 0.0, last = 0.0;
+    st->nbuckets = r->nb;
+    st->backward_s = bwd_t1 - bwd_t0;
+    for (int i = 0; i < r->nb; i++) {
+        const bucket_t *b = &r->b[i];
+        uint64_t bytes = (uint64_t)b->count * sizeof(float);
+        mv->bytes += bytes;
+        mv->ops++;
+        if (b->span.end_s > 0.0) {
+            first = mv->ops == 1 || b->span.start_s < first ? b->span.start_s : first;
+            last = b->span.end_s > last ? b->span.end_s : last;
+        }
+        if (i < STORY_MAX_BUCKETS)
+            /* layers in the order backward reaches them: last first */
+            st->bucket[i] = (bucket_story_t){b->last_param / 2, b->first_param / 2, bytes,
+                                             b->ready_s - bwd_t0, b->span.start_s - bwd_t0,
+                                             b->span.end_s - bwd_t0};
+    }
+    mv->seconds = last > first ? last - first : 0.0;
+}
+
 static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
 {
     const config_t *cfg = k->cfg;
@@ -175,15 +239,27 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
     fault_raise(f); /* kill, exit, stall: never returns */
 
     bool timed = schedule_timed(&k->sch, g);
-    bool want_loss = schedule_logs(&k->sch, g);
+    /* The loss is a collective: every rank must agree on fetching it.  The
+     * loss log's steps follow from the schedule; the progress line's come
+     * from rank 0 on the previous loss all-reduce (progress_at), so no rank
+     * decides alone from its own clock. */
+    bool want_loss = schedule_logs(&k->sch, g) || g == k->progress_at;
+    bool first = g == k->sch.start_step; /* --explain narrates this run's first step */
     phase_clock_t pc;
-    phase_clock_start(&pc, timed ? rec->stats.phase_s : scratch);
+    double *acc = timed ? rec->stats.phase_s : scratch;
+    double before[PH_COUNT];
+    if (first) /* its phases are the difference */
+        memcpy(before, acc, sizeof before);
+    phase_clock_start(&pc, acc);
+    trace_step_begin(k->tr, g, timed);
+    phase_clock_trace(&pc, k->tr);
     double t0 = pc.last;
     size_t step_rows = schedule_step_rows(&k->sch, g);
     float scale = 1.0f / (float)step_rows; /* this rank's mean; the all-reduce averages ranks */
     int nmicro = micro_count(k, g);
     double step_loss = 0.0, bwd_t0 = 0.0, bwd_t1 = 0.0;
     float loss_sum = 0.0f;
+    long rows_done = 0;
     for (int m = 0; m < nmicro; m++) {
         int rows;
         const uint32_t *idx = schedule_micro(&k->sch, g, m, &rows);
@@ -208,38 +284,100 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
         TRY_BE(be->ops->sync(be));
         phase_clock_lap(&pc, PH_BACKWARD);
         bwd_t1 = pc.last;
-        if (timed)
-            rec->stats.rows += rows;
+        rows_done += rows;
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
-     * logging steps, the loss: the same sequence of collectives on every rank. */
+     * loss steps, the loss: the same sequence of collectives on every rank. */
     TRY_COMM(reducer_launch_rest(&k->red));
     if (want_loss) {
         k->loss_host[0] = (float)step_loss;
         k->loss_host[1] = (float)step_rows;
+        /* Rank 0's decision (the others add 0): in how many steps the
+         * progress line next wants a loss; 0 when it is off.  A small whole
+         * number, exact in a float. */
+        k->loss_host[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
         TRY_BE(be->ops->h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host));
-        TRY_COMM(comm_all_reduce_async(k->comm, k->lossbuf, 2, REDOP_SUM, "the loss", NULL));
+        TRY_COMM(comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL));
     }
     /* The optimizer needs every bucket averaged: wait for all of them. */
     TRY_COMM(comm_wait_all(k->comm));
     TRY_BE(be->ops->sync(be));
     phase_clock_lap(&pc, PH_COMM_EXPOSED);
     pc.acc[PH_COMM_HIDDEN] += reducer_hidden_s(&k->red, bwd_t0, bwd_t1);
+    for (int i = 0; i < k->red.nb && k->tr; i++) {
+        const bucket_t *b = &k->red.b[i];
+        if (b->span.end_s > 0.0)
+            trace_event(k->tr, TR_ALLREDUCE, LANE_COMM, b->span.start_s, b->span.end_s,
+                        (uint64_t)b->count * sizeof(float), i, -1);
+    }
     if (want_loss) {
-        float global[2];
+        float global[3];
         TRY_BE(be->ops->d2h(be, global, k->lossbuf, sizeof global));
         *loss_out = (double)global[0] / (double)global[1];
+        long ahead = (long)global[2];
+        k->progress_at = ahead > 0 ? g + ahead : -1;
+    } else {
+        *loss_out = NAN;
     }
 
     TRY_BE(optim_step(&k->opt, rep->params, rep->grads));
     TRY_BE(be->ops->sync(be));
     phase_clock_lap(&pc, PH_OPTIM);
+    trace_step_end(k->tr, t0, pc.last);
     if (timed) {
         ddp_area_steps(k->area, k->rank)[rec->nstep_s++] = pc.last - t0;
         rec->timed_s += pc.last - t0;
         rec->timed_samples += (long)step_rows;
+        rec->stats.rows += rows_done;
     }
+    if (first) {
+        for (int p = 0; p < PH_COUNT; p++)
+            rec->stats.first_phase_s[p] = acc[p] - before[p];
+        rec->stats.first_rows = rows_done;
+        if (k->rank == 0) {
+            step_story_t *st = &k->area->story;
+            move_stat_t *mb = &st->move[MOVE_BATCH];
+            /* every rank gathers its own shard, in parallel: rank 0's time */
+            mb->bytes = (uint64_t)rows_done * (uint64_t)k->world *
+                        (uint64_t)(k->data->in_dim + k->data->tgt_cols) * sizeof(float);
+            mb->ops = nmicro * k->world;
+            mb->seconds = rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
+            story_buckets(k, bwd_t0, bwd_t1);
+            st->step_s = pc.last - t0;
+            st->filled = true;
+        }
+    }
+    return DDP_OK;
+}
+
+/* After step g, when a checkpoint is due: rank 0 writes it, then every rank
+ * meets at a barrier. */
+static int rank_checkpoint(rank_t *k, long g)
+{
+    int rc;
+    if (!ckpt_run_due(&k->ck, &k->sch, g))
+        return DDP_OK;
+    /* Rank 0 writes: every rank holds the same parameters and optimizer
+     * state (the same averaged gradients applied to the same start), so one
+     * copy is the checkpoint.  Its optimizer step was synced, so the copy is
+     * the state after step g. */
+    if (k->rank == 0)
+        TRY(ckpt_run_write(&k->ck, &k->sch, k->rep.params, &k->opt, g, k->err));
+    /* Barrier: nobody runs ahead while rank 0 writes.  Without it the others
+     * would wait for rank 0 inside step g+1's first all-reduce, bounded by
+     * --timeout, which a slow disk could exceed; and after the last step
+     * they would exit while the last checkpoint is still being written.  So
+     * this one wait allows for the write: --timeout plus 30 s plus the file
+     * at 20 MB/s.  Every op before it was waited for (rank_step's wait_all),
+     * so the comm is idle and the timeout may change (comm.h). */
+    double bytes = (double)k->spec.nparams * sizeof(float) * (1.0 + k->ck.nstate);
+    double saved = k->comm->timeout_s;
+    k->comm->timeout_s = saved + 30.0 + bytes / 20e6;
+    rc = comm_barrier(k->comm);
+    k->comm->timeout_s = saved;
+    if (rc != DDP_OK)
+        return comm_failed(k, rc);
     return DDP_OK;
 }
 
@@ -248,20 +386,28 @@ static int rank_train(rank_t *k)
     int rc;
     ddp_rank_rec_t *rec = k->rec;
     double scratch[PH_COUNT] = {0};
+    /* Rank 0 draws the progress line; on the others it stays off. */
+    if (k->rank == 0)
+        progress_init(&k->prog, k->cfg, "ddp", k->sch.total_steps);
     double t_start = now_s();
-    for (long g = 0; g < k->sch.total_steps; g++) {
-        double loss = 0.0;
+    for (long g = k->sch.start_step; g < k->sch.total_steps; g++) {
+        double loss = NAN;
         TRY(rank_step(k, g, scratch, &loss));
+        long epoch = schedule_epoch_of(&k->sch, g);
         if (schedule_logs(&k->sch, g)) {
             rec->final_loss = loss;
-            long epoch = schedule_epoch_of(&k->sch, g);
             if (k->rank == 0) {
                 if (rec->nlog < k->area->max_log)
                     ddp_area_log(k->area)[rec->nlog++] = (loss_point_t){g + 1, epoch, loss};
+                progress_clear(&k->prog); /* the loss line replaces it */
                 trainer_log_loss(k->cfg, g + 1, k->sch.total_steps, epoch, loss);
             }
         }
+        TRY(rank_checkpoint(k, g));
+        k->samples_done += (long)schedule_step_rows(&k->sch, g) * k->world;
+        progress_update(&k->prog, g + 1, epoch, loss, k->samples_done);
     }
+    progress_end(&k->prog);
     rec->total_s = now_s() - t_start;
 
     /* Every rank's final parameters, checksummed so the supervisor can check
@@ -294,6 +440,7 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, in
     k.rec = &k.area->rank[rank];
     k.rec->stats.device_id = cfg->gpus[rank];
     k.rec->state = RANK_RUNNING;
+    k.tr = ddp_area_trace(k.area, rank); /* set up by the supervisor; only this rank writes it */
 
     int rc = rank_setup(&k);
     if (rc == DDP_OK)
@@ -311,6 +458,7 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, in
     } else {
         k.rec->state = RANK_DONE;
     }
+    progress_end(&k.prog); /* a fault must not leave a half line on the terminal */
     rank_teardown(&k);
     return rc;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "timing.h"
+
 // ---------------------------------------------------------------------------
 // buckets
 
@@ -73,12 +75,15 @@ void reducer_begin(reducer_t *r, bool sync)
     for (int i = 0; i < r->nb; i++) {
         r->b[i].pending = r->b[i].last_param - r->b[i].first_param + 1;
         r->b[i].h = 0;
+        r->b[i].ready_s = 0.0;
+        r->b[i].span = (comm_span_t){0, 0};
     }
 }
 
 static int launch(reducer_t *r, int i)
 {
     bucket_t *b = &r->b[i];
+    b->ready_s = now_s();
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work). */
     int rc = comm_all_reduce_async(r->comm, r->grads + b->off, b->count, REDOP_AVG, b->tag, &b->h);
@@ -124,6 +129,7 @@ double reducer_hidden_s(reducer_t *r, double t0, double t1)
         comm_span_t s = {0, 0};
         if (!r->b[i].h || comm_wait(r->comm, r->b[i].h, &s) != DDP_OK || s.end_s <= 0.0)
             continue;
+        r->b[i].span = s;
         double a = s.start_s > t0 ? s.start_s : t0;
         double b = s.end_s < t1 ? s.end_s : t1;
         if (b > a)

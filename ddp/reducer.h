@@ -36,6 +36,8 @@ typedef struct {
     int pending;           /* parameters not yet ready in this backward */
     comm_handle_t h;       /* this step's all-reduce */
     char tag[24];          /* "bucket 2", for error messages */
+    double ready_s;        /* now_s() when this step's all-reduce was launched */
+    comm_span_t span;      /* when it ran (reducer_hidden_s fills it; 0s when unknown) */
 } bucket_t;
 
 typedef struct {
@@ -63,7 +65,8 @@ int reducer_hook(void *ctx, int layer);
 /* After backward: launch the buckets the hook did not (all of them without overlap). */
 int reducer_launch_rest(reducer_t *r);
 /* After the waits: seconds of this step's bucket all-reduces that ran inside
- * [t0, t1] (the backward pass), from the comm's spans; 0 when it cannot tell. */
+ * [t0, t1] (the backward pass), from the comm's spans; 0 when it cannot tell.
+ * Leaves each bucket's span in b[i].span (for --trace and --explain). */
 double reducer_hidden_s(reducer_t *r, double t0, double t1);
 
 #endif

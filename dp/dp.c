@@ -48,6 +48,8 @@ static void dp_worker(void *ctx, int d)
 
 static void dp_ctx_free(dp_ctx_t *c)
 {
+    progress_end(&c->prog); /* a fault must not leave a half line on the terminal */
+    ckpt_run_free(&c->ck);
     for (int i = 0; i < 2; i++) {
         free(c->plan[i].rows);
         free(c->plan[i].idx);
@@ -55,6 +57,35 @@ static void dp_ctx_free(dp_ctx_t *c)
     free(c->host_params);
     schedule_free(&c->sch);
     free(c);
+}
+
+/* --explain: the first step's moves, from each thread's own counts (the
+ * join ordered their writes before these reads).  Bytes and operations add
+ * up; the threads copy in parallel, so the wall time of a kind is the
+ * slowest thread's. */
+static void dp_story(dp_ctx_t *c)
+{
+    step_story_t *st = &c->res->story;
+    for (int d = 0; d < c->k; d++)
+        for (int m = 0; m < MOVE_COUNT; m++) {
+            const move_stat_t *v = &c->dev[d].first_move[m];
+            st->move[m].bytes += v->bytes;
+            st->move[m].ops += v->ops;
+            if (v->seconds > st->move[m].seconds)
+                st->move[m].seconds = v->seconds;
+        }
+    /* the batch: device 0 gathers every row of the step on the host */
+    const device_stats_t *d0 = &c->res->dev[0];
+    long rows = 0;
+    for (int d = 0; d < c->k; d++)
+        rows += c->res->dev[d].first_rows;
+    move_stat_t *mb = &st->move[MOVE_BATCH];
+    mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
+    mb->ops = c->first_nmicro;
+    mb->seconds = d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D];
+    st->step_s = c->first_step_s;
+    st->backward_s = c->first_backward_s;
+    st->filled = true;
 }
 
 int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
@@ -93,27 +124,52 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
             snprintf(dv->name, sizeof dv->name, "device %d (id %d)", d, dv->id);
     }
 
+    /* --trace: one recorder per device, each written by its device's thread
+     * only.  Per step a device records its step, at most 8 phases per
+     * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
+     * and its copies: replicate k-1, reduce k-1, and per micro-batch two
+     * scatters (devices 1..) or k-1 gathers (device 0). */
+    int extra = 7 + (k - 1) * (cfg->accum + 2) + 2 * cfg->accum;
+    if ((rc = result_trace_init(res, cfg->trace_path[0] != 0, k, cfg->accum, extra)) != DDP_OK) {
+        rc = err_set(err, rc, "out of memory for the trace");
+        goto out;
+    }
     if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, cfg->batch, err)) != DDP_OK)
         goto out;
-    c->total_steps = c->sch.total_steps;
-    c->warmup = schedule_warmup(&c->sch);
     for (int i = 0; i < 2; i++) {
         c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
         c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
     }
     c->host_params = malloc(c->spec.nparams * sizeof(float));
-    res->step_s = calloc((size_t)(c->total_steps - c->warmup), sizeof(double));
     if (!c->plan[0].rows || !c->plan[0].idx || !c->plan[1].rows || !c->plan[1].idx ||
-        !c->host_params || !res->step_s) {
+        !c->host_params) {
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory");
         goto out;
     }
     if ((rc = trainer_initial_params(cfg, &c->spec, c->host_params, err)) != DDP_OK)
         goto out;
-    res->steps = c->total_steps;
+    /* --resume replaces the initial parameters and the first step here; the
+     * optimizer state waits in c->ck until device 0's thread has created the
+     * optimizer (dp_device_init).  The checkpoints of --checkpoint are
+     * written from device 0's thread, which owns parameters and optimizer. */
+    if ((rc = ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err)) != DDP_OK)
+        goto out;
+    if ((rc = ckpt_run_load(&c->ck, &c->sch, c->host_params, err)) != DDP_OK)
+        goto out;
+    c->total_steps = c->sch.total_steps;
+    c->start_step = c->sch.start_step;
+    c->warmup = schedule_warmup(&c->sch);
+    res->steps = c->total_steps - c->start_step;
     res->warmup_steps = c->warmup;
     res->epochs = c->sch.epochs;
-    dp_plan_step(c, 0); /* step 0's plan, before any thread reads it */
+    res->step_s = calloc((size_t)(res->steps - c->warmup), sizeof(double));
+    if (!res->step_s) {
+        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
+        goto out;
+    }
+    dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
+    /* Device 0's thread draws it; the threads start after this write. */
+    progress_init(&c->prog, cfg, "dp", c->total_steps);
 
     /* One BLAS thread per worker, set once here: the count is process-wide
      * and changing it while another worker runs a GEMM is not safe. */
@@ -128,6 +184,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     if (rc != DDP_OK)
         goto out;
 
+    dp_story(c);
     res->nparams = c->spec.nparams;
     res->params = c->host_params;
     c->host_params = NULL;

@@ -19,10 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "data.h"
 #include "model.h"
 #include "optim.h"
+#include "progress.h"
 #include "result.h"
 #include "trainer.h"
 
@@ -107,6 +109,10 @@ typedef struct {
     replica_t rep;            /* params, grads, activations for one chunk */
     bool has_grad;            /* rep.grads holds gradients of this optimizer step */
     double warm[PH_COUNT];    /* phase times of warm-up steps (not reported) */
+    /* --explain: this thread's copies in the run's first step (read by dp_run
+     * after the join) */
+    bool first;               /* the current step is the run's first */
+    move_stat_t first_move[MOVE_COUNT];
 } dp_dev_t;
 
 typedef struct {
@@ -120,9 +126,11 @@ typedef struct {
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
 
-    /* the schedule, read by device 0's thread only after the start */
+    /* the schedule, read by device 0's thread only after the start (the
+     * others read only total_steps, which never changes, via ckpt_run_due) */
     schedule_t sch;
     long total_steps, warmup;
+    long start_step;          /* the first step this run runs (> 0 after --resume) */
     dp_plan_t plan[2];        /* plan[g & 1] is step g's */
     float *host_params;       /* initial parameters, then the final ones */
 
@@ -133,6 +141,14 @@ typedef struct {
     float *loss_sum;          /* one device float */
     float *staging;           /* host staging when device 0 is not host-visible */
     float *gscratch;          /* one gradient arena for the reduce when not host-visible */
+
+    /* device 0's thread only (dp_run reads them after the join) */
+    ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
+    progress_t prog;          /* the progress line */
+    long samples_done;        /* global samples of the steps run, for the progress line */
+    double first_step_s;      /* --explain: the run's first step, wall */
+    double first_backward_s;  /* and device 0's first backward in it */
+    int first_nmicro;         /* and its micro-batches */
 } dp_ctx_t;
 
 // ---------------------------------------------------------------------------
@@ -162,9 +178,13 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err);
 // ---------------------------------------------------------------------------
 // dp_comm.c: the cross-device moves (peer copies; see the file for the order)
 
-/* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst. */
+/* Every copy is also stamped on the copying thread's comm lane of --trace
+ * and, in the run's first step, counted in its dev[d].first_move[] for
+ * --explain. */
+/* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst;
+ * what is MOVE_SCATTER (inputs) or MOVE_GRAD_OUT (output gradients). */
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
-                    dp_chunk_t ch, char *err);
+                    dp_chunk_t ch, move_kind_t what, char *err);
 /* Device d's share of copying device 0's parameters into the replicas of
  * devices 1..nrep-1 (host-visible: a slice of every replica; else its own). */
 int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err);

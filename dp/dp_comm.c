@@ -24,10 +24,40 @@ static int dp_be_fail(backend_t *be, const dp_dev_t *dv, const char *what, char 
 }
 
 // ---------------------------------------------------------------------------
+// what a copy leaves for --trace and --explain
+
+/* After a copy made by device d's thread on backend be (begun at t0): its
+ * event on d's comm lane (d's recorder: only this thread writes it) and, in
+ * the run's first step, its bytes, time and count in d's first_move[mk].  A
+ * copy that is only queued (a device that is not host memory) is waited for
+ * first when either wants it, so the time is the copy's and not its
+ * launch's; untraced steps after the first pay nothing. */
+static int dp_note(dp_ctx_t *c, int d, backend_t *be, trace_kind_t tk, move_kind_t mk,
+                   double t0, uint64_t bytes, int peer, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    trace_rec_t *tr = c->res->trace[d];
+    if (!(tr && tr->active) && !dv->first)
+        return DDP_OK;
+    /* Why sync: see above (the loop syncs right after anyway). */
+    if (!be->host_visible && be->ops->sync(be) != DDP_OK)
+        return dp_be_fail(be, dv, trace_kind_name(tk), err);
+    double t1 = now_s();
+    trace_event(tr, tk, LANE_COMM, t0, t1, bytes, -1, peer);
+    if (dv->first) {
+        move_stat_t *m = &dv->first_move[mk];
+        m->bytes += bytes;
+        m->seconds += t1 - t0;
+        m->ops++;
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
 // scatter
 
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
-                    dp_chunk_t ch, char *err)
+                    dp_chunk_t ch, move_kind_t what, char *err)
 {
     /* Source ready: device 0 synced its staging (or its loss) before the
      * barrier this thread passed to get here. */
@@ -35,9 +65,12 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
     backend_t *be = dv->be;
     if (ch.rows == 0)
         return DDP_OK;
-    int rc = be->ops->peer_copy(be, dst, c->dev[0].be, src0 + (size_t)ch.off * cols,
-                                (size_t)ch.rows * cols * sizeof(float));
-    return rc == DDP_OK ? DDP_OK : dp_be_fail(be, dv, "scatter", err);
+    size_t bytes = (size_t)ch.rows * cols * sizeof(float);
+    double t0 = now_s();
+    int rc = be->ops->peer_copy(be, dst, c->dev[0].be, src0 + (size_t)ch.off * cols, bytes);
+    if (rc != DDP_OK)
+        return dp_be_fail(be, dv, "scatter", err);
+    return dp_note(c, d, be, TR_SCATTER, what, t0, bytes, d, err);
 }
 
 // ---------------------------------------------------------------------------
@@ -61,18 +94,25 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
              * replica r's own thread reads its parameters only after the
              * barrier that follows the replicate. */
             backend_t *be = c->dev[r].be;
+            double t0 = now_s();
             int rc = be->ops->peer_copy(be, c->dev[r].rep.params + lo, be0, p0 + lo,
                                         (hi - lo) * sizeof(float));
             if (rc != DDP_OK)
                 return dp_be_fail(be, &c->dev[r], "replicate", err);
+            if ((rc = dp_note(c, d, be, TR_REPLICATE, MOVE_REPLICATE, t0,
+                              (hi - lo) * sizeof(float), r, err)) != DDP_OK)
+                return rc;
         }
         return DDP_OK;
     }
     if (d == 0 || d >= nrep)
         return DDP_OK;
     backend_t *be = c->dev[d].be;
+    double t0 = now_s();
     int rc = be->ops->peer_copy(be, c->dev[d].rep.params, be0, p0, n * sizeof(float));
-    return rc == DDP_OK ? DDP_OK : dp_be_fail(be, &c->dev[d], "replicate", err);
+    if (rc != DDP_OK)
+        return dp_be_fail(be, &c->dev[d], "replicate", err);
+    return dp_note(c, d, be, TR_REPLICATE, MOVE_REPLICATE, t0, n * sizeof(float), d, err);
 }
 
 // ---------------------------------------------------------------------------
@@ -90,10 +130,14 @@ int dp_gather(dp_ctx_t *c, int batch, char *err)
         float *dst = c->gout + (size_t)ch.off * out;
         /* Source ready: every device synced its forward before the barrier
          * that device 0 passed to start the gather. */
+        double t0 = now_s();
         int rc = d == 0 ? be0->ops->d2d(be0, dst, src, bytes)
                         : be0->ops->peer_copy(be0, dst, c->dev[d].be, src, bytes);
         if (rc != DDP_OK)
             return dp_be_fail(be0, &c->dev[0], "gather", err);
+        /* chunk 0 is already on device 0: a local copy, not a move */
+        if (d > 0 && (rc = dp_note(c, 0, be0, TR_GATHER, MOVE_GATHER, t0, bytes, d, err)) != DDP_OK)
+            return rc;
     }
     return DDP_OK;
 }
@@ -116,6 +160,10 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
         backend_t *be = dv->be;
         size_t lo, hi;
         dp_slice(n, c->k, d, &lo, &hi);
+        int nsrc = 0;
+        for (int s = 1; s < c->k; s++)
+            nsrc += c->dev[s].has_grad;
+        double t0 = now_s();
         for (size_t b = lo; b < hi; b += DP_REDUCE_BLOCK) {
             size_t len = hi - b < DP_REDUCE_BLOCK ? hi - b : DP_REDUCE_BLOCK;
             for (int s = 1; s < c->k; s++) {
@@ -126,7 +174,15 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
                     return dp_be_fail(be, dv, "reduce", err);
             }
         }
-        return DDP_OK;
+        /* One event for this thread's slice of every source (the blocks
+         * interleave the sources, so they have no separate spans). */
+        if (hi == lo || nsrc == 0)
+            return DDP_OK;
+        int rc = dp_note(c, d, be, TR_REDUCE, MOVE_REDUCE, t0,
+                         (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1, err);
+        if (rc == DDP_OK && dv->first)
+            dv->first_move[MOVE_REDUCE].ops += nsrc - 1; /* one add per source slice */
+        return rc;
     }
     if (d != 0)
         return DDP_OK;
@@ -137,12 +193,16 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
     for (int s = 1; s < c->k; s++) {
         if (!c->dev[s].has_grad)
             continue;
+        double t0 = now_s();
         int rc = be0->ops->peer_copy(be0, c->gscratch, c->dev[s].be, c->dev[s].rep.grads,
                                      n * sizeof(float));
         if (rc == DDP_OK)
             rc = be0->ops->axpy(be0, 1.0f, c->gscratch, g0, n);
         if (rc != DDP_OK)
             return dp_be_fail(be0, dv, "reduce", err);
+        if ((rc = dp_note(c, 0, be0, TR_REDUCE, MOVE_REDUCE, t0, n * sizeof(float), s, err)) !=
+            DDP_OK)
+            return rc;
     }
     return DDP_OK;
 }

@@ -61,6 +61,9 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
         return rc;
     if ((rc = optim_init(&c->opt, be, &cfg->optim, c->spec.nparams, err)) != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
+    /* --resume: dp_run read the file; its optimizer state goes to device 0. */
+    if ((rc = ckpt_run_upload(&c->ck, &c->opt, err)) != DDP_OK)
+        return rc;
     rc = be->ops->h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
     /* Why sync: the first replicate copies these parameters to the other
      * devices with peer copies that do not wait for device 0's stream. */

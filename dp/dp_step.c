@@ -4,7 +4,9 @@
  * at a barrier is its PH_IDLE, so the report shows who waits for whom: in DP
  * the other devices wait while device 0 stages the batch, computes the loss
  * and steps the optimizer. */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dp.h"
 #include "fault.h"
@@ -91,8 +93,8 @@ static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, phase_clock_t *p
 
 /* Device 0: gather the outputs, loss and output gradient over the whole
  * micro-batch, scaled by 1/rows of the optimizer step like single mode. */
-static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, double *step_loss,
-                   phase_clock_t *pc, char *err)
+static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, bool want_loss,
+                   double *step_loss, phase_clock_t *pc, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
@@ -101,7 +103,7 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, double *step_loss
     BE_TRY(be->ops->loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
            "loss");
-    if (pl->logs) {
+    if (want_loss) {
         float sum = 0.0f;
         BE_TRY(be->ops->d2h(be, &sum, c->loss_sum, sizeof sum), "loss");
         *step_loss += sum;
@@ -113,10 +115,10 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, double *step_loss
     return DDP_OK;
 }
 
-/* Device 0: the optimizer step, the step's figures, the loss line, and the
+/* Device 0: the optimizer step, the loss line, the progress line, and the
  * plan of the next step. */
-static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, double t0, double step_loss,
-                       phase_clock_t *pc, char *err)
+static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, bool want_loss,
+                       double step_loss, phase_clock_t *pc, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
@@ -130,19 +132,40 @@ static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, double t0, doub
         dp_plan_step(c, g + 1); /* may load the next epoch's order */
         phase_clock_lap(pc, PH_DATA);
     }
-    if (pl->timed) {
-        double dt = pc->last - t0;
-        res->step_s[res->nstep_s++] = dt;
-        res->timed_s += dt;
-        res->timed_samples += (long)pl->step_rows;
-    }
+    double mean = want_loss ? step_loss / (double)pl->step_rows : NAN;
     if (pl->logs) {
-        double mean = step_loss / (double)pl->step_rows;
         res->final_loss = mean;
         if (result_log_loss(res, g + 1, pl->epoch, mean) != DDP_OK)
             return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
+        progress_clear(&c->prog); /* the loss line replaces it */
         trainer_log_loss(c->cfg, g + 1, c->total_steps, pl->epoch, mean);
     }
+    c->samples_done += (long)pl->step_rows;
+    progress_update(&c->prog, g + 1, pl->epoch, mean, c->samples_done);
+    return DDP_OK;
+}
+
+/* After step g, when a checkpoint is due: device 0 writes it while the
+ * others wait at a barrier (untimed, like single's write between steps). */
+static int dp_checkpoint(dp_ctx_t *c, int d, long g, char *err)
+{
+    if (!ckpt_run_due(&c->ck, &c->sch, g))
+        return DDP_OK;
+    /* Device 0 owns the parameters and the optimizer state, and nobody else
+     * reads them now: every device passed the barrier that ended step g (so
+     * the reduce is over), and the next reader, step g+1's replicate, starts
+     * only after the barrier below.  Device 0's optimizer step was synced,
+     * so the copy is the state after step g. */
+    if (d == 0) {
+        dp_dev_t *dv = &c->dev[0];
+        int rc = ckpt_run_write(&c->ck, &c->sch, dv->rep.params, &c->opt, g, err);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    /* Barrier: the checkpoint is written (device 0's parameters are free to
+     * read again); the others must not replicate them before. */
+    if (dp_pool_sync(&c->pool) != DDP_OK)
+        return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
     return DDP_OK;
 }
 
@@ -154,16 +177,27 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
     dp_dev_t *dv = &c->dev[d];
     backend_t *be = dv->be;
     device_stats_t *st = &c->res->dev[d];
+    trace_rec_t *tr = c->res->trace[d]; /* --trace: written by this thread only */
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
 
-    for (long g = 0; g < c->total_steps; g++) {
+    for (long g = c->start_step; g < c->total_steps; g++) {
         /* plan[g & 1] was written by device 0 before the barrier that ended
          * the previous step (or before the first one); device 0 writes the
          * other half during this step. */
         const dp_plan_t *pl = &c->plan[g & 1];
         bool timed = pl->timed;
+        /* The progress line wants this step's loss now and then (device 0
+         * computes the loss, so only it decides). */
+        bool want_loss = d == 0 && (pl->logs || progress_due(&c->prog));
         phase_clock_t pc;
-        phase_clock_start(&pc, timed ? st->phase_s : dv->warm);
+        double *acc = timed ? st->phase_s : dv->warm;
+        double before[PH_COUNT];
+        dv->first = g == c->start_step; /* --explain narrates this run's first step */
+        if (dv->first) /* its phases are the difference */
+            memcpy(before, acc, sizeof before);
+        phase_clock_start(&pc, acc);
+        trace_step_begin(tr, g, timed);
+        phase_clock_trace(&pc, tr);
         double t0 = pc.last;
         double step_loss = 0.0;
         long rows_done = 0;
@@ -188,7 +222,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             dp_chunk_t ch = dp_chunk(batch, c->k, d);
             const float *x = d == 0 ? c->gx : dv->rep.x;
             if (d != 0 && ch.rows > 0) {
-                TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, err));
+                TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
                 BE_TRY(be->ops->sync(be), "scatter");
                 phase_clock_lap(&pc, PH_SCATTER);
             }
@@ -206,17 +240,19 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             TRY(dp_wait(c, &pc, err));
 
             if (d == 0)
-                TRY(dp_loss(c, pl, batch, &step_loss, &pc, err));
+                TRY(dp_loss(c, pl, batch, want_loss, &step_loss, &pc, err));
             /* Barrier: the output gradient is complete on device 0. */
             TRY(dp_wait(c, &pc, err));
 
             if (ch.rows > 0) {
                 const float *dout = d == 0 ? c->gdout : dv->rep.dout;
                 if (d != 0) {
-                    TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, err));
+                    TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, MOVE_GRAD_OUT,
+                                        err));
                     BE_TRY(be->ops->sync(be), "scatter");
                     phase_clock_lap(&pc, PH_SCATTER);
                 }
+                double t_bwd = pc.last;
                 /* A device that sat out an earlier micro-batch of this step
                  * has no gradients yet: it writes instead of adding. */
                 BE_TRY(model_backward(&dv->rep, x, ch.rows, dout, dv->has_grad, NULL, NULL),
@@ -225,6 +261,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
                  * (and, on a GPU, with peer copies that do not wait). */
                 BE_TRY(be->ops->sync(be), "backward");
                 phase_clock_lap(&pc, PH_BACKWARD);
+                if (d == 0 && dv->first && m == 0)
+                    c->first_backward_s = pc.last - t_bwd;
                 dv->has_grad = true;
                 rows_done += ch.rows;
             }
@@ -238,13 +276,35 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             /* Barrier: every slice of the sum is on device 0. */
             TRY(dp_wait(c, &pc, err));
         if (d == 0)
-            TRY(dp_optimize(c, g, pl, t0, step_loss, &pc, err));
+            TRY(dp_optimize(c, g, pl, want_loss, step_loss, &pc, err));
         /* Barrier: device 0's parameters are updated and the next plan is
          * written; it also makes every device's step span the same wall time,
          * so the phase sums of all devices add up to the step time. */
         TRY(dp_wait(c, &pc, err));
+        trace_step_end(tr, t0, pc.last);
         if (timed)
             st->rows += rows_done;
+        if (timed && d == 0) {
+            /* The step ends when every device is through its last barrier:
+             * timed here, device 0's phases add up to the step time. */
+            run_result_t *res = c->res;
+            double dt = pc.last - t0;
+            res->step_s[res->nstep_s++] = dt;
+            res->timed_s += dt;
+            res->timed_samples += (long)pl->step_rows;
+        }
+        if (dv->first) {
+            /* This device's own record (dp_run reads it after the join). */
+            for (int p = 0; p < PH_COUNT; p++)
+                st->first_phase_s[p] = acc[p] - before[p];
+            st->first_rows = rows_done;
+            if (d == 0) {
+                c->first_step_s = pc.last - t0;
+                c->first_nmicro = pl->nmicro;
+            }
+            dv->first = false;
+        }
+        TRY(dp_checkpoint(c, d, g, err));
     }
     return DDP_OK;
 }

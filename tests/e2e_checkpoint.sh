@@ -3,7 +3,9 @@
 #  - a checkpoint write killed between writing and renaming
 #    (DDPBENCH_FAULT=write) exits with SIGKILL's status and leaves the previous
 #    checkpoint intact; resuming from it ends with the bits of the run that
-#    never stopped, and its successful write removes the dead temporary;
+#    never stopped, and its successful write removes the dead temporary; the
+#    same in DP and DDP, where only device 0 / rank 0 writes (a killed DDP
+#    rank 0 is exit 1 naming it, with no process or /dev/shm entry left);
 #  - bad --init / --resume files and paths: exit 2, one line naming them;
 #  - interop, when a python3 with numpy is found (skipped with a message
 #    otherwise): a small independent reader (json + numpy.frombuffer) parses
@@ -58,6 +60,60 @@ head -c 2048 "$T/ck.safetensors" | grep -q '"global_step":"4"' && ok ||
     ko "resumed bits $(bits "$T/resumed") != straight bits $(bits "$T/straight")"
 [ "$(temps)" -eq 0 ] && ok || ko "the stale temporary survived a successful write: $(ls -A "$T")"
 head -c 2048 "$T/ck.safetensors" | grep -q '"global_step":"10"' && ok || ko "final checkpoint is not at step 10"
+
+# ---- DP and DDP: the same, and only device 0 / rank 0 writes ---------------------------
+# DP is one process: its killed write ends it like single's.  A DDP rank 0
+# killed mid-write is a dead rank: the supervisor stops the others and exits 1
+# naming rank 0, and leaves no process and no /dev/shm entry behind.
+TAG="e2e-ckpt-$$"
+leftovers() {
+    for d in /proc/[0-9]*; do
+        if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
+            st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
+            [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
+        fi
+    done
+}
+shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
+D="$T/modes" # its own folder: the checks below reuse single's checkpoint
+mtemps() { ls -A "$D" | grep -c "^\.ck\.safetensors\.tmp\."; }
+for mode in "dp --gpus 0,1,2" "ddp --gpus 0,1,2"; do
+    name=${mode%% *}
+    M=$(echo "$RUN" | sed "s/--mode single/--mode $mode/")
+    rm -rf "$D" && mkdir "$D"
+    "$BIN" $M --steps 10 >"$T/straight" 2>&1 || ko "$name straight run: $(cat "$T/straight")"
+    shm_list >"$T/shm_before"
+    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=write:0:5 "$BIN" $M --steps 10 \
+        --checkpoint "$D/ck.safetensors" --checkpoint-every 2 >"$T/out" 2>&1
+    rc=$?
+    if [ "$name" = dp ]; then
+        [ $rc -eq 137 ] && ok || ko "dp killed write: exit $rc, expected 137: $(cat "$T/out")"
+    else
+        [ $rc -eq 1 ] && grep -q "^ddpbench: error: rank 0 (device 0) killed by signal 9" "$T/out" &&
+            ok || ko "ddp killed write: exit $rc, expected 1 naming rank 0: $(cat "$T/out")"
+    fi
+    head -c 2048 "$D/ck.safetensors" | grep -q '"global_step":"4"' && ok ||
+        ko "$name: the checkpoint does not hold step 4 after the killed write"
+    [ "$(mtemps)" -eq 1 ] && ok || ko "$name: expected the dead writer's temporary, found $(mtemps)"
+    i=0
+    while [ -n "$(leftovers)" ] && [ $i -lt 20 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ -z "$(leftovers)" ] && ok || ko "$name killed write: processes left: $(leftovers)"
+    shm_list >"$T/shm_after"
+    cmp -s "$T/shm_before" "$T/shm_after" && ok || ko "$name killed write: /dev/shm entries left"
+    "$BIN" $M --steps 10 --resume "$D/ck.safetensors" --checkpoint "$D/ck.safetensors" \
+        >"$T/resumed" 2>&1 || ko "$name resume after the killed write: $(cat "$T/resumed")"
+    [ -n "$(bits "$T/straight")" ] && [ "$(bits "$T/resumed")" = "$(bits "$T/straight")" ] && ok ||
+        ko "$name: resumed bits $(bits "$T/resumed") != straight bits $(bits "$T/straight")"
+    [ "$(mtemps)" -eq 0 ] && ok || ko "$name: the stale temporary survived a successful write"
+    # device 1 / rank 1 never writes: a write fault aimed at it never fires
+    DDPBENCH_FAULT=write:1:5 "$BIN" $M --steps 10 --checkpoint "$D/ck1.safetensors" \
+        --checkpoint-every 2 >"$T/out" 2>&1 && [ "$(bits "$T/out")" = "$(bits "$T/straight")" ] &&
+        head -c 2048 "$D/ck1.safetensors" | grep -q '"global_step":"10"' && ok ||
+        ko "$name: device 1 wrote a checkpoint: $(cat "$T/out")"
+done
 
 # ---- bad files and paths through the command line -----------------------------------
 "$BIN" $RUN --steps 2 --save "$T/w.safetensors" >/dev/null 2>&1 || ko "--save"

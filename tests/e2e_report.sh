@@ -2,8 +2,9 @@
 # tests/e2e_report.sh: the reports as a user and a CI job meet them: --json
 # (one line, nothing else on stdout), --csv (header + one row per run), the
 # --baseline gate's exit codes (0 same run, 3 doctored, 2 other configuration
-# or bad file), --trace (written, renamed, no leftovers), --explain, the
-# progress line (never when stderr is not a terminal; there when it is),
+# or bad file), --trace (written, renamed, no leftovers; dp's copies and
+# ddp's buckets on the comm lane), --explain (single, dp, ddp), the
+# progress line in every mode (never when stderr is not a terminal; there when it is),
 # compare (side by side once dp/ddp exist, a clean error until then), and
 # bench/sweep.sh.
 # Usage: sh tests/e2e_report.sh ./ddpbench
@@ -107,23 +108,95 @@ fi
 expect2 "does not exist" $S --quiet --trace "$T/no/such/dir/t.json"
 expect2 "is a folder" $S --quiet --trace "$T"
 
+# dp and ddp: a process per device, every phase, and the copies / buckets on the comm lane
+DPS="--mode dp --gpus 0,1,2 --model seed-linear --backend cpu --steps 12 --accum 2"
+DDPS="--mode ddp --gpus 0,1 --layers 10,64,64,10 --bucket-mb 0.01 --first-bucket-mb 0.005 --backend cpu --steps 12"
+"$BIN" $DPS --quiet --trace "$T/dp.json" >/dev/null 2>"$T/err" && ok || ko "dp --trace: $(cat "$T/err")"
+"$BIN" $DDPS --quiet --trace "$T/ddp.json" >/dev/null 2>"$T/err" && ok || ko "ddp --trace: $(cat "$T/err")"
+if command -v python3 >/dev/null 2>&1; then
+    cat >"$T/tr.py" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+want_devices, phases, comm = int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4].split(",")
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+assert d["otherData"]["dropped_events"] == 0, "events dropped"
+pids = sorted({e["pid"] for e in ev})
+assert len(pids) == want_devices, "processes %s" % pids
+for pid in pids:
+    names = {e["name"] for e in ev if e["pid"] == pid and e["tid"] == 0}
+    for ph in phases:
+        assert ph in names, "pid %d has no %s event: %s" % (pid, ph, sorted(names))
+    lane = [e for e in ev if e["pid"] == pid and e["tid"] == 1]
+    assert all(e["cat"] == "comm" and e["args"].get("bytes", 0) > 0 for e in lane), "comm events without bytes"
+    for c in comm:
+        first, _, who = c.partition("@")
+        if who and int(who) != pid - 1:
+            continue
+        assert any(e["name"].startswith(first) for e in lane), "pid %d: no '%s' on the comm lane" % (pid, first)
+EOF2
+    python3 "$T/tr.py" "$T/dp.json" 3 forward,backward,replicate,reduce,idle,"step 12" \
+        "replicate to,reduce,gather from 1@0,gather from 2@0,scatter to 1@1,scatter to 2@2" 2>"$T/err" &&
+        ok || ko "dp --trace: $(tail -1 "$T/err")"
+    python3 "$T/tr.py" "$T/ddp.json" 2 data,forward,loss,backward,"comm exposed",optimizer,"step 12" \
+        "all-reduce bucket 0,all-reduce bucket 1,all-reduce bucket 2" 2>"$T/err" &&
+        ok || ko "ddp --trace: $(tail -1 "$T/err")"
+fi
+
 # ---- --explain -------------------------------------------------------------------------
 "$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of single" "$T/out" &&
     grep -q "went whole to device 0" "$T/out" && ok || ko "--explain: $(cat "$T/out")"
+"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of dp on cpu, 3 devices" "$T/out" &&
+    grep -q "split like torch.chunk: device 0 14, device 1 14, device 2 12" "$T/out" &&
+    grep -q "replicate: 880 B of parameters copied from device 0 to the other 2 devices" "$T/out" &&
+    grep -q "gather: .* of outputs brought to device 0" "$T/out" &&
+    grep -q "reduce: 880 B of parameter gradients summed onto device 0" "$T/out" &&
+    ok || ko "dp --explain: $(cat "$T/out")"
+"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of ddp on cpu, 2 devices" "$T/out" &&
+    grep -q "Backward on rank 0 took" "$T/out" && grep -q "bucket 0 (layers 2-[0-9], .*): ready at .*, all-reduce .* to " "$T/out" &&
+    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" &&
+    ok || ko "ddp --explain: $(cat "$T/out")"
+
+# ---- dp and ddp: --json keys and the --baseline gate -------------------------------------
+for M in "$DPS" "$DDPS"; do
+    name=$(echo "$M" | awk '{ print $2 }')
+    "$BIN" $M --json >"$T/m.json" 2>/dev/null && [ "$(wc -l <"$T/m.json")" -eq 1 ] &&
+        grep -q "^{\"schema_version\":1,\"tool\":\"ddpbench\",\"config\":{\"mode\":\"$name\"" "$T/m.json" &&
+        ok || ko "$name --json: $(head -c 200 "$T/m.json")"
+    for k in throughput_samples_per_s step_time_s phases_s_per_step comm_exposed_s comm_hidden_s \
+        mem_peak_bytes final_loss checksum environment versions; do
+        grep -q "\"$k\"" "$T/m.json" && ok || ko "$name --json: no key $k"
+    done
+    "$BIN" $M --quiet --baseline "$T/m.json" --tolerance 90 >"$T/out" 2>&1 &&
+        grep -q "^ddpbench: within tolerance" "$T/out" && ok || ko "$name --baseline same: $(cat "$T/out")"
+    awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
+             v = substr($0, RSTART + 27, RLENGTH - 27) * 1000
+             $0 = substr($0, 1, RSTART - 1) "\"throughput_samples_per_s\":" v substr($0, RSTART + RLENGTH) }
+           print }' "$T/m.json" >"$T/doctored.json"
+    "$BIN" $M --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc -eq 3 ] && grep -q "^ddpbench: regression: " "$T/out" && ok || ko "$name --baseline doctored: exit $rc"
+done
 
 # ---- the progress line ---------------------------------------------------------------------
-# stderr to a file: never a \r, under any option set
-for extra in "" "--json" "--csv" "--log-every 1"; do
-    "$BIN" --mode single --model mlp-small --backend cpu --epochs 2 $extra >/dev/null 2>"$T/err"
-    if grep -q "$(printf '\r')" "$T/err"; then ko "progress line in a file ($extra)"; else ok; fi
-    if grep -q "ETA" "$T/err"; then ko "progress text in a file ($extra)"; else ok; fi
+# stderr to a file: never a \r, under any option set, in any mode
+for mode in "single" "dp --gpus 0,1" "ddp --gpus 0,1"; do
+    for extra in "" "--json" "--csv" "--log-every 1"; do
+        "$BIN" --mode $mode --model mlp-small --backend cpu --epochs 2 $extra >/dev/null 2>"$T/err"
+        if grep -q "$(printf '\r')" "$T/err"; then ko "progress line in a file ($mode $extra)"; else ok; fi
+        if grep -q "ETA" "$T/err"; then ko "progress text in a file ($mode $extra)"; else ok; fi
+    done
 done
-# on a terminal (script(1) gives one) it appears, and --quiet silences it
+# on a terminal (script(1) gives one) it appears, and --quiet silences it;
+# ddp's line shows losses of steps that log none (rank 0 asks for them on the
+# loss all-reduce: 32 steps per epoch, so step 32 is the first that logs)
 if command -v script >/dev/null 2>&1; then
-    script -qec "$BIN --mode single --model mlp-small --backend cpu --epochs 3" /dev/null >"$T/tty" 2>&1
-    grep -q "single  step .*samples/s  ETA" "$T/tty" && ok || ko "progress line missing on a terminal: $(head -c 300 "$T/tty")"
-    script -qec "$BIN --mode single --model mlp-small --backend cpu --epochs 3 --quiet" /dev/null >"$T/tty" 2>&1
-    if grep -q "ETA" "$T/tty"; then ko "--quiet still draws the progress line"; else ok; fi
+    for mode in "single" "dp --gpus 0,1" "ddp --gpus 0,1"; do
+        name=${mode%% *}
+        script -qec "$BIN --mode $mode --model mlp-small --backend cpu --epochs 3" /dev/null >"$T/tty" 2>&1
+        grep -q "$name  step .*samples/s  ETA" "$T/tty" && ok || ko "$name: progress line missing on a terminal: $(head -c 300 "$T/tty")"
+        script -qec "$BIN --mode $mode --model mlp-small --backend cpu --epochs 3 --quiet" /dev/null >"$T/tty" 2>&1
+        if grep -q "ETA" "$T/tty"; then ko "$name: --quiet still draws the progress line"; else ok; fi
+    done
 fi
 
 # ---- compare -----------------------------------------------------------------------------

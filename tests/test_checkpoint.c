@@ -1,6 +1,6 @@
 /* tests/test_checkpoint.c: Criterion suite for .safetensors files
  * (common/safetensors.c), weights and checkpoints (common/checkpoint.c) and
- * resuming in single mode.
+ * resuming in every mode.
  *
  *  st       the writer's exact bytes, round trips, atomic replacement (a
  *           writer killed before its rename leaves the old file and a
@@ -11,7 +11,9 @@
  *  resume   a run stopped after K steps and resumed to N ends bit for bit
  *           where the run that never stopped ends (SGD+momentum, Nesterov,
  *           Adam, AdamW, accumulation, inside an epoch and at its end), and
- *           every setting a resume must keep is checked. */
+ *           every setting a resume must keep is checked; the same in DP (2 and
+ *           3 devices) and DDP (2 and 3 ranks), which write from device 0 /
+ *           rank 0. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -592,7 +594,7 @@ Test(weights, init_trains_from_the_file)
 }
 
 // ----------------------------------------------------------------------------
-// resume: bit-exact continuation in single mode
+// resume: bit-exact continuation (single mode here, DP and DDP below)
 
 static void resume_equals_straight(const char *common, long k, long n, const char *extra_b)
 {
@@ -757,7 +759,10 @@ static void resume_refused(const char *made, const char *resumed, const char *ex
     snprintf(args, sizeof args, "%s --resume %s", resumed, ck);
     int rc = tu_run(args, &c, err);
     cr_expect_eq(rc, DDP_ERR_INPUT, "%s: rc %d", resumed, rc);
-    cr_expect(strstr(err, "--resume ") == err, "message does not start with the option: %s", err);
+    /* DDP: the supervisor names the rank that found it first */
+    const char *opt = strstr(err, "--resume ");
+    cr_expect(opt == err || (opt && strncmp(err, "rank ", 5) == 0),
+              "message does not start with the option: %s", err);
     cr_expect(strstr(err, expect) != NULL, "expected '%s' in: %s", expect, err);
     /* the preflight (main, before any training) says the same */
     config_t cfg;
@@ -840,8 +845,8 @@ Test(resume, preflight_refuses_bad_combinations_and_paths)
     } cases[] = {
         {CE " --init %s/a --resume %s/b", "--init and --resume: choose one"},
         {CE " --mode compare --backend cpu --save %s/w%s", "--save: not with --mode compare"},
-        {CE " --mode dp --backend cpu --gpus 0,1 --checkpoint %s/c%s",
-         "--checkpoint: not built yet for --mode dp"},
+        {CE " --mode compare --backend cpu --gpus 0,1 --checkpoint %s/c%s",
+         "--checkpoint: not with --mode compare"},
         {CE " --save %s/nodir/w.safetensors%s", "cannot create a file in directory"},
         {CE " --checkpoint %s%s", "is a directory"},
     };
@@ -856,12 +861,116 @@ Test(resume, preflight_refuses_bad_combinations_and_paths)
                   err);
         data_free(&d);
     }
-    /* a good setup passes */
-    snprintf(args, sizeof args, CE " --save %s --checkpoint %s/c", path_in(p, sizeof p, "w"),
-             tmp_dir);
-    cr_assert_eq(tu_parse(&cfg, args, err), DDP_OK);
-    cr_assert_eq(config_model_spec(&cfg, &spec, err), DDP_OK);
-    cr_assert_eq(trainer_load_data(&cfg, &spec, &d, err), DDP_OK);
-    cr_assert_eq(ckpt_preflight(&cfg, &spec, &d, err), DDP_OK, "%s", err);
-    data_free(&d);
+    /* a good setup passes, in every mode that trains one model */
+    const char *modes[] = {"", " --mode dp --gpus 0,1", " --mode ddp --gpus 0,1,2"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        snprintf(args, sizeof args, CE " --save %s --checkpoint %s/c%s",
+                 path_in(p, sizeof p, "w"), tmp_dir, modes[i]);
+        cr_assert_eq(tu_parse(&cfg, args, err), DDP_OK, "%s: %s", args, err);
+        cr_assert_eq(config_model_spec(&cfg, &spec, err), DDP_OK);
+        cr_assert_eq(trainer_load_data(&cfg, &spec, &d, err), DDP_OK);
+        cr_assert_eq(ckpt_preflight(&cfg, &spec, &d, err), DDP_OK, "%s: %s", args, err);
+        data_free(&d);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// resume in DP and DDP: the same bit-exact continuation.  DP writes from
+// device 0, DDP from rank 0, and every DDP rank reads the file back.  These
+// hold because each step is itself deterministic: DP sums the gradients onto
+// device 0 in slot order however the arena is sliced, and the shared-memory
+// all-reduce adds the ranks' inputs in rank order.
+
+/* CE without its mode; 10 steps per epoch. */
+#define CE_ANY "--layers 8,16,3 --loss ce --samples 120 --batch 12 --backend cpu --quiet --log-every 1"
+/* 125 samples, accum 2: 11 micro-batches (the last short), 6 steps per epoch */
+#define CE_SHORT "--layers 8,16,3 --loss ce --samples 125 --batch 12 --accum 2 --backend cpu " \
+                 "--quiet --log-every 1"
+
+Test(resume, dp_two_devices_sgd_momentum_and_adam)
+{
+    resume_equals_straight(CE_ANY " --mode dp --gpus 0,1 --optim sgd --lr 0.1 --momentum 0.9", 7,
+                           23, "");
+    resume_equals_straight(CE_ANY " --mode dp --gpus 0,1 --optim adam --lr 0.01", 13, 23,
+                           "--checkpoint-every 4");
+}
+
+Test(resume, dp_two_devices_with_accumulation)
+{
+    resume_equals_straight(CE_ANY " --mode dp --gpus 0,1 --optim adam --lr 0.01 --accum 2", 3, 12,
+                           "");
+    resume_equals_straight(CE_SHORT " --mode dp --gpus 0,1 --optim sgd --lr 0.1 --momentum 0.9",
+                           5, 14, "");
+}
+
+Test(resume, dp_three_devices_uneven_chunks)
+{
+    /* batch 12 over 3 devices; the short micro-batch of 5 rows gives chunks 2,2,1 */
+    resume_equals_straight(CE_ANY " --mode dp --gpus 0,1,2 --optim adam --lr 0.01", 7, 23, "");
+    resume_equals_straight(CE_SHORT " --mode dp --gpus 0,1,2 --optim sgd --lr 0.1 --momentum 0.9",
+                           6, 14, "");
+    resume_equals_straight(CE_SHORT " --mode dp --gpus 0,1,2 --optim adamw --lr 0.01", 5, 14, "");
+}
+
+Test(resume, ddp_two_ranks_sgd_momentum_and_adam)
+{
+    resume_equals_straight(CE_ANY " --mode ddp --gpus 0,1 --optim sgd --lr 0.1 --momentum 0.9",
+                           7, 23, "");
+    resume_equals_straight(CE_ANY " --mode ddp --gpus 0,1 --optim adam --lr 0.01", 10, 23,
+                           "--checkpoint-every 3");
+}
+
+Test(resume, ddp_two_ranks_with_accumulation)
+{
+    resume_equals_straight(CE_ANY " --mode ddp --gpus 0,1 --optim adam --lr 0.01 --accum 2", 3,
+                           12, "");
+    resume_equals_straight(CE_SHORT " --mode ddp --gpus 0,1 --optim sgd --lr 0.1 --momentum 0.9",
+                           5, 14, "");
+}
+
+Test(resume, ddp_three_ranks)
+{
+    resume_equals_straight(CE_ANY " --mode ddp --gpus 0,1,2 --optim adam --lr 0.01", 7, 23, "");
+    resume_equals_straight(CE_SHORT " --mode ddp --gpus 0,1,2 --optim sgd --lr 0.1 --momentum 0.9",
+                           6, 14, "");
+    resume_equals_straight(CE_ANY " --mode ddp --gpus 0,1,2 --optim sgd --lr 0.1 --momentum 0.9 "
+                           "--accum 2", 4, 12, "");
+}
+
+Test(resume, ddp_chain_with_small_buckets_equals_one_run)
+{
+    /* several buckets (so several all-reduces per step), resumed twice */
+    char ck[512], args[2048], err[ERR_LEN];
+    path_in(ck, sizeof ck, "chain.safetensors");
+    const char *common = "--layers 8,64,64,3 --loss ce --samples 120 --batch 12 --backend cpu "
+                         "--quiet --mode ddp --gpus 0,1 --optim adam --lr 0.01 --bucket-mb 0.01 "
+                         "--first-bucket-mb 0.005";
+    run_result_t a, r;
+    snprintf(args, sizeof args, "%s --steps 17", common);
+    cr_assert_eq(tu_run(args, &a, err), DDP_OK, "%s", err);
+    snprintf(args, sizeof args, "%s --steps 5 --checkpoint %s", common, ck);
+    cr_assert_eq(tu_run(args, &r, err), DDP_OK, "%s", err);
+    result_free(&r);
+    const long stops[] = {11, 17};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s --steps %ld --resume %s --checkpoint %s", common,
+                 stops[i], ck, ck);
+        cr_assert_eq(tu_run(args, &r, err), DDP_OK, "%s", err);
+        if (i < 1)
+            result_free(&r);
+    }
+    cr_assert(memcmp(r.params, a.params, a.nparams * sizeof(float)) == 0,
+              "max rel %.3g", max_rel_diff(r.params, a.params, a.nparams, 1e-3));
+    result_free(&a);
+    result_free(&r);
+}
+
+Test(resume, the_device_count_and_mode_must_match)
+{
+    resume_refused(CE_ANY " --steps 5 --mode dp --gpus 0,1", CE_ANY " --steps 9 --mode dp --gpus 0,1,2",
+                   "written with device count 2, this run has device count 3");
+    resume_refused(CE_ANY " --steps 5 --mode ddp --gpus 0,1", CE_ANY " --steps 9 --mode ddp --gpus 0,1,2",
+                   "written with device count 2, this run has device count 3");
+    resume_refused(CE_ANY " --steps 5 --mode dp --gpus 0,1", CE_ANY " --steps 9 --mode ddp --gpus 0,1",
+                   "written with --mode dp, this run has --mode ddp");
 }

@@ -1,6 +1,7 @@
 /* tests/test_ddp.c: DDP against single (the equivalence contract) for every
  * loss and optimizer, 1 to 4 ranks, with many tiny buckets, one bucket, no
- * overlap and accumulation; the bucket assignment; and the runtime faults as
+ * overlap and accumulation; checkpoint and resume with the trace and the
+ * --explain story; the bucket assignment; and the runtime faults as
  * ddp_run reports them. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reducer.h"
 #include "testutil.h"
@@ -195,6 +197,59 @@ static int rec_wait(comm_t *c, comm_handle_t h, comm_span_t *s)
 static void rec_abort(comm_t *c, const char *why) { (void)c, (void)why; }
 static void rec_destroy(comm_t *c) { (void)c; }
 static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_abort, rec_destroy};
+
+/* Checkpoint, resume, trace and story together (also under TSan): rank 0
+ * writes after a barrier-guarded step, every rank reads the file back, the
+ * resumed run ends with the straight run's bits, and each rank's recorder
+ * holds one all-reduce per bucket per step. */
+Test(ddp, resumes_bit_for_bit_with_trace_and_story, .timeout = 120)
+{
+    char line[1024], err[ERR_LEN], ck[64];
+    snprintf(ck, sizeof ck, "/tmp/ddpbench-test-ddp-ck-%d.safetensors", (int)getpid());
+    char args[512];
+    snprintf(args, sizeof args, BASE " --mode ddp --gpus 0,1,2 --optim adam --lr 0.01 "
+             "--bucket-mb 0.001 --first-bucket-mb 0.001", 4);
+    run_result_t straight, part, resumed;
+    snprintf(line, sizeof line, "%s --steps 9", args);
+    cr_assert_eq(tu_run(line, &straight, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 4 --checkpoint %s --checkpoint-every 2", args, ck);
+    cr_assert_eq(tu_run(line, &part, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 9 --resume %s --trace /tmp/unused.json", args, ck);
+    cr_assert_eq(tu_run(line, &resumed, err), DDP_OK, "%s", err);
+    cr_assert(memcmp(resumed.params, straight.params, straight.nparams * sizeof(float)) == 0,
+              "resumed differs from straight");
+    cr_assert_eq(resumed.steps, 5);
+    cr_assert_eq(resumed.nstep_s, 3, "5 steps run, 2 of them warm-up");
+    /* the story is of the resumed run's first step */
+    const step_story_t *st = &resumed.story;
+    cr_assert(st->filled);
+    cr_assert_geq(st->nbuckets, 3);
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].ops, st->nbuckets);
+    for (int r = 0; r < 3; r++) {
+        const trace_rec_t *t = resumed.trace[r];
+        cr_assert_not_null(t, "rank %d recorder", r);
+        cr_assert_eq(t->device, r);
+        cr_assert_eq(t->dropped, 0);
+        int per_bucket[64] = {0}, steps = 0;
+        for (uint32_t i = 0; i < t->n; i++) {
+            const trace_event_t *e = &t->ev[i];
+            cr_assert_geq(e->step, 7, "only steps of the resumed run's timed part");
+            steps += e->kind == TR_STEP;
+            if (e->kind == TR_ALLREDUCE) {
+                cr_assert_eq(e->lane, LANE_COMM);
+                cr_assert(e->bucket >= 0 && e->bucket < st->nbuckets && e->bucket < 64);
+                per_bucket[e->bucket]++;
+            }
+        }
+        cr_assert_eq(steps, 3);
+        for (int b = 0; b < st->nbuckets && b < 64; b++)
+            cr_assert_eq(per_bucket[b], 3, "rank %d bucket %d", r, b);
+    }
+    unlink(ck);
+    result_free(&straight);
+    result_free(&part);
+    result_free(&resumed);
+}
 
 Test(ddp, buckets_are_reverse_contiguous_and_capped)
 {

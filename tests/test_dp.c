@@ -2,10 +2,12 @@
  * contract, design section 4) on every loss and optimizer with 1 to 4
  * devices, uneven chunks, a batch smaller than the device count, gradient
  * accumulation, bit-for-bit reproducibility, the per-device figures, the
- * torch.chunk split, and an injected device fault. */
+ * torch.chunk split, the device path's trace, story and resume, and an
+ * injected device fault. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dp.h"
 #include "testutil.h"
@@ -228,6 +230,77 @@ Test(dp_opaque, matches_single_and_the_host_path_bit_for_bit)
     check_accum("--backend cpu --layers 8,24,16,5 --samples 29 --epochs 4 --quiet --loss mse " SGD,
                 5, 4);
     dp_backend_create_hook = NULL;
+}
+
+/* The same path with --trace and a checkpoint: the copies are waited for
+ * before they are stamped (each device's comm lane holds real spans), the
+ * first step's moves are those of the host path, and a run resumed from a
+ * checkpoint written on this path ends bit for bit where the straight one
+ * does. */
+Test(dp_opaque, traces_explains_and_resumes)
+{
+    char line[1024], err[ERR_LEN], trace[64], ck[64];
+    snprintf(trace, sizeof trace, "/tmp/ddpbench-test-dp-trace-%d.json", (int)getpid());
+    snprintf(ck, sizeof ck, "/tmp/ddpbench-test-dp-ck-%d.safetensors", (int)getpid());
+    const char *common = "--mode dp --gpus 0,1,2 --backend cpu --layers 8,24,16,5 --samples 150 "
+                         "--quiet --seed 7 --batch 11 --accum 2 --loss ce " SGD;
+    run_result_t host, opaque, part, resumed;
+    snprintf(line, sizeof line, "%s --steps 9", common);
+    cr_assert_eq(tu_run(line, &host, err), DDP_OK, "%s", err);
+    dp_backend_create_hook = create_opaque_cpu;
+    snprintf(line, sizeof line, "%s --steps 9 --trace %s", common, trace);
+    cr_assert_eq(tu_run(line, &opaque, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 4 --checkpoint %s", common, ck);
+    cr_assert_eq(tu_run(line, &part, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 9 --resume %s", common, ck);
+    cr_assert_eq(tu_run(line, &resumed, err), DDP_OK, "%s", err);
+    dp_backend_create_hook = NULL;
+    cr_assert(memcmp(resumed.params, host.params, host.nparams * sizeof(float)) == 0,
+              "resumed on the device path differs from straight");
+    cr_assert_eq(resumed.steps, 5);
+
+    for (int m = MOVE_SCATTER; m <= MOVE_REDUCE; m++) {
+        cr_assert_eq(opaque.story.move[m].bytes, host.story.move[m].bytes, "%s bytes",
+                     move_name((move_kind_t)m));
+        cr_assert_gt(opaque.story.move[m].seconds, 0.0, "%s timed", move_name((move_kind_t)m));
+    }
+    /* each device replicates its own arena and device 0 pulls every gradient */
+    int replicate[3] = {0}, reduce_from[3] = {0}, gather_from[3] = {0}, steps = 0;
+    for (int d = 0; d < 3; d++) {
+        const trace_rec_t *t = opaque.trace[d];
+        cr_assert_not_null(t);
+        cr_assert_eq(t->dropped, 0);
+        for (uint32_t i = 0; i < t->n; i++) {
+            const trace_event_t *e = &t->ev[i];
+            cr_assert_geq(e->t_end, e->t_begin);
+            if (e->kind == TR_STEP && d == 0)
+                steps++;
+            if (e->lane != LANE_COMM)
+                continue;
+            cr_assert_gt(e->bytes, 0);
+            if (e->kind == TR_REPLICATE) {
+                cr_assert_eq(e->peer, d, "device %d replicates into its own replica", d);
+                replicate[d]++;
+            } else if (e->kind == TR_REDUCE) {
+                cr_assert_eq(d, 0, "only device 0 reduces off the host");
+                reduce_from[e->peer]++;
+            } else if (e->kind == TR_GATHER) {
+                gather_from[e->peer]++;
+            }
+        }
+    }
+    cr_assert_eq(steps, (int)opaque.nstep_s);
+    cr_assert_eq(replicate[0], 0);
+    for (int d = 1; d < 3; d++) {
+        cr_assert_eq(replicate[d], steps, "device %d", d);
+        cr_assert_eq(reduce_from[d], steps, "from device %d", d);
+        cr_assert_eq(gather_from[d], 2 * steps, "from device %d, two micro-batches", d);
+    }
+    unlink(ck);
+    result_free(&host);
+    result_free(&opaque);
+    result_free(&part);
+    result_free(&resumed);
 }
 
 // ---------------------------------------------------------------------------

@@ -7,7 +7,9 @@
 #include <cJSON.h>
 #include <unistd.h>
 
+#include "dp.h"
 #include "progress.h"
+#include "reducer.h"
 #include "report.h"
 #include "testutil.h"
 #include "trace.h"
@@ -42,7 +44,7 @@ static char *mem_close(mem_t *m)
     return m->buf;
 }
 
-/* A real single run, with its config and data kept for the report. */
+/* A real run of the mode args name, with its config and data kept for the report. */
 typedef struct {
     config_t cfg;
     model_spec_t spec;
@@ -57,7 +59,18 @@ static void real_run(real_run_t *rr, const char *args)
     cr_assert_eq(tu_parse(&rr->cfg, args, err), DDP_OK, "%s: %s", args, err);
     cr_assert_eq(config_model_spec(&rr->cfg, &rr->spec, err), DDP_OK);
     cr_assert_eq(trainer_load_data(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
-    cr_assert_eq(single_run(&rr->cfg, &rr->data, &rr->res, err), DDP_OK, "%s", err);
+    int rc;
+    switch (rr->cfg.mode) {
+    case MODE_DP:
+        rc = dp_run(&rr->cfg, &rr->data, &rr->res, err);
+        break;
+    case MODE_DDP:
+        rc = ddp_run(&rr->cfg, &rr->data, &rr->res, err);
+        break;
+    default:
+        rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
+    }
+    cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
     rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL};
 }
 
@@ -126,6 +139,38 @@ Test(report_json, carries_every_documented_key)
     cr_assert_str_eq(bits, want);
     cJSON_Delete(o);
     real_free(&rr);
+}
+
+Test(report_json, dp_and_ddp_runs_carry_every_documented_key)
+{
+    const struct {
+        const char *args, *mode;
+        int ndev;
+    } runs[] = {{"--mode dp --gpus 0,1,2 --model seed-linear --steps 6 --backend cpu --quiet", "dp", 3},
+                {"--mode ddp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet", "ddp", 2}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        real_run_t rr;
+        real_run(&rr, runs[r].args);
+        cJSON *o = json_roundtrip(&rr, NULL, false);
+        for (int i = 0; report_json_keys[i]; i++)
+            cr_expect_not_null(path_get(o, report_json_keys[i]), "%s: key %s is missing",
+                               runs[r].mode, report_json_keys[i]);
+        cr_assert_str_eq(path_get(o, "config.mode")->valuestring, runs[r].mode);
+        const cJSON *devs = path_get(o, "devices");
+        cr_assert_eq(cJSON_GetArraySize(devs), runs[r].ndev, "%s: one entry per device",
+                     runs[r].mode);
+        cr_assert_eq(cJSON_GetArraySize(path_get(o, "environment.devices")), runs[r].ndev);
+        for (int d = 0; d < runs[r].ndev; d++) {
+            const cJSON *ph = path_get(cJSON_GetArrayItem(devs, d), "phases_s_per_step");
+            for (int p = 0; p < PH_COUNT; p++)
+                cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ph, phase_key((phase_t)p))),
+                          "%s device %d: phase %s", runs[r].mode, d, phase_key((phase_t)p));
+        }
+        cr_assert_float_eq(path_get(o, "throughput_samples_per_s")->valuedouble,
+                           rr.res.samples_per_s, 1e-6 * rr.res.samples_per_s);
+        cJSON_Delete(o);
+        real_free(&rr);
+    }
 }
 
 Test(report_json, device_entries_and_compare_block)
@@ -249,6 +294,32 @@ Test(report_baseline, same_run_passes_doctored_one_regresses)
     cr_assert(strstr(msg, "100.0% above"), "%s", msg);
     unlink(path);
     real_free(&rr);
+}
+
+Test(report_baseline, dp_and_ddp_runs_pass_their_own_and_fail_a_doctored_one)
+{
+    const char *runs[] = {"--mode dp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet",
+                          "--mode ddp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet"};
+    for (size_t r = 0; r < 2; r++) {
+        real_run_t rr;
+        real_run(&rr, runs[r]);
+        char path[256], msg[ERR_LEN];
+        tmp_path(path, sizeof path, "baseline-modes");
+        write_baseline(&rr, path, 1.0);
+        cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_OK, "%s: %s", runs[r], msg);
+        write_baseline(&rr, path, 2.0);
+        cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_ERR_REGRESSED, "%s: %s", runs[r], msg);
+        cr_assert(strstr(msg, "50.0% below the baseline"), "%s", msg);
+        /* the same mode on another device count is another configuration */
+        config_t c;
+        char args[256];
+        snprintf(args, sizeof args, "%s --gpus 0,1,2,3", runs[r]);
+        cr_assert_eq(tu_parse(&c, args, msg), DDP_OK, "%s", msg);
+        cr_assert_eq(judge(&rr, &c, path, 5.0, msg), DDP_ERR_INPUT, "%s", args);
+        cr_assert(strstr(msg, "ndevices is 2 there, 4 here"), "%s", msg);
+        unlink(path);
+        real_free(&rr);
+    }
 }
 
 Test(report_baseline, verdict_line_format)
@@ -480,6 +551,166 @@ Test(report_trace, parses_and_holds_every_phase_of_every_device)
     /* accum 2: forward, loss and backward twice per step */
     cr_assert_eq(per_phase[PH_FORWARD], 2 * steps);
     cJSON_Delete(o);
+    unlink(path);
+    real_free(&rr);
+}
+
+/* A trace file's events, counted per device (pid - 1 of run 0) and lane. */
+#define TC_MAX_DEV 8
+#define TC_MAX_BUCKETS 16
+typedef struct {
+    int steps[TC_MAX_DEV];
+    int phase[TC_MAX_DEV][PH_COUNT];       /* compute lane, by the mode's label */
+    int copy[TC_MAX_DEV][TR_KIND_COUNT][TC_MAX_DEV + 1]; /* comm lane: [kind][peer + 1] */
+    int bucket[TC_MAX_DEV][TC_MAX_BUCKETS];  /* comm lane: all-reduce per bucket */
+    double bucket_bytes[TC_MAX_DEV][TC_MAX_BUCKETS];
+    int comm_without_bytes;
+} trace_count_t;
+
+static void trace_count(const char *path, mode_t_ mode, trace_count_t *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char txt[1 << 22];
+    size_t n = fread(txt, 1, sizeof txt - 1, f);
+    fclose(f);
+    txt[n] = 0;
+    cJSON *o = cJSON_Parse(txt);
+    cr_assert_not_null(o, "the trace is not JSON");
+    cr_assert_eq(path_get(o, "otherData.dropped_events")->valuedouble, 0.0,
+                 "the recorders were big enough");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "traceEvents"))
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        cr_assert(ph && name);
+        if (strcmp(ph, "X") != 0)
+            continue;
+        int d = cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint - 1;
+        int tid = cJSON_GetObjectItemCaseSensitive(e, "tid")->valueint;
+        cr_assert(d >= 0 && d < TC_MAX_DEV, "pid %d", d + 1);
+        cr_assert(cJSON_GetObjectItemCaseSensitive(e, "dur")->valuedouble >= 0.0);
+        const char *cat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "cat"));
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+        if (tid == LANE_COMPUTE) {
+            if (strncmp(name, "step ", 5) == 0)
+                tc->steps[d]++;
+            for (int p = 0; p < PH_COUNT; p++)
+                if (strcmp(name, report_phase_label(mode, (phase_t)p)) == 0)
+                    tc->phase[d][p]++;
+            continue;
+        }
+        cr_assert_eq(tid, LANE_COMM, "%s on lane %d", name, tid);
+        cr_assert_str_eq(cat, "comm");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(args, "bytes");
+        tc->comm_without_bytes += !cJSON_IsNumber(bytes);
+        const cJSON *bucket = cJSON_GetObjectItemCaseSensitive(args, "bucket");
+        if (bucket) {
+            cr_assert(strncmp(name, "all-reduce bucket ", 18) == 0, "%s", name);
+            cr_assert(bucket->valueint >= 0 && bucket->valueint < TC_MAX_BUCKETS);
+            tc->bucket[d][bucket->valueint]++;
+            tc->bucket_bytes[d][bucket->valueint] = cJSON_IsNumber(bytes) ? bytes->valuedouble : 0;
+            continue;
+        }
+        const cJSON *peer = cJSON_GetObjectItemCaseSensitive(args, "peer");
+        int pi = peer ? peer->valueint + 1 : 0;
+        cr_assert(pi >= 0 && pi <= TC_MAX_DEV);
+        for (int k = TR_STEP; k < TR_KIND_COUNT; k++)
+            if (strncmp(name, trace_kind_name((trace_kind_t)k), strlen(trace_kind_name((trace_kind_t)k))) == 0)
+                tc->copy[d][k][pi]++;
+    }
+    cJSON_Delete(o);
+}
+
+Test(report_trace, dp_run_holds_every_phase_of_every_device_and_its_copies)
+{
+    char path[256], err[ERR_LEN], args[512];
+    tmp_path(path, sizeof path, "trace-dp.json");
+    const int k = 3, accum = 2;
+    snprintf(args, sizeof args,
+             "--mode dp --gpus 0,1,2 --model seed-linear --steps 8 --accum %d --backend cpu "
+             "--quiet --trace %s",
+             accum, path);
+    real_run_t rr;
+    real_run(&rr, args);
+    for (int d = 0; d < k; d++)
+        cr_assert_not_null(rr.res.trace[d], "device %d has a recorder", d);
+    cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
+    trace_count_t tc;
+    trace_count(path, MODE_DP, &tc);
+    int steps = (int)rr.res.nstep_s;
+    cr_assert_eq(tc.comm_without_bytes, 0, "every copy says how many bytes");
+    for (int d = 0; d < k; d++) {
+        cr_assert_eq(tc.steps[d], steps, "device %d: one step event per timed step", d);
+        for (int p = 0; p < PH_COUNT; p++) {
+            if (rr.res.dev[d].phase_s[p] > 0.0)
+                cr_expect_geq(tc.phase[d][p], steps, "device %d phase %s: %d events for %d steps",
+                              d, phase_name((phase_t)p), tc.phase[d][p], steps);
+            else
+                cr_expect_eq(tc.phase[d][p], 0, "device %d phase %s: events but no time", d,
+                             phase_name((phase_t)p));
+        }
+        /* every thread copies its slice of the parameters into replicas 1..k-1
+         * and adds its slice of the gradients (the CPU splits both by slices) */
+        for (int r = 1; r < k; r++)
+            cr_expect_eq(tc.copy[d][TR_REPLICATE][r + 1], steps, "device %d: replicate to %d", d, r);
+        cr_expect_eq(tc.copy[d][TR_REDUCE][0], steps, "device %d: reduce events", d);
+        if (d == 0) {
+            for (int r = 1; r < k; r++)
+                cr_expect_eq(tc.copy[0][TR_GATHER][r + 1], steps * accum, "gather from %d", r);
+        } else {
+            /* the inputs and the output gradients of every micro-batch */
+            cr_expect_eq(tc.copy[d][TR_SCATTER][d + 1], 2 * steps * accum, "scatter to %d", d);
+        }
+    }
+    cr_expect_eq(tc.copy[0][TR_SCATTER][1] + tc.copy[1][TR_GATHER][1], 0,
+                 "device 0 scatters to nobody, device 1 gathers nothing");
+    unlink(path);
+    real_free(&rr);
+}
+
+Test(report_trace, ddp_run_holds_every_phase_and_every_bucket)
+{
+    char path[256], err[ERR_LEN], args[512];
+    tmp_path(path, sizeof path, "trace-ddp.json");
+    const char *model = "--layers 8,64,64,3 --loss ce --samples 120 --batch 12 --bucket-mb 0.01 "
+                        "--first-bucket-mb 0.005";
+    snprintf(args, sizeof args, "%s --mode ddp --gpus 0,1 --steps 8 --backend cpu --quiet --trace %s",
+             model, path);
+    real_run_t rr;
+    real_run(&rr, args);
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert(red.nb >= 3 && red.nb <= TC_MAX_BUCKETS, "%d buckets", red.nb);
+    cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
+    trace_count_t tc;
+    trace_count(path, MODE_DDP, &tc);
+    int steps = (int)rr.res.nstep_s;
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(tc.steps[r], steps, "rank %d: one step event per timed step", r);
+        for (int p = 0; p < PH_COUNT; p++) {
+            if (p == PH_COMM_HIDDEN)
+                continue; /* drawn as the all-reduces on the comm lane, not as a phase */
+            if (rr.res.dev[r].phase_s[p] > 0.0)
+                cr_expect_geq(tc.phase[r][p], steps, "rank %d phase %s: %d events for %d steps",
+                              r, phase_name((phase_t)p), tc.phase[r][p], steps);
+            else
+                cr_expect_eq(tc.phase[r][p], 0, "rank %d phase %s: events but no time", r,
+                             phase_name((phase_t)p));
+        }
+        for (int b = 0; b < red.nb; b++) {
+            cr_expect_eq(tc.bucket[r][b], steps, "rank %d bucket %d: %d all-reduce events", r, b,
+                         tc.bucket[r][b]);
+            cr_expect_eq(tc.bucket_bytes[r][b], (double)red.b[b].count * sizeof(float),
+                         "rank %d bucket %d bytes", r, b);
+        }
+        cr_expect_eq(tc.bucket[r][red.nb], 0, "no bucket past the last");
+    }
+    reducer_free(&red);
     unlink(path);
     real_free(&rr);
 }
@@ -756,6 +987,142 @@ Test(report_text, table_and_explain_of_a_real_run)
               rr.res.story.step_s);
     free(txt);
     real_free(&rr);
+}
+
+static char *explain_text(const real_run_t *rr)
+{
+    mem_t m;
+    mem_open(&m);
+    report_explain(m.f, &rr->ctx, &rr->res);
+    return mem_close(&m);
+}
+
+Test(report_text, explain_of_a_dp_run_names_rows_and_bytes_per_device)
+{
+    /* batch 20 over 3 devices, 2 micro-batches: chunks 7, 7, 6 rows each time */
+    real_run_t rr;
+    real_run(&rr, "--mode dp --gpus 0,1,2 --model seed-linear --steps 4 --accum 2 --backend cpu "
+                  "--quiet");
+    const step_story_t *st = &rr.res.story;
+    cr_assert(st->filled);
+    const int k = 3, accum = 2, batch = 20;
+    size_t pbytes = rr.spec.nparams * sizeof(float);
+    int in = model_in_dim(&rr.spec), out = model_out_dim(&rr.spec);
+    long peers_rows = 0;
+    for (int d = 0; d < k; d++) {
+        dp_chunk_t ch = dp_chunk(batch, k, d);
+        cr_assert_eq(rr.res.dev[d].first_rows, (long)ch.rows * accum, "device %d rows", d);
+        if (d > 0)
+            peers_rows += ch.rows * accum;
+    }
+    cr_assert_eq(st->move[MOVE_REPLICATE].bytes, (k - 1) * pbytes, "a replica per other device");
+    cr_assert_eq(st->move[MOVE_REDUCE].bytes, (k - 1) * pbytes, "a gradient per other device");
+    cr_assert_eq(st->move[MOVE_SCATTER].bytes, (uint64_t)peers_rows * in * sizeof(float));
+    cr_assert_eq(st->move[MOVE_GATHER].bytes, (uint64_t)peers_rows * out * sizeof(float));
+    cr_assert_eq(st->move[MOVE_GRAD_OUT].bytes, (uint64_t)peers_rows * out * sizeof(float));
+    cr_assert_eq(st->move[MOVE_BATCH].bytes,
+                 (uint64_t)batch * accum * (in + rr.data.tgt_cols) * sizeof(float));
+    for (int m = MOVE_SCATTER; m <= MOVE_REDUCE; m++)
+        cr_expect(st->move[m].seconds > 0.0 && st->move[m].ops > 0, "%s timed and counted",
+                  move_name((move_kind_t)m));
+    cr_assert(st->step_s > 0.0 && st->backward_s > 0.0 && st->backward_s < st->step_s);
+    char *txt = explain_text(&rr);
+    char a[32], b[32], c[32], line[256];
+    report_fmt_bytes(a, sizeof a, (double)((k - 1) * pbytes));
+    report_fmt_bytes(b, sizeof b, (double)st->move[MOVE_GATHER].bytes);
+    report_fmt_bytes(c, sizeof c, (double)st->move[MOVE_SCATTER].bytes);
+    snprintf(line, sizeof line, "The %d rows were split like torch.chunk: device 0 14, device 1 "
+                                "14, device 2 12.", batch * accum);
+    const char *must[] = {"explain: step 1 of dp on cpu, 3 devices", line, "replicate: ", a,
+                          "from device 0 to the other 2 devices", "gather: ", b,
+                          "reduce: ", "summed onto device 0", "scatter: ", c,
+                          "of output gradients sent from device 0", "Device 2:", "idle"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(strstr(txt, must[i]), "'%s' not in:\n%s", must[i], txt);
+    free(txt);
+    real_free(&rr);
+}
+
+Test(report_text, explain_of_a_ddp_run_names_every_bucket)
+{
+    real_run_t rr;
+    real_run(&rr, "--layers 8,64,64,3 --loss ce --samples 120 --batch 12 --bucket-mb 0.01 "
+                  "--first-bucket-mb 0.005 --mode ddp --gpus 0,1 --steps 3 --backend cpu --quiet");
+    const step_story_t *st = &rr.res.story;
+    cr_assert(st->filled);
+    char err[ERR_LEN];
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert_eq(st->nbuckets, red.nb);
+    cr_assert(red.nb >= 3);
+    size_t pbytes = rr.spec.nparams * sizeof(float);
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].bytes, pbytes, "every gradient once");
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].ops, red.nb);
+    cr_assert_eq(st->move[MOVE_BROADCAST].bytes, pbytes);
+    cr_assert(st->backward_s > 0.0);
+    char *txt = explain_text(&rr);
+    cr_assert(strstr(txt, "Backward on rank 0 took"), "%s", txt);
+    for (int i = 0; i < red.nb; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        cr_expect_eq(bk->bytes, red.b[i].count * sizeof(float), "bucket %d bytes", i);
+        cr_expect_eq(bk->first_layer, red.b[i].last_param / 2, "bucket %d: the last layer first", i);
+        cr_expect_eq(bk->last_layer, red.b[i].first_param / 2);
+        /* offsets from rank 0's backward: launched during it (overlap is on),
+         * started after it was launched, ended after it started */
+        cr_expect(bk->ready_s >= 0.0 && bk->ready_s <= st->backward_s, "bucket %d ready %g of %g", i,
+                  bk->ready_s, st->backward_s);
+        cr_expect(bk->start_s >= bk->ready_s && bk->end_s >= bk->start_s,
+                  "bucket %d: ready %g start %g end %g", i, bk->ready_s, bk->start_s, bk->end_s);
+        char want[64], t[32];
+        snprintf(want, sizeof want, "bucket %d (layers %d-%d", i, bk->first_layer, bk->last_layer);
+        cr_expect(strstr(txt, want), "'%s' not in:\n%s", want, txt);
+        snprintf(want, sizeof want, "all-reduce %s to ", report_fmt_time(t, sizeof t, bk->start_s));
+        cr_expect(strstr(txt, want), "'%s' not in:\n%s", want, txt);
+    }
+    char line[128];
+    snprintf(line, sizeof line, "averaged across the ranks in %d buckets", red.nb);
+    cr_expect(strstr(txt, line), "'%s' not in:\n%s", line, txt);
+    cr_expect(strstr(txt, "Each rank read its own shard of the 12 rows"), "%s", txt);
+    cr_expect(strstr(txt, "broadcast: "), "%s", txt);
+    reducer_free(&red);
+    free(txt);
+    real_free(&rr);
+}
+
+Test(report_text, sum_of_phases_leaves_out_hidden_comm_and_says_so)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 1e-7);
+    /* DDP: 3 + 0.5 + 6 + 0.8 + 0.7 = 11 ms of phases; the 3.2 ms hidden
+     * all-reduce ran inside backward's 6 */
+    mem_t m;
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[2], NULL);
+    char *txt = mem_close(&m);
+    const char *sum = strstr(txt, "sum of phases *");
+    cr_assert(sum, "%s", txt);
+    double a = 0, b = 0;
+    cr_assert_eq(sscanf(sum + strlen("sum of phases *"), "%lf %lf", &a, &b), 2, "%s", txt);
+    cr_assert_float_eq(a, 11.0, 1e-9, "device 0's sum %g counts hidden comm:\n%s", a, txt);
+    cr_assert_float_eq(b, 11.0, 1e-9);
+    cr_assert(strstr(txt, "comm hidden *"), "%s", txt);
+    cr_assert(strstr(txt, "* comm hidden ran while backward computed: it overlaps backward's time"),
+              "%s", txt);
+    free(txt);
+    /* without hidden time (DP): no mark, no note */
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[1], NULL);
+    txt = mem_close(&m);
+    cr_assert_null(strstr(txt, " *"), "%s", txt);
+    free(txt);
+    /* compare says it in the label */
+    txt = compare_text(runs);
+    cr_assert(strstr(txt, "comm hidden (in bwd)"), "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
 }
 
 Test(report_text, explain_tells_buckets_and_moves)

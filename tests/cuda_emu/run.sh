@@ -7,7 +7,8 @@
 # emulation of the CUDA runtime and cuBLAS (this directory), with ASan and
 # UBSan, links tests/test_cuda.c against it and runs it with EMU_NGPU=2 and
 # EMU_NGPU=1, then trains single, ddp and dp on emulated GPUs against single
-# on the CPU.  What it proves: the kernels' indexing, reductions and
+# on the CPU, and checks that dp and ddp resume from a checkpoint bit for
+# bit on them.  What it proves: the kernels' indexing, reductions and
 # arithmetic, the row-major/column-major GEMM mapping, device binding on every
 # thread, memory accounting, zeroing and the tests themselves.  What it cannot:
 # stream ordering, real GPU rounding, cuBLAS itself, NCCL (comm_nccl.c is not
@@ -78,5 +79,21 @@ for mode in "single --gpus 0" "ddp --comm shm --gpus 0,1" "ddp --comm shm --gpus
         printf "%s %.1e", (r <= 1e-5 ? "ok" : "bad"), r }')
     echo "== $mode on emulated GPUs vs single on the CPU: checksum ${verdict#* } relative"
     case "$verdict" in ok*) ;; *) echo "cuda-emu: FAIL: --mode $mode differs from the CPU"; exit 1 ;; esac
+done
+# Checkpoints on emulated GPUs: the optimizer state goes through the device
+# download and upload, DP writes from device 0's thread, every DDP rank reads
+# the file; the resumed run must end with the straight run's bits, with
+# --trace and --explain recording along the way.
+bits() { sed -n 's/.*checksum.* bits \([0-9a-f]*\).*/\1/p' "$1"; }
+R="$ARGS --optim adam --lr 0.01"
+for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1"; do
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.log" 2>&1 || { tail -n 20 "$B/straight.log"; exit 1; }
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" \
+        >"$B/part.log" 2>&1 || { tail -n 20 "$B/part.log"; exit 1; }
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --resume "$B/ck.safetensors" \
+        --trace "$B/trace.json" --explain >"$B/resumed.log" 2>&1 || { tail -n 20 "$B/resumed.log"; exit 1; }
+    [ -n "$(bits "$B/straight.log")" ] && [ "$(bits "$B/straight.log")" = "$(bits "$B/resumed.log")" ] ||
+        { echo "cuda-emu: FAIL: --mode $mode resumed to other bits"; exit 1; }
+    echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
 done
 echo "cuda-emu: passed"
