@@ -179,32 +179,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 // ----------------------------------------------------------------------------
 // replay without libFuzzer: fuzz_npy FILE...
 
-#ifdef FUZZ_STANDALONE
-int main(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
-            return 1;
-        }
-        uint8_t *buf = NULL;
-        size_t size = 0, cap = 0, got;
-        do {
-            if (size == cap) {
-                cap = cap ? 2 * cap : 65536;
-                uint8_t *nb = realloc(buf, cap);
-                CHECK(nb != NULL);
-                buf = nb;
-            }
-            got = fread(buf + size, 1, cap - size, f);
-            size += got;
-        } while (got > 0);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, size);
-        free(buf);
-        printf("%s: ok\n", argv[i]);
-    }
-    return 0;
-}
-#endif
+#include "fuzz_replay.h"
