@@ -30,6 +30,7 @@
 #include "checkpoint.h"
 #include "optim.h"
 #include "safetensors.h"
+#include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the fixtures are written with memcpy and assume a little-endian host"
@@ -38,31 +39,8 @@
 // ----------------------------------------------------------------------------
 // fixtures: a temp dir per test
 
-static char tmp_dir[64];
-
-static void dir_setup(void)
-{
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/ddp_ckpt_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp_dir), "mkdtemp failed");
-}
-
-static void dir_teardown(void)
-{
-    DIR *dir = opendir(tmp_dir);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
-        if (unlink(p) != 0)
-            rmdir(p);
-    }
-    closedir(dir);
-    rmdir(tmp_dir);
-}
+static void dir_setup(void) { tmpdir_make("ddp_ckpt"); }
+static void dir_teardown(void) { tmpdir_remove(); }
 
 TestSuite(st, .init = dir_setup, .fini = dir_teardown);
 TestSuite(bad, .init = dir_setup, .fini = dir_teardown);

@@ -25,6 +25,7 @@
 #include "data.h"
 #include "npy.h"
 #include "status.h"
+#include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the fixtures are written with memcpy and assume a little-endian host"
@@ -33,31 +34,8 @@
 // ----------------------------------------------------------------------------
 // fixtures: a temp dir per test, files in it
 
-static char tmp_dir[64];
-
-static void dir_setup(void)
-{
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/ddp_loaders_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp_dir), "mkdtemp failed");
-}
-
-static void dir_teardown(void)
-{
-    DIR *dir = opendir(tmp_dir);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[PATH_MAX];
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
-        if (unlink(p) != 0)
-            rmdir(p);
-    }
-    closedir(dir);
-    rmdir(tmp_dir);
-}
+static void dir_setup(void) { tmpdir_make("ddp_loaders"); }
+static void dir_teardown(void) { tmpdir_remove(); }
 
 TestSuite(npy, .init = dir_setup, .fini = dir_teardown);
 TestSuite(csv, .init = dir_setup, .fini = dir_teardown);
