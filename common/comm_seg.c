@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
@@ -284,6 +285,21 @@ void comm_seg_abort(comm_seg_t *s, int who, const char *why)
     futex_wake_all(&h->epoch);
 }
 
+/* The aborting side claims abort_who first and publishes the reason a
+ * snprintf later; a reader that sees the claim waits that short moment for
+ * abort_ready, so its message carries the reason.  Bounded (10 ms): the
+ * writer may have been killed between the two stores. */
+static bool abort_reason_ready(seg_header_t *h)
+{
+    uint64_t deadline = now_ns() + 10000000ull;
+    while (!atomic_load_explicit(&h->abort_ready, memory_order_acquire)) {
+        if (now_ns() > deadline)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
 bool comm_seg_aborted(comm_seg_t *s, char *msg)
 {
     seg_header_t *h = s->h;
@@ -297,7 +313,7 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg)
             snprintf(by, sizeof by, "the supervisor");
         else
             snprintf(by, sizeof by, "rank %d", who);
-        if (atomic_load_explicit(&h->abort_ready, memory_order_acquire))
+        if (abort_reason_ready(h))
             err_set(msg, DDP_OK, "aborted by %s: %s", by, h->abort_why);
         else
             err_set(msg, DDP_OK, "aborted by %s", by);
@@ -314,7 +330,7 @@ int comm_seg_abort_origin(comm_seg_t *s, char *why)
         return -2;
     if (why) {
         why[0] = 0;
-        if (atomic_load_explicit(&h->abort_ready, memory_order_acquire))
+        if (abort_reason_ready(h))
             snprintf(why, ERR_LEN, "%s", h->abort_why);
     }
     return v - 2;
