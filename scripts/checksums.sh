@@ -1,0 +1,38 @@
+#!/bin/sh
+# scripts/checksums.sh: the bits of the final parameters for a fixed matrix of
+# runs (every mode, loss, optimizer, accumulation, uneven DP chunks, buckets),
+# one line each.  A change that should not touch the arithmetic (a move, a
+# refactor) prints the same lines before and after:
+#   scripts/checksums.sh > before.txt; ...; scripts/checksums.sh | diff before.txt -
+# Usage: scripts/checksums.sh [./ddpbench] [extra options...]
+set -eu
+bin=${1:-./ddpbench}
+[ $# -gt 0 ] && shift
+run() { # label, options...
+    label=$1
+    shift
+    out=$("$bin" --backend cpu --quiet --csv "$@" 2>&1) || {
+        echo "$label: FAILED: $(echo "$out" | tail -1)"
+        return
+    }
+    # mode, final_loss, checksum_bits
+    echo "$label: $(echo "$out" | sed -n 2p | awk -F, '{print $1, $18, $22}')"
+}
+for mode in single dp ddp; do
+    g=0,1
+    [ $mode = single ] && g=0
+    run "$mode mlp-small" --mode $mode --gpus $g --steps 12
+    run "$mode mse/sgd-momentum" --mode $mode --gpus $g --layers 16,32,4 --loss mse --optim sgd \
+        --momentum 0.9 --nesterov --samples 300 --batch 24 --steps 20
+    run "$mode bce/adamw accum" --mode $mode --gpus $g --layers 12,20,1 --loss bce --optim adamw \
+        --act tanh --samples 200 --batch 16 --accum 2 --steps 15
+    run "$mode ce/adam sigmoid" --mode $mode --gpus $g --layers 8,16,16,3 --loss ce --optim adam \
+        --act sigmoid --samples 150 --batch 30 --epochs 2
+    run "$mode seed-linear" --mode $mode --gpus $g --model seed-linear
+    run "$mode seed-logreg" --mode $mode --gpus $g --model seed-logreg
+done
+run "dp 3 uneven" --mode dp --gpus 0,1,2 --layers 10,24,2 --loss ce --samples 130 --batch 25 --steps 12
+run "ddp 3 tiny buckets" --mode ddp --gpus 0,1,2 --layers 10,24,24,2 --loss ce --samples 130 \
+    --batch 24 --steps 12 --bucket-mb 0.001 --first-bucket-mb 0.001
+run "ddp no-overlap accum" --mode ddp --gpus 0,1 --layers 10,24,3 --loss mse --samples 130 \
+    --batch 24 --accum 2 --steps 10 --no-overlap
