@@ -59,7 +59,7 @@ NVCC := $(CUDA_HOME)/bin/nvcc
 HAVE_CUDA :=
 ifeq ($(NO_CUDA),)
   ifneq ($(wildcard $(NVCC)),)
-  ifneq ($(wildcard common/backend_cuda.c),)
+  ifneq ($(wildcard common/device/backend_cuda.c),)
     HAVE_CUDA := 1
     CUDA_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
   endif
@@ -93,7 +93,7 @@ endif
 # ---- flags ------------------------------------------------------------------
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra
-INCS     := -Icommon -Idp -Iddp -Ibench
+INCS     := -Icommon -I.
 # -fno-math-errno: nothing reads errno after a math call, and without it gcc
 # may not vectorise loops calling expf/sqrtf.
 CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthread -MMD -MP
@@ -103,7 +103,7 @@ LDFLAGS  += $(SANLD)
 CU_SRCS  :=
 ifneq ($(HAVE_CUDA),)
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
-  CU_SRCS := $(wildcard common/*.cu dp/*.cu ddp/*.cu)
+  CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
   ifneq ($(HAVE_NCCL),)
     CFLAGS += -DHAVE_NCCL
@@ -116,9 +116,9 @@ NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wa
 
 # ---- sources ----------------------------------------------------------------
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them.
-CUDA_ONLY_C := $(wildcard common/*_cuda.c dp/*_cuda.c ddp/*_cuda.c)
-NCCL_ONLY_C := $(wildcard common/*_nccl.c ddp/*_nccl.c)
-LIB_C    := $(wildcard common/*.c dp/*.c ddp/*.c)
+CUDA_ONLY_C := $(wildcard common/*/*_cuda.c dp/*_cuda.c ddp/*_cuda.c)
+NCCL_ONLY_C := $(wildcard common/*/*_nccl.c ddp/*_nccl.c)
+LIB_C    := $(wildcard common/*/*.c dp/*.c ddp/*.c)
 ifeq ($(HAVE_CUDA),)
   LIB_C := $(filter-out $(CUDA_ONLY_C) $(NCCL_ONLY_C),$(LIB_C))
 else ifeq ($(HAVE_NCCL),)
@@ -216,8 +216,8 @@ test-cuda-emu: | build/deps.mk
 FUZZ_SRCS := $(wildcard tests/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
-FUZZ_LIB_C := common/status.c common/data_npy.c common/data.c common/rng.c common/kinds.c \
-              $(wildcard common/safetensors.c)
+FUZZ_LIB_C := common/base/status.c common/data/data_npy.c common/data/data.c common/base/rng.c \
+              common/base/kinds.c common/io/safetensors.c
 build/fuzz/clang.ok: scripts/deps.sh
 	@mkdir -p build/fuzz
 	@scripts/deps.sh fuzz && touch $@

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "safetensors.h"
-#include "timing.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "measure/timing.h"
 
 int main(int argc, char **argv)
 {

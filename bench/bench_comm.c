@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "comm.h"
-#include "timing.h"
+#include "device/backend.h"
+#include "comm/comm.h"
+#include "measure/timing.h"
 
 #define MAX_SIZES 64
 /* Each size is timed REPS times and the best kept, for both columns: the box

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend.h"
-#include "bench_util.h"
-#include "timing.h"
+#include "device/backend.h"
+#include "bench/bench_util.h"
+#include "measure/timing.h"
 
 static double sgemm_gflops(int n)
 {

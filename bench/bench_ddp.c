@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "data.h"
-#include "report.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "report/report.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)
 {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "data.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)
 {

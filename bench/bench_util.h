@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 /* Run "args" (as typed after ddpbench) and fill res; exits the benchmark on error. */
 static inline void bench_run(const char *args, run_result_t *res)

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "config.h"
-#include "data.h"
-#include "report.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "device/backend.h"
+#include "io/checkpoint.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "report/report.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 #define MAX_RUNS 3 /* compare: single, dp, ddp */
 

@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ddp_shared.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "ddp/ddp_shared.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 /* After a failure, how long ranks get to leave on their own after SIGTERM
  * before SIGKILL. */

@@ -18,10 +18,10 @@
 
 #include <stddef.h>
 
-#include "comm.h"
-#include "config.h"
-#include "data.h"
-#include "result.h"
+#include "comm/comm.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "measure/result.h"
 
 enum { RANK_STARTING = 0, RANK_RUNNING, RANK_DONE, RANK_FAILED };
 

@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "ddp_shared.h"
-#include "fault.h"
-#include "optim.h"
-#include "progress.h"
-#include "reducer.h"
-#include "trainer.h"
+#include "io/checkpoint.h"
+#include "ddp/ddp_shared.h"
+#include "base/fault.h"
+#include "nn/optim.h"
+#include "measure/progress.h"
+#include "ddp/reducer.h"
+#include "train/trainer.h"
 
 size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
                        uint32_t trace_cap)

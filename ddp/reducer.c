@@ -1,12 +1,12 @@
 /* ddp/reducer.c: bucket assignment over the gradient arena and the launches
  * that overlap the all-reduces with backward (see reducer.h). */
-#include "reducer.h"
+#include "ddp/reducer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "timing.h"
+#include "measure/timing.h"
 
 // ---------------------------------------------------------------------------
 // buckets

@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "comm.h"
-#include "model.h"
+#include "comm/comm.h"
+#include "nn/model.h"
 
 typedef struct {
     size_t off, count;     /* floats: the slice of the gradient arena */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp.h"
-#include "strategy.h"
+#include "dp/dp.h"
+#include "train/strategy.h"
 
 /* What each device thread runs: its buffers, the step loop, its teardown. */
 static void dp_worker(void *ctx, int d)

@@ -19,14 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "checkpoint.h"
-#include "config.h"
-#include "data.h"
-#include "model.h"
-#include "optim.h"
-#include "progress.h"
-#include "result.h"
-#include "trainer.h"
+#include "io/checkpoint.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "measure/progress.h"
+#include "measure/result.h"
+#include "train/trainer.h"
 
 // ---------------------------------------------------------------------------
 // dp_workers.c: the thread pool and its barrier

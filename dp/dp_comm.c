@@ -11,7 +11,7 @@
  * by arena slices over all k threads instead: they are memory-bound, and k
  * threads each moving 1/k of the arena finish about k times sooner than
  * device 0 (or each replica's own thread) moving whole arenas. */
-#include "dp.h"
+#include "dp/dp.h"
 
 /* Floats summed per pass: one block of every source plus the destination
  * stay in L2 while the k-1 sources are added in, so the destination is read

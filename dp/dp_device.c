@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "dp/dp.h"
 
 dp_backend_create_fn dp_backend_create_hook;
 

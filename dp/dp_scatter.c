@@ -1,7 +1,7 @@
 /* dp/dp_scatter.c: how DP splits the work: torch.chunk row chunks of a
  * micro-batch, and the per-worker slices of a parameter arena that the
  * replicate and the reduce divide between threads. */
-#include "dp.h"
+#include "dp/dp.h"
 
 // ---------------------------------------------------------------------------
 // row chunks (torch.chunk along dim 0)

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
-#include "fault.h"
+#include "dp/dp.h"
+#include "base/fault.h"
 
 /* A backend call on this thread's device; on failure a message naming it. */
 #define BE_TRY(call, what)                                                                 \

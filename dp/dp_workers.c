@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "dp/dp.h"
 
 static void *dp_thread_main(void *arg)
 {

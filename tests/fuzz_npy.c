@@ -28,9 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
-#include "npy.h"
-#include "status.h"
+#include "data/data.h"
+#include "data/npy.h"
+#include "base/status.h"
 
 #define CHECK(cond)                                                                          \
     do {                                                                                     \

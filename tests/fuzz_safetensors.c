@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "safetensors.h"
-#include "status.h"
+#include "io/safetensors.h"
+#include "base/status.h"
 
 #define CHECK(cond)                                                                          \
     do {                                                                                     \

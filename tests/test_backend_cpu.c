@@ -11,8 +11,8 @@
 
 #include "tsan_criterion.h"
 
-#include "backend.h"
-#include "rng.h"
+#include "device/backend.h"
+#include "base/rng.h"
 
 #define NTHREADS 4
 #define REPEATS 3

@@ -27,9 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "io/checkpoint.h"
+#include "nn/optim.h"
+#include "io/safetensors.h"
 #include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

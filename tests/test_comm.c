@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "comm.h"
-#include "timing.h"
+#include "device/backend.h"
+#include "comm/comm.h"
+#include "measure/timing.h"
 #include "tsan_criterion.h"
 
 

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "rng.h"
+#include "device/backend.h"
+#include "base/rng.h"
 #include "testutil.h"
 
 // ---------------------------------------------------------------------------

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "reducer.h"
+#include "ddp/reducer.h"
 #include "testutil.h"
-#include "timing.h"
+#include "measure/timing.h"
 #include "tsan_criterion.h"
 
 /* A small MLP over a few hundred samples: 240 rows and batch 24 divide by 1..4

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dp.h"
+#include "dp/dp.h"
 #include "testutil.h"
 #include "tsan_criterion.h"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "model.h"
-#include "rng.h"
+#include "device/backend.h"
+#include "nn/model.h"
+#include "base/rng.h"
 
 // ---------------------------------------------------------------------------
 // the double reference

@@ -22,9 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
-#include "npy.h"
-#include "status.h"
+#include "data/data.h"
+#include "data/npy.h"
+#include "base/status.h"
 #include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

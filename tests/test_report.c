@@ -7,12 +7,12 @@
 #include <cJSON.h>
 #include <unistd.h>
 
-#include "dp.h"
-#include "progress.h"
-#include "reducer.h"
-#include "report.h"
+#include "dp/dp.h"
+#include "measure/progress.h"
+#include "ddp/reducer.h"
+#include "report/report.h"
 #include "testutil.h"
-#include "trace.h"
+#include "measure/trace.h"
 
 // ---------------------------------------------------------------------------
 // helpers

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
-#include "status.h"
+#include "data/sampler.h"
+#include "base/status.h"
 
 static void shard(size_t n, int world, int rank, bool shuffle, bool drop, long epoch,
                   uint32_t *out, size_t *count)

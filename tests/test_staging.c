@@ -9,10 +9,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "backend.h"
-#include "data.h"
-#include "model.h"
-#include "trainer.h"
+#include "device/backend.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "train/trainer.h"
 
 typedef struct {
     backend_t *be;

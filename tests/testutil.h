@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "data.h"
-#include "model.h"
-#include "strategy.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
 
 /* Parse "--model mlp-small --steps 5" into c (space separated, no quoting).
  * Returns config_parse's status (and config_resolve's when parsing passed). */

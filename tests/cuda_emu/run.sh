@@ -2,7 +2,7 @@
 # tests/cuda_emu/run.sh: the CUDA backend's code on an emulated GPU, for
 # machines without one (make test-cuda-emu).
 #
-# Compiles common/backend_cuda.c, the probe, and the kernels_*.cu files (each
+# Compiles common/device/backend_cuda.c, the probe, and the kernels_*.cu files (each
 # launch rewritten into a call of emu_kernel.hpp's emu_launch) against a CPU
 # emulation of the CUDA runtime and cuBLAS (this directory), with ASan and
 # UBSan, links tests/test_cuda.c against it and runs it with EMU_NGPU=2 and
@@ -22,18 +22,18 @@ B=build/cuda-emu
 rm -rf "$B"
 mkdir -p "$B"
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DHAVE_CUDA -I$E -Icommon -Idp -Iddp -Ibench $(pkg-config --cflags openblas libcjson) -pthread $SAN"
+CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DHAVE_CUDA -I$E -Icommon -I. $(pkg-config --cflags openblas libcjson) -pthread $SAN"
 LIBS="$(pkg-config --libs openblas libcjson) -lm -lpthread -lstdc++"
 
 echo "cuda-emu: building into $B"
 objs=""
-for c in common/*.c dp/*.c ddp/*.c; do
+for c in common/*/*.c dp/*.c ddp/*.c; do
     case "$c" in *_nccl.c) continue ;; esac
     o="$B/$(basename "$c" .c).o"
     cc $CFLAGS -c "$c" -o "$o"
     objs="$objs $o"
 done
-for cu in common/*.cu; do
+for cu in common/*/*.cu; do
     n=$(basename "$cu" .cu)
     # k<<<grid, block, shmem, stream>>>(args);  ->  emu_launch(grid, block, shmem, stream, [=]() { k(args); });
     perl -0777 -pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/emu_launch($2, [=]() { $1($3); });/gs' "$cu" >"$B/$n.cpp"

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "comm.h"
-#include "timing.h"
+#include "device/backend.h"
+#include "comm/comm.h"
+#include "measure/timing.h"
 
 static void need_gpus(int n)
 {

@@ -1,0 +1,128 @@
+/* common/comm.c: the collectives factory and the convenience forms callers use
+ * (see comm.h); the implementations are comm_shm.c and comm_nccl.c. */
+#include "comm/comm.h"
+
+#include <stdio.h>
+
+const char *coll_name(coll_kind_t k)
+{
+    static const char *const names[COLL_COUNT] = {"broadcast", "all-reduce", "reduce",
+                                                  "all-gather", "barrier"};
+    return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
+}
+
+bool comm_nccl_available(void)
+{
+#ifdef HAVE_NCCL
+    return true;
+#else
+    return false;
+#endif
+}
+
+comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b)
+{
+    if (k != COMM_AUTO)
+        return k;
+    return b == BACKEND_CUDA ? COMM_NCCL : COMM_SHM;
+}
+
+int comm_create(comm_t **out, const comm_args_t *a, char *err)
+{
+    *out = NULL;
+    if (!a->be)
+        return err_set(err, DDP_ERR_RUNTIME, "comm: no backend");
+    comm_kind_t k = comm_resolve(a->kind, a->be->kind);
+    switch (k) {
+    case COMM_SHM:
+        return comm_shm_create(out, a, err);
+    case COMM_NCCL:
+        if (a->be->kind != BACKEND_CUDA)
+            return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
+#ifdef HAVE_NCCL
+        return comm_nccl_create(out, a, err);
+#else
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
+#endif
+    default:
+        break;
+    }
+    return err_set(err, DDP_ERR_INPUT, "--comm: unknown kind %d", (int)k);
+}
+
+// ---------------------------------------------------------------------------
+// convenience forms
+
+int comm_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
+{
+    return c->ops->launch(c, op, h);
+}
+
+int comm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
+{
+    return c->ops->wait(c, h, span);
+}
+
+int comm_wait_all(comm_t *c) { return c->ops->wait(c, c->issued, NULL); }
+
+int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const char *tag,
+                          comm_handle_t *h)
+{
+    comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op, .tag = tag};
+    return c->ops->launch(c, &o, h);
+}
+
+static int run_blocking(comm_t *c, const comm_op_t *o)
+{
+    comm_handle_t h;
+    int rc = c->ops->launch(c, o, &h);
+    return rc == DDP_OK ? c->ops->wait(c, h, NULL) : rc;
+}
+
+int comm_all_reduce(comm_t *c, float *buf, size_t count, redop_t op)
+{
+    comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op};
+    return run_blocking(c, &o);
+}
+
+int comm_broadcast(comm_t *c, float *buf, size_t count, int root)
+{
+    comm_op_t o = {.kind = COLL_BROADCAST, .recv = buf, .count = count, .root = root};
+    return run_blocking(c, &o);
+}
+
+int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root)
+{
+    comm_op_t o = {.kind = COLL_REDUCE, .recv = buf, .count = count, .redop = op, .root = root};
+    return run_blocking(c, &o);
+}
+
+int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count)
+{
+    comm_op_t o = {.kind = COLL_ALL_GATHER, .send = send, .recv = recv, .count = count};
+    return run_blocking(c, &o);
+}
+
+int comm_barrier(comm_t *c)
+{
+    comm_op_t o = {.kind = COLL_BARRIER};
+    return run_blocking(c, &o);
+}
+
+void comm_abort(comm_t *c, const char *why)
+{
+    if (c)
+        c->ops->abort(c, why);
+}
+
+void comm_destroy(comm_t *c)
+{
+    if (c)
+        c->ops->destroy(c);
+}
+
+const char *comm_last_error(const comm_t *c)
+{
+    return c && c->last_error[0] ? c->last_error : "unknown error";
+}

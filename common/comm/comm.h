@@ -1,0 +1,208 @@
+/* common/comm.h: the collectives seam: broadcast, all-reduce, reduce,
+ * all-gather and barrier among `world` ranks, each launched asynchronously and
+ * waited for by handle, plus abort.
+ *
+ * Like backend.h, a communicator is a fixed table of operations (comm_ops_t)
+ * and private state behind impl.  Two implementations:
+ *   comm_shm.c   ranks that share host memory: DDP's forked processes (the
+ *                segment is made before fork) or threads of one process (DP);
+ *                CPU buffers directly, CUDA buffers staged through pinned host
+ *                memory so several ranks may share one GPU.
+ *   comm_nccl.c  CUDA ranks over NCCL (built when HAVE_NCCL); it uses the
+ *                segment only to pass rank 0's ncclUniqueId to the others.
+ *
+ * Semantics every implementation must match (NCCL's, so comm_nccl.c is thin):
+ *
+ *  - Data is float32.  Buffers are device memory of the rank's backend (the
+ *    backend_t given at creation): host memory on the CPU backend, cudaMalloc
+ *    memory on CUDA.  count is in floats and may be 0 (a no-op that completes
+ *    at once, without synchronising the ranks, as in NCCL).
+ *  - In place is allowed: send == recv (or send == NULL) for broadcast,
+ *    all-reduce and reduce; send == recv + rank*count for all-gather.  Other
+ *    overlap between send and recv is not allowed.
+ *  - Ordering: each rank's collectives run in the order that rank launched
+ *    them, one at a time.  Every rank must launch the same sequence of
+ *    collectives (same kind, count, op and root); shm detects a mismatch and
+ *    fails with a message naming both sides, NCCL would hang until --timeout.
+ *    DDP therefore launches buckets in bucket index order on every rank.
+ *  - Launch is ordered after all work the rank already issued on its backend
+ *    (the gradients a bucket covers).  On CUDA that is an event recorded on
+ *    the backend's stream that the comm stream waits on; the host does not
+ *    block.  The buffers must stay untouched until the op is waited for.
+ *  - wait(h) returns once collective h and every collective launched before it
+ *    on this rank are complete, and their results are visible to work the rank
+ *    issues on its backend afterwards (NCCL: the backend's stream waits on the
+ *    comm stream; the host may return before the GPU is done).  The results
+ *    are bit-identical on every rank (each element is reduced once, in a fixed
+ *    order, then copied), so replicas never drift apart.
+ *  - AVG is the sum divided by world (ncclAvg).  Sums are deterministic: the
+ *    same inputs give the same bits on every run.
+ *  - Errors: launch and wait return DDP_OK or DDP_ERR_RUNTIME with one line in
+ *    last_error (via comm_last_error()).  An error is sticky: every later
+ *    launch and wait fails at once with the same message.  No wait is
+ *    unbounded: when a peer does not arrive within timeout_s the op fails with
+ *      "timed out in all-reduce of bucket 2: rank 1 did not arrive within 2.0 s"
+ *    (the tag given at launch names the op; NCCL, which cannot tell which
+ *    peer is missing, says "a peer did not arrive" instead), and the comm
+ *    aborts so the other ranks fail fast too.
+ *  - abort(c, why) may be called from any thread of the rank.  It makes every
+ *    pending and future op on every rank of the group fail promptly (shm: a
+ *    flag in the segment plus a wake-up; NCCL: ncclCommAbort plus the same flag,
+ *    which its wait loop polls).  Peers report "aborted by rank R: why".
+ *
+ * The segment (comm_seg_t) is created once by the process that forks the
+ * ranks, before fork, and inherited by them.  It also carries the abort flag
+ * that the supervisor raises when a rank dies, and a small area to pass an
+ * opaque id (ncclUniqueId) from rank 0 to everyone. */
+#ifndef DDPBENCH_COMM_H
+#define DDPBENCH_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/backend.h"
+#include "base/kinds.h"
+#include "base/status.h"
+
+typedef struct comm comm_t;
+typedef struct comm_seg comm_seg_t;
+
+typedef enum {
+    COLL_BROADCAST = 0,
+    COLL_ALL_REDUCE,
+    COLL_REDUCE,
+    COLL_ALL_GATHER,
+    COLL_BARRIER,
+    COLL_COUNT
+} coll_kind_t;
+
+typedef enum { REDOP_SUM = 0, REDOP_AVG } redop_t;
+
+/* One collective, as launched.  For broadcast, all-reduce and reduce, send and
+ * recv hold count floats (send is read on the root only for broadcast, recv is
+ * written on the root only for reduce: other ranks' recv is left unspecified).
+ * For all-gather, send holds count floats and recv count*world, rank q's block
+ * at recv + q*count.  Barrier uses neither. */
+typedef struct {
+    coll_kind_t kind;
+    const float *send;   /* NULL: in place (send = recv, or recv + rank*count) */
+    float *recv;
+    size_t count;        /* floats per rank */
+    redop_t redop;       /* all-reduce, reduce */
+    int root;            /* broadcast, reduce */
+    const char *tag;     /* "bucket 2": names the op in errors; NULL for none; must
+                            stay valid until the op is waited for */
+} comm_op_t;
+
+/* Collectives are numbered 1, 2, ... per rank in launch order; 0 is "none". */
+typedef uint64_t comm_handle_t;
+
+/* When an op ran, on the now_s() clock (start: it began moving data or waiting
+ * for peers; end: its result was in place).  Both 0 when the implementation
+ * cannot tell (DDP then reports no hidden communication). */
+typedef struct {
+    double start_s, end_s;
+} comm_span_t;
+
+typedef struct comm_ops {
+    const char *name; /* "shm" or "nccl" */
+    /* Queue op; on success *h is its handle (c->issued after the call). */
+    int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
+    /* Wait for op h and every op before it; span (may be NULL) receives op h's
+     * timing.  wait(0) returns at once. */
+    int (*wait)(comm_t *c, comm_handle_t h, comm_span_t *span);
+    /* Fail every pending and future op on every rank (see above). */
+    void (*abort)(comm_t *c, const char *why);
+    /* Stop the comm's threads and free it (pending ops are abandoned: abort or
+     * wait first). */
+    void (*destroy)(comm_t *c);
+} comm_ops_t;
+
+struct comm {
+    const comm_ops_t *ops;
+    comm_kind_t kind;
+    int world, rank;
+    double timeout_s;         /* bound on every wait for a peer (set it before launching:
+                                 the comm thread reads it) */
+    backend_t *be;            /* the rank's device; buffers live there */
+    comm_seg_t *seg;          /* shared with the other ranks */
+    comm_handle_t issued;     /* handle of the last launched op */
+    char last_error[ERR_LEN]; /* why the comm failed (sticky) */
+    void *impl;
+};
+
+/* What a rank needs to join its group. */
+typedef struct {
+    comm_kind_t kind;     /* COMM_SHM or COMM_NCCL (COMM_AUTO: NCCL on CUDA, shm on the CPU) */
+    int world, rank;
+    backend_t *be;        /* created by this rank (after fork) */
+    comm_seg_t *seg;      /* from comm_seg_create() before fork */
+    double timeout_s;     /* > 0 */
+} comm_args_t;
+
+/* The factory.  DDP_ERR_INPUT when the kind is not available ("--comm nccl:
+ * this ddpbench was built without NCCL") or does not fit the backend. */
+int comm_create(comm_t **out, const comm_args_t *a, char *err);
+int comm_shm_create(comm_t **out, const comm_args_t *a, char *err);
+#ifdef HAVE_NCCL
+int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err); /* comm_nccl.c */
+#endif
+/* True when NCCL was compiled in. */
+bool comm_nccl_available(void);
+/* COMM_AUTO resolved for a backend kind. */
+comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b);
+const char *coll_name(coll_kind_t k); /* "all-reduce" */
+
+// ---------------------------------------------------------------------------
+// the segment: made before fork, shared by the ranks and their supervisor
+
+/* A shared mapping for world ranks with `extra` bytes for the caller (DDP's
+ * result area, 64-byte aligned, zeroed).  Created under an unpredictable name
+ * with O_EXCL and mode 0600 and unlinked before this returns: the ranks
+ * inherit the mapping through fork, and no /dev/shm entry outlives the call. */
+int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err);
+/* Unmap (in each process that has it; the memory goes with the last one). */
+void comm_seg_free(comm_seg_t *s);
+void *comm_seg_extra(comm_seg_t *s);
+int comm_seg_world(const comm_seg_t *s);
+
+/* Raise the group's abort flag (who: a rank, or -1 for the supervisor) with a
+ * reason, and wake every waiter.  The first reason wins.  Safe from any
+ * thread or process that maps the segment. */
+void comm_seg_abort(comm_seg_t *s, int who, const char *why);
+/* Non-zero once aborted; msg (ERR_LEN, may be NULL) receives
+ * "aborted by rank R: why" / "aborted by the supervisor: why". */
+bool comm_seg_aborted(comm_seg_t *s, char *msg);
+
+/* For the supervisor: who raised the abort flag (a rank, -1 the supervisor,
+ * -2 nobody) and why (ERR_LEN, may be NULL; "" while the reason is being written). */
+int comm_seg_abort_origin(comm_seg_t *s, char *why);
+
+/* Rank 0 publishes len bytes (<= COMM_SEG_ID_MAX), every other rank waits for
+ * them (bounded by timeout_s and the abort flag) and copies them into id.
+ * Used once per group, for ncclUniqueId. */
+#define COMM_SEG_ID_MAX 256
+int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double timeout_s,
+                         char *err);
+
+// ---------------------------------------------------------------------------
+// convenience: the forms callers use (comm.c)
+
+int comm_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h);
+int comm_wait(comm_t *c, comm_handle_t h, comm_span_t *span);
+/* Wait for everything launched so far. */
+int comm_wait_all(comm_t *c);
+int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const char *tag,
+                          comm_handle_t *h);
+/* Blocking forms: launch, then wait for it. */
+int comm_all_reduce(comm_t *c, float *buf, size_t count, redop_t op);
+int comm_broadcast(comm_t *c, float *buf, size_t count, int root);
+int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root);
+int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count);
+int comm_barrier(comm_t *c);
+void comm_abort(comm_t *c, const char *why);
+void comm_destroy(comm_t *c);
+const char *comm_last_error(const comm_t *c);
+
+#endif

@@ -1,0 +1,376 @@
+/* common/comm_seg.c: the shared segment: creating it before fork without
+ * leaving a /dev/shm entry behind, the abort flag, the id exchange, and the
+ * bounded spin-then-futex waits every shared-memory collective is built on
+ * (see comm_seg.h for the layout, comm.h for the public surface). */
+#include "comm/comm_seg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "measure/timing.h"
+
+#define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
+/* Defaults for the staging ring, tuned with bench/bench_comm on a 2-core box:
+ * chunks small enough that a slot's traffic stays in L2, enough slots that a
+ * rank may run a few chunks ahead of a slower peer.  DDPBENCH_SHM_CHUNK_KB and
+ * DDPBENCH_SHM_SLOTS override them (for benchmarking). */
+#define SEG_DEFAULT_CHUNK_KB 128
+#define SEG_DEFAULT_SLOTS 8
+#define SEG_MAX_STAGING ((size_t)256 << 20)
+/* How long a waiter spins before sleeping: a peer on another core usually
+ * publishes within microseconds, and a sleep and wake-up cost about as much.
+ * With more ranks than cores the peer we wait for may need our core, so we
+ * go straight to sleep. */
+#define SEG_SPIN_NS 20000ull
+/* Longest single futex sleep: waiters re-check the abort flag and their
+ * deadline at least this often even if a wake-up is lost to a dead process. */
+#define SEG_SLEEP_MAX_NS 100000000ull
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long env_long(const char *name, long def, long lo, long hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v < lo || v > hi) ? def : v;
+}
+
+// ---------------------------------------------------------------------------
+// creation
+
+int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
+{
+    *out = NULL;
+    if (world < 1 || world > SEG_MAX_RANKS)
+        return err_set(err, DDP_ERR_INPUT, "shared memory: %d ranks (1..%d supported)", world,
+                       SEG_MAX_RANKS);
+    size_t chunk = (size_t)env_long("DDPBENCH_SHM_CHUNK_KB", SEG_DEFAULT_CHUNK_KB, 4, 65536) *
+                   1024 / sizeof(float);
+    int slots = (int)env_long("DDPBENCH_SHM_SLOTS", SEG_DEFAULT_SLOTS, 2, SEG_MAX_SLOTS);
+    /* Many ranks: shrink the chunks rather than the ring, keeping staging bounded. */
+    while (chunk > 1024 && (size_t)slots * (size_t)(world + 1) * chunk * sizeof(float) >
+                               SEG_MAX_STAGING)
+        chunk /= 2;
+    size_t head = (sizeof(seg_header_t) + 4095) & ~(size_t)4095;
+    size_t staging = (size_t)slots * (size_t)(world + 1) * chunk * sizeof(float);
+    if (extra > SIZE_MAX / 2)
+        return err_set(err, DDP_ERR_INPUT, "shared memory: %zu bytes requested", extra);
+    size_t bytes = head + staging + ((extra + 4095) & ~(size_t)4095);
+
+    comm_seg_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(err, DDP_ERR_RUNTIME, "shared memory: out of memory");
+
+    /* The name exists only between shm_open and shm_unlink below, a few
+     * syscalls with every catchable signal blocked, so Ctrl-C cannot leave it
+     * behind; the ranks never open it by name, they inherit the mapping
+     * through fork.  Only SIGKILL inside that window could leak an entry.
+     * O_EXCL and a random name mean no other process can have planted a file
+     * there for us to map, and mode 0600 keeps other users out meanwhile. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    char name[64];
+    int fd = -1, rc = DDP_OK;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        uint64_t rnd = 0;
+        if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            rnd = now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)attempt;
+        snprintf(name, sizeof name, "/ddpbench-%d-%016llx", (int)getpid(),
+                 (unsigned long long)rnd);
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    void *map = MAP_FAILED;
+    if (fd < 0) {
+        rc = err_set(err, DDP_ERR_RUNTIME, "shared memory: shm_open: %s", strerror(errno));
+    } else {
+        int e = ftruncate(fd, (off_t)bytes) != 0 ? errno : 0;
+        /* Reserve the pages now: on a full /dev/shm (Docker gives 64 MiB) a
+         * touch would otherwise be a SIGBUS in the middle of training. */
+        if (!e) {
+            e = posix_fallocate(fd, 0, (off_t)bytes);
+            if (e == EOPNOTSUPP || e == ENOSYS)
+                e = 0;
+        }
+        if (!e) {
+            map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            e = map == MAP_FAILED ? errno : 0;
+        }
+        shm_unlink(name);
+        close(fd);
+        if (e)
+            rc = err_set(err, DDP_ERR_RUNTIME,
+                         "shared memory: cannot reserve %.1f MiB in /dev/shm: %s%s",
+                         (double)bytes / 1048576.0, strerror(e),
+                         e == ENOSPC ? " (mount a larger /dev/shm, e.g. docker --shm-size)" : "");
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != DDP_OK) {
+        if (map != MAP_FAILED)
+            munmap(map, bytes);
+        free(s);
+        return rc;
+    }
+
+    seg_header_t *h = map;
+    h->magic = SEG_MAGIC;
+    h->world = world;
+    h->slots = slots;
+    h->chunk = chunk;
+    h->map_bytes = bytes;
+    h->staging_off = head;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    h->spin_ns = cpus > 0 && world > cpus ? 0 : SEG_SPIN_NS;
+    h->extra_off = head + staging;
+    s->h = h;
+    s->staging = (float *)((char *)map + head);
+    s->extra = (char *)map + head + staging;
+    s->bytes = bytes;
+    *out = s;
+    return DDP_OK;
+}
+
+void comm_seg_free(comm_seg_t *s)
+{
+    if (!s)
+        return;
+    munmap(s->h, s->bytes);
+    free(s);
+}
+
+void *comm_seg_extra(comm_seg_t *s) { return s->extra; }
+int comm_seg_world(const comm_seg_t *s) { return s->h->world; }
+
+// ---------------------------------------------------------------------------
+// waking and waiting
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t expect, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    /* Not FUTEX_PRIVATE: the word is in a mapping shared between processes. */
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void seg_wake(comm_seg_t *s)
+{
+    /* seq_cst on both sides (here: bump epoch, then read waiters; the waiter:
+     * count itself in, then read epoch and the condition) makes a lost wake-up
+     * impossible: either the waiter sees the new state, or we see the waiter. */
+    atomic_fetch_add_explicit(&s->h->epoch, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->h->waiters, memory_order_seq_cst) > 0)
+        futex_wake_all(&s->h->epoch);
+}
+
+void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value)
+{
+    /* seq_cst store: orders this rank's staging writes before the counter
+     * (release) and the counter before the epoch bump in seg_wake. */
+    atomic_store_explicit(&s->h->ctr[which][rank].v, value, memory_order_seq_cst);
+    seg_wake(s);
+}
+
+int seg_wait_until(comm_seg_t *s, seg_ready_fn ready, void *ctx, double timeout_s,
+                   bool *timed_out)
+{
+    *timed_out = false;
+    if (ready(s, ctx))
+        return DDP_OK;
+    uint64_t t0 = now_ns();
+    uint64_t spin_until = t0 + s->h->spin_ns;
+    uint64_t deadline = t0 + (uint64_t)(timeout_s * 1e9);
+    seg_header_t *h = s->h;
+    for (;;) {
+        if (atomic_load_explicit(&h->abort_who, memory_order_acquire))
+            return DDP_ERR_RUNTIME;
+        uint64_t t = now_ns();
+        if (t < spin_until) {
+            for (int i = 0; i < 32; i++)
+                cpu_relax();
+            if (ready(s, ctx))
+                return DDP_OK;
+            continue;
+        }
+        if (t >= deadline) {
+            /* One last look: the peer may have arrived while we checked the clock. */
+            if (ready(s, ctx))
+                return DDP_OK;
+            *timed_out = true;
+            return DDP_ERR_RUNTIME;
+        }
+        atomic_fetch_add_explicit(&h->waiters, 1, memory_order_seq_cst);
+        uint32_t e = atomic_load_explicit(&h->epoch, memory_order_seq_cst);
+        if (!ready(s, ctx) && !atomic_load_explicit(&h->abort_who, memory_order_seq_cst)) {
+            uint64_t left = deadline - t;
+            futex_wait(&h->epoch, e, left < SEG_SLEEP_MAX_NS ? left : SEG_SLEEP_MAX_NS);
+        }
+        atomic_fetch_sub_explicit(&h->waiters, 1, memory_order_seq_cst);
+        if (ready(s, ctx))
+            return DDP_OK;
+    }
+}
+
+typedef struct {
+    int which;
+    uint64_t target;
+    int missing;
+} counters_ctx_t;
+
+static bool counters_ready(comm_seg_t *s, void *vctx)
+{
+    counters_ctx_t *c = vctx;
+    int world = s->h->world;
+    for (int r = 0; r < world; r++) {
+        /* acquire: pairs with the peer's seq_cst store in seg_publish, so the
+         * staging data it wrote before publishing is visible to us. */
+        if (atomic_load_explicit(&s->h->ctr[c->which][r].v, memory_order_acquire) < c->target) {
+            c->missing = r;
+            return false;
+        }
+    }
+    return true;
+}
+
+int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_s, int *missing)
+{
+    counters_ctx_t c = {which, target, -1};
+    bool timed_out;
+    int rc = seg_wait_until(s, counters_ready, &c, timeout_s, &timed_out);
+    *missing = timed_out ? c.missing : -1;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// abort and the id exchange
+
+void comm_seg_abort(comm_seg_t *s, int who, const char *why)
+{
+    seg_header_t *h = s->h;
+    int32_t none = 0;
+    /* Only the first caller writes the reason; abort_ready tells readers it is whole. */
+    if (atomic_compare_exchange_strong(&h->abort_who, &none, (int32_t)(who + 2))) {
+        snprintf(h->abort_why, sizeof h->abort_why, "%s", why ? why : "aborted");
+        atomic_store_explicit(&h->abort_ready, 1, memory_order_release);
+    }
+    atomic_fetch_add_explicit(&h->epoch, 1, memory_order_seq_cst);
+    futex_wake_all(&h->epoch);
+}
+
+/* The aborting side claims abort_who first and publishes the reason a
+ * snprintf later; a reader that sees the claim waits that short moment for
+ * abort_ready, so its message carries the reason.  Bounded (10 ms): the
+ * writer may have been killed between the two stores. */
+static bool abort_reason_ready(seg_header_t *h)
+{
+    uint64_t deadline = now_ns() + 10000000ull;
+    while (!atomic_load_explicit(&h->abort_ready, memory_order_acquire)) {
+        if (now_ns() > deadline)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+bool comm_seg_aborted(comm_seg_t *s, char *msg)
+{
+    seg_header_t *h = s->h;
+    int32_t v = atomic_load_explicit(&h->abort_who, memory_order_acquire);
+    if (!v)
+        return false;
+    if (msg) {
+        int who = v - 2;
+        char by[32];
+        if (who < 0)
+            snprintf(by, sizeof by, "the supervisor");
+        else
+            snprintf(by, sizeof by, "rank %d", who);
+        if (abort_reason_ready(h))
+            err_set(msg, DDP_OK, "aborted by %s: %s", by, h->abort_why);
+        else
+            err_set(msg, DDP_OK, "aborted by %s", by);
+    }
+    return true;
+}
+
+/* Who aborted (-1 the supervisor, -2 nobody) and the reason, for the supervisor. */
+int comm_seg_abort_origin(comm_seg_t *s, char *why)
+{
+    seg_header_t *h = s->h;
+    int32_t v = atomic_load_explicit(&h->abort_who, memory_order_acquire);
+    if (!v)
+        return -2;
+    if (why) {
+        why[0] = 0;
+        if (abort_reason_ready(h))
+            snprintf(why, ERR_LEN, "%s", h->abort_why);
+    }
+    return v - 2;
+}
+
+static bool id_ready(comm_seg_t *s, void *ctx)
+{
+    (void)ctx;
+    /* acquire: pairs with rank 0's release store after it wrote the id. */
+    return atomic_load_explicit(&s->h->id_ready, memory_order_acquire) != 0;
+}
+
+int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double timeout_s,
+                         char *err)
+{
+    seg_header_t *h = s->h;
+    if (len > COMM_SEG_ID_MAX)
+        return err_set(err, DDP_ERR_RUNTIME, "id exchange: %zu bytes (at most %d)", len,
+                       COMM_SEG_ID_MAX);
+    if (rank == 0) {
+        memcpy(h->id, id, len);
+        h->id_len = (uint32_t)len;
+        atomic_store_explicit(&h->id_ready, 1, memory_order_release);
+        seg_wake(s);
+        return DDP_OK;
+    }
+    bool timed_out;
+    if (seg_wait_until(s, id_ready, NULL, timeout_s, &timed_out) != DDP_OK) {
+        if (timed_out)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "timed out waiting for rank 0's communicator id: rank 0 did not "
+                           "arrive within %.1f s",
+                           timeout_s);
+        char msg[ERR_LEN];
+        comm_seg_aborted(s, msg);
+        return err_set(err, DDP_ERR_RUNTIME, "%s", msg);
+    }
+    if (h->id_len != len)
+        return err_set(err, DDP_ERR_RUNTIME, "id exchange: rank 0 sent %u bytes, expected %zu",
+                       h->id_len, len);
+    memcpy(id, h->id, len);
+    return DDP_OK;
+}

@@ -1,0 +1,556 @@
+/* common/comm_shm.c: collectives over the shared segment, for ranks that are
+ * forked processes (DDP) or threads of one process.
+ *
+ * Each rank has one communication thread that runs the rank's collectives in
+ * launch order, so launch never blocks the caller (DDP's backward keeps
+ * computing while buckets are reduced).  A collective is cut into chunks that
+ * flow through the segment's ring of staging slots; per chunk every rank
+ *   1. waits until every rank has finished the chunk that last used the slot,
+ *   2. stages its input into its part of the slot,
+ *   3. waits until everyone has staged, then reduces ITS OWN slice of the
+ *      chunk (rank r sums elements [r*len/n, (r+1)*len/n) of all inputs, in
+ *      rank order) into the slot's result and its own buffer,
+ *   4. waits until every slice is reduced, then copies the others' slices out.
+ * That is a reduce-scatter followed by an all-gather: every rank reads and
+ * writes about 2(n-1)/n of the buffer beyond its own staging copy, each element
+ * is summed exactly once in a fixed order, and all ranks get the same bits.
+ * Chunks are small enough to stay in cache between the phases, and the ring
+ * lets a rank run a few chunks ahead of a slower one.
+ *
+ * Buffers on a backend that is not host-visible (CUDA) are staged through
+ * pinned host memory by the calling thread: d2h at launch (ordered after the
+ * rank's compute), h2d at wait. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/comm_seg.h"
+#include "measure/timing.h"
+
+#define SHM_QUEUE 256
+#define SHM_TILE 1024
+
+typedef struct {
+    comm_op_t op;        /* host pointers: what the comm thread works on */
+    comm_span_t span;    /* written by the comm thread */
+    /* Copy-back to device memory after the op (main thread only). */
+    float *dev_dst;
+    const float *host_src;
+    size_t back_floats;
+} shm_req_t;
+
+typedef struct {
+    comm_t c; /* first: a comm_t * is a shm_t * */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* main -> comm thread: an op was queued, or stop */
+    pthread_cond_t done_cv; /* comm thread -> main: an op completed or failed */
+    shm_req_t q[SHM_QUEUE];
+    uint64_t completed;     /* ops finished by the comm thread (mu) */
+    bool stop, failed;      /* (mu) */
+    _Atomic uint64_t progress_ns; /* last time the comm thread moved */
+    uint64_t ticket;        /* comm thread only: next chunk ticket in the segment */
+    uint64_t copied_back;   /* main thread only: ops whose device copy-back is done */
+    float *stage;           /* main thread only: pinned staging for device buffers */
+    size_t stage_cap, stage_used; /* floats */
+} shm_t;
+
+// ---------------------------------------------------------------------------
+// errors
+
+/* Record the first failure (sticky); callers hold mu. */
+static void fail_locked(shm_t *m, const char *msg)
+{
+    if (!m->failed) {
+        m->failed = true;
+        snprintf(m->c.last_error, sizeof m->c.last_error, "%s", msg);
+    }
+}
+
+static int fail(shm_t *m, const char *msg)
+{
+    pthread_mutex_lock(&m->mu);
+    fail_locked(m, msg);
+    pthread_cond_broadcast(&m->done_cv);
+    pthread_mutex_unlock(&m->mu);
+    return DDP_ERR_RUNTIME;
+}
+
+static void op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
+{
+    if (op->tag)
+        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
+    else
+        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
+}
+
+/* The rank that is furthest behind: the one a timed-out wait is really waiting for. */
+static int laggard(comm_seg_t *s, int fallback)
+{
+    int best = fallback;
+    uint64_t best_v = UINT64_MAX;
+    for (int r = 0; r < s->h->world; r++) {
+        uint64_t v = 0;
+        for (int w = 0; w < SEG_NCOUNTERS; w++)
+            v += atomic_load_explicit(&s->h->ctr[w][r].v, memory_order_acquire);
+        if (v < best_v) {
+            best_v = v;
+            best = r;
+        }
+    }
+    return best;
+}
+
+/* A failed wait inside op: compose the message; a timeout also aborts the
+ * group so the other ranks stop at once instead of timing out one by one. */
+static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
+{
+    char msg[ERR_LEN], what[160];
+    comm_seg_t *s = m->c.seg;
+    if (missing < 0) {
+        comm_seg_aborted(s, msg);
+        return fail(m, msg);
+    }
+    op_label(what, sizeof what, op, seq);
+    snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %.1f s", what,
+             laggard(s, missing), m->c.timeout_s);
+    comm_seg_abort(s, m->c.rank, msg);
+    return fail(m, msg);
+}
+
+// ---------------------------------------------------------------------------
+// the chunk engine (comm thread)
+
+/* dst (and dst2 when not NULL) = sum over ranks of their inputs at [lo, lo+len)
+ * of the chunk, in rank order, divided by n for AVG.  Peers' inputs are in
+ * their staging slots; this rank's own comes straight from its buffer (mine),
+ * which it never staged.  Tiled so the running sum stays in L1. */
+static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
+                         size_t len, bool avg, float *dst, float *dst2)
+{
+    int n = s->h->world;
+    float tmp[SHM_TILE];
+    for (size_t t = 0; t < len; t += SHM_TILE) {
+        size_t m = len - t < SHM_TILE ? len - t : SHM_TILE;
+        const float *a = self == 0 ? mine + t : seg_in(s, slot, 0) + lo + t;
+        const float *b = self == 1 ? mine + t : seg_in(s, slot, 1) + lo + t;
+        for (size_t i = 0; i < m; i++)
+            tmp[i] = a[i] + b[i];
+        for (int q = 2; q < n; q++) {
+            const float *c = self == q ? mine + t : seg_in(s, slot, q) + lo + t;
+            for (size_t i = 0; i < m; i++)
+                tmp[i] += c[i];
+        }
+        if (avg) {
+            float fn = (float)n;
+            for (size_t i = 0; i < m; i++)
+                tmp[i] /= fn;
+        }
+        memcpy(dst + t, tmp, m * sizeof(float));
+        if (dst2)
+            memcpy(dst2 + t, tmp, m * sizeof(float));
+    }
+}
+
+static bool descs_match(shm_t *m, int slot, const seg_desc_t *mine, char *msg)
+{
+    comm_seg_t *s = m->c.seg;
+    for (int q = 0; q < s->h->world; q++) {
+        const seg_desc_t *d = &s->h->desc[q][slot];
+        if (d->op_seq == mine->op_seq && d->kind == mine->kind && d->count == mine->count &&
+            d->redop == mine->redop && d->root == mine->root)
+            continue;
+        snprintf(msg, ERR_LEN,
+                 "mismatched collectives: rank %d launched %s #%llu of %llu floats (root %d), "
+                 "rank %d launched %s #%llu of %llu floats (root %d)",
+                 m->c.rank, coll_name((coll_kind_t)mine->kind), (unsigned long long)mine->op_seq,
+                 (unsigned long long)mine->count, mine->root, q, coll_name((coll_kind_t)d->kind),
+                 (unsigned long long)d->op_seq, (unsigned long long)d->count, d->root);
+        return false;
+    }
+    return true;
+}
+
+/* One rank alone: only the out-of-place copy is left to do. */
+static void run_local(const comm_op_t *op)
+{
+    const float *src = op->send ? op->send : op->recv;
+    if (op->kind != COLL_BARRIER && op->count && src != op->recv)
+        memcpy(op->recv, src, op->count * sizeof(float));
+}
+
+static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
+{
+    comm_seg_t *s = m->c.seg;
+    const int n = m->c.world, r = m->c.rank;
+    if (n == 1) {
+        run_local(op);
+        return DDP_OK;
+    }
+    const size_t C = s->h->chunk;
+    const int D = s->h->slots;
+    const double T = m->c.timeout_s;
+    const bool gather = op->kind == COLL_ALL_GATHER;
+    const float *src = op->send ? op->send : (gather ? op->recv + (size_t)r * op->count : op->recv);
+    size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + C - 1) / C;
+    seg_desc_t mine = {.op_seq = seq, .kind = op->kind, .redop = op->redop, .root = op->root,
+                       .count = op->count};
+    int missing;
+    for (size_t j = 0; j < nchunks; j++) {
+        uint64_t k = m->ticket++;
+        int slot = (int)(k % (uint64_t)D);
+        size_t off = j * C;
+        size_t len = op->kind == COLL_BARRIER ? 0 : (op->count - off < C ? op->count - off : C);
+        float *in = seg_in(s, slot, r), *out = seg_out(s, slot);
+
+        /* 1. The slot is free once every rank has finished the chunk that used
+         *    it D tickets ago (their reads of our input and of the result). */
+        if (k >= (uint64_t)D &&
+            seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
+            return wait_failed(m, op, seq, missing);
+
+        /* 2. Stage our input; seg_publish orders it before the counter.  For
+         *    a reduction only the slices the others reduce: ours we read from
+         *    our own buffer in step 3. */
+        s->h->desc[r][slot] = mine;
+        size_t lo = len * (size_t)r / (size_t)n, hi = len * (size_t)(r + 1) / (size_t)n;
+        if ((op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE) && len) {
+            memcpy(in, src + off, lo * sizeof(float));
+            memcpy(in + hi, src + off + hi, (len - hi) * sizeof(float));
+        } else if (gather && len)
+            memcpy(in, src + off, len * sizeof(float));
+        else if (op->kind == COLL_BROADCAST && r == op->root && len)
+            memcpy(out, src + off, len * sizeof(float));
+        seg_publish(s, SEG_STAGED, r, k + 1);
+        atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
+
+        /* 3. Everyone's input is in: reduce our slice (reduce-scatter). */
+        if (seg_wait_counters(s, SEG_STAGED, k + 1, T, &missing) != DDP_OK)
+            return wait_failed(m, op, seq, missing);
+        char msg[ERR_LEN];
+        if (!descs_match(m, slot, &mine, msg)) {
+            comm_seg_abort(s, r, msg);
+            return fail(m, msg);
+        }
+        if (op->kind == COLL_ALL_REDUCE)
+            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
+                         out + lo, op->recv + off + lo);
+        else if (op->kind == COLL_REDUCE)
+            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
+                         out + lo, NULL);
+        seg_publish(s, SEG_REDUCED, r, k + 1);
+
+        /* 4. Every slice is reduced: copy out what we need (all-gather). */
+        if (seg_wait_counters(s, SEG_REDUCED, k + 1, T, &missing) != DDP_OK)
+            return wait_failed(m, op, seq, missing);
+        switch (op->kind) {
+        case COLL_ALL_REDUCE:
+            memcpy(op->recv + off, out, lo * sizeof(float));
+            memcpy(op->recv + off + hi, out + hi, (len - hi) * sizeof(float));
+            break;
+        case COLL_REDUCE:
+            if (r == op->root)
+                memcpy(op->recv + off, out, len * sizeof(float));
+            break;
+        case COLL_BROADCAST:
+            if (r != op->root)
+                memcpy(op->recv + off, out, len * sizeof(float));
+            else if (src != op->recv)
+                memcpy(op->recv + off, src + off, len * sizeof(float));
+            break;
+        case COLL_ALL_GATHER:
+            for (int q = 0; q < n; q++) {
+                float *dst = op->recv + (size_t)q * op->count + off;
+                const float *from = q == r ? src + off : seg_in(s, slot, q);
+                if (dst != from)
+                    memcpy(dst, from, len * sizeof(float));
+            }
+            break;
+        default:
+            break;
+        }
+        seg_publish(s, SEG_DONE, r, k + 1);
+    }
+    return DDP_OK;
+}
+
+static void *comm_thread(void *arg)
+{
+    shm_t *m = arg;
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        /* Sleep until the main thread queues an op or asks us to stop; the
+         * condvar hands over the op's descriptor under mu. */
+        while (!m->stop && (m->failed || m->completed == m->c.issued))
+            pthread_cond_wait(&m->work_cv, &m->mu);
+        if (m->stop)
+            break;
+        uint64_t seq = m->completed + 1;
+        shm_req_t *req = &m->q[m->completed % SHM_QUEUE];
+        comm_op_t op = req->op;
+        pthread_mutex_unlock(&m->mu);
+
+        double t0 = now_s();
+        atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
+        int rc = run_op(m, &op, seq);
+        double t1 = now_s();
+
+        pthread_mutex_lock(&m->mu);
+        if (rc == DDP_OK) {
+            req->span = (comm_span_t){t0, t1};
+            m->completed = seq;
+        }
+        /* Wake the main thread: op seq is complete (or the comm has failed). */
+        pthread_cond_broadcast(&m->done_cv);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// the main thread's side: launch, wait, staging
+
+/* Wait (mu held) until the comm thread has completed op h, failed, or stalled. */
+static void wait_completed_locked(shm_t *m, uint64_t h)
+{
+    /* The comm thread bounds each wait for a peer by timeout_s; silence for
+     * much longer than that means it is wedged, and we must not hang too. */
+    uint64_t limit_ns = (uint64_t)((2.0 * m->c.timeout_s + 10.0) * 1e9);
+    while (m->completed < h && !m->failed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&m->done_cv, &m->mu, &ts);
+        uint64_t last = atomic_load_explicit(&m->progress_ns, memory_order_relaxed);
+        if (m->completed < h && !m->failed && now_ns() - last > limit_ns)
+            fail_locked(m, "the communication thread made no progress (internal error)");
+    }
+}
+
+static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
+{
+    shm_t *m = (shm_t *)c;
+    pthread_mutex_lock(&m->mu);
+    if (h > c->issued)
+        fail_locked(m, "wait for a collective that was never launched (internal error)");
+    wait_completed_locked(m, h);
+    int rc = m->failed ? DDP_ERR_RUNTIME : DDP_OK;
+    if (rc == DDP_OK && span)
+        *span = m->q[(h - 1) % SHM_QUEUE].span;
+    pthread_mutex_unlock(&m->mu);
+    /* Device buffers: copy results back in op order, on the caller's stream. */
+    while (rc == DDP_OK && m->copied_back < h) {
+        shm_req_t *req = &m->q[m->copied_back % SHM_QUEUE];
+        if (req->back_floats)
+            rc = c->be->ops->h2d(c->be, req->dev_dst, req->host_src,
+                                 req->back_floats * sizeof(float));
+        if (rc != DDP_OK) {
+            char msg[ERR_LEN];
+            snprintf(msg, sizeof msg, "copying a result to the device: %s",
+                     backend_last_error(c->be));
+            return fail(m, msg);
+        }
+        m->copied_back++;
+    }
+    return rc;
+}
+
+/* Device buffers: reserve host staging for op (growing it only when nothing is
+ * in flight) and copy its input there; rewrite op to the host copy. */
+static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
+{
+    comm_t *c = &m->c;
+    backend_t *be = c->be;
+    bool gather = op->kind == COLL_ALL_GATHER;
+    size_t need = op->kind == COLL_BARRIER ? 0 : gather ? op->count * (size_t)c->world : op->count;
+    req->back_floats = 0;
+    if (need == 0)
+        return DDP_OK;
+    if (m->copied_back == c->issued)
+        m->stage_used = 0; /* nothing in flight: the whole area is free again */
+    if (m->stage_used + need > m->stage_cap) {
+        int rc = shm_wait(c, c->issued, NULL);
+        if (rc != DDP_OK)
+            return rc;
+        m->stage_used = 0;
+        if (need > m->stage_cap) {
+            size_t cap = need > 2 * m->stage_cap ? need : 2 * m->stage_cap;
+            if (m->stage)
+                be->ops->free_host(be, m->stage);
+            m->stage = be->ops->alloc_host(be, cap * sizeof(float));
+            m->stage_cap = m->stage ? cap : 0;
+            if (!m->stage) {
+                char msg[ERR_LEN];
+                snprintf(msg, sizeof msg, "out of pinned host memory for %zu bytes of staging",
+                         cap * sizeof(float));
+                return fail(m, msg);
+            }
+        }
+    }
+    float *host = m->stage + m->stage_used;
+    m->stage_used += need;
+    const float *dev_src = op->send ? op->send
+                           : gather ? op->recv + (size_t)c->rank * op->count
+                                    : op->recv;
+    float *host_src = gather ? host + (size_t)c->rank * op->count : host;
+    bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
+    if (has_input && op->count) {
+        /* d2h waits for the backend's earlier work: the bucket's gradients. */
+        int rc = be->ops->d2h(be, host_src, dev_src, op->count * sizeof(float));
+        if (rc != DDP_OK) {
+            char msg[ERR_LEN];
+            snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
+            return fail(m, msg);
+        }
+    }
+    bool back = op->kind == COLL_ALL_REDUCE || gather ||
+                (op->kind == COLL_REDUCE && c->rank == op->root) ||
+                (op->kind == COLL_BROADCAST && (c->rank != op->root || dev_src != op->recv));
+    if (back) {
+        req->dev_dst = op->recv;
+        req->host_src = host;
+        req->back_floats = need;
+    }
+    op->send = host_src;
+    op->recv = host;
+    return DDP_OK;
+}
+
+static int check_op(const comm_t *c, const comm_op_t *op, char *msg)
+{
+    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
+        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
+    if (op->kind == COLL_BARRIER)
+        return DDP_OK;
+    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
+        (op->root < 0 || op->root >= c->world))
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
+                       op->root, c->world);
+    if (op->count && !op->recv)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
+    return DDP_OK;
+}
+
+static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
+{
+    shm_t *m = (shm_t *)c;
+    char msg[ERR_LEN];
+    if (h)
+        *h = 0;
+    if (check_op(c, in, msg) != DDP_OK)
+        return fail(m, msg);
+    if (comm_seg_aborted(c->seg, msg))
+        return fail(m, msg);
+    comm_op_t op = *in;
+    shm_req_t staged = {0};
+    if (!c->be->host_visible) {
+        int rc = stage_device_op(m, &op, &staged);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    pthread_mutex_lock(&m->mu);
+    /* A full queue: wait for the comm thread to retire the oldest op. */
+    if (!m->failed && c->issued - m->completed >= SHM_QUEUE)
+        wait_completed_locked(m, c->issued - SHM_QUEUE + 1);
+    if (m->failed) {
+        pthread_mutex_unlock(&m->mu);
+        return DDP_ERR_RUNTIME;
+    }
+    shm_req_t *req = &m->q[c->issued % SHM_QUEUE];
+    *req = staged;
+    req->op = op;
+    req->span = (comm_span_t){0, 0};
+    c->issued++;
+    if (h)
+        *h = c->issued;
+    /* Hand the op to the comm thread. */
+    pthread_cond_signal(&m->work_cv);
+    pthread_mutex_unlock(&m->mu);
+    return DDP_OK;
+}
+
+static void shm_abort(comm_t *c, const char *why)
+{
+    shm_t *m = (shm_t *)c;
+    comm_seg_abort(c->seg, c->rank, why);
+    char msg[ERR_LEN];
+    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
+    fail(m, msg);
+}
+
+static void shm_destroy(comm_t *c)
+{
+    shm_t *m = (shm_t *)c;
+    if (m->thread_started) {
+        pthread_mutex_lock(&m->mu);
+        bool pending = !m->failed && m->completed < c->issued;
+        pthread_mutex_unlock(&m->mu);
+        /* Abandoning ops the peers are waiting on would leave them to time
+         * out: abort the group so they (and our thread) stop now. */
+        if (pending)
+            comm_seg_abort(c->seg, c->rank, "a rank left with collectives pending");
+        pthread_mutex_lock(&m->mu);
+        m->stop = true;
+        pthread_cond_signal(&m->work_cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->thread, NULL);
+    }
+    if (m->stage)
+        c->be->ops->free_host(c->be, m->stage);
+    pthread_cond_destroy(&m->work_cv);
+    pthread_cond_destroy(&m->done_cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static const comm_ops_t shm_ops = {
+    .name = "shm",
+    .launch = shm_launch,
+    .wait = shm_wait,
+    .abort = shm_abort,
+    .destroy = shm_destroy,
+};
+
+int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
+{
+    *out = NULL;
+    if (!a->seg)
+        return err_set(err, DDP_ERR_RUNTIME, "comm shm: no shared segment");
+    if (a->world != comm_seg_world(a->seg) || a->rank < 0 || a->rank >= a->world)
+        return err_set(err, DDP_ERR_RUNTIME, "comm shm: rank %d of %d in a segment for %d",
+                       a->rank, a->world, comm_seg_world(a->seg));
+    if (!a->be)
+        return err_set(err, DDP_ERR_RUNTIME, "comm shm: no backend");
+    shm_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return err_set(err, DDP_ERR_RUNTIME, "comm shm: out of memory");
+    m->c.ops = &shm_ops;
+    m->c.kind = COMM_SHM;
+    m->c.world = a->world;
+    m->c.rank = a->rank;
+    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
+    m->c.be = a->be;
+    m->c.seg = a->seg;
+    m->c.impl = m;
+    /* Continue the group's chunk numbering where this rank left it (all ranks
+     * have finished the same chunks when a group is re-formed). */
+    m->ticket = atomic_load(&a->seg->h->ctr[SEG_DONE][a->rank].v);
+    atomic_store(&m->progress_ns, now_ns());
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->work_cv, NULL);
+    pthread_cond_init(&m->done_cv, NULL);
+    if (pthread_create(&m->thread, NULL, comm_thread, m) != 0) {
+        shm_destroy(&m->c);
+        return err_set(err, DDP_ERR_RUNTIME, "comm shm: cannot start the communication thread");
+    }
+    m->thread_started = true;
+    *out = &m->c;
+    return DDP_OK;
+}

@@ -1,0 +1,106 @@
+/* common/config.h: everything a run is configured by, the presets, and the
+ * command-line parser that fills it.
+ *
+ * config_parse() applies the defaults, then the --model preset, then every
+ * explicit option (so explicit options override a preset), then validates the
+ * whole.  It never exits: it returns DDP_OK, CONFIG_EXIT_OK (after printing
+ * --help or --version) or DDP_ERR_INPUT with one line in err. */
+#ifndef DDPBENCH_CONFIG_H
+#define DDPBENCH_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/kinds.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+
+#define CONFIG_EXIT_OK (-1)
+#define CONFIG_PATH_LEN 1024
+#define MAX_GPU_LIST 64
+
+typedef struct {
+    /* what and where */
+    mode_t_ mode;
+    backend_kind_t backend;
+    int gpus[MAX_GPU_LIST];
+    int ngpus;
+    int threads;               /* OpenBLAS threads for single on the CPU */
+    char model_name[64];       /* preset used ("" for none) */
+
+    /* the model */
+    int dims[MODEL_MAX_LAYERS + 1];
+    int ndims;
+    act_t act;
+    loss_t loss;
+    optim_cfg_t optim;
+    uint64_t seed;
+
+    /* the data */
+    synth_kind_t dataset;      /* synthetic kind when no --data */
+    long samples;              /* synthetic rows */
+    float noise;               /* synthetic regression noise (std) */
+    char data_path[CONFIG_PATH_LEN];
+    char targets_path[CONFIG_PATH_LEN];
+    int target_cols;
+
+    /* the loop */
+    int batch;                 /* global micro-batch */
+    int accum;                 /* micro-batches per optimizer step */
+    long epochs;
+    long steps;                /* > 0: stop after this many optimizer steps */
+    bool shuffle;
+    bool drop_last;
+    long warmup_steps;         /* excluded from throughput */
+    long log_every;            /* steps between loss lines; 0: once per epoch */
+
+    /* DDP */
+    comm_kind_t comm;
+    double bucket_mb;
+    double first_bucket_mb;
+    bool overlap;
+    double timeout_s;
+
+    /* reporting */
+    bool quiet;
+    bool json;
+    bool csv;
+    bool explain;
+    char trace_path[CONFIG_PATH_LEN];
+    char baseline_path[CONFIG_PATH_LEN];
+    double tolerance_pct;
+
+    /* checkpoints */
+    char save_path[CONFIG_PATH_LEN];
+    char init_path[CONFIG_PATH_LEN];
+    char checkpoint_path[CONFIG_PATH_LEN];
+    long checkpoint_every;
+    char resume_path[CONFIG_PATH_LEN];
+} config_t;
+
+/* Defaults with no preset applied. */
+void config_defaults(config_t *c);
+/* Apply a named preset; DDP_ERR_INPUT for an unknown name. */
+int config_apply_preset(config_t *c, const char *name, char *err);
+/* The whole parse: defaults, preset, options, validation. */
+int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
+/* Cross-field checks (also run by config_parse). */
+int config_validate(const config_t *c, char *err);
+/* The usage text (every option with its default). */
+void config_usage(FILE *f);
+
+/* Resolve --backend auto and --gpus auto for this machine and check the
+ * device list (repeats, single mode, DDP batch divisibility).  note receives
+ * a short remark on what auto chose ("" when nothing was automatic). */
+int config_resolve(config_t *c, char *note, size_t note_len, char *err);
+
+/* Helpers for the rest of the program. */
+int config_model_spec(const config_t *c, model_spec_t *spec, char *err);
+/* Comma list "0,1,2" -> ids; duplicates allowed only when allow_dup. */
+int config_parse_int_list(const char *s, int *out, int max, int *n, const char *opt,
+                          bool allow_dup, char *err);
+
+#define DDPBENCH_VERSION "0.1.0"
+
+#endif

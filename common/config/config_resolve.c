@@ -1,0 +1,86 @@
+/* common/config_resolve.c: turning "auto" into facts about this machine:
+ * the backend (a forked CUDA probe, so the supervisor never initialises CUDA)
+ * and the device list, and the rules on repeated device ids. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "device/backend.h"
+#include "config/config.h"
+
+/* auto -> cuda when a GPU is visible, else cpu with a notice; cuda without a
+ * GPU is an input error that says why. */
+static int resolve_backend(config_t *c, char *note, size_t note_len, char *err)
+{
+    char why[ERR_LEN] = "";
+    note[0] = 0;
+    if (c->backend == BACKEND_CPU)
+        return DDP_OK;
+    int n = backend_cuda_probe(why);
+    if (c->backend == BACKEND_CUDA) {
+        if (n <= 0)
+            return err_set(err, DDP_ERR_INPUT, "--backend cuda: no GPU: %s", why);
+        return DDP_OK;
+    }
+    if (n > 0) {
+        c->backend = BACKEND_CUDA;
+        snprintf(note, note_len, "(auto: %d GPU%s visible)", n, n == 1 ? "" : "s");
+    } else {
+        c->backend = BACKEND_CPU;
+        snprintf(note, note_len, "(auto: no GPU, %s)", why);
+    }
+    return DDP_OK;
+}
+
+/* --gpus auto, and the rules on repeated ids. */
+static int resolve_devices(config_t *c, char *err)
+{
+    if (c->ngpus == 0) {
+        int n;
+        if (c->mode == MODE_SINGLE) {
+            n = 1;
+        } else if (c->backend == BACKEND_CUDA) {
+            char why[ERR_LEN];
+            n = backend_cuda_probe(why);
+        } else {
+            long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            n = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+        }
+        /* compare runs ddp too, which needs batch/devices rows per rank: take
+         * the most devices that divide the batch */
+        while (c->mode == MODE_COMPARE && n > 1 && c->batch % n != 0)
+            n--;
+        for (int i = 0; i < n; i++)
+            c->gpus[i] = i;
+        c->ngpus = n;
+    }
+    if (c->mode == MODE_SINGLE && c->ngpus != 1)
+        return err_set(err, DDP_ERR_INPUT, "--gpus: --mode single uses one device, got %d",
+                       c->ngpus);
+    /* Repeated ids mean several replicas on one GPU: DP on CUDA (own buffers and
+     * streams) and DDP on CUDA with --comm shm.  A CPU "device" is a worker, so
+     * a repeat there is a mistake. */
+    bool dup_ok = c->backend == BACKEND_CUDA &&
+                  (c->mode == MODE_DP || c->mode == MODE_COMPARE ||
+                   (c->mode == MODE_DDP && c->comm == COMM_SHM));
+    for (int i = 0; i < c->ngpus; i++)
+        for (int j = 0; j < i; j++)
+            if (c->gpus[i] == c->gpus[j] && !dup_ok)
+                return err_set(err, DDP_ERR_INPUT,
+                               "--gpus: device %d appears twice (repeats are allowed only on "
+                               "CUDA, for dp, or for ddp with --comm shm)",
+                               c->gpus[i]);
+    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->batch % c->ngpus != 0)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--batch: %d is not divisible by %d devices (ddp gives every rank "
+                       "batch/devices rows)",
+                       c->batch, c->ngpus);
+    return DDP_OK;
+}
+
+int config_resolve(config_t *c, char *note, size_t note_len, char *err)
+{
+    int rc = resolve_backend(c, note, note_len, err);
+    if (rc == DDP_OK)
+        rc = resolve_devices(c, err);
+    return rc;
+}

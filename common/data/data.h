@@ -1,0 +1,66 @@
+/* common/data.h: datasets on the host.
+ *
+ * A dataset is n rows of in_dim float features and tgt_cols float targets.
+ * Class labels (for the ce loss) are stored as floats holding exact integers in
+ * one target column.  Sources: synthetic sets generated from the seed (with a
+ * random teacher, so they carry signal), NumPy .npy files and CSV files.
+ * Loaders treat files as hostile: every size is checked before allocation and
+ * every failure is one line naming the file and the problem (DDP_ERR_INPUT). */
+#ifndef DDPBENCH_DATA_H
+#define DDPBENCH_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+
+/* Upper bounds that keep a hostile file from asking for absurd memory. */
+#define DATA_MAX_ROWS ((size_t)1 << 31)
+#define DATA_MAX_COLS ((size_t)1 << 24)
+#define DATA_MAX_BYTES ((size_t)16 << 30) /* 16 GiB of floats in all */
+
+typedef struct {
+    size_t n;          /* rows */
+    int in_dim;        /* feature columns */
+    int tgt_cols;      /* target columns (1 for class labels) */
+    bool labels;       /* targets are integer class ids stored as floats */
+    float *x;          /* [n, in_dim] row-major */
+    float *y;          /* [n, tgt_cols] */
+    char source[256];  /* "synthetic binary", or the file name(s) */
+} dataset_t;
+
+/* Synthetic data, features ~ N(0,1):
+ *  SYNTH_REGRESSION: y = teacher(x) + noise*N(0,1), tgt_cols = out_dim, where the
+ *                    teacher is an MLP in -> 32 (tanh) -> out_dim
+ *  SYNTH_BINARY:     y = [w.x > 0] from a random linear teacher (separable; with one
+ *                    output every point is moved 1.0 away from the plane: a margin)
+ *  SYNTH_CLASSES:    y = argmax(teacher(x)) over out_dim classes (labels = true)
+ * The teacher, data and noise come from independent streams of seed. */
+int data_synthetic(dataset_t *d, synth_kind_t kind, size_t n, int in_dim, int out_dim,
+                   uint64_t seed, float noise, char *err);
+
+/* NumPy: x_path holds a 2-D (or 1-D: one feature) float32/float64 array, C order,
+ * little endian; y_path a float32/float64 [n] or [n,k], or an int64/int32 [n]
+ * array (integer ids, labels = true).  want_labels: targets must be integer
+ * valued (ce) and are stored as labels. */
+int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool want_labels,
+                  char *err);
+
+/* CSV: numbers separated by commas, one row per line, an optional header line
+ * (a first line with any non-numeric field), the last target_cols columns are
+ * targets.  want_labels as above (target_cols must then be 1). */
+int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels,
+                  char *err);
+
+/* Check a loaded dataset against the model and loss: in_dim == model input,
+ * targets match the output (mse/bce: tgt_cols == out; ce: one label column with
+ * integer ids in [0, out)), bce targets in [0,1], every value finite. */
+int data_check(const dataset_t *d, int model_in, int model_out, loss_t loss, char *err);
+
+/* Copy rows idx[0..rows) into x [rows, in_dim] and y [rows, tgt_cols] (host). */
+void data_gather(const dataset_t *d, const uint32_t *idx, int rows, float *x, float *y);
+
+void data_free(dataset_t *d);
+
+#endif

@@ -1,0 +1,431 @@
+/* common/backend_cpu.c: the CPU compute backend.
+ *
+ * GEMMs go to OpenBLAS (CBLAS sgemm); everything else is a plain loop written
+ * so gcc vectorises it.  A "device" is whoever calls: a DP worker thread or a
+ * DDP rank process, each with one BLAS thread, or single mode with --threads.
+ * Device memory is host memory (64-byte aligned, zeroed), so host_visible is
+ * true and every operation completes before it returns: sync() is a no-op.
+ *
+ * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
+ * thread when its thread count is 1, with per-call buffers from a locked pool,
+ * so several DP workers may call sgemm at once; tests/test_backend_cpu.c checks
+ * concurrent results against serial ones bit for bit. */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/backend.h"
+
+/* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
+void openblas_set_num_threads(int num_threads);
+char *openblas_get_config(void);
+char *openblas_get_corename(void);
+
+#define CPU_ALIGN 64
+
+/* The elementwise loops are memory- or libm-bound and run on every step; each
+ * is compiled for baseline x86-64, AVX2 and AVX-512 and the loader picks the
+ * one this CPU runs (an ifunc).  -std=c11 keeps FMA contraction off, so the
+ * clones round +, * and / identically.  Not under ThreadSanitizer: its
+ * runtime is not up yet when the loader runs the clones' ifunc resolvers. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+/* glibc's libmvec (linked through libm) has vector expf/erff/tanhf; declared
+ * simd here, and with -fno-math-errno, gcc vectorises the activation loops
+ * (a GELU pass is ~12x faster than calling erff element by element). */
+__attribute__((simd("notinbranch"))) float expf(float);
+__attribute__((simd("notinbranch"))) float erff(float);
+__attribute__((simd("notinbranch"))) float tanhf(float);
+#else
+#define CPU_CLONES
+#endif
+
+// ---------------------------------------------------------------------------
+// memory
+
+/* Each block carries its size in a 64-byte header so free() can account it. */
+static void *cpu_alloc(backend_t *be, size_t bytes)
+{
+    void *p = NULL;
+    if (bytes > SIZE_MAX - CPU_ALIGN || posix_memalign(&p, CPU_ALIGN, bytes + CPU_ALIGN) != 0)
+        return NULL;
+    memset(p, 0, bytes + CPU_ALIGN);
+    *(size_t *)p = bytes;
+    backend_account(be, (long long)bytes);
+    return (char *)p + CPU_ALIGN;
+}
+
+static void cpu_free(backend_t *be, void *p)
+{
+    if (!p)
+        return;
+    char *base = (char *)p - CPU_ALIGN;
+    backend_account(be, -(long long)*(size_t *)base);
+    free(base);
+}
+
+static void *cpu_alloc_host(backend_t *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (posix_memalign(&p, CPU_ALIGN, bytes ? bytes : 1) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_free_host(backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static int cpu_copy(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes && dst != src)
+        memmove(dst, src, bytes);
+    return DDP_OK;
+}
+
+static int cpu_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                         size_t bytes)
+{
+    (void)src_be;
+    return cpu_copy(be, dst, src, bytes);
+}
+
+static int cpu_memset0(backend_t *be, void *dst, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memset(dst, 0, bytes);
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// dense algebra
+
+static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc)
+{
+    (void)be;
+    if (m <= 0 || n <= 0)
+        return DDP_OK;
+    if (k <= 0) { /* an empty product: C = beta*C, as BLAS does */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return DDP_OK;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return DDP_OK;
+}
+
+CPU_CLONES static int cpu_axpy(backend_t *be, float alpha, const float *restrict x, float *restrict y,
+                    size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        y[i] += alpha * x[i];
+    return DDP_OK;
+}
+
+CPU_CLONES static int cpu_scale(backend_t *be, float alpha, float *x, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= alpha;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// activations (exact forms, like torch: gelu uses erf, relu'(0) = 0)
+
+/* One branch-free form so the loop vectorises: for x << 0 expf(-x) becomes
+ * inf and the result 0, for x >> 0 it is 1. */
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static inline float geluf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+static inline float gelu_grad(float x)
+{
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+CPU_CLONES static int cpu_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const float *b,
+                            int rows, int cols)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        float *restrict zr = z + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            zr[c] += b[c];
+        if (act == ACT_NONE)
+            continue;
+        float *restrict ar = a + (size_t)r * cols;
+        switch (act) {
+        case ACT_RELU:
+            for (int c = 0; c < cols; c++)
+                ar[c] = zr[c] > 0.0f ? zr[c] : 0.0f;
+            break;
+        case ACT_TANH:
+            for (int c = 0; c < cols; c++)
+                ar[c] = tanhf(zr[c]);
+            break;
+        case ACT_SIGMOID:
+            for (int c = 0; c < cols; c++)
+                ar[c] = sigmoidf(zr[c]);
+            break;
+        case ACT_GELU:
+            for (int c = 0; c < cols; c++)
+                ar[c] = geluf(zr[c]);
+            break;
+        case ACT_NONE:
+            break;
+        }
+    }
+    return DDP_OK;
+}
+
+CPU_CLONES static int cpu_act_bwd(backend_t *be, act_t act, const float *restrict z,
+                       const float *restrict a, float *restrict d, size_t n)
+{
+    (void)be;
+    switch (act) {
+    case ACT_NONE:
+        break;
+    case ACT_RELU:
+        for (size_t i = 0; i < n; i++)
+            d[i] = z[i] > 0.0f ? d[i] : 0.0f;
+        break;
+    case ACT_TANH:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= 1.0f - a[i] * a[i];
+        break;
+    case ACT_SIGMOID:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= a[i] * (1.0f - a[i]);
+        break;
+    case ACT_GELU:
+        for (size_t i = 0; i < n; i++)
+            d[i] *= gelu_grad(z[i]);
+        break;
+    }
+    return DDP_OK;
+}
+
+CPU_CLONES static int cpu_bias_grad(backend_t *be, float *restrict db, const float *restrict dz, int rows,
+                         int cols, bool accumulate)
+{
+    (void)be;
+    if (!accumulate)
+        memset(db, 0, sizeof(float) * (size_t)cols);
+    /* Row by row so the inner loop is unit stride and vectorises. */
+    for (int r = 0; r < rows; r++) {
+        const float *restrict row = dz + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            db[c] += row[c];
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// losses
+
+static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
+                    int cols, float grad_scale, float *grad, float *loss_sum)
+{
+    (void)be;
+    double total = 0.0;
+    for (int r = 0; r < rows; r++) {
+        const float *o = out + (size_t)r * cols;
+        float *g = grad + (size_t)r * cols;
+        double row = 0.0;
+        switch (kind) {
+        case LOSS_MSE: {
+            const float *t = tgt + (size_t)r * cols;
+            float gs = 2.0f * grad_scale / (float)cols;
+            for (int c = 0; c < cols; c++) {
+                float e = o[c] - t[c];
+                row += (double)e * e;
+                g[c] = gs * e;
+            }
+            row /= cols;
+            break;
+        }
+        case LOSS_BCE: {
+            /* From logits: l = max(x,0) - x*t + log1p(exp(-|x|)), dl/dx = sigmoid(x) - t. */
+            const float *t = tgt + (size_t)r * cols;
+            float gs = grad_scale / (float)cols;
+            for (int c = 0; c < cols; c++) {
+                float x = o[c];
+                row += (double)(fmaxf(x, 0.0f) - x * t[c] + log1pf(expf(-fabsf(x))));
+                g[c] = gs * (sigmoidf(x) - t[c]);
+            }
+            row /= cols;
+            break;
+        }
+        case LOSS_CE: {
+            int label = (int)tgt[r];
+            float mx = o[0];
+            for (int c = 1; c < cols; c++)
+                mx = fmaxf(mx, o[c]);
+            double se = 0.0;
+            for (int c = 0; c < cols; c++)
+                se += exp((double)(o[c] - mx));
+            double lse = (double)mx + log(se);
+            row = lse - (double)o[label];
+            for (int c = 0; c < cols; c++)
+                g[c] = grad_scale * (float)exp((double)o[c] - lse);
+            g[label] -= grad_scale;
+            break;
+        }
+        }
+        total += row;
+    }
+    *loss_sum = (float)total;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// optimizers (torch.optim single-tensor rules, in the same operation order)
+
+CPU_CLONES static int cpu_sgd(backend_t *be, const sgd_args_t *a, float *restrict p,
+                   const float *restrict g, float *restrict buf, size_t n)
+{
+    (void)be;
+    const float lr = a->lr, wd = a->weight_decay, mom = a->momentum;
+    const float damp = 1.0f - a->dampening;
+    /* One loop per case, so each is branch-free and vectorises: this pass is
+     * memory-bound over the whole arena and shows up in every step. */
+    if (mom == 0.0f) {
+        if (wd == 0.0f)
+            for (size_t i = 0; i < n; i++)
+                p[i] -= lr * g[i];
+        else
+            for (size_t i = 0; i < n; i++)
+                p[i] -= lr * (g[i] + wd * p[i]);
+    } else if (a->first_step) {
+        for (size_t i = 0; i < n; i++) {
+            float d = g[i] + wd * p[i];
+            buf[i] = d;
+            p[i] -= lr * (a->nesterov ? d + mom * d : d);
+        }
+    } else if (a->nesterov) {
+        for (size_t i = 0; i < n; i++) {
+            float d = g[i] + wd * p[i];
+            float b = mom * buf[i] + damp * d;
+            buf[i] = b;
+            p[i] -= lr * (d + mom * b);
+        }
+    } else if (wd == 0.0f && damp == 1.0f) {
+        for (size_t i = 0; i < n; i++) {
+            float b = mom * buf[i] + g[i];
+            buf[i] = b;
+            p[i] -= lr * b;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float d = g[i] + wd * p[i];
+            float b = mom * buf[i] + damp * d;
+            buf[i] = b;
+            p[i] -= lr * b;
+        }
+    }
+    return DDP_OK;
+}
+
+CPU_CLONES static int cpu_adam(backend_t *be, const adam_args_t *a, float *restrict p,
+                    const float *restrict g, float *restrict m, float *restrict v, size_t n)
+{
+    (void)be;
+    const float b1 = a->beta1, b2 = a->beta2, eps = a->eps, wd = a->weight_decay;
+    const float step_size = (float)(a->lr / a->bias_correction1);
+    const float bc2_sqrt = (float)sqrt(a->bias_correction2);
+    /* AdamW scales p before the update; Adam adds wd*p to the gradient. */
+    const float decay = a->decoupled ? 1.0f - a->lr * wd : 1.0f;
+    const float l2 = a->decoupled ? 0.0f : wd;
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i] * decay;
+        float gi = g[i] + l2 * pi;
+        float mi = m[i] + (1.0f - b1) * (gi - m[i]); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// control
+
+static int cpu_sync(backend_t *be)
+{
+    (void)be;
+    return DDP_OK; /* every CPU operation is complete when it returns */
+}
+
+static void cpu_destroy(backend_t *be) { free(be); }
+
+static const backend_ops_t cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .h2d = cpu_copy,
+    .d2h = cpu_copy,
+    .d2d = cpu_copy,
+    .memset0 = cpu_memset0,
+    .peer_copy = cpu_peer_copy,
+    .gemm = cpu_gemm,
+    .bias_act_fwd = cpu_bias_act_fwd,
+    .act_bwd = cpu_act_bwd,
+    .bias_grad = cpu_bias_grad,
+    .loss = cpu_loss,
+    .sgd = cpu_sgd,
+    .adam = cpu_adam,
+    .axpy = cpu_axpy,
+    .scale = cpu_scale,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+};
+
+void backend_cpu_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+
+const char *backend_cpu_blas_info(void)
+{
+    static char info[160];
+    if (!info[0]) {
+        const char *cfg = openblas_get_config();
+        snprintf(info, sizeof info, "%s (core %s)", cfg ? cfg : "OpenBLAS",
+                 openblas_get_corename());
+    }
+    return info;
+}
+
+int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *err)
+{
+    backend_t *be = calloc(1, sizeof *be);
+    if (!be)
+        return err_set(err, DDP_ERR_RUNTIME, "cpu device %d: out of memory", device_id);
+    be->ops = &cpu_ops;
+    be->kind = BACKEND_CPU;
+    be->device_id = device_id;
+    be->host_visible = true;
+    /* Why here: the count is process-wide, so it is set while no worker runs a
+     * GEMM yet (backends are created before any worker starts). */
+    if (blas_threads > 0)
+        backend_cpu_set_threads(blas_threads);
+    *out = be;
+    return DDP_OK;
+}

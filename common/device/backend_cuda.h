@@ -1,0 +1,23 @@
+/* common/backend_cuda.h: what other CUDA-only code may know about the CUDA
+ * backend beyond backend.h: the in-process GPU count (shared by the forked
+ * probe and backend creation) and a CUDA backend's device and compute stream
+ * (comm_nccl.c orders its collectives after the backend's work with them).
+ * Include only from files built with HAVE_CUDA. */
+#ifndef DDPBENCH_BACKEND_CUDA_H
+#define DDPBENCH_BACKEND_CUDA_H
+
+#include <cuda_runtime_api.h>
+
+#include "device/backend.h"
+
+/* cudaGetDeviceCount in THIS process (it initialises CUDA here): the count, or
+ * 0 with the reason in why (ERR_LEN): "no CUDA driver
+ * (cudaErrorInsufficientDriver)", "no CUDA device (cudaErrorNoDevice)", or the
+ * runtime's own error name and text.  CUDA_VISIBLE_DEVICES applies. */
+int cuda_count_devices(char *why);
+
+/* be must be a CUDA backend (be->kind == BACKEND_CUDA). */
+int backend_cuda_device(const backend_t *be);
+cudaStream_t backend_cuda_stream(const backend_t *be);
+
+#endif

@@ -1,0 +1,74 @@
+/* common/kernels.h: the C entry points of the CUDA kernels (kernels_*.cu).
+ *
+ * One launcher per kernel family, callable from plain C.  Each queues its work
+ * on the given stream (nothing here synchronises), launches nothing for an
+ * empty problem, and returns cudaGetLastError() after the launch, so a bad
+ * launch configuration is reported at once; faults inside a kernel surface at
+ * the next synchronising call.  Semantics are those of the matching
+ * backend_ops_t entry (backend.h) and follow backend_cpu.c operation by
+ * operation: the .cu files are built with --fmad=false, so + - * / and sqrtf
+ * round exactly like the CPU's SSE code and the elementwise kernels agree with
+ * it bit for bit; only the transcendental functions (exp, tanh, erf, log1p)
+ * may differ from glibc's in the last bit. */
+#ifndef DDPBENCH_KERNELS_H
+#define DDPBENCH_KERNELS_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "base/kinds.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- kernels_act.cu: bias + activation, activation backward, bias gradient --
+cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a, const float *b,
+                              int rows, int cols);
+cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a, float *d,
+                         size_t n);
+/* Column sums in a fixed order (deterministic, no atomics). */
+cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz, int rows, int cols,
+                           int accumulate);
+
+// ---- kernels_loss.cu: per-row losses, their gradient, and their sum ---------
+/* rowloss is device scratch of at least rows doubles; the sum of the rows'
+ * losses is reduced from it in a fixed order into *loss_sum (a device float),
+ * so the same inputs give the same bits on every run. */
+cudaError_t kern_loss(cudaStream_t s, loss_t kind, const float *out, const float *tgt, int rows,
+                      int cols, float grad_scale, float *grad, double *rowloss, float *loss_sum);
+
+// ---- kernels_optim.cu: optimizer updates over a whole arena, one launch ----
+typedef struct {
+    float lr, weight_decay, momentum;
+    float damp;          /* 1 - dampening */
+    int nesterov;
+    int first_step;
+} kern_sgd_t;
+
+typedef struct {
+    float beta2, eps, weight_decay;
+    float one_minus_beta1, one_minus_beta2;
+    float step_size;     /* (float)(lr / bias_correction1) */
+    float bc2_sqrt;      /* (float)sqrt(bias_correction2) */
+    float decay;         /* 1 - lr * weight_decay (AdamW) */
+    int decoupled;
+} kern_adam_t;
+
+cudaError_t kern_sgd(cudaStream_t s, kern_sgd_t a, float *p, const float *g, float *buf,
+                     size_t n);
+cudaError_t kern_adam(cudaStream_t s, kern_adam_t a, float *p, const float *g, float *m,
+                      float *v, size_t n);
+
+// ---- kernels_misc.cu: axpy, scale, matrix fill -----------------------------
+cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, float *y, size_t n);
+cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t n);
+/* C[i*ldc+j] = beta == 0 ? 0 : beta*C[i*ldc+j] for an m x n block (an empty GEMM). */
+cudaError_t kern_scale_matrix(cudaStream_t s, float beta, float *C, int m, int n, int ldc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

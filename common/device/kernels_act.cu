@@ -1,0 +1,146 @@
+/* common/kernels_act.cu: bias + activation forward, activation backward and
+ * the bias gradient, with their C launchers (see kernels.h).  The activation
+ * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
+ * relu'(0) = 0, the two-sided sigmoid). */
+#include "device/kernels.h"
+#include "device/kernels_util.cuh"
+
+// ---------------------------------------------------------------------------
+// activations (device versions of backend_cpu.c's)
+
+__device__ __forceinline__ float sigmoid_f(float x)
+{
+    return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+}
+
+__device__ __forceinline__ float gelu_f(float x)
+{
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+__device__ __forceinline__ float gelu_grad_f(float x)
+{
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+__device__ __forceinline__ float act_f(act_t act, float z)
+{
+    switch (act) {
+    case ACT_RELU:
+        return z > 0.0f ? z : 0.0f;
+    case ACT_TANH:
+        return tanhf(z);
+    case ACT_SIGMOID:
+        return sigmoid_f(z);
+    case ACT_GELU:
+        return gelu_f(z);
+    case ACT_NONE:
+        break;
+    }
+    return z;
+}
+
+// ---------------------------------------------------------------------------
+// kernels
+
+/* A 2-D grid: blockIdx.x picks 256 columns, blockIdx.y strides over rows, so
+ * every access is coalesced and no thread divides by cols. */
+__global__ void bias_act_fwd_kernel(act_t act, float *z, float *a, const float *b, int rows,
+                                    int cols)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float bc = b[c];
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        size_t i = (size_t)r * cols + c;
+        float v = z[i] + bc;
+        z[i] = v;
+        if (act != ACT_NONE)
+            a[i] = act_f(act, v);
+    }
+}
+
+__global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float *d, size_t n)
+{
+    KERN_GRID_STRIDE(i, n)
+    {
+        switch (act) {
+        case ACT_RELU:
+            d[i] = z[i] > 0.0f ? d[i] : 0.0f;
+            break;
+        case ACT_TANH:
+            d[i] *= 1.0f - a[i] * a[i];
+            break;
+        case ACT_SIGMOID:
+            d[i] *= a[i] * (1.0f - a[i]);
+            break;
+        case ACT_GELU:
+            d[i] *= gelu_grad_f(z[i]);
+            break;
+        case ACT_NONE:
+            break;
+        }
+    }
+}
+
+/* Column sums: a block owns 32 columns (threadIdx.x, coalesced) and its 8 rows
+ * of threads (threadIdx.y) take every 8th row; the 8 partial sums are then
+ * added in a fixed order.  No atomics, so the bits never change between runs. */
+#define BG_COLS 32
+#define BG_ROWS 8
+
+__global__ void bias_grad_kernel(float *db, const float *dz, int rows, int cols, int accumulate)
+{
+    __shared__ float part[BG_ROWS][BG_COLS + 1];
+    int c = blockIdx.x * BG_COLS + threadIdx.x;
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = threadIdx.y; r < rows; r += BG_ROWS)
+            s += dz[(size_t)r * cols + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads(); /* every partial sum is in shared memory before row 0 adds them */
+    if (threadIdx.y == 0 && c < cols) {
+        float t = part[0][threadIdx.x];
+        for (int k = 1; k < BG_ROWS; k++)
+            t += part[k][threadIdx.x];
+        db[c] = accumulate ? db[c] + t : t;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+extern "C" cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a,
+                                         const float *b, int rows, int cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    dim3 grid((unsigned)((cols + KERN_THREADS - 1) / KERN_THREADS),
+              (unsigned)(rows < 1024 ? rows : 1024));
+    bias_act_fwd_kernel<<<grid, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a,
+                                    float *d, size_t n)
+{
+    if (n == 0 || act == ACT_NONE)
+        return cudaSuccess;
+    act_bwd_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(act, z, a, d, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz, int rows,
+                                      int cols, int accumulate)
+{
+    if (cols <= 0)
+        return cudaSuccess;
+    /* rows == 0 still runs: db becomes 0 (or stays, when accumulating), as on the CPU. */
+    dim3 block(BG_COLS, BG_ROWS);
+    bias_grad_kernel<<<(unsigned)((cols + BG_COLS - 1) / BG_COLS), block, 0, s>>>(
+        db, dz, rows < 0 ? 0 : rows, cols, accumulate);
+    return cudaGetLastError();
+}

@@ -1,0 +1,58 @@
+/* common/kernels_misc.cu: the small elementwise kernels (axpy, scale, and the
+ * matrix fill an empty GEMM needs), with their C launchers (see kernels.h). */
+#include "device/kernels.h"
+#include "device/kernels_util.cuh"
+
+// ---------------------------------------------------------------------------
+// kernels
+
+__global__ void axpy_kernel(float alpha, const float *x, float *y, size_t n)
+{
+    KERN_GRID_STRIDE(i, n)
+    y[i] += alpha * x[i];
+}
+
+__global__ void scale_kernel(float alpha, float *x, size_t n)
+{
+    KERN_GRID_STRIDE(i, n)
+    x[i] *= alpha;
+}
+
+/* One block row per matrix row (strided), threads across its columns. */
+__global__ void scale_matrix_kernel(float beta, float *C, int m, int n, int ldc)
+{
+    for (int r = blockIdx.x; r < m; r += gridDim.x)
+        for (int c = threadIdx.x; c < n; c += blockDim.x) {
+            float *e = C + (size_t)r * ldc + c;
+            *e = beta == 0.0f ? 0.0f : beta * *e; /* beta 0 overwrites NaNs, as BLAS does */
+        }
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+extern "C" cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, float *y, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    axpy_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(alpha, x, y, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    scale_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(alpha, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_scale_matrix(cudaStream_t s, float beta, float *C, int m, int n,
+                                         int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return cudaSuccess;
+    scale_matrix_kernel<<<(unsigned)(m < KERN_MAX_BLOCKS ? m : KERN_MAX_BLOCKS), KERN_THREADS,
+                          0, s>>>(beta, C, m, n, ldc);
+    return cudaGetLastError();
+}

@@ -1,0 +1,169 @@
+/* common/probe_cuda.c: how many GPUs are visible, found without initialising
+ * CUDA in the calling process (backend_cuda_probe, see backend.h), and the
+ * in-process count that backend_cuda_create uses.
+ *
+ * CUDA does not survive fork(): a process that has initialised it cannot hand
+ * a working CUDA to its children, and the DDP supervisor forks its ranks after
+ * resolving --backend auto.  So the probe forks a short-lived child that calls
+ * cudaGetDeviceCount and writes the answer into a pipe; the parent never
+ * touches CUDA.  The answer is cached for the life of the process.  Once this
+ * process has initialised CUDA anyway (it created a CUDA backend), a child
+ * could no longer use CUDA, so the count is then asked in-process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "device/backend.h"
+#include "device/backend_cuda.h"
+
+/* A driver that needs this long to enumerate its GPUs is broken; say so
+ * rather than hang the program. */
+#define PROBE_TIMEOUT_MS 60000
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_cached;
+static int g_count;
+static char g_why[ERR_LEN];
+static atomic_bool g_cuda_here; /* this process has called into CUDA */
+
+// ---------------------------------------------------------------------------
+// in-process count
+
+int cuda_count_devices(char *why)
+{
+    /* Why atomic: DP workers may create backends from several threads. */
+    atomic_store(&g_cuda_here, true);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n > 0) {
+        err_set(why, DDP_OK, "%d CUDA device%s visible", n, n == 1 ? "" : "s");
+        return n;
+    }
+    if (e == cudaSuccess || e == cudaErrorNoDevice)
+        err_set(why, DDP_OK, "no CUDA device (cudaErrorNoDevice)");
+    else if (e == cudaErrorInsufficientDriver)
+        err_set(why, DDP_OK, "no CUDA driver (cudaErrorInsufficientDriver)");
+    else if (e == cudaErrorInitializationError)
+        /* The classic cause: this process was forked from one that had
+         * already initialised CUDA (CUDA does not survive fork). */
+        err_set(why, DDP_OK,
+                "cudaGetDeviceCount failed: %s: %s (was CUDA initialised in a parent process "
+                "before it forked this one?)",
+                cudaGetErrorName(e), cudaGetErrorString(e));
+    else
+        err_set(why, DDP_OK, "cudaGetDeviceCount failed: %s: %s", cudaGetErrorName(e),
+                cudaGetErrorString(e));
+    cudaGetLastError(); /* the failure is reported; do not let it resurface in a later call */
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// the forked probe
+
+typedef struct {
+    int count;
+    char why[ERR_LEN];
+} probe_msg_t;
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int probe_forked(char *why)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return err_set(why, 0, "CUDA probe: pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return err_set(why, 0, "CUDA probe: fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        /* The child: count, report, and leave with _exit so nothing of the
+         * parent's (stdio buffers, atexit handlers) runs twice. */
+        probe_msg_t m;
+        memset(&m, 0, sizeof m);
+        close(fds[0]);
+        m.count = cuda_count_devices(m.why);
+        ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
+        _exit(w == (ssize_t)sizeof m ? 0 : 1);
+    }
+    close(fds[1]);
+
+    /* Why poll with a limit: a wedged driver must not hang ddpbench. */
+    probe_msg_t m;
+    memset(&m, 0, sizeof m);
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    int pr;
+    do
+        pr = poll(&pfd, 1, PROBE_TIMEOUT_MS);
+    while (pr < 0 && errno == EINTR);
+    bool got = pr > 0 && read_full(fds[0], &m, sizeof m) == 0;
+    close(fds[0]);
+    if (!got)
+        kill(pid, SIGKILL); /* timed out or broke the pipe: make sure it is gone */
+
+    /* Reap it (no zombie).  ECHILD: someone else's SIGCHLD handler reaped it
+     * first; the pipe already said what we need. */
+    int st = 0;
+    pid_t w;
+    do
+        w = waitpid(pid, &st, 0);
+    while (w < 0 && errno == EINTR);
+
+    if (got) {
+        m.why[ERR_LEN - 1] = 0;
+        snprintf(why, ERR_LEN, "%s", m.why);
+        return m.count > 0 ? m.count : 0;
+    }
+    if (pr == 0)
+        return err_set(why, 0, "CUDA probe: cudaGetDeviceCount did not answer in %d s",
+                       PROBE_TIMEOUT_MS / 1000);
+    if (w == pid && WIFSIGNALED(st))
+        return err_set(why, 0, "CUDA probe: cudaGetDeviceCount crashed (signal %d)",
+                       WTERMSIG(st));
+    return err_set(why, 0, "CUDA probe: the probe process exited without an answer");
+}
+
+int backend_cuda_probe(char *why)
+{
+    char local[ERR_LEN];
+    if (!why)
+        why = local;
+    /* Why a lock: the cache is process-wide and tests may probe from threads. */
+    pthread_mutex_lock(&g_lock);
+    if (!g_cached) {
+        if (atomic_load(&g_cuda_here))
+            g_count = cuda_count_devices(g_why);
+        else
+            g_count = probe_forked(g_why);
+        g_cached = true;
+    }
+    int n = g_count;
+    snprintf(why, ERR_LEN, "%s", g_why);
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}

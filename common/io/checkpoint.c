@@ -1,0 +1,519 @@
+/* common/checkpoint.c: weights files, checkpoints and resuming (see
+ * checkpoint.h for the names and the metadata). */
+#include "io/checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fault.h"
+#include "io/safetensors.h"
+#include "base/status.h"
+
+#define CKPT_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS) /* parameters + two state arenas */
+#define MAX_FACTS 24
+
+// ---------------------------------------------------------------------------
+// names: the tensors of a model (and of its optimizer state)
+
+void ckpt_param_name(int layer, bool bias, char *out, size_t size)
+{
+    /* nn.Sequential numbers the activation modules too: Linear l is module 2l. */
+    snprintf(out, size, "%d.%s", 2 * layer, bias ? "bias" : "weight");
+}
+
+typedef struct {
+    char name[CKPT_MAX_TENSORS][64];
+    st_expect_t e[CKPT_MAX_TENSORS];
+    int arena[CKPT_MAX_TENSORS]; /* 0: parameters, 1 + k: state arena k */
+    size_t off[CKPT_MAX_TENSORS]; /* floats into that arena */
+    size_t n;
+} tensor_list_t;
+
+static const char *state_prefix(optim_kind_t kind, int k)
+{
+    /* torch.optim's state keys */
+    if (kind == OPTIM_SGD)
+        return "optim.momentum_buffer.";
+    return k == 0 ? "optim.exp_avg." : "optim.exp_avg_sq.";
+}
+
+/* Parameters in arena order, then each state arena in the same order. */
+static void list_build(tensor_list_t *L, const model_spec_t *spec, optim_kind_t kind, int nstate)
+{
+    L->n = 0;
+    for (int a = 0; a <= nstate; a++)
+        for (int l = 0; l < spec->nlayers; l++)
+            for (int b = 0; b < 2; b++) {
+                size_t i = L->n++;
+                char pn[32];
+                ckpt_param_name(l, b, pn, sizeof pn);
+                snprintf(L->name[i], sizeof L->name[i], "%s%s", a ? state_prefix(kind, a - 1) : "",
+                         pn);
+                L->e[i] = (st_expect_t){L->name[i], b ? 1 : 2,
+                                        {(uint64_t)spec->dims[l + 1], (uint64_t)spec->dims[l]}};
+                L->arena[i] = a;
+                L->off[i] = b ? spec->b_off[l] : spec->w_off[l];
+            }
+}
+
+static int write_list(const char *path, const tensor_list_t *L, const float *params,
+                      const float *const *state, const st_kv_t *meta, size_t nmeta, bool kill,
+                      char *err)
+{
+    st_out_t out[CKPT_MAX_TENSORS];
+    for (size_t i = 0; i < L->n; i++) {
+        const float *base = L->arena[i] ? state[L->arena[i] - 1] : params;
+        out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
+                            base + L->off[i]};
+    }
+    return st_write(path, out, L->n, meta, nmeta, kill, err);
+}
+
+static int read_list(st_file_t *sf, const tensor_list_t *L, float *params, float *const *state,
+                     char *err)
+{
+    for (size_t i = 0; i < L->n; i++) {
+        float *base = L->arena[i] ? state[L->arena[i] - 1] : params;
+        int rc = st_read_f32(sf, st_find(&sf->h, L->name[i]), base + L->off[i], err);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    return DDP_OK;
+}
+
+static void layers_str(const model_spec_t *spec, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i <= spec->nlayers && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%d", i ? "," : "", spec->dims[i]);
+}
+
+static int state_count(const config_t *cfg)
+{
+    optim_t o = {.cfg = cfg->optim};
+    return optim_state_count(&o);
+}
+
+// ---------------------------------------------------------------------------
+// weights files: --save and --init
+
+int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err)
+{
+    tensor_list_t L;
+    list_build(&L, spec, cfg->optim.kind, 0);
+    char layers[512];
+    layers_str(spec, layers, sizeof layers);
+    const st_kv_t meta[] = {{"format", "pt"},
+                            {"producer", "ddpbench " DDPBENCH_VERSION},
+                            {"layers", layers},
+                            {"act", act_name(spec->act)}};
+    int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--save %s", path);
+}
+
+/* Open a weights file (or a checkpoint, whose optimizer state is skipped) and
+ * check its tensors against the model. */
+static int open_weights(st_file_t *sf, tensor_list_t *L, const char *path, const char *what,
+                        const model_spec_t *spec, char *err)
+{
+    int rc = st_open(sf, path, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s %s", what, path);
+    list_build(L, spec, OPTIM_SGD, 0);
+    bool is_ckpt = st_meta(&sf->h, "checkpoint") != NULL;
+    rc = st_expect(&sf->h, L->e, L->n, is_ckpt ? "optim." : NULL, err);
+    if (rc != DDP_OK) {
+        st_close(sf);
+        return err_prefix(err, rc, "%s %s", what, path);
+    }
+    return DDP_OK;
+}
+
+int ckpt_load_weights(const char *path, const char *what, const model_spec_t *spec,
+                      float *params, char *err)
+{
+    st_file_t sf;
+    tensor_list_t L;
+    int rc = open_weights(&sf, &L, path, what, spec, err);
+    if (rc != DDP_OK)
+        return rc;
+    rc = read_list(&sf, &L, params, NULL, err);
+    st_close(&sf);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "%s %s", what, path);
+}
+
+// ---------------------------------------------------------------------------
+// the facts a checkpoint records about its run
+
+typedef struct {
+    const char *key;
+    const char *option; /* how the user sets it, for messages */
+    char val[320];
+} fact_t;
+
+int ckpt_world(const config_t *cfg) { return cfg->mode == MODE_SINGLE ? 1 : cfg->ngpus; }
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* The shortest decimal that reads back as the same float ("0.003", not
+ * "0.00300000003"): exact, and what the user typed in the usual case. */
+static void fmt_float(char *out, size_t size, float v)
+{
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(out, size, "%.*g", prec, (double)v);
+        if ((float)strtod(out, NULL) == v)
+            return;
+    }
+}
+
+/* What the data is, as far as a resume must agree: the synthetic set's kind
+ * and size (its seed is the run's), or the files' names and rows. */
+static void data_identity(const config_t *c, const dataset_t *d, char *out, size_t size)
+{
+    if (c->data_path[0]) {
+        snprintf(out, size, "file %.120s%s%.120s rows=%zu", base_name(c->data_path),
+                 c->targets_path[0] ? " + " : "", c->targets_path[0] ? base_name(c->targets_path) : "",
+                 d->n);
+    } else {
+        char nz[32];
+        fmt_float(nz, sizeof nz, c->noise);
+        bool noisy = strcmp(d->source, "synthetic regression") == 0;
+        snprintf(out, size, "%s samples=%zu%s%s", d->source, d->n, noisy ? " noise=" : "",
+                 noisy ? nz : "");
+    }
+}
+
+static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
+{
+    const config_t *c = s->cfg;
+    const optim_cfg_t *o = &c->optim;
+    int n = 0;
+#define FACT(k, opt, ...)                                                                       \
+    do {                                                                                        \
+        f[n].key = k;                                                                           \
+        f[n].option = opt;                                                                      \
+        snprintf(f[n].val, sizeof f[n].val, __VA_ARGS__);                                       \
+        n++;                                                                                    \
+    } while (0)
+#define FACT_FLOAT(k, opt, v)                                                                   \
+    do {                                                                                        \
+        f[n].key = k;                                                                           \
+        f[n].option = opt;                                                                      \
+        fmt_float(f[n].val, sizeof f[n].val, v);                                                \
+        n++;                                                                                    \
+    } while (0)
+    layers_str(spec, f[n].val, sizeof f[n].val);
+    f[n].key = "layers";
+    f[n++].option = "--layers";
+    FACT("act", "--act", "%s", act_name(c->act));
+    FACT("loss", "--loss", "%s", loss_name(c->loss));
+    FACT("optim", "--optim", "%s", optim_name(o->kind));
+    FACT_FLOAT("lr", "--lr", o->lr);
+    if (o->kind == OPTIM_SGD) {
+        FACT_FLOAT("momentum", "--momentum", o->momentum);
+        FACT_FLOAT("dampening", "--dampening", o->dampening);
+        FACT("nesterov", "--nesterov", "%s", o->nesterov ? "true" : "false");
+    } else {
+        FACT_FLOAT("beta1", "--beta1", o->beta1);
+        FACT_FLOAT("beta2", "--beta2", o->beta2);
+        FACT_FLOAT("eps", "--eps", o->eps);
+    }
+    FACT_FLOAT("weight_decay", "--weight-decay", o->weight_decay);
+    FACT("seed", "--seed", "%llu", (unsigned long long)c->seed);
+    FACT("mode", "--mode", "%s", mode_name(c->mode));
+    FACT("world", "device count", "%d", ckpt_world(c));
+    FACT("batch", "--batch", "%d", c->batch);
+    FACT("accum", "--accum", "%d", c->accum);
+    FACT("shuffle", "shuffle", "%s", c->shuffle ? "true" : "false");
+    FACT("drop_last", "--drop-last", "%s", c->drop_last ? "true" : "false");
+    data_identity(c, s->data, f[n].val, sizeof f[n].val);
+    f[n].key = "data";
+    f[n++].option = "data";
+#undef FACT
+#undef FACT_FLOAT
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// checkpoints
+
+int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
+              const float *params, const float *const *state, int nstate, const ckpt_pos_t *pos,
+              bool kill_before_rename, char *err)
+{
+    fact_t facts[MAX_FACTS];
+    int nf = run_facts(s, spec, facts);
+    long spe = (long)s->plan.steps;
+    long epoch = pos->global_step / spe;
+    char num[5][24];
+    snprintf(num[0], sizeof num[0], "%ld", pos->global_step);
+    snprintf(num[1], sizeof num[1], "%ld", pos->optim_step);
+    snprintf(num[2], sizeof num[2], "%ld", epoch);
+    snprintf(num[3], sizeof num[3], "%ld", pos->global_step % spe);
+    snprintf(num[4], sizeof num[4], "%ld", spe);
+    char shuffle_seed[24];
+    snprintf(shuffle_seed, sizeof shuffle_seed, "%llu",
+             (unsigned long long)(s->cfg->seed + (uint64_t)epoch));
+    st_kv_t meta[MAX_FACTS + 12];
+    size_t nm = 0;
+    meta[nm++] = (st_kv_t){"format", "pt"};
+    meta[nm++] = (st_kv_t){"producer", "ddpbench " DDPBENCH_VERSION};
+    meta[nm++] = (st_kv_t){"checkpoint", CKPT_FORMAT};
+    meta[nm++] = (st_kv_t){"global_step", num[0]};
+    meta[nm++] = (st_kv_t){"optim_step", num[1]};
+    meta[nm++] = (st_kv_t){"epoch", num[2]};
+    meta[nm++] = (st_kv_t){"epoch_step", num[3]};
+    meta[nm++] = (st_kv_t){"steps_per_epoch", num[4]};
+    meta[nm++] = (st_kv_t){"shuffle_seed", shuffle_seed};
+    for (int i = 0; i < nf; i++)
+        meta[nm++] = (st_kv_t){facts[i].key, facts[i].val};
+
+    tensor_list_t *L = malloc(sizeof *L);
+    if (!L)
+        return err_set(err, DDP_ERR_RUNTIME, "--checkpoint %s: out of memory", path);
+    list_build(L, spec, s->cfg->optim.kind, nstate);
+    int rc = write_list(path, L, params, state, meta, nm, kill_before_rename, err);
+    free(L);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--checkpoint %s", path);
+}
+
+/* A non-negative decimal integer, nothing else. */
+static bool parse_count(const char *s, long *out)
+{
+    if (!s || !*s)
+        return false;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (1L << 50))
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* The checkpoint's settings, position and tensors against this run (no data read). */
+static int check_checkpoint(const st_header_t *h, const schedule_t *s, const model_spec_t *spec,
+                            int nstate, tensor_list_t *L, ckpt_pos_t *pos, char *err)
+{
+    const char *v = st_meta(h, "checkpoint");
+    if (!v)
+        return err_set(err, DDP_ERR_INPUT,
+                       "not a ddpbench checkpoint (no 'checkpoint' in its __metadata__); a "
+                       "weights file goes to --init");
+    if (strcmp(v, CKPT_FORMAT) != 0)
+        return err_set(err, DDP_ERR_INPUT, "checkpoint format '%.32s'; this ddpbench reads "
+                                           "format " CKPT_FORMAT, v);
+    fact_t facts[MAX_FACTS];
+    int nf = run_facts(s, spec, facts);
+    for (int i = 0; i < nf; i++) {
+        const char *old = st_meta(h, facts[i].key);
+        if (!old)
+            return err_set(err, DDP_ERR_INPUT, "the checkpoint does not record '%s'",
+                           facts[i].key);
+        if (strcmp(old, facts[i].val) != 0)
+            return err_set(err, DDP_ERR_INPUT,
+                           "the checkpoint was written with %s %.160s, this run has %s %.160s "
+                           "(a resumed run keeps the settings it started with)",
+                           facts[i].option, old, facts[i].option, facts[i].val);
+    }
+    long g, os, epoch, epoch_step, spe;
+    static const char *const keys[] = {"global_step", "optim_step", "epoch", "epoch_step",
+                                        "steps_per_epoch"};
+    long *vals[] = {&g, &os, &epoch, &epoch_step, &spe};
+    for (int i = 0; i < 5; i++)
+        if (!parse_count(st_meta(h, keys[i]), vals[i]))
+            return err_set(err, DDP_ERR_INPUT, "__metadata__ '%s' is missing or not a count",
+                           keys[i]);
+    if (spe != (long)s->plan.steps)
+        return err_set(err, DDP_ERR_INPUT,
+                       "the checkpoint's epochs have %ld steps, this run's %zu", spe,
+                       s->plan.steps);
+    if (epoch != g / spe || epoch_step != g % spe || os > g)
+        return err_set(err, DDP_ERR_INPUT,
+                       "inconsistent position (global_step %ld, epoch %ld, epoch_step %ld, "
+                       "optim_step %ld)",
+                       g, epoch, epoch_step, os);
+    if (g >= s->total_steps)
+        return err_set(err, DDP_ERR_INPUT,
+                       "the checkpoint is at step %ld and this run ends at step %ld: nothing "
+                       "left to run (raise --steps or --epochs)",
+                       g, s->total_steps);
+    list_build(L, spec, s->cfg->optim.kind, nstate);
+    int rc = st_expect(h, L->e, L->n, NULL, err);
+    if (rc != DDP_OK)
+        return rc;
+    pos->global_step = g;
+    pos->optim_step = os;
+    return DDP_OK;
+}
+
+int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec, float *params,
+              float *const *state, int nstate, ckpt_pos_t *pos, char *err)
+{
+    st_file_t sf;
+    int rc = st_open(&sf, path, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "--resume %s", path);
+    tensor_list_t *L = malloc(sizeof *L);
+    if (!L)
+        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    if (rc == DDP_OK)
+        rc = check_checkpoint(&sf.h, s, spec, nstate, L, pos, err);
+    if (rc == DDP_OK)
+        rc = read_list(&sf, L, params, state, err);
+    free(L);
+    st_close(&sf);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--resume %s", path);
+}
+
+// ---------------------------------------------------------------------------
+// before the run
+
+int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_t *data,
+                   char *err)
+{
+    const struct {
+        const char *path, *opt;
+    } outs[] = {{cfg->save_path, "--save"}, {cfg->checkpoint_path, "--checkpoint"},
+                {cfg->resume_path, "--resume"}};
+    if (cfg->mode == MODE_COMPARE)
+        for (int i = 0; i < 3; i++)
+            if (outs[i].path[0])
+                return err_set(err, DDP_ERR_INPUT,
+                               "%s: not with --mode compare (it trains three models; run one "
+                               "mode)",
+                               outs[i].opt);
+    if (cfg->init_path[0] && cfg->resume_path[0])
+        return err_set(err, DDP_ERR_INPUT,
+                       "--init and --resume: choose one (a checkpoint holds the weights)");
+
+    int rc = DDP_OK;
+    st_file_t sf;
+    tensor_list_t *L = malloc(sizeof *L);
+    if (!L)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    if (cfg->init_path[0] && (rc = open_weights(&sf, L, cfg->init_path, "--init", spec, err)) == DDP_OK)
+        st_close(&sf);
+    if (rc == DDP_OK && cfg->resume_path[0]) {
+        schedule_t s;
+        bool ddp = cfg->mode == MODE_DDP;
+        int world = ddp ? cfg->ngpus : 1;
+        rc = schedule_init(&s, cfg, data, world, 0, ddp ? cfg->batch / world : cfg->batch, err);
+        if (rc == DDP_OK) {
+            if ((rc = st_open(&sf, cfg->resume_path, err)) == DDP_OK) {
+                ckpt_pos_t pos;
+                rc = check_checkpoint(&sf.h, &s, spec, state_count(cfg), L, &pos, err);
+                st_close(&sf);
+            }
+            if (rc != DDP_OK)
+                err_prefix(err, rc, "--resume %s", cfg->resume_path);
+            schedule_free(&s);
+        }
+    }
+    free(L);
+    for (int i = 0; i < 2 && rc == DDP_OK; i++)
+        if (outs[i].path[0] && (rc = st_check_writable(outs[i].path, err)) != DDP_OK)
+            err_prefix(err, rc, "%s %s", outs[i].opt, outs[i].path);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// what a strategy calls
+
+int ckpt_run_init(ckpt_run_t *c, const config_t *cfg, const model_spec_t *spec,
+                  const optim_t *o, int device_index, char *err)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = cfg;
+    c->spec = spec;
+    c->device_index = device_index;
+    c->nstate = o ? optim_state_count(o) : state_count(cfg);
+    if (!cfg->checkpoint_path[0] && !cfg->resume_path[0])
+        return DDP_OK;
+    size_t bytes = (spec->nparams ? spec->nparams : 1) * sizeof(float);
+    bool ok = true;
+    if (cfg->checkpoint_path[0])
+        ok = (c->params = malloc(bytes)) != NULL;
+    for (int k = 0; k < c->nstate && ok; k++)
+        ok = (c->state[k] = malloc(bytes)) != NULL;
+    if (!ok) {
+        ckpt_run_free(c);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the checkpoint buffers");
+    }
+    return DDP_OK;
+}
+
+void ckpt_run_free(ckpt_run_t *c)
+{
+    free(c->params);
+    free(c->state[0]);
+    free(c->state[1]);
+    c->params = c->state[0] = c->state[1] = NULL;
+}
+
+int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err)
+{
+    const config_t *cfg = c->cfg;
+    if (!cfg->resume_path[0])
+        return DDP_OK;
+    int rc = ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos,
+                       err);
+    if (rc != DDP_OK)
+        return rc;
+    c->loaded = true;
+    s->start_step = c->pos.global_step;
+    return DDP_OK;
+}
+
+int ckpt_run_upload(ckpt_run_t *c, optim_t *o, char *err)
+{
+    if (!c->loaded)
+        return DDP_OK;
+    for (int k = 0; k < c->nstate; k++)
+        if (optim_state_upload(o, k, c->state[k]) != DDP_OK)
+            return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", o->be->device_id,
+                           backend_last_error(o->be));
+    o->step = c->pos.optim_step; /* Adam's bias correction and SGD's first step go on from here */
+    return DDP_OK;
+}
+
+int ckpt_run_resume(ckpt_run_t *c, schedule_t *s, float *host_params, optim_t *o, char *err)
+{
+    int rc = ckpt_run_load(c, s, host_params, err);
+    return rc == DDP_OK ? ckpt_run_upload(c, o, err) : rc;
+}
+
+bool ckpt_run_due(const ckpt_run_t *c, const schedule_t *s, long g)
+{
+    const config_t *cfg = c->cfg;
+    if (!cfg->checkpoint_path[0])
+        return false;
+    return g == s->total_steps - 1 ||
+           (cfg->checkpoint_every > 0 && (g + 1) % cfg->checkpoint_every == 0);
+}
+
+int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, const optim_t *o,
+                   long g, char *err)
+{
+    backend_t *be = o->be;
+    /* d2h waits for the step's work on this device, so the copy is step g's state. */
+    int rc = be->ops->d2h(be, c->params, dev_params, c->spec->nparams * sizeof(float));
+    for (int k = 0; k < c->nstate && rc == DDP_OK; k++)
+        rc = optim_state_download(o, k, c->state[k]);
+    if (rc != DDP_OK)
+        return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", be->device_id,
+                       backend_last_error(be));
+    ckpt_pos_t pos = {g + 1, o->step};
+    bool kill = fault_at(c->device_index, g) == FAULT_WRITE;
+    return ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,
+                     (const float *const *)c->state, c->nstate, &pos, kill, err);
+}

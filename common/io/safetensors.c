@@ -1,0 +1,917 @@
+/* common/safetensors.c: the .safetensors reader and atomic writer (see
+ * safetensors.h for the checks and the file layout). */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* fileno, fseeko, fsync, kill, openat */
+#endif
+
+#include "io/safetensors.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/status.h"
+
+#define ST_INT_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
+#define NAME_SHOW 48                 /* characters of a hostile name shown in a message */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define ST_BIG_ENDIAN 1
+#else
+#define ST_BIG_ENDIAN 0
+#endif
+
+// ---------------------------------------------------------------------------
+// dtypes: every one the reference knows, with its size in bits
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} dtypes[] = {
+    {"BOOL", 8},     {"U8", 8},    {"I8", 8},     {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8},  {"I16", 16},  {"U16", 16},   {"F16", 16},    {"BF16", 16},
+    {"I32", 32},     {"U32", 32},  {"F32", 32},   {"F64", 64},    {"I64", 64},
+    {"U64", 64},     {"C64", 64},  {"F4", 4},     {"F6_E2M3", 6}, {"F6_E3M2", 6},
+};
+
+// ---------------------------------------------------------------------------
+// small helpers
+
+/* Untrusted text as a short printable string for a message. */
+static const char *show(const char *s, char *out, size_t size)
+{
+    size_t o = 0, n = strlen(s);
+    for (size_t i = 0; i < n && o + 4 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    if (o < n && o + 4 >= size) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void st_shape_str(const int ndim, const uint64_t *shape, char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    char tmp[ST_MAX_DIMS * 24 + 4];
+    size_t o = 0;
+    tmp[o++] = '[';
+    for (int i = 0; i < ndim && i < ST_MAX_DIMS; i++)
+        o += (size_t)snprintf(tmp + o, sizeof tmp - o, i ? ", %llu" : "%llu",
+                              (unsigned long long)shape[i]);
+    snprintf(tmp + o, sizeof tmp - o, "]");
+    if (strlen(tmp) < size || size < 5)
+        snprintf(out, size, "%s", tmp);
+    else
+        snprintf(out, size, "%.*s...]", (int)(size - 5), tmp);
+}
+
+static uint64_t rd_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void st_decode_f32(const uint8_t *src, size_t count, float *dst)
+{
+#if ST_BIG_ENDIAN
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *p = src + 4 * i;
+        uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24;
+        memcpy(&dst[i], &v, 4);
+    }
+#else
+    memcpy(dst, src, count * 4);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// the length prefix
+
+int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
+                 char *err)
+{
+    if (file_size == 0)
+        return err_set(err, DDP_ERR_INPUT, "the file is empty (not a .safetensors file)");
+    if (file_size < ST_PREFIX || len < ST_PREFIX)
+        return err_set(err, DDP_ERR_INPUT,
+                       "the file is %llu bytes, too short for the 8-byte header length",
+                       (unsigned long long)file_size);
+    uint64_t n = rd_le64(buf);
+    if (n > ST_HEADER_MAX)
+        return err_set(err, DDP_ERR_INPUT,
+                       "header length %llu is absurd (the format's limit is %llu bytes)",
+                       (unsigned long long)n, (unsigned long long)ST_HEADER_MAX);
+    if (n > file_size - ST_PREFIX)
+        return err_set(err, DDP_ERR_INPUT,
+                       "header length %llu runs past the end of the file (%llu bytes): "
+                       "truncated or not a .safetensors file",
+                       (unsigned long long)n, (unsigned long long)file_size);
+    *header_len = n;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the header text: UTF-8 and the lexical rules cJSON does not enforce
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid
+ * (overlong forms, surrogates and code points past U+10FFFF included). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t k;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, min = 0x10000;
+    else
+        return 0;
+    if (n < k)
+        return 0;
+    unsigned cp = c & (0x7f >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return k;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int check_text(const char *text, size_t n, char *err)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    bool in_str = false;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c >= 0x80) {
+            size_t k = utf8_len(s + i, n - i);
+            if (!k)
+                return err_set(err, DDP_ERR_INPUT, "the header is not valid UTF-8 (byte %zu)",
+                               ST_PREFIX + i);
+            i += k;
+            continue;
+        }
+        if (in_str) {
+            if (c < 0x20)
+                return err_set(err, DDP_ERR_INPUT,
+                               "the header is not valid JSON (control character 0x%02x in a "
+                               "string, byte %zu)",
+                               c, ST_PREFIX + i);
+            if (c == '\\' && i + 1 < n && s[i + 1] < 0x80) {
+                if (s[i + 1] == 'u' && i + 5 < n) {
+                    int v = 0;
+                    for (int j = 2; j < 6 && v >= 0; j++) {
+                        int h = hexval(s[i + j]);
+                        v = h < 0 ? -1 : v * 16 + h;
+                    }
+                    if (v == 0)
+                        return err_set(err, DDP_ERR_INPUT,
+                                       "the header holds a \\u0000 escape (byte %zu), which "
+                                       "ddpbench does not accept in names",
+                                       ST_PREFIX + i);
+                }
+                i += 2;
+                continue;
+            }
+            if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            return err_set(err, DDP_ERR_INPUT,
+                           "the header is not valid JSON (control character 0x%02x, byte %zu)",
+                           c, ST_PREFIX + i);
+        }
+        i++;
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the header's JSON
+
+/* A JSON number that is an integer in [0, 2^53]. */
+static bool get_uint(const cJSON *v, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v))
+        return false;
+    double d = v->valuedouble;
+    if (!(d >= 0.0 && d <= ST_INT_MAX) || d != (double)(uint64_t)d)
+        return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+static int cmp_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
+{
+    char a[NAME_SHOW + 4];
+    if (!cJSON_IsObject(m))
+        return err_set(err, DDP_ERR_INPUT,
+                       "__metadata__ is not a JSON object (it must map strings to strings)");
+    size_t n = 0;
+    for (const cJSON *c = m->child; c; c = c->next)
+        n++;
+    h->meta_key = calloc(n ? n : 1, sizeof *h->meta_key);
+    h->meta_val = calloc(n ? n : 1, sizeof *h->meta_val);
+    if (!h->meta_key || !h->meta_val)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
+    for (const cJSON *c = m->child; c; c = c->next) {
+        if (!cJSON_IsString(c))
+            return err_set(err, DDP_ERR_INPUT,
+                           "__metadata__ value of '%s' is not a string (safetensors metadata "
+                           "holds strings only)",
+                           show(c->string, a, sizeof a));
+        h->meta_key[h->nmeta] = c->string;
+        h->meta_val[h->nmeta++] = c->valuestring;
+    }
+    /* Duplicates through a sorted copy: a hostile header may hold millions of keys. */
+    const char **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
+    memcpy(sorted, h->meta_key, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_strings);
+    int rc = DDP_OK;
+    for (size_t i = 1; i < n && rc == DDP_OK; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0)
+            rc = err_set(err, DDP_ERR_INPUT, "__metadata__ names '%s' twice",
+                         show(sorted[i], a, sizeof a));
+    free(sorted);
+    return rc;
+}
+
+static int parse_tensor(const cJSON *c, uint64_t data_len, st_tensor_t *t, char *err)
+{
+    char a[NAME_SHOW + 4], s[96];
+    const char *nm = show(c->string, a, sizeof a);
+    t->name = c->string;
+    if (!cJSON_IsObject(c))
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s' is not a JSON object", nm);
+    const cJSON *dt = NULL, *sh = NULL, *off = NULL;
+    for (const cJSON *f = c->child; f; f = f->next) {
+        const cJSON **slot = strcmp(f->string, "dtype") == 0          ? &dt
+                             : strcmp(f->string, "shape") == 0        ? &sh
+                             : strcmp(f->string, "data_offsets") == 0 ? &off
+                                                                      : NULL;
+        char b[NAME_SHOW + 4];
+        if (!slot)
+            return err_set(err, DDP_ERR_INPUT, "tensor '%s' has an unknown field '%s'", nm,
+                           show(f->string, b, sizeof b));
+        if (*slot)
+            return err_set(err, DDP_ERR_INPUT, "tensor '%s' names '%s' twice", nm, f->string);
+        *slot = f;
+    }
+    if (!dt || !sh || !off)
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s' has no %s", nm,
+                       !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+
+    if (!cJSON_IsString(dt))
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s': dtype is not a string", nm);
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0] && !t->dtype; i++)
+        if (strcmp(dt->valuestring, dtypes[i].name) == 0) {
+            t->dtype = dtypes[i].name;
+            t->bits = dtypes[i].bits;
+        }
+    if (!t->dtype)
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s' has unknown dtype '%s'", nm,
+                       show(dt->valuestring, s, sizeof s));
+
+    if (!cJSON_IsArray(sh))
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s': shape is not a list", nm);
+    t->count = 1;
+    bool overflow = false;
+    for (const cJSON *d = sh->child; d; d = d->next) {
+        if (t->ndim == ST_MAX_DIMS)
+            return err_set(err, DDP_ERR_INPUT,
+                           "tensor '%s' has more than %d dimensions (ddpbench's limit)", nm,
+                           ST_MAX_DIMS);
+        if (!get_uint(d, &t->shape[t->ndim]))
+            return err_set(err, DDP_ERR_INPUT,
+                           "tensor '%s': shape holds something other than a non-negative "
+                           "integer",
+                           nm);
+        overflow |= __builtin_mul_overflow(t->count, t->shape[t->ndim], &t->count);
+        t->ndim++;
+    }
+    uint64_t bits;
+    st_shape_str(t->ndim, t->shape, s, sizeof s);
+    if (overflow || __builtin_mul_overflow(t->count, (uint64_t)t->bits, &bits))
+        return err_set(err, DDP_ERR_INPUT, "tensor '%s': shape %s overflows", nm, s);
+    if (bits % 8)
+        return err_set(err, DDP_ERR_INPUT,
+                       "tensor '%s': shape %s of %s does not fill whole bytes", nm, s, t->dtype);
+
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !get_uint(off->child, &t->begin) ||
+        !get_uint(off->child->next, &t->end))
+        return err_set(err, DDP_ERR_INPUT,
+                       "tensor '%s': data_offsets is not a list of two non-negative integers",
+                       nm);
+    if (t->begin > t->end)
+        return err_set(err, DDP_ERR_INPUT,
+                       "tensor '%s': data_offsets [%llu, %llu] end before they begin", nm,
+                       (unsigned long long)t->begin, (unsigned long long)t->end);
+    if (t->end - t->begin != bits / 8)
+        return err_set(err, DDP_ERR_INPUT,
+                       "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, shape %s of %s "
+                       "needs %llu",
+                       nm, (unsigned long long)t->begin, (unsigned long long)t->end,
+                       (unsigned long long)(t->end - t->begin), s, t->dtype,
+                       (unsigned long long)(bits / 8));
+    if (t->end > data_len)
+        return err_set(err, DDP_ERR_INPUT,
+                       "tensor '%s': data_offsets [%llu, %llu] run past the end of the data "
+                       "(%llu bytes): truncated file?",
+                       nm, (unsigned long long)t->begin, (unsigned long long)t->end,
+                       (unsigned long long)data_len);
+    return DDP_OK;
+}
+
+static int cmp_offsets(const void *a, const void *b)
+{
+    const st_tensor_t *x = *(const st_tensor_t *const *)a, *y = *(const st_tensor_t *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(((const st_tensor_t *)a)->name, ((const st_tensor_t *)b)->name);
+}
+
+/* The reference's validate(): sorted by offset, the tensors tile [0, data_len). */
+static int check_tiling(st_header_t *h, char *err)
+{
+    char a[NAME_SHOW + 4], b[NAME_SHOW + 4];
+    const st_tensor_t **by_off = malloc((h->nt ? h->nt : 1) * sizeof *by_off);
+    if (!by_off)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
+    for (size_t i = 0; i < h->nt; i++)
+        by_off[i] = &h->t[i];
+    qsort(by_off, h->nt, sizeof *by_off, cmp_offsets);
+    int rc = DDP_OK;
+    uint64_t at = 0;
+    for (size_t i = 0; i < h->nt && rc == DDP_OK; i++) {
+        const st_tensor_t *t = by_off[i];
+        if (t->begin > at)
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "bytes %llu..%llu of the data belong to no tensor (a gap %s '%s')",
+                         (unsigned long long)at, (unsigned long long)t->begin,
+                         i ? "before" : "before the first tensor,", show(t->name, a, sizeof a));
+        else if (t->begin < at)
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
+                         show(by_off[i - 1]->name, a, sizeof a),
+                         (unsigned long long)by_off[i - 1]->begin,
+                         (unsigned long long)by_off[i - 1]->end, show(t->name, b, sizeof b),
+                         (unsigned long long)t->begin, (unsigned long long)t->end);
+        at = t->end;
+    }
+    if (rc == DDP_OK && at != h->data_len)
+        rc = err_set(err, DDP_ERR_INPUT,
+                     "the file has %llu bytes after the last tensor's data (the offsets must "
+                     "cover the data exactly)",
+                     (unsigned long long)(h->data_len - at));
+    free(by_off);
+    return rc;
+}
+
+int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_header_t *h,
+                    char *err)
+{
+    memset(h, 0, sizeof *h);
+    if (file_size < ST_PREFIX || header_len > ST_HEADER_MAX || header_len > file_size - ST_PREFIX)
+        return err_set(err, DDP_ERR_INPUT, "header length %zu does not fit the file", header_len);
+    h->header_len = header_len;
+    h->data_start = ST_PREFIX + header_len;
+    h->data_len = file_size - h->data_start;
+    int rc = check_text(text, header_len, err);
+    if (rc != DDP_OK)
+        return rc;
+
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, header_len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + header_len ? (size_t)(end - text) : 0;
+        return err_set(err, DDP_ERR_INPUT, "the header is not valid JSON (near byte %zu)",
+                       ST_PREFIX + at);
+    }
+    h->json = root;
+    for (size_t i = (size_t)(end - text); i < header_len; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "the header has text after its JSON object (byte %zu)", ST_PREFIX + i);
+            goto fail;
+        }
+    if (!cJSON_IsObject(root)) {
+        rc = err_set(err, DDP_ERR_INPUT, "the header is not a JSON object");
+        goto fail;
+    }
+
+    size_t n = 0;
+    for (const cJSON *c = root->child; c; c = c->next)
+        n++;
+    h->t = calloc(n ? n : 1, sizeof *h->t);
+    if (!h->t) {
+        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the header (%zu entries)", n);
+        goto fail;
+    }
+    for (const cJSON *c = root->child; c; c = c->next) {
+        if (strcmp(c->string, "__metadata__") == 0) {
+            if (h->has_metadata) {
+                rc = err_set(err, DDP_ERR_INPUT, "the header names __metadata__ twice");
+                goto fail;
+            }
+            h->has_metadata = true;
+            if ((rc = parse_metadata(c, h, err)) != DDP_OK)
+                goto fail;
+            continue;
+        }
+        if ((rc = parse_tensor(c, h->data_len, &h->t[h->nt], err)) != DDP_OK)
+            goto fail;
+        h->nt++;
+    }
+    qsort(h->t, h->nt, sizeof *h->t, cmp_names);
+    for (size_t i = 1; i < h->nt; i++)
+        if (strcmp(h->t[i - 1].name, h->t[i].name) == 0) {
+            char a[NAME_SHOW + 4];
+            rc = err_set(err, DDP_ERR_INPUT, "the header names tensor '%s' twice",
+                         show(h->t[i].name, a, sizeof a));
+            goto fail;
+        }
+    if ((rc = check_tiling(h, err)) != DDP_OK)
+        goto fail;
+    return DDP_OK;
+fail:
+    st_header_free(h);
+    return rc;
+}
+
+int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, st_header_t *h, char *err)
+{
+    memset(h, 0, sizeof *h);
+    uint64_t n = 0;
+    int rc = st_parse_len(buf, len, file_size, &n, err);
+    if (rc != DDP_OK)
+        return rc;
+    if (len < ST_PREFIX + n)
+        return err_set(err, DDP_ERR_INPUT, "the header is not all in the buffer");
+    return st_parse_header((const char *)buf + ST_PREFIX, (size_t)n, file_size, h, err);
+}
+
+void st_header_free(st_header_t *h)
+{
+    cJSON_Delete(h->json);
+    free(h->t);
+    free(h->meta_key);
+    free(h->meta_val);
+    memset(h, 0, sizeof *h);
+}
+
+const st_tensor_t *st_find(const st_header_t *h, const char *name)
+{
+    st_tensor_t key = {.name = name};
+    return h->nt ? bsearch(&key, h->t, h->nt, sizeof *h->t, cmp_names) : NULL;
+}
+
+const char *st_meta(const st_header_t *h, const char *key)
+{
+    for (size_t i = 0; i < h->nmeta; i++)
+        if (strcmp(h->meta_key[i], key) == 0)
+            return h->meta_val[i];
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// what a reader expects
+
+static bool prefixed(const char *s, const char *prefix)
+{
+    return prefix && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int st_expect(const st_header_t *h, const st_expect_t *e, size_t n, const char *ignore_prefix,
+              char *err)
+{
+    char a[NAME_SHOW + 4], s1[96], s2[96];
+    for (size_t i = 0; i < n; i++) {
+        const st_tensor_t *t = st_find(h, e[i].name);
+        if (!t) {
+            /* Name a few of what the file does hold: a file from a model with
+             * other module names ("fc1.weight") is then obvious. */
+            char have[160] = "";
+            size_t shown = 0;
+            for (size_t j = 0; j < h->nt && shown < 3; j++) {
+                if (prefixed(h->t[j].name, ignore_prefix))
+                    continue;
+                size_t used = strlen(have);
+                snprintf(have + used, sizeof have - used, "%s%s", shown ? ", " : "",
+                         show(h->t[j].name, a, sizeof a));
+                shown++;
+            }
+            return err_set(err, DDP_ERR_INPUT, "missing tensor '%s' (the file has %s%s)",
+                           e[i].name, shown ? have : "no tensors",
+                           shown == 3 && h->nt > 3 ? ", ..." : "");
+        }
+        if (strcmp(t->dtype, "F32") != 0)
+            return err_set(err, DDP_ERR_INPUT,
+                           "%s has dtype %s; ddpbench reads F32 (float32) only", e[i].name,
+                           t->dtype);
+        bool same = t->ndim == e[i].ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->shape[d] == e[i].shape[d];
+        if (!same) {
+            st_shape_str(t->ndim, t->shape, s1, sizeof s1);
+            st_shape_str(e[i].ndim, e[i].shape, s2, sizeof s2);
+            return err_set(err, DDP_ERR_INPUT, "%s has shape %s, the model needs %s", e[i].name,
+                           s1, s2);
+        }
+    }
+    /* Every expected name is there (and names are unique): anything more is extra. */
+    size_t others = 0;
+    for (size_t j = 0; j < h->nt; j++)
+        others += !prefixed(h->t[j].name, ignore_prefix);
+    if (others == n)
+        return DDP_OK;
+    const char **want = malloc((n ? n : 1) * sizeof *want);
+    if (!want)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        want[i] = e[i].name;
+    qsort(want, n, sizeof *want, cmp_strings);
+    int rc = DDP_OK;
+    for (size_t j = 0; j < h->nt && rc == DDP_OK; j++) {
+        const char *name = h->t[j].name;
+        if (!prefixed(name, ignore_prefix) && !bsearch(&name, want, n, sizeof *want, cmp_strings))
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "extra tensor '%s' that the model does not have (it has %zu tensors)",
+                         show(name, a, sizeof a), n);
+    }
+    free(want);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// reading a file
+
+int st_open(st_file_t *sf, const char *path, char *err)
+{
+    memset(sf, 0, sizeof *sf);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(err, DDP_ERR_INPUT, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return err_set(err, DDP_ERR_INPUT, "not a regular file");
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    uint8_t pre[ST_PREFIX];
+    size_t got = fread(pre, 1, sizeof pre, f);
+    uint64_t n = 0;
+    int rc = st_parse_len(pre, got, size, &n, err);
+    if (rc != DDP_OK) {
+        fclose(f);
+        return rc;
+    }
+    /* n is at most ST_HEADER_MAX and within the file: a bounded allocation. */
+    char *text = malloc(n ? (size_t)n : 1);
+    if (!text) {
+        fclose(f);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for a %llu-byte header",
+                       (unsigned long long)n);
+    }
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+        free(text);
+        fclose(f);
+        return err_set(err, DDP_ERR_INPUT, "the file ended inside its header (changed while "
+                                           "being read?)");
+    }
+    rc = st_parse_header(text, (size_t)n, size, &sf->h, err);
+    free(text);
+    if (rc != DDP_OK) {
+        fclose(f);
+        return rc;
+    }
+    sf->f = f;
+    sf->size = size;
+    return DDP_OK;
+}
+
+int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err)
+{
+    if (strcmp(t->dtype, "F32") != 0)
+        return err_set(err, DDP_ERR_INPUT, "%s has dtype %s, not F32", t->name, t->dtype);
+    if (fseeko(sf->f, (off_t)(sf->h.data_start + t->begin), SEEK_SET) != 0)
+        return err_set(err, DDP_ERR_INPUT, "cannot seek to %s: %s", t->name, strerror(errno));
+    size_t n = (size_t)t->count;
+    if (fread(dst, 4, n, sf->f) != n)
+        return err_set(err, DDP_ERR_INPUT,
+                       "the file ended inside the data of %s (changed while being read?)",
+                       t->name);
+#if ST_BIG_ENDIAN
+    st_decode_f32((const uint8_t *)dst, n, dst);
+#endif
+    return DDP_OK;
+}
+
+void st_close(st_file_t *sf)
+{
+    if (sf->f)
+        fclose(sf->f);
+    st_header_free(&sf->h);
+    memset(sf, 0, sizeof *sf);
+}
+
+// ---------------------------------------------------------------------------
+// writing: the header
+
+/* The header text, padded with spaces to a multiple of 8, behind its length:
+ * one buffer of 8 + N bytes (malloc'd) ready to write. */
+static int build_header(const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+                        uint8_t **out, size_t *out_len, char *err)
+{
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root != NULL;
+    if (ok && nmeta) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        ok = m != NULL;
+        for (size_t i = 0; ok && i < nmeta; i++)
+            ok = cJSON_AddStringToObject(m, meta[i].key, meta[i].val) != NULL;
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; ok && i < nt; i++) {
+        uint64_t count = 1;
+        char buf[96];
+        size_t o = 0;
+        buf[o++] = '[';
+        for (int d = 0; d < t[i].ndim; d++) {
+            count *= t[i].shape[d];
+            o += (size_t)snprintf(buf + o, sizeof buf - o, d ? ",%llu" : "%llu",
+                                  (unsigned long long)t[i].shape[d]);
+        }
+        snprintf(buf + o, sizeof buf - o, "]");
+        cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
+        ok = e && cJSON_AddStringToObject(e, "dtype", "F32") && cJSON_AddRawToObject(e, "shape", buf);
+        /* Offsets as raw integers: exact at any size, never "1e+15". */
+        snprintf(buf, sizeof buf, "[%llu,%llu]", (unsigned long long)off,
+                 (unsigned long long)(off + 4 * count));
+        ok = ok && cJSON_AddRawToObject(e, "data_offsets", buf);
+        off += 4 * count;
+    }
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory building the header");
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    uint8_t *b = malloc(ST_PREFIX + padded);
+    if (!b) {
+        cJSON_free(text);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory building the header");
+    }
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    memcpy(b + ST_PREFIX, text, len);
+    memset(b + ST_PREFIX + len, ' ', padded - len);
+    cJSON_free(text);
+    *out = b;
+    *out_len = ST_PREFIX + padded;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// writing: the temporary file, the rename, the directory
+
+typedef struct {
+    char dir[4096];
+    const char *base;
+    char tmp[4096 + 64];
+} st_paths_t;
+
+static int split_path(const char *path, st_paths_t *p, char *err)
+{
+    const char *slash = strrchr(path, '/');
+    p->base = slash ? slash + 1 : path;
+    if (!*p->base)
+        return err_set(err, DDP_ERR_INPUT, "names a directory, not a file");
+    if (strlen(path) >= sizeof p->dir - 32)
+        return err_set(err, DDP_ERR_INPUT, "the file name is too long");
+    if (!slash)
+        snprintf(p->dir, sizeof p->dir, ".");
+    else if (slash == path)
+        snprintf(p->dir, sizeof p->dir, "/");
+    else
+        snprintf(p->dir, sizeof p->dir, "%.*s", (int)(slash - path), path);
+    return DDP_OK;
+}
+
+static bool creation_is_users_fault(int e)
+{
+    return e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS ||
+           e == ENAMETOOLONG || e == ELOOP || e == EISDIR;
+}
+
+/* Create ".BASE.tmp.PID.XXXXXX" in the directory with O_EXCL and mode 0666:
+ * the umask then gives the file the mode any new file gets (mkstemp's 0600
+ * would make checkpoints unreadable to the user's group). */
+static int temp_open(st_paths_t *p, int *fd, char *err)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x ^= (uint64_t)ts.tv_nsec + ((uint64_t)ts.tv_sec << 30) + (uint64_t)attempt;
+        x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
+        char suffix[7];
+        for (int i = 0; i < 6; i++)
+            suffix[i] = abc[(x >> (6 * i)) % (sizeof abc - 1)];
+        suffix[6] = 0;
+        snprintf(p->tmp, sizeof p->tmp, "%s/.%s.tmp.%ld.%s", p->dir, p->base, (long)getpid(),
+                 suffix);
+        *fd = open(p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (*fd >= 0)
+            return DDP_OK;
+        if (errno != EEXIST)
+            break;
+    }
+    int e = errno;
+    return err_set(err, creation_is_users_fault(e) ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                   "cannot create a file in directory '%s': %s", p->dir, strerror(e));
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_f32(int fd, const float *v, size_t n)
+{
+#if ST_BIG_ENDIAN
+    uint8_t buf[1 << 16];
+    while (n) {
+        size_t k = n < sizeof buf / 4 ? n : sizeof buf / 4;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t u;
+            memcpy(&u, &v[i], 4);
+            for (int j = 0; j < 4; j++)
+                buf[4 * i + j] = (uint8_t)(u >> (8 * j));
+        }
+        if (write_all(fd, buf, 4 * k) != 0)
+            return -1;
+        v += k;
+        n -= k;
+    }
+    return 0;
+#else
+    return write_all(fd, v, n * sizeof *v);
+#endif
+}
+
+/* Remove ".BASE.tmp.PID.*" files left by writers that died before their rename
+ * (a live writer's file is kept: its process still exists). */
+static void remove_stale_temps(const st_paths_t *p)
+{
+    DIR *d = opendir(p->dir);
+    if (!d)
+        return;
+    char prefix[4096 + 16];
+    int plen = snprintf(prefix, sizeof prefix, ".%s.tmp.", p->base);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (end == e->d_name + plen || *end != '.' || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == -1 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+int st_check_writable(const char *path, char *err)
+{
+    st_paths_t p;
+    int rc = split_path(path, &p, err);
+    if (rc != DDP_OK)
+        return rc;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return err_set(err, DDP_ERR_INPUT, "is a directory");
+    int fd;
+    if ((rc = temp_open(&p, &fd, err)) != DDP_OK)
+        return rc;
+    close(fd);
+    unlink(p.tmp);
+    return DDP_OK;
+}
+
+int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+             bool kill_before_rename, char *err)
+{
+    st_paths_t p;
+    int rc = split_path(path, &p, err);
+    if (rc != DDP_OK)
+        return rc;
+    uint8_t *head = NULL;
+    size_t head_len = 0;
+    if ((rc = build_header(t, nt, meta, nmeta, &head, &head_len, err)) != DDP_OK)
+        return rc;
+    int fd;
+    if ((rc = temp_open(&p, &fd, err)) != DDP_OK) {
+        free(head);
+        return rc;
+    }
+    bool ok = write_all(fd, head, head_len) == 0;
+    free(head);
+    for (size_t i = 0; ok && i < nt; i++) {
+        uint64_t count = 1;
+        for (int d = 0; d < t[i].ndim; d++)
+            count *= t[i].shape[d];
+        ok = write_f32(fd, t[i].data, (size_t)count) == 0;
+    }
+    /* fsync before the rename: otherwise a crash of the machine could leave
+     * the new name pointing at data that never reached the disk. */
+    ok = ok && fsync(fd) == 0;
+    int e = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) {
+        unlink(p.tmp);
+        return err_set(err, DDP_ERR_RUNTIME, "writing %s: %s", p.tmp, strerror(e));
+    }
+    if (kill_before_rename)
+        raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
+    if (rename(p.tmp, path) != 0) {
+        e = errno;
+        unlink(p.tmp);
+        return err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                       "cannot rename the temporary to it: %s", strerror(e));
+    }
+    /* The rename lives in the directory: sync it so the new name survives a crash. */
+    int dfd = open(p.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        int bad = fsync(dfd) != 0 && errno != EINVAL && errno != EROFS;
+        e = errno;
+        close(dfd);
+        if (bad)
+            return err_set(err, DDP_ERR_RUNTIME, "syncing directory '%s': %s", p.dir,
+                           strerror(e));
+    }
+    remove_stale_temps(&p);
+    return DDP_OK;
+}

@@ -1,0 +1,64 @@
+/* common/result.c: building and freeing a run_result_t (see result.h). */
+#include "measure/result.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+
+void result_init(run_result_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->train_accuracy = -1.0;
+    r->train_loss = -1.0;
+}
+
+void result_free(run_result_t *r)
+{
+    for (int i = 0; i < MAX_DEVICES; i++)
+        trace_rec_free(r->trace[i]);
+    free(r->step_s);
+    free(r->log);
+    free(r->params);
+    result_init(r);
+}
+
+int result_log_loss(run_result_t *r, long step, long epoch, double loss)
+{
+    if (r->nlog == r->cap_log) {
+        long cap = r->cap_log ? 2 * r->cap_log : 64;
+        loss_point_t *p = realloc(r->log, (size_t)cap * sizeof *p);
+        if (!p)
+            return DDP_ERR_RUNTIME;
+        r->log = p;
+        r->cap_log = cap;
+    }
+    r->log[r->nlog++] = (loss_point_t){step, epoch, loss};
+    return DDP_OK;
+}
+
+void result_finish(run_result_t *r)
+{
+    r->samples_per_s = r->timed_s > 0.0 ? (double)r->timed_samples / r->timed_s : 0.0;
+    if (r->params)
+        r->checksum = model_checksum(r->params, r->nparams);
+}
+
+int result_trace_init(run_result_t *r, bool cfg_trace, int ndev, int accum, int extra_per_step)
+{
+    if (!cfg_trace)
+        return DDP_OK;
+    uint32_t cap = trace_capacity(accum, extra_per_step);
+    for (int i = 0; i < ndev && i < MAX_DEVICES; i++)
+        if (!r->trace[i] && !(r->trace[i] = trace_rec_create(cap, i)))
+            return DDP_ERR_RUNTIME;
+    return DDP_OK;
+}
+
+const char *move_name(move_kind_t k)
+{
+    static const char *const names[MOVE_COUNT] = {
+        "batch", "scatter", "replicate", "gather", "output gradients", "reduce", "broadcast",
+        "all-reduce"};
+    return (int)k >= 0 && k < MOVE_COUNT ? names[k] : "?";
+}

@@ -1,0 +1,122 @@
+/* common/result.h: what a run measured, handed from a strategy to the report.
+ *
+ * Fixed-size per-device records (device_stats_t) so DDP ranks can write theirs
+ * into shared memory; the variable parts (per-step times, final parameters,
+ * loss log) are owned arrays freed by result_free(). */
+#ifndef DDPBENCH_RESULT_H
+#define DDPBENCH_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "nn/model.h"
+#include "measure/timing.h"
+#include "measure/trace.h"
+
+#define MAX_DEVICES 64
+
+typedef struct {
+    int device_id;               /* the id from --gpus */
+    char name[64];               /* "NVIDIA H200"; "" lets the report describe it */
+    double phase_s[PH_COUNT];    /* summed over the timed steps */
+    long rows;                   /* sample rows this device processed in timed steps */
+    size_t mem_peak;             /* bytes, high-water mark of this device's allocations */
+    /* the first optimizer step alone (warm-up or not), for --explain */
+    double first_phase_s[PH_COUNT];
+    long first_rows;             /* rows this device computed in that step */
+} device_stats_t;
+
+/* --explain: what the first optimizer step moved, how much and how long.
+ * Filled once, at step 1, by the strategy (DDP: rank 0, from its own view). */
+typedef enum {
+    MOVE_BATCH = 0,  /* sample rows gathered on the host (and copied to the device) */
+    MOVE_SCATTER,    /* DP: input chunks from the host/device 0 to each device */
+    MOVE_REPLICATE,  /* DP: parameters from device 0 to the others */
+    MOVE_GATHER,     /* DP: outputs of every device to device 0 */
+    MOVE_GRAD_OUT,   /* DP: output gradients from device 0 back to each device */
+    MOVE_REDUCE,     /* DP: parameter gradients of every device summed on device 0 */
+    MOVE_BROADCAST,  /* DDP: initial parameters from rank 0 (before step 1) */
+    MOVE_ALLREDUCE,  /* DDP: gradient buckets all-reduced */
+    MOVE_COUNT
+} move_kind_t;
+
+typedef struct {
+    uint64_t bytes;  /* payload bytes moved in the step, all devices together */
+    double seconds;  /* wall time those moves took (as the strategy measured them) */
+    int ops;         /* copies / collectives issued */
+} move_stat_t;
+
+#define STORY_MAX_BUCKETS 32
+
+typedef struct {
+    int first_layer, last_layer; /* Linear layers whose gradients it holds */
+    uint64_t bytes;
+    /* offsets in seconds from the start of rank 0's backward in step 1 */
+    double ready_s;  /* its last gradient was written: all-reduce launched */
+    double start_s;  /* the all-reduce began moving data */
+    double end_s;    /* the averaged gradients were in place */
+} bucket_story_t;
+
+typedef struct {
+    bool filled;                 /* the strategy wrote this story */
+    double step_s;               /* wall time of step 1 */
+    double backward_s;           /* rank/device 0's backward in step 1 */
+    move_stat_t move[MOVE_COUNT];
+    int nbuckets;                /* DDP buckets (the first STORY_MAX_BUCKETS listed) */
+    bucket_story_t bucket[STORY_MAX_BUCKETS];
+} step_story_t;
+
+const char *move_name(move_kind_t k); /* "replicate", "all-reduce", ... */
+
+typedef struct {
+    long step;   /* optimizer step (1-based) */
+    long epoch;  /* 0-based */
+    double loss; /* mean loss of that step's global batch */
+} loss_point_t;
+
+typedef struct {
+    mode_t_ mode;
+    backend_kind_t backend;
+    comm_kind_t comm;            /* DDP only */
+    int ndev;
+    device_stats_t dev[MAX_DEVICES];
+
+    long steps;                  /* optimizer steps run */
+    long warmup_steps;           /* of which untimed */
+    long epochs;                 /* epochs started */
+    long timed_samples;          /* global samples in timed steps */
+    double timed_s;              /* wall seconds of the timed steps */
+    double total_s;              /* wall seconds of the whole training loop */
+    double samples_per_s;        /* timed_samples / timed_s */
+
+    double *step_s;              /* wall time of each timed step [timed steps] */
+    long nstep_s;
+
+    loss_point_t *log;           /* the losses that were logged */
+    long nlog, cap_log;
+
+    double final_loss;           /* loss of the last step */
+    double train_accuracy;       /* over the whole dataset after training; < 0 if n/a */
+    double train_loss;           /* mean loss over the whole dataset after training */
+
+    float *params;               /* final parameters on the host [nparams] */
+    size_t nparams;
+    param_checksum_t checksum;
+
+    step_story_t story;          /* --explain: step 1 */
+    trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */
+} run_result_t;
+
+void result_init(run_result_t *r);
+void result_free(run_result_t *r);
+/* Append to the loss log (grows the array; not for the hot path of every step). */
+int result_log_loss(run_result_t *r, long step, long epoch, double loss);
+/* --trace: one recorder per device slot in res->trace[] when cfg_trace is
+ * true (the run was given --trace), sized by trace_capacity(accum, extra). */
+int result_trace_init(run_result_t *r, bool cfg_trace, int ndev, int accum, int extra_per_step);
+/* Derive samples_per_s, checksum. */
+void result_finish(run_result_t *r);
+
+#endif

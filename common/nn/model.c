@@ -1,0 +1,233 @@
+/* common/model.c: the MLP's layout, init, forward, backward and checksums
+ * (see model.h).  Everything here goes through the backend, so it runs
+ * unchanged on the CPU and on a GPU. */
+#include "nn/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/rng.h"
+
+#define MODEL_MAX_WIDTH (1 << 20)
+#define MODEL_MAX_PARAMS ((size_t)1 << 34)
+
+// ---------------------------------------------------------------------------
+// layout and init
+
+int model_spec_init(model_spec_t *s, const int *dims, int ndims, act_t act, char *err)
+{
+    memset(s, 0, sizeof *s);
+    if (ndims < 2)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--layers: needs at least two widths (input,output), got %d", ndims);
+    if (ndims - 1 > MODEL_MAX_LAYERS)
+        return err_set(err, DDP_ERR_INPUT, "--layers: at most %d layers, got %d",
+                       MODEL_MAX_LAYERS, ndims - 1);
+    s->nlayers = ndims - 1;
+    s->act = act;
+    size_t off = 0;
+    for (int i = 0; i < ndims; i++) {
+        if (dims[i] < 1 || dims[i] > MODEL_MAX_WIDTH)
+            return err_set(err, DDP_ERR_INPUT, "--layers: width %d is out of range 1..%d",
+                           dims[i], MODEL_MAX_WIDTH);
+        s->dims[i] = dims[i];
+        if (dims[i] > s->max_width)
+            s->max_width = dims[i];
+    }
+    for (int l = 0; l < s->nlayers; l++) {
+        s->w_off[l] = off;
+        off += (size_t)dims[l] * (size_t)dims[l + 1];
+        s->b_off[l] = off;
+        off += (size_t)dims[l + 1];
+        if (off > MODEL_MAX_PARAMS)
+            return err_set(err, DDP_ERR_INPUT, "--layers: more than %zu parameters",
+                           MODEL_MAX_PARAMS);
+    }
+    s->nparams = off;
+    return DDP_OK;
+}
+
+void model_init_params(const model_spec_t *s, uint64_t seed, float *p)
+{
+    rng_t r;
+    rng_seed_stream(&r, seed, RNG_STREAM_INIT);
+    for (int l = 0; l < s->nlayers; l++) {
+        /* nn.Linear: kaiming_uniform_(a=sqrt(5)) gives bound 1/sqrt(fan_in) for
+         * W, and the bias uses the same bound. */
+        float bound = 1.0f / sqrtf((float)s->dims[l]);
+        size_t nw = (size_t)s->dims[l] * s->dims[l + 1];
+        for (size_t i = 0; i < nw; i++)
+            p[s->w_off[l] + i] = rng_uniform_range(&r, -bound, bound);
+        for (int i = 0; i < s->dims[l + 1]; i++)
+            p[s->b_off[l] + i] = rng_uniform_range(&r, -bound, bound);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// replica buffers
+
+static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const char *what)
+{
+    if (*rc != DDP_OK)
+        return NULL;
+    float *p = be->ops->alloc(be, (n ? n : 1) * sizeof(float));
+    if (!p)
+        *rc = err_set(err, DDP_ERR_RUNTIME, "device %d: out of memory allocating %s (%zu bytes)",
+                      be->device_id, what, n * sizeof(float));
+    return p;
+}
+
+int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
+                 int tgt_cols, char *err)
+{
+    memset(r, 0, sizeof *r);
+    r->be = be;
+    r->spec = s;
+    r->max_rows = max_rows;
+    r->tgt_cols = tgt_cols;
+    int rc = DDP_OK;
+    size_t rows = (size_t)(max_rows > 0 ? max_rows : 1);
+    int L = s->nlayers;
+    int hidden_max = 0;
+    for (int l = 1; l < L; l++)
+        if (s->dims[l] > hidden_max)
+            hidden_max = s->dims[l];
+
+    r->params = alloc_floats(be, s->nparams, &rc, err, "parameters");
+    r->grads = alloc_floats(be, s->nparams, &rc, err, "gradients");
+    r->x = alloc_floats(be, rows * s->dims[0], &rc, err, "inputs");
+    r->y = alloc_floats(be, rows * (size_t)tgt_cols, &rc, err, "targets");
+    for (int l = 0; l < L; l++) {
+        r->z[l] = alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations");
+        r->a[l] = l == L - 1 ? r->z[l] : alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations");
+    }
+    if (hidden_max > 0) {
+        r->dbuf[0] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers");
+        r->dbuf[1] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers");
+    }
+    r->dout = alloc_floats(be, rows * s->dims[L], &rc, err, "output gradient");
+    r->loss_sum = alloc_floats(be, 1, &rc, err, "loss");
+    if (rc != DDP_OK)
+        replica_free(r);
+    return rc;
+}
+
+void replica_free(replica_t *r)
+{
+    if (!r->be)
+        return;
+    backend_t *be = r->be;
+    int L = r->spec->nlayers;
+    for (int l = 0; l < L; l++) {
+        if (r->a[l] != r->z[l])
+            be->ops->free(be, r->a[l]);
+        be->ops->free(be, r->z[l]);
+    }
+    float *bufs[] = {r->params, r->grads, r->x, r->y, r->dbuf[0], r->dbuf[1], r->dout, r->loss_sum};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->ops->free(be, bufs[i]);
+    memset(r, 0, sizeof *r);
+}
+
+// ---------------------------------------------------------------------------
+// forward, loss, backward
+
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ != DDP_OK)                                                                 \
+            return rc_;                                                                    \
+    } while (0)
+
+int model_forward(replica_t *r, const float *x, int rows)
+{
+    const model_spec_t *s = r->spec;
+    backend_t *be = r->be;
+    const float *in = x;
+    for (int l = 0; l < s->nlayers; l++) {
+        int din = s->dims[l], dout = s->dims[l + 1];
+        const float *W = r->params + s->w_off[l];
+        const float *b = r->params + s->b_off[l];
+        /* z = in W^T (rows x dout), then z += b and a = act(z) in one pass. */
+        CHECK(be->ops->gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
+                            r->z[l], dout));
+        act_t act = l == s->nlayers - 1 ? ACT_NONE : s->act;
+        CHECK(be->ops->bias_act_fwd(be, act, r->z[l], r->a[l], b, rows, dout));
+        in = r->a[l];
+    }
+    return DDP_OK;
+}
+
+int model_loss(replica_t *r, loss_t kind, const float *tgt, int rows, float grad_scale)
+{
+    backend_t *be = r->be;
+    return be->ops->loss(be, kind, replica_output(r), tgt, rows, model_out_dim(r->spec),
+                         grad_scale, r->dout, r->loss_sum);
+}
+
+int model_backward(replica_t *r, const float *x, int rows, const float *dout, bool accumulate,
+                   layer_hook_fn hook, void *hook_ctx)
+{
+    const model_spec_t *s = r->spec;
+    backend_t *be = r->be;
+    const float *d = dout;
+    int pp = 0;
+    float beta = accumulate ? 1.0f : 0.0f;
+    for (int l = s->nlayers - 1; l >= 0; l--) {
+        int din = s->dims[l], dout_w = s->dims[l + 1];
+        const float *in = l == 0 ? x : r->a[l - 1];
+        /* dW = d^T in  [dout x din];  db = column sums of d. */
+        CHECK(be->ops->gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
+                            r->grads + s->w_off[l], din));
+        CHECK(be->ops->bias_grad(be, r->grads + s->b_off[l], d, rows, dout_w, accumulate));
+        /* Layer l's gradients are final: the reducer may start on them now,
+         * while the input gradient below is still being computed. */
+        if (hook)
+            CHECK(hook(hook_ctx, l));
+        if (l == 0)
+            break; /* the input's gradient is never needed */
+        /* dx = d W  [rows x din], then through the activation of layer l-1. */
+        float *next = r->dbuf[pp];
+        pp ^= 1;
+        CHECK(be->ops->gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
+                            r->params + s->w_off[l], din, 0.0f, next, din));
+        CHECK(be->ops->act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
+        d = next;
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// comparison helpers
+
+param_checksum_t model_checksum(const float *p, size_t n)
+{
+    param_checksum_t c = {0.0, 0.0, 0xcbf29ce484222325ull};
+    for (size_t i = 0; i < n; i++) {
+        c.sum += p[i];
+        c.abs_sum += fabs((double)p[i]);
+        uint32_t bits;
+        memcpy(&bits, &p[i], sizeof bits);
+        for (int k = 0; k < 4; k++) {
+            c.bits ^= (bits >> (8 * k)) & 0xffu;
+            c.bits *= 0x100000001b3ull;
+        }
+    }
+    return c;
+}
+
+double max_rel_diff(const float *a, const float *b, size_t n, double floor)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i], y = b[i];
+        if (isnan(x) || isnan(y))
+            return INFINITY;
+        double scale = fmax(fmax(fabs(x), fabs(y)), floor);
+        double rel = fabs(x - y) / scale;
+        if (rel > worst)
+            worst = rel;
+    }
+    return worst;
+}

@@ -1,0 +1,94 @@
+/* common/model.h: the MLP every mode trains.
+ *
+ * A stack of Linear layers (dims[0] -> dims[1] -> ... -> dims[L]) with one
+ * activation between layers and none after the last, exactly
+ * nn.Sequential(Linear, act, Linear, act, ..., Linear).  Parameters and
+ * gradients each live in one flat arena in parameter order [W0,b0,W1,b1,...],
+ * W stored [out,in] row-major like nn.Linear (y = x W^T + b).  A replica is
+ * one device's copy: its arenas and the activation buffers for up to
+ * max_rows rows. */
+#ifndef DDPBENCH_MODEL_H
+#define DDPBENCH_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/backend.h"
+#include "base/kinds.h"
+
+#define MODEL_MAX_LAYERS 32
+
+typedef struct {
+    int nlayers;                        /* Linear layers */
+    int dims[MODEL_MAX_LAYERS + 1];     /* widths, dims[0] = input */
+    act_t act;                          /* between layers */
+    size_t w_off[MODEL_MAX_LAYERS];     /* offset of W_l in the arena (floats) */
+    size_t b_off[MODEL_MAX_LAYERS];     /* offset of b_l */
+    size_t nparams;                     /* arena length (floats) */
+    int max_width;                      /* max over dims */
+} model_spec_t;
+
+int model_spec_init(model_spec_t *s, const int *dims, int ndims, act_t act, char *err);
+static inline int model_in_dim(const model_spec_t *s) { return s->dims[0]; }
+static inline int model_out_dim(const model_spec_t *s) { return s->dims[s->nlayers]; }
+
+/* nn.Linear's default init, on the host, from (seed, RNG_STREAM_INIT):
+ * W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer by layer, W then b. */
+void model_init_params(const model_spec_t *s, uint64_t seed, float *host_params);
+
+/* Called by backward once layer l's dW and db are written (l = L-1 down to 0).
+ * DDP's reducer uses it to launch a bucket's all-reduce while backward goes on.
+ * A non-zero return aborts backward with that code. */
+typedef int (*layer_hook_fn)(void *ctx, int layer);
+
+typedef struct {
+    backend_t *be;
+    const model_spec_t *spec;
+    int max_rows;
+    int tgt_cols;
+    float *params;   /* device arena [nparams] */
+    float *grads;    /* device arena [nparams] */
+    float *x;        /* input rows [max_rows, dims[0]] */
+    float *y;        /* targets [max_rows, tgt_cols] */
+    float *z[MODEL_MAX_LAYERS]; /* layer outputs before activation [max_rows, dims[l+1]] */
+    float *a[MODEL_MAX_LAYERS]; /* after activation (a[L-1] == z[L-1]: no activation) */
+    float *dbuf[2];  /* backward ping-pong [max_rows, max_width] */
+    float *dout;     /* gradient of the output [max_rows, dims[L]] */
+    float *loss_sum; /* one device float written by the loss */
+} replica_t;
+
+/* Allocate a replica's buffers on be (all zeroed). */
+int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
+                 int tgt_cols, char *err);
+void replica_free(replica_t *r);
+
+/* Forward rows rows of x (a device pointer, usually r->x).  The output is in
+ * replica_output(r). */
+int model_forward(replica_t *r, const float *x, int rows);
+static inline float *replica_output(const replica_t *r) { return r->z[r->spec->nlayers - 1]; }
+
+/* Backward from dout [rows, dims[L]] (may be r->dout), given the activations of
+ * the last forward over x.  Gradients are written into r->grads (accumulate:
+ * added to them, as after no_sync micro-batches).  hook may be NULL. */
+int model_backward(replica_t *r, const float *x, int rows, const float *dout,
+                   bool accumulate, layer_hook_fn hook, void *hook_ctx);
+
+/* Loss of the last forward against targets tgt (device), gradient into r->dout
+ * scaled by grad_scale (1/denominator of the mean); the sum of row losses lands
+ * in r->loss_sum (device). */
+int model_loss(replica_t *r, loss_t kind, const float *tgt, int rows, float grad_scale);
+
+/* Checksums of a host parameter array: a double sum (agrees across modes to
+ * rounding) and a 64-bit FNV-1a hash of the bits (equal only for identical bits). */
+typedef struct {
+    double sum;
+    double abs_sum;
+    uint64_t bits;
+} param_checksum_t;
+param_checksum_t model_checksum(const float *host_params, size_t n);
+
+/* Largest |a-b| / max(|a|,|b|,floor) over two arrays; the equivalence contract's measure. */
+double max_rel_diff(const float *a, const float *b, size_t n, double floor);
+
+#endif

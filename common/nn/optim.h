@@ -1,0 +1,47 @@
+/* common/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter arena.
+ *
+ * One optimizer per replica that steps (single, DP's device 0, every DDP rank).
+ * The state (momentum buffer, or Adam's two moments) lives on the device in
+ * arenas shaped like the parameters; the update is one backend call over the
+ * whole arena. */
+#ifndef DDPBENCH_OPTIM_H
+#define DDPBENCH_OPTIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "device/backend.h"
+#include "base/kinds.h"
+
+typedef struct {
+    optim_kind_t kind;
+    float lr;
+    float momentum, dampening; /* SGD */
+    bool nesterov;             /* SGD; needs momentum > 0 and dampening 0 */
+    float weight_decay;
+    float beta1, beta2, eps;   /* Adam/AdamW */
+} optim_cfg_t;
+
+typedef struct {
+    optim_cfg_t cfg;
+    backend_t *be;
+    size_t n;
+    float *s1;   /* SGD momentum buffer, or Adam exp_avg (NULL when unused) */
+    float *s2;   /* Adam exp_avg_sq */
+    long step;   /* optimizer steps taken (torch's state['step']) */
+} optim_t;
+
+/* Validate a configuration like torch.optim's constructors do. */
+int optim_cfg_check(const optim_cfg_t *c, char *err);
+int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char *err);
+/* One update of params from grads. */
+int optim_step(optim_t *o, float *params, const float *grads);
+void optim_free(optim_t *o);
+/* Number of state arenas (0, 1 or 2), so checkpoints know what to save. */
+int optim_state_count(const optim_t *o);
+/* Copy state arena k (0: s1, 1: s2) to or from n floats of host memory, for
+ * checkpoints.  Both wait for the copy (and the work queued before it). */
+int optim_state_download(const optim_t *o, int k, float *host);
+int optim_state_upload(optim_t *o, int k, const float *host);
+
+#endif

@@ -1,0 +1,148 @@
+/* common/report.h: what the user reads: the banner before a run, the result
+ * table after it, compare mode's side-by-side view, and the machine-readable
+ * forms (--json, --csv, --trace, --baseline, --explain).
+ *
+ * Nothing here exits or decides an exit status: functions return DDP_OK /
+ * DDP_ERR_INPUT / DDP_ERR_RUNTIME / DDP_ERR_REGRESSED with one line in err,
+ * and bench/main.c decides.  Files:
+ *   report.c          formatting helpers, the banner, derived figures
+ *   report_table.c    the result table of one run
+ *   report_compare.c  compare mode: side by side, equivalence, the "why"
+ *   report_json.c     --json (schema in README.md), report_env.c its environment
+ *   report_csv.c      --csv
+ *   report_baseline.c --baseline / --tolerance
+ *   report_trace.c    --trace (Chrome trace event JSON)
+ *   report_explain.c  --explain */
+#ifndef DDPBENCH_REPORT_H
+#define DDPBENCH_REPORT_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "measure/result.h"
+
+#define REPORT_SCHEMA_VERSION 1
+
+/* Equivalence verdict of compare mode (see report_compare.c for why two
+ * measures): agree when the relative L2 distance of the parameter vectors is
+ * within REPORT_AGREE_L2 and no single parameter differs by more than
+ * REPORT_AGREE_MAX (max_rel_diff with a floor of 1e-3). */
+#define REPORT_AGREE_L2 1e-5
+#define REPORT_AGREE_MAX 1e-2
+#define REPORT_REL_FLOOR 1e-3
+
+/* What every report of a session shares. */
+typedef struct {
+    const config_t *cfg;      /* the user's config (mode compare, or the mode run) */
+    const model_spec_t *spec;
+    const dataset_t *data;
+    const char *backend_note; /* what --backend auto chose, or NULL */
+} report_ctx_t;
+
+/* Figures derived from a run (and from the single run it is compared with). */
+typedef struct {
+    long timed_steps;
+    double step_mean, step_p50, step_p95, step_min, step_max; /* seconds */
+    double phase[MAX_DEVICES][PH_COUNT]; /* seconds per timed step, per device */
+    double rows_per_step[MAX_DEVICES];
+    size_t mem_peak_max;
+    /* against single (has_ref) */
+    bool has_ref;
+    double speedup;      /* throughput / single's */
+    double efficiency;   /* speedup / devices */
+    bool params_compared;
+    double max_rel;      /* max_rel_diff(params, single's, REPORT_REL_FLOOR) */
+    double rel_l2;       /* |params - single's| / |single's| */
+    bool agree;
+} report_stats_t;
+
+/* ref: the single run to compare with, or NULL. */
+void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s);
+
+/* -- text ------------------------------------------------------------------ */
+/* One paragraph: mode, backend, devices, model, data, batch, steps. */
+void report_banner(FILE *f, const report_ctx_t *ctx);
+/* The result table of one run; ref (may be NULL) adds speed-up and efficiency. */
+void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
+                   const run_result_t *ref);
+/* Compare mode: runs[0..n) side by side (single first when present), whether
+ * their parameters agree, and the sentences on where the time goes. */
+void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n);
+/* Only the sentences (two or three) explaining the gap, into buf. */
+void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
+/* --explain: the first step in plain sentences. */
+void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
+
+/* Phase names as a mode calls them ("gather+loss" for DP's loss). */
+const char *report_phase_label(mode_t_ mode, phase_t p);
+
+/* "1.23 ms", "456.0 us", "7.890 s" */
+const char *report_fmt_time(char *buf, size_t n, double seconds);
+/* "12.3 MiB" */
+const char *report_fmt_bytes(char *buf, size_t n, double bytes);
+/* p-th percentile (0..100) of a copy of v[n], linear interpolation. */
+double report_percentile(const double *v, long n, double p);
+/* "64-512-512-10" */
+void report_layers(char *buf, size_t n, const model_spec_t *s);
+
+/* -- machine-readable ------------------------------------------------------ */
+/* The "config" object of a run's JSON: also what --baseline compares.
+ * run_cfg is the run's own config (compare gives each run its mode). */
+cJSON *report_json_config(const report_ctx_t *ctx, const config_t *run_cfg);
+/* The "environment" object. */
+cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
+/* One run's whole JSON object (NULL when out of memory).  ref: compare's
+ * single run (adds the "compare" figures), or NULL. */
+cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
+                       const run_result_t *ref, bool in_compare);
+/* Print obj on one line plus '\n'. */
+int report_json_print(FILE *f, const cJSON *obj);
+/* The key paths (dot separated) every run object carries: the documented
+ * schema, walked by the tests. */
+extern const char *const report_json_keys[];
+
+/* CSV: the header line, and one row per run. */
+void report_csv_header(FILE *f);
+void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
+                    const run_result_t *r, const run_result_t *ref);
+
+/* CPU model name from /proc/cpuinfo ("" when unknown). */
+const char *report_cpu_model(void);
+/* A device's display name (its stats' name, or one found for the backend). */
+void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d);
+
+/* -- --baseline ------------------------------------------------------------ */
+#define BASELINE_MAX_BYTES ((long)1 << 20)
+#define BASELINE_MAX_RUNS 16
+
+typedef struct {
+    char path[CONFIG_PATH_LEN];
+    cJSON *run[BASELINE_MAX_RUNS]; /* the objects in the file, in order */
+    int nrun;
+} baseline_t;
+
+/* Read and check FILE (hostile: bounded size, parsed, required keys typed).
+ * DDP_ERR_INPUT with one line on any problem. */
+int baseline_load(baseline_t *b, const char *path, char *err);
+void baseline_free(baseline_t *b);
+/* Find the baseline run for this config (same mode) and refuse it when the
+ * canonical subset (mode, backend, devices, layers, batch, accum, loss,
+ * optimizer) differs, naming the field.  *match receives it. */
+int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
+/* Compare throughput: DDP_OK with a "within tolerance" line, or
+ * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
+int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
+                     double tolerance_pct, char *line, size_t len);
+
+/* -- --trace --------------------------------------------------------------- */
+/* Check early that FILE can be written (its folder exists and is writable). */
+int report_trace_check(const char *path, char *err);
+/* Write runs[0..n)'s recorders as one Chrome trace: to a temporary file in the
+ * same folder, then renamed over path.  Nothing is left behind on failure. */
+int report_trace_write(const char *path, const run_result_t *runs, int n, char *err);
+
+#endif

@@ -1,0 +1,147 @@
+/* common/report_explain.c: --explain, the first optimizer step told for a
+ * learner: where the rows went, what was copied or reduced between devices
+ * (bytes and time), when each DDP bucket ran relative to backward, and what
+ * each device computed.  Everything comes from the run's step_story_t and
+ * the first_* fields of its device records. */
+#include <string.h>
+
+#include "report/report.h"
+
+static const char *t_(char *buf, size_t n, double s) { return report_fmt_time(buf, n, s); }
+static const char *b_(char *buf, size_t n, double b) { return report_fmt_bytes(buf, n, b); }
+
+static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
+{
+    long total = 0;
+    for (int d = 0; d < r->ndev; d++)
+        total += r->dev[d].first_rows;
+    if (r->ndev == 1) {
+        fprintf(f, "  - The global batch of %ld rows went whole to device %d.\n", total,
+                r->dev[0].device_id);
+        return;
+    }
+    if (r->mode == MODE_DDP)
+        fprintf(f, "  - Each rank read its own shard of the %ld rows (DistributedSampler):", total);
+    else
+        fprintf(f, "  - The %ld rows were split like torch.chunk:", total);
+    for (int d = 0; d < r->ndev; d++)
+        fprintf(f, "%s device %d %ld", d ? "," : "", r->dev[d].device_id, r->dev[d].first_rows);
+    fputs(".\n", f);
+    (void)ctx;
+}
+
+static void explain_moves(FILE *f, const run_result_t *r)
+{
+    const step_story_t *st = &r->story;
+    char a[32], b[32];
+    for (int k = 0; k < MOVE_COUNT; k++) {
+        const move_stat_t *m = &st->move[k];
+        if (m->bytes == 0 && m->ops == 0)
+            continue;
+        b_(a, sizeof a, (double)m->bytes);
+        t_(b, sizeof b, m->seconds);
+        fputs("  - ", f);
+        switch ((move_kind_t)k) {
+        case MOVE_BATCH:
+            fprintf(f, "%s of sample rows (features and targets) gathered on the host%s: %s",
+                    a, r->backend == BACKEND_CPU ? " (a CPU device reads them in place)"
+                                                  : " and copied to the device",
+                    b);
+            break;
+        case MOVE_SCATTER:
+            fprintf(f, "scatter: %s of input chunks sent to the devices: %s", a, b);
+            break;
+        case MOVE_REPLICATE:
+            fprintf(f, "replicate: %s of parameters copied from device 0 to the other %d "
+                       "device%s: %s",
+                    a, r->ndev - 1, r->ndev == 2 ? "" : "s", b);
+            break;
+        case MOVE_GATHER:
+            fprintf(f, "gather: %s of outputs brought to device 0 for the loss: %s", a, b);
+            break;
+        case MOVE_GRAD_OUT:
+            fprintf(f, "%s of output gradients sent from device 0 back to the devices: %s", a, b);
+            break;
+        case MOVE_REDUCE:
+            fprintf(f, "reduce: %s of parameter gradients summed onto device 0: %s", a, b);
+            break;
+        case MOVE_BROADCAST:
+            fprintf(f, "broadcast: %s of initial parameters from rank 0 (before step 1): %s", a, b);
+            break;
+        case MOVE_ALLREDUCE:
+            fprintf(f, "all-reduce: %s of gradients averaged across the ranks in %d bucket%s: %s",
+                    a, st->nbuckets, st->nbuckets == 1 ? "" : "s", b);
+            break;
+        default:
+            fprintf(f, "%s: %s: %s", move_name((move_kind_t)k), a, b);
+        }
+        if (m->ops > 1)
+            fprintf(f, " (%d operations)", m->ops);
+        fputs(".\n", f);
+    }
+}
+
+static void explain_buckets(FILE *f, const run_result_t *r)
+{
+    const step_story_t *st = &r->story;
+    if (st->nbuckets == 0)
+        return;
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "  - Backward on rank 0 took %s; the buckets, timed from its start:\n",
+            t_(a, sizeof a, st->backward_s));
+    int shown = st->nbuckets < STORY_MAX_BUCKETS ? st->nbuckets : STORY_MAX_BUCKETS;
+    for (int i = 0; i < shown; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        const char *when = bk->end_s <= st->backward_s ? "inside backward: hidden"
+                           : bk->start_s >= st->backward_s ? "after backward: exposed"
+                                                            : "partly after backward";
+        fprintf(f, "      bucket %d (layers %d-%d, %s): ready at %s, all-reduce %s to %s (%s)\n",
+                i, bk->first_layer, bk->last_layer, b_(a, sizeof a, (double)bk->bytes),
+                t_(b, sizeof b, bk->ready_s), t_(c, sizeof c, bk->start_s),
+                t_(d, sizeof d, bk->end_s), when);
+    }
+    if (st->nbuckets > shown)
+        fprintf(f, "      ... and %d more\n", st->nbuckets - shown);
+}
+
+static void explain_compute(FILE *f, const run_result_t *r)
+{
+    char a[32];
+    int shown = r->ndev < 8 ? r->ndev : 8;
+    for (int d = 0; d < shown; d++) {
+        fprintf(f, "  - Device %d:", r->dev[d].device_id);
+        int k = 0;
+        for (int p = 0; p < PH_COUNT; p++) {
+            double v = r->dev[d].first_phase_s[p];
+            if (v <= 0.0)
+                continue;
+            fprintf(f, "%s %s %s", k++ ? "," : "", report_phase_label(r->mode, (phase_t)p),
+                    t_(a, sizeof a, v));
+        }
+        fputs(k ? ".\n" : " nothing recorded.\n", f);
+    }
+    if (r->ndev > shown)
+        fprintf(f, "  - ... and %d more devices.\n", r->ndev - shown);
+}
+
+void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
+{
+    fprintf(f, "explain: step 1 of %s on %s, %d device%s\n", mode_name(r->mode),
+            backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s");
+    if (!r->story.filled) {
+        fprintf(f, "  (the %s strategy did not record its first step)\n", mode_name(r->mode));
+        return;
+    }
+    explain_rows(f, ctx, r);
+    explain_moves(f, r);
+    explain_buckets(f, r);
+    explain_compute(f, r);
+    char a[32], b[32];
+    if (r->ndev == 1 && ctx && ctx->spec)
+        fprintf(f, "  - Nothing to synchronise: one device holds the only copy of the %zu "
+                   "parameters (%s).\n",
+                ctx->spec->nparams, b_(b, sizeof b, (double)ctx->spec->nparams * sizeof(float)));
+    fprintf(f, "  The step took %s (step 1 pays one-time costs such as first touches of memory; "
+               "the result table leaves the warm-up steps out).\n",
+            t_(a, sizeof a, r->story.step_s));
+}
