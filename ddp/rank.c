@@ -124,12 +124,12 @@ static int rank_setup(rank_t *k)
     TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
-    k->lossbuf = k->be->ops->alloc(k->be, 3 * sizeof(float));
+    k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
     if (!k->lossbuf)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
-    if (!k->be->host_visible) {
+    if (!backend_host_visible(k->be)) {
         size_t n = (size_t)local_batch * (k->data->in_dim + k->data->tgt_cols);
-        k->staging = k->be->ops->alloc_host(k->be, n * sizeof(float));
+        k->staging = backend_alloc_host(k->be, n * sizeof(float));
         if (!k->staging)
             return err_set(k->err, DDP_ERR_RUNTIME, "out of pinned host memory");
     }
@@ -148,12 +148,12 @@ static int rank_setup(rank_t *k)
     TRY(ckpt_run_resume(&k->ck, &k->sch, k->host_params, &k->opt, k->err));
     if (k->rank == 0) {
         k->area->start_step = k->sch.start_step;
-        TRY_BE(k->be->ops->h2d(k->be, k->rep.params, k->host_params,
+        TRY_BE(backend_h2d(k->be, k->rep.params, k->host_params,
                                k->spec.nparams * sizeof(float)));
     }
     double t0 = now_s();
     TRY_COMM(comm_broadcast(k->comm, k->rep.params, k->spec.nparams, 0));
-    TRY_BE(k->be->ops->sync(k->be));
+    TRY_BE(backend_sync(k->be));
     if (k->rank == 0)
         k->area->story.move[MOVE_BROADCAST] =
             (move_stat_t){k->spec.nparams * sizeof(float), now_s() - t0, 1};
@@ -167,8 +167,8 @@ static void rank_teardown(rank_t *k)
 {
     if (k->be) {
         if (k->staging)
-            k->be->ops->free_host(k->be, k->staging);
-        k->be->ops->free(k->be, k->lossbuf);
+            backend_free_host(k->be, k->staging);
+        backend_free(k->be, k->lossbuf);
     }
     free(k->host_params);
     ckpt_run_free(&k->ck);
@@ -266,14 +266,14 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
         bool last = m == nmicro - 1;
         TRY_BE(trainer_stage_batch(rep, k->data, idx, rows, k->staging, &pc));
         TRY_BE(model_forward(rep, rep->x, rows));
-        TRY_BE(be->ops->sync(be)); /* so the lap measures the work, not its launch */
+        TRY_BE(backend_sync(be)); /* so the lap measures the work, not its launch */
         phase_clock_lap(&pc, PH_FORWARD);
         TRY_BE(model_loss(rep, cfg->loss, rep->y, rows, scale));
         if (want_loss) {
-            TRY_BE(be->ops->d2h(be, &loss_sum, rep->loss_sum, sizeof loss_sum));
+            TRY_BE(backend_d2h(be, &loss_sum, rep->loss_sum, sizeof loss_sum));
             step_loss += loss_sum;
         }
-        TRY_BE(be->ops->sync(be));
+        TRY_BE(backend_sync(be));
         phase_clock_lap(&pc, PH_LOSS);
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&k->red, last);
@@ -281,7 +281,7 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
         rc = model_backward(rep, rep->x, rows, rep->dout, m > 0, reducer_hook, &k->red);
         if (rc != DDP_OK) /* the hook's failure is the comm's, else the device's */
             return k->red.launch_failed ? comm_failed(k, rc) : backend_failed(k, rc);
-        TRY_BE(be->ops->sync(be));
+        TRY_BE(backend_sync(be));
         phase_clock_lap(&pc, PH_BACKWARD);
         bwd_t1 = pc.last;
         rows_done += rows;
@@ -297,12 +297,12 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
          * progress line next wants a loss; 0 when it is off.  A small whole
          * number, exact in a float. */
         k->loss_host[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
-        TRY_BE(be->ops->h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host));
+        TRY_BE(backend_h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host));
         TRY_COMM(comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL));
     }
     /* The optimizer needs every bucket averaged: wait for all of them. */
     TRY_COMM(comm_wait_all(k->comm));
-    TRY_BE(be->ops->sync(be));
+    TRY_BE(backend_sync(be));
     phase_clock_lap(&pc, PH_COMM_EXPOSED);
     pc.acc[PH_COMM_HIDDEN] += reducer_hidden_s(&k->red, bwd_t0, bwd_t1);
     for (int i = 0; i < k->red.nb && k->tr; i++) {
@@ -313,7 +313,7 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
     }
     if (want_loss) {
         float global[3];
-        TRY_BE(be->ops->d2h(be, global, k->lossbuf, sizeof global));
+        TRY_BE(backend_d2h(be, global, k->lossbuf, sizeof global));
         *loss_out = (double)global[0] / (double)global[1];
         long ahead = (long)global[2];
         k->progress_at = ahead > 0 ? g + ahead : -1;
@@ -322,7 +322,7 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
     }
 
     TRY_BE(optim_step(&k->opt, rep->params, rep->grads));
-    TRY_BE(be->ops->sync(be));
+    TRY_BE(backend_sync(be));
     phase_clock_lap(&pc, PH_OPTIM);
     trace_step_end(k->tr, t0, pc.last);
     if (timed) {
@@ -416,14 +416,14 @@ static int rank_train(rank_t *k)
     float *mine = k->rank == 0 ? host : malloc(k->spec.nparams * sizeof(float));
     if (!mine)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the final parameters");
-    rc = k->be->ops->d2h(k->be, mine, k->rep.params, k->spec.nparams * sizeof(float));
+    rc = backend_d2h(k->be, mine, k->rep.params, k->spec.nparams * sizeof(float));
     if (rc == DDP_OK)
         rec->checksum = model_checksum(mine, k->spec.nparams);
     if (mine != host)
         free(mine);
     if (rc != DDP_OK)
         return backend_failed(k, rc);
-    rec->stats.mem_peak = k->be->mem_peak;
+    rec->stats.mem_peak = backend_mem_peak(k->be);
     return DDP_OK;
 }
 

@@ -21,7 +21,7 @@ static void dp_worker(void *ctx, int d)
     if (rc == DDP_OK && d == 0) {
         bool hv = true;
         for (int i = 0; i < c->k; i++)
-            hv = hv && c->dev[i].be->host_visible;
+            hv = hv && backend_host_visible(c->dev[i].be);
         c->host_visible = hv;
     }
     /* Barrier: host_visible is set (the others read it from now on). */
@@ -33,7 +33,7 @@ static void dp_worker(void *ctx, int d)
         rc = dp_device_loop(c, d, err);
     if (rc == DDP_OK && d == 0) {
         c->res->total_s = now_s() - t0;
-        rc = dv->be->ops->d2h(dv->be, c->host_params, dv->rep.params,
+        rc = backend_d2h(dv->be, c->host_params, dv->rep.params,
                               c->spec.nparams * sizeof(float));
         if (rc != DDP_OK)
             err_set(err, rc, "%s: %s", dv->name, backend_last_error(dv->be));
@@ -41,7 +41,7 @@ static void dp_worker(void *ctx, int d)
     if (rc != DDP_OK)
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
     if (dv->be)
-        c->res->dev[d].mem_peak = dv->be->mem_peak;
+        c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
     dp_pool_leave(&c->pool);
     dp_device_free(c, d);
 }

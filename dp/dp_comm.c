@@ -40,7 +40,7 @@ static int dp_note(dp_ctx_t *c, int d, backend_t *be, trace_kind_t tk, move_kind
     if (!(tr && tr->active) && !dv->first)
         return DDP_OK;
     /* Why sync: see above (the loop syncs right after anyway). */
-    if (!be->host_visible && be->ops->sync(be) != DDP_OK)
+    if (!backend_host_visible(be) && backend_sync(be) != DDP_OK)
         return dp_be_fail(be, dv, trace_kind_name(tk), err);
     double t1 = now_s();
     trace_event(tr, tk, LANE_COMM, t0, t1, bytes, -1, peer);
@@ -67,7 +67,7 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
         return DDP_OK;
     size_t bytes = (size_t)ch.rows * cols * sizeof(float);
     double t0 = now_s();
-    int rc = be->ops->peer_copy(be, dst, c->dev[0].be, src0 + (size_t)ch.off * cols, bytes);
+    int rc = backend_peer_copy(be, dst, c->dev[0].be, src0 + (size_t)ch.off * cols, bytes);
     if (rc != DDP_OK)
         return dp_be_fail(be, dv, "scatter", err);
     return dp_note(c, d, be, TR_SCATTER, what, t0, bytes, d, err);
@@ -95,7 +95,7 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
              * barrier that follows the replicate. */
             backend_t *be = c->dev[r].be;
             double t0 = now_s();
-            int rc = be->ops->peer_copy(be, c->dev[r].rep.params + lo, be0, p0 + lo,
+            int rc = backend_peer_copy(be, c->dev[r].rep.params + lo, be0, p0 + lo,
                                         (hi - lo) * sizeof(float));
             if (rc != DDP_OK)
                 return dp_be_fail(be, &c->dev[r], "replicate", err);
@@ -109,7 +109,7 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
         return DDP_OK;
     backend_t *be = c->dev[d].be;
     double t0 = now_s();
-    int rc = be->ops->peer_copy(be, c->dev[d].rep.params, be0, p0, n * sizeof(float));
+    int rc = backend_peer_copy(be, c->dev[d].rep.params, be0, p0, n * sizeof(float));
     if (rc != DDP_OK)
         return dp_be_fail(be, &c->dev[d], "replicate", err);
     return dp_note(c, d, be, TR_REPLICATE, MOVE_REPLICATE, t0, n * sizeof(float), d, err);
@@ -131,8 +131,8 @@ int dp_gather(dp_ctx_t *c, int batch, char *err)
         /* Source ready: every device synced its forward before the barrier
          * that device 0 passed to start the gather. */
         double t0 = now_s();
-        int rc = d == 0 ? be0->ops->d2d(be0, dst, src, bytes)
-                        : be0->ops->peer_copy(be0, dst, c->dev[d].be, src, bytes);
+        int rc = d == 0 ? backend_d2d(be0, dst, src, bytes)
+                        : backend_peer_copy(be0, dst, c->dev[d].be, src, bytes);
         if (rc != DDP_OK)
             return dp_be_fail(be0, &c->dev[0], "gather", err);
         /* chunk 0 is already on device 0: a local copy, not a move */
@@ -169,7 +169,7 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
             for (int s = 1; s < c->k; s++) {
                 if (!c->dev[s].has_grad)
                     continue; /* sat the whole step out: nothing to add */
-                int rc = be->ops->axpy(be, 1.0f, c->dev[s].rep.grads + b, g0 + b, len);
+                int rc = backend_axpy(be, 1.0f, c->dev[s].rep.grads + b, g0 + b, len);
                 if (rc != DDP_OK)
                     return dp_be_fail(be, dv, "reduce", err);
             }
@@ -194,10 +194,10 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
         if (!c->dev[s].has_grad)
             continue;
         double t0 = now_s();
-        int rc = be0->ops->peer_copy(be0, c->gscratch, c->dev[s].be, c->dev[s].rep.grads,
+        int rc = backend_peer_copy(be0, c->gscratch, c->dev[s].be, c->dev[s].rep.grads,
                                      n * sizeof(float));
         if (rc == DDP_OK)
-            rc = be0->ops->axpy(be0, 1.0f, c->gscratch, g0, n);
+            rc = backend_axpy(be0, 1.0f, c->gscratch, g0, n);
         if (rc != DDP_OK)
             return dp_be_fail(be0, dv, "reduce", err);
         if ((rc = dp_note(c, 0, be0, TR_REDUCE, MOVE_REDUCE, t0, n * sizeof(float), s, err)) !=

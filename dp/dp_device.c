@@ -15,7 +15,7 @@ static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const c
 {
     if (*rc != DDP_OK)
         return NULL;
-    float *p = be->ops->alloc(be, (floats ? floats : 1) * sizeof(float));
+    float *p = backend_alloc(be, (floats ? floats : 1) * sizeof(float));
     if (!p)
         *rc = err_set(err, DDP_ERR_RUNTIME, "%s: out of memory allocating %s (%zu bytes)",
                       dv->name, what, floats * sizeof(float));
@@ -48,11 +48,11 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", &rc, err);
     c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", &rc, err);
     c->loss_sum = dp_alloc(be, 1, dv, "the loss", &rc, err);
-    if (rc == DDP_OK && !be->host_visible) {
+    if (rc == DDP_OK && !backend_host_visible(be)) {
         if (c->k > 1)
             c->gscratch = dp_alloc(be, c->spec.nparams, dv, "the reduce buffer", &rc, err);
         if (rc == DDP_OK) {
-            c->staging = be->ops->alloc_host(be, batch * (in + tgt) * sizeof(float));
+            c->staging = backend_alloc_host(be, batch * (in + tgt) * sizeof(float));
             if (!c->staging)
                 rc = err_set(err, DDP_ERR_RUNTIME, "%s: out of pinned memory", dv->name);
         }
@@ -64,11 +64,11 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     /* --resume: dp_run read the file; its optimizer state goes to device 0. */
     if ((rc = ckpt_run_upload(&c->ck, &c->opt, err)) != DDP_OK)
         return rc;
-    rc = be->ops->h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
+    rc = backend_h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
     /* Why sync: the first replicate copies these parameters to the other
      * devices with peer copies that do not wait for device 0's stream. */
     if (rc == DDP_OK)
-        rc = be->ops->sync(be);
+        rc = backend_sync(be);
     if (rc != DDP_OK)
         return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
     return DDP_OK;
@@ -85,9 +85,9 @@ void dp_device_free(dp_ctx_t *c, int d)
         float *bufs[] = {c->gx, c->gy, c->gout, c->gdout, c->loss_sum, c->gscratch};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
-                be->ops->free(be, bufs[i]);
+                backend_free(be, bufs[i]);
         if (c->staging)
-            be->ops->free_host(be, c->staging);
+            backend_free_host(be, c->staging);
         c->gx = c->gy = c->gout = c->gdout = c->loss_sum = c->gscratch = c->staging = NULL;
     }
     replica_free(&dv->rep);

@@ -74,7 +74,7 @@ static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, phase_clock_t *p
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
     const dataset_t *data = c->data;
-    if (be->host_visible) {
+    if (backend_host_visible(be)) {
         data_gather(data, idx, rows, c->gx, c->gy);
         phase_clock_lap(pc, PH_DATA);
         return DDP_OK;
@@ -82,11 +82,11 @@ static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, phase_clock_t *p
     float *sx = c->staging, *sy = c->staging + (size_t)c->cfg->batch * data->in_dim;
     data_gather(data, idx, rows, sx, sy);
     phase_clock_lap(pc, PH_DATA);
-    BE_TRY(be->ops->h2d(be, c->gx, sx, (size_t)rows * data->in_dim * sizeof(float)), "h2d");
-    BE_TRY(be->ops->h2d(be, c->gy, sy, (size_t)rows * data->tgt_cols * sizeof(float)), "h2d");
+    BE_TRY(backend_h2d(be, c->gx, sx, (size_t)rows * data->in_dim * sizeof(float)), "h2d");
+    BE_TRY(backend_h2d(be, c->gy, sy, (size_t)rows * data->tgt_cols * sizeof(float)), "h2d");
     /* Why sync: the other devices copy their chunks out of gx with peer
      * copies that do not wait for device 0's stream. */
-    BE_TRY(be->ops->sync(be), "h2d");
+    BE_TRY(backend_sync(be), "h2d");
     phase_clock_lap(pc, PH_H2D);
     return DDP_OK;
 }
@@ -100,17 +100,17 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, bool want_loss,
     backend_t *be = dv->be;
     TRY(dp_gather(c, rows, err));
     float scale = 1.0f / (float)pl->step_rows;
-    BE_TRY(be->ops->loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
+    BE_TRY(backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
            "loss");
     if (want_loss) {
         float sum = 0.0f;
-        BE_TRY(be->ops->d2h(be, &sum, c->loss_sum, sizeof sum), "loss");
+        BE_TRY(backend_d2h(be, &sum, c->loss_sum, sizeof sum), "loss");
         *step_loss += sum;
     }
     /* Why sync: the devices copy their slices of gdout with peer copies that
      * do not wait for device 0's stream (and the lap then measures the work). */
-    BE_TRY(be->ops->sync(be), "loss");
+    BE_TRY(backend_sync(be), "loss");
     phase_clock_lap(pc, PH_LOSS);
     return DDP_OK;
 }
@@ -126,7 +126,7 @@ static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, bool want_loss,
     BE_TRY(optim_step(&c->opt, dv->rep.params, dv->rep.grads), "optimizer");
     /* Why sync: the next step's replicate reads these parameters with peer
      * copies that do not wait for device 0's stream. */
-    BE_TRY(be->ops->sync(be), "optimizer");
+    BE_TRY(backend_sync(be), "optimizer");
     phase_clock_lap(pc, PH_OPTIM);
     if (g + 1 < c->total_steps) {
         dp_plan_step(c, g + 1); /* may load the next epoch's order */
@@ -209,7 +209,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * linear, so one replicate and one reduce per step give the same
          * result for less traffic. */
         TRY(dp_replicate(c, d, pl->nrep, err));
-        BE_TRY(be->ops->sync(be), "replicate");
+        BE_TRY(backend_sync(be), "replicate");
         phase_clock_lap(&pc, PH_REPLICATE);
 
         for (int m = 0; m < pl->nmicro; m++) {
@@ -223,7 +223,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             const float *x = d == 0 ? c->gx : dv->rep.x;
             if (d != 0 && ch.rows > 0) {
                 TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
-                BE_TRY(be->ops->sync(be), "scatter");
+                BE_TRY(backend_sync(be), "scatter");
                 phase_clock_lap(&pc, PH_SCATTER);
             }
             if (m == 0 && fault_at(d, g) == FAULT_ERROR)
@@ -233,7 +233,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
                 BE_TRY(model_forward(&dv->rep, x, ch.rows), "forward");
                 /* Why sync: device 0 gathers this output with a peer copy that
                  * does not wait for this device's stream. */
-                BE_TRY(be->ops->sync(be), "forward");
+                BE_TRY(backend_sync(be), "forward");
                 phase_clock_lap(&pc, PH_FORWARD);
             }
             /* Barrier: every output chunk is complete. */
@@ -249,7 +249,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
                 if (d != 0) {
                     TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, MOVE_GRAD_OUT,
                                         err));
-                    BE_TRY(be->ops->sync(be), "scatter");
+                    BE_TRY(backend_sync(be), "scatter");
                     phase_clock_lap(&pc, PH_SCATTER);
                 }
                 double t_bwd = pc.last;
@@ -259,7 +259,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
                        "backward");
                 /* Why sync: the reduce reads these gradients from other threads
                  * (and, on a GPU, with peer copies that do not wait). */
-                BE_TRY(be->ops->sync(be), "backward");
+                BE_TRY(backend_sync(be), "backward");
                 phase_clock_lap(&pc, PH_BACKWARD);
                 if (d == 0 && dv->first && m == 0)
                     c->first_backward_s = pc.last - t_bwd;
@@ -270,7 +270,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         /* Barrier: every device's gradients (and has_grad) are final. */
         TRY(dp_wait(c, &pc, err));
         TRY(dp_reduce(c, d, err));
-        BE_TRY(be->ops->sync(be), "reduce");
+        BE_TRY(backend_sync(be), "reduce");
         phase_clock_lap(&pc, PH_COMM_EXPOSED);
         if (c->host_visible && c->k > 1)
             /* Barrier: every slice of the sum is on device 0. */

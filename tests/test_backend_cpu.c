@@ -51,7 +51,7 @@ static void gemm(backend_t *be, int s, const float *a, const float *b, float *c)
     const shape_t *sh = &shapes[s];
     int lda = sh->ta ? sh->m : sh->k;
     int ldb = sh->tb ? sh->k : sh->n;
-    int rc = be->ops->gemm(be, sh->ta, sh->tb, sh->m, sh->n, sh->k, 1.0f, a, lda, b, ldb, 0.0f, c,
+    int rc = backend_gemm(be, sh->ta, sh->tb, sh->m, sh->n, sh->k, 1.0f, a, lda, b, ldb, 0.0f, c,
                            sh->n);
     cr_assert_eq(rc, DDP_OK);
 }

@@ -56,7 +56,7 @@ static void pair_close(pair_t *p)
 
 static void check(backend_t *be, int rc, const char *what)
 {
-    cr_assert_eq(rc, DDP_OK, "%s on %s: %s", what, be->ops->name, backend_last_error(be));
+    cr_assert_eq(rc, DDP_OK, "%s on %s: %s", what, backend_name(be), backend_last_error(be));
 }
 
 static float *host_random(size_t n, uint64_t seed, float lo, float hi)
@@ -73,10 +73,10 @@ static float *host_random(size_t n, uint64_t seed, float lo, float hi)
 /* A device copy of host[0..n) on be. */
 static float *upload(backend_t *be, const float *host, size_t n)
 {
-    float *d = be->ops->alloc(be, (n ? n : 1) * sizeof(float));
-    cr_assert_not_null(d, "alloc on %s: %s", be->ops->name, backend_last_error(be));
-    check(be, be->ops->h2d(be, d, host, n * sizeof(float)), "h2d");
-    check(be, be->ops->sync(be), "sync");
+    float *d = backend_alloc(be, (n ? n : 1) * sizeof(float));
+    cr_assert_not_null(d, "alloc on %s: %s", backend_name(be), backend_last_error(be));
+    check(be, backend_h2d(be, d, host, n * sizeof(float)), "h2d");
+    check(be, backend_sync(be), "sync");
     return d;
 }
 
@@ -85,7 +85,7 @@ static float *download(backend_t *be, const float *dev, size_t n)
 {
     float *h = malloc((n ? n : 1) * sizeof *h);
     cr_assert_not_null(h);
-    check(be, be->ops->d2h(be, h, dev, n * sizeof(float)), "d2h");
+    check(be, backend_d2h(be, h, dev, n * sizeof(float)), "d2h");
     return h;
 }
 
@@ -101,8 +101,8 @@ static buf2_t both(pair_t *p, const float *host, size_t n)
 
 static void both_free(pair_t *p, buf2_t b)
 {
-    p->cpu->ops->free(p->cpu, b.c);
-    p->gpu->ops->free(p->gpu, b.g);
+    backend_free(p->cpu, b.c);
+    backend_free(p->gpu, b.g);
 }
 
 /* Assert the GPU's copy of b equals the CPU's to rel_tol (scale floored at floor). */
@@ -183,9 +183,9 @@ Test(cuda_probe, leaves_cuda_usable_in_forked_children)
         char err[ERR_LEN];
         if (backend_cuda_create(&be, 0, err) != DDP_OK)
             _exit(3);
-        float *d = be->ops->alloc(be, 64);
+        float *d = backend_alloc(be, 64);
         float h[16] = {0};
-        int ok = d && be->ops->d2h(be, h, d, sizeof h) == DDP_OK;
+        int ok = d && backend_d2h(be, h, d, sizeof h) == DDP_OK;
         backend_destroy(be);
         _exit(ok ? 0 : 4);
     }
@@ -216,26 +216,26 @@ Test(cuda_backend, memory_is_zeroed_accounted_and_copied)
     pair_t p = pair_open();
     backend_t *g = p.gpu;
     size_t n = 100000;
-    cr_assert_eq(g->mem_in_use, 0);
-    float *d = g->ops->alloc(g, n * sizeof(float));
+    cr_assert_eq(backend_mem_in_use(g), 0);
+    float *d = backend_alloc(g, n * sizeof(float));
     cr_assert_not_null(d);
-    cr_assert_eq(g->mem_in_use, n * sizeof(float));
+    cr_assert_eq(backend_mem_in_use(g), n * sizeof(float));
     float *h = download(g, d, n);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(h[i], 0.0f, "alloc must zero: [%zu] = %g", i, h[i]);
     free(h);
 
     float *src = host_random(n, 7, -1, 1);
-    float *pinned = g->ops->alloc_host(g, n * sizeof(float));
+    float *pinned = backend_alloc_host(g, n * sizeof(float));
     cr_assert_not_null(pinned);
     memcpy(pinned, src, n * sizeof(float));
-    check(g, g->ops->h2d(g, d, pinned, n * sizeof(float)), "h2d");
-    float *e = g->ops->alloc(g, n * sizeof(float));
-    check(g, g->ops->d2d(g, e, d, n * sizeof(float)), "d2d");
+    check(g, backend_h2d(g, d, pinned, n * sizeof(float)), "h2d");
+    float *e = backend_alloc(g, n * sizeof(float));
+    check(g, backend_d2d(g, e, d, n * sizeof(float)), "d2d");
     h = download(g, e, n);
     cr_assert_arr_eq(h, src, n * sizeof(float), "h2d then d2d must round-trip exactly");
     free(h);
-    check(g, g->ops->memset0(g, e + 10, 20 * sizeof(float)), "memset0");
+    check(g, backend_memset0(g, e + 10, 20 * sizeof(float)), "memset0");
     h = download(g, e, n);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(h[i], i >= 10 && i < 30 ? 0.0f : src[i], "memset0 range at %zu", i);
@@ -245,19 +245,19 @@ Test(cuda_backend, memory_is_zeroed_accounted_and_copied)
     backend_t *g2;
     char err[ERR_LEN];
     cr_assert_eq(backend_cuda_create(&g2, 0, err), DDP_OK, "%s", err);
-    float *f = g2->ops->alloc(g2, n * sizeof(float));
-    check(g2, g2->ops->peer_copy(g2, f, g, d, n * sizeof(float)), "peer_copy");
+    float *f = backend_alloc(g2, n * sizeof(float));
+    check(g2, backend_peer_copy(g2, f, g, d, n * sizeof(float)), "peer_copy");
     h = download(g2, f, n);
     cr_assert_arr_eq(h, src, n * sizeof(float), "peer_copy between replicas of one GPU");
     free(h);
-    g2->ops->free(g2, f);
+    backend_free(g2, f);
     backend_destroy(g2);
 
-    g->ops->free_host(g, pinned);
-    g->ops->free(g, e);
-    g->ops->free(g, d);
-    cr_assert_eq(g->mem_in_use, 0, "free must give back what alloc counted");
-    cr_assert_geq(g->mem_peak, 2 * n * sizeof(float));
+    backend_free_host(g, pinned);
+    backend_free(g, e);
+    backend_free(g, d);
+    cr_assert_eq(backend_mem_in_use(g), 0, "free must give back what alloc counted");
+    cr_assert_geq(backend_mem_peak(g), 2 * n * sizeof(float));
     free(src);
     pair_close(&p);
 }
@@ -274,14 +274,14 @@ Test(cuda_backend, peer_copy_between_two_gpus)
     size_t n = 1 << 20;
     float *src = host_random(n, 9, -5, 5);
     float *da = upload(a, src, n);
-    float *db = b->ops->alloc(b, n * sizeof(float));
-    check(b, b->ops->peer_copy(b, db, a, da, n * sizeof(float)), "peer_copy 0 -> 1");
+    float *db = backend_alloc(b, n * sizeof(float));
+    check(b, backend_peer_copy(b, db, a, da, n * sizeof(float)), "peer_copy 0 -> 1");
     float *h = download(b, db, n);
     cr_assert_arr_eq(h, src, n * sizeof(float));
     free(h);
     free(src);
-    a->ops->free(a, da);
-    b->ops->free(b, db);
+    backend_free(a, da);
+    backend_free(b, db);
     backend_destroy(b);
     backend_destroy(a);
 }
@@ -305,31 +305,31 @@ static void *worker_main(void *arg)
     worker_t *w = arg;
     backend_t *be = w->be;
     size_t nn = (size_t)w->n * w->n;
-    float *x = be->ops->alloc(be, nn * sizeof(float));
-    w->out = be->ops->alloc(be, nn * sizeof(float));
-    float *b = be->ops->alloc(be, (size_t)w->n * sizeof(float));
-    float *g = be->ops->alloc(be, nn * sizeof(float));
+    float *x = backend_alloc(be, nn * sizeof(float));
+    w->out = backend_alloc(be, nn * sizeof(float));
+    float *b = backend_alloc(be, (size_t)w->n * sizeof(float));
+    float *g = backend_alloc(be, nn * sizeof(float));
     w->rc = x && w->out && b && g ? DDP_OK : DDP_ERR_RUNTIME;
     for (int rep = 0; rep < 20 && w->rc == DDP_OK; rep++) {
-        w->rc = be->ops->h2d(be, x, w->hx, nn * sizeof(float));
+        w->rc = backend_h2d(be, x, w->hx, nn * sizeof(float));
         if (w->rc == DDP_OK)
-            w->rc = be->ops->gemm(be, false, true, w->n, w->n, w->n, 1.0f, x, w->n, x, w->n, 0.0f,
+            w->rc = backend_gemm(be, false, true, w->n, w->n, w->n, 1.0f, x, w->n, x, w->n, 0.0f,
                                   w->out, w->n);
         if (w->rc == DDP_OK)
-            w->rc = be->ops->bias_act_fwd(be, ACT_NONE, w->out, w->out, b, w->n, w->n);
+            w->rc = backend_bias_act_fwd(be, ACT_NONE, w->out, w->out, b, w->n, w->n);
         /* The block-reducing kernels, concurrently with the other workers'. */
         if (w->rc == DDP_OK)
-            w->rc = be->ops->bias_grad(be, b, w->out, w->n, w->n, false);
+            w->rc = backend_bias_grad(be, b, w->out, w->n, w->n, false);
         if (w->rc == DDP_OK)
-            w->rc = be->ops->loss(be, LOSS_MSE, w->out, x, w->n, w->n, 1.0f, g, b);
+            w->rc = backend_loss(be, LOSS_MSE, w->out, x, w->n, w->n, 1.0f, g, b);
         if (w->rc == DDP_OK)
-            w->rc = be->ops->sync(be);
+            w->rc = backend_sync(be);
     }
     if (w->rc != DDP_OK)
         snprintf(w->err, sizeof w->err, "%s", backend_last_error(be));
-    be->ops->free(be, x);
-    be->ops->free(be, b);
-    be->ops->free(be, g);
+    backend_free(be, x);
+    backend_free(be, b);
+    backend_free(be, g);
     return NULL;
 }
 
@@ -354,22 +354,22 @@ Test(cuda_backend, one_host_thread_per_device)
     for (int i = 0; i < K; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < K; i++)
-        cr_assert_eq(w[i].rc, DDP_OK, "worker %d (device %d): %s", i, w[i].be->device_id, w[i].err);
+        cr_assert_eq(w[i].rc, DDP_OK, "worker %d (device %d): %s", i, backend_device_id(w[i].be), w[i].err);
     /* The main thread gathers every result onto replica 0, as DP does. */
     float *h0 = download(w[0].be, w[0].out, (size_t)N * N);
-    float *gathered = w[0].be->ops->alloc(w[0].be, (size_t)N * N * sizeof(float));
+    float *gathered = backend_alloc(w[0].be, (size_t)N * N * sizeof(float));
     for (int i = 1; i < K; i++) {
-        check(w[0].be, w[0].be->ops->peer_copy(w[0].be, gathered, w[i].be, w[i].out,
+        check(w[0].be, backend_peer_copy(w[0].be, gathered, w[i].be, w[i].out,
                                                (size_t)N * N * sizeof(float)), "peer_copy");
         float *hi = download(w[0].be, gathered, (size_t)N * N);
         cr_assert_arr_eq(hi, h0, (size_t)N * N * sizeof(float),
                          "worker %d computed different bits from worker 0", i);
         free(hi);
     }
-    w[0].be->ops->free(w[0].be, gathered);
+    backend_free(w[0].be, gathered);
     free(h0);
     for (int i = 0; i < K; i++) {
-        w[i].be->ops->free(w[i].be, w[i].out);
+        backend_free(w[i].be, w[i].out);
         backend_destroy(w[i].be);
     }
     free(hx);
@@ -386,8 +386,8 @@ static void gemm_case(pair_t *p, bool ta, bool tb, int m, int n, int k, float al
     float *ha = host_random(na, 11, -1, 1), *hb = host_random(nb, 12, -1, 1);
     float *hc = host_random(nc, 13, -1, 1);
     buf2_t A = both(p, ha, na), B = both(p, hb, nb), C = both(p, hc, nc);
-    check(p->cpu, p->cpu->ops->gemm(p->cpu, ta, tb, m, n, k, alpha, A.c, lda, B.c, ldb, beta, C.c, ldc), "gemm");
-    check(p->gpu, p->gpu->ops->gemm(p->gpu, ta, tb, m, n, k, alpha, A.g, lda, B.g, ldb, beta, C.g, ldc), "gemm");
+    check(p->cpu, backend_gemm(p->cpu, ta, tb, m, n, k, alpha, A.c, lda, B.c, ldb, beta, C.c, ldc), "gemm");
+    check(p->gpu, backend_gemm(p->gpu, ta, tb, m, n, k, alpha, A.g, lda, B.g, ldb, beta, C.g, ldc), "gemm");
     char what[96];
     snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%d n=%d k=%d", ta, tb, m, n, k);
     /* Only the summation order differs; the padding columns must be untouched. */
@@ -423,8 +423,8 @@ static void bias_act_case(pair_t *p, act_t act, int rows, int cols)
     float *hz = host_random(n, 21, -4, 4), *hb = host_random((size_t)cols, 22, -1, 1);
     buf2_t z = both(p, hz, n), b = both(p, hb, (size_t)cols);
     buf2_t a = act == ACT_NONE ? z : both(p, hz, n);
-    check(p->cpu, p->cpu->ops->bias_act_fwd(p->cpu, act, z.c, a.c, b.c, rows, cols), "bias_act_fwd");
-    check(p->gpu, p->gpu->ops->bias_act_fwd(p->gpu, act, z.g, a.g, b.g, rows, cols), "bias_act_fwd");
+    check(p->cpu, backend_bias_act_fwd(p->cpu, act, z.c, a.c, b.c, rows, cols), "bias_act_fwd");
+    check(p->gpu, backend_bias_act_fwd(p->gpu, act, z.g, a.g, b.g, rows, cols), "bias_act_fwd");
     char what[96];
     snprintf(what, sizeof what, "bias_act_fwd %s %dx%d (z)", act_name(act), rows, cols);
     assert_close(p, z, n, 0.0, 1e-30, what); /* one float add: exact */
@@ -463,14 +463,14 @@ Test(cuda_kernels, act_bwd_every_activation)
         buf2_t z = both(&p, hz, n), b = both(&p, zero, (size_t)cols);
         float *ha = download(p.cpu, z.c, n);
         if (act != ACT_NONE) {
-            float *tmp = p.cpu->ops->alloc(p.cpu, n * sizeof(float));
-            check(p.cpu, p.cpu->ops->bias_act_fwd(p.cpu, act, z.c, tmp, b.c, rows, cols), "fwd");
+            float *tmp = backend_alloc(p.cpu, n * sizeof(float));
+            check(p.cpu, backend_bias_act_fwd(p.cpu, act, z.c, tmp, b.c, rows, cols), "fwd");
             memcpy(ha, tmp, n * sizeof(float));
-            p.cpu->ops->free(p.cpu, tmp);
+            backend_free(p.cpu, tmp);
         }
         buf2_t a = both(&p, ha, n), d = both(&p, hd, n);
-        check(p.cpu, p.cpu->ops->act_bwd(p.cpu, act, z.c, a.c, d.c, n), "act_bwd");
-        check(p.gpu, p.gpu->ops->act_bwd(p.gpu, act, z.g, a.g, d.g, n), "act_bwd");
+        check(p.cpu, backend_act_bwd(p.cpu, act, z.c, a.c, d.c, n), "act_bwd");
+        check(p.gpu, backend_act_bwd(p.gpu, act, z.g, a.g, d.g, n), "act_bwd");
         char what[64];
         snprintf(what, sizeof what, "act_bwd %s", act_name(act));
         assert_close(&p, d, n, act == ACT_GELU ? 1e-6 : 0.0, 1e-6, what);
@@ -496,8 +496,8 @@ Test(cuda_kernels, bias_grad_sums_columns)
         float *hdz = host_random(n, 41, -1, 1), *hdb = host_random((size_t)cols, 42, -1, 1);
         for (int acc = 0; acc < 2; acc++) {
             buf2_t dz = both(&p, hdz, n), db = both(&p, hdb, (size_t)cols);
-            check(p.cpu, p.cpu->ops->bias_grad(p.cpu, db.c, dz.c, rows, cols, acc), "bias_grad");
-            check(p.gpu, p.gpu->ops->bias_grad(p.gpu, db.g, dz.g, rows, cols, acc), "bias_grad");
+            check(p.cpu, backend_bias_grad(p.cpu, db.c, dz.c, rows, cols, acc), "bias_grad");
+            check(p.gpu, backend_bias_grad(p.gpu, db.g, dz.g, rows, cols, acc), "bias_grad");
             char what[80];
             snprintf(what, sizeof what, "bias_grad %dx%d accumulate=%d", rows, cols, acc);
             /* Sums of up to 1000 terms in another order: the CPU's running sum
@@ -531,8 +531,8 @@ static void loss_case(pair_t *p, loss_t kind, int rows, int cols)
     float zero = 0.0f;
     buf2_t g = both(p, ho, n), s = both(p, &zero, 1);
     float scale = 1.0f / (float)rows;
-    check(p->cpu, p->cpu->ops->loss(p->cpu, kind, o.c, t.c, rows, cols, scale, g.c, s.c), "loss");
-    check(p->gpu, p->gpu->ops->loss(p->gpu, kind, o.g, t.g, rows, cols, scale, g.g, s.g), "loss");
+    check(p->cpu, backend_loss(p->cpu, kind, o.c, t.c, rows, cols, scale, g.c, s.c), "loss");
+    check(p->gpu, backend_loss(p->gpu, kind, o.g, t.g, rows, cols, scale, g.g, s.g), "loss");
     char what[80];
     snprintf(what, sizeof what, "loss %s %dx%d (gradient)", loss_name(kind), rows, cols);
     /* Scale floored at 1% of grad_scale: an ulp of sigmoid(x) in a gradient
@@ -568,20 +568,20 @@ Test(cuda_kernels, loss_sum_is_deterministic)
     size_t n = (size_t)rows * cols;
     float *ho = host_random(n, 61, -3, 3), *ht = host_random(n, 62, -3, 3);
     float *o = upload(g, ho, n), *t = upload(g, ht, n);
-    float *grad = g->ops->alloc(g, n * sizeof(float)), *s = g->ops->alloc(g, sizeof(float));
+    float *grad = backend_alloc(g, n * sizeof(float)), *s = backend_alloc(g, sizeof(float));
     float first = 0.0f;
     for (int rep = 0; rep < 3; rep++) {
         float v;
-        check(g, g->ops->loss(g, LOSS_MSE, o, t, rows, cols, 1.0f, grad, s), "loss");
-        check(g, g->ops->d2h(g, &v, s, sizeof v), "d2h");
+        check(g, backend_loss(g, LOSS_MSE, o, t, rows, cols, 1.0f, grad, s), "loss");
+        check(g, backend_d2h(g, &v, s, sizeof v), "d2h");
         if (rep == 0)
             first = v;
         cr_assert(memcmp(&v, &first, sizeof v) == 0, "run %d: %.9g != %.9g", rep, v, first);
     }
-    g->ops->free(g, o);
-    g->ops->free(g, t);
-    g->ops->free(g, grad);
-    g->ops->free(g, s);
+    backend_free(g, o);
+    backend_free(g, t);
+    backend_free(g, grad);
+    backend_free(g, s);
     free(ho);
     free(ht);
     pair_close(&p);
@@ -609,8 +609,8 @@ Test(cuda_kernels, sgd_every_variant)
             buf2_t g = both(&p, hg, n);
             sgd_args_t a = variants[v];
             a.first_step = step == 0;
-            check(p.cpu, p.cpu->ops->sgd(p.cpu, &a, prm.c, g.c, buf.c, n), "sgd");
-            check(p.gpu, p.gpu->ops->sgd(p.gpu, &a, prm.g, g.g, buf.g, n), "sgd");
+            check(p.cpu, backend_sgd(p.cpu, &a, prm.c, g.c, buf.c, n), "sgd");
+            check(p.gpu, backend_sgd(p.gpu, &a, prm.g, g.g, buf.g, n), "sgd");
             both_free(&p, g);
             free(hg);
         }
@@ -641,8 +641,8 @@ Test(cuda_kernels, adam_and_adamw)
                 buf2_t g = both(&p, hg, n);
                 adam_args_t a = {1e-3f, 0.9f, 0.999f, 1e-8f, wd ? 0.01f : 0.0f, decoupled,
                                  1.0 - pow(0.9, step), 1.0 - pow(0.999, step)};
-                check(p.cpu, p.cpu->ops->adam(p.cpu, &a, prm.c, g.c, m.c, v.c, n), "adam");
-                check(p.gpu, p.gpu->ops->adam(p.gpu, &a, prm.g, g.g, m.g, v.g, n), "adam");
+                check(p.cpu, backend_adam(p.cpu, &a, prm.c, g.c, m.c, v.c, n), "adam");
+                check(p.gpu, backend_adam(p.gpu, &a, prm.g, g.g, m.g, v.g, n), "adam");
                 both_free(&p, g);
                 free(hg);
             }
@@ -670,10 +670,10 @@ Test(cuda_kernels, axpy_and_scale)
         size_t n = sizes[s];
         float *hx = host_random(n, 111, -2, 2), *hy = host_random(n, 112, -2, 2);
         buf2_t x = both(&p, hx, n), y = both(&p, hy, n);
-        check(p.cpu, p.cpu->ops->axpy(p.cpu, -0.37f, x.c, y.c, n), "axpy");
-        check(p.gpu, p.gpu->ops->axpy(p.gpu, -0.37f, x.g, y.g, n), "axpy");
-        check(p.cpu, p.cpu->ops->scale(p.cpu, 1.7f, x.c, n), "scale");
-        check(p.gpu, p.gpu->ops->scale(p.gpu, 1.7f, x.g, n), "scale");
+        check(p.cpu, backend_axpy(p.cpu, -0.37f, x.c, y.c, n), "axpy");
+        check(p.gpu, backend_axpy(p.gpu, -0.37f, x.g, y.g, n), "axpy");
+        check(p.cpu, backend_scale(p.cpu, 1.7f, x.c, n), "scale");
+        check(p.gpu, backend_scale(p.gpu, 1.7f, x.g, n), "scale");
         assert_close(&p, y, n, 0.0, 1e-30, "axpy"); /* one multiply and one add: exact */
         assert_close(&p, x, n, 0.0, 1e-30, "scale");
         both_free(&p, x);

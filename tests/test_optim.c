@@ -220,6 +220,6 @@ Test(optim_state, counts_the_arenas_to_checkpoint)
     cr_assert_eq(optim_state_count(&o), 2);
     cr_assert_not_null(o.s2);
     optim_free(&o);
-    cr_assert_eq(be->mem_in_use, 0, "every state arena freed");
+    cr_assert_eq(backend_mem_in_use(be), 0, "every state arena freed");
     backend_destroy(be);
 }

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "device/backend.h"
+#include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
 #include "data/data.h"
 #include "nn/model.h"
 #include "train/trainer.h"
@@ -80,7 +80,7 @@ Test(staging, prefetched_batches_land_exactly_and_alternate_buffers)
         cr_assert_neq(f.stg.ready_buf, in_flight, "a prefetch must not overwrite the buffer in flight");
         /* The replica still holds the previous batch: the prefetch only gathered. */
         assert_batch(&f, idx[b - 1], rows[b - 1], "before the stage");
-        cr_assert_eq(f.be->ops->sync(f.be), DDP_OK); /* the caller's sync between stages */
+        cr_assert_eq(backend_sync(f.be), DDP_OK); /* the caller's sync between stages */
         /* Change the dataset after the prefetch: a stage that used the
          * prefetched rows still delivers the old values, one that gathered
          * again would deliver the new ones. */

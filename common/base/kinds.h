@@ -3,6 +3,9 @@
 #ifndef DDPBENCH_KINDS_H
 #define DDPBENCH_KINDS_H
 
+/* Devices (ranks, DP replicas) one run may use: the size of every per-device table. */
+#define MAX_DEVICES 64
+
 typedef enum { ACT_NONE = 0, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_GELU } act_t;
 typedef enum { LOSS_MSE = 0, LOSS_BCE, LOSS_CE } loss_t;
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;

@@ -32,12 +32,12 @@ int comm_create(comm_t **out, const comm_args_t *a, char *err)
     *out = NULL;
     if (!a->be)
         return err_set(err, DDP_ERR_RUNTIME, "comm: no backend");
-    comm_kind_t k = comm_resolve(a->kind, a->be->kind);
+    comm_kind_t k = comm_resolve(a->kind, backend_kind(a->be));
     switch (k) {
     case COMM_SHM:
         return comm_shm_create(out, a, err);
     case COMM_NCCL:
-        if (a->be->kind != BACKEND_CUDA)
+        if (backend_kind(a->be) != BACKEND_CUDA)
             return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
 #ifdef HAVE_NCCL
         return comm_nccl_create(out, a, err);

@@ -36,7 +36,7 @@
 #include "device/backend_cuda.h"
 #include "comm/comm.h"
 #include "device/cuda_check.h"
-#include "measure/timing.h"
+#include "base/clock.h"
 
 /* Ops in flight per rank before launch() first waits for the oldest (each
  * owns a pair of events).  DDP has a few dozen buckets at most. */
@@ -406,10 +406,10 @@ static void nccl_destroy(comm_t *c)
             cudaEventDestroy(n->ref);
         if (n->scratch) {
             cudaFree(n->scratch);
-            backend_account(c->be, -(long long)sizeof(float));
+            backend_cuda_account(c->be, -(long long)sizeof(float));
         }
         if (n->accounted)
-            backend_account(c->be, -(long long)n->accounted);
+            backend_cuda_account(c->be, -(long long)n->accounted);
         if (n->stream)
             cudaStreamDestroy(n->stream);
         cudaGetLastError();
@@ -446,7 +446,7 @@ static int nccl_setup_cuda(comm_t *c)
         }
     }
     CUDACHECK(c->last_error, cudaMalloc((void **)&n->scratch, sizeof(float)));
-    backend_account(c->be, (long long)sizeof(float));
+    backend_cuda_account(c->be, (long long)sizeof(float));
     CUDACHECK(c->last_error, cudaMemsetAsync(n->scratch, 0, sizeof(float), n->stream));
     /* The timing origin: ref completes, then the host clock is read. */
     CUDACHECK(c->last_error, cudaEventRecord(n->ref, n->stream));
@@ -487,7 +487,7 @@ static int nccl_join(comm_t *c, char *err)
     if (mem_known && cudaMemGetInfo(&free_after, &total) == cudaSuccess &&
         free_before > free_after) {
         n->accounted = free_before - free_after;
-        backend_account(c->be, (long long)n->accounted);
+        backend_cuda_account(c->be, (long long)n->accounted);
     }
     cudaGetLastError();
     return DDP_OK;
@@ -496,9 +496,9 @@ static int nccl_join(comm_t *c, char *err)
 int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
 {
     *out = NULL;
-    if (!a->be || a->be->kind != BACKEND_CUDA)
+    if (!a->be || backend_kind(a->be) != BACKEND_CUDA)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda (rank %d is on %s)",
-                       a->rank, a->be ? a->be->ops->name : "no device");
+                       a->rank, a->be ? backend_name(a->be) : "no device");
     if (!a->seg)
         return err_set(err, DDP_ERR_RUNTIME, "--comm nccl: rank %d has no shared segment", a->rank);
     comm_t *c = calloc(1, sizeof *c);

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "measure/timing.h"
+#include "base/clock.h"
 
 #define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
 /* Defaults for the staging ring, tuned with bench/bench_comm on a 2-core box:

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
-#include "measure/result.h"
+#include "base/kinds.h"
 
 #define SEG_MAX_RANKS MAX_DEVICES
 #define SEG_MAX_SLOTS 16

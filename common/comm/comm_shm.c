@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "comm/comm_seg.h"
-#include "measure/timing.h"
+#include "base/clock.h"
 
 #define SHM_QUEUE 256
 #define SHM_TILE 1024
@@ -349,7 +349,7 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     while (rc == DDP_OK && m->copied_back < h) {
         shm_req_t *req = &m->q[m->copied_back % SHM_QUEUE];
         if (req->back_floats)
-            rc = c->be->ops->h2d(c->be, req->dev_dst, req->host_src,
+            rc = backend_h2d(c->be, req->dev_dst, req->host_src,
                                  req->back_floats * sizeof(float));
         if (rc != DDP_OK) {
             char msg[ERR_LEN];
@@ -383,8 +383,8 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
         if (need > m->stage_cap) {
             size_t cap = need > 2 * m->stage_cap ? need : 2 * m->stage_cap;
             if (m->stage)
-                be->ops->free_host(be, m->stage);
-            m->stage = be->ops->alloc_host(be, cap * sizeof(float));
+                backend_free_host(be, m->stage);
+            m->stage = backend_alloc_host(be, cap * sizeof(float));
             m->stage_cap = m->stage ? cap : 0;
             if (!m->stage) {
                 char msg[ERR_LEN];
@@ -403,7 +403,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
     if (has_input && op->count) {
         /* d2h waits for the backend's earlier work: the bucket's gradients. */
-        int rc = be->ops->d2h(be, host_src, dev_src, op->count * sizeof(float));
+        int rc = backend_d2h(be, host_src, dev_src, op->count * sizeof(float));
         if (rc != DDP_OK) {
             char msg[ERR_LEN];
             snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
@@ -450,7 +450,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
         return fail(m, msg);
     comm_op_t op = *in;
     shm_req_t staged = {0};
-    if (!c->be->host_visible) {
+    if (!backend_host_visible(c->be)) {
         int rc = stage_device_op(m, &op, &staged);
         if (rc != DDP_OK)
             return rc;
@@ -503,7 +503,7 @@ static void shm_destroy(comm_t *c)
         pthread_join(m->thread, NULL);
     }
     if (m->stage)
-        c->be->ops->free_host(c->be, m->stage);
+        backend_free_host(c->be, m->stage);
     pthread_cond_destroy(&m->work_cv);
     pthread_cond_destroy(&m->done_cv);
     pthread_mutex_destroy(&m->mu);

@@ -18,7 +18,7 @@
 
 #define CONFIG_EXIT_OK (-1)
 #define CONFIG_PATH_LEN 1024
-#define MAX_GPU_LIST 64
+#define MAX_GPU_LIST MAX_DEVICES
 
 typedef struct {
     /* what and where */

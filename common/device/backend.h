@@ -1,16 +1,17 @@
-/* common/backend.h: the compute backend seam.
+/* common/device/backend.h: the compute backend seam, as its callers see it.
  *
- * A backend is one device: a fixed table of operations (backend_ops_t) plus
- * private state behind impl (a CUDA stream and cuBLAS handle, or nothing on the
- * CPU).  The model, losses, optimizers and strategies call only these, so they
- * never know which device computes.  Pointers called "device" below are what
- * alloc() returned; on the CPU backend they are ordinary host memory
- * (host_visible is true) and strategies may write them directly.
+ * A backend is one device.  The model, losses, optimizers and strategies call
+ * only the functions below, so they never know which device computes; how a
+ * backend is built (its table of operations, its private state) is in
+ * backend_impl.h, for the implementers (backend_cpu.c, backend_cuda.c).
+ * Pointers called "device" below are what backend_alloc() returned; on the
+ * CPU backend they are ordinary host memory (backend_host_visible() is true)
+ * and strategies may write them directly.
  *
  * Ordering: operations on one backend run in call order (a CUDA stream).  They
- * may return before the work is done; sync() waits for all of it, and d2h()
- * waits for the work before it.  Every operation returns DDP_OK or
- * DDP_ERR_RUNTIME with a message in backend_last_error(). */
+ * may return before the work is done; backend_sync() waits for all of it, and
+ * backend_d2h() waits for the work before it.  Every operation returns DDP_OK
+ * or DDP_ERR_RUNTIME with a message in backend_last_error(). */
 #ifndef DDPBENCH_BACKEND_H
 #define DDPBENCH_BACKEND_H
 
@@ -35,69 +36,74 @@ typedef struct {
     double bias_correction2; /* 1 - beta2^t */
 } adam_args_t;
 
-typedef struct backend_ops {
-    const char *name; /* "cpu" or "cuda" */
+// ---------------------------------------------------------------------------
+// what a device is
 
-    /* -- memory ------------------------------------------------------------ */
-    void *(*alloc)(backend_t *be, size_t bytes); /* zeroed; NULL on failure */
-    void (*free)(backend_t *be, void *p);
-    void *(*alloc_host)(backend_t *be, size_t bytes); /* pinned staging memory */
-    void (*free_host)(backend_t *be, void *p);
-    int (*h2d)(backend_t *be, void *dst, const void *src, size_t bytes); /* src valid until sync */
-    int (*d2h)(backend_t *be, void *dst, const void *src, size_t bytes); /* waits */
-    int (*d2d)(backend_t *be, void *dst, const void *src, size_t bytes);
-    int (*memset0)(backend_t *be, void *dst, size_t bytes);
-    /* Copy between two devices (DP's replicate, scatter, gather, reduce), queued
-     * on be's stream (be owns dst).  The caller orders it after the work that
-     * produced src (sync src_be first).  CPU: memcpy; CUDA: cudaMemcpyPeerAsync. */
-    int (*peer_copy)(backend_t *be, void *dst, backend_t *src_be, const void *src,
-                     size_t bytes);
+backend_kind_t backend_kind(const backend_t *be);
+const char *backend_name(const backend_t *be); /* "cpu" or "cuda" */
+int backend_device_id(const backend_t *be);    /* the id the user named (--gpus) */
+bool backend_host_visible(const backend_t *be); /* device memory is host memory (CPU) */
+size_t backend_mem_in_use(const backend_t *be); /* bytes allocated and not yet freed */
+size_t backend_mem_peak(const backend_t *be);   /* high-water mark of that */
+const char *backend_last_error(const backend_t *be);
+/* Record why work on this device failed (what backend_last_error() returns
+ * next); returns code. */
+int backend_error(backend_t *be, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A failed backend call's code, with "device D: what: <the backend's
+ * message>" in err: the one way a caller turns a device failure into its own. */
+int backend_check(const backend_t *be, int rc, const char *what, char *err);
 
-    /* -- compute: row-major, like torch ------------------------------------ */
-    /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) = X^T when t. */
-    int (*gemm)(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
-                const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                int ldc);
-    /* z[r,c] += b[c]; a = act(z).  a may equal z (act must be ACT_NONE then). */
-    int (*bias_act_fwd)(backend_t *be, act_t act, float *z, float *a, const float *b,
-                        int rows, int cols);
-    /* d[i] *= act'(z[i]) (a = act(z) is given for the cheap forms). */
-    int (*act_bwd)(backend_t *be, act_t act, const float *z, const float *a, float *d,
-                   size_t n);
-    /* db[c] (+)= sum_r dz[r,c]. */
-    int (*bias_grad)(backend_t *be, float *db, const float *dz, int rows, int cols,
-                     bool accumulate);
-    /* Per-row losses of out[rows,cols] against tgt (tgt[rows,cols] for mse/bce,
-     * tgt[rows] holding class ids for ce).  *loss_sum (a device float) = sum over
-     * rows of the row's loss (mse/bce: mean over the row's elements).
-     * grad[rows,cols] = grad_scale * d(sum of row losses)/d(out). */
-    int (*loss)(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
-                int cols, float grad_scale, float *grad, float *loss_sum);
-    /* Optimizer updates over a flat arena of n floats (torch.optim rules). */
-    int (*sgd)(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf,
-               size_t n);
-    int (*adam)(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
-                float *v, size_t n);
-    /* y += alpha * x */
-    int (*axpy)(backend_t *be, float alpha, const float *x, float *y, size_t n);
-    /* x *= alpha */
-    int (*scale)(backend_t *be, float alpha, float *x, size_t n);
+// ---------------------------------------------------------------------------
+// memory
 
-    /* -- control ----------------------------------------------------------- */
-    int (*sync)(backend_t *be);
-    void (*destroy)(backend_t *be);
-} backend_ops_t;
+void *backend_alloc(backend_t *be, size_t bytes); /* zeroed; NULL on failure */
+void backend_free(backend_t *be, void *p);
+void *backend_alloc_host(backend_t *be, size_t bytes); /* pinned staging memory */
+void backend_free_host(backend_t *be, void *p);
+int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes); /* src valid until sync */
+int backend_d2h(backend_t *be, void *dst, const void *src, size_t bytes); /* waits */
+int backend_d2d(backend_t *be, void *dst, const void *src, size_t bytes);
+int backend_memset0(backend_t *be, void *dst, size_t bytes);
+/* Copy between two devices (DP's replicate, scatter, gather, reduce), queued
+ * on be's stream (be owns dst).  The caller orders it after the work that
+ * produced src (sync src_be first).  CPU: memcpy; CUDA: cudaMemcpyPeerAsync. */
+int backend_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                      size_t bytes);
 
-struct backend {
-    const backend_ops_t *ops;
-    backend_kind_t kind;
-    int device_id;      /* the id the user named (--gpus) */
-    bool host_visible;  /* device memory is host memory (CPU backend) */
-    size_t mem_in_use;  /* bytes from alloc() not yet freed */
-    size_t mem_peak;    /* high-water mark of mem_in_use */
-    char last_error[ERR_LEN];
-    void *impl;         /* the backend's private state */
-};
+// ---------------------------------------------------------------------------
+// compute: row-major, like torch
+
+/* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) = X^T when t. */
+int backend_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* z[r,c] += b[c]; a = act(z).  a may equal z (act must be ACT_NONE then). */
+int backend_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const float *b, int rows,
+                         int cols);
+/* d[i] *= act'(z[i]) (a = act(z) is given for the cheap forms). */
+int backend_act_bwd(backend_t *be, act_t act, const float *z, const float *a, float *d, size_t n);
+/* db[c] (+)= sum_r dz[r,c]. */
+int backend_bias_grad(backend_t *be, float *db, const float *dz, int rows, int cols,
+                      bool accumulate);
+/* Per-row losses of out[rows,cols] against tgt (tgt[rows,cols] for mse/bce,
+ * tgt[rows] holding class ids for ce).  *loss_sum (a device float) = sum over
+ * rows of the row's loss (mse/bce: mean over the row's elements).
+ * grad[rows,cols] = grad_scale * d(sum of row losses)/d(out). */
+int backend_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
+                 int cols, float grad_scale, float *grad, float *loss_sum);
+/* Optimizer updates over a flat arena of n floats (torch.optim rules). */
+int backend_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf, size_t n);
+int backend_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m, float *v,
+                 size_t n);
+/* y += alpha * x */
+int backend_axpy(backend_t *be, float alpha, const float *x, float *y, size_t n);
+/* x *= alpha */
+int backend_scale(backend_t *be, float alpha, float *x, size_t n);
+/* Wait for everything queued on the device. */
+int backend_sync(backend_t *be);
+
+// ---------------------------------------------------------------------------
+// creating one
 
 /* Create the CPU backend for device slot device_id; blas_threads is the number
  * of OpenBLAS threads this device may use (1 for a DP/DDP worker). */
@@ -120,14 +126,10 @@ int backend_cuda_probe(char *why);
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,
                    char *err);
 void backend_destroy(backend_t *be);
-const char *backend_last_error(const backend_t *be);
 
 /* Set the process-wide OpenBLAS thread count (the CPU backend's threads share it). */
 void backend_cpu_set_threads(int n);
 /* A short description of the BLAS library ("OpenBLAS 0.3.21 ... SkylakeX"). */
 const char *backend_cpu_blas_info(void);
-
-/* Track an allocation made outside alloc() against the device's memory figures. */
-void backend_account(backend_t *be, long long delta_bytes);
 
 #endif

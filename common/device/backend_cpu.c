@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/backend.h"
+#include "device/backend_impl.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
 void openblas_set_num_threads(int num_threads);

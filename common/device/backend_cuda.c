@@ -29,8 +29,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "device/backend.h"
 #include "device/backend_cuda.h"
+#include "device/backend_impl.h"
 #include "device/cuda_check.h"
 #include "device/kernels.h"
 
@@ -498,3 +498,5 @@ cudaStream_t backend_cuda_stream(const backend_t *be)
 {
     return ((const cuda_impl_t *)be->impl)->stream;
 }
+
+void backend_cuda_account(backend_t *be, long long delta_bytes) { backend_account(be, delta_bytes); }

@@ -1,4 +1,4 @@
-/* common/backend_cuda.h: what other CUDA-only code may know about the CUDA
+/* common/device/backend_cuda.h: what other CUDA-only code may know about the CUDA
  * backend beyond backend.h: the in-process GPU count (shared by the forked
  * probe and backend creation) and a CUDA backend's device and compute stream
  * (comm_nccl.c orders its collectives after the backend's work with them).
@@ -16,8 +16,11 @@
  * runtime's own error name and text.  CUDA_VISIBLE_DEVICES applies. */
 int cuda_count_devices(char *why);
 
-/* be must be a CUDA backend (be->kind == BACKEND_CUDA). */
+/* be must be a CUDA backend (backend_kind(be) == BACKEND_CUDA). */
 int backend_cuda_device(const backend_t *be);
 cudaStream_t backend_cuda_stream(const backend_t *be);
+/* Count memory a CUDA library allocated on be's device for us (NCCL's
+ * buffers) in its memory figures; negative when it is freed. */
+void backend_cuda_account(backend_t *be, long long delta_bytes);
 
 #endif

@@ -480,7 +480,7 @@ int ckpt_run_upload(ckpt_run_t *c, optim_t *o, char *err)
         return DDP_OK;
     for (int k = 0; k < c->nstate; k++)
         if (optim_state_upload(o, k, c->state[k]) != DDP_OK)
-            return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", o->be->device_id,
+            return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", backend_device_id(o->be),
                            backend_last_error(o->be));
     o->step = c->pos.optim_step; /* Adam's bias correction and SGD's first step go on from here */
     return DDP_OK;
@@ -506,11 +506,11 @@ int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, 
 {
     backend_t *be = o->be;
     /* d2h waits for the step's work on this device, so the copy is step g's state. */
-    int rc = be->ops->d2h(be, c->params, dev_params, c->spec->nparams * sizeof(float));
+    int rc = backend_d2h(be, c->params, dev_params, c->spec->nparams * sizeof(float));
     for (int k = 0; k < c->nstate && rc == DDP_OK; k++)
         rc = optim_state_download(o, k, c->state[k]);
     if (rc != DDP_OK)
-        return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", be->device_id,
+        return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", backend_device_id(be),
                        backend_last_error(be));
     ckpt_pos_t pos = {g + 1, o->step};
     bool kill = fault_at(c->device_index, g) == FAULT_WRITE;

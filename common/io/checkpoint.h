@@ -43,7 +43,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "nn/optim.h"
-#include "train/trainer.h"
+#include "data/schedule.h"
 
 #define CKPT_FORMAT "1"
 

@@ -15,8 +15,6 @@
 #include "measure/timing.h"
 #include "measure/trace.h"
 
-#define MAX_DEVICES 64
-
 typedef struct {
     int device_id;               /* the id from --gpus */
     char name[64];               /* "NVIDIA H200"; "" lets the report describe it */

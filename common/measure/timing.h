@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
+
 typedef enum {
     PH_DATA = 0,     /* gather sample rows on the host */
     PH_H2D,          /* host -> device copies of the batch */
@@ -26,9 +28,6 @@ typedef enum {
 const char *phase_name(phase_t p);       /* "forward" */
 const char *phase_key(phase_t p);        /* stable JSON key: "forward_s" */
 
-/* Monotonic seconds. */
-double now_s(void);
-uint64_t now_ns(void);
 
 /* --trace's recorder (trace.h); phase_clock_lap stamps each lap into it. */
 struct trace_rec;

@@ -71,10 +71,10 @@ static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const ch
 {
     if (*rc != DDP_OK)
         return NULL;
-    float *p = be->ops->alloc(be, (n ? n : 1) * sizeof(float));
+    float *p = backend_alloc(be, (n ? n : 1) * sizeof(float));
     if (!p)
         *rc = err_set(err, DDP_ERR_RUNTIME, "device %d: out of memory allocating %s (%zu bytes)",
-                      be->device_id, what, n * sizeof(float));
+                      backend_device_id(be), what, n * sizeof(float));
     return p;
 }
 
@@ -121,12 +121,12 @@ void replica_free(replica_t *r)
     int L = r->spec->nlayers;
     for (int l = 0; l < L; l++) {
         if (r->a[l] != r->z[l])
-            be->ops->free(be, r->a[l]);
-        be->ops->free(be, r->z[l]);
+            backend_free(be, r->a[l]);
+        backend_free(be, r->z[l]);
     }
     float *bufs[] = {r->params, r->grads, r->x, r->y, r->dbuf[0], r->dbuf[1], r->dout, r->loss_sum};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        be->ops->free(be, bufs[i]);
+        backend_free(be, bufs[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -150,10 +150,10 @@ int model_forward(replica_t *r, const float *x, int rows)
         const float *W = r->params + s->w_off[l];
         const float *b = r->params + s->b_off[l];
         /* z = in W^T (rows x dout), then z += b and a = act(z) in one pass. */
-        CHECK(be->ops->gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
+        CHECK(backend_gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
                             r->z[l], dout));
         act_t act = l == s->nlayers - 1 ? ACT_NONE : s->act;
-        CHECK(be->ops->bias_act_fwd(be, act, r->z[l], r->a[l], b, rows, dout));
+        CHECK(backend_bias_act_fwd(be, act, r->z[l], r->a[l], b, rows, dout));
         in = r->a[l];
     }
     return DDP_OK;
@@ -162,7 +162,7 @@ int model_forward(replica_t *r, const float *x, int rows)
 int model_loss(replica_t *r, loss_t kind, const float *tgt, int rows, float grad_scale)
 {
     backend_t *be = r->be;
-    return be->ops->loss(be, kind, replica_output(r), tgt, rows, model_out_dim(r->spec),
+    return backend_loss(be, kind, replica_output(r), tgt, rows, model_out_dim(r->spec),
                          grad_scale, r->dout, r->loss_sum);
 }
 
@@ -178,9 +178,9 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
         int din = s->dims[l], dout_w = s->dims[l + 1];
         const float *in = l == 0 ? x : r->a[l - 1];
         /* dW = d^T in  [dout x din];  db = column sums of d. */
-        CHECK(be->ops->gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
+        CHECK(backend_gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
                             r->grads + s->w_off[l], din));
-        CHECK(be->ops->bias_grad(be, r->grads + s->b_off[l], d, rows, dout_w, accumulate));
+        CHECK(backend_bias_grad(be, r->grads + s->b_off[l], d, rows, dout_w, accumulate));
         /* Layer l's gradients are final: the reducer may start on them now,
          * while the input gradient below is still being computed. */
         if (hook)
@@ -190,9 +190,9 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
         /* dx = d W  [rows x din], then through the activation of layer l-1. */
         float *next = r->dbuf[pp];
         pp ^= 1;
-        CHECK(be->ops->gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
+        CHECK(backend_gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
                             r->params + s->w_off[l], din, 0.0f, next, din));
-        CHECK(be->ops->act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
+        CHECK(backend_act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
         d = next;
     }
     return DDP_OK;

@@ -50,15 +50,15 @@ int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char
     o->n = n;
     int ns = optim_state_count(o);
     size_t bytes = (n ? n : 1) * sizeof(float);
-    if (ns >= 1 && !(o->s1 = be->ops->alloc(be, bytes)))
+    if (ns >= 1 && !(o->s1 = backend_alloc(be, bytes)))
         goto oom;
-    if (ns >= 2 && !(o->s2 = be->ops->alloc(be, bytes)))
+    if (ns >= 2 && !(o->s2 = backend_alloc(be, bytes)))
         goto oom;
     return DDP_OK;
 oom:
     optim_free(o);
     return err_set(err, DDP_ERR_RUNTIME, "device %d: out of memory for optimizer state",
-                   be->device_id);
+                   backend_device_id(be));
 }
 
 int optim_step(optim_t *o, float *params, const float *grads)
@@ -69,40 +69,40 @@ int optim_step(optim_t *o, float *params, const float *grads)
     if (c->kind == OPTIM_SGD) {
         sgd_args_t a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov,
                         o->step == 1};
-        return be->ops->sgd(be, &a, params, grads, o->s1, o->n);
+        return backend_sgd(be, &a, params, grads, o->s1, o->n);
     }
     /* Bias corrections in double on the host, as torch computes them in Python floats. */
     adam_args_t a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
                      c->kind == OPTIM_ADAMW,
                      1.0 - pow((double)c->beta1, (double)o->step),
                      1.0 - pow((double)c->beta2, (double)o->step)};
-    return be->ops->adam(be, &a, params, grads, o->s1, o->s2, o->n);
+    return backend_adam(be, &a, params, grads, o->s1, o->s2, o->n);
 }
 
 int optim_state_download(const optim_t *o, int k, float *host)
 {
     const float *src = k == 0 ? o->s1 : k == 1 ? o->s2 : NULL;
     if (k >= optim_state_count(o) || !src)
-        return err_set(o->be->last_error, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
+        return backend_error(o->be, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
     /* d2h waits for the optimizer steps queued before it. */
-    return o->be->ops->d2h(o->be, host, src, o->n * sizeof(float));
+    return backend_d2h(o->be, host, src, o->n * sizeof(float));
 }
 
 int optim_state_upload(optim_t *o, int k, const float *host)
 {
     float *dst = k == 0 ? o->s1 : k == 1 ? o->s2 : NULL;
     if (k >= optim_state_count(o) || !dst)
-        return err_set(o->be->last_error, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
-    int rc = o->be->ops->h2d(o->be, dst, host, o->n * sizeof(float));
+        return backend_error(o->be, DDP_ERR_RUNTIME, "optimizer has no state arena %d", k);
+    int rc = backend_h2d(o->be, dst, host, o->n * sizeof(float));
     /* h2d's source must stay valid until a sync: the caller may free it next. */
-    return rc == DDP_OK ? o->be->ops->sync(o->be) : rc;
+    return rc == DDP_OK ? backend_sync(o->be) : rc;
 }
 
 void optim_free(optim_t *o)
 {
     if (o->be) {
-        o->be->ops->free(o->be, o->s1);
-        o->be->ops->free(o->be, o->s2);
+        backend_free(o->be, o->s1);
+        backend_free(o->be, o->s2);
     }
     memset(o, 0, sizeof *o);
 }

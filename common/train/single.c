@@ -77,8 +77,8 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
         goto fail_quiet;
     if ((rc = stager_init(&stg, be, cfg->batch, data, err)) != DDP_OK)
         goto fail_quiet;
-    TRY(be->ops->h2d(be, rep.params, host, spec.nparams * sizeof(float)));
-    TRY(be->ops->sync(be));
+    TRY(backend_h2d(be, rep.params, host, spec.nparams * sizeof(float)));
+    TRY(backend_sync(be));
 
     res->steps = sch.total_steps - sch.start_step;
     res->warmup_steps = schedule_warmup(&sch);
@@ -124,18 +124,18 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
                 phase_clock_lap(&pc, PH_FORWARD);
                 prefetch_next(&stg, &sch, data, g, m, cfg->accum, &pc);
             }
-            TRY(be->ops->sync(be)); /* so the lap measures the work, not its launch */
+            TRY(backend_sync(be)); /* so the lap measures the work, not its launch */
             phase_clock_lap(&pc, PH_FORWARD);
             TRY(model_loss(&rep, cfg->loss, rep.y, rows, scale));
             if (want_loss) {
-                TRY(be->ops->d2h(be, &loss_sum, rep.loss_sum, sizeof loss_sum));
+                TRY(backend_d2h(be, &loss_sum, rep.loss_sum, sizeof loss_sum));
                 step_loss += loss_sum;
             }
-            TRY(be->ops->sync(be));
+            TRY(backend_sync(be));
             phase_clock_lap(&pc, PH_LOSS);
             double t_bwd = pc.last;
             TRY(model_backward(&rep, rep.x, rows, rep.dout, m > 0, NULL, NULL));
-            TRY(be->ops->sync(be));
+            TRY(backend_sync(be));
             phase_clock_lap(&pc, PH_BACKWARD);
             if (first && m == 0)
                 res->story.backward_s = pc.last - t_bwd;
@@ -149,7 +149,7 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
                 res->dev[0].rows += rows;
         }
         TRY(optim_step(&opt, rep.params, rep.grads));
-        TRY(be->ops->sync(be));
+        TRY(backend_sync(be));
         phase_clock_lap(&pc, PH_OPTIM);
         trace_step_end(tr, t0, pc.last);
         if (first) {
@@ -186,15 +186,15 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     res->nparams = spec.nparams;
     res->params = host;
     host = NULL;
-    TRY(be->ops->d2h(be, res->params, rep.params, spec.nparams * sizeof(float)));
-    res->dev[0].mem_peak = be->mem_peak;
+    TRY(backend_d2h(be, res->params, rep.params, spec.nparams * sizeof(float)));
+    res->dev[0].mem_peak = backend_mem_peak(be);
     result_finish(res);
     rc = trainer_evaluate(&spec, cfg->loss, res->params, data, &res->train_loss,
                           &res->train_accuracy, err);
     goto done;
 
 fail:
-    err_set(err, rc, "device %d: %s", be->device_id, backend_last_error(be));
+    err_set(err, rc, "device %d: %s", backend_device_id(be), backend_last_error(be));
 fail_quiet:
 done:
     progress_end(&prog); /* a fault must not leave a half line on the terminal */

@@ -11,83 +11,6 @@
 #include "base/status.h"
 
 // ---------------------------------------------------------------------------
-// the schedule
-
-int schedule_init(schedule_t *s, const config_t *c, const dataset_t *d, int world, int rank,
-                  int local_batch, char *err)
-{
-    memset(s, 0, sizeof *s);
-    s->cfg = c;
-    s->data = d;
-    s->loaded_epoch = -1;
-    int rc = sampler_init(&s->sampler, d->n, world, rank, c->shuffle, c->drop_last, c->seed, err);
-    if (rc != DDP_OK)
-        return rc;
-    epoch_plan_init(&s->plan, s->sampler.num_samples, local_batch, c->accum, c->drop_last);
-    if (s->plan.steps == 0)
-        return err_set(err, DDP_ERR_INPUT,
-                       "--batch: %d rows per device with --drop-last leaves no full batch in %zu "
-                       "samples per device",
-                       local_batch, s->sampler.num_samples);
-    if (c->steps > 0) {
-        s->total_steps = c->steps;
-        s->epochs = (c->steps + (long)s->plan.steps - 1) / (long)s->plan.steps;
-    } else {
-        s->epochs = c->epochs;
-        s->total_steps = c->epochs * (long)s->plan.steps;
-    }
-    s->idx = malloc((s->sampler.num_samples ? s->sampler.num_samples : 1) * sizeof *s->idx);
-    s->perm = malloc((d->n ? d->n : 1) * sizeof *s->perm);
-    if (!s->idx || !s->perm) {
-        schedule_free(s);
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the sample order");
-    }
-    return DDP_OK;
-}
-
-void schedule_free(schedule_t *s)
-{
-    free(s->idx);
-    free(s->perm);
-    s->idx = s->perm = NULL;
-}
-
-const uint32_t *schedule_micro(schedule_t *s, long g, int micro, int *rows)
-{
-    long epoch = schedule_epoch_of(s, g);
-    if (epoch != s->loaded_epoch) {
-        /* Once per epoch, between steps: the only work here that is not O(batch). */
-        sampler_epoch(&s->sampler, epoch, s->idx, s->perm);
-        s->loaded_epoch = epoch;
-    }
-    size_t first;
-    epoch_plan_micro(&s->plan, (size_t)(g % (long)s->plan.steps), micro, &first, rows);
-    return s->idx + first;
-}
-
-size_t schedule_step_rows(const schedule_t *s, long g)
-{
-    return epoch_plan_step_rows(&s->plan, (size_t)(g % (long)s->plan.steps));
-}
-
-bool schedule_logs(const schedule_t *s, long g)
-{
-    if (g == s->total_steps - 1)
-        return true;
-    if (s->cfg->log_every > 0)
-        return (g + 1) % s->cfg->log_every == 0;
-    return (g + 1) % (long)s->plan.steps == 0;
-}
-
-long schedule_warmup(const schedule_t *s)
-{
-    long w = s->cfg->warmup_steps, run = s->total_steps - s->start_step;
-    return w < run ? w : run - 1;
-}
-
-bool schedule_timed(const schedule_t *s, long g) { return g >= s->start_step + schedule_warmup(s); }
-
-// ---------------------------------------------------------------------------
 // data and parameters
 
 int trainer_load_data(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err)
@@ -139,9 +62,9 @@ static int stage_h2d(replica_t *r, const dataset_t *d, const float *staging, int
 {
     backend_t *be = r->be;
     const float *sx = staging, *sy = staging + (size_t)max_rows * d->in_dim;
-    int rc = be->ops->h2d(be, r->x, sx, (size_t)rows * d->in_dim * sizeof(float));
+    int rc = backend_h2d(be, r->x, sx, (size_t)rows * d->in_dim * sizeof(float));
     if (rc == DDP_OK)
-        rc = be->ops->h2d(be, r->y, sy, (size_t)rows * d->tgt_cols * sizeof(float));
+        rc = backend_h2d(be, r->y, sy, (size_t)rows * d->tgt_cols * sizeof(float));
     phase_clock_lap(pc, PH_H2D);
     return rc;
 }
@@ -150,7 +73,7 @@ int trainer_stage_batch(replica_t *r, const dataset_t *d, const uint32_t *idx, i
                         float *staging, phase_clock_t *pc)
 {
     backend_t *be = r->be;
-    if (be->host_visible) {
+    if (backend_host_visible(be)) {
         data_gather(d, idx, rows, r->x, r->y);
         phase_clock_lap(pc, PH_DATA);
         return DDP_OK;
@@ -170,14 +93,14 @@ int stager_init(stager_t *s, backend_t *be, int max_rows, const dataset_t *d, ch
     s->max_rows = max_rows;
     s->last = -1;
     s->ready_key = -1;
-    if (be->host_visible)
+    if (backend_host_visible(be))
         return DDP_OK;
     size_t bytes = (size_t)max_rows * (size_t)(d->in_dim + d->tgt_cols) * sizeof(float);
     for (int i = 0; i < 2; i++)
-        if (!(s->buf[i] = be->ops->alloc_host(be, bytes))) {
+        if (!(s->buf[i] = backend_alloc_host(be, bytes))) {
             stager_free(s);
             return err_set(err, DDP_ERR_RUNTIME, "device %d: out of pinned memory (%zu bytes): %s",
-                           be->device_id, bytes, backend_last_error(be));
+                           backend_device_id(be), bytes, backend_last_error(be));
         }
     return DDP_OK;
 }
@@ -186,7 +109,7 @@ void stager_free(stager_t *s)
 {
     for (int i = 0; i < 2; i++)
         if (s->buf[i])
-            s->be->ops->free_host(s->be, s->buf[i]);
+            backend_free_host(s->be, s->buf[i]);
     s->buf[0] = s->buf[1] = NULL;
 }
 

@@ -31,24 +31,24 @@ static void need_gpus(int n)
 
 static float *upload(backend_t *be, const float *h, size_t n)
 {
-    float *d = be->ops->alloc(be, n * sizeof(float));
+    float *d = backend_alloc(be, n * sizeof(float));
     cr_assert_not_null(d);
-    cr_assert_eq(be->ops->h2d(be, d, h, n * sizeof(float)), DDP_OK);
-    cr_assert_eq(be->ops->sync(be), DDP_OK);
+    cr_assert_eq(backend_h2d(be, d, h, n * sizeof(float)), DDP_OK);
+    cr_assert_eq(backend_sync(be), DDP_OK);
     return d;
 }
 
 static void download(backend_t *be, float *h, const float *d, size_t n)
 {
-    cr_assert_eq(be->ops->d2h(be, h, d, n * sizeof(float)), DDP_OK, "%s", backend_last_error(be));
+    cr_assert_eq(backend_d2h(be, h, d, n * sizeof(float)), DDP_OK, "%s", backend_last_error(be));
 }
 
 static int run_op(comm_t *c, comm_op_t op, comm_span_t *span)
 {
     comm_handle_t h = 0;
-    int rc = c->ops->launch(c, &op, &h);
+    int rc = comm_launch(c, &op, &h);
     if (rc == DDP_OK)
-        rc = c->ops->wait(c, h, span);
+        rc = comm_wait(c, h, span);
     return rc;
 }
 
@@ -69,7 +69,7 @@ Test(comm_nccl, one_rank_every_collective)
     for (int i = 0; i < N; i++)
         h[i] = (float)i * 0.25f - 7.0f;
     float *buf = upload(be, h, N), *out = upload(be, h, N);
-    float *gat = be->ops->alloc(be, 2 * N * sizeof(float));
+    float *gat = backend_alloc(be, 2 * N * sizeof(float));
 
     comm_span_t sp;
     /* With one rank, sum and average are the identity, in place or not. */
@@ -94,19 +94,19 @@ Test(comm_nccl, one_rank_every_collective)
     /* Many launches, one wait for the last: all complete; handles count up. */
     comm_handle_t h1 = 0, hk = 0;
     comm_op_t op = {COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, "bucket"};
-    cr_assert_eq(c->ops->launch(c, &op, &h1), DDP_OK);
+    cr_assert_eq(comm_launch(c, &op, &h1), DDP_OK);
     for (int i = 0; i < 300; i++) /* more than the comm's event slots */
-        cr_assert_eq(c->ops->launch(c, &op, &hk), DDP_OK, "launch %d: %s", i, c->last_error);
+        cr_assert_eq(comm_launch(c, &op, &hk), DDP_OK, "launch %d: %s", i, c->last_error);
     cr_assert_eq(hk, h1 + 300);
-    cr_assert_eq(c->ops->wait(c, hk, NULL), DDP_OK, "%s", c->last_error);
-    cr_assert_eq(c->ops->wait(c, h1, NULL), DDP_OK, "an old handle after a newer one");
-    cr_assert_eq(c->ops->wait(c, 0, NULL), DDP_OK);
+    cr_assert_eq(comm_wait(c, hk, NULL), DDP_OK, "%s", c->last_error);
+    cr_assert_eq(comm_wait(c, h1, NULL), DDP_OK, "an old handle after a newer one");
+    cr_assert_eq(comm_wait(c, 0, NULL), DDP_OK);
     download(be, got, buf, N);
     cr_assert_arr_eq(got, h, sizeof h);
 
-    be->ops->free(be, buf);
-    be->ops->free(be, out);
-    be->ops->free(be, gat);
+    backend_free(be, buf);
+    backend_free(be, out);
+    backend_free(be, gat);
     comm_destroy(c);
     comm_seg_free(seg);
     backend_destroy(be);
@@ -208,9 +208,9 @@ static void *rank_main(void *arg)
         goto out;
     for (int i = 0; i < 64; i++)
         h[i] = (float)(r->rank + 1) * (float)i + 0.1f; /* rank 0: i + .1, rank 1: 2i + .1 */
-    buf = be->ops->alloc(be, sizeof h);
-    gat = be->ops->alloc(be, 2 * sizeof h);
-    be->ops->h2d(be, buf, h, sizeof h);
+    buf = backend_alloc(be, sizeof h);
+    gat = backend_alloc(be, 2 * sizeof h);
+    backend_h2d(be, buf, h, sizeof h);
     comm_op_t ops[] = {
         {COLL_ALL_GATHER, buf, gat, 64, REDOP_SUM, 0, NULL}, /* each rank's own values */
         {COLL_ALL_REDUCE, NULL, buf, 64, REDOP_AVG, 0, "bucket 0"},
@@ -218,21 +218,21 @@ static void *rank_main(void *arg)
     for (int i = 0; i < 2 && r->rc == DDP_OK; i++)
         r->rc = run_op(c, ops[i], NULL);
     if (r->rc == DDP_OK)
-        r->rc = be->ops->d2h(be, r->got_avg, buf, sizeof h);
+        r->rc = backend_d2h(be, r->got_avg, buf, sizeof h);
     if (r->rc == DDP_OK)
-        r->rc = be->ops->d2h(be, r->got_gather, gat, 2 * sizeof h);
-    be->ops->h2d(be, buf, h, sizeof h);
+        r->rc = backend_d2h(be, r->got_gather, gat, 2 * sizeof h);
+    backend_h2d(be, buf, h, sizeof h);
     if (r->rc == DDP_OK)
         r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL}, NULL);
     if (r->rc == DDP_OK)
-        r->rc = be->ops->d2h(be, r->got_bcast, buf, sizeof h);
+        r->rc = backend_d2h(be, r->got_bcast, buf, sizeof h);
     if (r->rc != DDP_OK && !r->err[0])
         err_set(r->err, r->rc, "%s / %s", c ? c->last_error : "", backend_last_error(be));
 out:
     if (buf)
-        be->ops->free(be, buf);
+        backend_free(be, buf);
     if (gat)
-        be->ops->free(be, gat);
+        backend_free(be, gat);
     if (c)
         comm_destroy(c);
     backend_destroy(be);

@@ -1,0 +1,92 @@
+/* common/device/backend_impl.h: how a backend is built, for its implementers
+ * (backend_cpu.c, backend_cuda.c) and for tests that build fakes; callers use
+ * backend.h alone.
+ *
+ * A backend is a fixed table of operations (backend_ops_t) plus private state
+ * behind impl (a CUDA stream and cuBLAS handle, or nothing on the CPU), in the
+ * way ggml-backend-impl.h sits behind ggml-backend.h.  backend.c's public
+ * functions call through the table; the contract of each operation is the
+ * comment on its backend_* function in backend.h. */
+#ifndef DDPBENCH_BACKEND_IMPL_H
+#define DDPBENCH_BACKEND_IMPL_H
+
+#include "device/backend.h"
+
+typedef struct backend_ops {
+    const char *name; /* "cpu" or "cuda" */
+
+    /* -- memory ------------------------------------------------------------ */
+    void *(*alloc)(backend_t *be, size_t bytes); /* zeroed; NULL on failure */
+    void (*free)(backend_t *be, void *p);
+    void *(*alloc_host)(backend_t *be, size_t bytes); /* pinned staging memory */
+    void (*free_host)(backend_t *be, void *p);
+    int (*h2d)(backend_t *be, void *dst, const void *src, size_t bytes); /* src valid until sync */
+    int (*d2h)(backend_t *be, void *dst, const void *src, size_t bytes); /* waits */
+    int (*d2d)(backend_t *be, void *dst, const void *src, size_t bytes);
+    int (*memset0)(backend_t *be, void *dst, size_t bytes);
+    /* Copy between two devices (DP's replicate, scatter, gather, reduce), queued
+     * on be's stream (be owns dst).  The caller orders it after the work that
+     * produced src (sync src_be first).  CPU: memcpy; CUDA: cudaMemcpyPeerAsync. */
+    int (*peer_copy)(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                     size_t bytes);
+
+    /* -- compute: row-major, like torch ------------------------------------ */
+    /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) = X^T when t. */
+    int (*gemm)(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                int ldc);
+    /* z[r,c] += b[c]; a = act(z).  a may equal z (act must be ACT_NONE then). */
+    int (*bias_act_fwd)(backend_t *be, act_t act, float *z, float *a, const float *b,
+                        int rows, int cols);
+    /* d[i] *= act'(z[i]) (a = act(z) is given for the cheap forms). */
+    int (*act_bwd)(backend_t *be, act_t act, const float *z, const float *a, float *d,
+                   size_t n);
+    /* db[c] (+)= sum_r dz[r,c]. */
+    int (*bias_grad)(backend_t *be, float *db, const float *dz, int rows, int cols,
+                     bool accumulate);
+    /* Per-row losses of out[rows,cols] against tgt (tgt[rows,cols] for mse/bce,
+     * tgt[rows] holding class ids for ce).  *loss_sum (a device float) = sum over
+     * rows of the row's loss (mse/bce: mean over the row's elements).
+     * grad[rows,cols] = grad_scale * d(sum of row losses)/d(out). */
+    int (*loss)(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
+                int cols, float grad_scale, float *grad, float *loss_sum);
+    /* Optimizer updates over a flat arena of n floats (torch.optim rules). */
+    int (*sgd)(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf,
+               size_t n);
+    int (*adam)(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
+                float *v, size_t n);
+    /* y += alpha * x */
+    int (*axpy)(backend_t *be, float alpha, const float *x, float *y, size_t n);
+    /* x *= alpha */
+    int (*scale)(backend_t *be, float alpha, float *x, size_t n);
+
+    /* -- control ----------------------------------------------------------- */
+    int (*sync)(backend_t *be);
+    void (*destroy)(backend_t *be);
+} backend_ops_t;
+
+struct backend {
+    const backend_ops_t *ops;
+    backend_kind_t kind;
+    int device_id;      /* the id the user named (--gpus) */
+    bool host_visible;  /* device memory is host memory (CPU backend) */
+    size_t mem_in_use;  /* bytes from alloc() not yet freed */
+    size_t mem_peak;    /* high-water mark of mem_in_use */
+    char last_error[ERR_LEN];
+    void *impl;         /* the backend's private state */
+};
+
+/* Track an allocation against the device's memory figures (alloc/free, and
+ * memory a library allocates on the device for us).  Only the thread that
+ * owns the device allocates on it: no lock needed. */
+static inline void backend_account(backend_t *be, long long delta_bytes)
+{
+    if (delta_bytes < 0 && (size_t)(-delta_bytes) > be->mem_in_use)
+        be->mem_in_use = 0;
+    else
+        be->mem_in_use += (size_t)delta_bytes;
+    if (be->mem_in_use > be->mem_peak)
+        be->mem_peak = be->mem_in_use;
+}
+
+#endif
