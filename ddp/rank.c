@@ -372,10 +372,10 @@ static int rank_checkpoint(rank_t *k, long g)
      * at 20 MB/s.  Every op before it was waited for (rank_step's wait_all),
      * so the comm is idle and the timeout may change (comm.h). */
     double bytes = (double)k->spec.nparams * sizeof(float) * (1.0 + k->ck.nstate);
-    double saved = k->comm->timeout_s;
-    k->comm->timeout_s = saved + 30.0 + bytes / 20e6;
+    double saved = comm_timeout(k->comm);
+    comm_set_timeout(k->comm, saved + 30.0 + bytes / 20e6);
     rc = comm_barrier(k->comm);
-    k->comm->timeout_s = saved;
+    comm_set_timeout(k->comm, saved);
     if (rc != DDP_OK)
         return comm_failed(k, rc);
     return DDP_OK;

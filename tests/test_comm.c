@@ -152,7 +152,7 @@ static int rank_all_reduce(comm_t *c, void *vctx, char *msg)
     float *send = malloc((n ? n : 1) * sizeof(float));
     float *in = x->out_of_place ? send : buf;
     for (size_t i = 0; i < n; i++)
-        in[i] = input(c->rank, i);
+        in[i] = input(comm_rank(c), i);
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .send = x->out_of_place ? send : NULL, .recv = buf,
                     .count = n, .redop = x->avg ? REDOP_AVG : REDOP_SUM, .tag = "test"};
     comm_handle_t h;
@@ -162,11 +162,11 @@ static int rank_all_reduce(comm_t *c, void *vctx, char *msg)
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
     for (size_t i = 0; rc == DDP_OK && i < n; i++) {
-        float want = ref_sum(c->world, i, x->avg);
+        float want = ref_sum(comm_world(c), i, x->avg);
         if (memcmp(&buf[i], &want, sizeof want) != 0)
             rc = mismatch(msg, "all-reduce", i, buf[i], want);
-        if (x->out_of_place && send[i] != input(c->rank, i))
-            rc = mismatch(msg, "all-reduce changed its send buffer", i, send[i], input(c->rank, i));
+        if (x->out_of_place && send[i] != input(comm_rank(c), i))
+            rc = mismatch(msg, "all-reduce changed its send buffer", i, send[i], input(comm_rank(c), i));
     }
     free(buf);
     free(send);
@@ -179,7 +179,7 @@ static int rank_broadcast(comm_t *c, void *vctx, char *msg)
     size_t n = x->count;
     float *buf = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++)
-        buf[i] = c->rank == x->root ? input(x->root, i) : -1.0f;
+        buf[i] = comm_rank(c) == x->root ? input(x->root, i) : -1.0f;
     int rc = comm_broadcast(c, buf, n, x->root);
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
@@ -196,12 +196,12 @@ static int rank_reduce(comm_t *c, void *vctx, char *msg)
     size_t n = x->count;
     float *buf = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++)
-        buf[i] = input(c->rank, i);
+        buf[i] = input(comm_rank(c), i);
     int rc = comm_reduce(c, buf, n, x->avg ? REDOP_AVG : REDOP_SUM, x->root);
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
-    for (size_t i = 0; rc == DDP_OK && c->rank == x->root && i < n; i++) {
-        float want = ref_sum(c->world, i, x->avg);
+    for (size_t i = 0; rc == DDP_OK && comm_rank(c) == x->root && i < n; i++) {
+        float want = ref_sum(comm_world(c), i, x->avg);
         if (memcmp(&buf[i], &want, sizeof want) != 0)
             rc = mismatch(msg, "reduce", i, buf[i], want);
     }
@@ -212,14 +212,14 @@ static int rank_reduce(comm_t *c, void *vctx, char *msg)
 static int rank_all_gather(comm_t *c, void *vctx, char *msg)
 {
     op_ctx_t *x = vctx;
-    size_t n = x->count, w = (size_t)c->world;
+    size_t n = x->count, w = (size_t)comm_world(c);
     float *recv = malloc((n * w > 0 ? n * w : 1) * sizeof(float));
     float *send = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n * w; i++)
         recv[i] = -1.0f;
-    float *mine = x->out_of_place ? send : recv + (size_t)c->rank * n;
+    float *mine = x->out_of_place ? send : recv + (size_t)comm_rank(c) * n;
     for (size_t i = 0; i < n; i++)
-        mine[i] = input(c->rank, i);
+        mine[i] = input(comm_rank(c), i);
     int rc = comm_all_gather(c, x->out_of_place ? send : NULL, recv, n);
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
@@ -356,7 +356,7 @@ static int rank_many_async(comm_t *c, void *vctx, char *msg)
     char tags[NOPS][16];
     for (int k = 0; k < NOPS; k++)
         for (int i = 0; i < LEN; i++)
-            bufs[k * LEN + i] = input(c->rank, (size_t)(k * LEN + i));
+            bufs[k * LEN + i] = input(comm_rank(c), (size_t)(k * LEN + i));
     comm_handle_t first = 0, last = 0;
     int rc = DDP_OK;
     for (int k = 0; k < NOPS && rc == DDP_OK; k++) {
@@ -384,7 +384,7 @@ static int rank_many_async(comm_t *c, void *vctx, char *msg)
                      s0.end_s, s1.start_s, s1.end_s);
     for (int k = 0; rc == DDP_OK && k < NOPS; k++)
         for (int i = 0; rc == DDP_OK && i < LEN; i++) {
-            float want = ref_sum(c->world, (size_t)(k * LEN + i), false);
+            float want = ref_sum(comm_world(c), (size_t)(k * LEN + i), false);
             if (bufs[k * LEN + i] != want)
                 rc = mismatch(msg, "async all-reduce", (size_t)(k * LEN + i), bufs[k * LEN + i], want);
         }
@@ -416,14 +416,14 @@ typedef struct {
 static int rank_barrier(comm_t *c, void *vctx, char *msg)
 {
     barrier_times_t *t = vctx;
-    if (c->rank == c->world - 1) {
+    if (comm_rank(c) == comm_world(c) - 1) {
         struct timespec ts = {0, 300000000};
         nanosleep(&ts, NULL);
     }
-    t->enter[c->rank] = now_s();
+    t->enter[comm_rank(c)] = now_s();
     if (comm_barrier(c) != DDP_OK)
         return err_set(msg, DDP_ERR_RUNTIME, "%s", comm_last_error(c));
-    t->leave[c->rank] = now_s();
+    t->leave[comm_rank(c)] = now_s();
     return DDP_OK;
 }
 
@@ -453,7 +453,7 @@ Test(comm, barrier_waits_for_everyone)
 static int rank_absent_peer(comm_t *c, void *vctx, char *msg)
 {
     (void)vctx;
-    if (c->rank == 1) {
+    if (comm_rank(c) == 1) {
         struct timespec ts = {1, 500000000};
         nanosleep(&ts, NULL);
         return err_set(msg, DDP_ERR_RUNTIME, "slept");
@@ -487,7 +487,7 @@ Test(comm, timeout_names_the_missing_rank)
 static int rank_aborter(comm_t *c, void *vctx, char *msg)
 {
     (void)vctx;
-    if (c->rank == 1) {
+    if (comm_rank(c) == 1) {
         struct timespec ts = {0, 200000000};
         nanosleep(&ts, NULL);
         comm_abort(c, "device 1: injected fault");
@@ -514,7 +514,7 @@ static int rank_mismatch(comm_t *c, void *vctx, char *msg)
 {
     (void)vctx;
     float buf[10] = {0};
-    int rc = c->rank == 0 ? comm_all_reduce(c, buf, 10, REDOP_SUM) : comm_broadcast(c, buf, 10, 0);
+    int rc = comm_rank(c) == 0 ? comm_all_reduce(c, buf, 10, REDOP_SUM) : comm_broadcast(c, buf, 10, 0);
     return err_set(msg, rc, "%s", rc == DDP_OK ? "no error" : comm_last_error(c));
 }
 

@@ -1,15 +1,8 @@
-/* common/comm.c: the collectives factory and the convenience forms callers use
+/* common/comm/comm.c: the collectives factory and the convenience forms callers use
  * (see comm.h); the implementations are comm_shm.c and comm_nccl.c. */
-#include "comm/comm.h"
+#include "comm/comm_impl.h"
 
 #include <stdio.h>
-
-const char *coll_name(coll_kind_t k)
-{
-    static const char *const names[COLL_COUNT] = {"broadcast", "all-reduce", "reduce",
-                                                  "all-gather", "barrier"};
-    return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
-}
 
 bool comm_nccl_available(void)
 {
@@ -126,3 +119,8 @@ const char *comm_last_error(const comm_t *c)
 {
     return c && c->last_error[0] ? c->last_error : "unknown error";
 }
+
+int comm_world(const comm_t *c) { return c->world; }
+int comm_rank(const comm_t *c) { return c->rank; }
+double comm_timeout(const comm_t *c) { return c->timeout_s; }
+void comm_set_timeout(comm_t *c, double seconds) { c->timeout_s = seconds; }

@@ -1,9 +1,9 @@
-/* common/comm.h: the collectives seam: broadcast, all-reduce, reduce,
+/* common/comm/comm.h: the collectives seam, as its callers see it: broadcast, all-reduce, reduce,
  * all-gather and barrier among `world` ranks, each launched asynchronously and
  * waited for by handle, plus abort.
  *
- * Like backend.h, a communicator is a fixed table of operations (comm_ops_t)
- * and private state behind impl.  Two implementations:
+ * Like backend.h, a communicator is a fixed table of operations and private
+ * state behind impl (comm_impl.h, for the implementers).  Two implementations:
  *   comm_shm.c   ranks that share host memory: DDP's forked processes (the
  *                segment is made before fork) or threads of one process (DP);
  *                CPU buffers directly, CUDA buffers staged through pinned host
@@ -105,33 +105,6 @@ typedef struct {
     double start_s, end_s;
 } comm_span_t;
 
-typedef struct comm_ops {
-    const char *name; /* "shm" or "nccl" */
-    /* Queue op; on success *h is its handle (c->issued after the call). */
-    int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
-    /* Wait for op h and every op before it; span (may be NULL) receives op h's
-     * timing.  wait(0) returns at once. */
-    int (*wait)(comm_t *c, comm_handle_t h, comm_span_t *span);
-    /* Fail every pending and future op on every rank (see above). */
-    void (*abort)(comm_t *c, const char *why);
-    /* Stop the comm's threads and free it (pending ops are abandoned: abort or
-     * wait first). */
-    void (*destroy)(comm_t *c);
-} comm_ops_t;
-
-struct comm {
-    const comm_ops_t *ops;
-    comm_kind_t kind;
-    int world, rank;
-    double timeout_s;         /* bound on every wait for a peer (set it before launching:
-                                 the comm thread reads it) */
-    backend_t *be;            /* the rank's device; buffers live there */
-    comm_seg_t *seg;          /* shared with the other ranks */
-    comm_handle_t issued;     /* handle of the last launched op */
-    char last_error[ERR_LEN]; /* why the comm failed (sticky) */
-    void *impl;
-};
-
 /* What a rank needs to join its group. */
 typedef struct {
     comm_kind_t kind;     /* COMM_SHM or COMM_NCCL (COMM_AUTO: NCCL on CUDA, shm on the CPU) */
@@ -144,15 +117,10 @@ typedef struct {
 /* The factory.  DDP_ERR_INPUT when the kind is not available ("--comm nccl:
  * this ddpbench was built without NCCL") or does not fit the backend. */
 int comm_create(comm_t **out, const comm_args_t *a, char *err);
-int comm_shm_create(comm_t **out, const comm_args_t *a, char *err);
-#ifdef HAVE_NCCL
-int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err); /* comm_nccl.c */
-#endif
 /* True when NCCL was compiled in. */
 bool comm_nccl_available(void);
 /* COMM_AUTO resolved for a backend kind. */
 comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b);
-const char *coll_name(coll_kind_t k); /* "all-reduce" */
 
 // ---------------------------------------------------------------------------
 // the segment: made before fork, shared by the ranks and their supervisor
@@ -204,5 +172,14 @@ int comm_barrier(comm_t *c);
 void comm_abort(comm_t *c, const char *why);
 void comm_destroy(comm_t *c);
 const char *comm_last_error(const comm_t *c);
+
+/* What a communicator is. */
+int comm_world(const comm_t *c);
+int comm_rank(const comm_t *c);
+/* The bound on every wait for a peer (comm_args_t.timeout_s at creation).
+ * Change it only while no op is in flight (after a wait for all): the comm's
+ * thread reads it. */
+double comm_timeout(const comm_t *c);
+void comm_set_timeout(comm_t *c, double seconds);
 
 #endif

@@ -34,7 +34,7 @@
 #include <nccl.h>
 
 #include "device/backend_cuda.h"
-#include "comm/comm.h"
+#include "comm/comm_impl.h"
 #include "device/cuda_check.h"
 #include "base/clock.h"
 

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
+#include "comm/comm_impl.h"
 #include "base/kinds.h"
 
 #define SEG_MAX_RANKS MAX_DEVICES

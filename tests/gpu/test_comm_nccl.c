@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
-#include "comm/comm.h"
+#include "comm/comm_impl.h" /* comm_nccl_create: the NCCL implementation by itself */
 #include "measure/timing.h"
 
 static void need_gpus(int n)
@@ -74,7 +74,7 @@ Test(comm_nccl, one_rank_every_collective)
     comm_span_t sp;
     /* With one rank, sum and average are the identity, in place or not. */
     cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_AVG, 0, "bucket 0"}, &sp),
-                 DDP_OK, "%s", c->last_error);
+                 DDP_OK, "%s", comm_last_error(c));
     download(be, got, buf, N);
     cr_assert_arr_eq(got, h, sizeof h, "in-place average over one rank");
     cr_assert(sp.start_s > 0.0 && sp.end_s >= sp.start_s, "span %f..%f", sp.start_s, sp.end_s);
@@ -96,9 +96,9 @@ Test(comm_nccl, one_rank_every_collective)
     comm_op_t op = {COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, "bucket"};
     cr_assert_eq(comm_launch(c, &op, &h1), DDP_OK);
     for (int i = 0; i < 300; i++) /* more than the comm's event slots */
-        cr_assert_eq(comm_launch(c, &op, &hk), DDP_OK, "launch %d: %s", i, c->last_error);
+        cr_assert_eq(comm_launch(c, &op, &hk), DDP_OK, "launch %d: %s", i, comm_last_error(c));
     cr_assert_eq(hk, h1 + 300);
-    cr_assert_eq(comm_wait(c, hk, NULL), DDP_OK, "%s", c->last_error);
+    cr_assert_eq(comm_wait(c, hk, NULL), DDP_OK, "%s", comm_last_error(c));
     cr_assert_eq(comm_wait(c, h1, NULL), DDP_OK, "an old handle after a newer one");
     cr_assert_eq(comm_wait(c, 0, NULL), DDP_OK);
     download(be, got, buf, N);
@@ -227,7 +227,7 @@ static void *rank_main(void *arg)
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_bcast, buf, sizeof h);
     if (r->rc != DDP_OK && !r->err[0])
-        err_set(r->err, r->rc, "%s / %s", c ? c->last_error : "", backend_last_error(be));
+        err_set(r->err, r->rc, "%s / %s", comm_last_error(c), backend_last_error(be));
 out:
     if (buf)
         backend_free(be, buf);

@@ -1,0 +1,51 @@
+/* common/comm/comm_impl.h: how a communicator is built, for its implementers
+ * (comm_shm.c, comm_nccl.c) and for tests that build fakes; callers use
+ * comm.h alone.  comm.c's factory and public functions call through the
+ * table; the contract every implementation keeps is comm.h's. */
+#ifndef DDPBENCH_COMM_IMPL_H
+#define DDPBENCH_COMM_IMPL_H
+
+#include "comm/comm.h"
+
+typedef struct comm_ops {
+    const char *name; /* "shm" or "nccl" */
+    /* Queue op; on success *h is its handle (c->issued after the call). */
+    int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
+    /* Wait for op h and every op before it; span (may be NULL) receives op h's
+     * timing.  wait(0) returns at once. */
+    int (*wait)(comm_t *c, comm_handle_t h, comm_span_t *span);
+    /* Fail every pending and future op on every rank (see above). */
+    void (*abort)(comm_t *c, const char *why);
+    /* Stop the comm's threads and free it (pending ops are abandoned: abort or
+     * wait first). */
+    void (*destroy)(comm_t *c);
+} comm_ops_t;
+
+struct comm {
+    const comm_ops_t *ops;
+    comm_kind_t kind;
+    int world, rank;
+    double timeout_s;         /* bound on every wait for a peer (set it before launching:
+                                 the comm thread reads it) */
+    backend_t *be;            /* the rank's device; buffers live there */
+    comm_seg_t *seg;          /* shared with the other ranks */
+    comm_handle_t issued;     /* handle of the last launched op */
+    char last_error[ERR_LEN]; /* why the comm failed (sticky) */
+    void *impl;
+};
+
+/* The implementations, created by comm_create() (comm.c). */
+int comm_shm_create(comm_t **out, const comm_args_t *a, char *err);
+#ifdef HAVE_NCCL
+int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err);
+#endif
+
+/* "all-reduce": how messages name a collective. */
+static inline const char *coll_name(coll_kind_t k)
+{
+    static const char *const names[COLL_COUNT] = {"broadcast", "all-reduce", "reduce",
+                                                  "all-gather", "barrier"};
+    return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
+}
+
+#endif
