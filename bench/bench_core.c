@@ -61,7 +61,7 @@ int main(void)
             for (int p = 0; p < PH_COUNT; p++)
                 if (r.dev[0].phase_s[p] > 0)
                     printf(" %s %.2f ms", phase_name((phase_t)p),
-                           1e3 * r.dev[0].phase_s[p] / (double)r.nstep_s);
+                           1e3 * r.dev[0].phase_s[p] / (double)r.times.n);
             printf("\n");
         }
         result_free(&r);
@@ -78,7 +78,7 @@ int main(void)
     bench_run("--layers 10,10 --loss mse --batch 20 --samples 2000 --steps 20000 "
               "--warmup-steps 100 --backend cpu --mode single --threads 1 --quiet",
               &r);
-    double step_us = 1e6 * r.timed_s / (double)r.nstep_s;
+    double step_us = 1e6 * r.times.timed_s / (double)r.times.n;
     printf("seed-sized model (10->10, batch 20): %.0f steps/s, %.2f us/step\n", 1e6 / step_us,
            step_us);
     result_free(&r);

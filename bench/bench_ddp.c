@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "data/load.h"
 #include "report/report.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
@@ -48,7 +49,7 @@ static void print_phases(const char *label, const run_result_t *r)
         for (int p = 0; p < PH_COUNT; p++)
             if (r->dev[d].phase_s[p] > 0.0)
                 printf("  %s %s", phase_name((phase_t)p),
-                       report_fmt_time(a, sizeof a, r->dev[d].phase_s[p] / (double)r->nstep_s));
+                       report_fmt_time(a, sizeof a, r->dev[d].phase_s[p] / (double)r->times.n));
         printf("\n");
     }
 }
@@ -100,7 +101,7 @@ int main(int argc, char **argv)
     model_spec_t spec;
     dataset_t data;
     if (config_model_spec(&cs, &spec, err) != DDP_OK ||
-        trainer_load_data(&cs, &spec, &data, err) != DDP_OK) {
+        data_load(&cs, &spec, &data, err) != DDP_OK) {
         fprintf(stderr, "bench_ddp: %s\n", err);
         return 1;
     }
@@ -155,8 +156,8 @@ int main(int argc, char **argv)
         printf("ddp communication: %.1f%% hidden behind backward (%.2f ms hidden, %.2f ms exposed "
                "per rank per step)\n",
                hid + exp > 0 ? 100.0 * hid / (hid + exp) : 0.0,
-               1e3 * hid / best_d.ndev / (double)best_d.nstep_s,
-               1e3 * exp / best_d.ndev / (double)best_d.nstep_s);
+               1e3 * hid / best_d.ndev / (double)best_d.times.n,
+               1e3 * exp / best_d.ndev / (double)best_d.times.n);
         double d = max_rel_diff(best_s.params, best_d.params, best_s.nparams, 1e-3);
         printf("final parameters: ddp vs single max relative difference %.2g\n", d);
     }

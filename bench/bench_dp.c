@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "data/load.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
 
@@ -39,7 +40,7 @@ static void print_phases(const char *who, const run_result_t *r)
         double total = 0.0;
         printf("  %-6s device %d:", who, d);
         for (int p = 0; p < PH_COUNT; p++) {
-            double ms = 1e3 * r->dev[d].phase_s[p] / (double)r->nstep_s;
+            double ms = 1e3 * r->dev[d].phase_s[p] / (double)r->times.n;
             total += ms;
             if (ms > 0.0)
                 printf("  %s %.2f", phase_name((phase_t)p), ms);
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
     model_spec_t spec;
     dataset_t data;
     if (config_model_spec(&cs, &spec, err) != DDP_OK ||
-        trainer_load_data(&cs, &spec, &data, err) != DDP_OK) {
+        data_load(&cs, &spec, &data, err) != DDP_OK) {
         fprintf(stderr, "bench_dp: %s\n", err);
         return 1;
     }

@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "train/strategy.h"
+#include "data/load.h"
 #include "train/trainer.h"
 
 /* Run "args" (as typed after ddpbench) and fill res; exits the benchmark on error. */
@@ -32,7 +33,7 @@ static inline void bench_run(const char *args, run_result_t *res)
     if (rc == DDP_OK)
         rc = config_model_spec(&c, &spec, err);
     if (rc == DDP_OK)
-        rc = trainer_load_data(&c, &spec, &d, err);
+        rc = data_load(&c, &spec, &d, err);
     if (rc != DDP_OK) {
         fprintf(stderr, "bench: '%s': %s\n", args, err);
         exit(1);

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "config/config.h"
 #include "data/data.h"
+#include "data/load.h"
 #include "report/report.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
     }
 
     dataset_t data;
-    if ((rc = trainer_load_data(&cfg, &spec, &data, err)) != DDP_OK) {
+    if ((rc = data_load(&cfg, &spec, &data, err)) != DDP_OK) {
         baseline_free(&bl);
         return fail(rc, err);
     }

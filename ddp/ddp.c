@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "data/schedule.h"
 #include "ddp/ddp_shared.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
@@ -232,7 +233,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
                            r, s->cfg->gpus[r], (unsigned long long)rec->checksum.bits,
                            (unsigned long long)a->rank[0].checksum.bits);
         res->dev[r] = rec->stats;
-        res->timed_samples += rec->timed_samples;
+        res->times.timed_samples += rec->times.timed_samples;
         /* --trace: the rank's recorder out of the segment, which goes next */
         const trace_rec_t *tr = ddp_area_trace(a, r);
         if (tr && !(res->trace[r] = trace_rec_clone(tr)))
@@ -245,10 +246,9 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
     res->story = a->story;
-    long nt = a->rank[0].nstep_s;
-    res->step_s = calloc((size_t)(nt > 0 ? nt : 1), sizeof(double));
+    long nt = a->rank[0].times.n;
     res->params = malloc(spec->nparams * sizeof(float));
-    if (!res->step_s || !res->params)
+    if (step_times_alloc(&res->times, nt) != DDP_OK || !res->params)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the results");
     /* A step ends when its slowest rank is done. */
     for (long i = 0; i < nt; i++) {
@@ -256,15 +256,13 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
         for (int r = 0; r < s->world; r++)
             if (ddp_area_steps(a, r)[i] > worst)
                 worst = ddp_area_steps(a, r)[i];
-        res->step_s[i] = worst;
-        res->timed_s += worst;
+        step_times_add(&res->times, worst, 0);
     }
-    res->nstep_s = nt;
     res->total_s = a->rank[0].total_s;
     res->final_loss = a->rank[0].final_loss;
-    for (long i = 0; i < a->rank[0].nlog; i++) {
+    for (long i = 0; i < a->rank[0].log.n; i++) {
         loss_point_t p = ddp_area_log(a)[i];
-        if (result_log_loss(res, p.step, p.epoch, p.loss) != DDP_OK)
+        if (loss_log_add(&res->log, p.step, p.epoch, p.loss) != DDP_OK)
             return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
     }
     res->nparams = spec->nparams;

@@ -12,7 +12,9 @@
  * A rank writes only its own record, rows and recorder (rank 0 also the
  * start step and the story) before it exits; the supervisor reads them after
  * reaping every rank, so no synchronisation is needed beyond process exit
- * (waitpid orders the child's writes before the parent's reads). */
+ * (waitpid orders the child's writes before the parent's reads).  The
+ * pointers in a record (times.step_s, log.pt) point into the area: it is
+ * mapped before the fork, at the same address in every process. */
 #ifndef DDPBENCH_DDP_SHARED_H
 #define DDPBENCH_DDP_SHARED_H
 
@@ -31,8 +33,9 @@ typedef struct {
     char msg[ERR_LEN];      /* and why */
     device_stats_t stats;
     param_checksum_t checksum; /* of the rank's final parameters */
-    double timed_s, total_s, final_loss;
-    long timed_samples, nstep_s, nlog;
+    step_times_t times;     /* this rank's timed steps (step_s: in this area) */
+    loss_log_t log;         /* rank 0: the loss log (pt: in this area) */
+    double total_s, final_loss;
 } ddp_rank_rec_t;
 
 typedef struct {

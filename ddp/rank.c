@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
-#include "ddp/ddp_shared.h"
 #include "base/fault.h"
-#include "nn/optim.h"
-#include "measure/progress.h"
+#include "data/schedule.h"
+#include "ddp/ddp_shared.h"
 #include "ddp/reducer.h"
+#include "io/checkpoint.h"
+#include "measure/progress.h"
+#include "measure/step_meter.h"
+#include "nn/optim.h"
+#include "train/stage.h"
 #include "train/trainer.h"
 
 size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
@@ -75,35 +78,14 @@ typedef struct {
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
     long progress_at;   /* the next step whose loss the progress line gets, -1 none */
-    long samples_done;  /* global samples of the steps run */
+    step_meter_t meter;
     char err[ERR_LEN];
 } rank_t;
 
-static int backend_failed(rank_t *k, int rc)
-{
-    return err_set(k->err, rc, "%s", backend_last_error(k->be));
-}
-
-static int comm_failed(rank_t *k, int rc)
-{
-    return err_set(k->err, rc, "%s", comm_last_error(k->comm));
-}
-
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        if ((rc = (call)) != DDP_OK)                                                       \
-            return rc;                                                                     \
-    } while (0)
-#define TRY_BE(call)                                                                       \
-    do {                                                                                   \
-        if ((rc = (call)) != DDP_OK)                                                       \
-            return backend_failed(k, rc);                                                  \
-    } while (0)
-#define TRY_COMM(call)                                                                     \
-    do {                                                                                   \
-        if ((rc = (call)) != DDP_OK)                                                       \
-            return comm_failed(k, rc);                                                     \
-    } while (0)
+/* A call on the rank's device or communicator: a failure keeps their own
+ * message (the supervisor names the rank and the device). */
+static int dev(rank_t *k, int rc) { return backend_check(k->be, rc, NULL, k->err); }
+static int coll(rank_t *k, int rc) { return comm_check(k->comm, rc, NULL, k->err); }
 
 // ---------------------------------------------------------------------------
 // setup: device, communicator, shard, replica, optimizer, initial parameters
@@ -111,7 +93,6 @@ static int comm_failed(rank_t *k, int rc)
 static int rank_setup(rank_t *k)
 {
     const config_t *cfg = k->cfg;
-    int rc;
     int local_batch = cfg->batch / k->world;
     TRY(config_model_spec(cfg, &k->spec, k->err));
     /* The device is created here, after fork: CUDA does not survive fork. */
@@ -148,18 +129,38 @@ static int rank_setup(rank_t *k)
     TRY(ckpt_run_resume(&k->ck, &k->sch, k->host_params, &k->opt, k->err));
     if (k->rank == 0) {
         k->area->start_step = k->sch.start_step;
-        TRY_BE(backend_h2d(k->be, k->rep.params, k->host_params,
-                               k->spec.nparams * sizeof(float)));
+        TRY(dev(k, backend_h2d(k->be, k->rep.params, k->host_params,
+                               k->spec.nparams * sizeof(float))));
     }
     double t0 = now_s();
-    TRY_COMM(comm_broadcast(k->comm, k->rep.params, k->spec.nparams, 0));
-    TRY_BE(backend_sync(k->be));
+    TRY(coll(k, comm_broadcast(k->comm, k->rep.params, k->spec.nparams, 0)));
+    TRY(dev(k, backend_sync(k->be)));
     if (k->rank == 0)
         k->area->story.move[MOVE_BROADCAST] =
             (move_stat_t){k->spec.nparams * sizeof(float), now_s() - t0, 1};
     /* Every rank fetches the loss of its first step: that all-reduce carries
      * rank 0's first decision about the progress line (see rank_step). */
     k->progress_at = k->sch.start_step;
+
+    /* Every rank keeps its own phases and step times (the supervisor takes a
+     * step's slowest rank); rank 0 also the loss log, the progress line and
+     * --explain's story.  All of it lives in the shared area. */
+    ddp_rank_rec_t *rec = k->rec;
+    rec->times = (step_times_t){.step_s = ddp_area_steps(k->area, k->rank),
+                                .cap = k->area->max_timed};
+    if (k->rank == 0)
+        rec->log = (loss_log_t){.pt = ddp_area_log(k->area), .cap = k->area->max_log,
+                                .fixed = true};
+    step_meter_init(&k->meter, &(step_meter_sinks_t){
+                                   .cfg = cfg,
+                                   .dev = &rec->stats,
+                                   .trace = k->tr,
+                                   .times = &rec->times,
+                                   .log = k->rank == 0 ? &rec->log : NULL,
+                                   .final_loss = &rec->final_loss,
+                                   .story = k->rank == 0 ? &k->area->story : NULL,
+                                   .progress = k->rank == 0 ? &k->prog : NULL,
+                               });
     return DDP_OK;
 }
 
@@ -225,71 +226,55 @@ static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
     mv->seconds = last > first ? last - first : 0.0;
 }
 
-static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
+/* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
+ * backward fills them, on the last micro-batch), then the rest of the
+ * buckets and, on loss steps, the loss; the optimizer once all are in.
+ * *loss_out gets the global mean loss when want_loss, else NAN. */
+static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
 {
     const config_t *cfg = k->cfg;
     backend_t *be = k->be;
     replica_t *rep = &k->rep;
-    ddp_rank_rec_t *rec = k->rec;
-    int rc;
+    step_meter_t *m = &k->meter;
 
     fault_kind_t f = fault_at(k->rank, g);
     if (f == FAULT_ERROR)
         return err_set(k->err, DDP_ERR_RUNTIME, "injected fault at step %ld", g);
     fault_raise(f); /* kill, exit, stall: never returns */
 
-    bool timed = schedule_timed(&k->sch, g);
-    /* The loss is a collective: every rank must agree on fetching it.  The
-     * loss log's steps follow from the schedule; the progress line's come
-     * from rank 0 on the previous loss all-reduce (progress_at), so no rank
-     * decides alone from its own clock. */
-    bool want_loss = schedule_logs(&k->sch, g) || g == k->progress_at;
-    bool first = g == k->sch.start_step; /* --explain narrates this run's first step */
-    phase_clock_t pc;
-    double *acc = timed ? rec->stats.phase_s : scratch;
-    double before[PH_COUNT];
-    if (first) /* its phases are the difference */
-        memcpy(before, acc, sizeof before);
-    phase_clock_start(&pc, acc);
-    trace_step_begin(k->tr, g, timed);
-    phase_clock_trace(&pc, k->tr);
-    double t0 = pc.last;
     size_t step_rows = schedule_step_rows(&k->sch, g);
     float scale = 1.0f / (float)step_rows; /* this rank's mean; the all-reduce averages ranks */
     int nmicro = micro_count(k, g);
     double step_loss = 0.0, bwd_t0 = 0.0, bwd_t1 = 0.0;
-    float loss_sum = 0.0f;
-    long rows_done = 0;
-    for (int m = 0; m < nmicro; m++) {
+    for (int mi = 0; mi < nmicro; mi++) {
         int rows;
-        const uint32_t *idx = schedule_micro(&k->sch, g, m, &rows);
-        bool last = m == nmicro - 1;
-        TRY_BE(trainer_stage_batch(rep, k->data, idx, rows, k->staging, &pc));
-        TRY_BE(model_forward(rep, rep->x, rows));
-        TRY_BE(backend_sync(be)); /* so the lap measures the work, not its launch */
-        phase_clock_lap(&pc, PH_FORWARD);
-        TRY_BE(model_loss(rep, cfg->loss, rep->y, rows, scale));
+        const uint32_t *idx = schedule_micro(&k->sch, g, mi, &rows);
+        bool last = mi == nmicro - 1;
+        TRY(dev(k, stage_batch(rep, k->data, idx, rows, k->staging, m)));
+        TRY(dev(k, model_forward(rep, rep->x, rows)));
+        TRY(dev(k, backend_sync(be))); /* so the lap measures the work, not its launch */
+        step_meter_lap(m, PH_FORWARD);
+        TRY(dev(k, model_loss(rep, cfg->loss, rep->y, rows, scale)));
         if (want_loss) {
-            TRY_BE(backend_d2h(be, &loss_sum, rep->loss_sum, sizeof loss_sum));
-            step_loss += loss_sum;
+            float sum = 0.0f;
+            TRY(dev(k, backend_d2h(be, &sum, rep->loss_sum, sizeof sum)));
+            step_loss += sum;
         }
-        TRY_BE(backend_sync(be));
-        phase_clock_lap(&pc, PH_LOSS);
+        TRY(dev(k, backend_sync(be)));
+        bwd_t0 = step_meter_lap(m, PH_LOSS);
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&k->red, last);
-        bwd_t0 = pc.last;
-        rc = model_backward(rep, rep->x, rows, rep->dout, m > 0, reducer_hook, &k->red);
+        int rc = model_backward(rep, rep->x, rows, rep->dout, mi > 0, reducer_hook, &k->red);
         if (rc != DDP_OK) /* the hook's failure is the comm's, else the device's */
-            return k->red.launch_failed ? comm_failed(k, rc) : backend_failed(k, rc);
-        TRY_BE(backend_sync(be));
-        phase_clock_lap(&pc, PH_BACKWARD);
-        bwd_t1 = pc.last;
-        rows_done += rows;
+            return k->red.launch_failed ? coll(k, rc) : dev(k, rc);
+        TRY(dev(k, backend_sync(be)));
+        bwd_t1 = step_meter_lap(m, PH_BACKWARD);
+        step_meter_rows(m, rows);
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
      * loss steps, the loss: the same sequence of collectives on every rank. */
-    TRY_COMM(reducer_launch_rest(&k->red));
+    TRY(coll(k, reducer_launch_rest(&k->red)));
     if (want_loss) {
         k->loss_host[0] = (float)step_loss;
         k->loss_host[1] = (float)step_rows;
@@ -297,56 +282,41 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
          * progress line next wants a loss; 0 when it is off.  A small whole
          * number, exact in a float. */
         k->loss_host[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
-        TRY_BE(backend_h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host));
-        TRY_COMM(comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL));
+        TRY(dev(k, backend_h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host)));
+        TRY(coll(k, comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL)));
     }
     /* The optimizer needs every bucket averaged: wait for all of them. */
-    TRY_COMM(comm_wait_all(k->comm));
-    TRY_BE(backend_sync(be));
-    phase_clock_lap(&pc, PH_COMM_EXPOSED);
-    pc.acc[PH_COMM_HIDDEN] += reducer_hidden_s(&k->red, bwd_t0, bwd_t1);
+    TRY(coll(k, comm_wait_all(k->comm)));
+    TRY(dev(k, backend_sync(be)));
+    step_meter_lap(m, PH_COMM_EXPOSED);
+    step_meter_charge(m, PH_COMM_HIDDEN, reducer_hidden_s(&k->red, bwd_t0, bwd_t1));
     for (int i = 0; i < k->red.nb && k->tr; i++) {
         const bucket_t *b = &k->red.b[i];
         if (b->span.end_s > 0.0)
             trace_event(k->tr, TR_ALLREDUCE, LANE_COMM, b->span.start_s, b->span.end_s,
                         (uint64_t)b->count * sizeof(float), i, -1);
     }
+    *loss_out = NAN;
     if (want_loss) {
         float global[3];
-        TRY_BE(backend_d2h(be, global, k->lossbuf, sizeof global));
+        TRY(dev(k, backend_d2h(be, global, k->lossbuf, sizeof global)));
         *loss_out = (double)global[0] / (double)global[1];
         long ahead = (long)global[2];
         k->progress_at = ahead > 0 ? g + ahead : -1;
-    } else {
-        *loss_out = NAN;
     }
 
-    TRY_BE(optim_step(&k->opt, rep->params, rep->grads));
-    TRY_BE(backend_sync(be));
-    phase_clock_lap(&pc, PH_OPTIM);
-    trace_step_end(k->tr, t0, pc.last);
-    if (timed) {
-        ddp_area_steps(k->area, k->rank)[rec->nstep_s++] = pc.last - t0;
-        rec->timed_s += pc.last - t0;
-        rec->timed_samples += (long)step_rows;
-        rec->stats.rows += rows_done;
-    }
-    if (first) {
-        for (int p = 0; p < PH_COUNT; p++)
-            rec->stats.first_phase_s[p] = acc[p] - before[p];
-        rec->stats.first_rows = rows_done;
-        if (k->rank == 0) {
-            step_story_t *st = &k->area->story;
-            move_stat_t *mb = &st->move[MOVE_BATCH];
-            /* every rank gathers its own shard, in parallel: rank 0's time */
-            mb->bytes = (uint64_t)rows_done * (uint64_t)k->world *
-                        (uint64_t)(k->data->in_dim + k->data->tgt_cols) * sizeof(float);
-            mb->ops = nmicro * k->world;
-            mb->seconds = rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
-            story_buckets(k, bwd_t0, bwd_t1);
-            st->step_s = pc.last - t0;
-            st->filled = true;
-        }
+    TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
+    TRY(dev(k, backend_sync(be)));
+    step_meter_lap(m, PH_OPTIM);
+    if (m->first && k->rank == 0) { /* --explain: what step 1 moved */
+        step_story_t *st = &k->area->story;
+        move_stat_t *mb = &st->move[MOVE_BATCH];
+        /* every rank gathers its own shard, in parallel: rank 0's time
+         * (its seconds once the meter has closed the step, in rank_train) */
+        mb->bytes = (uint64_t)m->rows * (uint64_t)k->world *
+                    (uint64_t)(k->data->in_dim + k->data->tgt_cols) * sizeof(float);
+        mb->ops = nmicro * k->world;
+        story_buckets(k, bwd_t0, bwd_t1);
     }
     return DDP_OK;
 }
@@ -355,7 +325,6 @@ static int rank_step(rank_t *k, long g, double *scratch, double *loss_out)
  * meets at a barrier. */
 static int rank_checkpoint(rank_t *k, long g)
 {
-    int rc;
     if (!ckpt_run_due(&k->ck, &k->sch, g))
         return DDP_OK;
     /* Rank 0 writes: every rank holds the same parameters and optimizer
@@ -374,38 +343,39 @@ static int rank_checkpoint(rank_t *k, long g)
     double bytes = (double)k->spec.nparams * sizeof(float) * (1.0 + k->ck.nstate);
     double saved = comm_timeout(k->comm);
     comm_set_timeout(k->comm, saved + 30.0 + bytes / 20e6);
-    rc = comm_barrier(k->comm);
+    int rc = comm_barrier(k->comm);
     comm_set_timeout(k->comm, saved);
-    if (rc != DDP_OK)
-        return comm_failed(k, rc);
-    return DDP_OK;
+    return coll(k, rc);
 }
 
 static int rank_train(rank_t *k)
 {
-    int rc;
     ddp_rank_rec_t *rec = k->rec;
-    double scratch[PH_COUNT] = {0};
+    schedule_t *sch = &k->sch;
+    step_meter_t *m = &k->meter;
     /* Rank 0 draws the progress line; on the others it stays off. */
     if (k->rank == 0)
-        progress_init(&k->prog, k->cfg, "ddp", k->sch.total_steps);
+        progress_init(&k->prog, k->cfg, "ddp", sch->total_steps);
     double t_start = now_s();
-    for (long g = k->sch.start_step; g < k->sch.total_steps; g++) {
+    for (long g = sch->start_step; g < sch->total_steps; g++) {
+        /* The loss is a collective: every rank must agree on fetching it.
+         * The loss log's steps follow from the schedule; the progress line's
+         * come from rank 0 on the previous loss all-reduce (progress_at), so
+         * no rank decides alone from its own clock. */
+        bool logs = schedule_logs(sch, g);
+        bool want_loss = logs || g == k->progress_at;
+        bool first = g == sch->start_step; /* --explain narrates this run's first step */
+        long rows = (long)schedule_step_rows(sch, g);
         double loss = NAN;
-        TRY(rank_step(k, g, scratch, &loss));
-        long epoch = schedule_epoch_of(&k->sch, g);
-        if (schedule_logs(&k->sch, g)) {
-            rec->final_loss = loss;
-            if (k->rank == 0) {
-                if (rec->nlog < k->area->max_log)
-                    ddp_area_log(k->area)[rec->nlog++] = (loss_point_t){g + 1, epoch, loss};
-                progress_clear(&k->prog); /* the loss line replaces it */
-                trainer_log_loss(k->cfg, g + 1, k->sch.total_steps, epoch, loss);
-            }
-        }
+        step_meter_begin(m, g, schedule_timed(sch, g), first);
+        TRY(rank_step(k, g, want_loss, &loss));
+        step_meter_end(m, rows);
+        if (first && k->rank == 0)
+            k->area->story.move[MOVE_BATCH].seconds =
+                rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
+        TRY(step_meter_loss(m, g, sch->total_steps, schedule_epoch_of(sch, g), logs, loss,
+                            rows * k->world, k->err));
         TRY(rank_checkpoint(k, g));
-        k->samples_done += (long)schedule_step_rows(&k->sch, g) * k->world;
-        progress_update(&k->prog, g + 1, epoch, loss, k->samples_done);
     }
     progress_end(&k->prog);
     rec->total_s = now_s() - t_start;
@@ -416,13 +386,12 @@ static int rank_train(rank_t *k)
     float *mine = k->rank == 0 ? host : malloc(k->spec.nparams * sizeof(float));
     if (!mine)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the final parameters");
-    rc = backend_d2h(k->be, mine, k->rep.params, k->spec.nparams * sizeof(float));
+    int rc = backend_d2h(k->be, mine, k->rep.params, k->spec.nparams * sizeof(float));
     if (rc == DDP_OK)
         rec->checksum = model_checksum(mine, k->spec.nparams);
     if (mine != host)
         free(mine);
-    if (rc != DDP_OK)
-        return backend_failed(k, rc);
+    TRY(dev(k, rc));
     rec->stats.mem_peak = backend_mem_peak(k->be);
     return DDP_OK;
 }

@@ -83,9 +83,7 @@ static void dp_story(dp_ctx_t *c)
     mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
     mb->ops = c->first_nmicro;
     mb->seconds = d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D];
-    st->step_s = c->first_step_s;
-    st->backward_s = c->first_backward_s;
-    st->filled = true;
+    st->backward_s = c->first_backward_s; /* step_s and filled: device 0's meter */
 }
 
 int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
@@ -162,8 +160,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     res->steps = c->total_steps - c->start_step;
     res->warmup_steps = c->warmup;
     res->epochs = c->sch.epochs;
-    res->step_s = calloc((size_t)(res->steps - c->warmup), sizeof(double));
-    if (!res->step_s) {
+    if (step_times_alloc(&res->times, res->steps - c->warmup) != DDP_OK) {
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
         goto out;
     }

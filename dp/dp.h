@@ -19,13 +19,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/checkpoint.h"
 #include "config/config.h"
 #include "data/data.h"
-#include "nn/model.h"
-#include "nn/optim.h"
+#include "data/schedule.h"
+#include "io/checkpoint.h"
 #include "measure/progress.h"
 #include "measure/result.h"
+#include "measure/step_meter.h"
+#include "nn/model.h"
+#include "nn/optim.h"
 #include "train/trainer.h"
 
 // ---------------------------------------------------------------------------
@@ -108,10 +110,10 @@ typedef struct {
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */
     bool has_grad;            /* rep.grads holds gradients of this optimizer step */
-    double warm[PH_COUNT];    /* phase times of warm-up steps (not reported) */
+    step_meter_t meter;       /* this thread's measurements (meter.first: the
+                                 current step is the run's first) */
     /* --explain: this thread's copies in the run's first step (read by dp_run
      * after the join) */
-    bool first;               /* the current step is the run's first */
     move_stat_t first_move[MOVE_COUNT];
 } dp_dev_t;
 
@@ -145,10 +147,8 @@ typedef struct {
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
     progress_t prog;          /* the progress line */
-    long samples_done;        /* global samples of the steps run, for the progress line */
-    double first_step_s;      /* --explain: the run's first step, wall */
-    double first_backward_s;  /* and device 0's first backward in it */
-    int first_nmicro;         /* and its micro-batches */
+    double first_backward_s;  /* --explain: device 0's first backward in step 1 */
+    int first_nmicro;         /* and step 1's micro-batches */
 } dp_ctx_t;
 
 // ---------------------------------------------------------------------------

@@ -37,14 +37,14 @@ static int dp_note(dp_ctx_t *c, int d, backend_t *be, trace_kind_t tk, move_kind
 {
     dp_dev_t *dv = &c->dev[d];
     trace_rec_t *tr = c->res->trace[d];
-    if (!(tr && tr->active) && !dv->first)
+    if (!(tr && tr->active) && !dv->meter.first)
         return DDP_OK;
     /* Why sync: see above (the loop syncs right after anyway). */
     if (!backend_host_visible(be) && backend_sync(be) != DDP_OK)
         return dp_be_fail(be, dv, trace_kind_name(tk), err);
     double t1 = now_s();
     trace_event(tr, tk, LANE_COMM, t0, t1, bytes, -1, peer);
-    if (dv->first) {
+    if (dv->meter.first) {
         move_stat_t *m = &dv->first_move[mk];
         m->bytes += bytes;
         m->seconds += t1 - t0;
@@ -180,7 +180,7 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
             return DDP_OK;
         int rc = dp_note(c, d, be, TR_REDUCE, MOVE_REDUCE, t0,
                          (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1, err);
-        if (rc == DDP_OK && dv->first)
+        if (rc == DDP_OK && dv->meter.first)
             dv->first_move[MOVE_REDUCE].ops += nsrc - 1; /* one add per source slice */
         return rc;
     }

@@ -8,24 +8,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp/dp.h"
 #include "base/fault.h"
+#include "dp/dp.h"
 
-/* A backend call on this thread's device; on failure a message naming it. */
-#define BE_TRY(call, what)                                                                 \
-    do {                                                                                   \
-        if ((call) != DDP_OK)                                                              \
-            return err_set(err, DDP_ERR_RUNTIME, "%s: %s: %s", dv->name, what,             \
-                           backend_last_error(be));                                        \
-    } while (0)
-
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != DDP_OK)                                                                 \
-            return rc_;                                                                    \
-    } while (0)
-
+/* A call on device dv's backend; a failure is named by the device and what
+ * it was doing ("device 1: forward: ..."). */
+static int dev(const dp_dev_t *dv, int rc, const char *what, char *err)
+{
+    if (rc == DDP_OK)
+        return DDP_OK;
+    return err_set(err, rc, "%s: %s: %s", dv->name, what, backend_last_error(dv->be));
+}
 // ---------------------------------------------------------------------------
 // the plan of a step (device 0)
 
@@ -59,90 +52,82 @@ void dp_plan_step(dp_ctx_t *c, long g)
 // pieces of a step
 
 /* Wait for every device at a barrier; the wait is this thread's idle time. */
-static int dp_wait(dp_ctx_t *c, phase_clock_t *pc, char *err)
+static int dp_wait(dp_ctx_t *c, step_meter_t *m, char *err)
 {
     if (dp_pool_sync(&c->pool) != DDP_OK)
         return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
-    phase_clock_lap(pc, PH_IDLE);
+    step_meter_lap(m, PH_IDLE);
     return DDP_OK;
 }
 
 /* Device 0: read the micro-batch's rows on the host into gx and gy (through
  * the staging buffer and h2d copies when device 0 is not host memory). */
-static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, phase_clock_t *pc, char *err)
+static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, step_meter_t *m, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
     const dataset_t *data = c->data;
     if (backend_host_visible(be)) {
         data_gather(data, idx, rows, c->gx, c->gy);
-        phase_clock_lap(pc, PH_DATA);
+        step_meter_lap(m, PH_DATA);
         return DDP_OK;
     }
     float *sx = c->staging, *sy = c->staging + (size_t)c->cfg->batch * data->in_dim;
     data_gather(data, idx, rows, sx, sy);
-    phase_clock_lap(pc, PH_DATA);
-    BE_TRY(backend_h2d(be, c->gx, sx, (size_t)rows * data->in_dim * sizeof(float)), "h2d");
-    BE_TRY(backend_h2d(be, c->gy, sy, (size_t)rows * data->tgt_cols * sizeof(float)), "h2d");
+    step_meter_lap(m, PH_DATA);
+    TRY(dev(dv, backend_h2d(be, c->gx, sx, (size_t)rows * data->in_dim * sizeof(float)), "h2d", err));
+    TRY(dev(dv, backend_h2d(be, c->gy, sy, (size_t)rows * data->tgt_cols * sizeof(float)), "h2d", err));
     /* Why sync: the other devices copy their chunks out of gx with peer
      * copies that do not wait for device 0's stream. */
-    BE_TRY(backend_sync(be), "h2d");
-    phase_clock_lap(pc, PH_H2D);
+    TRY(dev(dv, backend_sync(be), "h2d", err));
+    step_meter_lap(m, PH_H2D);
     return DDP_OK;
 }
 
 /* Device 0: gather the outputs, loss and output gradient over the whole
  * micro-batch, scaled by 1/rows of the optimizer step like single mode. */
 static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, bool want_loss,
-                   double *step_loss, phase_clock_t *pc, char *err)
+                   double *step_loss, step_meter_t *m, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
     TRY(dp_gather(c, rows, err));
     float scale = 1.0f / (float)pl->step_rows;
-    BE_TRY(backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
+    TRY(dev(dv,
+            backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
-           "loss");
+            "loss", err));
     if (want_loss) {
         float sum = 0.0f;
-        BE_TRY(backend_d2h(be, &sum, c->loss_sum, sizeof sum), "loss");
+        TRY(dev(dv, backend_d2h(be, &sum, c->loss_sum, sizeof sum), "loss", err));
         *step_loss += sum;
     }
     /* Why sync: the devices copy their slices of gdout with peer copies that
      * do not wait for device 0's stream (and the lap then measures the work). */
-    BE_TRY(backend_sync(be), "loss");
-    phase_clock_lap(pc, PH_LOSS);
+    TRY(dev(dv, backend_sync(be), "loss", err));
+    step_meter_lap(m, PH_LOSS);
     return DDP_OK;
 }
 
 /* Device 0: the optimizer step, the loss line, the progress line, and the
  * plan of the next step. */
 static int dp_optimize(dp_ctx_t *c, long g, const dp_plan_t *pl, bool want_loss,
-                       double step_loss, phase_clock_t *pc, char *err)
+                       double step_loss, step_meter_t *m, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
-    run_result_t *res = c->res;
-    BE_TRY(optim_step(&c->opt, dv->rep.params, dv->rep.grads), "optimizer");
+    TRY(dev(dv, optim_step(&c->opt, dv->rep.params, dv->rep.grads), "optimizer", err));
     /* Why sync: the next step's replicate reads these parameters with peer
      * copies that do not wait for device 0's stream. */
-    BE_TRY(backend_sync(be), "optimizer");
-    phase_clock_lap(pc, PH_OPTIM);
+    TRY(dev(dv, backend_sync(be), "optimizer", err));
+    step_meter_lap(m, PH_OPTIM);
     if (g + 1 < c->total_steps) {
         dp_plan_step(c, g + 1); /* may load the next epoch's order */
-        phase_clock_lap(pc, PH_DATA);
+        step_meter_lap(m, PH_DATA);
     }
     double mean = want_loss ? step_loss / (double)pl->step_rows : NAN;
-    if (pl->logs) {
-        res->final_loss = mean;
-        if (result_log_loss(res, g + 1, pl->epoch, mean) != DDP_OK)
-            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
-        progress_clear(&c->prog); /* the loss line replaces it */
-        trainer_log_loss(c->cfg, g + 1, c->total_steps, pl->epoch, mean);
-    }
-    c->samples_done += (long)pl->step_rows;
-    progress_update(&c->prog, g + 1, pl->epoch, mean, c->samples_done);
-    return DDP_OK;
+    return step_meter_loss(m, g, c->total_steps, pl->epoch, pl->logs, mean, (long)pl->step_rows,
+                           err);
 }
 
 /* After step g, when a checkpoint is due: device 0 writes it while the
@@ -176,31 +161,33 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
     backend_t *be = dv->be;
-    device_stats_t *st = &c->res->dev[d];
-    trace_rec_t *tr = c->res->trace[d]; /* --trace: written by this thread only */
+    run_result_t *res = c->res;
+    step_meter_t *m = &dv->meter;
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
+    /* Device 0 keeps the run's step times, loss log and progress line; every
+     * device its own phases and --trace recorder (written by this thread only). */
+    step_meter_init(m, &(step_meter_sinks_t){
+                           .cfg = c->cfg,
+                           .dev = &res->dev[d],
+                           .trace = res->trace[d],
+                           .times = d == 0 ? &res->times : NULL,
+                           .log = d == 0 ? &res->log : NULL,
+                           .final_loss = d == 0 ? &res->final_loss : NULL,
+                           .story = d == 0 ? &res->story : NULL,
+                           .progress = d == 0 ? &c->prog : NULL,
+                       });
 
     for (long g = c->start_step; g < c->total_steps; g++) {
         /* plan[g & 1] was written by device 0 before the barrier that ended
          * the previous step (or before the first one); device 0 writes the
          * other half during this step. */
         const dp_plan_t *pl = &c->plan[g & 1];
-        bool timed = pl->timed;
         /* The progress line wants this step's loss now and then (device 0
          * computes the loss, so only it decides). */
         bool want_loss = d == 0 && (pl->logs || progress_due(&c->prog));
-        phase_clock_t pc;
-        double *acc = timed ? st->phase_s : dv->warm;
-        double before[PH_COUNT];
-        dv->first = g == c->start_step; /* --explain narrates this run's first step */
-        if (dv->first) /* its phases are the difference */
-            memcpy(before, acc, sizeof before);
-        phase_clock_start(&pc, acc);
-        trace_step_begin(tr, g, timed);
-        phase_clock_trace(&pc, tr);
-        double t0 = pc.last;
+        /* --explain narrates this run's first step */
+        step_meter_begin(m, g, pl->timed, g == c->start_step);
         double step_loss = 0.0;
-        long rows_done = 0;
         dv->has_grad = false;
 
         /* Replicate once per optimizer step.  torch's DataParallel replicates
@@ -209,101 +196,82 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * linear, so one replicate and one reduce per step give the same
          * result for less traffic. */
         TRY(dp_replicate(c, d, pl->nrep, err));
-        BE_TRY(backend_sync(be), "replicate");
-        phase_clock_lap(&pc, PH_REPLICATE);
+        TRY(dev(dv, backend_sync(be), "replicate", err));
+        step_meter_lap(m, PH_REPLICATE);
 
-        for (int m = 0; m < pl->nmicro; m++) {
-            int batch = pl->rows[m];
+        for (int mi = 0; mi < pl->nmicro; mi++) {
+            int batch = pl->rows[mi];
             if (d == 0)
-                TRY(dp_stage(c, pl->idx[m], batch, &pc, err));
+                TRY(dp_stage(c, pl->idx[mi], batch, m, err));
             /* Barrier: the batch is on device 0 and every replica is written. */
-            TRY(dp_wait(c, &pc, err));
+            TRY(dp_wait(c, m, err));
 
             dp_chunk_t ch = dp_chunk(batch, c->k, d);
             const float *x = d == 0 ? c->gx : dv->rep.x;
             if (d != 0 && ch.rows > 0) {
                 TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
-                BE_TRY(backend_sync(be), "scatter");
-                phase_clock_lap(&pc, PH_SCATTER);
+                TRY(dev(dv, backend_sync(be), "scatter", err));
+                step_meter_lap(m, PH_SCATTER);
             }
-            if (m == 0 && fault_at(d, g) == FAULT_ERROR)
+            if (mi == 0 && fault_at(d, g) == FAULT_ERROR)
                 return err_set(err, DDP_ERR_RUNTIME, "%s: injected fault at step %ld", dv->name,
                                g);
             if (ch.rows > 0) {
-                BE_TRY(model_forward(&dv->rep, x, ch.rows), "forward");
+                TRY(dev(dv, model_forward(&dv->rep, x, ch.rows), "forward", err));
                 /* Why sync: device 0 gathers this output with a peer copy that
                  * does not wait for this device's stream. */
-                BE_TRY(backend_sync(be), "forward");
-                phase_clock_lap(&pc, PH_FORWARD);
+                TRY(dev(dv, backend_sync(be), "forward", err));
+                step_meter_lap(m, PH_FORWARD);
             }
             /* Barrier: every output chunk is complete. */
-            TRY(dp_wait(c, &pc, err));
+            TRY(dp_wait(c, m, err));
 
             if (d == 0)
-                TRY(dp_loss(c, pl, batch, want_loss, &step_loss, &pc, err));
+                TRY(dp_loss(c, pl, batch, want_loss, &step_loss, m, err));
             /* Barrier: the output gradient is complete on device 0. */
-            TRY(dp_wait(c, &pc, err));
+            TRY(dp_wait(c, m, err));
 
             if (ch.rows > 0) {
                 const float *dout = d == 0 ? c->gdout : dv->rep.dout;
                 if (d != 0) {
                     TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, MOVE_GRAD_OUT,
                                         err));
-                    BE_TRY(backend_sync(be), "scatter");
-                    phase_clock_lap(&pc, PH_SCATTER);
+                    TRY(dev(dv, backend_sync(be), "scatter", err));
+                    step_meter_lap(m, PH_SCATTER);
                 }
-                double t_bwd = pc.last;
+                double t_bwd = step_meter_last(m);
                 /* A device that sat out an earlier micro-batch of this step
                  * has no gradients yet: it writes instead of adding. */
-                BE_TRY(model_backward(&dv->rep, x, ch.rows, dout, dv->has_grad, NULL, NULL),
-                       "backward");
+                TRY(dev(dv, model_backward(&dv->rep, x, ch.rows, dout, dv->has_grad, NULL, NULL),
+                        "backward", err));
                 /* Why sync: the reduce reads these gradients from other threads
                  * (and, on a GPU, with peer copies that do not wait). */
-                BE_TRY(backend_sync(be), "backward");
-                phase_clock_lap(&pc, PH_BACKWARD);
-                if (d == 0 && dv->first && m == 0)
-                    c->first_backward_s = pc.last - t_bwd;
+                TRY(dev(dv, backend_sync(be), "backward", err));
+                double t_end = step_meter_lap(m, PH_BACKWARD);
+                if (d == 0 && m->first && mi == 0)
+                    c->first_backward_s = t_end - t_bwd;
                 dv->has_grad = true;
-                rows_done += ch.rows;
+                step_meter_rows(m, ch.rows);
             }
         }
         /* Barrier: every device's gradients (and has_grad) are final. */
-        TRY(dp_wait(c, &pc, err));
+        TRY(dp_wait(c, m, err));
         TRY(dp_reduce(c, d, err));
-        BE_TRY(backend_sync(be), "reduce");
-        phase_clock_lap(&pc, PH_COMM_EXPOSED);
+        TRY(dev(dv, backend_sync(be), "reduce", err));
+        step_meter_lap(m, PH_COMM_EXPOSED);
         if (c->host_visible && c->k > 1)
             /* Barrier: every slice of the sum is on device 0. */
-            TRY(dp_wait(c, &pc, err));
+            TRY(dp_wait(c, m, err));
         if (d == 0)
-            TRY(dp_optimize(c, g, pl, want_loss, step_loss, &pc, err));
+            TRY(dp_optimize(c, g, pl, want_loss, step_loss, m, err));
         /* Barrier: device 0's parameters are updated and the next plan is
          * written; it also makes every device's step span the same wall time,
-         * so the phase sums of all devices add up to the step time. */
-        TRY(dp_wait(c, &pc, err));
-        trace_step_end(tr, t0, pc.last);
-        if (timed)
-            st->rows += rows_done;
-        if (timed && d == 0) {
-            /* The step ends when every device is through its last barrier:
-             * timed here, device 0's phases add up to the step time. */
-            run_result_t *res = c->res;
-            double dt = pc.last - t0;
-            res->step_s[res->nstep_s++] = dt;
-            res->timed_s += dt;
-            res->timed_samples += (long)pl->step_rows;
-        }
-        if (dv->first) {
-            /* This device's own record (dp_run reads it after the join). */
-            for (int p = 0; p < PH_COUNT; p++)
-                st->first_phase_s[p] = acc[p] - before[p];
-            st->first_rows = rows_done;
-            if (d == 0) {
-                c->first_step_s = pc.last - t0;
-                c->first_nmicro = pl->nmicro;
-            }
-            dv->first = false;
-        }
+         * so the phase sums of all devices add up to the step time, and device
+         * 0's meter times the step when every device is through it. */
+        TRY(dp_wait(c, m, err));
+        if (m->first && d == 0)
+            c->first_nmicro = pl->nmicro;
+        step_meter_end(m, (long)pl->step_rows);
         TRY(dp_checkpoint(c, d, g, err));
     }
     return DDP_OK;

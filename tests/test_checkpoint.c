@@ -594,11 +594,11 @@ static void resume_equals_straight(const char *common, long k, long n, const cha
     cr_assert_eq(c.steps, n - k, "the resumed run runs the remaining steps");
     cr_assert_eq(c.final_loss, a.final_loss);
     /* with --log-every 1 the resumed run logs exactly the tail of the straight one */
-    cr_assert_eq(c.nlog, n - k);
-    for (long i = 0; i < c.nlog; i++) {
-        cr_assert_eq(c.log[i].step, a.log[k + i].step);
-        cr_assert_eq(c.log[i].epoch, a.log[k + i].epoch);
-        cr_assert_eq(c.log[i].loss, a.log[k + i].loss, "loss of step %ld", c.log[i].step);
+    cr_assert_eq(c.log.n, n - k);
+    for (long i = 0; i < c.log.n; i++) {
+        cr_assert_eq(c.log.pt[i].step, a.log.pt[k + i].step);
+        cr_assert_eq(c.log.pt[i].epoch, a.log.pt[k + i].epoch);
+        cr_assert_eq(c.log.pt[i].loss, a.log.pt[k + i].loss, "loss of step %ld", c.log.pt[i].step);
     }
 
     /* the checkpoint holds the K-step run's parameters */
@@ -718,8 +718,8 @@ Test(resume, warmup_counts_from_the_resumed_step)
     cr_assert_eq(tu_run(args, &c, err), DDP_OK, "%s", err);
     cr_assert_eq(c.steps, 12);
     cr_assert_eq(c.warmup_steps, 3);
-    cr_assert_eq(c.nstep_s, 9, "12 steps run, 3 of them warm-up");
-    cr_assert_eq(c.timed_samples, 9 * 12);
+    cr_assert_eq(c.times.n, 9, "12 steps run, 3 of them warm-up");
+    cr_assert_eq(c.times.timed_samples, 9 * 12);
     result_free(&b);
     result_free(&c);
 }
@@ -748,7 +748,7 @@ static void resume_refused(const char *made, const char *resumed, const char *ex
     model_spec_t spec;
     cr_assert_eq(config_model_spec(&cfg, &spec, err), DDP_OK);
     dataset_t d;
-    cr_assert_eq(trainer_load_data(&cfg, &spec, &d, err), DDP_OK);
+    cr_assert_eq(data_load(&cfg, &spec, &d, err), DDP_OK);
     rc = ckpt_preflight(&cfg, &spec, &d, err);
     cr_expect_eq(rc, DDP_ERR_INPUT);
     cr_expect(strstr(err, expect) != NULL, "preflight: expected '%s' in: %s", expect, err);
@@ -832,7 +832,7 @@ Test(resume, preflight_refuses_bad_combinations_and_paths)
         snprintf(args, sizeof args, cases[i].args, tmp_dir, i == 0 ? tmp_dir : "");
         cr_assert_eq(tu_parse(&cfg, args, err), DDP_OK, "%s: %s", args, err);
         cr_assert_eq(config_model_spec(&cfg, &spec, err), DDP_OK);
-        cr_assert_eq(trainer_load_data(&cfg, &spec, &d, err), DDP_OK);
+        cr_assert_eq(data_load(&cfg, &spec, &d, err), DDP_OK);
         int rc = ckpt_preflight(&cfg, &spec, &d, err);
         cr_expect_eq(rc, DDP_ERR_INPUT, "%s: rc %d", args, rc);
         cr_expect(strstr(err, cases[i].expect) != NULL, "expected '%s' in: %s", cases[i].expect,
@@ -846,7 +846,7 @@ Test(resume, preflight_refuses_bad_combinations_and_paths)
                  path_in(p, sizeof p, "w"), tmp_dir, modes[i]);
         cr_assert_eq(tu_parse(&cfg, args, err), DDP_OK, "%s: %s", args, err);
         cr_assert_eq(config_model_spec(&cfg, &spec, err), DDP_OK);
-        cr_assert_eq(trainer_load_data(&cfg, &spec, &d, err), DDP_OK);
+        cr_assert_eq(data_load(&cfg, &spec, &d, err), DDP_OK);
         cr_assert_eq(ckpt_preflight(&cfg, &spec, &d, err), DDP_OK, "%s: %s", args, err);
         data_free(&d);
     }

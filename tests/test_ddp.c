@@ -56,7 +56,7 @@ static void check_equivalence(const char *args, const char *single_extra, const 
         /* The printed loss is the global mean, as in single mode. */
         double dl = fabs(res.final_loss - ref.final_loss) / fmax(fabs(ref.final_loss), 1e-3);
         cr_assert(dl < 1e-5, "%s: final loss %.9g vs %.9g", what, res.final_loss, ref.final_loss);
-        cr_assert_eq(res.nlog, ref.nlog);
+        cr_assert_eq(res.log.n, ref.log.n);
         for (int r = 0; r < w; r++)
             cr_assert_gt(res.dev[r].rows, 0);
         result_free(&res);
@@ -160,10 +160,10 @@ Test(ddp, no_overlap_hides_nothing)
         cr_assert_eq(res.dev[r].device_id, r);
         cr_assert_gt(res.dev[r].mem_peak, 0);
     }
-    cr_assert_eq(res.nstep_s, res.steps - res.warmup_steps);
+    cr_assert_eq(res.times.n, res.steps - res.warmup_steps);
     cr_assert_gt(res.samples_per_s, 0.0);
     /* timed samples are global: 24 per step */
-    cr_assert_eq(res.timed_samples, 24 * res.nstep_s);
+    cr_assert_eq(res.times.timed_samples, 24 * res.times.n);
     result_free(&res);
 }
 
@@ -220,7 +220,7 @@ Test(ddp, resumes_bit_for_bit_with_trace_and_story, .timeout = 120)
     cr_assert(memcmp(resumed.params, straight.params, straight.nparams * sizeof(float)) == 0,
               "resumed differs from straight");
     cr_assert_eq(resumed.steps, 5);
-    cr_assert_eq(resumed.nstep_s, 3, "5 steps run, 2 of them warm-up");
+    cr_assert_eq(resumed.times.n, 3, "5 steps run, 2 of them warm-up");
     /* the story is of the resumed run's first step */
     const step_story_t *st = &resumed.story;
     cr_assert(st->filled);

@@ -158,8 +158,8 @@ Test(dp_run, fills_the_result)
     cr_assert_eq(r.dev[2].device_id, 5);
     cr_assert_eq(r.steps, 24);
     cr_assert_eq(r.warmup_steps, 4);
-    cr_assert_eq(r.nstep_s, 20);
-    cr_assert_eq(r.timed_samples, 20 * 12);
+    cr_assert_eq(r.times.n, 20);
+    cr_assert_eq(r.times.timed_samples, 20 * 12);
     long rows = 0;
     for (int d = 0; d < 3; d++) {
         rows += r.dev[d].rows;
@@ -167,7 +167,7 @@ Test(dp_run, fills_the_result)
         cr_assert_gt(r.dev[d].phase_s[PH_BACKWARD], 0.0, "device %d backward", d);
         cr_assert_gt(r.dev[d].mem_peak, 0, "device %d memory", d);
     }
-    cr_assert_eq(rows, r.timed_samples, "every timed row on exactly one device");
+    cr_assert_eq(rows, r.times.timed_samples, "every timed row on exactly one device");
     /* Device 0's extra work is its own, and the others wait for it. */
     cr_assert_gt(r.dev[0].phase_s[PH_OPTIM], 0.0);
     cr_assert_gt(r.dev[0].phase_s[PH_LOSS], 0.0);
@@ -182,8 +182,8 @@ Test(dp_run, fills_the_result)
         double sum = 0.0;
         for (int p = 0; p < PH_COUNT; p++)
             sum += r.dev[d].phase_s[p];
-        cr_assert(sum <= r.timed_s * 1.05 + 5e-3 * r.nstep_s && sum >= r.timed_s * 0.5,
-                  "device %d: phases %g s vs timed %g s", d, sum, r.timed_s);
+        cr_assert(sum <= r.times.timed_s * 1.05 + 5e-3 * r.times.n && sum >= r.times.timed_s * 0.5,
+                  "device %d: phases %g s vs timed %g s", d, sum, r.times.timed_s);
     }
     cr_assert_not_null(r.params);
     cr_assert_gt(r.samples_per_s, 0.0);
@@ -290,7 +290,7 @@ Test(dp_opaque, traces_explains_and_resumes)
             }
         }
     }
-    cr_assert_eq(steps, (int)opaque.nstep_s);
+    cr_assert_eq(steps, (int)opaque.times.n);
     cr_assert_eq(replicate[0], 0);
     for (int d = 1; d < 3; d++) {
         cr_assert_eq(replicate[d], steps, "device %d", d);

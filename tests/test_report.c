@@ -9,6 +9,7 @@
 
 #include "dp/dp.h"
 #include "measure/progress.h"
+#include "measure/step_meter.h"
 #include "ddp/reducer.h"
 #include "report/report.h"
 #include "testutil.h"
@@ -58,7 +59,7 @@ static void real_run(real_run_t *rr, const char *args)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&rr->cfg, args, err), DDP_OK, "%s: %s", args, err);
     cr_assert_eq(config_model_spec(&rr->cfg, &rr->spec, err), DDP_OK);
-    cr_assert_eq(trainer_load_data(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
+    cr_assert_eq(data_load(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
     int rc;
     switch (rr->cfg.mode) {
     case MODE_DP:
@@ -540,7 +541,7 @@ Test(report_trace, parses_and_holds_every_phase_of_every_device)
                 per_phase[p]++;
     }
     cr_assert(named_process);
-    cr_assert_eq(steps, (int)rr.res.nstep_s, "one event per timed step");
+    cr_assert_eq(steps, (int)rr.res.times.n, "one event per timed step");
     for (int p = 0; p < PH_COUNT; p++) {
         if (rr.res.dev[0].phase_s[p] > 0.0)
             cr_expect_geq(per_phase[p], steps, "phase %s: %d events for %d steps",
@@ -640,7 +641,7 @@ Test(report_trace, dp_run_holds_every_phase_of_every_device_and_its_copies)
     cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
     trace_count_t tc;
     trace_count(path, MODE_DP, &tc);
-    int steps = (int)rr.res.nstep_s;
+    int steps = (int)rr.res.times.n;
     cr_assert_eq(tc.comm_without_bytes, 0, "every copy says how many bytes");
     for (int d = 0; d < k; d++) {
         cr_assert_eq(tc.steps[d], steps, "device %d: one step event per timed step", d);
@@ -689,7 +690,7 @@ Test(report_trace, ddp_run_holds_every_phase_and_every_bucket)
     cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
     trace_count_t tc;
     trace_count(path, MODE_DDP, &tc);
-    int steps = (int)rr.res.nstep_s;
+    int steps = (int)rr.res.times.n;
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(tc.steps[r], steps, "rank %d: one step event per timed step", r);
         for (int p = 0; p < PH_COUNT; p++) {
@@ -761,14 +762,14 @@ Test(trace, recorder_bounds)
     cr_assert_eq(big->n, TRACE_MAX_STEPS);
     cr_assert_eq(big->dropped, 0);
     cr_assert_eq(trace_capacity(1 << 16, 1 << 20), TRACE_MAX_EVENTS, "bounded");
-    /* a phase clock with a recorder stamps its laps */
-    phase_clock_t pc;
-    double acc[PH_COUNT] = {0};
-    phase_clock_start(&pc, acc);
-    cr_assert_null(pc.tr, "start leaves tracing off");
-    phase_clock_trace(&pc, t);
+    /* a step meter with a recorder stamps its laps */
+    device_stats_t st = {0};
+    step_meter_t m;
+    step_meter_init(&m, &(step_meter_sinks_t){.dev = &st, .trace = t});
     t->n = 0;
-    phase_clock_lap(&pc, PH_OPTIM);
+    t->steps = 0;
+    step_meter_begin(&m, 0, true, false);
+    step_meter_lap(&m, PH_OPTIM);
     cr_assert_eq(t->n, 1);
     cr_assert_eq(t->ev[0].kind, PH_OPTIM);
     trace_rec_free(big);
@@ -788,12 +789,12 @@ static void craft(run_result_t *r, mode_t_ mode, int ndev, double sps, double st
     r->ndev = ndev;
     r->steps = 12;
     r->warmup_steps = 2;
-    r->nstep_s = 10;
-    r->step_s = malloc(10 * sizeof(double));
+    r->times.n = 10;
+    r->times.step_s = malloc(10 * sizeof(double));
     for (int i = 0; i < 10; i++)
-        r->step_s[i] = step_s;
-    r->timed_s = 10 * step_s;
-    r->timed_samples = (long)(sps * r->timed_s + 0.5);
+        r->times.step_s[i] = step_s;
+    r->times.timed_s = 10 * step_s;
+    r->times.timed_samples = (long)(sps * r->times.timed_s + 0.5);
     r->samples_per_s = sps;
     for (int d = 0; d < ndev; d++) {
         r->dev[d].device_id = d;
@@ -939,8 +940,8 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
         ms(&runs[2], d, PH_COMM_EXPOSED, 9.0);
     }
     for (int i = 0; i < 10; i++)
-        runs[2].step_s[i] = 0.020;
-    runs[2].timed_s = 0.2;
+        runs[2].times.step_s[i] = 0.020;
+    runs[2].times.timed_s = 0.2;
     char why[2048];
     report_compare_why(why, sizeof why, runs, 3);
     cr_assert(strstr(why, "DDP hides none of its all-reduce: every step waits 9.00 ms"), "%s", why);

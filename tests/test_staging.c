@@ -12,7 +12,8 @@
 #include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
 #include "data/data.h"
 #include "nn/model.h"
-#include "train/trainer.h"
+#include "measure/step_meter.h"
+#include "train/stage.h"
 
 typedef struct {
     backend_t *be;
@@ -67,9 +68,11 @@ Test(staging, prefetched_batches_land_exactly_and_alternate_buffers)
     for (int b = 0; b < 6; b++)
         for (int r = 0; r < 8; r++)
             idx[b][r] = (uint32_t)((b * 13 + r * 7) % 100);
-    double acc[PH_COUNT] = {0};
-    phase_clock_t pc;
-    phase_clock_start(&pc, acc);
+    device_stats_t st = {0};
+    step_meter_t pc;
+    step_meter_init(&pc, &(step_meter_sinks_t){.dev = &st});
+    step_meter_begin(&pc, 0, true, false);
+    double *acc = st.phase_s;
 
     cr_assert_eq(stager_stage(&f.stg, &f.rep, &f.data, 0, idx[0], rows[0], &pc), DDP_OK);
     assert_batch(&f, idx[0], rows[0], "first batch (no prefetch)");
@@ -108,9 +111,10 @@ Test(staging, a_prefetch_for_another_batch_is_not_used)
     fixture_t f;
     fixture_open(&f, 4);
     uint32_t a[4] = {1, 2, 3, 4}, b[4] = {50, 60, 70, 80}, c[4] = {9, 8, 7, 6};
-    double acc[PH_COUNT] = {0};
-    phase_clock_t pc;
-    phase_clock_start(&pc, acc);
+    device_stats_t st = {0};
+    step_meter_t pc;
+    step_meter_init(&pc, &(step_meter_sinks_t){.dev = &st});
+    step_meter_begin(&pc, 0, true, false);
     cr_assert_eq(stager_stage(&f.stg, &f.rep, &f.data, 0, a, 4, &pc), DDP_OK);
     stager_prefetch(&f.stg, &f.data, 1, b, 4, &pc);
     /* The caller asks for batch 2 instead: it must be gathered afresh. */

@@ -21,8 +21,8 @@ Test(train, regression_loss_falls_tenfold)
                         "--quiet",
                         &r, err),
                  DDP_OK, "%s", err);
-    cr_assert_geq(r.nlog, 2);
-    double first = r.log[0].loss, last = r.log[r.nlog - 1].loss;
+    cr_assert_geq(r.log.n, 2);
+    double first = r.log.pt[0].loss, last = r.log.pt[r.log.n - 1].loss;
     cr_assert(last * 10.0 < first, "loss %.5f after epoch 1, %.5f at the end", first, last);
     result_free(&r);
 }
@@ -79,8 +79,8 @@ Test(train, steps_and_warmup_are_accounted)
                         &r, err),
                  DDP_OK, "%s", err);
     cr_assert_eq(r.steps, 7);
-    cr_assert_eq(r.nstep_s, 4);
-    cr_assert_eq(r.timed_samples, 4 * 20);
+    cr_assert_eq(r.times.n, 4);
+    cr_assert_eq(r.times.timed_samples, 4 * 20);
     cr_assert(r.samples_per_s > 0.0);
     result_free(&r);
 }

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "data/load.h"
 #include "nn/model.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
@@ -47,7 +48,7 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     model_spec_t spec;
     cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
-    rc = trainer_load_data(&c, &spec, &d, err);
+    rc = data_load(&c, &spec, &d, err);
     cr_assert_eq(rc, DDP_OK, "data for '%s': %s", args, err);
     switch (c.mode) {
     case MODE_DP:

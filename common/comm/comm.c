@@ -120,6 +120,15 @@ const char *comm_last_error(const comm_t *c)
     return c && c->last_error[0] ? c->last_error : "unknown error";
 }
 
+int comm_check(const comm_t *c, int rc, const char *place, char *err)
+{
+    if (rc == DDP_OK)
+        return DDP_OK;
+    if (place)
+        return err_set(err, rc, "%s: %s", place, comm_last_error(c));
+    return err_set(err, rc, "%s", comm_last_error(c));
+}
+
 int comm_world(const comm_t *c) { return c->world; }
 int comm_rank(const comm_t *c) { return c->rank; }
 double comm_timeout(const comm_t *c) { return c->timeout_s; }

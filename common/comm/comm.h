@@ -172,6 +172,9 @@ int comm_barrier(comm_t *c);
 void comm_abort(comm_t *c, const char *why);
 void comm_destroy(comm_t *c);
 const char *comm_last_error(const comm_t *c);
+/* rc of a comm call, with "<place>: <the comm's message>" in err when it
+ * failed (just the message when place is NULL), like backend_check(). */
+int comm_check(const comm_t *c, int rc, const char *place, char *err);
 
 /* What a communicator is. */
 int comm_world(const comm_t *c);

@@ -51,12 +51,13 @@ int backend_error(backend_t *be, int code, const char *fmt, ...)
     return code;
 }
 
-int backend_check(const backend_t *be, int rc, const char *what, char *err)
+int backend_check(const backend_t *be, int rc, const char *place, char *err)
 {
     if (rc == DDP_OK)
         return DDP_OK;
-    return err_set(err, rc, "device %d: %s: %s", be ? be->device_id : -1, what,
-                   backend_last_error(be));
+    if (place)
+        return err_set(err, rc, "%s: %s", place, backend_last_error(be));
+    return err_set(err, rc, "%s", backend_last_error(be));
 }
 
 // ---------------------------------------------------------------------------

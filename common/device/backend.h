@@ -50,9 +50,10 @@ const char *backend_last_error(const backend_t *be);
  * next); returns code. */
 int backend_error(backend_t *be, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A failed backend call's code, with "device D: what: <the backend's
- * message>" in err: the one way a caller turns a device failure into its own. */
-int backend_check(const backend_t *be, int rc, const char *what, char *err);
+/* rc of a backend call, with "<place>: <the backend's message>" in err when it
+ * failed (just the message when place is NULL): how a caller turns a device
+ * failure into its own error, TRY(backend_check(be, rc, "device 0", err)). */
+int backend_check(const backend_t *be, int rc, const char *place, char *err);
 
 // ---------------------------------------------------------------------------
 // memory

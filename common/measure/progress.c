@@ -1,4 +1,4 @@
-/* common/progress.c: the progress line on stderr (see progress.h). */
+/* common/measure/progress.c: the progress line on stderr (see progress.h). */
 #include "measure/progress.h"
 
 #include <math.h>
@@ -37,7 +37,7 @@ static void fmt_eta(char *buf, size_t n, double s)
 
 void progress_update(progress_t *p, long step, long epoch, double loss, long samples)
 {
-    if (!p->on)
+    if (!p || !p->on)
         return;
     if (!isnan(loss))
         p->loss = loss;
@@ -67,7 +67,7 @@ void progress_update(progress_t *p, long step, long epoch, double loss, long sam
 
 void progress_clear(progress_t *p)
 {
-    if (!p->on || !p->shown)
+    if (!p || !p->on || !p->shown)
         return;
     fputs("\r\033[K", p->f);
     fflush(p->f);
@@ -76,6 +76,8 @@ void progress_clear(progress_t *p)
 
 void progress_end(progress_t *p)
 {
+    if (!p)
+        return;
     progress_clear(p);
     p->on = false;
 }

@@ -1,11 +1,11 @@
-/* common/progress.h: the one updating progress line on stderr.
+/* common/measure/progress.h: the one updating progress line on stderr.
  *
  * Shown only when stderr is a terminal and --quiet is off; then at most about
  * ten times a second (progress_update returns after one clock read on every
  * other step: no formatting on the hot path).  The line is rewritten in place
  * with '\r' and erased by progress_clear (before any other output, e.g. a loss
- * line) and progress_end.  One writer: single's loop, DP's main thread, DDP's
- * rank 0. */
+ * line) and progress_end.  One writer: single's loop, DP's device 0 thread,
+ * DDP's rank 0.  Every function takes NULL for "no line here". */
 #ifndef DDPBENCH_PROGRESS_H
 #define DDPBENCH_PROGRESS_H
 
@@ -41,7 +41,7 @@ void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long t
  * strategy fetches that step's loss for it (it costs a device sync). */
 static inline bool progress_due(const progress_t *p)
 {
-    return p->on && now_s() + p->step_est >= p->next_s;
+    return p && p->on && now_s() + p->step_est >= p->next_s;
 }
 
 /* For a strategy that must decide a step ahead whether to fetch a loss
@@ -50,7 +50,7 @@ static inline bool progress_due(const progress_t *p)
  * step's duration; 0 when the line is off. */
 static inline long progress_steps_to_due(const progress_t *p)
 {
-    if (!p->on)
+    if (!p || !p->on)
         return 0;
     double left = p->next_s - now_s();
     if (p->step_est <= 0.0 || left <= p->step_est)

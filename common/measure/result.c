@@ -17,29 +17,48 @@ void result_free(run_result_t *r)
 {
     for (int i = 0; i < MAX_DEVICES; i++)
         trace_rec_free(r->trace[i]);
-    free(r->step_s);
-    free(r->log);
+    free(r->times.step_s);
+    if (!r->log.fixed)
+        free(r->log.pt);
     free(r->params);
     result_init(r);
 }
 
-int result_log_loss(run_result_t *r, long step, long epoch, double loss)
+int step_times_alloc(step_times_t *t, long timed)
 {
-    if (r->nlog == r->cap_log) {
-        long cap = r->cap_log ? 2 * r->cap_log : 64;
-        loss_point_t *p = realloc(r->log, (size_t)cap * sizeof *p);
+    t->step_s = calloc((size_t)(timed > 0 ? timed : 1), sizeof *t->step_s);
+    t->cap = t->step_s ? timed : 0;
+    return t->step_s ? DDP_OK : DDP_ERR_RUNTIME;
+}
+
+void step_times_add(step_times_t *t, double dt, long samples)
+{
+    if (t->n < t->cap)
+        t->step_s[t->n++] = dt;
+    t->timed_s += dt;
+    t->timed_samples += samples;
+}
+
+int loss_log_add(loss_log_t *l, long step, long epoch, double loss)
+{
+    if (l->n == l->cap) {
+        if (l->fixed)
+            return DDP_OK;
+        long cap = l->cap ? 2 * l->cap : 64;
+        loss_point_t *p = realloc(l->pt, (size_t)cap * sizeof *p);
         if (!p)
             return DDP_ERR_RUNTIME;
-        r->log = p;
-        r->cap_log = cap;
+        l->pt = p;
+        l->cap = cap;
     }
-    r->log[r->nlog++] = (loss_point_t){step, epoch, loss};
+    l->pt[l->n++] = (loss_point_t){step, epoch, loss};
     return DDP_OK;
 }
 
 void result_finish(run_result_t *r)
 {
-    r->samples_per_s = r->timed_s > 0.0 ? (double)r->timed_samples / r->timed_s : 0.0;
+    r->samples_per_s =
+        r->times.timed_s > 0.0 ? (double)r->times.timed_samples / r->times.timed_s : 0.0;
     if (r->params)
         r->checksum = model_checksum(r->params, r->nparams);
 }

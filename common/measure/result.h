@@ -74,6 +74,30 @@ typedef struct {
     double loss; /* mean loss of that step's global batch */
 } loss_point_t;
 
+/* The run's timed steps: each one's wall time and their totals.  Filled by
+ * step_meter_end() (step_meter.h) on the device that keeps them. */
+typedef struct {
+    double *step_s;      /* wall time of each timed step [cap] */
+    long n, cap;         /* timed steps recorded; room in step_s */
+    double timed_s;      /* wall seconds of the timed steps */
+    long timed_samples;  /* samples in timed steps (DDP: this rank's; the run: all) */
+} step_times_t;
+
+/* The losses that were logged.  Grows as needed, unless fixed: then pt is a
+ * fixed array of cap points someone else owns (DDP's shared segment). */
+typedef struct {
+    loss_point_t *pt;
+    long n, cap;
+    bool fixed;
+} loss_log_t;
+
+/* Room for the step times of `timed` steps (owned: result_free frees it). */
+int step_times_alloc(step_times_t *t, long timed);
+/* Append one timed step of dt seconds and `samples` samples (dropped past cap). */
+void step_times_add(step_times_t *t, double dt, long samples);
+/* Append a point (DDP_ERR_RUNTIME when out of memory; a fixed log drops it). */
+int loss_log_add(loss_log_t *l, long step, long epoch, double loss);
+
 typedef struct {
     mode_t_ mode;
     backend_kind_t backend;
@@ -84,16 +108,11 @@ typedef struct {
     long steps;                  /* optimizer steps run */
     long warmup_steps;           /* of which untimed */
     long epochs;                 /* epochs started */
-    long timed_samples;          /* global samples in timed steps */
-    double timed_s;              /* wall seconds of the timed steps */
+    step_times_t times;          /* the timed steps (timed_samples: global) */
     double total_s;              /* wall seconds of the whole training loop */
-    double samples_per_s;        /* timed_samples / timed_s */
+    double samples_per_s;        /* times.timed_samples / times.timed_s */
 
-    double *step_s;              /* wall time of each timed step [timed steps] */
-    long nstep_s;
-
-    loss_point_t *log;           /* the losses that were logged */
-    long nlog, cap_log;
+    loss_log_t log;              /* the losses that were logged */
 
     double final_loss;           /* loss of the last step */
     double train_accuracy;       /* over the whole dataset after training; < 0 if n/a */
@@ -109,8 +128,6 @@ typedef struct {
 
 void result_init(run_result_t *r);
 void result_free(run_result_t *r);
-/* Append to the loss log (grows the array; not for the hot path of every step). */
-int result_log_loss(run_result_t *r, long step, long epoch, double loss);
 /* --trace: one recorder per device slot in res->trace[] when cfg_trace is
  * true (the run was given --trace), sized by trace_capacity(accum, extra). */
 int result_trace_init(run_result_t *r, bool cfg_trace, int ndev, int accum, int extra_per_step);

@@ -1,4 +1,4 @@
-/* common/trace.c: creating, copying and naming trace recorders (see trace.h). */
+/* common/measure/trace.c: creating, copying and naming trace recorders (see trace.h). */
 #include "measure/trace.h"
 
 #include <stdlib.h>
@@ -58,7 +58,3 @@ const char *trace_kind_name(trace_kind_t k)
     return "?";
 }
 
-void trace_lap(struct trace_rec *t, phase_t p, double t_begin, double t_end)
-{
-    trace_phase(t, p, t_begin, t_end);
-}

@@ -1,8 +1,8 @@
-/* common/trace.h: a bounded recorder of timed events for --trace.
+/* common/measure/trace.h: a bounded recorder of timed events for --trace.
  *
  * A strategy keeps one recorder per device slot and stamps what each device
- * did: a phase of a step (phase_clock_lap does it when the clock carries a
- * recorder), a whole step, a copy between devices or one bucket's all-reduce.
+ * did: a phase of a step (step_meter_lap does it), a whole step, a copy
+ * between devices or one bucket's all-reduce.
  * The report turns the recorders into a Chrome trace (report_trace.c).
  *
  * Rules that keep it cheap and safe:
@@ -111,7 +111,7 @@ static inline void trace_event(trace_rec_t *t, trace_kind_t kind, trace_lane_t l
                                     (int16_t)kind, (int8_t)lane, 0, bucket, peer};
 }
 
-/* A phase on the compute lane (what phase_clock_lap calls). */
+/* A phase on the compute lane (what step_meter_lap calls). */
 static inline void trace_phase(trace_rec_t *t, phase_t p, double t_begin, double t_end)
 {
     trace_event(t, (trace_kind_t)p, LANE_COMPUTE, t_begin, t_end, 0, -1, -1);

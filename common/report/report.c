@@ -94,15 +94,15 @@ static double rel_l2(const float *a, const float *b, size_t n)
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s)
 {
     memset(s, 0, sizeof *s);
-    s->timed_steps = r->nstep_s;
-    if (r->nstep_s > 0) {
-        s->step_mean = r->timed_s / (double)r->nstep_s;
-        s->step_p50 = report_percentile(r->step_s, r->nstep_s, 50);
-        s->step_p95 = report_percentile(r->step_s, r->nstep_s, 95);
-        s->step_min = report_percentile(r->step_s, r->nstep_s, 0);
-        s->step_max = report_percentile(r->step_s, r->nstep_s, 100);
+    s->timed_steps = r->times.n;
+    if (r->times.n > 0) {
+        s->step_mean = r->times.timed_s / (double)r->times.n;
+        s->step_p50 = report_percentile(r->times.step_s, r->times.n, 50);
+        s->step_p95 = report_percentile(r->times.step_s, r->times.n, 95);
+        s->step_min = report_percentile(r->times.step_s, r->times.n, 0);
+        s->step_max = report_percentile(r->times.step_s, r->times.n, 100);
     }
-    double steps = r->nstep_s > 0 ? (double)r->nstep_s : 1.0;
+    double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
         for (int p = 0; p < PH_COUNT; p++)
             s->phase[d][p] = r->dev[d].phase_s[p] / steps;

@@ -106,7 +106,7 @@ static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int
 /* DP: the work only device 0 does while the others wait. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    if (r->ndev < 2 || r->nstep_s == 0)
+    if (r->ndev < 2 || r->times.n == 0)
         return;
     report_stats_t s;
     report_stats(r, NULL, &s);
@@ -142,7 +142,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 /* DDP: how much of the all-reduce ran behind backward. */
 static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    if (r->ndev < 2 || r->nstep_s == 0)
+    if (r->ndev < 2 || r->times.n == 0)
         return;
     report_stats_t s;
     report_stats(r, NULL, &s);
@@ -168,7 +168,7 @@ static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r)
 static void why_gap(char *buf, size_t len, size_t *used, const run_result_t *x,
                     const run_result_t *y)
 {
-    if (x->nstep_s == 0 || y->nstep_s == 0)
+    if (x->times.n == 0 || y->times.n == 0)
         return;
     report_stats_t sx, sy;
     report_stats(x, NULL, &sx);
@@ -274,7 +274,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     if (c)
         fprintf(f, ", global batch %d%s", c->batch, c->accum > 1 ? " (accumulated)" : "");
     if (n)
-        fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].nstep_s);
+        fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
     fputc('\n', f);
 
     char a[32];
@@ -318,7 +318,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     int npc = 0;
     for (int i = 0; i < n; i++) {
         const run_result_t *r = &runs[i];
-        if (r->nstep_s == 0)
+        if (r->times.n == 0)
             continue;
         pc[npc] = (pcol_t){r, 0, 0, ""};
         snprintf(pc[npc].title, COL_W + 1, r->ndev > 1 ? "%s dev0" : "%s", mode_name(r->mode));

@@ -39,7 +39,7 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
     fprintf(f, "%s,%s,%d,%s,%s,%d,%d,%ld,%ld,%ld", mode_name(r->mode),
             backend_kind_name(r->backend), r->ndev,
             run_cfg->model_name[0] ? run_cfg->model_name : "custom", layers, run_cfg->batch,
-            run_cfg->accum, r->steps, r->warmup_steps, r->timed_samples);
+            run_cfg->accum, r->steps, r->warmup_steps, r->times.timed_samples);
     num(f, r->samples_per_s, true);
     num(f, s.step_mean, true);
     num(f, s.step_p50, true);

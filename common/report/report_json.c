@@ -170,10 +170,10 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON *st = cJSON_AddObjectToObject(o, "steps");
     cJSON_AddNumberToObject(st, "total", (double)r->steps);
     cJSON_AddNumberToObject(st, "warmup", (double)r->warmup_steps);
-    cJSON_AddNumberToObject(st, "timed", (double)r->nstep_s);
+    cJSON_AddNumberToObject(st, "timed", (double)r->times.n);
     cJSON_AddNumberToObject(st, "epochs", (double)r->epochs);
-    cJSON_AddNumberToObject(o, "timed_samples", (double)r->timed_samples);
-    cJSON_AddNumberToObject(o, "timed_s", r->timed_s);
+    cJSON_AddNumberToObject(o, "timed_samples", (double)r->times.timed_samples);
+    cJSON_AddNumberToObject(o, "timed_s", r->times.timed_s);
     cJSON_AddNumberToObject(o, "total_s", r->total_s);
     cJSON_AddNumberToObject(o, "throughput_samples_per_s", r->samples_per_s);
     cJSON *t = cJSON_AddObjectToObject(o, "step_time_s");

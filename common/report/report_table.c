@@ -130,16 +130,16 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
     fprintf(f, "result: %s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
             backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
-            LABEL_W, "throughput", r->samples_per_s, r->nstep_s, r->warmup_steps,
-            r->timed_samples, report_fmt_time(a, sizeof a, r->timed_s));
-    if (r->nstep_s > 0)
+            LABEL_W, "throughput", r->samples_per_s, r->times.n, r->warmup_steps,
+            r->times.timed_samples, report_fmt_time(a, sizeof a, r->times.timed_s));
+    if (r->times.n > 0)
         fprintf(f, "  %-*smean %s   p50 %s   p95 %s\n", LABEL_W, "step time",
                 report_fmt_time(a, sizeof a, s.step_mean), report_fmt_time(b, sizeof b, s.step_p50),
                 report_fmt_time(c, sizeof c, s.step_p95));
     if (s.has_ref)
         fprintf(f, "  %-*s%.2fx single, scaling efficiency %.0f%% on %d device%s\n", LABEL_W,
                 "speed-up", s.speedup, 100.0 * s.efficiency, r->ndev, r->ndev == 1 ? "" : "s");
-    if (r->nstep_s > 0)
+    if (r->times.n > 0)
         print_phase_table(f, r, &s);
     fprintf(f, "  %-*s%.6f\n", LABEL_W, "final loss", r->final_loss);
     if (r->train_accuracy >= 0.0)

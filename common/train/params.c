@@ -1,0 +1,12 @@
+/* common/train/params.c: the starting parameters (see trainer.h). */
+#include "train/trainer.h"
+
+#include "io/checkpoint.h"
+
+int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err)
+{
+    if (c->init_path[0])
+        return ckpt_load_weights(c->init_path, "--init", spec, host, err);
+    model_init_params(spec, c->seed, host);
+    return DDP_OK;
+}
