@@ -105,8 +105,8 @@ if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 100' "$T/trace.json" &&
         ok || ko "--trace: python cannot parse it"
 fi
-expect2 "does not exist" $S --quiet --trace "$T/no/such/dir/t.json"
-expect2 "is a folder" $S --quiet --trace "$T"
+expect2 "cannot create a file in directory" $S --quiet --trace "$T/no/such/dir/t.json"
+expect2 "is a directory" $S --quiet --trace "$T"
 
 # dp and ddp: a process per device, every phase, and the copies / buckets on the comm lane
 DPS="--mode dp --gpus 0,1,2 --model seed-linear --backend cpu --steps 12 --accum 2"

@@ -25,6 +25,7 @@
 
 #include "data/data.h"
 #include "base/status.h"
+#include "base/text.h"
 
 #define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
 /* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
@@ -149,27 +150,11 @@ static num_status_t csv_parse_field(const char **s, size_t *n, double *out)
     return NUM_OK;
 }
 
-/* Untrusted bytes as a short printable string for a message. */
-static void printable(const char *s, size_t n, char *out, size_t size)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 4 < size; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    if (o + 4 >= size && n > o) {
-        out[o++] = '.';
-        out[o++] = '.';
-        out[o++] = '.';
-    }
-    out[o] = '\0';
-}
-
 static int csv_field_error(const char *path, size_t lineno, size_t field, num_status_t st,
                            const char *s, size_t n, char *err)
 {
     char shown[48];
-    printable(s, n, shown, sizeof shown);
+    text_printable(s, n, shown, sizeof shown);
     switch (st) {
     case NUM_EMPTY:
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu, field %zu is empty", path, lineno, field);

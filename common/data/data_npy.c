@@ -24,6 +24,7 @@
 
 #include "data/data.h"
 #include "base/status.h"
+#include "base/text.h"
 
 #define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
 /* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
@@ -54,22 +55,6 @@ static void fmt_num(double v, char *out, size_t size)
         if (!isfinite(v) || strtod(out, NULL) == v)
             return;
     }
-}
-
-/* Untrusted bytes as a short printable string for a message. */
-static void printable(const char *s, size_t n, char *out, size_t size)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 4 < size; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    if (o + 4 >= size && n > o) {
-        out[o++] = '.';
-        out[o++] = '.';
-        out[o++] = '.';
-    }
-    out[o] = '\0';
 }
 
 const char *npy_dtype_name(npy_dtype_t t)
@@ -163,7 +148,7 @@ static int hdr_string(hdr_reader_t *r, char *out, size_t size, const char *what)
     r->pos++;
     if (n >= size) {
         char shown[40];
-        printable(r->s + start, n, shown, sizeof shown);
+        text_printable(r->s + start, n, shown, sizeof shown);
         return err_set(r->err, DDP_ERR_INPUT, "bad header: string '%s' is too long", shown);
     }
     memcpy(out, r->s + start, n);
@@ -215,7 +200,7 @@ static int hdr_shape(hdr_reader_t *r, npy_info_t *info)
                 char shown[40];
                 while (hdr_peek(r) >= '0' && hdr_peek(r) <= '9')
                     r->pos++;
-                printable(r->s + start, r->pos - start, shown, sizeof shown);
+                text_printable(r->s + start, r->pos - start, shown, sizeof shown);
                 return err_set(r->err, DDP_ERR_INPUT,
                                "bad header: shape dimension %s is too large", shown);
             }
@@ -264,7 +249,7 @@ static int npy_dtype_parse(const char *descr, npy_info_t *info, char *err)
         }
     }
     char shown[40];
-    printable(descr, strlen(descr), shown, sizeof shown);
+    text_printable(descr, strlen(descr), shown, sizeof shown);
     if (descr[0] == '>') {
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
             if (strcmp(descr + 1, known[i].name + 1) == 0)
@@ -304,7 +289,7 @@ static int hdr_dict(hdr_reader_t *r, npy_info_t *info)
                        : strcmp(key, "shape") == 0         ? K_SHAPE
                                                            : 0;
         char shown[40];
-        printable(key, strlen(key), shown, sizeof shown);
+        text_printable(key, strlen(key), shown, sizeof shown);
         if (!bit)
             return err_set(r->err, DDP_ERR_INPUT,
                            "bad header: unexpected key '%s' at byte %zu of the header (expected "

@@ -1,24 +1,23 @@
-/* common/safetensors.c: the .safetensors reader and atomic writer (see
+/* common/io/safetensors.c: the .safetensors reader and writer (see
  * safetensors.h for the checks and the file layout). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* fileno, fseeko, fsync, kill, openat */
+#define _POSIX_C_SOURCE 200809L /* fileno, fseeko */
 #endif
 
 #include "io/safetensors.h"
 
 #include <cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/status.h"
+#include "base/text.h"
 
 #define ST_INT_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 #define NAME_SHOW 48                 /* characters of a hostile name shown in a message */
@@ -48,17 +47,7 @@ static const struct {
 /* Untrusted text as a short printable string for a message. */
 static const char *show(const char *s, char *out, size_t size)
 {
-    size_t o = 0, n = strlen(s);
-    for (size_t i = 0; i < n && o + 4 < size; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    if (o < n && o + 4 >= size) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-    return out;
+    return text_printable(s, strlen(s), out, size);
 }
 
 void st_shape_str(const int ndim, const uint64_t *shape, char *out, size_t size)
@@ -718,84 +707,9 @@ static int build_header(const st_out_t *t, size_t nt, const st_kv_t *meta, size_
 }
 
 // ---------------------------------------------------------------------------
-// writing: the temporary file, the rename, the directory
+// writing: through an atomic file (base/atomic_file.h)
 
-typedef struct {
-    char dir[4096];
-    const char *base;
-    char tmp[4096 + 64];
-} st_paths_t;
-
-static int split_path(const char *path, st_paths_t *p, char *err)
-{
-    const char *slash = strrchr(path, '/');
-    p->base = slash ? slash + 1 : path;
-    if (!*p->base)
-        return err_set(err, DDP_ERR_INPUT, "names a directory, not a file");
-    if (strlen(path) >= sizeof p->dir - 32)
-        return err_set(err, DDP_ERR_INPUT, "the file name is too long");
-    if (!slash)
-        snprintf(p->dir, sizeof p->dir, ".");
-    else if (slash == path)
-        snprintf(p->dir, sizeof p->dir, "/");
-    else
-        snprintf(p->dir, sizeof p->dir, "%.*s", (int)(slash - path), path);
-    return DDP_OK;
-}
-
-static bool creation_is_users_fault(int e)
-{
-    return e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS ||
-           e == ENAMETOOLONG || e == ELOOP || e == EISDIR;
-}
-
-/* Create ".BASE.tmp.PID.XXXXXX" in the directory with O_EXCL and mode 0666:
- * the umask then gives the file the mode any new file gets (mkstemp's 0600
- * would make checkpoints unreadable to the user's group). */
-static int temp_open(st_paths_t *p, int *fd, char *err)
-{
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        x ^= (uint64_t)ts.tv_nsec + ((uint64_t)ts.tv_sec << 30) + (uint64_t)attempt;
-        x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
-        char suffix[7];
-        for (int i = 0; i < 6; i++)
-            suffix[i] = abc[(x >> (6 * i)) % (sizeof abc - 1)];
-        suffix[6] = 0;
-        snprintf(p->tmp, sizeof p->tmp, "%s/.%s.tmp.%ld.%s", p->dir, p->base, (long)getpid(),
-                 suffix);
-        *fd = open(p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (*fd >= 0)
-            return DDP_OK;
-        if (errno != EEXIST)
-            break;
-    }
-    int e = errno;
-    return err_set(err, creation_is_users_fault(e) ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                   "cannot create a file in directory '%s': %s", p->dir, strerror(e));
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int write_f32(int fd, const float *v, size_t n)
+static void write_f32(afile_t *a, const float *v, size_t n)
 {
 #if ST_BIG_ENDIAN
     uint8_t buf[1 << 16];
@@ -807,111 +721,37 @@ static int write_f32(int fd, const float *v, size_t n)
             for (int j = 0; j < 4; j++)
                 buf[4 * i + j] = (uint8_t)(u >> (8 * j));
         }
-        if (write_all(fd, buf, 4 * k) != 0)
-            return -1;
+        afile_write(a, buf, 4 * k);
         v += k;
         n -= k;
     }
-    return 0;
 #else
-    return write_all(fd, v, n * sizeof *v);
+    afile_write(a, v, n * sizeof *v);
 #endif
 }
 
-/* Remove ".BASE.tmp.PID.*" files left by writers that died before their rename
- * (a live writer's file is kept: its process still exists). */
-static void remove_stale_temps(const st_paths_t *p)
-{
-    DIR *d = opendir(p->dir);
-    if (!d)
-        return;
-    char prefix[4096 + 16];
-    int plen = snprintf(prefix, sizeof prefix, ".%s.tmp.", p->base);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
-            continue;
-        char *end;
-        long pid = strtol(e->d_name + plen, &end, 10);
-        if (end == e->d_name + plen || *end != '.' || pid <= 0 || pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == -1 && errno == ESRCH)
-            unlinkat(dirfd(d), e->d_name, 0);
-    }
-    closedir(d);
-}
-
-int st_check_writable(const char *path, char *err)
-{
-    st_paths_t p;
-    int rc = split_path(path, &p, err);
-    if (rc != DDP_OK)
-        return rc;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(err, DDP_ERR_INPUT, "is a directory");
-    int fd;
-    if ((rc = temp_open(&p, &fd, err)) != DDP_OK)
-        return rc;
-    close(fd);
-    unlink(p.tmp);
-    return DDP_OK;
-}
+int st_check_writable(const char *path, char *err) { return afile_check(path, err); }
 
 int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
              bool kill_before_rename, char *err)
 {
-    st_paths_t p;
-    int rc = split_path(path, &p, err);
-    if (rc != DDP_OK)
-        return rc;
     uint8_t *head = NULL;
     size_t head_len = 0;
-    if ((rc = build_header(t, nt, meta, nmeta, &head, &head_len, err)) != DDP_OK)
+    int rc = build_header(t, nt, meta, nmeta, &head, &head_len, err);
+    if (rc != DDP_OK)
         return rc;
-    int fd;
-    if ((rc = temp_open(&p, &fd, err)) != DDP_OK) {
+    afile_t a;
+    if ((rc = afile_open(&a, path, err)) != DDP_OK) {
         free(head);
         return rc;
     }
-    bool ok = write_all(fd, head, head_len) == 0;
+    afile_write(&a, head, head_len);
     free(head);
-    for (size_t i = 0; ok && i < nt; i++) {
+    for (size_t i = 0; i < nt; i++) {
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
-        ok = write_f32(fd, t[i].data, (size_t)count) == 0;
+        write_f32(&a, t[i].data, (size_t)count);
     }
-    /* fsync before the rename: otherwise a crash of the machine could leave
-     * the new name pointing at data that never reached the disk. */
-    ok = ok && fsync(fd) == 0;
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
-    if (!ok) {
-        unlink(p.tmp);
-        return err_set(err, DDP_ERR_RUNTIME, "writing %s: %s", p.tmp, strerror(e));
-    }
-    if (kill_before_rename)
-        raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
-    if (rename(p.tmp, path) != 0) {
-        e = errno;
-        unlink(p.tmp);
-        return err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                       "cannot rename the temporary to it: %s", strerror(e));
-    }
-    /* The rename lives in the directory: sync it so the new name survives a crash. */
-    int dfd = open(p.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        int bad = fsync(dfd) != 0 && errno != EINVAL && errno != EROFS;
-        e = errno;
-        close(dfd);
-        if (bad)
-            return err_set(err, DDP_ERR_RUNTIME, "syncing directory '%s': %s", p.dir,
-                           strerror(e));
-    }
-    remove_stale_temps(&p);
-    return DDP_OK;
+    return afile_commit(&a, kill_before_rename, err);
 }

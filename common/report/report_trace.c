@@ -1,12 +1,12 @@
-/* common/report_trace.c: --trace FILE, the recorders of trace.h written as
+/* common/report/report_trace.c: --trace FILE, the recorders of trace.h written as
  * Chrome trace event JSON (opens in ui.perfetto.dev and chrome://tracing).
  *
  * One process per (run, device) named "dp: device 1 (...)", two threads in
  * each: "compute" (the phases back to back, each step enclosing its phases)
  * and "comm" (copies and bucket all-reduces, which may overlap compute).
  * Each run's clock starts at its first event, so compare's three runs line up
- * one above the other.  Streamed to a temporary file in the same folder,
- * flushed, then renamed over FILE: a reader never sees half a trace. */
+ * one above the other.  Written through base/atomic_file.h: a reader never
+ * sees half a trace. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -14,32 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "report/report.h"
-
-static void dir_of(const char *path, char *dir, size_t n)
-{
-    snprintf(dir, n, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, n, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-}
 
 int report_trace_check(const char *path, char *err)
 {
-    char dir[CONFIG_PATH_LEN];
-    dir_of(path, dir, sizeof dir);
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(err, DDP_ERR_INPUT, "--trace %s: folder %s does not exist", path, dir);
-    if (access(dir, W_OK) != 0)
-        return err_set(err, DDP_ERR_INPUT, "--trace %s: folder %s is not writable", path, dir);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(err, DDP_ERR_INPUT, "--trace %s: is a folder", path);
-    return DDP_OK;
+    int rc = afile_check(path, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--trace %s", path);
 }
 
 /* A JSON string (names come from fixed tables and /proc, but escape anyway). */
@@ -143,40 +124,19 @@ static uint64_t write_events(FILE *f, const run_result_t *runs, int n, bool *fir
 
 int report_trace_write(const char *path, const run_result_t *runs, int n, char *err)
 {
-    char tmp[CONFIG_PATH_LEN + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return err_set(err, DDP_ERR_RUNTIME, "--trace %s: cannot create a file beside it: %s", path,
-                       strerror(errno));
-    /* mkstemp makes it 0600; a trace is an ordinary output file */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        return err_set(err, DDP_ERR_RUNTIME, "--trace %s: %s", path, strerror(errno));
+    afile_t a;
+    int rc = afile_open(&a, path, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "--trace %s", path);
+    FILE *f = afile_stream(&a);
+    if (f) {
+        fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+        bool first = true;
+        uint64_t dropped = write_events(f, runs, n, &first);
+        fprintf(f, "\n],\"otherData\":{\"tool\":\"ddpbench\",\"version\":\"%s\","
+                   "\"steps_recorded_per_run\":%d,\"dropped_events\":%llu}}\n",
+                DDPBENCH_VERSION, TRACE_MAX_STEPS, (unsigned long long)dropped);
     }
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
-    bool first = true;
-    uint64_t dropped = write_events(f, runs, n, &first);
-    fprintf(f, "\n],\"otherData\":{\"tool\":\"ddpbench\",\"version\":\"%s\","
-               "\"steps_recorded_per_run\":%d,\"dropped_events\":%llu}}\n",
-            DDPBENCH_VERSION, TRACE_MAX_STEPS, (unsigned long long)dropped);
-    /* data on disk before the rename makes it visible */
-    int bad = ferror(f) | fflush(f) | fsync(fileno(f));
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad)
-            e = errno;
-        unlink(tmp);
-        return err_set(err, DDP_ERR_RUNTIME, "--trace %s: write failed: %s", path, strerror(e));
-    }
-    return DDP_OK;
+    rc = afile_commit(&a, false, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--trace %s", path);
 }
