@@ -139,3 +139,41 @@ Test(config, help_lists_every_option_with_its_default)
         cr_assert(strstr(buf, must[i]), "--help lacks %s", must[i]);
     free(buf);
 }
+
+static void parse_only(config_t *c, const char *args)
+{
+    char buf[1024], err[ERR_LEN] = "";
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "ddpbench";
+    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    cr_assert_eq(config_parse(c, argc, argv, stdout, err), DDP_OK, "'%s': %s", args, err);
+}
+
+Test(config, every_default_is_written_once)
+{
+    /* config_defaults() is what a bare command line gives ... */
+    config_t d, bare, spelled;
+    config_defaults(&d);
+    parse_only(&bare, "");
+    cr_assert_eq(memcmp(&d, &bare, sizeof d), 0, "config_defaults differs from no options");
+    /* ... and every default --help shows, given explicitly, changes nothing */
+    parse_only(&spelled, "--mode compare --gpus auto --backend auto --threads 1 --model mlp-small "
+                         "--dampening 0 --weight-decay 0 --beta1 0.9 --beta2 0.999 --eps 1e-8 "
+                         "--seed 0 --dataset auto --noise 0.1 --target-cols 1 --accum 1 "
+                         "--shuffle --warmup-steps 2 --log-every 0 --comm auto --bucket-mb 25 "
+                         "--first-bucket-mb 1 --overlap --timeout 60 --tolerance 5");
+    cr_assert_eq(memcmp(&d, &spelled, sizeof d), 0, "a default in --help is not the default");
+    cr_assert(d.shuffle && d.overlap && d.timeout_s == 60.0 && d.warmup_steps == 2);
+    cr_assert_eq(d.act, ACT_GELU, "the default preset's activation");
+    /* a preset's values are the defaults the rows marked [preset] show */
+    config_t p;
+    char err[ERR_LEN];
+    cr_assert_eq(config_defaults_for(&p, "mlp-medium", err), DDP_OK, "%s", err);
+    cr_assert_eq(p.act, ACT_RELU);
+    cr_assert_float_eq(p.optim.momentum, 0.9f, 1e-9f);
+    cr_assert_eq(config_defaults_for(&p, "nope", err), DDP_ERR_INPUT);
+}

@@ -1,9 +1,10 @@
-/* common/config.h: everything a run is configured by, the presets, and the
- * command-line parser that fills it.
+/* common/config/config.h: everything a run is configured by, the presets, and
+ * the command-line parser that fills it.
  *
- * config_parse() applies the defaults, then the --model preset, then every
+ * config_parse() applies the defaults (one table in options.c holds every
+ * option with its default and help), then the --model preset, then every
  * explicit option (so explicit options override a preset), then validates the
- * whole.  It never exits: it returns DDP_OK, CONFIG_EXIT_OK (after printing
+ * whole (config.c).  It never exits: it returns DDP_OK, CONFIG_EXIT_OK (after printing
  * --help or --version) or DDP_ERR_INPUT with one line in err. */
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
@@ -79,10 +80,16 @@ typedef struct {
     char resume_path[CONFIG_PATH_LEN];
 } config_t;
 
-/* Defaults with no preset applied. */
+/* What a run with no options uses: every option's default (options.c's table),
+ * then the default preset. */
+#define CONFIG_DEFAULT_PRESET "mlp-small"
 void config_defaults(config_t *c);
-/* Apply a named preset; DDP_ERR_INPUT for an unknown name. */
+/* The same with another preset; DDP_ERR_INPUT for an unknown name. */
+int config_defaults_for(config_t *c, const char *preset, char *err);
+/* Apply a named preset over c; DDP_ERR_INPUT for an unknown name. */
 int config_apply_preset(config_t *c, const char *name, char *err);
+/* --help's section on the presets and what each sets. */
+void config_presets_usage(FILE *f);
 /* The whole parse: defaults, preset, options, validation. */
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
 /* Cross-field checks (also run by config_parse). */

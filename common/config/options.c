@@ -1,0 +1,503 @@
+/* common/config/options.c: the command line.  One table holds every option:
+ * its name, its argument, its default and its help; config_defaults() applies
+ * the defaults through the same setters the command line uses, and --help
+ * prints them from the same rows, so a default is written once.  Every
+ * malformed value is one clear line (see config.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "config/config.h"
+
+// ---------------------------------------------------------------------------
+// the option table: one row per option, used for the defaults, getopt and --help
+
+enum {
+    O_HELP = 'h',
+    O_MODE = 256, O_GPUS, O_BACKEND, O_THREADS, O_MODEL, O_LAYERS, O_ACT, O_LOSS, O_OPTIM,
+    O_LR, O_MOMENTUM, O_DAMPENING, O_NESTEROV, O_WD, O_BETA1, O_BETA2, O_EPS, O_SEED,
+    O_DATASET, O_SAMPLES, O_NOISE, O_DATA, O_TARGETS, O_TARGET_COLS, O_BATCH, O_ACCUM,
+    O_EPOCHS, O_STEPS, O_SHUFFLE, O_NO_SHUFFLE, O_DROP_LAST, O_WARMUP, O_LOG_EVERY, O_COMM,
+    O_BUCKET_MB, O_FIRST_BUCKET_MB, O_OVERLAP, O_NO_OVERLAP, O_TIMEOUT, O_QUIET, O_JSON, O_CSV,
+    O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
+    O_CHECKPOINT_EVERY, O_RESUME, O_VERSION
+};
+
+typedef struct {
+    const char *name;
+    int id;
+    const char *arg;     /* NULL: a flag */
+    const char *dflt;    /* the default, applied by config_defaults() through the same
+                            setter as the command line (a flag: "on" sets it); NULL: the
+                            preset's value, or nothing */
+    const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
+    const char *help;
+    const char *section; /* starts a new section in --help */
+} opt_t;
+
+static const opt_t opts[] = {
+    {"mode", O_MODE, "M", "compare", NULL,
+     "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
+     "side; single uses the first device)",
+     "What to run"},
+    {"gpus", O_GPUS, "LIST", "auto", NULL,
+     "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
+     " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
+     NULL},
+    {"backend", O_BACKEND, "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL},
+    {"threads", O_THREADS, "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL},
+    {"model", O_MODEL, "NAME", NULL, CONFIG_DEFAULT_PRESET,
+     "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
+     "The model"},
+    {"layers", O_LAYERS, "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL},
+    {"act", O_ACT, "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL},
+    {"loss", O_LOSS, "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
+     NULL},
+    {"optim", O_OPTIM, "O", NULL, "preset", "sgd | adam | adamw", NULL},
+    {"lr", O_LR, "X", NULL, "preset", "learning rate", NULL},
+    {"momentum", O_MOMENTUM, "X", NULL, "preset", "SGD momentum", NULL},
+    {"dampening", O_DAMPENING, "X", "0", NULL, "SGD dampening", NULL},
+    {"nesterov", O_NESTEROV, NULL, NULL, "off", "SGD Nesterov momentum", NULL},
+    {"weight-decay", O_WD, "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL},
+    {"beta1", O_BETA1, "X", "0.9", NULL, "Adam beta1", NULL},
+    {"beta2", O_BETA2, "X", "0.999", NULL, "Adam beta2", NULL},
+    {"eps", O_EPS, "X", "1e-8", NULL, "Adam epsilon", NULL},
+    {"seed", O_SEED, "N", "0", NULL, "seed for init, synthetic data and shuffling", NULL},
+    {"dataset", O_DATASET, "K", "auto", NULL,
+     "synthetic set: regression | binary | classes (auto: the one that fits --loss)", "The data"},
+    {"samples", O_SAMPLES, "N", NULL, "preset", "rows of synthetic data", NULL},
+    {"noise", O_NOISE, "X", "0.1", NULL, "std of the noise added to synthetic regression targets", NULL},
+    {"data", O_DATA, "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL},
+    {"targets", O_TARGETS, "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL},
+    {"target-cols", O_TARGET_COLS, "N", "1", NULL, "CSV: the last N columns are targets", NULL},
+    {"batch", O_BATCH, "N", NULL, "preset", "global batch per micro-step (ddp: divided among ranks)",
+     "The loop"},
+    {"accum", O_ACCUM, "K", "1", NULL, "micro-batches per optimizer step (ddp: no_sync on the first K-1)",
+     NULL},
+    {"epochs", O_EPOCHS, "N", NULL, "preset", "passes over the data", NULL},
+    {"steps", O_STEPS, "N", NULL, "0 (use --epochs)", "stop after N optimizer steps", NULL},
+    {"shuffle", O_SHUFFLE, NULL, "on", NULL, "reshuffle every epoch (seed + epoch)", NULL},
+    {"no-shuffle", O_NO_SHUFFLE, NULL, NULL, NULL, "keep the data in file order", NULL},
+    {"drop-last", O_DROP_LAST, NULL, NULL, "off", "drop the last incomplete batch (and sampler tail)",
+     NULL},
+    {"warmup-steps", O_WARMUP, "N", "2", NULL, "steps left out of the throughput", NULL},
+    {"log-every", O_LOG_EVERY, "N", "0", "0 (each epoch)", "print the loss every N steps", NULL},
+    {"comm", O_COMM, "C", "auto", NULL, "ddp collectives: auto | shm | nccl (auto: nccl on CUDA, shm on CPU)",
+     "DDP"},
+    {"bucket-mb", O_BUCKET_MB, "X", "25", NULL, "gradient bucket cap in MiB", NULL},
+    {"first-bucket-mb", O_FIRST_BUCKET_MB, "X", "1", NULL, "cap of the first (last layers') bucket", NULL},
+    {"overlap", O_OVERLAP, NULL, "on", NULL, "all-reduce each bucket while backward still runs",
+     NULL},
+    {"no-overlap", O_NO_OVERLAP, NULL, NULL, NULL, "all-reduce only after backward ends", NULL},
+    {"timeout", O_TIMEOUT, "SEC", "60", NULL, "limit on any wait for another rank", NULL},
+    {"quiet", O_QUIET, NULL, NULL, "off", "print only errors and the final result", "Reporting"},
+    {"json", O_JSON, NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL},
+    {"csv", O_CSV, NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL},
+    {"explain", O_EXPLAIN, NULL, NULL, "off", "narrate the first step: what moved where, and how long",
+     NULL},
+    {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
+    {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
+     NULL},
+    {"tolerance", O_TOLERANCE, "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
+     NULL},
+    {"save", O_SAVE, "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints"},
+    {"init", O_INIT, "FILE", NULL, "none", "start from weights in a .safetensors file", NULL},
+    {"checkpoint", O_CHECKPOINT, "FILE", NULL, "none", "write a resumable checkpoint here", NULL},
+    {"checkpoint-every", O_CHECKPOINT_EVERY, "N", NULL, "0 (at the end)", "steps between checkpoints",
+     NULL},
+    {"resume", O_RESUME, "FILE", NULL, "none", "continue exactly from a --checkpoint file", NULL},
+    {"help", O_HELP, NULL, NULL, NULL, "this text", "Other"},
+    {"version", O_VERSION, NULL, NULL, NULL, "print the version", NULL},
+};
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+void config_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ddpbench [options]\n"
+            "Trains one MLP on one host three ways (single device, DataParallel,\n"
+            "DistributedDataParallel) and reports throughput, where the time goes,\n"
+            "memory, and whether the results agree.\n");
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_t *o = &opts[i];
+        if (o->section)
+            fprintf(f, "\n%s:\n", o->section);
+        char lhs[64], text[512];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        const char *d = o->shown ? o->shown : o->dflt;
+        snprintf(text, sizeof text, "%s%s%s%s", o->help, d ? " [" : "", d ? d : "", d ? "]" : "");
+        /* wrap the text at 79 columns under its own column */
+        fprintf(f, "  %-24s", lhs);
+        int col = 26;
+        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+            int len = (int)strlen(w);
+            if (col > 26 && col + 1 + len > 79) {
+                fprintf(f, "\n%26s", "");
+                col = 26;
+            }
+            fprintf(f, " %s", w);
+            col += 1 + len;
+        }
+        fputc('\n', f);
+    }
+    config_presets_usage(f);
+    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 throughput regressed.\n");
+}
+
+// ---------------------------------------------------------------------------
+// strict number parsing
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out, char *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno)
+        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not an integer", opt, s);
+    if (v < lo || v > hi)
+        return err_set(err, DDP_ERR_INPUT, "--%s: %ld is out of range %ld..%ld", opt, v, lo, hi);
+    *out = v;
+    return DDP_OK;
+}
+
+static int parse_double(const char *opt, const char *s, double lo, double hi, bool lo_open,
+                        double *out, char *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v))
+        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a number", opt, s);
+    if (v < lo || v > hi || (lo_open && v == lo))
+        return err_set(err, DDP_ERR_INPUT, "--%s: %g is out of range %s%g..%g", opt, v,
+                       lo_open ? "(" : "", lo, hi);
+    *out = v;
+    return DDP_OK;
+}
+
+static int parse_float(const char *opt, const char *s, double lo, double hi, float *out,
+                       char *err)
+{
+    double d;
+    int rc = parse_double(opt, s, lo, hi, false, &d, err);
+    if (rc == DDP_OK)
+        *out = (float)d;
+    return rc;
+}
+
+static int copy_path(const char *opt, const char *s, char *dst, char *err)
+{
+    if (!*s)
+        return err_set(err, DDP_ERR_INPUT, "--%s: empty file name", opt);
+    if (strlen(s) >= CONFIG_PATH_LEN)
+        return err_set(err, DDP_ERR_INPUT, "--%s: file name longer than %d bytes", opt,
+                       CONFIG_PATH_LEN - 1);
+    strcpy(dst, s);
+    return DDP_OK;
+}
+
+static int parse_name(const char *opt, const char *s, int (*parse)(const char *), int *out,
+                      const char *choices, char *err)
+{
+    int v = parse(s);
+    if (v < 0)
+        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: %s)", opt, s,
+                       choices);
+    *out = v;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// one option
+
+typedef struct {
+    bool wd, gpus;
+} explicit_t;
+
+/* Set option id from its value v (NULL for a flag).  ex records what the user
+ * gave explicitly (NULL while applying the defaults). */
+static int apply_option(config_t *c, int id, const char *name, const char *v, explicit_t *ex,
+                        char *err)
+{
+    long l;
+    int e = 0, rc = DDP_OK;
+    switch (id) {
+    case O_MODE:
+        rc = parse_name(name, v, mode_parse, &e, "single, dp, ddp, compare", err);
+        c->mode = (mode_t_)e;
+        break;
+    case O_GPUS:
+        if (ex)
+            ex->gpus = true;
+        if (strcmp(v, "auto") == 0)
+            c->ngpus = 0;
+        else
+            rc = config_parse_int_list(v, c->gpus, MAX_GPU_LIST, &c->ngpus, name, true, err);
+        break;
+    case O_BACKEND:
+        rc = parse_name(name, v, backend_kind_parse, &e, "auto, cpu, cuda", err);
+        c->backend = (backend_kind_t)e;
+        break;
+    case O_THREADS:
+        rc = parse_long(name, v, 1, 256, &l, err);
+        c->threads = (int)l;
+        break;
+    case O_MODEL:
+        break; /* applied before the other options */
+    case O_LAYERS:
+        rc = config_parse_int_list(v, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims, name, true, err);
+        if (rc == DDP_OK && c->ndims < 2)
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "--layers: '%s' needs at least an input and an output width", v);
+        for (int i = 0; rc == DDP_OK && i < c->ndims; i++)
+            if (c->dims[i] < 1)
+                rc = err_set(err, DDP_ERR_INPUT, "--layers: width %d in '%s' must be >= 1",
+                             c->dims[i], v);
+        break;
+    case O_ACT:
+        rc = parse_name(name, v, act_parse, &e, "relu, tanh, sigmoid, gelu", err);
+        if (rc == DDP_OK && e == ACT_NONE)
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "--act: unknown value 'none' (one of: relu, tanh, sigmoid, gelu)");
+        c->act = (act_t)e;
+        break;
+    case O_LOSS:
+        rc = parse_name(name, v, loss_parse, &e, "mse, bce, ce", err);
+        c->loss = (loss_t)e;
+        break;
+    case O_OPTIM:
+        rc = parse_name(name, v, optim_parse, &e, "sgd, adam, adamw", err);
+        c->optim.kind = (optim_kind_t)e;
+        break;
+    case O_LR:
+        rc = parse_float(name, v, 0.0, 1e6, &c->optim.lr, err);
+        break;
+    case O_MOMENTUM:
+        rc = parse_float(name, v, 0.0, 1e6, &c->optim.momentum, err);
+        break;
+    case O_DAMPENING:
+        rc = parse_float(name, v, 0.0, 1.0, &c->optim.dampening, err);
+        break;
+    case O_NESTEROV:
+        c->optim.nesterov = true;
+        break;
+    case O_WD:
+        if (ex)
+            ex->wd = true;
+        rc = parse_float(name, v, 0.0, 1e6, &c->optim.weight_decay, err);
+        break;
+    case O_BETA1:
+        rc = parse_float(name, v, 0.0, 0.999999999, &c->optim.beta1, err);
+        break;
+    case O_BETA2:
+        rc = parse_float(name, v, 0.0, 0.999999999, &c->optim.beta2, err);
+        break;
+    case O_EPS:
+        rc = parse_float(name, v, 0.0, 1.0, &c->optim.eps, err);
+        break;
+    case O_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(v, &end, 10);
+        if (end == v || *end || errno || v[0] == '-')
+            rc = err_set(err, DDP_ERR_INPUT, "--seed: '%s' is not a non-negative integer", v);
+        c->seed = s;
+        break;
+    }
+    case O_DATASET:
+        rc = parse_name(name, v, synth_parse, &e, "regression, binary, classes", err);
+        c->dataset = (synth_kind_t)e;
+        break;
+    case O_SAMPLES:
+        rc = parse_long(name, v, 1, 1L << 31, &c->samples, err);
+        break;
+    case O_NOISE:
+        rc = parse_float(name, v, 0.0, 1e6, &c->noise, err);
+        break;
+    case O_DATA:
+        rc = copy_path(name, v, c->data_path, err);
+        break;
+    case O_TARGETS:
+        rc = copy_path(name, v, c->targets_path, err);
+        break;
+    case O_TARGET_COLS:
+        rc = parse_long(name, v, 1, 1 << 20, &l, err);
+        c->target_cols = (int)l;
+        break;
+    case O_BATCH:
+        rc = parse_long(name, v, 1, 1 << 24, &l, err);
+        c->batch = (int)l;
+        break;
+    case O_ACCUM:
+        rc = parse_long(name, v, 1, 1 << 16, &l, err);
+        c->accum = (int)l;
+        break;
+    case O_EPOCHS:
+        rc = parse_long(name, v, 1, 1L << 30, &c->epochs, err);
+        break;
+    case O_STEPS:
+        rc = parse_long(name, v, 1, 1L << 40, &c->steps, err);
+        break;
+    case O_SHUFFLE:
+        c->shuffle = true;
+        break;
+    case O_NO_SHUFFLE:
+        c->shuffle = false;
+        break;
+    case O_DROP_LAST:
+        c->drop_last = true;
+        break;
+    case O_WARMUP:
+        rc = parse_long(name, v, 0, 1L << 40, &c->warmup_steps, err);
+        break;
+    case O_LOG_EVERY:
+        rc = parse_long(name, v, 0, 1L << 40, &c->log_every, err);
+        break;
+    case O_COMM:
+        rc = parse_name(name, v, comm_parse, &e, "auto, shm, nccl", err);
+        c->comm = (comm_kind_t)e;
+        break;
+    case O_BUCKET_MB:
+        rc = parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
+        break;
+    case O_FIRST_BUCKET_MB:
+        rc = parse_double(name, v, 0.0, 1 << 20, true, &c->first_bucket_mb, err);
+        break;
+    case O_OVERLAP:
+        c->overlap = true;
+        break;
+    case O_NO_OVERLAP:
+        c->overlap = false;
+        break;
+    case O_TIMEOUT:
+        rc = parse_double(name, v, 0.0, 1e6, true, &c->timeout_s, err);
+        break;
+    case O_QUIET:
+        c->quiet = true;
+        break;
+    case O_JSON:
+        c->json = true;
+        break;
+    case O_CSV:
+        c->csv = true;
+        break;
+    case O_EXPLAIN:
+        c->explain = true;
+        break;
+    case O_TRACE:
+        rc = copy_path(name, v, c->trace_path, err);
+        break;
+    case O_BASELINE:
+        rc = copy_path(name, v, c->baseline_path, err);
+        break;
+    case O_TOLERANCE:
+        rc = parse_double(name, v, 0.0, 100.0, false, &c->tolerance_pct, err);
+        break;
+    case O_SAVE:
+        rc = copy_path(name, v, c->save_path, err);
+        break;
+    case O_INIT:
+        rc = copy_path(name, v, c->init_path, err);
+        break;
+    case O_CHECKPOINT:
+        rc = copy_path(name, v, c->checkpoint_path, err);
+        break;
+    case O_CHECKPOINT_EVERY:
+        rc = parse_long(name, v, 1, 1L << 40, &c->checkpoint_every, err);
+        break;
+    case O_RESUME:
+        rc = copy_path(name, v, c->resume_path, err);
+        break;
+    default:
+        rc = err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", name);
+    }
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// the defaults and the parse
+
+int config_defaults_for(config_t *c, const char *preset, char *err)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_t *o = &opts[i];
+        if (!o->dflt)
+            continue;
+        int rc = apply_option(c, o->id, o->name, o->arg ? o->dflt : NULL, NULL, err);
+        if (rc != DDP_OK) /* a bad row in the table: the defaults must parse */
+            return err_prefix(err, DDP_ERR_RUNTIME, "internal: the default of --%s", o->name);
+    }
+    return config_apply_preset(c, preset, err);
+}
+
+void config_defaults(config_t *c)
+{
+    char err[ERR_LEN];
+    config_defaults_for(c, CONFIG_DEFAULT_PRESET, err);
+}
+
+int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
+{
+    struct option lo[NOPTS + 1];
+    for (int i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
+                                NULL, opts[i].id};
+    lo[NOPTS] = (struct option){0, 0, 0, 0};
+
+    const char *preset = CONFIG_DEFAULT_PRESET;
+
+    /* Pass 1: --help, --version, --model (the preset fills what the rest overrides). */
+    opterr = 0;
+    optind = 0; /* GNU: 0 restarts the scan from scratch */
+    int id, idx;
+    while ((id = getopt_long(argc, argv, "+h", lo, &idx)) != -1) {
+        if (id == O_HELP) {
+            config_usage(out);
+            return CONFIG_EXIT_OK;
+        }
+        if (id == O_VERSION) {
+            fprintf(out, "ddpbench %s\n", DDPBENCH_VERSION);
+            return CONFIG_EXIT_OK;
+        }
+        if (id == O_MODEL)
+            preset = optarg;
+    }
+    int rc = config_defaults_for(c, preset, err);
+    if (rc != DDP_OK)
+        return rc;
+
+    /* Pass 2: every option, in order; the last one of a kind wins. */
+    explicit_t ex = {0};
+    optind = 0;
+    while ((id = getopt_long(argc, argv, "+h", lo, &idx)) != -1) {
+        if (id == '?') {
+            const char *bad = argv[optind - 1];
+            if (optopt && optopt < 256)
+                return err_set(err, DDP_ERR_INPUT, "unknown option '-%c' (see --help)", optopt);
+            for (int i = 0; i < NOPTS; i++)
+                if (opts[i].id == optopt && opts[i].arg)
+                    return err_set(err, DDP_ERR_INPUT, "--%s: needs a value (%s)", opts[i].name,
+                                   opts[i].arg);
+            return err_set(err, DDP_ERR_INPUT, "unknown option '%s' (see --help)", bad);
+        }
+        const char *name = NULL;
+        for (int i = 0; i < NOPTS; i++)
+            if (opts[i].id == id)
+                name = opts[i].name;
+        rc = apply_option(c, id, name ? name : "?", optarg, &ex, err);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    if (optind < argc)
+        return err_set(err, DDP_ERR_INPUT, "unexpected argument '%s' (options start with --)",
+                       argv[optind]);
+    /* torch.optim.AdamW defaults weight_decay to 1e-2. */
+    if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
+        c->optim.weight_decay = 0.01f;
+    return config_validate(c, err);
+}
+
