@@ -126,13 +126,13 @@ else ifeq ($(HAVE_NCCL),)
 endif
 LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 MAIN_OBJS := $(BUILD)/bench/main.o
-TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
-.PHONY: all test test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
+.PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
         clean distclean help test-cuda-emu
 .DEFAULT_GOAL := all
 
@@ -167,7 +167,7 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
@@ -180,14 +180,20 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # the 2-core machines CI uses, and a failing assertion names file and line.
 CRITERION_ARGS ?= --jobs 2
 
-test: test-unit test-e2e test-asan test-tsan test-fuzz
+test: test-layers test-unit test-e2e test-asan test-tsan test-fuzz
 	@echo "make test: all passed"
+
+# The floors of common/ (common/README.md): includes and calls run one way;
+# the self-test plants each kind of violation in a small tree and sees it caught.
+test-layers: ddpbench
+	@echo "== tests/structure/layers.sh"; sh tests/structure/layers.sh $(BUILD)
+	@echo "== tests/structure/layers_selftest.sh"; sh tests/structure/layers_selftest.sh
 
 test-unit: $(TEST_BINS) ddpbench
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
 
 test-e2e: ddpbench
-	@set -e; for t in tests/e2e_*.sh; do echo "== $$t"; sh $$t ./ddpbench; done
+	@set -e; for t in tests/e2e/e2e_*.sh; do echo "== $$t"; sh $$t ./ddpbench; done
 
 test-asan:
 	$(MAKE) SAN=address test-unit-san
@@ -204,7 +210,7 @@ test-unit-san: $(TEST_BINS)
 TSAN_TESTS := $(filter $(BUILD)/tests/test_dp% $(BUILD)/tests/test_ddp% $(BUILD)/tests/test_comm% $(BUILD)/tests/test_backend_cpu,$(TEST_BINS))
 test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
-	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" $$t $(CRITERION_ARGS); done
+	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
 
 # The CUDA code without a GPU: backend_cuda.c and the kernels against a CPU
 # emulation of the CUDA runtime and cuBLAS, under ASan+UBSan (not part of
@@ -213,8 +219,8 @@ test-cuda-emu: | build/deps.mk
 	sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
-FUZZ_SRCS := $(wildcard tests/fuzz_*.c)
-FUZZ_BINS := $(FUZZ_SRCS:tests/%.c=build/fuzz/%)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
 FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/rng.c \
               common/data/data_npy.c common/data/data.c \
@@ -223,18 +229,19 @@ build/fuzz/clang.ok: scripts/deps.sh
 	@mkdir -p build/fuzz
 	@scripts/deps.sh fuzz && touch $@
 
-build/fuzz/%: tests/%.c $(FUZZ_LIB_C) | build/deps.mk build/fuzz/clang.ok
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C) | build/deps.mk build/fuzz/clang.ok
 	@mkdir -p $(dir $@)
 	clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCS) $(DEPS_CFLAGS) \
 	  -o $@ $< $(FUZZ_LIB_C) $(DEPS_LIBS) -lm
 
-# A fuzzer's dictionary, when there is one, is tests/<fuzzer>.dict.
+# A fuzzer's dictionary, when there is one, is tests/fuzz/<fuzzer>.dict; its seeds
+# are in tests/fuzz/corpus/<fuzzer>/.
 test-fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
 	  mkdir -p build/fuzz/corpus-$$(basename $$f); \
-	  dict=tests/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
+	  dict=tests/fuzz/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
 	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
-	    tests/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log || \
+	    tests/fuzz/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log || \
 	    { tail -40 build/fuzz/$$(basename $$f).log; exit 1; }; done
 
 fuzz:

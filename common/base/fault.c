@@ -1,4 +1,4 @@
-/* common/fault.c: parsing DDPBENCH_FAULT and raising injected faults (see fault.h). */
+/* common/base/fault.c: parsing DDPBENCH_FAULT and raising injected faults (see fault.h). */
 #include "base/fault.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* common/fault.h: fault injection for the fault-model tests.
+/* common/base/fault.h: fault injection for the fault-model tests.
  *
  * DDPBENCH_FAULT=KIND:DEVICE:STEP makes device slot DEVICE (the index in
  * --gpus, i.e. the DP device or DDP rank) fail at optimizer step STEP

@@ -1,4 +1,4 @@
-/* common/kinds.c: names of the closed sets in kinds.h. */
+/* common/base/kinds.c: names of the closed sets in kinds.h. */
 #include "base/kinds.h"
 
 #include <string.h>

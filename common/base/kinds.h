@@ -1,4 +1,4 @@
-/* common/kinds.h: the small closed sets the core is built from (activations,
+/* common/base/kinds.h: the small closed sets the core is built from (activations,
  * losses, optimizers, modes, backends) and their user-facing names. */
 #ifndef DDPBENCH_KINDS_H
 #define DDPBENCH_KINDS_H

@@ -1,4 +1,4 @@
-/* common/rng.c: xoshiro256** + splitmix64 (see rng.h). */
+/* common/base/rng.c: xoshiro256** + splitmix64 (see rng.h). */
 #include "base/rng.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* common/rng.h: the project's own seeded random numbers.
+/* common/base/rng.h: the project's own seeded random numbers.
  *
  * Every random thing (parameter init, synthetic data, shuffles) comes from here,
  * on the host, so every mode and every backend starts from the same bits.

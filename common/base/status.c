@@ -1,4 +1,4 @@
-/* common/status.c: formatting of the one-line error messages (see status.h). */
+/* common/base/status.c: formatting of the one-line error messages (see status.h). */
 #include "base/status.h"
 
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* common/comm_nccl.c: the collectives of comm.h over NCCL, for CUDA ranks.
+/* common/comm/comm_nccl.c: the collectives of comm.h over NCCL, for CUDA ranks.
  *
  * One communicator per rank, created non-blocking (ncclConfig_t.blocking = 0)
  * so neither joining the group nor any call can hang past --timeout: every

@@ -1,4 +1,4 @@
-/* common/comm_seg.c: the shared segment: creating it before fork without
+/* common/comm/comm_seg.c: the shared segment: creating it before fork without
  * leaving a /dev/shm entry behind, the abort flag, the id exchange, and the
  * bounded spin-then-futex waits every shared-memory collective is built on
  * (see comm_seg.h for the layout, comm.h for the public surface). */

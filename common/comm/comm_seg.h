@@ -1,4 +1,4 @@
-/* common/comm_seg.h: the shared segment's layout and its waiting primitives,
+/* common/comm/comm_seg.h: the shared segment's layout and its waiting primitives,
  * private to comm_seg.c and comm_shm.c (the public surface is in comm.h).
  *
  * Layout of one mapping:

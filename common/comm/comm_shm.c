@@ -1,4 +1,4 @@
-/* common/comm_shm.c: collectives over the shared segment, for ranks that are
+/* common/comm/comm_shm.c: collectives over the shared segment, for ranks that are
  * forked processes (DDP) or threads of one process.
  *
  * Each rank has one communication thread that runs the rank's collectives in

@@ -1,4 +1,4 @@
-/* common/config_resolve.c: turning "auto" into facts about this machine:
+/* common/config/config_resolve.c: turning "auto" into facts about this machine:
  * the backend (a forked CUDA probe, so the supervisor never initialises CUDA)
  * and the device list, and the rules on repeated device ids. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* common/data.c: synthetic datasets, the dataset/model check, row gathering
+/* common/data/data.c: synthetic datasets, the dataset/model check, row gathering
  * and freeing (loaders live in data_npy.c and data_csv.c). */
 #include "data/data.h"
 

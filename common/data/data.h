@@ -1,4 +1,4 @@
-/* common/data.h: datasets on the host.
+/* common/data/data.h: datasets on the host.
  *
  * A dataset is n rows of in_dim float features and tgt_cols float targets.
  * Class labels (for the ce loss) are stored as floats holding exact integers in

@@ -1,4 +1,4 @@
-/* common/data_csv.c: the CSV dataset loader, data_load_csv (data.h).
+/* common/data/data_csv.c: the CSV dataset loader, data_load_csv (data.h).
  *
  * The file is read whole into memory (capped at DATA_MAX_BYTES) and walked
  * twice: the first pass finds the optional header, checks every row has the

@@ -1,4 +1,4 @@
-/* common/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
+/* common/data/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
  * dataset loader data_load_npy (data.h).
  *
  * Files are hostile.  The header is read into a bounded buffer and checked in

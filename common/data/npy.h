@@ -1,6 +1,6 @@
-/* common/npy.h: the NumPy .npy header, parsed from memory.
+/* common/data/npy.h: the NumPy .npy header, parsed from memory.
  *
- * data_npy.c reads a file's first bytes and hands them here; tests/fuzz_npy.c
+ * data_npy.c reads a file's first bytes and hands them here; tests/fuzz/fuzz_npy.c
  * feeds the same function arbitrary bytes.  The parser trusts nothing: magic,
  * version, header length against the file size, a strict reader for the
  * header's Python dict literal, the dtype, the shape (overflow checked) and the

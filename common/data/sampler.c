@@ -1,4 +1,4 @@
-/* common/sampler.c: DistributedSampler's index rule and the epoch's split into
+/* common/data/sampler.c: DistributedSampler's index rule and the epoch's split into
  * micro-batches and optimizer steps (see sampler.h). */
 #include "data/sampler.h"
 

@@ -1,4 +1,4 @@
-/* common/sampler.h: which sample indices a device sees, epoch by epoch.
+/* common/data/sampler.h: which sample indices a device sees, epoch by epoch.
  *
  * One rule for every mode, torch.utils.data.DistributedSampler's:
  *   num_samples = ceil(n / world)          (drop_last and n % world: ceil((n-world)/world))

@@ -1,4 +1,4 @@
-/* common/backend_cpu.c: the CPU compute backend.
+/* common/device/backend_cpu.c: the CPU compute backend.
  *
  * GEMMs go to OpenBLAS (CBLAS sgemm); everything else is a plain loop written
  * so gcc vectorises it.  A "device" is whoever calls: a DP worker thread or a
@@ -8,7 +8,7 @@
  *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
- * so several DP workers may call sgemm at once; tests/test_backend_cpu.c checks
+ * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
  * concurrent results against serial ones bit for bit. */
 #include <cblas.h>
 #include <math.h>

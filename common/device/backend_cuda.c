@@ -1,4 +1,4 @@
-/* common/backend_cuda.c: the CUDA compute backend (see backend.h).
+/* common/device/backend_cuda.c: the CUDA compute backend (see backend.h).
  *
  * One backend is one GPU replica: its own non-blocking compute stream, a
  * cuBLAS handle bound to that stream, and a table of its live allocations.

@@ -1,4 +1,4 @@
-/* common/cuda_check.h: CUDACHECK / CUBLASCHECK / NCCLCHECK for library code.
+/* common/device/cuda_check.h: CUDACHECK / CUBLASCHECK / NCCLCHECK for library code.
  *
  * Like nccl-tests' macros, but they never print or exit: a failing call writes
  * one line "file:line: call: ErrorName: error string" into the caller's error

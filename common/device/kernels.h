@@ -1,4 +1,4 @@
-/* common/kernels.h: the C entry points of the CUDA kernels (kernels_*.cu).
+/* common/device/kernels.h: the C entry points of the CUDA kernels (kernels_*.cu).
  *
  * One launcher per kernel family, callable from plain C.  Each queues its work
  * on the given stream (nothing here synchronises), launches nothing for an

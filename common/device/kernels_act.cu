@@ -1,4 +1,4 @@
-/* common/kernels_act.cu: bias + activation forward, activation backward and
+/* common/device/kernels_act.cu: bias + activation forward, activation backward and
  * the bias gradient, with their C launchers (see kernels.h).  The activation
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
  * relu'(0) = 0, the two-sided sigmoid). */

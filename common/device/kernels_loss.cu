@@ -1,4 +1,4 @@
-/* common/kernels_loss.cu: the three losses (mse, bce from logits, softmax ce)
+/* common/device/kernels_loss.cu: the three losses (mse, bce from logits, softmax ce)
  * and their gradients, with the C launcher (see kernels.h).
  *
  * One block per row computes the row's loss (accumulated in double, like

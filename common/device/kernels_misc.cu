@@ -1,4 +1,4 @@
-/* common/kernels_misc.cu: the small elementwise kernels (axpy, scale, and the
+/* common/device/kernels_misc.cu: the small elementwise kernels (axpy, scale, and the
  * matrix fill an empty GEMM needs), with their C launchers (see kernels.h). */
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"

@@ -1,4 +1,4 @@
-/* common/kernels_optim.cu: SGD and Adam/AdamW over a whole parameter arena in
+/* common/device/kernels_optim.cu: SGD and Adam/AdamW over a whole parameter arena in
  * one launch each, with the C launchers (see kernels.h).  The arithmetic is
  * backend_cpu.c's, statement by statement and in the same order; the scalars
  * the CPU derives once per step (1 - dampening, lr / bias_correction1, ...)

@@ -1,4 +1,4 @@
-/* common/kernels_util.cuh: launch geometry shared by the kernels_*.cu files. */
+/* common/device/kernels_util.cuh: launch geometry shared by the kernels_*.cu files. */
 #ifndef DDPBENCH_KERNELS_UTIL_CUH
 #define DDPBENCH_KERNELS_UTIL_CUH
 

@@ -1,4 +1,4 @@
-/* common/probe_cuda.c: how many GPUs are visible, found without initialising
+/* common/device/probe_cuda.c: how many GPUs are visible, found without initialising
  * CUDA in the calling process (backend_cuda_probe, see backend.h), and the
  * in-process count that backend_cuda_create uses.
  *

@@ -1,4 +1,4 @@
-/* common/checkpoint.c: weights files, checkpoints and resuming (see
+/* common/io/checkpoint.c: weights files, checkpoints and resuming (see
  * checkpoint.h for the names and the metadata). */
 #include "io/checkpoint.h"
 

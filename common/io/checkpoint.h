@@ -1,4 +1,4 @@
-/* common/checkpoint.h: model weights (--save, --init) and resumable
+/* common/io/checkpoint.h: model weights (--save, --init) and resumable
  * checkpoints (--checkpoint, --checkpoint-every, --resume), as .safetensors.
  *
  * Tensor names are those of the PyTorch module the model is,
@@ -85,7 +85,7 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
                    char *err);
 
 // ---------------------------------------------------------------------------
-// what a strategy calls (common/single.c is the worked example)
+// what a strategy calls (common/train/single.c is the worked example)
 //
 //   ckpt_run_init(&ck, cfg, &spec, &opt, 0, err);        after optim_init
 //   ckpt_run_resume(&ck, &sch, host_params, &opt, err);  after the initial params,

@@ -1,4 +1,4 @@
-/* common/safetensors.h: the .safetensors format: a reader that treats the
+/* common/io/safetensors.h: the .safetensors format: a reader that treats the
  * file as hostile, and a writer that replaces files atomically.
  *
  * A file is 8 bytes N (little-endian u64), N bytes of JSON header, then the

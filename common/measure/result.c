@@ -1,4 +1,4 @@
-/* common/result.c: building and freeing a run_result_t (see result.h). */
+/* common/measure/result.c: building and freeing a run_result_t (see result.h). */
 #include "measure/result.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* common/result.h: what a run measured, handed from a strategy to the report.
+/* common/measure/result.h: what a run measured, handed from a strategy to the report.
  *
  * Fixed-size per-device records (device_stats_t) so DDP ranks can write theirs
  * into shared memory; the variable parts (per-step times, final parameters,

@@ -1,4 +1,4 @@
-/* common/model.c: the MLP's layout, init, forward, backward and checksums
+/* common/nn/model.c: the MLP's layout, init, forward, backward and checksums
  * (see model.h).  Everything here goes through the backend, so it runs
  * unchanged on the CPU and on a GPU. */
 #include "nn/model.h"

@@ -1,4 +1,4 @@
-/* common/model.h: the MLP every mode trains.
+/* common/nn/model.h: the MLP every mode trains.
  *
  * A stack of Linear layers (dims[0] -> dims[1] -> ... -> dims[L]) with one
  * activation between layers and none after the last, exactly

@@ -1,4 +1,4 @@
-/* common/optim.c: optimizer state and steps (see optim.h). */
+/* common/nn/optim.c: optimizer state and steps (see optim.h). */
 #include "nn/optim.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* common/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter arena.
+/* common/nn/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter arena.
  *
  * One optimizer per replica that steps (single, DP's device 0, every DDP rank).
  * The state (momentum buffer, or Adam's two moments) lives on the device in

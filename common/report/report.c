@@ -1,4 +1,4 @@
-/* common/report.c: formatting helpers, the banner, and the figures every
+/* common/report/report.c: formatting helpers, the banner, and the figures every
  * report derives from a run (see report.h). */
 #include "report/report.h"
 

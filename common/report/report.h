@@ -1,4 +1,4 @@
-/* common/report.h: what the user reads: the banner before a run, the result
+/* common/report/report.h: what the user reads: the banner before a run, the result
  * table after it, compare mode's side-by-side view, and the machine-readable
  * forms (--json, --csv, --trace, --baseline, --explain).
  *

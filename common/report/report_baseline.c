@@ -1,4 +1,4 @@
-/* common/report_baseline.c: --baseline FILE --tolerance PCT, the regression
+/* common/report/report_baseline.c: --baseline FILE --tolerance PCT, the regression
  * gate.  FILE is an earlier --json result (one object, or compare's JSON
  * Lines) and is treated as hostile: its size is bounded before it is read,
  * it must parse, and every key used must be there with the right type.  A

@@ -1,4 +1,4 @@
-/* common/report_compare.c: compare mode's view: the runs side by side with
+/* common/report/report_compare.c: compare mode's view: the runs side by side with
  * speed-ups and scaling efficiency, the per-phase split of each, whether the
  * final parameters agree (the equivalence contract), and two or three
  * sentences, computed from the phase times, on where the gap comes from.

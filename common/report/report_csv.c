@@ -1,4 +1,4 @@
-/* common/report_csv.c: --csv, a header and one row per run, for spreadsheets
+/* common/report/report_csv.c: --csv, a header and one row per run, for spreadsheets
  * and bench/sweep.sh.  Fields never contain commas (layers are "64-512-10");
  * unknown values are empty. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* common/report_env.c: the machine a run ran on, for --json's "environment":
+/* common/report/report_env.c: the machine a run ran on, for --json's "environment":
  * device names (CPU model from /proc/cpuinfo, GPU model from the NVIDIA
  * driver's files, never from CUDA: this process may fork DDP ranks later),
  * the BLAS library and the versions of the libraries built in. */

@@ -1,4 +1,4 @@
-/* common/report_explain.c: --explain, the first optimizer step told for a
+/* common/report/report_explain.c: --explain, the first optimizer step told for a
  * learner: where the rows went, what was copied or reduced between devices
  * (bytes and time), when each DDP bucket ran relative to backward, and what
  * each device computed.  Everything comes from the run's step_story_t and

@@ -1,4 +1,4 @@
-/* common/report_json.c: --json, one object per run (JSON Lines in compare
+/* common/report/report_json.c: --json, one object per run (JSON Lines in compare
  * mode), built with cJSON.  The keys are a stable interface for regression
  * tooling: README.md documents them and report_json_keys[] lists every path,
  * which the tests walk.  Add keys freely; rename or remove one only with a

@@ -1,4 +1,4 @@
-/* common/report_table.c: the result table printed after every run: figures
+/* common/report/report_table.c: the result table printed after every run: figures
  * on the left, one column per device for the phase split and memory. */
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* common/strategy.h: the three ways to train, one entry point each.
+/* common/train/strategy.h: the three ways to train, one entry point each.
  *
  * A strategy takes a validated config and a checked dataset, trains, and fills
  * a run_result_t (timings, losses, final parameters).  It returns DDP_OK,

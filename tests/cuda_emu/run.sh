@@ -5,7 +5,7 @@
 # Compiles common/device/backend_cuda.c, the probe, and the kernels_*.cu files (each
 # launch rewritten into a call of emu_kernel.hpp's emu_launch) against a CPU
 # emulation of the CUDA runtime and cuBLAS (this directory), with ASan and
-# UBSan, links tests/test_cuda.c against it and runs it with EMU_NGPU=2 and
+# UBSan, links tests/unit/test_cuda.c against it and runs it with EMU_NGPU=2 and
 # EMU_NGPU=1, then trains single, ddp and dp on emulated GPUs against single
 # on the CPU, and checks that dp and ddp resume from a checkpoint bit for
 # bit on them.  What it proves: the kernels' indexing, reductions and
@@ -43,7 +43,7 @@ for cu in common/*/*.cu; do
 done
 cc -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -I"$E" $SAN -c "$E/emu_runtime.c" -o "$B/emu_runtime.o"
 ar rcs "$B/libddpbench-emu.a" $objs "$B/emu_runtime.o"
-cc $CFLAGS $(pkg-config --cflags criterion) -o "$B/test_cuda" tests/test_cuda.c "$B/libddpbench-emu.a" \
+cc $CFLAGS $(pkg-config --cflags criterion) -o "$B/test_cuda" tests/unit/test_cuda.c "$B/libddpbench-emu.a" \
     $(pkg-config --libs criterion) $LIBS
 
 export ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:abort_on_error=1

@@ -5,7 +5,7 @@
 #   sh tests/gpu/check.sh            from the repository root
 #
 # 1. builds with CUDA (make; fails if nvcc or the driver-less build is found),
-# 2. runs the GPU unit suites (tests/test_cuda.c, any test_*nccl*/*gpu*, and
+# 2. runs the GPU unit suites (tests/unit/test_cuda.c, any test_*nccl*/*gpu*, and
 #    tests/gpu/test_comm_nccl.c once comm.c is in the tree), and fails if
 #    they skipped for want of a GPU,
 # 3. trains 20 steps in every mode on the GPUs -- single on each visible GPU,
@@ -61,7 +61,7 @@ show_tail() { echo "      --- last lines of $1 ---"; tail -n 15 "$1" | sed 's/^/
 
 # ---- 1. build ----------------------------------------------------------------
 echo "== build (make -j$JOBS)"
-TEST_BINS=$(for t in tests/test_*.c; do b=${t#tests/}; echo "build/release/tests/${b%.c}"; done)
+TEST_BINS=$(for t in tests/unit/test_*.c; do b=${t#tests/unit/}; echo "build/release/tests/${b%.c}"; done)
 # shellcheck disable=SC2086
 if ! make -j"$JOBS" ddpbench $TEST_BINS >"$OUT/build.log" 2>&1; then
     show_tail "$OUT/build.log"

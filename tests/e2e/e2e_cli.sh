@@ -1,0 +1,92 @@
+#!/bin/sh
+# tests/e2e/e2e_cli.sh: the binary as a user meets it: --help/--version, single
+# mode on synthetic, CSV and .npy data, and for every bad option or data file
+# exactly one stderr line "ddpbench: error: ..." naming it, with exit 2.
+# Usage: sh tests/e2e/e2e_cli.sh ./ddpbench
+E2E=e2e_cli
+. "$(dirname "$0")/lib.sh"
+
+# ---- .npy writer: mknpy FILE DESCR SHAPE FORTRAN DATAFILE ---------------------
+mknpy() {
+    hdr="{'descr': '$2', 'fortran_order': $4, 'shape': $3, }"
+    # pad so magic(6)+version(2)+len(2)+header+newline is a multiple of 64
+    len=$(( ${#hdr} + 1 ))
+    pad=$(( (64 - (10 + len) % 64) % 64 ))
+    total=$(( len + pad ))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf '%03o' $((total % 256)))\\$(printf '%03o' $((total / 256)))"
+        printf '%s' "$hdr"
+        printf "%${pad}s" ""
+        printf '\n'
+        cat "$5"
+    } >"$1"
+}
+# float32 bytes: 0.0, 0.5, 7.0, 1.0
+f0='\000\000\000\000'; fhalf='\000\000\000\077'; f7='\000\000\340\100'; f1='\000\000\200\077'
+rep() { i=0; while [ $i -lt "$1" ]; do printf "$2"; i=$((i + 1)); done; }
+
+rep 40 "$f1" >"$T/x4x10.bin"           # 4 rows x 10 features of 1.0
+mknpy "$T/x.npy" '<f4' '(4, 10)' False "$T/x4x10.bin"
+rep 4 "$f0" >"$T/y0.bin"
+mknpy "$T/y.npy" '<f4' '(4,)' False "$T/y0.bin"
+{ rep 3 "$f0"; printf "$fhalf"; } >"$T/yhalf.bin"
+mknpy "$T/yhalf.npy" '<f4' '(4,)' False "$T/yhalf.bin"
+{ rep 3 "$f0"; printf "$f7"; } >"$T/y7.bin"
+mknpy "$T/y7.npy" '<f4' '(4,)' False "$T/y7.bin"
+mknpy "$T/fortran.npy" '<f4' '(4, 10)' True "$T/x4x10.bin"
+mknpy "$T/complex.npy" '<c8' '(4, 10)' False "$T/x4x10.bin"
+mknpy "$T/bigend.npy" '>f4' '(4, 10)' False "$T/x4x10.bin"
+head -c 100 "$T/x4x10.bin" >"$T/short.bin"
+mknpy "$T/truncated.npy" '<f4' '(4, 10)' False "$T/short.bin"
+printf 'PK\003\004 this is a zip, not npy' >"$T/magic.npy"
+: >"$T/empty.npy"
+
+# ---- the happy paths -----------------------------------------------------------
+"$BIN" --help >"$T/help" 2>&1 && grep -q -- "--mode" "$T/help" && ok || ko "--help"
+"$BIN" --version | grep -q "^ddpbench [0-9]" && ok || ko "--version"
+"$BIN" --mode single --model seed-linear --backend cpu --quiet >"$T/out" 2>&1 &&
+    grep -q "throughput" "$T/out" && grep -q "checksum" "$T/out" && ok || ko "seed-linear: $(cat "$T/out")"
+"$BIN" --mode single --model seed-logreg --backend cpu >"$T/out" 2>&1 &&
+    grep -q "epoch 10" "$T/out" && ok || ko "seed-logreg logs every epoch: $(cat "$T/out")"
+"$BIN" --mode single --model seed-logreg --backend cpu --quiet >"$T/out" 2>&1 &&
+    ! grep -q "epoch" "$T/out" && ok || ko "--quiet silences the loss lines"
+"$BIN" --mode single --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy" --batch 2 --backend cpu \
+    --quiet >"$T/out" 2>&1 && ok || ko ".npy training: $(cat "$T/out")"
+printf 'a,b,c,label\n1,2,3,0\n4,5,6,1\n7,8,9,2\n0,1,0,1\n' >"$T/good.csv"
+"$BIN" --mode single --layers 3,8,3 --loss ce --data "$T/good.csv" --batch 2 --backend cpu --quiet \
+    >"$T/out" 2>&1 && ok || ko "CSV training: $(cat "$T/out")"
+
+# ---- bad options ----------------------------------------------------------------
+expect_error "--batch" --batch 0
+expect_error "--batch" --batch -5
+expect_error "--lr" --lr abc
+expect_error "--mode" --mode fastest
+expect_error "--gpus" --gpus ""
+expect_error "--gpus" --mode dp --backend cpu --gpus 1,1
+expect_error "--model" --model bert
+expect_error "unknown option" --frobnicate
+expect_error "--nesterov" --optim sgd --nesterov
+expect_error "--backend cuda" --backend cuda --mode single
+
+# ---- bad data files ---------------------------------------------------------------
+expect_error "missing.npy" --layers 10,1 --loss bce --data "$T/missing.npy" --targets "$T/y.npy"
+expect_error "magic.npy" --layers 10,1 --loss bce --data "$T/magic.npy" --targets "$T/y.npy"
+expect_error "empty.npy" --layers 10,1 --loss bce --data "$T/empty.npy" --targets "$T/y.npy"
+expect_error "truncated" --layers 10,1 --loss bce --data "$T/truncated.npy" --targets "$T/y.npy"
+expect_error "Fortran" --layers 10,1 --loss bce --data "$T/fortran.npy" --targets "$T/y.npy"
+expect_error "c8" --layers 10,1 --loss bce --data "$T/complex.npy" --targets "$T/y.npy"
+expect_error "bigend.npy" --layers 10,1 --loss bce --data "$T/bigend.npy" --targets "$T/y.npy"
+expect_error "10 feature columns" --layers 12,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy"
+expect_error "is 0.5, not an integer class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/yhalf.npy"
+expect_error "not a class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/y7.npy"
+expect_error "outside [0, 1]" --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y7.npy"
+printf '1,2,3\n4,5\n' >"$T/fields.csv"
+expect_error "fields.csv" --layers 2,1 --loss mse --data "$T/fields.csv"
+printf '1,2,3\n4,five,6\n' >"$T/word.csv"
+expect_error "word.csv" --layers 2,1 --loss mse --data "$T/word.csv"
+: >"$T/empty.csv"
+expect_error "empty.csv" --layers 2,1 --loss mse --data "$T/empty.csv"
+expect_error "nothere.csv" --layers 2,1 --loss mse --data "$T/nothere.csv"
+
+e2e_finish

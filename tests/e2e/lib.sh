@@ -1,0 +1,53 @@
+# tests/e2e/lib.sh: the harness every end-to-end script sources, after naming
+# itself:
+#
+#     E2E=e2e_cli
+#     . "$(dirname "$0")/lib.sh"
+#
+# It gives the script
+#   BIN              the binary under test (the script's first argument)
+#   T                a temporary folder, removed on exit
+#   e2e_on_exit      a hook the script may redefine; runs first on exit
+#   ok / ko WHY      count a check that passed / failed (ko prints FAIL: WHY)
+#   expect_error WORDS ARGS...
+#                    ddpbench ARGS must exit 2 with one stderr line
+#                    "ddpbench: error: ..." holding WORDS and nothing on stdout
+#   e2e_finish       the summary line; the script's status (1 when any failed)
+# Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
+set -u
+BIN=${1:-./ddpbench}
+T=$(mktemp -d)
+pass=0
+fails=0
+e2e_on_exit() { :; }
+e2e_exit() {
+    e2e_on_exit
+    rm -rf "$T"
+}
+trap e2e_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ok() { pass=$((pass + 1)); }
+ko() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
+expect_error() {
+    words=$1
+    shift
+    "$BIN" "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ $rc -ne 2 ]; then ko "$*: exit $rc, expected 2 ($(cat "$T/err"))"; return; fi
+    if [ "$(wc -l <"$T/err")" -ne 1 ]; then ko "$*: stderr is not one line: $(cat "$T/err")"; return; fi
+    if ! grep -q "^ddpbench: error: " "$T/err"; then ko "$*: no prefix: $(cat "$T/err")"; return; fi
+    if ! grep -qF -- "$words" "$T/err"; then ko "$*: '$words' not in: $(cat "$T/err")"; return; fi
+    if [ -s "$T/out" ]; then ko "$*: wrote to stdout: $(head -2 "$T/out")"; return; fi
+    ok
+}
+
+e2e_finish() {
+    echo "$E2E: $pass passed, $fails failed"
+    [ "$fails" -eq 0 ]
+}

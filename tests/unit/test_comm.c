@@ -1,0 +1,639 @@
+/* tests/unit/test_comm.c: the shared-memory collectives against serial references,
+ * with forked ranks like DDP's: every collective for 1 to 4 ranks over sizes
+ * 0, 1, odd, not divisible by the rank count, around the chunk size and 64 MiB;
+ * device staging; ordering of async ops; timeout, abort and mismatch. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
+#include "comm/comm.h"
+#include "measure/timing.h"
+#include "tsan_criterion.h"
+
+
+// ---------------------------------------------------------------------------
+// a group of forked ranks
+
+typedef struct {
+    int rc;
+    double elapsed_s;
+    char msg[ERR_LEN];
+} rank_out_t;
+
+typedef struct {
+    int world;
+    double timeout_s;
+    bool device_staging; /* pretend the backend is not host-visible */
+    rank_out_t out[8];
+    bool crashed[8];
+} group_t;
+
+typedef int (*rank_fn)(comm_t *c, void *ctx, char *msg);
+
+/* Fork g->world ranks that each run fn on their own comm; collect what each
+ * returned.  The test fails if a rank crashes or the group takes over 60 s. */
+static void run_group(group_t *g, rank_fn fn, void *ctx)
+{
+    char err[ERR_LEN];
+    comm_seg_t *seg;
+    cr_assert_eq(comm_seg_create(&seg, g->world, sizeof(rank_out_t) * 8, err), DDP_OK, "%s", err);
+    rank_out_t *shared = comm_seg_extra(seg);
+    fflush(NULL);
+    pid_t pids[8];
+    for (int r = 0; r < g->world; r++) {
+        pids[r] = fork();
+        cr_assert_neq(pids[r], -1);
+        if (pids[r] == 0) {
+            rank_out_t *o = &shared[r];
+            backend_t *be;
+            comm_t *c = NULL;
+            o->rc = backend_cpu_create(&be, r, 1, o->msg);
+            if (o->rc == DDP_OK) {
+                be->host_visible = !g->device_staging;
+                comm_args_t a = {COMM_SHM, g->world, r, be, seg, g->timeout_s};
+                o->rc = comm_create(&c, &a, o->msg);
+            }
+            double t0 = now_s();
+            if (o->rc == DDP_OK)
+                o->rc = fn(c, ctx, o->msg);
+            o->elapsed_s = now_s() - t0;
+            comm_destroy(c);
+            be->host_visible = true;
+            backend_destroy(be);
+            _exit(0);
+        }
+    }
+    double deadline = now_s() + 60.0;
+    int left = g->world;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < g->world; r++)
+                if (pids[r] == p)
+                    g->crashed[r] = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+            left--;
+            continue;
+        }
+        if (now_s() > deadline) {
+            for (int r = 0; r < g->world; r++)
+                kill(pids[r], SIGKILL);
+            while (waitpid(-1, NULL, 0) > 0)
+                ;
+            comm_seg_free(seg);
+            cr_assert_fail("the group of %d ranks did not finish within 60 s", g->world);
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    memcpy(g->out, shared, sizeof(rank_out_t) * (size_t)g->world);
+    comm_seg_free(seg);
+    for (int r = 0; r < g->world; r++)
+        cr_assert(!g->crashed[r], "rank %d crashed", r);
+}
+
+static void assert_all_ok(const group_t *g, const char *what)
+{
+    for (int r = 0; r < g->world; r++)
+        cr_assert_eq(g->out[r].rc, DDP_OK, "%s, %d ranks: rank %d: %s", what, g->world, r,
+                     g->out[r].msg);
+}
+
+// ---------------------------------------------------------------------------
+// inputs and serial references
+
+/* Rank r's element i: varied magnitudes and signs, so a different summation
+ * order would give different bits. */
+static float input(int r, size_t i)
+{
+    uint32_t x = (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u + 17u);
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    float mant = (float)(x & 0xffff) / 65536.0f - 0.5f;
+    return mant * (float)(1 << ((x >> 16) % 7));
+}
+
+static float ref_sum(int world, size_t i, bool avg)
+{
+    float s = input(0, i);
+    for (int q = 1; q < world; q++)
+        s += input(q, i);
+    return avg ? s / (float)world : s;
+}
+
+static int mismatch(char *msg, const char *what, size_t i, float got, float want)
+{
+    return err_set(msg, DDP_ERR_RUNTIME, "%s: element %zu is %.9g, expected %.9g", what, i,
+                   (double)got, (double)want);
+}
+
+typedef struct {
+    size_t count;
+    bool avg;
+    bool out_of_place;
+    int root;
+} op_ctx_t;
+
+static int rank_all_reduce(comm_t *c, void *vctx, char *msg)
+{
+    op_ctx_t *x = vctx;
+    size_t n = x->count;
+    float *buf = malloc((n ? n : 1) * sizeof(float));
+    float *send = malloc((n ? n : 1) * sizeof(float));
+    float *in = x->out_of_place ? send : buf;
+    for (size_t i = 0; i < n; i++)
+        in[i] = input(comm_rank(c), i);
+    comm_op_t op = {.kind = COLL_ALL_REDUCE, .send = x->out_of_place ? send : NULL, .recv = buf,
+                    .count = n, .redop = x->avg ? REDOP_AVG : REDOP_SUM, .tag = "test"};
+    comm_handle_t h;
+    int rc = comm_launch(c, &op, &h);
+    if (rc == DDP_OK)
+        rc = comm_wait(c, h, NULL);
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (size_t i = 0; rc == DDP_OK && i < n; i++) {
+        float want = ref_sum(comm_world(c), i, x->avg);
+        if (memcmp(&buf[i], &want, sizeof want) != 0)
+            rc = mismatch(msg, "all-reduce", i, buf[i], want);
+        if (x->out_of_place && send[i] != input(comm_rank(c), i))
+            rc = mismatch(msg, "all-reduce changed its send buffer", i, send[i], input(comm_rank(c), i));
+    }
+    free(buf);
+    free(send);
+    return rc;
+}
+
+static int rank_broadcast(comm_t *c, void *vctx, char *msg)
+{
+    op_ctx_t *x = vctx;
+    size_t n = x->count;
+    float *buf = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = comm_rank(c) == x->root ? input(x->root, i) : -1.0f;
+    int rc = comm_broadcast(c, buf, n, x->root);
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (size_t i = 0; rc == DDP_OK && i < n; i++)
+        if (buf[i] != input(x->root, i))
+            rc = mismatch(msg, "broadcast", i, buf[i], input(x->root, i));
+    free(buf);
+    return rc;
+}
+
+static int rank_reduce(comm_t *c, void *vctx, char *msg)
+{
+    op_ctx_t *x = vctx;
+    size_t n = x->count;
+    float *buf = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = input(comm_rank(c), i);
+    int rc = comm_reduce(c, buf, n, x->avg ? REDOP_AVG : REDOP_SUM, x->root);
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (size_t i = 0; rc == DDP_OK && comm_rank(c) == x->root && i < n; i++) {
+        float want = ref_sum(comm_world(c), i, x->avg);
+        if (memcmp(&buf[i], &want, sizeof want) != 0)
+            rc = mismatch(msg, "reduce", i, buf[i], want);
+    }
+    free(buf);
+    return rc;
+}
+
+static int rank_all_gather(comm_t *c, void *vctx, char *msg)
+{
+    op_ctx_t *x = vctx;
+    size_t n = x->count, w = (size_t)comm_world(c);
+    float *recv = malloc((n * w > 0 ? n * w : 1) * sizeof(float));
+    float *send = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n * w; i++)
+        recv[i] = -1.0f;
+    float *mine = x->out_of_place ? send : recv + (size_t)comm_rank(c) * n;
+    for (size_t i = 0; i < n; i++)
+        mine[i] = input(comm_rank(c), i);
+    int rc = comm_all_gather(c, x->out_of_place ? send : NULL, recv, n);
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (size_t q = 0; rc == DDP_OK && q < w; q++)
+        for (size_t i = 0; rc == DDP_OK && i < n; i++)
+            if (recv[q * n + i] != input((int)q, i))
+                rc = mismatch(msg, "all-gather", q * n + i, recv[q * n + i], input((int)q, i));
+    free(recv);
+    free(send);
+    return rc;
+}
+
+/* Sizes around every edge: empty, one, odd, not divisible by 3 or 4 ranks,
+ * one float either side of the 128 KiB chunk, several chunks. */
+static const size_t sizes[] = {0, 1, 2, 3, 7, 1001, 32767, 32768, 32769, 3 * 32768 + 5};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+static void sweep(rank_fn fn, op_ctx_t proto, const char *what, bool staging)
+{
+    for (int world = 1; world <= 4; world++)
+        for (size_t s = 0; s < NSIZES; s++) {
+            group_t g = {.world = world, .timeout_s = 20.0, .device_staging = staging};
+            op_ctx_t x = proto;
+            x.count = sizes[s];
+            if (x.root < 0)
+                x.root = world - 1;
+            char label[96];
+            snprintf(label, sizeof label, "%s of %zu floats", what, sizes[s]);
+            run_group(&g, fn, &x);
+            assert_all_ok(&g, label);
+        }
+}
+
+// ---------------------------------------------------------------------------
+// results against the serial references
+
+Test(comm, all_reduce_sum) { sweep(rank_all_reduce, (op_ctx_t){0}, "all-reduce sum", false); }
+Test(comm, all_reduce_avg) { sweep(rank_all_reduce, (op_ctx_t){.avg = true}, "all-reduce avg", false); }
+Test(comm, all_reduce_out_of_place)
+{
+    sweep(rank_all_reduce, (op_ctx_t){.out_of_place = true}, "all-reduce out of place", false);
+}
+Test(comm, broadcast_root0) { sweep(rank_broadcast, (op_ctx_t){.root = 0}, "broadcast", false); }
+Test(comm, broadcast_last_root) { sweep(rank_broadcast, (op_ctx_t){.root = -1}, "broadcast", false); }
+Test(comm, reduce) { sweep(rank_reduce, (op_ctx_t){.root = -1, .avg = true}, "reduce avg", false); }
+Test(comm, reduce_root0) { sweep(rank_reduce, (op_ctx_t){.root = 0}, "reduce sum", false); }
+Test(comm, all_gather_in_place) { sweep(rank_all_gather, (op_ctx_t){0}, "all-gather", false); }
+Test(comm, all_gather_out_of_place)
+{
+    sweep(rank_all_gather, (op_ctx_t){.out_of_place = true}, "all-gather out of place", false);
+}
+
+/* The path CUDA buffers take: d2h into pinned staging at launch, h2d at wait. */
+Test(comm, device_staging)
+{
+    sweep(rank_all_reduce, (op_ctx_t){.avg = true}, "staged all-reduce", true);
+    sweep(rank_all_gather, (op_ctx_t){0}, "staged all-gather", true);
+    sweep(rank_broadcast, (op_ctx_t){.root = -1}, "staged broadcast", true);
+}
+
+Test(comm, all_reduce_64mib, .timeout = 120)
+{
+    for (int world = 1; world <= 4; world++) {
+        group_t g = {.world = world, .timeout_s = 30.0};
+        op_ctx_t x = {.count = (64u << 20) / sizeof(float), .avg = world == 3};
+        run_group(&g, rank_all_reduce, &x);
+        assert_all_ok(&g, "all-reduce of 64 MiB");
+    }
+}
+
+/* Ranks may also be threads of one process (DP's case).  Here ThreadSanitizer
+ * sees both sides of the segment protocol, so it checks that every staging
+ * read is ordered after the write it reads. */
+typedef struct {
+    comm_seg_t *seg;
+    int rank, world;
+    size_t count;
+    int rc;
+    char msg[ERR_LEN];
+} thread_rank_t;
+
+static void *thread_rank(void *arg)
+{
+    thread_rank_t *t = arg;
+    backend_t *be;
+    comm_t *c;
+    if ((t->rc = backend_cpu_create(&be, t->rank, 1, t->msg)) != DDP_OK)
+        return NULL;
+    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0};
+    if ((t->rc = comm_create(&c, &a, t->msg)) == DDP_OK) {
+        op_ctx_t x = {.count = t->count, .avg = true};
+        t->rc = rank_all_reduce(c, &x, t->msg);
+        op_ctx_t y = {.count = t->count, .root = t->world - 1};
+        if (t->rc == DDP_OK)
+            t->rc = rank_broadcast(c, &y, t->msg);
+        if (t->rc == DDP_OK)
+            t->rc = rank_all_gather(c, &y, t->msg);
+        comm_destroy(c);
+    }
+    backend_destroy(be);
+    return NULL;
+}
+
+Test(comm, threads_as_ranks)
+{
+    for (int world = 2; world <= 3; world++) {
+        char err[ERR_LEN];
+        comm_seg_t *seg;
+        cr_assert_eq(comm_seg_create(&seg, world, 0, err), DDP_OK, "%s", err);
+        pthread_t th[3];
+        thread_rank_t t[3];
+        for (int r = 0; r < world; r++) {
+            t[r] = (thread_rank_t){.seg = seg, .rank = r, .world = world, .count = 3 * 32768 + 5};
+            cr_assert_eq(pthread_create(&th[r], NULL, thread_rank, &t[r]), 0);
+        }
+        for (int r = 0; r < world; r++) {
+            pthread_join(th[r], NULL);
+            cr_assert_eq(t[r].rc, DDP_OK, "thread rank %d of %d: %s", r, world, t[r].msg);
+        }
+        comm_seg_free(seg);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// async ordering, barrier, spans
+
+/* Many ops in flight at once (more than the queue holds), waited for only at
+ * the end, each checked: launches run in order and never overlap wrongly. */
+static int rank_many_async(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    enum { NOPS = 300, LEN = 37 };
+    float *bufs = malloc(sizeof(float) * NOPS * LEN);
+    char tags[NOPS][16];
+    for (int k = 0; k < NOPS; k++)
+        for (int i = 0; i < LEN; i++)
+            bufs[k * LEN + i] = input(comm_rank(c), (size_t)(k * LEN + i));
+    comm_handle_t first = 0, last = 0;
+    int rc = DDP_OK;
+    for (int k = 0; k < NOPS && rc == DDP_OK; k++) {
+        snprintf(tags[k], sizeof tags[k], "op %d", k);
+        comm_handle_t h;
+        rc = comm_all_reduce_async(c, bufs + k * LEN, LEN, REDOP_SUM, tags[k], &h);
+        if (k == 0)
+            first = h;
+        if (rc == DDP_OK && h != last + 1 && last)
+            rc = err_set(msg, DDP_ERR_RUNTIME, "handle %llu after %llu", (unsigned long long)h,
+                         (unsigned long long)last);
+        last = h;
+    }
+    comm_span_t s0, s1;
+    if (rc == DDP_OK)
+        rc = comm_wait(c, last, &s1);
+    if (rc == DDP_OK)
+        rc = comm_wait(c, last, &s1); /* waiting twice is fine */
+    if (rc == DDP_OK)
+        rc = comm_wait(c, last - 1, &s0);
+    if (rc != DDP_OK && !msg[0])
+        err_set(msg, rc, "%s", comm_last_error(c));
+    if (rc == DDP_OK && !(s0.start_s > 0 && s0.end_s >= s0.start_s && s1.start_s >= s0.end_s))
+        rc = err_set(msg, DDP_ERR_RUNTIME, "spans out of order: [%f,%f] then [%f,%f]", s0.start_s,
+                     s0.end_s, s1.start_s, s1.end_s);
+    for (int k = 0; rc == DDP_OK && k < NOPS; k++)
+        for (int i = 0; rc == DDP_OK && i < LEN; i++) {
+            float want = ref_sum(comm_world(c), (size_t)(k * LEN + i), false);
+            if (bufs[k * LEN + i] != want)
+                rc = mismatch(msg, "async all-reduce", (size_t)(k * LEN + i), bufs[k * LEN + i], want);
+        }
+    if (rc == DDP_OK && comm_barrier(c) != DDP_OK)
+        rc = err_set(msg, DDP_ERR_RUNTIME, "barrier: %s", comm_last_error(c));
+    if (rc == DDP_OK && comm_wait(c, 0, NULL) != DDP_OK)
+        rc = err_set(msg, DDP_ERR_RUNTIME, "wait(0) failed");
+    (void)first;
+    free(bufs);
+    return rc;
+}
+
+Test(comm, many_async_ops_in_order)
+{
+    for (int world = 1; world <= 4; world++) {
+        group_t g = {.world = world, .timeout_s = 20.0};
+        run_group(&g, rank_many_async, NULL);
+        assert_all_ok(&g, "async ops");
+    }
+}
+
+/* A barrier holds every rank until the last one arrives: every rank leaves
+ * after the late rank entered (times on the shared monotonic clock, kept in a
+ * mapping the forked ranks share). */
+typedef struct {
+    double enter[8], leave[8];
+} barrier_times_t;
+
+static int rank_barrier(comm_t *c, void *vctx, char *msg)
+{
+    barrier_times_t *t = vctx;
+    if (comm_rank(c) == comm_world(c) - 1) {
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+    }
+    t->enter[comm_rank(c)] = now_s();
+    if (comm_barrier(c) != DDP_OK)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s", comm_last_error(c));
+    t->leave[comm_rank(c)] = now_s();
+    return DDP_OK;
+}
+
+Test(comm, barrier_waits_for_everyone)
+{
+    barrier_times_t *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                              -1, 0);
+    cr_assert_neq(t, MAP_FAILED);
+    for (int world = 2; world <= 3; world++) {
+        group_t g = {.world = world, .timeout_s = 20.0};
+        memset(t, 0, sizeof *t);
+        run_group(&g, rank_barrier, t);
+        assert_all_ok(&g, "barrier");
+        double last_in = t->enter[world - 1];
+        for (int r = 0; r < world; r++)
+            cr_assert(t->leave[r] >= last_in,
+                      "rank %d left the barrier %.6f s before the last rank entered", r,
+                      last_in - t->leave[r]);
+    }
+    munmap(t, sizeof *t);
+}
+
+// ---------------------------------------------------------------------------
+// failures: timeout, abort, mismatch, missing NCCL, no /dev/shm entry
+
+/* Rank 1 never joins: rank 0 must fail within about the timeout, naming rank 1. */
+static int rank_absent_peer(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    if (comm_rank(c) == 1) {
+        struct timespec ts = {1, 500000000};
+        nanosleep(&ts, NULL);
+        return err_set(msg, DDP_ERR_RUNTIME, "slept");
+    }
+    float buf[8] = {0};
+    comm_handle_t h;
+    int rc = comm_all_reduce_async(c, buf, 8, REDOP_AVG, "bucket 2", &h);
+    if (rc == DDP_OK)
+        rc = comm_wait(c, h, NULL);
+    err_set(msg, rc, "%s", rc == DDP_OK ? "no error" : comm_last_error(c));
+    /* The error is sticky: later ops fail at once with the same message. */
+    if (rc != DDP_OK && comm_barrier(c) == DDP_OK)
+        return err_set(msg, DDP_ERR_INPUT, "a barrier succeeded after the comm failed");
+    return rc;
+}
+
+Test(comm, timeout_names_the_missing_rank)
+{
+    group_t g = {.world = 2, .timeout_s = 0.5};
+    run_group(&g, rank_absent_peer, NULL);
+    cr_assert_eq(g.out[0].rc, DDP_ERR_RUNTIME, "rank 0: %s", g.out[0].msg);
+    cr_assert_str_eq(g.out[0].msg,
+                     "timed out in all-reduce of bucket 2: rank 1 did not arrive within 0.5 s");
+    /* At least the timeout; the upper bound only says "not stuck" (sanitizers
+     * and a shared machine slow everything down). */
+    cr_assert(g.out[0].elapsed_s >= 0.5 && g.out[0].elapsed_s < 3.0, "took %.3f s",
+              g.out[0].elapsed_s);
+}
+
+/* One rank aborts while the others wait in a collective: they stop at once. */
+static int rank_aborter(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    if (comm_rank(c) == 1) {
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        comm_abort(c, "device 1: injected fault");
+        return err_set(msg, DDP_ERR_RUNTIME, "%s", comm_last_error(c));
+    }
+    float buf[4] = {0};
+    int rc = comm_all_reduce(c, buf, 4, REDOP_SUM);
+    return err_set(msg, rc, "%s", rc == DDP_OK ? "no error" : comm_last_error(c));
+}
+
+Test(comm, abort_stops_every_rank)
+{
+    group_t g = {.world = 3, .timeout_s = 30.0};
+    run_group(&g, rank_aborter, NULL);
+    for (int r = 0; r < 3; r += 2) {
+        cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
+        cr_assert_str_eq(g.out[r].msg, "aborted by rank 1: device 1: injected fault");
+        cr_assert(g.out[r].elapsed_s < 5.0, "rank %d took %.3f s to notice", r, g.out[r].elapsed_s);
+    }
+    cr_assert_str_eq(g.out[1].msg, "aborted: device 1: injected fault");
+}
+
+static int rank_mismatch(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    float buf[10] = {0};
+    int rc = comm_rank(c) == 0 ? comm_all_reduce(c, buf, 10, REDOP_SUM) : comm_broadcast(c, buf, 10, 0);
+    return err_set(msg, rc, "%s", rc == DDP_OK ? "no error" : comm_last_error(c));
+}
+
+Test(comm, mismatched_collectives_fail)
+{
+    group_t g = {.world = 2, .timeout_s = 10.0};
+    run_group(&g, rank_mismatch, NULL);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
+        cr_assert(strstr(g.out[r].msg, "mismatched collectives"), "rank %d: %s", r, g.out[r].msg);
+        cr_assert(g.out[r].elapsed_s < 5.0);
+    }
+}
+
+/* The supervisor's abort (a dead rank) reaches ranks blocked in a wait. */
+Test(comm, supervisor_abort_reaches_waiting_ranks)
+{
+    char err[ERR_LEN];
+    comm_seg_t *seg;
+    cr_assert_eq(comm_seg_create(&seg, 2, sizeof(rank_out_t) * 2, err), DDP_OK, "%s", err);
+    rank_out_t *shared = comm_seg_extra(seg);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        backend_t *be;
+        comm_t *c;
+        backend_cpu_create(&be, 0, 1, NULL);
+        comm_args_t a = {COMM_SHM, 2, 0, be, seg, 30.0};
+        comm_create(&c, &a, NULL);
+        float buf[4] = {0};
+        double t0 = now_s();
+        shared[0].rc = comm_all_reduce(c, buf, 4, REDOP_SUM);
+        shared[0].elapsed_s = now_s() - t0;
+        snprintf(shared[0].msg, ERR_LEN, "%s", comm_last_error(c));
+        comm_destroy(c);
+        backend_destroy(be);
+        _exit(0);
+    }
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    comm_seg_abort(seg, -1, "rank 1 (device 1) killed by signal 9 (Killed)");
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert_eq(shared[0].rc, DDP_ERR_RUNTIME);
+    cr_assert_str_eq(shared[0].msg,
+                     "aborted by the supervisor: rank 1 (device 1) killed by signal 9 (Killed)");
+    cr_assert(shared[0].elapsed_s < 5.0);
+    char why[ERR_LEN];
+    cr_assert_eq(comm_seg_abort_origin(seg, why), -1);
+    comm_seg_free(seg);
+}
+
+static int count_shm_entries(void)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "ddpbench-%d-", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+Test(comm, segment_leaves_no_dev_shm_entry)
+{
+    char err[ERR_LEN];
+    comm_seg_t *seg;
+    cr_assert_eq(comm_seg_create(&seg, 4, 1 << 20, err), DDP_OK, "%s", err);
+    cr_assert_eq(count_shm_entries(), 0, "the segment's name is still in /dev/shm");
+    memset(comm_seg_extra(seg), 0xab, 1 << 20); /* the whole extra area is mapped */
+    comm_seg_free(seg);
+    cr_assert_eq(comm_seg_create(&seg, 65, 0, err), DDP_ERR_INPUT);
+}
+
+Test(comm, nccl_without_nccl_is_an_input_error)
+{
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cpu_create(&be, 0, 1, err), DDP_OK);
+    comm_t *c;
+    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0};
+    cr_assert_eq(comm_create(&c, &a, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--comm nccl"), "%s", err);
+    cr_assert_eq(comm_resolve(COMM_AUTO, BACKEND_CPU), COMM_SHM);
+    cr_assert_eq(comm_resolve(COMM_AUTO, BACKEND_CUDA), COMM_NCCL);
+    backend_destroy(be);
+}
+
+Test(comm, id_exchange)
+{
+    char err[ERR_LEN];
+    comm_seg_t *seg;
+    cr_assert_eq(comm_seg_create(&seg, 2, 0, err), DDP_OK, "%s", err);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsigned char id[128];
+        memset(id, 0x5a, sizeof id);
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        _exit(comm_seg_exchange_id(seg, 0, id, sizeof id, 5.0, NULL) == DDP_OK ? 0 : 1);
+    }
+    unsigned char got[128] = {0};
+    cr_assert_eq(comm_seg_exchange_id(seg, 1, got, sizeof got, 5.0, err), DDP_OK, "%s", err);
+    for (size_t i = 0; i < sizeof got; i++)
+        cr_assert_eq(got[i], 0x5a);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    comm_seg_free(seg);
+    /* Nobody publishes: a bounded wait that says who is missing. */
+    cr_assert_eq(comm_seg_create(&seg, 2, 0, err), DDP_OK, "%s", err);
+    double t0 = now_s();
+    cr_assert_eq(comm_seg_exchange_id(seg, 1, got, sizeof got, 0.3, err), DDP_ERR_RUNTIME);
+    cr_assert(now_s() - t0 < 3.0);
+    cr_assert(strstr(err, "rank 0 did not arrive within 0.3 s"), "%s", err);
+    comm_seg_free(seg);
+}

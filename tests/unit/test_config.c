@@ -1,0 +1,179 @@
+/* tests/unit/test_config.c: the command line: presets and overrides, defaults,
+ * and one clear DDP_ERR_INPUT line naming the option for every bad value. */
+#include "testutil.h"
+
+static void bad(const char *args, const char *must_contain)
+{
+    config_t c;
+    char err[ERR_LEN] = "";
+    int rc = tu_parse(&c, args, err);
+    cr_assert_eq(rc, DDP_ERR_INPUT, "'%s' was accepted (rc %d)", args, rc);
+    cr_assert(strstr(err, must_contain), "'%s': message '%s' lacks '%s'", args, err, must_contain);
+    cr_assert_null(strchr(err, '\n'), "one line: '%s'", err);
+}
+
+Test(config, malformed_values_name_their_option)
+{
+    bad("--batch 0", "--batch");
+    bad("--batch -4", "--batch");
+    bad("--batch 12x", "--batch: '12x' is not an integer");
+    bad("--batch abc", "--batch");
+    bad("--lr fast", "--lr: 'fast' is not a number");
+    bad("--lr nan", "--lr");
+    bad("--lr -0.1", "--lr");
+    bad("--epochs 0", "--epochs");
+    bad("--steps -1", "--steps");
+    bad("--threads 0", "--threads");
+    bad("--seed -3", "--seed");
+    bad("--timeout 0", "--timeout");
+    bad("--bucket-mb 0", "--bucket-mb");
+    bad("--tolerance 150", "--tolerance");
+    bad("--samples 0", "--samples");
+    bad("--momentum inf", "--momentum");
+}
+
+Test(config, unknown_names_list_the_choices)
+{
+    bad("--mode fast", "--mode: unknown value 'fast' (one of: single, dp, ddp, compare)");
+    bad("--act swish", "--act");
+    bad("--act none", "--act");
+    bad("--loss hinge", "--loss");
+    bad("--optim lamb", "--optim");
+    bad("--backend tpu", "--backend");
+    bad("--comm mpi", "--comm");
+    bad("--model gpt2", "--model: unknown preset 'gpt2'");
+    bad("--dataset images", "--dataset");
+}
+
+Test(config, device_lists)
+{
+    bad("--gpus ,", "--gpus");
+    bad("--gpus 0,,1", "--gpus");
+    bad("--gpus -1", "--gpus");
+    bad("--gpus 0,x", "--gpus");
+    bad("--mode dp --backend cpu --gpus 0,0", "--gpus: device 0 appears twice");
+    bad("--mode single --backend cpu --gpus 0,1", "--gpus: --mode single uses one device");
+    bad("--mode ddp --backend cpu --gpus 0,1,2 --batch 256", "--batch: 256 is not divisible by 3");
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--mode dp --backend cpu --gpus 3,1,2", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.ngpus, 3);
+    cr_assert_eq(c.gpus[0], 3);
+    cr_assert_eq(tu_parse(&c, "--mode dp --backend cpu", err), DDP_OK, "%s", err);
+    cr_assert_geq(c.ngpus, 1, "auto gives at least one worker");
+}
+
+Test(config, options_and_arguments)
+{
+    bad("--no-such-option", "unknown option '--no-such-option'");
+    bad("--batch", "--batch: needs a value");
+    bad("stray", "unexpected argument 'stray'");
+    bad("--layers 10", "--layers");
+    bad("--layers 10,0,2", "--layers");
+    bad("--layers 10,x", "--layers");
+}
+
+Test(config, cross_field_rules)
+{
+    bad("--optim sgd --nesterov", "--nesterov: requires --momentum > 0");
+    bad("--loss ce --layers 4,1", "--loss ce: the last layer must have >= 2 outputs");
+    bad("--targets y.npy", "--targets: needs --data");
+    bad("--data x.npy", "needs --targets");
+    bad("--data x.csv --targets y.npy", "--targets");
+    bad("--checkpoint-every 5", "--checkpoint-every: needs --checkpoint");
+    bad("--json --csv", "--json and --csv");
+}
+
+Test(config, presets_fill_and_options_override)
+{
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--model seed-logreg", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.ndims, 2);
+    cr_assert_eq(c.dims[0], 10);
+    cr_assert_eq(c.dims[1], 1);
+    cr_assert_eq(c.loss, LOSS_BCE);
+    cr_assert_float_eq(c.optim.lr, 0.01f, 1e-9f);
+    cr_assert_eq(c.samples, 100);
+    cr_assert_eq(c.batch, 10);
+    cr_assert_eq(c.epochs, 10);
+    /* an explicit option wins wherever it stands relative to --model */
+    cr_assert_eq(tu_parse(&c, "--lr 0.5 --model seed-logreg --batch 20", err), DDP_OK, "%s", err);
+    cr_assert_float_eq(c.optim.lr, 0.5f, 1e-9f);
+    cr_assert_eq(c.batch, 20);
+    cr_assert_eq(tu_parse(&c, "--model mlp-medium", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.ndims, 4);
+    cr_assert_eq(c.dims[1], 2048);
+    cr_assert_eq(c.batch, 256);
+}
+
+Test(config, torch_defaults)
+{
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--optim adamw", err), DDP_OK, "%s", err);
+    cr_assert_float_eq(c.optim.weight_decay, 0.01f, 1e-9f, "AdamW's default weight decay");
+    cr_assert_eq(tu_parse(&c, "--optim adamw --weight-decay 0", err), DDP_OK, "%s", err);
+    cr_assert_float_eq(c.optim.weight_decay, 0.0f, 1e-9f);
+    cr_assert_eq(tu_parse(&c, "--optim adam", err), DDP_OK, "%s", err);
+    cr_assert_float_eq(c.optim.weight_decay, 0.0f, 1e-9f);
+    cr_assert_float_eq(c.optim.beta2, 0.999f, 1e-9f);
+    cr_assert_float_eq(c.optim.eps, 1e-8f, 1e-12f);
+}
+
+Test(config, help_lists_every_option_with_its_default)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_usage(f);
+    fclose(f);
+    const char *must[] = {"--mode", "--gpus", "--backend", "--threads", "--model", "--layers",
+                          "--act", "--loss", "--optim", "--lr", "--momentum", "--dampening",
+                          "--nesterov", "--weight-decay", "--beta1", "--beta2", "--eps", "--seed",
+                          "--samples", "--data", "--targets", "--target-cols", "--batch",
+                          "--epochs", "--steps", "--shuffle", "--no-shuffle", "--drop-last",
+                          "--warmup-steps", "--quiet", "--version", "[compare]", "[auto]",
+                          "seed-linear", "seed-logreg", "mlp-medium"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_assert(strstr(buf, must[i]), "--help lacks %s", must[i]);
+    free(buf);
+}
+
+static void parse_only(config_t *c, const char *args)
+{
+    char buf[1024], err[ERR_LEN] = "";
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "ddpbench";
+    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    cr_assert_eq(config_parse(c, argc, argv, stdout, err), DDP_OK, "'%s': %s", args, err);
+}
+
+Test(config, every_default_is_written_once)
+{
+    /* config_defaults() is what a bare command line gives ... */
+    config_t d, bare, spelled;
+    config_defaults(&d);
+    parse_only(&bare, "");
+    cr_assert_eq(memcmp(&d, &bare, sizeof d), 0, "config_defaults differs from no options");
+    /* ... and every default --help shows, given explicitly, changes nothing */
+    parse_only(&spelled, "--mode compare --gpus auto --backend auto --threads 1 --model mlp-small "
+                         "--dampening 0 --weight-decay 0 --beta1 0.9 --beta2 0.999 --eps 1e-8 "
+                         "--seed 0 --dataset auto --noise 0.1 --target-cols 1 --accum 1 "
+                         "--shuffle --warmup-steps 2 --log-every 0 --comm auto --bucket-mb 25 "
+                         "--first-bucket-mb 1 --overlap --timeout 60 --tolerance 5");
+    cr_assert_eq(memcmp(&d, &spelled, sizeof d), 0, "a default in --help is not the default");
+    cr_assert(d.shuffle && d.overlap && d.timeout_s == 60.0 && d.warmup_steps == 2);
+    cr_assert_eq(d.act, ACT_GELU, "the default preset's activation");
+    /* a preset's values are the defaults the rows marked [preset] show */
+    config_t p;
+    char err[ERR_LEN];
+    cr_assert_eq(config_defaults_for(&p, "mlp-medium", err), DDP_OK, "%s", err);
+    cr_assert_eq(p.act, ACT_RELU);
+    cr_assert_float_eq(p.optim.momentum, 0.9f, 1e-9f);
+    cr_assert_eq(config_defaults_for(&p, "nope", err), DDP_ERR_INPUT);
+}

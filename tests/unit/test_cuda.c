@@ -1,0 +1,735 @@
+/* tests/unit/test_cuda.c: the CUDA backend against the CPU backend.
+ *
+ * Each kernel family on random inputs (gemm in all four transpose forms with
+ * padded leading dimensions, bias+activation forward and backward for every
+ * activation, the bias gradient, the three losses, SGD/Adam/AdamW, axpy and
+ * scale, the copies), then the equivalence contract on CUDA: single mode on
+ * the GPU ends where single mode on the CPU ends, within 1e-4 relative after
+ * 20 steps, and two GPU runs give the same bits.
+ *
+ * Every GPU test skips, with the probe's reason, when no GPU is visible (or
+ * the build has no CUDA), so this suite passes on GPU-less machines; the probe
+ * and the --backend error paths are tested everywhere. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device/backend.h"
+#include "base/rng.h"
+#include "testutil.h"
+
+// ---------------------------------------------------------------------------
+// helpers
+
+typedef struct {
+    backend_t *cpu, *gpu;
+} pair_t;
+
+/* Skip the calling test unless a GPU is visible (the probe's reason). */
+static void need_gpu(void)
+{
+    char why[ERR_LEN] = "";
+    if (backend_cuda_probe(why) <= 0)
+        cr_skip_test("no GPU: %s", why);
+}
+
+static pair_t pair_open(void)
+{
+    need_gpu();
+    pair_t p;
+    char err[ERR_LEN];
+    cr_assert_eq(backend_cpu_create(&p.cpu, 0, 1, err), DDP_OK, "%s", err);
+    cr_assert_eq(backend_cuda_create(&p.gpu, 0, err), DDP_OK, "%s", err);
+    return p;
+}
+
+static void pair_close(pair_t *p)
+{
+    backend_destroy(p->gpu);
+    backend_destroy(p->cpu);
+}
+
+static void check(backend_t *be, int rc, const char *what)
+{
+    cr_assert_eq(rc, DDP_OK, "%s on %s: %s", what, backend_name(be), backend_last_error(be));
+}
+
+static float *host_random(size_t n, uint64_t seed, float lo, float hi)
+{
+    rng_t r;
+    rng_seed(&r, seed);
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    cr_assert_not_null(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = rng_uniform_range(&r, lo, hi);
+    return h;
+}
+
+/* A device copy of host[0..n) on be. */
+static float *upload(backend_t *be, const float *host, size_t n)
+{
+    float *d = backend_alloc(be, (n ? n : 1) * sizeof(float));
+    cr_assert_not_null(d, "alloc on %s: %s", backend_name(be), backend_last_error(be));
+    check(be, backend_h2d(be, d, host, n * sizeof(float)), "h2d");
+    check(be, backend_sync(be), "sync");
+    return d;
+}
+
+/* A host copy of dev[0..n) (waits for be's work). */
+static float *download(backend_t *be, const float *dev, size_t n)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    cr_assert_not_null(h);
+    check(be, backend_d2h(be, h, dev, n * sizeof(float)), "d2h");
+    return h;
+}
+
+/* The same host data on both devices. */
+typedef struct {
+    float *c, *g;
+} buf2_t;
+
+static buf2_t both(pair_t *p, const float *host, size_t n)
+{
+    return (buf2_t){upload(p->cpu, host, n), upload(p->gpu, host, n)};
+}
+
+static void both_free(pair_t *p, buf2_t b)
+{
+    backend_free(p->cpu, b.c);
+    backend_free(p->gpu, b.g);
+}
+
+/* Assert the GPU's copy of b equals the CPU's to rel_tol (scale floored at floor). */
+static void assert_close(pair_t *p, buf2_t b, size_t n, double rel_tol, double floor,
+                         const char *what)
+{
+    float *hc = download(p->cpu, b.c, n), *hg = download(p->gpu, b.g, n);
+    double worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = hc[i], y = hg[i];
+        double rel = fabs(x - y) / fmax(fmax(fabs(x), fabs(y)), floor);
+        if (isnan(x) != isnan(y))
+            rel = INFINITY;
+        if (rel > worst) {
+            worst = rel;
+            at = i;
+        }
+    }
+    cr_assert(worst <= rel_tol, "%s: GPU differs from CPU by %.3g relative at [%zu]: cpu %.9g gpu %.9g",
+              what, worst, at, n ? hc[at] : 0.0, n ? hg[at] : 0.0);
+    free(hc);
+    free(hg);
+}
+
+// ---------------------------------------------------------------------------
+// the probe and the --backend paths (run everywhere)
+
+Test(cuda_probe, answers_with_a_reason)
+{
+    char why[ERR_LEN] = "", why2[ERR_LEN] = "";
+    int n = backend_cuda_probe(why);
+    cr_assert_geq(n, 0);
+    cr_assert_neq(why[0], 0, "the probe must always say why");
+    if (n == 0)
+        cr_assert(strstr(why, "cudaErrorInsufficientDriver") || strstr(why, "cudaErrorNoDevice") ||
+                      strstr(why, "built without CUDA") || strstr(why, "CUDA probe") ||
+                      strstr(why, "cudaGetDeviceCount"),
+                  "unexpected reason: %s", why);
+    cr_assert_eq(backend_cuda_probe(why2), n, "a second probe must agree");
+    cr_assert_str_eq(why, why2);
+}
+
+Test(cuda_probe, respects_an_empty_cuda_visible_devices)
+{
+    /* Set before this process's first probe: the probe's child inherits it. */
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    char why[ERR_LEN] = "";
+    cr_assert_eq(backend_cuda_probe(why), 0, "no device may be visible; probe said: %s", why);
+    cr_assert(strstr(why, "cudaErrorNoDevice") || strstr(why, "cudaErrorInsufficientDriver") ||
+                  strstr(why, "built without CUDA"),
+              "unexpected reason: %s", why);
+}
+
+Test(cuda_probe, backend_cuda_without_a_gpu_is_an_input_error)
+{
+    char why[ERR_LEN] = "";
+    if (backend_cuda_probe(why) > 0)
+        cr_skip_test("a GPU is visible");
+    config_t c;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(tu_parse(&c, "--backend cuda --steps 1", err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--backend cuda") && strstr(err, why), "message: %s", err);
+    cr_assert_eq(tu_parse(&c, "--backend auto --steps 1", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.backend, BACKEND_CPU, "auto must fall back to the CPU");
+}
+
+Test(cuda_probe, leaves_cuda_usable_in_forked_children)
+{
+    /* The reason the probe forks: after it, this process may still fork a
+     * child that uses CUDA (a DDP rank).  Had the probe initialised CUDA here,
+     * the child's CUDA calls would fail. */
+    need_gpu();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        backend_t *be;
+        char err[ERR_LEN];
+        if (backend_cuda_create(&be, 0, err) != DDP_OK)
+            _exit(3);
+        float *d = backend_alloc(be, 64);
+        float h[16] = {0};
+        int ok = d && backend_d2h(be, h, d, sizeof h) == DDP_OK;
+        backend_destroy(be);
+        _exit(ok ? 0 : 4);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "a child forked after the probe could not use CUDA (status %d)", st);
+}
+
+Test(cuda_backend, device_ids_are_checked_against_the_visible_count)
+{
+    need_gpu();
+    char why[ERR_LEN], err[ERR_LEN] = "";
+    int n = backend_cuda_probe(why);
+    backend_t *be = NULL;
+    cr_assert_eq(backend_cuda_create(&be, n, err), DDP_ERR_INPUT);
+    cr_assert_null(be);
+    char want[64];
+    snprintf(want, sizeof want, "device %d does not exist (%d visible)", n, n);
+    cr_assert(strstr(err, "--gpus") && strstr(err, want), "message: %s", err);
+}
+
+// ---------------------------------------------------------------------------
+// memory and copies
+
+Test(cuda_backend, memory_is_zeroed_accounted_and_copied)
+{
+    pair_t p = pair_open();
+    backend_t *g = p.gpu;
+    size_t n = 100000;
+    cr_assert_eq(backend_mem_in_use(g), 0);
+    float *d = backend_alloc(g, n * sizeof(float));
+    cr_assert_not_null(d);
+    cr_assert_eq(backend_mem_in_use(g), n * sizeof(float));
+    float *h = download(g, d, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(h[i], 0.0f, "alloc must zero: [%zu] = %g", i, h[i]);
+    free(h);
+
+    float *src = host_random(n, 7, -1, 1);
+    float *pinned = backend_alloc_host(g, n * sizeof(float));
+    cr_assert_not_null(pinned);
+    memcpy(pinned, src, n * sizeof(float));
+    check(g, backend_h2d(g, d, pinned, n * sizeof(float)), "h2d");
+    float *e = backend_alloc(g, n * sizeof(float));
+    check(g, backend_d2d(g, e, d, n * sizeof(float)), "d2d");
+    h = download(g, e, n);
+    cr_assert_arr_eq(h, src, n * sizeof(float), "h2d then d2d must round-trip exactly");
+    free(h);
+    check(g, backend_memset0(g, e + 10, 20 * sizeof(float)), "memset0");
+    h = download(g, e, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(h[i], i >= 10 && i < 30 ? 0.0f : src[i], "memset0 range at %zu", i);
+    free(h);
+
+    /* A second replica on the same GPU (--gpus 0,0): peer_copy is a plain copy. */
+    backend_t *g2;
+    char err[ERR_LEN];
+    cr_assert_eq(backend_cuda_create(&g2, 0, err), DDP_OK, "%s", err);
+    float *f = backend_alloc(g2, n * sizeof(float));
+    check(g2, backend_peer_copy(g2, f, g, d, n * sizeof(float)), "peer_copy");
+    h = download(g2, f, n);
+    cr_assert_arr_eq(h, src, n * sizeof(float), "peer_copy between replicas of one GPU");
+    free(h);
+    backend_free(g2, f);
+    backend_destroy(g2);
+
+    backend_free_host(g, pinned);
+    backend_free(g, e);
+    backend_free(g, d);
+    cr_assert_eq(backend_mem_in_use(g), 0, "free must give back what alloc counted");
+    cr_assert_geq(backend_mem_peak(g), 2 * n * sizeof(float));
+    free(src);
+    pair_close(&p);
+}
+
+Test(cuda_backend, peer_copy_between_two_gpus)
+{
+    need_gpu();
+    char why[ERR_LEN], err[ERR_LEN];
+    if (backend_cuda_probe(why) < 2)
+        cr_skip_test("needs two GPUs");
+    backend_t *a, *b;
+    cr_assert_eq(backend_cuda_create(&a, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(backend_cuda_create(&b, 1, err), DDP_OK, "%s", err);
+    size_t n = 1 << 20;
+    float *src = host_random(n, 9, -5, 5);
+    float *da = upload(a, src, n);
+    float *db = backend_alloc(b, n * sizeof(float));
+    check(b, backend_peer_copy(b, db, a, da, n * sizeof(float)), "peer_copy 0 -> 1");
+    float *h = download(b, db, n);
+    cr_assert_arr_eq(h, src, n * sizeof(float));
+    free(h);
+    free(src);
+    backend_free(a, da);
+    backend_free(b, db);
+    backend_destroy(b);
+    backend_destroy(a);
+}
+
+// ---------------------------------------------------------------------------
+// one host thread per device (DP's workers), the main thread touching all
+
+typedef struct {
+    backend_t *be;
+    const float *hx;
+    int n;
+    float *out; /* device result */
+    int rc;
+    char err[ERR_LEN];
+} worker_t;
+
+/* A short forward-like sequence on the worker's own device, from a thread
+ * that never called cudaSetDevice itself: the backend must bind it. */
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    backend_t *be = w->be;
+    size_t nn = (size_t)w->n * w->n;
+    float *x = backend_alloc(be, nn * sizeof(float));
+    w->out = backend_alloc(be, nn * sizeof(float));
+    float *b = backend_alloc(be, (size_t)w->n * sizeof(float));
+    float *g = backend_alloc(be, nn * sizeof(float));
+    w->rc = x && w->out && b && g ? DDP_OK : DDP_ERR_RUNTIME;
+    for (int rep = 0; rep < 20 && w->rc == DDP_OK; rep++) {
+        w->rc = backend_h2d(be, x, w->hx, nn * sizeof(float));
+        if (w->rc == DDP_OK)
+            w->rc = backend_gemm(be, false, true, w->n, w->n, w->n, 1.0f, x, w->n, x, w->n, 0.0f,
+                                  w->out, w->n);
+        if (w->rc == DDP_OK)
+            w->rc = backend_bias_act_fwd(be, ACT_NONE, w->out, w->out, b, w->n, w->n);
+        /* The block-reducing kernels, concurrently with the other workers'. */
+        if (w->rc == DDP_OK)
+            w->rc = backend_bias_grad(be, b, w->out, w->n, w->n, false);
+        if (w->rc == DDP_OK)
+            w->rc = backend_loss(be, LOSS_MSE, w->out, x, w->n, w->n, 1.0f, g, b);
+        if (w->rc == DDP_OK)
+            w->rc = backend_sync(be);
+    }
+    if (w->rc != DDP_OK)
+        snprintf(w->err, sizeof w->err, "%s", backend_last_error(be));
+    backend_free(be, x);
+    backend_free(be, b);
+    backend_free(be, g);
+    return NULL;
+}
+
+Test(cuda_backend, one_host_thread_per_device)
+{
+    need_gpu();
+    char why[ERR_LEN], err[ERR_LEN];
+    int ngpu = backend_cuda_probe(why);
+    enum { K = 3, N = 96 };
+    worker_t w[K];
+    pthread_t th[K];
+    float *hx = host_random((size_t)N * N, 131, -1, 1);
+    for (int i = 0; i < K; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].hx = hx;
+        w[i].n = N;
+        /* Devices 0, 1, 2 when there are that many, else replicas sharing them. */
+        cr_assert_eq(backend_cuda_create(&w[i].be, i % ngpu, err), DDP_OK, "%s", err);
+    }
+    for (int i = 0; i < K; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < K; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < K; i++)
+        cr_assert_eq(w[i].rc, DDP_OK, "worker %d (device %d): %s", i, backend_device_id(w[i].be), w[i].err);
+    /* The main thread gathers every result onto replica 0, as DP does. */
+    float *h0 = download(w[0].be, w[0].out, (size_t)N * N);
+    float *gathered = backend_alloc(w[0].be, (size_t)N * N * sizeof(float));
+    for (int i = 1; i < K; i++) {
+        check(w[0].be, backend_peer_copy(w[0].be, gathered, w[i].be, w[i].out,
+                                               (size_t)N * N * sizeof(float)), "peer_copy");
+        float *hi = download(w[0].be, gathered, (size_t)N * N);
+        cr_assert_arr_eq(hi, h0, (size_t)N * N * sizeof(float),
+                         "worker %d computed different bits from worker 0", i);
+        free(hi);
+    }
+    backend_free(w[0].be, gathered);
+    free(h0);
+    for (int i = 0; i < K; i++) {
+        backend_free(w[i].be, w[i].out);
+        backend_destroy(w[i].be);
+    }
+    free(hx);
+}
+
+// ---------------------------------------------------------------------------
+// gemm
+
+static void gemm_case(pair_t *p, bool ta, bool tb, int m, int n, int k, float alpha, float beta)
+{
+    /* Padded leading dimensions catch a wrong row/column-major mapping. */
+    int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
+    float *ha = host_random(na, 11, -1, 1), *hb = host_random(nb, 12, -1, 1);
+    float *hc = host_random(nc, 13, -1, 1);
+    buf2_t A = both(p, ha, na), B = both(p, hb, nb), C = both(p, hc, nc);
+    check(p->cpu, backend_gemm(p->cpu, ta, tb, m, n, k, alpha, A.c, lda, B.c, ldb, beta, C.c, ldc), "gemm");
+    check(p->gpu, backend_gemm(p->gpu, ta, tb, m, n, k, alpha, A.g, lda, B.g, ldb, beta, C.g, ldc), "gemm");
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%d n=%d k=%d", ta, tb, m, n, k);
+    /* Only the summation order differs; the padding columns must be untouched. */
+    assert_close(p, C, nc, 1e-4, 1.0, what);
+    both_free(p, A);
+    both_free(p, B);
+    both_free(p, C);
+    free(ha);
+    free(hb);
+    free(hc);
+}
+
+Test(cuda_kernels, gemm_all_transposes_against_cpu)
+{
+    pair_t p = pair_open();
+    for (int t = 0; t < 4; t++) {
+        gemm_case(&p, t & 1, t & 2, 37, 53, 129, 1.0f, 0.0f);
+        gemm_case(&p, t & 1, t & 2, 64, 17, 300, 0.7f, 0.3f);
+    }
+    gemm_case(&p, false, true, 5, 6, 0, 1.0f, 0.5f); /* empty product: C = beta*C */
+    gemm_case(&p, false, false, 5, 6, 0, 1.0f, 0.0f);
+    pair_close(&p);
+}
+
+// ---------------------------------------------------------------------------
+// bias + activation, activation backward, bias gradient
+
+static const act_t all_acts[] = {ACT_NONE, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_GELU};
+
+static void bias_act_case(pair_t *p, act_t act, int rows, int cols)
+{
+    size_t n = (size_t)rows * cols;
+    float *hz = host_random(n, 21, -4, 4), *hb = host_random((size_t)cols, 22, -1, 1);
+    buf2_t z = both(p, hz, n), b = both(p, hb, (size_t)cols);
+    buf2_t a = act == ACT_NONE ? z : both(p, hz, n);
+    check(p->cpu, backend_bias_act_fwd(p->cpu, act, z.c, a.c, b.c, rows, cols), "bias_act_fwd");
+    check(p->gpu, backend_bias_act_fwd(p->gpu, act, z.g, a.g, b.g, rows, cols), "bias_act_fwd");
+    char what[96];
+    snprintf(what, sizeof what, "bias_act_fwd %s %dx%d (z)", act_name(act), rows, cols);
+    assert_close(p, z, n, 0.0, 1e-30, what); /* one float add: exact */
+    snprintf(what, sizeof what, "bias_act_fwd %s %dx%d (a)", act_name(act), rows, cols);
+    assert_close(p, a, n, 1e-6, 1e-6, what); /* library exp/tanh/erf: a few ulp */
+    if (act != ACT_NONE)
+        both_free(p, a);
+    both_free(p, z);
+    both_free(p, b);
+    free(hz);
+    free(hb);
+}
+
+Test(cuda_kernels, bias_act_fwd_every_activation)
+{
+    pair_t p = pair_open();
+    for (size_t i = 0; i < sizeof all_acts / sizeof all_acts[0]; i++) {
+        bias_act_case(&p, all_acts[i], 37, 300);  /* a partial column block */
+        bias_act_case(&p, all_acts[i], 1500, 5); /* more rows than grid.y */
+    }
+    pair_close(&p);
+}
+
+Test(cuda_kernels, act_bwd_every_activation)
+{
+    pair_t p = pair_open();
+    int rows = 129, cols = 77;
+    size_t n = (size_t)rows * cols;
+    float *hz = host_random(n, 31, -4, 4), *hd = host_random(n, 32, -1, 1);
+    float *zero = calloc((size_t)cols, sizeof(float));
+    for (size_t i = 0; i < 50; i++)
+        hz[i * 7] = 0.0f; /* relu'(0) = 0 on both */
+    for (size_t i = 0; i < sizeof all_acts / sizeof all_acts[0]; i++) {
+        act_t act = all_acts[i];
+        /* a = act(z) from the CPU, given to both, so only act_bwd is compared. */
+        buf2_t z = both(&p, hz, n), b = both(&p, zero, (size_t)cols);
+        float *ha = download(p.cpu, z.c, n);
+        if (act != ACT_NONE) {
+            float *tmp = backend_alloc(p.cpu, n * sizeof(float));
+            check(p.cpu, backend_bias_act_fwd(p.cpu, act, z.c, tmp, b.c, rows, cols), "fwd");
+            memcpy(ha, tmp, n * sizeof(float));
+            backend_free(p.cpu, tmp);
+        }
+        buf2_t a = both(&p, ha, n), d = both(&p, hd, n);
+        check(p.cpu, backend_act_bwd(p.cpu, act, z.c, a.c, d.c, n), "act_bwd");
+        check(p.gpu, backend_act_bwd(p.gpu, act, z.g, a.g, d.g, n), "act_bwd");
+        char what[64];
+        snprintf(what, sizeof what, "act_bwd %s", act_name(act));
+        assert_close(&p, d, n, act == ACT_GELU ? 1e-6 : 0.0, 1e-6, what);
+        both_free(&p, z);
+        both_free(&p, b);
+        both_free(&p, a);
+        both_free(&p, d);
+        free(ha);
+    }
+    free(hz);
+    free(hd);
+    free(zero);
+    pair_close(&p);
+}
+
+Test(cuda_kernels, bias_grad_sums_columns)
+{
+    pair_t p = pair_open();
+    const int shapes[][2] = {{1000, 70}, {3, 257}, {256, 10}, {0, 9}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)rows * cols;
+        float *hdz = host_random(n, 41, -1, 1), *hdb = host_random((size_t)cols, 42, -1, 1);
+        for (int acc = 0; acc < 2; acc++) {
+            buf2_t dz = both(&p, hdz, n), db = both(&p, hdb, (size_t)cols);
+            check(p.cpu, backend_bias_grad(p.cpu, db.c, dz.c, rows, cols, acc), "bias_grad");
+            check(p.gpu, backend_bias_grad(p.gpu, db.g, dz.g, rows, cols, acc), "bias_grad");
+            char what[80];
+            snprintf(what, sizeof what, "bias_grad %dx%d accumulate=%d", rows, cols, acc);
+            /* Sums of up to 1000 terms in another order: the CPU's running sum
+             * reaches ~20 and loses ~1e-6 per add, so up to ~1e-4 absolute. */
+            assert_close(&p, db, (size_t)cols, 2e-4, 1.0, what);
+            both_free(&p, dz);
+            both_free(&p, db);
+        }
+        free(hdz);
+        free(hdb);
+    }
+    pair_close(&p);
+}
+
+// ---------------------------------------------------------------------------
+// losses
+
+static void loss_case(pair_t *p, loss_t kind, int rows, int cols)
+{
+    size_t n = (size_t)rows * cols;
+    size_t nt = kind == LOSS_CE ? (size_t)rows : n;
+    float *ho = host_random(n, 51, -6, 6);
+    float *ht = host_random(nt, 52, 0, 1);
+    if (kind == LOSS_CE)
+        for (size_t i = 0; i < nt; i++)
+            ht[i] = (float)((i * 7) % (size_t)cols); /* every class id, the last included */
+    else if (kind == LOSS_BCE)
+        for (size_t i = 0; i < nt; i++)
+            ht[i] = ht[i] < 0.5f ? 0.0f : 1.0f;
+    buf2_t o = both(p, ho, n), t = both(p, ht, nt);
+    float zero = 0.0f;
+    buf2_t g = both(p, ho, n), s = both(p, &zero, 1);
+    float scale = 1.0f / (float)rows;
+    check(p->cpu, backend_loss(p->cpu, kind, o.c, t.c, rows, cols, scale, g.c, s.c), "loss");
+    check(p->gpu, backend_loss(p->gpu, kind, o.g, t.g, rows, cols, scale, g.g, s.g), "loss");
+    char what[80];
+    snprintf(what, sizeof what, "loss %s %dx%d (gradient)", loss_name(kind), rows, cols);
+    /* Scale floored at 1% of grad_scale: an ulp of sigmoid(x) in a gradient
+     * sigmoid(x) - t that nearly cancels is not an error. */
+    assert_close(p, g, n, 1e-5, 1e-2 * scale, what);
+    snprintf(what, sizeof what, "loss %s %dx%d (sum)", loss_name(kind), rows, cols);
+    assert_close(p, s, 1, 1e-5, 1e-6, what);
+    both_free(p, o);
+    both_free(p, t);
+    both_free(p, g);
+    both_free(p, s);
+    free(ho);
+    free(ht);
+}
+
+Test(cuda_kernels, losses_against_cpu)
+{
+    pair_t p = pair_open();
+    loss_t kinds[] = {LOSS_MSE, LOSS_BCE, LOSS_CE};
+    for (int k = 0; k < 3; k++) {
+        loss_case(&p, kinds[k], 300, 7);
+        loss_case(&p, kinds[k], 33, 1000); /* a row wider than the block */
+        loss_case(&p, kinds[k], 1, 1);
+    }
+    pair_close(&p);
+}
+
+Test(cuda_kernels, loss_sum_is_deterministic)
+{
+    pair_t p = pair_open();
+    backend_t *g = p.gpu;
+    int rows = 2048, cols = 33;
+    size_t n = (size_t)rows * cols;
+    float *ho = host_random(n, 61, -3, 3), *ht = host_random(n, 62, -3, 3);
+    float *o = upload(g, ho, n), *t = upload(g, ht, n);
+    float *grad = backend_alloc(g, n * sizeof(float)), *s = backend_alloc(g, sizeof(float));
+    float first = 0.0f;
+    for (int rep = 0; rep < 3; rep++) {
+        float v;
+        check(g, backend_loss(g, LOSS_MSE, o, t, rows, cols, 1.0f, grad, s), "loss");
+        check(g, backend_d2h(g, &v, s, sizeof v), "d2h");
+        if (rep == 0)
+            first = v;
+        cr_assert(memcmp(&v, &first, sizeof v) == 0, "run %d: %.9g != %.9g", rep, v, first);
+    }
+    backend_free(g, o);
+    backend_free(g, t);
+    backend_free(g, grad);
+    backend_free(g, s);
+    free(ho);
+    free(ht);
+    pair_close(&p);
+}
+
+// ---------------------------------------------------------------------------
+// optimizers, axpy, scale
+
+Test(cuda_kernels, sgd_every_variant)
+{
+    pair_t p = pair_open();
+    size_t n = 100003;
+    const sgd_args_t variants[] = {
+        {0.1f, 0.0f, 0.0f, 0.0f, false, false},   /* plain */
+        {0.1f, 0.0f, 0.0f, 0.01f, false, false},  /* weight decay */
+        {0.05f, 0.9f, 0.0f, 0.0f, false, false},  /* momentum */
+        {0.05f, 0.9f, 0.1f, 0.001f, false, false}, /* dampening + decay */
+        {0.05f, 0.9f, 0.0f, 0.01f, true, false},  /* nesterov */
+    };
+    float *hp = host_random(n, 71, -1, 1), *hb = host_random(n, 73, -1, 1);
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        buf2_t prm = both(&p, hp, n), buf = both(&p, hb, n);
+        for (int step = 0; step < 3; step++) {
+            float *hg = host_random(n, 80 + step, -1, 1);
+            buf2_t g = both(&p, hg, n);
+            sgd_args_t a = variants[v];
+            a.first_step = step == 0;
+            check(p.cpu, backend_sgd(p.cpu, &a, prm.c, g.c, buf.c, n), "sgd");
+            check(p.gpu, backend_sgd(p.gpu, &a, prm.g, g.g, buf.g, n), "sgd");
+            both_free(&p, g);
+            free(hg);
+        }
+        char what[48];
+        snprintf(what, sizeof what, "sgd variant %zu (params)", v);
+        assert_close(&p, prm, n, 1e-6, 1e-6, what); /* the same operations: equal bits expected */
+        snprintf(what, sizeof what, "sgd variant %zu (momentum)", v);
+        assert_close(&p, buf, n, 1e-6, 1e-6, what);
+        both_free(&p, prm);
+        both_free(&p, buf);
+    }
+    free(hp);
+    free(hb);
+    pair_close(&p);
+}
+
+Test(cuda_kernels, adam_and_adamw)
+{
+    pair_t p = pair_open();
+    size_t n = 70001;
+    float *hp = host_random(n, 91, -1, 1);
+    float *zero = calloc(n, sizeof(float));
+    for (int decoupled = 0; decoupled < 2; decoupled++)
+        for (int wd = 0; wd < 2; wd++) {
+            buf2_t prm = both(&p, hp, n), m = both(&p, zero, n), v = both(&p, zero, n);
+            for (int step = 1; step <= 4; step++) {
+                float *hg = host_random(n, 100 + step, -1, 1);
+                buf2_t g = both(&p, hg, n);
+                adam_args_t a = {1e-3f, 0.9f, 0.999f, 1e-8f, wd ? 0.01f : 0.0f, decoupled,
+                                 1.0 - pow(0.9, step), 1.0 - pow(0.999, step)};
+                check(p.cpu, backend_adam(p.cpu, &a, prm.c, g.c, m.c, v.c, n), "adam");
+                check(p.gpu, backend_adam(p.gpu, &a, prm.g, g.g, m.g, v.g, n), "adam");
+                both_free(&p, g);
+                free(hg);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s wd=%d (params)", decoupled ? "adamw" : "adam", wd);
+            assert_close(&p, prm, n, 1e-6, 1e-6, what);
+            snprintf(what, sizeof what, "%s wd=%d (exp_avg)", decoupled ? "adamw" : "adam", wd);
+            assert_close(&p, m, n, 1e-6, 1e-6, what);
+            snprintf(what, sizeof what, "%s wd=%d (exp_avg_sq)", decoupled ? "adamw" : "adam", wd);
+            assert_close(&p, v, n, 1e-6, 1e-9, what);
+            both_free(&p, prm);
+            both_free(&p, m);
+            both_free(&p, v);
+        }
+    free(hp);
+    free(zero);
+    pair_close(&p);
+}
+
+Test(cuda_kernels, axpy_and_scale)
+{
+    pair_t p = pair_open();
+    size_t sizes[] = {1, 255, 256, 257, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *hx = host_random(n, 111, -2, 2), *hy = host_random(n, 112, -2, 2);
+        buf2_t x = both(&p, hx, n), y = both(&p, hy, n);
+        check(p.cpu, backend_axpy(p.cpu, -0.37f, x.c, y.c, n), "axpy");
+        check(p.gpu, backend_axpy(p.gpu, -0.37f, x.g, y.g, n), "axpy");
+        check(p.cpu, backend_scale(p.cpu, 1.7f, x.c, n), "scale");
+        check(p.gpu, backend_scale(p.gpu, 1.7f, x.g, n), "scale");
+        assert_close(&p, y, n, 0.0, 1e-30, "axpy"); /* one multiply and one add: exact */
+        assert_close(&p, x, n, 0.0, 1e-30, "scale");
+        both_free(&p, x);
+        both_free(&p, y);
+        free(hx);
+        free(hy);
+    }
+    pair_close(&p);
+}
+
+// ---------------------------------------------------------------------------
+// the equivalence contract on CUDA
+
+static void cpu_vs_gpu(const char *args)
+{
+    need_gpu();
+    char a_cpu[512], a_gpu[512], err[ERR_LEN] = "";
+    snprintf(a_cpu, sizeof a_cpu, "--backend cpu --quiet --steps 20 %s", args);
+    snprintf(a_gpu, sizeof a_gpu, "--backend cuda --quiet --steps 20 %s", args);
+    run_result_t rc_, rg, rg2;
+    cr_assert_eq(tu_run(a_cpu, &rc_, err), DDP_OK, "%s: %s", a_cpu, err);
+    cr_assert_eq(tu_run(a_gpu, &rg, err), DDP_OK, "%s: %s", a_gpu, err);
+    tu_assert_params_close(&rc_, &rg, 1e-4, args);
+    cr_assert(fabs(rc_.final_loss - rg.final_loss) <= 1e-4 * fmax(1.0, fabs(rc_.final_loss)),
+              "%s: final loss cpu %.8f gpu %.8f", args, rc_.final_loss, rg.final_loss);
+    /* Deterministic kernels and cuBLAS: a second GPU run gives the same bits. */
+    cr_assert_eq(tu_run(a_gpu, &rg2, err), DDP_OK, "%s: %s", a_gpu, err);
+    cr_assert_eq(rg.checksum.bits, rg2.checksum.bits, "%s: two GPU runs differ", args);
+    result_free(&rc_);
+    result_free(&rg);
+    result_free(&rg2);
+}
+
+Test(cuda_equivalence, relu_ce_adam)
+{
+    /* Explicit rather than a preset, so a preset's retuning cannot make it a
+     * test of Adam's sign on noise-level gradients (a larger lr turns the
+     * last-bit differences of two GEMM orders into lr-sized steps). */
+    cpu_vs_gpu("--layers 32,128,128,10 --act relu --loss ce --dataset classes --optim adam "
+               "--lr 0.001 --samples 2048 --batch 256");
+}
+
+Test(cuda_equivalence, mse_sgd_momentum_tanh)
+{
+    cpu_vs_gpu("--layers 24,96,64,5 --act tanh --loss mse --optim sgd --lr 0.05 --momentum 0.9 "
+               "--nesterov --samples 1000 --batch 100");
+}
+
+Test(cuda_equivalence, bce_adamw_gelu_accum)
+{
+    cpu_vs_gpu("--layers 16,300,3 --act gelu --loss bce --optim adamw --lr 0.01 --samples 999 "
+               "--batch 64 --accum 2");
+}
+
+Test(cuda_equivalence, sigmoid_sgd_weight_decay_uneven_batches)
+{
+    cpu_vs_gpu("--layers 40,50,50,4 --act sigmoid --loss ce --dataset classes --optim sgd --lr 0.5 "
+               "--weight-decay 0.001 --samples 500 --batch 96");
+}

@@ -1,0 +1,381 @@
+/* tests/unit/test_ddp.c: DDP against single (the equivalence contract) for every
+ * loss and optimizer, 1 to 4 ranks, with many tiny buckets, one bucket, no
+ * overlap and accumulation; checkpoint and resume with the trace and the
+ * --explain story; the bucket assignment; and the runtime faults as
+ * ddp_run reports them. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm_impl.h" /* a fake communicator that records what it is asked */
+#include "ddp/reducer.h"
+#include "testutil.h"
+#include "measure/timing.h"
+#include "tsan_criterion.h"
+
+/* A small MLP over a few hundred samples: 240 rows and batch 24 divide by 1..4
+ * ranks, so no rank pads its shard and the contract applies exactly. */
+#define BASE "--backend cpu --quiet --layers 8,24,16,%d --samples 240 --batch 24 --steps 20 --seed 3"
+
+/* Adam at torch's default lr.  Adam scales every update to about lr, so an
+ * element whose gradient is mostly cancellation (and so differs between
+ * summation orders by far more than its ulp) moves by ~lr times that noise:
+ * at lr 0.01 the difference after 20 steps reaches ~1.5e-8 absolute, i.e.
+ * 1.5e-5 on parameters under the 1e-3 floor, which is rounding, not a bug. */
+static const char *optims[] = {
+    "--optim sgd --lr 0.05 --momentum 0.9",
+    "--optim sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 0.01",
+    "--optim adam --lr 0.001",
+    "--optim adamw --lr 0.001",
+};
+#define NOPTIMS (sizeof optims / sizeof optims[0])
+
+static const char *gpu_lists[] = {"0", "0,1", "0,1,2", "0,1,2,3"};
+
+/* single(args + single_extra) against ddp on 1..4 ranks (args + ddp_extra). */
+static void check_equivalence(const char *args, const char *single_extra, const char *ddp_extra)
+{
+    char line[1024], err[ERR_LEN];
+    run_result_t ref;
+    snprintf(line, sizeof line, "%s %s", args, single_extra);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "single: %s", err);
+    for (int w = 1; w <= 4; w++) {
+        run_result_t res;
+        snprintf(line, sizeof line, "%s %s --mode ddp --gpus %s", args, ddp_extra, gpu_lists[w - 1]);
+        int rc = tu_run(line, &res, err);
+        cr_assert_eq(rc, DDP_OK, "'%s': %s", line, err);
+        cr_assert_eq(res.ndev, w);
+        cr_assert_eq(res.steps, ref.steps);
+        char what[1100];
+        snprintf(what, sizeof what, "ddp %d rank%s vs single ('%s')", w, w == 1 ? "" : "s", line);
+        tu_assert_params_close(&res, &ref, 1e-5, what);
+        /* The printed loss is the global mean, as in single mode. */
+        double dl = fabs(res.final_loss - ref.final_loss) / fmax(fabs(ref.final_loss), 1e-3);
+        cr_assert(dl < 1e-5, "%s: final loss %.9g vs %.9g", what, res.final_loss, ref.final_loss);
+        cr_assert_eq(res.log.n, ref.log.n);
+        for (int r = 0; r < w; r++)
+            cr_assert_gt(res.dev[r].rows, 0);
+        result_free(&res);
+    }
+    result_free(&ref);
+}
+
+static void check_loss(const char *loss, int out)
+{
+    for (size_t o = 0; o < NOPTIMS; o++) {
+        char args[512];
+        snprintf(args, sizeof args, BASE " --loss %s %s", out, loss, optims[o]);
+        check_equivalence(args, "", "");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the equivalence contract
+
+Test(ddp, equivalent_to_single_mse, .timeout = 120) { check_loss("mse", 3); }
+Test(ddp, equivalent_to_single_bce, .timeout = 120) { check_loss("bce", 2); }
+Test(ddp, equivalent_to_single_ce, .timeout = 120) { check_loss("ce", 4); }
+
+/* Many buckets: 0.001 MiB holds 262 floats, so most parameters get their own
+ * bucket (the 24x16 weight is larger than the cap) and several launch during
+ * backward. */
+Test(ddp, equivalent_with_tiny_buckets, .timeout = 120)
+{
+    char args[512];
+    snprintf(args, sizeof args, BASE " --loss ce %s", 4, optims[2]);
+    check_equivalence(args, "", "--bucket-mb 0.001 --first-bucket-mb 0.001");
+    snprintf(args, sizeof args, BASE " --loss mse %s", 3, optims[0]);
+    check_equivalence(args, "", "--bucket-mb 0.001 --first-bucket-mb 0.001");
+}
+
+Test(ddp, equivalent_with_one_bucket, .timeout = 120)
+{
+    char args[512];
+    snprintf(args, sizeof args, BASE " --loss bce %s", 2, optims[3]);
+    check_equivalence(args, "", "--bucket-mb 1000 --first-bucket-mb 1000");
+}
+
+Test(ddp, equivalent_without_overlap, .timeout = 120)
+{
+    char args[512];
+    snprintf(args, sizeof args, BASE " --loss ce %s", 4, optims[1]);
+    check_equivalence(args, "", "--no-overlap --bucket-mb 0.001 --first-bucket-mb 0.001");
+}
+
+/* --accum 2: two micro-batches of 12 per step, all-reduced only after the
+ * second, against single mode's one batch of 24. */
+Test(ddp, accumulation_matches_single_at_twice_the_batch, .timeout = 120)
+{
+    const char *losses[][2] = {{"mse", "3"}, {"ce", "4"}};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "--backend cpu --quiet --layers 8,24,16,%s --samples 240 --steps 20 --seed 5 "
+                 "--loss %s %s",
+                 losses[i][1], losses[i][0], optims[i == 0 ? 0 : 2]);
+        check_equivalence(args, "--batch 24", "--batch 12 --accum 2 --bucket-mb 0.001");
+    }
+}
+
+/* Epoch ends and the last short batch: 240 rows at batch 36 leave 24 for the
+ * last step of each epoch (6 per rank on 4 ranks, 8 on 3). */
+Test(ddp, equivalent_across_short_last_batches, .timeout = 120)
+{
+    char args[512];
+    snprintf(args, sizeof args,
+             "--backend cpu --quiet --layers 8,24,16,3 --samples 240 --batch 36 --epochs 3 "
+             "--seed 9 --loss mse %s",
+             optims[2]);
+    char line[600], err[ERR_LEN];
+    run_result_t ref, res;
+    snprintf(line, sizeof line, "%s", args);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s", err);
+    for (int w = 2; w <= 4; w += 2) { /* 36 divides by 2 and 4 (and 3) */
+        snprintf(line, sizeof line, "%s --mode ddp --gpus %s", args, gpu_lists[w - 1]);
+        cr_assert_eq(tu_run(line, &res, err), DDP_OK, "%s", err);
+        tu_assert_params_close(&res, &ref, 1e-5, line);
+        result_free(&res);
+    }
+    result_free(&ref);
+}
+
+// ---------------------------------------------------------------------------
+// what the run reports
+
+Test(ddp, no_overlap_hides_nothing)
+{
+    run_result_t res;
+    char err[ERR_LEN], line[512];
+    snprintf(line, sizeof line, BASE " --loss ce --mode ddp --gpus 0,1 --no-overlap", 4);
+    cr_assert_eq(tu_run(line, &res, err), DDP_OK, "%s", err);
+    for (int r = 0; r < 2; r++) {
+        /* Every launch comes after backward ends: nothing can overlap it. */
+        cr_assert_eq(res.dev[r].phase_s[PH_COMM_HIDDEN], 0.0);
+        cr_assert_gt(res.dev[r].phase_s[PH_COMM_EXPOSED], 0.0);
+        cr_assert_gt(res.dev[r].phase_s[PH_BACKWARD], 0.0);
+        cr_assert_eq(res.dev[r].device_id, r);
+        cr_assert_gt(res.dev[r].mem_peak, 0);
+    }
+    cr_assert_eq(res.times.n, res.steps - res.warmup_steps);
+    cr_assert_gt(res.samples_per_s, 0.0);
+    /* timed samples are global: 24 per step */
+    cr_assert_eq(res.times.timed_samples, 24 * res.times.n);
+    result_free(&res);
+}
+
+// ---------------------------------------------------------------------------
+// bucket assignment
+
+/* A comm that records launches instead of running them (world 1). */
+typedef struct {
+    comm_t c;
+    size_t off[64], count[64];
+    int n;
+} rec_comm_t;
+
+static int rec_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
+{
+    rec_comm_t *m = (rec_comm_t *)c;
+    cr_assert_eq(op->kind, COLL_ALL_REDUCE);
+    cr_assert_eq(op->redop, REDOP_AVG);
+    m->off[m->n] = (size_t)(op->recv - (float *)NULL);
+    m->count[m->n] = op->count;
+    m->n++;
+    *h = ++c->issued;
+    return DDP_OK;
+}
+static int rec_wait(comm_t *c, comm_handle_t h, comm_span_t *s)
+{
+    (void)c, (void)h;
+    if (s)
+        *s = (comm_span_t){0, 0};
+    return DDP_OK;
+}
+static void rec_abort(comm_t *c, const char *why) { (void)c, (void)why; }
+static void rec_destroy(comm_t *c) { (void)c; }
+static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_abort, rec_destroy};
+
+/* Checkpoint, resume, trace and story together (also under TSan): rank 0
+ * writes after a barrier-guarded step, every rank reads the file back, the
+ * resumed run ends with the straight run's bits, and each rank's recorder
+ * holds one all-reduce per bucket per step. */
+Test(ddp, resumes_bit_for_bit_with_trace_and_story, .timeout = 120)
+{
+    char line[1024], err[ERR_LEN], ck[64];
+    snprintf(ck, sizeof ck, "/tmp/ddpbench-test-ddp-ck-%d.safetensors", (int)getpid());
+    char args[512];
+    snprintf(args, sizeof args, BASE " --mode ddp --gpus 0,1,2 --optim adam --lr 0.01 "
+             "--bucket-mb 0.001 --first-bucket-mb 0.001", 4);
+    run_result_t straight, part, resumed;
+    snprintf(line, sizeof line, "%s --steps 9", args);
+    cr_assert_eq(tu_run(line, &straight, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 4 --checkpoint %s --checkpoint-every 2", args, ck);
+    cr_assert_eq(tu_run(line, &part, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --steps 9 --resume %s --trace /tmp/unused.json", args, ck);
+    cr_assert_eq(tu_run(line, &resumed, err), DDP_OK, "%s", err);
+    cr_assert(memcmp(resumed.params, straight.params, straight.nparams * sizeof(float)) == 0,
+              "resumed differs from straight");
+    cr_assert_eq(resumed.steps, 5);
+    cr_assert_eq(resumed.times.n, 3, "5 steps run, 2 of them warm-up");
+    /* the story is of the resumed run's first step */
+    const step_story_t *st = &resumed.story;
+    cr_assert(st->filled);
+    cr_assert_geq(st->nbuckets, 3);
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].ops, st->nbuckets);
+    for (int r = 0; r < 3; r++) {
+        const trace_rec_t *t = resumed.trace[r];
+        cr_assert_not_null(t, "rank %d recorder", r);
+        cr_assert_eq(t->device, r);
+        cr_assert_eq(t->dropped, 0);
+        int per_bucket[64] = {0}, steps = 0;
+        for (uint32_t i = 0; i < t->n; i++) {
+            const trace_event_t *e = &t->ev[i];
+            cr_assert_geq(e->step, 7, "only steps of the resumed run's timed part");
+            steps += e->kind == TR_STEP;
+            if (e->kind == TR_ALLREDUCE) {
+                cr_assert_eq(e->lane, LANE_COMM);
+                cr_assert(e->bucket >= 0 && e->bucket < st->nbuckets && e->bucket < 64);
+                per_bucket[e->bucket]++;
+            }
+        }
+        cr_assert_eq(steps, 3);
+        for (int b = 0; b < st->nbuckets && b < 64; b++)
+            cr_assert_eq(per_bucket[b], 3, "rank %d bucket %d", r, b);
+    }
+    unlink(ck);
+    result_free(&straight);
+    result_free(&part);
+    result_free(&resumed);
+}
+
+Test(ddp, buckets_are_reverse_contiguous_and_capped)
+{
+    /* Params: W0 4x300=1200 floats, b0 300, W1 300x5=1500, b1 5. */
+    int dims[] = {4, 300, 5};
+    model_spec_t spec;
+    cr_assert_eq(model_spec_init(&spec, dims, 3, ACT_RELU, NULL), DDP_OK);
+    rec_comm_t m = {.c = {.ops = &rec_ops, .world = 1}};
+    reducer_t r;
+    float *base = NULL;
+    /* first cap 2000 B (500 floats): b1 (5) fits, W1 (1500) does not -> own
+     * bucket; then the 6000 B cap: W1 alone is 6000, b0 joins the next. */
+    double first = 2000.0 / 1048576.0, rest = 6000.0 / 1048576.0;
+    cr_assert_eq(reducer_init(&r, &m.c, &spec, base, first, rest, true, NULL), DDP_OK);
+    cr_assert_eq(r.nb, 3);
+    cr_assert_eq(r.b[0].off, spec.b_off[1]);
+    cr_assert_eq(r.b[0].count, 5);
+    cr_assert_eq(r.b[1].off, spec.w_off[1]);
+    cr_assert_eq(r.b[1].count, 1500);
+    cr_assert_eq(r.b[2].off, 0);
+    cr_assert_eq(r.b[2].count, 1500);
+    /* Contiguous from the end of the arena back to its start. */
+    size_t end = spec.nparams;
+    for (int i = 0; i < r.nb; i++) {
+        cr_assert_eq(r.b[i].off + r.b[i].count, end, "bucket %d is not contiguous", i);
+        end = r.b[i].off;
+    }
+    cr_assert_eq(end, 0);
+
+    /* Backward reports layer 1 first: buckets 0 and 1 launch at once, bucket 2
+     * after layer 0, in index order. */
+    reducer_begin(&r, true);
+    cr_assert_eq(reducer_hook(&r, 1), DDP_OK);
+    cr_assert_eq(m.n, 2);
+    cr_assert_eq(m.off[0], spec.b_off[1]);
+    cr_assert_eq(m.off[1], spec.w_off[1]);
+    cr_assert_eq(reducer_hook(&r, 0), DDP_OK);
+    cr_assert_eq(m.n, 3);
+    cr_assert_eq(reducer_launch_rest(&r), DDP_OK);
+    cr_assert_eq(m.n, 3);
+
+    /* no_sync: nothing launches. */
+    reducer_begin(&r, false);
+    reducer_hook(&r, 1);
+    reducer_hook(&r, 0);
+    reducer_launch_rest(&r);
+    cr_assert_eq(m.n, 3);
+    reducer_free(&r);
+
+    /* Without overlap everything waits for launch_rest, still in order. */
+    cr_assert_eq(reducer_init(&r, &m.c, &spec, base, 1000.0, 1000.0, false, NULL), DDP_OK);
+    cr_assert_eq(r.nb, 1);
+    cr_assert_eq(r.b[0].off, 0);
+    cr_assert_eq(r.b[0].count, spec.nparams);
+    reducer_begin(&r, true);
+    reducer_hook(&r, 1);
+    reducer_hook(&r, 0);
+    cr_assert_eq(m.n, 3);
+    reducer_launch_rest(&r);
+    cr_assert_eq(m.n, 4);
+    cr_assert_eq(m.count[3], spec.nparams);
+    reducer_free(&r);
+}
+
+// ---------------------------------------------------------------------------
+// faults, as the strategy reports them
+
+static int run_fault(const char *fault, const char *extra, char *err, double *secs)
+{
+    setenv("DDPBENCH_FAULT", fault, 1);
+    char line[512];
+    snprintf(line, sizeof line, BASE " --loss ce --mode ddp --gpus 0,1,2 %s", 4, extra);
+    run_result_t res;
+    double t0 = now_s();
+    int rc = tu_run(line, &res, err);
+    *secs = now_s() - t0;
+    result_free(&res);
+    return rc;
+}
+
+Test(ddp, fault_error_names_the_rank)
+{
+    char err[ERR_LEN];
+    double s;
+    cr_assert_eq(run_fault("error:1:4", "", err, &s), DDP_ERR_RUNTIME);
+    cr_assert_str_eq(err, "rank 1 (device 1): injected fault at step 4");
+    cr_assert(s < 5.0, "took %.2f s", s);
+}
+
+Test(ddp, fault_kill_names_the_signal)
+{
+    char err[ERR_LEN];
+    double s;
+    cr_assert_eq(run_fault("kill:2:3", "", err, &s), DDP_ERR_RUNTIME);
+    cr_assert_str_eq(err, "rank 2 (device 2) killed by signal 9 (Killed)");
+    cr_assert(s < 5.0, "took %.2f s", s);
+}
+
+Test(ddp, fault_exit_names_the_status)
+{
+    char err[ERR_LEN];
+    double s;
+    cr_assert_eq(run_fault("exit:0:1", "", err, &s), DDP_ERR_RUNTIME);
+    cr_assert_str_eq(err, "rank 0 (device 0) exited with status 7");
+    cr_assert(s < 5.0, "took %.2f s", s);
+}
+
+Test(ddp, fault_stall_times_out)
+{
+    char err[ERR_LEN];
+    double s;
+    cr_assert_eq(run_fault("stall:1:2", "--timeout 0.5", err, &s), DDP_ERR_RUNTIME);
+    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 1 did not arrive within 0.5 s"),
+              "%s", err);
+    cr_assert(strncmp(err, "rank 0 (device 0): ", 19) == 0 ||
+                  strncmp(err, "rank 2 (device 2): ", 19) == 0,
+              "%s", err);
+    cr_assert(s < 5.0, "took %.2f s", s);
+}
+
+Test(ddp, bad_batch_is_an_input_error)
+{
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1,2 --batch 10", err),
+                 DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--batch"), "%s", err);
+}

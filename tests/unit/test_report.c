@@ -1,0 +1,1232 @@
+/* tests/unit/test_report.c: the reports: --json carries every documented key and
+ * parses, --csv has a header and one row per run, the --baseline gate
+ * (pass, regression, another configuration, hostile files), the trace parses
+ * and holds an event for every phase of every device, the compare view on
+ * crafted results (agree and DIFFER, the sentences), --explain, the trace
+ * recorder's bounds and the progress line's rules. */
+#include <cJSON.h>
+#include <unistd.h>
+
+#include "dp/dp.h"
+#include "measure/progress.h"
+#include "measure/step_meter.h"
+#include "ddp/reducer.h"
+#include "report/report.h"
+#include "testutil.h"
+#include "measure/trace.h"
+
+// ---------------------------------------------------------------------------
+// helpers
+
+/* A scratch file name in /tmp, unique per test process. */
+static void tmp_path(char *buf, size_t n, const char *tag)
+{
+    snprintf(buf, n, "/tmp/ddpbench-test-%s-%d", tag, (int)getpid());
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Everything f (a memstream) received, as a string the caller frees. */
+typedef struct {
+    char *buf;
+    size_t len;
+    FILE *f;
+} mem_t;
+static void mem_open(mem_t *m) { m->f = open_memstream(&m->buf, &m->len); }
+static char *mem_close(mem_t *m)
+{
+    fclose(m->f);
+    return m->buf;
+}
+
+/* A real run of the mode args name, with its config and data kept for the report. */
+typedef struct {
+    config_t cfg;
+    model_spec_t spec;
+    dataset_t data;
+    run_result_t res;
+    report_ctx_t ctx;
+} real_run_t;
+
+static void real_run(real_run_t *rr, const char *args)
+{
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&rr->cfg, args, err), DDP_OK, "%s: %s", args, err);
+    cr_assert_eq(config_model_spec(&rr->cfg, &rr->spec, err), DDP_OK);
+    cr_assert_eq(data_load(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
+    int rc;
+    switch (rr->cfg.mode) {
+    case MODE_DP:
+        rc = dp_run(&rr->cfg, &rr->data, &rr->res, err);
+        break;
+    case MODE_DDP:
+        rc = ddp_run(&rr->cfg, &rr->data, &rr->res, err);
+        break;
+    default:
+        rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
+    }
+    cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
+    rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL};
+}
+
+static void real_free(real_run_t *rr)
+{
+    result_free(&rr->res);
+    data_free(&rr->data);
+}
+
+/* Item at a dot path ("a.b.c") of a parsed object. */
+static const cJSON *path_get(const cJSON *o, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = o;
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && cur; k = strtok_r(NULL, ".", &save))
+        cur = cJSON_GetObjectItemCaseSensitive(cur, k);
+    return cur;
+}
+
+/* The run's JSON, printed and parsed back (what a consumer of --json sees). */
+static cJSON *json_roundtrip(const real_run_t *rr, const run_result_t *ref, bool in_compare)
+{
+    cJSON *o = report_json_run(&rr->ctx, &rr->cfg, &rr->res, ref, in_compare);
+    cr_assert_not_null(o);
+    mem_t m;
+    mem_open(&m);
+    cr_assert_eq(report_json_print(m.f, o), DDP_OK);
+    char *txt = mem_close(&m);
+    cJSON_Delete(o);
+    cr_assert_eq(strchr(txt, '\n'), txt + strlen(txt) - 1, "one line: %s", txt);
+    cJSON *back = cJSON_Parse(txt);
+    cr_assert_not_null(back, "does not parse: %s", txt);
+    free(txt);
+    return back;
+}
+
+// ---------------------------------------------------------------------------
+// --json
+
+Test(report_json, carries_every_documented_key)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 6 --backend cpu --quiet");
+    cJSON *o = json_roundtrip(&rr, NULL, false);
+    for (int i = 0; report_json_keys[i]; i++)
+        cr_expect_not_null(path_get(o, report_json_keys[i]), "key %s is missing",
+                           report_json_keys[i]);
+    cr_assert_eq(path_get(o, "schema_version")->valueint, REPORT_SCHEMA_VERSION);
+    cr_assert_str_eq(path_get(o, "config.mode")->valuestring, "single");
+    cr_assert(cJSON_IsNull(path_get(o, "compare")), "compare is null outside compare mode");
+    cr_assert_float_eq(path_get(o, "throughput_samples_per_s")->valuedouble, rr.res.samples_per_s,
+                       1e-6 * rr.res.samples_per_s);
+    cr_assert_float_eq(path_get(o, "config.optimizer.lr")->valuedouble, 0.001, 1e-12,
+                       "floats as typed");
+    /* every phase of every device, and the checksum bits as 16 hex digits */
+    const cJSON *devs = path_get(o, "devices");
+    cr_assert_eq(cJSON_GetArraySize(devs), 1);
+    const cJSON *ph = path_get(cJSON_GetArrayItem(devs, 0), "phases_s_per_step");
+    for (int p = 0; p < PH_COUNT; p++)
+        cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ph, phase_key((phase_t)p))),
+                  "phase %s", phase_key((phase_t)p));
+    const char *bits = path_get(o, "checksum.bits")->valuestring;
+    char want[24];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)rr.res.checksum.bits);
+    cr_assert_str_eq(bits, want);
+    cJSON_Delete(o);
+    real_free(&rr);
+}
+
+Test(report_json, dp_and_ddp_runs_carry_every_documented_key)
+{
+    const struct {
+        const char *args, *mode;
+        int ndev;
+    } runs[] = {{"--mode dp --gpus 0,1,2 --model seed-linear --steps 6 --backend cpu --quiet", "dp", 3},
+                {"--mode ddp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet", "ddp", 2}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        real_run_t rr;
+        real_run(&rr, runs[r].args);
+        cJSON *o = json_roundtrip(&rr, NULL, false);
+        for (int i = 0; report_json_keys[i]; i++)
+            cr_expect_not_null(path_get(o, report_json_keys[i]), "%s: key %s is missing",
+                               runs[r].mode, report_json_keys[i]);
+        cr_assert_str_eq(path_get(o, "config.mode")->valuestring, runs[r].mode);
+        const cJSON *devs = path_get(o, "devices");
+        cr_assert_eq(cJSON_GetArraySize(devs), runs[r].ndev, "%s: one entry per device",
+                     runs[r].mode);
+        cr_assert_eq(cJSON_GetArraySize(path_get(o, "environment.devices")), runs[r].ndev);
+        for (int d = 0; d < runs[r].ndev; d++) {
+            const cJSON *ph = path_get(cJSON_GetArrayItem(devs, d), "phases_s_per_step");
+            for (int p = 0; p < PH_COUNT; p++)
+                cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ph, phase_key((phase_t)p))),
+                          "%s device %d: phase %s", runs[r].mode, d, phase_key((phase_t)p));
+        }
+        cr_assert_float_eq(path_get(o, "throughput_samples_per_s")->valuedouble,
+                           rr.res.samples_per_s, 1e-6 * rr.res.samples_per_s);
+        cJSON_Delete(o);
+        real_free(&rr);
+    }
+}
+
+Test(report_json, device_entries_and_compare_block)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 4 --backend cpu --quiet");
+    /* a copy with other parameters stands in for a second mode */
+    run_result_t other = rr.res;
+    other.params = malloc(rr.res.nparams * sizeof(float));
+    for (size_t i = 0; i < rr.res.nparams; i++)
+        other.params[i] = rr.res.params[i] * 1.5f;
+    other.samples_per_s = rr.res.samples_per_s * 1.5;
+    other.mode = MODE_DP;
+    real_run_t view = rr;
+    view.res = other;
+    cJSON *o = json_roundtrip(&view, &rr.res, true);
+    const char *dev_keys[] = {"slot", "id", "name", "rows_per_step", "mem_peak_bytes",
+                              "phases_s_per_step"};
+    const cJSON *d0 = cJSON_GetArrayItem(path_get(o, "devices"), 0);
+    for (size_t i = 0; i < sizeof dev_keys / sizeof dev_keys[0]; i++)
+        cr_expect_not_null(cJSON_GetObjectItemCaseSensitive(d0, dev_keys[i]), "devices[0].%s",
+                           dev_keys[i]);
+    cr_assert_float_eq(path_get(o, "compare.speedup_vs_single")->valuedouble, 1.5, 1e-9);
+    cr_assert_float_eq(path_get(o, "compare.scaling_efficiency")->valuedouble, 1.5, 1e-9);
+    cr_assert(cJSON_IsFalse(path_get(o, "compare.params_vs_single.agree")));
+    cr_assert(path_get(o, "compare.params_vs_single.rel_l2")->valuedouble > 0.4);
+    cr_assert(path_get(o, "compare.params_vs_single.max_rel_diff")->valuedouble > 0.3);
+    cJSON_Delete(o);
+    free(other.params);
+    real_free(&rr);
+}
+
+// ---------------------------------------------------------------------------
+// --csv
+
+static int count_char(const char *s, char c)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == c;
+    return n;
+}
+
+Test(report_csv, header_and_one_row_per_run)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 5 --backend cpu --quiet");
+    mem_t m;
+    mem_open(&m);
+    report_csv_header(m.f);
+    for (int i = 0; i < 3; i++)
+        report_csv_row(m.f, &rr.ctx, &rr.cfg, &rr.res, i ? &rr.res : NULL);
+    char *txt = mem_close(&m);
+    cr_assert_eq(count_char(txt, '\n'), 4, "header + 3 rows: %s", txt);
+    char *save = NULL;
+    char *header = strtok_r(txt, "\n", &save);
+    int cols = count_char(header, ',') + 1;
+    cr_assert_eq(cols, 22 + 2 * PH_COUNT, "columns in the header: %s", header);
+    cr_assert(strncmp(header, "mode,backend,devices,", 21) == 0);
+    for (char *row = strtok_r(NULL, "\n", &save); row; row = strtok_r(NULL, "\n", &save)) {
+        cr_assert_eq(count_char(row, ',') + 1, cols, "row: %s", row);
+        const char *lead = "single,cpu,1,seed-linear,10-10,20,1,5,2,60,";
+        cr_assert(strncmp(row, lead, strlen(lead)) == 0, "row: %s", row);
+    }
+    free(txt);
+    real_free(&rr);
+}
+
+// ---------------------------------------------------------------------------
+// --baseline
+
+/* Write the run's JSON to path, with throughput multiplied by factor. */
+static void write_baseline(const real_run_t *rr, const char *path, double factor)
+{
+    cJSON *o = report_json_run(&rr->ctx, &rr->cfg, &rr->res, NULL, false);
+    cJSON *tp = cJSON_GetObjectItemCaseSensitive(o, "throughput_samples_per_s");
+    cJSON_SetNumberValue(tp, tp->valuedouble * factor);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(report_json_print(f, o), DDP_OK);
+    fclose(f);
+    cJSON_Delete(o);
+}
+
+/* Load path and judge rr's throughput against it at tol %; returns the code. */
+static int judge(const real_run_t *rr, const config_t *cfg, const char *path, double tol,
+                 char *msg)
+{
+    baseline_t b;
+    int rc = baseline_load(&b, path, msg);
+    if (rc != DDP_OK)
+        return rc;
+    cJSON *cj = report_json_config(&rr->ctx, cfg);
+    const cJSON *match;
+    rc = baseline_match(&b, cj, &match, msg);
+    if (rc == DDP_OK)
+        rc = baseline_verdict(match, NULL, rr->res.samples_per_s, tol, msg, ERR_LEN);
+    cJSON_Delete(cj);
+    baseline_free(&b);
+    return rc;
+}
+
+Test(report_baseline, same_run_passes_doctored_one_regresses)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 6 --backend cpu --quiet");
+    char path[256], msg[ERR_LEN];
+    tmp_path(path, sizeof path, "baseline");
+    write_baseline(&rr, path, 1.0);
+    cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_OK, "%s", msg);
+    cr_assert(strstr(msg, "within tolerance"), "%s", msg);
+    write_baseline(&rr, path, 1.5); /* the baseline was 50% faster */
+    cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_ERR_REGRESSED, "%s", msg);
+    cr_assert(strstr(msg, "regression: "), "%s", msg);
+    cr_assert(strstr(msg, "33.3% below the baseline"), "%s", msg);
+    cr_assert(strstr(msg, "(tolerance 5%)"), "%s", msg);
+    cr_assert_eq(judge(&rr, &rr.cfg, path, 40.0, msg), DDP_OK, "a 33%% drop is within 40%%: %s",
+                 msg);
+    write_baseline(&rr, path, 0.5); /* faster than the baseline: fine */
+    cr_assert_eq(judge(&rr, &rr.cfg, path, 0.0, msg), DDP_OK, "%s", msg);
+    cr_assert(strstr(msg, "100.0% above"), "%s", msg);
+    unlink(path);
+    real_free(&rr);
+}
+
+Test(report_baseline, dp_and_ddp_runs_pass_their_own_and_fail_a_doctored_one)
+{
+    const char *runs[] = {"--mode dp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet",
+                          "--mode ddp --gpus 0,1 --model seed-linear --steps 6 --backend cpu --quiet"};
+    for (size_t r = 0; r < 2; r++) {
+        real_run_t rr;
+        real_run(&rr, runs[r]);
+        char path[256], msg[ERR_LEN];
+        tmp_path(path, sizeof path, "baseline-modes");
+        write_baseline(&rr, path, 1.0);
+        cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_OK, "%s: %s", runs[r], msg);
+        write_baseline(&rr, path, 2.0);
+        cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_ERR_REGRESSED, "%s: %s", runs[r], msg);
+        cr_assert(strstr(msg, "50.0% below the baseline"), "%s", msg);
+        /* the same mode on another device count is another configuration */
+        config_t c;
+        char args[256];
+        snprintf(args, sizeof args, "%s --gpus 0,1,2,3", runs[r]);
+        cr_assert_eq(tu_parse(&c, args, msg), DDP_OK, "%s", msg);
+        cr_assert_eq(judge(&rr, &c, path, 5.0, msg), DDP_ERR_INPUT, "%s", args);
+        cr_assert(strstr(msg, "ndevices is 2 there, 4 here"), "%s", msg);
+        unlink(path);
+        real_free(&rr);
+    }
+}
+
+Test(report_baseline, verdict_line_format)
+{
+    cJSON *o = cJSON_Parse("{\"throughput_samples_per_s\":1408.0}");
+    char line[ERR_LEN];
+    cr_assert_eq(baseline_verdict(o, NULL, 1234.5, 5.0, line, sizeof line), DDP_ERR_REGRESSED);
+    cr_assert_str_eq(line, "regression: 1234.5 samples/s is 12.3% below the baseline 1408.0 "
+                           "(tolerance 5%)");
+    cr_assert_eq(baseline_verdict(o, "dp", 1400.0, 5.0, line, sizeof line), DDP_OK);
+    cr_assert_str_eq(line, "within tolerance: dp: 1400.0 samples/s is 0.6% below the baseline "
+                           "1408.0 (tolerance 5%)");
+    cJSON_Delete(o);
+}
+
+Test(report_baseline, another_configuration_is_refused_naming_the_field)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 4 --backend cpu --quiet");
+    char path[256], msg[ERR_LEN];
+    tmp_path(path, sizeof path, "other");
+    write_baseline(&rr, path, 1.0);
+    const struct {
+        const char *args, *field;
+    } cases[] = {{"--mode single --model seed-linear --batch 10 --backend cpu", "batch is 20 there, 10 here"},
+                 {"--mode single --model seed-linear --accum 2 --backend cpu", "accum"},
+                 {"--mode single --model seed-linear --layers 10,16,10 --backend cpu", "layers"},
+                 {"--mode single --model seed-linear --optim adam --backend cpu", "optimizer.name"},
+                 {"--mode single --model seed-linear --loss bce --layers 10,1 --backend cpu", "layers"},
+                 {"--mode dp --model seed-linear --backend cpu", "holds no dp run"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        config_t c;
+        cr_assert_eq(tu_parse(&c, cases[i].args, msg), DDP_OK, "%s", msg);
+        cr_assert_eq(judge(&rr, &c, path, 5.0, msg), DDP_ERR_INPUT, "%s", cases[i].args);
+        cr_assert(strstr(msg, cases[i].field), "'%s' lacks '%s'", msg, cases[i].field);
+        cr_assert_null(strchr(msg, '\n'));
+    }
+    /* same configuration, other harmless options (seed, steps) still compare */
+    config_t c;
+    cr_assert_eq(tu_parse(&c, "--mode single --model seed-linear --seed 5 --steps 9 --backend cpu",
+                          msg),
+                 DDP_OK);
+    cr_assert_neq(judge(&rr, &c, path, 100.0, msg), DDP_ERR_INPUT, "%s", msg);
+    unlink(path);
+    real_free(&rr);
+}
+
+Test(report_baseline, hostile_files_are_one_line_input_errors)
+{
+    char path[256], msg[ERR_LEN];
+    tmp_path(path, sizeof path, "hostile");
+    const char *good_cfg = "\"config\":{\"mode\":\"single\",\"backend\":\"cpu\",\"ndevices\":1,"
+                           "\"layers\":[10,10],\"batch\":20,\"accum\":1,\"loss\":\"mse\","
+                           "\"optimizer\":{\"name\":\"sgd\"}}";
+    char buf[1024];
+    const struct {
+        const char *text, *why;
+    } cases[] = {
+        {"", "empty file"},
+        {"   \n", "empty file"},
+        {"{\"schema_version\":1,", "not valid JSON"},
+        {"not json at all", "not valid JSON"},
+        {"[1,2,3]", "expected a JSON object"},
+        {"42", "expected a JSON object"},
+        {"{\"tool\":\"ddpbench\"}", "no schema_version"},
+        {"{\"schema_version\":99}", "schema_version 99"},
+        {"{\"schema_version\":1}", "config.mode is missing"},
+        {NULL, "throughput_samples_per_s is missing"},
+        {NULL, "throughput_samples_per_s has the wrong type"},
+        {NULL, "not a positive number"},
+        {NULL, "config.batch has the wrong type"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *text = cases[i].text;
+        if (i == 9)
+            snprintf(buf, sizeof buf, "{\"schema_version\":1,%s}", good_cfg);
+        if (i == 10)
+            snprintf(buf, sizeof buf, "{\"schema_version\":1,%s,\"throughput_samples_per_s\":\"fast\"}",
+                     good_cfg);
+        if (i == 11)
+            snprintf(buf, sizeof buf, "{\"schema_version\":1,%s,\"throughput_samples_per_s\":-3}",
+                     good_cfg);
+        if (i == 12)
+            snprintf(buf, sizeof buf,
+                     "{\"schema_version\":1,\"config\":{\"mode\":\"single\",\"backend\":\"cpu\","
+                     "\"ndevices\":1,\"layers\":[10,10],\"batch\":\"20\",\"accum\":1,\"loss\":"
+                     "\"mse\",\"optimizer\":{\"name\":\"sgd\"}},\"throughput_samples_per_s\":5}");
+        if (!text)
+            text = buf;
+        write_file(path, text);
+        baseline_t b;
+        cr_assert_eq(baseline_load(&b, path, msg), DDP_ERR_INPUT, "accepted: %s", text);
+        cr_assert(strstr(msg, cases[i].why), "'%s': message '%s' lacks '%s'", text, msg,
+                  cases[i].why);
+        cr_assert(strstr(msg, path), "names the file: %s", msg);
+        cr_assert_null(strchr(msg, '\n'));
+    }
+    /* too big: refused by size before it is read */
+    FILE *f = fopen(path, "w");
+    for (long i = 0; i < BASELINE_MAX_BYTES / 8 + 1; i++)
+        fputs("        ", f);
+    fclose(f);
+    baseline_t b;
+    cr_assert_eq(baseline_load(&b, path, msg), DDP_ERR_INPUT);
+    cr_assert(strstr(msg, "bytes"), "%s", msg);
+    unlink(path);
+    cr_assert_eq(baseline_load(&b, path, msg), DDP_ERR_INPUT);
+    cr_assert(strstr(msg, "cannot open"), "%s", msg);
+    cr_assert_eq(baseline_load(&b, "/tmp", msg), DDP_ERR_INPUT);
+    cr_assert(strstr(msg, "not a regular file"), "%s", msg);
+}
+
+Test(report_baseline, json_lines_of_compare_match_by_mode)
+{
+    char path[256], msg[ERR_LEN];
+    tmp_path(path, sizeof path, "jsonl");
+    const char *fmt = "{\"schema_version\":1,\"config\":{\"mode\":\"%s\",\"backend\":\"cpu\","
+                      "\"ndevices\":%d,\"layers\":[10,10],\"batch\":20,\"accum\":1,\"loss\":"
+                      "\"mse\",\"optimizer\":{\"name\":\"sgd\"}},\"throughput_samples_per_s\":%d}\n";
+    char text[2048];
+    int n = snprintf(text, sizeof text, fmt, "single", 1, 100);
+    n += snprintf(text + n, sizeof text - n, fmt, "dp", 2, 150);
+    snprintf(text + n, sizeof text - n, fmt, "ddp", 2, 190);
+    write_file(path, text);
+    baseline_t b;
+    cr_assert_eq(baseline_load(&b, path, msg), DDP_OK, "%s", msg);
+    cr_assert_eq(b.nrun, 3);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, "--model seed-linear --backend cpu --gpus 0,1", msg), DDP_OK, "%s", msg);
+    const mode_t_ modes[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+    const double want[] = {100, 150, 190};
+    for (int i = 0; i < 3; i++) {
+        config_t rc = c;
+        rc.mode = modes[i];
+        if (modes[i] == MODE_SINGLE)
+            rc.ngpus = 1;
+        cJSON *cj = report_json_config(NULL, &rc);
+        const cJSON *match;
+        cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_OK, "%s", msg);
+        cr_assert_float_eq(
+            cJSON_GetObjectItemCaseSensitive(match, "throughput_samples_per_s")->valuedouble,
+            want[i], 1e-9);
+        cJSON_Delete(cj);
+    }
+    /* a DDP baseline on 2 devices does not judge DDP on 3 */
+    config_t c3 = c;
+    c3.mode = MODE_DDP;
+    c3.ngpus = 3;
+    cJSON *cj = report_json_config(NULL, &c3);
+    const cJSON *match;
+    cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_ERR_INPUT);
+    cr_assert(strstr(msg, "ndevices is 2 there, 3 here"), "%s", msg);
+    cJSON_Delete(cj);
+    baseline_free(&b);
+    /* two runs of one mode: ambiguous */
+    n = snprintf(text, sizeof text, fmt, "dp", 2, 150);
+    snprintf(text + n, sizeof text - n, fmt, "dp", 2, 160);
+    write_file(path, text);
+    cr_assert_eq(baseline_load(&b, path, msg), DDP_OK, "%s", msg);
+    c3.mode = MODE_DP;
+    c3.ngpus = 2;
+    cj = report_json_config(NULL, &c3);
+    cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_ERR_INPUT);
+    cr_assert(strstr(msg, "2 dp runs"), "%s", msg);
+    cJSON_Delete(cj);
+    baseline_free(&b);
+    unlink(path);
+}
+
+// ---------------------------------------------------------------------------
+// --trace
+
+Test(report_trace, parses_and_holds_every_phase_of_every_device)
+{
+    char path[256], err[ERR_LEN], args[512];
+    tmp_path(path, sizeof path, "trace.json");
+    snprintf(args, sizeof args,
+             "--mode single --model seed-linear --steps 8 --accum 2 --backend cpu --quiet "
+             "--trace %s",
+             path);
+    real_run_t rr;
+    real_run(&rr, args);
+    cr_assert_not_null(rr.res.trace[0], "--trace gives the device a recorder");
+    cr_assert_eq(report_trace_check(path, err), DDP_OK, "%s", err);
+    cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char txt[1 << 20];
+    size_t n = fread(txt, 1, sizeof txt - 1, f);
+    fclose(f);
+    txt[n] = 0;
+    cJSON *o = cJSON_Parse(txt);
+    cr_assert_not_null(o, "the trace is not JSON");
+    const cJSON *evs = cJSON_GetObjectItemCaseSensitive(o, "traceEvents");
+    cr_assert(cJSON_IsArray(evs));
+    int steps = 0, per_phase[PH_COUNT] = {0};
+    bool named_process = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        cr_assert(ph && name);
+        int pid = cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint;
+        cr_assert_eq(pid, 1, "one process: single's device 0");
+        if (strcmp(ph, "M") == 0) {
+            named_process |= strcmp(name, "process_name") == 0;
+            continue;
+        }
+        cr_assert_str_eq(ph, "X");
+        cr_assert(cJSON_GetObjectItemCaseSensitive(e, "dur")->valuedouble >= 0.0);
+        cr_assert(cJSON_GetObjectItemCaseSensitive(e, "ts")->valuedouble >= 0.0);
+        if (strncmp(name, "step ", 5) == 0)
+            steps++;
+        for (int p = 0; p < PH_COUNT; p++)
+            if (strcmp(name, phase_name((phase_t)p)) == 0)
+                per_phase[p]++;
+    }
+    cr_assert(named_process);
+    cr_assert_eq(steps, (int)rr.res.times.n, "one event per timed step");
+    for (int p = 0; p < PH_COUNT; p++) {
+        if (rr.res.dev[0].phase_s[p] > 0.0)
+            cr_expect_geq(per_phase[p], steps, "phase %s: %d events for %d steps",
+                          phase_name((phase_t)p), per_phase[p], steps);
+        else
+            cr_expect_eq(per_phase[p], 0, "phase %s has no time but events", phase_name((phase_t)p));
+    }
+    /* accum 2: forward, loss and backward twice per step */
+    cr_assert_eq(per_phase[PH_FORWARD], 2 * steps);
+    cJSON_Delete(o);
+    unlink(path);
+    real_free(&rr);
+}
+
+/* A trace file's events, counted per device (pid - 1 of run 0) and lane. */
+#define TC_MAX_DEV 8
+#define TC_MAX_BUCKETS 16
+typedef struct {
+    int steps[TC_MAX_DEV];
+    int phase[TC_MAX_DEV][PH_COUNT];       /* compute lane, by the mode's label */
+    int copy[TC_MAX_DEV][TR_KIND_COUNT][TC_MAX_DEV + 1]; /* comm lane: [kind][peer + 1] */
+    int bucket[TC_MAX_DEV][TC_MAX_BUCKETS];  /* comm lane: all-reduce per bucket */
+    double bucket_bytes[TC_MAX_DEV][TC_MAX_BUCKETS];
+    int comm_without_bytes;
+} trace_count_t;
+
+static void trace_count(const char *path, mode_t_ mode, trace_count_t *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char txt[1 << 22];
+    size_t n = fread(txt, 1, sizeof txt - 1, f);
+    fclose(f);
+    txt[n] = 0;
+    cJSON *o = cJSON_Parse(txt);
+    cr_assert_not_null(o, "the trace is not JSON");
+    cr_assert_eq(path_get(o, "otherData.dropped_events")->valuedouble, 0.0,
+                 "the recorders were big enough");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "traceEvents"))
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        cr_assert(ph && name);
+        if (strcmp(ph, "X") != 0)
+            continue;
+        int d = cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint - 1;
+        int tid = cJSON_GetObjectItemCaseSensitive(e, "tid")->valueint;
+        cr_assert(d >= 0 && d < TC_MAX_DEV, "pid %d", d + 1);
+        cr_assert(cJSON_GetObjectItemCaseSensitive(e, "dur")->valuedouble >= 0.0);
+        const char *cat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "cat"));
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+        if (tid == LANE_COMPUTE) {
+            if (strncmp(name, "step ", 5) == 0)
+                tc->steps[d]++;
+            for (int p = 0; p < PH_COUNT; p++)
+                if (strcmp(name, report_phase_label(mode, (phase_t)p)) == 0)
+                    tc->phase[d][p]++;
+            continue;
+        }
+        cr_assert_eq(tid, LANE_COMM, "%s on lane %d", name, tid);
+        cr_assert_str_eq(cat, "comm");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(args, "bytes");
+        tc->comm_without_bytes += !cJSON_IsNumber(bytes);
+        const cJSON *bucket = cJSON_GetObjectItemCaseSensitive(args, "bucket");
+        if (bucket) {
+            cr_assert(strncmp(name, "all-reduce bucket ", 18) == 0, "%s", name);
+            cr_assert(bucket->valueint >= 0 && bucket->valueint < TC_MAX_BUCKETS);
+            tc->bucket[d][bucket->valueint]++;
+            tc->bucket_bytes[d][bucket->valueint] = cJSON_IsNumber(bytes) ? bytes->valuedouble : 0;
+            continue;
+        }
+        const cJSON *peer = cJSON_GetObjectItemCaseSensitive(args, "peer");
+        int pi = peer ? peer->valueint + 1 : 0;
+        cr_assert(pi >= 0 && pi <= TC_MAX_DEV);
+        for (int k = TR_STEP; k < TR_KIND_COUNT; k++)
+            if (strncmp(name, trace_kind_name((trace_kind_t)k), strlen(trace_kind_name((trace_kind_t)k))) == 0)
+                tc->copy[d][k][pi]++;
+    }
+    cJSON_Delete(o);
+}
+
+Test(report_trace, dp_run_holds_every_phase_of_every_device_and_its_copies)
+{
+    char path[256], err[ERR_LEN], args[512];
+    tmp_path(path, sizeof path, "trace-dp.json");
+    const int k = 3, accum = 2;
+    snprintf(args, sizeof args,
+             "--mode dp --gpus 0,1,2 --model seed-linear --steps 8 --accum %d --backend cpu "
+             "--quiet --trace %s",
+             accum, path);
+    real_run_t rr;
+    real_run(&rr, args);
+    for (int d = 0; d < k; d++)
+        cr_assert_not_null(rr.res.trace[d], "device %d has a recorder", d);
+    cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
+    trace_count_t tc;
+    trace_count(path, MODE_DP, &tc);
+    int steps = (int)rr.res.times.n;
+    cr_assert_eq(tc.comm_without_bytes, 0, "every copy says how many bytes");
+    for (int d = 0; d < k; d++) {
+        cr_assert_eq(tc.steps[d], steps, "device %d: one step event per timed step", d);
+        for (int p = 0; p < PH_COUNT; p++) {
+            if (rr.res.dev[d].phase_s[p] > 0.0)
+                cr_expect_geq(tc.phase[d][p], steps, "device %d phase %s: %d events for %d steps",
+                              d, phase_name((phase_t)p), tc.phase[d][p], steps);
+            else
+                cr_expect_eq(tc.phase[d][p], 0, "device %d phase %s: events but no time", d,
+                             phase_name((phase_t)p));
+        }
+        /* every thread copies its slice of the parameters into replicas 1..k-1
+         * and adds its slice of the gradients (the CPU splits both by slices) */
+        for (int r = 1; r < k; r++)
+            cr_expect_eq(tc.copy[d][TR_REPLICATE][r + 1], steps, "device %d: replicate to %d", d, r);
+        cr_expect_eq(tc.copy[d][TR_REDUCE][0], steps, "device %d: reduce events", d);
+        if (d == 0) {
+            for (int r = 1; r < k; r++)
+                cr_expect_eq(tc.copy[0][TR_GATHER][r + 1], steps * accum, "gather from %d", r);
+        } else {
+            /* the inputs and the output gradients of every micro-batch */
+            cr_expect_eq(tc.copy[d][TR_SCATTER][d + 1], 2 * steps * accum, "scatter to %d", d);
+        }
+    }
+    cr_expect_eq(tc.copy[0][TR_SCATTER][1] + tc.copy[1][TR_GATHER][1], 0,
+                 "device 0 scatters to nobody, device 1 gathers nothing");
+    unlink(path);
+    real_free(&rr);
+}
+
+Test(report_trace, ddp_run_holds_every_phase_and_every_bucket)
+{
+    char path[256], err[ERR_LEN], args[512];
+    tmp_path(path, sizeof path, "trace-ddp.json");
+    const char *model = "--layers 8,64,64,3 --loss ce --samples 120 --batch 12 --bucket-mb 0.01 "
+                        "--first-bucket-mb 0.005";
+    snprintf(args, sizeof args, "%s --mode ddp --gpus 0,1 --steps 8 --backend cpu --quiet --trace %s",
+             model, path);
+    real_run_t rr;
+    real_run(&rr, args);
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert(red.nb >= 3 && red.nb <= TC_MAX_BUCKETS, "%d buckets", red.nb);
+    cr_assert_eq(report_trace_write(path, &rr.res, 1, err), DDP_OK, "%s", err);
+    trace_count_t tc;
+    trace_count(path, MODE_DDP, &tc);
+    int steps = (int)rr.res.times.n;
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(tc.steps[r], steps, "rank %d: one step event per timed step", r);
+        for (int p = 0; p < PH_COUNT; p++) {
+            if (p == PH_COMM_HIDDEN)
+                continue; /* drawn as the all-reduces on the comm lane, not as a phase */
+            if (rr.res.dev[r].phase_s[p] > 0.0)
+                cr_expect_geq(tc.phase[r][p], steps, "rank %d phase %s: %d events for %d steps",
+                              r, phase_name((phase_t)p), tc.phase[r][p], steps);
+            else
+                cr_expect_eq(tc.phase[r][p], 0, "rank %d phase %s: events but no time", r,
+                             phase_name((phase_t)p));
+        }
+        for (int b = 0; b < red.nb; b++) {
+            cr_expect_eq(tc.bucket[r][b], steps, "rank %d bucket %d: %d all-reduce events", r, b,
+                         tc.bucket[r][b]);
+            cr_expect_eq(tc.bucket_bytes[r][b], (double)red.b[b].count * sizeof(float),
+                         "rank %d bucket %d bytes", r, b);
+        }
+        cr_expect_eq(tc.bucket[r][red.nb], 0, "no bucket past the last");
+    }
+    reducer_free(&red);
+    unlink(path);
+    real_free(&rr);
+}
+
+Test(report_trace, no_recorder_without_the_option_and_bad_folders_refused)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 3 --backend cpu --quiet");
+    cr_assert_null(rr.res.trace[0]);
+    real_free(&rr);
+    char err[ERR_LEN];
+    cr_assert_eq(report_trace_check("/no/such/folder/t.json", err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--trace /no/such/folder/t.json: cannot create a file in directory "
+                          "'/no/such/folder': No such file or directory"),
+              "%s", err);
+    cr_assert_eq(report_trace_check("/tmp", err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--trace /tmp: is a directory"), "%s", err);
+}
+
+Test(trace, recorder_bounds)
+{
+    trace_step_begin(NULL, 0, true); /* tracing off: no-ops */
+    trace_event(NULL, TR_ALLREDUCE, LANE_COMM, 0, 1, 8, 0, -1);
+    trace_rec_t *t = trace_rec_create(4, 0);
+    cr_assert_not_null(t);
+    trace_step_begin(t, 0, false); /* warm-up: not recorded */
+    trace_phase(t, PH_FORWARD, 0.0, 1.0);
+    cr_assert_eq(t->n, 0);
+    trace_step_begin(t, 1, true);
+    trace_phase(t, PH_FORWARD, 1.0, 2.0);
+    trace_event(t, TR_ALLREDUCE, LANE_COMM, 1.5, 2.5, 4096, 3, -1);
+    cr_assert_eq(t->n, 2);
+    cr_assert_eq(t->ev[1].step, 2);
+    cr_assert_eq(t->ev[1].bucket, 3);
+    cr_assert_eq(t->ev[1].lane, LANE_COMM);
+    for (int i = 0; i < 5; i++)
+        trace_phase(t, PH_BACKWARD, 2.0, 3.0);
+    cr_assert_eq(t->n, 4, "capacity holds");
+    cr_assert_eq(t->dropped, 3);
+    trace_rec_t *c = trace_rec_clone(t);
+    cr_assert_eq(c->n, 4);
+    cr_assert_eq(memcmp(c->ev, t->ev, 4 * sizeof *t->ev), 0);
+    trace_rec_free(c);
+    /* only the first TRACE_MAX_STEPS timed steps */
+    trace_rec_t *big = trace_rec_create(trace_capacity(1, 0), 0);
+    for (long g = 0; g < TRACE_MAX_STEPS + 10; g++) {
+        trace_step_begin(big, g, true);
+        trace_step_end(big, (double)g, g + 0.5);
+    }
+    cr_assert_eq(big->n, TRACE_MAX_STEPS);
+    cr_assert_eq(big->dropped, 0);
+    cr_assert_eq(trace_capacity(1 << 16, 1 << 20), TRACE_MAX_EVENTS, "bounded");
+    /* a step meter with a recorder stamps its laps */
+    device_stats_t st = {0};
+    step_meter_t m;
+    step_meter_init(&m, &(step_meter_sinks_t){.dev = &st, .trace = t});
+    t->n = 0;
+    t->steps = 0;
+    step_meter_begin(&m, 0, true, false);
+    step_meter_lap(&m, PH_OPTIM);
+    cr_assert_eq(t->n, 1);
+    cr_assert_eq(t->ev[0].kind, PH_OPTIM);
+    trace_rec_free(big);
+    trace_rec_free(t);
+}
+
+// ---------------------------------------------------------------------------
+// compare mode on crafted results
+
+/* A run with the given mode, devices, throughput, step time and params. */
+static void craft(run_result_t *r, mode_t_ mode, int ndev, double sps, double step_s,
+                  const float *params, size_t n)
+{
+    result_init(r);
+    r->mode = mode;
+    r->backend = BACKEND_CPU;
+    r->ndev = ndev;
+    r->steps = 12;
+    r->warmup_steps = 2;
+    r->times.n = 10;
+    r->times.step_s = malloc(10 * sizeof(double));
+    for (int i = 0; i < 10; i++)
+        r->times.step_s[i] = step_s;
+    r->times.timed_s = 10 * step_s;
+    r->times.timed_samples = (long)(sps * r->times.timed_s + 0.5);
+    r->samples_per_s = sps;
+    for (int d = 0; d < ndev; d++) {
+        r->dev[d].device_id = d;
+        r->dev[d].rows = 10 * 256 / ndev;
+        r->dev[d].mem_peak = (size_t)(d + 1) << 20;
+    }
+    r->params = malloc(n * sizeof(float));
+    memcpy(r->params, params, n * sizeof(float));
+    r->nparams = n;
+    r->final_loss = 0.25;
+    result_finish(r);
+}
+
+/* per-step milliseconds into a device's summed phase times (10 timed steps) */
+static void ms(run_result_t *r, int d, phase_t p, double per_step_ms)
+{
+    r->dev[d].phase_s[p] = 10 * per_step_ms * 1e-3;
+}
+
+static void crafted_three(run_result_t runs[3], double ddp_noise)
+{
+    enum { N = 1000 };
+    float base[N], near[N], far[N];
+    for (int i = 0; i < N; i++) {
+        base[i] = 0.01f * (float)((i % 17) - 8);
+        near[i] = base[i] * (1.0f + 1e-7f);
+        far[i] = base[i] * (1.0f + (float)ddp_noise);
+    }
+    /* single 20 ms; DP 2 devices 16 ms; DDP 2 devices 11 ms */
+    craft(&runs[0], MODE_SINGLE, 1, 12800.0, 0.020, base, N);
+    ms(&runs[0], 0, PH_FORWARD, 6.0);
+    ms(&runs[0], 0, PH_LOSS, 1.0);
+    ms(&runs[0], 0, PH_BACKWARD, 12.0);
+    ms(&runs[0], 0, PH_OPTIM, 1.0);
+    craft(&runs[1], MODE_DP, 2, 15360.0, 0.016, near, N);
+    ms(&runs[1], 0, PH_REPLICATE, 4.1);
+    ms(&runs[1], 0, PH_FORWARD, 3.0);
+    ms(&runs[1], 0, PH_LOSS, 1.2);
+    ms(&runs[1], 0, PH_BACKWARD, 6.0);
+    ms(&runs[1], 0, PH_COMM_EXPOSED, 0.7);
+    ms(&runs[1], 0, PH_OPTIM, 1.0);
+    ms(&runs[1], 1, PH_FORWARD, 3.0);
+    ms(&runs[1], 1, PH_BACKWARD, 6.0);
+    ms(&runs[1], 1, PH_IDLE, 7.0);
+    craft(&runs[2], MODE_DDP, 2, 23272.7, 0.011, far, N);
+    for (int d = 0; d < 2; d++) {
+        ms(&runs[2], d, PH_FORWARD, 3.0);
+        ms(&runs[2], d, PH_LOSS, 0.5);
+        ms(&runs[2], d, PH_BACKWARD, 6.0);
+        ms(&runs[2], d, PH_COMM_HIDDEN, 3.2);
+        ms(&runs[2], d, PH_COMM_EXPOSED, 0.8);
+        ms(&runs[2], d, PH_OPTIM, 0.7);
+    }
+}
+
+static char *compare_text(run_result_t runs[3])
+{
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL};
+    mem_t m;
+    mem_open(&m);
+    report_compare(m.f, &ctx, runs, 3);
+    return mem_close(&m);
+}
+
+Test(report_compare, side_by_side_agree_and_differ)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 1e-2);
+    char *txt = compare_text(runs);
+    const char *must[] = {
+        "compare: mlp-small on cpu, 2 devices, global batch 256",
+        "single", "dp", "ddp",
+        "1.00x", "1.20x", "1.82x",           /* speed-ups */
+        "100%", "60%", "91%",                /* scaling efficiency */
+        "parameters: dp vs single agree",
+        "parameters: ddp vs single DIFFER by 1.0e-02",
+        "dp dev0", "dp others", "ddp dev0",
+        "DP spends 44% of its 16.00 ms step on device 0 alone: replicate 4.10 ms, "
+        "gather+loss 1.20 ms, optimizer 1.00 ms, reduce 700 us",
+        "the other devices sit idle 7.00 ms of it",
+        "DDP hides 80% of its all-reduce behind backward (3.20 ms hidden, 800 us exposed",
+        "DDP's step is 5.00 ms (31%) shorter than DP's; on device 0 DP spends 4.10 ms more in "
+        "replicate, 700 us more in gather+loss and 300 us more in optimizer",
+    };
+    char flat[8192];
+    /* the sentences are wrapped: compare on a copy with the line breaks and indents undone */
+    size_t k = 0;
+    for (const char *p = txt; *p && k < sizeof flat - 1; p++) {
+        if (*p == '\n') {
+            while (p[1] == ' ' && p[2] == ' ')
+                p++;
+            flat[k++] = ' ';
+            if (p[1] == ' ')
+                p++;
+            continue;
+        }
+        flat[k++] = *p;
+    }
+    flat[k] = 0;
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(strstr(txt, must[i]) || strstr(flat, must[i]), "'%s' not in:\n%s", must[i], txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+Test(report_compare, agreement_rules)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 3e-6); /* every parameter off by 3e-6: summation-order noise */
+    report_stats_t s;
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert(s.params_compared);
+    cr_assert(s.agree, "rel L2 %.2g max %.2g", s.rel_l2, s.max_rel);
+    /* one parameter far off (a bug confined to one tensor) is caught by the max */
+    runs[2].params[7] += 0.5f;
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert_not(s.agree);
+    cr_assert(s.max_rel > REPORT_AGREE_MAX);
+    /* different parameter counts: not compared, never "agree" */
+    runs[2].nparams--;
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert_not(s.params_compared);
+    cr_assert_not(s.agree);
+    runs[2].nparams++;
+    char *txt = compare_text(runs);
+    cr_assert(strstr(txt, "ddp vs single DIFFER"), "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+Test(report_compare, why_handles_ddp_slower_and_no_overlap)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    /* DDP without overlap and slower than DP */
+    for (int d = 0; d < 2; d++) {
+        runs[2].dev[d].phase_s[PH_COMM_HIDDEN] = 0.0;
+        ms(&runs[2], d, PH_COMM_EXPOSED, 9.0);
+    }
+    for (int i = 0; i < 10; i++)
+        runs[2].times.step_s[i] = 0.020;
+    runs[2].times.timed_s = 0.2;
+    char why[2048];
+    report_compare_why(why, sizeof why, runs, 3);
+    cr_assert(strstr(why, "DDP hides none of its all-reduce: every step waits 9.00 ms"), "%s", why);
+    cr_assert(strstr(why, "DP's step is 4.00 ms (20%) shorter than DDP's; on device 0 DDP spends "
+                          "8.30 ms more in comm exposed"),
+              "%s", why);
+    /* the buffer bound holds */
+    char tiny[16];
+    report_compare_why(tiny, sizeof tiny, runs, 3);
+    cr_assert_eq(strlen(tiny), 15);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+// ---------------------------------------------------------------------------
+// the table and --explain
+
+Test(report_text, table_and_explain_of_a_real_run)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 6 --accum 2 --backend cpu --quiet");
+    mem_t m;
+    mem_open(&m);
+    report_result(m.f, &rr.ctx, &rr.res, NULL);
+    report_explain(m.f, &rr.ctx, &rr.res);
+    char *txt = mem_close(&m);
+    const char *must[] = {"result: single on cpu, 1 device, global batch 20 (accumulated), 6 steps",
+                          "throughput", "samples/s", "p50", "p95", "device 0", "forward",
+                          "backward", "optimizer", "step (wall)", "peak memory", "final loss",
+                          "checksum",
+                          "explain: step 1 of single on cpu, 1 device",
+                          "The global batch of 40 rows went whole to device 0",
+                          "3.1 KiB of sample rows", /* 40 rows x (10 + 10) floats */
+                          "2 operations", "Nothing to synchronise", "110 parameters"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(strstr(txt, must[i]), "'%s' not in:\n%s", must[i], txt);
+    cr_assert(rr.res.story.filled);
+    cr_assert_eq(rr.res.dev[0].first_rows, 40);
+    cr_assert_eq(rr.res.story.move[MOVE_BATCH].bytes, 40u * 20 * sizeof(float));
+    double sum = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        sum += rr.res.dev[0].first_phase_s[p];
+    cr_assert(sum > 0.0 && sum <= rr.res.story.step_s * 1.0001, "phases %g of a %g step", sum,
+              rr.res.story.step_s);
+    free(txt);
+    real_free(&rr);
+}
+
+static char *explain_text(const real_run_t *rr)
+{
+    mem_t m;
+    mem_open(&m);
+    report_explain(m.f, &rr->ctx, &rr->res);
+    return mem_close(&m);
+}
+
+Test(report_text, explain_of_a_dp_run_names_rows_and_bytes_per_device)
+{
+    /* batch 20 over 3 devices, 2 micro-batches: chunks 7, 7, 6 rows each time */
+    real_run_t rr;
+    real_run(&rr, "--mode dp --gpus 0,1,2 --model seed-linear --steps 4 --accum 2 --backend cpu "
+                  "--quiet");
+    const step_story_t *st = &rr.res.story;
+    cr_assert(st->filled);
+    const int k = 3, accum = 2, batch = 20;
+    size_t pbytes = rr.spec.nparams * sizeof(float);
+    int in = model_in_dim(&rr.spec), out = model_out_dim(&rr.spec);
+    long peers_rows = 0;
+    for (int d = 0; d < k; d++) {
+        dp_chunk_t ch = dp_chunk(batch, k, d);
+        cr_assert_eq(rr.res.dev[d].first_rows, (long)ch.rows * accum, "device %d rows", d);
+        if (d > 0)
+            peers_rows += ch.rows * accum;
+    }
+    cr_assert_eq(st->move[MOVE_REPLICATE].bytes, (k - 1) * pbytes, "a replica per other device");
+    cr_assert_eq(st->move[MOVE_REDUCE].bytes, (k - 1) * pbytes, "a gradient per other device");
+    cr_assert_eq(st->move[MOVE_SCATTER].bytes, (uint64_t)peers_rows * in * sizeof(float));
+    cr_assert_eq(st->move[MOVE_GATHER].bytes, (uint64_t)peers_rows * out * sizeof(float));
+    cr_assert_eq(st->move[MOVE_GRAD_OUT].bytes, (uint64_t)peers_rows * out * sizeof(float));
+    cr_assert_eq(st->move[MOVE_BATCH].bytes,
+                 (uint64_t)batch * accum * (in + rr.data.tgt_cols) * sizeof(float));
+    for (int m = MOVE_SCATTER; m <= MOVE_REDUCE; m++)
+        cr_expect(st->move[m].seconds > 0.0 && st->move[m].ops > 0, "%s timed and counted",
+                  move_name((move_kind_t)m));
+    cr_assert(st->step_s > 0.0 && st->backward_s > 0.0 && st->backward_s < st->step_s);
+    char *txt = explain_text(&rr);
+    char a[32], b[32], c[32], line[256];
+    report_fmt_bytes(a, sizeof a, (double)((k - 1) * pbytes));
+    report_fmt_bytes(b, sizeof b, (double)st->move[MOVE_GATHER].bytes);
+    report_fmt_bytes(c, sizeof c, (double)st->move[MOVE_SCATTER].bytes);
+    snprintf(line, sizeof line, "The %d rows were split like torch.chunk: device 0 14, device 1 "
+                                "14, device 2 12.", batch * accum);
+    const char *must[] = {"explain: step 1 of dp on cpu, 3 devices", line, "replicate: ", a,
+                          "from device 0 to the other 2 devices", "gather: ", b,
+                          "reduce: ", "summed onto device 0", "scatter: ", c,
+                          "of output gradients sent from device 0", "Device 2:", "idle"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(strstr(txt, must[i]), "'%s' not in:\n%s", must[i], txt);
+    free(txt);
+    real_free(&rr);
+}
+
+Test(report_text, explain_of_a_ddp_run_names_every_bucket)
+{
+    real_run_t rr;
+    real_run(&rr, "--layers 8,64,64,3 --loss ce --samples 120 --batch 12 --bucket-mb 0.01 "
+                  "--first-bucket-mb 0.005 --mode ddp --gpus 0,1 --steps 3 --backend cpu --quiet");
+    const step_story_t *st = &rr.res.story;
+    cr_assert(st->filled);
+    char err[ERR_LEN];
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert_eq(st->nbuckets, red.nb);
+    cr_assert(red.nb >= 3);
+    size_t pbytes = rr.spec.nparams * sizeof(float);
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].bytes, pbytes, "every gradient once");
+    cr_assert_eq(st->move[MOVE_ALLREDUCE].ops, red.nb);
+    cr_assert_eq(st->move[MOVE_BROADCAST].bytes, pbytes);
+    cr_assert(st->backward_s > 0.0);
+    char *txt = explain_text(&rr);
+    cr_assert(strstr(txt, "Backward on rank 0 took"), "%s", txt);
+    for (int i = 0; i < red.nb; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        cr_expect_eq(bk->bytes, red.b[i].count * sizeof(float), "bucket %d bytes", i);
+        cr_expect_eq(bk->first_layer, red.b[i].last_param / 2, "bucket %d: the last layer first", i);
+        cr_expect_eq(bk->last_layer, red.b[i].first_param / 2);
+        /* offsets from rank 0's backward: launched during it (overlap is on),
+         * started after it was launched, ended after it started */
+        cr_expect(bk->ready_s >= 0.0 && bk->ready_s <= st->backward_s, "bucket %d ready %g of %g", i,
+                  bk->ready_s, st->backward_s);
+        cr_expect(bk->start_s >= bk->ready_s && bk->end_s >= bk->start_s,
+                  "bucket %d: ready %g start %g end %g", i, bk->ready_s, bk->start_s, bk->end_s);
+        char want[64], t[32];
+        snprintf(want, sizeof want, "bucket %d (layers %d-%d", i, bk->first_layer, bk->last_layer);
+        cr_expect(strstr(txt, want), "'%s' not in:\n%s", want, txt);
+        snprintf(want, sizeof want, "all-reduce %s to ", report_fmt_time(t, sizeof t, bk->start_s));
+        cr_expect(strstr(txt, want), "'%s' not in:\n%s", want, txt);
+    }
+    char line[128];
+    snprintf(line, sizeof line, "averaged across the ranks in %d buckets", red.nb);
+    cr_expect(strstr(txt, line), "'%s' not in:\n%s", line, txt);
+    cr_expect(strstr(txt, "Each rank read its own shard of the 12 rows"), "%s", txt);
+    cr_expect(strstr(txt, "broadcast: "), "%s", txt);
+    reducer_free(&red);
+    free(txt);
+    real_free(&rr);
+}
+
+Test(report_text, sum_of_phases_leaves_out_hidden_comm_and_says_so)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 1e-7);
+    /* DDP: 3 + 0.5 + 6 + 0.8 + 0.7 = 11 ms of phases; the 3.2 ms hidden
+     * all-reduce ran inside backward's 6 */
+    mem_t m;
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[2], NULL);
+    char *txt = mem_close(&m);
+    const char *sum = strstr(txt, "sum of phases *");
+    cr_assert(sum, "%s", txt);
+    double a = 0, b = 0;
+    cr_assert_eq(sscanf(sum + strlen("sum of phases *"), "%lf %lf", &a, &b), 2, "%s", txt);
+    cr_assert_float_eq(a, 11.0, 1e-9, "device 0's sum %g counts hidden comm:\n%s", a, txt);
+    cr_assert_float_eq(b, 11.0, 1e-9);
+    cr_assert(strstr(txt, "comm hidden *"), "%s", txt);
+    cr_assert(strstr(txt, "* comm hidden ran while backward computed: it overlaps backward's time"),
+              "%s", txt);
+    free(txt);
+    /* without hidden time (DP): no mark, no note */
+    mem_open(&m);
+    report_result(m.f, NULL, &runs[1], NULL);
+    txt = mem_close(&m);
+    cr_assert_null(strstr(txt, " *"), "%s", txt);
+    free(txt);
+    /* compare says it in the label */
+    txt = compare_text(runs);
+    cr_assert(strstr(txt, "comm hidden (in bwd)"), "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+Test(report_text, explain_tells_buckets_and_moves)
+{
+    float p[4] = {1, 2, 3, 4};
+    run_result_t r;
+    craft(&r, MODE_DDP, 2, 1000.0, 0.01, p, 4);
+    step_story_t *st = &r.story;
+    st->filled = true;
+    st->step_s = 0.012;
+    st->backward_s = 0.006;
+    st->move[MOVE_BROADCAST] = (move_stat_t){1 << 20, 0.0004, 1};
+    st->move[MOVE_ALLREDUCE] = (move_stat_t){1 << 21, 0.003, 2};
+    st->nbuckets = 2;
+    st->bucket[0] = (bucket_story_t){2, 2, 20480, 0.001, 0.0011, 0.0015};
+    st->bucket[1] = (bucket_story_t){1, 0, (1 << 21) - 20480, 0.0058, 0.0059, 0.0080};
+    for (int d = 0; d < 2; d++) {
+        r.dev[d].first_rows = 128;
+        r.dev[d].first_phase_s[PH_BACKWARD] = 0.006;
+    }
+    mem_t m;
+    mem_open(&m);
+    report_explain(m.f, NULL, &r);
+    char *txt = mem_close(&m);
+    const char *must[] = {"Each rank read its own shard of the 256 rows",
+                          "device 0 128, device 1 128",
+                          "broadcast: 1.0 MiB of initial parameters",
+                          "all-reduce: 2.0 MiB of gradients averaged across the ranks in 2 buckets",
+                          "Backward on rank 0 took 6.000 ms",
+                          "bucket 0 (layers 2-2, 20.0 KiB): ready at 1.000 ms, all-reduce 1.100 ms "
+                          "to 1.500 ms (inside backward: hidden)",
+                          "bucket 1 (layers 1-0", "(partly after backward)"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_expect(strstr(txt, must[i]), "'%s' not in:\n%s", must[i], txt);
+    free(txt);
+    r.story.filled = false;
+    mem_open(&m);
+    report_explain(m.f, NULL, &r);
+    txt = mem_close(&m);
+    cr_assert(strstr(txt, "did not record its first step"), "%s", txt);
+    free(txt);
+    result_free(&r);
+}
+
+// ---------------------------------------------------------------------------
+// the progress line
+
+Test(progress, silent_when_off_rate_limited_when_on)
+{
+    mem_t m;
+    mem_open(&m);
+    progress_t p;
+    progress_init_on(&p, false, m.f, "single", 100);
+    for (int i = 1; i <= 100; i++)
+        progress_update(&p, i, 0, 0.5, i * 10L);
+    cr_assert_not(progress_due(&p));
+    progress_end(&p);
+    fflush(m.f);
+    cr_assert_eq(m.len, 0, "off: nothing written");
+
+    progress_init_on(&p, true, m.f, "dp", 100);
+    progress_update(&p, 1, 0, 0.5, 10); /* before the first period: nothing */
+    fflush(m.f);
+    cr_assert_eq(m.len, 0);
+    usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6));
+    cr_assert(progress_due(&p));
+    progress_update(&p, 2, 0, 0.25, 20);
+    for (int i = 3; i < 50; i++) /* within the period: no more lines */
+        progress_update(&p, i, 0, NAN, i * 10L);
+    fflush(m.f);
+    size_t one = m.len;
+    char *txt = strdup(m.buf);
+    cr_assert_eq(count_char(txt, '\r'), 1, "one update: %s", txt);
+    cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500"), "%s", txt);
+    cr_assert(strstr(txt, "samples/s  ETA "), "%s", txt);
+    progress_end(&p);
+    fflush(m.f);
+    cr_assert(m.len > one, "end erases the line");
+    cr_assert_eq(strcmp(m.buf + one, "\r\033[K"), 0);
+    free(txt);
+    free(mem_close(&m));
+}
+
+// ---------------------------------------------------------------------------
+// compare's devices
+
+Test(report_compare, devices_divide_the_batch)
+{
+    config_t c;
+    char err[ERR_LEN];
+    /* auto: the most workers (<= cores, <= 8) that divide the batch */
+    cr_assert_eq(tu_parse(&c, "--backend cpu --batch 7", err), DDP_OK, "%s", err);
+    cr_assert_eq(c.mode, MODE_COMPARE, "compare is the default");
+    cr_assert_eq(7 % c.ngpus, 0, "%d devices for batch 7", c.ngpus);
+    cr_assert_eq(tu_parse(&c, "--backend cpu --batch 256", err), DDP_OK, "%s", err);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores < 1 ? 1 : cores > 8 ? 8 : (int)cores;
+    while (256 % want)
+        want--;
+    cr_assert_eq(c.ngpus, want, "%ld cores", cores);
+    /* an explicit list that does not divide it is refused */
+    cr_assert_eq(tu_parse(&c, "--backend cpu --gpus 0,1,2 --batch 256", err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--batch: 256 is not divisible by 3"), "%s", err);
+}

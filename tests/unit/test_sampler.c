@@ -1,0 +1,156 @@
+/* tests/unit/test_sampler.c: DistributedSampler's rule (sizes, padding, drop_last,
+ * rank striding, reshuffling per epoch) and the epoch's split into micro-batches
+ * and optimizer steps. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/sampler.h"
+#include "base/status.h"
+
+static void shard(size_t n, int world, int rank, bool shuffle, bool drop, long epoch,
+                  uint32_t *out, size_t *count)
+{
+    char err[ERR_LEN];
+    sampler_t s;
+    cr_assert_eq(sampler_init(&s, n, world, rank, shuffle, drop, 7, err), DDP_OK, "%s", err);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    sampler_epoch(&s, epoch, out, perm);
+    *count = s.num_samples;
+    free(perm);
+}
+
+static void expect(size_t n, int world, bool drop, const uint32_t *want, size_t per_rank)
+{
+    uint32_t got[64];
+    for (int r = 0; r < world; r++) {
+        size_t c;
+        shard(n, world, r, false, drop, 0, got, &c);
+        cr_assert_eq(c, per_rank, "n %zu world %d rank %d: %zu samples", n, world, r, c);
+        for (size_t i = 0; i < c; i++)
+            cr_assert_eq(got[i], want[r * per_rank + i], "n %zu world %d rank %d [%zu]: %u vs %u",
+                         n, world, r, i, got[i], want[r * per_rank + i]);
+    }
+}
+
+Test(sampler, torch_examples_without_shuffle)
+{
+    /* torch: n=10, world=3: num_samples 4, total 12, padded with [0,1];
+     * rank r takes indices[r::3]. */
+    expect(10, 3, false, (uint32_t[]){0, 3, 6, 9, 1, 4, 7, 0, 2, 5, 8, 1}, 4);
+    /* drop_last: num_samples ceil((10-3)/3) = 3, the tail 9 is dropped */
+    expect(10, 3, true, (uint32_t[]){0, 3, 6, 1, 4, 7, 2, 5, 8}, 3);
+    /* padding longer than the data: n=2, world=5 -> [0,1,0,1,0] */
+    expect(2, 5, false, (uint32_t[]){0, 1, 0, 1, 0}, 1);
+    /* divisible: no padding, no dropping */
+    expect(6, 2, true, (uint32_t[]){0, 2, 4, 1, 3, 5}, 3);
+    expect(6, 2, false, (uint32_t[]){0, 2, 4, 1, 3, 5}, 3);
+}
+
+Test(sampler, every_index_once_apart_from_padding)
+{
+    for (size_t n = 1; n <= 23; n++)
+        for (int world = 1; world <= 5; world++)
+            for (int drop = 0; drop <= 1; drop++) {
+                if (drop && n < (size_t)world)
+                    continue;
+                int *seen = calloc(n, sizeof *seen);
+                size_t total = 0, per = 0;
+                for (int r = 0; r < world; r++) {
+                    uint32_t out[32];
+                    shard(n, world, r, true, drop, 3, out, &per);
+                    for (size_t i = 0; i < per; i++) {
+                        cr_assert_lt(out[i], n);
+                        seen[out[i]]++;
+                    }
+                    total += per;
+                }
+                size_t expect_per = drop && n % world ? (n - world + world - 1) / world
+                                                      : (n + world - 1) / world;
+                cr_assert_eq(per, expect_per, "n %zu world %d drop %d", n, world, drop);
+                size_t distinct = 0, extra = 0;
+                for (size_t i = 0; i < n; i++) {
+                    distinct += seen[i] > 0;
+                    extra += seen[i] > 1 ? (size_t)seen[i] - 1 : 0;
+                }
+                if (drop) {
+                    /* dropped tail: every sample at most once */
+                    cr_assert_eq(extra, 0u, "n %zu world %d", n, world);
+                    cr_assert_eq(distinct, total);
+                } else {
+                    /* padding: every sample at least once, repeats = total - n */
+                    cr_assert_eq(distinct, n, "n %zu world %d", n, world);
+                    cr_assert_eq(extra, total - n, "n %zu world %d", n, world);
+                }
+                free(seen);
+            }
+}
+
+Test(sampler, epochs_reshuffle_and_seed_plus_epoch_is_reproducible)
+{
+    uint32_t a[100], b[100], c[100];
+    size_t n;
+    shard(100, 1, 0, true, false, 0, a, &n);
+    shard(100, 1, 0, true, false, 1, b, &n);
+    shard(100, 1, 0, true, false, 0, c, &n);
+    cr_assert_neq(memcmp(a, b, sizeof a), 0, "epoch 1 differs from epoch 0");
+    cr_assert_eq(memcmp(a, c, sizeof a), 0, "the same epoch gives the same order");
+    /* a permutation, not a sample with replacement */
+    int seen[100] = {0};
+    for (int i = 0; i < 100; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(seen[i], 1);
+}
+
+Test(sampler, global_steps_draw_the_same_samples_in_every_mode)
+{
+    /* single (world 1, batch 12) and 3 ranks (batch 4 each) read the same set in every step */
+    enum { N = 48, R = 3, B = 12 };
+    uint32_t all[N], part[R][N / R];
+    size_t n;
+    shard(N, 1, 0, true, false, 2, all, &n);
+    for (int r = 0; r < R; r++)
+        shard(N, R, r, true, false, 2, part[r], &n);
+    for (int step = 0; step < N / B; step++) {
+        int in_single[N] = {0}, in_ddp[N] = {0};
+        for (int i = 0; i < B; i++)
+            in_single[all[step * B + i]]++;
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < B / R; i++)
+                in_ddp[part[r][step * (B / R) + i]]++;
+        cr_assert_eq(memcmp(in_single, in_ddp, sizeof in_single), 0, "step %d", step);
+    }
+}
+
+Test(sampler, empty_shards_are_an_input_error)
+{
+    char err[ERR_LEN];
+    sampler_t s;
+    cr_assert_eq(sampler_init(&s, 2, 3, 0, false, true, 0, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "too few"), "%s", err);
+    cr_assert_eq(sampler_init(&s, 0, 1, 0, false, false, 0, err), DDP_ERR_INPUT);
+}
+
+Test(epoch_plan, micro_batches_and_steps)
+{
+    epoch_plan_t p;
+    /* 10 samples, batch 4: micro-batches 4,4,2; accum 2: steps {4,4} and {2} */
+    epoch_plan_init(&p, 10, 4, 2, false);
+    cr_assert_eq(p.micro_batches, 3u);
+    cr_assert_eq(p.steps, 2u);
+    cr_assert_eq(epoch_plan_step_rows(&p, 0), 8u);
+    cr_assert_eq(epoch_plan_step_rows(&p, 1), 2u);
+    size_t first;
+    int rows;
+    epoch_plan_micro(&p, 1, 0, &first, &rows);
+    cr_assert_eq(first, 8u);
+    cr_assert_eq(rows, 2);
+    epoch_plan_micro(&p, 1, 1, &first, &rows);
+    cr_assert_eq(rows, 0, "the short last step has one micro-batch");
+    /* drop_last drops the incomplete micro-batch */
+    epoch_plan_init(&p, 10, 4, 1, true);
+    cr_assert_eq(p.micro_batches, 2u);
+    cr_assert_eq(p.steps, 2u);
+    cr_assert_eq(epoch_plan_step_rows(&p, 1), 4u);
+}

@@ -1,0 +1,80 @@
+/* tests/unit/testutil.h: helpers shared by the Criterion suites: build a config
+ * from a command line string the way a user would type it, load its data, run
+ * a strategy, and compare parameter arrays. */
+#ifndef DDPBENCH_TESTUTIL_H
+#define DDPBENCH_TESTUTIL_H
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "data/data.h"
+#include "data/load.h"
+#include "nn/model.h"
+#include "train/strategy.h"
+#include "train/trainer.h"
+
+/* Parse "--model mlp-small --steps 5" into c (space separated, no quoting).
+ * Returns config_parse's status (and config_resolve's when parsing passed). */
+static inline int tu_parse(config_t *c, const char *args, char *err)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[128];
+    int argc = 0;
+    argv[argc++] = "ddpbench";
+    for (char *tok = strtok(buf, " "); tok && argc < 127; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    int rc = config_parse(c, argc, argv, devnull, err);
+    fclose(devnull);
+    if (rc == DDP_OK) {
+        char note[ERR_LEN];
+        rc = config_resolve(c, note, sizeof note, err);
+    }
+    return rc;
+}
+
+/* Parse (must succeed), load the data, and run the config's mode. */
+static inline int tu_run(const char *args, run_result_t *res, char *err)
+{
+    config_t c;
+    int rc = tu_parse(&c, args, err);
+    cr_assert_eq(rc, DDP_OK, "parse '%s': %s", args, err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    rc = data_load(&c, &spec, &d, err);
+    cr_assert_eq(rc, DDP_OK, "data for '%s': %s", args, err);
+    switch (c.mode) {
+    case MODE_DP:
+        rc = dp_run(&c, &d, res, err);
+        break;
+    case MODE_DDP:
+        rc = ddp_run(&c, &d, res, err);
+        break;
+    default:
+        rc = single_run(&c, &d, res, err);
+    }
+    data_free(&d);
+    return rc;
+}
+
+/* Assert that two runs ended with parameters equal to rel_tol (relative,
+ * with a floor of 1e-3 on the scale so tiny parameters are compared absolutely). */
+static inline void tu_assert_params_close(const run_result_t *a, const run_result_t *b,
+                                          double rel_tol, const char *what)
+{
+    cr_assert_eq(a->nparams, b->nparams, "%s: parameter counts differ", what);
+    cr_assert_not_null(a->params);
+    cr_assert_not_null(b->params);
+    double d = max_rel_diff(a->params, b->params, a->nparams, 1e-3);
+    cr_assert(d <= rel_tol, "%s: parameters differ by %.3g relative (tolerance %.1g)", what, d,
+              rel_tol);
+}
+
+#endif
