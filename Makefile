@@ -127,7 +127,7 @@ endif
 LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 MAIN_OBJS := $(BUILD)/bench/main.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
@@ -167,7 +167,7 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
@@ -207,7 +207,8 @@ test-unit-san: $(TEST_BINS)
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $$t $(CRITERION_ARGS); done
 
-TSAN_TESTS := $(filter $(BUILD)/tests/test_dp% $(BUILD)/tests/test_ddp% $(BUILD)/tests/test_comm% $(BUILD)/tests/test_backend_cpu,$(TEST_BINS))
+TSAN_TESTS := $(filter $(BUILD)/tests/unit/test_dp% $(BUILD)/tests/unit/test_ddp% $(BUILD)/tests/unit/test_comm% \
+                        $(BUILD)/tests/unit/test_backend_cpu,$(TEST_BINS))
 test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
@@ -267,4 +268,7 @@ distclean:
 help:
 	@sed -n '2,15p' Makefile | sed 's/^# \{0,1\}//'
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# The dependency files of what this configuration builds (not every .d under
+# build/: one left by a file that has since moved would name a source that is
+# gone).
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)

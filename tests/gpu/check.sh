@@ -61,7 +61,7 @@ show_tail() { echo "      --- last lines of $1 ---"; tail -n 15 "$1" | sed 's/^/
 
 # ---- 1. build ----------------------------------------------------------------
 echo "== build (make -j$JOBS)"
-TEST_BINS=$(for t in tests/unit/test_*.c; do b=${t#tests/unit/}; echo "build/release/tests/${b%.c}"; done)
+TEST_BINS=$(for t in tests/unit/test_*.c; do b=${t#tests/unit/}; echo "build/release/tests/unit/${b%.c}"; done)
 # shellcheck disable=SC2086
 if ! make -j"$JOBS" ddpbench $TEST_BINS >"$OUT/build.log" 2>&1; then
     show_tail "$OUT/build.log"
