@@ -44,16 +44,6 @@ head -c 2048 "$T/ck.safetensors" | grep -q '"global_step":"10"' && ok || ko "fin
 # DP is one process: its killed write ends it like single's.  A DDP rank 0
 # killed mid-write is a dead rank: the supervisor stops the others and exits 1
 # naming rank 0, and leaves no process and no /dev/shm entry behind.
-TAG="e2e-ckpt-$$"
-leftovers() {
-    for d in /proc/[0-9]*; do
-        if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
-            st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
-            [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
-        fi
-    done
-}
-shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
 D="$T/modes" # its own folder: the checks below reuse single's checkpoint
 mtemps() { ls -A "$D" | grep -c "^\.ck\.safetensors\.tmp\."; }
 for mode in "dp --gpus 0,1,2" "ddp --gpus 0,1,2"; do

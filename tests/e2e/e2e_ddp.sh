@@ -7,7 +7,6 @@
 # single mode.  Usage: sh tests/e2e/e2e_ddp.sh ./ddpbench
 E2E=e2e_ddp
 . "$(dirname "$0")/lib.sh"
-TAG="e2e-ddp-$$"
 # On the way out, whatever a failed check left running goes too (by pid).
 e2e_on_exit() { for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; done; }
 COMMON="--backend cpu --model mlp-small --samples 2400 --quiet"
@@ -16,19 +15,6 @@ fail() { ko "$*"; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 slower() { awk -v x="$1" -v lim="$2" 'BEGIN { exit !(x > lim) }'; }
-
-# Live (non-zombie) processes started by this script: they carry our tag in
-# their environment.  Zombies are dead; init reaps them in its own time.
-leftovers() {
-    for d in /proc/[0-9]*; do
-        if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
-            st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
-            [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
-        fi
-    done
-}
-
-shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
 
 # Nothing of ours may survive: wait up to 2 s for the dying, then judge.
 check_clean() {

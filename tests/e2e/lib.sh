@@ -12,6 +12,9 @@
 #   expect_error WORDS ARGS...
 #                    ddpbench ARGS must exit 2 with one stderr line
 #                    "ddpbench: error: ..." holding WORDS and nothing on stdout
+#   TAG, leftovers   a tag to start ddpbench with (DDPBENCH_E2E_TAG=$TAG), and
+#                    the live processes that carry it (a fault test's orphans)
+#   shm_list         ddpbench's entries in /dev/shm (there should be none)
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -33,6 +36,21 @@ ko() {
     echo "FAIL: $*"
     fails=$((fails + 1))
 }
+
+TAG="$E2E-$$"
+
+# Live (non-zombie) processes started with DDPBENCH_E2E_TAG=$TAG in their
+# environment.  Zombies are dead; init reaps them in its own time.
+leftovers() {
+    for d in /proc/[0-9]*; do
+        if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
+            st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
+            [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
+        fi
+    done
+}
+
+shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
 
 expect_error() {
     words=$1
