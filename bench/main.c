@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "data/load.h"
+#include "data/schedule.h"
 #include "report/report.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
@@ -23,13 +24,16 @@ static int fail(int code, const char *msg)
 }
 
 /* The config of one run: compare gives each run its mode, and single runs on
- * the first device of the list. */
+ * the first device of the list.  DDP's DistributedSampler has one replica per
+ * rank, whatever stream --sampler-replicas gives single and dp. */
 static void run_config(const config_t *base, mode_t_ mode, config_t *out)
 {
     *out = *base;
     out->mode = mode;
     if (mode == MODE_SINGLE)
         out->ngpus = 1;
+    if (mode == MODE_DDP && !out->nrank_samples)
+        out->sampler_replicas = out->ngpus;
 }
 
 static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
@@ -131,6 +135,19 @@ int main(int argc, char **argv)
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
     if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {
+        data_free(&data);
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
+
+    /* Every run's sample stream (a batch with nothing to train on, shards
+     * larger than the data) is checked before the banner. */
+    for (int i = 0; i < n && rc == DDP_OK; i++) {
+        schedule_t sch;
+        if ((rc = schedule_init(&sch, &cfgs[i], &data, 1, 0, err)) == DDP_OK)
+            schedule_free(&sch);
+    }
+    if (rc != DDP_OK) {
         data_free(&data);
         baseline_free(&bl);
         return fail(rc, err);

@@ -212,6 +212,29 @@ static int failure(const sup_t *s, char *err)
                                                                  : DDP_ERR_RUNTIME;
 }
 
+/* --no-join: when a rank left the loop out of data, the others' timeout is
+ * its doing; say which rank, when, and what fixes it. */
+static void left_hint(const sup_t *s, const schedule_t *sch, char *err)
+{
+    for (int r = 0; r < s->world; r++) {
+        const ddp_rank_rec_t *rec = &s->area->rank[r];
+        if (!rec->left)
+            continue;
+        int most = 0;
+        for (int q = 1; q < s->world; q++)
+            if (schedule_rank_steps(sch, q) > schedule_rank_steps(sch, most))
+                most = q;
+        size_t n = strlen(err);
+        snprintf(err + n, ERR_LEN - n,
+                 "; rank %d ran out of data after step %ld (%ld samples: %ld steps an epoch, "
+                 "rank %d has %ld) and left without --join: --join lets it shadow the others' "
+                 "all-reduces, or give every rank equal shards (drop_last-style)",
+                 r, rec->left_step, s->cfg->rank_samples[r], schedule_rank_steps(sch, r), most,
+                 schedule_rank_steps(sch, most));
+        return;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // the result
 
@@ -245,6 +268,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->steps = sch->total_steps - sch->start_step;
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
+    trainer_describe(res, s->cfg, sch);
     res->story = a->story;
     long nt = a->rank[0].times.n;
     res->params = malloc(spec->nparams * sizeof(float));
@@ -285,11 +309,6 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     if (world < 1 || world > MAX_DEVICES)
         return err_set(err, DDP_ERR_INPUT, "--gpus: ddp runs 1..%d ranks, got %d", MAX_DEVICES,
                        world);
-    if (cfg->batch % world != 0)
-        return err_set(err, DDP_ERR_INPUT,
-                       "--batch: %d is not divisible by %d devices (ddp gives every rank "
-                       "batch/devices rows)",
-                       cfg->batch, world);
     if (res->comm == COMM_NCCL && !comm_nccl_available())
         return err_set(err, DDP_ERR_INPUT,
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
@@ -297,9 +316,9 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     int rc = config_model_spec(cfg, &spec, err);
     if (rc != DDP_OK)
         return rc;
-    /* Rank 0's schedule sizes the result area (every rank has the same plan). */
+    /* The global schedule sizes the result area (every rank runs its steps). */
     schedule_t sch;
-    if ((rc = schedule_init(&sch, cfg, data, world, 0, cfg->batch / world, err)) != DDP_OK)
+    if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
         return rc;
     long max_timed = sch.total_steps - schedule_warmup(&sch);
     /* --trace: a recorder per rank in the segment.  Per step a rank records
@@ -355,6 +374,7 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
         rc = s.interrupted || s.first_failed >= 0
                  ? failure(&s, err)
                  : err_set(err, DDP_ERR_RUNTIME, "%s", s.stop_why);
+        left_hint(&s, &sch, err);
     } else {
         rc = collect(&s, &sch, &spec, res, err);
     }

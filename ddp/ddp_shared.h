@@ -36,6 +36,8 @@ typedef struct {
     step_times_t times;     /* this rank's timed steps (step_s: in this area) */
     loss_log_t log;         /* rank 0: the loss log (pt: in this area) */
     double total_s, final_loss;
+    bool left;              /* --no-join: it ran out of data and left the loop ... */
+    long left_step;         /* ... before this step (0-based) */
 } ddp_rank_rec_t;
 
 typedef struct {

@@ -93,13 +93,17 @@ static int coll(rank_t *k, int rc) { return comm_check(k->comm, rc, NULL, k->err
 static int rank_setup(rank_t *k)
 {
     const config_t *cfg = k->cfg;
-    int local_batch = cfg->batch / k->world;
     TRY(config_model_spec(cfg, &k->spec, k->err));
     /* The device is created here, after fork: CUDA does not survive fork. */
     TRY(backend_create(&k->be, cfg->backend, cfg->gpus[k->rank], 1, k->err));
     comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->seg, cfg->timeout_s};
     TRY(comm_create(&k->comm, &ca, k->err));
-    TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, local_batch, k->err));
+    TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, k->err));
+    /* this rank's part of a micro-batch: ceil((B - rank) / world) rows (at
+     * least 1 row of room: a rank past a small batch's end reads none) */
+    int local_batch = (cfg->batch - k->rank + k->world - 1) / k->world;
+    if (local_batch < 1)
+        local_batch = 1;
     TRY(replica_init(&k->rep, k->be, &k->spec, local_batch, k->data->tgt_cols, k->err));
     TRY(optim_init(&k->opt, k->be, &cfg->optim, k->spec.nparams, k->err));
     TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
@@ -184,18 +188,18 @@ static void rank_teardown(rank_t *k)
 // ---------------------------------------------------------------------------
 // training
 
-/* Micro-batches in step g (the epoch's last step may have fewer). */
-static int micro_count(rank_t *k, long g)
+/* The last micro-batch of step g in which this rank has rows (-1: none,
+ * the rank shadows the step), and how many it has rows in. */
+static int last_micro(rank_t *k, long g, int *nmicro)
 {
-    int n = 0;
-    for (int m = 0; m < k->cfg->accum; m++) {
-        int rows;
-        schedule_micro(&k->sch, g, m, &rows);
-        if (rows == 0)
-            break;
-        n++;
-    }
-    return n;
+    int last = -1;
+    *nmicro = 0;
+    for (int m = 0; m < k->cfg->accum; m++)
+        if (schedule_rank_micro_rows(&k->sch, g, m, k->rank) > 0) {
+            last = m;
+            (*nmicro)++;
+        }
+    return last;
 }
 
 /* --explain, rank 0, the run's first step: the buckets as they ran, timed
@@ -242,14 +246,24 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
         return err_set(k->err, DDP_ERR_RUNTIME, "injected fault at step %ld", g);
     fault_raise(f); /* kill, exit, stall: never returns */
 
-    size_t step_rows = schedule_step_rows(&k->sch, g);
-    float scale = 1.0f / (float)step_rows; /* this rank's mean; the all-reduce averages ranks */
-    int nmicro = micro_count(k, g);
+    /* The step's loss is the mean over its rows on every rank together.  A
+     * rank's share of them varies (86, 85, 85 rows; none once its shard is
+     * used up), so each rank scales its sum by world / global rows and the
+     * all-reduce's average over the world gives every rank
+     * sum over all rows / global rows: its gradient weighted by its share.
+     * (Equal shares of b rows give 1/b, bit for bit: world/(world*b) is
+     * one correctly rounded division.) */
+    size_t step_rows = schedule_step_rows(&k->sch, g), my_rows = schedule_view_rows(&k->sch, g);
+    float scale = (float)k->world / (float)step_rows;
+    int nmicro, last_mi = last_micro(k, g, &nmicro);
     double step_loss = 0.0, bwd_t0 = 0.0, bwd_t1 = 0.0;
-    for (int mi = 0; mi < nmicro; mi++) {
+    bool has_grad = false;
+    for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&k->sch, g, mi, &rows);
-        bool last = mi == nmicro - 1;
+        if (rows == 0)
+            continue; /* a micro-batch too small to reach this rank */
+        bool last = mi == last_mi;
         TRY(dev(k, stage_batch(rep, k->data, idx, rows, k->staging, m)));
         TRY(dev(k, model_forward(rep, rep->x, rows)));
         TRY(dev(k, backend_sync(be))); /* so the lap measures the work, not its launch */
@@ -264,12 +278,23 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
         bwd_t0 = step_meter_lap(m, PH_LOSS);
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&k->red, last);
-        int rc = model_backward(rep, rep->x, rows, rep->dout, mi > 0, reducer_hook, &k->red);
+        int rc = model_backward(rep, rep->x, rows, rep->dout, has_grad, reducer_hook, &k->red);
         if (rc != DDP_OK) /* the hook's failure is the comm's, else the device's */
             return k->red.launch_failed ? coll(k, rc) : dev(k, rc);
         TRY(dev(k, backend_sync(be)));
         bwd_t1 = step_meter_lap(m, PH_BACKWARD);
         step_meter_rows(m, rows);
+        has_grad = true;
+    }
+    if (!has_grad) {
+        /* No rows this step (its shard is used up, or the batch ended
+         * before its turn): it still takes part in every all-reduce, with
+         * zero gradients that add nothing to the sum (torch's Join hook
+         * shadows the others' all-reduces the same way). */
+        TRY(dev(k, backend_memset0(be, rep->grads, k->spec.nparams * sizeof(float))));
+        TRY(dev(k, backend_sync(be)));
+        step_meter_lap(m, PH_BACKWARD);
+        reducer_begin(&k->red, true);
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
@@ -277,7 +302,7 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
     TRY(coll(k, reducer_launch_rest(&k->red)));
     if (want_loss) {
         k->loss_host[0] = (float)step_loss;
-        k->loss_host[1] = (float)step_rows;
+        k->loss_host[1] = (float)my_rows;
         /* Rank 0's decision (the others add 0): in how many steps the
          * progress line next wants a loss; 0 when it is off.  A small whole
          * number, exact in a float. */
@@ -313,8 +338,8 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
         move_stat_t *mb = &st->move[MOVE_BATCH];
         /* every rank gathers its own shard, in parallel: rank 0's time
          * (its seconds once the meter has closed the step, in rank_train) */
-        mb->bytes = (uint64_t)m->rows * (uint64_t)k->world *
-                    (uint64_t)(k->data->in_dim + k->data->tgt_cols) * sizeof(float);
+        mb->bytes = (uint64_t)step_rows * (uint64_t)(k->data->in_dim + k->data->tgt_cols) *
+                    sizeof(float);
         mb->ops = nmicro * k->world;
         story_buckets(k, bwd_t0, bwd_t1);
     }
@@ -366,15 +391,28 @@ static int rank_train(rank_t *k)
         bool want_loss = logs || g == k->progress_at;
         bool first = g == sch->start_step; /* --explain narrates this run's first step */
         long rows = (long)schedule_step_rows(sch, g);
+        bool active = schedule_rank_active(sch, g, k->rank);
+        if (!active && !k->cfg->join) {
+            /* --no-join: out of data, this rank leaves the loop, as a rank
+             * whose DataLoader ends first does in PyTorch; the others will
+             * wait for it in their next all-reduce until --timeout. */
+            rec->left = true;
+            rec->left_step = g;
+            break;
+        }
         double loss = NAN;
         step_meter_begin(m, g, schedule_timed(sch, g), first);
         TRY(rank_step(k, g, want_loss, &loss));
-        step_meter_end(m, rows);
+        step_meter_end(m, (long)schedule_view_rows(sch, g));
+        if (active)
+            rec->stats.steps_run++;
+        else
+            rec->stats.steps_shadowed++;
         if (first && k->rank == 0)
             k->area->story.move[MOVE_BATCH].seconds =
                 rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
-        TRY(step_meter_loss(m, g, sch->total_steps, schedule_epoch_of(sch, g), logs, loss,
-                            rows * k->world, k->err));
+        TRY(step_meter_loss(m, g, sch->total_steps, schedule_epoch_of(sch, g), logs, loss, rows,
+                            k->err));
         TRY(rank_checkpoint(k, g));
     }
     progress_end(&k->prog);

@@ -132,7 +132,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
         rc = err_set(err, rc, "out of memory for the trace");
         goto out;
     }
-    if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, cfg->batch, err)) != DDP_OK)
+    if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, err)) != DDP_OK)
         goto out;
     for (int i = 0; i < 2; i++) {
         c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
@@ -160,6 +160,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     res->steps = c->total_steps - c->start_step;
     res->warmup_steps = c->warmup;
     res->epochs = c->sch.epochs;
+    trainer_describe(res, cfg, &c->sch);
     if (step_times_alloc(&res->times, res->steps - c->warmup) != DDP_OK) {
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
         goto out;

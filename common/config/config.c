@@ -62,12 +62,14 @@ int config_validate(const config_t *c, char *err)
     }
     if (c->loss == LOSS_CE && c->target_cols != 1)
         return err_set(err, DDP_ERR_INPUT, "--target-cols: --loss ce takes one column of class ids");
-    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->ngpus > 0 &&
-        c->batch % c->ngpus != 0)
+    if (c->sampler_replicas && c->nrank_samples && c->sampler_replicas != c->nrank_samples)
         return err_set(err, DDP_ERR_INPUT,
-                       "--batch: %d is not divisible by %d devices (ddp gives every rank "
-                       "batch/devices rows)",
-                       c->batch, c->ngpus);
+                       "--sampler-replicas: %d, but --rank-samples lists %d ranks (it gives each "
+                       "rank its own samples: no DistributedSampler)",
+                       c->sampler_replicas, c->nrank_samples);
+    for (int i = 0; i < c->nrank_samples; i++)
+        if (c->rank_samples[i] < 0)
+            return err_set(err, DDP_ERR_INPUT, "--rank-samples: a count is negative");
     if (c->checkpoint_every && !c->checkpoint_path[0])
         return err_set(err, DDP_ERR_INPUT, "--checkpoint-every: needs --checkpoint FILE");
     if (c->json && c->csv)
@@ -75,6 +77,13 @@ int config_validate(const config_t *c, char *err)
     if (c->comm == COMM_NCCL && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
     return DDP_OK;
+}
+
+int config_stream_ranks(const config_t *c)
+{
+    if (c->nrank_samples > 0)
+        return c->nrank_samples;
+    return c->sampler_replicas > 0 ? c->sampler_replicas : 1;
 }
 
 int config_model_spec(const config_t *c, model_spec_t *spec, char *err)

@@ -47,7 +47,8 @@ typedef struct {
     int target_cols;
 
     /* the loop */
-    int batch;                 /* global micro-batch */
+    int batch;                 /* global micro-batch (after --batch-per-device) */
+    int batch_per_device;      /* > 0: --batch-per-device N, the global batch is N x ranks */
     int accum;                 /* micro-batches per optimizer step */
     long epochs;
     long steps;                /* > 0: stop after this many optimizer steps */
@@ -55,6 +56,14 @@ typedef struct {
     bool drop_last;
     long warmup_steps;         /* excluded from throughput */
     long log_every;            /* steps between loss lines; 0: once per epoch */
+
+    /* the sample stream (data/schedule.h) */
+    int sampler_replicas;      /* DistributedSampler num_replicas whose stream every mode
+                                  reads; 0 until config_resolve() */
+    long rank_samples[MAX_DEVICES]; /* --rank-samples: each rank's own sample count */
+    int nrank_samples;         /* 0: the DistributedSampler's even split */
+    bool join;                 /* --join (the default) / --no-join: only --rank-samples
+                                  can leave a rank without data while others have some */
 
     /* DDP */
     comm_kind_t comm;
@@ -97,10 +106,16 @@ int config_validate(const config_t *c, char *err);
 /* The usage text (every option with its default). */
 void config_usage(FILE *f);
 
-/* Resolve --backend auto and --gpus auto for this machine and check the
- * device list (repeats, single mode, DDP batch divisibility).  note receives
- * a short remark on what auto chose ("" when nothing was automatic). */
+/* Resolve --backend auto and --gpus auto for this machine, check the device
+ * list (repeats, single mode), and resolve what depends on the device count:
+ * --batch-per-device, the sampler's replicas, --rank-samples' ranks, --join.
+ * note receives a short remark on what auto chose ("" when nothing was
+ * automatic). */
 int config_resolve(config_t *c, char *note, size_t note_len, char *err);
+
+/* The ranks the sample stream is dealt to: --rank-samples' count, else the
+ * sampler's replicas (1 for single and dp, the devices for ddp and compare). */
+int config_stream_ranks(const config_t *c);
 
 /* Helpers for the rest of the program. */
 int config_model_spec(const config_t *c, model_spec_t *spec, char *err);

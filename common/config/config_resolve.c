@@ -45,10 +45,6 @@ static int resolve_devices(config_t *c, char *err)
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             n = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
         }
-        /* compare runs ddp too, which needs batch/devices rows per rank: take
-         * the most devices that divide the batch */
-        while (c->mode == MODE_COMPARE && n > 1 && c->batch % n != 0)
-            n--;
         for (int i = 0; i < n; i++)
             c->gpus[i] = i;
         c->ngpus = n;
@@ -69,11 +65,36 @@ static int resolve_devices(config_t *c, char *err)
                                "--gpus: device %d appears twice (repeats are allowed only on "
                                "CUDA, for dp, or for ddp with --comm shm)",
                                c->gpus[i]);
-    if ((c->mode == MODE_DDP || c->mode == MODE_COMPARE) && c->batch % c->ngpus != 0)
+    return DDP_OK;
+}
+
+/* What depends on the device count: the ranks of the sample stream, and the
+ * global batch of --batch-per-device. */
+static int resolve_stream(config_t *c, char *err)
+{
+    bool ddp = c->mode == MODE_DDP || c->mode == MODE_COMPARE;
+    if (ddp && c->nrank_samples && c->nrank_samples != c->ngpus)
         return err_set(err, DDP_ERR_INPUT,
-                       "--batch: %d is not divisible by %d devices (ddp gives every rank "
-                       "batch/devices rows)",
-                       c->batch, c->ngpus);
+                       "--rank-samples: %d counts for %d ranks (one count per device of --gpus)",
+                       c->nrank_samples, c->ngpus);
+    if (ddp && c->sampler_replicas && c->sampler_replicas != c->ngpus && c->mode == MODE_DDP)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--sampler-replicas: ddp's DistributedSampler has one replica per rank "
+                       "(%d), got %d",
+                       c->ngpus, c->sampler_replicas);
+    /* compare: single and dp read ddp's stream (its padding included), so
+     * the three runs see the same samples at every step */
+    if (c->sampler_replicas == 0)
+        c->sampler_replicas = c->nrank_samples ? c->nrank_samples : ddp ? c->ngpus : 1;
+    if (c->batch_per_device) {
+        long ranks = c->nrank_samples ? c->nrank_samples : c->mode == MODE_SINGLE ? 1 : c->ngpus;
+        long b = (long)c->batch_per_device * ranks;
+        if (b > 1L << 24)
+            return err_set(err, DDP_ERR_INPUT,
+                           "--batch-per-device: %d x %ld devices is more than %d rows",
+                           c->batch_per_device, ranks, 1 << 24);
+        c->batch = (int)b;
+    }
     return DDP_OK;
 }
 
@@ -82,5 +103,7 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
     int rc = resolve_backend(c, note, note_len, err);
     if (rc == DDP_OK)
         rc = resolve_devices(c, err);
+    if (rc == DDP_OK)
+        rc = resolve_stream(c, err);
     return rc;
 }

@@ -23,7 +23,8 @@ enum {
     O_EPOCHS, O_STEPS, O_SHUFFLE, O_NO_SHUFFLE, O_DROP_LAST, O_WARMUP, O_LOG_EVERY, O_COMM,
     O_BUCKET_MB, O_FIRST_BUCKET_MB, O_OVERLAP, O_NO_OVERLAP, O_TIMEOUT, O_QUIET, O_JSON, O_CSV,
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
-    O_CHECKPOINT_EVERY, O_RESUME, O_VERSION
+    O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
+    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN
 };
 
 typedef struct {
@@ -73,8 +74,14 @@ static const opt_t opts[] = {
     {"data", O_DATA, "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL},
     {"targets", O_TARGETS, "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL},
     {"target-cols", O_TARGET_COLS, "N", "1", NULL, "CSV: the last N columns are targets", NULL},
-    {"batch", O_BATCH, "N", NULL, "preset", "global batch per micro-step (ddp: divided among ranks)",
+    {"batch", O_BATCH, "N", NULL, "preset",
+     "global batch per micro-step (dp and ddp deal it out like torch.chunk: 256 over 3 is 86, "
+     "85, 85; ddp weighs each rank's gradient by its rows)",
      "The loop"},
+    {"batch-per-device", O_BATCH_PER_DEVICE, "N", NULL, "off",
+     "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
+     "devices (compare: single then runs all of it)",
+     NULL},
     {"accum", O_ACCUM, "K", "1", NULL, "micro-batches per optimizer step (ddp: no_sync on the first K-1)",
      NULL},
     {"epochs", O_EPOCHS, "N", NULL, "preset", "passes over the data", NULL},
@@ -83,6 +90,20 @@ static const opt_t opts[] = {
     {"no-shuffle", O_NO_SHUFFLE, NULL, NULL, NULL, "keep the data in file order", NULL},
     {"drop-last", O_DROP_LAST, NULL, NULL, "off", "drop the last incomplete batch (and sampler tail)",
      NULL},
+    {"sampler-replicas", O_SAMPLER_REPLICAS, "N", NULL, "auto",
+     "read DistributedSampler(num_replicas=N)'s stream (its padding, or its cut with --drop-last)"
+     "; auto: the devices in ddp and compare (so all modes read the same samples), 1 in single "
+     "and dp",
+     NULL},
+    {"rank-samples", O_RANK_SAMPLES, "a,b,..", NULL, "none",
+     "give rank r its own a, b, ... samples (uneven data: see --join); single and dp read the "
+     "same samples step by step",
+     NULL},
+    {"join", O_JOIN, NULL, "on", NULL,
+     "a rank out of data shadows the others' all-reduces with zero gradients (torch's Join)",
+     NULL},
+    {"no-join", O_NO_JOIN, NULL, NULL, NULL,
+     "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL},
     {"warmup-steps", O_WARMUP, "N", "2", NULL, "steps left out of the throughput", NULL},
     {"log-every", O_LOG_EVERY, "N", "0", "0 (each epoch)", "print the loss every N steps", NULL},
     {"comm", O_COMM, "C", "auto", NULL, "ddp collectives: auto | shm | nccl (auto: nccl on CUDA, shm on CPU)",
@@ -214,7 +235,7 @@ static int parse_name(const char *opt, const char *s, int (*parse)(const char *)
 // one option
 
 typedef struct {
-    bool wd, gpus;
+    bool wd, gpus, batch;
 } explicit_t;
 
 /* Set option id from its value v (NULL for a flag).  ex records what the user
@@ -328,8 +349,31 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         c->target_cols = (int)l;
         break;
     case O_BATCH:
+        if (ex)
+            ex->batch = true;
         rc = parse_long(name, v, 1, 1 << 24, &l, err);
         c->batch = (int)l;
+        break;
+    case O_BATCH_PER_DEVICE:
+        rc = parse_long(name, v, 1, 1 << 24, &l, err);
+        c->batch_per_device = (int)l;
+        break;
+    case O_SAMPLER_REPLICAS:
+        rc = parse_long(name, v, 1, MAX_DEVICES, &l, err);
+        c->sampler_replicas = (int)l;
+        break;
+    case O_RANK_SAMPLES: {
+        int n[MAX_DEVICES];
+        rc = config_parse_int_list(v, n, MAX_DEVICES, &c->nrank_samples, name, true, err);
+        for (int i = 0; rc == DDP_OK && i < c->nrank_samples; i++)
+            c->rank_samples[i] = n[i];
+        break;
+    }
+    case O_JOIN:
+        c->join = true;
+        break;
+    case O_NO_JOIN:
+        c->join = false;
         break;
     case O_ACCUM:
         rc = parse_long(name, v, 1, 1 << 16, &l, err);
@@ -498,6 +542,14 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */
     if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
         c->optim.weight_decay = 0.01f;
+    if (ex.batch && c->batch_per_device)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--batch and --batch-per-device: choose one (--batch is the global batch, "
+                       "--batch-per-device N makes it N x devices)");
+    /* One Linear layer has no hidden layer, so no activation (the presets'
+     * --act applies once --layers adds one). */
+    if (c->ndims == 2)
+        c->act = ACT_NONE;
     return config_validate(c, err);
 }
 

@@ -33,17 +33,22 @@ int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool
     return DDP_OK;
 }
 
-void sampler_epoch(const sampler_t *s, long epoch, uint32_t *out, uint32_t *scratch)
+void sampler_permutation(const sampler_t *s, long epoch, uint32_t *perm)
 {
     if (s->shuffle) {
         /* torch: g.manual_seed(self.seed + self.epoch); randperm(len) */
         rng_t r;
         rng_seed_stream(&r, s->seed + (uint64_t)epoch, RNG_STREAM_SHUFFLE);
-        rng_permutation(&r, scratch, s->n);
+        rng_permutation(&r, perm, s->n);
     } else {
         for (size_t i = 0; i < s->n; i++)
-            scratch[i] = (uint32_t)i;
+            perm[i] = (uint32_t)i;
     }
+}
+
+void sampler_epoch(const sampler_t *s, long epoch, uint32_t *out, uint32_t *scratch)
+{
+    sampler_permutation(s, epoch, scratch);
     /* Position p of the padded list is indices[p % n] (padding repeats the
      * list from its start, as often as needed); rank r takes p = r, r+R, ... */
     for (size_t i = 0; i < s->num_samples; i++) {

@@ -28,6 +28,10 @@ typedef struct {
 int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool drop_last,
                  uint64_t seed, char *err);
 
+/* The epoch's order of all n indices: randperm(n, seed + epoch), or 0..n-1
+ * without shuffle.  Rank r's indices are positions r, r+world, ... of it,
+ * each taken modulo n (the padding repeats its start). */
+void sampler_permutation(const sampler_t *s, long epoch, uint32_t *perm);
 /* Fill out[num_samples] with this rank's indices for epoch; scratch holds n
  * uint32 (the permutation). */
 void sampler_epoch(const sampler_t *s, long epoch, uint32_t *out, uint32_t *scratch);

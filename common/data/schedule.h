@@ -1,10 +1,32 @@
-/* common/data/schedule.h: which samples each optimizer step reads on this rank.
+/* common/data/schedule.h: which samples each optimizer step reads, in the
+ * whole (single, DP) or on one DDP rank.
  *
- * The DistributedSampler's order (sampler.h) cut into micro-batches and steps
- * (epoch_plan_t), over as many epochs as --epochs or --steps ask for, plus
- * the two questions every loop asks of a step: is its loss logged, is it
- * timed (after --warmup-steps).  One schedule per rank; single and DP are one
- * rank of world 1. */
+ * Every mode reads one sample stream, cut the same way, so a global step
+ * trains on the same samples in every mode (the equivalence contract):
+ *
+ *   the DistributedSampler's stream (no --rank-samples): each epoch the
+ *     order of sampler.h over R = --sampler-replicas (the DDP device count in
+ *     ddp and compare, 1 in single and dp), padded by repeating its start up
+ *     to ceil(n/R)*R samples, or cut to floor(n/R)*R with --drop-last; global
+ *     micro-batch t is its rows [t*B, t*B + B) (the last one shorter, or
+ *     dropped with --drop-last), and DDP rank r takes the rows r, r+R, r+2R,
+ *     ... of it: ceil((B-r)/R) rows (86, 85, 85 for 256 over 3), exactly its
+ *     DistributedSampler shard indices[r::R] read batch/R at a time when R
+ *     divides B.
+ *
+ *   --rank-samples n0,n1,..: each epoch's order is dealt in blocks, rank r
+ *     getting the next n_r samples, which it reads alone in micro-batches of
+ *     its share of B (ceil((B-r)/R) rows, or --batch-per-device): its own
+ *     DataLoader.  Rank r runs ceil(n_r / rows) micro-batches an epoch (floor
+ *     with --drop-last); an epoch lasts as many steps as its longest rank,
+ *     and a rank out of data shadows the rest (join).  Global micro-batch t
+ *     is the rank r micro-batches t laid end to end in rank order: what a
+ *     single device reading the same stream trains on.
+ *
+ * Optimizer steps group --accum micro-batches (the epoch's last step may
+ * have fewer).  The loss of a step is the mean over its global rows, so a
+ * DDP rank scales its part by ranks / global rows and the all-reduce's
+ * average gives every rank the global mean gradient. */
 #ifndef DDPBENCH_SCHEDULE_H
 #define DDPBENCH_SCHEDULE_H
 
@@ -19,26 +41,50 @@
 typedef struct {
     const config_t *cfg;
     const dataset_t *data;
-    sampler_t sampler;
-    epoch_plan_t plan;     /* this rank's micro-batches and steps per epoch */
+    int ranks, rank;       /* the view: 1/0 the global micro-batches; R/r DDP rank r's part */
+    int R;                 /* the stream's ranks (config_stream_ranks) */
+    bool own_shards;       /* --rank-samples */
+    sampler_t sampler;     /* the DistributedSampler's sizes over R replicas */
+    epoch_plan_t plan;     /* the global micro-batches of the sampler's stream */
+    long steps_per_epoch;
     long total_steps;      /* optimizer steps in the whole run */
     long start_step;       /* the first step this process runs (> 0 after --resume) */
     long epochs;           /* epochs the run touches */
-    uint32_t *idx;         /* this rank's indices for epoch loaded_epoch */
+    /* --rank-samples: each rank's block and DataLoader */
+    long shard_off[MAX_DEVICES], shard_n[MAX_DEVICES];
+    int shard_batch[MAX_DEVICES];
+    long shard_micro[MAX_DEVICES], shard_steps[MAX_DEVICES]; /* per epoch */
     uint32_t *perm;        /* the epoch's permutation (n) */
+    uint32_t *ord;         /* this view's indices for loaded_epoch, micro-batch by micro-batch */
+    size_t *off;           /* --rank-samples, global view: where micro-batch t starts in ord */
     long loaded_epoch;
 } schedule_t;
 
-/* world/rank: the DistributedSampler's (1/0 for single and DP); local_batch:
- * rows per micro-batch on this rank (the global batch, or batch/world in DDP). */
-int schedule_init(schedule_t *s, const config_t *c, const dataset_t *d, int world, int rank,
-                  int local_batch, char *err);
+/* ranks/rank: 1/0 for single and DP (the whole global micro-batch), or the
+ * DDP world and this rank (which must equal config_stream_ranks(c)). */
+int schedule_init(schedule_t *s, const config_t *c, const dataset_t *d, int ranks, int rank,
+                  char *err);
 void schedule_free(schedule_t *s);
-static inline long schedule_epoch_of(const schedule_t *s, long g) { return g / (long)s->plan.steps; }
-/* Indices of micro-batch `micro` of global step g (0-based) and its rows (0 when absent). */
+static inline long schedule_epoch_of(const schedule_t *s, long g) { return g / s->steps_per_epoch; }
+/* Indices of micro-batch `micro` of global step g (0-based) in this view, and
+ * their rows (0: none; a DDP rank may have none while others have some).
+ * Valid until a step of another epoch is asked for. */
 const uint32_t *schedule_micro(schedule_t *s, long g, int micro, int *rows);
-/* Rows of step g on this rank (the denominator of the loss mean). */
+/* Rows of step g over all ranks: the denominator of the loss mean. */
 size_t schedule_step_rows(const schedule_t *s, long g);
+/* Rows of step g in this view (a DDP rank's own; the global ones otherwise). */
+size_t schedule_view_rows(const schedule_t *s, long g);
+/* Rows rank r of the stream's R has in micro-batch `micro` of step g. */
+int schedule_rank_micro_rows(const schedule_t *s, long g, int micro, int r);
+/* Does rank r have data in step g?  (false: it shadows the step) */
+bool schedule_rank_active(const schedule_t *s, long g, int r);
+/* Steps per epoch in which rank r has data (steps_per_epoch unless --rank-samples). */
+long schedule_rank_steps(const schedule_t *s, int r);
+/* Do the ranks run different numbers of steps per epoch (so some must join)? */
+bool schedule_uneven(const schedule_t *s);
+/* Samples one epoch trains on, all ranks together (the padded stream less
+ * a dropped last batch, or the ranks' shards less theirs). */
+long schedule_epoch_samples(const schedule_t *s);
 /* Should the loss of step g be logged (every --log-every steps, else at each epoch end, and the last)? */
 bool schedule_logs(const schedule_t *s, long g);
 /* Is step g timed (--warmup-steps after start_step; at least the last step always is)? */

@@ -191,6 +191,19 @@ static void data_identity(const config_t *c, const dataset_t *d, char *out, size
     }
 }
 
+/* Which sample stream the run reads (schedule.h): the DistributedSampler's
+ * over R replicas, or each rank's own shard. */
+static void stream_identity(const config_t *c, char *out, size_t size)
+{
+    if (c->nrank_samples == 0) {
+        snprintf(out, size, "sampler replicas=%d", config_stream_ranks(c));
+        return;
+    }
+    size_t used = (size_t)snprintf(out, size, "rank samples=");
+    for (int r = 0; r < c->nrank_samples && used < size; r++)
+        used += (size_t)snprintf(out + used, size - used, "%s%ld", r ? "," : "", c->rank_samples[r]);
+}
+
 static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
 {
     const config_t *c = s->cfg;
@@ -234,6 +247,9 @@ static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
     FACT("accum", "--accum", "%d", c->accum);
     FACT("shuffle", "shuffle", "%s", c->shuffle ? "true" : "false");
     FACT("drop_last", "--drop-last", "%s", c->drop_last ? "true" : "false");
+    stream_identity(c, f[n].val, sizeof f[n].val);
+    f[n].key = "stream";
+    f[n++].option = "the sample stream";
     data_identity(c, s->data, f[n].val, sizeof f[n].val);
     f[n].key = "data";
     f[n++].option = "data";
@@ -251,7 +267,7 @@ int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
 {
     fact_t facts[MAX_FACTS];
     int nf = run_facts(s, spec, facts);
-    long spe = (long)s->plan.steps;
+    long spe = s->steps_per_epoch;
     long epoch = pos->global_step / spe;
     char num[5][24];
     snprintf(num[0], sizeof num[0], "%ld", pos->global_step);
@@ -316,6 +332,16 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
     int nf = run_facts(s, spec, facts);
     for (int i = 0; i < nf; i++) {
         const char *old = st_meta(h, facts[i].key);
+        char implied[64];
+        if (!old && strcmp(facts[i].key, "stream") == 0) {
+            /* written before the stream was recorded: single and dp read the
+             * plain order, ddp its sampler's over the ranks */
+            snprintf(implied, sizeof implied, "sampler replicas=%d", ckpt_world(s->cfg));
+            old = implied;
+        }
+        /* one Linear layer has no activation (older files named one) */
+        if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
+            continue;
         if (!old)
             return err_set(err, DDP_ERR_INPUT, "the checkpoint does not record '%s'",
                            facts[i].key);
@@ -333,10 +359,10 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
         if (!parse_count(st_meta(h, keys[i]), vals[i]))
             return err_set(err, DDP_ERR_INPUT, "__metadata__ '%s' is missing or not a count",
                            keys[i]);
-    if (spe != (long)s->plan.steps)
+    if (spe != s->steps_per_epoch)
         return err_set(err, DDP_ERR_INPUT,
-                       "the checkpoint's epochs have %ld steps, this run's %zu", spe,
-                       s->plan.steps);
+                       "the checkpoint's epochs have %ld steps, this run's %ld", spe,
+                       s->steps_per_epoch);
     if (epoch != g / spe || epoch_step != g % spe || os > g)
         return err_set(err, DDP_ERR_INPUT,
                        "inconsistent position (global_step %ld, epoch %ld, epoch_step %ld, "
@@ -405,9 +431,7 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
         st_close(&sf);
     if (rc == DDP_OK && cfg->resume_path[0]) {
         schedule_t s;
-        bool ddp = cfg->mode == MODE_DDP;
-        int world = ddp ? cfg->ngpus : 1;
-        rc = schedule_init(&s, cfg, data, world, 0, ddp ? cfg->batch / world : cfg->batch, err);
+        rc = schedule_init(&s, cfg, data, 1, 0, err);
         if (rc == DDP_OK) {
             if ((rc = st_open(&sf, cfg->resume_path, err)) == DDP_OK) {
                 ckpt_pos_t pos;

@@ -24,6 +24,9 @@ typedef struct {
     /* the first optimizer step alone (warm-up or not), for --explain */
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */
+    /* DDP ranks: steps with data of their own, and steps they shadowed (out
+     * of data under --rank-samples: zero gradients into the all-reduce) */
+    long steps_run, steps_shadowed;
 } device_stats_t;
 
 /* --explain: what the first optimizer step moved, how much and how long.
@@ -121,6 +124,12 @@ typedef struct {
     float *params;               /* final parameters on the host [nparams] */
     size_t nparams;
     param_checksum_t checksum;
+
+    /* what it trained on, for compare's verdict (trainer_describe) */
+    optim_kind_t optim;
+    double lr;
+    int stream_replicas;         /* its DistributedSampler's replicas; 0: --rank-samples */
+    long epoch_samples;          /* samples an epoch of its stream trains on */
 
     step_story_t story;          /* --explain: step 1 */
     trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */

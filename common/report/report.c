@@ -121,7 +121,13 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->params_compared = true;
         s->max_rel = max_rel_diff(r->params, ref->params, r->nparams, REPORT_REL_FLOOR);
         s->rel_l2 = rel_l2(r->params, ref->params, r->nparams);
-        s->agree = s->rel_l2 <= REPORT_AGREE_L2 && s->max_rel <= REPORT_AGREE_MAX;
+        double reach = ref->lr * (double)(ref->steps > 0 ? ref->steps : 1), worst = 0.0;
+        for (size_t i = 0; i < r->nparams; i++)
+            worst = fmax(worst, fabs((double)r->params[i] - (double)ref->params[i]));
+        s->max_step = reach > 0.0 ? worst / reach : worst > 0.0 ? INFINITY : 0.0;
+        s->adam = ref->optim == OPTIM_ADAM || ref->optim == OPTIM_ADAMW;
+        s->agree = s->rel_l2 <= REPORT_AGREE_L2 &&
+                   (s->adam ? s->max_step <= REPORT_AGREE_STEP : s->max_rel <= REPORT_AGREE_MAX);
     }
 }
 
@@ -148,4 +154,13 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  data %s: %zu samples x %d features, batch %d%s, seed %llu\n", d->source, d->n,
             d->in_dim, c->batch, c->accum > 1 ? " (accumulated)" : "",
             (unsigned long long)c->seed);
+    /* a batch larger than an epoch is one batch of the whole epoch, as a
+     * DataLoader gives it (with --drop-last it is refused earlier) */
+    if (!c->nrank_samples && d->n > 0) {
+        size_t R = (size_t)config_stream_ranks(c), total = (d->n + R - 1) / R * R;
+        if ((size_t)c->batch > total)
+            fprintf(f,
+                    "  batch %d > the %zu samples of an epoch: each step trains on all %zu\n",
+                    c->batch, total, total);
+    }
 }

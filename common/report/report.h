@@ -8,6 +8,7 @@
  *   report.c          formatting helpers, the banner, derived figures
  *   report_table.c    the result table of one run
  *   report_compare.c  compare mode: side by side, equivalence, the "why"
+ *   report_verdict.c  compare mode: the samples read, why parameters differ
  *   report_json.c     --json (schema in README.md), report_env.c its environment
  *   report_csv.c      --csv
  *   report_baseline.c --baseline / --tolerance
@@ -27,12 +28,16 @@
 
 #define REPORT_SCHEMA_VERSION 1
 
-/* Equivalence verdict of compare mode (see report_compare.c for why two
+/* Equivalence verdict of compare mode (see report_compare.c for why these
  * measures): agree when the relative L2 distance of the parameter vectors is
- * within REPORT_AGREE_L2 and no single parameter differs by more than
- * REPORT_AGREE_MAX (max_rel_diff with a floor of 1e-3). */
+ * within REPORT_AGREE_L2 and the worst single parameter is within what
+ * rounding can do under the run's optimizer: for SGD (an update linear in
+ * the gradient) REPORT_AGREE_MAX relative (max_rel_diff with a floor of
+ * 1e-3); for Adam and AdamW (an update of about lr whatever the gradient's
+ * size) REPORT_AGREE_STEP of the farthest a parameter can move, lr x steps. */
 #define REPORT_AGREE_L2 1e-5
-#define REPORT_AGREE_MAX 1e-2
+#define REPORT_AGREE_MAX 1e-3
+#define REPORT_AGREE_STEP 0.1
 #define REPORT_REL_FLOOR 1e-3
 
 /* What every report of a session shares. */
@@ -57,6 +62,8 @@ typedef struct {
     bool params_compared;
     double max_rel;      /* max_rel_diff(params, single's, REPORT_REL_FLOOR) */
     double rel_l2;       /* |params - single's| / |single's| */
+    double max_step;     /* max |params - single's| / (lr x steps): Adam's unit */
+    bool adam;           /* the worst parameter is judged by max_step, not max_rel */
     bool agree;
 } report_stats_t;
 
@@ -72,6 +79,14 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
 /* Compare mode: runs[0..n) side by side (single first when present), whether
  * their parameters agree, and the sentences on where the time goes. */
 void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n);
+/* Compare's note on the samples every mode read (padding, a --drop-last
+ * cut, per-rank shards, --batch-per-device's global batch); "" when there is
+ * nothing to say.  ref: the single run. */
+void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *ref);
+/* Why run r's parameters differ from single's (ref): another sample stream,
+ * ReLU's kink (once: relu_said), or a real difference. */
+void report_differ_cause(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r,
+                         const run_result_t *ref, bool relu_said);
 /* Only the sentences (two or three) explaining the gap, into buf. */
 void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
 /* --explain: the first step in plain sentences. */

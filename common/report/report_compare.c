@@ -363,31 +363,36 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     }
 
     /* the equivalence contract */
-    bool relu_hint = false;
     if (ref) {
         fputc('\n', f);
+        char line[1024];
+        report_stream_note(line, sizeof line, ctx, ref);
+        if (line[0])
+            wrap(f, "  ", line, 96);
+        bool said = false;
         for (int i = 0; i < n; i++) {
             if (&runs[i] == ref)
                 continue;
             const report_stats_t *st = &s[i];
             fprintf(f, "  parameters: %s vs single ", mode_name(runs[i].mode));
+            char worst[64];
+            if (st->adam)
+                snprintf(worst, sizeof worst, "worst parameter %.1e of lr x steps", st->max_step);
+            else
+                snprintf(worst, sizeof worst, "worst parameter %.1e", st->max_rel);
             if (!st->params_compared)
                 fprintf(f, "not compared (no final parameters)\n");
             else if (st->agree)
-                fprintf(f, "agree (relative L2 distance %.1e, worst parameter %.1e)\n", st->rel_l2,
-                        st->max_rel);
+                fprintf(f, "agree (relative L2 distance %.1e, %s)\n", st->rel_l2, worst);
             else if (st->rel_l2 > REPORT_AGREE_L2)
-                fprintf(f, "DIFFER by %.1e (relative L2 distance; worst parameter %.1e)\n",
-                        st->rel_l2, st->max_rel);
+                fprintf(f, "DIFFER by %.1e (relative L2 distance; %s)\n", st->rel_l2, worst);
             else
-                fprintf(f, "DIFFER by %.1e (worst parameter; relative L2 distance %.1e)\n",
-                        st->max_rel, st->rel_l2);
-            if (st->params_compared && !st->agree && c && c->act == ACT_RELU && !relu_hint) {
-                /* The known cause, so nobody hunts for a bug that is not there. */
-                relu_hint = true;
-                fprintf(f, "    (ReLU: a pre-activation within rounding of 0 can take the other "
-                           "branch in one mode,\n     after which the runs drift apart; the "
-                           "contract holds for smooth activations: try --act gelu)\n");
+                fprintf(f, "DIFFER: %s (relative L2 distance %.1e)\n", worst, st->rel_l2);
+            if (st->params_compared && !st->agree) {
+                report_differ_cause(line, sizeof line, ctx, &runs[i], ref, said);
+                if (line[0])
+                    wrap(f, "    ", line, 96);
+                said = true;
             }
         }
     }

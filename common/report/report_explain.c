@@ -20,14 +20,58 @@ static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r
                 r->dev[0].device_id);
         return;
     }
-    if (r->mode == MODE_DDP)
-        fprintf(f, "  - Each rank read its own shard of the %ld rows (DistributedSampler):", total);
+    if (r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->nrank_samples)
+        fprintf(f, "  - Each rank read a micro-batch of its own shard (--rank-samples), %ld rows "
+                   "in all:",
+                total);
+    else if (r->mode == MODE_DDP)
+        fprintf(f, "  - The global batch of %ld rows was dealt to the ranks, rank r taking rows "
+                   "r, r+%d, ... (its DistributedSampler shard):",
+                total, r->ndev);
     else
         fprintf(f, "  - The %ld rows were split like torch.chunk:", total);
     for (int d = 0; d < r->ndev; d++)
         fprintf(f, "%s device %d %ld", d ? "," : "", r->dev[d].device_id, r->dev[d].first_rows);
     fputs(".\n", f);
-    (void)ctx;
+    if (r->mode == MODE_DDP)
+        fprintf(f, "  - Each rank scaled its loss by %d / %ld (devices / global rows), so the "
+                   "all-reduce's average is the mean over all %ld rows: every rank's gradient "
+                   "weighted by its share of them.\n",
+                r->ndev, total, total);
+}
+
+/* DDP: what it asks of every rank at every step, and what join does about a
+ * rank that runs out of data. */
+static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
+{
+    if (r->mode != MODE_DDP || r->ndev < 2)
+        return;
+    fprintf(f, "  - DDP expects every rank at every step: each bucket's all-reduce (and the "
+               "loss's, on logged steps) completes only when every rank has launched it, in "
+               "the same order. A rank that leaves the loop early leaves the others waiting "
+               "in their next all-reduce.\n");
+    const config_t *c = ctx ? ctx->cfg : NULL;
+    if (!c || !c->nrank_samples)
+        return;
+    fprintf(f, "  - Uneven data (--rank-samples");
+    for (int d = 0; d < r->ndev && d < c->nrank_samples; d++)
+        fprintf(f, "%s%ld", d ? "," : " ", c->rank_samples[d]);
+    fprintf(f, "): steps run/shadowed per rank:");
+    for (int d = 0; d < r->ndev; d++)
+        fprintf(f, "%s rank %d %ld/%ld", d ? "," : "", d, r->dev[d].steps_run,
+                r->dev[d].steps_shadowed);
+    fprintf(f, ".\n");
+    if (c->join)
+        fprintf(f, "  - Join (torch.distributed.algorithms.Join with DDP's join hook): a rank "
+                   "out of data stays in the loop and shadows every all-reduce of the others' "
+                   "steps with zero gradients and 0 rows, so the average counts only the rows "
+                   "of the ranks that had data (torch's divide_by_initial_world_size=False, "
+                   "weighted by rows). It applies the same averaged gradient, so the replicas "
+                   "stay identical, as torch's final broadcast from the last joiner makes "
+                   "them.\n");
+    else
+        fprintf(f, "  - --no-join: a rank out of data leaves, and the others block in their "
+                   "next all-reduce until --timeout.\n");
 }
 
 static void explain_moves(FILE *f, const run_result_t *r)
@@ -136,6 +180,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     explain_moves(f, r);
     explain_buckets(f, r);
     explain_compute(f, r);
+    explain_lockstep(f, ctx, r);
     char a[32], b[32];
     if (r->ndev == 1 && ctx && ctx->spec)
         fprintf(f, "  - Nothing to synchronise: one device holds the only copy of the %zu "

@@ -192,6 +192,10 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddNumberToObject(d, "id", r->dev[i].device_id);
         cJSON_AddStringToObject(d, "name", name);
         cJSON_AddNumberToObject(d, "rows_per_step", s.rows_per_step[i]);
+        /* DDP counts its ranks' steps; every other device runs every step */
+        bool ddp = r->mode == MODE_DDP;
+        cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
+        cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)

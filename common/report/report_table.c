@@ -104,6 +104,21 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
             rows += s->rows_per_step[d];
         fprintf(f, "%*.0f", COL_W, rows / (double)(cols[c].last - cols[c].first + 1));
     }
+    bool shadowed = false;
+    for (int d = 0; d < r->ndev; d++)
+        shadowed |= r->dev[d].steps_shadowed > 0;
+    if (shadowed) { /* --rank-samples: a rank out of data shadowed the others (join) */
+        fprintf(f, "\n    %-*s", LABEL_W - 2, "steps run/shadowed");
+        for (int c = 0; c < ncol; c++) {
+            char v[48];
+            if (cols[c].first == cols[c].last)
+                snprintf(v, sizeof v, "%ld/%ld", r->dev[cols[c].first].steps_run,
+                         r->dev[cols[c].first].steps_shadowed);
+            else
+                snprintf(v, sizeof v, "-");
+            fprintf(f, "%*s", COL_W, v);
+        }
+    }
     if (hidden)
         fprintf(f, "\n    * comm hidden ran while backward computed: it overlaps backward's "
                    "time, so the sum leaves it out");

@@ -52,7 +52,7 @@ static int single_setup(single_t *s)
         return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the trace");
     TRY(backend_create(&s->be, cfg->backend, cfg->gpus[0], cfg->threads, s->err));
     snprintf(s->place, sizeof s->place, "device %d", cfg->gpus[0]);
-    TRY(schedule_init(&s->sch, cfg, s->data, 1, 0, cfg->batch, s->err));
+    TRY(schedule_init(&s->sch, cfg, s->data, 1, 0, s->err));
     TRY(replica_init(&s->rep, s->be, &s->spec, cfg->batch, s->data->tgt_cols, s->err));
     TRY(optim_init(&s->opt, s->be, &cfg->optim, s->spec.nparams, s->err));
     if (!(s->host = malloc(s->spec.nparams * sizeof(float))))
@@ -69,6 +69,7 @@ static int single_setup(single_t *s)
     res->steps = s->sch.total_steps - s->sch.start_step;
     res->warmup_steps = schedule_warmup(&s->sch);
     res->epochs = s->sch.epochs;
+    trainer_describe(res, cfg, &s->sch);
     if (step_times_alloc(&res->times, res->steps - res->warmup_steps) != DDP_OK)
         return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for step timings");
     step_meter_init(&s->meter, &(step_meter_sinks_t){

@@ -9,11 +9,17 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "data/schedule.h"
+#include "measure/result.h"
 #include "nn/model.h"
 
 /* The starting parameters on the host: nn.Linear init from --seed, or the
  * weights of --init (a .safetensors file, see checkpoint.h). */
 int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err);
+
+/* Record in res what the run trained on (optimizer, sample stream): what
+ * compare's verdict needs to tell rounding from a real difference. */
+void trainer_describe(run_result_t *res, const config_t *c, const schedule_t *sch);
 
 /* Mean loss and accuracy over the whole dataset for host parameters (CPU, in
  * chunks); accuracy < 0 for mse.  Skipped (both < 0) when it would cost more

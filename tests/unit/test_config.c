@@ -53,9 +53,32 @@ Test(config, device_lists)
     bad("--gpus 0,x", "--gpus");
     bad("--mode dp --backend cpu --gpus 0,0", "--gpus: device 0 appears twice");
     bad("--mode single --backend cpu --gpus 0,1", "--gpus: --mode single uses one device");
-    bad("--mode ddp --backend cpu --gpus 0,1,2 --batch 256", "--batch: 256 is not divisible by 3");
+    bad("--mode ddp --backend cpu --gpus 0,1,2 --rank-samples 5,5", "--rank-samples: 2 counts for 3 ranks");
+    bad("--mode ddp --backend cpu --gpus 0,1,2 --sampler-replicas 2",
+        "--sampler-replicas: ddp's DistributedSampler has one replica per rank (3), got 2");
+    bad("--batch 12 --batch-per-device 4", "--batch and --batch-per-device: choose one");
+    bad("--rank-samples 4,x", "--rank-samples");
+    bad("--sampler-replicas 0", "--sampler-replicas: 0 is out of range");
+    bad("--rank-samples 5,5 --sampler-replicas 3", "--sampler-replicas: 3, but --rank-samples lists 2");
     config_t c;
     char err[ERR_LEN];
+    /* any device count takes any batch: ddp deals it out (86, 85, 85) */
+    cr_assert_eq(tu_parse(&c, "--mode ddp --backend cpu --gpus 0,1,2 --batch 256", err), DDP_OK,
+                 "%s", err);
+    cr_assert_eq(c.sampler_replicas, 3, "ddp's sampler has one replica per rank");
+    /* --batch-per-device: the global batch is N x devices; compare's single runs all of it */
+    cr_assert_eq(tu_parse(&c, "--backend cpu --gpus 0,1,2 --batch-per-device 32", err), DDP_OK,
+                 "%s", err);
+    cr_assert_eq(c.batch, 96);
+    cr_assert_eq(c.sampler_replicas, 3, "compare: every mode reads ddp's stream");
+    cr_assert_eq(tu_parse(&c, "--mode single --backend cpu --batch-per-device 32", err), DDP_OK,
+                 "%s", err);
+    cr_assert_eq(c.batch, 32);
+    cr_assert_eq(c.sampler_replicas, 1, "single alone reads the data as it is");
+    cr_assert_eq(tu_parse(&c, "--mode single --backend cpu --batch-per-device 8 --rank-samples 9,9,9", err),
+                 DDP_OK, "%s", err);
+    cr_assert_eq(c.batch, 24, "8 for each of the 3 ranks whose stream single reads");
+    cr_assert_eq(config_stream_ranks(&c), 3);
     cr_assert_eq(tu_parse(&c, "--mode dp --backend cpu --gpus 3,1,2", err), DDP_OK, "%s", err);
     cr_assert_eq(c.ngpus, 3);
     cr_assert_eq(c.gpus[0], 3);

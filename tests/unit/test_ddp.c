@@ -371,11 +371,209 @@ Test(ddp, fault_stall_times_out)
     cr_assert(s < 5.0, "took %.2f s", s);
 }
 
-Test(ddp, bad_batch_is_an_input_error)
+Test(ddp, batch_shards_too_large_are_input_errors)
 {
-    config_t c;
     char err[ERR_LEN];
-    cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1,2 --batch 10", err),
-                 DDP_ERR_INPUT);
-    cr_assert(strstr(err, "--batch"), "%s", err);
+    run_result_t res;
+    /* the ranks' shards hold more samples than the data */
+    int rc = tu_run("--backend cpu --quiet --layers 4,3 --samples 50 --batch 6 --steps 2 "
+                    "--mode ddp --gpus 0,1 --rank-samples 30,30",
+                    &res, err);
+    cr_assert_eq(rc, DDP_ERR_INPUT);
+    cr_assert(strstr(err, "--rank-samples: the ranks' 60 samples are more than the data's 50"),
+              "%s", err);
+    /* a rank with samples but no row of the batch */
+    rc = tu_run("--backend cpu --quiet --layers 4,3 --samples 50 --batch 2 --steps 2 "
+                "--mode ddp --gpus 0,1,2 --rank-samples 5,5,5",
+                &res, err);
+    cr_assert_eq(rc, DDP_ERR_INPUT);
+    cr_assert(strstr(err, "leave rank 2 none for its 5 samples (use --batch 3 or more"), "%s", err);
+}
+
+// ---------------------------------------------------------------------------
+// any device count, any batch: the equivalence contract on uneven splits
+
+/* 37 samples (a prime): the DistributedSampler pads for every world but 1
+ * and 37, the epochs end in short batches, and --steps 12 crosses epochs for
+ * the larger batches. */
+#define UNEVEN "--backend cpu --quiet --layers 6,10,%d --samples 37 --steps 12 --seed 11 --loss %s %s"
+
+static const char *uneven_losses[][2] = {{"mse", "3"}, {"bce", "2"}, {"ce", "3"}};
+
+typedef struct {
+    double worst_rel, worst_l2;
+    int runs;
+} spread_t;
+
+static double rel_l2_of(const run_result_t *a, const run_result_t *b)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < a->nparams; i++) {
+        double d = (double)a->params[i] - (double)b->params[i];
+        num += d * d;
+        den += (double)b->params[i] * (double)b->params[i];
+    }
+    return sqrt(num / den);
+}
+
+/* single, dp and ddp on w devices, batch b, all reading ddp's stream. */
+static void check_uneven(int w, int b, int li, const char *optim, spread_t *sp)
+{
+    char args[512], line[700], err[ERR_LEN], gpus[32] = "0";
+    for (int i = 1; i < w; i++)
+        snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), ",%d", i);
+    snprintf(args, sizeof args, UNEVEN " --batch %d", atoi(uneven_losses[li][1]),
+             uneven_losses[li][0], optim, b);
+    run_result_t ref, dp, ddp;
+    snprintf(line, sizeof line, "%s --mode single --sampler-replicas %d", args, w);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s: %s", line, err);
+    snprintf(line, sizeof line, "%s --mode dp --gpus %s --sampler-replicas %d", args, gpus, w);
+    cr_assert_eq(tu_run(line, &dp, err), DDP_OK, "%s: %s", line, err);
+    snprintf(line, sizeof line, "%s --mode ddp --gpus %s", args, gpus);
+    cr_assert_eq(tu_run(line, &ddp, err), DDP_OK, "%s: %s", line, err);
+    const run_result_t *runs[2] = {&dp, &ddp};
+    for (int k = 0; k < 2; k++) {
+        char what[800];
+        snprintf(what, sizeof what, "%s vs single (%s)", k ? "ddp" : "dp", line);
+        tu_assert_params_close(runs[k], &ref, 1e-5, what);
+        double d = max_rel_diff(runs[k]->params, ref.params, ref.nparams, 1e-3);
+        sp->worst_rel = fmax(sp->worst_rel, d);
+        sp->worst_l2 = fmax(sp->worst_l2, rel_l2_of(runs[k], &ref));
+        sp->runs++;
+    }
+    cr_assert_eq(ddp.epoch_samples, ref.epoch_samples, "%s: not the same stream", line);
+    /* the rows every rank computed add up to the global batch's */
+    long rows = 0;
+    for (int r = 0; r < w; r++) {
+        rows += ddp.dev[r].rows;
+        cr_assert_eq(ddp.dev[r].steps_run, 12);
+        cr_assert_eq(ddp.dev[r].steps_shadowed, 0);
+    }
+    cr_assert_eq(rows, ddp.times.timed_samples, "%s: rows %ld, samples %ld", line, rows,
+                 ddp.times.timed_samples);
+    result_free(&ref);
+    result_free(&dp);
+    result_free(&ddp);
+}
+
+/* Devices 1..8, each with a batch smaller than the world, one larger by one,
+ * and primes (7, 13): every loss turns up at every size. */
+static void uneven_matrix(int w_lo, int w_hi, const char *optim)
+{
+    spread_t sp = {0};
+    for (int w = w_lo; w <= w_hi; w++) {
+        int batches[] = {w - 1, w + 1, 7, 13};
+        for (int i = 0; i < 4; i++)
+            if (batches[i] >= 1)
+                check_uneven(w, batches[i], (w + i) % 3, optim, &sp);
+    }
+    fprintf(stderr,
+            "uneven equivalence, %d..%d devices, %s: %d runs against single, worst parameter "
+            "%.2e relative, worst relative L2 distance %.2e\n",
+            w_lo, w_hi, optim, sp.runs, sp.worst_rel, sp.worst_l2);
+}
+
+Test(ddp_uneven, devices_1_to_4_sgd, .timeout = 240) { uneven_matrix(1, 4, "--optim sgd --lr 0.01 --momentum 0.9"); }
+Test(ddp_uneven, devices_5_to_8_sgd, .timeout = 240) { uneven_matrix(5, 8, "--optim sgd --lr 0.01 --momentum 0.9"); }
+Test(ddp_uneven, devices_1_to_8_adam, .timeout = 240) { uneven_matrix(1, 8, "--optim adam --lr 0.001"); }
+
+/* A rank whose part of a micro-batch is empty still all-reduces (zeros), and
+ * --accum: a rank may sit out one micro-batch and not another. */
+Test(ddp_uneven, accumulation_with_empty_parts, .timeout = 120)
+{
+    char line[700], err[ERR_LEN];
+    const char *a = "--backend cpu --quiet --layers 6,10,3 --samples 37 --steps 12 --seed 4 "
+                    "--loss ce --optim sgd --lr 0.05 --momentum 0.9";
+    run_result_t ref, ddp;
+    /* 5 rows over 4 ranks: 2,1,1,1; the epoch's last micro-batch (2 rows) leaves ranks 2, 3 none */
+    snprintf(line, sizeof line, "%s --batch 5 --accum 2 --mode single --sampler-replicas 4", a);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --batch 5 --accum 2 --mode ddp --gpus 0,1,2,3 --no-overlap", a);
+    cr_assert_eq(tu_run(line, &ddp, err), DDP_OK, "%s", err);
+    tu_assert_params_close(&ddp, &ref, 1e-5, line);
+    result_free(&ref);
+    result_free(&ddp);
+}
+
+// ---------------------------------------------------------------------------
+// uneven data across ranks: join and no-join
+
+#define JOIN "--backend cpu --quiet --layers 6,10,%s --samples 60 --seed 8 --loss %s %s"
+
+/* ddp with every rank's own shard against single reading the same stream
+ * (the ranks' micro-batches end to end): the same parameters, and each rank
+ * ran the steps its shard allows and shadowed the rest. */
+static void check_join(const char *loss, const char *out, const char *optim, const char *extra,
+                       const long *want_run, long steps)
+{
+    char args[512], line[700], err[ERR_LEN];
+    snprintf(args, sizeof args, JOIN " %s", out, loss, optim, extra);
+    run_result_t ref, dp, ddp;
+    snprintf(line, sizeof line, "%s --mode single", args);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s: %s", line, err);
+    snprintf(line, sizeof line, "%s --mode dp --gpus 0,1", args);
+    cr_assert_eq(tu_run(line, &dp, err), DDP_OK, "%s: %s", line, err);
+    snprintf(line, sizeof line, "%s --mode ddp --gpus 0,1,2", args);
+    cr_assert_eq(tu_run(line, &ddp, err), DDP_OK, "%s: %s", line, err);
+    cr_assert_eq(ref.steps, steps, "%s: %ld steps", line, ref.steps);
+    cr_assert_eq(ddp.steps, steps);
+    tu_assert_params_close(&dp, &ref, 1e-5, line);
+    tu_assert_params_close(&ddp, &ref, 1e-5, line);
+    double dl = fabs(ddp.final_loss - ref.final_loss) / fmax(fabs(ref.final_loss), 1e-3);
+    cr_assert(dl < 1e-5, "%s: final loss %.9g vs %.9g", line, ddp.final_loss, ref.final_loss);
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(ddp.dev[r].steps_run, want_run[r], "%s: rank %d ran %ld steps", line, r,
+                     ddp.dev[r].steps_run);
+        cr_assert_eq(ddp.dev[r].steps_shadowed, steps - want_run[r]);
+    }
+    result_free(&ref);
+    result_free(&dp);
+    result_free(&ddp);
+}
+
+Test(ddp_join, matches_single_on_the_same_stream, .timeout = 120)
+{
+    /* 9 rows over 3 ranks: 3 each; 24, 15 and 6 samples last 8, 5 and 2 steps an epoch */
+    const long run2[] = {16, 10, 4}; /* two epochs of 8 steps */
+    check_join("mse", "3", "--optim sgd --lr 0.05 --momentum 0.9",
+               "--batch 9 --epochs 2 --rank-samples 24,15,6", run2, 16);
+    check_join("ce", "3", "--optim adam --lr 0.001", "--batch 9 --epochs 2 --rank-samples 24,15,6",
+               run2, 16);
+    /* --batch-per-device 4, --accum 2, --drop-last: 17 samples make 4 full
+     * micro-batches (2 steps), 9 make 2 (1 step), 30 make 7 (4 steps) */
+    const long run3[] = {2, 1, 4};
+    check_join("bce", "2", "--optim adamw --lr 0.001",
+               "--batch-per-device 4 --accum 2 --drop-last --epochs 1 --rank-samples 17,9,30",
+               run3, 4);
+    /* a rank with no data at all shadows every step */
+    const long run4[] = {0, 5, 3};
+    check_join("mse", "3", "--optim sgd --lr 0.05",
+               "--batch 9 --epochs 1 --rank-samples 0,15,8", run4, 5);
+}
+
+/* --no-join: the rank out of data leaves, the others block in the
+ * all-reduce until --timeout; the error names the rank, the step and the fix. */
+Test(ddp_join, no_join_times_out_naming_the_rank_that_left, .timeout = 60)
+{
+    char err[ERR_LEN];
+    run_result_t res;
+    double t0 = now_s();
+    int rc = tu_run("--backend cpu --quiet --layers 6,10,3 --samples 60 --seed 8 --loss mse "
+                    "--batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2 "
+                    "--no-join --timeout 1",
+                    &res, err);
+    double secs = now_s() - t0;
+    cr_assert_eq(rc, DDP_ERR_RUNTIME, "%s", err);
+    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 2 did not arrive within 1.0 s"),
+              "%s", err);
+    cr_assert(strstr(err, "rank 2 ran out of data after step 2 (6 samples: 2 steps an epoch, rank 0 "
+                          "has 8) and left without --join: --join lets it shadow"),
+              "%s", err);
+    cr_assert(secs < 3.0, "took %.2f s with --timeout 1", secs);
+    /* with --join (the default) the same run completes */
+    rc = tu_run("--backend cpu --quiet --layers 6,10,3 --samples 60 --seed 8 --loss mse "
+                "--batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2 --timeout 1",
+                &res, err);
+    cr_assert_eq(rc, DDP_OK, "%s", err);
+    result_free(&res);
 }
