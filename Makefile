@@ -192,7 +192,10 @@ test-layers: ddpbench
 test-unit: $(TEST_BINS) ddpbench
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
 
+# The tools the scripts use (pgrep, python3 with numpy and torch, gnuplot)
+# are installed first, as the build's libraries are: no check is skipped.
 test-e2e: ddpbench
+	@scripts/deps.sh test
 	@set -e; for t in tests/e2e/e2e_*.sh; do echo "== $$t"; sh $$t ./ddpbench; done
 
 test-asan:

@@ -4,7 +4,10 @@
 # packages when run as root, else stopping with the exact command to run.
 # Prints the make variables the build needs (the Makefile includes them).
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
-# and its compiler-rt runtime), for `make test-fuzz`.
+# and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
+# the tools the end-to-end tests use are there (pgrep, python3 with numpy
+# and torch for the file and JSON checks, gnuplot for the sweep's charts),
+# so a fresh machine runs every check instead of skipping some.
 set -u
 
 install_or_stop() { # what, packages...
@@ -37,8 +40,30 @@ if [ "${1:-}" = fuzz ]; then
     exit 0
 fi
 
+if [ "${1:-}" = test ]; then
+    # each missing tool adds its Debian package
+    missing=
+    command -v pgrep >/dev/null 2>&1 || missing="$missing procps"
+    command -v script >/dev/null 2>&1 || missing="$missing bsdutils"
+    command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
+    # Debian's python (another python3 may come first on PATH: the tests
+    # look for one with the modules)
+    py=/usr/bin/python3
+    [ -x $py ] || missing="$missing python3"
+    $py -c 'import numpy' >/dev/null 2>&1 || missing="$missing python3-numpy"
+    $py -c 'import torch' >/dev/null 2>&1 || missing="$missing python3-torch"
+    if [ -n "$missing" ]; then
+        # shellcheck disable=SC2086 # the list is meant to split
+        install_or_stop "the test tools" --no-install-recommends $missing
+    fi
+    exit 0
+fi
+
 PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config"
+# a machine with no C compiler yet (a minimal install) gets gcc
+command -v "${CC:-cc}" >/dev/null 2>&1 || PKGS="gcc libc6-dev $PKGS"
 need_install=no
+command -v "${CC:-cc}" >/dev/null 2>&1 || need_install=yes
 command -v pkg-config >/dev/null 2>&1 || need_install=yes
 if [ "$need_install" = no ]; then
     for m in openblas criterion libcjson; do

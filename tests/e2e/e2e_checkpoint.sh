@@ -7,12 +7,12 @@
 #    same in DP and DDP, where only device 0 / rank 0 writes (a killed DDP
 #    rank 0 is exit 1 naming it, with no process or /dev/shm entry left);
 #  - bad --init / --resume files and paths: exit 2, one line naming them;
-#  - interop, when a python3 with numpy is found (skipped with a message
-#    otherwise): a small independent reader (json + numpy.frombuffer) parses
-#    what --save wrote, and a file that reader's writer produced, laid out
-#    like safetensors.torch.save_file, loads with --init and comes back bit
-#    for bit; with torch and safetensors installed too, nn.Sequential loads
-#    --save's file with load_state_dict and its save_file output loads with --init.
+#  - interop (python3 with numpy and torch, which make test-e2e installs): a
+#    small independent reader (json + numpy.frombuffer) parses what --save
+#    wrote, and a file that reader's writer produced, laid out like
+#    safetensors.torch.save_file, loads with --init and comes back bit for
+#    bit; torch's nn.Sequential loads --save's tensors with load_state_dict,
+#    and its state_dict, written back, loads with --init.
 # Usage: sh tests/e2e/e2e_checkpoint.sh ./ddpbench
 E2E=e2e_checkpoint
 . "$(dirname "$0")/lib.sh"
@@ -108,13 +108,13 @@ expect_error "--checkpoint-every: needs --checkpoint FILE" $RUN --checkpoint-eve
 # ---- interop with an independent reader and writer ------------------------------------
 PY=
 for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' >/dev/null 2>&1; then
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy, torch' >/dev/null 2>&1; then
         PY=$p
         break
     fi
 done
 if [ -z "$PY" ]; then
-    echo "e2e_checkpoint: interop checks skipped: no python3 with numpy"
+    ko "interop: python3 with numpy and torch is not installed (scripts/deps.sh test installs it)"
 else
     cat >"$T/st.py" <<'EOF'
 # A reader and writer of .safetensors written from the format's description
@@ -176,12 +176,12 @@ elif cmd == "same":         # same A B: the same tensors, bit for bit
     assert sorted(a) == sorted(b), (sorted(a), sorted(b))
     for k in a:
         assert a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), k
-elif cmd == "torch":        # torch W OUT: nn.Sequential loads W; save_file its state
+elif cmd == "torch":        # torch W OUT: nn.Sequential loads W; its state_dict written back
     import torch
-    from safetensors.torch import load_file, save_file
     m = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
-    m.load_state_dict(load_file(sys.argv[2]))
-    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, sys.argv[3])
+    _, t = read(sys.argv[2])
+    m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.items()}, strict=True)
+    write(sys.argv[3], {k: v.detach().numpy() for k, v in m.state_dict().items()}, {"format": "pt"})
 EOF
     "$BIN" $RUN --steps 3 --save "$T/saved.safetensors" >"$T/out" 2>&1 || ko "--save: $(cat "$T/out")"
     sum=$(sed -n 's/.*checksum *sum \([-+0-9.e]*\).*/\1/p' "$T/out")
@@ -193,14 +193,12 @@ EOF
         --save "$T/back.safetensors" >"$T/out" 2>&1 || ko "--init of a python-written file: $(cat "$T/out")"
     "$PY" "$T/st.py" same "$T/py.safetensors" "$T/back.safetensors" 2>"$T/pyerr" && ok ||
         ko "weights changed on the way through --init/--save: $(tail -3 "$T/pyerr")"
-    if "$PY" -c 'import torch, safetensors' >/dev/null 2>&1; then
-        "$PY" "$T/st.py" torch "$T/saved.safetensors" "$T/torch.safetensors" 2>"$T/pyerr" && ok ||
-            ko "torch load_state_dict: $(tail -3 "$T/pyerr")"
-        "$BIN" $RUN --steps 1 --optim sgd --lr 0 --init "$T/torch.safetensors" >"$T/out" 2>&1 && ok ||
-            ko "--init of torch's save_file output: $(cat "$T/out")"
-    else
-        echo "e2e_checkpoint: torch checks skipped: torch or safetensors not installed for $PY"
-    fi
+    "$PY" "$T/st.py" torch "$T/saved.safetensors" "$T/torch.safetensors" 2>"$T/pyerr" && ok ||
+        ko "torch load_state_dict: $(tail -3 "$T/pyerr")"
+    "$BIN" $RUN --steps 1 --optim sgd --lr 0 --init "$T/torch.safetensors" --save "$T/back2.safetensors" \
+        >"$T/out" 2>&1 && ok || ko "--init of torch's state_dict: $(cat "$T/out")"
+    "$PY" "$T/st.py" same "$T/saved.safetensors" "$T/back2.safetensors" 2>"$T/pyerr" && ok ||
+        ko "weights changed on the way through torch: $(tail -3 "$T/pyerr")"
 fi
 
 e2e_finish

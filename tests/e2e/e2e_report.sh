@@ -25,7 +25,7 @@ grep -q "^ddpbench 0" "$T/err" && grep -q "loss" "$T/err" && ok || ko "--json: b
 for k in throughput_samples_per_s step_time_s phases_s_per_step mem_peak_bytes final_loss checksum environment versions; do
     grep -q "\"$k\"" "$T/run.json" && ok || ko "--json: no key $k"
 done
-if command -v python3 >/dev/null 2>&1; then
+if need python3; then
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/run.json" && ok || ko "--json: python cannot parse it"
 fi
 
@@ -83,7 +83,7 @@ for ph in data forward loss backward optimizer "step 40"; do
     grep -q "\"name\":\"$ph\"" "$T/trace.json" && ok || ko "--trace: no '$ph' event"
 done
 [ "$(ls "$T" | grep -c 'trace.json.tmp')" -eq 0 ] && ok || ko "--trace: temporary file left: $(ls "$T")"
-if command -v python3 >/dev/null 2>&1; then
+if need python3; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 100' "$T/trace.json" &&
         ok || ko "--trace: python cannot parse it"
 fi
@@ -95,7 +95,7 @@ DPS="--mode dp --gpus 0,1,2 --model seed-linear --backend cpu --steps 12 --accum
 DDPS="--mode ddp --gpus 0,1 --layers 10,64,64,10 --bucket-mb 0.01 --first-bucket-mb 0.005 --backend cpu --steps 12"
 "$BIN" $DPS --quiet --trace "$T/dp.json" >/dev/null 2>"$T/err" && ok || ko "dp --trace: $(cat "$T/err")"
 "$BIN" $DDPS --quiet --trace "$T/ddp.json" >/dev/null 2>"$T/err" && ok || ko "ddp --trace: $(cat "$T/err")"
-if command -v python3 >/dev/null 2>&1; then
+if need python3; then
     cat >"$T/tr.py" <<'EOF2'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -171,7 +171,7 @@ done
 # on a terminal (script(1) gives one) it appears, and --quiet silences it;
 # ddp's line shows losses of steps that log none (rank 0 asks for them on the
 # loss all-reduce: 32 steps per epoch, so step 32 is the first that logs)
-if command -v script >/dev/null 2>&1; then
+if need script; then
     for mode in "single" "dp --gpus 0,1" "ddp --gpus 0,1"; do
         name=${mode%% *}
         script -qec "$BIN --mode $mode --model mlp-small --backend cpu --epochs 3" /dev/null >"$T/tty" 2>&1
@@ -213,8 +213,8 @@ fi
 SWEEP=$(dirname "$0")/../../bench/sweep.sh
 modes=single
 "$BIN" --mode dp $C --quiet >/dev/null 2>&1 && "$BIN" --mode ddp $C --quiet >/dev/null 2>&1 && modes="single dp ddp"
-plot=-p
-command -v gnuplot >/dev/null 2>&1 && plot=
+plot=
+need gnuplot || plot=-p
 sh "$SWEEP" -b "$BIN" -m seed-linear -n 2 -s 6 -M "$modes" -o "$T/sweep" $plot -- --backend cpu 2>"$T/err"
 rc=$?
 want=$((1 + 2 * ($(echo "$modes" | wc -w) - 1)))

@@ -15,6 +15,8 @@
 #   TAG, leftovers   a tag to start ddpbench with (DDPBENCH_E2E_TAG=$TAG), and
 #                    the live processes that carry it (a fault test's orphans)
 #   shm_list         ddpbench's entries in /dev/shm (there should be none)
+#   need TOOL        true when TOOL is there; else a failed check (make
+#                    test-e2e installs every tool, so none is skipped)
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -51,6 +53,12 @@ leftovers() {
 }
 
 shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
+
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    ko "$1 is not installed (scripts/deps.sh test installs it; make test-e2e runs it)"
+    return 1
+}
 
 expect_error() {
     words=$1
