@@ -153,6 +153,11 @@ int main(int argc, char **argv)
         return fail(rc, err);
     }
 
+    char note2[ERR_LEN + 1100];
+    ckpt_init_note(&cfg, &spec, note2, sizeof note2);
+    if (note2[0])
+        fprintf(stderr, "ddpbench: warning: %s\n", note2);
+
     /* under --json/--csv stdout carries only the result */
     FILE *info = (cfg.json || cfg.csv) ? stderr : stdout;
     if (!cfg.quiet)

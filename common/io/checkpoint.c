@@ -110,7 +110,8 @@ int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t 
     const st_kv_t meta[] = {{"format", "pt"},
                             {"producer", "ddpbench " DDPBENCH_VERSION},
                             {"layers", layers},
-                            {"act", act_name(spec->act)}};
+                            {"act", act_name(spec->act)},
+                            {"loss", loss_name(cfg->loss)}};
     int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, err);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--save %s", path);
 }
@@ -144,6 +145,30 @@ int ckpt_load_weights(const char *path, const char *what, const model_spec_t *sp
     rc = read_list(&sf, &L, params, NULL, err);
     st_close(&sf);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "%s %s", what, path);
+}
+
+void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, size_t len)
+{
+    note[0] = 0;
+    if (!cfg->init_path[0] || len == 0)
+        return;
+    st_file_t sf;
+    char err[ERR_LEN];
+    if (st_open(&sf, cfg->init_path, err) != DDP_OK)
+        return; /* ckpt_preflight has said what is wrong with it */
+    const char *act = st_meta(&sf.h, "act"), *loss = st_meta(&sf.h, "loss");
+    /* one Linear layer has no activation, whatever an older file says */
+    bool act_differs = act && spec->nlayers > 1 && strcmp(act, act_name(cfg->act)) != 0;
+    bool loss_differs = loss && strcmp(loss, loss_name(cfg->loss)) != 0;
+    if (act_differs || loss_differs)
+        snprintf(note, len,
+                 "--init %s: its weights were trained with%s%.32s%s%.32s, this run uses%s%s%s%s "
+                 "(the shapes match, so they load)",
+                 cfg->init_path, act_differs ? " --act " : "", act_differs ? act : "",
+                 loss_differs ? " --loss " : "", loss_differs ? loss : "",
+                 act_differs ? " --act " : "", act_differs ? act_name(cfg->act) : "",
+                 loss_differs ? " --loss " : "", loss_differs ? loss_name(cfg->loss) : "");
+    st_close(&sf);
 }
 
 // ---------------------------------------------------------------------------

@@ -84,6 +84,12 @@ int ckpt_world(const config_t *cfg);
 int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_t *data,
                    char *err);
 
+/* --init FILE's description of the model it was trained as (the "act" and
+ * "loss" of its __metadata__) against this run's: a mismatch is not an
+ * error (the shapes were checked, so the weights load) but worth a warning,
+ * written into note ("" when they agree or the file does not say). */
+void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, size_t len);
+
 // ---------------------------------------------------------------------------
 // what a strategy calls (common/train/single.c is the worked example)
 //

@@ -105,6 +105,15 @@ expect_error "--save $T/no/w.safetensors: cannot create a file in directory" \
     $RUN --save "$T/no/w.safetensors"
 expect_error "--checkpoint-every: needs --checkpoint FILE" $RUN --checkpoint-every 3
 
+# --init from weights trained as another model of the same shapes: a warning, and it runs
+"$BIN" $RUN --steps 2 --save "$T/relu_ce.safetensors" >/dev/null 2>&1 || ko "--save for the warning"
+"$BIN" $RUN --steps 2 --act gelu --loss mse --init "$T/relu_ce.safetensors" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] && grep -qF "ddpbench: warning: --init $T/relu_ce.safetensors: its weights were trained with --act relu --loss ce, this run uses --act gelu --loss mse" "$T/err" &&
+    ok || ko "--init of another activation and loss: exit $rc: $(cat "$T/err")"
+"$BIN" $RUN --steps 2 --init "$T/relu_ce.safetensors" >"$T/out" 2>"$T/err"
+grep -q "warning" "$T/err" && ko "--init of the same model warns: $(cat "$T/err")" || ok
+
 # ---- interop with an independent reader and writer ------------------------------------
 PY=
 for p in python3 /usr/bin/python3; do

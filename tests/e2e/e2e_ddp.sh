@@ -109,4 +109,37 @@ b=$(grep "final loss" "$T/ddp" | awk '{ print $3 }')
 check_clean "clean run"
 echo "e2e_ddp: clean run: final loss $(grep 'final loss' "$T/ddp" | awk '{ print $3 }') as in single mode"
 
+# The design's own commands, every default but the backend and the device
+# list: 256 rows over 3 devices (86, 85, 85), 8192 samples padded to 8193;
+# compare trains all three and they agree.
+"$BIN" --backend cpu --gpus 0,1,2 >"$T/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "parameters: dp vs single agree" "$T/out" &&
+    grep -q "parameters: ddp vs single agree" "$T/out" && grep -q "pads 8192 samples to 8193" "$T/out" &&
+    ok || fail "ddpbench --gpus 0,1,2: exit $rc: $(tail -20 "$T/out")"
+for m in dp ddp; do
+    "$BIN" --backend cpu --mode $m --gpus 0,1,2 --quiet >"$T/out" 2>&1 && ok ||
+        fail "ddpbench --mode $m --gpus 0,1,2: $(tail -3 "$T/out")"
+done
+
+# Uneven data: rank 2's 6 samples last 2 steps, the others' 8.  --no-join: it
+# leaves and the others block in the all-reduce until --timeout, then exit 1
+# naming it; --join (the default) trains to the end.
+J="--backend cpu --layers 6,10,3 --samples 60 --loss mse --batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2"
+shm_list >"$T/shm_before"
+t0=$(now)
+DDPBENCH_E2E_TAG=$TAG $BIN $J --no-join --timeout 2 >"$T/out" 2>"$T/err"
+rc=$?
+secs=$(elapsed "$t0")
+[ $rc -eq 1 ] || fail "no-join: exit $rc, expected 1 ($(cat "$T/err"))"
+grep -q "^ddpbench: error: rank [01] (device [01]): timed out in all-reduce of bucket 0: rank 2 did not arrive within 2.0 s; rank 2 ran out of data after step 2 (6 samples: 2 steps an epoch, rank 0 has 8) and left without --join: --join lets it shadow the others' all-reduces" "$T/err" ||
+    fail "no-join: got '$(cat "$T/err")'"
+slower "$secs" 4 && fail "no-join: took $secs s (--timeout 2 + 2)"
+check_clean "no-join"
+echo "e2e_ddp: no-join: exit $rc in $secs s: $(head -1 "$T/err")"
+DDPBENCH_E2E_TAG=$TAG $BIN $J >"$T/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "steps run/shadowed *8/0 *5/3 *2/6" "$T/out" && ok ||
+    fail "join: exit $rc: $(cat "$T/out")"
+
 e2e_finish

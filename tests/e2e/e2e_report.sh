@@ -206,6 +206,32 @@ else
         grep -q "^ddpbench: error: --mode compare: the dp run: .*not built yet" "$T/err" &&
         ok || ko "compare without dp: exit $rc: $(cat "$T/err")"
 fi
+# the verdict names the cause: 100 samples over 3 ranks are padded to 102;
+# compare gives single and dp the same stream (all agree), --sampler-replicas 1
+# gives them the plain 100 (ddp DIFFERs, "not the same samples"), and
+# --drop-last cuts every stream to the same 96 (all agree)
+L="--model seed-logreg --backend cpu --gpus 0,1,2 --batch 12"
+"$BIN" $L >"$T/out" 2>&1
+grep -q "parameters: ddp vs single agree" "$T/out" && grep -q "pads 100 samples to 102" "$T/out" &&
+    ok || ko "compare seed-logreg: $(cat "$T/out")"
+"$BIN" $L --sampler-replicas 1 >"$T/out" 2>&1
+grep -q "parameters: ddp vs single DIFFER" "$T/out" && grep -q "not the same samples: ddp trained on 102 samples" "$T/out" &&
+    grep -q "parameters: dp vs single agree" "$T/out" && ! grep -q "ReLU" "$T/out" &&
+    ok || ko "compare seed-logreg --sampler-replicas 1: $(cat "$T/out")"
+"$BIN" $L --sampler-replicas 1 --drop-last >"$T/out" 2>&1
+grep -q "parameters: ddp vs single agree" "$T/out" && ok || ko "compare --drop-last: $(cat "$T/out")"
+# Adam after a few steps: the worst parameter is judged in units of lr x steps
+"$BIN" --backend cpu --gpus 0,1 --steps 8 >"$T/out" 2>&1
+[ "$(grep -c "vs single agree (relative L2 distance .*of lr x steps)" "$T/out")" -eq 2 ] && ok ||
+    ko "compare --steps 8 (adam): $(grep parameters "$T/out")"
+# a model with no hidden layer has no activation
+"$BIN" --model seed-linear --backend cpu --mode single --steps 2 --json 2>/dev/null | grep -q '"act":"none"' &&
+    ok || ko "seed-linear: act is not none"
+# --batch-per-device: compare says what the global batch and the learning rate are
+"$BIN" --model seed-linear --backend cpu --gpus 0,1 --batch-per-device 8 --steps 4 >"$T/out" 2>&1
+grep -q "global batch 16" "$T/out" && grep -q "batch-per-device 8 on 2 devices makes the global batch 16" "$T/out" &&
+    ok || ko "--batch-per-device: $(cat "$T/out")"
+
 # the default is compare on mlp-small
 "$BIN" --backend cpu --help | grep -q "\[compare\]" && ok || ko "--help: default mode is not compare"
 
