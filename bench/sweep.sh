@@ -2,18 +2,26 @@
 # bench/sweep.sh: one model over 1..N devices in each mode (single once, on
 # one device), every run's --csv row in one CSV, and two SVG charts drawn
 # with gnuplot: throughput and scaling efficiency (throughput / (devices x
-# single's throughput)) against the device count.
+# single's throughput)) against the device count.  Strong scaling keeps the
+# global batch (the preset's, or --batch) whatever the device count; weak
+# scaling keeps each device's batch (-B rows: --batch-per-device), so the
+# global batch grows with the devices and single runs -B rows.
 #
 # usage: bench/sweep.sh [-b BIN] [-m MODEL] [-n MAXDEV] [-s STEPS] [-M MODES]
-#                       [-o DIR] [-p] [-- more ddpbench options]
+#                       [-w strong|weak|both] [-B ROWS] [-o DIR] [-p]
+#                       [-- more ddpbench options]
 #   -b BIN     the ddpbench binary [./ddpbench]
 #   -m MODEL   preset [mlp-small]
 #   -n MAXDEV  largest device count [CPU cores, at most 8; on CUDA pass -n]
 #   -s STEPS   optimizer steps per run (2 of them warm-up) [30]
 #   -M MODES   modes to sweep ["single dp ddp"]
+#   -w KIND    strong (fixed global batch), weak (fixed rows per device) or
+#              both (each in its own subfolder of DIR) [strong]
+#   -B ROWS    weak scaling: rows per device [64]
 #   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg
 #   -p         no plots: only the CSV (gnuplot not needed)
 # e.g. bench/sweep.sh -- --backend cpu
+#      bench/sweep.sh -w both -B 128 -- --backend cpu
 #      bench/sweep.sh -m mlp-large -n 8 -s 50 -- --backend cuda
 # The default run is short on a 2-core CPU (5 runs of 30 mlp-small steps).
 # gnuplot (Debian's gnuplot-nox) is installed when missing if run as root;
@@ -27,16 +35,20 @@ STEPS=30
 MODES="single dp ddp"
 OUT=build/sweep
 PLOT=yes
-while getopts b:m:n:s:M:o:ph opt; do
+SCALING=strong
+ROWS=64
+while getopts b:m:n:s:M:w:B:o:ph opt; do
     case $opt in
     b) BIN=$OPTARG ;;
     m) MODEL=$OPTARG ;;
     n) MAXDEV=$OPTARG ;;
     s) STEPS=$OPTARG ;;
     M) MODES=$OPTARG ;;
+    w) SCALING=$OPTARG ;;
+    B) ROWS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
-    h) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sweep: see $0 -h" >&2; exit 2 ;;
     esac
 done
@@ -50,6 +62,8 @@ if [ -z "$MAXDEV" ]; then
     [ "$MAXDEV" -gt 8 ] && MAXDEV=8
 fi
 case $MAXDEV in '' | *[!0-9]* | 0) die "-n: '$MAXDEV' is not a device count >= 1" ;; esac
+case $SCALING in strong | weak | both) ;; *) die "-w: '$SCALING' is not strong, weak or both" ;; esac
+case $ROWS in '' | *[!0-9]* | 0) die "-B: '$ROWS' is not a row count >= 1" ;; esac
 
 # gnuplot first: a missing plotter should not cost the runs
 if [ $PLOT = yes ] && ! command -v gnuplot >/dev/null 2>&1; then
@@ -63,11 +77,9 @@ if [ $PLOT = yes ] && ! command -v gnuplot >/dev/null 2>&1; then
     fi
 fi
 
-mkdir -p "$OUT"
-CSV=$OUT/sweep.csv
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-: >"$TMP/rows"
+
 
 # run MODE N [ddpbench options]: one run on devices 0..N-1, its row appended
 run() {
@@ -78,6 +90,8 @@ run() {
     i=1
     while [ $i -lt "$rn" ]; do list="$list,$i"; i=$((i + 1)); done
     echo "sweep: $rmode on $rn device(s)" >&2
+    # weak scaling: -B rows per device (single: -B rows on its one device)
+    set -- ${PER:+--batch-per-device "$PER"} "$@"
     if ! "$BIN" --mode "$rmode" --model "$MODEL" --steps "$STEPS" --gpus "$list" --csv --quiet \
         "$@" >"$TMP/out" 2>"$TMP/err"; then
         cat "$TMP/err" >&2
@@ -87,6 +101,18 @@ run() {
     tail -n +2 "$TMP/out" >>"$TMP/rows"
 }
 
+# sweep KIND DIR [ddpbench options]: every mode over 1..MAXDEV devices, the
+# CSV and the charts in DIR
+sweep() {
+kind=$1
+OUT=$2
+shift 2
+PER=
+[ "$kind" = weak ] && PER=$ROWS
+mkdir -p "$OUT"
+CSV=$OUT/sweep.csv
+: >"$TMP/rows"
+rm -f "$TMP"/*.dat
 for m in $MODES; do
     if [ "$m" = single ]; then
         run single 1 "$@"
@@ -118,7 +144,7 @@ awk -F, -v m="$C_MODE" -v d="$C_DEV" -v t="$C_TP" -v dir="$TMP" '
         }
     }' "$CSV"
 
-[ $PLOT = yes ] || exit 0
+[ $PLOT = yes ] || return 0
 plots_tp=
 plots_eff=
 for m in $MODES; do
@@ -134,6 +160,8 @@ ideal_tp=
 # the ideal line needs single's throughput: devices x single
 [ "$single_tp" != 0.000 ] && ideal_tp=", $single_tp*x with lines dt 2 lc rgb 'gray' title 'ideal (devices x single)'"
 backend=$(awk -F, 'NR == 2 { print $2 }' "$CSV")
+scale="strong scaling: global batch $(awk -F, -v c="$(col batch)" 'NR == 2 { print $c }' "$CSV")"
+[ "$kind" = weak ] && scale="weak scaling: $ROWS rows per device"
 eff_plot="plot $plots_eff, 100 with lines dt 2 lc rgb 'gray' title 'ideal'"
 if [ -z "$ideal_tp" ]; then
     echo "sweep: no single run, so no efficiency chart (add single to -M)" >&2
@@ -147,16 +175,25 @@ set xlabel 'devices'
 set xrange [0.5:$MAXDEV.5]
 set xtics 1
 set output '$OUT/throughput.svg'
-set title "$MODEL on $backend: throughput"
+set title "$MODEL on $backend: throughput ($scale)"
 set ylabel 'samples/s'
 set yrange [0:*]
 set offsets 0, 0, graph 0.1, 0
 plot $plots_tp$ideal_tp
 set output '$OUT/efficiency.svg'
-set title "$MODEL on $backend: scaling efficiency against single"
+set title "$MODEL on $backend: scaling efficiency against single ($scale)"
 set ylabel 'efficiency (%)'
 set key bottom left
 $eff_plot
 EOF
 [ -n "$ideal_tp" ] || rm -f "$OUT/efficiency.svg"
 echo "sweep: wrote the charts in $OUT" >&2
+}
+
+if [ "$SCALING" = both ]; then
+    base=$OUT
+    sweep strong "$base/strong" "$@"
+    sweep weak "$base/weak" "$@"
+else
+    sweep "$SCALING" "$OUT" "$@"
+fi

@@ -250,5 +250,16 @@ if [ -z "$plot" ]; then
     grep -q "<svg" "$T/sweep/throughput.svg" && grep -q "<svg" "$T/sweep/efficiency.svg" && ok ||
         ko "sweep: no SVG charts"
 fi
+# strong and weak: the global batch stays 20, or grows as 8 x devices
+sh "$SWEEP" -b "$BIN" -m seed-linear -n 2 -s 6 -M "$modes" -w both -B 8 -o "$T/sw" $plot -- --backend cpu 2>"$T/err"
+rc=$?
+C=$(head -1 "$T/sw/weak/sweep.csv" | tr ',' '\n' | grep -n '^batch$' | cut -d: -f1)
+[ $rc -eq 0 ] && [ "$(awk -F, -v c="$C" 'NR > 1 { print $3 ":" $c }' "$T/sw/weak/sweep.csv" | sort -u | tr '\n' ' ')" = "1:8 2:16 " ] &&
+    [ "$(awk -F, -v c="$C" 'NR > 1 { print $c }' "$T/sw/strong/sweep.csv" | sort -u)" = 20 ] && ok ||
+    ko "sweep -w both: exit $rc: $(cat "$T/err" "$T/sw/weak/sweep.csv")"
+if [ -z "$plot" ]; then
+    grep -q "weak scaling: 8 rows per device" "$T/sw/weak/throughput.svg" &&
+        grep -q "strong scaling: global batch 20" "$T/sw/strong/efficiency.svg" && ok || ko "sweep -w both: chart titles"
+fi
 
 e2e_finish
