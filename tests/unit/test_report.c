@@ -932,6 +932,102 @@ Test(report_compare, agreement_rules)
         result_free(&runs[i]);
 }
 
+/* The verdict's measure follows the optimizer, and catches a true difference
+ * both ways. */
+Test(report_compare, verdict_measure_follows_the_optimizer)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    report_stats_t s;
+    /* 12 steps at lr 0.003: a parameter can move at most ~0.036 */
+    for (int i = 0; i < 3; i++) {
+        runs[i].optim = OPTIM_ADAM;
+        runs[i].lr = 0.003;
+    }
+    /* Adam's noise: a few near-zero parameters (0.01 * (i%17 - 8) is 0 at
+     * i = 8) off by 1e-5 absolute, 1e-2 relative to the 1e-3 floor: the old
+     * worst-parameter rule called that DIFFER; it is 3e-4 of lr x steps */
+    runs[2].params[8] += 1e-5f;
+    runs[2].params[25] -= 1e-5f;
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert(s.adam);
+    cr_assert_gt(s.max_rel, 5e-3);
+    cr_assert_lt(s.max_step, 1e-3);
+    cr_assert(s.agree, "rel L2 %.2g, max_step %.2g", s.rel_l2, s.max_step);
+    char *txt = compare_text(runs);
+    cr_assert(strstr(txt, "ddp vs single agree (relative L2 distance"), "%s", txt);
+    cr_assert(strstr(txt, "of lr x steps)"), "%s", txt);
+    free(txt);
+    /* a true difference confined to one parameter, too small for the L2:
+     * at lr 1e-6 no parameter can move more than 1.2e-5 in 12 steps, so one
+     * off by 1e-5 did not get there by rounding */
+    runs[0].lr = 1e-6;
+    runs[2].params[25] = runs[0].params[25];
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert_lt(s.rel_l2, REPORT_AGREE_L2);
+    cr_assert_gt(s.max_step, REPORT_AGREE_STEP);
+    cr_assert_not(s.agree, "a parameter 0.8 of lr x steps off must DIFFER (L2 %.2g)", s.rel_l2);
+    /* and a difference of the whole vector is caught by the L2 whatever the optimizer */
+    runs[0].lr = 0.003;
+    for (size_t i = 0; i < runs[2].nparams; i++)
+        runs[2].params[i] = runs[0].params[i] * (1.0f + 1e-4f);
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert_lt(s.max_step, REPORT_AGREE_STEP);
+    cr_assert_not(s.agree, "a vector 1e-4 off must DIFFER");
+    /* SGD: the same noise is far beyond rounding of a linear update */
+    for (size_t i = 0; i < runs[2].nparams; i++)
+        runs[2].params[i] = runs[0].params[i];
+    runs[2].params[8] = runs[0].params[8] + 1e-5f;
+    runs[2].optim = runs[0].optim = OPTIM_SGD;
+    report_stats(&runs[2], &runs[0], &s);
+    cr_assert_not(s.adam);
+    cr_assert_not(s.agree, "SGD: worst parameter %.2g must DIFFER", s.max_rel);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+/* Why parameters differ: another stream, ReLU's kink, or neither. */
+Test(report_compare, differ_names_the_cause)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 1e-2);
+    config_t c;
+    char err[ERR_LEN], why[1024];
+    cr_assert_eq(tu_parse(&c, "--model seed-logreg --backend cpu --gpus 0,1,2 --batch 12", err),
+                 DDP_OK, "%s", err);
+    dataset_t d = {.n = 100};
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    report_ctx_t ctx = {&c, &spec, &d, NULL};
+    runs[0].stream_replicas = 1, runs[0].epoch_samples = 100;
+    runs[2].stream_replicas = 3, runs[2].epoch_samples = 102;
+    report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
+    cr_assert(strstr(why, "not the same samples: ddp trained on 102 samples an epoch: "
+                          "DistributedSampler over 3 ranks pads 100 samples to 102, repeating "
+                          "the first 2 each epoch; single trained on 100 samples an epoch"),
+              "%s", why);
+    cr_assert(strstr(why, "--drop-last would make the streams equal here"), "%s", why);
+    cr_assert_null(strstr(why, "ReLU"), "seed-logreg has no hidden layer: %s", why);
+    /* the same stream: a hidden ReLU layer is the known cause, else a real difference */
+    runs[2].stream_replicas = 1, runs[2].epoch_samples = 100;
+    report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
+    cr_assert(strstr(why, "the modes trained differently"), "%s", why);
+    cr_assert_eq(tu_parse(&c, "--model seed-logreg --layers 10,8,1 --act relu --backend cpu "
+                              "--gpus 0,1,2 --batch 12",
+                          err),
+                 DDP_OK, "%s", err);
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
+    cr_assert(strstr(why, "ReLU's kink"), "%s", why);
+    /* the note on the stream every mode read */
+    runs[0].stream_replicas = 3, runs[0].epoch_samples = 102;
+    report_stream_note(why, sizeof why, &ctx, &runs[0]);
+    cr_assert(strstr(why, "samples: DistributedSampler over 3 ranks pads 100 samples to 102"),
+              "%s", why);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
 Test(report_compare, why_handles_ddp_slower_and_no_overlap)
 {
     run_result_t runs[3];

@@ -154,3 +154,136 @@ Test(epoch_plan, micro_batches_and_steps)
     cr_assert_eq(p.steps, 2u);
     cr_assert_eq(epoch_plan_step_rows(&p, 1), 4u);
 }
+
+// ---------------------------------------------------------------------------
+// the sample stream (schedule.h): one stream, dealt to the ranks
+
+#include "config/config.h"
+#include "data/schedule.h"
+
+static void stream_cfg(config_t *c, int batch, int accum, int replicas, bool drop)
+{
+    config_defaults(c);
+    c->batch = batch;
+    c->accum = accum;
+    c->sampler_replicas = replicas;
+    c->drop_last = drop;
+    c->epochs = 2;
+    c->steps = 0;
+    c->seed = 7; /* shard()'s */
+    c->shuffle = true;
+}
+
+/* Rank r of R reads rows r, r+R, ... of every global micro-batch: 86, 85, 85
+ * of 256; together the ranks read exactly the global micro-batch; and when R
+ * divides the batch, a rank's rows are its DistributedSampler shard. */
+Test(schedule, ranks_deal_out_each_global_micro_batch)
+{
+    char err[ERR_LEN];
+    const int cases[][3] = {{1000, 256, 3}, {37, 7, 3}, {37, 2, 4}, {100, 12, 3}, {240, 24, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n = cases[k][0], B = cases[k][1], R = cases[k][2];
+        config_t c;
+        stream_cfg(&c, B, 1, R, false);
+        dataset_t d = {.n = (size_t)n};
+        schedule_t g, rk[8];
+        cr_assert_eq(schedule_init(&g, &c, &d, 1, 0, err), DDP_OK, "%s", err);
+        for (int r = 0; r < R; r++)
+            cr_assert_eq(schedule_init(&rk[r], &c, &d, R, r, err), DDP_OK, "%s", err);
+        for (long s = 0; s < g.total_steps; s++) {
+            int rows;
+            const uint32_t *all = schedule_micro(&g, s, 0, &rows);
+            size_t sum = 0;
+            for (int r = 0; r < R; r++) {
+                int mine;
+                const uint32_t *idx = schedule_micro(&rk[r], s, 0, &mine);
+                cr_assert_eq(mine, rows > r ? (rows - r + R - 1) / R : 0);
+                cr_assert_eq(mine, schedule_rank_micro_rows(&g, s, 0, r));
+                for (int j = 0; j < mine; j++)
+                    cr_assert_eq(idx[j], all[r + R * j], "n %d B %d R %d step %ld rank %d", n,
+                                 B, R, s, r);
+                sum += (size_t)mine;
+                cr_assert_eq(schedule_step_rows(&rk[r], s), (size_t)rows);
+            }
+            cr_assert_eq(sum, (size_t)rows);
+        }
+        if (B % R == 0) { /* the DistributedSampler shard, batch/R at a time */
+            for (int r = 0; r < R; r++) {
+                uint32_t want[1100];
+                size_t cnt;
+                shard((size_t)n, R, r, true, false, 1, want, &cnt);
+                size_t pos = 0;
+                for (long s = g.steps_per_epoch; s < 2 * g.steps_per_epoch; s++) {
+                    int mine;
+                    const uint32_t *idx = schedule_micro(&rk[r], s, 0, &mine);
+                    for (int j = 0; j < mine; j++)
+                        cr_assert_eq(idx[j], want[pos++]);
+                }
+                cr_assert_eq(pos, cnt);
+            }
+        }
+        if (n == 1000) { /* 256 over 3: 86, 85, 85 */
+            cr_assert_eq(schedule_rank_micro_rows(&g, 0, 0, 0), 86);
+            cr_assert_eq(schedule_rank_micro_rows(&g, 0, 0, 1), 85);
+            cr_assert_eq(schedule_rank_micro_rows(&g, 0, 0, 2), 85);
+        }
+        cr_assert_eq(schedule_epoch_samples(&g), (n + R - 1) / R * R, "the padded stream");
+        schedule_free(&g);
+        for (int r = 0; r < R; r++)
+            schedule_free(&rk[r]);
+    }
+}
+
+/* --rank-samples: blocks of the permutation, each read alone; the global
+ * view is the ranks' micro-batches end to end; a rank out of data is inactive. */
+Test(schedule, own_shards_and_the_join_stream)
+{
+    char err[ERR_LEN];
+    config_t c;
+    stream_cfg(&c, 9, 2, 0, false); /* 3 rows a rank, 2 micro-batches a step */
+    c.nrank_samples = 3;
+    c.rank_samples[0] = 20, c.rank_samples[1] = 7, c.rank_samples[2] = 0;
+    dataset_t d = {.n = 30};
+    schedule_t g, rk[3];
+    cr_assert_eq(schedule_init(&g, &c, &d, 1, 0, err), DDP_OK, "%s", err);
+    for (int r = 0; r < 3; r++)
+        cr_assert_eq(schedule_init(&rk[r], &c, &d, 3, r, err), DDP_OK, "%s", err);
+    /* rank 0: 7 micro-batches (4 steps), rank 1: 3 (2 steps), rank 2: none */
+    cr_assert_eq(g.steps_per_epoch, 4);
+    cr_assert_eq(schedule_rank_steps(&g, 0), 4);
+    cr_assert_eq(schedule_rank_steps(&g, 1), 2);
+    cr_assert_eq(schedule_rank_steps(&g, 2), 0);
+    cr_assert(schedule_uneven(&g));
+    cr_assert(schedule_rank_active(&g, 1, 1));
+    cr_assert_not(schedule_rank_active(&g, 2, 1));
+    cr_assert_not(schedule_rank_active(&g, 0, 2));
+    cr_assert_eq(schedule_epoch_samples(&g), 27);
+    for (long s = 0; s < g.total_steps; s++) {
+        for (int m = 0; m < 2; m++) {
+            int rows;
+            const uint32_t *all = schedule_micro(&g, s, m, &rows);
+            int at = 0;
+            for (int r = 0; r < 3; r++) {
+                int mine;
+                const uint32_t *idx = schedule_micro(&rk[r], s, m, &mine);
+                for (int j = 0; j < mine; j++)
+                    cr_assert_eq(idx[j], all[at + j], "step %ld micro %d rank %d", s, m, r);
+                at += mine;
+            }
+            cr_assert_eq(at, rows);
+        }
+    }
+    /* the blocks are disjoint: rank 0 and rank 1 never read the same sample */
+    int seen[30] = {0};
+    for (long s = 0; s < g.steps_per_epoch; s++)
+        for (int m = 0; m < 2; m++)
+            for (int r = 0; r < 2; r++) {
+                int mine;
+                const uint32_t *idx = schedule_micro(&rk[r], s, m, &mine);
+                for (int j = 0; j < mine; j++)
+                    cr_assert_eq(seen[idx[j]]++, 0, "sample %u read twice", idx[j]);
+            }
+    schedule_free(&g);
+    for (int r = 0; r < 3; r++)
+        schedule_free(&rk[r]);
+}
