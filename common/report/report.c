@@ -3,6 +3,7 @@
 #include "report/report.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,18 @@ const char *report_phase_label(mode_t_ mode, phase_t p)
     if (mode == MODE_DP && p == PH_COMM_EXPOSED)
         return "reduce";
     return phase_name(p);
+}
+
+void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
 }
 
 // ---------------------------------------------------------------------------

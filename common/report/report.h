@@ -95,6 +95,10 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
 
+/* printf into buf[len] at *used and advance it (cut short when full): for
+ * building sentences piece by piece. */
+void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* "1.23 ms", "456.0 us", "7.890 s" */
 const char *report_fmt_time(char *buf, size_t n, double seconds);
 /* "12.3 MiB" */

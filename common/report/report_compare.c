@@ -25,20 +25,6 @@
 // ---------------------------------------------------------------------------
 // small helpers
 
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-{
-    if (*used >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
-}
-
 /* "4.10 ms", "850 us", "1.20 s": short forms for sentences. */
 static const char *fmt_short(char *buf, size_t n, double s)
 {
@@ -96,7 +82,7 @@ static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int
 {
     char t[32];
     for (int i = 0; i < k; i++)
-        app(buf, len, used, "%s%s%s %s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
+        report_appendf(buf, len, used, "%s%s%s %s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
             fmt_short(t, sizeof t, it[i].v), more, report_phase_label(m, (phase_t)it[i].phase));
 }
 
@@ -127,16 +113,16 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
         return;
     sort_items(it, n);
     char t[32];
-    app(buf, len, used, "DP spends %.0f%% of its %s step on device 0 alone: ",
+    report_appendf(buf, len, used, "DP spends %.0f%% of its %s step on device 0 alone: ",
         100.0 * serial / s.step_mean, fmt_short(t, sizeof t, s.step_mean));
     /* the parts worth naming: up to four, each at least 2% of the step */
     for (int i = 0; i < n && i < 4 && (i == 0 || it[i].v >= 0.02 * s.step_mean); i++)
-        app(buf, len, used, "%s%s %s", i ? ", " : "",
+        report_appendf(buf, len, used, "%s%s %s", i ? ", " : "",
             report_phase_label(MODE_DP, (phase_t)it[i].phase), fmt_short(t, sizeof t, it[i].v));
     double idle = phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
     if (idle > 0.0)
-        app(buf, len, used, "; the other devices sit idle %s of it", fmt_short(t, sizeof t, idle));
-    app(buf, len, used, ". ");
+        report_appendf(buf, len, used, "; the other devices sit idle %s of it", fmt_short(t, sizeof t, idle));
+    report_appendf(buf, len, used, ". ");
 }
 
 /* DDP: how much of the all-reduce ran behind backward. */
@@ -152,11 +138,11 @@ static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r)
     if (hidden + exposed <= 0.0)
         return;
     if (hidden <= 0.0)
-        app(buf, len, used,
+        report_appendf(buf, len, used,
             "DDP hides none of its all-reduce: every step waits %s for it after backward. ",
             fmt_short(a, sizeof a, exposed));
     else
-        app(buf, len, used,
+        report_appendf(buf, len, used,
             "DDP hides %.0f%% of its all-reduce behind backward (%s hidden, %s exposed per "
             "step). ",
             100.0 * hidden / (hidden + exposed), fmt_short(a, sizeof a, hidden),
@@ -182,7 +168,7 @@ static void why_gap(char *buf, size_t len, size_t *used, const run_result_t *x,
     double gap = ss->step_mean - sf->step_mean;
     char t[32];
     if (gap <= 0.0 || ss->step_mean <= 0.0) {
-        app(buf, len, used, "%s and %s take the same time per step. ", mode_title(x->mode),
+        report_appendf(buf, len, used, "%s and %s take the same time per step. ", mode_title(x->mode),
             mode_title(y->mode));
         return;
     }
@@ -196,13 +182,13 @@ static void why_gap(char *buf, size_t len, size_t *used, const run_result_t *x,
             it[n++] = (item_t){p, d};
     }
     sort_items(it, n);
-    app(buf, len, used, "%s's step is %s (%.0f%%) shorter than %s's", mode_title(fast->mode),
+    report_appendf(buf, len, used, "%s's step is %s (%.0f%%) shorter than %s's", mode_title(fast->mode),
         fmt_short(t, sizeof t, gap), 100.0 * gap / ss->step_mean, mode_title(slow->mode));
     if (n > 0) {
-        app(buf, len, used, "; on device 0 %s spends ", mode_title(slow->mode));
+        report_appendf(buf, len, used, "; on device 0 %s spends ", mode_title(slow->mode));
         app_items(buf, len, used, it, n < 3 ? n : 3, slow->mode, " more in");
     }
-    app(buf, len, used, ". ");
+    report_appendf(buf, len, used, ". ");
 }
 
 void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n)

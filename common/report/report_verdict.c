@@ -9,19 +9,6 @@
 
 #include "report/report.h"
 
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-{
-    if (*used >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
-}
 
 /* The DistributedSampler's samples an epoch over R replicas (sampler.h). */
 static long sampler_total(long n, int R, bool drop_last)
@@ -41,17 +28,17 @@ static void app_sampler(char *buf, size_t len, size_t *used, long n, int R, bool
 {
     long total = sampler_total(n, R, drop_last);
     if (total > n)
-        app(buf, len, used,
+        report_appendf(buf, len, used,
             "DistributedSampler over %d ranks pads %ld samples to %ld, repeating the first %ld "
             "each epoch",
             R, n, total, total - n);
     else if (total < n)
-        app(buf, len, used,
+        report_appendf(buf, len, used,
             "DistributedSampler over %d ranks with --drop-last cuts %ld samples to %ld, leaving "
             "%ld out each epoch",
             R, n, total, n - total);
     else
-        app(buf, len, used, "DistributedSampler over %d ranks deals %ld samples evenly", R, n);
+        report_appendf(buf, len, used, "DistributedSampler over %d ranks deals %ld samples evenly", R, n);
 }
 
 void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *ref)
@@ -63,7 +50,7 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
         return;
     long n = (long)ctx->data->n;
     if (c->batch_per_device)
-        app(buf, len, &used,
+        report_appendf(buf, len, &used,
             "batch: --batch-per-device %d on %d devices makes the global batch %d (%d x %d), "
             "which single runs whole; the gradient is the mean over %d rows, so lr %g moves "
             "the model once per %d samples where one device at batch %d would move it once per "
@@ -76,15 +63,15 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
         long sum = 0;
         for (int r = 0; r < c->nrank_samples; r++)
             sum += c->rank_samples[r];
-        app(buf, len, &used,
+        report_appendf(buf, len, &used,
             "samples: every rank reads its own shard (--rank-samples: %ld of the %ld samples); "
             "single and dp read the ranks' micro-batches end to end, step by step, %ld samples "
             "an epoch, and a rank out of data shadows the others' steps (--join). ",
             sum, n, ref ? ref->epoch_samples : sum);
     } else if (ref && ref->stream_replicas > 1 && n % ref->stream_replicas != 0) {
-        app(buf, len, &used, "samples: ");
+        report_appendf(buf, len, &used, "samples: ");
         app_sampler(buf, len, &used, n, ref->stream_replicas, c->drop_last);
-        app(buf, len, &used,
+        report_appendf(buf, len, &used,
             "; single and dp read the same stream, so every mode trains on the same samples%s. ",
             c->drop_last ? "" : " (--drop-last would cut it instead)");
     }
@@ -96,12 +83,12 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
 static void app_run_stream(char *buf, size_t len, size_t *used, const run_result_t *r, long n,
                            bool drop_last)
 {
-    app(buf, len, used, "%s trained on %ld samples an epoch: ", mode_name(r->mode),
+    report_appendf(buf, len, used, "%s trained on %ld samples an epoch: ", mode_name(r->mode),
         r->epoch_samples);
     if (r->stream_replicas == 0)
-        app(buf, len, used, "each rank its own shard");
+        report_appendf(buf, len, used, "each rank its own shard");
     else if (r->stream_replicas == 1)
-        app(buf, len, used, "the data as it is, no sampler padding (--sampler-replicas 1)");
+        report_appendf(buf, len, used, "the data as it is, no sampler padding (--sampler-replicas 1)");
     else
         app_sampler(buf, len, used, n, r->stream_replicas, drop_last);
 }
@@ -116,30 +103,30 @@ void report_differ_cause(char *buf, size_t len, const report_ctx_t *ctx, const r
     bool other_stream = r->epoch_samples != ref->epoch_samples ||
                         (r->stream_replicas == 0) != (ref->stream_replicas == 0);
     if (other_stream) {
-        app(buf, len, &used, "(not the same samples: ");
+        report_appendf(buf, len, &used, "(not the same samples: ");
         app_run_stream(buf, len, &used, r, n, c && c->drop_last);
-        app(buf, len, &used, "; ");
+        report_appendf(buf, len, &used, "; ");
         app_run_stream(buf, len, &used, ref, n, c && c->drop_last);
-        app(buf, len, &used,
+        report_appendf(buf, len, &used,
             ". Without --sampler-replicas compare gives single and dp ddp's stream");
         /* would --drop-last cut both streams to the same samples? */
         if (c && !c->drop_last && r->stream_replicas > 0 && ref->stream_replicas > 0 &&
             consumed(n, r->stream_replicas, c->batch, true) ==
                 consumed(n, ref->stream_replicas, c->batch, true))
-            app(buf, len, &used, "; --drop-last would make the streams equal here");
-        app(buf, len, &used, ".)");
+            report_appendf(buf, len, &used, "; --drop-last would make the streams equal here");
+        report_appendf(buf, len, &used, ".)");
         return;
     }
     bool relu = c && c->act == ACT_RELU && ctx->spec && ctx->spec->nlayers > 1;
     if (relu) {
         if (!relu_said)
-            app(buf, len, &used,
+            report_appendf(buf, len, &used,
                 "(the same samples: ReLU's kink: a pre-activation within rounding of 0 can take "
                 "the other branch in one mode, after which the runs drift apart; the contract "
                 "holds for smooth activations: try --act gelu)");
         return;
     }
-    app(buf, len, &used,
+    report_appendf(buf, len, &used,
         "(the same samples and a smooth model: more than the rounding of another summation "
         "order, so the modes trained differently)");
 }
