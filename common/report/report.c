@@ -164,8 +164,11 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  model %s: %s, %s, %zu parameters, loss %s, optimizer %s (lr %g)\n",
             c->model_name[0] ? c->model_name : "custom", layers, act_name(c->act),
             spec->nparams, loss_name(c->loss), optim_name(c->optim.kind), c->optim.lr);
-    fprintf(f, "  data %s: %zu samples x %d features, batch %d%s, seed %llu\n", d->source, d->n,
-            d->in_dim, c->batch, c->accum > 1 ? " (accumulated)" : "",
+    char per[48] = "";
+    if (c->batch_per_device)
+        snprintf(per, sizeof per, " (%d per device)", c->batch_per_device);
+    fprintf(f, "  data %s: %zu samples x %d features, batch %d%s%s, seed %llu\n", d->source, d->n,
+            d->in_dim, c->batch, per, c->accum > 1 ? " (accumulated)" : "",
             (unsigned long long)c->seed);
     /* a batch larger than an epoch is one batch of the whole epoch, as a
      * DataLoader gives it (with --drop-last it is refused earlier) */

@@ -80,8 +80,8 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
  * their parameters agree, and the sentences on where the time goes. */
 void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n);
 /* Compare's note on the samples every mode read (padding, a --drop-last
- * cut, per-rank shards, --batch-per-device's global batch); "" when there is
- * nothing to say.  ref: the single run. */
+ * cut, per-rank shards, --batch-per-device's global batch), one paragraph a
+ * line; "" when there is nothing to say.  ref: the single run. */
 void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *ref);
 /* Why run r's parameters differ from single's (ref): another sample stream,
  * ReLU's kink (once: relu_said), or a real difference. */

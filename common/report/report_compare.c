@@ -353,8 +353,11 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         fputc('\n', f);
         char line[1024];
         report_stream_note(line, sizeof line, ctx, ref);
-        if (line[0])
-            wrap(f, "  ", line, 96);
+        for (char *p = line, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
+            if ((nl = strchr(p, '\n')))
+                *nl = 0;
+            wrap(f, "  ", p, 96);
+        }
         bool said = false;
         for (int i = 0; i < n; i++) {
             if (&runs[i] == ref)

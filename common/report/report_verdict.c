@@ -54,7 +54,7 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
             "batch: --batch-per-device %d on %d devices makes the global batch %d (%d x %d), "
             "which single runs whole; the gradient is the mean over %d rows, so lr %g moves "
             "the model once per %d samples where one device at batch %d would move it once per "
-            "%d (the linear scaling rule would use lr %g for the same progress per sample). ",
+            "%d (the linear scaling rule would use lr %g for the same progress per sample).\n",
             c->batch_per_device, c->batch / c->batch_per_device, c->batch, c->batch_per_device,
             c->batch / c->batch_per_device, c->batch, c->optim.lr, c->batch,
             c->batch_per_device, c->batch_per_device,
@@ -66,16 +66,16 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
         report_appendf(buf, len, &used,
             "samples: every rank reads its own shard (--rank-samples: %ld of the %ld samples); "
             "single and dp read the ranks' micro-batches end to end, step by step, %ld samples "
-            "an epoch, and a rank out of data shadows the others' steps (--join). ",
+            "an epoch, and a rank out of data shadows the others' steps (--join).\n",
             sum, n, ref ? ref->epoch_samples : sum);
     } else if (ref && ref->stream_replicas > 1 && n % ref->stream_replicas != 0) {
         report_appendf(buf, len, &used, "samples: ");
         app_sampler(buf, len, &used, n, ref->stream_replicas, c->drop_last);
         report_appendf(buf, len, &used,
-            "; single and dp read the same stream, so every mode trains on the same samples%s. ",
+            "; single and dp read the same stream, so every mode trains on the same samples%s.\n",
             c->drop_last ? "" : " (--drop-last would cut it instead)");
     }
-    while (used > 0 && buf[used - 1] == ' ')
+    while (used > 0 && buf[used - 1] == '\n')
         buf[--used] = 0;
 }
 
