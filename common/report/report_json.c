@@ -38,6 +38,10 @@ const char *const report_json_keys[] = {
     "config.shuffle",
     "config.drop_last",
     "config.threads",
+    "config.batch_per_device",
+    "config.sampler_replicas",
+    "config.rank_samples",
+    "config.join",
     "config.data.source",
     "config.data.samples",
     "config.data.features",
@@ -138,6 +142,17 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddBoolToObject(o, "shuffle", c->shuffle);
     cJSON_AddBoolToObject(o, "drop_last", c->drop_last);
     cJSON_AddNumberToObject(o, "threads", c->threads);
+    /* the sample stream (data/schedule.h): 0 / null when not given */
+    cJSON_AddNumberToObject(o, "batch_per_device", c->batch_per_device);
+    cJSON_AddNumberToObject(o, "sampler_replicas", config_stream_ranks(c));
+    if (c->nrank_samples) {
+        cJSON *rs = cJSON_AddArrayToObject(o, "rank_samples");
+        for (int i = 0; i < c->nrank_samples; i++)
+            cJSON_AddItemToArray(rs, cJSON_CreateNumber((double)c->rank_samples[i]));
+    } else {
+        cJSON_AddNullToObject(o, "rank_samples");
+    }
+    cJSON_AddBoolToObject(o, "join", c->join);
     cJSON *data = cJSON_AddObjectToObject(o, "data");
     const dataset_t *d = ctx ? ctx->data : NULL;
     cJSON_AddStringToObject(data, "source", d ? d->source : "");
