@@ -22,11 +22,18 @@ DEBUG    ?=
 NO_CUDA  ?=
 
 # ---- configuration and build directory --------------------------------------
+# EMU=1 builds the CUDA backend against the emulated GPU of tests/cuda_emu/
+# (no toolkit needed) into build/cuda-emu, with the release build's flags.
+EMU      ?=
 ifeq ($(SAN),)
   BUILD := build/release
 else
   BUILD := build/san-$(SAN)
   NO_CUDA := 1   # sanitizer runtimes and the CUDA runtime do not mix well
+endif
+ifneq ($(EMU),)
+  BUILD := build/cuda-emu$(if $(SAN),-$(SAN))
+  NO_CUDA :=
 endif
 ifneq ($(DEBUG),)
   BUILD := $(BUILD)-debug
@@ -75,6 +82,10 @@ ifneq ($(HAVE_CUDA),)
     endif
   endif
 endif
+ifneq ($(EMU),)
+  HAVE_CUDA := emu
+  HAVE_NCCL := $(if $(wildcard tests/cuda_emu/nccl.h),emu)
+endif
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that the
 # driver compiles for newer GPUs on first use.
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -83,8 +94,8 @@ NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 ifeq ($(MAKELEVEL),0)
   ifneq ($(WANT_DEPS),)
     ifneq ($(OPENBLAS_VERSION),)
-      $(info CUDA: $(if $(HAVE_CUDA),yes ($(CUDA_VERSION)),$(if $(NO_CUDA),no (NO_CUDA=1),no (no $(NVCC) or no CUDA backend sources))))
-      $(info NCCL: $(if $(HAVE_NCCL),yes,no))
+      $(info CUDA: $(if $(filter emu,$(HAVE_CUDA)),emulated (tests/cuda_emu),$(if $(HAVE_CUDA),yes ($(CUDA_VERSION)),$(if $(NO_CUDA),no (NO_CUDA=1),no (no $(NVCC) or no CUDA backend sources)))))
+      $(info NCCL: $(if $(filter emu,$(HAVE_NCCL)),emulated,$(if $(HAVE_NCCL),yes,no)))
       $(info OpenBLAS: $(OPENBLAS_VERSION))
     endif
   endif
@@ -101,7 +112,17 @@ LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
 CU_SRCS  :=
-ifneq ($(HAVE_CUDA),)
+EMU_OBJS :=
+ifeq ($(HAVE_CUDA),emu)
+  # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's.
+  CFLAGS += -DHAVE_CUDA -Itests/cuda_emu
+  CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
+  EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/tests/cuda_emu/%.o,$(wildcard tests/cuda_emu/emu_*.c))
+  LDLIBS += -lstdc++
+  ifneq ($(HAVE_NCCL),)
+    CFLAGS += -DHAVE_NCCL
+  endif
+else ifneq ($(HAVE_CUDA),)
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
   CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
@@ -124,7 +145,7 @@ ifeq ($(HAVE_CUDA),)
 else ifeq ($(HAVE_NCCL),)
   LIB_C := $(filter-out $(NCCL_ONLY_C),$(LIB_C))
 endif
-LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJS)
 MAIN_OBJS := $(BUILD)/bench/main.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -163,9 +184,20 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+ifeq ($(HAVE_CUDA),emu)
+# Each launch k<<<grid, block, shmem, stream>>>(args); becomes
+# emu_launch(grid, block, shmem, stream, [=]() { k(args); }); (emu_kernel.hpp),
+# compiled as C++ at the release build's optimisation.
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) tests/cuda_emu/emu_kernel.hpp | build/deps.mk
+	@mkdir -p $(dir $@)
+	perl -0777 -pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/emu_launch($$2, [=]() { $$1($$3); });/gs' $< >$@.cpp
+	@! grep -q '<<<' $@.cpp || { echo "cuda-emu: a launch in $< was not rewritten" >&2; exit 1; }
+	$(CXX) -std=c++17 $(OPT) -ffp-contract=off -Wall -Wextra -include tests/cuda_emu/emu_kernel.hpp -Itests/cuda_emu -Icommon -MMD -MP -MF $(@:.o=.d) -MT $@ -c $@.cpp -o $@
+else
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+endif
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -2,15 +2,17 @@
 // kernel code where there is no GPU (see run.sh).
 //
 // run.sh rewrites each launch "k<<<grid, block, shmem, stream>>>(args);" into
-// "emu_launch(grid, block, shmem, stream, [=]() { k(args); });".  Blocks run
-// one after another; the threads of a block are coroutines (ucontext), so
+// "emu_launch(grid, block, shmem, stream, [=]() { k(args); });", which queues
+// the kernel on its stream (emu_runtime.c): it runs later, on the stream's
+// own host thread, like a kernel on a GPU.  Blocks run one after another;
+// the threads of a block are coroutines (ucontext), so
 // __syncthreads() is a real barrier: a thread that reaches it yields until
 // every thread of its block has.  A kernel whose thread 0 finishes without a
 // barrier has none (the project's kernels are uniform), and its other threads
 // then run as plain calls, which keeps the emulation fast.  __shared__
 // variables become thread_local function statics: shared by the threads of
 // the one block that runs at a time on this host thread.  Everything is per
-// host thread, so several host threads may launch at once, as DP's workers do.
+// host thread, so several streams may run kernels at once.
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -128,6 +130,32 @@ static inline void __syncthreads()
     swapcontext(&emu::ctx[emu::cur], &emu::sched);
 }
 
+namespace emu {
+struct launch {
+    dim3 g, b;
+    std::function<void()> fn;
+};
+
+// On the stream's thread: every block of the grid, in order.
+static void run_launch(void *arg)
+{
+    launch *l = static_cast<launch *>(arg);
+    body = &l->fn;
+    gridDim = l->g;
+    blockDim = l->b;
+    for (unsigned z = 0; z < l->g.z; z++)
+        for (unsigned y = 0; y < l->g.y; y++)
+            for (unsigned x = 0; x < l->g.x; x++) {
+                blockIdx.x = x;
+                blockIdx.y = y;
+                blockIdx.z = z;
+                run_block((int)(l->b.x * l->b.y * l->b.z));
+            }
+}
+
+static void free_launch(void *arg) { delete static_cast<launch *>(arg); }
+} // namespace emu
+
 template <typename F>
 static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
 {
@@ -139,16 +167,6 @@ static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
                 g.z, b.x, b.y, b.z);
         abort();
     }
-    std::function<void()> fn = f;
-    emu::body = &fn;
-    gridDim = g;
-    blockDim = b;
-    for (unsigned z = 0; z < g.z; z++)
-        for (unsigned y = 0; y < g.y; y++)
-            for (unsigned x = 0; x < g.x; x++) {
-                blockIdx.x = x;
-                blockIdx.y = y;
-                blockIdx.z = z;
-                emu::run_block((int)(b.x * b.y * b.z));
-            }
+    emu_enqueue(s, emu::run_launch, new emu::launch{g, b, std::function<void()>(f)},
+                emu::free_launch);
 }
