@@ -10,7 +10,15 @@
  *   (scatter) and runs backward; the gradients are summed onto device 0
  *   (reduce); device 0 steps the optimizer.
  * Devices are indexed by slot (their place in --gpus), never by id: on CUDA an
- * id may repeat (--gpus 0,0). */
+ * id may repeat (--gpus 0,0).
+ *
+ * On a GPU every barrier is also a barrier of the devices' queues: before
+ * it, each device records an event; after it, each device's stream waits for
+ * every other device's event (dp_wait).  So work any device queued before a
+ * barrier is done before work any device queues after it -- what a host
+ * synchronisation before each barrier would give -- while the host threads
+ * run ahead; a device thread waits for its own device once a step (the step
+ * meter). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
@@ -28,6 +36,7 @@
 #include "measure/step_meter.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "train/stage.h"
 #include "train/trainer.h"
 
 // ---------------------------------------------------------------------------
@@ -110,8 +119,9 @@ typedef struct {
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */
     bool has_grad;            /* rep.grads holds gradients of this optimizer step */
-    step_meter_t meter;       /* this thread's measurements (meter.first: the
-                                 current step is the run's first) */
+    step_meter_t meter;       /* this thread's measurements */
+    backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
+    long nbar;                /* barriers passed */
     /* --explain: this thread's copies in the run's first step (read by dp_run
      * after the join) */
     move_stat_t first_move[MOVE_COUNT];
@@ -138,11 +148,17 @@ typedef struct {
 
     /* device 0's extra buffers: the whole micro-batch and its loss */
     optim_t opt;
-    float *gx, *gy;           /* inputs [batch, in] and targets [batch, tgt] */
+    float *gx, *gy;           /* the micro-batch's inputs [batch, in] and targets [batch, tgt]:
+                                 the slot the stager filled last (device 0 sets them
+                                 before the barrier the others read them after) */
     float *gout, *gdout;      /* gathered outputs and their gradient [batch, out] */
     float *loss_sum;          /* one device float */
-    float *staging;           /* host staging when device 0 is not host-visible */
-    float *gscratch;          /* one gradient arena for the reduce when not host-visible */
+    stager_t stg;             /* device 0's batch staging (its first slot: bx, by) */
+    float *bx, *by;
+    /* the reduce when not host-visible: two gradient arenas, filled on device
+     * 0's copy stream while its compute stream adds the other */
+    float *gscratch[2];
+    backend_event_t *red_copied[2], *red_free;
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */

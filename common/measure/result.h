@@ -24,6 +24,8 @@ typedef struct {
     /* the first optimizer step alone (warm-up or not), for --explain */
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */
+    long host_syncs;             /* times the host waited for this device in timed steps */
+    long synced_steps;           /* the timed steps they were counted over */
 } device_stats_t;
 
 /* --explain: what the first optimizer step moved, how much and how long.

@@ -46,6 +46,7 @@ const char *const report_json_keys[] = {
     "config.bucket_mb",
     "config.first_bucket_mb",
     "config.overlap",
+    "config.tf32",
     "environment.backend",
     "environment.devices",
     "environment.cpu_model",
@@ -72,6 +73,7 @@ const char *const report_json_keys[] = {
     "step_time_s.max",
     "devices",
     "mem_peak_bytes_max",
+    "host_syncs_per_step",
     "final_loss",
     "train_loss",
     "train_accuracy",
@@ -148,6 +150,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
+    cJSON_AddBoolToObject(o, "tf32", c->tf32);
     return o;
 }
 
@@ -193,12 +196,16 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddStringToObject(d, "name", name);
         cJSON_AddNumberToObject(d, "rows_per_step", s.rows_per_step[i]);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+        add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
         cJSON_AddItemToArray(devs, d);
     }
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
+    /* how often a timed step made the host wait for a device (the most of
+     * any device); 0 on the CPU, which never waits */
+    add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
     add_num_or_null(o, "final_loss", r->final_loss, true);
     add_num_or_null(o, "train_loss", r->train_loss, r->train_loss >= 0.0);
     add_num_or_null(o, "train_accuracy", r->train_accuracy, r->train_accuracy >= 0.0);
