@@ -1,15 +1,17 @@
 # ddpbench: build, test, demo, install.
 #
 #   make              build ./ddpbench (CUDA backend too when nvcc is found)
-#   make test         every test: unit suites, end-to-end scripts, the unit
-#                     suites again under ASan+UBSan, DP/DDP under TSan, fuzzers
+#   make test         every test: unit suites, end-to-end scripts, the emulated
+#                     GPU, the unit suites again under ASan+UBSan, DP/DDP under
+#                     TSan, fuzzers
 #   make demo         build, then a short compare run that shows the tool
 #   make bench        the performance benchmarks (figures for the issues)
 #   make test-cuda-emu  the CUDA backend and kernels on an emulated GPU (no GPU
-#                     needed; a few minutes); tests/gpu/check.sh on a real one
+#                     needed; part of make test); tests/gpu/check.sh on a real one
 #   make install PREFIX=/usr/local
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
+# EMU=1 (the CUDA backend on the emulated GPU, in build/cuda-emu),
 # CUDA_HOME=/usr/local/cuda, NVCC_GENCODE="-gencode ...".
 # Missing Debian libraries are installed by scripts/deps.sh (as root), or it
 # stops with the exact apt-get command.
@@ -212,7 +214,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # the 2-core machines CI uses, and a failing assertion names file and line.
 CRITERION_ARGS ?= --jobs 2
 
-test: test-layers test-unit test-e2e test-asan test-tsan test-fuzz
+test: test-layers test-unit test-e2e test-cuda-emu test-asan test-tsan test-fuzz
 	@echo "make test: all passed"
 
 # The floors of common/ (common/README.md): includes and calls run one way;
@@ -245,11 +247,11 @@ test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
 
-# The CUDA code without a GPU: backend_cuda.c and the kernels against a CPU
-# emulation of the CUDA runtime and cuBLAS, under ASan+UBSan (not part of
-# `make test`: it takes minutes on 2 cores).
-test-cuda-emu: | build/deps.mk
-	sh tests/cuda_emu/run.sh
+# The CUDA code without a GPU: backend_cuda.c and the kernels against an
+# asynchronous CPU emulation of the CUDA runtime and cuBLAS, built with the
+# release flags (EMU=1), the kernels again under ASan+UBSan.
+test-cuda-emu: ddpbench | build/deps.mk
+	@sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -292,7 +294,7 @@ install: ddpbench
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu build/gpu-check ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check ddpbench
 
 distclean:
 	rm -rf build ddpbench

@@ -846,24 +846,64 @@ static float to_tf32(float x)
     return x;
 }
 
+/* C = alpha op(A) op(B) + beta C, column-major, each element summed over l
+ * in ascending order; loops arranged so the inner one runs along memory. */
 static void run_gemm(void *arg)
 {
     const gemm_op_t *g = arg;
-    for (int j = 0; j < g->n; j++)
-        for (int i = 0; i < g->m; i++) {
-            float s = 0.0f;
+    const float *A = g->A, *B = g->B;
+    float *ta = NULL, *tb = NULL;
+    if (g->tf32) { /* tensor cores see the operands rounded to TF32 */
+        size_t na = (size_t)g->lda * (size_t)(g->ta == CUBLAS_OP_N ? g->k : g->m);
+        size_t nb = (size_t)g->ldb * (size_t)(g->tb == CUBLAS_OP_N ? g->n : g->k);
+        ta = malloc(na * sizeof *ta);
+        tb = malloc(nb * sizeof *tb);
+        if (!ta || !tb)
+            DIE("out of memory");
+        for (size_t i = 0; i < na; i++)
+            ta[i] = to_tf32(A[i]);
+        for (size_t i = 0; i < nb; i++)
+            tb[i] = to_tf32(B[i]);
+        A = ta;
+        B = tb;
+    }
+    float *acc = malloc((size_t)(g->m > 0 ? g->m : 1) * sizeof *acc);
+    if (!acc)
+        DIE("out of memory");
+    for (int j = 0; j < g->n; j++) {
+        float *s = acc;
+        if (g->ta == CUBLAS_OP_N) { /* s[i] += A(i,l) B(l,j), column by column */
+            for (int i = 0; i < g->m; i++)
+                s[i] = 0.0f;
             for (int l = 0; l < g->k; l++) {
-                float a = g->ta == CUBLAS_OP_N ? g->A[i + (size_t)l * g->lda] : g->A[l + (size_t)i * g->lda];
-                float b = g->tb == CUBLAS_OP_N ? g->B[l + (size_t)j * g->ldb] : g->B[j + (size_t)l * g->ldb];
-                if (g->tf32) {
-                    a = to_tf32(a);
-                    b = to_tf32(b);
-                }
-                s += a * b;
+                float b = g->tb == CUBLAS_OP_N ? B[l + (size_t)j * g->ldb] : B[j + (size_t)l * g->ldb];
+                const float *a = A + (size_t)l * g->lda;
+                for (int i = 0; i < g->m; i++)
+                    s[i] += a[i] * b;
             }
-            float *c = &g->C[i + (size_t)j * g->ldc];
-            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
+        } else { /* op(A)(i,:) is a column of A: dot products */
+            float *col = malloc((size_t)(g->k ? g->k : 1) * sizeof *col);
+            if (!col)
+                DIE("out of memory");
+            for (int l = 0; l < g->k; l++)
+                col[l] = g->tb == CUBLAS_OP_N ? B[l + (size_t)j * g->ldb] : B[j + (size_t)l * g->ldb];
+            for (int i = 0; i < g->m; i++) {
+                const float *a = A + (size_t)i * g->lda;
+                float t = 0.0f;
+                for (int l = 0; l < g->k; l++)
+                    t += a[l] * col[l];
+                s[i] = t;
+            }
+            free(col);
         }
+        for (int i = 0; i < g->m; i++) {
+            float *c = &g->C[i + (size_t)j * g->ldc];
+            *c = g->beta == 0.0f ? g->alpha * s[i] : g->alpha * s[i] + g->beta * *c;
+        }
+    }
+    free(acc);
+    free(ta);
+    free(tb);
 }
 
 /* Column-major, like cuBLAS; it checks what cuBLAS checks and the operand extents. */
