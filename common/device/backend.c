@@ -239,6 +239,8 @@ int backend_cuda_probe(char *why)
     return 0;
 }
 
+const gpu_topology_t *backend_cuda_gpus(void) { return NULL; }
+
 int backend_cuda_create(backend_t **out, int device_id, char *err)
 {
     *out = NULL;

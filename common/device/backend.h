@@ -186,6 +186,29 @@ int backend_cuda_create(backend_t **out, int device_id, char *err);
  * device (cudaErrorNoDevice)". */
 int backend_cuda_probe(char *why);
 
+/* What the probe learnt about each visible GPU, by CUDA ordinal (so
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER apply, as to --gpus), from the
+ * CUDA runtime in the same forked child that counts them. */
+#define GPU_INFO_MAX 16
+typedef struct {
+    char name[96];        /* "NVIDIA H200" */
+    char pci_bus_id[32];  /* "00000000:18:00.0" */
+    size_t mem_bytes;     /* total device memory */
+    int cc_major, cc_minor; /* compute capability */
+} gpu_info_t;
+
+typedef struct {
+    int count;            /* GPUs described (at most GPU_INFO_MAX) */
+    gpu_info_t gpu[GPU_INFO_MAX];
+    /* peer[i][j]: -1 when GPU i cannot read GPU j's memory directly, else
+     * cudaDevP2PAttrPerformanceRank (0 is the fastest link); -1 on i == j */
+    signed char peer[GPU_INFO_MAX][GPU_INFO_MAX];
+} gpu_topology_t;
+
+/* The visible GPUs, probing first if nobody has (backend_cuda_probe); NULL
+ * when there are none or CUDA is not built in. */
+const gpu_topology_t *backend_cuda_gpus(void);
+
 /* Create by kind (BACKEND_CPU or BACKEND_CUDA). */
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,
                    char *err);

@@ -49,6 +49,8 @@ const char *const report_json_keys[] = {
     "config.tf32",
     "environment.backend",
     "environment.devices",
+    "environment.gpus",
+    "environment.gpu_peers",
     "environment.cpu_model",
     "environment.cpus_online",
     "environment.os",

@@ -180,6 +180,27 @@ Test(cuda_probe, backend_cuda_without_a_gpu_is_an_input_error)
     cr_assert_eq(c.backend, BACKEND_CPU, "auto must fall back to the CPU");
 }
 
+Test(cuda_probe, describes_every_visible_gpu_from_the_runtime)
+{
+    /* Names, PCI ids, memory and peer links come from the CUDA runtime in
+     * the probe's child (not the driver's /proc files, which list GPUs in PCI
+     * order), numbered as --gpus numbers them. */
+    need_gpu();
+    char why[ERR_LEN];
+    int n = backend_cuda_probe(why);
+    const gpu_topology_t *t = backend_cuda_gpus();
+    cr_assert_not_null(t);
+    cr_assert_eq(t->count, n < GPU_INFO_MAX ? n : GPU_INFO_MAX);
+    for (int i = 0; i < t->count; i++) {
+        cr_assert_neq(t->gpu[i].name[0], 0, "GPU %d has no name", i);
+        cr_assert(strchr(t->gpu[i].pci_bus_id, ':'), "GPU %d: PCI id '%s'", i, t->gpu[i].pci_bus_id);
+        cr_assert_gt(t->gpu[i].mem_bytes, 0);
+        cr_assert_eq(t->peer[i][i], -1, "a GPU is not its own peer");
+        for (int j = 0; j < i; j++)
+            cr_assert_str_neq(t->gpu[i].pci_bus_id, t->gpu[j].pci_bus_id, "two GPUs, one slot");
+    }
+}
+
 Test(cuda_probe, leaves_cuda_usable_in_forked_children)
 {
     /* The reason the probe forks: after it, this process may still fork a
