@@ -151,6 +151,10 @@ LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJS
 MAIN_OBJS := $(BUILD)/bench/main.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+# The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a
+# machine without a GPU its tests skip.
+GPU_TEST_SRCS := $(if $(HAVE_NCCL),$(wildcard tests/gpu/test_*.c))
+GPU_TEST_BINS := $(GPU_TEST_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
@@ -205,6 +209,10 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
@@ -223,8 +231,8 @@ test-layers: ddpbench
 	@echo "== tests/structure/layers.sh"; sh tests/structure/layers.sh $(BUILD)
 	@echo "== tests/structure/layers_selftest.sh"; sh tests/structure/layers_selftest.sh
 
-test-unit: $(TEST_BINS) ddpbench
-	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
+test-unit: $(TEST_BINS) $(GPU_TEST_BINS) ddpbench
+	@set -e; for t in $(TEST_BINS) $(GPU_TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
 
 test-e2e: ddpbench
 	@set -e; for t in tests/e2e/e2e_*.sh; do echo "== $$t"; sh $$t ./ddpbench; done
@@ -305,4 +313,4 @@ help:
 # The dependency files of what this configuration builds (not every .d under
 # build/: one left by a file that has since moved would name a source that is
 # gone).
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) $(BENCH_BINS:=.d)

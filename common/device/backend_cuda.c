@@ -270,11 +270,17 @@ static int cuda_d2h(backend_t *be, void *dst, const void *src, size_t bytes)
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
-    if (bytes)
+    /* Why wait first: d2h's contract is that dst is filled on return, and a
+     * copy into pageable memory blocks inside the runtime until the stream
+     * reaches it -- where no watch can see a collective that never ends.
+     * Waiting for the stream (watched) first leaves the copy nothing to wait
+     * for; the wait also reports any fault of the work queued before it. */
+    TRY(host_wait(be, NULL));
+    if (bytes) {
         CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    /* Why wait: d2h's contract is that dst is filled on return, and the wait
-     * also reports any fault of the work queued before it. */
-    return host_wait(be, NULL);
+        CK(cudaStreamSynchronize(c->stream)); /* the copy alone: part of the wait above */
+    }
+    return DDP_OK;
 }
 
 static int cuda_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)

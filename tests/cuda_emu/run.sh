@@ -5,22 +5,26 @@
 # `make EMU=1` builds the program and tests/unit/test_cuda.c into
 # build/cuda-emu with the release build's own flags (-O3, libmvec: the CPU
 # side is exactly what users run) against a CPU emulation of the CUDA
-# runtime and cuBLAS (this directory) whose streams are asynchronous: each
-# runs on its own host thread, and events and synchronisations really wait.
-# Then:
+# runtime, cuBLAS and NCCL (this directory) whose streams are asynchronous:
+# each runs on its own host thread, and events and synchronisations really
+# wait.  Then:
 #  1. test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
-#     random (EMU_JITTER_US), so the tests' own ordering is exercised;
-#  2. single, dp (0,1 and 0,0) and ddp --comm shm (0,1 and 0,0), with and
-#     without --accum, on emulated GPUs with jitter and slow copies, against
-#     single on the CPU (1e-5), each holding to at most one host
-#     synchronisation per step (--json: host_syncs_per_step);
-#  3. dp and ddp resume from a checkpoint bit for bit on emulated GPUs;
-#  4. a planted missing wait -- the compute stream no longer waits for a
+#     random (EMU_JITTER_US), so the tests' own ordering is exercised; the
+#     NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
+#  2. single, dp (0,1 and 0,0), ddp --comm shm (0,1 and 0,0) and ddp --comm
+#     nccl (2 and 3 ranks), with and without --accum, on emulated GPUs with
+#     jitter and slow copies, against single on the CPU (1e-5), each holding
+#     to at most one host synchronisation per step (--json:
+#     host_syncs_per_step);
+#  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
+#     a message naming them, in time, leaving no shared memory behind;
+#  4. dp and ddp resume from a checkpoint bit for bit on emulated GPUs;
+#  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
 #     that the emulator catches an ordering bug;
-#  5. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
-# What it cannot prove: real GPU rounding, cuBLAS itself, NCCL, performance.
-# tests/gpu/check.sh does those on a real GPU.
+#  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
+# What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
+# performance.  tests/gpu/check.sh does those on a real GPU.
 # shellcheck disable=SC2086 # flag and option lists are meant to split
 set -eu
 cd "$(dirname "$0")/../.."
@@ -32,8 +36,8 @@ fail() {
 }
 
 echo "== make EMU=1 (the release flags, emulated GPU)"
-make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" >"$B.build.log" 2>&1 ||
-    { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
+make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" \
+    >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
 
 # ---- 1. the CUDA unit suite ----------------------------------------------------
 for cfg in "2 0" "1 200"; do
@@ -44,6 +48,11 @@ for cfg in "2 0" "1 200"; do
         { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_cuda on $n emulated GPU(s) (log: $log)"; }
     tail -n 1 "$log"
 done
+echo "== test_comm_nccl on 3 emulated GPUs"
+log="$B/test_comm_nccl.log"
+EMU_NGPU=3 timeout 300 "$B/tests/gpu/test_comm_nccl" --jobs 2 >"$log" 2>&1 ||
+    { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_comm_nccl (log: $log)"; }
+tail -n 1 "$log"
 
 # ---- 2. the modes against the CPU, one host sync per step ----------------------
 # From --json: "checksum":{"sum":S,"abs_sum":A  and the run's host_syncs_per_step
@@ -58,9 +67,10 @@ ARGS="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 -
 for accum in 1 2; do
     ref="$B/ref-$accum.json"
     ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
-    for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" "ddp --comm shm --gpus 0,0"; do
+    for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
+        "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
         log="$B/mode.json"
-        EMU_NGPU=2 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
+        EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
         r=$(rel "$(sums "$ref") $(sums "$log")")
         n=$(syncs "$log")
@@ -71,7 +81,26 @@ for accum in 1 2; do
     done
 done
 
-# ---- 3. checkpoints ---------------------------------------------------------------
+# ---- 3. faults under NCCL ----------------------------------------------------------
+# A stalled rank: the others' next host wait polls the comm's watch, which
+# gives up at --timeout; a killed rank: the supervisor stops the rest.
+shm_before=$(ls /dev/shm | grep -c emunccl || true)
+for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed by signal 9"; do
+    fault=${f%% *} want=${f#* }
+    log="$B/fault.log"
+    t0=$(date +%s)
+    rc=0
+    EMU_NGPU=2 DDPBENCH_FAULT=$fault timeout 60 "$B/ddpbench" --backend cuda --mode ddp --comm nccl \
+        --gpus 0,1 --timeout 2 ${ARGS% --json} --quiet >"$log" 2>&1 || rc=$?
+    secs=$(($(date +%s) - t0))
+    [ "$rc" -eq 1 ] || { cat "$log"; fail "fault $fault under NCCL: exit $rc, not 1"; }
+    grep -q "$want" "$log" || { cat "$log"; fail "fault $fault under NCCL: no '$want'"; }
+    [ "$secs" -le 20 ] || fail "fault $fault under NCCL took ${secs}s (--timeout 2)"
+    echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
+done
+[ "$(ls /dev/shm | grep -c emunccl || true)" = "$shm_before" ] || fail "NCCL runs left shared memory behind"
+
+# ---- 4. checkpoints ---------------------------------------------------------------
 # The optimizer state goes through the device download and upload, DP writes
 # from device 0's thread, every DDP rank reads the file; the resumed run must
 # end with the straight run's bits, with --trace and --explain on the way.
@@ -88,7 +117,7 @@ for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1"; do
     echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
 done
 
-# ---- 4. a planted missing wait ---------------------------------------------------
+# ---- 5. a planted missing wait ---------------------------------------------------
 # stage.c without the compute stream's wait for the staged batch's copy: with
 # slow copies, the forward pass reads the slot before the batch lands.
 P="$B/planted"
@@ -114,7 +143,7 @@ case "$r" in
    echo "== planted missing wait: single ends $r from the CPU (caught)" ;;
 esac
 
-# ---- 5. the kernels under ASan + UBSan ---------------------------------------------
+# ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 BA=build/cuda-emu-address
 echo "== make EMU=1 SAN=address; test_cuda's kernel and backend tests"
 make -s -j"$JOBS" EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
