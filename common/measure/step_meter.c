@@ -34,6 +34,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
     memset(m, 0, sizeof *m);
     m->to = *to;
     m->deferred = to->be && !backend_host_visible(to->be);
+    m->last_g = -1;
     /* The loss values a step fetches: one per micro-batch, or DDP's three. */
     int cap = 3 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
     for (int i = 0; i < 2; i++) {
@@ -143,6 +144,9 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->mean = NAN;
     memset(r->charge, 0, sizeof r->charge);
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
+    /* Nothing waited for the device since the last step ended: the GPU went
+     * straight from it to this one (or idled for the host in between). */
+    r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
     mark_at(m, PH_COUNT);
 }
 
@@ -254,6 +258,9 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         seen[p] = true;
         prev = i;
     }
+    /* Work queued after the last lap (a fetch) belongs to the last phase. */
+    if (prev > 0 && prev < r->n - 1)
+        mine[r->ph[prev]] += r->t[r->n - 1] - r->t[prev];
     for (int i = 0; i < r->nspan; i++) {
         const struct meter_span *s = &r->span[i];
         double t0 = r->t[s->m0], t1 = r->t[s->m1];
@@ -275,7 +282,17 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         acc[p] += mine[p];
     }
 
-    double t_begin = r->t[0], t_end = r->t[r->n - 1], dt = t_end - t_begin;
+    double t_begin = r->t[0], t_end = r->t[r->n - 1];
+    if (r->chained && m->last_end_t > 0.0 && m->last_end_t < t_begin) {
+        /* The GPU waited for the host to reach this step: idle, in the step. */
+        double gap = t_begin - m->last_end_t;
+        acc[PH_IDLE] += gap;
+        mine[PH_IDLE] += gap;
+        trace_phase(tr, PH_IDLE, m->last_end_t, t_begin);
+        t_begin = m->last_end_t;
+    }
+    double dt = t_end - t_begin;
+    m->last_end_t = t_end;
     trace_step_end(tr, t_begin, t_end);
     if (r->timed) {
         dev->rows += r->rows;
@@ -335,6 +352,8 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
         r->syncs = m->to.be ? backend_host_syncs(m->to.be) - r->syncs_begin : 0;
         rc = resolve(m, r);
     }
+    m->last_g = r->g;
+    m->syncs_at_end = m->to.be ? backend_host_syncs(m->to.be) : 0;
     if (rc == DDP_OK)
         rc = m->rc;
     return rc == DDP_OK ? DDP_OK : err_set(err, rc, "%s", m->msg);

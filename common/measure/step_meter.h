@@ -28,6 +28,10 @@
  * waiting), are read when the NEXT step ends, after one wait for the step's
  * last marker -- the step's one host synchronisation, by which time the GPU
  * is already busy with the next step.  step_meter_finish reports the last.
+ * There a step that follows the previous one directly (no checkpoint or
+ * other wait between) is timed from the previous step's last marker, so
+ * time the GPU sat idle waiting for the host to queue it is in the step (as
+ * PH_IDLE) and the step times add up to the wall time.
  *
  * Each device's meter is written by one thread only.  What it writes into is
  * given once (step_meter_sinks_t); a NULL sink is another device's job (in
@@ -88,6 +92,7 @@ struct step_rec {
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
     long syncs_begin, syncs; /* the device's host syncs at begin, and in the step */
+    bool chained;            /* it follows the previous step with nothing between */
     float *fetched;          /* values copied back (pinned on a device) */
     int nfetch, capfetch;
     bool queued_after;       /* a fetch was queued after the last marker */
@@ -104,6 +109,9 @@ struct step_meter {
     double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
     double first_lap[PH_COUNT]; /* the run's first step: each phase's first lap */
     long samples_done;       /* global samples of the steps reported so far */
+    long last_g;             /* the last step that ended (-1: none) */
+    long syncs_at_end;       /* the device's host syncs when it ended */
+    double last_end_t;       /* when the last reported step's last marker passed */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };

@@ -255,6 +255,7 @@ Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
     float *loss = backend_alloc(be, sizeof(float));
     for (long g = 0; g < 4; g++) {
         step_meter_begin(&m, g, true, false);
+        busy(1e-4);
         step_meter_lap(&m, PH_FORWARD);
         *loss = (float)(10 * (g + 1));
         step_meter_fetch(&m, loss, 1);
@@ -279,6 +280,11 @@ Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
      * comes after the loop, outside every step */
     cr_assert_eq(dev.host_syncs, 3, "%ld waits in 4 steps", dev.host_syncs);
     cr_assert_float_eq(dev.phase_s[PH_COMM_HIDDEN], 4.0, 1e-12, "the callback's charges count");
+    /* Consecutive steps are timed end to end, the host's time between them
+     * as the step's idle, so the phases still add up to the steps. */
+    double laps = dev.phase_s[PH_FORWARD] + dev.phase_s[PH_IDLE];
+    cr_assert_float_eq(laps, times.timed_s, 1e-9, "phases %g, steps %g", laps, times.timed_s);
+    cr_assert_gt(dev.phase_s[PH_IDLE], 0.0, "the time between steps is there");
     backend_free(be, loss);
     step_meter_free(&m);
     free(log.pt);
