@@ -8,6 +8,9 @@
 #   make bench        the performance benchmarks (figures for the issues)
 #   make test-cuda-emu  the CUDA backend and kernels on an emulated GPU (no GPU
 #                     needed; part of make test); tests/gpu/check.sh on a real one
+#   make gpu-kit      build/gpu-kit: the GPU check (tests/gpu/check.sh) with
+#                     ddpbench, its GPU tests and the libraries a bare GPU box
+#                     lacks; copy it there and run sh check.sh
 #   make install PREFIX=/usr/local
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
@@ -160,7 +163,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help test-cuda-emu
+        clean distclean help test-cuda-emu gpu-kit
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -289,6 +292,35 @@ test-fuzz: $(FUZZ_BINS)
 
 fuzz:
 	$(MAKE) test-fuzz FUZZ_TIME=600
+
+# ---- the GPU kit: the GPU check for a box with only the driver, CUDA and PyTorch
+# build/gpu-kit: ddpbench and the GPU test binaries (stripped, RPATH
+# $ORIGIN/lib and no absolute path), tests/gpu/check.sh, the PyTorch
+# reference, and every library they need but the box's own (tests/gpu/kit.sh).
+KIT := build/gpu-kit
+comma := ,
+KIT_LDLIBS := $(filter-out -Wl$(comma)-rpath$(comma)%,$(LDLIBS))
+KIT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
+KIT_TESTS := $(KIT)/tests/test_cuda $(GPU_TEST_SRCS:tests/gpu/%.c=$(KIT)/tests/%)
+
+gpu-kit:
+	@case "$(HAVE_CUDA)" in 1) ;; *) echo "make gpu-kit: needs the CUDA toolkit ($(NVCC)) and NCCL"; exit 1 ;; esac
+	@test -n "$(HAVE_NCCL)" || { echo "make gpu-kit: needs NCCL (nccl.h and libnccl)"; exit 1; }
+	@rm -rf $(KIT)
+	@$(MAKE) --no-print-directory $(KIT)/ddpbench $(KIT_TESTS)
+	@sh tests/gpu/kit.sh $(KIT)
+
+$(KIT)/ddpbench: $(MAIN_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -s -o $@ $(MAIN_OBJS) $(LIB) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib'
+
+$(KIT)/tests/test_cuda: tests/unit/test_cuda.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
+
+$(KIT)/tests/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 # ---- demo, benchmarks, install ----------------------------------------------
 demo: ddpbench

@@ -459,7 +459,11 @@ static int area_reset(shm_t *m, int a, size_t need)
     ar->used = 0;
     if (need <= ar->cap)
         return DDP_OK;
-    size_t cap = need > 2 * ar->cap ? need : 2 * ar->cap;
+    /* Room to spare: a later burst may add a small op (DDP's loss on its
+     * logging steps) to the buckets, and growing means waiting. */
+    size_t cap = need + need / 8 + 1024;
+    if (cap < 2 * ar->cap)
+        cap = 2 * ar->cap;
     if (ar->buf)
         backend_free_host(be, ar->buf); /* frees once the device is done with it */
     ar->buf = backend_alloc_host(be, cap * sizeof(float));
