@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "config/config.h"
 #include "data/data.h"
 #include "data/schedule.h"
@@ -122,6 +123,7 @@ typedef struct {
     step_meter_t meter;       /* this thread's measurements */
     backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
     long nbar;                /* barriers passed */
+    comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
     /* --explain: this thread's copies in the run's first step (read by dp_run
      * after the join) */
     move_stat_t first_move[MOVE_COUNT];
@@ -134,6 +136,9 @@ typedef struct {
     int k;                    /* devices */
     int chunk_max;            /* ceil(batch/k): rows of the largest chunk */
     bool host_visible;        /* every device's memory is host memory (CPU) */
+    bool nccl;                /* replicate and reduce are NCCL broadcast and reduce
+                                 (CUDA, NCCL built, distinct GPUs), as torch's
+                                 DataParallel does; else peer copies */
     run_result_t *res;
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
@@ -202,12 +207,14 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err);
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
                     dp_chunk_t ch, move_kind_t what, char *err);
 /* Device d's share of copying device 0's parameters into the replicas of
- * devices 1..nrep-1 (host-visible: a slice of every replica; else its own). */
+ * devices 1..nrep-1 (host-visible: a slice of every replica; NCCL: its part
+ * of one broadcast, every device; else its own copy). */
 int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err);
 /* Device 0: copy every device's output chunk into gout. */
 int dp_gather(dp_ctx_t *c, int batch, char *err);
 /* Device d's share of summing the gradients of the devices that have them
- * onto device 0's (host-visible: a slice; else device 0 does it all). */
+ * onto device 0's (host-visible: a slice; NCCL: its part of one reduce, every
+ * device, those without gradients adding zeros; else device 0 does it all). */
 int dp_reduce(dp_ctx_t *c, int d, char *err);
 
 #endif

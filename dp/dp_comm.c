@@ -79,6 +79,23 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
 // ---------------------------------------------------------------------------
 // replicate
 
+/* Device d's part of one NCCL collective on its arena (broadcast from device
+ * 0, or a sum onto device 0), waited for on the device, not the host. */
+static int dp_collective(dp_ctx_t *c, int d, coll_kind_t kind, float *arena, const char *tag,
+                         char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    comm_op_t op = {.kind = kind, .recv = arena, .count = c->spec.nparams, .redop = REDOP_SUM,
+                    .root = 0, .tag = tag};
+    comm_handle_t h = 0;
+    int rc = comm_launch(dv->comm, &op, &h);
+    if (rc == DDP_OK)
+        rc = comm_wait(dv->comm, h, NULL);
+    if (rc != DDP_OK)
+        return err_set(err, rc, "%s: %s: %s", dv->name, tag, comm_last_error(dv->comm));
+    return DDP_OK;
+}
+
 int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
 {
     backend_t *be0 = c->dev[0].be;
@@ -104,6 +121,13 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
                 return dp_be_fail(be, &c->dev[r], "replicate", err);
             dp_note(c, d, mk, TR_REPLICATE, MOVE_REPLICATE, (hi - lo) * sizeof(float), r);
         }
+        return DDP_OK;
+    }
+    if (c->nccl) {
+        /* Every device joins the broadcast (a collective), rows or not. */
+        int mk = d > 0 ? dp_mark(c, d) : -1;
+        TRY(dp_collective(c, d, COLL_BROADCAST, c->dev[d].rep.params, "replicate", err));
+        dp_note(c, d, mk, TR_REPLICATE, MOVE_REPLICATE, n * sizeof(float), d);
         return DDP_OK;
     }
     if (d == 0 || d >= nrep)
@@ -197,6 +221,16 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
                 (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1);
         if (mk >= 0 && step_meter_first(&dv->meter))
             dv->first_move[MOVE_REDUCE].ops += nsrc - 1; /* one add per source slice */
+        return DDP_OK;
+    }
+    if (c->nccl) {
+        /* One reduce onto device 0, which every device joins; a device that
+         * sat the whole step out adds zeros, not last step's gradients. */
+        if (!dv->has_grad && backend_memset0(dv->be, dv->rep.grads, n * sizeof(float)) != DDP_OK)
+            return dp_be_fail(dv->be, dv, "reduce", err);
+        int mk = d > 0 && dv->has_grad ? dp_mark(c, d) : -1;
+        TRY(dp_collective(c, d, COLL_REDUCE, dv->rep.grads, "reduce", err));
+        dp_note(c, d, mk, TR_REDUCE, MOVE_REDUCE, n * sizeof(float), d);
         return DDP_OK;
     }
     if (d != 0)

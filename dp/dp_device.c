@@ -55,7 +55,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", &rc, err);
     c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", &rc, err);
     c->loss_sum = dp_alloc(be, 1, dv, "the loss", &rc, err);
-    if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1) {
+    if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1 && !c->nccl) {
         for (int i = 0; i < 2; i++) {
             c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", &rc, err);
             if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))
@@ -92,6 +92,8 @@ void dp_device_free(dp_ctx_t *c, int d)
     /* Nothing queued may still read or write what is freed (the other
      * devices passed the exit barrier, so their copies from here are queued
      * before their own teardown waits). */
+    comm_destroy(dv->comm);
+    dv->comm = NULL;
     backend_sync(be);
     if (d == 0) {
         optim_free(&c->opt);

@@ -13,6 +13,18 @@ bool comm_nccl_available(void)
 #endif
 }
 
+#ifndef HAVE_NCCL
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err)
+{
+    (void)bes;
+    (void)timeout_s;
+    for (int i = 0; i < n; i++)
+        comms[i] = NULL;
+    return err_set(err, DDP_ERR_INPUT, "this ddpbench was built without NCCL");
+}
+#endif
+
 comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b)
 {
     if (k != COMM_AUTO)

@@ -134,6 +134,12 @@ typedef struct {
 int comm_create(comm_t **out, const comm_args_t *a, char *err);
 /* True when NCCL was compiled in. */
 bool comm_nccl_available(void);
+/* DP's in-process form: one NCCL communicator per CUDA backend in bes[0..n)
+ * (distinct GPUs; ncclCommInitAll), rank i on bes[i], each to be driven by
+ * the thread that owns its backend.  No segment: abort() fails that rank's
+ * ops; the caller aborts the others.  DDP_ERR_INPUT without NCCL. */
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err);
 /* COMM_AUTO resolved for a backend kind. */
 comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b);
 

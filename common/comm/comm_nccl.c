@@ -555,6 +555,35 @@ static int nccl_join(comm_t *c, char *err)
     return DDP_OK;
 }
 
+/* A comm_t for rank `rank` of `world` on backend be (its NCCL communicator
+ * comes later); NULL when out of memory. */
+static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, double timeout_s,
+                        double init_timeout_s)
+{
+    comm_t *c = calloc(1, sizeof *c);
+    nccl_impl_t *n = calloc(1, sizeof *n);
+    if (!c || !n) {
+        free(c);
+        free(n);
+        return NULL;
+    }
+    pthread_mutex_init(&n->lock, NULL);
+    c->ops = &nccl_ops;
+    c->kind = COMM_NCCL;
+    c->world = world;
+    c->rank = rank;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    c->be = be;
+    c->seg = seg;
+    c->impl = n;
+    n->dev = backend_cuda_device(be);
+    n->be_stream = backend_cuda_stream(be);
+    n->init_timeout_s = init_timeout_s > 0 ? init_timeout_s
+                        : c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s
+                                                             : COMM_INIT_TIMEOUT_S;
+    return c;
+}
+
 int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
 {
     *out = NULL;
@@ -563,27 +592,9 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
                        a->rank, a->be ? backend_name(a->be) : "no device");
     if (!a->seg)
         return err_set(err, DDP_ERR_RUNTIME, "--comm nccl: rank %d has no shared segment", a->rank);
-    comm_t *c = calloc(1, sizeof *c);
-    nccl_impl_t *n = calloc(1, sizeof *n);
-    if (!c || !n) {
-        free(c);
-        free(n);
+    comm_t *c = nccl_new(a->be, a->seg, a->world, a->rank, a->timeout_s, a->init_timeout_s);
+    if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "rank %d: out of memory for the NCCL comm", a->rank);
-    }
-    pthread_mutex_init(&n->lock, NULL);
-    c->ops = &nccl_ops;
-    c->kind = COMM_NCCL;
-    c->world = a->world;
-    c->rank = a->rank;
-    c->timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
-    c->be = a->be;
-    c->seg = a->seg;
-    c->impl = n;
-    n->dev = backend_cuda_device(a->be);
-    n->be_stream = backend_cuda_stream(a->be);
-    n->init_timeout_s = a->init_timeout_s > 0 ? a->init_timeout_s
-                        : c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s
-                                                             : COMM_INIT_TIMEOUT_S;
     int rc = nccl_setup_cuda(c);
     if (rc == DDP_OK)
         rc = nccl_join(c, err);
@@ -598,4 +609,50 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
     backend_set_watch(a->be, nccl_watch, c);
     *out = c;
     return DDP_OK;
+}
+
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err)
+{
+    int dev[MAX_DEVICES];
+    ncclComm_t nc[MAX_DEVICES];
+    if (n < 1 || n > MAX_DEVICES)
+        return err_set(err, DDP_ERR_RUNTIME, "NCCL group: %d devices", n);
+    for (int i = 0; i < n; i++) {
+        comms[i] = NULL;
+        if (backend_kind(bes[i]) != BACKEND_CUDA)
+            return err_set(err, DDP_ERR_INPUT, "NCCL group: device %d is not a CUDA device", i);
+        dev[i] = backend_cuda_device(bes[i]);
+    }
+    /* One call makes every rank of the group (no peer to wait for: all are
+     * in this process); it sets each device current itself. */
+    ncclResult_t r = ncclCommInitAll(nc, n, dev);
+    if (r != ncclSuccess)
+        return err_set(err, DDP_ERR_RUNTIME, "ncclCommInitAll (%d devices): %s: %s", n,
+                       ncclGetErrorString(r), ncclGetLastError(NULL));
+    int rc = DDP_OK;
+    for (int i = 0; i < n; i++) {
+        comm_t *c = nccl_new(bes[i], NULL, n, i, timeout_s, 0.0);
+        if (!c) {
+            ncclCommAbort(nc[i]);
+            rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the NCCL group");
+            continue;
+        }
+        impl_of(c)->nccl = nc[i];
+        if (rc == DDP_OK && nccl_setup_cuda(c) != DDP_OK)
+            rc = err_set(err, DDP_ERR_RUNTIME, "device %d: %s", dev[i], c->last_error);
+        comms[i] = c;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rc != DDP_OK) {
+            if (comms[i]) {
+                comm_abort(comms[i], "the NCCL group could not be set up");
+                nccl_destroy(comms[i]);
+            }
+            comms[i] = NULL;
+        } else {
+            backend_set_watch(bes[i], nccl_watch, comms[i]);
+        }
+    }
+    return rc;
 }

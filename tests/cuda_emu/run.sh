@@ -11,8 +11,9 @@
 #  1. test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised; the
 #     NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
-#  2. single, dp (0,1 and 0,0), ddp --comm shm (0,1 and 0,0) and ddp --comm
-#     nccl (2 and 3 ranks), with and without --accum, on emulated GPUs with
+#  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
+#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks), with and without
+#     --accum, on emulated GPUs with
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
 #     host_syncs_per_step);
@@ -71,7 +72,7 @@ for accum in 1 2; do
     [ "$accum" = 2 ] && ARGS="$ARGS --log-every 1"
     ref="$B/ref-$accum.json"
     ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
-    for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
+    for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,1,2" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
         "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
         log="$B/mode.json"
         EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
