@@ -646,7 +646,7 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
     for (int i = 0; i < n; i++) {
         if (rc != DDP_OK) {
             if (comms[i]) {
-                comm_abort(comms[i], "the NCCL group could not be set up");
+                nccl_abort(comms[i], "the NCCL group could not be set up");
                 nccl_destroy(comms[i]);
             }
             comms[i] = NULL;

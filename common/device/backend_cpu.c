@@ -446,8 +446,8 @@ static int cpu_set_tf32(backend_t *be, bool on)
 {
     if (!on)
         return DDP_OK;
-    return backend_error(be, DDP_ERR_INPUT,
-                         "--tf32: the CPU backend has no TF32 mode (it computes in fp32)");
+    return err_set(be->last_error, DDP_ERR_INPUT,
+                   "--tf32: the CPU backend has no TF32 mode (it computes in fp32)");
 }
 
 static const backend_ops_t cpu_ops = {
