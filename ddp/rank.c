@@ -371,8 +371,14 @@ static int rank_checkpoint(rank_t *k, long g)
     double saved = comm_timeout(k->comm);
     comm_set_timeout(k->comm, saved + 30.0 + bytes / 20e6);
     int rc = comm_barrier(k->comm);
+    /* Why sync: under NCCL the barrier's wait is the GPU's and returns at
+     * once; the host must wait here, while the longer bound holds (the watch
+     * reads it), not in the next step under --timeout alone. */
+    int drc = rc == DDP_OK ? backend_sync(k->be) : DDP_OK;
     comm_set_timeout(k->comm, saved);
-    return coll(k, rc);
+    if (rc != DDP_OK)
+        return coll(k, rc);
+    return dev(k, drc); /* a watch failure carries the comm's message */
 }
 
 static int rank_train(rank_t *k)
