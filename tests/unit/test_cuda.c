@@ -431,6 +431,41 @@ static void gemm_case(pair_t *p, bool ta, bool tb, int m, int n, int k, float al
     free(hc);
 }
 
+Test(cuda_kernels, tf32_is_off_by_default_and_changes_the_gemm_when_on)
+{
+    /* fp32 by default: within summation-order rounding of the CPU; --tf32
+     * rounds the operands to a 10-bit mantissa (tensor cores), which moves
+     * the product by about 1e-3 relative -- so it must really be a mode. */
+    pair_t p = pair_open();
+    cr_assert(!backend_tf32(p.gpu), "TF32 must be off by default");
+    int m = 64, n = 48, k = 256;
+    float *ha = host_random((size_t)m * k, 201, -1, 1), *hb = host_random((size_t)k * n, 202, -1, 1);
+    float *zero = calloc((size_t)m * n, sizeof(float));
+    buf2_t A = both(&p, ha, (size_t)m * k), B = both(&p, hb, (size_t)k * n);
+    buf2_t C = both(&p, zero, (size_t)m * n);
+    check(p.cpu, backend_gemm(p.cpu, false, false, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, C.c, n), "gemm");
+    check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
+    assert_close(&p, C, (size_t)m * n, 1e-4, 1.0, "fp32 gemm");
+    check(p.gpu, backend_set_tf32(p.gpu, true), "set_tf32");
+    cr_assert(backend_tf32(p.gpu));
+    check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
+    float *hc = download(p.cpu, C.c, (size_t)m * n), *hg = download(p.gpu, C.g, (size_t)m * n);
+    double worst = 0.0;
+    for (int i = 0; i < m * n; i++)
+        worst = fmax(worst, fabs((double)hc[i] - hg[i]) / fmax(fabs((double)hc[i]), 1.0));
+    cr_assert(worst > 1e-5 && worst < 1e-2, "TF32 moved the product by %.3g relative", worst);
+    cr_assert_eq(backend_set_tf32(p.cpu, true), DDP_ERR_INPUT, "the CPU has no TF32");
+    free(hc);
+    free(hg);
+    both_free(&p, A);
+    both_free(&p, B);
+    both_free(&p, C);
+    free(ha);
+    free(hb);
+    free(zero);
+    pair_close(&p);
+}
+
 Test(cuda_kernels, gemm_all_transposes_against_cpu)
 {
     pair_t p = pair_open();
