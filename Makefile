@@ -334,7 +334,7 @@ install: ddpbench
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit ddpbench
 
 distclean:
 	rm -rf build ddpbench
