@@ -1,15 +1,20 @@
 # ddpbench: build, test, demo, install.
 #
 #   make              build ./ddpbench (CUDA backend too when nvcc is found)
-#   make test         every test: unit suites, end-to-end scripts, the unit
-#                     suites again under ASan+UBSan, DP/DDP under TSan, fuzzers
+#   make test         every test: unit suites, end-to-end scripts, the emulated
+#                     GPU, the unit suites again under ASan+UBSan, DP/DDP under
+#                     TSan, fuzzers
 #   make demo         build, then a short compare run that shows the tool
 #   make bench        the performance benchmarks (figures for the issues)
 #   make test-cuda-emu  the CUDA backend and kernels on an emulated GPU (no GPU
-#                     needed; a few minutes); tests/gpu/check.sh on a real one
+#                     needed; part of make test); tests/gpu/check.sh on a real one
+#   make gpu-kit      build/gpu-kit: the GPU check (tests/gpu/check.sh) with
+#                     ddpbench, its GPU tests and the libraries a bare GPU box
+#                     lacks; copy it there and run sh check.sh
 #   make install PREFIX=/usr/local
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
+# EMU=1 (the CUDA backend on the emulated GPU, in build/cuda-emu),
 # CUDA_HOME=/usr/local/cuda, NVCC_GENCODE="-gencode ...".
 # Missing Debian libraries are installed by scripts/deps.sh (as root), or it
 # stops with the exact apt-get command.
@@ -22,11 +27,18 @@ DEBUG    ?=
 NO_CUDA  ?=
 
 # ---- configuration and build directory --------------------------------------
+# EMU=1 builds the CUDA backend against the emulated GPU of tests/cuda_emu/
+# (no toolkit needed) into build/cuda-emu, with the release build's flags.
+EMU      ?=
 ifeq ($(SAN),)
   BUILD := build/release
 else
   BUILD := build/san-$(SAN)
   NO_CUDA := 1   # sanitizer runtimes and the CUDA runtime do not mix well
+endif
+ifneq ($(EMU),)
+  BUILD := build/cuda-emu$(if $(SAN),-$(SAN))
+  NO_CUDA :=
 endif
 ifneq ($(DEBUG),)
   BUILD := $(BUILD)-debug
@@ -75,6 +87,10 @@ ifneq ($(HAVE_CUDA),)
     endif
   endif
 endif
+ifneq ($(EMU),)
+  HAVE_CUDA := emu
+  HAVE_NCCL := $(if $(wildcard tests/cuda_emu/nccl.h),emu)
+endif
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that the
 # driver compiles for newer GPUs on first use.
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -83,8 +99,8 @@ NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
 ifeq ($(MAKELEVEL),0)
   ifneq ($(WANT_DEPS),)
     ifneq ($(OPENBLAS_VERSION),)
-      $(info CUDA: $(if $(HAVE_CUDA),yes ($(CUDA_VERSION)),$(if $(NO_CUDA),no (NO_CUDA=1),no (no $(NVCC) or no CUDA backend sources))))
-      $(info NCCL: $(if $(HAVE_NCCL),yes,no))
+      $(info CUDA: $(if $(filter emu,$(HAVE_CUDA)),emulated (tests/cuda_emu),$(if $(HAVE_CUDA),yes ($(CUDA_VERSION)),$(if $(NO_CUDA),no (NO_CUDA=1),no (no $(NVCC) or no CUDA backend sources)))))
+      $(info NCCL: $(if $(filter emu,$(HAVE_NCCL)),emulated,$(if $(HAVE_NCCL),yes,no)))
       $(info OpenBLAS: $(OPENBLAS_VERSION))
     endif
   endif
@@ -101,7 +117,17 @@ LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
 CU_SRCS  :=
-ifneq ($(HAVE_CUDA),)
+EMU_OBJS :=
+ifeq ($(HAVE_CUDA),emu)
+  # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's.
+  CFLAGS += -DHAVE_CUDA -Itests/cuda_emu
+  CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
+  EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/tests/cuda_emu/%.o,$(wildcard tests/cuda_emu/emu_*.c))
+  LDLIBS += -lstdc++
+  ifneq ($(HAVE_NCCL),)
+    CFLAGS += -DHAVE_NCCL
+  endif
+else ifneq ($(HAVE_CUDA),)
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
   CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
@@ -124,16 +150,20 @@ ifeq ($(HAVE_CUDA),)
 else ifeq ($(HAVE_NCCL),)
   LIB_C := $(filter-out $(NCCL_ONLY_C),$(LIB_C))
 endif
-LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJS)
 MAIN_OBJS := $(BUILD)/bench/main.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+# The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a
+# machine without a GPU its tests skip.
+GPU_TEST_SRCS := $(if $(HAVE_NCCL),$(wildcard tests/gpu/test_*.c))
+GPU_TEST_BINS := $(GPU_TEST_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help test-cuda-emu
+        clean distclean help test-cuda-emu gpu-kit
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -163,11 +193,26 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+ifeq ($(HAVE_CUDA),emu)
+# Each launch k<<<grid, block, shmem, stream>>>(args); becomes
+# emu_launch(grid, block, shmem, stream, [=]() { k(args); }); (emu_kernel.hpp),
+# compiled as C++ at the release build's optimisation.
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) tests/cuda_emu/emu_kernel.hpp | build/deps.mk
+	@mkdir -p $(dir $@)
+	perl -0777 -pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/emu_launch($$2, [=]() { $$1($$3); });/gs' $< >$@.cpp
+	@! grep -q '<<<' $@.cpp || { echo "cuda-emu: a launch in $< was not rewritten" >&2; exit 1; }
+	$(CXX) -std=c++17 $(OPT) -ffp-contract=off -Wall -Wextra -include tests/cuda_emu/emu_kernel.hpp -Itests/cuda_emu -Icommon -MMD -MP -MF $(@:.o=.d) -MT $@ -c $@.cpp -o $@
+else
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+endif
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
 
@@ -180,7 +225,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # the 2-core machines CI uses, and a failing assertion names file and line.
 CRITERION_ARGS ?= --jobs 2
 
-test: test-layers test-unit test-e2e test-asan test-tsan test-fuzz
+test: test-layers test-unit test-e2e test-cuda-emu test-asan test-tsan test-fuzz
 	@echo "make test: all passed"
 
 # The floors of common/ (common/README.md): includes and calls run one way;
@@ -189,8 +234,8 @@ test-layers: ddpbench
 	@echo "== tests/structure/layers.sh"; sh tests/structure/layers.sh $(BUILD)
 	@echo "== tests/structure/layers_selftest.sh"; sh tests/structure/layers_selftest.sh
 
-test-unit: $(TEST_BINS) ddpbench
-	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
+test-unit: $(TEST_BINS) $(GPU_TEST_BINS) ddpbench
+	@set -e; for t in $(TEST_BINS) $(GPU_TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
 
 # The tools the scripts use (pgrep, python3 with numpy and torch, gnuplot)
 # are installed first, as the build's libraries are: no check is skipped.
@@ -216,11 +261,11 @@ test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
 
-# The CUDA code without a GPU: backend_cuda.c and the kernels against a CPU
-# emulation of the CUDA runtime and cuBLAS, under ASan+UBSan (not part of
-# `make test`: it takes minutes on 2 cores).
-test-cuda-emu: | build/deps.mk
-	sh tests/cuda_emu/run.sh
+# The CUDA code without a GPU: backend_cuda.c and the kernels against an
+# asynchronous CPU emulation of the CUDA runtime and cuBLAS, built with the
+# release flags (EMU=1), the kernels again under ASan+UBSan.
+test-cuda-emu: ddpbench | build/deps.mk
+	@sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -251,6 +296,35 @@ test-fuzz: $(FUZZ_BINS)
 fuzz:
 	$(MAKE) test-fuzz FUZZ_TIME=600
 
+# ---- the GPU kit: the GPU check for a box with only the driver, CUDA and PyTorch
+# build/gpu-kit: ddpbench and the GPU test binaries (stripped, RPATH
+# $ORIGIN/lib and no absolute path), tests/gpu/check.sh, the PyTorch
+# reference, and every library they need but the box's own (tests/gpu/kit.sh).
+KIT := build/gpu-kit
+comma := ,
+KIT_LDLIBS := $(filter-out -Wl$(comma)-rpath$(comma)%,$(LDLIBS))
+KIT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
+KIT_TESTS := $(KIT)/tests/test_cuda $(GPU_TEST_SRCS:tests/gpu/%.c=$(KIT)/tests/%)
+
+gpu-kit:
+	@case "$(HAVE_CUDA)" in 1) ;; *) echo "make gpu-kit: needs the CUDA toolkit ($(NVCC)) and NCCL"; exit 1 ;; esac
+	@test -n "$(HAVE_NCCL)" || { echo "make gpu-kit: needs NCCL (nccl.h and libnccl)"; exit 1; }
+	@rm -rf $(KIT)
+	@$(MAKE) --no-print-directory $(KIT)/ddpbench $(KIT_TESTS)
+	@sh tests/gpu/kit.sh $(KIT)
+
+$(KIT)/ddpbench: $(MAIN_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -s -o $@ $(MAIN_OBJS) $(LIB) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib'
+
+$(KIT)/tests/test_cuda: tests/unit/test_cuda.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
+
+$(KIT)/tests/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
+
 # ---- demo, benchmarks, install ----------------------------------------------
 demo: ddpbench
 	./ddpbench --mode compare
@@ -263,7 +337,7 @@ install: ddpbench
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu build/gpu-check ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit ddpbench
 
 distclean:
 	rm -rf build ddpbench
@@ -274,4 +348,4 @@ help:
 # The dependency files of what this configuration builds (not every .d under
 # build/: one left by a file that has since moved would name a source that is
 # gone).
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) $(BENCH_BINS:=.d)

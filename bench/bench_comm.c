@@ -74,7 +74,7 @@ static void rank_main(comm_seg_t *seg, int rank, int world, const size_t *sizes,
     comm_t *c;
     if ((rep->rc = backend_cpu_create(&be, rank, 1, rep->msg)) != DDP_OK)
         return;
-    comm_args_t a = {COMM_SHM, world, rank, be, seg, 30.0};
+    comm_args_t a = {COMM_SHM, world, rank, be, seg, 30.0, 0.0};
     if ((rep->rc = comm_create(&c, &a, rep->msg)) != DDP_OK)
         return;
     size_t maxn = sizes[nsizes - 1] / sizeof(float);

@@ -2,7 +2,10 @@
  * communicator, its shard of the data (DistributedSampler), a full replica
  * and optimizer, and the gradients averaged over ranks in buckets while
  * backward runs.  What it measured goes back to the supervisor through the
- * shared segment (ddp_shared.h). */
+ * shared segment (ddp_shared.h).  On a GPU the host only queues a step: the
+ * buckets' waits are the GPU's (comm.h), the loss is fetched without
+ * waiting, and the step meter's wait for the previous step is the step's one
+ * host synchronisation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,11 +72,12 @@ typedef struct {
     replica_t rep;
     optim_t opt;
     reducer_t red;
-    float *staging;     /* batch staging for devices that are not host-visible */
+    stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
     float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
                            decision, all-reduced (see rank_step) */
-    float loss_host[3]; /* its host side (valid until the backend is synced) */
+    float *loss_host;   /* pinned [2][3]: the rows and decision sent up, by step parity */
+    long cur_g;         /* the step being queued */
     ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
@@ -87,6 +91,8 @@ typedef struct {
 static int dev(rank_t *k, int rc) { return backend_check(k->be, rc, NULL, k->err); }
 static int coll(rank_t *k, int rc) { return comm_check(k->comm, rc, NULL, k->err); }
 
+static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r);
+
 // ---------------------------------------------------------------------------
 // setup: device, communicator, shard, replica, optimizer, initial parameters
 
@@ -96,7 +102,9 @@ static int rank_setup(rank_t *k)
     TRY(config_model_spec(cfg, &k->spec, k->err));
     /* The device is created here, after fork: CUDA does not survive fork. */
     TRY(backend_create(&k->be, cfg->backend, cfg->gpus[k->rank], 1, k->err));
-    comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->seg, cfg->timeout_s};
+    if (cfg->tf32)
+        TRY(dev(k, backend_set_tf32(k->be, true)));
+    comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->seg, cfg->timeout_s, 0.0};
     TRY(comm_create(&k->comm, &ca, k->err));
     TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, k->err));
     /* this rank's part of a micro-batch: ceil((B - rank) / world) rows (at
@@ -107,17 +115,13 @@ static int rank_setup(rank_t *k)
     TRY(replica_init(&k->rep, k->be, &k->spec, local_batch, k->data->tgt_cols, k->err));
     TRY(optim_init(&k->opt, k->be, &cfg->optim, k->spec.nparams, k->err));
     TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
-    TRY(reducer_init(&k->red, k->comm, &k->spec, k->rep.grads, cfg->first_bucket_mb,
+    TRY(reducer_init(&k->red, k->comm, &k->meter, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
     k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
-    if (!k->lossbuf)
-        return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
-    if (!backend_host_visible(k->be)) {
-        size_t n = (size_t)local_batch * (k->data->in_dim + k->data->tgt_cols);
-        k->staging = backend_alloc_host(k->be, n * sizeof(float));
-        if (!k->staging)
-            return err_set(k->err, DDP_ERR_RUNTIME, "out of pinned host memory");
-    }
+    k->loss_host = backend_alloc_host(k->be, 6 * sizeof(float));
+    if (!k->lossbuf || !k->loss_host)
+        return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the loss");
+    TRY(stager_init(&k->stg, k->be, k->rep.x, k->rep.y, local_batch, cfg->accum, k->data, k->err));
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (k->rank == 0 || cfg->resume_path[0]) {
@@ -155,26 +159,33 @@ static int rank_setup(rank_t *k)
     if (k->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(k->area), .cap = k->area->max_log,
                                 .fixed = true};
-    step_meter_init(&k->meter, &(step_meter_sinks_t){
-                                   .cfg = cfg,
-                                   .dev = &rec->stats,
-                                   .trace = k->tr,
-                                   .times = &rec->times,
-                                   .log = k->rank == 0 ? &rec->log : NULL,
-                                   .final_loss = &rec->final_loss,
-                                   .story = k->rank == 0 ? &k->area->story : NULL,
-                                   .progress = k->rank == 0 ? &k->prog : NULL,
-                               });
-    return DDP_OK;
+    return step_meter_init(&k->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = cfg,
+                               .dev = &rec->stats,
+                               .trace = k->tr,
+                               .times = &rec->times,
+                               .log = k->rank == 0 ? &rec->log : NULL,
+                               .final_loss = &rec->final_loss,
+                               .story = k->rank == 0 ? &k->area->story : NULL,
+                               .progress = k->rank == 0 ? &k->prog : NULL,
+                               .be = k->be,
+                               .resolved = rank_resolved,
+                               .ctx = k,
+                           },
+                           k->err);
 }
 
 static void rank_teardown(rank_t *k)
 {
+    stager_free(&k->stg);
     if (k->be) {
-        if (k->staging)
-            backend_free_host(k->be, k->staging);
+        backend_sync(k->be); /* no copy may still use the loss buffers */
+        if (k->loss_host)
+            backend_free_host(k->be, k->loss_host);
         backend_free(k->be, k->lossbuf);
     }
+    step_meter_free(&k->meter);
     free(k->host_params);
     ckpt_run_free(&k->ck);
     reducer_free(&k->red);
@@ -203,7 +214,8 @@ static int last_micro(rank_t *k, long g, int *nmicro)
 }
 
 /* --explain, rank 0, the run's first step: the buckets as they ran, timed
- * from the start of the backward pass that all-reduced them. */
+ * from the start of the backward pass that all-reduced them (reducer_spans
+ * has just placed them). */
 static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
 {
     step_story_t *st = &k->area->story;
@@ -230,11 +242,43 @@ static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
     mv->seconds = last > first ? last - first : 0.0;
 }
 
+/* The step meter's callback once step r->g has run (at once on the CPU, when
+ * the next step ends on a GPU): the buckets' communication hidden behind the
+ * last backward, their --trace events and --explain story, and the fetched
+ * global loss with rank 0's progress decision. */
+static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
+{
+    (void)m;
+    rank_t *k = ctx;
+    double b0 = 0.0, b1 = 0.0;
+    step_rec_last_lap(r, PH_BACKWARD, &b0, &b1);
+    r->charge[PH_COMM_HIDDEN] += reducer_spans(&k->red, r, b0, b1);
+    for (int i = 0; i < k->red.nb && k->tr; i++) {
+        const bucket_t *b = &k->red.b[i];
+        if (b->span.end_s > 0.0)
+            trace_event(k->tr, TR_ALLREDUCE, LANE_COMM, b->span.start_s, b->span.end_s,
+                        (uint64_t)b->count * sizeof(float), i, -1);
+    }
+    if (r->first && k->rank == 0)
+        story_buckets(k, b0, b1);
+    if (r->nfetch == 3) {
+        const float *global = r->fetched;
+        r->mean = (double)global[0] / (double)global[1];
+        /* Every rank reads the same decision at the same step (this one's
+         * report) and applies it to a step none has decided yet: on a GPU
+         * the step after the one being queued. */
+        long ahead = (long)global[2];
+        long at = r->g + ahead, soonest = k->cur_g + 1;
+        k->progress_at = ahead > 0 ? (at > soonest ? at : soonest) : -1;
+    }
+}
+
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
  * backward fills them, on the last micro-batch), then the rest of the
  * buckets and, on loss steps, the loss; the optimizer once all are in.
- * *loss_out gets the global mean loss when want_loss, else NAN. */
-static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
+ * Nothing here waits for the device: the GPU orders the collectives after
+ * the gradients and the optimizer after the collectives. */
+static int rank_step(rank_t *k, long g, bool want_loss)
 {
     const config_t *cfg = k->cfg;
     backend_t *be = k->be;
@@ -248,15 +292,13 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
 
     /* The step's loss is the mean over its rows on every rank together.  A
      * rank's share of them varies (86, 85, 85 rows; none once its shard is
-     * used up), so each rank scales its sum by world / global rows and the
-     * all-reduce's average over the world gives every rank
-     * sum over all rows / global rows: its gradient weighted by its share.
-     * (Equal shares of b rows give 1/b, bit for bit: world/(world*b) is
-     * one correctly rounded division.) */
+     * used up), so each rank scales its sum by 1 / global rows and the
+     * buckets are summed: every rank gets sum over all rows / global rows,
+     * its gradient weighted by its share, with the mean's one division
+     * folded in here, once (as in single mode). */
     size_t step_rows = schedule_step_rows(&k->sch, g), my_rows = schedule_view_rows(&k->sch, g);
-    float scale = (float)k->world / (float)step_rows;
+    float scale = 1.0f / (float)step_rows;
     int nmicro, last_mi = last_micro(k, g, &nmicro);
-    double step_loss = 0.0, bwd_t0 = 0.0, bwd_t1 = 0.0;
     bool has_grad = false;
     for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
@@ -264,25 +306,21 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
         if (rows == 0)
             continue; /* a micro-batch too small to reach this rank */
         bool last = mi == last_mi;
-        TRY(dev(k, stage_batch(rep, k->data, idx, rows, k->staging, m)));
-        TRY(dev(k, model_forward(rep, rep->x, rows)));
-        TRY(dev(k, backend_sync(be))); /* so the lap measures the work, not its launch */
+        float *x, *y;
+        TRY(dev(k, stager_stage(&k->stg, k->data, idx, rows, m, &x, &y)));
+        TRY(dev(k, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
-        TRY(dev(k, model_loss(rep, cfg->loss, rep->y, rows, scale)));
-        if (want_loss) {
-            float sum = 0.0f;
-            TRY(dev(k, backend_d2h(be, &sum, rep->loss_sum, sizeof sum)));
-            step_loss += sum;
-        }
-        TRY(dev(k, backend_sync(be)));
-        bwd_t0 = step_meter_lap(m, PH_LOSS);
+        TRY(dev(k, model_loss(rep, cfg->loss, y, rows, scale)));
+        if (want_loss) /* the step's loss sum, on the device */
+            TRY(dev(k, !has_grad ? backend_d2d(be, k->lossbuf, rep->loss_sum, sizeof(float))
+                                 : backend_axpy(be, 1.0f, rep->loss_sum, k->lossbuf, 1)));
+        step_meter_lap(m, PH_LOSS);
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
-        reducer_begin(&k->red, last);
-        int rc = model_backward(rep, rep->x, rows, rep->dout, has_grad, reducer_hook, &k->red);
+        reducer_begin(&k->red, last, g);
+        int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &k->red);
         if (rc != DDP_OK) /* the hook's failure is the comm's, else the device's */
             return k->red.launch_failed ? coll(k, rc) : dev(k, rc);
-        TRY(dev(k, backend_sync(be)));
-        bwd_t1 = step_meter_lap(m, PH_BACKWARD);
+        step_meter_lap(m, PH_BACKWARD);
         step_meter_rows(m, rows);
         has_grad = true;
     }
@@ -292,56 +330,41 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
          * zero gradients that add nothing to the sum (torch's Join hook
          * shadows the others' all-reduces the same way). */
         TRY(dev(k, backend_memset0(be, rep->grads, k->spec.nparams * sizeof(float))));
-        TRY(dev(k, backend_sync(be)));
+        if (want_loss)
+            TRY(dev(k, backend_memset0(be, k->lossbuf, sizeof(float))));
         step_meter_lap(m, PH_BACKWARD);
-        reducer_begin(&k->red, true);
+        reducer_begin(&k->red, true, g);
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
      * loss steps, the loss: the same sequence of collectives on every rank. */
     TRY(coll(k, reducer_launch_rest(&k->red)));
     if (want_loss) {
-        k->loss_host[0] = (float)step_loss;
-        k->loss_host[1] = (float)my_rows;
+        float *lh = k->loss_host + 3 * (g & 1); /* a step's copy is read before g+2 */
+        lh[1] = (float)my_rows;
         /* Rank 0's decision (the others add 0): in how many steps the
          * progress line next wants a loss; 0 when it is off.  A small whole
          * number, exact in a float. */
-        k->loss_host[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
-        TRY(dev(k, backend_h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host)));
+        lh[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
+        TRY(dev(k, backend_h2d(be, k->lossbuf + 1, lh + 1, 2 * sizeof(float))));
         TRY(coll(k, comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL)));
     }
-    /* The optimizer needs every bucket averaged: wait for all of them. */
+    /* The optimizer needs every bucket summed: its stream waits for all. */
     TRY(coll(k, comm_wait_all(k->comm)));
-    TRY(dev(k, backend_sync(be)));
     step_meter_lap(m, PH_COMM_EXPOSED);
-    step_meter_charge(m, PH_COMM_HIDDEN, reducer_hidden_s(&k->red, bwd_t0, bwd_t1));
-    for (int i = 0; i < k->red.nb && k->tr; i++) {
-        const bucket_t *b = &k->red.b[i];
-        if (b->span.end_s > 0.0)
-            trace_event(k->tr, TR_ALLREDUCE, LANE_COMM, b->span.start_s, b->span.end_s,
-                        (uint64_t)b->count * sizeof(float), i, -1);
-    }
-    *loss_out = NAN;
-    if (want_loss) {
-        float global[3];
-        TRY(dev(k, backend_d2h(be, global, k->lossbuf, sizeof global)));
-        *loss_out = (double)global[0] / (double)global[1];
-        long ahead = (long)global[2];
-        k->progress_at = ahead > 0 ? g + ahead : -1;
-    }
+    if (want_loss)
+        step_meter_fetch(m, k->lossbuf, 3);
 
     TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
-    TRY(dev(k, backend_sync(be)));
     step_meter_lap(m, PH_OPTIM);
-    if (m->first && k->rank == 0) { /* --explain: what step 1 moved */
+    if (step_meter_first(m) && k->rank == 0) { /* --explain: what step 1 moved */
         step_story_t *st = &k->area->story;
         move_stat_t *mb = &st->move[MOVE_BATCH];
-        /* every rank gathers its own shard, in parallel: rank 0's time
-         * (its seconds once the meter has closed the step, in rank_train) */
+        /* every rank gathers its own part, in parallel: rank 0's time (its
+         * seconds once the meter has reported the step, in rank_train) */
         mb->bytes = (uint64_t)step_rows * (uint64_t)(k->data->in_dim + k->data->tgt_cols) *
                     sizeof(float);
         mb->ops = nmicro * k->world;
-        story_buckets(k, bwd_t0, bwd_t1);
     }
     return DDP_OK;
 }
@@ -354,8 +377,8 @@ static int rank_checkpoint(rank_t *k, long g)
         return DDP_OK;
     /* Rank 0 writes: every rank holds the same parameters and optimizer
      * state (the same averaged gradients applied to the same start), so one
-     * copy is the checkpoint.  Its optimizer step was synced, so the copy is
-     * the state after step g. */
+     * copy is the checkpoint.  The copies wait for its optimizer step, so
+     * they hold the state after step g. */
     if (k->rank == 0)
         TRY(ckpt_run_write(&k->ck, &k->sch, k->rep.params, &k->opt, g, k->err));
     /* Barrier: nobody runs ahead while rank 0 writes.  Without it the others
@@ -364,13 +387,19 @@ static int rank_checkpoint(rank_t *k, long g)
      * they would exit while the last checkpoint is still being written.  So
      * this one wait allows for the write: --timeout plus 30 s plus the file
      * at 20 MB/s.  Every op before it was waited for (rank_step's wait_all),
-     * so the comm is idle and the timeout may change (comm.h). */
+     * so no op is launched that reads the timeout before it changes (comm.h). */
     double bytes = (double)k->spec.nparams * sizeof(float) * (1.0 + k->ck.nstate);
     double saved = comm_timeout(k->comm);
     comm_set_timeout(k->comm, saved + 30.0 + bytes / 20e6);
     int rc = comm_barrier(k->comm);
+    /* Why sync: under NCCL the barrier's wait is the GPU's and returns at
+     * once; the host must wait here, while the longer bound holds (the watch
+     * reads it), not in the next step under --timeout alone. */
+    int drc = rc == DDP_OK ? backend_sync(k->be) : DDP_OK;
     comm_set_timeout(k->comm, saved);
-    return coll(k, rc);
+    if (rc != DDP_OK)
+        return coll(k, rc);
+    return dev(k, drc); /* a watch failure carries the comm's message */
 }
 
 static int rank_train(rank_t *k)
@@ -385,11 +414,10 @@ static int rank_train(rank_t *k)
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         /* The loss is a collective: every rank must agree on fetching it.
          * The loss log's steps follow from the schedule; the progress line's
-         * come from rank 0 on the previous loss all-reduce (progress_at), so
+         * come from rank 0 on an earlier loss all-reduce (progress_at), so
          * no rank decides alone from its own clock. */
         bool logs = schedule_logs(sch, g);
         bool want_loss = logs || g == k->progress_at;
-        bool first = g == sch->start_step; /* --explain narrates this run's first step */
         long rows = (long)schedule_step_rows(sch, g);
         bool active = schedule_rank_active(sch, g, k->rank);
         if (!active && !k->cfg->join) {
@@ -400,23 +428,29 @@ static int rank_train(rank_t *k)
             rec->left_step = g;
             break;
         }
-        double loss = NAN;
-        step_meter_begin(m, g, schedule_timed(sch, g), first);
-        TRY(rank_step(k, g, want_loss, &loss));
-        step_meter_end(m, (long)schedule_view_rows(sch, g));
+        k->cur_g = g;
+        /* --explain narrates this run's first step */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        TRY(rank_step(k, g, want_loss));
+        TRY(step_meter_end(m,
+                           &(step_end_t){.samples = (long)schedule_view_rows(sch, g),
+                                         .global_samples = rows,
+                                         .total = sch->total_steps,
+                                         .epoch = schedule_epoch_of(sch, g),
+                                         .logs = logs},
+                           k->err));
         if (active)
             rec->stats.steps_run++;
         else
             rec->stats.steps_shadowed++;
-        if (first && k->rank == 0)
-            k->area->story.move[MOVE_BATCH].seconds =
-                rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
-        TRY(step_meter_loss(m, g, sch->total_steps, schedule_epoch_of(sch, g), logs, loss, rows,
-                            k->err));
         TRY(rank_checkpoint(k, g));
     }
+    TRY(step_meter_finish(m, k->err));
     progress_end(&k->prog);
     rec->total_s = now_s() - t_start;
+    if (k->rank == 0)
+        k->area->story.move[MOVE_BATCH].seconds =
+            rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
 
     /* Every rank's final parameters, checksummed so the supervisor can check
      * the replicas never drifted apart; rank 0's travel back in full. */

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "measure/timing.h"
 
 // ---------------------------------------------------------------------------
 // buckets
@@ -22,11 +21,12 @@ static size_t param_count(const model_spec_t *s, int p)
     return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
 }
 
-int reducer_init(reducer_t *r, comm_t *comm, const model_spec_t *spec, float *grads,
-                 double first_bucket_mb, double bucket_mb, bool overlap, char *err)
+int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
+                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err)
 {
     memset(r, 0, sizeof *r);
     r->comm = comm;
+    r->meter = meter;
     r->spec = spec;
     r->grads = grads;
     r->overlap = overlap;
@@ -68,25 +68,30 @@ void reducer_free(reducer_t *r)
 // ---------------------------------------------------------------------------
 // one backward
 
-void reducer_begin(reducer_t *r, bool sync)
+void reducer_begin(reducer_t *r, bool sync, long g)
 {
     r->armed = sync;
     r->next = 0;
+    r->par = (int)(g & 1);
     for (int i = 0; i < r->nb; i++) {
         r->b[i].pending = r->b[i].last_param - r->b[i].first_param + 1;
-        r->b[i].h = 0;
-        r->b[i].ready_s = 0.0;
-        r->b[i].span = (comm_span_t){0, 0};
+        if (sync) { /* the step's record of this bucket starts here */
+            r->b[i].h[r->par] = 0;
+            r->b[i].ready_mark[r->par] = -1;
+        }
     }
 }
 
 static int launch(reducer_t *r, int i)
 {
     bucket_t *b = &r->b[i];
-    b->ready_s = now_s();
+    /* When the gradients are written: a marker on the device's queue. */
+    b->ready_mark[r->par] = r->meter ? step_meter_mark(r->meter) : -1;
     /* Ordered after the backward work that wrote the bucket's gradients (the
-     * comm contract: launch follows the rank's earlier backend work). */
-    int rc = comm_all_reduce_async(r->comm, r->grads + b->off, b->count, REDOP_AVG, b->tag, &b->h);
+     * comm contract: launch follows the rank's earlier backend work).  A sum:
+     * the loss scale already divided by the global batch (reducer.h). */
+    int rc = comm_all_reduce_async(r->comm, r->grads + b->off, b->count, REDOP_SUM, b->tag,
+                                   &b->h[r->par]);
     if (rc != DDP_OK)
         r->launch_failed = true;
     return rc;
@@ -122,14 +127,20 @@ int reducer_launch_rest(reducer_t *r)
     return DDP_OK;
 }
 
-double reducer_hidden_s(reducer_t *r, double t0, double t1)
+double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1)
 {
     double hidden = 0.0;
+    int par = (int)(rec->g & 1);
     for (int i = 0; i < r->nb; i++) {
+        bucket_t *bk = &r->b[i];
         comm_span_t s = {0, 0};
-        if (!r->b[i].h || comm_wait(r->comm, r->b[i].h, &s) != DDP_OK || s.end_s <= 0.0)
+        int mk = bk->ready_mark[par];
+        bk->ready_s = mk >= 0 && mk < rec->n ? step_rec_time(rec, mk) : 0.0;
+        if (bk->h[par])
+            comm_span(r->comm, bk->h[par], &s);
+        bk->span = s;
+        if (s.end_s <= 0.0)
             continue;
-        r->b[i].span = s;
         double a = s.start_s > t0 ? s.start_s : t0;
         double b = s.end_s < t1 ? s.end_s : t1;
         if (b > a)

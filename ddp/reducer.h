@@ -18,8 +18,14 @@
  *                                 on every rank)
  *   reducer_launch_rest(r)        after backward: whatever is not launched yet
  *                                 (everything under --no-overlap)
- *   comm_wait_all / reducer_spans the optimizer waits for every bucket
- * The average over ranks is the collective's (REDOP_AVG). */
+ *   comm_wait_all                 the optimizer waits for every bucket
+ *   reducer_spans(r, rec, ...)    once the step has run (the step meter's
+ *                                 resolved callback): when each bucket ran
+ * The buckets are summed (REDOP_SUM), not averaged: the loss's gradient is
+ * already scaled by 1 / (rows of the global batch), which folds DDP's
+ * 1/world in once, where the reference computes it.  A step's handles and
+ * markers are kept by the step's parity, since a step reports when the next
+ * one ends. */
 #ifndef DDPBENCH_REDUCER_H
 #define DDPBENCH_REDUCER_H
 
@@ -27,6 +33,7 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "measure/step_meter.h"
 #include "nn/model.h"
 
 typedef struct {
@@ -34,10 +41,12 @@ typedef struct {
     int first_param;       /* parameter indices covered: [first_param, last_param] */
     int last_param;        /* (param 2l is W_l, 2l+1 is b_l) */
     int pending;           /* parameters not yet ready in this backward */
-    comm_handle_t h;       /* this step's all-reduce */
+    comm_handle_t h[2];    /* its all-reduce in the steps of each parity */
+    int ready_mark[2];     /* the step meter's marker at its launch (-1: none) */
     char tag[24];          /* "bucket 2", for error messages */
-    double ready_s;        /* now_s() when this step's all-reduce was launched */
-    comm_span_t span;      /* when it ran (reducer_hidden_s fills it; 0s when unknown) */
+    /* the step reducer_spans was last asked about: */
+    double ready_s;        /* its gradients were written: the all-reduce was launched */
+    comm_span_t span;      /* when it ran (0s when unknown) */
 } bucket_t;
 
 typedef struct {
@@ -49,24 +58,28 @@ typedef struct {
     int bucket_of[2 * MODEL_MAX_LAYERS]; /* parameter -> bucket */
     bool overlap;          /* launch from the hook (false: --no-overlap) */
     bool armed;            /* this backward all-reduces (the last micro-batch) */
+    int par;               /* the step's parity */
     int next;              /* next bucket to launch */
     bool launch_failed;    /* a launch from the hook failed: the comm has the error */
+    step_meter_t *meter;   /* marks each launch on the device's queue */
 } reducer_t;
 
 /* Assign buckets over spec's arena in grads.  Caps in MiB (> 0). */
-int reducer_init(reducer_t *r, comm_t *comm, const model_spec_t *spec, float *grads,
-                 double first_bucket_mb, double bucket_mb, bool overlap, char *err);
+int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
+                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err);
 void reducer_free(reducer_t *r);
 
-/* Before a micro-batch's backward: sync false skips the all-reduce (no_sync). */
-void reducer_begin(reducer_t *r, bool sync);
+/* Before a micro-batch's backward in step g: sync false skips the all-reduce
+ * (no_sync). */
+void reducer_begin(reducer_t *r, bool sync, long g);
 /* The layer hook for model_backward (ctx is the reducer_t). */
 int reducer_hook(void *ctx, int layer);
 /* After backward: launch the buckets the hook did not (all of them without overlap). */
 int reducer_launch_rest(reducer_t *r);
-/* After the waits: seconds of this step's bucket all-reduces that ran inside
- * [t0, t1] (the backward pass), from the comm's spans; 0 when it cannot tell.
- * Leaves each bucket's span in b[i].span (for --trace and --explain). */
-double reducer_hidden_s(reducer_t *r, double t0, double t1);
+/* Once step rec->g has run: seconds of its bucket all-reduces that ran
+ * inside [t0, t1] (the backward pass), from the comm's spans; 0 when it
+ * cannot tell.  Leaves each bucket's span and launch time in b[i] (for
+ * --trace and --explain). */
+double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1);
 
 #endif

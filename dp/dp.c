@@ -23,8 +23,19 @@ static void dp_worker(void *ctx, int d)
         for (int i = 0; i < c->k; i++)
             hv = hv && backend_host_visible(c->dev[i].be);
         c->host_visible = hv;
+        c->nccl = c->nccl && !hv;
+        if (c->nccl) { /* one NCCL rank per device, all made here at once */
+            backend_t *bes[MAX_DEVICES];
+            comm_t *comms[MAX_DEVICES];
+            for (int i = 0; i < c->k; i++)
+                bes[i] = c->dev[i].be;
+            rc = comm_nccl_group_create(comms, bes, c->k, c->cfg->timeout_s, err);
+            for (int i = 0; i < c->k && rc == DDP_OK; i++)
+                c->dev[i].comm = comms[i];
+        }
     }
-    /* Barrier: host_visible is set (the others read it from now on). */
+    /* Barrier: host_visible (and every device's comm) is set; the others
+     * read them from now on. */
     if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
         err_set(err, rc, "stopped because another device failed");
 
@@ -38,8 +49,14 @@ static void dp_worker(void *ctx, int d)
         if (rc != DDP_OK)
             err_set(err, rc, "%s: %s", dv->name, backend_last_error(dv->be));
     }
-    if (rc != DDP_OK)
+    if (rc != DDP_OK) {
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
+        /* A device whose collective waits for this one must not wait out
+         * --timeout: fail the whole NCCL group now. */
+        for (int i = 0; i < c->k; i++)
+            if (c->dev[i].comm)
+                comm_abort(c->dev[i].comm, err);
+    }
     if (dv->be)
         c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
     dp_pool_leave(&c->pool);
@@ -106,6 +123,13 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     c->k = k;
     c->chunk_max = (cfg->batch + k - 1) / k;
     c->res = res;
+    /* NCCL for the replicate and the reduce when it is built and every GPU
+     * is a distinct one (NCCL puts one rank on a GPU); peer copies else. */
+    c->nccl = cfg->backend == BACKEND_CUDA && k > 1 && comm_nccl_available();
+    for (int i = 0; i < k && c->nccl; i++)
+        for (int j = 0; j < i; j++)
+            if (cfg->gpus[i] == cfg->gpus[j])
+                c->nccl = false;
     res->mode = MODE_DP;
     res->backend = cfg->backend;
     res->ndev = k;

@@ -10,7 +10,15 @@
  *   (scatter) and runs backward; the gradients are summed onto device 0
  *   (reduce); device 0 steps the optimizer.
  * Devices are indexed by slot (their place in --gpus), never by id: on CUDA an
- * id may repeat (--gpus 0,0). */
+ * id may repeat (--gpus 0,0).
+ *
+ * On a GPU every barrier is also a barrier of the devices' queues: before
+ * it, each device records an event; after it, each device's stream waits for
+ * every other device's event (dp_wait).  So work any device queued before a
+ * barrier is done before work any device queues after it -- what a host
+ * synchronisation before each barrier would give -- while the host threads
+ * run ahead; a device thread waits for its own device once a step (the step
+ * meter). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
@@ -19,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "config/config.h"
 #include "data/data.h"
 #include "data/schedule.h"
@@ -28,6 +37,7 @@
 #include "measure/step_meter.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "train/stage.h"
 #include "train/trainer.h"
 
 // ---------------------------------------------------------------------------
@@ -110,8 +120,10 @@ typedef struct {
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */
     bool has_grad;            /* rep.grads holds gradients of this optimizer step */
-    step_meter_t meter;       /* this thread's measurements (meter.first: the
-                                 current step is the run's first) */
+    step_meter_t meter;       /* this thread's measurements */
+    backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
+    long nbar;                /* barriers passed */
+    comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
     /* --explain: this thread's copies in the run's first step (read by dp_run
      * after the join) */
     move_stat_t first_move[MOVE_COUNT];
@@ -124,6 +136,9 @@ typedef struct {
     int k;                    /* devices */
     int chunk_max;            /* ceil(batch/k): rows of the largest chunk */
     bool host_visible;        /* every device's memory is host memory (CPU) */
+    bool nccl;                /* replicate and reduce are NCCL broadcast and reduce
+                                 (CUDA, NCCL built, distinct GPUs), as torch's
+                                 DataParallel does; else peer copies */
     run_result_t *res;
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
@@ -138,11 +153,17 @@ typedef struct {
 
     /* device 0's extra buffers: the whole micro-batch and its loss */
     optim_t opt;
-    float *gx, *gy;           /* inputs [batch, in] and targets [batch, tgt] */
+    float *gx, *gy;           /* the micro-batch's inputs [batch, in] and targets [batch, tgt]:
+                                 the slot the stager filled last (device 0 sets them
+                                 before the barrier the others read them after) */
     float *gout, *gdout;      /* gathered outputs and their gradient [batch, out] */
     float *loss_sum;          /* one device float */
-    float *staging;           /* host staging when device 0 is not host-visible */
-    float *gscratch;          /* one gradient arena for the reduce when not host-visible */
+    stager_t stg;             /* device 0's batch staging (its first slot: bx, by) */
+    float *bx, *by;
+    /* the reduce when not host-visible: two gradient arenas, filled on device
+     * 0's copy stream while its compute stream adds the other */
+    float *gscratch[2];
+    backend_event_t *red_copied[2], *red_free;
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
@@ -186,12 +207,14 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err);
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
                     dp_chunk_t ch, move_kind_t what, char *err);
 /* Device d's share of copying device 0's parameters into the replicas of
- * devices 1..nrep-1 (host-visible: a slice of every replica; else its own). */
+ * devices 1..nrep-1 (host-visible: a slice of every replica; NCCL: its part
+ * of one broadcast, every device; else its own copy). */
 int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err);
 /* Device 0: copy every device's output chunk into gout. */
 int dp_gather(dp_ctx_t *c, int batch, char *err);
 /* Device d's share of summing the gradients of the devices that have them
- * onto device 0's (host-visible: a slice; else device 0 does it all). */
+ * onto device 0's (host-visible: a slice; NCCL: its part of one reduce, every
+ * device, those without gradients adding zeros; else device 0 does it all). */
 int dp_reduce(dp_ctx_t *c, int d, char *err);
 
 #endif

@@ -33,6 +33,11 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if (rc != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
     backend_t *be = dv->be;
+    if (cfg->tf32 && (rc = backend_set_tf32(be, true)) != DDP_OK)
+        return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
+    for (int i = 0; i < 2 && rc == DDP_OK; i++)
+        if (!(dv->bar[i] = backend_event_new(be, false)))
+            return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc != DDP_OK || d != 0)
         return rc == DDP_OK ? rc : err_prefix(err, rc, "%s", dv->name);
@@ -43,20 +48,24 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
      * from gx and gdout, as torch's scatter leaves chunk 0 a view. */
     size_t batch = (size_t)cfg->batch;
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec), tgt = c->data->tgt_cols;
-    c->gx = dp_alloc(be, batch * in, dv, "the batch inputs", &rc, err);
-    c->gy = dp_alloc(be, batch * tgt, dv, "the batch targets", &rc, err);
+    c->bx = dp_alloc(be, batch * in, dv, "the batch inputs", &rc, err);
+    c->by = dp_alloc(be, batch * tgt, dv, "the batch targets", &rc, err);
+    c->gx = c->bx;
+    c->gy = c->by;
     c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", &rc, err);
     c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", &rc, err);
     c->loss_sum = dp_alloc(be, 1, dv, "the loss", &rc, err);
-    if (rc == DDP_OK && !backend_host_visible(be)) {
-        if (c->k > 1)
-            c->gscratch = dp_alloc(be, c->spec.nparams, dv, "the reduce buffer", &rc, err);
-        if (rc == DDP_OK) {
-            c->staging = backend_alloc_host(be, batch * (in + tgt) * sizeof(float));
-            if (!c->staging)
-                rc = err_set(err, DDP_ERR_RUNTIME, "%s: out of pinned memory", dv->name);
+    if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1 && !c->nccl) {
+        for (int i = 0; i < 2; i++) {
+            c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", &rc, err);
+            if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))
+                rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
         }
+        if (rc == DDP_OK && !(c->red_free = backend_event_new(be, false)))
+            rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
     }
+    if (rc == DDP_OK)
+        rc = stager_init(&c->stg, be, c->bx, c->by, cfg->batch, cfg->accum, c->data, err);
     if (rc != DDP_OK)
         return rc;
     if ((rc = optim_init(&c->opt, be, &cfg->optim, c->spec.nparams, err)) != DDP_OK)
@@ -80,16 +89,30 @@ void dp_device_free(dp_ctx_t *c, int d)
     backend_t *be = dv->be;
     if (!be)
         return;
+    /* Nothing queued may still read or write what is freed (the other
+     * devices passed the exit barrier, so their copies from here are queued
+     * before their own teardown waits). */
+    comm_destroy(dv->comm);
+    dv->comm = NULL;
+    backend_sync(be);
     if (d == 0) {
         optim_free(&c->opt);
-        float *bufs[] = {c->gx, c->gy, c->gout, c->gdout, c->loss_sum, c->gscratch};
+        stager_free(&c->stg);
+        float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum, c->gscratch[0],
+                         c->gscratch[1]};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 backend_free(be, bufs[i]);
-        if (c->staging)
-            backend_free_host(be, c->staging);
-        c->gx = c->gy = c->gout = c->gdout = c->loss_sum = c->gscratch = c->staging = NULL;
+        for (int i = 0; i < 2; i++)
+            backend_event_free(be, c->red_copied[i]);
+        backend_event_free(be, c->red_free);
+        c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
+        c->gscratch[0] = c->gscratch[1] = NULL;
+        c->red_copied[0] = c->red_copied[1] = c->red_free = NULL;
     }
+    step_meter_free(&dv->meter);
+    for (int i = 0; i < 2; i++)
+        backend_event_free(be, dv->bar[i]);
     replica_free(&dv->rep);
     backend_destroy(be);
     dv->be = NULL;

@@ -32,15 +32,24 @@
  *  - wait(h) returns once collective h and every collective launched before it
  *    on this rank are complete, and their results are visible to work the rank
  *    issues on its backend afterwards (NCCL: the backend's stream waits on the
- *    comm stream; the host may return before the GPU is done).  The results
+ *    comm stream and the host returns at once; a peer that never arrives is
+ *    caught by the watch the comm installs on the backend, so the rank's next
+ *    host wait fails with the timeout instead of hanging).  The results
  *    are bit-identical on every rank (each element is reduced once, in a fixed
  *    order, then copied), so replicas never drift apart.
- *  - AVG is the sum divided by world (ncclAvg).  Sums are deterministic: the
- *    same inputs give the same bits on every run.
+ *  - AVG is the sum, then divided by world: shm divides each element of the
+ *    sum; NCCL all-reduces with ncclSum and divides after, never with
+ *    ncclAvg (which pre-multiplies by 1/world and so rounds differently, and
+ *    which turns off NVLink SHARP).  Callers that can fold 1/world into their
+ *    own scaling (DDP folds it into the loss's gradient scale) use SUM and
+ *    skip the division altogether.  Sums are deterministic: the same inputs
+ *    give the same bits on every run.
  *  - Errors: launch and wait return DDP_OK or DDP_ERR_RUNTIME with one line in
  *    last_error (via comm_last_error()).  An error is sticky: every later
- *    launch and wait fails at once with the same message.  No wait is
- *    unbounded: when a peer does not arrive within timeout_s the op fails with
+ *    launch and wait fails at once with the same message.  Joining the group
+ *    (creation) is bounded by init_timeout_s, which allows for the seconds a
+ *    large NCCL group takes to set up.  No wait is unbounded: when a peer
+ *    does not arrive within timeout_s the op fails with
  *      "timed out in all-reduce of bucket 2: rank 1 did not arrive within 2.0 s"
  *    (the tag given at launch names the op; NCCL, which cannot tell which
  *    peer is missing, says "a peer did not arrive" instead), and the comm
@@ -112,13 +121,25 @@ typedef struct {
     backend_t *be;        /* created by this rank (after fork) */
     comm_seg_t *seg;      /* from comm_seg_create() before fork */
     double timeout_s;     /* > 0 */
+    double init_timeout_s; /* the bound on joining the group; 0: COMM_INIT_TIMEOUT_S,
+                              or timeout_s when that is longer */
 } comm_args_t;
+
+/* Joining a group is bounded separately from the collectives: creating CUDA
+ * contexts, cuBLAS handles and NCCL's rings on eight GPUs takes seconds. */
+#define COMM_INIT_TIMEOUT_S 300.0
 
 /* The factory.  DDP_ERR_INPUT when the kind is not available ("--comm nccl:
  * this ddpbench was built without NCCL") or does not fit the backend. */
 int comm_create(comm_t **out, const comm_args_t *a, char *err);
 /* True when NCCL was compiled in. */
 bool comm_nccl_available(void);
+/* DP's in-process form: one NCCL communicator per CUDA backend in bes[0..n)
+ * (distinct GPUs; ncclCommInitAll), rank i on bes[i], each to be driven by
+ * the thread that owns its backend.  No segment: abort() fails that rank's
+ * ops; the caller aborts the others.  DDP_ERR_INPUT without NCCL. */
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err);
 /* COMM_AUTO resolved for a backend kind. */
 comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b);
 
@@ -158,7 +179,13 @@ int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double t
 // convenience: the forms callers use (comm.c)
 
 int comm_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h);
+/* span (may be NULL): op h's timing when it is already known (shm: always,
+ * NCCL: once its events have completed), else zeros; comm_span asks later. */
 int comm_wait(comm_t *c, comm_handle_t h, comm_span_t *span);
+/* Op h's timing, asked once the rank's device work queued after the wait for
+ * it has run (the step that waited for it has reported); zeros when the
+ * implementation cannot tell, or no longer can (a few hundred ops later). */
+void comm_span(comm_t *c, comm_handle_t h, comm_span_t *span);
 /* Wait for everything launched so far. */
 int comm_wait_all(comm_t *c);
 int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const char *tag,

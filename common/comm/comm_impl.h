@@ -14,6 +14,8 @@ typedef struct comm_ops {
     /* Wait for op h and every op before it; span (may be NULL) receives op h's
      * timing.  wait(0) returns at once. */
     int (*wait)(comm_t *c, comm_handle_t h, comm_span_t *span);
+    /* Op h's timing (comm_span). */
+    void (*span)(comm_t *c, comm_handle_t h, comm_span_t *span);
     /* Fail every pending and future op on every rank (see above). */
     void (*abort)(comm_t *c, const char *why);
     /* Stop the comm's threads and free it (pending ops are abandoned: abort or

@@ -1,22 +1,34 @@
 /* common/comm/comm_nccl.c: the collectives of comm.h over NCCL, for CUDA ranks.
  *
  * One communicator per rank, created non-blocking (ncclConfig_t.blocking = 0)
- * so neither joining the group nor any call can hang past --timeout: every
- * wait here polls, checks the group's abort flag in the shared segment and a
- * deadline, and on failure calls ncclCommAbort (which also releases NCCL
- * kernels stuck waiting for a dead peer) and raises the segment's flag so the
- * other ranks fail fast too.  Rank 0 makes the ncclUniqueId and passes it
- * through the segment (comm_seg_exchange_id).
+ * so neither joining the group nor any call can hang: joining is bounded by
+ * the init bound (comm_args_t.init_timeout_s: a large group takes seconds to
+ * set up), every later wait by --timeout.  Every wait polls, checks the
+ * group's abort flag in the shared segment and a deadline, and on failure
+ * calls ncclCommAbort (which also releases NCCL kernels stuck waiting for a
+ * dead peer) and raises the segment's flag so the other ranks fail fast too.
+ * Rank 0 makes the ncclUniqueId and passes it through the segment
+ * (comm_seg_exchange_id).
  *
  * Streams and overlap.  Collectives run on the comm's own stream, so they
  * overlap the backend's compute stream.  launch() records an event on the
  * backend's stream and makes the comm stream wait for it: the collective
  * starts on the GPU as soon as the work queued before it (a bucket's
  * gradients) is done, while the host goes on queuing the rest of backward.
- * wait(h) polls op h's end event (bounded, as above), then makes the
- * backend's stream wait for it, so the optimizer sees the reduced values.
- * Spans come from timed events on the comm stream, placed on the now_s()
- * clock through a reference event taken when the comm was made.
+ * wait(h) makes the backend's stream wait for op h's end event -- the GPU
+ * waits, the host returns at once, so a DDP step keeps its one host wait.
+ * What bounds a collective whose peer never comes is the watch this comm
+ * installs on the backend (backend_set_watch): every host wait on the
+ * device polls it, and it fails the group when the oldest unfinished op has
+ * been pending longer than --timeout, when another rank aborted, or when
+ * NCCL reports an error.  Spans come from timed events on the comm stream,
+ * placed on the now_s() clock by the backend's re-anchored clock.
+ *
+ * Reductions are ncclSum: REDOP_AVG divides the sum by world afterwards on
+ * the comm stream (comm.h), and DDP folds 1/world into its loss scale and
+ * asks for SUM.  ncclAvg is never used: NCCL implements it for floats as a
+ * pre-multiplied sum, which rounds differently from shm's sum / world and
+ * turns off NVLink SHARP (NVLS) on HGX H100/H200.
  *
  * Threads: the owner thread launches and waits; abort() may come from any
  * other thread of the rank (not from a signal handler).  A mutex guards the
@@ -36,6 +48,7 @@
 #include "device/backend_cuda.h"
 #include "comm/comm_impl.h"
 #include "device/cuda_check.h"
+#include "device/kernels.h"
 #include "base/clock.h"
 
 /* Ops in flight per rank before launch() first waits for the oldest (each
@@ -49,13 +62,14 @@ typedef struct {
     cudaStream_t stream;    /* the comm stream */
     cudaStream_t be_stream; /* the backend's compute stream */
     cudaEvent_t ready;      /* launch: the backend's work so far */
-    cudaEvent_t ref;        /* timing origin, completed at ref_s */
-    double ref_s;
     cudaEvent_t start[NCCL_SLOTS], end[NCCL_SLOTS];
     const char *tag[NCCL_SLOTS];
     coll_kind_t kind[NCCL_SLOTS];
     int nevents;            /* start/end pairs created (for teardown) */
-    comm_handle_t done;     /* every op <= done is complete */
+    comm_handle_t done;     /* every op <= done is known complete (the watch) */
+    comm_handle_t waited;   /* the backend's stream waits for every op <= waited */
+    double pending_since;   /* when op done+1 became the oldest unfinished one */
+    double init_timeout_s;  /* the bound on joining the group */
     float *scratch;         /* the barrier's one float */
     size_t accounted;       /* bytes charged to the backend for NCCL's buffers */
     atomic_bool abort_req;  /* set by abort(); the owner turns it into an error */
@@ -152,11 +166,11 @@ static void poll_pause(long *spins)
 }
 
 /* Wait until the communicator leaves ncclInProgress (after a non-blocking
- * init or call), bounded by timeout_s and the abort flag. */
-static int nccl_settle(comm_t *c, const char *what)
+ * init or call), bounded by limit_s and the abort flag. */
+static int nccl_settle(comm_t *c, const char *what, double limit_s)
 {
     nccl_impl_t *n = impl_of(c);
-    double deadline = now_s() + c->timeout_s;
+    double deadline = now_s() + limit_s;
     char why[ERR_LEN];
     long spins = 0;
     for (;;) {
@@ -169,7 +183,7 @@ static int nccl_settle(comm_t *c, const char *what)
             return comm_fail(c, "NCCL %s: %s: %s", what, ncclGetErrorString(st), nccl_detail(n));
         if (now_s() > deadline)
             return comm_fail(c, "timed out in NCCL %s: a peer did not arrive within %.1f s",
-                             what, c->timeout_s);
+                             what, limit_s);
         poll_pause(&spins);
     }
 }
@@ -184,11 +198,12 @@ static const char *op_name(char *buf, coll_kind_t kind, const char *tag)
     return buf;
 }
 
-/* ncclResult_t of one collective call, made under the lock. */
+/* ncclResult_t of one collective call, made under the lock.  Always ncclSum
+ * (see the header comment; launch divides for REDOP_AVG). */
 static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
 {
     nccl_impl_t *n = impl_of(c);
-    ncclRedOp_t red = op->redop == REDOP_AVG ? ncclAvg : ncclSum;
+    const ncclRedOp_t red = ncclSum;
     float *recv = op->recv;
     ncclResult_t r = ncclInvalidUsage;
     pthread_mutex_lock(&n->lock);
@@ -221,7 +236,70 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
     return r;
 }
 
-static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span);
+/* The watch's bookkeeping: advance `done` over the ops whose end events have
+ * completed; DDP_OK, or a failure of the group (recorded, NCCL aborted) when
+ * the oldest unfinished op has waited longer than timeout_s, another rank
+ * aborted, or NCCL reports an error. */
+static int nccl_check(comm_t *c)
+{
+    nccl_impl_t *n = impl_of(c);
+    char why[ERR_LEN];
+    if (c->last_error[0])
+        return DDP_ERR_RUNTIME;
+    if (must_stop(c, why))
+        return comm_fail(c, "%s", why);
+    while (n->done < c->issued) {
+        int slot = (int)((n->done + 1) % NCCL_SLOTS);
+        cudaError_t q = cudaEventQuery(n->end[slot]);
+        if (q == cudaErrorNotReady)
+            break;
+        if (q != cudaSuccess) {
+            cudaGetLastError();
+            char name[ERR_LEN];
+            return comm_fail(c, "%s on device %d: %s: %s",
+                             op_name(name, n->kind[slot], n->tag[slot]), n->dev,
+                             cudaGetErrorName(q), cudaGetErrorString(q));
+        }
+        n->done++;
+        n->pending_since = now_s();
+    }
+    if (n->done == c->issued)
+        return DDP_OK;
+    ncclResult_t st = nccl_state(n);
+    int slot = (int)((n->done + 1) % NCCL_SLOTS);
+    char name[ERR_LEN];
+    op_name(name, n->kind[slot], n->tag[slot]);
+    if (st != ncclSuccess && st != ncclInProgress)
+        return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st), nccl_detail(n));
+    if (now_s() - n->pending_since > c->timeout_s)
+        return comm_fail(c, "timed out in %s: a peer did not arrive within %.1f s", name,
+                         c->timeout_s);
+    return DDP_OK;
+}
+
+/* backend_set_watch's check: run while the rank's host waits for its GPU,
+ * whose stream may be waiting for one of our collectives. */
+static int nccl_watch(void *ctx, char *err)
+{
+    comm_t *c = ctx;
+    if (nccl_check(c) == DDP_OK)
+        return DDP_OK;
+    return err_set(err, DDP_ERR_RUNTIME, "%s", c->last_error);
+}
+
+/* Poll until op h is known complete (bounded as every wait: nccl_check). */
+static int nccl_poll(comm_t *c, comm_handle_t h)
+{
+    long spins = 0;
+    while (impl_of(c)->done < h) {
+        int rc = nccl_check(c);
+        if (rc != DDP_OK)
+            return rc;
+        if (impl_of(c)->done < h)
+            poll_pause(&spins);
+    }
+    return DDP_OK;
+}
 
 static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
@@ -241,12 +319,15 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);
-    /* The slot's events still belong to op id - NCCL_SLOTS until it is waited for. */
+    /* The slot's events still tell the watch about op id - NCCL_SLOTS until
+     * it is known complete (only with that many ops in flight). */
     if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
-        int rc = nccl_wait(c, id - NCCL_SLOTS, NULL);
+        int rc = nccl_poll(c, id - NCCL_SLOTS);
         if (rc != DDP_OK)
             return rc;
     }
+    if (n->done == c->issued) /* nothing pending: this op is the oldest */
+        n->pending_since = now_s();
     CCK(c, cudaSetDevice(n->dev));
     /* Why: the op reads what the backend's stream wrote (a bucket's
      * gradients); the comm stream waits on the GPU for it, the host does not. */
@@ -256,7 +337,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     if (op->count > 0 || op->kind == COLL_BARRIER) { /* count 0: a no-op, no rendezvous */
         ncclResult_t r = nccl_issue(c, op);
         if (r == ncclInProgress) {
-            int rc = nccl_settle(c, coll_name(op->kind));
+            int rc = nccl_settle(c, coll_name(op->kind), c->timeout_s);
             if (rc != DDP_OK)
                 return rc;
         } else if (r != ncclSuccess) {
@@ -266,6 +347,9 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
             return comm_fail(c, "NCCL %s: %s: %s", op_name(name, op->kind, op->tag),
                              ncclGetErrorString(r), nccl_detail(n));
         }
+        /* AVG is the sum divided by world, as shm computes it (comm.h). */
+        if (op->redop == REDOP_AVG && (op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE))
+            CCK(c, kern_div(n->stream, (float)c->world, op->recv, op->count));
     }
     CCK(c, cudaEventRecord(n->end[slot], n->stream));
     n->tag[slot] = op->tag;
@@ -276,18 +360,24 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     return DDP_OK;
 }
 
-static int nccl_span(nccl_impl_t *n, int slot, comm_span_t *span)
+/* Op h's span, when its events have completed and are still its own. */
+static void nccl_span(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
-    float t0 = 0.0f, t1 = 0.0f;
-    if (cudaEventElapsedTime(&t0, n->ref, n->start[slot]) != cudaSuccess ||
-        cudaEventElapsedTime(&t1, n->ref, n->end[slot]) != cudaSuccess) {
+    nccl_impl_t *n = impl_of(c);
+    span->start_s = span->end_s = 0.0; /* "cannot tell" (comm.h) */
+    int slot = (int)(h % NCCL_SLOTS);
+    if (h + NCCL_SLOTS <= c->issued || cudaSetDevice(n->dev) != cudaSuccess ||
+        cudaEventQuery(n->end[slot]) != cudaSuccess) {
         cudaGetLastError();
-        span->start_s = span->end_s = 0.0; /* "cannot tell" (comm.h) */
-        return DDP_OK;
+        return;
     }
-    span->start_s = n->ref_s + t0 * 1e-3;
-    span->end_s = n->ref_s + t1 * 1e-3;
-    return DDP_OK;
+    double t0, t1;
+    if (backend_cuda_event_time(c->be, n->start[slot], &t0) == DDP_OK &&
+        backend_cuda_event_time(c->be, n->end[slot], &t1) == DDP_OK) {
+        span->start_s = t0;
+        span->end_s = t1;
+    }
+    cudaGetLastError();
 }
 
 static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
@@ -302,52 +392,20 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     if (h > c->issued)
         return comm_fail(c, "wait for op %llu, only %llu launched", (unsigned long long)h,
                          (unsigned long long)c->issued);
-    int slot = (int)(h % NCCL_SLOTS);
-    bool fresh = h + NCCL_SLOTS > c->issued; /* its events are still its own */
-    CCK(c, cudaSetDevice(n->dev));
-    if (h > n->done && fresh) {
-        /* Why poll instead of cudaEventSynchronize: a peer that never arrives
-         * would block that forever; here the deadline and the abort flag are
-         * checked between polls. */
-        double deadline = now_s() + c->timeout_s;
-        char why[ERR_LEN], name[ERR_LEN];
-        op_name(name, n->kind[slot], n->tag[slot]);
-        long spins = 0;
-        for (;;) {
-            cudaError_t q = cudaEventQuery(n->end[slot]);
-            if (q == cudaSuccess)
-                break;
-            if (q != cudaErrorNotReady) {
-                cudaGetLastError();
-                return comm_fail(c, "%s on device %d: %s: %s", name, n->dev, cudaGetErrorName(q),
-                                 cudaGetErrorString(q));
-            }
-            if (must_stop(c, why)) /* first: an abort also makes NCCL's state an error */
-                return comm_fail(c, "%s", why);
-            ncclResult_t st = nccl_state(n);
-            if (st != ncclSuccess && st != ncclInProgress)
-                return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st),
-                                 nccl_detail(n));
-            if (now_s() > deadline)
-                return comm_fail(c, "timed out in %s: a peer did not arrive within %.1f s", name,
-                                 c->timeout_s);
-            poll_pause(&spins);
-        }
-        /* An abort releases NCCL kernels early, so a completed event alone does
-         * not mean the data is right: check once more. */
-        char why2[ERR_LEN];
-        if (must_stop(c, why2))
-            return comm_fail(c, "%s", why2);
-        n->done = h; /* the comm stream runs ops in order: all before h are done too */
-    }
-    if (fresh) {
+    /* Errors and timeouts so far surface here too, not only in host waits. */
+    int rc = nccl_check(c);
+    if (rc != DDP_OK)
+        return rc;
+    if (h > n->waited && h + NCCL_SLOTS > c->issued) {
         /* Why: work the rank queues on its backend after this wait (the
-         * optimizer) must see the results; the GPU orders it, for free since
-         * the event has completed. */
-        CCK(c, cudaStreamWaitEvent(n->be_stream, n->end[slot], 0));
-        if (span)
-            nccl_span(n, slot, span);
+         * optimizer) must see the results: the GPU orders it, the host does
+         * not wait (a peer that never comes is the watch's to catch). */
+        CCK(c, cudaSetDevice(n->dev));
+        CCK(c, cudaStreamWaitEvent(n->be_stream, n->end[(int)(h % NCCL_SLOTS)], 0));
+        n->waited = h; /* the comm stream runs ops in order: all before h too */
     }
+    if (span)
+        nccl_span(c, h, span);
     return DDP_OK;
 }
 
@@ -371,6 +429,8 @@ static void nccl_destroy(comm_t *c)
     if (!c)
         return;
     nccl_impl_t *n = impl_of(c);
+    if (c->be)
+        backend_set_watch(c->be, NULL, NULL); /* the backend outlives us */
     if (n) {
         cudaSetDevice(n->dev);
         if (n->nccl && !c->last_error[0] && !atomic_load(&n->abort_req)) {
@@ -402,8 +462,6 @@ static void nccl_destroy(comm_t *c)
         }
         if (n->ready)
             cudaEventDestroy(n->ready);
-        if (n->ref)
-            cudaEventDestroy(n->ref);
         if (n->scratch) {
             cudaFree(n->scratch);
             backend_cuda_account(c->be, -(long long)sizeof(float));
@@ -423,6 +481,7 @@ static const comm_ops_t nccl_ops = {
     .name = "nccl",
     .launch = nccl_launch,
     .wait = nccl_wait,
+    .span = nccl_span,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
@@ -436,7 +495,6 @@ static int nccl_setup_cuda(comm_t *c)
     CUDACHECK(c->last_error, cudaSetDevice(n->dev));
     CUDACHECK(c->last_error, cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     CUDACHECK(c->last_error, cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
-    CUDACHECK(c->last_error, cudaEventCreate(&n->ref));
     for (; n->nevents < NCCL_SLOTS; n->nevents++) {
         CUDACHECK(c->last_error, cudaEventCreate(&n->start[n->nevents]));
         cudaError_t e = cudaEventCreate(&n->end[n->nevents]);
@@ -448,10 +506,6 @@ static int nccl_setup_cuda(comm_t *c)
     CUDACHECK(c->last_error, cudaMalloc((void **)&n->scratch, sizeof(float)));
     backend_cuda_account(c->be, (long long)sizeof(float));
     CUDACHECK(c->last_error, cudaMemsetAsync(n->scratch, 0, sizeof(float), n->stream));
-    /* The timing origin: ref completes, then the host clock is read. */
-    CUDACHECK(c->last_error, cudaEventRecord(n->ref, n->stream));
-    CUDACHECK(c->last_error, cudaEventSynchronize(n->ref));
-    n->ref_s = now_s();
     return DDP_OK;
 }
 
@@ -463,8 +517,8 @@ static int nccl_join(comm_t *c, char *err)
     if (c->rank == 0) /* on failure the caller aborts the group */
         NCCLCHECK(c->last_error, NULL, ncclGetUniqueId(&id));
     /* Why through the segment: rank 0's id must reach every rank before any
-     * can join; the exchange is bounded by timeout_s and the abort flag. */
-    int rc = comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id, c->timeout_s, err);
+     * can join; the exchange is bounded by the init bound and the abort flag. */
+    int rc = comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id, n->init_timeout_s, err);
     if (rc != DDP_OK)
         return comm_fail(c, "NCCL id exchange: %s", err);
 
@@ -480,8 +534,16 @@ static int nccl_join(comm_t *c, char *err)
     if (r != ncclSuccess && r != ncclInProgress)
         return comm_fail(c, "ncclCommInitRankConfig (%d ranks, device %d): %s: %s", c->world,
                          n->dev, ncclGetErrorString(r), ncclGetLastError(comm));
-    if ((rc = nccl_settle(c, "init")) != DDP_OK)
+    /* Why its own bound: contexts, cuBLAS handles and NCCL's rings (NVLS
+     * on HGX) take seconds on eight GPUs, far beyond a tight --timeout. */
+    if ((rc = nccl_settle(c, "init", n->init_timeout_s)) != DDP_OK) {
+        if (strstr(c->last_error, "timed out"))
+            snprintf(c->last_error, sizeof c->last_error,
+                     "NCCL init did not complete within %.0f s (the bound on forming the group "
+                     "of %d ranks; rank %d, device %d): a rank never joined",
+                     n->init_timeout_s, c->world, c->rank, n->dev);
         return rc;
+    }
     /* NCCL's own device buffers, charged to this device's peak (approximate:
      * the free-memory difference around init). */
     if (mem_known && cudaMemGetInfo(&free_after, &total) == cudaSuccess &&
@@ -493,6 +555,35 @@ static int nccl_join(comm_t *c, char *err)
     return DDP_OK;
 }
 
+/* A comm_t for rank `rank` of `world` on backend be (its NCCL communicator
+ * comes later); NULL when out of memory. */
+static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, double timeout_s,
+                        double init_timeout_s)
+{
+    comm_t *c = calloc(1, sizeof *c);
+    nccl_impl_t *n = calloc(1, sizeof *n);
+    if (!c || !n) {
+        free(c);
+        free(n);
+        return NULL;
+    }
+    pthread_mutex_init(&n->lock, NULL);
+    c->ops = &nccl_ops;
+    c->kind = COMM_NCCL;
+    c->world = world;
+    c->rank = rank;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    c->be = be;
+    c->seg = seg;
+    c->impl = n;
+    n->dev = backend_cuda_device(be);
+    n->be_stream = backend_cuda_stream(be);
+    n->init_timeout_s = init_timeout_s > 0 ? init_timeout_s
+                        : c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s
+                                                             : COMM_INIT_TIMEOUT_S;
+    return c;
+}
+
 int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
 {
     *out = NULL;
@@ -501,24 +592,9 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
                        a->rank, a->be ? backend_name(a->be) : "no device");
     if (!a->seg)
         return err_set(err, DDP_ERR_RUNTIME, "--comm nccl: rank %d has no shared segment", a->rank);
-    comm_t *c = calloc(1, sizeof *c);
-    nccl_impl_t *n = calloc(1, sizeof *n);
-    if (!c || !n) {
-        free(c);
-        free(n);
+    comm_t *c = nccl_new(a->be, a->seg, a->world, a->rank, a->timeout_s, a->init_timeout_s);
+    if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "rank %d: out of memory for the NCCL comm", a->rank);
-    }
-    pthread_mutex_init(&n->lock, NULL);
-    c->ops = &nccl_ops;
-    c->kind = COMM_NCCL;
-    c->world = a->world;
-    c->rank = a->rank;
-    c->timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
-    c->be = a->be;
-    c->seg = a->seg;
-    c->impl = n;
-    n->dev = backend_cuda_device(a->be);
-    n->be_stream = backend_cuda_stream(a->be);
     int rc = nccl_setup_cuda(c);
     if (rc == DDP_OK)
         rc = nccl_join(c, err);
@@ -529,6 +605,54 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
         nccl_destroy(c);
         return rc;
     }
+    /* Every host wait on the rank's device now checks on our collectives. */
+    backend_set_watch(a->be, nccl_watch, c);
     *out = c;
     return DDP_OK;
+}
+
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err)
+{
+    int dev[MAX_DEVICES];
+    ncclComm_t nc[MAX_DEVICES];
+    if (n < 1 || n > MAX_DEVICES)
+        return err_set(err, DDP_ERR_RUNTIME, "NCCL group: %d devices", n);
+    for (int i = 0; i < n; i++) {
+        comms[i] = NULL;
+        if (backend_kind(bes[i]) != BACKEND_CUDA)
+            return err_set(err, DDP_ERR_INPUT, "NCCL group: device %d is not a CUDA device", i);
+        dev[i] = backend_cuda_device(bes[i]);
+    }
+    /* One call makes every rank of the group (no peer to wait for: all are
+     * in this process); it sets each device current itself. */
+    ncclResult_t r = ncclCommInitAll(nc, n, dev);
+    if (r != ncclSuccess)
+        return err_set(err, DDP_ERR_RUNTIME, "ncclCommInitAll (%d devices): %s: %s", n,
+                       ncclGetErrorString(r), ncclGetLastError(NULL));
+    int rc = DDP_OK;
+    for (int i = 0; i < n; i++) {
+        comm_t *c = nccl_new(bes[i], NULL, n, i, timeout_s, 0.0);
+        if (!c) {
+            ncclCommAbort(nc[i]);
+            rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the NCCL group");
+            continue;
+        }
+        impl_of(c)->nccl = nc[i];
+        if (rc == DDP_OK && nccl_setup_cuda(c) != DDP_OK)
+            rc = err_set(err, DDP_ERR_RUNTIME, "device %d: %s", dev[i], c->last_error);
+        comms[i] = c;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rc != DDP_OK) {
+            if (comms[i]) {
+                nccl_abort(comms[i], "the NCCL group could not be set up");
+                nccl_destroy(comms[i]);
+            }
+            comms[i] = NULL;
+        } else {
+            backend_set_watch(bes[i], nccl_watch, comms[i]);
+        }
+    }
+    return rc;
 }

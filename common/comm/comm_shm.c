@@ -18,8 +18,14 @@
  * lets a rank run a few chunks ahead of a slower one.
  *
  * Buffers on a backend that is not host-visible (CUDA) are staged through
- * pinned host memory by the calling thread: d2h at launch (ordered after the
- * rank's compute), h2d at wait. */
+ * pinned host memory, and nobody waits for the device on the rank's main
+ * thread: launch queues the d2h of the input on the backend's stream (after
+ * the rank's compute) and records an event the comm thread polls before it
+ * reads the staged input; wait queues the h2d of the result back (the rank's
+ * later work is ordered after it on the same stream).  The staging memory is
+ * two areas used in turn, one per burst of collectives (a DDP step), each
+ * with an event recorded after its last copy back: an area is refilled only
+ * once that event has completed -- by then a step later, so it always has. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +41,20 @@
 typedef struct {
     comm_op_t op;        /* host pointers: what the comm thread works on */
     comm_span_t span;    /* written by the comm thread */
+    backend_event_t *staged; /* the input's d2h has completed (NULL: nothing staged) */
     /* Copy-back to device memory after the op (main thread only). */
     float *dev_dst;
     const float *host_src;
     size_t back_floats;
+    int area;            /* the staging area it used */
 } shm_req_t;
+
+/* Pinned staging for device buffers (main thread only). */
+typedef struct {
+    float *buf;
+    size_t cap, used;          /* floats */
+    backend_event_t *drained;  /* recorded after its last copy back */
+} shm_area_t;
 
 typedef struct {
     comm_t c; /* first: a comm_t * is a shm_t * */
@@ -53,9 +68,10 @@ typedef struct {
     bool stop, failed;      /* (mu) */
     _Atomic uint64_t progress_ns; /* last time the comm thread moved */
     uint64_t ticket;        /* comm thread only: next chunk ticket in the segment */
-    uint64_t copied_back;   /* main thread only: ops whose device copy-back is done */
-    float *stage;           /* main thread only: pinned staging for device buffers */
-    size_t stage_cap, stage_used; /* floats */
+    uint64_t copied_back;   /* main thread only: ops whose device copy-back is queued */
+    shm_area_t area[2];     /* main thread only: pinned staging, used in turn */
+    int cur_area;
+    backend_event_t *staged[SHM_QUEUE]; /* per queue slot, made on first use */
 } shm_t;
 
 // ---------------------------------------------------------------------------
@@ -277,6 +293,40 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     return DDP_OK;
 }
 
+/* Before the comm thread reads a staged input: the d2h that fills it, queued
+ * by the main thread at launch, has completed.  The comm thread polls (it
+ * must not block the device's other users), bounded like every other wait. */
+static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint64_t seq)
+{
+    double deadline = now_s() + m->c.timeout_s;
+    for (long spins = 0;; spins++) {
+        bool done = false;
+        if (backend_event_query(m->c.be, ev, &done) != DDP_OK) {
+            char msg[ERR_LEN], what[160];
+            op_label(what, sizeof what, op, seq);
+            snprintf(msg, sizeof msg, "staging the input of %s: %s", what,
+                     backend_last_error(m->c.be));
+            return fail(m, msg);
+        }
+        if (done)
+            return DDP_OK;
+        if (comm_seg_aborted(m->c.seg, NULL))
+            return wait_failed(m, op, seq, -1);
+        if (now_s() > deadline) {
+            char msg[ERR_LEN], what[160];
+            op_label(what, sizeof what, op, seq);
+            snprintf(msg, sizeof msg, "timed out staging the input of %s: the device did not "
+                     "finish within %.1f s", what, m->c.timeout_s);
+            comm_seg_abort(m->c.seg, m->c.rank, msg);
+            return fail(m, msg);
+        }
+        if (spins > 1000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 static void *comm_thread(void *arg)
 {
     shm_t *m = arg;
@@ -295,7 +345,9 @@ static void *comm_thread(void *arg)
 
         double t0 = now_s();
         atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
-        int rc = run_op(m, &op, seq);
+        int rc = req->staged ? wait_staged(m, req->staged, &op, seq) : DDP_OK;
+        if (rc == DDP_OK)
+            rc = run_op(m, &op, seq);
         double t1 = now_s();
 
         pthread_mutex_lock(&m->mu);
@@ -345,12 +397,17 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     if (rc == DDP_OK && span)
         *span = m->q[(h - 1) % SHM_QUEUE].span;
     pthread_mutex_unlock(&m->mu);
-    /* Device buffers: copy results back in op order, on the caller's stream. */
+    /* Device buffers: copy results back in op order, on the caller's stream
+     * (pinned sources: queued, not waited for; the rank's later work on the
+     * stream comes after them). */
+    bool touched[2] = {false, false};
     while (rc == DDP_OK && m->copied_back < h) {
         shm_req_t *req = &m->q[m->copied_back % SHM_QUEUE];
-        if (req->back_floats)
+        if (req->back_floats) {
             rc = backend_h2d(c->be, req->dev_dst, req->host_src,
-                                 req->back_floats * sizeof(float));
+                             req->back_floats * sizeof(float));
+            touched[req->area] = true;
+        }
         if (rc != DDP_OK) {
             char msg[ERR_LEN];
             snprintf(msg, sizeof msg, "copying a result to the device: %s",
@@ -359,11 +416,68 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         }
         m->copied_back++;
     }
+    /* Why an event per area: it may be refilled only once the copies that
+     * read it back have run. */
+    for (int a = 0; a < 2 && rc == DDP_OK; a++)
+        if (touched[a] && backend_event_record(c->be, m->area[a].drained) != DDP_OK) {
+            char msg[ERR_LEN];
+            snprintf(msg, sizeof msg, "staging: %s", backend_last_error(c->be));
+            return fail(m, msg);
+        }
     return rc;
 }
 
-/* Device buffers: reserve host staging for op (growing it only when nothing is
- * in flight) and copy its input there; rewrite op to the host copy. */
+static void shm_span(comm_t *c, comm_handle_t h, comm_span_t *span)
+{
+    shm_t *m = (shm_t *)c;
+    pthread_mutex_lock(&m->mu);
+    if (h <= m->completed && h + SHM_QUEUE > c->issued) /* its record is still there */
+        *span = m->q[(h - 1) % SHM_QUEUE].span;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Make area a ready for a burst of collectives needing at least need floats:
+ * its last copies back have run (always so by now in DDP, a step later; a
+ * wait otherwise), and it is large enough (grown only when nothing is in
+ * flight). */
+static int area_reset(shm_t *m, int a, size_t need)
+{
+    comm_t *c = &m->c;
+    backend_t *be = c->be;
+    shm_area_t *ar = &m->area[a];
+    char msg[ERR_LEN];
+    if (!ar->drained && !(ar->drained = backend_event_new(be, false))) {
+        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
+        return fail(m, msg);
+    }
+    bool done = true;
+    if (backend_event_query(be, ar->drained, &done) != DDP_OK ||
+        (!done && backend_event_sync(be, ar->drained) != DDP_OK)) {
+        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
+        return fail(m, msg);
+    }
+    ar->used = 0;
+    if (need <= ar->cap)
+        return DDP_OK;
+    /* Room to spare: a later burst may add a small op (DDP's loss on its
+     * logging steps) to the buckets, and growing means waiting. */
+    size_t cap = need + need / 8 + 1024;
+    if (cap < 2 * ar->cap)
+        cap = 2 * ar->cap;
+    if (ar->buf)
+        backend_free_host(be, ar->buf); /* frees once the device is done with it */
+    ar->buf = backend_alloc_host(be, cap * sizeof(float));
+    ar->cap = ar->buf ? cap : 0;
+    if (!ar->buf) {
+        snprintf(msg, sizeof msg, "out of pinned host memory for %zu bytes of staging",
+                 cap * sizeof(float));
+        return fail(m, msg);
+    }
+    return DDP_OK;
+}
+
+/* Device buffers: reserve host staging for op and queue the copy of its input
+ * there; rewrite op to the host copy. */
 static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
 {
     comm_t *c = &m->c;
@@ -371,44 +485,41 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     bool gather = op->kind == COLL_ALL_GATHER;
     size_t need = op->kind == COLL_BARRIER ? 0 : gather ? op->count * (size_t)c->world : op->count;
     req->back_floats = 0;
+    req->staged = NULL;
     if (need == 0)
         return DDP_OK;
-    if (m->copied_back == c->issued)
-        m->stage_used = 0; /* nothing in flight: the whole area is free again */
-    if (m->stage_used + need > m->stage_cap) {
-        int rc = shm_wait(c, c->issued, NULL);
-        if (rc != DDP_OK)
-            return rc;
-        m->stage_used = 0;
-        if (need > m->stage_cap) {
-            size_t cap = need > 2 * m->stage_cap ? need : 2 * m->stage_cap;
-            if (m->stage)
-                backend_free_host(be, m->stage);
-            m->stage = backend_alloc_host(be, cap * sizeof(float));
-            m->stage_cap = m->stage ? cap : 0;
-            if (!m->stage) {
-                char msg[ERR_LEN];
-                snprintf(msg, sizeof msg, "out of pinned host memory for %zu bytes of staging",
-                         cap * sizeof(float));
-                return fail(m, msg);
-            }
-        }
+    if (m->copied_back == c->issued) {
+        /* Nothing in flight: a new burst, in the other area. */
+        m->cur_area ^= 1;
+        TRY(area_reset(m, m->cur_area, need));
     }
-    float *host = m->stage + m->stage_used;
-    m->stage_used += need;
+    shm_area_t *ar = &m->area[m->cur_area];
+    if (ar->used + need > ar->cap) {
+        /* A burst larger than the area: let everything in flight finish,
+         * then start over in a larger one. */
+        TRY(shm_wait(c, c->issued, NULL));
+        TRY(area_reset(m, m->cur_area, ar->used + need));
+    }
+    float *host = ar->buf + ar->used;
+    ar->used += need;
+    req->area = m->cur_area;
     const float *dev_src = op->send ? op->send
                            : gather ? op->recv + (size_t)c->rank * op->count
                                     : op->recv;
     float *host_src = gather ? host + (size_t)c->rank * op->count : host;
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
     if (has_input && op->count) {
-        /* d2h waits for the backend's earlier work: the bucket's gradients. */
-        int rc = backend_d2h(be, host_src, dev_src, op->count * sizeof(float));
-        if (rc != DDP_OK) {
-            char msg[ERR_LEN];
+        /* Queued after the backend's earlier work (the bucket's gradients);
+         * the comm thread reads host_src once `staged` has completed. */
+        backend_event_t **ev = &m->staged[c->issued % SHM_QUEUE];
+        char msg[ERR_LEN];
+        if ((!*ev && !(*ev = backend_event_new(be, false))) ||
+            backend_d2h_async(be, host_src, dev_src, op->count * sizeof(float)) != DDP_OK ||
+            backend_event_record(be, *ev) != DDP_OK) {
             snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
             return fail(m, msg);
         }
+        req->staged = *ev;
     }
     bool back = op->kind == COLL_ALL_REDUCE || gather ||
                 (op->kind == COLL_REDUCE && c->rank == op->root) ||
@@ -502,8 +613,15 @@ static void shm_destroy(comm_t *c)
         pthread_mutex_unlock(&m->mu);
         pthread_join(m->thread, NULL);
     }
-    if (m->stage)
-        backend_free_host(c->be, m->stage);
+    if (m->area[0].buf || m->area[1].buf || m->staged[0])
+        backend_sync(c->be); /* no copy may still use the staging */
+    for (int a = 0; a < 2; a++) {
+        if (m->area[a].buf)
+            backend_free_host(c->be, m->area[a].buf);
+        backend_event_free(c->be, m->area[a].drained);
+    }
+    for (int i = 0; i < SHM_QUEUE; i++)
+        backend_event_free(c->be, m->staged[i]);
     pthread_cond_destroy(&m->work_cv);
     pthread_cond_destroy(&m->done_cv);
     pthread_mutex_destroy(&m->mu);
@@ -514,6 +632,7 @@ static const comm_ops_t shm_ops = {
     .name = "shm",
     .launch = shm_launch,
     .wait = shm_wait,
+    .span = shm_span,
     .abort = shm_abort,
     .destroy = shm_destroy,
 };

@@ -76,6 +76,8 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--json and --csv: choose one");
     if (c->comm == COMM_NCCL && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
+    if (c->tf32 && c->backend == BACKEND_CPU)
+        return err_set(err, DDP_ERR_INPUT, "--tf32: needs --backend cuda (the CPU computes in fp32)");
     return DDP_OK;
 }
 

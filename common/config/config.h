@@ -28,6 +28,7 @@ typedef struct {
     int gpus[MAX_GPU_LIST];
     int ngpus;
     int threads;               /* OpenBLAS threads for single on the CPU */
+    bool tf32;                 /* --tf32: CUDA GEMMs in TF32 tensor-op math */
     char model_name[64];       /* preset used ("" for none) */
 
     /* the model */

@@ -24,7 +24,7 @@ enum {
     O_BUCKET_MB, O_FIRST_BUCKET_MB, O_OVERLAP, O_NO_OVERLAP, O_TIMEOUT, O_QUIET, O_JSON, O_CSV,
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
-    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN
+    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32
 };
 
 typedef struct {
@@ -50,6 +50,8 @@ static const opt_t opts[] = {
      NULL},
     {"backend", O_BACKEND, "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL},
     {"threads", O_THREADS, "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL},
+    {"tf32", O_TF32, NULL, NULL, "off",
+     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL},
     {"model", O_MODEL, "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model"},
@@ -421,6 +423,9 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         break;
     case O_QUIET:
         c->quiet = true;
+        break;
+    case O_TF32:
+        c->tf32 = true;
         break;
     case O_JSON:
         c->json = true;

@@ -3,6 +3,7 @@
  * a device is, and the stand-in for the CUDA backend in builds without CUDA. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "device/backend_impl.h"
 
@@ -145,6 +146,90 @@ int backend_scale(backend_t *be, float alpha, float *x, size_t n)
 
 int backend_sync(backend_t *be) { return be->ops->sync(be); }
 
+// ---------------------------------------------------------------------------
+// events, the copy stream, host synchronisations
+
+backend_event_t *backend_event_new(backend_t *be, bool timed)
+{
+    backend_event_t *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        backend_error(be, DDP_ERR_RUNTIME, "out of host memory for an event");
+        return NULL;
+    }
+    ev->be = be;
+    ev->timed = timed;
+    if (be->ops->event_init(be, ev) != DDP_OK) {
+        free(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+void backend_event_free(backend_t *be, backend_event_t *ev)
+{
+    if (!ev)
+        return;
+    be->ops->event_fini(be, ev);
+    free(ev);
+}
+
+int backend_event_record(backend_t *be, backend_event_t *ev)
+{
+    return be->ops->event_record(be, ev);
+}
+
+int backend_event_query(backend_t *be, backend_event_t *ev, bool *done)
+{
+    return be->ops->event_query(be, ev, done);
+}
+
+int backend_event_sync(backend_t *be, backend_event_t *ev) { return be->ops->event_sync(be, ev); }
+
+int backend_event_time(backend_t *be, backend_event_t *ev, double *t_s)
+{
+    if (!ev->timed)
+        return backend_error(be, DDP_ERR_RUNTIME, "an untimed event has no time");
+    return be->ops->event_time(be, ev, t_s);
+}
+
+int backend_stream_wait(backend_t *be, backend_event_t *ev)
+{
+    if (ev->be->kind != be->kind)
+        return backend_error(be, DDP_ERR_RUNTIME, "device %d (%s) cannot wait for an event of "
+                             "device %d (%s)", be->device_id, be->ops->name, ev->be->device_id,
+                             ev->be->ops->name);
+    return be->ops->stream_wait(be, ev);
+}
+
+int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                       size_t bytes, backend_event_t *after, backend_event_t *done)
+{
+    return be->ops->copy_async(be, dst, src_be, src, bytes, after, done);
+}
+
+int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    return be->ops->d2h_async(be, dst, src, bytes);
+}
+
+long backend_host_syncs(const backend_t *be) { return be->host_syncs; }
+
+void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx)
+{
+    be->watch = fn;
+    be->watch_ctx = fn ? ctx : NULL;
+}
+
+int backend_set_tf32(backend_t *be, bool on)
+{
+    int rc = be->ops->set_tf32(be, on);
+    if (rc == DDP_OK)
+        be->tf32 = on;
+    return rc;
+}
+
+bool backend_tf32(const backend_t *be) { return be->tf32; }
+
 #ifndef HAVE_CUDA
 bool backend_cuda_available(void) { return false; }
 
@@ -153,6 +238,8 @@ int backend_cuda_probe(char *why)
     err_set(why, DDP_OK, "this ddpbench was built without CUDA");
     return 0;
 }
+
+const gpu_topology_t *backend_cuda_gpus(void) { return NULL; }
 
 int backend_cuda_create(backend_t **out, int device_id, char *err)
 {

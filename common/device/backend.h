@@ -8,10 +8,13 @@
  * CPU backend they are ordinary host memory (backend_host_visible() is true)
  * and strategies may write them directly.
  *
- * Ordering: operations on one backend run in call order (a CUDA stream).  They
- * may return before the work is done; backend_sync() waits for all of it, and
- * backend_d2h() waits for the work before it.  Every operation returns DDP_OK
- * or DDP_ERR_RUNTIME with a message in backend_last_error(). */
+ * Ordering: operations on one backend run in call order (a CUDA stream, the
+ * device's "compute stream").  They may return before the work is done;
+ * backend_sync() waits for all of it, and backend_d2h() waits for the work
+ * before it.  Events (below) order work without making the host wait: a
+ * training step queues its work and waits for the device at most once.
+ * Every operation returns DDP_OK or DDP_ERR_RUNTIME with a message in
+ * backend_last_error(). */
 #ifndef DDPBENCH_BACKEND_H
 #define DDPBENCH_BACKEND_H
 
@@ -104,6 +107,66 @@ int backend_scale(backend_t *be, float alpha, float *x, size_t n);
 int backend_sync(backend_t *be);
 
 // ---------------------------------------------------------------------------
+// ordering without waiting: events, the copy stream, host synchronisations
+//
+// An event marks a point in a device's queue.  The CPU backend computes as it
+// is called, so there an event is a host clock reading and every wait is
+// free; on CUDA an event is a cudaEvent_t and only backend_event_sync(),
+// backend_sync() and backend_d2h() make the host wait.  Those waits are
+// counted (backend_host_syncs), so a test can hold a training step to one.
+
+typedef struct backend_event backend_event_t;
+
+/* A new event of this device; timed: backend_event_time() may place it on the
+ * clock (a phase marker), else it only orders work.  NULL when the device is
+ * out of resources (backend_last_error() says why). */
+backend_event_t *backend_event_new(backend_t *be, bool timed);
+void backend_event_free(backend_t *be, backend_event_t *ev);
+/* Mark everything queued on the compute stream so far (CPU: the host time now,
+ * when that work is done). */
+int backend_event_record(backend_t *be, backend_event_t *ev);
+/* Whether the work before ev's last record has completed (an event never
+ * recorded has); the host does not wait. */
+int backend_event_query(backend_t *be, backend_event_t *ev, bool *done);
+/* The host waits until it has (a host synchronisation: counted). */
+int backend_event_sync(backend_t *be, backend_event_t *ev);
+/* When a completed timed event completed, on the now_s() clock (CUDA: from
+ * the GPU's timestamps, re-anchored to the host clock every step, so the
+ * precision does not decay over a long run). */
+int backend_event_time(backend_t *be, backend_event_t *ev, double *t_s);
+/* Work queued on be's compute stream from now on waits until ev completes; ev
+ * may belong to another device of this process.  The host does not wait. */
+int backend_stream_wait(backend_t *be, backend_event_t *ev);
+/* A copy on the device's copy stream, beside the compute stream: it starts
+ * once `after` (an event of any device of this process, or NULL) has
+ * completed and records `done` (or NULL) when it ends.  The compute stream
+ * does not wait for it: backend_stream_wait(be, done) before using dst.  src
+ * is pinned host memory (src_be NULL), be's own memory (src_be == be) or
+ * memory of another device src_be.  CPU: a memcpy, complete on return. */
+int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                       size_t bytes, backend_event_t *after, backend_event_t *done);
+/* d2h on the compute stream without waiting: dst (pinned host memory) holds
+ * the bytes once an event recorded after this call has completed. */
+int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes);
+/* Times the host has waited for this device so far (backend_sync,
+ * backend_d2h, backend_event_sync; always 0 on the CPU, which never waits). */
+long backend_host_syncs(const backend_t *be);
+
+/* A check every host wait on this device runs while it waits (about every
+ * millisecond): a non-DDP_OK return ends the wait with that status and the
+ * checker's message (ERR_LEN) in backend_last_error().  A communicator
+ * installs one, so that a peer that never arrives cannot hang a wait on a
+ * stream that waits for its collective.  fn NULL removes it. */
+typedef int (*backend_watch_fn)(void *ctx, char *err);
+void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
+
+/* --tf32: let the GEMMs use TF32 tensor-core math (CUDA; 10-bit mantissa
+ * products, outside the 1e-4 agreement with the CPU).  Off by default; an
+ * error on a backend that has no such mode. */
+int backend_set_tf32(backend_t *be, bool on);
+bool backend_tf32(const backend_t *be);
+
+// ---------------------------------------------------------------------------
 // creating one
 
 /* Create the CPU backend for device slot device_id; blas_threads is the number
@@ -122,6 +185,29 @@ int backend_cuda_create(backend_t **out, int device_id, char *err);
  * without CUDA", "no CUDA driver (cudaErrorInsufficientDriver)", "no CUDA
  * device (cudaErrorNoDevice)". */
 int backend_cuda_probe(char *why);
+
+/* What the probe learnt about each visible GPU, by CUDA ordinal (so
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER apply, as to --gpus), from the
+ * CUDA runtime in the same forked child that counts them. */
+#define GPU_INFO_MAX 16
+typedef struct {
+    char name[96];        /* "NVIDIA H200" */
+    char pci_bus_id[32];  /* "00000000:18:00.0" */
+    size_t mem_bytes;     /* total device memory */
+    int cc_major, cc_minor; /* compute capability */
+} gpu_info_t;
+
+typedef struct {
+    int count;            /* GPUs described (at most GPU_INFO_MAX) */
+    gpu_info_t gpu[GPU_INFO_MAX];
+    /* peer[i][j]: -1 when GPU i cannot read GPU j's memory directly, else
+     * cudaDevP2PAttrPerformanceRank (0 is the fastest link); -1 on i == j */
+    signed char peer[GPU_INFO_MAX][GPU_INFO_MAX];
+} gpu_topology_t;
+
+/* The visible GPUs, probing first if nobody has (backend_cuda_probe); NULL
+ * when there are none or CUDA is not built in. */
+const gpu_topology_t *backend_cuda_gpus(void);
 
 /* Create by kind (BACKEND_CPU or BACKEND_CUDA). */
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,

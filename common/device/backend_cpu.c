@@ -4,7 +4,8 @@
  * so gcc vectorises it.  A "device" is whoever calls: a DP worker thread or a
  * DDP rank process, each with one BLAS thread, or single mode with --threads.
  * Device memory is host memory (64-byte aligned, zeroed), so host_visible is
- * true and every operation completes before it returns: sync() is a no-op.
+ * true and every operation completes before it returns: sync() is a no-op,
+ * an event is the host time of its record, and the host never waits.
  *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "device/backend_impl.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
@@ -376,6 +378,78 @@ static int cpu_sync(backend_t *be)
 
 static void cpu_destroy(backend_t *be) { free(be); }
 
+// ---------------------------------------------------------------------------
+// events: every operation is complete when it returns, so an event is the
+// host time of its record and nothing ever waits (backend.h)
+
+static int cpu_event_init(backend_t *be, backend_event_t *ev)
+{
+    (void)be;
+    ev->t = 0.0;
+    return DDP_OK;
+}
+
+static void cpu_event_fini(backend_t *be, backend_event_t *ev)
+{
+    (void)be;
+    (void)ev;
+}
+
+static int cpu_event_record(backend_t *be, backend_event_t *ev)
+{
+    (void)be;
+    ev->t = now_s();
+    return DDP_OK;
+}
+
+static int cpu_event_query(backend_t *be, backend_event_t *ev, bool *done)
+{
+    (void)be;
+    (void)ev;
+    *done = true;
+    return DDP_OK;
+}
+
+static int cpu_event_sync(backend_t *be, backend_event_t *ev)
+{
+    (void)be;
+    (void)ev;
+    return DDP_OK;
+}
+
+static int cpu_event_time(backend_t *be, backend_event_t *ev, double *t_s)
+{
+    (void)be;
+    *t_s = ev->t;
+    return DDP_OK;
+}
+
+static int cpu_stream_wait(backend_t *be, backend_event_t *ev)
+{
+    (void)be;
+    (void)ev;
+    return DDP_OK;
+}
+
+static int cpu_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                          size_t bytes, backend_event_t *after, backend_event_t *done)
+{
+    (void)src_be;
+    (void)after;
+    cpu_copy(be, dst, src, bytes);
+    if (done)
+        done->t = now_s();
+    return DDP_OK;
+}
+
+static int cpu_set_tf32(backend_t *be, bool on)
+{
+    if (!on)
+        return DDP_OK;
+    return err_set(be->last_error, DDP_ERR_INPUT,
+                   "--tf32: the CPU backend has no TF32 mode (it computes in fp32)");
+}
+
 static const backend_ops_t cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -398,6 +472,16 @@ static const backend_ops_t cpu_ops = {
     .scale = cpu_scale,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
+    .event_init = cpu_event_init,
+    .event_fini = cpu_event_fini,
+    .event_record = cpu_event_record,
+    .event_query = cpu_event_query,
+    .event_sync = cpu_event_sync,
+    .event_time = cpu_event_time,
+    .stream_wait = cpu_stream_wait,
+    .copy_async = cpu_copy_async,
+    .d2h_async = cpu_copy,
+    .set_tf32 = cpu_set_tf32,
 };
 
 void backend_cpu_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }

@@ -1,10 +1,22 @@
 /* common/device/backend_cuda.c: the CUDA compute backend (see backend.h).
  *
  * One backend is one GPU replica: its own non-blocking compute stream, a
- * cuBLAS handle bound to that stream, and a table of its live allocations.
- * GEMMs go to cublasSgemm in plain fp32 (no TF32: CUBLAS_DEFAULT_MATH), the
- * rest to the kernels of kernels_*.cu.  Every operation is queued on the
- * stream and returns at once, except d2h() and sync(), which wait.
+ * copy stream beside it (batch staging, DP's reduce), a cuBLAS handle bound
+ * to the compute stream, and a table of its live allocations.  GEMMs go to
+ * cublasSgemm in plain fp32 (CUBLAS_DEFAULT_MATH; --tf32 switches to TF32
+ * tensor-op math), the rest to the kernels of kernels_*.cu.  Every operation
+ * is queued and returns at once, except d2h(), sync() and event_sync(),
+ * which wait -- and count it (backend_host_syncs).  A wait polls when a
+ * communicator has installed a watch (backend_set_watch), so a collective
+ * whose peer never comes cannot hang it.
+ *
+ * The clock: an event's time is the GPU's elapsed time from an anchor event
+ * whose host time is known.  cudaEventElapsedTime is a float of
+ * milliseconds, which after minutes keeps only microseconds, so the anchor
+ * moves with the run: a new candidate is recorded with the next timed event
+ * once the last one has been placed, and is placed (from the old anchor, a
+ * short and therefore exact interval) when it has completed -- about once a
+ * step.
  *
  * Threads: DP drives each device from its own host thread, and its main
  * thread also touches several devices (replicate, gather).  The CUDA runtime's
@@ -25,10 +37,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "base/clock.h"
 #include "device/backend_cuda.h"
 #include "device/backend_impl.h"
 #include "device/cuda_check.h"
@@ -44,11 +58,18 @@ typedef struct {
     cudaStream_t stream;    /* compute stream; non-blocking: nothing on the legacy
                                default stream (another library, another thread)
                                serialises with it */
+    cudaStream_t copy;      /* copy stream (copy_async), also non-blocking */
     cublasHandle_t blas;
     double *rowloss;        /* loss(): per-row losses for the fixed-order sum */
     int rowloss_cap;
+    float *bgpart;          /* bias_grad(): per-block partial column sums */
+    size_t bgpart_cap;      /* floats */
     cuda_block_t *blocks;   /* live alloc() blocks, so free() can account them */
     size_t nblocks, cap_blocks;
+    /* the clock (see the header comment) */
+    cudaEvent_t anchor, cand;
+    double anchor_s;
+    bool cand_pending;
 } cuda_impl_t;
 
 static inline cuda_impl_t *impl_of(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -204,15 +225,72 @@ static int cuda_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
     return DDP_OK;
 }
 
+/* Polling back-off for watched waits: spin for about the first millisecond
+ * (most waits end sooner, and a sleep would add its latency), then sleep
+ * 50 us between checks. */
+static void poll_pause(long *spins)
+{
+    if (++*spins < 2000)
+        return;
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+}
+
+/* The host waits for ev (or, when ev is NULL, for the whole compute stream):
+ * counted, and polled with the watch when there is one. */
+static int host_wait(backend_t *be, cudaEvent_t ev)
+{
+    cuda_impl_t *c = impl_of(be);
+    be->host_syncs++;
+    if (!be->watch) {
+        if (ev)
+            CK(cudaEventSynchronize(ev));
+        else
+            CK(cudaStreamSynchronize(c->stream));
+        return DDP_OK;
+    }
+    long spins = 0;
+    for (;;) {
+        cudaError_t q = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
+        if (q == cudaSuccess)
+            return DDP_OK;
+        if (q != cudaErrorNotReady) {
+            cudaGetLastError();
+            CK(q);
+        }
+        char why[ERR_LEN] = "";
+        int rc = be->watch(be->watch_ctx, why);
+        if (rc != DDP_OK)
+            return err_set(be->last_error, rc, "%s", why[0] ? why : "a watched wait failed");
+        poll_pause(&spins);
+    }
+}
+
 static int cuda_d2h(backend_t *be, void *dst, const void *src, size_t bytes)
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
-    if (bytes)
+    /* Why wait first: d2h's contract is that dst is filled on return, and a
+     * copy into pageable memory blocks inside the runtime until the stream
+     * reaches it -- where no watch can see a collective that never ends.
+     * Waiting for the stream (watched) first leaves the copy nothing to wait
+     * for; the wait also reports any fault of the work queued before it. */
+    TRY(host_wait(be, NULL));
+    if (bytes) {
         CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    /* Why wait: d2h's contract is that dst is filled on return, and the wait
-     * also reports any fault of the work queued before it. */
-    CK(cudaStreamSynchronize(c->stream));
+        CK(cudaStreamSynchronize(c->stream)); /* the copy alone: part of the wait above */
+    }
+    return DDP_OK;
+}
+
+static int cuda_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return DDP_OK;
+    ENTER(be);
+    /* On the compute stream, after the work that wrote src; the caller reads
+     * dst only once a later event has completed. */
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, impl_of(be)->stream));
     return DDP_OK;
 }
 
@@ -301,7 +379,28 @@ static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, i
                           bool accumulate)
 {
     ENTER(be);
-    CK(kern_bias_grad(impl_of(be)->stream, db, dz, rows, cols, accumulate));
+    cuda_impl_t *c = impl_of(be);
+    size_t need = kern_bias_grad_scratch(rows, cols);
+    if (need > c->bgpart_cap) {
+        /* Grows to the largest layer once (the first step), never per step;
+         * cudaFree waits for the old scratch's last reader. */
+        float *old = c->bgpart;
+        backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)));
+        c->bgpart = NULL;
+        c->bgpart_cap = 0;
+        if (old)
+            CK(cudaFree(old));
+        cudaError_t e = cudaMalloc((void **)&c->bgpart, need * sizeof(float));
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            c->bgpart = NULL;
+            return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bias gradient scratch): %s",
+                           cudaGetErrorString(e));
+        }
+        c->bgpart_cap = need;
+        backend_account(be, (long long)(need * sizeof(float)));
+    }
+    CK(kern_bias_grad(c->stream, db, dz, rows, cols, accumulate, c->bgpart));
     return DDP_OK;
 }
 
@@ -314,10 +413,13 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
         /* Grows to the largest batch once (the first step), never per step.
          * cudaFree waits for the old scratch's last reader. */
         if (c->rowloss) {
+            /* Forget the old block before freeing it: a failing cudaFree must
+             * not leave a pointer that destroy() would free a second time. */
+            double *old = c->rowloss;
             backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)));
-            CK(cudaFree(c->rowloss));
             c->rowloss = NULL;
             c->rowloss_cap = 0;
+            CK(cudaFree(old));
         }
         cudaError_t e = cudaMalloc((void **)&c->rowloss, (size_t)rows * sizeof(double));
         if (e != cudaSuccess) {
@@ -386,10 +488,155 @@ static int cuda_scale(backend_t *be, float alpha, float *x, size_t n)
 static int cuda_sync(backend_t *be)
 {
     ENTER(be);
-    /* Why: the caller needs every queued operation done (a timing lap, a
-     * host read, another device about to read our memory); it also reports
-     * any fault raised inside a kernel since the last wait. */
-    CK(cudaStreamSynchronize(impl_of(be)->stream));
+    /* Why: the caller needs every queued operation done (a host read,
+     * memory about to be freed or reused); it also reports any fault raised
+     * inside a kernel since the last wait. */
+    return host_wait(be, NULL);
+}
+
+// ---------------------------------------------------------------------------
+// events, the clock, the copy stream
+
+static inline cudaEvent_t ev_of(const backend_event_t *ev) { return (cudaEvent_t)ev->h; }
+
+static int cuda_event_init(backend_t *be, backend_event_t *ev)
+{
+    ENTER(be);
+    cudaEvent_t e = NULL;
+    /* Untimed events are cheaper to record and to wait for. */
+    CK(cudaEventCreateWithFlags(&e, ev->timed ? cudaEventDefault : cudaEventDisableTiming));
+    ev->h = e;
+    return DDP_OK;
+}
+
+static void cuda_event_fini(backend_t *be, backend_event_t *ev)
+{
+    if (ev->h && cudaSetDevice(impl_of(be)->dev) == cudaSuccess)
+        cudaEventDestroy(ev_of(ev)); /* released once pending work no longer needs it */
+    cudaGetLastError();
+    ev->h = NULL;
+}
+
+static int cuda_event_record(backend_t *be, backend_event_t *ev)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    /* A new clock anchor rides along with a timed event when the last one
+     * has been placed (about once a step). */
+    if (ev->timed && !c->cand_pending) {
+        CK(cudaEventRecord(c->cand, c->stream));
+        c->cand_pending = true;
+    }
+    CK(cudaEventRecord(ev_of(ev), c->stream));
+    return DDP_OK;
+}
+
+static int cuda_event_query(backend_t *be, backend_event_t *ev, bool *done)
+{
+    ENTER(be);
+    cudaError_t q = cudaEventQuery(ev_of(ev));
+    *done = q == cudaSuccess;
+    if (q != cudaSuccess && q != cudaErrorNotReady) {
+        cudaGetLastError();
+        CK(q);
+    }
+    return DDP_OK;
+}
+
+static int cuda_event_sync(backend_t *be, backend_event_t *ev)
+{
+    ENTER(be);
+    return host_wait(be, ev_of(ev));
+}
+
+/* Seconds from a to b (completed timed events of this device), in double:
+ * works whichever of the two came first. */
+static int elapsed_s(backend_t *be, cudaEvent_t a, cudaEvent_t b, double *s)
+{
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (ms <= 0.0f) { /* b may precede a: measure the other way round */
+        float back = 0.0f;
+        CK(cudaEventElapsedTime(&back, b, a));
+        if (back > 0.0f)
+            ms = -back;
+    }
+    *s = (double)ms * 1e-3;
+    return DDP_OK;
+}
+
+int backend_cuda_event_time(backend_t *be, cudaEvent_t ev, double *t_s)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    double d;
+    TRY(elapsed_s(be, c->anchor, ev, &d));
+    *t_s = c->anchor_s + d;
+    /* Re-anchor once the candidate has completed: it is placed from the old
+     * anchor over a short interval, so no precision is lost. */
+    if (c->cand_pending && cudaEventQuery(c->cand) == cudaSuccess) {
+        TRY(elapsed_s(be, c->anchor, c->cand, &d));
+        c->anchor_s += d;
+        cudaEvent_t old = c->anchor;
+        c->anchor = c->cand;
+        c->cand = old;
+        c->cand_pending = false;
+    }
+    cudaGetLastError();
+    return DDP_OK;
+}
+
+static int cuda_event_time(backend_t *be, backend_event_t *ev, double *t_s)
+{
+    return backend_cuda_event_time(be, ev_of(ev), t_s);
+}
+
+static int cuda_stream_wait(backend_t *be, backend_event_t *ev)
+{
+    ENTER(be);
+    /* The GPU waits, the host does not; ev may be another device's. */
+    CK(cudaStreamWaitEvent(impl_of(be)->stream, ev_of(ev), 0));
+    return DDP_OK;
+}
+
+static int cuda_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                           size_t bytes, backend_event_t *after, backend_event_t *done)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    /* Why wait on `after`: the caller's proof that dst is free (its last
+     * reader has run) and that src is complete. */
+    if (after)
+        CK(cudaStreamWaitEvent(c->copy, ev_of(after), 0));
+    if (bytes) {
+        if (!src_be) {
+            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
+        } else if (src_be->kind != BACKEND_CUDA) {
+            return err_set(be->last_error, DDP_ERR_RUNTIME,
+                           "copy_async: source device %d is not a CUDA device",
+                           src_be->device_id);
+        } else {
+            int sdev = impl_of(src_be)->dev;
+            if (sdev == c->dev) {
+                CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->copy));
+            } else {
+                peer_enable(c->dev, sdev);
+                CK(cudaMemcpyPeerAsync(dst, c->dev, src, sdev, bytes, c->copy));
+            }
+        }
+    }
+    if (done)
+        CK(cudaEventRecord(ev_of(done), c->copy));
+    return DDP_OK;
+}
+
+static int cuda_set_tf32(backend_t *be, bool on)
+{
+    ENTER(be);
+    /* TF32 rounds the GEMM inputs to a 10-bit mantissa: faster on tensor
+     * cores, but outside the 1e-4 agreement with the CPU; off by default. */
+    CUBLASCHECK(be->last_error, cublasSetMathMode(impl_of(be)->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                        : CUBLAS_DEFAULT_MATH));
     return DDP_OK;
 }
 
@@ -398,16 +645,27 @@ static void cuda_destroy(backend_t *be)
     cuda_impl_t *c = impl_of(be);
     if (c) {
         if (cudaSetDevice(c->dev) == cudaSuccess) {
+            /* nothing may still use what we free */
             if (c->stream)
-                cudaStreamSynchronize(c->stream); /* nothing may still use what we free */
+                cudaStreamSynchronize(c->stream);
+            if (c->copy)
+                cudaStreamSynchronize(c->copy);
             for (size_t i = 0; i < c->nblocks; i++) /* blocks a failed run left behind */
                 cudaFree(c->blocks[i].p);
             if (c->rowloss)
                 cudaFree(c->rowloss);
+            if (c->bgpart)
+                cudaFree(c->bgpart);
+            if (c->anchor)
+                cudaEventDestroy(c->anchor);
+            if (c->cand)
+                cudaEventDestroy(c->cand);
             if (c->blas)
                 cublasDestroy(c->blas);
             if (c->stream)
                 cudaStreamDestroy(c->stream);
+            if (c->copy)
+                cudaStreamDestroy(c->copy);
             cudaGetLastError(); /* teardown errors must not leak into another backend */
         }
         free(c->blocks);
@@ -438,6 +696,16 @@ static const backend_ops_t cuda_ops = {
     .scale = cuda_scale,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
+    .event_init = cuda_event_init,
+    .event_fini = cuda_event_fini,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .event_time = cuda_event_time,
+    .stream_wait = cuda_stream_wait,
+    .copy_async = cuda_copy_async,
+    .d2h_async = cuda_d2h_async,
+    .set_tf32 = cuda_set_tf32,
 };
 
 // ---------------------------------------------------------------------------
@@ -450,11 +718,19 @@ static int cuda_setup(backend_t *be)
     cuda_impl_t *c = impl_of(be);
     CK(cudaSetDevice(c->dev));
     CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CUBLASCHECK(be->last_error, cublasCreate(&c->blas));
     CUBLASCHECK(be->last_error, cublasSetStream(c->blas, c->stream));
-    /* Plain fp32 GEMMs: never TF32 (that would break the 1e-4 agreement with
-     * the CPU); default math allows only algorithms of full fp32 precision. */
+    /* Plain fp32 GEMMs unless --tf32 asks (that would break the 1e-4
+     * agreement with the CPU); default math allows only algorithms of full
+     * fp32 precision. */
     CUBLASCHECK(be->last_error, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    /* The clock's first anchor: the one wait at creation. */
+    CK(cudaEventCreate(&c->anchor));
+    CK(cudaEventCreate(&c->cand));
+    CK(cudaEventRecord(c->anchor, c->stream));
+    CK(cudaEventSynchronize(c->anchor));
+    c->anchor_s = now_s();
     return DDP_OK;
 }
 

@@ -22,5 +22,8 @@ cudaStream_t backend_cuda_stream(const backend_t *be);
 /* Count memory a CUDA library allocated on be's device for us (NCCL's
  * buffers) in its memory figures; negative when it is freed. */
 void backend_cuda_account(backend_t *be, long long delta_bytes);
+/* When a completed timed cudaEvent_t of be's device completed, on the now_s()
+ * clock, through be's re-anchored clock (comm_nccl.c's spans). */
+int backend_cuda_event_time(backend_t *be, cudaEvent_t ev, double *t_s);
 
 #endif

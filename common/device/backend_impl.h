@@ -63,7 +63,29 @@ typedef struct backend_ops {
     /* -- control ----------------------------------------------------------- */
     int (*sync)(backend_t *be);
     void (*destroy)(backend_t *be);
+
+    /* -- events and the copy stream (contracts in backend.h) ---------------- */
+    int (*event_init)(backend_t *be, backend_event_t *ev);  /* fill ev->h */
+    void (*event_fini)(backend_t *be, backend_event_t *ev);
+    int (*event_record)(backend_t *be, backend_event_t *ev);
+    int (*event_query)(backend_t *be, backend_event_t *ev, bool *done);
+    int (*event_sync)(backend_t *be, backend_event_t *ev);
+    int (*event_time)(backend_t *be, backend_event_t *ev, double *t_s);
+    int (*stream_wait)(backend_t *be, backend_event_t *ev);
+    int (*copy_async)(backend_t *be, void *dst, backend_t *src_be, const void *src,
+                      size_t bytes, backend_event_t *after, backend_event_t *done);
+    int (*d2h_async)(backend_t *be, void *dst, const void *src, size_t bytes);
+    int (*set_tf32)(backend_t *be, bool on);
 } backend_ops_t;
+
+/* An event: which device it belongs to and the backend's handle (CUDA: a
+ * cudaEvent_t); on the CPU, t is the host time of its last record. */
+struct backend_event {
+    backend_t *be;
+    bool timed;
+    double t;
+    void *h;
+};
 
 struct backend {
     const backend_ops_t *ops;
@@ -73,6 +95,10 @@ struct backend {
     size_t mem_in_use;  /* bytes from alloc() not yet freed */
     size_t mem_peak;    /* high-water mark of mem_in_use */
     char last_error[ERR_LEN];
+    long host_syncs;    /* times the host waited for this device (backend.h) */
+    bool tf32;          /* --tf32 is on */
+    backend_watch_fn watch; /* run while the host waits (backend_set_watch) */
+    void *watch_ctx;
     void *impl;         /* the backend's private state */
 };
 

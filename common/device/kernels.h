@@ -7,9 +7,14 @@
  * the next synchronising call.  Semantics are those of the matching
  * backend_ops_t entry (backend.h) and follow backend_cpu.c operation by
  * operation: the .cu files are built with --fmad=false, so + - * / and sqrtf
- * round exactly like the CPU's SSE code and the elementwise kernels agree with
- * it bit for bit; only the transcendental functions (exp, tanh, erf, log1p)
- * may differ from glibc's in the last bit. */
+ * round exactly like the CPU's SSE code, and the kernels made of those alone
+ * (optimizers, axpy, scale, relu) agree with it bit for bit.  The
+ * transcendental functions (exp, tanh, erf, log1p) are CUDA's own and the
+ * CPU's are glibc's, vectorised (libmvec) at -O3: each is within a few ulp
+ * of the exact value, but not the same bits, and where a formula cancels
+ * (GELU's 1 + erf(x/sqrt 2) for x below about -2) a one-ulp difference is a
+ * large relative one.  tests/unit/test_cuda.c therefore holds both sides to
+ * a double-precision reference within float rounding, not to each other. */
 #ifndef DDPBENCH_KERNELS_H
 #define DDPBENCH_KERNELS_H
 
@@ -28,9 +33,13 @@ cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a, con
                               int rows, int cols);
 cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a, float *d,
                          size_t n);
-/* Column sums in a fixed order (deterministic, no atomics). */
+/* Column sums in a fixed order (deterministic, no atomics): rows are split
+ * into slices across blocks, then each column's slices are added in order.
+ * part is device scratch of kern_bias_grad_scratch(rows, cols) floats (NULL
+ * when that is 0). */
+size_t kern_bias_grad_scratch(int rows, int cols);
 cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz, int rows, int cols,
-                           int accumulate);
+                           int accumulate, float *part);
 
 // ---- kernels_loss.cu: per-row losses, their gradient, and their sum ---------
 /* rowloss is device scratch of at least rows doubles; the sum of the rows'
@@ -61,9 +70,12 @@ cudaError_t kern_sgd(cudaStream_t s, kern_sgd_t a, float *p, const float *g, flo
 cudaError_t kern_adam(cudaStream_t s, kern_adam_t a, float *p, const float *g, float *m,
                       float *v, size_t n);
 
-// ---- kernels_misc.cu: axpy, scale, matrix fill -----------------------------
+// ---- kernels_misc.cu: axpy, scale, division, matrix fill -------------------
 cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, float *y, size_t n);
 cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t n);
+/* x[i] /= d: an average as comm.h defines it (the sum divided by world, as
+ * comm_shm.c divides, which x * (1/world) would not round the same way). */
+cudaError_t kern_div(cudaStream_t s, float d, float *x, size_t n);
 /* C[i*ldc+j] = beta == 0 ? 0 : beta*C[i*ldc+j] for an m x n block (an empty GEMM). */
 cudaError_t kern_scale_matrix(cudaStream_t s, float beta, float *C, int m, int n, int ldc);
 

@@ -1,7 +1,8 @@
 /* common/device/kernels_act.cu: bias + activation forward, activation backward and
  * the bias gradient, with their C launchers (see kernels.h).  The activation
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
- * relu'(0) = 0, the two-sided sigmoid). */
+ * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
+ * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -86,19 +87,38 @@ __global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float 
     }
 }
 
-/* Column sums: a block owns 32 columns (threadIdx.x, coalesced) and its 8 rows
- * of threads (threadIdx.y) take every 8th row; the 8 partial sums are then
- * added in a fixed order.  No atomics, so the bits never change between runs. */
+/* Column sums in two passes, so that a short, wide batch still fills the GPU:
+ * pass 1 gives every block 32 columns (threadIdx.x, coalesced) and one slice
+ * of the rows (blockIdx.y), which its 8 rows of threads (threadIdx.y) walk
+ * every 8th row; the 8 partial sums are added in a fixed order into part[]
+ * (or straight into db when there is one slice).  Pass 2 adds each column's
+ * slices in slice order.  The number of slices depends on rows and cols
+ * only, so the sums are the same bits on every GPU and every run: no
+ * atomics. */
 #define BG_COLS 32
 #define BG_ROWS 8
+#define BG_MIN_SLICE 32   /* rows per slice at least */
+#define BG_TARGET 512     /* blocks to aim for (a few per SM on 132 SMs) */
 
-__global__ void bias_grad_kernel(float *db, const float *dz, int rows, int cols, int accumulate)
+static inline int bg_slices(int rows, int cols)
+{
+    int colblocks = (cols + BG_COLS - 1) / BG_COLS;
+    int want = (BG_TARGET + colblocks - 1) / colblocks;
+    int most = (rows + BG_MIN_SLICE - 1) / BG_MIN_SLICE;
+    int n = want < most ? want : most;
+    return n < 1 ? 1 : n;
+}
+
+__global__ void bias_grad_part_kernel(float *out, const float *dz, int rows, int cols,
+                                      int slice_rows, int accumulate, int final)
 {
     __shared__ float part[BG_ROWS][BG_COLS + 1];
     int c = blockIdx.x * BG_COLS + threadIdx.x;
+    int r0 = blockIdx.y * slice_rows;
+    int r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
     float s = 0.0f;
     if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += BG_ROWS)
+        for (int r = r0 + threadIdx.y; r < r1; r += BG_ROWS)
             s += dz[(size_t)r * cols + c];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads(); /* every partial sum is in shared memory before row 0 adds them */
@@ -106,6 +126,21 @@ __global__ void bias_grad_kernel(float *db, const float *dz, int rows, int cols,
         float t = part[0][threadIdx.x];
         for (int k = 1; k < BG_ROWS; k++)
             t += part[k][threadIdx.x];
+        if (final) /* one slice: this is the column's sum */
+            out[c] = accumulate ? out[c] + t : t;
+        else
+            out[(size_t)blockIdx.y * cols + c] = t;
+    }
+}
+
+__global__ void bias_grad_sum_kernel(float *db, const float *part, int slices, int cols,
+                                     int accumulate)
+{
+    KERN_GRID_STRIDE(c, (size_t)cols)
+    {
+        float t = part[c];
+        for (int k = 1; k < slices; k++) /* slice order: fixed */
+            t += part[(size_t)k * cols + c];
         db[c] = accumulate ? db[c] + t : t;
     }
 }
@@ -133,14 +168,35 @@ extern "C" cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, c
     return cudaGetLastError();
 }
 
+extern "C" size_t kern_bias_grad_scratch(int rows, int cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return 0;
+    int n = bg_slices(rows, cols);
+    return n > 1 ? (size_t)n * (size_t)cols : 0;
+}
+
 extern "C" cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz, int rows,
-                                      int cols, int accumulate)
+                                      int cols, int accumulate, float *part)
 {
     if (cols <= 0)
         return cudaSuccess;
     /* rows == 0 still runs: db becomes 0 (or stays, when accumulating), as on the CPU. */
+    if (rows < 0)
+        rows = 0;
+    int slices = rows > 0 ? bg_slices(rows, cols) : 1;
+    int slice_rows = slices > 1 ? (rows + slices - 1) / slices : (rows > 0 ? rows : 1);
+    slices = rows > 0 ? (rows + slice_rows - 1) / slice_rows : 1; /* no empty slice */
     dim3 block(BG_COLS, BG_ROWS);
-    bias_grad_kernel<<<(unsigned)((cols + BG_COLS - 1) / BG_COLS), block, 0, s>>>(
-        db, dz, rows < 0 ? 0 : rows, cols, accumulate);
+    dim3 grid((unsigned)((cols + BG_COLS - 1) / BG_COLS), (unsigned)slices);
+    bool one = slices == 1;
+    bias_grad_part_kernel<<<grid, block, 0, s>>>(one ? db : part, dz, rows, cols, slice_rows,
+                                                 accumulate, one);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || one)
+        return e;
+    /* Stream order: the sums start once every slice is written. */
+    bias_grad_sum_kernel<<<kern_blocks((size_t)cols), KERN_THREADS, 0, s>>>(db, part, slices,
+                                                                           cols, accumulate);
     return cudaGetLastError();
 }

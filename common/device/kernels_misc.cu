@@ -1,5 +1,6 @@
-/* common/device/kernels_misc.cu: the small elementwise kernels (axpy, scale, and the
- * matrix fill an empty GEMM needs), with their C launchers (see kernels.h). */
+/* common/device/kernels_misc.cu: the small elementwise kernels (axpy, scale, a
+ * division, and the matrix fill an empty GEMM needs), with their C launchers
+ * (see kernels.h). */
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -16,6 +17,12 @@ __global__ void scale_kernel(float alpha, float *x, size_t n)
 {
     KERN_GRID_STRIDE(i, n)
     x[i] *= alpha;
+}
+
+__global__ void div_kernel(float d, float *x, size_t n)
+{
+    KERN_GRID_STRIDE(i, n)
+    x[i] /= d;
 }
 
 /* One block row per matrix row (strided), threads across its columns. */
@@ -44,6 +51,14 @@ extern "C" cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t 
     if (n == 0)
         return cudaSuccess;
     scale_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(alpha, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_div(cudaStream_t s, float d, float *x, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    div_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(d, x, n);
     return cudaGetLastError();
 }
 

@@ -1,6 +1,8 @@
-/* common/device/probe_cuda.c: how many GPUs are visible, found without initialising
- * CUDA in the calling process (backend_cuda_probe, see backend.h), and the
- * in-process count that backend_cuda_create uses.
+/* common/device/probe_cuda.c: how many GPUs are visible and what they are
+ * (names, PCI bus ids, memory, which pairs can reach each other's memory),
+ * found without initialising CUDA in the calling process
+ * (backend_cuda_probe, backend_cuda_gpus, see backend.h), and the in-process
+ * count that backend_cuda_create uses.
  *
  * CUDA does not survive fork(): a process that has initialised it cannot hand
  * a working CUDA to its children, and the DDP supervisor forks its ranks after
@@ -8,7 +10,10 @@
  * cudaGetDeviceCount and writes the answer into a pipe; the parent never
  * touches CUDA.  The answer is cached for the life of the process.  Once this
  * process has initialised CUDA anyway (it created a CUDA backend), a child
- * could no longer use CUDA, so the count is then asked in-process. */
+ * could no longer use CUDA, so the count is then asked in-process.  The
+ * names come from the same runtime, so they follow CUDA's numbering (the
+ * driver's /proc files list GPUs in PCI order, which CUDA does not use
+ * unless CUDA_DEVICE_ORDER=PCI_BUS_ID). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,6 +39,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_cached;
 static int g_count;
 static char g_why[ERR_LEN];
+static gpu_topology_t g_topo;
 static atomic_bool g_cuda_here; /* this process has called into CUDA */
 
 // ---------------------------------------------------------------------------
@@ -67,12 +73,42 @@ int cuda_count_devices(char *why)
     return 0;
 }
 
+/* Describe the first n visible GPUs (this process talks to CUDA). */
+static void describe(gpu_topology_t *t, int n)
+{
+    memset(t, 0, sizeof *t);
+    t->count = n < GPU_INFO_MAX ? n : GPU_INFO_MAX;
+    for (int i = 0; i < t->count; i++) {
+        gpu_info_t *g = &t->gpu[i];
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, i) == cudaSuccess) {
+            snprintf(g->name, sizeof g->name, "%.95s", p.name);
+            g->mem_bytes = p.totalGlobalMem;
+            g->cc_major = p.major;
+            g->cc_minor = p.minor;
+        }
+        if (cudaDeviceGetPCIBusId(g->pci_bus_id, (int)sizeof g->pci_bus_id, i) != cudaSuccess)
+            g->pci_bus_id[0] = 0;
+        for (int j = 0; j < t->count; j++) {
+            int can = 0, rank = 0;
+            t->peer[i][j] = -1;
+            if (i != j && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can)
+                t->peer[i][j] = cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank,
+                                                          i, j) == cudaSuccess
+                                    ? (signed char)(rank > 100 ? 100 : rank)
+                                    : 0;
+        }
+    }
+    cudaGetLastError(); /* a query that failed is reported as missing, not later */
+}
+
 // ---------------------------------------------------------------------------
 // the forked probe
 
 typedef struct {
     int count;
     char why[ERR_LEN];
+    gpu_topology_t topo;
 } probe_msg_t;
 
 static int read_full(int fd, void *buf, size_t n)
@@ -89,7 +125,7 @@ static int read_full(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int probe_forked(char *why)
+static int probe_forked(char *why, gpu_topology_t *topo)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -108,6 +144,8 @@ static int probe_forked(char *why)
         memset(&m, 0, sizeof m);
         close(fds[0]);
         m.count = cuda_count_devices(m.why);
+        if (m.count > 0)
+            describe(&m.topo, m.count);
         ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
         _exit(w == (ssize_t)sizeof m ? 0 : 1);
     }
@@ -137,6 +175,11 @@ static int probe_forked(char *why)
     if (got) {
         m.why[ERR_LEN - 1] = 0;
         snprintf(why, ERR_LEN, "%s", m.why);
+        for (int i = 0; i < GPU_INFO_MAX; i++) { /* strings from another process */
+            m.topo.gpu[i].name[sizeof m.topo.gpu[i].name - 1] = 0;
+            m.topo.gpu[i].pci_bus_id[sizeof m.topo.gpu[i].pci_bus_id - 1] = 0;
+        }
+        *topo = m.topo;
         return m.count > 0 ? m.count : 0;
     }
     if (pr == 0)
@@ -156,14 +199,26 @@ int backend_cuda_probe(char *why)
     /* Why a lock: the cache is process-wide and tests may probe from threads. */
     pthread_mutex_lock(&g_lock);
     if (!g_cached) {
-        if (atomic_load(&g_cuda_here))
+        if (atomic_load(&g_cuda_here)) {
             g_count = cuda_count_devices(g_why);
-        else
-            g_count = probe_forked(g_why);
+            if (g_count > 0)
+                describe(&g_topo, g_count);
+        } else {
+            g_count = probe_forked(g_why, &g_topo);
+        }
         g_cached = true;
     }
     int n = g_count;
     snprintf(why, ERR_LEN, "%s", g_why);
     pthread_mutex_unlock(&g_lock);
     return n;
+}
+
+const gpu_topology_t *backend_cuda_gpus(void)
+{
+    char why[ERR_LEN];
+    if (backend_cuda_probe(why) <= 0)
+        return NULL;
+    /* Written once under the lock before g_cached; constant afterwards. */
+    return g_topo.count > 0 ? &g_topo : NULL;
 }

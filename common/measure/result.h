@@ -27,6 +27,8 @@ typedef struct {
     /* DDP ranks: steps with data of their own, and steps they shadowed (out
      * of data under --rank-samples: zero gradients into the all-reduce) */
     long steps_run, steps_shadowed;
+    long host_syncs;             /* times the host waited for this device in timed steps */
+    long synced_steps;           /* the timed steps they were counted over */
 } device_stats_t;
 
 /* --explain: what the first optimizer step moved, how much and how long.

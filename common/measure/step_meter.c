@@ -1,70 +1,370 @@
 /* common/measure/step_meter.c: the bookkeeping around every step (see
- * step_meter.h). */
+ * step_meter.h): markers on the device's queue while the step is queued,
+ * their times and everything that follows from them once it has run. */
 #include "measure/step_meter.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
 
-void step_meter_init(step_meter_t *m, const step_meter_sinks_t *to)
+struct meter_span {
+    int kind, lane, m0, m1, bucket, peer;
+    uint64_t bytes;
+    move_stat_t *move;
+};
+
+/* Record the first failure; later calls of the step do nothing harmful. */
+static void meter_fail(step_meter_t *m, int rc, const char *what)
+{
+    if (m->rc != DDP_OK)
+        return;
+    m->rc = rc;
+    const char *why = m->to.be ? backend_last_error(m->to.be) : "out of memory";
+    if (m->to.place)
+        snprintf(m->msg, sizeof m->msg, "%s: %s: %s", m->to.place, what, why);
+    else
+        snprintf(m->msg, sizeof m->msg, "%s: %s", what, why);
+}
+
+int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
 {
     memset(m, 0, sizeof *m);
     m->to = *to;
+    m->deferred = to->be && !backend_host_visible(to->be);
+    m->last_g = -1;
+    /* The loss values a step fetches: one per micro-batch, or DDP's three. */
+    int cap = 3 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
+    for (int i = 0; i < 2; i++) {
+        step_rec_t *r = &m->rec[i];
+        r->capfetch = cap;
+        r->fetched = m->deferred ? backend_alloc_host(to->be, (size_t)cap * sizeof(float))
+                                 : calloc((size_t)cap, sizeof(float));
+        if (!r->fetched) {
+            step_meter_free(m);
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
+        }
+    }
+    return DDP_OK;
+}
+
+void step_meter_free(step_meter_t *m)
+{
+    for (int i = 0; i < 2; i++) {
+        step_rec_t *r = &m->rec[i];
+        for (int k = 0; k < r->cap; k++)
+            if (r->ev && r->ev[k])
+                backend_event_free(m->to.be, r->ev[k]);
+        free(r->ev);
+        free(r->ph);
+        free(r->t);
+        free(r->span);
+        if (r->fetched) {
+            if (m->deferred)
+                backend_free_host(m->to.be, r->fetched);
+            else
+                free(r->fetched);
+        }
+        memset(r, 0, sizeof *r);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// while the step is queued
+
+/* Room for one more mark in r (events are made once and reused). */
+static bool mark_room(step_meter_t *m, step_rec_t *r)
+{
+    if (r->n < r->cap)
+        return true;
+    int cap = r->cap ? 2 * r->cap : 32;
+    phase_t *ph = realloc(r->ph, (size_t)cap * sizeof *ph);
+    if (ph)
+        r->ph = ph;
+    double *t = realloc(r->t, (size_t)cap * sizeof *t);
+    if (t)
+        r->t = t;
+    backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
+    if (ev)
+        r->ev = ev;
+    if (!ph || !t || !ev) {
+        meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
+        return false;
+    }
+    for (int k = r->cap; k < cap; k++) {
+        r->ev[k] = NULL;
+        if (m->to.be && !(r->ev[k] = backend_event_new(m->to.be, true))) {
+            r->cap = k;
+            meter_fail(m, DDP_ERR_RUNTIME, "creating a step marker");
+            return false;
+        }
+    }
+    r->cap = cap;
+    return true;
+}
+
+/* A marker at this point of the queue; its index, or -1 after a failure. */
+static int mark_at(step_meter_t *m, phase_t p)
+{
+    step_rec_t *r = &m->rec[m->cur];
+    if (!r->open || m->rc != DDP_OK || !mark_room(m, r))
+        return -1;
+    int i = r->n;
+    r->ph[i] = p;
+    r->queued_after = false;
+    if (m->to.be) {
+        int rc = backend_event_record(m->to.be, r->ev[i]);
+        if (rc != DDP_OK) {
+            meter_fail(m, rc, "recording a step marker");
+            return -1;
+        }
+    } else {
+        r->t[i] = now_s();
+    }
+    r->n++;
+    return i;
 }
 
 void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
 {
-    double *acc = timed ? m->to.dev->phase_s : m->warm;
-    m->timed = timed;
-    m->first = first;
-    m->rows = 0;
-    if (first) /* the first step's phases are the difference */
-        memcpy(m->before, acc, sizeof m->before);
-    trace_step_begin(m->to.trace, g, timed);
-    phase_clock_start(&m->pc, acc);
-    m->t0 = m->pc.last;
+    m->cur ^= 1;
+    step_rec_t *r = &m->rec[m->cur];
+    /* This record's previous step has reported: step_meter_end of the step
+     * between them resolved it. */
+    r->g = g;
+    r->timed = timed;
+    r->first = first;
+    r->open = true;
+    r->n = 0;
+    r->nspan = 0;
+    r->rows = 0;
+    r->nfetch = 0;
+    r->mean = NAN;
+    memset(r->charge, 0, sizeof r->charge);
+    r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
+    /* Nothing waited for the device since the last step ended: the GPU went
+     * straight from it to this one (or idled for the host in between). */
+    r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
+    mark_at(m, PH_COUNT);
 }
 
-double step_meter_end(step_meter_t *m, long samples)
+void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p); }
+
+int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT); }
+
+void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, uint64_t bytes,
+                     int bucket, int peer, move_stat_t *move)
 {
-    double dt = m->pc.last - m->t0;
-    device_stats_t *dev = m->to.dev;
-    trace_step_end(m->to.trace, m->t0, m->pc.last);
-    if (m->timed) {
-        dev->rows += m->rows;
-        if (m->to.times)
-            step_times_add(m->to.times, dt, samples);
+    step_rec_t *r = &m->rec[m->cur];
+    if (mark0 < 0 || mark1 < 0 || m->rc != DDP_OK)
+        return;
+    if (r->nspan == r->capspan) {
+        int cap = r->capspan ? 2 * r->capspan : 16;
+        struct meter_span *s = realloc(r->span, (size_t)cap * sizeof *s);
+        if (!s) {
+            meter_fail(m, DDP_ERR_RUNTIME, "out of memory for trace events");
+            return;
+        }
+        r->span = s;
+        r->capspan = cap;
     }
-    if (m->first) {
-        for (int p = 0; p < PH_COUNT; p++)
-            dev->first_phase_s[p] = m->pc.acc[p] - m->before[p];
-        dev->first_rows = m->rows;
+    r->span[r->nspan++] = (struct meter_span){kind, lane, mark0, mark1, bucket, peer, bytes,
+                                              r->first ? move : NULL};
+}
+
+void step_meter_fetch(step_meter_t *m, const float *dev, int n)
+{
+    step_rec_t *r = &m->rec[m->cur];
+    if (m->rc != DDP_OK)
+        return;
+    if (r->nfetch + n > r->capfetch) {
+        meter_fail(m, DDP_ERR_RUNTIME, "too many values fetched in one step");
+        return;
+    }
+    /* Copied on the device's queue after the work that wrote them; read only
+     * once the step's last marker has been passed. */
+    int rc = m->to.be ? backend_d2h_async(m->to.be, r->fetched + r->nfetch, dev,
+                                          (size_t)n * sizeof(float))
+                      : (memcpy(r->fetched + r->nfetch, dev, (size_t)n * sizeof(float)), DDP_OK);
+    if (rc != DDP_OK) {
+        meter_fail(m, rc, "fetching the loss");
+        return;
+    }
+    r->nfetch += n;
+    r->queued_after = true;
+}
+
+// ---------------------------------------------------------------------------
+// once the step has run
+
+bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
+{
+    int prev = 0;
+    bool found = false;
+    for (int i = 1; i < r->n; i++) {
+        if (r->ph[i] == PH_COUNT)
+            continue;
+        if (r->ph[i] == p) {
+            *t0 = r->t[prev];
+            *t1 = r->t[i];
+            found = true;
+        }
+        prev = i;
+    }
+    return found;
+}
+
+/* Read a closed step's times (waiting for its last marker: the one host
+ * synchronisation of a step on a device) and report it. */
+static int resolve(step_meter_t *m, step_rec_t *r)
+{
+    r->open = false;
+    if (m->rc != DDP_OK || r->n == 0)
+        return m->rc;
+    backend_t *be = m->to.be;
+    if (be) {
+        /* Why wait: the step's markers and fetched values are complete once
+         * its last marker is; the GPU has the next step queued meanwhile. */
+        int rc = m->deferred ? backend_event_sync(be, r->ev[r->n - 1]) : DDP_OK;
+        if (rc != DDP_OK) {
+            meter_fail(m, rc, "waiting for a step");
+            return m->rc;
+        }
+        for (int i = 0; i < r->n; i++)
+            if ((rc = backend_event_time(be, r->ev[i], &r->t[i])) != DDP_OK) {
+                meter_fail(m, rc, "reading a step marker");
+                return m->rc;
+            }
+    }
+    device_stats_t *dev = m->to.dev;
+    trace_rec_t *tr = m->to.trace;
+    double *acc = r->timed ? dev->phase_s : m->warm;
+    double mine[PH_COUNT] = {0};
+    bool seen[PH_COUNT] = {false};
+
+    trace_step_begin(tr, r->g, r->timed);
+    int prev = 0;
+    for (int i = 1; i < r->n; i++) {
+        phase_t p = r->ph[i];
+        if (p == PH_COUNT)
+            continue; /* a plain marker splits no lap */
+        double d = r->t[i] - r->t[prev];
+        mine[p] += d;
+        trace_phase(tr, p, r->t[prev], r->t[i]);
+        if (r->first && !seen[p])
+            m->first_lap[p] = d;
+        seen[p] = true;
+        prev = i;
+    }
+    /* Work queued after the last lap (a fetch) belongs to the last phase. */
+    if (prev > 0 && prev < r->n - 1)
+        mine[r->ph[prev]] += r->t[r->n - 1] - r->t[prev];
+    for (int i = 0; i < r->nspan; i++) {
+        const struct meter_span *s = &r->span[i];
+        double t0 = r->t[s->m0], t1 = r->t[s->m1];
+        trace_event(tr, (trace_kind_t)s->kind, (trace_lane_t)s->lane, t0, t1, s->bytes, s->bucket,
+                    s->peer);
+        if (s->move)
+            s->move->seconds += t1 - t0;
+    }
+    if (r->nfetch > 0 && r->end.denom > 0.0) {
+        double sum = 0.0;
+        for (int i = 0; i < r->nfetch; i++)
+            sum += r->fetched[i];
+        r->mean = sum / r->end.denom;
+    }
+    if (m->to.resolved)
+        m->to.resolved(m->to.ctx, m, r);
+    for (int p = 0; p < PH_COUNT; p++) {
+        mine[p] += r->charge[p];
+        acc[p] += mine[p];
+    }
+
+    double t_begin = r->t[0], t_end = r->t[r->n - 1];
+    if (r->chained && m->last_end_t > 0.0 && m->last_end_t < t_begin) {
+        /* The GPU waited for the host to reach this step: idle, in the step. */
+        double gap = t_begin - m->last_end_t;
+        acc[PH_IDLE] += gap;
+        mine[PH_IDLE] += gap;
+        trace_phase(tr, PH_IDLE, m->last_end_t, t_begin);
+        t_begin = m->last_end_t;
+    }
+    double dt = t_end - t_begin;
+    m->last_end_t = t_end;
+    trace_step_end(tr, t_begin, t_end);
+    if (r->timed) {
+        dev->rows += r->rows;
+        dev->host_syncs += r->syncs;
+        dev->synced_steps++;
+        if (m->to.times)
+            step_times_add(m->to.times, dt, r->end.samples);
+    }
+    if (r->first) {
+        memcpy(dev->first_phase_s, mine, sizeof mine);
+        dev->first_rows = r->rows;
         if (m->to.story) {
             m->to.story->step_s = dt;
             m->to.story->filled = true;
         }
     }
-    return dt;
-}
 
-int step_meter_loss(step_meter_t *m, long g, long total, long epoch, bool logs, double mean,
-                    long global_samples, char *err)
-{
-    if (logs) {
+    const step_end_t *e = &r->end;
+    if (e->logs) {
         if (m->to.final_loss)
-            *m->to.final_loss = mean;
+            *m->to.final_loss = r->mean;
         if (m->to.log) {
-            if (loss_log_add(m->to.log, g + 1, epoch, mean) != DDP_OK)
-                return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
+            if (loss_log_add(m->to.log, r->g + 1, e->epoch, r->mean) != DDP_OK) {
+                m->rc = DDP_ERR_RUNTIME;
+                snprintf(m->msg, sizeof m->msg, "out of memory for the loss log");
+                return m->rc;
+            }
             progress_clear(m->to.progress); /* the loss line replaces it */
             const config_t *c = m->to.cfg;
-            if (!c->quiet)
+            if (c && !c->quiet)
                 fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
-                        total >= 1000 ? 5 : 3, g + 1, total, epoch + 1, mean);
+                        e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
         }
     }
-    m->samples_done += global_samples;
-    progress_update(m->to.progress, g + 1, epoch, mean, m->samples_done);
+    m->samples_done += e->global_samples;
+    progress_update(m->to.progress, r->g + 1, e->epoch, r->mean, m->samples_done);
     return DDP_OK;
+}
+
+int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
+{
+    step_rec_t *r = &m->rec[m->cur];
+    r->end = *e;
+    /* The step's last marker: its last lap, unless nothing was lapped or
+     * work (a fetch) was queued after it. */
+    if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
+        mark_at(m, PH_COUNT);
+    step_rec_t *prev = &m->rec[m->cur ^ 1];
+    int rc = DDP_OK;
+    if (m->deferred) {
+        /* Report the previous step (its last marker is one step behind the
+         * host), then count this step's waits, that one included. */
+        if (prev->open)
+            rc = resolve(m, prev);
+        r->syncs = m->to.be ? backend_host_syncs(m->to.be) - r->syncs_begin : 0;
+    } else {
+        r->syncs = m->to.be ? backend_host_syncs(m->to.be) - r->syncs_begin : 0;
+        rc = resolve(m, r);
+    }
+    m->last_g = r->g;
+    m->syncs_at_end = m->to.be ? backend_host_syncs(m->to.be) : 0;
+    if (rc == DDP_OK)
+        rc = m->rc;
+    return rc == DDP_OK ? DDP_OK : err_set(err, rc, "%s", m->msg);
+}
+
+int step_meter_finish(step_meter_t *m, char *err)
+{
+    for (int k = 1; k >= 0; k--) { /* the older open record first */
+        step_rec_t *r = &m->rec[m->cur ^ k];
+        if (r->open && resolve(m, r) != DDP_OK)
+            break;
+    }
+    return m->rc == DDP_OK ? DDP_OK : err_set(err, m->rc, "%s", m->msg);
 }

@@ -8,14 +8,30 @@
  *     ... forward ...;  step_meter_lap(&m, PH_FORWARD);
  *     ...
  *     step_meter_rows(&m, rows);           rows this device computed
- *     step_meter_end(&m, samples);         the step's wall time and totals
- *     step_meter_loss(&m, ...);            the loss line, the log, progress
+ *     step_meter_fetch(&m, loss, 1);       a device value the loss line needs
+ *     step_meter_end(&m, &end, err);       the step is queued; earlier ones report
+ *     ...
+ *     step_meter_finish(&m, err);          after the loop: the last step reports
  *
  * and the meter does the rest: the phase times of timed steps (warm-up steps
  * go to a scratch array), each phase and the step as --trace events, the
  * first step's own phase times for --explain, the step's wall time into the
- * run's step times, the loss log and loss line, and the progress line.
- * Like nccl-tests' BenchTime, it is the one place a measurement is taken.
+ * run's step times, the host synchronisations per step, the loss log and
+ * loss line, and the progress line.  Like nccl-tests' BenchTime, it is the
+ * one place a measurement is taken.
+ *
+ * Laps are markers on the device's queue (backend events), not host clock
+ * readings, so measuring never makes the host wait.  On the CPU backend the
+ * work is done when a call returns, so a marker is the host clock and a step
+ * reports as soon as it ends.  On a GPU the host only queues the work: a
+ * step's markers, and the values it fetched (the loss, copied back without
+ * waiting), are read when the NEXT step ends, after one wait for the step's
+ * last marker -- the step's one host synchronisation, by which time the GPU
+ * is already busy with the next step.  step_meter_finish reports the last.
+ * There a step that follows the previous one directly (no checkpoint or
+ * other wait between) is timed from the previous step's last marker, so
+ * time the GPU sat idle waiting for the host to queue it is in the step (as
+ * PH_IDLE) and the step times add up to the wall time.
  *
  * Each device's meter is written by one thread only.  What it writes into is
  * given once (step_meter_sinks_t); a NULL sink is another device's job (in
@@ -27,10 +43,14 @@
 #include <stdbool.h>
 
 #include "config/config.h"
+#include "device/backend.h"
 #include "measure/progress.h"
 #include "measure/result.h"
 #include "measure/timing.h"
 #include "measure/trace.h"
+
+typedef struct step_meter step_meter_t;
+typedef struct step_rec step_rec_t;
 
 typedef struct {
     const config_t *cfg;   /* --quiet, --json/--csv: where the loss line goes */
@@ -41,55 +61,114 @@ typedef struct {
     double *final_loss;    /* the last logged loss, or NULL */
     step_story_t *story;   /* --explain: step_s of the run's first step, or NULL */
     progress_t *progress;  /* the progress line, or NULL */
+    backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
+    const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
+    /* Called when a step's times are known (at once on the CPU, when the next
+     * step ends on a GPU), before they are reported: DDP charges its hidden
+     * communication and records its buckets here.  NULL: nothing to add. */
+    void (*resolved)(void *ctx, step_meter_t *m, step_rec_t *r);
+    void *ctx;
 } step_meter_sinks_t;
 
+/* What the loop knows when a step ends, for the report of that step. */
 typedef struct {
-    step_meter_sinks_t to;
-    phase_clock_t pc;
-    double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
-    double before[PH_COUNT]; /* the accumulator when the first step began */
-    double t0;               /* when this step began */
-    bool timed, first;
-    long rows;               /* rows this device computed in this step */
-    long samples_done;       /* global samples of the steps ended so far */
-} step_meter_t;
+    long samples;        /* what it adds to the kept step times' sample count */
+    long global_samples; /* global samples it processed (the progress line) */
+    long total;          /* steps in the run, for the loss line */
+    long epoch;          /* 0-based */
+    bool logs;           /* the loss line and log want this step's loss */
+    double denom;        /* mean loss = sum of the fetched values / denom (> 0) */
+} step_end_t;
 
-void step_meter_init(step_meter_t *m, const step_meter_sinks_t *to);
+/* One step on its way to being reported (the resolved callback's view). */
+struct step_rec {
+    long g;
+    bool timed, first, open;
+    int n, cap;              /* marks; mark 0 is the step's start */
+    phase_t *ph;             /* the phase each mark ends (PH_COUNT: a plain mark) */
+    backend_event_t **ev;
+    double *t;               /* when each mark was passed (now_s clock), once resolved */
+    int nspan, capspan;
+    struct meter_span *span; /* --trace / --explain events between two marks */
+    long rows;
+    long syncs_begin, syncs; /* the device's host syncs at begin, and in the step */
+    bool chained;            /* it follows the previous step with nothing between */
+    float *fetched;          /* values copied back (pinned on a device) */
+    int nfetch, capfetch;
+    bool queued_after;       /* a fetch was queued after the last marker */
+    double charge[PH_COUNT]; /* seconds no lap measured */
+    double mean;             /* the step's mean loss (NAN: not fetched) */
+    step_end_t end;
+};
+
+struct step_meter {
+    step_meter_sinks_t to;
+    step_rec_t rec[2];
+    int cur;                 /* the record of the open (or last) step */
+    bool deferred;           /* a device: steps report when the next one ends */
+    double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
+    double first_lap[PH_COUNT]; /* the run's first step: each phase's first lap */
+    long samples_done;       /* global samples of the steps reported so far */
+    long last_g;             /* the last step that ended (-1: none) */
+    long syncs_at_end;       /* the device's host syncs when it ended */
+    double last_end_t;       /* when the last reported step's last marker passed */
+    int rc;                  /* the first failure (sticky), DDP_OK when none */
+    char msg[ERR_LEN];
+};
+
+/* Set up; DDP_ERR_RUNTIME (message in err) when out of memory. */
+int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
+void step_meter_free(step_meter_t *m);
 
 /* Step g (0-based) begins now: timed (after the warm-up) or not; first: the
  * run's first step, which --explain narrates. */
 void step_meter_begin(step_meter_t *m, long g, bool timed, bool first);
 
-/* Charge the time since the last lap to phase p (and stamp it for --trace);
- * returns the lap's end on the now_s() clock. */
-static inline double step_meter_lap(step_meter_t *m, phase_t p)
-{
-    double t0 = m->pc.last, t1 = phase_clock_lap(&m->pc, p);
-    trace_phase(m->to.trace, p, t0, t1);
-    return t1;
-}
+/* The time since the last lap belongs to phase p: a marker on the queue. */
+void step_meter_lap(step_meter_t *m, phase_t p);
 
-/* The end of the last lap (now_s() clock). */
-static inline double step_meter_last(const step_meter_t *m) { return m->pc.last; }
+/* A plain marker (no phase ends there), for step_meter_span; its index. */
+int step_meter_mark(step_meter_t *m);
 
-/* Charge seconds to a phase that no lap measured (DDP's hidden comm). */
+/* An event between two markers of this step (a copy between devices):
+ * traced on `lane` as `kind` with bytes, bucket and peer, and, when move is
+ * not NULL and this is the run's first step, its seconds added to *move. */
+void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, uint64_t bytes,
+                     int bucket, int peer, move_stat_t *move);
+
+/* Queue a copy of n device floats (the loss sum) to be read when the step
+ * reports; they add up to its loss (step_end_t.denom). */
+void step_meter_fetch(step_meter_t *m, const float *dev, int n);
+
+/* Seconds no lap measured, charged to phase p of this step. */
 static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
 {
-    m->pc.acc[p] += seconds;
+    m->rec[m->cur].charge[p] += seconds;
 }
 
 /* This device computed rows sample rows in this step. */
-static inline void step_meter_rows(step_meter_t *m, long rows) { m->rows += rows; }
+static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].rows += rows; }
 
-/* The step ends now.  samples: what it adds to the kept step times' sample
- * count (the global batch, or a DDP rank's own rows).  Returns its wall time. */
-double step_meter_end(step_meter_t *m, long samples);
+/* The open step is the run's first (--explain counts what it moves). */
+static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
-/* After step g of `total` (epoch 0-based) that processed global_samples
- * samples: when logs, mean (NAN: not fetched) becomes the last loss, goes
- * into the log and out as the loss line; the progress line is updated with
- * mean.  DDP_ERR_RUNTIME (message in err) when the log cannot grow. */
-int step_meter_loss(step_meter_t *m, long g, long total, long epoch, bool logs, double mean,
-                    long global_samples, char *err);
+/* The step ends; steps whose times are known report (this one on the CPU,
+ * the previous one on a device).  DDP_ERR_RUNTIME with err when a device
+ * call failed or the loss log cannot grow. */
+int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
+
+/* After the loop: report the last step. */
+int step_meter_finish(step_meter_t *m, char *err);
+
+/* The run's first step: the duration of the first lap of phase p (0 if none). */
+static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
+{
+    return m->first_lap[p];
+}
+
+/* In the resolved callback: the time of mark i, and the [start, end] of the
+ * last lap of phase p (false when the step had none). */
+static inline double step_rec_time(const step_rec_t *r, int i) { return r->t[i]; }
+bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
 
 #endif

@@ -116,12 +116,17 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->step_max = report_percentile(r->times.step_s, r->times.n, 100);
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
+    s->host_syncs_max = NAN;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
         for (int p = 0; p < PH_COUNT; p++)
             s->phase[d][p] = r->dev[d].phase_s[p] / steps;
         s->rows_per_step[d] = (double)r->dev[d].rows / steps;
         if (r->dev[d].mem_peak > s->mem_peak_max)
             s->mem_peak_max = r->dev[d].mem_peak;
+        long n = r->dev[d].synced_steps;
+        s->host_syncs[d] = n > 0 ? (double)r->dev[d].host_syncs / (double)n : NAN;
+        if (n > 0 && !(s->host_syncs[d] <= s->host_syncs_max))
+            s->host_syncs_max = s->host_syncs[d];
     }
     if (!ref || ref == r)
         return;

@@ -54,6 +54,9 @@ typedef struct {
     double step_mean, step_p50, step_p95, step_min, step_max; /* seconds */
     double phase[MAX_DEVICES][PH_COUNT]; /* seconds per timed step, per device */
     double rows_per_step[MAX_DEVICES];
+    /* times per timed step the host waited for each device (NAN: not counted) */
+    double host_syncs[MAX_DEVICES];
+    double host_syncs_max; /* the most of any device (NAN: none counted) */
     size_t mem_peak_max;
     /* against single (has_ref) */
     bool has_ref;

@@ -1,9 +1,10 @@
 /* common/report/report_env.c: the machine a run ran on, for --json's "environment":
- * device names (CPU model from /proc/cpuinfo, GPU model from the NVIDIA
- * driver's files, never from CUDA: this process may fork DDP ranks later),
- * the BLAS library and the versions of the libraries built in. */
+ * device names (CPU model from /proc/cpuinfo; GPU name, PCI bus id, memory
+ * and peer links from the GPU probe, which asked the CUDA runtime in a
+ * forked child, so they follow CUDA's numbering and this process never
+ * initialises CUDA for them), the BLAS library and the versions of the
+ * libraries built in. */
 #include <ctype.h>
-#include <dirent.h>
 #include <openblas_config.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,39 +64,6 @@ const char *report_cpu_model(void)
     return model;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* GPU `index` in PCI bus order, from /proc/driver/nvidia/gpus/<bus>/information.
- * CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; on the
- * usual machine of identical GPUs the names agree either way. */
-static int gpu_name(int index, char *out, size_t n)
-{
-    const char *dir = "/proc/driver/nvidia/gpus";
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    char *names[64];
-    int k = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && k < 64)
-        if (e->d_name[0] != '.')
-            names[k++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, (size_t)k, sizeof *names, cmp_str);
-    int rc = -1;
-    if (index >= 0 && index < k && names[index]) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s/information", dir, names[index]);
-        rc = read_field(path, "Model", out, n);
-    }
-    for (int i = 0; i < k; i++)
-        free(names[i]);
-    return rc;
-}
-
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d)
 {
     if (d->name[0]) {
@@ -104,11 +72,14 @@ void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stat
         return;
     }
     if (b == BACKEND_CUDA) {
-        char model[128];
-        if (gpu_name(d->device_id, model, sizeof model) == 0)
-            snprintf(buf, n, "GPU %d (%s)", d->device_id, model);
+        const gpu_topology_t *t = backend_cuda_gpus();
+        int id = d->device_id;
+        if (t && id >= 0 && id < t->count && t->gpu[id].name[0])
+            snprintf(buf, n, "GPU %d (%s, %s, %.0f GiB)", id, t->gpu[id].name,
+                     t->gpu[id].pci_bus_id[0] ? t->gpu[id].pci_bus_id : "no PCI id",
+                     (double)t->gpu[id].mem_bytes / (1024.0 * 1024.0 * 1024.0));
         else
-            snprintf(buf, n, "GPU %d", d->device_id);
+            snprintf(buf, n, "GPU %d", id);
         return;
     }
     const char *cpu = report_cpu_model();
@@ -136,6 +107,33 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         char name[160];
         report_device_name(name, sizeof name, r->backend, &r->dev[i]);
         cJSON_AddItemToArray(devs, cJSON_CreateString(name));
+    }
+    /* Every visible GPU (not only the run's), and which pairs can read each
+     * other's memory: the links DP's copies and NCCL take. */
+    const gpu_topology_t *t = r->backend == BACKEND_CUDA ? backend_cuda_gpus() : NULL;
+    if (t) {
+        cJSON *gpus = cJSON_AddArrayToObject(env, "gpus");
+        cJSON *peers = cJSON_AddArrayToObject(env, "gpu_peers");
+        for (int i = 0; i < t->count; i++) {
+            const gpu_info_t *g = &t->gpu[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "id", i);
+            cJSON_AddStringToObject(o, "name", g->name);
+            cJSON_AddStringToObject(o, "pci_bus_id", g->pci_bus_id);
+            cJSON_AddNumberToObject(o, "memory_bytes", (double)g->mem_bytes);
+            char cc[16];
+            snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+            cJSON_AddStringToObject(o, "compute_capability", cc);
+            cJSON_AddItemToArray(gpus, o);
+            cJSON *row = cJSON_CreateArray();
+            for (int j = 0; j < t->count; j++)
+                cJSON_AddItemToArray(row, t->peer[i][j] < 0 ? cJSON_CreateNull()
+                                                             : cJSON_CreateNumber(t->peer[i][j]));
+            cJSON_AddItemToArray(peers, row);
+        }
+    } else {
+        cJSON_AddNullToObject(env, "gpus");
+        cJSON_AddNullToObject(env, "gpu_peers");
     }
     const char *cpu = report_cpu_model();
     if (cpu[0])

@@ -50,8 +50,11 @@ const char *const report_json_keys[] = {
     "config.bucket_mb",
     "config.first_bucket_mb",
     "config.overlap",
+    "config.tf32",
     "environment.backend",
     "environment.devices",
+    "environment.gpus",
+    "environment.gpu_peers",
     "environment.cpu_model",
     "environment.cpus_online",
     "environment.os",
@@ -76,6 +79,7 @@ const char *const report_json_keys[] = {
     "step_time_s.max",
     "devices",
     "mem_peak_bytes_max",
+    "host_syncs_per_step",
     "final_loss",
     "train_loss",
     "train_accuracy",
@@ -163,6 +167,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
+    cJSON_AddBoolToObject(o, "tf32", c->tf32);
     return o;
 }
 
@@ -212,12 +217,16 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
         cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+        add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
         cJSON_AddItemToArray(devs, d);
     }
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
+    /* how often a timed step made the host wait for a device (the most of
+     * any device); 0 on the CPU, which never waits */
+    add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
     add_num_or_null(o, "final_loss", r->final_loss, true);
     add_num_or_null(o, "train_loss", r->train_loss, r->train_loss >= 0.0);
     add_num_or_null(o, "train_accuracy", r->train_accuracy, r->train_accuracy >= 0.0);

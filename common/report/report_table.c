@@ -156,6 +156,14 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                 "speed-up", s.speedup, 100.0 * s.efficiency, r->ndev, r->ndev == 1 ? "" : "s");
     if (r->times.n > 0)
         print_phase_table(f, r, &s);
+    if (r->backend == BACKEND_CUDA) {
+        const config_t *cfg = ctx ? ctx->cfg : NULL;
+        fprintf(f, "  %-*s%s\n", LABEL_W, "GEMM math",
+                cfg && cfg->tf32 ? "TF32 tensor cores (--tf32)" : "fp32 (cuBLAS default math)");
+        if (!isnan(s.host_syncs_max))
+            fprintf(f, "  %-*s%.2f per step (times the host waited for a GPU)\n", LABEL_W,
+                    "host syncs", s.host_syncs_max);
+    }
     fprintf(f, "  %-*s%.6f\n", LABEL_W, "final loss", r->final_loss);
     if (r->train_accuracy >= 0.0)
         fprintf(f, "  %-*s%.2f %%  (mean loss over the data %.6f)\n", LABEL_W, "train accuracy",

@@ -1,7 +1,10 @@
 /* common/train/single.c: the baseline strategy: the whole global batch on one
  * device, no synchronisation.  It is also the reference the equivalence
  * contract checks DP and DDP against.  Read single_step for the training step
- * alone; the step meter (measure/step_meter.h) measures around it. */
+ * alone; the step meter (measure/step_meter.h) measures around it.  On a GPU
+ * the host only queues a step: the meter's wait for the previous step is its
+ * one host synchronisation, so the host stays a step ahead of the GPU and
+ * gathers the next batch while the GPU computes this one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +65,9 @@ static int single_setup(single_t *s)
      * first step; the checkpoints of --checkpoint are written from device 0. */
     TRY(ckpt_run_init(&s->ck, cfg, &s->spec, &s->opt, 0, s->err));
     TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
-    TRY(stager_init(&s->stg, s->be, cfg->batch, s->data, s->err));
+    if (cfg->tf32)
+        TRY(dev(s, backend_set_tf32(s->be, true)));
+    TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
     TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
     TRY(dev(s, backend_sync(s->be)));
 
@@ -72,17 +77,20 @@ static int single_setup(single_t *s)
     trainer_describe(res, cfg, &s->sch);
     if (step_times_alloc(&res->times, res->steps - res->warmup_steps) != DDP_OK)
         return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for step timings");
-    step_meter_init(&s->meter, &(step_meter_sinks_t){
-                                   .cfg = cfg,
-                                   .dev = &res->dev[0],
-                                   .trace = res->trace[0],
-                                   .times = &res->times,
-                                   .log = &res->log,
-                                   .final_loss = &res->final_loss,
-                                   .story = &res->story,
-                                   .progress = &s->prog,
-                               });
-    return DDP_OK;
+    return step_meter_init(&s->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = cfg,
+                               .dev = &res->dev[0],
+                               .trace = res->trace[0],
+                               .times = &res->times,
+                               .log = &res->log,
+                               .final_loss = &res->final_loss,
+                               .story = &res->story,
+                               .progress = &s->prog,
+                               .be = s->be,
+                               .place = s->place,
+                           },
+                           s->err);
 }
 
 static void single_teardown(single_t *s)
@@ -91,6 +99,7 @@ static void single_teardown(single_t *s)
     free(s->host);
     ckpt_run_free(&s->ck);
     stager_free(&s->stg);
+    step_meter_free(&s->meter);
     optim_free(&s->opt);
     replica_free(&s->rep);
     schedule_free(&s->sch);
@@ -100,24 +109,11 @@ static void single_teardown(single_t *s)
 // ---------------------------------------------------------------------------
 // the training step
 
-/* Gather the micro-batch after (g, m) while the device computes (g, m). */
-static void prefetch_next(single_t *s, long g, int m)
-{
-    int accum = s->cfg->accum;
-    long ng = m + 1 < accum ? g : g + 1;
-    int nm = m + 1 < accum ? m + 1 : 0;
-    if (ng >= s->sch.total_steps)
-        return;
-    int rows;
-    const uint32_t *idx = schedule_micro(&s->sch, ng, nm, &rows);
-    stager_prefetch(&s->stg, s->data, ng * accum + nm, idx, rows, &s->meter);
-}
-
 /* Step g: every micro-batch forward, loss, backward (gradients add up), then
- * the optimizer.  *loss_sum gets the step's summed loss when want_loss. */
-static int single_step(single_t *s, long g, bool want_loss, double *loss_sum)
+ * the optimizer.  Nothing here waits for the device: the loss, when wanted,
+ * is fetched for the meter to read once the step has run. */
+static int single_step(single_t *s, long g, bool want_loss)
 {
-    backend_t *be = s->be;
     replica_t *rep = &s->rep;
     step_meter_t *m = &s->meter;
     size_t step_rows = schedule_step_rows(&s->sch, g);
@@ -127,38 +123,24 @@ static int single_step(single_t *s, long g, bool want_loss, double *loss_sum)
         const uint32_t *idx = schedule_micro(&s->sch, g, mi, &rows);
         if (rows == 0)
             break;
-        TRY(dev(s, stager_stage(&s->stg, rep, s->data, g * s->cfg->accum + mi, idx, rows, m)));
-        TRY(dev(s, model_forward(rep, rep->x, rows)));
-        if (stager_active(&s->stg)) {
-            /* The device runs the forward pass queued above while the host
-             * gathers the next micro-batch into the other staging buffer. */
-            step_meter_lap(m, PH_FORWARD);
-            prefetch_next(s, g, mi);
-        }
-        TRY(dev(s, backend_sync(be))); /* so the lap measures the work, not its launch */
+        float *x, *y;
+        TRY(dev(s, stager_stage(&s->stg, s->data, idx, rows, m, &x, &y)));
+        TRY(dev(s, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
-        TRY(dev(s, model_loss(rep, s->cfg->loss, rep->y, rows, scale)));
-        if (want_loss) {
-            float sum = 0.0f;
-            TRY(dev(s, backend_d2h(be, &sum, rep->loss_sum, sizeof sum)));
-            *loss_sum += sum;
-        }
-        TRY(dev(s, backend_sync(be)));
-        double t_bwd = step_meter_lap(m, PH_LOSS);
-        TRY(dev(s, model_backward(rep, rep->x, rows, rep->dout, mi > 0, NULL, NULL)));
-        TRY(dev(s, backend_sync(be)));
-        double t_end = step_meter_lap(m, PH_BACKWARD);
+        TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
+        if (want_loss)
+            step_meter_fetch(m, rep->loss_sum, 1);
+        step_meter_lap(m, PH_LOSS);
+        TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
+        step_meter_lap(m, PH_BACKWARD);
         step_meter_rows(m, rows);
-        if (m->first) { /* --explain: what step 1 moved, and its first backward */
-            if (mi == 0)
-                s->res->story.backward_s = t_end - t_bwd;
+        if (step_meter_first(m)) { /* --explain: what step 1 moved */
             move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
             mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
             mv->ops++;
         }
     }
     TRY(dev(s, optim_step(&s->opt, rep->params, rep->grads)));
-    TRY(dev(s, backend_sync(be)));
     step_meter_lap(m, PH_OPTIM);
     return DDP_OK;
 }
@@ -176,23 +158,27 @@ static int single_train(single_t *s)
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         bool logs = schedule_logs(sch, g);
         bool want_loss = logs || progress_due(&s->prog);
-        bool first = g == sch->start_step; /* --explain narrates this run's first step */
         long step_rows = (long)schedule_step_rows(sch, g);
-        double loss_sum = 0.0;
-        step_meter_begin(m, g, schedule_timed(sch, g), first);
-        TRY(single_step(s, g, want_loss, &loss_sum));
-        step_meter_end(m, step_rows);
-        if (first)
-            res->story.move[MOVE_BATCH].seconds =
-                res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
-        double mean = want_loss ? loss_sum / (double)step_rows : NAN;
-        TRY(step_meter_loss(m, g, sch->total_steps, schedule_epoch_of(sch, g), logs, mean,
-                            step_rows, s->err));
+        /* --explain narrates this run's first step */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        TRY(single_step(s, g, want_loss));
+        TRY(step_meter_end(m,
+                           &(step_end_t){.samples = step_rows,
+                                         .global_samples = step_rows,
+                                         .total = sch->total_steps,
+                                         .epoch = schedule_epoch_of(sch, g),
+                                         .logs = logs,
+                                         .denom = (double)step_rows},
+                           s->err));
         if (ckpt_run_due(&s->ck, sch, g))
             TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
     }
+    TRY(step_meter_finish(m, s->err));
     progress_end(&s->prog);
     res->total_s = now_s() - t_start;
+    res->story.move[MOVE_BATCH].seconds =
+        res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
+    res->story.backward_s = step_meter_first_lap(m, PH_BACKWARD);
 
     res->nparams = s->spec.nparams;
     res->params = s->host;

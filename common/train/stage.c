@@ -1,105 +1,105 @@
 /* common/train/stage.c: moving micro-batches from the dataset to a device
- * (see stage.h). */
+ * (see stage.h for the rules that keep it safe without host waits). */
 #include "train/stage.h"
 
 #include <string.h>
 
 #include "base/status.h"
 
-/* Queue the h2d of a gathered batch (staging holds max_rows rows of x, then of y). */
-static int stage_h2d(replica_t *r, const dataset_t *d, const float *staging, int max_rows,
-                     int rows, step_meter_t *m)
-{
-    backend_t *be = r->be;
-    const float *sx = staging, *sy = staging + (size_t)max_rows * d->in_dim;
-    int rc = backend_h2d(be, r->x, sx, (size_t)rows * d->in_dim * sizeof(float));
-    if (rc == DDP_OK)
-        rc = backend_h2d(be, r->y, sy, (size_t)rows * d->tgt_cols * sizeof(float));
-    step_meter_lap(m, PH_H2D);
-    return rc;
-}
-
-int stage_batch(replica_t *r, const dataset_t *d, const uint32_t *idx, int rows,
-                float *staging, step_meter_t *m)
-{
-    backend_t *be = r->be;
-    if (backend_host_visible(be)) {
-        data_gather(d, idx, rows, r->x, r->y);
-        step_meter_lap(m, PH_DATA);
-        return DDP_OK;
-    }
-    data_gather(d, idx, rows, staging, staging + (size_t)r->max_rows * d->in_dim);
-    step_meter_lap(m, PH_DATA);
-    return stage_h2d(r, d, staging, r->max_rows, rows, m);
-}
-
-// ---------------------------------------------------------------------------
-// double-buffered staging
-
-int stager_init(stager_t *s, backend_t *be, int max_rows, const dataset_t *d, char *err)
+int stager_init(stager_t *s, backend_t *be, float *x0, float *y0, int max_rows, int accum,
+                const dataset_t *d, char *err)
 {
     memset(s, 0, sizeof *s);
     s->be = be;
     s->max_rows = max_rows;
-    s->last = -1;
-    s->ready_key = -1;
+    s->x[0] = x0;
+    s->y[0] = y0;
     if (backend_host_visible(be))
         return DDP_OK;
-    size_t bytes = (size_t)max_rows * (size_t)(d->in_dim + d->tgt_cols) * sizeof(float);
-    for (int i = 0; i < 2; i++)
-        if (!(s->buf[i] = backend_alloc_host(be, bytes))) {
-            stager_free(s);
-            return err_set(err, DDP_ERR_RUNTIME, "device %d: out of pinned memory (%zu bytes): %s",
-                           backend_device_id(be), bytes, backend_last_error(be));
-        }
+    size_t floats = (size_t)max_rows * (size_t)(d->in_dim + d->tgt_cols);
+    size_t bytes = floats * sizeof(float);
+    /* Two buffers per micro-batch of a step, so a buffer's last copy belongs
+     * to a step that has reported; fewer when that much pinned memory would
+     * be excessive (then a stage may wait for a copy). */
+    int n = 2 * (accum > 1 ? accum : 1);
+    if (n > STAGE_MAX_HOST)
+        n = STAGE_MAX_HOST;
+    while (n > 2 && (size_t)n * bytes > STAGE_MAX_PINNED)
+        n--;
+    s->nhost = n;
+    int rc = DDP_OK;
+    for (int i = 0; i < n && rc == DDP_OK; i++) {
+        if (!(s->host[i].buf = backend_alloc_host(be, bytes)) ||
+            !(s->host[i].copied = backend_event_new(be, false)))
+            rc = DDP_ERR_RUNTIME;
+    }
+    if (rc == DDP_OK && (!(s->x[1] = backend_alloc(be, (size_t)max_rows * d->in_dim * sizeof(float))) ||
+                         !(s->y[1] = backend_alloc(be, (size_t)max_rows * d->tgt_cols * sizeof(float))) ||
+                         !(s->freed = backend_event_new(be, false))))
+        rc = DDP_ERR_RUNTIME;
+    if (rc != DDP_OK) {
+        stager_free(s);
+        return err_set(err, rc, "device %d: out of memory for batch staging (%zu bytes per buffer): %s",
+                       backend_device_id(be), bytes, backend_last_error(be));
+    }
     return DDP_OK;
 }
 
 void stager_free(stager_t *s)
 {
-    for (int i = 0; i < 2; i++)
-        if (s->buf[i])
-            backend_free_host(s->be, s->buf[i]);
-    s->buf[0] = s->buf[1] = NULL;
-}
-
-static float *stager_gather(stager_t *s, int b, const dataset_t *d, const uint32_t *idx, int rows)
-{
-    float *buf = s->buf[b];
-    data_gather(d, idx, rows, buf, buf + (size_t)s->max_rows * d->in_dim);
-    return buf;
-}
-
-int stager_stage(stager_t *s, replica_t *r, const dataset_t *d, long key, const uint32_t *idx,
-                 int rows, step_meter_t *m)
-{
-    if (!stager_active(s))
-        return stage_batch(r, d, idx, rows, NULL, m);
-    int b;
-    if (key >= 0 && key == s->ready_key) {
-        b = s->ready_buf; /* gathered while the device ran the previous micro-step */
-    } else {
-        b = s->last < 0 ? 0 : s->last ^ 1;
-        stager_gather(s, b, d, idx, rows);
-        step_meter_lap(m, PH_DATA);
-    }
-    s->ready_key = -1;
-    s->last = b;
-    /* Why the other buffer is free for the next gather: this h2d reads buf[b]
-     * only; the caller syncs before the next stage (see stage.h). */
-    return stage_h2d(r, d, s->buf[b], s->max_rows, rows, m);
-}
-
-void stager_prefetch(stager_t *s, const dataset_t *d, long key, const uint32_t *idx, int rows,
-                     step_meter_t *m)
-{
-    if (!stager_active(s) || rows <= 0)
+    backend_t *be = s->be;
+    if (!be)
         return;
-    /* Not the buffer the last h2d read (it may still be in flight); the one
-     * before it was read by an h2d that a sync has since completed. */
-    int b = s->last < 0 ? 0 : s->last ^ 1;
-    stager_gather(s, b, d, idx, rows);
-    s->ready_key = key;
-    s->ready_buf = b;
+    if (s->nhost > 0)
+        backend_sync(be); /* no copy may still read or write what is freed */
+    for (int i = 0; i < STAGE_MAX_HOST; i++) {
+        if (s->host[i].buf)
+            backend_free_host(be, s->host[i].buf);
+        backend_event_free(be, s->host[i].copied);
+    }
+    backend_free(be, s->x[1]);
+    backend_free(be, s->y[1]);
+    backend_event_free(be, s->freed);
+    memset(s, 0, sizeof *s);
+}
+
+int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows, step_meter_t *m,
+                 float **x, float **y)
+{
+    if (!stager_active(s)) {
+        data_gather(d, idx, rows, s->x[0], s->y[0]);
+        step_meter_lap(m, PH_DATA);
+        *x = s->x[0];
+        *y = s->y[0];
+        return DDP_OK;
+    }
+    backend_t *be = s->be;
+    stage_host_t *h = &s->host[s->n % s->nhost];
+    int slot = (int)(s->n & 1);
+    s->n++;
+    /* Why check: the host is about to overwrite this pinned buffer, and the
+     * copy that read it last must be over (it is, unless the ring is short;
+     * then this waits). */
+    bool done = true;
+    TRY(backend_event_query(be, h->copied, &done));
+    if (!done)
+        TRY(backend_event_sync(be, h->copied));
+    float *hx = h->buf, *hy = h->buf + (size_t)s->max_rows * d->in_dim;
+    data_gather(d, idx, rows, hx, hy);
     step_meter_lap(m, PH_DATA);
+    /* The copy stream waits for `freed` (the slot's last reader is queued
+     * before it), copies, and marks h->copied. */
+    TRY(backend_copy_async(be, s->x[slot], NULL, hx, (size_t)rows * d->in_dim * sizeof(float),
+                           s->freed, NULL));
+    TRY(backend_copy_async(be, s->y[slot], NULL, hy, (size_t)rows * d->tgt_cols * sizeof(float),
+                           NULL, h->copied));
+    /* Everything queued so far reads the other slot at most: the next stage,
+     * which overwrites it, waits for this. */
+    TRY(backend_event_record(be, s->freed));
+    /* Why wait (on the GPU, not the host): this micro-step reads the slot. */
+    TRY(backend_stream_wait(be, h->copied));
+    step_meter_lap(m, PH_H2D);
+    *x = s->x[slot];
+    *y = s->y[slot];
+    return DDP_OK;
 }

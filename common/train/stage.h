@@ -1,7 +1,21 @@
-/* common/train/stage.h: moving a micro-batch's rows from the dataset into a
- * replica's x and y (on a device that is not host memory, through pinned
- * staging memory and an h2d copy).  Laps PH_DATA (the host gathers the rows)
- * and PH_H2D (the copy is queued) on the step meter. */
+/* common/train/stage.h: moving a micro-batch's rows from the dataset to the
+ * device a replica computes on.  Laps PH_DATA (the host gathers the rows)
+ * and PH_H2D (on a device: what the compute stream waited for the copy) on
+ * the step meter.
+ *
+ * On a device that is host memory (the CPU) the rows are gathered straight
+ * into the replica's x and y.  On a GPU the stager (below) gathers them into
+ * a pinned host buffer and copies them on the device's copy stream into one
+ * of two device slots, so the copy of the next batch overlaps the compute
+ * of this one, and the host never waits:
+ *
+ *   - a pinned buffer is gathered into again only once the copy that read it
+ *     has completed (its event; with 2 x accum buffers that copy belongs to a
+ *     step the step meter has already waited for, so the check never waits);
+ *   - a device slot is overwritten only after the compute work queued before
+ *     the previous stage (the slot's last reader: the micro-batch before the
+ *     previous one) -- the copy stream waits for that event, not the host;
+ *   - the compute stream waits for the copy's event before it reads the slot. */
 #ifndef DDPBENCH_STAGE_H
 #define DDPBENCH_STAGE_H
 
@@ -13,39 +27,36 @@
 #include "measure/step_meter.h"
 #include "nn/model.h"
 
-/* Gather rows idx[0..rows) into the replica's x and y.  staging holds
- * max_rows*(in+tgt) floats, NULL on host-visible devices. */
-int stage_batch(replica_t *r, const dataset_t *d, const uint32_t *idx, int rows, float *staging,
-                step_meter_t *m);
+#define STAGE_MAX_HOST 8         /* pinned buffers at most */
+#define STAGE_MAX_PINNED (256u << 20) /* and at most this many bytes of them (beyond 2) */
 
-/* Double-buffered pinned staging for devices that are not host-visible, so
- * the host gathers the next micro-batch while the device still computes the
- * current one.  stager_stage() moves a batch into the replica (gathering it
- * unless stager_prefetch() already did) and queues its h2d from one buffer;
- * stager_prefetch() gathers the next batch into the other buffer.  Batches are
- * named by a caller's key (e.g. step*accum + micro) so a prefetch is only used
- * for the batch it was made for.  The rule that makes it safe: between two
- * stager_stage() calls the caller syncs the device at least once, so the h2d
- * that last read a buffer is complete before the host gathers into it again.
- * On host-visible devices (CPU) it holds nothing: stage gathers straight into
- * the replica and prefetch does nothing. */
+typedef struct {
+    float *buf;              /* pinned, max_rows*(in+tgt) floats */
+    backend_event_t *copied; /* the copy that last read it has completed */
+} stage_host_t;
+
 typedef struct {
     backend_t *be;
-    float *buf[2];  /* pinned, max_rows*(in+tgt) floats each; NULL when host-visible */
     int max_rows;
-    int last;       /* buffer the last h2d read (-1: none yet) */
-    long ready_key; /* batch prefetched into buf[ready_buf] (-1: none) */
-    int ready_buf;
+    int nhost;                  /* 0 when the device is host memory */
+    stage_host_t host[STAGE_MAX_HOST];
+    float *x[2], *y[2];         /* the device slots (slot 0 is the caller's x0 and y0) */
+    backend_event_t *freed;     /* compute work queued before the last stage */
+    long n;                     /* batches staged so far */
 } stager_t;
 
-int stager_init(stager_t *s, backend_t *be, int max_rows, const dataset_t *d, char *err);
+/* For batches of up to max_rows rows on be, whose first slot is x0 and y0
+ * (device buffers of max_rows rows: a replica's x and y), stepping accum
+ * micro-batches per optimizer step (it sizes the ring of pinned buffers). */
+int stager_init(stager_t *s, backend_t *be, float *x0, float *y0, int max_rows, int accum,
+                const dataset_t *d, char *err);
 void stager_free(stager_t *s);
-static inline bool stager_active(const stager_t *s) { return s->buf[0] != NULL; }
-/* Laps PH_DATA (unless prefetched) then PH_H2D. */
-int stager_stage(stager_t *s, replica_t *r, const dataset_t *d, long key, const uint32_t *idx,
-                 int rows, step_meter_t *m);
-/* Laps PH_DATA; a no-op when not active or rows == 0. */
-void stager_prefetch(stager_t *s, const dataset_t *d, long key, const uint32_t *idx, int rows,
-                     step_meter_t *m);
+static inline bool stager_active(const stager_t *s) { return s->nhost > 0; }
+
+/* Move rows idx[0..rows) of d to the device; *x and *y are where the
+ * micro-step reads them (on host memory: x0 and y0).  A backend status
+ * (message in backend_last_error). */
+int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows, step_meter_t *m,
+                 float **x, float **y);
 
 #endif

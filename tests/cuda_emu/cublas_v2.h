@@ -1,6 +1,8 @@
 /* tests/cuda_emu/cublas_v2.h: the cuBLAS calls ddpbench makes, emulated on
  * the CPU (emu_runtime.c): a plain column-major SGEMM with cuBLAS's argument
- * checks.  CUBLAS_API_H_ is defined so cuda_check.h provides CUBLASCHECK. */
+ * checks, queued on the handle's stream; under TF32 math the operands are
+ * rounded to TF32 first, as tensor cores do.  CUBLAS_API_H_ is defined so
+ * cuda_check.h provides CUBLASCHECK. */
 #ifndef CUBLAS_V2_H_
 #define CUBLAS_V2_H_
 #define CUBLAS_API_H_

@@ -3,7 +3,9 @@
  * be tested where there is no GPU (see run.sh).  Device memory is host memory
  * tagged with its device; every copy, launch and GEMM checks that its stream
  * and pointers belong to the calling thread's current device, as the real
- * runtime would fail otherwise. */
+ * runtime would fail otherwise.  Streams are asynchronous, as on a GPU: each
+ * runs its work on its own host thread, and events, stream waits and
+ * synchronisations really wait, so a missing one shows. */
 #ifndef EMU_CUDA_RUNTIME_API_H
 #define EMU_CUDA_RUNTIME_API_H
 #include <stddef.h>
@@ -21,12 +23,23 @@ typedef enum cudaError {
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+enum cudaDeviceP2PAttr { cudaDevP2PAttrPerformanceRank = 1, cudaDevP2PAttrAccessSupported = 2, cudaDevP2PAttrNativeAtomicSupported = 3, cudaDevP2PAttrCudaArrayAccessSupported = 4 };
+struct cudaDeviceProp { /* the fields ddpbench reads (the real struct has many more) */
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor, multiProcessorCount, pciBusID, pciDeviceID, pciDomainID;
+};
 #define cudaStreamNonBlocking 0x01
 #define cudaHostAllocPortable 0x01
+#define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d);
+cudaError_t cudaDeviceGetP2PAttribute(int *v, enum cudaDeviceP2PAttr a, int src, int dst);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
@@ -40,13 +53,25 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
 cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p);
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
 /* The emulator's own checks (abort with a message on a violation). */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);
 void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */
+/* Queue fn(arg) on stream s (a kernel, a GEMM); free_arg(arg) after it ran. */
+void emu_enqueue(cudaStream_t s, void (*fn)(void *), void *arg, void (*free_arg)(void *));
 #ifdef __cplusplus
 }
 #endif

@@ -2,17 +2,24 @@
 // kernel code where there is no GPU (see run.sh).
 //
 // run.sh rewrites each launch "k<<<grid, block, shmem, stream>>>(args);" into
-// "emu_launch(grid, block, shmem, stream, [=]() { k(args); });".  Blocks run
-// one after another; the threads of a block are coroutines (ucontext), so
+// "emu_launch(grid, block, shmem, stream, [=]() { k(args); });", which queues
+// the kernel on its stream (emu_runtime.c): it runs later, on the stream's
+// own host thread, like a kernel on a GPU.  Blocks run one after another;
+// the threads of a block are coroutines (see struct fiber), so
 // __syncthreads() is a real barrier: a thread that reaches it yields until
 // every thread of its block has.  A kernel whose thread 0 finishes without a
 // barrier has none (the project's kernels are uniform), and its other threads
 // then run as plain calls, which keeps the emulation fast.  __shared__
 // variables become thread_local function statics: shared by the threads of
 // the one block that runs at a time on this host thread.  Everything is per
-// host thread, so several host threads may launch at once, as DP's workers do.
+// host thread, so several streams may run kernels at once.
 #pragma once
+#ifdef _FORTIFY_SOURCE /* its longjmp check rejects a jump to another stack */
+#undef _FORTIFY_SOURCE
+#endif
 #include <cmath>
+#include <csetjmp>
+#include <setjmp.h>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -42,26 +49,59 @@ namespace emu {
 enum { RUNNABLE = 0, AT_BARRIER = 1, DONE = 2 };
 static const size_t STACK = 1 << 16;
 static thread_local std::function<void()> *body;
-static thread_local ucontext_t sched;
-static thread_local std::vector<ucontext_t> ctx;
-struct stack_pool { /* coroutine stacks, kept between launches, freed with the thread */
-    std::vector<char *> v;
-    ~stack_pool()
+
+// A GPU thread of the block: a coroutine with its own stack that outlives the
+// block, so the next block (and the next kernel) resumes it instead of
+// building a new context.  Switches are _setjmp/_longjmp, which unlike
+// swapcontext make no system call (swapcontext saves the signal mask), so a
+// kernel with barriers emulates in milliseconds, not seconds.  Under ASan,
+// which follows swapcontext but not a longjmp to another stack, every switch
+// is a swapcontext.
+struct fiber {
+    ucontext_t uc;
+    jmp_buf env;
+    char *stack;
+    int state;
+    bool started;
+};
+struct fiber_pool { // this host thread's fibers, freed with it (they never return)
+    std::vector<fiber *> v;
+    ~fiber_pool()
     {
-        for (char *p : v)
-            free(p);
+        for (fiber *f : v) {
+            free(f->stack);
+            delete f;
+        }
     }
 };
-static thread_local stack_pool stacks;
-static thread_local std::vector<int> state;
+static thread_local fiber_pool fibers;
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_SWAPCONTEXT 1
+static thread_local ucontext_t sched_uc;
+#endif
+static thread_local jmp_buf sched_env;
 static thread_local int cur;
 static thread_local bool saw_barrier;
 
-static void trampoline()
+// Back to the scheduler (from a fiber), to be resumed where this was called.
+static void yield()
 {
-    (*body)();
-    state[cur] = DONE;
-    swapcontext(&ctx[cur], &sched);
+    fiber *f = fibers.v[cur];
+#ifdef EMU_SWAPCONTEXT
+    swapcontext(&f->uc, &sched_uc);
+#else
+    if (!_setjmp(f->env))
+        _longjmp(sched_env, 1);
+#endif
+}
+
+static void fiber_main()
+{
+    for (;;) { // one block per turn, as long as the host thread lives
+        (*body)();
+        fibers.v[cur]->state = DONE;
+        yield();
+    }
 }
 
 static void set_thread(int t)
@@ -72,51 +112,74 @@ static void set_thread(int t)
     threadIdx.z = t / (blockDim.x * blockDim.y);
 }
 
+// Run thread t until it reaches a barrier or ends the block.
+static void resume(int t)
+{
+    set_thread(t);
+    fiber *f = fibers.v[t];
+#ifdef EMU_SWAPCONTEXT
+    if (!f->started) {
+        getcontext(&f->uc);
+        f->uc.uc_stack.ss_sp = f->stack;
+        f->uc.uc_stack.ss_size = STACK;
+        f->uc.uc_link = nullptr;
+        makecontext(&f->uc, fiber_main, 0);
+        f->started = true;
+    }
+    swapcontext(&sched_uc, &f->uc);
+#else
+    if (_setjmp(sched_env))
+        return; // it yielded
+    if (f->started)
+        _longjmp(f->env, 1);
+    // First run: enter its stack once through a context; from then on it
+    // jumps back to sched_env, and is resumed through its env.
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->stack;
+    f->uc.uc_stack.ss_size = STACK;
+    f->uc.uc_link = nullptr;
+    makecontext(&f->uc, fiber_main, 0);
+    f->started = true;
+    setcontext(&f->uc);
+#endif
+}
+
 static void run_block(int nt)
 {
-    if ((int)ctx.size() < nt)
-        ctx.resize(nt);
-    while ((int)stacks.v.size() < nt)
-        stacks.v.push_back(static_cast<char *>(malloc(STACK)));
-    state.assign(nt, RUNNABLE);
+    while ((int)fibers.v.size() < nt) {
+        fiber *f = new fiber();
+        f->stack = static_cast<char *>(malloc(STACK));
+        fibers.v.push_back(f);
+    }
+    for (int t = 0; t < nt; t++)
+        fibers.v[t]->state = RUNNABLE;
     saw_barrier = false;
-    for (int t = 0; t < nt; t++) {
-        getcontext(&ctx[t]);
-        ctx[t].uc_stack.ss_sp = stacks.v[t];
-        ctx[t].uc_stack.ss_size = STACK;
-        ctx[t].uc_link = nullptr;
-        makecontext(&ctx[t], trampoline, 0);
-        if (t == 0) {
-            set_thread(0);
-            swapcontext(&sched, &ctx[0]);
-            if (state[0] == DONE && !saw_barrier) { /* no barrier: plain calls */
-                for (int u = 1; u < nt; u++) {
-                    set_thread(u);
-                    (*body)();
-                }
-                return;
-            }
+    resume(0);
+    if (fibers.v[0]->state == DONE && !saw_barrier) { // no barrier: plain calls
+        for (int u = 1; u < nt; u++) {
+            set_thread(u);
+            (*body)();
         }
+        return;
     }
     for (;;) {
         bool ran = false, all_done = true;
         for (int t = 0; t < nt; t++)
-            if (state[t] == RUNNABLE) {
-                set_thread(t);
-                swapcontext(&sched, &ctx[t]);
+            if (fibers.v[t]->state == RUNNABLE) {
+                resume(t);
                 ran = true;
             }
         for (int t = 0; t < nt; t++)
-            all_done = all_done && state[t] == DONE;
+            all_done = all_done && fibers.v[t]->state == DONE;
         if (all_done)
             return;
         if (!ran) {
             fprintf(stderr, "cuda_emu: every thread of a block is stuck at __syncthreads\n");
             abort();
         }
-        for (int t = 0; t < nt; t++) /* everyone arrived: open the barrier */
-            if (state[t] == AT_BARRIER)
-                state[t] = RUNNABLE;
+        for (int t = 0; t < nt; t++) // everyone arrived: open the barrier
+            if (fibers.v[t]->state == AT_BARRIER)
+                fibers.v[t]->state = RUNNABLE;
     }
 }
 } // namespace emu
@@ -124,9 +187,35 @@ static void run_block(int nt)
 static inline void __syncthreads()
 {
     emu::saw_barrier = true;
-    emu::state[emu::cur] = emu::AT_BARRIER;
-    swapcontext(&emu::ctx[emu::cur], &emu::sched);
+    emu::fibers.v[emu::cur]->state = emu::AT_BARRIER;
+    emu::yield();
 }
+
+namespace emu {
+struct launch {
+    dim3 g, b;
+    std::function<void()> fn;
+};
+
+// On the stream's thread: every block of the grid, in order.
+static void run_launch(void *arg)
+{
+    launch *l = static_cast<launch *>(arg);
+    body = &l->fn;
+    gridDim = l->g;
+    blockDim = l->b;
+    for (unsigned z = 0; z < l->g.z; z++)
+        for (unsigned y = 0; y < l->g.y; y++)
+            for (unsigned x = 0; x < l->g.x; x++) {
+                blockIdx.x = x;
+                blockIdx.y = y;
+                blockIdx.z = z;
+                run_block((int)(l->b.x * l->b.y * l->b.z));
+            }
+}
+
+static void free_launch(void *arg) { delete static_cast<launch *>(arg); }
+} // namespace emu
 
 template <typename F>
 static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
@@ -139,16 +228,6 @@ static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
                 g.z, b.x, b.y, b.z);
         abort();
     }
-    std::function<void()> fn = f;
-    emu::body = &fn;
-    gridDim = g;
-    blockDim = b;
-    for (unsigned z = 0; z < g.z; z++)
-        for (unsigned y = 0; y < g.y; y++)
-            for (unsigned x = 0; x < g.x; x++) {
-                blockIdx.x = x;
-                blockIdx.y = y;
-                blockIdx.z = z;
-                emu::run_block((int)(b.x * b.y * b.z));
-            }
+    emu_enqueue(s, emu::run_launch, new emu::launch{g, b, std::function<void()>(f)},
+                emu::free_launch);
 }

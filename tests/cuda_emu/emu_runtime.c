@@ -1,44 +1,42 @@
 /* tests/cuda_emu/emu_runtime.c: the CUDA runtime and cuBLAS calls ddpbench
- * makes, on the CPU (see cuda_runtime_api.h).  Work runs at once, in call
- * order, so stream semantics are not tested here -- only that the right
- * device is current, the pointers are the device's, the GEMM operands fit
- * their leading dimensions, and the arithmetic is right.
+ * makes, on the CPU (see cuda_runtime_api.h).
  *
- * EMU_NGPU (default 2) is the number of emulated GPUs; EMU_NODRIVER makes
- * cudaGetDeviceCount answer cudaErrorInsufficientDriver; an empty
- * CUDA_VISIBLE_DEVICES answers cudaErrorNoDevice.  cudaMalloc fills memory
- * with 0xff bytes (NaNs), so a read of memory nobody zeroed shows. */
+ * Streams are asynchronous, like a GPU's: each stream has its own host thread
+ * that runs its queue in order (copies, memsets, kernels, GEMMs, event
+ * records, waits for events), and the calling thread returns at once.  So
+ * work on two streams really runs side by side, cudaStreamWaitEvent really
+ * holds a stream back, cudaEventSynchronize / cudaStreamSynchronize really
+ * hold the host back, and a missing one shows as a wrong result (or, under
+ * ThreadSanitizer, a race report).  What the real runtime does synchronously
+ * is synchronous here too: cudaFree and cudaFreeHost wait for the device,
+ * an h2d copy from pageable memory reads its source at the call, a d2h copy
+ * into pageable memory returns once it is done.
+ *
+ * Checks (abort with a message): the right device is current, pointers are
+ * the device's, streams and events are live, GEMM operands fit their leading
+ * dimensions.  cudaMalloc fills memory with 0xff bytes (NaNs), so a read of
+ * memory nobody zeroed shows.
+ *
+ * Environment: EMU_NGPU (default 2) emulated GPUs; EMU_NODRIVER answers
+ * cudaErrorInsufficientDriver; an empty CUDA_VISIBLE_DEVICES answers
+ * cudaErrorNoDevice; EMU_COPY_DELAY_US delays every copy by that much (a
+ * slow copy engine, so a missing wait for a copy cannot go unnoticed);
+ * EMU_JITTER_US delays every queued operation by a random 0..N us. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cublas_v2.h"
 #include "cuda_runtime_api.h"
 
 #define EMU_MAX_BLOCKS 100000
 #define EMU_MAX_DEV 64
-
-struct emu_stream {
-    int dev;
-    unsigned magic;
-};
-struct emu_blas {
-    int dev;
-    cudaStream_t stream;
-};
-typedef struct {
-    char *p;
-    size_t n;
-    int dev;
-} emu_block_t;
-
-static __thread int cur_dev;             /* cudaSetDevice is per host thread */
-static __thread cudaError_t last_err;    /* cudaGetLastError is per host thread */
-static emu_block_t blocks[EMU_MAX_BLOCKS];
-static int nblocks;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static signed char peer_on[EMU_MAX_DEV][EMU_MAX_DEV];
+#define STREAM_MAGIC 0x5eedu
+#define EVENT_MAGIC 0xe7e7u
 
 #define DIE(...)                                                                           \
     do {                                                                                   \
@@ -47,10 +45,26 @@ static signed char peer_on[EMU_MAX_DEV][EMU_MAX_DEV];
         abort();                                                                           \
     } while (0)
 
+static __thread int cur_dev;          /* cudaSetDevice is per host thread */
+static __thread cudaError_t last_err; /* cudaGetLastError is per host thread */
+
 static cudaError_t fail(cudaError_t e)
 {
     last_err = e;
     return e;
+}
+
+static double emu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long env_long(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? atol(v) : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -101,6 +115,42 @@ cudaError_t cudaGetDevice(int *d)
     return cudaSuccess;
 }
 
+#define EMU_MEM (80ull << 30) /* every emulated GPU says it has 80 GiB */
+static size_t dev_used[EMU_MAX_DEV];
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+    cudaError_t e;
+    if (d < 0 || d >= visible(&e))
+        return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "Emulated GPU");
+    p->totalGlobalMem = EMU_MEM;
+    p->major = 9;
+    p->multiProcessorCount = 132;
+    p->pciBusID = 0x10 + d;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
+{
+    cudaError_t e;
+    if (d < 0 || d >= visible(&e))
+        return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
+    snprintf(id, (size_t)len, "00000000:%02X:00.0", 0x10 + d);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetP2PAttribute(int *v, enum cudaDeviceP2PAttr a, int src, int dst)
+{
+    cudaError_t e;
+    int k = visible(&e);
+    if (src < 0 || dst < 0 || src >= k || dst >= k || src == dst)
+        return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
+    *v = a == cudaDevP2PAttrPerformanceRank ? 0 : 1;
+    return cudaSuccess;
+}
+
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
@@ -109,6 +159,8 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     default: return "cudaErrorEmulated";
     }
 }
@@ -125,7 +177,381 @@ cudaError_t cudaGetLastError(void)
 cudaError_t cudaPeekAtLastError(void) { return last_err; }
 
 // ---------------------------------------------------------------------------
+// streams: a queue and a thread each
+
+typedef struct emu_op {
+    void (*fn)(void *);
+    void *arg;
+    void (*free_arg)(void *);
+    struct emu_op *next;
+} emu_op_t;
+
+struct emu_stream {
+    unsigned magic;
+    int dev;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;           /* work queued, an op done, or stop */
+    emu_op_t *head, *tail;
+    unsigned long long enq, done; /* ops queued / finished */
+    int stop;
+    pthread_t th;
+    struct emu_stream *next;     /* the registry of live streams */
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct emu_stream *live_streams;
+
+static void jitter(void)
+{
+    static __thread unsigned seed;
+    long us = env_long("EMU_JITTER_US");
+    if (us <= 0)
+        return;
+    if (!seed)
+        seed = (unsigned)(uintptr_t)&seed ^ (unsigned)time(NULL);
+    usleep((useconds_t)(rand_r(&seed) % (us + 1)));
+}
+
+static void *stream_main(void *arg)
+{
+    struct emu_stream *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->head)
+            break; /* stop, and nothing left to run */
+        emu_op_t *op = s->head;
+        pthread_mutex_unlock(&s->mu);
+        jitter();
+        op->fn(op->arg);
+        if (op->free_arg)
+            op->free_arg(op->arg);
+        pthread_mutex_lock(&s->mu);
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->done++;
+        pthread_cond_broadcast(&s->cv);
+        free(op);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+void emu_check_stream(cudaStream_t s, const char *what)
+{
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("%s: not a live stream", what);
+    if (s->dev != cur_dev)
+        DIE("%s: stream of device %d used while device %d is current", what, s->dev, cur_dev);
+}
+
+int emu_stream_device(cudaStream_t s) { return s->dev; }
+
+/* Queue an op; returns its number in the stream (what wait_op waits for). */
+static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
+                                  void (*free_arg)(void *))
+{
+    emu_op_t *op = calloc(1, sizeof *op);
+    if (!op)
+        DIE("out of memory queueing an op");
+    op->fn = fn;
+    op->arg = arg;
+    op->free_arg = free_arg;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    unsigned long long n = ++s->enq;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void emu_enqueue(cudaStream_t s, void (*fn)(void *), void *arg, void (*free_arg)(void *))
+{
+    enqueue(s, fn, arg, free_arg);
+}
+
+/* Wait until op n of stream s has run. */
+static void wait_op(cudaStream_t s, unsigned long long n)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->done < n)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void drain(cudaStream_t s)
+{
+    pthread_mutex_lock(&s->mu);
+    unsigned long long n = s->enq;
+    pthread_mutex_unlock(&s->mu);
+    wait_op(s, n);
+}
+
+/* Wait for every stream of device dev (-1: of every device). */
+static void drain_device(int dev)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream *s = live_streams; s; s = s->next)
+        if (dev < 0 || s->dev == dev)
+            drain(s);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
+{
+    if (flags != cudaStreamNonBlocking)
+        DIE("cudaStreamCreateWithFlags: unexpected flags %u", flags);
+    struct emu_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return fail(cudaErrorMemoryAllocation);
+    s->dev = cur_dev;
+    s->magic = STREAM_MAGIC;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->th, NULL, stream_main, s) != 0)
+        DIE("cannot start a stream thread");
+    pthread_mutex_lock(&reg_lock);
+    s->next = live_streams;
+    live_streams = s;
+    pthread_mutex_unlock(&reg_lock);
+    *out = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("cudaStreamSynchronize: not a live stream");
+    drain(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("cudaStreamQuery: not a live stream");
+    pthread_mutex_lock(&s->mu);
+    int idle = s->done == s->enq;
+    pthread_mutex_unlock(&s->mu);
+    return idle ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("cudaStreamDestroy: not a live stream");
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream **p = &live_streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    /* The real runtime lets queued work finish first, then releases it. */
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    s->magic = 0;
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    drain_device(cur_dev);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// events: a generation counter each; a record completes its generation when
+// its stream reaches it, a wait captures the generation current at the call
+
+struct emu_event {
+    unsigned magic;
+    int dev;
+    unsigned flags;
+    unsigned long long recorded, completed;
+    double t;      /* when the last completed record ran */
+    int refs;      /* queued ops that still use it */
+    int destroyed; /* cudaEventDestroy came while ops still used it */
+};
+
+static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
+
+static void check_event(cudaEvent_t e, const char *what)
+{
+    if (!e || e->magic != EVENT_MAGIC)
+        DIE("%s: not a live event", what);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned flags)
+{
+    if (flags & ~(unsigned)cudaEventDisableTiming)
+        DIE("cudaEventCreateWithFlags: unexpected flags %u", flags);
+    struct emu_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return fail(cudaErrorMemoryAllocation);
+    e->magic = EVENT_MAGIC;
+    e->dev = cur_dev;
+    e->flags = flags;
+    *out = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+
+/* Drop a queued op's hold on e (ev_mu held); free it if it was destroyed. */
+static void event_unref_locked(struct emu_event *e)
+{
+    if (--e->refs == 0 && e->destroyed) {
+        e->magic = 0;
+        free(e);
+    }
+}
+
+typedef struct {
+    struct emu_event *e;
+    unsigned long long gen;
+} ev_op_t;
+
+static void run_record(void *arg)
+{
+    ev_op_t *o = arg;
+    pthread_mutex_lock(&ev_mu);
+    if (o->gen > o->e->completed) {
+        o->e->completed = o->gen;
+        o->e->t = emu_now();
+    }
+    event_unref_locked(o->e);
+    pthread_cond_broadcast(&ev_cv);
+    pthread_mutex_unlock(&ev_mu);
+}
+
+static void run_wait(void *arg)
+{
+    ev_op_t *o = arg;
+    pthread_mutex_lock(&ev_mu);
+    while (o->e->completed < o->gen)
+        pthread_cond_wait(&ev_cv, &ev_mu);
+    event_unref_locked(o->e);
+    pthread_mutex_unlock(&ev_mu);
+}
+
+static ev_op_t *ev_op(struct emu_event *e, unsigned long long gen)
+{
+    ev_op_t *o = malloc(sizeof *o);
+    if (!o)
+        DIE("out of memory");
+    o->e = e;
+    o->gen = gen;
+    e->refs++;
+    return o;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    check_event(e, "cudaEventRecord");
+    emu_check_stream(s, "cudaEventRecord");
+    if (e->dev != s->dev)
+        DIE("cudaEventRecord: an event of device %d on a stream of device %d", e->dev, s->dev);
+    pthread_mutex_lock(&ev_mu);
+    ev_op_t *o = ev_op(e, ++e->recorded);
+    pthread_mutex_unlock(&ev_mu);
+    enqueue(s, run_record, o, free);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    check_event(e, "cudaStreamWaitEvent");
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("cudaStreamWaitEvent: not a live stream");
+    /* The stream waits for the record that is the event's last at this call
+     * (a later record does not count), as on a GPU; across devices too. */
+    pthread_mutex_lock(&ev_mu);
+    ev_op_t *o = ev_op(e, e->recorded);
+    pthread_mutex_unlock(&ev_mu);
+    enqueue(s, run_wait, o, free);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    check_event(e, "cudaEventQuery");
+    pthread_mutex_lock(&ev_mu);
+    int done = e->completed >= e->recorded;
+    pthread_mutex_unlock(&ev_mu);
+    return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    check_event(e, "cudaEventSynchronize");
+    pthread_mutex_lock(&ev_mu);
+    unsigned long long want = e->recorded;
+    while (e->completed < want)
+        pthread_cond_wait(&ev_cv, &ev_mu);
+    pthread_mutex_unlock(&ev_mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    check_event(a, "cudaEventElapsedTime");
+    check_event(b, "cudaEventElapsedTime");
+    if ((a->flags | b->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&ev_mu);
+    cudaError_t r = cudaSuccess;
+    if (!a->recorded || !b->recorded)
+        r = cudaErrorInvalidResourceHandle;
+    else if (a->completed < a->recorded || b->completed < b->recorded)
+        r = cudaErrorNotReady;
+    else /* a float of milliseconds, as the real one */
+        *ms = (float)((b->t - a->t) * 1e3);
+    pthread_mutex_unlock(&ev_mu);
+    return r == cudaSuccess ? r : fail(r);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    check_event(e, "cudaEventDestroy");
+    pthread_mutex_lock(&ev_mu);
+    if (e->refs == 0) { /* queued records and waits keep it alive until they ran */
+        e->magic = 0;
+        free(e);
+    } else {
+        e->destroyed = 1;
+    }
+    pthread_mutex_unlock(&ev_mu);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
 // memory, with the owner device of every block
+
+typedef struct {
+    char *p;
+    size_t n;
+    int dev; /* -1: pinned host memory */
+} emu_block_t;
+
+static emu_block_t blocks[EMU_MAX_BLOCKS];
+static int nblocks;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static signed char peer_on[EMU_MAX_DEV][EMU_MAX_DEV];
 
 /* The block holding [p, p+n), or NULL; call with lock held. */
 static emu_block_t *block_of(const void *p, size_t n)
@@ -140,9 +566,9 @@ static void check_on(const void *p, size_t n, int dev, const char *what)
 {
     pthread_mutex_lock(&lock);
     emu_block_t *b = block_of(p, n);
-    int owner = b ? b->dev : -1;
+    int owner = b ? b->dev : -2;
     pthread_mutex_unlock(&lock);
-    if (!b)
+    if (!b || owner < 0)
         DIE("%s: [%p, +%zu) is not device memory", what, p, n);
     if (owner != dev)
         DIE("%s: %p is memory of device %d, expected device %d", what, p, owner, dev);
@@ -150,15 +576,52 @@ static void check_on(const void *p, size_t n, int dev, const char *what)
 
 void emu_check_ptr(const void *p, size_t n, const char *what) { check_on(p, n, cur_dev, what); }
 
-void emu_check_stream(cudaStream_t s, const char *what)
+static int is_pinned(const void *p, size_t n)
 {
-    if (!s || s->magic != 0x5eed)
-        DIE("%s: not a live stream", what);
-    if (s->dev != cur_dev)
-        DIE("%s: stream of device %d used while device %d is current", what, s->dev, cur_dev);
+    pthread_mutex_lock(&lock);
+    emu_block_t *b = block_of(p, n);
+    int pinned = b && b->dev == -1;
+    pthread_mutex_unlock(&lock);
+    return pinned;
 }
 
-int emu_stream_device(cudaStream_t s) { return s->dev; }
+static void add_block(char *m, size_t n, int dev)
+{
+    pthread_mutex_lock(&lock);
+    if (nblocks == EMU_MAX_BLOCKS)
+        DIE("more than %d live allocations", EMU_MAX_BLOCKS);
+    blocks[nblocks++] = (emu_block_t){m, n, dev};
+    if (dev >= 0)
+        dev_used[dev] += n;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Remove p's block; its device (-1 pinned), or -2 when p is no block of that kind. */
+static int remove_block(void *p, int pinned)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i].p == p && (blocks[i].dev == -1) == pinned) {
+            int dev = blocks[i].dev;
+            if (dev >= 0)
+                dev_used[dev] -= blocks[i].n;
+            blocks[i] = blocks[--nblocks];
+            pthread_mutex_unlock(&lock);
+            return dev;
+        }
+    pthread_mutex_unlock(&lock);
+    return -2;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
+{
+    pthread_mutex_lock(&lock);
+    size_t used = dev_used[cur_dev];
+    pthread_mutex_unlock(&lock);
+    *total_b = EMU_MEM;
+    *free_b = EMU_MEM - used;
+    return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void **p, size_t n)
 {
@@ -166,11 +629,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
     if (!m)
         return fail(cudaErrorMemoryAllocation);
     memset(m, 0xff, n);
-    pthread_mutex_lock(&lock);
-    if (nblocks == EMU_MAX_BLOCKS)
-        DIE("more than %d live allocations", EMU_MAX_BLOCKS);
-    blocks[nblocks++] = (emu_block_t){m, n, cur_dev};
-    pthread_mutex_unlock(&lock);
+    add_block(m, n ? n : 1, cur_dev);
     *p = m;
     return cudaSuccess;
 }
@@ -179,39 +638,93 @@ cudaError_t cudaFree(void *p)
 {
     if (!p)
         return cudaSuccess;
-    pthread_mutex_lock(&lock);
-    for (int i = 0; i < nblocks; i++)
-        if (blocks[i].p == p) {
-            blocks[i] = blocks[--nblocks];
-            pthread_mutex_unlock(&lock);
-            free(p);
-            return cudaSuccess;
-        }
-    pthread_mutex_unlock(&lock);
-    DIE("cudaFree(%p): not a cudaMalloc block", p);
+    int dev = remove_block(p, 0);
+    if (dev < 0)
+        DIE("cudaFree(%p): not a cudaMalloc block", p);
+    drain_device(dev); /* cudaFree waits for the device, as the real one does */
+    free(p);
+    return cudaSuccess;
 }
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
 {
     (void)flags;
-    *p = malloc(n ? n : 1);
-    if (!*p)
+    char *m = malloc(n ? n : 1);
+    if (!m)
         return fail(cudaErrorMemoryAllocation);
-    memset(*p, 0xab, n); /* garbage: the backend must zero it */
+    memset(m, 0xab, n); /* garbage: the backend must zero it */
+    add_block(m, n ? n : 1, -1);
+    *p = m;
     return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (!p)
+        return cudaSuccess;
+    if (remove_block(p, 1) != -1)
+        DIE("cudaFreeHost(%p): not a cudaHostAlloc block", p);
+    drain_device(-1); /* the real one synchronises too */
     free(p);
     return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// copies and memsets, queued
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+    int v;
+    void *owned; /* a private copy of a pageable source, freed after the op */
+} copy_op_t;
+
+static void copy_delay(void)
+{
+    long us = env_long("EMU_COPY_DELAY_US");
+    if (us > 0)
+        usleep((useconds_t)us);
+}
+
+static void run_copy(void *arg)
+{
+    copy_op_t *o = arg;
+    copy_delay();
+    memmove(o->dst, o->src, o->n);
+}
+
+static void run_memset(void *arg)
+{
+    copy_op_t *o = arg;
+    memset(o->dst, o->v, o->n);
+}
+
+static void free_copy(void *arg)
+{
+    copy_op_t *o = arg;
+    free(o->owned);
+    free(o);
+}
+
+static copy_op_t *copy_op(void *d, const void *s, size_t n)
+{
+    copy_op_t *o = calloc(1, sizeof *o);
+    if (!o)
+        DIE("out of memory");
+    o->dst = d;
+    o->src = s;
+    o->n = n;
+    return o;
 }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     emu_check_stream(s, "cudaMemsetAsync");
     emu_check_ptr(p, n, "cudaMemsetAsync");
-    memset(p, v, n);
+    copy_op_t *o = copy_op(p, NULL, n);
+    o->v = v;
+    enqueue(s, run_memset, o, free_copy);
     return cudaSuccess;
 }
 
@@ -223,7 +736,18 @@ cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t n, enum cudaMemcpyK
         emu_check_ptr(d, n, "cudaMemcpyAsync destination");
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice)
         emu_check_ptr(src, n, "cudaMemcpyAsync source");
-    memmove(d, src, n);
+    copy_op_t *o = copy_op(d, src, n);
+    if (k == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
+        /* Pageable memory: the real runtime reads it before returning. */
+        o->owned = malloc(n ? n : 1);
+        if (!o->owned)
+            DIE("out of memory");
+        memcpy(o->owned, src, n);
+        o->src = o->owned;
+    }
+    unsigned long long id = enqueue(s, run_copy, o, free_copy);
+    if (k == cudaMemcpyDeviceToHost && !is_pinned(d, n))
+        wait_op(s, id); /* into pageable memory: returns once it is done */
     return cudaSuccess;
 }
 
@@ -233,36 +757,12 @@ cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *src, int sd, size_t
     emu_check_stream(s, "cudaMemcpyPeerAsync");
     check_on(d, n, dd, "cudaMemcpyPeerAsync destination");
     check_on(src, n, sd, "cudaMemcpyPeerAsync source");
-    memmove(d, src, n);
+    enqueue(s, run_copy, copy_op(d, src, n), free_copy);
     return cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------
-// streams and peers
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
-{
-    if (flags != cudaStreamNonBlocking)
-        DIE("cudaStreamCreateWithFlags: unexpected flags %u", flags);
-    *s = calloc(1, sizeof **s);
-    (*s)->dev = cur_dev;
-    (*s)->magic = 0x5eed;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
-{
-    if (!s || s->magic != 0x5eed)
-        DIE("cudaStreamSynchronize: not a live stream");
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t s)
-{
-    s->magic = 0;
-    free(s);
-    return cudaSuccess;
-}
+// peers
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p)
 {
@@ -273,19 +773,27 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p)
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags)
 {
     (void)flags;
-    if (peer_on[cur_dev][p])
-        return fail(cudaErrorPeerAccessAlreadyEnabled);
+    pthread_mutex_lock(&lock);
+    int was = peer_on[cur_dev][p];
     peer_on[cur_dev][p] = 1;
-    return cudaSuccess;
+    pthread_mutex_unlock(&lock);
+    return was ? fail(cudaErrorPeerAccessAlreadyEnabled) : cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------
 // cuBLAS
 
+struct emu_blas {
+    int dev;
+    cudaStream_t stream;
+    cublasMath_t math;
+};
+
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
     *h = calloc(1, sizeof **h);
     (*h)->dev = cur_dev;
+    (*h)->math = CUBLAS_DEFAULT_MATH;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -305,9 +813,9 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
 {
-    (void)h;
-    if (m != CUBLAS_DEFAULT_MATH)
-        DIE("cublasSetMathMode(%d): ddpbench must stay in plain fp32", (int)m);
+    if (m != CUBLAS_DEFAULT_MATH && m != CUBLAS_TF32_TENSOR_OP_MATH)
+        DIE("cublasSetMathMode(%d): ddpbench uses fp32 or, with --tf32, TF32", (int)m);
+    h->math = m;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -317,6 +825,86 @@ const char *cublasGetStatusName(cublasStatus_t s)
 }
 
 const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated cuBLAS error" : "success"; }
+
+typedef struct {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int tf32;
+} gemm_op_t;
+
+/* TF32: 10 explicit mantissa bits, rounded to nearest. */
+static float to_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) /* not inf/nan */
+        u = (u + 0x1000u) & ~0x1fffu;
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, each element summed over l
+ * in ascending order; loops arranged so the inner one runs along memory. */
+static void run_gemm(void *arg)
+{
+    const gemm_op_t *g = arg;
+    const float *A = g->A, *B = g->B;
+    float *ta = NULL, *tb = NULL;
+    if (g->tf32) { /* tensor cores see the operands rounded to TF32 */
+        size_t na = (size_t)g->lda * (size_t)(g->ta == CUBLAS_OP_N ? g->k : g->m);
+        size_t nb = (size_t)g->ldb * (size_t)(g->tb == CUBLAS_OP_N ? g->n : g->k);
+        ta = malloc(na * sizeof *ta);
+        tb = malloc(nb * sizeof *tb);
+        if (!ta || !tb)
+            DIE("out of memory");
+        for (size_t i = 0; i < na; i++)
+            ta[i] = to_tf32(A[i]);
+        for (size_t i = 0; i < nb; i++)
+            tb[i] = to_tf32(B[i]);
+        A = ta;
+        B = tb;
+    }
+    float *acc = malloc((size_t)(g->m > 0 ? g->m : 1) * sizeof *acc);
+    if (!acc)
+        DIE("out of memory");
+    for (int j = 0; j < g->n; j++) {
+        float *s = acc;
+        if (g->ta == CUBLAS_OP_N) { /* s[i] += A(i,l) B(l,j), column by column */
+            for (int i = 0; i < g->m; i++)
+                s[i] = 0.0f;
+            for (int l = 0; l < g->k; l++) {
+                float b = g->tb == CUBLAS_OP_N ? B[l + (size_t)j * g->ldb] : B[j + (size_t)l * g->ldb];
+                const float *a = A + (size_t)l * g->lda;
+                for (int i = 0; i < g->m; i++)
+                    s[i] += a[i] * b;
+            }
+        } else { /* op(A)(i,:) is a column of A: dot products */
+            float *col = malloc((size_t)(g->k ? g->k : 1) * sizeof *col);
+            if (!col)
+                DIE("out of memory");
+            for (int l = 0; l < g->k; l++)
+                col[l] = g->tb == CUBLAS_OP_N ? B[l + (size_t)j * g->ldb] : B[j + (size_t)l * g->ldb];
+            for (int i = 0; i < g->m; i++) {
+                const float *a = A + (size_t)i * g->lda;
+                float t = 0.0f;
+                for (int l = 0; l < g->k; l++)
+                    t += a[l] * col[l];
+                s[i] = t;
+            }
+            free(col);
+        }
+        for (int i = 0; i < g->m; i++) {
+            float *c = &g->C[i + (size_t)j * g->ldc];
+            *c = g->beta == 0.0f ? g->alpha * s[i] : g->alpha * s[i] + g->beta * *c;
+        }
+    }
+    free(acc);
+    free(ta);
+    free(tb);
+}
 
 /* Column-major, like cuBLAS; it checks what cuBLAS checks and the operand extents. */
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -338,16 +926,12 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         emu_check_ptr(B, ((size_t)(cb - 1) * ldb + rb) * sizeof(float), "cublasSgemm B");
     }
     emu_check_ptr(C, ((size_t)(n - 1) * ldc + m) * sizeof(float), "cublasSgemm C");
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float s = 0.0f;
-            for (int l = 0; l < k; l++) {
-                float a = ta == CUBLAS_OP_N ? A[i + (size_t)l * lda] : A[l + (size_t)i * lda];
-                float b = tb == CUBLAS_OP_N ? B[l + (size_t)j * ldb] : B[j + (size_t)l * ldb];
-                s += a * b;
-            }
-            float *c = &C[i + (size_t)j * ldc];
-            *c = *beta == 0.0f ? *alpha * s : *alpha * s + *beta * *c;
-        }
+    gemm_op_t *g = malloc(sizeof *g);
+    if (!g)
+        DIE("out of memory");
+    /* alpha and beta are host scalars: read now, as cuBLAS does by default. */
+    *g = (gemm_op_t){ta, tb, m, n, k, lda, ldb, ldc, *alpha, *beta, A, B, C,
+                     h->math == CUBLAS_TF32_TENSOR_OP_MATH};
+    enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }

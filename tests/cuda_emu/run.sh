@@ -1,99 +1,168 @@
 #!/bin/sh
 # tests/cuda_emu/run.sh: the CUDA backend's code on an emulated GPU, for
-# machines without one (make test-cuda-emu).
+# machines without one (make test-cuda-emu, part of make test).
 #
-# Compiles common/device/backend_cuda.c, the probe, and the kernels_*.cu files (each
-# launch rewritten into a call of emu_kernel.hpp's emu_launch) against a CPU
-# emulation of the CUDA runtime and cuBLAS (this directory), with ASan and
-# UBSan, links tests/unit/test_cuda.c against it and runs it with EMU_NGPU=2 and
-# EMU_NGPU=1, then trains single, ddp and dp on emulated GPUs against single
-# on the CPU, and checks that dp and ddp resume from a checkpoint bit for
-# bit on them.  What it proves: the kernels' indexing, reductions and
-# arithmetic, the row-major/column-major GEMM mapping, device binding on every
-# thread, memory accounting, zeroing and the tests themselves.  What it cannot:
-# stream ordering, real GPU rounding, cuBLAS itself, NCCL (comm_nccl.c is not
-# built here), performance.  tests/gpu/check.sh does those on a real GPU.
-# Flag lists below are split into words on purpose.
-# shellcheck disable=SC2086,SC2046
+# `make EMU=1` builds the program and tests/unit/test_cuda.c into
+# build/cuda-emu with the release build's own flags (-O3, libmvec: the CPU
+# side is exactly what users run) against a CPU emulation of the CUDA
+# runtime, cuBLAS and NCCL (this directory) whose streams are asynchronous:
+# each runs on its own host thread, and events and synchronisations really
+# wait.  Then:
+#  1. test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#     random (EMU_JITTER_US), so the tests' own ordering is exercised; the
+#     NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
+#  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
+#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks), with and without
+#     --accum, on emulated GPUs with
+#     jitter and slow copies, against single on the CPU (1e-5), each holding
+#     to at most one host synchronisation per step (--json:
+#     host_syncs_per_step);
+#  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
+#     a message naming them, in time, leaving no shared memory behind;
+#  4. dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
+#     emulated GPUs, checkpoints written every 2 steps;
+#  5. a planted missing wait -- the compute stream no longer waits for a
+#     staged batch's copy -- must make single differ from the CPU: the proof
+#     that the emulator catches an ordering bug;
+#  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
+# What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
+# performance.  tests/gpu/check.sh does those on a real GPU.
+# shellcheck disable=SC2086 # flag and option lists are meant to split
 set -eu
 cd "$(dirname "$0")/../.."
-E=tests/cuda_emu
 B=build/cuda-emu
-rm -rf "$B"
-mkdir -p "$B"
-SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DHAVE_CUDA -I$E -Icommon -I. $(pkg-config --cflags openblas libcjson) -pthread $SAN"
-LIBS="$(pkg-config --libs openblas libcjson) -lm -lpthread -lstdc++"
+JOBS=${JOBS:-2}
+fail() {
+    echo "cuda-emu: FAIL: $*"
+    exit 1
+}
 
-echo "cuda-emu: building into $B"
-objs=""
-for c in common/*/*.c dp/*.c ddp/*.c; do
-    case "$c" in *_nccl.c) continue ;; esac
-    o="$B/$(basename "$c" .c).o"
-    cc $CFLAGS -c "$c" -o "$o"
-    objs="$objs $o"
-done
-for cu in common/*/*.cu; do
-    n=$(basename "$cu" .cu)
-    # k<<<grid, block, shmem, stream>>>(args);  ->  emu_launch(grid, block, shmem, stream, [=]() { k(args); });
-    perl -0777 -pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/emu_launch($2, [=]() { $1($3); });/gs' "$cu" >"$B/$n.cpp"
-    grep -q '<<<' "$B/$n.cpp" && { echo "cuda-emu: a launch in $cu was not rewritten" >&2; exit 1; }
-    c++ -std=c++17 -O1 -g -Wall -Wextra -include "$E/emu_kernel.hpp" -I"$E" -Icommon $SAN -c "$B/$n.cpp" -o "$B/$n.o"
-    objs="$objs $B/$n.o"
-done
-cc -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -I"$E" $SAN -c "$E/emu_runtime.c" -o "$B/emu_runtime.o"
-ar rcs "$B/libddpbench-emu.a" $objs "$B/emu_runtime.o"
-cc $CFLAGS $(pkg-config --cflags criterion) -o "$B/test_cuda" tests/unit/test_cuda.c "$B/libddpbench-emu.a" \
-    $(pkg-config --libs criterion) $LIBS
+echo "== make EMU=1 (the release flags, emulated GPU)"
+make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" \
+    >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
 
-export ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:abort_on_error=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for n in 2 1; do
-    echo "== test_cuda on $n emulated GPU(s)"
-    # ASan warns once per process that it cannot follow ucontext switches
-    # (the kernels' coroutines); that line is noise here.
-    rc=0
-    EMU_NGPU=$n "$B/test_cuda" --jobs 2 >"$B/test_cuda-$n.log" 2>&1 || rc=$?
-    grep -v "ASan doesn't fully support makecontext" "$B/test_cuda-$n.log" || true
-    [ "$rc" -eq 0 ] || { echo "cuda-emu: FAIL on $n emulated GPU(s) (log: $B/test_cuda-$n.log)"; exit 1; }
+# ---- 1. the CUDA unit suite ----------------------------------------------------
+for cfg in "2 0" "1 200"; do
+    n=${cfg% *} jitter=${cfg#* }
+    echo "== test_cuda on $n emulated GPU(s), EMU_JITTER_US=$jitter"
+    log="$B/test_cuda-$n.log"
+    EMU_NGPU=$n EMU_JITTER_US=$jitter "$B/tests/unit/test_cuda" --jobs 2 >"$log" 2>&1 ||
+        { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_cuda on $n emulated GPU(s) (log: $log)"; }
+    tail -n 1 "$log"
 done
-# The modes on emulated GPUs against single on the CPU: DDP's forked ranks
-# each open their own emulated device, --comm shm stages through pinned
-# memory, --gpus 0,0 shares one device.
-cc $CFLAGS -o "$B/ddpbench" bench/main.c "$B/libddpbench-emu.a" $LIBS -lrt
-checksum() { sed -n 's/^ *checksum *sum \([^ ]*\) *|sum| \([^ ]*\).*/\1 \2/p' "$1" | tail -n 1; }
-ARGS="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --quiet"
-EMU_NGPU=2 "$B/ddpbench" --mode single --backend cpu $ARGS >"$B/ref.log" 2>&1 || { cat "$B/ref.log"; exit 1; }
-ref=$(checksum "$B/ref.log")
-for mode in "single --gpus 0" "ddp --comm shm --gpus 0,1" "ddp --comm shm --gpus 0,0" "dp --gpus 0,1" "dp --gpus 0,0"; do
-    log="$B/mode.log"
-    rc=0
-    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $ARGS >"$log" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ] && grep -q 'not built yet' "$log"; then
-        echo "== $mode: skipped (not built yet in this tree)"
-        continue
-    fi
-    [ "$rc" -eq 0 ] || { grep -v "ASan doesn't" "$log" | tail -n 20; echo "cuda-emu: FAIL: --mode $mode"; exit 1; }
-    verdict=$(echo "$ref $(checksum "$log")" | awk '{ d1 = $1 - $3; if (d1 < 0) d1 = -d1
-        d2 = $2 - $4; if (d2 < 0) d2 = -d2; r = (d1 > d2 ? d1 : d2) / $2
-        printf "%s %.1e", (r <= 1e-5 ? "ok" : "bad"), r }')
-    echo "== $mode on emulated GPUs vs single on the CPU: checksum ${verdict#* } relative"
-    case "$verdict" in ok*) ;; *) echo "cuda-emu: FAIL: --mode $mode differs from the CPU"; exit 1 ;; esac
+echo "== test_comm_nccl on 3 emulated GPUs"
+log="$B/test_comm_nccl.log"
+EMU_NGPU=3 timeout 300 "$B/tests/gpu/test_comm_nccl" --jobs 2 >"$log" 2>&1 ||
+    { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_comm_nccl (log: $log)"; }
+tail -n 1 "$log"
+
+# ---- 2. the modes against the CPU, one host sync per step ----------------------
+# From --json: "checksum":{"sum":S,"abs_sum":A  and the run's host_syncs_per_step
+# (the last key of that name: the devices' come before it).
+sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
+syncs() { sed -n 's/.*"host_syncs_per_step":\([^,}]*\).*/\1/p' "$1"; }
+rel() { # "cpu_sum cpu_abs emu_sum emu_abs" -> relative difference
+    echo "$1" | awk '{ d1 = $1 - $3; if (d1 < 0) d1 = -d1; d2 = $2 - $4; if (d2 < 0) d2 = -d2
+        printf "%.1e", (d1 > d2 ? d1 : d2) / $2 }'
+}
+ARGS="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json"
+for accum in 1 2; do
+    # Without --accum the loss is fetched on the epochs' last steps only (a
+    # step whose collectives differ from the one before); with it, on every
+    # step.
+    [ "$accum" = 2 ] && ARGS="$ARGS --log-every 1"
+    ref="$B/ref-$accum.json"
+    ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
+    for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,1,2" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
+        "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
+        log="$B/mode.json"
+        EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
+            $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
+        r=$(rel "$(sums "$ref") $(sums "$log")")
+        n=$(syncs "$log")
+        echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs per step"
+        awk -v r="$r" 'BEGIN { exit !(r <= 1e-5) }' || fail "--mode $mode --accum $accum differs from the CPU by $r"
+        awk -v n="$n" 'BEGIN { exit !(n != "" && n <= 1) }' ||
+            fail "--mode $mode --accum $accum waited for the GPU $n times per step (at most 1)"
+    done
 done
-# Checkpoints on emulated GPUs: the optimizer state goes through the device
-# download and upload, DP writes from device 0's thread, every DDP rank reads
-# the file; the resumed run must end with the straight run's bits, with
-# --trace and --explain recording along the way.
-bits() { sed -n 's/.*checksum.* bits \([0-9a-f]*\).*/\1/p' "$1"; }
-R="$ARGS --optim adam --lr 0.01"
-for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1"; do
-    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.log" 2>&1 || { tail -n 20 "$B/straight.log"; exit 1; }
-    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" \
-        >"$B/part.log" 2>&1 || { tail -n 20 "$B/part.log"; exit 1; }
+
+# ---- 3. faults under NCCL ----------------------------------------------------------
+# A stalled rank: the others' next host wait polls the comm's watch, which
+# gives up at --timeout; a killed rank: the supervisor stops the rest.
+emu_segments() { find /dev/shm -maxdepth 1 -name 'ddpbench-emunccl-*' | wc -l; }
+shm_before=$(emu_segments)
+for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed by signal 9"; do
+    fault=${f%% *} want=${f#* }
+    log="$B/fault.log"
+    t0=$(date +%s)
+    rc=0
+    EMU_NGPU=2 DDPBENCH_FAULT=$fault timeout 60 "$B/ddpbench" --backend cuda --mode ddp --comm nccl \
+        --gpus 0,1 --timeout 2 ${ARGS% --json*} --quiet >"$log" 2>&1 || rc=$?
+    secs=$(($(date +%s) - t0))
+    [ "$rc" -eq 1 ] || { cat "$log"; fail "fault $fault under NCCL: exit $rc, not 1"; }
+    grep -q "$want" "$log" || { cat "$log"; fail "fault $fault under NCCL: no '$want'"; }
+    [ "$secs" -le 20 ] || fail "fault $fault under NCCL took ${secs}s (--timeout 2)"
+    echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
+done
+[ "$(emu_segments)" = "$shm_before" ] || fail "NCCL runs left shared memory behind"
+
+# ---- 4. checkpoints ---------------------------------------------------------------
+# The optimizer state goes through the device download and upload, DP writes
+# from device 0's thread, every DDP rank reads the file; the resumed run must
+# end with the straight run's bits, with --trace and --explain on the way.
+bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
+R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
+for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
+        >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --resume "$B/ck.safetensors" \
-        --trace "$B/trace.json" --explain >"$B/resumed.log" 2>&1 || { tail -n 20 "$B/resumed.log"; exit 1; }
-    [ -n "$(bits "$B/straight.log")" ] && [ "$(bits "$B/straight.log")" = "$(bits "$B/resumed.log")" ] ||
-        { echo "cuda-emu: FAIL: --mode $mode resumed to other bits"; exit 1; }
+        --trace "$B/trace.json" --explain >"$B/resumed.json" 2>&1 || fail "--mode $mode resumed"
+    if [ -z "$(bits "$B/straight.json")" ] || [ "$(bits "$B/straight.json")" != "$(bits "$B/resumed.json")" ]; then
+        fail "--mode $mode resumed to other bits"
+    fi
     echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
 done
+
+# ---- 5. a planted missing wait ---------------------------------------------------
+# stage.c without the compute stream's wait for the staged batch's copy: with
+# slow copies, the forward pass reads the slot before the batch lands.
+P="$B/planted"
+mkdir -p "$P"
+wait_line='TRY(backend_stream_wait(be, h->copied));'
+[ "$(grep -cF "$wait_line" common/train/stage.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the wait to plant out is not in common/train/stage.c; update the test"
+grep -vF "$wait_line" common/train/stage.c >"$P/stage.c"
+FLAGS=$(cut -d'|' -f1 "$B/flags.txt" | sed 's/-MMD -MP//')
+LIBS=$(cut -d'|' -f3 "$B/flags.txt")
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/stage.c" -o "$P/stage.o" &&
+    $FLAGS -o "$P/ddpbench" "$B/bench/main.o" "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant"
+ref="$B/ref-1.json"
+EMU_NGPU=1 EMU_COPY_DELAY_US=2000 "$P/ddpbench" --backend cuda --mode single --gpus 0 $ARGS \
+    >"$P/out.json" 2>"$P/out.err" || true
+got=$(sums "$P/out.json")
+r=$([ -n "$got" ] && rel "$(sums "$ref") $got" || echo "no result")
+case "$r" in
+"no result") echo "== planted missing wait: the run failed (caught)" ;;
+*) awk -v r="$r" 'BEGIN { exit !(r > 1e-5) }' ||
+    fail "a planted missing wait went unnoticed ($r from the CPU)"
+   echo "== planted missing wait: single ends $r from the CPU (caught)" ;;
+esac
+
+# ---- 6. the kernels under ASan + UBSan ---------------------------------------------
+BA=build/cuda-emu-address
+echo "== make EMU=1 SAN=address; test_cuda's kernel and backend tests"
+make -s -j"$JOBS" EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
+    { tail -n 30 "$BA.build.log"; fail "the ASan build failed"; }
+log="$BA/test_cuda.log"
+# ASan warns once per process that it cannot follow ucontext switches (the
+# kernels' coroutines); that line is noise here.
+ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 EMU_NGPU=2 \
+    "$BA/tests/unit/test_cuda" --jobs 2 --filter 'cuda_[bkp]*/*' >"$log" 2>&1 ||
+    { grep -v "ASan doesn't fully support makecontext" "$log" | tail -n 30; fail "test_cuda under ASan (log: $log)"; }
+tail -n 1 "$log"
 echo "cuda-emu: passed"

@@ -1,13 +1,16 @@
-/* tests/gpu/test_comm_nccl.c: comm_nccl.c on real GPUs (run by
- * tests/gpu/check.sh, which builds it against build/release/libddpbench.a;
- * it needs a GPU, NCCL, and comm.c from the DDP work for the segment).
+/* tests/gpu/test_comm_nccl.c: comm_nccl.c on GPUs (make builds it wherever NCCL
+ * is built, tests/gpu/check.sh runs it on real GPUs, tests/cuda_emu/run.sh on
+ * the emulated GPU and NCCL).
  *
  * One rank: every collective with the semantics of comm.h (in place or not,
- * count 0, barrier, handles, spans).  Two ranks on one GPU cannot use NCCL,
- * so the failure paths use a group of two where only rank 0 shows up: the
- * non-blocking init must give up at --timeout, or at once when the group is
- * aborted, never hang.  With two GPUs, two ranks (threads) all-reduce,
- * broadcast and all-gather for real. */
+ * count 0, barrier, handles, spans once the device has run them).  Two ranks
+ * on one GPU cannot use NCCL, so the init failure paths use a group of two
+ * where only rank 0 shows up: the non-blocking init must give up at the init
+ * bound (not --timeout), or at once when the group is aborted, never hang.
+ * With two GPUs, two ranks (threads) all-reduce, broadcast and all-gather for
+ * real, and a rank whose peer never launches its all-reduce has its next host
+ * wait fail at --timeout; with three, AVG is the exact quotient of the sum.
+ * Every test has its own time limit, so a hang inside NCCL fails one test. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -43,16 +46,30 @@ static void download(backend_t *be, float *h, const float *d, size_t n)
     cr_assert_eq(backend_d2h(be, h, d, n * sizeof(float)), DDP_OK, "%s", backend_last_error(be));
 }
 
+/* Launch, wait, and (span not NULL) the op's span once the device has run it. */
 static int run_op(comm_t *c, comm_op_t op, comm_span_t *span)
 {
     comm_handle_t h = 0;
     int rc = comm_launch(c, &op, &h);
     if (rc == DDP_OK)
-        rc = comm_wait(c, h, span);
+        rc = comm_wait(c, h, NULL);
+    if (rc == DDP_OK && span) {
+        /* comm_wait made the device wait, not the host: a span is known
+         * once the device work after the wait has run */
+        rc = backend_sync(c->be);
+        comm_span(c, h, span);
+    }
     return rc;
 }
 
-Test(comm_nccl, one_rank_every_collective)
+static comm_args_t nccl_args(int world, int rank, backend_t *be, comm_seg_t *seg, double timeout,
+                             double init_timeout)
+{
+    return (comm_args_t){.kind = COMM_NCCL, .world = world, .rank = rank, .be = be, .seg = seg,
+                         .timeout_s = timeout, .init_timeout_s = init_timeout};
+}
+
+Test(comm_nccl, one_rank_every_collective, .timeout = 60)
 {
     need_gpus(1);
     char err[ERR_LEN] = "";
@@ -60,7 +77,7 @@ Test(comm_nccl, one_rank_every_collective)
     comm_seg_t *seg;
     cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
     cr_assert_eq(comm_seg_create(&seg, 1, 0, err), DDP_OK, "%s", err);
-    comm_args_t a = {COMM_NCCL, 1, 0, be, seg, 30.0};
+    comm_args_t a = nccl_args(1, 0, be, seg, 30.0, 0.0);
     comm_t *c;
     cr_assert_eq(comm_nccl_create(&c, &a, err), DDP_OK, "%s", err);
 
@@ -112,7 +129,7 @@ Test(comm_nccl, one_rank_every_collective)
     backend_destroy(be);
 }
 
-Test(comm_nccl, a_missing_peer_times_out_instead_of_hanging)
+Test(comm_nccl, a_missing_peer_fails_init_at_the_init_bound, .timeout = 60)
 {
     need_gpus(1);
     char err[ERR_LEN] = "";
@@ -120,15 +137,18 @@ Test(comm_nccl, a_missing_peer_times_out_instead_of_hanging)
     comm_seg_t *seg;
     cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
     cr_assert_eq(comm_seg_create(&seg, 2, 0, err), DDP_OK, "%s", err);
-    comm_args_t a = {COMM_NCCL, 2, 0, be, seg, 3.0}; /* rank 1 never comes */
+    /* rank 1 never comes; --timeout is short, joining has its own bound */
+    comm_args_t a = nccl_args(2, 0, be, seg, 0.5, 3.0);
     comm_t *c = NULL;
     double t0 = now_s();
     int rc = comm_nccl_create(&c, &a, err);
     double took = now_s() - t0;
     cr_assert_eq(rc, DDP_ERR_RUNTIME);
     cr_assert_null(c);
-    cr_assert(strstr(err, "timed out") && strstr(err, "did not arrive"), "message: %s", err);
-    cr_assert(took >= 2.5 && took < 20.0, "gave up after %.1f s (timeout 3 s)", took);
+    cr_assert(strstr(err, "NCCL init did not complete within 3 s") && strstr(err, "never joined"),
+              "message: %s", err);
+    cr_assert(took >= 2.5 && took < 20.0, "gave up after %.1f s (init bound 3 s, --timeout 0.5 s)",
+              took);
     cr_assert(comm_seg_aborted(seg, NULL), "the group must be told");
     comm_seg_free(seg);
     backend_destroy(be);
@@ -147,7 +167,7 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-Test(comm_nccl, an_abort_stops_a_waiting_init_at_once)
+Test(comm_nccl, an_abort_stops_a_waiting_init_at_once, .timeout = 60)
 {
     need_gpus(1);
     char err[ERR_LEN] = "";
@@ -158,7 +178,7 @@ Test(comm_nccl, an_abort_stops_a_waiting_init_at_once)
     aborter_t ab = {seg, 1.0};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, abort_later, &ab), 0);
-    comm_args_t a = {COMM_NCCL, 2, 0, be, seg, 60.0};
+    comm_args_t a = nccl_args(2, 0, be, seg, 60.0, 60.0);
     comm_t *c = NULL;
     double t0 = now_s();
     int rc = comm_nccl_create(&c, &a, err);
@@ -171,12 +191,12 @@ Test(comm_nccl, an_abort_stops_a_waiting_init_at_once)
     backend_destroy(be);
 }
 
-Test(comm_nccl, needs_a_cuda_backend)
+Test(comm_nccl, needs_a_cuda_backend, .timeout = 30)
 {
     char err[ERR_LEN] = "";
     backend_t *be;
     cr_assert_eq(backend_cpu_create(&be, 0, 1, err), DDP_OK);
-    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0};
+    comm_args_t a = nccl_args(1, 0, be, NULL, 1.0, 0.0);
     comm_t *c = NULL;
     cr_assert_eq(comm_nccl_create(&c, &a, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "--backend cuda"), "message: %s", err);
@@ -184,13 +204,16 @@ Test(comm_nccl, needs_a_cuda_backend)
 }
 
 // ---------------------------------------------------------------------------
-// two ranks on two GPUs, one thread each
+// ranks on their own GPUs, one thread each
 
 typedef struct {
-    int rank;
+    int rank, world;
     comm_seg_t *seg;
-    float got_avg[64], got_bcast[64], got_gather[128];
+    bool idle;          /* joins, then launches nothing (a stuck peer) */
+    double timeout_s;
+    float got_avg[64], got_bcast[64], got_gather[3 * 64];
     int rc;
+    double took_s;      /* the stuck peer's partner: how long its sync took */
     char err[ERR_LEN];
 } rank_t;
 
@@ -203,24 +226,32 @@ static void *rank_main(void *arg)
     r->rc = backend_cuda_create(&be, r->rank, r->err);
     if (r->rc != DDP_OK)
         return NULL;
-    comm_args_t a = {COMM_NCCL, 2, r->rank, be, r->seg, 30.0};
+    comm_args_t a = nccl_args(r->world, r->rank, be, r->seg, r->timeout_s, 60.0);
     if ((r->rc = comm_nccl_create(&c, &a, r->err)) != DDP_OK)
         goto out;
-    for (int i = 0; i < 64; i++)
-        h[i] = (float)(r->rank + 1) * (float)i + 0.1f; /* rank 0: i + .1, rank 1: 2i + .1 */
+    for (int i = 0; i < 64; i++) /* small whole numbers: every sum is exact, in any order */
+        h[i] = (float)((r->rank + 1) * (i + 1));
     buf = backend_alloc(be, sizeof h);
-    gat = backend_alloc(be, 2 * sizeof h);
+    gat = backend_alloc(be, (size_t)r->world * sizeof h);
     backend_h2d(be, buf, h, sizeof h);
+    if (r->idle) {
+        /* Stay in the group until the partner has given up, then leave. */
+        while (!comm_seg_aborted(r->seg, NULL))
+            usleep(10000);
+        goto out;
+    }
     comm_op_t ops[] = {
         {COLL_ALL_GATHER, buf, gat, 64, REDOP_SUM, 0, NULL}, /* each rank's own values */
         {COLL_ALL_REDUCE, NULL, buf, 64, REDOP_AVG, 0, "bucket 0"},
     };
+    double t0 = now_s();
     for (int i = 0; i < 2 && r->rc == DDP_OK; i++)
         r->rc = run_op(c, ops[i], NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_avg, buf, sizeof h);
+    r->took_s = now_s() - t0;
     if (r->rc == DDP_OK)
-        r->rc = backend_d2h(be, r->got_gather, gat, 2 * sizeof h);
+        r->rc = backend_d2h(be, r->got_gather, gat, (size_t)r->world * sizeof h);
     backend_h2d(be, buf, h, sizeof h);
     if (r->rc == DDP_OK)
         r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL}, NULL);
@@ -239,34 +270,80 @@ out:
     return NULL;
 }
 
-Test(comm_nccl, two_ranks_on_two_gpus)
+static void run_group(rank_t *r, int world, int idle_rank, double timeout_s)
 {
-    need_gpus(2);
     char err[ERR_LEN];
     comm_seg_t *seg;
-    cr_assert_eq(comm_seg_create(&seg, 2, 0, err), DDP_OK, "%s", err);
-    rank_t r[2];
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) {
+    cr_assert_eq(comm_seg_create(&seg, world, 0, err), DDP_OK, "%s", err);
+    pthread_t th[3];
+    for (int i = 0; i < world; i++) {
         memset(&r[i], 0, sizeof r[i]);
         r[i].rank = i;
+        r[i].world = world;
         r[i].seg = seg;
+        r[i].idle = i == idle_rank;
+        r[i].timeout_s = timeout_s;
         cr_assert_eq(pthread_create(&th[i], NULL, rank_main, &r[i]), 0);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < world; i++)
         pthread_join(th[i], NULL);
-    for (int i = 0; i < 2; i++)
+    comm_seg_free(seg);
+}
+
+/* What every rank of a group of `world` must hold after rank_main. */
+static void check_group(const rank_t *r, int world)
+{
+    for (int i = 0; i < world; i++)
         cr_assert_eq(r[i].rc, DDP_OK, "rank %d: %s", i, r[i].err);
     for (int k = 0; k < 64; k++) {
-        float want = ((float)k + 0.1f + 2.0f * (float)k + 0.1f) / 2.0f;
-        cr_assert(fabsf(r[0].got_avg[k] - want) <= 1e-5f * fmaxf(1.0f, want), "avg[%d] = %g, want %g", k,
-                  r[0].got_avg[k], want);
-        cr_assert_eq(r[1].got_bcast[k], 2.0f * (float)k + 0.1f, "broadcast from rank 1");
-        cr_assert_eq(r[0].got_bcast[k], r[1].got_bcast[k]);
-        cr_assert_eq(r[0].got_gather[k], (float)k + 0.1f, "all-gather: rank 0's block");
-        cr_assert_eq(r[0].got_gather[64 + k], 2.0f * (float)k + 0.1f, "all-gather: rank 1's block");
+        /* AVG is the sum divided by world, not a sum of pre-divided terms
+         * (ncclAvg): with whole numbers the sum is exact in any order, so the
+         * quotient is exact too. */
+        float sum = 0.0f;
+        for (int q = 0; q < world; q++)
+            sum += (float)((q + 1) * (k + 1));
+        float want = sum / (float)world;
+        cr_assert_eq(r[0].got_avg[k], want, "avg[%d] = %.9g, want %.9g (sum %.9g / %d)", k,
+                     r[0].got_avg[k], want, sum, world);
+        cr_assert_eq(r[0].got_bcast[k], (float)(2 * (k + 1)), "broadcast from rank 1");
+        for (int q = 0; q < world; q++)
+            cr_assert_eq(r[0].got_gather[q * 64 + k], (float)((q + 1) * (k + 1)),
+                         "all-gather: rank %d's block", q);
     }
-    cr_assert_arr_eq(r[0].got_avg, r[1].got_avg, sizeof r[0].got_avg, "both ranks, the same bits");
-    cr_assert_arr_eq(r[0].got_gather, r[1].got_gather, sizeof r[0].got_gather);
-    comm_seg_free(seg);
+    for (int i = 1; i < world; i++) {
+        cr_assert_arr_eq(r[0].got_avg, r[i].got_avg, sizeof r[0].got_avg, "the same bits");
+        cr_assert_arr_eq(r[0].got_bcast, r[i].got_bcast, sizeof r[0].got_bcast);
+        cr_assert_arr_eq(r[0].got_gather, r[i].got_gather, (size_t)world * 64 * sizeof(float));
+    }
+}
+
+Test(comm_nccl, two_ranks_on_two_gpus, .timeout = 90)
+{
+    need_gpus(2);
+    rank_t r[2];
+    run_group(r, 2, -1, 30.0);
+    check_group(r, 2);
+}
+
+Test(comm_nccl, three_ranks_average_as_sum_over_world, .timeout = 90)
+{
+    need_gpus(3);
+    rank_t r[3];
+    run_group(r, 3, -1, 30.0);
+    check_group(r, 3);
+}
+
+Test(comm_nccl, a_peer_that_never_launches_fails_the_next_host_wait, .timeout = 90)
+{
+    /* wait() makes the GPU wait, not the host: the watch the comm installs
+     * on the backend is what turns the stuck all-gather into an error, at
+     * --timeout, in the host wait that follows (the d2h). */
+    need_gpus(2);
+    rank_t r[2];
+    run_group(r, 2, 1, 2.0);
+    cr_assert_eq(r[0].rc, DDP_ERR_RUNTIME, "rank 0 must fail, not hang");
+    cr_assert(strstr(r[0].err, "timed out in all-gather") && strstr(r[0].err, "did not arrive"),
+              "message: %s", r[0].err);
+    cr_assert(r[0].took_s >= 1.5 && r[0].took_s < 30.0, "gave up after %.1f s (--timeout 2 s)",
+              r[0].took_s);
 }

@@ -59,7 +59,7 @@ static void run_group(group_t *g, rank_fn fn, void *ctx)
             o->rc = backend_cpu_create(&be, r, 1, o->msg);
             if (o->rc == DDP_OK) {
                 be->host_visible = !g->device_staging;
-                comm_args_t a = {COMM_SHM, g->world, r, be, seg, g->timeout_s};
+                comm_args_t a = {COMM_SHM, g->world, r, be, seg, g->timeout_s, 0.0};
                 o->rc = comm_create(&c, &a, o->msg);
             }
             double t0 = now_s();
@@ -308,7 +308,7 @@ static void *thread_rank(void *arg)
     comm_t *c;
     if ((t->rc = backend_cpu_create(&be, t->rank, 1, t->msg)) != DDP_OK)
         return NULL;
-    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0};
+    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0, 0.0};
     if ((t->rc = comm_create(&c, &a, t->msg)) == DDP_OK) {
         op_ctx_t x = {.count = t->count, .avg = true};
         t->rc = rank_all_reduce(c, &x, t->msg);
@@ -542,7 +542,7 @@ Test(comm, supervisor_abort_reaches_waiting_ranks)
         backend_t *be;
         comm_t *c;
         backend_cpu_create(&be, 0, 1, NULL);
-        comm_args_t a = {COMM_SHM, 2, 0, be, seg, 30.0};
+        comm_args_t a = {COMM_SHM, 2, 0, be, seg, 30.0, 0.0};
         comm_create(&c, &a, NULL);
         float buf[4] = {0};
         double t0 = now_s();
@@ -599,7 +599,7 @@ Test(comm, nccl_without_nccl_is_an_input_error)
     backend_t *be;
     cr_assert_eq(backend_cpu_create(&be, 0, 1, err), DDP_OK);
     comm_t *c;
-    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0};
+    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0, 0.0};
     cr_assert_eq(comm_create(&c, &a, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "--comm nccl"), "%s", err);
     cr_assert_eq(comm_resolve(COMM_AUTO, BACKEND_CPU), COMM_SHM);

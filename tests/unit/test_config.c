@@ -105,6 +105,7 @@ Test(config, cross_field_rules)
     bad("--data x.csv --targets y.npy", "--targets");
     bad("--checkpoint-every 5", "--checkpoint-every: needs --checkpoint");
     bad("--json --csv", "--json and --csv");
+    bad("--tf32 --backend cpu", "--tf32: needs --backend cuda");
 }
 
 Test(config, presets_fill_and_options_override)

@@ -181,7 +181,8 @@ static int rec_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     rec_comm_t *m = (rec_comm_t *)c;
     cr_assert_eq(op->kind, COLL_ALL_REDUCE);
-    cr_assert_eq(op->redop, REDOP_AVG);
+    /* a sum: the loss scale already divides by the global batch */
+    cr_assert_eq(op->redop, REDOP_SUM);
     m->off[m->n] = (size_t)(op->recv - (float *)NULL);
     m->count[m->n] = op->count;
     m->n++;
@@ -195,9 +196,14 @@ static int rec_wait(comm_t *c, comm_handle_t h, comm_span_t *s)
         *s = (comm_span_t){0, 0};
     return DDP_OK;
 }
+static void rec_span(comm_t *c, comm_handle_t h, comm_span_t *s)
+{
+    (void)c, (void)h;
+    *s = (comm_span_t){0, 0};
+}
 static void rec_abort(comm_t *c, const char *why) { (void)c, (void)why; }
 static void rec_destroy(comm_t *c) { (void)c; }
-static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_abort, rec_destroy};
+static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_span, rec_abort, rec_destroy};
 
 /* Checkpoint, resume, trace and story together (also under TSan): rank 0
  * writes after a barrier-guarded step, every rank reads the file back, the
@@ -264,7 +270,7 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     /* first cap 2000 B (500 floats): b1 (5) fits, W1 (1500) does not -> own
      * bucket; then the 6000 B cap: W1 alone is 6000, b0 joins the next. */
     double first = 2000.0 / 1048576.0, rest = 6000.0 / 1048576.0;
-    cr_assert_eq(reducer_init(&r, &m.c, &spec, base, first, rest, true, NULL), DDP_OK);
+    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, first, rest, true, NULL), DDP_OK);
     cr_assert_eq(r.nb, 3);
     cr_assert_eq(r.b[0].off, spec.b_off[1]);
     cr_assert_eq(r.b[0].count, 5);
@@ -282,7 +288,7 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
 
     /* Backward reports layer 1 first: buckets 0 and 1 launch at once, bucket 2
      * after layer 0, in index order. */
-    reducer_begin(&r, true);
+    reducer_begin(&r, true, 0);
     cr_assert_eq(reducer_hook(&r, 1), DDP_OK);
     cr_assert_eq(m.n, 2);
     cr_assert_eq(m.off[0], spec.b_off[1]);
@@ -293,7 +299,7 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     cr_assert_eq(m.n, 3);
 
     /* no_sync: nothing launches. */
-    reducer_begin(&r, false);
+    reducer_begin(&r, false, 0);
     reducer_hook(&r, 1);
     reducer_hook(&r, 0);
     reducer_launch_rest(&r);
@@ -301,11 +307,11 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     reducer_free(&r);
 
     /* Without overlap everything waits for launch_rest, still in order. */
-    cr_assert_eq(reducer_init(&r, &m.c, &spec, base, 1000.0, 1000.0, false, NULL), DDP_OK);
+    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, 1000.0, 1000.0, false, NULL), DDP_OK);
     cr_assert_eq(r.nb, 1);
     cr_assert_eq(r.b[0].off, 0);
     cr_assert_eq(r.b[0].count, spec.nparams);
-    reducer_begin(&r, true);
+    reducer_begin(&r, true, 0);
     reducer_hook(&r, 1);
     reducer_hook(&r, 0);
     cr_assert_eq(m.n, 3);

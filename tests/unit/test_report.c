@@ -683,7 +683,7 @@ Test(report_trace, ddp_run_holds_every_phase_and_every_bucket)
     real_run_t rr;
     real_run(&rr, args);
     reducer_t red;
-    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+    cr_assert_eq(reducer_init(&red, NULL, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
                               rr.cfg.bucket_mb, true, err),
                  DDP_OK);
     cr_assert(red.nb >= 3 && red.nb <= TC_MAX_BUCKETS, "%d buckets", red.nb);
@@ -764,16 +764,22 @@ Test(trace, recorder_bounds)
     cr_assert_eq(big->n, TRACE_MAX_STEPS);
     cr_assert_eq(big->dropped, 0);
     cr_assert_eq(trace_capacity(1 << 16, 1 << 20), TRACE_MAX_EVENTS, "bounded");
-    /* a step meter with a recorder stamps its laps */
+    /* a step meter with a recorder stamps its laps, and the step, once the
+     * step's times are known (at its end, on the host clock) */
     device_stats_t st = {0};
     step_meter_t m;
-    step_meter_init(&m, &(step_meter_sinks_t){.dev = &st, .trace = t});
+    char err[ERR_LEN];
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.dev = &st, .trace = t}, err), DDP_OK);
     t->n = 0;
     t->steps = 0;
     step_meter_begin(&m, 0, true, false);
     step_meter_lap(&m, PH_OPTIM);
-    cr_assert_eq(t->n, 1);
+    cr_assert_eq(t->n, 0, "nothing is stamped before the step's times are known");
+    cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 1}, err), DDP_OK, "%s", err);
+    cr_assert_eq(t->n, 2);
     cr_assert_eq(t->ev[0].kind, PH_OPTIM);
+    cr_assert_eq(t->ev[1].kind, TR_STEP);
+    step_meter_free(&m);
     trace_rec_free(big);
     trace_rec_free(t);
 }
@@ -1151,7 +1157,7 @@ Test(report_text, explain_of_a_ddp_run_names_every_bucket)
     cr_assert(st->filled);
     char err[ERR_LEN];
     reducer_t red;
-    cr_assert_eq(reducer_init(&red, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+    cr_assert_eq(reducer_init(&red, NULL, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
                               rr.cfg.bucket_mb, true, err),
                  DDP_OK);
     cr_assert_eq(st->nbuckets, red.nb);

@@ -2,7 +2,9 @@
  * one place the three loops' measurements are taken: warm-up steps leave the
  * reported phases alone, timed steps add to them and to the step times, the
  * first step is recorded on its own, a NULL sink is left to another device,
- * and the loss line, log and last loss follow the schedule's logging steps. */
+ * the loss line, log and last loss follow the schedule's logging steps, and
+ * on a device that is not host memory every step reports when the next one
+ * ends, after exactly one host wait, with the values it fetched. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device/backend_impl.h" /* a fake device that counts its waits */
 #include "measure/step_meter.h"
 
 static void busy(double s)
@@ -34,13 +37,15 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
     step_times_t times = {0};
     cr_assert_eq(step_times_alloc(&times, 2), 0);
     step_meter_t m;
-    step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .times = &times});
+    char err[ERR_LEN] = "";
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .times = &times},
+                                 err), 0);
 
     step_meter_begin(&m, 0, false, false); /* warm-up */
     busy(1e-3);
     step_meter_lap(&m, PH_FORWARD);
     step_meter_rows(&m, 8);
-    step_meter_end(&m, 8);
+    cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 8}, err), 0);
     cr_assert_eq(sum_phases(dev.phase_s), 0.0, "a warm-up step is not reported");
     cr_assert_eq(dev.rows, 0);
     cr_assert_eq(times.n, 0);
@@ -54,8 +59,8 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
         step_meter_lap(&m, PH_BACKWARD);
         step_meter_charge(&m, PH_COMM_HIDDEN, 5e-4);
         step_meter_rows(&m, 8);
-        double dt = step_meter_end(&m, 8);
-        cr_assert_geq(dt, 2e-3);
+        cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 8}, err), 0);
+        cr_assert_geq(times.step_s[times.n - 1], 2e-3);
     }
     cr_assert_eq(times.n, 2);
     cr_assert_eq(times.timed_samples, 16);
@@ -65,6 +70,9 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
     cr_assert_float_eq(laps, times.timed_s, 1e-9, "the laps cover each step: %g vs %g", laps,
                        times.timed_s);
     cr_assert_float_eq(dev.phase_s[PH_COMM_HIDDEN], 1e-3, 1e-12);
+    cr_assert_eq(dev.synced_steps, 2);
+    cr_assert_eq(dev.host_syncs, 0, "no device, no waits");
+    step_meter_free(&m);
     free(times.step_s);
 }
 
@@ -74,27 +82,39 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     device_stats_t dev = {0};
     step_story_t story = {0};
     step_meter_t m;
-    step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .story = &story});
+    char err[ERR_LEN] = "";
+    step_times_t times = {0};
+    cr_assert_eq(step_times_alloc(&times, 2), 0);
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .story = &story,
+                                                           .times = &times},
+                                 err), 0);
     /* a timed step before it: first_phase_s must be the first step's alone */
     step_meter_begin(&m, 0, true, false);
     busy(2e-3);
     step_meter_lap(&m, PH_OPTIM);
-    step_meter_end(&m, 4);
+    step_meter_end(&m, &(step_end_t){.samples = 4}, err);
     double before = dev.phase_s[PH_OPTIM];
 
     step_meter_begin(&m, 1, true, true);
     busy(1e-3);
     step_meter_lap(&m, PH_DATA);
+    busy(1e-3);
+    step_meter_lap(&m, PH_DATA); /* a second lap of the phase: first_lap keeps the first */
     step_meter_rows(&m, 3);
     step_meter_rows(&m, 2);
-    double dt = step_meter_end(&m, 5);
+    step_meter_end(&m, &(step_end_t){.samples = 5}, err);
+    double dt = times.step_s[1];
     cr_assert(story.filled);
     cr_assert_float_eq(story.step_s, dt, 1e-12);
+    cr_assert_lt(step_meter_first_lap(&m, PH_DATA), dev.first_phase_s[PH_DATA]);
+    cr_assert_geq(step_meter_first_lap(&m, PH_DATA), 1e-3);
     cr_assert_eq(dev.first_rows, 5);
     cr_assert_eq(dev.first_phase_s[PH_OPTIM], 0.0, "the earlier step is not the first's");
     cr_assert_gt(dev.first_phase_s[PH_DATA], 0.0);
     cr_assert_float_eq(dev.first_phase_s[PH_DATA], dev.phase_s[PH_DATA], 1e-12);
     cr_assert_eq(dev.phase_s[PH_OPTIM], before);
+    step_meter_free(&m);
+    free(times.step_s);
 }
 
 Test(step_meter, null_sinks_are_another_devices_job)
@@ -102,12 +122,14 @@ Test(step_meter, null_sinks_are_another_devices_job)
     device_stats_t dev = {0};
     step_meter_t m;
     char err[ERR_LEN] = "";
-    step_meter_init(&m, &(step_meter_sinks_t){.dev = &dev}); /* DP's device 1 */
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.dev = &dev}, err), 0); /* DP's device 1 */
     step_meter_begin(&m, 0, true, true);
     step_meter_lap(&m, PH_IDLE);
-    step_meter_end(&m, 10);
-    cr_assert_eq(step_meter_loss(&m, 0, 1, 0, true, 0.5, 10, err), 0);
+    cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 10, .global_samples = 10, .total = 1,
+                                                  .logs = true, .denom = 1.0},
+                                err), 0);
     cr_assert_eq(m.samples_done, 10);
+    step_meter_free(&m);
 }
 
 Test(step_meter, logging_steps_fill_the_log_and_the_last_loss)
@@ -118,13 +140,19 @@ Test(step_meter, logging_steps_fill_the_log_and_the_last_loss)
     double final_loss = -1.0;
     char err[ERR_LEN] = "";
     step_meter_t m;
-    step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
-                                              .final_loss = &final_loss});
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
+                                                           .final_loss = &final_loss},
+                                 err), 0);
     for (long g = 0; g < 100; g++) {
         step_meter_begin(&m, g, true, false);
-        step_meter_end(&m, 2);
         bool logs = (g + 1) % 10 == 0;
-        cr_assert_eq(step_meter_loss(&m, g, 100, g / 50, logs, logs ? (double)g : NAN, 4, err), 0);
+        float sums[2] = {(float)g, (float)g}; /* two micro-batches' loss sums */
+        if (logs)
+            step_meter_fetch(&m, sums, 2);
+        cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 2, .global_samples = 4,
+                                                      .total = 100, .epoch = g / 50,
+                                                      .logs = logs, .denom = 2.0},
+                                    err), 0);
     }
     cr_assert_eq(log.n, 10, "every tenth step");
     cr_assert_eq(log.pt[0].step, 10);
@@ -132,6 +160,7 @@ Test(step_meter, logging_steps_fill_the_log_and_the_last_loss)
     cr_assert_eq(log.pt[9].epoch, 1);
     cr_assert_eq(final_loss, 99.0);
     cr_assert_eq(m.samples_done, 400);
+    step_meter_free(&m);
     free(log.pt);
 
     /* a fixed log (DDP's, in the shared area) never grows past its room */
@@ -155,10 +184,15 @@ Test(step_meter, the_loss_line_goes_where_the_config_says)
     loss_log_t log = {0};
     char err[ERR_LEN] = "";
     step_meter_t m;
-    step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log});
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log},
+                                 err), 0);
     step_meter_begin(&m, 4, true, false);
-    step_meter_end(&m, 1);
-    cr_assert_eq(step_meter_loss(&m, 4, 9, 1, true, 0.25, 1, err), 0);
+    float sum = 1.0f;
+    step_meter_fetch(&m, &sum, 1);
+    cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 1, .total = 9, .epoch = 1,
+                                                  .logs = true, .denom = 4.0},
+                                err), 0);
+    step_meter_free(&m);
     fflush(f);
     stdout = saved;
     char line[128] = "";
@@ -168,4 +202,92 @@ Test(step_meter, the_loss_line_goes_where_the_config_says)
     fclose(f);
     unlink(path);
     free(log.pt);
+}
+
+// ---------------------------------------------------------------------------
+// a device that is not host memory: steps report a step late
+
+/* The CPU backend taking a GPU's path, whose event waits count as host
+ * synchronisations like the CUDA backend's. */
+static backend_ops_t counting_ops;
+
+static int counting_event_sync(backend_t *be, backend_event_t *ev)
+{
+    (void)ev;
+    be->host_syncs++;
+    return 0;
+}
+
+typedef struct {
+    int calls;
+    long last_g;
+} seen_t;
+
+static void on_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
+{
+    (void)m;
+    seen_t *s = ctx;
+    s->calls++;
+    s->last_g = r->g;
+    r->charge[PH_COMM_HIDDEN] += 1.0; /* what DDP's callback adds */
+}
+
+Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
+{
+    backend_t *be;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(backend_cpu_create(&be, 0, 1, err), 0);
+    counting_ops = *be->ops;
+    counting_ops.event_sync = counting_event_sync;
+    be->ops = &counting_ops;
+    be->host_visible = false;
+    config_t cfg = {.quiet = true, .accum = 1};
+    device_stats_t dev = {0};
+    loss_log_t log = {0};
+    step_times_t times = {0};
+    cr_assert_eq(step_times_alloc(&times, 4), 0);
+    seen_t seen = {0, -1};
+    step_meter_t m;
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
+                                                           .times = &times, .be = be,
+                                                           .resolved = on_resolved, .ctx = &seen},
+                                 err), 0);
+    float *loss = backend_alloc(be, sizeof(float));
+    for (long g = 0; g < 4; g++) {
+        step_meter_begin(&m, g, true, false);
+        busy(1e-4);
+        step_meter_lap(&m, PH_FORWARD);
+        *loss = (float)(10 * (g + 1));
+        step_meter_fetch(&m, loss, 1);
+        *loss = -1.0f; /* overwritten after the fetch: the report holds what was fetched */
+        cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 2, .total = 4, .logs = true,
+                                                      .denom = 2.0},
+                                    err), 0, "%s", err);
+        cr_assert_eq(seen.calls, g, "after step %ld ends, the steps before it have reported", g);
+        cr_assert_eq(log.n, g);
+        if (g > 0)
+            cr_assert_eq(seen.last_g, g - 1);
+    }
+    cr_assert_eq(step_meter_finish(&m, err), 0, "%s", err);
+    cr_assert_eq(seen.calls, 4, "finish reports the last step");
+    cr_assert_eq(log.n, 4);
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(log.pt[i].loss, 5.0 * (i + 1), 1e-12);
+    cr_assert_eq(times.n, 4);
+    cr_assert_eq(dev.synced_steps, 4);
+    /* one wait per step: steps 1..3 waited for their predecessor inside
+     * their end; step 0 had none before it, and finish's wait for step 3
+     * comes after the loop, outside every step */
+    cr_assert_eq(dev.host_syncs, 3, "%ld waits in 4 steps", dev.host_syncs);
+    cr_assert_float_eq(dev.phase_s[PH_COMM_HIDDEN], 4.0, 1e-12, "the callback's charges count");
+    /* Consecutive steps are timed end to end, the host's time between them
+     * as the step's idle, so the phases still add up to the steps. */
+    double laps = dev.phase_s[PH_FORWARD] + dev.phase_s[PH_IDLE];
+    cr_assert_float_eq(laps, times.timed_s, 1e-9, "phases %g, steps %g", laps, times.timed_s);
+    cr_assert_gt(dev.phase_s[PH_IDLE], 0.0, "the time between steps is there");
+    backend_free(be, loss);
+    step_meter_free(&m);
+    free(log.pt);
+    free(times.step_s);
+    backend_destroy(be);
 }

@@ -1,0 +1,354 @@
+/* tests/cuda_emu/emu_nccl.c: the NCCL calls ddpbench makes, on the CPU (see
+ * nccl.h), for ranks that are forked processes (DDP) or threads of one
+ * process (ncclCommInitAll).
+ *
+ * ncclGetUniqueId creates a shared-memory segment and puts its name in the
+ * id; every rank maps it at init (the last to join removes the name, so
+ * nothing outlives the group; rank 0 removes it itself if the group never
+ * forms).  A collective is queued on the caller's stream and runs on that
+ * stream's thread in chunks: each rank copies its part into its slot,
+ * publishes a ticket, waits for every rank's ticket, computes its result from
+ * all slots in rank order (so every rank gets the same bits), and publishes
+ * that it is done, after which the slots may be reused.  A rank whose peer
+ * never comes waits on its stream -- like an NCCL kernel -- until
+ * ncclCommAbort releases it.  Only ncclFloat and ncclSum are needed (ddpbench
+ * never asks for ncclAvg). */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_runtime_api.h"
+#include "nccl.h"
+
+#define EMU_NCCL_MAX 64
+#define EMU_NCCL_CHUNK (1 << 16) /* floats per rank per chunk */
+
+typedef struct {
+    _Atomic int joined;
+    _Atomic int unlinked;
+    _Atomic uint64_t arrived[EMU_NCCL_MAX]; /* the last chunk each rank staged */
+    _Atomic uint64_t done[EMU_NCCL_MAX];    /* the last chunk each rank finished */
+    float data[EMU_NCCL_MAX][EMU_NCCL_CHUNK];
+} seg_t;
+
+struct emu_nccl_comm {
+    seg_t *seg;
+    bool shm;              /* a mapping (else a heap segment shared in-process) */
+    _Atomic int *seg_users; /* in-process: comms still using the heap segment */
+    char name[128];
+    int rank, world, dev;
+    _Atomic int aborted;
+    _Atomic int refs;      /* the owner, and each queued collective */
+    uint64_t ticket;       /* chunks this rank has started (its stream thread only) */
+};
+
+static __thread char last_error[256];
+
+static ncclResult_t fail(ncclResult_t r, const char *msg)
+{
+    snprintf(last_error, sizeof last_error, "%s", msg);
+    return r;
+}
+
+const char *ncclGetErrorString(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    }
+    return "unknown result code";
+}
+
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm;
+    return last_error;
+}
+
+ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+
+// ---------------------------------------------------------------------------
+// the group
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    static _Atomic unsigned counter;
+    memset(id, 0, sizeof *id);
+    snprintf(id->internal, sizeof id->internal, "/ddpbench-emunccl-%d-%u-%ld", (int)getpid(),
+             atomic_fetch_add(&counter, 1), (long)(time(NULL) % 100000));
+    int fd = shm_open(id->internal, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0)
+        return fail(ncclSystemError, "emulated NCCL: shm_open failed");
+    int rc = ftruncate(fd, (off_t)sizeof(seg_t));
+    close(fd);
+    if (rc != 0) {
+        shm_unlink(id->internal);
+        return fail(ncclSystemError, "emulated NCCL: ftruncate failed");
+    }
+    return ncclSuccess;
+}
+
+static void unlink_once(struct emu_nccl_comm *c)
+{
+    if (c->shm && atomic_exchange(&c->seg->unlinked, 1) == 0)
+        shm_unlink(c->name);
+}
+
+static void release(struct emu_nccl_comm *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    if (c->shm) {
+        /* rank 0 made the name: if the group never formed, nobody else will
+         * remove it */
+        if (c->rank == 0)
+            unlink_once(c);
+        munmap(c->seg, sizeof(seg_t));
+    } else if (atomic_fetch_sub(c->seg_users, 1) == 1) {
+        free(c->seg);
+        free(c->seg_users);
+    }
+    free(c);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *config)
+{
+    *out = NULL;
+    if (nranks < 1 || nranks > EMU_NCCL_MAX || rank < 0 || rank >= nranks)
+        return fail(ncclInvalidArgument, "emulated NCCL: bad rank or group size");
+    struct emu_nccl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return fail(ncclSystemError, "emulated NCCL: out of memory");
+    snprintf(c->name, sizeof c->name, "%s", id.internal);
+    int fd = shm_open(c->name, O_RDWR, 0600);
+    if (fd < 0) {
+        free(c);
+        return fail(ncclSystemError, "emulated NCCL: the group's segment is gone");
+    }
+    c->seg = mmap(NULL, sizeof(seg_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (c->seg == MAP_FAILED) {
+        free(c);
+        return fail(ncclSystemError, "emulated NCCL: mmap failed");
+    }
+    c->shm = true;
+    c->rank = rank;
+    c->world = nranks;
+    cudaGetDevice(&c->dev);
+    atomic_store(&c->refs, 1);
+    if (atomic_fetch_add(&c->seg->joined, 1) + 1 == nranks)
+        unlink_once(c); /* everyone has it mapped */
+    *out = c;
+    if (config && !config->blocking)
+        return atomic_load(&c->seg->joined) >= nranks ? ncclSuccess : ncclInProgress;
+    while (atomic_load(&c->seg->joined) < nranks) /* blocking init waits, like NCCL's */
+        usleep(100);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+    if (ndev < 1 || ndev > EMU_NCCL_MAX)
+        return fail(ncclInvalidArgument, "emulated NCCL: bad device count");
+    for (int i = 0; i < ndev; i++)
+        for (int j = 0; j < i; j++)
+            if (devlist[i] == devlist[j])
+                return fail(ncclInvalidUsage, "emulated NCCL: duplicate GPU in the device list");
+    seg_t *seg = calloc(1, sizeof *seg);
+    _Atomic int *users = calloc(1, sizeof *users);
+    if (!seg || !users) {
+        free(seg);
+        free(users);
+        return fail(ncclSystemError, "emulated NCCL: out of memory");
+    }
+    atomic_store(users, ndev);
+    atomic_store(&seg->joined, ndev);
+    for (int i = 0; i < ndev; i++) {
+        struct emu_nccl_comm *c = calloc(1, sizeof *c);
+        if (!c)
+            abort();
+        c->seg = seg;
+        c->seg_users = users;
+        c->rank = i;
+        c->world = ndev;
+        c->dev = devlist ? devlist[i] : i;
+        atomic_store(&c->refs, 1);
+        comms[i] = c;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state)
+{
+    if (atomic_load(&c->aborted))
+        *state = ncclRemoteError;
+    else
+        *state = atomic_load(&c->seg->joined) >= c->world ? ncclSuccess : ncclInProgress;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t c)
+{
+    (void)c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t c)
+{
+    if (c)
+        release(c);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t c)
+{
+    if (!c)
+        return ncclSuccess;
+    atomic_store(&c->aborted, 1); /* releases its collectives waiting for peers */
+    release(c);
+    return ncclSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// collectives, on the stream's thread
+
+typedef enum { K_ALL_REDUCE, K_REDUCE, K_BROADCAST, K_ALL_GATHER } kind_t;
+
+typedef struct {
+    kind_t kind;
+    const float *send;
+    float *recv;
+    size_t count;
+    int root;
+    struct emu_nccl_comm *c;
+} coll_t;
+
+/* Until every rank's counter has reached k; false when aborted. */
+static bool wait_all(struct emu_nccl_comm *c, _Atomic uint64_t *ctr, uint64_t k)
+{
+    for (long spins = 0;; spins++) {
+        int q = 0;
+        while (q < c->world && atomic_load(&ctr[q]) >= k)
+            q++;
+        if (q == c->world)
+            return true;
+        if (atomic_load(&c->aborted))
+            return false;
+        if (spins > 200)
+            usleep(20);
+    }
+}
+
+static void run_coll(void *arg)
+{
+    coll_t *o = arg;
+    struct emu_nccl_comm *c = o->c;
+    seg_t *s = c->seg;
+    int r = c->rank, n = c->world;
+    for (size_t off = 0; off < o->count && !atomic_load(&c->aborted); off += EMU_NCCL_CHUNK) {
+        size_t len = o->count - off < EMU_NCCL_CHUNK ? o->count - off : EMU_NCCL_CHUNK;
+        uint64_t k = ++c->ticket;
+        if (!wait_all(c, s->done, k - 1)) /* every rank is through the last chunk */
+            return;
+        bool stages = o->kind != K_BROADCAST || r == o->root;
+        if (stages)
+            memcpy(s->data[r], o->send + off, len * sizeof(float));
+        atomic_store(&s->arrived[r], k);
+        if (!wait_all(c, s->arrived, k))
+            return;
+        switch (o->kind) {
+        case K_ALL_REDUCE:
+        case K_REDUCE:
+            if (o->kind == K_REDUCE && r != o->root)
+                break;
+            for (size_t i = 0; i < len; i++) { /* rank order: the same bits everywhere */
+                float t = s->data[0][i];
+                for (int q = 1; q < n; q++)
+                    t += s->data[q][i];
+                o->recv[off + i] = t;
+            }
+            break;
+        case K_BROADCAST:
+            memcpy(o->recv + off, s->data[o->root], len * sizeof(float));
+            break;
+        case K_ALL_GATHER:
+            for (int q = 0; q < n; q++)
+                memcpy(o->recv + (size_t)q * o->count + off, s->data[q], len * sizeof(float));
+            break;
+        }
+        atomic_store(&s->done[r], k);
+    }
+}
+
+static void free_coll(void *arg)
+{
+    coll_t *o = arg;
+    release(o->c);
+    free(o);
+}
+
+static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t count,
+                            ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
+                            cudaStream_t s)
+{
+    if (!c || atomic_load(&c->aborted))
+        return fail(ncclInvalidUsage, "emulated NCCL: the communicator was aborted");
+    if (t != ncclFloat || op != ncclSum)
+        return fail(ncclInvalidArgument, "emulated NCCL: only float sums are emulated");
+    if (root < 0 || root >= c->world)
+        return fail(ncclInvalidArgument, "emulated NCCL: bad root");
+    size_t out = kind == K_ALL_GATHER ? count * (size_t)c->world : count;
+    if (count) {
+        emu_check_ptr(recv, out * sizeof(float), "nccl recv");
+        if (kind != K_BROADCAST || c->rank == root)
+            emu_check_ptr(send, count * sizeof(float), "nccl send");
+    }
+    emu_check_stream(s, "nccl collective");
+    coll_t *o = malloc(sizeof *o);
+    if (!o)
+        return fail(ncclSystemError, "emulated NCCL: out of memory");
+    *o = (coll_t){kind, send, recv, count, root, c};
+    atomic_fetch_add(&c->refs, 1);
+    emu_enqueue(s, run_coll, o, free_coll);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
+{
+    return enqueue(K_ALL_REDUCE, send, recv, count, t, op, 0, comm, s);
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
+{
+    return enqueue(K_REDUCE, send, recv, count, t, op, root, comm, s);
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root,
+                           ncclComm_t comm, cudaStream_t s)
+{
+    return enqueue(K_BROADCAST, send, recv, count, t, ncclSum, root, comm, s);
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
+                           ncclComm_t comm, cudaStream_t s)
+{
+    return enqueue(K_ALL_GATHER, send, recv, count, t, ncclSum, 0, comm, s);
+}
