@@ -873,8 +873,12 @@ static void cpu_vs_gpu(const char *args)
 {
     need_gpu();
     char a_cpu[512], a_gpu[512], err[ERR_LEN] = "";
-    snprintf(a_cpu, sizeof a_cpu, "--backend cpu --quiet --steps 20 %s", args);
-    snprintf(a_gpu, sizeof a_gpu, "--backend cuda --quiet --steps 20 %s", args);
+    /* --mode single --gpus 0 on both: left to compare mode's defaults, the
+     * CPU (one worker per core) and the GPUs (as many as are visible) would
+     * deal the samples over different device counts. */
+    snprintf(a_cpu, sizeof a_cpu, "--backend cpu --mode single --gpus 0 --quiet --steps 20 %s", args);
+    snprintf(a_gpu, sizeof a_gpu, "--backend cuda --mode single --gpus 0 --quiet --steps 20 %s",
+             args);
     run_result_t rc_, rg, rg2;
     cr_assert_eq(tu_run(a_cpu, &rc_, err), DDP_OK, "%s: %s", a_cpu, err);
     cr_assert_eq(tu_run(a_gpu, &rg, err), DDP_OK, "%s: %s", a_gpu, err);
