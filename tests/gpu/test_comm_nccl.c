@@ -87,6 +87,16 @@ Test(comm_nccl, one_rank_every_collective)
     cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_GATHER, buf, gat, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
     download(be, got, gat, N);
     cr_assert_arr_eq(got, h, sizeof h, "all-gather over one rank");
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, buf, out, N, REDOP_SUM, 0, NULL}, NULL),
+                 DDP_OK, "%s", comm_last_error(c));
+    download(be, got, out, N);
+    cr_assert_arr_eq(got, h, sizeof h, "reduce-scatter over one rank");
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf, N, REDOP_AVG, 0, NULL}, NULL),
+                 DDP_OK, "in place: %s", comm_last_error(c));
+    cr_assert_eq(comm_run(c, &(comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, NULL}, NULL),
+                 DDP_OK, "run: %s", comm_last_error(c));
+    download(be, got, buf, N);
+    cr_assert_arr_eq(got, h, sizeof h, "run: the identity over one rank");
     cr_assert_eq(run_op(c, (comm_op_t){COLL_BARRIER, NULL, NULL, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
     cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK,
                  "count 0 is a no-op");
@@ -189,7 +199,7 @@ Test(comm_nccl, needs_a_cuda_backend)
 typedef struct {
     int rank;
     comm_seg_t *seg;
-    float got_avg[64], got_bcast[64], got_gather[128];
+    float got_avg[64], got_bcast[64], got_gather[128], got_rs[32];
     int rc;
     char err[ERR_LEN];
 } rank_t;
@@ -226,6 +236,14 @@ static void *rank_main(void *arg)
         r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL}, NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_bcast, buf, sizeof h);
+    /* reduce-scatter in place: rank q keeps block q (32 floats) of the sum */
+    backend_h2d(be, buf, h, sizeof h);
+    if (r->rc == DDP_OK)
+        r->rc = run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf + 32 * r->rank, 32, REDOP_SUM,
+                                      0, NULL},
+                       NULL);
+    if (r->rc == DDP_OK)
+        r->rc = backend_d2h(be, r->got_rs, buf + 32 * r->rank, sizeof r->got_rs);
     if (r->rc != DDP_OK && !r->err[0])
         err_set(r->err, r->rc, "%s / %s", comm_last_error(c), backend_last_error(be));
 out:
@@ -265,6 +283,9 @@ Test(comm_nccl, two_ranks_on_two_gpus)
         cr_assert_eq(r[0].got_bcast[k], r[1].got_bcast[k]);
         cr_assert_eq(r[0].got_gather[k], (float)k + 0.1f, "all-gather: rank 0's block");
         cr_assert_eq(r[0].got_gather[64 + k], 2.0f * (float)k + 0.1f, "all-gather: rank 1's block");
+        float sum = ((float)k + 0.1f) + (2.0f * (float)k + 0.1f);
+        cr_assert(fabsf(r[k / 32].got_rs[k % 32] - sum) <= 1e-5f * fmaxf(1.0f, sum),
+                  "reduce-scatter: element %d is %g, want %g", k, r[k / 32].got_rs[k % 32], sum);
     }
     cr_assert_arr_eq(r[0].got_avg, r[1].got_avg, sizeof r[0].got_avg, "both ranks, the same bits");
     cr_assert_arr_eq(r[0].got_gather, r[1].got_gather, sizeof r[0].got_gather);
