@@ -105,6 +105,12 @@ static int rank_setup(rank_t *k)
     TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
+    /* Shared memory on host buffers: what backward leaves (the last bucket)
+     * runs on this thread; a hand-off to the comm thread would cost two
+     * wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
+     * hook, so the GPU starts it as soon as backward's kernels are done. */
+    k->red.run_rest = comm_resolve(cfg->comm, cfg->backend) == COMM_SHM &&
+                      backend_host_visible(k->be);
     k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
     if (!k->lossbuf)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
@@ -283,7 +289,10 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
          * number, exact in a float. */
         k->loss_host[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
         TRY(dev(k, backend_h2d(be, k->lossbuf, k->loss_host, sizeof k->loss_host)));
-        TRY(coll(k, comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL)));
+        /* Nothing to overlap it with: run it at once (comm.h's run). */
+        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = k->lossbuf, .count = 3,
+                        .redop = REDOP_SUM, .tag = "the loss"};
+        TRY(coll(k, comm_run(k->comm, &op, NULL)));
     }
     /* The optimizer needs every bucket averaged: wait for all of them. */
     TRY(coll(k, comm_wait_all(k->comm)));
