@@ -58,6 +58,9 @@ struct dp_pool {
     _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
     _Atomic uint32_t sleepers;/* waiters asleep (or about to be) on wake */
     _Atomic bool aborted;     /* a thread failed: barriers no longer wait */
+    struct {                  /* the CPU each thread last arrived from (sched_getcpu) */
+        _Alignas(64) _Atomic int32_t v;
+    } cpu[MAX_DEVICES];
     int left;                 /* threads at dp_pool_leave() */
     int rc;                   /* the first failure (DDP_OK when none) */
     char err[ERR_LEN];
