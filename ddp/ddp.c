@@ -24,6 +24,7 @@
 
 #include "data/schedule.h"
 #include "ddp/ddp_shared.h"
+#include "measure/step_meter.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
 
@@ -246,18 +247,23 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
     res->story = a->story;
-    long nt = a->rank[0].times.n;
+    /* The run's step times are those of the slowest rank: the one whose
+     * timed steps took the longest in all.  Not each step's slowest rank:
+     * ranks run in lock-step, so a rank held up in step g makes the others
+     * wait in step g+1's all-reduce, and the maximum of every step counts
+     * that delay twice (it made DDP's steps look up to 20% longer than the
+     * wall clock, and its phases add up to less than them).  Every other
+     * rank's difference from it is its PH_SKEW (step_meter_skew). */
+    int slow = 0;
+    for (int r = 1; r < s->world; r++)
+        if (a->rank[r].times.timed_s > a->rank[slow].times.timed_s)
+            slow = r;
+    long nt = a->rank[slow].times.n;
     res->params = malloc(spec->nparams * sizeof(float));
     if (step_times_alloc(&res->times, nt) != DDP_OK || !res->params)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the results");
-    /* A step ends when its slowest rank is done. */
-    for (long i = 0; i < nt; i++) {
-        double worst = 0.0;
-        for (int r = 0; r < s->world; r++)
-            if (ddp_area_steps(a, r)[i] > worst)
-                worst = ddp_area_steps(a, r)[i];
-        step_times_add(&res->times, worst, 0);
-    }
+    for (long i = 0; i < nt; i++)
+        step_times_add(&res->times, ddp_area_steps(a, slow)[i], 0);
     res->total_s = a->rank[0].total_s;
     res->final_loss = a->rank[0].final_loss;
     for (long i = 0; i < a->rank[0].log.n; i++) {
@@ -267,6 +273,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     }
     res->nparams = spec->nparams;
     memcpy(res->params, ddp_area_params(a), spec->nparams * sizeof(float));
+    step_meter_skew(res);
     result_finish(res);
     return DDP_OK;
 }

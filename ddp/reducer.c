@@ -83,7 +83,8 @@ void reducer_begin(reducer_t *r, bool sync)
 static int launch(reducer_t *r, int i, bool run)
 {
     bucket_t *b = &r->b[i];
-    b->ready_s = now_s();
+    if (b->ready_s == 0.0) /* the last bucket under run_rest was ready in the hook */
+        b->ready_s = now_s();
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work). */
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
@@ -101,6 +102,9 @@ int reducer_hook(void *ctx, int layer)
         return DDP_OK;
     r->b[r->bucket_of[2 * layer]].pending--;
     r->b[r->bucket_of[2 * layer + 1]].pending--;
+    bucket_t *last = &r->b[r->nb - 1];
+    if (r->run_rest && last->pending == 0 && last->ready_s == 0.0)
+        last->ready_s = now_s(); /* its gradients are written; launch_rest runs it */
     /* Launch in index order only: a ready bucket behind a pending one waits,
      * so every rank issues the same sequence of collectives.  The last one
      * becomes ready when backward ends: under run_rest it is launch_rest's. */

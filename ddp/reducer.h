@@ -39,7 +39,8 @@ typedef struct {
     int pending;           /* parameters not yet ready in this backward */
     comm_handle_t h;       /* this step's all-reduce */
     char tag[24];          /* "bucket 2", for error messages */
-    double ready_s;        /* now_s() when this step's all-reduce was launched */
+    double ready_s;        /* now_s() when this step's all-reduce could start: launched,
+                              or (the last bucket under run_rest) its gradients written */
     comm_span_t span;      /* when it ran (reducer_hidden_s fills it; 0s when unknown) */
 } bucket_t;
 

@@ -48,6 +48,17 @@ double step_meter_end(step_meter_t *m, long samples)
     return dt;
 }
 
+void step_meter_skew(run_result_t *r)
+{
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        double own = 0.0;
+        for (int p = 0; p < PH_COUNT; p++)
+            if (p != PH_COMM_HIDDEN && p != PH_SKEW)
+                own += r->dev[d].phase_s[p];
+        r->dev[d].phase_s[PH_SKEW] = r->times.timed_s - own;
+    }
+}
+
 int step_meter_loss(step_meter_t *m, long g, long total, long epoch, bool logs, double mean,
                     long global_samples, char *err)
 {

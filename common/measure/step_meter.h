@@ -85,6 +85,19 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rows += rows
  * count (the global batch, or a DDP rank's own rows).  Returns its wall time. */
 double step_meter_end(step_meter_t *m, long samples);
 
+/* After the run: every device's phases made to add up to the run's step time.
+ * A device's laps tile its own steps exactly, but the run is timed by one
+ * series (single's; DP's device 0; DDP's slowest rank, whose steps took the
+ * longest in all): the difference, the run's timed seconds less the sum of
+ * the device's phases (comm hidden overlaps backward and is left out), is
+ * charged to PH_SKEW.  In DDP it is the time the slowest rank's steps took
+ * beyond this rank's own, which this rank spent between steps (rank 0
+ * writes the loss lines) or at the edges of the timed window; in DP, the
+ * few nanoseconds by which the devices leave a step's last barrier apart.
+ * Ranks run in lock-step, so it stays small: a large one means a rank was
+ * held up outside its steps. */
+void step_meter_skew(run_result_t *r);
+
 /* After step g of `total` (epoch 0-based) that processed global_samples
  * samples: when logs, mean (NAN: not fetched) becomes the last loss, goes
  * into the log and out as the loss line; the progress line is updated with

@@ -74,6 +74,23 @@ const char *report_phase_label(mode_t_ mode, phase_t p)
     return phase_name(p);
 }
 
+bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit)
+{
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++)
+        if (p == PH_SKEW ? fabs(s->phase[d][p]) * unit >= 5e-4 : s->phase[d][p] > 0.0)
+            return true;
+    return false;
+}
+
+double report_phase_sum(const report_stats_t *s, int d)
+{
+    double sum = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        if (p != PH_COMM_HIDDEN)
+            sum += s->phase[d][p];
+    return sum;
+}
+
 // ---------------------------------------------------------------------------
 // derived figures
 

@@ -79,6 +79,12 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
+/* Whether a phase gets a row in a table printed at `unit` per second: any
+ * device spent time in it, or (skew, which may be negative) a visible amount. */
+bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit);
+/* Seconds per step of device d's phases that add up to its step: all but
+ * comm hidden, which overlaps backward (skew included, see step_meter.h). */
+double report_phase_sum(const report_stats_t *s, int d);
 
 /* "1.23 ms", "456.0 us", "7.890 s" */
 const char *report_fmt_time(char *buf, size_t n, double seconds);

@@ -341,8 +341,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         for (int p = 0; p < PH_COUNT; p++) {
             bool any = false;
             for (int i = 0; i < n; i++)
-                for (int d = 0; d < runs[i].ndev; d++)
-                    any |= s[i].phase[d][p] > 0.0;
+                any |= report_phase_shown(&s[i], runs[i].ndev, (phase_t)p, k);
             if (!any)
                 continue;
             const char *label = p == PH_LOSS ? "loss (dp: gather+loss)"
@@ -356,7 +355,16 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             }
             fputc('\n', f);
         }
-        fprintf(f, "    %-*s", LABEL_W - 2, "step (wall)");
+        /* the phases add up to the step (comm hidden overlaps backward) */
+        fprintf(f, "    %-*s", LABEL_W - 2, "sum of phases");
+        for (int j = 0; j < npc; j++) {
+            const report_stats_t *st = &s[pc[j].r - runs];
+            double sum = 0.0;
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                sum += report_phase_sum(st, d);
+            fprintf(f, "%*.3f", COL_W, sum / (double)(pc[j].last - pc[j].first + 1) * k);
+        }
+        fprintf(f, "\n    %-*s", LABEL_W - 2, "step (wall)");
         for (int j = 0; j < npc; j++)
             fprintf(f, "%*.3f", COL_W, s[pc[j].r - runs].step_mean * k);
         fputc('\n', f);

@@ -196,6 +196,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
+        cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(&s, i));
         cJSON_AddItemToArray(devs, d);
     }
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);

@@ -68,10 +68,10 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
     double sum[MAX_COLS] = {0};
     bool hidden = false;
     for (int p = 0; p < PH_COUNT; p++) {
-        bool any = false;
-        for (int d = 0; d < r->ndev; d++)
-            any |= s->phase[d][p] > 0.0;
-        if (!any)
+        for (int c = 0; c < ncol; c++) /* every phase counts, shown or not */
+            if (p != PH_COMM_HIDDEN)
+                sum[c] += col_phase(s, &cols[c], p);
+        if (!report_phase_shown(s, r->ndev, (phase_t)p, k))
             continue;
         hidden |= p == PH_COMM_HIDDEN;
         char label[48];
@@ -79,12 +79,8 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
                  p == PH_COMM_HIDDEN ? " *" : "");
         fprintf(f, "    %-*s", LABEL_W - 2, label);
         double mean = 0.0;
-        for (int c = 0; c < ncol; c++) {
-            double v = col_phase(s, &cols[c], p);
-            if (p != PH_COMM_HIDDEN) /* hidden time overlaps backward: not part of the sum */
-                sum[c] += v;
-            fprintf(f, "%*.3f", COL_W, v * k);
-        }
+        for (int c = 0; c < ncol; c++) /* hidden time overlaps backward: not in the sum */
+            fprintf(f, "%*.3f", COL_W, col_phase(s, &cols[c], p) * k);
         for (int d = 0; d < r->ndev; d++)
             mean += s->phase[d][p];
         mean /= (double)r->ndev;
