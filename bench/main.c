@@ -85,6 +85,48 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
     return fflush(stdout) == 0 ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
 }
 
+/* --mode comm: the collectives alone; exit 1 when a check found a wrong value. */
+static int run_comm(const config_t *cfg, const char *note)
+{
+    char err[ERR_LEN] = "";
+    report_ctx_t ctx = {cfg, NULL, NULL, note};
+    collperf_t perf;
+    if (!cfg->quiet)
+        fprintf(cfg->json ? stderr : stdout, "ddpbench %s: mode comm, backend %s%s%s\n",
+                DDPBENCH_VERSION, backend_kind_name(cfg->backend), note ? " " : "",
+                note ? note : "");
+    int rc = comm_bench_run(cfg, &perf, err);
+    if (rc != DDP_OK)
+        return fail(rc, err);
+    if (cfg->json) {
+        cJSON *o = report_json_comm(&ctx, &perf);
+        rc = report_json_print(stdout, o);
+        cJSON_Delete(o);
+        if (rc != DDP_OK)
+            return fail(DDP_ERR_RUNTIME, "--json: could not write the result");
+    } else {
+        report_comm(stdout, &perf);
+    }
+    if (fflush(stdout) != 0)
+        return fail(DDP_ERR_RUNTIME, "stdout: write failed");
+    if (perf.wrong_total > 0) {
+        for (int i = 0; i < perf.ncoll; i++)
+            for (int j = 0; j < perf.coll[i].npoints; j++)
+                for (int place = 0; place < 2; place++)
+                    if (perf.coll[i].pt[j].wrong[place]) {
+                        snprintf(err, sizeof err,
+                                 "--mode comm: the check found %ld wrong value%s; the first: "
+                                 "%s of %ld bytes %s, %ld wrong",
+                                 perf.wrong_total, perf.wrong_total == 1 ? "" : "s",
+                                 perf.coll[i].name, perf.coll[i].pt[j].bytes,
+                                 place ? "in place" : "out of place",
+                                 perf.coll[i].pt[j].wrong[place]);
+                        return fail(DDP_ERR_RUNTIME, err);
+                    }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -98,6 +140,8 @@ int main(int argc, char **argv)
     char note[ERR_LEN];
     if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
         return fail(rc, err);
+    if (cfg.mode == MODE_COMM)
+        return run_comm(&cfg, note[0] ? note : NULL);
     model_spec_t spec;
     if ((rc = config_model_spec(&cfg, &spec, err)) != DDP_OK)
         return fail(rc, err);

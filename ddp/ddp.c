@@ -213,6 +213,61 @@ static int failure(const sup_t *s, char *err)
                                                                  : DDP_ERR_RUNTIME;
 }
 
+/* ddp_spawn (ddp_shared.h) on a supervisor already set up. */
+static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
+{
+    struct sigaction old[NSIGS];
+    int rc = signals_install(old, err);
+    if (rc != DDP_OK)
+        return rc;
+    /* Buffered output would be written once per process: empty it first. */
+    fflush(NULL);
+    pid_t self = getpid();
+    for (int r = 0; r < s->world; r++) {
+        pid_t p = fork();
+        if (p == 0) {
+            signals_child(self);
+            int code = body(s->cfg, s->seg, r, ctx);
+            fflush(NULL);
+            _exit(code);
+        }
+        if (p < 0) {
+            char why[ERR_LEN];
+            err_set(why, DDP_OK, "fork for rank %d: %s", r, strerror(errno));
+            stop_all(s, why);
+            break;
+        }
+        s->pid[r] = p;
+        s->alive[r] = true;
+        s->nalive++;
+    }
+    supervise(s);
+    signals_restore(old);
+    if (s->stopping || s->first_failed >= 0)
+        return s->interrupted || s->first_failed >= 0
+                   ? failure(s, err)
+                   : err_set(err, DDP_ERR_RUNTIME, "%s", s->stop_why);
+    return DDP_OK;
+}
+
+int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
+              char *err)
+{
+    sup_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = cfg;
+    s.seg = seg;
+    s.area = comm_seg_extra(seg);
+    s.world = world;
+    s.first_failed = -1;
+    return spawn(&s, body, ctx, err);
+}
+
+static int train_rank(const config_t *cfg, comm_seg_t *seg, int rank, void *data)
+{
+    return ddp_rank_run(cfg, data, seg, rank);
+}
+
 // ---------------------------------------------------------------------------
 // the result
 
@@ -328,43 +383,9 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     s.area = comm_seg_extra(s.seg);
     ddp_area_layout(s.area, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
 
-    struct sigaction old[NSIGS];
-    if ((rc = signals_install(old, err)) != DDP_OK) {
-        comm_seg_free(s.seg);
-        schedule_free(&sch);
-        return rc;
-    }
-    /* Buffered output would be written once per process: empty it first. */
-    fflush(NULL);
-    pid_t self = getpid();
-    for (int r = 0; r < world; r++) {
-        pid_t p = fork();
-        if (p == 0) {
-            signals_child(self);
-            int code = ddp_rank_run(cfg, data, s.seg, r);
-            fflush(NULL);
-            _exit(code);
-        }
-        if (p < 0) {
-            char why[ERR_LEN];
-            err_set(why, DDP_OK, "fork for rank %d: %s", r, strerror(errno));
-            stop_all(&s, why);
-            break;
-        }
-        s.pid[r] = p;
-        s.alive[r] = true;
-        s.nalive++;
-    }
-    supervise(&s);
-    signals_restore(old);
-
-    if (s.stopping || s.first_failed >= 0) {
-        rc = s.interrupted || s.first_failed >= 0
-                 ? failure(&s, err)
-                 : err_set(err, DDP_ERR_RUNTIME, "%s", s.stop_why);
-    } else {
+    rc = spawn(&s, train_rank, (void *)data, err);
+    if (rc == DDP_OK)
         rc = collect(&s, &sch, &spec, res, err);
-    }
     comm_seg_free(s.seg);
     schedule_free(&sch);
     if (rc == DDP_OK)

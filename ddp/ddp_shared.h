@@ -75,6 +75,15 @@ static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
     return (trace_rec_t *)((char *)a + a->off_trace + (size_t)rank * a->trace_stride);
 }
 
+/* Fork world ranks running body(cfg, seg, rank, ctx) (its status is the
+ * child's exit status; it fills area->rank[rank]'s state, rc and msg), watch
+ * them until all are gone, stop the others at once when one fails or on
+ * Ctrl-C, and say in err which rank failed and why.  seg's extra area must
+ * start with a ddp_area_t (ddp_area_layout). */
+typedef int (*ddp_body_fn)(const config_t *cfg, comm_seg_t *seg, int rank, void *ctx);
+int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
+              char *err);
+
 /* The body of rank `rank` (in the forked child): train, fill its record.
  * Returns its status (the child's exit status). */
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, int rank);

@@ -9,6 +9,7 @@
  *   report_table.c    the result table of one run
  *   report_compare.c  compare mode: side by side, equivalence, the "why"
  *   report_json.c     --json (schema in README.md), report_env.c its environment
+ *   report_comm.c     --mode comm's tables and JSON
  *   report_csv.c      --csv
  *   report_baseline.c --baseline / --tolerance
  *   report_trace.c    --trace (Chrome trace event JSON)
@@ -23,6 +24,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "nn/model.h"
+#include "measure/collperf.h"
 #include "measure/result.h"
 
 #define REPORT_SCHEMA_VERSION 1
@@ -105,6 +107,9 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
  * single run (adds the "compare" figures), or NULL. */
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare);
+/* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
+void report_comm(FILE *f, const collperf_t *r);
+cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths (dot separated) every run object carries: the documented
