@@ -3,6 +3,7 @@
  * a device is, and the stand-in for the CUDA backend in builds without CUDA. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "device/backend_impl.h"
 
@@ -153,6 +154,8 @@ int backend_cuda_probe(char *why)
     err_set(why, DDP_OK, "this ddpbench was built without CUDA");
     return 0;
 }
+
+void backend_cuda_probe_info(gpu_probe_t *out) { memset(out, 0, sizeof *out); }
 
 int backend_cuda_create(backend_t **out, int device_id, char *err)
 {

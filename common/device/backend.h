@@ -123,6 +123,20 @@ int backend_cuda_create(backend_t **out, int device_id, char *err);
  * device (cudaErrorNoDevice)". */
 int backend_cuda_probe(char *why);
 
+/* What the same probe learned about the GPUs, for the run's provenance. */
+#define GPU_PROBE_MAX 16
+typedef struct {
+    int count;            /* visible GPUs (0: none, or built without CUDA) */
+    int runtime_version;  /* cudaRuntimeGetVersion: 13000 is 13.0 (0: unknown) */
+    int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver runs */
+    int cublas_version;   /* major*10000 + minor*100 + patch (0: unknown) */
+    int nccl_version;     /* ncclGetVersion (0: built without NCCL) */
+    char name[GPU_PROBE_MAX][64]; /* "NVIDIA H200" */
+    char pci[GPU_PROBE_MAX][20];  /* "0000:3B:00.0" */
+    unsigned char peer[GPU_PROBE_MAX][GPU_PROBE_MAX]; /* 1: GPU i can access GPU j's memory */
+} gpu_probe_t;
+void backend_cuda_probe_info(gpu_probe_t *out);
+
 /* Create by kind (BACKEND_CPU or BACKEND_CUDA). */
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,
                    char *err);

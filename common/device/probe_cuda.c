@@ -6,11 +6,14 @@
  * a working CUDA to its children, and the DDP supervisor forks its ranks after
  * resolving --backend auto.  So the probe forks a short-lived child that calls
  * cudaGetDeviceCount and writes the answer into a pipe; the parent never
- * touches CUDA.  The answer is cached for the life of the process.  Once this
+ * touches CUDA.  The child also reports the versions, each GPU's name and PCI
+ * id and which GPUs can reach each other's memory (backend_cuda_probe_info:
+ * the run's provenance).  The answer is cached for the life of the process.  Once this
  * process has initialised CUDA anyway (it created a CUDA backend), a child
  * could no longer use CUDA, so the count is then asked in-process. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,7 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#ifdef HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include "device/backend.h"
 #include "device/backend_cuda.h"
@@ -33,6 +40,7 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_cached;
 static int g_count;
+static gpu_probe_t g_info;
 static char g_why[ERR_LEN];
 static atomic_bool g_cuda_here; /* this process has called into CUDA */
 
@@ -67,12 +75,43 @@ int cuda_count_devices(char *why)
     return 0;
 }
 
+/* Versions, names, PCI ids and the peer matrix of n visible GPUs. */
+static void cuda_fill_info(gpu_probe_t *g, int n)
+{
+    memset(g, 0, sizeof *g);
+    g->count = n;
+    cudaRuntimeGetVersion(&g->runtime_version);
+    cudaDriverGetVersion(&g->driver_version);
+    int ma = 0, mi = 0, pa = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS)
+        g->cublas_version = ma * 10000 + mi * 100 + pa;
+#ifdef HAVE_NCCL
+    ncclGetVersion(&g->nccl_version);
+#endif
+    for (int i = 0; i < n && i < GPU_PROBE_MAX; i++) {
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, i) == cudaSuccess)
+            snprintf(g->name[i], sizeof g->name[i], "%.63s", p.name);
+        if (cudaDeviceGetPCIBusId(g->pci[i], (int)sizeof g->pci[i], i) != cudaSuccess)
+            g->pci[i][0] = 0;
+        for (int j = 0; j < n && j < GPU_PROBE_MAX; j++) {
+            int can = 0;
+            if (i != j && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess)
+                g->peer[i][j] = can ? 1 : 0;
+        }
+    }
+    cudaGetLastError(); /* nothing here is worth failing a run for */
+}
+
 // ---------------------------------------------------------------------------
 // the forked probe
 
 typedef struct {
     int count;
     char why[ERR_LEN];
+    gpu_probe_t info;
 } probe_msg_t;
 
 static int read_full(int fd, void *buf, size_t n)
@@ -108,6 +147,9 @@ static int probe_forked(char *why)
         memset(&m, 0, sizeof m);
         close(fds[0]);
         m.count = cuda_count_devices(m.why);
+        if (m.count > 0)
+            cuda_fill_info(&m.info, m.count);
+        _Static_assert(sizeof(probe_msg_t) <= PIPE_BUF, "one atomic write");
         ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
         _exit(w == (ssize_t)sizeof m ? 0 : 1);
     }
@@ -137,6 +179,8 @@ static int probe_forked(char *why)
     if (got) {
         m.why[ERR_LEN - 1] = 0;
         snprintf(why, ERR_LEN, "%s", m.why);
+        if (m.count > 0)
+            g_info = m.info;
         return m.count > 0 ? m.count : 0;
     }
     if (pr == 0)
@@ -148,6 +192,15 @@ static int probe_forked(char *why)
     return err_set(why, 0, "CUDA probe: the probe process exited without an answer");
 }
 
+void backend_cuda_probe_info(gpu_probe_t *out)
+{
+    backend_cuda_probe(NULL);
+    pthread_mutex_lock(&g_lock);
+    *out = g_info;
+    out->count = g_count;
+    pthread_mutex_unlock(&g_lock);
+}
+
 int backend_cuda_probe(char *why)
 {
     char local[ERR_LEN];
@@ -156,10 +209,13 @@ int backend_cuda_probe(char *why)
     /* Why a lock: the cache is process-wide and tests may probe from threads. */
     pthread_mutex_lock(&g_lock);
     if (!g_cached) {
-        if (atomic_load(&g_cuda_here))
+        if (atomic_load(&g_cuda_here)) {
             g_count = cuda_count_devices(g_why);
-        else
+            if (g_count > 0)
+                cuda_fill_info(&g_info, g_count);
+        } else {
             g_count = probe_forked(g_why);
+        }
         g_cached = true;
     }
     int n = g_count;

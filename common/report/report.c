@@ -165,4 +165,5 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  data %s: %zu samples x %d features, batch %d%s, seed %llu\n", d->source, d->n,
             d->in_dim, c->batch, c->accum > 1 ? " (accumulated)" : "",
             (unsigned long long)c->seed);
+    report_provenance(f, ctx);
 }

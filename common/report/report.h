@@ -121,6 +121,12 @@ void report_csv_header(FILE *f);
 void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
                     const run_result_t *r, const run_result_t *ref);
 
+/* The banner's provenance lines: build (revision, compiler, flags), BLAS and
+ * its threads, host, CPUs and start time; on CUDA the runtime, driver,
+ * cuBLAS and NCCL versions, each GPU's name and PCI id, and peer access. */
+void report_provenance(FILE *f, const report_ctx_t *ctx);
+/* The source revision compiled in ("unknown" outside a git checkout). */
+const char *report_revision(void);
 /* CPU model name from /proc/cpuinfo ("" when unknown). */
 const char *report_cpu_model(void);
 /* A device's display name (its stats' name, or one found for the backend). */

@@ -270,6 +270,36 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p)
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+    snprintf(p->name, sizeof p->name, "Emulated GPU %d", d);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
+{
+    snprintf(id, (size_t)len, "0000:%02X:00.0", 0x10 + d);
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v)
+{
+    *v = t == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags)
 {
     (void)flags;
