@@ -60,14 +60,38 @@ static int baseline_prepare(baseline_t *bl, const report_ctx_t *ctx, const confi
     return rc;
 }
 
-/* The result on stdout in the form asked for. */
+/* What differs from the baseline without refusing it: one warning line. */
+static void baseline_warn(const baseline_t *bl, const report_ctx_t *ctx, const config_t *cfgs,
+                          int n, const cJSON **match)
+{
+    for (int i = 0; i < n; i++) {
+        run_result_t shape; /* the devices this run will use, for the environment */
+        result_init(&shape);
+        shape.backend = cfgs[i].backend;
+        shape.ndev = cfgs[i].ngpus;
+        for (int d = 0; d < shape.ndev; d++)
+            shape.dev[d].device_id = cfgs[i].gpus[d];
+        cJSON *cj = report_json_config(ctx, &cfgs[i]), *env = report_json_env(ctx, &shape);
+        char line[2048];
+        if (cj && env && baseline_differences(bl, match[i], cj, env, line, sizeof line) > 0)
+            fprintf(stderr, "ddpbench: %s\n", line);
+        cJSON_Delete(cj);
+        cJSON_Delete(env);
+        if (line[0])
+            break; /* compare's runs share the machine and settings: once is enough */
+    }
+}
+
+/* The result on stdout in the form asked for; reps: each run's --repeat runs. */
 static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const run_result_t *res,
-                         int n, const run_result_t *ref, char *err)
+                         int n, const run_result_t *ref, const repeat_t *reps, char *err)
 {
     const config_t *c = ctx->cfg;
     if (c->json) {
         for (int i = 0; i < n; i++) {
             cJSON *o = report_json_run(ctx, &cfgs[i], &res[i], ref, c->mode == MODE_COMPARE);
+            if (o && reps[i].n > 1)
+                cJSON_ReplaceItemInObjectCaseSensitive(o, "repeat", report_json_repeat(&reps[i]));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -77,10 +101,20 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
         report_csv_header(stdout);
         for (int i = 0; i < n; i++)
             report_csv_row(stdout, ctx, &cfgs[i], &res[i], ref);
-    } else if (c->mode == MODE_COMPARE) {
-        report_compare(stdout, ctx, res, n);
     } else {
-        report_result(stdout, ctx, &res[0], NULL);
+        if (c->mode == MODE_COMPARE)
+            report_compare(stdout, ctx, res, n);
+        else
+            report_result(stdout, ctx, &res[0], NULL);
+        const repeat_t *rp[MAX_RUNS];
+        mode_t_ modes[MAX_RUNS];
+        for (int i = 0; i < n; i++) {
+            rp[i] = &reps[i];
+            modes[i] = cfgs[i].mode;
+        }
+        report_repeat(stdout, rp, modes, n);
+        for (int i = 0; i < n; i++)
+            report_notes(stdout, ctx, &res[i], n > 1);
     }
     return fflush(stdout) == 0 ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
 }
@@ -137,6 +171,7 @@ int main(int argc, char **argv)
     if (rc != DDP_OK)
         return fail(rc, err);
 
+    report_start(); /* the run's start time and load average, for its provenance */
     char note[ERR_LEN];
     if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
         return fail(rc, err);
@@ -165,6 +200,8 @@ int main(int argc, char **argv)
         baseline_free(&bl);
         return fail(rc, err);
     }
+    if (cfg.baseline_path[0])
+        baseline_warn(&bl, &ctx, cfgs, n, match);
 
     dataset_t data;
     if ((rc = data_load(&cfg, &spec, &data, err)) != DDP_OK) {
@@ -194,20 +231,35 @@ int main(int argc, char **argv)
         order[1] = 0;
         order[2] = 1;
     }
-    for (int k = 0; k < n && rc == DDP_OK; k++) {
-        int i = order[k];
-        if (n > 1 && !cfg.quiet) {
-            fprintf(info, "== %s on %d device%s\n", mode_name(cfgs[i].mode),
-                    cfgs[i].ngpus, cfgs[i].ngpus == 1 ? "" : "s");
-            fflush(info);
+    /* --repeat N: the whole set N times, each run from scratch (its own
+     * warm-up; DDP forks fresh ranks); the reports show the last run and,
+     * over all of them, medians and intervals (repeat.h) */
+    static repeat_t reps[MAX_RUNS];
+    for (int r = 0; r < cfg.repeat && rc == DDP_OK; r++) {
+        for (int i = 0; r > 0 && i < n; i++) {
+            result_free(&res[i]);
+            result_init(&res[i]);
         }
-        rc = run_mode(&cfgs[i], &data, &res[i], err);
-        if (rc != DDP_OK && n > 1)
-            err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+        for (int k = 0; k < n && rc == DDP_OK; k++) {
+            int i = order[k];
+            if ((n > 1 || cfg.repeat > 1) && !cfg.quiet) {
+                fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
+                        cfgs[i].ngpus == 1 ? "" : "s");
+                if (cfg.repeat > 1)
+                    fprintf(info, " (run %d of %d)", r + 1, cfg.repeat);
+                fputc('\n', info);
+                fflush(info);
+            }
+            rc = run_mode(&cfgs[i], &data, &res[i], err);
+            if (rc != DDP_OK && n > 1)
+                err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+            if (rc == DDP_OK)
+                repeat_add(&reps[i], &res[i]);
+        }
     }
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
     if (rc == DDP_OK)
-        rc = print_results(&ctx, cfgs, res, n, ref, err);
+        rc = print_results(&ctx, cfgs, res, n, ref, reps, err);
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);
@@ -222,16 +274,19 @@ int main(int argc, char **argv)
     if (rc == DDP_OK && cfg.save_path[0])
         rc = ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, err);
 
-    /* the regression gate: one verdict per run; any regression exits 3 */
-    bool regressed = false;
+    /* the regression gate: one verdict per run on its --repeat interval;
+     * any regression exits 3, else any "too noisy" 4 (README.md) */
+    bool regressed = false, noisy = false;
     if (rc == DDP_OK && cfg.baseline_path[0]) {
         for (int i = 0; i < n; i++) {
-            char line[ERR_LEN];
-            if (baseline_verdict(match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL,
-                                 res[i].samples_per_s, cfg.tolerance_pct, line,
-                                 sizeof line) == DDP_ERR_REGRESSED)
-                regressed = true;
-            fprintf(info, "ddpbench: %s\n", line);
+            char lines[4096];
+            int v = baseline_judge(match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL, &reps[i],
+                                   cfg.tolerance_pct, lines, sizeof lines);
+            regressed |= v == DDP_ERR_REGRESSED;
+            noisy |= v == DDP_ERR_NOISY;
+            for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l;
+                 l = strtok_r(NULL, "\n", &save))
+                fprintf(info, "ddpbench: %s\n", l);
         }
     }
 
@@ -241,5 +296,5 @@ int main(int argc, char **argv)
     data_free(&data);
     if (rc != DDP_OK)
         return fail(rc, err);
-    return regressed ? DDP_ERR_REGRESSED : 0;
+    return regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // ---------------------------------------------------------------------------
 // formatting
@@ -140,6 +141,68 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->rel_l2 = rel_l2(r->params, ref->params, r->nparams);
         s->agree = s->rel_l2 <= REPORT_AGREE_L2 && s->max_rel <= REPORT_AGREE_MAX;
     }
+}
+
+// ---------------------------------------------------------------------------
+// warnings a careful engineer would give
+
+/* Fewer timed steps than this make a figure the next run will not repeat. */
+#define NOTE_MIN_TIMED 20
+/* Step times this uneven (p95 over p50) make the throughput unreliable. */
+#define NOTE_MAX_SPREAD 1.5
+
+/* The first number of /proc/loadavg (NAN when unknown). */
+static double load_average(void)
+{
+    double v = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = NAN;
+        fclose(f);
+    }
+    return v;
+}
+
+int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max)
+{
+    int n = 0;
+    report_stats_t s;
+    report_stats(r, NULL, &s);
+    if (n < max && r->times.n < NOTE_MIN_TIMED)
+        snprintf(notes[n++], 256,
+                 "only %ld timed step%s: too few for a figure to repeat; time at least %d "
+                 "(--steps, --warmup-steps)",
+                 r->times.n, r->times.n == 1 ? "" : "s", NOTE_MIN_TIMED);
+    if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD) {
+        double la = load_average();
+        char load[48] = "";
+        if (isfinite(la))
+            snprintf(load, sizeof load, " (load average now %.2f)", la);
+        snprintf(notes[n++], 256,
+                 "step times vary: p95 is %.1fx p50, so the throughput is unreliable; was the "
+                 "machine busy%s?",
+                 s.step_p95 / s.step_p50, load);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const config_t *c = ctx ? ctx->cfg : NULL;
+    int threads = r->mode == MODE_SINGLE && c ? c->threads : 1;
+    if (n < max && r->backend == BACKEND_CPU && cpus > 0 && (long)r->ndev * threads > cpus)
+        snprintf(notes[n++], 256,
+                 "%d CPU worker%s%s on %ld core%s: they queue for a core, so the devices sit "
+                 "idle and the speed-up is understated",
+                 r->ndev * threads, r->ndev * threads == 1 ? "" : "s",
+                 threads > 1 ? " (BLAS threads)" : "", cpus, cpus == 1 ? "" : "s");
+    return n;
+}
+
+void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode)
+{
+    char notes[4][256];
+    int n = report_notes_of(ctx, r, notes, 4);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  note: %s%s%s\n", name_mode ? mode_name(r->mode) : "", name_mode ? ": " : "",
+                notes[i]);
 }
 
 // ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "measure/collperf.h"
+#include "measure/repeat.h"
 #include "measure/result.h"
 
 #define REPORT_SCHEMA_VERSION 1
@@ -79,6 +80,13 @@ void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
 /* --explain: the first step in plain sentences. */
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 
+/* The notes under a result: too few timed steps, step times too uneven for
+ * the throughput to mean much, more CPU workers than cores.  Up to max
+ * lines into notes; returns how many. */
+int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max);
+/* The same as "  note: ..." lines (name_mode: "dp: " before each). */
+void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode);
+
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
 /* Whether a phase gets a row in a table printed at `unit` per second: any
@@ -125,6 +133,9 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
  * its threads, host, CPUs and start time; on CUDA the runtime, driver,
  * cuBLAS and NCCL versions, each GPU's name and PCI id, and peer access. */
 void report_provenance(FILE *f, const report_ctx_t *ctx);
+/* Note the run's start (time and load average) for its provenance: call
+ * before training. */
+void report_start(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
 /* CPU model name from /proc/cpuinfo ("" when unknown). */
@@ -150,7 +161,25 @@ void baseline_free(baseline_t *b);
  * canonical subset (mode, backend, devices, layers, batch, accum, loss,
  * optimizer) differs, naming the field.  *match receives it. */
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
-/* Compare throughput: DDP_OK with a "within tolerance" line, or
+/* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
+ * memory and exposed communication against the baseline's, by the rules at
+ * the top of report_baseline.c.  DDP_OK ("within tolerance"),
+ * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: too
+ * noisy"); buf gets the lines (newline separated, none at the end), the
+ * first naming the phases that moved most. */
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
+                   char *buf, size_t len);
+/* What differs but does not refuse the baseline: another machine or build
+ * (environment) and other settings (config).  One "warning: ..." line in
+ * buf ("" when nothing differs); returns how many differences. */
+int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
+                         const cJSON *run_env, char *buf, size_t len);
+/* --repeat in the reports (report_repeat.c): the "repeat" JSON object (null
+ * for fewer than 2 runs), and the text table of medians and intervals of
+ * each mode's runs. */
+cJSON *report_json_repeat(const repeat_t *r);
+void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
+/* Compare throughput alone: DDP_OK with a "within tolerance" line, or
  * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
                      double tolerance_pct, char *line, size_t len);

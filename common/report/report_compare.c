@@ -272,7 +272,9 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     fprintf(f, "compare: %s on %s, %d device%s", c && c->model_name[0] ? c->model_name : "model",
             n ? backend_kind_name(runs[0].backend) : "?", ndev, ndev == 1 ? "" : "s");
     if (c)
-        fprintf(f, ", global batch %d%s", c->batch, c->accum > 1 ? " (accumulated)" : "");
+        fprintf(f, ", global batch %d%s, %s, single on %d BLAS thread%s", c->batch,
+                c->accum > 1 ? " (accumulated)" : "", optim_name(c->optim.kind), c->threads,
+                c->threads == 1 ? "" : "s");
     if (n)
         fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
     fputc('\n', f);

@@ -147,6 +147,15 @@ static char *trim(char *s)
 
 const char *report_revision(void) { return DDPBENCH_REVISION; }
 
+static const char *run_time_utc(void);
+static const char *start_loadavg(void);
+
+void report_start(void)
+{
+    run_time_utc();
+    start_loadavg();
+}
+
 /* When the run started: the first time anyone asked (the banner, before
  * training), so the banner and the JSON agree. */
 static const char *run_time_utc(void)
@@ -157,6 +166,24 @@ static const char *run_time_utc(void)
         struct tm tm;
         gmtime_r(&t, &tm);
         strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    return buf;
+}
+
+/* /proc/loadavg when the run started (like run_time_utc): how busy the
+ * machine was, for anyone comparing figures later. */
+static const char *start_loadavg(void)
+{
+    static char buf[64];
+    if (!buf[0]) {
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (!f || !fgets(buf, sizeof buf, f))
+            snprintf(buf, sizeof buf, "unknown");
+        if (f)
+            fclose(f);
+        size_t l = strlen(buf);
+        while (l > 0 && isspace((unsigned char)buf[l - 1]))
+            buf[--l] = 0;
     }
     return buf;
 }
@@ -212,8 +239,8 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  build %s, %s (%s); %s, %d BLAS thread%s per device\n", DDPBENCH_REVISION,
             DDPBENCH_CC, DDPBENCH_CFLAGS, backend_cpu_blas_info(), bt, bt == 1 ? "" : "s");
     const char *cpu = report_cpu_model();
-    fprintf(f, "  host %s, %s, %ld CPUs, started %s\n", host_name(), cpu[0] ? cpu : "CPU",
-            sysconf(_SC_NPROCESSORS_ONLN), run_time_utc());
+    fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", host_name(),
+            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), run_time_utc(), start_loadavg());
     gpu_probe_t g;
     if (!gpu_info(c->backend, &g))
         return;
@@ -246,6 +273,7 @@ static void add_provenance(cJSON *env, const report_ctx_t *ctx, backend_kind_t b
 {
     cJSON_AddStringToObject(env, "host", host_name());
     cJSON_AddStringToObject(env, "time_utc", run_time_utc());
+    cJSON_AddStringToObject(env, "loadavg", start_loadavg());
     cJSON_AddStringToObject(env, "revision", DDPBENCH_REVISION);
     cJSON_AddStringToObject(env, "compiler", DDPBENCH_CC);
     cJSON_AddStringToObject(env, "cflags", DDPBENCH_CFLAGS);

@@ -79,6 +79,21 @@ const char *const report_json_keys[] = {
     "checksum.abs_sum",
     "checksum.bits",
     "compare",
+    "repeat",
+    "notes",
+    "environment.host",
+    "environment.time_utc",
+    "environment.loadavg",
+    "environment.revision",
+    "environment.compiler",
+    "environment.cflags",
+    "environment.blas_threads",
+    "environment.gpus",
+    "environment.peer_matrix",
+    "environment.versions.cuda_runtime",
+    "environment.versions.cuda_driver",
+    "environment.versions.cublas",
+    "environment.versions.nccl_runtime",
     NULL,
 };
 
@@ -226,6 +241,12 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     } else {
         cJSON_AddNullToObject(o, "compare");
     }
+    cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
+    char notes[4][256];
+    int nn = report_notes_of(ctx, r, notes, 4);
+    cJSON *na = cJSON_AddArrayToObject(o, "notes");
+    for (int i = 0; i < nn; i++)
+        cJSON_AddItemToArray(na, cJSON_CreateString(notes[i]));
     return o;
 }
 

@@ -119,10 +119,14 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
 {
     report_stats_t s;
     report_stats(r, ref, &s);
-    char a[32], b[32], c[32], batch[64] = "";
-    if (ctx && ctx->cfg)
-        snprintf(batch, sizeof batch, ", global batch %d%s", ctx->cfg->batch,
-                 ctx->cfg->accum > 1 ? " (accumulated)" : "");
+    char a[32], b[32], c[32], batch[128] = "";
+    if (ctx && ctx->cfg) {
+        const config_t *k = ctx->cfg;
+        int threads = r->mode == MODE_SINGLE ? k->threads : 1;
+        snprintf(batch, sizeof batch, ", global batch %d%s, %s, %d BLAS thread%s", k->batch,
+                 k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
+                 threads == 1 ? "" : "s");
+    }
     fprintf(f, "result: %s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
             backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
