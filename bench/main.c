@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "ddp/reducer.h"
 #include "device/backend.h"
 #include "io/checkpoint.h"
 #include "config/config.h"
@@ -60,6 +64,80 @@ static int baseline_prepare(baseline_t *bl, const report_ctx_t *ctx, const confi
     return rc;
 }
 
+// ---------------------------------------------------------------------------
+// --predict (and compare's predicted column): the alpha-beta model's inputs
+
+typedef struct {
+    bool on;
+    collperf_t perf;          /* the collectives, measured by --mode comm */
+    predict_in_t in;
+    predict_row_t rows[PREDICT_MAX_DEVICES];
+} predict_t;
+
+/* Measure all-reduce, broadcast and reduce at the sizes the model needs
+ * (DDP's buckets up to the whole parameter arena) on the run's devices, or
+ * on two CPU workers / GPUs when the run has one.  Before any training: it
+ * forks ranks, and CUDA must not be initialised here yet. */
+static int predict_measure(const config_t *cfg, const model_spec_t *spec, predict_t *p, char *err)
+{
+    predict_in_t *in = &p->in;
+    reducer_t red;
+    TRY(reducer_init(&red, NULL, spec, NULL, cfg->first_bucket_mb, cfg->bucket_mb, cfg->overlap,
+                     err));
+    double smallest = 0.0;
+    for (int i = 0; i < red.nb && in->nbuckets < PREDICT_MAX_BUCKETS; i++) {
+        double b = (double)red.b[i].count * sizeof(float);
+        in->bucket_bytes[in->nbuckets++] = b;
+        smallest = i == 0 || b < smallest ? b : smallest;
+    }
+    reducer_free(&red);
+    config_t c = *cfg;
+    c.mode = MODE_COMM;
+    c.colls = (1u << COLL_ALL_REDUCE) | (1u << COLL_BROADCAST) | (1u << COLL_REDUCE);
+    /* from latency (1 KiB or the smallest bucket) to bandwidth (the whole
+     * arena, at least 256 KiB): the fit needs both regimes */
+    c.min_bytes = smallest < 1024 ? (long)(smallest > 4 ? smallest : 4) : 1024;
+    c.max_bytes = (long)(spec->nparams * sizeof(float));
+    if (c.max_bytes < 256 * 1024)
+        c.max_bytes = 256 * 1024;
+    c.step_factor = 4.0;
+    c.iters = 10;
+    c.warmup_iters = 2;
+    if (c.ngpus < 2) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        bool two = c.backend == BACKEND_CPU ? cpus >= 2 : backend_cuda_probe(NULL) >= 2;
+        if (!two)
+            return DDP_OK; /* one device: nothing to measure, k0 stays 0 */
+        c.ngpus = 2;
+        c.gpus[0] = 0;
+        c.gpus[1] = 1;
+    }
+    TRY(comm_bench_run(&c, &p->perf, err));
+    in->k0 = p->perf.world;
+    in->all_reduce = collperf_find(&p->perf, COLL_ALL_REDUCE);
+    in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
+    in->reduce = collperf_find(&p->perf, COLL_REDUCE);
+    return DDP_OK;
+}
+
+/* The model's table, from single's phases per step. */
+static void predict_finish(predict_t *p, const config_t *cfg, const model_spec_t *spec,
+                           const dataset_t *data, const run_result_t *single)
+{
+    predict_in_t *in = &p->in;
+    double steps = single->times.n > 0 ? (double)single->times.n : 1.0;
+    for (int q = 0; q < PH_COUNT; q++)
+        in->phase_s[q] = single->dev[0].phase_s[q] / steps;
+    in->batch = cfg->batch;
+    in->accum = cfg->accum;
+    in->param_bytes = (double)spec->nparams * sizeof(float);
+    in->in_bytes_per_row = (double)data->in_dim * sizeof(float);
+    in->out_bytes_per_row = (double)model_out_dim(spec) * sizeof(float);
+    in->overlap = cfg->overlap;
+    predict_steps(in, p->rows);
+    p->on = true;
+}
+
 /* What differs from the baseline without refusing it: one warning line. */
 static void baseline_warn(const baseline_t *bl, const report_ctx_t *ctx, const config_t *cfgs,
                           int n, const cJSON **match)
@@ -84,7 +162,8 @@ static void baseline_warn(const baseline_t *bl, const report_ctx_t *ctx, const c
 
 /* The result on stdout in the form asked for; reps: each run's --repeat runs. */
 static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const run_result_t *res,
-                         int n, const run_result_t *ref, const repeat_t *reps, char *err)
+                         int n, const run_result_t *ref, const repeat_t *reps,
+                         const predict_t *pr, char *err)
 {
     const config_t *c = ctx->cfg;
     if (c->json) {
@@ -92,6 +171,9 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             cJSON *o = report_json_run(ctx, &cfgs[i], &res[i], ref, c->mode == MODE_COMPARE);
             if (o && reps[i].n > 1)
                 cJSON_ReplaceItemInObjectCaseSensitive(o, "repeat", report_json_repeat(&reps[i]));
+            if (o && pr->on)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "predict", report_json_predict(&pr->in, pr->rows, &res[i]));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -106,6 +188,10 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             report_compare(stdout, ctx, res, n);
         else
             report_result(stdout, ctx, &res[0], NULL);
+        if (pr->on && pr->in.k0 >= 2)
+            report_predicted(stdout, res, n, &pr->in, pr->rows);
+        if (pr->on && c->predict)
+            report_predict_table(stdout, &pr->in, pr->rows);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -231,6 +317,17 @@ int main(int argc, char **argv)
         order[1] = 0;
         order[2] = 1;
     }
+    /* --predict, and compare on several devices: the collectives first
+     * (they fork ranks; on CUDA nothing here may have touched the GPU yet) */
+    static predict_t pred;
+    if (cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2)) {
+        if (!cfg.quiet)
+            fprintf(info, "== the collectives, for the alpha-beta model (--mode comm)\n");
+        rc = predict_measure(&cfg, &spec, &pred, err);
+        if (rc != DDP_OK)
+            err_prefix(err, rc, "--predict: measuring the collectives");
+    }
+
     /* --repeat N: the whole set N times, each run from scratch (its own
      * warm-up; DDP forks fresh ranks); the reports show the last run and,
      * over all of them, medians and intervals (repeat.h) */
@@ -258,8 +355,24 @@ int main(int argc, char **argv)
         }
     }
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
+    /* the model needs single's phases: the run's own, or one more run */
+    if (rc == DDP_OK && (cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2))) {
+        if (cfgs[0].mode == MODE_SINGLE) {
+            predict_finish(&pred, &cfg, &spec, &data, &res[0]);
+        } else {
+            config_t one;
+            run_config(&cfg, MODE_SINGLE, &one);
+            run_result_t s;
+            if (!cfg.quiet)
+                fprintf(info, "== single on 1 device, for --predict\n");
+            rc = run_mode(&one, &data, &s, err);
+            if (rc == DDP_OK)
+                predict_finish(&pred, &cfg, &spec, &data, &s);
+            result_free(&s);
+        }
+    }
     if (rc == DDP_OK)
-        rc = print_results(&ctx, cfgs, res, n, ref, reps, err);
+        rc = print_results(&ctx, cfgs, res, n, ref, reps, &pred, err);
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);

@@ -25,6 +25,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "measure/collperf.h"
+#include "measure/predict.h"
 #include "measure/repeat.h"
 #include "measure/result.h"
 
@@ -179,6 +180,15 @@ int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *r
  * each mode's runs. */
 cJSON *report_json_repeat(const repeat_t *r);
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
+/* --predict (report_predict.c): the table for 1..8 devices; compare's
+ * predicted next to measured for its runs (and the phase the model missed
+ * where they differ by more than 20%); the "predict" JSON object (this_run:
+ * r's own device count, for dp and ddp runs; r may be NULL). */
+void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *rows);
+void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,
+                      const predict_row_t *rows);
+cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
+                           const run_result_t *r);
 /* Compare throughput alone: DDP_OK with a "within tolerance" line, or
  * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,

@@ -80,6 +80,7 @@ const char *const report_json_keys[] = {
     "checksum.bits",
     "compare",
     "repeat",
+    "predict",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -242,6 +243,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddNullToObject(o, "compare");
     }
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
+    cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     char notes[4][256];
     int nn = report_notes_of(ctx, r, notes, 4);
     cJSON *na = cJSON_AddArrayToObject(o, "notes");
