@@ -78,21 +78,22 @@ typedef struct {
  * (DDP's buckets up to the whole parameter arena) on the run's devices, or
  * on two CPU workers / GPUs when the run has one.  Before any training: it
  * forks ranks, and CUDA must not be initialised here yet. */
-static int predict_measure(const config_t *cfg, const model_spec_t *spec, predict_t *p, char *err)
+static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool full, predict_t *p,
+                           char *err)
 {
     predict_in_t *in = &p->in;
     reducer_t red;
     TRY(reducer_init(&red, NULL, spec, NULL, cfg->first_bucket_mb, cfg->bucket_mb, cfg->overlap,
                      err));
-    double smallest = 0.0;
+    double smallest = 0.0, largest = 0.0;
     for (int i = 0; i < red.nb && in->nbuckets < PREDICT_MAX_BUCKETS; i++) {
         double b = (double)red.b[i].count * sizeof(float);
         in->bucket_bytes[in->nbuckets++] = b;
         smallest = i == 0 || b < smallest ? b : smallest;
+        largest = b > largest ? b : largest;
     }
     reducer_free(&red);
-    config_t c = *cfg;
-    c.mode = MODE_COMM;
+    config_t c = *cfg; /* its mode stays: the fault tests' faults are training's */
     c.colls = (1u << COLL_ALL_REDUCE) | (1u << COLL_BROADCAST) | (1u << COLL_REDUCE);
     /* from latency (1 KiB or the smallest bucket) to bandwidth (the whole
      * arena, at least 256 KiB): the fit needs both regimes */
@@ -100,6 +101,11 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, predic
     c.max_bytes = (long)(spec->nparams * sizeof(float));
     if (c.max_bytes < 256 * 1024)
         c.max_bytes = 256 * 1024;
+    if (!full) { /* a DDP run's buckets alone: all-reduce at their sizes */
+        c.colls = 1u << COLL_ALL_REDUCE;
+        c.min_bytes = (long)(smallest > 4 ? smallest : 4);
+        c.max_bytes = (long)(largest > smallest ? largest : smallest);
+    }
     c.step_factor = 4.0;
     c.iters = 10;
     c.warmup_iters = 2;
@@ -118,6 +124,18 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, predic
     in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
     in->reduce = collperf_find(&p->perf, COLL_REDUCE);
     return DDP_OK;
+}
+
+static int measure_collectives(const config_t *cfg, const model_spec_t *spec, bool full,
+                               predict_t *p, FILE *info, char *err)
+{
+    if (!cfg->quiet) {
+        fprintf(info, "== the collectives%s (--mode comm)\n",
+                full ? ", for the alpha-beta model" : " at the bucket sizes");
+        fflush(info);
+    }
+    int rc = predict_measure(cfg, spec, full, p, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "measuring the collectives");
 }
 
 /* The model's table, from single's phases per step. */
@@ -174,6 +192,9 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             if (o && pr->on)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "predict", report_json_predict(&pr->in, pr->rows, &res[i]));
+            if (o && pr->in.all_reduce)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "buckets", report_json_buckets(&res[i], pr->in.all_reduce));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -188,6 +209,8 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             report_compare(stdout, ctx, res, n);
         else
             report_result(stdout, ctx, &res[0], NULL);
+        if (c->mode == MODE_DDP)
+            report_buckets(stdout, &res[0], pr->in.all_reduce);
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, res, n, &pr->in, pr->rows);
         if (pr->on && c->predict)
@@ -317,16 +340,14 @@ int main(int argc, char **argv)
         order[1] = 0;
         order[2] = 1;
     }
-    /* --predict, and compare on several devices: the collectives first
-     * (they fork ranks; on CUDA nothing here may have touched the GPU yet) */
+    /* --predict, and compare on several devices: the collectives for the
+     * model; a DDP run: the all-reduce at its bucket sizes.  After the
+     * training runs (a Ctrl-C meant for training finds its ranks), but
+     * before anything initialises CUDA in this process: the measurement
+     * forks ranks, and CUDA does not survive fork. */
     static predict_t pred;
-    if (cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2)) {
-        if (!cfg.quiet)
-            fprintf(info, "== the collectives, for the alpha-beta model (--mode comm)\n");
-        rc = predict_measure(&cfg, &spec, &pred, err);
-        if (rc != DDP_OK)
-            err_prefix(err, rc, "--predict: measuring the collectives");
-    }
+    bool full = cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2);
+    bool measure = full || (cfg.mode == MODE_DDP && cfg.ngpus >= 2);
 
     /* --repeat N: the whole set N times, each run from scratch (its own
      * warm-up; DDP forks fresh ranks); the reports show the last run and,
@@ -339,6 +360,12 @@ int main(int argc, char **argv)
         }
         for (int k = 0; k < n && rc == DDP_OK; k++) {
             int i = order[k];
+            if (measure && cfg.backend == BACKEND_CUDA && cfgs[i].mode != MODE_DDP) {
+                rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
+                measure = false;
+                if (rc != DDP_OK)
+                    break;
+            }
             if ((n > 1 || cfg.repeat > 1) && !cfg.quiet) {
                 fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
                         cfgs[i].ngpus == 1 ? "" : "s");
@@ -354,9 +381,11 @@ int main(int argc, char **argv)
                 repeat_add(&reps[i], &res[i]);
         }
     }
+    if (rc == DDP_OK && measure)
+        rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
     /* the model needs single's phases: the run's own, or one more run */
-    if (rc == DDP_OK && (cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2))) {
+    if (rc == DDP_OK && full) {
         if (cfgs[0].mode == MODE_SINGLE) {
             predict_finish(&pred, &cfg, &spec, &data, &res[0]);
         } else {

@@ -188,7 +188,9 @@ static int measure(cb_rank_t *k, const collperf_coll_t *c, int pi, int place, do
                    long *wrong)
 {
     const collperf_point_t *p = &c->pt[pi];
-    fault_kind_t f = fault_at(k->rank, pi); /* the fault tests: size index pi */
+    /* the fault tests of --mode comm itself, at size index pi (not when
+     * training measures its collectives: those faults are training's) */
+    fault_kind_t f = k->cfg->mode == MODE_COMM ? fault_at(k->rank, pi) : FAULT_NONE;
     if (f == FAULT_ERROR)
         return err_set(k->err, DDP_ERR_RUNTIME, "injected fault at size %ld", p->bytes);
     fault_raise(f); /* kill, exit, stall: never returns */

@@ -302,6 +302,10 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
     res->story = a->story;
+    res->ntuned = a->ntuned;
+    memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
+    memcpy(res->tuned_s, a->tuned_s, sizeof res->tuned_s);
+    res->bucket_mb_chosen = a->bucket_mb_chosen;
     /* The run's step times are those of the slowest rank: the one whose
      * timed steps took the longest in all.  Not each step's slowest rank:
      * ranks run in lock-step, so a rank held up in step g makes the others
@@ -319,6 +323,13 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the results");
     for (long i = 0; i < nt; i++)
         step_times_add(&res->times, ddp_area_steps(a, slow)[i], 0);
+    res->nbuckets = a->rank[0].nbuckets;
+    for (int i = 0; i < res->nbuckets; i++) {
+        res->bucket_bytes[i] = a->rank[0].bucket_bytes[i];
+        long n0 = a->rank[0].times.n;
+        res->bucket_s[i] = n0 > 0 ? a->rank[0].bucket_s[i] / (double)n0 : 0.0;
+    }
+
     res->total_s = a->rank[0].total_s;
     res->final_loss = a->rank[0].final_loss;
     for (long i = 0; i < a->rank[0].log.n; i++) {

@@ -36,6 +36,9 @@ typedef struct {
     step_times_t times;     /* this rank's timed steps (step_s: in this area) */
     loss_log_t log;         /* rank 0: the loss log (pt: in this area) */
     double total_s, final_loss;
+    /* its buckets' all-reduces in the timed steps: bytes, seconds in all */
+    int nbuckets;
+    double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
 } ddp_rank_rec_t;
 
 typedef struct {
@@ -46,6 +49,8 @@ typedef struct {
     size_t off_steps, off_log, off_params, off_trace; /* bytes from the area's start */
     size_t trace_stride;    /* bytes per recorder slot */
     long start_step;        /* rank 0: the first step run (> 0 after --resume) */
+    int ntuned;             /* rank 0: --bucket-mb auto's caps and summed step times */
+    double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX], bucket_mb_chosen;
     step_story_t story;     /* rank 0: --explain's first step */
     ddp_rank_rec_t rank[MAX_DEVICES];
 } ddp_area_t;

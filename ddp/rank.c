@@ -10,6 +10,7 @@
 
 #include "base/fault.h"
 #include "data/schedule.h"
+#include "ddp/autotune.h"
 #include "ddp/ddp_shared.h"
 #include "ddp/reducer.h"
 #include "io/checkpoint.h"
@@ -79,6 +80,8 @@ typedef struct {
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
     long progress_at;   /* the next step whose loss the progress line gets, -1 none */
     step_meter_t meter;
+    autotune_t tune;    /* --bucket-mb auto */
+    float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
     char err[ERR_LEN];
 } rank_t;
 
@@ -111,6 +114,12 @@ static int rank_setup(rank_t *k)
      * hook, so the GPU starts it as soon as backward's kernels are done. */
     k->red.run_rest = comm_resolve(cfg->comm, cfg->backend) == COMM_SHM &&
                       backend_host_visible(k->be);
+    if (cfg->bucket_auto) {
+        autotune_init(&k->tune, &k->spec, cfg->first_bucket_mb, k->sch.start_step,
+                      schedule_warmup(&k->sch));
+        if (!(k->tunebuf = backend_alloc(k->be, AUTOTUNE_MAX * sizeof(float))))
+            return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
+    }
     k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
     if (!k->lossbuf)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
@@ -170,9 +179,45 @@ static int rank_setup(rank_t *k)
     return DDP_OK;
 }
 
+/* New buckets with this cap (between steps: every all-reduce was waited for). */
+static int rebucket(rank_t *k, double mb)
+{
+    bool run_rest = k->red.run_rest;
+    reducer_free(&k->red);
+    TRY(reducer_init(&k->red, k->comm, &k->spec, k->rep.grads, k->cfg->first_bucket_mb, mb,
+                     k->cfg->overlap, k->err));
+    k->red.run_rest = run_rest;
+    return DDP_OK;
+}
+
+/* --bucket-mb auto around step g (dt: its time; < 0 before it runs). */
+static int rank_autotune(rank_t *k, long g, double dt)
+{
+    if (dt < 0.0) {
+        double mb = autotune_before(&k->tune, g);
+        return mb > 0.0 ? rebucket(k, mb) : DDP_OK;
+    }
+    autotune_after(&k->tune, g, dt);
+    if (!autotune_due(&k->tune, g))
+        return DDP_OK;
+    double best;
+    TRY(autotune_choose(&k->tune, k->comm, k->be, k->tunebuf, &best, k->err));
+    if (k->rank == 0) {
+        ddp_area_t *a = k->area;
+        a->ntuned = k->tune.n;
+        for (int i = 0; i < k->tune.n && i < RESULT_TUNE_MAX; i++) {
+            a->tuned_mb[i] = k->tune.mb[i];
+            a->tuned_s[i] = k->tune.step_s[i];
+        }
+        a->bucket_mb_chosen = best;
+    }
+    return rebucket(k, best);
+}
+
 static void rank_teardown(rank_t *k)
 {
     if (k->be) {
+        backend_free(k->be, k->tunebuf);
         if (k->staging)
             backend_free_host(k->be, k->staging);
         backend_free(k->be, k->lossbuf);
@@ -299,6 +344,15 @@ static int rank_step(rank_t *k, long g, bool want_loss, double *loss_out)
     TRY(dev(k, backend_sync(be)));
     step_meter_lap(m, PH_COMM_EXPOSED);
     step_meter_charge(m, PH_COMM_HIDDEN, reducer_hidden_s(&k->red, bwd_t0, bwd_t1));
+    if (m->timed) { /* each bucket's all-reduce, for its bus bandwidth in the report */
+        k->rec->nbuckets = k->red.nb < STORY_MAX_BUCKETS ? k->red.nb : STORY_MAX_BUCKETS;
+        for (int i = 0; i < k->rec->nbuckets; i++) {
+            const bucket_t *b = &k->red.b[i];
+            k->rec->bucket_bytes[i] = (double)b->count * sizeof(float);
+            k->rec->bucket_s[i] += b->span.end_s > b->span.start_s ? b->span.end_s - b->span.start_s
+                                                                  : 0.0;
+        }
+    }
     for (int i = 0; i < k->red.nb && k->tr; i++) {
         const bucket_t *b = &k->red.b[i];
         if (b->span.end_s > 0.0)
@@ -376,9 +430,10 @@ static int rank_train(rank_t *k)
         bool first = g == sch->start_step; /* --explain narrates this run's first step */
         long rows = (long)schedule_step_rows(sch, g);
         double loss = NAN;
+        TRY(rank_autotune(k, g, -1.0));
         step_meter_begin(m, g, schedule_timed(sch, g), first);
         TRY(rank_step(k, g, want_loss, &loss));
-        step_meter_end(m, rows);
+        TRY(rank_autotune(k, g, step_meter_end(m, rows)));
         if (first && k->rank == 0)
             k->area->story.move[MOVE_BATCH].seconds =
                 rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];

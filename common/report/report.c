@@ -205,6 +205,83 @@ void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool 
                 notes[i]);
 }
 
+void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r)
+{
+    if (!cfg || !cfg->bucket_auto || r->mode != MODE_DDP)
+        return;
+    if (r->ntuned == 0) {
+        fprintf(f, "  %-22snot tuned: the warm-up is too short to try two caps (give "
+                   "--warmup-steps 3 or more); %g MiB used\n",
+                "bucket cap (auto)", cfg->bucket_mb);
+        return;
+    }
+    fprintf(f, "  %-22s%g MiB, the fastest of", "bucket cap (auto)", r->bucket_mb_chosen);
+    char t[32];
+    for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++)
+        fprintf(f, "%s %g MiB (%s)", i ? "," : "", r->tuned_mb[i],
+                report_fmt_time(t, sizeof t, r->tuned_s[i] / r->ndev));
+        /* the ranks' summed step time, per rank */
+    fprintf(f, " in the warm-up\n");
+}
+
+/* A bucket's all-reduce in training reached this share of what --mode comm
+ * measures at its size: then the link, not waiting, sets its time. */
+#define BUS_BOUND 0.8
+
+static double ar_busbw(double bytes, double s, int n)
+{
+    return s > 0 && n > 1 ? bytes / s * 2.0 * (n - 1) / n : 0.0;
+}
+
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar)
+{
+    if (r->mode != MODE_DDP || r->ndev < 2 || r->nbuckets == 0)
+        return;
+    char a[32], b[32];
+    fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the same "
+               "size):\n");
+    for (int i = 0; i < r->nbuckets; i++) {
+        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,
+                report_fmt_bytes(a, sizeof a, r->bucket_bytes[i]),
+                report_fmt_time(b, sizeof b, r->bucket_s[i]), 1e-9 * bw);
+        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+        if (isfinite(t) && t > 0) {
+            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+            fprintf(f, "   comm %7.2f GB/s: %s\n", 1e-9 * ref,
+                    bw >= BUS_BOUND * ref ? "bandwidth-bound (the link's speed)"
+                                          : "below the link's speed (waiting, not moving data)");
+        } else {
+            fputc('\n', f);
+        }
+    }
+}
+
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar)
+{
+    if (r->mode != MODE_DDP || r->nbuckets == 0)
+        return cJSON_CreateNull();
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < r->nbuckets; i++) {
+        cJSON *o = cJSON_CreateObject();
+        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        cJSON_AddNumberToObject(o, "bytes", r->bucket_bytes[i]);
+        cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
+        cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
+        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+        if (isfinite(t) && t > 0) {
+            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+            cJSON_AddNumberToObject(o, "comm_busbw_gbs", 1e-9 * ref);
+            cJSON_AddBoolToObject(o, "bandwidth_bound", bw >= BUS_BOUND * ref);
+        } else {
+            cJSON_AddNullToObject(o, "comm_busbw_gbs");
+            cJSON_AddNullToObject(o, "bandwidth_bound");
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
 // ---------------------------------------------------------------------------
 // the banner
 

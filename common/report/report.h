@@ -88,6 +88,15 @@ int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[]
 /* The same as "  note: ..." lines (name_mode: "dp: " before each). */
 void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode);
 
+/* DDP: each bucket's all-reduce in training, its bus bandwidth, and what
+ * --mode comm's all-reduce (ar, may be NULL) reaches at that size: whether
+ * the exposed communication is bandwidth-bound.  The text lines, and the
+ * "buckets" JSON array (null outside DDP). */
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar);
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar);
+/* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
+void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
+
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
 /* Whether a phase gets a row in a table printed at `unit` per second: any

@@ -81,6 +81,8 @@ const char *const report_json_keys[] = {
     "compare",
     "repeat",
     "predict",
+    "bucket_autotune",
+    "buckets",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -244,6 +246,20 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     }
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL)); /* main: with --mode comm's */
+    if (r->ntuned > 0) {
+        cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
+        cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
+        cJSON *tried = cJSON_AddArrayToObject(bt, "tried");
+        for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "mb", r->tuned_mb[i]);
+            cJSON_AddNumberToObject(t, "step_s", r->tuned_s[i] / (r->ndev > 0 ? r->ndev : 1));
+            cJSON_AddItemToArray(tried, t);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "bucket_autotune");
+    }
     char notes[4][256];
     int nn = report_notes_of(ctx, r, notes, 4);
     cJSON *na = cJSON_AddArrayToObject(o, "notes");

@@ -141,6 +141,7 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                 "speed-up", s.speedup, 100.0 * s.efficiency, r->ndev, r->ndev == 1 ? "" : "s");
     if (r->times.n > 0)
         print_phase_table(f, r, &s);
+    report_autotune(f, ctx ? ctx->cfg : NULL, r);
     fprintf(f, "  %-*s%.6f\n", LABEL_W, "final loss", r->final_loss);
     if (r->train_accuracy >= 0.0)
         fprintf(f, "  %-*s%.2f %%  (mean loss over the data %.6f)\n", LABEL_W, "train accuracy",
