@@ -2,15 +2,18 @@
 # bench/sweep.sh: one model over 1..N devices in each mode (single once, on
 # one device), every run's --csv row in one CSV, and two SVG charts drawn
 # with gnuplot: throughput and scaling efficiency (throughput / (devices x
-# single's throughput)) against the device count.
+# single's throughput)) against the device count, with --predict's
+# alpha-beta prediction of DP and DDP drawn beside the measured points.
+# -B sweeps DDP's bucket cap on N devices instead (buckets.csv, buckets.svg).
 #
 # usage: bench/sweep.sh [-b BIN] [-m MODEL] [-n MAXDEV] [-s STEPS] [-M MODES]
-#                       [-o DIR] [-p] [-- more ddpbench options]
+#                       [-B "MIB ..."] [-o DIR] [-p] [-- more ddpbench options]
 #   -b BIN     the ddpbench binary [./ddpbench]
 #   -m MODEL   preset [mlp-small]
 #   -n MAXDEV  largest device count [CPU cores, at most 8; on CUDA pass -n]
 #   -s STEPS   optimizer steps per run (2 of them warm-up) [30]
 #   -M MODES   modes to sweep ["single dp ddp"]
+#   -B "MIB .." DDP's --bucket-mb values to sweep on MAXDEV devices (e.g. "0.25 1 4 25 auto")
 #   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg
 #   -p         no plots: only the CSV (gnuplot not needed)
 # e.g. bench/sweep.sh -- --backend cpu
@@ -25,18 +28,20 @@ MODEL=mlp-small
 MAXDEV=
 STEPS=30
 MODES="single dp ddp"
+BUCKETS=
 OUT=build/sweep
 PLOT=yes
-while getopts b:m:n:s:M:o:ph opt; do
+while getopts b:m:n:s:M:B:o:ph opt; do
     case $opt in
     b) BIN=$OPTARG ;;
     m) MODEL=$OPTARG ;;
     n) MAXDEV=$OPTARG ;;
     s) STEPS=$OPTARG ;;
     M) MODES=$OPTARG ;;
+    B) BUCKETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
-    h) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sweep: see $0 -h" >&2; exit 2 ;;
     esac
 done
@@ -87,6 +92,42 @@ run() {
     tail -n +2 "$TMP/out" >>"$TMP/rows"
 }
 
+# -B: DDP's bucket cap on MAXDEV devices, one row per cap, and its chart
+if [ -n "$BUCKETS" ]; then
+    list=0
+    i=1
+    while [ $i -lt "$MAXDEV" ]; do list="$list,$i"; i=$((i + 1)); done
+    : >"$TMP/brows"
+    for mb in $BUCKETS; do
+        echo "sweep: ddp on $MAXDEV device(s), --bucket-mb $mb" >&2
+        "$BIN" --mode ddp --model "$MODEL" --steps "$STEPS" --gpus "$list" --bucket-mb "$mb" \
+            --csv --quiet "$@" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "--bucket-mb $mb failed"; }
+        head -n 1 "$TMP/out" | sed 's/^/bucket_mb,/' >"$TMP/bheader"
+        tail -n +2 "$TMP/out" | sed "s/^/$mb,/" >>"$TMP/brows"
+    done
+    cat "$TMP/bheader" "$TMP/brows" >"$OUT/buckets.csv"
+    echo "sweep: wrote $OUT/buckets.csv" >&2
+    [ $PLOT = yes ] || exit 0
+    tcol=$(head -n 1 "$OUT/buckets.csv" | tr ',' '\n' | grep -n '^throughput_samples_per_s$' | cut -d: -f1)
+    awk -F, -v t="$tcol" 'NR > 1 && $1 != "auto" { print $1, $t }' "$OUT/buckets.csv" >"$TMP/b.dat"
+    awk -F, -v t="$tcol" 'NR > 1 && $1 == "auto" { print $t }' "$OUT/buckets.csv" >"$TMP/bauto"
+    auto_line=
+    [ -s "$TMP/bauto" ] && auto_line=", $(cat "$TMP/bauto") with lines dt 2 lc rgb 'gray' title '--bucket-mb auto'"
+    gnuplot <<EOF
+set terminal svg size 800,480 dynamic enhanced font 'sans,12'
+set grid
+set logscale x 2
+set xlabel '--bucket-mb (MiB)'
+set ylabel 'samples/s'
+set yrange [0:*]
+set output '$OUT/buckets.svg'
+set title "$MODEL, ddp on $MAXDEV devices: throughput by bucket cap"
+plot '$TMP/b.dat' using 1:2 with linespoints lw 2 pt 7 title 'ddp'$auto_line
+EOF
+    echo "sweep: wrote $OUT/buckets.svg" >&2
+    exit 0
+fi
+
 for m in $MODES; do
     if [ "$m" = single ]; then
         run single 1 "$@"
@@ -118,6 +159,21 @@ awk -F, -v m="$C_MODE" -v d="$C_DEV" -v t="$C_TP" -v dir="$TMP" '
         }
     }' "$CSV"
 
+# --predict: the alpha-beta model's DP and DDP throughput on 1..8 devices,
+# from one single run and the measured collectives (ddpbench's table)
+"$BIN" --mode single --model "$MODEL" --steps "$STEPS" --predict --quiet "$@" >"$TMP/pred" 2>&1 ||
+    echo "sweep: --predict failed; charts without the prediction" >&2
+awk -v max="$MAXDEV" -v dir="$TMP" '
+    /^  devices +dp step/ { on = 1; next }
+    /^  \(ring/ { on = 0 }
+    on && $1 + 0 >= 1 && $1 + 0 <= max {
+        print $1, $4 >> (dir "/dp_pred.dat"); print $1, $8 >> (dir "/ddp_pred.dat") }' "$TMP/pred"
+if [ -s "$TMP/ddp_pred.dat" ]; then
+    echo "devices dp_predicted_samples_per_s ddp_predicted_samples_per_s" >"$OUT/predicted.txt"
+    paste -d' ' "$TMP/dp_pred.dat" "$TMP/ddp_pred.dat" | awk '{ print $1, $2, $4 }' >>"$OUT/predicted.txt"
+    echo "sweep: wrote $OUT/predicted.txt" >&2
+fi
+
 [ $PLOT = yes ] || exit 0
 plots_tp=
 plots_eff=
@@ -128,6 +184,9 @@ for m in $MODES; do
     [ "$m" = single ] && style="points pt 9 ps 2"
     plots_tp="$plots_tp$sep'$TMP/$m.dat' using 1:2 with $style title '$m'"
     plots_eff="$plots_eff$sep'$TMP/$m.dat' using 1:(\$3*100) with $style title '$m'"
+    if [ -s "$TMP/${m}_pred.dat" ]; then
+        plots_tp="$plots_tp, '$TMP/${m}_pred.dat' using 1:2 with lines dt 3 lw 2 title '$m predicted'"
+    fi
 done
 single_tp=$(cat "$TMP/single_tp")
 ideal_tp=
