@@ -1,6 +1,6 @@
 /* bench/main.c: the ddpbench program: command line -> config -> strategy ->
  * report.  The only place that prints "ddpbench: error:" and picks the exit
- * status (0 ok, 1 runtime fault, 2 bad input, 3 regression). */
+ * status (0 ok, 1 runtime fault, 2 bad input, 3 regression, 4 no verdict). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

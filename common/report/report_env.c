@@ -181,9 +181,14 @@ static const char *start_loadavg(void)
             snprintf(buf, sizeof buf, "unknown");
         if (f)
             fclose(f);
-        size_t l = strlen(buf);
-        while (l > 0 && isspace((unsigned char)buf[l - 1]))
-            buf[--l] = 0;
+        /* the three averages; not the running count and the last pid */
+        char *p = buf;
+        for (int field = 0; *p && field < 3; field++) {
+            p += strcspn(p, " ");
+            if (field < 2)
+                p += strspn(p, " ");
+        }
+        *p = 0;
     }
     return buf;
 }
