@@ -23,7 +23,7 @@
 #include "base/clock.h"
 
 #define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
-/* Defaults for the staging ring, tuned with bench/bench_comm on a 2-core box:
+/* Defaults for the staging ring, tuned with ddpbench --mode comm on a 2-core box:
  * chunks small enough that a slot's traffic stays in L2, enough slots that a
  * rank may run a few chunks ahead of a slower peer.  DDPBENCH_SHM_CHUNK_KB and
  * DDPBENCH_SHM_SLOTS override them (for benchmarking). */
