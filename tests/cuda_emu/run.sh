@@ -96,4 +96,16 @@ for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1"; do
         { echo "cuda-emu: FAIL: --mode $mode resumed to other bits"; exit 1; }
     echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
 done
+# --mode comm on emulated GPUs: every collective staged through pinned memory,
+# in and out of place, each result checked; and the provenance the probe gives.
+for g in 0,1 0,0; do
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode comm --comm shm --gpus $g -b 8 -e 256K -f 8 -n 3 -w 1 \
+        >"$B/comm.log" 2>&1 || { grep -v "ASan doesn't" "$B/comm.log" | tail -n 20; echo "cuda-emu: FAIL: --mode comm --gpus $g"; exit 1; }
+    grep -q "Out of bounds values : 0 OK" "$B/comm.log" || { echo "cuda-emu: FAIL: --mode comm --gpus $g: wrong values"; exit 1; }
+    echo "== --mode comm --comm shm --gpus $g on emulated GPUs: every result right"
+done
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode single --gpus 0 $ARGS --json >"$B/prov.json" 2>/dev/null &&
+    grep -q '"pci":"0000:11:00.0"' "$B/prov.json" && grep -q '"peer_matrix":\[\[1,1\],\[1,1\]\]' "$B/prov.json" ||
+    { echo "cuda-emu: FAIL: the GPU probe's provenance is not in --json: $(head -c 600 "$B/prov.json")"; exit 1; }
+echo "== the GPU probe's names, PCI ids and peer matrix reach --json"
 echo "cuda-emu: passed"

@@ -211,6 +211,29 @@ for cfg in small gelu-sgd; do
     fi
 done
 
+# ---- 3b. the collectives alone (--mode comm): every result checked ----------------------
+collectives() { # LABEL ARGS...
+    label=$1
+    shift
+    log="$OUT/comm-$(echo "$label" | tr ' ,/' '__-').log"
+    run "$log" --mode comm --backend cuda -b 8 -e 64M -f 8 "$@"
+    case $? in
+    0) grep -q "Out of bounds values : 0 OK" "$log" &&
+        pass "$label" "$(grep 'Avg bus bandwidth' "$log" | sed 's/^# //')" ||
+        fail "$label" "the check found wrong values (log: $log)" ;;
+    2) skip "$label" "$(grep -m1 'not built yet' "$log" | sed 's/^ddpbench: error: //')" ;;
+    *) show_tail "$log"; fail "$label" "run failed (log: $log)" ;;
+    esac
+}
+echo "== the collectives (--mode comm)"
+if [ "$NGPU" -ge 2 ]; then
+    collectives "comm nccl gpus $ALL" --comm nccl --gpus "$ALL"
+    collectives "comm shm gpus $ALL" --comm shm --gpus "$ALL"
+else
+    collectives "comm nccl 1 rank" --comm nccl --gpus 0
+    collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
+fi
+
 # ---- 4. throughput ------------------------------------------------------------------
 # The synthetic teachers of mlp-medium and mlp-large take minutes to generate
 # on one core, so their data is random .npy files (perl, in every Debian and
