@@ -164,7 +164,8 @@ endif
 # which is rebuilt when any of them changes.
 REVISION := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -n 1 | tr -d "'\"")
-BUILD_CFLAGS := $(CC) $(CSTD) $(OPT) -fno-math-errno $(if $(HAVE_CUDA),-DHAVE_CUDA) $(if $(HAVE_NCCL),-DHAVE_NCCL)
+BUILD_CFLAGS := $(CC) $(CSTD) $(OPT) -fno-math-errno $(if $(HAVE_CUDA),-DHAVE_CUDA) \
+                $(if $(HAVE_NCCL),-DHAVE_NCCL)
 PROV_STAMP := $(BUILD)/provenance.txt
 PROV_NOW := $(REVISION) | $(CC_VERSION) | $(BUILD_CFLAGS)
 ifneq ($(WANT_DEPS),)

@@ -7,7 +7,8 @@
  *   write  st_write: header, data, fsync, rename, directory fsync
  *   read   st_open + st_read_f32 of every tensor (from the page cache)
  * The median of 5 rounds; the ratio write/raw is the overhead of the format
- * and of the atomic replacement (no goal was set for it: it is reported).  DIR (argument, default /tmp) is where the files go. */
+ * and of the atomic replacement (no goal was set for it: it is reported).
+ * DIR (argument, default /tmp) is where the files go. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -40,7 +40,8 @@
 #include <unistd.h>
 
 #define MAX_RUNS 50
-#define SEED_ARGS "--layers 10,10 --loss mse --optim sgd --batch 20 --steps 30000 --warmup-steps 3000"
+#define SEED_ARGS                                                                          \
+    "--layers 10,10 --loss mse --optim sgd --batch 20 --steps 30000 --warmup-steps 3000"
 #define SMALL_ARGS "--model mlp-small --steps 200"
 
 typedef struct {
@@ -54,20 +55,16 @@ typedef struct {
     char fail[256];
 } bcase_t;
 
+/* name, ddpbench options, spread goal (max/min throughput), p50 goal (s) */
+#define CASE(n, a, spread, p50) {.name = n, .args = a, .spread_goal = spread, .p50_goal_s = p50}
 static bcase_t cases[] = {
-    {.name = "single mlp-small",
-     .args = "--mode single " SMALL_ARGS,
-     .spread_goal = 1.15,
-     .p50_goal_s = 0},
-    {.name = "dp mlp-small", .args = "--mode dp --gpus 0,1 " SMALL_ARGS, .spread_goal = 1.15, .p50_goal_s = 0},
-    {.name = "ddp mlp-small", .args = "--mode ddp --gpus 0,1 " SMALL_ARGS, .spread_goal = 1.15, .p50_goal_s = 0},
-    {.name = "single seed",
-     .args = "--mode single " SEED_ARGS,
-     .spread_goal = 0,
-     .p50_goal_s = 0},
-    {.name = "dp seed", .args = "--mode dp --gpus 0,1 " SEED_ARGS, .spread_goal = 0, .p50_goal_s = 20e-6},
-    {.name = "ddp seed", .args = "--mode ddp --gpus 0,1 " SEED_ARGS, .spread_goal = 0, .p50_goal_s = 10e-6},
-    {.name = "ddp seed no-overlap", .args = "--mode ddp --gpus 0,1 --no-overlap " SEED_ARGS, .spread_goal = 0, .p50_goal_s = 0},
+    CASE("single mlp-small", "--mode single " SMALL_ARGS, 1.15, 0),
+    CASE("dp mlp-small", "--mode dp --gpus 0,1 " SMALL_ARGS, 1.15, 0),
+    CASE("ddp mlp-small", "--mode ddp --gpus 0,1 " SMALL_ARGS, 1.15, 0),
+    CASE("single seed", "--mode single " SEED_ARGS, 0, 0),
+    CASE("dp seed", "--mode dp --gpus 0,1 " SEED_ARGS, 0, 20e-6),
+    CASE("ddp seed", "--mode ddp --gpus 0,1 " SEED_ARGS, 0, 10e-6),
+    CASE("ddp seed no-overlap", "--mode ddp --gpus 0,1 --no-overlap " SEED_ARGS, 0, 0),
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -248,7 +245,8 @@ static void json_case(cJSON *arr, const bcase_t *c)
     cJSON_AddItemToObject(o, "p95_step_s", cJSON_CreateDoubleArray(c->p95, c->n));
     if (c->n > 0) {
         cJSON_AddNumberToObject(o, "throughput_median", median(c->tput, c->n));
-        cJSON_AddNumberToObject(o, "spread_max_over_min", vmax(c->tput, c->n) / vmin(c->tput, c->n));
+        cJSON_AddNumberToObject(o, "spread_max_over_min",
+                                vmax(c->tput, c->n) / vmin(c->tput, c->n));
         cJSON_AddNumberToObject(o, "p50_median_s", median(c->p50, c->n));
         cJSON_AddNumberToObject(o, "p50_max_s", vmax(c->p50, c->n));
     }

@@ -96,7 +96,8 @@ void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value);
 
 /* Wait until counter `which` of every rank is >= target.  Spins briefly
  * (not at all while the rank it waits for last ran on this CPU: it may be
- * queued behind us), then sleeps on the futex; returns DDP_OK, or DDP_ERR_RUNTIME with *missing set to
+ * queued behind us), then sleeps on the futex; returns DDP_OK, or
+ * DDP_ERR_RUNTIME with *missing set to
  * the lowest rank that had not arrived when timeout_s passed (-1 when the wait
  * ended because the group was aborted). */
 int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_s,

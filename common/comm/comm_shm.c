@@ -226,7 +226,9 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         uint64_t k = m->ticket++;
         int slot = (int)(k % (uint64_t)D);
         size_t off = j * step;
-        size_t len = op->kind == COLL_BARRIER ? 0 : (op->count - off < step ? op->count - off : step);
+        size_t len = op->kind == COLL_BARRIER ? 0
+                     : op->count - off < step      ? op->count - off
+                                                   : step;
         float *in = seg_in(s, slot, r), *out = seg_out(s, slot);
         bool reduction = op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE;
         bool whole = reduction && len <= SHM_SMALL_FLOATS;

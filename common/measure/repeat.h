@@ -2,7 +2,8 @@
  *
  * Each run of a mode is reduced to its summary (throughput, mean step time,
  * peak memory, each phase per step averaged over the devices), built from
- * the totals of its run record (never from per-step arrays); the N summaries give, per figure, the median and a 95% interval:
+ * the totals of its run record (never from per-step arrays); the N
+ * summaries give, per figure, the median and a 95% interval:
  * the mean +- t(0.975, N-1) s / sqrt(N), Student's interval for the mean of N
  * independent runs (nothing for N = 1).  The regression gate
  * (report_baseline.c) judges these intervals, not single numbers. */

@@ -61,7 +61,8 @@ void report_comm(FILE *f, const collperf_t *r)
                        "--predict)\n",
                     1e6 * alpha, beta > 0 ? 1e-9 / beta : INFINITY);
     }
-    fprintf(f, "# Out of bounds values : %ld %s\n", r->wrong_total, r->wrong_total ? "FAILED" : "OK");
+    fprintf(f, "# Out of bounds values : %ld %s\n", r->wrong_total,
+            r->wrong_total ? "FAILED" : "OK");
     fprintf(f, "# Avg bus bandwidth    : %.3f GB/s\n", 1e-9 * collperf_avg_busbw(r));
 }
 

@@ -125,7 +125,8 @@ Test(accounting, reports_show_the_sum)
         free(buf);
 
         cJSON *o = report_json_run(&a[i].ctx, &a[i].cfg, &a[i].res, NULL, false);
-        double mean = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "step_time_s"), "mean")->valuedouble;
+        const cJSON *st = cJSON_GetObjectItem(o, "step_time_s");
+        double mean = cJSON_GetObjectItem(st, "mean")->valuedouble;
         const cJSON *d;
         int n = 0;
         cJSON_ArrayForEach(d, cJSON_GetObjectItem(o, "devices"))

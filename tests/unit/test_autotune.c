@@ -32,12 +32,14 @@ Test(autotune, candidates_fit_the_warmup_and_differ)
 
 Test(autotune, ranks_agree_and_training_matches_single, .timeout = 60)
 {
-    const char *common = "--layers 32,256,256,256,4 --loss mse --optim sgd --lr 0.05 --samples 240 --batch 24 --steps 14 "
+    const char *common = "--layers 32,256,256,256,4 --loss mse --optim sgd --lr 0.05 --samples 240 "
+                         "--batch 24 --steps 14 "
                          "--warmup-steps 8 --backend cpu --quiet --first-bucket-mb 0.001";
     char line[512], err[ERR_LEN];
     run_result_t ddp, single;
     snprintf(line, sizeof line, "%s --mode ddp --gpus 0,1,2 --bucket-mb auto", common);
-    cr_assert_eq(tu_run(line, &ddp, err), DDP_OK, "%s", err); /* ranks that disagree would deadlock */
+    /* ranks that disagreed would deadlock, or drift apart */
+    cr_assert_eq(tu_run(line, &ddp, err), DDP_OK, "%s", err);
     cr_assert_geq(ddp.ntuned, 2, "%d caps tried", ddp.ntuned);
     bool tried = false;
     for (int i = 0; i < ddp.ntuned; i++) {

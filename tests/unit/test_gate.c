@@ -244,7 +244,8 @@ Test(gate, repeat_json_is_a_baseline)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "repeat", report_json_repeat(&r));
     cJSON_AddNumberToObject(o, "throughput_samples_per_s", 1.0);
-    const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "repeat"), "throughput_samples_per_s");
+    const cJSON *rep = cJSON_GetObjectItem(o, "repeat");
+    const cJSON *t = cJSON_GetObjectItem(rep, "throughput_samples_per_s");
     interval_t iv = repeat_interval(&r, FIG_THROUGHPUT);
     cr_assert_float_eq(cJSON_GetObjectItem(t, "lo")->valuedouble, iv.lo, 1e-9 * iv.mean);
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "repeat"),
