@@ -311,8 +311,6 @@ int main(int argc, char **argv)
         baseline_free(&bl);
         return fail(rc, err);
     }
-    if (cfg.baseline_path[0])
-        baseline_warn(&bl, &ctx, cfgs, n, match);
 
     dataset_t data;
     if ((rc = data_load(&cfg, &spec, &data, err)) != DDP_OK) {
@@ -320,6 +318,8 @@ int main(int argc, char **argv)
         return fail(rc, err);
     }
     ctx.data = &data;
+    if (cfg.baseline_path[0]) /* with the data: its size is one of the settings compared */
+        baseline_warn(&bl, &ctx, cfgs, n, match);
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
     if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {

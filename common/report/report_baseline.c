@@ -10,8 +10,8 @@
  * baseline's is its mean (its repeat's, when it has one).  Throughput
  * regresses when the whole interval lies more than PCT percent below the
  * baseline; peak memory when it lies more than PCT percent above; exposed
- * communication when it grew by more than PCT percent of the baseline's
- * step.  An interval (the candidate's or the baseline's) wider than PCT
+ * communication (with two runs or more) when it grew by more than PCT
+ * percent of the baseline's step.  An interval (the candidate's or the baseline's) wider than PCT
  * percent gives no verdict ("too noisy", DDP_ERR_NOISY) unless a figure
  * regressed anyway.  The verdict names the phases that moved the most. */
 #include <errno.h>
@@ -506,9 +506,11 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
 
     /* exposed communication: regressed when it grew by more than PCT of the
      * baseline's step (it is small and noisy; against itself it would never
-     * give a verdict) */
+     * give a verdict), and only on an interval: one run's exposed time moves
+     * with every preemption, and a verdict on it would flip with the load */
     base_fig_t bc;
-    if (step_ref > 0 && base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
+    if (r->n >= 2 && step_ref > 0 &&
+        base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
                                     "comm_exposed_s", &bc)) {
         interval_t c = cand(r, FIG_PHASE0 + PH_COMM_EXPOSED);
         double grew = 100.0 * (c.lo - bc.ref) / step_ref;
