@@ -189,9 +189,27 @@ ifneq ($(WANT_DEPS),)
   endif
 endif
 
+# Provenance (report_env.c puts it in every --json and banner): the source
+# revision, the compiler and the flags, compiled into report_env.o alone,
+# which is rebuilt when any of them changes.
+REVISION := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -n 1 | tr -d "'\"")
+BUILD_CFLAGS := $(CC) $(CSTD) $(OPT) -fno-math-errno $(if $(HAVE_CUDA),-DHAVE_CUDA) \
+                $(if $(HAVE_NCCL),-DHAVE_NCCL)
+PROV_STAMP := $(BUILD)/provenance.txt
+PROV_NOW := $(REVISION) | $(CC_VERSION) | $(BUILD_CFLAGS)
+ifneq ($(WANT_DEPS),)
+  ifneq ($(shell cat $(PROV_STAMP) 2>/dev/null),$(PROV_NOW))
+    $(shell mkdir -p $(BUILD) && echo '$(PROV_NOW)' > $(PROV_STAMP))
+  endif
+endif
+$(BUILD)/common/report/report_env.o: $(PROV_STAMP)
+$(BUILD)/common/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
+    -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
+
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(PROV_DEFS) -c $< -o $@
 
 ifeq ($(HAVE_CUDA),emu)
 # Each launch k<<<grid, block, shmem, stream>>>(args); becomes

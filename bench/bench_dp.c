@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "config/config.h"
 #include "data/data.h"
 #include "data/load.h"
@@ -144,11 +145,10 @@ int main(int argc, char **argv)
             ratios[j] = ratios[j - 1];
             ratios[j - 1] = t;
         }
-    double median = rounds % 2 ? ratios[rounds / 2]
-                               : 0.5 * (ratios[rounds / 2 - 1] + ratios[rounds / 2]);
-    printf("best: single %.1f samples/s, dp %.1f samples/s, ratio %.2fx; median round ratio "
-           "%.2fx (target >= 1.5x)\n",
-           best_s, best_d, best_d / best_s, median);
+    double median = bench_median(ratios, rounds);
+    printf("median round ratio %.2fx (best rounds: single %.1f, dp %.1f samples/s)\n", median,
+           best_s, best_d);
+    bench_goal("dp / single (median round)", median, 1.5, 1);
     printf("phases, ms per step (best rounds):\n");
     print_phases("single", &keep_s);
     print_phases("dp", &keep_d);

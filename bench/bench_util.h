@@ -1,5 +1,8 @@
 /* bench/bench_util.h: shared by the benchmark programs: build a config from a
- * command line string, run the mode it names, and a timed sgemm reference. */
+ * command line string, run the mode it names, the median of rounds, and the
+ * PASS / FAIL line against a goal.  Every benchmark reports the median of
+ * its rounds: the best round flatters, and a shared machine's noise moves
+ * the median least. */
 #ifndef DDPBENCH_BENCH_UTIL_H
 #define DDPBENCH_BENCH_UTIL_H
 
@@ -45,6 +48,28 @@ static inline void bench_run(const char *args, run_result_t *res)
         fprintf(stderr, "bench: '%s': %s\n", args, err);
         exit(1);
     }
+}
+
+/* The median of v[0..n) (sorts v). */
+static inline double bench_median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n <= 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* "goal: ratio >= 1.80: PASS" (at_least: the value must reach goal, else stay
+ * under it); returns 1 when met. */
+static inline int bench_goal(const char *what, double value, double goal, int at_least)
+{
+    int ok = at_least ? value >= goal : value <= goal;
+    printf("goal: %s %s %.2f: %.2f: %s\n", what, at_least ? ">=" : "<=", goal, value,
+           ok ? "PASS" : "FAIL");
+    return ok;
 }
 
 #endif

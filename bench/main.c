@@ -1,10 +1,14 @@
 /* bench/main.c: the ddpbench program: command line -> config -> strategy ->
  * report.  The only place that prints "ddpbench: error:" and picks the exit
- * status (0 ok, 1 runtime fault, 2 bad input, 3 regression). */
+ * status (0 ok, 1 runtime fault, 2 bad input, 3 regression, 4 no verdict). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "ddp/reducer.h"
 #include "device/backend.h"
 #include "io/checkpoint.h"
 #include "config/config.h"
@@ -64,14 +68,137 @@ static int baseline_prepare(baseline_t *bl, const report_ctx_t *ctx, const confi
     return rc;
 }
 
-/* The result on stdout in the form asked for. */
+// ---------------------------------------------------------------------------
+// --predict (and compare's predicted column): the alpha-beta model's inputs
+
+typedef struct {
+    bool on;
+    collperf_t perf;          /* the collectives, measured by --mode comm */
+    predict_in_t in;
+    predict_row_t rows[PREDICT_MAX_DEVICES];
+} predict_t;
+
+/* Measure all-reduce, broadcast and reduce at the sizes the model needs
+ * (DDP's buckets up to the whole parameter arena) on the run's devices, or
+ * on two CPU workers / GPUs when the run has one.  Before any training: it
+ * forks ranks, and CUDA must not be initialised here yet. */
+static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool full, predict_t *p,
+                           char *err)
+{
+    predict_in_t *in = &p->in;
+    reducer_t red;
+    TRY(reducer_init(&red, NULL, NULL, spec, NULL, cfg->first_bucket_mb, cfg->bucket_mb, cfg->overlap,
+                     err));
+    double smallest = 0.0, largest = 0.0;
+    for (int i = 0; i < red.nb && in->nbuckets < PREDICT_MAX_BUCKETS; i++) {
+        double b = (double)red.b[i].count * sizeof(float);
+        in->bucket_bytes[in->nbuckets++] = b;
+        smallest = i == 0 || b < smallest ? b : smallest;
+        largest = b > largest ? b : largest;
+    }
+    reducer_free(&red);
+    config_t c = *cfg; /* its mode stays: the fault tests' faults are training's */
+    c.colls = (1u << COLL_ALL_REDUCE) | (1u << COLL_BROADCAST) | (1u << COLL_REDUCE);
+    /* from latency (1 KiB or the smallest bucket) to bandwidth (the whole
+     * arena, at least 256 KiB): the fit needs both regimes */
+    c.min_bytes = smallest < 1024 ? (long)(smallest > 4 ? smallest : 4) : 1024;
+    c.max_bytes = (long)(spec->nparams * sizeof(float));
+    if (c.max_bytes < 256 * 1024)
+        c.max_bytes = 256 * 1024;
+    if (!full) { /* a DDP run's buckets alone: all-reduce at their sizes */
+        c.colls = 1u << COLL_ALL_REDUCE;
+        c.min_bytes = (long)(smallest > 4 ? smallest : 4);
+        c.max_bytes = (long)(largest > smallest ? largest : smallest);
+    }
+    c.step_factor = 4.0;
+    c.iters = 10;
+    c.warmup_iters = 2;
+    if (c.ngpus < 2) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        bool two = c.backend == BACKEND_CPU ? cpus >= 2 : backend_cuda_probe(NULL) >= 2;
+        if (!two)
+            return DDP_OK; /* one device: nothing to measure, k0 stays 0 */
+        c.ngpus = 2;
+        c.gpus[0] = 0;
+        c.gpus[1] = 1;
+    }
+    TRY(comm_bench_run(&c, &p->perf, err));
+    in->k0 = p->perf.world;
+    in->all_reduce = collperf_find(&p->perf, COLL_ALL_REDUCE);
+    in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
+    in->reduce = collperf_find(&p->perf, COLL_REDUCE);
+    return DDP_OK;
+}
+
+static int measure_collectives(const config_t *cfg, const model_spec_t *spec, bool full,
+                               predict_t *p, FILE *info, char *err)
+{
+    if (!cfg->quiet) {
+        fprintf(info, "== the collectives%s (--mode comm)\n",
+                full ? ", for the alpha-beta model" : " at the bucket sizes");
+        fflush(info);
+    }
+    int rc = predict_measure(cfg, spec, full, p, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "measuring the collectives");
+}
+
+/* The model's table, from single's phases per step. */
+static void predict_finish(predict_t *p, const config_t *cfg, const model_spec_t *spec,
+                           const dataset_t *data, const run_result_t *single)
+{
+    predict_in_t *in = &p->in;
+    double steps = single->times.n > 0 ? (double)single->times.n : 1.0;
+    for (int q = 0; q < PH_COUNT; q++)
+        in->phase_s[q] = single->dev[0].phase_s[q] / steps;
+    in->batch = cfg->batch;
+    in->accum = cfg->accum;
+    in->param_bytes = (double)spec->nparams * sizeof(float);
+    in->in_bytes_per_row = (double)data->in_dim * sizeof(float);
+    in->out_bytes_per_row = (double)model_out_dim(spec) * sizeof(float);
+    in->overlap = cfg->overlap;
+    predict_steps(in, p->rows);
+    p->on = true;
+}
+
+/* What differs from the baseline without refusing it: one warning line. */
+static void baseline_warn(const baseline_t *bl, const report_ctx_t *ctx, const config_t *cfgs,
+                          int n, const cJSON **match)
+{
+    for (int i = 0; i < n; i++) {
+        run_result_t shape; /* the devices this run will use, for the environment */
+        result_init(&shape);
+        shape.backend = cfgs[i].backend;
+        shape.ndev = cfgs[i].ngpus;
+        for (int d = 0; d < shape.ndev; d++)
+            shape.dev[d].device_id = cfgs[i].gpus[d];
+        cJSON *cj = report_json_config(ctx, &cfgs[i]), *env = report_json_env(ctx, &shape);
+        char line[2048];
+        if (cj && env && baseline_differences(bl, match[i], cj, env, line, sizeof line) > 0)
+            fprintf(stderr, "ddpbench: %s\n", line);
+        cJSON_Delete(cj);
+        cJSON_Delete(env);
+        if (line[0])
+            break; /* compare's runs share the machine and settings: once is enough */
+    }
+}
+
+/* The result on stdout in the form asked for; reps: each run's --repeat runs. */
 static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const run_result_t *res,
-                         int n, const run_result_t *ref, char *err)
+                         int n, const run_result_t *ref, const repeat_t *reps,
+                         const predict_t *pr, char *err)
 {
     const config_t *c = ctx->cfg;
     if (c->json) {
         for (int i = 0; i < n; i++) {
             cJSON *o = report_json_run(ctx, &cfgs[i], &res[i], ref, c->mode == MODE_COMPARE);
+            if (o && reps[i].n > 1)
+                cJSON_ReplaceItemInObjectCaseSensitive(o, "repeat", report_json_repeat(&reps[i]));
+            if (o && pr->on)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "predict", report_json_predict(&pr->in, pr->rows, &res[i]));
+            if (o && pr->in.all_reduce)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "buckets", report_json_buckets(&res[i], pr->in.all_reduce));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -81,12 +208,72 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
         report_csv_header(stdout);
         for (int i = 0; i < n; i++)
             report_csv_row(stdout, ctx, &cfgs[i], &res[i], ref);
-    } else if (c->mode == MODE_COMPARE) {
-        report_compare(stdout, ctx, res, n);
+        for (int i = 0; i < n; i++) /* stdout holds the CSV alone: the notes go to stderr */
+            report_notes(stderr, ctx, &res[i], n > 1);
     } else {
-        report_result(stdout, ctx, &res[0], NULL);
+        if (c->mode == MODE_COMPARE)
+            report_compare(stdout, ctx, res, n);
+        else
+            report_result(stdout, ctx, &res[0], NULL);
+        if (c->mode == MODE_DDP)
+            report_buckets(stdout, &res[0], pr->in.all_reduce);
+        if (pr->on && pr->in.k0 >= 2)
+            report_predicted(stdout, res, n, &pr->in, pr->rows);
+        if (pr->on && c->predict)
+            report_predict_table(stdout, &pr->in, pr->rows);
+        const repeat_t *rp[MAX_RUNS];
+        mode_t_ modes[MAX_RUNS];
+        for (int i = 0; i < n; i++) {
+            rp[i] = &reps[i];
+            modes[i] = cfgs[i].mode;
+        }
+        report_repeat(stdout, rp, modes, n);
+        for (int i = 0; i < n; i++)
+            report_notes(stdout, ctx, &res[i], n > 1);
     }
     return fflush(stdout) == 0 ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+}
+
+/* --mode comm: the collectives alone; exit 1 when a check found a wrong value. */
+static int run_comm(const config_t *cfg, const char *note)
+{
+    char err[ERR_LEN] = "";
+    report_ctx_t ctx = {cfg, NULL, NULL, note};
+    collperf_t perf;
+    if (!cfg->quiet)
+        fprintf(cfg->json ? stderr : stdout, "ddpbench %s: mode comm, backend %s%s%s\n",
+                DDPBENCH_VERSION, backend_kind_name(cfg->backend), note ? " " : "",
+                note ? note : "");
+    int rc = comm_bench_run(cfg, &perf, err);
+    if (rc != DDP_OK)
+        return fail(rc, err);
+    if (cfg->json) {
+        cJSON *o = report_json_comm(&ctx, &perf);
+        rc = report_json_print(stdout, o);
+        cJSON_Delete(o);
+        if (rc != DDP_OK)
+            return fail(DDP_ERR_RUNTIME, "--json: could not write the result");
+    } else {
+        report_comm(stdout, &perf);
+    }
+    if (fflush(stdout) != 0)
+        return fail(DDP_ERR_RUNTIME, "stdout: write failed");
+    if (perf.wrong_total > 0) {
+        for (int i = 0; i < perf.ncoll; i++)
+            for (int j = 0; j < perf.coll[i].npoints; j++)
+                for (int place = 0; place < 2; place++)
+                    if (perf.coll[i].pt[j].wrong[place]) {
+                        snprintf(err, sizeof err,
+                                 "--mode comm: the check found %ld wrong value%s; the first: "
+                                 "%s of %ld bytes %s, %ld wrong",
+                                 perf.wrong_total, perf.wrong_total == 1 ? "" : "s",
+                                 perf.coll[i].name, perf.coll[i].pt[j].bytes,
+                                 place ? "in place" : "out of place",
+                                 perf.coll[i].pt[j].wrong[place]);
+                        return fail(DDP_ERR_RUNTIME, err);
+                    }
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -99,9 +286,12 @@ int main(int argc, char **argv)
     if (rc != DDP_OK)
         return fail(rc, err);
 
+    report_start(); /* the run's start time and load average, for its provenance */
     char note[ERR_LEN];
     if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
         return fail(rc, err);
+    if (cfg.mode == MODE_COMM)
+        return run_comm(&cfg, note[0] ? note : NULL);
     model_spec_t spec;
     if ((rc = config_model_spec(&cfg, &spec, err)) != DDP_OK)
         return fail(rc, err);
@@ -132,6 +322,8 @@ int main(int argc, char **argv)
         return fail(rc, err);
     }
     ctx.data = &data;
+    if (cfg.baseline_path[0]) /* with the data: its size is one of the settings compared */
+        baseline_warn(&bl, &ctx, cfgs, n, match);
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
     if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {
@@ -172,20 +364,68 @@ int main(int argc, char **argv)
         order[1] = 0;
         order[2] = 1;
     }
-    for (int k = 0; k < n && rc == DDP_OK; k++) {
-        int i = order[k];
-        if (n > 1 && !cfg.quiet) {
-            fprintf(info, "== %s on %d device%s\n", mode_name(cfgs[i].mode),
-                    cfgs[i].ngpus, cfgs[i].ngpus == 1 ? "" : "s");
-            fflush(info);
+    /* --predict, and compare on several devices: the collectives for the
+     * model; a DDP run: the all-reduce at its bucket sizes.  After the
+     * training runs (a Ctrl-C meant for training finds its ranks), but
+     * before anything initialises CUDA in this process: the measurement
+     * forks ranks, and CUDA does not survive fork. */
+    static predict_t pred;
+    bool full = cfg.predict || (cfg.mode == MODE_COMPARE && cfg.ngpus >= 2);
+    bool measure = full || (cfg.mode == MODE_DDP && cfg.ngpus >= 2);
+
+    /* --repeat N: the whole set N times, each run from scratch (its own
+     * warm-up; DDP forks fresh ranks); the reports show the last run and,
+     * over all of them, medians and intervals (repeat.h) */
+    static repeat_t reps[MAX_RUNS];
+    for (int r = 0; r < cfg.repeat && rc == DDP_OK; r++) {
+        for (int i = 0; r > 0 && i < n; i++) {
+            result_free(&res[i]);
+            result_init(&res[i]);
         }
-        rc = run_mode(&cfgs[i], &data, &res[i], err);
-        if (rc != DDP_OK && n > 1)
-            err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+        for (int k = 0; k < n && rc == DDP_OK; k++) {
+            int i = order[k];
+            if (measure && cfg.backend == BACKEND_CUDA && cfgs[i].mode != MODE_DDP) {
+                rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
+                measure = false;
+                if (rc != DDP_OK)
+                    break;
+            }
+            if ((n > 1 || cfg.repeat > 1) && !cfg.quiet) {
+                fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
+                        cfgs[i].ngpus == 1 ? "" : "s");
+                if (cfg.repeat > 1)
+                    fprintf(info, " (run %d of %d)", r + 1, cfg.repeat);
+                fputc('\n', info);
+                fflush(info);
+            }
+            rc = run_mode(&cfgs[i], &data, &res[i], err);
+            if (rc != DDP_OK && n > 1)
+                err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+            if (rc == DDP_OK)
+                repeat_add(&reps[i], &res[i]);
+        }
     }
+    if (rc == DDP_OK && measure)
+        rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
+    /* the model needs single's phases: the run's own, or one more run */
+    if (rc == DDP_OK && full) {
+        if (cfgs[0].mode == MODE_SINGLE) {
+            predict_finish(&pred, &cfg, &spec, &data, &res[0]);
+        } else {
+            config_t one;
+            run_config(&cfg, MODE_SINGLE, &one);
+            run_result_t s;
+            if (!cfg.quiet)
+                fprintf(info, "== single on 1 device, for --predict\n");
+            rc = run_mode(&one, &data, &s, err);
+            if (rc == DDP_OK)
+                predict_finish(&pred, &cfg, &spec, &data, &s);
+            result_free(&s);
+        }
+    }
     if (rc == DDP_OK)
-        rc = print_results(&ctx, cfgs, res, n, ref, err);
+        rc = print_results(&ctx, cfgs, res, n, ref, reps, &pred, err);
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);
@@ -200,16 +440,19 @@ int main(int argc, char **argv)
     if (rc == DDP_OK && cfg.save_path[0])
         rc = ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, err);
 
-    /* the regression gate: one verdict per run; any regression exits 3 */
-    bool regressed = false;
+    /* the regression gate: one verdict per run on its --repeat interval;
+     * any regression exits 3, else any "too noisy" 4 (README.md) */
+    bool regressed = false, noisy = false;
     if (rc == DDP_OK && cfg.baseline_path[0]) {
         for (int i = 0; i < n; i++) {
-            char line[ERR_LEN];
-            if (baseline_verdict(match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL,
-                                 res[i].samples_per_s, cfg.tolerance_pct, line,
-                                 sizeof line) == DDP_ERR_REGRESSED)
-                regressed = true;
-            fprintf(info, "ddpbench: %s\n", line);
+            char lines[4096];
+            int v = baseline_judge(match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL, &reps[i],
+                                   cfg.tolerance_pct, lines, sizeof lines);
+            regressed |= v == DDP_ERR_REGRESSED;
+            noisy |= v == DDP_ERR_NOISY;
+            for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l;
+                 l = strtok_r(NULL, "\n", &save))
+                fprintf(info, "ddpbench: %s\n", l);
         }
     }
 
@@ -219,5 +462,5 @@ int main(int argc, char **argv)
     data_free(&data);
     if (rc != DDP_OK)
         return fail(rc, err);
-    return regressed ? DDP_ERR_REGRESSED : 0;
+    return regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0;
 }

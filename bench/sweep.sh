@@ -5,10 +5,13 @@
 # single's throughput)) against the device count.  Strong scaling keeps the
 # global batch (the preset's, or --batch) whatever the device count; weak
 # scaling keeps each device's batch (-B rows: --batch-per-device), so the
-# global batch grows with the devices and single runs -B rows.
+# global batch grows with the devices and single runs -B rows.  Under strong
+# scaling --predict's alpha-beta prediction of DP and DDP is drawn beside the
+# measured points.  -k sweeps DDP's bucket cap on N devices instead
+# (buckets.csv, buckets.svg).
 #
 # usage: bench/sweep.sh [-b BIN] [-m MODEL] [-n MAXDEV] [-s STEPS] [-M MODES]
-#                       [-w strong|weak|both] [-B ROWS] [-o DIR] [-p]
+#                       [-w strong|weak|both] [-B ROWS] [-k "MIB ..."] [-o DIR] [-p]
 #                       [-- more ddpbench options]
 #   -b BIN     the ddpbench binary [./ddpbench]
 #   -m MODEL   preset [mlp-small]
@@ -18,7 +21,9 @@
 #   -w KIND    strong (fixed global batch), weak (fixed rows per device) or
 #              both (each in its own subfolder of DIR) [strong]
 #   -B ROWS    weak scaling: rows per device [64]
-#   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg
+#   -k "MIB .." DDP's --bucket-mb values to sweep on MAXDEV devices (e.g. "0.25 1 4 25 auto")
+#   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg,
+#              predicted.txt
 #   -p         no plots: only the CSV (gnuplot not needed)
 # e.g. bench/sweep.sh -- --backend cpu
 #      bench/sweep.sh -w both -B 128 -- --backend cpu
@@ -37,7 +42,8 @@ OUT=build/sweep
 PLOT=yes
 SCALING=strong
 ROWS=64
-while getopts b:m:n:s:M:w:B:o:ph opt; do
+BUCKETS=
+while getopts b:m:n:s:M:w:B:k:o:ph opt; do
     case $opt in
     b) BIN=$OPTARG ;;
     m) MODEL=$OPTARG ;;
@@ -46,9 +52,10 @@ while getopts b:m:n:s:M:w:B:o:ph opt; do
     M) MODES=$OPTARG ;;
     w) SCALING=$OPTARG ;;
     B) ROWS=$OPTARG ;;
+    k) BUCKETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
-    h) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sweep: see $0 -h" >&2; exit 2 ;;
     esac
 done
@@ -101,6 +108,43 @@ run() {
     tail -n +2 "$TMP/out" >>"$TMP/rows"
 }
 
+# -k: DDP's bucket cap on MAXDEV devices, one row per cap, and its chart
+if [ -n "$BUCKETS" ]; then
+    mkdir -p "$OUT"
+    list=0
+    i=1
+    while [ $i -lt "$MAXDEV" ]; do list="$list,$i"; i=$((i + 1)); done
+    : >"$TMP/brows"
+    for mb in $BUCKETS; do
+        echo "sweep: ddp on $MAXDEV device(s), --bucket-mb $mb" >&2
+        "$BIN" --mode ddp --model "$MODEL" --steps "$STEPS" --gpus "$list" --bucket-mb "$mb" \
+            --csv --quiet "$@" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "--bucket-mb $mb failed"; }
+        head -n 1 "$TMP/out" | sed 's/^/bucket_mb,/' >"$TMP/bheader"
+        tail -n +2 "$TMP/out" | sed "s/^/$mb,/" >>"$TMP/brows"
+    done
+    cat "$TMP/bheader" "$TMP/brows" >"$OUT/buckets.csv"
+    echo "sweep: wrote $OUT/buckets.csv" >&2
+    [ $PLOT = yes ] || exit 0
+    tcol=$(head -n 1 "$OUT/buckets.csv" | tr ',' '\n' | grep -n '^throughput_samples_per_s$' | cut -d: -f1)
+    awk -F, -v t="$tcol" 'NR > 1 && $1 != "auto" { print $1, $t }' "$OUT/buckets.csv" >"$TMP/b.dat"
+    awk -F, -v t="$tcol" 'NR > 1 && $1 == "auto" { print $t }' "$OUT/buckets.csv" >"$TMP/bauto"
+    auto_line=
+    [ -s "$TMP/bauto" ] && auto_line=", $(cat "$TMP/bauto") with lines dt 2 lc rgb 'gray' title '--bucket-mb auto'"
+    gnuplot <<EOF
+set terminal svg size 800,480 dynamic enhanced font 'sans,12'
+set grid
+set logscale x 2
+set xlabel '--bucket-mb (MiB)'
+set ylabel 'samples/s'
+set yrange [0:*]
+set output '$OUT/buckets.svg'
+set title "$MODEL, ddp on $MAXDEV devices: throughput by bucket cap"
+plot '$TMP/b.dat' using 1:2 with linespoints lw 2 pt 7 title 'ddp'$auto_line
+EOF
+    echo "sweep: wrote $OUT/buckets.svg" >&2
+    exit 0
+fi
+
 # sweep KIND DIR [ddpbench options]: every mode over 1..MAXDEV devices, the
 # CSV and the charts in DIR
 sweep() {
@@ -144,6 +188,23 @@ awk -F, -v m="$C_MODE" -v d="$C_DEV" -v t="$C_TP" -v dir="$TMP" '
         }
     }' "$CSV"
 
+# strong scaling: --predict's DP and DDP throughput on 1..8 devices, from one
+# single run and the measured collectives (ddpbench's table)
+if [ "$kind" = strong ]; then
+    "$BIN" --mode single --model "$MODEL" --steps "$STEPS" --predict --quiet "$@" >"$TMP/pred" 2>&1 ||
+        echo "sweep: --predict failed; charts without the prediction" >&2
+    awk -v max="$MAXDEV" -v dir="$TMP" '
+        /^  devices +dp step/ { on = 1; next }
+        /^  \(ring/ { on = 0 }
+        on && $1 + 0 >= 1 && $1 + 0 <= max {
+            print $1, $4 >> (dir "/dp_pred.dat"); print $1, $8 >> (dir "/ddp_pred.dat") }' "$TMP/pred"
+    if [ -s "$TMP/ddp_pred.dat" ]; then
+        echo "devices dp_predicted_samples_per_s ddp_predicted_samples_per_s" >"$OUT/predicted.txt"
+        paste -d' ' "$TMP/dp_pred.dat" "$TMP/ddp_pred.dat" | awk '{ print $1, $2, $4 }' >>"$OUT/predicted.txt"
+        echo "sweep: wrote $OUT/predicted.txt" >&2
+    fi
+fi
+
 [ $PLOT = yes ] || return 0
 plots_tp=
 plots_eff=
@@ -154,6 +215,9 @@ for m in $MODES; do
     [ "$m" = single ] && style="points pt 9 ps 2"
     plots_tp="$plots_tp$sep'$TMP/$m.dat' using 1:2 with $style title '$m'"
     plots_eff="$plots_eff$sep'$TMP/$m.dat' using 1:(\$3*100) with $style title '$m'"
+    if [ -s "$TMP/${m}_pred.dat" ]; then
+        plots_tp="$plots_tp, '$TMP/${m}_pred.dat' using 1:2 with lines dt 3 lw 2 title '$m predicted'"
+    fi
 done
 single_tp=$(cat "$TMP/single_tp")
 ideal_tp=

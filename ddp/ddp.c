@@ -24,6 +24,7 @@
 
 #include "data/schedule.h"
 #include "ddp/ddp_shared.h"
+#include "measure/step_meter.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
 
@@ -235,6 +236,61 @@ static void left_hint(const sup_t *s, const schedule_t *sch, char *err)
     }
 }
 
+/* ddp_spawn (ddp_shared.h) on a supervisor already set up. */
+static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
+{
+    struct sigaction old[NSIGS];
+    int rc = signals_install(old, err);
+    if (rc != DDP_OK)
+        return rc;
+    /* Buffered output would be written once per process: empty it first. */
+    fflush(NULL);
+    pid_t self = getpid();
+    for (int r = 0; r < s->world; r++) {
+        pid_t p = fork();
+        if (p == 0) {
+            signals_child(self);
+            int code = body(s->cfg, s->seg, r, ctx);
+            fflush(NULL);
+            _exit(code);
+        }
+        if (p < 0) {
+            char why[ERR_LEN];
+            err_set(why, DDP_OK, "fork for rank %d: %s", r, strerror(errno));
+            stop_all(s, why);
+            break;
+        }
+        s->pid[r] = p;
+        s->alive[r] = true;
+        s->nalive++;
+    }
+    supervise(s);
+    signals_restore(old);
+    if (s->stopping || s->first_failed >= 0)
+        return s->interrupted || s->first_failed >= 0
+                   ? failure(s, err)
+                   : err_set(err, DDP_ERR_RUNTIME, "%s", s->stop_why);
+    return DDP_OK;
+}
+
+int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
+              char *err)
+{
+    sup_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = cfg;
+    s.seg = seg;
+    s.area = comm_seg_extra(seg);
+    s.world = world;
+    s.first_failed = -1;
+    return spawn(&s, body, ctx, err);
+}
+
+static int train_rank(const config_t *cfg, comm_seg_t *seg, int rank, void *data)
+{
+    return ddp_rank_run(cfg, data, seg, rank);
+}
+
 // ---------------------------------------------------------------------------
 // the result
 
@@ -270,18 +326,34 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->epochs = sch->epochs;
     trainer_describe(res, s->cfg, sch);
     res->story = a->story;
-    long nt = a->rank[0].times.n;
+    res->ntuned = a->ntuned;
+    memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
+    memcpy(res->tuned_s, a->tuned_s, sizeof res->tuned_s);
+    res->bucket_mb_chosen = a->bucket_mb_chosen;
+    /* The run's step times are those of the slowest rank: the one whose
+     * timed steps took the longest in all.  Not each step's slowest rank:
+     * ranks run in lock-step, so a rank held up in step g makes the others
+     * wait in step g+1's all-reduce, and the maximum of every step counts
+     * that delay twice (it made DDP's steps look up to 20% longer than the
+     * wall clock, and its phases add up to less than them).  Every other
+     * rank's difference from it is its PH_SKEW (step_meter_skew). */
+    int slow = 0;
+    for (int r = 1; r < s->world; r++)
+        if (a->rank[r].times.timed_s > a->rank[slow].times.timed_s)
+            slow = r;
+    long nt = a->rank[slow].times.n;
     res->params = malloc(spec->nparams * sizeof(float));
     if (step_times_alloc(&res->times, nt) != DDP_OK || !res->params)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the results");
-    /* A step ends when its slowest rank is done. */
-    for (long i = 0; i < nt; i++) {
-        double worst = 0.0;
-        for (int r = 0; r < s->world; r++)
-            if (ddp_area_steps(a, r)[i] > worst)
-                worst = ddp_area_steps(a, r)[i];
-        step_times_add(&res->times, worst, 0);
+    for (long i = 0; i < nt; i++)
+        step_times_add(&res->times, ddp_area_steps(a, slow)[i], 0);
+    res->nbuckets = a->rank[0].nbuckets;
+    for (int i = 0; i < res->nbuckets; i++) {
+        res->bucket_bytes[i] = a->rank[0].bucket_bytes[i];
+        long n0 = a->rank[0].times.n;
+        res->bucket_s[i] = n0 > 0 ? a->rank[0].bucket_s[i] / (double)n0 : 0.0;
     }
+
     res->total_s = a->rank[0].total_s;
     res->final_loss = a->rank[0].final_loss;
     for (long i = 0; i < a->rank[0].log.n; i++) {
@@ -291,6 +363,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     }
     res->nparams = spec->nparams;
     memcpy(res->params, ddp_area_params(a), spec->nparams * sizeof(float));
+    step_meter_skew(res);
     result_finish(res);
     return DDP_OK;
 }
@@ -340,44 +413,11 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     s.area = comm_seg_extra(s.seg);
     ddp_area_layout(s.area, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
 
-    struct sigaction old[NSIGS];
-    if ((rc = signals_install(old, err)) != DDP_OK) {
-        comm_seg_free(s.seg);
-        schedule_free(&sch);
-        return rc;
-    }
-    /* Buffered output would be written once per process: empty it first. */
-    fflush(NULL);
-    pid_t self = getpid();
-    for (int r = 0; r < world; r++) {
-        pid_t p = fork();
-        if (p == 0) {
-            signals_child(self);
-            int code = ddp_rank_run(cfg, data, s.seg, r);
-            fflush(NULL);
-            _exit(code);
-        }
-        if (p < 0) {
-            char why[ERR_LEN];
-            err_set(why, DDP_OK, "fork for rank %d: %s", r, strerror(errno));
-            stop_all(&s, why);
-            break;
-        }
-        s.pid[r] = p;
-        s.alive[r] = true;
-        s.nalive++;
-    }
-    supervise(&s);
-    signals_restore(old);
-
-    if (s.stopping || s.first_failed >= 0) {
-        rc = s.interrupted || s.first_failed >= 0
-                 ? failure(&s, err)
-                 : err_set(err, DDP_ERR_RUNTIME, "%s", s.stop_why);
+    rc = spawn(&s, train_rank, (void *)data, err);
+    if (rc != DDP_OK)
         left_hint(&s, &sch, err);
-    } else {
+    else
         rc = collect(&s, &sch, &spec, res, err);
-    }
     comm_seg_free(s.seg);
     schedule_free(&sch);
     if (rc == DDP_OK)

@@ -38,6 +38,9 @@ typedef struct {
     double total_s, final_loss;
     bool left;              /* --no-join: it ran out of data and left the loop ... */
     long left_step;         /* ... before this step (0-based) */
+    /* its buckets' all-reduces in the timed steps: bytes, seconds in all */
+    int nbuckets;
+    double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
 } ddp_rank_rec_t;
 
 typedef struct {
@@ -48,6 +51,8 @@ typedef struct {
     size_t off_steps, off_log, off_params, off_trace; /* bytes from the area's start */
     size_t trace_stride;    /* bytes per recorder slot */
     long start_step;        /* rank 0: the first step run (> 0 after --resume) */
+    int ntuned;             /* rank 0: --bucket-mb auto's caps and summed step times */
+    double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX], bucket_mb_chosen;
     step_story_t story;     /* rank 0: --explain's first step */
     ddp_rank_rec_t rank[MAX_DEVICES];
 } ddp_area_t;
@@ -76,6 +81,15 @@ static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
         return NULL;
     return (trace_rec_t *)((char *)a + a->off_trace + (size_t)rank * a->trace_stride);
 }
+
+/* Fork world ranks running body(cfg, seg, rank, ctx) (its status is the
+ * child's exit status; it fills area->rank[rank]'s state, rc and msg), watch
+ * them until all are gone, stop the others at once when one fails or on
+ * Ctrl-C, and say in err which rank failed and why.  seg's extra area must
+ * start with a ddp_area_t (ddp_area_layout). */
+typedef int (*ddp_body_fn)(const config_t *cfg, comm_seg_t *seg, int rank, void *ctx);
+int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
+              char *err);
 
 /* The body of rank `rank` (in the forked child): train, fill its record.
  * Returns its status (the child's exit status). */

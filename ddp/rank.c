@@ -13,6 +13,7 @@
 
 #include "base/fault.h"
 #include "data/schedule.h"
+#include "ddp/autotune.h"
 #include "ddp/ddp_shared.h"
 #include "ddp/reducer.h"
 #include "io/checkpoint.h"
@@ -83,6 +84,9 @@ typedef struct {
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
     long progress_at;   /* the next step whose loss the progress line gets, -1 none */
     step_meter_t meter;
+    autotune_t tune;    /* --bucket-mb auto */
+    long tuned_g;       /* the last step whose time it was given (-1: none) */
+    float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
     char err[ERR_LEN];
 } rank_t;
 
@@ -117,6 +121,18 @@ static int rank_setup(rank_t *k)
     TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->meter, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
+    /* Shared memory on host buffers: what backward leaves (the last bucket)
+     * runs on this thread; a hand-off to the comm thread would cost two
+     * wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
+     * hook, so the GPU starts it as soon as backward's kernels are done. */
+    k->red.run_rest = comm_resolve(cfg->comm, cfg->backend) == COMM_SHM &&
+                      backend_host_visible(k->be);
+    if (cfg->bucket_auto) {
+        autotune_init(&k->tune, &k->spec, cfg->first_bucket_mb, k->sch.start_step,
+                      schedule_warmup(&k->sch));
+        if (!(k->tunebuf = backend_alloc(k->be, AUTOTUNE_MAX * sizeof(float))))
+            return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
+    }
     k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
     k->loss_host = backend_alloc_host(k->be, 6 * sizeof(float));
     if (!k->lossbuf || !k->loss_host)
@@ -176,6 +192,56 @@ static int rank_setup(rank_t *k)
                            k->err);
 }
 
+/* New buckets with this cap.  Between steps, with every earlier step
+ * reported (the meter resolved them), so no all-reduce of the old buckets is
+ * still to be read. */
+static int rebucket(rank_t *k, double mb)
+{
+    TRY(step_meter_finish(&k->meter, k->err));
+    bool run_rest = k->red.run_rest;
+    reducer_free(&k->red);
+    TRY(reducer_init(&k->red, k->comm, &k->meter, &k->spec, k->rep.grads,
+                     k->cfg->first_bucket_mb, mb, k->cfg->overlap, k->err));
+    k->red.run_rest = run_rest;
+    return DDP_OK;
+}
+
+/* --bucket-mb auto before step g: the candidate cap it tries, if any. */
+static int rank_autotune_before(rank_t *k, long g)
+{
+    if (!k->cfg->bucket_auto)
+        return DDP_OK;
+    double mb = autotune_before(&k->tune, g);
+    return mb > 0.0 ? rebucket(k, mb) : DDP_OK;
+}
+
+/* --bucket-mb auto after a step ended: the time of each step as the meter
+ * reports it (at once on the CPU, a step later on a GPU) and, after the last
+ * candidate's, the choice, the same on every rank. */
+static int rank_autotune_after(rank_t *k)
+{
+    long g;
+    double dt;
+    if (!k->cfg->bucket_auto || !step_meter_resolved(&k->meter, &g, &dt) || g == k->tuned_g)
+        return DDP_OK;
+    k->tuned_g = g;
+    autotune_after(&k->tune, g, dt);
+    if (!autotune_due(&k->tune, g))
+        return DDP_OK;
+    double best;
+    TRY(autotune_choose(&k->tune, k->comm, k->be, k->tunebuf, &best, k->err));
+    if (k->rank == 0) {
+        ddp_area_t *a = k->area;
+        a->ntuned = k->tune.n;
+        for (int i = 0; i < k->tune.n && i < RESULT_TUNE_MAX; i++) {
+            a->tuned_mb[i] = k->tune.mb[i];
+            a->tuned_s[i] = k->tune.step_s[i];
+        }
+        a->bucket_mb_chosen = best;
+    }
+    return rebucket(k, best);
+}
+
 static void rank_teardown(rank_t *k)
 {
     stager_free(&k->stg);
@@ -183,6 +249,7 @@ static void rank_teardown(rank_t *k)
         backend_sync(k->be); /* no copy may still use the loss buffers */
         if (k->loss_host)
             backend_free_host(k->be, k->loss_host);
+        backend_free(k->be, k->tunebuf);
         backend_free(k->be, k->lossbuf);
     }
     step_meter_free(&k->meter);
@@ -253,6 +320,15 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     double b0 = 0.0, b1 = 0.0;
     step_rec_last_lap(r, PH_BACKWARD, &b0, &b1);
     r->charge[PH_COMM_HIDDEN] += reducer_spans(&k->red, r, b0, b1);
+    if (r->timed) { /* each bucket's all-reduce, for its bus bandwidth in the report */
+        k->rec->nbuckets = k->red.nb < STORY_MAX_BUCKETS ? k->red.nb : STORY_MAX_BUCKETS;
+        for (int i = 0; i < k->rec->nbuckets; i++) {
+            const bucket_t *b = &k->red.b[i];
+            k->rec->bucket_bytes[i] = (double)b->count * sizeof(float);
+            k->rec->bucket_s[i] +=
+                b->span.end_s > b->span.start_s ? b->span.end_s - b->span.start_s : 0.0;
+        }
+    }
     for (int i = 0; i < k->red.nb && k->tr; i++) {
         const bucket_t *b = &k->red.b[i];
         if (b->span.end_s > 0.0)
@@ -347,7 +423,13 @@ static int rank_step(rank_t *k, long g, bool want_loss)
          * number, exact in a float. */
         lh[2] = k->rank == 0 ? (float)progress_steps_to_due(&k->prog) : 0.0f;
         TRY(dev(k, backend_h2d(be, k->lossbuf + 1, lh + 1, 2 * sizeof(float))));
-        TRY(coll(k, comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM, "the loss", NULL)));
+        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = k->lossbuf, .count = 3,
+                        .redop = REDOP_SUM, .tag = "the loss"};
+        /* Over shm on the CPU nothing is left to overlap it with: run it at
+         * once on this thread (comm.h's run); elsewhere queue it. */
+        TRY(coll(k, k->red.run_rest ? comm_run(k->comm, &op, NULL)
+                                    : comm_all_reduce_async(k->comm, k->lossbuf, 3, REDOP_SUM,
+                                                            "the loss", NULL)));
     }
     /* The optimizer needs every bucket summed: its stream waits for all. */
     TRY(coll(k, comm_wait_all(k->comm)));
@@ -429,6 +511,7 @@ static int rank_train(rank_t *k)
             break;
         }
         k->cur_g = g;
+        TRY(rank_autotune_before(k, g));
         /* --explain narrates this run's first step */
         step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
         TRY(rank_step(k, g, want_loss));
@@ -439,6 +522,7 @@ static int rank_train(rank_t *k)
                                          .epoch = schedule_epoch_of(sch, g),
                                          .logs = logs},
                            k->err));
+        TRY(rank_autotune_after(k));
         if (active)
             rec->stats.steps_run++;
         else
@@ -482,6 +566,7 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, in
     k.rec->stats.device_id = cfg->gpus[rank];
     k.rec->state = RANK_RUNNING;
     k.tr = ddp_area_trace(k.area, rank); /* set up by the supervisor; only this rank writes it */
+    k.tuned_g = -1;
 
     int rc = rank_setup(&k);
     if (rc == DDP_OK)

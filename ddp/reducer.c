@@ -82,7 +82,8 @@ void reducer_begin(reducer_t *r, bool sync, long g)
     }
 }
 
-static int launch(reducer_t *r, int i)
+/* run: launch and wait on this thread (comm_run), nothing being left to overlap. */
+static int launch(reducer_t *r, int i, bool run)
 {
     bucket_t *b = &r->b[i];
     /* When the gradients are written: a marker on the device's queue. */
@@ -90,8 +91,10 @@ static int launch(reducer_t *r, int i)
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work).  A sum:
      * the loss scale already divided by the global batch (reducer.h). */
-    int rc = comm_all_reduce_async(r->comm, r->grads + b->off, b->count, REDOP_SUM, b->tag,
-                                   &b->h[r->par]);
+    comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
+                    .redop = REDOP_SUM, .tag = b->tag};
+    int rc = run ? comm_run(r->comm, &op, &b->h[r->par])
+                 : comm_launch(r->comm, &op, &b->h[r->par]);
     if (rc != DDP_OK)
         r->launch_failed = true;
     return rc;
@@ -105,9 +108,11 @@ int reducer_hook(void *ctx, int layer)
     r->b[r->bucket_of[2 * layer]].pending--;
     r->b[r->bucket_of[2 * layer + 1]].pending--;
     /* Launch in index order only: a ready bucket behind a pending one waits,
-     * so every rank issues the same sequence of collectives. */
-    while (r->next < r->nb && r->b[r->next].pending == 0) {
-        int rc = launch(r, r->next);
+     * so every rank issues the same sequence of collectives.  The last one
+     * becomes ready when backward ends: under run_rest it is launch_rest's. */
+    int stop = r->run_rest ? r->nb - 1 : r->nb;
+    while (r->next < stop && r->b[r->next].pending == 0) {
+        int rc = launch(r, r->next, false);
         if (rc != DDP_OK)
             return rc;
         r->next++;
@@ -120,7 +125,7 @@ int reducer_launch_rest(reducer_t *r)
     if (!r->armed)
         return DDP_OK;
     for (; r->next < r->nb; r->next++) {
-        int rc = launch(r, r->next);
+        int rc = launch(r, r->next, r->run_rest);
         if (rc != DDP_OK)
             return rc;
     }

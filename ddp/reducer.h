@@ -17,7 +17,10 @@
  *                                 ready, in bucket index order (the same order
  *                                 on every rank)
  *   reducer_launch_rest(r)        after backward: whatever is not launched yet
- *                                 (everything under --no-overlap)
+ *                                 (everything under --no-overlap); with
+ *                                 run_rest, the last bucket too, and these run
+ *                                 at once on the calling thread (comm_run):
+ *                                 nothing is left for them to overlap
  *   comm_wait_all                 the optimizer waits for every bucket
  *   reducer_spans(r, rec, ...)    once the step has run (the step meter's
  *                                 resolved callback): when each bucket ran
@@ -57,6 +60,10 @@ typedef struct {
     int nb;
     int bucket_of[2 * MODEL_MAX_LAYERS]; /* parameter -> bucket */
     bool overlap;          /* launch from the hook (false: --no-overlap) */
+    bool run_rest;         /* the last bucket waits for launch_rest, which runs what
+                              is left with comm_run (shm on the CPU: no hand-off to
+                              the comm thread and back when nothing is left to
+                              overlap); false: launched from the hook like the rest */
     bool armed;            /* this backward all-reduces (the last micro-batch) */
     int par;               /* the step's parity */
     int next;              /* next bucket to launch */

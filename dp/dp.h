@@ -23,6 +23,7 @@
 #define DDPBENCH_DP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,11 +45,11 @@
 // dp_workers.c: the thread pool and its barrier
 
 /* n threads, created once per run.  They meet at dp_pool_sync() between
- * phases; a failing thread calls dp_pool_fail(), which makes every present
- * and future dp_pool_sync() return at once, so nobody waits for a thread
- * that has stopped.  dp_pool_leave() is the one wait that cannot be aborted:
- * every thread passes it on its way out, so none frees buffers another may
- * still be reading. */
+ * phases (a waiter spins briefly, then sleeps on a futex); a failing thread
+ * calls dp_pool_fail(), which makes every present and future dp_pool_sync()
+ * return at once, so nobody waits for a thread that has stopped.
+ * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
+ * it on its way out, so none frees buffers another may still be reading. */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -59,11 +60,17 @@ struct dp_pool {
     int n;                    /* threads running */
     pthread_t tid[MAX_DEVICES];
     dp_pool_arg_t arg[MAX_DEVICES];
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;       /* the failure record and dp_pool_leave() */
     pthread_cond_t cv;
-    int waiting;              /* threads at the current barrier */
-    unsigned long gen;        /* barrier generation: bumped when all n arrive */
-    bool aborted;             /* a thread failed: barriers no longer wait */
+    uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
+    _Alignas(64) _Atomic uint32_t waiting; /* threads at the current barrier */
+    _Alignas(64) _Atomic uint32_t gen;     /* barrier generation: bumped when all n arrive */
+    _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
+    _Atomic uint32_t sleepers;/* waiters asleep (or about to be) on wake */
+    _Atomic bool aborted;     /* a thread failed: barriers no longer wait */
+    struct {                  /* the CPU each thread last arrived from (sched_getcpu) */
+        _Alignas(64) _Atomic int32_t v;
+    } cpu[MAX_DEVICES];
     int left;                 /* threads at dp_pool_leave() */
     int rc;                   /* the first failure (DDP_OK when none) */
     char err[ERR_LEN];

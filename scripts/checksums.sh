@@ -11,10 +11,14 @@ bin=${1:-./ddpbench}
 run() { # label, options...
     label=$1
     shift
-    out=$("$bin" --backend cpu --quiet --csv "$@" 2>&1) || {
-        echo "$label: FAILED: $(echo "$out" | tail -1)"
+    # stdout is the CSV alone; stderr (notes, errors) is kept apart
+    err=$(mktemp)
+    out=$("$bin" --backend cpu --quiet --csv "$@" 2>"$err") || {
+        echo "$label: FAILED: $(tail -1 "$err")"
+        rm -f "$err"
         return
     }
+    rm -f "$err"
     # mode, final_loss, checksum_bits
     echo "$label: $(echo "$out" | sed -n 2p | awk -F, '{print $1, $18, $22}')"
 }

@@ -8,11 +8,22 @@
  *   exit   the process exits with status 7 (a rank that quits early)
  *   stall  the device stops and sleeps (a hung rank; --timeout must fire)
  *   write  a checkpoint write is killed between writing and renaming
+ *   sum    --mode comm: the rank adds a wrong value to the collectives it
+ *          checks at size index STEP (a planted wrong sum, which the check
+ *          must catch)
  * Unset or malformed: no fault.  Read once per process; never on by default. */
 #ifndef DDPBENCH_FAULT_H
 #define DDPBENCH_FAULT_H
 
-typedef enum { FAULT_NONE = 0, FAULT_ERROR, FAULT_KILL, FAULT_EXIT, FAULT_STALL, FAULT_WRITE } fault_kind_t;
+typedef enum {
+    FAULT_NONE = 0,
+    FAULT_ERROR,
+    FAULT_KILL,
+    FAULT_EXIT,
+    FAULT_STALL,
+    FAULT_WRITE,
+    FAULT_SUM
+} fault_kind_t;
 
 /* The fault due on this device at this step (FAULT_NONE almost always). */
 fault_kind_t fault_at(int device_index, long step);

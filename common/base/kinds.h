@@ -9,7 +9,7 @@
 typedef enum { ACT_NONE = 0, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_GELU } act_t;
 typedef enum { LOSS_MSE = 0, LOSS_BCE, LOSS_CE } loss_t;
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;
-typedef enum { MODE_SINGLE = 0, MODE_DP, MODE_DDP, MODE_COMPARE } mode_t_;
+typedef enum { MODE_SINGLE = 0, MODE_DP, MODE_DDP, MODE_COMPARE, MODE_COMM } mode_t_;
 typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
 typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL } comm_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;

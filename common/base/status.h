@@ -21,7 +21,8 @@ enum {
     DDP_OK = 0,
     DDP_ERR_RUNTIME = 1, /* a fault while running: dead rank, device error, timeout */
     DDP_ERR_INPUT = 2,   /* bad options, bad files: the user's input is wrong */
-    DDP_ERR_REGRESSED = 3 /* --baseline: throughput regressed past --tolerance */
+    DDP_ERR_REGRESSED = 3, /* --baseline: a figure regressed past --tolerance */
+    DDP_ERR_NOISY = 4      /* --baseline: no verdict, the interval is wider than --tolerance */
 };
 
 #define ERR_LEN 512

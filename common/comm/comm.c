@@ -85,12 +85,18 @@ int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const
     return c->ops->launch(c, &o, h);
 }
 
-static int run_blocking(comm_t *c, const comm_op_t *o)
+int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
-    comm_handle_t h;
-    int rc = c->ops->launch(c, o, &h);
-    return rc == DDP_OK ? c->ops->wait(c, h, NULL) : rc;
+    if (c->ops->run)
+        return c->ops->run(c, op, h);
+    comm_handle_t mine;
+    int rc = c->ops->launch(c, op, &mine);
+    if (h)
+        *h = rc == DDP_OK ? mine : 0;
+    return rc == DDP_OK ? c->ops->wait(c, mine, NULL) : rc;
 }
+
+static int run_blocking(comm_t *c, const comm_op_t *o) { return comm_run(c, o, NULL); }
 
 int comm_all_reduce(comm_t *c, float *buf, size_t count, redop_t op)
 {
@@ -113,6 +119,13 @@ int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root)
 int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count)
 {
     comm_op_t o = {.kind = COLL_ALL_GATHER, .send = send, .recv = recv, .count = count};
+    return run_blocking(c, &o);
+}
+
+int comm_reduce_scatter(comm_t *c, const float *send, float *recv, size_t count, redop_t op)
+{
+    comm_op_t o = {.kind = COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
+                   .redop = op};
     return run_blocking(c, &o);
 }
 

@@ -1,6 +1,7 @@
 /* common/comm/comm.h: the collectives seam, as its callers see it: broadcast, all-reduce, reduce,
- * all-gather and barrier among `world` ranks, each launched asynchronously and
- * waited for by handle, plus abort.
+ * all-gather, reduce-scatter and barrier among `world` ranks, each launched
+ * asynchronously and waited for by handle (or run at once when the caller has
+ * nothing to overlap), plus abort.
  *
  * Like backend.h, a communicator is a fixed table of operations and private
  * state behind impl (comm_impl.h, for the implementers).  Two implementations:
@@ -18,7 +19,9 @@
  *    memory on CUDA.  count is in floats and may be 0 (a no-op that completes
  *    at once, without synchronising the ranks, as in NCCL).
  *  - In place is allowed: send == recv (or send == NULL) for broadcast,
- *    all-reduce and reduce; send == recv + rank*count for all-gather.  Other
+ *    all-reduce and reduce; send == recv + rank*count for all-gather;
+ *    recv == send + rank*count for reduce-scatter (send == NULL: the same,
+ *    the whole buffer starting rank*count floats before recv).  Other
  *    overlap between send and recv is not allowed.
  *  - Ordering: each rank's collectives run in the order that rank launched
  *    them, one at a time.  Every rank must launch the same sequence of
@@ -29,6 +32,10 @@
  *    (the gradients a bucket covers).  On CUDA that is an event recorded on
  *    the backend's stream that the comm stream waits on; the host does not
  *    block.  The buffers must stay untouched until the op is waited for.
+ *  - run(op) is launch and wait in one, for a caller that would wait at once
+ *    (nothing left to overlap: DDP's last bucket, the loss): shm runs it on
+ *    the calling thread, sparing the hand-off to its communication thread
+ *    and back (two sleeps and wake-ups); NCCL launches and waits.
  *  - wait(h) returns once collective h and every collective launched before it
  *    on this rank are complete, and their results are visible to work the rank
  *    issues on its backend afterwards (NCCL: the backend's stream waits on the
@@ -82,6 +89,7 @@ typedef enum {
     COLL_ALL_REDUCE,
     COLL_REDUCE,
     COLL_ALL_GATHER,
+    COLL_REDUCE_SCATTER,
     COLL_BARRIER,
     COLL_COUNT
 } coll_kind_t;
@@ -92,13 +100,16 @@ typedef enum { REDOP_SUM = 0, REDOP_AVG } redop_t;
  * recv hold count floats (send is read on the root only for broadcast, recv is
  * written on the root only for reduce: other ranks' recv is left unspecified).
  * For all-gather, send holds count floats and recv count*world, rank q's block
- * at recv + q*count.  Barrier uses neither. */
+ * at recv + q*count.  For reduce-scatter (NCCL's ReduceScatter), send holds
+ * count*world floats and recv count: rank q receives the reduction of every
+ * rank's block q (send + q*count), bit for bit that block of an all-reduce of
+ * the same inputs.  Barrier uses neither. */
 typedef struct {
     coll_kind_t kind;
     const float *send;   /* NULL: in place (send = recv, or recv + rank*count) */
     float *recv;
     size_t count;        /* floats per rank */
-    redop_t redop;       /* all-reduce, reduce */
+    redop_t redop;       /* all-reduce, reduce, reduce-scatter */
     int root;            /* broadcast, reduce */
     const char *tag;     /* "bucket 2": names the op in errors; NULL for none; must
                             stay valid until the op is waited for */
@@ -186,6 +197,10 @@ int comm_wait(comm_t *c, comm_handle_t h, comm_span_t *span);
  * it has run (the step that waited for it has reported); zeros when the
  * implementation cannot tell, or no longer can (a few hundred ops later). */
 void comm_span(comm_t *c, comm_handle_t h, comm_span_t *span);
+/* Launch op and wait for it (and everything launched before it); *h (may be
+ * NULL) receives its handle, for comm_wait's span later.  For a caller that
+ * would wait at once anyway: see run above. */
+int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h);
 /* Wait for everything launched so far. */
 int comm_wait_all(comm_t *c);
 int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const char *tag,
@@ -195,6 +210,9 @@ int comm_all_reduce(comm_t *c, float *buf, size_t count, redop_t op);
 int comm_broadcast(comm_t *c, float *buf, size_t count, int root);
 int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root);
 int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count);
+/* send: count*world floats (NULL: in place, recv == send + rank*count);
+ * recv: this rank's count floats of the reduction. */
+int comm_reduce_scatter(comm_t *c, const float *send, float *recv, size_t count, redop_t op);
 int comm_barrier(comm_t *c);
 void comm_abort(comm_t *c, const char *why);
 void comm_destroy(comm_t *c);

@@ -21,6 +21,9 @@ typedef struct comm_ops {
     /* Stop the comm's threads and free it (pending ops are abandoned: abort or
      * wait first). */
     void (*destroy)(comm_t *c);
+    /* Launch op and wait for it (comm.h's run); *h its handle.  NULL: comm.c
+     * calls launch, then wait. */
+    int (*run)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
 } comm_ops_t;
 
 struct comm {
@@ -45,8 +48,8 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err);
 /* "all-reduce": how messages name a collective. */
 static inline const char *coll_name(coll_kind_t k)
 {
-    static const char *const names[COLL_COUNT] = {"broadcast", "all-reduce", "reduce",
-                                                  "all-gather", "barrier"};
+    static const char *const names[COLL_COUNT] = {"broadcast",  "all-reduce",     "reduce",
+                                                  "all-gather", "reduce-scatter", "barrier"};
     return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
 }
 

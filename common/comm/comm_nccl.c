@@ -225,6 +225,10 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
             r = ncclAllGather(op->send ? op->send : recv + (size_t)c->rank * op->count, recv,
                               op->count, ncclFloat, n->nccl, n->stream);
             break;
+        case COLL_REDUCE_SCATTER: /* in place: recv is our block of the send buffer */
+            r = ncclReduceScatter(op->send ? op->send : recv - (size_t)c->rank * op->count, recv,
+                                  op->count, ncclFloat, red, n->nccl, n->stream);
+            break;
         case COLL_BARRIER: /* NCCL has none: a one-float all-reduce every rank must join */
             r = ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat, ncclSum, n->nccl, n->stream);
             break;

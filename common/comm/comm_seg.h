@@ -66,6 +66,11 @@ typedef struct {
     unsigned char id[COMM_SEG_ID_MAX];
 
     seg_counter_t ctr[SEG_NCOUNTERS][SEG_MAX_RANKS];
+    /* The CPU each rank last published from (sched_getcpu), so a waiter can
+     * tell that the rank it waits for shares its core (see seg_wait_until). */
+    struct {
+        _Alignas(SEG_LINE) _Atomic int32_t v;
+    } cpu[SEG_MAX_RANKS];
     seg_desc_t desc[SEG_MAX_RANKS][SEG_MAX_SLOTS];
 } seg_header_t;
 
@@ -89,8 +94,10 @@ static inline float *seg_out(comm_seg_t *s, int slot)
 /* Publish counter `which` of rank = value (release), then wake sleepers. */
 void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value);
 
-/* Wait until counter `which` of every rank is >= target.  Spins briefly, then
- * sleeps on the futex; returns DDP_OK, or DDP_ERR_RUNTIME with *missing set to
+/* Wait until counter `which` of every rank is >= target.  Spins briefly
+ * (not at all while the rank it waits for last ran on this CPU: it may be
+ * queued behind us), then sleeps on the futex; returns DDP_OK, or
+ * DDP_ERR_RUNTIME with *missing set to
  * the lowest rank that had not arrived when timeout_s passed (-1 when the wait
  * ended because the group was aborted). */
 int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_s,

@@ -198,6 +198,26 @@ static void run_local(const comm_op_t *op)
         memcpy(op->recv, src, op->count * sizeof(float));
 }
 
+/* The floats of op's input on this rank (all-gather: its own block; reduce-
+ * scatter: every block). */
+static const float *op_src(const comm_op_t *op, int rank)
+{
+    if (op->send)
+        return op->send;
+    if (op->kind == COLL_ALL_GATHER)
+        return op->recv + (size_t)rank * op->count;
+    if (op->kind == COLL_REDUCE_SCATTER)
+        return op->recv - (size_t)rank * op->count;
+    return op->recv;
+}
+
+/* A reduction chunk this short is reduced whole by every rank that needs it
+ * (one crossing: stage, wait for everyone, sum) rather than split into
+ * slices and gathered back (two crossings): summing n x 16 KiB costs less
+ * than a second wait for the peers, and the sum is the same, element by
+ * element in rank order, so the bits do not depend on the path. */
+#define SHM_SMALL_FLOATS 4096
+
 static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
 {
     comm_seg_t *s = m->c.seg;
@@ -209,18 +229,25 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     const size_t C = s->h->chunk;
     const int D = s->h->slots;
     const double T = m->c.timeout_s;
-    const bool gather = op->kind == COLL_ALL_GATHER;
-    const float *src = op->send ? op->send : (gather ? op->recv + (size_t)r * op->count : op->recv);
-    size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + C - 1) / C;
+    const bool avg = op->redop == REDOP_AVG;
+    const float *src = op_src(op, r);
+    /* reduce-scatter moves count floats of every block per op: a chunk holds
+     * a piece of each of the n blocks */
+    const size_t step = op->kind == COLL_REDUCE_SCATTER ? C / (size_t)n : C;
+    size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + step - 1) / step;
     seg_desc_t mine = {.op_seq = seq, .kind = op->kind, .redop = op->redop, .root = op->root,
                        .count = op->count};
     int missing;
     for (size_t j = 0; j < nchunks; j++) {
         uint64_t k = m->ticket++;
         int slot = (int)(k % (uint64_t)D);
-        size_t off = j * C;
-        size_t len = op->kind == COLL_BARRIER ? 0 : (op->count - off < C ? op->count - off : C);
+        size_t off = j * step;
+        size_t len = op->kind == COLL_BARRIER ? 0
+                     : op->count - off < step      ? op->count - off
+                                                   : step;
         float *in = seg_in(s, slot, r), *out = seg_out(s, slot);
+        bool reduction = op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE;
+        bool whole = reduction && len <= SHM_SMALL_FLOATS;
 
         /* 1. The slot is free once every rank has finished the chunk that used
          *    it D tickets ago (their reads of our input and of the result). */
@@ -228,22 +255,31 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
 
-        /* 2. Stage our input; seg_publish orders it before the counter.  For
-         *    a reduction only the slices the others reduce: ours we read from
-         *    our own buffer in step 3. */
+        /* 2. Stage our input; seg_publish orders it before the counter.  A
+         *    split reduction stages only the slices the others reduce (ours
+         *    we read from our own buffer in step 3); reduce-scatter stages
+         *    every block but ours, each len floats at in + q*len. */
         s->h->desc[r][slot] = mine;
         size_t lo = len * (size_t)r / (size_t)n, hi = len * (size_t)(r + 1) / (size_t)n;
-        if ((op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE) && len) {
+        if (whole && len && (op->kind == COLL_ALL_REDUCE || r != op->root)) {
+            memcpy(in, src + off, len * sizeof(float));
+        } else if (reduction && !whole && len) {
             memcpy(in, src + off, lo * sizeof(float));
             memcpy(in + hi, src + off + hi, (len - hi) * sizeof(float));
-        } else if (gather && len)
+        } else if (op->kind == COLL_ALL_GATHER && len) {
             memcpy(in, src + off, len * sizeof(float));
-        else if (op->kind == COLL_BROADCAST && r == op->root && len)
+        } else if (op->kind == COLL_REDUCE_SCATTER && len) {
+            for (int q = 0; q < n; q++)
+                if (q != r)
+                    memcpy(in + (size_t)q * len, src + (size_t)q * op->count + off,
+                           len * sizeof(float));
+        } else if (op->kind == COLL_BROADCAST && r == op->root && len) {
             memcpy(out, src + off, len * sizeof(float));
+        }
         seg_publish(s, SEG_STAGED, r, k + 1);
         atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
 
-        /* 3. Everyone's input is in: reduce our slice (reduce-scatter). */
+        /* 3. Everyone's input is in (the one crossing most chunks need). */
         if (seg_wait_counters(s, SEG_STAGED, k + 1, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
         char msg[ERR_LEN];
@@ -251,42 +287,53 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             comm_seg_abort(s, r, msg);
             return fail(m, msg);
         }
-        if (op->kind == COLL_ALL_REDUCE)
-            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
-                         out + lo, op->recv + off + lo);
-        else if (op->kind == COLL_REDUCE)
-            reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG,
-                         out + lo, NULL);
+        if (!reduction || whole) {
+            switch (op->kind) {
+            case COLL_ALL_REDUCE: /* every rank sums the whole chunk, in rank order */
+                reduce_slice(s, slot, r, src + off, 0, len, avg, op->recv + off, NULL);
+                break;
+            case COLL_REDUCE:
+                if (r == op->root)
+                    reduce_slice(s, slot, r, src + off, 0, len, avg, op->recv + off, NULL);
+                break;
+            case COLL_REDUCE_SCATTER: /* our block's piece, from everyone's staging */
+                reduce_slice(s, slot, r, src + (size_t)r * op->count + off, (size_t)r * len, len,
+                             avg, op->recv + off, NULL);
+                break;
+            case COLL_BROADCAST:
+                if (r != op->root)
+                    memcpy(op->recv + off, out, len * sizeof(float));
+                else if (src != op->recv)
+                    memcpy(op->recv + off, src + off, len * sizeof(float));
+                break;
+            case COLL_ALL_GATHER:
+                for (int q = 0; q < n; q++) {
+                    float *dst = op->recv + (size_t)q * op->count + off;
+                    const float *from = q == r ? src + off : seg_in(s, slot, q);
+                    if (dst != from)
+                        memcpy(dst, from, len * sizeof(float));
+                }
+                break;
+            default: /* barrier: arriving was all */
+                break;
+            }
+            seg_publish(s, SEG_DONE, r, k + 1);
+            continue;
+        }
+
+        /* A long reduction chunk: 3'. reduce our slice (reduce-scatter) ... */
+        reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, avg, out + lo,
+                     op->kind == COLL_ALL_REDUCE ? op->recv + off + lo : NULL);
         seg_publish(s, SEG_REDUCED, r, k + 1);
 
-        /* 4. Every slice is reduced: copy out what we need (all-gather). */
+        /* 4. ... then, every slice reduced, copy out the others' (all-gather). */
         if (seg_wait_counters(s, SEG_REDUCED, k + 1, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
-        switch (op->kind) {
-        case COLL_ALL_REDUCE:
+        if (op->kind == COLL_ALL_REDUCE) {
             memcpy(op->recv + off, out, lo * sizeof(float));
             memcpy(op->recv + off + hi, out + hi, (len - hi) * sizeof(float));
-            break;
-        case COLL_REDUCE:
-            if (r == op->root)
-                memcpy(op->recv + off, out, len * sizeof(float));
-            break;
-        case COLL_BROADCAST:
-            if (r != op->root)
-                memcpy(op->recv + off, out, len * sizeof(float));
-            else if (src != op->recv)
-                memcpy(op->recv + off, src + off, len * sizeof(float));
-            break;
-        case COLL_ALL_GATHER:
-            for (int q = 0; q < n; q++) {
-                float *dst = op->recv + (size_t)q * op->count + off;
-                const float *from = q == r ? src + off : seg_in(s, slot, q);
-                if (dst != from)
-                    memcpy(dst, from, len * sizeof(float));
-            }
-            break;
-        default:
-            break;
+        } else if (r == op->root) {
+            memcpy(op->recv + off, out, len * sizeof(float));
         }
         seg_publish(s, SEG_DONE, r, k + 1);
     }
@@ -482,8 +529,11 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
 {
     comm_t *c = &m->c;
     backend_t *be = c->be;
-    bool gather = op->kind == COLL_ALL_GATHER;
-    size_t need = op->kind == COLL_BARRIER ? 0 : gather ? op->count * (size_t)c->world : op->count;
+    bool gather = op->kind == COLL_ALL_GATHER, scatter = op->kind == COLL_REDUCE_SCATTER;
+    size_t mine = (size_t)c->rank * op->count; /* our block in a world-sized buffer */
+    size_t need = op->kind == COLL_BARRIER         ? 0
+                  : gather || scatter ? op->count * (size_t)c->world
+                                      : op->count;
     req->back_floats = 0;
     req->staged = NULL;
     if (need == 0)
@@ -503,34 +553,34 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     float *host = ar->buf + ar->used;
     ar->used += need;
     req->area = m->cur_area;
-    const float *dev_src = op->send ? op->send
-                           : gather ? op->recv + (size_t)c->rank * op->count
-                                    : op->recv;
-    float *host_src = gather ? host + (size_t)c->rank * op->count : host;
+    const float *dev_src = op_src(op, c->rank);
+    /* the host copy of the input: ours, in its place in a world-sized buffer */
+    float *host_src = gather ? host + mine : host;
+    size_t in_floats = scatter ? need : op->count;
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
-    if (has_input && op->count) {
+    if (has_input && in_floats) {
         /* Queued after the backend's earlier work (the bucket's gradients);
          * the comm thread reads host_src once `staged` has completed. */
         backend_event_t **ev = &m->staged[c->issued % SHM_QUEUE];
         char msg[ERR_LEN];
         if ((!*ev && !(*ev = backend_event_new(be, false))) ||
-            backend_d2h_async(be, host_src, dev_src, op->count * sizeof(float)) != DDP_OK ||
+            backend_d2h_async(be, host_src, dev_src, in_floats * sizeof(float)) != DDP_OK ||
             backend_event_record(be, *ev) != DDP_OK) {
             snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
             return fail(m, msg);
         }
         req->staged = *ev;
     }
-    bool back = op->kind == COLL_ALL_REDUCE || gather ||
+    bool back = op->kind == COLL_ALL_REDUCE || gather || scatter ||
                 (op->kind == COLL_REDUCE && c->rank == op->root) ||
                 (op->kind == COLL_BROADCAST && (c->rank != op->root || dev_src != op->recv));
     if (back) {
         req->dev_dst = op->recv;
-        req->host_src = host;
-        req->back_floats = need;
+        req->host_src = scatter ? host + mine : host;
+        req->back_floats = scatter ? op->count : need;
     }
     op->send = host_src;
-    op->recv = host;
+    op->recv = scatter ? host + mine : host;
     return DDP_OK;
 }
 
@@ -587,6 +637,53 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
     return DDP_OK;
 }
 
+/* Launch and wait in one, on the calling thread: once the comm thread has
+ * drained what was launched before, the op runs here, with no hand-off to
+ * the comm thread and back (a sleep and a wake-up each way).  It takes the
+ * next handle and ticket as if the comm thread had run it: the comm thread
+ * is idle (completed == issued) and stays so, because issued moves only
+ * after the op is done, together with completed, under mu. */
+static int shm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
+{
+    shm_t *m = (shm_t *)c;
+    char msg[ERR_LEN];
+    if (h)
+        *h = 0;
+    if (!backend_host_visible(c->be)) { /* staged through host memory: the queued path */
+        comm_handle_t mine;
+        int rc = shm_launch(c, op, &mine);
+        if (rc == DDP_OK && h)
+            *h = mine;
+        return rc == DDP_OK ? shm_wait(c, mine, NULL) : rc;
+    }
+    if (check_op(c, op, msg) != DDP_OK)
+        return fail(m, msg);
+    pthread_mutex_lock(&m->mu);
+    wait_completed_locked(m, c->issued);
+    bool failed = m->failed;
+    pthread_mutex_unlock(&m->mu);
+    if (failed)
+        return DDP_ERR_RUNTIME;
+    if (comm_seg_aborted(c->seg, msg))
+        return fail(m, msg);
+    uint64_t seq = c->issued + 1;
+    double t0 = now_s();
+    int rc = run_op(m, op, seq); /* a failure is recorded (sticky) by run_op */
+    double t1 = now_s();
+    if (rc != DDP_OK)
+        return rc;
+    pthread_mutex_lock(&m->mu);
+    shm_req_t *req = &m->q[c->issued % SHM_QUEUE];
+    *req = (shm_req_t){.op = *op, .span = {t0, t1}};
+    c->issued = seq;
+    m->completed = seq;
+    m->copied_back = seq; /* host memory: nothing to copy back */
+    pthread_mutex_unlock(&m->mu);
+    if (h)
+        *h = seq;
+    return DDP_OK;
+}
+
 static void shm_abort(comm_t *c, const char *why)
 {
     shm_t *m = (shm_t *)c;
@@ -635,6 +732,7 @@ static const comm_ops_t shm_ops = {
     .span = shm_span,
     .abort = shm_abort,
     .destroy = shm_destroy,
+    .run = shm_run,
 };
 
 int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)

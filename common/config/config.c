@@ -78,6 +78,33 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
     if (c->tf32 && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT, "--tf32: needs --backend cuda (the CPU computes in fp32)");
+    if (c->min_bytes > c->max_bytes)
+        return err_set(err, DDP_ERR_INPUT, "--min-bytes: %ld is more than --max-bytes %ld",
+                       c->min_bytes, c->max_bytes);
+    if (c->mode == MODE_COMM) {
+        const char *no = c->csv                ? "--csv (use --json)"
+                         : c->baseline_path[0] ? "--baseline"
+                         : c->repeat > 1       ? "--repeat"
+                         : c->predict          ? "--predict"
+                         : c->trace_path[0]    ? "--trace"
+                         : c->explain          ? "--explain"
+                         : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
+                                 c->resume_path[0]
+                             ? "a checkpoint option"
+                             : NULL;
+        if (no)
+            return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
+    }
+    if (c->repeat > 1) {
+        const char *no = c->trace_path[0]        ? "--trace"
+                         : c->checkpoint_path[0] ? "--checkpoint"
+                         : c->resume_path[0]     ? "--resume"
+                         : c->explain            ? "--explain"
+                                                 : NULL;
+        if (no)
+            return err_set(err, DDP_ERR_INPUT,
+                           "--repeat: not with %s (it describes one run; drop --repeat)", no);
+    }
     return DDP_OK;
 }
 

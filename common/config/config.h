@@ -18,6 +18,9 @@
 #include "nn/optim.h"
 
 #define CONFIG_EXIT_OK (-1)
+/* --coll all: broadcast, all-reduce, all-gather, reduce-scatter (bits in
+ * comm.h's coll_kind_t order; reduce is bit 2) */
+#define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
 #define MAX_GPU_LIST MAX_DEVICES
 
@@ -72,6 +75,15 @@ typedef struct {
     double first_bucket_mb;
     bool overlap;
     double timeout_s;
+
+    /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
+    long min_bytes, max_bytes;
+    double step_factor;
+    long iters, warmup_iters;
+    unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
+    int repeat;                /* --repeat: independent runs */
+    bool predict;              /* --predict: the alpha-beta model's table */
+    bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 
     /* reporting */
     bool quiet;

@@ -59,13 +59,13 @@ static int resolve_devices(config_t *c, char *err)
      * a repeat there is a mistake. */
     bool dup_ok = c->backend == BACKEND_CUDA &&
                   (c->mode == MODE_DP || c->mode == MODE_COMPARE ||
-                   (c->mode == MODE_DDP && c->comm == COMM_SHM));
+                   ((c->mode == MODE_DDP || c->mode == MODE_COMM) && c->comm == COMM_SHM));
     for (int i = 0; i < c->ngpus; i++)
         for (int j = 0; j < i; j++)
             if (c->gpus[i] == c->gpus[j] && !dup_ok)
                 return err_set(err, DDP_ERR_INPUT,
                                "--gpus: device %d appears twice (repeats are allowed only on "
-                               "CUDA, for dp, or for ddp with --comm shm)",
+                               "CUDA, for dp, or for ddp and comm with --comm shm)",
                                c->gpus[i]);
     return DDP_OK;
 }

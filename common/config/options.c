@@ -24,7 +24,8 @@ enum {
     O_BUCKET_MB, O_FIRST_BUCKET_MB, O_OVERLAP, O_NO_OVERLAP, O_TIMEOUT, O_QUIET, O_JSON, O_CSV,
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
-    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32
+    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
+    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT
 };
 
 typedef struct {
@@ -42,7 +43,7 @@ typedef struct {
 static const opt_t opts[] = {
     {"mode", O_MODE, "M", "compare", NULL,
      "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
-     "side; single uses the first device)",
+     "side; single uses the first device) | comm (the collectives alone, like nccl-tests)",
      "What to run"},
     {"gpus", O_GPUS, "LIST", "auto", NULL,
      "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
@@ -110,12 +111,23 @@ static const opt_t opts[] = {
     {"log-every", O_LOG_EVERY, "N", "0", "0 (each epoch)", "print the loss every N steps", NULL},
     {"comm", O_COMM, "C", "auto", NULL, "ddp collectives: auto | shm | nccl (auto: nccl on CUDA, shm on CPU)",
      "DDP"},
-    {"bucket-mb", O_BUCKET_MB, "X", "25", NULL, "gradient bucket cap in MiB", NULL},
+    {"bucket-mb", O_BUCKET_MB, "X", "25", NULL,
+     "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL},
     {"first-bucket-mb", O_FIRST_BUCKET_MB, "X", "1", NULL, "cap of the first (last layers') bucket", NULL},
     {"overlap", O_OVERLAP, NULL, "on", NULL, "all-reduce each bucket while backward still runs",
      NULL},
     {"no-overlap", O_NO_OVERLAP, NULL, NULL, NULL, "all-reduce only after backward ends", NULL},
     {"timeout", O_TIMEOUT, "SEC", "60", NULL, "limit on any wait for another rank", NULL},
+    {"min-bytes", O_MIN_BYTES, "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
+     "Collective benchmark (--mode comm, like nccl-tests)"},
+    {"max-bytes", O_MAX_BYTES, "N", "16M", NULL, "largest message", NULL},
+    {"step-factor", O_STEP_FACTOR, "X", "4", NULL, "each size is the last times X", NULL},
+    {"iters", O_ITERS, "N", "20", NULL, "timed iterations per size", NULL},
+    {"warmup-iters", O_WARMUP_ITERS, "N", "5", NULL, "untimed iterations before them", NULL},
+    {"coll", O_COLL, "LIST", "all", NULL,
+     "all-reduce, broadcast, reduce-scatter, all-gather, reduce (a comma list), or all (the first "
+     "four)",
+     NULL},
     {"quiet", O_QUIET, NULL, NULL, "off", "print only errors and the final result", "Reporting"},
     {"json", O_JSON, NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL},
     {"csv", O_CSV, NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL},
@@ -125,6 +137,11 @@ static const opt_t opts[] = {
     {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
      NULL},
     {"tolerance", O_TOLERANCE, "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
+     NULL},
+    {"repeat", O_REPEAT, "N", "1", NULL,
+     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL},
+    {"predict", O_PREDICT, NULL, NULL, "off",
+     "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
      NULL},
     {"save", O_SAVE, "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints"},
     {"init", O_INIT, "FILE", NULL, "none", "start from weights in a .safetensors file", NULL},
@@ -136,6 +153,22 @@ static const opt_t opts[] = {
     {"version", O_VERSION, NULL, NULL, NULL, "print the version", NULL},
 };
 #define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+/* Short forms: nccl-tests' letters for the collective benchmark. */
+static const struct {
+    int id;
+    char letter;
+} shorts_tab[] = {{O_MIN_BYTES, 'b'}, {O_MAX_BYTES, 'e'}, {O_STEP_FACTOR, 'f'}, {O_ITERS, 'n'},
+                  {O_WARMUP_ITERS, 'w'}};
+#define NSHORTS ((int)(sizeof shorts_tab / sizeof shorts_tab[0]))
+
+static char short_of(int id)
+{
+    for (int i = 0; i < NSHORTS; i++)
+        if (shorts_tab[i].id == id)
+            return shorts_tab[i].letter;
+    return 0;
+}
 
 void config_usage(FILE *f)
 {
@@ -149,7 +182,11 @@ void config_usage(FILE *f)
         if (o->section)
             fprintf(f, "\n%s:\n", o->section);
         char lhs[64], text[512];
-        snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        if (short_of(o->id))
+            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", short_of(o->id), o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        else
+            snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
         const char *d = o->shown ? o->shown : o->dflt;
         snprintf(text, sizeof text, "%s%s%s%s", o->help, d ? " [" : "", d ? d : "", d ? "]" : "");
         /* wrap the text at 79 columns under its own column */
@@ -167,7 +204,8 @@ void config_usage(FILE *f)
         fputc('\n', f);
     }
     config_presets_usage(f);
-    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 throughput regressed.\n");
+    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
+               "--baseline, 4 no verdict (an interval wider than --tolerance).\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -209,6 +247,59 @@ static int parse_float(const char *opt, const char *s, double lo, double hi, flo
     if (rc == DDP_OK)
         *out = (float)d;
     return rc;
+}
+
+/* A byte count: digits with an optional K, M or G (powers of 1024), like
+ * nccl-tests' -b and -e. */
+static int parse_bytes(const char *opt, const char *s, long *out, char *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    long mul = 1;
+    if (end != s && (*end == 'K' || *end == 'k'))
+        mul = 1L << 10, end++;
+    else if (end != s && (*end == 'M' || *end == 'm'))
+        mul = 1L << 20, end++;
+    else if (end != s && (*end == 'G' || *end == 'g'))
+        mul = 1L << 30, end++;
+    if (end == s || *end || errno || v < 0)
+        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a byte count (e.g. 8, 64K, 16M, 1G)",
+                       opt, s);
+    if (v > (4L << 30) / mul)
+        return err_set(err, DDP_ERR_INPUT, "--%s: %s is more than 4G", opt, s);
+    *out = v * mul;
+    return DDP_OK;
+}
+
+/* --coll: names of comm.h's collectives, in coll_kind_t order (bit k). */
+static const char *const coll_names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
+                                         "reduce-scatter"};
+
+static int parse_colls(const char *s, unsigned *out, char *err)
+{
+    *out = 0;
+    if (strcmp(s, "all") == 0) {
+        *out = CONFIG_COLLS_ALL;
+        return DDP_OK;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = -1;
+        for (int i = 0; i < (int)(sizeof coll_names / sizeof *coll_names); i++)
+            if (strcmp(t, coll_names[i]) == 0)
+                k = i;
+        if (k < 0)
+            return err_set(err, DDP_ERR_INPUT,
+                           "--coll: unknown collective '%s' (all-reduce, broadcast, "
+                           "reduce-scatter, all-gather, reduce, or all)",
+                           t);
+        *out |= 1u << k;
+    }
+    if (!*out)
+        return err_set(err, DDP_ERR_INPUT, "--coll: empty list");
+    return DDP_OK;
 }
 
 static int copy_path(const char *opt, const char *s, char *dst, char *err)
@@ -407,7 +498,11 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         c->comm = (comm_kind_t)e;
         break;
     case O_BUCKET_MB:
-        rc = parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
+        c->bucket_auto = strcmp(v, "auto") == 0;
+        if (c->bucket_auto)
+            c->bucket_mb = 25.0; /* the warm-up steps start from the default */
+        else
+            rc = parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
         break;
     case O_FIRST_BUCKET_MB:
         rc = parse_double(name, v, 0.0, 1 << 20, true, &c->first_bucket_mb, err);
@@ -460,6 +555,31 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
     case O_RESUME:
         rc = copy_path(name, v, c->resume_path, err);
         break;
+    case O_MIN_BYTES:
+        rc = parse_bytes(name, v, &c->min_bytes, err);
+        break;
+    case O_MAX_BYTES:
+        rc = parse_bytes(name, v, &c->max_bytes, err);
+        break;
+    case O_STEP_FACTOR:
+        rc = parse_double(name, v, 1.0, 1024.0, true, &c->step_factor, err);
+        break;
+    case O_ITERS:
+        rc = parse_long(name, v, 1, 1000000, &c->iters, err);
+        break;
+    case O_WARMUP_ITERS:
+        rc = parse_long(name, v, 0, 1000000, &c->warmup_iters, err);
+        break;
+    case O_COLL:
+        rc = parse_colls(v, &c->colls, err);
+        break;
+    case O_REPEAT:
+        rc = parse_long(name, v, 1, 1000, &l, err);
+        c->repeat = (int)l;
+        break;
+    case O_PREDICT:
+        c->predict = true;
+        break;
     default:
         rc = err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", name);
     }
@@ -498,12 +618,22 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     lo[NOPTS] = (struct option){0, 0, 0, 0};
 
     const char *preset = CONFIG_DEFAULT_PRESET;
+    /* "+h" and each row's short letter ("b:" for -b N) */
+    char shorts[2 * NOPTS + 4] = "+h";
+    size_t ns = 2;
+    for (int i = 0; i < NOPTS; i++)
+        if (short_of(opts[i].id)) {
+            shorts[ns++] = short_of(opts[i].id);
+            if (opts[i].arg)
+                shorts[ns++] = ':';
+        }
+    shorts[ns] = 0;
 
     /* Pass 1: --help, --version, --model (the preset fills what the rest overrides). */
     opterr = 0;
     optind = 0; /* GNU: 0 restarts the scan from scratch */
     int id, idx;
-    while ((id = getopt_long(argc, argv, "+h", lo, &idx)) != -1) {
+    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
         if (id == O_HELP) {
             config_usage(out);
             return CONFIG_EXIT_OK;
@@ -522,9 +652,15 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     /* Pass 2: every option, in order; the last one of a kind wins. */
     explicit_t ex = {0};
     optind = 0;
-    while ((id = getopt_long(argc, argv, "+h", lo, &idx)) != -1) {
+    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
         if (id == '?') {
             const char *bad = argv[optind - 1];
+            for (int i = 0; optopt && i < NSHORTS; i++)
+                if (optopt == shorts_tab[i].letter)
+                    for (int j = 0; j < NOPTS; j++)
+                        if (opts[j].id == shorts_tab[i].id)
+                            return err_set(err, DDP_ERR_INPUT, "-%c (--%s): needs a value (%s)",
+                                           optopt, opts[j].name, opts[j].arg);
             if (optopt && optopt < 256)
                 return err_set(err, DDP_ERR_INPUT, "unknown option '-%c' (see --help)", optopt);
             for (int i = 0; i < NOPTS; i++)
@@ -534,6 +670,9 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
             return err_set(err, DDP_ERR_INPUT, "unknown option '%s' (see --help)", bad);
         }
         const char *name = NULL;
+        for (int i = 0; i < NSHORTS; i++)
+            if (id == shorts_tab[i].letter)
+                id = shorts_tab[i].id; /* -b is --min-bytes */
         for (int i = 0; i < NOPTS; i++)
             if (opts[i].id == id)
                 name = opts[i].name;

@@ -203,6 +203,11 @@ typedef struct {
     /* peer[i][j]: -1 when GPU i cannot read GPU j's memory directly, else
      * cudaDevP2PAttrPerformanceRank (0 is the fastest link); -1 on i == j */
     signed char peer[GPU_INFO_MAX][GPU_INFO_MAX];
+    /* the libraries the probe found, for the run's provenance (0: unknown) */
+    int runtime_version;  /* cudaRuntimeGetVersion: 13000 is 13.0 */
+    int driver_version;   /* cudaDriverGetVersion: the newest CUDA the driver runs */
+    int cublas_version;   /* major*10000 + minor*100 + patch */
+    int nccl_version;     /* ncclGetVersion (0: built without NCCL) */
 } gpu_topology_t;
 
 /* The visible GPUs, probing first if nobody has (backend_cuda_probe); NULL

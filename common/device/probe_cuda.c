@@ -8,7 +8,9 @@
  * a working CUDA to its children, and the DDP supervisor forks its ranks after
  * resolving --backend auto.  So the probe forks a short-lived child that calls
  * cudaGetDeviceCount and writes the answer into a pipe; the parent never
- * touches CUDA.  The answer is cached for the life of the process.  Once this
+ * touches CUDA.  The child also describes the GPUs and reports the versions of
+ * the runtime, driver, cuBLAS and NCCL (the run's provenance).  The answer is
+ * cached for the life of the process.  Once this
  * process has initialised CUDA anyway (it created a CUDA backend), a child
  * could no longer use CUDA, so the count is then asked in-process.  The
  * names come from the same runtime, so they follow CUDA's numbering (the
@@ -16,6 +18,7 @@
  * unless CUDA_DEVICE_ORDER=PCI_BUS_ID). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,7 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#ifdef HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include "device/backend.h"
 #include "device/backend_cuda.h"
@@ -99,6 +106,16 @@ static void describe(gpu_topology_t *t, int n)
                                     : 0;
         }
     }
+    cudaRuntimeGetVersion(&t->runtime_version);
+    cudaDriverGetVersion(&t->driver_version);
+    int ma = 0, mi = 0, pa = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS)
+        t->cublas_version = ma * 10000 + mi * 100 + pa;
+#ifdef HAVE_NCCL
+    ncclGetVersion(&t->nccl_version);
+#endif
     cudaGetLastError(); /* a query that failed is reported as missing, not later */
 }
 
@@ -146,6 +163,7 @@ static int probe_forked(char *why, gpu_topology_t *topo)
         m.count = cuda_count_devices(m.why);
         if (m.count > 0)
             describe(&m.topo, m.count);
+        _Static_assert(sizeof(probe_msg_t) <= PIPE_BUF, "one atomic write");
         ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
         _exit(w == (ssize_t)sizeof m ? 0 : 1);
     }

@@ -103,6 +103,8 @@ void step_times_add(step_times_t *t, double dt, long samples);
 /* Append a point (DDP_ERR_RUNTIME when out of memory; a fixed log drops it). */
 int loss_log_add(loss_log_t *l, long step, long epoch, double loss);
 
+#define RESULT_TUNE_MAX 8
+
 typedef struct {
     mode_t_ mode;
     backend_kind_t backend;
@@ -135,6 +137,17 @@ typedef struct {
 
     step_story_t story;          /* --explain: step 1 */
     trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */
+
+    /* --bucket-mb auto (DDP): the caps tried in the warm-up, the ranks'
+     * summed time of each one's step, and the cap chosen (0: not tuned) */
+    int ntuned;
+    double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX];
+    double bucket_mb_chosen;
+
+    /* DDP: rank 0's buckets in the timed steps (the first STORY_MAX_BUCKETS):
+     * bytes, and seconds per step of each one's all-reduce */
+    int nbuckets;
+    double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
 } run_result_t;
 
 void result_init(run_result_t *r);

@@ -35,6 +35,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
     m->to = *to;
     m->deferred = to->be && !backend_host_visible(to->be);
     m->last_g = -1;
+    m->resolved_g = -1;
     /* The loss values a step fetches: one per micro-batch, or DDP's three. */
     int cap = 3 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
     for (int i = 0; i < 2; i++) {
@@ -293,6 +294,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     }
     double dt = t_end - t_begin;
     m->last_end_t = t_end;
+    m->resolved_g = r->g;
+    m->resolved_dt = dt;
     trace_step_end(tr, t_begin, t_end);
     if (r->timed) {
         dev->rows += r->rows;
@@ -367,4 +370,15 @@ int step_meter_finish(step_meter_t *m, char *err)
             break;
     }
     return m->rc == DDP_OK ? DDP_OK : err_set(err, m->rc, "%s", m->msg);
+}
+
+void step_meter_skew(run_result_t *r)
+{
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        double own = 0.0;
+        for (int p = 0; p < PH_COUNT; p++)
+            if (p != PH_COMM_HIDDEN && p != PH_SKEW)
+                own += r->dev[d].phase_s[p];
+        r->dev[d].phase_s[PH_SKEW] = r->times.timed_s - own;
+    }
 }

@@ -112,6 +112,8 @@ struct step_meter {
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
     double last_end_t;       /* when the last reported step's last marker passed */
+    long resolved_g;         /* the last step reported (-1: none) ... */
+    double resolved_dt;      /* ... and its wall time */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };
@@ -160,6 +162,15 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
 /* After the loop: report the last step. */
 int step_meter_finish(step_meter_t *m, char *err);
 
+/* The last step reported so far (at once on the CPU, a step late on a
+ * device) and its wall time; false before the first. */
+static inline bool step_meter_resolved(const step_meter_t *m, long *g, double *dt)
+{
+    *g = m->resolved_g;
+    *dt = m->resolved_dt;
+    return m->resolved_g >= 0;
+}
+
 /* The run's first step: the duration of the first lap of phase p (0 if none). */
 static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
 {
@@ -170,5 +181,18 @@ static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
  * last lap of phase p (false when the step had none). */
 static inline double step_rec_time(const step_rec_t *r, int i) { return r->t[i]; }
 bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
+
+/* After the run: every device's phases made to add up to the run's step time.
+ * A device's laps tile its own steps exactly, but the run is timed by one
+ * series (single's; DP's device 0; DDP's slowest rank, whose steps took the
+ * longest in all): the difference, the run's timed seconds less the sum of
+ * the device's phases (comm hidden overlaps backward and is left out), is
+ * charged to PH_SKEW.  In DDP it is the time the slowest rank's steps took
+ * beyond this rank's own, which this rank spent between steps (rank 0
+ * writes the loss lines) or at the edges of the timed window; in DP, the
+ * few nanoseconds by which the devices leave a step's last barrier apart.
+ * Ranks run in lock-step, so it stays small: a large one means a rank was
+ * held up outside its steps. */
+void step_meter_skew(run_result_t *r);
 
 #endif

@@ -23,6 +23,7 @@ typedef enum {
     PH_COMM_HIDDEN,  /* communication that ran behind backward */
     PH_OPTIM,
     PH_IDLE,         /* waiting on other devices */
+    PH_SKEW,         /* the run's step beyond this device's own (step_meter_skew) */
     PH_COUNT
 } phase_t;
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // ---------------------------------------------------------------------------
 // formatting
@@ -87,6 +88,23 @@ void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
         *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
 }
 
+bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit)
+{
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++)
+        if (p == PH_SKEW ? fabs(s->phase[d][p]) * unit >= 5e-4 : s->phase[d][p] > 0.0)
+            return true;
+    return false;
+}
+
+double report_phase_sum(const report_stats_t *s, int d)
+{
+    double sum = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        if (p != PH_COMM_HIDDEN)
+            sum += s->phase[d][p];
+    return sum;
+}
+
 // ---------------------------------------------------------------------------
 // derived figures
 
@@ -150,6 +168,145 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
 }
 
 // ---------------------------------------------------------------------------
+// warnings a careful engineer would give
+
+/* Fewer timed steps than this make a figure the next run will not repeat. */
+#define NOTE_MIN_TIMED 20
+/* Step times this uneven (p95 over p50) make the throughput unreliable. */
+#define NOTE_MAX_SPREAD 1.5
+
+/* The first number of /proc/loadavg (NAN when unknown). */
+static double load_average(void)
+{
+    double v = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = NAN;
+        fclose(f);
+    }
+    return v;
+}
+
+int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max)
+{
+    int n = 0;
+    report_stats_t s;
+    report_stats(r, NULL, &s);
+    if (n < max && r->times.n < NOTE_MIN_TIMED)
+        snprintf(notes[n++], 256,
+                 "only %ld timed step%s: too few for a figure to repeat; time at least %d "
+                 "(--steps, --warmup-steps)",
+                 r->times.n, r->times.n == 1 ? "" : "s", NOTE_MIN_TIMED);
+    if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD) {
+        double la = load_average();
+        char load[48] = "";
+        if (isfinite(la))
+            snprintf(load, sizeof load, " (load average now %.2f)", la);
+        snprintf(notes[n++], 256,
+                 "step times vary: p95 is %.1fx p50, so the throughput is unreliable; was the "
+                 "machine busy%s?",
+                 s.step_p95 / s.step_p50, load);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const config_t *c = ctx ? ctx->cfg : NULL;
+    int threads = r->mode == MODE_SINGLE && c ? c->threads : 1;
+    if (n < max && r->backend == BACKEND_CPU && cpus > 0 && (long)r->ndev * threads > cpus)
+        snprintf(notes[n++], 256,
+                 "%d CPU worker%s%s on %ld core%s: they queue for a core, so the devices sit "
+                 "idle and the speed-up is understated",
+                 r->ndev * threads, r->ndev * threads == 1 ? "" : "s",
+                 threads > 1 ? " (BLAS threads)" : "", cpus, cpus == 1 ? "" : "s");
+    return n;
+}
+
+void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode)
+{
+    char notes[4][256];
+    int n = report_notes_of(ctx, r, notes, 4);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  note: %s%s%s\n", name_mode ? mode_name(r->mode) : "", name_mode ? ": " : "",
+                notes[i]);
+}
+
+void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r)
+{
+    if (!cfg || !cfg->bucket_auto || r->mode != MODE_DDP)
+        return;
+    if (r->ntuned == 0) {
+        fprintf(f, "  %-22snot tuned: the warm-up is too short to try two caps (give "
+                   "--warmup-steps 3 or more); %g MiB used\n",
+                "bucket cap (auto)", cfg->bucket_mb);
+        return;
+    }
+    fprintf(f, "  %-22s%g MiB, the fastest of", "bucket cap (auto)", r->bucket_mb_chosen);
+    char t[32];
+    for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++)
+        fprintf(f, "%s %g MiB (%s)", i ? "," : "", r->tuned_mb[i],
+                report_fmt_time(t, sizeof t, r->tuned_s[i] / r->ndev));
+        /* the ranks' summed step time, per rank */
+    fprintf(f, " in the warm-up\n");
+}
+
+/* A bucket's all-reduce in training reached this share of what --mode comm
+ * measures at its size: then the link, not waiting, sets its time. */
+#define BUS_BOUND 0.8
+
+static double ar_busbw(double bytes, double s, int n)
+{
+    return s > 0 && n > 1 ? bytes / s * 2.0 * (n - 1) / n : 0.0;
+}
+
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar)
+{
+    if (r->mode != MODE_DDP || r->ndev < 2 || r->nbuckets == 0)
+        return;
+    char a[32], b[32];
+    fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the same "
+               "size):\n");
+    for (int i = 0; i < r->nbuckets; i++) {
+        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,
+                report_fmt_bytes(a, sizeof a, r->bucket_bytes[i]),
+                report_fmt_time(b, sizeof b, r->bucket_s[i]), 1e-9 * bw);
+        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+        if (isfinite(t) && t > 0) {
+            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+            fprintf(f, "   comm %7.2f GB/s: %s\n", 1e-9 * ref,
+                    bw >= BUS_BOUND * ref ? "bandwidth-bound (the link's speed)"
+                                          : "below the link's speed (waiting, not moving data)");
+        } else {
+            fputc('\n', f);
+        }
+    }
+}
+
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar)
+{
+    if (r->mode != MODE_DDP || r->nbuckets == 0)
+        return cJSON_CreateNull();
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < r->nbuckets; i++) {
+        cJSON *o = cJSON_CreateObject();
+        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        cJSON_AddNumberToObject(o, "bytes", r->bucket_bytes[i]);
+        cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
+        cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
+        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+        if (isfinite(t) && t > 0) {
+            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+            cJSON_AddNumberToObject(o, "comm_busbw_gbs", 1e-9 * ref);
+            cJSON_AddBoolToObject(o, "bandwidth_bound", bw >= BUS_BOUND * ref);
+        } else {
+            cJSON_AddNullToObject(o, "comm_busbw_gbs");
+            cJSON_AddNullToObject(o, "bandwidth_bound");
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+// ---------------------------------------------------------------------------
 // the banner
 
 void report_banner(FILE *f, const report_ctx_t *ctx)
@@ -184,4 +341,5 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
                     "  batch %d > the %zu samples of an epoch: each step trains on all %zu\n",
                     c->batch, total, total);
     }
+    report_provenance(f, ctx);
 }

@@ -10,6 +10,7 @@
  *   report_compare.c  compare mode: side by side, equivalence, the "why"
  *   report_verdict.c  compare mode: the samples read, why parameters differ
  *   report_json.c     --json (schema in README.md), report_env.c its environment
+ *   report_comm.c     --mode comm's tables and JSON
  *   report_csv.c      --csv
  *   report_baseline.c --baseline / --tolerance
  *   report_trace.c    --trace (Chrome trace event JSON)
@@ -24,6 +25,9 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "nn/model.h"
+#include "measure/collperf.h"
+#include "measure/predict.h"
+#include "measure/repeat.h"
 #include "measure/result.h"
 
 #define REPORT_SCHEMA_VERSION 1
@@ -95,8 +99,30 @@ void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
 /* --explain: the first step in plain sentences. */
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 
+/* The notes under a result: too few timed steps, step times too uneven for
+ * the throughput to mean much, more CPU workers than cores.  Up to max
+ * lines into notes; returns how many. */
+int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max);
+/* The same as "  note: ..." lines (name_mode: "dp: " before each). */
+void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode);
+
+/* DDP: each bucket's all-reduce in training, its bus bandwidth, and what
+ * --mode comm's all-reduce (ar, may be NULL) reaches at that size: whether
+ * the exposed communication is bandwidth-bound.  The text lines, and the
+ * "buckets" JSON array (null outside DDP). */
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar);
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar);
+/* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
+void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
+
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
+/* Whether a phase gets a row in a table printed at `unit` per second: any
+ * device spent time in it, or (skew, which may be negative) a visible amount. */
+bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit);
+/* Seconds per step of device d's phases that add up to its step: all but
+ * comm hidden, which overlaps backward (skew included, see step_meter.h). */
+double report_phase_sum(const report_stats_t *s, int d);
 
 /* printf into buf[len] at *used and advance it (cut short when full): for
  * building sentences piece by piece. */
@@ -121,6 +147,9 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
  * single run (adds the "compare" figures), or NULL. */
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare);
+/* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
+void report_comm(FILE *f, const collperf_t *r);
+cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths (dot separated) every run object carries: the documented
@@ -132,6 +161,15 @@ void report_csv_header(FILE *f);
 void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
                     const run_result_t *r, const run_result_t *ref);
 
+/* The banner's provenance lines: build (revision, compiler, flags), BLAS and
+ * its threads, host, CPUs and start time; on CUDA the runtime, driver,
+ * cuBLAS and NCCL versions, each GPU's name and PCI id, and peer access. */
+void report_provenance(FILE *f, const report_ctx_t *ctx);
+/* Note the run's start (time and load average) for its provenance: call
+ * before training. */
+void report_start(void);
+/* The source revision compiled in ("unknown" outside a git checkout). */
+const char *report_revision(void);
 /* CPU model name from /proc/cpuinfo ("" when unknown). */
 const char *report_cpu_model(void);
 /* A device's display name (its stats' name, or one found for the backend). */
@@ -155,7 +193,34 @@ void baseline_free(baseline_t *b);
  * canonical subset (mode, backend, devices, layers, batch, accum, loss,
  * optimizer) differs, naming the field.  *match receives it. */
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
-/* Compare throughput: DDP_OK with a "within tolerance" line, or
+/* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
+ * memory and exposed communication against the baseline's, by the rules at
+ * the top of report_baseline.c.  DDP_OK ("within tolerance"),
+ * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: too
+ * noisy"); buf gets the lines (newline separated, none at the end), the
+ * first naming the phases that moved most. */
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
+                   char *buf, size_t len);
+/* What differs but does not refuse the baseline: another machine or build
+ * (environment) and other settings (config).  One "warning: ..." line in
+ * buf ("" when nothing differs); returns how many differences. */
+int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
+                         const cJSON *run_env, char *buf, size_t len);
+/* --repeat in the reports (report_repeat.c): the "repeat" JSON object (null
+ * for fewer than 2 runs), and the text table of medians and intervals of
+ * each mode's runs. */
+cJSON *report_json_repeat(const repeat_t *r);
+void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
+/* --predict (report_predict.c): the table for 1..8 devices; compare's
+ * predicted next to measured for its runs (and the phase the model missed
+ * where they differ by more than 20%); the "predict" JSON object (this_run:
+ * r's own device count, for dp and ddp runs; r may be NULL). */
+void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *rows);
+void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,
+                      const predict_row_t *rows);
+cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
+                           const run_result_t *r);
+/* Compare throughput alone: DDP_OK with a "within tolerance" line, or
  * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
                      double tolerance_pct, char *line, size_t len);

@@ -3,10 +3,21 @@
  * Lines) and is treated as hostile: its size is bounded before it is read,
  * it must parse, and every key used must be there with the right type.  A
  * baseline of another configuration is refused, naming the field, rather
- * than compared. */
+ * than compared; another machine or other settings only warn, saying what.
+ *
+ * The rules (README.md, "the regression gate"): the candidate's figure is
+ * the 95% interval of its --repeat runs (one run: the number itself), the
+ * baseline's is its mean (its repeat's, when it has one).  Throughput
+ * regresses when the whole interval lies more than PCT percent below the
+ * baseline; peak memory when it lies more than PCT percent above; exposed
+ * communication (with two runs or more) when it grew by more than PCT
+ * percent of the baseline's step.  An interval (the candidate's or the baseline's) wider than PCT
+ * percent gives no verdict ("too noisy", DDP_ERR_NOISY) unless a figure
+ * regressed anyway.  The verdict names the phases that moved the most. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,15 +25,29 @@
 
 #include "report/report.h"
 
-/* What must match for two runs to be comparable (paths under "config"). */
-static const char *const canon[] = {"mode",  "backend", "ndevices", "layers",
-                                    "batch", "accum",   "loss",     "optimizer.name"};
+/* What must match for two runs to be comparable (paths under "config"): the
+ * work a step does, and how many steps are timed after how much warm-up. */
+static const char *const canon[] = {"mode",  "backend",        "ndevices", "layers",
+                                    "batch", "accum",          "loss",     "optimizer.name",
+                                    "steps", "warmup_steps",   "epochs"};
 #define NCANON ((int)(sizeof canon / sizeof canon[0]))
+
+/* What may differ, with a warning: other settings (under "config") and
+ * another machine or build (under "environment"). */
+static const char *const other_settings[] = {
+    "act", "seed", "optimizer.lr", "optimizer.momentum", "optimizer.weight_decay",
+    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "data.source", "data.samples",
+    "data.features", "data.target_cols", "devices", "comm", "bucket_mb", "first_bucket_mb",
+    "overlap", "threads", "shuffle", "drop_last"};
+static const char *const other_machine[] = {
+    "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
+    "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
+    "versions.cuda_driver", "versions.cublas", "versions.nccl_runtime"};
 
 /* Item at a dot-separated path under o (NULL when absent). */
 static const cJSON *at(const cJSON *o, const char *path)
 {
-    char buf[128];
+    char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *cur = o;
     for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && cur; k = strtok_r(NULL, ".", &save))
@@ -225,6 +250,281 @@ int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **m
         }
     }
     return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the differences that only warn
+
+static void list_diffs(const cJSON *there, const cJSON *here, const char *const *paths, int n,
+                       char *buf, size_t len, size_t *used, int *count)
+{
+    for (int i = 0; i < n && *used < len; i++) {
+        const cJSON *x = at(there, paths[i]), *y = at(here, paths[i]);
+        if (!x || !y || cJSON_Compare(x, y, true))
+            continue; /* a key only one side has (an older file) is no difference */
+        char a[64], b[64];
+        short_json(a, sizeof a, x);
+        short_json(b, sizeof b, y);
+        *used += (size_t)snprintf(buf + *used, len - *used, "%s%s is %s there, %s here",
+                                  *count ? "; " : "", paths[i], a, b);
+        (*count)++;
+    }
+}
+
+int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
+                         const cJSON *run_env, char *buf, size_t len)
+{
+    char machine[768] = "", settings[768] = "";
+    size_t um = 0, us = 0;
+    int nm = 0, ns = 0;
+    list_diffs(cJSON_GetObjectItemCaseSensitive(match, "environment"), run_env, other_machine,
+               (int)(sizeof other_machine / sizeof *other_machine), machine, sizeof machine, &um,
+               &nm);
+    list_diffs(cJSON_GetObjectItemCaseSensitive(match, "config"), run_config, other_settings,
+               (int)(sizeof other_settings / sizeof *other_settings), settings, sizeof settings,
+               &us, &ns);
+    buf[0] = 0;
+    if (nm + ns == 0)
+        return 0;
+    snprintf(buf, len, "warning: --baseline %s: %s%s%s%s%s (figures may differ for that reason "
+                       "alone)",
+             b->path, nm ? "another machine or build: " : "", machine, nm && ns ? "; " : "",
+             ns ? "other settings: " : "", settings);
+    return nm + ns;
+}
+
+// ---------------------------------------------------------------------------
+// the verdict
+
+/* The baseline's value of a figure: its repeat's mean and interval when it
+ * has one (repeat.<rkey>), else the run's own number (at top, or the mean
+ * over devices[].phases_s_per_step.<phase>).  false when absent. */
+typedef struct {
+    double ref, lo, hi; /* lo/hi NAN without a repeat */
+    int runs;
+} base_fig_t;
+
+static bool num_at(const cJSON *o, const char *path, double *v)
+{
+    const cJSON *it = at(o, path);
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return false;
+    *v = it->valuedouble;
+    return true;
+}
+
+static bool base_figure(const cJSON *match, const char *rkey, const char *top, const char *phase,
+                        base_fig_t *out)
+{
+    char path[160];
+    out->lo = out->hi = NAN;
+    out->runs = 1;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    snprintf(path, sizeof path, "%s.mean", rkey);
+    if (cJSON_IsObject(rep) && num_at(rep, path, &out->ref)) {
+        snprintf(path, sizeof path, "%s.lo", rkey);
+        num_at(rep, path, &out->lo);
+        snprintf(path, sizeof path, "%s.hi", rkey);
+        num_at(rep, path, &out->hi);
+        double n;
+        if (num_at(rep, "runs", &n))
+            out->runs = (int)n;
+        return true;
+    }
+    if (top)
+        return num_at(match, top, &out->ref);
+    /* a phase: the mean over the devices */
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(match, "devices"), *d;
+    double sum = 0.0;
+    int nd = 0;
+    cJSON_ArrayForEach(d, devs)
+    {
+        double v;
+        snprintf(path, sizeof path, "phases_s_per_step.%s", phase);
+        if (!num_at(d, path, &v))
+            return false;
+        sum += v;
+        nd++;
+    }
+    if (nd == 0)
+        return false;
+    out->ref = sum / nd;
+    return true;
+}
+
+/* The candidate's figure: its interval over the runs (n = 1: lo = hi = it). */
+static interval_t cand(const repeat_t *r, int fig)
+{
+    interval_t iv = repeat_interval(r, fig);
+    if (r->n < 2)
+        iv.lo = iv.hi = iv.mean;
+    return iv;
+}
+
+/* "comm exposed +40% (+-5%), backward +1% (+-2%)": the phases that moved
+ * most against the baseline, by the time they moved. */
+static void attribute(const cJSON *match, const repeat_t *r, double step_ref, char *buf, size_t len)
+{
+    typedef struct {
+        int p;
+        double moved, pct, pm;
+    } mv_t;
+    mv_t mv[PH_COUNT];
+    int n = 0;
+    for (int p = 0; p < PH_COUNT; p++) {
+        base_fig_t b;
+        char rkey[64];
+        snprintf(rkey, sizeof rkey, "phases_s_per_step.%s", phase_key((phase_t)p));
+        if (p == PH_SKEW || !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
+            continue;
+        interval_t c = cand(r, FIG_PHASE0 + p);
+        /* phases under 2% of the step on both sides are noise, not causes */
+        if (step_ref > 0 && fabs(b.ref) < 0.02 * step_ref && fabs(c.mean) < 0.02 * step_ref)
+            continue;
+        mv[n].p = p;
+        mv[n].moved = c.mean - b.ref;
+        mv[n].pct = b.ref > 0 ? 100.0 * (c.mean - b.ref) / b.ref : INFINITY;
+        mv[n].pm = r->n >= 2 && b.ref > 0 ? 50.0 * (c.hi - c.lo) / b.ref : NAN;
+        n++;
+    }
+    for (int i = 1; i < n; i++) /* largest move in time first */
+        for (int j = i; j > 0 && fabs(mv[j].moved) > fabs(mv[j - 1].moved); j--) {
+            mv_t t = mv[j];
+            mv[j] = mv[j - 1];
+            mv[j - 1] = t;
+        }
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && i < 4 && used < len; i++) {
+        char pct[32], pm[32] = "";
+        if (isfinite(mv[i].pct))
+            snprintf(pct, sizeof pct, "%+.0f%%", mv[i].pct);
+        else
+            snprintf(pct, sizeof pct, "new");
+        if (isfinite(mv[i].pm))
+            snprintf(pm, sizeof pm, " (+-%.0f%%)", mv[i].pm);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s %s%s", i ? ", " : "",
+                                 phase_name((phase_t)mv[i].p), pct, pm);
+    }
+}
+
+static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+}
+
+/* "1234.5 samples/s (95% interval 1200.0..1260.0 over 5 runs)" */
+static void describe(char *buf, size_t n, interval_t c, int runs, double scale, const char *unit,
+                     const char *fmt)
+{
+    char m[32], a[32], b[32];
+    snprintf(m, sizeof m, fmt, c.mean * scale);
+    if (runs < 2) {
+        snprintf(buf, n, "%s%s", m, unit);
+        return;
+    }
+    snprintf(a, sizeof a, fmt, c.lo * scale);
+    snprintf(b, sizeof b, fmt, c.hi * scale);
+    snprintf(buf, n, "%s%s (95%% interval %s..%s over %d runs)", m, unit, a, b, runs);
+}
+
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
+                   char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    char pre[64] = "";
+    if (label && label[0])
+        snprintf(pre, sizeof pre, "%s: ", label);
+    int verdict = DDP_OK;
+
+    /* throughput: the one figure the gate always has */
+    base_fig_t bt;
+    if (!base_figure(match, "throughput_samples_per_s", "throughput_samples_per_s", NULL, &bt) ||
+        bt.ref <= 0.0 || r->n < 1) {
+        app(buf, len, &used, "no verdict: %sthe baseline has no throughput", pre);
+        return DDP_ERR_NOISY;
+    }
+    interval_t t = cand(r, FIG_THROUGHPUT);
+    double lo_pct = 100.0 * (t.lo - bt.ref) / bt.ref, hi_pct = 100.0 * (t.hi - bt.ref) / bt.ref;
+    double width = 100.0 * (t.hi - t.lo) / bt.ref;
+    double bwidth = isfinite(bt.lo) ? 100.0 * (bt.hi - bt.lo) / bt.ref : 0.0;
+    base_fig_t bs;
+    double step_ref = base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs)
+                          ? bs.ref
+                          : 0.0;
+    char why[512];
+    attribute(match, r, step_ref, why, sizeof why);
+    char what[160];
+    describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
+    const char *word;
+    if (hi_pct < -tol) {
+        word = "regression";
+        verdict = DDP_ERR_REGRESSED;
+    } else if (width > tol || bwidth > tol) {
+        word = "no verdict: too noisy";
+        verdict = DDP_ERR_NOISY;
+    } else {
+        word = "within tolerance";
+    }
+    if (r->n < 2)
+        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)", word,
+            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", bt.ref, tol);
+    else
+        app(buf, len, &used, "%s: %sthroughput %s is %+.1f..%+.1f%% against the baseline %.1f "
+                             "(tolerance %g%%)",
+            word, pre, what, lo_pct, hi_pct, bt.ref, tol);
+    if (verdict == DDP_ERR_NOISY)
+        app(buf, len, &used, "; %s interval spans %.1f%%: more --repeat runs or a quieter machine",
+            width > tol ? "this run's" : "the baseline's", width > tol ? width : bwidth);
+    if (why[0])
+        app(buf, len, &used, "; by phase: %s", why);
+
+    /* peak memory: regressed when the whole interval is PCT above */
+    base_fig_t bm;
+    if (base_figure(match, "mem_peak_bytes_max", "mem_peak_bytes_max", NULL, &bm) && bm.ref > 0) {
+        interval_t m = cand(r, FIG_MEM_PEAK);
+        double pct = 100.0 * (m.lo - bm.ref) / bm.ref;
+        if (pct > tol) {
+            char d[160];
+            describe(d, sizeof d, m, r->n, 1.0 / 1048576.0, " MiB", "%.2f");
+            app(buf, len, &used, "\nregression: %speak memory %s is %.1f%% above the baseline "
+                                 "%.2f MiB (tolerance %g%%)",
+                pre, d, pct, bm.ref / 1048576.0, tol);
+            verdict = DDP_ERR_REGRESSED;
+        }
+    }
+
+    /* exposed communication: regressed when it grew by more than PCT of the
+     * baseline's step (it is small and noisy; against itself it would never
+     * give a verdict), and only on an interval: one run's exposed time moves
+     * with every preemption, and a verdict on it would flip with the load */
+    base_fig_t bc;
+    if (r->n >= 2 && step_ref > 0 &&
+        base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
+                                    "comm_exposed_s", &bc)) {
+        interval_t c = cand(r, FIG_PHASE0 + PH_COMM_EXPOSED);
+        double grew = 100.0 * (c.lo - bc.ref) / step_ref;
+        if (grew > tol) {
+            char d[160];
+            describe(d, sizeof d, c, r->n, 1e6, " us", "%.1f");
+            app(buf, len, &used, "\nregression: %sexposed communication %s per step grew by "
+                                 "%.1f%% of the baseline's %.1f us step (it was %.1f us; "
+                                 "tolerance %g%%)",
+                pre, d, grew, step_ref * 1e6, bc.ref * 1e6, tol);
+            verdict = DDP_ERR_REGRESSED;
+        }
+    }
+    return verdict;
 }
 
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,

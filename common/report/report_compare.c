@@ -258,7 +258,9 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     fprintf(f, "compare: %s on %s, %d device%s", c && c->model_name[0] ? c->model_name : "model",
             n ? backend_kind_name(runs[0].backend) : "?", ndev, ndev == 1 ? "" : "s");
     if (c)
-        fprintf(f, ", global batch %d%s", c->batch, c->accum > 1 ? " (accumulated)" : "");
+        fprintf(f, ", global batch %d%s, %s, single on %d BLAS thread%s", c->batch,
+                c->accum > 1 ? " (accumulated)" : "", optim_name(c->optim.kind), c->threads,
+                c->threads == 1 ? "" : "s");
     if (n)
         fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
     fputc('\n', f);
@@ -327,8 +329,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         for (int p = 0; p < PH_COUNT; p++) {
             bool any = false;
             for (int i = 0; i < n; i++)
-                for (int d = 0; d < runs[i].ndev; d++)
-                    any |= s[i].phase[d][p] > 0.0;
+                any |= report_phase_shown(&s[i], runs[i].ndev, (phase_t)p, k);
             if (!any)
                 continue;
             const char *label = p == PH_LOSS ? "loss (dp: gather+loss)"
@@ -342,7 +343,16 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             }
             fputc('\n', f);
         }
-        fprintf(f, "    %-*s", LABEL_W - 2, "step (wall)");
+        /* the phases add up to the step (comm hidden overlaps backward) */
+        fprintf(f, "    %-*s", LABEL_W - 2, "sum of phases");
+        for (int j = 0; j < npc; j++) {
+            const report_stats_t *st = &s[pc[j].r - runs];
+            double sum = 0.0;
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                sum += report_phase_sum(st, d);
+            fprintf(f, "%*.3f", COL_W, sum / (double)(pc[j].last - pc[j].first + 1) * k);
+        }
+        fprintf(f, "\n    %-*s", LABEL_W - 2, "step (wall)");
         for (int j = 0; j < npc; j++)
             fprintf(f, "%*.3f", COL_W, s[pc[j].r - runs].step_mean * k);
         fputc('\n', f);

@@ -16,6 +16,7 @@ void report_csv_header(FILE *f)
         fprintf(f, ",dev0_%s", phase_key((phase_t)p));
     for (int p = 0; p < PH_COUNT; p++)
         fprintf(f, ",mean_%s", phase_key((phase_t)p));
+    fputs(",optimizer,threads", f);
     fputc('\n', f);
 }
 
@@ -59,5 +60,7 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
             m += s.phase[d][p];
         num(f, r->ndev > 0 ? m / r->ndev : 0.0, true);
     }
+    fprintf(f, ",%s,%d", optim_name(run_cfg->optim.kind),
+            r->mode == MODE_SINGLE ? run_cfg->threads : 1);
     fputc('\n', f);
 }

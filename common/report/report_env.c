@@ -1,14 +1,18 @@
-/* common/report/report_env.c: the machine a run ran on, for --json's "environment":
- * device names (CPU model from /proc/cpuinfo; GPU name, PCI bus id, memory
- * and peer links from the GPU probe, which asked the CUDA runtime in a
- * forked child, so they follow CUDA's numbering and this process never
- * initialises CUDA for them), the BLAS library and the versions of the
- * libraries built in. */
+/* common/report/report_env.c: the machine a run ran on and what built it (its
+ * provenance), for --json's "environment" and the banner: device names (CPU
+ * model from /proc/cpuinfo; GPU name, PCI bus id, memory and peer links from
+ * the GPU probe, which asked the CUDA runtime in a forked child, so they
+ * follow CUDA's numbering and this process never initialises CUDA for them),
+ * the BLAS library and its threads, the source revision, compiler and flags
+ * (compiled in by the Makefile), the versions of the libraries built in and,
+ * on CUDA, those the probe found (runtime, driver, cuBLAS, NCCL); the host
+ * name and the time the run started. */
 #include <ctype.h>
 #include <openblas_config.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "device/backend.h"
@@ -18,6 +22,17 @@
 #endif
 #ifdef HAVE_NCCL
 #include <nccl.h>
+#endif
+
+/* Compiled in by the Makefile (report_env.o alone); a build without it says so. */
+#ifndef DDPBENCH_REVISION
+#define DDPBENCH_REVISION "unknown"
+#endif
+#ifndef DDPBENCH_CC
+#define DDPBENCH_CC "unknown"
+#endif
+#ifndef DDPBENCH_CFLAGS
+#define DDPBENCH_CFLAGS "unknown"
 #endif
 
 /* The value of the first "key<spaces>: value" line of a small text file. */
@@ -97,9 +112,159 @@ static char *trim(char *s)
     return s;
 }
 
+// ---------------------------------------------------------------------------
+// provenance
+
+const char *report_revision(void) { return DDPBENCH_REVISION; }
+
+static const char *run_time_utc(void);
+static const char *start_loadavg(void);
+
+void report_start(void)
+{
+    run_time_utc();
+    start_loadavg();
+}
+
+/* When the run started: the first time anyone asked (the banner, before
+ * training), so the banner and the JSON agree. */
+static const char *run_time_utc(void)
+{
+    static char buf[32];
+    if (!buf[0]) {
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    return buf;
+}
+
+/* /proc/loadavg when the run started (like run_time_utc): how busy the
+ * machine was, for anyone comparing figures later. */
+static const char *start_loadavg(void)
+{
+    static char buf[64];
+    if (!buf[0]) {
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (!f || !fgets(buf, sizeof buf, f))
+            snprintf(buf, sizeof buf, "unknown");
+        if (f)
+            fclose(f);
+        /* the three averages; not the running count and the last pid */
+        char *p = buf;
+        for (int field = 0; *p && field < 3; field++) {
+            p += strcspn(p, " ");
+            if (field < 2)
+                p += strspn(p, " ");
+        }
+        *p = 0;
+    }
+    return buf;
+}
+
+static const char *host_name(void)
+{
+    static char buf[256];
+    if (!buf[0] && gethostname(buf, sizeof buf - 1) != 0)
+        snprintf(buf, sizeof buf, "unknown");
+    return buf;
+}
+
+static int blas_threads(const report_ctx_t *ctx)
+{
+    const config_t *c = ctx ? ctx->cfg : NULL;
+    return c && c->mode == MODE_SINGLE ? c->threads : 1; /* DP/DDP: one per device */
+}
+
+/* "13.0" from 13000; "12.4.1" when patch is given (cuBLAS's 120401). */
+static void ver(char *buf, size_t n, int v, bool patch)
+{
+    if (patch)
+        snprintf(buf, n, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    else
+        snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+static void add_ver(cJSON *o, const char *k, int v, bool patch)
+{
+    char b[32];
+    if (v <= 0) {
+        cJSON_AddNullToObject(o, k);
+        return;
+    }
+    ver(b, sizeof b, v, patch);
+    cJSON_AddStringToObject(o, k, b);
+}
+
+/* The GPU probe's answer when the run used CUDA (a CPU run does not probe). */
+static const gpu_topology_t *gpu_info(backend_kind_t b)
+{
+    return b == BACKEND_CUDA ? backend_cuda_gpus() : NULL;
+}
+
+void report_provenance(FILE *f, const report_ctx_t *ctx)
+{
+    const config_t *c = ctx->cfg;
+    int bt = blas_threads(ctx);
+    fprintf(f, "  build %s, %s (%s); %s, %d BLAS thread%s per device\n", DDPBENCH_REVISION,
+            DDPBENCH_CC, DDPBENCH_CFLAGS, backend_cpu_blas_info(), bt, bt == 1 ? "" : "s");
+    const char *cpu = report_cpu_model();
+    fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", host_name(),
+            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), run_time_utc(), start_loadavg());
+    const gpu_topology_t *g = gpu_info(c->backend);
+    if (!g)
+        return;
+    char a[16], b[16], cb[16], nc[16];
+    ver(a, sizeof a, g->runtime_version, false);
+    ver(b, sizeof b, g->driver_version, false);
+    ver(cb, sizeof cb, g->cublas_version, true);
+    if (g->nccl_version >= 10000)
+        snprintf(nc, sizeof nc, "%d.%d.%d", g->nccl_version / 10000,
+                 (g->nccl_version / 100) % 100, g->nccl_version % 100);
+    else
+        snprintf(nc, sizeof nc, "%s", g->nccl_version ? "old" : "none");
+    fprintf(f, "  CUDA runtime %s, driver %s, cuBLAS %s, NCCL %s; ", a, b, cb, nc);
+    int pairs = 0, peers = 0;
+    for (int i = 0; i < g->count; i++) {
+        fprintf(f, "%sGPU %d %s (%s)", i ? ", " : "", i, g->gpu[i].name, g->gpu[i].pci_bus_id);
+        for (int j = 0; j < g->count; j++)
+            if (i != j) {
+                pairs++;
+                peers += g->peer[i][j] >= 0;
+            }
+    }
+    fprintf(f, "; peer access %s\n", pairs == 0         ? "n/a (one GPU)"
+                                      : peers == pairs ? "between every pair"
+                                      : peers == 0     ? "between none"
+                                                       : "between some pairs (see --json)");
+}
+
+static void add_provenance(cJSON *env, const report_ctx_t *ctx)
+{
+    cJSON_AddStringToObject(env, "host", host_name());
+    cJSON_AddStringToObject(env, "time_utc", run_time_utc());
+    cJSON_AddStringToObject(env, "loadavg", start_loadavg());
+    cJSON_AddStringToObject(env, "revision", DDPBENCH_REVISION);
+    cJSON_AddStringToObject(env, "compiler", DDPBENCH_CC);
+    cJSON_AddStringToObject(env, "cflags", DDPBENCH_CFLAGS);
+    cJSON_AddNumberToObject(env, "blas_threads", blas_threads(ctx));
+}
+
+static void add_probe_versions(cJSON *v, backend_kind_t backend)
+{
+    const gpu_topology_t *g = gpu_info(backend);
+    gpu_topology_t none = {0};
+    if (!g)
+        g = &none;
+    add_ver(v, "cuda_runtime", g->runtime_version, false);
+    add_ver(v, "cuda_driver", g->driver_version, false);
+    add_ver(v, "cublas", g->cublas_version, true);
+    add_ver(v, "nccl_runtime", g->nccl_version >= 10000 ? g->nccl_version : 0, true);
+}
+
 cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
 {
-    (void)ctx;
     cJSON *env = cJSON_CreateObject();
     cJSON_AddStringToObject(env, "backend", backend_kind_name(r->backend));
     cJSON *devs = cJSON_AddArrayToObject(env, "devices");
@@ -150,6 +315,7 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         cJSON_AddNullToObject(env, "os");
     }
     cJSON_AddStringToObject(env, "blas", backend_cpu_blas_info());
+    add_provenance(env, ctx);
 
     cJSON *v = cJSON_AddObjectToObject(env, "versions");
     cJSON_AddStringToObject(v, "ddpbench", DDPBENCH_VERSION);
@@ -174,5 +340,6 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
 #else
     cJSON_AddNullToObject(v, "nccl");
 #endif
+    add_probe_versions(v, r->backend);
     return env;
 }

@@ -87,6 +87,22 @@ const char *const report_json_keys[] = {
     "checksum.abs_sum",
     "checksum.bits",
     "compare",
+    "repeat",
+    "predict",
+    "bucket_autotune",
+    "buckets",
+    "notes",
+    "environment.host",
+    "environment.time_utc",
+    "environment.loadavg",
+    "environment.revision",
+    "environment.compiler",
+    "environment.cflags",
+    "environment.blas_threads",
+    "environment.versions.cuda_runtime",
+    "environment.versions.cuda_driver",
+    "environment.versions.cublas",
+    "environment.versions.nccl_runtime",
     NULL,
 };
 
@@ -221,6 +237,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
+        cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(&s, i));
         cJSON_AddItemToArray(devs, d);
     }
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
@@ -253,6 +270,28 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     } else {
         cJSON_AddNullToObject(o, "compare");
     }
+    cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
+    cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
+    /* main replaces it with --mode comm's figures at the same sizes */
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL));
+    if (r->ntuned > 0) {
+        cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
+        cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
+        cJSON *tried = cJSON_AddArrayToObject(bt, "tried");
+        for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "mb", r->tuned_mb[i]);
+            cJSON_AddNumberToObject(t, "step_s", r->tuned_s[i] / (r->ndev > 0 ? r->ndev : 1));
+            cJSON_AddItemToArray(tried, t);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "bucket_autotune");
+    }
+    char notes[4][256];
+    int nn = report_notes_of(ctx, r, notes, 4);
+    cJSON *na = cJSON_AddArrayToObject(o, "notes");
+    for (int i = 0; i < nn; i++)
+        cJSON_AddItemToArray(na, cJSON_CreateString(notes[i]));
     return o;
 }
 

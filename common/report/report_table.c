@@ -68,10 +68,10 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
     double sum[MAX_COLS] = {0};
     bool hidden = false;
     for (int p = 0; p < PH_COUNT; p++) {
-        bool any = false;
-        for (int d = 0; d < r->ndev; d++)
-            any |= s->phase[d][p] > 0.0;
-        if (!any)
+        for (int c = 0; c < ncol; c++) /* every phase counts, shown or not */
+            if (p != PH_COMM_HIDDEN)
+                sum[c] += col_phase(s, &cols[c], p);
+        if (!report_phase_shown(s, r->ndev, (phase_t)p, k))
             continue;
         hidden |= p == PH_COMM_HIDDEN;
         char label[48];
@@ -79,12 +79,8 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
                  p == PH_COMM_HIDDEN ? " *" : "");
         fprintf(f, "    %-*s", LABEL_W - 2, label);
         double mean = 0.0;
-        for (int c = 0; c < ncol; c++) {
-            double v = col_phase(s, &cols[c], p);
-            if (p != PH_COMM_HIDDEN) /* hidden time overlaps backward: not part of the sum */
-                sum[c] += v;
-            fprintf(f, "%*.3f", COL_W, v * k);
-        }
+        for (int c = 0; c < ncol; c++) /* hidden time overlaps backward: not in the sum */
+            fprintf(f, "%*.3f", COL_W, col_phase(s, &cols[c], p) * k);
         for (int d = 0; d < r->ndev; d++)
             mean += s->phase[d][p];
         mean /= (double)r->ndev;
@@ -138,10 +134,14 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
 {
     report_stats_t s;
     report_stats(r, ref, &s);
-    char a[32], b[32], c[32], batch[64] = "";
-    if (ctx && ctx->cfg)
-        snprintf(batch, sizeof batch, ", global batch %d%s", ctx->cfg->batch,
-                 ctx->cfg->accum > 1 ? " (accumulated)" : "");
+    char a[32], b[32], c[32], batch[128] = "";
+    if (ctx && ctx->cfg) {
+        const config_t *k = ctx->cfg;
+        int threads = r->mode == MODE_SINGLE ? k->threads : 1;
+        snprintf(batch, sizeof batch, ", global batch %d%s, %s, %d BLAS thread%s", k->batch,
+                 k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
+                 threads == 1 ? "" : "s");
+    }
     fprintf(f, "result: %s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
             backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
@@ -164,6 +164,7 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
             fprintf(f, "  %-*s%.2f per step (times the host waited for a GPU)\n", LABEL_W,
                     "host syncs", s.host_syncs_max);
     }
+    report_autotune(f, ctx ? ctx->cfg : NULL, r);
     fprintf(f, "  %-*s%.6f\n", LABEL_W, "final loss", r->final_loss);
     if (r->train_accuracy >= 0.0)
         fprintf(f, "  %-*s%.2f %%  (mean loss over the data %.6f)\n", LABEL_W, "train accuracy",

@@ -11,10 +11,13 @@
 
 #include "config/config.h"
 #include "data/data.h"
+#include "measure/collperf.h"
 #include "measure/result.h"
 
 int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
 int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
 int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
+/* --mode comm (ddp/commbench.c): the collectives alone, on DDP's ranks. */
+int comm_bench_run(const config_t *cfg, collperf_t *out, char *err);
 
 #endif

@@ -11,6 +11,8 @@ typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED = 1, CUB
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
 typedef struct emu_blas *cublasHandle_t;
+typedef enum { MAJOR_VERSION = 0, MINOR_VERSION, PATCH_LEVEL } libraryPropertyType;
+cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v);
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);

@@ -66,6 +66,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p);
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
+/* for the probe's provenance */
+struct cudaDeviceProp {
+    char name[256];
+};
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaDriverGetVersion(int *v);
 /* The emulator's own checks (abort with a message on a violation). */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);

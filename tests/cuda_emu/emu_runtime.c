@@ -770,6 +770,24 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p)
     return cudaSuccess;
 }
 
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v)
+{
+    *v = t == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags)
 {
     (void)flags;

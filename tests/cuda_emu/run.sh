@@ -124,6 +124,20 @@ for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 
     fi
     echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
 done
+# --mode comm on emulated GPUs: every collective staged through pinned memory,
+# in and out of place, each result checked; and the provenance the probe gives.
+for cg in "shm 0,1" "shm 0,0" "nccl 0,1"; do
+    set -- $cg
+    EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode comm --comm "$1" --gpus "$2" -b 8 -e 256K -f 8 -n 3 -w 1 \
+        >"$B/comm.log" 2>&1 || { tail -n 20 "$B/comm.log"; fail "--mode comm --comm $1 --gpus $2"; }
+    grep -q "Out of bounds values : 0 OK" "$B/comm.log" || fail "--mode comm --comm $1 --gpus $2: wrong values"
+    echo "== --mode comm --comm $1 --gpus $2 on emulated GPUs: every result right"
+done
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode single --gpus 0 $ARGS --json >"$B/prov.json" 2>/dev/null &&
+    grep -q '"pci_bus_id":"00000000:11:00.0"' "$B/prov.json" &&
+    grep -q '"gpu_peers":\[\[null,0\],\[0,null\]\]' "$B/prov.json" ||
+    fail "the GPU probe's provenance is not in --json: $(head -c 600 "$B/prov.json")"
+echo "== the GPU probe's names, PCI ids and peer links reach --json"
 
 # ---- 5. a planted missing wait ---------------------------------------------------
 # stage.c without the compute stream's wait for the staged batch's copy: with

@@ -60,7 +60,7 @@ awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
        print }' "$T/base.json" >"$T/doctored.json"
 "$BIN" $B --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
 rc=$?
-[ $rc -eq 3 ] && grep -q "^ddpbench: regression: .* samples/s is .*% below the baseline .* (tolerance 5%)$" "$T/out" &&
+[ $rc -eq 3 ] && grep -q "^ddpbench: regression: .* samples/s is .*% below the baseline .* (tolerance 5%)" "$T/out" &&
     ok || ko "--baseline doctored: exit $rc, expected 3: $(tail -2 "$T/out")"
 
 expect_error "batch is 20 there, 10 here" $S --quiet --batch 10 --baseline "$T/run.json"
@@ -249,6 +249,16 @@ want=$((1 + 2 * ($(echo "$modes" | wc -w) - 1)))
 if [ -z "$plot" ]; then
     grep -q "<svg" "$T/sweep/throughput.svg" && grep -q "<svg" "$T/sweep/efficiency.svg" && ok ||
         ko "sweep: no SVG charts"
+fi
+# strong scaling draws --predict's DP and DDP beside the measured points
+[ "$modes" = single ] || { [ "$(wc -l <"$T/sweep/predicted.txt" 2>/dev/null)" -eq 3 ] && ok ||
+    ko "sweep: predicted.txt is not the header and 2 device counts: $(cat "$T/sweep/predicted.txt" 2>&1)"; }
+# -k: DDP's bucket cap swept on -n devices
+if [ "$modes" != single ]; then
+    sh "$SWEEP" -b "$BIN" -m seed-linear -n 2 -s 6 -k "0.0001 auto" -o "$T/bk" $plot -- --backend cpu 2>"$T/err"
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(cut -d, -f1 "$T/bk/buckets.csv" | tr '\n' ' ')" = "bucket_mb 0.0001 auto " ] && ok ||
+        ko "sweep -k: exit $rc: $(cat "$T/err" "$T/bk/buckets.csv" 2>&1)"
 fi
 # strong and weak: the global batch stays 20, or grows as 8 x devices
 sh "$SWEEP" -b "$BIN" -m seed-linear -n 2 -s 6 -M "$modes" -w both -B 8 -o "$T/sw" $plot -- --backend cpu 2>"$T/err"

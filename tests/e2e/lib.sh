@@ -52,7 +52,9 @@ leftovers() {
     done
 }
 
-shm_list() { ls /dev/shm 2>/dev/null | grep '^ddpbench-' | sort; }
+# ddpbench's own names: /ddpbench-PID-16 hex digits (comm_seg.c); /dev/shm is shared, and
+# other programs' entries (even ones named ddpbench-something) are not ours
+shm_list() { ls /dev/shm 2>/dev/null | grep -E '^ddpbench-[0-9]+-[0-9a-f]{16}$' | sort; }
 
 need() {
     command -v "$1" >/dev/null 2>&1 && return 0

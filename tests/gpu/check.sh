@@ -294,6 +294,30 @@ done
 compare "single gpu0 small accum 2" small-accum2 "$B" --mode single --gpus 0
 compare "ddp nccl 1 rank small accum 2" small-accum2 "$B" --mode ddp --comm nccl --gpus 0 --accum 2
 
+# ---- 3b. the collectives alone (--mode comm): every result checked ----------------------
+collectives() { # LABEL ARGS...
+    label=$1
+    shift
+    out_of_time "$label" 30 && return
+    log="$OUT/comm-$(echo "$label" | tr ' ,/' '__-').log"
+    if run "$(limit 120)" "$log" --mode comm --backend cuda -b 8 -e 64M -f 8 "$@"; then
+        grep -q "Out of bounds values : 0 OK" "$log" &&
+            pass "$label" "$(grep 'Avg bus bandwidth' "$log" | sed 's/^# //')" ||
+            fail "$label" "the check found wrong values (log: $log)"
+    else
+        show_tail "$log.err"
+        fail "$label" "run failed (log: $log.err)"
+    fi
+}
+echo "== the collectives (--mode comm)"
+if [ "$NGPU" -ge 2 ]; then
+    collectives "comm nccl gpus $ALL" --comm nccl --gpus "$ALL"
+    collectives "comm shm gpus $ALL" --comm shm --gpus "$ALL"
+else
+    collectives "comm nccl 1 rank" --comm nccl --gpus 0
+    collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
+fi
+
 # ---- 4. faults ---------------------------------------------------------------------
 # fault LABEL EXPECTED-TEXT MAX-SECONDS FAULT ARGS...: exit 1, EXPECTED-TEXT in
 # the message, within MAX-SECONDS, nothing left in /dev/shm.

@@ -104,6 +104,16 @@ Test(comm_nccl, one_rank_every_collective, .timeout = 60)
     cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_GATHER, buf, gat, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
     download(be, got, gat, N);
     cr_assert_arr_eq(got, h, sizeof h, "all-gather over one rank");
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, buf, out, N, REDOP_SUM, 0, NULL}, NULL),
+                 DDP_OK, "%s", comm_last_error(c));
+    download(be, got, out, N);
+    cr_assert_arr_eq(got, h, sizeof h, "reduce-scatter over one rank");
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf, N, REDOP_AVG, 0, NULL}, NULL),
+                 DDP_OK, "in place: %s", comm_last_error(c));
+    cr_assert_eq(comm_run(c, &(comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, NULL}, NULL),
+                 DDP_OK, "run: %s", comm_last_error(c));
+    download(be, got, buf, N);
+    cr_assert_arr_eq(got, h, sizeof h, "run: the identity over one rank");
     cr_assert_eq(run_op(c, (comm_op_t){COLL_BARRIER, NULL, NULL, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
     cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK,
                  "count 0 is a no-op");
@@ -211,7 +221,7 @@ typedef struct {
     comm_seg_t *seg;
     bool idle;          /* joins, then launches nothing (a stuck peer) */
     double timeout_s;
-    float got_avg[64], got_bcast[64], got_gather[3 * 64];
+    float got_avg[64], got_bcast[64], got_gather[3 * 64], got_rs[16];
     int rc;
     double took_s;      /* the stuck peer's partner: how long its sync took */
     char err[ERR_LEN];
@@ -257,6 +267,14 @@ static void *rank_main(void *arg)
         r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL}, NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_bcast, buf, sizeof h);
+    /* reduce-scatter in place: rank q keeps block q (16 floats) of the sum */
+    backend_h2d(be, buf, h, sizeof h);
+    if (r->rc == DDP_OK)
+        r->rc = run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf + 16 * r->rank, 16, REDOP_SUM,
+                                      0, NULL},
+                       NULL);
+    if (r->rc == DDP_OK)
+        r->rc = backend_d2h(be, r->got_rs, buf + 16 * r->rank, sizeof r->got_rs);
     if (r->rc != DDP_OK && !r->err[0])
         err_set(r->err, r->rc, "%s / %s", comm_last_error(c), backend_last_error(be));
 out:
@@ -310,6 +328,14 @@ static void check_group(const rank_t *r, int world)
             cr_assert_eq(r[0].got_gather[q * 64 + k], (float)((q + 1) * (k + 1)),
                          "all-gather: rank %d's block", q);
     }
+    for (int q = 0; q < world; q++) /* reduce-scatter: rank q holds block q of the sum */
+        for (int k = 0; k < 16; k++) {
+            float sum = 0.0f;
+            for (int p = 0; p < world; p++)
+                sum += (float)((p + 1) * (q * 16 + k + 1));
+            cr_assert_eq(r[q].got_rs[k], sum, "reduce-scatter: rank %d element %d is %.9g, want %.9g",
+                         q, k, r[q].got_rs[k], sum);
+        }
     for (int i = 1; i < world; i++) {
         cr_assert_arr_eq(r[0].got_avg, r[i].got_avg, sizeof r[0].got_avg, "the same bits");
         cr_assert_arr_eq(r[0].got_bcast, r[i].got_bcast, sizeof r[0].got_bcast);

@@ -142,6 +142,7 @@ typedef struct {
     bool avg;
     bool out_of_place;
     int root;
+    bool run;      /* comm_run (on the calling thread) instead of launch + wait */
 } op_ctx_t;
 
 static int rank_all_reduce(comm_t *c, void *vctx, char *msg)
@@ -156,7 +157,7 @@ static int rank_all_reduce(comm_t *c, void *vctx, char *msg)
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .send = x->out_of_place ? send : NULL, .recv = buf,
                     .count = n, .redop = x->avg ? REDOP_AVG : REDOP_SUM, .tag = "test"};
     comm_handle_t h;
-    int rc = comm_launch(c, &op, &h);
+    int rc = x->run ? comm_run(c, &op, &h) : comm_launch(c, &op, &h);
     if (rc == DDP_OK)
         rc = comm_wait(c, h, NULL);
     if (rc != DDP_OK)
@@ -232,6 +233,41 @@ static int rank_all_gather(comm_t *c, void *vctx, char *msg)
     return rc;
 }
 
+/* Reduce-scatter: send holds every rank's world blocks of count floats (block
+ * q, element i is the all-reduce input at q*count + i), rank q keeps block q
+ * of the sum, bit for bit what an all-reduce of the same inputs gives there. */
+static int rank_reduce_scatter(comm_t *c, void *vctx, char *msg)
+{
+    op_ctx_t *x = vctx;
+    size_t n = x->count, w = (size_t)comm_world(c), r = (size_t)comm_rank(c);
+    float *send = malloc((n * w > 0 ? n * w : 1) * sizeof(float));
+    float *recv = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n * w; i++)
+        send[i] = input((int)r, i);
+    float *dst = x->out_of_place ? recv : send + r * n;
+    int rc = x->run ? comm_run(c, &(comm_op_t){.kind = COLL_REDUCE_SCATTER,
+                                                .send = x->out_of_place ? send : NULL,
+                                                .recv = dst, .count = n,
+                                                .redop = x->avg ? REDOP_AVG : REDOP_SUM},
+                               NULL)
+                    : comm_reduce_scatter(c, x->out_of_place ? send : NULL, dst, n,
+                                          x->avg ? REDOP_AVG : REDOP_SUM);
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (size_t i = 0; rc == DDP_OK && i < n; i++) {
+        float want = ref_sum((int)w, r * n + i, x->avg);
+        if (memcmp(&dst[i], &want, sizeof want) != 0)
+            rc = mismatch(msg, "reduce-scatter", i, dst[i], want);
+    }
+    for (size_t i = 0; rc == DDP_OK && x->out_of_place && i < n * w; i++)
+        if (send[i] != input((int)r, i))
+            rc = mismatch(msg, "reduce-scatter changed its send buffer", i, send[i],
+                          input((int)r, i));
+    free(send);
+    free(recv);
+    return rc;
+}
+
 /* Sizes around every edge: empty, one, odd, not divisible by 3 or 4 ranks,
  * one float either side of the 128 KiB chunk, several chunks. */
 static const size_t sizes[] = {0, 1, 2, 3, 7, 1001, 32767, 32768, 32769, 3 * 32768 + 5};
@@ -272,9 +308,27 @@ Test(comm, all_gather_out_of_place)
     sweep(rank_all_gather, (op_ctx_t){.out_of_place = true}, "all-gather out of place", false);
 }
 
+Test(comm, reduce_scatter_in_place)
+{
+    sweep(rank_reduce_scatter, (op_ctx_t){0}, "reduce-scatter", false);
+}
+Test(comm, reduce_scatter_out_of_place_avg)
+{
+    sweep(rank_reduce_scatter, (op_ctx_t){.out_of_place = true, .avg = true},
+          "reduce-scatter avg out of place", false);
+}
+/* comm_run: the op runs on the calling thread, with the same results. */
+Test(comm, run_on_the_calling_thread)
+{
+    sweep(rank_all_reduce, (op_ctx_t){.avg = true, .run = true}, "run all-reduce", false);
+    sweep(rank_reduce_scatter, (op_ctx_t){.run = true}, "run reduce-scatter", false);
+}
+
 /* The path CUDA buffers take: d2h into pinned staging at launch, h2d at wait. */
 Test(comm, device_staging)
 {
+    sweep(rank_reduce_scatter, (op_ctx_t){.avg = true}, "staged reduce-scatter", true);
+    sweep(rank_reduce_scatter, (op_ctx_t){.out_of_place = true}, "staged reduce-scatter", true);
     sweep(rank_all_reduce, (op_ctx_t){.avg = true}, "staged all-reduce", true);
     sweep(rank_all_gather, (op_ctx_t){0}, "staged all-gather", true);
     sweep(rank_broadcast, (op_ctx_t){.root = -1}, "staged broadcast", true);
@@ -317,6 +371,11 @@ static void *thread_rank(void *arg)
             t->rc = rank_broadcast(c, &y, t->msg);
         if (t->rc == DDP_OK)
             t->rc = rank_all_gather(c, &y, t->msg);
+        op_ctx_t z = {.count = t->count / 3, .run = true};
+        if (t->rc == DDP_OK)
+            t->rc = rank_reduce_scatter(c, &z, t->msg);
+        if (t->rc == DDP_OK)
+            t->rc = rank_all_reduce(c, &z, t->msg);
         comm_destroy(c);
     }
     backend_destroy(be);
@@ -345,6 +404,51 @@ Test(comm, threads_as_ranks)
 
 // ---------------------------------------------------------------------------
 // async ordering, barrier, spans
+
+/* Ops queued on the comm thread, then one run on the calling thread: the run
+ * waits for them, takes the next handle, and every result is right. */
+static int rank_queued_then_run(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    enum { NOPS = 4, LEN = 5000 }; /* long enough that the queued ones are still running */
+    float *bufs = malloc(sizeof(float) * NOPS * LEN);
+    for (int i = 0; i < NOPS * LEN; i++)
+        bufs[i] = input(comm_rank(c), (size_t)i);
+    comm_handle_t h[NOPS];
+    int rc = DDP_OK;
+    for (int k = 0; k < NOPS - 1 && rc == DDP_OK; k++)
+        rc = comm_all_reduce_async(c, bufs + k * LEN, LEN, REDOP_SUM, "queued", &h[k]);
+    comm_op_t last = {.kind = COLL_ALL_REDUCE, .recv = bufs + (NOPS - 1) * LEN, .count = LEN};
+    if (rc == DDP_OK)
+        rc = comm_run(c, &last, &h[NOPS - 1]);
+    comm_span_t sp = {0, 0};
+    if (rc == DDP_OK) /* already done: the wait returns its span at once */
+        rc = comm_wait(c, h[0], NULL) == DDP_OK ? comm_wait(c, h[NOPS - 1], &sp) : DDP_ERR_RUNTIME;
+    if (rc != DDP_OK)
+        err_set(msg, rc, "%s", comm_last_error(c));
+    for (int k = 1; rc == DDP_OK && k < NOPS; k++)
+        if (h[k] != h[k - 1] + 1)
+            rc = err_set(msg, DDP_ERR_RUNTIME, "handle %d is %llu after %llu", k,
+                         (unsigned long long)h[k], (unsigned long long)h[k - 1]);
+    if (rc == DDP_OK && !(sp.start_s > 0.0 && sp.end_s >= sp.start_s))
+        rc = err_set(msg, DDP_ERR_RUNTIME, "the run's span is %f..%f", sp.start_s, sp.end_s);
+    for (int i = 0; rc == DDP_OK && i < NOPS * LEN; i++) {
+        float want = ref_sum(comm_world(c), (size_t)i, false);
+        if (memcmp(&bufs[i], &want, sizeof want) != 0)
+            rc = mismatch(msg, "queued then run", (size_t)i, bufs[i], want);
+    }
+    free(bufs);
+    return rc;
+}
+
+Test(comm, queued_ops_then_a_run)
+{
+    for (int world = 2; world <= 3; world++) {
+        group_t g = {.world = world, .timeout_s = 20.0};
+        run_group(&g, rank_queued_then_run, NULL);
+        assert_all_ok(&g, "queued ops then a run");
+    }
+}
 
 /* Many ops in flight at once (more than the queue holds), waited for only at
  * the end, each checked: launches run in order and never overlap wrongly. */

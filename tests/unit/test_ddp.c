@@ -203,7 +203,7 @@ static void rec_span(comm_t *c, comm_handle_t h, comm_span_t *s)
 }
 static void rec_abort(comm_t *c, const char *why) { (void)c, (void)why; }
 static void rec_destroy(comm_t *c) { (void)c; }
-static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_span, rec_abort, rec_destroy};
+static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_span, rec_abort, rec_destroy, NULL};
 
 /* Checkpoint, resume, trace and story together (also under TSan): rank 0
  * writes after a barrier-guarded step, every rank reads the file back, the
@@ -304,6 +304,18 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     reducer_hook(&r, 0);
     reducer_launch_rest(&r);
     cr_assert_eq(m.n, 3);
+
+    /* run_rest: the last bucket (nothing left to overlap) waits for
+     * launch_rest, which runs it; the others still launch from the hook. */
+    r.run_rest = true;
+    reducer_begin(&r, true, 1);
+    cr_assert_eq(reducer_hook(&r, 1), DDP_OK);
+    cr_assert_eq(m.n, 5);
+    cr_assert_eq(reducer_hook(&r, 0), DDP_OK);
+    cr_assert_eq(m.n, 5, "the last bucket is not handed to the comm thread");
+    cr_assert_eq(reducer_launch_rest(&r), DDP_OK);
+    cr_assert_eq(m.n, 6);
+    cr_assert_eq(m.off[5], 0);
     reducer_free(&r);
 
     /* Without overlap everything waits for launch_rest, still in order. */
@@ -314,10 +326,10 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     reducer_begin(&r, true, 0);
     reducer_hook(&r, 1);
     reducer_hook(&r, 0);
-    cr_assert_eq(m.n, 3);
+    cr_assert_eq(m.n, 6);
     reducer_launch_rest(&r);
-    cr_assert_eq(m.n, 4);
-    cr_assert_eq(m.count[3], spec.nparams);
+    cr_assert_eq(m.n, 7);
+    cr_assert_eq(m.count[6], spec.nparams);
     reducer_free(&r);
 }
 

@@ -229,7 +229,7 @@ Test(report_csv, header_and_one_row_per_run)
     char *save = NULL;
     char *header = strtok_r(txt, "\n", &save);
     int cols = count_char(header, ',') + 1;
-    cr_assert_eq(cols, 22 + 2 * PH_COUNT, "columns in the header: %s", header);
+    cr_assert_eq(cols, 24 + 2 * PH_COUNT, "columns in the header: %s", header);
     cr_assert(strncmp(header, "mode,backend,devices,", 21) == 0);
     for (char *row = strtok_r(NULL, "\n", &save); row; row = strtok_r(NULL, "\n", &save)) {
         cr_assert_eq(count_char(row, ',') + 1, cols, "row: %s", row);
@@ -358,9 +358,20 @@ Test(report_baseline, another_configuration_is_refused_naming_the_field)
         cr_assert(strstr(msg, cases[i].field), "'%s' lacks '%s'", msg, cases[i].field);
         cr_assert_null(strchr(msg, '\n'));
     }
-    /* same configuration, other harmless options (seed, steps) still compare */
+    /* the steps timed and the warm-up are part of the configuration */
     config_t c;
-    cr_assert_eq(tu_parse(&c, "--mode single --model seed-linear --seed 5 --steps 9 --backend cpu",
+    cr_assert_eq(tu_parse(&c, "--mode single --model seed-linear --steps 9 --backend cpu", msg),
+                 DDP_OK);
+    cr_assert_eq(judge(&rr, &c, path, 100.0, msg), DDP_ERR_INPUT, "%s", msg);
+    cr_assert(strstr(msg, "steps is 4 there, 9 here"), "%s", msg);
+    cr_assert_eq(tu_parse(&c, "--mode single --model seed-linear --steps 4 --warmup-steps 1 "
+                              "--backend cpu",
+                          msg),
+                 DDP_OK);
+    cr_assert_eq(judge(&rr, &c, path, 100.0, msg), DDP_ERR_INPUT, "%s", msg);
+    cr_assert(strstr(msg, "warmup_steps is 2 there, 1 here"), "%s", msg);
+    /* same configuration, a harmless option (seed) still compares */
+    cr_assert_eq(tu_parse(&c, "--mode single --model seed-linear --seed 5 --steps 4 --backend cpu",
                           msg),
                  DDP_OK);
     cr_assert_neq(judge(&rr, &c, path, 100.0, msg), DDP_ERR_INPUT, "%s", msg);
@@ -439,7 +450,8 @@ Test(report_baseline, json_lines_of_compare_match_by_mode)
     tmp_path(path, sizeof path, "jsonl");
     const char *fmt = "{\"schema_version\":1,\"config\":{\"mode\":\"%s\",\"backend\":\"cpu\","
                       "\"ndevices\":%d,\"layers\":[10,10],\"batch\":20,\"accum\":1,\"loss\":"
-                      "\"mse\",\"optimizer\":{\"name\":\"sgd\"}},\"throughput_samples_per_s\":%d}\n";
+                      "\"mse\",\"optimizer\":{\"name\":\"sgd\"},\"steps\":0,\"warmup_steps\":2,"
+                      "\"epochs\":10},\"throughput_samples_per_s\":%d}\n";
     char text[2048];
     int n = snprintf(text, sizeof text, fmt, "single", 1, 100);
     n += snprintf(text + n, sizeof text - n, fmt, "dp", 2, 150);
@@ -543,6 +555,8 @@ Test(report_trace, parses_and_holds_every_phase_of_every_device)
     cr_assert(named_process);
     cr_assert_eq(steps, (int)rr.res.times.n, "one event per timed step");
     for (int p = 0; p < PH_COUNT; p++) {
+        if (p == PH_SKEW)
+            continue; /* settled after the run (step_meter_skew), not a lap */
         if (rr.res.dev[0].phase_s[p] > 0.0)
             cr_expect_geq(per_phase[p], steps, "phase %s: %d events for %d steps",
                           phase_name((phase_t)p), per_phase[p], steps);
@@ -646,6 +660,8 @@ Test(report_trace, dp_run_holds_every_phase_of_every_device_and_its_copies)
     for (int d = 0; d < k; d++) {
         cr_assert_eq(tc.steps[d], steps, "device %d: one step event per timed step", d);
         for (int p = 0; p < PH_COUNT; p++) {
+            if (p == PH_SKEW)
+                continue; /* settled after the run (step_meter_skew), not a lap */
             if (rr.res.dev[d].phase_s[p] > 0.0)
                 cr_expect_geq(tc.phase[d][p], steps, "device %d phase %s: %d events for %d steps",
                               d, phase_name((phase_t)p), tc.phase[d][p], steps);
@@ -694,8 +710,8 @@ Test(report_trace, ddp_run_holds_every_phase_and_every_bucket)
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(tc.steps[r], steps, "rank %d: one step event per timed step", r);
         for (int p = 0; p < PH_COUNT; p++) {
-            if (p == PH_COMM_HIDDEN)
-                continue; /* drawn as the all-reduces on the comm lane, not as a phase */
+            if (p == PH_COMM_HIDDEN || p == PH_SKEW)
+                continue; /* drawn as the all-reduces on the comm lane / settled after the run */
             if (rr.res.dev[r].phase_s[p] > 0.0)
                 cr_expect_geq(tc.phase[r][p], steps, "rank %d phase %s: %d events for %d steps",
                               r, phase_name((phase_t)p), tc.phase[r][p], steps);
@@ -1072,7 +1088,8 @@ Test(report_text, table_and_explain_of_a_real_run)
     report_result(m.f, &rr.ctx, &rr.res, NULL);
     report_explain(m.f, &rr.ctx, &rr.res);
     char *txt = mem_close(&m);
-    const char *must[] = {"result: single on cpu, 1 device, global batch 20 (accumulated), 6 steps",
+    const char *must[] = {"result: single on cpu, 1 device, global batch 20 (accumulated), sgd, "
+                          "1 BLAS thread, 6 steps",
                           "throughput", "samples/s", "p50", "p95", "device 0", "forward",
                           "backward", "optimizer", "step (wall)", "peak memory", "final loss",
                           "checksum",

@@ -1,0 +1,110 @@
+/* common/measure/repeat.c: summaries of runs and their intervals (see repeat.h). */
+#include "measure/repeat.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* p-th percentile of v[0..n) (sorted copy, linear interpolation). */
+static double percentile(const double *v, long n, double p)
+{
+    if (n <= 0)
+        return 0.0;
+    double *c = malloc((size_t)n * sizeof *c);
+    if (!c)
+        return NAN;
+    memcpy(c, v, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double pos = p / 100.0 * (double)(n - 1);
+    long lo = (long)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+    double out = c[lo] + (c[hi] - c[lo]) * (pos - (double)lo);
+    free(c);
+    return out;
+}
+
+void run_summary_of(const run_result_t *r, run_summary_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->samples_per_s = r->samples_per_s;
+    long n = r->times.n;
+    out->step_mean_s = n > 0 ? r->times.timed_s / (double)n : 0.0;
+    double steps = n > 0 ? (double)n : 1.0;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        out->mem_peak_bytes = fmax(out->mem_peak_bytes, (double)r->dev[d].mem_peak);
+        for (int p = 0; p < PH_COUNT; p++)
+            out->phase_s[p] += r->dev[d].phase_s[p] / steps / (double)r->ndev;
+    }
+    out->checksum_bits = r->checksum.bits;
+}
+
+/* t(0.975, df): the table to 30 degrees of freedom, then the normal
+ * approximation's series (error < 1e-4 beyond). */
+double student_t975(int df)
+{
+    static const double t[] = {0,      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                               2.306,  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                               2.120,  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                               2.064,  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+    if (df < 1)
+        return NAN;
+    if (df <= 30)
+        return t[df];
+    double z = 1.959964, g1 = (z * z * z + z) / 4.0,
+           g2 = (5 * pow(z, 5) + 16 * pow(z, 3) + 3 * z) / 96.0;
+    return z + g1 / df + g2 / ((double)df * df);
+}
+
+interval_t interval_of(const double *v, int n)
+{
+    interval_t o = {.n = n, .median = NAN, .mean = NAN, .lo = NAN, .hi = NAN};
+    if (n <= 0)
+        return o;
+    o.median = percentile(v, n, 50);
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    o.mean = s / n;
+    if (n < 2)
+        return o;
+    double ss = 0.0;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - o.mean) * (v[i] - o.mean);
+    double half = student_t975(n - 1) * sqrt(ss / (n - 1)) / sqrt((double)n);
+    o.lo = o.mean - half;
+    o.hi = o.mean + half;
+    return o;
+}
+
+double run_summary_figure(const run_summary_t *s, int fig)
+{
+    switch (fig) {
+    case FIG_THROUGHPUT:
+        return s->samples_per_s;
+    case FIG_STEP_MEAN:
+        return s->step_mean_s;
+    case FIG_MEM_PEAK:
+        return s->mem_peak_bytes;
+    default:
+        return fig >= FIG_PHASE0 && fig < FIG_COUNT ? s->phase_s[fig - FIG_PHASE0] : NAN;
+    }
+}
+
+void repeat_add(repeat_t *r, const run_result_t *res)
+{
+    if (r->n < REPEAT_MAX)
+        run_summary_of(res, &r->run[r->n++]);
+}
+
+interval_t repeat_interval(const repeat_t *r, int fig)
+{
+    double v[REPEAT_MAX];
+    for (int i = 0; i < r->n; i++)
+        v[i] = run_summary_figure(&r->run[i], fig);
+    return interval_of(v, r->n);
+}

@@ -1,0 +1,62 @@
+/* common/measure/repeat.h: --repeat N, statistics across independent runs.
+ *
+ * Each run of a mode is reduced to its summary (throughput, mean step time,
+ * peak memory, each phase per step averaged over the devices), built from
+ * the totals of its run record (never from per-step arrays); the N
+ * summaries give, per figure, the median and a 95% interval:
+ * the mean +- t(0.975, N-1) s / sqrt(N), Student's interval for the mean of N
+ * independent runs (nothing for N = 1).  The regression gate
+ * (report_baseline.c) judges these intervals, not single numbers. */
+#ifndef DDPBENCH_REPEAT_H
+#define DDPBENCH_REPEAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "measure/result.h"
+
+#define REPEAT_MAX 100
+
+/* One run, as far as repeats need it. */
+typedef struct {
+    double samples_per_s;
+    double step_mean_s;          /* timed seconds / timed steps */
+    double mem_peak_bytes;       /* the largest device's */
+    double phase_s[PH_COUNT];    /* seconds per timed step, mean over the devices */
+    uint64_t checksum_bits;
+} run_summary_t;
+
+typedef struct {
+    int n;
+    double median, mean;
+    double lo, hi;               /* the 95% interval of the mean; NAN when n < 2 */
+} interval_t;
+
+/* The summary of a finished run. */
+void run_summary_of(const run_result_t *r, run_summary_t *out);
+/* Median and 95% interval of v[0..n). */
+interval_t interval_of(const double *v, int n);
+/* Student's t quantile t(0.975, df) (df >= 1). */
+double student_t975(int df);
+
+/* The runs of one mode. */
+typedef struct {
+    int n;
+    run_summary_t run[REPEAT_MAX];
+} repeat_t;
+
+/* Figures of a summary, for repeat_interval(). */
+typedef enum {
+    FIG_THROUGHPUT = 0,
+    FIG_STEP_MEAN,
+    FIG_MEM_PEAK,
+    FIG_PHASE0,              /* FIG_PHASE0 + p: phase p */
+    FIG_COUNT = FIG_PHASE0 + PH_COUNT
+} figure_t;
+
+double run_summary_figure(const run_summary_t *s, int fig);
+void repeat_add(repeat_t *r, const run_result_t *res);
+interval_t repeat_interval(const repeat_t *r, int fig);
+
+#endif

@@ -1,0 +1,95 @@
+#!/bin/sh
+# tests/e2e/e2e_gate.sh: --repeat and the regression gate's exit policy on the
+# real binary, with crafted baselines: 0 within tolerance, 3 regression, 4 no
+# verdict (too noisy), 2 another configuration (steps, warm-up); a baseline
+# from another machine only warns; --repeat's JSON carries every run; the
+# notes under a result.  Usage: sh tests/e2e/e2e_gate.sh ./ddpbench
+E2E=e2e_gate
+. "$(dirname "$0")/lib.sh"
+S="--mode single --model seed-linear --steps 60 --backend cpu"
+
+# --repeat 3 --json: one line, "repeat" with 3 runs and every run's figures
+if "$BIN" $S --quiet --repeat 3 --json >"$T/rep.json" 2>"$T/err"; then
+    [ "$(wc -l <"$T/rep.json")" = 1 ] && ok || ko "--repeat --json: not one line"
+    if command -v python3 >/dev/null; then
+        python3 - "$T/rep.json" <<'EOF' && ok || ko "--repeat --json: $(head -c 300 "$T/rep.json")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+r = o["repeat"]
+assert r["runs"] == 3 and len(r["every_run"]) == 3
+t = r["throughput_samples_per_s"]
+assert t["lo"] <= t["mean"] <= t["hi"] and t["median"] > 0
+assert "forward_s" in r["phases_s_per_step"]
+assert all(e["throughput_samples_per_s"] > 0 for e in r["every_run"])
+EOF
+    fi
+else
+    ko "--repeat 3 failed: $(cat "$T/err")"
+fi
+# the text table has the medians and intervals
+"$BIN" $S --quiet --repeat 2 >"$T/out" 2>&1
+grep -q "over 2 runs: median +- the 95% interval" "$T/out" && ok || ko "--repeat text: $(tail -5 "$T/out")"
+
+# a baseline with throughput t (and, when given, a repeat interval lo..hi)
+craft() { # out tp [lo hi]
+    python3 - "$T/rep.json" "$@" <<'EOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+out, tp = sys.argv[2], float(sys.argv[3])
+o["throughput_samples_per_s"] = tp
+t = o["repeat"]["throughput_samples_per_s"]
+t["mean"] = t["median"] = tp
+if len(sys.argv) > 4:
+    t["lo"], t["hi"] = float(sys.argv[4]), float(sys.argv[5])
+else:
+    t["lo"], t["hi"] = tp, tp
+json.dump(o, open(out, "w"))
+EOF
+}
+if command -v python3 >/dev/null; then
+    # 1000x faster than anything this machine does: a regression, exit 3
+    craft "$T/fast.json" 1e12
+    "$BIN" $S --quiet --repeat 2 --baseline "$T/fast.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 3 ] && grep -q "^ddpbench: regression: throughput .* over 2 runs" "$T/out" && ok ||
+        ko "regression: exit $rc: $(tail -2 "$T/out")"
+    grep -q "by phase:" "$T/out" && ok || ko "the verdict names no phase: $(tail -2 "$T/out")"
+    # a baseline whose own interval is 1e6 wide: no verdict, exit 4
+    craft "$T/wide.json" 1 0 1000000000
+    "$BIN" $S --quiet --baseline "$T/wide.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 4 ] && grep -q "^ddpbench: no verdict: too noisy" "$T/out" && ok ||
+        ko "too noisy: exit $rc: $(tail -2 "$T/out")"
+    # a baseline 1000x slower: within tolerance (faster is fine), exit 0
+    craft "$T/slow.json" 0.001
+    "$BIN" $S --quiet --baseline "$T/slow.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q "^ddpbench: within tolerance" "$T/out" && ok || ko "faster: exit $rc"
+    # another machine: a warning that says what differs, then the verdict
+    python3 - "$T/slow.json" "$T/other.json" <<'EOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+o["environment"]["host"] = "elsewhere"
+o["environment"]["cpus_online"] = 96
+json.dump(o, open(sys.argv[2], "w"))
+EOF
+    "$BIN" $S --quiet --baseline "$T/other.json" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc = 0 ] && grep -q "^ddpbench: warning: --baseline .*another machine or build: host is \"elsewhere\" there" "$T/err" &&
+        grep -q "cpus_online is 96 there" "$T/err" && ok || ko "another machine: exit $rc: $(cat "$T/err")"
+else
+    echo "e2e_gate: python3 missing: crafted-baseline checks skipped"
+fi
+
+# the steps timed and the warm-up are the configuration: refused, exit 2
+"$BIN" $S --quiet --json >"$T/b60.json" 2>/dev/null
+expect_error "steps is 60 there, 30 here" --mode single --model seed-linear --steps 30 --backend cpu \
+    --quiet --baseline "$T/b60.json"
+expect_error "warmup_steps is 2 there, 5 here" $S --warmup-steps 5 --quiet --baseline "$T/b60.json"
+expect_error "--repeat: not with --trace" $S --repeat 2 --trace "$T/t.json"
+expect_error "--repeat: 0 is out of range" $S --repeat 0
+
+# the notes: too few timed steps
+"$BIN" --mode single --model seed-linear --steps 5 --backend cpu --quiet >"$T/out" 2>&1
+grep -q "note: only 3 timed steps" "$T/out" && ok || ko "no note on 3 timed steps: $(tail -3 "$T/out")"
+e2e_finish

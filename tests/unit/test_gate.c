@@ -1,0 +1,262 @@
+/* tests/unit/test_gate.c: --repeat's intervals and the regression gate on them,
+ * with crafted baselines and crafted runs: within tolerance, a regression
+ * (the whole interval below), "too noisy" (an interval wider than the
+ * tolerance, the candidate's or the baseline's), peak memory and exposed
+ * communication, the phases named in the verdict, and the differences that
+ * only warn (another machine, other settings). */
+#include <cJSON.h>
+#include <math.h>
+
+#include "measure/repeat.h"
+#include "report/report.h"
+#include "testutil.h"
+
+// ---------------------------------------------------------------------------
+// intervals
+
+Test(repeat, student_interval_of_the_mean)
+{
+    cr_assert_float_eq(student_t975(1), 12.706, 1e-3);
+    cr_assert_float_eq(student_t975(4), 2.776, 1e-3);
+    cr_assert_float_eq(student_t975(200), 1.972, 2e-3);
+    double v[] = {10, 12, 11, 13, 9};
+    interval_t iv = interval_of(v, 5);
+    cr_assert_float_eq(iv.median, 11.0, 1e-12);
+    cr_assert_float_eq(iv.mean, 11.0, 1e-12);
+    /* s = sqrt(2.5); half = 2.776 * s / sqrt(5) */
+    double half = 2.776 * sqrt(2.5) / sqrt(5.0);
+    cr_assert_float_eq(iv.lo, 11.0 - half, 1e-3);
+    cr_assert_float_eq(iv.hi, 11.0 + half, 1e-3);
+    interval_t one = interval_of(v, 1);
+    cr_assert(isnan(one.lo) && isnan(one.hi), "one run has no interval");
+    cr_assert_float_eq(one.median, 10.0, 1e-12);
+}
+
+/* Summaries come from the run record's totals (not per-step arrays). */
+Test(repeat, summary_of_a_run_record)
+{
+    run_result_t r;
+    result_init(&r);
+    r.ndev = 2;
+    r.samples_per_s = 500.0;
+    r.times.n = 10;
+    r.times.timed_s = 2.0;
+    r.dev[0].phase_s[PH_FORWARD] = 1.0;
+    r.dev[1].phase_s[PH_FORWARD] = 3.0;
+    r.dev[0].mem_peak = 100;
+    r.dev[1].mem_peak = 300;
+    run_summary_t s;
+    run_summary_of(&r, &s);
+    cr_assert_float_eq(s.step_mean_s, 0.2, 1e-12);
+    cr_assert_float_eq(s.phase_s[PH_FORWARD], 0.2, 1e-12, "(1+3)/2 devices/10 steps");
+    cr_assert_float_eq(s.mem_peak_bytes, 300.0, 1e-12);
+    cr_assert_float_eq(run_summary_figure(&s, FIG_THROUGHPUT), 500.0, 1e-12);
+}
+
+// ---------------------------------------------------------------------------
+// the gate
+
+/* A baseline object: throughput tp, step mean step_s, forward/backward/comm
+ * exposed per step on one device, peak memory mem; rep: a "repeat" of
+ * throughput [lo, hi] around tp, or none. */
+static cJSON *baseline(double tp, double step_s, double fwd, double bwd, double comm, double mem,
+                       const double *rep_lohi)
+{
+    char txt[2048];
+    snprintf(txt, sizeof txt,
+             "{\"schema_version\":1,\"throughput_samples_per_s\":%.17g,"
+             "\"step_time_s\":{\"mean\":%.17g},\"mem_peak_bytes_max\":%.17g,"
+             "\"devices\":[{\"phases_s_per_step\":{\"forward_s\":%.17g,\"backward_s\":%.17g,"
+             "\"comm_exposed_s\":%.17g}}]}",
+             tp, step_s, mem, fwd, bwd, comm);
+    cJSON *o = cJSON_Parse(txt);
+    cr_assert_not_null(o);
+    if (rep_lohi) {
+        cJSON *rep = cJSON_AddObjectToObject(o, "repeat");
+        cJSON_AddNumberToObject(rep, "runs", 5);
+        cJSON *t = cJSON_AddObjectToObject(rep, "throughput_samples_per_s");
+        cJSON_AddNumberToObject(t, "mean", tp);
+        cJSON_AddNumberToObject(t, "median", tp);
+        cJSON_AddNumberToObject(t, "lo", rep_lohi[0]);
+        cJSON_AddNumberToObject(t, "hi", rep_lohi[1]);
+    }
+    return o;
+}
+
+/* Runs with these throughputs; every other figure like the baseline's
+ * (forward 50 us, backward 40 us, comm exposed 10 us, 1 MiB), times scale. */
+static void runs(repeat_t *r, const double *tp, int n, double bwd_scale, double comm_scale,
+                 double mem_scale)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    for (int i = 0; i < n; i++) {
+        run_summary_t *s = &r->run[i];
+        s->samples_per_s = tp[i];
+        s->phase_s[PH_FORWARD] = 50e-6;
+        s->phase_s[PH_BACKWARD] = 40e-6 * bwd_scale;
+        s->phase_s[PH_COMM_EXPOSED] = 10e-6 * comm_scale;
+        s->step_mean_s = 100e-6;
+        s->mem_peak_bytes = 1048576.0 * mem_scale;
+    }
+}
+
+static int judge(const cJSON *b, const repeat_t *r, double tol, char *out)
+{
+    return baseline_judge(b, "ddp", r, tol, out, 4096);
+}
+
+Test(gate, exit_policy_on_crafted_runs)
+{
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    char out[4096];
+    repeat_t r;
+
+    const double same[] = {1000, 1005, 995, 1002, 998};
+    runs(&r, same, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert(strstr(out, "within tolerance: ddp: throughput"), "%s", out);
+    cr_assert(strstr(out, "95% interval"), "%s", out);
+
+    /* the whole interval more than 5% below: a regression */
+    const double slow[] = {900, 905, 895, 902, 898};
+    runs(&r, slow, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "regression: ddp: throughput"), "%s", out);
+
+    /* the mean 5.5% below but the interval reaching above -5%, and narrow:
+     * not a regression (the gate needs the whole interval) */
+    const double edge[] = {935, 955, 945, 950, 940};
+    runs(&r, edge, 5, 1, 1, 1);
+    interval_t iv = repeat_interval(&r, FIG_THROUGHPUT);
+    cr_assert(iv.hi > 950.0 && iv.mean < 950.0, "the case: %g..%g", iv.lo, iv.hi);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+
+    /* wider than the tolerance: no verdict */
+    const double noisy[] = {800, 1200, 900, 1100, 1000};
+    runs(&r, noisy, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "no verdict: too noisy"), "%s", out);
+    cr_assert(strstr(out, "this run's interval spans"), "%s", out);
+
+    /* noisy but far below anyway: a regression still */
+    const double crash[] = {500, 600, 550, 520, 580};
+    runs(&r, crash, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+
+    /* one run: the number itself, as before --repeat */
+    const double one_slow[] = {900};
+    runs(&r, one_slow, 1, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "10.0% below the baseline 1000.0"), "%s", out);
+    const double one_ok[] = {980};
+    runs(&r, one_ok, 1, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cJSON_Delete(b);
+
+    /* a baseline whose own interval is wider than the tolerance */
+    const double wide[] = {900, 1100};
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, wide);
+    runs(&r, same, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "the baseline's interval spans 20.0%"), "%s", out);
+    cJSON_Delete(b);
+}
+
+Test(gate, memory_and_exposed_communication)
+{
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    char out[4096];
+    repeat_t r;
+    const double same[] = {1000, 1001, 999};
+    runs(&r, same, 3, 1, 1, 1.2); /* 20% more memory */
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "\nregression: ddp: peak memory 1.20 MiB"), "%s", out);
+    runs(&r, same, 3, 1, 1, 1.04); /* 4%: within */
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    /* exposed communication 10 -> 20 us: 10% of the 100 us step */
+    runs(&r, same, 3, 1, 2.0, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "exposed communication"), "%s", out);
+    cr_assert(strstr(out, "grew by 10.0% of the baseline's 100.0 us step"), "%s", out);
+    /* 10 -> 14 us: 4% of the step, within 5% */
+    runs(&r, same, 3, 1, 1.4, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    /* one run: its exposed time is not judged (too noisy to mean anything) */
+    runs(&r, same, 1, 1, 2.0, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert_null(strstr(out, "exposed communication"), "%s", out);
+    cJSON_Delete(b);
+}
+
+/* The verdict names the phases that moved, largest first, with their +-. */
+Test(gate, attributes_the_change_to_phases)
+{
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    char out[4096];
+    repeat_t r;
+    const double slow[] = {800, 801, 799};
+    runs(&r, slow, 3, 1.6, 1, 1); /* backward 40 -> 64 us */
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "by phase: backward +60% (+-0%), forward +0% (+-0%)"), "%s", out);
+    cJSON_Delete(b);
+}
+
+// ---------------------------------------------------------------------------
+// what only warns
+
+Test(gate, another_machine_or_settings_warn_saying_what)
+{
+    baseline_t bl = {.path = "b.json"};
+    cJSON *m = cJSON_Parse("{\"config\":{\"seed\":0,\"comm\":\"shm\"},\"environment\":{\"host\":"
+                           "\"box-a\",\"cpu_model\":\"X\",\"cpus_online\":2}}");
+    cJSON *cfg = cJSON_Parse("{\"seed\":5,\"comm\":\"shm\"}");
+    cJSON *env = cJSON_Parse("{\"host\":\"box-b\",\"cpu_model\":\"X\",\"cpus_online\":8}");
+    char out[2048];
+    cr_assert_eq(baseline_differences(&bl, m, cfg, env, out, sizeof out), 3, "%s", out);
+    cr_assert(strstr(out, "warning: --baseline b.json: another machine or build: host is "
+                          "\"box-a\" there, \"box-b\" here; cpus_online is 2 there, 8 here; other "
+                          "settings: seed is 0 there, 5 here"),
+              "%s", out);
+    cJSON *same_env = cJSON_Parse("{\"host\":\"box-a\",\"cpu_model\":\"X\",\"cpus_online\":2}");
+    cJSON *same_cfg = cJSON_Parse("{\"seed\":0}");
+    cr_assert_eq(baseline_differences(&bl, m, same_cfg, same_env, out, sizeof out), 0, "%s", out);
+    cr_assert_str_eq(out, "");
+    cJSON_Delete(m);
+    cJSON_Delete(cfg);
+    cJSON_Delete(env);
+    cJSON_Delete(same_env);
+    cJSON_Delete(same_cfg);
+}
+
+/* A real run gated with --repeat: the "repeat" JSON round-trips through the
+ * gate (a baseline with an interval), and judges its own runs within. */
+Test(gate, repeat_json_is_a_baseline)
+{
+    repeat_t r;
+    memset(&r, 0, sizeof r);
+    char err[ERR_LEN];
+    for (int i = 0; i < 3; i++) {
+        run_result_t res;
+        cr_assert_eq(tu_run("--mode single --model seed-linear --steps 30 --backend cpu --quiet",
+                            &res, err),
+                     DDP_OK, "%s", err);
+        repeat_add(&r, &res);
+        result_free(&res);
+    }
+    cr_assert_eq(r.n, 3);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "repeat", report_json_repeat(&r));
+    cJSON_AddNumberToObject(o, "throughput_samples_per_s", 1.0);
+    const cJSON *rep = cJSON_GetObjectItem(o, "repeat");
+    const cJSON *t = cJSON_GetObjectItem(rep, "throughput_samples_per_s");
+    interval_t iv = repeat_interval(&r, FIG_THROUGHPUT);
+    cr_assert_float_eq(cJSON_GetObjectItem(t, "lo")->valuedouble, iv.lo, 1e-9 * iv.mean);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "repeat"),
+                                                        "every_run")),
+                 3);
+    char out[4096];
+    /* a tolerance wider than any machine's noise: judged against its own mean */
+    cr_assert_eq(baseline_judge(o, NULL, &r, 1000.0, out, sizeof out), DDP_OK, "%s", out);
+    cJSON_Delete(o);
+}
