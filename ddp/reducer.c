@@ -86,8 +86,10 @@ void reducer_begin(reducer_t *r, bool sync, long g)
 static int launch(reducer_t *r, int i, bool run)
 {
     bucket_t *b = &r->b[i];
-    /* When the gradients are written: a marker on the device's queue. */
-    b->ready_mark[r->par] = r->meter ? step_meter_mark(r->meter) : -1;
+    /* When the gradients are written: a marker on the device's queue (the
+     * last bucket under run_rest got its marker in the hook). */
+    if (b->ready_mark[r->par] < 0)
+        b->ready_mark[r->par] = r->meter ? step_meter_mark(r->meter) : -1;
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work).  A sum:
      * the loss scale already divided by the global batch (reducer.h). */
@@ -107,6 +109,9 @@ int reducer_hook(void *ctx, int layer)
         return DDP_OK;
     r->b[r->bucket_of[2 * layer]].pending--;
     r->b[r->bucket_of[2 * layer + 1]].pending--;
+    bucket_t *last = &r->b[r->nb - 1];
+    if (r->run_rest && last->pending == 0 && last->ready_mark[r->par] < 0 && r->meter)
+        last->ready_mark[r->par] = step_meter_mark(r->meter); /* launch_rest runs it */
     /* Launch in index order only: a ready bucket behind a pending one waits,
      * so every rank issues the same sequence of collectives.  The last one
      * becomes ready when backward ends: under run_rest it is launch_rest's. */
