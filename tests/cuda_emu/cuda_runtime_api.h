@@ -67,11 +67,6 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p);
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
 /* for the probe's provenance */
-struct cudaDeviceProp {
-    char name[256];
-};
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
-cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d);
 cudaError_t cudaRuntimeGetVersion(int *v);
 cudaError_t cudaDriverGetVersion(int *v);
 /* The emulator's own checks (abort with a message on a violation). */

@@ -49,6 +49,9 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t s);
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
                            ncclComm_t comm, cudaStream_t s);
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t t,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t s);
+ncclResult_t ncclGetVersion(int *version);
 #ifdef __cplusplus
 }
 #endif
