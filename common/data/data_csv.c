@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "data/data.h"
+#include "base/infile.h"
 #include "base/status.h"
 #include "base/text.h"
 
@@ -40,20 +41,16 @@ static int csv_read_file(const char *path, char **text, size_t *len, char *err)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(err, DDP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    int rc = DDP_OK;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: not a regular file", path);
-    } else if (st.st_size < 0 || (uintmax_t)st.st_size > DATA_MAX_BYTES) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %jd bytes, over the limit of %zu for a CSV file",
-                     path, (intmax_t)st.st_size, DATA_MAX_BYTES);
+    FILE *f;
+    uint64_t fsize;
+    int rc = infile_fopen(path, &f, &fsize, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", path);
+    if (fsize > DATA_MAX_BYTES) {
+        rc = err_set(err, DDP_ERR_INPUT, "%s: %llu bytes, over the limit of %zu for a CSV file",
+                     path, (unsigned long long)fsize, DATA_MAX_BYTES);
     } else {
-        size_t size = (size_t)st.st_size;
+        size_t size = (size_t)fsize;
         char *buf = malloc(size + 1);
         if (!buf) {
             rc = err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu bytes", path, size);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "base/infile.h"
 #include "base/status.h"
 #include "base/text.h"
 
@@ -584,19 +585,15 @@ int st_expect(const st_header_t *h, const st_expect_t *e, size_t n, const char *
 int st_open(st_file_t *sf, const char *path, char *err)
 {
     memset(sf, 0, sizeof *sf);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(err, DDP_ERR_INPUT, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return err_set(err, DDP_ERR_INPUT, "not a regular file");
-    }
-    uint64_t size = (uint64_t)st.st_size;
+    FILE *f;
+    uint64_t size;
+    int rc = infile_fopen(path, &f, &size, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return rc;
     uint8_t pre[ST_PREFIX];
     size_t got = fread(pre, 1, sizeof pre, f);
     uint64_t n = 0;
-    int rc = st_parse_len(pre, got, size, &n, err);
+    rc = st_parse_len(pre, got, size, &n, err);
     if (rc != DDP_OK) {
         fclose(f);
         return rc;
