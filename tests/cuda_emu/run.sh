@@ -22,7 +22,9 @@ B=build/cuda-emu
 rm -rf "$B"
 mkdir -p "$B"
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DHAVE_CUDA -I$E -Icommon -I. $(pkg-config --cflags openblas libcjson) -pthread $SAN"
+# DDPBENCH_CUDA_LINKED: the CUDA code is linked in here, not loaded as
+# libddpbench-cuda.so (common/device/cuda_lib.h).
+CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DHAVE_CUDA -DDDPBENCH_CUDA_LINKED -I$E -Icommon -I. $(pkg-config --cflags openblas libcjson) -pthread $SAN"
 LIBS="$(pkg-config --libs openblas libcjson) -lm -lpthread -lstdc++"
 
 echo "cuda-emu: building into $B"

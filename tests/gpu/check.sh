@@ -117,8 +117,10 @@ if grep -q -- '-DHAVE_NCCL' build/release/flags.txt 2>/dev/null; then
     CCF=$(cut -d'|' -f1 build/release/flags.txt | sed 's/-MMD -MP//')
     LDL=$(cut -d'|' -f3 build/release/flags.txt)
     # shellcheck disable=SC2086,SC2046
+    # (the run path finds libddpbench-cuda.so, which holds NCCL, in the build folder)
     if $CCF $(pkg-config --cflags criterion) -o "$OUT/test_comm_nccl" tests/gpu/test_comm_nccl.c \
-        build/release/libddpbench.a $(pkg-config --libs criterion) $LDL >"$OUT/test_comm_nccl.build.log" 2>&1; then
+        build/release/libddpbench.a $(pkg-config --libs criterion) $LDL \
+        -Wl,-rpath,"$(pwd)/build/release" >"$OUT/test_comm_nccl.build.log" 2>&1; then
         run_suite "$OUT/test_comm_nccl"
     elif grep -q 'undefined reference to .comm_seg_create' "$OUT/test_comm_nccl.build.log"; then
         skip test_comm_nccl "common/comm.c (the shared segment, DDP work) is not in this tree"
