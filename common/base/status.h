@@ -21,7 +21,9 @@ enum {
     DDP_OK = 0,
     DDP_ERR_RUNTIME = 1, /* a fault while running: dead rank, device error, timeout */
     DDP_ERR_INPUT = 2,   /* bad options, bad files: the user's input is wrong */
-    DDP_ERR_REGRESSED = 3 /* --baseline: throughput regressed past --tolerance */
+    DDP_ERR_REGRESSED = 3, /* --baseline: throughput regressed past --tolerance */
+    DDP_ERR_INTERRUPTED = 4 /* SIGINT/SIGTERM/SIGHUP asked to stop (base/interrupt.h):
+                               main exits with 128 + the signal */
 };
 
 #define ERR_LEN 512

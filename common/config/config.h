@@ -55,6 +55,7 @@ typedef struct {
     bool drop_last;
     long warmup_steps;         /* excluded from throughput */
     long log_every;            /* steps between loss lines; 0: once per epoch */
+    bool allow_nonfinite;      /* a NaN/Inf loss or parameter is not a failure */
 
     /* DDP */
     comm_kind_t comm;

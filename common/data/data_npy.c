@@ -138,8 +138,9 @@ static int hdr_string(hdr_reader_t *r, char *out, size_t size, const char *what)
         return hdr_fail(r, what);
     size_t start = ++r->pos;
     while (r->pos < r->len && r->s[r->pos] != (char)q) {
-        char c = r->s[r->pos];
-        if (c == '\\' || c == '\n')
+        unsigned char c = (unsigned char)r->s[r->pos];
+        /* no escapes, and no control byte: '<f4\x00' must not read as '<f4' */
+        if (c == '\\' || c < 0x20 || c == 0x7f)
             return hdr_fail(r, "a plain quoted string");
         r->pos++;
     }
