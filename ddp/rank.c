@@ -19,13 +19,10 @@
 #include "train/stage.h"
 #include "train/trainer.h"
 
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
                        uint32_t trace_cap)
 {
     size_t off = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
-    size_t steps = off;
-    off += (size_t)world * (size_t)max_timed * sizeof(double);
-    off = (off + 63) & ~(size_t)63;
     size_t log = off;
     off += (size_t)max_log * sizeof(loss_point_t);
     off = (off + 63) & ~(size_t)63;
@@ -37,11 +34,10 @@ size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, s
     off += (size_t)world * stride;
     if (a) {
         a->world = world;
-        a->max_timed = max_timed;
         a->max_log = max_log;
         a->nparams = nparams;
         a->trace_cap = trace_cap;
-        a->off_steps = steps;
+        step_group_init(&a->steps, world);
         a->off_log = log;
         a->off_params = params;
         a->off_trace = trace;
@@ -142,12 +138,10 @@ static int rank_setup(rank_t *k)
      * rank 0's first decision about the progress line (see rank_step). */
     k->progress_at = k->sch.start_step;
 
-    /* Every rank keeps its own phases and step times (the supervisor takes a
-     * step's slowest rank); rank 0 also the loss log, the progress line and
-     * --explain's story.  All of it lives in the shared area. */
+    /* Every rank keeps its own phases and posts its step times to the group
+     * (which takes a step's slowest rank); rank 0 also the loss log, the
+     * progress line and --explain's story.  All of it lives in the shared area. */
     ddp_rank_rec_t *rec = k->rec;
-    rec->times = (step_times_t){.step_s = ddp_area_steps(k->area, k->rank),
-                                .cap = k->area->max_timed};
     if (k->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(k->area), .cap = k->area->max_log,
                                 .fixed = true};
@@ -155,7 +149,8 @@ static int rank_setup(rank_t *k)
                                    .cfg = cfg,
                                    .dev = &rec->stats,
                                    .trace = k->tr,
-                                   .times = &rec->times,
+                                   .group = &k->area->steps,
+                                   .keeper = k->rank,
                                    .log = k->rank == 0 ? &rec->log : NULL,
                                    .final_loss = &rec->final_loss,
                                    .story = k->rank == 0 ? &k->area->story : NULL,

@@ -20,7 +20,8 @@
  * Each device's meter is written by one thread only.  What it writes into is
  * given once (step_meter_sinks_t); a NULL sink is another device's job (in
  * DP only device 0 keeps the run's step times and loss log, in DDP rank 0
- * keeps the loss log while every rank keeps its own step times). */
+ * keeps the loss log while every rank posts its step times to the group that
+ * takes each step's slowest rank). */
 #ifndef DDPBENCH_STEP_METER_H
 #define DDPBENCH_STEP_METER_H
 
@@ -37,6 +38,8 @@ typedef struct {
     device_stats_t *dev;   /* this device's phase times, rows and first step */
     trace_rec_t *trace;    /* --trace recorder, or NULL */
     step_times_t *times;   /* the step wall times this device keeps, or NULL */
+    step_group_t *group;   /* DDP: the group this rank posts its step times to, or NULL */
+    int keeper;            /* and its place in it (the rank) */
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
     step_story_t *story;   /* --explain: step_s of the run's first step, or NULL */
@@ -52,6 +55,7 @@ typedef struct {
     bool timed, first;
     long rows;               /* rows this device computed in this step */
     long samples_done;       /* global samples of the steps ended so far */
+    long timed_done;         /* timed steps ended so far */
 } step_meter_t;
 
 void step_meter_init(step_meter_t *m, const step_meter_sinks_t *to);
@@ -88,7 +92,9 @@ double step_meter_end(step_meter_t *m, long samples);
 /* After step g of `total` (epoch 0-based) that processed global_samples
  * samples: when logs, mean (NAN: not fetched) becomes the last loss, goes
  * into the log and out as the loss line; the progress line is updated with
- * mean.  DDP_ERR_RUNTIME (message in err) when the log cannot grow. */
+ * mean.  Where the loop stops: DDP_ERR_RUNTIME naming the step when a logged
+ * loss is NaN or infinite (unless --allow-nonfinite), DDP_ERR_INTERRUPTED
+ * when a signal asked to stop (base/interrupt.h). */
 int step_meter_loss(step_meter_t *m, long g, long total, long epoch, bool logs, double mean,
                     long global_samples, char *err);
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
+
 // ---------------------------------------------------------------------------
 // formatting
 
@@ -96,11 +98,14 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     memset(s, 0, sizeof *s);
     s->timed_steps = r->times.n;
     if (r->times.n > 0) {
+        /* mean, min and max are exact; p50 and p95 come from the sample
+         * (every step up to STEP_SAMPLE_MAX, see measure/result.h) */
+        long kept = step_times_kept(&r->times);
         s->step_mean = r->times.timed_s / (double)r->times.n;
-        s->step_p50 = report_percentile(r->times.step_s, r->times.n, 50);
-        s->step_p95 = report_percentile(r->times.step_s, r->times.n, 95);
-        s->step_min = report_percentile(r->times.step_s, r->times.n, 0);
-        s->step_max = report_percentile(r->times.step_s, r->times.n, 100);
+        s->step_p50 = report_percentile(r->times.sample, kept, 50);
+        s->step_p95 = report_percentile(r->times.sample, kept, 95);
+        s->step_min = r->times.min_s;
+        s->step_max = r->times.max_s;
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
@@ -145,7 +150,9 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  model %s: %s, %s, %zu parameters, loss %s, optimizer %s (lr %g)\n",
             c->model_name[0] ? c->model_name : "custom", layers, act_name(c->act),
             spec->nparams, loss_name(c->loss), optim_name(c->optim.kind), c->optim.lr);
-    fprintf(f, "  data %s: %zu samples x %d features, batch %d%s, seed %llu\n", d->source, d->n,
-            d->in_dim, c->batch, c->accum > 1 ? " (accumulated)" : "",
-            (unsigned long long)c->seed);
+    char source[2 * sizeof d->source];
+    text_escape(d->source, source, sizeof source); /* a file name is shown, never obeyed */
+    fprintf(f, "  data %s%s: %zu samples x %d features, batch %d%s, seed %llu\n", source,
+            d->header_lines ? " (its first line is a header, skipped)" : "", d->n, d->in_dim,
+            c->batch, c->accum > 1 ? " (accumulated)" : "", (unsigned long long)c->seed);
 }

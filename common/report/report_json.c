@@ -73,6 +73,7 @@ const char *const report_json_keys[] = {
     "devices",
     "mem_peak_bytes_max",
     "final_loss",
+    "diverged",
     "train_loss",
     "train_accuracy",
     "checksum.sum",
@@ -200,6 +201,12 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     }
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
     add_num_or_null(o, "final_loss", r->final_loss, true);
+    /* final_loss is null both when it was not computed and when it is NaN or
+     * infinite (JSON has no such numbers): "diverged" tells them apart. */
+    bool diverged = !isfinite(r->final_loss);
+    for (size_t i = 0; r->params && i < r->nparams && !diverged; i++)
+        diverged = !isfinite(r->params[i]);
+    cJSON_AddBoolToObject(o, "diverged", diverged);
     add_num_or_null(o, "train_loss", r->train_loss, r->train_loss >= 0.0);
     add_num_or_null(o, "train_accuracy", r->train_accuracy, r->train_accuracy >= 0.0);
     cJSON *ck = cJSON_AddObjectToObject(o, "checksum");

@@ -69,8 +69,6 @@ static int single_setup(single_t *s)
     res->steps = s->sch.total_steps - s->sch.start_step;
     res->warmup_steps = schedule_warmup(&s->sch);
     res->epochs = s->sch.epochs;
-    if (step_times_alloc(&res->times, res->steps - res->warmup_steps) != DDP_OK)
-        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for step timings");
     step_meter_init(&s->meter, &(step_meter_sinks_t){
                                    .cfg = cfg,
                                    .dev = &res->dev[0],
@@ -210,8 +208,5 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     if (rc == DDP_OK)
         rc = single_train(&s);
     single_teardown(&s);
-    if (rc == DDP_OK)
-        rc = trainer_evaluate(&s.spec, cfg->loss, res->params, data, &res->train_loss,
-                              &res->train_accuracy, err);
     return rc;
 }
