@@ -20,13 +20,13 @@ const char *text_printable(const char *s, size_t n, char *out, size_t size)
     return out;
 }
 
-/* Bytes of the valid UTF-8 sequence at s (n left) that is not a C1 control,
- * 0 otherwise. */
-static size_t utf8_ok(const unsigned char *s, size_t n)
+size_t text_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     size_t k;
     unsigned min;
+    if (c < 0x80)
+        return 1;
     if (c >= 0xc2 && c <= 0xdf)
         k = 2, min = 0x80;
     else if (c >= 0xe0 && c <= 0xef)
@@ -43,8 +43,8 @@ static size_t utf8_ok(const unsigned char *s, size_t n)
             return 0;
         cp = cp << 6 | (s[i] & 0x3fu);
     }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0)
-        return 0; /* overlong, out of range, a surrogate, or a C1 control (U+0080..U+009F) */
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
     return k;
 }
 
@@ -56,7 +56,9 @@ const char *text_escape(const char *s, char *out, size_t size)
         char piece[8];
         size_t len;
         unsigned c = p[i];
-        size_t k = c >= 0x80 ? utf8_ok(p + i, n - i) : 0;
+        size_t k = c >= 0x80 ? text_utf8_len(p + i, n - i) : 0;
+        if (k == 2 && c == 0xc2 && p[i + 1] < 0xa0)
+            k = 0; /* a C1 control (U+0080..U+009F): a terminal may obey it */
         if (k) {
             memcpy(piece, p + i, k);
             len = k;

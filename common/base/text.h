@@ -23,6 +23,10 @@ const char *text_printable(const char *s, size_t n, char *out, size_t size);
  * not break the one-line error). */
 const char *text_escape(const char *s, char *out, size_t size);
 
+/* Bytes of the valid UTF-8 sequence at s (n >= 1 bytes left): 1 for ASCII,
+ * 0 when invalid (overlong forms, surrogates, code points past U+10FFFF). */
+size_t text_utf8_len(const unsigned char *s, size_t n);
+
 /* Is s[0..n) a plain decimal number: [+-] digits [. digits] [e|E [+-] digits],
  * at least one digit before the exponent?  strtod also takes hex floats
  * ("0x1p3"), "inf" and "nan", which no option or data file means. */

@@ -121,36 +121,6 @@ int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *h
 // ---------------------------------------------------------------------------
 // the header text: UTF-8 and the lexical rules cJSON does not enforce
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t k;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000;
-    else
-        return 0;
-    if (n < k)
-        return 0;
-    unsigned cp = c & (0x7f >> k);
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return k;
-}
-
 static int hexval(int c)
 {
     if (c >= '0' && c <= '9')
@@ -170,7 +140,7 @@ static int check_text(const char *text, size_t n, char *err)
     while (i < n) {
         unsigned c = s[i];
         if (c >= 0x80) {
-            size_t k = utf8_len(s + i, n - i);
+            size_t k = text_utf8_len(s + i, n - i);
             if (!k)
                 return err_set(err, DDP_ERR_INPUT, "the header is not valid UTF-8 (byte %zu)",
                                ST_PREFIX + i);
