@@ -20,30 +20,42 @@ static inline uint64_t load_le64(const uint8_t *p)
     return v;
 }
 
+/* One 32-byte block: a word into each lane, the lanes independent so the
+ * multiplies overlap (about 4x a single chain's speed). */
+static inline void block(uint64_t *h, const uint8_t *p)
+{
+    h[0] = mix(h[0], load_le64(p));
+    h[1] = mix(h[1], load_le64(p + 8));
+    h[2] = mix(h[2], load_le64(p + 16));
+    h[3] = mix(h[3], load_le64(p + 24));
+}
+
 void hash64_init(hash64_t *s)
 {
     memset(s, 0, sizeof *s);
-    s->h = K2;
+    for (int i = 0; i < 4; i++)
+        s->h[i] = K2 + (uint64_t)i * K1;
 }
 
 void hash64_update(hash64_t *s, const void *p, size_t n)
 {
     const uint8_t *b = p;
     s->len += n;
-    while (n && s->ntail && s->ntail < 8) { /* finish a word begun by an earlier update */
-        s->tail[s->ntail++] = *b++;
-        n--;
-        if (s->ntail == 8) {
-            s->h = mix(s->h, load_le64(s->tail));
-            s->ntail = 0;
-        }
+    if (s->ntail) { /* finish a block begun by an earlier update */
+        size_t take = HASH64_BLOCK - s->ntail < n ? HASH64_BLOCK - s->ntail : n;
+        memcpy(s->tail + s->ntail, b, take);
+        s->ntail += (unsigned)take;
+        b += take;
+        n -= take;
+        if (s->ntail < HASH64_BLOCK)
+            return;
+        block(s->h, s->tail);
+        s->ntail = 0;
     }
-    for (; n >= 8; b += 8, n -= 8)
-        s->h = mix(s->h, load_le64(b));
-    if (n) { /* n < 8, and the tail is empty: a word was finished or none begun */
-        memcpy(s->tail, b, n);
-        s->ntail = (unsigned)n;
-    }
+    for (; n >= HASH64_BLOCK; b += HASH64_BLOCK, n -= HASH64_BLOCK)
+        block(s->h, b);
+    memcpy(s->tail, b, n);
+    s->ntail = (unsigned)n;
 }
 
 void hash64_u64(hash64_t *s, uint64_t v)
@@ -56,14 +68,14 @@ void hash64_u64(hash64_t *s, uint64_t v)
 
 uint64_t hash64_final(const hash64_t *s)
 {
-    uint64_t h = s->h;
-    if (s->ntail) {
-        uint8_t w[8] = {0};
+    uint64_t h[4] = {s->h[0], s->h[1], s->h[2], s->h[3]};
+    if (s->ntail) { /* the last partial block, zero-padded (the length tells them apart) */
+        uint8_t w[HASH64_BLOCK] = {0};
         memcpy(w, s->tail, s->ntail);
-        h = mix(h, load_le64(w));
+        block(h, w);
     }
-    h = mix(h, s->len);
-    h ^= h >> 31;
-    h *= K2;
-    return h ^ (h >> 32);
+    uint64_t v = mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), s->len);
+    v ^= v >> 31;
+    v *= K2;
+    return v ^ (v >> 32);
 }

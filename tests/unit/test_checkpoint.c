@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "io/safetensors.h"
@@ -1123,4 +1124,27 @@ Test(resume, a_diverged_run_does_not_overwrite_its_checkpoint)
     float *w = malloc(spec.nparams * sizeof(float));
     cr_assert_eq(ckpt_load_weights(ck, "--init", &spec, w, err), DDP_OK, "%s", err);
     free(w);
+}
+
+Test(st, the_content_hash_does_not_depend_on_how_bytes_are_split)
+{
+    uint8_t b[1000];
+    for (int i = 0; i < 1000; i++)
+        b[i] = (uint8_t)(i * 7);
+    hash64_t a;
+    hash64_init(&a);
+    hash64_update(&a, b, sizeof b);
+    uint64_t want = hash64_final(&a);
+    for (int s1 = 0; s1 <= 1000; s1 += 7)
+        for (int s2 = s1; s2 <= 1000; s2 += 13) {
+            hash64_t h;
+            hash64_init(&h);
+            hash64_update(&h, b, (size_t)s1);
+            hash64_update(&h, b + s1, (size_t)(s2 - s1));
+            hash64_update(&h, b + s2, (size_t)(1000 - s2));
+            cr_assert_eq(hash64_final(&h), want, "split at %d and %d", s1, s2);
+        }
+    hash64_init(&a);
+    hash64_update(&a, b, 999);
+    cr_assert_neq(hash64_final(&a), want, "a prefix hashes apart (the length counts)");
 }
