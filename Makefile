@@ -171,9 +171,10 @@ $(LIB): $(LIB_OBJS)
 
 # Only the entry points cuda_lib.h names leave the library; everything else
 # in it (its copy of backend.c, status.c, ...) stays its own.
-$(BUILD)/cuda.map: Makefile
+$(BUILD)/cuda.map: Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	@printf '{ global: backend_cuda_available; backend_cuda_probe; backend_cuda_create; comm_nccl_create; local: *; };\n' >$@
+	@printf '{ global: backend_cuda_available; backend_cuda_probe; backend_cuda_create;%s local: *; };\n' \
+	  '$(if $(HAVE_NCCL), comm_nccl_create;)' >$@
 
 $(CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
 	$(CC) -shared -o $@ $(CUDA_OBJS) $(LIB) -Wl,--version-script=$(BUILD)/cuda.map -Wl,-Bsymbolic \

@@ -140,9 +140,11 @@ for mode in "single" "dp --gpus 0,1"; do
     rc=$?
     [ $rc -eq 0 ] && ok || ko "ulimit -v 1000000, $mode: exit $rc: $(cat "$T/err")"
 done
-(ulimit -v 400000 && exec timeout -k 5 60 "$BIN" $RUN --steps 3) >"$T/out" 2>"$T/err"
-rc=$?
-[ $rc -eq 0 ] && ok || ko "ulimit -v 400000, --backend cpu: exit $rc: $(cat "$T/err")"
+for backend in cpu auto; do
+    (ulimit -v 400000 && exec timeout -k 5 60 "$BIN" $RUN --backend $backend --steps 3) >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || ko "ulimit -v 400000, --backend $backend: exit $rc: $(cat "$T/err")"
+done
 
 # --steps 2^40: runs, with its step statistics and DDP's segment bounded.
 for mode in single ddp; do
