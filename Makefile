@@ -11,7 +11,7 @@
 #   make gpu-kit      build/gpu-kit: the GPU check (tests/gpu/check.sh) with
 #                     ddpbench, its GPU tests and the libraries a bare GPU box
 #                     lacks; copy it there and run sh check.sh
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (bin/ddpbench, lib/ddpbench/libddpbench-cuda.so)
 #
 # Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
 # EMU=1 (the CUDA backend on the emulated GPU, in build/cuda-emu),
@@ -116,11 +116,22 @@ CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthre
 LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
+# The CUDA parts (the *_cuda.c and *_nccl.c files and the kernels) go into
+# libddpbench-cuda.so, which the program loads only when CUDA is asked for or
+# probed (common/device/cuda_lib.h): ddpbench itself links no CUDA library,
+# so a CPU run never maps them.  The library holds its own copy of what it
+# uses of libddpbench.a and exports only its entry points, so every object is
+# position independent.  The programs find it through their run path: beside
+# the binary or in ../lib/ddpbench (make install); test and bench binaries
+# in the build folder.
 CU_SRCS  :=
 EMU_OBJS :=
+CUDA_LIB :=
+CUDA_LDLIBS :=
 ifeq ($(HAVE_CUDA),emu)
-  # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's.
-  CFLAGS += -DHAVE_CUDA -Itests/cuda_emu
+  # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's,
+  # and the CUDA code is linked in (DDPBENCH_CUDA_LINKED): no library to load.
+  CFLAGS += -DHAVE_CUDA -DDDPBENCH_CUDA_LINKED -Itests/cuda_emu
   CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
   EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/tests/cuda_emu/%.o,$(wildcard tests/cuda_emu/emu_*.c))
   LDLIBS += -lstdc++
@@ -128,14 +139,18 @@ ifeq ($(HAVE_CUDA),emu)
     CFLAGS += -DHAVE_NCCL
   endif
 else ifneq ($(HAVE_CUDA),)
-  CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
+  CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include -fPIC
   CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+  CUDA_LIB := $(BUILD)/libddpbench-cuda.so
+  CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+  LDLIBS += -ldl
   ifneq ($(HAVE_NCCL),)
     CFLAGS += -DHAVE_NCCL
-    LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
+    CUDA_LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   endif
 endif
+RUNPATH      := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib/ddpbench'
+TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 # --fmad=false: no contraction into FMAs, so the elementwise kernels round
 # exactly like the CPU backend (they are memory-bound; FMA would not speed them).
 NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
@@ -150,7 +165,17 @@ ifeq ($(HAVE_CUDA),)
 else ifeq ($(HAVE_NCCL),)
   LIB_C := $(filter-out $(NCCL_ONLY_C),$(LIB_C))
 endif
-LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJS)
+ifeq ($(HAVE_CUDA),emu)
+  CUDA_C   :=
+  LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJS)
+  CUDA_OBJS :=
+else
+  # the library's own objects, out of libddpbench.a
+  CUDA_C   := $(filter $(CUDA_ONLY_C) $(NCCL_ONLY_C),$(LIB_C))
+  LIB_C    := $(filter-out $(CUDA_C),$(LIB_C))
+  LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
+  CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+endif
 MAIN_OBJS := $(BUILD)/bench/main.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -168,16 +193,29 @@ LIB      := $(BUILD)/libddpbench.a
 
 all: ddpbench
 
-# ./ddpbench is a copy of the release (or sanitizer) build's binary.
-ddpbench: $(BUILD)/ddpbench
+# ./ddpbench is a copy of the release (or sanitizer) build's binary, with the
+# CUDA library beside it when there is one.
+ddpbench: $(BUILD)/ddpbench $(CUDA_LIB)
 	cp $< $@
+	$(if $(CUDA_LIB),cp $(CUDA_LIB) libddpbench-cuda.so,rm -f libddpbench-cuda.so)
 
 $(BUILD)/ddpbench: $(MAIN_OBJS) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJS) $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJS) $(LIB) $(LDLIBS) $(RUNPATH)
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
+
+# Only the entry points cuda_lib.h names leave the library; everything else
+# in it (its copy of backend.c, status.c, ...) stays its own.
+$(BUILD)/cuda.map: Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@printf '{ global: backend_cuda_available; backend_cuda_probe; backend_cuda_gpus; backend_cuda_create;%s local: *; };\n' \
+	  '$(if $(HAVE_NCCL), comm_nccl_create; comm_nccl_group_create;)' >$@
+
+$(CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
+	$(CC) -shared -o $@ $(CUDA_OBJS) $(LIB) -Wl,--version-script=$(BUILD)/cuda.map -Wl,-Bsymbolic \
+	  -Wl,--no-undefined $(CUDA_LDLIBS) $(LDLIBS)
 
 # Objects depend on the flags they were built with: a change of NO_CUDA or
 # DEBUG rebuilds them.
@@ -226,17 +264,19 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 endif
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS) \
+	  $(TEST_RUNPATH)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS) \
+	  $(TEST_RUNPATH)
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) $(TEST_RUNPATH)
 
 # ---- tests ------------------------------------------------------------------
 # Criterion runs each binary's tests in parallel processes; --jobs 2 matches
@@ -289,7 +329,8 @@ test-cuda-emu: ddpbench | build/deps.mk
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
-FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/rng.c \
+FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/infile.c \
+              common/base/hash.c common/base/rng.c \
               common/data/data_npy.c common/data/data.c \
               common/base/kinds.c common/io/safetensors.c
 build/fuzz/clang.ok: scripts/deps.sh
@@ -321,6 +362,8 @@ fuzz:
 KIT := build/gpu-kit
 comma := ,
 KIT_LDLIBS := $(filter-out -Wl$(comma)-rpath$(comma)%,$(LDLIBS))
+KIT_CUDA_LDLIBS := $(filter-out -Wl$(comma)-rpath$(comma)%,$(CUDA_LDLIBS))
+KIT_CUDA_LIB := $(KIT)/lib/libddpbench-cuda.so
 KIT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
 KIT_TESTS := $(KIT)/tests/test_cuda $(GPU_TEST_SRCS:tests/gpu/%.c=$(KIT)/tests/%)
 
@@ -328,12 +371,19 @@ gpu-kit:
 	@case "$(HAVE_CUDA)" in 1) ;; *) echo "make gpu-kit: needs the CUDA toolkit ($(NVCC)) and NCCL"; exit 1 ;; esac
 	@test -n "$(HAVE_NCCL)" || { echo "make gpu-kit: needs NCCL (nccl.h and libnccl)"; exit 1; }
 	@rm -rf $(KIT)
-	@$(MAKE) --no-print-directory $(KIT)/ddpbench $(KIT_TESTS)
+	@$(MAKE) --no-print-directory $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
 	@sh tests/gpu/kit.sh $(KIT)
 
 $(KIT)/ddpbench: $(MAIN_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -s -o $@ $(MAIN_OBJS) $(LIB) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib'
+
+# The CUDA library beside the kit's other libraries: the binaries dlopen it
+# through their RPATH, and it finds what it needs in its own folder or the box's.
+$(KIT_CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -s -o $@ $(CUDA_OBJS) $(LIB) -Wl,--version-script=$(BUILD)/cuda.map -Wl,-Bsymbolic \
+	  -Wl,--no-undefined $(KIT_CUDA_LDLIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN'
 
 $(KIT)/tests/test_cuda: tests/unit/test_cuda.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -353,12 +403,15 @@ bench: $(BENCH_BINS) ddpbench
 install: ddpbench
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 ddpbench $(DESTDIR)$(PREFIX)/bin/ddpbench
+	$(if $(CUDA_LIB),install -d $(DESTDIR)$(PREFIX)/lib/ddpbench)
+	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/ddpbench/libddpbench-cuda.so)
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit ddpbench
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit \
+	  ddpbench libddpbench-cuda.so
 
 distclean:
-	rm -rf build ddpbench
+	rm -rf build ddpbench libddpbench-cuda.so
 
 help:
 	@sed -n '2,15p' Makefile | sed 's/^# \{0,1\}//'
@@ -366,4 +419,5 @@ help:
 # The dependency files of what this configuration builds (not every .d under
 # build/: one left by a file that has since moved would name a source that is
 # gone).
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) \
+  $(BENCH_BINS:=.d)

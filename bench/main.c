@@ -1,12 +1,21 @@
 /* bench/main.c: the ddpbench program: command line -> config -> strategy ->
  * report.  The only place that prints "ddpbench: error:" and picks the exit
- * status (0 ok, 1 runtime fault, 2 bad input, 3 regression, 4 no verdict). */
+ * status (0 ok, 1 runtime fault, 2 bad input, 3 regression, 4 no verdict,
+ * 128 + the signal when SIGINT/SIGTERM/SIGHUP stopped the run).
+ *
+ * After training, what the user asked to keep comes first and each output
+ * stands alone: --save, then the evaluation (optional: its failure is a
+ * note), --trace, the result on stdout; one that fails does not cost the
+ * others, and the error line says what was and was not written. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <unistd.h>
 
+#include "base/interrupt.h"
+#include "base/text.h"
 #include "comm/comm.h"
 #include "ddp/reducer.h"
 #include "device/backend.h"
@@ -21,10 +30,31 @@
 
 #define MAX_RUNS 3 /* compare: single, dp, ddp */
 
+/* The exit status of a status code. */
+static int exit_code(int rc)
+{
+    if (rc == DDP_ERR_INTERRUPTED)
+        return 128 + (interrupt_pending() ? interrupt_pending() : 2);
+    return rc;
+}
+
+/* The one error line: whatever the message quotes (a path with a newline or
+ * an ESC in it) is escaped, so it stays one line of plain text. */
 static int fail(int code, const char *msg)
 {
-    fprintf(stderr, "ddpbench: error: %s\n", msg);
-    return code;
+    char shown[2 * ERR_LEN];
+    text_escape(msg, shown, sizeof shown);
+    fprintf(stderr, "ddpbench: %s %s\n", code == DDP_ERR_INTERRUPTED ? "stopped:" : "error:",
+            shown);
+    return exit_code(code);
+}
+
+/* stdout after --help or --version: a write that failed (/dev/full) fails. */
+static int stdout_status(char *err)
+{
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
+    return DDP_OK;
 }
 
 /* The config of one run: compare gives each run its mode, and single runs on
@@ -202,7 +232,8 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
-                return err_set(err, rc, "--json: could not write the result");
+                return err_set(err, rc, "stdout: could not write the --json result: %s",
+                               strerror(errno));
         }
     } else if (c->csv) {
         report_csv_header(stdout);
@@ -231,7 +262,47 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
         for (int i = 0; i < n; i++)
             report_notes(stdout, ctx, &res[i], n > 1);
     }
-    return fflush(stdout) == 0 ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    return fflush(stdout) == 0 && !ferror(stdout)
+               ? DDP_OK
+               : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
+}
+
+/* A diverged run (a NaN or infinite final loss or parameter) is a failure
+ * naming the step, unless --allow-nonfinite: then it is reported as it is. */
+static int check_finite(const config_t *cfg, const model_spec_t *spec, const run_result_t *r,
+                        int nruns, char *err)
+{
+    char where[128] = "";
+    size_t bad = r->params ? model_count_nonfinite(spec, r->params, where, sizeof where) : 0;
+    if (cfg->allow_nonfinite || bad == 0)
+        return DDP_OK;
+    err_set(err, DDP_ERR_RUNTIME,
+            "after its %ld steps, %zu of the %zu final parameters are not finite (%s): the "
+            "training diverged (lower --lr; --allow-nonfinite keeps going)",
+            r->steps, bad, spec->nparams, where);
+    if (nruns > 1)
+        err_prefix(err, DDP_ERR_RUNTIME, "--mode compare: the %s run", mode_name(r->mode));
+    return DDP_ERR_RUNTIME;
+}
+
+/* A failed output's message, joined to those before it. */
+static void add_failure(char *all, const char *one)
+{
+    size_t n = strlen(all);
+    snprintf(all + n, ERR_LEN - n, "%s%s", n ? "; " : "", one);
+}
+
+/* --warmup-steps that would leave no timed step: say what the run used. */
+static void warmup_note(const config_t *c, const run_result_t *r)
+{
+    long timed = r->steps - r->warmup_steps;
+    if (!c->quiet && r->steps > 0 && r->warmup_steps < c->warmup_steps)
+        fprintf(stderr,
+                "ddpbench: note: --warmup-steps %ld: the %s run has %ld step%s, so %ld %s "
+                "warm-up and %ld %s timed\n",
+                c->warmup_steps, mode_name(r->mode), r->steps, r->steps == 1 ? "" : "s",
+                r->warmup_steps, r->warmup_steps == 1 ? "is" : "are", timed,
+                timed == 1 ? "is" : "are");
 }
 
 /* --mode comm: the collectives alone; exit 1 when a check found a wrong value. */
@@ -278,13 +349,20 @@ static int run_comm(const config_t *cfg, const char *note)
 
 int main(int argc, char **argv)
 {
+    /* Under ulimit -v, start again with one OpenBLAS thread at load: its
+     * pool threads would otherwise each map a buffer before main and spin
+     * forever where one does not fit (backend.h).  Nothing has run yet. */
+    if (backend_cpu_restart_env())
+        execv("/proc/self/exe", argv); /* on failure, go on as we are */
+
     config_t cfg;
     char err[ERR_LEN] = "";
     int rc = config_parse(&cfg, argc, argv, stdout, err);
     if (rc == CONFIG_EXIT_OK)
-        return 0;
+        return (rc = stdout_status(err)) == DDP_OK ? 0 : fail(rc, err);
     if (rc != DDP_OK)
         return fail(rc, err);
+    interrupt_install();
 
     report_start(); /* the run's start time and load average, for its provenance */
     char note[ERR_LEN];
@@ -302,7 +380,7 @@ int main(int argc, char **argv)
     static const mode_t_ compare_modes[MAX_RUNS] = {MODE_SINGLE, MODE_DP, MODE_DDP};
     int n = cfg.mode == MODE_COMPARE ? MAX_RUNS : 1;
     config_t cfgs[MAX_RUNS];
-    run_result_t res[MAX_RUNS];
+    static run_result_t res[MAX_RUNS]; /* static: each holds its step statistics */
     for (int i = 0; i < n; i++) {
         run_config(&cfg, cfg.mode == MODE_COMPARE ? compare_modes[i] : cfg.mode, &cfgs[i]);
         result_init(&res[i]);
@@ -384,6 +462,11 @@ int main(int argc, char **argv)
         }
         for (int k = 0; k < n && rc == DDP_OK; k++) {
             int i = order[k];
+            if (interrupt_pending()) {
+                rc = err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before the %s run",
+                             sigabbrev_np(interrupt_pending()), mode_name(cfgs[i].mode));
+                break;
+            }
             if (measure && cfg.backend == BACKEND_CUDA && cfgs[i].mode != MODE_DDP) {
                 rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
                 measure = false;
@@ -399,14 +482,52 @@ int main(int argc, char **argv)
                 fflush(info);
             }
             rc = run_mode(&cfgs[i], &data, &res[i], err);
-            if (rc != DDP_OK && n > 1)
-                err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
             if (rc == DDP_OK)
+                rc = check_finite(&cfg, &spec, &res[i], n, err);
+            else if (n > 1)
+                err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+            if (rc == DDP_OK) {
                 repeat_add(&reps[i], &res[i]);
+                if (r == cfg.repeat - 1)
+                    warmup_note(&cfg, &res[i]);
+            }
         }
     }
     if (rc == DDP_OK && measure)
         rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
+
+    /* The outputs, each on its own: --save first (the weights are what a
+     * failure after training must not cost), then the evaluation, --trace and
+     * the result on stdout. */
+    char failed[ERR_LEN] = "", written[2 * CONFIG_PATH_LEN + 32] = "";
+    if (rc == DDP_OK && cfg.save_path[0]) {
+        char e[ERR_LEN];
+        if (ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, e) == DDP_OK)
+            snprintf(written, sizeof written, "--save %s", cfg.save_path);
+        else
+            add_failure(failed, e);
+    }
+    for (int i = 0; rc == DDP_OK && i < n; i++) {
+        char e[ERR_LEN];
+        if (trainer_evaluate(&spec, cfg.loss, res[i].params, &data, &res[i].train_loss,
+                             &res[i].train_accuracy, e) != DDP_OK)
+            fprintf(stderr, "ddpbench: note: the %s run's final evaluation was skipped: %s\n",
+                    mode_name(res[i].mode), e);
+    }
+    if (rc == DDP_OK && cfg.trace_path[0]) {
+        char e[ERR_LEN];
+        if (report_trace_write(cfg.trace_path, res, n, e) == DDP_OK) {
+            size_t w = strlen(written);
+            snprintf(written + w, sizeof written - w, "%s--trace %s", w ? ", " : "",
+                     cfg.trace_path);
+            for (int i = 0; i < n; i++)
+                if (!res[i].trace[0])
+                    fprintf(stderr, "ddpbench: note: the %s run recorded no trace events\n",
+                            mode_name(res[i].mode));
+        } else {
+            add_failure(failed, e);
+        }
+    }
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
     /* the model needs single's phases: the run's own, or one more run */
     if (rc == DDP_OK && full) {
@@ -415,7 +536,8 @@ int main(int argc, char **argv)
         } else {
             config_t one;
             run_config(&cfg, MODE_SINGLE, &one);
-            run_result_t s;
+            static run_result_t s; /* static: it holds its step statistics */
+            result_init(&s);
             if (!cfg.quiet)
                 fprintf(info, "== single on 1 device, for --predict\n");
             rc = run_mode(&one, &data, &s, err);
@@ -424,21 +546,14 @@ int main(int argc, char **argv)
             result_free(&s);
         }
     }
-    if (rc == DDP_OK)
-        rc = print_results(&ctx, cfgs, res, n, ref, reps, &pred, err);
+    if (rc == DDP_OK) {
+        char e[ERR_LEN];
+        if (print_results(&ctx, cfgs, res, n, ref, reps, &pred, e) != DDP_OK)
+            add_failure(failed, e);
+    }
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);
-    if (rc == DDP_OK && cfg.trace_path[0]) {
-        rc = report_trace_write(cfg.trace_path, res, n, err);
-        for (int i = 0; rc == DDP_OK && i < n; i++)
-            if (!res[i].trace[0])
-                fprintf(stderr, "ddpbench: note: the %s run recorded no trace events\n",
-                        mode_name(res[i].mode));
-    }
-    /* --save: the final weights (compare mode refuses --save up front) */
-    if (rc == DDP_OK && cfg.save_path[0])
-        rc = ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, err);
 
     /* the regression gate: one verdict per run on its --repeat interval;
      * any regression exits 3, else any "too noisy" 4 (README.md) */
@@ -454,6 +569,14 @@ int main(int argc, char **argv)
                  l = strtok_r(NULL, "\n", &save))
                 fprintf(info, "ddpbench: %s\n", l);
         }
+    }
+    if (rc == DDP_OK && info == stdout && (fflush(stdout) != 0 || ferror(stdout)) && !failed[0])
+        add_failure(failed, "stdout: write failed");
+    if (rc == DDP_OK && failed[0]) {
+        bool files = cfg.save_path[0] || cfg.trace_path[0];
+        rc = err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", failed,
+                     written[0] ? " (written: " : files ? " (no file was written)" : "", written,
+                     written[0] ? ")" : "");
     }
 
     for (int i = 0; i < n; i++)

@@ -295,14 +295,14 @@ int comm_bench_run(const config_t *cfg, collperf_t *out, char *err)
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
     plan(cfg, world, out);
     /* the area: rank records, then each rank's measurements */
-    size_t head = (ddp_area_layout(NULL, world, 0, 0, 0, 0) + 63) & ~(size_t)63;
+    size_t head = (ddp_area_layout(NULL, world, 0, 0, 0) + 63) & ~(size_t)63;
     size_t bytes = head + (size_t)world * sizeof(rank_perf_t);
     comm_seg_t *seg;
     int rc = comm_seg_create(&seg, world, bytes, err);
     if (rc != DDP_OK)
         return rc;
     ddp_area_t *area = comm_seg_extra(seg);
-    ddp_area_layout(area, world, 0, 0, 0, 0);
+    ddp_area_layout(area, world, 0, 0, 0);
     area->off_trace = head; /* no recorders: the space after the records is ours */
     rc = ddp_spawn(cfg, seg, comm_seg_world(seg), cb_rank_body, out, err);
     if (rc == DDP_OK) {

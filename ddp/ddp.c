@@ -8,9 +8,11 @@
  * collectives, sends them SIGTERM, then SIGKILL after a short grace, and
  * reports the first cause: the rank that aborted the group with a message, or
  * the one that died.  Ctrl-C (SIGINT, SIGTERM, SIGHUP to the supervisor)
- * stops every rank the same way.  Ranks die with their supervisor
- * (PR_SET_PDEATHSIG), and the segment has no name in /dev/shm once created,
- * so nothing is left behind even when the supervisor is SIGKILLed. */
+ * stops every rank the same way (the run ends with DDP_ERR_INTERRUPTED),
+ * unless the signal was ignored when ddpbench started (base/interrupt.h).
+ * Ranks die with their supervisor (PR_SET_PDEATHSIG), and the segment has no
+ * name in /dev/shm once created, so nothing is left behind even when the
+ * supervisor is SIGKILLed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/interrupt.h"
 #include "data/schedule.h"
 #include "ddp/ddp_shared.h"
 #include "measure/step_meter.h"
@@ -59,8 +62,13 @@ static int signals_install(struct sigaction *old, char *err)
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&sa.sa_mask);
+    /* A signal ignored now was ignored when ddpbench started (main's handler
+     * leaves those alone): it stays ignored here too. */
     for (int i = 0; i < NSIGS; i++)
-        sigaction(g_sigs[i], &sa, &old[i]);
+        if (g_sigs[i] == SIGCHLD || !interrupt_ignored(g_sigs[i]))
+            sigaction(g_sigs[i], &sa, &old[i]);
+        else
+            sigaction(g_sigs[i], NULL, &old[i]);
     return DDP_OK;
 }
 
@@ -195,9 +203,11 @@ static void supervise(sup_t *s)
 /* The one line that says why the run failed, and its status. */
 static int failure(const sup_t *s, char *err)
 {
-    if (s->interrupted && s->first_failed < 0)
-        return err_set(err, DDP_ERR_RUNTIME, "interrupted by SIG%s: stopped %d rank%s",
+    if (s->interrupted && s->first_failed < 0) {
+        interrupt_note(s->interrupted); /* main exits with 128 + the signal */
+        return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s: stopped %d rank%s",
                        sigabbrev_np(s->interrupted), s->world, s->world == 1 ? "" : "s");
+    }
     /* A rank that aborted the group did so with the root cause (a timeout, a
      * device error, an injected fault); the others failed because of it. */
     char why[ERR_LEN];
@@ -312,7 +322,6 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
                            r, s->cfg->gpus[r], (unsigned long long)rec->checksum.bits,
                            (unsigned long long)a->rank[0].checksum.bits);
         res->dev[r] = rec->stats;
-        res->times.timed_samples += rec->times.timed_samples;
         /* --trace: the rank's recorder out of the segment, which goes next */
         const trace_rec_t *tr = ddp_area_trace(a, r);
         if (tr && !(res->trace[r] = trace_rec_clone(tr)))
@@ -336,24 +345,27 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
      * wait in step g+1's all-reduce, and the maximum of every step counts
      * that delay twice (it made DDP's steps look up to 20% longer than the
      * wall clock, and its phases add up to less than them).  Every other
-     * rank's difference from it is its PH_SKEW (step_meter_skew). */
+     * rank's difference from it is its PH_SKEW (step_meter_skew).  Each
+     * rank's record is bounded (step_times_t), so any --steps fits. */
     int slow = 0;
-    for (int r = 1; r < s->world; r++)
+    long samples = 0;
+    for (int r = 0; r < s->world; r++) {
+        samples += a->rank[r].times.timed_samples;
         if (a->rank[r].times.timed_s > a->rank[slow].times.timed_s)
             slow = r;
-    long nt = a->rank[slow].times.n;
+    }
+    res->times = a->rank[slow].times;
+    res->times.timed_samples = samples;
     res->params = malloc(spec->nparams * sizeof(float));
-    if (step_times_alloc(&res->times, nt) != DDP_OK || !res->params)
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the results");
-    for (long i = 0; i < nt; i++)
-        step_times_add(&res->times, ddp_area_steps(a, slow)[i], 0);
+    if (!res->params)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the final parameters (%zu bytes)",
+                       spec->nparams * sizeof(float));
     res->nbuckets = a->rank[0].nbuckets;
     for (int i = 0; i < res->nbuckets; i++) {
         res->bucket_bytes[i] = a->rank[0].bucket_bytes[i];
         long n0 = a->rank[0].times.n;
         res->bucket_s[i] = n0 > 0 ? a->rank[0].bucket_s[i] / (double)n0 : 0.0;
     }
-
     res->total_s = a->rank[0].total_s;
     res->final_loss = a->rank[0].final_loss;
     for (long i = 0; i < a->rank[0].log.n; i++) {
@@ -393,14 +405,14 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     schedule_t sch;
     if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
         return rc;
-    long max_timed = sch.total_steps - schedule_warmup(&sch);
+    long max_log = sch.total_steps < LOSS_LOG_MAX ? sch.total_steps : LOSS_LOG_MAX;
     /* --trace: a recorder per rank in the segment.  Per step a rank records
      * its step, 5 phases per micro-batch (within trace_capacity's PH_COUNT),
      * 2 more, and one all-reduce per bucket: at most 2 per layer. */
     uint32_t trace_cap =
         cfg->trace_path[0] ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
     size_t bytes =
-        ddp_area_layout(NULL, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
+        ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
     sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
@@ -411,7 +423,7 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
         return rc;
     }
     s.area = comm_seg_extra(s.seg);
-    ddp_area_layout(s.area, world, max_timed, sch.total_steps, spec.nparams, trace_cap);
+    ddp_area_layout(s.area, world, max_log, spec.nparams, trace_cap);
 
     rc = spawn(&s, train_rank, (void *)data, err);
     if (rc != DDP_OK)
@@ -420,8 +432,5 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
         rc = collect(&s, &sch, &spec, res, err);
     comm_seg_free(s.seg);
     schedule_free(&sch);
-    if (rc == DDP_OK)
-        rc = trainer_evaluate(&spec, cfg->loss, res->params, data, &res->train_loss,
-                              &res->train_accuracy, err);
     return rc;
 }

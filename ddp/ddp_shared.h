@@ -2,19 +2,22 @@
  * the shared segment's extra area (fixed records, then the arrays):
  *
  *   ddp_area_t        sizes and offsets, rank 0's start step and --explain story
- *   ddp_rank_rec_t    one per rank: state, error, phase times, memory, checksum
- *   double steps[world][max_timed]   each rank's timed step times
- *   loss_point_t log[max_log]        rank 0's loss log (the global mean loss)
+ *   ddp_rank_rec_t    one per rank: state, error, phase times, its step times
+ *                     (a fixed size, whatever --steps: measure/result.h),
+ *                     memory, checksum
+ *   loss_point_t log[max_log]        rank 0's loss log (the global mean loss;
+ *                                    at most LOSS_LOG_MAX points)
  *   float params[nparams]            rank 0's final parameters
  *   trace_rec_t trace[world]         --trace only: each rank's recorder, in
  *                                    slots of trace_stride bytes (trace.h)
  *
- * A rank writes only its own record, rows and recorder (rank 0 also the
- * start step and the story) before it exits; the supervisor reads them after
+ * A rank writes only its own record and recorder (rank 0 also the start
+ * step and the story) before it exits; the supervisor reads them after
  * reaping every rank, so no synchronisation is needed beyond process exit
  * (waitpid orders the child's writes before the parent's reads).  The
- * pointers in a record (times.step_s, log.pt) point into the area: it is
- * mapped before the fork, at the same address in every process. */
+ * pointer in a record (log.pt)
+ * points into the area: it is mapped before the fork, at the same address
+ * in every process. */
 #ifndef DDPBENCH_DDP_SHARED_H
 #define DDPBENCH_DDP_SHARED_H
 
@@ -33,7 +36,7 @@ typedef struct {
     char msg[ERR_LEN];      /* and why */
     device_stats_t stats;
     param_checksum_t checksum; /* of the rank's final parameters */
-    step_times_t times;     /* this rank's timed steps (step_s: in this area) */
+    step_times_t times;     /* this rank's timed steps (bounded) */
     loss_log_t log;         /* rank 0: the loss log (pt: in this area) */
     double total_s, final_loss;
     bool left;              /* --no-join: it ran out of data and left the loop ... */
@@ -45,10 +48,10 @@ typedef struct {
 
 typedef struct {
     int world;
-    long max_timed, max_log;
+    long max_log;
     size_t nparams;
     uint32_t trace_cap;     /* events per recorder; 0: no --trace */
-    size_t off_steps, off_log, off_params, off_trace; /* bytes from the area's start */
+    size_t off_log, off_params, off_trace; /* bytes from the area's start */
     size_t trace_stride;    /* bytes per recorder slot */
     long start_step;        /* rank 0: the first step run (> 0 after --resume) */
     int ntuned;             /* rank 0: --bucket-mb auto's caps and summed step times */
@@ -59,13 +62,8 @@ typedef struct {
 
 /* Bytes of the area for these sizes; fills the offsets when a is not NULL
  * (the recorders are then set up too: trace_cap events each, 0 for none). */
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
                        uint32_t trace_cap);
-
-static inline double *ddp_area_steps(ddp_area_t *a, int rank)
-{
-    return (double *)((char *)a + a->off_steps) + (size_t)rank * (size_t)a->max_timed;
-}
 static inline loss_point_t *ddp_area_log(ddp_area_t *a)
 {
     return (loss_point_t *)((char *)a + a->off_log);

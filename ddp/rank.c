@@ -23,13 +23,10 @@
 #include "train/stage.h"
 #include "train/trainer.h"
 
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, size_t nparams,
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
                        uint32_t trace_cap)
 {
     size_t off = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
-    size_t steps = off;
-    off += (size_t)world * (size_t)max_timed * sizeof(double);
-    off = (off + 63) & ~(size_t)63;
     size_t log = off;
     off += (size_t)max_log * sizeof(loss_point_t);
     off = (off + 63) & ~(size_t)63;
@@ -41,11 +38,9 @@ size_t ddp_area_layout(ddp_area_t *a, int world, long max_timed, long max_log, s
     off += (size_t)world * stride;
     if (a) {
         a->world = world;
-        a->max_timed = max_timed;
         a->max_log = max_log;
         a->nparams = nparams;
         a->trace_cap = trace_cap;
-        a->off_steps = steps;
         a->off_log = log;
         a->off_params = params;
         a->off_trace = trace;
@@ -166,12 +161,10 @@ static int rank_setup(rank_t *k)
      * rank 0's first decision about the progress line (see rank_step). */
     k->progress_at = k->sch.start_step;
 
-    /* Every rank keeps its own phases and step times (the supervisor takes a
-     * step's slowest rank); rank 0 also the loss log, the progress line and
+    /* Every rank keeps its own phases and step times (the supervisor takes
+     * the slowest rank's); rank 0 also the loss log, the progress line and
      * --explain's story.  All of it lives in the shared area. */
     ddp_rank_rec_t *rec = k->rec;
-    rec->times = (step_times_t){.step_s = ddp_area_steps(k->area, k->rank),
-                                .cap = k->area->max_timed};
     if (k->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(k->area), .cap = k->area->max_log,
                                 .fixed = true};

@@ -112,7 +112,8 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
                        MAX_DEVICES, k);
     dp_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+        return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
+                       sizeof *c);
     int rc = config_model_spec(cfg, &c->spec, err);
     if (rc != DDP_OK) {
         dp_ctx_free(c);
@@ -153,7 +154,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
      * scatters (devices 1..) or k-1 gathers (device 0). */
     int extra = 7 + (k - 1) * (cfg->accum + 2) + 2 * cfg->accum;
     if ((rc = result_trace_init(res, cfg->trace_path[0] != 0, k, cfg->accum, extra)) != DDP_OK) {
-        rc = err_set(err, rc, "out of memory for the trace");
+        rc = err_set(err, rc, "dp: out of host memory for the --trace recorders");
         goto out;
     }
     if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, err)) != DDP_OK)
@@ -161,11 +162,18 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     for (int i = 0; i < 2; i++) {
         c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
         c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
+        if (!c->plan[i].rows || !c->plan[i].idx) {
+            rc = err_set(err, DDP_ERR_RUNTIME,
+                         "dp: out of host memory for the step plans (%zu bytes)",
+                         (size_t)cfg->accum * (sizeof *c->plan[i].rows + sizeof *c->plan[i].idx));
+            goto out;
+        }
     }
     c->host_params = malloc(c->spec.nparams * sizeof(float));
-    if (!c->plan[0].rows || !c->plan[0].idx || !c->plan[1].rows || !c->plan[1].idx ||
-        !c->host_params) {
-        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    if (!c->host_params) {
+        rc = err_set(err, DDP_ERR_RUNTIME,
+                     "dp: out of host memory for the parameters (%zu bytes)",
+                     c->spec.nparams * sizeof(float));
         goto out;
     }
     if ((rc = trainer_initial_params(cfg, &c->spec, c->host_params, err)) != DDP_OK)
@@ -185,10 +193,6 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     res->warmup_steps = c->warmup;
     res->epochs = c->sch.epochs;
     trainer_describe(res, cfg, &c->sch);
-    if (step_times_alloc(&res->times, res->steps - c->warmup) != DDP_OK) {
-        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for step timings");
-        goto out;
-    }
     dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
     /* Device 0's thread draws it; the threads start after this write. */
     progress_init(&c->prog, cfg, "dp", c->total_steps);
@@ -212,8 +216,6 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     c->host_params = NULL;
     step_meter_skew(res); /* device 0 timed the steps; the others' edges differ by a hair */
     result_finish(res);
-    rc = trainer_evaluate(&c->spec, cfg->loss, res->params, data, &res->train_loss,
-                          &res->train_accuracy, err);
 out:
     if (rc != DDP_OK)
         result_free(res);

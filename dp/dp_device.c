@@ -38,9 +38,10 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     for (int i = 0; i < 2 && rc == DDP_OK; i++)
         if (!(dv->bar[i] = backend_event_new(be, false)))
             return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    /* replica_init's message names the device, the buffer and its size */
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc != DDP_OK || d != 0)
-        return rc == DDP_OK ? rc : err_prefix(err, rc, "%s", dv->name);
+        return rc;
 
     /* Device 0: the whole micro-batch lives here (it is staged here, the
      * outputs are gathered here and the loss is computed here), like the

@@ -1,18 +1,23 @@
-/* common/base/atomic_file.c: temporary, sync, rename, directory sync (see
- * atomic_file.h). */
+/* common/base/atomic_file.c: temporary, lock, sync, rename, directory sync,
+ * and the checks on what may be replaced (see atomic_file.h). */
 #include "base/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/infile.h"
 #include "base/status.h"
 
 static int split_path(afile_t *a, const char *path, char *err)
@@ -41,13 +46,90 @@ static bool creation_is_users_fault(int e)
            e == ENAMETOOLONG || e == ELOOP || e == EISDIR;
 }
 
-/* Create ".BASE.tmp.PID.XXXXXX" in the directory with O_EXCL and mode 0666:
- * the umask then gives the file the mode any new file gets (mkstemp's 0600
- * would make checkpoints unreadable to the user's group). */
+// ---------------------------------------------------------------------------
+// what may be replaced
+
+/* CAP_FOWNER in the effective set: it lets a process replace other users'
+ * files in a sticky directory.  Read from /proc; root is assumed to hold it
+ * when /proc cannot be read. */
+static bool has_cap_fowner(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return geteuid() == 0;
+    char line[256];
+    bool cap = false;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "CapEff:", 7) == 0) {
+            unsigned long long v = strtoull(line + 7, NULL, 16);
+            cap = (v >> 3) & 1; /* CAP_FOWNER is capability 3 */
+            break;
+        }
+    fclose(f);
+    return cap;
+}
+
+/* Would rename(temporary, path) be refused for an existing regular file st?
+ * The kernel's rules beyond write access to the directory (which creating
+ * the temporary proved): the sticky bit, and the immutable and append-only
+ * attributes. */
+static int rename_allowed(const afile_t *a, const struct stat *st, char *err)
+{
+    struct stat dst;
+    if (stat(a->dir, &dst) == 0 && (dst.st_mode & S_ISVTX)) {
+        uid_t me = geteuid();
+        if (st->st_uid != me && dst.st_uid != me && !has_cap_fowner())
+            return err_set(err, DDP_ERR_INPUT,
+                           "belongs to another user (uid %ld) in the sticky directory '%s', so "
+                           "it cannot be replaced (remove it, or write elsewhere)",
+                           (long)st->st_uid, a->dir);
+    }
+    int fd = open(a->path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) {
+        int flags = 0;
+        bool fixed = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+                     (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL));
+        close(fd);
+        if (fixed)
+            return err_set(err, DDP_ERR_INPUT,
+                           "is marked %s (chattr), so it cannot be replaced",
+                           (flags & FS_IMMUTABLE_FL) ? "immutable" : "append-only");
+    }
+    return DDP_OK;
+}
+
+/* NAME must be absent or a regular file that the rename may replace. */
+static int target_allowed(const afile_t *a, bool check_rename, char *err)
+{
+    struct stat st;
+    if (lstat(a->path, &st) != 0)
+        return DDP_OK; /* absent (or unreachable: creating the temporary says why) */
+    if (S_ISLNK(st.st_mode))
+        return err_set(err, DDP_ERR_INPUT,
+                       "is a symbolic link; ddpbench replaces its outputs by renaming a new "
+                       "file over them and will not replace a link (name the file it points to)");
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, DDP_ERR_INPUT,
+                       "is %s, not a regular file; ddpbench replaces its outputs by renaming a "
+                       "new file over them and will not replace one",
+                       file_kind_name(st.st_mode));
+    return check_rename ? rename_allowed(a, &st, err) : DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the temporary
+
+/* Create ".BASE.new.PID.XXXXXX" with O_EXCL and mode 0666 (the umask then
+ * gives the file the mode any new file gets; mkstemp's 0600 would make
+ * checkpoints unreadable to the user's group), lock it, and only then give
+ * it its ".tmp." name: a ".tmp." name is locked for as long as its writer
+ * lives, so a cleaner that can take the lock knows the writer is dead. */
 static int temp_open(afile_t *a, char *err)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
+    char inc[AFILE_PATH_MAX + 64];
+    int e = 0;
     for (int attempt = 0; attempt < 100; attempt++) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -57,64 +139,118 @@ static int temp_open(afile_t *a, char *err)
         for (int i = 0; i < 6; i++)
             suffix[i] = abc[(x >> (6 * i)) % (sizeof abc - 1)];
         suffix[6] = 0;
+        snprintf(inc, sizeof inc, "%s/.%s.new.%ld.%s", a->dir, a->base, (long)getpid(), suffix);
         snprintf(a->tmp, sizeof a->tmp, "%s/.%s.tmp.%ld.%s", a->dir, a->base, (long)getpid(),
                  suffix);
-        a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (a->fd >= 0)
+        a->fd = open(inc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (a->fd < 0) {
+            e = errno;
+            if (e == EEXIST)
+                continue;
+            break;
+        }
+        /* A file system without locks (ENOLCK, EOPNOTSUPP) still gets the
+         * file; cleaners there cannot take a lock either, so they keep it. */
+        while (flock(a->fd, LOCK_EX) != 0 && errno == EINTR)
+            ;
+        if (link(inc, a->tmp) == 0) {
+            unlink(inc);
             return DDP_OK;
-        if (errno != EEXIST)
+        }
+        e = errno;
+        if (e != EEXIST && rename(inc, a->tmp) == 0) /* no hard links here */
+            return DDP_OK;
+        unlink(inc);
+        close(a->fd);
+        a->fd = -1;
+        if (e != EEXIST)
             break;
     }
-    int e = errno;
+    a->tmp[0] = 0;
     return err_set(err, creation_is_users_fault(e) ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
                    "cannot create a file in directory '%s': %s", a->dir, strerror(e));
 }
 
-/* Remove ".BASE.tmp.PID.*" files left by writers that died before their rename
- * (a live writer's file is kept: its process still exists). */
+/* Remove ".BASE.tmp.*" (and minute-old ".BASE.new.*") files whose lock can be
+ * taken: their writers are gone.  A live writer holds its lock; a file whose
+ * lock cannot even be tried is kept, as is anything that is not a regular
+ * file or changed name under us. */
 static void remove_stale_temps(const afile_t *a)
 {
     DIR *d = opendir(a->dir);
     if (!d)
         return;
-    char prefix[AFILE_PATH_MAX + 16];
-    int plen = snprintf(prefix, sizeof prefix, ".%s.tmp.", a->base);
+    char tprefix[AFILE_PATH_MAX + 16], nprefix[AFILE_PATH_MAX + 16];
+    int tlen = snprintf(tprefix, sizeof tprefix, ".%s.tmp.", a->base);
+    int nlen = snprintf(nprefix, sizeof nprefix, ".%s.new.", a->base);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+        bool is_tmp = strncmp(e->d_name, tprefix, (size_t)tlen) == 0;
+        bool is_new = strncmp(e->d_name, nprefix, (size_t)nlen) == 0;
+        if (!is_tmp && !is_new)
             continue;
-        char *end;
-        long pid = strtol(e->d_name + plen, &end, 10);
-        if (end == e->d_name + plen || *end != '.' || pid <= 0 || pid == (long)getpid())
+        int fd = openat(dirfd(d), e->d_name,
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
             continue;
-        if (kill((pid_t)pid, 0) == -1 && errno == ESRCH)
+        struct stat st, now;
+        bool dead = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (dead && is_new)
+            dead = time(NULL) - st.st_mtime > AFILE_NEW_STALE_S;
+        /* still the same file under that name: unlink what we proved dead */
+        if (dead && fstatat(dirfd(d), e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            now.st_dev == st.st_dev && now.st_ino == st.st_ino)
             unlinkat(dirfd(d), e->d_name, 0);
+        close(fd); /* releases the lock */
     }
     closedir(d);
 }
+
+// ---------------------------------------------------------------------------
+// the public functions
 
 int afile_check(const char *path, char *err)
 {
     afile_t a;
     int rc = split_path(&a, path, err);
-    if (rc != DDP_OK)
-        return rc;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(err, DDP_ERR_INPUT, "is a directory");
-    if ((rc = temp_open(&a, err)) != DDP_OK)
-        return rc;
-    close(a.fd);
-    unlink(a.tmp);
-    return DDP_OK;
+    if (rc == DDP_OK)
+        rc = target_allowed(&a, true, err);
+    if (rc == DDP_OK && (rc = temp_open(&a, err)) == DDP_OK) {
+        unlink(a.tmp);
+        close(a.fd);
+    }
+    return rc;
+}
+
+/* The name with its directory resolved: "x/../y/f" -> "/abs/y/f". */
+static bool canonical_name(const char *path, char *out, size_t size)
+{
+    afile_t a;
+    char dir[PATH_MAX];
+    if (split_path(&a, path, NULL) != DDP_OK || !realpath(a.dir, dir))
+        return false;
+    return (size_t)snprintf(out, size, "%s/%s", strcmp(dir, "/") ? dir : "", a.base) < size;
+}
+
+bool afile_same_file(const char *x, const char *y)
+{
+    struct stat sx, sy;
+    bool ex = stat(x, &sx) == 0, ey = stat(y, &sy) == 0;
+    if (ex && ey)
+        return sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino;
+    char cx[PATH_MAX + 256], cy[PATH_MAX + 256];
+    if (canonical_name(x, cx, sizeof cx) && canonical_name(y, cy, sizeof cy))
+        return strcmp(cx, cy) == 0;
+    return strcmp(x, y) == 0;
 }
 
 int afile_open(afile_t *a, const char *path, char *err)
 {
     int rc = split_path(a, path, err);
-    if (rc != DDP_OK)
-        return rc;
-    return temp_open(a, err);
+    if (rc == DDP_OK)
+        rc = target_allowed(a, false, err);
+    return rc == DDP_OK ? temp_open(a, err) : rc;
 }
 
 void afile_write(afile_t *a, const void *buf, size_t n)
@@ -164,10 +300,11 @@ static bool close_temp(afile_t *a)
 
 void afile_abort(afile_t *a)
 {
-    close_temp(a);
+    /* Unlink first, while the lock still says the file is ours. */
     if (a->tmp[0])
         unlink(a->tmp);
     a->tmp[0] = 0;
+    close_temp(a);
 }
 
 int afile_commit(afile_t *a, bool kill_before_rename, char *err)
@@ -184,6 +321,14 @@ int afile_commit(afile_t *a, bool kill_before_rename, char *err)
         ok = false;
         e = errno;
     }
+    /* The lock must outlive the close (whose error counts: NFS reports
+     * write errors there) until the rename is done: a second descriptor of
+     * the same open file keeps it. */
+    int lock_fd = ok ? fcntl(a->stream ? fileno(a->stream) : a->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (ok && lock_fd < 0) {
+        ok = false;
+        e = errno;
+    }
     if (!close_temp(a) && ok) {
         ok = false;
         e = errno;
@@ -191,17 +336,26 @@ int afile_commit(afile_t *a, bool kill_before_rename, char *err)
     if (!ok) {
         err_set(err, DDP_ERR_RUNTIME, "writing %s: %s", a->tmp, strerror(e));
         afile_abort(a);
+        if (lock_fd >= 0)
+            close(lock_fd);
         return DDP_ERR_RUNTIME;
     }
     if (kill_before_rename)
         raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
-    if (rename(a->tmp, a->path) != 0) {
+    /* What is at NAME now may have changed since the run began. */
+    int rc = target_allowed(a, false, err);
+    if (rc == DDP_OK && rename(a->tmp, a->path) != 0) {
         e = errno;
+        rc = err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                     "cannot rename the temporary to it: %s", strerror(e));
+    }
+    if (rc != DDP_OK) {
         afile_abort(a);
-        return err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                       "cannot rename the temporary to it: %s", strerror(e));
+        close(lock_fd);
+        return rc;
     }
     a->tmp[0] = 0;
+    close(lock_fd);
     /* The rename lives in the directory: sync it so the new name survives a crash. */
     int dfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {

@@ -4,10 +4,24 @@
  * Every output ddpbench writes (--save, --checkpoint, --trace) goes through
  * here: the data goes to ".NAME.tmp.PID.XXXXXX" in NAME's directory, is
  * synced, and is renamed over NAME; then the directory is synced so the new
- * name survives a crash.  A writer killed at any moment leaves the old file
- * and at worst its own temporary, which the next successful write of NAME
- * removes once the writer's process is gone.  New files get the usual mode
- * (0666 less the umask).
+ * name survives a crash.  New files get the usual mode (0666 less the umask).
+ *
+ * What may be replaced: NAME must not exist, or be a regular file.  A
+ * symbolic link, a device (/dev/null), a FIFO, a socket or a directory at
+ * NAME is refused (DDP_ERR_INPUT): renaming over it would replace the link or
+ * the device node itself.  afile_check() also proves up front that the final
+ * rename will be allowed: a file of another user in a sticky directory such
+ * as /tmp, or an immutable or append-only file, cannot be replaced, and a run
+ * must not learn that after training.
+ *
+ * Dead writers' temporaries: a writer holds an flock(2) on its temporary from
+ * before the temporary has its ".tmp." name until after the rename (it is
+ * created as ".NAME.new.PID.XXXXXX", locked, then linked to its ".tmp." name).
+ * A lock is proof of life that holds across PID namespaces and containers
+ * sharing a volume, where a PID proves nothing; so after a successful write
+ * the temporaries of NAME are removed only when their lock can be taken (the
+ * writer is gone), and a ".new." name only once it is also a minute old.  A
+ * temporary whose lock cannot be tried (a file system without locks) is kept.
  *
  *     afile_t a;
  *     TRY(afile_open(&a, path, err));
@@ -24,6 +38,8 @@
 #include <stdio.h>
 
 #define AFILE_PATH_MAX 4096
+/* A ".new." name older than this whose lock can be taken is a dead writer's. */
+#define AFILE_NEW_STALE_S 60
 
 typedef struct {
     char dir[AFILE_PATH_MAX];
@@ -36,14 +52,19 @@ typedef struct {
     int write_errno;
 } afile_t;
 
-/* Can path be written?  DDP_ERR_INPUT with the reason when its directory does
- * not exist or takes no new file, or when path is a directory.  Creates and
- * removes a temporary there, so a long run does not fail at its end for a
- * typo in a directory name. */
+/* Can path be written and then renamed into place?  DDP_ERR_INPUT with the
+ * reason when its directory does not exist or takes no new file, when path
+ * is not a regular file (see above), or when the rename over it would be
+ * refused.  Creates and removes a temporary there, so a long run does not
+ * fail at its end for a typo in a directory name. */
 int afile_check(const char *path, char *err);
 
-/* Create the temporary beside path (DDP_ERR_INPUT when the directory cannot
- * take it, DDP_ERR_RUNTIME otherwise). */
+/* Do a and b name the same file?  By device and inode when both exist,
+ * else by their names with the directory resolved (realpath). */
+bool afile_same_file(const char *a, const char *b);
+
+/* Create the locked temporary beside path (DDP_ERR_INPUT when the directory
+ * cannot take it, DDP_ERR_RUNTIME otherwise). */
 int afile_open(afile_t *a, const char *path, char *err);
 /* Append n bytes; a failure is remembered and reported by afile_commit. */
 void afile_write(afile_t *a, const void *buf, size_t n);
@@ -51,9 +72,10 @@ void afile_write(afile_t *a, const void *buf, size_t n);
  * of memory (then afile_commit fails). */
 FILE *afile_stream(afile_t *a);
 /* Flush, sync, close, (kill_before_rename: raise SIGKILL here, the fault
- * tests' crash between writing and renaming), rename over path, sync the
- * directory, remove dead writers' temporaries.  On any failure the temporary
- * is removed and the old file is left as it was. */
+ * tests' crash between writing and renaming), check path is still a regular
+ * file or absent, rename over it, sync the directory, remove dead writers'
+ * temporaries.  On any failure the temporary is removed and the old file is
+ * left as it was. */
 int afile_commit(afile_t *a, bool kill_before_rename, char *err);
 /* Give up: close and remove the temporary. */
 void afile_abort(afile_t *a);

@@ -22,7 +22,9 @@ enum {
     DDP_ERR_RUNTIME = 1, /* a fault while running: dead rank, device error, timeout */
     DDP_ERR_INPUT = 2,   /* bad options, bad files: the user's input is wrong */
     DDP_ERR_REGRESSED = 3, /* --baseline: a figure regressed past --tolerance */
-    DDP_ERR_NOISY = 4      /* --baseline: no verdict, the interval is wider than --tolerance */
+    DDP_ERR_NOISY = 4,     /* --baseline: no verdict, the interval is wider than --tolerance */
+    DDP_ERR_INTERRUPTED = 5 /* SIGINT/SIGTERM/SIGHUP asked to stop (base/interrupt.h):
+                               main exits with 128 + the signal */
 };
 
 #define ERR_LEN 512

@@ -45,7 +45,7 @@ int comm_create(comm_t **out, const comm_args_t *a, char *err)
         if (backend_kind(a->be) != BACKEND_CUDA)
             return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
 #ifdef HAVE_NCCL
-        return comm_nccl_create(out, a, err);
+        return comm_nccl_create(out, a, err); /* comm_nccl_lib.c: loads the CUDA library */
 #else
         return err_set(err, DDP_ERR_INPUT,
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");

@@ -390,7 +390,7 @@ int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double t
         if (timed_out)
             return err_set(err, DDP_ERR_RUNTIME,
                            "timed out waiting for rank 0's communicator id: rank 0 did not "
-                           "arrive within %.1f s",
+                           "arrive within %g s",
                            timeout_s);
         char msg[ERR_LEN];
         comm_seg_aborted(s, msg);

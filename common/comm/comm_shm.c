@@ -131,7 +131,7 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
         return fail(m, msg);
     }
     op_label(what, sizeof what, op, seq);
-    snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %.1f s", what,
+    snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s", what,
              laggard(s, missing), m->c.timeout_s);
     comm_seg_abort(s, m->c.rank, msg);
     return fail(m, msg);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atomic_file.h"
 #include "base/status.h"
 
 int config_parse_int_list(const char *s, int *out, int max, int *n, const char *opt,
@@ -19,9 +20,12 @@ int config_parse_int_list(const char *s, int *out, int max, int *n, const char *
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 1 << 20 || (*end && *end != ','))
+        if (end == p || *p < '0' || *p > '9' || (*end && *end != ','))
             return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a list of non-negative integers",
                            opt, s);
+        if (errno == ERANGE || v > 1 << 20)
+            return err_set(err, DDP_ERR_INPUT, "--%s: %.*s in '%s' is too large (at most %d)", opt,
+                           (int)(end - p), p, s, 1 << 20);
         if (*n >= max)
             return err_set(err, DDP_ERR_INPUT, "--%s: more than %d entries", opt, max);
         if (!allow_dup)
@@ -32,6 +36,40 @@ int config_parse_int_list(const char *s, int *out, int max, int *n, const char *
         if (!*end)
             break;
         p = end + 1;
+    }
+    return DDP_OK;
+}
+
+/* No output may be another output or an input: one would overwrite the other.
+ * The same file is the same device and inode where both exist, else the same
+ * name (afile_same_file).  Two pairs are a feature: --resume and --checkpoint
+ * (a run that continues its own checkpoint) and --init and --save (weights
+ * trained further in place); both read the file before anything is written. */
+static int check_paths(const config_t *c, char *err)
+{
+    const struct {
+        const char *opt, *path;
+        bool output;
+    } f[] = {{"--save", c->save_path, true},       {"--checkpoint", c->checkpoint_path, true},
+             {"--trace", c->trace_path, true},     {"--data", c->data_path, false},
+             {"--targets", c->targets_path, false}, {"--init", c->init_path, false},
+             {"--resume", c->resume_path, false},  {"--baseline", c->baseline_path, false}};
+    const int n = (int)(sizeof f / sizeof f[0]);
+    for (int i = 0; i < n; i++) {
+        if (!f[i].output || !f[i].path[0])
+            continue;
+        for (int j = 0; j < n; j++) {
+            if (j == i || !f[j].path[0] || (f[j].output && j < i))
+                continue;
+            bool allowed = (strcmp(f[i].opt, "--checkpoint") == 0 && strcmp(f[j].opt, "--resume") == 0) ||
+                           (strcmp(f[i].opt, "--save") == 0 && strcmp(f[j].opt, "--init") == 0);
+            if (allowed || !afile_same_file(f[i].path, f[j].path))
+                continue;
+            return err_set(err, DDP_ERR_INPUT,
+                           "%s %s and %s %s are the same file: the %s would overwrite %s",
+                           f[i].opt, f[i].path, f[j].opt, f[j].path, f[i].opt + 2,
+                           f[j].output ? "the other output" : "an input");
+        }
     }
     return DDP_OK;
 }
@@ -105,7 +143,7 @@ int config_validate(const config_t *c, char *err)
             return err_set(err, DDP_ERR_INPUT,
                            "--repeat: not with %s (it describes one run; drop --repeat)", no);
     }
-    return DDP_OK;
+    return check_paths(c, err);
 }
 
 int config_stream_ranks(const config_t *c)

@@ -60,6 +60,7 @@ typedef struct {
     bool drop_last;
     long warmup_steps;         /* excluded from throughput */
     long log_every;            /* steps between loss lines; 0: once per epoch */
+    bool allow_nonfinite;      /* a NaN/Inf loss or parameter is not a failure */
 
     /* the sample stream (data/schedule.h) */
     int sampler_replicas;      /* DistributedSampler num_replicas whose stream every mode

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/text.h"
 #include "config/config.h"
 
 // ---------------------------------------------------------------------------
@@ -25,7 +26,7 @@ enum {
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
     O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
-    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT
+    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE
 };
 
 typedef struct {
@@ -109,6 +110,10 @@ static const opt_t opts[] = {
      "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL},
     {"warmup-steps", O_WARMUP, "N", "2", NULL, "steps left out of the throughput", NULL},
     {"log-every", O_LOG_EVERY, "N", "0", "0 (each epoch)", "print the loss every N steps", NULL},
+    {"allow-nonfinite", O_ALLOW_NONFINITE, NULL, NULL, "off",
+     "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
+     "naming the step), and write them to --save and --checkpoint",
+     NULL},
     {"comm", O_COMM, "C", "auto", NULL, "ddp collectives: auto | shm | nccl (auto: nccl on CUDA, shm on CPU)",
      "DDP"},
     {"bucket-mb", O_BUCKET_MB, "X", "25", NULL,
@@ -216,25 +221,32 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (end == s || *end || errno)
+    bool digits = end != s && !*end && text_is_decimal(s, strlen(s)) && !strpbrk(s, ".eE");
+    if (!digits)
         return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not an integer", opt, s);
-    if (v < lo || v > hi)
-        return err_set(err, DDP_ERR_INPUT, "--%s: %ld is out of range %ld..%ld", opt, v, lo, hi);
+    if (errno == ERANGE || v > hi)
+        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (at most %ld)", opt, s, hi);
+    if (v < lo)
+        return err_set(err, DDP_ERR_INPUT, "--%s: %ld is too small (at least %ld)", opt, v, lo);
     *out = v;
     return DDP_OK;
 }
 
+/* A decimal number (no hex floats, no "inf"/"nan") in [lo, hi], or in
+ * (lo, hi] when lo_open. */
 static int parse_double(const char *opt, const char *s, double lo, double hi, bool lo_open,
                         double *out, char *err)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v))
+    if (end == s || *end || !text_is_decimal(s, strlen(s)))
         return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a number", opt, s);
-    if (v < lo || v > hi || (lo_open && v == lo))
-        return err_set(err, DDP_ERR_INPUT, "--%s: %g is out of range %s%g..%g", opt, v,
-                       lo_open ? "(" : "", lo, hi);
+    if (v > hi || !isfinite(v))
+        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (at most %g)", opt, s, hi);
+    if (v < lo || (lo_open && v == lo))
+        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too small (%s %g)", opt, s,
+                       lo_open ? "it must be more than" : "at least", lo);
     *out = v;
     return DDP_OK;
 }
@@ -493,6 +505,9 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
     case O_LOG_EVERY:
         rc = parse_long(name, v, 0, 1L << 40, &c->log_every, err);
         break;
+    case O_ALLOW_NONFINITE:
+        c->allow_nonfinite = true;
+        break;
     case O_COMM:
         rc = parse_name(name, v, comm_parse, &e, "auto, shm, nccl", err);
         c->comm = (comm_kind_t)e;
@@ -683,6 +698,13 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     if (optind < argc)
         return err_set(err, DDP_ERR_INPUT, "unexpected argument '%s' (options start with --)",
                        argv[optind]);
+    /* --layers or --act that change the preset's network make it a custom
+     * model: it must not be reported under the preset's name. */
+    config_t p;
+    if (config_defaults_for(&p, preset, err) == DDP_OK &&
+        (p.ndims != c->ndims || p.act != c->act ||
+         memcmp(p.dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
+        c->model_name[0] = 0;
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */
     if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
         c->optim.weight_decay = 0.01f;

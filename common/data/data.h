@@ -28,6 +28,7 @@ typedef struct {
     float *x;          /* [n, in_dim] row-major */
     float *y;          /* [n, tgt_cols] */
     char source[256];  /* "synthetic binary", or the file name(s) */
+    int header_lines;  /* CSV: the header line skipped (0 or 1) */
 } dataset_t;
 
 /* Synthetic data, features ~ N(0,1):
@@ -47,9 +48,11 @@ int data_synthetic(dataset_t *d, synth_kind_t kind, size_t n, int in_dim, int ou
 int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool want_labels,
                   char *err);
 
-/* CSV: numbers separated by commas, one row per line, an optional header line
- * (a first line with any non-numeric field), the last target_cols columns are
- * targets.  want_labels as above (target_cols must then be 1). */
+/* CSV: plain decimal numbers separated by commas, one row per line, an
+ * optional header line (a first line of names, none of them a number; a
+ * first line that mixes names and numbers is refused as a typo), the last
+ * target_cols columns are targets.  want_labels as above (target_cols must
+ * then be 1). */
 int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels,
                   char *err);
 

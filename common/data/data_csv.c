@@ -8,10 +8,12 @@
  *
  * Format: comma separated numbers, one row per line, LF or CRLF, spaces and
  * tabs around fields allowed, blank lines ignored, a UTF-8 byte order mark
- * skipped.  The first non-blank line is a header when any of its fields is
- * neither empty nor a number.  Numbers are read with strtod in the C locale
- * (the program never calls setlocale), so the decimal point is '.'; "nan",
- * "inf" and values outside the float32 range are rejected. */
+ * skipped.  The first non-blank line is a header when its fields are names
+ * (neither empty nor a number) and none is a number; one that mixes both is
+ * refused as a data line with a typo.  Numbers are plain decimals read with
+ * strtod in the C locale (the program never calls setlocale), so the decimal
+ * point is '.'; hex floats, "nan", "inf" and values outside the float32
+ * range are rejected. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat */
 #endif
@@ -24,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "data/data.h"
+#include "base/infile.h"
 #include "base/status.h"
 #include "base/text.h"
 
@@ -40,20 +43,16 @@ static int csv_read_file(const char *path, char **text, size_t *len, char *err)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(err, DDP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    int rc = DDP_OK;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: not a regular file", path);
-    } else if (st.st_size < 0 || (uintmax_t)st.st_size > DATA_MAX_BYTES) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %jd bytes, over the limit of %zu for a CSV file",
-                     path, (intmax_t)st.st_size, DATA_MAX_BYTES);
+    FILE *f;
+    uint64_t fsize;
+    int rc = infile_fopen(path, &f, &fsize, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", path);
+    if (fsize > DATA_MAX_BYTES) {
+        rc = err_set(err, DDP_ERR_INPUT, "%s: %llu bytes, over the limit of %zu for a CSV file",
+                     path, (unsigned long long)fsize, DATA_MAX_BYTES);
     } else {
-        size_t size = (size_t)st.st_size;
+        size_t size = (size_t)fsize;
         char *buf = malloc(size + 1);
         if (!buf) {
             rc = err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu bytes", path, size);
@@ -144,6 +143,8 @@ static num_status_t csv_parse_field(const char **s, size_t *n, double *out)
         return NUM_NOT_NUMBER;
     if (!isfinite(v))
         return errno == ERANGE ? NUM_RANGE : NUM_NOT_FINITE;
+    if (!text_is_decimal(p, m)) /* strtod's hex floats ("0x1p3") are no CSV number */
+        return NUM_NOT_NUMBER;
     if (fabs(v) >= FLOAT32_LIMIT)
         return NUM_RANGE;
     *out = v;
@@ -200,23 +201,43 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     if (!csv_next_line(&it, &line, &n))
         return err_set(err, DDP_ERR_INPUT, "%s: no data rows (the file is empty)", path);
 
-    /* The first line is a header when a field is there but is not a number. */
+    /* The first line is a header when its fields are names, none a number;
+     * a line of numbers with one name among them is a data line with a typo
+     * (it must not be skipped as a header). */
     *cols = csv_count_fields(line, n);
     first_line = it.lineno;
     const char *p = line, *end = line + n;
+    size_t numbers = 0, first_name = 0, field = 0;
+    const char *name = NULL;
+    size_t name_len = 0;
     for (;;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *fs = p;
         size_t fn = (size_t)((comma ? comma : end) - p);
         double v;
-        if (csv_parse_field(&fs, &fn, &v) == NUM_NOT_NUMBER) {
-            *header = true;
-            break;
+        num_status_t st = csv_parse_field(&fs, &fn, &v);
+        field++;
+        if (st == NUM_OK)
+            numbers++;
+        else if (st == NUM_NOT_NUMBER && !name) {
+            name = fs;
+            name_len = fn;
+            first_name = field;
         }
         if (!comma)
             break;
         p = comma + 1;
     }
+    if (name && numbers) {
+        char shown[48];
+        text_printable(name, name_len, shown, sizeof shown);
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: line %zu, field %zu: '%s' is not a number, yet %zu field%s of the "
+                       "line %s (a header line holds only names, a data line only numbers)",
+                       path, first_line, first_name, shown, numbers, numbers == 1 ? "" : "s",
+                       numbers == 1 ? "is one" : "are");
+    }
+    *header = name != NULL;
     if (!*header)
         *rows = 1;
 
@@ -365,6 +386,7 @@ int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_lab
     d->in_dim = (int)in_dim;
     d->tgt_cols = target_cols;
     d->labels = want_labels;
+    d->header_lines = header ? 1 : 0;
     snprintf(d->source, sizeof d->source, "%s", path);
     return DDP_OK;
 

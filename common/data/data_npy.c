@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "data/data.h"
+#include "base/infile.h"
 #include "base/status.h"
 #include "base/text.h"
 
@@ -137,8 +138,9 @@ static int hdr_string(hdr_reader_t *r, char *out, size_t size, const char *what)
         return hdr_fail(r, what);
     size_t start = ++r->pos;
     while (r->pos < r->len && r->s[r->pos] != (char)q) {
-        char c = r->s[r->pos];
-        if (c == '\\' || c == '\n')
+        unsigned char c = (unsigned char)r->s[r->pos];
+        /* no escapes, and no control byte: '<f4\x00' must not read as '<f4' */
+        if (c == '\\' || c < 0x20 || c == 0x7f)
             return hdr_fail(r, "a plain quoted string");
         r->pos++;
     }
@@ -439,18 +441,13 @@ static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *e
 {
     memset(nf, 0, sizeof *nf);
     nf->path = path;
-    nf->f = fopen(path, "rb");
-    if (!nf->f)
-        return err_set(err, DDP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-
-    struct stat st;
-    if (fstat(fileno(nf->f), &st) != 0)
-        return err_set(err, DDP_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return err_set(err, DDP_ERR_INPUT, "%s: not a regular file", path);
-    if (st.st_size < 0 || (uintmax_t)st.st_size > SIZE_MAX)
+    uint64_t fsize;
+    int rc = infile_fopen(path, &nf->f, &fsize, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", path);
+    if (fsize > SIZE_MAX)
         return err_set(err, DDP_ERR_INPUT, "%s: file size is out of range", path);
-    size_t file_size = (size_t)st.st_size;
+    size_t file_size = (size_t)fsize;
 
     size_t want = file_size < NPY_PREAMBLE_MAX + NPY_HEADER_MAX ? file_size
                                                                 : NPY_PREAMBLE_MAX + NPY_HEADER_MAX;
@@ -465,7 +462,7 @@ static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *e
                      : err_set(err, DDP_ERR_INPUT, "%s: truncated: the file shrank while reading",
                                path);
     }
-    int rc = npy_parse_header(buf, want, file_size, &nf->info, err);
+    rc = npy_parse_header(buf, want, file_size, &nf->info, err);
     free(buf);
     if (rc)
         return err_prefix(err, rc, "%s", path);

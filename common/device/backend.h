@@ -170,7 +170,9 @@ bool backend_tf32(const backend_t *be);
 // creating one
 
 /* Create the CPU backend for device slot device_id; blas_threads is the number
- * of OpenBLAS threads this device may use (1 for a DP/DDP worker). */
+ * of OpenBLAS threads this device may use (1 for a DP/DDP worker).  Under an
+ * address-space limit without room for OpenBLAS's buffers, DDP_ERR_RUNTIME
+ * naming the limit (otherwise OpenBLAS would spin forever at the first GEMM). */
 int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *err);
 
 /* True when the CUDA backend was compiled in. */
@@ -221,6 +223,13 @@ void backend_destroy(backend_t *be);
 
 /* Set the process-wide OpenBLAS thread count (the CPU backend's threads share it). */
 void backend_cpu_set_threads(int n);
+/* Under an address-space limit (ulimit -v), OpenBLAS's start-up (before
+ * main) gives every core a pool thread with a 128 MiB buffer, and a thread
+ * whose buffer does not fit spins forever (blas_space.h).  True when the
+ * program should start again with OPENBLAS_NUM_THREADS=1, which this sets:
+ * a finite limit and no thread count in the environment.  The CPU backend
+ * sets the counts it needs itself. */
+bool backend_cpu_restart_env(void);
 /* A short description of the BLAS library ("OpenBLAS 0.3.21 ... SkylakeX"). */
 const char *backend_cpu_blas_info(void);
 

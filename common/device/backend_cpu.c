@@ -6,6 +6,8 @@
  * Device memory is host memory (64-byte aligned, zeroed), so host_visible is
  * true and every operation completes before it returns: sync() is a no-op,
  * an event is the host time of its record, and the host never waits.
+ * Private state (impl): the address-space room held for OpenBLAS's buffer
+ * until the first GEMM (blas_space.h).
  *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
@@ -19,7 +21,10 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include <sys/resource.h>
+
 #include "device/backend_impl.h"
+#include "device/blas_space.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
 void openblas_set_num_threads(int num_threads);
@@ -115,7 +120,8 @@ static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float 
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc)
 {
-    (void)be;
+    /* The room held for OpenBLAS's buffer goes to it now (blas_space.h). */
+    blas_space_first_gemm(be->impl);
     if (m <= 0 || n <= 0)
         return DDP_OK;
     if (k <= 0) { /* an empty product: C = beta*C, as BLAS does */
@@ -376,7 +382,12 @@ static int cpu_sync(backend_t *be)
     return DDP_OK; /* every CPU operation is complete when it returns */
 }
 
-static void cpu_destroy(backend_t *be) { free(be); }
+static void cpu_destroy(backend_t *be)
+{
+    blas_space_free(be->impl);
+    free(be->impl);
+    free(be);
+}
 
 // ---------------------------------------------------------------------------
 // events: every operation is complete when it returns, so an event is the
@@ -499,17 +510,41 @@ const char *backend_cpu_blas_info(void)
 
 int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *err)
 {
+    *out = NULL;
     backend_t *be = calloc(1, sizeof *be);
-    if (!be)
-        return err_set(err, DDP_ERR_RUNTIME, "cpu device %d: out of memory", device_id);
+    blas_space_t *room = calloc(1, sizeof *room);
+    if (!be || !room) {
+        free(be);
+        free(room);
+        return err_set(err, DDP_ERR_RUNTIME, "cpu device %d: out of host memory (%zu bytes)",
+                       device_id, sizeof *be + sizeof *room);
+    }
+    /* OpenBLAS's buffers, one per thread that will compute (blas_space.h):
+     * without the room it would spin forever at the first GEMM. */
+    int rc = blas_space_reserve(room, blas_threads > 1 ? blas_threads : 1, device_id, err);
+    if (rc != DDP_OK) {
+        free(be);
+        free(room);
+        return rc;
+    }
     be->ops = &cpu_ops;
     be->kind = BACKEND_CPU;
     be->device_id = device_id;
     be->host_visible = true;
+    be->impl = room;
     /* Why here: the count is process-wide, so it is set while no worker runs a
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)
-        backend_cpu_set_threads(blas_threads);
+        blas_space_set_threads(room, blas_threads);
     *out = be;
     return DDP_OK;
+}
+
+bool backend_cpu_restart_env(void)
+{
+    struct rlimit rl;
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS") ||
+        getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return false;
+    return setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0;
 }

@@ -3,11 +3,13 @@
 #include "io/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fault.h"
+#include "base/text.h"
 #include "io/safetensors.h"
 #include "base/status.h"
 
@@ -60,7 +62,7 @@ static void list_build(tensor_list_t *L, const model_spec_t *spec, optim_kind_t 
 
 static int write_list(const char *path, const tensor_list_t *L, const float *params,
                       const float *const *state, const st_kv_t *meta, size_t nmeta, bool kill,
-                      char *err)
+                      bool checksum, char *err)
 {
     st_out_t out[CKPT_MAX_TENSORS];
     for (size_t i = 0; i < L->n; i++) {
@@ -68,19 +70,78 @@ static int write_list(const char *path, const tensor_list_t *L, const float *par
         out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
                             base + L->off[i]};
     }
-    return st_write(path, out, L->n, meta, nmeta, kill, err);
+    return checksum ? st_write_checksummed(path, out, L->n, meta, nmeta, kill, err)
+                    : st_write(path, out, L->n, meta, nmeta, kill, err);
 }
 
+/* "0.weight [3, 1] is nan" for element k of tensor t. */
+static void describe_value(const st_tensor_t *t, uint64_t k, float v, char *out, size_t size)
+{
+    const char *what = isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    if (t->ndim == 2 && t->shape[1])
+        snprintf(out, size, "%s [%llu, %llu] is %s", t->name,
+                 (unsigned long long)(k / t->shape[1]), (unsigned long long)(k % t->shape[1]),
+                 what);
+    else
+        snprintf(out, size, "%s [%llu] is %s", t->name, (unsigned long long)k, what);
+}
+
+static int nonfinite_error(const st_tensor_t *t, uint64_t k, float v, char *err)
+{
+    char where[160];
+    describe_value(t, k, v, where, sizeof where);
+    return err_set(err, DDP_ERR_INPUT, "%s: the file holds values that are not finite numbers",
+                   where);
+}
+
+/* Read the list's tensors; every value must be finite.  hashes (may be
+ * NULL) receive each tensor's hash for the content checksum. */
 static int read_list(st_file_t *sf, const tensor_list_t *L, float *params, float *const *state,
-                     char *err)
+                     uint64_t *hashes, char *err)
 {
     for (size_t i = 0; i < L->n; i++) {
-        float *base = L->arena[i] ? state[L->arena[i] - 1] : params;
-        int rc = st_read_f32(sf, st_find(&sf->h, L->name[i]), base + L->off[i], err);
+        float *dst = (L->arena[i] ? state[L->arena[i] - 1] : params) + L->off[i];
+        const st_tensor_t *t = st_find(&sf->h, L->name[i]);
+        int rc = st_read_f32_hashed(sf, t, dst, hashes ? &hashes[i] : NULL, err);
         if (rc != DDP_OK)
             return rc;
+        for (uint64_t k = 0; k < t->count; k++)
+            if (!isfinite(dst[k]))
+                return nonfinite_error(t, k, dst[k], err);
     }
     return DDP_OK;
+}
+
+/* Every tensor of an open file read through a small buffer: each value must
+ * be finite; with_checksum: the content checksum must match too. */
+static int scan_file(st_file_t *sf, bool with_checksum, char *err)
+{
+    size_t n = sf->h.nt;
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    uint64_t *hashes = malloc((n ? n : 1) * sizeof *hashes);
+    int rc = names && hashes ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    for (size_t i = 0; i < n && rc == DDP_OK; i++) {
+        const st_tensor_t *t = &sf->h.t[i];
+        uint64_t bad;
+        names[i] = t->name;
+        hashes[i] = 0;
+        if (strcmp(t->dtype, "F32") != 0) /* st_expect refused it if the model reads it */
+            continue;
+        rc = st_scan_f32(sf, t, &hashes[i], &bad, err);
+        if (rc == DDP_OK && bad < t->count) {
+            float v = NAN;
+            uint8_t b[4];
+            if (fseeko(sf->f, (off_t)(sf->h.data_start + t->begin + 4 * bad), SEEK_SET) == 0 &&
+                fread(b, 1, 4, sf->f) == 4)
+                st_decode_f32(b, 1, &v);
+            rc = nonfinite_error(t, bad, v, err);
+        }
+    }
+    if (rc == DDP_OK && with_checksum)
+        rc = st_checksum_check(&sf->h, names, hashes, n, err);
+    free(names);
+    free(hashes);
+    return rc;
 }
 
 static void layers_str(const model_spec_t *spec, char *out, size_t size)
@@ -112,7 +173,8 @@ int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t 
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
-    int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, err);
+    int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
+                        err);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--save %s", path);
 }
 
@@ -127,6 +189,15 @@ static int open_weights(st_file_t *sf, tensor_list_t *L, const char *path, const
     list_build(L, spec, OPTIM_SGD, 0);
     bool is_ckpt = st_meta(&sf->h, "checkpoint") != NULL;
     rc = st_expect(&sf->h, L->e, L->n, is_ckpt ? "optim." : NULL, err);
+    /* The tensors fit the model; metadata that says otherwise means the
+     * file is not what it claims (an edit, or tensors from another model). */
+    const char *layers = st_meta(&sf->h, "layers");
+    char mine[512], shown[64];
+    layers_str(spec, mine, sizeof mine);
+    if (rc == DDP_OK && layers && strcmp(layers, mine) != 0)
+        rc = err_set(err, DDP_ERR_INPUT,
+                     "its __metadata__ says layers '%s', but its tensors are those of %s",
+                     text_printable(layers, strlen(layers), shown, sizeof shown), mine);
     if (rc != DDP_OK) {
         st_close(sf);
         return err_prefix(err, rc, "%s %s", what, path);
@@ -142,7 +213,7 @@ int ckpt_load_weights(const char *path, const char *what, const model_spec_t *sp
     int rc = open_weights(&sf, &L, path, what, spec, err);
     if (rc != DDP_OK)
         return rc;
-    rc = read_list(&sf, &L, params, NULL, err);
+    rc = read_list(&sf, &L, params, NULL, NULL, err);
     st_close(&sf);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "%s %s", what, path);
 }
@@ -321,7 +392,7 @@ int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "--checkpoint %s: out of memory", path);
     list_build(L, spec, s->cfg->optim.kind, nstate);
-    int rc = write_list(path, L, params, state, meta, nm, kill_before_rename, err);
+    int rc = write_list(path, L, params, state, meta, nm, kill_before_rename, true, err);
     free(L);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--checkpoint %s", path);
 }
@@ -393,6 +464,13 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
                        "inconsistent position (global_step %ld, epoch %ld, epoch_step %ld, "
                        "optim_step %ld)",
                        g, epoch, epoch_step, os);
+    const char *ss = st_meta(h, "shuffle_seed");
+    char want_ss[24];
+    snprintf(want_ss, sizeof want_ss, "%llu", (unsigned long long)(s->cfg->seed + (uint64_t)epoch));
+    if (!ss || strcmp(ss, want_ss) != 0)
+        return err_set(err, DDP_ERR_INPUT,
+                       "__metadata__ 'shuffle_seed' is %.24s, but seed + epoch is %s", ss ? ss : "missing",
+                       want_ss);
     if (g >= s->total_steps)
         return err_set(err, DDP_ERR_INPUT,
                        "the checkpoint is at step %ld and this run ends at step %ld: nothing "
@@ -419,8 +497,18 @@ int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec, f
         rc = err_set(err, DDP_ERR_RUNTIME, "out of memory");
     if (rc == DDP_OK)
         rc = check_checkpoint(&sf.h, s, spec, nstate, L, pos, err);
+    uint64_t *hashes = rc == DDP_OK ? malloc(L->n * sizeof *hashes) : NULL;
+    if (rc == DDP_OK && !hashes)
+        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory");
     if (rc == DDP_OK)
-        rc = read_list(&sf, L, params, state, err);
+        rc = read_list(&sf, L, params, state, hashes, err);
+    if (rc == DDP_OK) {
+        const char *names[CKPT_MAX_TENSORS];
+        for (size_t i = 0; i < L->n; i++)
+            names[i] = L->name[i];
+        rc = st_checksum_check(&sf.h, names, hashes, L->n, err);
+    }
+    free(hashes);
     free(L);
     st_close(&sf);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--resume %s", path);
@@ -452,8 +540,13 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
     tensor_list_t *L = malloc(sizeof *L);
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
-    if (cfg->init_path[0] && (rc = open_weights(&sf, L, cfg->init_path, "--init", spec, err)) == DDP_OK)
+    /* The data is read too (through a small buffer): a NaN weight or an
+     * edited checkpoint is bad input, found before anything runs. */
+    if (cfg->init_path[0] && (rc = open_weights(&sf, L, cfg->init_path, "--init", spec, err)) == DDP_OK) {
+        if ((rc = scan_file(&sf, st_meta(&sf.h, ST_CHECKSUM_KEY) != NULL, err)) != DDP_OK)
+            err_prefix(err, rc, "--init %s", cfg->init_path);
         st_close(&sf);
+    }
     if (rc == DDP_OK && cfg->resume_path[0]) {
         schedule_t s;
         rc = schedule_init(&s, cfg, data, 1, 0, err);
@@ -461,6 +554,8 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
             if ((rc = st_open(&sf, cfg->resume_path, err)) == DDP_OK) {
                 ckpt_pos_t pos;
                 rc = check_checkpoint(&sf.h, &s, spec, state_count(cfg), L, &pos, err);
+                if (rc == DDP_OK)
+                    rc = scan_file(&sf, true, err);
                 st_close(&sf);
             }
             if (rc != DDP_OK)
@@ -561,6 +656,22 @@ int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, 
     if (rc != DDP_OK)
         return err_set(err, DDP_ERR_RUNTIME, "device %d: %s", backend_device_id(be),
                        backend_last_error(be));
+    /* A diverged run must not replace a good checkpoint with NaNs. */
+    if (!c->cfg->allow_nonfinite) {
+        char where[128];
+        size_t bad = model_count_nonfinite(c->spec, c->params, where, sizeof where);
+        for (int k = 0; k < c->nstate && !bad; k++)
+            for (size_t i = 0; i < c->spec->nparams && !bad; i++)
+                if (!isfinite(c->state[k][i])) {
+                    bad = 1;
+                    snprintf(where, sizeof where, "the optimizer state holds %g", c->state[k][i]);
+                }
+        if (bad)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "step %ld: %s: the training diverged; --checkpoint %s was not "
+                           "written (--allow-nonfinite writes it anyway)",
+                           g + 1, where, c->cfg->checkpoint_path);
+    }
     ckpt_pos_t pos = {g + 1, o->step};
     bool kill = fault_at(c->device_index, g) == FAULT_WRITE;
     return ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,

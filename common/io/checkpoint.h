@@ -11,7 +11,7 @@
  * Weights file: those tensors (F32) and __metadata__ {"format": "pt",
  * "producer": "ddpbench X.Y.Z", "layers": "D0,..,Dn", "act": "relu"}.
  *
- * Checkpoint file (format 1): the same, then the optimizer state per
+ * Checkpoint file (format 2): the same, then the optimizer state per
  * parameter, named after torch.optim's state keys:
  *   SGD with momentum:  "optim.momentum_buffer.0.weight", ...
  *   Adam / AdamW:       "optim.exp_avg.0.weight", ..., "optim.exp_avg_sq.0.weight", ...
@@ -24,6 +24,9 @@
  *                 where the next step is: the sampler's state, since the
  *                 permutation of an epoch is a function of seed + epoch
  *   shuffle_seed  seed + epoch: the seed of that epoch's permutation
+ *   checksum      the content checksum of every other metadata entry and
+ *                 every tensor (safetensors.h): an edited position or a
+ *                 corrupted byte is refused
  *   and the settings a resume must share: layers, act, loss, optim and its
  *   hyperparameters (lr, momentum, dampening, nesterov, weight_decay for SGD;
  *   lr, beta1, beta2, eps, weight_decay for Adam/AdamW; floats as the shortest
@@ -45,7 +48,7 @@
 #include "nn/optim.h"
 #include "data/schedule.h"
 
-#define CKPT_FORMAT "1"
+#define CKPT_FORMAT "2"
 
 /* "0.weight", "0.bias", "2.weight", ... for Linear layer `layer`. */
 void ckpt_param_name(int layer, bool bias, char *out, size_t size);
@@ -78,9 +81,11 @@ int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec, f
 int ckpt_world(const config_t *cfg);
 
 /* Before any strategy runs (main): option combinations, the --init and
- * --resume files' headers against the model and the run (no data read), and
- * whether --save and --checkpoint can be written where they point.  Bad input
- * is exit 2 before training rather than a failure at its end. */
+ * --resume files against the model and the run (their headers, and their
+ * data through a small buffer: every value finite, a checkpoint's checksum),
+ * and whether --save and --checkpoint can be written where they point.  Bad
+ * input is exit 2 before training rather than a failure at its end.  The
+ * loads of the strategies check the same again (DDP_ERR_INPUT). */
 int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_t *data,
                    char *err);
 

@@ -9,6 +9,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "base/hash.h"
+#include "base/infile.h"
 #include "base/status.h"
 #include "base/text.h"
 
@@ -118,36 +121,6 @@ int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *h
 // ---------------------------------------------------------------------------
 // the header text: UTF-8 and the lexical rules cJSON does not enforce
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t k;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000;
-    else
-        return 0;
-    if (n < k)
-        return 0;
-    unsigned cp = c & (0x7f >> k);
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return k;
-}
-
 static int hexval(int c)
 {
     if (c >= '0' && c <= '9')
@@ -167,7 +140,7 @@ static int check_text(const char *text, size_t n, char *err)
     while (i < n) {
         unsigned c = s[i];
         if (c >= 0x80) {
-            size_t k = utf8_len(s + i, n - i);
+            size_t k = text_utf8_len(s + i, n - i);
             if (!k)
                 return err_set(err, DDP_ERR_INPUT, "the header is not valid UTF-8 (byte %zu)",
                                ST_PREFIX + i);
@@ -584,19 +557,15 @@ int st_expect(const st_header_t *h, const st_expect_t *e, size_t n, const char *
 int st_open(st_file_t *sf, const char *path, char *err)
 {
     memset(sf, 0, sizeof *sf);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(err, DDP_ERR_INPUT, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return err_set(err, DDP_ERR_INPUT, "not a regular file");
-    }
-    uint64_t size = (uint64_t)st.st_size;
+    FILE *f;
+    uint64_t size;
+    int rc = infile_fopen(path, &f, &size, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return rc;
     uint8_t pre[ST_PREFIX];
     size_t got = fread(pre, 1, sizeof pre, f);
     uint64_t n = 0;
-    int rc = st_parse_len(pre, got, size, &n, err);
+    rc = st_parse_len(pre, got, size, &n, err);
     if (rc != DDP_OK) {
         fclose(f);
         return rc;
@@ -625,20 +594,166 @@ int st_open(st_file_t *sf, const char *path, char *err)
     return DDP_OK;
 }
 
-int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err)
+/* A tensor's hash state after its name, dtype and shape. */
+static void tensor_hash_begin(hash64_t *h, const char *name, const char *dtype, int ndim,
+                              const uint64_t *shape)
+{
+    hash64_init(h);
+    hash64_update(h, name, strlen(name) + 1);
+    hash64_update(h, dtype, strlen(dtype) + 1);
+    hash64_u64(h, (uint64_t)ndim);
+    for (int d = 0; d < ndim; d++)
+        hash64_u64(h, shape[d]);
+}
+
+uint64_t st_tensor_hash(const char *name, const char *dtype, int ndim, const uint64_t *shape,
+                        const void *data, size_t bytes)
+{
+    hash64_t h;
+    tensor_hash_begin(&h, name, dtype, ndim, shape);
+    hash64_update(&h, data, bytes);
+    return hash64_final(&h);
+}
+
+static int seek_tensor(st_file_t *sf, const st_tensor_t *t, char *err)
 {
     if (strcmp(t->dtype, "F32") != 0)
         return err_set(err, DDP_ERR_INPUT, "%s has dtype %s, not F32", t->name, t->dtype);
     if (fseeko(sf->f, (off_t)(sf->h.data_start + t->begin), SEEK_SET) != 0)
         return err_set(err, DDP_ERR_INPUT, "cannot seek to %s: %s", t->name, strerror(errno));
+    return DDP_OK;
+}
+
+int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t *hash,
+                       char *err)
+{
+    int rc = seek_tensor(sf, t, err);
+    if (rc != DDP_OK)
+        return rc;
     size_t n = (size_t)t->count;
     if (fread(dst, 4, n, sf->f) != n)
         return err_set(err, DDP_ERR_INPUT,
                        "the file ended inside the data of %s (changed while being read?)",
                        t->name);
+    /* the file's bytes, before any byte swap */
+    if (hash)
+        *hash = st_tensor_hash(t->name, t->dtype, t->ndim, t->shape, dst, n * 4);
 #if ST_BIG_ENDIAN
     st_decode_f32((const uint8_t *)dst, n, dst);
 #endif
+    return DDP_OK;
+}
+
+int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err)
+{
+    return st_read_f32_hashed(sf, t, dst, NULL, err);
+}
+
+int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *first_nonfinite,
+                char *err)
+{
+    int rc = seek_tensor(sf, t, err);
+    if (rc != DDP_OK)
+        return rc;
+    hash64_t h;
+    tensor_hash_begin(&h, t->name, t->dtype, t->ndim, t->shape);
+    *first_nonfinite = t->count;
+    enum { CHUNK = 1 << 16 }; /* floats per read */
+    uint8_t *buf = malloc(CHUNK * 4);
+    if (!buf)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    float *f = malloc(CHUNK * sizeof *f);
+    if (!f) {
+        free(buf);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    }
+    for (uint64_t done = 0; done < t->count && rc == DDP_OK;) {
+        size_t k = t->count - done < CHUNK ? (size_t)(t->count - done) : CHUNK;
+        if (fread(buf, 4, k, sf->f) != k) {
+            rc = err_set(err, DDP_ERR_INPUT,
+                         "the file ended inside the data of %s (changed while being read?)",
+                         t->name);
+            break;
+        }
+        hash64_update(&h, buf, k * 4);
+        st_decode_f32(buf, k, f);
+        for (size_t i = 0; i < k && *first_nonfinite == t->count; i++)
+            if (!isfinite(f[i]))
+                *first_nonfinite = done + i;
+        done += k;
+    }
+    free(buf);
+    free(f);
+    *hash = hash64_final(&h);
+    return rc;
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const st_kv_t *)a)->key, ((const st_kv_t *)b)->key);
+}
+
+typedef struct {
+    const char *name;
+    uint64_t hash;
+} named_hash_t;
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const named_hash_t *)a)->name, ((const named_hash_t *)b)->name);
+}
+
+/* The checksum of metadata kv[0..nkv) (the checksum entry skipped) and
+ * tensor hashes th[0..nt), both sorted here. */
+static uint64_t checksum_of(st_kv_t *kv, size_t nkv, named_hash_t *th, size_t nt)
+{
+    qsort(kv, nkv, sizeof *kv, cmp_kv);
+    qsort(th, nt, sizeof *th, cmp_named);
+    hash64_t h;
+    hash64_init(&h);
+    for (size_t i = 0; i < nkv; i++) {
+        if (strcmp(kv[i].key, ST_CHECKSUM_KEY) == 0)
+            continue;
+        hash64_update(&h, kv[i].key, strlen(kv[i].key) + 1);
+        hash64_update(&h, kv[i].val, strlen(kv[i].val) + 1);
+    }
+    for (size_t i = 0; i < nt; i++)
+        hash64_u64(&h, th[i].hash);
+    return hash64_final(&h);
+}
+
+int st_checksum_check(const st_header_t *h, const char *const *names, const uint64_t *hashes,
+                      size_t n, char *err)
+{
+    const char *want = st_meta(h, ST_CHECKSUM_KEY);
+    if (!want)
+        return err_set(err, DDP_ERR_INPUT, "__metadata__ has no '%s'", ST_CHECKSUM_KEY);
+    if (n != h->nt)
+        return err_set(err, DDP_ERR_INPUT, "internal: %zu tensor hashes for %zu tensors", n,
+                       h->nt);
+    st_kv_t *kv = malloc((h->nmeta ? h->nmeta : 1) * sizeof *kv);
+    named_hash_t *th = malloc((n ? n : 1) * sizeof *th);
+    if (!kv || !th) {
+        free(kv);
+        free(th);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    }
+    for (size_t i = 0; i < h->nmeta; i++)
+        kv[i] = (st_kv_t){h->meta_key[i], h->meta_val[i]};
+    for (size_t i = 0; i < n; i++)
+        th[i] = (named_hash_t){names[i], hashes[i]};
+    uint64_t got = checksum_of(kv, h->nmeta, th, n);
+    free(kv);
+    free(th);
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)got);
+    if (strcmp(hex, want) != 0) {
+        char shown[40];
+        return err_set(err, DDP_ERR_INPUT,
+                       "its contents do not match its checksum (%s recorded, %s computed): the "
+                       "file was edited or corrupted",
+                       text_printable(want, strlen(want), shown, sizeof shown), hex);
+    }
     return DDP_OK;
 }
 
@@ -732,8 +847,8 @@ static void write_f32(afile_t *a, const float *v, size_t n)
 
 int st_check_writable(const char *path, char *err) { return afile_check(path, err); }
 
-int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
-             bool kill_before_rename, char *err)
+static int write_file(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
+                      size_t nmeta, bool kill_before_rename, char *err)
 {
     uint8_t *head = NULL;
     size_t head_len = 0;
@@ -754,4 +869,51 @@ int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta
         write_f32(&a, t[i].data, (size_t)count);
     }
     return afile_commit(&a, kill_before_rename, err);
+}
+
+int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+             bool kill_before_rename, char *err)
+{
+    return write_file(path, t, nt, meta, nmeta, kill_before_rename, err);
+}
+
+int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
+                         size_t nmeta, bool kill_before_rename, char *err)
+{
+    st_kv_t *kv = malloc((nmeta + 1) * sizeof *kv);
+    named_hash_t *th = malloc((nt ? nt : 1) * sizeof *th);
+    if (!kv || !th) {
+        free(kv);
+        free(th);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    }
+    /* the bytes as they will be in the file: little-endian F32 */
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t count = 1;
+        for (int d = 0; d < t[i].ndim; d++)
+            count *= t[i].shape[d];
+        hash64_t h;
+        tensor_hash_begin(&h, t[i].name, "F32", t[i].ndim, t[i].shape);
+#if ST_BIG_ENDIAN
+        for (uint64_t j = 0; j < count; j++) {
+            uint32_t u;
+            memcpy(&u, &t[i].data[j], 4);
+            uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+            hash64_update(&h, b, 4);
+        }
+#else
+        hash64_update(&h, t[i].data, (size_t)count * 4);
+#endif
+        th[i] = (named_hash_t){t[i].name, hash64_final(&h)};
+    }
+    memcpy(kv, meta, nmeta * sizeof *kv);
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)checksum_of(kv, nmeta, th, nt));
+    /* the metadata as given, the checksum last */
+    memcpy(kv, meta, nmeta * sizeof *kv);
+    kv[nmeta] = (st_kv_t){ST_CHECKSUM_KEY, hex};
+    int rc = write_file(path, t, nt, kv, nmeta + 1, kill_before_rename, err);
+    free(kv);
+    free(th);
+    return rc;
 }

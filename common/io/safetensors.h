@@ -110,11 +110,41 @@ typedef struct {
     st_header_t h;
 } st_file_t;
 
-/* Open and parse; DDP_ERR_INPUT for a missing, unreadable or malformed file. */
+/* Open and parse; DDP_ERR_INPUT for a missing, unreadable, non-regular (a
+ * FIFO, a device: base/infile.h) or malformed file. */
 int st_open(st_file_t *sf, const char *path, char *err);
 /* Read an F32 tensor of the open file into dst (t->count floats). */
 int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err);
+/* The same, and the tensor's hash for the content checksum (below). */
+int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t *hash,
+                       char *err);
+/* Read an F32 tensor through a small buffer, keeping nothing: its hash, and
+ * the index of its first NaN or infinite value (t->count when none). */
+int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *first_nonfinite,
+                char *err);
 void st_close(st_file_t *sf);
+
+// ---------------------------------------------------------------------------
+// the content checksum (checkpoints)
+//
+// __metadata__ "checksum" holds 16 hex digits of a 64-bit hash (base/hash.h)
+// of every other __metadata__ entry (sorted by key: key, NUL, value, NUL) and
+// then of each tensor's own hash, tensors in name order.  A tensor's hash
+// covers its name, dtype, shape and data bytes, and is computed while the
+// tensor is read, so checking it costs no extra pass over the file.  It
+// catches an edited position ("optim_step") or a corrupted byte; it is no
+// defence against someone who recomputes it.
+
+#define ST_CHECKSUM_KEY "checksum"
+
+/* The hash of a tensor of this name, dtype and shape holding data. */
+uint64_t st_tensor_hash(const char *name, const char *dtype, int ndim, const uint64_t *shape,
+                        const void *data, size_t bytes);
+/* Check the header's "checksum" against the tensors' hashes (names[i],
+ * hashes[i], every tensor of the file).  DDP_ERR_INPUT when it is missing
+ * or differs. */
+int st_checksum_check(const st_header_t *h, const char *const *names, const uint64_t *hashes,
+                      size_t n, char *err);
 
 typedef struct {
     const char *name;
@@ -134,6 +164,9 @@ typedef struct {
  * a write fails (disk full, I/O error); no temporary is left behind either way. */
 int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
              bool kill_before_rename, char *err);
+/* The same with the content checksum added to the metadata. */
+int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
+                         size_t nmeta, bool kill_before_rename, char *err);
 /* Can st_write create path?  Creates and removes a temporary in its directory
  * (so a long run does not fail at its end for a typo in a directory name). */
 int st_check_writable(const char *path, char *err);

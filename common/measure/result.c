@@ -1,6 +1,7 @@
 /* common/measure/result.c: building and freeing a run_result_t (see result.h). */
 #include "measure/result.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,34 +18,60 @@ void result_free(run_result_t *r)
 {
     for (int i = 0; i < MAX_DEVICES; i++)
         trace_rec_free(r->trace[i]);
-    free(r->times.step_s);
     if (!r->log.fixed)
         free(r->log.pt);
     free(r->params);
     result_init(r);
 }
 
-int step_times_alloc(step_times_t *t, long timed)
+// ---------------------------------------------------------------------------
+// step times
+
+/* splitmix64: a small, well-mixed stream for the reservoir's draws. */
+static uint64_t next_random(uint64_t *s)
 {
-    t->step_s = calloc((size_t)(timed > 0 ? timed : 1), sizeof *t->step_s);
-    t->cap = t->step_s ? timed : 0;
-    return t->step_s ? DDP_OK : DDP_ERR_RUNTIME;
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
 void step_times_add(step_times_t *t, double dt, long samples)
 {
-    if (t->n < t->cap)
-        t->step_s[t->n++] = dt;
+    t->n++;
     t->timed_s += dt;
     t->timed_samples += samples;
+    if (t->n == 1 || dt < t->min_s)
+        t->min_s = dt;
+    if (t->n == 1 || dt > t->max_s)
+        t->max_s = dt;
+    /* Algorithm R: step n replaces a random one of the kept with probability
+     * STEP_SAMPLE_MAX / n, which keeps every step equally likely to be in. */
+    if (t->n <= STEP_SAMPLE_MAX) {
+        t->sample[t->n - 1] = dt;
+    } else {
+        uint64_t j = next_random(&t->rng) % (uint64_t)t->n;
+        if (j < STEP_SAMPLE_MAX)
+            t->sample[j] = dt;
+    }
 }
+
+long step_times_kept(const step_times_t *t)
+{
+    return t->n < STEP_SAMPLE_MAX ? t->n : STEP_SAMPLE_MAX;
+}
+
+// ---------------------------------------------------------------------------
+// the loss log
 
 int loss_log_add(loss_log_t *l, long step, long epoch, double loss)
 {
     if (l->n == l->cap) {
-        if (l->fixed)
+        if (l->fixed || l->cap >= LOSS_LOG_MAX)
             return DDP_OK;
         long cap = l->cap ? 2 * l->cap : 64;
+        if (cap > LOSS_LOG_MAX)
+            cap = LOSS_LOG_MAX;
         loss_point_t *p = realloc(l->pt, (size_t)cap * sizeof *p);
         if (!p)
             return DDP_ERR_RUNTIME;

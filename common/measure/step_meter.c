@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/interrupt.h"
 #include "base/status.h"
 
 struct meter_span {
@@ -314,6 +315,19 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     }
 
     const step_end_t *e = &r->end;
+    const config_t *c = m->to.cfg;
+    /* A logged loss is always fetched (by the device that computes it: DP's
+     * device 0, every DDP rank): NaN or Inf there is divergence, and a
+     * diverged run stops here rather than train (and save) garbage. */
+    if (e->logs && r->nfetch > 0 && !isfinite(r->mean) && !(c && c->allow_nonfinite)) {
+        progress_clear(m->to.progress);
+        m->rc = DDP_ERR_RUNTIME;
+        snprintf(m->msg, sizeof m->msg,
+                 "step %ld: the loss is %s: the training diverged (lower --lr; "
+                 "--allow-nonfinite keeps going)",
+                 r->g + 1, isnan(r->mean) ? "nan" : r->mean > 0 ? "inf" : "-inf");
+        return m->rc;
+    }
     if (e->logs) {
         if (m->to.final_loss)
             *m->to.final_loss = r->mean;
@@ -324,7 +338,6 @@ static int resolve(step_meter_t *m, step_rec_t *r)
                 return m->rc;
             }
             progress_clear(m->to.progress); /* the loss line replaces it */
-            const config_t *c = m->to.cfg;
             if (c && !c->quiet)
                 fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
                         e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
@@ -332,6 +345,15 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     }
     m->samples_done += e->global_samples;
     progress_update(m->to.progress, r->g + 1, e->epoch, r->mean, m->samples_done);
+    /* SIGINT/SIGTERM/SIGHUP: the run stops after the step it was in. */
+    int sig = interrupt_pending();
+    if (sig) {
+        progress_clear(m->to.progress);
+        m->rc = DDP_ERR_INTERRUPTED;
+        snprintf(m->msg, sizeof m->msg, "interrupted by SIG%s after step %ld of %ld",
+                 sigabbrev_np(sig), r->g + 1, e->total);
+        return m->rc;
+    }
     return DDP_OK;
 }
 

@@ -155,8 +155,10 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
 /* The step ends; steps whose times are known report (this one on the CPU,
- * the previous one on a device).  DDP_ERR_RUNTIME with err when a device
- * call failed or the loss log cannot grow. */
+ * the previous one on a device).  Where the loop stops: DDP_ERR_RUNTIME with
+ * err when a device call failed, the loss log cannot grow, or a logged loss
+ * is NaN or infinite (unless --allow-nonfinite: the training diverged),
+ * DDP_ERR_INTERRUPTED when a signal asked to stop (base/interrupt.h). */
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
 
 /* After the loop: report the last step. */

@@ -217,6 +217,30 @@ param_checksum_t model_checksum(const float *p, size_t n)
     return c;
 }
 
+size_t model_count_nonfinite(const model_spec_t *s, const float *p, char *where, size_t size)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < s->nparams; i++)
+        if (!isfinite(p[i]) && bad++ == 0)
+            first = i;
+    if (!bad || !where || !size)
+        return bad;
+    for (int l = 0; l < s->nlayers; l++) {
+        size_t in = (size_t)s->dims[l];
+        const char *v = isnan(p[first]) ? "nan" : p[first] > 0 ? "inf" : "-inf";
+        if (first >= s->w_off[l] && first < s->b_off[l]) {
+            size_t k = first - s->w_off[l];
+            snprintf(where, size, "layer %d weight [%zu, %zu] is %s", l + 1, k / in, k % in, v);
+            break;
+        }
+        if (first >= s->b_off[l] && first < s->b_off[l] + (size_t)s->dims[l + 1]) {
+            snprintf(where, size, "layer %d bias [%zu] is %s", l + 1, first - s->b_off[l], v);
+            break;
+        }
+    }
+    return bad;
+}
+
 double max_rel_diff(const float *a, const float *b, size_t n, double floor)
 {
     double worst = 0.0;

@@ -88,6 +88,11 @@ typedef struct {
 } param_checksum_t;
 param_checksum_t model_checksum(const float *host_params, size_t n);
 
+/* How many of the host parameters are NaN or infinite; when any, where the
+ * first is ("layer 2 weight [3, 0] is nan") into where[size]. */
+size_t model_count_nonfinite(const model_spec_t *s, const float *host_params, char *where,
+                             size_t size);
+
 /* Largest |a-b| / max(|a|,|b|,floor) over two arrays; the equivalence contract's measure. */
 double max_rel_diff(const float *a, const float *b, size_t n, double floor);
 

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/text.h"
+
 // ---------------------------------------------------------------------------
 // formatting
 
@@ -127,11 +129,14 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     memset(s, 0, sizeof *s);
     s->timed_steps = r->times.n;
     if (r->times.n > 0) {
+        /* mean, min and max are exact; p50 and p95 come from the sample
+         * (every step up to STEP_SAMPLE_MAX, see measure/result.h) */
+        long kept = step_times_kept(&r->times);
         s->step_mean = r->times.timed_s / (double)r->times.n;
-        s->step_p50 = report_percentile(r->times.step_s, r->times.n, 50);
-        s->step_p95 = report_percentile(r->times.step_s, r->times.n, 95);
-        s->step_min = report_percentile(r->times.step_s, r->times.n, 0);
-        s->step_max = report_percentile(r->times.step_s, r->times.n, 100);
+        s->step_p50 = report_percentile(r->times.sample, kept, 50);
+        s->step_p95 = report_percentile(r->times.sample, kept, 95);
+        s->step_min = r->times.min_s;
+        s->step_max = r->times.max_s;
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     s->host_syncs_max = NAN;
@@ -329,9 +334,11 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     char per[48] = "";
     if (c->batch_per_device)
         snprintf(per, sizeof per, " (%d per device)", c->batch_per_device);
-    fprintf(f, "  data %s: %zu samples x %d features, batch %d%s%s, seed %llu\n", d->source, d->n,
-            d->in_dim, c->batch, per, c->accum > 1 ? " (accumulated)" : "",
-            (unsigned long long)c->seed);
+    char source[2 * sizeof d->source];
+    text_escape(d->source, source, sizeof source); /* a file name is shown, never obeyed */
+    fprintf(f, "  data %s%s: %zu samples x %d features, batch %d%s%s, seed %llu\n", source,
+            d->header_lines ? " (its first line is a header, skipped)" : "", d->n, d->in_dim,
+            c->batch, per, c->accum > 1 ? " (accumulated)" : "", (unsigned long long)c->seed);
     /* a batch larger than an epoch is one batch of the whole epoch, as a
      * DataLoader gives it (with --drop-last it is refused earlier) */
     if (!c->nrank_samples && d->n > 0) {

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/infile.h"
 #include "report/report.h"
 
 /* What must match for two runs to be comparable (paths under "config"): the
@@ -60,19 +61,16 @@ static const cJSON *at(const cJSON *o, const char *path)
 
 static int read_bounded(const char *path, char **out, size_t *len, char *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(err, DDP_ERR_INPUT, "--baseline %s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(err, DDP_ERR_INPUT, "--baseline %s: not a regular file", path);
-    }
-    if (st.st_size > BASELINE_MAX_BYTES) {
+    int fd;
+    uint64_t fsize;
+    int rc = infile_open(path, &fd, &fsize, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "--baseline %s", path);
+    if (fsize > (uint64_t)BASELINE_MAX_BYTES) {
         close(fd);
         return err_set(err, DDP_ERR_INPUT,
-                       "--baseline %s: %lld bytes, more than a --json result can be (%ld)", path,
-                       (long long)st.st_size, BASELINE_MAX_BYTES);
+                       "--baseline %s: %llu bytes, more than a --json result can be (%ld)", path,
+                       (unsigned long long)fsize, BASELINE_MAX_BYTES);
     }
     /* read at most the bound plus one byte: a file that grew since fstat is caught */
     char *buf = malloc((size_t)BASELINE_MAX_BYTES + 2);

@@ -81,6 +81,7 @@ const char *const report_json_keys[] = {
     "mem_peak_bytes_max",
     "host_syncs_per_step",
     "final_loss",
+    "diverged",
     "train_loss",
     "train_accuracy",
     "checksum.sum",
@@ -245,6 +246,12 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
     add_num_or_null(o, "final_loss", r->final_loss, true);
+    /* final_loss is null both when it was not computed and when it is NaN or
+     * infinite (JSON has no such numbers): "diverged" tells them apart. */
+    bool diverged = !isfinite(r->final_loss);
+    for (size_t i = 0; r->params && i < r->nparams && !diverged; i++)
+        diverged = !isfinite(r->params[i]);
+    cJSON_AddBoolToObject(o, "diverged", diverged);
     add_num_or_null(o, "train_loss", r->train_loss, r->train_loss >= 0.0);
     add_num_or_null(o, "train_accuracy", r->train_accuracy, r->train_accuracy >= 0.0);
     cJSON *ck = cJSON_AddObjectToObject(o, "checksum");

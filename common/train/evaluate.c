@@ -12,11 +12,21 @@ int trainer_evaluate(const model_spec_t *spec, loss_t loss, const float *params,
     *accuracy = -1.0;
     if (2.0 * (double)spec->nparams * (double)d->n > 2e10)
         return DDP_OK;
+    /* Chunks of at most 1024 rows, no more than the data has, and no more
+     * than about 64 MiB of activations (a 10^6-column input would otherwise
+     * ask for gigabytes it does not need). */
+    size_t row_bytes = 0;
+    for (int l = 0; l <= spec->nlayers; l++)
+        row_bytes += 3 * (size_t)spec->dims[l] * sizeof(float);
+    size_t fit = ((size_t)64 << 20) / (row_bytes ? row_bytes : 1);
+    size_t rows_max = d->n < 1024 ? d->n : 1024;
+    if (rows_max > fit)
+        rows_max = fit ? fit : 1;
+    const int chunk = (int)(rows_max ? rows_max : 1);
     backend_t *be;
     int rc = backend_cpu_create(&be, 0, 0, err);
     if (rc != DDP_OK)
         return rc;
-    const int chunk = 1024;
     replica_t r;
     rc = replica_init(&r, be, spec, chunk, d->tgt_cols, err);
     if (rc != DDP_OK) {

@@ -75,8 +75,6 @@ static int single_setup(single_t *s)
     res->warmup_steps = schedule_warmup(&s->sch);
     res->epochs = s->sch.epochs;
     trainer_describe(res, cfg, &s->sch);
-    if (step_times_alloc(&res->times, res->steps - res->warmup_steps) != DDP_OK)
-        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for step timings");
     return step_meter_init(&s->meter,
                            &(step_meter_sinks_t){
                                .cfg = cfg,
@@ -198,8 +196,5 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     if (rc == DDP_OK)
         rc = single_train(&s);
     single_teardown(&s);
-    if (rc == DDP_OK)
-        rc = trainer_evaluate(&s.spec, cfg->loss, res->params, data, &res->train_loss,
-                              &res->train_accuracy, err);
     return rc;
 }

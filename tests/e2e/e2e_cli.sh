@@ -6,22 +6,6 @@
 E2E=e2e_cli
 . "$(dirname "$0")/lib.sh"
 
-# ---- .npy writer: mknpy FILE DESCR SHAPE FORTRAN DATAFILE ---------------------
-mknpy() {
-    hdr="{'descr': '$2', 'fortran_order': $4, 'shape': $3, }"
-    # pad so magic(6)+version(2)+len(2)+header+newline is a multiple of 64
-    len=$(( ${#hdr} + 1 ))
-    pad=$(( (64 - (10 + len) % 64) % 64 ))
-    total=$(( len + pad ))
-    {
-        printf '\223NUMPY\001\000'
-        printf "\\$(printf '%03o' $((total % 256)))\\$(printf '%03o' $((total / 256)))"
-        printf '%s' "$hdr"
-        printf "%${pad}s" ""
-        printf '\n'
-        cat "$5"
-    } >"$1"
-}
 # float32 bytes: 0.0, 0.5, 7.0, 1.0
 f0='\000\000\000\000'; fhalf='\000\000\000\077'; f7='\000\000\340\100'; f1='\000\000\200\077'
 rep() { i=0; while [ $i -lt "$1" ]; do printf "$2"; i=$((i + 1)); done; }

@@ -17,6 +17,9 @@
 #   shm_list         ddpbench's entries in /dev/shm (there should be none)
 #   need TOOL        true when TOOL is there; else a failed check (make
 #                    test-e2e installs every tool, so none is skipped)
+#   mknpy FILE DESCR SHAPE FORTRAN DATAFILE
+#                    a .npy file: header {'descr': DESCR, 'fortran_order':
+#                    FORTRAN, 'shape': SHAPE} padded like numpy's, then DATAFILE
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -61,6 +64,23 @@ need() {
     ko "$1 is not installed (scripts/deps.sh test installs it; make test-e2e runs it)"
     return 1
 }
+
+mknpy() {
+    hdr="{'descr': '$2', 'fortran_order': $4, 'shape': $3, }"
+    # pad so magic(6)+version(2)+len(2)+header+newline is a multiple of 64
+    len=$(( ${#hdr} + 1 ))
+    pad=$(( (64 - (10 + len) % 64) % 64 ))
+    total=$(( len + pad ))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf '%03o' $((total % 256)))\\$(printf '%03o' $((total / 256)))"
+        printf '%s' "$hdr"
+        printf "%${pad}s" ""
+        printf '\n'
+        cat "$5"
+    } >"$1"
+}
+
 
 expect_error() {
     words=$1

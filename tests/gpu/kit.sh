@@ -16,7 +16,7 @@ KIT=$1
 cd "$(dirname "$0")/../.."
 mkdir -p "$KIT/lib"
 cp tests/gpu/check.sh tests/gpu/torch_ref.py "$KIT/"
-BINS="$KIT/ddpbench $(ls "$KIT"/tests/test_*)"
+BINS="$KIT/ddpbench $KIT/lib/libddpbench-cuda.so $(ls "$KIT"/tests/test_*)"
 # What the box provides (a regular expression over sonames).
 BOX='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libdl\.so|libpthread|librt\.so|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libcublasLt|libnccl)'
 for b in $BINS; do

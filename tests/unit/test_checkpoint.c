@@ -21,12 +21,15 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "io/safetensors.h"
@@ -951,4 +954,197 @@ Test(resume, the_device_count_and_mode_must_match)
                    "written with device count 2, this run has device count 3");
     resume_refused(CE_ANY " --steps 5 --mode dp --gpus 0,1", CE_ANY " --steps 9 --mode ddp --gpus 0,1",
                    "written with --mode dp, this run has --mode ddp");
+}
+
+// ----------------------------------------------------------------------------
+// what an output may replace, and whose temporaries a write may remove
+
+Test(st, only_a_regular_file_is_replaced)
+{
+    char p[512], link[512], err[ERR_LEN];
+    float v = 1;
+    st_out_t t = {"x", 1, {1}, &v};
+    spit(path_in(p, sizeof p, "target"), "keep", 4);
+    cr_assert_eq(symlink(p, path_in(link, sizeof link, "link.st")), 0);
+    cr_assert_eq(st_check_writable(link, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "is a symbolic link"), "%s", err);
+    cr_assert_eq(st_write(link, &t, 1, NULL, 0, false, err), DDP_ERR_INPUT);
+    struct stat st;
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the link was replaced");
+    size_t n;
+    uint8_t *b = slurp(p, &n);
+    cr_assert(n == 4 && memcmp(b, "keep", 4) == 0, "the link's target changed");
+    free(b);
+    cr_assert_eq(mkfifo(path_in(p, sizeof p, "fifo.st"), 0600), 0);
+    cr_assert_eq(st_check_writable(p, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "is a FIFO, not a regular file"), "%s", err);
+    cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_ERR_INPUT);
+    cr_assert_eq(lstat(p, &st), 0);
+    cr_assert(S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    cr_assert_eq(count_temps("fifo.st"), 0);
+}
+
+Test(st, a_locked_temporary_is_alive_whatever_its_pid_says)
+{
+    char p[512], live[512], dead[512], young[512], err[ERR_LEN];
+    path_in(p, sizeof p, "w.st");
+    /* PIDs no process of this namespace has: as a writer in another
+     * container would leave them */
+    path_in(live, sizeof live, ".w.st.tmp.999999998.BBBBBB");
+    path_in(dead, sizeof dead, ".w.st.tmp.999999999.AAAAAA");
+    path_in(young, sizeof young, ".w.st.new.999999997.CCCCCC");
+    spit(dead, "", 0);
+    spit(young, "", 0);
+    spit(live, "", 0);
+    /* the live writer's lock, on its own open file (flock is per open file) */
+    int fd = open(live, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX), 0);
+    float v = 1;
+    st_out_t t = {"x", 1, {1}, &v};
+    cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+    cr_assert_eq(access(dead, F_OK), -1, "the dead writer's temporary survived");
+    cr_assert_eq(access(live, F_OK), 0, "the live writer's temporary was removed");
+    cr_assert_eq(access(young, F_OK), 0, "a minute-young .new. file may be a writer in its first instant");
+    close(fd);
+    cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+    cr_assert_eq(access(live, F_OK), -1, "once its lock is gone, so is the temporary");
+}
+
+// ----------------------------------------------------------------------------
+// non-finite data and edited checkpoints
+
+/* Overwrite the float at byte offset `at` of the data region of path. */
+static void poke_float(const char *path, size_t at_float, float v)
+{
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    uint64_t hl;
+    memcpy(&hl, b, 8);
+    cr_assert_leq(8 + hl + 4 * at_float + 4, n);
+    memcpy(b + 8 + hl + 4 * at_float, &v, 4);
+    spit(path, b, n);
+    free(b);
+}
+
+/* Replace the first `from` in path's header with `to` (the same length). */
+static void poke_text(const char *path, const char *from, const char *to)
+{
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    uint8_t *at = memmem(b, n, from, strlen(from));
+    cr_assert_not_null(at, "'%s' is not in %s", from, path);
+    memcpy(at, to, strlen(to));
+    spit(path, b, n);
+    free(b);
+}
+
+Test(weights, non_finite_or_mislabelled_files_are_refused)
+{
+    char p[512], args[1024], err[ERR_LEN];
+    model_spec_t spec;
+    spec_of(&spec, "6,5,3");
+    float *params = calloc(spec.nparams, sizeof(float));
+    config_t cfg;
+    config_defaults(&cfg);
+    cr_assert_eq(ckpt_save_weights(path_in(p, sizeof p, "w.st"), &cfg, &spec, params, err), DDP_OK);
+    free(params);
+    poke_float(p, 7, INFINITY); /* 0.weight [1, 1] */
+    run_result_t r;
+    snprintf(args, sizeof args,
+             "--layers 6,5,3 --loss ce --samples 30 --batch 6 --steps 2 --backend cpu --mode "
+             "single --quiet --init %s",
+             p);
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "0.weight [1, 1] is inf: the file holds values that are not finite"),
+              "%s", err);
+    poke_float(p, 7, 0.0f);
+    poke_text(p, "\"layers\":\"6,5,3\"", "\"layers\":\"6,5,4\"");
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "its __metadata__ says layers '6,5,4', but its tensors are those of 6,5,3"),
+              "%s", err);
+}
+
+Test(resume, an_edited_or_corrupted_checkpoint_is_refused)
+{
+    char ck[512], bad[512], args[1024], err[ERR_LEN];
+    path_in(ck, sizeof ck, "ck.st");
+    run_result_t r;
+    snprintf(args, sizeof args, CE " --optim adam --steps 4 --checkpoint %s", ck);
+    cr_assert_eq(tu_run(args, &r, err), DDP_OK, "%s", err);
+    result_free(&r);
+    size_t n;
+    uint8_t *orig = slurp(ck, &n);
+    path_in(bad, sizeof bad, "bad.st");
+    snprintf(args, sizeof args, CE " --optim adam --steps 8 --resume %s", bad);
+    /* the position, as someone would edit it by hand */
+    spit(bad, orig, n);
+    poke_text(bad, "\"optim_step\":\"4\"", "\"optim_step\":\"3\"");
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "do not match its checksum"), "%s", err);
+    /* one bit of the data */
+    spit(bad, orig, n);
+    orig[n - 9] ^= 1;
+    spit(bad, orig, n);
+    orig[n - 9] ^= 1;
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "do not match its checksum"), "%s", err);
+    /* a NaN in the optimizer state is named before the checksum */
+    spit(bad, orig, n);
+    uint64_t hl;
+    memcpy(&hl, orig, 8);
+    poke_float(bad, (n - 8 - hl) / 4 - 1, NAN);
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_INPUT);
+    cr_assert(strstr(err, "optim.exp_avg_sq.2.bias [2] is nan"), "%s", err);
+    /* and the file as written still resumes */
+    spit(bad, orig, n);
+    cr_assert_eq(tu_run(args, &r, err), DDP_OK, "%s", err);
+    result_free(&r);
+    free(orig);
+}
+
+Test(resume, a_diverged_run_does_not_overwrite_its_checkpoint)
+{
+    char ck[512], args[1024], err[ERR_LEN];
+    path_in(ck, sizeof ck, "ck.st");
+    run_result_t r;
+    /* a checkpoint every step; SGD at lr 1e6 turns the parameters to NaN
+     * within a few steps, before the epoch's loss line would */
+    snprintf(args, sizeof args,
+             CE " --optim sgd --lr 1e6 --steps 9 --checkpoint %s --checkpoint-every 1", ck);
+    const char *ce = strstr(args, "--log-every 1"); /* no loss line before the divergence */
+    memcpy((char *)ce, "--log-every 9", 13);
+    cr_assert_eq(tu_run(args, &r, err), DDP_ERR_RUNTIME, "%s", err);
+    cr_assert(strstr(err, "the training diverged; --checkpoint"), "%s", err);
+    cr_assert(strstr(err, "was not written"), "%s", err);
+    /* what is there is the last finite state, and it loads */
+    model_spec_t spec;
+    spec_of(&spec, "8,16,3");
+    float *w = malloc(spec.nparams * sizeof(float));
+    cr_assert_eq(ckpt_load_weights(ck, "--init", &spec, w, err), DDP_OK, "%s", err);
+    free(w);
+}
+
+Test(st, the_content_hash_does_not_depend_on_how_bytes_are_split)
+{
+    uint8_t b[1000];
+    for (int i = 0; i < 1000; i++)
+        b[i] = (uint8_t)(i * 7);
+    hash64_t a;
+    hash64_init(&a);
+    hash64_update(&a, b, sizeof b);
+    uint64_t want = hash64_final(&a);
+    for (int s1 = 0; s1 <= 1000; s1 += 7)
+        for (int s2 = s1; s2 <= 1000; s2 += 13) {
+            hash64_t h;
+            hash64_init(&h);
+            hash64_update(&h, b, (size_t)s1);
+            hash64_update(&h, b + s1, (size_t)(s2 - s1));
+            hash64_update(&h, b + s2, (size_t)(1000 - s2));
+            cr_assert_eq(hash64_final(&h), want, "split at %d and %d", s1, s2);
+        }
+    hash64_init(&a);
+    hash64_update(&a, b, 999);
+    cr_assert_neq(hash64_final(&a), want, "a prefix hashes apart (the length counts)");
 }

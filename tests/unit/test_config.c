@@ -1,5 +1,7 @@
 /* tests/unit/test_config.c: the command line: presets and overrides, defaults,
  * and one clear DDP_ERR_INPUT line naming the option for every bad value. */
+#include <unistd.h>
+
 #include "testutil.h"
 
 static void bad(const char *args, const char *must_contain)
@@ -200,4 +202,64 @@ Test(config, every_default_is_written_once)
     cr_assert_eq(p.act, ACT_RELU);
     cr_assert_float_eq(p.optim.momentum, 0.9f, 1e-9f);
     cr_assert_eq(config_defaults_for(&p, "nope", err), DDP_ERR_INPUT);
+}
+
+Test(config, ranges_and_numbers_say_what_is_wrong)
+{
+    bad("--timeout 0", "--timeout: 0 is too small (it must be more than 0)");
+    bad("--lr 2e6", "--lr: 2e6 is too large (at most 1e+06)");
+    bad("--batch 0", "--batch: 0 is too small (at least 1)");
+    bad("--steps 99999999999999999999", "--steps: 99999999999999999999 is too large");
+    bad("--gpus 2147483647", "--gpus: 2147483647 in '2147483647' is too large (at most 1048576)");
+    bad("--gpus 0,99999999999", "--gpus: 99999999999 in '0,99999999999' is too large");
+    bad("--gpus +1", "is not a list of non-negative integers");
+    /* strtod's hex floats are no decimal number */
+    bad("--lr 0x1p-3", "--lr: '0x1p-3' is not a number");
+    bad("--timeout 0x10", "--timeout: '0x10' is not a number");
+    bad("--batch 1e3", "--batch: '1e3' is not an integer");
+}
+
+Test(config, a_network_other_than_the_presets_is_custom)
+{
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--layers 64,32,10", err), DDP_OK, "%s", err);
+    cr_assert_str_empty(c.model_name, "labelled '%s'", c.model_name);
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --act relu", err), DDP_OK, "%s", err);
+    cr_assert_str_empty(c.model_name);
+    cr_assert_eq(tu_parse(&c, "--layers 64,512,512,10 --lr 0.1", err), DDP_OK, "%s", err);
+    cr_assert_str_eq(c.model_name, "mlp-small", "the preset's own network keeps its name");
+}
+
+Test(config, outputs_that_clash)
+{
+    char dir[] = "/tmp/ddp_clash_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char a[128], b[128], args[512];
+    snprintf(a, sizeof a, "%s/x.st", dir);
+    snprintf(b, sizeof b, "%s/./x.st", dir);
+    snprintf(args, sizeof args, "--checkpoint %s --save %s", a, b);
+    bad(args, "are the same file: the save would overwrite the other output");
+    snprintf(args, sizeof args, "--checkpoint %s --trace %s", a, a);
+    bad(args, "are the same file");
+    /* an existing input, by device and inode: a hard link is the same file */
+    snprintf(a, sizeof a, "%s/d.csv", dir);
+    snprintf(b, sizeof b, "%s/h.csv", dir);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fputs("1,2\n", f);
+    fclose(f);
+    cr_assert_eq(link(a, b), 0);
+    snprintf(args, sizeof args, "--data %s --layers 1,1 --loss mse --save %s", a, b);
+    bad(args, "would overwrite an input");
+    /* the two pairs that may share a file */
+    config_t c;
+    char err[ERR_LEN];
+    snprintf(args, sizeof args, "--resume %s/c.st --checkpoint %s/c.st", dir, dir);
+    cr_assert_eq(tu_parse(&c, args, err), DDP_OK, "%s", err);
+    snprintf(args, sizeof args, "--init %s/w.st --save %s/w.st", dir, dir);
+    cr_assert_eq(tu_parse(&c, args, err), DDP_OK, "%s", err);
+    unlink(a);
+    unlink(b);
+    rmdir(dir);
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/data.h"
@@ -854,4 +855,62 @@ Test(csv, nul_byte)
     char err[ERR_LEN] = "";
     int rc = data_load_csv(&d, p, 1, false, err);
     expect_fail(rc, &d, err, "data.csv", "line 2 contains a NUL byte");
+}
+
+// ----------------------------------------------------------------------------
+// what a loader must not take silently, nor block on
+
+Test(npy, control_byte_in_a_header_string)
+{
+    /* '<f4\x00': strcmp would read it as '<f4' */
+    const uint8_t zeros[24] = {0};
+    static const char dict[] = "{'descr': '<f4\0', 'fortran_order': False, 'shape': (3, 2), }";
+    /* write_npy_dict takes a C string: lay the header out by hand with the NUL in it */
+    size_t dlen = sizeof dict - 1, hlen = dlen + 1;
+    hlen += (64 - (10 + hlen) % 64) % 64;
+    uint8_t *b = calloc(1, 10 + hlen + sizeof zeros);
+    cr_assert_not_null(b);
+    memcpy(b, "\x93NUMPY\x01\x00", 8);
+    b[8] = (uint8_t)hlen;
+    b[9] = (uint8_t)(hlen >> 8);
+    memset(b + 10, ' ', hlen);
+    memcpy(b + 10, dict, dlen);
+    b[10 + hlen - 1] = '\n';
+    write_file("x.npy", b, 10 + hlen + sizeof zeros);
+    free(b);
+    expect_bad_x("bad header: expected a plain quoted string, found byte 0x00");
+}
+
+Test(csv, a_first_line_mixing_names_and_numbers_is_a_typo)
+{
+    /* "O.5" for "0.5": not a header, a broken data line */
+    expect_bad_csv("1,O.5,0\n1,2,0\n3,4,1\n", 1, false,
+                   "line 1, field 2: 'O.5' is not a number, yet 2 fields of the line are");
+    /* a real header: names only */
+    const char *p = write_text("data.csv", "x1,x2,label\n1,2,0\n3,4,1\n");
+    dataset_t d;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(data_load_csv(&d, p, 1, false, err), DDP_OK, "%s", err);
+    cr_assert_eq(d.n, 2);
+    cr_assert_eq(d.header_lines, 1, "the header is noted for the banner");
+    data_free(&d);
+}
+
+Test(csv, hex_floats_are_not_numbers)
+{
+    expect_bad_csv("1,2,3\n4,0x1p3,6\n", 1, false, "line 2, field 2: '0x1p3' is not a number");
+    expect_bad_csv("1,2,3\n4,0x10,6\n", 1, false, "'0x10' is not a number");
+}
+
+Test(csv, a_fifo_is_refused_without_blocking)
+{
+    const char *p = path_of("fifo.csv");
+    cr_assert_eq(mkfifo(p, 0600), 0);
+    dataset_t d;
+    char err[ERR_LEN] = "";
+    int rc = data_load_csv(&d, p, 1, false, err); /* would block in open(2) */
+    expect_fail(rc, &d, err, "fifo.csv", "is a FIFO, not a regular file");
+    const char *y = write_y3();
+    rc = data_load_npy(&d, p, y, false, err);
+    expect_fail(rc, &d, err, "fifo.csv", "is a FIFO, not a regular file");
 }

@@ -813,11 +813,8 @@ static void craft(run_result_t *r, mode_t_ mode, int ndev, double sps, double st
     r->ndev = ndev;
     r->steps = 12;
     r->warmup_steps = 2;
-    r->times.n = 10;
-    r->times.step_s = malloc(10 * sizeof(double));
     for (int i = 0; i < 10; i++)
-        r->times.step_s[i] = step_s;
-    r->times.timed_s = 10 * step_s;
+        step_times_add(&r->times, step_s, 0);
     r->times.timed_samples = (long)(sps * r->times.timed_s + 0.5);
     r->samples_per_s = sps;
     for (int d = 0; d < ndev; d++) {
@@ -1059,9 +1056,11 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
         runs[2].dev[d].phase_s[PH_COMM_HIDDEN] = 0.0;
         ms(&runs[2], d, PH_COMM_EXPOSED, 9.0);
     }
+    long samples = runs[2].times.timed_samples;
+    memset(&runs[2].times, 0, sizeof runs[2].times);
     for (int i = 0; i < 10; i++)
-        runs[2].times.step_s[i] = 0.020;
-    runs[2].times.timed_s = 0.2;
+        step_times_add(&runs[2].times, 0.020, 0);
+    runs[2].times.timed_samples = samples;
     char why[2048];
     report_compare_why(why, sizeof why, runs, 3);
     cr_assert(strstr(why, "DDP hides none of its all-reduce: every step waits 9.00 ms"), "%s", why);

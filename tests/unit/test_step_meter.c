@@ -2,16 +2,21 @@
  * one place the three loops' measurements are taken: warm-up steps leave the
  * reported phases alone, timed steps add to them and to the step times, the
  * first step is recorded on its own, a NULL sink is left to another device,
- * the loss line, log and last loss follow the schedule's logging steps, and
- * on a device that is not host memory every step reports when the next one
- * ends, after exactly one host wait, with the values it fetched. */
+ * the loss line, log and last loss follow the schedule's logging steps, on a
+ * device that is not host memory every step reports when the next one ends,
+ * after exactly one host wait, with the values it fetched; the step times
+ * stay in fixed memory with exact totals and quantiles within their
+ * documented error; a NaN loss at a log point and a signal stop the loop. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/interrupt.h"
 #include "device/backend_impl.h" /* a fake device that counts its waits */
 #include "measure/step_meter.h"
 
@@ -35,7 +40,6 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
     config_t cfg = {.quiet = true};
     device_stats_t dev = {0};
     step_times_t times = {0};
-    cr_assert_eq(step_times_alloc(&times, 2), 0);
     step_meter_t m;
     char err[ERR_LEN] = "";
     cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .times = &times},
@@ -60,12 +64,12 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
         step_meter_charge(&m, PH_COMM_HIDDEN, 5e-4);
         step_meter_rows(&m, 8);
         cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 8}, err), 0);
-        cr_assert_geq(times.step_s[times.n - 1], 2e-3);
+        cr_assert_geq(times.sample[times.n - 1], 2e-3);
     }
     cr_assert_eq(times.n, 2);
     cr_assert_eq(times.timed_samples, 16);
     cr_assert_eq(dev.rows, 16);
-    cr_assert_float_eq(times.timed_s, times.step_s[0] + times.step_s[1], 1e-12);
+    cr_assert_float_eq(times.timed_s, times.sample[0] + times.sample[1], 1e-12);
     double laps = dev.phase_s[PH_FORWARD] + dev.phase_s[PH_BACKWARD];
     cr_assert_float_eq(laps, times.timed_s, 1e-9, "the laps cover each step: %g vs %g", laps,
                        times.timed_s);
@@ -73,7 +77,6 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
     cr_assert_eq(dev.synced_steps, 2);
     cr_assert_eq(dev.host_syncs, 0, "no device, no waits");
     step_meter_free(&m);
-    free(times.step_s);
 }
 
 Test(step_meter, the_first_step_is_recorded_on_its_own)
@@ -84,7 +87,6 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     step_meter_t m;
     char err[ERR_LEN] = "";
     step_times_t times = {0};
-    cr_assert_eq(step_times_alloc(&times, 2), 0);
     cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .story = &story,
                                                            .times = &times},
                                  err), 0);
@@ -103,7 +105,7 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     step_meter_rows(&m, 3);
     step_meter_rows(&m, 2);
     step_meter_end(&m, &(step_end_t){.samples = 5}, err);
-    double dt = times.step_s[1];
+    double dt = times.sample[1];
     cr_assert(story.filled);
     cr_assert_float_eq(story.step_s, dt, 1e-12);
     cr_assert_lt(step_meter_first_lap(&m, PH_DATA), dev.first_phase_s[PH_DATA]);
@@ -114,7 +116,6 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     cr_assert_float_eq(dev.first_phase_s[PH_DATA], dev.phase_s[PH_DATA], 1e-12);
     cr_assert_eq(dev.phase_s[PH_OPTIM], before);
     step_meter_free(&m);
-    free(times.step_s);
 }
 
 Test(step_meter, null_sinks_are_another_devices_job)
@@ -245,7 +246,6 @@ Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
     device_stats_t dev = {0};
     loss_log_t log = {0};
     step_times_t times = {0};
-    cr_assert_eq(step_times_alloc(&times, 4), 0);
     seen_t seen = {0, -1};
     step_meter_t m;
     cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
@@ -288,6 +288,115 @@ Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
     backend_free(be, loss);
     step_meter_free(&m);
     free(log.pt);
-    free(times.step_s);
     backend_destroy(be);
+}
+
+// step statistics in bounded memory
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* p-quantile of the kept sample (the report's reading, without the report) */
+static double sample_quantile(const step_times_t *t, double p)
+{
+    long k = step_times_kept(t);
+    double *c = malloc((size_t)k * sizeof *c);
+    memcpy(c, t->sample, (size_t)k * sizeof *c);
+    qsort(c, (size_t)k, sizeof *c, cmp_d);
+    double v = c[(long)(p * (double)(k - 1) + 0.5)];
+    free(c);
+    return v;
+}
+
+Test(step_times, a_million_steps_in_fixed_memory_with_exact_totals_and_bounded_quantiles)
+{
+    cr_assert_lt(sizeof(step_times_t), (size_t)40 << 10, "%zu bytes", sizeof(step_times_t));
+    static step_times_t t;
+    /* step i of N takes a time whose rank among all steps is a known
+     * permutation of i: the true p-quantile is p (N - 1) */
+    const long n = 1000000;
+    double sum = 0.0;
+    for (long i = 0; i < n; i++) {
+        double v = (double)((i * 7919) % n); /* 7919 is prime to 10^6: a permutation */
+        step_times_add(&t, v, 3);
+        sum += v;
+    }
+    cr_assert_eq(t.n, n);
+    cr_assert_eq(t.timed_samples, 3 * n);
+    cr_assert_float_eq(t.timed_s, sum, 1e-6 * sum, "the total is exact");
+    cr_assert_eq(t.min_s, 0.0);
+    cr_assert_eq(t.max_s, (double)(n - 1));
+    cr_assert_eq(step_times_kept(&t), STEP_SAMPLE_MAX);
+    /* the documented bound, 2 sqrt(p(1-p)/4096) of the steps, with room: 3 */
+    const double ps[] = {0.5, 0.95};
+    for (int i = 0; i < 2; i++) {
+        double p = ps[i], got = sample_quantile(&t, p) / (double)(n - 1);
+        double bound = 3.0 * sqrt(p * (1 - p) / STEP_SAMPLE_MAX);
+        cr_assert(fabs(got - p) <= bound, "p%.0f read at rank %.4f (bound %.4f)", 100 * p, got,
+                  bound);
+    }
+}
+
+Test(step_times, up_to_the_sample_size_every_step_is_kept)
+{
+    static step_times_t t;
+    for (int i = 0; i < 100; i++)
+        step_times_add(&t, 1.0 + i, 0);
+    cr_assert_eq(step_times_kept(&t), 100);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(t.sample[i], 1.0 + i);
+}
+
+// ---------------------------------------------------------------------------
+// where a loop stops
+
+/* One step g on a host meter: fetches *loss when given, logs when logs. */
+static int one_step(step_meter_t *m, long g, const float *loss, bool logs, char *err)
+{
+    step_meter_begin(m, g, true, false);
+    step_meter_lap(m, PH_FORWARD);
+    if (loss)
+        step_meter_fetch(m, loss, 1);
+    return step_meter_end(m, &(step_end_t){.samples = 8, .total = 10, .logs = logs, .denom = 1.0},
+                          err);
+}
+
+Test(step_meter, a_logged_nan_loss_stops_the_run_naming_the_step)
+{
+    config_t cfg = {.quiet = true, .accum = 1};
+    device_stats_t dev = {0};
+    step_meter_t m;
+    char err[ERR_LEN] = "";
+    float nan = NAN, ninf = -INFINITY;
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev}, err), 0);
+    cr_assert_eq(one_step(&m, 3, NULL, false, err), DDP_OK, "a step that fetched no loss says nothing");
+    cr_assert_eq(one_step(&m, 4, &nan, true, err), DDP_ERR_RUNTIME);
+    cr_assert(strstr(err, "step 5: the loss is nan: the training diverged"), "%s", err);
+    step_meter_free(&m);
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev}, err), 0);
+    cr_assert_eq(one_step(&m, 5, &ninf, true, err), DDP_ERR_RUNTIME);
+    cr_assert(strstr(err, "the loss is -inf"), "%s", err);
+    step_meter_free(&m);
+    cfg.allow_nonfinite = true;
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev}, err), 0);
+    cr_assert_eq(one_step(&m, 6, &nan, true, err), DDP_OK, "--allow-nonfinite keeps going");
+    step_meter_free(&m);
+}
+
+Test(step_meter, a_signal_stops_the_run_after_its_step)
+{
+    config_t cfg = {.quiet = true, .accum = 1};
+    device_stats_t dev = {0};
+    step_meter_t m;
+    char err[ERR_LEN] = "";
+    float one = 1.0f;
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev}, err), 0);
+    cr_assert_eq(one_step(&m, 0, &one, true, err), DDP_OK);
+    interrupt_note(SIGTERM); /* what the handler records (each test is its own process) */
+    cr_assert_eq(one_step(&m, 1, NULL, false, err), DDP_ERR_INTERRUPTED);
+    cr_assert_str_eq(err, "interrupted by SIGTERM after step 2 of 10");
+    step_meter_free(&m);
 }

@@ -39,7 +39,7 @@ static inline int tu_parse(config_t *c, const char *args, char *err)
     return rc;
 }
 
-/* Parse (must succeed), load the data, and run the config's mode. */
+/* Parse (must succeed), load the data, run the config's mode and evaluate. */
 static inline int tu_run(const char *args, run_result_t *res, char *err)
 {
     config_t c;
@@ -60,6 +60,10 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     default:
         rc = single_run(&c, &d, res, err);
     }
+    /* the final evaluation, as main() runs it after the outputs */
+    if (rc == DDP_OK)
+        rc = trainer_evaluate(&spec, c.loss, res->params, &d, &res->train_loss,
+                              &res->train_accuracy, err);
     data_free(&d);
     return rc;
 }

@@ -1,0 +1,75 @@
+/* common/base/infile.c: opening an input file without blocking (see infile.h). */
+#include "base/infile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/status.h"
+
+const char *file_kind_name(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return "a regular file";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    return "not a regular file";
+}
+
+int infile_open(const char *path, int *fd, uint64_t *size, char *err)
+{
+    *fd = -1;
+    *size = 0;
+    /* O_NONBLOCK: a FIFO with no writer opens at once instead of waiting for
+     * one; nothing is read before the check below. */
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (f < 0)
+        return err_set(err, DDP_ERR_INPUT, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(f, &st) != 0) {
+        int e = errno;
+        close(f);
+        return err_set(err, DDP_ERR_INPUT, "cannot stat: %s", strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(f);
+        return err_set(err, DDP_ERR_INPUT, "is %s, not a regular file", file_kind_name(st.st_mode));
+    }
+    int flags = fcntl(f, F_GETFL);
+    if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(f);
+        return err_set(err, DDP_ERR_INPUT, "cannot open: %s", strerror(e));
+    }
+    *fd = f;
+    *size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    return DDP_OK;
+}
+
+int infile_fopen(const char *path, FILE **f, uint64_t *size, char *err)
+{
+    *f = NULL;
+    int fd;
+    int rc = infile_open(path, &fd, size, err);
+    if (rc != DDP_OK)
+        return rc;
+    *f = fdopen(fd, "rb");
+    if (!*f) {
+        int e = errno;
+        close(fd);
+        return err_set(err, DDP_ERR_RUNTIME, "cannot open: %s", strerror(e));
+    }
+    return DDP_OK;
+}

@@ -1,0 +1,70 @@
+/* common/base/interrupt.c: the stop request of SIGINT/SIGTERM/SIGHUP (see
+ * interrupt.h). */
+#include "base/interrupt.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Why atomic: written by a signal handler on any thread, read by every loop. */
+static atomic_int g_sig;
+
+static void set_default(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+}
+
+static void on_stop(int sig)
+{
+    int none = 0;
+    if (atomic_compare_exchange_strong(&g_sig, &none, sig))
+        alarm(INTERRUPT_GRACE_S); /* a run stuck where no step ends still stops */
+    set_default(sig); /* a second signal ends the process */
+}
+
+/* The grace is over and the run did not stop: end the way the signal would
+ * have (only async-signal-safe calls here). */
+static void on_grace_over(int unused)
+{
+    (void)unused;
+    static const char msg[] = "ddpbench: stopped: no step ended within the grace after the "
+                              "signal; ending now\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    int sig = atomic_load(&g_sig);
+    set_default(sig);
+    raise(sig);
+}
+
+bool interrupt_ignored(int sig)
+{
+    struct sigaction old;
+    return sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+}
+
+void interrupt_install(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART; /* reads and writes go on; the loop stops at its step's end */
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (!interrupt_ignored(sigs[i]))
+            sigaction(sigs[i], &sa, NULL);
+    sa.sa_handler = on_grace_over;
+    sigaction(SIGALRM, &sa, NULL);
+}
+
+int interrupt_pending(void) { return atomic_load(&g_sig); }
+
+void interrupt_note(int sig)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&g_sig, &none, sig);
+}

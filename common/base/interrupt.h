@@ -1,0 +1,31 @@
+/* common/base/interrupt.h: SIGINT, SIGTERM and SIGHUP as a request to stop.
+ *
+ * One convention for every mode: a signal that was ignored when ddpbench
+ * started (a background job of a non-interactive shell ignores SIGINT) stays
+ * ignored; otherwise the first one asks the run to stop at the end of the
+ * step it is in (loops see it through interrupt_pending(), which the step
+ * meter checks after every step), nothing more is written, and main() exits
+ * with 128 + the signal (130, 143, 129) after one line saying so.  The
+ * handler puts the default action back, so a second signal ends the process
+ * at once; and a run stuck where no step ends (a long load, a hung device)
+ * ends by itself INTERRUPT_GRACE_S seconds after the first (SIGALRM), the
+ * way the signal would have ended it.  DDP's supervisor handles the signals
+ * itself while its ranks run and records them here. */
+#ifndef DDPBENCH_INTERRUPT_H
+#define DDPBENCH_INTERRUPT_H
+
+#include <stdbool.h>
+
+#define INTERRUPT_GRACE_S 10
+
+/* Install the handler for SIGINT, SIGTERM and SIGHUP, leaving alone any of
+ * them that is ignored now. */
+void interrupt_install(void);
+/* The signal that asked to stop, 0 when none. */
+int interrupt_pending(void);
+/* Record sig as the request to stop (DDP's supervisor, which took it). */
+void interrupt_note(int sig);
+/* Is sig ignored now (an inherited SIG_IGN that every handler must honour)? */
+bool interrupt_ignored(int sig);
+
+#endif

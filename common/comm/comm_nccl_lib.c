@@ -1,0 +1,38 @@
+/* common/comm/comm_nccl_lib.c: comm_nccl_create and comm_nccl_group_create
+ * (DP's in-process group) for a program that loads the
+ * CUDA library on first use (device/cuda_lib.h): it forwards to the
+ * library's comm_nccl.c, so nothing of NCCL is loaded before a run asks for
+ * --comm nccl.  A separate file so the library, which holds comm_nccl.c, never
+ * links this one. */
+#include "comm/comm_impl.h"
+
+#if defined(HAVE_NCCL) && !defined(DDPBENCH_CUDA_LINKED)
+
+#include "device/cuda_lib.h"
+
+int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
+{
+    *out = NULL;
+    char why[ERR_LEN];
+    int (*f)(comm_t **, const comm_args_t *, char *) =
+        (int (*)(comm_t **, const comm_args_t *, char *))cuda_lib_symbol("comm_nccl_create", why);
+    if (!f)
+        return err_set(err, DDP_ERR_INPUT, "--comm nccl: %s", why);
+    return f(out, a, err);
+}
+
+int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
+                           char *err)
+{
+    for (int i = 0; i < n; i++)
+        comms[i] = NULL;
+    char why[ERR_LEN];
+    int (*f)(comm_t **, backend_t *const *, int, double, char *) =
+        (int (*)(comm_t **, backend_t *const *, int, double, char *))cuda_lib_symbol(
+            "comm_nccl_group_create", why);
+    if (!f)
+        return err_set(err, DDP_ERR_INPUT, "--comm nccl: %s", why);
+    return f(comms, bes, n, timeout_s, err);
+}
+
+#endif

@@ -1,0 +1,127 @@
+/* common/device/blas_space.c: reserving OpenBLAS's room (see blas_space.h). */
+#include "device/blas_space.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "base/status.h"
+
+void openblas_set_num_threads(int num_threads);
+
+/* What OpenBLAS has mapped so far, as far as ddpbench's devices tell: slots
+ * (at most one per device that was computing at once) and pool threads.
+ * Why a lock: DP's workers create and free their devices on their threads.
+ * A forked DDP rank inherits the counts with the mappings they describe. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_live, g_slots, g_pool;
+
+/* The process's mapped address space in bytes (VmSize), 0 when unknown. */
+static unsigned long long mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static bool limited(struct rlimit *rl)
+{
+    return getrlimit(RLIMIT_AS, rl) == 0 && rl->rlim_cur != RLIM_INFINITY;
+}
+
+int blas_space_reserve(blas_space_t *s, int threads, int device_id, char *err)
+{
+    memset(s, 0, sizeof *s);
+    struct rlimit rl;
+    pthread_mutex_lock(&g_lock);
+    g_live++;
+    s->counted = true;
+    int slots = g_live > g_slots ? 1 : 0;
+    int pool = threads - 1 > g_pool ? threads - 1 - g_pool : 0;
+    pthread_mutex_unlock(&g_lock);
+    if (!limited(&rl) || slots + pool == 0)
+        return DDP_OK;
+    size_t bytes = (size_t)(slots + pool) * BLAS_BUFFER_BYTES;
+    /* PROT_NONE and MAP_NORESERVE: address space only, no memory; the limit
+     * counts it all the same. */
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        unsigned long long used = mapped_bytes(), limit = (unsigned long long)rl.rlim_cur;
+        blas_space_free(s);
+        return err_set(err, DDP_ERR_RUNTIME,
+                       "the address-space limit (ulimit -v %llu) leaves %llu MiB, and OpenBLAS "
+                       "needs %zu MiB more for the GEMM buffer%s of cpu device %d: raise the "
+                       "limit%s",
+                       limit / 1024, used < limit ? (limit - used) >> 20 : 0ULL, bytes >> 20,
+                       slots + pool > 1 ? "s" : "", device_id,
+                       pool ? " or use fewer --threads" : "");
+    }
+    s->addr = p;
+    s->slot_bytes = (size_t)slots * BLAS_BUFFER_BYTES;
+    s->pool_bytes = (size_t)pool * BLAS_BUFFER_BYTES;
+    s->pool_threads = pool;
+    return DDP_OK;
+}
+
+void blas_space_set_threads(blas_space_t *s, int threads)
+{
+    if (s->pool_bytes) /* the pool's part of the reservation, for its new threads */
+        munmap(s->addr + s->slot_bytes, s->pool_bytes);
+    size_t pool_bytes = s->pool_bytes;
+    openblas_set_num_threads(threads);
+    if (pool_bytes) {
+        /* Each new pool thread maps its buffer as it starts, on its own: a
+         * GEMM that gives every thread a share returns only once they all
+         * have, before anything else can take the room.  It is this
+         * device's first GEMM: the slot's room goes to it too. */
+        s->pool_bytes = 0;
+        blas_space_first_gemm(s);
+        int m = 128 * threads; /* rows enough for every thread: C[m, 64] = A[m, 64] B^T */
+        float *a = calloc((size_t)m * 64, sizeof *a), *c = calloc((size_t)m * 64, sizeof *c);
+        if (a && c)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, 64, 64, 1.0f, a, 64, a, 64,
+                        0.0f, c, 64);
+        free(a);
+        free(c);
+        pthread_mutex_lock(&g_lock);
+        g_pool += s->pool_threads;
+        pthread_mutex_unlock(&g_lock);
+    }
+}
+
+void blas_space_first_gemm(blas_space_t *s)
+{
+    if (!s->slot_bytes)
+        return;
+    munmap(s->addr, s->slot_bytes);
+    s->addr = NULL;
+    s->slot_bytes = 0;
+    pthread_mutex_lock(&g_lock);
+    g_slots++; /* OpenBLAS maps one now, if every slot it has is busy */
+    pthread_mutex_unlock(&g_lock);
+}
+
+void blas_space_free(blas_space_t *s)
+{
+    if (s->addr && s->slot_bytes + s->pool_bytes)
+        munmap(s->addr, s->slot_bytes + s->pool_bytes);
+    s->addr = NULL;
+    s->slot_bytes = s->pool_bytes = 0;
+    if (s->counted) {
+        pthread_mutex_lock(&g_lock);
+        g_live--;
+        pthread_mutex_unlock(&g_lock);
+        s->counted = false;
+    }
+}

@@ -1,0 +1,266 @@
+#!/bin/sh
+# tests/e2e/e2e_limits.sh: nothing lost, nothing hung, nothing silently
+# accepted, as an adversarial user would try it:
+#  - outputs: a device (mknod), a symbolic link or a FIFO as --save,
+#    --checkpoint or --trace is refused and left as it was; a rename that
+#    will fail (another user's file in a sticky directory) is refused before
+#    training; a live writer's temporary (its lock held) survives another
+#    write of the same name while a dead one's goes; clashing paths; one
+#    failing output (stdout on /dev/full, --trace on a full disk) keeps the
+#    others;
+#  - hangs: a FIFO as any input; ulimit -v (OpenBLAS's spin, the CUDA
+#    libraries); --steps 2^40 runs in bounded memory and /dev/shm; a
+#    10^6-column CSV in bounded memory and time;
+#  - divergence: a NaN loss stops the run naming the step and keeps a good
+#    --save; NaN --init/--resume data and an edited checkpoint are refused;
+#  - messages: a newline or ESC in a path, --timeout 0.001, DP out of
+#    memory, --help into /dev/full, --warmup-steps past the run;
+#  - signals: SIGINT/SIGTERM stop every mode with 130/143 and a line; an
+#    inherited ignore is honoured.
+# Cases that need root (mknod, setpriv, mount) say so and skip without it.
+# Usage: sh tests/e2e/e2e_limits.sh ./ddpbench
+E2E=e2e_limits
+. "$(dirname "$0")/lib.sh"
+KEEP="" # pids of helpers we started (flock holders), killed on the way out
+MNT=""
+e2e_on_exit() {
+    for p in $KEEP $(leftovers); do kill -KILL "$p" 2>/dev/null; done
+    [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
+}
+RUN="--mode single --backend cpu --layers 6,5,3 --act relu --loss ce --samples 60 --batch 6 --optim adam --lr 0.01 --quiet"
+ROOT=$([ "$(id -u)" = 0 ] && echo yes)
+skip() { echo "$E2E: skipped: $*"; }
+# expect_exit RC WORDS CMD...: exit status RC and WORDS on stderr
+expect_exit() {
+    want=$1 words=$2
+    shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq "$want" ] && grep -qF -- "$words" "$T/err" && ok ||
+        ko "$*: exit $rc (expected $want), stderr: $(head -c 400 "$T/err")"
+}
+
+"$BIN" $RUN --steps 4 --save "$T/good.st" --checkpoint "$T/ck.st" >/dev/null 2>&1 || ko "a plain run"
+
+# ---- outputs: what may be replaced ---------------------------------------------
+if [ -n "$ROOT" ] && mknod "$T/null" c 1 3 2>/dev/null; then
+    for opt in --save --checkpoint --trace; do
+        expect_error "$opt $T/null: is a character device, not a regular file" $RUN --steps 2 $opt "$T/null"
+        [ -c "$T/null" ] && ok || ko "$opt: the device node was replaced"
+    done
+else
+    skip "the device-node target (mknod needs root)"
+fi
+printf 'keep me' >"$T/target"
+ln -s "$T/target" "$T/link.st"
+expect_error "--save $T/link.st: is a symbolic link" $RUN --steps 2 --save "$T/link.st"
+[ -L "$T/link.st" ] && [ "$(cat "$T/target")" = "keep me" ] && ok || ko "the link or its target changed"
+mkfifo "$T/fifo"
+expect_error "--trace $T/fifo: is a FIFO" $RUN --steps 2 --trace "$T/fifo"
+
+# A rename the kernel will refuse, found up front: root's file in a sticky
+# directory, written by another user.
+if [ -n "$ROOT" ] && command -v setpriv >/dev/null; then
+    mkdir "$T/sticky" && chmod 1777 "$T/sticky" && chmod 755 "$T"
+    printf 'roots' >"$T/sticky/w.st"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" $RUN --steps 2 \
+        --save "$T/sticky/w.st" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "sticky directory" "$T/err" && ok ||
+        ko "sticky rename: exit $rc: $(cat "$T/err")"
+    [ "$(cat "$T/sticky/w.st")" = roots ] && ok || ko "sticky: the file changed"
+    chmod 700 "$T"
+else
+    skip "the sticky-directory rename (setpriv needs root)"
+fi
+
+# Temporaries: a dead writer's goes, a live writer's (its lock held, under
+# a PID this namespace does not have, as from another container) stays.
+dead="$T/.w2.st.tmp.999999999.AAAAAA" live="$T/.w2.st.tmp.999999998.BBBBBB"
+: >"$dead"
+: >"$live"
+flock "$live" sleep 60 &
+KEEP="$KEEP $!"
+sleep 0.3
+"$BIN" $RUN --steps 2 --save "$T/w2.st" >/dev/null 2>&1 || ko "write beside temporaries"
+[ ! -e "$dead" ] && ok || ko "the dead writer's temporary survived"
+[ -e "$live" ] && ok || ko "the live writer's temporary was deleted"
+
+# Clashing paths: refused before anything runs, whatever the spelling.
+expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/same.st" --save "$T/./same.st"
+expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/ck.st" --trace "$T/ck.st"
+printf 'a,b,c\n1,2,0\n3,4,1\n5,6,0\n' >"$T/d.csv"
+ln "$T/d.csv" "$T/hard.csv"
+expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode single --backend cpu \
+    --layers 2,3 --loss ce --data "$T/d.csv" --batch 2 --steps 1 --save "$T/hard.csv"
+"$BIN" $RUN --steps 6 --resume "$T/ck.st" --checkpoint "$T/ck.st" >/dev/null 2>&1 && ok ||
+    ko "--resume and --checkpoint may share a file"
+
+# One output failing costs none of the others.
+"$BIN" $RUN --steps 2 --save "$T/kept.st" >/dev/full 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && [ -s "$T/kept.st" ] && grep -q "stdout: write failed.*written: --save" "$T/err" && ok ||
+    ko "stdout on /dev/full: exit $rc, save $(ls "$T/kept.st" 2>&1): $(cat "$T/err")"
+if [ -n "$ROOT" ] && mkdir "$T/full" && mount -t tmpfs -o size=8k none "$T/full" 2>/dev/null; then
+    MNT="$T/full"
+    rm -f "$T/kept.st"
+    "$BIN" $RUN --steps 30 --save "$T/kept.st" --trace "$T/full/t.json" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && [ -s "$T/kept.st" ] && grep -q "No space left.*written: --save" "$T/err" &&
+        [ -z "$(ls -A "$T/full")" ] && ok ||
+        ko "--trace on a full disk: exit $rc, save $(ls "$T/kept.st" 2>&1): $(cat "$T/err") $(ls -A "$T/full")"
+    umount "$MNT" && MNT=""
+else
+    skip "--trace on a full disk (mounting a tmpfs needs root)"
+fi
+
+# ---- hangs ------------------------------------------------------------------------
+for what in "--data $T/fifo" "--init $T/fifo" "--resume $T/fifo" "--baseline $T/fifo"; do
+    timeout 10 "$BIN" $RUN --steps 2 $what >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "is a FIFO, not a regular file" "$T/err" && ok ||
+        ko "$what: exit $rc (124: it blocked): $(cat "$T/err")"
+done
+head -c 96 /dev/zero >"$T/zeros"
+mknpy "$T/x.npy" '<f4' '(4, 6)' False "$T/zeros"
+timeout 10 "$BIN" --mode single --backend cpu --layers 6,3 --loss mse --data "$T/x.npy" \
+    --targets "$T/fifo" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "fifo: is a FIFO" "$T/err" && ok || ko "--targets FIFO: exit $rc: $(cat "$T/err")"
+
+# ulimit -v: a clear failure where OpenBLAS's buffer does not fit, a run
+# at about 1 GB, and a CPU run far below what the CUDA libraries would take.
+(ulimit -v 100000 && exec timeout -k 5 30 "$BIN" $RUN --steps 3) >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "address-space limit (ulimit -v 100000)" "$T/err" && ok ||
+    ko "ulimit -v 100000: exit $rc (124/137: it hung): $(cat "$T/err")"
+for mode in "single" "dp --gpus 0,1"; do
+    (ulimit -v 1000000 && exec timeout -k 5 60 "$BIN" --mode $mode --backend auto --steps 6 --quiet) \
+        >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || ko "ulimit -v 1000000, $mode: exit $rc: $(cat "$T/err")"
+done
+for backend in cpu auto; do
+    (ulimit -v 400000 && exec timeout -k 5 60 "$BIN" $RUN --backend $backend --steps 3) >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || ko "ulimit -v 400000, --backend $backend: exit $rc: $(cat "$T/err")"
+done
+
+# --steps 2^40: runs, with its step statistics and DDP's segment bounded.
+for mode in single ddp; do
+    env --default-signal=INT "$BIN" --mode $mode --gpus "$([ $mode = ddp ] && echo 0,1 || echo 0)" \
+        --backend cpu --layers 4,4 --loss mse --samples 16 --batch 4 --steps 1099511627776 --quiet \
+        >"$T/out" 2>"$T/err" &
+    pid=$!
+    sleep 2
+    rss=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status 2>/dev/null)
+    shm=$(awk '/\/dev\/shm\/ddpbench/ { split($1, a, "-"); s += ("0x" a[2]) - ("0x" a[1]) } END { print s + 0 }' \
+        /proc/$pid/maps 2>/dev/null)
+    kill -TERM $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 143 ] && grep -q "stopped: interrupted by SIGTERM" "$T/err" && ok ||
+        ko "--steps 2^40 $mode: exit $rc: $(cat "$T/err")"
+    [ -n "$rss" ] && [ "$rss" -lt 200000 ] && ok || ko "--steps 2^40 $mode: RSS ${rss:-?} kB"
+    [ "$mode" = single ] || { [ "$shm" -gt 0 ] && [ "$shm" -lt 67108864 ] && ok ||
+        ko "--steps 2^40 ddp: the segment maps $shm bytes"; }
+done
+
+# A 10^6-column CSV (2 rows, 4 MB): loads and trains in bounded memory and time.
+awk 'BEGIN { for (r = 0; r < 2; r++) { for (c = 0; c < 1000000; c++) printf "%s%d", c ? "," : "", (c + r) % 10; print "" } }' \
+    >"$T/wide.csv"
+t0=$(date +%s)
+(ulimit -v 900000 && exec timeout -k 5 60 "$BIN" --mode single --backend cpu --data "$T/wide.csv" \
+    --layers 999999,1 --loss mse --batch 1 --steps 1 --quiet) >"$T/out" 2>"$T/err"
+rc=$?
+secs=$(($(date +%s) - t0))
+[ $rc -eq 0 ] && [ $secs -lt 30 ] && ok || ko "10^6-column CSV: exit $rc in $secs s: $(cat "$T/err")"
+
+# ---- divergence ------------------------------------------------------------------
+cp "$T/good.st" "$T/save.st"
+for mode in single "dp --gpus 0,1" "ddp --gpus 0,1"; do
+    expect_exit 1 "the loss is nan: the training diverged" "$BIN" $RUN --mode $mode --optim sgd --lr 1e6 \
+        --steps 6 --save "$T/save.st"
+    cmp -s "$T/good.st" "$T/save.st" && ok || ko "$mode: the good --save was overwritten"
+done
+expect_exit 1 "--mode compare: the single run: step" "$BIN" $RUN --mode compare --gpus 0,1 --optim sgd \
+    --lr 1e6 --steps 6
+"$BIN" $RUN --optim sgd --lr 1e6 --steps 6 --allow-nonfinite --json --save "$T/nan.st" >"$T/out" 2>&1 &&
+    grep -q '"final_loss":null,"diverged":true' "$T/out" && [ -s "$T/nan.st" ] && ok ||
+    ko "--allow-nonfinite: $(cat "$T/out")"
+# a NaN in the data of a weights file and of a checkpoint's optimizer state
+hlen() { od -An -t u8 -N8 "$1" | tr -d ' '; }
+nan_at() { printf '\000\000\300\177' | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null; }
+cp "$T/good.st" "$T/nan_init.st" && nan_at "$T/nan_init.st" $((8 + $(hlen "$T/nan_init.st")))
+expect_error "0.weight [0, 0] is nan: the file holds values that are not finite" $RUN --init "$T/nan_init.st"
+cp "$T/ck.st" "$T/nan_ck.st" && nan_at "$T/nan_ck.st" $(($(wc -c <"$T/nan_ck.st") - 4))
+expect_error "optim.exp_avg_sq.2.bias [2] is nan" $RUN --steps 8 --resume "$T/nan_ck.st"
+# an edited position: the checksum catches it
+cp "$T/ck.st" "$T/edit_ck.st"
+at=$(grep -boa '"optim_step":"6"' "$T/edit_ck.st" | cut -d: -f1)
+printf 5 | dd of="$T/edit_ck.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
+expect_error "do not match its checksum" $RUN --steps 8 --resume "$T/edit_ck.st"
+cp "$T/good.st" "$T/layers.st"
+at=$(grep -boa '"layers":"6,5,3"' "$T/layers.st" | cut -d: -f1)
+printf 4 | dd of="$T/layers.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
+expect_error "its __metadata__ says layers '6,5,4', but its tensors are those of 6,5,3" $RUN --init "$T/layers.st"
+
+# ---- messages ----------------------------------------------------------------------
+nl="$T/a
+b.csv"
+printf '1,2,0\n' >"$nl"
+expect_error 'a\nb.csv' --mode single --backend cpu --layers 2,2 --loss mse --data "$nl" \
+    --target-cols 3
+expect_error '\x1b[31m' $RUN --save "$T/$(printf '\033[31m')/w.st"
+grep -q "$(printf '\033')" "$T/err" && ko "a raw ESC reached the terminal" || ok
+DDPBENCH_FAULT=stall:1:1 "$BIN" --mode ddp --gpus 0,1 --backend cpu --layers 4,4 --loss mse --samples 16 \
+    --batch 4 --steps 4 --timeout 0.001 --quiet >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "did not arrive within 0.001 s" "$T/err" && ok || ko "--timeout 0.001: exit $rc: $(cat "$T/err")"
+(ulimit -v 1000000 && exec timeout -k 5 30 "$BIN" --mode dp --gpus 0,1 --backend cpu --layers 20000,20000 \
+    --loss mse --samples 4 --batch 2 --steps 1 --quiet) >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "out of host memory for the parameters (1600080000 bytes)" "$T/err" && ok ||
+    ko "DP out of memory: exit $rc: $(cat "$T/err")"
+for o in --help --version; do
+    "$BIN" $o >/dev/full 2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "stdout: write failed" "$T/err" && ok || ko "$o into /dev/full: exit $rc"
+done
+"$BIN" $(echo "$RUN" | sed 's/--quiet//') --steps 3 --warmup-steps 10 >/dev/null 2>"$T/err" &&
+    grep -q "warmup-steps 10: the single run has 3 steps, so 2 are warm-up and 1 is timed" "$T/err" && ok ||
+    ko "--warmup-steps past the run: $(cat "$T/err")"
+
+# ---- signals -----------------------------------------------------------------------
+LONG="--backend cpu --layers 16,64,4 --loss mse --samples 64 --batch 8 --steps 100000000 --quiet"
+for mode in single dp ddp; do
+    for sig in INT TERM; do
+        env --default-signal=INT "$BIN" --mode $mode --gpus "$([ $mode = single ] && echo 0 || echo 0,1)" \
+            $LONG >"$T/out" 2>"$T/err" &
+        pid=$!
+        sleep 1
+        kill -$sig $pid
+        wait $pid
+        rc=$?
+        want=$([ $sig = INT ] && echo 130 || echo 143)
+        [ $rc -eq "$want" ] && grep -q "^ddpbench: stopped: interrupted by SIG$sig" "$T/err" && ok ||
+            ko "$mode SIG$sig: exit $rc: $(cat "$T/err")"
+    done
+done
+# An inherited ignore is honoured (a background job of this script ignores
+# SIGINT): the run goes on through a SIGINT, then stops at SIGTERM.
+for mode in single ddp; do
+    "$BIN" --mode $mode --gpus "$([ $mode = single ] && echo 0 || echo 0,1)" $LONG >"$T/out" 2>"$T/err" &
+    pid=$!
+    sleep 0.5
+    kill -INT $pid
+    sleep 0.5
+    kill -0 $pid 2>/dev/null && alive=yes || alive=no
+    kill -TERM $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    [ $alive = yes ] && [ $rc -eq 143 ] && ok ||
+        ko "$mode with SIGINT ignored: alive after it: $alive, exit $rc: $(cat "$T/err")"
+done
+
+e2e_finish
