@@ -87,7 +87,7 @@ expect_error "steps is 60 there, 30 here" --mode single --model seed-linear --st
     --quiet --baseline "$T/b60.json"
 expect_error "warmup_steps is 2 there, 5 here" $S --warmup-steps 5 --quiet --baseline "$T/b60.json"
 expect_error "--repeat: not with --trace" $S --repeat 2 --trace "$T/t.json"
-expect_error "--repeat: 0 is out of range" $S --repeat 0
+expect_error "--repeat: 0 is too small (at least 1)" $S --repeat 0
 
 # the notes: too few timed steps
 "$BIN" --mode single --model seed-linear --steps 5 --backend cpu --quiet >"$T/out" 2>&1

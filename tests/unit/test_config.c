@@ -60,7 +60,7 @@ Test(config, device_lists)
         "--sampler-replicas: ddp's DistributedSampler has one replica per rank (3), got 2");
     bad("--batch 12 --batch-per-device 4", "--batch and --batch-per-device: choose one");
     bad("--rank-samples 4,x", "--rank-samples");
-    bad("--sampler-replicas 0", "--sampler-replicas: 0 is out of range");
+    bad("--sampler-replicas 0", "--sampler-replicas: 0 is too small (at least 1)");
     bad("--rank-samples 5,5 --sampler-replicas 3", "--sampler-replicas: 3, but --rank-samples lists 2");
     config_t c;
     char err[ERR_LEN];
