@@ -57,7 +57,7 @@
  *    (creation) is bounded by init_timeout_s, which allows for the seconds a
  *    large NCCL group takes to set up.  No wait is unbounded: when a peer
  *    does not arrive within timeout_s the op fails with
- *      "timed out in all-reduce of bucket 2: rank 1 did not arrive within 2.0 s"
+ *      "timed out in all-reduce of bucket 2: rank 1 did not arrive within 2 s"
  *    (the tag given at launch names the op; NCCL, which cannot tell which
  *    peer is missing, says "a peer did not arrive" instead), and the comm
  *    aborts so the other ranks fail fast too.

@@ -182,7 +182,7 @@ static int nccl_settle(comm_t *c, const char *what, double limit_s)
         if (st != ncclInProgress)
             return comm_fail(c, "NCCL %s: %s: %s", what, ncclGetErrorString(st), nccl_detail(n));
         if (now_s() > deadline)
-            return comm_fail(c, "timed out in NCCL %s: a peer did not arrive within %.1f s",
+            return comm_fail(c, "timed out in NCCL %s: a peer did not arrive within %g s",
                              what, limit_s);
         poll_pause(&spins);
     }
@@ -276,7 +276,7 @@ static int nccl_check(comm_t *c)
     if (st != ncclSuccess && st != ncclInProgress)
         return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st), nccl_detail(n));
     if (now_s() - n->pending_since > c->timeout_s)
-        return comm_fail(c, "timed out in %s: a peer did not arrive within %.1f s", name,
+        return comm_fail(c, "timed out in %s: a peer did not arrive within %g s", name,
                          c->timeout_s);
     return DDP_OK;
 }

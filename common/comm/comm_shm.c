@@ -363,7 +363,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
             char msg[ERR_LEN], what[160];
             op_label(what, sizeof what, op, seq);
             snprintf(msg, sizeof msg, "timed out staging the input of %s: the device did not "
-                     "finish within %.1f s", what, m->c.timeout_s);
+                     "finish within %g s", what, m->c.timeout_s);
             comm_seg_abort(m->c.seg, m->c.rank, msg);
             return fail(m, msg);
         }

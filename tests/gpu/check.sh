@@ -349,11 +349,11 @@ echo "== faults"
 fault "nccl injected error" "rank 0 (device 0): injected fault at step 3" 60 error:0:3 --mode ddp --comm nccl --gpus 0
 fault "nccl killed rank" "killed by signal 9" 60 kill:0:4 --mode ddp --comm nccl --gpus "$([ "$NGPU" -ge 2 ] && echo 0,1 || echo 0)"
 if [ "$NGPU" -ge 2 ]; then
-    fault "nccl stalled rank" "did not arrive within 5.0 s" 45 stall:1:3 --mode ddp --comm nccl --gpus 0,1 --timeout 5
+    fault "nccl stalled rank" "did not arrive within 5 s" 45 stall:1:3 --mode ddp --comm nccl --gpus 0,1 --timeout 5
 else
     skip "nccl stalled rank" "NCCL puts one rank on a GPU: needs two GPUs (the stall runs under shm below)"
 fi
-fault "shm stalled rank" "did not arrive within 5.0 s" 45 stall:1:3 --mode ddp --comm shm --gpus 0,0 --timeout 5
+fault "shm stalled rank" "did not arrive within 5 s" 45 stall:1:3 --mode ddp --comm shm --gpus 0,0 --timeout 5
 
 # ---- 5. --trace --------------------------------------------------------------------
 # max_dur NAME-PREFIX FILE: the longest "dur" of events whose name starts so
