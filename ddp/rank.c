@@ -125,10 +125,10 @@ static int rank_setup(rank_t *k)
     if (cfg->bucket_auto) {
         autotune_init(&k->tune, &k->spec, cfg->first_bucket_mb, k->sch.start_step,
                       schedule_warmup(&k->sch));
-        if (!(k->tunebuf = backend_alloc(k->be, AUTOTUNE_MAX * sizeof(float))))
+        if (!(k->tunebuf = backend_alloc_for(k->be, AUTOTUNE_MAX * sizeof(float), MEM_COMM)))
             return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
     }
-    k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
+    k->lossbuf = backend_alloc_for(k->be, 3 * sizeof(float), MEM_COMM);
     k->loss_host = backend_alloc_host(k->be, 6 * sizeof(float));
     if (!k->lossbuf || !k->loss_host)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the loss");
@@ -542,6 +542,7 @@ static int rank_train(rank_t *k)
         free(mine);
     TRY(dev(k, rc));
     rec->stats.mem_peak = backend_mem_peak(k->be);
+    backend_mem_peak_split(k->be, rec->stats.mem_split);
     return DDP_OK;
 }
 

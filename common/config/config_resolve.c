@@ -105,6 +105,9 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
     int rc = resolve_backend(c, note, note_len, err);
     if (rc == DDP_OK)
         rc = resolve_devices(c, err);
+    if (rc == DDP_OK && c->slow_rank >= c->ngpus)
+        rc = err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
+                     c->slow_rank, c->ngpus, c->ngpus - 1);
     if (rc == DDP_OK)
         rc = resolve_stream(c, err);
     return rc;

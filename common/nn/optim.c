@@ -50,9 +50,9 @@ int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char
     o->n = n;
     int ns = optim_state_count(o);
     size_t bytes = (n ? n : 1) * sizeof(float);
-    if (ns >= 1 && !(o->s1 = backend_alloc(be, bytes)))
+    if (ns >= 1 && !(o->s1 = backend_alloc_for(be, bytes, MEM_OPTIM)))
         goto oom;
-    if (ns >= 2 && !(o->s2 = backend_alloc(be, bytes)))
+    if (ns >= 2 && !(o->s2 = backend_alloc_for(be, bytes, MEM_OPTIM)))
         goto oom;
     return DDP_OK;
 oom:

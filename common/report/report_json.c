@@ -234,6 +234,9 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
         cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+        cJSON *ms = cJSON_AddObjectToObject(d, "mem_peak_split");
+        for (int k = 0; k < MEM_KINDS; k++)
+            cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
