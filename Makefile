@@ -176,7 +176,7 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
-MAIN_OBJS := $(BUILD)/bench/main.o
+MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 # The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a

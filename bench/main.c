@@ -16,6 +16,7 @@
 
 #include "base/interrupt.h"
 #include "base/text.h"
+#include "bench/scenario.h"
 #include "comm/comm.h"
 #include "ddp/reducer.h"
 #include "device/backend.h"
@@ -363,6 +364,8 @@ int main(int argc, char **argv)
     if (rc != DDP_OK)
         return fail(rc, err);
     interrupt_install();
+    if (cfg.scenario[0]) /* a failure reproduced and explained (scenario.h) */
+        return scenario_main(argc, argv, cfg.scenario, stdout);
 
     report_start(); /* the run's start time and load average, for its provenance */
     char note[ERR_LEN];

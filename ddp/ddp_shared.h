@@ -93,4 +93,11 @@ int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body,
  * Returns its status (the child's exit status). */
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, int rank);
 
+/* A seam for --scenario mismatch and the tests: rank `rank`'s own
+ * configuration, as ranks started by another launcher each parse their
+ * own command line (the fingerprint check must then catch a difference).
+ * NULL, the default: every rank runs cfg. */
+typedef const config_t *(*ddp_rank_config_fn)(const config_t *cfg, int rank);
+extern ddp_rank_config_fn ddp_rank_config_hook;
+
 #endif

@@ -140,6 +140,9 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--zero1: not with %s (each rank holds only its "
                        "shard of the optimizer state)",
                        c->checkpoint_path[0] ? "--checkpoint" : "--resume");
+    if (c->zero1 && c->bucket_auto)
+        return err_set(err, DDP_ERR_INPUT, "--zero1: not with --bucket-mb auto (each rank's "
+                       "shard follows the buckets, which the warm-up would change)");
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");

@@ -51,6 +51,8 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.zero1",
+    "config.slow_rank",
     "environment.backend",
     "environment.devices",
     "environment.gpus",
@@ -185,6 +187,14 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
+        cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
+        cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
+        cJSON_AddNumberToObject(sr, "factor", c->slow_factor);
+    } else {
+        cJSON_AddNullToObject(o, "slow_rank");
+    }
     return o;
 }
 

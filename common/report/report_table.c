@@ -160,8 +160,10 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                  k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
                  threads == 1 ? "" : "s");
     }
-    fprintf(f, "result: %s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
-            backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    fprintf(f, "result: %s%s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
+            zero1 ? " (ZeRO-1: optimizer state sharded)" : "", backend_kind_name(r->backend),
+            r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
             LABEL_W, "throughput", r->samples_per_s, r->times.n, r->warmup_steps,
             r->times.timed_samples, report_fmt_time(a, sizeof a, r->times.timed_s));

@@ -144,6 +144,75 @@ Test(ddp, equivalent_across_short_last_batches, .timeout = 120)
 }
 
 // ---------------------------------------------------------------------------
+// ZeRO-1: the same parameters as plain DDP, a 1/world shard of the state
+
+/* ddp (args) against ddp --zero1 on 1..4 ranks: the same final parameters to
+ * 1e-5 (reduce-scatter gives each block the all-reduce's bits and the
+ * updates are elementwise, so they are in fact equal), every rank's state
+ * about 1/world of the arena, and plain DDP's state whole. */
+static void check_zero1(const char *args, int nstate)
+{
+    char line[1024], err[ERR_LEN];
+    for (int w = 1; w <= 4; w++) {
+        run_result_t plain, z;
+        snprintf(line, sizeof line, "%s --mode ddp --gpus %s", args, gpu_lists[w - 1]);
+        cr_assert_eq(tu_run(line, &plain, err), DDP_OK, "'%s': %s", line, err);
+        snprintf(line, sizeof line, "%s --mode ddp --gpus %s --zero1", args, gpu_lists[w - 1]);
+        cr_assert_eq(tu_run(line, &z, err), DDP_OK, "'%s': %s", line, err);
+        tu_assert_params_close(&z, &plain, 1e-5, line);
+        double dl = fabs(z.final_loss - plain.final_loss) / fmax(fabs(plain.final_loss), 1e-3);
+        cr_assert(dl < 1e-5, "%s: final loss %.9g vs %.9g", line, z.final_loss, plain.final_loss);
+        size_t arena = z.nparams * sizeof(float);
+        for (int r = 0; r < w; r++) {
+            size_t full = plain.dev[r].mem_split[MEM_OPTIM], mine = z.dev[r].mem_split[MEM_OPTIM];
+            cr_assert_eq(full, (size_t)nstate * arena, "%s: rank %d plain state %zu", line, r, full);
+            /* its blocks, plus fewer than world leftover floats per bucket */
+            double want = (double)nstate * arena / w;
+            cr_assert(mine >= want - nstate * 4.0 * w && mine <= want + nstate * 4.0 * 64 * w,
+                      "%s: rank %d holds %zu bytes of state, 1/%d of %zu is %.0f", line, r, mine,
+                      w, full, want);
+        }
+        result_free(&plain);
+        result_free(&z);
+    }
+}
+
+Test(ddp_zero1, same_parameters_as_ddp_every_optimizer_1_to_4_ranks, .timeout = 240)
+{
+    const int nstate[] = {1, 1, 2, 2};
+    for (size_t o = 0; o < NOPTIMS; o++) {
+        char args[512];
+        snprintf(args, sizeof args, BASE " --loss ce %s", 4, optims[o]);
+        check_zero1(args, nstate[o]);
+    }
+}
+
+/* Tiny buckets (a 3-float bias over 4 ranks has no block, only a leftover),
+ * an uneven batch split (25 rows over 3 ranks: 9, 8, 8, each weighted by its
+ * rows), accumulation, and no overlap. */
+Test(ddp_zero1, same_parameters_with_tiny_buckets_uneven_rows_accumulation, .timeout = 240)
+{
+    char args[512];
+    snprintf(args, sizeof args, BASE " --loss mse %s --bucket-mb 0.001 --first-bucket-mb 0.001", 3,
+             optims[2]);
+    check_zero1(args, 2);
+    snprintf(args, sizeof args,
+             "--backend cpu --quiet --layers 8,24,16,3 --samples 240 --batch 25 --steps 20 "
+             "--seed 4 --loss mse %s --accum 2 --no-overlap", optims[0]);
+    check_zero1(args, 1);
+    /* and against single mode, the contract itself */
+    run_result_t ref, z;
+    char err[ERR_LEN], line[700];
+    snprintf(line, sizeof line, "%s --sampler-replicas 3", args);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --mode ddp --gpus 0,1,2 --zero1", args);
+    cr_assert_eq(tu_run(line, &z, err), DDP_OK, "%s", err);
+    tu_assert_params_close(&z, &ref, 1e-5, line);
+    result_free(&ref);
+    result_free(&z);
+}
+
+// ---------------------------------------------------------------------------
 // what the run reports
 
 Test(ddp, no_overlap_hides_nothing)
