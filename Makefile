@@ -176,7 +176,7 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
-MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o
+MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o $(BUILD)/bench/twin.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 # The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a
@@ -244,6 +244,13 @@ endif
 $(BUILD)/common/report/report_env.o: $(PROV_STAMP)
 $(BUILD)/common/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
+
+# --emit-pytorch's script body (bench/twin_body.py) as a C string for twin.c.
+$(BUILD)/bench/twin_body.h: bench/twin_body.py
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
+$(BUILD)/bench/twin.o: $(BUILD)/bench/twin_body.h
+$(BUILD)/bench/twin.o: CFLAGS += -I$(BUILD)/bench
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)

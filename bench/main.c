@@ -17,6 +17,7 @@
 #include "base/interrupt.h"
 #include "base/text.h"
 #include "bench/scenario.h"
+#include "bench/twin.h"
 #include "comm/comm.h"
 #include "ddp/reducer.h"
 #include "device/backend.h"
@@ -421,6 +422,16 @@ int main(int argc, char **argv)
             schedule_free(&sch);
     }
     if (rc != DDP_OK) {
+        data_free(&data);
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
+
+    /* --emit-pytorch: the same job as a PyTorch script, written before
+     * training (a path it cannot write is bad input) */
+    if (cfg.emit_pytorch[0] &&
+        (rc = twin_emit(&cfgs[0], &spec, &data, argc, argv, (cfg.json || cfg.csv) ? stderr : stdout,
+                        err)) != DDP_OK) {
         data_free(&data);
         baseline_free(&bl);
         return fail(rc, err);

@@ -140,6 +140,9 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--zero1: not with %s (each rank holds only its "
                        "shard of the optimizer state)",
                        c->checkpoint_path[0] ? "--checkpoint" : "--resume");
+    if (c->emit_pytorch[0] && c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
+                       "--mode single, dp or ddp");
     if (c->zero1 && c->bucket_auto)
         return err_set(err, DDP_ERR_INPUT, "--zero1: not with --bucket-mb auto (each rank's "
                        "shard follows the buckets, which the warm-up would change)");

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "comm/comm_impl.h" /* a fake communicator that records what it is asked */
+#include "ddp/ddp_shared.h"
+#include "ddp/fingerprint.h"
 #include "ddp/reducer.h"
 #include "testutil.h"
 #include "measure/timing.h"
@@ -668,4 +670,68 @@ static void check_no_join(void)
                 &res, err);
     cr_assert_eq(rc, DDP_OK, "%s", err);
     result_free(&res);
+}
+
+// ---------------------------------------------------------------------------
+// every rank on the same job (ddp/fingerprint.h)
+
+static config_t g_odd;
+static const config_t *odd_lr(const config_t *cfg, int rank)
+{
+    return rank == 2 ? &g_odd : cfg;
+}
+
+/* A rank given another learning rate is refused at start-up, named with
+ * what differs, as an input error; nothing trains and nothing hangs. */
+Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 30)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
+             optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    g_odd = c;
+    g_odd.optim.lr *= 2.0f;
+    ddp_rank_config_hook = odd_lr;
+    run_result_t res;
+    double t0 = now_s();
+    int rc = ddp_run(&c, &d, &res, err);
+    ddp_rank_config_hook = NULL;
+    cr_assert_eq(rc, DDP_ERR_INPUT, "rc %d: %s", rc, err);
+    cr_assert(strstr(err, "rank 2 (device 2) was started with another optimizer"), "%s", err);
+    cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
+    /* the same run with every rank alike trains */
+    cr_assert_eq(ddp_run(&c, &d, &res, err), DDP_OK, "%s", err);
+    result_free(&res);
+    data_free(&d);
+}
+
+/* Each field hashes what it names: another data file of the same shape
+ * changes the data field alone. */
+Test(ddp_fingerprint, fields_follow_the_config_and_the_data)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s", 3, optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    fingerprint_t a, b;
+    ddp_fingerprint(&c, &d, &a);
+    d.x[17] += 1.0f;
+    ddp_fingerprint(&c, &d, &b);
+    for (int k = 0; k < FP_FIELDS; k++)
+        cr_assert_eq(a.h[k] == b.h[k], k != FP_DATA, "field %d (%s)", k, ddp_fingerprint_field(k));
+    config_t e = c;
+    e.dims[1]++;
+    ddp_fingerprint(&e, &d, &a);
+    cr_assert_neq(a.h[FP_MODEL], b.h[FP_MODEL]);
+    cr_assert_eq(a.h[FP_OPTIM], b.h[FP_OPTIM]);
+    data_free(&d);
 }
