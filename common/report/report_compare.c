@@ -279,8 +279,11 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
         app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
         report_appendf(buf, len, used, ")");
     }
+    report_appendf(buf, len, used, saved > added ? ": the split saves more than %s adds"
+                                                 : ": %s adds more than the split saves",
+                   mode_title(r->mode));
     if (added > compute1 && compute1 > 0) {
-        report_appendf(buf, len, used, ": a tiny model, whose whole step computes in %s on one "
+        report_appendf(buf, len, used, "; a tiny model, whose whole step computes in %s on one "
             "device, so the fixed cost of each synchronisation swamps the work it splits",
             fmt_short(a, sizeof a, compute1));
         double floor = pred && pred->all_reduce ? collperf_time_at(pred->all_reduce, 4096.0) : NAN;
