@@ -105,6 +105,9 @@ void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
  * story (DP's device 0 against the others, DDP's equal split). */
 void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
                            const run_result_t *runs, int n);
+/* The same reason for one dp or ddp run against single's step as --predict's
+ * single run measured it (ctx->pred's phases); "" without them. */
+void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r);
 /* --explain: the first step in plain sentences. */
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 

@@ -14,6 +14,7 @@
  * REPORT_AGREE_MAX. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report/report.h"
@@ -270,10 +271,11 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     char a[32], b[32], c[32], d[32];
     double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
     report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
-        "took forward and backward from %s to %s per step (saving %s), while what %s adds "
-        "costs %s per step", mode_title(r->mode), speed, r->ndev,
-        fmt_short(a, sizeof a, c1), fmt_short(b, sizeof b, cr), fmt_short(c, sizeof c, saved),
-        mode_title(r->mode), fmt_short(d, sizeof d, added > 0 ? added : 0.0));
+        "took forward and backward from %s to %s per step (%s %s), while what %s adds costs %s "
+        "per step", mode_title(r->mode), speed, r->ndev, fmt_short(a, sizeof a, c1),
+        fmt_short(b, sizeof b, cr), saved >= 0 ? "saving" : "not less: longer by",
+        fmt_short(c, sizeof c, fabs(saved)), mode_title(r->mode),
+        fmt_short(d, sizeof d, added > 0 ? added : 0.0));
     if (n > 0) {
         report_appendf(buf, len, used, " on device 0 (");
         app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
@@ -287,7 +289,8 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
             "device, so the fixed cost of each synchronisation swamps the work it splits",
             fmt_short(a, sizeof a, compute1));
         double floor = pred && pred->all_reduce ? collperf_time_at(pred->all_reduce, 4096.0) : NAN;
-        if (ddp && isfinite(floor) && floor > 0)
+        /* the floor explains the exposed time only when that is of its order */
+        if (ddp && isfinite(floor) && floor > 0 && s.phase[0][PH_COMM_EXPOSED] >= 0.5 * floor)
             report_appendf(buf, len, used, " (an all-reduce of 4 KiB alone takes %s here: "
                 "the latency floor, --mode comm)", fmt_short(b, sizeof b, floor));
     }
@@ -313,11 +316,32 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
     double scale, params = predict_crossover(pred, r->ndev, s1.step_mean, g1, s.step_mean, gr,
                                              &scale);
     double now = pred->param_bytes / sizeof(float);
-    if (params < 0)
+    if (params < 0) {
+        /* The measured split saved (almost) nothing: at this size forward and
+         * backward are fixed costs.  The alpha-beta model alone, the split
+         * ideal (each rank computing its share of the rows), says where it
+         * would start to pay. */
+        predict_row_t one, many;
+        predict_row(pred, 1, &one);
+        predict_row(pred, r->ndev, &many);
+        double share = many.ddp_phase_s[PH_FORWARD] + many.ddp_phase_s[PH_BACKWARD] +
+                       many.ddp_phase_s[PH_OPTIM];
+        double g1m = pred->phase_s[PH_FORWARD] + pred->phase_s[PH_BACKWARD] +
+                     pred->phase_s[PH_OPTIM];
+        double sm, pm = predict_crossover(pred, r->ndev, one.ddp_step_s, g1m, many.ddp_step_s,
+                                          share, &sm);
         report_appendf(buf, len, used, "Scaled up to %.0fx this model's %.3g parameters, DDP "
-            "on %d devices never beats single on this machine: what it saves grows no faster "
-            "than its all-reduce (measured steps, the all-reduce scaled by its alpha-beta fit). ",
-            PREDICT_SCALE_MAX, now, r->ndev);
+            "on %d devices never beats single from this run's steps: its forward and backward "
+            "shrank too little on %d devices (at this size they are mostly fixed costs)",
+            PREDICT_SCALE_MAX, now, r->ndev, r->ndev);
+        if (pm > 0)
+            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
+                "its share of the rows, has DDP beating single from about %.3g parameters "
+                "(%.2gx this model). ", pm, sm);
+        else
+            report_appendf(buf, len, used, ", and the alpha-beta model alone finds no size "
+                "either. ");
+    }
     else if (scale <= 1.0 / PREDICT_SCALE_MAX)
         report_appendf(buf, len, used, "DDP on %d devices beats single at every size from "
             "1/%.0f of this model up (measured steps, the all-reduce scaled by its alpha-beta "
@@ -616,4 +640,34 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         wrap(f, "  ", why, 96);
     }
 #undef ROW
+}
+
+void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r)
+{
+    size_t used = 0;
+    if (len == 0)
+        return;
+    buf[0] = 0;
+    const predict_in_t *pred = ctx ? ctx->pred : NULL;
+    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 || r->mode == MODE_SINGLE)
+        return;
+    /* single's step, as --predict's single run measured it (its phases per step) */
+    run_result_t *one = calloc(1, sizeof *one);
+    if (!one)
+        return;
+    one->mode = MODE_SINGLE;
+    one->ndev = 1;
+    double step = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        if (p != PH_COMM_HIDDEN) {
+            one->dev[0].phase_s[p] = pred->phase_s[p];
+            step += pred->phase_s[p];
+        }
+    step_times_add(&one->times, step, 0);
+    why_verdict(buf, len, &used, one, r, pred);
+    if (r->mode == MODE_DDP)
+        why_crossover(buf, len, &used, one, r, pred);
+    free(one);
+    while (used > 0 && buf[used - 1] == ' ')
+        buf[--used] = 0;
 }

@@ -197,7 +197,10 @@ static void explain_why(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     report_compare_why(why, sizeof why, r, 1);
     if (why[0])
         fprintf(f, "  Over the %ld timed steps: %s\n", r->times.n, why);
-    (void)ctx;
+    /* with --predict (or in compare), single's step is known: the verdict's reason */
+    report_run_reason(why, sizeof why, ctx, r);
+    if (why[0])
+        fprintf(f, "  Against single (its step from --predict's single run): %s\n", why);
 }
 
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
