@@ -332,9 +332,13 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
                                           share, &sm);
         report_appendf(buf, len, used, "Scaled up to %.0fx this model's %.3g parameters, DDP "
             "on %d devices never beats single from this run's steps: its forward and backward "
-            "shrank too little on %d devices (at this size they are mostly fixed costs)",
-            PREDICT_SCALE_MAX, now, r->ndev, r->ndev);
-        if (pm > 0)
+            "shrank too little on %d devices (fixed costs at this size, or devices that share "
+            "cores)", PREDICT_SCALE_MAX, now, r->ndev, r->ndev);
+        if (pm > 0 && sm <= 1.0 / PREDICT_SCALE_MAX)
+            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
+                "its share of the rows, has DDP beating single at every size from 1/%.0f of "
+                "this model up. ", PREDICT_SCALE_MAX);
+        else if (pm > 0)
             report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
                 "its share of the rows, has DDP beating single from about %.3g parameters "
                 "(%.2gx this model). ", pm, sm);
