@@ -593,6 +593,29 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         for (int j = 0; j < npc; j++)
             fprintf(f, "%*.3f", COL_W, s[pc[j].r - runs].step_mean * k);
         fputc('\n', f);
+
+        /* the memory story: each column's peak, and what it held by purpose
+         * (DP's device 0 against the others; DDP's ranks alike) */
+        fprintf(f, "\n  %-*s", LABEL_W, "peak memory (MiB)");
+        for (int j = 0; j < npc; j++)
+            fprintf(f, "%*s", COL_W, pc[j].title);
+        fputc('\n', f);
+        for (int m = -1; m < MEM_KINDS; m++) {
+            bool any = m < 0;
+            for (int j = 0; j < npc && !any; j++)
+                for (int d = pc[j].first; d <= pc[j].last; d++)
+                    any |= pc[j].r->dev[d].mem_split[m] > 0;
+            if (!any)
+                continue;
+            fprintf(f, "    %-*s", LABEL_W - 2, m < 0 ? "at the peak" : mem_kind_name((mem_kind_t)m));
+            for (int j = 0; j < npc; j++) {
+                double v = 0.0;
+                for (int d = pc[j].first; d <= pc[j].last; d++)
+                    v += (double)(m < 0 ? pc[j].r->dev[d].mem_peak : pc[j].r->dev[d].mem_split[m]);
+                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / 1048576.0);
+            }
+            fputc('\n', f);
+        }
     }
 
     /* the equivalence contract */

@@ -1111,6 +1111,19 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     cr_assert(strstr(why, "DDP's 2 devices each peak at 4.0 MiB, the same split on every device"),
               "%s", why);
     cr_assert_null(strstr(why, "tiny model"), "%s", why);
+    /* compare's memory rows: DP's device 0 against the others, DDP's alike */
+    char *txt = compare_text(runs);
+    cr_assert(strstr(txt, "peak memory (MiB)"), "%s", txt);
+    const char *row = strstr(txt, "    optimizer state");
+    cr_assert_not_null(row, "%s", txt);
+    double v[5];
+    cr_assert_eq(sscanf(row + strlen("    optimizer state"), "%lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                        &v[3]), 4, "%s", row);
+    /* single (none crafted), dp dev0, dp others, ddp dev0 */
+    cr_assert_float_eq(v[1], 2.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[2], 0.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
+    free(txt);
     /* a tiny model: DDP's exposed all-reduce alone outweighs single's whole step */
     for (int d = 0; d < 2; d++)
         ms(&runs[2], d, PH_COMM_EXPOSED, 30.0);
