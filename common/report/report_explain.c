@@ -51,6 +51,16 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
                "the same order. A rank that leaves the loop early leaves the others waiting "
                "in their next all-reduce.\n");
     const config_t *c = ctx ? ctx->cfg : NULL;
+    if (c && c->zero1) {
+        char a[32];
+        fprintf(f, "  - ZeRO-1 (--zero1): each bucket was reduce-scattered, not all-reduced: rank "
+                   "q received the sum of block q (1/%d of it; the floats left over all-reduced), "
+                   "stepped only those with its shard of the optimizer state (%s on device %d; "
+                   "plain DDP keeps %d times that on every rank), and each bucket's parameters "
+                   "were then all-gathered, block q from rank q.\n",
+                r->ndev, b_(a, sizeof a, (double)r->dev[0].mem_split[MEM_OPTIM]),
+                r->dev[0].device_id, r->ndev);
+    }
     if (!c || !c->nrank_samples)
         return;
     fprintf(f, "  - Uneven data (--rank-samples");
