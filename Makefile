@@ -57,7 +57,7 @@ else ifneq ($(SAN),)
 endif
 
 # ---- dependencies (installed on first use) ----------------------------------
-NODEPS_GOALS := clean distclean help
+NODEPS_GOALS := clean distclean help print-main-objs
 WANT_DEPS := $(if $(MAKECMDGOALS),$(filter-out $(NODEPS_GOALS),$(MAKECMDGOALS)),all)
 ifneq ($(WANT_DEPS),)
   include build/deps.mk
@@ -188,7 +188,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help test-cuda-emu gpu-kit
+        clean distclean help test-cuda-emu gpu-kit print-main-objs
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -198,6 +198,10 @@ all: ddpbench
 ddpbench: $(BUILD)/ddpbench $(CUDA_LIB)
 	cp $< $@
 	$(if $(CUDA_LIB),cp $(CUDA_LIB) libddpbench-cuda.so,rm -f libddpbench-cuda.so)
+
+# The program's own objects, for tests that relink it with one object changed.
+print-main-objs:
+	@echo $(MAIN_OBJS)
 
 $(BUILD)/ddpbench: $(MAIN_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJS) $(LIB) $(LDLIBS) $(RUNPATH)

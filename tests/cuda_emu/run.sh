@@ -152,9 +152,11 @@ wait_line='TRY(backend_stream_wait(be, h->copied));'
 grep -vF "$wait_line" common/train/stage.c >"$P/stage.c"
 FLAGS=$(cut -d'|' -f1 "$B/flags.txt" | sed 's/-MMD -MP//')
 LIBS=$(cut -d'|' -f3 "$B/flags.txt")
+# the program's own objects (the Makefile's MAIN_OBJS, read from it so a new one is not missed)
+MAIN_OBJS=$(make -s -f Makefile EMU=1 print-main-objs) || fail "make print-main-objs"
 # shellcheck disable=SC2086 # flag lists
 { $FLAGS -c "$P/stage.c" -o "$P/stage.o" &&
-    $FLAGS -o "$P/ddpbench" "$B/bench/main.o" "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
+    $FLAGS -o "$P/ddpbench" $MAIN_OBJS "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
     fail "building the planted variant"
 ref="$B/ref-1.json"
 EMU_NGPU=1 EMU_COPY_DELAY_US=2000 "$P/ddpbench" --backend cuda --mode single --gpus 0 $ARGS \
