@@ -17,7 +17,8 @@ static const char *const labels[FP_FIELDS] = {
     "another loss (--loss)",
     "another optimizer or hyper-parameters (--optim, --lr, --momentum, --weight-decay, ...)",
     "another batch (--batch, --batch-per-device, --accum)",
-    "another length (--epochs, --steps, --warmup-steps)",
+    "another length or schedule (--epochs, --steps, --warmup-steps, --log-every, "
+    "--checkpoint-every, --resume)",
     "another sample order (--seed, --shuffle, --drop-last, --sampler-replicas, --rank-samples, "
     "--join)",
     "other data (--data, --targets, --samples, --dataset, --noise, or the files' contents)",
@@ -62,8 +63,12 @@ void ddp_fingerprint(const config_t *c, const dataset_t *d, fingerprint_t *fp)
              o->nesterov, o->weight_decay, o->beta1, o->beta2, o->eps);
     snprintf(fp->text[FP_BATCH], n, "batch %d per-device %d accum %d", c->batch,
              c->batch_per_device, c->accum);
-    snprintf(fp->text[FP_LENGTH], n, "epochs %ld steps %ld warmup %ld", c->epochs, c->steps,
-             c->warmup_steps);
+    /* the loss all-reduces (--log-every) and checkpoint barriers are
+     * collectives too: on other steps they would pair with another op */
+    snprintf(fp->text[FP_LENGTH], n, "epochs %ld steps %ld warmup %ld log-every %ld "
+             "checkpoint-every %ld%s resume %.60s", c->epochs, c->steps, c->warmup_steps,
+             c->log_every, c->checkpoint_every, c->checkpoint_path[0] ? "" : " (off)",
+             c->resume_path);
     t = fp->text[FP_ORDER];
     snprintf(t, n, "seed %llu shuffle %d drop-last %d replicas %d join %d samples",
              (unsigned long long)c->seed, c->shuffle, c->drop_last, c->sampler_replicas, c->join);

@@ -7,7 +7,8 @@
  * started by MPI) calls ddp_fingerprint_check once its communicator exists
  * and before the first collective of training: each rank hashes what must
  * agree, field by field (the model, the loss, the optimizer and its
- * hyper-parameters, the batch, the run's length, the sample order, the
+ * hyper-parameters, the batch, the run's length and the steps that add a
+ * collective (--log-every, --checkpoint-every), the sample order, the
  * data's identity and contents, DDP's options, the world, the version), the
  * ranks all-gather the hashes, and each compares every rank with rank 0.  A
  * difference fails every rank at start-up (DDP_ERR_INPUT) with one line

@@ -710,6 +710,46 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     data_free(&d);
 }
 
+/* What changes a rank's sequence of collectives is checked too: another
+ * --log-every adds loss all-reduces on other steps, another
+ * --checkpoint-every barriers; either would pair one rank's collective with
+ * another's (shm names the mismatch at run time; NCCL may hang or sum
+ * unrelated buffers). */
+Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout = 30)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
+             optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    for (int k = 0; k < 2; k++) {
+        g_odd = c;
+        if (k == 0)
+            g_odd.log_every = 3;
+        else { /* rank 0 writes; the others meet it at a barrier after the write */
+            g_odd.checkpoint_every = 4;
+            snprintf(g_odd.checkpoint_path, sizeof g_odd.checkpoint_path, "/tmp/ddp_fp_%d.st",
+                     (int)getpid());
+        }
+        ddp_rank_config_hook = odd_lr;
+        run_result_t res;
+        double t0 = now_s();
+        int rc = ddp_run(&c, &d, &res, err);
+        ddp_rank_config_hook = NULL;
+        if (rc == DDP_OK)
+            result_free(&res);
+        cr_assert_eq(rc, DDP_ERR_INPUT, "case %d: rc %d: %s", k, rc, err);
+        cr_assert(strstr(err, "rank 2 (device 2) was started with another length or schedule"),
+                  "%s", err);
+        cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
+    }
+    data_free(&d);
+}
+
 /* Each field hashes what it names: another data file of the same shape
  * changes the data field alone. */
 Test(ddp_fingerprint, fields_follow_the_config_and_the_data)
