@@ -596,7 +596,13 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
 
         /* the memory story: each column's peak, and what it held by purpose
          * (DP's device 0 against the others; DDP's ranks alike) */
-        fprintf(f, "\n  %-*s", LABEL_W, "peak memory (MiB)");
+        /* in KiB when every peak is under 1 MiB: a tiny model's would read 0.00 MiB */
+        double top = 0.0;
+        for (int j = 0; j < npc; j++)
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                top = fmax(top, (double)pc[j].r->dev[d].mem_peak);
+        double unit = top >= 1048576.0 ? 1048576.0 : 1024.0;
+        fprintf(f, "\n  %-*s", LABEL_W, unit > 1024.0 ? "peak memory (MiB)" : "peak memory (KiB)");
         for (int j = 0; j < npc; j++)
             fprintf(f, "%*s", COL_W, pc[j].title);
         fputc('\n', f);
@@ -612,7 +618,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 double v = 0.0;
                 for (int d = pc[j].first; d <= pc[j].last; d++)
                     v += (double)(m < 0 ? pc[j].r->dev[d].mem_peak : pc[j].r->dev[d].mem_split[m]);
-                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / 1048576.0);
+                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / unit);
             }
             fputc('\n', f);
         }

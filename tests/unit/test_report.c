@@ -1124,6 +1124,22 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     cr_assert_float_eq(v[2], 0.0, 1e-9, "%s", row);
     cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
     free(txt);
+    /* a tiny model's peaks, under 1 MiB, in KiB: not a table of 0.00 */
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < runs[i].ndev; d++) {
+            runs[i].dev[d].mem_peak >>= 10;
+            for (int m = 0; m < MEM_KINDS; m++)
+                runs[i].dev[d].mem_split[m] >>= 10;
+        }
+    txt = compare_text(runs);
+    cr_assert(strstr(txt, "peak memory (KiB)"), "%s", txt);
+    row = strstr(txt, "    optimizer state");
+    cr_assert_not_null(row, "%s", txt);
+    cr_assert_eq(sscanf(row + strlen("    optimizer state"), "%lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                        &v[3]), 4, "%s", row);
+    cr_assert_float_eq(v[1], 2.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
+    free(txt);
     /* a tiny model: DDP's exposed all-reduce alone outweighs single's whole step */
     for (int d = 0; d < 2; d++)
         ms(&runs[2], d, PH_COMM_EXPOSED, 30.0);
