@@ -1488,3 +1488,33 @@ Test(report_compare, any_device_count_takes_the_batch)
     cr_assert_eq(tu_parse(&c, "--backend cpu --gpus 0,1,2 --batch 256", err), DDP_OK, "%s", err);
     cr_assert_eq(c.ngpus, 3);
 }
+
+/* The per-bucket table names the collective that ran: under --zero1 a
+ * reduce-scatter, whose bus bandwidth is bytes / time x (n-1)/n (half the
+ * all-reduce's factor), and which --mode comm's all-reduce is no yardstick for. */
+Test(report_buckets, zero1_reports_a_reduce_scatter)
+{
+    run_result_t r;
+    result_init(&r);
+    r.mode = MODE_DDP;
+    r.ndev = 2;
+    r.nbuckets = 1;
+    r.bucket_bytes[0] = 1e6;
+    r.bucket_s[0] = 1e-3; /* 1 GB/s algbw */
+    for (int z = 0; z < 2; z++) {
+        mem_t m;
+        mem_open(&m);
+        report_buckets(m.f, &r, NULL, z);
+        char *txt = mem_close(&m);
+        cr_assert(strstr(txt, z ? "reduce-scatter per bucket" : "all-reduce per bucket"), "%s", txt);
+        cr_assert(strstr(txt, z ? "busbw    0.50 GB/s" : "busbw    1.00 GB/s"), "%s", txt);
+        free(txt);
+        cJSON *a = report_json_buckets(&r, NULL, z);
+        cJSON *b = cJSON_GetArrayItem(a, 0);
+        cr_assert_str_eq(cJSON_GetObjectItem(b, "collective")->valuestring,
+                         z ? "reduce-scatter" : "all-reduce");
+        cr_assert_float_eq(cJSON_GetObjectItem(b, "busbw_gbs")->valuedouble, z ? 0.5 : 1.0, 1e-9);
+        cJSON_Delete(a);
+    }
+    result_free(&r);
+}
