@@ -1428,6 +1428,21 @@ Test(report_text, explain_tells_buckets_and_moves)
     txt = mem_close(&m);
     cr_assert(strstr(txt, "did not record its first step"), "%s", txt);
     free(txt);
+    /* --zero1: the buckets were reduce-scattered, and the story says so */
+    r.story.filled = true;
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1 --zero1", err), DDP_OK, "%s",
+                 err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    mem_open(&m);
+    report_explain(m.f, &ctx, &r);
+    txt = mem_close(&m);
+    cr_assert(strstr(txt, "reduce-scatter (ZeRO-1): 2.0 MiB of gradients summed across the ranks "
+                          "in 2 buckets"), "%s", txt);
+    cr_assert(strstr(txt, "ready at 1.000 ms, reduce-scatter 1.100 ms to 1.500 ms"), "%s", txt);
+    cr_assert_null(strstr(txt, "averaged across the ranks"), "%s", txt);
+    free(txt);
     result_free(&r);
 }
 
