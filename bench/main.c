@@ -253,6 +253,9 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             report_buckets(stdout, &res[0], pr->in.all_reduce, c->zero1);
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, res, n, &pr->in, pr->rows);
+        if (pr->on && pr->in.k0 >= 2 && c->zero1)
+            printf("  (ddp predicted as plain DDP: --zero1's reduce-scatter, sharded optimizer "
+                   "step and all-gather are not modelled)\n");
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         const repeat_t *rp[MAX_RUNS];

@@ -883,6 +883,28 @@ static char *compare_text(run_result_t runs[3])
     return mem_close(&m);
 }
 
+/* With --zero1 the ddp column is ZeRO-1's, and the heading says so. */
+Test(report_compare, the_heading_names_zero1)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero1", err), DDP_OK,
+                 "%s", err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    mem_t m;
+    mem_open(&m);
+    report_compare(m.f, &ctx, runs, 3);
+    char *txt = mem_close(&m);
+    const char *nl = strchr(txt, '\n');
+    cr_assert(nl && strstr(txt, ", ddp with --zero1") && strstr(txt, ", ddp with --zero1") < nl,
+              "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
 Test(report_compare, side_by_side_agree_and_differ)
 {
     run_result_t runs[3];
