@@ -258,16 +258,22 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     double cr = s.phase[0][PH_FORWARD] + s.phase[0][PH_BACKWARD] + (ddp ? s.phase[0][PH_LOSS] : 0);
     double compute1 = c1 + (ddp ? 0.0 : s1.phase[0][PH_LOSS]) + s1.phase[0][PH_OPTIM];
     double saved = c1 - cr, added = s.step_mean - s1.step_mean + saved;
-    item_t it[PH_COUNT];
-    int n = 0;
+    /* what grew, and what shrank (a rank reads 1/K of the data): the
+     * parts then add up to the total, not over it */
+    item_t it[PH_COUNT], less[PH_COUNT];
+    int n = 0, nl = 0;
     for (int p = 0; p < PH_COUNT; p++) {
         if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || (ddp && p == PH_LOSS))
             continue;
         double d = s.phase[0][p] - s1.phase[0][p];
-        if (d > 0.05 * (added > 0 ? added : s.step_mean))
+        double floor = 0.05 * (added > 0 ? added : s.step_mean);
+        if (d > floor)
             it[n++] = (item_t){p, d};
+        else if (-d > floor)
+            less[nl++] = (item_t){p, -d};
     }
     sort_items(it, n);
+    sort_items(less, nl);
     char a[32], b[32], c[32], d[32];
     double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
     report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
@@ -279,6 +285,10 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     if (n > 0) {
         report_appendf(buf, len, used, " on device 0 (");
         app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
+        if (nl > 0) {
+            report_appendf(buf, len, used, ", less ");
+            app_items(buf, len, used, less, nl < 2 ? nl : 2, r->mode, "");
+        }
         report_appendf(buf, len, used, ")");
     }
     report_appendf(buf, len, used, saved > added ? ": the split saves more than %s adds"
