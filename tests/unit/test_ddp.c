@@ -214,6 +214,26 @@ Test(ddp_zero1, same_parameters_with_tiny_buckets_uneven_rows_accumulation, .tim
     result_free(&z);
 }
 
+/* Uneven data under join: a rank out of data still takes part in every
+ * reduce-scatter and all-gather and steps its own shard, so the parameters
+ * are plain DDP's (a rank that skipped its shard would leave its block of
+ * the parameters behind). */
+Test(ddp_zero1, same_parameters_when_a_rank_runs_out_of_data, .timeout = 60)
+{
+    run_result_t plain, z;
+    char err[ERR_LEN], line[700];
+    const char *args = "--backend cpu --quiet --layers 8,6,2 --loss mse --samples 80 --batch 6 "
+                       "--steps 9 --seed 5 --optim adam --lr 0.01 --rank-samples 40,20,10 "
+                       "--mode ddp --gpus 0,1,2";
+    cr_assert_eq(tu_run(args, &plain, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --zero1", args);
+    cr_assert_eq(tu_run(line, &z, err), DDP_OK, "%s", err);
+    cr_assert_gt(z.dev[2].steps_shadowed, 0, "rank 2 never ran out of data");
+    tu_assert_params_close(&z, &plain, 1e-5, line);
+    result_free(&plain);
+    result_free(&z);
+}
+
 // ---------------------------------------------------------------------------
 // what the run reports
 
