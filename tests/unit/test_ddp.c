@@ -218,7 +218,7 @@ Test(ddp_zero1, same_parameters_with_tiny_buckets_uneven_rows_accumulation, .tim
  * reduce-scatter and all-gather and steps its own shard, so the parameters
  * are plain DDP's (a rank that skipped its shard would leave its block of
  * the parameters behind). */
-Test(ddp_zero1, same_parameters_when_a_rank_runs_out_of_data, .timeout = 60)
+Test(ddp_zero1, same_parameters_when_a_rank_runs_out_of_data)
 {
     run_result_t plain, z;
     char err[ERR_LEN], line[700];
