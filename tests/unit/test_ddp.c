@@ -225,11 +225,29 @@ Test(ddp_zero1, same_parameters_when_a_rank_runs_out_of_data)
     const char *args = "--backend cpu --quiet --layers 8,6,2 --loss mse --samples 80 --batch 6 "
                        "--steps 9 --seed 5 --optim adam --lr 0.01 --rank-samples 40,20,10 "
                        "--mode ddp --gpus 0,1,2";
-    cr_assert_eq(tu_run(args, &plain, err), DDP_OK, "%s", err);
-    snprintf(line, sizeof line, "%s --zero1", args);
+    snprintf(line, sizeof line, "%s --trace /tmp/unused.json", args);
+    cr_assert_eq(tu_run(line, &plain, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --zero1 --trace /tmp/unused.json", args);
     cr_assert_eq(tu_run(line, &z, err), DDP_OK, "%s", err);
     cr_assert_gt(z.dev[2].steps_shadowed, 0, "rank 2 never ran out of data");
     tu_assert_params_close(&z, &plain, 1e-5, line);
+    /* the trace names each bucket's collective: a reduce-scatter under --zero1 */
+    for (int r = 0; r < 3; r++) {
+        int want[2] = {0, 0}, other[2] = {0, 0};
+        const trace_rec_t *tr[2] = {plain.trace[r], z.trace[r]};
+        for (int v = 0; v < 2; v++) {
+            cr_assert_not_null(tr[v], "rank %d recorder", r);
+            trace_kind_t mine = v ? TR_REDUCE_SCATTER : TR_ALLREDUCE;
+            trace_kind_t not_mine = v ? TR_ALLREDUCE : TR_REDUCE_SCATTER;
+            for (uint32_t i = 0; i < tr[v]->n; i++) {
+                want[v] += tr[v]->ev[i].kind == (int)mine;
+                other[v] += tr[v]->ev[i].kind == (int)not_mine;
+            }
+            cr_assert(want[v] > 0 && other[v] == 0, "rank %d %s: %d %s events, %d %s", r,
+                      v ? "--zero1" : "plain", want[v], trace_kind_name(mine), other[v],
+                      trace_kind_name(not_mine));
+        }
+    }
     result_free(&plain);
     result_free(&z);
 }
