@@ -334,6 +334,7 @@ test-unit-tsan: $(TSAN_TESTS)
 # asynchronous CPU emulation of the CUDA runtime and cuBLAS, built with the
 # release flags (EMU=1), the kernels again under ASan+UBSan.
 test-cuda-emu: ddpbench | build/deps.mk
+	@scripts/deps.sh test
 	@sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------

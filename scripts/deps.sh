@@ -6,7 +6,8 @@
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
 # and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
 # the tools the end-to-end tests use are there (pgrep, python3 with numpy
-# and torch for the file and JSON checks, gnuplot for the sweep's charts),
+# and torch for the file and JSON checks, gnuplot for the sweep's charts, g++
+# for the CUDA emulator's kernels),
 # so a fresh machine runs every check instead of skipping some.
 set -u
 
@@ -46,6 +47,8 @@ if [ "${1:-}" = test ]; then
     command -v pgrep >/dev/null 2>&1 || missing="$missing procps"
     command -v script >/dev/null 2>&1 || missing="$missing bsdutils"
     command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
+    # the CUDA emulator's kernels are C++ (make test-cuda-emu)
+    command -v g++ >/dev/null 2>&1 || missing="$missing g++"
     # Debian's python (another python3 may come first on PATH: the tests
     # look for one with the modules)
     py=/usr/bin/python3
