@@ -1,7 +1,8 @@
 #!/bin/sh
 # scripts/deps.sh: make sure the libraries ddpbench builds against are present
-# (OpenBLAS, cJSON, Criterion, found with pkg-config), installing the Debian
-# packages when run as root, else stopping with the exact command to run.
+# (OpenBLAS, cJSON, Criterion, Open MPI with its mpirun, found with
+# pkg-config), installing the Debian packages when run as root, else
+# stopping with the exact command to run.
 # Prints the make variables the build needs (the Makefile includes them).
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
 # and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
@@ -59,16 +60,17 @@ if [ "${1:-}" = test ]; then
     exit 0
 fi
 
-PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config"
+PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config libopenmpi-dev openmpi-bin"
 # a machine with no C compiler yet (a minimal install) gets gcc
 command -v "${CC:-cc}" >/dev/null 2>&1 || PKGS="gcc libc6-dev $PKGS"
 need_install=no
 command -v "${CC:-cc}" >/dev/null 2>&1 || need_install=yes
 command -v pkg-config >/dev/null 2>&1 || need_install=yes
 if [ "$need_install" = no ]; then
-    for m in openblas criterion libcjson; do
+    for m in openblas criterion libcjson ompi-c; do
         pkg-config --exists "$m" 2>/dev/null || need_install=yes
     done
+    command -v mpirun >/dev/null 2>&1 || need_install=yes
 fi
 if [ "$need_install" = yes ]; then
     # shellcheck disable=SC2086 # the list is meant to split
@@ -79,3 +81,8 @@ echo "DEPS_LIBS := $(pkg-config --libs openblas libcjson)"
 echo "CRITERION_CFLAGS := $(pkg-config --cflags criterion)"
 echo "CRITERION_LIBS := $(pkg-config --libs criterion)"
 echo "OPENBLAS_VERSION := $(pkg-config --modversion openblas)"
+# Open MPI (the mpirun launcher, --comm mpi): where its mpi.h is
+echo "MPI_CFLAGS := $(pkg-config --cflags ompi-c)"
+echo "MPI_LIBS := $(pkg-config --libs ompi-c)"
+echo "MPI_INCDIR := $(pkg-config --variable=includedir ompi-c)"
+echo "MPI_VERSION := $(pkg-config --modversion ompi-c)"
