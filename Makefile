@@ -235,7 +235,7 @@ $(LIB): $(LIB_OBJS)
 # in it (its copy of backend.c, status.c, ...) stays its own.
 $(BUILD)/cuda.map: Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	@printf '{ global: backend_cuda_available; backend_cuda_probe; backend_cuda_gpus; backend_cuda_create;%s local: *; };\n' \
+	@printf '{ global: backend_cuda_available; backend_cuda_probe; backend_cuda_probe_here; backend_cuda_gpus; backend_cuda_create;%s local: *; };\n' \
 	  '$(if $(HAVE_NCCL), comm_nccl_create; comm_nccl_group_create;)' >$@
 
 $(CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map

@@ -111,8 +111,9 @@ typedef struct {
 
 /* Measure all-reduce, broadcast and reduce at the sizes the model needs
  * (DDP's buckets up to the whole parameter arena) on the run's devices, or
- * on two CPU workers / GPUs when the run has one.  Before any training: it
- * forks ranks, and CUDA must not be initialised here yet. */
+ * on two CPU workers / GPUs when the run has one.  Before CUDA is initialised
+ * in this process (it forks ranks): on CUDA before single's and dp's runs,
+ * elsewhere after the outputs. */
 static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool full, predict_t *p,
                            char *err)
 {
@@ -511,52 +512,65 @@ int main(int argc, char **argv)
      * warm-up; DDP forks fresh ranks); the reports show the last run and,
      * over all of them, medians and intervals (repeat.h) */
     static repeat_t reps[MAX_RUNS];
-    for (int r = 0; r < cfg.repeat && rc == DDP_OK; r++) {
-        for (int i = 0; r > 0 && i < n; i++) {
+    /* Which run goes when: on the CPU the modes take turns, repetition by
+     * repetition, so a change in the machine's load falls on all of them;
+     * on CUDA every DDP repetition comes first (its ranks are forked, and
+     * CUDA does not survive fork: single and dp initialise it here). */
+    int total = n * cfg.repeat;
+    for (int j = 0; j < total && rc == DDP_OK; j++) {
+        bool by_mode = cfg.backend == BACKEND_CUDA;
+        int k = by_mode ? j / cfg.repeat : j % n, r = by_mode ? j % cfg.repeat : j / n;
+        int i = order[k];
+        if (r > 0) { /* the reports show the last repetition */
             result_free(&res[i]);
             result_init(&res[i]);
         }
-        for (int k = 0; k < n && rc == DDP_OK; k++) {
-            int i = order[k];
-            if (interrupt_pending()) {
-                rc = err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before the %s run",
-                             sigabbrev_np(interrupt_pending()), mode_name(cfgs[i].mode));
+        if (interrupt_pending()) {
+            rc = err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before the %s run",
+                         sigabbrev_np(interrupt_pending()), mode_name(cfgs[i].mode));
+            break;
+        }
+        if (measure && cfg.backend == BACKEND_CUDA && cfgs[i].mode != MODE_DDP) {
+            rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
+            measure = false;
+            if (rc != DDP_OK)
                 break;
-            }
-            if (measure && cfg.backend == BACKEND_CUDA && cfgs[i].mode != MODE_DDP) {
-                rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
-                measure = false;
-                if (rc != DDP_OK)
-                    break;
-            }
-            if (!reports && cfgs[i].mode != MODE_DDP)
-                continue; /* under mpirun, single is rank 0's alone */
-            if ((n > 1 || cfg.repeat > 1) && !cfg.quiet && reports) {
-                fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
-                        cfgs[i].ngpus == 1 ? "" : "s");
-                if (cfg.repeat > 1)
-                    fprintf(info, " (run %d of %d)", r + 1, cfg.repeat);
-                fputc('\n', info);
-                fflush(info);
-            }
-            rc = run_mode(&cfgs[i], &data, &res[i], err);
-            if (rc == DDP_OK)
-                rc = check_finite(&cfg, &spec, &res[i], n, err);
-            else if (n > 1)
-                err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
-            if (rc == DDP_OK) {
-                repeat_add(&reps[i], &res[i]);
-                if (r == cfg.repeat - 1 && reports)
-                    warmup_note(&cfg, &res[i]);
-            }
+        }
+        if (!reports && cfgs[i].mode != MODE_DDP)
+            continue; /* under mpirun, single is rank 0's alone */
+        if ((n > 1 || cfg.repeat > 1) && !cfg.quiet && reports) {
+            fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
+                    cfgs[i].ngpus == 1 ? "" : "s");
+            if (cfg.repeat > 1)
+                fprintf(info, " (run %d of %d)", r + 1, cfg.repeat);
+            fputc('\n', info);
+            fflush(info);
+        }
+        rc = run_mode(&cfgs[i], &data, &res[i], err);
+        if (rc == DDP_OK)
+            rc = check_finite(&cfg, &spec, &res[i], n, err);
+        else if (n > 1)
+            err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+        if (rc == DDP_OK) {
+            repeat_add(&reps[i], &res[i]);
+            if (r == cfg.repeat - 1 && reports)
+                warmup_note(&cfg, &res[i]);
         }
     }
-    if (rc == DDP_OK && measure)
-        rc = measure_collectives(&cfg, &spec, full, &pred, info, err);
-    if (!reports) { /* under mpirun, a rank other than 0: rank 0 reports for all */
+    if (!reports) {
+        /* Under mpirun, a rank other than 0: rank 0 writes the outputs and
+         * reports for all; this rank only joins the collectives' measurement
+         * (a group run of every rank), whose failure rank 0 reports. */
+        if (rc == DDP_OK && measure) {
+            char e[ERR_LEN];
+            int mrc = measure_collectives(&cfg, &spec, full, &pred, info, e);
+            if (mrc != DDP_OK && cfg.predict)
+                rc = err_set(err, mrc, "%s", e);
+        }
         for (int i = 0; i < n; i++)
             result_free(&res[i]);
         data_free(&data);
+        baseline_free(&bl);
         return ddp_launch_end(&cfg, rc == DDP_OK ? 0 : fail(rc, err));
     }
 
@@ -591,6 +605,18 @@ int main(int argc, char **argv)
         } else {
             add_failure(failed, e);
         }
+    }
+    /* The collectives for --predict (and for compare's predicted column and
+     * DDP's bucket bandwidths): after the outputs, so its failure costs none
+     * of them; only --predict needs it, elsewhere a failure is a note. */
+    if (rc == DDP_OK && measure) {
+        char e[ERR_LEN];
+        int mrc = measure_collectives(&cfg, &spec, full, &pred, info, e);
+        if (mrc != DDP_OK && cfg.predict)
+            rc = err_set(err, mrc, "%s", e);
+        else if (mrc != DDP_OK)
+            fprintf(stderr, "ddpbench: note: %s (the report goes without them)\n", e);
+        full = full && mrc == DDP_OK;
     }
     const run_result_t *ref = cfg.mode == MODE_COMPARE ? &res[0] : NULL;
     /* the model needs single's phases: the run's own, or one more run */

@@ -1,7 +1,8 @@
 /* ddp/ddp_shared.h: what DDP ranks hand back to their supervisor, laid out in
  * the shared segment's extra area (fixed records, then the arrays):
  *
- *   ddp_area_t        sizes and offsets, rank 0's start step and --explain story
+ *   ddp_area_t        sizes and offsets, rank 0's start step, --explain story
+ *                     and --bucket-mb auto's trials and choice
  *   ddp_rank_rec_t    one per rank: state, error, phase times, its step times
  *                     (a fixed size, whatever --steps: measure/result.h),
  *                     memory, checksum
@@ -12,7 +13,7 @@
  *                                    slots of trace_stride bytes (trace.h)
  *
  * A rank writes only its own record and recorder (rank 0 also the start
- * step and the story) before it exits; the supervisor reads them after
+ * step, the story and the autotune fields) before it exits; the supervisor reads them after
  * reaping every rank, so no synchronisation is needed beyond process exit
  * (waitpid orders the child's writes before the parent's reads).  The
  * pointer in a record (log.pt)

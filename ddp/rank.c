@@ -202,10 +202,20 @@ static int rebucket(rank_t *k, double mb)
 }
 
 /* --bucket-mb auto before step g: the candidate cap it tries, if any. */
+static int rank_autotune_after(rank_t *k);
+
 static int rank_autotune_before(rank_t *k, long g)
 {
     if (!k->cfg->bucket_auto)
         return DDP_OK;
+    /* The choice comes before the step after the last candidate.  On a
+     * device that step's candidate reports only when the next step ends:
+     * have it report now (a wait, in the warm-up), so every timed step runs
+     * with the chosen cap. */
+    if (autotune_due(&k->tune, g - 1) && k->tuned_g < g - 1) {
+        TRY(step_meter_finish(&k->meter, k->err));
+        TRY(rank_autotune_after(k));
+    }
     double mb = autotune_before(&k->tune, g);
     return mb > 0.0 ? rebucket(k, mb) : DDP_OK;
 }

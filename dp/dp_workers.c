@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 #include "dp/dp.h"
 
 /* Why spin at all: a DP step meets at six barriers, and on a tiny model the
@@ -39,15 +40,6 @@ static void futex_wait(_Atomic uint32_t *addr, uint32_t expect)
 static void futex_wake_all(_Atomic uint32_t *addr)
 {
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 /* Wake the sleepers: the futex word changes first, so a waiter that read it

@@ -31,7 +31,7 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
         (int (*)(comm_t **, backend_t *const *, int, double, char *))cuda_lib_symbol(
             "comm_nccl_group_create", why);
     if (!f)
-        return err_set(err, DDP_ERR_INPUT, "--comm nccl: %s", why);
+        return err_set(err, DDP_ERR_INPUT, "DP's NCCL group: %s", why);
     return f(comms, bes, n, timeout_s, err);
 }
 

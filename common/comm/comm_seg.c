@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 
 #define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
 /* Defaults for the staging ring, tuned with ddpbench --mode comm on a 2-core box:
@@ -42,15 +43,6 @@
 /* Longest single futex sleep: waiters re-check the abort flag and their
  * deadline at least this often even if a wake-up is lost to a dead process. */
 #define SEG_SLEEP_MAX_NS 100000000ull
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 static long env_long(const char *name, long def, long lo, long hi)
 {

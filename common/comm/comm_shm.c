@@ -483,6 +483,10 @@ static void shm_span(comm_t *c, comm_handle_t h, comm_span_t *span)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* The most a burst may grow a staging area to (1 GiB of floats); one op
+ * larger than it still gets the room it needs. */
+#define SHM_BURST_MAX_FLOATS ((size_t)1 << 28)
+
 /* Make area a ready for a burst of collectives needing at least need floats:
  * its last copies back have run (always so by now in DDP, a step later; a
  * wait otherwise), and it is large enough (grown only when nothing is in
@@ -546,9 +550,14 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     shm_area_t *ar = &m->area[m->cur_area];
     if (ar->used + need > ar->cap) {
         /* A burst larger than the area: let everything in flight finish,
-         * then start over in a larger one. */
+         * then start over in one that holds the whole burst, so the next
+         * one (a DDP step's buckets) does not wait midway.  Up to a bound:
+         * a benchmark's back-to-back ops (--mode comm) would otherwise grow
+         * it to iterations x size; past it, the area holds one op and the
+         * burst waits where it overflows. */
+        size_t burst = ar->used + need;
         TRY(shm_wait(c, c->issued, NULL));
-        TRY(area_reset(m, m->cur_area, ar->used + need));
+        TRY(area_reset(m, m->cur_area, burst <= SHM_BURST_MAX_FLOATS ? burst : need));
     }
     float *host = ar->buf + ar->used;
     ar->used += need;

@@ -16,6 +16,11 @@
  * runtime's own error name and text.  CUDA_VISIBLE_DEVICES applies. */
 int cuda_count_devices(char *why);
 
+/* Count and describe the GPUs in this process (probe.h's answer): what a
+ * throwaway probe child calls, here or through the CUDA library's exports. */
+struct gpu_probe_msg;
+void backend_cuda_probe_here(struct gpu_probe_msg *m);
+
 /* be must be a CUDA backend (backend_kind(be) == BACKEND_CUDA). */
 int backend_cuda_device(const backend_t *be);
 cudaStream_t backend_cuda_stream(const backend_t *be);

@@ -8,24 +8,18 @@
 #if defined(HAVE_CUDA) && !defined(DDPBENCH_CUDA_LINKED)
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "base/status.h"
 #include "device/backend.h"
-
-#define PROBE_LIMIT_MS 90000
+#include "device/probe.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void *g_lib;
+static atomic_bool g_loaded; /* g_lib is set (read outside the once) */
 static char g_why[ERR_LEN];
 
 static void load(void)
@@ -34,6 +28,7 @@ static void load(void)
      * ../lib/ddpbench after make install.  RTLD_LOCAL: its symbols stay its
      * own (it exports only the entry points anyway). */
     g_lib = dlopen(CUDA_LIB_NAME, RTLD_NOW | RTLD_LOCAL);
+    atomic_store(&g_loaded, g_lib != NULL);
     if (!g_lib) {
         const char *e = dlerror();
         snprintf(g_why, sizeof g_why, "cannot load the CUDA backend: %s",
@@ -66,82 +61,16 @@ bool backend_cuda_available(void)
 // the probe: asked of a child, so this process never maps the CUDA libraries
 // to learn there is no GPU
 
-typedef struct {
-    int count;
-    char why[ERR_LEN];
-    gpu_topology_t gpus; /* what the library's probe learnt of them */
-} probe_msg_t;
-
-/* The library's own probe (which forks once more: CUDA must not be
- * initialised in the process that loaded it before it forks DDP ranks),
- * run in a child that loads the library, the answer sent back through a
- * pipe.  A library that cannot be loaded (missing, or an address-space
- * limit too small for cuBLAS) is the child's answer too. */
-static int probe_in_child(char *why, gpu_topology_t *gpus)
+/* The child's answer: load the library there and let it count and describe
+ * the GPUs in that process (the child forks nothing, so it may initialise
+ * CUDA).  A library that cannot be loaded (missing, or an address-space limit
+ * too small for cuBLAS) is the answer too. */
+static void answer_in_child(gpu_probe_msg_t *m)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return err_set(why, 0, "CUDA probe: pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return err_set(why, 0, "CUDA probe: fork: %s", strerror(e));
-    }
-    if (pid == 0) {
-        probe_msg_t m;
-        memset(&m, 0, sizeof m);
-        close(fds[0]);
-        int (*f)(char *) = (int (*)(char *))cuda_lib_symbol("backend_cuda_probe", m.why);
-        m.count = f ? f(m.why) : 0;
-        const gpu_topology_t *(*g)(void) =
-            (const gpu_topology_t *(*)(void))cuda_lib_symbol("backend_cuda_gpus", m.why);
-        const gpu_topology_t *t = m.count > 0 && g ? g() : NULL;
-        if (t)
-            m.gpus = *t;
-        _Static_assert(sizeof(probe_msg_t) <= PIPE_BUF, "one atomic write");
-        ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
-        _exit(w == (ssize_t)sizeof m ? 0 : 1);
-    }
-    close(fds[1]);
-    probe_msg_t m;
-    memset(&m, 0, sizeof m);
-    /* Why a limit: a wedged driver must not hang ddpbench (the library's
-     * own probe gives up after a minute; this allows for loading it). */
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    int pr;
-    do
-        pr = poll(&pfd, 1, PROBE_LIMIT_MS);
-    while (pr < 0 && errno == EINTR);
-    size_t got = 0;
-    while (pr > 0 && got < sizeof m) {
-        ssize_t r = read(fds[0], (char *)&m + got, sizeof m - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fds[0]);
-    if (got != sizeof m)
-        kill(pid, SIGKILL);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ; /* ECHILD: another SIGCHLD handler reaped it; the pipe said enough */
-    if (got != sizeof m)
-        return err_set(why, 0, "CUDA probe: %s", pr == 0 ? "no answer in time"
-                                                         : "the probe process died");
-    m.why[ERR_LEN - 1] = 0;
-    snprintf(why, ERR_LEN, "%s", m.why);
-    for (int i = 0; i < GPU_INFO_MAX; i++) { /* strings from another process */
-        m.gpus.gpu[i].name[sizeof m.gpus.gpu[i].name - 1] = 0;
-        m.gpus.gpu[i].pci_bus_id[sizeof m.gpus.gpu[i].pci_bus_id - 1] = 0;
-    }
-    if (m.gpus.count < 0 || m.gpus.count > GPU_INFO_MAX)
-        m.gpus.count = 0;
-    *gpus = m.gpus;
-    return m.count > 0 ? m.count : 0;
+    void (*f)(gpu_probe_msg_t *) =
+        (void (*)(gpu_probe_msg_t *))cuda_lib_symbol("backend_cuda_probe_here", m->why);
+    if (f)
+        f(m);
 }
 
 static pthread_mutex_t g_probe_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -159,7 +88,7 @@ int backend_cuda_probe(char *why)
      * from several threads. */
     pthread_mutex_lock(&g_probe_lock);
     if (!g_probed) {
-        if (g_lib) { /* loaded here already: the library's probe knows what to do */
+        if (atomic_load(&g_loaded)) { /* loaded here already: the library's probe decides */
             int (*f)(char *) = (int (*)(char *))cuda_lib_symbol("backend_cuda_probe", g_probe_why);
             g_count = f ? f(g_probe_why) : 0;
             char why2[ERR_LEN];
@@ -169,7 +98,9 @@ int backend_cuda_probe(char *why)
             if (t)
                 g_gpus = *t;
         } else {
-            g_count = probe_in_child(g_probe_why, &g_gpus);
+            /* the library's load and cuBLAS's start count against the limit */
+            g_count = gpu_probe_in_child(answer_in_child, GPU_PROBE_LIMIT_MS + 30000, g_probe_why,
+                                         &g_gpus);
         }
         g_probed = true;
     }

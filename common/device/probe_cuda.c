@@ -4,11 +4,9 @@
  * (backend_cuda_probe, backend_cuda_gpus, see backend.h), and the in-process
  * count that backend_cuda_create uses.
  *
- * CUDA does not survive fork(): a process that has initialised it cannot hand
- * a working CUDA to its children, and the DDP supervisor forks its ranks after
- * resolving --backend auto.  So the probe forks a short-lived child that calls
- * cudaGetDeviceCount and writes the answer into a pipe; the parent never
- * touches CUDA.  The child also describes the GPUs and reports the versions of
+ * The question goes to a short-lived child (probe.h: CUDA does not survive
+ * fork) that calls cudaGetDeviceCount and writes the answer into a pipe; the
+ * parent never touches CUDA.  The child also describes the GPUs and reports the versions of
  * the runtime, driver, cuBLAS and NCCL (the run's provenance).  The answer is
  * cached for the life of the process.  Once this
  * process has initialised CUDA anyway (it created a CUDA backend), a child
@@ -16,18 +14,11 @@
  * names come from the same runtime, so they follow CUDA's numbering (the
  * driver's /proc files list GPUs in PCI order, which CUDA does not use
  * unless CUDA_DEVICE_ORDER=PCI_BUS_ID). */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -37,10 +28,7 @@
 
 #include "device/backend.h"
 #include "device/backend_cuda.h"
-
-/* A driver that needs this long to enumerate its GPUs is broken; say so
- * rather than hang the program. */
-#define PROBE_TIMEOUT_MS 60000
+#include "device/probe.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_cached;
@@ -120,93 +108,16 @@ static void describe(gpu_topology_t *t, int n)
 }
 
 // ---------------------------------------------------------------------------
-// the forked probe
+// the probe
 
-typedef struct {
-    int count;
-    char why[ERR_LEN];
-    gpu_topology_t topo;
-} probe_msg_t;
-
-static int read_full(int fd, void *buf, size_t n)
+/* Count and describe the GPUs in this process: the answer of a probe child
+ * (probe.h), here or in cuda_lib.c's child, which has loaded this library
+ * for it and calls this through the library's exports. */
+void backend_cuda_probe_here(gpu_probe_msg_t *m)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char *)buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-static int probe_forked(char *why, gpu_topology_t *topo)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return err_set(why, 0, "CUDA probe: pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return err_set(why, 0, "CUDA probe: fork: %s", strerror(e));
-    }
-    if (pid == 0) {
-        /* The child: count, report, and leave with _exit so nothing of the
-         * parent's (stdio buffers, atexit handlers) runs twice. */
-        probe_msg_t m;
-        memset(&m, 0, sizeof m);
-        close(fds[0]);
-        m.count = cuda_count_devices(m.why);
-        if (m.count > 0)
-            describe(&m.topo, m.count);
-        _Static_assert(sizeof(probe_msg_t) <= PIPE_BUF, "one atomic write");
-        ssize_t w = write(fds[1], &m, sizeof m); /* < PIPE_BUF: one atomic write */
-        _exit(w == (ssize_t)sizeof m ? 0 : 1);
-    }
-    close(fds[1]);
-
-    /* Why poll with a limit: a wedged driver must not hang ddpbench. */
-    probe_msg_t m;
-    memset(&m, 0, sizeof m);
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    int pr;
-    do
-        pr = poll(&pfd, 1, PROBE_TIMEOUT_MS);
-    while (pr < 0 && errno == EINTR);
-    bool got = pr > 0 && read_full(fds[0], &m, sizeof m) == 0;
-    close(fds[0]);
-    if (!got)
-        kill(pid, SIGKILL); /* timed out or broke the pipe: make sure it is gone */
-
-    /* Reap it (no zombie).  ECHILD: someone else's SIGCHLD handler reaped it
-     * first; the pipe already said what we need. */
-    int st = 0;
-    pid_t w;
-    do
-        w = waitpid(pid, &st, 0);
-    while (w < 0 && errno == EINTR);
-
-    if (got) {
-        m.why[ERR_LEN - 1] = 0;
-        snprintf(why, ERR_LEN, "%s", m.why);
-        for (int i = 0; i < GPU_INFO_MAX; i++) { /* strings from another process */
-            m.topo.gpu[i].name[sizeof m.topo.gpu[i].name - 1] = 0;
-            m.topo.gpu[i].pci_bus_id[sizeof m.topo.gpu[i].pci_bus_id - 1] = 0;
-        }
-        *topo = m.topo;
-        return m.count > 0 ? m.count : 0;
-    }
-    if (pr == 0)
-        return err_set(why, 0, "CUDA probe: cudaGetDeviceCount did not answer in %d s",
-                       PROBE_TIMEOUT_MS / 1000);
-    if (w == pid && WIFSIGNALED(st))
-        return err_set(why, 0, "CUDA probe: cudaGetDeviceCount crashed (signal %d)",
-                       WTERMSIG(st));
-    return err_set(why, 0, "CUDA probe: the probe process exited without an answer");
+    m->count = cuda_count_devices(m->why);
+    if (m->count > 0)
+        describe(&m->gpus, m->count);
 }
 
 int backend_cuda_probe(char *why)
@@ -222,7 +133,8 @@ int backend_cuda_probe(char *why)
             if (g_count > 0)
                 describe(&g_topo, g_count);
         } else {
-            g_count = probe_forked(g_why, &g_topo);
+            g_count = gpu_probe_in_child(backend_cuda_probe_here, GPU_PROBE_LIMIT_MS, g_why,
+                                         &g_topo);
         }
         g_cached = true;
     }

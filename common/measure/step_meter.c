@@ -350,8 +350,10 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     if (sig) {
         progress_clear(m->to.progress);
         m->rc = DDP_ERR_INTERRUPTED;
+        /* On a device the step queued after this one runs too: name it. */
+        long last = m->deferred && m->rec[m->cur].g > r->g ? m->rec[m->cur].g : r->g;
         snprintf(m->msg, sizeof m->msg, "interrupted by SIG%s after step %ld of %ld",
-                 sigabbrev_np(sig), r->g + 1, e->total);
+                 sigabbrev_np(sig), last + 1, e->total);
         return m->rc;
     }
     return DDP_OK;
