@@ -380,8 +380,11 @@ void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len)
         if (seen[r])
             continue;
         nhosts++;
+        int here = 0; /* ranks on this host: "rank 2" or "ranks 0-1" */
+        for (int q = r; q < g_mpi.world && q < MAX_DEVICES; q++)
+            here += strcmp(g_mpi.hosts[q], g_mpi.hosts[r]) == 0;
         lu += (size_t)snprintf(list + lu, lu < sizeof list ? sizeof list - lu : 0, "%s%s: rank%s ",
-                               nhosts > 1 ? ", " : "", g_mpi.hosts[r], "s");
+                               nhosts > 1 ? ", " : "", g_mpi.hosts[r], here > 1 ? "s" : "");
         int written = 0;
         for (int q = r; q < g_mpi.world && q < MAX_DEVICES; q++) {
             if (seen[q] || strcmp(g_mpi.hosts[q], g_mpi.hosts[r]) != 0)
