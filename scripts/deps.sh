@@ -7,7 +7,8 @@
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
 # and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
 # the tools the end-to-end tests use are there (pgrep, python3 with numpy
-# and torch for the file and JSON checks, gnuplot for the sweep's charts),
+# and torch for the file and JSON checks, gnuplot for the sweep's charts,
+# ip, tc and unshare for two hosts made of network namespaces),
 # so a fresh machine runs every check instead of skipping some.
 set -u
 
@@ -47,6 +48,10 @@ if [ "${1:-}" = test ]; then
     command -v pgrep >/dev/null 2>&1 || missing="$missing procps"
     command -v script >/dev/null 2>&1 || missing="$missing bsdutils"
     command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
+    # two hosts on one machine (e2e_mpi_netns.sh): ip and tc, unshare
+    command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+    command -v tc >/dev/null 2>&1 || missing="$missing iproute2"
+    command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
     # Debian's python (another python3 may come first on PATH: the tests
     # look for one with the modules)
     py=/usr/bin/python3

@@ -20,11 +20,14 @@ e2e_on_exit() {
     for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; done
     netns_down
 }
+# the tools are installed by make test-e2e (scripts/deps.sh test): missing, a failure
+for t in mpirun ip tc unshare python3; do
+    need $t || { e2e_finish; exit; }
+done
 if ! why=$(netns_can); then
     echo "$E2E: SKIPPED: two hosts cannot be made on this machine: $why"
     exit 0
 fi
-need python3 || { e2e_finish; exit; }
 export DDPBENCH_E2E_TAG=$TAG
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 netns_up "$T" || { ko "the namespaces could not be made"; e2e_finish; exit; }
