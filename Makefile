@@ -59,7 +59,7 @@ else ifneq ($(SAN),)
 endif
 
 # ---- dependencies (installed on first use) ----------------------------------
-NODEPS_GOALS := clean distclean help
+NODEPS_GOALS := clean distclean help print-main-objs
 WANT_DEPS := $(if $(MAKECMDGOALS),$(filter-out $(NODEPS_GOALS),$(MAKECMDGOALS)),all)
 ifneq ($(WANT_DEPS),)
   include build/deps.mk
@@ -201,7 +201,7 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
-MAIN_OBJS := $(BUILD)/bench/main.o
+MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o $(BUILD)/bench/twin.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 # The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a
@@ -213,7 +213,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help test-cuda-emu gpu-kit
+        clean distclean help test-cuda-emu gpu-kit print-main-objs
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -223,6 +223,10 @@ all: ddpbench
 ddpbench: $(BUILD)/ddpbench $(CUDA_LIB)
 	cp $< $@
 	$(if $(CUDA_LIB),cp $(CUDA_LIB) libddpbench-cuda.so,rm -f libddpbench-cuda.so)
+
+# The program's own objects, for tests that relink it with one object changed.
+print-main-objs:
+	@echo $(MAIN_OBJS)
 
 $(BUILD)/ddpbench: $(MAIN_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJS) $(LIB) $(LDLIBS) $(RUNPATH)
@@ -269,6 +273,13 @@ endif
 $(BUILD)/common/report/report_env.o: $(PROV_STAMP)
 $(BUILD)/common/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
+
+# --emit-pytorch's script body (bench/twin_body.py) as a C string for twin.c.
+$(BUILD)/bench/twin_body.h: bench/twin_body.py
+	@mkdir -p $(dir $@)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
+$(BUILD)/bench/twin.o: $(BUILD)/bench/twin_body.h
+$(BUILD)/bench/twin.o: CFLAGS += -I$(BUILD)/bench
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)

@@ -16,6 +16,8 @@
 
 #include "base/interrupt.h"
 #include "base/text.h"
+#include "bench/scenario.h"
+#include "bench/twin.h"
 #include "comm/comm.h"
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
@@ -313,7 +315,7 @@ static void warmup_note(const config_t *c, const run_result_t *r)
 static int run_comm(const config_t *cfg, const char *note)
 {
     char err[ERR_LEN] = "";
-    report_ctx_t ctx = {cfg, NULL, NULL, note};
+    report_ctx_t ctx = {cfg, NULL, NULL, note, NULL};
     collperf_t perf;
     bool reports = ddp_launch_reports(cfg);
     if (!cfg->quiet && reports)
@@ -380,6 +382,11 @@ int main(int argc, char **argv)
     int rc = config_parse(&cfg, argc, argv, stdout, err);
     if (rc == CONFIG_EXIT_OK)
         return (rc = stdout_status(err)) == DDP_OK ? 0 : fail(rc, err);
+    if (rc == DDP_OK && cfg.scenario[0]) { /* a failure reproduced and explained
+                                             (scenario.h): its runs are this process's */
+        interrupt_install();
+        return scenario_main(argc, argv, cfg.scenario, stdout);
+    }
     /* The launcher first (ddp/launch.h): under mpirun this process forks its
      * watcher and becomes a rank; even a bad option is then judged with the
      * other ranks' at the start-up check, so it is said once. */
@@ -426,7 +433,7 @@ int main(int argc, char **argv)
                    &cfgs[i]);
         result_init(&res[i]);
     }
-    report_ctx_t ctx = {&cfg, &spec, NULL, note[0] ? note : NULL};
+    report_ctx_t ctx = {&cfg, &spec, NULL, note[0] ? note : NULL, NULL};
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
@@ -468,6 +475,16 @@ int main(int argc, char **argv)
         return ddp_launch_end(&cfg, fail_or_quiet(rc, err));
     }
     bool reports = ddp_launch_reports(&cfg);
+
+    /* --emit-pytorch: the same job as a PyTorch script, written before
+     * training (a path it cannot write is bad input) */
+    if (cfg.emit_pytorch[0] &&
+        (rc = twin_emit(&cfgs[0], &spec, &data, argc, argv, (cfg.json || cfg.csv) ? stderr : stdout,
+                        err)) != DDP_OK) {
+        data_free(&data);
+        baseline_free(&bl);
+        return fail(rc, err);
+    }
 
     char note2[ERR_LEN + 1100];
     ckpt_init_note(&cfg, &spec, note2, sizeof note2);
@@ -636,6 +653,9 @@ int main(int argc, char **argv)
             result_free(&s);
         }
     }
+    /* the narrative's latency floor and crossover read the measured collectives */
+    if (pred.in.all_reduce)
+        ctx.pred = &pred.in;
     if (rc == DDP_OK) {
         char e[ERR_LEN];
         if (print_results(&ctx, cfgs, res, n, ref, reps, &pred, e) != DDP_OK)

@@ -251,8 +251,8 @@ static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
         rc = comm_create(&k.comm, &a, k.err);
     }
     if (rc == DDP_OK) {
-        k.sbuf = backend_alloc(k.be, k.cap * sizeof(float));
-        k.rbuf = backend_alloc(k.be, k.cap * sizeof(float));
+        k.sbuf = backend_alloc_for(k.be, k.cap * sizeof(float), MEM_COMM);
+        k.rbuf = backend_alloc_for(k.be, k.cap * sizeof(float), MEM_COMM);
         k.host = malloc(k.cap * sizeof(float));
         if (!k.sbuf || !k.rbuf || !k.host)
             rc = err_set(k.err, DDP_ERR_RUNTIME, "out of memory for %zu bytes of buffers",

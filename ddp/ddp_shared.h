@@ -91,4 +91,11 @@ static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
 struct ddp_env;
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, const struct ddp_env *env);
 
+/* A seam for --scenario mismatch and the tests: rank `rank`'s own
+ * configuration, as ranks started by another launcher each parse their
+ * own command line (the fingerprint check must then catch a difference).
+ * NULL, the default: every rank runs cfg. */
+typedef const config_t *(*ddp_rank_config_fn)(const config_t *cfg, int rank);
+extern ddp_rank_config_fn ddp_rank_config_hook;
+
 #endif

@@ -1,9 +1,11 @@
 /* ddp/fingerprint.c: the settings, data and binary every rank must share, as
- * "KEY VALUE" lines (fingerprint.h). */
+ * "KEY VALUE" lines, their comparison, and a forked group's check over its
+ * communicator (fingerprint.h). */
 #include "ddp/fingerprint.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +125,8 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
         line(&w, "--bucket-mb", "%.9g", c->bucket_mb);
     line(&w, "--first-bucket-mb", "%.9g", c->first_bucket_mb);
     line(&w, "--overlap", "%s", onoff(c->overlap));
+    line(&w, "--zero1", "%s", onoff(c->zero1));
+    line(&w, "--slow-rank", "%d:%d", c->slow_rank, c->slow_factor);
     line(&w, "--timeout", "%.9g", c->timeout_s);
     line(&w, "--min-bytes", "%ld", c->min_bytes);
     line(&w, "--max-bytes", "%ld", c->max_bytes);
@@ -149,6 +153,8 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
     } else {
         line(&w, "data", "none loaded");
     }
+    line(&w, "world", "%d ranks", c->ngpus);
+    line(&w, "version", "%s", DDPBENCH_VERSION);
     line(&w, "binary", "hash %016llx", file_hash("/proc/self/exe"));
 }
 
@@ -192,4 +198,187 @@ bool fingerprint_diff(const fingerprint_t *mine, const fingerprint_t *theirs, ch
             return true;
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// groups and the verdict
+
+/* Which group each key belongs to: the first group whose list holds it. */
+static const struct {
+    const char *label;
+    const char *keys; /* " --a --b " */
+} groups[] = {
+    {"another model (--layers, --act)", " --layers --act "},
+    {"another loss (--loss)", " --loss "},
+    {"another optimizer or hyper-parameters (--optim, --lr, --momentum, --weight-decay, ...)",
+     " --optim --lr --momentum --dampening --nesterov --weight-decay --beta1 --beta2 --eps "},
+    {"another batch (--batch, --batch-per-device, --accum)", " --batch --batch-per-device --accum "},
+    {"another length (--epochs, --steps, --warmup-steps)", " --epochs --steps --warmup-steps "},
+    {"another sample order (--seed, --shuffle, --drop-last, --sampler-replicas, --rank-samples, "
+     "--join)",
+     " --seed --shuffle --drop-last --sampler-replicas --rank-samples --join "},
+    {"other data (--data, --targets, --samples, --dataset, --noise, or the files' contents)",
+     " --dataset --samples --noise --target-cols data "},
+    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero1, --comm)",
+     " --comm --bucket-mb --first-bucket-mb --overlap --zero1 --slow-rank "},
+    {"another world (the number of ranks)", " world "},
+    {"another ddpbench build (every rank must run the same one)", " version binary "},
+};
+
+const char *fingerprint_group(const char *key)
+{
+    char k[80];
+    snprintf(k, sizeof k, " %s ", key);
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (strstr(groups[i].keys, k))
+            return groups[i].label;
+    return "other settings (every rank must be started with the same options)";
+}
+
+int fingerprint_judge(const fingerprint_t *fps, int world, const char *const *who, char *err)
+{
+    for (int r = 1; r < world; r++) {
+        char key[64], v0[200], vr[200];
+        if (!fingerprint_diff(&fps[0], &fps[r], key, v0, vr, sizeof v0))
+            continue;
+        /* an option's value is shown as typed ("--lr 0.003"), the others as said */
+        bool opt = key[0] == '-';
+        return err_set(err, DDP_ERR_INPUT,
+                       "not the same job on every rank: %s was started with %s than %s: %s%s%s "
+                       "there, %s%s%s on rank 0",
+                       who[r],
+                       fingerprint_group(key), who[0], opt ? key : "", opt ? " " : "", vr,
+                       opt ? key : "", opt ? " " : "", v0);
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// a forked group's check
+
+/* What travels is small (the check's buffer must not set a tiny model's
+ * peak memory): a 48-bit hash of each line, then, only when a rank
+ * differs, the one line that differs.  Each float holds 24 bits: exact in
+ * float32, so any collective moves it unchanged. */
+#define FP_LINES 96
+#define FP_HASH_WORDS (1 + 2 * FP_LINES) /* the line count, then two words a line */
+#define FP_LINE_LEN 255
+#define FP_LINE_WORDS ((FP_LINE_LEN + 1 + 2) / 3)
+
+static void pack(float *w, size_t nw, const char *bytes, size_t n)
+{
+    const unsigned char *t = (const unsigned char *)bytes;
+    for (size_t i = 0; i < nw; i++) {
+        unsigned v = 0;
+        for (size_t b = 0; b < 3 && 3 * i + b < n; b++)
+            v |= (unsigned)t[3 * i + b] << (8 * b);
+        w[i] = (float)v;
+    }
+}
+
+static void unpack(char *bytes, size_t n, const float *w, size_t nw)
+{
+    for (size_t i = 0; i < nw; i++) {
+        unsigned v = (unsigned)w[i];
+        for (size_t b = 0; b < 3 && 3 * i + b < n; b++)
+            bytes[3 * i + b] = (char)(v >> (8 * b));
+    }
+    bytes[n - 1] = 0;
+}
+
+/* All-gather nw words from every rank (in place in buf, a device buffer of
+ * world * nw floats) into host. */
+static int gather(comm_t *comm, backend_t *be, float *buf, float *host, const float *mine,
+                  size_t nw, char *err)
+{
+    int world = comm_world(comm), rank = comm_rank(comm);
+    TRY(backend_check(be, backend_h2d(be, buf + (size_t)rank * nw, mine, nw * sizeof(float)),
+                      NULL, err));
+    TRY(comm_check(comm, comm_all_gather(comm, NULL, buf, nw), "the configuration check", err));
+    /* Why wait: the comparison is the host's, once, before training. */
+    return backend_check(be, backend_d2h(be, host, buf, (size_t)world * nw * sizeof(float)), NULL,
+                         err);
+}
+
+/* Line i of fp's text ("" past the end) into out (FP_LINE_LEN + 1 bytes). */
+static void line_of(const fingerprint_t *fp, int i, char *out)
+{
+    const char *p = fp->text;
+    for (; i > 0 && p; i--)
+        if ((p = strchr(p, '\n')))
+            p++;
+    size_t n = p ? strcspn(p, "\n") : 0;
+    snprintf(out, FP_LINE_LEN + 1, "%.*s", (int)n, p ? p : "");
+}
+
+int ddp_fingerprint_check(comm_t *comm, backend_t *be, const fingerprint_t *mine,
+                          const int *devices, char *err)
+{
+    int world = comm_world(comm);
+    size_t most = FP_HASH_WORDS > FP_LINE_WORDS ? FP_HASH_WORDS : FP_LINE_WORDS;
+    float words[FP_HASH_WORDS] = {0};
+    float *host = malloc((size_t)world * most * sizeof(float));
+    float *buf = backend_alloc_for(be, (size_t)world * most * sizeof(float), MEM_COMM);
+    int rc = host && buf ? DDP_OK
+                         : err_set(err, DDP_ERR_RUNTIME, "out of memory for the configuration check");
+    /* 1. every line's hash: which rank and which line differ first */
+    int nlines = 0;
+    for (int i = 0; i < FP_LINES; i++) {
+        char l[FP_LINE_LEN + 1];
+        line_of(mine, i, l);
+        if (!l[0])
+            break;
+        hash64_t h;
+        hash64_init(&h);
+        hash64_update(&h, l, strlen(l));
+        uint64_t v = hash64_final(&h);
+        words[1 + 2 * i] = (float)(v & 0xffffff);
+        words[2 + 2 * i] = (float)((v >> 24) & 0xffffff);
+        nlines++;
+    }
+    words[0] = (float)nlines;
+    if (rc == DDP_OK)
+        rc = gather(comm, be, buf, host, words, FP_HASH_WORDS, err);
+    int q = -1, at = -1;
+    for (int r = 1; rc == DDP_OK && r < world && q < 0; r++) {
+        const float *a = host, *b = host + (size_t)r * FP_HASH_WORDS;
+        /* line by line (a line past one's end hashes as zeros there, so
+         * fewer lines show as the first line that one lacks), then the count */
+        for (int i = 1; i < FP_HASH_WORDS && q < 0; i++)
+            if (a[i] != b[i]) {
+                q = r;
+                at = (i - 1) / 2;
+            }
+        if (q < 0 && a[0] != b[0]) {
+            q = r;
+            at = (int)(a[0] < b[0] ? a[0] : b[0]);
+        }
+    }
+    /* 2. only on a difference: that line from every rank, so every rank
+     * names the same one with both values */
+    if (rc == DDP_OK && q > 0) {
+        float lw[FP_LINE_WORDS];
+        char l[FP_LINE_LEN + 1];
+        line_of(mine, at, l);
+        pack(lw, FP_LINE_WORDS, l, sizeof l);
+        rc = gather(comm, be, buf, host, lw, FP_LINE_WORDS, err);
+        static fingerprint_t two[2];
+        for (int k = 0; rc == DDP_OK && k < 2; k++) {
+            unpack(two[k].text, FP_LINE_LEN + 1, host + (size_t)(k ? q : 0) * FP_LINE_WORDS,
+                   FP_LINE_WORDS);
+            if (!two[k].text[0]) /* one has fewer lines: another build */
+                snprintf(two[k].text, sizeof two[k].text, "binary %s", k ? "another" : "one");
+        }
+        char n0[32], nq[32];
+        snprintf(n0, sizeof n0, "rank 0 (device %d)", devices[0]);
+        snprintf(nq, sizeof nq, "rank %d (device %d)", q, devices[q]);
+        const char *who[2] = {n0, nq};
+        if (rc == DDP_OK && (rc = fingerprint_judge(two, 2, who, err)) == DDP_OK)
+            rc = err_set(err, DDP_ERR_INPUT, "not the same job on every rank: %s differs from "
+                         "rank 0", nq); /* a hash differed, the text did not: say so anyway */
+    }
+    if (buf)
+        backend_free(be, buf);
+    free(host);
+    return rc;
 }

@@ -283,26 +283,17 @@ static int judge(const startup_t *all, int world, char *msg)
         return err_set(msg, all[first].rc, "rank %d (host %s): %s", first, all[first].host,
                        all[first].msg);
     }
-    for (int r = 1; r < world; r++) {
-        char key[64], mine[200], theirs[200];
-        if (!fingerprint_diff(&all[0].fp, &all[r].fp, key, mine, theirs, sizeof mine))
-            continue;
-        if (strcmp(key, "binary") == 0)
-            return err_set(msg, DDP_ERR_INPUT,
-                           "rank %d (host %s) runs another ddpbench than rank 0 (host %s): %s "
-                           "there, %s on rank 0; every rank must run the same build",
-                           r, all[r].host, all[0].host, theirs, mine);
-        if (strcmp(key, "data") == 0)
-            return err_set(msg, DDP_ERR_INPUT,
-                           "rank %d (host %s) has other data than rank 0 (host %s): %s there, %s "
-                           "on rank 0",
-                           r, all[r].host, all[0].host, theirs, mine);
-        return err_set(msg, DDP_ERR_INPUT,
-                       "rank %d (host %s) was started with %s %s, rank 0 with %s %s: every rank "
-                       "must be started with the same options",
-                       r, all[r].host, key, theirs, key, mine);
+    /* Every rank's fingerprint against rank 0's (fingerprint.h), each rank
+     * named with its host. */
+    static fingerprint_t fps[MAX_DEVICES];
+    char names[MAX_DEVICES][HOST_LEN + 32];
+    const char *who[MAX_DEVICES];
+    for (int r = 0; r < world && r < MAX_DEVICES; r++) {
+        fps[r] = all[r].fp;
+        snprintf(names[r], sizeof names[r], "rank %d (host %s)", r, all[r].host);
+        who[r] = names[r];
     }
-    return DDP_OK;
+    return fingerprint_judge(fps, world, who, msg);
 }
 
 int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)

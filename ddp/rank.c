@@ -15,8 +15,11 @@
 #include "base/fault.h"
 #include "data/schedule.h"
 #include "ddp/autotune.h"
+#include "ddp/ddp_shared.h"
+#include "ddp/fingerprint.h"
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
+#include "ddp/zero1.h"
 #include "io/checkpoint.h"
 #include "measure/progress.h"
 #include "measure/step_meter.h"
@@ -67,8 +70,9 @@ typedef struct {
     comm_t *comm;
     schedule_t sch;
     replica_t rep;
-    optim_t opt;
+    optim_t opt;        /* --zero1: its state covers this rank's shard alone */
     reducer_t red;
+    zero1_t z;          /* --zero1: the shard it steps */
     stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
     float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
@@ -107,6 +111,14 @@ static int rank_setup(rank_t *k)
     comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->env->seg, cfg->timeout_s, 0.0,
                       k->env->exchange, k->env->exchange_ctx};
     TRY(comm_create(&k->comm, &ca, k->err));
+    /* Every rank on the same job before anything trains (fingerprint.h);
+     * under mpirun the launcher compared the same fingerprints before
+     * anything ran, each rank's own parse, data and binary. */
+    if (cfg->launcher != LAUNCHER_MPI) {
+        static fingerprint_t fp; /* 3 KiB: off the stack */
+        fingerprint_make(&fp, cfg, k->data);
+        TRY(ddp_fingerprint_check(k->comm, k->be, &fp, cfg->gpus, k->err));
+    }
     TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, k->err));
     /* this rank's part of a micro-batch: ceil((B - rank) / world) rows (at
      * least 1 row of room: a rank past a small batch's end reads none) */
@@ -114,8 +126,6 @@ static int rank_setup(rank_t *k)
     if (local_batch < 1)
         local_batch = 1;
     TRY(replica_init(&k->rep, k->be, &k->spec, local_batch, k->data->tgt_cols, k->err));
-    TRY(optim_init(&k->opt, k->be, &cfg->optim, k->spec.nparams, k->err));
-    TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->meter, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
     /* Shared memory (or MPI) on host buffers: what backward leaves (the last
@@ -124,13 +134,22 @@ static int rank_setup(rank_t *k)
      * hook, so the GPU starts it as soon as backward's kernels are done. */
     comm_kind_t kind = comm_resolve(cfg->comm, cfg->backend);
     k->red.run_rest = (kind == COMM_SHM || kind == COMM_MPI) && backend_host_visible(k->be);
+    if (cfg->zero1) { /* the buckets are reduce-scattered; the state is this rank's shard */
+        k->red.shard_world = k->world;
+        k->red.shard_rank = k->rank;
+    }
+    size_t state = cfg->zero1 ? zero1_state_floats(&k->red, k->world, k->rank) : k->spec.nparams;
+    TRY(optim_init(&k->opt, k->be, &cfg->optim, state, k->err));
+    if (cfg->zero1)
+        TRY(zero1_init(&k->z, &k->red, &k->opt, k->world, k->rank, k->red.run_rest, k->err));
+    TRY(ckpt_run_init(&k->ck, cfg, &k->spec, &k->opt, 0, k->err));
     if (cfg->bucket_auto) {
         autotune_init(&k->tune, &k->spec, cfg->first_bucket_mb, k->sch.start_step,
                       schedule_warmup(&k->sch));
-        if (!(k->tunebuf = backend_alloc(k->be, AUTOTUNE_MAX * sizeof(float))))
+        if (!(k->tunebuf = backend_alloc_for(k->be, AUTOTUNE_MAX * sizeof(float), MEM_COMM)))
             return err_set(k->err, DDP_ERR_RUNTIME, "out of device memory");
     }
-    k->lossbuf = backend_alloc(k->be, 3 * sizeof(float));
+    k->lossbuf = backend_alloc_for(k->be, 3 * sizeof(float), MEM_COMM);
     k->loss_host = backend_alloc_host(k->be, 6 * sizeof(float));
     if (!k->lossbuf || !k->loss_host)
         return err_set(k->err, DDP_ERR_RUNTIME, "out of memory for the loss");
@@ -260,6 +279,7 @@ static void rank_teardown(rank_t *k)
     step_meter_free(&k->meter);
     free(k->host_params);
     ckpt_run_free(&k->ck);
+    zero1_free(&k->z);
     reducer_free(&k->red);
     optim_free(&k->opt);
     replica_free(&k->rep);
@@ -354,6 +374,25 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     }
 }
 
+/* --slow-rank: a straggler, the real work of a slower device.  Before its
+ * first backward of the step, the rank runs `times` more forward passes and
+ * backward passes of the micro-batch: the forwards write the activations the
+ * first one wrote, and the backwards, with no gradient of the step yet to
+ * add to, write the gradients the real backward then writes again -- F times
+ * the work (F-1 per micro-batch of the step, here at once), the same bits.
+ * On a GPU these are kernels like any other: the host still waits nowhere. */
+static int straggle(rank_t *k, const float *x, int rows, int times)
+{
+    replica_t *rep = &k->rep;
+    for (int i = 0; i < times; i++)
+        TRY(dev(k, model_forward(rep, x, rows)));
+    step_meter_lap(&k->meter, PH_FORWARD);
+    for (int i = 0; i < times; i++)
+        TRY(dev(k, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
+    step_meter_lap(&k->meter, PH_BACKWARD);
+    return DDP_OK;
+}
+
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
  * backward fills them, on the last micro-batch), then the rest of the
  * buckets and, on loss steps, the loss; the optimizer once all are in.
@@ -396,6 +435,8 @@ static int rank_step(rank_t *k, long g, bool want_loss)
             TRY(dev(k, !has_grad ? backend_d2d(be, k->lossbuf, rep->loss_sum, sizeof(float))
                                  : backend_axpy(be, 1.0f, rep->loss_sum, k->lossbuf, 1)));
         step_meter_lap(m, PH_LOSS);
+        if (!has_grad && k->rank == cfg->slow_rank && cfg->slow_factor > 1)
+            TRY(straggle(k, x, rows, (cfg->slow_factor - 1) * nmicro));
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&k->red, last, g);
         int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &k->red);
@@ -442,8 +483,17 @@ static int rank_step(rank_t *k, long g, bool want_loss)
     if (want_loss)
         step_meter_fetch(m, k->lossbuf, 3);
 
-    TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
-    step_meter_lap(m, PH_OPTIM);
+    if (cfg->zero1) {
+        /* ZeRO-1: this rank steps its shard, and every bucket's parameters
+         * are all-gathered; the next step's forward needs them all. */
+        TRY(zero1_step(&k->z, k->comm, rep->params, rep->grads, k->err));
+        step_meter_lap(m, PH_OPTIM);
+        TRY(coll(k, comm_wait_all(k->comm)));
+        step_meter_lap(m, PH_COMM_EXPOSED);
+    } else {
+        TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
+        step_meter_lap(m, PH_OPTIM);
+    }
     if (step_meter_first(m) && k->rank == 0) { /* --explain: what step 1 moved */
         step_story_t *st = &k->area->story;
         move_stat_t *mb = &st->move[MOVE_BATCH];
@@ -554,11 +604,16 @@ static int rank_train(rank_t *k)
         free(mine);
     TRY(dev(k, rc));
     rec->stats.mem_peak = backend_mem_peak(k->be);
+    backend_mem_peak_split(k->be, rec->stats.mem_split);
     return DDP_OK;
 }
 
+ddp_rank_config_fn ddp_rank_config_hook;
+
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *env)
 {
+    if (ddp_rank_config_hook) /* this rank's own configuration (ddp_shared.h) */
+        cfg = ddp_rank_config_hook(cfg, env->rank);
     rank_t k;
     memset(&k, 0, sizeof k);
     k.cfg = cfg;

@@ -95,8 +95,24 @@ static int launch(reducer_t *r, int i, bool run)
      * the loss scale already divided by the global batch (reducer.h). */
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
                     .redop = REDOP_SUM, .tag = b->tag};
+    comm_op_t rest = {0};
+    if (r->shard_world > 1) {
+        /* ZeRO-1: each rank needs the sum of its own block only (in place:
+         * block q of the slice is rank q's), and everyone the leftover */
+        size_t blk = reducer_block(b, r->shard_world), left = reducer_rest(b, r->shard_world);
+        rest = (comm_op_t){.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off + blk * r->shard_world,
+                           .count = left, .redop = REDOP_SUM, .tag = b->tag};
+        op = (comm_op_t){.kind = COLL_REDUCE_SCATTER,
+                         .recv = r->grads + b->off + blk * (size_t)r->shard_rank, .count = blk,
+                         .redop = REDOP_SUM, .tag = b->tag};
+        if (blk == 0) /* fewer floats than ranks: all of it is the leftover */
+            op = rest, rest.count = 0;
+    }
     int rc = run ? comm_run(r->comm, &op, &b->h[r->par])
                  : comm_launch(r->comm, &op, &b->h[r->par]);
+    comm_handle_t hr;
+    if (rc == DDP_OK && rest.count > 0)
+        rc = run ? comm_run(r->comm, &rest, &hr) : comm_launch(r->comm, &rest, &hr);
     if (rc != DDP_OK)
         r->launch_failed = true;
     return rc;

@@ -69,7 +69,23 @@ typedef struct {
     int next;              /* next bucket to launch */
     bool launch_failed;    /* a launch from the hook failed: the comm has the error */
     step_meter_t *meter;   /* marks each launch on the device's queue */
+    /* ZeRO-1 (ddp/zero1.h): > 1 reduce-scatters each bucket over this many
+     * ranks instead of all-reducing it: rank q gets the sum of block q, the
+     * bucket's count / shard_world floats from q x that; the few floats left
+     * over (count mod shard_world) are all-reduced, so every rank has them */
+    int shard_world, shard_rank;
 } reducer_t;
+
+/* ZeRO-1's blocks of bucket b over world ranks: floats per rank, and the
+ * floats left over at the bucket's end (all-reduced, stepped by every rank). */
+static inline size_t reducer_block(const bucket_t *b, int world)
+{
+    return world > 1 ? b->count / (size_t)world : b->count;
+}
+static inline size_t reducer_rest(const bucket_t *b, int world)
+{
+    return b->count - reducer_block(b, world) * (size_t)(world > 1 ? world : 1);
+}
 
 /* Assign buckets over spec's arena in grads.  Caps in MiB (> 0). */
 int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,

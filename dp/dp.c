@@ -57,8 +57,10 @@ static void dp_worker(void *ctx, int d)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
     }
-    if (dv->be)
+    if (dv->be) {
         c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
+        backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
+    }
     dp_pool_leave(&c->pool);
     dp_device_free(c, d);
 }

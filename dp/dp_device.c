@@ -11,11 +11,11 @@
 dp_backend_create_fn dp_backend_create_hook;
 
 static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const char *what,
-                       int *rc, char *err)
+                       mem_kind_t kind, int *rc, char *err)
 {
     if (*rc != DDP_OK)
         return NULL;
-    float *p = backend_alloc(be, (floats ? floats : 1) * sizeof(float));
+    float *p = backend_alloc_for(be, (floats ? floats : 1) * sizeof(float), kind);
     if (!p)
         *rc = err_set(err, DDP_ERR_RUNTIME, "%s: out of memory allocating %s (%zu bytes)",
                       dv->name, what, floats * sizeof(float));
@@ -49,16 +49,16 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
      * from gx and gdout, as torch's scatter leaves chunk 0 a view. */
     size_t batch = (size_t)cfg->batch;
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec), tgt = c->data->tgt_cols;
-    c->bx = dp_alloc(be, batch * in, dv, "the batch inputs", &rc, err);
-    c->by = dp_alloc(be, batch * tgt, dv, "the batch targets", &rc, err);
+    c->bx = dp_alloc(be, batch * in, dv, "the batch inputs", MEM_ACTS, &rc, err);
+    c->by = dp_alloc(be, batch * tgt, dv, "the batch targets", MEM_ACTS, &rc, err);
     c->gx = c->bx;
     c->gy = c->by;
-    c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", &rc, err);
-    c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", &rc, err);
-    c->loss_sum = dp_alloc(be, 1, dv, "the loss", &rc, err);
+    c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", MEM_ACTS, &rc, err);
+    c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", MEM_ACTS, &rc, err);
+    c->loss_sum = dp_alloc(be, 1, dv, "the loss", MEM_ACTS, &rc, err);
     if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1 && !c->nccl) {
         for (int i = 0; i < 2; i++) {
-            c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", &rc, err);
+            c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", MEM_COMM, &rc, err);
             if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))
                 rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
         }

@@ -83,6 +83,9 @@ typedef struct {
     double first_bucket_mb;
     bool overlap;
     double timeout_s;
+    bool zero1;                /* --zero1: ZeRO-1, the optimizer state sharded over the ranks */
+    int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
+    int slow_factor;           /* ... runs its forward and backward F times a micro-batch */
 
     /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
     long min_bytes, max_bytes;
@@ -101,6 +104,8 @@ typedef struct {
     char trace_path[CONFIG_PATH_LEN];
     char baseline_path[CONFIG_PATH_LEN];
     double tolerance_pct;
+    char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */
+    char scenario[32];         /* --scenario NAME: a failure reproduced and explained */
 
     /* checkpoints */
     char save_path[CONFIG_PATH_LEN];

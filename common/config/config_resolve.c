@@ -162,6 +162,9 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
     bool cpu_auto = c->ngpus == 0 && c->backend == BACKEND_CPU;
     if (rc == DDP_OK)
         rc = resolve_devices(c, err);
+    if (rc == DDP_OK && c->slow_rank >= c->ngpus)
+        rc = err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
+                     c->slow_rank, c->ngpus, c->ngpus - 1);
     if (rc == DDP_OK)
         rc = resolve_world(c, cpu_auto, err);
     if (rc == DDP_OK)

@@ -26,7 +26,8 @@ enum {
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
     O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
-    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER
+    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER, O_ZERO1,
+    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH
 };
 
 typedef struct {
@@ -52,6 +53,10 @@ static const opt_t opts[] = {
      NULL},
     {"backend", O_BACKEND, "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL},
     {"threads", O_THREADS, "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL},
+    {"scenario", O_SCENARIO, "NAME", NULL, "none",
+     "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
+     "mismatch (list: each in a line); exit 0 when it behaved as described",
+     NULL},
     {"tf32", O_TF32, NULL, NULL, "off",
      "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL},
     {"model", O_MODEL, "NAME", NULL, CONFIG_DEFAULT_PRESET,
@@ -129,6 +134,14 @@ static const opt_t opts[] = {
      NULL},
     {"no-overlap", O_NO_OVERLAP, NULL, NULL, NULL, "all-reduce only after backward ends", NULL},
     {"timeout", O_TIMEOUT, "SEC", "60", NULL, "limit on any wait for another rank", NULL},
+    {"zero1", O_ZERO1, NULL, NULL, "off",
+     "ZeRO-1: gradients reduce-scattered, each rank steps its shard of the optimizer state and "
+     "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
+     NULL},
+    {"slow-rank", O_SLOW_RANK, "R:F", NULL, "none",
+     "a straggler: rank R computes each micro-batch's forward and backward F times (the same "
+     "result, F times the work)",
+     NULL},
     {"min-bytes", O_MIN_BYTES, "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
      "Collective benchmark (--mode comm, like nccl-tests)"},
     {"max-bytes", O_MAX_BYTES, "N", "16M", NULL, "largest message", NULL},
@@ -153,6 +166,10 @@ static const opt_t opts[] = {
      "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL},
     {"predict", O_PREDICT, NULL, NULL, "off",
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
+     NULL},
+    {"emit-pytorch", O_EMIT_PYTORCH, "FILE.py", NULL, "none",
+     "write a PyTorch script that runs the same job (its initial weights and data beside it) "
+     "and prints the same checksum",
      NULL},
     {"save", O_SAVE, "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints"},
     {"init", O_INIT, "FILE", NULL, "none", "start from weights in a .safetensors file", NULL},
@@ -605,6 +622,32 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
     case O_PREDICT:
         c->predict = true;
         break;
+    case O_ZERO1:
+        c->zero1 = true;
+        break;
+    case O_SLOW_RANK: {
+        const char *colon = strchr(v, ':');
+        char r[32];
+        if (!colon || (size_t)(colon - v) >= sizeof r)
+            return err_set(err, DDP_ERR_INPUT, "--slow-rank: '%s' is not RANK:FACTOR (e.g. 1:3)", v);
+        memcpy(r, v, (size_t)(colon - v));
+        r[colon - v] = 0;
+        rc = parse_long(name, r, 0, MAX_DEVICES - 1, &l, err);
+        c->slow_rank = (int)l;
+        if (rc == DDP_OK)
+            rc = parse_long(name, colon + 1, 1, 100, &l, err);
+        c->slow_factor = (int)l;
+        break;
+    }
+    case O_SCENARIO:
+        if (strlen(v) >= sizeof c->scenario)
+            return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
+                           "--scenario list)", v);
+        strcpy(c->scenario, v);
+        break;
+    case O_EMIT_PYTORCH:
+        rc = copy_path(name, v, c->emit_pytorch, err);
+        break;
     default:
         rc = err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", name);
     }
@@ -617,6 +660,7 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
 int config_defaults_for(config_t *c, const char *preset, char *err)
 {
     memset(c, 0, sizeof *c);
+    c->slow_rank = -1; /* no straggler */
     for (int i = 0; i < NOPTS; i++) {
         const opt_t *o = &opts[i];
         if (!o->dflt)

@@ -39,6 +39,27 @@ bool backend_host_visible(const backend_t *be) { return be->host_visible; }
 size_t backend_mem_in_use(const backend_t *be) { return be->mem_in_use; }
 size_t backend_mem_peak(const backend_t *be) { return be->mem_peak; }
 
+void backend_mem_peak_split(const backend_t *be, size_t split[MEM_KINDS])
+{
+    for (int k = 0; k < MEM_KINDS; k++)
+        split[k] = be->mem_peak_by[k];
+}
+
+const char *mem_kind_name(mem_kind_t k)
+{
+    static const char *const names[MEM_KINDS] = {"parameters",  "gradients", "optimizer state",
+                                                 "activations", "staging",   "comm buffers",
+                                                 "workspace"};
+    return (unsigned)k < MEM_KINDS ? names[k] : "?";
+}
+
+const char *mem_kind_key(mem_kind_t k)
+{
+    static const char *const keys[MEM_KINDS] = {"params",  "grads", "optimizer", "activations",
+                                                "staging", "comm",  "workspace"};
+    return (unsigned)k < MEM_KINDS ? keys[k] : "?";
+}
+
 const char *backend_last_error(const backend_t *be)
 {
     return be && be->last_error[0] ? be->last_error : "unknown error";
@@ -65,7 +86,15 @@ int backend_check(const backend_t *be, int rc, const char *place, char *err)
 // ---------------------------------------------------------------------------
 // the operations, through the backend's table
 
-void *backend_alloc(backend_t *be, size_t bytes) { return be->ops->alloc(be, bytes); }
+void *backend_alloc(backend_t *be, size_t bytes)
+{
+    return be->ops->alloc(be, bytes, MEM_WORKSPACE);
+}
+
+void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind)
+{
+    return be->ops->alloc(be, bytes, kind);
+}
 void backend_free(backend_t *be, void *p) { be->ops->free(be, p); }
 void *backend_alloc_host(backend_t *be, size_t bytes) { return be->ops->alloc_host(be, bytes); }
 void backend_free_host(backend_t *be, void *p) { be->ops->free_host(be, p); }

@@ -26,6 +26,24 @@
 
 typedef struct backend backend_t;
 
+/* What an allocation is for: the peak memory of a device is reported split
+ * into these (parameters, gradients, optimizer state, activations, and the
+ * buffers: staging, collectives, scratch of the kernels and libraries). */
+typedef enum {
+    MEM_PARAMS = 0,
+    MEM_GRADS,
+    MEM_OPTIM,
+    MEM_ACTS,      /* layer outputs, their gradients, the batch's inputs and targets */
+    MEM_STAGING,   /* the second batch slot the copy stream fills */
+    MEM_COMM,      /* buffers of collectives and cross-device copies, NCCL's own */
+    MEM_WORKSPACE, /* scratch of the kernels, and anything not said otherwise */
+    MEM_KINDS
+} mem_kind_t;
+/* "parameters", "gradients", "optimizer state", ... and the JSON key
+ * ("params", "grads", "optimizer", ...). */
+const char *mem_kind_name(mem_kind_t k);
+const char *mem_kind_key(mem_kind_t k);
+
 typedef struct {
     float lr, momentum, dampening, weight_decay;
     bool nesterov;
@@ -48,6 +66,9 @@ int backend_device_id(const backend_t *be);    /* the id the user named (--gpus)
 bool backend_host_visible(const backend_t *be); /* device memory is host memory (CPU) */
 size_t backend_mem_in_use(const backend_t *be); /* bytes allocated and not yet freed */
 size_t backend_mem_peak(const backend_t *be);   /* high-water mark of that */
+/* What that peak held, by purpose (mem_kind_t), at the moment it was
+ * reached: the kinds add up to backend_mem_peak(). */
+void backend_mem_peak_split(const backend_t *be, size_t split[MEM_KINDS]);
 const char *backend_last_error(const backend_t *be);
 /* Record why work on this device failed (what backend_last_error() returns
  * next); returns code. */
@@ -61,7 +82,10 @@ int backend_check(const backend_t *be, int rc, const char *place, char *err);
 // ---------------------------------------------------------------------------
 // memory
 
-void *backend_alloc(backend_t *be, size_t bytes); /* zeroed; NULL on failure */
+void *backend_alloc(backend_t *be, size_t bytes); /* zeroed; NULL on failure; MEM_WORKSPACE */
+/* The same, counted under what it is for: the memory split is taken where
+ * memory is allocated, so the figures need no guessing afterwards. */
+void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind);
 void backend_free(backend_t *be, void *p);
 void *backend_alloc_host(backend_t *be, size_t bytes); /* pinned staging memory */
 void backend_free_host(backend_t *be, void *p);

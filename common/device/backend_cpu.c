@@ -53,15 +53,17 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 // ---------------------------------------------------------------------------
 // memory
 
-/* Each block carries its size in a 64-byte header so free() can account it. */
-static void *cpu_alloc(backend_t *be, size_t bytes)
+/* Each block carries its size and kind in a 64-byte header so free() can
+ * account it. */
+static void *cpu_alloc(backend_t *be, size_t bytes, mem_kind_t kind)
 {
     void *p = NULL;
     if (bytes > SIZE_MAX - CPU_ALIGN || posix_memalign(&p, CPU_ALIGN, bytes + CPU_ALIGN) != 0)
         return NULL;
     memset(p, 0, bytes + CPU_ALIGN);
-    *(size_t *)p = bytes;
-    backend_account(be, (long long)bytes);
+    ((size_t *)p)[0] = bytes;
+    ((size_t *)p)[1] = (size_t)kind;
+    backend_account(be, (long long)bytes, kind);
     return (char *)p + CPU_ALIGN;
 }
 
@@ -70,7 +72,7 @@ static void cpu_free(backend_t *be, void *p)
     if (!p)
         return;
     char *base = (char *)p - CPU_ALIGN;
-    backend_account(be, -(long long)*(size_t *)base);
+    backend_account(be, -(long long)((size_t *)base)[0], (mem_kind_t)((size_t *)base)[1]);
     free(base);
 }
 

@@ -51,6 +51,7 @@
 typedef struct {
     void *p;
     size_t bytes;
+    mem_kind_t kind;
 } cuda_block_t;
 
 typedef struct {
@@ -110,7 +111,7 @@ static void peer_enable(int dst, int src)
 // ---------------------------------------------------------------------------
 // memory
 
-static int blocks_add(cuda_impl_t *c, void *p, size_t bytes)
+static int blocks_add(cuda_impl_t *c, void *p, size_t bytes, mem_kind_t kind)
 {
     if (c->nblocks == c->cap_blocks) {
         size_t cap = c->cap_blocks ? 2 * c->cap_blocks : 32;
@@ -120,23 +121,24 @@ static int blocks_add(cuda_impl_t *c, void *p, size_t bytes)
         c->blocks = nb;
         c->cap_blocks = cap;
     }
-    c->blocks[c->nblocks++] = (cuda_block_t){p, bytes};
+    c->blocks[c->nblocks++] = (cuda_block_t){p, bytes, kind};
     return 0;
 }
 
-/* Remove p from the table; its size, or 0 when p was not ours. */
-static size_t blocks_remove(cuda_impl_t *c, void *p)
+/* Remove p from the table; its size (and kind), or 0 when p was not ours. */
+static size_t blocks_remove(cuda_impl_t *c, void *p, mem_kind_t *kind)
 {
     for (size_t i = c->nblocks; i-- > 0;)
         if (c->blocks[i].p == p) {
             size_t bytes = c->blocks[i].bytes;
+            *kind = c->blocks[i].kind;
             c->blocks[i] = c->blocks[--c->nblocks];
             return bytes;
         }
     return 0;
 }
 
-static int cuda_alloc_impl(backend_t *be, size_t bytes, void **out)
+static int cuda_alloc_impl(backend_t *be, size_t bytes, mem_kind_t kind, void **out)
 {
     cuda_impl_t *c = impl_of(be);
     *out = NULL;
@@ -153,20 +155,20 @@ static int cuda_alloc_impl(backend_t *be, size_t bytes, void **out)
      * (a plain cudaMemset would run on the legacy stream, which a
      * non-blocking stream does not wait for). */
     e = cudaMemsetAsync(p, 0, sz, c->stream);
-    if (e != cudaSuccess || blocks_add(c, p, sz) != 0) {
+    if (e != cudaSuccess || blocks_add(c, p, sz, kind) != 0) {
         cudaFree(p);
         return err_set(be->last_error, DDP_ERR_RUNTIME, "cuda device %d: allocating %zu bytes: %s",
                        c->dev, sz, e != cudaSuccess ? cudaGetErrorString(e) : "out of host memory");
     }
-    backend_account(be, (long long)sz);
+    backend_account(be, (long long)sz, kind);
     *out = p;
     return DDP_OK;
 }
 
-static void *cuda_alloc(backend_t *be, size_t bytes)
+static void *cuda_alloc(backend_t *be, size_t bytes, mem_kind_t kind)
 {
     void *p;
-    return cuda_alloc_impl(be, bytes, &p) == DDP_OK ? p : NULL;
+    return cuda_alloc_impl(be, bytes, kind, &p) == DDP_OK ? p : NULL;
 }
 
 static void cuda_free(backend_t *be, void *p)
@@ -176,7 +178,9 @@ static void cuda_free(backend_t *be, void *p)
     cuda_impl_t *c = impl_of(be);
     if (cudaSetDevice(c->dev) != cudaSuccess)
         return;
-    backend_account(be, -(long long)blocks_remove(c, p));
+    mem_kind_t kind = MEM_WORKSPACE;
+    size_t bytes = blocks_remove(c, p, &kind);
+    backend_account(be, -(long long)bytes, kind);
     /* cudaFree waits for the device to finish with the block. */
     cudaError_t e = cudaFree(p);
     if (e != cudaSuccess)
@@ -385,7 +389,7 @@ static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, i
         /* Grows to the largest layer once (the first step), never per step;
          * cudaFree waits for the old scratch's last reader. */
         float *old = c->bgpart;
-        backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)));
+        backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)), MEM_WORKSPACE);
         c->bgpart = NULL;
         c->bgpart_cap = 0;
         if (old)
@@ -398,7 +402,7 @@ static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, i
                            cudaGetErrorString(e));
         }
         c->bgpart_cap = need;
-        backend_account(be, (long long)(need * sizeof(float)));
+        backend_account(be, (long long)(need * sizeof(float)), MEM_WORKSPACE);
     }
     CK(kern_bias_grad(c->stream, db, dz, rows, cols, accumulate, c->bgpart));
     return DDP_OK;
@@ -416,7 +420,8 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
             /* Forget the old block before freeing it: a failing cudaFree must
              * not leave a pointer that destroy() would free a second time. */
             double *old = c->rowloss;
-            backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)));
+            backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)),
+                            MEM_WORKSPACE);
             c->rowloss = NULL;
             c->rowloss_cap = 0;
             CK(cudaFree(old));
@@ -429,7 +434,7 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
                            cudaGetErrorString(e));
         }
         c->rowloss_cap = rows;
-        backend_account(be, (long long)((size_t)rows * sizeof(double)));
+        backend_account(be, (long long)((size_t)rows * sizeof(double)), MEM_WORKSPACE);
     }
     /* rows <= 0 before any scratch exists: the sum kernel reads none of it and writes 0. */
     CK(kern_loss(c->stream, kind, out, tgt, rows, cols, grad_scale, grad, c->rowloss, loss_sum));
@@ -775,4 +780,7 @@ cudaStream_t backend_cuda_stream(const backend_t *be)
     return ((const cuda_impl_t *)be->impl)->stream;
 }
 
-void backend_cuda_account(backend_t *be, long long delta_bytes) { backend_account(be, delta_bytes); }
+void backend_cuda_account(backend_t *be, long long delta_bytes)
+{
+    backend_account(be, delta_bytes, MEM_COMM); /* NCCL's buffers */
+}

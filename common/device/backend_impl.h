@@ -16,7 +16,8 @@ typedef struct backend_ops {
     const char *name; /* "cpu" or "cuda" */
 
     /* -- memory ------------------------------------------------------------ */
-    void *(*alloc)(backend_t *be, size_t bytes); /* zeroed; NULL on failure */
+    /* zeroed; NULL on failure; counted under kind (backend_account) */
+    void *(*alloc)(backend_t *be, size_t bytes, mem_kind_t kind);
     void (*free)(backend_t *be, void *p);
     void *(*alloc_host)(backend_t *be, size_t bytes); /* pinned staging memory */
     void (*free_host)(backend_t *be, void *p);
@@ -94,6 +95,8 @@ struct backend {
     bool host_visible;  /* device memory is host memory (CPU backend) */
     size_t mem_in_use;  /* bytes from alloc() not yet freed */
     size_t mem_peak;    /* high-water mark of mem_in_use */
+    size_t mem_by[MEM_KINDS];      /* mem_in_use by purpose */
+    size_t mem_peak_by[MEM_KINDS]; /* mem_by when mem_peak was reached */
     char last_error[ERR_LEN];
     long host_syncs;    /* times the host waited for this device (backend.h) */
     bool tf32;          /* --tf32 is on */
@@ -103,16 +106,22 @@ struct backend {
 };
 
 /* Track an allocation against the device's memory figures (alloc/free, and
- * memory a library allocates on the device for us).  Only the thread that
- * owns the device allocates on it: no lock needed. */
-static inline void backend_account(backend_t *be, long long delta_bytes)
+ * memory a library allocates on the device for us), under what it is for: a
+ * free gives back what its allocation took under the same kind.  Only the
+ * thread that owns the device allocates on it: no lock needed. */
+static inline void backend_account(backend_t *be, long long delta_bytes, mem_kind_t kind)
 {
-    if (delta_bytes < 0 && (size_t)(-delta_bytes) > be->mem_in_use)
-        be->mem_in_use = 0;
-    else
-        be->mem_in_use += (size_t)delta_bytes;
-    if (be->mem_in_use > be->mem_peak)
+    if ((unsigned)kind >= MEM_KINDS)
+        kind = MEM_WORKSPACE;
+    if (delta_bytes < 0 && (size_t)(-delta_bytes) > be->mem_by[kind])
+        delta_bytes = -(long long)be->mem_by[kind];
+    be->mem_by[kind] += (size_t)delta_bytes;
+    be->mem_in_use += (size_t)delta_bytes;
+    if (be->mem_in_use > be->mem_peak) { /* a new peak: what it holds, by kind */
         be->mem_peak = be->mem_in_use;
+        for (int k = 0; k < MEM_KINDS; k++)
+            be->mem_peak_by[k] = be->mem_by[k];
+    }
 }
 
 #endif

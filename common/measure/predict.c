@@ -120,3 +120,48 @@ void predict_steps(const predict_in_t *in, predict_row_t rows[PREDICT_MAX_DEVICE
     for (int k = 1; k <= PREDICT_MAX_DEVICES; k++)
         predict_row(in, k, &rows[k - 1]);
 }
+
+/* in, for a model `scale` times as large (predict_crossover) */
+static void scaled(const predict_in_t *in, double scale, predict_in_t *out)
+{
+    *out = *in;
+    out->phase_s[PH_FORWARD] *= scale;
+    out->phase_s[PH_BACKWARD] *= scale;
+    out->phase_s[PH_OPTIM] *= scale;
+    out->param_bytes *= scale;
+    for (int i = 0; i < out->nbuckets; i++)
+        out->bucket_bytes[i] *= scale;
+}
+
+static double exposed_at(const predict_in_t *in, int k, double s)
+{
+    predict_in_t x;
+    predict_row_t row;
+    scaled(in, s, &x);
+    predict_row(&x, k, &row);
+    return row.ddp_phase_s[PH_COMM_EXPOSED];
+}
+
+double predict_crossover(const predict_in_t *in, int k, double single_s, double single_grow,
+                         double ddp_s, double ddp_grow, double *scale)
+{
+    *scale = 0.0;
+    if (k < 2 || k > PREDICT_MAX_DEVICES || !in->all_reduce || in->k0 < 2 || single_s <= 0 ||
+        ddp_s <= 0)
+        return -1.0;
+    double first = -1.0, e1 = exposed_at(in, k, 1.0);
+    for (double e = -48; e <= 48; e++) { /* 2^(e/4): 1/4096 .. 4096 */
+        double s = pow(2.0, e / 4.0);
+        double one = single_s + (s - 1.0) * single_grow;
+        double many = ddp_s + (s - 1.0) * ddp_grow + exposed_at(in, k, s) - e1;
+        bool wins = many < one;
+        if (wins && first < 0)
+            first = s;
+        else if (!wins)
+            first = -1.0; /* a win that does not last is no crossover */
+    }
+    if (first < 0)
+        return -1.0;
+    *scale = first;
+    return first * in->param_bytes / sizeof(float);
+}

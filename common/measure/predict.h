@@ -71,4 +71,20 @@ void predict_row(const predict_in_t *in, int k, predict_row_t *out);
 /* Seconds of an all-reduce of `bytes` on k ranks (ring alpha-beta from the fit). */
 double predict_all_reduce_s(const predict_in_t *in, int k, double bytes);
 
+/* The crossover: the smallest model, scaled from this one, on which DDP on k
+ * devices takes a shorter step than single, calibrated on two measured
+ * steps.  A model s times as large (its widths grown; the same batch and
+ * buckets) computes forward, backward and the optimizer s times as long and
+ * all-reduces s times the bytes; the rest of each step (data, loss, waits)
+ * stays.  So single's step is single_s + (s-1) single_grow, where
+ * single_grow is its measured forward, backward and optimizer, and DDP's is
+ * ddp_s + (s-1) ddp_grow + exposed(s) - exposed(1), with ddp_grow its ranks'
+ * and exposed the model's exposed all-reduce (predict_row).  Scales 2^(i/4)
+ * from 1/PREDICT_SCALE_MAX to PREDICT_SCALE_MAX are tried; the first that
+ * wins, and every larger one, must win.  Returns its parameters (the scale
+ * in *scale), or -1 when none does or nothing was measured. */
+#define PREDICT_SCALE_MAX 4096.0
+double predict_crossover(const predict_in_t *in, int k, double single_s, double single_grow,
+                         double ddp_s, double ddp_grow, double *scale);
+
 #endif

@@ -23,6 +23,7 @@ typedef struct {
     double phase_s[PH_COUNT];    /* summed over the timed steps */
     long rows;                   /* sample rows this device processed in timed steps */
     size_t mem_peak;             /* bytes, high-water mark of this device's allocations */
+    size_t mem_split[MEM_KINDS]; /* what the peak held, by purpose (they add up to it) */
     /* the first optimizer step alone (warm-up or not), for --explain */
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */

@@ -67,11 +67,12 @@ void model_init_params(const model_spec_t *s, uint64_t seed, float *p)
 // ---------------------------------------------------------------------------
 // replica buffers
 
-static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const char *what)
+static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const char *what,
+                           mem_kind_t kind)
 {
     if (*rc != DDP_OK)
         return NULL;
-    float *p = backend_alloc(be, (n ? n : 1) * sizeof(float));
+    float *p = backend_alloc_for(be, (n ? n : 1) * sizeof(float), kind);
     if (!p)
         *rc = err_set(err, DDP_ERR_RUNTIME, "device %d: out of memory allocating %s (%zu bytes)",
                       backend_device_id(be), what, n * sizeof(float));
@@ -94,20 +95,20 @@ int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_row
         if (s->dims[l] > hidden_max)
             hidden_max = s->dims[l];
 
-    r->params = alloc_floats(be, s->nparams, &rc, err, "parameters");
-    r->grads = alloc_floats(be, s->nparams, &rc, err, "gradients");
-    r->x = alloc_floats(be, rows * s->dims[0], &rc, err, "inputs");
-    r->y = alloc_floats(be, rows * (size_t)tgt_cols, &rc, err, "targets");
+    r->params = alloc_floats(be, s->nparams, &rc, err, "parameters", MEM_PARAMS);
+    r->grads = alloc_floats(be, s->nparams, &rc, err, "gradients", MEM_GRADS);
+    r->x = alloc_floats(be, rows * s->dims[0], &rc, err, "inputs", MEM_ACTS);
+    r->y = alloc_floats(be, rows * (size_t)tgt_cols, &rc, err, "targets", MEM_ACTS);
     for (int l = 0; l < L; l++) {
-        r->z[l] = alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations");
-        r->a[l] = l == L - 1 ? r->z[l] : alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations");
+        r->z[l] = alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations", MEM_ACTS);
+        r->a[l] = l == L - 1 ? r->z[l] : alloc_floats(be, rows * s->dims[l + 1], &rc, err, "activations", MEM_ACTS);
     }
     if (hidden_max > 0) {
-        r->dbuf[0] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers");
-        r->dbuf[1] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers");
+        r->dbuf[0] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers", MEM_ACTS);
+        r->dbuf[1] = alloc_floats(be, rows * hidden_max, &rc, err, "backward buffers", MEM_ACTS);
     }
-    r->dout = alloc_floats(be, rows * s->dims[L], &rc, err, "output gradient");
-    r->loss_sum = alloc_floats(be, 1, &rc, err, "loss");
+    r->dout = alloc_floats(be, rows * s->dims[L], &rc, err, "output gradient", MEM_ACTS);
+    r->loss_sum = alloc_floats(be, 1, &rc, err, "loss", MEM_ACTS);
     if (rc != DDP_OK)
         replica_free(r);
     return rc;

@@ -50,9 +50,9 @@ int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char
     o->n = n;
     int ns = optim_state_count(o);
     size_t bytes = (n ? n : 1) * sizeof(float);
-    if (ns >= 1 && !(o->s1 = backend_alloc(be, bytes)))
+    if (ns >= 1 && !(o->s1 = backend_alloc_for(be, bytes, MEM_OPTIM)))
         goto oom;
-    if (ns >= 2 && !(o->s2 = backend_alloc(be, bytes)))
+    if (ns >= 2 && !(o->s2 = backend_alloc_for(be, bytes, MEM_OPTIM)))
         goto oom;
     return DDP_OK;
 oom:
@@ -61,22 +61,30 @@ oom:
                    backend_device_id(be));
 }
 
-int optim_step(optim_t *o, float *params, const float *grads)
+void optim_begin_step(optim_t *o) { o->step++; }
+
+int optim_step_slice(optim_t *o, float *params, const float *grads, size_t state_off, size_t n)
 {
     backend_t *be = o->be;
     const optim_cfg_t *c = &o->cfg;
-    o->step++;
+    float *s1 = o->s1 ? o->s1 + state_off : NULL, *s2 = o->s2 ? o->s2 + state_off : NULL;
     if (c->kind == OPTIM_SGD) {
         sgd_args_t a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov,
                         o->step == 1};
-        return backend_sgd(be, &a, params, grads, o->s1, o->n);
+        return backend_sgd(be, &a, params, grads, s1, n);
     }
     /* Bias corrections in double on the host, as torch computes them in Python floats. */
     adam_args_t a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
                      c->kind == OPTIM_ADAMW,
                      1.0 - pow((double)c->beta1, (double)o->step),
                      1.0 - pow((double)c->beta2, (double)o->step)};
-    return backend_adam(be, &a, params, grads, o->s1, o->s2, o->n);
+    return backend_adam(be, &a, params, grads, s1, s2, n);
+}
+
+int optim_step(optim_t *o, float *params, const float *grads)
+{
+    optim_begin_step(o);
+    return optim_step_slice(o, params, grads, 0, o->n);
 }
 
 int optim_state_download(const optim_t *o, int k, float *host)

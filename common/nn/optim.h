@@ -36,6 +36,13 @@ int optim_cfg_check(const optim_cfg_t *c, char *err);
 int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char *err);
 /* One update of params from grads. */
 int optim_step(optim_t *o, float *params, const float *grads);
+/* The same in pieces, for an optimizer whose state covers only a shard of
+ * the parameters (ZeRO-1): optim_begin_step once per step (the step count
+ * and Adam's bias corrections), then optim_step_slice for each piece, params
+ * and grads pointing at it and its state at state_off of the arenas.  Every
+ * update is elementwise, so a piece gets the bits the whole would give it. */
+void optim_begin_step(optim_t *o);
+int optim_step_slice(optim_t *o, float *params, const float *grads, size_t state_off, size_t n);
 void optim_free(optim_t *o);
 /* Number of state arenas (0, 1 or 2), so checkpoints know what to save. */
 int optim_state_count(const optim_t *o);

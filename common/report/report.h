@@ -50,6 +50,8 @@ typedef struct {
     const model_spec_t *spec;
     const dataset_t *data;
     const char *backend_note; /* what --backend auto chose, or NULL */
+    const predict_in_t *pred; /* the alpha-beta model's inputs when the collectives were
+                                 measured (compare, --predict), else NULL */
 } report_ctx_t;
 
 /* Figures derived from a run (and from the single run it is compared with). */
@@ -96,6 +98,16 @@ void report_differ_cause(char *buf, size_t len, const report_ctx_t *ctx, const r
                          const run_result_t *ref, bool relu_said);
 /* Only the sentences (two or three) explaining the gap, into buf. */
 void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
+/* The reason for the verdict, into buf: per multi-device run, what
+ * splitting the batch saved against what the mode adds per step (a tiny
+ * model named as such, with the all-reduce's latency floor), at what model
+ * size DDP starts to win (ctx->pred: the alpha-beta model), and the memory
+ * story (DP's device 0 against the others, DDP's equal split). */
+void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
+                           const run_result_t *runs, int n);
+/* The same reason for one dp or ddp run against single's step as --predict's
+ * single run measured it (ctx->pred's phases); "" without them. */
+void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r);
 /* --explain: the first step in plain sentences. */
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 

@@ -51,6 +51,16 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
                "the same order. A rank that leaves the loop early leaves the others waiting "
                "in their next all-reduce.\n");
     const config_t *c = ctx ? ctx->cfg : NULL;
+    if (c && c->zero1) {
+        char a[32];
+        fprintf(f, "  - ZeRO-1 (--zero1): each bucket was reduce-scattered, not all-reduced: rank "
+                   "q received the sum of block q (1/%d of it; the floats left over all-reduced), "
+                   "stepped only those with its shard of the optimizer state (%s on device %d; "
+                   "plain DDP keeps %d times that on every rank), and each bucket's parameters "
+                   "were then all-gathered, block q from rank q.\n",
+                r->ndev, b_(a, sizeof a, (double)r->dev[0].mem_split[MEM_OPTIM]),
+                r->dev[0].device_id, r->ndev);
+    }
     if (!c || !c->nrank_samples)
         return;
     fprintf(f, "  - Uneven data (--rank-samples");
@@ -168,6 +178,41 @@ static void explain_compute(FILE *f, const run_result_t *r)
         fprintf(f, "  - ... and %d more devices.\n", r->ndev - shown);
 }
 
+/* What each device's memory held at its peak, by purpose. */
+static void explain_memory(FILE *f, const run_result_t *r)
+{
+    char a[32], b[32];
+    int shown = r->ndev < 4 ? r->ndev : 4;
+    for (int d = 0; d < shown; d++) {
+        fprintf(f, "  - Memory of device %d at its peak: %s (", r->dev[d].device_id,
+                b_(a, sizeof a, (double)r->dev[d].mem_peak));
+        int k = 0;
+        for (int m = 0; m < MEM_KINDS; m++)
+            if (r->dev[d].mem_split[m] > 0)
+                fprintf(f, "%s%s %s", k++ ? ", " : "", mem_kind_name((mem_kind_t)m),
+                        b_(b, sizeof b, (double)r->dev[d].mem_split[m]));
+        fputs(").\n", f);
+    }
+    if (r->ndev > shown)
+        fprintf(f, "  - ... and %d more devices.\n", r->ndev - shown);
+}
+
+/* Over the timed steps: who works alone, what every device does at once,
+ * who waits, what overlaps (the compare narrative's sentences for one run). */
+static void explain_why(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
+{
+    if (r->ndev < 2 || r->times.n == 0)
+        return;
+    char why[2048];
+    report_compare_why(why, sizeof why, r, 1);
+    if (why[0])
+        fprintf(f, "  Over the %ld timed steps: %s\n", r->times.n, why);
+    /* with --predict (or in compare), single's step is known: the verdict's reason */
+    report_run_reason(why, sizeof why, ctx, r);
+    if (why[0])
+        fprintf(f, "  Against single (its step from --predict's single run): %s\n", why);
+}
+
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
 {
     fprintf(f, "explain: step 1 of %s on %s, %d device%s\n", mode_name(r->mode),
@@ -180,6 +225,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     explain_moves(f, r);
     explain_buckets(f, r);
     explain_compute(f, r);
+    explain_memory(f, r);
     explain_lockstep(f, ctx, r);
     char a[32], b[32];
     if (r->ndev == 1 && ctx && ctx->spec)
@@ -189,4 +235,5 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     fprintf(f, "  The step took %s (step 1 pays one-time costs such as first touches of memory; "
                "the result table leaves the warm-up steps out).\n",
             t_(a, sizeof a, r->story.step_s));
+    explain_why(f, ctx, r);
 }

@@ -52,6 +52,8 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.zero1",
+    "config.slow_rank",
     "environment.backend",
     "environment.devices",
     "environment.gpus",
@@ -189,6 +191,14 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
+        cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
+        cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
+        cJSON_AddNumberToObject(sr, "factor", c->slow_factor);
+    } else {
+        cJSON_AddNullToObject(o, "slow_rank");
+    }
     return o;
 }
 
@@ -238,6 +248,9 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
         cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+        cJSON *ms = cJSON_AddObjectToObject(d, "mem_peak_split");
+        for (int k = 0; k < MEM_KINDS; k++)
+            cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)

@@ -127,6 +127,24 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
         fprintf(f, "%*s", COL_W, report_fmt_bytes(b, sizeof b, m));
     }
     fputc('\n', f);
+    /* what the peak held, by purpose (taken where memory is allocated) */
+    for (int k = 0; k < MEM_KINDS; k++) {
+        bool any = false;
+        for (int d = 0; d < r->ndev; d++)
+            any |= r->dev[d].mem_split[k] > 0;
+        if (!any)
+            continue;
+        fprintf(f, "    %-*s", LABEL_W - 2, mem_kind_name((mem_kind_t)k));
+        for (int c = 0; c < ncol; c++) {
+            double m = 0.0;
+            for (int d = cols[c].first; d <= cols[c].last; d++)
+                m += (double)r->dev[d].mem_split[k];
+            char b[32];
+            fprintf(f, "%*s", COL_W,
+                    report_fmt_bytes(b, sizeof b, m / (cols[c].last - cols[c].first + 1)));
+        }
+        fputc('\n', f);
+    }
 }
 
 void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
@@ -142,8 +160,10 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                  k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
                  threads == 1 ? "" : "s");
     }
-    fprintf(f, "result: %s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
-            backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    fprintf(f, "result: %s%s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
+            zero1 ? " (ZeRO-1: optimizer state sharded)" : "", backend_kind_name(r->backend),
+            r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
             LABEL_W, "throughput", r->samples_per_s, r->times.n, r->warmup_steps,
             r->times.timed_samples, report_fmt_time(a, sizeof a, r->times.timed_s));

@@ -183,6 +183,7 @@ static int single_train(single_t *s)
     s->host = NULL;
     TRY(dev(s, backend_d2h(s->be, res->params, s->rep.params, s->spec.nparams * sizeof(float))));
     res->dev[0].mem_peak = backend_mem_peak(s->be);
+    backend_mem_peak_split(s->be, res->dev[0].mem_split);
     step_meter_skew(res);
     result_finish(res);
     return DDP_OK;

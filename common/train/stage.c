@@ -33,8 +33,8 @@ int stager_init(stager_t *s, backend_t *be, float *x0, float *y0, int max_rows, 
             !(s->host[i].copied = backend_event_new(be, false)))
             rc = DDP_ERR_RUNTIME;
     }
-    if (rc == DDP_OK && (!(s->x[1] = backend_alloc(be, (size_t)max_rows * d->in_dim * sizeof(float))) ||
-                         !(s->y[1] = backend_alloc(be, (size_t)max_rows * d->tgt_cols * sizeof(float))) ||
+    if (rc == DDP_OK && (!(s->x[1] = backend_alloc_for(be, (size_t)max_rows * d->in_dim * sizeof(float), MEM_STAGING)) ||
+                         !(s->y[1] = backend_alloc_for(be, (size_t)max_rows * d->tgt_cols * sizeof(float), MEM_STAGING)) ||
                          !(s->freed = backend_event_new(be, false))))
         rc = DDP_ERR_RUNTIME;
     if (rc != DDP_OK) {

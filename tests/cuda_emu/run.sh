@@ -12,7 +12,8 @@
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised; the
 #     NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
-#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks), with and without
+#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero1:
+#     reduce-scatter and all-gather), with and without
 #     --accum, on emulated GPUs with
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
@@ -76,7 +77,8 @@ for accum in 1 2; do
     ref="$B/ref-$accum.json"
     ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
     for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,1,2" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
-        "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
+        "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2" \
+        "ddp --comm nccl --gpus 0,1,2 --zero1"; do
         log="$B/mode.json"
         EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
@@ -184,9 +186,11 @@ wait_line='TRY(backend_stream_wait(be, h->copied));'
 grep -vF "$wait_line" common/train/stage.c >"$P/stage.c"
 FLAGS=$(cut -d'|' -f1 "$B/flags.txt" | sed 's/-MMD -MP//')
 LIBS=$(cut -d'|' -f3 "$B/flags.txt")
+# the program's own objects (the Makefile's MAIN_OBJS, read from it so a new one is not missed)
+MAIN_OBJS=$(make -s -f Makefile EMU=1 print-main-objs) || fail "make print-main-objs"
 # shellcheck disable=SC2086 # flag lists
 { $FLAGS -c "$P/stage.c" -o "$P/stage.o" &&
-    $FLAGS -o "$P/ddpbench" "$B/bench/main.o" "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
+    $FLAGS -o "$P/ddpbench" $MAIN_OBJS "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
     fail "building the planted variant"
 ref="$B/ref-1.json"
 EMU_NGPU=1 EMU_COPY_DELAY_US=2000 "$P/ddpbench" --backend cuda --mode single --gpus 0 $ARGS \

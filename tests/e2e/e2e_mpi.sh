@@ -200,15 +200,15 @@ mismatch() { # WANT then mpirun's program lines (MPMD)
     grep -q "^step " "$T/out" && ko "mismatch '$want': a step ran"
 }
 S="--mode ddp --backend cpu --layers 4,8,2 --loss ce --samples 64 --batch 16 --steps 2"
-mismatch "rank 1 (host $(hostname)) was started with --lr 0.1, rank 0 with --lr 0.01" \
+mismatch "rank 1 (host $(hostname)) was started with another optimizer or hyper-parameters (--optim, --lr, --momentum, --weight-decay, ...) than rank 0 (host $(hostname)): --lr 0.1 there, --lr 0.01 on rank 0" \
     -np 1 "$BIN" $S --lr 0.01 : -np 1 "$BIN" $S --lr 0.1
 D="--mode ddp --backend cpu --layers 4,8,2 --loss ce --batch 2 --steps 2"
 printf '1,2,3,4,0\n5,6,7,8,1\n' >"$T/a.csv"
 printf '1,2,3,4,0\n5,6,7,9,1\n' >"$T/b.csv"
-mismatch "rank 2 (host $(hostname)) has other data than rank 0" \
+mismatch "rank 2 (host $(hostname)) was started with other data (--data, --targets, --samples, --dataset, --noise, or the files' contents) than rank 0 (host $(hostname)): 2 rows of 4 features and 1 targets, hash" \
     -np 2 "$BIN" $D --data "$T/a.csv" : -np 1 "$BIN" $D --data "$T/b.csv"
 cp "$BIN" "$T/ddpbench-other" && printf 'x' >>"$T/ddpbench-other"
-mismatch "rank 1 (host $(hostname)) runs another ddpbench than rank 0" \
+mismatch "rank 1 (host $(hostname)) was started with another ddpbench build (every rank must run the same one) than rank 0" \
     -np 1 "$BIN" $S : -np 1 "$T/ddpbench-other" $S
 
 # bad input under mpirun: rank 0 says it once, exit 2

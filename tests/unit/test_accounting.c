@@ -39,7 +39,7 @@ static void acc_run(acc_run_t *a, const char *args, const char *trace)
              : a->cfg.mode == MODE_DDP ? ddp_run(&a->cfg, &a->data, &a->res, err)
                                        : single_run(&a->cfg, &a->data, &a->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", line, err);
-    a->ctx = (report_ctx_t){&a->cfg, &a->spec, &a->data, NULL};
+    a->ctx = (report_ctx_t){&a->cfg, &a->spec, &a->data, NULL, NULL};
 }
 
 static void acc_free(acc_run_t *a)
@@ -227,4 +227,48 @@ Test(accounting, skew_is_the_difference)
     step_meter_skew(&r);
     cr_assert_float_eq(r.dev[0].phase_s[PH_SKEW], 0.0, 1e-12);
     cr_assert_float_eq(r.dev[1].phase_s[PH_SKEW], 0.5, 1e-12);
+}
+
+/* Every byte accounted for: each device's peak memory splits by purpose into
+ * parts that add up to it, taken where the memory is allocated.  DP's device
+ * 0 alone holds the optimizer state; every DDP rank holds the same split. */
+Test(accounting, memory_split_adds_up_to_the_peak)
+{
+    static acc_run_t a[3];
+    const char *args[] = {
+        "--mode single --model mlp-small --steps 3 --backend cpu --quiet",
+        "--mode dp --gpus 0,1 --model mlp-small --steps 3 --backend cpu --quiet",
+        "--mode ddp --gpus 0,1 --model mlp-small --steps 3 --backend cpu --quiet",
+    };
+    for (int i = 0; i < 3; i++) {
+        acc_run(&a[i], args[i], NULL);
+        const run_result_t *r = &a[i].res;
+        for (int d = 0; d < r->ndev; d++) {
+            size_t sum = 0;
+            for (int k = 0; k < MEM_KINDS; k++)
+                sum += r->dev[d].mem_split[k];
+            cr_assert_eq(sum, r->dev[d].mem_peak, "%s: device %d: split %zu, peak %zu", args[i], d,
+                         sum, r->dev[d].mem_peak);
+            size_t arena = a[i].spec.nparams * sizeof(float);
+            cr_assert_eq(r->dev[d].mem_split[MEM_PARAMS], arena, "%s: device %d", args[i], d);
+            cr_assert_eq(r->dev[d].mem_split[MEM_GRADS], arena, "%s: device %d", args[i], d);
+            cr_assert_gt(r->dev[d].mem_split[MEM_ACTS], 0);
+            /* Adam: two moments, on the devices that step */
+            bool steps = r->mode != MODE_DP || d == 0;
+            cr_assert_eq(r->dev[d].mem_split[MEM_OPTIM], steps ? 2 * arena : 0, "%s: device %d",
+                         args[i], d);
+        }
+    }
+    cr_assert_gt(a[1].res.dev[0].mem_peak, a[1].res.dev[1].mem_peak);
+    cr_assert_eq(a[2].res.dev[0].mem_peak, a[2].res.dev[1].mem_peak);
+    /* the JSON carries the split */
+    cJSON *o = report_json_run(&a[1].ctx, &a[1].cfg, &a[1].res, NULL, false);
+    cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "devices"), 0);
+    cJSON *ms = cJSON_GetObjectItem(d0, "mem_peak_split");
+    cr_assert_not_null(ms);
+    cr_assert_float_eq(cJSON_GetObjectItem(ms, "optimizer")->valuedouble,
+                       (double)a[1].res.dev[0].mem_split[MEM_OPTIM], 0.5);
+    cJSON_Delete(o);
+    for (int i = 0; i < 3; i++)
+        acc_free(&a[i]);
 }

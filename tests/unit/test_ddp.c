@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "comm/comm_impl.h" /* a fake communicator that records what it is asked */
+#include "ddp/ddp_shared.h"
+#include "ddp/fingerprint.h"
 #include "ddp/reducer.h"
 #include "testutil.h"
 #include "measure/timing.h"
@@ -141,6 +143,75 @@ Test(ddp, equivalent_across_short_last_batches, .timeout = 120)
         result_free(&res);
     }
     result_free(&ref);
+}
+
+// ---------------------------------------------------------------------------
+// ZeRO-1: the same parameters as plain DDP, a 1/world shard of the state
+
+/* ddp (args) against ddp --zero1 on 1..4 ranks: the same final parameters to
+ * 1e-5 (reduce-scatter gives each block the all-reduce's bits and the
+ * updates are elementwise, so they are in fact equal), every rank's state
+ * about 1/world of the arena, and plain DDP's state whole. */
+static void check_zero1(const char *args, int nstate)
+{
+    char line[1024], err[ERR_LEN];
+    for (int w = 1; w <= 4; w++) {
+        run_result_t plain, z;
+        snprintf(line, sizeof line, "%s --mode ddp --gpus %s", args, gpu_lists[w - 1]);
+        cr_assert_eq(tu_run(line, &plain, err), DDP_OK, "'%s': %s", line, err);
+        snprintf(line, sizeof line, "%s --mode ddp --gpus %s --zero1", args, gpu_lists[w - 1]);
+        cr_assert_eq(tu_run(line, &z, err), DDP_OK, "'%s': %s", line, err);
+        tu_assert_params_close(&z, &plain, 1e-5, line);
+        double dl = fabs(z.final_loss - plain.final_loss) / fmax(fabs(plain.final_loss), 1e-3);
+        cr_assert(dl < 1e-5, "%s: final loss %.9g vs %.9g", line, z.final_loss, plain.final_loss);
+        size_t arena = z.nparams * sizeof(float);
+        for (int r = 0; r < w; r++) {
+            size_t full = plain.dev[r].mem_split[MEM_OPTIM], mine = z.dev[r].mem_split[MEM_OPTIM];
+            cr_assert_eq(full, (size_t)nstate * arena, "%s: rank %d plain state %zu", line, r, full);
+            /* its blocks, plus fewer than world leftover floats per bucket */
+            double want = (double)nstate * arena / w;
+            cr_assert(mine >= want - nstate * 4.0 * w && mine <= want + nstate * 4.0 * 64 * w,
+                      "%s: rank %d holds %zu bytes of state, 1/%d of %zu is %.0f", line, r, mine,
+                      w, full, want);
+        }
+        result_free(&plain);
+        result_free(&z);
+    }
+}
+
+Test(ddp_zero1, same_parameters_as_ddp_every_optimizer_1_to_4_ranks, .timeout = 240)
+{
+    const int nstate[] = {1, 1, 2, 2};
+    for (size_t o = 0; o < NOPTIMS; o++) {
+        char args[512];
+        snprintf(args, sizeof args, BASE " --loss ce %s", 4, optims[o]);
+        check_zero1(args, nstate[o]);
+    }
+}
+
+/* Tiny buckets (a 3-float bias over 4 ranks has no block, only a leftover),
+ * an uneven batch split (25 rows over 3 ranks: 9, 8, 8, each weighted by its
+ * rows), accumulation, and no overlap. */
+Test(ddp_zero1, same_parameters_with_tiny_buckets_uneven_rows_accumulation, .timeout = 240)
+{
+    char args[512];
+    snprintf(args, sizeof args, BASE " --loss mse %s --bucket-mb 0.001 --first-bucket-mb 0.001", 3,
+             optims[2]);
+    check_zero1(args, 2);
+    snprintf(args, sizeof args,
+             "--backend cpu --quiet --layers 8,24,16,3 --samples 240 --batch 25 --steps 20 "
+             "--seed 4 --loss mse %s --accum 2 --no-overlap", optims[0]);
+    check_zero1(args, 1);
+    /* and against single mode, the contract itself */
+    run_result_t ref, z;
+    char err[ERR_LEN], line[700];
+    snprintf(line, sizeof line, "%s --sampler-replicas 3", args);
+    cr_assert_eq(tu_run(line, &ref, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --mode ddp --gpus 0,1,2 --zero1", args);
+    cr_assert_eq(tu_run(line, &z, err), DDP_OK, "%s", err);
+    tu_assert_params_close(&z, &ref, 1e-5, line);
+    result_free(&ref);
+    result_free(&z);
 }
 
 // ---------------------------------------------------------------------------
@@ -599,4 +670,86 @@ static void check_no_join(void)
                 &res, err);
     cr_assert_eq(rc, DDP_OK, "%s", err);
     result_free(&res);
+}
+
+// ---------------------------------------------------------------------------
+// every rank on the same job (ddp/fingerprint.h)
+
+static config_t g_odd;
+static const config_t *odd_lr(const config_t *cfg, int rank)
+{
+    return rank == 2 ? &g_odd : cfg;
+}
+
+/* A rank given another learning rate is refused at start-up, named with
+ * what differs, as an input error; nothing trains and nothing hangs. */
+Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 30)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
+             optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    g_odd = c;
+    g_odd.optim.lr *= 2.0f;
+    ddp_rank_config_hook = odd_lr;
+    run_result_t res;
+    double t0 = now_s();
+    int rc = ddp_run(&c, &d, &res, err);
+    ddp_rank_config_hook = NULL;
+    cr_assert_eq(rc, DDP_ERR_INPUT, "rc %d: %s", rc, err);
+    cr_assert(strstr(err, "rank 2 (device 2) was started with another optimizer"), "%s", err);
+    /* both values, the option as the user writes it */
+    char want[200];
+    snprintf(want, sizeof want, "than rank 0 (device 0): --lr %g there, --lr %g on rank 0",
+             (double)g_odd.optim.lr, (double)c.optim.lr);
+    cr_assert(strstr(err, want), "'%s' lacks '%s'", err, want);
+    cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
+    /* the same run with every rank alike trains */
+    cr_assert_eq(ddp_run(&c, &d, &res, err), DDP_OK, "%s", err);
+    result_free(&res);
+    data_free(&d);
+}
+
+/* Each line says what it names: another data file of the same shape
+ * changes the data line alone, a wider layer --layers alone, and each is
+ * put in its group for the message. */
+Test(ddp_fingerprint, lines_follow_the_config_and_the_data)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s", 3, optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    static fingerprint_t a, b;
+    char key[64], va[200], vb[200];
+    fingerprint_make(&a, &c, &d);
+    fingerprint_make(&b, &c, &d);
+    cr_assert_not(fingerprint_diff(&a, &b, key, va, vb, sizeof va), "the same run: %s", key);
+    d.x[17] += 1.0f;
+    fingerprint_make(&b, &c, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "data");
+    cr_assert(strstr(fingerprint_group(key), "other data"), "%s", fingerprint_group(key));
+    d.x[17] -= 1.0f;
+    config_t e = c;
+    e.dims[1]++;
+    fingerprint_make(&b, &e, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "--layers");
+    cr_assert_str_eq(fingerprint_group(key), "another model (--layers, --act)");
+    e = c;
+    e.zero1 = true;
+    fingerprint_make(&b, &e, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "--zero1");
+    cr_assert(strstr(fingerprint_group(key), "other DDP options"));
+    data_free(&d);
 }

@@ -72,7 +72,7 @@ static void real_run(real_run_t *rr, const char *args)
         rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
     }
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
-    rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL};
+    rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL, NULL};
 }
 
 static void real_free(real_run_t *rr)
@@ -876,7 +876,7 @@ static char *compare_text(run_result_t runs[3])
     config_t c;
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL};
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
     mem_t m;
     mem_open(&m);
     report_compare(m.f, &ctx, runs, 3);
@@ -896,9 +896,9 @@ Test(report_compare, side_by_side_agree_and_differ)
         "parameters: dp vs single agree",
         "parameters: ddp vs single DIFFER by 1.0e-02",
         "dp dev0", "dp others", "ddp dev0",
-        "DP spends 44% of its 16.00 ms step on device 0 alone: replicate 4.10 ms, "
-        "gather+loss 1.20 ms, optimizer 1.00 ms, reduce 700 us",
-        "the other devices sit idle 7.00 ms of it",
+        "DP's device 0 works alone 7.00 ms of its 16.00 ms step (44%: replicate 4.10 ms, "
+        "gather+loss 1.20 ms, optimizer 1.00 ms, reduce 700 us) while the other devices wait",
+        "the other devices sit idle 7.00 ms per step: waiting for device 0's serial work",
         "DDP hides 80% of its all-reduce behind backward (3.20 ms hidden, 800 us exposed",
         "DDP's step is 5.00 ms (31%) shorter than DP's; on device 0 DP spends 4.10 ms more in "
         "replicate, 700 us more in gather+loss and 300 us more in optimizer",
@@ -1017,7 +1017,7 @@ Test(report_compare, differ_names_the_cause)
     dataset_t d = {.n = 100};
     model_spec_t spec;
     cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
-    report_ctx_t ctx = {&c, &spec, &d, NULL};
+    report_ctx_t ctx = {&c, &spec, &d, NULL, NULL};
     runs[0].stream_replicas = 1, runs[0].epoch_samples = 100;
     runs[2].stream_replicas = 3, runs[2].epoch_samples = 102;
     report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
@@ -1045,6 +1045,133 @@ Test(report_compare, differ_names_the_cause)
               "%s", why);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
+}
+
+/* What every device copies at once is not device 0's serial work, and the
+ * others' idle beyond device 0's serial work is time device 0 waits too: the
+ * sentences are checked against the numbers they come from. */
+Test(report_compare, dp_attributes_shared_copies_and_waits)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    /* device 1 replicates and reduces its part at the same time as device 0 */
+    ms(&runs[1], 1, PH_REPLICATE, 4.1);
+    ms(&runs[1], 1, PH_COMM_EXPOSED, 0.7);
+    ms(&runs[1], 1, PH_IDLE, 3.0);
+    ms(&runs[1], 0, PH_IDLE, 2.0);
+    char why[2048];
+    report_compare_why(why, sizeof why, runs, 3);
+    /* alone: gather+loss 1.2 + optimizer 1.0 = 2.2 of 16 ms */
+    cr_assert(strstr(why, "DP's device 0 works alone 2.20 ms of its 16.00 ms step (14%: "
+                          "gather+loss 1.20 ms, optimizer 1.00 ms) while the other devices wait"),
+              "%s", why);
+    cr_assert(strstr(why, "every device spends 4.80 ms at the same time on what DP copies each "
+                          "step (replicate 4.10 ms, reduce 700 us)"),
+              "%s", why);
+    cr_assert(strstr(why, "the other devices sit idle 3.00 ms per step, 2.20 ms of it while "
+                          "device 0 works alone and 800 us at barriers where device 0 waits too "
+                          "(its idle 2.00 ms"),
+              "%s", why);
+    cr_assert_null(strstr(why, "replicate 4.10 ms, gather"), "%s", why);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+/* The reason for the verdict: what splitting saved against what each mode
+ * adds, a tiny model named as such, and the memory story. */
+Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    for (int d = 0; d < 2; d++) { /* DP's device 0 holds the optimizer and the batch */
+        runs[1].dev[d].mem_split[MEM_PARAMS] = runs[1].dev[d].mem_split[MEM_GRADS] = 1 << 20;
+        runs[1].dev[d].mem_split[MEM_ACTS] = 1 << 19;
+        runs[2].dev[d].mem_split[MEM_PARAMS] = runs[2].dev[d].mem_split[MEM_GRADS] = 1 << 20;
+        runs[2].dev[d].mem_split[MEM_OPTIM] = 2 << 20;
+        runs[2].dev[d].mem_peak = 4 << 20;
+    }
+    runs[1].dev[0].mem_split[MEM_OPTIM] = 2 << 20;
+    runs[1].dev[0].mem_split[MEM_ACTS] = 1 << 20;
+    runs[1].dev[0].mem_peak = 5 << 20;
+    runs[1].dev[1].mem_peak = (5 << 19);
+    config_t c;
+    char err[ERR_LEN], why[4096];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_compare_reason(why, sizeof why, &ctx, runs, 3);
+    /* single 18 ms of forward and backward; DDP 9 ms + 0.5 loss each */
+    cr_assert(strstr(why, "Why DDP is 1.82x single: splitting the batch over 2 devices took "
+                          "forward and backward from 19.00 ms to 9.50 ms per step (saving "
+                          "9.50 ms), while what DDP adds costs 500 us per step"),
+              "%s", why);
+    cr_assert(strstr(why, "Memory: DP's device 0 peaks at 5.0 MiB, each other device at 2.5 MiB: "
+                          "device 0 holds 2.0 MiB more optimizer state, 512.0 KiB more "
+                          "activations"),
+              "%s", why);
+    cr_assert(strstr(why, "DDP's 2 devices each peak at 4.0 MiB, the same split on every device"),
+              "%s", why);
+    cr_assert_null(strstr(why, "tiny model"), "%s", why);
+    /* compare's memory rows: DP's device 0 against the others, DDP's alike */
+    char *txt = compare_text(runs);
+    cr_assert(strstr(txt, "peak memory (MiB)"), "%s", txt);
+    const char *row = strstr(txt, "    optimizer state");
+    cr_assert_not_null(row, "%s", txt);
+    double v[5];
+    cr_assert_eq(sscanf(row + strlen("    optimizer state"), "%lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                        &v[3]), 4, "%s", row);
+    /* single (none crafted), dp dev0, dp others, ddp dev0 */
+    cr_assert_float_eq(v[1], 2.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[2], 0.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
+    free(txt);
+    /* a tiny model: DDP's exposed all-reduce alone outweighs single's whole step */
+    for (int d = 0; d < 2; d++)
+        ms(&runs[2], d, PH_COMM_EXPOSED, 30.0);
+    long samples = runs[2].times.timed_samples;
+    memset(&runs[2].times, 0, sizeof runs[2].times);
+    for (int i = 0; i < 10; i++)
+        step_times_add(&runs[2].times, 0.040, 0);
+    runs[2].times.timed_samples = samples;
+    report_compare_reason(why, sizeof why, &ctx, runs, 3);
+    cr_assert(strstr(why, "a tiny model, whose whole step computes in 20.00 ms on one device"),
+              "%s", why);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+/* The crossover moves with what the all-reduce costs: free communication
+ * wins at once, a latency that no growth amortises never does. */
+Test(report_compare, crossover_follows_the_measured_costs)
+{
+    predict_in_t in;
+    memset(&in, 0, sizeof in);
+    collperf_coll_t ar;
+    memset(&ar, 0, sizeof ar);
+    ar.kind = 1; /* all-reduce */
+    ar.npoints = 2;
+    ar.pt[0].bytes = 1024, ar.pt[1].bytes = 1 << 20;
+    /* 10 us + bytes / 1 GB/s */
+    ar.pt[0].time_s[0] = 10e-6 + 1024 / 1e9, ar.pt[1].time_s[0] = 10e-6 + (1 << 20) / 1e9;
+    in.all_reduce = &ar;
+    in.k0 = 2;
+    in.batch = 256;
+    in.accum = 1;
+    in.nbuckets = 1;
+    in.param_bytes = in.bucket_bytes[0] = 4e6;
+    in.phase_s[PH_BACKWARD] = 1e-3;
+    double scale;
+    /* single 10 ms of which 9 ms grow; DDP 6 ms of which 4.5 ms grow: wins now */
+    double p = predict_crossover(&in, 2, 10e-3, 9e-3, 6e-3, 4.5e-3, &scale);
+    cr_assert_gt(p, 0);
+    cr_assert_leq(scale, 1.0);
+    /* DDP 12 ms of which 4.5 ms grow, and its all-reduce of 4 MB grows by 4 ms per
+     * model: 10 + 9 (s-1) = 12 + 8.5 (s-1) at s = 5; the grid's next point is 2^(10/4) */
+    p = predict_crossover(&in, 2, 10e-3, 9e-3, 12e-3, 4.5e-3, &scale);
+    cr_assert(scale > 5.0 && scale < 5.7, "scale %g", scale);
+    cr_assert_float_eq(p, scale * 1e6, 1.0);
+    /* DDP saves nothing: never */
+    p = predict_crossover(&in, 2, 10e-3, 9e-3, 12e-3, 9e-3, &scale);
+    cr_assert_lt(p, 0);
 }
 
 Test(report_compare, why_handles_ddp_slower_and_no_overlap)

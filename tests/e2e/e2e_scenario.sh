@@ -1,0 +1,64 @@
+#!/bin/sh
+# tests/e2e/e2e_scenario.sh: --scenario, each failure reproduced and explained.
+# Every scenario must run, print what PyTorch users see, what ddpbench
+# measured and the fix, and exit 0 saying it behaved as described; and each
+# must exit 1 saying it did NOT when what it describes cannot happen (no
+# slow rank, even shards, one rank, one device).  --slow-rank and the
+# configuration check on their own: a straggler changes no result, and bad
+# values are input errors.  Usage: sh tests/e2e/e2e_scenario.sh ./ddpbench
+E2E=e2e_scenario
+. "$(dirname "$0")/lib.sh"
+e2e_on_exit() { for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; done; }
+
+# scenario NAME EXIT WORDS [options]: exit status and a line holding WORDS
+scenario() {
+    name=$1 want=$2 words=$3
+    shift 3
+    t0=$(date +%s)
+    DDPBENCH_E2E_TAG=$TAG "$BIN" --scenario "$name" "$@" >"$T/out" 2>&1
+    rc=$?
+    [ $rc -eq "$want" ] || { ko "--scenario $name $*: exit $rc, expected $want: $(tail -5 "$T/out")"; return; }
+    # the paragraphs are wrapped: look in the text with its line breaks undone
+    tr '\n' ' ' <"$T/out" | tr -s ' ' >"$T/flat"
+    grep -qF -- "$words" "$T/flat" || { ko "--scenario $name $*: no '$words' in: $(cat "$T/out")"; return; }
+    if [ "$want" -eq 0 ]; then
+        for part in "What PyTorch users see:" "What ddpbench measured" "The fix:"; do
+            grep -qF "$part" "$T/out" || ko "--scenario $name: no '$part'"
+        done
+    fi
+    [ -z "$(leftovers)" ] || ko "--scenario $name $*: processes left behind"
+    ok
+    echo "e2e_scenario: $name $*: exit $rc in $(($(date +%s) - t0)) s: $(tail -1 "$T/out")"
+}
+
+"$BIN" --scenario list >"$T/out" 2>&1 && [ "$(wc -l <"$T/out")" -eq 4 ] &&
+    grep -q "^uneven" "$T/out" && grep -q "^straggler" "$T/out" && grep -q "^dp-device0" "$T/out" &&
+    grep -q "^mismatch" "$T/out" && ok || ko "--scenario list: $(cat "$T/out")"
+expect_error "--scenario: unknown scenario 'nope'" --scenario nope
+
+scenario uneven 0 "rank 2 ran out of data after step 2"
+scenario uneven 1 "NOT as described" --rank-samples 15,15,15
+scenario straggler 0 "the ranks that wait are the fast ones"
+scenario straggler 1 "NOT as described: no rank was slowed" --slow-rank 1:1
+scenario dp-device0 0 "optimizer state"
+scenario dp-device0 1 "NOT as described" --gpus 0
+scenario mismatch 0 "was started with another model (--layers, --act) than rank 0"
+grep -qF "was started with another optimizer or hyper-parameters" "$T/flat" && ok ||
+    ko "mismatch: another --lr was not named: $(cat "$T/out")"
+scenario mismatch 1 "NOT as described" --gpus 0
+
+# --slow-rank is a real delay with the same result: the same bits, a longer step.
+A="--backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 16 --quiet --json"
+"$BIN" $A >"$T/a.json" 2>/dev/null && "$BIN" $A --slow-rank 1:4 >"$T/b.json" 2>/dev/null || ko "--slow-rank runs failed"
+ba=$(sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$T/a.json")
+bb=$(sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$T/b.json")
+[ -n "$ba" ] && [ "$ba" = "$bb" ] && ok || ko "--slow-rank changed the result: $ba vs $bb"
+grep -q '"slow_rank":{"rank":1,"factor":4}' "$T/b.json" && ok || ko "--json lacks config.slow_rank"
+expect_error "--slow-rank: rank 2, but there are 2 ranks" --backend cpu --mode ddp --gpus 0,1 --slow-rank 2:3
+expect_error "--slow-rank: only ddp has ranks" --backend cpu --mode dp --gpus 0,1 --slow-rank 1:3
+expect_error "--slow-rank: '1' is not RANK:FACTOR" --backend cpu --mode ddp --slow-rank 1
+expect_error "--slow-rank: 0 is too small" --backend cpu --mode ddp --slow-rank 1:0
+expect_error "--zero1: only ddp shards the optimizer state" --backend cpu --mode dp --zero1
+expect_error "--zero1: not with --checkpoint" --backend cpu --mode ddp --zero1 --checkpoint "$T/c.st"
+
+e2e_finish
