@@ -477,13 +477,14 @@ int main(int argc, char **argv)
     bool reports = ddp_launch_reports(&cfg);
 
     /* --emit-pytorch: the same job as a PyTorch script, written before
-     * training (a path it cannot write is bad input) */
-    if (cfg.emit_pytorch[0] &&
+     * training (a path it cannot write is bad input); under mpirun by rank 0,
+     * which writes the outputs (its failure ends the job: ddp_launch_end) */
+    if (cfg.emit_pytorch[0] && reports &&
         (rc = twin_emit(&cfgs[0], &spec, &data, argc, argv, (cfg.json || cfg.csv) ? stderr : stdout,
                         err)) != DDP_OK) {
         data_free(&data);
         baseline_free(&bl);
-        return fail(rc, err);
+        return ddp_launch_end(&cfg, fail(rc, err));
     }
 
     char note2[ERR_LEN + 1100];
