@@ -382,11 +382,6 @@ int main(int argc, char **argv)
     int rc = config_parse(&cfg, argc, argv, stdout, err);
     if (rc == CONFIG_EXIT_OK)
         return (rc = stdout_status(err)) == DDP_OK ? 0 : fail(rc, err);
-    if (rc == DDP_OK && cfg.scenario[0]) { /* a failure reproduced and explained
-                                             (scenario.h): its runs are this process's */
-        interrupt_install();
-        return scenario_main(argc, argv, cfg.scenario, stdout);
-    }
     /* The launcher first (ddp/launch.h): under mpirun this process forks its
      * watcher and becomes a rank; even a bad option is then judged with the
      * other ranks' at the start-up check, so it is said once. */
@@ -404,6 +399,13 @@ int main(int argc, char **argv)
     bool mpi = cfg.launcher == LAUNCHER_MPI;
     if (!mpi) /* under mpirun, mpirun's signals end the job */
         interrupt_install();
+    if (rc == DDP_OK && cfg.scenario[0]) { /* a failure reproduced and explained
+                                             (scenario.h): its runs are this process's */
+        if (!mpi)
+            return scenario_main(argc, argv, cfg.scenario, stdout);
+        rc = err_set(err, DDP_ERR_INPUT, "--scenario %s: forks its own ranks on one host; run it "
+                     "without mpirun", cfg.scenario);
+    }
 
     report_start(); /* the run's start time and load average, for its provenance */
     char note[ERR_LEN] = "";

@@ -212,10 +212,16 @@ mismatch "rank 1 (host $(hostname)) was started with another ddpbench build (eve
     -np 1 "$BIN" $S : -np 1 "$T/ddpbench-other" $S
 
 # bad input under mpirun: rank 0 says it once, exit 2
-$MPIRUN -np 2 "$BIN" --mode ddp --backend cpu --comm shm >"$T/out" 2>"$T/err"
-rc=$?
-[ $rc = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] &&
-    grep -q "^ddpbench: error: --comm shm: ranks started by mpirun share no memory segment" "$T/err" &&
-    ok || ko "--comm shm under mpirun: exit $rc: $(cat "$T/err")"
+bad() { # WANT options...
+    want=$1
+    shift
+    $MPIRUN -np 2 "$BIN" "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "^ddpbench: error: $want" "$T/err" &&
+        ok || ko "$* under mpirun: exit $rc: $(cat "$T/err")"
+}
+bad "--comm shm: ranks started by mpirun share no memory segment" --mode ddp --backend cpu --comm shm
+bad "--mode dp: runs in one process" --mode dp --backend cpu
+bad "--scenario straggler: forks its own ranks on one host" --scenario straggler
 
 e2e_finish
