@@ -207,6 +207,9 @@ printf '1,2,3,4,0\n5,6,7,8,1\n' >"$T/a.csv"
 printf '1,2,3,4,0\n5,6,7,9,1\n' >"$T/b.csv"
 mismatch "rank 2 (host $(hostname)) was started with other data (--data, --targets, --samples, --dataset, --noise, or the files' contents) than rank 0 (host $(hostname)): 2 rows of 4 features and 1 targets, hash" \
     -np 2 "$BIN" $D --data "$T/a.csv" : -np 1 "$BIN" $D --data "$T/b.csv"
+# an input that fails on one rank alone (a file missing on its host) is named with it
+mismatch "rank 1 (host $(hostname)): $T/none.csv: cannot open: No such file or directory" \
+    -np 1 "$BIN" $D --data "$T/a.csv" : -np 1 "$BIN" $D --data "$T/none.csv"
 cp "$BIN" "$T/ddpbench-other" && printf 'x' >>"$T/ddpbench-other"
 mismatch "rank 1 (host $(hostname)) was started with another ddpbench build (every rank must run the same one) than rank 0" \
     -np 1 "$BIN" $S : -np 1 "$T/ddpbench-other" $S
