@@ -234,7 +234,7 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
                     o, "predict", report_json_predict(&pr->in, pr->rows, &res[i]));
             if (o && pr->in.all_reduce)
                 cJSON_ReplaceItemInObjectCaseSensitive(
-                    o, "buckets", report_json_buckets(&res[i], pr->in.all_reduce));
+                    o, "buckets", report_json_buckets(&res[i], pr->in.all_reduce, cfgs[i].zero1));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -253,9 +253,12 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
         else
             report_result(stdout, ctx, &res[0], NULL);
         if (c->mode == MODE_DDP)
-            report_buckets(stdout, &res[0], pr->in.all_reduce);
+            report_buckets(stdout, &res[0], pr->in.all_reduce, c->zero1);
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, res, n, &pr->in, pr->rows);
+        if (pr->on && pr->in.k0 >= 2 && c->zero1)
+            printf("  (ddp predicted as plain DDP: --zero1's reduce-scatter, sharded optimizer "
+                   "step and all-gather are not modelled)\n");
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         const repeat_t *rp[MAX_RUNS];

@@ -68,12 +68,39 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
     for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && ac < 128;
          t = strtok_r(NULL, " ", &save))
         av[ac++] = t;
+    int nown = ac;
+    av[ac] = NULL;
+    /* the scenario's own mode, from its options alone */
+    config_t own;
+    int rc = config_parse(&own, nown, av, s->out, s->err);
     for (int i = 1; i < argc && ac < 255; i++)
         av[ac++] = argv[i];
     av[ac] = NULL;
-    int rc = config_parse(&s->cfg, ac, av, s->out, s->err);
+    if (rc == DDP_OK)
+        rc = config_parse(&s->cfg, ac, av, s->out, s->err);
     if (rc != DDP_OK)
         return rc;
+    /* A scenario prints its own story and writes nothing: an output option
+     * or another mode would be ignored in silence, so it is refused. */
+    const config_t *c = &s->cfg;
+    if (c->mode != own.mode)
+        return err_set(s->err, DDP_ERR_INPUT, "--mode %s: this scenario runs %s", mode_name(c->mode),
+                       mode_name(own.mode));
+    const char *no = c->save_path[0]         ? "--save"
+                     : c->checkpoint_path[0] ? "--checkpoint"
+                     : c->resume_path[0]     ? "--resume"
+                     : c->trace_path[0]      ? "--trace"
+                     : c->emit_pytorch[0]    ? "--emit-pytorch"
+                     : c->baseline_path[0]   ? "--baseline"
+                     : c->json               ? "--json"
+                     : c->csv                ? "--csv"
+                     : c->explain            ? "--explain"
+                     : c->predict            ? "--predict"
+                     : c->repeat > 1         ? "--repeat"
+                                             : NULL;
+    if (no)
+        return err_set(s->err, DDP_ERR_INPUT, "not with %s: a scenario prints its own story and "
+                       "writes no output", no);
     char note[ERR_LEN];
     TRY(config_resolve(&s->cfg, note, sizeof note, s->err));
     TRY(config_model_spec(&s->cfg, &s->spec, s->err));
@@ -322,6 +349,18 @@ static int sc_dp_device0(scen_t *s)
          "ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its state among the ranks.");
     bool shown = n > 1 && (double)dp.dev[0].mem_peak > other_mem &&
                  dp.dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle > 0;
+    /* DDP: the same optimizer state on every rank; ZeRO-1: about 1/world of
+     * it on each (a bucket's few leftover floats, count mod world, are
+     * stepped by every rank), all of it over the ranks */
+    for (int d = 0; shown && d < ddp.ndev; d++)
+        shown = ddp.dev[d].mem_split[MEM_OPTIM] == dp.dev[0].mem_split[MEM_OPTIM];
+    size_t zsum = 0;
+    for (int d = 0; shown && d < z.ndev; d++) {
+        size_t zo = z.dev[d].mem_split[MEM_OPTIM];
+        zsum += zo;
+        shown = (double)zo <= (double)dp.dev[0].mem_split[MEM_OPTIM] / n * 1.01 + 4096.0;
+    }
+    shown = shown && zsum >= dp.dev[0].mem_split[MEM_OPTIM];
     if (n > 1) {
         result_free(&ddp);
         result_free(&z);
@@ -329,7 +368,9 @@ static int sc_dp_device0(scen_t *s)
     result_free(&dp);
     return verdict(s, "dp-device0", shown,
                    n < 2 ? "one device has no others to compare with"
-                         : "device 0 did not carry more memory and serial work than the others");
+                         : "device 0 did not carry more memory and serial work than the others, "
+                           "or DDP's ranks did not hold the same optimizer state, or ZeRO-1's "
+                           "about 1/world of it");
 }
 
 // ---------------------------------------------------------------------------

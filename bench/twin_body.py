@@ -132,7 +132,8 @@ def train(rank, world, device, args):
             group = batches[first:first + ACCUM]  # the step's micro-batches (the last may be fewer)
             step_rows = sum(len(x) for x, _ in group) * (world if MODE == "ddp" else 1)
             optimizer.zero_grad(set_to_none=False)
-            loss_sum = torch.zeros((), dtype=torch.float64)
+            # on the device: NCCL all-reduces CUDA tensors only (gloo takes either)
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             for i, (x, y) in enumerate(group):
                 x, y = x.to(device), y.to(device)
                 last = i == len(group) - 1
@@ -143,7 +144,7 @@ def train(rank, world, device, args):
                     # so each rank's share is weighted by world
                     part = CRITERION(out, y) * len(x)
                     (part / step_rows * (world if MODE == "ddp" else 1)).backward()
-                loss_sum += part.detach().double().cpu()
+                loss_sum += part.detach().double()
             optimizer.step()
             if MODE == "ddp":
                 dist.all_reduce(loss_sum)
@@ -166,6 +167,8 @@ def train(rank, world, device, args):
 def ddp_rank(rank, world, port, args):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     device = torch.device(f"cuda:{rank}") if DEVICE == "cuda" else torch.device("cpu")
+    if DEVICE == "cuda":
+        torch.cuda.set_device(device)  # NCCL's own work (barriers) runs on the current device
     dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", rank=rank, world_size=world)
     try:
         train(rank, world, device, args)

@@ -213,7 +213,11 @@ static const struct {
     {"another optimizer or hyper-parameters (--optim, --lr, --momentum, --weight-decay, ...)",
      " --optim --lr --momentum --dampening --nesterov --weight-decay --beta1 --beta2 --eps "},
     {"another batch (--batch, --batch-per-device, --accum)", " --batch --batch-per-device --accum "},
-    {"another length (--epochs, --steps, --warmup-steps)", " --epochs --steps --warmup-steps "},
+    /* the loss all-reduces (--log-every) and checkpoint barriers are
+     * collectives too: on other steps they would pair with another op */
+    {"another length or schedule (--epochs, --steps, --warmup-steps, --log-every, "
+     "--checkpoint-every, --resume)",
+     " --epochs --steps --warmup-steps --log-every --checkpoint --checkpoint-every --resume "},
     {"another sample order (--seed, --shuffle, --drop-last, --sampler-replicas, --rank-samples, "
      "--join)",
      " --seed --shuffle --drop-last --sampler-replicas --rank-samples --join "},

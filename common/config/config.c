@@ -47,11 +47,20 @@ int config_parse_int_list(const char *s, int *out, int max, int *n, const char *
  * trained further in place); both read the file before anything is written. */
 static int check_paths(const config_t *c, char *err)
 {
+    /* --emit-pytorch FILE.py writes FILE.py and four files beside it (twin.h) */
+    char twin[4][CONFIG_PATH_LEN + 32] = {"", "", "", ""};
+    static const char *const beside[4] = {".init.safetensors", ".x.npy", ".y.npy", ".order.npy"};
+    size_t tn = strlen(c->emit_pytorch);
+    for (int k = 0; k < 4 && tn > 3 && strcmp(c->emit_pytorch + tn - 3, ".py") == 0; k++)
+        snprintf(twin[k], sizeof twin[k], "%.*s%s", (int)(tn - 3), c->emit_pytorch, beside[k]);
     const struct {
         const char *opt, *path;
         bool output;
     } f[] = {{"--save", c->save_path, true},       {"--checkpoint", c->checkpoint_path, true},
-             {"--trace", c->trace_path, true},     {"--data", c->data_path, false},
+             {"--trace", c->trace_path, true},     {"--emit-pytorch", c->emit_pytorch, true},
+             {"--emit-pytorch", twin[0], true},    {"--emit-pytorch", twin[1], true},
+             {"--emit-pytorch", twin[2], true},    {"--emit-pytorch", twin[3], true},
+             {"--data", c->data_path, false},
              {"--targets", c->targets_path, false}, {"--init", c->init_path, false},
              {"--resume", c->resume_path, false},  {"--baseline", c->baseline_path, false}};
     const int n = (int)(sizeof f / sizeof f[0]);
@@ -59,7 +68,8 @@ static int check_paths(const config_t *c, char *err)
         if (!f[i].output || !f[i].path[0])
             continue;
         for (int j = 0; j < n; j++) {
-            if (j == i || !f[j].path[0] || (f[j].output && j < i))
+            if (j == i || !f[j].path[0] || (f[j].output && j < i) ||
+                strcmp(f[i].opt, f[j].opt) == 0)
                 continue;
             bool allowed = (strcmp(f[i].opt, "--checkpoint") == 0 && strcmp(f[j].opt, "--resume") == 0) ||
                            (strcmp(f[i].opt, "--save") == 0 && strcmp(f[j].opt, "--init") == 0);

@@ -50,7 +50,7 @@ void trace_rec_free(trace_rec_t *t) { free(t); }
 const char *trace_kind_name(trace_kind_t k)
 {
     static const char *const extra[] = {"step",    "all-reduce", "broadcast", "replicate",
-                                        "scatter", "gather",     "reduce"};
+                                        "scatter", "gather",     "reduce",     "reduce-scatter"};
     if ((int)k >= 0 && (int)k < PH_COUNT)
         return phase_name((phase_t)k);
     if (k >= TR_STEP && k < TR_KIND_COUNT)

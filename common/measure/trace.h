@@ -44,6 +44,7 @@ typedef enum {
     TR_SCATTER,         /* DP: input rows (or output gradients) to device `peer` */
     TR_GATHER,          /* DP: outputs of device `peer` to device 0 */
     TR_REDUCE,          /* DP: gradients of device `peer` added on device 0 */
+    TR_REDUCE_SCATTER,  /* DDP --zero1: one bucket's reduce-scatter (bucket = its index) */
     TR_KIND_COUNT
 } trace_kind_t;
 

@@ -262,15 +262,25 @@ static double ar_busbw(double bytes, double s, int n)
     return s > 0 && n > 1 ? bytes / s * 2.0 * (n - 1) / n : 0.0;
 }
 
-void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar)
+/* nccl-tests' reduce-scatter: the whole buffer's bytes, x (n-1)/n */
+static double bucket_busbw(double bytes, double s, int n, bool zero1)
+{
+    return zero1 ? ar_busbw(bytes, s, n) / 2.0 : ar_busbw(bytes, s, n);
+}
+
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
     if (r->mode != MODE_DDP || r->ndev < 2 || r->nbuckets == 0)
         return;
     char a[32], b[32];
-    fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the same "
-               "size):\n");
+    if (zero1) /* --mode comm measured all-reduce: another collective, not a reference */
+        ar = NULL;
+    fprintf(f, "%s", zero1 ? "  reduce-scatter per bucket (ZeRO-1; busbw = bytes / time x "
+                             "(n-1)/n):\n"
+                           : "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode "
+                             "comm at the same size):\n");
     for (int i = 0; i < r->nbuckets; i++) {
-        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
         fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,
                 report_fmt_bytes(a, sizeof a, r->bucket_bytes[i]),
                 report_fmt_time(b, sizeof b, r->bucket_s[i]), 1e-9 * bw);
@@ -286,15 +296,18 @@ void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar)
     }
 }
 
-cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar)
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
     if (r->mode != MODE_DDP || r->nbuckets == 0)
         return cJSON_CreateNull();
+    if (zero1)
+        ar = NULL;
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < r->nbuckets; i++) {
         cJSON *o = cJSON_CreateObject();
-        double bw = ar_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev);
+        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
         cJSON_AddNumberToObject(o, "bytes", r->bucket_bytes[i]);
+        cJSON_AddStringToObject(o, "collective", zero1 ? "reduce-scatter" : "all-reduce");
         cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
         cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
         double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;

@@ -121,9 +121,10 @@ void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool 
 /* DDP: each bucket's all-reduce in training, its bus bandwidth, and what
  * --mode comm's all-reduce (ar, may be NULL) reaches at that size: whether
  * the exposed communication is bandwidth-bound.  The text lines, and the
- * "buckets" JSON array (null outside DDP). */
-void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar);
-cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar);
+ * "buckets" JSON array (null outside DDP).  zero1: the buckets were
+ * reduce-scattered (busbw x (n-1)/n, not 2(n-1)/n; not comparable with ar). */
+void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1);
+cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, bool zero1);
 /* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
 

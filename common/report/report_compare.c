@@ -258,16 +258,22 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     double cr = s.phase[0][PH_FORWARD] + s.phase[0][PH_BACKWARD] + (ddp ? s.phase[0][PH_LOSS] : 0);
     double compute1 = c1 + (ddp ? 0.0 : s1.phase[0][PH_LOSS]) + s1.phase[0][PH_OPTIM];
     double saved = c1 - cr, added = s.step_mean - s1.step_mean + saved;
-    item_t it[PH_COUNT];
-    int n = 0;
+    /* what grew, and what shrank (a rank reads 1/K of the data): the
+     * parts then add up to the total, not over it */
+    item_t it[PH_COUNT], less[PH_COUNT];
+    int n = 0, nl = 0;
     for (int p = 0; p < PH_COUNT; p++) {
         if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || (ddp && p == PH_LOSS))
             continue;
         double d = s.phase[0][p] - s1.phase[0][p];
-        if (d > 0.05 * (added > 0 ? added : s.step_mean))
+        double floor = 0.05 * (added > 0 ? added : s.step_mean);
+        if (d > floor)
             it[n++] = (item_t){p, d};
+        else if (-d > floor)
+            less[nl++] = (item_t){p, -d};
     }
     sort_items(it, n);
+    sort_items(less, nl);
     char a[32], b[32], c[32], d[32];
     double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
     report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
@@ -279,6 +285,10 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     if (n > 0) {
         report_appendf(buf, len, used, " on device 0 (");
         app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
+        if (nl > 0) {
+            report_appendf(buf, len, used, ", less ");
+            app_items(buf, len, used, less, nl < 2 ? nl : 2, r->mode, "");
+        }
         report_appendf(buf, len, used, ")");
     }
     report_appendf(buf, len, used, saved > added ? ": the split saves more than %s adds"
@@ -500,6 +510,8 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 c->threads == 1 ? "" : "s");
     if (n)
         fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
+    if (c && c->zero1) /* the ddp column is ZeRO-1's */
+        fprintf(f, ", ddp with --zero1");
     fputc('\n', f);
 
     char a[32];
@@ -596,7 +608,13 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
 
         /* the memory story: each column's peak, and what it held by purpose
          * (DP's device 0 against the others; DDP's ranks alike) */
-        fprintf(f, "\n  %-*s", LABEL_W, "peak memory (MiB)");
+        /* in KiB when every peak is under 1 MiB: a tiny model's would read 0.00 MiB */
+        double top = 0.0;
+        for (int j = 0; j < npc; j++)
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                top = fmax(top, (double)pc[j].r->dev[d].mem_peak);
+        double unit = top >= 1048576.0 ? 1048576.0 : 1024.0;
+        fprintf(f, "\n  %-*s", LABEL_W, unit > 1024.0 ? "peak memory (MiB)" : "peak memory (KiB)");
         for (int j = 0; j < npc; j++)
             fprintf(f, "%*s", COL_W, pc[j].title);
         fputc('\n', f);
@@ -612,7 +630,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 double v = 0.0;
                 for (int d = pc[j].first; d <= pc[j].last; d++)
                     v += (double)(m < 0 ? pc[j].r->dev[d].mem_peak : pc[j].r->dev[d].mem_split[m]);
-                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / 1048576.0);
+                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / unit);
             }
             fputc('\n', f);
         }

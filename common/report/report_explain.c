@@ -84,7 +84,7 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
                    "next all-reduce until --timeout.\n");
 }
 
-static void explain_moves(FILE *f, const run_result_t *r)
+static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
 {
     const step_story_t *st = &r->story;
     char a[32], b[32];
@@ -123,7 +123,10 @@ static void explain_moves(FILE *f, const run_result_t *r)
             fprintf(f, "broadcast: %s of initial parameters from rank 0 (before step 1): %s", a, b);
             break;
         case MOVE_ALLREDUCE:
-            fprintf(f, "all-reduce: %s of gradients averaged across the ranks in %d bucket%s: %s",
+            fprintf(f, zero1 ? "reduce-scatter (ZeRO-1): %s of gradients summed across the "
+                               "ranks in %d bucket%s, each rank receiving its block: %s"
+                             : "all-reduce: %s of gradients averaged across the ranks in %d "
+                               "bucket%s: %s",
                     a, st->nbuckets, st->nbuckets == 1 ? "" : "s", b);
             break;
         default:
@@ -135,7 +138,7 @@ static void explain_moves(FILE *f, const run_result_t *r)
     }
 }
 
-static void explain_buckets(FILE *f, const run_result_t *r)
+static void explain_buckets(FILE *f, const run_result_t *r, bool zero1)
 {
     const step_story_t *st = &r->story;
     if (st->nbuckets == 0)
@@ -149,9 +152,10 @@ static void explain_buckets(FILE *f, const run_result_t *r)
         const char *when = bk->end_s <= st->backward_s ? "inside backward: hidden"
                            : bk->start_s >= st->backward_s ? "after backward: exposed"
                                                             : "partly after backward";
-        fprintf(f, "      bucket %d (layers %d-%d, %s): ready at %s, all-reduce %s to %s (%s)\n",
+        fprintf(f, "      bucket %d (layers %d-%d, %s): ready at %s, %s %s to %s (%s)\n",
                 i, bk->first_layer, bk->last_layer, b_(a, sizeof a, (double)bk->bytes),
-                t_(b, sizeof b, bk->ready_s), t_(c, sizeof c, bk->start_s),
+                t_(b, sizeof b, bk->ready_s), zero1 ? "reduce-scatter" : "all-reduce",
+                t_(c, sizeof c, bk->start_s),
                 t_(d, sizeof d, bk->end_s), when);
     }
     if (st->nbuckets > shown)
@@ -222,8 +226,10 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
         return;
     }
     explain_rows(f, ctx, r);
-    explain_moves(f, r);
-    explain_buckets(f, r);
+    /* --zero1 (its ddp run): the buckets were reduce-scattered */
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    explain_moves(f, r, zero1);
+    explain_buckets(f, r, zero1);
     explain_compute(f, r);
     explain_memory(f, r);
     explain_lockstep(f, ctx, r);

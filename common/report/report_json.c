@@ -297,7 +297,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
-    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL));
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero1));
     if (r->ntuned > 0) {
         cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
         cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);

@@ -61,8 +61,8 @@ static void event_name(char *buf, size_t n, mode_t_ mode, const trace_event_t *e
         snprintf(buf, n, "%s", report_phase_label(mode, (phase_t)k));
     else if (k == TR_STEP)
         snprintf(buf, n, "step %d", e->step);
-    else if (k == TR_ALLREDUCE)
-        snprintf(buf, n, "all-reduce bucket %d", e->bucket);
+    else if (k == TR_ALLREDUCE || k == TR_REDUCE_SCATTER)
+        snprintf(buf, n, "%s bucket %d", trace_kind_name(k), e->bucket);
     else if (e->peer >= 0)
         snprintf(buf, n, "%s %s %d", trace_kind_name(k), k == TR_GATHER || k == TR_REDUCE ? "from" : "to",
                  e->peer);

@@ -71,7 +71,7 @@ for mode in "dp --gpus 0,1,2" "ddp --gpus 0,1,2"; do
     done
     [ -z "$(leftovers)" ] && ok || ko "$name killed write: processes left: $(leftovers)"
     shm_list >"$T/shm_after"
-    [ -z "$(comm -13 "$T/shm_before" "$T/shm_after")" ] && ok || ko "$name killed write: /dev/shm entries left"
+    [ -z "$(shm_new "$T/shm_before" "$T/shm_after")" ] && ok || ko "$name killed write: /dev/shm entries left"
     "$BIN" $M --steps 10 --resume "$D/ck.safetensors" --checkpoint "$D/ck.safetensors" \
         >"$T/resumed" 2>&1 || ko "$name resume after the killed write: $(cat "$T/resumed")"
     [ -n "$(bits "$T/straight")" ] && [ "$(bits "$T/resumed")" = "$(bits "$T/straight")" ] && ok ||

@@ -29,7 +29,7 @@ check_clean() {
     shm_list >"$T/shm_after"
     # only new entries are ours to answer for: /dev/shm is shared, and another
     # program's entry may come or go meanwhile
-    new=$(comm -13 "$T/shm_before" "$T/shm_after" | tr '\n' ' ')
+    new=$(shm_new "$T/shm_before" "$T/shm_after" | tr '\n' ' ')
     [ -z "$new" ] || fail "$what: new /dev/shm entries: $new"
     ok
 }

@@ -35,6 +35,13 @@ scenario() {
     grep -q "^uneven" "$T/out" && grep -q "^straggler" "$T/out" && grep -q "^dp-device0" "$T/out" &&
     grep -q "^mismatch" "$T/out" && ok || ko "--scenario list: $(cat "$T/out")"
 expect_error "--scenario: unknown scenario 'nope'" --scenario nope
+# What a scenario would ignore is refused: an output it never writes, another mode.
+expect_error "--scenario dp-device0: not with --save" --scenario dp-device0 --save "$T/s.st"
+expect_error "not with --json" --scenario uneven --json
+expect_error "not with --trace" --scenario straggler --trace "$T/t.json"
+expect_error "--scenario straggler: --mode compare: this scenario runs ddp" --scenario straggler \
+    --mode compare
+[ -e "$T/s.st" ] || [ -e "$T/t.json" ] && ko "a refused scenario wrote a file" || ok
 
 scenario uneven 0 "rank 2 ran out of data after step 2"
 scenario uneven 1 "NOT as described" --rank-samples 15,15,15

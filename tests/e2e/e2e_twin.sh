@@ -111,6 +111,11 @@ for k in "MODE *= \"ddp\"" "WORLD *= 2" "LAYERS *= \[10, 24, 1\]" "ACT *= \"sigm
     "BUCKET_MB *= 0.001 " "DistributedDataParallel" "no_sync" "init_process_group" "--emit-pytorch"; do
     grep -q -- "$k" "$s" && ok || ko "ddp.py does not have '$k'"
 done
+# On a GPU the ranks meet over NCCL, which all-reduces CUDA tensors only: the
+# loss the ranks add up must live on the rank's device (gloo here takes either).
+grep -q "loss_sum = torch.zeros((), dtype=torch.float64, device=device)" "$s" && ok ||
+    ko "ddp.py all-reduces its loss from host memory (NCCL refuses it)"
+grep -q "loss_sum +=.*cpu()" "$s" && ko "ddp.py moves the loss to the host" || ok
 
 # What has no twin, refused before training (exit 2, one line).
 expect_error "--emit-pytorch: the script runs one mode" --backend cpu --mode compare --emit-pytorch "$T/c.py"

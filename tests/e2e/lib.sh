@@ -15,6 +15,7 @@
 #   TAG, leftovers   a tag to start ddpbench with (DDPBENCH_E2E_TAG=$TAG), and
 #                    the live processes that carry it (a fault test's orphans)
 #   shm_list         ddpbench's entries in /dev/shm (there should be none)
+#   shm_new B A      the new ones in list A that may be ours (not a live stranger's)
 #   need TOOL        true when TOOL is there; else a failed check (make
 #                    test-e2e installs every tool, so none is skipped)
 #   mknpy FILE DESCR SHAPE FORTRAN DATAFILE
@@ -58,6 +59,20 @@ leftovers() {
 # ddpbench's own names: /ddpbench-PID-16 hex digits (comm_seg.c); /dev/shm is shared, and
 # other programs' entries (even ones named ddpbench-something) are not ours
 shm_list() { ls /dev/shm 2>/dev/null | grep -E '^ddpbench-[0-9]+-[0-9a-f]{16}$' | sort; }
+# shm_new BEFORE AFTER: the entries in AFTER, not in BEFORE, that may be ours:
+# one named after a live process not started with our tag belongs to another
+# ddpbench running meanwhile (another test suite on a shared machine)
+shm_new() {
+    comm -13 "$1" "$2" | while read -r e; do
+        pid=${e#ddpbench-}
+        pid=${pid%%-*}
+        if [ -d "/proc/$pid" ] &&
+            ! { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
+            continue
+        fi
+        echo "$e"
+    done
+}
 
 need() {
     command -v "$1" >/dev/null 2>&1 && return 0

@@ -263,3 +263,23 @@ Test(config, outputs_that_clash)
     unlink(b);
     rmdir(dir);
 }
+
+/* --emit-pytorch FILE.py writes the script and four files beside it: none
+ * may be another output or an input (the twin would replace a --data file,
+ * a --trace would replace the twin's weights). */
+Test(config, the_twin_files_clash_like_the_other_outputs)
+{
+    bad("--mode single --emit-pytorch /tmp/t.py --save /tmp/t.py",
+        "--save /tmp/t.py and --emit-pytorch /tmp/t.py are the same file");
+    bad("--mode single --emit-pytorch /tmp/t.py --trace /tmp/./t.init.safetensors",
+        "and --emit-pytorch /tmp/t.init.safetensors are the same file");
+    bad("--mode single --emit-pytorch /tmp/t.py --checkpoint /tmp/t.order.npy", "same file");
+    bad("--mode single --emit-pytorch /tmp/t.py --data /tmp/t.x.npy --targets /tmp/t.y.npy",
+        "--emit-pytorch /tmp/t.x.npy and --data /tmp/t.x.npy are the same file: the emit-pytorch "
+        "would overwrite an input");
+    bad("--mode single --emit-pytorch /tmp/t.py --init /tmp/t.init.safetensors", "an input");
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--mode single --emit-pytorch /tmp/t.py --save /tmp/t.st", err),
+                 DDP_OK, "%s", err);
+}

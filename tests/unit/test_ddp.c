@@ -214,6 +214,44 @@ Test(ddp_zero1, same_parameters_with_tiny_buckets_uneven_rows_accumulation, .tim
     result_free(&z);
 }
 
+/* Uneven data under join: a rank out of data still takes part in every
+ * reduce-scatter and all-gather and steps its own shard, so the parameters
+ * are plain DDP's (a rank that skipped its shard would leave its block of
+ * the parameters behind). */
+Test(ddp_zero1, same_parameters_when_a_rank_runs_out_of_data)
+{
+    run_result_t plain, z;
+    char err[ERR_LEN], line[700];
+    const char *args = "--backend cpu --quiet --layers 8,6,2 --loss mse --samples 80 --batch 6 "
+                       "--steps 9 --seed 5 --optim adam --lr 0.01 --rank-samples 40,20,10 "
+                       "--mode ddp --gpus 0,1,2";
+    snprintf(line, sizeof line, "%s --trace /tmp/unused.json", args);
+    cr_assert_eq(tu_run(line, &plain, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "%s --zero1 --trace /tmp/unused.json", args);
+    cr_assert_eq(tu_run(line, &z, err), DDP_OK, "%s", err);
+    cr_assert_gt(z.dev[2].steps_shadowed, 0, "rank 2 never ran out of data");
+    tu_assert_params_close(&z, &plain, 1e-5, line);
+    /* the trace names each bucket's collective: a reduce-scatter under --zero1 */
+    for (int r = 0; r < 3; r++) {
+        int want[2] = {0, 0}, other[2] = {0, 0};
+        const trace_rec_t *tr[2] = {plain.trace[r], z.trace[r]};
+        for (int v = 0; v < 2; v++) {
+            cr_assert_not_null(tr[v], "rank %d recorder", r);
+            trace_kind_t mine = v ? TR_REDUCE_SCATTER : TR_ALLREDUCE;
+            trace_kind_t not_mine = v ? TR_ALLREDUCE : TR_REDUCE_SCATTER;
+            for (uint32_t i = 0; i < tr[v]->n; i++) {
+                want[v] += tr[v]->ev[i].kind == (int)mine;
+                other[v] += tr[v]->ev[i].kind == (int)not_mine;
+            }
+            cr_assert(want[v] > 0 && other[v] == 0, "rank %d %s: %d %s events, %d %s", r,
+                      v ? "--zero1" : "plain", want[v], trace_kind_name(mine), other[v],
+                      trace_kind_name(not_mine));
+        }
+    }
+    result_free(&plain);
+    result_free(&z);
+}
+
 // ---------------------------------------------------------------------------
 // what the run reports
 
@@ -712,6 +750,46 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     /* the same run with every rank alike trains */
     cr_assert_eq(ddp_run(&c, &d, &res, err), DDP_OK, "%s", err);
     result_free(&res);
+    data_free(&d);
+}
+
+/* What changes a rank's sequence of collectives is checked too: another
+ * --log-every adds loss all-reduces on other steps, another
+ * --checkpoint-every barriers; either would pair one rank's collective with
+ * another's (shm names the mismatch at run time; NCCL may hang or sum
+ * unrelated buffers). */
+Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout = 30)
+{
+    char err[ERR_LEN], line[600];
+    snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
+             optims[0]);
+    config_t c;
+    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
+    model_spec_t spec;
+    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
+    dataset_t d;
+    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    for (int k = 0; k < 2; k++) {
+        g_odd = c;
+        if (k == 0)
+            g_odd.log_every = 3;
+        else { /* rank 0 writes; the others meet it at a barrier after the write */
+            g_odd.checkpoint_every = 4;
+            snprintf(g_odd.checkpoint_path, sizeof g_odd.checkpoint_path, "/tmp/ddp_fp_%d.st",
+                     (int)getpid());
+        }
+        ddp_rank_config_hook = odd_lr;
+        run_result_t res;
+        double t0 = now_s();
+        int rc = ddp_run(&c, &d, &res, err);
+        ddp_rank_config_hook = NULL;
+        if (rc == DDP_OK)
+            result_free(&res);
+        cr_assert_eq(rc, DDP_ERR_INPUT, "case %d: rc %d: %s", k, rc, err);
+        cr_assert(strstr(err, "rank 2 (device 2) was started with another length or schedule"),
+                  "%s", err);
+        cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
+    }
     data_free(&d);
 }
 

@@ -883,6 +883,28 @@ static char *compare_text(run_result_t runs[3])
     return mem_close(&m);
 }
 
+/* With --zero1 the ddp column is ZeRO-1's, and the heading says so. */
+Test(report_compare, the_heading_names_zero1)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero1", err), DDP_OK,
+                 "%s", err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    mem_t m;
+    mem_open(&m);
+    report_compare(m.f, &ctx, runs, 3);
+    char *txt = mem_close(&m);
+    const char *nl = strchr(txt, '\n');
+    cr_assert(nl && strstr(txt, ", ddp with --zero1") && strstr(txt, ", ddp with --zero1") < nl,
+              "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
 Test(report_compare, side_by_side_agree_and_differ)
 {
     run_result_t runs[3];
@@ -1102,7 +1124,8 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     /* single 18 ms of forward and backward; DDP 9 ms + 0.5 loss each */
     cr_assert(strstr(why, "Why DDP is 1.82x single: splitting the batch over 2 devices took "
                           "forward and backward from 19.00 ms to 9.50 ms per step (saving "
-                          "9.50 ms), while what DDP adds costs 500 us per step"),
+                          "9.50 ms), while what DDP adds costs 500 us per step on device 0 "
+                          "(800 us comm exposed, less 300 us optimizer)"),
               "%s", why);
     cr_assert(strstr(why, "Memory: DP's device 0 peaks at 5.0 MiB, each other device at 2.5 MiB: "
                           "device 0 holds 2.0 MiB more optimizer state, 512.0 KiB more "
@@ -1122,6 +1145,22 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     /* single (none crafted), dp dev0, dp others, ddp dev0 */
     cr_assert_float_eq(v[1], 2.0, 1e-9, "%s", row);
     cr_assert_float_eq(v[2], 0.0, 1e-9, "%s", row);
+    cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
+    free(txt);
+    /* a tiny model's peaks, under 1 MiB, in KiB: not a table of 0.00 */
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < runs[i].ndev; d++) {
+            runs[i].dev[d].mem_peak >>= 10;
+            for (int m = 0; m < MEM_KINDS; m++)
+                runs[i].dev[d].mem_split[m] >>= 10;
+        }
+    txt = compare_text(runs);
+    cr_assert(strstr(txt, "peak memory (KiB)"), "%s", txt);
+    row = strstr(txt, "    optimizer state");
+    cr_assert_not_null(row, "%s", txt);
+    cr_assert_eq(sscanf(row + strlen("    optimizer state"), "%lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                        &v[3]), 4, "%s", row);
+    cr_assert_float_eq(v[1], 2.0, 1e-9, "%s", row);
     cr_assert_float_eq(v[3], 2.0, 1e-9, "%s", row);
     free(txt);
     /* a tiny model: DDP's exposed all-reduce alone outweighs single's whole step */
@@ -1412,6 +1451,21 @@ Test(report_text, explain_tells_buckets_and_moves)
     txt = mem_close(&m);
     cr_assert(strstr(txt, "did not record its first step"), "%s", txt);
     free(txt);
+    /* --zero1: the buckets were reduce-scattered, and the story says so */
+    r.story.filled = true;
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1 --zero1", err), DDP_OK, "%s",
+                 err);
+    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    mem_open(&m);
+    report_explain(m.f, &ctx, &r);
+    txt = mem_close(&m);
+    cr_assert(strstr(txt, "reduce-scatter (ZeRO-1): 2.0 MiB of gradients summed across the ranks "
+                          "in 2 buckets"), "%s", txt);
+    cr_assert(strstr(txt, "ready at 1.000 ms, reduce-scatter 1.100 ms to 1.500 ms"), "%s", txt);
+    cr_assert_null(strstr(txt, "averaged across the ranks"), "%s", txt);
+    free(txt);
     result_free(&r);
 }
 
@@ -1471,4 +1525,34 @@ Test(report_compare, any_device_count_takes_the_batch)
     /* an explicit list that does not divide it is taken too */
     cr_assert_eq(tu_parse(&c, "--backend cpu --gpus 0,1,2 --batch 256", err), DDP_OK, "%s", err);
     cr_assert_eq(c.ngpus, 3);
+}
+
+/* The per-bucket table names the collective that ran: under --zero1 a
+ * reduce-scatter, whose bus bandwidth is bytes / time x (n-1)/n (half the
+ * all-reduce's factor), and which --mode comm's all-reduce is no yardstick for. */
+Test(report_buckets, zero1_reports_a_reduce_scatter)
+{
+    run_result_t r;
+    result_init(&r);
+    r.mode = MODE_DDP;
+    r.ndev = 2;
+    r.nbuckets = 1;
+    r.bucket_bytes[0] = 1e6;
+    r.bucket_s[0] = 1e-3; /* 1 GB/s algbw */
+    for (int z = 0; z < 2; z++) {
+        mem_t m;
+        mem_open(&m);
+        report_buckets(m.f, &r, NULL, z);
+        char *txt = mem_close(&m);
+        cr_assert(strstr(txt, z ? "reduce-scatter per bucket" : "all-reduce per bucket"), "%s", txt);
+        cr_assert(strstr(txt, z ? "busbw    0.50 GB/s" : "busbw    1.00 GB/s"), "%s", txt);
+        free(txt);
+        cJSON *a = report_json_buckets(&r, NULL, z);
+        cJSON *b = cJSON_GetArrayItem(a, 0);
+        cr_assert_str_eq(cJSON_GetObjectItem(b, "collective")->valuestring,
+                         z ? "reduce-scatter" : "all-reduce");
+        cr_assert_float_eq(cJSON_GetObjectItem(b, "busbw_gbs")->valuedouble, z ? 0.5 : 1.0, 1e-9);
+        cJSON_Delete(a);
+    }
+    result_free(&r);
 }
