@@ -104,6 +104,12 @@ static int write_script(const char *path, const char *stem_base, const config_t 
     fprintf(f, "MODE          = \"%s\"  # single | dp | ddp  [--mode]\n", mode);
     fprintf(f, "WORLD         = %d  # devices; DDP spawns a rank on each  [--gpus]\n",
             c->mode == MODE_SINGLE ? 1 : c->ngpus);
+    char ids[256] = "";
+    for (int i = 0; i < (c->mode == MODE_SINGLE ? 1 : c->ngpus); i++) {
+        size_t u = strlen(ids);
+        snprintf(ids + u, sizeof ids - u, "%s%d", i ? ", " : "", c->gpus[i]);
+    }
+    fprintf(f, "GPUS          = [%s]  # the device ids, one per rank (on cuda)  [--gpus]\n", ids);
     fprintf(f, "DEVICE        = \"%s\"  # cpu (DDP over gloo) | cuda (over nccl)  [--backend]\n",
             c->backend == BACKEND_CUDA ? "cuda" : "cpu");
     fprintf(f, "LAYERS        = [%s]  # Linear widths, input first  [--layers]\n", layers);

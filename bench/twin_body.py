@@ -113,7 +113,7 @@ def train(rank, world, device, args):
         # machine without one it calls the module directly: DP's twin on a CPU
         # is the same mean loss over the same global batch, which is what the
         # equivalence contract says DP computes.
-        model = nn.DataParallel(model, device_ids=list(range(WORLD)) if device.type == "cuda" else None)
+        model = nn.DataParallel(model, device_ids=GPUS if device.type == "cuda" else None)
     if MODE == "ddp":
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
@@ -166,7 +166,7 @@ def train(rank, world, device, args):
 
 def ddp_rank(rank, world, port, args):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    device = torch.device(f"cuda:{rank}") if DEVICE == "cuda" else torch.device("cpu")
+    device = torch.device(f"cuda:{GPUS[rank]}") if DEVICE == "cuda" else torch.device("cpu")
     if DEVICE == "cuda":
         torch.cuda.set_device(device)  # NCCL's own work (barriers) runs on the current device
     dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", rank=rank, world_size=world)
@@ -191,7 +191,7 @@ def main():
             port = s.getsockname()[1]
         mp.spawn(ddp_rank, args=(WORLD, port, args), nprocs=WORLD)
     else:
-        train(0, 1, torch.device("cuda:0" if DEVICE == "cuda" else "cpu"), args)
+        train(0, 1, torch.device(f"cuda:{GPUS[0]}" if DEVICE == "cuda" else "cpu"), args)
 
 
 if __name__ == "__main__":

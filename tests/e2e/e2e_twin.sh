@@ -116,6 +116,10 @@ done
 grep -q "loss_sum = torch.zeros((), dtype=torch.float64, device=device)" "$s" && ok ||
     ko "ddp.py all-reduces its loss from host memory (NCCL refuses it)"
 grep -q "loss_sum +=.*cpu()" "$s" && ko "ddp.py moves the loss to the host" || ok
+# On GPUs the twin runs on --gpus' devices, not on the first WORLD of them.
+grep -q "^GPUS *= \[0, 1\]" "$s" && ok || ko "ddp.py does not name --gpus' devices"
+grep -q 'cuda:{GPUS\[rank\]}' "$s" && grep -q "device_ids=GPUS" "$s" && ok ||
+    ko "ddp.py places its ranks by rank number, not on --gpus' devices"
 
 # What has no twin, refused before training (exit 2, one line).
 expect_error "--emit-pytorch: the script runs one mode" --backend cpu --mode compare --emit-pytorch "$T/c.py"

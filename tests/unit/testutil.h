@@ -57,8 +57,12 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     case MODE_DDP:
         rc = ddp_run(&c, &d, res, err);
         break;
-    default:
+    case MODE_SINGLE:
+    case MODE_COMPARE: /* no --mode: compare's first run, single, the tests' reference */
         rc = single_run(&c, &d, res, err);
+        break;
+    default:
+        cr_assert_fail("tu_run runs single, dp or ddp, not '%s'", args);
     }
     /* the final evaluation, as main() runs it after the outputs */
     if (rc == DDP_OK)
