@@ -13,7 +13,8 @@
 #                     lacks; copy it there and run sh check.sh
 #   make install PREFIX=/usr/local   (bin/ddpbench, lib/ddpbench/libddpbench-cuda.so)
 #
-# Options: NO_CUDA=1 (CPU only), DEBUG=1 (-O0 -g), SAN=address|thread,
+# Options: NO_CUDA=1 (CPU only), NO_MPI=1 (no mpirun launcher, no --comm mpi),
+# DEBUG=1 (-O0 -g), SAN=address|thread,
 # EMU=1 (the CUDA backend on the emulated GPU, in build/cuda-emu),
 # CUDA_HOME=/usr/local/cuda, NVCC_GENCODE="-gencode ...".
 # Missing Debian libraries are installed by scripts/deps.sh (as root), or it
@@ -35,6 +36,7 @@ ifeq ($(SAN),)
 else
   BUILD := build/san-$(SAN)
   NO_CUDA := 1   # sanitizer runtimes and the CUDA runtime do not mix well
+  NO_MPI := 1    # nor MPI's (its tests need mpirun: tests/e2e/e2e_mpi.sh)
 endif
 ifneq ($(EMU),)
   BUILD := build/cuda-emu$(if $(SAN),-$(SAN))
@@ -91,6 +93,16 @@ ifneq ($(EMU),)
   HAVE_CUDA := emu
   HAVE_NCCL := $(if $(wildcard tests/cuda_emu/nccl.h),emu)
 endif
+# MPI: the mpirun launcher (ddp/launch_mpi.c) and --comm mpi (comm_mpi.c),
+# when scripts/deps.sh found Open MPI's mpi.h (it installs libopenmpi-dev).
+HAVE_MPI :=
+ifeq ($(NO_MPI),)
+  ifneq ($(MPI_INCDIR),)
+    ifneq ($(wildcard $(MPI_INCDIR)/mpi.h),)
+      HAVE_MPI := 1
+    endif
+  endif
+endif
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that the
 # driver compiles for newer GPUs on first use.
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -101,6 +113,7 @@ ifeq ($(MAKELEVEL),0)
     ifneq ($(OPENBLAS_VERSION),)
       $(info CUDA: $(if $(filter emu,$(HAVE_CUDA)),emulated (tests/cuda_emu),$(if $(HAVE_CUDA),yes ($(CUDA_VERSION)),$(if $(NO_CUDA),no (NO_CUDA=1),no (no $(NVCC) or no CUDA backend sources)))))
       $(info NCCL: $(if $(filter emu,$(HAVE_NCCL)),emulated,$(if $(HAVE_NCCL),yes,no)))
+      $(info MPI: $(if $(HAVE_MPI),yes (Open MPI $(MPI_VERSION)),no$(if $(NO_MPI), (NO_MPI=1))))
       $(info OpenBLAS: $(OPENBLAS_VERSION))
     endif
   endif
@@ -149,6 +162,13 @@ else ifneq ($(HAVE_CUDA),)
     CUDA_LDLIBS += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   endif
 endif
+# MPI is linked where it is used (--as-needed): the programs that may run
+# under mpirun; the CUDA library never references it (NCCL's id travels
+# through a callback, comm.h's exchange).
+ifneq ($(HAVE_MPI),)
+  CFLAGS += -DHAVE_MPI $(MPI_CFLAGS)
+  LDLIBS += -Wl,--push-state,--as-needed $(MPI_LIBS) -Wl,--pop-state
+endif
 RUNPATH      := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib/ddpbench'
 TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 # --fmad=false: no contraction into FMAs, so the elementwise kernels round
@@ -156,10 +176,15 @@ TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
-# Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them.
+# Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
+# *_mpi.c need mpi.h.
 CUDA_ONLY_C := $(wildcard common/*/*_cuda.c dp/*_cuda.c ddp/*_cuda.c)
 NCCL_ONLY_C := $(wildcard common/*/*_nccl.c ddp/*_nccl.c)
+MPI_ONLY_C := $(wildcard common/*/*_mpi.c ddp/*_mpi.c)
 LIB_C    := $(wildcard common/*/*.c dp/*.c ddp/*.c)
+ifeq ($(HAVE_MPI),)
+  LIB_C := $(filter-out $(MPI_ONLY_C),$(LIB_C))
+endif
 ifeq ($(HAVE_CUDA),)
   LIB_C := $(filter-out $(CUDA_ONLY_C) $(NCCL_ONLY_C),$(LIB_C))
 else ifeq ($(HAVE_NCCL),)
@@ -237,7 +262,7 @@ endif
 REVISION := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -n 1 | tr -d "'\"")
 BUILD_CFLAGS := $(CC) $(CSTD) $(OPT) -fno-math-errno $(if $(HAVE_CUDA),-DHAVE_CUDA) \
-                $(if $(HAVE_NCCL),-DHAVE_NCCL)
+                $(if $(HAVE_NCCL),-DHAVE_NCCL) $(if $(HAVE_MPI),-DHAVE_MPI)
 PROV_STAMP := $(BUILD)/provenance.txt
 PROV_NOW := $(REVISION) | $(CC_VERSION) | $(BUILD_CFLAGS)
 ifneq ($(WANT_DEPS),)

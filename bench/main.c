@@ -19,6 +19,7 @@
 #include "bench/scenario.h"
 #include "bench/twin.h"
 #include "comm/comm.h"
+#include "ddp/launch.h"
 #include "ddp/reducer.h"
 #include "device/backend.h"
 #include "io/checkpoint.h"
@@ -146,6 +147,8 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
     c.step_factor = 4.0;
     c.iters = 10;
     c.warmup_iters = 2;
+    if (c.ngpus < 2 && c.launcher == LAUNCHER_MPI)
+        return DDP_OK; /* one rank under mpirun: nothing to measure, k0 stays 0 */
     if (c.ngpus < 2) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         bool two = c.backend == BACKEND_CPU ? cpus >= 2 : backend_cuda_probe(NULL) >= 2;
@@ -166,7 +169,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
 static int measure_collectives(const config_t *cfg, const model_spec_t *spec, bool full,
                                predict_t *p, FILE *info, char *err)
 {
-    if (!cfg->quiet) {
+    if (!cfg->quiet && ddp_launch_reports(cfg)) {
         fprintf(info, "== the collectives%s (--mode comm)\n",
                 full ? ", for the alpha-beta model" : " at the bucket sizes");
         fflush(info);
@@ -317,13 +320,22 @@ static int run_comm(const config_t *cfg, const char *note)
     char err[ERR_LEN] = "";
     report_ctx_t ctx = {cfg, NULL, NULL, note, NULL};
     collperf_t perf;
-    if (!cfg->quiet)
+    bool reports = ddp_launch_reports(cfg);
+    if (!cfg->quiet && reports)
         fprintf(cfg->json ? stderr : stdout, "ddpbench %s: mode comm, backend %s%s%s\n",
                 DDPBENCH_VERSION, backend_kind_name(cfg->backend), note ? " " : "",
                 note ? note : "");
+    if (!cfg->quiet && reports) {
+        char who[1200];
+        ddp_launch_describe(cfg, who, sizeof who);
+        if (who[0])
+            fprintf(cfg->json ? stderr : stdout, "  launched by %s\n", who);
+    }
     int rc = comm_bench_run(cfg, &perf, err);
     if (rc != DDP_OK)
         return fail(rc, err);
+    if (!reports) /* under mpirun: rank 0 reports for every rank */
+        return 0;
     if (cfg->json) {
         cJSON *o = report_json_comm(&ctx, &perf);
         rc = report_json_print(stdout, o);
@@ -353,6 +365,13 @@ static int run_comm(const config_t *cfg, const char *note)
     return 0;
 }
 
+/* A failure agreed by every rank under mpirun is said once, by rank 0 (its
+ * err is the line; the others' is empty): the exit status is the same. */
+static int fail_or_quiet(int code, const char *msg)
+{
+    return msg[0] ? fail(code, msg) : exit_code(code);
+}
+
 int main(int argc, char **argv)
 {
     /* Under ulimit -v, start again with one OpenBLAS thread at load: its
@@ -366,57 +385,80 @@ int main(int argc, char **argv)
     int rc = config_parse(&cfg, argc, argv, stdout, err);
     if (rc == CONFIG_EXIT_OK)
         return (rc = stdout_status(err)) == DDP_OK ? 0 : fail(rc, err);
-    if (rc != DDP_OK)
-        return fail(rc, err);
-    interrupt_install();
-    if (cfg.scenario[0]) /* a failure reproduced and explained (scenario.h) */
-        return scenario_main(argc, argv, cfg.scenario, stdout);
+    /* The launcher first (ddp/launch.h): under mpirun this process forks its
+     * watcher and becomes a rank; even a bad option is then judged with the
+     * other ranks' at the start-up check, so it is said once. */
+    int code;
+    char lerr[ERR_LEN] = "";
+    int lrc = ddp_launch_init(&cfg, &code, lerr);
+    if (lrc == DDP_LAUNCH_WATCHER)
+        return code;
+    if (lrc != DDP_OK && rc == DDP_OK) {
+        if (cfg.launcher != LAUNCHER_MPI || cfg.world_size == 0) /* no group to tell */
+            return ddp_launch_end(&cfg, fail(lrc, lerr));
+        rc = lrc;
+        snprintf(err, sizeof err, "%s", lerr);
+    }
+    bool mpi = cfg.launcher == LAUNCHER_MPI;
+    if (!mpi) /* under mpirun, mpirun's signals end the job */
+        interrupt_install();
+    if (rc == DDP_OK && cfg.scenario[0]) { /* a failure reproduced and explained
+                                             (scenario.h): its runs are this process's */
+        if (!mpi)
+            return scenario_main(argc, argv, cfg.scenario, stdout);
+        rc = err_set(err, DDP_ERR_INPUT, "--scenario %s: forks its own ranks on one host; run it "
+                     "without mpirun", cfg.scenario);
+    }
 
     report_start(); /* the run's start time and load average, for its provenance */
-    char note[ERR_LEN];
-    if ((rc = config_resolve(&cfg, note, sizeof note, err)) != DDP_OK)
-        return fail(rc, err);
-    if (cfg.mode == MODE_COMM)
-        return run_comm(&cfg, note[0] ? note : NULL);
+    char note[ERR_LEN] = "";
+    if (rc == DDP_OK)
+        rc = config_resolve(&cfg, note, sizeof note, err);
+    if (cfg.mode == MODE_COMM) {
+        if ((rc = ddp_launch_agree(&cfg, NULL, rc, err)) != DDP_OK)
+            return ddp_launch_end(&cfg, fail_or_quiet(rc, err));
+        return ddp_launch_end(&cfg, run_comm(&cfg, note[0] ? note : NULL));
+    }
     model_spec_t spec;
-    if ((rc = config_model_spec(&cfg, &spec, err)) != DDP_OK)
-        return fail(rc, err);
-    if (cfg.trace_path[0] && (rc = report_trace_check(cfg.trace_path, err)) != DDP_OK)
-        return fail(rc, err);
+    if (rc == DDP_OK)
+        rc = config_model_spec(&cfg, &spec, err);
+    if (rc == DDP_OK && cfg.trace_path[0] && ddp_launch_reports(&cfg))
+        rc = report_trace_check(cfg.trace_path, err);
 
-    /* the runs: one, or compare's three on the same data */
+    /* the runs: one, or compare's three on the same data (under mpirun two:
+     * DP is one process, so single on rank 0 and DDP on every rank) */
     static const mode_t_ compare_modes[MAX_RUNS] = {MODE_SINGLE, MODE_DP, MODE_DDP};
-    int n = cfg.mode == MODE_COMPARE ? MAX_RUNS : 1;
+    static const mode_t_ compare_mpi[MAX_RUNS] = {MODE_SINGLE, MODE_DDP};
+    int n = cfg.mode == MODE_COMPARE ? (mpi ? 2 : MAX_RUNS) : 1;
     config_t cfgs[MAX_RUNS];
     static run_result_t res[MAX_RUNS]; /* static: each holds its step statistics */
     for (int i = 0; i < n; i++) {
-        run_config(&cfg, cfg.mode == MODE_COMPARE ? compare_modes[i] : cfg.mode, &cfgs[i]);
+        run_config(&cfg,
+                   cfg.mode == MODE_COMPARE ? (mpi ? compare_mpi : compare_modes)[i] : cfg.mode,
+                   &cfgs[i]);
         result_init(&res[i]);
     }
     report_ctx_t ctx = {&cfg, &spec, NULL, note[0] ? note : NULL, NULL};
 
+    /* --baseline is rank 0's to read and judge (under mpirun the others
+     * only train) */
     baseline_t bl = {0};
     const cJSON *match[MAX_RUNS] = {0};
-    if (cfg.baseline_path[0] && (rc = baseline_prepare(&bl, &ctx, cfgs, n, match, err)) != DDP_OK) {
-        baseline_free(&bl);
-        return fail(rc, err);
-    }
+    bool gate = cfg.baseline_path[0] && ddp_launch_reports(&cfg);
+    if (rc == DDP_OK && gate)
+        rc = baseline_prepare(&bl, &ctx, cfgs, n, match, err);
 
     dataset_t data;
-    if ((rc = data_load(&cfg, &spec, &data, err)) != DDP_OK) {
-        baseline_free(&bl);
-        return fail(rc, err);
-    }
-    ctx.data = &data;
-    if (cfg.baseline_path[0]) /* with the data: its size is one of the settings compared */
+    bool loaded = false;
+    if (rc == DDP_OK)
+        loaded = (rc = data_load(&cfg, &spec, &data, err)) == DDP_OK;
+    ctx.data = loaded ? &data : NULL;
+    if (rc == DDP_OK && gate) /* with the data: its size is one of the settings compared */
         baseline_warn(&bl, &ctx, cfgs, n, match);
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
-    if ((rc = ckpt_preflight(&cfg, &spec, &data, err)) != DDP_OK) {
-        data_free(&data);
-        baseline_free(&bl);
-        return fail(rc, err);
-    }
+    if (rc == DDP_OK)
+        rc = ckpt_preflight(&cfg, &spec, &data, err);
 
     /* Every run's sample stream (a batch with nothing to train on, shards
      * larger than the data) is checked before the banner. */
@@ -425,40 +467,60 @@ int main(int argc, char **argv)
         if ((rc = schedule_init(&sch, &cfgs[i], &data, 1, 0, err)) == DDP_OK)
             schedule_free(&sch);
     }
+    /* Under mpirun every rank's outcome so far and what it was started
+     * with meet here (launch.h): one verdict for all. */
+    rc = ddp_launch_agree(&cfg, loaded ? &data : NULL, rc, err);
+    if (rc == DDP_OK)
+        for (int i = 0; i < n; i++) /* the devices every rank has, for the reports */
+            run_config(&cfg, cfgs[i].mode, &cfgs[i]);
     if (rc != DDP_OK) {
-        data_free(&data);
+        if (loaded)
+            data_free(&data);
         baseline_free(&bl);
-        return fail(rc, err);
+        return ddp_launch_end(&cfg, fail_or_quiet(rc, err));
     }
+    bool reports = ddp_launch_reports(&cfg);
 
     /* --emit-pytorch: the same job as a PyTorch script, written before
-     * training (a path it cannot write is bad input) */
-    if (cfg.emit_pytorch[0] &&
+     * training (a path it cannot write is bad input); under mpirun by rank 0,
+     * which writes the outputs (its failure ends the job: ddp_launch_end) */
+    if (cfg.emit_pytorch[0] && reports &&
         (rc = twin_emit(&cfgs[0], &spec, &data, argc, argv, (cfg.json || cfg.csv) ? stderr : stdout,
                         err)) != DDP_OK) {
         data_free(&data);
         baseline_free(&bl);
-        return fail(rc, err);
+        return ddp_launch_end(&cfg, fail(rc, err));
     }
 
     char note2[ERR_LEN + 1100];
     ckpt_init_note(&cfg, &spec, note2, sizeof note2);
-    if (note2[0])
+    if (note2[0] && reports)
         fprintf(stderr, "ddpbench: warning: %s\n", note2);
 
     /* under --json/--csv stdout carries only the result */
     FILE *info = (cfg.json || cfg.csv) ? stderr : stdout;
-    if (!cfg.quiet)
+    if (!cfg.quiet && reports) {
         report_banner(info, &ctx);
+        char who[1200];
+        ddp_launch_describe(&cfg, who, sizeof who);
+        if (who[0])
+            fprintf(info, "  launched by %s, comm %s\n", who, comm_name(cfg.comm));
+    }
 
     /* CUDA does not survive fork: single and dp initialise CUDA in this
      * process, so on CUDA the ddp run (which forks its ranks) goes first.
-     * The results are still shown in the order single, dp, ddp. */
+     * Under mpirun too: the other ranks join DDP at once and rank 0 runs
+     * single after it, alone.  The results are still shown in the order
+     * single, dp, ddp. */
     int order[MAX_RUNS] = {0, 1, 2};
     if (n == MAX_RUNS && cfg.backend == BACKEND_CUDA) {
         order[0] = 2;
         order[1] = 0;
         order[2] = 1;
+    }
+    if (mpi && n == 2) {
+        order[0] = 1;
+        order[1] = 0;
     }
     /* --predict, and compare on several devices: the collectives for the
      * model; a DDP run: the all-reduce at its bucket sizes.  After the
@@ -497,7 +559,9 @@ int main(int argc, char **argv)
             if (rc != DDP_OK)
                 break;
         }
-        if ((n > 1 || cfg.repeat > 1) && !cfg.quiet) {
+        if (!reports && cfgs[i].mode != MODE_DDP)
+            continue; /* under mpirun, single is rank 0's alone */
+        if ((n > 1 || cfg.repeat > 1) && !cfg.quiet && reports) {
             fprintf(info, "== %s on %d device%s", mode_name(cfgs[i].mode), cfgs[i].ngpus,
                     cfgs[i].ngpus == 1 ? "" : "s");
             if (cfg.repeat > 1)
@@ -512,9 +576,25 @@ int main(int argc, char **argv)
             err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
         if (rc == DDP_OK) {
             repeat_add(&reps[i], &res[i]);
-            if (r == cfg.repeat - 1)
+            if (r == cfg.repeat - 1 && reports)
                 warmup_note(&cfg, &res[i]);
         }
+    }
+    if (!reports) {
+        /* Under mpirun, a rank other than 0: rank 0 writes the outputs and
+         * reports for all; this rank only joins the collectives' measurement
+         * (a group run of every rank), whose failure rank 0 reports. */
+        if (rc == DDP_OK && measure) {
+            char e[ERR_LEN];
+            int mrc = measure_collectives(&cfg, &spec, full, &pred, info, e);
+            if (mrc != DDP_OK && cfg.predict)
+                rc = err_set(err, mrc, "%s", e);
+        }
+        for (int i = 0; i < n; i++)
+            result_free(&res[i]);
+        data_free(&data);
+        baseline_free(&bl);
+        return ddp_launch_end(&cfg, rc == DDP_OK ? 0 : fail(rc, err));
     }
 
     /* The outputs, each on its own: --save first (the weights are what a
@@ -620,6 +700,6 @@ int main(int argc, char **argv)
     baseline_free(&bl);
     data_free(&data);
     if (rc != DDP_OK)
-        return fail(rc, err);
-    return regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0;
+        return ddp_launch_end(&cfg, fail(rc, err));
+    return ddp_launch_end(&cfg, regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0);
 }

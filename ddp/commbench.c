@@ -1,7 +1,7 @@
 /* ddp/commbench.c: --mode comm, the collectives alone, measured the way
- * nccl-tests measures them, on DDP's process model (one forked rank per
- * device, the same supervisor, the same comm as training: shm on the CPU,
- * NCCL or shm on GPUs).
+ * nccl-tests measures them, on DDP's process model (one rank per device,
+ * the same launcher, the same comm as training: shm on the CPU, NCCL or shm
+ * on GPUs; under mpirun MPI's own collectives or NCCL).
  *
  * Per collective, size and placement (out of place, then in place) every
  * rank: fills its buffers, runs --warmup-iters ops, meets the others at a
@@ -13,8 +13,10 @@
  * SIZE (base/fault.h), to prove the check can fail; error, kill, exit and
  * stall fire at that size index too.
  *
- * Each rank writes its own times and wrong counts into the shared area; the
- * supervisor takes the slowest rank's time and the sum of the wrong counts. */
+ * Each rank writes its own times and wrong counts into its slot of the
+ * result area; the reporting process (the supervisor, or rank 0 once it has
+ * gathered the slots) takes the slowest rank's time and the sum of the wrong
+ * counts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@
 #include "base/clock.h"
 #include "base/fault.h"
 #include "comm/comm.h"
-#include "ddp/ddp_shared.h"
+#include "ddp/launch.h"
 #include "train/strategy.h"
 
 /* --coll's bits are comm.h's kinds (config.h numbers them the same way). */
@@ -225,10 +227,11 @@ static int measure(cb_rank_t *k, const collperf_coll_t *c, int pi, int place, do
     return DDP_OK;
 }
 
-static int cb_rank_body(const config_t *cfg, comm_seg_t *seg, int rank, void *ctx)
+static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
 {
     collperf_t *pl = ctx;
-    ddp_area_t *area = comm_seg_extra(seg);
+    int rank = env->rank;
+    ddp_area_t *area = env->area;
     ddp_rank_rec_t *rec = &area->rank[rank];
     rank_perf_t *mine = (rank_perf_t *)((char *)area + area->off_trace) + rank;
     cb_rank_t k = {.cfg = cfg, .rank = rank, .world = pl->world};
@@ -243,7 +246,8 @@ static int cb_rank_body(const config_t *cfg, comm_seg_t *seg, int rank, void *ct
         }
     int rc = backend_create(&k.be, cfg->backend, cfg->gpus[rank], 1, k.err);
     if (rc == DDP_OK) {
-        comm_args_t a = {cfg->comm, pl->world, rank, k.be, seg, cfg->timeout_s, 0.0};
+        comm_args_t a = {cfg->comm, pl->world, rank,          k.be,
+                         env->seg,  cfg->timeout_s, 0.0, env->exchange, env->exchange_ctx};
         rc = comm_create(&k.comm, &a, k.err);
     }
     if (rc == DDP_OK) {
@@ -265,8 +269,8 @@ static int cb_rank_body(const config_t *cfg, comm_seg_t *seg, int rank, void *ct
         rec->state = RANK_FAILED;
         if (k.comm)
             comm_abort(k.comm, rec->msg);
-        else
-            comm_seg_abort(seg, rank, rec->msg);
+        else if (env->seg) /* under mpirun the launcher ends the job instead */
+            comm_seg_abort(env->seg, rank, rec->msg);
     } else {
         rec->state = RANK_DONE;
     }
@@ -297,15 +301,16 @@ int comm_bench_run(const config_t *cfg, collperf_t *out, char *err)
     /* the area: rank records, then each rank's measurements */
     size_t head = (ddp_area_layout(NULL, world, 0, 0, 0) + 63) & ~(size_t)63;
     size_t bytes = head + (size_t)world * sizeof(rank_perf_t);
-    comm_seg_t *seg;
-    int rc = comm_seg_create(&seg, world, bytes, err);
+    ddp_group_t *g;
+    int rc = ddp_group_open(&g, cfg, bytes, err);
     if (rc != DDP_OK)
         return rc;
-    ddp_area_t *area = comm_seg_extra(seg);
+    ddp_area_t *area = ddp_group_area(g);
     ddp_area_layout(area, world, 0, 0, 0);
-    area->off_trace = head; /* no recorders: the space after the records is ours */
-    rc = ddp_spawn(cfg, seg, comm_seg_world(seg), cb_rank_body, out, err);
-    if (rc == DDP_OK) {
+    area->off_trace = head; /* no recorders: the slots after the records are ours */
+    area->trace_stride = sizeof(rank_perf_t);
+    rc = ddp_group_run(g, cb_rank_body, out, err);
+    if (rc == DDP_OK && ddp_group_reports(g)) { /* under mpirun: rank 0, which gathered them */
         const rank_perf_t *rp = (const rank_perf_t *)((char *)area + head);
         for (int i = 0; i < out->ncoll; i++)
             for (int j = 0; j < out->coll[i].npoints; j++)
@@ -318,6 +323,6 @@ int comm_bench_run(const config_t *cfg, collperf_t *out, char *err)
                     out->wrong_total += p->wrong[place];
                 }
     }
-    comm_seg_free(seg);
+    ddp_group_close(g);
     return rc;
 }

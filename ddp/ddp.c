@@ -1,238 +1,39 @@
-/* ddp/ddp.c: the DistributedDataParallel strategy's supervisor: the process
- * the user started.  It makes the shared segment, forks one rank per device
- * (making no CUDA call itself: CUDA does not survive fork), watches them, and
- * turns what they report into a run_result_t.
- *
- * A rank that dies or fails is noticed at once (SIGCHLD through a self-pipe):
- * the supervisor raises the group's abort flag so the others leave their
- * collectives, sends them SIGTERM, then SIGKILL after a short grace, and
- * reports the first cause: the rank that aborted the group with a message, or
- * the one that died.  Ctrl-C (SIGINT, SIGTERM, SIGHUP to the supervisor)
- * stops every rank the same way (the run ends with DDP_ERR_INTERRUPTED),
- * unless the signal was ignored when ddpbench started (base/interrupt.h).
- * Ranks die with their supervisor (PR_SET_PDEATHSIG), and the segment has no
- * name in /dev/shm once created, so nothing is left behind even when the
- * supervisor is SIGKILLed. */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
+/* ddp/ddp.c: the DistributedDataParallel strategy: one rank per device, started
+ * by the launcher (launch.h: forked by this process, or by mpirun), each
+ * training in ddp/rank.c; this file turns what they report into a
+ * run_result_t, on the process that reports (the fork supervisor, or rank 0
+ * under mpirun, which gathered the others' records). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "base/interrupt.h"
 #include "data/schedule.h"
-#include "ddp/ddp_shared.h"
+#include "ddp/launch.h"
 #include "measure/step_meter.h"
 #include "train/strategy.h"
 #include "train/trainer.h"
 
-/* After a failure, how long ranks get to leave on their own after SIGTERM
- * before SIGKILL. */
-#define DDP_GRACE_S 1.0
-
-// ---------------------------------------------------------------------------
-// signals: a self-pipe, so any thread may take the signal and the supervisor
-// loop still hears about it
-
-static int g_sig_pipe[2] = {-1, -1};
-static const int g_sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
-#define NSIGS ((int)(sizeof g_sigs / sizeof g_sigs[0]))
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    unsigned char b = (unsigned char)sig;
-    if (write(g_sig_pipe[1], &b, 1) < 0) {
-        /* pipe full: the supervisor already has wake-ups pending */
-    }
-    errno = saved;
-}
-
-static int signals_install(struct sigaction *old, char *err)
-{
-    if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-        return err_set(err, DDP_ERR_RUNTIME, "ddp: pipe: %s", strerror(errno));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    /* A signal ignored now was ignored when ddpbench started (main's handler
-     * leaves those alone): it stays ignored here too. */
-    for (int i = 0; i < NSIGS; i++)
-        if (g_sigs[i] == SIGCHLD || !interrupt_ignored(g_sigs[i]))
-            sigaction(g_sigs[i], &sa, &old[i]);
-        else
-            sigaction(g_sigs[i], NULL, &old[i]);
-    return DDP_OK;
-}
-
-static void signals_restore(const struct sigaction *old)
-{
-    for (int i = 0; i < NSIGS; i++)
-        sigaction(g_sigs[i], &old[i], NULL);
-    close(g_sig_pipe[0]);
-    close(g_sig_pipe[1]);
-    g_sig_pipe[0] = g_sig_pipe[1] = -1;
-}
-
-/* In a new rank: default dispositions, and Ctrl-C is the supervisor's to
- * handle (it stops the ranks in order), so the terminal's SIGINT to the whole
- * process group must not kill ranks mid-collective first. */
-static void signals_child(pid_t parent)
-{
-    signal(SIGCHLD, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGINT, SIG_IGN);
-    close(g_sig_pipe[0]);
-    close(g_sig_pipe[1]);
-    /* Die with the supervisor, even if it is SIGKILLed; if it is already gone
-     * (it died between fork and here), leave now. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(1);
-}
-
-// ---------------------------------------------------------------------------
-// supervision
-
-typedef struct {
-    const config_t *cfg;
-    comm_seg_t *seg;
-    ddp_area_t *area;
-    int world;
-    pid_t pid[MAX_DEVICES];
-    bool alive[MAX_DEVICES];
-    int status[MAX_DEVICES];
-    int nalive;
-    int first_failed;     /* the first rank reaped with a failure, -1 none */
-    int interrupted;      /* the signal that interrupted us, 0 none */
-    bool stopping;
-    double kill_at;       /* SIGKILL the survivors at this time (stopping) */
-    char stop_why[ERR_LEN]; /* why we stopped the ranks */
-} sup_t;
-
-static void describe_death(const sup_t *s, int r, char *buf)
-{
-    int st = s->status[r], dev = s->cfg->gpus[r];
-    const ddp_rank_rec_t *rec = &s->area->rank[r];
-    if (WIFSIGNALED(st))
-        err_set(buf, DDP_OK, "rank %d (device %d) killed by signal %d (%s)", r, dev, WTERMSIG(st),
-                strsignal(WTERMSIG(st)));
-    else if (rec->state == RANK_FAILED && rec->msg[0])
-        err_set(buf, DDP_OK, "rank %d (device %d): %s", r, dev, rec->msg);
-    else
-        err_set(buf, DDP_OK, "rank %d (device %d) exited with status %d", r, dev,
-                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-}
-
-static void signal_alive(sup_t *s, int sig)
-{
-    for (int r = 0; r < s->world; r++)
-        if (s->alive[r])
-            kill(s->pid[r], sig);
-}
-
-/* Begin stopping every rank: abort flag first (ranks blocked in a collective
- * leave it at once), then SIGTERM, and SIGKILL after the grace period. */
-static void stop_all(sup_t *s, const char *why)
-{
-    if (s->stopping)
-        return;
-    s->stopping = true;
-    snprintf(s->stop_why, sizeof s->stop_why, "%s", why);
-    comm_seg_abort(s->seg, -1, why);
-    signal_alive(s, SIGTERM);
-    s->kill_at = now_s() + DDP_GRACE_S;
-}
-
-static void reap(sup_t *s)
-{
-    for (int r = 0; r < s->world; r++) {
-        if (!s->alive[r])
-            continue;
-        int st;
-        pid_t p = waitpid(s->pid[r], &st, WNOHANG);
-        if (p != s->pid[r])
-            continue;
-        s->alive[r] = false;
-        s->status[r] = st;
-        s->nalive--;
-        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && s->first_failed < 0 && !s->stopping) {
-            s->first_failed = r;
-            char why[ERR_LEN];
-            describe_death(s, r, why);
-            stop_all(s, why);
-        }
-    }
-}
-
-static void supervise(sup_t *s)
-{
-    while (s->nalive > 0) {
-        /* Sleep until a signal arrives (SIGCHLD: a rank changed state); wake
-         * every 100 ms anyway, so a missed byte costs at most that. */
-        struct pollfd pfd = {g_sig_pipe[0], POLLIN, 0};
-        poll(&pfd, 1, 100);
-        unsigned char buf[64];
-        ssize_t n;
-        while ((n = read(g_sig_pipe[0], buf, sizeof buf)) > 0)
-            for (ssize_t i = 0; i < n; i++)
-                if (buf[i] != SIGCHLD && !s->interrupted)
-                    s->interrupted = buf[i];
-        reap(s);
-        if (s->interrupted && !s->stopping) {
-            char why[ERR_LEN];
-            err_set(why, DDP_OK, "interrupted by SIG%s", sigabbrev_np(s->interrupted));
-            stop_all(s, why);
-        }
-        if (s->stopping && s->nalive > 0 && now_s() >= s->kill_at) {
-            signal_alive(s, SIGKILL);
-            s->kill_at = now_s() + 3600.0; /* once */
-        }
-    }
-}
-
-/* The one line that says why the run failed, and its status. */
-static int failure(const sup_t *s, char *err)
-{
-    if (s->interrupted && s->first_failed < 0) {
-        interrupt_note(s->interrupted); /* main exits with 128 + the signal */
-        return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s: stopped %d rank%s",
-                       sigabbrev_np(s->interrupted), s->world, s->world == 1 ? "" : "s");
-    }
-    /* A rank that aborted the group did so with the root cause (a timeout, a
-     * device error, an injected fault); the others failed because of it. */
-    char why[ERR_LEN];
-    int origin = comm_seg_abort_origin(s->seg, why);
-    if (origin >= 0 && origin < s->world && why[0]) {
-        int rc = s->area->rank[origin].rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
-        return err_set(err, rc, "rank %d (device %d): %s", origin, s->cfg->gpus[origin], why);
-    }
-    int r = s->first_failed >= 0 ? s->first_failed : 0;
-    describe_death(s, r, err);
-    const ddp_rank_rec_t *rec = &s->area->rank[r];
-    return rec->state == RANK_FAILED && rec->rc == DDP_ERR_INPUT ? DDP_ERR_INPUT
-                                                                 : DDP_ERR_RUNTIME;
-}
-
 /* --no-join: when a rank left the loop out of data, the others' timeout is
- * its doing; say which rank, when, and what fixes it. */
-static void left_hint(const sup_t *s, const schedule_t *sch, char *err)
+ * its doing; say which rank, when, and what fixes it.  Forked ranks each
+ * recorded whether they left; under mpirun the failing rank holds only its
+ * own record, so the schedule, which every rank shares, says who leaves and
+ * when (rank_train leaves at the first step a rank has no data). */
+static void left_hint(const config_t *cfg, const ddp_area_t *a, int world, const schedule_t *sch,
+                      bool mpi, char *err)
 {
-    for (int r = 0; r < s->world; r++) {
-        const ddp_rank_rec_t *rec = &s->area->rank[r];
-        if (!rec->left)
+    for (int r = 0; r < world; r++) {
+        long left_step = -1;
+        if (!mpi && a->rank[r].left) {
+            left_step = a->rank[r].left_step;
+        } else if (mpi && !cfg->join && strstr(err, "timed out")) {
+            for (long g = 0; g < sch->total_steps && left_step < 0; g++)
+                if (!schedule_rank_active(sch, g, r))
+                    left_step = g;
+        }
+        if (left_step < 0)
             continue;
         int most = 0;
-        for (int q = 1; q < s->world; q++)
+        for (int q = 1; q < world; q++)
             if (schedule_rank_steps(sch, q) > schedule_rank_steps(sch, most))
                 most = q;
         size_t n = strlen(err);
@@ -240,86 +41,35 @@ static void left_hint(const sup_t *s, const schedule_t *sch, char *err)
                  "; rank %d ran out of data after step %ld (%ld samples: %ld steps an epoch, "
                  "rank %d has %ld) and left without --join: --join lets it shadow the others' "
                  "all-reduces, or give every rank equal shards (drop_last-style)",
-                 r, rec->left_step, s->cfg->rank_samples[r], schedule_rank_steps(sch, r), most,
+                 r, left_step, cfg->rank_samples[r], schedule_rank_steps(sch, r), most,
                  schedule_rank_steps(sch, most));
         return;
     }
 }
 
-/* ddp_spawn (ddp_shared.h) on a supervisor already set up. */
-static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
+static int train_rank(const config_t *cfg, const ddp_env_t *env, void *data)
 {
-    struct sigaction old[NSIGS];
-    int rc = signals_install(old, err);
-    if (rc != DDP_OK)
-        return rc;
-    /* Buffered output would be written once per process: empty it first. */
-    fflush(NULL);
-    pid_t self = getpid();
-    for (int r = 0; r < s->world; r++) {
-        pid_t p = fork();
-        if (p == 0) {
-            signals_child(self);
-            int code = body(s->cfg, s->seg, r, ctx);
-            fflush(NULL);
-            _exit(code);
-        }
-        if (p < 0) {
-            char why[ERR_LEN];
-            err_set(why, DDP_OK, "fork for rank %d: %s", r, strerror(errno));
-            stop_all(s, why);
-            break;
-        }
-        s->pid[r] = p;
-        s->alive[r] = true;
-        s->nalive++;
-    }
-    supervise(s);
-    signals_restore(old);
-    if (s->stopping || s->first_failed >= 0)
-        return s->interrupted || s->first_failed >= 0
-                   ? failure(s, err)
-                   : err_set(err, DDP_ERR_RUNTIME, "%s", s->stop_why);
-    return DDP_OK;
-}
-
-int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
-              char *err)
-{
-    sup_t s;
-    memset(&s, 0, sizeof s);
-    s.cfg = cfg;
-    s.seg = seg;
-    s.area = comm_seg_extra(seg);
-    s.world = world;
-    s.first_failed = -1;
-    return spawn(&s, body, ctx, err);
-}
-
-static int train_rank(const config_t *cfg, comm_seg_t *seg, int rank, void *data)
-{
-    return ddp_rank_run(cfg, data, seg, rank);
+    return ddp_rank_run(cfg, data, env);
 }
 
 // ---------------------------------------------------------------------------
 // the result
 
-static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
-                   run_result_t *res, char *err)
+static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sch,
+                   const model_spec_t *spec, run_result_t *res, char *err)
 {
-    ddp_area_t *a = s->area;
-    for (int r = 0; r < s->world; r++) {
+    for (int r = 0; r < world; r++) {
         const ddp_rank_rec_t *rec = &a->rank[r];
         if (rec->state != RANK_DONE)
             return err_set(err, DDP_ERR_RUNTIME, "rank %d (device %d) exited without its results",
-                           r, s->cfg->gpus[r]);
+                           r, cfg->gpus[r]);
         /* Every rank applied the same averaged gradients to the same start:
          * their parameters must be bit-identical, or the run is not DDP. */
         if (rec->checksum.bits != a->rank[0].checksum.bits)
             return err_set(err, DDP_ERR_RUNTIME,
                            "rank %d (device %d): its parameters drifted from rank 0's "
                            "(checksum %016llx vs %016llx)",
-                           r, s->cfg->gpus[r], (unsigned long long)rec->checksum.bits,
+                           r, cfg->gpus[r], (unsigned long long)rec->checksum.bits,
                            (unsigned long long)a->rank[0].checksum.bits);
         res->dev[r] = rec->stats;
         /* --trace: the rank's recorder out of the segment, which goes next */
@@ -333,7 +83,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
     res->steps = sch->total_steps - sch->start_step;
     res->warmup_steps = schedule_warmup(sch);
     res->epochs = sch->epochs;
-    trainer_describe(res, s->cfg, sch);
+    trainer_describe(res, cfg, sch);
     res->story = a->story;
     res->ntuned = a->ntuned;
     memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
@@ -349,7 +99,7 @@ static int collect(const sup_t *s, schedule_t *sch, const model_spec_t *spec,
      * rank's record is bounded (step_times_t), so any --steps fits. */
     int slow = 0;
     long samples = 0;
-    for (int r = 0; r < s->world; r++) {
+    for (int r = 0; r < world; r++) {
         samples += a->rank[r].times.timed_samples;
         if (a->rank[r].times.timed_s > a->rank[slow].times.timed_s)
             slow = r;
@@ -413,24 +163,20 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
         cfg->trace_path[0] ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
     size_t bytes =
         ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
-    sup_t s;
-    memset(&s, 0, sizeof s);
-    s.cfg = cfg;
-    s.world = world;
-    s.first_failed = -1;
-    if ((rc = comm_seg_create(&s.seg, world, bytes, err)) != DDP_OK) {
+    ddp_group_t *g;
+    if ((rc = ddp_group_open(&g, cfg, bytes, err)) != DDP_OK) {
         schedule_free(&sch);
         return rc;
     }
-    s.area = comm_seg_extra(s.seg);
-    ddp_area_layout(s.area, world, max_log, spec.nparams, trace_cap);
+    ddp_area_t *area = ddp_group_area(g);
+    ddp_area_layout(area, world, max_log, spec.nparams, trace_cap);
 
-    rc = spawn(&s, train_rank, (void *)data, err);
+    rc = ddp_group_run(g, train_rank, (void *)data, err);
     if (rc != DDP_OK)
-        left_hint(&s, &sch, err);
-    else
-        rc = collect(&s, &sch, &spec, res, err);
-    comm_seg_free(s.seg);
+        left_hint(cfg, area, world, &sch, ddp_group_mpi(g), err);
+    else if (ddp_group_reports(g)) /* under mpirun, rank 0: it holds every record */
+        rc = collect(cfg, area, world, &sch, &spec, res, err);
+    ddp_group_close(g);
     schedule_free(&sch);
     return rc;
 }

@@ -18,7 +18,11 @@
  * (waitpid orders the child's writes before the parent's reads).  The
  * pointer in a record (log.pt)
  * points into the area: it is mapped before the fork, at the same address
- * in every process. */
+ * in every process.  Under mpirun (launch_mpi.c) each process has an area
+ * of its own; rank 0 gathers the others' records and slots into its own
+ * (rank 0's log and parameters are already there), so the same reading
+ * works on it.  The slots after off_trace hold the recorders, or another
+ * body's fixed per-rank blocks (--mode comm's measurements). */
 #ifndef DDPBENCH_DDP_SHARED_H
 #define DDPBENCH_DDP_SHARED_H
 
@@ -81,18 +85,11 @@ static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
     return (trace_rec_t *)((char *)a + a->off_trace + (size_t)rank * a->trace_stride);
 }
 
-/* Fork world ranks running body(cfg, seg, rank, ctx) (its status is the
- * child's exit status; it fills area->rank[rank]'s state, rc and msg), watch
- * them until all are gone, stop the others at once when one fails or on
- * Ctrl-C, and say in err which rank failed and why.  seg's extra area must
- * start with a ddp_area_t (ddp_area_layout). */
-typedef int (*ddp_body_fn)(const config_t *cfg, comm_seg_t *seg, int rank, void *ctx);
-int ddp_spawn(const config_t *cfg, comm_seg_t *seg, int world, ddp_body_fn body, void *ctx,
-              char *err);
-
-/* The body of rank `rank` (in the forked child): train, fill its record.
- * Returns its status (the child's exit status). */
-int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, int rank);
+/* The body of one DDP rank (launch.h's env: its rank, the area, the
+ * segment or MPI's exchange): train, fill its record.  Returns its status
+ * (a forked rank's exit status). */
+struct ddp_env;
+int ddp_rank_run(const config_t *cfg, const dataset_t *data, const struct ddp_env *env);
 
 /* A seam for --scenario mismatch and the tests: rank `rank`'s own
  * configuration, as ranks started by another launcher each parse their

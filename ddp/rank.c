@@ -1,9 +1,10 @@
-/* ddp/rank.c: one DDP rank, in its own forked process: its device, its
- * communicator, its shard of the data (DistributedSampler), a full replica
- * and optimizer, and the gradients averaged over ranks in buckets while
- * backward runs.  What it measured goes back to the supervisor through the
- * shared segment (ddp_shared.h).  On a GPU the host only queues a step: the
- * buckets' waits are the GPU's (comm.h), the loss is fetched without
+/* ddp/rank.c: one DDP rank, in its own process (forked, or started by
+ * mpirun): its device, its communicator, its shard of the data
+ * (DistributedSampler), a full replica and optimizer, and the gradients
+ * averaged over ranks in buckets while backward runs.  What it measured goes
+ * back to the supervisor through the shared segment, or under mpirun to rank
+ * 0 by MPI (ddp_shared.h, launch.h).  On a GPU the host only queues a step:
+ * the buckets' waits are the GPU's (comm.h), the loss is fetched without
  * waiting, and the step meter's wait for the previous step is the step's one
  * host synchronisation. */
 #include <math.h>
@@ -14,8 +15,9 @@
 #include "base/fault.h"
 #include "data/schedule.h"
 #include "ddp/autotune.h"
-#include "ddp/fingerprint.h"
 #include "ddp/ddp_shared.h"
+#include "ddp/fingerprint.h"
+#include "ddp/launch.h"
 #include "ddp/reducer.h"
 #include "ddp/zero1.h"
 #include "io/checkpoint.h"
@@ -59,7 +61,7 @@ size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
 typedef struct {
     const config_t *cfg;
     const dataset_t *data;
-    comm_seg_t *seg;
+    const ddp_env_t *env; /* the launcher's: the segment, or MPI's exchange */
     int rank, world;
     ddp_area_t *area;
     ddp_rank_rec_t *rec;
@@ -106,12 +108,17 @@ static int rank_setup(rank_t *k)
     TRY(backend_create(&k->be, cfg->backend, cfg->gpus[k->rank], 1, k->err));
     if (cfg->tf32)
         TRY(dev(k, backend_set_tf32(k->be, true)));
-    comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->seg, cfg->timeout_s, 0.0};
+    comm_args_t ca = {cfg->comm, k->world, k->rank, k->be, k->env->seg, cfg->timeout_s, 0.0,
+                      k->env->exchange, k->env->exchange_ctx};
     TRY(comm_create(&k->comm, &ca, k->err));
-    /* Every rank on the same job before anything trains (fingerprint.h). */
-    fingerprint_t fp;
-    ddp_fingerprint(cfg, k->data, &fp);
-    TRY(ddp_fingerprint_check(k->comm, k->be, &fp, cfg->gpus, k->err));
+    /* Every rank on the same job before anything trains (fingerprint.h);
+     * under mpirun the launcher compared the same fingerprints before
+     * anything ran, each rank's own parse, data and binary. */
+    if (cfg->launcher != LAUNCHER_MPI) {
+        static fingerprint_t fp; /* 3 KiB: off the stack */
+        fingerprint_make(&fp, cfg, k->data);
+        TRY(ddp_fingerprint_check(k->comm, k->be, &fp, cfg->gpus, k->err));
+    }
     TRY(schedule_init(&k->sch, cfg, k->data, k->world, k->rank, k->err));
     /* this rank's part of a micro-batch: ceil((B - rank) / world) rows (at
      * least 1 row of room: a rank past a small batch's end reads none) */
@@ -121,12 +128,12 @@ static int rank_setup(rank_t *k)
     TRY(replica_init(&k->rep, k->be, &k->spec, local_batch, k->data->tgt_cols, k->err));
     TRY(reducer_init(&k->red, k->comm, &k->meter, &k->spec, k->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, k->err));
-    /* Shared memory on host buffers: what backward leaves (the last bucket)
-     * runs on this thread; a hand-off to the comm thread would cost two
-     * wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
+    /* Shared memory (or MPI) on host buffers: what backward leaves (the last
+     * bucket) runs on this thread; a hand-off to the comm thread would cost
+     * two wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
      * hook, so the GPU starts it as soon as backward's kernels are done. */
-    k->red.run_rest = comm_resolve(cfg->comm, cfg->backend) == COMM_SHM &&
-                      backend_host_visible(k->be);
+    comm_kind_t kind = comm_resolve(cfg->comm, cfg->backend);
+    k->red.run_rest = (kind == COMM_SHM || kind == COMM_MPI) && backend_host_visible(k->be);
     if (cfg->zero1) { /* the buckets are reduce-scattered; the state is this rank's shard */
         k->red.shard_world = k->world;
         k->red.shard_rank = k->rank;
@@ -603,22 +610,22 @@ static int rank_train(rank_t *k)
 
 ddp_rank_config_fn ddp_rank_config_hook;
 
-int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, int rank)
+int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *env)
 {
     if (ddp_rank_config_hook) /* this rank's own configuration (ddp_shared.h) */
-        cfg = ddp_rank_config_hook(cfg, rank);
+        cfg = ddp_rank_config_hook(cfg, env->rank);
     rank_t k;
     memset(&k, 0, sizeof k);
     k.cfg = cfg;
     k.data = data;
-    k.seg = seg;
-    k.rank = rank;
-    k.world = cfg->ngpus;
-    k.area = comm_seg_extra(seg);
-    k.rec = &k.area->rank[rank];
-    k.rec->stats.device_id = cfg->gpus[rank];
+    k.env = env;
+    k.rank = env->rank;
+    k.world = env->world;
+    k.area = env->area;
+    k.rec = &k.area->rank[k.rank];
+    k.rec->stats.device_id = cfg->gpus[k.rank];
     k.rec->state = RANK_RUNNING;
-    k.tr = ddp_area_trace(k.area, rank); /* set up by the supervisor; only this rank writes it */
+    k.tr = ddp_area_trace(k.area, k.rank); /* set up by the supervisor; only this rank writes it */
     k.tuned_g = -1;
 
     int rc = rank_setup(&k);
@@ -632,8 +639,8 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, comm_seg_t *seg, in
         k.rec->state = RANK_FAILED;
         if (k.comm)
             comm_abort(k.comm, k.rec->msg);
-        else
-            comm_seg_abort(seg, rank, k.rec->msg);
+        else if (env->seg) /* under mpirun the launcher ends the job instead */
+            comm_seg_abort(env->seg, k.rank, k.rec->msg);
     } else {
         k.rec->state = RANK_DONE;
     }

@@ -1,13 +1,15 @@
 #!/bin/sh
 # scripts/deps.sh: make sure the libraries ddpbench builds against are present
-# (OpenBLAS, cJSON, Criterion, found with pkg-config), installing the Debian
-# packages when run as root, else stopping with the exact command to run.
+# (OpenBLAS, cJSON, Criterion, Open MPI with its mpirun, found with
+# pkg-config), installing the Debian packages when run as root, else
+# stopping with the exact command to run.
 # Prints the make variables the build needs (the Makefile includes them).
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
 # and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
 # the tools the end-to-end tests use are there (pgrep, python3 with numpy
 # and torch for the file and JSON checks, gnuplot for the sweep's charts, g++
-# for the CUDA emulator's kernels),
+# for the CUDA emulator's kernels, ip, tc and unshare for two hosts made of
+# network namespaces),
 # so a fresh machine runs every check instead of skipping some.
 set -u
 
@@ -49,6 +51,10 @@ if [ "${1:-}" = test ]; then
     command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
     # the CUDA emulator's kernels are C++ (make test-cuda-emu)
     command -v g++ >/dev/null 2>&1 || missing="$missing g++"
+    # two hosts on one machine (e2e_mpi_netns.sh): ip and tc, unshare
+    command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+    command -v tc >/dev/null 2>&1 || missing="$missing iproute2"
+    command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
     # Debian's python (another python3 may come first on PATH: the tests
     # look for one with the modules)
     py=/usr/bin/python3
@@ -62,16 +68,17 @@ if [ "${1:-}" = test ]; then
     exit 0
 fi
 
-PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config"
+PKGS="libopenblas-dev libcriterion-dev libcjson-dev pkg-config libopenmpi-dev openmpi-bin"
 # a machine with no C compiler yet (a minimal install) gets gcc
 command -v "${CC:-cc}" >/dev/null 2>&1 || PKGS="gcc libc6-dev $PKGS"
 need_install=no
 command -v "${CC:-cc}" >/dev/null 2>&1 || need_install=yes
 command -v pkg-config >/dev/null 2>&1 || need_install=yes
 if [ "$need_install" = no ]; then
-    for m in openblas criterion libcjson; do
+    for m in openblas criterion libcjson ompi-c; do
         pkg-config --exists "$m" 2>/dev/null || need_install=yes
     done
+    command -v mpirun >/dev/null 2>&1 || need_install=yes
 fi
 if [ "$need_install" = yes ]; then
     # shellcheck disable=SC2086 # the list is meant to split
@@ -82,3 +89,8 @@ echo "DEPS_LIBS := $(pkg-config --libs openblas libcjson)"
 echo "CRITERION_CFLAGS := $(pkg-config --cflags criterion)"
 echo "CRITERION_LIBS := $(pkg-config --libs criterion)"
 echo "OPENBLAS_VERSION := $(pkg-config --modversion openblas)"
+# Open MPI (the mpirun launcher, --comm mpi): where its mpi.h is
+echo "MPI_CFLAGS := $(pkg-config --cflags ompi-c)"
+echo "MPI_LIBS := $(pkg-config --libs ompi-c)"
+echo "MPI_INCDIR := $(pkg-config --variable=includedir ompi-c)"
+echo "MPI_VERSION := $(pkg-config --modversion ompi-c)"

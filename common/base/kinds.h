@@ -11,7 +11,9 @@ typedef enum { LOSS_MSE = 0, LOSS_BCE, LOSS_CE } loss_t;
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;
 typedef enum { MODE_SINGLE = 0, MODE_DP, MODE_DDP, MODE_COMPARE, MODE_COMM } mode_t_;
 typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
-typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL } comm_kind_t;
+typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
+/* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
+typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
 
 /* name -> value; return -1 for an unknown name. */
@@ -21,6 +23,7 @@ int optim_parse(const char *s);
 int mode_parse(const char *s);
 int backend_kind_parse(const char *s);
 int comm_parse(const char *s);
+int launcher_parse(const char *s);
 int synth_parse(const char *s);
 
 const char *act_name(act_t a);
@@ -29,6 +32,7 @@ const char *optim_name(optim_kind_t o);
 const char *mode_name(mode_t_ m);
 const char *backend_kind_name(backend_kind_t b);
 const char *comm_name(comm_kind_t c);
+const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
 
 #endif

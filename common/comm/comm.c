@@ -1,5 +1,5 @@
 /* common/comm/comm.c: the collectives factory and the convenience forms callers use
- * (see comm.h); the implementations are comm_shm.c and comm_nccl.c. */
+ * (see comm.h); the implementations are comm_shm.c, comm_nccl.c and comm_mpi.c. */
 #include "comm/comm_impl.h"
 
 #include <stdio.h>
@@ -7,6 +7,15 @@
 bool comm_nccl_available(void)
 {
 #ifdef HAVE_NCCL
+    return true;
+#else
+    return false;
+#endif
+}
+
+bool comm_mpi_available(void)
+{
+#ifdef HAVE_MPI
     return true;
 #else
     return false;
@@ -49,6 +58,15 @@ int comm_create(comm_t **out, const comm_args_t *a, char *err)
 #else
         return err_set(err, DDP_ERR_INPUT,
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
+#endif
+    case COMM_MPI:
+        if (backend_kind(a->be) != BACKEND_CPU)
+            return err_set(err, DDP_ERR_INPUT, "--comm mpi: for CPU ranks (--backend cpu)");
+#ifdef HAVE_MPI
+        return comm_mpi_create(out, a, err);
+#else
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm mpi: this ddpbench was built without MPI (mpi.h was not found)");
 #endif
     default:
         break;

@@ -4,13 +4,18 @@
  * nothing to overlap), plus abort.
  *
  * Like backend.h, a communicator is a fixed table of operations and private
- * state behind impl (comm_impl.h, for the implementers).  Two implementations:
+ * state behind impl (comm_impl.h, for the implementers).  Three implementations:
  *   comm_shm.c   ranks that share host memory: DDP's forked processes (the
  *                segment is made before fork) or threads of one process (DP);
  *                CPU buffers directly, CUDA buffers staged through pinned host
  *                memory so several ranks may share one GPU.
  *   comm_nccl.c  CUDA ranks over NCCL (built when HAVE_NCCL); it uses the
- *                segment only to pass rank 0's ncclUniqueId to the others.
+ *                segment only to pass rank 0's ncclUniqueId to the others
+ *                (under mpirun there is none: the caller's exchange, an
+ *                MPI_Bcast, does it).
+ *   comm_mpi.c   CPU ranks started by mpirun, over MPI's own collectives
+ *                (built when HAVE_MPI): Open MPI's shared memory within a
+ *                host, TCP or InfiniBand between hosts.
  *
  * Semantics every implementation must match (NCCL's, so comm_nccl.c is thin):
  *
@@ -125,15 +130,25 @@ typedef struct {
     double start_s, end_s;
 } comm_span_t;
 
+/* How rank 0's opaque id (ncclUniqueId) reaches the other ranks when they
+ * share no segment: rank 0 passes its len bytes, the others receive them in
+ * id; bounded by timeout_s.  DDP_OK, or a status with one line in err. */
+typedef int (*comm_exchange_fn)(void *ctx, int rank, void *id, size_t len, double timeout_s,
+                                char *err);
+
 /* What a rank needs to join its group. */
 typedef struct {
-    comm_kind_t kind;     /* COMM_SHM or COMM_NCCL (COMM_AUTO: NCCL on CUDA, shm on the CPU) */
+    comm_kind_t kind;     /* COMM_SHM, COMM_NCCL or COMM_MPI (COMM_AUTO: NCCL on CUDA, shm
+                             on the CPU) */
     int world, rank;
     backend_t *be;        /* created by this rank (after fork) */
-    comm_seg_t *seg;      /* from comm_seg_create() before fork */
+    comm_seg_t *seg;      /* from comm_seg_create() before fork; NULL under mpirun */
     double timeout_s;     /* > 0 */
     double init_timeout_s; /* the bound on joining the group; 0: COMM_INIT_TIMEOUT_S,
                               or timeout_s when that is longer */
+    comm_exchange_fn exchange; /* without a segment: how NCCL's id travels (mpirun's
+                                  launcher: MPI_Bcast); NULL with one */
+    void *exchange_ctx;
 } comm_args_t;
 
 /* Joining a group is bounded separately from the collectives: creating CUDA
@@ -145,6 +160,8 @@ typedef struct {
 int comm_create(comm_t **out, const comm_args_t *a, char *err);
 /* True when NCCL was compiled in. */
 bool comm_nccl_available(void);
+/* True when MPI was compiled in (mpi.h found at build time). */
+bool comm_mpi_available(void);
 /* DP's in-process form: one NCCL communicator per CUDA backend in bes[0..n)
  * (distinct GPUs; ncclCommInitAll), rank i on bes[i], each to be driven by
  * the thread that owns its backend.  No segment: abort() fails that rank's

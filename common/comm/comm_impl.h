@@ -1,5 +1,5 @@
 /* common/comm/comm_impl.h: how a communicator is built, for its implementers
- * (comm_shm.c, comm_nccl.c) and for tests that build fakes; callers use
+ * (comm_shm.c, comm_nccl.c, comm_mpi.c) and for tests that build fakes; callers use
  * comm.h alone.  comm.c's factory and public functions call through the
  * table; the contract every implementation keeps is comm.h's. */
 #ifndef DDPBENCH_COMM_IMPL_H
@@ -8,7 +8,7 @@
 #include "comm/comm.h"
 
 typedef struct comm_ops {
-    const char *name; /* "shm" or "nccl" */
+    const char *name; /* "shm", "nccl" or "mpi" */
     /* Queue op; on success *h is its handle (c->issued after the call). */
     int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
     /* Wait for op h and every op before it; span (may be NULL) receives op h's
@@ -43,6 +43,9 @@ struct comm {
 int comm_shm_create(comm_t **out, const comm_args_t *a, char *err);
 #ifdef HAVE_NCCL
 int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err);
+#endif
+#ifdef HAVE_MPI
+int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err);
 #endif
 
 /* "all-reduce": how messages name a collective. */

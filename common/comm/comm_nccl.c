@@ -8,7 +8,9 @@
  * calls ncclCommAbort (which also releases NCCL kernels stuck waiting for a
  * dead peer) and raises the segment's flag so the other ranks fail fast too.
  * Rank 0 makes the ncclUniqueId and passes it through the segment
- * (comm_seg_exchange_id).
+ * (comm_seg_exchange_id), or under mpirun, where there is no segment, through
+ * the exchange the launcher gives (an MPI_Bcast): the group's abort is then
+ * the launcher's too (a failed rank ends the job).
  *
  * Streams and overlap.  Collectives run on the comm's own stream, so they
  * overlap the backend's compute stream.  launch() records an event on the
@@ -70,6 +72,8 @@ typedef struct {
     comm_handle_t waited;   /* the backend's stream waits for every op <= waited */
     double pending_since;   /* when op done+1 became the oldest unfinished one */
     double init_timeout_s;  /* the bound on joining the group */
+    comm_exchange_fn exchange; /* without a segment: how rank 0's id reaches the others */
+    void *exchange_ctx;
     float *scratch;         /* the barrier's one float */
     size_t accounted;       /* bytes charged to the backend for NCCL's buffers */
     atomic_bool abort_req;  /* set by abort(); the owner turns it into an error */
@@ -521,8 +525,13 @@ static int nccl_join(comm_t *c, char *err)
     if (c->rank == 0) /* on failure the caller aborts the group */
         NCCLCHECK(c->last_error, NULL, ncclGetUniqueId(&id));
     /* Why through the segment: rank 0's id must reach every rank before any
-     * can join; the exchange is bounded by the init bound and the abort flag. */
-    int rc = comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id, n->init_timeout_s, err);
+     * can join; the exchange is bounded by the init bound and the abort flag.
+     * Ranks started by mpirun share no segment: their launcher's exchange
+     * (an MPI_Bcast, bounded the same way) carries it. */
+    int rc = n->exchange ? n->exchange(n->exchange_ctx, c->rank, &id, sizeof id,
+                                       n->init_timeout_s, err)
+                         : comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id,
+                                                n->init_timeout_s, err);
     if (rc != DDP_OK)
         return comm_fail(c, "NCCL id exchange: %s", err);
 
@@ -594,11 +603,15 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
     if (!a->be || backend_kind(a->be) != BACKEND_CUDA)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda (rank %d is on %s)",
                        a->rank, a->be ? backend_name(a->be) : "no device");
-    if (!a->seg)
-        return err_set(err, DDP_ERR_RUNTIME, "--comm nccl: rank %d has no shared segment", a->rank);
+    if (!a->seg && !a->exchange)
+        return err_set(err, DDP_ERR_RUNTIME,
+                       "--comm nccl: rank %d has neither a shared segment nor an id exchange",
+                       a->rank);
     comm_t *c = nccl_new(a->be, a->seg, a->world, a->rank, a->timeout_s, a->init_timeout_s);
     if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "rank %d: out of memory for the NCCL comm", a->rank);
+    impl_of(c)->exchange = a->exchange;
+    impl_of(c)->exchange_ctx = a->exchange_ctx;
     int rc = nccl_setup_cuda(c);
     if (rc == DDP_OK)
         rc = nccl_join(c, err);

@@ -72,6 +72,13 @@ typedef struct {
 
     /* DDP */
     comm_kind_t comm;
+    /* who starts DDP's ranks (ddp/launch.h): --launcher, then what
+     * ddp_launch_init found.  Under mpirun the world is MPI's: world_size
+     * ranks, this process is world_rank, local_rank among those on its host,
+     * and config_resolve makes the device list one id per rank (its own
+     * device --gpus[local_rank]; the others' come from the start-up check) */
+    launcher_kind_t launcher;
+    int world_rank, world_size, local_rank;
     double bucket_mb;
     double first_bucket_mb;
     bool overlap;

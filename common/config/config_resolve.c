@@ -1,6 +1,7 @@
 /* common/config/config_resolve.c: turning "auto" into facts about this machine:
  * the backend (a forked CUDA probe, so the supervisor never initialises CUDA)
- * and the device list, and the rules on repeated device ids. */
+ * and the device list, and the rules on repeated device ids; under mpirun,
+ * the device of this rank and the collectives that cross processes. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -70,6 +71,61 @@ static int resolve_devices(config_t *c, char *err)
     return DDP_OK;
 }
 
+/* Under mpirun (config.h): one device per rank.  This rank's is
+ * --gpus[local rank], or on the CPU with --gpus auto CPU worker `local
+ * rank` (a worker is a label: more ranks than cores only queue for them);
+ * the list becomes one entry per rank of the world, the others' -1 until the
+ * start-up check (ddp/launch.h) fills them in. */
+static int resolve_world(config_t *c, bool cpu_auto, char *err)
+{
+    if (c->launcher != LAUNCHER_MPI)
+        return DDP_OK;
+    if ((c->mode == MODE_SINGLE || c->mode == MODE_DP) && c->world_size > 1)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--mode %s: runs in one process; under mpirun use --mode ddp, compare or "
+                       "comm (%d ranks were started)",
+                       mode_name(c->mode), c->world_size);
+    if (c->world_size < 1 || c->world_size > MAX_DEVICES)
+        return err_set(err, DDP_ERR_INPUT, "mpirun started %d ranks: ddpbench runs 1..%d",
+                       c->world_size, MAX_DEVICES);
+    int mine = c->local_rank;
+    if (!cpu_auto) {
+        if (c->local_rank >= c->ngpus)
+            return err_set(err, DDP_ERR_INPUT,
+                           "--gpus: local rank %d on this host has no device: the list names %d "
+                           "(one rank per device: start at most %d rank%s per host)",
+                           c->local_rank, c->ngpus, c->ngpus, c->ngpus == 1 ? "" : "s");
+        mine = c->gpus[c->local_rank];
+    }
+    for (int i = 0; i < c->world_size; i++)
+        c->gpus[i] = -1;
+    c->gpus[c->world_rank] = mine;
+    c->ngpus = c->world_size;
+    return DDP_OK;
+}
+
+/* --comm against the launcher: shm needs the segment a forked group shares,
+ * mpi needs mpirun's ranks and host buffers; under mpirun auto is mpi on the
+ * CPU and NCCL on CUDA. */
+static int resolve_comm(config_t *c, char *err)
+{
+    bool mpi = c->launcher == LAUNCHER_MPI;
+    if (c->comm == COMM_MPI && !mpi)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm mpi: needs ranks started by mpirun (mpirun -np N ddpbench ..., or "
+                       "--launcher mpi)");
+    if (c->comm == COMM_MPI && c->backend == BACKEND_CUDA)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm mpi: for CPU ranks; CUDA ranks under mpirun use --comm nccl");
+    if (mpi && c->comm == COMM_SHM)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm shm: ranks started by mpirun share no memory segment; use --comm "
+                       "mpi (CPU) or nccl (CUDA)");
+    if (mpi && c->comm == COMM_AUTO)
+        c->comm = c->backend == BACKEND_CUDA ? COMM_NCCL : COMM_MPI;
+    return DDP_OK;
+}
+
 /* What depends on the device count: the ranks of the sample stream, and the
  * global batch of --batch-per-device. */
 static int resolve_stream(config_t *c, char *err)
@@ -103,11 +159,16 @@ static int resolve_stream(config_t *c, char *err)
 int config_resolve(config_t *c, char *note, size_t note_len, char *err)
 {
     int rc = resolve_backend(c, note, note_len, err);
+    bool cpu_auto = c->ngpus == 0 && c->backend == BACKEND_CPU;
     if (rc == DDP_OK)
         rc = resolve_devices(c, err);
     if (rc == DDP_OK && c->slow_rank >= c->ngpus)
         rc = err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
                      c->slow_rank, c->ngpus, c->ngpus - 1);
+    if (rc == DDP_OK)
+        rc = resolve_world(c, cpu_auto, err);
+    if (rc == DDP_OK)
+        rc = resolve_comm(c, err);
     if (rc == DDP_OK)
         rc = resolve_stream(c, err);
     return rc;

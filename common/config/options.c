@@ -26,8 +26,8 @@ enum {
     O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
     O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
-    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_ZERO1, O_SLOW_RANK,
-    O_SCENARIO, O_EMIT_PYTORCH
+    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER, O_ZERO1,
+    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH
 };
 
 typedef struct {
@@ -119,8 +119,14 @@ static const opt_t opts[] = {
      "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
      "naming the step), and write them to --save and --checkpoint",
      NULL},
-    {"comm", O_COMM, "C", "auto", NULL, "ddp collectives: auto | shm | nccl (auto: nccl on CUDA, shm on CPU)",
+    {"comm", O_COMM, "C", "auto", NULL,
+     "ddp collectives: auto | shm | nccl | mpi (auto: nccl on CUDA; on the CPU shm, or mpi "
+     "under mpirun)",
      "DDP"},
+    {"launcher", O_LAUNCHER, "L", "auto", NULL,
+     "who starts ddp's ranks: fork (this process, one host) | mpi (mpirun, one process per "
+     "rank, on any hosts; each binds --gpus[local rank]); auto: mpi when mpirun started it",
+     NULL},
     {"bucket-mb", O_BUCKET_MB, "X", "25", NULL,
      "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL},
     {"first-bucket-mb", O_FIRST_BUCKET_MB, "X", "1", NULL, "cap of the first (last layers') bucket", NULL},
@@ -526,8 +532,12 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         c->allow_nonfinite = true;
         break;
     case O_COMM:
-        rc = parse_name(name, v, comm_parse, &e, "auto, shm, nccl", err);
+        rc = parse_name(name, v, comm_parse, &e, "auto, shm, nccl, mpi", err);
         c->comm = (comm_kind_t)e;
+        break;
+    case O_LAUNCHER:
+        rc = parse_name(name, v, launcher_parse, &e, "auto, fork, mpi", err);
+        c->launcher = (launcher_kind_t)e;
         break;
     case O_BUCKET_MB:
         c->bucket_auto = strcmp(v, "auto") == 0;

@@ -88,6 +88,9 @@ cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r)
     cJSON_AddStringToObject(c, "mode", "comm");
     cJSON_AddStringToObject(c, "backend", backend_kind_name(r->backend));
     cJSON_AddStringToObject(c, "comm", comm_name(r->comm));
+    cJSON_AddStringToObject(c, "launcher", launcher_name(cfg->launcher == LAUNCHER_MPI
+                                                             ? LAUNCHER_MPI
+                                                             : LAUNCHER_FORK));
     cJSON *devs = cJSON_AddArrayToObject(c, "devices");
     for (int i = 0; i < r->world; i++)
         cJSON_AddItemToArray(devs, cJSON_CreateNumber(r->devices[i]));

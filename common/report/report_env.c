@@ -20,6 +20,9 @@
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#ifdef HAVE_MPI
+#include <mpi.h> /* the Open MPI version it was built with (nothing is called) */
+#endif
 #ifdef HAVE_NCCL
 #include <nccl.h>
 #endif
@@ -339,6 +342,14 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
     cJSON_AddStringToObject(v, "nccl", nc);
 #else
     cJSON_AddNullToObject(v, "nccl");
+#endif
+#if defined(HAVE_MPI) && defined(OMPI_MAJOR_VERSION)
+    char mp[48];
+    snprintf(mp, sizeof mp, "Open MPI %d.%d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
+             OMPI_RELEASE_VERSION);
+    cJSON_AddStringToObject(v, "mpi", mp);
+#else
+    cJSON_AddNullToObject(v, "mpi");
 #endif
     add_probe_versions(v, r->backend);
     return env;

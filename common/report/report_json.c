@@ -47,6 +47,7 @@ const char *const report_json_keys[] = {
     "config.data.features",
     "config.data.target_cols",
     "config.comm",
+    "config.launcher",
     "config.bucket_mb",
     "config.first_bucket_mb",
     "config.overlap",
@@ -66,6 +67,7 @@ const char *const report_json_keys[] = {
     "environment.versions.cjson",
     "environment.versions.cuda",
     "environment.versions.nccl",
+    "environment.versions.mpi",
     "steps.total",
     "steps.warmup",
     "steps.timed",
@@ -183,6 +185,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(data, "features", d ? d->in_dim : 0);
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "comm", comm_name(c->comm));
+    cJSON_AddStringToObject(o, "launcher",
+                            launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
     cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);

@@ -19,7 +19,9 @@
 #     to at most one host synchronisation per step (--json:
 #     host_syncs_per_step);
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
-#     a message naming them, in time, leaving no shared memory behind;
+#     a message naming them, in time, leaving no shared memory behind; then
+#     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
+#     and a killed rank there;
 #  4. dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
 #     emulated GPUs, checkpoints written every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
@@ -108,6 +110,38 @@ for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed 
     echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
 done
 [ "$(emu_segments)" = "$shm_before" ] || fail "NCCL runs left shared memory behind"
+
+# ---- 3b. NCCL under mpirun ---------------------------------------------------------
+# Ranks started by mpirun, one process each (ddp/launch_mpi.c): rank 0's NCCL
+# id reaches the others by MPI_Bcast, each binds --gpus[local rank]; the same
+# sums as the CPU, and a killed rank named by its watcher, the job ended.
+if ldd "$B/ddpbench" | grep -q libmpi; then
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x EMU_NGPU -x EMU_JITTER_US -x DDPBENCH_FAULT"
+    M="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12"
+    export EMU_NGPU=3 EMU_JITTER_US=100 DDPBENCH_FAULT=
+    for np in 2 3; do
+        log="$B/mpi.json"
+        $MPIRUN -np $np "$B/ddpbench" --backend cuda --mode ddp --comm nccl $M --json >"$log" 2>"$log.err" ||
+            { tail -n 20 "$log.err"; fail "mpirun -np $np ddp --comm nccl"; }
+        r=$(rel "$(sums "$B/ref-1.json") $(sums "$log")")
+        echo "== mpirun -np $np ddp --comm nccl on emulated GPUs: $r from the CPU"
+        awk -v r="$r" 'BEGIN { exit !(r <= 1e-5) }' || fail "mpirun -np $np ddp --comm nccl differs from the CPU by $r"
+    done
+    t0=$(date +%s)
+    rc=0
+    DDPBENCH_FAULT=kill:1:4 timeout 60 $MPIRUN -np 2 "$B/ddpbench" --backend cuda --mode ddp --comm nccl \
+        --timeout 2 $M --quiet >"$B/fault.log" 2>&1 || rc=$?
+    secs=$(($(date +%s) - t0))
+    [ "$rc" -eq 1 ] || { cat "$B/fault.log"; fail "a killed rank under mpirun and NCCL: exit $rc, not 1"; }
+    grep -q "rank 1 (device 1, host .*) killed by signal 9" "$B/fault.log" ||
+        { cat "$B/fault.log"; fail "a killed rank under mpirun and NCCL: not named"; }
+    [ "$secs" -le 20 ] || fail "a killed rank under mpirun and NCCL took ${secs}s"
+    echo "== kill:1:4 under mpirun and NCCL: exit 1 in ${secs}s: $(grep -m1 'killed' "$B/fault.log")"
+    unset EMU_NGPU EMU_JITTER_US DDPBENCH_FAULT
+    [ "$(emu_segments)" = "$shm_before" ] || fail "NCCL runs under mpirun left shared memory behind"
+else
+    echo "== NCCL under mpirun: skipped, $B/ddpbench was built without MPI (NO_MPI=1)"
+fi
 
 # ---- 4. checkpoints ---------------------------------------------------------------
 # The optimizer state goes through the device download and upload, DP writes

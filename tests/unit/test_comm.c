@@ -59,7 +59,7 @@ static void run_group(group_t *g, rank_fn fn, void *ctx)
             o->rc = backend_cpu_create(&be, r, 1, o->msg);
             if (o->rc == DDP_OK) {
                 be->host_visible = !g->device_staging;
-                comm_args_t a = {COMM_SHM, g->world, r, be, seg, g->timeout_s, 0.0};
+                comm_args_t a = {COMM_SHM, g->world, r, be, seg, g->timeout_s, 0.0, NULL, NULL};
                 o->rc = comm_create(&c, &a, o->msg);
             }
             double t0 = now_s();
@@ -362,7 +362,7 @@ static void *thread_rank(void *arg)
     comm_t *c;
     if ((t->rc = backend_cpu_create(&be, t->rank, 1, t->msg)) != DDP_OK)
         return NULL;
-    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0, 0.0};
+    comm_args_t a = {COMM_SHM, t->world, t->rank, be, t->seg, 20.0, 0.0, NULL, NULL};
     if ((t->rc = comm_create(&c, &a, t->msg)) == DDP_OK) {
         op_ctx_t x = {.count = t->count, .avg = true};
         t->rc = rank_all_reduce(c, &x, t->msg);
@@ -646,7 +646,7 @@ Test(comm, supervisor_abort_reaches_waiting_ranks)
         backend_t *be;
         comm_t *c;
         backend_cpu_create(&be, 0, 1, NULL);
-        comm_args_t a = {COMM_SHM, 2, 0, be, seg, 30.0, 0.0};
+        comm_args_t a = {COMM_SHM, 2, 0, be, seg, 30.0, 0.0, NULL, NULL};
         comm_create(&c, &a, NULL);
         float buf[4] = {0};
         double t0 = now_s();
@@ -703,11 +703,29 @@ Test(comm, nccl_without_nccl_is_an_input_error)
     backend_t *be;
     cr_assert_eq(backend_cpu_create(&be, 0, 1, err), DDP_OK);
     comm_t *c;
-    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0, 0.0};
+    comm_args_t a = {COMM_NCCL, 1, 0, be, NULL, 1.0, 0.0, NULL, NULL};
     cr_assert_eq(comm_create(&c, &a, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "--comm nccl"), "%s", err);
     cr_assert_eq(comm_resolve(COMM_AUTO, BACKEND_CPU), COMM_SHM);
     cr_assert_eq(comm_resolve(COMM_AUTO, BACKEND_CUDA), COMM_NCCL);
+    backend_destroy(be);
+}
+
+/* --comm mpi needs ranks started by mpirun: created in a process where MPI
+ * was never initialised (or a build without MPI), it is an input error that
+ * says so; on a CUDA backend it is refused before MPI is asked at all. */
+Test(comm, mpi_without_mpirun_is_an_input_error)
+{
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cpu_create(&be, 0, 1, err), DDP_OK);
+    comm_t *c = NULL;
+    comm_args_t a = {COMM_MPI, 2, 0, be, NULL, 1.0, 0.0, NULL, NULL};
+    cr_assert_eq(comm_create(&c, &a, err), DDP_ERR_INPUT);
+    cr_assert_null(c);
+    cr_assert(strstr(err, "--comm mpi") && (strstr(err, "mpirun") || strstr(err, "without MPI")),
+              "%s", err);
+    cr_assert_eq(comm_resolve(COMM_MPI, BACKEND_CPU), COMM_MPI);
     backend_destroy(be);
 }
 

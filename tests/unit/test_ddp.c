@@ -741,6 +741,11 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     ddp_rank_config_hook = NULL;
     cr_assert_eq(rc, DDP_ERR_INPUT, "rc %d: %s", rc, err);
     cr_assert(strstr(err, "rank 2 (device 2) was started with another optimizer"), "%s", err);
+    /* both values, the option as the user writes it */
+    char want[200];
+    snprintf(want, sizeof want, "than rank 0 (device 0): --lr %g there, --lr %g on rank 0",
+             (double)g_odd.optim.lr, (double)c.optim.lr);
+    cr_assert(strstr(err, want), "'%s' lacks '%s'", err, want);
     cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
     /* the same run with every rank alike trains */
     cr_assert_eq(ddp_run(&c, &d, &res, err), DDP_OK, "%s", err);
@@ -788,9 +793,10 @@ Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout 
     data_free(&d);
 }
 
-/* Each field hashes what it names: another data file of the same shape
- * changes the data field alone. */
-Test(ddp_fingerprint, fields_follow_the_config_and_the_data)
+/* Each line says what it names: another data file of the same shape
+ * changes the data line alone, a wider layer --layers alone, and each is
+ * put in its group for the message. */
+Test(ddp_fingerprint, lines_follow_the_config_and_the_data)
 {
     char err[ERR_LEN], line[600];
     snprintf(line, sizeof line, BASE " --loss mse %s", 3, optims[0]);
@@ -800,16 +806,28 @@ Test(ddp_fingerprint, fields_follow_the_config_and_the_data)
     cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
     cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
-    fingerprint_t a, b;
-    ddp_fingerprint(&c, &d, &a);
+    static fingerprint_t a, b;
+    char key[64], va[200], vb[200];
+    fingerprint_make(&a, &c, &d);
+    fingerprint_make(&b, &c, &d);
+    cr_assert_not(fingerprint_diff(&a, &b, key, va, vb, sizeof va), "the same run: %s", key);
     d.x[17] += 1.0f;
-    ddp_fingerprint(&c, &d, &b);
-    for (int k = 0; k < FP_FIELDS; k++)
-        cr_assert_eq(a.h[k] == b.h[k], k != FP_DATA, "field %d (%s)", k, ddp_fingerprint_field(k));
+    fingerprint_make(&b, &c, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "data");
+    cr_assert(strstr(fingerprint_group(key), "other data"), "%s", fingerprint_group(key));
+    d.x[17] -= 1.0f;
     config_t e = c;
     e.dims[1]++;
-    ddp_fingerprint(&e, &d, &a);
-    cr_assert_neq(a.h[FP_MODEL], b.h[FP_MODEL]);
-    cr_assert_eq(a.h[FP_OPTIM], b.h[FP_OPTIM]);
+    fingerprint_make(&b, &e, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "--layers");
+    cr_assert_str_eq(fingerprint_group(key), "another model (--layers, --act)");
+    e = c;
+    e.zero1 = true;
+    fingerprint_make(&b, &e, &d);
+    cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
+    cr_assert_str_eq(key, "--zero1");
+    cr_assert(strstr(fingerprint_group(key), "other DDP options"));
     data_free(&d);
 }

@@ -1,0 +1,601 @@
+/* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks
+ * that mpirun started (one process each, on one host or many): Open MPI
+ * moves the data, through its shared-memory transport within a host and TCP
+ * or InfiniBand between hosts.  Built when mpi.h is found (HAVE_MPI); MPI
+ * itself is initialised by the launcher (ddp/launch_mpi.c) with
+ * MPI_THREAD_MULTIPLE.
+ *
+ * Each rank's collectives run on its own duplicate of MPI_COMM_WORLD, one
+ * at a time in launch order, so every rank posts the same sequence, as MPI
+ * requires of collectives on one communicator.  Like comm_shm.c, a
+ * communication thread runs them, so launch never blocks the caller: it
+ * posts the nonblocking collective (MPI_Iallreduce on a DDP bucket's view of
+ * the gradient arena, MPI_Ibcast, ...) and calls MPI_Test until it is done.
+ * Open MPI moves a nonblocking collective forward only inside MPI calls on
+ * some thread, so that polling is what makes the all-reduce overlap
+ * backward, which runs meanwhile on the rank's main thread.  run() (comm.h)
+ * posts and polls on the calling thread instead when the comm thread is
+ * idle, sparing the hand-off.
+ *
+ * Bounds: every wait polls with a deadline, --timeout.  A rank that times
+ * out finds out who is missing by probing: it sends each peer a synchronous
+ * message (MPI_Issend completes only once received) on a second duplicate,
+ * and every rank that is itself waiting in a collective receives such probes
+ * as it polls.  The peers that do not answer within PROBE_S have not
+ * arrived: "timed out in all-reduce of bucket 0: rank 1 did not arrive
+ * within 2 s".  MPI cannot cancel a collective or tell the others to stop:
+ * the failure is sticky here and the rank's launcher ends the whole job
+ * (MPI_Abort), as it does when a rank dies.
+ *
+ * Sums.  MPI_SUM of MPI_FLOAT, never an averaging op (there is none):
+ * REDOP_AVG divides each element of the sum by world afterwards, as shm
+ * does, and DDP asks for SUM with 1/rows folded into its loss.  Which
+ * algorithm Open MPI runs (recursive doubling, ring, reduce-scatter then
+ * all-gather) depends only on the message size and the number of ranks, not
+ * on timing, and each of them reduces every element once, in one order, and
+ * hands that result to every rank: every rank gets the same bits, and the
+ * same inputs give the same bits on every run.  The MPI standard only
+ * recommends this, so DDP checks it where it matters: every rank's final
+ * parameters must have rank 0's checksum (ddp.c), and --mode comm checks
+ * every collective's result bit for bit.  The order differs from shm's rank
+ * order, so the two agree to rounding (1e-5), not bit for bit. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <mpi.h>
+
+#include "base/clock.h"
+#include "comm/comm_impl.h"
+
+#define MPI_QUEUE 256
+#define PROBE_TAG 7301
+/* How long a timed-out rank waits for its peers to answer its probes. */
+#define PROBE_S 0.5
+
+typedef struct {
+    comm_op_t op;
+    comm_span_t span; /* written by whoever ran it */
+} mpi_req_t;
+
+typedef struct {
+    comm_t c; /* first: a comm_t * is an mpic_t * */
+    MPI_Comm comm;          /* our collectives, in launch order */
+    MPI_Comm watch;         /* probes from a rank that timed out */
+    bool comms_made;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* main -> comm thread: an op was queued, or stop */
+    pthread_cond_t done_cv; /* comm thread -> main: an op completed or failed */
+    mpi_req_t q[MPI_QUEUE];
+    uint64_t completed;     /* ops finished (mu) */
+    bool stop;              /* (mu) */
+    atomic_bool failed;     /* sticky; last_error holds why (written under mu) */
+    bool pending;           /* an op was left posted when the comm failed */
+    float *scratch;         /* reduce-scatter in place: MPI's result, then copied */
+    size_t scratch_cap;
+} mpic_t;
+
+// ---------------------------------------------------------------------------
+// errors
+
+static void fail_locked(mpic_t *m, const char *msg)
+{
+    if (!atomic_load(&m->failed)) {
+        snprintf(m->c.last_error, sizeof m->c.last_error, "%s", msg);
+        atomic_store(&m->failed, true);
+    }
+}
+
+static int fail(mpic_t *m, const char *msg)
+{
+    pthread_mutex_lock(&m->mu);
+    fail_locked(m, msg);
+    pthread_cond_broadcast(&m->done_cv);
+    pthread_mutex_unlock(&m->mu);
+    return DDP_ERR_RUNTIME;
+}
+
+static void op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
+{
+    if (op->tag)
+        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
+    else
+        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
+}
+
+/* An MPI call's error code as one line. */
+static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op, uint64_t seq)
+{
+    char what[160], text[MPI_MAX_ERROR_STRING], msg[ERR_LEN];
+    int len = 0;
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", code);
+    op_label(what, sizeof what, op, seq);
+    snprintf(msg, sizeof msg, "%s of %s: %s", call, what, text);
+    return fail(m, msg);
+}
+
+// ---------------------------------------------------------------------------
+// waiting: MPI_Test with a deadline, answering probes meanwhile
+
+/* Receive the probes other ranks sent us: we are waiting in a collective,
+ * so we have arrived (see the header).  Matched probes, so the comm thread
+ * and a run() on the main thread never take each other's message. */
+static void serve_probes(mpic_t *m)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        if (MPI_Improbe(MPI_ANY_SOURCE, PROBE_TAG, m->watch, &flag, &msg, &st) != MPI_SUCCESS ||
+            !flag)
+            return;
+        unsigned long long seq;
+        MPI_Mrecv(&seq, 1, MPI_UNSIGNED_LONG_LONG, &msg, MPI_STATUS_IGNORE);
+    }
+}
+
+/* Spin for the first 50 us of a wait (most small collectives are done by
+ * then, and a sleep would add its latency to the exposed time), then test
+ * every 20 us, leaving the core to the rank's compute. */
+static void poll_pause(double waited_s)
+{
+    if (waited_s < 50e-6)
+        return;
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+}
+
+/* Who has not arrived: probe every peer and give them PROBE_S to answer;
+ * the lowest rank that did not, or -1 when every one did. */
+static int find_missing(mpic_t *m, uint64_t seq)
+{
+    int n = m->c.world, self = m->c.rank;
+    MPI_Request rq[MAX_DEVICES];
+    unsigned long long v = seq;
+    for (int q = 0; q < n; q++) {
+        rq[q] = MPI_REQUEST_NULL;
+        if (q != self)
+            MPI_Issend(&v, 1, MPI_UNSIGNED_LONG_LONG, q, PROBE_TAG, m->watch, &rq[q]);
+    }
+    double until = now_s() + PROBE_S;
+    int missing = -1;
+    for (;;) {
+        serve_probes(m); /* a peer that timed out too probes us meanwhile */
+        missing = -1;
+        for (int q = n - 1; q >= 0; q--) {
+            int done = 1;
+            if (rq[q] != MPI_REQUEST_NULL)
+                MPI_Test(&rq[q], &done, MPI_STATUS_IGNORE);
+            if (!done)
+                missing = q;
+        }
+        if (missing < 0 || now_s() > until)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Probes still unanswered stay posted: the job is about to end. */
+    return missing;
+}
+
+/* Wait for request rq of op seq: DDP_OK when it completed; a failure
+ * (recorded, sticky) on an MPI error, an abort of this comm, or --timeout. */
+static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t seq)
+{
+    double t0 = now_s();
+    for (;;) {
+        int done = 0;
+        int code = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS)
+            return mpi_failed(m, code, "MPI_Test", op, seq);
+        if (done)
+            return DDP_OK;
+        if (atomic_load(&m->failed)) {
+            m->pending = true;
+            return DDP_ERR_RUNTIME;
+        }
+        serve_probes(m);
+        double waited = now_s() - t0;
+        if (waited > m->c.timeout_s) {
+            m->pending = true;
+            char what[160], msg[ERR_LEN];
+            op_label(what, sizeof what, op, seq);
+            int missing = find_missing(m, seq);
+            if (missing >= 0)
+                snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s",
+                         what, missing, m->c.timeout_s);
+            else
+                snprintf(msg, sizeof msg, "timed out in %s: a peer did not arrive within %g s",
+                         what, m->c.timeout_s);
+            return fail(m, msg);
+        }
+        poll_pause(waited);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// one collective
+
+static float *scratch(mpic_t *m, size_t count)
+{
+    if (count > m->scratch_cap) {
+        float *p = realloc(m->scratch, count * sizeof(float));
+        if (!p)
+            return NULL;
+        m->scratch = p;
+        m->scratch_cap = count;
+    }
+    return m->scratch;
+}
+
+/* Post op, wait for it, finish it (AVG's division, an in-place
+ * reduce-scatter's copy).  span: when it was posted and when it completed. */
+static int run_op(mpic_t *m, const comm_op_t *op, uint64_t seq, comm_span_t *span)
+{
+    const int r = m->c.rank, n = m->c.world;
+    const size_t cnt = op->count;
+    float *recv = op->recv;
+    const float *send = op->send;
+    span->start_s = span->end_s = now_s();
+    if (op->kind != COLL_BARRIER && cnt == 0)
+        return DDP_OK; /* a no-op: no rendezvous (comm.h) */
+    if (cnt > (size_t)INT_MAX) {
+        char what[160], msg[ERR_LEN];
+        op_label(what, sizeof what, op, seq);
+        snprintf(msg, sizeof msg, "%s: %zu floats is more than MPI's count can hold", what, cnt);
+        return fail(m, msg);
+    }
+    const int c = (int)cnt;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    float *copy_to = NULL, *rs_out = NULL;
+    int code = MPI_SUCCESS;
+    const char *call = "";
+    switch (op->kind) {
+    case COLL_ALL_REDUCE:
+        call = "MPI_Iallreduce";
+        code = MPI_Iallreduce(send && send != recv ? send : MPI_IN_PLACE, recv, c, MPI_FLOAT,
+                              MPI_SUM, m->comm, &rq);
+        break;
+    case COLL_BROADCAST:
+        if (r == op->root && send && send != recv)
+            memcpy(recv, send, cnt * sizeof(float));
+        call = "MPI_Ibcast";
+        code = MPI_Ibcast(recv, c, MPI_FLOAT, op->root, m->comm, &rq);
+        break;
+    case COLL_REDUCE:
+        call = "MPI_Ireduce";
+        if (r == op->root)
+            code = MPI_Ireduce(send && send != recv ? send : MPI_IN_PLACE, recv, c, MPI_FLOAT,
+                               MPI_SUM, op->root, m->comm, &rq);
+        else /* recv is not written on the others (comm.h) */
+            code = MPI_Ireduce(send ? send : recv, NULL, c, MPI_FLOAT, MPI_SUM, op->root, m->comm,
+                               &rq);
+        break;
+    case COLL_ALL_GATHER:
+        call = "MPI_Iallgather";
+        if (!send || send == recv + (size_t)r * cnt)
+            code = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, c, MPI_FLOAT, m->comm,
+                                  &rq);
+        else
+            code = MPI_Iallgather(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, m->comm, &rq);
+        break;
+    case COLL_REDUCE_SCATTER: {
+        /* In place, our block lies inside the input, which MPI forbids: the
+         * result goes to scratch first, then into our block. */
+        const float *src = send ? send : recv - (size_t)r * cnt;
+        bool inside = recv >= src && recv < src + (size_t)n * cnt;
+        rs_out = recv;
+        if (inside) {
+            if (!(rs_out = scratch(m, cnt)))
+                return fail(m, "out of memory for a reduce-scatter's result");
+            copy_to = recv;
+        }
+        call = "MPI_Ireduce_scatter_block";
+        code = MPI_Ireduce_scatter_block(src, rs_out, c, MPI_FLOAT, MPI_SUM, m->comm, &rq);
+        break;
+    }
+    case COLL_BARRIER:
+        call = "MPI_Ibarrier";
+        code = MPI_Ibarrier(m->comm, &rq);
+        break;
+    default: {
+        char msg[ERR_LEN];
+        snprintf(msg, sizeof msg, "unknown collective %d", (int)op->kind);
+        return fail(m, msg);
+    }
+    }
+    if (code != MPI_SUCCESS)
+        return mpi_failed(m, code, call, op, seq);
+    int rc = wait_req(m, &rq, op, seq);
+    span->end_s = now_s();
+    if (rc != DDP_OK)
+        return rc;
+    if (copy_to)
+        memcpy(copy_to, rs_out, cnt * sizeof(float));
+    /* AVG is the sum divided by world, element by element (comm.h). */
+    bool has_sum = op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE_SCATTER ||
+                   (op->kind == COLL_REDUCE && r == op->root);
+    if (op->redop == REDOP_AVG && has_sum) {
+        float fn = (float)n;
+        for (size_t i = 0; i < cnt; i++)
+            recv[i] /= fn;
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the communication thread
+
+static void *comm_thread(void *arg)
+{
+    mpic_t *m = arg;
+    /* Our 20 us pauses should be 20 us, not the default 50 us of slack. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        /* Sleep until the main thread queues an op or asks us to stop; the
+         * condvar hands over the op's descriptor under mu. */
+        while (!m->stop && (atomic_load(&m->failed) || m->completed == m->c.issued))
+            pthread_cond_wait(&m->work_cv, &m->mu);
+        if (m->stop)
+            break;
+        uint64_t seq = m->completed + 1;
+        mpi_req_t *req = &m->q[m->completed % MPI_QUEUE];
+        comm_op_t op = req->op;
+        pthread_mutex_unlock(&m->mu);
+
+        comm_span_t span;
+        int rc = run_op(m, &op, seq, &span);
+
+        pthread_mutex_lock(&m->mu);
+        if (rc == DDP_OK) {
+            req->span = span;
+            m->completed = seq;
+        }
+        /* Wake the main thread: op seq is complete (or the comm has failed). */
+        pthread_cond_broadcast(&m->done_cv);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// the table
+
+static int check_op(const comm_t *c, const comm_op_t *op, char *msg)
+{
+    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
+        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
+    if (op->kind == COLL_BARRIER)
+        return DDP_OK;
+    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
+        (op->root < 0 || op->root >= c->world))
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d",
+                       coll_name(op->kind), op->root, c->world);
+    if (op->count && !op->recv)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
+    return DDP_OK;
+}
+
+/* Wait (mu held) until op h is complete or the comm has failed.  The comm
+ * thread bounds every wait by the timeout, so this ends. */
+static void wait_completed_locked(mpic_t *m, uint64_t h)
+{
+    while (m->completed < h && !atomic_load(&m->failed))
+        pthread_cond_wait(&m->done_cv, &m->mu);
+}
+
+static int mpic_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
+{
+    mpic_t *m = (mpic_t *)c;
+    char msg[ERR_LEN];
+    if (h)
+        *h = 0;
+    if (check_op(c, op, msg) != DDP_OK)
+        return fail(m, msg);
+    pthread_mutex_lock(&m->mu);
+    /* A full queue: wait for the comm thread to retire the oldest op. */
+    if (c->issued - m->completed >= MPI_QUEUE)
+        wait_completed_locked(m, c->issued - MPI_QUEUE + 1);
+    if (atomic_load(&m->failed)) {
+        pthread_mutex_unlock(&m->mu);
+        return DDP_ERR_RUNTIME;
+    }
+    mpi_req_t *req = &m->q[c->issued % MPI_QUEUE];
+    req->op = *op;
+    req->span = (comm_span_t){0, 0};
+    c->issued++;
+    if (h)
+        *h = c->issued;
+    pthread_cond_signal(&m->work_cv);
+    pthread_mutex_unlock(&m->mu);
+    return DDP_OK;
+}
+
+static int mpic_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
+{
+    mpic_t *m = (mpic_t *)c;
+    pthread_mutex_lock(&m->mu);
+    if (h > c->issued)
+        fail_locked(m, "wait for a collective that was never launched (internal error)");
+    wait_completed_locked(m, h);
+    int rc = atomic_load(&m->failed) ? DDP_ERR_RUNTIME : DDP_OK;
+    if (rc == DDP_OK && span && h > 0)
+        *span = m->q[(h - 1) % MPI_QUEUE].span;
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void mpic_span(comm_t *c, comm_handle_t h, comm_span_t *span)
+{
+    mpic_t *m = (mpic_t *)c;
+    pthread_mutex_lock(&m->mu);
+    if (h <= m->completed && h + MPI_QUEUE > c->issued) /* its record is still there */
+        *span = m->q[(h - 1) % MPI_QUEUE].span;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Launch and wait in one, on the calling thread, once the comm thread has
+ * drained what came before (comm_shm.c's run, the same reasoning): the
+ * comm thread is idle and stays so, because issued moves only after the op
+ * is done, together with completed, under mu. */
+static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
+{
+    mpic_t *m = (mpic_t *)c;
+    char msg[ERR_LEN];
+    if (h)
+        *h = 0;
+    if (check_op(c, op, msg) != DDP_OK)
+        return fail(m, msg);
+    pthread_mutex_lock(&m->mu);
+    wait_completed_locked(m, c->issued);
+    bool failed = atomic_load(&m->failed);
+    pthread_mutex_unlock(&m->mu);
+    if (failed)
+        return DDP_ERR_RUNTIME;
+    uint64_t seq = c->issued + 1;
+    comm_span_t span;
+    int rc = run_op(m, op, seq, &span);
+    if (rc != DDP_OK)
+        return rc;
+    pthread_mutex_lock(&m->mu);
+    m->q[c->issued % MPI_QUEUE] = (mpi_req_t){.op = *op, .span = span};
+    c->issued = seq;
+    m->completed = seq;
+    pthread_mutex_unlock(&m->mu);
+    if (h)
+        *h = seq;
+    return DDP_OK;
+}
+
+/* Fail every pending and future op of this rank.  The others cannot be told
+ * through MPI: the rank's failure ends the job (the launcher's MPI_Abort). */
+static void mpic_abort(comm_t *c, const char *why)
+{
+    char msg[ERR_LEN];
+    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
+    fail((mpic_t *)c, msg);
+}
+
+static void mpic_destroy(comm_t *c)
+{
+    mpic_t *m = (mpic_t *)c;
+    if (m->thread_started) {
+        pthread_mutex_lock(&m->mu);
+        m->stop = true;
+        pthread_cond_signal(&m->work_cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->thread, NULL);
+    }
+    /* A collective left posted (a timeout, an abort) keeps its communicator
+     * busy: leave both to the job's end rather than free them under it. */
+    if (m->comms_made && !m->pending) {
+        MPI_Comm_free(&m->comm);
+        MPI_Comm_free(&m->watch);
+    }
+    free(m->scratch);
+    pthread_cond_destroy(&m->work_cv);
+    pthread_cond_destroy(&m->done_cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static const comm_ops_t mpi_ops = {
+    .name = "mpi",
+    .launch = mpic_launch,
+    .wait = mpic_wait,
+    .span = mpic_span,
+    .abort = mpic_abort,
+    .destroy = mpic_destroy,
+    .run = mpic_run,
+};
+
+// ---------------------------------------------------------------------------
+// creation
+
+/* A duplicate of MPI_COMM_WORLD, bounded by limit_s (MPI_Comm_idup: a rank
+ * that never comes must not hang the others here either). */
+static int dup_world(MPI_Comm *out, double limit_s, char *err)
+{
+    MPI_Request rq;
+    int code = MPI_Comm_idup(MPI_COMM_WORLD, out, &rq);
+    if (code != MPI_SUCCESS)
+        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: MPI_Comm_idup failed (error %d)", code);
+    double deadline = now_s() + limit_s;
+    for (;;) {
+        int done = 0;
+        if ((code = MPI_Test(&rq, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+            return err_set(err, DDP_ERR_RUNTIME, "comm mpi: MPI_Comm_idup failed (error %d)",
+                           code);
+        if (done)
+            break;
+        if (now_s() > deadline)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "comm mpi: the group did not form within %.0f s: a rank never joined",
+                           limit_s);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    /* Errors come back as codes, to be reported with their place. */
+    MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return DDP_OK;
+}
+
+int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
+{
+    *out = NULL;
+    int inited = 0, size = 0, rank = -1;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm mpi: MPI is not initialised (start the ranks with mpirun)");
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (size != a->world || rank != a->rank || a->world > MAX_DEVICES)
+        return err_set(err, DDP_ERR_RUNTIME,
+                       "comm mpi: rank %d of %d asked for, MPI has rank %d of %d", a->rank,
+                       a->world, rank, size);
+    if (!a->be)
+        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: no backend");
+    mpic_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: out of memory");
+    m->c.ops = &mpi_ops;
+    m->c.kind = COMM_MPI;
+    m->c.world = a->world;
+    m->c.rank = a->rank;
+    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
+    m->c.be = a->be;
+    m->c.seg = NULL;
+    m->c.impl = m;
+    atomic_init(&m->failed, false);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->work_cv, NULL);
+    pthread_cond_init(&m->done_cv, NULL);
+    double limit = a->init_timeout_s > 0                    ? a->init_timeout_s
+                   : m->c.timeout_s > COMM_INIT_TIMEOUT_S ? m->c.timeout_s
+                                                            : COMM_INIT_TIMEOUT_S;
+    int rc = dup_world(&m->comm, limit, err);
+    if (rc == DDP_OK && (rc = dup_world(&m->watch, limit, err)) != DDP_OK)
+        MPI_Comm_free(&m->comm);
+    if (rc != DDP_OK) {
+        mpic_destroy(&m->c);
+        return rc;
+    }
+    m->comms_made = true;
+    if (pthread_create(&m->thread, NULL, comm_thread, m) != 0) {
+        mpic_destroy(&m->c);
+        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: cannot start the communication thread");
+    }
+    m->thread_started = true;
+    *out = &m->c;
+    return DDP_OK;
+}
