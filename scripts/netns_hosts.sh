@@ -36,6 +36,13 @@ netns_can() {
         echo "ip netns add fails here: $msg"
         return 1
     fi
+    # entering one remounts / as a slave: that needs / to be a mount point,
+    # which it is not in a plain chroot
+    if ! msg=$(ip netns exec $probe true 2>&1); then
+        ip netns del $probe
+        echo "ip netns exec fails here (is / a mount point?): $msg"
+        return 1
+    fi
     ip netns del $probe
     return 0
 }
