@@ -213,7 +213,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
-        clean distclean help test-cuda-emu gpu-kit print-main-objs
+        clean distclean help test-cuda-emu gpu-kit test-gpu-kit print-main-objs
 .DEFAULT_GOAL := all
 
 all: ddpbench
@@ -319,7 +319,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB) $(CUDA_LIB)
 # the 2-core machines CI uses, and a failing assertion names file and line.
 CRITERION_ARGS ?= --jobs 2
 
-test: test-layers test-unit test-e2e test-cuda-emu test-asan test-tsan test-fuzz
+test: test-layers test-unit test-e2e test-cuda-emu test-gpu-kit test-asan test-tsan test-fuzz
 	@echo "make test: all passed"
 
 # The floors of common/ (common/README.md): includes and calls run one way;
@@ -408,8 +408,24 @@ gpu-kit:
 	@case "$(HAVE_CUDA)" in 1) ;; *) echo "make gpu-kit: needs the CUDA toolkit ($(NVCC)) and NCCL"; exit 1 ;; esac
 	@test -n "$(HAVE_NCCL)" || { echo "make gpu-kit: needs NCCL (nccl.h and libnccl)"; exit 1; }
 	@rm -rf $(KIT)
-	@$(MAKE) --no-print-directory $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
+	@# Without MPI, from objects of its own: a GPU box has no mpirun to start
+	@# ranks, and Debian's libmpi carries a RUNPATH to /usr that would pull
+	@# its own libraries from outside the kit.
+	@$(MAKE) --no-print-directory NO_MPI=1 BUILD=build/gpu-kit-objs $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
 	@sh tests/gpu/kit.sh $(KIT)
+
+# make test builds the kit where the toolkit is (CI's machine), so that what
+# it links stays inside it, and runs its ddpbench once on the CPU.
+test-gpu-kit:
+ifeq ($(HAVE_CUDA),1)
+	@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
+	@tail -n 1 build/gpu-kit.log
+	@$(KIT)/ddpbench --backend cpu --mode single --steps 3 --quiet >/dev/null || \
+	  { echo "test-gpu-kit: the kit's ddpbench does not run"; exit 1; }
+	@echo "test-gpu-kit: the kit's ddpbench runs"
+else
+	@echo "test-gpu-kit: not built: no CUDA toolkit here ($(NVCC)); the emulator suite covers the CUDA code"
+endif
 
 $(KIT)/ddpbench: $(MAIN_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
@@ -444,7 +460,7 @@ install: ddpbench
 	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/ddpbench/libddpbench-cuda.so)
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit \
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit build/gpu-kit-objs \
 	  ddpbench libddpbench-cuda.so
 
 distclean:
