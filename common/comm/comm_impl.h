@@ -56,4 +56,10 @@ static inline const char *coll_name(coll_kind_t k)
     return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
 }
 
+/* For the implementations that queue ops for a thread (shm, mpi): whether an
+ * op is well formed (its kind, root and buffer; msg says why not), and its
+ * name in messages ("all-reduce of bucket 2", or "all-reduce #17" untagged). */
+int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg);
+void comm_op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq);
+
 #endif

@@ -102,14 +102,6 @@ static int fail(mpic_t *m, const char *msg)
     return DDP_ERR_RUNTIME;
 }
 
-static void op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
-{
-    if (op->tag)
-        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
-    else
-        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
-}
-
 /* An MPI call's error code as one line. */
 static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op, uint64_t seq)
 {
@@ -117,7 +109,7 @@ static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", code);
-    op_label(what, sizeof what, op, seq);
+    comm_op_label(what, sizeof what, op, seq);
     snprintf(msg, sizeof msg, "%s of %s: %s", call, what, text);
     return fail(m, msg);
 }
@@ -207,7 +199,7 @@ static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t se
         if (waited > m->c.timeout_s) {
             m->pending = true;
             char what[160], msg[ERR_LEN];
-            op_label(what, sizeof what, op, seq);
+            comm_op_label(what, sizeof what, op, seq);
             int missing = find_missing(m, seq);
             if (missing >= 0)
                 snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s",
@@ -249,7 +241,7 @@ static int run_op(mpic_t *m, const comm_op_t *op, uint64_t seq, comm_span_t *spa
         return DDP_OK; /* a no-op: no rendezvous (comm.h) */
     if (cnt > (size_t)INT_MAX) {
         char what[160], msg[ERR_LEN];
-        op_label(what, sizeof what, op, seq);
+        comm_op_label(what, sizeof what, op, seq);
         snprintf(msg, sizeof msg, "%s: %zu floats is more than MPI's count can hold", what, cnt);
         return fail(m, msg);
     }
@@ -370,21 +362,6 @@ static void *comm_thread(void *arg)
 // ---------------------------------------------------------------------------
 // the table
 
-static int check_op(const comm_t *c, const comm_op_t *op, char *msg)
-{
-    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
-        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
-    if (op->kind == COLL_BARRIER)
-        return DDP_OK;
-    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
-        (op->root < 0 || op->root >= c->world))
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d",
-                       coll_name(op->kind), op->root, c->world);
-    if (op->count && !op->recv)
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
-    return DDP_OK;
-}
-
 /* Wait (mu held) until op h is complete or the comm has failed.  The comm
  * thread bounds every wait by the timeout, so this ends. */
 static void wait_completed_locked(mpic_t *m, uint64_t h)
@@ -399,7 +376,7 @@ static int mpic_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     char msg[ERR_LEN];
     if (h)
         *h = 0;
-    if (check_op(c, op, msg) != DDP_OK)
+    if (comm_op_check(c, op, msg) != DDP_OK)
         return fail(m, msg);
     pthread_mutex_lock(&m->mu);
     /* A full queue: wait for the comm thread to retire the oldest op. */
@@ -453,7 +430,7 @@ static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     char msg[ERR_LEN];
     if (h)
         *h = 0;
-    if (check_op(c, op, msg) != DDP_OK)
+    if (comm_op_check(c, op, msg) != DDP_OK)
         return fail(m, msg);
     pthread_mutex_lock(&m->mu);
     wait_completed_locked(m, c->issued);

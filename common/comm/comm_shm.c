@@ -95,14 +95,6 @@ static int fail(shm_t *m, const char *msg)
     return DDP_ERR_RUNTIME;
 }
 
-static void op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
-{
-    if (op->tag)
-        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
-    else
-        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
-}
-
 /* The rank that is furthest behind: the one a timed-out wait is really waiting for. */
 static int laggard(comm_seg_t *s, int fallback)
 {
@@ -130,7 +122,7 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
         comm_seg_aborted(s, msg);
         return fail(m, msg);
     }
-    op_label(what, sizeof what, op, seq);
+    comm_op_label(what, sizeof what, op, seq);
     snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s", what,
              laggard(s, missing), m->c.timeout_s);
     comm_seg_abort(s, m->c.rank, msg);
@@ -350,7 +342,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
         bool done = false;
         if (backend_event_query(m->c.be, ev, &done) != DDP_OK) {
             char msg[ERR_LEN], what[160];
-            op_label(what, sizeof what, op, seq);
+            comm_op_label(what, sizeof what, op, seq);
             snprintf(msg, sizeof msg, "staging the input of %s: %s", what,
                      backend_last_error(m->c.be));
             return fail(m, msg);
@@ -361,7 +353,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
             return wait_failed(m, op, seq, -1);
         if (now_s() > deadline) {
             char msg[ERR_LEN], what[160];
-            op_label(what, sizeof what, op, seq);
+            comm_op_label(what, sizeof what, op, seq);
             snprintf(msg, sizeof msg, "timed out staging the input of %s: the device did not "
                      "finish within %g s", what, m->c.timeout_s);
             comm_seg_abort(m->c.seg, m->c.rank, msg);
@@ -593,28 +585,13 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     return DDP_OK;
 }
 
-static int check_op(const comm_t *c, const comm_op_t *op, char *msg)
-{
-    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
-        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
-    if (op->kind == COLL_BARRIER)
-        return DDP_OK;
-    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
-        (op->root < 0 || op->root >= c->world))
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
-                       op->root, c->world);
-    if (op->count && !op->recv)
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
-    return DDP_OK;
-}
-
 static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
 {
     shm_t *m = (shm_t *)c;
     char msg[ERR_LEN];
     if (h)
         *h = 0;
-    if (check_op(c, in, msg) != DDP_OK)
+    if (comm_op_check(c, in, msg) != DDP_OK)
         return fail(m, msg);
     if (comm_seg_aborted(c->seg, msg))
         return fail(m, msg);
@@ -665,7 +642,7 @@ static int shm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
             *h = mine;
         return rc == DDP_OK ? shm_wait(c, mine, NULL) : rc;
     }
-    if (check_op(c, op, msg) != DDP_OK)
+    if (comm_op_check(c, op, msg) != DDP_OK)
         return fail(m, msg);
     pthread_mutex_lock(&m->mu);
     wait_completed_locked(m, c->issued);

@@ -323,6 +323,8 @@ static void run_coll(void *arg)
             for (int q = 0; q < n; q++)
                 memcpy(o->recv + (size_t)q * o->count + off, s->data[q], len * sizeof(float));
             break;
+        case K_REDUCE_SCATTER: /* run_reduce_scatter's, above */
+            break;
         }
         atomic_store(&s->done[r], k);
     }
