@@ -727,11 +727,9 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
              optims[0]);
     config_t c;
-    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
     model_spec_t spec;
-    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
-    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    tu_load(&c, &spec, &d, line, err);
     g_odd = c;
     g_odd.optim.lr *= 2.0f;
     ddp_rank_config_hook = odd_lr;
@@ -764,11 +762,9 @@ Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout 
     snprintf(line, sizeof line, BASE " --loss mse %s --mode ddp --gpus 0,1,2 --timeout 5", 3,
              optims[0]);
     config_t c;
-    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
     model_spec_t spec;
-    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
-    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    tu_load(&c, &spec, &d, line, err);
     for (int k = 0; k < 2; k++) {
         g_odd = c;
         if (k == 0)
@@ -801,11 +797,9 @@ Test(ddp_fingerprint, lines_follow_the_config_and_the_data)
     char err[ERR_LEN], line[600];
     snprintf(line, sizeof line, BASE " --loss mse %s", 3, optims[0]);
     config_t c;
-    cr_assert_eq(tu_parse(&c, line, err), DDP_OK, "%s", err);
     model_spec_t spec;
-    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
-    cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "%s", err);
+    tu_load(&c, &spec, &d, line, err);
     static fingerprint_t a, b;
     char key[64], va[200], vb[200];
     fingerprint_make(&a, &c, &d);

@@ -10,17 +10,7 @@
  * `local` on its host. */
 static int parse_as_rank(config_t *c, const char *args, int world, int rank, int local, char *err)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = "ddpbench";
-    for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
-    FILE *devnull = fopen("/dev/null", "w");
-    int rc = config_parse(c, argc, argv, devnull, err);
-    fclose(devnull);
+    int rc = tu_parse_args(c, args, err);
     if (rc != DDP_OK)
         return rc;
     c->launcher = LAUNCHER_MPI;

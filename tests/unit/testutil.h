@@ -17,9 +17,9 @@
 #include "train/strategy.h"
 #include "train/trainer.h"
 
-/* Parse "--model mlp-small --steps 5" into c (space separated, no quoting).
- * Returns config_parse's status (and config_resolve's when parsing passed). */
-static inline int tu_parse(config_t *c, const char *args, char *err)
+/* Parse "--model mlp-small --steps 5" into c (space separated, no quoting),
+ * without config_resolve: for tests that set what resolve reads first. */
+static inline int tu_parse_args(config_t *c, const char *args, char *err)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", args);
@@ -32,6 +32,14 @@ static inline int tu_parse(config_t *c, const char *args, char *err)
     FILE *devnull = fopen("/dev/null", "w");
     int rc = config_parse(c, argc, argv, devnull, err);
     fclose(devnull);
+    return rc;
+}
+
+/* Parse, then resolve for this machine.  Returns config_parse's status (and
+ * config_resolve's when parsing passed). */
+static inline int tu_parse(config_t *c, const char *args, char *err)
+{
+    int rc = tu_parse_args(c, args, err);
     if (rc == DDP_OK) {
         char note[ERR_LEN];
         rc = config_resolve(c, note, sizeof note, err);
@@ -39,17 +47,23 @@ static inline int tu_parse(config_t *c, const char *args, char *err)
     return rc;
 }
 
+/* Parse, resolve, make the model's spec and load the data (each must succeed). */
+static inline void tu_load(config_t *c, model_spec_t *spec, dataset_t *d, const char *args,
+                           char *err)
+{
+    cr_assert_eq(tu_parse(c, args, err), DDP_OK, "parse '%s': %s", args, err);
+    cr_assert_eq(config_model_spec(c, spec, err), DDP_OK, "%s", err);
+    cr_assert_eq(data_load(c, spec, d, err), DDP_OK, "data for '%s': %s", args, err);
+}
+
 /* Parse (must succeed), load the data, run the config's mode and evaluate. */
 static inline int tu_run(const char *args, run_result_t *res, char *err)
 {
     config_t c;
-    int rc = tu_parse(&c, args, err);
-    cr_assert_eq(rc, DDP_OK, "parse '%s': %s", args, err);
     model_spec_t spec;
-    cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
     dataset_t d;
-    rc = data_load(&c, &spec, &d, err);
-    cr_assert_eq(rc, DDP_OK, "data for '%s': %s", args, err);
+    tu_load(&c, &spec, &d, args, err);
+    int rc = DDP_ERR_RUNTIME;
     switch (c.mode) {
     case MODE_DP:
         rc = dp_run(&c, &d, res, err);
