@@ -4,29 +4,6 @@
 
 #include <stdio.h>
 
-int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
-{
-    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
-        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
-    if (op->kind == COLL_BARRIER)
-        return DDP_OK;
-    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
-        (op->root < 0 || op->root >= c->world))
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
-                       op->root, c->world);
-    if (op->count && !op->recv)
-        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
-    return DDP_OK;
-}
-
-void comm_op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
-{
-    if (op->tag)
-        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
-    else
-        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
-}
-
 bool comm_nccl_available(void)
 {
 #ifdef HAVE_NCCL

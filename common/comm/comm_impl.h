@@ -7,6 +7,8 @@
 
 #include "comm/comm.h"
 
+#include <stdio.h>
+
 typedef struct comm_ops {
     const char *name; /* "shm", "nccl" or "mpi" */
     /* Queue op; on success *h is its handle (c->issued after the call). */
@@ -58,8 +60,30 @@ static inline const char *coll_name(coll_kind_t k)
 
 /* For the implementations that queue ops for a thread (shm, mpi): whether an
  * op is well formed (its kind, root and buffer; msg says why not), and its
- * name in messages ("all-reduce of bucket 2", or "all-reduce #17" untagged). */
-int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg);
-void comm_op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq);
+ * name in messages ("all-reduce of bucket 2", or "all-reduce #17" untagged).
+ * Inline here, like coll_name: the factory (comm.c) calls the
+ * implementations, so they must not call back into it. */
+static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
+{
+    if ((int)op->kind < 0 || op->kind >= COLL_COUNT)
+        return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
+    if (op->kind == COLL_BARRIER)
+        return DDP_OK;
+    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
+        (op->root < 0 || op->root >= c->world))
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
+                       op->root, c->world);
+    if (op->count && !op->recv)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
+    return DDP_OK;
+}
+
+static inline void comm_op_label(char *buf, size_t n, const comm_op_t *op, uint64_t seq)
+{
+    if (op->tag)
+        snprintf(buf, n, "%s of %s", coll_name(op->kind), op->tag);
+    else
+        snprintf(buf, n, "%s #%llu", coll_name(op->kind), (unsigned long long)seq);
+}
 
 #endif
