@@ -201,6 +201,9 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
+# --report's style sheet and script, inlined into the page (report_html.c)
+PAGE_ASSETS_O := $(BUILD)/common/report/report_page_assets.o
+LIB_OBJS += $(PAGE_ASSETS_O)
 MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o $(BUILD)/bench/twin.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -280,6 +283,20 @@ $(BUILD)/bench/twin_body.h: bench/twin_body.py
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
 $(BUILD)/bench/twin.o: $(BUILD)/bench/twin_body.h
 $(BUILD)/bench/twin.o: CFLAGS += -I$(BUILD)/bench
+
+# --report's page.css and page.js as C strings (report_page.h), an object of
+# the report floor built from a generated source.
+$(BUILD)/gen/report_page_assets.c: common/report/page.css common/report/page.js
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from common/report/page.css and page.js */'; \
+	  echo 'const char report_page_css[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.css; \
+	  echo ';'; echo 'const char report_page_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.js; \
+	  echo ';'; } >$@
+$(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)

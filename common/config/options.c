@@ -27,7 +27,7 @@ enum {
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
     O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
     O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER, O_ZERO1,
-    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH
+    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH, O_REPORT
 };
 
 typedef struct {
@@ -158,6 +158,10 @@ static const opt_t opts[] = {
     {"explain", O_EXPLAIN, NULL, NULL, "off", "narrate the first step: what moved where, and how long",
      NULL},
     {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
+    {"report", O_REPORT, "FILE.html", NULL, "none",
+     "write one offline HTML page: a median step's timeline per device, phase and memory bars, "
+     "--predict's curves, the verdict",
+     NULL},
     {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
      NULL},
     {"tolerance", O_TOLERANCE, "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
@@ -575,6 +579,9 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         break;
     case O_TRACE:
         rc = copy_path(name, v, c->trace_path, err);
+        break;
+    case O_REPORT:
+        rc = copy_path(name, v, c->report_path, err);
         break;
     case O_BASELINE:
         rc = copy_path(name, v, c->baseline_path, err);
