@@ -465,8 +465,11 @@ $(KIT)/tests/%: tests/gpu/%.c $(LIB)
 	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 # ---- demo, benchmarks, install ----------------------------------------------
+# The demo: compare on this machine, and its page (--report) to open in a browser.
 demo: ddpbench
-	./ddpbench --mode compare
+	@mkdir -p build
+	./ddpbench --mode compare --report build/demo.html
+	@echo "demo: the page is build/demo.html ($$(wc -c <build/demo.html) bytes; open it in any browser, offline)"
 
 bench: $(BENCH_BINS) ddpbench
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; $$b; done

@@ -29,6 +29,7 @@
 #include "data/load.h"
 #include "data/schedule.h"
 #include "report/report.h"
+#include "report/report_page.h"
 #include "strategies/strategy.h"
 #include "train/trainer.h"
 
@@ -277,6 +278,28 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
                : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
 }
 
+/* --report: the runs on one page (report_page.h), the last repetition's
+ * timeline with every repetition's intervals. */
+static int write_page(const report_ctx_t *ctx, const config_t *cfgs, const run_result_t *res, int n,
+                      const repeat_t *reps, const predict_t *pr, char *err)
+{
+    const char *labels[MAX_RUNS] = {0};
+    for (int i = 0; i < n; i++)
+        if (cfgs[i].mode == MODE_DDP && cfgs[i].zero1)
+            labels[i] = "ddp --zero1";
+    bool model = pr->on && pr->in.k0 >= 2;
+    report_page_t p = {.ctx = ctx,
+                       .title = mode_name(ctx->cfg->mode),
+                       .cfgs = cfgs,
+                       .runs = res,
+                       .labels = labels,
+                       .n = n,
+                       .reps = reps,
+                       .pred = model ? &pr->in : NULL,
+                       .rows = model ? pr->rows : NULL};
+    return report_page_write(ctx->cfg->report_path, &p, err);
+}
+
 /* A diverged run (a NaN or infinite final loss or parameter) is a failure
  * naming the step, unless --allow-nonfinite: then it is reported as it is. */
 static int check_finite(const config_t *cfg, const model_spec_t *spec, const run_result_t *r,
@@ -425,6 +448,8 @@ int main(int argc, char **argv)
         rc = config_model_spec(&cfg, &spec, err);
     if (rc == DDP_OK && cfg.trace_path[0] && ddp_launch_reports(&cfg))
         rc = report_trace_check(cfg.trace_path, err);
+    if (rc == DDP_OK && cfg.report_path[0] && ddp_launch_reports(&cfg))
+        rc = report_page_check(cfg.report_path, err);
 
     /* the runs: one, or compare's three on the same data (under mpirun two:
      * DP is one process, so single on rank 0 and DDP on every rank) */
@@ -601,7 +626,7 @@ int main(int argc, char **argv)
     /* The outputs, each on its own: --save first (the weights are what a
      * failure after training must not cost), then the evaluation, --trace and
      * the result on stdout. */
-    char failed[ERR_LEN] = "", written[2 * CONFIG_PATH_LEN + 32] = "";
+    char failed[ERR_LEN] = "", written[3 * CONFIG_PATH_LEN + 48] = "";
     if (rc == DDP_OK && cfg.save_path[0]) {
         char e[ERR_LEN];
         if (ckpt_save_weights(cfg.save_path, &cfg, &spec, res[0].params, e) == DDP_OK)
@@ -671,6 +696,16 @@ int main(int argc, char **argv)
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)
             report_explain(info, &ctx, &res[i]);
+    if (rc == DDP_OK && cfg.report_path[0]) {
+        char e[ERR_LEN];
+        if (write_page(&ctx, cfgs, res, n, reps, &pred, e) == DDP_OK) {
+            size_t w = strlen(written);
+            snprintf(written + w, sizeof written - w, "%s--report %s", w ? ", " : "",
+                     cfg.report_path);
+        } else {
+            add_failure(failed, e);
+        }
+    }
 
     /* the regression gate: one verdict per run on its --repeat interval;
      * any regression exits 3, else any "too noisy" 4 (README.md) */
@@ -690,7 +725,7 @@ int main(int argc, char **argv)
     if (rc == DDP_OK && info == stdout && (fflush(stdout) != 0 || ferror(stdout)) && !failed[0])
         add_failure(failed, "stdout: write failed");
     if (rc == DDP_OK && failed[0]) {
-        bool files = cfg.save_path[0] || cfg.trace_path[0];
+        bool files = cfg.save_path[0] || cfg.trace_path[0] || cfg.report_path[0];
         rc = err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", failed,
                      written[0] ? " (written: " : files ? " (no file was written)" : "", written,
                      written[0] ? ")" : "");

@@ -75,6 +75,20 @@ static const char *run_label(const report_page_t *p, int i)
     return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
 }
 
+/* A tick's label: "0", "250 us", "1.5 ms", "2 s" (the unit from the step). */
+static const char *tick(char *b, size_t n, double v, double step)
+{
+    if (v == 0.0)
+        snprintf(b, n, "0");
+    else if (step >= 1.0)
+        snprintf(b, n, "%g s", v);
+    else if (step >= 1e-3)
+        snprintf(b, n, "%g ms", round(v * 1e6) / 1e3);
+    else
+        snprintf(b, n, "%g us", round(v * 1e9) / 1e3);
+    return b;
+}
+
 /* The time axis under a plot of `span` seconds at x0..x0+PLOT_W, at y. */
 static void time_axis(FILE *f, double span, int y)
 {
@@ -86,7 +100,7 @@ static void time_axis(FILE *f, double span, int y)
         char b[32];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
                    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
-                x, y, x, y + 4, x, y + 15, tfmt(b, sizeof b, k * st));
+                x, y, x, y + 4, x, y + 15, tick(b, sizeof b, k * st, st));
     }
     fputs("</g>", f);
 }
