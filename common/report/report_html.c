@@ -21,29 +21,6 @@ int report_page_check(const char *path, char *err)
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--report %s", path);
 }
 
-void page_esc(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\n')
-                fputc(*s, f);
-        }
-    }
-}
-
 static const char *label_of(const report_page_t *p, int i)
 {
     return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);

@@ -75,7 +75,7 @@ void report_page_pick_step(const run_result_t *r, page_step_t *out);
 extern const char report_page_css[];
 extern const char report_page_js[];
 
-/* Text escaped for HTML. */
+/* Text escaped for HTML (report_svg.c: the figures use it, and the page). */
 void page_esc(FILE *f, const char *s);
 /* The figures (report_svg.c); each returns the count of what it drew (lanes,
  * bars, points) so the writer can say when there was nothing. */

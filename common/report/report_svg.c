@@ -27,6 +27,30 @@
 // ---------------------------------------------------------------------------
 // small helpers
 
+void page_esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\n')
+                fputc(*s, f);
+        }
+    }
+}
+
+
 static const char *ph_class(int p)
 {
     static const char *const c[PH_COUNT] = {"data",    "h2d",     "scatter", "replicate",
