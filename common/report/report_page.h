@@ -55,13 +55,14 @@ int report_page_check(const char *path, char *err);
 /* Write the page: to a temporary file beside path, renamed over it. */
 int report_page_write(const char *path, const report_page_t *p, char *err);
 
-/* The timed step a run's timeline shows: the recorded step whose wall time
- * (from the first device's start to the last one's end) is closest to the
- * run's median step time.  Its step number (1-based; 0 when nothing was
- * recorded), its [t0, t1] and its wall time. */
+/* The timed step a run's timeline shows: the recorded step whose time (the
+ * slowest device's own step, as the run's step times count it) is closest
+ * to the run's median step time.  Its step number (1-based; 0 when nothing
+ * was recorded), the span drawn [t0, t1] (the first device's start to the
+ * last one's end) and its time. */
 typedef struct {
     int step;
-    double t0, t1;
+    double t0, t1, dur;
     int recorded;        /* timed steps recorded (the first TRACE_MAX_STEPS) */
     int first, last;     /* their step numbers */
 } page_step_t;

@@ -144,25 +144,30 @@ void report_page_pick_step(const run_result_t *r, page_step_t *out)
         const trace_event_t *e = &t0->ev[i];
         if (e->kind != TR_STEP)
             continue;
-        double a = e->t_begin, b = e->t_end;
+        /* drawn: from the first device's start to the last one's end;
+         * compared with the median: the slowest device's own step, as the
+         * run's step times are (DP's device 0, DDP's slowest rank) */
+        double a = e->t_begin, b = e->t_end, dur = e->t_end - e->t_begin;
         for (int d = 1; d < r->ndev && d < MAX_DEVICES; d++)
             for (uint32_t j = 0; r->trace[d] && j < r->trace[d]->n; j++) {
                 const trace_event_t *x = &r->trace[d]->ev[j];
                 if (x->kind == TR_STEP && x->step == e->step) {
                     a = fmin(a, x->t_begin);
                     b = fmax(b, x->t_end);
+                    dur = fmax(dur, x->t_end - x->t_begin);
                 }
             }
         if (out->recorded == 0)
             out->first = e->step;
         out->last = e->step;
         out->recorded++;
-        double miss = fabs((b - a) - want);
+        double miss = fabs(dur - want);
         if (miss < best) {
             best = miss;
             out->step = e->step;
             out->t0 = a;
             out->t1 = b;
+            out->dur = dur;
         }
     }
 }
@@ -187,13 +192,12 @@ static void lane(FILE *f, const report_page_t *p, int i, int d, int lane_no, int
             LABEL_W - 6, y + 13, r->mode == MODE_DDP ? "rank" : "device", d, stream);
     page_esc(f, dev);
     fputs("</title></text>", f);
+    /* the buckets' waits first, so no wait covers another bucket's all-reduce */
     for (uint32_t k = 0; t && k < t->n; k++) {
         const trace_event_t *e = &t->ev[k];
         if (e->step != s->step || e->lane != lane_no || e->kind == TR_STEP)
             continue;
-        double x0 = LABEL_W + (e->t_begin - s->t0) * scale, x1 = LABEL_W + (e->t_end - s->t0) * scale;
-        const char *name = e->kind < PH_COUNT ? report_phase_label(r->mode, (phase_t)e->kind)
-                                              : trace_kind_name((trace_kind_t)e->kind);
+        double x0 = LABEL_W + (e->t_begin - s->t0) * scale;
         if (e->kind >= PH_COUNT && e->t_ready > 0.0 && e->t_ready < e->t_begin) {
             double xr = LABEL_W + (e->t_ready - s->t0) * scale;
             fprintf(f, "<rect class=\"queued\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\">"
@@ -202,6 +206,14 @@ static void lane(FILE *f, const report_page_t *p, int i, int d, int lane_no, int
                     tfmt(b1, sizeof b1, e->t_ready - s->t0), tfmt(b2, sizeof b2, e->t_begin - e->t_ready),
                     r->backend == BACKEND_CUDA ? "stream" : "thread");
         }
+    }
+    for (uint32_t k = 0; t && k < t->n; k++) {
+        const trace_event_t *e = &t->ev[k];
+        if (e->step != s->step || e->lane != lane_no || e->kind == TR_STEP)
+            continue;
+        double x0 = LABEL_W + (e->t_begin - s->t0) * scale, x1 = LABEL_W + (e->t_end - s->t0) * scale;
+        const char *name = e->kind < PH_COUNT ? report_phase_label(r->mode, (phase_t)e->kind)
+                                              : trace_kind_name((trace_kind_t)e->kind);
         fprintf(f, "<rect class=\"ev c-%s\" data-kind=\"%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
                    "height=\"%d\"><title>%s",
                 e->kind < PH_COUNT ? ph_class(e->kind) : kind_class(e->kind), name, x0, y,
@@ -250,7 +262,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
         page_esc(f, run_label(p, i));
         fprintf(f, "</b> on %d device%s: step %d, %s (the run's median step %s; recorded timed "
                    "steps %d to %d)</figcaption>\n",
-                r->ndev, r->ndev == 1 ? "" : "s", s[i].step, tfmt(b1, sizeof b1, s[i].t1 - s[i].t0),
+                r->ndev, r->ndev == 1 ? "" : "s", s[i].step, tfmt(b1, sizeof b1, s[i].dur),
                 tfmt(b2, sizeof b2, r->times.n ? report_percentile(r->times.sample,
                                                                     step_times_kept(&r->times), 50)
                                                : 0.0),
@@ -322,6 +334,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     }
     if (!(top > 0))
         return 0;
+    top *= 1.12; /* room for the value after the longest bar */
     double stp = nice_step(top);
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
@@ -386,6 +399,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     if (n == 0 || !(top > 0))
         return 0;
     double unit = top >= 1048576.0 ? 1048576.0 : 1024.0;
+    top *= 1.12; /* room for the value after the longest bar */
     double stp = nice_step(top / unit) * unit;
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
