@@ -1,9 +1,11 @@
-/* common/measure/trace.h: a bounded recorder of timed events for --trace.
+/* common/measure/trace.h: a bounded recorder of timed events for --trace and
+ * --report (whose page draws one of the recorded steps).
  *
  * A strategy keeps one recorder per device slot and stamps what each device
  * did: a phase of a step (step_meter_lap does it), a whole step, a copy
  * between devices or one bucket's all-reduce.
- * The report turns the recorders into a Chrome trace (report_trace.c).
+ * The report turns the recorders into a Chrome trace (report_trace.c) and
+ * the page's timelines (report_svg.c).
  *
  * Rules that keep it cheap and safe:
  *  - A NULL recorder is "tracing off": every call returns at once.

@@ -511,7 +511,8 @@ int svg_predict(FILE *f, const report_page_t *p)
         }
         fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s predicted</text></g>\n",
                 m ? "ddpline" : "dpline", PX(PREDICT_MAX_DEVICES) + 8,
-                PY(thr(in, m ? p->rows[7].ddp_step_s : p->rows[7].dp_step_s)) + 4,
+                PY(thr(in, m ? p->rows[PREDICT_MAX_DEVICES - 1].ddp_step_s
+                          : p->rows[PREDICT_MAX_DEVICES - 1].dp_step_s)) + 4,
                 m ? "ddp" : "dp");
     }
     /* the measured points, with their intervals */
