@@ -187,15 +187,17 @@ static void timeline_section(FILE *f, const report_page_t *p)
           "gradient written) to the start of its all-reduce; what overlaps backward above it "
           "is hidden, what runs after backward is the exposed tail.</p>\n",
           f);
-    static const char *const cls[] = {"c-data",     "c-scatter", "c-replicate", "c-forward",
-                                      "c-loss",     "c-backward", "c-exposed", "c-optim",
-                                      "c-idle",     "c-allreduce", "c-gather", "c-reduce",
-                                      "queued"};
-    static const char *const names[] = {"data",          "scatter",      "replicate",
-                                        "forward",       "loss (DP: gather + loss)", "backward",
-                                        "comm exposed (DP: reduce)", "optimizer", "idle",
-                                        "all-reduce",    "gather",       "reduce",
-                                        "bucket waiting to start"};
+    static const char *const cls[] = {"c-data",     "c-h2d",       "c-scatter", "c-replicate",
+                                      "c-forward",  "c-loss",      "c-backward", "c-exposed",
+                                      "c-optim",    "c-idle",      "c-allreduce", "c-gather",
+                                      "c-reduce",   "queued"};
+    static const char *const names[] = {"data",       "host to device",
+                                        "scatter",    "replicate",
+                                        "forward",    "loss (DP: gather + loss)",
+                                        "backward",   "comm exposed (DP: reduce)",
+                                        "optimizer",  "idle",
+                                        "all-reduce", "gather",
+                                        "reduce",     "bucket waiting to start"};
     legend(f, "timeline colours", cls, names, (int)(sizeof cls / sizeof cls[0]));
     if (svg_timelines(f, p) == 0)
         fputs("<p class=\"note\">No step was recorded.</p>\n", f);
