@@ -160,6 +160,8 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
  * single run (adds the "compare" figures), or NULL. */
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare);
+/* A run's disturbance record as the "machine" object (null when not taken). */
+cJSON *report_json_machine(const disturb_t *d);
 /* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
 void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);

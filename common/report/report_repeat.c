@@ -34,6 +34,12 @@ cJSON *report_json_repeat(const repeat_t *r)
                           interval_json(repeat_interval(r, FIG_THROUGHPUT)));
     cJSON_AddItemToObject(o, "step_time_s_mean", interval_json(repeat_interval(r, FIG_STEP_MEAN)));
     cJSON_AddItemToObject(o, "mem_peak_bytes_max", interval_json(repeat_interval(r, FIG_MEM_PEAK)));
+    /* the gate's figures: one interrupted step cannot move a run's median */
+    cJSON_AddItemToObject(o, "step_time_s_median", interval_json(repeat_interval(r, FIG_STEP_MEDIAN)));
+    cJSON_AddItemToObject(o, "median_throughput_samples_per_s",
+                          interval_json(repeat_interval(r, FIG_MEDIAN_THROUGHPUT)));
+    cJSON_AddNumberToObject(o, "disturbed_runs", repeat_disturbed(r, NULL));
+    cJSON_AddNumberToObject(o, "retaken", r->retaken);
     cJSON *ph = cJSON_AddObjectToObject(o, "phases_s_per_step");
     for (int p = 0; p < PH_COUNT; p++)
         cJSON_AddItemToObject(ph, phase_key((phase_t)p),
@@ -44,6 +50,7 @@ cJSON *report_json_repeat(const repeat_t *r)
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "throughput_samples_per_s", s->samples_per_s);
         cJSON_AddNumberToObject(e, "step_time_s_mean", s->step_mean_s);
+        cJSON_AddNumberToObject(e, "step_time_s_median", s->step_median_s);
         cJSON_AddNumberToObject(e, "mem_peak_bytes_max", s->mem_peak_bytes);
         cJSON *rp = cJSON_AddObjectToObject(e, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
@@ -51,6 +58,7 @@ cJSON *report_json_repeat(const repeat_t *r)
         char bits[24];
         snprintf(bits, sizeof bits, "%016llx", (unsigned long long)s->checksum_bits);
         cJSON_AddStringToObject(e, "checksum_bits", bits);
+        cJSON_AddItemToObject(e, "machine", report_json_machine(&s->machine));
         cJSON_AddItemToArray(every, e);
     }
     return o;
