@@ -74,7 +74,52 @@ static void run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->sampler_replicas = out->ngpus;
 }
 
+/* --repeat N re-takes a disturbed run (measure/disturb.h) at most N / RETAKE_SHARE
+ * times per mode: a busy machine must not stretch a gate without bound, and
+ * a machine busy all along is reported as such (the runs kept say so). */
+#define RETAKE_SHARE 2
+
+static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err);
+
+/* One run with its disturbance record around it (the ranks are reaped
+ * inside, so their CPU time and switches are this process's children's). */
 static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
+{
+    disturb_mark_t dm;
+    disturb_begin(&dm);
+    int rc = run_mode_raw(c, d, res, err);
+    disturb_end(&dm, c->ngpus, res->steps, &res->machine);
+    if (c->launcher == LAUNCHER_MPI) {
+        /* under mpirun the other ranks are not this process's children: their
+         * CPU time would count as other processes'; only the switches judge */
+        res->machine.known = false;
+        disturb_judge(&res->machine);
+    }
+    return rc;
+}
+
+/* A disturbed run: taken again (retake: which one of at most max) or kept. */
+static void disturbed_note(const config_t *c, const run_result_t *r, int run, int retake, int max)
+{
+    if (c->quiet)
+        return;
+    char what[400];
+    disturb_describe(&r->machine, what, sizeof what);
+    char which[64] = "";
+    if (c->repeat > 1)
+        snprintf(which, sizeof which, " %d of %d", run + 1, c->repeat);
+    if (retake > 0)
+        fprintf(stderr, "ddpbench: note: the %s run%s was disturbed (%s): taking it again "
+                        "(re-take %d of at most %d)\n",
+                mode_name(r->mode), which, what, retake, max);
+    else
+        fprintf(stderr, "ddpbench: note: the %s run%s was disturbed (%s): %s\n",
+                mode_name(r->mode), which, what,
+                c->repeat > 1 ? "kept, its re-takes used up; its figures are the busy machine's"
+                              : "its figures are the busy machine's; --repeat N re-takes such runs");
+}
+
+static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
 {
     switch (c->mode) {
     case MODE_DP:
@@ -541,6 +586,7 @@ int main(int argc, char **argv)
      * on CUDA every DDP repetition comes first (its ranks are forked, and
      * CUDA does not survive fork: single and dp initialise it here). */
     int total = n * cfg.repeat;
+    int retakes[MAX_RUNS] = {0}, retake_max = cfg.repeat / RETAKE_SHARE;
     for (int j = 0; j < total && rc == DDP_OK; j++) {
         bool by_mode = cfg.backend == BACKEND_CUDA;
         int k = by_mode ? j / cfg.repeat : j % n, r = by_mode ? j % cfg.repeat : j / n;
@@ -575,6 +621,19 @@ int main(int argc, char **argv)
             rc = check_finite(&cfg, &spec, &res[i], n, err);
         else if (n > 1)
             err_prefix(err, rc, "--mode compare: the %s run", mode_name(cfgs[i].mode));
+        if (rc == DDP_OK && res[i].machine.disturbed && reports) {
+            /* under mpirun every rank would have to agree to re-take: kept */
+            bool again = retakes[i] < retake_max && !mpi;
+            disturbed_note(&cfg, &res[i], r, again ? retakes[i] + 1 : 0, retake_max);
+            if (again) { /* the same run once more; the disturbed one is dropped */
+                retakes[i]++;
+                reps[i].retaken++;
+                result_free(&res[i]);
+                result_init(&res[i]);
+                j--;
+                continue;
+            }
+        }
         if (rc == DDP_OK) {
             repeat_add(&reps[i], &res[i]);
             if (r == cfg.repeat - 1 && reports)
@@ -667,6 +726,14 @@ int main(int argc, char **argv)
         char e[ERR_LEN];
         if (print_results(&ctx, cfgs, res, n, ref, reps, &pred, e) != DDP_OK)
             add_failure(failed, e);
+    }
+    /* --repeat --json writes what may become a baseline: one too noisy to
+     * gate --tolerance is said now, not found when it is used */
+    for (int i = 0; rc == DDP_OK && cfg.json && cfg.repeat > 1 && i < n; i++) {
+        char w[512];
+        if (report_repeat_too_noisy(&reps[i], n > 1 ? mode_name(cfgs[i].mode) : NULL,
+                                    cfg.tolerance_pct, w, sizeof w))
+            fprintf(stderr, "ddpbench: %s\n", w);
     }
     if (rc == DDP_OK && cfg.explain)
         for (int i = 0; i < n; i++)

@@ -225,6 +225,11 @@ int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *r
  * for fewer than 2 runs), and the text table of medians and intervals of
  * each mode's runs. */
 cJSON *report_json_repeat(const repeat_t *r);
+/* A baseline in the making: whether r's runs (2 or more) spread wider than
+ * tol percent (the gate's throughput interval, width over its mean), with
+ * one "warning: ..." line in buf saying how wide. */
+bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
+                             size_t len);
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
 /* --predict (report_predict.c): the table for 1..8 devices; compare's
  * predicted next to measured for its runs (and the phase the model missed

@@ -704,9 +704,15 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
                              "run's cores), enough to explain the gap: run again on a quieter "
                              "machine",
             ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
+    else if (verdict == DDP_ERR_NOISY && width > tol)
+        app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a quieter "
+                             "machine",
+            width);
     else if (verdict == DDP_ERR_NOISY)
-        app(buf, len, &used, "; %s interval spans %.1f%%: more --repeat runs or a quieter machine",
-            width >= bwidth ? "this run's" : "the baseline's", width >= bwidth ? width : bwidth);
+        app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's %.1f%%) "
+                             "straddle the tolerance: more --repeat runs on both sides would "
+                             "settle it",
+            width, bwidth);
     if (!busy && !noisy_base && why[0])
         app(buf, len, &used, "; by phase: %s", why);
     if (bdist > 0 && !noisy_base)
