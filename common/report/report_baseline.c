@@ -658,8 +658,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     char why[512];
     attribute(match, r, step_ref, why, sizeof why);
     char what[200];
-    describe(what, sizeof what, t, r->n, 1.0, tp.median ? " samples/s (median step)" : " samples/s",
-             "%.1f");
+    describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
     const char *word;
     bool busy = false, noisy_base = false;
     if (bwidth > tol) {
@@ -668,9 +667,11 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         word = "no verdict: the baseline is too noisy";
         verdict = DDP_ERR_NOISY;
         noisy_base = true;
-    } else if (hi_pct < -tol && ndist > 0 && -hi_pct <= 100.0 * cont + tol) {
+    } else if (hi_pct < -tol && ndist > 0 &&
+               1.0 + hi_pct / 100.0 >= (1.0 - cont) * (1.0 - tol / 100.0)) {
         /* slower, but other processes took enough of the run's cores to
-         * explain it: the machine, not the code (no verdict, not a false alarm) */
+         * explain it (a run left 1 - c of its cores runs at best 1 - c of its
+         * speed): the machine, not the code -- no verdict, not a false alarm */
         word = "no verdict: a busy machine";
         verdict = DDP_ERR_NOISY;
         busy = true;
@@ -687,13 +688,14 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         busy = ndist > 0;
         verdict = DDP_ERR_NOISY;
     }
+    const char *stat = tp.median ? ", by the median step" : "";
     if (r->n < 2 && tp.bruns < 2)
-        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)", word,
-            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol);
+        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)%s", word,
+            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol, stat);
     else
         app(buf, len, &used, "%s: %sthroughput %s is %+.1f..%+.1f%% against the baseline %.1f "
-                             "(tolerance %g%%)",
-            word, pre, what, lo_pct, hi_pct, tp.ref, tol);
+                             "(tolerance %g%%)%s",
+            word, pre, what, lo_pct, hi_pct, tp.ref, tol, stat);
     if (noisy_base)
         app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
                              "(its interval %.1f..%.1f over %d runs): take it again on a quieter "
