@@ -128,6 +128,7 @@ void disturb_judge(disturb_t *d)
                        ? 100.0 * d->steal_s / (d->wall_s * d->cpus_online)
                        : 0.0;
     d->invol_per_step = d->steps > 0 ? (double)d->invol_switches / (double)d->steps : 0.0;
+    d->invol_per_s = d->wall_s > 0 ? (double)d->invol_switches / d->wall_s : 0.0;
     d->why[0] = 0;
     size_t used = 0;
     d->disturbed = false;
@@ -142,8 +143,8 @@ void disturb_judge(disturb_t *d)
             100.0 * d->contention, d->run_cores, d->run_cores == 1 ? "" : "s");
     if (d->known && d->steal_pct > DISTURB_STEAL_PCT_MAX)
         WHY("%s%.0f%% of the CPU time stolen", used ? "; " : "", d->steal_pct);
-    if (d->invol_per_step > DISTURB_NIVCSW_PER_STEP_MAX)
-        WHY("%s%.1f involuntary context switches per step", used ? "; " : "", d->invol_per_step);
+    if (d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
+        WHY("%s%.0f involuntary context switches a second", used ? "; " : "", d->invol_per_s);
 #undef WHY
 }
 
@@ -154,9 +155,9 @@ void disturb_describe(const disturb_t *d, char *buf, unsigned long len)
         snprintf(load, sizeof load, "; load %.1f -> %.1f on %d CPUs", d->load_start, d->load_end,
                  d->cpus_online);
     if (!d->known)
-        snprintf(buf, len, "others' CPU time unknown (no /proc/stat); %.1f involuntary switches "
-                           "per step%s",
-                 d->invol_per_step, load);
+        snprintf(buf, len, "others' CPU time unknown (no /proc/stat); %.0f involuntary switches "
+                           "a second%s",
+                 d->invol_per_s, load);
     else
         snprintf(buf, len, "%s%s", d->disturbed ? d->why : "quiet", load);
 }

@@ -231,10 +231,11 @@ cJSON *report_json_machine(const disturb_t *d)
     add_num_or_null(m, "steal_pct", d->steal_pct, d->known);
     cJSON_AddNumberToObject(m, "involuntary_switches", (double)d->invol_switches);
     cJSON_AddNumberToObject(m, "involuntary_switches_per_step", d->invol_per_step);
+    cJSON_AddNumberToObject(m, "involuntary_switches_per_s", d->invol_per_s);
     cJSON *th = cJSON_AddObjectToObject(m, "thresholds");
     cJSON_AddNumberToObject(th, "contention", DISTURB_CONTENTION_MAX);
     cJSON_AddNumberToObject(th, "steal_pct", DISTURB_STEAL_PCT_MAX);
-    cJSON_AddNumberToObject(th, "involuntary_switches_per_step", DISTURB_NIVCSW_PER_STEP_MAX);
+    cJSON_AddNumberToObject(th, "involuntary_switches_per_s", DISTURB_NIVCSW_PER_S_MAX);
     return m;
 }
 

@@ -449,18 +449,24 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     long hz = sysconf(_SC_CLK_TCK);
     fake_proc(dir, 1000 + (unsigned long)((now - own) * (double)hz), 0, 0.75);
     disturb_t d;
-    disturb_end(&m, 1, 1000000, &d); /* switches per step: nil */
+    disturb_end(&m, 1, 1000000, &d);
     cr_assert(d.known);
     cr_assert_float_eq(d.load_start, 0.25, 1e-9);
     cr_assert_float_eq(d.load_end, 0.75, 1e-9);
     cr_assert(d.others_cpu_s < 0.05, "others %g", d.others_cpu_s);
+    cr_assert_float_eq(d.contention, 0.0, 1e-12);
+    cr_assert_null(strstr(d.why, "other processes"), "%s", d.why);
+    /* this test's own switches are the real machine's (a busy one preempts
+     * it): without them the planted machine is quiet */
+    d.invol_switches = 0;
+    disturb_judge(&d);
     cr_assert(!d.disturbed, "%s", d.why);
     /* the same run with every CPU's worth of someone else's time on top, and
      * a fifth of a CPU stolen: disturbed, saying both */
     double cpus = (double)sysconf(_SC_NPROCESSORS_ONLN);
     fake_proc(dir, 1000 + (unsigned long)((now - own + cpus * d.wall_s) * (double)hz),
               (unsigned long)(0.2 * cpus * d.wall_s * (double)hz), 0.75);
-    disturb_end(&m, 1, 1000000, &d); /* switches per step: nil */
+    disturb_end(&m, 1, 1000000, &d);
     cr_assert(d.disturbed);
     cr_assert(d.contention > 0.5, "%g", d.contention);
     cr_assert(strstr(d.why, "other processes took"), "%s", d.why);
@@ -489,13 +495,13 @@ Test(disturb, thresholds_on_planted_figures)
     cr_assert(d.disturbed);
     cr_assert_float_eq(d.contention, 0.25, 1e-12);
     d.others_cpu_s = 0.0;
-    d.invol_switches = 150; /* 1.5 per step: within */
+    d.invol_switches = 150; /* 15 a second: within */
     disturb_judge(&d);
     cr_assert(!d.disturbed, "%s", d.why);
-    d.invol_switches = 500; /* 5 per step */
+    d.invol_switches = 1000; /* 100 a second */
     disturb_judge(&d);
     cr_assert(d.disturbed);
-    cr_assert(strstr(d.why, "5.0 involuntary context switches per step"), "%s", d.why);
+    cr_assert(strstr(d.why, "100 involuntary context switches a second"), "%s", d.why);
     /* without /proc/stat only the switches judge */
     d = (disturb_t){.known = false, .wall_s = 1, .cpus_online = 1, .devices = 1,
                     .others_cpu_s = 5, .steps = 10};
