@@ -200,8 +200,9 @@ typedef struct {
     int nrun;
 } baseline_t;
 
-/* Read and check FILE (hostile: bounded size, parsed, required keys typed).
- * DDP_ERR_INPUT with one line on any problem. */
+/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
+ * and every figure the gate will read of its type and range, so a bad one
+ * is found before training).  DDP_ERR_INPUT with one line naming the field. */
 int baseline_load(baseline_t *b, const char *path, char *err);
 void baseline_free(baseline_t *b);
 /* Find the baseline run for this config (same mode) and refuse it when the
@@ -210,10 +211,11 @@ void baseline_free(baseline_t *b);
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
 /* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
  * memory and exposed communication against the baseline's, by the rules at
- * the top of report_baseline.c.  DDP_OK ("within tolerance"),
- * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: too
- * noisy"); buf gets the lines (newline separated, none at the end), the
- * first naming the phases that moved most. */
+ * the top of report_baseline.c.  DDP_OK ("within tolerance", "improved"),
+ * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: ...",
+ * saying why: too noisy, the baseline too noisy, a busy machine); buf gets
+ * the lines (newline separated, none at the end), the first naming the
+ * phases that moved most or the busy machine. */
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
                    char *buf, size_t len);
 /* What differs but does not refuse the baseline: another machine or build

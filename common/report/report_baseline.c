@@ -5,15 +5,24 @@
  * baseline of another configuration is refused, naming the field, rather
  * than compared; another machine or other settings only warn, saying what.
  *
- * The rules (README.md, "the regression gate"): the candidate's figure is
- * the 95% interval of its --repeat runs (one run: the number itself), the
- * baseline's is its mean (its repeat's, when it has one).  Throughput
- * regresses when the whole interval lies more than PCT percent below the
- * baseline; peak memory when it lies more than PCT percent above; exposed
- * communication (with two runs or more) when it grew by more than PCT
- * percent of the baseline's step.  An interval (the candidate's or the baseline's) wider than PCT
- * percent gives no verdict ("too noisy", DDP_ERR_NOISY) unless a figure
- * regressed anyway.  The verdict names the phases that moved the most. */
+ * The rules (docs/gate.md, "Stored baseline"): throughput is judged by the
+ * median step (samples per step / the median step time: one interrupted
+ * step moves a mean, not a median), on each side the 95% interval of its
+ * --repeat runs (one run: the number itself).  The change lies between the
+ * candidate's low end over the baseline's high end and the other way round
+ * (both sides' intervals); in order:
+ *   - a baseline whose own interval is wider than PCT: no verdict, refused
+ *     ("too noisy to gate 5%: the baseline's runs spread 54%"), DDP_ERR_NOISY;
+ *   - the whole change below -PCT, with the candidate's runs disturbed
+ *     (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
+ *   - the whole change below -PCT: regression (DDP_ERR_REGRESSED), naming
+ *     the phases that moved the most;
+ *   - the whole change above +PCT: improved (DDP_OK);
+ *   - the whole change within +-PCT: within tolerance (DDP_OK);
+ *   - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
+ * Peak memory regresses when its interval lies more than PCT percent above
+ * the baseline; exposed communication (two runs or more, none disturbed)
+ * when it grew by more than PCT percent of the baseline's step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
