@@ -193,6 +193,16 @@ static double load_average(void)
     return v;
 }
 
+double report_phase_mean(const report_stats_t *s, int first, int last, int p)
+{
+    if (last < first)
+        return 0.0;
+    double sum = 0.0;
+    for (int d = first; d <= last; d++)
+        sum += s->phase[d][p];
+    return sum / (double)(last - first + 1);
+}
+
 int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max)
 {
     int n = 0;

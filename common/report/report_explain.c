@@ -208,7 +208,7 @@ static void explain_why(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     if (r->ndev < 2 || r->times.n == 0)
         return;
     char why[2048];
-    report_compare_why(why, sizeof why, r, 1);
+    report_compare_why(why, sizeof why, NULL, r, 1);
     if (why[0])
         fprintf(f, "  Over the %ld timed steps: %s\n", r->times.n, why);
     /* with --predict (or in compare), single's step is known: the verdict's reason */

@@ -1082,7 +1082,7 @@ Test(report_compare, dp_attributes_shared_copies_and_waits)
     ms(&runs[1], 1, PH_IDLE, 3.0);
     ms(&runs[1], 0, PH_IDLE, 2.0);
     char why[2048];
-    report_compare_why(why, sizeof why, runs, 3);
+    report_compare_why(why, sizeof why, NULL, runs, 3);
     /* alone: gather+loss 1.2 + optimizer 1.0 = 2.2 of 16 ms */
     cr_assert(strstr(why, "DP's device 0 works alone 2.20 ms of its 16.00 ms step (14%: "
                           "gather+loss 1.20 ms, optimizer 1.00 ms) while the other devices wait"),
@@ -1228,14 +1228,14 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
         step_times_add(&runs[2].times, 0.020, 0);
     runs[2].times.timed_samples = samples;
     char why[2048];
-    report_compare_why(why, sizeof why, runs, 3);
+    report_compare_why(why, sizeof why, NULL, runs, 3);
     cr_assert(strstr(why, "DDP hides none of its all-reduce: every step waits 9.00 ms"), "%s", why);
     cr_assert(strstr(why, "DP's step is 4.00 ms (20%) shorter than DDP's; on device 0 DDP spends "
                           "8.30 ms more in comm exposed"),
               "%s", why);
     /* the buffer bound holds */
     char tiny[16];
-    report_compare_why(tiny, sizeof tiny, runs, 3);
+    report_compare_why(tiny, sizeof tiny, NULL, runs, 3);
     cr_assert_eq(strlen(tiny), 15);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
