@@ -269,8 +269,7 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
             modes[i] = cfgs[i].mode;
         }
         report_repeat(stdout, rp, modes, n);
-        for (int i = 0; i < n; i++)
-            report_notes(stdout, ctx, &res[i], n > 1);
+        report_notes_runs(stdout, ctx, res, n);
     }
     return fflush(stdout) == 0 && !ferror(stdout)
                ? DDP_OK
@@ -319,7 +318,7 @@ static void warmup_note(const config_t *c, const run_result_t *r)
 static int run_comm(const config_t *cfg, const char *note)
 {
     char err[ERR_LEN] = "";
-    report_ctx_t ctx = {cfg, NULL, NULL, note, NULL};
+    report_ctx_t ctx = {.cfg = cfg, .backend_note = note};
     collperf_t perf;
     bool reports = ddp_launch_reports(cfg);
     if (!cfg->quiet && reports)
@@ -439,7 +438,7 @@ int main(int argc, char **argv)
                    &cfgs[i]);
         result_init(&res[i]);
     }
-    report_ctx_t ctx = {&cfg, &spec, NULL, note[0] ? note : NULL, NULL};
+    report_ctx_t ctx = {.cfg = &cfg, .spec = &spec, .backend_note = note[0] ? note : NULL};
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
@@ -663,6 +662,11 @@ int main(int argc, char **argv)
     /* the narrative's latency floor and crossover read the measured collectives */
     if (pred.in.all_reduce)
         ctx.pred = &pred.in;
+    /* compare's sentences judge differences on --repeat's intervals */
+    const repeat_t *rps[MAX_RUNS];
+    for (int i = 0; i < n; i++)
+        rps[i] = &reps[i];
+    ctx.reps = rps;
     if (rc == DDP_OK) {
         char e[ERR_LEN];
         if (print_results(&ctx, cfgs, res, n, ref, reps, &pred, e) != DDP_OK)

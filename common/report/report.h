@@ -133,6 +133,9 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max);
 /* The same as "  note: ..." lines (name_mode: "dp: " before each). */
 void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode);
+/* The notes of runs[0..n), a note the runs share said once ("note: single, dp,
+ * ddp: only 18 timed steps: ..."). */
+void report_notes_runs(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n);
 
 /* DDP: each bucket's all-reduce in training, its bus bandwidth, and what
  * --mode comm's all-reduce (ar, may be NULL) reaches at that size: whether

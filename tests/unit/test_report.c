@@ -72,7 +72,7 @@ static void real_run(real_run_t *rr, const char *args)
         rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
     }
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
-    rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL, NULL};
+    rr->ctx = (report_ctx_t){.cfg = &rr->cfg, .spec = &rr->spec, .data = &rr->data};
 }
 
 static void real_free(real_run_t *rr)
@@ -876,7 +876,7 @@ static char *compare_text(run_result_t runs[3])
     config_t c;
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_t m;
     mem_open(&m);
     report_compare(m.f, &ctx, runs, 3);
@@ -892,7 +892,7 @@ Test(report_compare, the_heading_names_zero1)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero1", err), DDP_OK,
                  "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_t m;
     mem_open(&m);
     report_compare(m.f, &ctx, runs, 3);
@@ -1039,7 +1039,7 @@ Test(report_compare, differ_names_the_cause)
     dataset_t d = {.n = 100};
     model_spec_t spec;
     cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
-    report_ctx_t ctx = {&c, &spec, &d, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c, .spec = &spec, .data = &d};
     runs[0].stream_replicas = 1, runs[0].epoch_samples = 100;
     runs[2].stream_replicas = 3, runs[2].epoch_samples = 102;
     report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
@@ -1119,7 +1119,7 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     config_t c;
     char err[ERR_LEN], why[4096];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     report_compare_reason(why, sizeof why, &ctx, runs, 3);
     /* single 18 ms of forward and backward; DDP 9 ms + 0.5 loss each */
     cr_assert(strstr(why, "Why DDP is 1.82x single: splitting the batch over 2 devices took "
@@ -1457,7 +1457,7 @@ Test(report_text, explain_tells_buckets_and_moves)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1 --zero1", err), DDP_OK, "%s",
                  err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_open(&m);
     report_explain(m.f, &ctx, &r);
     txt = mem_close(&m);
