@@ -125,17 +125,17 @@ EOF2
 fi
 
 # ---- --explain -------------------------------------------------------------------------
-"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of single" "$T/out" &&
+"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of single on cpu, 1 device (the middle timed step" "$T/out" &&
     grep -q "went whole to device 0" "$T/out" && ok || ko "--explain: $(cat "$T/out")"
-"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of dp on cpu, 3 devices" "$T/out" &&
+"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of dp on cpu, 3 devices (the middle timed step" "$T/out" &&
     grep -q "split like torch.chunk: device 0 14, device 1 14, device 2 12" "$T/out" &&
     grep -q "replicate: 880 B of parameters copied from device 0 to the other 2 devices" "$T/out" &&
     grep -q "gather: .* of outputs brought to device 0" "$T/out" &&
     grep -q "reduce: 880 B of parameter gradients summed onto device 0" "$T/out" &&
     ok || ko "dp --explain: $(cat "$T/out")"
-"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of ddp on cpu, 2 devices" "$T/out" &&
+"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of ddp on cpu, 2 devices (the middle timed step" "$T/out" &&
     grep -q "Backward on rank 0 took" "$T/out" && grep -q "bucket 0 (layers 2-[0-9], .*): ready at .*, all-reduce .* to " "$T/out" &&
-    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" &&
+    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" && grep -q "^      bucket 2  |" "$T/out" &&
     ok || ko "ddp --explain: $(cat "$T/out")"
 
 # ---- dp and ddp: --json keys and the --baseline gate -------------------------------------
