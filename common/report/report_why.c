@@ -192,6 +192,48 @@ static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap
                        100.0 * ap->diff, 100.0 * ap->noise);
 }
 
+/* DP's phases split: what device 0 does alone (alone[], serial in all) and
+ * what every device spends at once on DP's copies (shared[], sync in all);
+ * forward and backward are the split computation, idle, skew and hidden
+ * communication no one's work.  Sorted, largest first. */
+typedef struct {
+    item_t alone[PH_COUNT], shared[PH_COUNT];
+    int na, ns;
+    double serial, sync;
+} dp_split_t;
+
+static void dp_split(const report_stats_t *s, int ndev, dp_split_t *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int p = 0; p < PH_COUNT; p++) {
+        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
+            p == PH_SKEW)
+            continue;
+        double v0 = s->phase[0][p], vo = report_phase_mean(s, 1, ndev - 1, p);
+        if (v0 <= 0.0 && vo <= 0.0)
+            continue;
+        if (dev0_alone(s, ndev, p)) {
+            o->serial += v0;
+            o->alone[o->na++] = (item_t){p, v0};
+        } else {
+            o->sync += fmax(v0, vo);
+            o->shared[o->ns++] = (item_t){p, fmax(v0, vo)};
+        }
+    }
+    sort_items(o->alone, o->na);
+    sort_items(o->shared, o->ns);
+}
+
+/* "optimizer 157 us, gather+loss 40 us" (times: with each one's time) */
+static void app_phases(char *buf, size_t len, size_t *used, const item_t *it, int n, bool times)
+{
+    char t[32];
+    for (int i = 0; i < n && i < 4; i++)
+        report_appendf(buf, len, used, "%s%s%s%s", i ? ", " : "",
+            report_phase_label(MODE_DP, (phase_t)it[i].phase), times ? " " : "",
+            times ? fmt_short(t, sizeof t, it[i].v) : "");
+}
+
 /* DP: what device 0 does alone while the others wait, what every device
  * spends at once on the synchronisation DP adds, and who waits for whom. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
@@ -202,47 +244,21 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
     report_stats(r, NULL, &s);
     if (s.step_mean <= 0.0)
         return;
-    item_t alone[PH_COUNT], shared[PH_COUNT];
-    int na = 0, ns = 0;
-    double serial = 0.0, sync = 0.0;
-    for (int p = 0; p < PH_COUNT; p++) {
-        /* forward and backward are the split computation; idle, skew and
-         * hidden communication are no one's work */
-        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
-            p == PH_SKEW)
-            continue;
-        double v0 = s.phase[0][p], vo = report_phase_mean(&s, 1, r->ndev - 1, p);
-        if (v0 <= 0.0 && vo <= 0.0)
-            continue;
-        if (dev0_alone(&s, r->ndev, p)) {
-            serial += v0;
-            alone[na++] = (item_t){p, v0};
-        } else {
-            double v = v0 > vo ? v0 : vo;
-            sync += v;
-            shared[ns++] = (item_t){p, v};
-        }
-    }
-    sort_items(alone, na);
-    sort_items(shared, ns);
+    dp_split_t sp;
+    dp_split(&s, r->ndev, &sp);
+    double serial = sp.serial;
     char t[32], u[32], w[32];
-    if (na > 0) {
+    if (sp.na > 0) {
         report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
             fmt_short(t, sizeof t, serial), fmt_short(u, sizeof u, s.step_mean),
             100.0 * serial / s.step_mean);
-        for (int i = 0; i < na && i < 4; i++)
-            report_appendf(buf, len, used, "%s%s %s", i ? ", " : "",
-                report_phase_label(MODE_DP, (phase_t)alone[i].phase),
-                fmt_short(t, sizeof t, alone[i].v));
+        app_phases(buf, len, used, sp.alone, sp.na, true);
         report_appendf(buf, len, used, ") while the other devices wait");
     }
-    if (ns > 0) {
+    if (sp.ns > 0) {
         report_appendf(buf, len, used, "%severy device spends %s at the same time on what DP "
-            "copies each step (", na ? "; " : "DP: ", fmt_short(t, sizeof t, sync));
-        for (int i = 0; i < ns && i < 4; i++)
-            report_appendf(buf, len, used, "%s%s %s", i ? ", " : "",
-                report_phase_label(MODE_DP, (phase_t)shared[i].phase),
-                fmt_short(t, sizeof t, shared[i].v));
+            "copies each step (", sp.na ? "; " : "DP: ", fmt_short(t, sizeof t, sp.sync));
+        app_phases(buf, len, used, sp.shared, sp.ns, true);
         report_appendf(buf, len, used, ")");
     }
     /* the others' idle: device 0's serial work explains part of it; the
@@ -448,8 +464,7 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
                                           share, &sm);
         report_appendf(buf, len, used, "Scaled up to %.0fx this model's %.3g parameters, DDP "
             "on %d devices never beats single from this run's steps: its forward and backward "
-            "shrank too little on %d devices (fixed costs at this size, or devices that share "
-            "cores)", PREDICT_SCALE_MAX, now, r->ndev, r->ndev);
+            "shrank too little", PREDICT_SCALE_MAX, now, r->ndev);
         if (pm > 0 && sm <= 1.0 / PREDICT_SCALE_MAX)
             report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
                 "its share of the rows, has DDP beating single at every size from 1/%.0f of "
@@ -464,13 +479,11 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
     }
     else if (scale <= 1.0 / PREDICT_SCALE_MAX)
         report_appendf(buf, len, used, "DDP on %d devices beats single at every size from "
-            "1/%.0f of this model up (measured steps, the all-reduce scaled by its alpha-beta "
-            "fit). ", r->ndev, PREDICT_SCALE_MAX);
+            "1/%.0f of this model up. ", r->ndev, PREDICT_SCALE_MAX);
     else
         report_appendf(buf, len, used, "The crossover: DDP on %d devices starts to beat single "
-            "on this machine at about %.3g parameters, %.2gx this model's %.3g (its measured "
-            "steps with compute and bytes grown with the parameters, the all-reduce by its "
-            "alpha-beta fit). ", r->ndev, params, scale, now);
+            "on this machine at about %.3g parameters, %.2gx this model's %.3g. ", r->ndev,
+            params, scale, now);
 }
 
 /* Memory at the peak: DP's device 0 against the others, DDP's equal split. */
@@ -636,30 +649,19 @@ static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *
     report_stats(r, NULL, &s);
     if (s.step_mean <= 0.0)
         return;
-    item_t alone[PH_COUNT];
-    int na = 0;
-    double serial = 0.0;
-    for (int p = 0; p < PH_COUNT; p++) {
-        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
-            p == PH_SKEW || s.phase[0][p] <= 0.0 || !dev0_alone(&s, r->ndev, p))
-            continue;
-        serial += s.phase[0][p];
-        alone[na++] = (item_t){p, s.phase[0][p]};
-    }
-    sort_items(alone, na);
+    dp_split_t sp;
+    dp_split(&s, r->ndev, &sp);
     char t[32], u[32], w[32];
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
-    if (na == 0) {
+    if (sp.na == 0) {
         report_appendf(buf, len, used, "DP's device 0 did nothing alone here; the other devices "
             "sit idle %s per step.\n", fmt_short(t, sizeof t, idle));
         return;
     }
     report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
-        fmt_short(t, sizeof t, serial), fmt_short(u, sizeof u, s.step_mean),
-        100.0 * serial / s.step_mean);
-    for (int i = 0; i < na && i < 3; i++)
-        report_appendf(buf, len, used, "%s%s", i ? ", " : "",
-                       report_phase_label(MODE_DP, (phase_t)alone[i].phase));
+        fmt_short(t, sizeof t, sp.serial), fmt_short(u, sizeof u, s.step_mean),
+        100.0 * sp.serial / s.step_mean);
+    app_phases(buf, len, used, sp.alone, sp.na < 3 ? sp.na : 3, false);
     report_appendf(buf, len, used, "); the others idle %s.\n", fmt_short(w, sizeof w, idle));
 }
 
