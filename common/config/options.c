@@ -156,7 +156,9 @@ static const opt_t opts[] = {
     {"quiet", O_QUIET, NULL, NULL, "off", "print only errors and the final result", "Reporting"},
     {"json", O_JSON, NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL},
     {"csv", O_CSV, NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL},
-    {"explain", O_EXPLAIN, NULL, NULL, "off", "narrate the first step: what moved where, and how long",
+    {"explain", O_EXPLAIN, NULL, NULL, "off",
+     "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
+     "then why each mode is as fast as it is",
      NULL},
     {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
     {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
