@@ -132,10 +132,17 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
     }
 }
 
+#define TIMELINE_W 60
+
+static int col_of(double t, double span)
+{
+    int c = (int)(t / span * (TIMELINE_W - 1) + 0.5);
+    return c < 0 ? 0 : c > TIMELINE_W - 1 ? TIMELINE_W - 1 : c;
+}
+
 /* DDP's backward and each bucket's all-reduce, to scale, from the start of
  * backward: '=' backward computing, '.' a bucket ready and waiting for its
  * turn, '#' its all-reduce moving data; '|' where backward ends. */
-#define TIMELINE_W 60
 static void explain_timeline(FILE *f, const step_story_t *st, int shown)
 {
     double span = st->backward_s;
@@ -143,8 +150,9 @@ static void explain_timeline(FILE *f, const step_story_t *st, int shown)
         span = span > st->bucket[i].end_s ? span : st->bucket[i].end_s;
     if (span <= 0.0)
         return;
-    /* the column of time t: [0, TIMELINE_W) */
-#define COL(t) ((int)((t) / span * (TIMELINE_W - 1) + 0.5))
+    /* the column of time t, clamped to [0, TIMELINE_W): a span the comm
+     * reports from before backward began is drawn from its start */
+#define COL(t) col_of((t), span)
     char line[TIMELINE_W + 1], a[32];
     int bend = COL(st->backward_s);
     fprintf(f, "    backward and buckets, to scale (= backward, . ready and waiting, # all-reduce):\n");

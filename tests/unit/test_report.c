@@ -1596,6 +1596,16 @@ Test(report_text, explain_tells_buckets_and_moves)
     cr_assert_eq(last1, 59, "bucket 1 ends the picture (8 ms)\n%s", txt);
     cr_assert(strchr(b0, '.') < b0 + first0, "bucket 0 waited from 1.0 ms\n%s", txt);
     free(txt);
+    /* a span the comm reports from before backward began (seen on a GPU's
+     * later steps) is drawn from the picture's start, not before it */
+    st->bucket[0].start_s = -0.036;
+    mem_open(&m);
+    report_explain(m.f, NULL, &r);
+    txt = mem_close(&m);
+    b0 = strstr(txt, "bucket 0  |");
+    cr_assert(b0 && b0[strlen("bucket 0  |")] == '#', "%s", txt);
+    free(txt);
+    st->bucket[0].start_s = 0.0011;
     r.story.filled = false;
     mem_open(&m);
     report_explain(m.f, NULL, &r);
