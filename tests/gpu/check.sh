@@ -394,7 +394,7 @@ SITE_DIRS=$(site_dirs)
 # Until nothing more is found: a library found may need another (cuBLAS needs
 # cuBLASLt), and ld.so names a shared library's missing needs one at a time.
 added=""
-for round in 1 2 3 4 5 6 7 8; do
+for _ in 1 2 3 4 5 6 7 8; do
     more=no
     for b in "$BACKEND" "$BIN" $SUITES; do
         for so in $(missing "$b"); do
@@ -590,9 +590,10 @@ data_args() { # MODEL: ddpbench's data options for it ("" when they cannot be ma
         return 1
     echo "--data $x --targets $y"
 }
-# ours MODEL MODE GPUS LABEL [ARGS...]: ddpbench's samples/s (empty on failure)
+# ours MODEL MODE GPUS LABEL [ARGS...]: ddpbench's samples/s in OURS (false,
+# and the failure recorded, when the run fails; not in a subshell: fail counts)
 ours() {
-    model=$1 mode=$2 gpus=$3 label=$4
+    model=$1 mode=$2 gpus=$3 label=$4 OURS=""
     shift 4
     m=$(model_args "$model")
     d=$(data_args "$model") || { fail "$label" "cannot write the .npy data (no numpy, no perl)"; return 1; }
@@ -603,7 +604,8 @@ ours() {
         fail "$label" "run failed: $(tail -n 1 "$log.err")"
         return 1
     fi
-    tput "$log"
+    OURS=$(tput "$log")
+    [ -n "$OURS" ] || { fail "$label" "no throughput in its --json"; return 1; }
 }
 HAVE_TORCH=no
 step torch
@@ -622,7 +624,8 @@ cp "$WORK/torch-cases" "$L/torch-cases"
 OURS_SMALL="" OURS_MEDIUM="" OURS_LARGE=""
 for model in mlp-small mlp-medium mlp-large; do
     no_time "$model single gpu0" 10 && continue
-    o=$(ours "$model" single 0 "$model single gpu0") || continue
+    ours "$model" single 0 "$model single gpu0" || continue
+    o=$OURS
     case "$model" in mlp-small) OURS_SMALL=$o ;; mlp-medium) OURS_MEDIUM=$o ;; *) OURS_LARGE=$o ;; esac
 done
 if [ "$HAVE_TORCH" = yes ] && ! no_time "PyTorch eager" 20; then
@@ -658,7 +661,7 @@ shmv=$(shm_verdict $((np * 4 + 64 * 1048576)) "$(shm_free)")
 if [ "$shmv" != ok ]; then
     skip "$label" "$shmv"
 elif ! no_time "$label" 15; then
-    o=$(ours mlp-large ddp "$ALL" "$label" --comm nccl) && [ -n "$o" ] && {
+    ours mlp-large ddp "$ALL" "$label" --comm nccl && o=$OURS && {
         r=$([ -n "$OURS_LARGE" ] && awk -v a="$o" -v b="$OURS_LARGE" 'BEGIN { printf "%.3f", a / b }')
         [ -n "$r" ] && ratio_row "mlp-large: ddp nccl $ALL / single" "$o" "$OURS_LARGE" "$r" "samples/s"
         pass "$label" "$o samples/s${r:+ (${r}x single)}" "\"model\":\"mlp-large\",\"ddpbench_samples_per_s\":$o"

@@ -155,7 +155,7 @@ expect_no_driver() {
     [ "$rc" = 3 ] || fail "$layout: exit $rc, not 3 (no GPU driver)"
     libs=$(grep '^PASS  libraries:' "$log") || fail "$layout: no 'PASS  libraries' line"
     for so in libnccl.so.2 libcublas.so.13 libcudart.so.13; do
-        echo "$libs" | grep -Eq "$where[^ ]*/$so" || fail "$layout: $so not found where the layout has it: $libs"
+        echo "$libs" | grep -Eq "${where}[^ ]*/$so" || fail "$layout: $so not found where the layout has it: $libs"
     done
     grep -q 'cannot load the CUDA backend' "$log" && fail "$layout: the backend did not load"
     grep -q 'InsufficientDriver\|no CUDA driver' "$log" || fail "$layout: the driver's absence is not named"
