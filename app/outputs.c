@@ -103,8 +103,7 @@ static int print_results(app_job_t *j, char *err)
             modes[i] = j->cfgs[i].mode;
         }
         report_repeat(stdout, rp, modes, n);
-        for (int i = 0; i < n; i++)
-            report_notes(stdout, ctx, &j->res[i], n > 1);
+        report_notes_runs(stdout, ctx, j->res, n);
     }
     return fflush(stdout) == 0 && !ferror(stdout)
                ? DDP_OK

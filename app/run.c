@@ -309,5 +309,9 @@ int app_predict(app_job_t *j, char *err)
     /* the narrative's latency floor and crossover read the measured collectives */
     if (j->pred.in.all_reduce)
         j->ctx.pred = &j->pred.in;
+    /* compare's sentences judge differences on --repeat's intervals */
+    for (int i = 0; i < j->n; i++)
+        j->rep_of[i] = &j->reps[i];
+    j->ctx.reps = j->rep_of;
     return rc;
 }
