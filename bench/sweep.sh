@@ -61,7 +61,7 @@ while getopts b:m:n:s:M:w:B:r:k:o:ph opt; do
     k) BUCKETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
-    h) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    h) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "sweep: see $0 -h" >&2; exit 2 ;;
     esac
 done
