@@ -163,7 +163,7 @@ static int page(scen_t *s, const char *name, bool shown, const char *why, const 
         cfgs[i] = s->cfg;
         cfgs[i].mode = runs[i].mode;
     }
-    report_ctx_t ctx = {&s->cfg, &s->spec, &s->data, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &s->cfg, .spec = &s->spec, .data = &s->data};
     report_page_t p = {.ctx = &ctx, .title = title, .cfgs = cfgs, .runs = runs,
                        .labels = labels, .n = n, .story = story};
     if (report_page_write(s->cfg.report_path, &p, err) != DDP_OK) {
@@ -297,7 +297,7 @@ static int sc_straggler(scen_t *s)
                               : "the other ranks did not wait for the slow one at the all-reduce";
     run_result_t both[2] = {base, str};
     char slowed[48];
-    snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%d", slow, c->slow_factor);
+    snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
     const char *labels[2] = {"ddp", slowed};
     int prc = page(s, "straggler", shown, why, both, labels, 2);
     result_free(&base);

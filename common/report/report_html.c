@@ -70,74 +70,14 @@ static void sentences(FILE *f, const char *text, int max)
 // ---------------------------------------------------------------------------
 // the sections
 
-/* Mean per-step seconds of phase ph over device slots [a, b]. */
-static double mean_phase(const report_stats_t *st, int a, int b, int ph)
-{
-    double v = 0.0;
-    for (int d = a; d <= b; d++)
-        v += st->phase[d][ph];
-    return b >= a ? v / (b - a + 1) : 0.0;
-}
-
-/* Several runs: which is fastest, where DP's device 0 and DDP's all-reduce
- * put their time; three plain sentences from the numbers. */
-static void verdict_runs(char *why, size_t len, const report_page_t *p)
-{
-    size_t used = 0;
-    char a[32], b[32];
-    int best = 0;
-    for (int i = 1; i < p->n; i++)
-        if (p->runs[i].samples_per_s > p->runs[best].samples_per_s)
-            best = i;
-    const run_result_t *ref = single_of(p);
-    report_appendf(why, len, &used, "%s on %d device%s was the fastest, %.0f samples/s",
-                   label_of(p, best), p->runs[best].ndev, p->runs[best].ndev == 1 ? "" : "s",
-                   p->runs[best].samples_per_s);
-    if (ref && &p->runs[best] != ref && ref->samples_per_s > 0)
-        report_appendf(why, len, &used, " (%.2fx single)",
-                       p->runs[best].samples_per_s / ref->samples_per_s);
-    for (int i = 0; i < p->n; i++)
-        if (i != best)
-            report_appendf(why, len, &used, "%s%s %.0f", i == (best == 0 ? 1 : 0) ? "; " : ", ",
-                           label_of(p, i), p->runs[i].samples_per_s);
-    report_appendf(why, len, &used, ".");
-    for (int i = 0; i < p->n; i++) {
-        const run_result_t *r = &p->runs[i];
-        if (r->ndev < 2 || r->times.n == 0)
-            continue;
-        report_stats_t st;
-        report_stats(r, NULL, &st);
-        char c[32];
-        if (r->mode == MODE_DP) {
-            double alone = st.phase[0][PH_SCATTER] + st.phase[0][PH_REPLICATE] +
-                           st.phase[0][PH_LOSS] + st.phase[0][PH_COMM_EXPOSED] +
-                           st.phase[0][PH_OPTIM];
-            report_appendf(why, len, &used,
-                           " In %s, device 0 spends %s of each %s step scattering, replicating, "
-                           "gathering the loss, reducing and stepping the optimizer, while the "
-                           "others sit idle %s.",
-                           label_of(p, i), report_fmt_time(a, sizeof a, alone),
-                           report_fmt_time(b, sizeof b, st.step_mean),
-                           report_fmt_time(c, sizeof c, mean_phase(&st, 1, r->ndev - 1, PH_IDLE)));
-        } else if (r->mode == MODE_DDP) {
-            double hid = mean_phase(&st, 0, r->ndev - 1, PH_COMM_HIDDEN);
-            double exp = mean_phase(&st, 0, r->ndev - 1, PH_COMM_EXPOSED);
-            report_appendf(why, len, &used,
-                           " In %s, %s of all-reduce per step ran behind backward and %s was "
-                           "left to wait for after it.",
-                           label_of(p, i), report_fmt_time(a, sizeof a, hid),
-                           report_fmt_time(b, sizeof b, exp));
-        }
-    }
-}
-
 static void verdict(FILE *f, const report_page_t *p)
 {
     char why[4096] = "";
     if (p->story)
         snprintf(why, sizeof why, "%s", p->story);
-    else if (p->n > 1)
-        verdict_runs(why, sizeof why, p);
+    else if (p->n > 1) /* compare's own sentences, at most three: the terminal's, told
+                          apart by the noise (--repeat's intervals, or one run's spread) */
+        report_compare_verdict(why, sizeof why, p->ctx, p->runs, p->n);
     else if (p->n == 1 && p->runs[0].mode != MODE_SINGLE && p->ctx && p->ctx->pred)
         report_run_reason(why, sizeof why, p->ctx, &p->runs[0]);
     if (!why[0] && p->n >= 1) {
@@ -321,6 +261,15 @@ static void numbers_section(FILE *f, const report_page_t *p)
                     r == ref ? "-" : !s->params_compared ? "n/a" : s->agree ? "agree" : "DIFFER"));
 #undef ROW
     fputs("</tbody></table>\n", f);
+    if (p->ctx && p->n > 1 && !p->story) { /* compare's: the CPU's limits, a busy machine */
+        char notes[4][256];
+        int k = report_compare_notes(p->ctx, p->runs, p->n, notes, 4);
+        for (int j = 0; j < k; j++) {
+            fputs("<p class=\"note\">", f);
+            page_esc(f, notes[j]);
+            fputs("</p>\n", f);
+        }
+    }
     for (int i = 0; p->ctx && i < p->n; i++) {
         char notes[8][256];
         int k = report_notes_of(p->ctx, &p->runs[i], notes, 8);

@@ -134,7 +134,7 @@ Test(report_page, lanes_bars_and_nothing_to_fetch)
         runs[i] = r[i].res;
         cfgs[i] = r[i].cfg;
     }
-    report_ctx_t ctx = {&r[0].cfg, &r[0].spec, &r[0].data, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &r[0].cfg, .spec = &r[0].spec, .data = &r[0].data};
     report_page_t p = {.ctx = &ctx, .title = "compare", .cfgs = cfgs, .runs = runs, .n = 3};
     char path[128], err[ERR_LEN];
     snprintf(path, sizeof path, "/tmp/ddpbench-test-page-%d.html", (int)getpid());
