@@ -9,6 +9,9 @@
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
 
+/* --repeat's largest N: measure/repeat.h keeps every run's summary (REPEAT_MAX). */
+#define CONFIG_REPEAT_MAX 100
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,7 +95,7 @@ typedef struct {
     double step_factor;
     long iters, warmup_iters;
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
-    int repeat;                /* --repeat: independent runs */
+    int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 

@@ -14,9 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "measure/result.h"
 
-#define REPEAT_MAX 100
+#define REPEAT_MAX CONFIG_REPEAT_MAX
 
 /* One run, as far as repeats need it. */
 typedef struct {

@@ -305,7 +305,7 @@ static int last_micro(rank_t *k, long g, int *nmicro)
     return last;
 }
 
-/* --explain, rank 0, the run's first step: the buckets as they ran, timed
+/* --explain, rank 0, the told step: the buckets as they ran, timed
  * from the start of the backward pass that all-reduced them (reducer_spans
  * has just placed them). */
 static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
@@ -494,7 +494,7 @@ static int rank_step(rank_t *k, long g, bool want_loss)
         TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
         step_meter_lap(m, PH_OPTIM);
     }
-    if (step_meter_first(m) && k->rank == 0) { /* --explain: what step 1 moved */
+    if (step_meter_first(m) && k->rank == 0) { /* --explain: what the told step moved */
         step_story_t *st = &k->area->story;
         move_stat_t *mb = &st->move[MOVE_BATCH];
         /* every rank gathers its own part, in parallel: rank 0's time (its
@@ -567,8 +567,8 @@ static int rank_train(rank_t *k)
         }
         k->cur_g = g;
         TRY(rank_autotune_before(k, g));
-        /* --explain narrates this run's first step */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        /* --explain tells the middle timed step (schedule_told_step) */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
         TRY(rank_step(k, g, want_loss));
         TRY(step_meter_end(m,
                            &(step_end_t){.samples = (long)schedule_view_rows(sch, g),

@@ -125,17 +125,17 @@ EOF2
 fi
 
 # ---- --explain -------------------------------------------------------------------------
-"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of single" "$T/out" &&
+"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of single on cpu, 1 device (the middle timed step" "$T/out" &&
     grep -q "went whole to device 0" "$T/out" && ok || ko "--explain: $(cat "$T/out")"
-"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of dp on cpu, 3 devices" "$T/out" &&
+"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of dp on cpu, 3 devices (the middle timed step" "$T/out" &&
     grep -q "split like torch.chunk: device 0 14, device 1 14, device 2 12" "$T/out" &&
     grep -q "replicate: 880 B of parameters copied from device 0 to the other 2 devices" "$T/out" &&
     grep -q "gather: .* of outputs brought to device 0" "$T/out" &&
     grep -q "reduce: 880 B of parameter gradients summed onto device 0" "$T/out" &&
     ok || ko "dp --explain: $(cat "$T/out")"
-"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of ddp on cpu, 2 devices" "$T/out" &&
+"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of ddp on cpu, 2 devices (the middle timed step" "$T/out" &&
     grep -q "Backward on rank 0 took" "$T/out" && grep -q "bucket 0 (layers 2-[0-9], .*): ready at .*, all-reduce .* to " "$T/out" &&
-    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" &&
+    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" && grep -q "^      bucket 2  |" "$T/out" &&
     ok || ko "ddp --explain: $(cat "$T/out")"
 
 # ---- dp and ddp: --json keys and the --baseline gate -------------------------------------
@@ -234,9 +234,21 @@ grep -q "global batch 16" "$T/out" && grep -q "batch-per-device 8 on 2 devices m
 
 # the default is compare on mlp-small
 "$BIN" --backend cpu --help | grep -q "\[compare\]" && ok || ko "--help: default mode is not compare"
+# --help's deal of 256 rows over 3 devices is what dp and ddp do (--explain names the rows)
+h=$("$BIN" --help | tr -s ' \n' ' ')
+for m in "dp:86, 86, 84:device 0 86, device 1 86, device 2 84" "ddp:86, 85, 85:device 0 86, device 1 85, device 2 85"; do
+    mode=${m%%:*} rest=${m#*:}
+    echo "$h" | grep -q "${rest%%:*}" || ko "--help does not say $mode deals ${rest%%:*}"
+    "$BIN" --mode "$mode" --model seed-linear --layers 10,10 --batch 256 --samples 512 --gpus 0,1,2 \
+        --backend cpu --steps 1 --warmup-steps 0 --explain --quiet >"$T/out" 2>&1
+    grep -q "${rest#*:}\." "$T/out" && ok || ko "$mode does not deal ${rest#*:}: $(grep rows "$T/out")"
+done
 
 # ---- bench/sweep.sh ------------------------------------------------------------------------
 SWEEP=$(dirname "$0")/../../bench/sweep.sh
+# -h prints the usage comment, no line of the script itself
+sh "$SWEEP" -h >"$T/help" 2>&1 && grep -q '^usage: bench/sweep.sh' "$T/help" &&
+    ! grep -q 'set -eu\|^BIN=\|getopts' "$T/help" && ok || ko "sweep -h: $(cat "$T/help")"
 modes=single
 "$BIN" --mode dp $C --quiet >/dev/null 2>&1 && "$BIN" --mode ddp $C --quiet >/dev/null 2>&1 && modes="single dp ddp"
 plot=
