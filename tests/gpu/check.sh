@@ -61,7 +61,7 @@ case "${1:-}" in
 --dry-run) MODE=dry ;;
 --self-test) MODE=selftest ;;
 "") ;;
--h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "check.sh: unknown argument '$1' (--dry-run, --self-test)" >&2; exit 2 ;;
 esac
 
