@@ -116,9 +116,8 @@ void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const ru
                         int n);
 /* The reason for the verdict, into buf: per multi-device run, what
  * splitting the batch saved against what the mode adds per step (a tiny
- * model named as such, with the all-reduce's latency floor), at what model
- * size DDP starts to win (ctx->pred: the alpha-beta model), and the memory
- * story (DP's device 0 against the others, DDP's equal split). */
+ * model named as such, with the all-reduce's latency floor), and at what
+ * model size DDP starts to win (ctx->pred: the alpha-beta model). */
 void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
                            const run_result_t *runs, int n);
 /* The same reason for one dp or ddp run against single's step as --predict's
