@@ -88,7 +88,8 @@ typedef struct {
     double timeout_s;
     bool zero1;                /* --zero1: ZeRO-1, the optimizer state sharded over the ranks */
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
-    int slow_factor;           /* ... runs its forward and backward F times a micro-batch */
+    double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
+                                  fractional: ddp/rank.c's straggle) */
 
     /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
     long min_bytes, max_bytes;

@@ -140,8 +140,8 @@ static const opt_t opts[] = {
      "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
      NULL},
     {"slow-rank", O_SLOW_RANK, "R:F", NULL, "none",
-     "a straggler: rank R computes each micro-batch's forward and backward F times (the same "
-     "result, F times the work)",
+     "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
+     "and fractional (1.1: 10% more; the same result, F times the work)",
      NULL},
     {"min-bytes", O_MIN_BYTES, "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
      "Collective benchmark (--mode comm, like nccl-tests)"},
@@ -638,8 +638,7 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         rc = parse_long(name, r, 0, MAX_DEVICES - 1, &l, err);
         c->slow_rank = (int)l;
         if (rc == DDP_OK)
-            rc = parse_long(name, colon + 1, 1, 100, &l, err);
-        c->slow_factor = (int)l;
+            rc = parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
         break;
     }
     case O_SCENARIO:

@@ -14,6 +14,7 @@
 
 #include "base/kinds.h"
 #include "nn/model.h"
+#include "measure/disturb.h"
 #include "measure/timing.h"
 #include "measure/trace.h"
 
@@ -169,6 +170,10 @@ typedef struct {
      * bytes, and seconds per step of each one's all-reduce */
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
+
+    /* what else the machine did while it ran (disturb.h); the program
+     * takes it around the whole run (wall_s 0: not taken) */
+    disturb_t machine;
 } run_result_t;
 
 void result_init(run_result_t *r);

@@ -180,6 +180,8 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
  * single run (adds the "compare" figures), or NULL. */
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare);
+/* A run's disturbance record as the "machine" object (null when not taken). */
+cJSON *report_json_machine(const disturb_t *d);
 /* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
 void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
@@ -220,8 +222,9 @@ typedef struct {
     int nrun;
 } baseline_t;
 
-/* Read and check FILE (hostile: bounded size, parsed, required keys typed).
- * DDP_ERR_INPUT with one line on any problem. */
+/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
+ * and every figure the gate will read of its type and range, so a bad one
+ * is found before training).  DDP_ERR_INPUT with one line naming the field. */
 int baseline_load(baseline_t *b, const char *path, char *err);
 void baseline_free(baseline_t *b);
 /* Find the baseline run for this config (same mode) and refuse it when the
@@ -230,10 +233,11 @@ void baseline_free(baseline_t *b);
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
 /* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
  * memory and exposed communication against the baseline's, by the rules at
- * the top of report_baseline.c.  DDP_OK ("within tolerance"),
- * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: too
- * noisy"); buf gets the lines (newline separated, none at the end), the
- * first naming the phases that moved most. */
+ * the top of report_baseline.c.  DDP_OK ("within tolerance", "improved"),
+ * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: ...",
+ * saying why: too noisy, the baseline too noisy, a busy machine); buf gets
+ * the lines (newline separated, none at the end), the first naming the
+ * phases that moved most or the busy machine. */
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
                    char *buf, size_t len);
 /* What differs but does not refuse the baseline: another machine or build
@@ -245,6 +249,11 @@ int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *r
  * for fewer than 2 runs), and the text table of medians and intervals of
  * each mode's runs. */
 cJSON *report_json_repeat(const repeat_t *r);
+/* A baseline in the making: whether r's runs (2 or more) spread wider than
+ * tol percent (the gate's throughput interval, width over its mean), with
+ * one "warning: ..." line in buf saying how wide. */
+bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
+                             size_t len);
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
 /* --predict (report_predict.c): the table for 1..8 devices; compare's
  * predicted next to measured for its runs (and the phase the model missed
