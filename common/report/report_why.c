@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "report/report.h"
 
@@ -42,9 +41,6 @@
  * a quiet 2-core machine bench_stability measured spreads (max / min of 5
  * runs) of 1.04-1.31 (docs/benchmarks.md). */
 #define WHY_ONE_RUN_NOISE 0.10
-/* A machine is busy for a single run when the load average when it started
- * exceeds the cores left over by the devices by more than this. */
-#define WHY_LOAD_SLACK 0.5
 
 // ---------------------------------------------------------------------------
 // small helpers
@@ -653,21 +649,27 @@ void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
 int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,
                          char notes[][256], int max)
 {
-    int k = 0, ndev = 0;
+    int k = 0;
     bool cpu = false, repeated = false;
     for (int i = 0; i < n; i++) {
-        ndev = runs[i].ndev > ndev ? runs[i].ndev : ndev;
         cpu |= runs[i].backend == BACKEND_CPU && runs[i].ndev > 1;
         repeated |= reps_of(ctx, runs, &runs[i]) != NULL;
     }
     if (k < max && cpu)
         snprintf(notes[k++], 256, "a CPU has no GIL, per-replica Python or NVLink: DP does better "
                  "than on GPUs (README)");
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double load = report_start_load();
-    if (k < max && !repeated && cores > 0 && isfinite(load) &&
-        load > (double)(cores - ndev) + WHY_LOAD_SLACK)
-        snprintf(notes[k++], 256, "busy machine (load %.2f, %ld cores, %d devices): one run may "
-                 "not repeat; use --repeat 5", load, cores, ndev);
+    /* a single run the machine disturbed (measure/disturb.h's record, taken
+     * around each run): the worst one's, once for the compare */
+    const disturb_t *worst = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i].machine.disturbed &&
+            (!worst || runs[i].machine.contention > worst->contention))
+            worst = &runs[i].machine;
+    if (k < max && !repeated && worst) {
+        char what[200];
+        disturb_describe(worst, what, sizeof what);
+        snprintf(notes[k++], 256, "busy machine (%.200s): one run may not repeat; use --repeat 5",
+                 what);
+    }
     return k;
 }

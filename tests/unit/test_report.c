@@ -1290,6 +1290,22 @@ Test(report_compare, fits_one_screen_and_explain_adds_the_narrative)
     cr_assert(strstr(txt, "Why DDP is"), "%s", txt);
     cr_assert(strstr(txt, "    activations"), "%s", txt);
     free(txt);
+    /* a run the machine disturbed: one note, from its record, for one run only */
+    char notes[4][256];
+    cr_assert_eq(report_compare_notes(&ctx, runs, 3, notes, 4), 1);
+    disturb_t *d = &runs[2].machine;
+    d->known = d->disturbed = true;
+    d->load_start = d->load_end = NAN;
+    snprintf(d->why, sizeof d->why, "others took 0.62 of the run's 2 cores");
+    cr_assert_eq(report_compare_notes(&ctx, runs, 3, notes, 4), 2);
+    cr_assert_str_eq(notes[1], "busy machine (others took 0.62 of the run's 2 cores): one run "
+                               "may not repeat; use --repeat 5");
+    static repeat_t rep[3];
+    const repeat_t *rp[3] = {&rep[0], &rep[1], &rep[2]};
+    for (int i = 0; i < 3; i++)
+        rep[i].n = 2;
+    ctx.reps = rp;
+    cr_assert_eq(report_compare_notes(&ctx, runs, 3, notes, 4), 1, "--repeat: %s", notes[1]);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
 }
