@@ -171,22 +171,48 @@ static int temp_open(afile_t *a, char *err)
                    "cannot create a file in directory '%s': %s", a->dir, strerror(e));
 }
 
-/* Remove ".BASE.tmp.*" (and minute-old ".BASE.new.*") files whose lock can be
- * taken: their writers are gone.  A live writer holds its lock; a file whose
- * lock cannot even be tried is kept, as is anything that is not a regular
- * file or changed name under us. */
+/* Is name exactly what temp_open makes for base with the word kind ("tmp"
+ * or "new"): "." base "." kind "." then a PID (1 to 10 digits, no leading
+ * zero) "." then six letters or digits, and nothing more?  A user's
+ * ".w.st.tmp.notes" or ".w.st.new.bak" is not ours and is never touched. */
+static bool is_our_temp(const char *name, const char *base, const char *kind)
+{
+    size_t bl = strlen(base), kl = strlen(kind);
+    if (name[0] != '.' || strncmp(name + 1, base, bl) != 0)
+        return false;
+    const char *p = name + 1 + bl;
+    if (p[0] != '.' || strncmp(p + 1, kind, kl) != 0 || p[1 + kl] != '.')
+        return false;
+    p += 2 + kl;
+    int digits = 0;
+    if (*p == '0')
+        return false;
+    while (*p >= '0' && *p <= '9' && digits <= 10) {
+        p++;
+        digits++;
+    }
+    if (digits < 1 || digits > 10 || *p++ != '.')
+        return false;
+    for (int i = 0; i < 6; i++, p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+            return false;
+    return *p == 0;
+}
+
+/* Remove ".BASE.tmp.PID.XXXXXX" (and minute-old ".BASE.new.PID.XXXXXX")
+ * files whose lock can be taken: their writers are gone.  Only names of
+ * exactly temp_open's pattern are considered; a live writer holds its lock;
+ * a file whose lock cannot even be tried is kept, as is anything that is not
+ * a regular file or changed name under us. */
 static void remove_stale_temps(const afile_t *a)
 {
     DIR *d = opendir(a->dir);
     if (!d)
         return;
-    char tprefix[AFILE_PATH_MAX + 16], nprefix[AFILE_PATH_MAX + 16];
-    int tlen = snprintf(tprefix, sizeof tprefix, ".%s.tmp.", a->base);
-    int nlen = snprintf(nprefix, sizeof nprefix, ".%s.new.", a->base);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        bool is_tmp = strncmp(e->d_name, tprefix, (size_t)tlen) == 0;
-        bool is_new = strncmp(e->d_name, nprefix, (size_t)nlen) == 0;
+        bool is_tmp = is_our_temp(e->d_name, a->base, "tmp");
+        bool is_new = !is_tmp && is_our_temp(e->d_name, a->base, "new");
         if (!is_tmp && !is_new)
             continue;
         int fd = openat(dirfd(d), e->d_name,

@@ -22,6 +22,8 @@
  * the temporaries of NAME are removed only when their lock can be taken (the
  * writer is gone), and a ".new." name only once it is also a minute old.  A
  * temporary whose lock cannot be tried (a file system without locks) is kept.
+ * Only names of exactly that pattern (PID digits, six letters or digits) are
+ * considered: a user's ".NAME.tmp.notes" is not a temporary of ours.
  *
  *     afile_t a;
  *     TRY(afile_open(&a, path, err));

@@ -27,6 +27,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/hash.h"
@@ -1010,6 +1011,38 @@ Test(st, a_locked_temporary_is_alive_whatever_its_pid_says)
     close(fd);
     cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
     cr_assert_eq(access(live, F_OK), -1, "once its lock is gone, so is the temporary");
+}
+
+/* The cleaner takes only names of the writer's own pattern: a user's files
+ * that merely start like a temporary survive, unlocked and old as they are. */
+Test(st, the_cleaner_touches_only_its_own_pattern)
+{
+    static const char *mine[] = {".w.st.tmp.12345.AbC9zZ", ".w.st.new.7.q1w2e3"};
+    static const char *users[] = {".w.st.tmp.notes", ".w.st.new.bak", ".w.st.tmp.12.ABCDEF.bak",
+                                  ".w.st.tmp.12.ABCDE", ".w.st.tmp.x12.ABCDEF",
+                                  ".w.st.tmp.012.ABCDEF", ".w.st.tmp.12.ABC-EF",
+                                  ".w.st.tmpx.12.ABCDEF", ".w.st.tmp.12345678901.ABCDEF",
+                                  ".w.stx.tmp.12.ABCDEF"};
+    char p[512], q[512], err[ERR_LEN];
+    path_in(p, sizeof p, "w.st");
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++) {
+        spit(path_in(q, sizeof q, mine[i]), "", 0);
+        cr_assert_eq(utimensat(AT_FDCWD, q, old, 0), 0);
+    }
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++) {
+        spit(path_in(q, sizeof q, users[i]), "notes", 5);
+        cr_assert_eq(utimensat(AT_FDCWD, q, old, 0), 0);
+    }
+    float v = 1;
+    st_out_t t = {"x", 1, {1}, &v};
+    cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
+        cr_assert_eq(access(path_in(q, sizeof q, mine[i]), F_OK), -1,
+                     "the dead writer's %s survived", mine[i]);
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++)
+        cr_assert_eq(access(path_in(q, sizeof q, users[i]), F_OK), 0,
+                     "the user's file %s was removed", users[i]);
 }
 
 // ----------------------------------------------------------------------------
