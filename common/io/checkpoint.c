@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "base/hash.h"
 #include "base/text.h"
 #include "io/safetensors.h"
 #include "base/status.h"
@@ -308,6 +309,19 @@ static void data_identity(const config_t *c, const dataset_t *d, char *out, size
     }
 }
 
+/* The data's contents: a hash of every feature and target value as loaded
+ * (the fingerprint's, ddp/fingerprint.c), so other data under the same file
+ * name and row count is told apart. */
+static void data_contents(const dataset_t *d, char *out, size_t size)
+{
+    hash64_t h;
+    hash64_init(&h);
+    hash64_update(&h, d->x, d->n * (size_t)d->in_dim * sizeof(float));
+    hash64_update(&h, d->y, d->n * (size_t)d->tgt_cols * sizeof(float));
+    snprintf(out, size, "%zu rows of %d features and %d targets, hash %016llx", d->n, d->in_dim,
+             d->tgt_cols, (unsigned long long)hash64_final(&h));
+}
+
 /* Which sample stream the run reads (schedule.h): the DistributedSampler's
  * over R replicas, or each rank's own shard. */
 static void stream_identity(const config_t *c, char *out, size_t size)
@@ -370,6 +384,9 @@ static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
     data_identity(c, s->data, f[n].val, sizeof f[n].val);
     f[n].key = "data";
     f[n++].option = "data";
+    data_contents(s->data, f[n].val, sizeof f[n].val);
+    f[n].key = "data_hash";
+    f[n++].option = "data contents";
 #undef FACT
 #undef FACT_FLOAT
     return n;
@@ -456,6 +473,10 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
             snprintf(implied, sizeof implied, "sampler replicas=%d", ckpt_world(s->cfg));
             old = implied;
         }
+        /* written before the data's contents were recorded: the name and
+         * rows ("data") are all that can be compared */
+        if (!old && strcmp(facts[i].key, "data_hash") == 0)
+            continue;
         /* one Linear layer has no activation (older files named one) */
         if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
             continue;

@@ -69,4 +69,30 @@ touch -d '2 min ago' .w.st.new.bak .w.st.tmp.notes
     ko "the stale-temporary cleaner removed a user's files: $(ls -A)"
 cd "$T" || exit 1
 
+# ---- --resume on other data under the same name and row count is refused
+mkdir "$T/rs" && cd "$T/rs" || exit 1
+python3 - <<'PY'
+import struct
+def npy(fn, rows, cols, v):
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+    n = len(hdr) + 1
+    pad = (64 - (10 + n) % 64) % 64
+    with open(fn, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", n + pad) + hdr.encode() + b" " * pad + b"\n")
+        f.write(struct.pack("<%df" % (rows * cols), *[v * (i % 7) for i in range(rows * cols)]))
+npy("x.npy", 40, 4, 0.5)
+npy("y.npy", 40, 1, 0.25)
+npy("x2.npy", 40, 4, 0.75)
+PY
+RS="--backend cpu --mode single --data x.npy --targets y.npy --layers 4,8,1 --loss mse --batch 8 --quiet"
+"$BIN" $RS --steps 4 --checkpoint c.st >/dev/null 2>&1 || ko "resume: no checkpoint written"
+cp x.npy x1.npy
+cp x2.npy x.npy
+expect_error "data contents" $RS --steps 8 --resume c.st
+grep -q "hash [0-9a-f]\{16\}, this run has .*hash [0-9a-f]\{16\}" "$T/err" && ok ||
+    ko "resume on other data: both hashes are not named: $(cat "$T/err")"
+cp x1.npy x.npy
+"$BIN" $RS --steps 8 --resume c.st >/dev/null 2>&1 && ok || ko "resume on the same data refused"
+cd "$T" || exit 1
+
 e2e_finish
