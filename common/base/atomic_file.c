@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/infile.h"
 #include "base/status.h"
 
@@ -399,6 +400,8 @@ int afile_commit(afile_t *a, bool kill_before_rename, char *err)
     TRY(seal(a, err));
     if (kill_before_rename)
         raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
+    if (fault_pause_take()) /* injected: a slow disk, a signal lands in the write */
+        sleep(FAULT_PAUSE_S);
     /* What is at NAME now may have changed since the run began. */
     int rc = target_allowed(a, false, err);
     if (rc == DDP_OK && rename(a->tmp, a->path) != 0)

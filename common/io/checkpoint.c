@@ -715,7 +715,10 @@ int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, 
                            g + 1, where, c->cfg->checkpoint_path);
     }
     ckpt_pos_t pos = {g + 1, o->step};
-    bool kill = fault_at(c->device_index, g) == FAULT_WRITE;
+    fault_kind_t f = fault_at(c->device_index, g);
+    bool kill = f == FAULT_WRITE;
+    if (f == FAULT_PAUSE)
+        fault_pause_arm();
     return ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,
                      (const float *const *)c->state, c->nstate, &pos, kill, err);
 }

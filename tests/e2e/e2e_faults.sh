@@ -95,4 +95,41 @@ cp x1.npy x.npy
 "$BIN" $RS --steps 8 --resume c.st >/dev/null 2>&1 && ok || ko "resume on the same data refused"
 cd "$T" || exit 1
 
+# ---- a graceful stop of DDP during --checkpoint-every 1: rank 0 finishes its
+# write (or never starts one), no full-size temporary is left.  Three stops
+# land in a write for sure (DDPBENCH_FAULT=pause holds rank 0's write open
+# for 2 s at its first write: the signal comes once its temporary is there); seven
+# more at random moments once checkpoints are being written.
+mkdir "$T/stop" && cd "$T/stop" || exit 1
+rand_ms() { od -An -N2 -tu2 /dev/urandom | awk -v m="$1" '{ printf "%.3f", ($1 % m) / 1000 }'; }
+i=0
+for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT; do
+    i=$((i + 1))
+    rm -f c.st .c.st.*
+    fault=
+    [ $i -le 3 ] && fault=pause:0:0
+    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=$fault env --default-signal=INT "$BIN" --backend cpu \
+        --mode ddp --gpus 0,1 --model mlp-small --samples 512 --steps 100000 --checkpoint-every 1 \
+        --checkpoint c.st --quiet >/dev/null 2>"$T/err" &
+    pid=$!
+    k=0
+    if [ -n "$fault" ]; then # until the held write's temporary is there
+        while ! ls -A | grep -q '^\.c\.st\.tmp\.' && [ $k -lt 600 ]; do sleep 0.05; k=$((k + 1)); done
+        ls -A | grep -q '^\.c\.st\.tmp\.' || ko "stop $i: the held checkpoint write never began"
+    else
+        while [ ! -e c.st ] && [ $k -lt 600 ]; do sleep 0.05; k=$((k + 1)); done
+        sleep "$(rand_ms 300)"
+    fi
+    kill -$sig $pid
+    wait $pid
+    rc=$?
+    want=$(case $sig in INT) echo 130 ;; TERM) echo 143 ;; HUP) echo 129 ;; esac)
+    [ $rc = "$want" ] && grep -q "stopped: interrupted by SIG$sig" "$T/err" && ok ||
+        ko "stop $i (SIG$sig): exit $rc, want $want: $(cat "$T/err")"
+    left=$(ls -A | grep '^\.c\.st\.')
+    [ -z "$left" ] && ok || ko "stop $i (SIG$sig${fault:+, in a write}): left $left"
+    [ -z "$(leftovers)" ] || ko "stop $i: processes left: $(leftovers)"
+done
+cd "$T" || exit 1
+
 e2e_finish
