@@ -234,13 +234,15 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
      * written to temporaries and committed as one: a failure leaves the old
      * set or the whole new one (afile_commit_set, base/atomic_file.h). */
     char paths[TWIN_FILES][CONFIG_PATH_LEN + 32];
+    afile_t *files = calloc(TWIN_FILES, sizeof *files); /* 8 KiB each: not on the stack */
+    if (!files)
+        return err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch: out of memory");
     int rc = DDP_OK, at = -1;
     for (int i = 0; i < TWIN_FILES && rc == DDP_OK; i++) {
         snprintf(paths[i], sizeof paths[i], "%s%s", stem, twin_suffix[i]);
         if ((rc = afile_check(paths[i], err)) != DDP_OK)
             at = i;
     }
-    afile_t files[TWIN_FILES];
     int opened = 0;
     for (; opened < TWIN_FILES && rc == DDP_OK; opened++)
         if ((rc = afile_open(&files[opened], paths[opened], err)) != DDP_OK)
@@ -283,6 +285,7 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
     else if (rc != DDP_OK)
         for (int i = 0; i < opened; i++)
             afile_abort(&files[i]);
+    free(files);
     free(params);
     free(perm);
     free(order);

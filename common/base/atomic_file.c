@@ -367,7 +367,8 @@ static int seal(afile_t *a, char *err)
         e = errno;
     }
     if (!ok) {
-        err_set(err, DDP_ERR_RUNTIME, "writing %s: %s", a->tmp, strerror(e));
+        err_set(err, DDP_ERR_RUNTIME, "writing %s: %s%s", a->tmp, strerror(e),
+                e == EFBIG ? " (over the file size limit: ulimit -f)" : "");
         afile_abort(a);
         return DDP_ERR_RUNTIME;
     }

@@ -132,4 +132,25 @@ for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT; do
 done
 cd "$T" || exit 1
 
+# ---- limits: ulimit -f (SIGXFSZ ignored: the write fails with EFBIG, is
+# reported, exit 1, its temporary removed; the DDP segment too) and a small
+# stack (ulimit -s 128: nothing large on the stack)
+mkdir "$T/lim" && cd "$T/lim" || exit 1
+(ulimit -f 100; exec "$BIN" --backend cpu --mode single --model mlp-small --samples 512 --steps 3 \
+    --save w.st --quiet) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "^ddpbench: error: --save w.st: .*File too large" "$T/err" && ok ||
+    ko "ulimit -f 100: exit $rc: $(cat "$T/err")"
+[ -z "$(ls -A)" ] && ok || ko "ulimit -f 100: left $(ls -A)"
+(ulimit -f 1; exec "$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --samples 512 \
+    --steps 3 --quiet) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "^ddpbench: error: .*File too large" "$T/err" && ok ||
+    ko "ulimit -f 1, ddp: exit $rc: $(cat "$T/err")"
+(ulimit -s 128; exec "$BIN" --version) >/dev/null 2>"$T/err" && ok ||
+    ko "ulimit -s 128: --version failed: $(cat "$T/err")"
+(ulimit -s 128; exec "$BIN" $TINY --emit-pytorch s.py --save s.st) >/dev/null 2>"$T/err" && ok ||
+    ko "ulimit -s 128: a run failed: $(cat "$T/err")"
+cd "$T" || exit 1
+
 e2e_finish
