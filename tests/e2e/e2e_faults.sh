@@ -153,4 +153,19 @@ rc=$?
     ko "ulimit -s 128: a run failed: $(cat "$T/err")"
 cd "$T" || exit 1
 
+# ---- the small ones: an escaped --scenario name, worker ids past the limit,
+# "1 feature column", CR-only line ends named
+mkdir "$T/small" && cd "$T/small" || exit 1
+expect_error "unknown scenario 'x\\n\\x1b[31m'" --scenario "$(printf 'x\n\033[31m')"
+expect_error "--gpus: CPU worker 1048576 does not exist" --backend cpu --mode single --gpus 1048576 \
+    --model seed-linear --steps 2
+printf '1,2\n3,4\n' >lf.csv
+expect_error "has 1 feature column" --backend cpu --mode single --data lf.csv --target-cols 1 \
+    --layers 2,1 --loss mse --steps 2
+grep -q "1 feature columns" "$T/err" && ko "plural for one column: $(cat "$T/err")" || ok
+printf 'a,b\r1,2\r3,4\r' >cr.csv
+expect_error "cr.csv: line 1 ends in a bare carriage return" --backend cpu --mode single \
+    --data cr.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
+cd "$T" || exit 1
+
 e2e_finish
