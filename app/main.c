@@ -126,6 +126,8 @@ int main(int argc, char **argv)
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
     if (cfg->mode == MODE_COMM) {
+        if (rc == DDP_OK)
+            rc = app_mem_check_comm(cfg, j->mpi, err);
         if ((rc = ddp_launch_agree(cfg, NULL, rc, err)) != DDP_OK)
             return ddp_launch_end(cfg, fail_or_quiet(rc, err));
         rc = app_comm(cfg, j->note[0] ? j->note : NULL, err);

@@ -125,15 +125,38 @@ typedef struct {
     double term_at;       /* a stop request: abort and SIGTERM at this time, 0 none */
     double kill_at;       /* SIGKILL the survivors at this time (stopping) */
     char stop_why[ERR_LEN]; /* why we stopped the ranks */
+    long oom_kills_before;  /* the kernel's OOM kills when the ranks started */
 } sup_t;
+
+/* The kernel's count of OOM kills (/proc/vmstat oom_kill), 0 unknown: one
+ * that grew while the ranks ran names memory as the likely cause of a
+ * SIGKILL (the killer says so only in the kernel's log). */
+static long oom_kills(void)
+{
+    FILE *f = fopen("/proc/vmstat", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    long v = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "oom_kill ", 9) == 0) {
+            v = strtol(line + 9, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
 
 static void describe_death(const sup_t *s, int r, char *buf)
 {
     int st = s->status[r], dev = s->cfg->gpus[r];
     const ddp_rank_rec_t *rec = &s->area->rank[r];
     if (WIFSIGNALED(st))
-        err_set(buf, DDP_OK, "rank %d (device %d) killed by signal %d (%s)", r, dev, WTERMSIG(st),
-                strsignal(WTERMSIG(st)));
+        err_set(buf, DDP_OK, "rank %d (device %d) killed by signal %d (%s)%s", r, dev,
+                WTERMSIG(st), strsignal(WTERMSIG(st)),
+                WTERMSIG(st) == SIGKILL && oom_kills() > s->oom_kills_before
+                    ? " (out of memory? the kernel's OOM killer ran meanwhile)"
+                    : "");
     else if (rec->state == RANK_FAILED && rec->msg[0])
         err_set(buf, DDP_OK, "rank %d (device %d): %s", r, dev, rec->msg);
     else
@@ -322,6 +345,7 @@ static int fork_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
     s.area = g->area;
     s.world = g->world;
     s.first_failed = -1;
+    s.oom_kills_before = oom_kills();
     return spawn(&s, body, ctx, err);
 }
 

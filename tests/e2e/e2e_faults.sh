@@ -168,4 +168,18 @@ expect_error "cr.csv: line 1 ends in a bare carriage return" --backend cpu --mod
     --data cr.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
 cd "$T" || exit 1
 
+# ---- memory: what cannot fit is refused before it starts (a planted limit:
+# DDPBENCH_MEM_AVAILABLE, the tests' hook; the machine is never exhausted)
+export DDPBENCH_MEM_AVAILABLE=1000000
+expect_error "memory: the run needs at least 16.9 MiB (ddp: 2 devices" --backend cpu --mode ddp --gpus 0,1 --model mlp-small \
+    --steps 3
+grep -q "976.6 KiB is available (DDPBENCH_MEM_AVAILABLE)" "$T/err" && ok ||
+    ko "memory: the available figure is not named: $(cat "$T/err")"
+expect_error "--mode comm: 2 ranks, each 3 buffers of --max-bytes 4.0 MiB" --backend cpu --mode comm \
+    --gpus 0,1 --min-bytes 4M --max-bytes 4M --iters 1
+export DDPBENCH_MEM_AVAILABLE=100000000
+"$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 3 --quiet >/dev/null 2>"$T/err" &&
+    ok || ko "memory: a run that fits was refused: $(cat "$T/err")"
+unset DDPBENCH_MEM_AVAILABLE
+
 e2e_finish
