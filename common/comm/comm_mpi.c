@@ -408,7 +408,7 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
     m->c.kind = COMM_MPI;
     m->c.world = a->world;
     m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
+    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
     m->c.be = a->be;
     m->c.seg = NULL;
     m->c.impl = m;
