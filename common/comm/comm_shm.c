@@ -43,6 +43,7 @@ typedef struct {
     const float *host_src;
     size_t back_floats;
     int area;            /* the staging area it used */
+    bool staged;         /* its input was copied from the device first */
 } shm_back_t;
 
 /* Pinned staging for device buffers (main thread only). */
@@ -366,6 +367,15 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
     shm_t *m = (shm_t *)c;
     int rc = comm_queue_wait(&m->queue, h, span);
+    /* Waiting for an op whose input was staged from the device is waiting
+     * for the device: the comm thread began it only once the input's copy to
+     * the host -- queued after the backward that wrote it -- had completed.
+     * Counted once per wait, as the host's own waits are. */
+    bool staged = false;
+    for (uint64_t k = m->copied_back; k < h && !staged; k++)
+        staged = m->back[k % COMM_QUEUE_LEN].staged;
+    if (rc == DDP_OK && staged)
+        backend_count_host_sync(c->be);
     /* Device buffers: copy results back in op order, on the caller's stream
      * (pinned sources: queued, not waited for; the rank's later work on the
      * stream comes after them). */
@@ -528,6 +538,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
         TRY(stage_device_op(m, &op, &back, &staged));
     comm_handle_t mine;
     TRY(comm_queue_launch(&m->queue, &op, staged, &mine));
+    back.staged = staged != NULL;
     m->back[(mine - 1) % COMM_QUEUE_LEN] = back;
     if (h)
         *h = mine;

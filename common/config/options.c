@@ -250,9 +250,7 @@ static int set_slow_rank(config_t *c, const char *name, const char *v, explicit_
     r[colon - v] = 0;
     TRY(parse_long(name, r, 0, MAX_DEVICES - 1, &l, err));
     c->slow_rank = (int)l;
-    TRY(parse_long(name, colon + 1, 1, 100, &l, err));
-    c->slow_factor = (int)l;
-    return DDP_OK;
+    return parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
 }
 
 static int set_colls(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
@@ -329,7 +327,7 @@ static const opt_t opts[] = {
     {"mode", "M", "compare", NULL,
      "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
      "side; single uses the first device) | comm (the collectives alone, like nccl-tests)",
-     "What to run", NAME(mode, mode_parse, "single, dp, ddp, compare")},
+     "What to run", NAME(mode, mode_parse, "single, dp, ddp, compare, comm")},
     {"gpus", "LIST", "auto", NULL,
      "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
      " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
@@ -367,8 +365,9 @@ static const opt_t opts[] = {
     {"targets", "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL, PATH(targets_path)},
     {"target-cols", "N", "1", NULL, "CSV: the last N columns are targets", NULL, INT(target_cols, 1, 1 << 20)},
     {"batch", "N", NULL, "preset",
-     "global batch per micro-step (dp and ddp deal it out like torch.chunk: 256 over 3 is 86, "
-     "85, 85; ddp weighs each rank's gradient by its rows)",
+     "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
+     "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
+     "rows)",
      "The loop", SET(set_batch)},
     {"batch-per-device", "N", NULL, "off",
      "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
@@ -422,8 +421,8 @@ static const opt_t opts[] = {
      "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
      NULL, ON(zero1)},
     {"slow-rank", "R:F", NULL, "none",
-     "a straggler: rank R computes each micro-batch's forward and backward F times (the same "
-     "result, F times the work)",
+     "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
+     "and fractional (1.1: 10% more; the same result, F times the work)",
      NULL, SET(set_slow_rank)},
     {"min-bytes", "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
      "Collective benchmark (--mode comm, like nccl-tests)", BYTES(min_bytes), .letter = 'b'},
@@ -438,7 +437,9 @@ static const opt_t opts[] = {
     {"quiet", NULL, NULL, "off", "print only errors and the final result", "Reporting", ON(quiet)},
     {"json", NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL, ON(json)},
     {"csv", NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL, ON(csv)},
-    {"explain", NULL, NULL, "off", "narrate the first step: what moved where, and how long",
+    {"explain", NULL, NULL, "off",
+     "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
+     "then why each mode is as fast as it is",
      NULL, ON(explain)},
     {"trace", "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL, PATH(trace_path)},
     {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
@@ -446,7 +447,7 @@ static const opt_t opts[] = {
     {"tolerance", "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
      NULL, DOUBLE(tolerance_pct, 0.0, 100.0)},
     {"repeat", "N", "1", NULL,
-     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL, INT(repeat, 1, 1000)},
+     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL, INT(repeat, 1, CONFIG_REPEAT_MAX)},
     {"predict", NULL, NULL, "off",
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
      NULL, ON(predict)},
