@@ -123,6 +123,8 @@ typedef struct {
 /* What a run with no options uses: every option's default (options.c's table),
  * then the default preset. */
 #define CONFIG_DEFAULT_PRESET "mlp-small"
+/* --bucket-mb's default (PyTorch DDP's bucket_cap_mb), MiB */
+#define CONFIG_BUCKET_MB 25
 void config_defaults(config_t *c);
 /* The same with another preset; DDP_ERR_INPUT for an unknown name. */
 int config_defaults_for(config_t *c, const char *preset, char *err);
