@@ -96,6 +96,9 @@ int app_predict(app_job_t *j, char *err);
 void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The result on stdout and --explain. */
 void app_print(app_job_t *j, char *failed);
+/* --report: the page (report_page.h), written like the files; after the
+ * gate, so an A/B verdict can be drawn on it. */
+void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The status of the outputs: DDP_OK, or one line naming what failed and
  * what was written. */
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);

@@ -65,7 +65,7 @@ static int run_job(app_job_t *j, int argc, char **argv)
         rc = app_train_follow(j, rc, err);
         return rc == DDP_OK ? 0 : app_fail(rc, err);
     }
-    char failed[ERR_LEN] = "", written[2 * CONFIG_PATH_LEN + 32] = "";
+    char failed[ERR_LEN] = "", written[3 * CONFIG_PATH_LEN + 48] = "";
     if (rc == DDP_OK)
         app_write_files(j, failed, written, sizeof written);
     if (rc == DDP_OK)
@@ -73,6 +73,8 @@ static int run_job(app_job_t *j, int argc, char **argv)
     if (rc == DDP_OK)
         app_print(j, failed);
     int verdict = rc == DDP_OK ? app_gate_judge(j) : 0;
+    if (rc == DDP_OK) /* the page last: it draws what the others printed */
+        app_write_page(j, failed, written, sizeof written);
     if (rc == DDP_OK)
         rc = app_outputs_status(j, failed, written, err);
     return rc != DDP_OK ? app_fail(rc, err) : verdict;

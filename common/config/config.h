@@ -106,6 +106,7 @@ typedef struct {
     bool csv;
     bool explain;
     char trace_path[CONFIG_PATH_LEN];
+    char report_path[CONFIG_PATH_LEN]; /* --report FILE.html: the page (report_html.c) */
     char baseline_path[CONFIG_PATH_LEN];
     double tolerance_pct;
     char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */

@@ -442,6 +442,10 @@ static const opt_t opts[] = {
      "then why each mode is as fast as it is",
      NULL, ON(explain)},
     {"trace", "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL, PATH(trace_path)},
+    {"report", "FILE.html", NULL, "none",
+     "write one offline HTML page: a median step's timeline per device, phase and memory bars, "
+     "--predict's curves, the verdict",
+     NULL, PATH(report_path)},
     {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
      NULL, PATH(baseline_path)},
     {"tolerance", "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",

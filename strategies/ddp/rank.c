@@ -361,8 +361,8 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     for (int i = 0; i < k->red.nb && k->tr; i++) {
         const bucket_t *b = &k->red.b[i];
         if (b->span.end_s > 0.0)
-            trace_event(k->tr, k->cfg->zero1 ? TR_REDUCE_SCATTER : TR_ALLREDUCE, LANE_COMM,
-                        b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i, -1);
+            trace_bucket(k->tr, k->cfg->zero1 ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
+                         b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
     if (r->first && k->rank == 0)
         story_buckets(k, b0, b1);
