@@ -214,4 +214,11 @@ if need mpirun; then
     done
 fi
 
+# ---- OpenBLAS's thread start failing before main (ulimit -v too small for a
+# thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130
+(ulimit -v 50000; exec "$BIN" --version) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 2 ] && grep -q "^ddpbench: error: OpenBLAS could not start its threads" "$T/err" && ok ||
+    ko "ulimit -v 50000: exit $rc: $(cat "$T/err")"
+
 e2e_finish
