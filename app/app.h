@@ -76,6 +76,9 @@ int app_plan(app_job_t *j, int rc, char *err);
  * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
  * fit.  _comm: --mode comm's buffers. */
 int app_mem_check(const app_job_t *j, char *err);
+/* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
+ * start (startup.c). */
+void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);

@@ -82,6 +82,7 @@ static int run_job(app_job_t *j, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    startup_done(); /* OpenBLAS started (startup.c): SIGINT is the user's again */
     /* Under ulimit -v, start again with one OpenBLAS thread at load: its
      * pool threads would otherwise each map a buffer before main and spin
      * forever where one does not fit (backend.h).  Nothing has run yet. */

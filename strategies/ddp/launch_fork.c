@@ -49,8 +49,21 @@ static int g_sig_pipe[2] = {-1, -1};
 static const int g_sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
 #define NSIGS ((int)(sizeof g_sigs / sizeof g_sigs[0]))
 
+static pid_t g_sup_pid; /* the supervisor: the one process whose signals these are */
+
 static void on_signal(int sig)
 {
+    /* A rank between fork and signals_child still has this handler and the
+     * pipe: a SIGTERM the supervisor sends it then (stop_all after a failed
+     * fork) must not come back as a stop request of the supervisor's (it
+     * did, under ulimit -u: "interrupted by SIGTERM" that nobody sent). */
+    if (getpid() != g_sup_pid) {
+        if (sig != SIGCHLD) { /* end as the signal would have, not as a stop request */
+            signal(sig, SIG_DFL);
+            raise(sig);
+        }
+        return;
+    }
     int saved = errno;
     unsigned char b = (unsigned char)sig;
     if (write(g_sig_pipe[1], &b, 1) < 0) {
@@ -61,6 +74,7 @@ static void on_signal(int sig)
 
 static int signals_install(struct sigaction *old, char *err)
 {
+    g_sup_pid = getpid();
     if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         return err_set(err, DDP_ERR_RUNTIME, "ddp: pipe: %s", strerror(errno));
     struct sigaction sa;

@@ -182,4 +182,43 @@ export DDPBENCH_MEM_AVAILABLE=100000000
     ok || ko "memory: a run that fits was refused: $(cat "$T/err")"
 unset DDPBENCH_MEM_AVAILABLE
 
+# ---- signals under mpirun: SIGTERM to mpirun says "stopped"; SIGTERM to one
+# rank's process (the one mpirun started) names that rank
+if need mpirun; then
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x DDPBENCH_E2E_TAG"
+    LONG="--mode ddp --backend cpu --model mlp-small --samples 2400 --batch 240 --steps 100000 --quiet"
+    for target in mpirun rank1; do
+        DDPBENCH_E2E_TAG=$TAG $MPIRUN -np 2 "$BIN" $LONG --timeout 2 >/dev/null 2>"$T/err" &
+        MP=$!
+        w1() { for p in $(pgrep -P "$MP"); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo "$p"
+        done; }
+        k=0
+        while { [ -z "$(w1)" ] || [ -z "$(pgrep -P "$(w1)")" ]; } && [ $k -lt 300 ]; do
+            sleep 0.1
+            k=$((k + 1))
+        done
+        sleep 1 # into the training loop
+        if [ $target = mpirun ]; then kill -TERM $MP; else kill -TERM "$(w1)"; fi
+        wait $MP
+        rc=$?
+        if [ $target = mpirun ]; then # mpirun's own status is Open MPI's (1)
+            grep -q "^ddpbench: stopped: interrupted by SIGTERM" "$T/err" && ok ||
+                ko "SIGTERM to mpirun: exit $rc, no stopped line: $(cat "$T/err")"
+        else
+            [ $rc = 143 ] && grep -q "^ddpbench: stopped: rank 1 (device 1, host .*): interrupted by SIGTERM from process" \
+                "$T/err" && ok || ko "SIGTERM to rank 1's process: exit $rc: $(cat "$T/err")"
+        fi
+        sleep 0.5
+        for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; ko "mpirun $target: process $p left"; done
+    done
+fi
+
+# ---- OpenBLAS's thread start failing before main (ulimit -v too small for a
+# thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130
+(ulimit -v 50000; exec "$BIN" --version) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 2 ] && grep -q "^ddpbench: error: OpenBLAS could not start its threads" "$T/err" && ok ||
+    ko "ulimit -v 50000: exit $rc: $(cat "$T/err")"
+
 e2e_finish
