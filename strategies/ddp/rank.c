@@ -56,6 +56,11 @@ size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
     return off;
 }
 
+/* The checkpoint barrier's allowance beyond --timeout for rank 0's write: a
+ * fixed margin, and the file at a slow disk's speed (bytes/s). */
+#define CKPT_WAIT_EXTRA_S 30.0
+#define CKPT_WAIT_DISK_BPS 20e6
+
 // ---------------------------------------------------------------------------
 // the rank's state
 
@@ -604,7 +609,7 @@ static int rank_checkpoint(rank_t *k, long g)
      * so no op is launched that reads the timeout before it changes (comm.h). */
     double bytes = (double)k->spec.nparams * sizeof(float) * (1.0 + k->ck.nstate);
     double saved = comm_timeout(k->comm);
-    comm_set_timeout(k->comm, saved + 30.0 + bytes / 20e6);
+    comm_set_timeout(k->comm, saved + CKPT_WAIT_EXTRA_S + bytes / CKPT_WAIT_DISK_BPS);
     int rc = comm_barrier(k->comm);
     /* Why sync: under NCCL the barrier's wait is the GPU's and returns at
      * once; the host must wait here, while the longer bound holds (the watch
