@@ -28,34 +28,6 @@
 #include "train/stage.h"
 #include "train/trainer.h"
 
-size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
-                       uint32_t trace_cap)
-{
-    size_t off = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
-    size_t log = off;
-    off += (size_t)max_log * sizeof(loss_point_t);
-    off = (off + 63) & ~(size_t)63;
-    size_t params = off;
-    off += nparams * sizeof(float);
-    off = (off + 63) & ~(size_t)63;
-    size_t trace = off;
-    size_t stride = trace_cap ? (trace_rec_bytes(trace_cap) + 63) & ~(size_t)63 : 0;
-    off += (size_t)world * stride;
-    if (a) {
-        a->world = world;
-        a->max_log = max_log;
-        a->nparams = nparams;
-        a->trace_cap = trace_cap;
-        a->off_log = log;
-        a->off_params = params;
-        a->off_trace = trace;
-        a->trace_stride = stride;
-        for (int r = 0; r < world && trace_cap; r++)
-            trace_rec_init(ddp_area_trace(a, r), trace_cap, r);
-    }
-    return off;
-}
-
 /* The checkpoint barrier's allowance beyond --timeout for rank 0's write: a
  * fixed margin, and the file at a slow disk's speed (bytes/s). */
 #define CKPT_WAIT_EXTRA_S 30.0
