@@ -664,12 +664,8 @@ static int rank_train(rank_t *me)
     return DDP_OK;
 }
 
-ddp_rank_config_fn ddp_rank_config_hook;
-
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *env)
 {
-    if (ddp_rank_config_hook) /* this rank's own configuration (ddp_shared.h) */
-        cfg = ddp_rank_config_hook(cfg, env->rank);
     rank_t me;
     memset(&me, 0, sizeof me);
     me.cfg = cfg;
