@@ -72,6 +72,11 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
 /* Everything checked before training, up to the start-up agreement of every
  * rank (rc: the status so far; under mpirun the ranks agree on it). */
 int app_plan(app_job_t *j, int rc, char *err);
+/* The memory the planned runs need at least, against the machine's
+ * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
+ * fit.  _comm: --mode comm's buffers. */
+int app_mem_check(const app_job_t *j, char *err);
+int app_mem_check_comm(const config_t *c, bool mpi, char *err);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
 void app_free(app_job_t *j);

@@ -4,6 +4,7 @@
  * 128 + the signal when SIGINT/SIGTERM/SIGHUP stopped the run).  The job's
  * stages are app.h's: plan, train, outputs, gate. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -84,6 +85,10 @@ int main(int argc, char **argv)
      * forever where one does not fit (backend.h).  Nothing has run yet. */
     if (backend_cpu_restart_env())
         execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    /* Past ulimit -f a write raises SIGXFSZ, whose default action kills the
+     * process without a word and leaves the temporary; ignored, the write
+     * fails with EFBIG, which every writer reports and cleans up after. */
+    signal(SIGXFSZ, SIG_IGN);
 
     static app_job_t job; /* static: large, and its results hold their step statistics */
     app_job_t *j = &job;
@@ -121,6 +126,8 @@ int main(int argc, char **argv)
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
     if (cfg->mode == MODE_COMM) {
+        if (rc == DDP_OK)
+            rc = app_mem_check_comm(cfg, j->mpi, err);
         if ((rc = ddp_launch_agree(cfg, NULL, rc, err)) != DDP_OK)
             return ddp_launch_end(cfg, fail_or_quiet(rc, err));
         rc = app_comm(cfg, j->note[0] ? j->note : NULL, err);

@@ -71,6 +71,10 @@ int app_plan(app_job_t *j, int rc, char *err)
         if ((rc = schedule_init(&sch, &j->cfgs[i], &j->data, 1, 0, err)) == DDP_OK)
             schedule_free(&sch);
     }
+    /* What cannot fit the machine's memory is refused now, not by the
+     * kernel's OOM killer during the run. */
+    if (rc == DDP_OK)
+        rc = app_mem_check(j, err);
     /* Under mpirun every rank's outcome so far and what it was started
      * with meet here (launch.h): one verdict for all. */
     rc = ddp_launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);

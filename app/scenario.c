@@ -4,6 +4,7 @@
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
 #include "app/scenario.h"
+#include "base/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -473,9 +474,13 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     int i = 0;
     while (i < NSCEN && strcmp(scenarios[i].name, name) != 0)
         i++;
+    /* The name as the user typed it may hold newlines or escape codes: the
+     * line goes through text_escape, as every other message does. */
+    char msg[ERR_LEN], shown[2 * ERR_LEN];
     if (i == NSCEN) {
-        fprintf(stderr, "ddpbench: error: --scenario: unknown scenario '%.40s' (one of: uneven, "
-                        "straggler, dp-device0, mismatch, list)\n", name);
+        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: uneven, "
+                 "straggler, dp-device0, mismatch, list)", name);
+        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return DDP_ERR_INPUT;
     }
     static scen_t s; /* static: it holds a config and the data */
@@ -485,7 +490,8 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
-        fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
+        snprintf(msg, sizeof msg, "--scenario %.40s: %.400s", name, s.err);
+        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);

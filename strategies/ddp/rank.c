@@ -21,6 +21,7 @@
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
 #include "ddp/zero1.h"
+#include "base/interrupt.h"
 #include "io/checkpoint.h"
 #include "measure/progress.h"
 #include "measure/step_meter.h"
@@ -572,8 +573,15 @@ static int rank_checkpoint(rank_t *me, long g)
      * state (the same averaged gradients applied to the same start), so one
      * copy is the checkpoint.  The copies wait for its optimizer step, so
      * they hold the state after step g. */
-    if (me->rank == 0)
-        TRY(ckpt_run_write(&me->ck, &me->sch, me->rep.params, &me->opt, g, me->err));
+    if (me->rank == 0) {
+        /* A signal's default action must not cut the write in half (it would
+         * leave a full-size temporary): one that comes meanwhile is
+         * delivered when the file is complete and in place. */
+        interrupt_hold(true);
+        int wrc = ckpt_run_write(&me->ck, &me->sch, me->rep.params, &me->opt, g, me->err);
+        interrupt_hold(false);
+        TRY(wrc);
+    }
     /* Barrier: nobody runs ahead while rank 0 writes.  Without it the others
      * would wait for rank 0 inside step g+1's first all-reduce, bounded by
      * --timeout, which a slow disk could exceed; and after the last step
