@@ -205,8 +205,6 @@ void report_provenance(FILE *f, const report_ctx_t *ctx);
 void report_start(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
-/* CPU model name from /proc/cpuinfo ("" when unknown). */
-const char *report_cpu_model(void);
 /* A device's display name (its stats' name, or one found for the backend). */
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d);
 

@@ -54,7 +54,6 @@
 #include "ddp/fingerprint.h"
 #include "ddp/launch_impl.h"
 #include "device/backend.h"
-#include "report/report.h"
 
 #define HOST_LEN 64
 #define LABEL_LEN 160
@@ -504,7 +503,7 @@ static void name_device(const config_t *cfg, device_stats_t *d)
         if (t && d->device_id >= 0 && d->device_id < t->count)
             what = t->gpu[d->device_id].name;
     } else {
-        what = report_cpu_model();
+        what = backend_cpu_model();
     }
     snprintf(d->name, sizeof d->name, "%.40s%shost %.16s", what && *what ? what : "",
              what && *what ? ", " : "", g_mpi.host);
