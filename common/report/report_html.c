@@ -176,9 +176,28 @@ static void memory_section(FILE *f, const report_page_t *p)
     fputs("</section>\n", f);
 }
 
+/* The mechanism in plain words: what the figures of this page are evidence
+ * of, stated once, whatever this run measured (on a busy CPU a run may not
+ * show it; the model below and a GPU run do). */
+static void why_paragraph(FILE *f)
+{
+    fputs("<p class=\"why\" id=\"why-ddp\"><b>Why DDP wins on GPUs.</b> Every step DP copies "
+          "the parameters from device 0 to each other device, scatters the batch from it, gathers "
+          "the outputs back to it, computes the loss there, and sums every device's gradients "
+          "onto it, where the optimizer steps alone; device 0's copies go out one after "
+          "another, so its share of the step grows with the device count. DDP copies no "
+          "parameters after the start: each device reads its own shard, keeps its own optimizer, "
+          "and averages gradients with a ring all-reduce in buckets that runs while backward "
+          "is still computing, so only its tail is exposed. On a CPU, where DP's replicas are C "
+          "threads without Python's GIL and a copy is a memcpy, a run may not show it: the "
+          "columns above (device 0's serial work) and the model below do.</p>\n",
+          f);
+}
+
 static void predict_section(FILE *f, const report_page_t *p)
 {
     fputs("<section id=\"predict\"><h2>On 1 to 8 devices (--predict)</h2>\n", f);
+    why_paragraph(f);
     if (!p->pred || !p->rows || p->pred->k0 < 2) {
         fputs("<p class=\"note\">Not measured: run with --predict (compare on two or more "
               "devices measures it too) to see DP's and DDP's throughput predicted on 1 to 8 "

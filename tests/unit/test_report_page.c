@@ -162,6 +162,8 @@ Test(report_page, lanes_bars_and_nothing_to_fetch)
     cr_assert(strstr(html, "data-kind=\"all-reduce\""));
     cr_assert(strstr(html, "data-kind=\"gather\""), "DP's copies are drawn");
     cr_assert(strstr(html, "<section id=\"predict\">"), "the predict section says how to fill it");
+    cr_assert(strstr(html, "id=\"why-ddp\"") && strstr(html, "ring all-reduce"),
+              "the page says why DDP wins, whatever the run measured");
     for (int i = 0; i < 3; i++)
         run_free(&r[i]);
 }
