@@ -27,7 +27,7 @@ enum {
     O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
     O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
     O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER, O_ZERO1,
-    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH
+    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH, O_AGAINST, O_CANDIDATE
 };
 
 typedef struct {
@@ -160,8 +160,14 @@ static const opt_t opts[] = {
     {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
     {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
      NULL},
-    {"tolerance", O_TOLERANCE, "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
+    {"tolerance", O_TOLERANCE, "PCT", "5", NULL,
+     "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL},
+    {"against", O_AGAINST, "BASE", NULL, "none",
+     "A/B gate: run the executable BASE and the candidate with these options, round by round "
+     "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
+     "verdict); --repeat sets the rounds (default 10 here)",
      NULL},
+    {"candidate", O_CANDIDATE, "CAND", NULL, "this ddpbench", "the other side of --against", NULL},
     {"repeat", O_REPEAT, "N", "1", NULL,
      "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL},
     {"predict", O_PREDICT, NULL, NULL, "off",
@@ -363,7 +369,7 @@ static int parse_name(const char *opt, const char *s, int (*parse)(const char *)
 // one option
 
 typedef struct {
-    bool wd, gpus, batch;
+    bool wd, gpus, batch, repeat;
 } explicit_t;
 
 /* Set option id from its value v (NULL for a flag).  ex records what the user
@@ -618,6 +624,14 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
     case O_REPEAT:
         rc = parse_long(name, v, 1, 1000, &l, err);
         c->repeat = (int)l;
+        if (ex)
+            ex->repeat = true;
+        break;
+    case O_AGAINST:
+        rc = copy_path(name, v, c->against, err);
+        break;
+    case O_CANDIDATE:
+        rc = copy_path(name, v, c->candidate, err);
         break;
     case O_PREDICT:
         c->predict = true;
@@ -759,6 +773,10 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
         (p.ndims != c->ndims || p.act != c->act ||
          memcmp(p.dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
         c->model_name[0] = 0;
+    /* the A/B gate's rounds: enough for a 95% interval with one bad round
+     * on each side (docs/gate.md), unless --repeat says otherwise */
+    if (c->against[0] && !ex.repeat)
+        c->repeat = CONFIG_AB_ROUNDS;
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */
     if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
         c->optim.weight_decay = 0.01f;
@@ -773,3 +791,52 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     return config_validate(c, err);
 }
 
+
+// ---------------------------------------------------------------------------
+// argv for a child run
+
+int config_argv_without(int argc, char **argv, const char *const *drop, char **out)
+{
+    struct option lo[NOPTS + 1];
+    for (int i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
+                                NULL, opts[i].id};
+    lo[NOPTS] = (struct option){0, 0, 0, 0};
+    char shorts[2 * NOPTS + 4] = "+h";
+    size_t ns = 2;
+    for (int i = 0; i < NOPTS; i++)
+        if (short_of(opts[i].id)) {
+            shorts[ns++] = short_of(opts[i].id);
+            if (opts[i].arg)
+                shorts[ns++] = ':';
+        }
+    shorts[ns] = 0;
+    int n = 0;
+    if (argc > 0)
+        out[n++] = argv[0];
+    opterr = 0;
+    optind = 0;
+    int id, idx, at = 1;
+    /* getopt_long leaves optind past the words an option took (one for
+     * --x=v or a flag, two for --x v): those words go or stay together */
+    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
+        for (int i = 0; i < NSHORTS; i++)
+            if (id == shorts_tab[i].letter)
+                id = shorts_tab[i].id;
+        const char *name = NULL;
+        for (int i = 0; i < NOPTS; i++)
+            if (opts[i].id == id)
+                name = opts[i].name;
+        bool gone = false;
+        for (int k = 0; name && drop[k]; k++)
+            gone = gone || strcmp(drop[k], name) == 0;
+        for (; at < optind && at < argc; at++)
+            if (!gone)
+                out[n++] = argv[at];
+    }
+    for (; at < argc; at++)
+        out[n++] = argv[at];
+    out[n] = NULL;
+    optind = 0;
+    return n;
+}

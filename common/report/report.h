@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
     long timed_steps;
     double step_mean, step_p50, step_p95, step_min, step_max; /* seconds */
+    double step_p10, step_p25;  /* the low quantiles (the A/B gate's alternatives, docs/gate.md) */
     double phase[MAX_DEVICES][PH_COUNT]; /* seconds per timed step, per device */
     double rows_per_step[MAX_DEVICES];
     /* times per timed step the host waited for each device (NAN: not counted) */
