@@ -122,7 +122,7 @@ endif
 # ---- flags ------------------------------------------------------------------
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra
-INCS     := -Icommon -I.
+INCS     := -Icommon -Istrategies -I.
 # -fno-math-errno: nothing reads errno after a math call, and without it gcc
 # may not vectorise loops calling expf/sqrtf.
 CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthread -MMD -MP
@@ -145,7 +145,7 @@ ifeq ($(HAVE_CUDA),emu)
   # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's,
   # and the CUDA code is linked in (DDPBENCH_CUDA_LINKED): no library to load.
   CFLAGS += -DHAVE_CUDA -DDDPBENCH_CUDA_LINKED -Itests/cuda_emu
-  CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
+  CU_SRCS := $(wildcard common/*/*.cu strategies/*/*.cu)
   EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/tests/cuda_emu/%.o,$(wildcard tests/cuda_emu/emu_*.c))
   LDLIBS += -lstdc++
   ifneq ($(HAVE_NCCL),)
@@ -153,7 +153,7 @@ ifeq ($(HAVE_CUDA),emu)
   endif
 else ifneq ($(HAVE_CUDA),)
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include -fPIC
-  CU_SRCS := $(wildcard common/*/*.cu dp/*.cu ddp/*.cu)
+  CU_SRCS := $(wildcard common/*/*.cu strategies/*/*.cu)
   CUDA_LIB := $(BUILD)/libddpbench-cuda.so
   CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
   LDLIBS += -ldl
@@ -178,10 +178,10 @@ NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wa
 # ---- sources ----------------------------------------------------------------
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
 # *_mpi.c need mpi.h.
-CUDA_ONLY_C := $(wildcard common/*/*_cuda.c dp/*_cuda.c ddp/*_cuda.c)
-NCCL_ONLY_C := $(wildcard common/*/*_nccl.c ddp/*_nccl.c)
-MPI_ONLY_C := $(wildcard common/*/*_mpi.c ddp/*_mpi.c)
-LIB_C    := $(wildcard common/*/*.c dp/*.c ddp/*.c)
+CUDA_ONLY_C := $(wildcard common/*/*_cuda.c strategies/*/*_cuda.c)
+NCCL_ONLY_C := $(wildcard common/*/*_nccl.c strategies/*/*_nccl.c)
+MPI_ONLY_C := $(wildcard common/*/*_mpi.c strategies/*/*_mpi.c)
+LIB_C    := $(wildcard common/*/*.c strategies/*/*.c)
 ifeq ($(HAVE_MPI),)
   LIB_C := $(filter-out $(MPI_ONLY_C),$(LIB_C))
 endif
@@ -201,7 +201,8 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
-MAIN_OBJS := $(BUILD)/bench/main.o $(BUILD)/bench/scenario.o $(BUILD)/bench/twin.o
+APP_C    := $(wildcard app/*.c)
+MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 # The NCCL suite (tests/gpu/): wherever NCCL is built, real or emulated; on a
@@ -274,12 +275,12 @@ $(BUILD)/common/report/report_env.o: $(PROV_STAMP)
 $(BUILD)/common/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
 
-# --emit-pytorch's script body (bench/twin_body.py) as a C string for twin.c.
-$(BUILD)/bench/twin_body.h: bench/twin_body.py
+# --emit-pytorch's script body (app/twin_body.py) as a C string for twin.c.
+$(BUILD)/app/twin_body.h: app/twin_body.py
 	@mkdir -p $(dir $@)
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
-$(BUILD)/bench/twin.o: $(BUILD)/bench/twin_body.h
-$(BUILD)/bench/twin.o: CFLAGS += -I$(BUILD)/bench
+$(BUILD)/app/twin.o: $(BUILD)/app/twin_body.h
+$(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)

@@ -20,7 +20,7 @@
 #include "data/data.h"
 #include "data/load.h"
 #include "report/report.h"
-#include "train/strategy.h"
+#include "strategies/strategy.h"
 #include "train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)

@@ -14,7 +14,7 @@
 #include "config/config.h"
 #include "data/data.h"
 #include "data/load.h"
-#include "train/strategy.h"
+#include "strategies/strategy.h"
 #include "train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)

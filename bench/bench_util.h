@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "train/strategy.h"
+#include "strategies/strategy.h"
 #include "data/load.h"
 #include "train/trainer.h"
 

@@ -96,7 +96,7 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
 void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, size_t len);
 
 // ---------------------------------------------------------------------------
-// what a strategy calls (common/train/single.c is the worked example)
+// what a strategy calls (strategies/single/single.c is the worked example)
 //
 //   ckpt_run_init(&ck, cfg, &spec, &opt, 0, err);        after optim_init
 //   ckpt_run_resume(&ck, &sch, host_params, &opt, err);  after the initial params,

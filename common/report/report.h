@@ -4,7 +4,7 @@
  *
  * Nothing here exits or decides an exit status: functions return DDP_OK /
  * DDP_ERR_INPUT / DDP_ERR_RUNTIME / DDP_ERR_REGRESSED with one line in err,
- * and bench/main.c decides.  Files:
+ * and app/main.c decides.  Files:
  *   report.c          formatting helpers, the banner, derived figures
  *   report_table.c    the result table of one run
  *   report_compare.c  compare mode: side by side, equivalence, the "why"

@@ -13,8 +13,10 @@
 #    is a floor with such a README;
 # 2. includes: a file includes only its own floor and the floors it may
 #    include, always by folder ("device/backend.h"); an _impl.h only from its
-#    own floor (the implementers); common/ never includes dp/, ddp/ or bench/;
-#    dp/ and ddp/ stand on all of common/ but never include each other;
+#    own floor (the implementers); common/ never includes strategies/, app/
+#    or bench/; the strategies (strategies/single, dp, ddp) stand on all of
+#    common/ and their seam strategies/strategy.h but never use each other;
+#    app/ (the program) stands on all of those, never on bench/;
 # 3. calls, read from the objects with nm: the same rule for every call from
 #    one object into another, and no objects call each other in a circle.
 # Exit 0 when all hold; otherwise one line per violation and exit 1.
@@ -55,24 +57,46 @@ for f in common/*.c common/*.h common/*.cu; do
     [ -e "$f" ] && say "$f: a file outside the floors"
 done
 
-# floor_of PATH: the floor of a file or object under common/, else its top folder
+# floor_of PATH: the floor of a file or object under common/; a strategy's
+# folder under strategies/ (single, dp, ddp), "seam" for strategies/ itself;
+# else its top folder (app, bench)
 floor_of() {
     case "$1" in
     common/*/*)
         f=${1#common/}
         echo "${f%%/*}" ;;
+    strategies/*/*)
+        f=${1#strategies/}
+        echo "${f%%/*}" ;;
+    strategies/*) echo seam ;;
     *) echo "${1%%/*}" ;;
     esac
 }
 
-# may FROM TO: may a file of FROM use TO?  (floors, or dp / ddp / bench)
+# may FROM TO: may a file of FROM use TO?  (floors, the strategies and their
+# seam, app, bench)
+STRATS=$(cd strategies 2>/dev/null && ls -d */ 2>/dev/null | tr -d / | tr '\n' ' ')
+is_strategy() {
+    for s in $STRATS; do [ "$s" = "$1" ] && return 0; done
+    return 1
+}
 may() {
     [ "$1" = "$2" ] && return 0
     case "$1" in
-    dp | ddp)
-        case "$2" in dp | ddp | bench) return 1 ;; *) return 0 ;; esac ;;
+    app)
+        [ "$2" = bench ] && return 1
+        return 0 ;;
     bench) return 0 ;;
+    seam)
+        is_strategy "$2" && return 1
+        case "$2" in app | bench) return 1 ;; esac
+        return 0 ;;
     esac
+    if is_strategy "$1"; then
+        is_strategy "$2" && return 1
+        case "$2" in app | bench) return 1 ;; esac
+        return 0
+    fi
     [ -f "$T/may.$1" ] || return 1
     for g in $(cat "$T/may.$1"); do
         [ "$g" = "$2" ] && return 0
@@ -81,7 +105,7 @@ may() {
 }
 
 # ---- 2. includes ----------------------------------------------------------------
-for f in $(find common dp ddp -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort); do
+for f in $(find common strategies app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort); do
     me=$(floor_of "$f")
     sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" >"$T/inc"
     while read -r h; do
@@ -92,10 +116,14 @@ for f in $(find common dp ddp -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | 
             continue ;;
         esac
         case "$h" in
-        dp/* | ddp/* | bench/*) path=$h ;;
-        *) path=common/$h ;;
+        app/* | bench/* | strategies/*) path=$h ;;
+        *)
+            path=common/$h
+            [ -e "$path" ] || path=strategies/$h ;;
         esac
-        [ -e "$path" ] || { say "$f: includes \"$h\", which does not exist"; continue; }
+        # a header made by the build (app/twin_body.h) is in the build folder
+        [ -e "$path" ] || [ -e "$B/$h" ] || { say "$f: includes \"$h\", which does not exist"; continue; }
+        [ -e "$path" ] || continue
         his=$(floor_of "$path")
         may "$me" "$his" || say "$f: includes $h, but $me/ may not include $his/"
         case "$h" in
@@ -108,7 +136,7 @@ done
 if [ ! -d "$B/common" ]; then
     say "$B/common: no objects (build first: make)"
 else
-    objs=$(find "$B/common" "$B/dp" "$B/ddp" -name '*.o' 2>/dev/null | sort)
+    objs=$(find "$B/common" "$B/strategies" "$B/app" -name '*.o' 2>/dev/null | sort)
     for o in $objs; do
         nm -g --defined-only "$o" | awk -v o="$o" 'NF == 3 && $2 ~ /[TDBRCVW]/ { print $3, o }'
     done | sort -u >"$T/defs"

@@ -6,7 +6,8 @@
 # that layers.sh fails naming it: an include that runs up a floor, an include
 # without its folder, another floor's _impl.h, a README circle, a call that
 # runs up a floor, objects that call each other in a circle, a folder without
-# a README, a file outside the floors.
+# a README, a file outside the floors, one strategy using another, a floor
+# including the program.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
@@ -16,8 +17,9 @@ pass=0
 
 make_tree() {
     rm -rf "$T/tree"
-    mkdir -p "$T/tree/common/lo" "$T/tree/common/hi" "$T/tree/dp" "$T/tree/b/common/lo" \
-        "$T/tree/b/common/hi" "$T/tree/b/dp"
+    mkdir -p "$T/tree/common/lo" "$T/tree/common/hi" "$T/tree/strategies/dp" \
+        "$T/tree/strategies/ddp" "$T/tree/app" "$T/tree/b/common/lo" "$T/tree/b/common/hi" \
+        "$T/tree/b/strategies/dp" "$T/tree/b/strategies/ddp" "$T/tree/b/app"
     cd "$T/tree" || exit 1
     printf '# lo\n\nThe ground.\n\nMay include: nothing\n' >common/lo/README.md
     printf '# hi\n\nOn lo.\n\nMay include: lo/\n' >common/hi/README.md
@@ -26,12 +28,16 @@ make_tree() {
     printf 'int lo_g(void);\n' >common/lo/lo_impl.h
     printf 'int hi_f(void);\n' >common/hi/hi.h
     printf '#include "hi/hi.h"\n#include "lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
-    printf '#include "hi/hi.h"\nint dp_f(void) { return hi_f(); }\n' >dp/dp.c
+    printf 'int dp_f(void);\nint ddp_f(void);\n' >strategies/strategy.h
+    printf '#include "hi/hi.h"\nint dp_f(void) { return hi_f(); }\n' >strategies/dp/dp.c
+    printf 'int ddp_f(void) { return 2; }\n' >strategies/ddp/ddp.c
+    printf '#include "strategies/strategy.h"\nint main(void) { return dp_f() + ddp_f(); }\n' >app/main.c
+    printf 'int app_h;\n' >app/app.h
 }
 
 build() {
-    for c in common/lo/lo.c common/hi/hi.c dp/dp.c; do
-        cc -Icommon -I. -c "$c" -o "b/${c%.c}.o" || exit 1
+    for c in common/lo/lo.c common/hi/hi.c strategies/dp/dp.c strategies/ddp/ddp.c app/main.c; do
+        cc -Icommon -Istrategies -I. -c "$c" -o "b/${c%.c}.o" || exit 1
     done
 }
 
@@ -83,6 +89,16 @@ expect_fail "no README" "no README.md"
 
 printf 'int x;\n' >common/stray.c
 expect_fail "file outside the floors" "outside the floors"
+
+printf 'int ddp_f(void);\nint dp_f(void) { return ddp_f(); }\n' >strategies/dp/dp.c
+expect_fail "a strategy calling another" "dp/ may not use ddp/"
+
+printf '#include "ddp/ddp.h"\nint dp_f(void) { return 1; }\n' >strategies/dp/dp.c
+printf 'int ddp_f(void);\n' >strategies/ddp/ddp.h
+expect_fail "a strategy including another" "dp/ may not include ddp/"
+
+printf '#include "app/app.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a floor including the program" "lo/ may not include app/"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]

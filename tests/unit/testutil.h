@@ -14,7 +14,7 @@
 #include "data/data.h"
 #include "data/load.h"
 #include "nn/model.h"
-#include "train/strategy.h"
+#include "strategies/strategy.h"
 #include "train/trainer.h"
 
 /* Parse "--model mlp-small --steps 5" into c (space separated, no quoting),

@@ -1,0 +1,498 @@
+/* app/scenario.c: --scenario NAME (see scenario.h).  Each scenario is a
+ * short run (or two) on the same harness: its options, then the user's,
+ * parsed like a command line; what PyTorch users would see; what ddpbench
+ * measured, from the run's own record; the fix; and whether it behaved as
+ * described, which is the exit status. */
+#include "app/scenario.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "config/config.h"
+#include "data/load.h"
+#include "ddp/ddp_shared.h"
+#include "report/report.h"
+#include "strategies/strategy.h"
+
+#define WIDTH 96
+
+// ---------------------------------------------------------------------------
+// the harness
+
+typedef struct {
+    FILE *out;
+    config_t cfg;        /* the scenario's options, then the user's */
+    model_spec_t spec;
+    dataset_t data;
+    bool loaded;
+    char err[ERR_LEN];
+} scen_t;
+
+/* A paragraph under a heading, wrapped at WIDTH. */
+static void para(scen_t *s, const char *head, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void para(scen_t *s, const char *head, const char *fmt, ...)
+{
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (head[0])
+        fprintf(s->out, "  %s\n", head);
+    int col = 0;
+    for (char *save = NULL, *w = strtok_r(text, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        int wl = (int)strlen(w);
+        if (col > 0 && col + 1 + wl > WIDTH - 4) {
+            fputc('\n', s->out);
+            col = 0;
+        }
+        fprintf(s->out, "%s%s", col ? " " : "    ", w);
+        col += (col ? 1 : 4) + wl;
+    }
+    fputc('\n', s->out);
+}
+
+/* Parse the scenario's options, then the user's (argv without argv[0]),
+ * resolve them and load the data. */
+static int setup(scen_t *s, const char *defaults, int argc, char **argv)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", defaults);
+    char *av[256];
+    int ac = 0;
+    av[ac++] = argv[0];
+    for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && ac < 128;
+         t = strtok_r(NULL, " ", &save))
+        av[ac++] = t;
+    int nown = ac;
+    av[ac] = NULL;
+    /* the scenario's own mode, from its options alone */
+    config_t own;
+    int rc = config_parse(&own, nown, av, s->out, s->err);
+    for (int i = 1; i < argc && ac < 255; i++)
+        av[ac++] = argv[i];
+    av[ac] = NULL;
+    if (rc == DDP_OK)
+        rc = config_parse(&s->cfg, ac, av, s->out, s->err);
+    if (rc != DDP_OK)
+        return rc;
+    /* A scenario prints its own story and writes nothing: an output option
+     * or another mode would be ignored in silence, so it is refused. */
+    const config_t *c = &s->cfg;
+    if (c->mode != own.mode)
+        return err_set(s->err, DDP_ERR_INPUT, "--mode %s: this scenario runs %s", mode_name(c->mode),
+                       mode_name(own.mode));
+    const char *no = c->save_path[0]         ? "--save"
+                     : c->checkpoint_path[0] ? "--checkpoint"
+                     : c->resume_path[0]     ? "--resume"
+                     : c->trace_path[0]      ? "--trace"
+                     : c->emit_pytorch[0]    ? "--emit-pytorch"
+                     : c->baseline_path[0]   ? "--baseline"
+                     : c->json               ? "--json"
+                     : c->csv                ? "--csv"
+                     : c->explain            ? "--explain"
+                     : c->predict            ? "--predict"
+                     : c->repeat > 1         ? "--repeat"
+                                             : NULL;
+    if (no)
+        return err_set(s->err, DDP_ERR_INPUT, "not with %s: a scenario prints its own story and "
+                       "writes no output", no);
+    char note[ERR_LEN];
+    TRY(config_resolve(&s->cfg, note, sizeof note, s->err));
+    TRY(config_model_spec(&s->cfg, &s->spec, s->err));
+    TRY(data_load(&s->cfg, &s->spec, &s->data, s->err));
+    s->loaded = true;
+    return DDP_OK;
+}
+
+static int run(const config_t *c, const dataset_t *d, run_result_t *r, char *err)
+{
+    result_init(r);
+    return c->mode == MODE_DDP ? ddp_run(c, d, r, err)
+           : c->mode == MODE_DP ? dp_run(c, d, r, err)
+                                : single_run(c, d, r, err);
+}
+
+/* Seconds per timed step of device d's phase p. */
+static double per_step(const run_result_t *r, int d, phase_t p)
+{
+    return r->times.n > 0 ? r->dev[d].phase_s[p] / (double)r->times.n : 0.0;
+}
+
+static double compute_of(const run_result_t *r, int d)
+{
+    return per_step(r, d, PH_FORWARD) + per_step(r, d, PH_LOSS) + per_step(r, d, PH_BACKWARD);
+}
+
+static double wait_of(const run_result_t *r, int d)
+{
+    return per_step(r, d, PH_COMM_EXPOSED) + per_step(r, d, PH_IDLE);
+}
+
+static const char *ms(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
+static const char *mib(char *b, size_t n, double x) { return report_fmt_bytes(b, n, x); }
+
+static int verdict(scen_t *s, const char *name, bool shown, const char *why)
+{
+    if (shown)
+        fprintf(s->out, "scenario %s: behaved as described\n", name);
+    else
+        fprintf(s->out, "scenario %s: NOT as described: %s\n", name, why);
+    return shown ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
+// uneven: ranks with different amounts of data, without join
+
+static int sc_uneven(scen_t *s)
+{
+    config_t *c = &s->cfg;
+    run_result_t r;
+    char err[ERR_LEN] = "";
+    double t0 = now_s();
+    int rc = run(c, &s->data, &r, err);
+    double secs = now_s() - t0;
+    result_free(&r);
+    bool hung = rc == DDP_ERR_RUNTIME && strstr(err, "did not arrive") && strstr(err, "ran out of data");
+    config_t j = *c;
+    j.join = true;
+    char jerr[ERR_LEN] = "";
+    int jrc = run(&j, &s->data, &r, jerr);
+    char steps[256] = "";
+    long shadowed = 0;
+    for (int d = 0; jrc == DDP_OK && d < r.ndev; d++) {
+        size_t u = strlen(steps);
+        snprintf(steps + u, sizeof steps - u, "%srank %d %ld/%ld", d ? ", " : "", d,
+                 r.dev[d].steps_run, r.dev[d].steps_shadowed);
+        shadowed += r.dev[d].steps_shadowed;
+    }
+    result_free(&r);
+
+    para(s, "What PyTorch users see:",
+         "each rank's DataLoader ends after its own number of batches. The rank that runs out "
+         "first leaves the training loop; the others call their next all-reduce (inside "
+         "backward) and wait for it there. Nothing fails until the NCCL watchdog's timeout (10 "
+         "minutes by default) ends the job with a line like \"[Rank 0] Watchdog caught "
+         "collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, ...) ran for "
+         "600000 milliseconds before timing out\" (gloo: a timeout after 30 minutes). It names "
+         "the operation, not the rank that left.");
+    if (c->join)
+        para(s, "What ddpbench measured:", "nothing hung: --join was given, so the rank out of "
+             "data shadowed the others (steps run/shadowed: %s).", steps);
+    else
+        para(s, "What ddpbench measured:",
+             "--no-join: the run ended after %.1f s (--timeout %g) with exit %d: %s. With --join "
+             "the same run %s (steps run/shadowed: %s).",
+             secs, c->timeout_s, rc, rc == DDP_OK ? "(it finished: no rank ran out of data)" : err,
+             jrc == DDP_OK ? "trained to the end" : jerr, steps[0] ? steps : "none");
+    para(s, "The fix:",
+         "wrap the training loop in torch.distributed.algorithms.Join([model]): a rank out of "
+         "data shadows the others' all-reduces with zero gradients, as --join does here; or give "
+         "every rank the same number of batches (DistributedSampler pads the data to equal "
+         "shards, or cuts it with drop_last=True).");
+    return verdict(s, "uneven", !c->join && hung && secs < c->timeout_s + 5.0 && jrc == DDP_OK &&
+                                    shadowed > 0,
+                   c->join ? "--join was given: no rank left the loop"
+                   : !hung ? "the ranks did not hang on the rank that ran out of data (are "
+                             "the --rank-samples uneven?)"
+                   : jrc != DDP_OK ? "the run with --join failed"
+                                   : "no rank shadowed a step with --join");
+}
+
+// ---------------------------------------------------------------------------
+// straggler: one slow rank, and every rank waits for it
+
+static int sc_straggler(scen_t *s)
+{
+    config_t *c = &s->cfg;
+    int slow = c->slow_rank;
+    config_t b = *c;
+    b.slow_rank = -1;
+    run_result_t base, str;
+    char err[ERR_LEN];
+    int rc = run(&b, &s->data, &base, err);
+    if (rc == DDP_OK)
+        rc = run(c, &s->data, &str, err);
+    if (rc != DDP_OK) {
+        fprintf(s->out, "scenario straggler: a run failed: %s\n", err);
+        return 1;
+    }
+    para(s, "What PyTorch users see:",
+         "nothing fails, and nothing says which rank is slow: every rank runs at the "
+         "straggler's pace, because each all-reduce completes only when the last rank arrives. "
+         "The fast ranks spend the difference waiting inside backward's all-reduce and before "
+         "the optimizer (a profiler shows long nccl all-reduce kernels on the fast GPUs, short "
+         "ones on the slow one), and GPU utilisation looks high everywhere, as NCCL's kernels "
+         "spin while they wait.");
+    fprintf(s->out, "  What ddpbench measured (per step; compute = forward, loss, backward; "
+                    "waits = comm exposed + idle):\n");
+    fprintf(s->out, "    %-8s %16s %16s %16s %16s\n", "rank", "compute alone", "waits alone",
+            "compute slowed", "waits slowed");
+    char a[32], bb[32], cc[32], dd[32];
+    int n = str.ndev;
+    double fast_wait = 0.0, fast_wait0 = 0.0;
+    for (int d = 0; d < n; d++) {
+        fprintf(s->out, "    %-8d %16s %16s %16s %16s%s\n", d, ms(a, sizeof a, compute_of(&base, d)),
+                ms(bb, sizeof bb, wait_of(&base, d)), ms(cc, sizeof cc, compute_of(&str, d)),
+                ms(dd, sizeof dd, wait_of(&str, d)),
+                d == slow && c->slow_factor > 1 ? "   <- --slow-rank" : "");
+        if (d != slow && n > 1) {
+            fast_wait += wait_of(&str, d) / (n - 1);
+            fast_wait0 += wait_of(&base, d) / (n - 1);
+        }
+    }
+    bool named = slow >= 0 && slow < n && c->slow_factor > 1;
+    double extra = named ? compute_of(&str, slow) - compute_of(&base, slow) : 0.0;
+    double slow_wait = named ? wait_of(&str, slow) : 0.0;
+    fprintf(s->out, "    throughput %.1f samples/s alone, %.1f with the straggler (%.2fx)\n",
+            base.samples_per_s, str.samples_per_s,
+            base.samples_per_s > 0 ? str.samples_per_s / base.samples_per_s : 0.0);
+    if (named)
+        para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
+             "%s, while rank %d itself waited %s: the ranks that wait are the fast ones.", slow,
+             ms(a, sizeof a, extra), ms(bb, sizeof bb, fast_wait - fast_wait0),
+             ms(cc, sizeof cc, fast_wait), slow, ms(dd, sizeof dd, slow_wait));
+    para(s, "The fix:",
+         "find the rank whose compute takes longest (time forward and backward on every rank: "
+         "torch.cuda.Event pairs or the profiler, per rank) and remove the cause: a slower or "
+         "throttled GPU, a busy host, a slower data loader, a larger batch. The fast ranks' "
+         "wait is the price of synchronous training: DDP can hide communication behind "
+         "backward, never a slower rank.");
+    bool shown = named && n > 1 && extra > 0 && fast_wait - fast_wait0 >= 0.5 * extra &&
+                 fast_wait > 2.0 * slow_wait;
+    result_free(&base);
+    result_free(&str);
+    return verdict(s, "straggler", shown,
+                   !named ? "no rank was slowed (--slow-rank R:F with F > 1)"
+                   : n < 2 ? "one rank has no one to wait for"
+                           : "the other ranks did not wait for the slow one at the all-reduce");
+}
+
+// ---------------------------------------------------------------------------
+// dp-device0: what DP's device 0 carries
+
+static void mem_line(scen_t *s, const char *label, const run_result_t *r, int d)
+{
+    char a[32], b[32];
+    fprintf(s->out, "    %-22s %10s  (", label, mib(a, sizeof a, (double)r->dev[d].mem_peak));
+    int k = 0;
+    for (int m = 0; m < MEM_KINDS; m++)
+        if (r->dev[d].mem_split[m] > 0)
+            fprintf(s->out, "%s%s %s", k++ ? ", " : "", mem_kind_name((mem_kind_t)m),
+                    mib(b, sizeof b, (double)r->dev[d].mem_split[m]));
+    fprintf(s->out, ")\n");
+}
+
+static int sc_dp_device0(scen_t *s)
+{
+    config_t *c = &s->cfg;
+    run_result_t dp, ddp, z;
+    char err[ERR_LEN];
+    config_t cd = *c, cz = *c;
+    cd.mode = cz.mode = MODE_DDP;
+    cd.sampler_replicas = cz.sampler_replicas = c->ngpus;
+    cz.zero1 = true;
+    int rc = run(c, &s->data, &dp, err);
+    if (rc == DDP_OK && c->ngpus > 1)
+        rc = run(&cd, &s->data, &ddp, err);
+    if (rc == DDP_OK && c->ngpus > 1)
+        rc = run(&cz, &s->data, &z, err);
+    if (rc != DDP_OK) {
+        fprintf(s->out, "scenario dp-device0: a run failed: %s\n", err);
+        return 1;
+    }
+    para(s, "What PyTorch users see:",
+         "nn.DataParallel keeps everything on its output device, GPU 0: the module and the "
+         "optimizer state, the whole batch, the gathered outputs and the loss, the summed "
+         "gradients. GPU 0 runs out of memory first (\"CUDA out of memory ... GPU 0\" while the "
+         "other GPUs have room), works hardest, and the other GPUs wait for it every step. "
+         "PyTorch's documentation recommends DistributedDataParallel instead, even on one "
+         "machine.");
+    fprintf(s->out, "  What ddpbench measured (peak memory per device, by what it holds):\n");
+    char label[48], a[32], b[32], cc[32];
+    int n = dp.ndev;
+    for (int d = 0; d < n; d++) {
+        snprintf(label, sizeof label, "dp device %d", d);
+        mem_line(s, label, &dp, d);
+    }
+    for (int d = 0; n > 1 && d < ddp.ndev; d++) {
+        snprintf(label, sizeof label, "ddp rank %d", d);
+        mem_line(s, label, &ddp, d);
+    }
+    for (int d = 0; n > 1 && d < z.ndev; d++) {
+        snprintf(label, sizeof label, "ddp --zero1 rank %d", d);
+        mem_line(s, label, &z, d);
+    }
+    double alone = per_step(&dp, 0, PH_DATA) + per_step(&dp, 0, PH_H2D) +
+                   per_step(&dp, 0, PH_LOSS) + per_step(&dp, 0, PH_OPTIM);
+    double idle = 0.0, other_mem = 0.0;
+    size_t other_optim = 0;
+    for (int d = 1; d < n; d++) {
+        idle += per_step(&dp, d, PH_IDLE) / (n - 1);
+        other_mem = fmax(other_mem, (double)dp.dev[d].mem_peak);
+        other_optim += dp.dev[d].mem_split[MEM_OPTIM];
+    }
+    double step = dp.times.n ? dp.times.timed_s / dp.times.n : 0.0;
+    if (n > 1)
+        para(s, "", "per step of %s: device 0 alone staged the batch, computed the loss over it "
+             "and stepped the optimizer for %s, while the other devices sat idle %s per step "
+             "(waiting for it, and at the barriers). DDP's ranks hold the same split each; with "
+             "--zero1 each holds 1/%d of the optimizer state.",
+             ms(a, sizeof a, step), ms(b, sizeof b, alone), ms(cc, sizeof cc, idle), n);
+    para(s, "The fix:",
+         "DistributedDataParallel: every device holds and steps its own copy, so there is no "
+         "device 0 to wait for or to run out of memory; for the optimizer's memory, "
+         "ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its state among the ranks.");
+    bool shown = n > 1 && (double)dp.dev[0].mem_peak > other_mem &&
+                 dp.dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle > 0;
+    /* DDP: the same optimizer state on every rank; ZeRO-1: about 1/world of
+     * it on each (a bucket's few leftover floats, count mod world, are
+     * stepped by every rank), all of it over the ranks */
+    for (int d = 0; shown && d < ddp.ndev; d++)
+        shown = ddp.dev[d].mem_split[MEM_OPTIM] == dp.dev[0].mem_split[MEM_OPTIM];
+    size_t zsum = 0;
+    for (int d = 0; shown && d < z.ndev; d++) {
+        size_t zo = z.dev[d].mem_split[MEM_OPTIM];
+        zsum += zo;
+        shown = (double)zo <= (double)dp.dev[0].mem_split[MEM_OPTIM] / n * 1.01 + 4096.0;
+    }
+    shown = shown && zsum >= dp.dev[0].mem_split[MEM_OPTIM];
+    if (n > 1) {
+        result_free(&ddp);
+        result_free(&z);
+    }
+    result_free(&dp);
+    return verdict(s, "dp-device0", shown,
+                   n < 2 ? "one device has no others to compare with"
+                         : "device 0 did not carry more memory and serial work than the others, "
+                           "or DDP's ranks did not hold the same optimizer state, or ZeRO-1's "
+                           "about 1/world of it");
+}
+
+// ---------------------------------------------------------------------------
+// mismatch: a rank started on another job
+
+static config_t g_other;  /* the odd rank's configuration (in the forked rank) */
+static int g_odd_rank;
+
+static const config_t *odd_rank(const config_t *cfg, int rank)
+{
+    return rank == g_odd_rank ? &g_other : cfg;
+}
+
+static int sc_mismatch(scen_t *s)
+{
+    config_t *c = &s->cfg;
+    struct {
+        const char *what, *torch;
+        int field; /* 0: a wider hidden layer, 1: another learning rate */
+    } cases[] = {
+        {"a wider hidden layer (another model)", "DDP's constructor compares the parameters' "
+         "shapes across ranks and raises \"RuntimeError: DDP expects same model across all "
+         "ranks ...\"", 0},
+        {"another learning rate", "nothing checks it: the ranks average gradients of different "
+         "jobs and their replicas drift apart in silence", 1},
+    };
+    g_odd_rank = c->ngpus - 1;
+    para(s, "What PyTorch users see:",
+         "each rank parses its own command line. A rank with another model fails in DDP's "
+         "constructor, which compares only the parameters' shapes. Anything else -- a learning "
+         "rate, a batch size, a seed, another data file -- passes unnoticed: the ranks average "
+         "gradients of different jobs and drift apart without an error, and a rank with another "
+         "number of steps leaves the others waiting in an all-reduce until the watchdog's "
+         "timeout.");
+    fprintf(s->out, "  What ddpbench measured (rank %d started with a change):\n", g_odd_rank);
+    bool all = c->ngpus > 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        g_other = *c;
+        if (cases[i].field == 0 && g_other.ndims > 2)
+            g_other.dims[1] += 8;
+        else
+            g_other.optim.lr *= 10.0f;
+        ddp_rank_config_hook = odd_rank;
+        run_result_t r;
+        char err[ERR_LEN] = "";
+        double t0 = now_s();
+        int rc = run(c, &s->data, &r, err);
+        double secs = now_s() - t0;
+        ddp_rank_config_hook = NULL;
+        result_free(&r);
+        char want[32];
+        snprintf(want, sizeof want, "rank %d (device", g_odd_rank);
+        bool caught = rc == DDP_ERR_INPUT && strstr(err, want) && strstr(err, "was started with");
+        fprintf(s->out, "    %s: %s in %.2f s: %s\n", cases[i].what,
+                caught ? "refused at start-up" : "NOT caught", secs,
+                rc == DDP_OK ? "it trained" : err);
+        fprintf(s->out, "      (PyTorch: %s)\n", cases[i].torch);
+        all = all && caught && secs < c->timeout_s;
+    }
+    para(s, "The fix:",
+         "start every rank from one command and one configuration, and check it before "
+         "training: ddpbench's ranks all-gather a fingerprint of their configuration and of "
+         "their data at start-up and compare it with rank 0's (in PyTorch: "
+         "dist.all_gather_object of a hash of the config and the dataset, before the first "
+         "step).");
+    return verdict(s, "mismatch", all,
+                   c->ngpus < 2 ? "one rank has no other rank to differ from"
+                                : "a rank started on another job was not refused at start-up");
+}
+
+// ---------------------------------------------------------------------------
+// the table of scenarios
+
+static const struct {
+    const char *name, *title, *options;
+    int (*fn)(scen_t *);
+} scenarios[] = {
+    {"uneven", "ranks with different amounts of data hang without join",
+     "--backend cpu --mode ddp --gpus 0,1,2 --layers 6,10,3 --samples 60 --loss mse --batch 9 "
+     "--epochs 1 --rank-samples 24,15,6 --no-join --timeout 2 --quiet",
+     sc_uneven},
+    {"straggler", "one slow rank: every DDP rank waits for it at the all-reduce",
+     "--backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 40 --warmup-steps 4 "
+     "--slow-rank 1:4 --quiet",
+     sc_straggler},
+    {"dp-device0", "DP's device 0 carries the optimizer, the batch and the loss",
+     "--backend cpu --mode dp --gpus 0,1 --model mlp-small --steps 20 --quiet", sc_dp_device0},
+    {"mismatch", "a rank started with another model or flags: caught at start-up and named",
+     "--backend cpu --mode ddp --gpus 0,1,2 --layers 8,24,16,3 --loss mse --samples 240 "
+     "--batch 24 --steps 10 --timeout 10 --quiet",
+     sc_mismatch},
+};
+#define NSCEN ((int)(sizeof scenarios / sizeof scenarios[0]))
+
+int scenario_main(int argc, char **argv, const char *name, FILE *out)
+{
+    if (strcmp(name, "list") == 0) {
+        for (int i = 0; i < NSCEN; i++)
+            fprintf(out, "%-12s %s\n", scenarios[i].name, scenarios[i].title);
+        return 0;
+    }
+    int i = 0;
+    while (i < NSCEN && strcmp(scenarios[i].name, name) != 0)
+        i++;
+    if (i == NSCEN) {
+        fprintf(stderr, "ddpbench: error: --scenario: unknown scenario '%.40s' (one of: uneven, "
+                        "straggler, dp-device0, mismatch, list)\n", name);
+        return DDP_ERR_INPUT;
+    }
+    static scen_t s; /* static: it holds a config and the data */
+    memset(&s, 0, sizeof s);
+    s.out = out;
+    int rc = setup(&s, scenarios[i].options, argc, argv);
+    if (rc != DDP_OK) {
+        if (s.loaded)
+            data_free(&s.data);
+        fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
+        return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+    }
+    fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
+    fflush(out);
+    rc = scenarios[i].fn(&s);
+    data_free(&s.data);
+    return rc;
+}

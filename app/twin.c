@@ -1,0 +1,226 @@
+/* app/twin.c: --emit-pytorch, the script and the files it reads (see twin.h). */
+#include "app/twin.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/atomic_file.h"
+#include "data/sampler.h"
+#include "data/schedule.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+
+/* The fixed body of the script, app/twin_body.py as a C string (the
+ * Makefile makes twin_body.h from it). */
+static const char body[] =
+#include "app/twin_body.h" /* generated from app/twin_body.py (Makefile) */
+    ;
+
+/* A .npy file (format 1.0): its header dict padded to 64 bytes, then the data. */
+static int write_npy(const char *path, const char *descr, const char *shape, const void *data,
+                     size_t bytes, char *err)
+{
+    char dict[256];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                     descr, shape);
+    int total = 10 + n + 1, pad = (64 - total % 64) % 64;
+    unsigned short len = (unsigned short)(n + pad + 1);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
+                             (unsigned char)(len >> 8)};
+    afile_t a;
+    TRY(afile_open(&a, path, err));
+    afile_write(&a, pre, sizeof pre);
+    afile_write(&a, dict, (size_t)n);
+    for (int i = 0; i < pad; i++)
+        afile_write(&a, " ", 1);
+    afile_write(&a, "\n", 1);
+    afile_write(&a, data, bytes);
+    return afile_commit(&a, false, err);
+}
+
+/* What has no twin: one line naming the option. */
+static int unsupported(const config_t *c, char *err)
+{
+    if (c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
+                       "--mode single, dp or ddp");
+    if (c->nrank_samples)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --rank-samples (the twin "
+                       "reads DistributedSampler's stream)");
+    if (c->resume_path[0])
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --resume (use --init with "
+                       "the checkpoint: the twin starts from weights)");
+    if (c->zero1)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero1 (the twin steps a "
+                       "whole optimizer on every rank: drop --zero1, the result is the same)");
+    if (c->mode == MODE_DDP && c->batch % c->ngpus)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: ddp's twin needs a global batch "
+                       "its %d ranks divide (a PyTorch DataLoader has one batch_size per rank); "
+                       "%d does not: use --batch-per-device N",
+                       c->ngpus, c->batch);
+    return DDP_OK;
+}
+
+/* The script: its docstring, imports and the job's constants, then the body. */
+static int write_script(const char *path, const char *stem_base, const config_t *c,
+                        const model_spec_t *spec, long steps, int argc, char **argv, char *err)
+{
+    afile_t a;
+    TRY(afile_open(&a, path, err));
+    FILE *f = afile_stream(&a);
+    if (!f) {
+        afile_abort(&a);
+        return err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch %s: out of memory", path);
+    }
+    const char *mode = mode_name(c->mode);
+    fprintf(f, "#!/usr/bin/env python3\n\"\"\"The PyTorch twin of a ddpbench run (%s):\n   ", mode);
+    for (int i = 0; i < argc; i++) { /* quotes and backslashes would end the docstring */
+        if (i)
+            fputc(' ', f);
+        for (const char *p = i ? argv[i] : "ddpbench"; *p; p++)
+            fputc(*p == '"' || *p == '\\' ? '\'' : *p, f);
+    }
+    fprintf(f, "\n\nWritten by ddpbench --emit-pytorch: the same layers, activation, loss,\n"
+               "optimizer and hyper-parameters (below), the same initial weights, data and\n"
+               "sample order (the files beside this one), the same global batch, as %s.\n"
+               "It prints the final loss and the checksum line ddpbench prints:\n"
+               "    python3 %s.py\n"
+               "    python3 %s.py --save final.safetensors   # and keep the final weights\n"
+               "\"\"\"\n",
+            c->mode == MODE_DP ? "nn.DataParallel" : c->mode == MODE_DDP ? "DDP" : "one device",
+            stem_base, stem_base);
+    fprintf(f, "import argparse\nimport contextlib\nimport json\nimport math\nimport os\n"
+               "import socket\nimport struct\n\nimport numpy as np\nimport torch\n"
+               "import torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+               "import torch.nn as nn\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n\n");
+    fprintf(f, "# ---- the job, as ddpbench ran it (its option in brackets)\n");
+    char layers[512] = "";
+    for (int i = 0; i <= spec->nlayers; i++) {
+        size_t u = strlen(layers);
+        snprintf(layers + u, sizeof layers - u, "%s%d", i ? ", " : "", spec->dims[i]);
+    }
+    const optim_cfg_t *o = &c->optim;
+#define K(name, fmt, ...) fprintf(f, "%-13s = " fmt "\n", name, __VA_ARGS__)
+    fprintf(f, "MODE          = \"%s\"  # single | dp | ddp  [--mode]\n", mode);
+    fprintf(f, "WORLD         = %d  # devices; DDP spawns a rank on each  [--gpus]\n",
+            c->mode == MODE_SINGLE ? 1 : c->ngpus);
+    char ids[256] = "";
+    for (int i = 0; i < (c->mode == MODE_SINGLE ? 1 : c->ngpus); i++) {
+        size_t u = strlen(ids);
+        snprintf(ids + u, sizeof ids - u, "%s%d", i ? ", " : "", c->gpus[i]);
+    }
+    fprintf(f, "GPUS          = [%s]  # the device ids, one per rank (on cuda)  [--gpus]\n", ids);
+    fprintf(f, "DEVICE        = \"%s\"  # cpu (DDP over gloo) | cuda (over nccl)  [--backend]\n",
+            c->backend == BACKEND_CUDA ? "cuda" : "cpu");
+    fprintf(f, "LAYERS        = [%s]  # Linear widths, input first  [--layers]\n", layers);
+    fprintf(f, "ACT           = \"%s\"  # between the layers  [--act]\n", act_name(spec->act));
+    fprintf(f, "LOSS          = \"%s\"  # mse | bce (from logits) | ce  [--loss]\n",
+            loss_name(c->loss));
+    fprintf(f, "OPTIM         = \"%s\"  # sgd | adam | adamw  [--optim]\n", optim_name(o->kind));
+    K("LR", "%.7g  # [--lr]", o->lr);
+    K("MOMENTUM", "%.7g  # SGD  [--momentum]", o->momentum);
+    K("DAMPENING", "%.7g  # SGD  [--dampening]", o->dampening);
+    K("NESTEROV", "%s  # SGD  [--nesterov]", o->nesterov ? "True" : "False");
+    K("WEIGHT_DECAY", "%.7g  # [--weight-decay]", o->weight_decay);
+    K("BETA1", "%.7g  # Adam, AdamW  [--beta1]", o->beta1);
+    K("BETA2", "%.7g  # Adam, AdamW  [--beta2]", o->beta2);
+    K("EPS", "%.7g  # Adam, AdamW  [--eps]", o->eps);
+    K("BATCH", "%d  # the global batch of a micro-batch  [--batch]", c->batch);
+    K("ACCUM", "%d  # micro-batches per optimizer step  [--accum]", c->accum);
+    K("STEPS", "%ld  # optimizer steps in all  [--steps, --epochs]", steps);
+    K("REPLICAS", "%d  # DistributedSampler(num_replicas) of the stream every mode reads  "
+      "[--sampler-replicas]", config_stream_ranks(c));
+    K("SHUFFLE", "%s  # a new order every epoch (drawn by ddpbench: ORDER_FILE)  [--shuffle]",
+      c->shuffle ? "True" : "False");
+    K("DROP_LAST", "%s  # [--drop-last]", c->drop_last ? "True" : "False");
+    K("SEED", "%llu  # [--seed]", (unsigned long long)c->seed);
+    K("BUCKET_MB", "%g  # DDP's gradient buckets  [--bucket-mb]", c->bucket_mb);
+    K("TF32", "%s  # [--tf32]", c->tf32 ? "True" : "False");
+    K("INIT_FILE", "\"%s.init.safetensors\"  # the initial weights  [--seed, --init]", stem_base);
+    K("X_FILE", "\"%s.x.npy\"  # the features  [--data, or the synthetic set]", stem_base);
+    K("Y_FILE", "\"%s.y.npy\"  # the targets (class ids for ce)", stem_base);
+    K("ORDER_FILE", "\"%s.order.npy\"  # each epoch's permutation of the samples", stem_base);
+#undef K
+    fputs("\n", f);
+    fputs(body, f);
+    return afile_commit(&a, false, err);
+}
+
+int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, int argc,
+              char **argv, FILE *info, char *err)
+{
+    TRY(unsupported(c, err));
+    const char *path = c->emit_pytorch;
+    size_t n = strlen(path);
+    if (n < 4 || strcmp(path + n - 3, ".py") != 0)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: '%s' must end in .py", path);
+    char stem[CONFIG_PATH_LEN], file[CONFIG_PATH_LEN + 32];
+    snprintf(stem, sizeof stem, "%.*s", (int)(n - 3), path);
+    const char *slash = strrchr(stem, '/');
+    const char *base = slash ? slash + 1 : stem;
+
+    schedule_t sch;
+    TRY(schedule_init(&sch, c, d, 1, 0, err));
+    long steps = sch.total_steps, epochs = sch.epochs;
+    schedule_free(&sch);
+    sampler_t smp;
+    TRY(sampler_init(&smp, d->n, 1, 0, c->shuffle, c->drop_last, c->seed, err));
+
+    int rc = DDP_OK;
+    float *params = malloc(spec->nparams * sizeof(float));
+    uint32_t *perm = malloc(d->n * sizeof *perm);
+    int64_t *order = malloc((size_t)epochs * d->n * sizeof *order);
+    int64_t *labels = d->labels ? malloc(d->n * sizeof *labels) : NULL;
+    if (!params || !perm || !order || (d->labels && !labels))
+        rc = err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch: out of memory");
+    if (rc == DDP_OK)
+        rc = trainer_initial_params(c, spec, params, err);
+    if (rc == DDP_OK) {
+        snprintf(file, sizeof file, "%s.init.safetensors", stem);
+        rc = ckpt_save_weights(file, c, spec, params, err);
+    }
+    char shape[96];
+    if (rc == DDP_OK) {
+        snprintf(file, sizeof file, "%s.x.npy", stem);
+        snprintf(shape, sizeof shape, "(%zu, %d)", d->n, d->in_dim);
+        rc = write_npy(file, "<f4", shape, d->x, d->n * (size_t)d->in_dim * sizeof(float), err);
+    }
+    if (rc == DDP_OK) {
+        snprintf(file, sizeof file, "%s.y.npy", stem);
+        if (labels) { /* class ids, as CrossEntropyLoss takes them */
+            for (size_t i = 0; i < d->n; i++)
+                labels[i] = (int64_t)d->y[i];
+            snprintf(shape, sizeof shape, "(%zu,)", d->n);
+            rc = write_npy(file, "<i8", shape, labels, d->n * sizeof *labels, err);
+        } else {
+            snprintf(shape, sizeof shape, "(%zu, %d)", d->n, d->tgt_cols);
+            rc = write_npy(file, "<f4", shape, d->y, d->n * (size_t)d->tgt_cols * sizeof(float),
+                           err);
+        }
+    }
+    if (rc == DDP_OK) {
+        for (long e = 0; e < epochs; e++) {
+            sampler_permutation(&smp, e, perm);
+            for (size_t i = 0; i < d->n; i++)
+                order[(size_t)e * d->n + i] = perm[i];
+        }
+        snprintf(file, sizeof file, "%s.order.npy", stem);
+        snprintf(shape, sizeof shape, "(%ld, %zu)", epochs, d->n);
+        rc = write_npy(file, "<i8", shape, order, (size_t)epochs * d->n * sizeof *order, err);
+    }
+    if (rc == DDP_OK)
+        rc = write_script(path, base, c, spec, steps, argc, argv, err);
+    free(params);
+    free(perm);
+    free(order);
+    free(labels);
+    if (rc != DDP_OK)
+        return strncmp(err, "--emit-pytorch", 14) == 0
+                   ? rc
+                   : err_prefix(err, rc, "--emit-pytorch %s", path);
+    if (!c->quiet)
+        fprintf(info, "ddpbench: wrote %s (the %s job in PyTorch) and %s.{init.safetensors,x.npy,"
+                      "y.npy,order.npy} beside it: python3 %s\n",
+                path, mode_name(c->mode), stem, path);
+    return DDP_OK;
+}

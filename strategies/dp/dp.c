@@ -1,0 +1,226 @@
+/* strategies/dp/dp.c: the DataParallel strategy's entry point: set up the run, start
+ * one thread per device, wait for them, and hand back the result (see dp.h
+ * for what the threads do each step). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp/dp.h"
+#include "strategies/strategy.h"
+
+/* What each device thread runs: its buffers, the step loop, its teardown. */
+static void dp_worker(void *ctx, int d)
+{
+    dp_ctx_t *c = ctx;
+    dp_dev_t *dv = &c->dev[d];
+    char err[ERR_LEN] = "";
+    int rc = dp_device_init(c, d, err);
+    /* Barrier: every device is ready (or one failed, which aborts it). */
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+    if (rc == DDP_OK && d == 0) {
+        bool hv = true;
+        for (int i = 0; i < c->k; i++)
+            hv = hv && backend_host_visible(c->dev[i].be);
+        c->host_visible = hv;
+        c->nccl = c->nccl && !hv;
+        if (c->nccl) { /* one NCCL rank per device, all made here at once */
+            backend_t *bes[MAX_DEVICES];
+            comm_t *comms[MAX_DEVICES];
+            for (int i = 0; i < c->k; i++)
+                bes[i] = c->dev[i].be;
+            rc = comm_nccl_group_create(comms, bes, c->k, c->cfg->timeout_s, err);
+            for (int i = 0; i < c->k && rc == DDP_OK; i++)
+                c->dev[i].comm = comms[i];
+        }
+    }
+    /* Barrier: host_visible (and every device's comm) is set; the others
+     * read them from now on. */
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+
+    double t0 = now_s();
+    if (rc == DDP_OK)
+        rc = dp_device_loop(c, d, err);
+    if (rc == DDP_OK && d == 0) {
+        c->res->total_s = now_s() - t0;
+        rc = backend_d2h(dv->be, c->host_params, dv->rep.params,
+                              c->spec.nparams * sizeof(float));
+        if (rc != DDP_OK)
+            err_set(err, rc, "%s: %s", dv->name, backend_last_error(dv->be));
+    }
+    if (rc != DDP_OK) {
+        dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
+        /* A device whose collective waits for this one must not wait out
+         * --timeout: fail the whole NCCL group now. */
+        for (int i = 0; i < c->k; i++)
+            if (c->dev[i].comm)
+                comm_abort(c->dev[i].comm, err);
+    }
+    if (dv->be) {
+        c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
+        backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
+    }
+    dp_pool_leave(&c->pool);
+    dp_device_free(c, d);
+}
+
+static void dp_ctx_free(dp_ctx_t *c)
+{
+    progress_end(&c->prog); /* a fault must not leave a half line on the terminal */
+    ckpt_run_free(&c->ck);
+    for (int i = 0; i < 2; i++) {
+        free(c->plan[i].rows);
+        free(c->plan[i].idx);
+    }
+    free(c->host_params);
+    schedule_free(&c->sch);
+    free(c);
+}
+
+/* --explain: the first step's moves, from each thread's own counts (the
+ * join ordered their writes before these reads).  Bytes and operations add
+ * up; the threads copy in parallel, so the wall time of a kind is the
+ * slowest thread's. */
+static void dp_story(dp_ctx_t *c)
+{
+    step_story_t *st = &c->res->story;
+    for (int d = 0; d < c->k; d++)
+        for (int m = 0; m < MOVE_COUNT; m++) {
+            const move_stat_t *v = &c->dev[d].first_move[m];
+            st->move[m].bytes += v->bytes;
+            st->move[m].ops += v->ops;
+            if (v->seconds > st->move[m].seconds)
+                st->move[m].seconds = v->seconds;
+        }
+    /* the batch: device 0 gathers every row of the step on the host */
+    const device_stats_t *d0 = &c->res->dev[0];
+    long rows = 0;
+    for (int d = 0; d < c->k; d++)
+        rows += c->res->dev[d].first_rows;
+    move_stat_t *mb = &st->move[MOVE_BATCH];
+    mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
+    mb->ops = c->first_nmicro;
+    mb->seconds = d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D];
+    st->backward_s = c->first_backward_s; /* step_s and filled: device 0's meter */
+}
+
+int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    result_init(res);
+    int k = cfg->ngpus;
+    if (k < 1 || k > MAX_DEVICES)
+        return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
+                       MAX_DEVICES, k);
+    dp_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
+                       sizeof *c);
+    int rc = config_model_spec(cfg, &c->spec, err);
+    if (rc != DDP_OK) {
+        dp_ctx_free(c);
+        return rc;
+    }
+    c->cfg = cfg;
+    c->data = data;
+    c->k = k;
+    c->chunk_max = (cfg->batch + k - 1) / k;
+    c->res = res;
+    /* NCCL for the replicate and the reduce when it is built and every GPU
+     * is a distinct one (NCCL puts one rank on a GPU); peer copies else. */
+    c->nccl = cfg->backend == BACKEND_CUDA && k > 1 && comm_nccl_available();
+    for (int i = 0; i < k && c->nccl; i++)
+        for (int j = 0; j < i; j++)
+            if (cfg->gpus[i] == cfg->gpus[j])
+                c->nccl = false;
+    res->mode = MODE_DP;
+    res->backend = cfg->backend;
+    res->ndev = k;
+    for (int d = 0; d < k; d++) {
+        dp_dev_t *dv = &c->dev[d];
+        dv->slot = d;
+        dv->id = cfg->gpus[d];
+        res->dev[d].device_id = dv->id;
+        /* Messages name the slot (what DDPBENCH_FAULT and the report count)
+         * and the id when it differs (ids may repeat on CUDA). */
+        if (dv->id == d)
+            snprintf(dv->name, sizeof dv->name, "device %d", d);
+        else
+            snprintf(dv->name, sizeof dv->name, "device %d (id %d)", d, dv->id);
+    }
+
+    /* --trace: one recorder per device, each written by its device's thread
+     * only.  Per step a device records its step, at most 8 phases per
+     * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
+     * and its copies: replicate k-1, reduce k-1, and per micro-batch two
+     * scatters (devices 1..) or k-1 gathers (device 0). */
+    int extra = 7 + (k - 1) * (cfg->accum + 2) + 2 * cfg->accum;
+    if ((rc = result_trace_init(res, cfg->trace_path[0] != 0, k, cfg->accum, extra)) != DDP_OK) {
+        rc = err_set(err, rc, "dp: out of host memory for the --trace recorders");
+        goto out;
+    }
+    if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, err)) != DDP_OK)
+        goto out;
+    for (int i = 0; i < 2; i++) {
+        c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
+        c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
+        if (!c->plan[i].rows || !c->plan[i].idx) {
+            rc = err_set(err, DDP_ERR_RUNTIME,
+                         "dp: out of host memory for the step plans (%zu bytes)",
+                         (size_t)cfg->accum * (sizeof *c->plan[i].rows + sizeof *c->plan[i].idx));
+            goto out;
+        }
+    }
+    c->host_params = malloc(c->spec.nparams * sizeof(float));
+    if (!c->host_params) {
+        rc = err_set(err, DDP_ERR_RUNTIME,
+                     "dp: out of host memory for the parameters (%zu bytes)",
+                     c->spec.nparams * sizeof(float));
+        goto out;
+    }
+    if ((rc = trainer_initial_params(cfg, &c->spec, c->host_params, err)) != DDP_OK)
+        goto out;
+    /* --resume replaces the initial parameters and the first step here; the
+     * optimizer state waits in c->ck until device 0's thread has created the
+     * optimizer (dp_device_init).  The checkpoints of --checkpoint are
+     * written from device 0's thread, which owns parameters and optimizer. */
+    if ((rc = ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err)) != DDP_OK)
+        goto out;
+    if ((rc = ckpt_run_load(&c->ck, &c->sch, c->host_params, err)) != DDP_OK)
+        goto out;
+    c->total_steps = c->sch.total_steps;
+    c->start_step = c->sch.start_step;
+    c->warmup = schedule_warmup(&c->sch);
+    res->steps = c->total_steps - c->start_step;
+    res->warmup_steps = c->warmup;
+    res->epochs = c->sch.epochs;
+    trainer_describe(res, cfg, &c->sch);
+    dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
+    /* Device 0's thread draws it; the threads start after this write. */
+    progress_init(&c->prog, cfg, "dp", c->total_steps);
+
+    /* One BLAS thread per worker, set once here: the count is process-wide
+     * and changing it while another worker runs a GEMM is not safe. */
+    if (cfg->backend == BACKEND_CPU)
+        backend_cpu_set_threads(1);
+    rc = dp_pool_start(&c->pool, k, dp_worker, c, err);
+    /* Join in every case: a failed start still has threads to wait for. */
+    char jerr[ERR_LEN];
+    int jrc = dp_pool_join(&c->pool, jerr);
+    if (rc == DDP_OK && jrc != DDP_OK)
+        rc = err_set(err, jrc, "%s", jerr);
+    if (rc != DDP_OK)
+        goto out;
+
+    dp_story(c);
+    res->nparams = c->spec.nparams;
+    res->params = c->host_params;
+    c->host_params = NULL;
+    step_meter_skew(res); /* device 0 timed the steps; the others' edges differ by a hair */
+    result_finish(res);
+out:
+    if (rc != DDP_OK)
+        result_free(res);
+    dp_ctx_free(c);
+    return rc;
+}

@@ -1,0 +1,201 @@
+/* strategies/single/single.c: the baseline strategy: the whole global batch on one
+ * device, no synchronisation.  It is also the reference the equivalence
+ * contract checks DP and DDP against.  Read single_step for the training step
+ * alone; the step meter (measure/step_meter.h) measures around it.  On a GPU
+ * the host only queues a step: the meter's wait for the previous step is its
+ * one host synchronisation, so the host stays a step ahead of the GPU and
+ * gathers the next batch while the GPU computes this one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/schedule.h"
+#include "io/checkpoint.h"
+#include "measure/step_meter.h"
+#include "nn/optim.h"
+#include "train/stage.h"
+#include "strategies/strategy.h"
+#include "train/trainer.h"
+
+typedef struct {
+    const config_t *cfg;
+    const dataset_t *data;
+    run_result_t *res;
+    model_spec_t spec;
+    backend_t *be;
+    char place[32];     /* "device 0": how its failures are named */
+    replica_t rep;
+    optim_t opt;
+    schedule_t sch;
+    stager_t stg;
+    ckpt_run_t ck;
+    float *host;        /* the initial parameters, then the final ones */
+    progress_t prog;    /* off until the loop starts */
+    step_meter_t meter;
+    char *err;
+} single_t;
+
+/* A device call's status; a failure is named by the device. */
+static int dev(single_t *s, int rc) { return backend_check(s->be, rc, s->place, s->err); }
+
+// ---------------------------------------------------------------------------
+// setup and teardown
+
+static int single_setup(single_t *s)
+{
+    const config_t *cfg = s->cfg;
+    run_result_t *res = s->res;
+    TRY(config_model_spec(cfg, &s->spec, s->err));
+    res->mode = MODE_SINGLE;
+    res->backend = cfg->backend;
+    res->ndev = 1;
+    res->dev[0].device_id = cfg->gpus[0];
+    if (result_trace_init(res, cfg->trace_path[0] != 0, 1, cfg->accum, 0) != DDP_OK)
+        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the trace");
+    TRY(backend_create(&s->be, cfg->backend, cfg->gpus[0], cfg->threads, s->err));
+    snprintf(s->place, sizeof s->place, "device %d", cfg->gpus[0]);
+    TRY(schedule_init(&s->sch, cfg, s->data, 1, 0, s->err));
+    TRY(replica_init(&s->rep, s->be, &s->spec, cfg->batch, s->data->tgt_cols, s->err));
+    TRY(optim_init(&s->opt, s->be, &cfg->optim, s->spec.nparams, s->err));
+    if (!(s->host = malloc(s->spec.nparams * sizeof(float))))
+        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the parameters");
+    TRY(trainer_initial_params(cfg, &s->spec, s->host, s->err));
+    /* --resume replaces the initial parameters, the optimizer state and the
+     * first step; the checkpoints of --checkpoint are written from device 0. */
+    TRY(ckpt_run_init(&s->ck, cfg, &s->spec, &s->opt, 0, s->err));
+    TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
+    if (cfg->tf32)
+        TRY(dev(s, backend_set_tf32(s->be, true)));
+    TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
+    TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
+    TRY(dev(s, backend_sync(s->be)));
+
+    res->steps = s->sch.total_steps - s->sch.start_step;
+    res->warmup_steps = schedule_warmup(&s->sch);
+    res->epochs = s->sch.epochs;
+    trainer_describe(res, cfg, &s->sch);
+    return step_meter_init(&s->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = cfg,
+                               .dev = &res->dev[0],
+                               .trace = res->trace[0],
+                               .times = &res->times,
+                               .log = &res->log,
+                               .final_loss = &res->final_loss,
+                               .story = &res->story,
+                               .progress = &s->prog,
+                               .be = s->be,
+                               .place = s->place,
+                           },
+                           s->err);
+}
+
+static void single_teardown(single_t *s)
+{
+    progress_end(&s->prog); /* a fault must not leave a half line on the terminal */
+    free(s->host);
+    ckpt_run_free(&s->ck);
+    stager_free(&s->stg);
+    step_meter_free(&s->meter);
+    optim_free(&s->opt);
+    replica_free(&s->rep);
+    schedule_free(&s->sch);
+    backend_destroy(s->be);
+}
+
+// ---------------------------------------------------------------------------
+// the training step
+
+/* Step g: every micro-batch forward, loss, backward (gradients add up), then
+ * the optimizer.  Nothing here waits for the device: the loss, when wanted,
+ * is fetched for the meter to read once the step has run. */
+static int single_step(single_t *s, long g, bool want_loss)
+{
+    replica_t *rep = &s->rep;
+    step_meter_t *m = &s->meter;
+    size_t step_rows = schedule_step_rows(&s->sch, g);
+    float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
+    for (int mi = 0; mi < s->cfg->accum; mi++) {
+        int rows;
+        const uint32_t *idx = schedule_micro(&s->sch, g, mi, &rows);
+        if (rows == 0)
+            break;
+        float *x, *y;
+        TRY(dev(s, stager_stage(&s->stg, s->data, idx, rows, m, &x, &y)));
+        TRY(dev(s, model_forward(rep, x, rows)));
+        step_meter_lap(m, PH_FORWARD);
+        TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
+        if (want_loss)
+            step_meter_fetch(m, rep->loss_sum, 1);
+        step_meter_lap(m, PH_LOSS);
+        TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
+        step_meter_lap(m, PH_BACKWARD);
+        step_meter_rows(m, rows);
+        if (step_meter_first(m)) { /* --explain: what step 1 moved */
+            move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
+            mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
+            mv->ops++;
+        }
+    }
+    TRY(dev(s, optim_step(&s->opt, rep->params, rep->grads)));
+    step_meter_lap(m, PH_OPTIM);
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the loop
+
+static int single_train(single_t *s)
+{
+    schedule_t *sch = &s->sch;
+    step_meter_t *m = &s->meter;
+    run_result_t *res = s->res;
+    progress_init(&s->prog, s->cfg, "single", sch->total_steps);
+    double t_start = now_s();
+    for (long g = sch->start_step; g < sch->total_steps; g++) {
+        bool logs = schedule_logs(sch, g);
+        bool want_loss = logs || progress_due(&s->prog);
+        long step_rows = (long)schedule_step_rows(sch, g);
+        /* --explain narrates this run's first step */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        TRY(single_step(s, g, want_loss));
+        TRY(step_meter_end(m,
+                           &(step_end_t){.samples = step_rows,
+                                         .global_samples = step_rows,
+                                         .total = sch->total_steps,
+                                         .epoch = schedule_epoch_of(sch, g),
+                                         .logs = logs,
+                                         .denom = (double)step_rows},
+                           s->err));
+        if (ckpt_run_due(&s->ck, sch, g))
+            TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
+    }
+    TRY(step_meter_finish(m, s->err));
+    progress_end(&s->prog);
+    res->total_s = now_s() - t_start;
+    res->story.move[MOVE_BATCH].seconds =
+        res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
+    res->story.backward_s = step_meter_first_lap(m, PH_BACKWARD);
+
+    res->nparams = s->spec.nparams;
+    res->params = s->host;
+    s->host = NULL;
+    TRY(dev(s, backend_d2h(s->be, res->params, s->rep.params, s->spec.nparams * sizeof(float))));
+    res->dev[0].mem_peak = backend_mem_peak(s->be);
+    backend_mem_peak_split(s->be, res->dev[0].mem_split);
+    step_meter_skew(res);
+    result_finish(res);
+    return DDP_OK;
+}
+
+int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    single_t s = {.cfg = cfg, .data = data, .res = res, .err = err};
+    result_init(res);
+    int rc = single_setup(&s);
+    if (rc == DDP_OK)
+        rc = single_train(&s);
+    single_teardown(&s);
+    return rc;
+}
