@@ -19,6 +19,7 @@
 #include "app/scenario.h"
 #include "app/commbench.h"
 #include "app/twin.h"
+#include "app/ab.h"
 #include "comm/comm.h"
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
@@ -403,6 +404,14 @@ int main(int argc, char **argv)
     bool mpi = cfg.launcher == LAUNCHER_MPI;
     if (!mpi) /* under mpirun, mpirun's signals end the job */
         interrupt_install();
+    if (rc == DDP_OK && cfg.against[0]) { /* the A/B gate: its runs are child processes */
+        if (!mpi)
+            return (rc = ab_main(&cfg, argc, argv, err)) == DDP_OK ? 0
+                   : rc == DDP_ERR_REGRESSED || rc == DDP_ERR_NOISY ? rc
+                                                                    : fail(rc, err);
+        rc = err_set(err, DDP_ERR_INPUT, "--against: starts its own runs on one host; run it "
+                     "without mpirun");
+    }
     if (rc == DDP_OK && cfg.scenario[0]) { /* a failure reproduced and explained
                                              (scenario.h): its runs are this process's */
         if (!mpi)
