@@ -328,12 +328,13 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         if (rc != DDP_OK)
             break;
         x->ratio = x->side[AB_CAND].step_p50 / x->side[AB_BASE].step_p50;
-        bool disturbed = x->side[AB_BASE].disturbed || x->side[AB_CAND].disturbed;
+        bool disturbed = ab_lopsided(x); /* retake only what pairing cannot cancel */
         if (!cfg->quiet)
             fprintf(info, "  round %2d (%s): base %.3f ms, candidate %.3f ms, ratio %.3f%s\n",
                     round + 1, x->base_first ? "BC" : "CB", 1e3 * x->side[AB_BASE].step_p50,
                     1e3 * x->side[AB_CAND].step_p50, x->ratio,
-                    disturbed ? (nr < cap && retakes > 0 ? ", disturbed: retaken" : ", disturbed")
+                    disturbed ? (nr < cap && retakes > 0 ? ", one side disturbed: retaken"
+                                                          : ", one side disturbed")
                               : "");
         if (disturbed && retakes > 0 && nr < cap) {
             x->used = false;

@@ -44,10 +44,11 @@ typedef struct {
 
 /* What the gate concluded. */
 typedef struct {
-    paired_est_t est, est_hl, est_clean; /* all used rounds; Hodges-Lehmann; undisturbed only */
+    paired_est_t est, est_hl, est_clean; /* all used rounds; Hodges-Lehmann; not lopsided */
     paired_verdict_t verdict;
     int rounds_to_settle;  /* for no verdict: rounds in all (-1: none would) */
-    int disturbed;         /* used rounds with a disturbed side */
+    int disturbed;         /* used rounds lopsided: one side disturbed, the other not */
+    int both_disturbed;    /* used rounds disturbed on both sides */
     bool busy;             /* the verdict blames a busy machine */
     char reason[256];
     /* attribution: median paired delta per device and phase group */
@@ -62,6 +63,9 @@ extern const char *const ab_group_names[AB_GROUPS];
  * change or improved, DDP_ERR_REGRESSED, DDP_ERR_NOISY for no verdict,
  * DDP_ERR_RUNTIME / DDP_ERR_INTERRUPTED with err, DDP_ERR_INPUT). */
 int ab_main(const config_t *cfg, int argc, char **argv, char *err);
+
+/* One side disturbed and the other not (machine.disturbed in their JSON). */
+bool ab_lopsided(const ab_round_t *r);
 
 /* ab_report.c: judge the used rounds; print them (text on f, or --json /
  * --csv on f). */

@@ -32,6 +32,11 @@ static double group_of(const double *ph, int g)
     }
 }
 
+bool ab_lopsided(const ab_round_t *r)
+{
+    return r->side[AB_BASE].disturbed != r->side[AB_CAND].disturbed;
+}
+
 static const char *dev_word(const config_t *cfg) { return cfg->mode == MODE_DDP ? "rank" : "device"; }
 
 void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *j)
@@ -53,11 +58,15 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
         if (!r[i].used)
             continue;
         d[n++] = log(r[i].ratio);
-        bool dist = r[i].side[AB_BASE].disturbed || r[i].side[AB_CAND].disturbed;
-        if (dist)
+        /* a lopsided round (one side disturbed, the other not) is what a busy
+         * machine can turn into a false change; a round disturbed on both
+         * sides is paired noise, which the interval already carries */
+        if (ab_lopsided(&r[i]))
             j->disturbed++;
         else
             dc[nc++] = log(r[i].ratio);
+        if (r[i].side[AB_BASE].disturbed && r[i].side[AB_CAND].disturbed)
+            j->both_disturbed++;
         for (int k = 0; k < 2; k++)
             if (r[i].side[k].ndev < j->ndev)
                 j->ndev = r[i].side[k].ndev;
@@ -70,19 +79,19 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
     j->verdict = paired_judge(&j->est, tol);
     j->rounds_to_settle = paired_rounds_to_settle(&j->est, tol);
 
-    /* a busy machine: when disturbed rounds are among the used ones, a
-     * regression must stand on the undisturbed rounds alone */
-    if (j->disturbed > 0 && j->verdict == PAIRED_REGRESSED &&
-        paired_judge(&j->est_clean, tol) != PAIRED_REGRESSED) {
+    /* a busy machine: when lopsided rounds are among the used ones, a
+     * change must stand on the even rounds alone */
+    if (j->disturbed > 0 && (j->verdict == PAIRED_REGRESSED || j->verdict == PAIRED_IMPROVED) &&
+        paired_judge(&j->est_clean, tol) != j->verdict) {
+        snprintf(j->reason, sizeof j->reason,
+                 "a busy machine: %d of %d rounds ran with one side disturbed (other work took "
+                 "its cores), and the %d other rounds do not show the %s",
+                 j->disturbed, n, nc, j->verdict == PAIRED_REGRESSED ? "regression" : "improvement");
         j->verdict = PAIRED_NO_VERDICT;
         j->busy = true;
-        snprintf(j->reason, sizeof j->reason,
-                 "a busy machine: %d of %d rounds ran while other work disturbed them, and the "
-                 "%d undisturbed rounds do not show the regression",
-                 j->disturbed, n, nc);
     } else if (j->verdict == PAIRED_NO_VERDICT && j->disturbed > 0) {
         j->busy = true;
-        snprintf(j->reason, sizeof j->reason, "%d of %d rounds ran on a busy machine (disturbed)",
+        snprintf(j->reason, sizeof j->reason, "%d of %d rounds ran with one side disturbed",
                  j->disturbed, n);
     }
 
@@ -263,8 +272,8 @@ int ab_print_json(FILE *f, const config_t *cfg, const char *base, const char *ca
                                                             "sign-test interval"));
     cJSON_AddItemToObject(ab, "hodges_lehmann", est_json(&j->est_hl, "Hodges-Lehmann, "
                                                                      "Wilcoxon signed-rank interval"));
-    cJSON_AddItemToObject(ab, "undisturbed", est_json(&j->est_clean, "median of the undisturbed "
-                                                                     "rounds, sign-test interval"));
+    cJSON_AddItemToObject(ab, "even_rounds", est_json(&j->est_clean, "median of the rounds not "
+                                                                    "lopsided, sign-test interval"));
     cJSON_AddStringToObject(ab, "verdict", paired_verdict_name(j->verdict));
     cJSON_AddNumberToObject(ab, "exit_status", j->verdict == PAIRED_REGRESSED    ? 3
                                                : j->verdict == PAIRED_NO_VERDICT ? 4
@@ -273,7 +282,8 @@ int ab_print_json(FILE *f, const config_t *cfg, const char *base, const char *ca
         cJSON_AddNumberToObject(ab, "rounds_to_settle", j->rounds_to_settle);
     else
         cJSON_AddNullToObject(ab, "rounds_to_settle");
-    cJSON_AddNumberToObject(ab, "disturbed_rounds", j->disturbed);
+    cJSON_AddNumberToObject(ab, "lopsided_rounds", j->disturbed);
+    cJSON_AddNumberToObject(ab, "both_disturbed_rounds", j->both_disturbed);
     cJSON_AddBoolToObject(ab, "busy_machine", j->busy);
     cJSON_AddStringToObject(ab, "reason", j->reason);
     if (j->straggler >= 0)
@@ -334,7 +344,7 @@ static void field(FILE *f, const char *s)
 void ab_print_csv(FILE *f, const config_t *cfg, const ab_round_t *r, int nr,
                   const ab_judgement_t *j)
 {
-    fputs("round,order,used,mode,base_step_p50_s,candidate_step_p50_s,ratio,disturbed,"
+    fputs("round,order,used,mode,base_step_p50_s,candidate_step_p50_s,ratio,lopsided,"
           "ratio_estimate,ratio_lo,ratio_hi,confidence,rounds,tolerance_pct,verdict,"
           "base_revision,candidate_revision,host,base_time_utc,candidate_time_utc,base_load1,"
           "candidate_load1\n",
@@ -344,7 +354,7 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_round_t *r, int nr,
         const ab_side_t *b = &r[i].side[AB_BASE], *c = &r[i].side[AB_CAND];
         fprintf(f, "%d,%s,%d,%s,%.9g,%.9g,%.9g,%d", r[i].round + 1, r[i].base_first ? "BC" : "CB",
                 r[i].used, mode_name(cfg->mode), b->step_p50, c->step_p50, r[i].ratio,
-                b->disturbed || c->disturbed);
+                ab_lopsided(&r[i]));
         fprintf(f, ",%.9g", exp(e->estimate));
         if (isnan(e->lo))
             fputs(",,,", f);
