@@ -16,29 +16,65 @@
 # Each try is one line of tries.jsonl (kind, mode, verdict, exit status,
 # seconds, load before and after, the interval); summary.txt counts them.
 #
-# usage: sh bench/bench_gate.sh [-b BIN] [-n TRIES] [-c CATCHES] [-o DIR] [-k KINDS]
+# usage: sh bench/bench_gate.sh [-b BIN] [-n TRIES] [-c CATCHES] [-o DIR] [-k KINDS] [-S]
 #   -b BIN      ddpbench [./ddpbench] (copied: a rebuild during the run does not touch it)
 #   -n TRIES    unchanged tries per mode and gate [30]
 #   -c CATCHES  planted-slowdown tries per mode [10]
 #   -o DIR      results [bench/results/gate]
 #   -k KINDS    which kinds ["ab-same ab-slow stored"]
+#   -S          only summarise DIR/tries.jsonl (of a run cut short)
 set -u
 BIN=./ddpbench
 TRIES=30
 CATCHES=10
 OUT=bench/results/gate
 KINDS="ab-same ab-slow stored"
-while getopts b:n:c:o:k: opt; do
+SUMMARY_ONLY=no
+while getopts b:n:c:o:k:S opt; do
     case $opt in
     b) BIN=$OPTARG ;;
     n) TRIES=$OPTARG ;;
     c) CATCHES=$OPTARG ;;
     o) OUT=$OPTARG ;;
     k) KINDS=$OPTARG ;;
+    S) SUMMARY_ONLY=yes ;;
     *) exit 2 ;;
     esac
 done
 mkdir -p "$OUT"
+TRIESF="$OUT/tries.jsonl"
+summarise() { # what fractional --slow-rank said
+python3 - "$TRIESF" "$1" >"$OUT/summary.txt" <<'EOF'
+import json, sys, statistics as st
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("bench_gate: %d tries; fractional --slow-rank: %s" % (len(rows), sys.argv[2]))
+for kind in ["ab-same", "ab-slow", "stored"]:
+    for mode in ["single", "ddp"]:
+        rs = [r for r in rows if r["kind"] == kind and r["mode"] == mode]
+        if not rs:
+            continue
+        v = {}
+        for r in rs:
+            v[r["verdict"]] = v.get(r["verdict"], 0) + 1
+        secs = [r["seconds"] for r in rs]
+        loads = [r["load_before"] for r in rs] + [r["load_after"] for r in rs]
+        line = "%-8s %-6s %2d tries: %s; seconds median %.0f (max %.0f); load %.1f..%.1f (median %.1f)" % (
+            kind, mode, len(rs), ", ".join("%s %d" % kv for kv in sorted(v.items())),
+            st.median(secs), max(secs), min(loads), max(loads), st.median(loads))
+        if kind.startswith("ab"):
+            rat = [r["ratio"] for r in rs if r.get("ratio")]
+            wid = [r["hi"] / r["lo"] - 1 for r in rs if r.get("lo") and r.get("hi")]
+            if rat:
+                line += "; ratio median %.3f (%.3f..%.3f), interval width median %.1f%%" % (
+                    st.median(rat), min(rat), max(rat), 100 * st.median(wid) if wid else float("nan"))
+        print(line)
+EOF
+}
+if [ $SUMMARY_ONLY = yes ]; then
+    summarise "(not checked: -S)"
+    cat "$OUT/summary.txt"
+    exit 0
+fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 trap 'exit 130' INT
@@ -68,7 +104,6 @@ slow_ok=yes
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 now() { date +%s.%N; }
-TRIESF="$OUT/tries.jsonl"
 : >"$TRIESF"
 
 # one try: kind mode try; a line into tries.jsonl
@@ -110,7 +145,10 @@ if kind.startswith("ab") and o:
     ab = o["ab"]
     e = ab["estimate"]
     rec.update(verdict=ab["verdict"], ratio=e["ratio"], lo=e["lo"], hi=e["hi"], hl=ab["hodges_lehmann"]["ratio"],
-               rounds_to_settle=ab["rounds_to_settle"], disturbed_rounds=ab["disturbed_rounds"],
+               rounds_to_settle=ab["rounds_to_settle"], lopsided_rounds=ab["lopsided_rounds"],
+               both_disturbed_rounds=ab["both_disturbed_rounds"], reason=ab["reason"],
+               contention=[[(r[k].get("machine") or {}).get("contention") for k in ("base", "candidate")]
+                           for r in o["rounds"] if r["used"]],
                ratios=[round(r["ratio"], 4) for r in o["rounds"] if r["used"]],
                loads=[r["base"]["environment"].get("loadavg", "").split(" ")[0] for r in o["rounds"] if r["used"]],
                straggler=ab["straggler"])
@@ -126,7 +164,8 @@ EOF
     tail -1 "$TRIESF" | cut -c1-200
 }
 
-echo "bench_gate: $(date -u +%FT%TZ), $(nproc) CPUs, load $(cat /proc/loadavg), fractional --slow-rank: $slow_ok"
+echo "bench_gate: $(date -u +%FT%TZ), $(nproc) CPUs, load $(cat /proc/loadavg), fractional --slow-rank: $slow_ok" |
+    tee "$OUT/started.txt"
 for mode in single ddp; do
     case " $KINDS " in *" stored "*)
         "$W/base/ddpbench" $(opts "$mode") --repeat 5 --json >"$W/stored_$mode.json" 2>"$W/err" ||
@@ -146,29 +185,5 @@ while [ $i -le "$TRIES" ]; do
     i=$((i + 1))
 done
 
-python3 - "$TRIESF" "$slow_ok" >"$OUT/summary.txt" <<'EOF'
-import json, sys, statistics as st
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("bench_gate: %d tries; fractional --slow-rank: %s" % (len(rows), sys.argv[2]))
-for kind in ["ab-same", "ab-slow", "stored"]:
-    for mode in ["single", "ddp"]:
-        rs = [r for r in rows if r["kind"] == kind and r["mode"] == mode]
-        if not rs:
-            continue
-        v = {}
-        for r in rs:
-            v[r["verdict"]] = v.get(r["verdict"], 0) + 1
-        secs = [r["seconds"] for r in rs]
-        loads = [r["load_before"] for r in rs] + [r["load_after"] for r in rs]
-        line = "%-8s %-6s %2d tries: %s; seconds median %.0f (max %.0f); load %.1f..%.1f (median %.1f)" % (
-            kind, mode, len(rs), ", ".join("%s %d" % kv for kv in sorted(v.items())),
-            st.median(secs), max(secs), min(loads), max(loads), st.median(loads))
-        if kind.startswith("ab"):
-            rat = [r["ratio"] for r in rs if r.get("ratio")]
-            wid = [r["hi"] / r["lo"] - 1 for r in rs if r.get("lo") and r.get("hi")]
-            if rat:
-                line += "; ratio median %.3f (%.3f..%.3f), interval width median %.1f%%" % (
-                    st.median(rat), min(rat), max(rat), 100 * st.median(wid) if wid else float("nan"))
-        print(line)
-EOF
+summarise "$slow_ok"
 cat "$OUT/summary.txt"
