@@ -246,7 +246,7 @@ static int print_results(const report_ctx_t *ctx, const config_t *cfgs, const ru
     } else if (c->csv) {
         report_csv_header(stdout);
         for (int i = 0; i < n; i++)
-            report_csv_row(stdout, ctx, &cfgs[i], &res[i], ref);
+            report_csv_row(stdout, ctx, &cfgs[i], &res[i], ref, &reps[i]);
         for (int i = 0; i < n; i++) /* stdout holds the CSV alone: the notes go to stderr */
             report_notes(stderr, ctx, &res[i], n > 1);
     } else {

@@ -172,8 +172,9 @@ extern const char *const report_json_keys[];
 
 /* CSV: the header line, and one row per run. */
 void report_csv_header(FILE *f);
+/* rep: the run's --repeat runs (NULL or one run: the interval columns empty) */
 void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
-                    const run_result_t *r, const run_result_t *ref);
+                    const run_result_t *r, const run_result_t *ref, const repeat_t *rep);
 
 /* The banner's provenance lines: build (revision, compiler, flags), BLAS and
  * its threads, host, CPUs and start time; on CUDA the runtime, driver,
@@ -184,6 +185,11 @@ void report_provenance(FILE *f, const report_ctx_t *ctx);
 void report_start(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
+/* The host name, the run's start (UTC, ISO 8601) and its 1-minute load
+ * average then ("unknown" when /proc/loadavg cannot be read). */
+const char *report_host(void);
+const char *report_time_utc(void);
+const char *report_loadavg1(void);
 /* CPU model name from /proc/cpuinfo ("" when unknown). */
 const char *report_cpu_model(void);
 /* A device's display name (its stats' name, or one found for the backend). */

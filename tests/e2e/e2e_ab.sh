@@ -133,6 +133,20 @@ head -1 "$T/ab.csv" | grep -q "ratio_lo,ratio_hi,.*base_revision,candidate_revis
 [ "$(wc -l <"$T/ab.csv")" = 8 ] && sed -n 2p "$T/ab.csv" | grep -q ",r-base,r-same,h1,2026-01-01T00:00:00Z,.*,1.50,1.50$" &&
     ok || ko "--csv rows: $(cat "$T/ab.csv")"
 
+# --- --csv with --repeat (no --against): the interval and the provenance columns, filled
+"$BIN" --mode single --model seed-linear --steps 30 --backend cpu --repeat 2 --csv >"$T/rep.csv" 2>"$T/err"
+python3 - "$T/rep.csv" <<'EOF' && ok || ko "--repeat --csv: $(cat "$T/rep.csv") $(cat "$T/err")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1, rows
+r = rows[0]
+assert r["runs"] == "2"
+assert float(r["throughput_lo"]) <= float(r["throughput_hi"])
+assert float(r["step_mean_lo_s"]) <= float(r["step_mean_hi_s"])
+assert r["revision"] and r["host"] and r["time_utc"].endswith("Z")
+float(r["loadavg1"])
+EOF
+
 # --- a failing child: named, its status and last stderr line, exit 1
 fake broken 1.0 1.0 "$QUIET" 0 fail
 "$BIN" $S --against "$T/base" --candidate "$T/broken" --repeat 6 >"$T/out" 2>"$T/err"
