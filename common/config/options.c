@@ -239,7 +239,7 @@ void config_usage(FILE *f)
     }
     config_presets_usage(f);
     fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
-               "--baseline, 4 no verdict (an interval wider than --tolerance).\n");
+               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
 }
 
 // ---------------------------------------------------------------------------
