@@ -73,6 +73,8 @@ static int side_read(ab_side_t *s, const char *who, int round, char *err)
      * keeps one): a disturbed run is retaken or its pair flagged */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");
     s->disturbed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "disturbed"));
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(m, "why");
+    snprintf(s->why, sizeof s->why, "%s", cJSON_IsString(why) ? why->valuestring : "");
     return DDP_OK;
 }
 

@@ -28,6 +28,7 @@ typedef struct {
     double phase[MAX_DEVICES][PH_COUNT]; /* devices[].phases_s_per_step */
     double load1;                      /* environment.loadavg's first figure; NAN if none */
     bool disturbed;                    /* machine.disturbed, when the child records it */
+    char why[160];                     /* machine.why: what disturbed it */
     double wall_s;                     /* the child's wall time, start to reaped */
 } ab_side_t;
 
@@ -50,7 +51,7 @@ typedef struct {
     int disturbed;         /* used rounds lopsided: one side disturbed, the other not */
     int both_disturbed;    /* used rounds disturbed on both sides */
     bool busy;             /* the verdict blames a busy machine */
-    char reason[256];
+    char reason[512];
     /* attribution: median paired delta per device and phase group */
     int ndev;
     double delta[MAX_DEVICES][AB_GROUPS], base[MAX_DEVICES][AB_GROUPS], base_step;

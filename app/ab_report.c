@@ -83,10 +83,24 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
      * change must stand on the even rounds alone */
     if (j->disturbed > 0 && (j->verdict == PAIRED_REGRESSED || j->verdict == PAIRED_IMPROVED) &&
         paired_judge(&j->est_clean, tol) != j->verdict) {
+        /* the first lopsided round's own account of what happened */
+        const char *why = "", *who = "";
+        int at = 0;
+        for (int i = 0; i < nr && !why[0]; i++)
+            for (int k = 0; k < 2 && r[i].used && ab_lopsided(&r[i]); k++)
+                if (r[i].side[k].disturbed && r[i].side[k].why[0] && !why[0]) {
+                    why = r[i].side[k].why;
+                    who = k == AB_BASE ? "base" : "candidate";
+                    at = r[i].round + 1;
+                }
+        char ex[220] = "";
+        if (why[0])
+            snprintf(ex, sizeof ex, " (round %d's %s: %s)", at, who, why);
         snprintf(j->reason, sizeof j->reason,
-                 "a busy machine: %d of %d rounds ran with one side disturbed (other work took "
-                 "its cores), and the %d other rounds do not show the %s",
-                 j->disturbed, n, nc, j->verdict == PAIRED_REGRESSED ? "regression" : "improvement");
+                 "a busy machine: %d of %d rounds ran with one side disturbed%s, and the %d "
+                 "other rounds do not show the %s",
+                 j->disturbed, n, ex, nc,
+                 j->verdict == PAIRED_REGRESSED ? "regression" : "improvement");
         j->verdict = PAIRED_NO_VERDICT;
         j->busy = true;
     } else if (j->verdict == PAIRED_NO_VERDICT && j->disturbed > 0) {
