@@ -27,6 +27,7 @@
 #include "comm/comm.h"
 #include "ddp/launch.h"
 #include "app/commbench.h"
+#include "report/report.h"
 
 /* --coll's bits are comm.h's kinds (config.h numbers them the same way). */
 _Static_assert(COLL_BROADCAST == 0 && COLL_ALL_REDUCE == 1 && COLL_REDUCE == 2 &&
@@ -325,4 +326,57 @@ int comm_bench_run(const config_t *cfg, collperf_t *out, char *err)
     }
     ddp_group_close(g);
     return rc;
+}
+
+// ---------------------------------------------------------------------------
+// the mode: run it, report it
+
+/* --mode comm: the collectives alone; DDP_ERR_RUNTIME when a check found a wrong value. */
+int app_comm(const config_t *cfg, const char *note, char *err)
+{
+    report_ctx_t ctx = {cfg, NULL, NULL, note, NULL};
+    collperf_t perf;
+    bool reports = ddp_launch_reports(cfg);
+    if (!cfg->quiet && reports)
+        fprintf(cfg->json ? stderr : stdout, "ddpbench %s: mode comm, backend %s%s%s\n",
+                DDPBENCH_VERSION, backend_kind_name(cfg->backend), note ? " " : "",
+                note ? note : "");
+    if (!cfg->quiet && reports) {
+        char who[1200];
+        ddp_launch_describe(cfg, who, sizeof who);
+        if (who[0])
+            fprintf(cfg->json ? stderr : stdout, "  launched by %s\n", who);
+    }
+    int rc = comm_bench_run(cfg, &perf, err);
+    if (rc != DDP_OK)
+        return rc;
+    if (!reports) /* under mpirun: rank 0 reports for every rank */
+        return DDP_OK;
+    if (cfg->json) {
+        cJSON *o = report_json_comm(&ctx, &perf);
+        rc = report_json_print(stdout, o);
+        cJSON_Delete(o);
+        if (rc != DDP_OK)
+            return err_set(err, DDP_ERR_RUNTIME, "--json: could not write the result");
+    } else {
+        report_comm(stdout, &perf);
+    }
+    if (fflush(stdout) != 0)
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    if (perf.wrong_total > 0) {
+        for (int i = 0; i < perf.ncoll; i++)
+            for (int j = 0; j < perf.coll[i].npoints; j++)
+                for (int place = 0; place < 2; place++)
+                    if (perf.coll[i].pt[j].wrong[place]) {
+                        snprintf(err, ERR_LEN,
+                                 "--mode comm: the check found %ld wrong value%s; the first: "
+                                 "%s of %ld bytes %s, %ld wrong",
+                                 perf.wrong_total, perf.wrong_total == 1 ? "" : "s",
+                                 perf.coll[i].name, perf.coll[i].pt[j].bytes,
+                                 place ? "in place" : "out of place",
+                                 perf.coll[i].pt[j].wrong[place]);
+                        return DDP_ERR_RUNTIME;
+                    }
+    }
+    return DDP_OK;
 }

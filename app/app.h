@@ -1,0 +1,105 @@
+/* app/app.h: one job of the program, as the program's files hand it on.
+ *
+ *   main.c     parse, launch, the mode, the exit status and the error line
+ *   plan.c     the job: resolution, model, data, every check before training,
+ *              --emit-pytorch, the banner
+ *   run.c      the training runs (compare's order, --repeat) and --predict's
+ *              measurements
+ *   outputs.c  what the user asked to keep: --save, evaluation, --trace, the
+ *              result on stdout, --explain
+ *   gate.c     the stored-baseline regression gate (--baseline)
+ *   commbench.c  --mode comm, the collectives alone (commbench.h)
+ *
+ * The job is one static object (its results hold their step statistics), so
+ * main's stack stays small. */
+#ifndef DDPBENCH_APP_H
+#define DDPBENCH_APP_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "base/status.h"
+#include "config/config.h"
+#include "data/data.h"
+#include "measure/collperf.h"
+#include "measure/predict.h"
+#include "measure/repeat.h"
+#include "measure/result.h"
+#include "report/report.h"
+
+#define MAX_RUNS 3 /* compare: single, dp, ddp */
+
+/* --predict (and compare's predicted column): the alpha-beta model's inputs */
+typedef struct {
+    bool on;
+    collperf_t perf; /* the collectives, measured by --mode comm */
+    predict_in_t in;
+    predict_row_t rows[PREDICT_MAX_DEVICES];
+} predict_t;
+
+typedef struct {
+    config_t cfg;                 /* the user's, resolved */
+    char note[ERR_LEN];           /* what --backend/--gpus auto chose ("" when nothing) */
+    model_spec_t spec;
+    int n;                        /* runs: 1, or compare's (3; 2 under mpirun) */
+    config_t cfgs[MAX_RUNS];      /* each run's own config */
+    run_result_t res[MAX_RUNS];   /* each run's last repetition */
+    repeat_t reps[MAX_RUNS];      /* each run's repetitions (--repeat) */
+    int order[MAX_RUNS];          /* which run goes when */
+    dataset_t data;
+    bool loaded;
+    report_ctx_t ctx;
+    baseline_t bl;                /* --baseline, and each run's match in it */
+    const cJSON *match[MAX_RUNS];
+    bool gate;
+    bool mpi;                     /* started by mpirun: this process is one rank */
+    bool reports;                 /* this process writes the outputs (rank 0 under mpirun) */
+    FILE *info;                   /* progress and notes: stderr under --json/--csv */
+    predict_t pred;
+    bool full;                    /* measure every collective the model needs */
+    bool measure;                 /* measure the collectives at all */
+} app_job_t;
+
+// main.c
+/* The one error line (escaped) and the exit status of a status code. */
+int app_fail(int code, const char *msg);
+
+// plan.c
+/* The config of one run: compare gives each run its mode; single runs on
+ * the first device of the list. */
+void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
+/* Everything checked before training, up to the start-up agreement of every
+ * rank (rc: the status so far; under mpirun the ranks agree on it). */
+int app_plan(app_job_t *j, int rc, char *err);
+/* After the agreement: --emit-pytorch, the --init note, the banner. */
+int app_prepare(app_job_t *j, int argc, char **argv, char *err);
+void app_free(app_job_t *j);
+
+// run.c
+/* Every run, --repeat times, in the order that is fair to them. */
+int app_train(app_job_t *j, char *err);
+/* Under mpirun, a rank other than 0 after training: it joins the
+ * collectives' measurement, whose failure rank 0 reports. */
+int app_train_follow(app_job_t *j, int rc, char *err);
+/* --predict's collectives and single's phases, after the files are written. */
+int app_predict(app_job_t *j, char *err);
+
+// outputs.c
+/* --save, the evaluation and --trace, each on its own: a failure is added
+ * to failed, what was written to written. */
+void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen);
+/* The result on stdout and --explain. */
+void app_print(app_job_t *j, char *failed);
+/* The status of the outputs: DDP_OK, or one line naming what failed and
+ * what was written. */
+int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);
+
+// gate.c
+/* Every run's baseline match, found before any training. */
+int app_gate_prepare(app_job_t *j, char *err);
+/* What differs from the baseline without refusing it: one warning line. */
+void app_gate_warn(app_job_t *j);
+/* The verdicts: 0, DDP_ERR_REGRESSED or DDP_ERR_NOISY. */
+int app_gate_judge(app_job_t *j);
+
+#endif

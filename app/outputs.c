@@ -1,0 +1,136 @@
+/* app/outputs.c: what the user asked to keep, each output on its own:
+ * --save first (the weights are what a failure after training must not
+ * cost), then the evaluation (optional: its failure is a note), --trace, the
+ * result on stdout, --explain.  One that fails does not cost the others, and
+ * the error line says what was and was not written. */
+#include <errno.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+
+/* A failed output's message, joined to those before it. */
+static void add_failure(char *all, const char *one)
+{
+    size_t n = strlen(all);
+    snprintf(all + n, ERR_LEN - n, "%s%s", n ? "; " : "", one);
+}
+
+void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen)
+{
+    const config_t *cfg = &j->cfg;
+    if (cfg->save_path[0]) {
+        char e[ERR_LEN];
+        if (ckpt_save_weights(cfg->save_path, cfg, &j->spec, j->res[0].params, e) == DDP_OK)
+            snprintf(written, wlen, "--save %s", cfg->save_path);
+        else
+            add_failure(failed, e);
+    }
+    for (int i = 0; i < j->n; i++) {
+        char e[ERR_LEN];
+        run_result_t *r = &j->res[i];
+        if (trainer_evaluate(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
+                             &r->train_accuracy, e) != DDP_OK)
+            fprintf(stderr, "ddpbench: note: the %s run's final evaluation was skipped: %s\n",
+                    mode_name(r->mode), e);
+    }
+    if (cfg->trace_path[0]) {
+        char e[ERR_LEN];
+        if (report_trace_write(cfg->trace_path, j->res, j->n, e) == DDP_OK) {
+            size_t w = strlen(written);
+            snprintf(written + w, wlen - w, "%s--trace %s", w ? ", " : "", cfg->trace_path);
+            for (int i = 0; i < j->n; i++)
+                if (!j->res[i].trace[0])
+                    fprintf(stderr, "ddpbench: note: the %s run recorded no trace events\n",
+                            mode_name(j->res[i].mode));
+        } else {
+            add_failure(failed, e);
+        }
+    }
+}
+
+/* The result on stdout in the form asked for. */
+static int print_results(app_job_t *j, char *err)
+{
+    const report_ctx_t *ctx = &j->ctx;
+    const config_t *c = &j->cfg;
+    const predict_t *pr = &j->pred;
+    const run_result_t *ref = c->mode == MODE_COMPARE ? &j->res[0] : NULL;
+    int n = j->n;
+    if (c->json) {
+        for (int i = 0; i < n; i++) {
+            cJSON *o = report_json_run(ctx, &j->cfgs[i], &j->res[i], ref, c->mode == MODE_COMPARE);
+            if (o && j->reps[i].n > 1)
+                cJSON_ReplaceItemInObjectCaseSensitive(o, "repeat", report_json_repeat(&j->reps[i]));
+            if (o && pr->on)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "predict", report_json_predict(&pr->in, pr->rows, &j->res[i]));
+            if (o && pr->in.all_reduce)
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    o, "buckets",
+                    report_json_buckets(&j->res[i], pr->in.all_reduce, j->cfgs[i].zero1));
+            int rc = report_json_print(stdout, o);
+            cJSON_Delete(o);
+            if (rc != DDP_OK)
+                return err_set(err, rc, "stdout: could not write the --json result: %s",
+                               strerror(errno));
+        }
+    } else if (c->csv) {
+        report_csv_header(stdout);
+        for (int i = 0; i < n; i++)
+            report_csv_row(stdout, ctx, &j->cfgs[i], &j->res[i], ref, &j->reps[i]);
+        for (int i = 0; i < n; i++) /* stdout holds the CSV alone: the notes go to stderr */
+            report_notes(stderr, ctx, &j->res[i], n > 1);
+    } else {
+        if (c->mode == MODE_COMPARE)
+            report_compare(stdout, ctx, j->res, n);
+        else
+            report_result(stdout, ctx, &j->res[0], NULL);
+        if (c->mode == MODE_DDP)
+            report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero1);
+        if (pr->on && pr->in.k0 >= 2)
+            report_predicted(stdout, j->res, n, &pr->in, pr->rows);
+        if (pr->on && pr->in.k0 >= 2 && c->zero1)
+            printf("  (ddp predicted as plain DDP: --zero1's reduce-scatter, sharded optimizer "
+                   "step and all-gather are not modelled)\n");
+        if (pr->on && c->predict)
+            report_predict_table(stdout, &pr->in, pr->rows);
+        const repeat_t *rp[MAX_RUNS];
+        mode_t_ modes[MAX_RUNS];
+        for (int i = 0; i < n; i++) {
+            rp[i] = &j->reps[i];
+            modes[i] = j->cfgs[i].mode;
+        }
+        report_repeat(stdout, rp, modes, n);
+        for (int i = 0; i < n; i++)
+            report_notes(stdout, ctx, &j->res[i], n > 1);
+    }
+    return fflush(stdout) == 0 && !ferror(stdout)
+               ? DDP_OK
+               : err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
+}
+
+void app_print(app_job_t *j, char *failed)
+{
+    char e[ERR_LEN];
+    if (print_results(j, e) != DDP_OK)
+        add_failure(failed, e);
+    if (j->cfg.explain)
+        for (int i = 0; i < j->n; i++)
+            report_explain(j->info, &j->ctx, &j->res[i]);
+}
+
+int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err)
+{
+    char all[ERR_LEN];
+    snprintf(all, sizeof all, "%s", failed);
+    if (j->info == stdout && (fflush(stdout) != 0 || ferror(stdout)) && !all[0])
+        add_failure(all, "stdout: write failed");
+    if (!all[0])
+        return DDP_OK;
+    bool files = j->cfg.save_path[0] || j->cfg.trace_path[0];
+    return err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", all,
+                   written[0] ? " (written: " : files ? " (no file was written)" : "", written,
+                   written[0] ? ")" : "");
+}

@@ -1,0 +1,140 @@
+/* app/plan.c: the job before any training: the model, compare's runs, the
+ * data, and every check a run could fail late (--baseline, --init, --resume,
+ * unwritable --save/--checkpoint/--trace, a sample stream with nothing to
+ * train on), so bad input costs no training.  Under mpirun every rank's
+ * outcome meets the others' at the start-up agreement (ddp/launch.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "app/twin.h"
+#include "comm/comm.h"
+#include "data/load.h"
+#include "data/schedule.h"
+#include "ddp/launch.h"
+#include "io/checkpoint.h"
+
+/* DDP's DistributedSampler has one replica per rank, whatever stream
+ * --sampler-replicas gives single and dp. */
+void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
+{
+    *out = *base;
+    out->mode = mode;
+    if (mode == MODE_SINGLE)
+        out->ngpus = 1;
+    if (mode == MODE_DDP && !out->nrank_samples)
+        out->sampler_replicas = out->ngpus;
+}
+
+int app_plan(app_job_t *j, int rc, char *err)
+{
+    config_t *cfg = &j->cfg;
+    if (rc == DDP_OK)
+        rc = config_model_spec(cfg, &j->spec, err);
+    if (rc == DDP_OK && cfg->trace_path[0] && ddp_launch_reports(cfg))
+        rc = report_trace_check(cfg->trace_path, err);
+
+    /* the runs: one, or compare's three on the same data (under mpirun two:
+     * DP is one process, so single on rank 0 and DDP on every rank) */
+    static const mode_t_ compare_modes[MAX_RUNS] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+    static const mode_t_ compare_mpi[MAX_RUNS] = {MODE_SINGLE, MODE_DDP};
+    j->n = cfg->mode == MODE_COMPARE ? (j->mpi ? 2 : MAX_RUNS) : 1;
+    for (int i = 0; i < j->n; i++) {
+        app_run_config(cfg,
+                       cfg->mode == MODE_COMPARE ? (j->mpi ? compare_mpi : compare_modes)[i]
+                                                 : cfg->mode,
+                       &j->cfgs[i]);
+        result_init(&j->res[i]);
+    }
+    j->ctx = (report_ctx_t){cfg, &j->spec, NULL, j->note[0] ? j->note : NULL, NULL};
+
+    /* --baseline is rank 0's to read and judge (under mpirun the others
+     * only train) */
+    j->gate = cfg->baseline_path[0] && ddp_launch_reports(cfg);
+    if (rc == DDP_OK && j->gate)
+        rc = app_gate_prepare(j, err);
+
+    if (rc == DDP_OK)
+        j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
+    j->ctx.data = j->loaded ? &j->data : NULL;
+    if (rc == DDP_OK && j->gate) /* with the data: its size is one of the settings compared */
+        app_gate_warn(j);
+    /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
+     * input errors found now, not after the training. */
+    if (rc == DDP_OK)
+        rc = ckpt_preflight(cfg, &j->spec, &j->data, err);
+
+    /* Every run's sample stream (a batch with nothing to train on, shards
+     * larger than the data) is checked before the banner. */
+    for (int i = 0; i < j->n && rc == DDP_OK; i++) {
+        schedule_t sch;
+        if ((rc = schedule_init(&sch, &j->cfgs[i], &j->data, 1, 0, err)) == DDP_OK)
+            schedule_free(&sch);
+    }
+    /* Under mpirun every rank's outcome so far and what it was started
+     * with meet here (launch.h): one verdict for all. */
+    rc = ddp_launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);
+    if (rc == DDP_OK)
+        for (int i = 0; i < j->n; i++) /* the devices every rank has, for the reports */
+            app_run_config(cfg, j->cfgs[i].mode, &j->cfgs[i]);
+    j->reports = ddp_launch_reports(cfg);
+    return rc;
+}
+
+int app_prepare(app_job_t *j, int argc, char **argv, char *err)
+{
+    config_t *cfg = &j->cfg;
+    /* --emit-pytorch: the same job as a PyTorch script, written before
+     * training (a path it cannot write is bad input); under mpirun by rank 0,
+     * which writes the outputs (its failure ends the job: ddp_launch_end) */
+    if (cfg->emit_pytorch[0] && j->reports)
+        TRY(twin_emit(&j->cfgs[0], &j->spec, &j->data, argc, argv,
+                      (cfg->json || cfg->csv) ? stderr : stdout, err));
+
+    char note2[ERR_LEN + 1100];
+    ckpt_init_note(cfg, &j->spec, note2, sizeof note2);
+    if (note2[0] && j->reports)
+        fprintf(stderr, "ddpbench: warning: %s\n", note2);
+
+    /* under --json/--csv stdout carries only the result */
+    j->info = (cfg->json || cfg->csv) ? stderr : stdout;
+    if (!cfg->quiet && j->reports) {
+        report_banner(j->info, &j->ctx);
+        char who[1200];
+        ddp_launch_describe(cfg, who, sizeof who);
+        if (who[0])
+            fprintf(j->info, "  launched by %s, comm %s\n", who, comm_name(cfg->comm));
+    }
+
+    /* CUDA does not survive fork: single and dp initialise CUDA in this
+     * process, so on CUDA the ddp run (which forks its ranks) goes first.
+     * Under mpirun too: the other ranks join DDP at once and rank 0 runs
+     * single after it, alone.  The results are still shown in the order
+     * single, dp, ddp. */
+    for (int i = 0; i < MAX_RUNS; i++)
+        j->order[i] = i;
+    if (j->n == MAX_RUNS && cfg->backend == BACKEND_CUDA) {
+        j->order[0] = 2;
+        j->order[1] = 0;
+        j->order[2] = 1;
+    }
+    if (j->mpi && j->n == 2) {
+        j->order[0] = 1;
+        j->order[1] = 0;
+    }
+    /* --predict, and compare on several devices: the collectives for the
+     * model; a DDP run: the all-reduce at its bucket sizes (run.c). */
+    j->full = cfg->predict || (cfg->mode == MODE_COMPARE && cfg->ngpus >= 2);
+    j->measure = j->full || (cfg->mode == MODE_DDP && cfg->ngpus >= 2);
+    return DDP_OK;
+}
+
+void app_free(app_job_t *j)
+{
+    for (int i = 0; i < j->n; i++)
+        result_free(&j->res[i]);
+    if (j->loaded)
+        data_free(&j->data);
+    j->loaded = false;
+    baseline_free(&j->bl);
+}

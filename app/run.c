@@ -1,0 +1,254 @@
+/* app/run.c: the training runs and what --predict measures around them.
+ *
+ * compare runs single, dp and ddp on the same data; --repeat N runs the
+ * whole set N times, each run from scratch (its own warm-up; DDP forks fresh
+ * ranks).  The collectives the alpha-beta model needs are measured by
+ * --mode comm's benchmark on the run's devices, before anything initialises
+ * CUDA in this process (the measurement forks ranks, and CUDA does not
+ * survive fork). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/app.h"
+#include "app/commbench.h"
+#include "base/interrupt.h"
+#include "ddp/launch.h"
+#include "ddp/reducer.h"
+#include "device/backend.h"
+#include "strategies/strategy.h"
+
+static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
+{
+    switch (c->mode) {
+    case MODE_DP:
+        return dp_run(c, d, res, err);
+    case MODE_DDP:
+        return ddp_run(c, d, res, err);
+    default:
+        return single_run(c, d, res, err);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// --predict (and compare's predicted column): the alpha-beta model's inputs
+
+/* Measure all-reduce, broadcast and reduce at the sizes the model needs
+ * (DDP's buckets up to the whole parameter arena) on the run's devices, or
+ * on two CPU workers / GPUs when the run has one. */
+static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool full, predict_t *p,
+                           char *err)
+{
+    predict_in_t *in = &p->in;
+    reducer_t red;
+    TRY(reducer_init(&red, NULL, NULL, spec, NULL, cfg->first_bucket_mb, cfg->bucket_mb, cfg->overlap,
+                     err));
+    double smallest = 0.0, largest = 0.0;
+    for (int i = 0; i < red.nb && in->nbuckets < PREDICT_MAX_BUCKETS; i++) {
+        double b = (double)red.b[i].count * sizeof(float);
+        in->bucket_bytes[in->nbuckets++] = b;
+        smallest = i == 0 || b < smallest ? b : smallest;
+        largest = b > largest ? b : largest;
+    }
+    reducer_free(&red);
+    config_t c = *cfg; /* its mode stays: the fault tests' faults are training's */
+    c.colls = (1u << COLL_ALL_REDUCE) | (1u << COLL_BROADCAST) | (1u << COLL_REDUCE);
+    /* from latency (1 KiB or the smallest bucket) to bandwidth (the whole
+     * arena, at least 256 KiB): the fit needs both regimes */
+    c.min_bytes = smallest < 1024 ? (long)(smallest > 4 ? smallest : 4) : 1024;
+    c.max_bytes = (long)(spec->nparams * sizeof(float));
+    if (c.max_bytes < 256 * 1024)
+        c.max_bytes = 256 * 1024;
+    if (!full) { /* a DDP run's buckets alone: all-reduce at their sizes */
+        c.colls = 1u << COLL_ALL_REDUCE;
+        c.min_bytes = (long)(smallest > 4 ? smallest : 4);
+        c.max_bytes = (long)(largest > smallest ? largest : smallest);
+    }
+    c.step_factor = 4.0;
+    c.iters = 10;
+    c.warmup_iters = 2;
+    if (c.ngpus < 2 && c.launcher == LAUNCHER_MPI)
+        return DDP_OK; /* one rank under mpirun: nothing to measure, k0 stays 0 */
+    if (c.ngpus < 2) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        bool two = c.backend == BACKEND_CPU ? cpus >= 2 : backend_cuda_probe(NULL) >= 2;
+        if (!two)
+            return DDP_OK; /* one device: nothing to measure, k0 stays 0 */
+        c.ngpus = 2;
+        c.gpus[0] = 0;
+        c.gpus[1] = 1;
+    }
+    TRY(comm_bench_run(&c, &p->perf, err));
+    in->k0 = p->perf.world;
+    in->all_reduce = collperf_find(&p->perf, COLL_ALL_REDUCE);
+    in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
+    in->reduce = collperf_find(&p->perf, COLL_REDUCE);
+    return DDP_OK;
+}
+
+static int measure_collectives(app_job_t *j, char *err)
+{
+    if (!j->cfg.quiet && ddp_launch_reports(&j->cfg)) {
+        fprintf(j->info, "== the collectives%s (--mode comm)\n",
+                j->full ? ", for the alpha-beta model" : " at the bucket sizes");
+        fflush(j->info);
+    }
+    int rc = predict_measure(&j->cfg, &j->spec, j->full, &j->pred, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "measuring the collectives");
+}
+
+/* The model's table, from single's phases per step. */
+static void predict_finish(app_job_t *j, const run_result_t *single)
+{
+    predict_in_t *in = &j->pred.in;
+    const config_t *cfg = &j->cfg;
+    double steps = single->times.n > 0 ? (double)single->times.n : 1.0;
+    for (int q = 0; q < PH_COUNT; q++)
+        in->phase_s[q] = single->dev[0].phase_s[q] / steps;
+    in->batch = cfg->batch;
+    in->accum = cfg->accum;
+    in->param_bytes = (double)j->spec.nparams * sizeof(float);
+    in->in_bytes_per_row = (double)j->data.in_dim * sizeof(float);
+    in->out_bytes_per_row = (double)model_out_dim(&j->spec) * sizeof(float);
+    in->overlap = cfg->overlap;
+    predict_steps(in, j->pred.rows);
+    j->pred.on = true;
+}
+
+// ---------------------------------------------------------------------------
+// the runs
+
+/* A diverged run (a NaN or infinite final loss or parameter) is a failure
+ * naming the step, unless --allow-nonfinite: then it is reported as it is. */
+static int check_finite(const config_t *cfg, const model_spec_t *spec, const run_result_t *r,
+                        int nruns, char *err)
+{
+    char where[128] = "";
+    size_t bad = r->params ? model_count_nonfinite(spec, r->params, where, sizeof where) : 0;
+    if (cfg->allow_nonfinite || bad == 0)
+        return DDP_OK;
+    err_set(err, DDP_ERR_RUNTIME,
+            "after its %ld steps, %zu of the %zu final parameters are not finite (%s): the "
+            "training diverged (lower --lr; --allow-nonfinite keeps going)",
+            r->steps, bad, spec->nparams, where);
+    if (nruns > 1)
+        err_prefix(err, DDP_ERR_RUNTIME, "--mode compare: the %s run", mode_name(r->mode));
+    return DDP_ERR_RUNTIME;
+}
+
+/* --warmup-steps that would leave no timed step: say what the run used. */
+static void warmup_note(const config_t *c, const run_result_t *r)
+{
+    long timed = r->steps - r->warmup_steps;
+    if (!c->quiet && r->steps > 0 && r->warmup_steps < c->warmup_steps)
+        fprintf(stderr,
+                "ddpbench: note: --warmup-steps %ld: the %s run has %ld step%s, so %ld %s "
+                "warm-up and %ld %s timed\n",
+                c->warmup_steps, mode_name(r->mode), r->steps, r->steps == 1 ? "" : "s",
+                r->warmup_steps, r->warmup_steps == 1 ? "is" : "are", timed,
+                timed == 1 ? "is" : "are");
+}
+
+int app_train(app_job_t *j, char *err)
+{
+    const config_t *cfg = &j->cfg;
+    int rc = DDP_OK;
+    /* Which run goes when: on the CPU the modes take turns, repetition by
+     * repetition, so a change in the machine's load falls on all of them;
+     * on CUDA every DDP repetition comes first (its ranks are forked, and
+     * CUDA does not survive fork: single and dp initialise it here).  The
+     * reports show the last repetition and, over all of them, medians and
+     * intervals (repeat.h). */
+    int total = j->n * cfg->repeat;
+    for (int s = 0; s < total && rc == DDP_OK; s++) {
+        bool by_mode = cfg->backend == BACKEND_CUDA;
+        int k = by_mode ? s / cfg->repeat : s % j->n, r = by_mode ? s % cfg->repeat : s / j->n;
+        int i = j->order[k];
+        if (r > 0) { /* the reports show the last repetition */
+            result_free(&j->res[i]);
+            result_init(&j->res[i]);
+        }
+        if (interrupt_pending()) {
+            rc = err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before the %s run",
+                         sigabbrev_np(interrupt_pending()), mode_name(j->cfgs[i].mode));
+            break;
+        }
+        /* on CUDA, before single or dp initialises CUDA in this process */
+        if (j->measure && cfg->backend == BACKEND_CUDA && j->cfgs[i].mode != MODE_DDP) {
+            rc = measure_collectives(j, err);
+            j->measure = false;
+            if (rc != DDP_OK)
+                break;
+        }
+        if (!j->reports && j->cfgs[i].mode != MODE_DDP)
+            continue; /* under mpirun, single is rank 0's alone */
+        if ((j->n > 1 || cfg->repeat > 1) && !cfg->quiet && j->reports) {
+            fprintf(j->info, "== %s on %d device%s", mode_name(j->cfgs[i].mode), j->cfgs[i].ngpus,
+                    j->cfgs[i].ngpus == 1 ? "" : "s");
+            if (cfg->repeat > 1)
+                fprintf(j->info, " (run %d of %d)", r + 1, cfg->repeat);
+            fputc('\n', j->info);
+            fflush(j->info);
+        }
+        rc = run_mode(&j->cfgs[i], &j->data, &j->res[i], err);
+        if (rc == DDP_OK)
+            rc = check_finite(cfg, &j->spec, &j->res[i], j->n, err);
+        else if (j->n > 1)
+            err_prefix(err, rc, "--mode compare: the %s run", mode_name(j->cfgs[i].mode));
+        if (rc == DDP_OK) {
+            repeat_add(&j->reps[i], &j->res[i]);
+            if (r == cfg->repeat - 1 && j->reports)
+                warmup_note(cfg, &j->res[i]);
+        }
+    }
+    return rc;
+}
+
+int app_train_follow(app_job_t *j, int rc, char *err)
+{
+    if (rc == DDP_OK && j->measure) {
+        char e[ERR_LEN];
+        int mrc = measure_collectives(j, e);
+        if (mrc != DDP_OK && j->cfg.predict)
+            rc = err_set(err, mrc, "%s", e);
+    }
+    return rc;
+}
+
+int app_predict(app_job_t *j, char *err)
+{
+    int rc = DDP_OK;
+    /* After the outputs, so its failure costs none of them; only --predict
+     * needs it, elsewhere a failure is a note. */
+    if (j->measure) {
+        char e[ERR_LEN];
+        int mrc = measure_collectives(j, e);
+        if (mrc != DDP_OK && j->cfg.predict)
+            return err_set(err, mrc, "%s", e);
+        else if (mrc != DDP_OK)
+            fprintf(stderr, "ddpbench: note: %s (the report goes without them)\n", e);
+        j->full = j->full && mrc == DDP_OK;
+    }
+    /* the model needs single's phases: the run's own, or one more run */
+    if (j->full) {
+        if (j->cfgs[0].mode == MODE_SINGLE) {
+            predict_finish(j, &j->res[0]);
+        } else {
+            config_t one;
+            app_run_config(&j->cfg, MODE_SINGLE, &one);
+            static run_result_t s; /* static: it holds its step statistics */
+            result_init(&s);
+            if (!j->cfg.quiet)
+                fprintf(j->info, "== single on 1 device, for --predict\n");
+            rc = run_mode(&one, &j->data, &s, err);
+            if (rc == DDP_OK)
+                predict_finish(j, &s);
+            result_free(&s);
+        }
+    }
+    /* the narrative's latency floor and crossover read the measured collectives */
+    if (j->pred.in.all_reduce)
+        j->ctx.pred = &j->pred.in;
+    return rc;
+}
