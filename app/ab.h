@@ -50,7 +50,8 @@ typedef struct {
     int rounds_to_settle;  /* for no verdict: rounds in all (-1: none would) */
     int disturbed;         /* used rounds lopsided: one side disturbed, the other not */
     int both_disturbed;    /* used rounds disturbed on both sides */
-    bool busy;             /* the verdict blames a busy machine */
+    bool busy;             /* the machine was busy enough to say so (no attribution) */
+    bool explained;        /* ... and it explains a change: the verdict became no verdict */
     char reason[512];
     /* attribution: median paired delta per device and phase group */
     int ndev;

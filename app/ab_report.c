@@ -102,11 +102,19 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
                  j->disturbed, n, ex, nc,
                  j->verdict == PAIRED_REGRESSED ? "regression" : "improvement");
         j->verdict = PAIRED_NO_VERDICT;
+        j->busy = j->explained = true;
+    } else if (j->verdict == PAIRED_NO_VERDICT && (j->disturbed > 0 || 2 * j->both_disturbed >= n)) {
+        /* the noise that keeps the interval wide is the machine's: say so,
+         * with one run's own account */
+        const char *why = "";
+        for (int i = 0; i < nr && !why[0]; i++)
+            for (int k = 0; k < 2 && r[i].used; k++)
+                if (r[i].side[k].disturbed && r[i].side[k].why[0] && !why[0])
+                    why = r[i].side[k].why;
         j->busy = true;
-    } else if (j->verdict == PAIRED_NO_VERDICT && j->disturbed > 0) {
-        j->busy = true;
-        snprintf(j->reason, sizeof j->reason, "%d of %d rounds ran with one side disturbed",
-                 j->disturbed, n);
+        snprintf(j->reason, sizeof j->reason, "a busy machine: %d of %d rounds ran with one side "
+                 "disturbed, %d with both%s%s", j->disturbed, n, j->both_disturbed,
+                 why[0] ? "; e.g. " : "", why);
     }
 
     /* attribution: per device and phase group, the median of the paired
@@ -193,22 +201,29 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
         fprintf(f, "verdict: no change: within +-%g%%\n", tol);
         break;
     default:
-        if (j->busy && strncmp(j->reason, "a busy", 6) == 0)
+        if (j->explained)
             fprintf(f, "verdict: no verdict: %s\n", j->reason);
         else if (e->n < PAIRED_MIN_ROUNDS)
             fprintf(f, "verdict: no verdict: %d rounds give no 95%% interval; use --repeat %d or "
-                    "more\n", e->n, PAIRED_MIN_ROUNDS);
+                    "more%s%s\n", e->n, PAIRED_MIN_ROUNDS, j->busy ? "; " : "",
+                    j->busy ? j->reason : "");
         else if (j->rounds_to_settle < 0)
             fprintf(f, "verdict: no verdict: the interval straddles the %g%% tolerance and the "
-                    "change sits on it; no practical number of rounds settles it\n", tol);
+                    "change sits on it; no practical number of rounds settles it%s%s\n", tol,
+                    j->busy ? "; " : "", j->busy ? j->reason : "");
         else
             fprintf(f, "verdict: no verdict: the interval straddles the %g%% tolerance; about %d "
-                    "more rounds would settle it at this noise (--repeat %d)%s%s\n", tol,
-                    j->rounds_to_settle - e->n, j->rounds_to_settle, j->busy ? "; " : "",
-                    j->busy ? j->reason : "");
+                    "more rounds would settle it at this noise (--repeat %d), or a quieter "
+                    "machine%s%s\n", tol, j->rounds_to_settle - e->n, j->rounds_to_settle,
+                    j->busy ? "; " : "", j->busy ? j->reason : "");
     }
     /* where the change went: the largest paired deltas (at least 1% of the
-     * base's step), by device and phase group */
+     * base's step), by device and phase group; not when the machine is
+     * what moved (a busy core shows as any phase) */
+    if (j->busy) {
+        fprintf(f, "attribution: none (a busy machine moves every phase)\n");
+        return;
+    }
     int shown = 0;
     bool seen[MAX_DEVICES][AB_GROUPS] = {{false}};
     for (int pass = 0; pass < 3 && j->base_step > 0; pass++) {

@@ -118,9 +118,16 @@ rc=$?
 [ $rc = 4 ] && grep -q "verdict: no verdict: a busy machine: 6 of 6 rounds ran with one side disturbed (round 1's candidate: others took 60% of its cores)" "$T/out" && ok ||
     ko "busy machine: exit $rc: $(tail -3 "$T/out")"
 
+# noisy and disturbed on both sides: no verdict naming the busy machine, no phase blamed
+fake busybase 1.0 1.0 "$QUIET" 1000
+fake noisybusy 1.06 1.0 "$NOISY" 1000
+"$BIN" $S --against "$T/busybase" --candidate "$T/noisybusy" --repeat 10 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "more rounds would settle it at this noise (--repeat [0-9]*), or a quieter machine; a busy machine: 0 of 10 rounds ran with one side disturbed, 10 with both; e.g. others took 60% of its cores" "$T/out" &&
+    grep -q "attribution: none (a busy machine moves every phase)" "$T/out" && ok ||
+    ko "busy on both sides, noisy: exit $rc: $(tail -3 "$T/out")"
 # both sides disturbed every time (a machine busy throughout): paired noise, not an
 # excuse: the 10% slowdown is still called
-fake busybase 1.0 1.0 "$QUIET" 1000
 "$BIN" $S --against "$T/busybase" --candidate "$T/busy" --repeat 6 >"$T/out" 2>&1
 rc=$?
 [ $rc = 3 ] && grep -q "verdict: regressed" "$T/out" && ok ||
