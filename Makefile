@@ -10,7 +10,8 @@
 #                     needed; part of make test); tests/gpu/check.sh on a real one
 #   make gpu-kit      build/gpu-kit: the GPU check (tests/gpu/check.sh) with
 #                     ddpbench, its GPU tests and the libraries a bare GPU box
-#                     lacks; copy it there and run sh check.sh
+#                     lacks, built here (it needs the toolkit and NCCL) and
+#                     carried there: DDPBENCH_CHECK_OUT=DIR sh check.sh
 #   make install PREFIX=/usr/local   (bin/ddpbench, lib/ddpbench/libddpbench-cuda.so)
 #
 # Options: NO_CUDA=1 (CPU only), NO_MPI=1 (no mpirun launcher, no --comm mpi),
@@ -416,14 +417,23 @@ gpu-kit:
 	@sh tests/gpu/kit.sh $(KIT)
 
 # make test builds the kit where the toolkit is (CI's machine), so that what
-# it links stays inside it, and runs its ddpbench once on the CPU.
+# it links stays inside it, runs its ddpbench once on the CPU, and rehearses
+# the bare GPU box (tests/gpu/rehearse.sh: the kit's check.sh chrooted in a
+# mount namespace with only the C library, sh, and cuBLAS/cudart/NCCL as
+# PyTorch's wheels or the toolkit lay them out: every library found, the
+# backend loaded, stopped only for want of a driver).  check.sh's own
+# judgements and its plan are checked everywhere.
 test-gpu-kit:
+	@sh tests/gpu/check.sh --self-test >build/gpu-check-selftest.log 2>&1 || { cat build/gpu-check-selftest.log; exit 1; }
+	@tail -n 1 build/gpu-check-selftest.log
+	@sh tests/gpu/check.sh --dry-run | grep -q '^  8\. trace ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
 ifeq ($(HAVE_CUDA),1)
 	@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
 	@tail -n 1 build/gpu-kit.log
 	@$(KIT)/ddpbench --backend cpu --mode single --steps 3 --quiet >/dev/null || \
 	  { echo "test-gpu-kit: the kit's ddpbench does not run"; exit 1; }
 	@echo "test-gpu-kit: the kit's ddpbench runs"
+	@sh tests/gpu/rehearse.sh $(KIT)
 else
 	@echo "test-gpu-kit: not built: no CUDA toolkit here ($(NVCC)); the emulator suite covers the CUDA code"
 endif
@@ -461,7 +471,7 @@ install: ddpbench
 	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/ddpbench/libddpbench-cuda.so)
 
 clean:
-	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit build/gpu-kit-objs \
+	rm -rf build/release build/release-debug build/san-* build/fuzz build/cuda-emu* build/gpu-check build/gpu-kit build/gpu-kit-objs build/gpu-rehearsal \
 	  ddpbench libddpbench-cuda.so
 
 distclean:

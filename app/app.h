@@ -45,6 +45,7 @@ typedef struct {
     config_t cfgs[MAX_RUNS];      /* each run's own config */
     run_result_t res[MAX_RUNS];   /* each run's last repetition */
     repeat_t reps[MAX_RUNS];      /* each run's repetitions (--repeat) */
+    const repeat_t *rep_of[MAX_RUNS]; /* &reps[i], for ctx.reps */
     int order[MAX_RUNS];          /* which run goes when */
     dataset_t data;
     bool loaded;

@@ -334,7 +334,7 @@ int comm_bench_run(const config_t *cfg, collperf_t *out, char *err)
 /* --mode comm: the collectives alone; DDP_ERR_RUNTIME when a check found a wrong value. */
 int app_comm(const config_t *cfg, const char *note, char *err)
 {
-    report_ctx_t ctx = {cfg, NULL, NULL, note, NULL};
+    report_ctx_t ctx = {.cfg = cfg, .backend_note = note};
     collperf_t perf;
     bool reports = ddp_launch_reports(cfg);
     if (!cfg->quiet && reports)

@@ -103,8 +103,7 @@ static int print_results(app_job_t *j, char *err)
             modes[i] = j->cfgs[i].mode;
         }
         report_repeat(stdout, rp, modes, n);
-        for (int i = 0; i < n; i++)
-            report_notes(stdout, ctx, &j->res[i], n > 1);
+        report_notes_runs(stdout, ctx, j->res, n);
     }
     return fflush(stdout) == 0 && !ferror(stdout)
                ? DDP_OK
@@ -116,6 +115,14 @@ void app_print(app_job_t *j, char *failed)
     char e[ERR_LEN];
     if (print_results(j, e) != DDP_OK)
         add_failure(failed, e);
+    /* --repeat --json writes what may become a baseline: one too noisy to
+     * gate --tolerance is said now, not found when it is used */
+    for (int i = 0; j->cfg.json && j->cfg.repeat > 1 && i < j->n; i++) {
+        char w[512];
+        if (report_repeat_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
+                                    j->cfg.tolerance_pct, w, sizeof w))
+            fprintf(stderr, "ddpbench: %s\n", w);
+    }
     if (j->cfg.explain)
         for (int i = 0; i < j->n; i++)
             report_explain(j->info, &j->ctx, &j->res[i]);

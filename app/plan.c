@@ -46,7 +46,7 @@ int app_plan(app_job_t *j, int rc, char *err)
                        &j->cfgs[i]);
         result_init(&j->res[i]);
     }
-    j->ctx = (report_ctx_t){cfg, &j->spec, NULL, j->note[0] ? j->note : NULL, NULL};
+    j->ctx = (report_ctx_t){.cfg = cfg, .spec = &j->spec, .backend_note = j->note[0] ? j->note : NULL};
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */

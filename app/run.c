@@ -19,7 +19,52 @@
 #include "device/backend.h"
 #include "strategies/strategy.h"
 
+/* --repeat N re-takes a disturbed run (measure/disturb.h) at most N / RETAKE_SHARE
+ * times per mode: a busy machine must not stretch a gate without bound, and
+ * a machine busy all along is reported as such (the runs kept say so). */
+#define RETAKE_SHARE 2
+
+static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err);
+
+/* One run with its disturbance record around it (DDP's ranks are reaped
+ * inside, so their CPU time and switches are this process's children's). */
 static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
+{
+    disturb_mark_t dm;
+    disturb_begin(&dm);
+    int rc = run_mode_raw(c, d, res, err);
+    disturb_end(&dm, c->ngpus, res->steps, &res->machine);
+    if (c->launcher == LAUNCHER_MPI) {
+        /* under mpirun the other ranks are not this process's children: their
+         * CPU time would count as other processes'; only the switches judge */
+        res->machine.known = false;
+        disturb_judge(&res->machine);
+    }
+    return rc;
+}
+
+/* A disturbed run: taken again (retake: which one of at most max) or kept. */
+static void disturbed_note(const config_t *c, const run_result_t *r, int run, int retake, int max)
+{
+    if (c->quiet)
+        return;
+    char what[400];
+    disturb_describe(&r->machine, what, sizeof what);
+    char which[64] = "";
+    if (c->repeat > 1)
+        snprintf(which, sizeof which, " %d of %d", run + 1, c->repeat);
+    if (retake > 0)
+        fprintf(stderr, "ddpbench: note: the %s run%s was disturbed (%s): taking it again "
+                        "(re-take %d of at most %d)\n",
+                mode_name(r->mode), which, what, retake, max);
+    else
+        fprintf(stderr, "ddpbench: note: the %s run%s was disturbed (%s): %s\n",
+                mode_name(r->mode), which, what,
+                c->repeat > 1 ? "kept, its re-takes used up; its figures are the busy machine's"
+                              : "its figures are the busy machine's; --repeat N re-takes such runs");
+}
+
+static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
 {
     switch (c->mode) {
     case MODE_DP:
@@ -161,6 +206,7 @@ int app_train(app_job_t *j, char *err)
      * reports show the last repetition and, over all of them, medians and
      * intervals (repeat.h). */
     int total = j->n * cfg->repeat;
+    int retakes[MAX_RUNS] = {0}, retake_max = cfg->repeat / RETAKE_SHARE;
     for (int s = 0; s < total && rc == DDP_OK; s++) {
         bool by_mode = cfg->backend == BACKEND_CUDA;
         int k = by_mode ? s / cfg->repeat : s % j->n, r = by_mode ? s % cfg->repeat : s / j->n;
@@ -196,6 +242,19 @@ int app_train(app_job_t *j, char *err)
             rc = check_finite(cfg, &j->spec, &j->res[i], j->n, err);
         else if (j->n > 1)
             err_prefix(err, rc, "--mode compare: the %s run", mode_name(j->cfgs[i].mode));
+        if (rc == DDP_OK && j->res[i].machine.disturbed && j->reports) {
+            /* under mpirun every rank would have to agree to re-take: kept */
+            bool again = retakes[i] < retake_max && !j->mpi;
+            disturbed_note(cfg, &j->res[i], r, again ? retakes[i] + 1 : 0, retake_max);
+            if (again) { /* the same run once more; the disturbed one is dropped */
+                retakes[i]++;
+                j->reps[i].retaken++;
+                result_free(&j->res[i]);
+                result_init(&j->res[i]);
+                s--;
+                continue;
+            }
+        }
         if (rc == DDP_OK) {
             repeat_add(&j->reps[i], &j->res[i]);
             if (r == cfg->repeat - 1 && j->reports)
@@ -250,5 +309,9 @@ int app_predict(app_job_t *j, char *err)
     /* the narrative's latency floor and crossover read the measured collectives */
     if (j->pred.in.all_reduce)
         j->ctx.pred = &j->pred.in;
+    /* compare's sentences judge differences on --repeat's intervals */
+    for (int i = 0; i < j->n; i++)
+        j->rep_of[i] = &j->reps[i];
+    j->ctx.reps = j->rep_of;
     return rc;
 }

@@ -55,7 +55,7 @@ while getopts b:m:n:s:M:w:B:k:o:ph opt; do
     k) BUCKETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
-    h) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "sweep: see $0 -h" >&2; exit 2 ;;
     esac
 done

@@ -433,6 +433,15 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         fail_locked(m, "wait for a collective that was never launched (internal error)");
     wait_completed_locked(m, h);
     int rc = m->failed ? DDP_ERR_RUNTIME : DDP_OK;
+    /* Waiting for an op whose input was staged from the device is waiting
+     * for the device: the comm thread began it only once the input's copy to
+     * the host -- queued after the backward that wrote it -- had completed.
+     * Counted once per wait, as the host's own waits are. */
+    bool staged = false;
+    for (uint64_t k = m->copied_back; k < h && !staged; k++)
+        staged = m->q[k % SHM_QUEUE].staged != NULL;
+    if (rc == DDP_OK && staged)
+        backend_count_host_sync(c->be);
     if (rc == DDP_OK && span)
         *span = m->q[(h - 1) % SHM_QUEUE].span;
     pthread_mutex_unlock(&m->mu);

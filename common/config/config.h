@@ -9,6 +9,9 @@
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
 
+/* --repeat's largest N: measure/repeat.h keeps every run's summary (REPEAT_MAX). */
+#define CONFIG_REPEAT_MAX 100
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,14 +88,15 @@ typedef struct {
     double timeout_s;
     bool zero1;                /* --zero1: ZeRO-1, the optimizer state sharded over the ranks */
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
-    int slow_factor;           /* ... runs its forward and backward F times a micro-batch */
+    double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
+                                  fractional: ddp/rank.c's straggle) */
 
     /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
     long min_bytes, max_bytes;
     double step_factor;
     long iters, warmup_iters;
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
-    int repeat;                /* --repeat: independent runs */
+    int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 

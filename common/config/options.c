@@ -84,8 +84,9 @@ static const opt_t opts[] = {
     {"targets", O_TARGETS, "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL},
     {"target-cols", O_TARGET_COLS, "N", "1", NULL, "CSV: the last N columns are targets", NULL},
     {"batch", O_BATCH, "N", NULL, "preset",
-     "global batch per micro-step (dp and ddp deal it out like torch.chunk: 256 over 3 is 86, "
-     "85, 85; ddp weighs each rank's gradient by its rows)",
+     "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
+     "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
+     "rows)",
      "The loop"},
     {"batch-per-device", O_BATCH_PER_DEVICE, "N", NULL, "off",
      "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
@@ -139,8 +140,8 @@ static const opt_t opts[] = {
      "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
      NULL},
     {"slow-rank", O_SLOW_RANK, "R:F", NULL, "none",
-     "a straggler: rank R computes each micro-batch's forward and backward F times (the same "
-     "result, F times the work)",
+     "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
+     "and fractional (1.1: 10% more; the same result, F times the work)",
      NULL},
     {"min-bytes", O_MIN_BYTES, "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
      "Collective benchmark (--mode comm, like nccl-tests)"},
@@ -155,7 +156,9 @@ static const opt_t opts[] = {
     {"quiet", O_QUIET, NULL, NULL, "off", "print only errors and the final result", "Reporting"},
     {"json", O_JSON, NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL},
     {"csv", O_CSV, NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL},
-    {"explain", O_EXPLAIN, NULL, NULL, "off", "narrate the first step: what moved where, and how long",
+    {"explain", O_EXPLAIN, NULL, NULL, "off",
+     "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
+     "then why each mode is as fast as it is",
      NULL},
     {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
     {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
@@ -381,7 +384,7 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
     int e = 0, rc = DDP_OK;
     switch (id) {
     case O_MODE:
-        rc = parse_name(name, v, mode_parse, &e, "single, dp, ddp, compare", err);
+        rc = parse_name(name, v, mode_parse, &e, "single, dp, ddp, compare, comm", err);
         c->mode = (mode_t_)e;
         break;
     case O_GPUS:
@@ -622,7 +625,7 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         rc = parse_colls(v, &c->colls, err);
         break;
     case O_REPEAT:
-        rc = parse_long(name, v, 1, 1000, &l, err);
+        rc = parse_long(name, v, 1, CONFIG_REPEAT_MAX, &l, err);
         c->repeat = (int)l;
         if (ex)
             ex->repeat = true;
@@ -649,8 +652,7 @@ static int apply_option(config_t *c, int id, const char *name, const char *v, ex
         rc = parse_long(name, r, 0, MAX_DEVICES - 1, &l, err);
         c->slow_rank = (int)l;
         if (rc == DDP_OK)
-            rc = parse_long(name, colon + 1, 1, 100, &l, err);
-        c->slow_factor = (int)l;
+            rc = parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
         break;
     }
     case O_SCENARIO:

@@ -290,3 +290,9 @@ long schedule_warmup(const schedule_t *s)
 }
 
 bool schedule_timed(const schedule_t *s, long g) { return g >= s->start_step + schedule_warmup(s); }
+
+long schedule_told_step(const schedule_t *s)
+{
+    long t0 = s->start_step + schedule_warmup(s);
+    return t0 + (s->total_steps - t0 - 1) / 2;
+}

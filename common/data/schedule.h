@@ -90,5 +90,8 @@ bool schedule_logs(const schedule_t *s, long g);
 /* Is step g timed (--warmup-steps after start_step; at least the last step always is)? */
 bool schedule_timed(const schedule_t *s, long g);
 long schedule_warmup(const schedule_t *s);
+/* The step --explain tells (0-based): the middle one of the timed steps, so
+ * not the first, which pays one-time costs (first touches of memory). */
+long schedule_told_step(const schedule_t *s);
 
 #endif

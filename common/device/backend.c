@@ -176,6 +176,11 @@ int backend_scale(backend_t *be, float alpha, float *x, size_t n)
 
 int backend_sync(backend_t *be) { return be->ops->sync(be); }
 
+int backend_reserve(backend_t *be, int rows, int cols)
+{
+    return be->ops->reserve ? be->ops->reserve(be, rows, cols) : DDP_OK;
+}
+
 // ---------------------------------------------------------------------------
 // events, the copy stream, host synchronisations
 
@@ -243,6 +248,12 @@ int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
 }
 
 long backend_host_syncs(const backend_t *be) { return be->host_syncs; }
+
+void backend_count_host_sync(backend_t *be)
+{
+    if (!be->host_visible) /* the CPU computes as it is called: nothing to wait for */
+        be->host_syncs++;
+}
 
 void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx)
 {

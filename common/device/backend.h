@@ -129,6 +129,13 @@ int backend_axpy(backend_t *be, float alpha, const float *x, float *y, size_t n)
 int backend_scale(backend_t *be, float alpha, float *x, size_t n);
 /* Wait for everything queued on the device. */
 int backend_sync(backend_t *be);
+/* Make the scratch the kernels need ready for operations over up to rows
+ * rows of cols columns (bias_grad over a layer of that width, the loss over
+ * that many rows), now rather than in the first step: a CUDA allocation or
+ * free synchronises the whole device.  A replica calls it for each layer at
+ * setup; an operation larger than what was reserved still works (its
+ * scratch grows then).  Nothing to do on the CPU. */
+int backend_reserve(backend_t *be, int rows, int cols);
 
 // ---------------------------------------------------------------------------
 // ordering without waiting: events, the copy stream, host synchronisations
@@ -175,6 +182,10 @@ int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes);
 /* Times the host has waited for this device so far (backend_sync,
  * backend_d2h, backend_event_sync; always 0 on the CPU, which never waits). */
 long backend_host_syncs(const backend_t *be);
+/* Count a wait of the host for this device's work that went through other
+ * means: a communication thread that polled the device's event while the
+ * caller waited for that thread (comm_shm staging a device buffer). */
+void backend_count_host_sync(backend_t *be);
 
 /* A check every host wait on this device runs while it waits (about every
  * millisecond): a non-DDP_OK return ends the wait with that status and the

@@ -379,31 +379,79 @@ static int cuda_act_bwd(backend_t *be, act_t act, const float *z, const float *a
     return DDP_OK;
 }
 
+// ---------------------------------------------------------------------------
+// kernel scratch: reserved at replica setup (cuda_reserve), never in a step
+
+/* Why at setup: cudaMalloc and cudaFree synchronise the whole device, so a
+ * scratch that grew inside a step would stall every stream, and under DP's
+ * single-process NCCL (one thread per GPU, ncclCommInitAll) a device-wide
+ * wait while a peer's collective is queued is the known way to hang.  The
+ * replica reserves for each of its layers (backend_reserve); an operation
+ * larger than that still grows the scratch here, the one place that may. */
+static int grow_bgpart(backend_t *be, size_t need)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (need <= c->bgpart_cap)
+        return DDP_OK;
+    /* cudaFree waits for the old scratch's last reader. */
+    float *old = c->bgpart;
+    backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)), MEM_WORKSPACE);
+    c->bgpart = NULL;
+    c->bgpart_cap = 0;
+    if (old)
+        CK(cudaFree(old));
+    cudaError_t e = cudaMalloc((void **)&c->bgpart, need * sizeof(float));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        c->bgpart = NULL;
+        return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bias gradient scratch): %s",
+                       cudaGetErrorString(e));
+    }
+    c->bgpart_cap = need;
+    backend_account(be, (long long)(need * sizeof(float)), MEM_WORKSPACE);
+    return DDP_OK;
+}
+
+static int grow_rowloss(backend_t *be, int rows)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (rows <= c->rowloss_cap)
+        return DDP_OK;
+    if (c->rowloss) {
+        /* Forget the old block before freeing it: a failing cudaFree must
+         * not leave a pointer that destroy() would free a second time.
+         * cudaFree waits for the old scratch's last reader. */
+        double *old = c->rowloss;
+        backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)), MEM_WORKSPACE);
+        c->rowloss = NULL;
+        c->rowloss_cap = 0;
+        CK(cudaFree(old));
+    }
+    cudaError_t e = cudaMalloc((void **)&c->rowloss, (size_t)rows * sizeof(double));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        c->rowloss = NULL;
+        return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(loss scratch): %s",
+                       cudaGetErrorString(e));
+    }
+    c->rowloss_cap = rows;
+    backend_account(be, (long long)((size_t)rows * sizeof(double)), MEM_WORKSPACE);
+    return DDP_OK;
+}
+
+static int cuda_reserve(backend_t *be, int rows, int cols)
+{
+    ENTER(be);
+    TRY(grow_bgpart(be, kern_bias_grad_scratch(rows, cols)));
+    return grow_rowloss(be, rows);
+}
+
 static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, int cols,
                           bool accumulate)
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
-    size_t need = kern_bias_grad_scratch(rows, cols);
-    if (need > c->bgpart_cap) {
-        /* Grows to the largest layer once (the first step), never per step;
-         * cudaFree waits for the old scratch's last reader. */
-        float *old = c->bgpart;
-        backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)), MEM_WORKSPACE);
-        c->bgpart = NULL;
-        c->bgpart_cap = 0;
-        if (old)
-            CK(cudaFree(old));
-        cudaError_t e = cudaMalloc((void **)&c->bgpart, need * sizeof(float));
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            c->bgpart = NULL;
-            return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bias gradient scratch): %s",
-                           cudaGetErrorString(e));
-        }
-        c->bgpart_cap = need;
-        backend_account(be, (long long)(need * sizeof(float)), MEM_WORKSPACE);
-    }
+    TRY(grow_bgpart(be, kern_bias_grad_scratch(rows, cols))); /* reserved at setup: nothing to do */
     CK(kern_bias_grad(c->stream, db, dz, rows, cols, accumulate, c->bgpart));
     return DDP_OK;
 }
@@ -413,29 +461,7 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
-    if (rows > c->rowloss_cap) {
-        /* Grows to the largest batch once (the first step), never per step.
-         * cudaFree waits for the old scratch's last reader. */
-        if (c->rowloss) {
-            /* Forget the old block before freeing it: a failing cudaFree must
-             * not leave a pointer that destroy() would free a second time. */
-            double *old = c->rowloss;
-            backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)),
-                            MEM_WORKSPACE);
-            c->rowloss = NULL;
-            c->rowloss_cap = 0;
-            CK(cudaFree(old));
-        }
-        cudaError_t e = cudaMalloc((void **)&c->rowloss, (size_t)rows * sizeof(double));
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            c->rowloss = NULL;
-            return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(loss scratch): %s",
-                           cudaGetErrorString(e));
-        }
-        c->rowloss_cap = rows;
-        backend_account(be, (long long)((size_t)rows * sizeof(double)), MEM_WORKSPACE);
-    }
+    TRY(grow_rowloss(be, rows)); /* reserved at setup: nothing to do */
     /* rows <= 0 before any scratch exists: the sum kernel reads none of it and writes 0. */
     CK(kern_loss(c->stream, kind, out, tgt, rows, cols, grad_scale, grad, c->rowloss, loss_sum));
     return DDP_OK;
@@ -700,6 +726,7 @@ static const backend_ops_t cuda_ops = {
     .axpy = cuda_axpy,
     .scale = cuda_scale,
     .sync = cuda_sync,
+    .reserve = cuda_reserve,
     .destroy = cuda_destroy,
     .event_init = cuda_event_init,
     .event_fini = cuda_event_fini,

@@ -63,6 +63,7 @@ typedef struct backend_ops {
 
     /* -- control ----------------------------------------------------------- */
     int (*sync)(backend_t *be);
+    int (*reserve)(backend_t *be, int rows, int cols); /* NULL: no scratch to reserve */
     void (*destroy)(backend_t *be);
 
     /* -- events and the copy stream (contracts in backend.h) ---------------- */

@@ -41,6 +41,12 @@ void run_summary_of(const run_result_t *r, run_summary_t *out)
             out->phase_s[p] += r->dev[d].phase_s[p] / steps / (double)r->ndev;
     }
     out->checksum_bits = r->checksum.bits;
+    long kept = step_times_kept(&r->times);
+    out->step_median_s = kept > 0 ? percentile(r->times.sample, kept, 50) : 0.0;
+    out->median_samples_per_s = out->step_median_s > 0 && n > 0
+                                    ? (double)r->times.timed_samples / (double)n / out->step_median_s
+                                    : 0.0;
+    out->machine = r->machine;
 }
 
 /* t(0.975, df): the table to 30 degrees of freedom, then the normal
@@ -90,6 +96,10 @@ double run_summary_figure(const run_summary_t *s, int fig)
         return s->step_mean_s;
     case FIG_MEM_PEAK:
         return s->mem_peak_bytes;
+    case FIG_STEP_MEDIAN:
+        return s->step_median_s;
+    case FIG_MEDIAN_THROUGHPUT:
+        return s->median_samples_per_s;
     default:
         return fig >= FIG_PHASE0 && fig < FIG_COUNT ? s->phase_s[fig - FIG_PHASE0] : NAN;
     }
@@ -107,4 +117,23 @@ interval_t repeat_interval(const repeat_t *r, int fig)
     for (int i = 0; i < r->n; i++)
         v[i] = run_summary_figure(&r->run[i], fig);
     return interval_of(v, r->n);
+}
+
+int repeat_disturbed(const repeat_t *r, double *contention)
+{
+    double c[REPEAT_MAX];
+    int k = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->run[i].machine.disturbed)
+            c[k++] = r->run[i].machine.contention;
+    if (contention)
+        *contention = k > 0 ? percentile(c, k, 50) : 0.0;
+    return k;
+}
+
+double interval_width_pct(interval_t iv)
+{
+    if (iv.n < 2 || !isfinite(iv.lo) || !isfinite(iv.hi) || iv.mean == 0.0)
+        return 0.0;
+    return 100.0 * (iv.hi - iv.lo) / fabs(iv.mean);
 }

@@ -14,17 +14,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "measure/result.h"
 
-#define REPEAT_MAX 100
+#define REPEAT_MAX CONFIG_REPEAT_MAX
 
 /* One run, as far as repeats need it. */
 typedef struct {
     double samples_per_s;
     double step_mean_s;          /* timed seconds / timed steps */
+    double step_median_s;        /* the median timed step: one interrupted step cannot move it */
+    double median_samples_per_s; /* samples per timed step / step_median_s */
     double mem_peak_bytes;       /* the largest device's */
     double phase_s[PH_COUNT];    /* seconds per timed step, mean over the devices */
     uint64_t checksum_bits;
+    disturb_t machine;           /* the run's disturbance record */
 } run_summary_t;
 
 typedef struct {
@@ -44,6 +48,7 @@ double student_t975(int df);
 typedef struct {
     int n;
     run_summary_t run[REPEAT_MAX];
+    int retaken;                 /* disturbed runs dropped and taken again */
 } repeat_t;
 
 /* Figures of a summary, for repeat_interval(). */
@@ -51,6 +56,8 @@ typedef enum {
     FIG_THROUGHPUT = 0,
     FIG_STEP_MEAN,
     FIG_MEM_PEAK,
+    FIG_STEP_MEDIAN,
+    FIG_MEDIAN_THROUGHPUT,
     FIG_PHASE0,              /* FIG_PHASE0 + p: phase p */
     FIG_COUNT = FIG_PHASE0 + PH_COUNT
 } figure_t;
@@ -58,5 +65,11 @@ typedef enum {
 double run_summary_figure(const run_summary_t *s, int fig);
 void repeat_add(repeat_t *r, const run_result_t *res);
 interval_t repeat_interval(const repeat_t *r, int fig);
+/* Runs of r whose disturbance record says `disturbed`; the median of their
+ * contention into *contention (0 when none, may be NULL). */
+int repeat_disturbed(const repeat_t *r, double *contention);
+/* Relative width of an interval: (hi - lo) / |median| in percent (0 for
+ * fewer than 2 runs). */
+double interval_width_pct(interval_t iv);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "base/kinds.h"
 #include "nn/model.h"
+#include "measure/disturb.h"
 #include "measure/timing.h"
 #include "measure/trace.h"
 
@@ -24,7 +25,7 @@ typedef struct {
     long rows;                   /* sample rows this device processed in timed steps */
     size_t mem_peak;             /* bytes, high-water mark of this device's allocations */
     size_t mem_split[MEM_KINDS]; /* what the peak held, by purpose (they add up to it) */
-    /* the first optimizer step alone (warm-up or not), for --explain */
+    /* the step --explain tells alone (story.step: the middle timed step) */
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */
     /* DDP ranks: steps with data of their own, and steps they shadowed (out
@@ -34,8 +35,8 @@ typedef struct {
     long synced_steps;           /* the timed steps they were counted over */
 } device_stats_t;
 
-/* --explain: what the first optimizer step moved, how much and how long.
- * Filled once, at step 1, by the strategy (DDP: rank 0, from its own view). */
+/* --explain: what the told step (the middle timed step) moved, how much and how long.
+ * Filled once, in that step, by the strategy (DDP: rank 0, from its own view). */
 typedef enum {
     MOVE_BATCH = 0,  /* sample rows gathered on the host (and copied to the device) */
     MOVE_SCATTER,    /* DP: input chunks from the host/device 0 to each device */
@@ -59,7 +60,7 @@ typedef struct {
 typedef struct {
     int first_layer, last_layer; /* Linear layers whose gradients it holds */
     uint64_t bytes;
-    /* offsets in seconds from the start of rank 0's backward in step 1 */
+    /* offsets in seconds from the start of rank 0's backward in the told step */
     double ready_s;  /* its last gradient was written: all-reduce launched */
     double start_s;  /* the all-reduce began moving data */
     double end_s;    /* the averaged gradients were in place */
@@ -67,8 +68,11 @@ typedef struct {
 
 typedef struct {
     bool filled;                 /* the strategy wrote this story */
-    double step_s;               /* wall time of step 1 */
-    double backward_s;           /* rank/device 0's backward in step 1 */
+    long step;                   /* the step told (0-based): schedule_told_step, the
+                                    middle timed step; the device records' first_*
+                                    fields are this step's */
+    double step_s;               /* its wall time */
+    double backward_s;           /* rank/device 0's backward in it */
     move_stat_t move[MOVE_COUNT];
     int nbuckets;                /* DDP buckets (the first STORY_MAX_BUCKETS listed) */
     bucket_story_t bucket[STORY_MAX_BUCKETS];
@@ -153,7 +157,7 @@ typedef struct {
     int stream_replicas;         /* its DistributedSampler's replicas; 0: --rank-samples */
     long epoch_samples;          /* samples an epoch of its stream trains on */
 
-    step_story_t story;          /* --explain: step 1 */
+    step_story_t story;          /* --explain: the told step */
     trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */
 
     /* --bucket-mb auto (DDP): the caps tried in the warm-up, the ranks'
@@ -166,6 +170,10 @@ typedef struct {
      * bytes, and seconds per step of each one's all-reduce */
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
+
+    /* what else the machine did while it ran (disturb.h); the program
+     * takes it around the whole run (wall_s 0: not taken) */
+    disturb_t machine;
 } run_result_t;
 
 void result_init(run_result_t *r);

@@ -309,6 +309,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         memcpy(dev->first_phase_s, mine, sizeof mine);
         dev->first_rows = r->rows;
         if (m->to.story) {
+            m->to.story->step = r->g;
             m->to.story->step_s = dt;
             m->to.story->filled = true;
         }

@@ -59,7 +59,7 @@ typedef struct {
     step_times_t *times;   /* the step wall times this device keeps, or NULL */
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
-    step_story_t *story;   /* --explain: step_s of the run's first step, or NULL */
+    step_story_t *story;   /* --explain: step and step_s of the told step, or NULL */
     progress_t *progress;  /* the progress line, or NULL */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
@@ -107,7 +107,7 @@ struct step_meter {
     int cur;                 /* the record of the open (or last) step */
     bool deferred;           /* a device: steps report when the next one ends */
     double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
-    double first_lap[PH_COUNT]; /* the run's first step: each phase's first lap */
+    double first_lap[PH_COUNT]; /* the told step (--explain): each phase's first lap */
     long samples_done;       /* global samples of the steps reported so far */
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
@@ -123,7 +123,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
 void step_meter_free(step_meter_t *m);
 
 /* Step g (0-based) begins now: timed (after the warm-up) or not; first: the
- * run's first step, which --explain narrates. */
+ * step --explain tells (schedule_told_step: the middle timed step). */
 void step_meter_begin(step_meter_t *m, long g, bool timed, bool first);
 
 /* The time since the last lap belongs to phase p: a marker on the queue. */
@@ -151,7 +151,7 @@ static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
 /* This device computed rows sample rows in this step. */
 static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].rows += rows; }
 
-/* The open step is the run's first (--explain counts what it moves). */
+/* The open step is the one --explain tells (it counts what it moves). */
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
 /* The step ends; steps whose times are known report (this one on the CPU,
@@ -173,7 +173,7 @@ static inline bool step_meter_resolved(const step_meter_t *m, long *g, double *d
     return m->resolved_g >= 0;
 }
 
-/* The run's first step: the duration of the first lap of phase p (0 if none). */
+/* The told step: the duration of the first lap of phase p (0 if none). */
 static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
 {
     return m->first_lap[p];

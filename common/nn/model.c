@@ -109,6 +109,12 @@ int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_row
     }
     r->dout = alloc_floats(be, rows * s->dims[L], &rc, err, "output gradient", MEM_ACTS);
     r->loss_sum = alloc_floats(be, 1, &rc, err, "loss", MEM_ACTS);
+    /* The kernels' scratch for every layer's bias gradient and the loss, now:
+     * a step must not allocate (on CUDA that waits for the whole device). */
+    for (int l = 0; l < L && rc == DDP_OK; l++)
+        if (backend_reserve(be, (int)rows, s->dims[l + 1]) != DDP_OK)
+            rc = err_set(err, DDP_ERR_RUNTIME, "device %d: reserving kernel scratch: %s",
+                         backend_device_id(be), backend_last_error(be));
     if (rc != DDP_OK)
         replica_free(r);
     return rc;

@@ -195,6 +195,16 @@ static double load_average(void)
     return v;
 }
 
+double report_phase_mean(const report_stats_t *s, int first, int last, int p)
+{
+    if (last < first)
+        return 0.0;
+    double sum = 0.0;
+    for (int d = first; d <= last; d++)
+        sum += s->phase[d][p];
+    return sum / (double)(last - first + 1);
+}
+
 int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max)
 {
     int n = 0;
@@ -234,6 +244,31 @@ void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool 
     for (int i = 0; i < n; i++)
         fprintf(f, "  note: %s%s%s\n", name_mode ? mode_name(r->mode) : "", name_mode ? ": " : "",
                 notes[i]);
+}
+
+void report_notes_runs(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n)
+{
+    enum { PER_RUN = 4, MAX = 3 * PER_RUN };
+    char notes[MAX][256], who[MAX][64];
+    int k = 0;
+    for (int i = 0; i < n && i < 3; i++) {
+        char mine[PER_RUN][256];
+        int m = report_notes_of(ctx, &runs[i], mine, PER_RUN);
+        for (int j = 0; j < m; j++) {
+            int same = 0;
+            while (same < k && strcmp(notes[same], mine[j]) != 0)
+                same++;
+            if (same == k) {
+                memcpy(notes[k], mine[j], sizeof notes[k]);
+                who[k++][0] = 0;
+            }
+            size_t w = strlen(who[same]);
+            snprintf(who[same] + w, sizeof who[same] - w, "%s%s", w ? ", " : "",
+                     mode_name(runs[i].mode));
+        }
+    }
+    for (int i = 0; i < k; i++)
+        fprintf(f, "  note: %s%s%s\n", n > 1 ? who[i] : "", n > 1 ? ": " : "", notes[i]);
 }
 
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r)

@@ -7,7 +7,8 @@
  * and app/main.c decides.  Files:
  *   report.c          formatting helpers, the banner, derived figures
  *   report_table.c    the result table of one run
- *   report_compare.c  compare mode: side by side, equivalence, the "why"
+ *   report_compare.c  compare mode: side by side, equivalence
+ *   report_why.c      the sentences: compare's verdict, --explain's why
  *   report_verdict.c  compare mode: the samples read, why parameters differ
  *   report_json.c     --json (schema in README.md), report_env.c its environment
  *   report_comm.c     --mode comm's tables and JSON
@@ -52,6 +53,8 @@ typedef struct {
     const char *backend_note; /* what --backend auto chose, or NULL */
     const predict_in_t *pred; /* the alpha-beta model's inputs when the collectives were
                                  measured (compare, --predict), else NULL */
+    const repeat_t *const *reps; /* --repeat: reps[i] holds the runs of runs[i] (compare's
+                                    order), or NULL */
 } report_ctx_t;
 
 /* Figures derived from a run (and from the single run it is compared with). */
@@ -97,8 +100,21 @@ void report_stream_note(char *buf, size_t len, const report_ctx_t *ctx, const ru
  * ReLU's kink (once: relu_said), or a real difference. */
 void report_differ_cause(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r,
                          const run_result_t *ref, bool relu_said);
-/* Only the sentences (two or three) explaining the gap, into buf. */
-void report_compare_why(char *buf, size_t len, const run_result_t *runs, int n);
+/* Compare's sentences (report_why.c), at most three, one a line: the speed-ups
+ * and whether DP and DDP differ beyond the noise (ctx->reps' intervals, or
+ * one run's noise), what DP's device 0 does alone, DDP's all-reduce against
+ * backward. */
+void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
+                            const run_result_t *runs, int n);
+/* Compare's notes: what a CPU run does not reproduce of GPUs, and a machine
+ * busier (load average at the start) than its cores less the devices when
+ * there is one run.  Up to max lines into notes; returns how many. */
+int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,
+                         char notes[][256], int max);
+/* --explain: where the time goes in each mode, and the gap between them
+ * (called a difference only beyond the noise, as above), into buf. */
+void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *runs,
+                        int n);
 /* The reason for the verdict, into buf: per multi-device run, what
  * splitting the batch saved against what the mode adds per step (a tiny
  * model named as such, with the all-reduce's latency floor), at what model
@@ -118,6 +134,9 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r);
 int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[][256], int max);
 /* The same as "  note: ..." lines (name_mode: "dp: " before each). */
 void report_notes(FILE *f, const report_ctx_t *ctx, const run_result_t *r, bool name_mode);
+/* The notes of runs[0..n), a note the runs share said once ("note: single, dp,
+ * ddp: only 18 timed steps: ..."). */
+void report_notes_runs(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n);
 
 /* DDP: each bucket's all-reduce in training, its bus bandwidth, and what
  * --mode comm's all-reduce (ar, may be NULL) reaches at that size: whether
@@ -129,6 +148,8 @@ cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, boo
 /* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
 
+/* The mean seconds per step of phase p over device slots [first, last]. */
+double report_phase_mean(const report_stats_t *s, int first, int last, int p);
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
 /* Whether a phase gets a row in a table printed at `unit` per second: any
@@ -161,6 +182,8 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
  * single run (adds the "compare" figures), or NULL. */
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare);
+/* A run's disturbance record as the "machine" object (null when not taken). */
+cJSON *report_json_machine(const disturb_t *d);
 /* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
 void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
@@ -183,6 +206,8 @@ void report_provenance(FILE *f, const report_ctx_t *ctx);
 /* Note the run's start (time and load average) for its provenance: call
  * before training. */
 void report_start(void);
+/* The 1-minute load average when report_start() ran (NAN when unknown). */
+double report_start_load(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
 /* The host name, the run's start (UTC, ISO 8601) and its 1-minute load
@@ -205,8 +230,9 @@ typedef struct {
     int nrun;
 } baseline_t;
 
-/* Read and check FILE (hostile: bounded size, parsed, required keys typed).
- * DDP_ERR_INPUT with one line on any problem. */
+/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
+ * and every figure the gate will read of its type and range, so a bad one
+ * is found before training).  DDP_ERR_INPUT with one line naming the field. */
 int baseline_load(baseline_t *b, const char *path, char *err);
 void baseline_free(baseline_t *b);
 /* Find the baseline run for this config (same mode) and refuse it when the
@@ -215,10 +241,11 @@ void baseline_free(baseline_t *b);
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
 /* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
  * memory and exposed communication against the baseline's, by the rules at
- * the top of report_baseline.c.  DDP_OK ("within tolerance"),
- * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: too
- * noisy"); buf gets the lines (newline separated, none at the end), the
- * first naming the phases that moved most. */
+ * the top of report_baseline.c.  DDP_OK ("within tolerance", "improved"),
+ * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: ...",
+ * saying why: too noisy, the baseline too noisy, a busy machine); buf gets
+ * the lines (newline separated, none at the end), the first naming the
+ * phases that moved most or the busy machine. */
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
                    char *buf, size_t len);
 /* What differs but does not refuse the baseline: another machine or build
@@ -230,6 +257,11 @@ int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *r
  * for fewer than 2 runs), and the text table of medians and intervals of
  * each mode's runs. */
 cJSON *report_json_repeat(const repeat_t *r);
+/* A baseline in the making: whether r's runs (2 or more) spread wider than
+ * tol percent (the gate's throughput interval, width over its mean), with
+ * one "warning: ..." line in buf saying how wide. */
+bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
+                             size_t len);
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
 /* --predict (report_predict.c): the table for 1..8 devices; compare's
  * predicted next to measured for its runs (and the phase the model missed

@@ -5,15 +5,24 @@
  * baseline of another configuration is refused, naming the field, rather
  * than compared; another machine or other settings only warn, saying what.
  *
- * The rules (README.md, "the regression gate"): the candidate's figure is
- * the 95% interval of its --repeat runs (one run: the number itself), the
- * baseline's is its mean (its repeat's, when it has one).  Throughput
- * regresses when the whole interval lies more than PCT percent below the
- * baseline; peak memory when it lies more than PCT percent above; exposed
- * communication (with two runs or more) when it grew by more than PCT
- * percent of the baseline's step.  An interval (the candidate's or the baseline's) wider than PCT
- * percent gives no verdict ("too noisy", DDP_ERR_NOISY) unless a figure
- * regressed anyway.  The verdict names the phases that moved the most. */
+ * The rules (docs/gate.md, "Stored baseline"): throughput is judged by the
+ * median step (samples per step / the median step time: one interrupted
+ * step moves a mean, not a median), on each side the 95% interval of its
+ * --repeat runs (one run: the number itself).  The change lies between the
+ * candidate's low end over the baseline's high end and the other way round
+ * (both sides' intervals); in order:
+ *   - a baseline whose own interval is wider than PCT: no verdict, refused
+ *     ("too noisy to gate 5%: the baseline's runs spread 54%"), DDP_ERR_NOISY;
+ *   - the whole change below -PCT, with the candidate's runs disturbed
+ *     (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
+ *   - the whole change below -PCT: regression (DDP_ERR_REGRESSED), naming
+ *     the phases that moved the most;
+ *   - the whole change above +PCT: improved (DDP_OK);
+ *   - the whole change within +-PCT: within tolerance (DDP_OK);
+ *   - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
+ * Peak memory regresses when its interval lies more than PCT percent above
+ * the baseline; exposed communication (two runs or more, none disturbed)
+ * when it grew by more than PCT percent of the baseline's step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -44,6 +53,8 @@ static const char *const other_machine[] = {
     "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
     "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
     "versions.cuda_driver", "versions.cublas", "versions.nccl_runtime"};
+
+static void short_json(char *out, size_t n, const cJSON *v);
 
 /* Item at a dot-separated path under o (NULL when absent). */
 static const cJSON *at(const cJSON *o, const char *path)
@@ -105,6 +116,134 @@ static int read_bounded(const char *path, char **out, size_t *len, char *err)
     return DDP_OK;
 }
 
+/* The figures the verdict reads, checked before any training (a bad one
+ * found after it would cost the run): each, where present, of its type and
+ * range, naming the field.  A "repeat" must be an object (or null) with its
+ * runs and its throughput interval. */
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS } num_rule_t;
+
+static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
+                     const char *want, char *err)
+{
+    char shown[64];
+    short_json(shown, sizeof shown, it);
+    return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is %s, not %s", path, idx + 1,
+                   field, shown, want);
+}
+
+/* A number at field under o (absent: fine unless required). */
+static int check_num(const char *path, int idx, const cJSON *o, const char *prefix,
+                     const char *key, num_rule_t rule, bool required, char *err)
+{
+    char field[160];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    const cJSON *it = at(o, key);
+    if (!it)
+        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
+                                  path, idx + 1, field)
+                        : DDP_OK;
+    static const char *const want[] = {"a number", "a number >= 0", "a number > 0"};
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+        (rule == NUM_NONNEG && it->valuedouble < 0) || (rule == NUM_POS && it->valuedouble <= 0))
+        return bad_field(path, idx, field, it, want[rule], err);
+    return DDP_OK;
+}
+
+/* An interval object {"median","mean","lo","hi"} of the repeat: mean by
+ * rule, lo and hi numbers or null, lo <= hi. */
+static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
+                          num_rule_t rule, bool required, char *err)
+{
+    char field[160];
+    snprintf(field, sizeof field, "repeat.%s", key);
+    const cJSON *iv = at(rep, key);
+    if (!iv)
+        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
+                                  path, idx + 1, field)
+                        : DDP_OK;
+    if (!cJSON_IsObject(iv))
+        return bad_field(path, idx, field, iv, "an object", err);
+    char pre[170];
+    snprintf(pre, sizeof pre, "%s.", field);
+    TRY(check_num(path, idx, iv, pre, "mean", rule, true, err));
+    const char *ends[] = {"lo", "hi"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
+        if (e && !cJSON_IsNull(e))
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+    }
+    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
+                *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");
+    if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi) && lo->valuedouble > hi->valuedouble)
+        return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s: lo %g is above hi %g",
+                       path, idx + 1, field, lo->valuedouble, hi->valuedouble);
+    return DDP_OK;
+}
+
+static int check_gate_fields(const char *path, int idx, const cJSON *o, char *err)
+{
+    const cJSON *st = at(o, "step_time_s");
+    if (st && !cJSON_IsObject(st))
+        return bad_field(path, idx, "step_time_s", st, "an object", err);
+    if (st) {
+        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_POS, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_POS, false, err));
+    }
+    TRY(check_num(path, idx, o, "", "timed_samples", NUM_POS, false, err));
+    const cJSON *steps = at(o, "steps");
+    if (steps && cJSON_IsObject(steps))
+        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_POS, false, err));
+    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    const cJSON *devs = at(o, "devices"), *d;
+    if (devs && !cJSON_IsArray(devs))
+        return bad_field(path, idx, "devices", devs, "an array", err);
+    int di = 0;
+    cJSON_ArrayForEach(d, devs)
+    {
+        char pre[64];
+        snprintf(pre, sizeof pre, "devices[%d].", di++);
+        const cJSON *ph = cJSON_IsObject(d) ? at(d, "phases_s_per_step") : NULL;
+        if (!cJSON_IsObject(d) || (ph && !cJSON_IsObject(ph)))
+            return bad_field(path, idx, pre, d, "an object with phases_s_per_step", err);
+        for (int p = 0; ph && p < PH_COUNT; p++) {
+            char ppre[96];
+            snprintf(ppre, sizeof ppre, "%sphases_s_per_step.", pre);
+            TRY(check_num(path, idx, ph, ppre, phase_key((phase_t)p), NUM_ANY, false, err));
+        }
+    }
+    const cJSON *mach = at(o, "machine");
+    if (mach && !cJSON_IsNull(mach)) {
+        if (!cJSON_IsObject(mach))
+            return bad_field(path, idx, "machine", mach, "an object or null", err);
+        const cJSON *dist = at(mach, "disturbed");
+        if (dist && !cJSON_IsBool(dist))
+            return bad_field(path, idx, "machine.disturbed", dist, "true or false", err);
+    }
+    const cJSON *rep = at(o, "repeat");
+    if (!rep || cJSON_IsNull(rep))
+        return DDP_OK;
+    if (!cJSON_IsObject(rep))
+        return bad_field(path, idx, "repeat", rep, "an object or null", err);
+    TRY(check_num(path, idx, rep, "repeat.", "runs", NUM_POS, true, err));
+    double runs = at(rep, "runs")->valuedouble;
+    if (runs != floor(runs) || runs < 2 || runs > REPEAT_MAX)
+        return bad_field(path, idx, "repeat.runs", at(rep, "runs"), "a whole number 2..100", err);
+    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_POS, true, err));
+    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_POS, false, err));
+    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_POS, false, err));
+    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    const cJSON *rph = at(rep, "phases_s_per_step");
+    if (rph && !cJSON_IsObject(rph))
+        return bad_field(path, idx, "repeat.phases_s_per_step", rph, "an object", err);
+    for (int p = 0; rph && p < PH_COUNT; p++) {
+        char key[96];
+        snprintf(key, sizeof key, "phases_s_per_step.%s", phase_key((phase_t)p));
+        TRY(check_interval(path, idx, rep, key, NUM_ANY, false, err));
+    }
+    TRY(check_num(path, idx, rep, "repeat.", "disturbed_runs", NUM_NONNEG, false, err));
+    return DDP_OK;
+}
+
 /* Every key this gate reads, with its type. */
 static int check_run(const char *path, int idx, const cJSON *o, char *err)
 {
@@ -138,7 +277,7 @@ static int check_run(const char *path, int idx, const cJSON *o, char *err)
                        "--baseline %s: object %d: throughput_samples_per_s %g is not a positive "
                        "number",
                        path, idx + 1, tp);
-    return DDP_OK;
+    return check_gate_fields(path, idx, o, err);
 }
 
 int baseline_load(baseline_t *b, const char *path, char *err)
@@ -435,6 +574,68 @@ static void describe(char *buf, size_t n, interval_t c, int runs, double scale, 
     snprintf(buf, n, "%s%s (95%% interval %s..%s over %d runs)", m, unit, a, b, runs);
 }
 
+/* The gate's throughput on both sides: the median-step throughput (samples
+ * per step / the median step: one step interrupted by another process moves
+ * a run's mean but not its median) where both sides have it, else the mean
+ * throughput (a baseline written before the median was recorded). */
+typedef struct {
+    bool median;                 /* which statistic */
+    double ref, lo, hi;          /* the baseline's (lo = hi = ref for one run) */
+    int bruns;
+    interval_t c;                /* the candidate's (lo = hi = mean for one run) */
+} tp_pair_t;
+
+static bool base_median_tp(const cJSON *match, base_fig_t *out)
+{
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    if (cJSON_IsObject(rep) && at(rep, "median_throughput_samples_per_s"))
+        return base_figure(match, "median_throughput_samples_per_s", NULL, NULL, out) &&
+               out->ref > 0;
+    if (cJSON_IsObject(rep))
+        return false; /* a repeat without the median: the mean on both sides */
+    double samples, steps, p50;
+    if (!num_at(match, "timed_samples", &samples) || !num_at(match, "steps.timed", &steps) ||
+        !num_at(match, "step_time_s.p50", &p50) || steps <= 0 || p50 <= 0 || samples <= 0)
+        return false;
+    out->ref = samples / steps / p50;
+    out->lo = out->hi = NAN;
+    out->runs = 1;
+    return true;
+}
+
+static bool tp_pair(const cJSON *match, const repeat_t *r, tp_pair_t *out)
+{
+    base_fig_t b;
+    bool cand_median = r->n >= 1;
+    for (int i = 0; i < r->n; i++)
+        cand_median &= r->run[i].median_samples_per_s > 0;
+    out->median = cand_median && base_median_tp(match, &b);
+    if (!out->median &&
+        (!base_figure(match, "throughput_samples_per_s", "throughput_samples_per_s", NULL, &b) ||
+         b.ref <= 0.0))
+        return false;
+    out->ref = b.ref;
+    out->lo = isfinite(b.lo) && b.lo > 0 ? b.lo : b.ref;
+    out->hi = isfinite(b.hi) && b.hi > 0 ? b.hi : b.ref;
+    out->bruns = b.runs;
+    out->c = cand(r, out->median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
+    return true;
+}
+
+/* The baseline's disturbance: its repeat's disturbed runs, or its one run's flag. */
+static int base_disturbed(const cJSON *match, int *of)
+{
+    double v;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    *of = 1;
+    if (cJSON_IsObject(rep) && num_at(rep, "disturbed_runs", &v)) {
+        double n;
+        *of = num_at(rep, "runs", &n) ? (int)n : 1;
+        return (int)v;
+    }
+    return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
+}
+
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
                    char *buf, size_t len)
 {
@@ -446,47 +647,88 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     int verdict = DDP_OK;
 
     /* throughput: the one figure the gate always has */
-    base_fig_t bt;
-    if (!base_figure(match, "throughput_samples_per_s", "throughput_samples_per_s", NULL, &bt) ||
-        bt.ref <= 0.0 || r->n < 1) {
+    tp_pair_t tp;
+    if (r->n < 1 || !tp_pair(match, r, &tp)) {
         app(buf, len, &used, "no verdict: %sthe baseline has no throughput", pre);
         return DDP_ERR_NOISY;
     }
-    interval_t t = cand(r, FIG_THROUGHPUT);
-    double lo_pct = 100.0 * (t.lo - bt.ref) / bt.ref, hi_pct = 100.0 * (t.hi - bt.ref) / bt.ref;
-    double width = 100.0 * (t.hi - t.lo) / bt.ref;
-    double bwidth = isfinite(bt.lo) ? 100.0 * (bt.hi - bt.lo) / bt.ref : 0.0;
+    interval_t t = tp.c;
+    /* Both sides' intervals: the change lies between the candidate's worst
+     * against the baseline's best and the other way round. */
+    double lo_pct = 100.0 * (t.lo / tp.hi - 1.0), hi_pct = 100.0 * (t.hi / tp.lo - 1.0);
+    double width = 100.0 * (t.hi - t.lo) / tp.ref;
+    double bwidth = 100.0 * (tp.hi - tp.lo) / tp.ref;
     base_fig_t bs;
     double step_ref = base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs)
                           ? bs.ref
                           : 0.0;
+    double cont = 0.0;
+    int ndist = repeat_disturbed(r, &cont), bof, bdist = base_disturbed(match, &bof);
     char why[512];
     attribute(match, r, step_ref, why, sizeof why);
-    char what[160];
+    char what[200];
     describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
     const char *word;
-    if (hi_pct < -tol) {
+    bool busy = false, noisy_base = false;
+    if (bwidth > tol) {
+        /* a baseline noisier than the tolerance cannot gate it, whatever
+         * the candidate did: refused, saying how noisy */
+        word = "no verdict: the baseline is too noisy";
+        verdict = DDP_ERR_NOISY;
+        noisy_base = true;
+    } else if (hi_pct < -tol && ndist > 0 &&
+               1.0 + hi_pct / 100.0 >= (1.0 - cont) * (1.0 - tol / 100.0)) {
+        /* slower, but other processes took enough of the run's cores to
+         * explain it (a run left 1 - c of its cores runs at best 1 - c of its
+         * speed): the machine, not the code -- no verdict, not a false alarm */
+        word = "no verdict: a busy machine";
+        verdict = DDP_ERR_NOISY;
+        busy = true;
+    } else if (hi_pct < -tol) {
         word = "regression";
         verdict = DDP_ERR_REGRESSED;
-    } else if (width > tol || bwidth > tol) {
-        word = "no verdict: too noisy";
-        verdict = DDP_ERR_NOISY;
-    } else {
+    } else if (lo_pct > tol) {
+        word = "improved";
+    } else if (lo_pct >= -tol && hi_pct <= tol) {
         word = "within tolerance";
+    } else {
+        /* the intervals straddle the tolerance: the noise explains the gap */
+        word = ndist > 0 ? "no verdict: a busy machine" : "no verdict: too noisy";
+        busy = ndist > 0;
+        verdict = DDP_ERR_NOISY;
     }
-    if (r->n < 2)
-        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)", word,
-            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", bt.ref, tol);
+    const char *stat = tp.median ? ", by the median step" : "";
+    if (r->n < 2 && tp.bruns < 2)
+        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)%s", word,
+            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol, stat);
     else
         app(buf, len, &used, "%s: %sthroughput %s is %+.1f..%+.1f%% against the baseline %.1f "
-                             "(tolerance %g%%)",
-            word, pre, what, lo_pct, hi_pct, bt.ref, tol);
-    if (verdict == DDP_ERR_NOISY)
-        app(buf, len, &used, "; %s interval spans %.1f%%: more --repeat runs or a quieter machine",
-            width > tol ? "this run's" : "the baseline's", width > tol ? width : bwidth);
-    if (why[0])
+                             "(tolerance %g%%)%s",
+            word, pre, what, lo_pct, hi_pct, tp.ref, tol, stat);
+    if (noisy_base)
+        app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
+                             "(its interval %.1f..%.1f over %d runs): take it again on a quieter "
+                             "machine or with more --repeat",
+            tol, bwidth, tp.lo, tp.hi, tp.bruns);
+    else if (busy)
+        app(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
+                             "run's cores), enough to explain the gap: run again on a quieter "
+                             "machine",
+            ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
+    else if (verdict == DDP_ERR_NOISY && width > tol)
+        app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a quieter "
+                             "machine",
+            width);
+    else if (verdict == DDP_ERR_NOISY)
+        app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's %.1f%%) "
+                             "straddle the tolerance: more --repeat runs on both sides would "
+                             "settle it",
+            width, bwidth);
+    if (!busy && !noisy_base && why[0])
         app(buf, len, &used, "; by phase: %s", why);
-
+    if (bdist > 0 && !noisy_base)
+        app(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
+            bdist, bof, bof == 1 ? " was" : "s were");
     /* peak memory: regressed when the whole interval is PCT above */
     base_fig_t bm;
     if (base_figure(match, "mem_peak_bytes_max", "mem_peak_bytes_max", NULL, &bm) && bm.ref > 0) {
@@ -507,7 +749,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
      * give a verdict), and only on an interval: one run's exposed time moves
      * with every preemption, and a verdict on it would flip with the load */
     base_fig_t bc;
-    if (r->n >= 2 && step_ref > 0 &&
+    if (r->n >= 2 && step_ref > 0 && ndist == 0 && !noisy_base &&
         base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
                                     "comm_exposed_s", &bc)) {
         interval_t c = cand(r, FIG_PHASE0 + PH_COMM_EXPOSED);

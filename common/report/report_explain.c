@@ -1,8 +1,11 @@
-/* common/report/report_explain.c: --explain, the first optimizer step told for a
- * learner: where the rows went, what was copied or reduced between devices
- * (bytes and time), when each DDP bucket ran relative to backward, and what
- * each device computed.  Everything comes from the run's step_story_t and
- * the first_* fields of its device records. */
+/* common/report/report_explain.c: --explain, one timed step told for a learner
+ * (the middle one, schedule_told_step: step 1 pays one-time costs): where the
+ * rows went, what was copied or reduced between devices (bytes and time),
+ * DDP's backward and its buckets drawn as a text timeline, and what each
+ * device computed; then, for one run, report_why.c's sentences over every
+ * timed step.  Everything comes from the run's step_story_t and the first_*
+ * fields of its device records (that step's).  What the terms mean is in
+ * docs/results.md. */
 #include <string.h>
 
 #include "report/report.h"
@@ -46,10 +49,6 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
 {
     if (r->mode != MODE_DDP || r->ndev < 2)
         return;
-    fprintf(f, "  - DDP expects every rank at every step: each bucket's all-reduce (and the "
-               "loss's, on logged steps) completes only when every rank has launched it, in "
-               "the same order. A rank that leaves the loop early leaves the others waiting "
-               "in their next all-reduce.\n");
     const config_t *c = ctx ? ctx->cfg : NULL;
     if (c && c->zero1) {
         char a[32];
@@ -71,17 +70,11 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
         fprintf(f, "%s rank %d %ld/%ld", d ? "," : "", d, r->dev[d].steps_run,
                 r->dev[d].steps_shadowed);
     fprintf(f, ".\n");
-    if (c->join)
-        fprintf(f, "  - Join (torch.distributed.algorithms.Join with DDP's join hook): a rank "
-                   "out of data stays in the loop and shadows every all-reduce of the others' "
-                   "steps with zero gradients and 0 rows, so the average counts only the rows "
-                   "of the ranks that had data (torch's divide_by_initial_world_size=False, "
-                   "weighted by rows). It applies the same averaged gradient, so the replicas "
-                   "stay identical, as torch's final broadcast from the last joiner makes "
-                   "them.\n");
-    else
-        fprintf(f, "  - --no-join: a rank out of data leaves, and the others block in their "
-                   "next all-reduce until --timeout.\n");
+    fprintf(f, "  - %s (docs/modes.md: the sample stream).\n",
+            c->join ? "--join: a rank out of data shadowed the others' all-reduces with zero "
+                      "gradients and 0 rows"
+                    : "--no-join: a rank out of data left; the others wait in their next "
+                      "all-reduce until --timeout");
 }
 
 static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
@@ -120,7 +113,8 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
             fprintf(f, "reduce: %s of parameter gradients summed onto device 0: %s", a, b);
             break;
         case MOVE_BROADCAST:
-            fprintf(f, "broadcast: %s of initial parameters from rank 0 (before step 1): %s", a, b);
+            fprintf(f, "broadcast: %s of initial parameters from rank 0 (once, before training): %s",
+                    a, b);
             break;
         case MOVE_ALLREDUCE:
             fprintf(f, zero1 ? "reduce-scatter (ZeRO-1): %s of gradients summed across the "
@@ -136,6 +130,53 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
             fprintf(f, " (%d operations)", m->ops);
         fputs(".\n", f);
     }
+}
+
+#define TIMELINE_W 60
+
+static int col_of(double t, double span)
+{
+    int c = (int)(t / span * (TIMELINE_W - 1) + 0.5);
+    return c < 0 ? 0 : c > TIMELINE_W - 1 ? TIMELINE_W - 1 : c;
+}
+
+/* DDP's backward and each bucket's all-reduce, to scale, from the start of
+ * backward: '=' backward computing, '.' a bucket ready and waiting for its
+ * turn, '#' its all-reduce moving data; '|' where backward ends. */
+static void explain_timeline(FILE *f, const step_story_t *st, int shown)
+{
+    double span = st->backward_s;
+    for (int i = 0; i < shown; i++)
+        span = span > st->bucket[i].end_s ? span : st->bucket[i].end_s;
+    if (span <= 0.0)
+        return;
+    /* the column of time t, clamped to [0, TIMELINE_W): a span the comm
+     * reports from before backward began is drawn from its start */
+#define COL(t) col_of((t), span)
+    char line[TIMELINE_W + 1], a[32];
+    int bend = COL(st->backward_s);
+    fprintf(f, "    backward and buckets, to scale (= backward, . ready and waiting, # all-reduce):\n");
+    memset(line, ' ', TIMELINE_W);
+    line[TIMELINE_W] = 0;
+    for (int c = 0; c <= bend; c++)
+        line[c] = '=';
+    fprintf(f, "      %-10s|%s|\n", "backward", line);
+    for (int i = 0; i < shown; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        memset(line, ' ', TIMELINE_W);
+        for (int c = COL(bk->ready_s); c < COL(bk->start_s) && c < TIMELINE_W; c++)
+            line[c] = '.';
+        int c0 = COL(bk->start_s), c1 = COL(bk->end_s);
+        for (int c = c0; c <= c1 && c < TIMELINE_W; c++)
+            line[c] = '#';
+        if (bend < TIMELINE_W - 1 && line[bend] == ' ')
+            line[bend] = '|';
+        char name[16];
+        snprintf(name, sizeof name, "bucket %d", i);
+        fprintf(f, "      %-10s|%s|\n", name, line);
+    }
+    fprintf(f, "      %-10s0%*s\n", "", TIMELINE_W, t_(a, sizeof a, span));
+#undef COL
 }
 
 static void explain_buckets(FILE *f, const run_result_t *r, bool zero1)
@@ -160,6 +201,7 @@ static void explain_buckets(FILE *f, const run_result_t *r, bool zero1)
     }
     if (st->nbuckets > shown)
         fprintf(f, "      ... and %d more\n", st->nbuckets - shown);
+    explain_timeline(f, st, shown);
 }
 
 static void explain_compute(FILE *f, const run_result_t *r)
@@ -207,8 +249,10 @@ static void explain_why(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
 {
     if (r->ndev < 2 || r->times.n == 0)
         return;
+    if (ctx && ctx->cfg && ctx->cfg->mode == MODE_COMPARE)
+        return; /* compare's --explain tells it for the three runs at once */
     char why[2048];
-    report_compare_why(why, sizeof why, r, 1);
+    report_compare_why(why, sizeof why, NULL, r, 1);
     if (why[0])
         fprintf(f, "  Over the %ld timed steps: %s\n", r->times.n, why);
     /* with --predict (or in compare), single's step is known: the verdict's reason */
@@ -219,12 +263,19 @@ static void explain_why(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
 
 void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
 {
-    fprintf(f, "explain: step 1 of %s on %s, %d device%s\n", mode_name(r->mode),
-            backend_kind_name(r->backend), r->ndev, r->ndev == 1 ? "" : "s");
     if (!r->story.filled) {
-        fprintf(f, "  (the %s strategy did not record its first step)\n", mode_name(r->mode));
+        fprintf(f, "explain: %s on %s: the strategy recorded no step\n", mode_name(r->mode),
+                backend_kind_name(r->backend));
         return;
     }
+    report_stats_t s;
+    report_stats(r, NULL, &s);
+    char p50[32], took[32];
+    fprintf(f, "explain: step %ld of %s on %s, %d device%s (the middle timed step: %s; the "
+               "timed steps' median %s)\n",
+            r->story.step + 1, mode_name(r->mode), backend_kind_name(r->backend), r->ndev,
+            r->ndev == 1 ? "" : "s", t_(took, sizeof took, r->story.step_s),
+            t_(p50, sizeof p50, s.step_p50));
     explain_rows(f, ctx, r);
     /* --zero1 (its ddp run): the buckets were reduce-scattered */
     bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
@@ -233,13 +284,10 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     explain_compute(f, r);
     explain_memory(f, r);
     explain_lockstep(f, ctx, r);
-    char a[32], b[32];
+    char b[32];
     if (r->ndev == 1 && ctx && ctx->spec)
         fprintf(f, "  - Nothing to synchronise: one device holds the only copy of the %zu "
                    "parameters (%s).\n",
                 ctx->spec->nparams, b_(b, sizeof b, (double)ctx->spec->nparams * sizeof(float)));
-    fprintf(f, "  The step took %s (step 1 pays one-time costs such as first touches of memory; "
-               "the result table leaves the warm-up steps out).\n",
-            t_(a, sizeof a, r->story.step_s));
     explain_why(f, ctx, r);
 }

@@ -110,6 +110,7 @@ const char *const report_json_keys[] = {
     "environment.versions.cuda_driver",
     "environment.versions.cublas",
     "environment.versions.nccl_runtime",
+    "machine",
     NULL,
 };
 
@@ -202,6 +203,42 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
         cJSON_AddNullToObject(o, "slow_rank");
     }
     return o;
+}
+
+// ---------------------------------------------------------------------------
+// the machine while it ran
+
+cJSON *report_json_machine(const disturb_t *d)
+{
+    if (!d || d->wall_s <= 0.0)
+        return cJSON_CreateNull(); /* not taken (a library caller, not the program) */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddBoolToObject(m, "disturbed", d->disturbed);
+    if (d->disturbed)
+        cJSON_AddStringToObject(m, "why", d->why);
+    else
+        cJSON_AddNullToObject(m, "why");
+    cJSON_AddBoolToObject(m, "proc_stat", d->known);
+    cJSON_AddNumberToObject(m, "wall_s", d->wall_s);
+    add_num_or_null(m, "loadavg_start", d->load_start, true);
+    add_num_or_null(m, "loadavg_end", d->load_end, true);
+    cJSON_AddNumberToObject(m, "cpus_online", d->cpus_online);
+    cJSON_AddNumberToObject(m, "devices", d->devices);
+    cJSON_AddNumberToObject(m, "run_cores", d->run_cores);
+    cJSON_AddNumberToObject(m, "own_cpu_s", d->own_cpu_s);
+    add_num_or_null(m, "others_cpu_s", d->others_cpu_s, d->known);
+    add_num_or_null(m, "others_cores", d->others_cores, d->known);
+    add_num_or_null(m, "contention", d->contention, d->known);
+    add_num_or_null(m, "steal_s", d->steal_s, d->known);
+    add_num_or_null(m, "steal_pct", d->steal_pct, d->known);
+    cJSON_AddNumberToObject(m, "involuntary_switches", (double)d->invol_switches);
+    cJSON_AddNumberToObject(m, "involuntary_switches_per_step", d->invol_per_step);
+    cJSON_AddNumberToObject(m, "involuntary_switches_per_s", d->invol_per_s);
+    cJSON *th = cJSON_AddObjectToObject(m, "thresholds");
+    cJSON_AddNumberToObject(th, "contention", DISTURB_CONTENTION_MAX);
+    cJSON_AddNumberToObject(th, "steal_pct", DISTURB_STEAL_PCT_MAX);
+    cJSON_AddNumberToObject(th, "involuntary_switches_per_s", DISTURB_NIVCSW_PER_S_MAX);
+    return m;
 }
 
 // ---------------------------------------------------------------------------
@@ -315,6 +352,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     } else {
         cJSON_AddNullToObject(o, "bucket_autotune");
     }
+    cJSON_AddItemToObject(o, "machine", report_json_machine(&r->machine));
     char notes[4][256];
     int nn = report_notes_of(ctx, r, notes, 4);
     cJSON *na = cJSON_AddArrayToObject(o, "notes");

@@ -81,44 +81,23 @@ static const double *pred_of(const run_result_t *r, const predict_row_t *rows, d
 void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,
                       const predict_row_t *rows)
 {
+    /* one line: each mode's predicted step and measured over predicted; then
+     * a line for each mode off by more than MISS_PCT naming the phase the
+     * model missed most */
+    (void)in;
+    char a[32], b[32];
     int cols = 0;
     for (int i = 0; i < n; i++) {
         double step;
-        cols += pred_of(&runs[i], rows, &step) != NULL;
+        if (!pred_of(&runs[i], rows, &step))
+            continue;
+        double m = runs[i].times.n ? runs[i].times.timed_s / runs[i].times.n : 0.0;
+        fprintf(f, "%s%s %s (measured %.2fx)",
+                cols++ ? ", " : "\n  predicted step (alpha-beta model, --predict): ",
+                mode_name(runs[i].mode), fmt_t(a, sizeof a, step), step > 0 ? m / step : 0.0);
     }
     if (cols == 0)
         return;
-    char a[32];
-    fprintf(f, "\n  predicted (alpha-beta model, collectives measured on %d ranks; --predict)\n",
-            in->k0);
-    fprintf(f, "  %-26s", "");
-    for (int i = 0; i < n; i++) {
-        double step;
-        if (pred_of(&runs[i], rows, &step))
-            fprintf(f, "%13s", mode_name(runs[i].mode));
-    }
-    fprintf(f, "\n  %-26s", "step time predicted");
-    for (int i = 0; i < n; i++) {
-        double step;
-        if (pred_of(&runs[i], rows, &step))
-            fprintf(f, "%13s", fmt_t(a, sizeof a, step));
-    }
-    fprintf(f, "\n  %-26s", "step time measured");
-    for (int i = 0; i < n; i++) {
-        double step;
-        if (pred_of(&runs[i], rows, &step))
-            fprintf(f, "%13s", fmt_t(a, sizeof a, runs[i].times.n ? runs[i].times.timed_s /
-                                                                       runs[i].times.n
-                                                                 : 0.0));
-    }
-    fprintf(f, "\n  %-26s", "measured / predicted");
-    for (int i = 0; i < n; i++) {
-        double step;
-        if (pred_of(&runs[i], rows, &step)) {
-            double m = runs[i].times.n ? runs[i].times.timed_s / runs[i].times.n : 0.0;
-            fprintf(f, "%12.2fx", step > 0 ? m / step : 0.0);
-        }
-    }
     fputc('\n', f);
     for (int i = 0; i < n; i++) {
         double step;
@@ -130,10 +109,8 @@ void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in
             continue;
         double got = 0, want = 0;
         int p = missed_phase(&runs[i], pred, &got, &want);
-        char b[32];
-        fprintf(f, "  %s's step is %+.0f%% off the prediction; the model missed %s on device 0 "
-                   "most: measured %s, predicted %s\n",
-                mode_name(runs[i].mode), off,
+        fprintf(f, "  %s's step is %+.0f%% off; the model missed %s on device 0 most: %s, "
+                   "predicted %s\n", mode_name(runs[i].mode), off,
                 p >= 0 ? report_phase_label(runs[i].mode, (phase_t)p) : "?",
                 fmt_t(a, sizeof a, got), fmt_t(b, sizeof b, want));
     }

@@ -34,6 +34,12 @@ cJSON *report_json_repeat(const repeat_t *r)
                           interval_json(repeat_interval(r, FIG_THROUGHPUT)));
     cJSON_AddItemToObject(o, "step_time_s_mean", interval_json(repeat_interval(r, FIG_STEP_MEAN)));
     cJSON_AddItemToObject(o, "mem_peak_bytes_max", interval_json(repeat_interval(r, FIG_MEM_PEAK)));
+    /* the gate's figures: one interrupted step cannot move a run's median */
+    cJSON_AddItemToObject(o, "step_time_s_median", interval_json(repeat_interval(r, FIG_STEP_MEDIAN)));
+    cJSON_AddItemToObject(o, "median_throughput_samples_per_s",
+                          interval_json(repeat_interval(r, FIG_MEDIAN_THROUGHPUT)));
+    cJSON_AddNumberToObject(o, "disturbed_runs", repeat_disturbed(r, NULL));
+    cJSON_AddNumberToObject(o, "retaken", r->retaken);
     cJSON *ph = cJSON_AddObjectToObject(o, "phases_s_per_step");
     for (int p = 0; p < PH_COUNT; p++)
         cJSON_AddItemToObject(ph, phase_key((phase_t)p),
@@ -44,6 +50,7 @@ cJSON *report_json_repeat(const repeat_t *r)
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "throughput_samples_per_s", s->samples_per_s);
         cJSON_AddNumberToObject(e, "step_time_s_mean", s->step_mean_s);
+        cJSON_AddNumberToObject(e, "step_time_s_median", s->step_median_s);
         cJSON_AddNumberToObject(e, "mem_peak_bytes_max", s->mem_peak_bytes);
         cJSON *rp = cJSON_AddObjectToObject(e, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
@@ -51,9 +58,36 @@ cJSON *report_json_repeat(const repeat_t *r)
         char bits[24];
         snprintf(bits, sizeof bits, "%016llx", (unsigned long long)s->checksum_bits);
         cJSON_AddStringToObject(e, "checksum_bits", bits);
+        cJSON_AddItemToObject(e, "machine", report_json_machine(&s->machine));
         cJSON_AddItemToArray(every, e);
     }
     return o;
+}
+
+bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
+                             size_t len)
+{
+    buf[0] = 0;
+    if (!r || r->n < 2)
+        return false;
+    bool median = true;
+    for (int i = 0; i < r->n; i++)
+        median &= r->run[i].median_samples_per_s > 0;
+    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
+    double w = interval_width_pct(iv);
+    if (w <= tol)
+        return false;
+    int nd = repeat_disturbed(r, NULL);
+    char dist[96] = "";
+    if (nd > 0)
+        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
+    snprintf(buf, len,
+             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
+             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
+             "no verdict: take it on a quieter machine or with more --repeat",
+             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
+             iv.lo, iv.hi, r->n, dist);
+    return true;
 }
 
 /* "1234.5 [1200.1, 1260.2] +-2.4%" at `scale`, or the median alone for n < 2. */

@@ -61,7 +61,7 @@ typedef struct {
     long start_step;        /* rank 0: the first step run (> 0 after --resume) */
     int ntuned;             /* rank 0: --bucket-mb auto's caps and summed step times */
     double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX], bucket_mb_chosen;
-    step_story_t story;     /* rank 0: --explain's first step */
+    step_story_t story;     /* rank 0: --explain's told step */
     ddp_rank_rec_t rank[MAX_DEVICES];
 } ddp_area_t;
 

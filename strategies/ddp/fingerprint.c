@@ -126,7 +126,7 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
     line(&w, "--first-bucket-mb", "%.9g", c->first_bucket_mb);
     line(&w, "--overlap", "%s", onoff(c->overlap));
     line(&w, "--zero1", "%s", onoff(c->zero1));
-    line(&w, "--slow-rank", "%d:%d", c->slow_rank, c->slow_factor);
+    line(&w, "--slow-rank", "%d:%.9g", c->slow_rank, c->slow_factor);
     line(&w, "--timeout", "%.9g", c->timeout_s);
     line(&w, "--min-bytes", "%ld", c->min_bytes);
     line(&w, "--max-bytes", "%ld", c->max_bytes);

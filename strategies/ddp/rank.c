@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/fault.h"
 #include "data/schedule.h"
@@ -84,6 +85,8 @@ typedef struct {
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
     long progress_at;   /* the next step whose loss the progress line gets, -1 none */
     step_meter_t meter;
+    double compute_cpu_s; /* --slow-rank on the CPU: the CPU seconds of the last step's
+                             own forward, loss and backward (straggle_spin's unit) */
     autotune_t tune;    /* --bucket-mb auto */
     long tuned_g;       /* the last step whose time it was given (-1: none) */
     float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
@@ -305,7 +308,7 @@ static int last_micro(rank_t *k, long g, int *nmicro)
     return last;
 }
 
-/* --explain, rank 0, the run's first step: the buckets as they ran, timed
+/* --explain, rank 0, the told step: the buckets as they ran, timed
  * from the start of the backward pass that all-reduced them (reducer_spans
  * has just placed them). */
 static void story_buckets(rank_t *k, double bwd_t0, double bwd_t1)
@@ -374,13 +377,29 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     }
 }
 
-/* --slow-rank: a straggler, the real work of a slower device.  Before its
- * first backward of the step, the rank runs `times` more forward passes and
- * backward passes of the micro-batch: the forwards write the activations the
- * first one wrote, and the backwards, with no gradient of the step yet to
- * add to, write the gradients the real backward then writes again -- F times
- * the work (F-1 per micro-batch of the step, here at once), the same bits.
- * On a GPU these are kernels like any other: the host still waits nowhere. */
+/* --slow-rank R:F: a straggler, the real work of a slower device, F - 1
+ * times the step's forward and backward more (F fractional: 1.1 is 10% more).
+ * The extra work of the step, (F - 1) x its micro-batches, is split into
+ * whole passes and a fraction:
+ * - the whole passes, before its first backward of the step: forwards that
+ *   write the activations the real one wrote (the same rows, the same bits),
+ *   and backwards that, with no gradient of the step yet to add to, write
+ *   the gradients the real backward then writes again (straggle());
+ * - the fraction frac, on the CPU: the rank computes on for frac x the CPU
+ *   time its own forward, loss and backward took in the last step
+ *   (straggle_spin(), on the thread's CPU clock, so being preempted by
+ *   another process stretches it the way it stretches real work).  Rows
+ *   would not do: measured on mlp-small, a pass over half the rows took 29%
+ *   of a whole pass's CPU time, not 50% (the smaller pass stays in cache).
+ * - the fraction on a GPU: a forward and backward of the first
+ *   round(frac x rows) rows of the micro-batch, before its real forward
+ *   (straggle_part(); the host cannot time kernels without waiting for
+ *   them).  A GEMM over fewer rows may round a row differently, so it goes
+ *   where the real forward and backward overwrite all it wrote; its backward
+ *   reads the output gradient the buffer holds (the last step's, or zeros),
+ *   and its gradients are discarded all the same.  Kernels like any other:
+ *   the host still waits nowhere.
+ * The same bits as without --slow-rank either way. */
 static int straggle(rank_t *k, const float *x, int rows, int times)
 {
     replica_t *rep = &k->rep;
@@ -391,6 +410,44 @@ static int straggle(rank_t *k, const float *x, int rows, int times)
         TRY(dev(k, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
     step_meter_lap(&k->meter, PH_BACKWARD);
     return DDP_OK;
+}
+
+static int straggle_part(rank_t *k, const float *x, int rows)
+{
+    replica_t *rep = &k->rep;
+    TRY(dev(k, model_forward(rep, x, rows)));
+    step_meter_lap(&k->meter, PH_FORWARD);
+    TRY(dev(k, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
+    step_meter_lap(&k->meter, PH_BACKWARD);
+    return DDP_OK;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Compute on this thread until it has used `cpu_s` more CPU seconds. */
+static void straggle_spin(rank_t *k, double cpu_s)
+{
+    volatile double acc = 1.0;
+    double until = thread_cpu_s() + cpu_s;
+    while (thread_cpu_s() < until)
+        for (int i = 0; i < 256; i++)
+            acc = acc * 1.0000001 + 1e-9;
+    step_meter_lap(&k->meter, PH_BACKWARD);
+}
+
+/* The slow rank's extra work this step: whole micro-batch passes, and the
+ * fraction of one pass left over (0 <= *frac < 1). */
+static int straggle_plan(const config_t *cfg, int nmicro, double *frac)
+{
+    double extra = (cfg->slow_factor - 1.0) * nmicro;
+    int whole = (int)floor(extra + 1e-9);
+    *frac = extra - whole > 1e-9 ? extra - whole : 0.0;
+    return whole;
 }
 
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
@@ -420,6 +477,10 @@ static int rank_step(rank_t *k, long g, bool want_loss)
     float scale = 1.0f / (float)step_rows;
     int nmicro, last_mi = last_micro(k, g, &nmicro);
     bool has_grad = false;
+    /* --slow-rank: the real compute's CPU time, without the extra work */
+    bool slow = k->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
+    bool on_cpu = cfg->backend == BACKEND_CPU;
+    double cpu0 = slow && on_cpu ? thread_cpu_s() : 0.0, extra_cpu = 0.0;
     for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&k->sch, g, mi, &rows);
@@ -428,6 +489,15 @@ static int rank_step(rank_t *k, long g, bool want_loss)
         bool last = mi == last_mi;
         float *x, *y;
         TRY(dev(k, stager_stage(&k->stg, k->data, idx, rows, m, &x, &y)));
+        double frac = 0.0;
+        int whole = slow && !has_grad ? straggle_plan(cfg, nmicro, &frac) : 0;
+        long part_rows = frac > 0 && !on_cpu ? lround(frac * rows) : 0;
+        if (part_rows >= rows) { /* rounds up to a whole pass */
+            whole++;
+            part_rows = 0;
+        }
+        if (part_rows > 0)
+            TRY(straggle_part(k, x, (int)part_rows));
         TRY(dev(k, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
         TRY(dev(k, model_loss(rep, cfg->loss, y, rows, scale)));
@@ -435,8 +505,13 @@ static int rank_step(rank_t *k, long g, bool want_loss)
             TRY(dev(k, !has_grad ? backend_d2d(be, k->lossbuf, rep->loss_sum, sizeof(float))
                                  : backend_axpy(be, 1.0f, rep->loss_sum, k->lossbuf, 1)));
         step_meter_lap(m, PH_LOSS);
-        if (!has_grad && k->rank == cfg->slow_rank && cfg->slow_factor > 1)
-            TRY(straggle(k, x, rows, (cfg->slow_factor - 1) * nmicro));
+        double e0 = slow && on_cpu ? thread_cpu_s() : 0.0;
+        if (whole > 0)
+            TRY(straggle(k, x, rows, whole));
+        if (frac > 0 && on_cpu) /* nmicro real passes took compute_cpu_s last step */
+            straggle_spin(k, frac * k->compute_cpu_s / nmicro);
+        if (slow && on_cpu)
+            extra_cpu += thread_cpu_s() - e0;
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&k->red, last, g);
         int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &k->red);
@@ -446,6 +521,8 @@ static int rank_step(rank_t *k, long g, bool want_loss)
         step_meter_rows(m, rows);
         has_grad = true;
     }
+    if (slow && on_cpu && has_grad) /* the real work alone: the next step's unit */
+        k->compute_cpu_s = thread_cpu_s() - cpu0 - extra_cpu;
     if (!has_grad) {
         /* No rows this step (its shard is used up, or the batch ended
          * before its turn): it still takes part in every all-reduce, with
@@ -494,7 +571,7 @@ static int rank_step(rank_t *k, long g, bool want_loss)
         TRY(dev(k, optim_step(&k->opt, rep->params, rep->grads)));
         step_meter_lap(m, PH_OPTIM);
     }
-    if (step_meter_first(m) && k->rank == 0) { /* --explain: what step 1 moved */
+    if (step_meter_first(m) && k->rank == 0) { /* --explain: what the told step moved */
         step_story_t *st = &k->area->story;
         move_stat_t *mb = &st->move[MOVE_BATCH];
         /* every rank gathers its own part, in parallel: rank 0's time (its
@@ -567,8 +644,8 @@ static int rank_train(rank_t *k)
         }
         k->cur_g = g;
         TRY(rank_autotune_before(k, g));
-        /* --explain narrates this run's first step */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        /* --explain tells the middle timed step (schedule_told_step) */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
         TRY(rank_step(k, g, want_loss));
         TRY(step_meter_end(m,
                            &(step_end_t){.samples = (long)schedule_view_rows(sch, g),

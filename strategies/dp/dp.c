@@ -78,7 +78,7 @@ static void dp_ctx_free(dp_ctx_t *c)
     free(c);
 }
 
-/* --explain: the first step's moves, from each thread's own counts (the
+/* --explain: the told step's moves, from each thread's own counts (the
  * join ordered their writes before these reads).  Bytes and operations add
  * up; the threads copy in parallel, so the wall time of a kind is the
  * slowest thread's. */
@@ -190,6 +190,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
         goto out;
     c->total_steps = c->sch.total_steps;
     c->start_step = c->sch.start_step;
+    c->told_step = schedule_told_step(&c->sch);
     c->warmup = schedule_warmup(&c->sch);
     res->steps = c->total_steps - c->start_step;
     res->warmup_steps = c->warmup;

@@ -131,7 +131,7 @@ typedef struct {
     backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
     long nbar;                /* barriers passed */
     comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
-    /* --explain: this thread's copies in the run's first step (read by dp_run
+    /* --explain: this thread's copies in the told step (read by dp_run
      * after the join) */
     move_stat_t first_move[MOVE_COUNT];
 } dp_dev_t;
@@ -155,6 +155,7 @@ typedef struct {
     schedule_t sch;
     long total_steps, warmup;
     long start_step;          /* the first step this run runs (> 0 after --resume) */
+    long told_step;           /* the step --explain tells (schedule_told_step) */
     dp_plan_t plan[2];        /* plan[g & 1] is step g's */
     float *host_params;       /* initial parameters, then the final ones */
 

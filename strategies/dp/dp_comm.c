@@ -28,7 +28,7 @@ static int dp_be_fail(backend_t *be, const dp_dev_t *dv, const char *what, char 
 // what a copy leaves for --trace and --explain
 
 /* Before a copy made by device d's thread: a marker, when --trace or
- * --explain's first step wants the copy; -1 otherwise (untraced steps after
+ * --explain's told step wants the copy; -1 otherwise (untraced steps after
  * the first pay nothing). */
 static int dp_mark(dp_ctx_t *c, int d)
 {
@@ -38,7 +38,7 @@ static int dp_mark(dp_ctx_t *c, int d)
     return step_meter_mark(&dv->meter);
 }
 
-/* After it: its event on d's comm lane and, in the run's first step, its
+/* After it: its event on d's comm lane and, in the told step (--explain), its
  * bytes and count in d's first_move[mk] now and its seconds once the step
  * has run (the two markers bracket the copy on d's queue). */
 static void dp_note(dp_ctx_t *c, int d, int mark0, trace_kind_t tk, move_kind_t mk,

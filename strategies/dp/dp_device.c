@@ -56,6 +56,11 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", MEM_ACTS, &rc, err);
     c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", MEM_ACTS, &rc, err);
     c->loss_sum = dp_alloc(be, 1, dv, "the loss", MEM_ACTS, &rc, err);
+    /* The loss runs over the whole micro-batch here: its scratch now, not in
+     * the first step (replica_init reserved only the chunk's rows). */
+    if (rc == DDP_OK && backend_reserve(be, cfg->batch, out) != DDP_OK)
+        rc = err_set(err, DDP_ERR_RUNTIME, "%s: reserving the loss's scratch: %s", dv->name,
+                     backend_last_error(be));
     if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1 && !c->nccl) {
         for (int i = 0; i < 2; i++) {
             c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", MEM_COMM, &rc, err);

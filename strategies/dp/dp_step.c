@@ -187,8 +187,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
                           .epoch = pl->epoch,
                           .logs = pl->logs,
                           .denom = (double)pl->step_rows};
-        /* --explain narrates this run's first step */
-        step_meter_begin(m, g, pl->timed, g == c->start_step);
+        /* --explain tells the middle timed step (schedule_told_step) */
+        step_meter_begin(m, g, pl->timed, g == c->told_step);
         dv->has_grad = false;
 
         /* Replicate once per optimizer step.  torch's DataParallel replicates

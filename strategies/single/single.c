@@ -132,7 +132,7 @@ static int single_step(single_t *s, long g, bool want_loss)
         TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
         step_meter_lap(m, PH_BACKWARD);
         step_meter_rows(m, rows);
-        if (step_meter_first(m)) { /* --explain: what step 1 moved */
+        if (step_meter_first(m)) { /* --explain: what the told step moved */
             move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
             mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
             mv->ops++;
@@ -157,8 +157,8 @@ static int single_train(single_t *s)
         bool logs = schedule_logs(sch, g);
         bool want_loss = logs || progress_due(&s->prog);
         long step_rows = (long)schedule_step_rows(sch, g);
-        /* --explain narrates this run's first step */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == sch->start_step);
+        /* --explain tells the middle timed step (schedule_told_step) */
+        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
         TRY(single_step(s, g, want_loss));
         TRY(step_meter_end(m,
                            &(step_end_t){.samples = step_rows,

@@ -70,6 +70,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
 cudaError_t cudaRuntimeGetVersion(int *v);
 cudaError_t cudaDriverGetVersion(int *v);
 /* The emulator's own checks (abort with a message on a violation). */
+long emu_alloc_calls(void); /* cudaMalloc + cudaFree calls so far */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);
 void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */

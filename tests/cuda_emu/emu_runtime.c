@@ -21,7 +21,9 @@
  * cudaErrorInsufficientDriver; an empty CUDA_VISIBLE_DEVICES answers
  * cudaErrorNoDevice; EMU_COPY_DELAY_US delays every copy by that much (a
  * slow copy engine, so a missing wait for a copy cannot go unnoticed);
- * EMU_JITTER_US delays every queued operation by a random 0..N us. */
+ * EMU_JITTER_US delays every queued operation by a random 0..N us;
+ * EMU_TF32_AS_FP32 computes TF32-mode GEMMs in plain fp32, as cuBLAS may
+ * when it picks no tensor-core kernel. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -623,8 +625,16 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
     return cudaSuccess;
 }
 
+/* cudaMalloc and cudaFree calls so far, every device: each synchronises the
+ * whole device on a real GPU, so a test holds a training step to none
+ * (emu_alloc_calls, declared weak by the tests that ask). */
+static _Atomic long alloc_calls;
+
+long emu_alloc_calls(void) { return alloc_calls; }
+
 cudaError_t cudaMalloc(void **p, size_t n)
 {
+    alloc_calls++;
     char *m = malloc(n ? n : 1);
     if (!m)
         return fail(cudaErrorMemoryAllocation);
@@ -638,6 +648,7 @@ cudaError_t cudaFree(void *p)
 {
     if (!p)
         return cudaSuccess;
+    alloc_calls++;
     int dev = remove_block(p, 0);
     if (dev < 0)
         DIE("cudaFree(%p): not a cudaMalloc block", p);
@@ -949,7 +960,10 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         DIE("out of memory");
     /* alpha and beta are host scalars: read now, as cuBLAS does by default. */
     *g = (gemm_op_t){ta, tb, m, n, k, lda, ldb, ldc, *alpha, *beta, A, B, C,
-                     h->math == CUBLAS_TF32_TENSOR_OP_MATH};
+                     /* TF32 math allows tensor cores, it does not force them:
+                      * cuBLAS may still pick a plain fp32 kernel (a small
+                      * product), which EMU_TF32_AS_FP32 plays */
+                     h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }

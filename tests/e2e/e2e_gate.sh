@@ -21,11 +21,33 @@ t = r["throughput_samples_per_s"]
 assert t["lo"] <= t["mean"] <= t["hi"] and t["median"] > 0
 assert "forward_s" in r["phases_s_per_step"]
 assert all(e["throughput_samples_per_s"] > 0 for e in r["every_run"])
+# the disturbance record: the run's and every run's
+for m in [o["machine"]] + [e["machine"] for e in r["every_run"]]:
+    assert isinstance(m["disturbed"], bool) and m["cpus_online"] >= 1 and m["devices"] == 1
+    assert m["loadavg_start"] >= 0 and m["contention"] >= 0 and m["involuntary_switches"] >= 0
+assert r["median_throughput_samples_per_s"]["median"] > 0 and r["retaken"] >= 0
 EOF
     fi
 else
     ko "--repeat 3 failed: $(cat "$T/err")"
 fi
+# a planted hog on every CPU: the run is flagged disturbed, saying by whom
+hogs=""
+for i in $(seq "$(nproc)"); do
+    yes >/dev/null &
+    hogs="$hogs $!"
+done
+# (a run long enough for /proc/stat's 10 ms ticks to see it)
+"$BIN" --mode single --model mlp-small --steps 30 --backend cpu --json >"$T/hog.json" 2>"$T/err"
+for p in $hogs; do kill "$p"; done
+wait 2>/dev/null
+python3 - "$T/hog.json" <<'EOF' && ok || ko "a hog did not disturb the run: $(head -c 600 "$T/hog.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]
+assert m["disturbed"] and "other processes took" in m["why"], m
+EOF
+grep -q "^ddpbench: note: the single run was disturbed (other processes took" "$T/err" && ok ||
+    ko "no note on the disturbed run: $(cat "$T/err")"
 # the text table has the medians and intervals
 "$BIN" $S --quiet --repeat 2 >"$T/out" 2>&1
 grep -q "over 2 runs: median +- the 95% interval" "$T/out" && ok || ko "--repeat text: $(tail -5 "$T/out")"
@@ -37,12 +59,13 @@ import json, sys
 o = json.load(open(sys.argv[1]))
 out, tp = sys.argv[2], float(sys.argv[3])
 o["throughput_samples_per_s"] = tp
-t = o["repeat"]["throughput_samples_per_s"]
-t["mean"] = t["median"] = tp
-if len(sys.argv) > 4:
-    t["lo"], t["hi"] = float(sys.argv[4]), float(sys.argv[5])
-else:
-    t["lo"], t["hi"] = tp, tp
+for k in ("throughput_samples_per_s", "median_throughput_samples_per_s"):
+    t = o["repeat"][k]
+    t["mean"] = t["median"] = tp
+    if len(sys.argv) > 4:
+        t["lo"], t["hi"] = float(sys.argv[4]), float(sys.argv[5])
+    else:
+        t["lo"], t["hi"] = tp, tp
 json.dump(o, open(out, "w"))
 EOF
 }
@@ -58,13 +81,29 @@ if command -v python3 >/dev/null; then
     craft "$T/wide.json" 1 0 1000000000
     "$BIN" $S --quiet --baseline "$T/wide.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc = 4 ] && grep -q "^ddpbench: no verdict: too noisy" "$T/out" && ok ||
+    [ $rc = 4 ] && grep -q "^ddpbench: no verdict: the baseline is too noisy: " "$T/out" &&
+        grep -q "too noisy to gate 5%: the baseline's runs spread" "$T/out" && ok ||
         ko "too noisy: exit $rc: $(tail -2 "$T/out")"
-    # a baseline 1000x slower: within tolerance (faster is fine), exit 0
+    # a baseline 1000x slower: improved, exit 0
     craft "$T/slow.json" 0.001
     "$BIN" $S --quiet --baseline "$T/slow.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc = 0 ] && grep -q "^ddpbench: within tolerance" "$T/out" && ok || ko "faster: exit $rc"
+    [ $rc = 0 ] && grep -q "^ddpbench: improved: " "$T/out" && ok || ko "faster: exit $rc: $(tail -2 "$T/out")"
+    # a field the gate reads, broken: exit 2 naming it, before any training
+    for bad in 'r["repeat"]["throughput_samples_per_s"]["mean"] = 0' \
+        'r["repeat"]["throughput_samples_per_s"]["mean"] = "fast"' 'r["repeat"] = 5'; do
+        python3 - "$T/rep.json" "$T/bad.json" "$bad" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(r, open(sys.argv[2], "w"))
+EOF
+        expect_error "--baseline $T/bad.json: object 1: repeat" $S --quiet --baseline "$T/bad.json"
+    done
+    # --repeat --json runs too noisy for the tolerance: said when written
+    "$BIN" $S --quiet --repeat 2 --json --tolerance 0.0001 >/dev/null 2>"$T/err"
+    grep -q "^ddpbench: warning: these runs are too noisy to gate 0.0001% against" "$T/err" && ok ||
+        ko "noisy baseline written without a warning: $(cat "$T/err")"
     # another machine: a warning that says what differs, then the verdict
     python3 - "$T/slow.json" "$T/other.json" <<'EOF'
 import json, sys

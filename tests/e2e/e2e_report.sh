@@ -47,16 +47,20 @@ B="--mode single --model mlp-small --backend cpu --steps 12"
 # same configuration: the gate passes (tolerance 90: only a 10x slowdown fails)
 "$BIN" $B --quiet --baseline "$T/base.json" --tolerance 90 >"$T/out" 2>&1
 rc=$?
-[ $rc -eq 0 ] && grep -q "^ddpbench: within tolerance: .* samples/s is .*% \(below\|above\) the baseline" "$T/out" &&
+[ $rc -eq 0 ] && grep -q "^ddpbench: \(within tolerance\|improved\): .* samples/s .*is .*% \(below\|above\) the baseline" "$T/out" &&
     ok || ko "--baseline same run: exit $rc: $(tail -2 "$T/out")"
 # under --json the verdict goes to stderr and stdout stays one JSON line
 "$BIN" $B --json --baseline "$T/base.json" --tolerance 90 >"$T/out" 2>"$T/err"
-[ "$(wc -l <"$T/out")" -eq 1 ] && grep -q "^ddpbench: within tolerance" "$T/err" && ok ||
+[ "$(wc -l <"$T/out")" -eq 1 ] && grep -q "^ddpbench: \(within tolerance\|improved\)" "$T/err" && ok ||
     ko "--baseline --json: stdout $(wc -l <"$T/out") lines, stderr: $(tail -1 "$T/err")"
 # doctored: the baseline claims 1000x the throughput it measured
 awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
          v = substr($0, RSTART + 27, RLENGTH - 27) * 1000
          $0 = substr($0, 1, RSTART - 1) "\"throughput_samples_per_s\":" v substr($0, RSTART + RLENGTH) }
+       # the gate reads the median step too: 1000x the throughput is a 1000th of it
+       if (match($0, /"p50":[0-9.eE+-]+/)) {
+         v = substr($0, RSTART + 6, RLENGTH - 6) / 1000
+         $0 = substr($0, 1, RSTART - 1) "\"p50\":" v substr($0, RSTART + RLENGTH) }
        print }' "$T/base.json" >"$T/doctored.json"
 "$BIN" $B --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
 rc=$?
@@ -125,17 +129,17 @@ EOF2
 fi
 
 # ---- --explain -------------------------------------------------------------------------
-"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of single" "$T/out" &&
+"$BIN" $S --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of single on cpu, 1 device (the middle timed step" "$T/out" &&
     grep -q "went whole to device 0" "$T/out" && ok || ko "--explain: $(cat "$T/out")"
-"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of dp on cpu, 3 devices" "$T/out" &&
+"$BIN" $DPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of dp on cpu, 3 devices (the middle timed step" "$T/out" &&
     grep -q "split like torch.chunk: device 0 14, device 1 14, device 2 12" "$T/out" &&
     grep -q "replicate: 880 B of parameters copied from device 0 to the other 2 devices" "$T/out" &&
     grep -q "gather: .* of outputs brought to device 0" "$T/out" &&
     grep -q "reduce: 880 B of parameter gradients summed onto device 0" "$T/out" &&
     ok || ko "dp --explain: $(cat "$T/out")"
-"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step 1 of ddp on cpu, 2 devices" "$T/out" &&
+"$BIN" $DDPS --quiet --explain >"$T/out" 2>&1 && grep -q "^explain: step [0-9]* of ddp on cpu, 2 devices (the middle timed step" "$T/out" &&
     grep -q "Backward on rank 0 took" "$T/out" && grep -q "bucket 0 (layers 2-[0-9], .*): ready at .*, all-reduce .* to " "$T/out" &&
-    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" &&
+    grep -q "bucket 2 (layers" "$T/out" && grep -q "broadcast: " "$T/out" && grep -q "^      bucket 2  |" "$T/out" &&
     ok || ko "ddp --explain: $(cat "$T/out")"
 
 # ---- dp and ddp: --json keys and the --baseline gate -------------------------------------
@@ -149,10 +153,14 @@ for M in "$DPS" "$DDPS"; do
         grep -q "\"$k\"" "$T/m.json" && ok || ko "$name --json: no key $k"
     done
     "$BIN" $M --quiet --baseline "$T/m.json" --tolerance 90 >"$T/out" 2>&1 &&
-        grep -q "^ddpbench: within tolerance" "$T/out" && ok || ko "$name --baseline same: $(cat "$T/out")"
+        grep -q "^ddpbench: \(within tolerance\|improved\)" "$T/out" && ok || ko "$name --baseline same: $(cat "$T/out")"
     awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
              v = substr($0, RSTART + 27, RLENGTH - 27) * 1000
              $0 = substr($0, 1, RSTART - 1) "\"throughput_samples_per_s\":" v substr($0, RSTART + RLENGTH) }
+       # the gate reads the median step too: 1000x the throughput is a 1000th of it
+       if (match($0, /"p50":[0-9.eE+-]+/)) {
+         v = substr($0, RSTART + 6, RLENGTH - 6) / 1000
+         $0 = substr($0, 1, RSTART - 1) "\"p50\":" v substr($0, RSTART + RLENGTH) }
            print }' "$T/m.json" >"$T/doctored.json"
     "$BIN" $M --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
@@ -197,7 +205,7 @@ if "$BIN" --mode dp $C --quiet >/dev/null 2>&1 && "$BIN" --mode ddp $C --quiet >
     "$BIN" --mode compare $C --json >"$T/base.jsonl" 2>/dev/null
     # tolerance 100 never fails: this checks that each run finds its own baseline line
     "$BIN" --mode compare $C --quiet --baseline "$T/base.jsonl" --tolerance 100 >"$T/out" 2>&1
-    [ $? -eq 0 ] && [ "$(grep -c "within tolerance" "$T/out")" -eq 3 ] && ok || ko "compare --baseline: $(cat "$T/out")"
+    [ $? -eq 0 ] && [ "$(grep -c "within tolerance\|improved" "$T/out")" -eq 3 ] && ok || ko "compare --baseline: $(cat "$T/out")"
 else
     # dp/ddp not built in this tree: compare stops cleanly at the dp run
     "$BIN" --mode compare $C >"$T/out" 2>"$T/err"
@@ -234,9 +242,21 @@ grep -q "global batch 16" "$T/out" && grep -q "batch-per-device 8 on 2 devices m
 
 # the default is compare on mlp-small
 "$BIN" --backend cpu --help | grep -q "\[compare\]" && ok || ko "--help: default mode is not compare"
+# --help's deal of 256 rows over 3 devices is what dp and ddp do (--explain names the rows)
+h=$("$BIN" --help | tr -s ' \n' ' ')
+for m in "dp:86, 86, 84:device 0 86, device 1 86, device 2 84" "ddp:86, 85, 85:device 0 86, device 1 85, device 2 85"; do
+    mode=${m%%:*} rest=${m#*:}
+    echo "$h" | grep -q "${rest%%:*}" || ko "--help does not say $mode deals ${rest%%:*}"
+    "$BIN" --mode "$mode" --model seed-linear --layers 10,10 --batch 256 --samples 512 --gpus 0,1,2 \
+        --backend cpu --steps 1 --warmup-steps 0 --explain --quiet >"$T/out" 2>&1
+    grep -q "${rest#*:}\." "$T/out" && ok || ko "$mode does not deal ${rest#*:}: $(grep rows "$T/out")"
+done
 
 # ---- bench/sweep.sh ------------------------------------------------------------------------
 SWEEP=$(dirname "$0")/../../bench/sweep.sh
+# -h prints the usage comment, no line of the script itself
+sh "$SWEEP" -h >"$T/help" 2>&1 && grep -q '^usage: bench/sweep.sh' "$T/help" &&
+    ! grep -q 'set -eu\|^BIN=\|getopts' "$T/help" && ok || ko "sweep -h: $(cat "$T/help")"
 modes=single
 "$BIN" --mode dp $C --quiet >/dev/null 2>&1 && "$BIN" --mode ddp $C --quiet >/dev/null 2>&1 && modes="single dp ddp"
 plot=

@@ -65,6 +65,27 @@ expect_error "--slow-rank: rank 2, but there are 2 ranks" --backend cpu --mode d
 expect_error "--slow-rank: only ddp has ranks" --backend cpu --mode dp --gpus 0,1 --slow-rank 1:3
 expect_error "--slow-rank: '1' is not RANK:FACTOR" --backend cpu --mode ddp --slow-rank 1
 expect_error "--slow-rank: 0 is too small" --backend cpu --mode ddp --slow-rank 1:0
+expect_error "--slow-rank: 0.5 is too small (at least 1)" --backend cpu --mode ddp --slow-rank 1:0.5
+expect_error "--slow-rank: 'x' is not a number" --backend cpu --mode ddp --slow-rank 1:x
+# a fractional factor: the same bits, and the extra work in proportion.  One
+# rank alone (no waits), timed on its CPU clock (the machine's load moves
+# wall time 3x here, not CPU time): 1.5 adds half of what 2 adds.
+"$BIN" $A --slow-rank 1:1.5 >"$T/c.json" 2>/dev/null || ko "--slow-rank 1:1.5 failed"
+bc=$(sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$T/c.json")
+[ -n "$bc" ] && [ "$ba" = "$bc" ] && ok || ko "--slow-rank 1:1.5 changed the result: $ba vs $bc"
+grep -q '"slow_rank":{"rank":1,"factor":1.5}' "$T/c.json" && ok || ko "--json lacks the factor 1.5"
+O="--backend cpu --mode ddp --gpus 0 --model mlp-small --steps 150 --quiet --json"
+for f in 1 1.5 2; do
+    "$BIN" $O --slow-rank 0:$f >"$T/f$f.json" 2>/dev/null || ko "--slow-rank 0:$f failed"
+done
+python3 - "$T/f1.json" "$T/f1.5.json" "$T/f2.json" <<'EOF' && ok || ko "--slow-rank 0:1.5 not half of 0:2's extra work"
+import json, sys
+o = [json.load(open(p)) for p in sys.argv[1:]]
+c = [x["machine"]["own_cpu_s"] for x in o]
+assert len({x["checksum"]["bits"] for x in o}) == 1, "bits differ"
+share = (c[1] - c[0]) / (c[2] - c[0])
+assert c[1] > c[0] and 0.3 <= share <= 0.75, (c, share)
+EOF
 expect_error "--zero1: only ddp shards the optimizer state" --backend cpu --mode dp --zero1
 expect_error "--zero1: not with --checkpoint" --backend cpu --mode ddp --zero1 --checkpoint "$T/c.st"
 

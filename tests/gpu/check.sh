@@ -1,36 +1,53 @@
 #!/bin/sh
 # tests/gpu/check.sh: the whole GPU check, for a machine with one or more
-# NVIDIA GPUs.  It runs from a kit (make gpu-kit: ddpbench, the GPU test
-# binaries and the libraries they need, for a box with only the driver, the
-# CUDA toolkit and PyTorch) or from a source tree (it builds with make):
+# NVIDIA GPUs and nothing of ours installed.  It runs from the GPU kit, which
+# is built on a machine with the CUDA toolkit and NCCL (make gpu-kit) and
+# carried to the GPU box (the box needs no compiler, no package registry),
+# or from a source tree (it builds with make):
 #
-#   sh check.sh                  in the kit's folder, or
-#   sh tests/gpu/check.sh        in a source tree
+#   DDPBENCH_CHECK_OUT=DIR sh check.sh        in the kit's folder
+#   sh tests/gpu/check.sh                     in a source tree
+#   sh check.sh --dry-run                     the steps and their time limits
+#   sh check.sh --self-test                   the check's own judgements, on fixtures
 #
-# Within about five minutes on one H200 (every step has its own time limit,
-# and the whole check a budget, BUDGET seconds, default 290):
-#  1. the libraries: cuBLAS and cudart from the toolkit, NCCL from the
-#     toolkit or else PyTorch's NCCL wheel (named in the output), and the
-#     driver; the GPUs (names, PCI ids, memory, links) as ddpbench sees them;
-#  2. the GPU unit suites (test_cuda, test_comm_nccl), each test on its own
-#     with its own time limit, failing any that skips for want of a GPU;
-#  3. single, dp and ddp on the GPUs against single on the CPU (1e-4), at
-#     most one host synchronisation per step; dp --gpus 0,0 and ddp --gpus
-#     0,0 --comm shm (two replicas or ranks on one GPU);
-#  4. an injected rank fault and a killed rank under NCCL, a stalled rank
-#     (under NCCL with two GPUs, else under shm on one): exit 1, the rank
-#     named, no hang;
-#  5. --trace: the phases' and the all-reduces' spans are not zero;
-#  6. throughput of mlp-medium and mlp-large in single and ddp (NCCL, every
-#     GPU), and, when python3 can import torch, the same model, batch and
-#     optimizer in PyTorch eager on the same GPU, side by side as a ratio.
-# It writes one JSON of every result (check.json in the output folder) and
-# ends with one line: "gpu check: PASS (n/n)" or "gpu check: FAIL (...)",
-# exiting 0 or 1.
+# What comes back: DIR holds exactly two files, check.json (every result,
+# the ratios, the libraries found) and check-logs.tar.gz (every log, well
+# under 16 MiB; no data files).  DIR defaults to results/ in the kit and
+# build/gpu-check in a tree; it is never $OUT, which some GPU boxes set for
+# their own use.  The last line printed is the verdict.
 #
-# Environment: CUDA_VISIBLE_DEVICES is respected; CUDA_HOME (default
-# /usr/local/cuda); OUT (default: results/ in the kit, build/gpu-check in a
-# tree); BUDGET (seconds, default 290); TOL (default 1e-4); JOBS (make -j).
+# The steps, most valuable first, each with its own time limit, the whole
+# within BUDGET seconds (default 290: five minutes on one H200 with CUDA's
+# start-ups), a step that no longer fits skipped and named:
+#  1. libraries: what lib/libddpbench-cuda.so needs (cudart, cuBLAS, NCCL) and
+#     the ld.so cache does not know, found in the toolkit (CUDA_HOME,
+#     /usr/local/cuda) or in a python3's site-packages/nvidia/*/lib (PyTorch's
+#     wheels), and put on LD_LIBRARY_PATH;
+#  2. probe: ddpbench loads the CUDA backend and counts the GPUs;
+#  3. single on the GPU against single on the CPU (1e-4, at most one host
+#     synchronisation per step);
+#  4. ddp (NCCL, one rank per GPU; shm with two ranks on GPU 0) and dp on the
+#     GPUs against the CPU;
+#  5. ddpbench against PyTorch eager on the same GPU (torch_ref.py: the same
+#     model, loss, optimizer and batch) for mlp-small (GELU, cross-entropy,
+#     Adam: launch-bound), mlp-medium and mlp-large, then mlp-large under
+#     ddp (NCCL; skipped, with the reason, when /dev/shm is too small for it);
+#  6. the GPU unit suites (test_cuda, test_comm_nccl), one process each;
+#  7. faults: an injected rank error and a killed rank under NCCL, a stalled
+#     rank (exit 1, the rank named, no hang, nothing left in /dev/shm);
+#  8. --trace: the phases' spans are not zero (and the all-reduces' where
+#     two ranks or more really reduce); --mode comm checks every result.
+#
+# Verdicts (the last line; the exit status):
+#   gpu check: PASS (n/n) ...                       0
+#   gpu check: FAIL (k of n failed: ...) ...         1
+#   gpu check: no GPU driver (...)                  3  every library found and
+#   gpu check: no GPU (...)                         3  the backend loaded; no GPU
+# Then a table of the ratios (GPU vs CPU agreement, ddpbench vs PyTorch).
+#
+# Environment: DDPBENCH_CHECK_OUT (above); BUDGET (seconds, 290); TOL (1e-4);
+# CUDA_HOME (/usr/local/cuda); PYTHON (python3); CUDA_VISIBLE_DEVICES is
+# respected; JOBS (make -j, tree only).
 # shellcheck disable=SC2086,SC2046,SC2012 # option lists are meant to split; ls counts entries
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,36 +55,59 @@ T_START=$(date +%s)
 BUDGET=${BUDGET:-290}
 TOL=${TOL:-1e-4}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ -x "$HERE/ddpbench" ] && [ -d "$HERE/lib" ]; then
-    KIT=yes
-    cd "$HERE" || exit 1
-    BIN=$HERE/ddpbench
-    SUITES="$HERE/tests/test_cuda $HERE/tests/test_comm_nccl"
-    TORCH_REF=$HERE/torch_ref.py
-    OUT=${OUT:-$HERE/results}
-else
-    KIT=no
-    cd "$HERE/../.." || exit 1
-    BIN=$(pwd)/ddpbench
-    SUITES="$(pwd)/build/release/tests/unit/test_cuda $(pwd)/build/release/tests/gpu/test_comm_nccl"
-    TORCH_REF=$(pwd)/tests/gpu/torch_ref.py
-    OUT=${OUT:-build/gpu-check}
-fi
-mkdir -p "$OUT" || exit 1
-OUT=$(cd "$OUT" && pwd)
-RES=$OUT/results.jsonl
-: >"$RES"
-npass=0 nfail=0 nskip=0 failed="" skipped=""
+PY=${PYTHON:-python3}
+MODE=run
+case "${1:-}" in
+--dry-run) MODE=dry ;;
+--self-test) MODE=selftest ;;
+"") ;;
+-h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+*) echo "check.sh: unknown argument '$1' (--dry-run, --self-test)" >&2; exit 2 ;;
+esac
 
-# ---- bookkeeping ------------------------------------------------------------------
+# ---- the plan: step, its limit in seconds, what it runs ------------------------------
+plan() {
+    cat <<'EOF'
+libraries 15 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so: toolkit or python3's nvidia wheels
+probe 45 load the CUDA backend and count the GPUs (the first CUDA start)
+single 50 single on GPU 0 vs the CPU: small (relu, CE, Adam) and gelu-sgd, 20 steps each
+ddp 75 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 vs the CPU
+torch 150 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large; mlp-large ddp nccl
+suites 100 test_cuda and test_comm_nccl, one process each
+faults 75 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
+trace 45 --trace single and ddp: spans not zero; --mode comm: every result checked
+EOF
+}
+
+if [ "$MODE" = dry ]; then
+    echo "gpu check: the plan (each step with its limit; the whole within BUDGET=${BUDGET}s;"
+    echo "a step starts only while the budget lasts, and is cut at its limit or the budget)"
+    plan | awk '{ n++; t += $2; l = $2; $1 = sprintf("%d. %-10s", n, $1); $2 = sprintf("%4ds", l); print "  " $0 }
+        END { printf "  limits add up to %ds; the budget stops the check at %ss\n", t, "'"$BUDGET"'" }'
+    echo "outputs: \$DDPBENCH_CHECK_OUT (default: results/ beside check.sh in a kit) gets check.json"
+    echo "         and check-logs.tar.gz, nothing else; \$OUT is never written"
+    exit 0
+fi
+
+# ---- bookkeeping --------------------------------------------------------------------
 elapsed() { echo $(($(date +%s) - T_START)); }
 left() { echo $((BUDGET - $(elapsed))); }
-# limit N: N seconds, or what is left of the budget (at least 1)
-limit() { l=$(left); l=$((l - 5)); [ "$l" -lt "$1" ] && echo $((l > 1 ? l : 1)) || echo "$1"; }
+STEP_END=0
+# lim N: N seconds, or what is left of the step and of the budget (at least 1)
+lim() {
+    now=$(date +%s)
+    l=$((STEP_END - now)) b=$((BUDGET - (now - T_START) - 3))
+    [ "$b" -lt "$l" ] && l=$b
+    [ "$l" -lt "$1" ] || l=$1
+    [ "$l" -ge 1 ] || l=1
+    echo "$l"
+}
 jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+safe() { echo "$1" | tr ' ,/:' '__--'; }
+npass=0 nfail=0 nskip=0 failed="" skipped=""
 record() { # STATUS NAME DETAIL [EXTRA-JSON]
-    printf '{"name":"%s","status":"%s","detail":"%s","at_s":%s%s}\n' "$(jstr "$2")" "$1" \
-        "$(jstr "$3")" "$(elapsed)" "${4:+,$4}" >>"$RES"
+    printf '{"name":"%s","step":"%s","status":"%s","detail":"%s","at_s":%s%s}\n' "$(jstr "$2")" \
+        "${STEP:-}" "$1" "$(jstr "$3")" "$(elapsed)" "${4:+,$4}" >>"$RES"
 }
 pass() { npass=$((npass + 1)); record pass "$1" "$2" "${3:-}"; echo "PASS  $1: $2"; }
 fail() {
@@ -76,144 +116,357 @@ fail() {
 }
 skip() {
     nskip=$((nskip + 1)); skipped="$skipped${skipped:+, }$1"
-    record skip "$1" "$2"; echo "SKIP  $1: $2"
+    record skip "$1" "$2" "${3:-}"; echo "SKIP  $1: $2"
 }
-# out_of_time NAME NEEDED: skip (and say so) when the budget cannot fit NEEDED seconds
-out_of_time() {
-    [ "$(left)" -ge "$2" ] && return 1
-    skip "$1" "out of the time budget (${BUDGET}s)"
-    return 0
+# no_time NAME NEEDED: skip NAME (and say why) unless NEEDED seconds are left
+# in the step and in the budget
+no_time() {
+    now=$(date +%s)
+    if [ $((BUDGET - (now - T_START))) -lt "$2" ]; then
+        skip "$1" "out of the time budget (${BUDGET}s)"
+        return 0
+    fi
+    if [ $((STEP_END - now)) -lt "$2" ]; then
+        skip "$1" "out of the $STEP step's limit"
+        return 0
+    fi
+    return 1
 }
-show_tail() { tail -n 12 "$1" | sed 's/^/      | /'; }
+show_tail() { tail -n 8 "$1" 2>/dev/null | sed 's/^/      | /'; }
+# ratio LABEL OURS THEIRS RATIO WHAT: a row of the closing table
+ratio_row() { printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RATIOS"; }
+
+# ---- the judgements (pure: --self-test runs them on fixtures) ------------------------
+# dur_of NAME-PREFIX FILE: the longest "dur" of the trace's events so named
+dur_of() { sed 's/},{/}\n{/g' "$2" | sed -n "s/.*\"name\":\"$1[^\"]*\",.*\"dur\":\([0-9.e+-]*\).*/\\1/p" |
+    sort -g | tail -n 1; }
+# trace_verdict FILE RANKS: "ok forward F backward B all-reduce A" or "bad ...".
+# The phases must take time; the all-reduces must be there under ddp and take
+# time only when two ranks or more reduce -- NCCL launches nothing for a
+# one-rank sum, so its span may be zero.
+trace_verdict() {
+    f=$(dur_of forward "$1") b=$(dur_of backward "$1") a=$(dur_of all-reduce "$1")
+    awk -v f="${f:-0}" -v b="${b:-0}" -v a="${a:--1}" -v r="$2" 'BEGIN {
+        ok = f > 0 && b > 0 && (r == 0 || (r == 1 && a >= 0) || (r >= 2 && a > 0))
+        printf "%s forward %s, backward %s%s\n", ok ? "ok" : "bad", f, b,
+            r == 0 ? "" : (a < 0 ? ", all-reduce missing" : ", all-reduce " a (r == 1 ? " (one rank: may be 0)" : ""))
+    }'
+}
+# shm_verdict NEED_BYTES FREE_BYTES: "ok" or the reason a run needing that much
+# of /dev/shm cannot start
+shm_verdict() {
+    awk -v n="$1" -v f="$2" 'BEGIN {
+        if (f == "") { print "ok"; exit }
+        if (n + 0 <= f + 0) print "ok"
+        else printf "needs %.0f MiB of /dev/shm (the ranks'"'"' shared area), %.0f MiB free\n", n / 1048576, f / 1048576 }'
+}
+# shm_free: bytes free in /dev/shm (DDPBENCH_CHECK_SHM_FREE overrides; empty: unknown)
+shm_free() {
+    if [ -n "${DDPBENCH_CHECK_SHM_FREE:-}" ]; then echo "$DDPBENCH_CHECK_SHM_FREE"; return; fi
+    df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 * 1024 }'
+}
+# nparams LAYERS: the parameter count of an MLP of those widths
+nparams() { echo "$1" | tr ',' '\n' | awk 'NR > 1 { n += p * $1 + $1 } { p = $1 } END { print n }'; }
+# syncs_ok N MAX: N host synchronisations per step is at most MAX
+syncs_ok() { awk -v n="$1" -v m="$2" 'BEGIN { exit !(n != "" && n <= m) }'; }
+
+if [ "$MODE" = selftest ]; then
+    T=${TMPDIR:-/tmp}/ddpbench-check-selftest.$$
+    mkdir -p "$T" && trap 'rm -rf "$T"' EXIT
+    bad=0
+    expect() { # WHAT GOT WANT-PREFIX
+        case "$2" in "$3"*) echo "ok    $1: $2" ;; *) echo "WRONG $1: got '$2', want '$3...'"; bad=1 ;; esac
+    }
+    ev='{"name":"forward","ph":"X","ts":1,"dur":%s},{"name":"backward","ph":"X","ts":2,"dur":%s}'
+    { printf '{"traceEvents":['; printf "$ev" 120.5 240; printf ',{"name":"all-reduce bucket 0","ph":"X","ts":3,"dur":0}]}\n'; } >"$T/one.json"
+    { printf '{"traceEvents":['; printf "$ev" 120.5 240; printf ',{"name":"all-reduce bucket 0","ph":"X","ts":3,"dur":35}]}\n'; } >"$T/two.json"
+    { printf '{"traceEvents":['; printf "$ev" 0 240; printf ']}\n'; } >"$T/zero.json"
+    { printf '{"traceEvents":['; printf "$ev" 3 4; printf ']}\n'; } >"$T/none.json"
+    expect "one-rank ddp trace, zero-length all-reduce" "$(trace_verdict "$T/one.json" 1)" "ok forward 120.5, backward 240, all-reduce 0"
+    expect "two-rank ddp trace, zero-length all-reduce" "$(trace_verdict "$T/one.json" 2)" "bad"
+    expect "two-rank ddp trace" "$(trace_verdict "$T/two.json" 2)" "ok"
+    expect "a zero forward span" "$(trace_verdict "$T/zero.json" 0)" "bad"
+    expect "ddp trace without all-reduces" "$(trace_verdict "$T/none.json" 1)" "bad"
+    expect "single trace" "$(trace_verdict "$T/none.json" 0)" "ok"
+    np=$(nparams 4096,8192,8192,8192,4096)
+    expect "mlp-large's parameters" "$np" "201355264"
+    expect "mlp-large ddp on a 64 MiB /dev/shm" "$(shm_verdict $((np * 4)) $((64 * 1048576)))" "needs 768 MiB of /dev/shm"
+    expect "mlp-large ddp on a 64 GiB /dev/shm" "$(shm_verdict $((np * 4)) $((64 * 1073741824)))" "ok"
+    expect "/dev/shm's size overridden" "$(DDPBENCH_CHECK_SHM_FREE=123 shm_free)" "123"
+    syncs_ok 1 1 && r=ok || r=bad; expect "1 host sync per step, at most 1" "$r" "ok"
+    syncs_ok 2 1 && r=ok || r=bad; expect "2 host syncs per step, at most 1" "$r" "bad"
+    syncs_ok "" 1 && r=ok || r=bad; expect "no host sync figure" "$r" "bad"
+    [ "$bad" = 0 ] && echo "check.sh --self-test: passed" || echo "check.sh --self-test: FAILED"
+    exit "$bad"
+fi
+
+# ---- where things are ---------------------------------------------------------------
+if [ -x "$HERE/ddpbench" ] && [ -d "$HERE/lib" ]; then
+    KIT=yes
+    cd "$HERE" || exit 1
+    BIN=$HERE/ddpbench
+    BACKEND=$HERE/lib/libddpbench-cuda.so
+    SUITES="$HERE/tests/test_cuda $HERE/tests/test_comm_nccl"
+    TORCH_REF=$HERE/torch_ref.py
+    CHECK_OUT=${DDPBENCH_CHECK_OUT:-$HERE/results}
+else
+    KIT=no
+    cd "$HERE/../.." || exit 1
+    BIN=$(pwd)/ddpbench
+    BACKEND=$(pwd)/libddpbench-cuda.so
+    SUITES="$(pwd)/build/release/tests/unit/test_cuda $(pwd)/build/release/tests/gpu/test_comm_nccl"
+    TORCH_REF=$(pwd)/tests/gpu/torch_ref.py
+    CHECK_OUT=${DDPBENCH_CHECK_OUT:-build/gpu-check}
+fi
+mkdir -p "$CHECK_OUT" || exit 1
+CHECK_OUT=$(cd "$CHECK_OUT" && pwd)
+# Everything else -- logs, data, traces -- lives in a scratch folder that
+# goes away; the logs leave it as one archive.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddpbench-check.XXXXXX") || exit 1
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+L=$WORK/logs
+mkdir -p "$L"
+RES=$WORK/results.jsonl RATIOS=$WORK/ratios
+: >"$RES"
+: >"$RATIOS"
+rm -f "$CHECK_OUT/check.json" "$CHECK_OUT/check-logs.tar.gz"
 ENV_JSON="{}"
-finish() {
-    total=$((npass + nfail))
+LIBS_JSON="{}"
+
+# ---- the end: check.json, the log archive, the table, the verdict ---------------------
+archive() {
+    # Logs are small; a runaway one keeps its head and tail.
+    for f in "$L"/*; do
+        [ -f "$f" ] || continue
+        if [ "$(wc -c <"$f")" -gt 1048576 ]; then
+            { head -c 262144 "$f"; printf '\n[... cut ...]\n'; tail -c 262144 "$f"; } >"$f.cut" && mv "$f.cut" "$f"
+        fi
+    done
+    if command -v tar >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
+        (cd "$WORK" && tar -cf - logs | gzip -9 >"$CHECK_OUT/check-logs.tar.gz.tmp") &&
+            mv "$CHECK_OUT/check-logs.tar.gz.tmp" "$CHECK_OUT/check-logs.tar.gz"
+    else
+        echo "      (no tar or gzip here: no log archive)"
+    fi
+}
+print_table() {
+    [ -s "$RATIOS" ] || return 0
+    echo "      ratios                                     ddpbench     against       ratio"
+    while IFS='|' read -r label ours theirs r what; do
+        printf '      %-40s %11s %11s %10s  %s\n' "$label" "$ours" "$theirs" "$r" "$what"
+    done <"$RATIOS"
+}
+finish() { # [VERDICT EXIT]: a verdict of its own (no GPU), else PASS or FAIL
     secs=$(elapsed)
+    total=$((npass + nfail))
     extra=""
     [ "$nskip" -gt 0 ] && extra="; $nskip skipped: $skipped"
-    if [ "$nfail" -eq 0 ] && [ "$total" -gt 0 ]; then
-        verdict="gpu check: PASS ($npass/$total$extra) in ${secs}s"
-        ok=true
+    if [ $# -ge 2 ]; then
+        verdict="$1 in ${secs}s" status=$2 ok=false
+    elif [ "$nfail" -eq 0 ] && [ "$total" -gt 0 ]; then
+        verdict="gpu check: PASS ($npass/$total$extra) in ${secs}s" status=0 ok=true
     else
-        verdict="gpu check: FAIL ($nfail of $total failed: $failed$extra) in ${secs}s"
-        ok=false
+        verdict="gpu check: FAIL ($nfail of $total failed: $failed$extra) in ${secs}s" status=1 ok=false
     fi
     {
-        printf '{"tool":"ddpbench gpu check","kit":%s,"ok":%s,"verdict":"%s","seconds":%s,' \
-            "$([ "$KIT" = yes ] && echo true || echo false)" "$ok" "$(jstr "$verdict")" "$secs"
-        printf '"passed":%s,"failed":%s,"skipped":%s,"environment":%s,"results":[' \
-            "$npass" "$nfail" "$nskip" "$ENV_JSON"
+        printf '{"tool":"ddpbench gpu check","kit":%s,"ok":%s,"exit":%s,"verdict":"%s","seconds":%s,"budget_s":%s,' \
+            "$([ "$KIT" = yes ] && echo true || echo false)" "$ok" "$status" "$(jstr "$verdict")" "$secs" "$BUDGET"
+        printf '"passed":%s,"failed":%s,"skipped":%s,"libraries":%s,"environment":%s,"ratios":[' \
+            "$npass" "$nfail" "$nskip" "$LIBS_JSON" "$ENV_JSON"
+        sep=""
+        while IFS='|' read -r label ours theirs r what; do
+            printf '%s{"name":"%s","ddpbench":%s,"against":%s,"ratio":%s,"what":"%s"}' "$sep" "$(jstr "$label")" \
+                "${ours:-null}" "${theirs:-null}" "${r:-null}" "$(jstr "$what")"
+            sep=","
+        done <"$RATIOS"
+        printf '],"results":['
         sep=""
         while IFS= read -r line; do printf '%s%s' "$sep" "$line"; sep=","; done <"$RES"
         printf ']}\n'
-    } >"$OUT/check.json.tmp" && mv "$OUT/check.json.tmp" "$OUT/check.json"
-    echo "      (every result: $OUT/check.json)"
+    } >"$CHECK_OUT/check.json.tmp" && mv "$CHECK_OUT/check.json.tmp" "$CHECK_OUT/check.json"
+    cp "$CHECK_OUT/check.json" "$L/check.json" 2>/dev/null
+    archive
+    print_table
+    echo "      (in $CHECK_OUT: check.json, check-logs.tar.gz)"
     echo "$verdict"
-    [ "$ok" = true ]
-    exit $?
+    exit "$status"
 }
 abort() { fail "$1" "$2"; finish; }
 
-# ---- 0. build (source tree only) ---------------------------------------------------
+# ---- 0. build (source tree only) ----------------------------------------------------
 if [ "$KIT" = no ]; then
+    STEP=build STEP_END=$(($(date +%s) + 3600))
     echo "== build (make)"
     if ! make -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}" ddpbench build/release/tests/unit/test_cuda \
-        build/release/tests/gpu/test_comm_nccl >"$OUT/build.log" 2>&1; then
-        show_tail "$OUT/build.log"
-        abort build "make failed (log: $OUT/build.log)"
+        build/release/tests/gpu/test_comm_nccl >"$L/build.log" 2>&1; then
+        show_tail "$L/build.log"
+        abort build "make failed"
     fi
     grep -q 'HAVE_NCCL' build/release/flags.txt 2>/dev/null ||
         abort build "the build has no CUDA or no NCCL (is nvcc at \$CUDA_HOME/bin/nvcc, nccl.h installed?)"
     pass build "CUDA and NCCL built in"
+    T_START=$(date +%s) # the budget is the check's, not the build's
 fi
 
-# ---- 1. libraries, driver, GPUs ----------------------------------------------------
-# The kit carries every library but the driver, cudart/cuBLAS and NCCL: find
-# those where the box has them -- the toolkit, else PyTorch's wheels.
-site_dirs() {
-    command -v python3 >/dev/null 2>&1 &&
-        python3 -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
+# step ID: begin step ID with its limit from the plan; false when the budget is spent
+step() {
+    STEP=$1
+    s=$(plan | awk -v id="$1" '$1 == id { print $2 }')
+    STEP_END=$(($(date +%s) + s))
+    echo "== $(plan | awk -v id="$1" '$1 == id { $2 = "(" $2 " s)"; print }')"
 }
-missing() { ldd "$1" 2>/dev/null | sed -n 's/^[[:space:]]*\([^ ]*\) => not found.*/\1/p' | sort -u; }
-find_lib() { # SONAME -> a folder holding it
-    for d in "$CUDA_HOME/lib64" "$CUDA_HOME/lib" /usr/local/cuda/lib64 /usr/local/cuda/lib \
-        /usr/local/cuda-*/lib64 /usr/local/cuda-*/lib /usr/lib/x86_64-linux-gnu; do
-        [ -e "$d/$1" ] && { echo "$d"; return 0; }
+
+# ---- 1. libraries -------------------------------------------------------------------
+# The dynamic loader itself lists what a file needs (ldd is a bash script some
+# boxes lack); "X => not found" is what neither the run paths, LD_LIBRARY_PATH
+# nor the ld.so cache provide.
+LDSO=""
+for f in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2; do
+    [ -x "$f" ] && { LDSO=$f; break; }
+done
+list_needs() { # FILE: ld.so's list (ldd's format)
+    if [ -n "$LDSO" ]; then "$LDSO" --list "$1" 2>&1; else ldd "$1" 2>&1; fi
+}
+# What FILE needs and does not find: ld.so writes "X => not found" for each
+# such library of a program, but for a shared library it stops at the first
+# with "error while loading shared libraries: X: cannot open shared object
+# file" -- so the search below goes round until nothing more is missing.
+missing() {
+    list_needs "$1" | sed -n -e 's/^[[:space:]]*\([^ ]*\) => not found.*/\1/p' \
+        -e 's/.*error while loading shared libraries: \([^:]*\): cannot open.*/\1/p' | sort -u
+}
+resolved() { # FILE SONAME-PREFIX: the path it resolves to
+    list_needs "$1" | sed -n "s/^[[:space:]]*$2[^ ]* => \\(\\/[^ ]*\\).*/\\1/p" | head -n 1
+}
+# The python3s' site-packages (PyTorch's nvidia-* wheels put cuBLAS, cudart
+# and NCCL in site-packages/nvidia/<name>/lib, CUDA 13's in nvidia/cu13/lib).
+site_dirs() {
+    for p in $PY; do
+        command -v "$p" >/dev/null 2>&1 || continue
+        timeout 20 "$p" -c 'import site
+d = list(site.getsitepackages()) + [site.getusersitepackages()]
+try:
+    import nvidia, os
+    d += [os.path.dirname(p) for p in nvidia.__path__]
+except Exception:
+    pass
+print("\n".join(d))' 2>/dev/null
+    done | awk '!seen[$0]++'
+}
+SITE_DIRS=""
+lib_dirs() { # the folders to look in, in order: the toolkit, the wheels, the system's
+    for d in "$CUDA_HOME/lib64" "$CUDA_HOME/lib" "$CUDA_HOME/targets/x86_64-linux/lib" \
+        /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-*/lib64 /usr/local/cuda-*/lib; do
+        [ -d "$d" ] && echo "$d"
     done
-    for s in $(site_dirs); do
-        for d in "$s"/nvidia/*/lib "$s"/torch/lib; do
-            [ -e "$d/$1" ] && { echo "$d"; return 0; }
-        done
+    for s in $SITE_DIRS; do
+        for d in "$s"/nvidia/*/lib "$s"/torch/lib; do [ -d "$d" ] && echo "$d"; done
+    done
+    for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do [ -d "$d" ] && echo "$d"; done
+}
+find_lib() { # SONAME -> the first folder holding it
+    for d in $(lib_dirs); do
+        [ -e "$d/$1" ] && { echo "$d"; return 0; }
     done
     return 1
 }
-for b in "$BIN" $SUITES; do
-    [ -x "$b" ] || abort libraries "$b is missing"
-    for so in $(missing "$b"); do
-        d=$(find_lib "$so") || continue
-        case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
-        export LD_LIBRARY_PATH
+add_path() {
+    case ":${LD_LIBRARY_PATH:-}:" in *":$1:"*) return 1 ;; esac
+    LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+}
+origin() {
+    case "$1" in
+    "") echo "not found" ;;
+    *site-packages* | *dist-packages*) echo "python3's wheel" ;;
+    "$HERE"/lib/*) echo "the kit" ;;
+    /usr/local/cuda*) echo "the toolkit" ;;
+    *) echo "the system" ;;
+    esac
+}
+
+step libraries
+for b in "$BIN" "$BACKEND" $SUITES; do
+    [ -e "$b" ] || abort libraries "$b is missing"
+done
+SITE_DIRS=$(site_dirs)
+# Until nothing more is found: a library found may need another (cuBLAS needs
+# cuBLASLt), and ld.so names a shared library's missing needs one at a time.
+added=""
+for _ in 1 2 3 4 5 6 7 8; do
+    more=no
+    for b in "$BACKEND" "$BIN" $SUITES; do
+        for so in $(missing "$b"); do
+            d=$(find_lib "$so") || continue
+            add_path "$d" && { more=yes; added="$added $so:$d"; }
+        done
     done
+    [ "$more" = yes ] || break
 done
 left_over=""
-for b in "$BIN" $SUITES; do left_over="$left_over $(missing "$b")"; done
-left_over=$(echo $left_over | tr ' ' '\n' | sort -u | tr '\n' ' ')
-[ -z "${left_over% }" ] || abort libraries "not found anywhere: $left_over(toolkit at CUDA_HOME=$CUDA_HOME? PyTorch's nvidia wheels?)"
-where() { ldd "$BIN" | sed -n "s/^[[:space:]]*$1[^ ]* => \\([^ ]*\\).*/\\1/p" | head -n 1; }
-origin() { case "$1" in *site-packages*|*dist-packages*) echo "PyTorch's wheel" ;; "$HERE"/lib/*) echo "the kit" ;; *) echo "the system/toolkit" ;; esac; }
-NCCL_SO=$(where libnccl.so) CUBLAS_SO=$(where libcublas.so) CUDART_SO=$(where libcudart.so)
-DRIVER_SO=$(ldconfig -p 2>/dev/null | sed -n 's/.*libcuda\.so\.1 .*=> \(.*\)/\1/p' | head -n 1)
-pass libraries "NCCL $NCCL_SO ($(origin "$NCCL_SO")); cuBLAS $CUBLAS_SO; cudart $CUDART_SO; driver ${DRIVER_SO:-libcuda.so.1 (not in ldconfig)}"
-command -v nvidia-smi >/dev/null 2>&1 &&
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/      gpu /'
-
-# The GPUs as ddpbench sees them (its probe: CUDA's numbering).
-"$BIN" --mode single --backend auto --steps 1 --samples 64 --batch 32 --layers 4,4 --loss mse \
-    --json >"$OUT/probe.json" 2>"$OUT/probe.log"
-NGPU=$(sed -n 's/.*(auto: \([0-9][0-9]*\) GPUs\{0,1\} visible).*/\1/p' "$OUT/probe.log" | head -n 1)
-if [ -z "$NGPU" ]; then
-    why=$(sed -n 's/.*(auto: no GPU, \(.*\)), devices.*/\1/p' "$OUT/probe.log" | head -n 1)
-    abort probe "no GPU visible: ${why:-see $OUT/probe.log}"
+for b in "$BACKEND" "$BIN" $SUITES; do left_over="$left_over $(missing "$b")"; done
+# ld.so names only the first missing need of a shared library: the kit lists
+# them all (lib/libddpbench-cuda.needs, from the build), so every one that is
+# neither resolved nor found is named at once.
+if [ -n "$(echo $left_over)" ] && [ -f "${BACKEND%.so}.needs" ]; then
+    got=$(list_needs "$BACKEND")
+    for so in $(cat "${BACKEND%.so}.needs"); do
+        case "$got" in *"$so => /"*) continue ;; esac
+        find_lib "$so" >/dev/null || left_over="$left_over $so"
+    done
 fi
-ENV_JSON=$(sed -n 's/.*"environment":\({.*}\),"steps":.*/\1/p' "$OUT/probe.json")
+left_over=$(echo $left_over | tr ' ' '\n' | sort -u | tr '\n' ' ')
+{
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    echo "python3 site-packages: $(echo $SITE_DIRS)"
+    echo "searched: $(lib_dirs | tr '\n' ' ')"
+    for b in "$BACKEND" "$BIN" $SUITES; do echo "== $b"; list_needs "$b"; done
+} >"$L/libraries.log" 2>&1
+if [ -n "${left_over% }" ]; then
+    abort libraries "not found anywhere: ${left_over% } (looked in: $(lib_dirs | tr '\n' ' ')-- the toolkit at CUDA_HOME=$CUDA_HOME? a python3 with PyTorch's nvidia wheels?)"
+fi
+NCCL_SO=$(resolved "$BACKEND" libnccl.so) CUBLAS_SO=$(resolved "$BACKEND" libcublas.so)
+CUBLASLT_SO=$(resolved "$BACKEND" libcublasLt.so) CUDART_SO=$(resolved "$BACKEND" libcudart.so)
+DRIVER_SO=$(ldconfig -p 2>/dev/null | sed -n 's/.*libcuda\.so\.1 .*=> \(.*\)/\1/p' | head -n 1)
+LIBS_JSON=$(printf '{"nccl":"%s","nccl_from":"%s","cublas":"%s","cublas_from":"%s","cublaslt":"%s","cudart":"%s","cudart_from":"%s","driver":"%s","ld_library_path":"%s"}' \
+    "$(jstr "$NCCL_SO")" "$(origin "$NCCL_SO")" "$(jstr "$CUBLAS_SO")" "$(origin "$CUBLAS_SO")" \
+    "$(jstr "$CUBLASLT_SO")" "$(jstr "$CUDART_SO")" "$(origin "$CUDART_SO")" "$(jstr "$DRIVER_SO")" \
+    "$(jstr "${LD_LIBRARY_PATH:-}")")
+for need in "$NCCL_SO:NCCL" "$CUBLAS_SO:cuBLAS" "$CUDART_SO:cudart"; do
+    [ -n "${need%:*}" ] || abort libraries "lib/libddpbench-cuda.so does not link ${need#*:} (a kit built without it?)"
+done
+pass libraries "NCCL $NCCL_SO ($(origin "$NCCL_SO")); cuBLAS $CUBLAS_SO ($(origin "$CUBLAS_SO")); cudart $CUDART_SO ($(origin "$CUDART_SO")); driver ${DRIVER_SO:-libcuda.so.1 (not in the ld.so cache)}${added:+; on LD_LIBRARY_PATH for:$added}"
+command -v nvidia-smi >/dev/null 2>&1 &&
+    timeout 20 nvidia-smi --query-gpu=index,name,driver_version,memory.total,persistence_mode --format=csv,noheader 2>/dev/null |
+    sed 's/^/      gpu /'
+
+# ---- 2. the probe: the backend loads, the GPUs as ddpbench sees them ---------------------
+step probe
+timeout "$(lim 45)" "$BIN" --mode single --backend auto --steps 1 --samples 64 --batch 32 --layers 4,4 \
+    --loss mse --json >"$L/probe.json" 2>"$L/probe.log"
+NGPU=$(sed -n 's/.*(auto: \([0-9][0-9]*\) GPUs\{0,1\} visible).*/\1/p' "$L/probe.log" | head -n 1)
+if [ -z "$NGPU" ]; then
+    why=$(sed -n 's/.*(auto: no GPU, \(.*\)), devices.*/\1/p' "$L/probe.log" | head -n 1)
+    case "$why" in
+    *"cannot load the CUDA backend"*) abort probe "$why" ;;
+    *InsufficientDriver* | *"no CUDA driver"*)
+        skip probe "$why"
+        finish "gpu check: no GPU driver ($why; every library was found and the CUDA backend loaded)" 3 ;;
+    *NoDevice* | *"no CUDA device"*)
+        skip probe "$why"
+        finish "gpu check: no GPU ($why; every library was found and the CUDA backend loaded)" 3 ;;
+    *) show_tail "$L/probe.log"; abort probe "no GPU visible: ${why:-ddpbench did not say why}" ;;
+    esac
+fi
+ENV_JSON=$(sed -n 's/.*"environment":\({.*}\),"steps":.*/\1/p' "$L/probe.json")
 [ -n "$ENV_JSON" ] || ENV_JSON="{}"
-ENV_JSON=$(printf '{"nccl":"%s","nccl_from":"%s","cublas":"%s","cudart":"%s","ddpbench":%s}' \
-    "$(jstr "$NCCL_SO")" "$(origin "$NCCL_SO")" "$(jstr "$CUBLAS_SO")" "$(jstr "$CUDART_SO")" "$ENV_JSON")
-names=$(sed -n 's/.*"gpus":\[\([^]]*\)\].*/\1/p' "$OUT/probe.json" | grep -o '"name":"[^"]*"' |
+names=$(sed -n 's/.*"gpus":\[\([^]]*\)\].*/\1/p' "$L/probe.json" | grep -o '"name":"[^"]*"' |
     cut -d'"' -f4 | sort | uniq -c | sed 's/^ *\([0-9]*\) /\1 x /' | tr '\n' ';')
 pass probe "$NGPU GPU(s) visible${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}: ${names%;}"
 ALL=$(i=0; l=""; while [ "$i" -lt "$NGPU" ]; do l="$l${l:+,}$i"; i=$((i + 1)); done; echo "$l")
 
-# ---- 2. the GPU unit suites, one test at a time ------------------------------------
-echo "== GPU unit suites (each test with its own limit)"
-for suite in $SUITES; do
-    name=$(basename "$suite")
-    tests=$("$suite" --list 2>/dev/null | awk '/: [0-9]+ tests?$/ { s = $1; sub(":", "", s) } /── / { print s "/" $NF }')
-    [ -n "$tests" ] || { fail "$name" "lists no tests"; continue; }
-    for t in $tests; do
-        out_of_time "$name $t" 10 && continue
-        log="$OUT/$name-$(echo "$t" | tr '/' '.').log"
-        timeout "$(limit 90)" "$suite" --filter "$t" --jobs 1 --verbose >"$log" 2>&1
-        rc=$?
-        id=$(echo "$t" | sed 's|/|::|') # the test's own line; the others show as disabled
-        if [ "$rc" -eq 124 ]; then
-            fail "$name $t" "timed out (log: $log)"
-        elif [ "$rc" -ne 0 ] || grep -q "^\[FAIL\] $id" "$log"; then
-            grep -E 'Assertion|FAIL|CRASH' "$log" | head -n 5 | sed 's/^/      /'
-            fail "$name $t" "failed (log: $log)"
-        elif grep -q "^\[SKIP\] $id: .*no GPU" "$log"; then
-            fail "$name $t" "skipped 'no GPU' although $NGPU GPU(s) are visible"
-        elif grep -q "^\[SKIP\] $id:" "$log"; then
-            skip "$name $t" "$(sed -n "s/^\[SKIP\] $id: *//p" "$log" | head -n 1)"
-        elif grep -q "^\[PASS\] $id:" "$log"; then
-            pass "$name $t" "$(sed -n "s/^\[PASS\] $id: *//p" "$log" | head -n 1)"
-        else
-            fail "$name $t" "no result line (log: $log)"
-        fi
-    done
-done
-
-# ---- 3. every mode on the GPUs vs single on the CPU --------------------------------
+# ---- 3./4. the modes on the GPU vs single on the CPU --------------------------------------
 # From --json: checksum sum and |sum|, and host_syncs_per_step (the run's: the
 # last key of that name, after the devices').
 sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
@@ -223,34 +476,35 @@ cfg_args() {
     case "$1" in
     small) echo "--layers 32,128,128,10 --act relu --loss ce --dataset classes --optim adam --lr 0.001 --samples 4096" ;;
     gelu-sgd) echo "--layers 64,256,256,8 --act gelu --loss mse --optim sgd --lr 0.01 --momentum 0.9 --samples 4096" ;;
-    small-accum2) echo "$(cfg_args small) --accum 2" ;;
     esac
 }
 # run LIMIT LOG ARGS...: ddpbench with a time limit; its exit status (124: timed out)
 run() {
-    lim=$1 log=$2
+    rl=$1 log=$2
     shift 2
-    timeout "$lim" "$BIN" "$@" >"$log" 2>"$log.err"
+    timeout "$rl" "$BIN" "$@" >"$log" 2>"$log.err"
     rc=$?
-    [ "$rc" -eq 124 ] && echo "ddpbench: timed out after ${lim}s" >>"$log.err"
+    [ "$rc" -eq 124 ] && echo "ddpbench: timed out after ${rl}s" >>"$log.err"
     return "$rc"
 }
 cpu_ref() { # CFG BATCH -> "sum abs"
-    ref="$OUT/cpu-$1-b$2.json"
+    ref="$L/cpu-$1-b$2.json"
     if [ ! -s "$ref" ] || [ -z "$(sums "$ref")" ]; then
-        run "$(limit 60)" "$ref" --mode single --backend cpu --threads "$(nproc 2>/dev/null || echo 2)" \
+        run "$(lim 30)" "$ref" --mode single --backend cpu --threads "$(nproc 2>/dev/null || echo 2)" \
             --steps 20 --batch "$2" $(cfg_args "$1") --json || return 1
     fi
     sums "$ref"
 }
-compare() { # LABEL CFG BATCH ARGS...
-    label=$1 cfg=$2 batch=$3
-    shift 3
-    out_of_time "$label" 20 && return
-    log="$OUT/$(echo "$label" | tr ' ,/' '__-').json"
-    if ! run "$(limit 90)" "$log" --steps 20 --batch "$batch" $(cfg_args "$cfg") --backend cuda --json "$@"; then
+# compare LABEL CFG BATCH MAX-SYNCS ARGS...: the GPU run's parameters against
+# the CPU's within TOL, and at most MAX-SYNCS host synchronisations per step
+compare() {
+    label=$1 cfg=$2 batch=$3 maxs=$4
+    shift 4
+    no_time "$label" 8 && return
+    log="$L/$(safe "$label").json"
+    if ! run "$(lim 30)" "$log" --steps 20 --batch "$batch" $(cfg_args "$cfg") --backend cuda --json "$@"; then
         show_tail "$log.err"
-        fail "$label" "run failed (log: $log.err)"
+        fail "$label" "run failed: $(tail -n 1 "$log.err")"
         return
     fi
     ref=$(cpu_ref "$cfg" "$batch") || { fail "$label" "the CPU reference run failed"; return; }
@@ -263,72 +517,194 @@ compare() { # LABEL CFG BATCH ARGS...
         printf "%s %.2e", (r <= $5 ? "ok" : "bad"), r }')
     r=${verdict#* }
     extra="\"rel_diff\":$r,\"host_syncs_per_step\":${n:-null}"
+    ratio_row "$label: parameters vs the CPU" "" "" "$r" "relative difference (at most $TOL)"
     case "$verdict" in
-    ok*) if awk -v n="$n" 'BEGIN { exit !(n != "" && n <= 1) }'; then
+    ok*) if syncs_ok "$n" "$maxs"; then
              pass "$label" "$r from the CPU, $n host sync(s) per step" "$extra"
          else
-             fail "$label" "the host waited for the GPU $n times per step (at most 1)" "$extra"
+             fail "$label" "the host waited for the GPU $n times per step (at most $maxs)" "$extra"
          fi ;;
     *) fail "$label" "parameters differ from the CPU by $r > $TOL" "$extra" ;;
     esac
 }
-echo "== modes on the GPU vs single on the CPU (20 steps, tolerance $TOL)"
 W=$NGPU
 [ "$W" -lt 2 ] && W=2
 B=$((32 * W)) # divisible by every world size used below
-for cfg in small gelu-sgd; do
-    compare "single gpu0 $cfg" "$cfg" "$B" --mode single --gpus 0
-    compare "ddp nccl 1 rank $cfg" "$cfg" "$B" --mode ddp --comm nccl --gpus 0
-    compare "dp gpus 0,0 $cfg" "$cfg" "$B" --mode dp --gpus 0,0
-    compare "ddp shm gpus 0,0 $cfg" "$cfg" "$B" --mode ddp --comm shm --gpus 0,0
-    if [ "$NGPU" -ge 2 ]; then
-        compare "dp gpus $ALL $cfg" "$cfg" "$B" --mode dp --gpus "$ALL"
-        compare "ddp nccl gpus $ALL $cfg" "$cfg" "$B" --mode ddp --comm nccl --gpus "$ALL"
-        # a batch the ranks do not divide: dealt out, each rank weighted by
-        # its rows (4096 samples: no sampler padding for 2, 4 or 8 GPUs, so
-        # the CPU's plain stream is the same)
-        [ $((4096 % NGPU)) -eq 0 ] &&
-            compare "ddp nccl uneven batch gpus $ALL $cfg" "$cfg" "$((B + 1))" --mode ddp --comm nccl --gpus "$ALL"
-    fi
-done
-compare "single gpu0 small accum 2" small-accum2 "$B" --mode single --gpus 0
-compare "ddp nccl 1 rank small accum 2" small-accum2 "$B" --mode ddp --comm nccl --gpus 0 --accum 2
 
-# ---- 3b. the collectives alone (--mode comm): every result checked ----------------------
-collectives() { # LABEL ARGS...
-    label=$1
-    shift
-    out_of_time "$label" 30 && return
-    log="$OUT/comm-$(echo "$label" | tr ' ,/' '__-').log"
-    if run "$(limit 120)" "$log" --mode comm --backend cuda -b 8 -e 64M -f 8 "$@"; then
-        grep -q "Out of bounds values : 0 OK" "$log" &&
-            pass "$label" "$(grep 'Avg bus bandwidth' "$log" | sed 's/^# //')" ||
-            fail "$label" "the check found wrong values (log: $log)"
-    else
-        show_tail "$log.err"
-        fail "$label" "run failed (log: $log.err)"
-    fi
-}
-echo "== the collectives (--mode comm)"
+step single
+compare "single gpu0 small" small "$B" 1 --mode single --gpus 0
+compare "single gpu0 gelu-sgd" gelu-sgd "$B" 1 --mode single --gpus 0
+
+step ddp
+compare "ddp nccl gpus $ALL small" small "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
+# shm on a GPU: the input's copy to the host is waited for once a step, beside
+# the loss's (host_syncs_per_step counts both)
+compare "ddp shm gpus 0,0 small" small "$B" 2 --mode ddp --comm shm --gpus 0,0
+compare "dp gpus 0,0 small" small "$B" 1 --mode dp --gpus 0,0
 if [ "$NGPU" -ge 2 ]; then
-    collectives "comm nccl gpus $ALL" --comm nccl --gpus "$ALL"
-    collectives "comm shm gpus $ALL" --comm shm --gpus "$ALL"
-else
-    collectives "comm nccl 1 rank" --comm nccl --gpus 0
-    collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
+    compare "dp gpus $ALL small" small "$B" 1 --mode dp --gpus "$ALL"
+    compare "ddp nccl gpus $ALL gelu-sgd" gelu-sgd "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
 fi
 
-# ---- 4. faults ---------------------------------------------------------------------
+# ---- 5. ddpbench against PyTorch eager on the same GPU ------------------------------------
+# model -> "layers|act|loss|optimizer options|batch|steps|warm-up|data": the
+# presets' values; mlp-small on its own synthetic classes, the larger two on
+# random .npy files (their synthetic teachers take minutes on one core; the
+# throughput does not depend on the values).
+model_args() {
+    case "$1" in
+    mlp-small) echo "64,512,512,10|gelu|ce|--optim adam --lr 0.003|256|60|10|synthetic" ;;
+    mlp-medium) echo "1024,2048,2048,1024|relu|mse|--optim sgd --lr 0.01 --momentum 0.9|256|60|10|npy" ;;
+    mlp-large) echo "4096,8192,8192,8192,4096|gelu|mse|--optim adamw --lr 0.0001|2048|20|4|npy" ;;
+    esac
+}
+field() { echo "$1" | cut -d'|' -f"$2"; }
+write_npy() { # FILE ROWS COLS SEED: float32 uniform(-1, 1), C order
+    if command -v "$PY" >/dev/null 2>&1 && timeout 30 "$PY" -c 'import numpy' 2>/dev/null; then
+        timeout 60 "$PY" -c 'import sys, numpy as np
+f, r, c, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+np.save(f, np.random.default_rng(s).uniform(-1, 1, (r, c)).astype("<f4"))' "$@"
+        return
+    fi
+    command -v perl >/dev/null 2>&1 || return 1
+    perl -e '
+        my ($f, $r, $c, $seed) = @ARGV;
+        srand($seed);
+        my $d = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: ($r, $c), }";
+        my $pad = 64 - ((10 + length($d) + 1) % 64);
+        $pad = 0 if $pad == 64;
+        $d .= " " x $pad . "\n";
+        open(my $fh, ">:raw", $f) or die "$f: $!";
+        print $fh "\x93NUMPY\x01\x00" . pack("v", length($d)) . $d;
+        for (my $i = 0; $i < $r; $i++) { print $fh pack("f<*", map { rand(2) - 1 } 1 .. $c); }
+        close($fh) or die "$f: $!";' "$@"
+}
+NPY_ROWS=2048 # one mlp-large batch; the epochs wrap around it
+data_args() { # MODEL: ddpbench's data options for it ("" when they cannot be made)
+    m=$(model_args "$1")
+    if [ "$(field "$m" 8)" = synthetic ]; then echo "--samples 4096"; return 0; fi
+    layers=$(field "$m" 1)
+    cin=$(echo "$layers" | cut -d, -f1) cout=$(echo "$layers" | tr ',' '\n' | tail -n 1)
+    x=$WORK/$1-x.npy y=$WORK/$1-y.npy
+    { [ -s "$x" ] || write_npy "$x" "$NPY_ROWS" "$cin" 1; } && { [ -s "$y" ] || write_npy "$y" "$NPY_ROWS" "$cout" 2; } ||
+        return 1
+    echo "--data $x --targets $y"
+}
+# ours MODEL MODE GPUS LABEL [ARGS...]: ddpbench's samples/s in OURS (false,
+# and the failure recorded, when the run fails; not in a subshell: fail counts)
+ours() {
+    model=$1 mode=$2 gpus=$3 label=$4 OURS=""
+    shift 4
+    m=$(model_args "$model")
+    d=$(data_args "$model") || { fail "$label" "cannot write the .npy data (no numpy, no perl)"; return 1; }
+    log="$L/tput-$(safe "$label").json"
+    if ! run "$(lim 45)" "$log" --backend cuda --model "$model" $d --batch "$(field "$m" 5)" \
+        --steps "$(field "$m" 6)" --warmup-steps "$(field "$m" 7)" --mode "$mode" --gpus "$gpus" --json "$@"; then
+        show_tail "$log.err"
+        fail "$label" "run failed: $(tail -n 1 "$log.err")"
+        return 1
+    fi
+    OURS=$(tput "$log")
+    [ -n "$OURS" ] || { fail "$label" "no throughput in its --json"; return 1; }
+}
+HAVE_TORCH=no
+step torch
+if command -v "$PY" >/dev/null 2>&1 &&
+    timeout "$(lim 40)" "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>"$L/torch-import.log"; then
+    HAVE_TORCH=yes
+fi
+# PyTorch once for the three models (one import, one CUDA start): a line of
+# torch_ref.py options per model, a JSON line back per model.
+: >"$WORK/torch-cases"
+for model in mlp-small mlp-medium mlp-large; do
+    m=$(model_args "$model")
+    echo "--name $model --layers $(field "$m" 1) --act $(field "$m" 2) --loss $(field "$m" 3) $(field "$m" 4) --batch $(field "$m" 5) --steps $(field "$m" 6) --warmup $(field "$m" 7) --samples $NPY_ROWS --device 0" >>"$WORK/torch-cases"
+done
+cp "$WORK/torch-cases" "$L/torch-cases"
+OURS_SMALL="" OURS_MEDIUM="" OURS_LARGE=""
+for model in mlp-small mlp-medium mlp-large; do
+    no_time "$model single gpu0" 10 && continue
+    ours "$model" single 0 "$model single gpu0" || continue
+    o=$OURS
+    case "$model" in mlp-small) OURS_SMALL=$o ;; mlp-medium) OURS_MEDIUM=$o ;; *) OURS_LARGE=$o ;; esac
+done
+if [ "$HAVE_TORCH" = yes ] && ! no_time "PyTorch eager" 20; then
+    timeout "$(lim 90)" "$PY" "$TORCH_REF" --cases "$WORK/torch-cases" >"$L/torch.jsonl" 2>"$L/torch.log"
+    trc=$?
+    [ "$trc" -eq 0 ] || { show_tail "$L/torch.log"; echo "      (torch_ref.py: exit $trc)"; }
+fi
+tv=$(sed -n 's/.*"torch": *"\([^"]*\)".*/\1/p' "$L/torch.jsonl" 2>/dev/null | head -n 1)
+for model in mlp-small mlp-medium mlp-large; do
+    case "$model" in mlp-small) o=$OURS_SMALL ;; mlp-medium) o=$OURS_MEDIUM ;; *) o=$OURS_LARGE ;; esac
+    label="$model single gpu0"
+    [ -n "$o" ] || continue
+    extra="\"model\":\"$model\",\"ddpbench_samples_per_s\":$o"
+    if [ "$HAVE_TORCH" != yes ]; then
+        skip "$label vs PyTorch" "ddpbench $o samples/s; no python3 with PyTorch and a GPU here (log: torch-import.log)" "$extra"
+        continue
+    fi
+    t=$(grep "\"name\": *\"$model\"" "$L/torch.jsonl" 2>/dev/null | sed -n 's/.*"samples_per_s": *\([0-9.e+-]*\).*/\1/p')
+    if [ -z "$t" ]; then
+        fail "$label vs PyTorch" "ddpbench $o samples/s; the PyTorch run gave nothing: $(tail -n 1 "$L/torch.log" 2>/dev/null)" "$extra"
+        continue
+    fi
+    r=$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.3f", a / b }')
+    ratio_row "$model: ddpbench / PyTorch $tv eager" "$o" "$t" "$r" "samples/s, fp32 (TF32 off), GPU 0"
+    pass "$label vs PyTorch" "ddpbench $o samples/s vs PyTorch $tv eager $t samples/s: ${r}x (fp32, TF32 off)" \
+        "$extra,\"torch_samples_per_s\":$t,\"ratio_vs_torch\":$r,\"torch\":\"$(jstr "$tv")\""
+done
+# mlp-large under ddp: its ranks share an area in /dev/shm as large as the
+# parameters, which a small /dev/shm (a container's 64 MiB) cannot hold.
+label="mlp-large ddp nccl gpus $ALL"
+np=$(nparams "$(field "$(model_args mlp-large)" 1)")
+shmv=$(shm_verdict $((np * 4 + 64 * 1048576)) "$(shm_free)")
+if [ "$shmv" != ok ]; then
+    skip "$label" "$shmv"
+elif ! no_time "$label" 15; then
+    ours mlp-large ddp "$ALL" "$label" --comm nccl && o=$OURS && {
+        r=$([ -n "$OURS_LARGE" ] && awk -v a="$o" -v b="$OURS_LARGE" 'BEGIN { printf "%.3f", a / b }')
+        [ -n "$r" ] && ratio_row "mlp-large: ddp nccl $ALL / single" "$o" "$OURS_LARGE" "$r" "samples/s"
+        pass "$label" "$o samples/s${r:+ (${r}x single)}" "\"model\":\"mlp-large\",\"ddpbench_samples_per_s\":$o"
+    }
+fi
+
+# ---- 6. the GPU unit suites, one process each ------------------------------------------
+step suites
+for suite in $SUITES; do
+    name=$(basename "$suite")
+    no_time "$name" 15 && continue
+    log="$L/$name.log"
+    timeout "$(lim 90)" "$suite" --jobs 4 --verbose >"$log" 2>&1
+    rc=$?
+    np_=$(grep -c '^\[PASS\]' "$log") nf=$(grep -Ec '^\[(FAIL|CRASH)\]' "$log")
+    nogpu=$(grep -E '^\[SKIP\] .*no GPU' "$log" | head -n 3 | sed 's/^\[SKIP\] //' | tr '\n' ';')
+    ns=$(grep -c '^\[SKIP\]' "$log")
+    extra="\"passed\":$np_,\"failed\":$nf,\"skipped\":$ns"
+    if [ "$rc" -eq 124 ]; then
+        fail "$name" "timed out ($np_ passed so far)" "$extra"
+    elif [ -n "$nogpu" ]; then
+        fail "$name" "skipped for want of a GPU although $NGPU are visible: $nogpu" "$extra"
+    elif [ "$rc" -ne 0 ] || [ "$nf" -gt 0 ]; then
+        grep -E '^\[(FAIL|CRASH)\]|Assertion' "$log" | head -n 5 | sed 's/^/      /'
+        fail "$name" "$nf failed ($np_ passed, $ns skipped)" "$extra"
+    elif [ "$np_" -eq 0 ]; then
+        fail "$name" "no test passed (log: $name.log)" "$extra"
+    else
+        pass "$name" "$np_ passed, $ns skipped" "$extra"
+    fi
+done
+
+# ---- 7. faults -------------------------------------------------------------------------
 # fault LABEL EXPECTED-TEXT MAX-SECONDS FAULT ARGS...: exit 1, EXPECTED-TEXT in
 # the message, within MAX-SECONDS, nothing left in /dev/shm.
 fault() {
     label=$1 want=$2 max=$3 f=$4
     shift 4
-    out_of_time "$label" "$max" && return
-    log="$OUT/fault-$(echo "$label" | tr ' ,/' '__-').log"
+    no_time "$label" "$max" && return
+    log="$L/fault-$(safe "$label").log"
     shm0=$(ls /dev/shm 2>/dev/null | wc -l)
     t0=$(date +%s)
-    DDPBENCH_FAULT=$f timeout "$(limit $((max + 30)))" "$BIN" --backend cuda --steps 12 \
+    DDPBENCH_FAULT=$f timeout "$(lim $((max + 10)))" "$BIN" --backend cuda --steps 12 \
         $(cfg_args small) --batch 64 --quiet "$@" >"$log" 2>&1
     rc=$? secs=$(($(date +%s) - t0))
     shm1=$(ls /dev/shm 2>/dev/null | wc -l)
@@ -345,132 +721,53 @@ fault() {
         pass "$label" "exit 1 in ${secs}s: $msg"
     fi
 }
-echo "== faults"
-fault "nccl injected error" "rank 0 (device 0): injected fault at step 3" 60 error:0:3 --mode ddp --comm nccl --gpus 0
-fault "nccl killed rank" "killed by signal 9" 60 kill:0:4 --mode ddp --comm nccl --gpus "$([ "$NGPU" -ge 2 ] && echo 0,1 || echo 0)"
+step faults
+fault "nccl injected error" "rank 0 (device 0): injected fault at step 3" 25 error:0:3 --mode ddp --comm nccl --gpus 0
+fault "nccl killed rank" "killed by signal 9" 25 kill:0:4 --mode ddp --comm nccl --gpus "$([ "$NGPU" -ge 2 ] && echo 0,1 || echo 0)"
 if [ "$NGPU" -ge 2 ]; then
-    fault "nccl stalled rank" "did not arrive within 5 s" 45 stall:1:3 --mode ddp --comm nccl --gpus 0,1 --timeout 5
+    fault "nccl stalled rank" "did not arrive within 5 s" 25 stall:1:3 --mode ddp --comm nccl --gpus 0,1 --timeout 5
 else
-    skip "nccl stalled rank" "NCCL puts one rank on a GPU: needs two GPUs (the stall runs under shm below)"
+    fault "shm stalled rank" "did not arrive within 5 s" 25 stall:1:3 --mode ddp --comm shm --gpus 0,0 --timeout 5
 fi
-fault "shm stalled rank" "did not arrive within 5 s" 45 stall:1:3 --mode ddp --comm shm --gpus 0,0 --timeout 5
 
-# ---- 5. --trace --------------------------------------------------------------------
-# max_dur NAME-PREFIX FILE: the longest "dur" of events whose name starts so
-dur_of() { sed -n "s/.*\"name\":\"$1[^\"]*\",[^}]*\"dur\":\([0-9.e+-]*\).*/\\1/p" "$2" | sort -g | tail -n 1; }
-trace_check() { # LABEL ARGS...
-    label=$1
-    shift
-    out_of_time "$label" 20 && return
-    tr="$OUT/trace-$(echo "$label" | tr ' ,/' '__-').json"
-    if ! run "$(limit 60)" "$OUT/trace.log" --backend cuda --steps 8 $(cfg_args small) --batch 64 --quiet \
+# ---- 8. --trace, --mode comm -------------------------------------------------------------
+trace_check() { # LABEL RANKS-THAT-REDUCE ARGS...
+    label=$1 ranks=$2
+    shift 2
+    no_time "$label" 8 && return
+    tr="$L/trace-$(safe "$label").json"
+    if ! run "$(lim 30)" "$L/trace.log" --backend cuda --steps 8 $(cfg_args small) --batch 64 --quiet \
         --trace "$tr" "$@"; then
-        fail "$label" "run failed: $(tail -n 1 "$OUT/trace.log.err")"
+        fail "$label" "run failed: $(tail -n 1 "$L/trace.log.err")"
         return
     fi
-    f=$(dur_of forward "$tr") b=$(dur_of backward "$tr") a=$(dur_of all-reduce "$tr")
-    case "$*" in *ddp*) need_a=yes ;; *) need_a=no ;; esac
-    if awk -v f="${f:-0}" -v b="${b:-0}" -v a="${a:-0}" -v na="$need_a" \
-        'BEGIN { exit !(f > 0 && b > 0 && (na == "no" || a > 0)) }'; then
-        pass "$label" "longest spans (ms): forward $f, backward $b${a:+, all-reduce $a}"
-    else
-        fail "$label" "a span is zero or missing: forward ${f:-none}, backward ${b:-none}, all-reduce ${a:-none} ($tr)"
-    fi
-}
-echo "== --trace"
-trace_check "trace single" --mode single --gpus 0
-trace_check "trace ddp nccl" --mode ddp --comm nccl --gpus "$ALL"
-
-# ---- 6. throughput, and PyTorch eager on the same GPU -------------------------------
-# The synthetic teachers of mlp-medium and mlp-large take minutes to make on
-# one core, so their data is random .npy files (numpy, else perl); the
-# throughput does not depend on the values.
-write_npy() { # FILE ROWS COLS SEED: float32 uniform(-1, 1), C order
-    if command -v python3 >/dev/null 2>&1 && python3 -c 'import numpy' 2>/dev/null; then
-        python3 -c 'import sys, numpy as np
-f, r, c, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-np.save(f, np.random.default_rng(s).uniform(-1, 1, (r, c)).astype("<f4"))' "$@"
-        return
-    fi
-    perl -e '
-        my ($f, $r, $c, $seed) = @ARGV;
-        srand($seed);
-        my $d = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: ($r, $c), }";
-        my $pad = 64 - ((10 + length($d) + 1) % 64);
-        $pad = 0 if $pad == 64;
-        $d .= " " x $pad . "\n";
-        open(my $fh, ">:raw", $f) or die "$f: $!";
-        print $fh "\x93NUMPY\x01\x00" . pack("v", length($d)) . $d;
-        for (my $i = 0; $i < $r; $i++) { print $fh pack("f<*", map { rand(2) - 1 } 1 .. $c); }
-        close($fh) or die "$f: $!";' "$@"
-}
-HAVE_TORCH=no
-if command -v python3 >/dev/null 2>&1 &&
-    timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    HAVE_TORCH=yes
-fi
-# model -> "layers|act|optimizer options|batch|steps|warm-up" (the presets' values)
-model_args() {
-    case "$1" in
-    mlp-medium) echo "1024,2048,2048,1024|relu|--optim sgd --lr 0.01 --momentum 0.9|256|60|10" ;;
-    mlp-large) echo "4096,8192,8192,8192,4096|gelu|--optim adamw --lr 0.0001|2048|20|4" ;;
+    v=$(trace_verdict "$tr" "$ranks")
+    case "$v" in
+    ok*) pass "$label" "longest spans (us): ${v#ok }" ;;
+    *) fail "$label" "a span is zero or missing: ${v#bad }" ;;
     esac
 }
-field() { echo "$1" | cut -d'|' -f"$2"; }
-throughput() { # MODEL MODE GPUS
-    model=$1 mode=$2 gpus=$3
-    label="$model $mode gpus $gpus"
-    out_of_time "$label" 40 && return
-    m=$(model_args "$model")
-    layers=$(field "$m" 1) act=$(field "$m" 2) opt=$(field "$m" 3)
-    batch=$(field "$m" 4) steps=$(field "$m" 5) warm=$(field "$m" 6)
-    w=$(echo "$gpus" | tr ',' '\n' | wc -l)
-    b=$((batch - batch % w))
-    log="$OUT/tput-$(echo "$label" | tr ' ,/' '__-').json"
-    lim=$(limit 150)
-    run "$lim" "$log" --backend cuda --model "$model" --data "$OUT/$model-x.npy" \
-        --targets "$OUT/$model-y.npy" --batch "$b" --steps "$steps" --warmup-steps "$warm" --mode "$mode" \
-        --gpus "$gpus" --json
-    rc=$?
-    if [ "$rc" -eq 124 ] && [ "$lim" -lt 150 ]; then
-        skip "$label" "cut off after ${lim}s by the time budget (${BUDGET}s)"
-        return
-    elif [ "$rc" -ne 0 ]; then
+collectives() { # LABEL ARGS...
+    label=$1
+    shift
+    no_time "$label" 10 && return
+    log="$L/comm-$(safe "$label").log"
+    if run "$(lim 30)" "$log" --mode comm --backend cuda -b 8 -e 16M -f 8 "$@"; then
+        grep -q "Out of bounds values : 0 OK" "$log" &&
+            pass "$label" "$(grep 'Avg bus bandwidth' "$log" | sed 's/^# //')" ||
+            fail "$label" "the check found wrong values"
+    else
         show_tail "$log.err"
-        fail "$label" "run failed (log: $log.err)"
-        return
+        fail "$label" "run failed: $(tail -n 1 "$log.err")"
     fi
-    ours=$(tput "$log") n=$(syncs "$log")
-    extra="\"model\":\"$model\",\"mode\":\"$mode\",\"gpus\":\"$gpus\",\"batch\":$b,\"ddpbench_samples_per_s\":${ours:-null},\"host_syncs_per_step\":${n:-null}"
-    if [ "$mode" != single ] || [ "$HAVE_TORCH" != yes ]; then
-        why=""
-        [ "$mode" = single ] && why=" (no PyTorch with a GPU here: no comparison)"
-        pass "$label" "$ours samples/s, $n host sync(s) per step$why" "$extra"
-        return
-    fi
-    tlog="$OUT/torch-$model.json"
-    timeout "$(limit 150)" python3 "$TORCH_REF" --layers "$layers" --act "$act" $opt \
-        --batch "$b" --steps "$steps" --warmup "$warm" --samples 4096 --device 0 >"$tlog" 2>"$tlog.err"
-    theirs=$(sed -n 's/.*"samples_per_s": *\([0-9.e+-]*\).*/\1/p' "$tlog")
-    if [ -z "$theirs" ]; then
-        fail "$label" "$ours samples/s; the PyTorch run failed: $(tail -n 1 "$tlog.err")" "$extra"
-        return
-    fi
-    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')
-    tv=$(sed -n 's/.*"torch": *"\([^"]*\)".*/\1/p' "$tlog")
-    pass "$label" "ddpbench $ours samples/s vs PyTorch $tv eager $theirs samples/s: ${ratio}x (fp32, TF32 off)" \
-        "$extra,\"torch_samples_per_s\":$theirs,\"ratio_vs_torch\":$ratio,\"torch\":\"$(jstr "$tv")\""
 }
-echo "== throughput$([ "$HAVE_TORCH" = yes ] && echo ", against PyTorch eager")"
-for model in mlp-medium mlp-large; do
-    layers=$(field "$(model_args "$model")" 1)
-    cols_in=$(echo "$layers" | cut -d, -f1) cols_out=$(echo "$layers" | tr ',' '\n' | tail -n 1)
-    if ! { [ -s "$OUT/$model-x.npy" ] || write_npy "$OUT/$model-x.npy" 4096 "$cols_in" 1; } ||
-        ! { [ -s "$OUT/$model-y.npy" ] || write_npy "$OUT/$model-y.npy" 4096 "$cols_out" 2; }; then
-        fail "$model data" "cannot write the .npy files (no numpy, no perl?)"
-        continue
-    fi
-    throughput "$model" single 0
-    throughput "$model" ddp "$ALL"
-done
+step trace
+trace_check "trace single" 0 --mode single --gpus 0
+trace_check "trace ddp nccl gpus $ALL" "$NGPU" --mode ddp --comm nccl --gpus "$ALL"
+if [ "$NGPU" -ge 2 ]; then
+    collectives "comm nccl gpus $ALL" --comm nccl --gpus "$ALL"
+else
+    collectives "comm nccl 1 rank" --comm nccl --gpus 0
+fi
+collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
 finish

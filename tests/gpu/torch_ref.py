@@ -3,8 +3,9 @@
 eager, on the same GPU, for tests/gpu/check.sh's side-by-side throughput.
 
 The same model (nn.Sequential of Linear layers with the activation between
-them, none after the last), loss (mean), optimizer (torch.optim with its
-defaults otherwise), batch, and data path: each step gathers its rows of a
+them, none after the last; GELU is the exact erf form), loss (mean: MSE, or
+cross-entropy over integer class labels), optimizer (SGD, Adam or AdamW,
+torch.optim with its defaults otherwise), batch, and data path: each step gathers its rows of a
 host dataset into one of two pinned buffers and copies them to the GPU
 without blocking, as ddpbench's stager does, and reads no loss.  fp32 with
 TF32 off.  Throughput is measured like ddpbench's: the timed steps after
@@ -14,19 +15,26 @@ GPU's own clock (events), so a wall-clock gap between steps counts.
     torch_ref.py --layers 1024,2048,2048,1024 --act relu --loss mse \\
         --optim sgd --lr 0.01 --momentum 0.9 --batch 256 --steps 60 --warmup 10
 
-Prints one JSON object: samples_per_s, step_s, steps, batch, torch, device.
-Exit 2 on bad arguments, 1 when PyTorch or the GPU is missing.
+    torch_ref.py --cases FILE     one line of the options above per model, run
+                                  in one process (one import, one CUDA start)
+
+Prints one JSON object per model: name, samples_per_s, step_s, steps, batch,
+torch, device.  Exit 2 on bad arguments, 1 when PyTorch or the GPU is missing
+(or a case failed: the others still run and print).
 """
 import argparse
 import json
+import shlex
 import sys
 
 
-def parse():
+def parser():
     p = argparse.ArgumentParser(description="ddpbench's step in PyTorch eager")
-    p.add_argument("--layers", required=True, help="widths, input first: 1024,2048,1024")
+    p.add_argument("--name", default="", help="a label echoed in the output")
+    p.add_argument("--cases", help="a file of option lines, one model each")
+    p.add_argument("--layers", help="widths, input first: 1024,2048,1024")
     p.add_argument("--act", default="relu", choices=["relu", "tanh", "sigmoid", "gelu"])
-    p.add_argument("--loss", default="mse", choices=["mse"])
+    p.add_argument("--loss", default="mse", choices=["mse", "ce"])
     p.add_argument("--optim", default="sgd", choices=["sgd", "adam", "adamw"])
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.0)
@@ -37,7 +45,12 @@ def parse():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
+    return p
+
+
+def check(p, a):
+    if not a.layers:
+        p.error("--layers is required")
     try:
         a.dims = [int(d) for d in a.layers.split(",")]
     except ValueError:
@@ -48,16 +61,37 @@ def parse():
 
 
 def main():
-    a = parse()
+    p = parser()
+    a = p.parse_args()
+    cases = []
+    if a.cases:
+        with open(a.cases) as f:
+            for line in f:
+                if line.strip():
+                    c = p.parse_args(shlex.split(line))
+                    cases.append(check(p, c))
+    else:
+        cases.append(check(p, a))
     try:
         import torch
-        from torch import nn
     except ImportError as e:
         print(f"torch_ref.py: PyTorch is not installed: {e}", file=sys.stderr)
         return 1
     if not torch.cuda.is_available():
         print("torch_ref.py: PyTorch sees no GPU", file=sys.stderr)
         return 1
+    status = 0
+    for c in cases:
+        try:
+            print(json.dumps(run(torch, c)), flush=True)
+        except Exception as e:  # one model's failure (out of memory) does not hide the others'
+            print(f"torch_ref.py: {c.name or c.layers}: {type(e).__name__}: {e}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def run(torch, a):
+    from torch import nn
     # fp32, as ddpbench's default: no TF32 in matmuls or convolutions.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -84,19 +118,24 @@ def main():
     else:
         wd = a.weight_decay if a.weight_decay is not None else 0.01
         opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=wd)
-    loss_fn = nn.MSELoss()
+    loss_fn = nn.MSELoss() if a.loss == "mse" else nn.CrossEntropyLoss()
 
     # The host dataset and the staging: rows gathered into one of two pinned
     # buffers, copied without blocking; a buffer is refilled only after the
     # copy that read it has finished (its event), as ddpbench's stager does.
     n_in, n_out = a.dims[0], a.dims[-1]
     X = torch.rand(a.samples, n_in) * 2 - 1
-    Y = torch.rand(a.samples, n_out) * 2 - 1
+    if a.loss == "mse":
+        Y = torch.rand(a.samples, n_out) * 2 - 1
+        ylike = dict(size=(a.batch, n_out), dtype=torch.float32)
+    else:  # class ids (int64, as CrossEntropyLoss takes them)
+        Y = torch.randint(0, n_out, (a.samples,), dtype=torch.int64)
+        ylike = dict(size=(a.batch,), dtype=torch.int64)
     hx = [torch.empty(a.batch, n_in).pin_memory() for _ in range(2)]
-    hy = [torch.empty(a.batch, n_out).pin_memory() for _ in range(2)]
+    hy = [torch.empty(**ylike).pin_memory() for _ in range(2)]
     copied = [None, None]
     gx = torch.empty(a.batch, n_in, device=dev)
-    gy = torch.empty(a.batch, n_out, device=dev)
+    gy = torch.empty(**ylike, device=dev)
     perm = torch.randperm(a.samples)
     pos = 0
 
@@ -133,7 +172,8 @@ def main():
     end.record()
     end.synchronize()
     seconds = start.elapsed_time(end) / 1e3
-    print(json.dumps({
+    return {
+        "name": a.name,
         "samples_per_s": timed * a.batch / seconds,
         "step_s": seconds / timed,
         "steps": timed,
@@ -141,8 +181,7 @@ def main():
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(dev),
         "tf32": False,
-    }))
-    return 0
+    }
 
 
 if __name__ == "__main__":

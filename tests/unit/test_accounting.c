@@ -39,7 +39,7 @@ static void acc_run(acc_run_t *a, const char *args, const char *trace)
              : a->cfg.mode == MODE_DDP ? ddp_run(&a->cfg, &a->data, &a->res, err)
                                        : single_run(&a->cfg, &a->data, &a->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", line, err);
-    a->ctx = (report_ctx_t){&a->cfg, &a->spec, &a->data, NULL, NULL};
+    a->ctx = (report_ctx_t){.cfg = &a->cfg, .spec = &a->spec, .data = &a->data};
 }
 
 static void acc_free(acc_run_t *a)

@@ -32,11 +32,14 @@ Test(config, malformed_values_name_their_option)
     bad("--tolerance 150", "--tolerance");
     bad("--samples 0", "--samples");
     bad("--momentum inf", "--momentum");
+    /* --repeat keeps every run's summary: no more than it can hold */
+    bad("--repeat 101", "--repeat");
+    bad("--repeat 0", "--repeat");
 }
 
 Test(config, unknown_names_list_the_choices)
 {
-    bad("--mode fast", "--mode: unknown value 'fast' (one of: single, dp, ddp, compare)");
+    bad("--mode fast", "--mode: unknown value 'fast' (one of: single, dp, ddp, compare, comm)");
     bad("--act swish", "--act");
     bad("--act none", "--act");
     bad("--loss hinge", "--loss");

@@ -7,9 +7,14 @@
 #include <cJSON.h>
 #include <math.h>
 
+#include "measure/disturb.h"
 #include "measure/repeat.h"
 #include "report/report.h"
 #include "testutil.h"
+
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 // ---------------------------------------------------------------------------
 // intervals
@@ -125,12 +130,20 @@ Test(gate, exit_policy_on_crafted_runs)
     cr_assert(strstr(out, "regression: ddp: throughput"), "%s", out);
 
     /* the mean 5.5% below but the interval reaching above -5%, and narrow:
-     * not a regression (the gate needs the whole interval) */
+     * not a regression (the gate needs the whole interval), and not "no
+     * change" either (that needs it inside): the noise explains the gap */
     const double edge[] = {935, 955, 945, 950, 940};
     runs(&r, edge, 5, 1, 1, 1);
     interval_t iv = repeat_interval(&r, FIG_THROUGHPUT);
     cr_assert(iv.hi > 950.0 && iv.mean < 950.0, "the case: %g..%g", iv.lo, iv.hi);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "straddle the tolerance"), "%s", out);
+
+    /* faster beyond the tolerance: improved, exit 0, said as such */
+    const double fast[] = {1200, 1205, 1195, 1202, 1198};
+    runs(&r, fast, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert(strstr(out, "improved: ddp: throughput"), "%s", out);
 
     /* wider than the tolerance: no verdict */
     const double noisy[] = {800, 1200, 900, 1100, 1000};
@@ -159,7 +172,59 @@ Test(gate, exit_policy_on_crafted_runs)
     b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, wide);
     runs(&r, same, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
-    cr_assert(strstr(out, "the baseline's interval spans 20.0%"), "%s", out);
+    cr_assert(strstr(out, "no verdict: the baseline is too noisy: ddp:"), "%s", out);
+    cr_assert(strstr(out, "too noisy to gate 5%: the baseline's runs spread 20%"), "%s", out);
+    /* ... even against a candidate far below it: refused, not a regression */
+    runs(&r, slow, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cJSON_Delete(b);
+
+    /* both sides' intervals: each 4% wide (within 5%), 3% apart: together
+     * they reach past -5% (no verdict); 1% apart they stay inside (no change) */
+    const double base4[] = {980, 1020};
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, base4);
+    const double c3[] = {950, 990, 970, 970, 970};
+    runs(&r, c3, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    const double c1[] = {990, 991, 989, 990, 990};
+    runs(&r, c1, 5, 1, 1, 1);
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert(strstr(out, "within tolerance"), "%s", out);
+    cJSON_Delete(b);
+}
+
+/* A slower candidate whose runs were disturbed enough to explain the gap:
+ * no verdict blaming a busy machine, not a regression naming a phase; a
+ * gap larger than the disturbance explains stays a regression. */
+Test(gate, a_busy_machine_is_blamed_not_a_phase)
+{
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    char out[4096];
+    repeat_t r;
+    const double slow[] = {800, 805, 795, 802, 798}; /* 20% below */
+    runs(&r, slow, 5, 1, 3.0, 1);                    /* and comm exposed x3 */
+    for (int i = 0; i < 3; i++) {
+        r.run[i].machine.disturbed = true;
+        r.run[i].machine.contention = 0.30; /* others took 30% of its cores */
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "no verdict: a busy machine: ddp:"), "%s", out);
+    cr_assert(strstr(out, "3 of 5 runs were disturbed (other processes took 30% of the run's "
+                          "cores)"),
+              "%s", out);
+    cr_assert_null(strstr(out, "by phase"), "%s", out);
+    cr_assert_null(strstr(out, "exposed communication"), "%s", out);
+    /* the same runs, undisturbed: a regression, with its phases */
+    for (int i = 0; i < 3; i++)
+        r.run[i].machine.disturbed = false;
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "by phase"), "%s", out);
+    /* disturbed by 5% only: a 20% drop is more than it explains */
+    for (int i = 0; i < 5; i++) {
+        r.run[i].machine.disturbed = true;
+        r.run[i].machine.contention = 0.05;
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
     cJSON_Delete(b);
 }
 
@@ -259,4 +324,187 @@ Test(gate, repeat_json_is_a_baseline)
     /* a tolerance wider than any machine's noise: judged against its own mean */
     cr_assert_eq(baseline_judge(o, NULL, &r, 1000.0, out, sizeof out), DDP_OK, "%s", out);
     cJSON_Delete(o);
+}
+
+// ---------------------------------------------------------------------------
+// every field the gate reads, checked when the baseline is loaded
+
+/* Load a one-object baseline whose text is txt; the status, the message in err. */
+static int load_text(const char *txt, char *err)
+{
+    char path[] = "/tmp/ddpbench_gate_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, txt, strlen(txt)), (ssize_t)strlen(txt));
+    close(fd);
+    baseline_t b;
+    int rc = baseline_load(&b, path, err);
+    if (rc == DDP_OK)
+        baseline_free(&b);
+    unlink(path);
+    return rc;
+}
+
+Test(gate, every_field_the_gate_reads_is_checked_naming_it)
+{
+    const char *head = "{\"schema_version\":1,\"config\":{\"mode\":\"ddp\",\"backend\":\"cpu\","
+                       "\"ndevices\":2,\"layers\":[4,2],\"batch\":8,\"accum\":1,\"loss\":\"mse\","
+                       "\"optimizer\":{\"name\":\"sgd\"}},\"throughput_samples_per_s\":100";
+    static const struct {
+        const char *tail, *field;
+    } bad[] = {
+        {",\"repeat\":\"fast\"}", "repeat is \"fast\", not an object or null"},
+        {",\"repeat\":[1]}", "repeat is [1], not an object"},
+        {",\"repeat\":{\"throughput_samples_per_s\":{\"mean\":100}}}", "repeat.runs is missing"},
+        {",\"repeat\":{\"runs\":1.5,\"throughput_samples_per_s\":{\"mean\":100}}}",
+         "repeat.runs is 1.5, not a whole number"},
+        {",\"repeat\":{\"runs\":3}}", "repeat.throughput_samples_per_s is missing"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":0}}}",
+         "repeat.throughput_samples_per_s.mean is 0, not a number > 0"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":-5}}}",
+         "repeat.throughput_samples_per_s.mean is -5, not a number > 0"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":\"100\"}}}",
+         "repeat.throughput_samples_per_s.mean is \"100\", not a number > 0"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":\"x\"}}}",
+         "repeat.throughput_samples_per_s.lo is \"x\", not a number"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":120,"
+         "\"hi\":90}}}",
+         "lo 120 is above hi 90"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"median_throughput_samples_per_s\":{\"mean\":0}}}",
+         "repeat.median_throughput_samples_per_s.mean is 0"},
+        {",\"step_time_s\":{\"mean\":0}}", "step_time_s.mean is 0, not a number > 0"},
+        {",\"step_time_s\":{\"p50\":\"1\"}}", "step_time_s.p50 is \"1\""},
+        {",\"mem_peak_bytes_max\":-1}", "mem_peak_bytes_max is -1, not a number >= 0"},
+        {",\"devices\":{}}", "devices is {}, not an array"},
+        {",\"devices\":[{\"phases_s_per_step\":{\"forward_s\":\"slow\"}}]}",
+         "devices[0].phases_s_per_step.forward_s is \"slow\", not a number"},
+        {",\"machine\":{\"disturbed\":1}}", "machine.disturbed is 1, not true or false"},
+    };
+    char err[ERR_LEN], txt[1024];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(txt, sizeof txt, "%s%s", head, bad[i].tail);
+        cr_assert_eq(load_text(txt, err), DDP_ERR_INPUT, "%s: loaded", bad[i].tail);
+        cr_assert(strstr(err, bad[i].field), "%s: %s", bad[i].tail, err);
+        cr_assert(strstr(err, "object 1: "), "%s", err);
+    }
+    /* the good forms load: a repeat with null ends, a null repeat, no repeat */
+    snprintf(txt, sizeof txt, "%s%s", head,
+             ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":null,"
+             "\"hi\":null}},\"machine\":null}");
+    cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
+    snprintf(txt, sizeof txt, "%s%s", head, ",\"repeat\":null}");
+    cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
+}
+
+// ---------------------------------------------------------------------------
+// the disturbance record
+
+/* A fake /proc: stat with `busy` user jiffies and `steal` steal jiffies on 2
+ * CPUs, and a load average. */
+static void fake_proc(const char *dir, unsigned long busy, unsigned long steal, double load)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/stat", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "cpu  %lu 0 0 100000 0 0 0 %lu 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n", busy, steal);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/loadavg", dir);
+    f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%.2f 0.50 0.40 1/100 4242\n", load);
+    fclose(f);
+}
+
+/* Burn about s seconds of this thread's CPU. */
+static void burn(double s)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    volatile double x = 1.0;
+    do {
+        for (int i = 0; i < 10000; i++)
+            x = x * 1.0000001 + 1e-9;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    } while ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec) < s);
+}
+
+/* A planted quiet machine: /proc/stat's busy time grows by this process's
+ * own CPU time alone, so nothing else ran: not disturbed, the loads read. */
+Test(disturb, a_quiet_fake_proc_is_quiet)
+{
+    char dir[] = "/tmp/ddpbench_proc_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    disturb_set_proc_dir(dir);
+    fake_proc(dir, 1000, 0, 0.25);
+    disturb_mark_t m;
+    disturb_begin(&m);
+    burn(0.2);
+    double own = m.own0_s;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double now = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    long hz = sysconf(_SC_CLK_TCK);
+    fake_proc(dir, 1000 + (unsigned long)((now - own) * (double)hz), 0, 0.75);
+    disturb_t d;
+    disturb_end(&m, 1, 1000000, &d);
+    cr_assert(d.known);
+    cr_assert_float_eq(d.load_start, 0.25, 1e-9);
+    cr_assert_float_eq(d.load_end, 0.75, 1e-9);
+    cr_assert(d.others_cpu_s < 0.05, "others %g", d.others_cpu_s);
+    cr_assert_float_eq(d.contention, 0.0, 1e-12);
+    cr_assert_null(strstr(d.why, "other processes"), "%s", d.why);
+    /* this test's own switches are the real machine's (a busy one preempts
+     * it): without them the planted machine is quiet */
+    d.invol_switches = 0;
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
+    /* the same run with every CPU's worth of someone else's time on top, and
+     * a fifth of a CPU stolen: disturbed, saying both */
+    double cpus = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    fake_proc(dir, 1000 + (unsigned long)((now - own + cpus * d.wall_s) * (double)hz),
+              (unsigned long)(0.2 * cpus * d.wall_s * (double)hz), 0.75);
+    disturb_end(&m, 1, 1000000, &d);
+    cr_assert(d.disturbed);
+    cr_assert(d.contention > 0.5, "%g", d.contention);
+    cr_assert(strstr(d.why, "other processes took"), "%s", d.why);
+    cr_assert(strstr(d.why, "of the run's 1 core"), "%s", d.why);
+    cr_assert(strstr(d.why, "of the CPU time stolen"), "%s", d.why);
+    disturb_set_proc_dir(NULL);
+    char p[300];
+    snprintf(p, sizeof p, "%s/stat", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/loadavg", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* The judgement on planted figures: spare cores absorb others' time; past
+ * them, the share of the run's cores taken; the switches per step. */
+Test(disturb, thresholds_on_planted_figures)
+{
+    disturb_t d = {.known = true, .wall_s = 10.0, .cpus_online = 4, .devices = 2, .steps = 100};
+    d.others_cpu_s = 19.0; /* 1.9 cores: the 2 spare ones hold it */
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
+    cr_assert_float_eq(d.contention, 0.0, 1e-12);
+    d.others_cpu_s = 25.0; /* 2.5 cores: half a core of the run's 2 */
+    disturb_judge(&d);
+    cr_assert(d.disturbed);
+    cr_assert_float_eq(d.contention, 0.25, 1e-12);
+    d.others_cpu_s = 0.0;
+    d.invol_switches = 150; /* 15 a second: within */
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
+    d.invol_switches = 1000; /* 100 a second */
+    disturb_judge(&d);
+    cr_assert(d.disturbed);
+    cr_assert(strstr(d.why, "100 involuntary context switches a second"), "%s", d.why);
+    /* without /proc/stat only the switches judge */
+    d = (disturb_t){.known = false, .wall_s = 1, .cpus_online = 1, .devices = 1,
+                    .others_cpu_s = 5, .steps = 10};
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
 }

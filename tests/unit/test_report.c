@@ -72,7 +72,7 @@ static void real_run(real_run_t *rr, const char *args)
         rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
     }
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
-    rr->ctx = (report_ctx_t){&rr->cfg, &rr->spec, &rr->data, NULL, NULL};
+    rr->ctx = (report_ctx_t){.cfg = &rr->cfg, .spec = &rr->spec, .data = &rr->data};
 }
 
 static void real_free(real_run_t *rr)
@@ -876,7 +876,7 @@ static char *compare_text(run_result_t runs[3])
     config_t c;
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_t m;
     mem_open(&m);
     report_compare(m.f, &ctx, runs, 3);
@@ -892,7 +892,7 @@ Test(report_compare, the_heading_names_zero1)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero1", err), DDP_OK,
                  "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_t m;
     mem_open(&m);
     report_compare(m.f, &ctx, runs, 3);
@@ -918,12 +918,13 @@ Test(report_compare, side_by_side_agree_and_differ)
         "parameters: dp vs single agree",
         "parameters: ddp vs single DIFFER by 1.0e-02",
         "dp dev0", "dp others", "ddp dev0",
-        "DP's device 0 works alone 7.00 ms of its 16.00 ms step (44%: replicate 4.10 ms, "
-        "gather+loss 1.20 ms, optimizer 1.00 ms, reduce 700 us) while the other devices wait",
-        "the other devices sit idle 7.00 ms per step: waiting for device 0's serial work",
-        "DDP hides 80% of its all-reduce behind backward (3.20 ms hidden, 800 us exposed",
-        "DDP's step is 5.00 ms (31%) shorter than DP's; on device 0 DP spends 4.10 ms more in "
-        "replicate, 700 us more in gather+loss and 300 us more in optimizer",
+        /* the three sentences */
+        "On 2 devices DP runs 1.20x single and DDP 1.82x: DDP is faster by 51%, beyond one run's "
+        "noise (10%).",
+        "DP's device 0 works alone 7.00 ms of its 16.00 ms step (44%: replicate, gather+loss, "
+        "optimizer); the others idle 7.00 ms.",
+        "DDP ran 80% of its all-reduce (3.20 ms) during backward and waited 800 us for the rest; "
+        "what overlap saved is not measured (--no-overlap).",
     };
     char flat[8192];
     /* the sentences are wrapped: compare on a copy with the line breaks and indents undone */
@@ -942,6 +943,8 @@ Test(report_compare, side_by_side_agree_and_differ)
     flat[k] = 0;
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_expect(strstr(txt, must[i]) || strstr(flat, must[i]), "'%s' not in:\n%s", must[i], txt);
+    /* the long narrative is --explain's */
+    cr_assert_null(strstr(flat, "shorter than"), "%s", txt);
     free(txt);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
@@ -1039,7 +1042,7 @@ Test(report_compare, differ_names_the_cause)
     dataset_t d = {.n = 100};
     model_spec_t spec;
     cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK);
-    report_ctx_t ctx = {&c, &spec, &d, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c, .spec = &spec, .data = &d};
     runs[0].stream_replicas = 1, runs[0].epoch_samples = 100;
     runs[2].stream_replicas = 3, runs[2].epoch_samples = 102;
     report_differ_cause(why, sizeof why, &ctx, &runs[2], &runs[0], false);
@@ -1082,7 +1085,7 @@ Test(report_compare, dp_attributes_shared_copies_and_waits)
     ms(&runs[1], 1, PH_IDLE, 3.0);
     ms(&runs[1], 0, PH_IDLE, 2.0);
     char why[2048];
-    report_compare_why(why, sizeof why, runs, 3);
+    report_compare_why(why, sizeof why, NULL, runs, 3);
     /* alone: gather+loss 1.2 + optimizer 1.0 = 2.2 of 16 ms */
     cr_assert(strstr(why, "DP's device 0 works alone 2.20 ms of its 16.00 ms step (14%: "
                           "gather+loss 1.20 ms, optimizer 1.00 ms) while the other devices wait"),
@@ -1119,7 +1122,7 @@ Test(report_compare, reason_weighs_compute_against_synchronisation_and_memory)
     config_t c;
     char err[ERR_LEN], why[4096];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     report_compare_reason(why, sizeof why, &ctx, runs, 3);
     /* single 18 ms of forward and backward; DDP 9 ms + 0.5 loss each */
     cr_assert(strstr(why, "Why DDP is 1.82x single: splitting the batch over 2 devices took "
@@ -1227,16 +1230,109 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
     for (int i = 0; i < 10; i++)
         step_times_add(&runs[2].times, 0.020, 0);
     runs[2].times.timed_samples = samples;
+    runs[2].samples_per_s = 256.0 / 0.020;
     char why[2048];
-    report_compare_why(why, sizeof why, runs, 3);
-    cr_assert(strstr(why, "DDP hides none of its all-reduce: every step waits 9.00 ms"), "%s", why);
-    cr_assert(strstr(why, "DP's step is 4.00 ms (20%) shorter than DDP's; on device 0 DDP spends "
-                          "8.30 ms more in comm exposed"),
+    report_compare_why(why, sizeof why, NULL, runs, 3);
+    cr_assert(strstr(why, "DDP overlaps none of its all-reduce with backward: every step waits "
+                          "9.00 ms"), "%s", why);
+    /* 20% apart: beyond one run's 10% */
+    cr_assert(strstr(why, "DP's step is 4.00 ms (20%) shorter than DDP's, beyond one run's noise "
+                          "(10%); on device 0 DDP spends 8.30 ms more in comm exposed"),
+              "%s", why);
+    /* 5% apart: within it, so no "shorter" */
+    memset(&runs[2].times, 0, sizeof runs[2].times);
+    for (int i = 0; i < 10; i++)
+        step_times_add(&runs[2].times, 0.0168, 0);
+    runs[2].times.timed_samples = samples;
+    runs[2].samples_per_s = 256.0 / 0.0168;
+    runs[1].samples_per_s = 256.0 / 0.016;
+    report_compare_why(why, sizeof why, NULL, runs, 3);
+    cr_assert_null(strstr(why, "shorter than"), "%s", why);
+    cr_assert(strstr(why, "DP's and DDP's steps differ by 800 us (5%); DP and DDP differ by 5%, "
+                          "within one run's noise (10%; --repeat 5 gives intervals)"),
               "%s", why);
     /* the buffer bound holds */
     char tiny[16];
-    report_compare_why(tiny, sizeof tiny, runs, 3);
+    report_compare_why(tiny, sizeof tiny, NULL, runs, 3);
     cr_assert_eq(strlen(tiny), 15);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+/* A default compare fits one screen: the table, three sentences, the notes;
+ * the long narrative and the memory by purpose only under --explain. */
+Test(report_compare, fits_one_screen_and_explain_adds_the_narrative)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < runs[i].ndev; d++) {
+            runs[i].dev[d].mem_split[MEM_PARAMS] = runs[i].dev[d].mem_split[MEM_GRADS] = 1 << 20;
+            runs[i].dev[d].mem_split[MEM_ACTS] = runs[i].dev[d].mem_split[MEM_COMM] = 1 << 18;
+            runs[i].dev[d].mem_split[MEM_OPTIM] = i == 1 && d > 0 ? 0 : 2 << 20;
+        }
+    config_t c;
+    char err[ERR_LEN];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
+    report_ctx_t ctx = {.cfg = &c};
+    mem_t m;
+    mem_open(&m);
+    report_compare(m.f, &ctx, runs, 3);
+    char *txt = mem_close(&m);
+    int lines = 0;
+    for (const char *p = txt; *p; p++)
+        lines += *p == '\n';
+    cr_assert_leq(lines, 40, "%d lines:\n%s", lines, txt);
+    cr_assert(strstr(txt, "note: a CPU has no GIL, per-replica Python or NVLink"), "%s", txt);
+    cr_assert_null(strstr(txt, "Why DDP is"), "%s", txt);
+    cr_assert_null(strstr(txt, "    activations"), "%s", txt);
+    free(txt);
+    c.explain = true;
+    mem_open(&m);
+    report_compare(m.f, &ctx, runs, 3);
+    txt = mem_close(&m);
+    cr_assert(strstr(txt, "Why DDP is"), "%s", txt);
+    cr_assert(strstr(txt, "    activations"), "%s", txt);
+    free(txt);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
+}
+
+/* With --repeat, DP and DDP are told apart by their intervals, not by one run's noise. */
+Test(report_compare, repeat_intervals_decide_which_is_faster)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    static repeat_t rep[3];
+    memset(rep, 0, sizeof rep);
+    const double mid[3] = {12800.0, 15360.0, 16000.0};
+    for (int i = 0; i < 3; i++) {
+        rep[i].n = 5;
+        for (int j = 0; j < 5; j++) /* +-1% around the median */
+            rep[i].run[j].samples_per_s = mid[i] * (1.0 + 0.005 * (j - 2));
+    }
+    const repeat_t *rp[3] = {&rep[0], &rep[1], &rep[2]};
+    config_t c;
+    char err[ERR_LEN], why[4096];
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
+    report_ctx_t ctx = {.cfg = &c, .reps = rp};
+    /* 4% apart, within one run's 10%, but the intervals (+-1%) do not overlap */
+    runs[1].samples_per_s = mid[1], runs[2].samples_per_s = mid[2];
+    report_compare_verdict(why, sizeof why, &ctx, runs, 3);
+    cr_assert(strstr(why, "DDP is faster by 4% (their 95% intervals over 5 runs do not overlap)"),
+              "%s", why);
+    /* overlapping intervals: neither, whatever the medians */
+    for (int j = 0; j < 5; j++)
+        rep[2].run[j].samples_per_s = mid[1] * (1.0 + 0.01 * (j - 2));
+    report_compare_verdict(why, sizeof why, &ctx, runs, 3);
+    cr_assert(strstr(why, "their 95% intervals over 5 runs overlap: neither is faster here"), "%s",
+              why);
+    cr_assert_null(strstr(why, "is faster by"), "%s", why);
+    /* one run: 4% is within its noise, and it says how to tell */
+    ctx.reps = NULL;
+    report_compare_verdict(why, sizeof why, &ctx, runs, 3);
+    cr_assert(strstr(why, "DP and DDP differ by 4%, within one run's noise (10%; --repeat 5 gives "
+                          "intervals)"), "%s", why);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
 }
@@ -1258,7 +1354,8 @@ Test(report_text, table_and_explain_of_a_real_run)
                           "throughput", "samples/s", "p50", "p95", "device 0", "forward",
                           "backward", "optimizer", "step (wall)", "peak memory", "final loss",
                           "checksum",
-                          "explain: step 1 of single on cpu, 1 device",
+                          "explain: step 4 of single on cpu, 1 device (the middle timed step: ",
+                          "the timed steps' median ",
                           "The global batch of 40 rows went whole to device 0",
                           "3.1 KiB of sample rows", /* 40 rows x (10 + 10) floats */
                           "2 operations", "Nothing to synchronise", "110 parameters"};
@@ -1273,6 +1370,40 @@ Test(report_text, table_and_explain_of_a_real_run)
     cr_assert(sum > 0.0 && sum <= rr.res.story.step_s * 1.0001, "phases %g of a %g step", sum,
               rr.res.story.step_s);
     free(txt);
+    real_free(&rr);
+}
+
+static char *explain_text(const real_run_t *rr);
+
+/* --explain tells the middle timed step, not step 1 (which pays one-time
+ * costs): 2 warm-up steps of 9, timed steps 2..8, told step 5 (0-based); its
+ * time is one of the timed steps', and its phases are that step's alone. */
+Test(report_text, explain_tells_the_middle_timed_step)
+{
+    real_run_t rr;
+    real_run(&rr, "--mode single --model seed-linear --steps 9 --backend cpu --quiet");
+    const step_story_t *st = &rr.res.story;
+    cr_assert(st->filled);
+    cr_assert_eq(st->step, 5, "told step %ld", st->step);
+    cr_assert(st->step_s >= rr.res.times.min_s && st->step_s <= rr.res.times.max_s,
+              "told step %g s outside the timed steps' %g..%g", st->step_s, rr.res.times.min_s,
+              rr.res.times.max_s);
+    double sum = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        sum += rr.res.dev[0].first_phase_s[p];
+    cr_assert_float_eq(sum, st->step_s, 1e-3 * st->step_s, "its phases %g, the step %g", sum,
+                       st->step_s);
+    char *txt = explain_text(&rr);
+    cr_assert(strstr(txt, "explain: step 6 of single on cpu, 1 device (the middle timed step"),
+              "%s", txt);
+    cr_assert_null(strstr(txt, "step 1 "), "%s", txt);
+    free(txt);
+    real_free(&rr);
+    /* without warm-up steps, still not the first step */
+    real_run(&rr, "--mode dp --gpus 0,1 --model seed-linear --steps 4 --warmup-steps 0 "
+                  "--backend cpu --quiet");
+    cr_assert(rr.res.story.filled);
+    cr_assert_eq(rr.res.story.step, 1);
     real_free(&rr);
 }
 
@@ -1320,7 +1451,7 @@ Test(report_text, explain_of_a_dp_run_names_rows_and_bytes_per_device)
     report_fmt_bytes(c, sizeof c, (double)st->move[MOVE_SCATTER].bytes);
     snprintf(line, sizeof line, "The %d rows were split like torch.chunk: device 0 14, device 1 "
                                 "14, device 2 12.", batch * accum);
-    const char *must[] = {"explain: step 1 of dp on cpu, 3 devices", line, "replicate: ", a,
+    const char *must[] = {"explain: step 3 of dp on cpu, 3 devices", line, "replicate: ", a,
                           "from device 0 to the other 2 devices", "gather: ", b,
                           "reduce: ", "summed onto device 0", "scatter: ", c,
                           "of output gradients sent from device 0", "Device 2:", "idle"};
@@ -1444,12 +1575,42 @@ Test(report_text, explain_tells_buckets_and_moves)
                           "bucket 1 (layers 1-0", "(partly after backward)"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_expect(strstr(txt, must[i]), "'%s' not in:\n%s", must[i], txt);
+    /* the timeline, to scale over 8 ms: backward's '=' end at 6 ms, bucket 0's
+     * all-reduce lies inside them, bucket 1's runs past them to the end */
+    const char *bw = strstr(txt, "backward  |"), *b0 = strstr(txt, "bucket 0  |"),
+               *b1 = strstr(txt, "bucket 1  |");
+    cr_assert(bw && b0 && b1, "no timeline:\n%s", txt);
+    bw += strlen("backward  |"), b0 += strlen("bucket 0  |"), b1 += strlen("bucket 1  |");
+    int bend = -1, first0 = -1, last0 = -1, last1 = -1, width = (int)(strchr(bw, '|') - bw);
+    for (int c = 0; c < width; c++) {
+        if (bw[c] == '=')
+            bend = c;
+        if (b0[c] == '#')
+            last0 = c, first0 = first0 < 0 ? c : first0;
+        if (b1[c] == '#')
+            last1 = c;
+    }
+    cr_assert_eq(width, 60, "%s", txt);
+    cr_assert_eq(bend, 44, "backward ends at 6 of 8 ms: column 44 of 0..59\n%s", txt);
+    cr_assert(first0 >= 7 && last0 <= 11, "bucket 0 runs 1.1..1.5 ms: columns 8..11\n%s", txt);
+    cr_assert_eq(last1, 59, "bucket 1 ends the picture (8 ms)\n%s", txt);
+    cr_assert(strchr(b0, '.') < b0 + first0, "bucket 0 waited from 1.0 ms\n%s", txt);
     free(txt);
+    /* a span the comm reports from before backward began (seen on a GPU's
+     * later steps) is drawn from the picture's start, not before it */
+    st->bucket[0].start_s = -0.036;
+    mem_open(&m);
+    report_explain(m.f, NULL, &r);
+    txt = mem_close(&m);
+    b0 = strstr(txt, "bucket 0  |");
+    cr_assert(b0 && b0[strlen("bucket 0  |")] == '#', "%s", txt);
+    free(txt);
+    st->bucket[0].start_s = 0.0011;
     r.story.filled = false;
     mem_open(&m);
     report_explain(m.f, NULL, &r);
     txt = mem_close(&m);
-    cr_assert(strstr(txt, "did not record its first step"), "%s", txt);
+    cr_assert(strstr(txt, "the strategy recorded no step"), "%s", txt);
     free(txt);
     /* --zero1: the buckets were reduce-scattered, and the story says so */
     r.story.filled = true;
@@ -1457,7 +1618,7 @@ Test(report_text, explain_tells_buckets_and_moves)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--backend cpu --mode ddp --gpus 0,1 --zero1", err), DDP_OK, "%s",
                  err);
-    report_ctx_t ctx = {&c, NULL, NULL, NULL, NULL};
+    report_ctx_t ctx = {.cfg = &c};
     mem_open(&m);
     report_explain(m.f, &ctx, &r);
     txt = mem_close(&m);

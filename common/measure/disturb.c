@@ -1,0 +1,163 @@
+/* common/measure/disturb.c: the disturbance record of a run (see disturb.h):
+ * /proc/stat and /proc/loadavg read at both ends, getrusage for the run's
+ * own share, and the judgement by the named thresholds. */
+#include "measure/disturb.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+
+static char proc_dir[256] = "/proc";
+
+void disturb_set_proc_dir(const char *dir)
+{
+    snprintf(proc_dir, sizeof proc_dir, "%s", dir ? dir : "/proc");
+}
+
+static FILE *proc_open(const char *name)
+{
+    char path[320];
+    snprintf(path, sizeof path, "%s/%s", proc_dir, name);
+    return fopen(path, "r");
+}
+
+static double read_load(void)
+{
+    FILE *f = proc_open("loadavg");
+    double v = NAN;
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = NAN;
+        fclose(f);
+    }
+    return v;
+}
+
+/* The aggregate "cpu" line: busy (user nice system irq softirq) and steal
+ * jiffies.  guest time is already inside user. */
+static bool read_stat(uint64_t *busy, uint64_t *steal)
+{
+    FILE *f = proc_open("stat");
+    if (!f)
+        return false;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 7)
+        return false;
+    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    *steal = n >= 8 ? v[7] : 0;
+    return true;
+}
+
+static double tv_s(struct timeval t)
+{
+    return (double)t.tv_sec + (double)t.tv_usec * 1e-6;
+}
+
+/* CPU seconds and involuntary switches of this process (all its threads)
+ * and of its children that were waited for (DDP's ranks, once reaped). */
+static void own_usage(double *cpu_s, long *nivcsw)
+{
+    struct rusage self, kids;
+    memset(&self, 0, sizeof self);
+    memset(&kids, 0, sizeof kids);
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    *cpu_s = tv_s(self.ru_utime) + tv_s(self.ru_stime) + tv_s(kids.ru_utime) + tv_s(kids.ru_stime);
+    *nivcsw = self.ru_nivcsw + kids.ru_nivcsw;
+}
+
+void disturb_begin(disturb_mark_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->load0 = read_load();
+    m->stat_ok = read_stat(&m->busy0, &m->steal0);
+    own_usage(&m->own0_s, &m->nivcsw0);
+    m->t0 = now_s();
+}
+
+void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *out)
+{
+    double t1 = now_s();
+    uint64_t busy1 = 0, steal1 = 0;
+    bool ok = read_stat(&busy1, &steal1);
+    double own1;
+    long niv1;
+    own_usage(&own1, &niv1);
+    memset(out, 0, sizeof *out);
+    out->wall_s = t1 - m->t0;
+    out->load_start = m->load0;
+    out->load_end = read_load();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    out->cpus_online = cpus > 0 ? (int)cpus : 1;
+    out->devices = devices;
+    out->own_cpu_s = own1 - m->own0_s;
+    out->invol_switches = niv1 - m->nivcsw0;
+    out->steps = steps;
+    out->known = ok && m->stat_ok && busy1 >= m->busy0 && steal1 >= m->steal0;
+    if (out->known) {
+        double hz = (double)sysconf(_SC_CLK_TCK);
+        hz = hz > 0 ? hz : 100.0;
+        /* the ticks' rounding is no one's: slack before others count */
+        double others = (double)(busy1 - m->busy0) / hz - out->own_cpu_s -
+                        DISTURB_TICK_SLACK * out->cpus_online / hz;
+        out->others_cpu_s = others > 0 ? others : 0.0;
+        out->steal_s = (double)(steal1 - m->steal0) / hz;
+    }
+    disturb_judge(out);
+}
+
+void disturb_judge(disturb_t *d)
+{
+    d->run_cores = d->devices < d->cpus_online ? d->devices : d->cpus_online;
+    if (d->run_cores < 1)
+        d->run_cores = 1;
+    d->others_cores = d->wall_s > 0 ? d->others_cpu_s / d->wall_s : 0.0;
+    double spare = (double)(d->cpus_online - d->run_cores);
+    double took = d->others_cores - spare;
+    d->contention = took > 0 ? took / d->run_cores : 0.0;
+    if (d->contention > 1.0)
+        d->contention = 1.0;
+    d->steal_pct = d->wall_s > 0 && d->cpus_online > 0
+                       ? 100.0 * d->steal_s / (d->wall_s * d->cpus_online)
+                       : 0.0;
+    d->invol_per_step = d->steps > 0 ? (double)d->invol_switches / (double)d->steps : 0.0;
+    d->invol_per_s = d->wall_s > 0 ? (double)d->invol_switches / d->wall_s : 0.0;
+    d->why[0] = 0;
+    size_t used = 0;
+    d->disturbed = false;
+#define WHY(...)                                                                                   \
+    do {                                                                                           \
+        if (used < sizeof d->why)                                                                  \
+            used += (size_t)snprintf(d->why + used, sizeof d->why - used, __VA_ARGS__);            \
+        d->disturbed = true;                                                                       \
+    } while (0)
+    if (d->known && d->contention > DISTURB_CONTENTION_MAX)
+        WHY("%sother processes took %.0f%% of the run's %d core%s", used ? "; " : "",
+            100.0 * d->contention, d->run_cores, d->run_cores == 1 ? "" : "s");
+    if (d->known && d->steal_pct > DISTURB_STEAL_PCT_MAX)
+        WHY("%s%.0f%% of the CPU time stolen", used ? "; " : "", d->steal_pct);
+    if (d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
+        WHY("%s%.0f involuntary context switches a second", used ? "; " : "", d->invol_per_s);
+#undef WHY
+}
+
+void disturb_describe(const disturb_t *d, char *buf, unsigned long len)
+{
+    char load[64] = "";
+    if (isfinite(d->load_start) && isfinite(d->load_end))
+        snprintf(load, sizeof load, "; load %.1f -> %.1f on %d CPUs", d->load_start, d->load_end,
+                 d->cpus_online);
+    if (!d->known)
+        snprintf(buf, len, "others' CPU time unknown (no /proc/stat); %.0f involuntary switches "
+                           "a second%s",
+                 d->invol_per_s, load);
+    else
+        snprintf(buf, len, "%s%s", d->disturbed ? d->why : "quiet", load);
+}
