@@ -202,6 +202,9 @@ else
   LIB_OBJS := $(LIB_C:%.c=$(BUILD)/%.o)
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
+# --report's style sheet and script, inlined into the page (report_html.c)
+PAGE_ASSETS_O := $(BUILD)/common/report/report_page_assets.o
+LIB_OBJS += $(PAGE_ASSETS_O)
 APP_C    := $(wildcard app/*.c)
 MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -282,6 +285,20 @@ $(BUILD)/app/twin_body.h: app/twin_body.py
 	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
 $(BUILD)/app/twin.o: $(BUILD)/app/twin_body.h
 $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
+
+# --report's page.css and page.js as C strings (report_page.h), an object of
+# the report floor built from a generated source.
+$(BUILD)/gen/report_page_assets.c: common/report/page.css common/report/page.js
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from common/report/page.css and page.js */'; \
+	  echo 'const char report_page_css[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.css; \
+	  echo ';'; echo 'const char report_page_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.js; \
+	  echo ';'; } >$@
+$(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
@@ -458,8 +475,11 @@ $(KIT)/tests/%: tests/gpu/%.c $(LIB)
 	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 # ---- demo, benchmarks, install ----------------------------------------------
+# The demo: compare on this machine, and its page (--report) to open in a browser.
 demo: ddpbench
-	./ddpbench --mode compare
+	@mkdir -p build
+	./ddpbench --mode compare --report build/demo.html
+	@echo "demo: the page is build/demo.html ($$(wc -c <build/demo.html) bytes; open it in any browser, offline)"
 
 bench: $(BENCH_BINS) ddpbench
 	@set -e; for b in $(BENCH_BINS); do echo "== $$b"; $$b; done

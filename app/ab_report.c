@@ -208,8 +208,9 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
                     "more%s%s\n", e->n, PAIRED_MIN_ROUNDS, j->busy ? "; " : "",
                     j->busy ? j->reason : "");
         else if (j->rounds_to_settle < 0)
-            fprintf(f, "verdict: no verdict: the interval straddles the %g%% tolerance and the "
-                    "change sits on it; no practical number of rounds settles it%s%s\n", tol,
+            fprintf(f, "verdict: no verdict: the interval straddles the %g%% tolerance; at this "
+                    "noise more than %d rounds would settle it (or none, when the change sits on "
+                    "the tolerance): a quieter machine%s%s\n", tol, PAIRED_MAX,
                     j->busy ? "; " : "", j->busy ? j->reason : "");
         else
             fprintf(f, "verdict: no verdict: the interval straddles the %g%% tolerance; about %d "

@@ -72,6 +72,14 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
 /* Everything checked before training, up to the start-up agreement of every
  * rank (rc: the status so far; under mpirun the ranks agree on it). */
 int app_plan(app_job_t *j, int rc, char *err);
+/* The memory the planned runs need at least, against the machine's
+ * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
+ * fit.  _comm: --mode comm's buffers. */
+int app_mem_check(const app_job_t *j, char *err);
+/* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
+ * start (startup.c). */
+void startup_done(void);
+int app_mem_check_comm(const config_t *c, bool mpi, char *err);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
 void app_free(app_job_t *j);
@@ -91,6 +99,9 @@ int app_predict(app_job_t *j, char *err);
 void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The result on stdout and --explain. */
 void app_print(app_job_t *j, char *failed);
+/* --report: the page (report_page.h), written like the files; after the
+ * gate, so an A/B verdict can be drawn on it. */
+void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The status of the outputs: DDP_OK, or one line naming what failed and
  * what was written. */
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);

@@ -4,6 +4,7 @@
  * 128 + the signal when SIGINT/SIGTERM/SIGHUP stopped the run).  The job's
  * stages are app.h's: plan, train, outputs, gate. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,7 +66,7 @@ static int run_job(app_job_t *j, int argc, char **argv)
         rc = app_train_follow(j, rc, err);
         return rc == DDP_OK ? 0 : app_fail(rc, err);
     }
-    char failed[ERR_LEN] = "", written[2 * CONFIG_PATH_LEN + 32] = "";
+    char failed[ERR_LEN] = "", written[3 * CONFIG_PATH_LEN + 48] = "";
     if (rc == DDP_OK)
         app_write_files(j, failed, written, sizeof written);
     if (rc == DDP_OK)
@@ -73,6 +74,8 @@ static int run_job(app_job_t *j, int argc, char **argv)
     if (rc == DDP_OK)
         app_print(j, failed);
     int verdict = rc == DDP_OK ? app_gate_judge(j) : 0;
+    if (rc == DDP_OK) /* the page last: it draws what the others printed */
+        app_write_page(j, failed, written, sizeof written);
     if (rc == DDP_OK)
         rc = app_outputs_status(j, failed, written, err);
     return rc != DDP_OK ? app_fail(rc, err) : verdict;
@@ -80,11 +83,16 @@ static int run_job(app_job_t *j, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    startup_done(); /* OpenBLAS started (startup.c): SIGINT is the user's again */
     /* Under ulimit -v, start again with one OpenBLAS thread at load: its
      * pool threads would otherwise each map a buffer before main and spin
      * forever where one does not fit (backend.h).  Nothing has run yet. */
     if (backend_cpu_restart_env())
         execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    /* Past ulimit -f a write raises SIGXFSZ, whose default action kills the
+     * process without a word and leaves the temporary; ignored, the write
+     * fails with EFBIG, which every writer reports and cleans up after. */
+    signal(SIGXFSZ, SIG_IGN);
 
     static app_job_t job; /* static: large, and its results hold their step statistics */
     app_job_t *j = &job;
@@ -130,6 +138,8 @@ int main(int argc, char **argv)
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
     if (cfg->mode == MODE_COMM) {
+        if (rc == DDP_OK)
+            rc = app_mem_check_comm(cfg, j->mpi, err);
         if ((rc = ddp_launch_agree(cfg, NULL, rc, err)) != DDP_OK)
             return ddp_launch_end(cfg, fail_or_quiet(rc, err));
         rc = app_comm(cfg, j->note[0] ? j->note : NULL, err);

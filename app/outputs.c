@@ -1,13 +1,14 @@
 /* app/outputs.c: what the user asked to keep, each output on its own:
  * --save first (the weights are what a failure after training must not
  * cost), then the evaluation (optional: its failure is a note), --trace, the
- * result on stdout, --explain.  One that fails does not cost the others, and
- * the error line says what was and was not written. */
+ * result on stdout, --explain, and last --report.  One that fails does not
+ * cost the others, and the error line says what was and was not written. */
 #include <errno.h>
 #include <string.h>
 
 #include "app/app.h"
 #include "io/checkpoint.h"
+#include "report/report_page.h"
 #include "train/trainer.h"
 
 /* A failed output's message, joined to those before it. */
@@ -128,6 +129,36 @@ void app_print(app_job_t *j, char *failed)
             report_explain(j->info, &j->ctx, &j->res[i]);
 }
 
+void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
+{
+    const config_t *cfg = &j->cfg;
+    if (!cfg->report_path[0])
+        return;
+    /* the last repetition's timeline, every repetition's intervals */
+    const char *labels[MAX_RUNS] = {0};
+    for (int i = 0; i < j->n; i++)
+        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero1)
+            labels[i] = "ddp --zero1";
+    const predict_t *pr = &j->pred;
+    bool model = pr->on && pr->in.k0 >= 2;
+    report_page_t p = {.ctx = &j->ctx,
+                       .title = mode_name(cfg->mode),
+                       .cfgs = j->cfgs,
+                       .runs = j->res,
+                       .labels = labels,
+                       .n = j->n,
+                       .reps = j->reps,
+                       .pred = model ? &pr->in : NULL,
+                       .rows = model ? pr->rows : NULL};
+    char e[ERR_LEN];
+    if (report_page_write(cfg->report_path, &p, e) == DDP_OK) {
+        size_t w = strlen(written);
+        snprintf(written + w, wlen - w, "%s--report %s", w ? ", " : "", cfg->report_path);
+    } else {
+        add_failure(failed, e);
+    }
+}
+
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err)
 {
     char all[ERR_LEN];
@@ -136,7 +167,7 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
         add_failure(all, "stdout: write failed");
     if (!all[0])
         return DDP_OK;
-    bool files = j->cfg.save_path[0] || j->cfg.trace_path[0];
+    bool files = j->cfg.save_path[0] || j->cfg.trace_path[0] || j->cfg.report_path[0];
     return err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", all,
                    written[0] ? " (written: " : files ? " (no file was written)" : "", written,
                    written[0] ? ")" : "");

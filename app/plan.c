@@ -13,6 +13,7 @@
 #include "data/schedule.h"
 #include "ddp/launch.h"
 #include "io/checkpoint.h"
+#include "report/report_page.h"
 
 /* DDP's DistributedSampler has one replica per rank, whatever stream
  * --sampler-replicas gives single and dp. */
@@ -33,6 +34,8 @@ int app_plan(app_job_t *j, int rc, char *err)
         rc = config_model_spec(cfg, &j->spec, err);
     if (rc == DDP_OK && cfg->trace_path[0] && ddp_launch_reports(cfg))
         rc = report_trace_check(cfg->trace_path, err);
+    if (rc == DDP_OK && cfg->report_path[0] && ddp_launch_reports(cfg))
+        rc = report_page_check(cfg->report_path, err);
 
     /* the runs: one, or compare's three on the same data (under mpirun two:
      * DP is one process, so single on rank 0 and DDP on every rank) */
@@ -71,6 +74,10 @@ int app_plan(app_job_t *j, int rc, char *err)
         if ((rc = schedule_init(&sch, &j->cfgs[i], &j->data, 1, 0, err)) == DDP_OK)
             schedule_free(&sch);
     }
+    /* What cannot fit the machine's memory is refused now, not by the
+     * kernel's OOM killer during the run. */
+    if (rc == DDP_OK)
+        rc = app_mem_check(j, err);
     /* Under mpirun every rank's outcome so far and what it was started
      * with meet here (launch.h): one verdict for all. */
     rc = ddp_launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);

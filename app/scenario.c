@@ -4,6 +4,7 @@
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
 #include "app/scenario.h"
+#include "base/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include "data/load.h"
 #include "ddp/ddp_shared.h"
 #include "report/report.h"
+#include "report/report_page.h"
 #include "strategies/strategy.h"
 
 #define WIDTH 96
@@ -145,6 +147,33 @@ static int verdict(scen_t *s, const char *name, bool shown, const char *why)
     return shown ? 0 : 1;
 }
 
+/* --report: the scenario's runs on one page, its verdict line as the page's
+ * verdict.  Called before the runs are freed; a page that cannot be written
+ * makes the scenario fail (exit 1), with the error line. */
+static int page(scen_t *s, const char *name, bool shown, const char *why, const run_result_t *runs,
+                const char *const *labels, int n)
+{
+    if (!s->cfg.report_path[0])
+        return 0;
+    char story[512], title[64], err[ERR_LEN];
+    snprintf(story, sizeof story, "scenario %s: %s%s.", name,
+             shown ? "behaved as described" : "NOT as described: ", shown ? "" : why);
+    snprintf(title, sizeof title, "scenario %s", name);
+    config_t cfgs[PAGE_MAX_RUNS];
+    for (int i = 0; i < n && i < PAGE_MAX_RUNS; i++) {
+        cfgs[i] = s->cfg;
+        cfgs[i].mode = runs[i].mode;
+    }
+    report_ctx_t ctx = {.cfg = &s->cfg, .spec = &s->spec, .data = &s->data};
+    report_page_t p = {.ctx = &ctx, .title = title, .cfgs = cfgs, .runs = runs,
+                       .labels = labels, .n = n, .story = story};
+    if (report_page_write(s->cfg.report_path, &p, err) != DDP_OK) {
+        fprintf(stderr, "ddpbench: error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------------------
 // uneven: ranks with different amounts of data, without join
 
@@ -264,12 +293,18 @@ static int sc_straggler(scen_t *s)
          "backward, never a slower rank.");
     bool shown = named && n > 1 && extra > 0 && fast_wait - fast_wait0 >= 0.5 * extra &&
                  fast_wait > 2.0 * slow_wait;
+    const char *why = !named ? "no rank was slowed (--slow-rank R:F with F > 1)"
+                      : n < 2 ? "one rank has no one to wait for"
+                              : "the other ranks did not wait for the slow one at the all-reduce";
+    run_result_t both[2] = {base, str};
+    char slowed[48];
+    snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
+    const char *labels[2] = {"ddp", slowed};
+    int prc = page(s, "straggler", shown, why, both, labels, 2);
     result_free(&base);
     result_free(&str);
-    return verdict(s, "straggler", shown,
-                   !named ? "no rank was slowed (--slow-rank R:F with F > 1)"
-                   : n < 2 ? "one rank has no one to wait for"
-                           : "the other ranks did not wait for the slow one at the all-reduce");
+    int vrc = verdict(s, "straggler", shown, why);
+    return prc ? prc : vrc;
 }
 
 // ---------------------------------------------------------------------------
@@ -291,6 +326,8 @@ static int sc_dp_device0(scen_t *s)
 {
     config_t *c = &s->cfg;
     run_result_t dp, ddp, z;
+    result_init(&ddp); /* one device: only dp runs */
+    result_init(&z);
     char err[ERR_LEN];
     config_t cd = *c, cz = *c;
     cd.mode = cz.mode = MODE_DDP;
@@ -361,16 +398,20 @@ static int sc_dp_device0(scen_t *s)
         shown = (double)zo <= (double)dp.dev[0].mem_split[MEM_OPTIM] / n * 1.01 + 4096.0;
     }
     shown = shown && zsum >= dp.dev[0].mem_split[MEM_OPTIM];
+    const char *why = n < 2 ? "one device has no others to compare with"
+                            : "device 0 did not carry more memory and serial work than the "
+                              "others, or DDP's ranks did not hold the same optimizer state, or "
+                              "ZeRO-1's about 1/world of it";
+    run_result_t three[3] = {dp, ddp, z};
+    const char *labels[3] = {"dp", "ddp", "ddp --zero1"};
+    int prc = page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
     if (n > 1) {
         result_free(&ddp);
         result_free(&z);
     }
     result_free(&dp);
-    return verdict(s, "dp-device0", shown,
-                   n < 2 ? "one device has no others to compare with"
-                         : "device 0 did not carry more memory and serial work than the others, "
-                           "or DDP's ranks did not hold the same optimizer state, or ZeRO-1's "
-                           "about 1/world of it");
+    int vrc = verdict(s, "dp-device0", shown, why);
+    return prc ? prc : vrc;
 }
 
 // ---------------------------------------------------------------------------
@@ -475,9 +516,13 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     int i = 0;
     while (i < NSCEN && strcmp(scenarios[i].name, name) != 0)
         i++;
+    /* The name as the user typed it may hold newlines or escape codes: the
+     * line goes through text_escape, as every other message does. */
+    char msg[ERR_LEN], shown[2 * ERR_LEN];
     if (i == NSCEN) {
-        fprintf(stderr, "ddpbench: error: --scenario: unknown scenario '%.40s' (one of: uneven, "
-                        "straggler, dp-device0, mismatch, list)\n", name);
+        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: uneven, "
+                 "straggler, dp-device0, mismatch, list)", name);
+        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return DDP_ERR_INPUT;
     }
     static scen_t s; /* static: it holds a config and the data */
@@ -487,8 +532,22 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
-        fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
+        snprintf(msg, sizeof msg, "--scenario %.40s: %.400s", name, s.err);
+        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+    }
+    /* --report draws the runs of a scenario that finishes them */
+    if (s.cfg.report_path[0]) {
+        if (scenarios[i].fn == sc_uneven || scenarios[i].fn == sc_mismatch)
+            rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
+                         "there is no step to draw (straggler and dp-device0 draw theirs)");
+        else
+            rc = report_page_check(s.cfg.report_path, s.err);
+        if (rc != DDP_OK) {
+            data_free(&s.data);
+            fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
+            return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+        }
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
     fflush(out);

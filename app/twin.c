@@ -16,9 +16,18 @@ static const char body[] =
 #include "app/twin_body.h" /* generated from app/twin_body.py (Makefile) */
     ;
 
-/* A .npy file (format 1.0): its header dict padded to 64 bytes, then the data. */
-static int write_npy(const char *path, const char *descr, const char *shape, const void *data,
-                     size_t bytes, char *err)
+/* The set: the four files the script reads, then the script, FILE.py.  The
+ * script is last in the order they are committed (afile_commit_set): it is
+ * what makes the set usable. */
+#define TWIN_DATA_FILES 4
+#define TWIN_FILES 5
+static const char *const twin_suffix[TWIN_FILES] = {".init.safetensors", ".x.npy", ".y.npy",
+                                                    ".order.npy", ".py"};
+
+/* A .npy file (format 1.0) into a's temporary: its header dict padded to 64
+ * bytes, then the data. */
+static void write_npy(afile_t *a, const char *descr, const char *shape, const void *data,
+                      size_t bytes)
 {
     char dict[256];
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
@@ -27,15 +36,64 @@ static int write_npy(const char *path, const char *descr, const char *shape, con
     unsigned short len = (unsigned short)(n + pad + 1);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
                              (unsigned char)(len >> 8)};
-    afile_t a;
-    TRY(afile_open(&a, path, err));
-    afile_write(&a, pre, sizeof pre);
-    afile_write(&a, dict, (size_t)n);
+    afile_write(a, pre, sizeof pre);
+    afile_write(a, dict, (size_t)n);
     for (int i = 0; i < pad; i++)
-        afile_write(&a, " ", 1);
-    afile_write(&a, "\n", 1);
-    afile_write(&a, data, bytes);
-    return afile_commit(&a, false, err);
+        afile_write(a, " ", 1);
+    afile_write(a, "\n", 1);
+    afile_write(a, data, bytes);
+}
+
+/* s as a Python string literal: "..." with backslash, quote and control
+ * characters escaped, UTF-8 sequences as \u / \U escapes and any other byte
+ * as the surrogate Python's file system decoding gives it (\udcXX), so
+ * os.fsencode() of the value is s's bytes exactly and nothing in a file name
+ * can end the literal (a name is data, never code). */
+static void py_literal(FILE *f, const char *s)
+{
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, cp = 0;
+        int len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (len > 1) { /* a well-formed, shortest UTF-8 sequence only */
+            cp = c & (0x7f >> len);
+            for (int i = 1; i < len && len; i++)
+                if ((p[i] & 0xc0) == 0x80)
+                    cp = (cp << 6) | (p[i] & 0x3f);
+                else
+                    len = 0;
+            if (len && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+                        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                        (cp >= 0xd800 && cp <= 0xdfff)))
+                len = 0;
+        }
+        if (len == 1) {
+            if (c == '"' || c == '\\')
+                fprintf(f, "\\%c", c);
+            else if (c < 0x20 || c == 0x7f)
+                fprintf(f, "\\x%02x", c);
+            else
+                fputc((int)c, f);
+            p++;
+        } else if (len == 0) {
+            fprintf(f, "\\udc%02x", c); /* surrogateescape's byte */
+            p++;
+        } else {
+            fprintf(f, cp > 0xffff ? "\\U%08x" : "\\u%04x", cp);
+            p += len;
+        }
+    }
+    fputc('"', f);
+}
+
+/* s inside the docstring: printable ASCII, with quotes and backslashes
+ * (which could end it) and anything else shown as '?'. */
+static void doc_text(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc(*p == '"' || *p == '\\' ? '\'' : *p < 0x20 || *p >= 0x7f ? '?' : *p, f);
 }
 
 /* What has no twin: one line naming the option. */
@@ -62,33 +120,29 @@ static int unsupported(const config_t *c, char *err)
 }
 
 /* The script: its docstring, imports and the job's constants, then the body. */
-static int write_script(const char *path, const char *stem_base, const config_t *c,
+static int write_script(afile_t *a, const char *stem_base, const config_t *c,
                         const model_spec_t *spec, long steps, int argc, char **argv, char *err)
 {
-    afile_t a;
-    TRY(afile_open(&a, path, err));
-    FILE *f = afile_stream(&a);
-    if (!f) {
-        afile_abort(&a);
-        return err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch %s: out of memory", path);
-    }
+    FILE *f = afile_stream(a);
+    if (!f)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     const char *mode = mode_name(c->mode);
     fprintf(f, "#!/usr/bin/env python3\n\"\"\"The PyTorch twin of a ddpbench run (%s):\n   ", mode);
     for (int i = 0; i < argc; i++) { /* quotes and backslashes would end the docstring */
         if (i)
             fputc(' ', f);
-        for (const char *p = i ? argv[i] : "ddpbench"; *p; p++)
-            fputc(*p == '"' || *p == '\\' ? '\'' : *p, f);
+        doc_text(f, i ? argv[i] : "ddpbench");
     }
     fprintf(f, "\n\nWritten by ddpbench --emit-pytorch: the same layers, activation, loss,\n"
                "optimizer and hyper-parameters (below), the same initial weights, data and\n"
                "sample order (the files beside this one), the same global batch, as %s.\n"
                "It prints the final loss and the checksum line ddpbench prints:\n"
-               "    python3 %s.py\n"
-               "    python3 %s.py --save final.safetensors   # and keep the final weights\n"
-               "\"\"\"\n",
-            c->mode == MODE_DP ? "nn.DataParallel" : c->mode == MODE_DDP ? "DDP" : "one device",
-            stem_base, stem_base);
+               "    python3 ",
+            c->mode == MODE_DP ? "nn.DataParallel" : c->mode == MODE_DDP ? "DDP" : "one device");
+    doc_text(f, stem_base);
+    fputs(".py\n    python3 ", f);
+    doc_text(f, stem_base);
+    fputs(".py --save final.safetensors   # and keep the final weights\n\"\"\"\n", f);
     fprintf(f, "import argparse\nimport contextlib\nimport json\nimport math\nimport os\n"
                "import socket\nimport struct\n\nimport numpy as np\nimport torch\n"
                "import torch.distributed as dist\nimport torch.multiprocessing as mp\n"
@@ -136,14 +190,23 @@ static int write_script(const char *path, const char *stem_base, const config_t 
     K("SEED", "%llu  # [--seed]", (unsigned long long)c->seed);
     K("BUCKET_MB", "%g  # DDP's gradient buckets  [--bucket-mb]", c->bucket_mb);
     K("TF32", "%s  # [--tf32]", c->tf32 ? "True" : "False");
-    K("INIT_FILE", "\"%s.init.safetensors\"  # the initial weights  [--seed, --init]", stem_base);
-    K("X_FILE", "\"%s.x.npy\"  # the features  [--data, or the synthetic set]", stem_base);
-    K("Y_FILE", "\"%s.y.npy\"  # the targets (class ids for ce)", stem_base);
-    K("ORDER_FILE", "\"%s.order.npy\"  # each epoch's permutation of the samples", stem_base);
+    /* the files' names as Python literals (py_literal): a name is data */
+    static const char *const file_keys[TWIN_DATA_FILES][2] = {
+        {"INIT_FILE", "the initial weights  [--seed, --init]"},
+        {"X_FILE", "the features  [--data, or the synthetic set]"},
+        {"Y_FILE", "the targets (class ids for ce)"},
+        {"ORDER_FILE", "each epoch's permutation of the samples"}};
+    for (int i = 0; i < TWIN_DATA_FILES; i++) {
+        char name[CONFIG_PATH_LEN + 32];
+        snprintf(name, sizeof name, "%s%s", stem_base, twin_suffix[i]);
+        fprintf(f, "%-13s = ", file_keys[i][0]);
+        py_literal(f, name);
+        fprintf(f, "  # %s\n", file_keys[i][1]);
+    }
 #undef K
     fputs("\n", f);
     fputs(body, f);
-    return afile_commit(&a, false, err);
+    return DDP_OK;
 }
 
 int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, int argc,
@@ -154,7 +217,7 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
     size_t n = strlen(path);
     if (n < 4 || strcmp(path + n - 3, ".py") != 0)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: '%s' must end in .py", path);
-    char stem[CONFIG_PATH_LEN], file[CONFIG_PATH_LEN + 32];
+    char stem[CONFIG_PATH_LEN];
     snprintf(stem, sizeof stem, "%.*s", (int)(n - 3), path);
     const char *slash = strrchr(stem, '/');
     const char *base = slash ? slash + 1 : stem;
@@ -166,58 +229,76 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
     sampler_t smp;
     TRY(sampler_init(&smp, d->n, 1, 0, c->shuffle, c->drop_last, c->seed, err));
 
-    int rc = DDP_OK;
+    /* Every file of the set is checked before any is written (a directory,
+     * a link or a file that cannot be replaced, by name), then all are
+     * written to temporaries and committed as one: a failure leaves the old
+     * set or the whole new one (afile_commit_set, base/atomic_file.h). */
+    char paths[TWIN_FILES][CONFIG_PATH_LEN + 32];
+    afile_t *files = calloc(TWIN_FILES, sizeof *files); /* 8 KiB each: not on the stack */
+    if (!files)
+        return err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch: out of memory");
+    int rc = DDP_OK, at = -1;
+    for (int i = 0; i < TWIN_FILES && rc == DDP_OK; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s%s", stem, twin_suffix[i]);
+        if ((rc = afile_check(paths[i], err)) != DDP_OK)
+            at = i;
+    }
+    int opened = 0;
+    for (; opened < TWIN_FILES && rc == DDP_OK; opened++)
+        if ((rc = afile_open(&files[opened], paths[opened], err)) != DDP_OK)
+            at = opened;
     float *params = malloc(spec->nparams * sizeof(float));
     uint32_t *perm = malloc(d->n * sizeof *perm);
     int64_t *order = malloc((size_t)epochs * d->n * sizeof *order);
     int64_t *labels = d->labels ? malloc(d->n * sizeof *labels) : NULL;
-    if (!params || !perm || !order || (d->labels && !labels))
+    if (rc == DDP_OK && (!params || !perm || !order || (d->labels && !labels)))
         rc = err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch: out of memory");
     if (rc == DDP_OK)
         rc = trainer_initial_params(c, spec, params, err);
-    if (rc == DDP_OK) {
-        snprintf(file, sizeof file, "%s.init.safetensors", stem);
-        rc = ckpt_save_weights(file, c, spec, params, err);
-    }
+    if (rc == DDP_OK && (rc = ckpt_weights_into(&files[0], c, spec, params, err)) != DDP_OK)
+        at = 0;
     char shape[96];
     if (rc == DDP_OK) {
-        snprintf(file, sizeof file, "%s.x.npy", stem);
         snprintf(shape, sizeof shape, "(%zu, %d)", d->n, d->in_dim);
-        rc = write_npy(file, "<f4", shape, d->x, d->n * (size_t)d->in_dim * sizeof(float), err);
-    }
-    if (rc == DDP_OK) {
-        snprintf(file, sizeof file, "%s.y.npy", stem);
+        write_npy(&files[1], "<f4", shape, d->x, d->n * (size_t)d->in_dim * sizeof(float));
         if (labels) { /* class ids, as CrossEntropyLoss takes them */
             for (size_t i = 0; i < d->n; i++)
                 labels[i] = (int64_t)d->y[i];
             snprintf(shape, sizeof shape, "(%zu,)", d->n);
-            rc = write_npy(file, "<i8", shape, labels, d->n * sizeof *labels, err);
+            write_npy(&files[2], "<i8", shape, labels, d->n * sizeof *labels);
         } else {
             snprintf(shape, sizeof shape, "(%zu, %d)", d->n, d->tgt_cols);
-            rc = write_npy(file, "<f4", shape, d->y, d->n * (size_t)d->tgt_cols * sizeof(float),
-                           err);
+            write_npy(&files[2], "<f4", shape, d->y, d->n * (size_t)d->tgt_cols * sizeof(float));
         }
-    }
-    if (rc == DDP_OK) {
         for (long e = 0; e < epochs; e++) {
             sampler_permutation(&smp, e, perm);
             for (size_t i = 0; i < d->n; i++)
                 order[(size_t)e * d->n + i] = perm[i];
         }
-        snprintf(file, sizeof file, "%s.order.npy", stem);
         snprintf(shape, sizeof shape, "(%ld, %zu)", epochs, d->n);
-        rc = write_npy(file, "<i8", shape, order, (size_t)epochs * d->n * sizeof *order, err);
+        write_npy(&files[3], "<i8", shape, order, (size_t)epochs * d->n * sizeof *order);
+        if ((rc = write_script(&files[4], base, c, spec, steps, argc, argv, err)) != DDP_OK)
+            at = 4;
     }
-    if (rc == DDP_OK)
-        rc = write_script(path, base, c, spec, steps, argc, argv, err);
+    if (rc == DDP_OK && (rc = afile_commit_set(files, TWIN_FILES, err)) != DDP_OK)
+        at = -2; /* the message names the file at fault */
+    else if (rc != DDP_OK)
+        for (int i = 0; i < opened; i++)
+            afile_abort(&files[i]);
+    free(files);
     free(params);
     free(perm);
     free(order);
     free(labels);
-    if (rc != DDP_OK)
-        return strncmp(err, "--emit-pytorch", 14) == 0
-                   ? rc
-                   : err_prefix(err, rc, "--emit-pytorch %s", path);
+    if (rc != DDP_OK) {
+        if (strncmp(err, "--emit-pytorch", 14) == 0)
+            return rc;
+        if (at >= 0 && at < TWIN_DATA_FILES) /* the file at fault, beside the script */
+            return err_prefix(err, rc, "--emit-pytorch %s: %s", path, paths[at]);
+        if (at == -2)
+            return err_prefix(err, rc, "--emit-pytorch");
+        return err_prefix(err, rc, "--emit-pytorch %s", path);
+    }
     if (!c->quiet)
         fprintf(info, "ddpbench: wrote %s (the %s job in PyTorch) and %s.{init.safetensors,x.npy,"
                       "y.npy,order.npy} beside it: python3 %s\n",

@@ -6,12 +6,15 @@
 # global batch (the preset's, or --batch) whatever the device count; weak
 # scaling keeps each device's batch (-B rows: --batch-per-device), so the
 # global batch grows with the devices and single runs -B rows.  Under strong
-# scaling --predict's alpha-beta prediction of DP and DDP is drawn beside the
-# measured points.  -k sweeps DDP's bucket cap on N devices instead
+# scaling --predict's alpha-beta prediction of DP and DDP on 1..8 devices is
+# drawn beside the measured points, past the largest device count measured.
+# -r N runs every point N times (fresh processes, one CSV row each): the
+# charts show each point's mean with its 95% interval as an error bar
+# (Student's t, as --repeat).  -k sweeps DDP's bucket cap on N devices instead
 # (buckets.csv, buckets.svg).
 #
 # usage: bench/sweep.sh [-b BIN] [-m MODEL] [-n MAXDEV] [-s STEPS] [-M MODES]
-#                       [-w strong|weak|both] [-B ROWS] [-k "MIB ..."] [-o DIR] [-p]
+#                       [-w strong|weak|both] [-B ROWS] [-r N] [-k "MIB ..."] [-o DIR] [-p]
 #                       [-- more ddpbench options]
 #   -b BIN     the ddpbench binary [./ddpbench]
 #   -m MODEL   preset [mlp-small]
@@ -21,6 +24,7 @@
 #   -w KIND    strong (fixed global batch), weak (fixed rows per device) or
 #              both (each in its own subfolder of DIR) [strong]
 #   -B ROWS    weak scaling: rows per device [64]
+#   -r N       runs per point, for error bars [1]
 #   -k "MIB .." DDP's --bucket-mb values to sweep on MAXDEV devices (e.g. "0.25 1 4 25 auto")
 #   -o DIR     output folder [build/sweep]: sweep.csv, throughput.svg, efficiency.svg,
 #              predicted.txt
@@ -42,8 +46,9 @@ OUT=build/sweep
 PLOT=yes
 SCALING=strong
 ROWS=64
+REPS=1
 BUCKETS=
-while getopts b:m:n:s:M:w:B:k:o:ph opt; do
+while getopts b:m:n:s:M:w:B:r:k:o:ph opt; do
     case $opt in
     b) BIN=$OPTARG ;;
     m) MODEL=$OPTARG ;;
@@ -52,6 +57,7 @@ while getopts b:m:n:s:M:w:B:k:o:ph opt; do
     M) MODES=$OPTARG ;;
     w) SCALING=$OPTARG ;;
     B) ROWS=$OPTARG ;;
+    r) REPS=$OPTARG ;;
     k) BUCKETS=$OPTARG ;;
     o) OUT=$OPTARG ;;
     p) PLOT=no ;;
@@ -71,6 +77,7 @@ fi
 case $MAXDEV in '' | *[!0-9]* | 0) die "-n: '$MAXDEV' is not a device count >= 1" ;; esac
 case $SCALING in strong | weak | both) ;; *) die "-w: '$SCALING' is not strong, weak or both" ;; esac
 case $ROWS in '' | *[!0-9]* | 0) die "-B: '$ROWS' is not a row count >= 1" ;; esac
+case $REPS in '' | *[!0-9]* | 0) die "-r: '$REPS' is not a run count >= 1" ;; esac
 
 # gnuplot first: a missing plotter should not cost the runs
 if [ $PLOT = yes ] && ! command -v gnuplot >/dev/null 2>&1; then
@@ -88,7 +95,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 
-# run MODE N [ddpbench options]: one run on devices 0..N-1, its row appended
+# run MODE N [ddpbench options]: -r runs on devices 0..N-1, their rows appended
 run() {
     rmode=$1
     rn=$2
@@ -96,16 +103,24 @@ run() {
     list=0
     i=1
     while [ $i -lt "$rn" ]; do list="$list,$i"; i=$((i + 1)); done
-    echo "sweep: $rmode on $rn device(s)" >&2
     # weak scaling: -B rows per device (single: -B rows on its one device)
     set -- ${PER:+--batch-per-device "$PER"} "$@"
-    if ! "$BIN" --mode "$rmode" --model "$MODEL" --steps "$STEPS" --gpus "$list" --csv --quiet \
-        "$@" >"$TMP/out" 2>"$TMP/err"; then
-        cat "$TMP/err" >&2
-        die "$rmode on $rn device(s) failed"
-    fi
-    head -n 1 "$TMP/out" >"$TMP/header"
-    tail -n +2 "$TMP/out" >>"$TMP/rows"
+    r=1
+    while [ $r -le "$REPS" ]; do
+        if [ "$REPS" -gt 1 ]; then
+            echo "sweep: $rmode on $rn device(s), run $r of $REPS" >&2
+        else
+            echo "sweep: $rmode on $rn device(s)" >&2
+        fi
+        if ! "$BIN" --mode "$rmode" --model "$MODEL" --steps "$STEPS" --gpus "$list" --csv --quiet \
+            "$@" >"$TMP/out" 2>"$TMP/err"; then
+            cat "$TMP/err" >&2
+            die "$rmode on $rn device(s) failed"
+        fi
+        head -n 1 "$TMP/out" >"$TMP/header"
+        tail -n +2 "$TMP/out" >>"$TMP/rows"
+        r=$((r + 1))
+    done
 }
 
 # -k: DDP's bucket cap on MAXDEV devices, one row per cap, and its chart
@@ -172,31 +187,49 @@ done
 cat "$TMP/header" "$TMP/rows" >"$CSV"
 echo "sweep: wrote $CSV" >&2
 
-# the chart data: mode devices throughput efficiency, one file per mode
+# the chart data, one file per mode: devices, mean throughput, efficiency,
+# and the 95% interval's half-widths of both (mean +- t(0.975, n-1) s / sqrt(n)
+# over the -r runs; 0 for one run)
 col() { head -n 1 "$CSV" | tr ',' '\n' | grep -n "^$1\$" | cut -d: -f1; }
 C_MODE=$(col mode)
 C_DEV=$(col devices)
 C_TP=$(col throughput_samples_per_s)
 awk -F, -v m="$C_MODE" -v d="$C_DEV" -v t="$C_TP" -v dir="$TMP" '
+    function t975(df) {
+        split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", q, " ")
+        return df <= 20 ? q[df] : 1.96 + 2.4 / df
+    }
     NR == 1 { next }
-    { mode[NR] = $m; dev[NR] = $d; tp[NR] = $t; if ($m == "single") single = $t }
+    {
+        k = $m " " $d
+        if (!(k in n)) { order[++nk] = k; mode[k] = $m; dev[k] = $d }
+        n[k]++; s[k] += $t; ss[k] += $t * $t
+    }
     END {
+        single = 0
+        for (i = 1; i <= nk; i++) if (mode[order[i]] == "single") single = s[order[i]] / n[order[i]]
         printf "%.3f\n", single > (dir "/single_tp")
-        for (i = 2; i <= NR; i++) {
-            eff = single > 0 ? tp[i] / (dev[i] * single) : 0
-            printf "%d %.3f %.4f\n", dev[i], tp[i], eff >> (dir "/" mode[i] ".dat")
+        for (i = 1; i <= nk; i++) {
+            k = order[i]; mean = s[k] / n[k]; half = 0
+            if (n[k] > 1) {
+                v = (ss[k] - n[k] * mean * mean) / (n[k] - 1)
+                half = t975(n[k] - 1) * sqrt(v > 0 ? v : 0) / sqrt(n[k])
+            }
+            f = single > 0 ? 1 / (dev[k] * single) : 0
+            printf "%d %.3f %.4f %.3f %.4f\n", dev[k], mean, mean * f, half, half * f >> (dir "/" mode[k] ".dat")
         }
     }' "$CSV"
 
 # strong scaling: --predict's DP and DDP throughput on 1..8 devices, from one
-# single run and the measured collectives (ddpbench's table)
+# single run and the measured collectives (ddpbench's table): all eight, past
+# the largest device count measured, where the model is all there is
 if [ "$kind" = strong ]; then
     "$BIN" --mode single --model "$MODEL" --steps "$STEPS" --predict --quiet "$@" >"$TMP/pred" 2>&1 ||
         echo "sweep: --predict failed; charts without the prediction" >&2
-    awk -v max="$MAXDEV" -v dir="$TMP" '
+    awk -v dir="$TMP" '
         /^  devices +dp step/ { on = 1; next }
         /^  \(ring/ { on = 0 }
-        on && $1 + 0 >= 1 && $1 + 0 <= max {
+        on && $1 + 0 >= 1 && $1 + 0 <= 8 {
             print $1, $4 >> (dir "/dp_pred.dat"); print $1, $8 >> (dir "/ddp_pred.dat") }' "$TMP/pred"
     if [ -s "$TMP/ddp_pred.dat" ]; then
         echo "devices dp_predicted_samples_per_s ddp_predicted_samples_per_s" >"$OUT/predicted.txt"
@@ -206,15 +239,19 @@ if [ "$kind" = strong ]; then
 fi
 
 [ $PLOT = yes ] || return 0
+# the axis reaches the predicted curve's end (8 devices) when there is one
+XMAX=$MAXDEV
+[ -s "$TMP/ddp_pred.dat" ] && [ "$XMAX" -lt 8 ] && XMAX=8
 plots_tp=
 plots_eff=
 for m in $MODES; do
     [ -s "$TMP/$m.dat" ] || continue
     sep=${plots_tp:+, }
-    style="linespoints lw 2 pt 7"
-    [ "$m" = single ] && style="points pt 9 ps 2"
-    plots_tp="$plots_tp$sep'$TMP/$m.dat' using 1:2 with $style title '$m'"
-    plots_eff="$plots_eff$sep'$TMP/$m.dat' using 1:(\$3*100) with $style title '$m'"
+    # the error bars are the -r runs' 95% intervals (0 wide for one run)
+    style="yerrorlines lw 2 pt 7"
+    [ "$m" = single ] && style="yerrorbars pt 9 ps 2"
+    plots_tp="$plots_tp$sep'$TMP/$m.dat' using 1:2:4 with $style title '$m'"
+    plots_eff="$plots_eff$sep'$TMP/$m.dat' using 1:(\$3*100):(\$5*100) with $style title '$m'"
     if [ -s "$TMP/${m}_pred.dat" ]; then
         plots_tp="$plots_tp, '$TMP/${m}_pred.dat' using 1:2 with lines dt 3 lw 2 title '$m predicted'"
     fi
@@ -236,7 +273,7 @@ set terminal svg size 800,480 dynamic enhanced font 'sans,12'
 set key top left
 set grid
 set xlabel 'devices'
-set xrange [0.5:$MAXDEV.5]
+set xrange [0.5:$XMAX.5]
 set xtics 1
 set output '$OUT/throughput.svg'
 set title "$MODEL on $backend: throughput ($scale)"

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/infile.h"
 #include "base/status.h"
 
@@ -24,6 +25,7 @@ static int split_path(afile_t *a, const char *path, char *err)
 {
     memset(a, 0, sizeof *a);
     a->fd = -1;
+    a->lock_fd = -1;
     a->path = path;
     const char *slash = strrchr(path, '/');
     a->base = slash ? slash + 1 : path;
@@ -171,22 +173,48 @@ static int temp_open(afile_t *a, char *err)
                    "cannot create a file in directory '%s': %s", a->dir, strerror(e));
 }
 
-/* Remove ".BASE.tmp.*" (and minute-old ".BASE.new.*") files whose lock can be
- * taken: their writers are gone.  A live writer holds its lock; a file whose
- * lock cannot even be tried is kept, as is anything that is not a regular
- * file or changed name under us. */
+/* Is name exactly what temp_open makes for base with the word kind ("tmp"
+ * or "new"): "." base "." kind "." then a PID (1 to 10 digits, no leading
+ * zero) "." then six letters or digits, and nothing more?  A user's
+ * ".w.st.tmp.notes" or ".w.st.new.bak" is not ours and is never touched. */
+static bool is_our_temp(const char *name, const char *base, const char *kind)
+{
+    size_t bl = strlen(base), kl = strlen(kind);
+    if (name[0] != '.' || strncmp(name + 1, base, bl) != 0)
+        return false;
+    const char *p = name + 1 + bl;
+    if (p[0] != '.' || strncmp(p + 1, kind, kl) != 0 || p[1 + kl] != '.')
+        return false;
+    p += 2 + kl;
+    int digits = 0;
+    if (*p == '0')
+        return false;
+    while (*p >= '0' && *p <= '9' && digits <= 10) {
+        p++;
+        digits++;
+    }
+    if (digits < 1 || digits > 10 || *p++ != '.')
+        return false;
+    for (int i = 0; i < 6; i++, p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+            return false;
+    return *p == 0;
+}
+
+/* Remove ".BASE.tmp.PID.XXXXXX" (and minute-old ".BASE.new.PID.XXXXXX")
+ * files whose lock can be taken: their writers are gone.  Only names of
+ * exactly temp_open's pattern are considered; a live writer holds its lock;
+ * a file whose lock cannot even be tried is kept, as is anything that is not
+ * a regular file or changed name under us. */
 static void remove_stale_temps(const afile_t *a)
 {
     DIR *d = opendir(a->dir);
     if (!d)
         return;
-    char tprefix[AFILE_PATH_MAX + 16], nprefix[AFILE_PATH_MAX + 16];
-    int tlen = snprintf(tprefix, sizeof tprefix, ".%s.tmp.", a->base);
-    int nlen = snprintf(nprefix, sizeof nprefix, ".%s.new.", a->base);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        bool is_tmp = strncmp(e->d_name, tprefix, (size_t)tlen) == 0;
-        bool is_new = strncmp(e->d_name, nprefix, (size_t)nlen) == 0;
+        bool is_tmp = is_our_temp(e->d_name, a->base, "tmp");
+        bool is_new = !is_tmp && is_our_temp(e->d_name, a->base, "new");
         if (!is_tmp && !is_new)
             continue;
         int fd = openat(dirfd(d), e->d_name,
@@ -305,9 +333,14 @@ void afile_abort(afile_t *a)
         unlink(a->tmp);
     a->tmp[0] = 0;
     close_temp(a);
+    if (a->lock_fd >= 0)
+        close(a->lock_fd);
+    a->lock_fd = -1;
 }
 
-int afile_commit(afile_t *a, bool kill_before_rename, char *err)
+/* Flush, sync and close the temporary, keeping its lock in a->lock_fd.  On
+ * a failure the temporary is removed. */
+static int seal(afile_t *a, char *err)
 {
     int e = a->write_errno;
     bool ok = !a->failed;
@@ -324,8 +357,8 @@ int afile_commit(afile_t *a, bool kill_before_rename, char *err)
     /* The lock must outlive the close (whose error counts: NFS reports
      * write errors there) until the rename is done: a second descriptor of
      * the same open file keeps it. */
-    int lock_fd = ok ? fcntl(a->stream ? fileno(a->stream) : a->fd, F_DUPFD_CLOEXEC, 0) : -1;
-    if (ok && lock_fd < 0) {
+    a->lock_fd = ok ? fcntl(a->stream ? fileno(a->stream) : a->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (ok && a->lock_fd < 0) {
         ok = false;
         e = errno;
     }
@@ -334,38 +367,128 @@ int afile_commit(afile_t *a, bool kill_before_rename, char *err)
         e = errno;
     }
     if (!ok) {
-        err_set(err, DDP_ERR_RUNTIME, "writing %s: %s", a->tmp, strerror(e));
+        err_set(err, DDP_ERR_RUNTIME, "writing %s: %s%s", a->tmp, strerror(e),
+                e == EFBIG ? " (over the file size limit: ulimit -f)" : "");
         afile_abort(a);
-        if (lock_fd >= 0)
-            close(lock_fd);
         return DDP_ERR_RUNTIME;
     }
-    if (kill_before_rename)
-        raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
-    /* What is at NAME now may have changed since the run began. */
-    int rc = target_allowed(a, false, err);
-    if (rc == DDP_OK && rename(a->tmp, a->path) != 0) {
-        e = errno;
-        rc = err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                     "cannot rename the temporary to it: %s", strerror(e));
-    }
-    if (rc != DDP_OK) {
-        afile_abort(a);
-        close(lock_fd);
-        return rc;
-    }
-    a->tmp[0] = 0;
-    close(lock_fd);
-    /* The rename lives in the directory: sync it so the new name survives a crash. */
+    return DDP_OK;
+}
+
+/* The rename lives in the directory: sync it so the new name survives a crash. */
+static int sync_dir(const afile_t *a, char *err)
+{
     int dfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         int bad = fsync(dfd) != 0 && errno != EINVAL && errno != EROFS;
-        e = errno;
+        int e = errno;
         close(dfd);
         if (bad)
             return err_set(err, DDP_ERR_RUNTIME, "syncing directory '%s': %s", a->dir,
                            strerror(e));
     }
+    return DDP_OK;
+}
+
+static int rename_error(int e, char *err)
+{
+    return err_set(err, e == EISDIR ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                   "cannot rename the temporary to it: %s", strerror(e));
+}
+
+int afile_commit(afile_t *a, bool kill_before_rename, char *err)
+{
+    TRY(seal(a, err));
+    if (kill_before_rename)
+        raise(SIGKILL); /* injected: the complete temporary stays, the old file too */
+    if (fault_pause_take()) /* injected: a slow disk, a signal lands in the write */
+        sleep(FAULT_PAUSE_S);
+    /* What is at NAME now may have changed since the run began. */
+    int rc = target_allowed(a, false, err);
+    if (rc == DDP_OK && rename(a->tmp, a->path) != 0)
+        rc = rename_error(errno, err);
+    if (rc != DDP_OK) {
+        afile_abort(a);
+        return rc;
+    }
+    a->tmp[0] = 0;
+    close(a->lock_fd);
+    a->lock_fd = -1;
+    TRY(sync_dir(a, err));
     remove_stale_temps(a);
     return DDP_OK;
+}
+
+/* How each file of a set went in (afile_commit_set). */
+enum { SET_WAITING, SET_NEW, SET_SWAPPED, SET_REPLACED };
+
+int afile_commit_set(afile_t *a, int n, char *err)
+{
+    int rc = DDP_OK, how[16];
+    if (n > (int)(sizeof how / sizeof *how))
+        return err_set(err, DDP_ERR_RUNTIME, "afile_commit_set: %d files, at most 16", n);
+    int bad = -1; /* the file a failure is about */
+    for (int i = 0; i < n && rc == DDP_OK; i++)
+        if ((rc = seal(&a[i], err)) != DDP_OK)
+            bad = i;
+    for (int i = 0; i < n; i++)
+        how[i] = SET_WAITING;
+    for (int i = 0; i < n && rc == DDP_OK; i++) {
+        struct stat st;
+        if ((rc = target_allowed(&a[i], false, err)) != DDP_OK) {
+            bad = i;
+            break;
+        }
+        bool exists = lstat(a[i].path, &st) == 0;
+        /* Exchange, not replace: the old file stays whole under the
+         * temporary's name until the whole set is in, so a failure at a
+         * later file can put it back. */
+        if (exists && renameat2(AT_FDCWD, a[i].tmp, AT_FDCWD, a[i].path, RENAME_EXCHANGE) == 0) {
+            how[i] = SET_SWAPPED;
+            continue;
+        }
+        if (exists && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+            rc = rename_error(errno, err);
+            bad = i;
+            break;
+        }
+        if (rename(a[i].tmp, a[i].path) != 0) {
+            rc = rename_error(errno, err);
+            bad = i;
+            break;
+        }
+        how[i] = exists ? SET_REPLACED : SET_NEW;
+    }
+    if (rc != DDP_OK) {
+        /* Back to the old set, last renamed first: swap the old files back,
+         * remove the new ones that had no old file. */
+        for (int i = n - 1; i >= 0; i--) {
+            if (how[i] == SET_SWAPPED &&
+                renameat2(AT_FDCWD, a[i].tmp, AT_FDCWD, a[i].path, RENAME_EXCHANGE) != 0)
+                a[i].tmp[0] = 0; /* the old file stays under the temporary's name: keep it */
+            else if (how[i] == SET_NEW && unlink(a[i].path) == 0)
+                a[i].tmp[0] = 0;
+            else if (how[i] == SET_REPLACED)
+                a[i].tmp[0] = 0; /* nothing left to remove */
+            afile_abort(&a[i]); /* removes the new file still under its temporary's name */
+        }
+        /* name the file at fault first */
+        if (bad >= 0)
+            err_prefix(err, rc, "%s", a[bad].path);
+        return rc;
+    }
+    /* The whole set is in: the old files (under the temporaries' names) go. */
+    for (int i = 0; i < n; i++) {
+        if (how[i] == SET_SWAPPED)
+            unlink(a[i].tmp);
+        a[i].tmp[0] = 0;
+        close(a[i].lock_fd);
+        a[i].lock_fd = -1;
+    }
+    for (int i = 0; i < n && rc == DDP_OK; i++)
+        if (i == 0 || strcmp(a[i].dir, a[i - 1].dir) != 0)
+            rc = sync_dir(&a[i], err);
+    for (int i = 0; i < n; i++)
+        remove_stale_temps(&a[i]);
+    return rc;
 }

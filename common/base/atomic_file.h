@@ -22,6 +22,8 @@
  * the temporaries of NAME are removed only when their lock can be taken (the
  * writer is gone), and a ".new." name only once it is also a minute old.  A
  * temporary whose lock cannot be tried (a file system without locks) is kept.
+ * Only names of exactly that pattern (PID digits, six letters or digits) are
+ * considered: a user's ".NAME.tmp.notes" is not a temporary of ours.
  *
  *     afile_t a;
  *     TRY(afile_open(&a, path, err));
@@ -50,6 +52,7 @@ typedef struct {
     FILE *stream;              /* afile_stream's, or NULL */
     bool failed;               /* a write failed: commit refuses */
     int write_errno;
+    int lock_fd;               /* afile_seal's: holds the lock until published */
 } afile_t;
 
 /* Can path be written and then renamed into place?  DDP_ERR_INPUT with the
@@ -79,5 +82,23 @@ FILE *afile_stream(afile_t *a);
 int afile_commit(afile_t *a, bool kill_before_rename, char *err);
 /* Give up: close and remove the temporary. */
 void afile_abort(afile_t *a);
+
+/* Several files committed as one (--emit-pytorch's set): each a[i] opened
+ * and written as above; then every temporary is flushed and synced, and
+ * only when all of them are complete are they renamed into place, in the
+ * order given (put the file that makes the set usable last).  A file that
+ * exists is swapped with its temporary (renameat2 RENAME_EXCHANGE), so the
+ * old file stays whole under the temporary's name until the whole set is
+ * in; a failure at any rename swaps every earlier file back (and removes
+ * the ones that did not exist), so a failure leaves the old set or the
+ * whole new one.  Then the old files are removed and the directories
+ * synced.  What a crash of the machine or a SIGKILL between two renames
+ * leaves: the files renamed so far new, the rest old, the old ones that
+ * were swapped out under their ".NAME.tmp.PID.XXXXXX" names (which the next
+ * write of that NAME removes).  On a file system without RENAME_EXCHANGE
+ * (NFS before 4.x servers, some FUSE) a plain rename is used and the files
+ * renamed before a failure stay new.  On a failure every temporary is
+ * removed and err names the file (its path, then the reason). */
+int afile_commit_set(afile_t *a, int n, char *err);
 
 #endif

@@ -27,7 +27,8 @@ static void parse(void)
         const char *name;
         fault_kind_t kind;
     } kinds[] = {{"error", FAULT_ERROR}, {"kill", FAULT_KILL}, {"exit", FAULT_EXIT},
-                 {"stall", FAULT_STALL}, {"write", FAULT_WRITE}, {"sum", FAULT_SUM}};
+                 {"stall", FAULT_STALL}, {"write", FAULT_WRITE}, {"pause", FAULT_PAUSE},
+                 {"sum", FAULT_SUM}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kind, kinds[i].name) == 0) {
             g_kind = kinds[i].kind;
@@ -69,3 +70,11 @@ void fault_raise(fault_kind_t kind)
         break;
     }
 }
+
+/* Why atomic: armed and taken by one thread in practice, but a flag any
+ * thread may touch must not be a data race. */
+static _Atomic bool g_pause;
+
+void fault_pause_arm(void) { g_pause = true; }
+
+bool fault_pause_take(void) { return __atomic_exchange_n(&g_pause, false, __ATOMIC_SEQ_CST); }

@@ -8,12 +8,16 @@
  *   exit   the process exits with status 7 (a rank that quits early)
  *   stall  the device stops and sleeps (a hung rank; --timeout must fire)
  *   write  a checkpoint write is killed between writing and renaming
+ *   pause  a checkpoint write pauses FAULT_PAUSE_S seconds between writing
+ *          and renaming (a slow disk: a signal then lands in the write)
  *   sum    --mode comm: the rank adds a wrong value to the collectives it
  *          checks at size index STEP (a planted wrong sum, which the check
  *          must catch)
  * Unset or malformed: no fault.  Read once per process; never on by default. */
 #ifndef DDPBENCH_FAULT_H
 #define DDPBENCH_FAULT_H
+
+#include <stdbool.h>
 
 typedef enum {
     FAULT_NONE = 0,
@@ -22,6 +26,7 @@ typedef enum {
     FAULT_EXIT,
     FAULT_STALL,
     FAULT_WRITE,
+    FAULT_PAUSE,
     FAULT_SUM
 } fault_kind_t;
 
@@ -29,6 +34,11 @@ typedef enum {
 fault_kind_t fault_at(int device_index, long step);
 /* Carry out kill / exit / stall on the calling process (error and write are the caller's). */
 void fault_raise(fault_kind_t kind);
+#define FAULT_PAUSE_S 2
+/* FAULT_PAUSE: arm the pause for this process's next atomic file commit /
+ * take it there (true once after arming; base/atomic_file.c sleeps). */
+void fault_pause_arm(void);
+bool fault_pause_take(void);
 /* The configured fault regardless of step/device (for FAULT_WRITE checks). */
 fault_kind_t fault_configured(int *device_index, long *step);
 

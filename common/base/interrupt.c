@@ -2,6 +2,7 @@
  * interrupt.h). */
 #include "base/interrupt.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -61,7 +62,29 @@ void interrupt_install(void)
     sigaction(SIGALRM, &sa, NULL);
 }
 
-int interrupt_pending(void) { return atomic_load(&g_sig); }
+/* Why atomic: set once by the rank before its loops; the flag it points to
+ * is written by another process (a plain int in shared memory: read with
+ * an atomic load, which every process uses on it). */
+static _Atomic(const int *) g_follow;
+
+int interrupt_pending(void)
+{
+    int sig = atomic_load(&g_sig);
+    const int *f = atomic_load(&g_follow);
+    return sig ? sig : f ? __atomic_load_n(f, __ATOMIC_ACQUIRE) : 0;
+}
+
+void interrupt_follow(const int *flag) { atomic_store(&g_follow, flag); }
+
+void interrupt_hold(bool hold)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
 
 void interrupt_note(int sig)
 {

@@ -25,6 +25,16 @@ void interrupt_install(void);
 int interrupt_pending(void);
 /* Record sig as the request to stop (DDP's supervisor, which took it). */
 void interrupt_note(int sig);
+/* Follow a stop request another process makes: from now on
+ * interrupt_pending() also returns *flag when it is set (read atomically).
+ * DDP's ranks follow the flag their supervisor sets in the shared segment
+ * when it is asked to stop, so every rank stops at a step's end instead of
+ * being killed in the middle of one (or of a checkpoint write). */
+void interrupt_follow(const int *flag);
+/* Block (true) or unblock SIGINT, SIGTERM and SIGHUP in this thread: around
+ * a write that a signal's default action must not cut in half (a rank's
+ * checkpoint); a signal that came meanwhile is delivered on unblocking. */
+void interrupt_hold(bool hold);
 /* Is sig ignored now (an inherited SIG_IGN that every handler must honour)? */
 bool interrupt_ignored(int sig);
 

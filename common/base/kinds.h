@@ -6,6 +6,10 @@
 /* Devices (ranks, DP replicas) one run may use: the size of every per-device table. */
 #define MAX_DEVICES 64
 
+/* --timeout's default, seconds: the bound on any wait for another rank (a
+ * comm made with timeout_s 0 takes it too). */
+#define DEFAULT_TIMEOUT_S 60
+
 typedef enum { ACT_NONE = 0, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_GELU } act_t;
 typedef enum { LOSS_MSE = 0, LOSS_BCE, LOSS_CE } loss_t;
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;

@@ -40,43 +40,26 @@
  * every collective's result bit for bit.  The order differs from shm's rank
  * order, so the two agree to rounding (1e-5), not bit for bit. */
 #include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include <mpi.h>
 
 #include "base/clock.h"
-#include "comm/comm_impl.h"
+#include "comm/comm_queue.h"
 
-#define MPI_QUEUE 256
 #define PROBE_TAG 7301
 /* How long a timed-out rank waits for its peers to answer its probes. */
 #define PROBE_S 0.5
 
 typedef struct {
-    comm_op_t op;
-    comm_span_t span; /* written by whoever ran it */
-} mpi_req_t;
-
-typedef struct {
     comm_t c; /* first: a comm_t * is an mpic_t * */
+    comm_queue_t queue;     /* the ops, their thread and the sticky failure */
     MPI_Comm comm;          /* our collectives, in launch order */
     MPI_Comm watch;         /* probes from a rank that timed out */
     bool comms_made;
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv; /* main -> comm thread: an op was queued, or stop */
-    pthread_cond_t done_cv; /* comm thread -> main: an op completed or failed */
-    mpi_req_t q[MPI_QUEUE];
-    uint64_t completed;     /* ops finished (mu) */
-    bool stop;              /* (mu) */
-    atomic_bool failed;     /* sticky; last_error holds why (written under mu) */
     bool pending;           /* an op was left posted when the comm failed */
     float *scratch;         /* reduce-scatter in place: MPI's result, then copied */
     size_t scratch_cap;
@@ -85,21 +68,9 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // errors
 
-static void fail_locked(mpic_t *m, const char *msg)
-{
-    if (!atomic_load(&m->failed)) {
-        snprintf(m->c.last_error, sizeof m->c.last_error, "%s", msg);
-        atomic_store(&m->failed, true);
-    }
-}
-
 static int fail(mpic_t *m, const char *msg)
 {
-    pthread_mutex_lock(&m->mu);
-    fail_locked(m, msg);
-    pthread_cond_broadcast(&m->done_cv);
-    pthread_mutex_unlock(&m->mu);
-    return DDP_ERR_RUNTIME;
+    return comm_queue_fail(&m->queue, msg);
 }
 
 /* An MPI call's error code as one line. */
@@ -190,7 +161,7 @@ static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t se
             return mpi_failed(m, code, "MPI_Test", op, seq);
         if (done)
             return DDP_OK;
-        if (atomic_load(&m->failed)) {
+        if (comm_queue_failed(&m->queue)) {
             m->pending = true;
             return DDP_ERR_RUNTIME;
         }
@@ -230,8 +201,10 @@ static float *scratch(mpic_t *m, size_t count)
 
 /* Post op, wait for it, finish it (AVG's division, an in-place
  * reduce-scatter's copy).  span: when it was posted and when it completed. */
-static int run_op(mpic_t *m, const comm_op_t *op, uint64_t seq, comm_span_t *span)
+static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm_span_t *span)
 {
+    mpic_t *m = (mpic_t *)cm;
+    (void)arg;
     const int r = m->c.rank, n = m->c.world;
     const size_t cnt = op->count;
     float *recv = op->recv;
@@ -324,133 +297,28 @@ static int run_op(mpic_t *m, const comm_op_t *op, uint64_t seq, comm_span_t *spa
 }
 
 // ---------------------------------------------------------------------------
-// the communication thread
-
-static void *comm_thread(void *arg)
-{
-    mpic_t *m = arg;
-    /* Our 20 us pauses should be 20 us, not the default 50 us of slack. */
-    prctl(PR_SET_TIMERSLACK, 1000UL);
-    pthread_mutex_lock(&m->mu);
-    for (;;) {
-        /* Sleep until the main thread queues an op or asks us to stop; the
-         * condvar hands over the op's descriptor under mu. */
-        while (!m->stop && (atomic_load(&m->failed) || m->completed == m->c.issued))
-            pthread_cond_wait(&m->work_cv, &m->mu);
-        if (m->stop)
-            break;
-        uint64_t seq = m->completed + 1;
-        mpi_req_t *req = &m->q[m->completed % MPI_QUEUE];
-        comm_op_t op = req->op;
-        pthread_mutex_unlock(&m->mu);
-
-        comm_span_t span;
-        int rc = run_op(m, &op, seq, &span);
-
-        pthread_mutex_lock(&m->mu);
-        if (rc == DDP_OK) {
-            req->span = span;
-            m->completed = seq;
-        }
-        /* Wake the main thread: op seq is complete (or the comm has failed). */
-        pthread_cond_broadcast(&m->done_cv);
-    }
-    pthread_mutex_unlock(&m->mu);
-    return NULL;
-}
-
-// ---------------------------------------------------------------------------
 // the table
-
-/* Wait (mu held) until op h is complete or the comm has failed.  The comm
- * thread bounds every wait by the timeout, so this ends. */
-static void wait_completed_locked(mpic_t *m, uint64_t h)
-{
-    while (m->completed < h && !atomic_load(&m->failed))
-        pthread_cond_wait(&m->done_cv, &m->mu);
-}
 
 static int mpic_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
-    mpic_t *m = (mpic_t *)c;
-    char msg[ERR_LEN];
-    if (h)
-        *h = 0;
-    if (comm_op_check(c, op, msg) != DDP_OK)
-        return fail(m, msg);
-    pthread_mutex_lock(&m->mu);
-    /* A full queue: wait for the comm thread to retire the oldest op. */
-    if (c->issued - m->completed >= MPI_QUEUE)
-        wait_completed_locked(m, c->issued - MPI_QUEUE + 1);
-    if (atomic_load(&m->failed)) {
-        pthread_mutex_unlock(&m->mu);
-        return DDP_ERR_RUNTIME;
-    }
-    mpi_req_t *req = &m->q[c->issued % MPI_QUEUE];
-    req->op = *op;
-    req->span = (comm_span_t){0, 0};
-    c->issued++;
-    if (h)
-        *h = c->issued;
-    pthread_cond_signal(&m->work_cv);
-    pthread_mutex_unlock(&m->mu);
-    return DDP_OK;
+    return comm_queue_launch(&((mpic_t *)c)->queue, op, NULL, h);
 }
 
 static int mpic_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
-    mpic_t *m = (mpic_t *)c;
-    pthread_mutex_lock(&m->mu);
-    if (h > c->issued)
-        fail_locked(m, "wait for a collective that was never launched (internal error)");
-    wait_completed_locked(m, h);
-    int rc = atomic_load(&m->failed) ? DDP_ERR_RUNTIME : DDP_OK;
-    if (rc == DDP_OK && span && h > 0)
-        *span = m->q[(h - 1) % MPI_QUEUE].span;
-    pthread_mutex_unlock(&m->mu);
-    return rc;
+    return comm_queue_wait(&((mpic_t *)c)->queue, h, span);
 }
 
 static void mpic_span(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
-    mpic_t *m = (mpic_t *)c;
-    pthread_mutex_lock(&m->mu);
-    if (h <= m->completed && h + MPI_QUEUE > c->issued) /* its record is still there */
-        *span = m->q[(h - 1) % MPI_QUEUE].span;
-    pthread_mutex_unlock(&m->mu);
+    comm_queue_span(&((mpic_t *)c)->queue, h, span);
 }
 
 /* Launch and wait in one, on the calling thread, once the comm thread has
- * drained what came before (comm_shm.c's run, the same reasoning): the
- * comm thread is idle and stays so, because issued moves only after the op
- * is done, together with completed, under mu. */
+ * drained what came before (comm_queue_run). */
 static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
-    mpic_t *m = (mpic_t *)c;
-    char msg[ERR_LEN];
-    if (h)
-        *h = 0;
-    if (comm_op_check(c, op, msg) != DDP_OK)
-        return fail(m, msg);
-    pthread_mutex_lock(&m->mu);
-    wait_completed_locked(m, c->issued);
-    bool failed = atomic_load(&m->failed);
-    pthread_mutex_unlock(&m->mu);
-    if (failed)
-        return DDP_ERR_RUNTIME;
-    uint64_t seq = c->issued + 1;
-    comm_span_t span;
-    int rc = run_op(m, op, seq, &span);
-    if (rc != DDP_OK)
-        return rc;
-    pthread_mutex_lock(&m->mu);
-    m->q[c->issued % MPI_QUEUE] = (mpi_req_t){.op = *op, .span = span};
-    c->issued = seq;
-    m->completed = seq;
-    pthread_mutex_unlock(&m->mu);
-    if (h)
-        *h = seq;
-    return DDP_OK;
+    return comm_queue_run(&((mpic_t *)c)->queue, op, h);
 }
 
 /* Fail every pending and future op of this rank.  The others cannot be told
@@ -465,13 +333,7 @@ static void mpic_abort(comm_t *c, const char *why)
 static void mpic_destroy(comm_t *c)
 {
     mpic_t *m = (mpic_t *)c;
-    if (m->thread_started) {
-        pthread_mutex_lock(&m->mu);
-        m->stop = true;
-        pthread_cond_signal(&m->work_cv);
-        pthread_mutex_unlock(&m->mu);
-        pthread_join(m->thread, NULL);
-    }
+    comm_queue_stop(&m->queue);
     /* A collective left posted (a timeout, an abort) keeps its communicator
      * busy: leave both to the job's end rather than free them under it. */
     if (m->comms_made && !m->pending) {
@@ -479,9 +341,6 @@ static void mpic_destroy(comm_t *c)
         MPI_Comm_free(&m->watch);
     }
     free(m->scratch);
-    pthread_cond_destroy(&m->work_cv);
-    pthread_cond_destroy(&m->done_cv);
-    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -549,14 +408,10 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
     m->c.kind = COMM_MPI;
     m->c.world = a->world;
     m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
+    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
     m->c.be = a->be;
     m->c.seg = NULL;
     m->c.impl = m;
-    atomic_init(&m->failed, false);
-    pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->work_cv, NULL);
-    pthread_cond_init(&m->done_cv, NULL);
     double limit = a->init_timeout_s > 0                    ? a->init_timeout_s
                    : m->c.timeout_s > COMM_INIT_TIMEOUT_S ? m->c.timeout_s
                                                             : COMM_INIT_TIMEOUT_S;
@@ -568,11 +423,11 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
         return rc;
     }
     m->comms_made = true;
-    if (pthread_create(&m->thread, NULL, comm_thread, m) != 0) {
+    /* Our 20 us pauses should be 20 us, not the default 50 us of slack. */
+    if ((rc = comm_queue_start(&m->queue, &m->c, run_op, 1000UL, err)) != DDP_OK) {
         mpic_destroy(&m->c);
-        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: cannot start the communication thread");
+        return rc;
     }
-    m->thread_started = true;
     *out = &m->c;
     return DDP_OK;
 }

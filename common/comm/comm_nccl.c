@@ -585,7 +585,7 @@ static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, dou
     c->kind = COMM_NCCL;
     c->world = world;
     c->rank = rank;
-    c->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    c->timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
     c->be = be;
     c->seg = seg;
     c->impl = n;

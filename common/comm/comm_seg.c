@@ -123,7 +123,9 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
             rc = err_set(err, DDP_ERR_RUNTIME,
                          "shared memory: cannot reserve %.1f MiB in /dev/shm: %s%s",
                          (double)bytes / 1048576.0, strerror(e),
-                         e == ENOSPC ? " (mount a larger /dev/shm, e.g. docker --shm-size)" : "");
+                         e == ENOSPC   ? " (mount a larger /dev/shm, e.g. docker --shm-size)"
+                         : e == EFBIG ? " (over the file size limit: ulimit -f)"
+                                      : "");
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != DDP_OK) {

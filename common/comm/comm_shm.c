@@ -26,28 +26,25 @@
  * two areas used in turn, one per burst of collectives (a DDP step), each
  * with an event recorded after its last copy back: an area is refilled only
  * once that event has completed -- by then a step later, so it always has. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm_queue.h"
 #include "comm/comm_seg.h"
 #include "base/clock.h"
 
-#define SHM_QUEUE 256
 #define SHM_TILE 1024
 
+/* Copy-back to device memory after an op (main thread only). */
 typedef struct {
-    comm_op_t op;        /* host pointers: what the comm thread works on */
-    comm_span_t span;    /* written by the comm thread */
-    backend_event_t *staged; /* the input's d2h has completed (NULL: nothing staged) */
-    /* Copy-back to device memory after the op (main thread only). */
     float *dev_dst;
     const float *host_src;
     size_t back_floats;
     int area;            /* the staging area it used */
-} shm_req_t;
+    bool staged;         /* its input was copied from the device first */
+} shm_back_t;
 
 /* Pinned staging for device buffers (main thread only). */
 typedef struct {
@@ -58,41 +55,21 @@ typedef struct {
 
 typedef struct {
     comm_t c; /* first: a comm_t * is a shm_t * */
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv; /* main -> comm thread: an op was queued, or stop */
-    pthread_cond_t done_cv; /* comm thread -> main: an op completed or failed */
-    shm_req_t q[SHM_QUEUE];
-    uint64_t completed;     /* ops finished by the comm thread (mu) */
-    bool stop, failed;      /* (mu) */
-    _Atomic uint64_t progress_ns; /* last time the comm thread moved */
+    comm_queue_t queue;     /* the ops, their thread and the sticky failure */
     uint64_t ticket;        /* comm thread only: next chunk ticket in the segment */
     uint64_t copied_back;   /* main thread only: ops whose device copy-back is queued */
+    shm_back_t back[COMM_QUEUE_LEN]; /* main thread only: per queue slot */
     shm_area_t area[2];     /* main thread only: pinned staging, used in turn */
     int cur_area;
-    backend_event_t *staged[SHM_QUEUE]; /* per queue slot, made on first use */
+    backend_event_t *staged[COMM_QUEUE_LEN]; /* per queue slot, made on first use */
 } shm_t;
 
 // ---------------------------------------------------------------------------
 // errors
 
-/* Record the first failure (sticky); callers hold mu. */
-static void fail_locked(shm_t *m, const char *msg)
-{
-    if (!m->failed) {
-        m->failed = true;
-        snprintf(m->c.last_error, sizeof m->c.last_error, "%s", msg);
-    }
-}
-
 static int fail(shm_t *m, const char *msg)
 {
-    pthread_mutex_lock(&m->mu);
-    fail_locked(m, msg);
-    pthread_cond_broadcast(&m->done_cv);
-    pthread_mutex_unlock(&m->mu);
-    return DDP_ERR_RUNTIME;
+    return comm_queue_fail(&m->queue, msg);
 }
 
 /* The rank that is furthest behind: the one a timed-out wait is really waiting for. */
@@ -269,7 +246,7 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             memcpy(out, src + off, len * sizeof(float));
         }
         seg_publish(s, SEG_STAGED, r, k + 1);
-        atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&m->queue.progress_ns, now_ns(), memory_order_relaxed);
 
         /* 3. Everyone's input is in (the one crossing most chunks need). */
         if (seg_wait_counters(s, SEG_STAGED, k + 1, T, &missing) != DDP_OK)
@@ -366,95 +343,48 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
     }
 }
 
-static void *comm_thread(void *arg)
+/* comm_queue's run_op: op's staged input first (device buffers), then the
+ * chunks; span covers both. */
+static int shm_run_op(comm_t *c, const comm_op_t *op, uint64_t seq, void *staged,
+                      comm_span_t *span)
 {
-    shm_t *m = arg;
-    pthread_mutex_lock(&m->mu);
-    for (;;) {
-        /* Sleep until the main thread queues an op or asks us to stop; the
-         * condvar hands over the op's descriptor under mu. */
-        while (!m->stop && (m->failed || m->completed == m->c.issued))
-            pthread_cond_wait(&m->work_cv, &m->mu);
-        if (m->stop)
-            break;
-        uint64_t seq = m->completed + 1;
-        shm_req_t *req = &m->q[m->completed % SHM_QUEUE];
-        comm_op_t op = req->op;
-        pthread_mutex_unlock(&m->mu);
-
-        double t0 = now_s();
-        atomic_store_explicit(&m->progress_ns, now_ns(), memory_order_relaxed);
-        int rc = req->staged ? wait_staged(m, req->staged, &op, seq) : DDP_OK;
-        if (rc == DDP_OK)
-            rc = run_op(m, &op, seq);
-        double t1 = now_s();
-
-        pthread_mutex_lock(&m->mu);
-        if (rc == DDP_OK) {
-            req->span = (comm_span_t){t0, t1};
-            m->completed = seq;
-        }
-        /* Wake the main thread: op seq is complete (or the comm has failed). */
-        pthread_cond_broadcast(&m->done_cv);
-    }
-    pthread_mutex_unlock(&m->mu);
-    return NULL;
+    shm_t *m = (shm_t *)c;
+    char msg[ERR_LEN];
+    span->start_s = now_s();
+    if (comm_seg_aborted(c->seg, msg))
+        return fail(m, msg);
+    int rc = staged ? wait_staged(m, staged, op, seq) : DDP_OK;
+    if (rc == DDP_OK)
+        rc = run_op(m, op, seq);
+    span->end_s = now_s();
+    return rc;
 }
 
 // ---------------------------------------------------------------------------
 // the main thread's side: launch, wait, staging
 
-/* Wait (mu held) until the comm thread has completed op h, failed, or stalled. */
-static void wait_completed_locked(shm_t *m, uint64_t h)
-{
-    /* The comm thread bounds each wait for a peer by timeout_s; silence for
-     * much longer than that means it is wedged, and we must not hang too. */
-    uint64_t limit_ns = (uint64_t)((2.0 * m->c.timeout_s + 10.0) * 1e9);
-    while (m->completed < h && !m->failed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&m->done_cv, &m->mu, &ts);
-        uint64_t last = atomic_load_explicit(&m->progress_ns, memory_order_relaxed);
-        if (m->completed < h && !m->failed && now_ns() - last > limit_ns)
-            fail_locked(m, "the communication thread made no progress (internal error)");
-    }
-}
-
 static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
     shm_t *m = (shm_t *)c;
-    pthread_mutex_lock(&m->mu);
-    if (h > c->issued)
-        fail_locked(m, "wait for a collective that was never launched (internal error)");
-    wait_completed_locked(m, h);
-    int rc = m->failed ? DDP_ERR_RUNTIME : DDP_OK;
+    int rc = comm_queue_wait(&m->queue, h, span);
     /* Waiting for an op whose input was staged from the device is waiting
      * for the device: the comm thread began it only once the input's copy to
      * the host -- queued after the backward that wrote it -- had completed.
      * Counted once per wait, as the host's own waits are. */
     bool staged = false;
     for (uint64_t k = m->copied_back; k < h && !staged; k++)
-        staged = m->q[k % SHM_QUEUE].staged != NULL;
+        staged = m->back[k % COMM_QUEUE_LEN].staged;
     if (rc == DDP_OK && staged)
         backend_count_host_sync(c->be);
-    if (rc == DDP_OK && span)
-        *span = m->q[(h - 1) % SHM_QUEUE].span;
-    pthread_mutex_unlock(&m->mu);
     /* Device buffers: copy results back in op order, on the caller's stream
      * (pinned sources: queued, not waited for; the rank's later work on the
      * stream comes after them). */
     bool touched[2] = {false, false};
     while (rc == DDP_OK && m->copied_back < h) {
-        shm_req_t *req = &m->q[m->copied_back % SHM_QUEUE];
-        if (req->back_floats) {
-            rc = backend_h2d(c->be, req->dev_dst, req->host_src,
-                             req->back_floats * sizeof(float));
-            touched[req->area] = true;
+        shm_back_t *b = &m->back[m->copied_back % COMM_QUEUE_LEN];
+        if (b->back_floats) {
+            rc = backend_h2d(c->be, b->dev_dst, b->host_src, b->back_floats * sizeof(float));
+            touched[b->area] = true;
         }
         if (rc != DDP_OK) {
             char msg[ERR_LEN];
@@ -477,12 +407,9 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 
 static void shm_span(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
-    shm_t *m = (shm_t *)c;
-    pthread_mutex_lock(&m->mu);
-    if (h <= m->completed && h + SHM_QUEUE > c->issued) /* its record is still there */
-        *span = m->q[(h - 1) % SHM_QUEUE].span;
-    pthread_mutex_unlock(&m->mu);
+    comm_queue_span(&((shm_t *)c)->queue, h, span);
 }
+
 
 /* The most a burst may grow a staging area to (1 GiB of floats); one op
  * larger than it still gets the room it needs. */
@@ -530,7 +457,8 @@ static int area_reset(shm_t *m, int a, size_t need)
 
 /* Device buffers: reserve host staging for op and queue the copy of its input
  * there; rewrite op to the host copy. */
-static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
+static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
+                           backend_event_t **staged)
 {
     comm_t *c = &m->c;
     backend_t *be = c->be;
@@ -540,7 +468,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
                   : gather || scatter ? op->count * (size_t)c->world
                                       : op->count;
     req->back_floats = 0;
-    req->staged = NULL;
+    *staged = NULL;
     if (need == 0)
         return DDP_OK;
     if (m->copied_back == c->issued) {
@@ -571,7 +499,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
     if (has_input && in_floats) {
         /* Queued after the backend's earlier work (the bucket's gradients);
          * the comm thread reads host_src once `staged` has completed. */
-        backend_event_t **ev = &m->staged[c->issued % SHM_QUEUE];
+        backend_event_t **ev = &m->staged[c->issued % COMM_QUEUE_LEN];
         char msg[ERR_LEN];
         if ((!*ev && !(*ev = backend_event_new(be, false))) ||
             backend_d2h_async(be, host_src, dev_src, in_floats * sizeof(float)) != DDP_OK ||
@@ -579,7 +507,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_req_t *req)
             snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
             return fail(m, msg);
         }
-        req->staged = *ev;
+        *staged = *ev;
     }
     bool back = op->kind == COLL_ALL_REDUCE || gather || scatter ||
                 (op->kind == COLL_REDUCE && c->rank == op->root) ||
@@ -600,82 +528,37 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
     char msg[ERR_LEN];
     if (h)
         *h = 0;
-    if (comm_op_check(c, in, msg) != DDP_OK)
-        return fail(m, msg);
+    TRY(comm_queue_check(&m->queue, in));
     if (comm_seg_aborted(c->seg, msg))
         return fail(m, msg);
     comm_op_t op = *in;
-    shm_req_t staged = {0};
-    if (!backend_host_visible(c->be)) {
-        int rc = stage_device_op(m, &op, &staged);
-        if (rc != DDP_OK)
-            return rc;
-    }
-    pthread_mutex_lock(&m->mu);
-    /* A full queue: wait for the comm thread to retire the oldest op. */
-    if (!m->failed && c->issued - m->completed >= SHM_QUEUE)
-        wait_completed_locked(m, c->issued - SHM_QUEUE + 1);
-    if (m->failed) {
-        pthread_mutex_unlock(&m->mu);
-        return DDP_ERR_RUNTIME;
-    }
-    shm_req_t *req = &m->q[c->issued % SHM_QUEUE];
-    *req = staged;
-    req->op = op;
-    req->span = (comm_span_t){0, 0};
-    c->issued++;
+    shm_back_t back = {0};
+    backend_event_t *staged = NULL;
+    if (!backend_host_visible(c->be))
+        TRY(stage_device_op(m, &op, &back, &staged));
+    comm_handle_t mine;
+    TRY(comm_queue_launch(&m->queue, &op, staged, &mine));
+    back.staged = staged != NULL;
+    m->back[(mine - 1) % COMM_QUEUE_LEN] = back;
     if (h)
-        *h = c->issued;
-    /* Hand the op to the comm thread. */
-    pthread_cond_signal(&m->work_cv);
-    pthread_mutex_unlock(&m->mu);
+        *h = mine;
     return DDP_OK;
 }
 
-/* Launch and wait in one, on the calling thread: once the comm thread has
- * drained what was launched before, the op runs here, with no hand-off to
- * the comm thread and back (a sleep and a wake-up each way).  It takes the
- * next handle and ticket as if the comm thread had run it: the comm thread
- * is idle (completed == issued) and stays so, because issued moves only
- * after the op is done, together with completed, under mu. */
+/* Launch and wait in one: on the calling thread (comm_queue_run) for host
+ * memory; device buffers are staged through host memory, the queued path. */
 static int shm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     shm_t *m = (shm_t *)c;
-    char msg[ERR_LEN];
-    if (h)
-        *h = 0;
-    if (!backend_host_visible(c->be)) { /* staged through host memory: the queued path */
+    if (!backend_host_visible(c->be)) {
         comm_handle_t mine;
         int rc = shm_launch(c, op, &mine);
-        if (rc == DDP_OK && h)
-            *h = mine;
+        if (h)
+            *h = rc == DDP_OK ? mine : 0;
         return rc == DDP_OK ? shm_wait(c, mine, NULL) : rc;
     }
-    if (comm_op_check(c, op, msg) != DDP_OK)
-        return fail(m, msg);
-    pthread_mutex_lock(&m->mu);
-    wait_completed_locked(m, c->issued);
-    bool failed = m->failed;
-    pthread_mutex_unlock(&m->mu);
-    if (failed)
-        return DDP_ERR_RUNTIME;
-    if (comm_seg_aborted(c->seg, msg))
-        return fail(m, msg);
-    uint64_t seq = c->issued + 1;
-    double t0 = now_s();
-    int rc = run_op(m, op, seq); /* a failure is recorded (sticky) by run_op */
-    double t1 = now_s();
-    if (rc != DDP_OK)
-        return rc;
-    pthread_mutex_lock(&m->mu);
-    shm_req_t *req = &m->q[c->issued % SHM_QUEUE];
-    *req = (shm_req_t){.op = *op, .span = {t0, t1}};
-    c->issued = seq;
-    m->completed = seq;
-    m->copied_back = seq; /* host memory: nothing to copy back */
-    pthread_mutex_unlock(&m->mu);
-    if (h)
-        *h = seq;
+    TRY(comm_queue_run(&m->queue, op, h));
+    m->copied_back = c->issued; /* host memory: nothing to copy back */
     return DDP_OK;
 }
 
@@ -691,20 +574,11 @@ static void shm_abort(comm_t *c, const char *why)
 static void shm_destroy(comm_t *c)
 {
     shm_t *m = (shm_t *)c;
-    if (m->thread_started) {
-        pthread_mutex_lock(&m->mu);
-        bool pending = !m->failed && m->completed < c->issued;
-        pthread_mutex_unlock(&m->mu);
-        /* Abandoning ops the peers are waiting on would leave them to time
-         * out: abort the group so they (and our thread) stop now. */
-        if (pending)
-            comm_seg_abort(c->seg, c->rank, "a rank left with collectives pending");
-        pthread_mutex_lock(&m->mu);
-        m->stop = true;
-        pthread_cond_signal(&m->work_cv);
-        pthread_mutex_unlock(&m->mu);
-        pthread_join(m->thread, NULL);
-    }
+    /* Abandoning ops the peers are waiting on would leave them to time out:
+     * abort the group so they (and our thread) stop now. */
+    if (m->queue.thread_started && comm_queue_pending(&m->queue))
+        comm_seg_abort(c->seg, c->rank, "a rank left with collectives pending");
+    comm_queue_stop(&m->queue);
     if (m->area[0].buf || m->area[1].buf || m->staged[0])
         backend_sync(c->be); /* no copy may still use the staging */
     for (int a = 0; a < 2; a++) {
@@ -712,11 +586,8 @@ static void shm_destroy(comm_t *c)
             backend_free_host(c->be, m->area[a].buf);
         backend_event_free(c->be, m->area[a].drained);
     }
-    for (int i = 0; i < SHM_QUEUE; i++)
+    for (int i = 0; i < COMM_QUEUE_LEN; i++)
         backend_event_free(c->be, m->staged[i]);
-    pthread_cond_destroy(&m->work_cv);
-    pthread_cond_destroy(&m->done_cv);
-    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -747,22 +618,18 @@ int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
     m->c.kind = COMM_SHM;
     m->c.world = a->world;
     m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : 60.0;
+    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
     m->c.be = a->be;
     m->c.seg = a->seg;
     m->c.impl = m;
     /* Continue the group's chunk numbering where this rank left it (all ranks
      * have finished the same chunks when a group is re-formed). */
     m->ticket = atomic_load(&a->seg->h->ctr[SEG_DONE][a->rank].v);
-    atomic_store(&m->progress_ns, now_ns());
-    pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->work_cv, NULL);
-    pthread_cond_init(&m->done_cv, NULL);
-    if (pthread_create(&m->thread, NULL, comm_thread, m) != 0) {
+    int rc = comm_queue_start(&m->queue, &m->c, shm_run_op, 0, err);
+    if (rc != DDP_OK) {
         shm_destroy(&m->c);
-        return err_set(err, DDP_ERR_RUNTIME, "comm shm: cannot start the communication thread");
+        return rc;
     }
-    m->thread_started = true;
     *out = &m->c;
     return DDP_OK;
 }

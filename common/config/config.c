@@ -59,7 +59,8 @@ static int check_paths(const config_t *c, char *err)
         const char *opt, *path;
         bool output;
     } f[] = {{"--save", c->save_path, true},       {"--checkpoint", c->checkpoint_path, true},
-             {"--trace", c->trace_path, true},     {"--emit-pytorch", c->emit_pytorch, true},
+             {"--trace", c->trace_path, true},     {"--report", c->report_path, true},
+             {"--emit-pytorch", c->emit_pytorch, true},
              {"--emit-pytorch", twin[0], true},    {"--emit-pytorch", twin[1], true},
              {"--emit-pytorch", twin[2], true},    {"--emit-pytorch", twin[3], true},
              {"--data", c->data_path, false},
@@ -137,6 +138,7 @@ int config_validate(const config_t *c, char *err)
                          : c->repeat > 1       ? "--repeat"
                          : c->predict          ? "--predict"
                          : c->trace_path[0]    ? "--trace"
+                         : c->report_path[0]   ? "--report"
                          : c->explain          ? "--explain"
                          : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
                                  c->resume_path[0]

@@ -106,6 +106,7 @@ typedef struct {
     bool csv;
     bool explain;
     char trace_path[CONFIG_PATH_LEN];
+    char report_path[CONFIG_PATH_LEN]; /* --report FILE.html: the page (report_html.c) */
     char baseline_path[CONFIG_PATH_LEN];
     double tolerance_pct;
     char against[CONFIG_PATH_LEN];   /* --against BASE: the A/B gate's base executable */
@@ -124,6 +125,8 @@ typedef struct {
 /* What a run with no options uses: every option's default (options.c's table),
  * then the default preset. */
 #define CONFIG_DEFAULT_PRESET "mlp-small"
+/* --bucket-mb's default (PyTorch DDP's bucket_cap_mb), MiB */
+#define CONFIG_BUCKET_MB 25
 void config_defaults(config_t *c);
 /* The same with another preset; DDP_ERR_INPUT for an unknown name. */
 int config_defaults_for(config_t *c, const char *preset, char *err);

@@ -58,6 +58,15 @@ static int resolve_devices(config_t *c, char *err)
     /* Repeated ids mean several replicas on one GPU: DP on CUDA (own buffers and
      * streams) and DDP on CUDA with --comm shm.  A CPU "device" is a worker, so
      * a repeat there is a mistake. */
+    /* A CPU worker id is a label, but a label past the most workers a run
+     * can have is a typo (--gpus 1048576), not a worker. */
+    if (c->backend == BACKEND_CPU)
+        for (int i = 0; i < c->ngpus; i++)
+            if (c->gpus[i] >= MAX_DEVICES)
+                return err_set(err, DDP_ERR_INPUT,
+                               "--gpus: CPU worker %d does not exist: the CPU backend has "
+                               "workers 0 to %d",
+                               c->gpus[i], MAX_DEVICES - 1);
     bool dup_ok = c->backend == BACKEND_CUDA &&
                   (c->mode == MODE_DP || c->mode == MODE_COMPARE ||
                    ((c->mode == MODE_DDP || c->mode == MODE_COMM) && c->comm == COMM_SHM));

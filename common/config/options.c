@@ -1,249 +1,21 @@
 /* common/config/options.c: the command line.  One table holds every option:
- * its name, its argument, its default and its help; config_defaults() applies
- * the defaults through the same setters the command line uses, and --help
- * prints them from the same rows, so a default is written once.  Every
- * malformed value is one clear line (see config.h). */
+ * its name, its argument, its default, its help and the field it sets (with
+ * the field's kind and bounds, or a setter of its own for the few that need
+ * one); config_defaults() applies the defaults through the same setters the
+ * command line uses, and --help prints them from the same rows, so an option
+ * is one row and a default is written once.  What is left outside the table
+ * are the rules that join fields (config_parse's end, config_validate).
+ * Every malformed value is one clear line (see config.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "base/text.h"
 #include "config/config.h"
-
-// ---------------------------------------------------------------------------
-// the option table: one row per option, used for the defaults, getopt and --help
-
-enum {
-    O_HELP = 'h',
-    O_MODE = 256, O_GPUS, O_BACKEND, O_THREADS, O_MODEL, O_LAYERS, O_ACT, O_LOSS, O_OPTIM,
-    O_LR, O_MOMENTUM, O_DAMPENING, O_NESTEROV, O_WD, O_BETA1, O_BETA2, O_EPS, O_SEED,
-    O_DATASET, O_SAMPLES, O_NOISE, O_DATA, O_TARGETS, O_TARGET_COLS, O_BATCH, O_ACCUM,
-    O_EPOCHS, O_STEPS, O_SHUFFLE, O_NO_SHUFFLE, O_DROP_LAST, O_WARMUP, O_LOG_EVERY, O_COMM,
-    O_BUCKET_MB, O_FIRST_BUCKET_MB, O_OVERLAP, O_NO_OVERLAP, O_TIMEOUT, O_QUIET, O_JSON, O_CSV,
-    O_EXPLAIN, O_TRACE, O_BASELINE, O_TOLERANCE, O_SAVE, O_INIT, O_CHECKPOINT,
-    O_CHECKPOINT_EVERY, O_RESUME, O_VERSION, O_BATCH_PER_DEVICE, O_SAMPLER_REPLICAS,
-    O_RANK_SAMPLES, O_JOIN, O_NO_JOIN, O_TF32, O_MIN_BYTES, O_MAX_BYTES, O_STEP_FACTOR, O_ITERS,
-    O_WARMUP_ITERS, O_COLL, O_REPEAT, O_PREDICT, O_ALLOW_NONFINITE, O_LAUNCHER, O_ZERO1,
-    O_SLOW_RANK, O_SCENARIO, O_EMIT_PYTORCH, O_AGAINST, O_CANDIDATE
-};
-
-typedef struct {
-    const char *name;
-    int id;
-    const char *arg;     /* NULL: a flag */
-    const char *dflt;    /* the default, applied by config_defaults() through the same
-                            setter as the command line (a flag: "on" sets it); NULL: the
-                            preset's value, or nothing */
-    const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
-    const char *help;
-    const char *section; /* starts a new section in --help */
-} opt_t;
-
-static const opt_t opts[] = {
-    {"mode", O_MODE, "M", "compare", NULL,
-     "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
-     "side; single uses the first device) | comm (the collectives alone, like nccl-tests)",
-     "What to run"},
-    {"gpus", O_GPUS, "LIST", "auto", NULL,
-     "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
-     " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
-     NULL},
-    {"backend", O_BACKEND, "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL},
-    {"threads", O_THREADS, "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL},
-    {"scenario", O_SCENARIO, "NAME", NULL, "none",
-     "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
-     "mismatch (list: each in a line); exit 0 when it behaved as described",
-     NULL},
-    {"tf32", O_TF32, NULL, NULL, "off",
-     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL},
-    {"model", O_MODEL, "NAME", NULL, CONFIG_DEFAULT_PRESET,
-     "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
-     "The model"},
-    {"layers", O_LAYERS, "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL},
-    {"act", O_ACT, "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL},
-    {"loss", O_LOSS, "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
-     NULL},
-    {"optim", O_OPTIM, "O", NULL, "preset", "sgd | adam | adamw", NULL},
-    {"lr", O_LR, "X", NULL, "preset", "learning rate", NULL},
-    {"momentum", O_MOMENTUM, "X", NULL, "preset", "SGD momentum", NULL},
-    {"dampening", O_DAMPENING, "X", "0", NULL, "SGD dampening", NULL},
-    {"nesterov", O_NESTEROV, NULL, NULL, "off", "SGD Nesterov momentum", NULL},
-    {"weight-decay", O_WD, "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL},
-    {"beta1", O_BETA1, "X", "0.9", NULL, "Adam beta1", NULL},
-    {"beta2", O_BETA2, "X", "0.999", NULL, "Adam beta2", NULL},
-    {"eps", O_EPS, "X", "1e-8", NULL, "Adam epsilon", NULL},
-    {"seed", O_SEED, "N", "0", NULL, "seed for init, synthetic data and shuffling", NULL},
-    {"dataset", O_DATASET, "K", "auto", NULL,
-     "synthetic set: regression | binary | classes (auto: the one that fits --loss)", "The data"},
-    {"samples", O_SAMPLES, "N", NULL, "preset", "rows of synthetic data", NULL},
-    {"noise", O_NOISE, "X", "0.1", NULL, "std of the noise added to synthetic regression targets", NULL},
-    {"data", O_DATA, "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL},
-    {"targets", O_TARGETS, "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL},
-    {"target-cols", O_TARGET_COLS, "N", "1", NULL, "CSV: the last N columns are targets", NULL},
-    {"batch", O_BATCH, "N", NULL, "preset",
-     "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
-     "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
-     "rows)",
-     "The loop"},
-    {"batch-per-device", O_BATCH_PER_DEVICE, "N", NULL, "off",
-     "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
-     "devices (compare: single then runs all of it)",
-     NULL},
-    {"accum", O_ACCUM, "K", "1", NULL, "micro-batches per optimizer step (ddp: no_sync on the first K-1)",
-     NULL},
-    {"epochs", O_EPOCHS, "N", NULL, "preset", "passes over the data", NULL},
-    {"steps", O_STEPS, "N", NULL, "0 (use --epochs)", "stop after N optimizer steps", NULL},
-    {"shuffle", O_SHUFFLE, NULL, "on", NULL, "reshuffle every epoch (seed + epoch)", NULL},
-    {"no-shuffle", O_NO_SHUFFLE, NULL, NULL, NULL, "keep the data in file order", NULL},
-    {"drop-last", O_DROP_LAST, NULL, NULL, "off", "drop the last incomplete batch (and sampler tail)",
-     NULL},
-    {"sampler-replicas", O_SAMPLER_REPLICAS, "N", NULL, "auto",
-     "read DistributedSampler(num_replicas=N)'s stream (its padding, or its cut with --drop-last)"
-     "; auto: the devices in ddp and compare (so all modes read the same samples), 1 in single "
-     "and dp",
-     NULL},
-    {"rank-samples", O_RANK_SAMPLES, "a,b,..", NULL, "none",
-     "give rank r its own a, b, ... samples (uneven data: see --join); single and dp read the "
-     "same samples step by step",
-     NULL},
-    {"join", O_JOIN, NULL, "on", NULL,
-     "a rank out of data shadows the others' all-reduces with zero gradients (torch's Join)",
-     NULL},
-    {"no-join", O_NO_JOIN, NULL, NULL, NULL,
-     "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL},
-    {"warmup-steps", O_WARMUP, "N", "2", NULL, "steps left out of the throughput", NULL},
-    {"log-every", O_LOG_EVERY, "N", "0", "0 (each epoch)", "print the loss every N steps", NULL},
-    {"allow-nonfinite", O_ALLOW_NONFINITE, NULL, NULL, "off",
-     "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
-     "naming the step), and write them to --save and --checkpoint",
-     NULL},
-    {"comm", O_COMM, "C", "auto", NULL,
-     "ddp collectives: auto | shm | nccl | mpi (auto: nccl on CUDA; on the CPU shm, or mpi "
-     "under mpirun)",
-     "DDP"},
-    {"launcher", O_LAUNCHER, "L", "auto", NULL,
-     "who starts ddp's ranks: fork (this process, one host) | mpi (mpirun, one process per "
-     "rank, on any hosts; each binds --gpus[local rank]); auto: mpi when mpirun started it",
-     NULL},
-    {"bucket-mb", O_BUCKET_MB, "X", "25", NULL,
-     "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL},
-    {"first-bucket-mb", O_FIRST_BUCKET_MB, "X", "1", NULL, "cap of the first (last layers') bucket", NULL},
-    {"overlap", O_OVERLAP, NULL, "on", NULL, "all-reduce each bucket while backward still runs",
-     NULL},
-    {"no-overlap", O_NO_OVERLAP, NULL, NULL, NULL, "all-reduce only after backward ends", NULL},
-    {"timeout", O_TIMEOUT, "SEC", "60", NULL, "limit on any wait for another rank", NULL},
-    {"zero1", O_ZERO1, NULL, NULL, "off",
-     "ZeRO-1: gradients reduce-scattered, each rank steps its shard of the optimizer state and "
-     "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
-     NULL},
-    {"slow-rank", O_SLOW_RANK, "R:F", NULL, "none",
-     "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
-     "and fractional (1.1: 10% more; the same result, F times the work)",
-     NULL},
-    {"min-bytes", O_MIN_BYTES, "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
-     "Collective benchmark (--mode comm, like nccl-tests)"},
-    {"max-bytes", O_MAX_BYTES, "N", "16M", NULL, "largest message", NULL},
-    {"step-factor", O_STEP_FACTOR, "X", "4", NULL, "each size is the last times X", NULL},
-    {"iters", O_ITERS, "N", "20", NULL, "timed iterations per size", NULL},
-    {"warmup-iters", O_WARMUP_ITERS, "N", "5", NULL, "untimed iterations before them", NULL},
-    {"coll", O_COLL, "LIST", "all", NULL,
-     "all-reduce, broadcast, reduce-scatter, all-gather, reduce (a comma list), or all (the first "
-     "four)",
-     NULL},
-    {"quiet", O_QUIET, NULL, NULL, "off", "print only errors and the final result", "Reporting"},
-    {"json", O_JSON, NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL},
-    {"csv", O_CSV, NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL},
-    {"explain", O_EXPLAIN, NULL, NULL, "off",
-     "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
-     "then why each mode is as fast as it is",
-     NULL},
-    {"trace", O_TRACE, "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL},
-    {"baseline", O_BASELINE, "FILE", NULL, "none", "compare throughput with an earlier --json result",
-     NULL},
-    {"tolerance", O_TOLERANCE, "PCT", "5", NULL,
-     "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL},
-    {"against", O_AGAINST, "BASE", NULL, "none",
-     "A/B gate: run the executable BASE and the candidate with these options, round by round "
-     "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
-     "verdict); --repeat sets the rounds (default 10 here)",
-     NULL},
-    {"candidate", O_CANDIDATE, "CAND", NULL, "this ddpbench", "the other side of --against", NULL},
-    {"repeat", O_REPEAT, "N", "1", NULL,
-     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL},
-    {"predict", O_PREDICT, NULL, NULL, "off",
-     "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
-     NULL},
-    {"emit-pytorch", O_EMIT_PYTORCH, "FILE.py", NULL, "none",
-     "write a PyTorch script that runs the same job (its initial weights and data beside it) "
-     "and prints the same checksum",
-     NULL},
-    {"save", O_SAVE, "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints"},
-    {"init", O_INIT, "FILE", NULL, "none", "start from weights in a .safetensors file", NULL},
-    {"checkpoint", O_CHECKPOINT, "FILE", NULL, "none", "write a resumable checkpoint here", NULL},
-    {"checkpoint-every", O_CHECKPOINT_EVERY, "N", NULL, "0 (at the end)", "steps between checkpoints",
-     NULL},
-    {"resume", O_RESUME, "FILE", NULL, "none", "continue exactly from a --checkpoint file", NULL},
-    {"help", O_HELP, NULL, NULL, NULL, "this text", "Other"},
-    {"version", O_VERSION, NULL, NULL, NULL, "print the version", NULL},
-};
-#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
-
-/* Short forms: nccl-tests' letters for the collective benchmark. */
-static const struct {
-    int id;
-    char letter;
-} shorts_tab[] = {{O_MIN_BYTES, 'b'}, {O_MAX_BYTES, 'e'}, {O_STEP_FACTOR, 'f'}, {O_ITERS, 'n'},
-                  {O_WARMUP_ITERS, 'w'}};
-#define NSHORTS ((int)(sizeof shorts_tab / sizeof shorts_tab[0]))
-
-static char short_of(int id)
-{
-    for (int i = 0; i < NSHORTS; i++)
-        if (shorts_tab[i].id == id)
-            return shorts_tab[i].letter;
-    return 0;
-}
-
-void config_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ddpbench [options]\n"
-            "Trains one MLP on one host three ways (single device, DataParallel,\n"
-            "DistributedDataParallel) and reports throughput, where the time goes,\n"
-            "memory, and whether the results agree.\n");
-    for (int i = 0; i < NOPTS; i++) {
-        const opt_t *o = &opts[i];
-        if (o->section)
-            fprintf(f, "\n%s:\n", o->section);
-        char lhs[64], text[512];
-        if (short_of(o->id))
-            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", short_of(o->id), o->name, o->arg ? " " : "",
-                     o->arg ? o->arg : "");
-        else
-            snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        const char *d = o->shown ? o->shown : o->dflt;
-        snprintf(text, sizeof text, "%s%s%s%s", o->help, d ? " [" : "", d ? d : "", d ? "]" : "");
-        /* wrap the text at 79 columns under its own column */
-        fprintf(f, "  %-24s", lhs);
-        int col = 26;
-        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
-            int len = (int)strlen(w);
-            if (col > 26 && col + 1 + len > 79) {
-                fprintf(f, "\n%26s", "");
-                col = 26;
-            }
-            fprintf(f, " %s", w);
-            col += 1 + len;
-        }
-        fputc('\n', f);
-    }
-    config_presets_usage(f);
-    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
-               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
-}
 
 // ---------------------------------------------------------------------------
 // strict number parsing
@@ -286,7 +58,7 @@ static int parse_double(const char *opt, const char *s, double lo, double hi, bo
 static int parse_float(const char *opt, const char *s, double lo, double hi, float *out,
                        char *err)
 {
-    double d;
+    double d = 0;
     int rc = parse_double(opt, s, lo, hi, false, &d, err);
     if (rc == DDP_OK)
         *out = (float)d;
@@ -369,309 +141,435 @@ static int parse_name(const char *opt, const char *s, int (*parse)(const char *)
 }
 
 // ---------------------------------------------------------------------------
-// one option
+// the options that need a setter of their own
 
 typedef struct {
-    bool wd, gpus, batch, repeat;
+    bool wd, batch, repeat; /* given on the command line (not a default) */
 } explicit_t;
 
-/* Set option id from its value v (NULL for a flag).  ex records what the user
- * gave explicitly (NULL while applying the defaults). */
-static int apply_option(config_t *c, int id, const char *name, const char *v, explicit_t *ex,
-                        char *err)
+/* A setter: option name's value v (NULL for a flag) into c; ex records what
+ * the user gave explicitly (NULL while applying the defaults). */
+typedef int (*setter_fn)(config_t *c, const char *name, const char *v, explicit_t *ex,
+                         char *err);
+
+static int set_gpus(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
 {
-    long l;
-    int e = 0, rc = DDP_OK;
-    switch (id) {
-    case O_MODE:
-        rc = parse_name(name, v, mode_parse, &e, "single, dp, ddp, compare, comm", err);
-        c->mode = (mode_t_)e;
-        break;
-    case O_GPUS:
-        if (ex)
-            ex->gpus = true;
-        if (strcmp(v, "auto") == 0)
-            c->ngpus = 0;
-        else
-            rc = config_parse_int_list(v, c->gpus, MAX_GPU_LIST, &c->ngpus, name, true, err);
-        break;
-    case O_BACKEND:
-        rc = parse_name(name, v, backend_kind_parse, &e, "auto, cpu, cuda", err);
-        c->backend = (backend_kind_t)e;
-        break;
-    case O_THREADS:
-        rc = parse_long(name, v, 1, 256, &l, err);
-        c->threads = (int)l;
-        break;
-    case O_MODEL:
-        break; /* applied before the other options */
-    case O_LAYERS:
-        rc = config_parse_int_list(v, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims, name, true, err);
-        if (rc == DDP_OK && c->ndims < 2)
-            rc = err_set(err, DDP_ERR_INPUT,
-                         "--layers: '%s' needs at least an input and an output width", v);
-        for (int i = 0; rc == DDP_OK && i < c->ndims; i++)
-            if (c->dims[i] < 1)
-                rc = err_set(err, DDP_ERR_INPUT, "--layers: width %d in '%s' must be >= 1",
-                             c->dims[i], v);
-        break;
-    case O_ACT:
-        rc = parse_name(name, v, act_parse, &e, "relu, tanh, sigmoid, gelu", err);
-        if (rc == DDP_OK && e == ACT_NONE)
-            rc = err_set(err, DDP_ERR_INPUT,
-                         "--act: unknown value 'none' (one of: relu, tanh, sigmoid, gelu)");
-        c->act = (act_t)e;
-        break;
-    case O_LOSS:
-        rc = parse_name(name, v, loss_parse, &e, "mse, bce, ce", err);
-        c->loss = (loss_t)e;
-        break;
-    case O_OPTIM:
-        rc = parse_name(name, v, optim_parse, &e, "sgd, adam, adamw", err);
-        c->optim.kind = (optim_kind_t)e;
-        break;
-    case O_LR:
-        rc = parse_float(name, v, 0.0, 1e6, &c->optim.lr, err);
-        break;
-    case O_MOMENTUM:
-        rc = parse_float(name, v, 0.0, 1e6, &c->optim.momentum, err);
-        break;
-    case O_DAMPENING:
-        rc = parse_float(name, v, 0.0, 1.0, &c->optim.dampening, err);
-        break;
-    case O_NESTEROV:
-        c->optim.nesterov = true;
-        break;
-    case O_WD:
-        if (ex)
-            ex->wd = true;
-        rc = parse_float(name, v, 0.0, 1e6, &c->optim.weight_decay, err);
-        break;
-    case O_BETA1:
-        rc = parse_float(name, v, 0.0, 0.999999999, &c->optim.beta1, err);
-        break;
-    case O_BETA2:
-        rc = parse_float(name, v, 0.0, 0.999999999, &c->optim.beta2, err);
-        break;
-    case O_EPS:
-        rc = parse_float(name, v, 0.0, 1.0, &c->optim.eps, err);
-        break;
-    case O_SEED: {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(v, &end, 10);
-        if (end == v || *end || errno || v[0] == '-')
-            rc = err_set(err, DDP_ERR_INPUT, "--seed: '%s' is not a non-negative integer", v);
-        c->seed = s;
-        break;
+    (void)ex;
+    if (strcmp(v, "auto") == 0) {
+        c->ngpus = 0;
+        return DDP_OK;
     }
-    case O_DATASET:
-        rc = parse_name(name, v, synth_parse, &e, "regression, binary, classes", err);
-        c->dataset = (synth_kind_t)e;
-        break;
-    case O_SAMPLES:
-        rc = parse_long(name, v, 1, 1L << 31, &c->samples, err);
-        break;
-    case O_NOISE:
-        rc = parse_float(name, v, 0.0, 1e6, &c->noise, err);
-        break;
-    case O_DATA:
-        rc = copy_path(name, v, c->data_path, err);
-        break;
-    case O_TARGETS:
-        rc = copy_path(name, v, c->targets_path, err);
-        break;
-    case O_TARGET_COLS:
-        rc = parse_long(name, v, 1, 1 << 20, &l, err);
-        c->target_cols = (int)l;
-        break;
-    case O_BATCH:
-        if (ex)
-            ex->batch = true;
-        rc = parse_long(name, v, 1, 1 << 24, &l, err);
-        c->batch = (int)l;
-        break;
-    case O_BATCH_PER_DEVICE:
-        rc = parse_long(name, v, 1, 1 << 24, &l, err);
-        c->batch_per_device = (int)l;
-        break;
-    case O_SAMPLER_REPLICAS:
-        rc = parse_long(name, v, 1, MAX_DEVICES, &l, err);
-        c->sampler_replicas = (int)l;
-        break;
-    case O_RANK_SAMPLES: {
-        int n[MAX_DEVICES];
-        rc = config_parse_int_list(v, n, MAX_DEVICES, &c->nrank_samples, name, true, err);
-        for (int i = 0; rc == DDP_OK && i < c->nrank_samples; i++)
-            c->rank_samples[i] = n[i];
-        break;
-    }
-    case O_JOIN:
-        c->join = true;
-        break;
-    case O_NO_JOIN:
-        c->join = false;
-        break;
-    case O_ACCUM:
-        rc = parse_long(name, v, 1, 1 << 16, &l, err);
-        c->accum = (int)l;
-        break;
-    case O_EPOCHS:
-        rc = parse_long(name, v, 1, 1L << 30, &c->epochs, err);
-        break;
-    case O_STEPS:
-        rc = parse_long(name, v, 1, 1L << 40, &c->steps, err);
-        break;
-    case O_SHUFFLE:
-        c->shuffle = true;
-        break;
-    case O_NO_SHUFFLE:
-        c->shuffle = false;
-        break;
-    case O_DROP_LAST:
-        c->drop_last = true;
-        break;
-    case O_WARMUP:
-        rc = parse_long(name, v, 0, 1L << 40, &c->warmup_steps, err);
-        break;
-    case O_LOG_EVERY:
-        rc = parse_long(name, v, 0, 1L << 40, &c->log_every, err);
-        break;
-    case O_ALLOW_NONFINITE:
-        c->allow_nonfinite = true;
-        break;
-    case O_COMM:
-        rc = parse_name(name, v, comm_parse, &e, "auto, shm, nccl, mpi", err);
-        c->comm = (comm_kind_t)e;
-        break;
-    case O_LAUNCHER:
-        rc = parse_name(name, v, launcher_parse, &e, "auto, fork, mpi", err);
-        c->launcher = (launcher_kind_t)e;
-        break;
-    case O_BUCKET_MB:
-        c->bucket_auto = strcmp(v, "auto") == 0;
-        if (c->bucket_auto)
-            c->bucket_mb = 25.0; /* the warm-up steps start from the default */
-        else
-            rc = parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
-        break;
-    case O_FIRST_BUCKET_MB:
-        rc = parse_double(name, v, 0.0, 1 << 20, true, &c->first_bucket_mb, err);
-        break;
-    case O_OVERLAP:
-        c->overlap = true;
-        break;
-    case O_NO_OVERLAP:
-        c->overlap = false;
-        break;
-    case O_TIMEOUT:
-        rc = parse_double(name, v, 0.0, 1e6, true, &c->timeout_s, err);
-        break;
-    case O_QUIET:
-        c->quiet = true;
-        break;
-    case O_TF32:
-        c->tf32 = true;
-        break;
-    case O_JSON:
-        c->json = true;
-        break;
-    case O_CSV:
-        c->csv = true;
-        break;
-    case O_EXPLAIN:
-        c->explain = true;
-        break;
-    case O_TRACE:
-        rc = copy_path(name, v, c->trace_path, err);
-        break;
-    case O_BASELINE:
-        rc = copy_path(name, v, c->baseline_path, err);
-        break;
-    case O_TOLERANCE:
-        rc = parse_double(name, v, 0.0, 100.0, false, &c->tolerance_pct, err);
-        break;
-    case O_SAVE:
-        rc = copy_path(name, v, c->save_path, err);
-        break;
-    case O_INIT:
-        rc = copy_path(name, v, c->init_path, err);
-        break;
-    case O_CHECKPOINT:
-        rc = copy_path(name, v, c->checkpoint_path, err);
-        break;
-    case O_CHECKPOINT_EVERY:
-        rc = parse_long(name, v, 1, 1L << 40, &c->checkpoint_every, err);
-        break;
-    case O_RESUME:
-        rc = copy_path(name, v, c->resume_path, err);
-        break;
-    case O_MIN_BYTES:
-        rc = parse_bytes(name, v, &c->min_bytes, err);
-        break;
-    case O_MAX_BYTES:
-        rc = parse_bytes(name, v, &c->max_bytes, err);
-        break;
-    case O_STEP_FACTOR:
-        rc = parse_double(name, v, 1.0, 1024.0, true, &c->step_factor, err);
-        break;
-    case O_ITERS:
-        rc = parse_long(name, v, 1, 1000000, &c->iters, err);
-        break;
-    case O_WARMUP_ITERS:
-        rc = parse_long(name, v, 0, 1000000, &c->warmup_iters, err);
-        break;
-    case O_COLL:
-        rc = parse_colls(v, &c->colls, err);
-        break;
-    case O_REPEAT:
-        rc = parse_long(name, v, 1, CONFIG_REPEAT_MAX, &l, err);
-        c->repeat = (int)l;
-        if (ex)
-            ex->repeat = true;
-        break;
-    case O_AGAINST:
-        rc = copy_path(name, v, c->against, err);
-        break;
-    case O_CANDIDATE:
-        rc = copy_path(name, v, c->candidate, err);
-        break;
-    case O_PREDICT:
-        c->predict = true;
-        break;
-    case O_ZERO1:
-        c->zero1 = true;
-        break;
-    case O_SLOW_RANK: {
-        const char *colon = strchr(v, ':');
-        char r[32];
-        if (!colon || (size_t)(colon - v) >= sizeof r)
-            return err_set(err, DDP_ERR_INPUT, "--slow-rank: '%s' is not RANK:FACTOR (e.g. 1:3)", v);
-        memcpy(r, v, (size_t)(colon - v));
-        r[colon - v] = 0;
-        rc = parse_long(name, r, 0, MAX_DEVICES - 1, &l, err);
-        c->slow_rank = (int)l;
-        if (rc == DDP_OK)
-            rc = parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
-        break;
-    }
-    case O_SCENARIO:
-        if (strlen(v) >= sizeof c->scenario)
-            return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
-                           "--scenario list)", v);
-        strcpy(c->scenario, v);
-        break;
-    case O_EMIT_PYTORCH:
-        rc = copy_path(name, v, c->emit_pytorch, err);
-        break;
-    default:
-        rc = err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", name);
-    }
-    return rc;
+    return config_parse_int_list(v, c->gpus, MAX_GPU_LIST, &c->ngpus, name, true, err);
+}
+
+static int set_layers(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    TRY(config_parse_int_list(v, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims, name, true, err));
+    if (c->ndims < 2)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--layers: '%s' needs at least an input and an output width", v);
+    for (int i = 0; i < c->ndims; i++)
+        if (c->dims[i] < 1)
+            return err_set(err, DDP_ERR_INPUT, "--layers: width %d in '%s' must be >= 1",
+                           c->dims[i], v);
+    return DDP_OK;
+}
+
+static int set_act(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    int e = act_parse(v);
+    if (e < 0 || e == ACT_NONE)
+        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: relu, tanh, "
+                       "sigmoid, gelu)", name, v);
+    c->act = (act_t)e;
+    return DDP_OK;
+}
+
+static int set_weight_decay(config_t *c, const char *name, const char *v, explicit_t *ex,
+                            char *err)
+{
+    if (ex)
+        ex->wd = true;
+    return parse_float(name, v, 0.0, 1e6, &c->optim.weight_decay, err);
+}
+
+static int set_seed(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)name, (void)ex;
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-')
+        return err_set(err, DDP_ERR_INPUT, "--seed: '%s' is not a non-negative integer", v);
+    c->seed = s;
+    return DDP_OK;
+}
+
+static int set_batch(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    long l = 0;
+    if (ex)
+        ex->batch = true;
+    TRY(parse_long(name, v, 1, 1 << 24, &l, err));
+    c->batch = (int)l;
+    return DDP_OK;
+}
+
+static int set_rank_samples(config_t *c, const char *name, const char *v, explicit_t *ex,
+                            char *err)
+{
+    (void)ex;
+    int n[MAX_DEVICES];
+    TRY(config_parse_int_list(v, n, MAX_DEVICES, &c->nrank_samples, name, true, err));
+    for (int i = 0; i < c->nrank_samples; i++)
+        c->rank_samples[i] = n[i];
+    return DDP_OK;
+}
+
+static int set_bucket_mb(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    c->bucket_auto = strcmp(v, "auto") == 0;
+    if (!c->bucket_auto)
+        return parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
+    c->bucket_mb = CONFIG_BUCKET_MB; /* the warm-up steps start from the default */
+    return DDP_OK;
+}
+
+/* --repeat N, noted as given: --against's rounds default to CONFIG_AB_ROUNDS
+ * unless it is */
+static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    long l = 0;
+    TRY(parse_long(name, v, 1, CONFIG_REPEAT_MAX, &l, err));
+    c->repeat = (int)l;
+    if (ex)
+        ex->repeat = true;
+    return DDP_OK;
+}
+
+static int set_slow_rank(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    const char *colon = strchr(v, ':');
+    char r[32];
+    long l = 0;
+    if (!colon || (size_t)(colon - v) >= sizeof r)
+        return err_set(err, DDP_ERR_INPUT, "--slow-rank: '%s' is not RANK:FACTOR (e.g. 1:3)", v);
+    memcpy(r, v, (size_t)(colon - v));
+    r[colon - v] = 0;
+    TRY(parse_long(name, r, 0, MAX_DEVICES - 1, &l, err));
+    c->slow_rank = (int)l;
+    return parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
+}
+
+static int set_colls(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)name, (void)ex;
+    return parse_colls(v, &c->colls, err);
+}
+
+static int set_scenario(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)name, (void)ex;
+    if (strlen(v) >= sizeof c->scenario)
+        return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
+                       "--scenario list)", v);
+    strcpy(c->scenario, v);
+    return DDP_OK;
 }
 
 // ---------------------------------------------------------------------------
-// the defaults and the parse
+// the option table: one row per option, used for the defaults, getopt, --help
+// and the parse.  A new option is one row: its name, argument, default, help
+// and what it sets (one of the kinds below, or SET(its own setter)).
+
+typedef enum {
+    K_PASS1, /* handled before the others (--help, --version, --model) */
+    K_ON,    /* a flag: the bool field becomes true */
+    K_OFF,   /* a flag: the bool field becomes false (--no-X) */
+    K_INT,   /* an int in [lo, hi] */
+    K_LONG,  /* a long in [lo, hi] */
+    K_FLOAT, /* a float in [lo, hi] */
+    K_DOUBLE,/* a double in [lo, hi] */
+    K_ABOVE, /* a double in (lo, hi] */
+    K_BYTES, /* a long byte count, K/M/G suffixes */
+    K_PATH,  /* a file name (CONFIG_PATH_LEN) */
+    K_NAME,  /* an enum by name: parse(v) >= 0, choices for the error */
+    K_SET,   /* set(): a setter of its own */
+} opt_kind_t;
+
+typedef struct {
+    const char *name;
+    const char *arg;     /* NULL: a flag */
+    const char *dflt;    /* the default, applied by config_defaults() through the same
+                            setter as the command line (a flag: "on" sets it); NULL: the
+                            preset's value, or nothing */
+    const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
+    const char *help;
+    const char *section; /* starts a new section in --help */
+    opt_kind_t kind;
+    size_t off;          /* the field in config_t */
+    double lo, hi;
+    int (*parse)(const char *); /* K_NAME */
+    const char *choices;        /* K_NAME */
+    setter_fn set;              /* K_SET */
+    char letter;                /* a short form (nccl-tests' letters for --mode comm) */
+} opt_t;
+
+#define FIELD(f) .off = offsetof(config_t, f)
+#define ON(f) .kind = K_ON, FIELD(f)
+#define OFF(f) .kind = K_OFF, FIELD(f)
+#define INT(f, a, b) .kind = K_INT, FIELD(f), .lo = (a), .hi = (b)
+#define LONG(f, a, b) .kind = K_LONG, FIELD(f), .lo = (a), .hi = (b)
+#define FLOAT(f, a, b) .kind = K_FLOAT, FIELD(f), .lo = (a), .hi = (b)
+#define DOUBLE(f, a, b) .kind = K_DOUBLE, FIELD(f), .lo = (a), .hi = (b)
+#define ABOVE(f, a, b) .kind = K_ABOVE, FIELD(f), .lo = (a), .hi = (b)
+#define BYTES(f) .kind = K_BYTES, FIELD(f)
+#define PATH(f) .kind = K_PATH, FIELD(f)
+#define NAME(f, p, ch) .kind = K_NAME, FIELD(f), .parse = (p), .choices = (ch)
+#define SET(fn) .kind = K_SET, .set = (fn)
+#define PASS1 .kind = K_PASS1
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a default written as a number elsewhere */
+
+static const opt_t opts[] = {
+    {"mode", "M", "compare", NULL,
+     "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
+     "side; single uses the first device) | comm (the collectives alone, like nccl-tests)",
+     "What to run", NAME(mode, mode_parse, "single, dp, ddp, compare, comm")},
+    {"gpus", "LIST", "auto", NULL,
+     "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
+     " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
+     NULL, SET(set_gpus)},
+    {"backend", "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL, NAME(backend, backend_kind_parse, "auto, cpu, cuda")},
+    {"threads", "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL, INT(threads, 1, 256)},
+    {"scenario", "NAME", NULL, "none",
+     "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
+     "mismatch (list: each in a line); exit 0 when it behaved as described",
+     NULL, SET(set_scenario)},
+    {"tf32", NULL, NULL, "off",
+     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL, ON(tf32)},
+    {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
+     "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
+     "The model", PASS1},
+    {"layers", "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL, SET(set_layers)},
+    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, SET(set_act)},
+    {"loss", "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
+     NULL, NAME(loss, loss_parse, "mse, bce, ce")},
+    {"optim", "O", NULL, "preset", "sgd | adam | adamw", NULL, NAME(optim.kind, optim_parse, "sgd, adam, adamw")},
+    {"lr", "X", NULL, "preset", "learning rate", NULL, FLOAT(optim.lr, 0.0, 1e6)},
+    {"momentum", "X", NULL, "preset", "SGD momentum", NULL, FLOAT(optim.momentum, 0.0, 1e6)},
+    {"dampening", "X", "0", NULL, "SGD dampening", NULL, FLOAT(optim.dampening, 0.0, 1.0)},
+    {"nesterov", NULL, NULL, "off", "SGD Nesterov momentum", NULL, ON(optim.nesterov)},
+    {"weight-decay", "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL, SET(set_weight_decay)},
+    {"beta1", "X", "0.9", NULL, "Adam beta1", NULL, FLOAT(optim.beta1, 0.0, 0.999999999)},
+    {"beta2", "X", "0.999", NULL, "Adam beta2", NULL, FLOAT(optim.beta2, 0.0, 0.999999999)},
+    {"eps", "X", "1e-8", NULL, "Adam epsilon", NULL, FLOAT(optim.eps, 0.0, 1.0)},
+    {"seed", "N", "0", NULL, "seed for init, synthetic data and shuffling", NULL, SET(set_seed)},
+    {"dataset", "K", "auto", NULL,
+     "synthetic set: regression | binary | classes (auto: the one that fits --loss)", "The data", NAME(dataset, synth_parse, "regression, binary, classes")},
+    {"samples", "N", NULL, "preset", "rows of synthetic data", NULL, LONG(samples, 1, 1L << 31)},
+    {"noise", "X", "0.1", NULL, "std of the noise added to synthetic regression targets", NULL, FLOAT(noise, 0.0, 1e6)},
+    {"data", "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL, PATH(data_path)},
+    {"targets", "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL, PATH(targets_path)},
+    {"target-cols", "N", "1", NULL, "CSV: the last N columns are targets", NULL, INT(target_cols, 1, 1 << 20)},
+    {"batch", "N", NULL, "preset",
+     "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
+     "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
+     "rows)",
+     "The loop", SET(set_batch)},
+    {"batch-per-device", "N", NULL, "off",
+     "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
+     "devices (compare: single then runs all of it)",
+     NULL, INT(batch_per_device, 1, 1 << 24)},
+    {"accum", "K", "1", NULL, "micro-batches per optimizer step (ddp: no_sync on the first K-1)",
+     NULL, INT(accum, 1, 1 << 16)},
+    {"epochs", "N", NULL, "preset", "passes over the data", NULL, LONG(epochs, 1, 1L << 30)},
+    {"steps", "N", NULL, "0 (use --epochs)", "stop after N optimizer steps", NULL, LONG(steps, 1, 1L << 40)},
+    {"shuffle", NULL, "on", NULL, "reshuffle every epoch (seed + epoch)", NULL, ON(shuffle)},
+    {"no-shuffle", NULL, NULL, NULL, "keep the data in file order", NULL, OFF(shuffle)},
+    {"drop-last", NULL, NULL, "off", "drop the last incomplete batch (and sampler tail)",
+     NULL, ON(drop_last)},
+    {"sampler-replicas", "N", NULL, "auto",
+     "read DistributedSampler(num_replicas=N)'s stream (its padding, or its cut with --drop-last)"
+     "; auto: the devices in ddp and compare (so all modes read the same samples), 1 in single "
+     "and dp",
+     NULL, INT(sampler_replicas, 1, MAX_DEVICES)},
+    {"rank-samples", "a,b,..", NULL, "none",
+     "give rank r its own a, b, ... samples (uneven data: see --join); single and dp read the "
+     "same samples step by step",
+     NULL, SET(set_rank_samples)},
+    {"join", NULL, "on", NULL,
+     "a rank out of data shadows the others' all-reduces with zero gradients (torch's Join)",
+     NULL, ON(join)},
+    {"no-join", NULL, NULL, NULL,
+     "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL, OFF(join)},
+    {"warmup-steps", "N", "2", NULL, "steps left out of the throughput", NULL, LONG(warmup_steps, 0, 1L << 40)},
+    {"log-every", "N", "0", "0 (each epoch)", "print the loss every N steps", NULL, LONG(log_every, 0, 1L << 40)},
+    {"allow-nonfinite", NULL, NULL, "off",
+     "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
+     "naming the step), and write them to --save and --checkpoint",
+     NULL, ON(allow_nonfinite)},
+    {"comm", "C", "auto", NULL,
+     "ddp collectives: auto | shm | nccl | mpi (auto: nccl on CUDA; on the CPU shm, or mpi "
+     "under mpirun)",
+     "DDP", NAME(comm, comm_parse, "auto, shm, nccl, mpi")},
+    {"launcher", "L", "auto", NULL,
+     "who starts ddp's ranks: fork (this process, one host) | mpi (mpirun, one process per "
+     "rank, on any hosts; each binds --gpus[local rank]); auto: mpi when mpirun started it",
+     NULL, NAME(launcher, launcher_parse, "auto, fork, mpi")},
+    {"bucket-mb", "X", STR(CONFIG_BUCKET_MB), NULL,
+     "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL, SET(set_bucket_mb)},
+    {"first-bucket-mb", "X", "1", NULL, "cap of the first (last layers') bucket", NULL, ABOVE(first_bucket_mb, 0.0, 1 << 20)},
+    {"overlap", NULL, "on", NULL, "all-reduce each bucket while backward still runs",
+     NULL, ON(overlap)},
+    {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
+    {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6)},
+    {"zero1", NULL, NULL, "off",
+     "ZeRO-1: gradients reduce-scattered, each rank steps its shard of the optimizer state and "
+     "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
+     NULL, ON(zero1)},
+    {"slow-rank", "R:F", NULL, "none",
+     "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
+     "and fractional (1.1: 10% more; the same result, F times the work)",
+     NULL, SET(set_slow_rank)},
+    {"min-bytes", "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
+     "Collective benchmark (--mode comm, like nccl-tests)", BYTES(min_bytes), .letter = 'b'},
+    {"max-bytes", "N", "16M", NULL, "largest message", NULL, BYTES(max_bytes), .letter = 'e'},
+    {"step-factor", "X", "4", NULL, "each size is the last times X", NULL, ABOVE(step_factor, 1.0, 1024.0), .letter = 'f'},
+    {"iters", "N", "20", NULL, "timed iterations per size", NULL, LONG(iters, 1, 1000000), .letter = 'n'},
+    {"warmup-iters", "N", "5", NULL, "untimed iterations before them", NULL, LONG(warmup_iters, 0, 1000000), .letter = 'w'},
+    {"coll", "LIST", "all", NULL,
+     "all-reduce, broadcast, reduce-scatter, all-gather, reduce (a comma list), or all (the first "
+     "four)",
+     NULL, SET(set_colls)},
+    {"quiet", NULL, NULL, "off", "print only errors and the final result", "Reporting", ON(quiet)},
+    {"json", NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL, ON(json)},
+    {"csv", NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL, ON(csv)},
+    {"explain", NULL, NULL, "off",
+     "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
+     "then why each mode is as fast as it is",
+     NULL, ON(explain)},
+    {"trace", "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL, PATH(trace_path)},
+    {"report", "FILE.html", NULL, "none",
+     "write one offline HTML page: a median step's timeline per device, phase and memory bars, "
+     "--predict's curves, the verdict",
+     NULL, PATH(report_path)},
+    {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
+     NULL, PATH(baseline_path)},
+    {"tolerance", "PCT", "5", NULL,
+     "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL,
+     DOUBLE(tolerance_pct, 0.0, 100.0)},
+    {"against", "BASE", NULL, "none",
+     "A/B gate: run the executable BASE and the candidate with these options, round by round "
+     "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
+     "verdict); --repeat sets the rounds (default " STR(CONFIG_AB_ROUNDS) " here)",
+     NULL, PATH(against)},
+    {"candidate", "CAND", NULL, "this ddpbench", "the other side of --against", NULL,
+     PATH(candidate)},
+    {"repeat", "N", "1", NULL,
+     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL,
+     SET(set_repeat)},
+    {"predict", NULL, NULL, "off",
+     "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
+     NULL, ON(predict)},
+    {"emit-pytorch", "FILE.py", NULL, "none",
+     "write a PyTorch script that runs the same job (its initial weights and data beside it) "
+     "and prints the same checksum",
+     NULL, PATH(emit_pytorch)},
+    {"save", "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints", PATH(save_path)},
+    {"init", "FILE", NULL, "none", "start from weights in a .safetensors file", NULL, PATH(init_path)},
+    {"checkpoint", "FILE", NULL, "none", "write a resumable checkpoint here", NULL, PATH(checkpoint_path)},
+    {"checkpoint-every", "N", NULL, "0 (at the end)", "steps between checkpoints",
+     NULL, LONG(checkpoint_every, 1, 1L << 40)},
+    {"resume", "FILE", NULL, "none", "continue exactly from a --checkpoint file", NULL, PATH(resume_path)},
+    {"help", NULL, NULL, NULL, "this text", "Other", PASS1},
+    {"version", NULL, NULL, NULL, "print the version", NULL, PASS1},
+};
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+
+void config_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ddpbench [options]\n"
+            "Trains one MLP on one host three ways (single device, DataParallel,\n"
+            "DistributedDataParallel) and reports throughput, where the time goes,\n"
+            "memory, and whether the results agree.\n");
+    for (int i = 0; i < NOPTS; i++) {
+        const opt_t *o = &opts[i];
+        if (o->section)
+            fprintf(f, "\n%s:\n", o->section);
+        char lhs[64], text[512];
+        if (o->letter)
+            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", o->letter, o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        else
+            snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        const char *d = o->shown ? o->shown : o->dflt;
+        snprintf(text, sizeof text, "%s%s%s%s", o->help, d ? " [" : "", d ? d : "", d ? "]" : "");
+        /* wrap the text at 79 columns under its own column */
+        fprintf(f, "  %-24s", lhs);
+        int col = 26;
+        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+            int len = (int)strlen(w);
+            if (col > 26 && col + 1 + len > 79) {
+                fprintf(f, "\n%26s", "");
+                col = 26;
+            }
+            fprintf(f, " %s", w);
+            col += 1 + len;
+        }
+        fputc('\n', f);
+    }
+    config_presets_usage(f);
+    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
+               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
+}
+
+// ---------------------------------------------------------------------------
+// one option
+
+/* Set row o's field from its value v (NULL for a flag). */
+static int apply_option(config_t *c, const opt_t *o, const char *v, explicit_t *ex, char *err)
+{
+    void *f = (char *)c + o->off;
+    long l = 0;
+    switch (o->kind) {
+    case K_PASS1:
+        return DDP_OK;
+    case K_ON:
+    case K_OFF:
+        *(bool *)f = o->kind == K_ON;
+        return DDP_OK;
+    case K_INT:
+        TRY(parse_long(o->name, v, (long)o->lo, (long)o->hi, &l, err));
+        *(int *)f = (int)l;
+        return DDP_OK;
+    case K_LONG:
+        return parse_long(o->name, v, (long)o->lo, (long)o->hi, (long *)f, err);
+    case K_FLOAT:
+        return parse_float(o->name, v, o->lo, o->hi, (float *)f, err);
+    case K_DOUBLE:
+    case K_ABOVE:
+        return parse_double(o->name, v, o->lo, o->hi, o->kind == K_ABOVE, (double *)f, err);
+    case K_BYTES:
+        return parse_bytes(o->name, v, (long *)f, err);
+    case K_PATH:
+        return copy_path(o->name, v, (char *)f, err);
+    case K_NAME: {
+        int e = 0;
+        TRY(parse_name(o->name, v, o->parse, &e, o->choices, err));
+        *(int *)f = e; /* an enum field */
+        return DDP_OK;
+    }
+    case K_SET:
+        return o->set(c, o->name, v, ex, err);
+    }
+    return err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", o->name);
+}
 
 int config_defaults_for(config_t *c, const char *preset, char *err)
 {
@@ -681,7 +579,7 @@ int config_defaults_for(config_t *c, const char *preset, char *err)
         const opt_t *o = &opts[i];
         if (!o->dflt)
             continue;
-        int rc = apply_option(c, o->id, o->name, o->arg ? o->dflt : NULL, NULL, err);
+        int rc = apply_option(c, o, o->arg ? o->dflt : NULL, NULL, err);
         if (rc != DDP_OK) /* a bad row in the table: the defaults must parse */
             return err_prefix(err, DDP_ERR_RUNTIME, "internal: the default of --%s", o->name);
     }
@@ -694,21 +592,40 @@ void config_defaults(config_t *c)
     config_defaults_for(c, CONFIG_DEFAULT_PRESET, err);
 }
 
+/* getopt's value for row i (its short letter comes back as itself). */
+#define OPT_VAL(i) (256 + (i))
+
+/* The row of getopt's answer id: a long option's OPT_VAL, or a letter. */
+static const opt_t *row_of(int id)
+{
+    if (id >= OPT_VAL(0) && id < OPT_VAL(NOPTS))
+        return &opts[id - OPT_VAL(0)];
+    for (int i = 0; id > 0 && i < NOPTS; i++)
+        if (opts[i].letter == id)
+            return &opts[i];
+    return NULL;
+}
+
+static bool is(const opt_t *o, const char *name)
+{
+    return o && strcmp(o->name, name) == 0;
+}
+
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
 {
     struct option lo[NOPTS + 1];
     for (int i = 0; i < NOPTS; i++)
         lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
-                                NULL, opts[i].id};
+                                NULL, OPT_VAL(i)};
     lo[NOPTS] = (struct option){0, 0, 0, 0};
 
     const char *preset = CONFIG_DEFAULT_PRESET;
-    /* "+h" and each row's short letter ("b:" for -b N) */
+    /* "+h" (-h: --help, unlisted) and each row's short letter ("b:" for -b N) */
     char shorts[2 * NOPTS + 4] = "+h";
     size_t ns = 2;
     for (int i = 0; i < NOPTS; i++)
-        if (short_of(opts[i].id)) {
-            shorts[ns++] = short_of(opts[i].id);
+        if (opts[i].letter) {
+            shorts[ns++] = opts[i].letter;
             if (opts[i].arg)
                 shorts[ns++] = ':';
         }
@@ -719,15 +636,16 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     optind = 0; /* GNU: 0 restarts the scan from scratch */
     int id, idx;
     while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
-        if (id == O_HELP) {
+        const opt_t *o = row_of(id);
+        if (id == 'h' || is(o, "help")) {
             config_usage(out);
             return CONFIG_EXIT_OK;
         }
-        if (id == O_VERSION) {
+        if (is(o, "version")) {
             fprintf(out, "ddpbench %s\n", DDPBENCH_VERSION);
             return CONFIG_EXIT_OK;
         }
-        if (id == O_MODEL)
+        if (is(o, "model"))
             preset = optarg;
     }
     int rc = config_defaults_for(c, preset, err);
@@ -740,28 +658,20 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
         if (id == '?') {
             const char *bad = argv[optind - 1];
-            for (int i = 0; optopt && i < NSHORTS; i++)
-                if (optopt == shorts_tab[i].letter)
-                    for (int j = 0; j < NOPTS; j++)
-                        if (opts[j].id == shorts_tab[i].id)
-                            return err_set(err, DDP_ERR_INPUT, "-%c (--%s): needs a value (%s)",
-                                           optopt, opts[j].name, opts[j].arg);
+            const opt_t *o = row_of(optopt);
+            if (o && o->letter && optopt == o->letter)
+                return err_set(err, DDP_ERR_INPUT, "-%c (--%s): needs a value (%s)", optopt,
+                               o->name, o->arg);
             if (optopt && optopt < 256)
                 return err_set(err, DDP_ERR_INPUT, "unknown option '-%c' (see --help)", optopt);
-            for (int i = 0; i < NOPTS; i++)
-                if (opts[i].id == optopt && opts[i].arg)
-                    return err_set(err, DDP_ERR_INPUT, "--%s: needs a value (%s)", opts[i].name,
-                                   opts[i].arg);
+            if (o && o->arg)
+                return err_set(err, DDP_ERR_INPUT, "--%s: needs a value (%s)", o->name, o->arg);
             return err_set(err, DDP_ERR_INPUT, "unknown option '%s' (see --help)", bad);
         }
-        const char *name = NULL;
-        for (int i = 0; i < NSHORTS; i++)
-            if (id == shorts_tab[i].letter)
-                id = shorts_tab[i].id; /* -b is --min-bytes */
-        for (int i = 0; i < NOPTS; i++)
-            if (opts[i].id == id)
-                name = opts[i].name;
-        rc = apply_option(c, id, name ? name : "?", optarg, &ex, err);
+        const opt_t *o = row_of(id);
+        if (!o)
+            return err_set(err, DDP_ERR_INPUT, "internal: unhandled option '%s'", argv[optind - 1]);
+        rc = apply_option(c, o, optarg, &ex, err);
         if (rc != DDP_OK)
             return rc;
     }
@@ -802,13 +712,13 @@ int config_argv_without(int argc, char **argv, const char *const *drop, char **o
     struct option lo[NOPTS + 1];
     for (int i = 0; i < NOPTS; i++)
         lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
-                                NULL, opts[i].id};
+                                NULL, OPT_VAL(i)};
     lo[NOPTS] = (struct option){0, 0, 0, 0};
     char shorts[2 * NOPTS + 4] = "+h";
     size_t ns = 2;
     for (int i = 0; i < NOPTS; i++)
-        if (short_of(opts[i].id)) {
-            shorts[ns++] = short_of(opts[i].id);
+        if (opts[i].letter) {
+            shorts[ns++] = opts[i].letter;
             if (opts[i].arg)
                 shorts[ns++] = ':';
         }
@@ -822,16 +732,10 @@ int config_argv_without(int argc, char **argv, const char *const *drop, char **o
     /* getopt_long leaves optind past the words an option took (one for
      * --x=v or a flag, two for --x v): those words go or stay together */
     while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
-        for (int i = 0; i < NSHORTS; i++)
-            if (id == shorts_tab[i].letter)
-                id = shorts_tab[i].id;
-        const char *name = NULL;
-        for (int i = 0; i < NOPTS; i++)
-            if (opts[i].id == id)
-                name = opts[i].name;
+        const opt_t *o = row_of(id);
         bool gone = false;
-        for (int k = 0; name && drop[k]; k++)
-            gone = gone || strcmp(drop[k], name) == 0;
+        for (int k = 0; o && drop[k]; k++)
+            gone = gone || is(o, drop[k]);
         for (; at < optind && at < argc; at++)
             if (!gone)
                 out[n++] = argv[at];

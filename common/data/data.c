@@ -151,13 +151,14 @@ int data_check(const dataset_t *d, int model_in, int model_out, loss_t loss, cha
 {
     if (d->in_dim != model_in)
         return err_set(err, DDP_ERR_INPUT,
-                       "--layers: the model takes %d inputs but %s has %d feature columns",
-                       model_in, d->source, d->in_dim);
+                       "--layers: the model takes %d input%s but %s has %d feature column%s",
+                       model_in, model_in == 1 ? "" : "s", d->source, d->in_dim,
+                       d->in_dim == 1 ? "" : "s");
     if (loss == LOSS_CE) {
         if (d->tgt_cols != 1)
             return err_set(err, DDP_ERR_INPUT,
-                           "--loss ce: needs one column of class ids, %s has %d target columns",
-                           d->source, d->tgt_cols);
+                           "--loss ce: needs one column of class ids, %s has %d target column%s",
+                           d->source, d->tgt_cols, d->tgt_cols == 1 ? "" : "s");
         if (model_out < 2)
             return err_set(err, DDP_ERR_INPUT,
                            "--loss ce: the last layer must have >= 2 outputs (one per class)");

@@ -198,6 +198,20 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     *cols = 0;
     *rows = 0;
     size_t first_line = 0;
+    /* A carriage return not followed by a line feed: old Mac line ends (CR
+     * alone), which would read as one long line of fields run together. */
+    for (const char *cr = memchr(text, '\r', len); cr; cr = memchr(cr + 1, '\r',
+                                                                   len - (size_t)(cr + 1 - text))) {
+        if ((size_t)(cr + 1 - text) < len && cr[1] == '\n')
+            continue;
+        size_t lineno = 1;
+        for (const char *q = text; q < cr; q++)
+            lineno += *q == '\n';
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: line %zu ends in a bare carriage return (CR line ends, as old Mac "
+                       "files have); ddpbench reads LF or CRLF: convert it (tr '\\r' '\\n')",
+                       path, lineno);
+    }
     if (!csv_next_line(&it, &line, &n))
         return err_set(err, DDP_ERR_INPUT, "%s: no data rows (the file is empty)", path);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "base/hash.h"
 #include "base/text.h"
 #include "io/safetensors.h"
 #include "base/status.h"
@@ -161,8 +162,10 @@ static int state_count(const config_t *cfg)
 // ---------------------------------------------------------------------------
 // weights files: --save and --init
 
-int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
-                      const float *params, char *err)
+/* The weights file's tensors and metadata, then write (to path, or into a
+ * when path is NULL). */
+static int weights_write(const char *path, afile_t *a, const config_t *cfg,
+                         const model_spec_t *spec, const float *params, char *err)
 {
     tensor_list_t L;
     list_build(&L, spec, cfg->optim.kind, 0);
@@ -173,9 +176,28 @@ int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t 
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
-    int rc = write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
-                        err);
+    if (!path) {
+        st_out_t out[CKPT_MAX_TENSORS];
+        for (size_t i = 0; i < L.n; i++)
+            out[i] = (st_out_t){L.name[i], L.e[i].ndim, {L.e[i].shape[0], L.e[i].shape[1]},
+                                params + L.off[i]};
+        return st_write_into(a, out, L.n, meta, sizeof meta / sizeof meta[0], err);
+    }
+    return write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
+                      err);
+}
+
+int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err)
+{
+    int rc = weights_write(path, NULL, cfg, spec, params, err);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--save %s", path);
+}
+
+int ckpt_weights_into(afile_t *a, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err)
+{
+    return weights_write(NULL, a, cfg, spec, params, err);
 }
 
 /* Open a weights file (or a checkpoint, whose optimizer state is skipped) and
@@ -287,6 +309,19 @@ static void data_identity(const config_t *c, const dataset_t *d, char *out, size
     }
 }
 
+/* The data's contents: a hash of every feature and target value as loaded
+ * (the fingerprint's, ddp/fingerprint.c), so other data under the same file
+ * name and row count is told apart. */
+static void data_contents(const dataset_t *d, char *out, size_t size)
+{
+    hash64_t h;
+    hash64_init(&h);
+    hash64_update(&h, d->x, d->n * (size_t)d->in_dim * sizeof(float));
+    hash64_update(&h, d->y, d->n * (size_t)d->tgt_cols * sizeof(float));
+    snprintf(out, size, "%zu rows of %d features and %d targets, hash %016llx", d->n, d->in_dim,
+             d->tgt_cols, (unsigned long long)hash64_final(&h));
+}
+
 /* Which sample stream the run reads (schedule.h): the DistributedSampler's
  * over R replicas, or each rank's own shard. */
 static void stream_identity(const config_t *c, char *out, size_t size)
@@ -349,6 +384,9 @@ static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
     data_identity(c, s->data, f[n].val, sizeof f[n].val);
     f[n].key = "data";
     f[n++].option = "data";
+    data_contents(s->data, f[n].val, sizeof f[n].val);
+    f[n].key = "data_hash";
+    f[n++].option = "data contents";
 #undef FACT
 #undef FACT_FLOAT
     return n;
@@ -435,6 +473,10 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
             snprintf(implied, sizeof implied, "sampler replicas=%d", ckpt_world(s->cfg));
             old = implied;
         }
+        /* written before the data's contents were recorded: the name and
+         * rows ("data") are all that can be compared */
+        if (!old && strcmp(facts[i].key, "data_hash") == 0)
+            continue;
         /* one Linear layer has no activation (older files named one) */
         if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
             continue;
@@ -673,7 +715,10 @@ int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, 
                            g + 1, where, c->cfg->checkpoint_path);
     }
     ckpt_pos_t pos = {g + 1, o->step};
-    bool kill = fault_at(c->device_index, g) == FAULT_WRITE;
+    fault_kind_t f = fault_at(c->device_index, g);
+    bool kill = f == FAULT_WRITE;
+    if (f == FAULT_PAUSE)
+        fault_pause_arm();
     return ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,
                      (const float *const *)c->state, c->nstate, &pos, kill, err);
 }

@@ -32,7 +32,11 @@
  *   lr, beta1, beta2, eps, weight_decay for Adam/AdamW; floats as the shortest
  *   decimal that reads back as the same float), seed, mode, world (devices), batch, accum,
  *   shuffle, drop_last, data ("synthetic binary samples=100" or "file x.npy +
- *   y.npy rows=1000": file names without their directory, and the row count).
+ *   y.npy rows=1000": file names without their directory, and the row count),
+ *   data_hash ("1000 rows of 8 features and 1 targets, hash 0123456789abcdef":
+ *   a hash of every value as loaded, so other data under the same name and
+ *   row count is refused, both named; a checkpoint written before it was
+ *   recorded is compared by name and rows alone).
  *
  * --resume continues bit for bit: a run stopped after K steps and resumed to N
  * ends with the parameters of the run that never stopped. */
@@ -42,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/atomic_file.h"
 #include "config/config.h"
 #include "data/data.h"
 #include "nn/model.h"
@@ -55,6 +60,10 @@ void ckpt_param_name(int layer, bool bias, char *out, size_t size);
 
 /* --save: the parameters (host) as a weights file, written atomically. */
 int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
+                      const float *params, char *err);
+/* The same weights file's bytes into a's temporary (the caller commits it,
+ * as one of a set: --emit-pytorch). */
+int ckpt_weights_into(afile_t *a, const config_t *cfg, const model_spec_t *spec,
                       const float *params, char *err);
 /* --init: parameters from a weights file, or from a checkpoint (its optimizer
  * state is then ignored).  what names the option in messages ("--init"). */

@@ -847,26 +847,35 @@ static void write_f32(afile_t *a, const float *v, size_t n)
 
 int st_check_writable(const char *path, char *err) { return afile_check(path, err); }
 
-static int write_file(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
-                      size_t nmeta, bool kill_before_rename, char *err)
+int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+                  char *err)
 {
     uint8_t *head = NULL;
     size_t head_len = 0;
     int rc = build_header(t, nt, meta, nmeta, &head, &head_len, err);
     if (rc != DDP_OK)
         return rc;
-    afile_t a;
-    if ((rc = afile_open(&a, path, err)) != DDP_OK) {
-        free(head);
-        return rc;
-    }
-    afile_write(&a, head, head_len);
+    afile_write(a, head, head_len);
     free(head);
     for (size_t i = 0; i < nt; i++) {
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
-        write_f32(&a, t[i].data, (size_t)count);
+        write_f32(a, t[i].data, (size_t)count);
+    }
+    return DDP_OK;
+}
+
+static int write_file(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
+                      size_t nmeta, bool kill_before_rename, char *err)
+{
+    afile_t a;
+    int rc = afile_open(&a, path, err);
+    if (rc != DDP_OK)
+        return rc;
+    if ((rc = st_write_into(&a, t, nt, meta, nmeta, err)) != DDP_OK) {
+        afile_abort(&a);
+        return rc;
     }
     return afile_commit(&a, kill_before_rename, err);
 }

@@ -41,6 +41,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/atomic_file.h"
+
 #define ST_HEADER_MAX 100000000ULL /* the reference implementation's limit */
 #define ST_MAX_DIMS 8
 #define ST_PREFIX 8                 /* the header length field */
@@ -167,6 +169,10 @@ int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta
 /* The same with the content checksum added to the metadata. */
 int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
                          size_t nmeta, bool kill_before_rename, char *err);
+/* The same file's bytes into a's temporary (the caller commits: a set of
+ * files written as one, base/atomic_file.h). */
+int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+                  char *err);
 /* Can st_write create path?  Creates and removes a temporary in its directory
  * (so a long run does not fail at its end for a typo in a directory name). */
 int st_check_writable(const char *path, char *err);

@@ -1,9 +1,11 @@
-/* common/measure/trace.h: a bounded recorder of timed events for --trace.
+/* common/measure/trace.h: a bounded recorder of timed events for --trace and
+ * --report (whose page draws one of the recorded steps).
  *
  * A strategy keeps one recorder per device slot and stamps what each device
  * did: a phase of a step (step_meter_lap does it), a whole step, a copy
  * between devices or one bucket's all-reduce.
- * The report turns the recorders into a Chrome trace (report_trace.c).
+ * The report turns the recorders into a Chrome trace (report_trace.c) and
+ * the page's timelines (report_svg.c).
  *
  * Rules that keep it cheap and safe:
  *  - A NULL recorder is "tracing off": every call returns at once.
@@ -50,6 +52,8 @@ typedef enum {
 
 typedef struct {
     double t_begin, t_end; /* now_s() */
+    double t_ready;        /* a bucket's all-reduce: when its last gradient was written and
+                              it was launched (<= t_begin); 0 for other events */
     uint64_t bytes;        /* bytes moved; 0 when not a transfer */
     int32_t step;          /* optimizer step, 1-based */
     int16_t kind;          /* trace_kind_t */
@@ -108,8 +112,20 @@ static inline void trace_event(trace_rec_t *t, trace_kind_t kind, trace_lane_t l
         t->dropped++;
         return;
     }
-    t->ev[t->n++] = (trace_event_t){t_begin, t_end,         bytes,          t->step,
-                                    (int16_t)kind, (int8_t)lane, 0, bucket, peer};
+    t->ev[t->n++] = (trace_event_t){.t_begin = t_begin, .t_end = t_end, .bytes = bytes,
+                                    .step = t->step, .kind = (int16_t)kind, .lane = (int8_t)lane,
+                                    .bucket = bucket, .peer = peer};
+}
+
+/* A bucket's all-reduce (or reduce-scatter) that was launched at t_ready,
+ * when backward wrote its last gradient, and ran from t_begin to t_end. */
+static inline void trace_bucket(trace_rec_t *t, trace_kind_t kind, double t_ready, double t_begin,
+                                double t_end, uint64_t bytes, int bucket)
+{
+    uint32_t n = t ? t->n : 0;
+    trace_event(t, kind, LANE_COMM, t_begin, t_end, bytes, bucket, -1);
+    if (t && t->n > n)
+        t->ev[n].t_ready = t_ready > 0.0 && t_ready <= t_begin ? t_ready : t_begin;
 }
 
 /* A phase on the compute lane (what step_meter_lap calls). */

@@ -106,9 +106,9 @@ void report_differ_cause(char *buf, size_t len, const report_ctx_t *ctx, const r
  * backward. */
 void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
                             const run_result_t *runs, int n);
-/* Compare's notes: what a CPU run does not reproduce of GPUs, and a machine
- * busier (load average at the start) than its cores less the devices when
- * there is one run.  Up to max lines into notes; returns how many. */
+/* Compare's notes: what a CPU run does not reproduce of GPUs, and, for one
+ * run (no --repeat), a machine that disturbed it (its `machine` record).  Up
+ * to max lines into notes; returns how many. */
 int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,
                          char notes[][256], int max);
 /* --explain: where the time goes in each mode, and the gap between them
@@ -117,9 +117,8 @@ void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const ru
                         int n);
 /* The reason for the verdict, into buf: per multi-device run, what
  * splitting the batch saved against what the mode adds per step (a tiny
- * model named as such, with the all-reduce's latency floor), at what model
- * size DDP starts to win (ctx->pred: the alpha-beta model), and the memory
- * story (DP's device 0 against the others, DDP's equal split). */
+ * model named as such, with the all-reduce's latency floor), and at what
+ * model size DDP starts to win (ctx->pred: the alpha-beta model). */
 void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
                            const run_result_t *runs, int n);
 /* The same reason for one dp or ddp run against single's step as --predict's
@@ -206,8 +205,6 @@ void report_provenance(FILE *f, const report_ctx_t *ctx);
 /* Note the run's start (time and load average) for its provenance: call
  * before training. */
 void report_start(void);
-/* The 1-minute load average when report_start() ran (NAN when unknown). */
-double report_start_load(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
 /* The host name, the run's start (UTC, ISO 8601) and its 1-minute load

@@ -8,7 +8,6 @@
  * on CUDA, those the probe found (runtime, driver, cuBLAS, NCCL); the host
  * name and the time the run started. */
 #include <ctype.h>
-#include <math.h>
 #include <openblas_config.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +174,6 @@ static const char *start_loadavg(void)
         *p = 0;
     }
     return buf;
-}
-
-double report_start_load(void)
-{
-    double v;
-    return sscanf(start_loadavg(), "%lf", &v) == 1 ? v : NAN;
 }
 
 static const char *host_name(void)

@@ -115,6 +115,8 @@ static uint64_t write_events(FILE *f, const run_result_t *runs, int n, bool *fir
                     fprintf(f, ",\"peer\":%d", e->peer);
                 if (e->bytes)
                     fprintf(f, ",\"bytes\":%llu", (unsigned long long)e->bytes);
+                if (e->t_ready > 0.0) /* a bucket: launched when backward made it ready */
+                    fprintf(f, ",\"ready_ts\":%.3f", (e->t_ready - t0) * 1e6);
                 fputs("}}", f);
             }
         }

@@ -8,14 +8,13 @@
  *                           device 0, DDP's overlap; and its notes (the CPU,
  *                           a busy machine)
  *   report_compare_why      --explain: where the time goes, per mode
- *   report_compare_reason   --explain: why each mode is as fast as it is, the
- *                           crossover, the memory
+ *   report_compare_reason   --explain: why each mode is as fast as it is, and
+ *                           the crossover (the memory is in compare's table)
  *   report_run_reason       the same for one dp or ddp run against --predict's
  *                           single run */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "report/report.h"
 
@@ -36,18 +35,12 @@
 /* The floor explains the exposed time only when that is at least this
  * multiple of it. */
 #define WHY_FLOOR_ORDER 0.5
-/* A kind of memory is named when device 0 holds more of it than the others
- * by this fraction of its peak; DDP's ranks differ when their peaks do. */
-#define WHY_MEM_PART 0.01
 /* One run has no interval: two modes are called different only when their
  * throughputs differ by more than this, or by more than the run's own
  * step-time spread ((p95 - p50) / p50) when that is larger.  Between runs on
  * a quiet 2-core machine bench_stability measured spreads (max / min of 5
  * runs) of 1.04-1.31 (docs/benchmarks.md). */
 #define WHY_ONE_RUN_NOISE 0.10
-/* A machine is busy for a single run when the load average when it started
- * exceeds the cores left over by the devices by more than this. */
-#define WHY_LOAD_SLACK 0.5
 
 // ---------------------------------------------------------------------------
 // small helpers
@@ -486,55 +479,6 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
             params, scale, now);
 }
 
-/* Memory at the peak: DP's device 0 against the others, DDP's equal split. */
-static void why_memory(char *buf, size_t len, size_t *used, const run_result_t *dp,
-                       const run_result_t *ddp, bool zero1)
-{
-    char a[32], b[32];
-    if (dp && dp->ndev >= 2) {
-        double other = 0.0, diff[MEM_KINDS] = {0};
-        for (int d = 1; d < dp->ndev; d++)
-            other += (double)dp->dev[d].mem_peak / (dp->ndev - 1);
-        item_t it[MEM_KINDS];
-        int n = 0;
-        for (int k = 0; k < MEM_KINDS; k++) {
-            double o = 0.0;
-            for (int d = 1; d < dp->ndev; d++)
-                o += (double)dp->dev[d].mem_split[k] / (dp->ndev - 1);
-            diff[k] = (double)dp->dev[0].mem_split[k] - o;
-            if (diff[k] > WHY_MEM_PART * (double)dp->dev[0].mem_peak)
-                it[n++] = (item_t){k, diff[k]};
-        }
-        sort_items(it, n);
-        report_appendf(buf, len, used, "Memory: DP's device 0 peaks at %s, each other device at "
-            "%s", report_fmt_bytes(a, sizeof a, (double)dp->dev[0].mem_peak),
-            report_fmt_bytes(b, sizeof b, other));
-        for (int i = 0; i < n; i++)
-            report_appendf(buf, len, used, "%s%s more %s", i ? ", " : ": device 0 holds ",
-                report_fmt_bytes(a, sizeof a, it[i].v), mem_kind_name((mem_kind_t)it[i].phase));
-        if (n > 0)
-            report_appendf(buf, len, used, " (the optimizer, the whole batch, the gathered "
-                "outputs and their gradient live there)");
-        report_appendf(buf, len, used, ". ");
-    }
-    if (ddp && ddp->ndev >= 2) {
-        double lo = (double)ddp->dev[0].mem_peak, hi = lo;
-        for (int d = 1; d < ddp->ndev; d++) {
-            lo = fmin(lo, (double)ddp->dev[d].mem_peak);
-            hi = fmax(hi, (double)ddp->dev[d].mem_peak);
-        }
-        report_appendf(buf, len, used, "DDP's %d devices each peak at %s", ddp->ndev,
-            report_fmt_bytes(a, sizeof a, hi));
-        if (hi - lo > WHY_MEM_PART * hi)
-            report_appendf(buf, len, used, " (the smallest %s)", report_fmt_bytes(b, sizeof b, lo));
-        report_appendf(buf, len, used, zero1 ? ", the same split on every device; with --zero1 "
-            "each holds 1/%d of the optimizer state (%s). "
-            : ", the same split on every device: each holds the whole parameters, gradients "
-            "and optimizer state (%d x %s of optimizer state in all). ", ddp->ndev,
-            report_fmt_bytes(b, sizeof b, (double)ddp->dev[0].mem_split[MEM_OPTIM]));
-    }
-}
-
 void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *runs,
                         int n)
 {
@@ -574,7 +518,6 @@ void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
         why_verdict(buf, len, &used, single, ddp, pred);
         why_crossover(buf, len, &used, single, ddp, pred);
     }
-    why_memory(buf, len, &used, dp, ddp, ctx && ctx->cfg && ctx->cfg->zero1);
     while (used > 0 && buf[used - 1] == ' ')
         buf[--used] = 0;
 }
@@ -706,21 +649,27 @@ void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
 int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,
                          char notes[][256], int max)
 {
-    int k = 0, ndev = 0;
+    int k = 0;
     bool cpu = false, repeated = false;
     for (int i = 0; i < n; i++) {
-        ndev = runs[i].ndev > ndev ? runs[i].ndev : ndev;
         cpu |= runs[i].backend == BACKEND_CPU && runs[i].ndev > 1;
         repeated |= reps_of(ctx, runs, &runs[i]) != NULL;
     }
     if (k < max && cpu)
         snprintf(notes[k++], 256, "a CPU has no GIL, per-replica Python or NVLink: DP does better "
                  "than on GPUs (README)");
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double load = report_start_load();
-    if (k < max && !repeated && cores > 0 && isfinite(load) &&
-        load > (double)(cores - ndev) + WHY_LOAD_SLACK)
-        snprintf(notes[k++], 256, "busy machine (load %.2f, %ld cores, %d devices): one run may "
-                 "not repeat; use --repeat 5", load, cores, ndev);
+    /* a single run the machine disturbed (measure/disturb.h's record, taken
+     * around each run): the worst one's, once for the compare */
+    const disturb_t *worst = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i].machine.disturbed &&
+            (!worst || runs[i].machine.contention > worst->contention))
+            worst = &runs[i].machine;
+    if (k < max && !repeated && worst) {
+        char what[200];
+        disturb_describe(worst, what, sizeof what);
+        snprintf(notes[k++], 256, "busy machine (%.200s): one run may not repeat; use --repeat 5",
+                 what);
+    }
     return k;
 }

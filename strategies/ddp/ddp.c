@@ -156,11 +156,11 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
         return rc;
     long max_log = sch.total_steps < LOSS_LOG_MAX ? sch.total_steps : LOSS_LOG_MAX;
-    /* --trace: a recorder per rank in the segment.  Per step a rank records
+    /* --trace and --report: a recorder per rank in the segment.  Per step a rank records
      * its step, 5 phases per micro-batch (within trace_capacity's PH_COUNT),
      * 2 more, and one all-reduce per bucket: at most 2 per layer. */
-    uint32_t trace_cap =
-        cfg->trace_path[0] ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
+    bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
+    uint32_t trace_cap = record ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
     size_t bytes =
         ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
     ddp_group_t *g;

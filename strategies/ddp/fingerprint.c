@@ -137,6 +137,7 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
     line(&w, "--repeat", "%d", c->repeat);
     line(&w, "--predict", "%s", onoff(c->predict));
     line(&w, "--trace", "%s", onoff(c->trace_path[0] != 0));
+    line(&w, "--report", "%s", onoff(c->report_path[0] != 0));
     line(&w, "--checkpoint", "%s", onoff(c->checkpoint_path[0] != 0));
     line(&w, "--checkpoint-every", "%ld", c->checkpoint_every);
     if (c->resume_path[0])

@@ -7,9 +7,14 @@
  * the supervisor raises the group's abort flag so the others leave their
  * collectives, sends them SIGTERM, then SIGKILL after a short grace, and
  * reports the first cause: the rank that aborted the group with a message, or
- * the one that died.  Ctrl-C (SIGINT, SIGTERM, SIGHUP to the supervisor)
- * stops every rank the same way (the run ends with DDP_ERR_INTERRUPTED),
- * unless the signal was ignored when ddpbench started (base/interrupt.h).
+ * the one that died.  Ctrl-C (SIGINT, SIGTERM, SIGHUP to the supervisor) is
+ * a request to stop, forwarded to the ranks as a flag in the segment that
+ * they read at each step's end, as single and DP read their own
+ * (interrupt_follow): every rank stops after its step, rank 0 finishing a
+ * checkpoint it is writing, and the run ends with DDP_ERR_INTERRUPTED.  Only
+ * ranks still running DDP_STOP_GRACE_S later (a step longer than that, a
+ * hung device) are stopped the hard way, as after a failure.  A signal that
+ * was ignored when ddpbench started stays ignored (base/interrupt.h).
  * Ranks die with their supervisor (PR_SET_PDEATHSIG), and the segment has no
  * name in /dev/shm once created, so nothing is left behind even when the
  * supervisor is SIGKILLed. */
@@ -31,6 +36,10 @@
 /* After a failure, how long ranks get to leave on their own after SIGTERM
  * before SIGKILL. */
 #define DDP_GRACE_S 1.0
+/* After a stop request, how long ranks get to reach a step's end (and rank
+ * 0 to finish a checkpoint write) before they are stopped like that: the
+ * grace single and DP give themselves (base/interrupt.h). */
+#define DDP_STOP_GRACE_S ((double)INTERRUPT_GRACE_S)
 
 // ---------------------------------------------------------------------------
 // signals: a self-pipe, so any thread may take the signal and the supervisor
@@ -40,8 +49,21 @@ static int g_sig_pipe[2] = {-1, -1};
 static const int g_sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
 #define NSIGS ((int)(sizeof g_sigs / sizeof g_sigs[0]))
 
+static pid_t g_sup_pid; /* the supervisor: the one process whose signals these are */
+
 static void on_signal(int sig)
 {
+    /* A rank between fork and signals_child still has this handler and the
+     * pipe: a SIGTERM the supervisor sends it then (stop_all after a failed
+     * fork) must not come back as a stop request of the supervisor's (it
+     * did, under ulimit -u: "interrupted by SIGTERM" that nobody sent). */
+    if (getpid() != g_sup_pid) {
+        if (sig != SIGCHLD) { /* end as the signal would have, not as a stop request */
+            signal(sig, SIG_DFL);
+            raise(sig);
+        }
+        return;
+    }
     int saved = errno;
     unsigned char b = (unsigned char)sig;
     if (write(g_sig_pipe[1], &b, 1) < 0) {
@@ -52,6 +74,7 @@ static void on_signal(int sig)
 
 static int signals_install(struct sigaction *old, char *err)
 {
+    g_sup_pid = getpid();
     if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         return err_set(err, DDP_ERR_RUNTIME, "ddp: pipe: %s", strerror(errno));
     struct sigaction sa;
@@ -85,7 +108,9 @@ static void signals_child(pid_t parent)
 {
     signal(SIGCHLD, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    /* The terminal's hang-up reaches the whole process group too: it is the
+     * supervisor's to forward, like Ctrl-C. */
+    signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     close(g_sig_pipe[0]);
     close(g_sig_pipe[1]);
@@ -111,17 +136,41 @@ typedef struct {
     int first_failed;     /* the first rank reaped with a failure, -1 none */
     int interrupted;      /* the signal that interrupted us, 0 none */
     bool stopping;
+    double term_at;       /* a stop request: abort and SIGTERM at this time, 0 none */
     double kill_at;       /* SIGKILL the survivors at this time (stopping) */
     char stop_why[ERR_LEN]; /* why we stopped the ranks */
+    long oom_kills_before;  /* the kernel's OOM kills when the ranks started */
 } sup_t;
+
+/* The kernel's count of OOM kills (/proc/vmstat oom_kill), 0 unknown: one
+ * that grew while the ranks ran names memory as the likely cause of a
+ * SIGKILL (the killer says so only in the kernel's log). */
+static long oom_kills(void)
+{
+    FILE *f = fopen("/proc/vmstat", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    long v = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "oom_kill ", 9) == 0) {
+            v = strtol(line + 9, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
 
 static void describe_death(const sup_t *s, int r, char *buf)
 {
     int st = s->status[r], dev = s->cfg->gpus[r];
     const ddp_rank_rec_t *rec = &s->area->rank[r];
     if (WIFSIGNALED(st))
-        err_set(buf, DDP_OK, "rank %d (device %d) killed by signal %d (%s)", r, dev, WTERMSIG(st),
-                strsignal(WTERMSIG(st)));
+        err_set(buf, DDP_OK, "rank %d (device %d) killed by signal %d (%s)%s", r, dev,
+                WTERMSIG(st), strsignal(WTERMSIG(st)),
+                WTERMSIG(st) == SIGKILL && oom_kills() > s->oom_kills_before
+                    ? " (out of memory? the kernel's OOM killer ran meanwhile)"
+                    : "");
     else if (rec->state == RANK_FAILED && rec->msg[0])
         err_set(buf, DDP_OK, "rank %d (device %d): %s", r, dev, rec->msg);
     else
@@ -149,6 +198,25 @@ static void stop_all(sup_t *s, const char *why)
     s->kill_at = now_s() + DDP_GRACE_S;
 }
 
+/* A stop request (a signal to the supervisor): the flag every rank reads at
+ * its step's end.  The ranks stop on their own and the first to stop aborts
+ * the group, which frees the others from their collectives; nobody is
+ * signalled, so rank 0 is not killed in the middle of a checkpoint write.
+ * Ranks that have not stopped after the grace are stopped like after a
+ * failure. */
+static void stop_soft(sup_t *s, int sig)
+{
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    err_set(s->stop_why, DDP_OK, "interrupted by SIG%s", sigabbrev_np(sig));
+    /* Why release: a rank that reads the flag also reads what the
+     * supervisor wrote before it (nothing yet, but the order is the rule). */
+    __atomic_store_n(&s->area->stop_sig, sig, __ATOMIC_RELEASE);
+    s->term_at = now_s() + DDP_STOP_GRACE_S;
+    s->kill_at = s->term_at + 3600.0;
+}
+
 static void reap(sup_t *s)
 {
     for (int r = 0; r < s->world; r++) {
@@ -162,6 +230,11 @@ static void reap(sup_t *s)
         s->status[r] = st;
         s->nalive--;
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        /* Stopping on request: a rank gone (stopped, or died) frees the
+         * others from any collective it would have joined; a rank that is
+         * writing a checkpoint is in none and finishes its write. */
+        if (s->term_at > 0)
+            comm_seg_abort(s->seg, -1, s->stop_why);
         if (!ok && s->first_failed < 0 && !s->stopping) {
             s->first_failed = r;
             char why[ERR_LEN];
@@ -185,10 +258,14 @@ static void supervise(sup_t *s)
                 if (buf[i] != SIGCHLD && !s->interrupted)
                     s->interrupted = buf[i];
         reap(s);
-        if (s->interrupted && !s->stopping) {
-            char why[ERR_LEN];
-            err_set(why, DDP_OK, "interrupted by SIG%s", sigabbrev_np(s->interrupted));
-            stop_all(s, why);
+        if (s->interrupted && !s->stopping)
+            stop_soft(s, s->interrupted);
+        if (s->term_at > 0 && s->nalive > 0 && now_s() >= s->term_at) {
+            /* the grace is over: the hard way (stop_all's order) */
+            s->term_at = 0;
+            comm_seg_abort(s->seg, -1, s->stop_why);
+            signal_alive(s, SIGTERM);
+            s->kill_at = now_s() + DDP_GRACE_S;
         }
         if (s->stopping && s->nalive > 0 && now_s() >= s->kill_at) {
             signal_alive(s, SIGKILL);
@@ -234,6 +311,7 @@ static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
         pid_t p = fork();
         if (p == 0) {
             signals_child(self);
+            interrupt_follow(&s->area->stop_sig); /* the supervisor's stop request */
             ddp_env_t env = {.rank = r, .world = s->world, .area = s->area, .seg = s->seg};
             int code = body(s->cfg, &env, ctx);
             fflush(NULL);
@@ -281,6 +359,7 @@ static int fork_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
     s.area = g->area;
     s.world = g->world;
     s.first_failed = -1;
+    s.oom_kills_before = oom_kills();
     return spawn(&s, body, ctx, err);
 }
 

@@ -74,12 +74,17 @@ static struct {
 // ---------------------------------------------------------------------------
 // the watcher
 
-static volatile sig_atomic_t g_forwarded; /* a signal mpirun sent, passed on */
+static volatile sig_atomic_t g_forwarded; /* a signal the watcher got, passed on */
+static volatile pid_t g_sender;               /* and who sent it (0: unknown) */
 static volatile pid_t g_rank_pid;
 
-static void forward(int sig)
+static void forward(int sig, siginfo_t *si, void *unused)
 {
-    g_forwarded = sig;
+    (void)unused;
+    if (!g_forwarded) {
+        g_sender = si && si->si_code == SI_USER ? si->si_pid : 0;
+        g_forwarded = sig;
+    }
     if (g_rank_pid > 0)
         kill(g_rank_pid, sig);
 }
@@ -104,7 +109,8 @@ static int watch(pid_t child, int label_fd)
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward;
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     g_rank_pid = child;
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
@@ -125,7 +131,18 @@ static int watch(pid_t child, int label_fd)
     }
     label[LABEL_LEN - 1] = 0;
     close(label_fd);
-    if (WIFEXITED(st) && (ended || g_forwarded))
+    /* A signal to this process is mpirun's (its daemon is our parent) when
+     * mpirun was told to end the job: rank 0 says so, once.  One from
+     * anyone else (a kill of this rank's process) stops this rank alone:
+     * the line names it.  Either way the status is 128 + the signal (mpirun
+     * then ends the job; its own status is Open MPI's). */
+    int fsig = g_forwarded;
+    if (fsig && g_sender != 0 && g_sender != getppid()) {
+        fprintf(stderr, "ddpbench: stopped: %s: interrupted by SIG%s from process %ld\n", label,
+                sigabbrev_np(fsig), (long)g_sender);
+        return 128 + fsig;
+    }
+    if (WIFEXITED(st) && (ended || fsig))
         return WEXITSTATUS(st);
     if (WIFEXITED(st)) { /* it quit in the middle (an _exit, a library's exit) */
         fprintf(stderr, "ddpbench: error: %s exited with status %d\n", label, WEXITSTATUS(st));
@@ -134,8 +151,12 @@ static int watch(pid_t child, int label_fd)
     if (!WIFSIGNALED(st))
         return 1;
     int sig = WTERMSIG(st);
-    if (g_forwarded) /* mpirun is ending the job: its cause is reported elsewhere */
-        return 128 + g_forwarded;
+    if (fsig) { /* mpirun is ending the job */
+        if (strcmp(env_rank(), "0") == 0)
+            fprintf(stderr, "ddpbench: stopped: interrupted by SIG%s: mpirun ended the job\n",
+                    sigabbrev_np(fsig));
+        return 128 + fsig;
+    }
     fprintf(stderr, "ddpbench: error: %s killed by signal %d (%s)\n", label, sig, strsignal(sig));
     return 1;
 }

@@ -21,6 +21,7 @@
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
 #include "ddp/zero1.h"
+#include "base/interrupt.h"
 #include "io/checkpoint.h"
 #include "measure/progress.h"
 #include "measure/step_meter.h"
@@ -360,8 +361,8 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     for (int i = 0; i < k->red.nb && k->tr; i++) {
         const bucket_t *b = &k->red.b[i];
         if (b->span.end_s > 0.0)
-            trace_event(k->tr, k->cfg->zero1 ? TR_REDUCE_SCATTER : TR_ALLREDUCE, LANE_COMM,
-                        b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i, -1);
+            trace_bucket(k->tr, k->cfg->zero1 ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
+                         b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
     if (r->first && k->rank == 0)
         story_buckets(k, b0, b1);
@@ -593,8 +594,15 @@ static int rank_checkpoint(rank_t *k, long g)
      * state (the same averaged gradients applied to the same start), so one
      * copy is the checkpoint.  The copies wait for its optimizer step, so
      * they hold the state after step g. */
-    if (k->rank == 0)
-        TRY(ckpt_run_write(&k->ck, &k->sch, k->rep.params, &k->opt, g, k->err));
+    if (k->rank == 0) {
+        /* A signal's default action must not cut the write in half (it would
+         * leave a full-size temporary): one that comes meanwhile is
+         * delivered when the file is complete and in place. */
+        interrupt_hold(true);
+        int wrc = ckpt_run_write(&k->ck, &k->sch, k->rep.params, &k->opt, g, k->err);
+        interrupt_hold(false);
+        TRY(wrc);
+    }
     /* Barrier: nobody runs ahead while rank 0 writes.  Without it the others
      * would wait for rank 0 inside step g+1's first all-reduce, bounded by
      * --timeout, which a slow disk could exceed; and after the last step

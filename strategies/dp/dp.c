@@ -149,13 +149,14 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
             snprintf(dv->name, sizeof dv->name, "device %d (id %d)", d, dv->id);
     }
 
-    /* --trace: one recorder per device, each written by its device's thread
+    /* --trace and --report: one recorder per device, each written by its device's thread
      * only.  Per step a device records its step, at most 8 phases per
      * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
      * and its copies: replicate k-1, reduce k-1, and per micro-batch two
      * scatters (devices 1..) or k-1 gathers (device 0). */
     int extra = 7 + (k - 1) * (cfg->accum + 2) + 2 * cfg->accum;
-    if ((rc = result_trace_init(res, cfg->trace_path[0] != 0, k, cfg->accum, extra)) != DDP_OK) {
+    bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
+    if ((rc = result_trace_init(res, record, k, cfg->accum, extra)) != DDP_OK) {
         rc = err_set(err, rc, "dp: out of host memory for the --trace recorders");
         goto out;
     }

@@ -51,7 +51,7 @@ static int single_setup(single_t *s)
     res->backend = cfg->backend;
     res->ndev = 1;
     res->dev[0].device_id = cfg->gpus[0];
-    if (result_trace_init(res, cfg->trace_path[0] != 0, 1, cfg->accum, 0) != DDP_OK)
+    if (result_trace_init(res, cfg->trace_path[0] || cfg->report_path[0], 1, cfg->accum, 0) != DDP_OK)
         return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the trace");
     TRY(backend_create(&s->be, cfg->backend, cfg->gpus[0], cfg->threads, s->err));
     snprintf(s->place, sizeof s->place, "device %d", cfg->gpus[0]);

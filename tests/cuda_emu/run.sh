@@ -20,7 +20,8 @@
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
 #     host_syncs_per_step) -- two under shm, whose wait for the gradients'
-#     copy to the host must be counted;
+#     copy to the host must be counted; and --report's page from dp and
+#     ddp over NCCL there, at the same one host synchronisation per step;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -102,6 +103,25 @@ for accum in 1 2; do
         awk -v n="$n" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(n != "" && n >= lo && n <= hi) }' ||
             fail "--mode $mode --accum $accum waited for the GPU $n times per step (from $lo to $hi)"
     done
+done
+
+# --report on emulated GPUs: the recorders the page draws from add no host
+# wait (still one per step), and the page holds every device's two lanes,
+# DP's copies and DDP's buckets waiting for the comm stream
+for mode in "dp --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+    log="$B/page.json"
+    rm -f "$B/page.html"
+    EMU_NGPU=2 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode $mode $ARGS \
+        --report "$B/page.html" >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --report"; }
+    n=$(syncs "$log")
+    lanes=$(grep -c '<g class="lane"' "$B/page.html")
+    echo "== $mode --report on emulated GPUs: $lanes lanes, $n host syncs per step"
+    awk -v n="$n" 'BEGIN { exit !(n != "" && n <= 1) }' || fail "--mode $mode --report: $n host syncs per step"
+    [ "$lanes" = 4 ] || fail "--mode $mode --report: $lanes timeline lanes, want 4"
+    case $mode in
+    ddp*) grep -q 'for the comm stream' "$B/page.html" || fail "--report: no bucket waits for the stream" ;;
+    dp*) grep -q 'data-kind="gather"' "$B/page.html" || fail "--report: no DP copies" ;;
+    esac
 done
 
 # ---- 3. faults under NCCL ----------------------------------------------------------

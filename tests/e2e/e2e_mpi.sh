@@ -119,7 +119,10 @@ else
 fi
 
 # --mode compare: DDP on every rank, single on rank 0 after it; one report
-if $MPIRUN -np 2 "$BIN" --mode compare $SMALL >"$T/out" 2>"$T/err"; then
+# and one page (--report: rank 0 draws single's device and both ranks)
+if $MPIRUN -np 2 "$BIN" --mode compare $SMALL --report "$T/page.html" >"$T/out" 2>"$T/err"; then
+    [ "$(grep -c '<g class="lane"' "$T/page.html")" = 5 ] && ok ||
+        ko "--report under mpirun: $(grep -c '<g class="lane"' "$T/page.html") lanes, want 5"
     grep -q "params vs single .*agree" "$T/out" && ok || ko "compare under mpirun: $(cat "$T/out")"
     [ "$(grep -c '^compare: ' "$T/out")" = 1 ] && ok || ko "compare under mpirun: not one report"
     grep -q "^== dp" "$T/out" && ko "compare under mpirun ran dp (a one-process mode)"

@@ -270,9 +270,24 @@ if [ -z "$plot" ]; then
     grep -q "<svg" "$T/sweep/throughput.svg" && grep -q "<svg" "$T/sweep/efficiency.svg" && ok ||
         ko "sweep: no SVG charts"
 fi
-# strong scaling draws --predict's DP and DDP beside the measured points
-[ "$modes" = single ] || { [ "$(wc -l <"$T/sweep/predicted.txt" 2>/dev/null)" -eq 3 ] && ok ||
-    ko "sweep: predicted.txt is not the header and 2 device counts: $(cat "$T/sweep/predicted.txt" 2>&1)"; }
+# strong scaling draws --predict's DP and DDP beside the measured points, on
+# 1..8 devices: past the 2 measured
+[ "$modes" = single ] || { [ "$(wc -l <"$T/sweep/predicted.txt" 2>/dev/null)" -eq 9 ] && ok ||
+    ko "sweep: predicted.txt is not the header and 8 device counts: $(cat "$T/sweep/predicted.txt" 2>&1)"; }
+# -r: every point run N times (a row each), drawn with its interval as error bars
+sh "$SWEEP" -b "$BIN" -m seed-linear -n 1 -s 6 -M single -w weak -B 10 -r 3 -o "$T/rep" $plot -- --backend cpu 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(tail -n +2 "$T/rep/sweep.csv" | wc -l)" -eq 3 ] && ok ||
+    ko "sweep -r 3: exit $rc, $(tail -n +2 "$T/rep/sweep.csv" 2>/dev/null | wc -l) rows, want 3: $(cat "$T/err")"
+grep -q "run 3 of 3" "$T/err" && ok || ko "sweep -r 3: the runs are not counted: $(cat "$T/err")"
+expect_sweep_error() { # WORDS ARGS...
+    words=$1
+    shift
+    sh "$SWEEP" -b "$BIN" "$@" >/dev/null 2>"$T/err"
+    rc=$?
+    [ $rc -ne 0 ] && grep -qF -- "$words" "$T/err" && ok || ko "sweep $*: exit $rc: $(cat "$T/err")"
+}
+expect_sweep_error "-r: 'x' is not a run count" -r x
 # -k: DDP's bucket cap swept on -n devices
 if [ "$modes" != single ]; then
     sh "$SWEEP" -b "$BIN" -m seed-linear -n 2 -s 6 -k "0.0001 auto" -o "$T/bk" $plot -- --backend cpu 2>"$T/err"

@@ -61,7 +61,7 @@ case "${1:-}" in
 --dry-run) MODE=dry ;;
 --self-test) MODE=selftest ;;
 "") ;;
--h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "check.sh: unknown argument '$1' (--dry-run, --self-test)" >&2; exit 2 ;;
 esac
 
@@ -103,7 +103,7 @@ lim() {
     echo "$l"
 }
 jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
-safe() { echo "$1" | tr ' ,/:' '__--'; }
+safe() { echo "$1" | sed 's/[ ,/:]/_/g'; }
 npass=0 nfail=0 nskip=0 failed="" skipped=""
 record() { # STATUS NAME DETAIL [EXTRA-JSON]
     printf '{"name":"%s","step":"%s","status":"%s","detail":"%s","at_s":%s%s}\n' "$(jstr "$2")" \
@@ -252,9 +252,9 @@ archive() {
 }
 print_table() {
     [ -s "$RATIOS" ] || return 0
-    echo "      ratios                                     ddpbench     against       ratio"
+    printf '      %-52s %11s %11s %9s  %s\n' "ratios" "ddpbench" "against" "ratio" ""
     while IFS='|' read -r label ours theirs r what; do
-        printf '      %-40s %11s %11s %10s  %s\n' "$label" "$ours" "$theirs" "$r" "$what"
+        printf '      %-52s %11s %11s %9s  %s\n' "$label" "${ours:--}" "${theirs:--}" "$r" "$what"
     done <"$RATIOS"
 }
 finish() { # [VERDICT EXIT]: a verdict of its own (no GPU), else PASS or FAIL

@@ -21,14 +21,17 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/hash.h"
 #include "io/checkpoint.h"
 #include "nn/optim.h"
@@ -1010,6 +1013,100 @@ Test(st, a_locked_temporary_is_alive_whatever_its_pid_says)
     close(fd);
     cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
     cr_assert_eq(access(live, F_OK), -1, "once its lock is gone, so is the temporary");
+}
+
+/* The cleaner takes only names of the writer's own pattern: a user's files
+ * that merely start like a temporary survive, unlocked and old as they are. */
+Test(st, the_cleaner_touches_only_its_own_pattern)
+{
+    static const char *mine[] = {".w.st.tmp.12345.AbC9zZ", ".w.st.new.7.q1w2e3"};
+    static const char *users[] = {".w.st.tmp.notes", ".w.st.new.bak", ".w.st.tmp.12.ABCDEF.bak",
+                                  ".w.st.tmp.12.ABCDE", ".w.st.tmp.x12.ABCDEF",
+                                  ".w.st.tmp.012.ABCDEF", ".w.st.tmp.12.ABC-EF",
+                                  ".w.st.tmpx.12.ABCDEF", ".w.st.tmp.12345678901.ABCDEF",
+                                  ".w.stx.tmp.12.ABCDEF"};
+    char p[512], q[512], err[ERR_LEN];
+    path_in(p, sizeof p, "w.st");
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++) {
+        spit(path_in(q, sizeof q, mine[i]), "", 0);
+        cr_assert_eq(utimensat(AT_FDCWD, q, old, 0), 0);
+    }
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++) {
+        spit(path_in(q, sizeof q, users[i]), "notes", 5);
+        cr_assert_eq(utimensat(AT_FDCWD, q, old, 0), 0);
+    }
+    float v = 1;
+    st_out_t t = {"x", 1, {1}, &v};
+    cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
+        cr_assert_eq(access(path_in(q, sizeof q, mine[i]), F_OK), -1,
+                     "the dead writer's %s survived", mine[i]);
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++)
+        cr_assert_eq(access(path_in(q, sizeof q, users[i]), F_OK), 0,
+                     "the user's file %s was removed", users[i]);
+}
+
+/* A set of files committed as one: a failure at any file, before or after
+ * others were renamed into place, leaves every old file as it was (and no
+ * new file where there was none), and no temporary. */
+static void set_attempt(int fail_at, bool fail_in_write)
+{
+    static const char *names[3] = {"a.bin", "b.bin", "c.bin"};
+    char p[3][512], err[ERR_LEN] = "";
+    afile_t f[3];
+    for (int i = 0; i < 3; i++)
+        path_in(p[i], sizeof p[i], names[i]);
+    spit(p[0], "old a", 5); /* b.bin does not exist; c.bin is old */
+    spit(p[2], "old c", 5);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(afile_open(&f[i], p[i], err), DDP_OK, "%s", err);
+        afile_write(&f[i], "new", 3);
+    }
+    if (fail_in_write) { /* a write that failed (disk full) */
+        f[fail_at].failed = true;
+        f[fail_at].write_errno = ENOSPC;
+    } else { /* a directory appears where the file goes, after a and b are renamed */
+        unlink(p[fail_at]);
+        cr_assert_eq(mkdir(p[fail_at], 0755), 0);
+    }
+    cr_assert_neq(afile_commit_set(f, 3, err), DDP_OK);
+    cr_assert_not_null(strstr(err, names[fail_at]), "the file at fault is not named: %s", err);
+    size_t n;
+    uint8_t *b = slurp(p[0], &n);
+    cr_assert(n == 5 && memcmp(b, "old a", 5) == 0, "a.bin is not the old file");
+    free(b);
+    cr_assert_eq(access(p[1], F_OK), -1, "b.bin, new in the failed set, was left");
+    if (fail_in_write) {
+        b = slurp(p[2], &n);
+        cr_assert(n == 5 && memcmp(b, "old c", 5) == 0, "c.bin is not the old file");
+        free(b);
+    } else {
+        rmdir(p[2]);
+    }
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(count_temps(names[i]), 0, "a temporary of %s was left", names[i]);
+}
+
+Test(st, a_set_of_files_is_the_old_set_or_the_whole_new_one)
+{
+    set_attempt(2, false); /* at the last rename: a and b were already in place */
+    set_attempt(1, true);  /* at a write: nothing was renamed yet */
+    char p[3][512], err[ERR_LEN];
+    afile_t f[3];
+    static const char *names[3] = {"a.bin", "b.bin", "c.bin"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(afile_open(&f[i], path_in(p[i], sizeof p[i], names[i]), err), DDP_OK);
+        afile_write(&f[i], "new", 3);
+    }
+    cr_assert_eq(afile_commit_set(f, 3, err), DDP_OK, "%s", err);
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        uint8_t *b = slurp(p[i], &n);
+        cr_assert(n == 3 && memcmp(b, "new", 3) == 0, "%s is not the new file", names[i]);
+        free(b);
+        cr_assert_eq(count_temps(names[i]), 0);
+    }
 }
 
 // ----------------------------------------------------------------------------

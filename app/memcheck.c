@@ -1,0 +1,164 @@
+/* app/memcheck.c: the memory a run needs at least, against what the machine
+ * has available, before anything is allocated (see app.h).
+ *
+ * A run past the machine's memory does not fail cleanly: the kernel's OOM
+ * killer ends it (or another process) with SIGKILL.  So the parts the
+ * backend's memory table counts by purpose (device/backend.h: parameters,
+ * gradients, optimizer state, activations; --mode comm's buffers) are
+ * estimated from the model, batch, optimizer and mode, as a lower bound
+ * (workspace, staging and the allocator's slack left out: a refusal must
+ * never be wrong), and the run is refused (DDP_ERR_INPUT) when that bound
+ * exceeds the available memory: MemAvailable of /proc/meminfo, or
+ * DDPBENCH_MEM_AVAILABLE (bytes), a hook for the tests, which must not
+ * exhaust a machine to prove the check.  On the CPU backend every device
+ * is host memory; on CUDA only the host's share (the data) is checked here,
+ * each GPU's own memory being the device's to refuse. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/app.h"
+
+/* Bytes available to this run, 0 when unknown (then nothing is refused). */
+static double mem_available(const char **from)
+{
+    const char *env = getenv("DDPBENCH_MEM_AVAILABLE");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        if (*end == 0 && v > 0) {
+            *from = "DDPBENCH_MEM_AVAILABLE";
+            return v;
+        }
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    double v = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "MemAvailable:", 13) == 0) {
+            v = strtod(line + 13, NULL) * 1024.0; /* kB */
+            break;
+        }
+    fclose(f);
+    *from = "MemAvailable in /proc/meminfo";
+    return v;
+}
+
+static void human(double b, char *out, size_t size)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    snprintf(out, size, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* One device's least need in one run (cfg's mode), in bytes, by part. */
+typedef struct {
+    double params, grads, optim, acts, host;
+} need_t;
+
+static need_t device_need(const config_t *c, const model_spec_t *s, const dataset_t *d,
+                          int devices, bool holds_optimizer)
+{
+    need_t n;
+    double P = (double)s->nparams * sizeof(float);
+    n.params = P;
+    n.grads = P;
+    int states = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
+    n.optim = holds_optimizer ? states * P : 0;
+    /* each row's input, targets and every layer's output */
+    double rows = (c->batch + devices - 1) / devices, per_row = d->in_dim + d->tgt_cols;
+    for (int l = 1; l <= s->nlayers; l++)
+        per_row += s->dims[l];
+    n.acts = rows * per_row * sizeof(float);
+    /* the host's copy of the parameters each process keeps (the initial
+     * ones; a DDP rank's for the broadcast) */
+    n.host = P;
+    return n;
+}
+
+static double need_sum(const need_t *n)
+{
+    return n->params + n->grads + n->optim + n->acts + n->host;
+}
+
+static int refuse(double need, double avail, const char *from, const char *what, char *err)
+{
+    char a[32], b[32];
+    human(need, a, sizeof a);
+    human(avail, b, sizeof b);
+    return err_set(err, DDP_ERR_INPUT,
+                   "memory: the run needs at least %s (%s), and %s is available (%s): it would "
+                   "be killed by the kernel's out-of-memory killer; use a smaller model, batch "
+                   "or fewer devices",
+                   a, what, b, from);
+}
+
+int app_mem_check(const app_job_t *j, char *err)
+{
+    const char *from = "";
+    double avail = mem_available(&from);
+    if (avail <= 0 || !j->loaded)
+        return DDP_OK;
+    const dataset_t *d = &j->data;
+    double data = (double)d->n * (d->in_dim + d->tgt_cols) * sizeof(float);
+    /* compare's runs go one after another: the largest counts */
+    double worst = 0;
+    char what[ERR_LEN] = "";
+    for (int i = 0; i < j->n; i++) {
+        const config_t *c = &j->cfgs[i];
+        int devices = c->mode == MODE_SINGLE ? 1 : j->mpi ? 1 : c->ngpus;
+        need_t n = device_need(c, &j->spec, d, c->mode == MODE_SINGLE ? 1 : c->ngpus, true);
+        need_t rest = c->mode == MODE_DP ? device_need(c, &j->spec, d, c->ngpus, false) : n;
+        if (c->mode == MODE_DP) /* one process: one host copy */
+            rest.host = 0;
+        double dev = c->backend == BACKEND_CPU ? need_sum(&n) + (devices - 1) * need_sum(&rest)
+                                               : 0;
+        /* DDP's shared segment carries rank 0's final parameters back, into
+         * the run's result: two more copies, in the supervisor */
+        double total = dev + data + (c->mode == MODE_DDP ? 2 * n.params : 0);
+        if (total <= worst)
+            continue;
+        worst = total;
+        char p[32], g[32], o[32], a[32], t[32];
+        human(n.params, p, sizeof p);
+        human(n.grads, g, sizeof g);
+        human(n.optim, o, sizeof o);
+        human(n.acts, a, sizeof a);
+        human(data, t, sizeof t);
+        if (c->backend == BACKEND_CPU)
+            snprintf(what, sizeof what,
+                     "%s: %d device%s, each parameters %s, gradients %s, optimizer state %s, "
+                     "activations %s, a host copy of the parameters %s; %sthe data %s",
+                     mode_name(c->mode), devices, devices == 1 ? "" : "s", p, g, o, a, p,
+                     c->mode == MODE_DDP ? "the supervisor's 2 copies of the parameters; " : "",
+                     t);
+        else
+            snprintf(what, sizeof what, "the data %s, in host memory", t);
+    }
+    return worst > avail ? refuse(worst, avail, from, what, err) : DDP_OK;
+}
+
+int app_mem_check_comm(const config_t *c, bool mpi, char *err)
+{
+    const char *from = "";
+    double avail = mem_available(&from);
+    if (avail <= 0 || c->backend != BACKEND_CPU)
+        return DDP_OK;
+    /* each rank: a send and a receive buffer of the largest size, and a host copy */
+    int ranks = mpi ? 1 : c->ngpus;
+    double per = 3.0 * (double)c->max_bytes, need = ranks * per;
+    if (need <= avail)
+        return DDP_OK;
+    char b[32], what[128];
+    human((double)c->max_bytes, b, sizeof b);
+    snprintf(what, sizeof what, "--mode comm: %d rank%s, each 3 buffers of --max-bytes %s", ranks,
+             ranks == 1 ? "" : "s", b);
+    return refuse(need, avail, from, what, err);
+}

@@ -1,0 +1,224 @@
+#!/bin/sh
+# tests/e2e/e2e_faults.sh: faults a user's machine and files can hand the
+# binary, each found once by an adversarial pass and kept fixed here:
+# --emit-pytorch's set of five files written as one (a bad fourth file leaves
+# the old set, names that file, never --save); a file name that would be code
+# in the script; the stale-temporary cleaner leaving a user's look-alike
+# files; SIGXFSZ under ulimit -f; a small stack; OpenBLAS's thread-start
+# failure; a graceful stop of DDP during a checkpoint write; the memory a
+# run needs against a planted limit; signals under mpirun; resume on other
+# data; the small ones (escaped scenario names, worker ids, CR-only CSV).
+# Usage: sh tests/e2e/e2e_faults.sh ./ddpbench
+E2E=e2e_faults
+. "$(dirname "$0")/lib.sh"
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+TINY="--backend cpu --mode single --model seed-linear --steps 3 --quiet"
+
+# ---- --emit-pytorch: the set is checked before anything is written, names
+# the file at fault, and a failure leaves the old set as it was
+mkdir "$T/em" && cd "$T/em" || exit 1
+echo OLD >out.x.npy
+mkdir out.order.npy
+expect_error "out.order.npy: is a directory" $TINY --emit-pytorch out.py
+[ "$(cat out.x.npy)" = OLD ] && [ ! -e out.init.safetensors ] && [ ! -e out.y.npy ] &&
+    [ ! -e out.py ] && ok || ko "emit-pytorch: a bad fourth file left a half-written set: $(ls)"
+grep -q -- "--save" "$T/err" && ko "emit-pytorch: the error names --save: $(cat "$T/err")" || ok
+rmdir out.order.npy
+ln -s nowhere out.y.npy
+expect_error "out.y.npy: is a symbolic link" $TINY --emit-pytorch out.py
+[ "$(cat out.x.npy)" = OLD ] && [ ! -e out.init.safetensors ] && ok ||
+    ko "emit-pytorch: a link as the third file left a half-written set: $(ls)"
+rm out.y.npy
+mkdir out.init.safetensors
+expect_error "out.init.safetensors: is a directory" $TINY --emit-pytorch out.py
+grep -q -- "--save" "$T/err" && ko "emit-pytorch: the error names --save: $(cat "$T/err")" || ok
+rmdir out.init.safetensors
+"$BIN" $TINY --emit-pytorch out.py >/dev/null 2>&1 && [ -s out.py ] && [ -s out.order.npy ] &&
+    [ "$(cat out.x.npy)" != OLD ] && ok || ko "emit-pytorch: the set was not written"
+[ -z "$(ls -A | grep '^\.')" ] && ok || ko "emit-pytorch: temporaries left: $(ls -A)"
+cd "$T" || exit 1
+
+# ---- a file name is data in the script, never code
+mkdir "$T/inj" && cd "$T/inj" || exit 1
+name=$(printf 'q"+str(__import__("os").system("touch PWNED"))+"\\\\\ncaf\303\251\377.py')
+"$BIN" $TINY --emit-pytorch "$name" >/dev/null 2>"$T/err" || ko "emit-pytorch injection name: $(cat "$T/err")"
+for f in ./*.py; do
+    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1], "rb").read())' "$f" 2>"$T/err" && ok ||
+        ko "emit-pytorch: $f does not parse: $(tail -1 "$T/err")"
+    # the job's constants run as they would on import (the body needs torch)
+    python3 - "$f" <<'PY' 2>"$T/err" && ok || ko "emit-pytorch: the file names are not the files: $(tail -2 "$T/err")"
+import os, sys
+src = open(sys.argv[1], "rb").read().decode()
+job = src[src.index("# ---- the job"):src.index("# ---- everything below")]
+ns = {"HERE": "."}
+exec(compile(job, sys.argv[1], "exec"), ns)
+for k in ("INIT_FILE", "X_FILE", "Y_FILE", "ORDER_FILE"):
+    assert os.path.exists(os.fsencode(ns[k])), (k, ns[k])
+PY
+done
+[ -e PWNED ] && ko "emit-pytorch: a file name ran as code" || ok
+cd "$T" || exit 1
+
+# ---- the stale-temporary cleaner takes only its own names
+mkdir "$T/st" && cd "$T/st" || exit 1
+echo notes >.w.st.tmp.notes
+echo b >.w.st.new.bak
+touch -d '2 min ago' .w.st.new.bak .w.st.tmp.notes
+"$BIN" $TINY --save w.st >/dev/null 2>&1
+[ -e .w.st.tmp.notes ] && [ -e .w.st.new.bak ] && ok ||
+    ko "the stale-temporary cleaner removed a user's files: $(ls -A)"
+cd "$T" || exit 1
+
+# ---- --resume on other data under the same name and row count is refused
+mkdir "$T/rs" && cd "$T/rs" || exit 1
+python3 - <<'PY'
+import struct
+def npy(fn, rows, cols, v):
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+    n = len(hdr) + 1
+    pad = (64 - (10 + n) % 64) % 64
+    with open(fn, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", n + pad) + hdr.encode() + b" " * pad + b"\n")
+        f.write(struct.pack("<%df" % (rows * cols), *[v * (i % 7) for i in range(rows * cols)]))
+npy("x.npy", 40, 4, 0.5)
+npy("y.npy", 40, 1, 0.25)
+npy("x2.npy", 40, 4, 0.75)
+PY
+RS="--backend cpu --mode single --data x.npy --targets y.npy --layers 4,8,1 --loss mse --batch 8 --quiet"
+"$BIN" $RS --steps 4 --checkpoint c.st >/dev/null 2>&1 || ko "resume: no checkpoint written"
+cp x.npy x1.npy
+cp x2.npy x.npy
+expect_error "data contents" $RS --steps 8 --resume c.st
+grep -q "hash [0-9a-f]\{16\}, this run has .*hash [0-9a-f]\{16\}" "$T/err" && ok ||
+    ko "resume on other data: both hashes are not named: $(cat "$T/err")"
+cp x1.npy x.npy
+"$BIN" $RS --steps 8 --resume c.st >/dev/null 2>&1 && ok || ko "resume on the same data refused"
+cd "$T" || exit 1
+
+# ---- a graceful stop of DDP during --checkpoint-every 1: rank 0 finishes its
+# write (or never starts one), no full-size temporary is left.  Three stops
+# land in a write for sure (DDPBENCH_FAULT=pause holds rank 0's write open
+# for 2 s at its first write: the signal comes once its temporary is there); seven
+# more at random moments once checkpoints are being written.
+mkdir "$T/stop" && cd "$T/stop" || exit 1
+rand_ms() { od -An -N2 -tu2 /dev/urandom | awk -v m="$1" '{ printf "%.3f", ($1 % m) / 1000 }'; }
+i=0
+for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT; do
+    i=$((i + 1))
+    rm -f c.st .c.st.*
+    fault=
+    [ $i -le 3 ] && fault=pause:0:0
+    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=$fault env --default-signal=INT "$BIN" --backend cpu \
+        --mode ddp --gpus 0,1 --model mlp-small --samples 512 --steps 100000 --checkpoint-every 1 \
+        --checkpoint c.st --quiet >/dev/null 2>"$T/err" &
+    pid=$!
+    k=0
+    if [ -n "$fault" ]; then # until the held write's temporary is there
+        while ! ls -A | grep -q '^\.c\.st\.tmp\.' && [ $k -lt 600 ]; do sleep 0.05; k=$((k + 1)); done
+        ls -A | grep -q '^\.c\.st\.tmp\.' || ko "stop $i: the held checkpoint write never began"
+    else
+        while [ ! -e c.st ] && [ $k -lt 600 ]; do sleep 0.05; k=$((k + 1)); done
+        sleep "$(rand_ms 300)"
+    fi
+    kill -$sig $pid
+    wait $pid
+    rc=$?
+    want=$(case $sig in INT) echo 130 ;; TERM) echo 143 ;; HUP) echo 129 ;; esac)
+    [ $rc = "$want" ] && grep -q "stopped: interrupted by SIG$sig" "$T/err" && ok ||
+        ko "stop $i (SIG$sig): exit $rc, want $want: $(cat "$T/err")"
+    left=$(ls -A | grep '^\.c\.st\.')
+    [ -z "$left" ] && ok || ko "stop $i (SIG$sig${fault:+, in a write}): left $left"
+    [ -z "$(leftovers)" ] || ko "stop $i: processes left: $(leftovers)"
+done
+cd "$T" || exit 1
+
+# ---- limits: ulimit -f (SIGXFSZ ignored: the write fails with EFBIG, is
+# reported, exit 1, its temporary removed; the DDP segment too) and a small
+# stack (ulimit -s 128: nothing large on the stack)
+mkdir "$T/lim" && cd "$T/lim" || exit 1
+(ulimit -f 100; exec "$BIN" --backend cpu --mode single --model mlp-small --samples 512 --steps 3 \
+    --save w.st --quiet) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "^ddpbench: error: --save w.st: .*File too large" "$T/err" && ok ||
+    ko "ulimit -f 100: exit $rc: $(cat "$T/err")"
+[ -z "$(ls -A)" ] && ok || ko "ulimit -f 100: left $(ls -A)"
+(ulimit -f 1; exec "$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --samples 512 \
+    --steps 3 --quiet) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && grep -q "^ddpbench: error: .*File too large" "$T/err" && ok ||
+    ko "ulimit -f 1, ddp: exit $rc: $(cat "$T/err")"
+(ulimit -s 128; exec "$BIN" --version) >/dev/null 2>"$T/err" && ok ||
+    ko "ulimit -s 128: --version failed: $(cat "$T/err")"
+(ulimit -s 128; exec "$BIN" $TINY --emit-pytorch s.py --save s.st) >/dev/null 2>"$T/err" && ok ||
+    ko "ulimit -s 128: a run failed: $(cat "$T/err")"
+cd "$T" || exit 1
+
+# ---- the small ones: an escaped --scenario name, worker ids past the limit,
+# "1 feature column", CR-only line ends named
+mkdir "$T/small" && cd "$T/small" || exit 1
+expect_error "unknown scenario 'x\\n\\x1b[31m'" --scenario "$(printf 'x\n\033[31m')"
+expect_error "--gpus: CPU worker 1048576 does not exist" --backend cpu --mode single --gpus 1048576 \
+    --model seed-linear --steps 2
+printf '1,2\n3,4\n' >lf.csv
+expect_error "has 1 feature column" --backend cpu --mode single --data lf.csv --target-cols 1 \
+    --layers 2,1 --loss mse --steps 2
+grep -q "1 feature columns" "$T/err" && ko "plural for one column: $(cat "$T/err")" || ok
+printf 'a,b\r1,2\r3,4\r' >cr.csv
+expect_error "cr.csv: line 1 ends in a bare carriage return" --backend cpu --mode single \
+    --data cr.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
+cd "$T" || exit 1
+
+# ---- memory: what cannot fit is refused before it starts (a planted limit:
+# DDPBENCH_MEM_AVAILABLE, the tests' hook; the machine is never exhausted)
+export DDPBENCH_MEM_AVAILABLE=1000000
+expect_error "memory: the run needs at least 16.9 MiB (ddp: 2 devices" --backend cpu --mode ddp --gpus 0,1 --model mlp-small \
+    --steps 3
+grep -q "976.6 KiB is available (DDPBENCH_MEM_AVAILABLE)" "$T/err" && ok ||
+    ko "memory: the available figure is not named: $(cat "$T/err")"
+expect_error "--mode comm: 2 ranks, each 3 buffers of --max-bytes 4.0 MiB" --backend cpu --mode comm \
+    --gpus 0,1 --min-bytes 4M --max-bytes 4M --iters 1
+export DDPBENCH_MEM_AVAILABLE=100000000
+"$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 3 --quiet >/dev/null 2>"$T/err" &&
+    ok || ko "memory: a run that fits was refused: $(cat "$T/err")"
+unset DDPBENCH_MEM_AVAILABLE
+
+# ---- signals under mpirun: SIGTERM to mpirun says "stopped"; SIGTERM to one
+# rank's process (the one mpirun started) names that rank
+if need mpirun; then
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x DDPBENCH_E2E_TAG"
+    LONG="--mode ddp --backend cpu --model mlp-small --samples 2400 --batch 240 --steps 100000 --quiet"
+    for target in mpirun rank1; do
+        DDPBENCH_E2E_TAG=$TAG $MPIRUN -np 2 "$BIN" $LONG --timeout 2 >/dev/null 2>"$T/err" &
+        MP=$!
+        w1() { for p in $(pgrep -P "$MP"); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo "$p"
+        done; }
+        k=0
+        while { [ -z "$(w1)" ] || [ -z "$(pgrep -P "$(w1)")" ]; } && [ $k -lt 300 ]; do
+            sleep 0.1
+            k=$((k + 1))
+        done
+        sleep 1 # into the training loop
+        if [ $target = mpirun ]; then kill -TERM $MP; else kill -TERM "$(w1)"; fi
+        wait $MP
+        rc=$?
+        if [ $target = mpirun ]; then # mpirun's own status is Open MPI's (1)
+            grep -q "^ddpbench: stopped: interrupted by SIGTERM" "$T/err" && ok ||
+                ko "SIGTERM to mpirun: exit $rc, no stopped line: $(cat "$T/err")"
+        else
+            [ $rc = 143 ] && grep -q "^ddpbench: stopped: rank 1 (device 1, host .*): interrupted by SIGTERM from process" \
+                "$T/err" && ok || ko "SIGTERM to rank 1's process: exit $rc: $(cat "$T/err")"
+        fi
+        sleep 0.5
+        for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; ko "mpirun $target: process $p left"; done
+    done
+fi
+
+# ---- OpenBLAS's thread start failing before main (ulimit -v too small for a
+# thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130
+(ulimit -v 50000; exec "$BIN" --version) >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 2 ] && grep -q "^ddpbench: error: OpenBLAS could not start its threads" "$T/err" && ok ||
+    ko "ulimit -v 50000: exit $rc: $(cat "$T/err")"
+
+e2e_finish
