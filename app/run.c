@@ -46,7 +46,8 @@ static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, ch
 /* A disturbed run: taken again (retake: which one of at most max) or kept. */
 static void disturbed_note(const config_t *c, const run_result_t *r, int run, int retake, int max)
 {
-    if (c->quiet)
+    /* compare's one run of each mode: its report says it once, for all */
+    if (c->quiet || (c->mode == MODE_COMPARE && c->repeat == 1 && retake == 0))
         return;
     char what[400];
     disturb_describe(&r->machine, what, sizeof what);

@@ -250,6 +250,8 @@ typedef struct {
 /* The visible GPUs, probing first if nobody has (backend_cuda_probe); NULL
  * when there are none or CUDA is not built in. */
 const gpu_topology_t *backend_cuda_gpus(void);
+/* The CPU's model name from /proc/cpuinfo ("" when unknown). */
+const char *backend_cpu_model(void);
 
 /* Create by kind (BACKEND_CPU or BACKEND_CUDA). */
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,

@@ -14,6 +14,7 @@
  * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
  * concurrent results against serial ones bit for bit. */
 #include <cblas.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -549,4 +550,51 @@ bool backend_cpu_restart_env(void)
         getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return false;
     return setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// the CPU's name
+
+/* The value of the first "key<spaces>: value" line of a small text file. */
+static int read_field(const char *path, const char *key, char *out, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    size_t klen = strlen(key);
+    int rc = -1;
+    /* bounded: /proc/cpuinfo grows with the cores, the answer is near the top */
+    for (int i = 0; i < 4096 && fgets(line, sizeof line, f); i++) {
+        if (strncmp(line, key, klen) != 0)
+            continue;
+        char *p = line + klen;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p != ':')
+            continue;
+        p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t l = strlen(p);
+        while (l > 0 && isspace((unsigned char)p[l - 1]))
+            p[--l] = 0;
+        snprintf(out, n, "%s", p);
+        rc = 0;
+        break;
+    }
+    fclose(f);
+    return rc;
+}
+
+const char *backend_cpu_model(void)
+{
+    static char model[128];
+    static int done;
+    if (!done) {
+        if (read_field("/proc/cpuinfo", "model name", model, sizeof model) != 0)
+            model[0] = 0;
+        done = 1;
+    }
+    return model;
 }

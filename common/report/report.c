@@ -215,7 +215,9 @@ int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[]
                  "only %ld timed step%s: too few for a figure to repeat; time at least %d "
                  "(--steps, --warmup-steps)",
                  r->times.n, r->times.n == 1 ? "" : "s", NOTE_MIN_TIMED);
-    if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD) {
+    /* a run the disturbance record explains is said by its own note */
+    if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD &&
+        !(r->machine.known && r->machine.disturbed)) {
         double la = load_average();
         char load[48] = "";
         if (isfinite(la))

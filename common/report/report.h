@@ -212,8 +212,6 @@ const char *report_revision(void);
 const char *report_host(void);
 const char *report_time_utc(void);
 const char *report_loadavg1(void);
-/* CPU model name from /proc/cpuinfo ("" when unknown). */
-const char *report_cpu_model(void);
 /* A device's display name (its stats' name, or one found for the backend). */
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d);
 

@@ -7,7 +7,6 @@
  * (compiled in by the Makefile), the versions of the libraries built in and,
  * on CUDA, those the probe found (runtime, driver, cuBLAS, NCCL); the host
  * name and the time the run started. */
-#include <ctype.h>
 #include <openblas_config.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,50 +37,6 @@
 #define DDPBENCH_CFLAGS "unknown"
 #endif
 
-/* The value of the first "key<spaces>: value" line of a small text file. */
-static int read_field(const char *path, const char *key, char *out, size_t n)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char line[512];
-    size_t klen = strlen(key);
-    int rc = -1;
-    /* bounded: /proc/cpuinfo grows with the cores, the answer is near the top */
-    for (int i = 0; i < 4096 && fgets(line, sizeof line, f); i++) {
-        if (strncmp(line, key, klen) != 0)
-            continue;
-        char *p = line + klen;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p != ':')
-            continue;
-        p++;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t l = strlen(p);
-        while (l > 0 && isspace((unsigned char)p[l - 1]))
-            p[--l] = 0;
-        snprintf(out, n, "%s", p);
-        rc = 0;
-        break;
-    }
-    fclose(f);
-    return rc;
-}
-
-const char *report_cpu_model(void)
-{
-    static char model[128];
-    static int done;
-    if (!done) {
-        if (read_field("/proc/cpuinfo", "model name", model, sizeof model) != 0)
-            model[0] = 0;
-        done = 1;
-    }
-    return model;
-}
-
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d)
 {
     if (d->name[0]) {
@@ -100,7 +55,7 @@ void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stat
             snprintf(buf, n, "GPU %d", id);
         return;
     }
-    const char *cpu = report_cpu_model();
+    const char *cpu = backend_cpu_model();
     snprintf(buf, n, "CPU worker %d%s%s%s", d->device_id, cpu[0] ? " (" : "", cpu,
              cpu[0] ? ")" : "");
 }
@@ -222,7 +177,7 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
     int bt = blas_threads(ctx);
     fprintf(f, "  build %s, %s (%s); %s, %d BLAS thread%s per device\n", DDPBENCH_REVISION,
             DDPBENCH_CC, DDPBENCH_CFLAGS, backend_cpu_blas_info(), bt, bt == 1 ? "" : "s");
-    const char *cpu = report_cpu_model();
+    const char *cpu = backend_cpu_model();
     fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", host_name(),
             cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), run_time_utc(), start_loadavg());
     const gpu_topology_t *g = gpu_info(c->backend);
@@ -313,7 +268,7 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         cJSON_AddNullToObject(env, "gpus");
         cJSON_AddNullToObject(env, "gpu_peers");
     }
-    const char *cpu = report_cpu_model();
+    const char *cpu = backend_cpu_model();
     if (cpu[0])
         cJSON_AddStringToObject(env, "cpu_model", cpu);
     else

@@ -47,9 +47,17 @@ static void left_hint(const config_t *cfg, const ddp_area_t *a, int world, const
     }
 }
 
-static int train_rank(const config_t *cfg, const ddp_env_t *env, void *data)
+typedef struct {
+    const dataset_t *data;
+    ddp_rank_config_fn rank_config; /* NULL: every rank runs cfg */
+} train_ctx_t;
+
+static int train_rank(const config_t *cfg, const ddp_env_t *env, void *ctx)
 {
-    return ddp_rank_run(cfg, data, env);
+    const train_ctx_t *t = ctx;
+    if (t->rank_config) /* this rank's own configuration (ddp_shared.h) */
+        cfg = t->rank_config(cfg, env->rank);
+    return ddp_rank_run(cfg, t->data, env);
 }
 
 // ---------------------------------------------------------------------------
@@ -135,6 +143,12 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
 
 int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
 {
+    return ddp_run_each(cfg, data, NULL, res, err);
+}
+
+int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn rank_config,
+                 run_result_t *res, char *err)
+{
     result_init(res);
     res->mode = MODE_DDP;
     res->backend = cfg->backend;
@@ -171,7 +185,8 @@ int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char 
     ddp_area_t *area = ddp_group_area(g);
     ddp_area_layout(area, world, max_log, spec.nparams, trace_cap);
 
-    rc = ddp_group_run(g, train_rank, (void *)data, err);
+    train_ctx_t ctx = {data, rank_config};
+    rc = ddp_group_run(g, train_rank, &ctx, err);
     if (rc != DDP_OK)
         left_hint(cfg, area, world, &sch, ddp_group_mpi(g), err);
     else if (ddp_group_reports(g)) /* under mpirun, rank 0: it holds every record */

@@ -54,7 +54,6 @@
 #include "ddp/fingerprint.h"
 #include "ddp/launch_impl.h"
 #include "device/backend.h"
-#include "report/report.h"
 
 #define HOST_LEN 64
 #define LABEL_LEN 160
@@ -78,12 +77,31 @@ static volatile sig_atomic_t g_forwarded; /* a signal the watcher got, passed on
 static volatile pid_t g_sender;               /* and who sent it (0: unknown) */
 static volatile pid_t g_rank_pid;
 
+static volatile sig_atomic_t g_is_rank0, g_said; /* rank 0's watcher; its line is out */
+static volatile pid_t g_parent;
+
 static void forward(int sig, siginfo_t *si, void *unused)
 {
     (void)unused;
     if (!g_forwarded) {
         g_sender = si && si->si_code == SI_USER ? si->si_pid : 0;
         g_forwarded = sig;
+        /* mpirun ending the job: rank 0's line goes out now, before mpirun
+         * stops forwarding our stderr (after the rank died it could be lost) */
+        if (g_is_rank0 && (g_sender == 0 || g_sender == g_parent)) {
+            const char *name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT"
+                             : sig == SIGHUP  ? "HUP"  : NULL;
+            char line[128] = "ddpbench: stopped: interrupted by SIG";
+            size_t n = strlen(line);
+            for (const char *p = name ? name : "NAL"; *p; p++)
+                line[n++] = *p;
+            static const char tail[] = ": mpirun ended the job\n";
+            for (const char *p = tail; *p; p++)
+                line[n++] = *p;
+            ssize_t w = write(2, line, n);
+            (void)w;
+            g_said = 1;
+        }
     }
     if (g_rank_pid > 0)
         kill(g_rank_pid, sig);
@@ -113,6 +131,8 @@ static int watch(pid_t child, int label_fd)
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     g_rank_pid = child;
+    g_parent = getppid();
+    g_is_rank0 = strcmp(env_rank(), "0") == 0;
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         sigaction(sigs[i], &sa, NULL);
     int st = 0;
@@ -137,7 +157,7 @@ static int watch(pid_t child, int label_fd)
      * the line names it.  Either way the status is 128 + the signal (mpirun
      * then ends the job; its own status is Open MPI's). */
     int fsig = g_forwarded;
-    if (fsig && g_sender != 0 && g_sender != getppid()) {
+    if (fsig && g_sender != 0 && g_sender != g_parent) {
         fprintf(stderr, "ddpbench: stopped: %s: interrupted by SIG%s from process %ld\n", label,
                 sigabbrev_np(fsig), (long)g_sender);
         return 128 + fsig;
@@ -152,7 +172,7 @@ static int watch(pid_t child, int label_fd)
         return 1;
     int sig = WTERMSIG(st);
     if (fsig) { /* mpirun is ending the job */
-        if (strcmp(env_rank(), "0") == 0)
+        if (g_is_rank0 && !g_said)
             fprintf(stderr, "ddpbench: stopped: interrupted by SIG%s: mpirun ended the job\n",
                     sigabbrev_np(fsig));
         return 128 + fsig;
@@ -504,7 +524,7 @@ static void name_device(const config_t *cfg, device_stats_t *d)
         if (t && d->device_id >= 0 && d->device_id < t->count)
             what = t->gpu[d->device_id].name;
     } else {
-        what = report_cpu_model();
+        what = backend_cpu_model();
     }
     snprintf(d->name, sizeof d->name, "%.40s%shost %.16s", what && *what ? what : "",
              what && *what ? ", " : "", g_mpi.host);

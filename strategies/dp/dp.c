@@ -20,17 +20,17 @@ static void dp_worker(void *ctx, int d)
         err_set(err, rc, "stopped because another device failed");
     if (rc == DDP_OK && d == 0) {
         bool hv = true;
-        for (int i = 0; i < c->k; i++)
+        for (int i = 0; i < c->ndev; i++)
             hv = hv && backend_host_visible(c->dev[i].be);
         c->host_visible = hv;
         c->nccl = c->nccl && !hv;
         if (c->nccl) { /* one NCCL rank per device, all made here at once */
             backend_t *bes[MAX_DEVICES];
             comm_t *comms[MAX_DEVICES];
-            for (int i = 0; i < c->k; i++)
+            for (int i = 0; i < c->ndev; i++)
                 bes[i] = c->dev[i].be;
-            rc = comm_nccl_group_create(comms, bes, c->k, c->cfg->timeout_s, err);
-            for (int i = 0; i < c->k && rc == DDP_OK; i++)
+            rc = comm_nccl_group_create(comms, bes, c->ndev, c->cfg->timeout_s, err);
+            for (int i = 0; i < c->ndev && rc == DDP_OK; i++)
                 c->dev[i].comm = comms[i];
         }
     }
@@ -53,7 +53,7 @@ static void dp_worker(void *ctx, int d)
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
         /* A device whose collective waits for this one must not wait out
          * --timeout: fail the whole NCCL group now. */
-        for (int i = 0; i < c->k; i++)
+        for (int i = 0; i < c->ndev; i++)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
     }
@@ -85,7 +85,7 @@ static void dp_ctx_free(dp_ctx_t *c)
 static void dp_story(dp_ctx_t *c)
 {
     step_story_t *st = &c->res->story;
-    for (int d = 0; d < c->k; d++)
+    for (int d = 0; d < c->ndev; d++)
         for (int m = 0; m < MOVE_COUNT; m++) {
             const move_stat_t *v = &c->dev[d].first_move[m];
             st->move[m].bytes += v->bytes;
@@ -96,7 +96,7 @@ static void dp_story(dp_ctx_t *c)
     /* the batch: device 0 gathers every row of the step on the host */
     const device_stats_t *d0 = &c->res->dev[0];
     long rows = 0;
-    for (int d = 0; d < c->k; d++)
+    for (int d = 0; d < c->ndev; d++)
         rows += c->res->dev[d].first_rows;
     move_stat_t *mb = &st->move[MOVE_BATCH];
     mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
@@ -108,10 +108,10 @@ static void dp_story(dp_ctx_t *c)
 int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
 {
     result_init(res);
-    int k = cfg->ngpus;
-    if (k < 1 || k > MAX_DEVICES)
+    int ndev = cfg->ngpus;
+    if (ndev < 1 || ndev > MAX_DEVICES)
         return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
-                       MAX_DEVICES, k);
+                       MAX_DEVICES, ndev);
     dp_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
@@ -123,20 +123,20 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     }
     c->cfg = cfg;
     c->data = data;
-    c->k = k;
-    c->chunk_max = (cfg->batch + k - 1) / k;
+    c->ndev = ndev;
+    c->chunk_max = (cfg->batch + ndev - 1) / ndev;
     c->res = res;
     /* NCCL for the replicate and the reduce when it is built and every GPU
      * is a distinct one (NCCL puts one rank on a GPU); peer copies else. */
-    c->nccl = cfg->backend == BACKEND_CUDA && k > 1 && comm_nccl_available();
-    for (int i = 0; i < k && c->nccl; i++)
+    c->nccl = cfg->backend == BACKEND_CUDA && ndev > 1 && comm_nccl_available();
+    for (int i = 0; i < ndev && c->nccl; i++)
         for (int j = 0; j < i; j++)
             if (cfg->gpus[i] == cfg->gpus[j])
                 c->nccl = false;
     res->mode = MODE_DP;
     res->backend = cfg->backend;
-    res->ndev = k;
-    for (int d = 0; d < k; d++) {
+    res->ndev = ndev;
+    for (int d = 0; d < ndev; d++) {
         dp_dev_t *dv = &c->dev[d];
         dv->slot = d;
         dv->id = cfg->gpus[d];
@@ -152,11 +152,11 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     /* --trace and --report: one recorder per device, each written by its device's thread
      * only.  Per step a device records its step, at most 8 phases per
      * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
-     * and its copies: replicate k-1, reduce k-1, and per micro-batch two
-     * scatters (devices 1..) or k-1 gathers (device 0). */
-    int extra = 7 + (k - 1) * (cfg->accum + 2) + 2 * cfg->accum;
+     * and its copies: replicate ndev-1, reduce ndev-1, and per micro-batch two
+     * scatters (devices 1..) or ndev-1 gathers (device 0). */
+    int extra = 7 + (ndev - 1) * (cfg->accum + 2) + 2 * cfg->accum;
     bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
-    if ((rc = result_trace_init(res, record, k, cfg->accum, extra)) != DDP_OK) {
+    if ((rc = result_trace_init(res, record, ndev, cfg->accum, extra)) != DDP_OK) {
         rc = err_set(err, rc, "dp: out of host memory for the --trace recorders");
         goto out;
     }
@@ -205,7 +205,7 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
      * and changing it while another worker runs a GEMM is not safe. */
     if (cfg->backend == BACKEND_CPU)
         backend_cpu_set_threads(1);
-    rc = dp_pool_start(&c->pool, k, dp_worker, c, err);
+    rc = dp_pool_start(&c->pool, ndev, dp_worker, c, err);
     /* Join in every case: a failed start still has threads to wait for. */
     char jerr[ERR_LEN];
     int jrc = dp_pool_join(&c->pool, jerr);

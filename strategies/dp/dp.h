@@ -140,8 +140,8 @@ typedef struct {
     const config_t *cfg;
     const dataset_t *data;
     model_spec_t spec;
-    int k;                    /* devices */
-    int chunk_max;            /* ceil(batch/k): rows of the largest chunk */
+    int ndev;                 /* devices */
+    int chunk_max;            /* ceil(batch/ndev): rows of the largest chunk */
     bool host_visible;        /* every device's memory is host memory (CPU) */
     bool nccl;                /* replicate and reduce are NCCL broadcast and reduce
                                  (CUDA, NCCL built, distinct GPUs), as torch's

@@ -107,7 +107,7 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
      * optimizer step. */
     if (c->host_visible) {
         size_t lo, hi;
-        dp_slice(n, c->k, d, &lo, &hi);
+        dp_slice(n, c->ndev, d, &lo, &hi);
         for (int r = 1; r < nrep && hi > lo; r++) {
             /* Thread d writes slice d of replica r: host-visible copies are
              * done when they return, so it may use replica r's backend, and
@@ -148,9 +148,9 @@ int dp_gather(dp_ctx_t *c, int batch, char *err)
 {
     backend_t *be0 = c->dev[0].be;
     int out = model_out_dim(&c->spec);
-    int nchunks = dp_chunk_count(batch, c->k);
+    int nchunks = dp_chunk_count(batch, c->ndev);
     for (int d = 0; d < nchunks; d++) {
-        dp_chunk_t ch = dp_chunk(batch, c->k, d);
+        dp_chunk_t ch = dp_chunk(batch, c->ndev, d);
         const float *src = replica_output(&c->dev[d].rep);
         size_t bytes = (size_t)ch.rows * out * sizeof(float);
         float *dst = c->gout + (size_t)ch.off * out;
@@ -198,14 +198,14 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
     if (c->host_visible) {
         backend_t *be = dv->be;
         size_t lo, hi;
-        dp_slice(n, c->k, d, &lo, &hi);
+        dp_slice(n, c->ndev, d, &lo, &hi);
         int nsrc = 0;
-        for (int s = 1; s < c->k; s++)
+        for (int s = 1; s < c->ndev; s++)
             nsrc += c->dev[s].has_grad;
         int mk = dp_mark(c, d);
         for (size_t b = lo; b < hi; b += DP_REDUCE_BLOCK) {
             size_t len = hi - b < DP_REDUCE_BLOCK ? hi - b : DP_REDUCE_BLOCK;
-            for (int s = 1; s < c->k; s++) {
+            for (int s = 1; s < c->ndev; s++) {
                 if (!c->dev[s].has_grad)
                     continue; /* sat the whole step out: nothing to add */
                 int rc = backend_axpy(be, 1.0f, c->dev[s].rep.grads + b, g0 + b, len);
@@ -246,7 +246,7 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
      *   - red_copied[b]: the add of scratch b waits for its copy. */
     backend_t *be0 = dv->be;
     int src[MAX_DEVICES], nsrc = 0;
-    for (int s = 1; s < c->k; s++)
+    for (int s = 1; s < c->ndev; s++)
         if (c->dev[s].has_grad)
             src[nsrc++] = s;
     int mk[MAX_DEVICES];

@@ -61,7 +61,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if (rc == DDP_OK && backend_reserve(be, cfg->batch, out) != DDP_OK)
         rc = err_set(err, DDP_ERR_RUNTIME, "%s: reserving the loss's scratch: %s", dv->name,
                      backend_last_error(be));
-    if (rc == DDP_OK && !backend_host_visible(be) && c->k > 1 && !c->nccl) {
+    if (rc == DDP_OK && !backend_host_visible(be) && c->ndev > 1 && !c->nccl) {
         for (int i = 0; i < 2; i++) {
             c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", MEM_COMM, &rc, err);
             if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))

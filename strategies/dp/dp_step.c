@@ -41,7 +41,7 @@ void dp_plan_step(dp_ctx_t *c, long g)
         /* A device gets a replica when it has rows in any micro-batch: a
          * smaller last micro-batch can spread over more devices
          * (torch.chunk(5 rows, 4) gives 3 chunks, of 4 rows gives 4). */
-        int n = dp_chunk_count(rows, c->k);
+        int n = dp_chunk_count(rows, c->ndev);
         if (n > p->nrep)
             p->nrep = n;
     }
@@ -69,7 +69,7 @@ static int dp_wait(dp_ctx_t *c, int d, step_meter_t *m, char *err)
         TRY(dev(dv, backend_event_record(dv->be, dv->bar[par]), "barrier", err));
     if (dp_pool_sync(&c->pool) != DDP_OK)
         return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
-    for (int e = 0; e < c->k && !c->host_visible; e++)
+    for (int e = 0; e < c->ndev && !c->host_visible; e++)
         if (e != d)
             TRY(dev(dv, backend_stream_wait(dv->be, c->dev[e].bar[par]), "barrier", err));
     step_meter_lap(m, PH_IDLE);
@@ -206,7 +206,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             /* Barrier: the batch is on device 0 and every replica is written. */
             TRY(dp_wait(c, d, m, err));
 
-            dp_chunk_t ch = dp_chunk(batch, c->k, d);
+            dp_chunk_t ch = dp_chunk(batch, c->ndev, d);
             const float *x = d == 0 ? c->gx : dv->rep.x;
             if (d != 0 && ch.rows > 0) {
                 TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
@@ -247,7 +247,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         TRY(dp_wait(c, d, m, err));
         TRY(dp_reduce(c, d, err));
         step_meter_lap(m, PH_COMM_EXPOSED);
-        if (c->host_visible && c->k > 1)
+        if (c->host_visible && c->ndev > 1)
             /* Barrier: every slice of the sum is on device 0. */
             TRY(dp_wait(c, d, m, err));
         if (d == 0)

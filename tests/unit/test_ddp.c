@@ -732,11 +732,9 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     tu_load(&c, &spec, &d, line, err);
     g_odd = c;
     g_odd.optim.lr *= 2.0f;
-    ddp_rank_config_hook = odd_lr;
     run_result_t res;
     double t0 = now_s();
-    int rc = ddp_run(&c, &d, &res, err);
-    ddp_rank_config_hook = NULL;
+    int rc = ddp_run_each(&c, &d, odd_lr, &res, err);
     cr_assert_eq(rc, DDP_ERR_INPUT, "rc %d: %s", rc, err);
     cr_assert(strstr(err, "rank 2 (device 2) was started with another optimizer"), "%s", err);
     /* both values, the option as the user writes it */
@@ -774,11 +772,9 @@ Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout 
             snprintf(g_odd.checkpoint_path, sizeof g_odd.checkpoint_path, "/tmp/ddp_fp_%d.st",
                      (int)getpid());
         }
-        ddp_rank_config_hook = odd_lr;
         run_result_t res;
         double t0 = now_s();
-        int rc = ddp_run(&c, &d, &res, err);
-        ddp_rank_config_hook = NULL;
+        int rc = ddp_run_each(&c, &d, odd_lr, &res, err);
         if (rc == DDP_OK)
             result_free(&res);
         cr_assert_eq(rc, DDP_ERR_INPUT, "case %d: rc %d: %s", k, rc, err);
