@@ -14,6 +14,7 @@
 #include "app/scenario.h"
 #include "base/interrupt.h"
 #include "base/text.h"
+#include "app/ab.h"
 #include "ddp/launch.h"
 #include "device/backend.h"
 
@@ -117,6 +118,14 @@ int main(int argc, char **argv)
     j->mpi = cfg->launcher == LAUNCHER_MPI;
     if (!j->mpi) /* under mpirun, mpirun's signals end the job */
         interrupt_install();
+    if (rc == DDP_OK && cfg->against[0]) { /* the A/B gate: its runs are child processes */
+        if (!j->mpi)
+            return (rc = ab_main(cfg, argc, argv, err)) == DDP_OK ? 0
+                   : rc == DDP_ERR_REGRESSED || rc == DDP_ERR_NOISY ? rc
+                                                                    : app_fail(rc, err);
+        rc = err_set(err, DDP_ERR_INPUT, "--against: starts its own runs on one host; run it "
+                     "without mpirun");
+    }
     if (rc == DDP_OK && cfg->scenario[0]) { /* a failure reproduced and explained
                                               (scenario.h): its runs are this process's */
         if (!j->mpi)

@@ -80,7 +80,7 @@ static int print_results(app_job_t *j, char *err)
     } else if (c->csv) {
         report_csv_header(stdout);
         for (int i = 0; i < n; i++)
-            report_csv_row(stdout, ctx, &j->cfgs[i], &j->res[i], ref);
+            report_csv_row(stdout, ctx, &j->cfgs[i], &j->res[i], ref, &j->reps[i]);
         for (int i = 0; i < n; i++) /* stdout holds the CSV alone: the notes go to stderr */
             report_notes(stderr, ctx, &j->res[i], n > 1);
     } else {

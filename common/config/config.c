@@ -3,6 +3,8 @@
 #include "config/config.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +163,30 @@ int config_validate(const config_t *c, char *err)
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");
+    if (c->candidate[0] && !c->against[0])
+        return err_set(err, DDP_ERR_INPUT, "--candidate: needs --against BASE");
+    if (c->against[0]) {
+        const char *no = c->mode == MODE_COMPARE  ? "--mode compare (give single, dp or ddp)"
+                         : c->mode == MODE_COMM   ? "--mode comm"
+                         : c->baseline_path[0]    ? "--baseline (one gate at a time)"
+                         : c->predict             ? "--predict"
+                         : c->scenario[0]         ? "--scenario"
+                         : c->emit_pytorch[0]     ? "--emit-pytorch"
+                         : c->save_path[0]        ? "--save"
+                                                  : NULL;
+        if (no)
+            return err_set(err, DDP_ERR_INPUT, "--against: not with %s", no);
+        const struct {
+            const char *opt, *path;
+        } exe[2] = {{"--against", c->against}, {"--candidate", c->candidate}};
+        for (int i = 0; i < 2; i++) {
+            struct stat st;
+            if (exe[i].path[0] && (stat(exe[i].path, &st) != 0 || !S_ISREG(st.st_mode) ||
+                                   access(exe[i].path, X_OK) != 0))
+                return err_set(err, DDP_ERR_INPUT, "%s: '%s' is not an executable file", exe[i].opt,
+                               exe[i].path);
+        }
+    }
     if (c->repeat > 1) {
         const char *no = c->trace_path[0]        ? "--trace"
                          : c->checkpoint_path[0] ? "--checkpoint"

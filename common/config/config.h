@@ -109,6 +109,8 @@ typedef struct {
     char report_path[CONFIG_PATH_LEN]; /* --report FILE.html: the page (report_html.c) */
     char baseline_path[CONFIG_PATH_LEN];
     double tolerance_pct;
+    char against[CONFIG_PATH_LEN];   /* --against BASE: the A/B gate's base executable */
+    char candidate[CONFIG_PATH_LEN]; /* --candidate CAND: its other side ("": this ddpbench) */
     char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */
     char scenario[32];         /* --scenario NAME: a failure reproduced and explained */
 
@@ -134,6 +136,12 @@ int config_apply_preset(config_t *c, const char *name, char *err);
 void config_presets_usage(FILE *f);
 /* The whole parse: defaults, preset, options, validation. */
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
+/* argv less every option named in drop[] (NULL-ended, long names) and the
+ * values they took, into out (argc + 1 slots, NULL-ended); returns its
+ * count.  Short forms and --x=v are handled as the parse does. */
+int config_argv_without(int argc, char **argv, const char *const *drop, char **out);
+/* --against's rounds when --repeat is not given */
+#define CONFIG_AB_ROUNDS 10
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
 /* The usage text (every option with its default). */

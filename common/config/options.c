@@ -144,7 +144,7 @@ static int parse_name(const char *opt, const char *s, int (*parse)(const char *)
 // the options that need a setter of their own
 
 typedef struct {
-    bool wd, batch; /* given on the command line (not a default) */
+    bool wd, batch, repeat; /* given on the command line (not a default) */
 } explicit_t;
 
 /* A setter: option name's value v (NULL for a flag) into c; ex records what
@@ -235,6 +235,18 @@ static int set_bucket_mb(config_t *c, const char *name, const char *v, explicit_
     if (!c->bucket_auto)
         return parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
     c->bucket_mb = CONFIG_BUCKET_MB; /* the warm-up steps start from the default */
+    return DDP_OK;
+}
+
+/* --repeat N, noted as given: --against's rounds default to CONFIG_AB_ROUNDS
+ * unless it is */
+static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    long l = 0;
+    TRY(parse_long(name, v, 1, CONFIG_REPEAT_MAX, &l, err));
+    c->repeat = (int)l;
+    if (ex)
+        ex->repeat = true;
     return DDP_OK;
 }
 
@@ -448,10 +460,19 @@ static const opt_t opts[] = {
      NULL, PATH(report_path)},
     {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
      NULL, PATH(baseline_path)},
-    {"tolerance", "PCT", "5", NULL, "allowed throughput drop against --baseline (exit 3)",
-     NULL, DOUBLE(tolerance_pct, 0.0, 100.0)},
+    {"tolerance", "PCT", "5", NULL,
+     "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL,
+     DOUBLE(tolerance_pct, 0.0, 100.0)},
+    {"against", "BASE", NULL, "none",
+     "A/B gate: run the executable BASE and the candidate with these options, round by round "
+     "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
+     "verdict); --repeat sets the rounds (default " STR(CONFIG_AB_ROUNDS) " here)",
+     NULL, PATH(against)},
+    {"candidate", "CAND", NULL, "this ddpbench", "the other side of --against", NULL,
+     PATH(candidate)},
     {"repeat", "N", "1", NULL,
-     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL, INT(repeat, 1, CONFIG_REPEAT_MAX)},
+     "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL,
+     SET(set_repeat)},
     {"predict", NULL, NULL, "off",
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
      NULL, ON(predict)},
@@ -505,7 +526,7 @@ void config_usage(FILE *f)
     }
     config_presets_usage(f);
     fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
-               "--baseline, 4 no verdict (an interval wider than --tolerance).\n");
+               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -664,6 +685,10 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
         (p.ndims != c->ndims || p.act != c->act ||
          memcmp(p.dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
         c->model_name[0] = 0;
+    /* the A/B gate's rounds: enough for a 95% interval with one bad round
+     * on each side (docs/gate.md), unless --repeat says otherwise */
+    if (c->against[0] && !ex.repeat)
+        c->repeat = CONFIG_AB_ROUNDS;
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */
     if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
         c->optim.weight_decay = 0.01f;
@@ -678,3 +703,46 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     return config_validate(c, err);
 }
 
+
+// ---------------------------------------------------------------------------
+// argv for a child run
+
+int config_argv_without(int argc, char **argv, const char *const *drop, char **out)
+{
+    struct option lo[NOPTS + 1];
+    for (int i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
+                                NULL, OPT_VAL(i)};
+    lo[NOPTS] = (struct option){0, 0, 0, 0};
+    char shorts[2 * NOPTS + 4] = "+h";
+    size_t ns = 2;
+    for (int i = 0; i < NOPTS; i++)
+        if (opts[i].letter) {
+            shorts[ns++] = opts[i].letter;
+            if (opts[i].arg)
+                shorts[ns++] = ':';
+        }
+    shorts[ns] = 0;
+    int n = 0;
+    if (argc > 0)
+        out[n++] = argv[0];
+    opterr = 0;
+    optind = 0;
+    int id, idx, at = 1;
+    /* getopt_long leaves optind past the words an option took (one for
+     * --x=v or a flag, two for --x v): those words go or stay together */
+    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
+        const opt_t *o = row_of(id);
+        bool gone = false;
+        for (int k = 0; o && drop[k]; k++)
+            gone = gone || is(o, drop[k]);
+        for (; at < optind && at < argc; at++)
+            if (!gone)
+                out[n++] = argv[at];
+    }
+    for (; at < argc; at++)
+        out[n++] = argv[at];
+    out[n] = NULL;
+    optind = 0;
+    return n;
+}

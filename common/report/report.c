@@ -135,6 +135,8 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->step_mean = r->times.timed_s / (double)r->times.n;
         s->step_p50 = report_percentile(r->times.sample, kept, 50);
         s->step_p95 = report_percentile(r->times.sample, kept, 95);
+        s->step_p10 = report_percentile(r->times.sample, kept, 10);
+        s->step_p25 = report_percentile(r->times.sample, kept, 25);
         s->step_min = r->times.min_s;
         s->step_max = r->times.max_s;
     }

@@ -61,6 +61,7 @@ typedef struct {
 typedef struct {
     long timed_steps;
     double step_mean, step_p50, step_p95, step_min, step_max; /* seconds */
+    double step_p10, step_p25;  /* the low quantiles (the A/B gate's alternatives, docs/gate.md) */
     double phase[MAX_DEVICES][PH_COUNT]; /* seconds per timed step, per device */
     double rows_per_step[MAX_DEVICES];
     /* times per timed step the host waited for each device (NAN: not counted) */
@@ -193,8 +194,9 @@ extern const char *const report_json_keys[];
 
 /* CSV: the header line, and one row per run. */
 void report_csv_header(FILE *f);
+/* rep: the run's --repeat runs (NULL or one run: the interval columns empty) */
 void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
-                    const run_result_t *r, const run_result_t *ref);
+                    const run_result_t *r, const run_result_t *ref, const repeat_t *rep);
 
 /* The banner's provenance lines: build (revision, compiler, flags), BLAS and
  * its threads, host, CPUs and start time; on CUDA the runtime, driver,
@@ -205,6 +207,11 @@ void report_provenance(FILE *f, const report_ctx_t *ctx);
 void report_start(void);
 /* The source revision compiled in ("unknown" outside a git checkout). */
 const char *report_revision(void);
+/* The host name, the run's start (UTC, ISO 8601) and its 1-minute load
+ * average then ("unknown" when /proc/loadavg cannot be read). */
+const char *report_host(void);
+const char *report_time_utc(void);
+const char *report_loadavg1(void);
 /* A device's display name (its stats' name, or one found for the backend). */
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d);
 

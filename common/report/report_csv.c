@@ -17,7 +17,20 @@ void report_csv_header(FILE *f)
     for (int p = 0; p < PH_COUNT; p++)
         fprintf(f, ",mean_%s", phase_key((phase_t)p));
     fputs(",optimizer,threads", f);
+    /* --repeat's intervals and the provenance, so a row compared later says
+     * how sure it was and where and when it ran */
+    fputs(",runs,throughput_median,throughput_lo,throughput_hi,step_mean_median_s,step_mean_lo_s,"
+          "step_mean_hi_s,revision,host,time_utc,loadavg1",
+          f);
     fputc('\n', f);
+}
+
+/* a CSV field: no commas, no line breaks */
+static void text(FILE *f, const char *s)
+{
+    fputc(',', f);
+    for (; *s; s++)
+        fputc(*s == ',' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
 }
 
 static void num(FILE *f, double v, bool known)
@@ -29,7 +42,7 @@ static void num(FILE *f, double v, bool known)
 }
 
 void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
-                    const run_result_t *r, const run_result_t *ref)
+                    const run_result_t *r, const run_result_t *ref, const repeat_t *rep)
 {
     report_stats_t s;
     report_stats(r, ref, &s);
@@ -62,5 +75,19 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
     }
     fprintf(f, ",%s,%d", optim_name(run_cfg->optim.kind),
             r->mode == MODE_SINGLE ? run_cfg->threads : 1);
+    bool many = rep && rep->n > 1;
+    fprintf(f, ",%d", many ? rep->n : 1);
+    interval_t tp = many ? repeat_interval(rep, FIG_THROUGHPUT) : (interval_t){0};
+    interval_t st = many ? repeat_interval(rep, FIG_STEP_MEAN) : (interval_t){0};
+    num(f, tp.median, many);
+    num(f, tp.lo, many);
+    num(f, tp.hi, many);
+    num(f, st.median, many);
+    num(f, st.lo, many);
+    num(f, st.hi, many);
+    text(f, report_revision());
+    text(f, report_host());
+    text(f, report_time_utc());
+    text(f, report_loadavg1());
     fputc('\n', f);
 }

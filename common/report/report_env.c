@@ -77,6 +77,16 @@ const char *report_revision(void) { return DDPBENCH_REVISION; }
 
 static const char *run_time_utc(void);
 static const char *start_loadavg(void);
+static const char *host_name(void);
+
+const char *report_host(void) { return host_name(); }
+const char *report_time_utc(void) { return run_time_utc(); }
+const char *report_loadavg1(void)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%.*s", (int)strcspn(start_loadavg(), " "), start_loadavg());
+    return buf;
+}
 
 void report_start(void)
 {

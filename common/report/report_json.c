@@ -79,6 +79,8 @@ const char *const report_json_keys[] = {
     "step_time_s.mean",
     "step_time_s.p50",
     "step_time_s.p95",
+    "step_time_s.p10",
+    "step_time_s.p25",
     "step_time_s.min",
     "step_time_s.max",
     "devices",
@@ -268,6 +270,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNumberToObject(t, "mean", s.step_mean);
     cJSON_AddNumberToObject(t, "p50", s.step_p50);
     cJSON_AddNumberToObject(t, "p95", s.step_p95);
+    cJSON_AddNumberToObject(t, "p10", s.step_p10);
+    cJSON_AddNumberToObject(t, "p25", s.step_p25);
     cJSON_AddNumberToObject(t, "min", s.step_min);
     cJSON_AddNumberToObject(t, "max", s.step_max);
 

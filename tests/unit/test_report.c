@@ -223,13 +223,13 @@ Test(report_csv, header_and_one_row_per_run)
     mem_open(&m);
     report_csv_header(m.f);
     for (int i = 0; i < 3; i++)
-        report_csv_row(m.f, &rr.ctx, &rr.cfg, &rr.res, i ? &rr.res : NULL);
+        report_csv_row(m.f, &rr.ctx, &rr.cfg, &rr.res, i ? &rr.res : NULL, NULL);
     char *txt = mem_close(&m);
     cr_assert_eq(count_char(txt, '\n'), 4, "header + 3 rows: %s", txt);
     char *save = NULL;
     char *header = strtok_r(txt, "\n", &save);
     int cols = count_char(header, ',') + 1;
-    cr_assert_eq(cols, 24 + 2 * PH_COUNT, "columns in the header: %s", header);
+    cr_assert_eq(cols, 24 + 2 * PH_COUNT + 11, "columns in the header: %s", header);
     cr_assert(strncmp(header, "mode,backend,devices,", 21) == 0);
     for (char *row = strtok_r(NULL, "\n", &save); row; row = strtok_r(NULL, "\n", &save)) {
         cr_assert_eq(count_char(row, ',') + 1, cols, "row: %s", row);

@@ -1,0 +1,199 @@
+#!/bin/sh
+# tests/e2e/e2e_ab.sh: the A/B gate (--against) end to end with fake BASE and
+# CAND executables whose JSON and timing the test writes, so it is fast and
+# deterministic: ABBA order, what the children are given, the four verdicts
+# and their exit codes (0 no change, 3 regressed, 0 improved, 4 no verdict
+# with the rounds that would settle it), a straggler named by rank, a
+# disturbed round retaken and a busy machine blamed, --json with every round
+# of both sides, --csv's interval and provenance columns, a failing child
+# named (side, status, last stderr line: exit 1), a base that is not
+# executable (exit 2), and Ctrl-C reaching and reaping the child.
+# Usage: sh tests/e2e/e2e_ab.sh ./ddpbench
+E2E=e2e_ab
+. "$(dirname "$0")/lib.sh"
+S="--mode ddp --backend cpu --gpus 0,1"
+
+# fake NAME FACTOR FB1 NOISE [DISTURBED] [FAIL]: an executable that logs its
+# name, prints one ddpbench-like JSON object whose median step is 10 ms x
+# FACTOR x the NOISE pattern's next entry, rank 1's forward+backward x FB1;
+# DISTURBED: "machine.disturbed" true on its first DISTURBED calls; FAIL: it
+# fails like a crashed run instead
+fake() {
+    cat >"$T/$1" <<EOF
+#!/bin/sh
+n=\$(cat "$T/count.$1" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$T/count.$1"
+echo "$1 \$*" >>"$T/log"
+if [ -n "${6:-}" ]; then echo "step 3: something went wrong" >&2; echo "boom: the last words" >&2; exit 7; fi
+set -- $4
+shift \$((n % \$#))
+dist=false
+[ "\$n" -lt "${5:-0}" ] && dist=true
+awk -v f="$2" -v fb="$3" -v j="\$1" -v d="\$dist" 'BEGIN {
+  s = 0.010 * f * j
+  printf "{\"step_time_s\":{\"p50\":%.9f},\"devices\":[", s
+  printf "{\"phases_s_per_step\":{\"forward_s\":0.002,\"backward_s\":0.004,\"comm_exposed_s\":0.002}},"
+  printf "{\"phases_s_per_step\":{\"forward_s\":%.9f,\"backward_s\":%.9f,\"comm_exposed_s\":0.002}}],", 0.002 * fb, 0.004 * fb
+  printf "\"environment\":{\"loadavg\":\"1.50 1.00 0.50\",\"revision\":\"r-$1\",\"host\":\"h1\",\"time_utc\":\"2026-01-01T00:00:00Z\"},"
+  printf "\"machine\":{\"disturbed\":%s,\"why\":\"others took 60%% of its cores\"}}\n", d
+}'
+EOF
+    chmod +x "$T/$1"
+}
+QUIET="1.00 1.004 0.998 1.002 0.996 1.001 0.999 1.003 0.997 1.000"
+NOISY="1.00 1.25 0.80 1.15 0.87 1.20 0.83 1.10 0.90 1.05"
+
+# --- unchanged: no change, exit 0; the children got --json and none of the gate's options
+fake base 1.0 1.0 "$QUIET"
+fake same 1.0 1.0 "$QUIET"
+"$BIN" $S --steps 9 --against "$T/base" --candidate "$T/same" --repeat 8 --tolerance 3 >"$T/out" 2>&1
+rc=$?
+[ $rc = 0 ] && ok || ko "unchanged: exit $rc, want 0: $(tail -3 "$T/out")"
+grep -q "verdict: no change" "$T/out" && ok || ko "unchanged: $(tail -3 "$T/out")"
+# a warm-up of each side, then ABBA: B C | C B | B C | C B ...
+order=$(awk '{ printf "%s ", $1 }' "$T/log")
+[ "$order" = "base same base same same base base same same base base same same base base same same base " ] &&
+    ok || ko "ABBA order: $order"
+line=$(head -1 "$T/log")
+case "$line" in
+*--against* | *--candidate* | *--repeat* | *--tolerance*) ko "a gate option reached the child: $line" ;;
+*"--mode ddp --backend cpu --gpus 0,1 --steps 9 --json"*) ok ;;
+*) ko "the child's options: $line" ;;
+esac
+
+# --- a 10% slowdown on rank 1 (forward+backward +25%): regressed, exit 3, the straggler named
+fake slow 1.10 1.25 "$QUIET"
+"$BIN" $S --against "$T/base" --candidate "$T/slow" --repeat 8 >"$T/out" 2>&1
+rc=$?
+[ $rc = 3 ] && ok || ko "regressed: exit $rc, want 3: $(tail -4 "$T/out")"
+grep -q "verdict: regressed" "$T/out" && ok || ko "regressed: $(cat "$T/out")"
+grep -q "attribution: rank 1 forward+backward +25.0%" "$T/out" && ok || ko "attribution: $(tail -4 "$T/out")"
+grep -q "straggler: rank 1 (forward+backward +25.0%; rank 0 +0.0%)" "$T/out" && ok ||
+    ko "straggler: $(tail -4 "$T/out")"
+
+# --- 15% faster: improved, exit 0, said
+fake fast 0.85 0.85 "$QUIET"
+"$BIN" $S --against "$T/base" --candidate "$T/fast" --repeat 8 >"$T/out" 2>&1
+rc=$?
+[ $rc = 0 ] && ok || ko "improved: exit $rc, want 0"
+grep -q "verdict: improved" "$T/out" && ok || ko "improved: $(tail -3 "$T/out")"
+
+# --- 6% slower through +-20% noise: no verdict, exit 4, and how many rounds would settle it
+fake noisy 1.06 1.0 "$NOISY"
+"$BIN" $S --against "$T/base" --candidate "$T/noisy" --repeat 10 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && ok || ko "no verdict: exit $rc, want 4: $(tail -3 "$T/out")"
+grep -q "verdict: no verdict: the interval straddles the 5% tolerance; about [0-9]* more rounds would settle it" "$T/out" &&
+    ok || ko "no verdict: $(tail -3 "$T/out")"
+# fewer rounds than a 95% interval needs
+"$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 3 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "3 rounds give no 95% interval; use --repeat 6" "$T/out" && ok ||
+    ko "3 rounds: exit $rc: $(tail -2 "$T/out")"
+
+# --- lopsided rounds (the candidate disturbed, the base not): retaken, twice at most in 6
+: >"$T/log"
+fake dist 1.0 1.0 "$QUIET" 3
+"$BIN" $S --against "$T/base" --candidate "$T/dist" --repeat 6 --json >"$T/ab.json" 2>"$T/err"
+rc=$?
+[ $rc = 0 ] && ok || ko "retaken: exit $rc: $(tail -3 "$T/err")"
+python3 - "$T/ab.json" <<'EOF' && ok || ko "--json: $(head -c 400 "$T/ab.json")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+ab, rs = o["ab"], o["rounds"]
+assert ab["verdict"] == "no change" and ab["exit_status"] == 0, ab
+assert len(rs) == 9, len(rs)                      # the warm-up, 6 rounds, 2 retaken
+assert [r["used"] for r in rs[:5]] == [False, False, False, True, True], [r["used"] for r in rs]
+assert [r["round"] for r in rs[:5]] == [0, 1, 1, 1, 2], [r["round"] for r in rs]
+for r in rs:                                       # every round, both sides, whole
+    assert r["base"]["step_time_s"]["p50"] > 0 and r["candidate"]["step_time_s"]["p50"] > 0
+    assert r["base"]["environment"]["revision"] == "r-base"
+assert ab["estimate"]["rounds"] == 6 and ab["estimate"]["lo"] <= ab["estimate"]["ratio"] <= ab["estimate"]["hi"]
+assert ab["figure"] == "step_time_s.p50" and ab["order"] == "ABBA"
+EOF
+# a candidate disturbed every time and 10% slower: the busy machine is blamed, not a phase
+fake busy 1.10 1.0 "$QUIET" 1000
+"$BIN" $S --against "$T/base" --candidate "$T/busy" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "verdict: no verdict: a busy machine: 6 of 6 rounds ran with one side disturbed (round 1's candidate: others took 60% of its cores)" "$T/out" && ok ||
+    ko "busy machine: exit $rc: $(tail -3 "$T/out")"
+
+# noisy and disturbed on both sides: no verdict naming the busy machine, no phase blamed
+fake busybase 1.0 1.0 "$QUIET" 1000
+fake noisybusy 1.06 1.0 "$NOISY" 1000
+"$BIN" $S --against "$T/busybase" --candidate "$T/noisybusy" --repeat 10 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "more rounds would settle it at this noise (--repeat [0-9]*), or a quieter machine; a busy machine: 0 of 10 rounds ran with one side disturbed, 10 with both; e.g. others took 60% of its cores" "$T/out" &&
+    grep -q "attribution: none (a busy machine moves every phase)" "$T/out" && ok ||
+    ko "busy on both sides, noisy: exit $rc: $(tail -3 "$T/out")"
+# both sides disturbed every time (a machine busy throughout): paired noise, not an
+# excuse: the 10% slowdown is still called
+"$BIN" $S --against "$T/busybase" --candidate "$T/busy" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q "verdict: regressed" "$T/out" && ok ||
+    ko "busy on both sides: exit $rc: $(tail -3 "$T/out")"
+
+# --- --csv: one row per round (the warm-up first) with the interval and the provenance
+"$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 6 --csv >"$T/ab.csv" 2>"$T/err"
+head -1 "$T/ab.csv" | grep -q "ratio_lo,ratio_hi,.*base_revision,candidate_revision,host,base_time_utc,.*base_load1" &&
+    ok || ko "--csv header: $(head -1 "$T/ab.csv")"
+[ "$(wc -l <"$T/ab.csv")" = 8 ] && sed -n 2p "$T/ab.csv" | grep -q ",r-base,r-same,h1,2026-01-01T00:00:00Z,.*,1.50,1.50$" &&
+    ok || ko "--csv rows: $(cat "$T/ab.csv")"
+
+# --- --csv with --repeat (no --against): the interval and the provenance columns, filled
+"$BIN" --mode single --model seed-linear --steps 30 --backend cpu --repeat 2 --csv >"$T/rep.csv" 2>"$T/err"
+python3 - "$T/rep.csv" <<'EOF' && ok || ko "--repeat --csv: $(cat "$T/rep.csv") $(cat "$T/err")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1, rows
+r = rows[0]
+assert r["runs"] == "2"
+assert float(r["throughput_lo"]) <= float(r["throughput_hi"])
+assert float(r["step_mean_lo_s"]) <= float(r["step_mean_hi_s"])
+assert r["revision"] and r["host"] and r["time_utc"].endswith("Z")
+float(r["loadavg1"])
+EOF
+
+# --- a failing child: named, its status and last stderr line, exit 1
+fake broken 1.0 1.0 "$QUIET" 0 fail
+"$BIN" $S --against "$T/base" --candidate "$T/broken" --repeat 6 >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc = 1 ] && ok || ko "failing candidate: exit $rc, want 1"
+grep -q "ddpbench: error: --against: the candidate (.*broken) failed in the warm-up run: exit status 7: boom: the last words" "$T/err" &&
+    ok || ko "failing candidate: $(cat "$T/err")"
+
+# --- bad inputs: exit 2
+expect_error "--against: '$T/none' is not an executable file" $S --against "$T/none"
+chmod -x "$T/same"
+expect_error "is not an executable file" $S --against "$T/same"
+expect_error "--candidate: needs --against" $S --candidate "$T/base"
+expect_error "--against: not with --mode compare" --mode compare --against "$T/base"
+
+# --- Ctrl-C: the child is told and reaped, ddpbench exits 130
+cat >"$T/hang" <<EOF
+#!/bin/sh
+echo \$\$ >"$T/hang.pid"
+exec sleep 60
+EOF
+chmod +x "$T/hang"
+# (env --default-signal: a background job of a script starts with SIGINT
+# ignored, and ddpbench keeps an ignored SIGINT ignored)
+env --default-signal=INT "$BIN" $S --against "$T/hang" --repeat 6 >"$T/out" 2>"$T/err" &
+pid=$!
+i=0
+while [ ! -s "$T/hang.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc = 130 ] && ok || ko "Ctrl-C: exit $rc, want 130: $(cat "$T/err")"
+grep -q "stopped: interrupted by SIGINT in the warm-up run (the base's run, stopped and reaped)" "$T/err" &&
+    ok || ko "Ctrl-C: $(cat "$T/err")"
+child=$(cat "$T/hang.pid")
+if kill -0 "$child" 2>/dev/null && [ "$(awk '/^State:/ { print $2 }' /proc/$child/status)" != Z ]; then
+    ko "Ctrl-C: the child $child still runs"
+    kill "$child"
+else
+    ok
+fi
+
+e2e_finish
