@@ -25,6 +25,8 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->ngpus = 1;
     if (mode == MODE_DDP && !out->nrank_samples)
         out->sampler_replicas = out->ngpus;
+    if (base->mode == MODE_COMPARE && base->log_every == 0)
+        out->loss_lines_off = true; /* compare fits a screen: the table has the final loss */
 }
 
 int app_plan(app_job_t *j, int rc, char *err)

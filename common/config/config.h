@@ -102,6 +102,9 @@ typedef struct {
 
     /* reporting */
     bool quiet;
+    bool loss_lines_off;       /* not an option: compare's runs leave out their per-epoch
+                                  loss lines (its table has the final loss; the three
+                                  modes' lines agree) unless --log-every asked for them */
     bool json;
     bool csv;
     bool explain;

@@ -408,7 +408,7 @@ static const opt_t opts[] = {
     {"no-join", NULL, NULL, NULL,
      "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL, OFF(join)},
     {"warmup-steps", "N", "2", NULL, "steps left out of the throughput", NULL, LONG(warmup_steps, 0, 1L << 40)},
-    {"log-every", "N", "0", "0 (each epoch)", "print the loss every N steps", NULL, LONG(log_every, 0, 1L << 40)},
+    {"log-every", "N", "0", "0 (each epoch; compare: none)", "print the loss every N steps", NULL, LONG(log_every, 0, 1L << 40)},
     {"allow-nonfinite", NULL, NULL, "off",
      "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
      "naming the step), and write them to --save and --checkpoint",

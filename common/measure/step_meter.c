@@ -339,7 +339,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
                 return m->rc;
             }
             progress_clear(m->to.progress); /* the loss line replaces it */
-            if (c && !c->quiet)
+            if (c && !c->quiet && !c->loss_lines_off)
                 fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
                         e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
         }

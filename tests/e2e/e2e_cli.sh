@@ -35,6 +35,11 @@ printf 'PK\003\004 this is a zip, not npy' >"$T/magic.npy"
     grep -q "epoch 10" "$T/out" && ok || ko "seed-logreg logs every epoch: $(cat "$T/out")"
 "$BIN" --mode single --model seed-logreg --backend cpu --quiet >"$T/out" 2>&1 &&
     ! grep -q "epoch" "$T/out" && ok || ko "--quiet silences the loss lines"
+"$BIN" --mode compare --model seed-logreg --backend cpu --gpus 0,1 >"$T/out" 2>&1 &&
+    ! grep -q "epoch" "$T/out" && grep -q "final loss" "$T/out" && ok ||
+    ko "compare leaves out the runs' loss lines (its table has the final loss): $(cat "$T/out")"
+"$BIN" --mode compare --model seed-logreg --backend cpu --gpus 0,1 --log-every 5 >"$T/out" 2>&1 &&
+    [ "$(grep -c "epoch .*loss" "$T/out")" -ge 3 ] && ok || ko "compare --log-every keeps them: $(cat "$T/out")"
 "$BIN" --mode single --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy" --batch 2 --backend cpu \
     --quiet >"$T/out" 2>&1 && ok || ko ".npy training: $(cat "$T/out")"
 printf 'a,b,c,label\n1,2,3,0\n4,5,6,1\n7,8,9,2\n0,1,0,1\n' >"$T/good.csv"
