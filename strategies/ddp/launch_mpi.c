@@ -80,6 +80,26 @@ static volatile pid_t g_rank_pid;
 static volatile sig_atomic_t g_is_rank0, g_said; /* rank 0's watcher; its line is out */
 static volatile pid_t g_parent;
 
+/* What the rank has told its watcher so far: the label to name it by, and
+ * whether it is leaving with an answer of its own (END_MARK). */
+static int g_label_fd = -1; /* non-blocking: the handler reads it too */
+static char g_label[LABEL_LEN];
+static volatile sig_atomic_t g_ended;
+
+/* Read every whole record the rank has sent (async-signal-safe: read and
+ * memcpy only).  Each record is one write of LABEL_LEN bytes, under
+ * PIPE_BUF, so a read never sees half of one. */
+static void drain_labels(void)
+{
+    char buf[LABEL_LEN];
+    while (g_label_fd >= 0 && read(g_label_fd, buf, sizeof buf) == (ssize_t)sizeof buf) {
+        if (buf[0] == END_MARK)
+            g_ended = 1;
+        else
+            memcpy(g_label, buf, sizeof g_label);
+    }
+}
+
 static void forward(int sig, siginfo_t *si, void *unused)
 {
     (void)unused;
@@ -87,8 +107,11 @@ static void forward(int sig, siginfo_t *si, void *unused)
         g_sender = si && si->si_code == SI_USER ? si->si_pid : 0;
         g_forwarded = sig;
         /* mpirun ending the job: rank 0's line goes out now, before mpirun
-         * stops forwarding our stderr (after the rank died it could be lost) */
-        if (g_is_rank0 && (g_sender == 0 || g_sender == g_parent)) {
+         * stops forwarding our stderr (after the rank died it could be lost);
+         * not when the rank has already given its answer (its error line is
+         * out, and mpirun is only ending the others) */
+        drain_labels();
+        if (g_is_rank0 && !g_ended && (g_sender == 0 || g_sender == g_parent)) {
             const char *name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT"
                              : sig == SIGHUP  ? "HUP"  : NULL;
             char line[128] = "ddpbench: stopped: interrupted by SIG";
@@ -132,25 +155,29 @@ static int watch(pid_t child, int label_fd)
     sigemptyset(&sa.sa_mask);
     g_rank_pid = child;
     g_parent = getppid();
+    g_label_fd = label_fd;
+    fcntl(label_fd, F_SETFL, fcntl(label_fd, F_GETFL) | O_NONBLOCK);
     g_is_rank0 = strcmp(env_rank(), "0") == 0;
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         sigaction(sigs[i], &sa, NULL);
     int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
     }
-    char label[LABEL_LEN], buf[LABEL_LEN];
+    char label[LABEL_LEN];
     char host[HOST_LEN] = "";
-    bool ended = false; /* the rank left through ddp_launch_end, its status its own */
     gethostname(host, sizeof host - 1);
     snprintf(label, sizeof label, "rank %s (host %s)", env_rank(), host);
-    while (read(label_fd, buf, sizeof buf) == (ssize_t)sizeof buf) { /* the last one it sent */
-        if (buf[0] == END_MARK)
-            ended = true;
-        else
-            memcpy(label, buf, sizeof label);
-    }
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old); /* the handler drains the same pipe */
+    drain_labels(); /* the rest: the rank is gone, so every record it sent is there */
+    if (g_label[0])
+        memcpy(label, g_label, sizeof label);
+    bool ended = g_ended; /* the rank left through ddp_launch_end, its status its own */
+    sigprocmask(SIG_SETMASK, &old, NULL);
     label[LABEL_LEN - 1] = 0;
     close(label_fd);
+    g_label_fd = -1;
     /* A signal to this process is mpirun's (its daemon is our parent) when
      * mpirun was told to end the job: rank 0 says so, once.  One from
      * anyone else (a kill of this rank's process) stops this rank alone:
