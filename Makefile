@@ -365,7 +365,7 @@ test-tsan:
 # Under a sanitizer: every unit suite (ASan+UBSan), or the threaded ones (TSan).
 test-unit-san: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t (SAN=$(SAN))"; \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/unit/lsan.supp UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $$t $(CRITERION_ARGS); done
 
 TSAN_TESTS := $(filter $(BUILD)/tests/unit/test_dp% $(BUILD)/tests/unit/test_ddp% $(BUILD)/tests/unit/test_comm% \
