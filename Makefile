@@ -385,7 +385,7 @@ test-cuda-emu: ddpbench | build/deps.mk
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
-FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/infile.c \
+FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/infile.c common/base/fault.c \
               common/base/hash.c common/base/rng.c \
               common/data/data_npy.c common/data/data.c \
               common/base/kinds.c common/io/safetensors.c

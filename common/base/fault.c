@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,8 @@ void fault_raise(fault_kind_t kind)
 
 /* Why atomic: armed and taken by one thread in practice, but a flag any
  * thread may touch must not be a data race. */
-static _Atomic bool g_pause;
+static atomic_bool g_pause;
 
 void fault_pause_arm(void) { g_pause = true; }
 
-bool fault_pause_take(void) { return __atomic_exchange_n(&g_pause, false, __ATOMIC_SEQ_CST); }
+bool fault_pause_take(void) { return atomic_exchange(&g_pause, false); }
