@@ -124,6 +124,23 @@ static void last_line(const char *text, size_t len, char *out, size_t n)
  * filled from its JSON.  The child leads its own process group, so its DDP
  * ranks are stopped with it; the terminal's Ctrl-C reaches only this
  * process, which passes the signal on. */
+/* A stop the user asked for, passed to the child's whole process group (a
+ * DDP child's ranks must stop with it), then SIGKILL once the grace is up:
+ * while its output is read and while it is reaped alike. */
+static void pass_stop(pid_t pid, int *sig_sent, double *kill_at, bool *killed)
+{
+    int sig = interrupt_pending();
+    if (sig && !*sig_sent) {
+        kill(-pid, sig);
+        *sig_sent = sig;
+        *kill_at = now_s() + AB_KILL_GRACE_S;
+    }
+    if (*sig_sent && !*killed && now_s() > *kill_at) {
+        kill(-pid, SIGKILL);
+        *killed = true;
+    }
+}
+
 static int run_child(const char *exe, char **args, int which, int round, ab_side_t *s,
                      char *err)
 {
@@ -166,17 +183,7 @@ static int run_child(const char *exe, char **args, int which, int round, ab_side
     double kill_at = 0.0;
     char chunk[65536];
     while (open_fds > 0) {
-        int sig = interrupt_pending();
-        if (sig && !sig_sent) {
-            /* why the group: a DDP child's ranks must stop with it */
-            kill(-pid, sig);
-            sig_sent = sig;
-            kill_at = now_s() + AB_KILL_GRACE_S;
-        }
-        if (sig_sent && !killed && now_s() > kill_at) {
-            kill(-pid, SIGKILL);
-            killed = true;
-        }
+        pass_stop(pid, &sig_sent, &kill_at, &killed);
         int pr = poll(pf, 2, 200);
         if (pr < 0 && errno != EINTR)
             break;
@@ -207,16 +214,7 @@ static int run_child(const char *exe, char **args, int which, int round, ab_side
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             break;
-        int sig = interrupt_pending();
-        if (sig && !sig_sent) {
-            kill(-pid, sig);
-            sig_sent = sig;
-            kill_at = now_s() + AB_KILL_GRACE_S;
-        }
-        if (sig_sent && !killed && now_s() > kill_at) {
-            kill(-pid, SIGKILL);
-            killed = true;
-        }
+        pass_stop(pid, &sig_sent, &kill_at, &killed);
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
