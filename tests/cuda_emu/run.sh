@@ -8,7 +8,9 @@
 # runtime, cuBLAS and NCCL (this directory) whose streams are asynchronous:
 # each runs on its own host thread, and events and synchronisations really
 # wait.  Then:
-#  1. test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#  1. the emulator's stream capture and graphs (test_capture.c: recorded
+#     work replays at each launch; what CUDA refuses during a capture is
+#     refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
@@ -45,10 +47,15 @@ fail() {
 }
 
 echo "== make EMU=1 (the release flags, emulated GPU)"
-make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" \
+make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
     >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
 
 # ---- 1. the CUDA unit suite ----------------------------------------------------
+# The emulator's stream capture first: what the graphs below stand on.
+log="$B/test_capture.log"
+EMU_NGPU=1 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
+    { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_capture (log: $log)"; }
+echo "== stream capture and graphs on the emulator: $(tail -n 1 "$log")"
 for cfg in "2 0" "1 200"; do
     n=${cfg% *} jitter=${cfg#* }
     echo "== test_cuda on $n emulated GPU(s), EMU_JITTER_US=$jitter"
