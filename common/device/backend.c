@@ -99,78 +99,100 @@ void backend_free(backend_t *be, void *p) { be->ops->free(be, p); }
 void *backend_alloc_host(backend_t *be, size_t bytes) { return be->ops->alloc_host(be, bytes); }
 void backend_free_host(backend_t *be, void *p) { be->ops->free_host(be, p); }
 
+/* One more of kind k queued (see backend_launches). */
+static inline void counted(backend_t *be, launch_kind_t k) { be->launches[k]++; }
+
 int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->h2d(be, dst, src, bytes);
 }
 
 int backend_d2h(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2h(be, dst, src, bytes);
 }
 
 int backend_d2d(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes && dst != src)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2d(be, dst, src, bytes);
 }
 
 int backend_memset0(backend_t *be, void *dst, size_t bytes)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->memset0(be, dst, bytes);
 }
 
 int backend_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src, size_t bytes)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->peer_copy(be, dst, src_be, src, bytes);
 }
 
 int backend_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->gemm(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int backend_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const float *b, int rows,
                          int cols)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->bias_act_fwd(be, act, z, a, b, rows, cols);
 }
 
 int backend_act_bwd(backend_t *be, act_t act, const float *z, const float *a, float *d, size_t n)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->act_bwd(be, act, z, a, d, n);
 }
 
 int backend_bias_grad(backend_t *be, float *db, const float *dz, int rows, int cols,
                       bool accumulate)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->bias_grad(be, db, dz, rows, cols, accumulate);
 }
 
 int backend_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                  int cols, float grad_scale, float *grad, float *loss_sum)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->loss(be, kind, out, tgt, rows, cols, grad_scale, grad, loss_sum);
 }
 
 int backend_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf, size_t n)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->sgd(be, a, p, g, buf, n);
 }
 
 int backend_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m, float *v,
                  size_t n)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->adam(be, a, p, g, m, v, n);
 }
 
 int backend_axpy(backend_t *be, float alpha, const float *x, float *y, size_t n)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->axpy(be, alpha, x, y, n);
 }
 
 int backend_scale(backend_t *be, float alpha, float *x, size_t n)
 {
+    counted(be, LAUNCH_KERNEL);
     return be->ops->scale(be, alpha, x, n);
 }
 
@@ -210,6 +232,7 @@ void backend_event_free(backend_t *be, backend_event_t *ev)
 
 int backend_event_record(backend_t *be, backend_event_t *ev)
 {
+    counted(be, LAUNCH_EVENT);
     return be->ops->event_record(be, ev);
 }
 
@@ -233,21 +256,44 @@ int backend_stream_wait(backend_t *be, backend_event_t *ev)
         return backend_error(be, DDP_ERR_RUNTIME, "device %d (%s) cannot wait for an event of "
                              "device %d (%s)", be->device_id, be->ops->name, ev->be->device_id,
                              ev->be->ops->name);
+    counted(be, LAUNCH_EVENT);
     return be->ops->stream_wait(be, ev);
 }
 
 int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
                        size_t bytes, backend_event_t *after, backend_event_t *done)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->copy_async(be, dst, src_be, src, bytes, after, done);
 }
 
 int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2h_async(be, dst, src, bytes);
 }
 
 long backend_host_syncs(const backend_t *be) { return be->host_syncs; }
+
+const char *launch_kind_key(launch_kind_t k)
+{
+    static const char *const keys[LAUNCH_KINDS] = {"kernels", "copies", "collectives", "graphs",
+                                                   "events"};
+    return (unsigned)k < LAUNCH_KINDS ? keys[k] : "?";
+}
+
+long backend_launches(const backend_t *be, launch_kind_t k)
+{
+    return (unsigned)k < LAUNCH_KINDS ? be->launches[k] : 0;
+}
+
+void backend_count_launch(backend_t *be, launch_kind_t k, long n)
+{
+    if ((unsigned)k < LAUNCH_KINDS)
+        be->launches[k] += n;
+}
 
 void backend_count_host_sync(backend_t *be)
 {

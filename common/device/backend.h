@@ -182,6 +182,26 @@ int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes);
 /* Times the host has waited for this device so far (backend_sync,
  * backend_d2h, backend_event_sync; always 0 on the CPU, which never waits). */
 long backend_host_syncs(const backend_t *be);
+/* What the host queued on this device, by kind (counted in the backend, so
+ * every mode's figure comes from one place): kernels (each compute
+ * operation's launches; a GEMM is one cuBLAS call), copies (h2d, d2h, d2d,
+ * memsets, peer and copy-stream copies), collectives (launched through
+ * comm.h on this device), graph launches (CUDA graphs), and event operations
+ * (records and stream waits).  A replayed graph step counts one graph launch
+ * instead of the work inside it.  --json reports them per timed step. */
+typedef enum {
+    LAUNCH_KERNEL = 0,
+    LAUNCH_COPY,
+    LAUNCH_COLLECTIVE,
+    LAUNCH_GRAPH,
+    LAUNCH_EVENT,
+    LAUNCH_KINDS
+} launch_kind_t;
+/* "kernels", "copies", "collectives", "graphs", "events": the JSON keys */
+const char *launch_kind_key(launch_kind_t k);
+long backend_launches(const backend_t *be, launch_kind_t k);
+void backend_count_launch(backend_t *be, launch_kind_t k, long n);
+
 /* Count a wait of the host for this device's work that went through other
  * means: a communication thread that polled the device's event while the
  * caller waited for that thread (comm_shm staging a device buffer). */

@@ -349,8 +349,10 @@ static int cuda_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc)
 {
-    if (m <= 0 || n <= 0)
+    if (m <= 0 || n <= 0) {
+        backend_count_launch(be, LAUNCH_KERNEL, -1); /* nothing launched */
         return DDP_OK;
+    }
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
     if (k <= 0) { /* an empty product: C = beta*C, as the CPU backend does */
@@ -453,6 +455,8 @@ static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, i
     cuda_impl_t *c = impl_of(be);
     TRY(grow_bgpart(be, kern_bias_grad_scratch(rows, cols))); /* reserved at setup: nothing to do */
     CK(kern_bias_grad(c->stream, db, dz, rows, cols, accumulate, c->bgpart));
+    if (kern_bias_grad_scratch(rows, cols) > 0) /* slices, then their sums: two launches */
+        backend_count_launch(be, LAUNCH_KERNEL, 1);
     return DDP_OK;
 }
 
@@ -464,6 +468,8 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
     TRY(grow_rowloss(be, rows)); /* reserved at setup: nothing to do */
     /* rows <= 0 before any scratch exists: the sum kernel reads none of it and writes 0. */
     CK(kern_loss(c->stream, kind, out, tgt, rows, cols, grad_scale, grad, c->rowloss, loss_sum));
+    if (rows > 0 && cols > 0) /* the rows' losses, then their sum: two launches */
+        backend_count_launch(be, LAUNCH_KERNEL, 1);
     return DDP_OK;
 }
 

@@ -100,6 +100,7 @@ struct backend {
     size_t mem_peak_by[MEM_KINDS]; /* mem_by when mem_peak was reached */
     char last_error[ERR_LEN];
     long host_syncs;    /* times the host waited for this device (backend.h) */
+    long launches[LAUNCH_KINDS]; /* work queued on it, by kind (backend.h) */
     bool tf32;          /* --tf32 is on */
     backend_watch_fn watch; /* run while the host waits (backend_set_watch) */
     void *watch_ctx;

@@ -33,6 +33,7 @@ typedef struct {
     long steps_run, steps_shadowed;
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
+    long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
 } device_stats_t;
 
 /* --explain: what the told step (the middle timed step) moved, how much and how long.

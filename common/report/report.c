@@ -142,7 +142,17 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     s->host_syncs_max = NAN;
+    s->launches_max_dev = -1;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        long ns = r->dev[d].synced_steps;
+        s->launches[d] = ns > 0 ? 0.0 : NAN;
+        for (int k = 0; k < LAUNCH_KINDS; k++) {
+            s->launch_split[d][k] = ns > 0 ? (double)r->dev[d].launches[k] / (double)ns : NAN;
+            if (ns > 0 && k != LAUNCH_EVENT)
+                s->launches[d] += s->launch_split[d][k];
+        }
+        if (ns > 0 && (s->launches_max_dev < 0 || s->launches[d] > s->launches[s->launches_max_dev]))
+            s->launches_max_dev = d;
         for (int p = 0; p < PH_COUNT; p++)
             s->phase[d][p] = r->dev[d].phase_s[p] / steps;
         s->rows_per_step[d] = (double)r->dev[d].rows / steps;

@@ -67,6 +67,11 @@ typedef struct {
     /* times per timed step the host waited for each device (NAN: not counted) */
     double host_syncs[MAX_DEVICES];
     double host_syncs_max; /* the most of any device (NAN: none counted) */
+    /* work queued per timed step on each device, by kind (NAN: not counted);
+     * launches: kernels + copies + collectives + graph launches */
+    double launch_split[MAX_DEVICES][LAUNCH_KINDS];
+    double launches[MAX_DEVICES];
+    int launches_max_dev;  /* the device that queued the most (-1: none counted) */
     size_t mem_peak_max;
     /* against single (has_ref) */
     bool has_ref;

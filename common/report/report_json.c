@@ -86,6 +86,8 @@ const char *const report_json_keys[] = {
     "devices",
     "mem_peak_bytes_max",
     "host_syncs_per_step",
+    "launches_per_step",
+    "launch_split_per_step",
     "final_loss",
     "diverged",
     "train_loss",
@@ -123,6 +125,20 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+/* launches_per_step (kernels + copies + collectives + graph launches) and
+ * its split by kind (events too) of device d (d < 0: nulls). */
+static void add_launches(cJSON *o, const report_stats_t *s, int d)
+{
+    add_num_or_null(o, "launches_per_step", d >= 0 ? s->launches[d] : NAN, d >= 0);
+    if (d < 0) {
+        cJSON_AddNullToObject(o, "launch_split_per_step");
+        return;
+    }
+    cJSON *k = cJSON_AddObjectToObject(o, "launch_split_per_step");
+    for (int i = 0; i < LAUNCH_KINDS; i++)
+        add_num_or_null(k, launch_kind_key((launch_kind_t)i), s->launch_split[d][i], true);
 }
 
 /* A float option as the user typed it (0.003, not 0.003000000026077032). */
@@ -293,6 +309,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         for (int k = 0; k < MEM_KINDS; k++)
             cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
+        add_launches(d, &s, i);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
@@ -303,6 +320,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
+    /* what the busiest device queued per timed step (counted in the backend) */
+    add_launches(o, &s, s.launches_max_dev);
     add_num_or_null(o, "final_loss", r->final_loss, true);
     /* final_loss is null both when it was not computed and when it is NaN or
      * infinite (JSON has no such numbers): "diverged" tells them apart. */

@@ -81,6 +81,9 @@ tail -n 1 "$log"
 # (the last key of that name: the devices' come before it).
 sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
 syncs() { sed -n 's/.*"host_syncs_per_step":\([^,}]*\).*/\1/p' "$1"; }
+# launches_per_step (the run's: the last key of that name) and the graph launches of its split
+launches() { sed -n 's/.*"launches_per_step":\([^,}]*\).*/\1/p' "$1"; }
+graphs() { sed -n 's/.*"graphs":\([^,}]*\).*/\1/p' "$1"; }
 rel() { # "cpu_sum cpu_abs emu_sum emu_abs" -> relative difference
     echo "$1" | awk '{ d1 = $1 - $3; if (d1 < 0) d1 = -d1; d2 = $2 - $4; if (d2 < 0) d2 = -d2
         printf "%.1e", (d1 > d2 ? d1 : d2) / $2 }'
@@ -101,7 +104,10 @@ for accum in 1 2; do
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
         r=$(rel "$(sums "$ref") $(sums "$log")")
         n=$(syncs "$log")
-        echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs per step"
+        L=$(launches "$log")
+        echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs and $L launches per step"
+        awk -v l="$L" 'BEGIN { exit !(l != "" && l != "null" && l >= 10) }' ||
+            fail "--mode $mode --accum $accum: launches_per_step is '$L' (counted in the backend: a step queues at least its layers' kernels)"
         awk -v r="$r" 'BEGIN { exit !(r <= 1e-5) }' || fail "--mode $mode --accum $accum differs from the CPU by $r"
         # shm on a GPU: the host also waits, once a step, for the gradients'
         # copy to the host that the comm thread reduces -- counted: one more
