@@ -18,6 +18,8 @@ typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
 typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
 /* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
+/* --cuda-graph: each step after the first captured and replayed as one graph. */
+typedef enum { CUDA_GRAPH_AUTO = 0, CUDA_GRAPH_ON, CUDA_GRAPH_OFF } cuda_graph_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
 
 /* name -> value; return -1 for an unknown name. */
@@ -29,6 +31,7 @@ int backend_kind_parse(const char *s);
 int comm_parse(const char *s);
 int launcher_parse(const char *s);
 int synth_parse(const char *s);
+int cuda_graph_parse(const char *s);
 
 const char *act_name(act_t a);
 const char *loss_name(loss_t l);
@@ -38,5 +41,6 @@ const char *backend_kind_name(backend_kind_t b);
 const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
+const char *cuda_graph_name(cuda_graph_t g);
 
 #endif

@@ -352,6 +352,10 @@ static const opt_t opts[] = {
      NULL, SET(set_scenario)},
     {"tf32", NULL, NULL, "off",
      "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL, ON(tf32)},
+    {"cuda-graph", "M", "auto", NULL,
+     "CUDA: capture each step after the first as a CUDA graph and replay it (one launch a "
+     "step): auto (where the step qualifies; the banner says why not) | on | off",
+     NULL, NAME(cuda_graph, cuda_graph_parse, "auto, on, off")},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model", PASS1},

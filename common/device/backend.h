@@ -215,6 +215,35 @@ void backend_count_host_sync(backend_t *be);
 typedef int (*backend_watch_fn)(void *ctx, char *err);
 void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
 
+// ---------------------------------------------------------------------------
+// CUDA graphs: a step queued once, replayed by one launch
+//
+// Between backend_graph_begin(be, key) and backend_graph_end(be, key) the
+// caller queues a step exactly as it would eagerly.  The first time for a key
+// that work is captured (CUDA stream capture; nothing runs), then the graph is
+// instantiated and launched; every later time the operations are not queued
+// at all: each is checked against what was captured (its kind, pointers,
+// sizes and scalars, hashed) and the graph is launched once at the end, so a
+// step that would queue other work than its graph is an error, never a silent
+// replay of stale work.  Inside a graph nothing may make the host wait or
+// allocate (sync, d2h, event_sync/query, alloc/free: an error), and the copy
+// stream is not used.  What changes from step to step must live in device
+// memory the graph reads: Adam's bias corrections are uploaded per key by the
+// backend itself (they are the only per-step scalars); the batch is staged
+// into its slot before the graph launch.  Events recorded inside are recorded
+// by every launch, so the step meter's markers still time the phases.  A
+// key's launch must have finished before the key is replayed again (two keys
+// alternate; the step meter waits for the step before the last): the backend
+// checks, and waits (a counted host sync) if not.  The CPU backend has none:
+// begin answers DDP_ERR_INPUT there. */
+#define BACKEND_GRAPH_KEYS 2
+bool backend_graphs_supported(const backend_t *be);
+int backend_graph_begin(backend_t *be, int key);
+/* launch false: the step failed before its end; forget a capture, launch nothing. */
+int backend_graph_end(backend_t *be, int key, bool launch);
+/* Whether key holds an instantiated graph (the next begin replays it). */
+bool backend_graph_ready(const backend_t *be, int key);
+
 /* --tf32: let the GEMMs use TF32 tensor-core math (CUDA; 10-bit mantissa
  * products, outside the 1e-4 agreement with the CPU).  Off by default; an
  * error on a backend that has no such mode. */

@@ -71,6 +71,13 @@ typedef struct {
     cudaEvent_t anchor, cand;
     double anchor_s;
     bool cand_pending;
+    /* CUDA graphs (backend.h): one instantiated step per key, the event its
+     * last launch recorded, and Adam's per-step scalars {step_size,
+     * bc2_sqrt} per key, written by the host (pinned) and uploaded by the
+     * graph itself, first thing before its Adam kernel reads them */
+    cudaGraphExec_t gexec[BACKEND_GRAPH_KEYS];
+    cudaEvent_t gdone[BACKEND_GRAPH_KEYS]; /* the key's scalars were uploaded */
+    float *gscal_h, *gscal_d;
 } cuda_impl_t;
 
 static inline cuda_impl_t *impl_of(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -488,10 +495,13 @@ static int cuda_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g
     return DDP_OK;
 }
 
+static int host_wait(backend_t *be, cudaEvent_t ev);
+
 static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
                      float *v, size_t n)
 {
     ENTER(be);
+    cuda_impl_t *c = impl_of(be);
     kern_adam_t k = {.beta2 = a->beta2,
                      .eps = a->eps,
                      .weight_decay = a->weight_decay,
@@ -501,7 +511,29 @@ static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float 
                      .bc2_sqrt = (float)sqrt(a->bias_correction2),
                      .decay = 1.0f - a->lr * a->weight_decay,
                      .decoupled = a->decoupled};
-    CK(kern_adam(impl_of(be)->stream, k, p, g, m, v, n));
+    if (be->gmode == GRAPH_EAGER) {
+        CK(kern_adam(c->stream, k, p, g, m, v, n));
+        return DDP_OK;
+    }
+    /* Inside a graph: this step's bias corrections into the key's pinned
+     * slot, which the graph uploads when it runs.  Why check first: the
+     * key's last launch must have read its slot (gdone, recorded in the
+     * graph just after the upload: it has, the step meter waited for that
+     * launch's end a step ago; else this waits, and counts the wait). */
+    int key = be->gkey;
+    if (cudaEventQuery(c->gdone[key]) != cudaSuccess) {
+        cudaGetLastError();
+        TRY(host_wait(be, c->gdone[key]));
+    }
+    float *h = c->gscal_h + 2 * key, *d = c->gscal_d + 2 * key;
+    h[0] = k.step_size;
+    h[1] = k.bc2_sqrt;
+    if (be->gmode == GRAPH_REPLAY)
+        return DDP_OK; /* the graph holds the upload and the kernel */
+    CK(cudaMemcpyAsync(d, h, 2 * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    /* marks, at every launch, that the slot has been read */
+    CK(cudaEventRecordWithFlags(c->gdone[key], c->stream, cudaEventRecordExternal));
+    CK(kern_adam_dev(c->stream, k, d, p, g, m, v, n));
     return DDP_OK;
 }
 
@@ -558,6 +590,13 @@ static int cuda_event_record(backend_t *be, backend_event_t *ev)
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
+    if (be->gmode == GRAPH_CAPTURE) {
+        /* A record node that every launch performs (external: the host waits
+         * for it and times it); the clock's candidate anchor is recorded
+         * outside, before the launch (cuda_graph_launch). */
+        CK(cudaEventRecordWithFlags(ev_of(ev), c->stream, cudaEventRecordExternal));
+        return DDP_OK;
+    }
     /* A new clock anchor rides along with a timed event when the last one
      * has been placed (about once a step). */
     if (ev->timed && !c->cand_pending) {
@@ -677,6 +716,63 @@ static int cuda_set_tf32(backend_t *be, bool on)
     return DDP_OK;
 }
 
+// ---------------------------------------------------------------------------
+// CUDA graphs (backend.h)
+
+static int cuda_graph_capture(backend_t *be, int key)
+{
+    ENTER(be);
+    (void)key;
+    /* Thread-local: DP's other device threads may keep calling CUDA (their
+     * own captures, a peer's event query) while this thread captures. */
+    CK(cudaStreamBeginCapture(impl_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+    return DDP_OK;
+}
+
+static void cuda_graph_drop(backend_t *be, int key)
+{
+    cuda_impl_t *c = impl_of(be);
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaSetDevice(c->dev) != cudaSuccess)
+        return;
+    if (cudaStreamIsCapturing(c->stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = NULL; /* a capture a failure left open */
+        cudaStreamEndCapture(c->stream, &g);
+        if (g)
+            cudaGraphDestroy(g);
+    }
+    if (c->gexec[key])
+        cudaGraphExecDestroy(c->gexec[key]);
+    c->gexec[key] = NULL;
+    cudaGetLastError();
+}
+
+static int cuda_graph_instantiate(backend_t *be, int key)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    cudaGraph_t g = NULL;
+    CK(cudaStreamEndCapture(c->stream, &g));
+    cudaError_t e = cudaGraphInstantiate(&c->gexec[key], g, 0);
+    cudaGraphDestroy(g); /* the instance keeps what it needs */
+    CK(e);
+    return DDP_OK;
+}
+
+static int cuda_graph_launch(backend_t *be, int key)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    /* The clock's next anchor rides in front of the launch (a record
+     * inside the graph would be fixed at capture). */
+    if (!c->cand_pending) {
+        CK(cudaEventRecord(c->cand, c->stream));
+        c->cand_pending = true;
+    }
+    CK(cudaGraphLaunch(c->gexec[key], c->stream));
+    return DDP_OK;
+}
+
 static void cuda_destroy(backend_t *be)
 {
     cuda_impl_t *c = impl_of(be);
@@ -687,6 +783,16 @@ static void cuda_destroy(backend_t *be)
                 cudaStreamSynchronize(c->stream);
             if (c->copy)
                 cudaStreamSynchronize(c->copy);
+            for (int k = 0; k < BACKEND_GRAPH_KEYS; k++) {
+                if (c->gexec[k])
+                    cudaGraphExecDestroy(c->gexec[k]);
+                if (c->gdone[k])
+                    cudaEventDestroy(c->gdone[k]);
+            }
+            if (c->gscal_h)
+                cudaFreeHost(c->gscal_h);
+            if (c->gscal_d)
+                cudaFree(c->gscal_d);
             for (size_t i = 0; i < c->nblocks; i++) /* blocks a failed run left behind */
                 cudaFree(c->blocks[i].p);
             if (c->rowloss)
@@ -744,6 +850,10 @@ static const backend_ops_t cuda_ops = {
     .copy_async = cuda_copy_async,
     .d2h_async = cuda_d2h_async,
     .set_tf32 = cuda_set_tf32,
+    .graph_capture = cuda_graph_capture,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_launch = cuda_graph_launch,
+    .graph_drop = cuda_graph_drop,
 };
 
 // ---------------------------------------------------------------------------
@@ -769,6 +879,15 @@ static int cuda_setup(backend_t *be)
     CK(cudaEventRecord(c->anchor, c->stream));
     CK(cudaEventSynchronize(c->anchor));
     c->anchor_s = now_s();
+    /* CUDA graphs' per-key events and scalars: made here, as nothing may be
+     * allocated once a step is being captured */
+    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
+        CK(cudaEventCreateWithFlags(&c->gdone[k], cudaEventDisableTiming));
+    CK(cudaHostAlloc((void **)&c->gscal_h, 2 * BACKEND_GRAPH_KEYS * sizeof(float),
+                     cudaHostAllocPortable));
+    CK(cudaMalloc((void **)&c->gscal_d, 2 * BACKEND_GRAPH_KEYS * sizeof(float)));
+    CK(cudaMemsetAsync(c->gscal_d, 0, 2 * BACKEND_GRAPH_KEYS * sizeof(float), c->stream));
+    backend_account(be, (long long)(2 * BACKEND_GRAPH_KEYS * sizeof(float)), MEM_WORKSPACE);
     return DDP_OK;
 }
 

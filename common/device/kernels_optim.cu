@@ -31,8 +31,15 @@ __global__ void sgd_momentum_kernel(kern_sgd_t a, float *p, const float *g, floa
     }
 }
 
-__global__ void adam_kernel(kern_adam_t a, float *p, const float *g, float *m, float *v, size_t n)
+/* scal (device memory, or NULL): the per-step scalars {step_size, bc2_sqrt},
+ * read on the device so that one captured graph serves every step. */
+__global__ void adam_kernel(kern_adam_t a, const float *scal, float *p, const float *g, float *m,
+                            float *v, size_t n)
 {
+    if (scal) {
+        a.step_size = scal[0];
+        a.bc2_sqrt = scal[1];
+    }
     KERN_GRID_STRIDE(i, n)
     {
         float gi = g[i];
@@ -72,6 +79,15 @@ extern "C" cudaError_t kern_adam(cudaStream_t s, kern_adam_t a, float *p, const 
 {
     if (n == 0)
         return cudaSuccess;
-    adam_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(a, p, g, m, v, n);
+    adam_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(a, (const float *)0, p, g, m, v, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_adam_dev(cudaStream_t s, kern_adam_t a, const float *scal, float *p,
+                                     const float *g, float *m, float *v, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    adam_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(a, scal, p, g, m, v, n);
     return cudaGetLastError();
 }

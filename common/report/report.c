@@ -410,5 +410,19 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
                     "  batch %d > the %zu samples of an epoch: each step trains on all %zu\n",
                     c->batch, total, total);
     }
+    if (c->backend == BACKEND_CUDA) { /* --cuda-graph: what is replayed, and why not */
+        static const mode_t_ all[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+        for (int i = 0; i < 3; i++) {
+            if (c->mode != MODE_COMPARE && c->mode != all[i])
+                continue;
+            const char *why = config_graph_why_not(c, all[i]);
+            fprintf(f, "  cuda graphs%s%s: %s%s\n", c->mode == MODE_COMPARE ? " in " : "",
+                    c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
+                    c->cuda_graph == CUDA_GRAPH_OFF ? "off (--cuda-graph off)"
+                    : why                           ? "off: "
+                                                    : "on: each step after the first is one graph launch",
+                    c->cuda_graph != CUDA_GRAPH_OFF && why ? why : "");
+        }
+    }
     report_provenance(f, ctx);
 }

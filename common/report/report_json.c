@@ -52,6 +52,7 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.cuda_graph",
     "config.zero1",
     "config.slow_rank",
     "environment.backend",
@@ -210,6 +211,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    /* what ran: "on" only where this run's steps were replayed as graphs */
+    cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");

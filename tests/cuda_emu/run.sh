@@ -118,6 +118,37 @@ for accum in 1 2; do
     done
 done
 
+# ---- 2b. CUDA graphs --------------------------------------------------------------
+# single with --cuda-graph on ends with eager's bits (SGD with momentum, AdamW
+# whose bias corrections change every step), one graph launch and at most one
+# host wait per step (with 400 samples each epoch ends in a short batch, run
+# eagerly between replays: 16 graph launches in 18 timed steps); a mode that
+# cannot qualify is refused with exit 2.
+G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 20 --json"
+bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
+for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
+    set -- $case
+    samples=$1 want=$2
+    shift 2
+    opt=$*
+    for g in off on; do
+        EMU_NGPU=1 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda --mode single --gpus 0 \
+            $G --samples "$samples" --optim $opt --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
+            { tail -n 5 "$B/graph-$g.err"; fail "single --optim $opt --cuda-graph $g"; }
+    done
+    [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
+        fail "--optim $opt: graph replay ended with other bits than eager"
+    grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "--cuda-graph on: the run says it ran without graphs"
+    n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
+    awk -v n="$n" -v g="$gl" -v w="$want" 'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1) }' ||
+        fail "--optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
+    echo "== single --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
+done
+rc=0
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
+[ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
+    fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
+
 # --report on emulated GPUs: the recorders the page draws from add no host
 # wait (still one per step), and the page holds every device's two lanes,
 # DP's copies and DDP's buckets waiting for the comm stream

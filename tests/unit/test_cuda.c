@@ -985,3 +985,44 @@ Test(cuda_equivalence, sigmoid_sgd_weight_decay_uneven_batches)
     cpu_vs_gpu("--layers 40,50,50,4 --act sigmoid --loss ce --dataset classes --optim sgd --lr 0.5 "
                "--weight-decay 0.001 --samples 500 --batch 96");
 }
+
+Test(cuda_backend, a_graph_replays_its_step_and_refuses_other_work)
+{
+    /* backend_graph_begin/end: captured once, then one launch per replay
+     * that queues nothing else; a replay that would queue other work, and a
+     * host wait or an allocation inside a graph, are errors. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    cr_assert(backend_graphs_supported(be));
+    float h[4] = {1, 2, 3, 4}, back[4];
+    float *x = upload(be, h, 4);
+    long k0 = backend_launches(be, LAUNCH_KERNEL), g0 = backend_launches(be, LAUNCH_GRAPH);
+    for (int i = 0; i < 3; i++) {
+        check(be, backend_graph_begin(be, 0), "graph begin");
+        check(be, backend_scale(be, 2.0f, x, 4), "scale in a graph");
+        check(be, backend_graph_end(be, 0, true), "graph end");
+        cr_assert(backend_graph_ready(be, 0));
+    }
+    check(be, backend_d2h(be, back, x, sizeof back), "d2h");
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(back[i], h[i] * 8.0f, "element %d: %g after three launches", i, back[i]);
+    cr_assert_eq(backend_launches(be, LAUNCH_GRAPH) - g0, 3);
+    cr_assert_eq(backend_launches(be, LAUNCH_KERNEL) - k0, 0, "work inside graphs counted as kernels");
+    /* other work under the same key: refused, nothing launched */
+    check(be, backend_graph_begin(be, 0), "graph begin");
+    check(be, backend_scale(be, 3.0f, x, 4), "scale in a graph");
+    cr_assert_neq(backend_graph_end(be, 0, true), DDP_OK, "a replay of other work was launched");
+    cr_assert(strstr(backend_last_error(be), "other work"), "%s", backend_last_error(be));
+    /* a host wait and an allocation inside a capture */
+    check(be, backend_graph_begin(be, 1), "graph begin");
+    cr_assert_neq(backend_sync(be), DDP_OK);
+    cr_assert_null(backend_alloc(be, 64));
+    check(be, backend_graph_end(be, 1, false), "dropping a capture");
+    cr_assert(!backend_graph_ready(be, 1));
+    check(be, backend_d2h(be, back, x, sizeof back), "d2h");
+    cr_assert_eq(back[0], h[0] * 8.0f);
+    backend_free(be, x);
+    backend_destroy(be);
+}
