@@ -28,7 +28,7 @@
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
-#  4. dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
+#  4. single (CUDA graphs), dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
 #     emulated GPUs, checkpoints written every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
@@ -231,7 +231,9 @@ fi
 # end with the straight run's bits, with --trace and --explain on the way.
 bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
-for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# single replays its steps as CUDA graphs: the resumed run captures anew,
+# Adam's step count carried over.
+for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
         >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"
