@@ -127,9 +127,9 @@ done
 # single with --cuda-graph on ends with eager's bits (SGD with momentum, AdamW
 # whose bias corrections change every step), one graph launch and at most one
 # host wait per step (with 400 samples each epoch ends in a short batch, run
-# eagerly between replays: 16 graph launches in 18 timed steps); a mode that
+# eagerly between replays: 11 graph launches in 12 timed steps); a mode that
 # cannot qualify is refused with exit 2.
-G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 20 --json"
+G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 14 --json"
 bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
     set -- $case
