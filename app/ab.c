@@ -21,6 +21,7 @@
 
 #define AB_OUT_MAX (64u << 20) /* a child's stdout: one JSON object, far below this */
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */
+#define AB_EXTEND 3            /* rounds at most, as a multiple of --repeat (see the loop) */
 
 static const char *const side_name[2] = {"base", "candidate"};
 
@@ -304,9 +305,9 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
     args[na++] = "--json";
     args[na] = NULL;
 
-    int n = cfg->repeat;
-    int retakes = n / 5 + 1; /* bounded: a machine busy throughout cannot be waited out */
-    int cap = n + retakes + 1; /* and the warm-up */
+    int n = cfg->repeat, most = AB_EXTEND * n;
+    int retakes = most / 5 + 1; /* bounded: a machine busy throughout cannot be waited out */
+    int cap = most + retakes + 1; /* and the warm-up */
     ab_round_t *r = calloc((size_t)cap, sizeof *r);
     if (!r) {
         free(args);
@@ -336,7 +337,28 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
     if (rc == DDP_OK)
         round_ratio(&r[nr], by_work);
     nr++;
-    for (int round = 0; round < n && rc == DDP_OK;) {
+    ab_judgement_t j;
+    for (int round = 0; rc == DDP_OK;) {
+        if (round == n) {
+            /* N rounds in: when they straddle the tolerance and the noise
+             * they measured says a few more would settle it (no more than
+             * AB_EXTEND x N in all), run those rather than give up: a gate
+             * wants an answer.  Only once, so two looks at the data at most
+             * (each at its interval's 95%+). */
+            ab_judge(cfg, r, nr, &j);
+            int want = j.rounds_to_settle;
+            if (n != cfg->repeat || j.verdict != PAIRED_NO_VERDICT || j.explained || want <= n ||
+                want > most)
+                break;
+            if (!cfg->quiet && j.est.n < PAIRED_MIN_ROUNDS)
+                fprintf(info, "  %d rounds give no interval: %d more\n", n, want - n);
+            else if (!cfg->quiet)
+                fprintf(info, "  %d rounds straddle the %g%% tolerance; at their noise %d would "
+                        "settle it: %d more\n", n, cfg->tolerance_pct, want, want - n);
+            n = want;
+        }
+        if (round >= n)
+            break;
         ab_round_t *x = &r[nr++];
         x->round = round;
         x->base_first = paired_base_first(round);
@@ -375,7 +397,6 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         rounds_free(r, nr);
         return rc;
     }
-    ab_judgement_t j;
     ab_judge(cfg, r, nr, &j);
     if (cfg->json) {
         if (ab_print_json(stdout, cfg, exe[AB_BASE], exe[AB_CAND], r, nr, &j) != DDP_OK)

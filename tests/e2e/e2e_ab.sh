@@ -93,11 +93,21 @@ rc=$?
 [ $rc = 4 ] && ok || ko "no verdict: exit $rc, want 4: $(tail -3 "$T/out")"
 grep -q "verdict: no verdict: the interval straddles the 5% tolerance; about [0-9]* more rounds would settle it" "$T/out" &&
     ok || ko "no verdict: $(tail -3 "$T/out")"
-# fewer rounds than a 95% interval needs
+# fewer rounds than a 95% interval needs, and too few to extend to one (3 x 1)
+"$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 1 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "1 rounds give no 95% interval; use --repeat 6" "$T/out" && ok ||
+    ko "1 round: exit $rc: $(tail -2 "$T/out")"
+# 3 rounds give no interval: extended to the 6 that do (at most 3 x --repeat)
 "$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 3 >"$T/out" 2>&1
 rc=$?
-[ $rc = 4 ] && grep -q "3 rounds give no 95% interval; use --repeat 6" "$T/out" && ok ||
-    ko "3 rounds: exit $rc: $(tail -2 "$T/out")"
+[ $rc = 0 ] && grep -q "3 rounds give no interval: 3 more" "$T/out" && grep -q "over 6 rounds" "$T/out" && ok ||
+    ko "3 rounds extended: exit $rc: $(tail -2 "$T/out")"
+# 10 rounds that straddle the tolerance where the noise says 19 would settle it: 9 more run
+fake mid 1.02 1.0 "1.00 1.04 0.96 1.03 0.97 1.04 0.96 1.02 0.98 1.00"
+"$BIN" $S --against "$T/base" --candidate "$T/mid" --repeat 10 >"$T/out" 2>&1
+grep -q "10 rounds straddle the 5% tolerance; at their noise [12][0-9] would settle it: [0-9]* more" "$T/out" &&
+    grep -q "over [12][0-9] rounds" "$T/out" && ok || ko "extended: $(grep -v "^  round" "$T/out" | head -4)"
 
 # --- lopsided rounds (the candidate disturbed, the base not): retaken, twice at most in 6
 : >"$T/log"
