@@ -72,6 +72,11 @@ typedef struct {
     double launch_split[MAX_DEVICES][LAUNCH_KINDS];
     double launches[MAX_DEVICES];
     int launches_max_dev;  /* the device that queued the most (-1: none counted) */
+    /* CPU seconds of work per timed step (step_meter.c's work_cpu), each
+     * device's mean, p10, p25 and p50, and the most of any device for each
+     * (the step waits for its busiest device); NAN: not measured (a GPU) */
+    double work_cpu[MAX_DEVICES][4];
+    double work_cpu_max[4];
     size_t mem_peak_max;
     /* against single (has_ref) */
     bool has_ref;
