@@ -48,7 +48,7 @@ static const char *const other_settings[] = {
     "act", "seed", "optimizer.lr", "optimizer.momentum", "optimizer.weight_decay",
     "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "data.source", "data.samples",
     "data.features", "data.target_cols", "devices", "comm", "bucket_mb", "first_bucket_mb",
-    "overlap", "threads", "shuffle", "drop_last"};
+    "overlap", "threads", "shuffle", "drop_last", "comm_hook"};
 static const char *const other_machine[] = {
     "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
     "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",

@@ -53,6 +53,7 @@ const char *const report_json_keys[] = {
     "config.overlap",
     "config.tf32",
     "config.zero1",
+    "config.comm_hook",
     "config.slow_rank",
     "environment.backend",
     "environment.devices",
@@ -195,6 +196,9 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    char hook[48];
+    config_comm_hook_text(c, hook, sizeof hook);
+    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);

@@ -126,6 +126,8 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
     line(&w, "--first-bucket-mb", "%.9g", c->first_bucket_mb);
     line(&w, "--overlap", "%s", onoff(c->overlap));
     line(&w, "--zero1", "%s", onoff(c->zero1));
+    line(&w, "--comm-hook", "%s:%d:%ld", comm_hook_name(c->comm_hook), c->powersgd_rank,
+         c->powersgd_start);
     line(&w, "--slow-rank", "%d:%.9g", c->slow_rank, c->slow_factor);
     line(&w, "--timeout", "%.9g", c->timeout_s);
     line(&w, "--min-bytes", "%ld", c->min_bytes);
@@ -224,8 +226,9 @@ static const struct {
      " --seed --shuffle --drop-last --sampler-replicas --rank-samples --join "},
     {"other data (--data, --targets, --samples, --dataset, --noise, or the files' contents)",
      " --dataset --samples --noise --target-cols data "},
-    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero1, --comm)",
-     " --comm --bucket-mb --first-bucket-mb --overlap --zero1 --slow-rank "},
+    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero1, --comm, "
+     "--comm-hook)",
+     " --comm --bucket-mb --first-bucket-mb --overlap --zero1 --comm-hook --slow-rank "},
     {"another world (the number of ranks)", " world "},
     {"another ddpbench build (every rank must run the same one)", " version binary "},
 };
