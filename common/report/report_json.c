@@ -99,6 +99,7 @@ const char *const report_json_keys[] = {
     "predict",
     "bucket_autotune",
     "buckets",
+    "comm_hook",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -343,6 +344,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
     cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero1));
+    cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
+                                                  : cJSON_CreateNull());
     if (r->ntuned > 0) {
         cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
         cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
