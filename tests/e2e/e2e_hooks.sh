@@ -14,7 +14,8 @@
 #  - the 16-bit sums agree between transports: shm and MPI (Open MPI's
 #    user-defined reduction; 3 ranks, so the order of additions differs)
 #    within the 16-bit bound, and MPI's fp16 run drifts from MPI's plain
-#    run within it too.
+#    run within it too;
+#  - --report's page has the hook's section (bytes, drift, both loss curves).
 # Usage: sh tests/e2e/e2e_hooks.sh ./ddpbench
 E2E=e2e_hooks
 . "$(dirname "$0")/lib.sh"
@@ -102,6 +103,12 @@ le "$3" "$d1" && ok || ko "powersgd:2 drifts $3, more than rank 1's $d1"
 echo "e2e_hooks: powersgd rank 1: drift $d1, rank 2: $3 (bound $pbound)"
 set -- $(hook powersgd:1:100 2)
 [ "$1" = $PLAIN ] && [ "$3" = 0 ] && ok || ko "powersgd before its start: bytes $1, drift $3 (plain: $PLAIN, 0)"
+
+# --report: the page shows the hook's bytes, drift and both loss curves
+"$BIN" $RUN --gpus 0,1 --comm-hook fp16 --quiet --report "$T/page.html" >/dev/null 2>"$T/err" ||
+    ko "--report with a hook: $(cat "$T/err")"
+grep -q '<section id="hook">' "$T/page.html" && [ "$(grep -c '<polyline' "$T/page.html")" -ge 2 ] &&
+    grep -q '2.00x less' "$T/page.html" && ok || ko "--report: no hook section with its two curves"
 
 # the 16-bit sums over MPI: Open MPI's user-defined reduction
 if need mpirun && "$BIN" --help | grep -q -- "--launcher"; then
