@@ -310,7 +310,7 @@ static void story_buckets(rank_t *me, double bwd_t0, double bwd_t1)
     st->backward_s = bwd_t1 - bwd_t0;
     for (int i = 0; i < r->nb; i++) {
         const bucket_t *b = &r->b[i];
-        uint64_t bytes = (uint64_t)b->count * sizeof(float);
+        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
         mv->bytes += bytes;
         mv->ops++;
         if (b->span.end_s > 0.0) {
