@@ -151,7 +151,7 @@ typedef struct run_result {
     size_t nparams;
     param_checksum_t checksum;
 
-    /* what it trained on, for compare's verdict (trainer_describe) */
+    /* what it trained on, for compare's verdict (trainer_begin) */
     optim_kind_t optim;
     double lr;
     int stream_replicas;         /* its DistributedSampler's replicas; 0: --rank-samples */
