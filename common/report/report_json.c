@@ -55,6 +55,7 @@ const char *const report_json_keys[] = {
     "config.tf32",
     "config.cuda_graph",
     "config.zero1",
+    "config.comm_hook",
     "config.slow_rank",
     "environment.backend",
     "environment.devices",
@@ -103,6 +104,7 @@ const char *const report_json_keys[] = {
     "predict",
     "bucket_autotune",
     "buckets",
+    "comm_hook",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -284,6 +286,9 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     /* what ran: "on" only where this run's steps were replayed as graphs */
     cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    char hook[48];
+    config_comm_hook_text(c, hook, sizeof hook);
+    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
@@ -438,6 +443,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
     cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero1));
+    cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
+                                                  : cJSON_CreateNull());
     if (r->ntuned > 0) {
         cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
         cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
