@@ -189,7 +189,9 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c,
     K("DROP_LAST", "%s  # [--drop-last]", c->drop_last ? "True" : "False");
     K("SEED", "%llu  # [--seed]", (unsigned long long)c->seed);
     K("BUCKET_MB", "%g  # DDP's gradient buckets  [--bucket-mb]", c->bucket_mb);
-    K("TF32", "%s  # [--tf32]", c->tf32 ? "True" : "False");
+    K("PRECISION", "\"%s\"  # fp32 | tf32 | bf16 (torch.autocast to bfloat16)  [--precision]",
+      precision_name(c->precision));
+    K("TF32", "%s  # [--precision tf32]", c->precision == PREC_TF32 ? "True" : "False");
     /* the files' names as Python literals (py_literal): a name is data */
     static const char *const file_keys[TWIN_DATA_FILES][2] = {
         {"INIT_FILE", "the initial weights  [--seed, --init]"},

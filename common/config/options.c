@@ -271,6 +271,14 @@ static int set_colls(config_t *c, const char *name, const char *v, explicit_t *e
     return parse_colls(v, &c->colls, err);
 }
 
+/* --tf32: kept from before --precision, a synonym of --precision tf32 */
+static int set_tf32(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)name, (void)v, (void)ex, (void)err;
+    c->precision = PREC_TF32;
+    return DDP_OK;
+}
+
 static int set_scenario(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
 {
     (void)name, (void)ex;
@@ -350,8 +358,12 @@ static const opt_t opts[] = {
      "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
      "mismatch (list: each in a line); exit 0 when it behaved as described",
      NULL, SET(set_scenario)},
-    {"tf32", NULL, NULL, "off",
-     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL, ON(tf32)},
+    {"precision", "P", "fp32", NULL,
+     "fp32 | tf32 (CUDA: TF32 tensor-core GEMMs, outside the 1e-4 agreement with fp32) | bf16 "
+     "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
+     "loss and gradients)",
+     NULL, NAME(precision, precision_parse, "fp32, tf32, bf16")},
+    {"tf32", NULL, NULL, "off", "the same as --precision tf32", NULL, SET(set_tf32)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model", PASS1},

@@ -52,6 +52,7 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.precision",
     "config.zero1",
     "config.slow_rank",
     "environment.backend",
@@ -193,7 +194,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
-    cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32);
+    cJSON_AddStringToObject(o, "precision", precision_name(c->precision));
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");

@@ -80,7 +80,7 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
     fp->text[0] = 0;
     line(&w, "--mode", "%s", mode_name(c->mode));
     line(&w, "--backend", "%s", backend_kind_name(c->backend));
-    line(&w, "--tf32", "%s", onoff(c->tf32));
+    line(&w, "--precision", "%s", precision_name(c->precision));
     char dims[256] = "";
     for (int i = 0, n = 0; i < c->ndims && n < (int)sizeof dims; i++)
         n += snprintf(dims + n, sizeof dims - (size_t)n, "%s%d", i ? "," : "", c->dims[i]);

@@ -496,7 +496,7 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
      * EMU_TF32_AS_FP32 plays the other choice), so there the mode must also
      * have reached the GEMM. */
     pair_t p = pair_open();
-    cr_assert(!backend_tf32(p.gpu), "TF32 must be off by default");
+    cr_assert(backend_precision(p.gpu) == PREC_FP32, "TF32 must be off by default");
     int m = 64, n = 48, k = 256;
     float *ha = host_random((size_t)m * k, 201, -1, 1), *hb = host_random((size_t)k * n, 202, -1, 1);
     float *zero = calloc((size_t)m * n, sizeof(float));
@@ -505,8 +505,8 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
     check(p.cpu, backend_gemm(p.cpu, false, false, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, C.c, n), "gemm");
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     assert_close(&p, C, (size_t)m * n, 1e-4, 1.0, "fp32 gemm");
-    check(p.gpu, backend_set_tf32(p.gpu, true), "set_tf32");
-    cr_assert(backend_tf32(p.gpu));
+    check(p.gpu, backend_set_precision(p.gpu, PREC_TF32), "set_precision tf32");
+    cr_assert(backend_precision(p.gpu) == PREC_TF32);
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     float *hc = download(p.cpu, C.c, (size_t)m * n), *hg = download(p.gpu, C.g, (size_t)m * n);
     double worst = 0.0;
@@ -518,10 +518,10 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
     if (emu_alloc_calls && !getenv("EMU_TF32_AS_FP32"))
         cr_assert(worst > 1e-5, "the emulated cuBLAS rounds to TF32, yet the product moved by only %.3g", worst);
     free(hg);
-    check(p.gpu, backend_set_tf32(p.gpu, false), "set_tf32 off");
+    check(p.gpu, backend_set_precision(p.gpu, PREC_FP32), "set_precision fp32");
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     assert_close(&p, C, (size_t)m * n, 1e-4, 1.0, "fp32 gemm after TF32");
-    cr_assert_eq(backend_set_tf32(p.cpu, true), DDP_ERR_INPUT, "the CPU has no TF32");
+    cr_assert_eq(backend_set_precision(p.cpu, PREC_TF32), DDP_ERR_INPUT, "the CPU has no TF32");
     free(hc);
     both_free(&p, A);
     both_free(&p, B);
