@@ -214,7 +214,7 @@ void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
  *      bias_grad, the optimizers, axpy, scale: fp32, unchanged.
  *    The values are bf16; the buffers stay fp32 (memory is not halved).
  *    Weight and bias gradients stay the fp32 sums (autocast rounds each
- *    micro-batch's to bf16 first: a difference within 2^-9 relative). */
+ *    micro-batch's to bf16 first: a difference within 2^-8 relative). */
 int backend_set_precision(backend_t *be, precision_t p);
 precision_t backend_precision(const backend_t *be);
 

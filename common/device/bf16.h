@@ -5,7 +5,8 @@
  *
  * bf16 keeps fp32's sign and 8-bit exponent and the top 7 of its 23 stored
  * mantissa bits (an 8-bit significand): a rounding moves a value by at most
- * 2^-9 of it (half a unit in the last place).  NaN stays NaN (quiet);
+ * half a unit in the last place, 2^-8 of it (2^-9 on average over a
+ * binade).  NaN stays NaN (quiet);
  * overflow rounds to infinity, as the hardware conversion does. */
 #ifndef DDPBENCH_BF16_H
 #define DDPBENCH_BF16_H
