@@ -36,7 +36,8 @@
 #include "report/report.h"
 
 /* What must match for two runs to be comparable (paths under "config"): the
- * work a step does, and how many steps are timed after how much warm-up. */
+ * work a step does, and how many steps are timed after how much warm-up
+ * (and the precision: precision_of). */
 static const char *const canon[] = {"mode",  "backend",        "ndevices", "layers",
                                     "batch", "accum",          "loss",     "optimizer.name",
                                     "steps", "warmup_steps",   "epochs"};
@@ -55,6 +56,17 @@ static const char *const other_machine[] = {
     "versions.cuda_driver", "versions.cublas", "versions.nccl_runtime"};
 
 static void short_json(char *out, size_t n, const cJSON *v);
+
+/* --precision is the configuration too (bf16's step is several times fp32's
+ * on a GPU); a baseline written before the key existed ran fp32, or tf32
+ * when its "tf32" is true. */
+static const char *precision_of(const cJSON *cfg)
+{
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "precision"));
+    if (p)
+        return p;
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tf32")) ? "tf32" : "fp32";
+}
 
 /* Item at a dot-separated path under o (NULL when absent). */
 static const cJSON *at(const cJSON *o, const char *path)
@@ -385,6 +397,13 @@ int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **m
                            "--baseline %s: another configuration: %s is %s there, %s here",
                            b->path, canon[i], there, here);
         }
+    }
+    const char *there = precision_of(base_cfg), *here = precision_of(run_config);
+    if (strcmp(there, here) != 0) {
+        *match = NULL;
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: another configuration: precision is \"%.16s\" there, \"%.16s\" here",
+                       b->path, there, here);
     }
     return DDP_OK;
 }
