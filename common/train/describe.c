@@ -6,6 +6,7 @@ void trainer_describe(run_result_t *res, const config_t *c, const schedule_t *sc
 {
     res->optim = c->optim.kind;
     res->lr = c->optim.lr;
+    res->precision = c->precision;
     res->stream_replicas = c->nrank_samples ? 0 : config_stream_ranks(c);
     res->epoch_samples = schedule_epoch_samples(sch);
 }
