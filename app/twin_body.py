@@ -194,8 +194,8 @@ def main():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # one BLAS thread per device, as ddpbench's workers
     if DEVICE == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = TF32
-        torch.backends.cudnn.allow_tf32 = TF32
+        torch.backends.cuda.matmul.allow_tf32 = PRECISION == "tf32"
+        torch.backends.cudnn.allow_tf32 = PRECISION == "tf32"
     if MODE == "ddp":
         with socket.socket() as s:  # a free port for the rendezvous
             s.bind(("127.0.0.1", 0))

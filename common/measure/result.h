@@ -151,7 +151,7 @@ typedef struct {
     size_t nparams;
     param_checksum_t checksum;
 
-    /* what it trained on, for compare's verdict (trainer_describe) */
+    /* what it trained on, for compare's verdict (trainer_begin) */
     optim_kind_t optim;
     double lr;
     precision_t precision;       /* --precision (bf16 has its own agreement) */

@@ -7,6 +7,7 @@
 #include <cJSON.h>
 #include <math.h>
 
+#include "base/procfile.h"
 #include "measure/disturb.h"
 #include "measure/repeat.h"
 #include "report/report.h"
@@ -415,6 +416,31 @@ static void fake_proc(const char *dir, unsigned long busy, unsigned long steal, 
     cr_assert_not_null(f);
     fprintf(f, "%.2f 0.50 0.40 1/100 4242\n", load);
     fclose(f);
+}
+
+/* The one /proc reader (base/procfile.h) that the memory check
+ * (MemAvailable), the DDP supervisor (oom_kill) and the disturbance record
+ * (the cpu line, the load) share: the first line that starts with the key,
+ * after it; a key that only starts another line's name is not it. */
+Test(disturb, one_proc_line_by_its_key)
+{
+    char dir[] = "/tmp/ddpbench_proc_XXXXXX", p[300], v[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/vmstat", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "nr_free 12\noom_kill_later 9\noom_kill 3\noom_kill 4\nMemAvailable:  2048 kB\n");
+    fclose(f);
+    cr_assert(procfile_value(p, "oom_kill ", v, sizeof v));
+    cr_assert_str_eq(v, "3");
+    cr_assert(procfile_value(p, "MemAvailable:", v, sizeof v));
+    cr_assert_str_eq(v, "  2048 kB");
+    cr_assert(procfile_value(p, "", v, sizeof v));
+    cr_assert_str_eq(v, "nr_free 12");
+    cr_assert_not(procfile_value(p, "pgfault ", v, sizeof v));
+    unlink(p);
+    cr_assert_not(procfile_value(p, "oom_kill ", v, sizeof v), "no file");
+    rmdir(dir);
 }
 
 /* Burn about s seconds of this thread's CPU. */
