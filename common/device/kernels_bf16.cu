@@ -11,10 +11,17 @@
 // kernels
 
 /* dst[r*cols + c] = bf16(src[r*ld + c]): packed, so the GEMM reads it with
- * leading dimension cols. */
+ * leading dimension cols.  The model's operands are already packed (ld ==
+ * cols): then no division per element. */
 __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld)
 {
-    KERN_GRID_STRIDE(i, (size_t)rows * (size_t)cols)
+    size_t n = (size_t)rows * (size_t)cols;
+    if (ld == cols) {
+        KERN_GRID_STRIDE(i, n)
+        dst[i] = bf16_bits(src[i]);
+        return;
+    }
+    KERN_GRID_STRIDE(i, n)
     {
         size_t r = i / (size_t)cols, c = i % (size_t)cols;
         dst[i] = bf16_bits(src[r * (size_t)ld + c]);
