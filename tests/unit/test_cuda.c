@@ -1116,7 +1116,9 @@ Test(cuda_bf16, a_step_allocates_nothing)
     backend_t *be;
     cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
     check(be, backend_set_precision(be, PREC_BF16), "set_precision bf16");
-    int dims[] = {40, 300, 70, 10}, rows = 256;
+    /* a weight (600 x 500) larger than any activation (64 x 600): the
+     * operands' room must come from the weights' shapes too */
+    int dims[] = {40, 600, 500, 10}, rows = 64;
     model_spec_t spec;
     cr_assert_eq(model_spec_init(&spec, dims, 4, ACT_GELU, err), DDP_OK, "%s", err);
     replica_t r;
