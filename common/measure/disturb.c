@@ -80,7 +80,8 @@ void disturb_begin(disturb_mark_t *m)
     m->t0 = now_s();
 }
 
-void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *out)
+void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_switching,
+                 disturb_t *out)
 {
     double t1 = now_s();
     uint64_t busy1 = 0, steal1 = 0;
@@ -95,6 +96,7 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *ou
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     out->cpus_online = cpus > 0 ? (int)cpus : 1;
     out->devices = devices;
+    out->own_switching = own_switching;
     out->own_cpu_s = own1 - m->own0_s;
     out->invol_switches = niv1 - m->nivcsw0;
     out->steps = steps;
@@ -141,7 +143,7 @@ void disturb_judge(disturb_t *d)
             100.0 * d->contention, d->run_cores, d->run_cores == 1 ? "" : "s");
     if (d->known && d->steal_pct > DISTURB_STEAL_PCT_MAX)
         WHY("%s%.0f%% of the CPU time stolen", used ? "; " : "", d->steal_pct);
-    if (d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
+    if (!d->own_switching && d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
         WHY("%s%.0f involuntary context switches a second", used ? "; " : "", d->invol_per_s);
 #undef WHY
 }

@@ -88,6 +88,7 @@ const char *const report_json_keys[] = {
     "devices",
     "mem_peak_bytes_max",
     "host_syncs_per_step",
+    "work_cpu_s",
     "final_loss",
     "diverged",
     "train_loss",
@@ -125,6 +126,20 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+/* work_cpu_s: {mean, p10, p25, p50} CPU seconds of work per timed step, or
+ * null where it was not measured (a GPU) */
+static void add_work(cJSON *o, const double q[4])
+{
+    if (!isfinite(q[0])) {
+        cJSON_AddNullToObject(o, "work_cpu_s");
+        return;
+    }
+    cJSON *w = cJSON_AddObjectToObject(o, "work_cpu_s");
+    static const char *const key[4] = {"mean", "p10", "p25", "p50"};
+    for (int k = 0; k < 4; k++)
+        cJSON_AddNumberToObject(w, key[k], q[k]);
 }
 
 /* A float option as the user typed it (0.003, not 0.003000000026077032). */
@@ -292,6 +307,8 @@ cJSON *report_json_machine(const disturb_t *d)
     cJSON_AddNumberToObject(m, "involuntary_switches", (double)d->invol_switches);
     cJSON_AddNumberToObject(m, "involuntary_switches_per_step", d->invol_per_step);
     cJSON_AddNumberToObject(m, "involuntary_switches_per_s", d->invol_per_s);
+    /* false for DP and DDP: their own threads preempt each other */
+    cJSON_AddBoolToObject(m, "involuntary_switches_judged", !d->own_switching);
     cJSON *th = cJSON_AddObjectToObject(m, "thresholds");
     cJSON_AddNumberToObject(th, "contention", DISTURB_CONTENTION_MAX);
     cJSON_AddNumberToObject(th, "steal_pct", DISTURB_STEAL_PCT_MAX);
@@ -351,6 +368,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         for (int k = 0; k < MEM_KINDS; k++)
             cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
+        add_work(d, s.work_cpu[i]);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
@@ -361,6 +379,9 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
+    /* the CPU seconds of work per step, the most of any device (null on a
+     * GPU): the A/B gate's figure on the CPU (docs/gate.md) */
+    add_work(o, s.work_cpu_max);
     add_num_or_null(o, "final_loss", r->final_loss, true);
     /* final_loss is null both when it was not computed and when it is NaN or
      * infinite (JSON has no such numbers): "diverged" tells them apart. */

@@ -475,7 +475,7 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     long hz = sysconf(_SC_CLK_TCK);
     fake_proc(dir, 1000 + (unsigned long)((now - own) * (double)hz), 0, 0.75);
     disturb_t d;
-    disturb_end(&m, 1, 1000000, &d);
+    disturb_end(&m, 1, 1000000, false, &d);
     cr_assert(d.known);
     cr_assert_float_eq(d.load_start, 0.25, 1e-9);
     cr_assert_float_eq(d.load_end, 0.75, 1e-9);
@@ -492,7 +492,7 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     double cpus = (double)sysconf(_SC_NPROCESSORS_ONLN);
     fake_proc(dir, 1000 + (unsigned long)((now - own + cpus * d.wall_s) * (double)hz),
               (unsigned long)(0.2 * cpus * d.wall_s * (double)hz), 0.75);
-    disturb_end(&m, 1, 1000000, &d);
+    disturb_end(&m, 1, 1000000, false, &d);
     cr_assert(d.disturbed);
     cr_assert(d.contention > 0.5, "%g", d.contention);
     cr_assert(strstr(d.why, "other processes took"), "%s", d.why);
@@ -528,6 +528,12 @@ Test(disturb, thresholds_on_planted_figures)
     disturb_judge(&d);
     cr_assert(d.disturbed);
     cr_assert(strstr(d.why, "100 involuntary context switches a second"), "%s", d.why);
+    /* a run whose own threads outnumber its cores (DP, DDP) preempts itself:
+     * its switches are not another process's and do not judge it */
+    d.own_switching = true;
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
+    d.own_switching = false;
     /* without /proc/stat only the switches judge */
     d = (disturb_t){.known = false, .wall_s = 1, .cpus_online = 1, .devices = 1,
                     .others_cpu_s = 5, .steps = 10};
