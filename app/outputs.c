@@ -90,6 +90,7 @@ static int print_results(app_job_t *j, char *err)
             report_result(stdout, ctx, &j->res[0], NULL);
         if (c->mode == MODE_DDP)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero1);
+        report_hook(stdout, c, &j->res[0]);
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, n, &pr->in, pr->rows);
         if (pr->on && pr->in.k0 >= 2 && c->zero1)

@@ -22,6 +22,8 @@ typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
  * tensor cores round the GEMM inputs to 10 mantissa bits; bf16 is PyTorch
  * autocast's mixed precision (backend.h says which tensors are bf16). */
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_BF16 } precision_t;
+/* DDP's communication hook (--comm-hook): what each bucket's all-reduce sends. */
+typedef enum { HOOK_NONE = 0, HOOK_FP16, HOOK_BF16, HOOK_POWERSGD } comm_hook_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
 
 /* name -> value; return -1 for an unknown name. */
@@ -44,5 +46,6 @@ const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
 const char *precision_name(precision_t p);
+const char *comm_hook_name(comm_hook_kind_t h); /* "none", "fp16", "bf16", "powersgd" */
 
 #endif

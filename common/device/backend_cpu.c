@@ -27,7 +27,7 @@
 #include <sys/resource.h>
 
 #include "device/backend_impl.h"
-#include "device/bf16.h"
+#include "base/half.h"
 #include "device/blas_space.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
@@ -151,7 +151,7 @@ static const float *bf16_input(backend_t *be, int i, const float *X, int rows, i
     for (int r = 0; r < rows; r++) {
         const float *restrict s = X + (size_t)r * ld;
         for (int j = 0; j < cols; j++)
-            d[(size_t)r * cols + j] = bf16_round(s[j]);
+            d[(size_t)r * cols + j] = bf16_round_f32(s[j]);
     }
     return d;
 }
@@ -203,6 +203,19 @@ CPU_CLONES static int cpu_scale(backend_t *be, float alpha, float *x, size_t n)
     return DDP_OK;
 }
 
+static int cpu_cast16(backend_t *be, dtype_t t, bool to16, float *restrict f,
+                      uint16_t *restrict h, size_t n)
+{
+    (void)be;
+    if (to16)
+        for (size_t i = 0; i < n; i++)
+            h[i] = dtype16_from_f32(t, f[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            f[i] = dtype16_to_f32(t, h[i]);
+    return DDP_OK;
+}
+
 // ---------------------------------------------------------------------------
 // activations (exact forms, like torch: gelu uses erf, relu'(0) = 0)
 
@@ -243,10 +256,10 @@ static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int 
         float *restrict zr = z + (size_t)r * cols;
         float *restrict ar = a + (size_t)r * cols;
         for (int c = 0; c < cols; c++) {
-            float v = bf16_round(zr[c] + bf16_round(b[c]));
+            float v = bf16_round_f32(zr[c] + bf16_round_f32(b[c]));
             zr[c] = v;
             if (act != ACT_NONE)
-                ar[c] = bf16_round(act_value(act, v));
+                ar[c] = bf16_round_f32(act_value(act, v));
         }
     }
     return DDP_OK;
@@ -256,7 +269,7 @@ static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int 
 static int act_bwd_bf16(act_t act, const float *z, const float *a, float *d, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        float g = bf16_round(d[i]);
+        float g = bf16_round_f32(d[i]);
         switch (act) {
         case ACT_NONE:
             break;
@@ -273,7 +286,7 @@ static int act_bwd_bf16(act_t act, const float *z, const float *a, float *d, siz
             g *= gelu_grad(z[i]);
             break;
         }
-        d[i] = bf16_round(g);
+        d[i] = bf16_round_f32(g);
     }
     return DDP_OK;
 }
@@ -415,7 +428,7 @@ static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *t
      * the bf16 outputs as bf16 (backend.h). */
     if (be->precision == PREC_BF16)
         for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
-            grad[i] = bf16_round(grad[i]);
+            grad[i] = bf16_round_f32(grad[i]);
     return DDP_OK;
 }
 
@@ -600,6 +613,7 @@ static const backend_ops_t cpu_ops = {
     .adam = cpu_adam,
     .axpy = cpu_axpy,
     .scale = cpu_scale,
+    .cast16 = cpu_cast16,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .event_init = cpu_event_init,

@@ -3,7 +3,7 @@
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
  * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
  * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
-#include "device/bf16.h"
+#include "base/half.h"
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -55,15 +55,15 @@ __global__ void bias_act_fwd_kernel(act_t act, float *z, float *a, const float *
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
-    float bc = bf16 ? bf16_round(b[c]) : b[c];
+    float bc = bf16 ? bf16_round_f32(b[c]) : b[c];
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         size_t i = (size_t)r * cols + c;
         float v = z[i] + bc;
         if (bf16)
-            v = bf16_round(v);
+            v = bf16_round_f32(v);
         z[i] = v;
         if (act != ACT_NONE)
-            a[i] = bf16 ? bf16_round(act_f(act, v)) : act_f(act, v);
+            a[i] = bf16 ? bf16_round_f32(act_f(act, v)) : act_f(act, v);
     }
 }
 
@@ -73,7 +73,7 @@ __global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float 
     KERN_GRID_STRIDE(i, n)
     {
         if (bf16)
-            d[i] = bf16_round(d[i]);
+            d[i] = bf16_round_f32(d[i]);
         switch (act) {
         case ACT_RELU:
             d[i] = z[i] > 0.0f ? d[i] : 0.0f;
@@ -91,7 +91,7 @@ __global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float 
             break;
         }
         if (bf16)
-            d[i] = bf16_round(d[i]);
+            d[i] = bf16_round_f32(d[i]);
     }
 }
 

@@ -1,9 +1,10 @@
 /* common/device/kernels_bf16.cu: --precision bf16's conversions, with their C
  * launchers (see kernels.h): a GEMM operand rounded to bf16 storage for
  * cublasGemmEx, and an fp32 buffer rounded to bf16 values in place (the
- * loss's gradient).  Both round with bf16.h, the CPU backend's own function,
- * so the CPU reference and the GPU round every value alike. */
-#include "device/bf16.h"
+ * loss's gradient).  Both round with base/half.h's bf16_from_f32, the CPU
+ * backend's own function, so the CPU reference and the GPU round every
+ * value alike. */
+#include "base/half.h"
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -18,20 +19,20 @@ __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int rows, int co
     size_t n = (size_t)rows * (size_t)cols;
     if (ld == cols) {
         KERN_GRID_STRIDE(i, n)
-        dst[i] = bf16_bits(src[i]);
+        dst[i] = bf16_from_f32(src[i]);
         return;
     }
     KERN_GRID_STRIDE(i, n)
     {
         size_t r = i / (size_t)cols, c = i % (size_t)cols;
-        dst[i] = bf16_bits(src[r * (size_t)ld + c]);
+        dst[i] = bf16_from_f32(src[r * (size_t)ld + c]);
     }
 }
 
 __global__ void round_bf16_kernel(float *x, size_t n)
 {
     KERN_GRID_STRIDE(i, n)
-    x[i] = bf16_round(x[i]);
+    x[i] = bf16_round_f32(x[i]);
 }
 
 // ---------------------------------------------------------------------------

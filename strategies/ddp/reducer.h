@@ -74,6 +74,9 @@ typedef struct {
      * bucket's count / shard_world floats from q x that; the few floats left
      * over (count mod shard_world) are all-reduced, so every rank has them */
     int shard_world, shard_rank;
+    /* --comm-hook (ddp/comm_hook.h): what each bucket's all-reduce sends;
+     * NULL: the float32 gradients themselves */
+    struct comm_hook *hook;
 } reducer_t;
 
 /* ZeRO-1's blocks of bucket b over world ranks: floats per rank, and the

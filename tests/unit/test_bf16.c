@@ -14,7 +14,7 @@
 
 #include "base/rng.h"
 #include "device/backend.h"
-#include "device/bf16.h"
+#include "base/half.h"
 #include "testutil.h"
 
 /* The bf16 row's tolerance on the final parameters: the relative L2 distance
@@ -57,25 +57,25 @@ static backend_t *cpu(precision_t p)
 Test(bf16, rounds_to_nearest_even)
 {
     const float ulp = 0x1p-7f; /* bf16's unit in the last place at 1 */
-    cr_assert_eq(bf16_round(1.0f), 1.0f);
-    cr_assert_eq(bf16_round(1.0f + ulp / 2), 1.0f, "a tie goes to the even neighbour (1)");
-    cr_assert_eq(bf16_round(1.0f + 1.5f * ulp), 1.0f + 2 * ulp, "a tie goes to the even neighbour");
-    cr_assert_eq(bf16_round(1.0f + ulp / 2 + 0x1p-20f), 1.0f + ulp, "above the tie: up");
-    cr_assert_eq(bf16_round(1.0f + ulp / 2 - 0x1p-20f), 1.0f, "below the tie: down");
-    cr_assert_eq(bf16_round(-(1.0f + 1.5f * ulp)), -(1.0f + 2 * ulp), "symmetric");
-    cr_assert_eq(bf16_round(3.14159265f), 3.140625f);
-    cr_assert(isinf(bf16_round(FLT_MAX)), "past bf16's largest finite value: infinity");
-    cr_assert(isinf(bf16_round(INFINITY)) && bf16_round(-INFINITY) < 0);
-    cr_assert(isnan(bf16_round(NAN)), "NaN stays NaN");
-    cr_assert_eq(bf16_round(0.0f), 0.0f);
-    cr_assert_eq(bf16_bits(1.0f), 0x3f80);
-    cr_assert_eq(bf16_value(0x4049), 3.140625f);
+    cr_assert_eq(bf16_round_f32(1.0f), 1.0f);
+    cr_assert_eq(bf16_round_f32(1.0f + ulp / 2), 1.0f, "a tie goes to the even neighbour (1)");
+    cr_assert_eq(bf16_round_f32(1.0f + 1.5f * ulp), 1.0f + 2 * ulp, "a tie goes to the even neighbour");
+    cr_assert_eq(bf16_round_f32(1.0f + ulp / 2 + 0x1p-20f), 1.0f + ulp, "above the tie: up");
+    cr_assert_eq(bf16_round_f32(1.0f + ulp / 2 - 0x1p-20f), 1.0f, "below the tie: down");
+    cr_assert_eq(bf16_round_f32(-(1.0f + 1.5f * ulp)), -(1.0f + 2 * ulp), "symmetric");
+    cr_assert_eq(bf16_round_f32(3.14159265f), 3.140625f);
+    cr_assert(isinf(bf16_round_f32(FLT_MAX)), "past bf16's largest finite value: infinity");
+    cr_assert(isinf(bf16_round_f32(INFINITY)) && bf16_round_f32(-INFINITY) < 0);
+    cr_assert(isnan(bf16_round_f32(NAN)), "NaN stays NaN");
+    cr_assert_eq(bf16_round_f32(0.0f), 0.0f);
+    cr_assert_eq(bf16_from_f32(1.0f), 0x3f80);
+    cr_assert_eq(bf16_to_f32(0x4049), 3.140625f);
     /* half an ulp at most, anywhere */
     rng_t r;
     rng_seed_stream(&r, 7, 1);
     for (int i = 0; i < 100000; i++) {
         float x = ldexpf(rng_uniform_range(&r, -1.0f, 1.0f), (int)(rng_uniform_range(&r, -60, 60)));
-        float y = bf16_round(x);
+        float y = bf16_round_f32(x);
         cr_assert(is_bf16(y));
         cr_assert(fabsf(y - x) <= ldexpf(fabsf(x), -8) + FLT_MIN,
                   "%a rounds to %a: more than half an ulp", x, y);
@@ -110,7 +110,7 @@ Test(bf16, gemm_rounds_its_inputs_and_sums_in_fp32)
                     float a = ta ? A[(size_t)l * lda + i] : A[(size_t)i * lda + l];
                     float b = tb ? B[(size_t)j * ldb + l] : B[(size_t)l * ldb + j];
                     s += (double)a * b;
-                    sr += (double)bf16_round(a) * bf16_round(b);
+                    sr += (double)bf16_round_f32(a) * bf16_round_f32(b);
                 }
                 worst_r = fmax(worst_r, fabs(C[(size_t)i * n + j] - sr));
                 worst = fmax(worst, fabs(C[(size_t)i * n + j] - s));
@@ -140,7 +140,7 @@ Test(bf16, activations_and_gradients_are_bf16_and_the_loss_is_fp32)
             cr_assert_eq(backend_bias_act_fwd(be, (act_t)act, z, a, b, R, K), DDP_OK);
             int off = 0;
             for (int i = 0; i < R * K; i++) {
-                float want = bf16_round(z0[i] + bf16_round(b[i % K]));
+                float want = bf16_round_f32(z0[i] + bf16_round_f32(b[i % K]));
                 if (prec == PREC_BF16) {
                     cr_assert_eq(z[i], want, "act %d: z[%d] %a, not bf16(z + bf16(b)) %a", act, i, z[i], want);
                     cr_assert(is_bf16(a[i]), "act %d: a[%d] = %a is not a bf16 value", act, i, a[i]);
@@ -166,7 +166,7 @@ Test(bf16, activations_and_gradients_are_bf16_and_the_loss_is_fp32)
             backend_t *be = cpu(p ? PREC_BF16 : PREC_FP32);
             fill(out, R * 4, 6);
             for (int i = 0; i < R * 4; i++)
-                out[i] = bf16_round(out[i]);
+                out[i] = bf16_round_f32(out[i]);
             for (int i = 0; i < R; i++)
                 tgt[i] = l == LOSS_CE ? (float)(i % 4) : 0.5f;
             float *t = l == LOSS_CE ? tgt : out; /* mse/bce: a target per output */

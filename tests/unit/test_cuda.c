@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
-#include "device/bf16.h"
+#include "base/half.h"
 #include "base/rng.h"
 #include "nn/model.h"
 #include "testutil.h"
@@ -1084,7 +1084,7 @@ Test(cuda_bf16, activations_gradients_and_loss_round_as_on_the_cpu)
     /* the loss over bf16 outputs: fp32, its gradient bf16 */
     float *ho = host_random((size_t)rows * 10, 405, -4, 4), *ht = malloc(rows * sizeof(float));
     for (int i = 0; i < rows * 10; i++)
-        ho[i] = bf16_round(ho[i]);
+        ho[i] = bf16_round_f32(ho[i]);
     for (int i = 0; i < rows; i++)
         ht[i] = (float)(i % 10);
     buf2_t O = both(&p, ho, (size_t)rows * 10), T = both(&p, ht, rows), G = both(&p, ho, (size_t)rows * 10);
@@ -1178,4 +1178,37 @@ Test(cuda_equivalence, bf16_single_against_the_cpu_reference)
     result_free(&c);
     result_free(&g);
     result_free(&f);
+}
+
+/* The compression hooks' casts: the kernel's bits are base/half.h's (the
+ * CPU backend's), both ways, over values that round, overflow and underflow. */
+Test(cuda_kernels, cast16_matches_the_cpu_bit_for_bit)
+{
+    pair_t p = pair_open();
+    size_t n = 4099;
+    float *h = host_random(n, 11, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        h[i] = ldexpf(h[i], (int)(i % 60) - 40); /* 2^-40 .. 2^19: subnormals, overflow */
+    float *d = upload(p.gpu, h, n);
+    uint16_t *d16 = backend_alloc(p.gpu, n * sizeof(uint16_t));
+    uint16_t *h16 = malloc(n * sizeof(uint16_t));
+    cr_assert(d16 && h16);
+    for (int t = DTYPE_F16; t <= DTYPE_BF16; t++) {
+        check(p.gpu, backend_cast16(p.gpu, (dtype_t)t, true, d, d16, n), "cast16 to");
+        check(p.gpu, backend_d2h(p.gpu, h16, d16, n * sizeof(uint16_t)), "d2h");
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(h16[i], dtype16_from_f32((dtype_t)t, h[i]), "type %d element %zu", t, i);
+        check(p.gpu, backend_cast16(p.gpu, (dtype_t)t, false, d, d16, n), "cast16 from");
+        float *back = download(p.gpu, d, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(half_f32_bits(back[i]), half_f32_bits(dtype16_to_f32((dtype_t)t, h16[i])),
+                         "type %d element %zu", t, i);
+        free(back);
+        check(p.gpu, backend_h2d(p.gpu, d, h, n * sizeof(float)), "h2d");
+    }
+    backend_free(p.gpu, d16);
+    backend_free(p.gpu, d);
+    free(h16);
+    free(h);
+    pair_close(&p);
 }
