@@ -1079,6 +1079,8 @@ void config_field_value(const config_t *c, int i, config_value_t *v)
 void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
                        size_t n)
 {
+    if (!out || n == 0)
+        return; /* (and gcc under -fsanitize=address stops guessing out may be NULL) */
     size_t used = 0;
     out[0] = 0;
     if (v->word) {
