@@ -53,6 +53,7 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.precision",
     "config.zero1",
     "config.comm_hook",
     "config.slow_rank",
@@ -266,6 +267,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
+    cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
     char hook[48];
     config_comm_hook_text(c, hook, sizeof hook);
