@@ -20,6 +20,10 @@ typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
 /* --cuda-graph: each step after the first captured and replayed as one graph. */
 typedef enum { CUDA_GRAPH_AUTO = 0, CUDA_GRAPH_ON, CUDA_GRAPH_OFF } cuda_graph_t;
+/* --precision: the GEMMs' arithmetic.  fp32 is exact fp32; tf32 lets CUDA's
+ * tensor cores round the GEMM inputs to 10 mantissa bits; bf16 is PyTorch
+ * autocast's mixed precision (backend.h says which tensors are bf16). */
+typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_BF16 } precision_t;
 /* DDP's communication hook (--comm-hook): what each bucket's all-reduce sends. */
 typedef enum { HOOK_NONE = 0, HOOK_FP16, HOOK_BF16, HOOK_POWERSGD } comm_hook_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
@@ -34,6 +38,7 @@ int comm_parse(const char *s);
 int launcher_parse(const char *s);
 int synth_parse(const char *s);
 int cuda_graph_parse(const char *s);
+int precision_parse(const char *s);
 
 const char *act_name(act_t a);
 const char *loss_name(loss_t l);
@@ -44,6 +49,7 @@ const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
 const char *cuda_graph_name(cuda_graph_t g);
+const char *precision_name(precision_t p);
 const char *comm_hook_name(comm_hook_kind_t h); /* "none", "fp16", "bf16", "powersgd" */
 
 #endif

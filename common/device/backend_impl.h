@@ -79,7 +79,7 @@ typedef struct backend_ops {
     int (*copy_async)(backend_t *be, void *dst, backend_t *src_be, const void *src,
                       size_t bytes, backend_event_t *after, backend_event_t *done);
     int (*d2h_async)(backend_t *be, void *dst, const void *src, size_t bytes);
-    int (*set_tf32)(backend_t *be, bool on);
+    int (*set_precision)(backend_t *be, precision_t p); /* backend_set_precision */
     /* -- CUDA graphs (backend.h); NULL on a backend without them ----------- */
     int (*graph_capture)(backend_t *be, int key);  /* begin capturing on the compute stream */
     int (*graph_instantiate)(backend_t *be, int key); /* end the capture, instantiate */
@@ -118,7 +118,7 @@ struct backend {
     long gops[BACKEND_GRAPH_KEYS];            /* and how many operations */
     unsigned long long rhash; /* the replay so far, checked against ghash at the end */
     long rops;
-    bool tf32;          /* --tf32 is on */
+    precision_t precision; /* --precision (backend_set_precision) */
     backend_watch_fn watch; /* run while the host waits (backend_set_watch) */
     void *watch_ctx;
     void *impl;         /* the backend's private state */

@@ -3,6 +3,7 @@
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
  * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
  * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
+#include "base/half.h"
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -48,96 +49,50 @@ __device__ __forceinline__ float act_f(act_t act, float z)
 
 /* A 2-D grid: blockIdx.x picks 256 columns, blockIdx.y strides over rows, so
  * every access is coalesced and no thread divides by cols. */
-__device__ __forceinline__ void bias_act_el(act_t act, float &z, float *a, float b)
-{
-    float v = z + b;
-    z = v;
-    if (act != ACT_NONE)
-        *a = act_f(act, v);
-}
-
-/* The same with 128-bit accesses (cols % 4 == 0, every pointer aligned):
- * blockIdx.x picks 1024 columns, four per thread. */
-__global__ void bias_act_fwd4_kernel(act_t act, float *z, float *a, const float *b, int rows,
-                                     int cols)
-{
-    int c4 = blockIdx.x * blockDim.x + threadIdx.x, q = cols / 4;
-    if (c4 >= q)
-        return;
-    float4 bc = ((const float4 *)b)[c4];
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        size_t i = (size_t)r * q + c4;
-        float4 zv = ((float4 *)z)[i], av;
-        bias_act_el(act, zv.x, &av.x, bc.x);
-        bias_act_el(act, zv.y, &av.y, bc.y);
-        bias_act_el(act, zv.z, &av.z, bc.z);
-        bias_act_el(act, zv.w, &av.w, bc.w);
-        ((float4 *)z)[i] = zv;
-        if (act != ACT_NONE)
-            ((float4 *)a)[i] = av;
-    }
-}
-
 __global__ void bias_act_fwd_kernel(act_t act, float *z, float *a, const float *b, int rows,
-                                    int cols)
+                                    int cols, int bf16)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
-    float bc = b[c];
+    float bc = bf16 ? bf16_round_f32(b[c]) : b[c];
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         size_t i = (size_t)r * cols + c;
         float v = z[i] + bc;
+        if (bf16)
+            v = bf16_round_f32(v);
         z[i] = v;
         if (act != ACT_NONE)
-            a[i] = act_f(act, v);
-    }
-}
-
-/* d *= act'(z); relu and gelu read z, tanh and sigmoid a. */
-static inline bool act_reads_z(act_t act) { return act == ACT_RELU || act == ACT_GELU; }
-
-__device__ __forceinline__ void act_bwd_el(act_t act, float z, float a, float &d)
-{
-    switch (act) {
-    case ACT_RELU:
-        d = z > 0.0f ? d : 0.0f;
-        break;
-    case ACT_TANH:
-        d *= 1.0f - a * a;
-        break;
-    case ACT_SIGMOID:
-        d *= a * (1.0f - a);
-        break;
-    case ACT_GELU:
-        d *= gelu_grad_f(z);
-        break;
-    case ACT_NONE:
-        break;
+            a[i] = bf16 ? bf16_round_f32(act_f(act, v)) : act_f(act, v);
     }
 }
 
 __global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float *d, size_t n,
-                               bool vec)
+                               int bf16)
 {
-    bool zr = act == ACT_RELU || act == ACT_GELU; /* which input the form reads */
-    if (vec) { /* 128-bit accesses (kernels_util.cuh) */
-        KERN_GRID_STRIDE4(q, n)
-        {
-            float4 in = zr ? ((const float4 *)z)[q] : ((const float4 *)a)[q];
-            float4 dv = ((float4 *)d)[q];
-            act_bwd_el(act, in.x, in.x, dv.x);
-            act_bwd_el(act, in.y, in.y, dv.y);
-            act_bwd_el(act, in.z, in.z, dv.z);
-            act_bwd_el(act, in.w, in.w, dv.w);
-            ((float4 *)d)[q] = dv;
-        }
-        KERN_TAIL(i, n)
-        act_bwd_el(act, zr ? z[i] : 0.0f, zr ? 0.0f : a[i], d[i]);
-        return;
-    }
     KERN_GRID_STRIDE(i, n)
-    act_bwd_el(act, zr ? z[i] : 0.0f, zr ? 0.0f : a[i], d[i]);
+    {
+        if (bf16)
+            d[i] = bf16_round_f32(d[i]);
+        switch (act) {
+        case ACT_RELU:
+            d[i] = z[i] > 0.0f ? d[i] : 0.0f;
+            break;
+        case ACT_TANH:
+            d[i] *= 1.0f - a[i] * a[i];
+            break;
+        case ACT_SIGMOID:
+            d[i] *= a[i] * (1.0f - a[i]);
+            break;
+        case ACT_GELU:
+            d[i] *= gelu_grad_f(z[i]);
+            break;
+        case ACT_NONE:
+            break;
+        }
+        if (bf16)
+            d[i] = bf16_round_f32(d[i]);
+    }
 }
 
 /* Column sums in two passes, so that a short, wide batch still fills the GPU:
@@ -187,31 +142,8 @@ __global__ void bias_grad_part_kernel(float *out, const float *dz, int rows, int
 }
 
 __global__ void bias_grad_sum_kernel(float *db, const float *part, int slices, int cols,
-                                     int accumulate, bool vec)
+                                     int accumulate)
 {
-    if (vec) { /* 128-bit accesses (cols % 4 == 0, aligned): four columns a thread */
-        size_t q4 = (size_t)cols / 4;
-        KERN_GRID_STRIDE(q, q4)
-        {
-            float4 t = ((const float4 *)part)[q];
-            for (int k = 1; k < slices; k++) { /* slice order: fixed, as below */
-                float4 u = ((const float4 *)part)[(size_t)k * q4 + q];
-                t.x += u.x;
-                t.y += u.y;
-                t.z += u.z;
-                t.w += u.w;
-            }
-            if (accumulate) {
-                float4 o = ((float4 *)db)[q];
-                t.x = o.x + t.x;
-                t.y = o.y + t.y;
-                t.z = o.z + t.z;
-                t.w = o.w + t.w;
-            }
-            ((float4 *)db)[q] = t;
-        }
-        return;
-    }
     KERN_GRID_STRIDE(c, (size_t)cols)
     {
         float t = part[c];
@@ -225,30 +157,22 @@ __global__ void bias_grad_sum_kernel(float *db, const float *part, int slices, i
 // launchers
 
 extern "C" cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a,
-                                         const float *b, int rows, int cols)
+                                         const float *b, int rows, int cols, int bf16)
 {
     if (rows <= 0 || cols <= 0)
         return cudaSuccess;
-    if (cols % 4 == 0 && kern_aligned16(z) && kern_aligned16(b) &&
-        (act == ACT_NONE || kern_aligned16(a))) { /* 128-bit accesses */
-        dim3 grid4((unsigned)((cols / 4 + KERN_THREADS - 1) / KERN_THREADS),
-                   (unsigned)(rows < 1024 ? rows : 1024));
-        bias_act_fwd4_kernel<<<grid4, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols);
-        return cudaGetLastError();
-    }
     dim3 grid((unsigned)((cols + KERN_THREADS - 1) / KERN_THREADS),
               (unsigned)(rows < 1024 ? rows : 1024));
-    bias_act_fwd_kernel<<<grid, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols);
+    bias_act_fwd_kernel<<<grid, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols, bf16);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a,
-                                    float *d, size_t n)
+                                    float *d, size_t n, int bf16)
 {
-    if (n == 0 || act == ACT_NONE)
+    if (n == 0 || (act == ACT_NONE && !bf16))
         return cudaSuccess;
-    bool vec = kern_aligned16(d) && kern_aligned16(act_reads_z(act) ? (const void *)z : (const void *)a);
-    act_bwd_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(act, z, a, d, n, vec);
+    act_bwd_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(act, z, a, d, n, bf16);
     return cudaGetLastError();
 }
 
@@ -280,8 +204,7 @@ extern "C" cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz
     if (e != cudaSuccess || one)
         return e;
     /* Stream order: the sums start once every slice is written. */
-    bool vec = cols % 4 == 0 && kern_aligned16(db) && kern_aligned16(part);
-    bias_grad_sum_kernel<<<kern_blocks_v((size_t)cols, vec), KERN_THREADS, 0, s>>>(
-        db, part, slices, cols, accumulate, vec);
+    bias_grad_sum_kernel<<<kern_blocks((size_t)cols), KERN_THREADS, 0, s>>>(db, part, slices,
+                                                                           cols, accumulate);
     return cudaGetLastError();
 }

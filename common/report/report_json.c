@@ -54,6 +54,7 @@ const char *const report_json_keys[] = {
     "config.overlap",
     "config.tf32",
     "config.cuda_graph",
+    "config.precision",
     "config.zero1",
     "config.comm_hook",
     "config.slow_rank",
@@ -285,6 +286,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
     /* what ran: "on" only where this run's steps were replayed as graphs */
     cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
+    cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
     char hook[48];
     config_comm_hook_text(c, hook, sizeof hook);
