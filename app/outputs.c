@@ -70,7 +70,7 @@ static int print_results(app_job_t *j, char *err)
             if (o && pr->in.all_reduce)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "buckets",
-                    report_json_buckets(&j->res[i], pr->in.all_reduce, j->cfgs[i].zero1));
+                    report_json_buckets(&j->res[i], pr->in.all_reduce, j->cfgs[i].zero));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -89,10 +89,10 @@ static int print_results(app_job_t *j, char *err)
         else
             report_result(stdout, ctx, &j->res[0], NULL);
         if (c->mode == MODE_DDP)
-            report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero1);
+            report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, n, &pr->in, pr->rows);
-        if (pr->on && pr->in.k0 >= 2 && c->zero1)
+        if (pr->on && pr->in.k0 >= 2 && c->zero)
             printf("  (ddp predicted as plain DDP: --zero1's reduce-scatter, sharded optimizer "
                    "step and all-gather are not modelled)\n");
         if (pr->on && c->predict)
@@ -137,7 +137,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
     /* the last repetition's timeline, every repetition's intervals */
     const char *labels[MAX_RUNS] = {0};
     for (int i = 0; i < j->n; i++)
-        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero1)
+        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero)
             labels[i] = "ddp --zero1";
     const predict_t *pr = &j->pred;
     bool model = pr->on && pr->in.k0 >= 2;

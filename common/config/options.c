@@ -238,6 +238,43 @@ static int set_bucket_mb(config_t *c, const char *name, const char *v, explicit_
     return DDP_OK;
 }
 
+/* --zero N or a list (1,2,3); --zero1 (no value) is --zero 1 */
+static int set_zero(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    if (!v) {
+        c->zero = 1;
+        c->zero_stages[0] = 1;
+        c->nzero_stages = 1;
+        return DDP_OK;
+    }
+    int n[4];
+    int k = 0;
+    TRY(config_parse_int_list(v, n, 3, &k, name, false, err));
+    for (int i = 0; i < k; i++) {
+        if (n[i] < 1 || n[i] > 3)
+            return err_set(err, DDP_ERR_INPUT, "--%s: %d is not a stage (1, 2 or 3)", name, n[i]);
+        for (int j = 0; j < i; j++)
+            if (n[j] == n[i])
+                return err_set(err, DDP_ERR_INPUT, "--%s: stage %d twice", name, n[i]);
+        c->zero_stages[i] = n[i];
+    }
+    c->nzero_stages = k;
+    c->zero = n[0];
+    return DDP_OK;
+}
+
+static int set_mem_limit(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    long b = 0;
+    TRY(parse_bytes(name, v, &b, err));
+    if (b <= 0)
+        return err_set(err, DDP_ERR_INPUT, "--%s: must be more than 0 bytes", name);
+    c->mem_limit = (double)b;
+    return DDP_OK;
+}
+
 /* --repeat N, noted as given: --against's rounds default to CONFIG_AB_ROUNDS
  * unless it is */
 static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
@@ -428,10 +465,14 @@ static const opt_t opts[] = {
      NULL, ON(overlap)},
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
     {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6)},
-    {"zero1", NULL, NULL, "off",
-     "ZeRO-1: gradients reduce-scattered, each rank steps its shard of the optimizer state and "
-     "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
-     NULL, ON(zero1)},
+    {"zero", "N", NULL, "off",
+     "ZeRO stage N (a list under compare: a ddp column each): 1 the optimizer state sharded "
+     "(ZeroRedundancyOptimizer), 2 and the gradients, 3 and the parameters (FSDP FULL_SHARD)",
+     NULL, SET(set_zero)},
+    {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero)},
+    {"mem-limit", "BYTES", NULL, "none",
+     "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
+     NULL, SET(set_mem_limit)},
     {"slow-rank", "R:F", NULL, "none",
      "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
      "and fractional (1.1: 10% more; the same result, F times the work)",

@@ -84,7 +84,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 c->threads == 1 ? "" : "s");
     if (n)
         fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
-    if (c && c->zero1) /* the ddp column is ZeRO-1's */
+    if (c && c->zero) /* the ddp column is ZeRO-1's */
         fprintf(f, ", ddp with --zero1");
     fputc('\n', f);
 

@@ -50,7 +50,7 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
     if (r->mode != MODE_DDP || r->ndev < 2)
         return;
     const config_t *c = ctx ? ctx->cfg : NULL;
-    if (c && c->zero1) {
+    if (c && c->zero) {
         char a[32];
         fprintf(f, "  - ZeRO-1 (--zero1): each bucket was reduce-scattered, not all-reduced: rank "
                    "q received the sum of block q (1/%d of it; the floats left over all-reduced), "
@@ -278,7 +278,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
             t_(p50, sizeof p50, s.step_p50));
     explain_rows(f, ctx, r);
     /* --zero1 (its ddp run): the buckets were reduce-scattered */
-    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero;
     explain_moves(f, r, zero1);
     explain_buckets(f, r, zero1);
     explain_compute(f, r);

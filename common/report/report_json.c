@@ -53,6 +53,7 @@ const char *const report_json_keys[] = {
     "config.overlap",
     "config.tf32",
     "config.zero1",
+    "config.zero",
     "config.slow_rank",
     "environment.backend",
     "environment.devices",
@@ -194,7 +195,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
     cJSON_AddBoolToObject(o, "overlap", c->overlap);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
-    cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
+    cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
@@ -338,7 +340,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
-    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero1));
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero));
     if (r->ntuned > 0) {
         cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
         cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);

@@ -160,7 +160,7 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                  k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
                  threads == 1 ? "" : "s");
     }
-    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero;
     fprintf(f, "result: %s%s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
             zero1 ? " (ZeRO-1: optimizer state sharded)" : "", backend_kind_name(r->backend),
             r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);

@@ -125,7 +125,7 @@ void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *dat
         line(&w, "--bucket-mb", "%.9g", c->bucket_mb);
     line(&w, "--first-bucket-mb", "%.9g", c->first_bucket_mb);
     line(&w, "--overlap", "%s", onoff(c->overlap));
-    line(&w, "--zero1", "%s", onoff(c->zero1));
+    line(&w, "--zero", "%d", c->zero);
     line(&w, "--slow-rank", "%d:%.9g", c->slow_rank, c->slow_factor);
     line(&w, "--timeout", "%.9g", c->timeout_s);
     line(&w, "--min-bytes", "%ld", c->min_bytes);
@@ -224,8 +224,8 @@ static const struct {
      " --seed --shuffle --drop-last --sampler-replicas --rank-samples --join "},
     {"other data (--data, --targets, --samples, --dataset, --noise, or the files' contents)",
      " --dataset --samples --noise --target-cols data "},
-    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero1, --comm)",
-     " --comm --bucket-mb --first-bucket-mb --overlap --zero1 --slow-rank "},
+    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero, --comm)",
+     " --comm --bucket-mb --first-bucket-mb --overlap --zero --slow-rank "},
     {"another world (the number of ranks)", " world "},
     {"another ddpbench build (every rank must run the same one)", " version binary "},
 };

@@ -93,6 +93,12 @@ static int launch(reducer_t *r, int i, bool run)
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work).  A sum:
      * the loss scale already divided by the global batch (reducer.h). */
+    if (r->launch_fn) {
+        int rc = r->launch_fn(r->launch_ctx, i, run, &b->h[r->par]);
+        if (rc != DDP_OK)
+            r->launch_failed = true;
+        return rc;
+    }
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
                     .redop = REDOP_SUM, .tag = b->tag};
     comm_op_t rest = {0};
