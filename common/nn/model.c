@@ -79,6 +79,21 @@ static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const ch
     return p;
 }
 
+double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols)
+{
+    /* as replica_init below: inputs, targets, each layer's z and a (one
+     * buffer for the last), the two backward buffers, dout, the loss */
+    double rows = max_rows > 0 ? max_rows : 1, n = rows * (s->dims[0] + tgt_cols);
+    int L = s->nlayers, hidden_max = 0;
+    for (int l = 0; l < L; l++) {
+        n += rows * s->dims[l + 1] * (l == L - 1 ? 1 : 2);
+        if (l >= 1 && s->dims[l] > hidden_max)
+            hidden_max = s->dims[l];
+    }
+    n += 2.0 * rows * hidden_max + rows * s->dims[L] + 1;
+    return n * sizeof(float);
+}
+
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err)
 {

@@ -78,6 +78,8 @@ typedef struct {
 /* Allocate a replica's buffers on be (all zeroed). */
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err);
+/* Bytes of the activation buffers replica_init allocates (MEM_ACTS). */
+double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols);
 /* The same without the arenas in `skip` (REPLICA_NO_*). */
 int replica_init_sharded(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                          int tgt_cols, unsigned skip, char *err);

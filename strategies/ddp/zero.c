@@ -50,6 +50,32 @@ unsigned zero_replica_skip(int stage, int accum)
     return stage >= 3 ? skip | REPLICA_NO_PARAMS : skip;
 }
 
+int zero_mem_plan(const model_spec_t *s, const config_t *c, int stage, int world, zero_mem_t *out,
+                  char *err)
+{
+    double P = (double)s->nparams * sizeof(float);
+    int ns = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
+    *out = (zero_mem_t){P, P, ns * P};
+    if (stage == 0)
+        return DDP_OK;
+    reducer_t r;
+    TRY(reducer_init(&r, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, true, err));
+    zero_buckets(&r, stage, err);
+    double shard = (double)zero1_state_floats(&r, world, 0) * sizeof(float);
+    size_t big[2] = {0, 0};
+    for (int i = 0; i < r.nb; i++)
+        if (r.b[i].count > big[i % 2])
+            big[i % 2] = r.b[i].count;
+    double slots = (double)(big[0] + (r.nb > 1 ? big[1] : 0)) * sizeof(float);
+    reducer_free(&r);
+    out->optim = ns * shard;
+    if (stage >= 2) /* --accum: the whole gradients are kept (no_sync), the shard beside them */
+        out->grads = shard + (c->accum > 1 ? P : slots);
+    if (stage >= 3)
+        out->params = shard + slots;
+    return DDP_OK;
+}
+
 static float *alloc_kind(zero_t *z, size_t n, mem_kind_t kind)
 {
     return backend_alloc_for(z->be, (n ? n : 1) * sizeof(float), kind);

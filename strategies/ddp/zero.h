@@ -50,6 +50,7 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "config/config.h"
 #include "ddp/reducer.h"
 #include "ddp/zero1.h"
 #include "measure/step_meter.h"
@@ -85,6 +86,15 @@ size_t zero_shard_floats(const reducer_t *red, int world, int rank);
 int zero_buckets(reducer_t *red, int stage, char *err);
 /* What the replica leaves out for this stage (REPLICA_NO_*). */
 unsigned zero_replica_skip(int stage, int accum);
+/* What one rank of `world` holds at ZeRO stage `stage` (0: plain DDP) for
+ * model s under c's buckets, optimizer and --accum, in bytes: parameters,
+ * gradients and optimizer state, allocated exactly as zero_init and the
+ * replica do (the rows of the memory table).  DDP_OK, or a status with err. */
+typedef struct {
+    double params, grads, optim;
+} zero_mem_t;
+int zero_mem_plan(const model_spec_t *s, const config_t *c, int stage, int world, zero_mem_t *out,
+                  char *err);
 /* Set up: buffers, the reducer's launches, the replica's hooks; opt covers
  * zero_shard_floats() floats. */
 int zero_init(zero_t *z, int stage, backend_t *be, comm_t *comm, replica_t *rep, reducer_t *red,

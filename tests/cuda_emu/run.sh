@@ -88,7 +88,8 @@ for accum in 1 2; do
     ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
     for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,1,2" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
         "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2" \
-        "ddp --comm nccl --gpus 0,1,2 --zero1"; do
+        "ddp --comm nccl --gpus 0,1,2 --zero1" "ddp --comm nccl --gpus 0,1,2 --zero 2" \
+        "ddp --comm nccl --gpus 0,1,2 --zero 3"; do
         log="$B/mode.json"
         EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
