@@ -250,6 +250,10 @@ static int set_zero(config_t *c, const char *name, const char *v, explicit_t *ex
     }
     int n[4];
     int k = 0;
+    if (strcmp(v, "0") == 0) { /* plain DDP, as without --zero */
+        c->zero = c->nzero_stages = 0;
+        return DDP_OK;
+    }
     TRY(config_parse_int_list(v, n, 3, &k, name, false, err));
     for (int i = 0; i < k; i++) {
         if (n[i] < 1 || n[i] > 3)
@@ -465,8 +469,8 @@ static const opt_t opts[] = {
      NULL, ON(overlap)},
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
     {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6)},
-    {"zero", "N", NULL, "off",
-     "ZeRO stage N (a list under compare: a ddp column each): 1 the optimizer state sharded "
+    {"zero", "N", NULL, "0",
+     "ZeRO stage N (a list under compare: a ddp column each): 0 none, 1 the optimizer state sharded "
      "(ZeroRedundancyOptimizer), 2 and the gradients, 3 and the parameters (FSDP FULL_SHARD)",
      NULL, SET(set_zero)},
     {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero)},

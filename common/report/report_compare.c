@@ -110,7 +110,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
 
     char a[32];
     fprintf(f, "  %-*s", LABEL_W, "");
-    char lb[16];
+    char lb[COL_W + 1];
     for (int i = 0; i < n; i++)
         fprintf(f, "%*s", COL_W, run_label(&runs[i], lb, sizeof lb));
     fputc('\n', f);

@@ -212,7 +212,7 @@ static int pre_layer(void *ctx, int l, bool backward)
              * did not hide is exposed communication. */
             step_meter_lap(z->meter, backward ? PH_BACKWARD : PH_FORWARD);
             int rc = comm_wait(z->comm, z->gather_h[l], NULL);
-            step_meter_lap(z->meter, PH_COMM_EXPOSED);
+            step_meter_lap(z->meter, PH_GATHER);
             if (rc != DDP_OK) {
                 z->red->launch_failed = true;
                 return rc;
