@@ -109,8 +109,8 @@ static int unsupported(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --resume (use --init with "
                        "the checkpoint: the twin starts from weights)");
     if (c->zero)
-        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero1 (the twin steps a "
-                       "whole optimizer on every rank: drop --zero1, the result is the same)");
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero (the twin steps a "
+                       "whole optimizer on every rank: drop --zero, the result is the same)");
     if (c->mode == MODE_DDP && c->batch % c->ngpus)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: ddp's twin needs a global batch "
                        "its %d ranks divide (a PyTorch DataLoader has one batch_size per rank); "
