@@ -339,8 +339,12 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
     rank_t *me = ctx;
-    double b0 = 0.0, b1 = 0.0;
+    double b0 = 0.0, b1 = 0.0, l0, l1;
     step_rec_last_lap(r, PH_BACKWARD, &b0, &b1);
+    /* ZeRO-2 and -3 split the backward pass into laps around their waits:
+     * it runs from the last loss to the last backward lap */
+    if (me->cfg->zero >= 2 && step_rec_last_lap(r, PH_LOSS, &l0, &l1) && l1 < b1)
+        b0 = l1;
     r->charge[PH_COMM_HIDDEN] += reducer_spans(&me->red, r, b0, b1);
     if (r->timed) { /* each bucket's all-reduce, for its bus bandwidth in the report */
         me->rec->nbuckets = me->red.nb < STORY_MAX_BUCKETS ? me->red.nb : STORY_MAX_BUCKETS;

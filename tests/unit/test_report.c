@@ -1646,7 +1646,7 @@ Test(report_text, explain_tells_buckets_and_moves)
     mem_open(&m);
     report_explain(m.f, &ctx, &r);
     txt = mem_close(&m);
-    cr_assert(strstr(txt, "reduce-scatter (ZeRO-1): 2.0 MiB of gradients summed across the ranks "
+    cr_assert(strstr(txt, "reduce-scatter (ZeRO): 2.0 MiB of gradients summed across the ranks "
                           "in 2 buckets"), "%s", txt);
     cr_assert(strstr(txt, "ready at 1.000 ms, reduce-scatter 1.100 ms to 1.500 ms"), "%s", txt);
     cr_assert_null(strstr(txt, "averaged across the ranks"), "%s", txt);
