@@ -23,7 +23,9 @@ enum { AB_BASE = 0, AB_CAND = 1 };
 /* One child run, as the gate reads its --json. */
 typedef struct {
     cJSON *json;                       /* the whole object (every figure, for --json) */
-    double step_p50;                   /* step_time_s.p50: the gate's figure */
+    double step_p50;                   /* step_time_s.p50: the wall figure */
+    double work_p10;                   /* work_cpu_s.p10 (NAN: none, a GPU run) */
+    double work_dev[MAX_DEVICES];      /* devices[].work_cpu_s.p10 (NAN: none) */
     int ndev;
     double phase[MAX_DEVICES][PH_COUNT]; /* devices[].phases_s_per_step */
     double load1;                      /* environment.loadavg's first figure; NAN if none */
@@ -37,7 +39,9 @@ typedef struct {
     bool base_first; /* ABBA: paired_base_first(round) */
     bool used;       /* false: disturbed and retaken */
     ab_side_t side[2];
-    double ratio;    /* candidate's step_p50 / base's */
+    bool by_work;    /* the gate's figure is the work (both sides on the CPU), not the wall */
+    double ratio;    /* the candidate's figure / the base's: the ratio judged */
+    double ratio_wall; /* the candidate's step_p50 / the base's (reported) */
 } ab_round_t;
 
 #define AB_MAX_TAKES (2 * PAIRED_MAX)
@@ -46,6 +50,10 @@ typedef struct {
 /* What the gate concluded. */
 typedef struct {
     paired_est_t est, est_hl, est_clean; /* all used rounds; Hodges-Lehmann; not lopsided */
+    bool by_work;          /* the figure judged is the work (CPU), not the median step */
+    paired_est_t est_wall; /* the median step's paired ratios (when by_work: reported, and
+                              judged only when no round was disturbed) */
+    bool wall_judged;      /* by_work, and the wall time turned the verdict */
     paired_verdict_t verdict;
     int rounds_to_settle;  /* for no verdict: rounds in all (-1: none would) */
     int disturbed;         /* used rounds lopsided: one side disturbed, the other not */
@@ -56,6 +64,7 @@ typedef struct {
     /* attribution: median paired delta per device and phase group */
     int ndev;
     double delta[MAX_DEVICES][AB_GROUPS], base[MAX_DEVICES][AB_GROUPS], base_step;
+    double work_ratio[MAX_DEVICES]; /* by_work: each device's median paired work ratio */
     int straggler;         /* the device that alone slowed down, -1 none */
 } ab_judgement_t;
 
@@ -65,6 +74,9 @@ extern const char *const ab_group_names[AB_GROUPS];
  * change or improved, DDP_ERR_REGRESSED, DDP_ERR_NOISY for no verdict,
  * DDP_ERR_RUNTIME / DDP_ERR_INTERRUPTED with err, DDP_ERR_INPUT). */
 int ab_main(const config_t *cfg, int argc, char **argv, char *err);
+
+/* The figure a round judges on one side (seconds): work_p10 or step_p50. */
+double round_figure(const ab_round_t *x, int side);
 
 /* One side disturbed and the other not (machine.disturbed in their JSON). */
 bool ab_lopsided(const ab_round_t *r);

@@ -32,6 +32,14 @@ static double group_of(const double *ph, int g)
     }
 }
 
+/* How much device dv's work grew (by the work), else its forward+backward. */
+static double growth(const ab_judgement_t *j, int dv)
+{
+    if (j->by_work)
+        return isfinite(j->work_ratio[dv]) ? j->work_ratio[dv] - 1.0 : 0.0;
+    return j->base[dv][1] > 0 ? j->delta[dv][1] / j->base[dv][1] : 0.0;
+}
+
 bool ab_lopsided(const ab_round_t *r)
 {
     return r->side[AB_BASE].disturbed != r->side[AB_CAND].disturbed;
@@ -45,9 +53,10 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
     j->straggler = -1;
     double tol = cfg->tolerance_pct / 100.0;
     double *d = calloc((size_t)nr + 1, sizeof *d), *dc = calloc((size_t)nr + 1, sizeof *dc);
+    double *dw = calloc((size_t)nr + 1, sizeof *dw);
     double *tmp = calloc((size_t)nr + 1, sizeof *tmp), *tb = calloc((size_t)nr + 1, sizeof *tb);
-    if (!d || !dc || !tmp || !tb) {
-        free(d), free(dc), free(tmp), free(tb);
+    if (!d || !dc || !dw || !tmp || !tb) {
+        free(d), free(dc), free(dw), free(tmp), free(tb);
         j->verdict = PAIRED_NO_VERDICT;
         snprintf(j->reason, sizeof j->reason, "out of memory");
         return;
@@ -57,6 +66,8 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
     for (int i = 0; i < nr; i++) {
         if (!r[i].used)
             continue;
+        j->by_work = r[i].by_work;
+        dw[n] = log(r[i].ratio_wall);
         d[n++] = log(r[i].ratio);
         /* a lopsided round (one side disturbed, the other not) is what a busy
          * machine can turn into a false change; a round disturbed on both
@@ -76,12 +87,24 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
     paired_estimate_median(d, n, AB_ALPHA, &j->est);
     paired_estimate_hl(d, n, AB_ALPHA, &j->est_hl);
     paired_estimate_median(dc, nc, AB_ALPHA, &j->est_clean);
+    paired_estimate_median(dw, n, AB_ALPHA, &j->est_wall);
     j->verdict = paired_judge(&j->est, tol);
     j->rounds_to_settle = paired_rounds_to_settle(&j->est, tol);
+    /* Judged by the work, a change in waiting alone (communication, idle)
+     * would pass unseen: when no round was disturbed, the wall time can be
+     * trusted, and a wall regression the work does not show is one. */
+    if (j->by_work && j->verdict != PAIRED_REGRESSED && j->disturbed == 0 &&
+        j->both_disturbed == 0 && paired_judge(&j->est_wall, tol) == PAIRED_REGRESSED) {
+        j->verdict = PAIRED_REGRESSED;
+        j->wall_judged = true;
+        snprintf(j->reason, sizeof j->reason, "the median step grew %+.1f%% at least while the "
+                 "work did not (%+.1f%%): the step waits longer (communication, idle)",
+                 100.0 * (exp(j->est_wall.lo) - 1.0), 100.0 * (exp(j->est.estimate) - 1.0));
+    }
 
     /* a busy machine: when lopsided rounds are among the used ones, a
      * change must stand on the even rounds alone */
-    if (j->disturbed > 0 && (j->verdict == PAIRED_REGRESSED || j->verdict == PAIRED_IMPROVED) &&
+    if (!j->wall_judged && j->disturbed > 0 && (j->verdict == PAIRED_REGRESSED || j->verdict == PAIRED_IMPROVED) &&
         paired_judge(&j->est_clean, tol) != j->verdict) {
         /* the first lopsided round's own account of what happened */
         const char *why = "", *who = "";
@@ -139,26 +162,36 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
             tb[m++] = r[i].side[AB_BASE].step_p50;
     j->base_step = paired_median(tb, m);
 
-    /* a straggler: one device whose forward+backward grew by more than 3%
-     * while every other's grew by less than half as much */
+    /* by the work: each device's median paired ratio of its own work */
+    for (int dv = 0; j->by_work && dv < j->ndev; dv++) {
+        int k = 0;
+        for (int i = 0; i < nr; i++)
+            if (r[i].used && r[i].side[AB_BASE].work_dev[dv] > 0.0 &&
+                r[i].side[AB_CAND].work_dev[dv] > 0.0)
+                tmp[k++] = r[i].side[AB_CAND].work_dev[dv] / r[i].side[AB_BASE].work_dev[dv];
+        j->work_ratio[dv] = k > 0 ? paired_median(tmp, k) : NAN;
+    }
+    /* a straggler: one device whose work (on the CPU; elsewhere its
+     * forward+backward) grew by more than 3% while every other's grew by less
+     * than half as much */
     if (j->ndev > 1) {
         int top = -1;
         double best = 0.0;
         for (int dv = 0; dv < j->ndev; dv++) {
-            double rel = j->base[dv][1] > 0 ? j->delta[dv][1] / j->base[dv][1] : 0.0;
+            double rel = growth(j, dv);
             if (rel > best)
                 best = rel, top = dv;
         }
         bool alone = top >= 0 && best > 0.03;
         for (int dv = 0; alone && dv < j->ndev; dv++) {
-            double rel = j->base[dv][1] > 0 ? j->delta[dv][1] / j->base[dv][1] : 0.0;
+            double rel = growth(j, dv);
             if (dv != top && rel > best / 2)
                 alone = false;
         }
         if (alone)
             j->straggler = top;
     }
-    free(d), free(dc), free(tmp), free(tb);
+    free(d), free(dc), free(dw), free(tmp), free(tb);
 }
 
 // ---------------------------------------------------------------------------
@@ -166,6 +199,21 @@ void ab_judge(const config_t *cfg, const ab_round_t *r, int nr, ab_judgement_t *
 
 /* "+4.2%" of the base step */
 static double pct(double ratio) { return 100.0 * (ratio - 1.0); }
+
+/* "straggler: rank 1 (work +10.2%; rank 0 +0.3%)" when one device alone grew */
+static void straggler_line(FILE *f, const config_t *cfg, const ab_judgement_t *j)
+{
+    if (j->straggler < 0)
+        return;
+    fprintf(f, "straggler: %s %d (%s %+.1f%%; ", dev_word(cfg), j->straggler,
+            j->by_work ? "work" : "forward+backward", 100.0 * growth(j, j->straggler));
+    for (int dv = 0, first = 1; dv < j->ndev; dv++)
+        if (dv != j->straggler) {
+            fprintf(f, "%s%s %d %+.1f%%", first ? "" : ", ", dev_word(cfg), dv, 100.0 * growth(j, dv));
+            first = 0;
+        }
+    fprintf(f, ")\n");
+}
 
 void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *cand,
                    const ab_round_t *r, int nr, const ab_judgement_t *j)
@@ -180,7 +228,8 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
                 load_lo = fmin(load_lo, r[i].side[k].load1);
                 load_hi = fmax(load_hi, r[i].side[k].load1);
             }
-    fprintf(f, "candidate / base, median step: %.3f", exp(e->estimate));
+    fprintf(f, "candidate / base, %s: %.3f", j->by_work ? "work per step (CPU seconds, p10)" : "median step",
+            exp(e->estimate));
     if (!isnan(e->lo))
         fprintf(f, " (%.0f%% interval %.3f..%.3f, %+.1f%%..%+.1f%%)", 100 * e->conf, exp(e->lo),
                 exp(e->hi), pct(exp(e->lo)), pct(exp(e->hi)));
@@ -188,10 +237,19 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
     if (isfinite(load_lo))
         fprintf(f, "; load %.1f..%.1f", load_lo, load_hi);
     fputc('\n', f);
+    if (j->by_work && !isnan(j->est_wall.lo))
+        fprintf(f, "candidate / base, median step (wall): %.3f (%.0f%% interval %.3f..%.3f), %s\n",
+                exp(j->est_wall.estimate), 100 * j->est_wall.conf, exp(j->est_wall.lo),
+                exp(j->est_wall.hi),
+                j->disturbed + j->both_disturbed == 0 ? "judged too: no round was disturbed"
+                                                      : "not judged: disturbed rounds");
     switch (j->verdict) {
     case PAIRED_REGRESSED:
-        fprintf(f, "verdict: regressed: the candidate is slower by %+.1f%% at least (tolerance "
-                "%g%%)\n", pct(exp(e->lo)), tol);
+        if (j->wall_judged)
+            fprintf(f, "verdict: regressed: %s (tolerance %g%%)\n", j->reason, tol);
+        else
+            fprintf(f, "verdict: regressed: the candidate is slower by %+.1f%% at least "
+                    "(tolerance %g%%)\n", pct(exp(e->lo)), tol);
         break;
     case PAIRED_IMPROVED:
         fprintf(f, "verdict: improved: the candidate is faster by %.1f%% at least (tolerance %g%%)\n",
@@ -221,8 +279,16 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
     /* where the change went: the largest paired deltas (at least 1% of the
      * base's step), by device and phase group; not when the machine is
      * what moved (a busy core shows as any phase) */
+    if (j->by_work && j->ndev > 1) {
+        fprintf(f, "work by %s:", dev_word(cfg));
+        for (int dv = 0; dv < j->ndev; dv++)
+            fprintf(f, "%s %s %d %+.1f%%", dv ? "," : "", dev_word(cfg), dv,
+                    pct(j->work_ratio[dv]));
+        fputc('\n', f);
+    }
     if (j->busy) {
         fprintf(f, "attribution: none (a busy machine moves every phase)\n");
+        straggler_line(f, cfg, j);
         return;
     }
     int shown = 0;
@@ -248,17 +314,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const char *base, const char *c
                 1e3 * j->delta[bd][bg], 100.0 * j->delta[bd][bg] / j->base_step);
         shown++;
     }
-    if (j->straggler >= 0) {
-        fprintf(f, "straggler: %s %d (forward+backward %+.1f%%; ", dev_word(cfg), j->straggler,
-                100.0 * j->delta[j->straggler][1] / j->base[j->straggler][1]);
-        for (int dv = 0, first = 1; dv < j->ndev; dv++)
-            if (dv != j->straggler) {
-                fprintf(f, "%s%s %d %+.1f%%", first ? "" : ", ", dev_word(cfg), dv,
-                        j->base[dv][1] > 0 ? 100.0 * j->delta[dv][1] / j->base[dv][1] : 0.0);
-                first = 0;
-            }
-        fprintf(f, ")\n");
-    }
+    straggler_line(f, cfg, j);
 }
 
 // ---------------------------------------------------------------------------
@@ -295,7 +351,7 @@ int ab_print_json(FILE *f, const config_t *cfg, const char *base, const char *ca
     cJSON_AddStringToObject(ab, "candidate", cand);
     cJSON_AddStringToObject(ab, "mode", mode_name(cfg->mode));
     cJSON_AddStringToObject(ab, "order", "ABBA");
-    cJSON_AddStringToObject(ab, "figure", "step_time_s.p50");
+    cJSON_AddStringToObject(ab, "figure", j->by_work ? "work_cpu_s.p10" : "step_time_s.p50");
     cJSON_AddNumberToObject(ab, "rounds_asked", cfg->repeat);
     cJSON_AddNumberToObject(ab, "tolerance_pct", cfg->tolerance_pct);
     cJSON_AddItemToObject(ab, "estimate", est_json(&j->est, "median of paired log-ratios, "
@@ -304,6 +360,13 @@ int ab_print_json(FILE *f, const config_t *cfg, const char *base, const char *ca
                                                                      "Wilcoxon signed-rank interval"));
     cJSON_AddItemToObject(ab, "even_rounds", est_json(&j->est_clean, "median of the rounds not "
                                                                     "lopsided, sign-test interval"));
+    cJSON_AddItemToObject(ab, "wall", est_json(&j->est_wall, "median step: median of paired "
+                                                              "log-ratios, sign-test interval"));
+    cJSON_AddBoolToObject(ab, "wall_judged", j->wall_judged);
+    cJSON *wr = cJSON_AddArrayToObject(ab, "work_ratio_by_device");
+    for (int dv = 0; j->by_work && dv < j->ndev; dv++)
+        cJSON_AddItemToArray(wr, isfinite(j->work_ratio[dv]) ? cJSON_CreateNumber(j->work_ratio[dv])
+                                                             : cJSON_CreateNull());
     cJSON_AddStringToObject(ab, "verdict", paired_verdict_name(j->verdict));
     cJSON_AddNumberToObject(ab, "exit_status", j->verdict == PAIRED_REGRESSED    ? 3
                                                : j->verdict == PAIRED_NO_VERDICT ? 4
@@ -338,6 +401,7 @@ int ab_print_json(FILE *f, const config_t *cfg, const char *base, const char *ca
         cJSON_AddStringToObject(x, "order", r[i].base_first ? "base,candidate" : "candidate,base");
         cJSON_AddBoolToObject(x, "used", r[i].used);
         add_num(x, "ratio", r[i].ratio);
+        add_num(x, "ratio_wall", r[i].ratio_wall);
         cJSON_AddItemToObject(x, "base", cJSON_Duplicate(r[i].side[AB_BASE].json, 1));
         cJSON_AddItemToObject(x, "candidate", cJSON_Duplicate(r[i].side[AB_CAND].json, 1));
         add_num(x, "base_wall_s", r[i].side[AB_BASE].wall_s);
@@ -374,7 +438,7 @@ static void field(FILE *f, const char *s)
 void ab_print_csv(FILE *f, const config_t *cfg, const ab_round_t *r, int nr,
                   const ab_judgement_t *j)
 {
-    fputs("round,order,used,mode,base_step_p50_s,candidate_step_p50_s,ratio,lopsided,"
+    fputs("round,order,used,mode,figure,base_s,candidate_s,ratio,ratio_wall,lopsided,"
           "ratio_estimate,ratio_lo,ratio_hi,confidence,rounds,tolerance_pct,verdict,"
           "base_revision,candidate_revision,host,base_time_utc,candidate_time_utc,base_load1,"
           "candidate_load1\n",
@@ -382,9 +446,10 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_round_t *r, int nr,
     const paired_est_t *e = &j->est;
     for (int i = 0; i < nr; i++) {
         const ab_side_t *b = &r[i].side[AB_BASE], *c = &r[i].side[AB_CAND];
-        fprintf(f, "%d,%s,%d,%s,%.9g,%.9g,%.9g,%d", r[i].round + 1, r[i].base_first ? "BC" : "CB",
-                r[i].used, mode_name(cfg->mode), b->step_p50, c->step_p50, r[i].ratio,
-                ab_lopsided(&r[i]));
+        fprintf(f, "%d,%s,%d,%s,%s,%.9g,%.9g,%.9g,%.9g,%d", r[i].round + 1,
+                r[i].base_first ? "BC" : "CB", r[i].used, mode_name(cfg->mode),
+                r[i].by_work ? "work_cpu_s.p10" : "step_time_s.p50", round_figure(&r[i], AB_BASE),
+                round_figure(&r[i], AB_CAND), r[i].ratio, r[i].ratio_wall, ab_lopsided(&r[i]));
         fprintf(f, ",%.9g", exp(e->estimate));
         if (isnan(e->lo))
             fputs(",,,", f);

@@ -20,6 +20,7 @@
 
 #include "app/app.h"
 #include "ddp/zero.h"
+#include "base/procfile.h"
 
 /* Bytes available to this run, 0 when unknown (then nothing is refused). */
 static double mem_available(const char **from)
@@ -33,19 +34,11 @@ static double mem_available(const char **from)
             return v;
         }
     }
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
+    char kb[64];
+    if (!procfile_value("/proc/meminfo", "MemAvailable:", kb, sizeof kb))
         return 0;
-    char line[256];
-    double v = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "MemAvailable:", 13) == 0) {
-            v = strtod(line + 13, NULL) * 1024.0; /* kB */
-            break;
-        }
-    fclose(f);
     *from = "MemAvailable in /proc/meminfo";
-    return v;
+    return strtod(kb, NULL) * 1024.0;
 }
 
 static void human(double b, char *out, size_t size)

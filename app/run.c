@@ -33,7 +33,10 @@ static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, ch
     disturb_mark_t dm;
     disturb_begin(&dm);
     int rc = run_mode_raw(c, d, res, err);
-    disturb_end(&dm, c->ngpus, res->steps, &res->machine);
+    /* single computes on one thread (or --threads of OpenBLAS's, one per
+     * core); DP and DDP run more threads than devices */
+    bool own_switching = c->mode != MODE_SINGLE || c->threads > res->machine.cpus_online;
+    disturb_end(&dm, c->ngpus, res->steps, own_switching, &res->machine);
     if (c->launcher == LAUNCHER_MPI) {
         /* under mpirun the other ranks are not this process's children: their
          * CPU time would count as other processes'; only the switches judge */

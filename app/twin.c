@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/atomic_file.h"
+#include "config/fields.h"
 #include "data/sampler.h"
 #include "data/schedule.h"
 #include "io/checkpoint.h"
@@ -119,9 +120,61 @@ static int unsupported(const config_t *c, char *err)
     return DDP_OK;
 }
 
+/* A value as Python writes it: True/False, "name", [a, b], %.7g for a
+ * float, %g for a double. */
+static void twin_value(const config_value_t *v, char *out, size_t n)
+{
+    size_t used = 0;
+    switch (v->type) {
+    case CV_BOOL:
+        snprintf(out, n, "%s", v->b ? "True" : "False");
+        return;
+    case CV_FLOAT:
+        snprintf(out, n, "%.7g", (double)v->f);
+        return;
+    case CV_DOUBLE:
+        snprintf(out, n, "%g", v->d);
+        return;
+    case CV_STR:
+        snprintf(out, n, "\"%s\"", v->s ? v->s : "");
+        return;
+    case CV_LIST:
+        used = (size_t)snprintf(out, n, "[");
+        for (int i = 0; i < v->n && used < n; i++)
+            used += (size_t)snprintf(out + used, n - used, "%s%ld", i ? ", " : "", v->list[i]);
+        if (used < n)
+            snprintf(out + used, n - used, "]");
+        return;
+    default:
+        config_value_text(v, "True", "False", out, n);
+        return;
+    }
+}
+
+/* The constants built from several fields (a row's T_DERIVED names them). */
+static void derived_const(FILE *f, const char *name, const config_t *c, long steps)
+{
+    int world = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+    if (strcmp(name, "WORLD") == 0) {
+        fprintf(f, "WORLD         = %d  # devices; DDP spawns a rank on each  [--gpus]\n", world);
+        char ids[256] = "";
+        for (int i = 0; i < world; i++) {
+            size_t u = strlen(ids);
+            snprintf(ids + u, sizeof ids - u, "%s%d", i ? ", " : "", c->gpus[i]);
+        }
+        fprintf(f, "GPUS          = [%s]  # the device ids, one per rank (on cuda)  [--gpus]\n",
+                ids);
+    } else if (strcmp(name, "DEVICE") == 0) {
+        fprintf(f, "DEVICE        = \"%s\"  # cpu (DDP over gloo) | cuda (over nccl)  [--backend]\n",
+                c->backend == BACKEND_CUDA ? "cuda" : "cpu");
+    } else if (strcmp(name, "STEPS") == 0) {
+        fprintf(f, "%-13s = %ld  # optimizer steps in all  [--steps, --epochs]\n", "STEPS", steps);
+    }
+}
+
 /* The script: its docstring, imports and the job's constants, then the body. */
-static int write_script(afile_t *a, const char *stem_base, const config_t *c,
-                        const model_spec_t *spec, long steps, int argc, char **argv, char *err)
+static int write_script(afile_t *a, const char *stem_base, const config_t *c, long steps,
+                        int argc, char **argv, char *err)
 {
     FILE *f = afile_stream(a);
     if (!f)
@@ -148,48 +201,30 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c,
                "import torch.distributed as dist\nimport torch.multiprocessing as mp\n"
                "import torch.nn as nn\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n\n");
     fprintf(f, "# ---- the job, as ddpbench ran it (its option in brackets)\n");
-    char layers[512] = "";
-    for (int i = 0; i <= spec->nlayers; i++) {
-        size_t u = strlen(layers);
-        snprintf(layers + u, sizeof layers - u, "%s%d", i ? ", " : "", spec->dims[i]);
+    /* each option row's constant (config/fields.h), in the table's order;
+     * the constants that join several fields where their first row stands */
+    const char *done[8];
+    int ndone = 0;
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        const char *opt = config_field_name(i);
+        if (d->twinv == T_DERIVED) {
+            bool seen = false;
+            for (int k = 0; k < ndone; k++)
+                seen = seen || strcmp(done[k], d->twin) == 0;
+            if (!seen && ndone < 8)
+                derived_const(f, done[ndone++] = d->twin, c, steps);
+            continue;
+        }
+        if (d->twinv != T_CONST)
+            continue;
+        config_value_t v;
+        config_field_value(c, i, &v);
+        char val[512];
+        twin_value(&v, val, sizeof val);
+        fprintf(f, "%-13s = %s  # %s%s[--%s]\n", d->twin, val, d->twin_note ? d->twin_note : "",
+                d->twin_note ? "  " : "", opt);
     }
-    const optim_cfg_t *o = &c->optim;
-#define K(name, fmt, ...) fprintf(f, "%-13s = " fmt "\n", name, __VA_ARGS__)
-    fprintf(f, "MODE          = \"%s\"  # single | dp | ddp  [--mode]\n", mode);
-    fprintf(f, "WORLD         = %d  # devices; DDP spawns a rank on each  [--gpus]\n",
-            c->mode == MODE_SINGLE ? 1 : c->ngpus);
-    char ids[256] = "";
-    for (int i = 0; i < (c->mode == MODE_SINGLE ? 1 : c->ngpus); i++) {
-        size_t u = strlen(ids);
-        snprintf(ids + u, sizeof ids - u, "%s%d", i ? ", " : "", c->gpus[i]);
-    }
-    fprintf(f, "GPUS          = [%s]  # the device ids, one per rank (on cuda)  [--gpus]\n", ids);
-    fprintf(f, "DEVICE        = \"%s\"  # cpu (DDP over gloo) | cuda (over nccl)  [--backend]\n",
-            c->backend == BACKEND_CUDA ? "cuda" : "cpu");
-    fprintf(f, "LAYERS        = [%s]  # Linear widths, input first  [--layers]\n", layers);
-    fprintf(f, "ACT           = \"%s\"  # between the layers  [--act]\n", act_name(spec->act));
-    fprintf(f, "LOSS          = \"%s\"  # mse | bce (from logits) | ce  [--loss]\n",
-            loss_name(c->loss));
-    fprintf(f, "OPTIM         = \"%s\"  # sgd | adam | adamw  [--optim]\n", optim_name(o->kind));
-    K("LR", "%.7g  # [--lr]", o->lr);
-    K("MOMENTUM", "%.7g  # SGD  [--momentum]", o->momentum);
-    K("DAMPENING", "%.7g  # SGD  [--dampening]", o->dampening);
-    K("NESTEROV", "%s  # SGD  [--nesterov]", o->nesterov ? "True" : "False");
-    K("WEIGHT_DECAY", "%.7g  # [--weight-decay]", o->weight_decay);
-    K("BETA1", "%.7g  # Adam, AdamW  [--beta1]", o->beta1);
-    K("BETA2", "%.7g  # Adam, AdamW  [--beta2]", o->beta2);
-    K("EPS", "%.7g  # Adam, AdamW  [--eps]", o->eps);
-    K("BATCH", "%d  # the global batch of a micro-batch  [--batch]", c->batch);
-    K("ACCUM", "%d  # micro-batches per optimizer step  [--accum]", c->accum);
-    K("STEPS", "%ld  # optimizer steps in all  [--steps, --epochs]", steps);
-    K("REPLICAS", "%d  # DistributedSampler(num_replicas) of the stream every mode reads  "
-      "[--sampler-replicas]", config_stream_ranks(c));
-    K("SHUFFLE", "%s  # a new order every epoch (drawn by ddpbench: ORDER_FILE)  [--shuffle]",
-      c->shuffle ? "True" : "False");
-    K("DROP_LAST", "%s  # [--drop-last]", c->drop_last ? "True" : "False");
-    K("SEED", "%llu  # [--seed]", (unsigned long long)c->seed);
-    K("BUCKET_MB", "%g  # DDP's gradient buckets  [--bucket-mb]", c->bucket_mb);
-    K("TF32", "%s  # [--tf32]", c->tf32 ? "True" : "False");
     /* the files' names as Python literals (py_literal): a name is data */
     static const char *const file_keys[TWIN_DATA_FILES][2] = {
         {"INIT_FILE", "the initial weights  [--seed, --init]"},
@@ -203,7 +238,6 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c,
         py_literal(f, name);
         fprintf(f, "  # %s\n", file_keys[i][1]);
     }
-#undef K
     fputs("\n", f);
     fputs(body, f);
     return DDP_OK;
@@ -277,7 +311,7 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
         }
         snprintf(shape, sizeof shape, "(%ld, %zu)", epochs, d->n);
         write_npy(&files[3], "<i8", shape, order, (size_t)epochs * d->n * sizeof *order);
-        if ((rc = write_script(&files[4], base, c, spec, steps, argc, argv, err)) != DDP_OK)
+        if ((rc = write_script(&files[4], base, c, steps, argc, argv, err)) != DDP_OK)
             at = 4;
     }
     if (rc == DDP_OK && (rc = afile_commit_set(files, TWIN_FILES, err)) != DDP_OK)

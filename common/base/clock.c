@@ -11,3 +11,10 @@ uint64_t now_ns(void)
 }
 
 double now_s(void) { return (double)now_ns() * 1e-9; }
+
+double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}

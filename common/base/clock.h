@@ -10,5 +10,8 @@
 /* Monotonic nanoseconds / seconds. */
 uint64_t now_ns(void);
 double now_s(void);
+/* CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID): time the
+ * scheduler gave another process is not in it. */
+double thread_cpu_s(void);
 
 #endif

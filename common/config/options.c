@@ -1,7 +1,9 @@
 /* common/config/options.c: the command line.  One table holds every option:
  * its name, its argument, its default, its help and the field it sets (with
  * the field's kind and bounds, or a setter of its own for the few that need
- * one); config_defaults() applies the defaults through the same setters the
+ * one), and what derives from it (fields.h: the fingerprint, the JSON echo,
+ * the baseline's identity, a checkpoint's facts, the twin's constants).
+ * config_defaults() applies the defaults through the same setters the
  * command line uses, and --help prints them from the same rows, so an option
  * is one row and a default is written once.  What is left outside the table
  * are the rules that join fields (config_parse's end, config_validate).
@@ -16,6 +18,7 @@
 #include "base/status.h"
 #include "base/text.h"
 #include "config/config.h"
+#include "config/fields.h"
 
 // ---------------------------------------------------------------------------
 // strict number parsing
@@ -323,6 +326,119 @@ static int set_scenario(config_t *c, const char *name, const char *v, explicit_t
 }
 
 // ---------------------------------------------------------------------------
+// the values the derivations read (fields.h), where a field's kind does not say
+
+static void list_of_int(config_value_t *v, const int *a, int n)
+{
+    v->type = CV_LIST;
+    v->n = n;
+    for (int i = 0; i < n; i++)
+        v->list[i] = a[i];
+}
+
+static void get_gpus(const config_t *c, config_value_t *v) { list_of_int(v, c->gpus, c->ngpus); }
+static void get_layers(const config_t *c, config_value_t *v) { list_of_int(v, c->dims, c->ndims); }
+
+static void get_rank_samples(const config_t *c, config_value_t *v)
+{
+    v->type = CV_LIST;
+    v->n = c->nrank_samples;
+    for (int i = 0; i < c->nrank_samples; i++)
+        v->list[i] = c->rank_samples[i];
+}
+
+static void get_scenario(const config_t *c, config_value_t *v)
+{
+    v->type = CV_STR;
+    v->s = c->scenario;
+}
+
+static void get_act(const config_t *c, config_value_t *v)
+{
+    v->type = CV_STR;
+    v->s = act_name(c->act);
+}
+
+static void get_weight_decay(const config_t *c, config_value_t *v)
+{
+    v->type = CV_FLOAT;
+    v->f = c->optim.weight_decay;
+}
+
+static void get_seed(const config_t *c, config_value_t *v)
+{
+    v->type = CV_UINT;
+    v->u = (unsigned long long)c->seed;
+}
+
+static void get_batch(const config_t *c, config_value_t *v)
+{
+    v->type = CV_INT;
+    v->i = c->batch;
+}
+
+static void get_repeat(const config_t *c, config_value_t *v)
+{
+    v->type = CV_INT;
+    v->i = c->repeat;
+}
+
+static void get_colls(const config_t *c, config_value_t *v)
+{
+    v->type = CV_UINT;
+    v->u = c->colls;
+}
+
+/* the cap as a number (the warm-up's start under auto), the word beside it */
+static void get_bucket_mb(const config_t *c, config_value_t *v)
+{
+    v->type = CV_DOUBLE;
+    v->d = c->bucket_mb;
+    v->word = c->bucket_auto ? "auto" : NULL;
+}
+
+/* the stage (a list under compare: the first, as --mode ddp would run it) */
+static void get_zero(const config_t *c, config_value_t *v)
+{
+    v->type = CV_INT;
+    v->i = c->zero;
+}
+
+static void get_zero1(const config_t *c, config_value_t *v)
+{
+    v->type = CV_BOOL;
+    v->b = c->zero == 1;
+}
+
+static void get_mem_limit(const config_t *c, config_value_t *v)
+{
+    v->type = CV_DOUBLE;
+    v->d = c->mem_limit;
+}
+
+static void get_slow_rank(const config_t *c, config_value_t *v)
+{
+    v->type = CV_STR;
+    snprintf(v->buf, sizeof v->buf, "%d:%.9g", c->slow_rank, c->slow_factor);
+    v->s = v->buf;
+}
+
+/* the stream every mode reads: --rank-samples' ranks, else the sampler's */
+static void get_stream_ranks(const config_t *c, config_value_t *v)
+{
+    v->type = CV_INT;
+    v->i = config_stream_ranks(c);
+}
+
+static const char *show_mode(int v) { return mode_name((mode_t_)v); }
+static const char *show_backend_kind(int v) { return backend_kind_name((backend_kind_t)v); }
+static const char *show_loss(int v) { return loss_name((loss_t)v); }
+static const char *show_optim(int v) { return optim_name((optim_kind_t)v); }
+static const char *show_synth(int v) { return synth_name((synth_kind_t)v); }
+static const char *show_comm(int v) { return comm_name((comm_kind_t)v); }
+static const char *show_launcher(int v) { return launcher_name((launcher_kind_t)v); }
+
+// ---------------------------------------------------------------------------
 // the option table: one row per option, used for the defaults, getopt, --help
 // and the parse.  A new option is one row: its name, argument, default, help
 // and what it sets (one of the kinds below, or SET(its own setter)).
@@ -356,8 +472,14 @@ typedef struct {
     double lo, hi;
     int (*parse)(const char *); /* K_NAME */
     const char *choices;        /* K_NAME */
+    const char *(*show)(int);   /* K_NAME: the value's name */
     setter_fn set;              /* K_SET */
+    /* the value the derivations see, when it is not the field's as its kind
+     * reads it (a setter's field, or a figure resolved from several) */
+    void (*get)(const config_t *c, config_value_t *v);
+    const char *examples[2];    /* K_SET: two values for config_field_flip (tests) */
     char letter;                /* a short form (nccl-tests' letters for --mode comm) */
+    config_derive_t d;          /* what derives from it (fields.h) */
 } opt_t;
 
 #define FIELD(f) .off = offsetof(config_t, f)
@@ -370,8 +492,32 @@ typedef struct {
 #define ABOVE(f, a, b) .kind = K_ABOVE, FIELD(f), .lo = (a), .hi = (b)
 #define BYTES(f) .kind = K_BYTES, FIELD(f)
 #define PATH(f) .kind = K_PATH, FIELD(f)
-#define NAME(f, p, ch) .kind = K_NAME, FIELD(f), .parse = (p), .choices = (ch)
-#define SET(fn) .kind = K_SET, .set = (fn)
+#define NAME(f, stem, ch)                                                                  \
+    .kind = K_NAME, FIELD(f), .parse = stem##_parse, .show = show_##stem, .choices = (ch)
+#define SET(fn, get_fn, ex1, ex2)                                                          \
+    .kind = K_SET, .set = (fn), .get = (get_fn), .examples = {(ex1), (ex2)}
+/* what derives from a row (fields.h): its effect, then the fingerprint
+ * (group, and how), the JSON echo (key, and the baseline: MATCH | WARN | NO),
+ * the checkpoint, the twin */
+#define EFF(e) .d.effect = (e)
+#define FPRINT(g) .d.fp = FP_##g
+#define FPRINT_GIVEN(g) .d.fp = FP_##g, .d.fpv = FPV_GIVEN
+#define FPRINT_FILE(g) .d.fp = FP_##g, .d.fpv = FPV_FILE
+#define FPRINT_D(g) .d.fp = FP_##g, .d.fpv = FPV_DERIVED
+#define FPRINT_RANK0 .d.fpv = FPV_RANK0
+#define JSON(k, b) .d.json = (k), .d.jsonv = J_VALUE, .d.base = B_##b
+#define JSON_D(k, b) .d.json = (k), .d.jsonv = J_DERIVED, .d.base = B_##b
+#define NO_JSON .d.jsonv = J_NO
+#define CKPT .d.ckpt = C_FACT
+#define CKPT_D .d.ckpt = C_DERIVED
+#define CKPT_FREE .d.ckpt = C_FREE
+#define SGD_ONLY .d.optims = 1u << OPTIM_SGD
+#define ADAM_ONLY .d.optims = (1u << OPTIM_ADAM) | (1u << OPTIM_ADAMW)
+#define TWIN(k, note) .d.twin = (k), .d.twin_note = (note), .d.twinv = T_CONST
+#define TWIN_D(k) .d.twin = (k), .d.twinv = T_DERIVED
+#define TWIN_FILES .d.twinv = T_FILES
+#define TWIN_REFUSED .d.twinv = T_REFUSED
+#define TWIN_MOOT .d.twinv = T_MOOT
 #define PASS1 .kind = K_PASS1
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default written as a number elsewhere */
@@ -380,159 +526,235 @@ static const opt_t opts[] = {
     {"mode", "M", "compare", NULL,
      "single | dp | ddp | compare (all three on the same devices, data and global batch, side by "
      "side; single uses the first device) | comm (the collectives alone, like nccl-tests)",
-     "What to run", NAME(mode, mode_parse, "single, dp, ddp, compare, comm")},
+     "What to run", NAME(mode, mode, "single, dp, ddp, compare, comm"),
+     EFF(CF_ARITH), FPRINT(OTHER), JSON("mode", MATCH), CKPT, TWIN("MODE", "single | dp | ddp")},
     {"gpus", "LIST", "auto", NULL,
      "device ids, e.g. 0,1,2; auto: every visible GPU, or one CPU worker per core (max 8);"
      " on CUDA, dp may repeat an id (0,0) for replicas on one GPU, and so may ddp with --comm shm",
-     NULL, SET(set_gpus)},
-    {"backend", "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL, NAME(backend, backend_kind_parse, "auto, cpu, cuda")},
-    {"threads", "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL, INT(threads, 1, 256)},
+     NULL, SET(set_gpus, get_gpus, "0,1,2", "0"),
+     EFF(CF_ARITH), FPRINT_D(WORLD), JSON_D("devices", WARN), CKPT_D, TWIN_D("WORLD")},
+    {"backend", "B", "auto", NULL, "auto | cpu | cuda (auto: CUDA when a GPU is visible)", NULL, NAME(backend, backend_kind, "auto, cpu, cuda"),
+     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("backend", MATCH), CKPT_FREE, TWIN_D("DEVICE")},
+    {"threads", "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL, INT(threads, 1, 256),
+     EFF(CF_SPEED), JSON("threads", WARN)},
     {"scenario", "NAME", NULL, "none",
      "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
      "mismatch (list: each in a line); exit 0 when it behaved as described",
-     NULL, SET(set_scenario)},
+     NULL, SET(set_scenario, get_scenario, "uneven", "straggler"),
+     EFF(CF_META)},
     {"tf32", NULL, NULL, "off",
-     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL, ON(tf32)},
+     "CUDA: GEMMs in TF32 tensor-core math (faster; outside the 1e-4 agreement with fp32)", NULL, ON(tf32),
+     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("tf32", WARN), CKPT_FREE, TWIN("TF32", NULL)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
-     "The model", PASS1},
-    {"layers", "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL, SET(set_layers)},
-    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, SET(set_act)},
+     "The model", PASS1,
+     EFF(CF_META), JSON_D("model", NO)},
+    {"layers", "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL, SET(set_layers, get_layers, "3,5,2", "4,2"),
+     EFF(CF_ARITH), FPRINT(MODEL), JSON("layers", MATCH), CKPT, TWIN("LAYERS", "Linear widths, input first")},
+    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, SET(set_act, get_act, "tanh", "relu"),
+     EFF(CF_ARITH), FPRINT(MODEL), JSON("act", WARN), CKPT, TWIN("ACT", "between the layers")},
     {"loss", "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
-     NULL, NAME(loss, loss_parse, "mse, bce, ce")},
-    {"optim", "O", NULL, "preset", "sgd | adam | adamw", NULL, NAME(optim.kind, optim_parse, "sgd, adam, adamw")},
-    {"lr", "X", NULL, "preset", "learning rate", NULL, FLOAT(optim.lr, 0.0, 1e6)},
-    {"momentum", "X", NULL, "preset", "SGD momentum", NULL, FLOAT(optim.momentum, 0.0, 1e6)},
-    {"dampening", "X", "0", NULL, "SGD dampening", NULL, FLOAT(optim.dampening, 0.0, 1.0)},
-    {"nesterov", NULL, NULL, "off", "SGD Nesterov momentum", NULL, ON(optim.nesterov)},
-    {"weight-decay", "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL, SET(set_weight_decay)},
-    {"beta1", "X", "0.9", NULL, "Adam beta1", NULL, FLOAT(optim.beta1, 0.0, 0.999999999)},
-    {"beta2", "X", "0.999", NULL, "Adam beta2", NULL, FLOAT(optim.beta2, 0.0, 0.999999999)},
-    {"eps", "X", "1e-8", NULL, "Adam epsilon", NULL, FLOAT(optim.eps, 0.0, 1.0)},
-    {"seed", "N", "0", NULL, "seed for init, synthetic data and shuffling", NULL, SET(set_seed)},
+     NULL, NAME(loss, loss, "mse, bce, ce"),
+     EFF(CF_ARITH), FPRINT(LOSS), JSON("loss", MATCH), CKPT, TWIN("LOSS", "mse | bce (from logits) | ce")},
+    {"optim", "O", NULL, "preset", "sgd | adam | adamw", NULL, NAME(optim.kind, optim, "sgd, adam, adamw"),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.name", MATCH), CKPT, TWIN("OPTIM", "sgd | adam | adamw")},
+    {"lr", "X", NULL, "preset", "learning rate", NULL, FLOAT(optim.lr, 0.0, 1e6),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.lr", WARN), CKPT, TWIN("LR", NULL)},
+    {"momentum", "X", NULL, "preset", "SGD momentum", NULL, FLOAT(optim.momentum, 0.0, 1e6),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.momentum", WARN), CKPT, SGD_ONLY, TWIN("MOMENTUM", "SGD")},
+    {"dampening", "X", "0", NULL, "SGD dampening", NULL, FLOAT(optim.dampening, 0.0, 1.0),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.dampening", WARN), CKPT, SGD_ONLY, TWIN("DAMPENING", "SGD")},
+    {"nesterov", NULL, NULL, "off", "SGD Nesterov momentum", NULL, ON(optim.nesterov),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.nesterov", WARN), CKPT, SGD_ONLY, TWIN("NESTEROV", "SGD")},
+    {"weight-decay", "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL, SET(set_weight_decay, get_weight_decay, "0.5", "0.25"),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.weight_decay", WARN), CKPT, TWIN("WEIGHT_DECAY", NULL)},
+    {"beta1", "X", "0.9", NULL, "Adam beta1", NULL, FLOAT(optim.beta1, 0.0, 0.999999999),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.beta1", WARN), CKPT, ADAM_ONLY, TWIN("BETA1", "Adam, AdamW")},
+    {"beta2", "X", "0.999", NULL, "Adam beta2", NULL, FLOAT(optim.beta2, 0.0, 0.999999999),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.beta2", WARN), CKPT, ADAM_ONLY, TWIN("BETA2", "Adam, AdamW")},
+    {"eps", "X", "1e-8", NULL, "Adam epsilon", NULL, FLOAT(optim.eps, 0.0, 1.0),
+     EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.eps", WARN), CKPT, ADAM_ONLY, TWIN("EPS", "Adam, AdamW")},
+    {"seed", "N", "0", NULL, "seed for init, synthetic data and shuffling", NULL, SET(set_seed, get_seed, "7", "8"),
+     EFF(CF_ARITH), FPRINT(ORDER), JSON("seed", WARN), CKPT, TWIN("SEED", NULL)},
     {"dataset", "K", "auto", NULL,
-     "synthetic set: regression | binary | classes (auto: the one that fits --loss)", "The data", NAME(dataset, synth_parse, "regression, binary, classes")},
-    {"samples", "N", NULL, "preset", "rows of synthetic data", NULL, LONG(samples, 1, 1L << 31)},
-    {"noise", "X", "0.1", NULL, "std of the noise added to synthetic regression targets", NULL, FLOAT(noise, 0.0, 1e6)},
-    {"data", "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL, PATH(data_path)},
-    {"targets", "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL, PATH(targets_path)},
-    {"target-cols", "N", "1", NULL, "CSV: the last N columns are targets", NULL, INT(target_cols, 1, 1 << 20)},
+     "synthetic set: regression | binary | classes (auto: the one that fits --loss)", "The data", NAME(dataset, synth, "regression, binary, classes"),
+     EFF(CF_ARITH), FPRINT(DATA), JSON_D("data.source", WARN), CKPT_D, TWIN_FILES},
+    {"samples", "N", NULL, "preset", "rows of synthetic data", NULL, LONG(samples, 1, 1L << 31),
+     EFF(CF_ARITH), FPRINT(DATA), JSON_D("data.samples", WARN), CKPT_D, TWIN_FILES},
+    {"noise", "X", "0.1", NULL, "std of the noise added to synthetic regression targets", NULL, FLOAT(noise, 0.0, 1e6),
+     EFF(CF_ARITH), FPRINT(DATA), NO_JSON, CKPT_D, TWIN_FILES},
+    {"data", "FILE", NULL, "none", "features: X.npy (with --targets) or a .csv file", NULL, PATH(data_path),
+     EFF(CF_ARITH), FPRINT_D(DATA), JSON_D("data.source", WARN), CKPT_D, TWIN_FILES},
+    {"targets", "FILE", NULL, "none", "targets Y.npy for --data X.npy", NULL, PATH(targets_path),
+     EFF(CF_ARITH), FPRINT_D(DATA), NO_JSON, CKPT_D, TWIN_FILES},
+    {"target-cols", "N", "1", NULL, "CSV: the last N columns are targets", NULL, INT(target_cols, 1, 1 << 20),
+     EFF(CF_ARITH), FPRINT(DATA), JSON_D("data.target_cols", WARN), CKPT_D, TWIN_FILES},
     {"batch", "N", NULL, "preset",
      "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
      "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
      "rows)",
-     "The loop", SET(set_batch)},
+     "The loop", SET(set_batch, get_batch, "3", "5"),
+     EFF(CF_ARITH), FPRINT(BATCH), JSON("batch", MATCH), CKPT, TWIN("BATCH", "the global batch of a micro-batch")},
     {"batch-per-device", "N", NULL, "off",
      "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
      "devices (compare: single then runs all of it)",
-     NULL, INT(batch_per_device, 1, 1 << 24)},
+     NULL, INT(batch_per_device, 1, 1 << 24),
+     EFF(CF_ARITH), FPRINT(BATCH), JSON("batch_per_device", WARN), CKPT_D, TWIN_MOOT},
     {"accum", "K", "1", NULL, "micro-batches per optimizer step (ddp: no_sync on the first K-1)",
-     NULL, INT(accum, 1, 1 << 16)},
-    {"epochs", "N", NULL, "preset", "passes over the data", NULL, LONG(epochs, 1, 1L << 30)},
-    {"steps", "N", NULL, "0 (use --epochs)", "stop after N optimizer steps", NULL, LONG(steps, 1, 1L << 40)},
-    {"shuffle", NULL, "on", NULL, "reshuffle every epoch (seed + epoch)", NULL, ON(shuffle)},
+     NULL, INT(accum, 1, 1 << 16),
+     EFF(CF_ARITH), FPRINT(BATCH), JSON("accum", MATCH), CKPT, TWIN("ACCUM", "micro-batches per optimizer step")},
+    {"epochs", "N", NULL, "preset", "passes over the data", NULL, LONG(epochs, 1, 1L << 30),
+     EFF(CF_ARITH), FPRINT(SCHEDULE), JSON("epochs", MATCH), CKPT_FREE, TWIN_D("STEPS")},
+    {"steps", "N", NULL, "0 (use --epochs)", "stop after N optimizer steps", NULL, LONG(steps, 1, 1L << 40),
+     EFF(CF_ARITH), FPRINT(SCHEDULE), JSON("steps", MATCH), CKPT_FREE, TWIN_D("STEPS")},
+    {"shuffle", NULL, "on", NULL, "reshuffle every epoch (seed + epoch)", NULL, ON(shuffle),
+     EFF(CF_ARITH), FPRINT(ORDER), JSON("shuffle", WARN), CKPT, TWIN("SHUFFLE", "a new order every epoch (drawn by ddpbench: ORDER_FILE)")},
     {"no-shuffle", NULL, NULL, NULL, "keep the data in file order", NULL, OFF(shuffle)},
     {"drop-last", NULL, NULL, "off", "drop the last incomplete batch (and sampler tail)",
-     NULL, ON(drop_last)},
+     NULL, ON(drop_last),
+     EFF(CF_ARITH), FPRINT(ORDER), JSON("drop_last", WARN), CKPT, TWIN("DROP_LAST", NULL)},
     {"sampler-replicas", "N", NULL, "auto",
      "read DistributedSampler(num_replicas=N)'s stream (its padding, or its cut with --drop-last)"
      "; auto: the devices in ddp and compare (so all modes read the same samples), 1 in single "
      "and dp",
-     NULL, INT(sampler_replicas, 1, MAX_DEVICES)},
+     NULL, INT(sampler_replicas, 1, MAX_DEVICES), .get = get_stream_ranks,
+     EFF(CF_ARITH), FPRINT(ORDER), JSON("sampler_replicas", WARN), CKPT_D, TWIN("REPLICAS", "DistributedSampler(num_replicas) of the stream every mode reads")},
     {"rank-samples", "a,b,..", NULL, "none",
      "give rank r its own a, b, ... samples (uneven data: see --join); single and dp read the "
      "same samples step by step",
-     NULL, SET(set_rank_samples)},
+     NULL, SET(set_rank_samples, get_rank_samples, "10,20", "5,5"),
+     EFF(CF_ARITH), FPRINT(ORDER), JSON("rank_samples", WARN), CKPT_D, TWIN_REFUSED},
     {"join", NULL, "on", NULL,
      "a rank out of data shadows the others' all-reduces with zero gradients (torch's Join)",
-     NULL, ON(join)},
+     NULL, ON(join),
+     EFF(CF_ARITH | CF_SHARED), FPRINT(ORDER), JSON("join", WARN), CKPT_FREE, TWIN_MOOT},
     {"no-join", NULL, NULL, NULL,
      "a rank out of data leaves: the others wait in the all-reduce until --timeout", NULL, OFF(join)},
-    {"warmup-steps", "N", "2", NULL, "steps left out of the throughput", NULL, LONG(warmup_steps, 0, 1L << 40)},
-    {"log-every", "N", "0", "0 (each epoch; compare: none)", "print the loss every N steps", NULL, LONG(log_every, 0, 1L << 40)},
+    {"warmup-steps", "N", "2", NULL, "steps left out of the throughput", NULL, LONG(warmup_steps, 0, 1L << 40),
+     EFF(CF_SHARED), FPRINT(SCHEDULE), JSON("warmup_steps", MATCH)},
+    {"log-every", "N", "0", "0 (each epoch; compare: none)", "print the loss every N steps", NULL, LONG(log_every, 0, 1L << 40),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT(SCHEDULE)},
     {"allow-nonfinite", NULL, NULL, "off",
      "keep going when the loss or the parameters become NaN or infinite (otherwise exit 1 "
      "naming the step), and write them to --save and --checkpoint",
-     NULL, ON(allow_nonfinite)},
+     NULL, ON(allow_nonfinite),
+     EFF(CF_SHARED), FPRINT(OTHER)},
     {"comm", "C", "auto", NULL,
      "ddp collectives: auto | shm | nccl | mpi (auto: nccl on CUDA; on the CPU shm, or mpi "
      "under mpirun)",
-     "DDP", NAME(comm, comm_parse, "auto, shm, nccl, mpi")},
+     "DDP", NAME(comm, comm, "auto, shm, nccl, mpi"),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON("comm", WARN)},
     {"launcher", "L", "auto", NULL,
      "who starts ddp's ranks: fork (this process, one host) | mpi (mpirun, one process per "
      "rank, on any hosts; each binds --gpus[local rank]); auto: mpi when mpirun started it",
-     NULL, NAME(launcher, launcher_parse, "auto, fork, mpi")},
+     NULL, NAME(launcher, launcher, "auto, fork, mpi"),
+     EFF(CF_SPEED), JSON_D("launcher", NO)},
     {"bucket-mb", "X", STR(CONFIG_BUCKET_MB), NULL,
-     "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL, SET(set_bucket_mb)},
-    {"first-bucket-mb", "X", "1", NULL, "cap of the first (last layers') bucket", NULL, ABOVE(first_bucket_mb, 0.0, 1 << 20)},
+     "gradient bucket cap in MiB; auto: tried during the warm-up steps, the fastest kept", NULL, SET(set_bucket_mb, get_bucket_mb, "3", "auto"),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON("bucket_mb", WARN), TWIN("BUCKET_MB", "DDP's gradient buckets")},
+    {"first-bucket-mb", "X", "1", NULL, "cap of the first (last layers') bucket", NULL, ABOVE(first_bucket_mb, 0.0, 1 << 20),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON("first_bucket_mb", WARN)},
     {"overlap", NULL, "on", NULL, "all-reduce each bucket while backward still runs",
-     NULL, ON(overlap)},
+     NULL, ON(overlap),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON("overlap", WARN)},
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
-    {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6)},
-    {"zero", "N", NULL, "0",
+    {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6),
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    /* --zero1 first: the fingerprint's lines follow the rows, and its line is
+     * the first to differ when it is flipped */
+    {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero, get_zero1, "1", NULL),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero1", WARN), TWIN_REFUSED},
+    {"zero", "N", "0", NULL,
      "ZeRO stage N (a list under compare: a ddp column each): 0 none, 1 the optimizer state sharded "
      "(ZeroRedundancyOptimizer), 2 and the gradients, 3 and the parameters (FSDP FULL_SHARD)",
-     NULL, SET(set_zero)},
-    {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero)},
+     NULL, SET(set_zero, get_zero, "2", "3"),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero", WARN), TWIN_REFUSED},
     {"mem-limit", "BYTES", NULL, "none",
      "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
-     NULL, SET(set_mem_limit)},
+     NULL, SET(set_mem_limit, get_mem_limit, "64M", "1G"), EFF(CF_META)},
     {"slow-rank", "R:F", NULL, "none",
      "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
      "and fractional (1.1: 10% more; the same result, F times the work)",
-     NULL, SET(set_slow_rank)},
+     NULL, SET(set_slow_rank, get_slow_rank, "1:2", "0:3"),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("slow_rank", WARN)},
     {"min-bytes", "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
-     "Collective benchmark (--mode comm, like nccl-tests)", BYTES(min_bytes), .letter = 'b'},
-    {"max-bytes", "N", "16M", NULL, "largest message", NULL, BYTES(max_bytes), .letter = 'e'},
-    {"step-factor", "X", "4", NULL, "each size is the last times X", NULL, ABOVE(step_factor, 1.0, 1024.0), .letter = 'f'},
-    {"iters", "N", "20", NULL, "timed iterations per size", NULL, LONG(iters, 1, 1000000), .letter = 'n'},
-    {"warmup-iters", "N", "5", NULL, "untimed iterations before them", NULL, LONG(warmup_iters, 0, 1000000), .letter = 'w'},
+     "Collective benchmark (--mode comm, like nccl-tests)", BYTES(min_bytes), .letter = 'b',
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    {"max-bytes", "N", "16M", NULL, "largest message", NULL, BYTES(max_bytes), .letter = 'e',
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    {"step-factor", "X", "4", NULL, "each size is the last times X", NULL, ABOVE(step_factor, 1.0, 1024.0), .letter = 'f',
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    {"iters", "N", "20", NULL, "timed iterations per size", NULL, LONG(iters, 1, 1000000), .letter = 'n',
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    {"warmup-iters", "N", "5", NULL, "untimed iterations before them", NULL, LONG(warmup_iters, 0, 1000000), .letter = 'w',
+     EFF(CF_SHARED), FPRINT(OTHER)},
     {"coll", "LIST", "all", NULL,
      "all-reduce, broadcast, reduce-scatter, all-gather, reduce (a comma list), or all (the first "
      "four)",
-     NULL, SET(set_colls)},
-    {"quiet", NULL, NULL, "off", "print only errors and the final result", "Reporting", ON(quiet)},
-    {"json", NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL, ON(json)},
-    {"csv", NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL, ON(csv)},
+     NULL, SET(set_colls, get_colls, "reduce", "broadcast"),
+     EFF(CF_SHARED), FPRINT(OTHER)},
+    {"quiet", NULL, NULL, "off", "print only errors and the final result", "Reporting", ON(quiet),
+     EFF(CF_OUTPUT)},
+    {"json", NULL, NULL, "off", "print one JSON object per run on stdout, nothing else", NULL, ON(json),
+     EFF(CF_OUTPUT)},
+    {"csv", NULL, NULL, "off", "print one CSV row per run (with a header) on stdout", NULL, ON(csv),
+     EFF(CF_OUTPUT)},
     {"explain", NULL, NULL, "off",
      "tell the middle timed step: what moved where, how long, DDP's buckets against backward; "
      "then why each mode is as fast as it is",
-     NULL, ON(explain)},
-    {"trace", "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL, PATH(trace_path)},
+     NULL, ON(explain),
+     EFF(CF_OUTPUT)},
+    {"trace", "FILE", NULL, "none", "write a Chrome trace (open in Perfetto)", NULL, PATH(trace_path),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT_GIVEN(OTHER)},
     {"report", "FILE.html", NULL, "none",
      "write one offline HTML page: a median step's timeline per device, phase and memory bars, "
      "--predict's curves, the verdict",
-     NULL, PATH(report_path)},
+     NULL, PATH(report_path),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT_GIVEN(OTHER)},
     {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
-     NULL, PATH(baseline_path)},
+     NULL, PATH(baseline_path),
+     EFF(CF_OUTPUT)},
     {"tolerance", "PCT", "5", NULL,
      "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL,
-     DOUBLE(tolerance_pct, 0.0, 100.0)},
+     DOUBLE(tolerance_pct, 0.0, 100.0),
+     EFF(CF_OUTPUT)},
     {"against", "BASE", NULL, "none",
      "A/B gate: run the executable BASE and the candidate with these options, round by round "
      "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
      "verdict); --repeat sets the rounds (default " STR(CONFIG_AB_ROUNDS) " here)",
-     NULL, PATH(against)},
+     NULL, PATH(against),
+     EFF(CF_META)},
     {"candidate", "CAND", NULL, "this ddpbench", "the other side of --against", NULL,
-     PATH(candidate)},
+     PATH(candidate),
+     EFF(CF_META)},
     {"repeat", "N", "1", NULL,
      "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL,
-     SET(set_repeat)},
+     SET(set_repeat, get_repeat, "3", "2"),
+     EFF(CF_SHARED), FPRINT(OTHER)},
     {"predict", NULL, NULL, "off",
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
-     NULL, ON(predict)},
+     NULL, ON(predict),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT(OTHER)},
     {"emit-pytorch", "FILE.py", NULL, "none",
      "write a PyTorch script that runs the same job (its initial weights and data beside it) "
      "and prints the same checksum",
-     NULL, PATH(emit_pytorch)},
-    {"save", "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints", PATH(save_path)},
-    {"init", "FILE", NULL, "none", "start from weights in a .safetensors file", NULL, PATH(init_path)},
-    {"checkpoint", "FILE", NULL, "none", "write a resumable checkpoint here", NULL, PATH(checkpoint_path)},
+     NULL, PATH(emit_pytorch),
+     EFF(CF_OUTPUT)},
+    {"save", "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints", PATH(save_path),
+     EFF(CF_OUTPUT)},
+    {"init", "FILE", NULL, "none", "start from weights in a .safetensors file", NULL, PATH(init_path),
+     EFF(CF_ARITH), FPRINT_RANK0, NO_JSON, CKPT_FREE, TWIN_FILES},
+    {"checkpoint", "FILE", NULL, "none", "write a resumable checkpoint here", NULL, PATH(checkpoint_path),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT_GIVEN(SCHEDULE)},
     {"checkpoint-every", "N", NULL, "0 (at the end)", "steps between checkpoints",
-     NULL, LONG(checkpoint_every, 1, 1L << 40)},
-    {"resume", "FILE", NULL, "none", "continue exactly from a --checkpoint file", NULL, PATH(resume_path)},
-    {"help", NULL, NULL, NULL, "this text", "Other", PASS1},
-    {"version", NULL, NULL, NULL, "print the version", NULL, PASS1},
+     NULL, LONG(checkpoint_every, 1, 1L << 40),
+     EFF(CF_SHARED | CF_OUTPUT), FPRINT(SCHEDULE)},
+    {"resume", "FILE", NULL, "none", "continue exactly from a --checkpoint file", NULL, PATH(resume_path),
+     EFF(CF_ARITH), FPRINT_FILE(SCHEDULE), NO_JSON, CKPT_FREE, TWIN_REFUSED},
+    {"help", NULL, NULL, NULL, "this text", "Other", PASS1,
+     EFF(CF_META)},
+    {"version", NULL, NULL, NULL, "print the version", NULL, PASS1,
+     EFF(CF_META)},
 };
 #define NOPTS ((int)(sizeof opts / sizeof opts[0]))
 
@@ -790,4 +1012,177 @@ int config_argv_without(int argc, char **argv, const char *const *drop, char **o
     out[n] = NULL;
     optind = 0;
     return n;
+}
+
+// ---------------------------------------------------------------------------
+// the rows for what derives from them (fields.h)
+
+int config_fields(void) { return NOPTS; }
+const char *config_field_name(int i) { return opts[i].name; }
+const config_derive_t *config_field_derive(int i) { return &opts[i].d; }
+
+int config_field_find(const char *name)
+{
+    for (int i = 0; i < NOPTS; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void config_field_value(const config_t *c, int i, config_value_t *v)
+{
+    const opt_t *o = &opts[i];
+    const void *f = (const char *)c + o->off;
+    memset(v, 0, offsetof(config_value_t, list));
+    v->buf[0] = 0;
+    if (o->get) {
+        o->get(c, v);
+        return;
+    }
+    switch (o->kind) {
+    case K_ON:
+    case K_OFF:
+        v->type = CV_BOOL;
+        v->b = *(const bool *)f;
+        return;
+    case K_INT:
+        v->type = CV_INT;
+        v->i = *(const int *)f;
+        return;
+    case K_LONG:
+    case K_BYTES:
+        v->type = CV_INT;
+        v->i = *(const long *)f;
+        return;
+    case K_FLOAT:
+        v->type = CV_FLOAT;
+        v->f = *(const float *)f;
+        return;
+    case K_DOUBLE:
+    case K_ABOVE:
+        v->type = CV_DOUBLE;
+        v->d = *(const double *)f;
+        return;
+    case K_PATH:
+        v->type = CV_STR;
+        v->s = (const char *)f;
+        return;
+    case K_NAME:
+        v->type = CV_STR;
+        v->s = o->show(*(const int *)f);
+        return;
+    case K_PASS1:
+    case K_SET: /* a setter's row has its get */
+        v->type = CV_NONE;
+        return;
+    }
+}
+
+void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
+                       size_t n)
+{
+    size_t used = 0;
+    out[0] = 0;
+    if (v->word) {
+        snprintf(out, n, "%s", v->word);
+        return;
+    }
+    switch (v->type) {
+    case CV_NONE:
+        return;
+    case CV_BOOL:
+        snprintf(out, n, "%s", v->b ? yes : no);
+        return;
+    case CV_INT:
+        snprintf(out, n, "%lld", v->i);
+        return;
+    case CV_UINT:
+        snprintf(out, n, "%llu", v->u);
+        return;
+    case CV_FLOAT: /* the shortest decimal that reads back as the same float */
+        for (int prec = 1; prec <= 9; prec++) {
+            snprintf(out, n, "%.*g", prec, (double)v->f);
+            if ((float)strtod(out, NULL) == v->f)
+                break;
+        }
+        return;
+    case CV_DOUBLE:
+        snprintf(out, n, "%.9g", v->d);
+        return;
+    case CV_STR:
+        snprintf(out, n, "%s", v->s ? v->s : "");
+        return;
+    case CV_LIST:
+        if (v->n == 0)
+            snprintf(out, n, "none");
+        for (int i = 0; i < v->n && used < n; i++)
+            used += (size_t)snprintf(out + used, n - used, "%s%ld", i ? "," : "", v->list[i]);
+        return;
+    }
+}
+
+/* Another number than v within [lo, hi] (v below lo: an unresolved "auto",
+ * which stands for lo or more). */
+static double other_number(double v, double lo, double hi)
+{
+    if (v < lo)
+        return lo + 1 <= hi ? lo + 1 : hi;
+    if (v + 1 <= hi)
+        return v + 1;
+    if (v - 1 >= lo && v - 1 > lo)
+        return v - 1;
+    return (v + lo) / 2;
+}
+
+int config_field_flip(config_t *c, int i, char *err)
+{
+    const opt_t *o = &opts[i];
+    void *f = (char *)c + o->off;
+    char buf[64];
+    switch (o->kind) {
+    case K_ON:
+        *(bool *)f = !*(bool *)f;
+        return DDP_OK;
+    case K_INT:
+        *(int *)f = (int)other_number(*(int *)f, o->lo, o->hi);
+        return DDP_OK;
+    case K_LONG:
+    case K_BYTES:
+        *(long *)f = o->kind == K_BYTES ? *(long *)f * 2 + 1
+                                        : (long)other_number((double)*(long *)f, o->lo, o->hi);
+        return DDP_OK;
+    case K_FLOAT:
+        *(float *)f = (float)other_number(*(float *)f, o->lo, o->hi);
+        return DDP_OK;
+    case K_DOUBLE:
+    case K_ABOVE:
+        *(double *)f = other_number(*(double *)f, o->lo, o->hi);
+        return DDP_OK;
+    case K_PATH:
+        snprintf((char *)f, CONFIG_PATH_LEN, "%s", *(char *)f ? "" : "flipped.file");
+        return DDP_OK;
+    case K_NAME: { /* the next of its choices that is another value */
+        int now = *(int *)f;
+        snprintf(buf, sizeof buf, "%s", o->choices);
+        for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+            if (o->parse(t) >= 0 && o->parse(t) != now) {
+                *(int *)f = o->parse(t);
+                return DDP_OK;
+            }
+        break;
+    }
+    case K_SET: {
+        config_t before = *c;
+        for (int k = 0; k < 2 && o->examples[k]; k++) {
+            TRY(o->set(c, o->name, o->examples[k], NULL, err));
+            if (memcmp(&before, c, sizeof *c) != 0)
+                return DDP_OK;
+        }
+        break;
+    }
+    case K_OFF:
+    case K_PASS1:
+        break;
+    }
+    return err_set(err, DDP_ERR_INPUT, "--%s: no other value to flip to", o->name);
 }

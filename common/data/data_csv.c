@@ -321,6 +321,54 @@ static int csv_parse(const char *path, const char *text, size_t len, bool header
     return DDP_OK;
 }
 
+/* The text of path (its byte order mark skipped) into d; the caller frees
+ * the text, and d on failure. */
+static int csv_load_text(dataset_t *d, const char *path, const char *body, size_t len,
+                         int target_cols, bool want_labels, char *err)
+{
+    const char *nul = memchr(body, '\0', len);
+    if (nul) {
+        size_t lineno = 1;
+        for (const char *p = body; p < nul; p++)
+            lineno += *p == '\n';
+        return err_set(err, DDP_ERR_INPUT, "%s: line %zu contains a NUL byte: not a text file",
+                       path, lineno);
+    }
+    bool header;
+    size_t cols, rows;
+    TRY(csv_scan(path, body, len, &header, &cols, &rows, err));
+    if ((size_t)target_cols >= cols)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--target-cols %d leaves no feature columns in %s (%zu column%s)",
+                       target_cols, path, cols, cols == 1 ? "" : "s");
+    size_t in_dim = cols - (size_t)target_cols;
+    if (in_dim > DATA_MAX_COLS)
+        return err_set(err, DDP_ERR_INPUT, "%s: %zu feature columns, over the limit of %zu",
+                       path, in_dim, DATA_MAX_COLS);
+    if (rows > DATA_MAX_ROWS)
+        return err_set(err, DDP_ERR_INPUT, "%s: %zu rows, over the limit of %zu", path, rows,
+                       DATA_MAX_ROWS);
+    /* A data line holds at least one non-space byte and cols - 1 commas, so
+     * rows * cols <= 2 * len: no overflow. */
+    if (rows * cols > DATA_MAX_BYTES / sizeof(float))
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: %zu x %zu values need %zu bytes, over the limit of %zu", path, rows,
+                       cols, rows * cols * sizeof(float), DATA_MAX_BYTES);
+    d->x = malloc(rows * in_dim * sizeof(float));
+    d->y = malloc(rows * (size_t)target_cols * sizeof(float));
+    if (!d->x || !d->y)
+        return err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu x %zu values", path, rows,
+                       cols);
+    TRY(csv_parse(path, body, len, header, cols, in_dim, want_labels, d->x, d->y, err));
+    d->n = rows;
+    d->in_dim = (int)in_dim;
+    d->tgt_cols = target_cols;
+    d->labels = want_labels;
+    d->header_lines = header ? 1 : 0;
+    snprintf(d->source, sizeof d->source, "%s", path);
+    return DDP_OK;
+}
+
 int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels, char *err)
 {
     memset(d, 0, sizeof *d);
@@ -336,78 +384,18 @@ int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_lab
 
     char *text;
     size_t len;
-    int rc = csv_read_file(path, &text, &len, err);
-    if (rc)
-        return rc;
+    TRY(csv_read_file(path, &text, &len, err));
     const char *body = text;
     if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0) { /* UTF-8 byte order mark */
         body += 3;
         len -= 3;
     }
-    const char *nul = memchr(body, '\0', len);
-    if (nul) {
-        size_t lineno = 1;
-        for (const char *p = body; p < nul; p++)
-            lineno += *p == '\n';
-        rc = err_set(err, DDP_ERR_INPUT, "%s: line %zu contains a NUL byte: not a text file",
-                     path, lineno);
-        goto fail;
-    }
-
-    bool header;
-    size_t cols, rows;
-    rc = csv_scan(path, body, len, &header, &cols, &rows, err);
-    if (rc)
-        goto fail;
-    if ((size_t)target_cols >= cols) {
-        rc = err_set(err, DDP_ERR_INPUT,
-                     "--target-cols %d leaves no feature columns in %s (%zu column%s)",
-                     target_cols, path, cols, cols == 1 ? "" : "s");
-        goto fail;
-    }
-    size_t in_dim = cols - (size_t)target_cols;
-    if (in_dim > DATA_MAX_COLS) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %zu feature columns, over the limit of %zu", path,
-                     in_dim, DATA_MAX_COLS);
-        goto fail;
-    }
-    if (rows > DATA_MAX_ROWS) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %zu rows, over the limit of %zu", path, rows,
-                     DATA_MAX_ROWS);
-        goto fail;
-    }
-    /* A data line holds at least one non-space byte and cols - 1 commas, so
-     * rows * cols <= 2 * len: no overflow. */
-    if (rows * cols > DATA_MAX_BYTES / sizeof(float)) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %zu x %zu values need %zu bytes, over the limit of %zu",
-                     path, rows, cols, rows * cols * sizeof(float), DATA_MAX_BYTES);
-        goto fail;
-    }
-
-    d->x = malloc(rows * in_dim * sizeof(float));
-    d->y = malloc(rows * (size_t)target_cols * sizeof(float));
-    if (!d->x || !d->y) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu x %zu values", path, rows,
-                     cols);
-        goto fail;
-    }
-    rc = csv_parse(path, body, len, header, cols, in_dim, want_labels, d->x, d->y, err);
-    if (rc)
-        goto fail;
+    int rc = csv_load_text(d, path, body, len, target_cols, want_labels, err);
     free(text);
-
-    d->n = rows;
-    d->in_dim = (int)in_dim;
-    d->tgt_cols = target_cols;
-    d->labels = want_labels;
-    d->header_lines = header ? 1 : 0;
-    snprintf(d->source, sizeof d->source, "%s", path);
-    return DDP_OK;
-
-fail:
-    free(text);
-    free(d->x);
-    free(d->y);
-    memset(d, 0, sizeof *d);
+    if (rc != DDP_OK) {
+        free(d->x);
+        free(d->y);
+        memset(d, 0, sizeof *d);
+    }
     return rc;
 }

@@ -633,6 +633,42 @@ static int npy_file_read(npy_file_t *nf, float *out, bool labels, char *err)
 // ----------------------------------------------------------------------------
 // data_load_npy
 
+/* The two opened files' values into d; the caller closes them, and frees
+ * d on failure. */
+static int npy_load_pair(dataset_t *d, npy_file_t *xf, npy_file_t *yf, const char *x_path,
+                         const char *y_path, bool want_labels, char *err)
+{
+    if (xf->rows != yf->rows)
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: %zu rows, but %s has %zu: features and targets must have the same "
+                       "rows",
+                       y_path, yf->rows, x_path, xf->rows);
+    bool labels = want_labels || dtype_is_int(yf->info.dtype);
+    if (labels && yf->cols != 1)
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: class labels must be one column of integer ids, this has %zu columns",
+                       y_path, yf->cols);
+    size_t x_elems = xf->rows * xf->cols, y_elems = yf->rows * yf->cols;
+    if (x_elems + y_elems > DATA_MAX_BYTES / sizeof(float))
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s: features and targets together need %zu bytes as float32, over the "
+                       "limit of %zu",
+                       x_path, (x_elems + y_elems) * sizeof(float), DATA_MAX_BYTES);
+    d->x = malloc(x_elems * sizeof(float));
+    d->y = malloc(y_elems * sizeof(float));
+    if (!d->x || !d->y)
+        return err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu bytes of data", x_path,
+                       (x_elems + y_elems) * sizeof(float));
+    TRY(npy_file_read(xf, d->x, false, err));
+    TRY(npy_file_read(yf, d->y, labels, err));
+    d->n = xf->rows;
+    d->in_dim = (int)xf->cols;
+    d->tgt_cols = (int)yf->cols;
+    d->labels = labels;
+    snprintf(d->source, sizeof d->source, "%s + %s", x_path, y_path);
+    return DDP_OK;
+}
+
 int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool want_labels,
                   char *err)
 {
@@ -640,65 +676,18 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
     if (!x_path || !*x_path || !y_path || !*y_path)
         return err_set(err, DDP_ERR_INPUT,
                        "a .npy dataset needs both a features file and a targets file");
-
     npy_file_t xf = {0}, yf = {0};
     int rc = npy_file_open(&xf, x_path, false, err);
-    if (rc)
-        goto fail;
-    rc = npy_file_open(&yf, y_path, true, err);
-    if (rc)
-        goto fail;
-
-    if (xf.rows != yf.rows) {
-        rc = err_set(err, DDP_ERR_INPUT,
-                     "%s: %zu rows, but %s has %zu: features and targets must have the same rows",
-                     y_path, yf.rows, x_path, xf.rows);
-        goto fail;
-    }
-    bool labels = want_labels || dtype_is_int(yf.info.dtype);
-    if (labels && yf.cols != 1) {
-        rc = err_set(err, DDP_ERR_INPUT,
-                     "%s: class labels must be one column of integer ids, this has %zu columns",
-                     y_path, yf.cols);
-        goto fail;
-    }
-    size_t x_elems = xf.rows * xf.cols, y_elems = yf.rows * yf.cols;
-    if (x_elems + y_elems > DATA_MAX_BYTES / sizeof(float)) {
-        rc = err_set(err, DDP_ERR_INPUT,
-                     "%s: features and targets together need %zu bytes as float32, over the "
-                     "limit of %zu",
-                     x_path, (x_elems + y_elems) * sizeof(float), DATA_MAX_BYTES);
-        goto fail;
-    }
-
-    d->x = malloc(x_elems * sizeof(float));
-    d->y = malloc(y_elems * sizeof(float));
-    if (!d->x || !d->y) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu bytes of data", x_path,
-                     (x_elems + y_elems) * sizeof(float));
-        goto fail;
-    }
-    rc = npy_file_read(&xf, d->x, false, err);
-    if (rc)
-        goto fail;
-    rc = npy_file_read(&yf, d->y, labels, err);
-    if (rc)
-        goto fail;
+    if (rc == DDP_OK)
+        rc = npy_file_open(&yf, y_path, true, err);
+    if (rc == DDP_OK)
+        rc = npy_load_pair(d, &xf, &yf, x_path, y_path, want_labels, err);
     npy_file_close(&xf);
     npy_file_close(&yf);
-
-    d->n = xf.rows;
-    d->in_dim = (int)xf.cols;
-    d->tgt_cols = (int)yf.cols;
-    d->labels = labels;
-    snprintf(d->source, sizeof d->source, "%s + %s", x_path, y_path);
-    return DDP_OK;
-
-fail:
-    npy_file_close(&xf);
-    npy_file_close(&yf);
-    free(d->x);
-    free(d->y);
-    memset(d, 0, sizeof *d);
+    if (rc != DDP_OK) {
+        free(d->x);
+        free(d->y);
+        memset(d, 0, sizeof *d);
+    }
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "base/fault.h"
 #include "base/hash.h"
 #include "base/text.h"
+#include "config/fields.h"
 #include "io/safetensors.h"
 #include "base/status.h"
 
@@ -268,8 +269,8 @@ void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, s
 // the facts a checkpoint records about its run
 
 typedef struct {
-    const char *key;
-    const char *option; /* how the user sets it, for messages */
+    char key[32];
+    char option[40]; /* how the user sets it, for messages */
     char val[320];
 } fact_t;
 
@@ -335,60 +336,47 @@ static void stream_identity(const config_t *c, char *out, size_t size)
         used += (size_t)snprintf(out + used, size - used, "%s%ld", r ? "," : "", c->rank_samples[r]);
 }
 
-static int run_facts(const schedule_t *s, const model_spec_t *spec, fact_t *f)
+/* The run's facts: every option row that records one (config/fields.h),
+ * in the table's order, then those that join several fields: the world,
+ * the sample stream, the data and its contents. */
+static int run_facts(const schedule_t *s, fact_t *f)
 {
     const config_t *c = s->cfg;
-    const optim_cfg_t *o = &c->optim;
     int n = 0;
-#define FACT(k, opt, ...)                                                                       \
-    do {                                                                                        \
-        f[n].key = k;                                                                           \
-        f[n].option = opt;                                                                      \
-        snprintf(f[n].val, sizeof f[n].val, __VA_ARGS__);                                       \
-        n++;                                                                                    \
-    } while (0)
-#define FACT_FLOAT(k, opt, v)                                                                   \
-    do {                                                                                        \
-        f[n].key = k;                                                                           \
-        f[n].option = opt;                                                                      \
-        fmt_float(f[n].val, sizeof f[n].val, v);                                                \
-        n++;                                                                                    \
-    } while (0)
-    layers_str(spec, f[n].val, sizeof f[n].val);
-    f[n].key = "layers";
-    f[n++].option = "--layers";
-    FACT("act", "--act", "%s", act_name(c->act));
-    FACT("loss", "--loss", "%s", loss_name(c->loss));
-    FACT("optim", "--optim", "%s", optim_name(o->kind));
-    FACT_FLOAT("lr", "--lr", o->lr);
-    if (o->kind == OPTIM_SGD) {
-        FACT_FLOAT("momentum", "--momentum", o->momentum);
-        FACT_FLOAT("dampening", "--dampening", o->dampening);
-        FACT("nesterov", "--nesterov", "%s", o->nesterov ? "true" : "false");
-    } else {
-        FACT_FLOAT("beta1", "--beta1", o->beta1);
-        FACT_FLOAT("beta2", "--beta2", o->beta2);
-        FACT_FLOAT("eps", "--eps", o->eps);
+    for (int i = 0; i < config_fields() && n < MAX_FACTS - 4; i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->ckpt != C_FACT || (d->optims && !(d->optims & (1u << c->optim.kind))))
+            continue;
+        const char *name = config_field_name(i);
+        snprintf(f[n].key, sizeof f[n].key, "%s", name);
+        for (char *p = f[n].key; *p; p++)
+            if (*p == '-')
+                *p = '_';
+        /* a flag with a --no- form is named by its field ("shuffle true") */
+        char no[48];
+        snprintf(no, sizeof no, "no-%s", name);
+        snprintf(f[n].option, sizeof f[n].option, "%s%s", config_field_find(no) >= 0 ? "" : "--",
+                 name);
+        config_value_t v;
+        config_field_value(c, i, &v);
+        config_value_text(&v, "true", "false", f[n].val, sizeof f[n].val);
+        n++;
     }
-    FACT_FLOAT("weight_decay", "--weight-decay", o->weight_decay);
-    FACT("seed", "--seed", "%llu", (unsigned long long)c->seed);
-    FACT("mode", "--mode", "%s", mode_name(c->mode));
-    FACT("world", "device count", "%d", ckpt_world(c));
-    FACT("batch", "--batch", "%d", c->batch);
-    FACT("accum", "--accum", "%d", c->accum);
-    FACT("shuffle", "shuffle", "%s", c->shuffle ? "true" : "false");
-    FACT("drop_last", "--drop-last", "%s", c->drop_last ? "true" : "false");
+#define FACT(k, opt)                                                                            \
+    do {                                                                                        \
+        snprintf(f[n].key, sizeof f[n].key, "%s", k);                                           \
+        snprintf(f[n].option, sizeof f[n].option, "%s", opt);                                   \
+        n++;                                                                                    \
+    } while (0)
+    snprintf(f[n].val, sizeof f[n].val, "%d", ckpt_world(c));
+    FACT("world", "device count");
     stream_identity(c, f[n].val, sizeof f[n].val);
-    f[n].key = "stream";
-    f[n++].option = "the sample stream";
+    FACT("stream", "the sample stream");
     data_identity(c, s->data, f[n].val, sizeof f[n].val);
-    f[n].key = "data";
-    f[n++].option = "data";
+    FACT("data", "data");
     data_contents(s->data, f[n].val, sizeof f[n].val);
-    f[n].key = "data_hash";
-    f[n++].option = "data contents";
+    FACT("data_hash", "data contents");
 #undef FACT
-#undef FACT_FLOAT
     return n;
 }
 
@@ -400,7 +388,7 @@ int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
               bool kill_before_rename, char *err)
 {
     fact_t facts[MAX_FACTS];
-    int nf = run_facts(s, spec, facts);
+    int nf = run_facts(s, facts);
     long spe = s->steps_per_epoch;
     long epoch = pos->global_step / spe;
     char num[5][24];
@@ -463,7 +451,7 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
         return err_set(err, DDP_ERR_INPUT, "checkpoint format '%.32s'; this ddpbench reads "
                                            "format " CKPT_FORMAT, v);
     fact_t facts[MAX_FACTS];
-    int nf = run_facts(s, spec, facts);
+    int nf = run_facts(s, facts);
     for (int i = 0; i < nf; i++) {
         const char *old = st_meta(h, facts[i].key);
         char implied[64];

@@ -376,6 +376,38 @@ static int check_tiling(st_header_t *h, char *err)
     return rc;
 }
 
+/* The parsed JSON root's entries into h: the metadata once, every tensor,
+ * no name twice, tiling the data.  The caller frees h on failure. */
+static int header_entries(const cJSON *root, st_header_t *h, char *err)
+{
+    if (!cJSON_IsObject(root))
+        return err_set(err, DDP_ERR_INPUT, "the header is not a JSON object");
+    size_t n = 0;
+    for (const cJSON *c = root->child; c; c = c->next)
+        n++;
+    if (!(h->t = calloc(n ? n : 1, sizeof *h->t)))
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header (%zu entries)", n);
+    for (const cJSON *c = root->child; c; c = c->next) {
+        if (strcmp(c->string, "__metadata__") == 0) {
+            if (h->has_metadata)
+                return err_set(err, DDP_ERR_INPUT, "the header names __metadata__ twice");
+            h->has_metadata = true;
+            TRY(parse_metadata(c, h, err));
+            continue;
+        }
+        TRY(parse_tensor(c, h->data_len, &h->t[h->nt], err));
+        h->nt++;
+    }
+    qsort(h->t, h->nt, sizeof *h->t, cmp_names);
+    for (size_t i = 1; i < h->nt; i++)
+        if (strcmp(h->t[i - 1].name, h->t[i].name) == 0) {
+            char a[NAME_SHOW + 4];
+            return err_set(err, DDP_ERR_INPUT, "the header names tensor '%s' twice",
+                           show(h->t[i].name, a, sizeof a));
+        }
+    return check_tiling(h, err);
+}
+
 int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_header_t *h,
                     char *err)
 {
@@ -385,9 +417,7 @@ int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_
     h->header_len = header_len;
     h->data_start = ST_PREFIX + header_len;
     h->data_len = file_size - h->data_start;
-    int rc = check_text(text, header_len, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(check_text(text, header_len, err));
 
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, header_len, &end, 0);
@@ -397,53 +427,15 @@ int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_
                        ST_PREFIX + at);
     }
     h->json = root;
-    for (size_t i = (size_t)(end - text); i < header_len; i++)
-        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
+    int rc = DDP_OK;
+    for (size_t i = (size_t)(end - text); i < header_len && rc == DDP_OK; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r')
             rc = err_set(err, DDP_ERR_INPUT,
                          "the header has text after its JSON object (byte %zu)", ST_PREFIX + i);
-            goto fail;
-        }
-    if (!cJSON_IsObject(root)) {
-        rc = err_set(err, DDP_ERR_INPUT, "the header is not a JSON object");
-        goto fail;
-    }
-
-    size_t n = 0;
-    for (const cJSON *c = root->child; c; c = c->next)
-        n++;
-    h->t = calloc(n ? n : 1, sizeof *h->t);
-    if (!h->t) {
-        rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the header (%zu entries)", n);
-        goto fail;
-    }
-    for (const cJSON *c = root->child; c; c = c->next) {
-        if (strcmp(c->string, "__metadata__") == 0) {
-            if (h->has_metadata) {
-                rc = err_set(err, DDP_ERR_INPUT, "the header names __metadata__ twice");
-                goto fail;
-            }
-            h->has_metadata = true;
-            if ((rc = parse_metadata(c, h, err)) != DDP_OK)
-                goto fail;
-            continue;
-        }
-        if ((rc = parse_tensor(c, h->data_len, &h->t[h->nt], err)) != DDP_OK)
-            goto fail;
-        h->nt++;
-    }
-    qsort(h->t, h->nt, sizeof *h->t, cmp_names);
-    for (size_t i = 1; i < h->nt; i++)
-        if (strcmp(h->t[i - 1].name, h->t[i].name) == 0) {
-            char a[NAME_SHOW + 4];
-            rc = err_set(err, DDP_ERR_INPUT, "the header names tensor '%s' twice",
-                         show(h->t[i].name, a, sizeof a));
-            goto fail;
-        }
-    if ((rc = check_tiling(h, err)) != DDP_OK)
-        goto fail;
-    return DDP_OK;
-fail:
-    st_header_free(h);
+    if (rc == DDP_OK)
+        rc = header_entries(root, h, err);
+    if (rc != DDP_OK)
+        st_header_free(h);
     return rc;
 }
 

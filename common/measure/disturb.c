@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/procfile.h"
 
 static char proc_dir[256] = "/proc";
 
@@ -18,22 +19,20 @@ void disturb_set_proc_dir(const char *dir)
     snprintf(proc_dir, sizeof proc_dir, "%s", dir ? dir : "/proc");
 }
 
-static FILE *proc_open(const char *name)
+/* The line of proc_dir's file name that starts with key, after the key. */
+static bool proc_value(const char *name, const char *key, char *out, size_t n)
 {
     char path[320];
     snprintf(path, sizeof path, "%s/%s", proc_dir, name);
-    return fopen(path, "r");
+    return procfile_value(path, key, out, n);
 }
 
 static double read_load(void)
 {
-    FILE *f = proc_open("loadavg");
+    char line[128];
     double v = NAN;
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = NAN;
-        fclose(f);
-    }
+    if (!proc_value("loadavg", "", line, sizeof line) || sscanf(line, "%lf", &v) != 1)
+        return NAN;
     return v;
 }
 
@@ -41,13 +40,12 @@ static double read_load(void)
  * jiffies.  guest time is already inside user. */
 static bool read_stat(uint64_t *busy, uint64_t *steal)
 {
-    FILE *f = proc_open("stat");
-    if (!f)
+    char line[512];
+    if (!proc_value("stat", "cpu ", line, sizeof line))
         return false;
     unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+    int n = sscanf(line, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
                    &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
     if (n < 7)
         return false;
     *busy = v[0] + v[1] + v[2] + v[5] + v[6];
@@ -82,7 +80,8 @@ void disturb_begin(disturb_mark_t *m)
     m->t0 = now_s();
 }
 
-void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *out)
+void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_switching,
+                 disturb_t *out)
 {
     double t1 = now_s();
     uint64_t busy1 = 0, steal1 = 0;
@@ -97,6 +96,7 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *ou
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     out->cpus_online = cpus > 0 ? (int)cpus : 1;
     out->devices = devices;
+    out->own_switching = own_switching;
     out->own_cpu_s = own1 - m->own0_s;
     out->invol_switches = niv1 - m->nivcsw0;
     out->steps = steps;
@@ -143,7 +143,7 @@ void disturb_judge(disturb_t *d)
             100.0 * d->contention, d->run_cores, d->run_cores == 1 ? "" : "s");
     if (d->known && d->steal_pct > DISTURB_STEAL_PCT_MAX)
         WHY("%s%.0f%% of the CPU time stolen", used ? "; " : "", d->steal_pct);
-    if (d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
+    if (!d->own_switching && d->invol_per_s > DISTURB_NIVCSW_PER_S_MAX)
         WHY("%s%.0f involuntary context switches a second", used ? "; " : "", d->invol_per_s);
 #undef WHY
 }

@@ -75,6 +75,10 @@ typedef struct {
     double contention;         /* share of the run's cores others took (0..1) */
     double steal_s, steal_pct; /* stolen CPU seconds; % of all CPUs' time */
     long invol_switches;       /* involuntary context switches, the run's processes */
+    bool own_switching;        /* the run has more threads than cores of its own (DP's
+                                  device threads, DDP's ranks and their collective
+                                  threads): they preempt each other, so its switches
+                                  cannot tell another process apart and are not judged */
     long steps;                /* optimizer steps of the run */
     double invol_per_step, invol_per_s;
     bool disturbed;
@@ -87,10 +91,12 @@ void disturb_set_proc_dir(const char *dir);
 /* Mark the start of a run (before it forks anything). */
 void disturb_begin(disturb_mark_t *m);
 /* The record of the run since m: devices it used and steps it ran. */
-void disturb_end(const disturb_mark_t *m, int devices, long steps, disturb_t *out);
+void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_switching,
+                 disturb_t *out);
 /* Fill contention, the per-step rate, `disturbed` and `why` from the raw
  * figures in d (wall_s, cpus_online, devices, others_cpu_s, steal_s,
- * invol_switches, steps, known): the judgement alone, for the tests. */
+ * invol_switches, own_switching, steps, known): the judgement alone, for the
+ * tests. */
 void disturb_judge(disturb_t *d);
 
 /* "others took 0.62 of the run's 2 cores; load 3.1 -> 4.0" (one line) */

@@ -61,6 +61,27 @@ long step_times_kept(const step_times_t *t)
     return t->n < STEP_SAMPLE_MAX ? t->n : STEP_SAMPLE_MAX;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double step_times_quantile(const step_times_t *t, double p)
+{
+    long n = step_times_kept(t);
+    double *c = n > 0 ? malloc((size_t)n * sizeof *c) : NULL;
+    if (!c)
+        return 0.0;
+    memcpy(c, t->sample, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double pos = p / 100.0 * (double)(n - 1);
+    long lo = (long)pos, hi = lo + 1 < n ? lo + 1 : lo;
+    double out = c[lo] + (c[hi] - c[lo]) * (pos - (double)lo);
+    free(c);
+    return out;
+}
+
 // ---------------------------------------------------------------------------
 // the loss log
 

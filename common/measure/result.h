@@ -33,6 +33,11 @@ typedef struct {
     long steps_run, steps_shadowed;
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
+    /* The work figure, on the CPU backend (step_meter.c's work_cpu: the CPU
+     * seconds of a timed step less its waits): the steps counted (0 on a
+     * GPU: not measured), the mean and low quantiles */
+    long work_steps;
+    double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
 } device_stats_t;
 
 /* --explain: what the told step (the middle timed step) moved, how much and how long.
@@ -110,6 +115,9 @@ typedef struct {
 void step_times_add(step_times_t *t, double dt, long samples);
 /* Step times kept in the sample: min(n, STEP_SAMPLE_MAX). */
 long step_times_kept(const step_times_t *t);
+/* The p-th percentile (0..100) of the kept sample, interpolated between the
+ * closest ranks as numpy's default; 0 when empty or out of memory. */
+double step_times_quantile(const step_times_t *t, double p);
 
 /* The losses that were logged, at most LOSS_LOG_MAX points (the first ones;
  * the loss lines show every one as it happens).  Grows as needed, unless
@@ -152,7 +160,7 @@ typedef struct {
     size_t nparams;
     param_checksum_t checksum;
 
-    /* what it trained on, for compare's verdict (trainer_describe) */
+    /* what it trained on, for compare's verdict (trainer_begin) */
     optim_kind_t optim;
     double lr;
     int stream_replicas;         /* its DistributedSampler's replicas; 0: --rank-samples */

@@ -35,6 +35,8 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
     memset(m, 0, sizeof *m);
     m->to = *to;
     m->deferred = to->be && !backend_host_visible(to->be);
+    if (!m->deferred && !(m->work = calloc(1, sizeof *m->work)))
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
     /* The loss values a step fetches: one per micro-batch, or DDP's three. */
@@ -62,6 +64,7 @@ void step_meter_free(step_meter_t *m)
         free(r->ev);
         free(r->ph);
         free(r->t);
+        free(r->cpu);
         free(r->span);
         if (r->fetched) {
             if (m->deferred)
@@ -71,6 +74,8 @@ void step_meter_free(step_meter_t *m)
         }
         memset(r, 0, sizeof *r);
     }
+    free(m->work);
+    m->work = NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -88,10 +93,13 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     double *t = realloc(r->t, (size_t)cap * sizeof *t);
     if (t)
         r->t = t;
+    double *cpu = realloc(r->cpu, (size_t)cap * sizeof *cpu);
+    if (cpu)
+        r->cpu = cpu;
     backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
     if (ev)
         r->ev = ev;
-    if (!ph || !t || !ev) {
+    if (!ph || !t || !cpu || !ev) {
         meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
         return false;
     }
@@ -125,6 +133,11 @@ static int mark_at(step_meter_t *m, phase_t p)
     } else {
         r->t[i] = now_s();
     }
+    /* The work figure (work_cpu below): on the CPU the work is done by this
+     * thread when a call returns, so its CPU clock at each mark splits the
+     * step's CPU time by phase.  On a GPU the host's CPU time is only the
+     * launches: not read. */
+    r->cpu[i] = m->deferred ? 0.0 : thread_cpu_s();
     r->n++;
     return i;
 }
@@ -218,6 +231,31 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
     return found;
 }
 
+/* The step's work: the CPU seconds this thread ran in it, less its laps of
+ * waiting (exposed communication and idle: a wait may spin, and what it
+ * waits for is another device's work or the wire, not this one's).  Time the
+ * scheduler gave another process is in no thread's CPU clock, so a busy
+ * machine stretches the step's wall time far more than its work: the figure
+ * the A/B gate judges on the CPU (docs/gate.md).  A --slow-rank straggler's
+ * extra passes and spin are work, on this clock. */
+static double work_cpu(const step_rec_t *r)
+{
+    double w = 0.0;
+    int prev = 0;
+    for (int i = 1; i < r->n; i++) {
+        phase_t p = r->ph[i];
+        if (p == PH_COUNT)
+            continue;
+        if (p != PH_COMM_EXPOSED && p != PH_IDLE)
+            w += r->cpu[i] - r->cpu[prev];
+        prev = i;
+    }
+    phase_t last = r->ph[prev];
+    if (prev > 0 && prev < r->n - 1 && last != PH_COMM_EXPOSED && last != PH_IDLE)
+        w += r->cpu[r->n - 1] - r->cpu[prev];
+    return w;
+}
+
 /* Read a closed step's times (waiting for its last marker: the one host
  * synchronisation of a step on a device) and report it. */
 static int resolve(step_meter_t *m, step_rec_t *r)
@@ -279,6 +317,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     }
     if (m->to.resolved)
         m->to.resolved(m->to.ctx, m, r);
+    if (r->timed && m->work)
+        step_times_add(m->work, work_cpu(r), 0);
     for (int p = 0; p < PH_COUNT; p++) {
         mine[p] += r->charge[p];
         acc[p] += mine[p];
@@ -393,6 +433,17 @@ int step_meter_finish(step_meter_t *m, char *err)
         step_rec_t *r = &m->rec[m->cur ^ k];
         if (r->open && resolve(m, r) != DDP_OK)
             break;
+    }
+    if (m->work && m->work->n > 0) {
+        /* The work's low quantiles: a step's CPU time still grows when
+         * another process shares the core's caches or preempts it mid-step
+         * (docs/gate.md measures how much); its quickest steps hardly do. */
+        device_stats_t *d = m->to.dev;
+        d->work_steps = m->work->n;
+        d->work_cpu_mean = m->work->timed_s / (double)m->work->n;
+        d->work_cpu_p10 = step_times_quantile(m->work, 10);
+        d->work_cpu_p25 = step_times_quantile(m->work, 25);
+        d->work_cpu_p50 = step_times_quantile(m->work, 50);
     }
     return m->rc == DDP_OK ? DDP_OK : err_set(err, m->rc, "%s", m->msg);
 }

@@ -88,6 +88,7 @@ struct step_rec {
     phase_t *ph;             /* the phase each mark ends (PH_COUNT: a plain mark) */
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
+    double *cpu;             /* the thread's CPU clock at each mark (CPU backend only) */
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
@@ -114,6 +115,7 @@ struct step_meter {
     double last_end_t;       /* when the last reported step's last marker passed */
     long resolved_g;         /* the last step reported (-1: none) ... */
     double resolved_dt;      /* ... and its wall time */
+    step_times_t *work;      /* each timed step's work (work_cpu; NULL on a GPU) */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };

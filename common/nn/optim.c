@@ -50,12 +50,10 @@ int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char
     o->n = n;
     int ns = optim_state_count(o);
     size_t bytes = (n ? n : 1) * sizeof(float);
-    if (ns >= 1 && !(o->s1 = backend_alloc_for(be, bytes, MEM_OPTIM)))
-        goto oom;
-    if (ns >= 2 && !(o->s2 = backend_alloc_for(be, bytes, MEM_OPTIM)))
-        goto oom;
-    return DDP_OK;
-oom:
+    bool ok = (ns < 1 || (o->s1 = backend_alloc_for(be, bytes, MEM_OPTIM))) &&
+              (ns < 2 || (o->s2 = backend_alloc_for(be, bytes, MEM_OPTIM)));
+    if (ok)
+        return DDP_OK;
     optim_free(o);
     return err_set(err, DDP_ERR_RUNTIME, "device %d: out of memory for optimizer state",
                    backend_device_id(be));

@@ -142,6 +142,8 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     s->host_syncs_max = NAN;
+    for (int k = 0; k < 4; k++)
+        s->work_cpu_max[k] = NAN;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
         for (int p = 0; p < PH_COUNT; p++)
             s->phase[d][p] = r->dev[d].phase_s[p] / steps;
@@ -152,6 +154,13 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->host_syncs[d] = n > 0 ? (double)r->dev[d].host_syncs / (double)n : NAN;
         if (n > 0 && !(s->host_syncs[d] <= s->host_syncs_max))
             s->host_syncs_max = s->host_syncs[d];
+        const device_stats_t *v = &r->dev[d];
+        const double q[4] = {v->work_cpu_mean, v->work_cpu_p10, v->work_cpu_p25, v->work_cpu_p50};
+        for (int k = 0; k < 4; k++) {
+            s->work_cpu[d][k] = v->work_steps > 0 ? q[k] : NAN;
+            if (v->work_steps > 0 && !(s->work_cpu[d][k] <= s->work_cpu_max[k]))
+                s->work_cpu_max[k] = s->work_cpu[d][k];
+        }
     }
     if (!ref || ref == r)
         return;

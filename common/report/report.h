@@ -67,6 +67,11 @@ typedef struct {
     /* times per timed step the host waited for each device (NAN: not counted) */
     double host_syncs[MAX_DEVICES];
     double host_syncs_max; /* the most of any device (NAN: none counted) */
+    /* CPU seconds of work per timed step (step_meter.c's work_cpu), each
+     * device's mean, p10, p25 and p50, and the most of any device for each
+     * (the step waits for its busiest device); NAN: not measured (a GPU) */
+    double work_cpu[MAX_DEVICES][4];
+    double work_cpu_max[4];
     size_t mem_peak_max;
     /* against single (has_ref) */
     bool has_ref;

@@ -33,22 +33,41 @@
 #include <unistd.h>
 
 #include "base/infile.h"
+#include "config/fields.h"
 #include "report/report.h"
 
-/* What must match for two runs to be comparable (paths under "config"): the
- * work a step does, and how many steps are timed after how much warm-up. */
-static const char *const canon[] = {"mode",  "backend",        "ndevices", "layers",
-                                    "batch", "accum",          "loss",     "optimizer.name",
-                                    "steps", "warmup_steps",   "epochs"};
-#define NCANON ((int)(sizeof canon / sizeof canon[0]))
+/* A run's identity (paths under "config"): each option row says whether its
+ * echoed key must match (the work a step does, and how many steps are timed
+ * after how much warm-up) or may differ with a warning (config/fields.h);
+ * the keys that join several fields say it here. */
+static const struct {
+    const char *path;
+    cf_base_t base;
+} derived_identity[] = {{"ndevices", B_MATCH}, {"data.features", B_WARN}};
+#define MAX_IDENTITY 96
 
-/* What may differ, with a warning: other settings (under "config") and
- * another machine or build (under "environment"). */
-static const char *const other_settings[] = {
-    "act", "seed", "optimizer.lr", "optimizer.momentum", "optimizer.weight_decay",
-    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "data.source", "data.samples",
-    "data.features", "data.target_cols", "devices", "comm", "bucket_mb", "first_bucket_mb",
-    "overlap", "threads", "shuffle", "drop_last"};
+/* The paths of one kind (B_MATCH or B_WARN), rows first, each once. */
+static int identity(cf_base_t kind, const char **out)
+{
+    int n = 0;
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->base != kind || !d->json)
+            continue;
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen = seen || strcmp(out[k], d->json) == 0;
+        if (!seen && n < MAX_IDENTITY)
+            out[n++] = d->json;
+    }
+    for (size_t i = 0; i < sizeof derived_identity / sizeof *derived_identity; i++)
+        if (derived_identity[i].base == kind && n < MAX_IDENTITY)
+            out[n++] = derived_identity[i].path;
+    return n;
+}
+
+/* What may differ, with a warning: another machine or build (under
+ * "environment"). */
 static const char *const other_machine[] = {
     "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
     "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
@@ -374,7 +393,9 @@ int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **m
                        found, m);
     }
     const cJSON *base_cfg = cJSON_GetObjectItemCaseSensitive(*match, "config");
-    for (int i = 0; i < NCANON; i++) {
+    const char *canon[MAX_IDENTITY];
+    int ncanon = identity(B_MATCH, canon);
+    for (int i = 0; i < ncanon; i++) {
         const cJSON *x = at(base_cfg, canon[i]), *y = at(run_config, canon[i]);
         if (!x || !y || !cJSON_Compare(x, y, true)) {
             char there[96], here[96];
@@ -417,9 +438,9 @@ int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *r
     list_diffs(cJSON_GetObjectItemCaseSensitive(match, "environment"), run_env, other_machine,
                (int)(sizeof other_machine / sizeof *other_machine), machine, sizeof machine, &um,
                &nm);
+    const char *other_settings[MAX_IDENTITY];
     list_diffs(cJSON_GetObjectItemCaseSensitive(match, "config"), run_config, other_settings,
-               (int)(sizeof other_settings / sizeof *other_settings), settings, sizeof settings,
-               &us, &ns);
+               identity(B_WARN, other_settings), settings, sizeof settings, &us, &ns);
     buf[0] = 0;
     if (nm + ns == 0)
         return 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/fields.h"
 #include "report/report.h"
 
 const char *const report_json_keys[] = {
@@ -87,6 +88,7 @@ const char *const report_json_keys[] = {
     "devices",
     "mem_peak_bytes_max",
     "host_syncs_per_step",
+    "work_cpu_s",
     "final_loss",
     "diverged",
     "train_loss",
@@ -126,6 +128,20 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
         cJSON_AddNullToObject(o, k);
 }
 
+/* work_cpu_s: {mean, p10, p25, p50} CPU seconds of work per timed step, or
+ * null where it was not measured (a GPU) */
+static void add_work(cJSON *o, const double q[4])
+{
+    if (!isfinite(q[0])) {
+        cJSON_AddNullToObject(o, "work_cpu_s");
+        return;
+    }
+    cJSON *w = cJSON_AddObjectToObject(o, "work_cpu_s");
+    static const char *const key[4] = {"mean", "p10", "p25", "p50"};
+    for (int k = 0; k < 4; k++)
+        cJSON_AddNumberToObject(w, key[k], q[k]);
+}
+
 /* A float option as the user typed it (0.003, not 0.003000000026077032). */
 static double flt(float v)
 {
@@ -134,67 +150,121 @@ static double flt(float v)
     return strtod(buf, NULL);
 }
 
+/* Row i's value under "config" at its key ("optimizer.lr": in "optimizer"). */
+static void add_row(cJSON *o, const char *key, const config_value_t *v)
+{
+    const char *dot = strchr(key, '.');
+    if (dot) {
+        char parent[64];
+        snprintf(parent, sizeof parent, "%.*s", (int)(dot - key), key);
+        cJSON *sub = cJSON_GetObjectItemCaseSensitive(o, parent);
+        if (!sub)
+            sub = cJSON_AddObjectToObject(o, parent);
+        add_row(sub, dot + 1, v);
+        return;
+    }
+    switch (v->type) {
+    case CV_BOOL:
+        cJSON_AddBoolToObject(o, key, v->b);
+        return;
+    case CV_INT:
+        cJSON_AddNumberToObject(o, key, (double)v->i);
+        return;
+    case CV_UINT:
+        cJSON_AddNumberToObject(o, key, (double)v->u);
+        return;
+    case CV_FLOAT:
+        cJSON_AddNumberToObject(o, key, flt(v->f));
+        return;
+    case CV_DOUBLE:
+        cJSON_AddNumberToObject(o, key, v->d);
+        return;
+    case CV_STR:
+        cJSON_AddStringToObject(o, key, v->s ? v->s : "");
+        return;
+    case CV_LIST:
+        if (v->n == 0) { /* none given */
+            cJSON_AddNullToObject(o, key);
+            return;
+        }
+        cJSON *a = cJSON_AddArrayToObject(o, key);
+        for (int i = 0; i < v->n; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v->list[i]));
+        return;
+    case CV_NONE:
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+}
+
+/* Where path (or the first key under it) stands in report_json_keys[]: the
+ * documented order, which the echo keeps. */
+static int key_rank(const char *path)
+{
+    size_t n = strlen(path);
+    for (int i = 0; report_json_keys[i]; i++)
+        if (strncmp(report_json_keys[i], path, n) == 0 &&
+            (report_json_keys[i][n] == 0 || report_json_keys[i][n] == '.'))
+            return i;
+    return 1 << 20; /* not documented yet: last, in the rows' order */
+}
+
+/* o's members (and theirs) in report_json_keys[]'s order; prefix is o's path. */
+static void keep_documented_order(cJSON *o, const char *prefix)
+{
+    cJSON *items[128];
+    int rank[128], n = 0;
+    while (o->child && n < 128) {
+        cJSON *it = cJSON_DetachItemViaPointer(o, o->child);
+        char path[128];
+        snprintf(path, sizeof path, "%s.%s", prefix, it->string);
+        if (cJSON_IsObject(it))
+            keep_documented_order(it, path);
+        items[n] = it;
+        rank[n++] = key_rank(path);
+    }
+    for (int i = 1; i < n; i++) /* stable: equal ranks keep the rows' order */
+        for (int k = i; k > 0 && rank[k - 1] > rank[k]; k--) {
+            cJSON *t = items[k];
+            items[k] = items[k - 1];
+            items[k - 1] = t;
+            int r = rank[k];
+            rank[k] = rank[k - 1];
+            rank[k - 1] = r;
+        }
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(o, items[i]); /* an object's members are a list: names kept */
+}
+
 cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddStringToObject(o, "mode", mode_name(c->mode));
-    cJSON_AddStringToObject(o, "backend", backend_kind_name(c->backend));
+    /* every row echoed as its value (fields.h) */
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->jsonv != J_VALUE)
+            continue;
+        config_value_t v;
+        config_field_value(c, i, &v);
+        add_row(o, d->json, &v);
+    }
+    /* the keys that join several fields (J_DERIVED rows) */
     int ndev = c->mode == MODE_SINGLE ? 1 : c->ngpus;
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < ndev; i++)
         cJSON_AddItemToArray(devs, cJSON_CreateNumber(c->gpus[i]));
     cJSON_AddNumberToObject(o, "ndevices", ndev);
     cJSON_AddStringToObject(o, "model", c->model_name[0] ? c->model_name : "custom");
-    cJSON *layers = cJSON_AddArrayToObject(o, "layers");
-    for (int i = 0; i < c->ndims; i++)
-        cJSON_AddItemToArray(layers, cJSON_CreateNumber(c->dims[i]));
-    cJSON_AddStringToObject(o, "act", act_name(c->act));
-    cJSON_AddStringToObject(o, "loss", loss_name(c->loss));
-    cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
-    cJSON_AddStringToObject(opt, "name", optim_name(c->optim.kind));
-    cJSON_AddNumberToObject(opt, "lr", flt(c->optim.lr));
-    cJSON_AddNumberToObject(opt, "momentum", flt(c->optim.momentum));
-    cJSON_AddNumberToObject(opt, "dampening", flt(c->optim.dampening));
-    cJSON_AddBoolToObject(opt, "nesterov", c->optim.nesterov);
-    cJSON_AddNumberToObject(opt, "weight_decay", flt(c->optim.weight_decay));
-    cJSON_AddNumberToObject(opt, "beta1", flt(c->optim.beta1));
-    cJSON_AddNumberToObject(opt, "beta2", flt(c->optim.beta2));
-    cJSON_AddNumberToObject(opt, "eps", flt(c->optim.eps));
-    cJSON_AddNumberToObject(o, "batch", c->batch);
-    cJSON_AddNumberToObject(o, "accum", c->accum);
-    cJSON_AddNumberToObject(o, "epochs", (double)c->epochs);
-    cJSON_AddNumberToObject(o, "steps", (double)c->steps);
-    cJSON_AddNumberToObject(o, "warmup_steps", (double)c->warmup_steps);
-    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
-    cJSON_AddBoolToObject(o, "shuffle", c->shuffle);
-    cJSON_AddBoolToObject(o, "drop_last", c->drop_last);
-    cJSON_AddNumberToObject(o, "threads", c->threads);
-    /* the sample stream (data/schedule.h): 0 / null when not given */
-    cJSON_AddNumberToObject(o, "batch_per_device", c->batch_per_device);
-    cJSON_AddNumberToObject(o, "sampler_replicas", config_stream_ranks(c));
-    if (c->nrank_samples) {
-        cJSON *rs = cJSON_AddArrayToObject(o, "rank_samples");
-        for (int i = 0; i < c->nrank_samples; i++)
-            cJSON_AddItemToArray(rs, cJSON_CreateNumber((double)c->rank_samples[i]));
-    } else {
-        cJSON_AddNullToObject(o, "rank_samples");
-    }
-    cJSON_AddBoolToObject(o, "join", c->join);
     cJSON *data = cJSON_AddObjectToObject(o, "data");
     const dataset_t *d = ctx ? ctx->data : NULL;
     cJSON_AddStringToObject(data, "source", d ? d->source : "");
     cJSON_AddNumberToObject(data, "samples", d ? (double)d->n : 0.0);
     cJSON_AddNumberToObject(data, "features", d ? d->in_dim : 0);
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
-    cJSON_AddStringToObject(o, "comm", comm_name(c->comm));
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
-    cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
-    cJSON_AddNumberToObject(o, "first_bucket_mb", c->first_bucket_mb);
-    cJSON_AddBoolToObject(o, "overlap", c->overlap);
-    cJSON_AddBoolToObject(o, "tf32", c->tf32);
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
     cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
@@ -204,6 +274,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     } else {
         cJSON_AddNullToObject(o, "slow_rank");
     }
+    keep_documented_order(o, "config");
     return o;
 }
 
@@ -236,6 +307,8 @@ cJSON *report_json_machine(const disturb_t *d)
     cJSON_AddNumberToObject(m, "involuntary_switches", (double)d->invol_switches);
     cJSON_AddNumberToObject(m, "involuntary_switches_per_step", d->invol_per_step);
     cJSON_AddNumberToObject(m, "involuntary_switches_per_s", d->invol_per_s);
+    /* false for DP and DDP: their own threads preempt each other */
+    cJSON_AddBoolToObject(m, "involuntary_switches_judged", !d->own_switching);
     cJSON *th = cJSON_AddObjectToObject(m, "thresholds");
     cJSON_AddNumberToObject(th, "contention", DISTURB_CONTENTION_MAX);
     cJSON_AddNumberToObject(th, "steal_pct", DISTURB_STEAL_PCT_MAX);
@@ -295,6 +368,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         for (int k = 0; k < MEM_KINDS; k++)
             cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
+        add_work(d, s.work_cpu[i]);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
@@ -305,6 +379,9 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
+    /* the CPU seconds of work per step, the most of any device (null on a
+     * GPU): the A/B gate's figure on the CPU (docs/gate.md) */
+    add_work(o, s.work_cpu_max);
     add_num_or_null(o, "final_loss", r->final_loss, true);
     /* final_loss is null both when it was not computed and when it is NaN or
      * infinite (JSON has no such numbers): "diverged" tells them apart. */

@@ -64,12 +64,33 @@ static const char *mode_title(mode_t_ m)
     return m == MODE_DP ? "DP" : m == MODE_DDP ? "DDP" : m == MODE_SINGLE ? "single" : "?";
 }
 
-static const run_result_t *find_mode(const run_result_t *runs, int n, mode_t_ m)
+/* The entry points' start: buf emptied (false: no room), a compare's runs
+ * by mode (the first of each; NULL: not run); and their end: the last
+ * sentence's trailing characters of trim dropped. */
+typedef struct {
+    size_t used;
+    const run_result_t *single, *dp, *ddp;
+} tell_t;
+
+static bool tell_begin(tell_t *t, char *buf, size_t len, const run_result_t *runs, int n)
 {
-    for (int i = 0; i < n; i++)
-        if (runs[i].mode == m)
-            return &runs[i];
-    return NULL;
+    *t = (tell_t){0};
+    for (int i = n - 1; i >= 0; i--) /* backwards: the first of each stays */
+        if (runs[i].mode == MODE_SINGLE)
+            t->single = &runs[i];
+        else if (runs[i].mode == MODE_DP)
+            t->dp = &runs[i];
+        else if (runs[i].mode == MODE_DDP)
+            t->ddp = &runs[i];
+    if (len > 0)
+        buf[0] = 0;
+    return len > 0;
+}
+
+static void tell_end(tell_t *t, char *buf, const char *trim)
+{
+    while (t->used > 0 && strchr(trim, buf[t->used - 1]))
+        buf[--t->used] = 0;
 }
 
 typedef struct {
@@ -188,15 +209,22 @@ static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap
 /* DP's phases split: what device 0 does alone (alone[], serial in all) and
  * what every device spends at once on DP's copies (shared[], sync in all);
  * forward and backward are the split computation, idle, skew and hidden
- * communication no one's work.  Sorted, largest first. */
+ * communication no one's work.  Sorted, largest first; false (s, o unset)
+ * when the run has no multi-device step to tell. */
 typedef struct {
     item_t alone[PH_COUNT], shared[PH_COUNT];
     int na, ns;
     double serial, sync;
 } dp_split_t;
 
-static void dp_split(const report_stats_t *s, int ndev, dp_split_t *o)
+static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o)
 {
+    int ndev = r->ndev;
+    if (ndev < 2 || r->times.n == 0)
+        return false;
+    report_stats(r, NULL, s);
+    if (s->step_mean <= 0.0)
+        return false; /* nothing to tell */
     memset(o, 0, sizeof *o);
     for (int p = 0; p < PH_COUNT; p++) {
         if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
@@ -215,6 +243,7 @@ static void dp_split(const report_stats_t *s, int ndev, dp_split_t *o)
     }
     sort_items(o->alone, o->na);
     sort_items(o->shared, o->ns);
+    return true;
 }
 
 /* "optimizer 157 us, gather+loss 40 us" (times: with each one's time) */
@@ -227,25 +256,30 @@ static void app_phases(char *buf, size_t len, size_t *used, const item_t *it, in
             times ? fmt_short(t, sizeof t, it[i].v) : "");
 }
 
+/* "DP's device 0 works alone 1.20 ms of its 4.10 ms step (29%: optimizer,
+ * gather+loss" (the first n phases; times: with each one's time) */
+static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_stats_t *s,
+                           const dp_split_t *sp, int n, bool times)
+{
+    char t[32], u[32];
+    report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
+        fmt_short(t, sizeof t, sp->serial), fmt_short(u, sizeof u, s->step_mean),
+        100.0 * sp->serial / s->step_mean);
+    app_phases(buf, len, used, sp->alone, n, times);
+}
+
 /* DP: what device 0 does alone while the others wait, what every device
  * spends at once on the synchronisation DP adds, and who waits for whom. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    if (r->ndev < 2 || r->times.n == 0)
-        return;
     report_stats_t s;
-    report_stats(r, NULL, &s);
-    if (s.step_mean <= 0.0)
-        return;
     dp_split_t sp;
-    dp_split(&s, r->ndev, &sp);
+    if (!dp_split(r, &s, &sp))
+        return;
     double serial = sp.serial;
     char t[32], u[32], w[32];
     if (sp.na > 0) {
-        report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
-            fmt_short(t, sizeof t, serial), fmt_short(u, sizeof u, s.step_mean),
-            100.0 * serial / s.step_mean);
-        app_phases(buf, len, used, sp.alone, sp.na, true);
+        app_dev0_alone(buf, len, used, &s, &sp, sp.na, true);
         report_appendf(buf, len, used, ") while the other devices wait");
     }
     if (sp.ns > 0) {
@@ -277,7 +311,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
  * one and a --no-overlap one of the same job), which one run cannot give:
  * the time that ran during backward is not time saved (on shared cores the
  * communication thread takes it from backward), so it is not called saved. */
-static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r)
+static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r, bool no_overlap)
 {
     if (r->ndev < 2 || r->times.n == 0)
         return;
@@ -286,12 +320,12 @@ static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r)
     double hidden = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_HIDDEN);
     double exposed = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED);
     char a[32], b[32];
-    if (hidden + exposed <= 0.0)
+    if (!no_overlap && hidden + exposed <= 0.0)
         return;
-    if (hidden <= 0.0)
-        report_appendf(buf, len, used,
-            "DDP overlaps none of its all-reduce with backward: every step waits %s for it "
-            "after backward. ", fmt_short(a, sizeof a, exposed));
+    if (no_overlap || hidden <= 0.0) /* (compare's verdict names --no-overlap) */
+        report_appendf(buf, len, used, "DDP %s: every step waits %s for %s after backward. ",
+            no_overlap ? "ran with --no-overlap" : "overlaps none of its all-reduce with backward",
+            fmt_short(a, sizeof a, exposed), no_overlap ? "its all-reduce" : "it");
     else
         report_appendf(buf, len, used,
             "DDP ran %.0f%% of its all-reduce (%s) during backward and waited %s for the rest; "
@@ -458,14 +492,15 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
         report_appendf(buf, len, used, "Scaled up to %.0fx this model's %.3g parameters, DDP "
             "on %d devices never beats single from this run's steps: its forward and backward "
             "shrank too little", PREDICT_SCALE_MAX, now, r->ndev);
+        if (pm > 0)
+            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
+                "its share of the rows, has DDP beating single ");
         if (pm > 0 && sm <= 1.0 / PREDICT_SCALE_MAX)
-            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
-                "its share of the rows, has DDP beating single at every size from 1/%.0f of "
-                "this model up. ", PREDICT_SCALE_MAX);
+            report_appendf(buf, len, used, "at every size from 1/%.0f of this model up. ",
+                           PREDICT_SCALE_MAX);
         else if (pm > 0)
-            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
-                "its share of the rows, has DDP beating single from about %.3g parameters "
-                "(%.2gx this model). ", pm, sm);
+            report_appendf(buf, len, used, "from about %.3g parameters (%.2gx this model). ", pm,
+                           sm);
         else
             report_appendf(buf, len, used, ", and the alpha-beta model alone finds no size "
                 "either. ");
@@ -482,53 +517,41 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
 void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *runs,
                         int n)
 {
-    size_t used = 0;
-    if (len == 0)
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
         return;
-    buf[0] = 0;
-    const run_result_t *single = find_mode(runs, n, MODE_SINGLE);
-    const run_result_t *dp = find_mode(runs, n, MODE_DP);
-    const run_result_t *ddp = find_mode(runs, n, MODE_DDP);
-    if (dp)
-        why_dp(buf, len, &used, dp);
-    if (ddp)
-        why_ddp(buf, len, &used, ddp);
-    if (dp && ddp)
-        why_gap(buf, len, &used, ctx, runs, dp, ddp);
-    else if (single && (dp || ddp))
-        why_gap(buf, len, &used, ctx, runs, single, dp ? dp : ddp);
-    while (used > 0 && buf[used - 1] == ' ')
-        buf[--used] = 0;
+    if (t.dp)
+        why_dp(buf, len, &t.used, t.dp);
+    if (t.ddp)
+        why_ddp(buf, len, &t.used, t.ddp, false);
+    if (t.dp && t.ddp)
+        why_gap(buf, len, &t.used, ctx, runs, t.dp, t.ddp);
+    else if (t.single && (t.dp || t.ddp))
+        why_gap(buf, len, &t.used, ctx, runs, t.single, t.dp ? t.dp : t.ddp);
+    tell_end(&t, buf, " ");
 }
 
 void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
                            const run_result_t *runs, int n)
 {
-    size_t used = 0;
-    if (len == 0)
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
         return;
-    buf[0] = 0;
-    const run_result_t *single = find_mode(runs, n, MODE_SINGLE);
-    const run_result_t *dp = find_mode(runs, n, MODE_DP);
-    const run_result_t *ddp = find_mode(runs, n, MODE_DDP);
     const predict_in_t *pred = ctx ? ctx->pred : NULL;
-    if (dp)
-        why_verdict(buf, len, &used, single, dp, pred);
-    if (ddp) {
-        why_verdict(buf, len, &used, single, ddp, pred);
-        why_crossover(buf, len, &used, single, ddp, pred);
+    if (t.dp)
+        why_verdict(buf, len, &t.used, t.single, t.dp, pred);
+    if (t.ddp) {
+        why_verdict(buf, len, &t.used, t.single, t.ddp, pred);
+        why_crossover(buf, len, &t.used, t.single, t.ddp, pred);
     }
-    while (used > 0 && buf[used - 1] == ' ')
-        buf[--used] = 0;
+    tell_end(&t, buf, " ");
 }
-
 
 void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r)
 {
-    size_t used = 0;
-    if (len == 0)
+    tell_t t;
+    if (!tell_begin(&t, buf, len, NULL, 0))
         return;
-    buf[0] = 0;
     const predict_in_t *pred = ctx ? ctx->pred : NULL;
     if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 || r->mode == MODE_SINGLE)
         return;
@@ -545,12 +568,11 @@ void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run
             step += pred->phase_s[p];
         }
     step_times_add(&one->times, step, 0);
-    why_verdict(buf, len, &used, one, r, pred);
+    why_verdict(buf, len, &t.used, one, r, pred);
     if (r->mode == MODE_DDP)
-        why_crossover(buf, len, &used, one, r, pred);
+        why_crossover(buf, len, &t.used, one, r, pred);
     free(one);
-    while (used > 0 && buf[used - 1] == ' ')
-        buf[--used] = 0;
+    tell_end(&t, buf, " ");
 }
 
 // ---------------------------------------------------------------------------
@@ -586,26 +608,19 @@ static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_
 /* 2. DP's device 0: what it does alone while the others wait. */
 static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    if (!r || r->ndev < 2 || r->times.n == 0)
-        return;
     report_stats_t s;
-    report_stats(r, NULL, &s);
-    if (s.step_mean <= 0.0)
-        return;
     dp_split_t sp;
-    dp_split(&s, r->ndev, &sp);
-    char t[32], u[32], w[32];
+    if (!r || !dp_split(r, &s, &sp))
+        return;
+    char t[32];
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
     if (sp.na == 0) {
         report_appendf(buf, len, used, "DP's device 0 did nothing alone here; the other devices "
             "sit idle %s per step.\n", fmt_short(t, sizeof t, idle));
         return;
     }
-    report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
-        fmt_short(t, sizeof t, sp.serial), fmt_short(u, sizeof u, s.step_mean),
-        100.0 * sp.serial / s.step_mean);
-    app_phases(buf, len, used, sp.alone, sp.na < 3 ? sp.na : 3, false);
-    report_appendf(buf, len, used, "); the others idle %s.\n", fmt_short(w, sizeof w, idle));
+    app_dev0_alone(buf, len, used, &s, &sp, sp.na < 3 ? sp.na : 3, false);
+    report_appendf(buf, len, used, "); the others idle %s.\n", fmt_short(t, sizeof t, idle));
 }
 
 /* 3. DDP: its all-reduce against backward (why_ddp's sentence). */
@@ -615,16 +630,7 @@ static void verdict_ddp(char *buf, size_t len, size_t *used, const report_ctx_t 
     if (!r)
         return;
     size_t before = *used;
-    if (ctx && ctx->cfg && !ctx->cfg->overlap && r->ndev >= 2 && r->times.n) {
-        report_stats_t s;
-        report_stats(r, NULL, &s);
-        char a[32];
-        report_appendf(buf, len, used, "DDP ran with --no-overlap: every step waits %s for its "
-            "all-reduce after backward. ",
-            fmt_short(a, sizeof a, report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED)));
-    } else {
-        why_ddp(buf, len, used, r);
-    }
+    why_ddp(buf, len, used, r, ctx && ctx->cfg && !ctx->cfg->overlap);
     if (*used > before && buf[*used - 1] == ' ')
         buf[*used - 1] = '\n';
 }
@@ -632,18 +638,13 @@ static void verdict_ddp(char *buf, size_t len, size_t *used, const report_ctx_t 
 void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
                             const run_result_t *runs, int n)
 {
-    size_t used = 0;
-    if (len == 0)
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
         return;
-    buf[0] = 0;
-    const run_result_t *single = find_mode(runs, n, MODE_SINGLE);
-    const run_result_t *dp = find_mode(runs, n, MODE_DP);
-    const run_result_t *ddp = find_mode(runs, n, MODE_DDP);
-    verdict_speed(buf, len, &used, ctx, runs, single, dp, ddp);
-    verdict_dp(buf, len, &used, dp);
-    verdict_ddp(buf, len, &used, ctx, ddp);
-    while (used > 0 && (buf[used - 1] == '\n' || buf[used - 1] == ' '))
-        buf[--used] = 0;
+    verdict_speed(buf, len, &t.used, ctx, runs, t.single, t.dp, t.ddp);
+    verdict_dp(buf, len, &t.used, t.dp);
+    verdict_ddp(buf, len, &t.used, ctx, t.ddp);
+    tell_end(&t, buf, "\n ");
 }
 
 int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,

@@ -1,5 +1,6 @@
 /* common/train/trainer.h: what every strategy needs before and after its
- * loop: the starting parameters and the evaluation of the trained ones.  The
+ * loop: the starting parameters, what its result records around the loop,
+ * and the evaluation of the trained ones.  The
  * loop itself is composed of data/schedule.h (which samples), train/stage.h
  * (moving them to the device), nn/model.h and nn/optim.h (the step) and
  * measure/step_meter.h (what is measured); a strategy adds only its own
@@ -17,9 +18,16 @@
  * weights of --init (a .safetensors file, see checkpoint.h). */
 int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err);
 
-/* Record in res what the run trained on (optimizer, sample stream): what
- * compare's verdict needs to tell rounding from a real difference. */
-void trainer_describe(run_result_t *res, const config_t *c, const schedule_t *sch);
+/* Before the loop: record in res the steps the run takes from the
+ * schedule's start (--resume's), its warm-up and epochs, and what it trains
+ * on (optimizer, sample stream: what compare's verdict needs to tell
+ * rounding from a real difference). */
+void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch);
+
+/* After the loop: the final parameters on the host (nparams floats, res
+ * owns them now), each device's skew from the slowest one (step_meter_skew)
+ * and the figures (result_finish). */
+void trainer_end(run_result_t *res, size_t nparams, float *params);
 
 /* Mean loss and accuracy over the whole dataset for host parameters (CPU, in
  * chunks of at most min(1024, rows) rows and about 64 MiB of activations);

@@ -88,10 +88,7 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
     /* Every rank started at the step rank 0 recorded (--resume: the
      * checkpoint's, read by each rank from the same file). */
     sch->start_step = a->start_step;
-    res->steps = sch->total_steps - sch->start_step;
-    res->warmup_steps = schedule_warmup(sch);
-    res->epochs = sch->epochs;
-    trainer_describe(res, cfg, sch);
+    trainer_begin(res, cfg, sch);
     res->story = a->story;
     res->ntuned = a->ntuned;
     memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
@@ -114,10 +111,6 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
     }
     res->times = a->rank[slow].times;
     res->times.timed_samples = samples;
-    res->params = malloc(spec->nparams * sizeof(float));
-    if (!res->params)
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the final parameters (%zu bytes)",
-                       spec->nparams * sizeof(float));
     res->nbuckets = a->rank[0].nbuckets;
     for (int i = 0; i < res->nbuckets; i++) {
         res->bucket_bytes[i] = a->rank[0].bucket_bytes[i];
@@ -131,10 +124,12 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
         if (loss_log_add(&res->log, p.step, p.epoch, p.loss) != DDP_OK)
             return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
     }
-    res->nparams = spec->nparams;
-    memcpy(res->params, ddp_area_params(a), spec->nparams * sizeof(float));
-    step_meter_skew(res);
-    result_finish(res);
+    float *params = malloc(spec->nparams * sizeof(float));
+    if (!params)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the final parameters (%zu bytes)",
+                       spec->nparams * sizeof(float));
+    memcpy(params, ddp_area_params(a), spec->nparams * sizeof(float));
+    trainer_end(res, spec->nparams, params);
     return DDP_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/hash.h"
+#include "config/fields.h"
 
 typedef struct {
     fingerprint_t *fp;
@@ -42,20 +43,6 @@ static void line(writer_t *w, const char *key, const char *fmt, ...)
     w->fp->text[w->used] = 0;
 }
 
-static const char *onoff(bool b) { return b ? "on" : "off"; }
-
-/* The shortest decimal that reads back as the same float ("0.003", not
- * "0.00300000003"): what the user typed in the usual case. */
-static const char *flt(char *buf, size_t n, float v)
-{
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, n, "%.*g", prec, (double)v);
-        if ((float)strtod(buf, NULL) == v)
-            break;
-    }
-    return buf;
-}
-
 /* A file's bytes, hashed (0 when it cannot be read: the caller's own checks
  * say why). */
 static unsigned long long file_hash(const char *path)
@@ -76,74 +63,27 @@ static unsigned long long file_hash(const char *path)
 void fingerprint_make(fingerprint_t *fp, const config_t *c, const dataset_t *data)
 {
     writer_t w = {fp, 0};
-    char b[32];
     fp->text[0] = 0;
-    line(&w, "--mode", "%s", mode_name(c->mode));
-    line(&w, "--backend", "%s", backend_kind_name(c->backend));
-    line(&w, "--tf32", "%s", onoff(c->tf32));
-    char dims[256] = "";
-    for (int i = 0, n = 0; i < c->ndims && n < (int)sizeof dims; i++)
-        n += snprintf(dims + n, sizeof dims - (size_t)n, "%s%d", i ? "," : "", c->dims[i]);
-    line(&w, "--layers", "%s", dims);
-    line(&w, "--act", "%s", act_name(c->act));
-    line(&w, "--loss", "%s", loss_name(c->loss));
-    line(&w, "--optim", "%s", optim_name(c->optim.kind));
-    line(&w, "--lr", "%s", flt(b, sizeof b, c->optim.lr));
-    line(&w, "--momentum", "%s", flt(b, sizeof b, c->optim.momentum));
-    line(&w, "--dampening", "%s", flt(b, sizeof b, c->optim.dampening));
-    line(&w, "--nesterov", "%s", onoff(c->optim.nesterov));
-    line(&w, "--weight-decay", "%s", flt(b, sizeof b, c->optim.weight_decay));
-    line(&w, "--beta1", "%s", flt(b, sizeof b, c->optim.beta1));
-    line(&w, "--beta2", "%s", flt(b, sizeof b, c->optim.beta2));
-    line(&w, "--eps", "%s", flt(b, sizeof b, c->optim.eps));
-    line(&w, "--seed", "%llu", (unsigned long long)c->seed);
-    line(&w, "--dataset", "%s", synth_name(c->dataset));
-    line(&w, "--samples", "%ld", c->samples);
-    line(&w, "--noise", "%s", flt(b, sizeof b, c->noise));
-    line(&w, "--target-cols", "%d", c->target_cols);
-    line(&w, "--batch", "%d", c->batch);
-    line(&w, "--batch-per-device", "%d", c->batch_per_device);
-    line(&w, "--accum", "%d", c->accum);
-    line(&w, "--epochs", "%ld", c->epochs);
-    line(&w, "--steps", "%ld", c->steps);
-    line(&w, "--shuffle", "%s", onoff(c->shuffle));
-    line(&w, "--drop-last", "%s", onoff(c->drop_last));
-    line(&w, "--warmup-steps", "%ld", c->warmup_steps);
-    line(&w, "--log-every", "%ld", c->log_every);
-    line(&w, "--allow-nonfinite", "%s", onoff(c->allow_nonfinite));
-    line(&w, "--sampler-replicas", "%d", c->sampler_replicas);
-    char shards[512] = "none";
-    for (int i = 0, n = 0; i < c->nrank_samples && n < (int)sizeof shards; i++)
-        n += snprintf(shards + n, sizeof shards - (size_t)n, "%s%ld", i ? "," : "",
-                      c->rank_samples[i]);
-    line(&w, "--rank-samples", "%s", shards);
-    line(&w, "--join", "%s", onoff(c->join));
-    line(&w, "--comm", "%s", comm_name(c->comm));
-    if (c->bucket_auto)
-        line(&w, "--bucket-mb", "auto");
-    else
-        line(&w, "--bucket-mb", "%.9g", c->bucket_mb);
-    line(&w, "--first-bucket-mb", "%.9g", c->first_bucket_mb);
-    line(&w, "--overlap", "%s", onoff(c->overlap));
-    line(&w, "--zero", "%d", c->zero);
-    line(&w, "--slow-rank", "%d:%.9g", c->slow_rank, c->slow_factor);
-    line(&w, "--timeout", "%.9g", c->timeout_s);
-    line(&w, "--min-bytes", "%ld", c->min_bytes);
-    line(&w, "--max-bytes", "%ld", c->max_bytes);
-    line(&w, "--step-factor", "%.9g", c->step_factor);
-    line(&w, "--iters", "%ld", c->iters);
-    line(&w, "--warmup-iters", "%ld", c->warmup_iters);
-    line(&w, "--coll", "%u", c->colls);
-    line(&w, "--repeat", "%d", c->repeat);
-    line(&w, "--predict", "%s", onoff(c->predict));
-    line(&w, "--trace", "%s", onoff(c->trace_path[0] != 0));
-    line(&w, "--report", "%s", onoff(c->report_path[0] != 0));
-    line(&w, "--checkpoint", "%s", onoff(c->checkpoint_path[0] != 0));
-    line(&w, "--checkpoint-every", "%ld", c->checkpoint_every);
-    if (c->resume_path[0])
-        line(&w, "--resume", "a file of hash %016llx", file_hash(c->resume_path));
-    else
-        line(&w, "--resume", "none");
+    /* every option a rank must share, in the table's order (fields.h) */
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->fp == FP_NONE || d->fpv == FPV_DERIVED || d->fpv == FPV_RANK0)
+            continue;
+        char key[48], val[512];
+        snprintf(key, sizeof key, "--%s", config_field_name(i));
+        config_value_t v;
+        config_field_value(c, i, &v);
+        if (d->fpv == FPV_GIVEN)
+            snprintf(val, sizeof val, "%s", v.s && v.s[0] ? "on" : "off");
+        else if (d->fpv == FPV_FILE && v.s && v.s[0])
+            snprintf(val, sizeof val, "a file of hash %016llx", file_hash(v.s));
+        else if (d->fpv == FPV_FILE)
+            snprintf(val, sizeof val, "none");
+        else
+            config_value_text(&v, "on", "off", val, sizeof val);
+        line(&w, key, "%s", val);
+    }
+    /* and what joins several: the data as loaded, the world, the build */
     if (data) {
         hash64_t h;
         hash64_init(&h);
@@ -204,40 +144,42 @@ bool fingerprint_diff(const fingerprint_t *mine, const fingerprint_t *theirs, ch
 // ---------------------------------------------------------------------------
 // groups and the verdict
 
-/* Which group each key belongs to: the first group whose list holds it. */
-static const struct {
-    const char *label;
-    const char *keys; /* " --a --b " */
-} groups[] = {
-    {"another model (--layers, --act)", " --layers --act "},
-    {"another loss (--loss)", " --loss "},
-    {"another optimizer or hyper-parameters (--optim, --lr, --momentum, --weight-decay, ...)",
-     " --optim --lr --momentum --dampening --nesterov --weight-decay --beta1 --beta2 --eps "},
-    {"another batch (--batch, --batch-per-device, --accum)", " --batch --batch-per-device --accum "},
+/* Each group's words; an option's group is its row's (fields.h), the
+ * fingerprint's own lines (data, world, version, binary) are named here. */
+static const char *const group_label[FP_NGROUPS] = {
+    [FP_NONE] = "other settings (every rank must be started with the same options)",
+    [FP_OTHER] = "other settings (every rank must be started with the same options)",
+    [FP_MODEL] = "another model (--layers, --act)",
+    [FP_LOSS] = "another loss (--loss)",
+    [FP_OPTIM] = "another optimizer or hyper-parameters (--optim, --lr, --momentum, "
+                 "--weight-decay, ...)",
+    [FP_BATCH] = "another batch (--batch, --batch-per-device, --accum)",
     /* the loss all-reduces (--log-every) and checkpoint barriers are
      * collectives too: on other steps they would pair with another op */
-    {"another length or schedule (--epochs, --steps, --warmup-steps, --log-every, "
-     "--checkpoint-every, --resume)",
-     " --epochs --steps --warmup-steps --log-every --checkpoint --checkpoint-every --resume "},
-    {"another sample order (--seed, --shuffle, --drop-last, --sampler-replicas, --rank-samples, "
-     "--join)",
-     " --seed --shuffle --drop-last --sampler-replicas --rank-samples --join "},
-    {"other data (--data, --targets, --samples, --dataset, --noise, or the files' contents)",
-     " --dataset --samples --noise --target-cols data "},
-    {"other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero, --comm)",
-     " --comm --bucket-mb --first-bucket-mb --overlap --zero --slow-rank "},
-    {"another world (the number of ranks)", " world "},
-    {"another ddpbench build (every rank must run the same one)", " version binary "},
+    [FP_SCHEDULE] = "another length or schedule (--epochs, --steps, --warmup-steps, "
+                    "--log-every, --checkpoint-every, --resume)",
+    [FP_ORDER] = "another sample order (--seed, --shuffle, --drop-last, --sampler-replicas, "
+                 "--rank-samples, --join)",
+    [FP_DATA] = "other data (--data, --targets, --samples, --dataset, --noise, or the files' "
+                "contents)",
+    [FP_DDP] = "other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero, --comm)",
+    [FP_WORLD] = "another world (the number of ranks)",
+    [FP_BUILD] = "another ddpbench build (every rank must run the same one)",
 };
 
 const char *fingerprint_group(const char *key)
 {
-    char k[80];
-    snprintf(k, sizeof k, " %s ", key);
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
-        if (strstr(groups[i].keys, k))
-            return groups[i].label;
-    return "other settings (every rank must be started with the same options)";
+    cf_fp_group_t g = FP_OTHER;
+    int row = strncmp(key, "--", 2) == 0 ? config_field_find(key + 2) : -1;
+    if (row >= 0)
+        g = config_field_derive(row)->fp;
+    else if (strcmp(key, "data") == 0)
+        g = FP_DATA;
+    else if (strcmp(key, "world") == 0)
+        g = FP_WORLD;
+    else if (strcmp(key, "version") == 0 || strcmp(key, "binary") == 0)
+        g = FP_BUILD;
+    return group_label[g];
 }
 
 int fingerprint_judge(const fingerprint_t *fps, int world, const char *const *who, char *err)

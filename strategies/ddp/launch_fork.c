@@ -31,6 +31,7 @@
 
 #include "base/clock.h"
 #include "base/interrupt.h"
+#include "base/procfile.h"
 #include "ddp/launch_impl.h"
 
 /* After a failure, how long ranks get to leave on their own after SIGTERM
@@ -147,18 +148,8 @@ typedef struct {
  * SIGKILL (the killer says so only in the kernel's log). */
 static long oom_kills(void)
 {
-    FILE *f = fopen("/proc/vmstat", "r");
-    if (!f)
-        return 0;
-    char line[128];
-    long v = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "oom_kill ", 9) == 0) {
-            v = strtol(line + 9, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
+    char v[32];
+    return procfile_value("/proc/vmstat", "oom_kill ", v, sizeof v) ? strtol(v, NULL, 10) : 0;
 }
 
 static void describe_death(const sup_t *s, int r, char *buf)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/fault.h"
 #include "data/schedule.h"
 #include "ddp/autotune.h"
@@ -420,12 +421,6 @@ static int straggle_part(rank_t *me, const float *x, int rows)
     return DDP_OK;
 }
 
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Compute on this thread until it has used `cpu_s` more CPU seconds. */
 static void straggle_spin(rank_t *me, double cpu_s)

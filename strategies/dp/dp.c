@@ -105,22 +105,14 @@ static void dp_story(dp_ctx_t *c)
     st->backward_s = c->first_backward_s; /* step_s and filled: device 0's meter */
 }
 
-int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+/* Everything before the threads start: the devices' names, the recorders,
+ * the schedule, the step plans, the initial parameters (--resume's), the
+ * first step's plan.  dp_run frees c whatever this returns. */
+static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run_result_t *res,
+                    char *err)
 {
-    result_init(res);
     int ndev = cfg->ngpus;
-    if (ndev < 1 || ndev > MAX_DEVICES)
-        return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
-                       MAX_DEVICES, ndev);
-    dp_ctx_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
-                       sizeof *c);
-    int rc = config_model_spec(cfg, &c->spec, err);
-    if (rc != DDP_OK) {
-        dp_ctx_free(c);
-        return rc;
-    }
+    TRY(config_model_spec(cfg, &c->spec, err));
     c->cfg = cfg;
     c->data = data;
     c->ndev = ndev;
@@ -156,71 +148,78 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
      * scatters (devices 1..) or ndev-1 gathers (device 0). */
     int extra = 7 + (ndev - 1) * (cfg->accum + 2) + 2 * cfg->accum;
     bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
-    if ((rc = result_trace_init(res, record, ndev, cfg->accum, extra)) != DDP_OK) {
-        rc = err_set(err, rc, "dp: out of host memory for the --trace recorders");
-        goto out;
-    }
-    if ((rc = schedule_init(&c->sch, cfg, data, 1, 0, err)) != DDP_OK)
-        goto out;
+    int rc = result_trace_init(res, record, ndev, cfg->accum, extra);
+    if (rc != DDP_OK)
+        return err_set(err, rc, "dp: out of host memory for the --trace recorders");
+    TRY(schedule_init(&c->sch, cfg, data, 1, 0, err));
     for (int i = 0; i < 2; i++) {
         c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
         c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
-        if (!c->plan[i].rows || !c->plan[i].idx) {
-            rc = err_set(err, DDP_ERR_RUNTIME,
-                         "dp: out of host memory for the step plans (%zu bytes)",
-                         (size_t)cfg->accum * (sizeof *c->plan[i].rows + sizeof *c->plan[i].idx));
-            goto out;
-        }
+        if (!c->plan[i].rows || !c->plan[i].idx)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "dp: out of host memory for the step plans (%zu bytes)",
+                           (size_t)cfg->accum * (sizeof *c->plan[i].rows + sizeof *c->plan[i].idx));
     }
     c->host_params = malloc(c->spec.nparams * sizeof(float));
-    if (!c->host_params) {
-        rc = err_set(err, DDP_ERR_RUNTIME,
-                     "dp: out of host memory for the parameters (%zu bytes)",
-                     c->spec.nparams * sizeof(float));
-        goto out;
-    }
-    if ((rc = trainer_initial_params(cfg, &c->spec, c->host_params, err)) != DDP_OK)
-        goto out;
+    if (!c->host_params)
+        return err_set(err, DDP_ERR_RUNTIME,
+                       "dp: out of host memory for the parameters (%zu bytes)",
+                       c->spec.nparams * sizeof(float));
+    TRY(trainer_initial_params(cfg, &c->spec, c->host_params, err));
     /* --resume replaces the initial parameters and the first step here; the
      * optimizer state waits in c->ck until device 0's thread has created the
      * optimizer (dp_device_init).  The checkpoints of --checkpoint are
      * written from device 0's thread, which owns parameters and optimizer. */
-    if ((rc = ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err)) != DDP_OK)
-        goto out;
-    if ((rc = ckpt_run_load(&c->ck, &c->sch, c->host_params, err)) != DDP_OK)
-        goto out;
+    TRY(ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err));
+    TRY(ckpt_run_load(&c->ck, &c->sch, c->host_params, err));
     c->total_steps = c->sch.total_steps;
     c->start_step = c->sch.start_step;
     c->told_step = schedule_told_step(&c->sch);
     c->warmup = schedule_warmup(&c->sch);
-    res->steps = c->total_steps - c->start_step;
-    res->warmup_steps = c->warmup;
-    res->epochs = c->sch.epochs;
-    trainer_describe(res, cfg, &c->sch);
+    trainer_begin(res, cfg, &c->sch);
     dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
     /* Device 0's thread draws it; the threads start after this write. */
     progress_init(&c->prog, cfg, "dp", c->total_steps);
+    return DDP_OK;
+}
 
+/* The threads' run, then what the result keeps. */
+static int dp_train(dp_ctx_t *c, char *err)
+{
     /* One BLAS thread per worker, set once here: the count is process-wide
      * and changing it while another worker runs a GEMM is not safe. */
-    if (cfg->backend == BACKEND_CPU)
+    if (c->cfg->backend == BACKEND_CPU)
         backend_cpu_set_threads(1);
-    rc = dp_pool_start(&c->pool, ndev, dp_worker, c, err);
+    int rc = dp_pool_start(&c->pool, c->ndev, dp_worker, c, err);
     /* Join in every case: a failed start still has threads to wait for. */
     char jerr[ERR_LEN];
     int jrc = dp_pool_join(&c->pool, jerr);
     if (rc == DDP_OK && jrc != DDP_OK)
         rc = err_set(err, jrc, "%s", jerr);
     if (rc != DDP_OK)
-        goto out;
+        return rc;
 
     dp_story(c);
-    res->nparams = c->spec.nparams;
-    res->params = c->host_params;
+    /* device 0 timed the steps; the others' edges differ by a hair (skew) */
+    trainer_end(c->res, c->spec.nparams, c->host_params);
     c->host_params = NULL;
-    step_meter_skew(res); /* device 0 timed the steps; the others' edges differ by a hair */
-    result_finish(res);
-out:
+    return DDP_OK;
+}
+
+int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    result_init(res);
+    int ndev = cfg->ngpus;
+    if (ndev < 1 || ndev > MAX_DEVICES)
+        return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
+                       MAX_DEVICES, ndev);
+    dp_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
+                       sizeof *c);
+    int rc = dp_setup(c, cfg, data, res, err);
+    if (rc == DDP_OK)
+        rc = dp_train(c, err);
     if (rc != DDP_OK)
         result_free(res);
     dp_ctx_free(c);

@@ -71,10 +71,7 @@ static int single_setup(single_t *s)
     TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
     TRY(dev(s, backend_sync(s->be)));
 
-    res->steps = s->sch.total_steps - s->sch.start_step;
-    res->warmup_steps = schedule_warmup(&s->sch);
-    res->epochs = s->sch.epochs;
-    trainer_describe(res, cfg, &s->sch);
+    trainer_begin(res, cfg, &s->sch);
     return step_meter_init(&s->meter,
                            &(step_meter_sinks_t){
                                .cfg = cfg,
@@ -178,14 +175,11 @@ static int single_train(single_t *s)
         res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
     res->story.backward_s = step_meter_first_lap(m, PH_BACKWARD);
 
-    res->nparams = s->spec.nparams;
-    res->params = s->host;
-    s->host = NULL;
-    TRY(dev(s, backend_d2h(s->be, res->params, s->rep.params, s->spec.nparams * sizeof(float))));
+    TRY(dev(s, backend_d2h(s->be, s->host, s->rep.params, s->spec.nparams * sizeof(float))));
     res->dev[0].mem_peak = backend_mem_peak(s->be);
     backend_mem_peak_split(s->be, res->dev[0].mem_split);
-    step_meter_skew(res);
-    result_finish(res);
+    trainer_end(res, s->spec.nparams, s->host);
+    s->host = NULL;
     return DDP_OK;
 }
 

@@ -17,7 +17,9 @@ S="--mode ddp --backend cpu --gpus 0,1"
 # name, prints one ddpbench-like JSON object whose median step is 10 ms x
 # FACTOR x the NOISE pattern's next entry, rank 1's forward+backward x FB1;
 # DISTURBED: "machine.disturbed" true on its first DISTURBED calls; FAIL: it
-# fails like a crashed run instead
+# fails like a crashed run instead; WORK "W0 W1": a CPU run's work_cpu_s (p10
+# 5 ms x W0 on rank 0 and x W1 on rank 1, x the NOISE entry's 1/4 power: the
+# work moves far less than the wall), the run's the larger
 fake() {
     cat >"$T/$1" <<EOF
 #!/bin/sh
@@ -29,11 +31,17 @@ set -- $4
 shift \$((n % \$#))
 dist=false
 [ "\$n" -lt "${5:-0}" ] && dist=true
-awk -v f="$2" -v fb="$3" -v j="\$1" -v d="\$dist" 'BEGIN {
+awk -v f="$2" -v fb="$3" -v j="\$1" -v d="\$dist" -v work="${7:-}" 'BEGIN {
   s = 0.010 * f * j
-  printf "{\"step_time_s\":{\"p50\":%.9f},\"devices\":[", s
-  printf "{\"phases_s_per_step\":{\"forward_s\":0.002,\"backward_s\":0.004,\"comm_exposed_s\":0.002}},"
-  printf "{\"phases_s_per_step\":{\"forward_s\":%.9f,\"backward_s\":%.9f,\"comm_exposed_s\":0.002}}],", 0.002 * fb, 0.004 * fb
+  nw = split(work, w, " ")
+  wj = j ^ 0.25
+  wk0 = nw ? sprintf("\"work_cpu_s\":{\"p10\":%.9f},", 0.005 * w[1] * wj) : ""
+  wk1 = nw ? sprintf("\"work_cpu_s\":{\"p10\":%.9f},", 0.005 * w[2] * wj) : ""
+  if (nw) printf "{\"work_cpu_s\":{\"p10\":%.9f},", 0.005 * (w[1] > w[2] ? w[1] : w[2]) * wj
+  else printf "{"
+  printf "\"step_time_s\":{\"p50\":%.9f},\"devices\":[", s
+  printf "{%s\"phases_s_per_step\":{\"forward_s\":0.002,\"backward_s\":0.004,\"comm_exposed_s\":0.002}},", wk0
+  printf "{%s\"phases_s_per_step\":{\"forward_s\":%.9f,\"backward_s\":%.9f,\"comm_exposed_s\":0.002}}],", wk1, 0.002 * fb, 0.004 * fb
   printf "\"environment\":{\"loadavg\":\"1.50 1.00 0.50\",\"revision\":\"r-$1\",\"host\":\"h1\",\"time_utc\":\"2026-01-01T00:00:00Z\"},"
   printf "\"machine\":{\"disturbed\":%s,\"why\":\"others took 60%% of its cores\"}}\n", d
 }'
@@ -85,11 +93,21 @@ rc=$?
 [ $rc = 4 ] && ok || ko "no verdict: exit $rc, want 4: $(tail -3 "$T/out")"
 grep -q "verdict: no verdict: the interval straddles the 5% tolerance; about [0-9]* more rounds would settle it" "$T/out" &&
     ok || ko "no verdict: $(tail -3 "$T/out")"
-# fewer rounds than a 95% interval needs
+# fewer rounds than a 95% interval needs, and too few to extend to one (3 x 1)
+"$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 1 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q "1 rounds give no 95% interval; use --repeat 6" "$T/out" && ok ||
+    ko "1 round: exit $rc: $(tail -2 "$T/out")"
+# 3 rounds give no interval: extended to the 6 that do (at most 3 x --repeat)
 "$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 3 >"$T/out" 2>&1
 rc=$?
-[ $rc = 4 ] && grep -q "3 rounds give no 95% interval; use --repeat 6" "$T/out" && ok ||
-    ko "3 rounds: exit $rc: $(tail -2 "$T/out")"
+[ $rc = 0 ] && grep -q "3 rounds give no interval: 3 more" "$T/out" && grep -q "over 6 rounds" "$T/out" && ok ||
+    ko "3 rounds extended: exit $rc: $(tail -2 "$T/out")"
+# 10 rounds that straddle the tolerance where the noise says 19 would settle it: 9 more run
+fake mid 1.02 1.0 "1.00 1.04 0.96 1.03 0.97 1.04 0.96 1.02 0.98 1.00"
+"$BIN" $S --against "$T/base" --candidate "$T/mid" --repeat 10 >"$T/out" 2>&1
+grep -q "10 rounds straddle the 5% tolerance; at their noise [12][0-9] would settle it: [0-9]* more" "$T/out" &&
+    grep -q "over [12][0-9] rounds" "$T/out" && ok || ko "extended: $(grep -v "^  round" "$T/out" | head -4)"
 
 # --- lopsided rounds (the candidate disturbed, the base not): retaken, twice at most in 6
 : >"$T/log"
@@ -132,6 +150,38 @@ rc=$?
 rc=$?
 [ $rc = 3 ] && grep -q "verdict: regressed" "$T/out" && ok ||
     ko "busy on both sides: exit $rc: $(tail -3 "$T/out")"
+
+# --- on the CPU the work is judged (work_cpu_s.p10), not the median step
+# the wall 6% slower through +-20% noise, rank 1's work 10% more: regressed by
+# the work, rank 1 named from its own work
+fake wbase 1.0 1.0 "$QUIET" 0 "" "1.0 1.0"
+fake wslow 1.06 1.0 "$NOISY" 0 "" "1.0 1.10"
+"$BIN" $S --against "$T/wbase" --candidate "$T/wslow" --repeat 10 --json >"$T/ab.json" 2>"$T/out"
+rc=$?
+[ $rc = 3 ] && grep -q "candidate / base, work per step (CPU seconds, p10): 1.1" "$T/out" &&
+    grep -q "verdict: regressed: the candidate is slower by" "$T/out" &&
+    grep -q "straggler: rank 1 (work +1[01].[0-9]%; rank 0 +[0-2].[0-9]%)" "$T/out" && ok ||
+    ko "work figure: exit $rc: $(tail -5 "$T/out")"
+python3 - "$T/ab.json" <<'EOF' && ok || ko "work figure --json: $(head -c 300 "$T/ab.json")"
+import json, sys
+ab = json.load(open(sys.argv[1]))["ab"]
+assert ab["figure"] == "work_cpu_s.p10" and ab["straggler"] == 1, ab
+assert abs(ab["work_ratio_by_device"][1] - 1.10) < 0.02 and not ab["wall_judged"], ab
+assert ab["wall"]["rounds"] == 10 and ab["wall"]["lo"] < 1.05 < ab["wall"]["hi"], ab["wall"]
+EOF
+# the same work, the wall 20% slower on quiet rounds: the step waits longer: regressed
+fake wwait 1.20 1.0 "$QUIET" 0 "" "1.0 1.0"
+"$BIN" $S --against "$T/wbase" --candidate "$T/wwait" --repeat 8 >"$T/out" 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q "verdict: regressed: the median step grew +1[0-9].[0-9]% at least while the work did not ([-+]0.0%): the step waits longer" "$T/out" &&
+    ok || ko "wall judged on quiet rounds: exit $rc: $(tail -4 "$T/out")"
+# ... but not when the rounds were disturbed (both sides): the machine, not the build
+fake wbusybase 1.0 1.0 "$QUIET" 1000 "" "1.0 1.0"
+fake wbusywait 1.20 1.0 "$QUIET" 1000 "" "1.0 1.0"
+"$BIN" $S --against "$T/wbusybase" --candidate "$T/wbusywait" --repeat 8 >"$T/out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "verdict: no change" "$T/out" && grep -q "not judged: disturbed rounds" "$T/out" && ok ||
+    ko "wall not judged on disturbed rounds: exit $rc: $(tail -4 "$T/out")"
 
 # --- --csv: one row per round (the warm-up first) with the interval and the provenance
 "$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 6 --csv >"$T/ab.csv" 2>"$T/err"

@@ -33,6 +33,7 @@
 
 #include "base/atomic_file.h"
 #include "base/hash.h"
+#include "config/fields.h"
 #include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "io/safetensors.h"
@@ -1244,4 +1245,45 @@ Test(st, the_content_hash_does_not_depend_on_how_bytes_are_split)
     hash64_init(&a);
     hash64_update(&a, b, 999);
     cr_assert_neq(hash64_final(&a), want, "a prefix hashes apart (the length counts)");
+}
+
+/* Every option row that records a fact (config/fields.h: CKPT) is checked
+ * on --resume: flipping it alone is refused, naming the option. */
+Test(resume, every_recorded_option_is_checked_on_resume)
+{
+    static const char *const made[] = {CE " --optim sgd --momentum 0.5", CE " --optim adam"};
+    int checked = 0;
+    for (int m = 0; m < 2; m++) {
+        char ck[512], args[2048], err[ERR_LEN];
+        path_in(ck, sizeof ck, "ck.safetensors");
+        run_result_t b;
+        snprintf(args, sizeof args, "%s --steps 3 --checkpoint %s", made[m], ck);
+        cr_assert_eq(tu_run(args, &b, err), DDP_OK, "%s", err);
+        result_free(&b);
+        snprintf(args, sizeof args, "%s --steps 9 --resume %s", made[m], ck);
+        config_t base;
+        cr_assert_eq(tu_parse(&base, args, err), DDP_OK, "%s", err);
+        for (int i = 0; i < config_fields(); i++) {
+            const config_derive_t *r = config_field_derive(i);
+            const char *n = config_field_name(i);
+            if (r->ckpt != C_FACT || (r->optims && !(r->optims & (1u << base.optim.kind))))
+                continue;
+            config_t c = base;
+            cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+            model_spec_t spec;
+            cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK, "--%s: %s", n, err);
+            dataset_t d;
+            cr_assert_eq(data_load(&c, &spec, &d, err), DDP_OK, "--%s: %s", n, err);
+            int rc = ckpt_preflight(&c, &spec, &d, err);
+            data_free(&d);
+            char no[64], want[64]; /* a flag with a --no- form is named by its field */
+            snprintf(no, sizeof no, "no-%s", n);
+            snprintf(want, sizeof want, "written with %s%s ",
+                     config_field_find(no) >= 0 ? "" : "--", n);
+            cr_expect_eq(rc, DDP_ERR_INPUT, "--%s flipped: rc %d", n, rc);
+            cr_expect(strstr(err, want), "--%s flipped: expected '%s' in: %s", n, want, err);
+            checked++;
+        }
+    }
+    cr_expect_gt(checked, 20, "only %d facts checked", checked);
 }

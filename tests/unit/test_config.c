@@ -2,6 +2,7 @@
  * and one clear DDP_ERR_INPUT line naming the option for every bad value. */
 #include <unistd.h>
 
+#include "config/fields.h"
 #include "testutil.h"
 
 static void bad(const char *args, const char *must_contain)
@@ -285,4 +286,54 @@ Test(config, the_twin_files_clash_like_the_other_outputs)
     char err[ERR_LEN];
     cr_assert_eq(tu_parse(&c, "--mode single --emit-pytorch /tmp/t.py --save /tmp/t.st", err),
                  DDP_OK, "%s", err);
+}
+
+/* Every option row says what it changes, and that decides where it must
+ * appear (config/fields.h): a row added without its derivations fails here,
+ * naming the option and what it lacks.  (test_launch, test_report and
+ * test_checkpoint flip each option and check that the fingerprint, the
+ * echo and a checkpoint see it.) */
+Test(config_fields, every_row_says_what_derives_from_it)
+{
+    config_t c;
+    config_defaults(&c);
+    for (int i = 0; i < config_fields(); i++) {
+        const char *n = config_field_name(i);
+        const config_derive_t *d = config_field_derive(i);
+        if (strncmp(n, "no-", 3) == 0) { /* --no-X: X's row carries the field */
+            cr_expect_geq(config_field_find(n + 3), 0, "--%s has no --%s row", n, n + 3);
+            cr_expect_eq(d->effect, 0, "--%s: its derivations are --%s's", n, n + 3);
+            continue;
+        }
+        cr_expect(d->effect, "--%s says nothing about what it changes (EFF)", n);
+        bool shared = d->effect & (CF_ARITH | CF_SHARED);
+        bool in_fp = d->fp != FP_NONE || d->fpv == FPV_RANK0;
+        cr_expect_eq(shared, in_fp, "--%s: %s", n,
+                     shared ? "changes what the ranks compute but is not in the fingerprint"
+                            : "is in the fingerprint but changes nothing the ranks share");
+        if (d->effect & CF_ARITH) {
+            cr_expect(d->jsonv, "--%s changes the result: say how the JSON echo shows it", n);
+            cr_expect(d->ckpt, "--%s changes the result: say what a checkpoint does with it", n);
+            cr_expect(d->twinv, "--%s changes the result: say what the twin does with it", n);
+        }
+        bool keyed = d->jsonv == J_VALUE || d->jsonv == J_DERIVED;
+        cr_expect_eq(d->json != NULL, keyed, "--%s: a JSON key goes with JSON or JSON_D", n);
+        cr_expect_eq(d->base != B_UNSAID, d->json != NULL,
+                     "--%s: an echoed key says whether a baseline must match it, and only "
+                     "then", n);
+        cr_expect_eq(d->twin != NULL, d->twinv == T_CONST || d->twinv == T_DERIVED,
+                     "--%s: a twin constant's name goes with TWIN or TWIN_D", n);
+        cr_expect(!d->optims || d->ckpt == C_FACT, "--%s: only a fact is per optimizer", n);
+        config_value_t v;
+        config_field_value(&c, i, &v);
+        bool valued = (d->fp && d->fpv != FPV_DERIVED) || d->jsonv == J_VALUE ||
+                      d->ckpt == C_FACT || d->twinv == T_CONST;
+        cr_expect(!valued || v.type != CV_NONE, "--%s is derived from but has no value", n);
+        char text[128];
+        config_value_text(&v, "on", "off", text, sizeof text);
+        config_t other = c;
+        char err[ERR_LEN] = "";
+        if (valued) /* the tests that flip it must be able to */
+            cr_expect_eq(config_field_flip(&other, i, err), DDP_OK, "%s", err);
+    }
 }

@@ -7,6 +7,7 @@
 #include <cJSON.h>
 #include <math.h>
 
+#include "base/procfile.h"
 #include "measure/disturb.h"
 #include "measure/repeat.h"
 #include "report/report.h"
@@ -417,6 +418,31 @@ static void fake_proc(const char *dir, unsigned long busy, unsigned long steal, 
     fclose(f);
 }
 
+/* The one /proc reader (base/procfile.h) that the memory check
+ * (MemAvailable), the DDP supervisor (oom_kill) and the disturbance record
+ * (the cpu line, the load) share: the first line that starts with the key,
+ * after it; a key that only starts another line's name is not it. */
+Test(disturb, one_proc_line_by_its_key)
+{
+    char dir[] = "/tmp/ddpbench_proc_XXXXXX", p[300], v[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/vmstat", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "nr_free 12\noom_kill_later 9\noom_kill 3\noom_kill 4\nMemAvailable:  2048 kB\n");
+    fclose(f);
+    cr_assert(procfile_value(p, "oom_kill ", v, sizeof v));
+    cr_assert_str_eq(v, "3");
+    cr_assert(procfile_value(p, "MemAvailable:", v, sizeof v));
+    cr_assert_str_eq(v, "  2048 kB");
+    cr_assert(procfile_value(p, "", v, sizeof v));
+    cr_assert_str_eq(v, "nr_free 12");
+    cr_assert_not(procfile_value(p, "pgfault ", v, sizeof v));
+    unlink(p);
+    cr_assert_not(procfile_value(p, "oom_kill ", v, sizeof v), "no file");
+    rmdir(dir);
+}
+
 /* Burn about s seconds of this thread's CPU. */
 static void burn(double s)
 {
@@ -449,7 +475,7 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     long hz = sysconf(_SC_CLK_TCK);
     fake_proc(dir, 1000 + (unsigned long)((now - own) * (double)hz), 0, 0.75);
     disturb_t d;
-    disturb_end(&m, 1, 1000000, &d);
+    disturb_end(&m, 1, 1000000, false, &d);
     cr_assert(d.known);
     cr_assert_float_eq(d.load_start, 0.25, 1e-9);
     cr_assert_float_eq(d.load_end, 0.75, 1e-9);
@@ -466,7 +492,7 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     double cpus = (double)sysconf(_SC_NPROCESSORS_ONLN);
     fake_proc(dir, 1000 + (unsigned long)((now - own + cpus * d.wall_s) * (double)hz),
               (unsigned long)(0.2 * cpus * d.wall_s * (double)hz), 0.75);
-    disturb_end(&m, 1, 1000000, &d);
+    disturb_end(&m, 1, 1000000, false, &d);
     cr_assert(d.disturbed);
     cr_assert(d.contention > 0.5, "%g", d.contention);
     cr_assert(strstr(d.why, "other processes took"), "%s", d.why);
@@ -502,6 +528,12 @@ Test(disturb, thresholds_on_planted_figures)
     disturb_judge(&d);
     cr_assert(d.disturbed);
     cr_assert(strstr(d.why, "100 involuntary context switches a second"), "%s", d.why);
+    /* a run whose own threads outnumber its cores (DP, DDP) preempts itself:
+     * its switches are not another process's and do not judge it */
+    d.own_switching = true;
+    disturb_judge(&d);
+    cr_assert(!d.disturbed, "%s", d.why);
+    d.own_switching = false;
     /* without /proc/stat only the switches judge */
     d = (disturb_t){.known = false, .wall_s = 1, .cpus_online = 1, .devices = 1,
                     .others_cpu_s = 5, .steps = 10};

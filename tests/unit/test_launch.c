@@ -3,6 +3,7 @@
  * (config_resolve), and the start-up check's fingerprint, which must name
  * the one thing two ranks were started with differently.  The launcher with
  * real ranks runs in tests/e2e/e2e_mpi.sh. */
+#include "config/fields.h"
 #include "ddp/fingerprint.h"
 #include "testutil.h"
 
@@ -128,4 +129,42 @@ Test(launch, the_fingerprint_names_what_differs)
     h[strlen("binary hash ")] ^= 1;
     cr_assert(fingerprint_diff(&a, &b, key, va, vb, sizeof va));
     cr_assert_str_eq(key, "binary");
+}
+
+/* Every option a rank must share (config/fields.h: CF_ARITH or CF_SHARED)
+ * is in the fingerprint: flipping it alone changes its line, named as the
+ * option and put in its row's group. */
+Test(launch, every_option_the_ranks_share_changes_the_fingerprint)
+{
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[3] = {0, 1, 0};
+    dataset_t d = {.n = 3, .in_dim = 2, .tgt_cols = 1, .x = x, .y = y};
+    config_t base;
+    char err[ERR_LEN] = "", key[64], va[200], vb[200];
+    cr_assert_eq(parse_as_rank(&base, "--mode ddp --backend cpu --layers 2,4,2 --loss ce", 2, 0,
+                               0, err),
+                 DDP_OK, "%s", err);
+    static fingerprint_t a, b;
+    fingerprint_make(&a, &base, &d);
+    int checked = 0;
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *r = config_field_derive(i);
+        const char *n = config_field_name(i);
+        if (r->fp == FP_NONE || r->fpv == FPV_RANK0)
+            continue;
+        if (r->fpv == FPV_DERIVED && r->fp == FP_DATA)
+            continue; /* the data line follows the data as loaded (above) */
+        config_t c = base;
+        cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+        fingerprint_make(&b, &c, &d);
+        bool differs = fingerprint_diff(&a, &b, key, va, vb, sizeof va);
+        cr_expect(differs, "--%s changed and the fingerprint did not", n);
+        if (!differs)
+            continue;
+        char want[64];
+        snprintf(want, sizeof want, "--%s", n);
+        cr_expect_str_eq(key, r->fpv == FPV_DERIVED ? "world" : want, "flipping --%s", n);
+        cr_expect_str_eq(fingerprint_group(key), fingerprint_group(want), "--%s's group", n);
+        checked++;
+    }
+    cr_expect_gt(checked, 40, "only %d options checked", checked);
 }

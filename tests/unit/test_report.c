@@ -11,6 +11,7 @@
 #include "measure/progress.h"
 #include "measure/step_meter.h"
 #include "ddp/reducer.h"
+#include "config/fields.h"
 #include "report/report.h"
 #include "testutil.h"
 #include "measure/trace.h"
@@ -1740,4 +1741,38 @@ Test(report_buckets, zero1_reports_a_reduce_scatter)
         cJSON_Delete(a);
     }
     result_free(&r);
+}
+
+/* Every echoed option (config/fields.h) is under "config" at its key, the
+ * key is documented in report_json_keys[], and a row echoed as its value
+ * shows a flip of that option alone. */
+Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
+{
+    config_t base;
+    config_defaults(&base);
+    cJSON *a = report_json_config(NULL, &base);
+    char err[ERR_LEN] = "";
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *r = config_field_derive(i);
+        const char *n = config_field_name(i);
+        if (!r->json)
+            continue;
+        char doc[128];
+        snprintf(doc, sizeof doc, "config.%s", r->json);
+        bool documented = false;
+        for (int k = 0; report_json_keys[k]; k++)
+            documented = documented || strcmp(report_json_keys[k], doc) == 0;
+        cr_expect(documented, "--%s: %s is not in report_json_keys[] (and docs/results.md)", n,
+                  doc);
+        cr_expect_not_null(path_get(a, r->json), "--%s: %s is not echoed", n, r->json);
+        if (r->jsonv != J_VALUE)
+            continue;
+        config_t c = base;
+        cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+        cJSON *b = report_json_config(NULL, &c);
+        cr_expect_not(cJSON_Compare(path_get(a, r->json), path_get(b, r->json), true),
+                      "--%s changed and %s did not", n, r->json);
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(a);
 }

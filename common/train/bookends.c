@@ -1,0 +1,26 @@
+/* common/train/bookends.c: what every strategy writes into its result just
+ * before its loop (the steps it runs, what it trains on) and just after it
+ * (the final parameters, each device's skew, the figures): see trainer.h. */
+#include "measure/step_meter.h"
+#include "train/trainer.h"
+
+void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
+{
+    res->steps = sch->total_steps - sch->start_step; /* --resume starts later */
+    res->warmup_steps = schedule_warmup(sch);
+    res->epochs = sch->epochs;
+    /* what it trained on, for compare's verdict to tell rounding from a
+     * real difference */
+    res->optim = c->optim.kind;
+    res->lr = c->optim.lr;
+    res->stream_replicas = c->nrank_samples ? 0 : config_stream_ranks(c);
+    res->epoch_samples = schedule_epoch_samples(sch);
+}
+
+void trainer_end(run_result_t *res, size_t nparams, float *params)
+{
+    res->nparams = nparams;
+    res->params = params;
+    step_meter_skew(res);
+    result_finish(res);
+}
