@@ -59,6 +59,7 @@ typedef struct {
     predict_t pred;
     bool full;                    /* measure every collective the model needs */
     bool measure;                 /* measure the collectives at all */
+    run_result_t hook_ref;        /* --comm-hook: the same DDP run without the hook */
 } app_job_t;
 
 // main.c

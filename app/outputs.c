@@ -90,6 +90,7 @@ static int print_results(app_job_t *j, char *err)
             report_result(stdout, ctx, &j->res[0], NULL);
         if (c->mode == MODE_DDP)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
+        report_hook(stdout, c, &j->res[0]);
         /* compare's --zero columns are modelled in the ZeRO table below */
         int nbase = n;
         for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)

@@ -166,6 +166,8 @@ void app_free(app_job_t *j)
 {
     for (int i = 0; i < j->n; i++)
         result_free(&j->res[i]);
+    if (j->cfg.comm_hook != HOOK_NONE)
+        result_free(&j->hook_ref);
     if (j->loaded)
         data_free(&j->data);
     j->loaded = false;

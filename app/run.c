@@ -199,6 +199,28 @@ static void warmup_note(const config_t *c, const run_result_t *r)
                 timed == 1 ? "is" : "are");
 }
 
+/* --comm-hook: the same DDP run without the hook, first, for the drift:
+ * same seed, data and steps; its outputs are the hooked run's alone. */
+static int run_hook_reference(app_job_t *j, char *err)
+{
+    config_t rc = j->cfgs[0];
+    rc.comm_hook = HOOK_NONE;
+    rc.hook_reference = true;
+    rc.loss_lines_off = true;
+    rc.trace_path[0] = rc.save_path[0] = rc.checkpoint_path[0] = 0;
+    if (!j->cfg.quiet && j->reports) {
+        fprintf(j->info, "== ddp without the hook (the reference for the drift)\n");
+        fflush(j->info);
+    }
+    result_init(&j->hook_ref);
+    int r = run_mode(&rc, &j->data, &j->hook_ref, err);
+    if (r != DDP_OK)
+        err_prefix(err, r, "--comm-hook: the plain DDP reference run");
+    else if (!j->cfg.quiet && j->reports)
+        fprintf(j->info, "== ddp with --comm-hook %s\n", comm_hook_name(j->cfg.comm_hook));
+    return r;
+}
+
 int app_train(app_job_t *j, char *err)
 {
     const config_t *cfg = &j->cfg;
@@ -211,6 +233,8 @@ int app_train(app_job_t *j, char *err)
      * intervals (repeat.h). */
     int total = j->n * cfg->repeat;
     int retakes[MAX_RUNS] = {0}, retake_max = cfg->repeat / RETAKE_SHARE;
+    if (cfg->mode == MODE_DDP && cfg->comm_hook != HOOK_NONE)
+        rc = run_hook_reference(j, err);
     for (int s = 0; s < total && rc == DDP_OK; s++) {
         bool by_mode = cfg->backend == BACKEND_CUDA;
         int k = by_mode ? s / cfg->repeat : s % j->n, r = by_mode ? s % cfg->repeat : s / j->n;
@@ -265,6 +289,8 @@ int app_train(app_job_t *j, char *err)
                 warmup_note(cfg, &j->res[i]);
         }
     }
+    if (rc == DDP_OK && cfg->mode == MODE_DDP && cfg->comm_hook != HOOK_NONE)
+        j->res[0].hook_ref = &j->hook_ref; /* the drift's reference (report_hook) */
     return rc;
 }
 

@@ -112,6 +112,9 @@ static int unsupported(const config_t *c, char *err)
     if (c->zero)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero (the twin steps a "
                        "whole optimizer on every rank: drop --zero, the result is the same)");
+    if (c->comm_hook != HOOK_NONE)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --comm-hook (the twin's DDP "
+                       "registers no hook)");
     if (c->mode == MODE_DDP && c->batch % c->ngpus)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: ddp's twin needs a global batch "
                        "its %d ranks divide (a PyTorch DataLoader has one batch_size per rank); "

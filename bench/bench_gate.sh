@@ -67,6 +67,11 @@ for kind in ["ab-same", "ab-slow", "stored"]:
             if rat:
                 line += "; ratio median %.3f (%.3f..%.3f), interval width median %.1f%%" % (
                     st.median(rat), min(rat), max(rat), 100 * st.median(wid) if wid else float("nan"))
+            nr = [r["rounds"] for r in rs if r.get("rounds")]
+            if nr:
+                line += "; rounds median %d (max %d)" % (st.median(nr), max(nr))
+            if any(r.get("straggler") is not None for r in rs):
+                line += "; straggler named %d" % sum(1 for r in rs if r.get("straggler") is not None)
         print(line)
 EOF
 }
@@ -144,6 +149,9 @@ except Exception:
 if kind.startswith("ab") and o:
     ab = o["ab"]
     e = ab["estimate"]
+    w = ab.get("wall") or {}
+    rec.update(figure=ab.get("figure"), rounds=e["rounds"], wall_ratio=w.get("ratio"), wall_lo=w.get("lo"),
+               wall_hi=w.get("hi"), wall_judged=ab.get("wall_judged"), work_by_device=ab.get("work_ratio_by_device"))
     rec.update(verdict=ab["verdict"], ratio=e["ratio"], lo=e["lo"], hi=e["hi"], hl=ab["hodges_lehmann"]["ratio"],
                rounds_to_settle=ab["rounds_to_settle"], lopsided_rounds=ab["lopsided_rounds"],
                both_disturbed_rounds=ab["both_disturbed_rounds"], reason=ab["reason"],

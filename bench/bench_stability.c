@@ -24,7 +24,9 @@
  * run's disturbance record (its JSON's "machine": other processes' share of
  * its cores, its involuntary switches) says which runs the machine
  * disturbed; the table counts them, gives the spread of the undisturbed
- * runs alone, and a failed spread goal with disturbed runs says so. */
+ * runs alone, and a failed spread goal with disturbed runs says so.  Beside
+ * it, the spread of the runs' work (work_cpu_s.p10: the CPU seconds of a step,
+ * the A/B gate's figure on the CPU), which another process hardly moves. */
 #include <cJSON.h>
 #include <errno.h>
 #include <linux/futex.h>
@@ -56,6 +58,7 @@ typedef struct {
     /* measured */
     int n;
     double tput[MAX_RUNS], p50[MAX_RUNS], p95[MAX_RUNS];
+    double work[MAX_RUNS];     /* work_cpu_s.p10: the A/B gate's figure on the CPU */
     bool dist[MAX_RUNS];       /* the run's machine.disturbed */
     double cont[MAX_RUNS];     /* its machine.contention (NAN: unknown) */
     char fail[256];
@@ -166,6 +169,9 @@ static int run_case(const char *bin, bcase_t *c)
     c->tput[c->n] = tp->valuedouble;
     c->p50[c->n] = p50->valuedouble;
     c->p95[c->n] = p95->valuedouble;
+    const cJSON *wk = cJSON_GetObjectItemCaseSensitive(o, "work_cpu_s");
+    const cJSON *w10 = wk ? cJSON_GetObjectItemCaseSensitive(wk, "p10") : NULL;
+    c->work[c->n] = cJSON_IsNumber(w10) ? w10->valuedouble : NAN;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "machine");
     const cJSON *ct = m ? cJSON_GetObjectItemCaseSensitive(m, "contention") : NULL;
     c->dist[c->n] = cJSON_IsTrue(m ? cJSON_GetObjectItemCaseSensitive(m, "disturbed") : NULL);
@@ -257,6 +263,10 @@ static void json_case(cJSON *arr, const bcase_t *c)
         cJSON_AddNumberToObject(o, "throughput_median", median(c->tput, c->n));
         cJSON_AddNumberToObject(o, "spread_max_over_min",
                                 vmax(c->tput, c->n) / vmin(c->tput, c->n));
+        if (isfinite(vmax(c->work, c->n)))
+            cJSON_AddNumberToObject(o, "work_p10_spread_max_over_min",
+                                    vmax(c->work, c->n) / vmin(c->work, c->n));
+        cJSON_AddItemToObject(o, "work_p10_s", cJSON_CreateDoubleArray(c->work, c->n));
         cJSON_AddNumberToObject(o, "p50_median_s", median(c->p50, c->n));
         cJSON_AddNumberToObject(o, "p50_max_s", vmax(c->p50, c->n));
     }
@@ -377,8 +387,8 @@ int main(int argc, char **argv)
         }
     loadavg(load1, sizeof load1);
 
-    printf("%-22s %12s %8s %11s %21s %11s %10s  %s\n", "case", "samples/s", "max/min", "p50 step",
-           "p50 range", "p95 (med)", "disturbed", "goal");
+    printf("%-22s %12s %8s %11s %21s %11s %10s %9s  %s\n", "case", "samples/s", "max/min", "p50 step",
+           "p50 range", "p95 (med)", "disturbed", "work m/m", "goal");
     int failed = 0;
     for (int i = 0; i < NCASES; i++) {
         bcase_t *c = &cases[i];
@@ -421,9 +431,10 @@ int main(int argc, char **argv)
             snprintf(goal, sizeof goal, "p50 <= %.0f us each run: %s", 1e6 * c->p50_goal_s,
                      ok ? "PASS" : "FAIL");
         }
-        printf("%-22s %12.0f %8.2f %8.1f us %21s %8.1f us %10s  %s\n", c->name,
+        /* the work's spread: what the A/B gate judges on the CPU moves this much */
+        printf("%-22s %12.0f %8.2f %8.1f us %21s %8.1f us %10s %9.2f  %s\n", c->name,
                median(c->tput, c->n), spread, 1e6 * p50, range, 1e6 * median(c->p95, c->n), dcol,
-               goal);
+               vmax(c->work, c->n) / vmin(c->work, c->n), goal);
     }
     printf("exchange floor (2 processes, shared memory): spin %.2f us, futex sleep/wake %.2f us "
            "(p50 of one exchange)\n",

@@ -30,3 +30,9 @@ NAMES(backend_kind, backend_kind_t, "auto", "cpu", "cuda")
 NAMES(comm, comm_kind_t, "auto", "shm", "nccl", "mpi")
 NAMES(launcher, launcher_kind_t, "auto", "fork", "mpi")
 NAMES(synth, synth_kind_t, "auto", "regression", "binary", "classes")
+
+const char *comm_hook_name(comm_hook_kind_t h)
+{
+    static const char *const names[] = {"none", "fp16", "bf16", "powersgd"};
+    return (unsigned)h < sizeof names / sizeof *names ? names[h] : "?";
+}

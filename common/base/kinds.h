@@ -18,6 +18,8 @@ typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
 typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
 /* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
+/* DDP's communication hook (--comm-hook): what each bucket's all-reduce sends. */
+typedef enum { HOOK_NONE = 0, HOOK_FP16, HOOK_BF16, HOOK_POWERSGD } comm_hook_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
 
 /* name -> value; return -1 for an unknown name. */
@@ -38,5 +40,6 @@ const char *backend_kind_name(backend_kind_t b);
 const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
+const char *comm_hook_name(comm_hook_kind_t h); /* "none", "fp16", "bf16", "powersgd" */
 
 #endif

@@ -19,7 +19,14 @@
  *
  * Semantics every implementation must match (NCCL's, so comm_nccl.c is thin):
  *
- *  - Data is float32.  Buffers are device memory of the rank's backend (the
+ *  - Data is float32, except an all-reduce with REDOP_SUM may carry 16-bit
+ *    floats (dtype DTYPE_F16 or DTYPE_BF16: DDP's compression hooks): count
+ *    is then in 16-bit elements and must be even (the caller pads), the
+ *    buffers hold that many, and each addition is rounded to 16 bits as
+ *    NCCL's ncclHalf / ncclBfloat16 sums do (base/half.h); the order of the
+ *    additions is the implementation's (shm: rank order; NCCL: its ring's;
+ *    MPI: its algorithm's), so 16-bit sums may differ between transports by
+ *    a rounding per addition.  Buffers are device memory of the rank's backend (the
  *    backend_t given at creation): host memory on the CPU backend, cudaMalloc
  *    memory on CUDA.  count is in floats and may be 0 (a no-op that completes
  *    at once, without synchronising the ranks, as in NCCL).
@@ -83,6 +90,7 @@
 #include <stdint.h>
 
 #include "device/backend.h"
+#include "base/half.h"
 #include "base/kinds.h"
 #include "base/status.h"
 
@@ -118,6 +126,8 @@ typedef struct {
     int root;            /* broadcast, reduce */
     const char *tag;     /* "bucket 2": names the op in errors; NULL for none; must
                             stay valid until the op is waited for */
+    dtype_t dtype;       /* DTYPE_F32 (0, the default); 16-bit: all-reduce, SUM only,
+                            count in 16-bit elements, even; send/recv point at them */
 } comm_op_t;
 
 /* Collectives are numbered 1, 2, ... per rank in launch order; 0 is "none". */

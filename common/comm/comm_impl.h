@@ -73,6 +73,14 @@ static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
         (op->root < 0 || op->root >= c->world))
         return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
                        op->root, c->world);
+    if (op->dtype != DTYPE_F32 &&
+        (op->kind != COLL_ALL_REDUCE || op->redop != REDOP_SUM || op->count % 2))
+        return err_set(msg, DDP_ERR_RUNTIME,
+                       "%s: 16-bit floats only in an all-reduce that sums an even count (%zu)",
+                       coll_name(op->kind), op->count);
+    if ((unsigned)op->dtype > DTYPE_BF16)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: unknown element type %d", coll_name(op->kind),
+                       (int)op->dtype);
     if (op->count && !op->recv)
         return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
     return DDP_OK;

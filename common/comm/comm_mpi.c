@@ -38,7 +38,15 @@
  * recommends this, so DDP checks it where it matters: every rank's final
  * parameters must have rank 0's checksum (ddp.c), and --mode comm checks
  * every collective's result bit for bit.  The order differs from shm's rank
- * order, so the two agree to rounding (1e-5), not bit for bit. */
+ * order, so the two agree to rounding (1e-5), not bit for bit.
+ *
+ * 16-bit sums (DDP's fp16/bf16 hooks): MPI has no half or bfloat16 type, so
+ * the elements travel as MPI_UINT16_T under user-defined ops that add two
+ * of them as NCCL does, rounding each addition to 16 bits (base/half.h).
+ * The ops are marked commutative (IEEE addition is, bit for bit), which
+ * lets Open MPI choose the same algorithms as for MPI_SUM; they are not
+ * associative, so the result depends on the algorithm's order, and agrees
+ * with shm's rank order to a rounding per addition. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +56,7 @@
 #include <mpi.h>
 
 #include "base/clock.h"
+#include "base/half.h"
 #include "comm/comm_queue.h"
 
 #define PROBE_TAG 7301
@@ -63,7 +72,30 @@ typedef struct {
     bool pending;           /* an op was left posted when the comm failed */
     float *scratch;         /* reduce-scatter in place: MPI's result, then copied */
     size_t scratch_cap;
+    MPI_Op sum16[3];        /* [DTYPE_F16], [DTYPE_BF16]: the 16-bit sums */
+    bool ops_made;
 } mpic_t;
+
+// ---------------------------------------------------------------------------
+// the 16-bit sums (user-defined ops: inout[i] = in[i] + inout[i], rounded)
+
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = dtype16_add(DTYPE_F16, a[i], b[i]);
+}
+
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = dtype16_add(DTYPE_BF16, a[i], b[i]);
+}
 
 // ---------------------------------------------------------------------------
 // errors
@@ -226,8 +258,12 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
     switch (op->kind) {
     case COLL_ALL_REDUCE:
         call = "MPI_Iallreduce";
-        code = MPI_Iallreduce(send && send != recv ? send : MPI_IN_PLACE, recv, c, MPI_FLOAT,
-                              MPI_SUM, m->comm, &rq);
+        if (op->dtype != DTYPE_F32) /* count in 16-bit elements (comm.h) */
+            code = MPI_Iallreduce(send && send != recv ? send : MPI_IN_PLACE, recv, c,
+                                  MPI_UINT16_T, m->sum16[op->dtype], m->comm, &rq);
+        else
+            code = MPI_Iallreduce(send && send != recv ? send : MPI_IN_PLACE, recv, c, MPI_FLOAT,
+                                  MPI_SUM, m->comm, &rq);
         break;
     case COLL_BROADCAST:
         if (r == op->root && send && send != recv)
@@ -340,6 +376,10 @@ static void mpic_destroy(comm_t *c)
         MPI_Comm_free(&m->comm);
         MPI_Comm_free(&m->watch);
     }
+    if (m->ops_made && !m->pending) {
+        MPI_Op_free(&m->sum16[DTYPE_F16]);
+        MPI_Op_free(&m->sum16[DTYPE_BF16]);
+    }
     free(m->scratch);
     free(m);
 }
@@ -423,6 +463,12 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
         return rc;
     }
     m->comms_made = true;
+    if (MPI_Op_create(sum_f16, 1, &m->sum16[DTYPE_F16]) != MPI_SUCCESS ||
+        MPI_Op_create(sum_bf16, 1, &m->sum16[DTYPE_BF16]) != MPI_SUCCESS) {
+        mpic_destroy(&m->c);
+        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: MPI_Op_create failed");
+    }
+    m->ops_made = true;
     /* Our 20 us pauses should be 20 us, not the default 50 us of slack. */
     if ((rc = comm_queue_start(&m->queue, &m->c, run_op, 1000UL, err)) != DDP_OK) {
         mpic_destroy(&m->c);

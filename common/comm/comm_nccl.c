@@ -218,8 +218,12 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
                               n->nccl, n->stream);
             break;
         case COLL_ALL_REDUCE:
-            r = ncclAllReduce(op->send ? op->send : recv, recv, op->count, ncclFloat, red, n->nccl,
-                              n->stream);
+            /* 16-bit: NCCL's own half / bfloat16 sums (the compression hooks) */
+            r = ncclAllReduce(op->send ? op->send : recv, recv, op->count,
+                              op->dtype == DTYPE_F16    ? ncclHalf
+                              : op->dtype == DTYPE_BF16 ? ncclBfloat16
+                                                        : ncclFloat,
+                              red, n->nccl, n->stream);
             break;
         case COLL_REDUCE:
             r = ncclReduce(op->send ? op->send : recv, recv, op->count, ncclFloat, red, op->root,
@@ -324,6 +328,8 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         return comm_fail(c, "invalid %s (root %d, count %zu)",
                          (unsigned)op->kind < COLL_COUNT ? coll_name(op->kind) : "collective",
                          op->root, op->count);
+    if (comm_op_check(c, op, why) != DDP_OK) /* the 16-bit rules (comm.h) */
+        return comm_fail(c, "%s", why);
 
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);

@@ -113,9 +113,38 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
  * of the chunk, in rank order, divided by n for AVG.  Peers' inputs are in
  * their staging slots; this rank's own comes straight from its buffer (mine),
  * which it never staged.  Tiled so the running sum stays in L1. */
-static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
-                         size_t len, bool avg, float *dst, float *dst2)
+/* The same over 16-bit elements packed two to a word (len words): each
+ * addition rounded to 16 bits, as NCCL's half and bfloat16 sums are
+ * (base/half.h), in rank order.  Never averaged (comm.h: SUM only). */
+static void reduce_slice16(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
+                           size_t len, dtype_t dt, float *dst, float *dst2)
 {
+    int n = s->h->world;
+    uint16_t tmp[2 * SHM_TILE];
+    for (size_t t = 0; t < len; t += SHM_TILE) {
+        size_t m = 2 * (len - t < SHM_TILE ? len - t : SHM_TILE);
+        const uint16_t *a = (const uint16_t *)(self == 0 ? mine + t : seg_in(s, slot, 0) + lo + t);
+        for (size_t i = 0; i < m; i++)
+            tmp[i] = a[i];
+        for (int q = 1; q < n; q++) {
+            const uint16_t *c =
+                (const uint16_t *)(self == q ? mine + t : seg_in(s, slot, q) + lo + t);
+            for (size_t i = 0; i < m; i++)
+                tmp[i] = dtype16_add(dt, tmp[i], c[i]);
+        }
+        memcpy(dst + t, tmp, m * sizeof(uint16_t));
+        if (dst2)
+            memcpy(dst2 + t, tmp, m * sizeof(uint16_t));
+    }
+}
+
+static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
+                         size_t len, bool avg, dtype_t dt, float *dst, float *dst2)
+{
+    if (dt != DTYPE_F32) {
+        reduce_slice16(s, slot, self, mine, lo, len, dt, dst, dst2);
+        return;
+    }
     int n = s->h->world;
     float tmp[SHM_TILE];
     for (size_t t = 0; t < len; t += SHM_TILE) {
@@ -191,6 +220,12 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
 {
     comm_seg_t *s = m->c.seg;
     const int n = m->c.world, r = m->c.rank;
+    comm_op_t words;
+    if (op->dtype != DTYPE_F32) { /* 16-bit pairs: the chunk engine counts words */
+        words = *op;
+        words.count /= 2;
+        op = &words;
+    }
     if (n == 1) {
         run_local(op);
         return DDP_OK;
@@ -204,7 +239,10 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
      * a piece of each of the n blocks */
     const size_t step = op->kind == COLL_REDUCE_SCATTER ? C / (size_t)n : C;
     size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + step - 1) / step;
-    seg_desc_t mine = {.op_seq = seq, .kind = op->kind, .redop = op->redop, .root = op->root,
+    /* the element type rides in redop's upper bits: ranks that disagree on it
+     * are a mismatch like any other */
+    seg_desc_t mine = {.op_seq = seq, .kind = op->kind,
+                       .redop = (uint32_t)op->redop | (uint32_t)op->dtype << 8, .root = op->root,
                        .count = op->count};
     int missing;
     for (size_t j = 0; j < nchunks; j++) {
@@ -259,15 +297,15 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         if (!reduction || whole) {
             switch (op->kind) {
             case COLL_ALL_REDUCE: /* every rank sums the whole chunk, in rank order */
-                reduce_slice(s, slot, r, src + off, 0, len, avg, op->recv + off, NULL);
+                reduce_slice(s, slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
                 break;
             case COLL_REDUCE:
                 if (r == op->root)
-                    reduce_slice(s, slot, r, src + off, 0, len, avg, op->recv + off, NULL);
+                    reduce_slice(s, slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
                 break;
             case COLL_REDUCE_SCATTER: /* our block's piece, from everyone's staging */
                 reduce_slice(s, slot, r, src + (size_t)r * op->count + off, (size_t)r * len, len,
-                             avg, op->recv + off, NULL);
+                             avg, op->dtype, op->recv + off, NULL);
                 break;
             case COLL_BROADCAST:
                 if (r != op->root)
@@ -291,7 +329,7 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         }
 
         /* A long reduction chunk: 3'. reduce our slice (reduce-scatter) ... */
-        reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, avg, out + lo,
+        reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, avg, op->dtype, out + lo,
                      op->kind == COLL_ALL_REDUCE ? op->recv + off + lo : NULL);
         seg_publish(s, SEG_REDUCED, r, k + 1);
 
@@ -463,10 +501,12 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     comm_t *c = &m->c;
     backend_t *be = c->be;
     bool gather = op->kind == COLL_ALL_GATHER, scatter = op->kind == COLL_REDUCE_SCATTER;
-    size_t mine = (size_t)c->rank * op->count; /* our block in a world-sized buffer */
+    /* 16-bit elements travel as pairs in float-sized words (an even count) */
+    size_t cnt = op->dtype != DTYPE_F32 ? op->count / 2 : op->count;
+    size_t mine = (size_t)c->rank * cnt; /* our block in a world-sized buffer */
     size_t need = op->kind == COLL_BARRIER         ? 0
-                  : gather || scatter ? op->count * (size_t)c->world
-                                      : op->count;
+                  : gather || scatter ? cnt * (size_t)c->world
+                                      : cnt;
     req->back_floats = 0;
     *staged = NULL;
     if (need == 0)
@@ -494,7 +534,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     const float *dev_src = op_src(op, c->rank);
     /* the host copy of the input: ours, in its place in a world-sized buffer */
     float *host_src = gather ? host + mine : host;
-    size_t in_floats = scatter ? need : op->count;
+    size_t in_floats = scatter ? need : cnt;
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
     if (has_input && in_floats) {
         /* Queued after the backend's earlier work (the bucket's gradients);
@@ -515,7 +555,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     if (back) {
         req->dev_dst = op->recv;
         req->host_src = scatter ? host + mine : host;
-        req->back_floats = scatter ? op->count : need;
+        req->back_floats = scatter ? cnt : need;
     }
     op->send = host_src;
     op->recv = scatter ? host + mine : host;

@@ -166,6 +166,21 @@ int config_validate(const config_t *c, char *err)
     if (c->zero && c->bucket_auto)
         return err_set(err, DDP_ERR_INPUT, "--zero: not with --bucket-mb auto (each rank's "
                        "shard follows the buckets, which the warm-up would change)");
+    if (c->comm_hook != HOOK_NONE) {
+        const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
+                         : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
+                         : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
+                                               "follow the buckets)"
+                         : c->against[0]     ? "not with --against (the A/B runs one mode)"
+                         : c->comm_hook == HOOK_POWERSGD && (c->checkpoint_path[0] ||
+                                                             c->resume_path[0])
+                             ? "powersgd not with --checkpoint or --resume (its error feedback "
+                               "and warm start are not saved)"
+                             : NULL;
+        if (no)
+            return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook),
+                           no);
+    }
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");
@@ -216,4 +231,12 @@ int config_stream_ranks(const config_t *c)
 int config_model_spec(const config_t *c, model_spec_t *spec, char *err)
 {
     return model_spec_init(spec, c->dims, c->ndims, c->act, err);
+}
+
+void config_comm_hook_text(const config_t *c, char *buf, size_t n)
+{
+    if (c->comm_hook == HOOK_POWERSGD)
+        snprintf(buf, n, "powersgd:%d:%ld", c->powersgd_rank, c->powersgd_start);
+    else
+        snprintf(buf, n, "%s", comm_hook_name(c->comm_hook));
 }

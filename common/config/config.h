@@ -92,6 +92,11 @@ typedef struct {
     int zero_stages[3];        /* --zero 1,2,3: the stages asked for, in order (compare: a */
     int nzero_stages;          /* ddp column each, beside plain DDP's) */
     double mem_limit;          /* --mem-limit BYTES: each device's memory (0: none) */
+    comm_hook_kind_t comm_hook; /* --comm-hook: what each bucket's all-reduce sends */
+    int powersgd_rank;         /* --comm-hook powersgd:RANK[:START]: the rank of P and Q ... */
+    long powersgd_start;       /* ... and the steps all-reduced plainly before compressing */
+    bool hook_reference;       /* this run is the plain DDP reference of a hooked run (its
+                                  drift is measured against it): set by the plan, not an option */
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
     double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
                                   fractional: ddp/rank.c's straggle) */
@@ -135,7 +140,12 @@ typedef struct {
 #define CONFIG_DEFAULT_PRESET "mlp-small"
 /* --bucket-mb's default (PyTorch DDP's bucket_cap_mb), MiB */
 #define CONFIG_BUCKET_MB 25
+/* --comm-hook powersgd:RANK's plain all-reduce steps before it compresses
+ * (PyTorch's start_powerSGD_iter is 1000, more than a benchmark's run) */
+#define CONFIG_POWERSGD_START 10
 void config_defaults(config_t *c);
+/* --comm-hook as given: "none", "fp16", "bf16", "powersgd:RANK:START". */
+void config_comm_hook_text(const config_t *c, char *buf, size_t n);
 /* The same with another preset; DDP_ERR_INPUT for an unknown name. */
 int config_defaults_for(config_t *c, const char *preset, char *err);
 /* Apply a named preset over c; DDP_ERR_INPUT for an unknown name. */

@@ -174,6 +174,9 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
     if (rc == DDP_OK && c->slow_rank >= c->ngpus)
         rc = err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
                      c->slow_rank, c->ngpus, c->ngpus - 1);
+    if (rc == DDP_OK && c->comm_hook == HOOK_POWERSGD && c->backend == BACKEND_CUDA)
+        rc = err_set(err, DDP_ERR_INPUT, "--comm-hook powersgd: the CPU backend only (--backend "
+                     "cpu); on CUDA use fp16 or bf16");
     if (rc == DDP_OK)
         rc = resolve_world(c, cpu_auto, err);
     if (rc == DDP_OK)

@@ -309,6 +309,38 @@ static int set_slow_rank(config_t *c, const char *name, const char *v, explicit_
     return parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
 }
 
+/* none | fp16 | bf16 | powersgd:RANK[:START] */
+static int set_comm_hook(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    c->powersgd_rank = 0;
+    c->powersgd_start = CONFIG_POWERSGD_START;
+    if (!strcmp(v, "none") || !strcmp(v, "fp16") || !strcmp(v, "bf16")) {
+        c->comm_hook = v[0] == 'n' ? HOOK_NONE : v[0] == 'f' ? HOOK_FP16 : HOOK_BF16;
+        return DDP_OK;
+    }
+    if (strncmp(v, "powersgd:", 9))
+        return err_set(err, DDP_ERR_INPUT, "--comm-hook: '%.40s' is not none, fp16, bf16 or "
+                       "powersgd:RANK[:START] (e.g. powersgd:2)", v);
+    char r[32];
+    const char *rk = v + 9, *colon = strchr(rk, ':');
+    size_t len = colon ? (size_t)(colon - rk) : strlen(rk);
+    if (len == 0 || len >= sizeof r)
+        return err_set(err, DDP_ERR_INPUT, "--comm-hook: '%.40s' is not powersgd:RANK[:START] "
+                       "(e.g. powersgd:2)", v);
+    memcpy(r, rk, len);
+    r[len] = 0;
+    long l = 0;
+    TRY(parse_long(name, r, 1, 1024, &l, err));
+    c->powersgd_rank = (int)l;
+    /* PowerSGD keeps error feedback and warm start: at least 2 plain steps, as
+     * PyTorch requires of start_powerSGD_iter with them */
+    if (colon)
+        TRY(parse_long(name, colon + 1, 2, 1L << 40, &c->powersgd_start, err));
+    c->comm_hook = HOOK_POWERSGD;
+    return DDP_OK;
+}
+
 static int set_colls(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
 {
     (void)name, (void)ex;
@@ -414,6 +446,13 @@ static void get_mem_limit(const config_t *c, config_value_t *v)
 {
     v->type = CV_DOUBLE;
     v->d = c->mem_limit;
+}
+
+static void get_comm_hook(const config_t *c, config_value_t *v)
+{
+    v->type = CV_STR;
+    config_comm_hook_text(c, v->buf, sizeof v->buf);
+    v->s = v->buf;
 }
 
 static void get_slow_rank(const config_t *c, config_value_t *v)
@@ -672,6 +711,14 @@ static const opt_t opts[] = {
     {"mem-limit", "BYTES", NULL, "none",
      "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
      NULL, SET(set_mem_limit, get_mem_limit, "64M", "1G"), EFF(CF_META)},
+    {"comm-hook", "H", "none", NULL,
+     "ddp's communication hook, as PyTorch's: none | fp16 | bf16 (each bucket all-reduced in "
+     "16 bits) | powersgd:RANK[:START] (rank-RANK PowerSGD with error feedback and warm start "
+     "after START plain steps, default " STR(CONFIG_POWERSGD_START) "); a plain DDP reference "
+     "runs first, for the drift",
+     NULL, SET(set_comm_hook, get_comm_hook, "fp16", "powersgd:2"),
+     EFF(CF_ARITH | CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("comm_hook", WARN), CKPT_FREE,
+     TWIN_REFUSED},
     {"slow-rank", "R:F", NULL, "none",
      "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "
      "and fractional (1.1: 10% more; the same result, F times the work)",

@@ -174,6 +174,11 @@ int backend_scale(backend_t *be, float alpha, float *x, size_t n)
     return be->ops->scale(be, alpha, x, n);
 }
 
+int backend_cast16(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n)
+{
+    return be->ops->cast16(be, t, to16, f, h, n);
+}
+
 int backend_sync(backend_t *be) { return be->ops->sync(be); }
 
 int backend_reserve(backend_t *be, int rows, int cols)

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/half.h"
 #include "base/kinds.h"
 #include "base/status.h"
 
@@ -127,6 +128,10 @@ int backend_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, 
 int backend_axpy(backend_t *be, float alpha, const float *x, float *y, size_t n);
 /* x *= alpha */
 int backend_scale(backend_t *be, float alpha, float *x, size_t n);
+/* The compression hooks' casts (t: DTYPE_F16 or DTYPE_BF16): to16, h[i] =
+ * f[i] rounded to nearest even; otherwise f[i] = h[i], exactly.  As
+ * base/half.h's functions, bit for bit, on every backend. */
+int backend_cast16(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n);
 /* Wait for everything queued on the device. */
 int backend_sync(backend_t *be);
 /* Make the scratch the kernels need ready for operations over up to rows

@@ -155,6 +155,19 @@ CPU_CLONES static int cpu_scale(backend_t *be, float alpha, float *x, size_t n)
     return DDP_OK;
 }
 
+static int cpu_cast16(backend_t *be, dtype_t t, bool to16, float *restrict f,
+                      uint16_t *restrict h, size_t n)
+{
+    (void)be;
+    if (to16)
+        for (size_t i = 0; i < n; i++)
+            h[i] = dtype16_from_f32(t, f[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            f[i] = dtype16_to_f32(t, h[i]);
+    return DDP_OK;
+}
+
 // ---------------------------------------------------------------------------
 // activations (exact forms, like torch: gelu uses erf, relu'(0) = 0)
 
@@ -484,6 +497,7 @@ static const backend_ops_t cpu_ops = {
     .adam = cpu_adam,
     .axpy = cpu_axpy,
     .scale = cpu_scale,
+    .cast16 = cpu_cast16,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .event_init = cpu_event_init,

@@ -513,6 +513,13 @@ static int cuda_scale(backend_t *be, float alpha, float *x, size_t n)
     return DDP_OK;
 }
 
+static int cuda_cast16(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n)
+{
+    ENTER(be);
+    CK(kern_cast16(impl_of(be)->stream, (int)t, to16 ? 1 : 0, f, h, n));
+    return DDP_OK;
+}
+
 // ---------------------------------------------------------------------------
 // control
 
@@ -725,6 +732,7 @@ static const backend_ops_t cuda_ops = {
     .adam = cuda_adam,
     .axpy = cuda_axpy,
     .scale = cuda_scale,
+    .cast16 = cuda_cast16,
     .sync = cuda_sync,
     .reserve = cuda_reserve,
     .destroy = cuda_destroy,

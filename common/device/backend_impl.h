@@ -60,6 +60,8 @@ typedef struct backend_ops {
     int (*axpy)(backend_t *be, float alpha, const float *x, float *y, size_t n);
     /* x *= alpha */
     int (*scale)(backend_t *be, float alpha, float *x, size_t n);
+    /* to16: h[i] = f[i] rounded to t (nearest even); else f[i] = h[i] (base/half.h) */
+    int (*cast16)(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n);
 
     /* -- control ----------------------------------------------------------- */
     int (*sync)(backend_t *be);

@@ -79,6 +79,10 @@ cudaError_t kern_div(cudaStream_t s, float d, float *x, size_t n);
 /* C[i*ldc+j] = beta == 0 ? 0 : beta*C[i*ldc+j] for an m x n block (an empty GEMM). */
 cudaError_t kern_scale_matrix(cudaStream_t s, float beta, float *C, int m, int n, int ldc);
 
+// ---- kernels_cast.cu: float32 <-> 16-bit floats (the compression hooks) ---
+/* to16: h[i] = f[i] rounded to dtype t (base/half.h's dtype_t); else f[i] = h[i]. */
+cudaError_t kern_cast16(cudaStream_t s, int t, int to16, float *f, unsigned short *h, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

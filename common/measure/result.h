@@ -135,7 +135,7 @@ int loss_log_add(loss_log_t *l, long step, long epoch, double loss);
 
 #define RESULT_TUNE_MAX 8
 
-typedef struct {
+typedef struct run_result {
     mode_t_ mode;
     int zero;               /* ddp: its ZeRO stage (--zero; 0 plain) */
     backend_kind_t backend;
@@ -183,6 +183,10 @@ typedef struct {
     /* what else the machine did while it ran (disturb.h); the program
      * takes it around the whole run (wall_s 0: not taken) */
     disturb_t machine;
+
+    /* --comm-hook: the same DDP run without the hook, run first in the same
+     * invocation (not owned; NULL without a hook), for the drift */
+    const struct run_result *hook_ref;
 } run_result_t;
 
 void result_init(run_result_t *r);

@@ -148,6 +148,16 @@ void report_notes_runs(FILE *f, const report_ctx_t *ctx, const run_result_t *run
  * "buckets" JSON array (null outside DDP).  zero1: the buckets were
  * reduce-scattered (busbw x (n-1)/n, not 2(n-1)/n; not comparable with ar). */
 void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1);
+/* --comm-hook (report_hook.c): what the hook sent per step against plain
+ * DDP's bytes, and the drift from the plain run (r->hook_ref): the final
+ * parameters' relative distance and the two loss curves.  Nothing without
+ * a hook. */
+void report_hook(FILE *f, const config_t *c, const run_result_t *r);
+/* The same as the "comm_hook" JSON object (null without a hook). */
+cJSON *report_json_hook(const config_t *c, const run_result_t *r);
+/* ||a - b|| / ||b|| over the parameters (NAN when they cannot be compared),
+ * and the largest |a_i - b_i| in *max_abs (may be NULL). */
+double report_param_distance(const run_result_t *a, const run_result_t *b, double *max_abs);
 cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, bool zero1);
 /* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);

@@ -55,6 +55,7 @@ const char *const report_json_keys[] = {
     "config.tf32",
     "config.zero1",
     "config.zero",
+    "config.comm_hook",
     "config.slow_rank",
     "environment.backend",
     "environment.devices",
@@ -101,6 +102,7 @@ const char *const report_json_keys[] = {
     "predict",
     "bucket_autotune",
     "buckets",
+    "comm_hook",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -267,6 +269,9 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
     cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
+    char hook[48];
+    config_comm_hook_text(c, hook, sizeof hook);
+    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
     if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
@@ -418,6 +423,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
     cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero));
+    cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
+                                                  : cJSON_CreateNull());
     if (r->ntuned > 0) {
         cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
         cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);

@@ -20,6 +20,7 @@
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
 #include "ddp/launch.h"
+#include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
 #include "ddp/zero.h"
 #include "ddp/zero1.h"
@@ -78,6 +79,12 @@ typedef struct {
  * message (the supervisor names the rank and the device). */
 static int dev(rank_t *me, int rc) { return backend_check(me->be, rc, NULL, me->err); }
 static int coll(rank_t *me, int rc) { return comm_check(me->comm, rc, NULL, me->err); }
+/* The comm hook uses both: the communicator's message when it failed, else the device's. */
+static int hooked(rank_t *me, int rc)
+{
+    return rc == DDP_OK || strcmp(comm_last_error(me->comm), "unknown error") ? coll(me, rc)
+                                                                              : dev(me, rc);
+}
 
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r);
 
@@ -120,6 +127,7 @@ static int rank_setup(rank_t *me)
      * bucket) runs on this thread; a hand-off to the comm thread would cost
      * two wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
      * hook, so the GPU starts it as soon as backward's kernels are done. */
+    TRY(comm_hook_init(&me->red.hook, cfg, me->be, &me->red, me->err));
     comm_kind_t kind = comm_resolve(cfg->comm, cfg->backend);
     me->red.run_rest = (kind == COMM_SHM || kind == COMM_MPI) && backend_host_visible(me->be);
     if (cfg->zero) { /* the buckets are reduce-scattered; the state is this rank's shard */
@@ -278,6 +286,7 @@ static void rank_teardown(rank_t *me)
     ckpt_run_free(&me->ck);
     zero1_free(&me->z);
     zero_free(&me->zz);
+    comm_hook_free(me->red.hook);
     reducer_free(&me->red);
     optim_free(&me->opt);
     replica_free(&me->rep);
@@ -316,7 +325,7 @@ static void story_buckets(rank_t *me, double bwd_t0, double bwd_t1)
     st->backward_s = bwd_t1 - bwd_t0;
     for (int i = 0; i < r->nb; i++) {
         const bucket_t *b = &r->b[i];
-        uint64_t bytes = (uint64_t)b->count * sizeof(float);
+        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
         mv->bytes += bytes;
         mv->ops++;
         if (b->span.end_s > 0.0) {
@@ -351,7 +360,7 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
         me->rec->nbuckets = me->red.nb < STORY_MAX_BUCKETS ? me->red.nb : STORY_MAX_BUCKETS;
         for (int i = 0; i < me->rec->nbuckets; i++) {
             const bucket_t *b = &me->red.b[i];
-            me->rec->bucket_bytes[i] = (double)b->count * sizeof(float);
+            me->rec->bucket_bytes[i] = comm_hook_bytes(me->red.hook, &me->red, i);
             me->rec->bucket_s[i] +=
                 b->span.end_s > b->span.start_s ? b->span.end_s - b->span.start_s : 0.0;
         }
@@ -567,6 +576,10 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     }
     /* The optimizer needs every bucket summed: its stream waits for all. */
     TRY(coll(me, comm_wait_all(me->comm)));
+    /* --comm-hook: the gradients the optimizer applies, from what was sent
+     * (16-bit: cast back; PowerSGD: its P and Q rounds), counted as exposed
+     * communication like the wait */
+    TRY(hooked(me, comm_hook_finish(me->red.hook, &me->red)));
     step_meter_lap(m, PH_COMM_EXPOSED);
     if (want_loss)
         step_meter_fetch(m, me->lossbuf, 3);

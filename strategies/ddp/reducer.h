@@ -79,6 +79,9 @@ typedef struct {
      * handle in *h; run: at once on the calling thread (comm_run) */
     int (*launch_fn)(void *ctx, int i, bool run, comm_handle_t *h);
     void *launch_ctx;
+    /* --comm-hook (ddp/comm_hook.h): what each bucket's all-reduce sends;
+     * NULL: the float32 gradients themselves */
+    struct comm_hook *hook;
 } reducer_t;
 
 /* ZeRO-1's blocks of bucket b over world ranks: floats per rank, and the

@@ -11,8 +11,12 @@
  * all slots in rank order (so every rank gets the same bits), and publishes
  * that it is done, after which the slots may be reused.  A rank whose peer
  * never comes waits on its stream -- like an NCCL kernel -- until
- * ncclCommAbort releases it.  Only ncclFloat and ncclSum are needed (ddpbench
- * never asks for ncclAvg). */
+ * ncclCommAbort releases it.  Only ncclSum is needed (ddpbench never asks for
+ * ncclAvg), of ncclFloat, and for the compression hooks' all-reduce of
+ * ncclHalf and ncclBfloat16: an even count (ddpbench pads), each addition
+ * rounded to 16 bits as NCCL's FuncSum<half> does (base/half.h), in rank
+ * order (real NCCL adds in its ring's order, so it may differ by a rounding
+ * per addition). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/half.h"
 #include "cuda_runtime_api.h"
 #include "nccl.h"
 
@@ -234,9 +239,10 @@ typedef struct {
     kind_t kind;
     const float *send;
     float *recv;
-    size_t count;
+    size_t count;       /* floats; 16-bit: pairs of elements (words) */
     int root;
     struct emu_nccl_comm *c;
+    dtype_t dt;         /* DTYPE_F32, or the 16-bit all-reduce's format */
 } coll_t;
 
 /* Until every rank's counter has reached k; false when aborted. */
@@ -309,6 +315,16 @@ static void run_coll(void *arg)
         case K_REDUCE:
             if (o->kind == K_REDUCE && r != o->root)
                 break;
+            if (o->dt != DTYPE_F32) { /* 16-bit pairs, each addition rounded */
+                uint16_t *out16 = (uint16_t *)(o->recv + off);
+                for (size_t i = 0; i < 2 * len; i++) {
+                    uint16_t t = ((const uint16_t *)s->data[0])[i];
+                    for (int q = 1; q < n; q++)
+                        t = dtype16_add(o->dt, t, ((const uint16_t *)s->data[q])[i]);
+                    out16[i] = t;
+                }
+                break;
+            }
             for (size_t i = 0; i < len; i++) { /* rank order: the same bits everywhere */
                 float t = s->data[0][i];
                 for (int q = 1; q < n; q++)
@@ -343,8 +359,16 @@ static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t co
 {
     if (!c || atomic_load(&c->aborted))
         return fail(ncclInvalidUsage, "emulated NCCL: the communicator was aborted");
-    if (t != ncclFloat || op != ncclSum)
-        return fail(ncclInvalidArgument, "emulated NCCL: only float sums are emulated");
+    dtype_t dt = t == ncclHalf ? DTYPE_F16 : t == ncclBfloat16 ? DTYPE_BF16 : DTYPE_F32;
+    if ((t != ncclFloat && dt == DTYPE_F32) || op != ncclSum)
+        return fail(ncclInvalidArgument, "emulated NCCL: only float, half and bfloat16 sums "
+                                         "are emulated");
+    if (dt != DTYPE_F32) {
+        if (kind != K_ALL_REDUCE || count % 2)
+            return fail(ncclInvalidArgument, "emulated NCCL: 16-bit types only in an all-reduce "
+                                             "of an even count");
+        count /= 2; /* moved as float-sized pairs */
+    }
     if (root < 0 || root >= c->world)
         return fail(ncclInvalidArgument, "emulated NCCL: bad root");
     size_t out = kind == K_ALL_GATHER ? count * (size_t)c->world : count;
@@ -358,7 +382,7 @@ static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t co
     coll_t *o = malloc(sizeof *o);
     if (!o)
         return fail(ncclSystemError, "emulated NCCL: out of memory");
-    *o = (coll_t){kind, send, recv, count, root, c};
+    *o = (coll_t){kind, send, recv, count, root, c, dt};
     atomic_fetch_add(&c->refs, 1);
     emu_enqueue(s, run_coll, o, free_coll);
     return ncclSuccess;

@@ -24,7 +24,9 @@ typedef enum {
     ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclRemoteError = 6, ncclInProgress = 7
 } ncclResult_t;
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
-typedef enum { ncclFloat = 7, ncclFloat32 = 7 } ncclDataType_t;
+typedef enum {
+    ncclFloat16 = 6, ncclHalf = 6, ncclFloat = 7, ncclFloat32 = 7, ncclBfloat16 = 9
+} ncclDataType_t;
 typedef struct {
     int blocking;
 } ncclConfig_t;

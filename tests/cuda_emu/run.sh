@@ -16,7 +16,7 @@
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
 #     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero1:
 #     reduce-scatter and all-gather), with and without
-#     --accum, on emulated GPUs with
+#     --accum, and --comm-hook fp16/bf16 over NCCL and shm, on emulated GPUs with
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
 #     host_syncs_per_step) -- two under shm, whose wait for the gradients'
@@ -105,6 +105,32 @@ for accum in 1 2; do
             fail "--mode $mode --accum $accum waited for the GPU $n times per step (from $lo to $hi)"
     done
 done
+
+# --comm-hook fp16 / bf16 on emulated GPUs: the CUDA cast kernels, NCCL's
+# ncclHalf / ncclBfloat16 sums (emulated in rank order, as shm sums) and the
+# staged shm path.  NCCL and shm on the emulated GPUs must agree bit for bit
+# (the same casts, the same additions in the same order); against the CPU
+# within docs/modes.md's 16-bit bound 2 (w+1) u R with R <= 1 here (a
+# 1-ulp fp32 difference may flip a 16-bit rounding).
+HARGS="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --quiet"
+for h in "fp16 0.00048828125" "bf16 0.00390625"; do
+    u=${h#* } h=${h% *}
+    ./ddpbench --mode ddp --backend cpu --gpus 0,1,2 --comm-hook $h $HARGS >"$B/hook-cpu.json" 2>"$B/hook.err" ||
+        { cat "$B/hook.err"; fail "--comm-hook $h on the CPU"; }
+    for c in nccl shm; do
+        EMU_NGPU=3 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode ddp --comm $c --gpus 0,1,2 \
+            --comm-hook $h $HARGS >"$B/hook-$c.json" 2>"$B/hook.err" || { tail -n 20 "$B/hook.err"; fail "--comm $c --comm-hook $h"; }
+    done
+    [ "$(sums "$B/hook-nccl.json")" = "$(sums "$B/hook-shm.json")" ] ||
+        fail "--comm-hook $h: NCCL ($(sums "$B/hook-nccl.json")) and shm ($(sums "$B/hook-shm.json")) differ on emulated GPUs"
+    r=$(rel "$(sums "$B/hook-cpu.json") $(sums "$B/hook-nccl.json")")
+    echo "== ddp --comm-hook $h over NCCL on 3 emulated GPUs: shm's bits, $r from the CPU"
+    awk -v r="$r" -v u="$u" 'BEGIN { exit !(r <= 2 * 4 * u) }' || fail "--comm-hook $h differs from the CPU by $r"
+done
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode ddp --gpus 0,1 --comm-hook powersgd:1 $HARGS >/dev/null 2>"$B/hook.err" &&
+    fail "--comm-hook powersgd on CUDA did not fail"
+grep -q "ddpbench: error: --comm-hook powersgd: the CPU backend only" "$B/hook.err" ||
+    fail "--comm-hook powersgd on CUDA: $(cat "$B/hook.err")"
 
 # --report on emulated GPUs: the recorders the page draws from add no host
 # wait (still one per step), and the page holds every device's two lanes,

@@ -985,3 +985,36 @@ Test(cuda_equivalence, sigmoid_sgd_weight_decay_uneven_batches)
     cpu_vs_gpu("--layers 40,50,50,4 --act sigmoid --loss ce --dataset classes --optim sgd --lr 0.5 "
                "--weight-decay 0.001 --samples 500 --batch 96");
 }
+
+/* The compression hooks' casts: the kernel's bits are base/half.h's (the
+ * CPU backend's), both ways, over values that round, overflow and underflow. */
+Test(cuda_kernels, cast16_matches_the_cpu_bit_for_bit)
+{
+    pair_t p = pair_open();
+    size_t n = 4099;
+    float *h = host_random(n, 11, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        h[i] = ldexpf(h[i], (int)(i % 60) - 40); /* 2^-40 .. 2^19: subnormals, overflow */
+    float *d = upload(p.gpu, h, n);
+    uint16_t *d16 = backend_alloc(p.gpu, n * sizeof(uint16_t));
+    uint16_t *h16 = malloc(n * sizeof(uint16_t));
+    cr_assert(d16 && h16);
+    for (int t = DTYPE_F16; t <= DTYPE_BF16; t++) {
+        check(p.gpu, backend_cast16(p.gpu, (dtype_t)t, true, d, d16, n), "cast16 to");
+        check(p.gpu, backend_d2h(p.gpu, h16, d16, n * sizeof(uint16_t)), "d2h");
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(h16[i], dtype16_from_f32((dtype_t)t, h[i]), "type %d element %zu", t, i);
+        check(p.gpu, backend_cast16(p.gpu, (dtype_t)t, false, d, d16, n), "cast16 from");
+        float *back = download(p.gpu, d, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(half_f32_bits(back[i]), half_f32_bits(dtype16_to_f32((dtype_t)t, h16[i])),
+                         "type %d element %zu", t, i);
+        free(back);
+        check(p.gpu, backend_h2d(p.gpu, d, h, n * sizeof(float)), "h2d");
+    }
+    backend_free(p.gpu, d16);
+    backend_free(p.gpu, d);
+    free(h16);
+    free(h);
+    pair_close(&p);
+}
