@@ -14,8 +14,8 @@
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
 #     (EMU_TF32_AS_FP32); the NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
-#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero1:
-#     reduce-scatter and all-gather), with and without
+#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
+#     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
 #     --accum, and --comm-hook fp16/bf16 over NCCL and shm, on emulated GPUs with
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
