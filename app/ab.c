@@ -263,11 +263,6 @@ static int run_child(const char *exe, char **args, int which, int round, ab_side
 // ---------------------------------------------------------------------------
 // the rounds
 
-double round_figure(const ab_round_t *x, int side)
-{
-    return x->by_work ? x->side[side].work_p10 : x->side[side].step_p50;
-}
-
 static void round_ratio(ab_round_t *x, bool by_work)
 {
     x->by_work = by_work;

@@ -76,7 +76,10 @@ extern const char *const ab_group_names[AB_GROUPS];
 int ab_main(const config_t *cfg, int argc, char **argv, char *err);
 
 /* The figure a round judges on one side (seconds): work_p10 or step_p50. */
-double round_figure(const ab_round_t *x, int side);
+static inline double round_figure(const ab_round_t *x, int side)
+{
+    return x->by_work ? x->side[side].work_p10 : x->side[side].step_p50;
+}
 
 /* One side disturbed and the other not (machine.disturbed in their JSON). */
 bool ab_lopsided(const ab_round_t *r);
