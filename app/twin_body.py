@@ -53,6 +53,13 @@ def build_optimizer(params):
     return cls(params, lr=LR, betas=(BETA1, BETA2), eps=EPS, weight_decay=WEIGHT_DECAY)
 
 
+def autocast(device):
+    """PRECISION bf16: torch.autocast to bfloat16 on this device; else nothing."""
+    if PRECISION == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 CRITERION = {"mse": nn.MSELoss, "bce": nn.BCEWithLogitsLoss, "ce": nn.CrossEntropyLoss}[LOSS]()
 
 
@@ -139,10 +146,14 @@ def train(rank, world, device, args):
                 last = i == len(group) - 1
                 sync = model.no_sync() if MODE == "ddp" and not last else contextlib.nullcontext()
                 with sync:
-                    out = model(x)
-                    # the mean over the step's rows; DDP averages the ranks' gradients,
-                    # so each rank's share is weighted by world
-                    part = CRITERION(out, y) * len(x)
+                    # bf16: autocast's mixed precision over the forward pass and the
+                    # loss (bf16 Linear and activations, an fp32 loss); backward
+                    # outside it, as PyTorch recommends; the weights stay fp32
+                    with autocast(device):
+                        out = model(x)
+                        # the mean over the step's rows; DDP averages the ranks'
+                        # gradients, so each rank's share is weighted by world
+                        part = CRITERION(out, y) * len(x)
                     (part / step_rows * (world if MODE == "ddp" else 1)).backward()
                 loss_sum += part.detach().double()
             optimizer.step()
@@ -183,8 +194,8 @@ def main():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # one BLAS thread per device, as ddpbench's workers
     if DEVICE == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = TF32
-        torch.backends.cudnn.allow_tf32 = TF32
+        torch.backends.cuda.matmul.allow_tf32 = PRECISION == "tf32"
+        torch.backends.cudnn.allow_tf32 = PRECISION == "tf32"
     if MODE == "ddp":
         with socket.socket() as s:  # a free port for the rendezvous
             s.bind(("127.0.0.1", 0))

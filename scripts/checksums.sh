@@ -4,16 +4,21 @@
 # one line each.  A change that should not touch the arithmetic (a move, a
 # refactor) prints the same lines before and after:
 #   scripts/checksums.sh > before.txt; ...; scripts/checksums.sh | diff before.txt -
+# The extra options go to every run: `scripts/checksums.sh ./ddpbench
+# --precision bf16` prints the bf16 row of the matrix (the same labels, the
+# bits of the CPU's bf16 reference arithmetic); without them, fp32.
 # Usage: scripts/checksums.sh [./ddpbench] [extra options...]
 set -eu
 bin=${1:-./ddpbench}
 [ $# -gt 0 ] && shift
+extra="$*"
 run() { # label, options...
     label=$1
     shift
     # stdout is the CSV alone; stderr (notes, errors) is kept apart
     err=$(mktemp)
-    out=$("$bin" --backend cpu --quiet --csv "$@" 2>"$err") || {
+    # shellcheck disable=SC2086 # the extra options are meant to split
+    out=$("$bin" --backend cpu --quiet --csv "$@" $extra 2>"$err") || {
         echo "$label: FAILED: $(tail -1 "$err")"
         rm -f "$err"
         return

@@ -101,6 +101,10 @@ HALF_FN uint16_t bf16_from_f32(float f)
 
 HALF_FN float bf16_to_f32(uint16_t b) { return half_bits_f32((uint32_t)b << 16); }
 
+/* f rounded to the nearest bfloat16, as a float32: the values --precision
+ * bf16 stores (device/backend.h); at most 2^-8 of f away. */
+HALF_FN float bf16_round_f32(float f) { return bf16_to_f32(bf16_from_f32(f)); }
+
 HALF_FN uint16_t dtype16_from_f32(dtype_t t, float f)
 {
     return t == DTYPE_BF16 ? bf16_from_f32(f) : half_from_f32(f);

@@ -18,6 +18,10 @@ typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
 typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
 /* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
+/* --precision: the GEMMs' arithmetic.  fp32 is exact fp32; tf32 lets CUDA's
+ * tensor cores round the GEMM inputs to 10 mantissa bits; bf16 is PyTorch
+ * autocast's mixed precision (backend.h says which tensors are bf16). */
+typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_BF16 } precision_t;
 /* DDP's communication hook (--comm-hook): what each bucket's all-reduce sends. */
 typedef enum { HOOK_NONE = 0, HOOK_FP16, HOOK_BF16, HOOK_POWERSGD } comm_hook_kind_t;
 typedef enum { SYNTH_AUTO = 0, SYNTH_REGRESSION, SYNTH_BINARY, SYNTH_CLASSES } synth_kind_t;
@@ -31,6 +35,7 @@ int backend_kind_parse(const char *s);
 int comm_parse(const char *s);
 int launcher_parse(const char *s);
 int synth_parse(const char *s);
+int precision_parse(const char *s);
 
 const char *act_name(act_t a);
 const char *loss_name(loss_t l);
@@ -40,6 +45,7 @@ const char *backend_kind_name(backend_kind_t b);
 const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
+const char *precision_name(precision_t p);
 const char *comm_hook_name(comm_hook_kind_t h); /* "none", "fp16", "bf16", "powersgd" */
 
 #endif

@@ -127,8 +127,9 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--json and --csv: choose one");
     if (c->comm == COMM_NCCL && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
-    if (c->tf32 && c->backend == BACKEND_CPU)
-        return err_set(err, DDP_ERR_INPUT, "--tf32: needs --backend cuda (the CPU computes in fp32)");
+    if (c->precision == PREC_TF32 && c->backend == BACKEND_CPU)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--precision tf32: needs --backend cuda (the CPU computes in fp32)");
     if (c->min_bytes > c->max_bytes)
         return err_set(err, DDP_ERR_INPUT, "--min-bytes: %ld is more than --max-bytes %ld",
                        c->min_bytes, c->max_bytes);

@@ -34,7 +34,7 @@ typedef struct {
     int gpus[MAX_GPU_LIST];
     int ngpus;
     int threads;               /* OpenBLAS threads for single on the CPU */
-    bool tf32;                 /* --tf32: CUDA GEMMs in TF32 tensor-op math */
+    precision_t precision;     /* --precision (--tf32 is tf32): the GEMMs' arithmetic */
     char model_name[64];       /* preset used ("" for none) */
 
     /* the model */

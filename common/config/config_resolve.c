@@ -26,8 +26,9 @@ static int resolve_backend(config_t *c, char *note, size_t note_len, char *err)
         c->backend = BACKEND_CUDA;
         snprintf(note, note_len, "(auto: %d GPU%s visible)", n, n == 1 ? "" : "s");
     } else {
-        if (c->tf32)
-            return err_set(err, DDP_ERR_INPUT, "--tf32: needs a GPU, and there is none (%s)", why);
+        if (c->precision == PREC_TF32)
+            return err_set(err, DDP_ERR_INPUT,
+                           "--precision tf32: needs a GPU, and there is none (%s)", why);
         c->backend = BACKEND_CPU;
         snprintf(note, note_len, "(auto: no GPU, %s)", why);
     }

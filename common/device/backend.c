@@ -266,15 +266,15 @@ void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx)
     be->watch_ctx = fn ? ctx : NULL;
 }
 
-int backend_set_tf32(backend_t *be, bool on)
+int backend_set_precision(backend_t *be, precision_t p)
 {
-    int rc = be->ops->set_tf32(be, on);
+    int rc = be->ops->set_precision(be, p);
     if (rc == DDP_OK)
-        be->tf32 = on;
+        be->precision = p;
     return rc;
 }
 
-bool backend_tf32(const backend_t *be) { return be->tf32; }
+precision_t backend_precision(const backend_t *be) { return be->precision; }
 
 #ifndef HAVE_CUDA
 bool backend_cuda_available(void) { return false; }

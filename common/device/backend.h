@@ -200,11 +200,28 @@ void backend_count_host_sync(backend_t *be);
 typedef int (*backend_watch_fn)(void *ctx, char *err);
 void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
 
-/* --tf32: let the GEMMs use TF32 tensor-core math (CUDA; 10-bit mantissa
- * products, outside the 1e-4 agreement with the CPU).  Off by default; an
- * error on a backend that has no such mode. */
-int backend_set_tf32(backend_t *be, bool on);
-bool backend_tf32(const backend_t *be);
+/* --precision: the arithmetic of the operations above; PREC_FP32 by
+ * default, an error on a backend that has no such mode.
+ *  - PREC_TF32 (CUDA only): the GEMMs may use TF32 tensor-core math (inputs
+ *    rounded to 10 mantissa bits; outside the 1e-4 agreement with the CPU).
+ *  - PREC_BF16 (both backends; PyTorch autocast's semantics, as the tensors
+ *    an autocast nn.Linear/activation stack would store):
+ *      gemm: op(A) and op(B) rounded to bf16 (round to nearest even), the
+ *        products summed in fp32, C = alpha*sum + beta*C in fp32 (cuBLAS:
+ *        cublasGemmEx, CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F);
+ *      bias_act_fwd: z = bf16(z + bf16(b)), a = bf16(act(z)): the layer's
+ *        output and its activation are bf16 values (autocast's Linear
+ *        returns bf16 and the activation keeps its input's dtype);
+ *      act_bwd: d = bf16(bf16(d) * act'(z)): activation gradients are bf16;
+ *      loss: computed in fp32 from the (bf16) outputs, the output gradient
+ *        rounded to bf16 (autocast runs the losses and softmax in fp32 and
+ *        casts their gradient back to the logits' bf16);
+ *      bias_grad, the optimizers, axpy, scale: fp32, unchanged.
+ *    The values are bf16; the buffers stay fp32 (memory is not halved).
+ *    Weight and bias gradients stay the fp32 sums (autocast rounds each
+ *    micro-batch's to bf16 first: a difference within 2^-8 relative). */
+int backend_set_precision(backend_t *be, precision_t p);
+precision_t backend_precision(const backend_t *be);
 
 // ---------------------------------------------------------------------------
 // creating one

@@ -7,7 +7,9 @@
  * true and every operation completes before it returns: sync() is a no-op,
  * an event is the host time of its record, and the host never waits.
  * Private state (impl): the address-space room held for OpenBLAS's buffer
- * until the first GEMM (blas_space.h).
+ * until the first GEMM (blas_space.h), and under --precision bf16 the GEMM
+ * inputs rounded to bf16 (backend.h says what bf16 rounds where: this file
+ * is the reference the CUDA backend is held to).
  *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
@@ -25,6 +27,7 @@
 #include <sys/resource.h>
 
 #include "device/backend_impl.h"
+#include "base/half.h"
 #include "device/blas_space.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
@@ -33,6 +36,17 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 
 #define CPU_ALIGN 64
+
+/* impl: OpenBLAS's room, and the scratch of --precision bf16's GEMMs (the two
+ * inputs rounded to bf16, kept as fp32 values: sgemm then multiplies them
+ * exactly, an 8-bit by 8-bit significand product fits fp32's 24, and sums
+ * in fp32, as a bf16 tensor core does).  It grows to the largest GEMM and
+ * stays: a step allocates nothing after the first. */
+typedef struct {
+    blas_space_t room;
+    float *in[2];
+    size_t cap[2]; /* floats */
+} cpu_impl_t;
 
 /* The elementwise loops are memory- or libm-bound and run on every step; each
  * is compiled for baseline x86-64, AVX2 and AVX-512 and the loader picks the
@@ -119,12 +133,35 @@ static int cpu_memset0(backend_t *be, void *dst, size_t bytes)
 // ---------------------------------------------------------------------------
 // dense algebra
 
+/* The rows x cols matrix X (leading dimension ld) rounded to bf16 into input
+ * scratch i, packed (leading dimension cols); NULL when out of memory. */
+static const float *bf16_input(backend_t *be, int i, const float *X, int rows, int cols, int ld)
+{
+    cpu_impl_t *c = be->impl;
+    size_t need = (size_t)rows * (size_t)cols;
+    if (need > c->cap[i]) {
+        float *p = realloc(c->in[i], need * sizeof(float));
+        if (!p)
+            return NULL;
+        backend_account(be, (long long)((need - c->cap[i]) * sizeof(float)), MEM_WORKSPACE);
+        c->in[i] = p;
+        c->cap[i] = need;
+    }
+    float *restrict d = c->in[i];
+    for (int r = 0; r < rows; r++) {
+        const float *restrict s = X + (size_t)r * ld;
+        for (int j = 0; j < cols; j++)
+            d[(size_t)r * cols + j] = bf16_round_f32(s[j]);
+    }
+    return d;
+}
+
 static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc)
 {
     /* The room held for OpenBLAS's buffer goes to it now (blas_space.h). */
-    blas_space_first_gemm(be->impl);
+    blas_space_first_gemm(&((cpu_impl_t *)be->impl)->room);
     if (m <= 0 || n <= 0)
         return DDP_OK;
     if (k <= 0) { /* an empty product: C = beta*C, as BLAS does */
@@ -132,6 +169,17 @@ static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float 
             for (int j = 0; j < n; j++)
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return DDP_OK;
+    }
+    if (be->precision == PREC_BF16) {
+        /* bf16 inputs, fp32 sums (backend.h): each operand as it is stored,
+         * A [m,k] or [k,m] when transposed, B [k,n] or [n,k], rounded. */
+        A = bf16_input(be, 0, A, ta ? k : m, ta ? m : k, lda);
+        B = bf16_input(be, 1, B, tb ? n : k, tb ? k : n, ldb);
+        if (!A || !B)
+            return err_set(be->last_error, DDP_ERR_RUNTIME,
+                           "out of memory for the bf16 GEMM inputs (%dx%dx%d)", m, n, k);
+        lda = ta ? m : k;
+        ldb = tb ? k : n;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -184,10 +232,70 @@ static inline float gelu_grad(float x)
     return cdf + x * pdf;
 }
 
+static inline float act_value(act_t act, float z)
+{
+    switch (act) {
+    case ACT_RELU:
+        return z > 0.0f ? z : 0.0f;
+    case ACT_TANH:
+        return tanhf(z);
+    case ACT_SIGMOID:
+        return sigmoidf(z);
+    case ACT_GELU:
+        return geluf(z);
+    case ACT_NONE:
+        break;
+    }
+    return z;
+}
+
+/* --precision bf16: z = bf16(z + bf16(b)), a = bf16(act(z)) (backend.h). */
+static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        float *restrict zr = z + (size_t)r * cols;
+        float *restrict ar = a + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) {
+            float v = bf16_round_f32(zr[c] + bf16_round_f32(b[c]));
+            zr[c] = v;
+            if (act != ACT_NONE)
+                ar[c] = bf16_round_f32(act_value(act, v));
+        }
+    }
+    return DDP_OK;
+}
+
+/* --precision bf16: d = bf16(bf16(d) * act'(z)) (backend.h). */
+static int act_bwd_bf16(act_t act, const float *z, const float *a, float *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = bf16_round_f32(d[i]);
+        switch (act) {
+        case ACT_NONE:
+            break;
+        case ACT_RELU:
+            g = z[i] > 0.0f ? g : 0.0f;
+            break;
+        case ACT_TANH:
+            g *= 1.0f - a[i] * a[i];
+            break;
+        case ACT_SIGMOID:
+            g *= a[i] * (1.0f - a[i]);
+            break;
+        case ACT_GELU:
+            g *= gelu_grad(z[i]);
+            break;
+        }
+        d[i] = bf16_round_f32(g);
+    }
+    return DDP_OK;
+}
+
 CPU_CLONES static int cpu_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const float *b,
                             int rows, int cols)
 {
-    (void)be;
+    if (be->precision == PREC_BF16)
+        return bias_act_fwd_bf16(act, z, a, b, rows, cols);
     for (int r = 0; r < rows; r++) {
         float *restrict zr = z + (size_t)r * cols;
         for (int c = 0; c < cols; c++)
@@ -222,7 +330,8 @@ CPU_CLONES static int cpu_bias_act_fwd(backend_t *be, act_t act, float *z, float
 CPU_CLONES static int cpu_act_bwd(backend_t *be, act_t act, const float *restrict z,
                        const float *restrict a, float *restrict d, size_t n)
 {
-    (void)be;
+    if (be->precision == PREC_BF16)
+        return act_bwd_bf16(act, z, a, d, n);
     switch (act) {
     case ACT_NONE:
         break;
@@ -267,7 +376,6 @@ CPU_CLONES static int cpu_bias_grad(backend_t *be, float *restrict db, const flo
 static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                     int cols, float grad_scale, float *grad, float *loss_sum)
 {
-    (void)be;
     double total = 0.0;
     for (int r = 0; r < rows; r++) {
         const float *o = out + (size_t)r * cols;
@@ -316,6 +424,11 @@ static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *t
         total += row;
     }
     *loss_sum = (float)total;
+    /* --precision bf16: the loss above is fp32; its gradient goes back to
+     * the bf16 outputs as bf16 (backend.h). */
+    if (be->precision == PREC_BF16)
+        for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
+            grad[i] = bf16_round_f32(grad[i]);
     return DDP_OK;
 }
 
@@ -400,8 +513,11 @@ static int cpu_sync(backend_t *be)
 
 static void cpu_destroy(backend_t *be)
 {
-    blas_space_free(be->impl);
-    free(be->impl);
+    cpu_impl_t *c = be->impl;
+    blas_space_free(&c->room);
+    free(c->in[0]);
+    free(c->in[1]);
+    free(c);
     free(be);
 }
 
@@ -469,12 +585,12 @@ static int cpu_copy_async(backend_t *be, void *dst, backend_t *src_be, const voi
     return DDP_OK;
 }
 
-static int cpu_set_tf32(backend_t *be, bool on)
+static int cpu_set_precision(backend_t *be, precision_t p)
 {
-    if (!on)
-        return DDP_OK;
+    if (p != PREC_TF32)
+        return DDP_OK; /* fp32, or bf16 by rounding (backend.h) */
     return err_set(be->last_error, DDP_ERR_INPUT,
-                   "--tf32: the CPU backend has no TF32 mode (it computes in fp32)");
+                   "--precision tf32: the CPU backend has no TF32 mode (it computes in fp32)");
 }
 
 static const backend_ops_t cpu_ops = {
@@ -509,7 +625,7 @@ static const backend_ops_t cpu_ops = {
     .stream_wait = cpu_stream_wait,
     .copy_async = cpu_copy_async,
     .d2h_async = cpu_copy,
-    .set_tf32 = cpu_set_tf32,
+    .set_precision = cpu_set_precision,
 };
 
 void backend_cpu_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
@@ -529,26 +645,27 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
 {
     *out = NULL;
     backend_t *be = calloc(1, sizeof *be);
-    blas_space_t *room = calloc(1, sizeof *room);
-    if (!be || !room) {
+    cpu_impl_t *impl = calloc(1, sizeof *impl);
+    blas_space_t *room = impl ? &impl->room : NULL;
+    if (!be || !impl) {
         free(be);
-        free(room);
+        free(impl);
         return err_set(err, DDP_ERR_RUNTIME, "cpu device %d: out of host memory (%zu bytes)",
-                       device_id, sizeof *be + sizeof *room);
+                       device_id, sizeof *be + sizeof *impl);
     }
     /* OpenBLAS's buffers, one per thread that will compute (blas_space.h):
      * without the room it would spin forever at the first GEMM. */
     int rc = blas_space_reserve(room, blas_threads > 1 ? blas_threads : 1, device_id, err);
     if (rc != DDP_OK) {
         free(be);
-        free(room);
+        free(impl);
         return rc;
     }
     be->ops = &cpu_ops;
     be->kind = BACKEND_CPU;
     be->device_id = device_id;
     be->host_visible = true;
-    be->impl = room;
+    be->impl = impl;
     /* Why here: the count is process-wide, so it is set while no worker runs a
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)

@@ -3,8 +3,10 @@
  * One backend is one GPU replica: its own non-blocking compute stream, a
  * copy stream beside it (batch staging, DP's reduce), a cuBLAS handle bound
  * to the compute stream, and a table of its live allocations.  GEMMs go to
- * cublasSgemm in plain fp32 (CUBLAS_DEFAULT_MATH; --tf32 switches to TF32
- * tensor-op math), the rest to the kernels of kernels_*.cu.  Every operation
+ * cublasSgemm in plain fp32 (CUBLAS_DEFAULT_MATH; --precision tf32 switches
+ * to TF32 tensor-op math; --precision bf16 converts both operands to bf16
+ * and calls cublasGemmEx, fp32 output and accumulation), the rest to the
+ * kernels of kernels_*.cu.  Every operation
  * is queued and returns at once, except d2h(), sync() and event_sync(),
  * which wait -- and count it (backend_host_syncs).  A wait polls when a
  * communicator has installed a watch (backend_set_watch), so a collective
@@ -65,6 +67,9 @@ typedef struct {
     int rowloss_cap;
     float *bgpart;          /* bias_grad(): per-block partial column sums */
     size_t bgpart_cap;      /* floats */
+    uint16_t *bf16[2];      /* --precision bf16: the GEMM's operands as bf16 */
+    size_t bf16_cap;        /* elements of each */
+    size_t reserved;        /* the largest rows x cols reserved (backend_reserve) */
     cuda_block_t *blocks;   /* live alloc() blocks, so free() can account them */
     size_t nblocks, cap_blocks;
     /* the clock (see the header comment) */
@@ -342,6 +347,8 @@ static int cuda_peer_copy(backend_t *be, void *dst, backend_t *src_be, const voi
 // ---------------------------------------------------------------------------
 // compute
 
+static int grow_bf16(backend_t *be, size_t need);
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
  * row-major matrix read column-major is its transpose: so swap the operands
  * (and m with n) and keep each operand's own transpose flag. */
@@ -357,6 +364,22 @@ static int cuda_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float
         CK(kern_scale_matrix(c->stream, beta, C, m, n, ldc));
         return DDP_OK;
     }
+    if (be->precision == PREC_BF16) {
+        /* Each operand as it is stored (A [m,k], or [k,m] when transposed;
+         * B [k,n] or [n,k]) rounded to bf16 and packed; then bf16 tensor
+         * cores, fp32 sums and an fp32 C (backend.h). */
+        int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        size_t need = (size_t)ar * ac > (size_t)br * bc ? (size_t)ar * ac : (size_t)br * bc;
+        TRY(grow_bf16(be, need)); /* reserved at setup: nothing to do */
+        CK(kern_to_bf16(c->stream, c->bf16[0], A, ar, ac, lda));
+        CK(kern_to_bf16(c->stream, c->bf16[1], B, br, bc, ldb));
+        CUBLASCHECK(be->last_error,
+                    cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, c->bf16[1],
+                                 CUDA_R_16BF, bc, c->bf16[0], CUDA_R_16BF, ac, &beta, C,
+                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return DDP_OK;
+    }
     CUBLASCHECK(be->last_error,
                 cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                             n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
@@ -367,7 +390,8 @@ static int cuda_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const
                              int rows, int cols)
 {
     ENTER(be);
-    CK(kern_bias_act_fwd(impl_of(be)->stream, act, z, a, b, rows, cols));
+    CK(kern_bias_act_fwd(impl_of(be)->stream, act, z, a, b, rows, cols,
+                         be->precision == PREC_BF16));
     return DDP_OK;
 }
 
@@ -375,7 +399,7 @@ static int cuda_act_bwd(backend_t *be, act_t act, const float *z, const float *a
                         size_t n)
 {
     ENTER(be);
-    CK(kern_act_bwd(impl_of(be)->stream, act, z, a, d, n));
+    CK(kern_act_bwd(impl_of(be)->stream, act, z, a, d, n, be->precision == PREC_BF16));
     return DDP_OK;
 }
 
@@ -439,10 +463,52 @@ static int grow_rowloss(backend_t *be, int rows)
     return DDP_OK;
 }
 
+/* --precision bf16: room for a GEMM operand of need elements in each of the
+ * two bf16 buffers. */
+static int grow_bf16(backend_t *be, size_t need)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (need <= c->bf16_cap)
+        return DDP_OK;
+    backend_account(be, -(long long)(2 * c->bf16_cap * sizeof(uint16_t)), MEM_WORKSPACE);
+    for (int i = 0; i < 2; i++) { /* cudaFree waits for the old operand's last GEMM */
+        uint16_t *old = c->bf16[i];
+        c->bf16[i] = NULL;
+        if (old)
+            CK(cudaFree(old));
+    }
+    c->bf16_cap = 0;
+    for (int i = 0; i < 2; i++) {
+        cudaError_t e = cudaMalloc((void **)&c->bf16[i], need * sizeof(uint16_t));
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            if (i == 1) {
+                cudaFree(c->bf16[0]);
+                c->bf16[0] = NULL;
+            }
+            c->bf16[i] = NULL;
+            return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bf16 GEMM operands): %s",
+                           cudaGetErrorString(e));
+        }
+    }
+    c->bf16_cap = need;
+    backend_account(be, (long long)(2 * need * sizeof(uint16_t)), MEM_WORKSPACE);
+    return DDP_OK;
+}
+
 static int cuda_reserve(backend_t *be, int rows, int cols)
 {
     ENTER(be);
+    cuda_impl_t *c = impl_of(be);
     TRY(grow_bgpart(be, kern_bias_grad_scratch(rows, cols)));
+    /* a bf16 GEMM's operand may be any reserved shape (an activation, its
+     * gradient, a weight): remembered, so that --precision bf16 set later
+     * reserves for it too */
+    size_t elems = rows > 0 && cols > 0 ? (size_t)rows * (size_t)cols : 0;
+    if (elems > c->reserved)
+        c->reserved = elems;
+    if (be->precision == PREC_BF16)
+        TRY(grow_bf16(be, c->reserved));
     return grow_rowloss(be, rows);
 }
 
@@ -464,6 +530,10 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
     TRY(grow_rowloss(be, rows)); /* reserved at setup: nothing to do */
     /* rows <= 0 before any scratch exists: the sum kernel reads none of it and writes 0. */
     CK(kern_loss(c->stream, kind, out, tgt, rows, cols, grad_scale, grad, c->rowloss, loss_sum));
+    /* --precision bf16: an fp32 loss, its gradient back to the bf16 outputs
+     * as bf16 (backend.h) */
+    if (be->precision == PREC_BF16 && rows > 0 && cols > 0)
+        CK(kern_round_bf16(c->stream, grad, (size_t)rows * (size_t)cols));
     return DDP_OK;
 }
 
@@ -668,13 +738,19 @@ static int cuda_copy_async(backend_t *be, void *dst, backend_t *src_be, const vo
     return DDP_OK;
 }
 
-static int cuda_set_tf32(backend_t *be, bool on)
+static int cuda_set_precision(backend_t *be, precision_t p)
 {
     ENTER(be);
     /* TF32 rounds the GEMM inputs to a 10-bit mantissa: faster on tensor
-     * cores, but outside the 1e-4 agreement with the CPU; off by default. */
-    CUBLASCHECK(be->last_error, cublasSetMathMode(impl_of(be)->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
+     * cores, but outside the 1e-4 agreement with the CPU; off by default.
+     * bf16 needs no math mode (cublasGemmEx's bf16 inputs are tensor-core
+     * math by themselves), only its operands' room, for what the replicas
+     * reserved so far (setup, not a step: cudaMalloc waits for the device). */
+    CUBLASCHECK(be->last_error, cublasSetMathMode(impl_of(be)->blas, p == PREC_TF32
+                                                                        ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                         : CUBLAS_DEFAULT_MATH));
+    if (p == PREC_BF16)
+        TRY(grow_bf16(be, impl_of(be)->reserved));
     return DDP_OK;
 }
 
@@ -694,6 +770,9 @@ static void cuda_destroy(backend_t *be)
                 cudaFree(c->rowloss);
             if (c->bgpart)
                 cudaFree(c->bgpart);
+            for (int i = 0; i < 2; i++)
+                if (c->bf16[i])
+                    cudaFree(c->bf16[i]);
             if (c->anchor)
                 cudaEventDestroy(c->anchor);
             if (c->cand)
@@ -745,7 +824,7 @@ static const backend_ops_t cuda_ops = {
     .stream_wait = cuda_stream_wait,
     .copy_async = cuda_copy_async,
     .d2h_async = cuda_d2h_async,
-    .set_tf32 = cuda_set_tf32,
+    .set_precision = cuda_set_precision,
 };
 
 // ---------------------------------------------------------------------------
@@ -761,7 +840,7 @@ static int cuda_setup(backend_t *be)
     CK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CUBLASCHECK(be->last_error, cublasCreate(&c->blas));
     CUBLASCHECK(be->last_error, cublasSetStream(c->blas, c->stream));
-    /* Plain fp32 GEMMs unless --tf32 asks (that would break the 1e-4
+    /* Plain fp32 GEMMs unless --precision asks (that would break the 1e-4
      * agreement with the CPU); default math allows only algorithms of full
      * fp32 precision. */
     CUBLASCHECK(be->last_error, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));

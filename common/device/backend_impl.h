@@ -79,7 +79,7 @@ typedef struct backend_ops {
     int (*copy_async)(backend_t *be, void *dst, backend_t *src_be, const void *src,
                       size_t bytes, backend_event_t *after, backend_event_t *done);
     int (*d2h_async)(backend_t *be, void *dst, const void *src, size_t bytes);
-    int (*set_tf32)(backend_t *be, bool on);
+    int (*set_precision)(backend_t *be, precision_t p); /* backend_set_precision */
 } backend_ops_t;
 
 /* An event: which device it belongs to and the backend's handle (CUDA: a
@@ -102,7 +102,7 @@ struct backend {
     size_t mem_peak_by[MEM_KINDS]; /* mem_by when mem_peak was reached */
     char last_error[ERR_LEN];
     long host_syncs;    /* times the host waited for this device (backend.h) */
-    bool tf32;          /* --tf32 is on */
+    precision_t precision; /* --precision (backend_set_precision) */
     backend_watch_fn watch; /* run while the host waits (backend_set_watch) */
     void *watch_ctx;
     void *impl;         /* the backend's private state */

@@ -19,6 +19,7 @@
 #define DDPBENCH_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -29,10 +30,12 @@ extern "C" {
 #endif
 
 // ---- kernels_act.cu: bias + activation, activation backward, bias gradient --
+/* bf16 != 0: --precision bf16's roundings (backend.h): z = bf16(z + bf16(b)),
+ * a = bf16(act(z)); d = bf16(bf16(d) * act'(z)). */
 cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a, const float *b,
-                              int rows, int cols);
+                              int rows, int cols, int bf16);
 cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a, float *d,
-                         size_t n);
+                         size_t n, int bf16);
 /* Column sums in a fixed order (deterministic, no atomics): rows are split
  * into slices across blocks, then each column's slices are added in order.
  * part is device scratch of kern_bias_grad_scratch(rows, cols) floats (NULL
@@ -47,6 +50,14 @@ cudaError_t kern_bias_grad(cudaStream_t s, float *db, const float *dz, int rows,
  * so the same inputs give the same bits on every run. */
 cudaError_t kern_loss(cudaStream_t s, loss_t kind, const float *out, const float *tgt, int rows,
                       int cols, float grad_scale, float *grad, double *rowloss, float *loss_sum);
+
+// ---- kernels_bf16.cu: --precision bf16's conversions --------------------------
+/* dst (rows x cols, packed) = src (rows x cols, leading dimension ld) as
+ * bf16 bits, round to nearest even: a GEMM operand for cublasGemmEx. */
+cudaError_t kern_to_bf16(cudaStream_t s, uint16_t *dst, const float *src, int rows, int cols,
+                         int ld);
+/* x[i] = bf16(x[i]), an fp32 value. */
+cudaError_t kern_round_bf16(cudaStream_t s, float *x, size_t n);
 
 // ---- kernels_optim.cu: optimizer updates over a whole arena, one launch ----
 typedef struct {

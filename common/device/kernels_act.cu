@@ -3,6 +3,7 @@
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
  * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
  * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
+#include "base/half.h"
 #include "device/kernels.h"
 #include "device/kernels_util.cuh"
 
@@ -49,25 +50,30 @@ __device__ __forceinline__ float act_f(act_t act, float z)
 /* A 2-D grid: blockIdx.x picks 256 columns, blockIdx.y strides over rows, so
  * every access is coalesced and no thread divides by cols. */
 __global__ void bias_act_fwd_kernel(act_t act, float *z, float *a, const float *b, int rows,
-                                    int cols)
+                                    int cols, int bf16)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
-    float bc = b[c];
+    float bc = bf16 ? bf16_round_f32(b[c]) : b[c];
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         size_t i = (size_t)r * cols + c;
         float v = z[i] + bc;
+        if (bf16)
+            v = bf16_round_f32(v);
         z[i] = v;
         if (act != ACT_NONE)
-            a[i] = act_f(act, v);
+            a[i] = bf16 ? bf16_round_f32(act_f(act, v)) : act_f(act, v);
     }
 }
 
-__global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float *d, size_t n)
+__global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float *d, size_t n,
+                               int bf16)
 {
     KERN_GRID_STRIDE(i, n)
     {
+        if (bf16)
+            d[i] = bf16_round_f32(d[i]);
         switch (act) {
         case ACT_RELU:
             d[i] = z[i] > 0.0f ? d[i] : 0.0f;
@@ -84,6 +90,8 @@ __global__ void act_bwd_kernel(act_t act, const float *z, const float *a, float 
         case ACT_NONE:
             break;
         }
+        if (bf16)
+            d[i] = bf16_round_f32(d[i]);
     }
 }
 
@@ -149,22 +157,22 @@ __global__ void bias_grad_sum_kernel(float *db, const float *part, int slices, i
 // launchers
 
 extern "C" cudaError_t kern_bias_act_fwd(cudaStream_t s, act_t act, float *z, float *a,
-                                         const float *b, int rows, int cols)
+                                         const float *b, int rows, int cols, int bf16)
 {
     if (rows <= 0 || cols <= 0)
         return cudaSuccess;
     dim3 grid((unsigned)((cols + KERN_THREADS - 1) / KERN_THREADS),
               (unsigned)(rows < 1024 ? rows : 1024));
-    bias_act_fwd_kernel<<<grid, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols);
+    bias_act_fwd_kernel<<<grid, KERN_THREADS, 0, s>>>(act, z, a, b, rows, cols, bf16);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kern_act_bwd(cudaStream_t s, act_t act, const float *z, const float *a,
-                                    float *d, size_t n)
+                                    float *d, size_t n, int bf16)
 {
-    if (n == 0 || act == ACT_NONE)
+    if (n == 0 || (act == ACT_NONE && !bf16))
         return cudaSuccess;
-    act_bwd_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(act, z, a, d, n);
+    act_bwd_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(act, z, a, d, n, bf16);
     return cudaGetLastError();
 }
 

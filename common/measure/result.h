@@ -163,6 +163,7 @@ typedef struct run_result {
     /* what it trained on, for compare's verdict (trainer_begin) */
     optim_kind_t optim;
     double lr;
+    precision_t precision;       /* --precision (bf16 has its own agreement) */
     int stream_replicas;         /* its DistributedSampler's replicas; 0: --rank-samples */
     long epoch_samples;          /* samples an epoch of its stream trains on */
 

@@ -144,6 +144,12 @@ int replica_init_sharded(replica_t *r, backend_t *be, const model_spec_t *s, int
         if (backend_reserve(be, (int)rows, s->dims[l + 1]) != DDP_OK)
             rc = err_set(err, DDP_ERR_RUNTIME, "device %d: reserving kernel scratch: %s",
                          backend_device_id(be), backend_last_error(be));
+    /* bf16 GEMMs convert their operands, the inputs and the weights too */
+    for (int l = -1; l < L && rc == DDP_OK && backend_precision(be) == PREC_BF16; l++)
+        if (backend_reserve(be, l < 0 ? (int)rows : s->dims[l], s->dims[l < 0 ? 0 : l + 1]) !=
+            DDP_OK)
+            rc = err_set(err, DDP_ERR_RUNTIME, "device %d: reserving kernel scratch: %s",
+                         backend_device_id(be), backend_last_error(be));
     if (rc != DDP_OK)
         replica_free(r);
     return rc;

@@ -180,6 +180,11 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
         s->adam = ref->optim == OPTIM_ADAM || ref->optim == OPTIM_ADAMW;
         s->agree = s->rel_l2 <= REPORT_AGREE_L2 &&
                    (s->adam ? s->max_step <= REPORT_AGREE_STEP : s->max_rel <= REPORT_AGREE_MAX);
+        if (ref->precision == PREC_BF16) {
+            double n = (double)(ref->steps > REPORT_AGREE_BF16_STEPS ? ref->steps : REPORT_AGREE_BF16_STEPS);
+            s->agree = s->rel_l2 <= REPORT_AGREE_L2_BF16 *
+                                        pow(n / REPORT_AGREE_BF16_STEPS, REPORT_AGREE_BF16_GROWTH);
+        }
     }
 }
 

@@ -75,6 +75,17 @@ static const char *const other_machine[] = {
 
 static void short_json(char *out, size_t n, const cJSON *v);
 
+/* --precision is the configuration too (bf16's step is several times fp32's
+ * on a GPU), checked here rather than by its row (B_NO there): a baseline
+ * written before the key existed ran fp32, or tf32 when its "tf32" is true. */
+static const char *precision_of(const cJSON *cfg)
+{
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "precision"));
+    if (p)
+        return p;
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tf32")) ? "tf32" : "fp32";
+}
+
 /* Item at a dot-separated path under o (NULL when absent). */
 static const cJSON *at(const cJSON *o, const char *path)
 {
@@ -406,6 +417,13 @@ int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **m
                            "--baseline %s: another configuration: %s is %s there, %s here",
                            b->path, canon[i], there, here);
         }
+    }
+    const char *there = precision_of(base_cfg), *here = precision_of(run_config);
+    if (strcmp(there, here) != 0) {
+        *match = NULL;
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: another configuration: precision is \"%.16s\" there, \"%.16s\" here",
+                       b->path, there, here);
     }
     return DDP_OK;
 }

@@ -53,6 +53,7 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.precision",
     "config.zero1",
     "config.zero",
     "config.comm_hook",
@@ -267,6 +268,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
+    cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
     cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
     char hook[48];

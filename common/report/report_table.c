@@ -180,10 +180,18 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                 "speed-up", s.speedup, 100.0 * s.efficiency, r->ndev, r->ndev == 1 ? "" : "s");
     if (r->times.n > 0)
         print_phase_table(f, r, &s);
+    const config_t *pcfg = ctx ? ctx->cfg : NULL;
+    precision_t prec = pcfg ? pcfg->precision : PREC_FP32;
+    if (r->backend != BACKEND_CUDA && prec == PREC_BF16)
+        fprintf(f, "  %-*s%s\n", LABEL_W, "precision",
+                "bf16 (autocast: bf16 GEMM inputs and activations, fp32 sums, loss, "
+                "gradients, weights; rounded on the CPU)");
     if (r->backend == BACKEND_CUDA) {
-        const config_t *cfg = ctx ? ctx->cfg : NULL;
         fprintf(f, "  %-*s%s\n", LABEL_W, "GEMM math",
-                cfg && cfg->tf32 ? "TF32 tensor cores (--tf32)" : "fp32 (cuBLAS default math)");
+                prec == PREC_TF32   ? "TF32 tensor cores (--precision tf32)"
+                : prec == PREC_BF16 ? "bf16 tensor cores, fp32 accumulation (--precision bf16: "
+                                      "autocast)"
+                                    : "fp32 (cuBLAS default math)");
         if (!isnan(s.host_syncs_max))
             fprintf(f, "  %-*s%.2f per step (times the host waited for a GPU)\n", LABEL_W,
                     "host syncs", s.host_syncs_max);

@@ -13,6 +13,7 @@ void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
      * real difference */
     res->optim = c->optim.kind;
     res->lr = c->optim.lr;
+    res->precision = c->precision; /* bf16 has its own agreement */
     res->stream_replicas = c->nrank_samples ? 0 : config_stream_ranks(c);
     res->epoch_samples = schedule_epoch_samples(sch);
 }

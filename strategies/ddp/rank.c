@@ -97,8 +97,7 @@ static int rank_setup(rank_t *me)
     TRY(config_model_spec(cfg, &me->spec, me->err));
     /* The device is created here, after fork: CUDA does not survive fork. */
     TRY(backend_create(&me->be, cfg->backend, cfg->gpus[me->rank], 1, me->err));
-    if (cfg->tf32)
-        TRY(dev(me, backend_set_tf32(me->be, true)));
+    TRY(dev(me, backend_set_precision(me->be, cfg->precision)));
     comm_args_t ca = {cfg->comm, me->world, me->rank, me->be, me->env->seg, cfg->timeout_s, 0.0,
                       me->env->exchange, me->env->exchange_ctx};
     TRY(comm_create(&me->comm, &ca, me->err));

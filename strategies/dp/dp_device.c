@@ -33,7 +33,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if (rc != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
     backend_t *be = dv->be;
-    if (cfg->tf32 && (rc = backend_set_tf32(be, true)) != DDP_OK)
+    if ((rc = backend_set_precision(be, cfg->precision)) != DDP_OK)
         return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
     for (int i = 0; i < 2 && rc == DDP_OK; i++)
         if (!(dv->bar[i] = backend_event_new(be, false)))

@@ -55,6 +55,8 @@ static int single_setup(single_t *s)
         return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the trace");
     TRY(backend_create(&s->be, cfg->backend, cfg->gpus[0], cfg->threads, s->err));
     snprintf(s->place, sizeof s->place, "device %d", cfg->gpus[0]);
+    /* before the replica, so a bf16 GEMM's scratch is reserved with it */
+    TRY(dev(s, backend_set_precision(s->be, cfg->precision)));
     TRY(schedule_init(&s->sch, cfg, s->data, 1, 0, s->err));
     TRY(replica_init(&s->rep, s->be, &s->spec, cfg->batch, s->data->tgt_cols, s->err));
     TRY(optim_init(&s->opt, s->be, &cfg->optim, s->spec.nparams, s->err));
@@ -65,8 +67,6 @@ static int single_setup(single_t *s)
      * first step; the checkpoints of --checkpoint are written from device 0. */
     TRY(ckpt_run_init(&s->ck, cfg, &s->spec, &s->opt, 0, s->err));
     TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
-    if (cfg->tf32)
-        TRY(dev(s, backend_set_tf32(s->be, true)));
     TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
     TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
     TRY(dev(s, backend_sync(s->be)));

@@ -862,7 +862,21 @@ typedef struct {
     const float *A, *B;
     float *C;
     int tf32;
+    const uint16_t *A16, *B16; /* cublasGemmEx: bf16 operands instead of A, B */
 } gemm_op_t;
+
+/* n bf16 values at p as fp32 (exact: bf16 is fp32's top half) */
+static float *bf16_expand(const uint16_t *p, size_t n)
+{
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f)
+        DIE("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)p[i] << 16;
+        memcpy(&f[i], &u, sizeof u);
+    }
+    return f;
+}
 
 /* TF32: 10 explicit mantissa bits, rounded to nearest. */
 static float to_tf32(float x)
@@ -882,7 +896,10 @@ static void run_gemm(void *arg)
     const gemm_op_t *g = arg;
     const float *A = g->A, *B = g->B;
     float *ta = NULL, *tb = NULL;
-    if (g->tf32) { /* tensor cores see the operands rounded to TF32 */
+    if (g->A16) { /* bf16 tensor cores: the products exact, summed in fp32 */
+        A = ta = bf16_expand(g->A16, (size_t)g->lda * (size_t)(g->ta == CUBLAS_OP_N ? g->k : g->m));
+        B = tb = bf16_expand(g->B16, (size_t)g->ldb * (size_t)(g->tb == CUBLAS_OP_N ? g->n : g->k));
+    } else if (g->tf32) { /* tensor cores see the operands rounded to TF32 */
         size_t na = (size_t)g->lda * (size_t)(g->ta == CUBLAS_OP_N ? g->k : g->m);
         size_t nb = (size_t)g->ldb * (size_t)(g->tb == CUBLAS_OP_N ? g->n : g->k);
         ta = malloc(na * sizeof *ta);
@@ -964,6 +981,43 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                       * cuBLAS may still pick a plain fp32 kernel (a small
                       * product), which EMU_TF32_AS_FP32 plays */
                      h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
+    enqueue(h->stream, run_gemm, g, free);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The one form --precision bf16 calls: bf16 A and B, fp32 C, fp32 compute
+ * (cuBLAS's "CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F" row);
+ * anything else is not what ddpbench means to call and stops the test. */
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                            int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                            const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo)
+{
+    if (h->dev != cur_dev)
+        DIE("cublasGemmEx: handle of device %d while device %d is current", h->dev, cur_dev);
+    if (Atype != CUDA_R_16BF || Btype != CUDA_R_16BF || Ctype != CUDA_R_32F ||
+        compute != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT)
+        DIE("cublasGemmEx(A %d, B %d, C %d, compute %d, algo %d): ddpbench uses bf16 inputs, an "
+            "fp32 C and fp32 compute", (int)Atype, (int)Btype, (int)Ctype, (int)compute, (int)algo);
+    emu_check_stream(h->stream, "cublasGemmEx");
+    int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
+    int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
+    if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) ||
+        ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    if (k > 0) {
+        emu_check_ptr(A, ((size_t)(ca - 1) * lda + ra) * sizeof(uint16_t), "cublasGemmEx A");
+        emu_check_ptr(B, ((size_t)(cb - 1) * ldb + rb) * sizeof(uint16_t), "cublasGemmEx B");
+    }
+    emu_check_ptr(C, ((size_t)(n - 1) * ldc + m) * sizeof(float), "cublasGemmEx C");
+    gemm_op_t *g = malloc(sizeof *g);
+    if (!g)
+        DIE("out of memory");
+    *g = (gemm_op_t){ta, tb, m, n, k, lda, ldb, ldc, *(const float *)alpha, *(const float *)beta,
+                     NULL, NULL, C, 0, A, B};
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }

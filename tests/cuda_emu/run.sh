@@ -22,6 +22,8 @@
 #     host_syncs_per_step) -- two under shm, whose wait for the gradients'
 #     copy to the host must be counted; and --report's page from dp and
 #     ddp over NCCL there, at the same one host synchronisation per step;
+#     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
+#     CPU's bf16 reference;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -104,6 +106,28 @@ for accum in 1 2; do
         awk -v n="$n" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(n != "" && n >= lo && n <= hi) }' ||
             fail "--mode $mode --accum $accum waited for the GPU $n times per step (from $lo to $hi)"
     done
+done
+
+# --precision bf16: the modes on emulated GPUs (cublasGemmEx on bf16
+# operands, the kernels' roundings) against the CPU's bf16 reference.  This
+# short tanh job drifts little: measured 7e-11 to 4e-10 on the checksum's sums, while
+# the same job in fp32 ends 1.9e-5 away; so 1e-6 holds every mode to bf16
+# and would catch one that ran fp32 (docs/gpu.md states the bf16 tolerance
+# on the parameters themselves: test_bf16, test_cuda's cuda_equivalence).
+ref="$B/ref-bf16.json"
+./ddpbench --mode single --backend cpu $ARGS --precision bf16 >"$ref" 2>"$ref.err" || fail "the CPU's bf16 reference"
+for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
+    log="$B/mode.json"
+    EMU_NGPU=3 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode $mode $ARGS --precision bf16 >"$log" 2>"$log.err" ||
+        { tail -n 20 "$log.err"; fail "--mode $mode --precision bf16"; }
+    r=$(rel "$(sums "$ref") $(sums "$log")")
+    n=$(syncs "$log")
+    grep -q '"precision":"bf16"' "$log" || fail "--mode $mode --precision bf16: --json does not say bf16"
+    echo "== $mode --precision bf16 on emulated GPUs: $r from the CPU's bf16, $n host syncs per step"
+    awk -v r="$r" 'BEGIN { exit !(r <= 1e-6) }' || fail "--mode $mode --precision bf16 differs from the CPU's bf16 by $r"
+    case "$mode" in *"comm shm"*) hi=2 ;; *) hi=1 ;; esac
+    awk -v n="$n" -v hi="$hi" 'BEGIN { exit !(n != "" && n <= hi) }' ||
+        fail "--mode $mode --precision bf16 waited for the GPU $n times per step (at most $hi)"
 done
 
 # --comm-hook fp16 / bf16 on emulated GPUs: the CUDA cast kernels, NCCL's

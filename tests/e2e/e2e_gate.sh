@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/e2e/e2e_gate.sh: --repeat and the regression gate's exit policy on the
 # real binary, with crafted baselines: 0 within tolerance, 3 regression, 4 no
-# verdict (too noisy), 2 another configuration (steps, warm-up); a baseline
+# verdict (too noisy), 2 another configuration (steps, warm-up, precision); a baseline
 # from another machine only warns; --repeat's JSON carries every run; the
 # notes under a result.  Usage: sh tests/e2e/e2e_gate.sh ./ddpbench
 E2E=e2e_gate
@@ -125,6 +125,21 @@ fi
 expect_error "steps is 60 there, 30 here" --mode single --model seed-linear --steps 30 --backend cpu \
     --quiet --baseline "$T/b60.json"
 expect_error "warmup_steps is 2 there, 5 here" $S --warmup-steps 5 --quiet --baseline "$T/b60.json"
+# so is the precision (a bf16 step is not an fp32 one); a baseline from before
+# --precision (no such key) ran fp32
+expect_error "precision is \"fp32\" there, \"bf16\" here" $S --precision bf16 --quiet --baseline "$T/b60.json"
+if command -v python3 >/dev/null; then
+    python3 - "$T/b60.json" "$T/old.json" <<'EOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+del o["config"]["precision"]
+json.dump(o, open(sys.argv[2], "w"))
+EOF
+    "$BIN" $S --quiet --baseline "$T/old.json" --tolerance 99 >"$T/out" 2>&1
+    rc=$?
+    [ $rc != 2 ] && ok || ko "a baseline without config.precision (fp32) refused: $(tail -2 "$T/out")"
+    expect_error "precision is \"fp32\" there, \"bf16\" here" $S --precision bf16 --quiet --baseline "$T/old.json"
+fi
 expect_error "--repeat: not with --trace" $S --repeat 2 --trace "$T/t.json"
 expect_error "--repeat: 0 is too small (at least 1)" $S --repeat 0
 

@@ -228,6 +228,14 @@ grep -q "parameters: ddp vs single DIFFER" "$T/out" && grep -q "not the same sam
     ok || ko "compare seed-logreg --sampler-replicas 1: $(cat "$T/out")"
 "$BIN" $L --sampler-replicas 1 --drop-last >"$T/out" 2>&1
 grep -q "parameters: ddp vs single agree" "$T/out" && ok || ko "compare --drop-last: $(cat "$T/out")"
+# --precision bf16: compare judges with the bf16 row of the contract (docs/gpu.md;
+# mlp-small's dp and ddp end 1e-4 to 2e-4 from single, far past fp32's 1e-5),
+# and a run's table says the precision
+"$BIN" --backend cpu --gpus 0,1 --steps 12 --precision bf16 >"$T/out" 2>&1
+grep -q "parameters: dp vs single agree" "$T/out" && grep -q "parameters: ddp vs single agree" "$T/out" &&
+    ok || ko "compare --precision bf16: $(cat "$T/out")"
+"$BIN" --backend cpu --mode single --steps 3 --precision bf16 >"$T/out" 2>&1
+grep -q "^  precision  *bf16 (autocast" "$T/out" && ok || ko "--precision bf16: the table does not say it: $(cat "$T/out")"
 # Adam after a few steps: the worst parameter is judged in units of lr x steps
 "$BIN" --backend cpu --gpus 0,1 --steps 8 >"$T/out" 2>&1
 [ "$(grep -c "vs single agree (relative L2 distance .*of lr x steps)" "$T/out")" -eq 2 ] && ok ||

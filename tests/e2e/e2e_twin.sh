@@ -4,7 +4,8 @@
 # calls the module on the whole batch; DDP over gloo with spawned ranks) and
 # its final parameters must match ddpbench's to 1e-4 relative; a twin with
 # one hyper-parameter changed must not.  Its text must parse as Python and
-# name every hyper-parameter; jobs without a twin are input errors.
+# name every hyper-parameter; jobs without a twin are input errors.  Under
+# --precision bf16 the twin runs autocast and agrees within the bf16 tolerance.
 # Usage: sh tests/e2e/e2e_twin.sh ./ddpbench
 E2E=e2e_twin
 . "$(dirname "$0")/lib.sh"
@@ -89,6 +90,26 @@ if [ -n "$PY" ]; then
     l2=$("$PY" "$T/diff.py" "$T/adam.dd.safetensors" "$T/adam.tw.safetensors" l2)
     awk -v d="$l2" 'BEGIN { exit !(d <= 1e-5) }' && ok || ko "adam: relative L2 distance $l2 (over 1e-5)"
     echo "e2e_twin: adam (mlp-small as it comes): relative L2 distance $l2"
+fi
+
+# --precision bf16: the twin runs under torch.autocast(bfloat16) and must end
+# within the bf16 tolerance (1e-3 relative L2, docs/gpu.md) of ddpbench's CPU
+# reference; an fp32 run ends 3.7e-3 away, so a twin that ignored autocast
+# (or a ddpbench that ignored bf16) fails.  One PyTorch run: the fp32 side is
+# ddpbench's own.
+if [ -n "$PY" ]; then
+    B16="--backend cpu --quiet --mode single --layers 64,128,128,10 --act gelu --loss ce --optim adam \
+        --lr 0.003 --dataset classes --samples 2048 --batch 256 --steps 12"
+    # shellcheck disable=SC2086 # an option list
+    "$BIN" $B16 --precision bf16 --emit-pytorch "$T/bf16.py" --save "$T/bf16.dd.safetensors" >/dev/null 2>&1 &&
+        "$BIN" $B16 --precision fp32 --save "$T/fp32.dd.safetensors" >/dev/null 2>&1 &&
+        (cd "$T" && "$PY" bf16.py --save bf16.tw.safetensors) >"$T/bf16.tw" 2>&1 || ko "bf16: the twin failed"
+    grep -q '^PRECISION *= "bf16"' "$T/bf16.py" && ok || ko "bf16: the twin does not say PRECISION = \"bf16\""
+    l2=$("$PY" "$T/diff.py" "$T/bf16.dd.safetensors" "$T/bf16.tw.safetensors" l2)
+    awk -v d="$l2" 'BEGIN { exit !(d <= 1e-3) }' && ok || ko "bf16: relative L2 distance $l2 (over 1e-3)"
+    f=$("$PY" "$T/diff.py" "$T/fp32.dd.safetensors" "$T/bf16.tw.safetensors" l2)
+    awk -v d="$f" 'BEGIN { exit !(d > 3e-3) }' && ok || ko "bf16: the twin ends only $f from fp32: no autocast?"
+    echo "e2e_twin: bf16 (autocast): relative L2 distance $l2 from ddpbench's bf16, $f from its fp32"
 fi
 
 # The check can fail: the same twin with another learning rate does not match.

@@ -8,7 +8,9 @@ cross-entropy over integer class labels), optimizer (SGD, Adam or AdamW,
 torch.optim with its defaults otherwise), batch, and data path: each step gathers its rows of a
 host dataset into one of two pinned buffers and copies them to the GPU
 without blocking, as ddpbench's stager does, and reads no loss.  fp32 with
-TF32 off.  Throughput is measured like ddpbench's: the timed steps after
+TF32 off, or with --precision bf16 autocast's mixed precision (the forward
+pass and the loss under torch.autocast("cuda", torch.bfloat16), backward
+outside it, fp32 weights and optimizer: ddpbench's --precision bf16).  Throughput is measured like ddpbench's: the timed steps after
 the warm-up, from the end of the warm-up to the end of the last step, on the
 GPU's own clock (events), so a wall-clock gap between steps counts.
 
@@ -45,6 +47,7 @@ def parser():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     return p
 
 
@@ -155,8 +158,9 @@ def run(torch, a):
         ev = torch.cuda.Event()
         ev.record()
         copied[b] = ev
-        out = model(gx)
-        loss = loss_fn(out, gy)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            out = model(gx)
+            loss = loss_fn(out, gy)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -181,6 +185,7 @@ def run(torch, a):
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(dev),
         "tf32": False,
+        "precision": a.precision,
     }
 
 

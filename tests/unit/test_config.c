@@ -111,7 +111,9 @@ Test(config, cross_field_rules)
     bad("--data x.csv --targets y.npy", "--targets");
     bad("--checkpoint-every 5", "--checkpoint-every: needs --checkpoint");
     bad("--json --csv", "--json and --csv");
-    bad("--tf32 --backend cpu", "--tf32: needs --backend cuda");
+    bad("--tf32 --backend cpu", "--precision tf32: needs --backend cuda");
+    bad("--precision tf32 --backend cpu", "--precision tf32: needs --backend cuda");
+    bad("--precision fp16", "--precision: unknown value 'fp16' (one of: fp32, tf32, bf16)");
 }
 
 Test(config, presets_fill_and_options_override)

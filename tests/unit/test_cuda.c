@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
+#include "base/half.h"
 #include "base/rng.h"
 #include "nn/model.h"
 #include "testutil.h"
@@ -496,7 +497,7 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
      * EMU_TF32_AS_FP32 plays the other choice), so there the mode must also
      * have reached the GEMM. */
     pair_t p = pair_open();
-    cr_assert(!backend_tf32(p.gpu), "TF32 must be off by default");
+    cr_assert(backend_precision(p.gpu) == PREC_FP32, "TF32 must be off by default");
     int m = 64, n = 48, k = 256;
     float *ha = host_random((size_t)m * k, 201, -1, 1), *hb = host_random((size_t)k * n, 202, -1, 1);
     float *zero = calloc((size_t)m * n, sizeof(float));
@@ -505,8 +506,8 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
     check(p.cpu, backend_gemm(p.cpu, false, false, m, n, k, 1.0f, A.c, k, B.c, n, 0.0f, C.c, n), "gemm");
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     assert_close(&p, C, (size_t)m * n, 1e-4, 1.0, "fp32 gemm");
-    check(p.gpu, backend_set_tf32(p.gpu, true), "set_tf32");
-    cr_assert(backend_tf32(p.gpu));
+    check(p.gpu, backend_set_precision(p.gpu, PREC_TF32), "set_precision tf32");
+    cr_assert(backend_precision(p.gpu) == PREC_TF32);
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     float *hc = download(p.cpu, C.c, (size_t)m * n), *hg = download(p.gpu, C.g, (size_t)m * n);
     double worst = 0.0;
@@ -518,10 +519,10 @@ Test(cuda_kernels, tf32_is_off_by_default_and_stays_within_tf32_when_on)
     if (emu_alloc_calls && !getenv("EMU_TF32_AS_FP32"))
         cr_assert(worst > 1e-5, "the emulated cuBLAS rounds to TF32, yet the product moved by only %.3g", worst);
     free(hg);
-    check(p.gpu, backend_set_tf32(p.gpu, false), "set_tf32 off");
+    check(p.gpu, backend_set_precision(p.gpu, PREC_FP32), "set_precision fp32");
     check(p.gpu, backend_gemm(p.gpu, false, false, m, n, k, 1.0f, A.g, k, B.g, n, 0.0f, C.g, n), "gemm");
     assert_close(&p, C, (size_t)m * n, 1e-4, 1.0, "fp32 gemm after TF32");
-    cr_assert_eq(backend_set_tf32(p.cpu, true), DDP_ERR_INPUT, "the CPU has no TF32");
+    cr_assert_eq(backend_set_precision(p.cpu, PREC_TF32), DDP_ERR_INPUT, "the CPU has no TF32");
     free(hc);
     both_free(&p, A);
     both_free(&p, B);
@@ -984,6 +985,199 @@ Test(cuda_equivalence, sigmoid_sgd_weight_decay_uneven_batches)
 {
     cpu_vs_gpu("--layers 40,50,50,4 --act sigmoid --loss ce --dataset classes --optim sgd --lr 0.5 "
                "--weight-decay 0.001 --samples 500 --batch 96");
+}
+
+// ---------------------------------------------------------------------------
+// --precision bf16 on CUDA: against the CPU's reference arithmetic
+
+static uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+Test(cuda_bf16, gemm_is_the_cpu_reference_and_not_fp32)
+{
+    /* Both devices round the operands to bf16 with the same function (the
+     * CPU as it copies them, the GPU in kernels_bf16.cu before cublasGemmEx):
+     * the products are exact in fp32, so the two differ only by summation
+     * order, like fp32; and the result must be bf16's, not fp32's. */
+    pair_t p = pair_open();
+    check(p.cpu, backend_set_precision(p.cpu, PREC_BF16), "set_precision bf16");
+    check(p.gpu, backend_set_precision(p.gpu, PREC_BF16), "set_precision bf16");
+    const int m = 45, n = 38, k = 300, pad = 5;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        int lda = ac + pad, ldb = bc + pad;
+        float *ha = host_random((size_t)ar * lda, 301 + t, -1, 1), *hb = host_random((size_t)br * ldb, 311 + t, -1, 1);
+        float *zero = calloc((size_t)m * n, sizeof(float));
+        buf2_t A = both(&p, ha, (size_t)ar * lda), B = both(&p, hb, (size_t)br * ldb);
+        buf2_t C = both(&p, zero, (size_t)m * n);
+        check(p.cpu, backend_gemm(p.cpu, ta, tb, m, n, k, 1.0f, A.c, lda, B.c, ldb, 0.0f, C.c, n), "gemm");
+        check(p.gpu, backend_gemm(p.gpu, ta, tb, m, n, k, 1.0f, A.g, lda, B.g, ldb, 0.0f, C.g, n), "gemm");
+        assert_close(&p, C, (size_t)m * n, 1e-5, 1.0, "bf16 gemm, GPU vs the CPU's reference");
+        float *hg = download(p.gpu, C.g, (size_t)m * n);
+        double worst = 0.0; /* against the exact product of the unrounded inputs */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int l = 0; l < k; l++)
+                    s += (double)(ta ? ha[(size_t)l * lda + i] : ha[(size_t)i * lda + l]) *
+                         (tb ? hb[(size_t)j * ldb + l] : hb[(size_t)l * ldb + j]);
+                worst = fmax(worst, fabs(hg[(size_t)i * n + j] - s));
+            }
+        cr_assert(worst > 1e-3, "ta %d tb %d: the GPU's bf16 GEMM is within %.3g of fp32: not bf16", ta,
+                  tb, worst);
+        free(hg);
+        free(zero);
+        free(ha);
+        free(hb);
+        both_free(&p, A);
+        both_free(&p, B);
+        both_free(&p, C);
+    }
+    pair_close(&p);
+}
+
+Test(cuda_bf16, activations_gradients_and_loss_round_as_on_the_cpu)
+{
+    /* Every value the GPU stores is a bf16 value; relu's are the CPU's bits
+     * (no library function), the others within one bf16 step (a one-ulp
+     * difference of CUDA's and glibc's expf/tanhf/erff can cross a bf16
+     * rounding boundary); the loss is fp32 and the gradient bf16. */
+    pair_t p = pair_open();
+    check(p.cpu, backend_set_precision(p.cpu, PREC_BF16), "set_precision bf16");
+    check(p.gpu, backend_set_precision(p.gpu, PREC_BF16), "set_precision bf16");
+    const int rows = 70, cols = 300;
+    size_t n = (size_t)rows * cols;
+    for (int act = ACT_RELU; act <= ACT_GELU; act++) {
+        float *hz = host_random(n, 401 + act, -3, 3), *hb = host_random(cols, 402, -1, 1);
+        float *hd = host_random(n, 403, -1, 1);
+        buf2_t Z = both(&p, hz, n), A = both(&p, hz, n), Bv = both(&p, hb, cols), D = both(&p, hd, n);
+        check(p.cpu, backend_bias_act_fwd(p.cpu, (act_t)act, Z.c, A.c, Bv.c, rows, cols), "fwd");
+        check(p.gpu, backend_bias_act_fwd(p.gpu, (act_t)act, Z.g, A.g, Bv.g, rows, cols), "fwd");
+        check(p.cpu, backend_act_bwd(p.cpu, (act_t)act, Z.c, A.c, D.c, n), "bwd");
+        check(p.gpu, backend_act_bwd(p.gpu, (act_t)act, Z.g, A.g, D.g, n), "bwd");
+        buf2_t out[] = {Z, A, D};
+        for (int o = 0; o < 3; o++) {
+            float *c = download(p.cpu, out[o].c, n), *g = download(p.gpu, out[o].g, n);
+            for (size_t i = 0; i < n; i++) {
+                cr_assert((f32_bits(g[i]) & 0xffffu) == 0, "act %d, output %d [%zu] = %a: not bf16", act,
+                          o, i, g[i]);
+                double tol = act == ACT_RELU ? 0.0 : ldexp(fmax(fabs(c[i]), 1e-3), -7);
+                cr_assert(fabs((double)c[i] - g[i]) <= tol, "act %d, output %d [%zu]: cpu %a gpu %a", act,
+                          o, i, c[i], g[i]);
+            }
+            free(c);
+            free(g);
+        }
+        both_free(&p, Z);
+        both_free(&p, A);
+        both_free(&p, Bv);
+        both_free(&p, D);
+        free(hz);
+        free(hb);
+        free(hd);
+    }
+    /* the loss over bf16 outputs: fp32, its gradient bf16 */
+    float *ho = host_random((size_t)rows * 10, 405, -4, 4), *ht = malloc(rows * sizeof(float));
+    for (int i = 0; i < rows * 10; i++)
+        ho[i] = bf16_round_f32(ho[i]);
+    for (int i = 0; i < rows; i++)
+        ht[i] = (float)(i % 10);
+    buf2_t O = both(&p, ho, (size_t)rows * 10), T = both(&p, ht, rows), G = both(&p, ho, (size_t)rows * 10);
+    buf2_t L = both(&p, ht, 1);
+    check(p.cpu, backend_loss(p.cpu, LOSS_CE, O.c, T.c, rows, 10, 1.0f / rows, G.c, L.c), "loss");
+    check(p.gpu, backend_loss(p.gpu, LOSS_CE, O.g, T.g, rows, 10, 1.0f / rows, G.g, L.g), "loss");
+    assert_close(&p, L, 1, 1e-5, 1e-3, "the fp32 loss over bf16 outputs");
+    float *g = download(p.gpu, G.g, (size_t)rows * 10);
+    for (int i = 0; i < rows * 10; i++)
+        cr_assert((f32_bits(g[i]) & 0xffffu) == 0, "loss gradient [%d] = %a: not bf16", i, g[i]);
+    assert_close(&p, G, (size_t)rows * 10, ldexp(1, -7), 1e-3, "the bf16 loss gradient");
+    free(g);
+    free(ho);
+    free(ht);
+    both_free(&p, O);
+    both_free(&p, T);
+    both_free(&p, G);
+    both_free(&p, L);
+    pair_close(&p);
+}
+
+Test(cuda_bf16, a_step_allocates_nothing)
+{
+    /* The bf16 operands' room is reserved with the replica (the inputs, the
+     * activations, their gradients and the weights), so a bf16 step makes
+     * no cudaMalloc either. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    check(be, backend_set_precision(be, PREC_BF16), "set_precision bf16");
+    /* a weight (600 x 500) larger than any activation (64 x 600): the
+     * operands' room must come from the weights' shapes too */
+    int dims[] = {40, 600, 500, 10}, rows = 64;
+    model_spec_t spec;
+    cr_assert_eq(model_spec_init(&spec, dims, 4, ACT_GELU, err), DDP_OK, "%s", err);
+    replica_t r;
+    cr_assert_eq(replica_init(&r, be, &spec, rows, 1, err), DDP_OK, "%s", err);
+    float *hp = malloc(spec.nparams * sizeof *hp), *hy = malloc((size_t)rows * sizeof *hy);
+    cr_assert(hp && hy);
+    model_init_params(&spec, 1, hp);
+    for (int i = 0; i < rows; i++)
+        hy[i] = (float)(i % dims[3]);
+    check(be, backend_h2d(be, r.params, hp, spec.nparams * sizeof *hp), "h2d");
+    check(be, backend_h2d(be, r.y, hy, (size_t)rows * sizeof *hy), "h2d");
+    check(be, backend_sync(be), "sync");
+    long calls = emu_alloc_calls ? emu_alloc_calls() : 0;
+    size_t in_use = backend_mem_in_use(be);
+    for (int step = 0; step < 2; step++) {
+        check(be, model_forward(&r, r.x, rows), "forward");
+        check(be, model_loss(&r, LOSS_CE, r.y, rows, 1.0f / (float)rows), "loss");
+        check(be, model_backward(&r, r.x, rows, r.dout, false, NULL, NULL), "backward");
+    }
+    check(be, backend_sync(be), "sync");
+    cr_assert_eq(backend_mem_in_use(be), in_use, "a bf16 step allocated");
+    if (emu_alloc_calls)
+        cr_assert_eq(emu_alloc_calls(), calls, "%ld cudaMalloc/cudaFree calls in two bf16 steps",
+                     emu_alloc_calls() - calls);
+    replica_free(&r);
+    backend_destroy(be);
+    free(hp);
+    free(hy);
+}
+
+Test(cuda_equivalence, bf16_single_against_the_cpu_reference)
+{
+    /* The whole bf16 step on the GPU against the CPU's: the relative L2
+     * distance of the final parameters within the bf16 row's tolerance
+     * (1e-3, docs/gpu.md), and bf16 many times further from fp32. */
+    need_gpu();
+    const char *base = "--mode single --gpus 0 --quiet --layers 64,128,128,10 --act gelu --loss ce "
+                       "--optim adam --lr 0.003 --dataset classes --samples 2048 --batch 256 --steps 12";
+    char line[512], err[ERR_LEN];
+    run_result_t c, g, f;
+    snprintf(line, sizeof line, "--backend cpu %s --precision bf16", base);
+    cr_assert_eq(tu_run(line, &c, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "--backend cuda %s --precision bf16", base);
+    cr_assert_eq(tu_run(line, &g, err), DDP_OK, "%s", err);
+    snprintf(line, sizeof line, "--backend cpu %s --precision fp32", base);
+    cr_assert_eq(tu_run(line, &f, err), DDP_OK, "%s", err);
+    double num = 0, den = 0, numf = 0;
+    for (size_t i = 0; i < c.nparams; i++) {
+        num += ((double)c.params[i] - g.params[i]) * ((double)c.params[i] - g.params[i]);
+        numf += ((double)c.params[i] - f.params[i]) * ((double)c.params[i] - f.params[i]);
+        den += (double)c.params[i] * c.params[i];
+    }
+    double d = sqrt(num / den), df = sqrt(numf / den);
+    cr_log_info("bf16 GPU vs CPU: %.3g relative L2 (bf16 vs fp32 on the CPU: %.3g)", d, df);
+    cr_assert(d <= 1e-3, "bf16 on the GPU ends %.3g from the CPU's bf16 (tolerance 1e-3)", d);
+    cr_assert(df > 3e-3, "bf16 ends only %.3g from fp32: the test could not see a GPU that ran fp32", df);
+    result_free(&c);
+    result_free(&g);
+    result_free(&f);
 }
 
 /* The compression hooks' casts: the kernel's bits are base/half.h's (the
