@@ -232,8 +232,9 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
 }
 
 /* The step's work: the CPU seconds this thread ran in it, less its laps of
- * waiting (exposed communication, ZeRO-3's all-gather wait and idle: a wait may spin, and what it
- * waits for is another device's work or the wire, not this one's).  Time the
+ * waiting (exposed communication, ZeRO-3's all-gather wait and idle: a wait
+ * may spin, and what it waits for is another device's work or the wire, not
+ * this one's).  Time the
  * scheduler gave another process is in no thread's CPU clock, so a busy
  * machine stretches the step's wall time far more than its work: the figure
  * the A/B gate judges on the CPU (docs/gate.md).  A --slow-rank straggler's
