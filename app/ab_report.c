@@ -24,7 +24,7 @@ static double group_of(const double *ph, int g)
     case 1:
         return ph[PH_FORWARD] + ph[PH_LOSS] + ph[PH_BACKWARD];
     case 2:
-        return ph[PH_COMM_EXPOSED];
+        return ph[PH_COMM_EXPOSED] + ph[PH_GATHER]; /* ZeRO-3: waits for a layer's gather */
     case 3:
         return ph[PH_OPTIM];
     default:

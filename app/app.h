@@ -27,7 +27,7 @@
 #include "measure/result.h"
 #include "report/report.h"
 
-#define MAX_RUNS 3 /* compare: single, dp, ddp */
+#define MAX_RUNS 6 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3) */
 
 /* --predict (and compare's predicted column): the alpha-beta model's inputs */
 typedef struct {
@@ -81,6 +81,9 @@ int app_mem_check(const app_job_t *j, char *err);
  * start (startup.c). */
 void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
+/* --predict: DDP's ZeRO stages on 1..8 devices, bytes, time, memory and,
+ * under --mem-limit, the crossover (predict_zero.c). */
+void app_predict_zero(FILE *f, const app_job_t *j);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
 void app_free(app_job_t *j);

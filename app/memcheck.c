@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "ddp/zero.h"
 #include "base/procfile.h"
 
 /* Bytes available to this run, 0 when unknown (then nothing is refused). */
@@ -65,6 +66,15 @@ static need_t device_need(const config_t *c, const model_spec_t *s, const datase
     n.grads = P;
     int states = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
     n.optim = holds_optimizer ? states * P : 0;
+    /* a DDP rank under --zero: what its stage shards, as the ranks allocate it */
+    zero_mem_t z;
+    char ignored[ERR_LEN];
+    if (c->mode == MODE_DDP && c->zero &&
+        zero_mem_plan(s, c, c->zero, devices, &z, ignored) == DDP_OK) {
+        n.params = z.params;
+        n.grads = z.grads;
+        n.optim = z.optim;
+    }
     /* each row's input, targets and every layer's output */
     double rows = (c->batch + devices - 1) / devices, per_row = d->in_dim + d->tgt_cols;
     for (int l = 1; l <= s->nlayers; l++)
@@ -93,8 +103,60 @@ static int refuse(double need, double avail, const char *from, const char *what,
                    a, what, b, from);
 }
 
+/* --mem-limit: each device's least need (parameters, gradients, state and
+ * activations, as the memory table counts them) within the limit, on every
+ * run of the job; a DDP run refused is told what each ZeRO stage would need. */
+static int mem_limit_check(const app_job_t *j, char *err)
+{
+    const config_t *base = &j->cfg;
+    if (base->mem_limit <= 0)
+        return DDP_OK;
+    for (int i = 0; i < j->n; i++) {
+        const config_t *c = &j->cfgs[i];
+        int devices = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+        need_t n = device_need(c, &j->spec, &j->data, devices, true);
+        /* the buffers one device's replica allocates for its rows */
+        n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices,
+                                   j->data.tgt_cols);
+        double dev = n.params + n.grads + n.optim + n.acts;
+        if (dev <= base->mem_limit)
+            continue;
+        char lim[32], a[32], p[32], g[32], o[32], t[32], alt[256] = "";
+        human(base->mem_limit, lim, sizeof lim);
+        human(dev, a, sizeof a);
+        human(n.params, p, sizeof p);
+        human(n.grads, g, sizeof g);
+        human(n.optim, o, sizeof o);
+        human(n.acts, t, sizeof t);
+        if (c->mode == MODE_DDP) /* what sharding would need: the way out, if any */
+            for (int st = c->zero + 1; st <= 3; st++) {
+                config_t cz = *c;
+                cz.zero = st;
+                need_t m = device_need(&cz, &j->spec, &j->data, devices, true);
+                m.acts = n.acts;
+                char b[32];
+                human(m.params + m.grads + m.optim + m.acts, b, sizeof b);
+                size_t len = strlen(alt);
+                snprintf(alt + len, sizeof alt - len, "%s--zero %d needs %s", len ? ", " : "; ",
+                         st, b);
+            }
+        char label[32];
+        if (c->mode == MODE_DDP && c->zero)
+            snprintf(label, sizeof label, "ddp --zero %d", c->zero);
+        else
+            snprintf(label, sizeof label, "%s", mode_name(c->mode));
+        return err_set(err, DDP_ERR_INPUT,
+                       "--mem-limit %s: %s needs at least %s per device (parameters %s, "
+                       "gradients %s, optimizer state %s, activations %s)%s",
+                       lim, label, a, p, g, o, t, alt);
+    }
+    return DDP_OK;
+}
+
 int app_mem_check(const app_job_t *j, char *err)
 {
+    if (j->loaded)
+        TRY(mem_limit_check(j, err));
     const char *from = "";
     double avail = mem_available(&from);
     if (avail <= 0 || !j->loaded)

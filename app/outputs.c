@@ -70,7 +70,7 @@ static int print_results(app_job_t *j, char *err)
             if (o && pr->in.all_reduce)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "buckets",
-                    report_json_buckets(&j->res[i], pr->in.all_reduce, j->cfgs[i].zero1));
+                    report_json_buckets(&j->res[i], pr->in.all_reduce, j->cfgs[i].zero));
             int rc = report_json_print(stdout, o);
             cJSON_Delete(o);
             if (rc != DDP_OK)
@@ -89,15 +89,22 @@ static int print_results(app_job_t *j, char *err)
         else
             report_result(stdout, ctx, &j->res[0], NULL);
         if (c->mode == MODE_DDP)
-            report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero1);
+            report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         report_hook(stdout, c, &j->res[0]);
+        /* compare's --zero columns are modelled in the ZeRO table below */
+        int nbase = n;
+        for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)
+            if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero && nbase == n)
+                nbase = i;
         if (pr->on && pr->in.k0 >= 2)
-            report_predicted(stdout, j->res, n, &pr->in, pr->rows);
-        if (pr->on && pr->in.k0 >= 2 && c->zero1)
-            printf("  (ddp predicted as plain DDP: --zero1's reduce-scatter, sharded optimizer "
-                   "step and all-gather are not modelled)\n");
+            report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);
+        if (pr->on && pr->in.k0 >= 2 && c->zero && c->mode == MODE_DDP)
+            printf("  (ddp predicted as plain DDP; its ZeRO stage in the ZeRO table below, "
+                   "with --predict)\n");
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
+        if (pr->on && c->predict)
+            app_predict_zero(stdout, j);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -137,9 +144,10 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
         return;
     /* the last repetition's timeline, every repetition's intervals */
     const char *labels[MAX_RUNS] = {0};
+    static const char *const zl[] = {"", "ddp --zero 1", "ddp --zero 2", "ddp --zero 3"};
     for (int i = 0; i < j->n; i++)
-        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero1)
-            labels[i] = "ddp --zero1";
+        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
+            labels[i] = zl[j->cfgs[i].zero];
     const predict_t *pr = &j->pred;
     bool model = pr->on && pr->in.k0 >= 2;
     report_page_t p = {.ctx = &j->ctx,

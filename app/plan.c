@@ -27,6 +27,8 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->sampler_replicas = out->ngpus;
     if (base->mode == MODE_COMPARE && base->log_every == 0)
         out->loss_lines_off = true; /* compare fits a screen: the table has the final loss */
+    if (base->mode == MODE_COMPARE) /* compare's ddp is plain; --zero adds columns (app_plan) */
+        out->zero = 0;
 }
 
 int app_plan(app_job_t *j, int rc, char *err)
@@ -43,13 +45,30 @@ int app_plan(app_job_t *j, int rc, char *err)
      * DP is one process, so single on rank 0 and DDP on every rank) */
     static const mode_t_ compare_modes[MAX_RUNS] = {MODE_SINGLE, MODE_DP, MODE_DDP};
     static const mode_t_ compare_mpi[MAX_RUNS] = {MODE_SINGLE, MODE_DDP};
-    j->n = cfg->mode == MODE_COMPARE ? (j->mpi ? 2 : MAX_RUNS) : 1;
+    j->n = cfg->mode == MODE_COMPARE ? (j->mpi ? 2 : 3) : 1;
     for (int i = 0; i < j->n; i++) {
         app_run_config(cfg,
                        cfg->mode == MODE_COMPARE ? (j->mpi ? compare_mpi : compare_modes)[i]
                                                  : cfg->mode,
                        &j->cfgs[i]);
         result_init(&j->res[i]);
+    }
+    /* compare --zero 1,2,3: a ddp run per stage beside plain DDP's */
+    if (cfg->mode == MODE_COMPARE && cfg->nzero_stages > 0) {
+        const char *no = j->mpi                ? "mpirun (run --mode ddp --zero N)"
+                         : cfg->report_path[0] ? "--report"
+                         : cfg->trace_path[0]  ? "--trace"
+                         : cfg->baseline_path[0] ? "--baseline"
+                         : cfg->repeat > 1     ? "--repeat"
+                         : cfg->save_path[0]   ? "--save"
+                         : NULL;
+        if (no && rc == DDP_OK)
+            rc = err_set(err, DDP_ERR_INPUT, "--zero with --mode compare: not with %s", no);
+        for (int k = 0; k < cfg->nzero_stages && rc == DDP_OK; k++, j->n++) {
+            app_run_config(cfg, MODE_DDP, &j->cfgs[j->n]);
+            j->cfgs[j->n].zero = cfg->zero_stages[k];
+            result_init(&j->res[j->n]);
+        }
     }
     j->ctx = (report_ctx_t){.cfg = cfg, .spec = &j->spec, .backend_note = j->note[0] ? j->note : NULL};
 
@@ -84,8 +103,11 @@ int app_plan(app_job_t *j, int rc, char *err)
      * with meet here (launch.h): one verdict for all. */
     rc = ddp_launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);
     if (rc == DDP_OK)
-        for (int i = 0; i < j->n; i++) /* the devices every rank has, for the reports */
+        for (int i = 0; i < j->n; i++) { /* the devices every rank has, for the reports */
+            int z = j->cfgs[i].zero;
             app_run_config(cfg, j->cfgs[i].mode, &j->cfgs[i]);
+            j->cfgs[i].zero = z;
+        }
     j->reports = ddp_launch_reports(cfg);
     return rc;
 }
@@ -122,10 +144,12 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
      * single, dp, ddp. */
     for (int i = 0; i < MAX_RUNS; i++)
         j->order[i] = i;
-    if (j->n == MAX_RUNS && cfg->backend == BACKEND_CUDA) {
-        j->order[0] = 2;
-        j->order[1] = 0;
-        j->order[2] = 1;
+    if (j->n >= 3 && !j->mpi && cfg->backend == BACKEND_CUDA) { /* every ddp run first */
+        int k = 0;
+        for (int i = 2; i < j->n; i++)
+            j->order[k++] = i;
+        j->order[k++] = 0;
+        j->order[k++] = 1;
     }
     if (j->mpi && j->n == 2) {
         j->order[0] = 1;

@@ -332,7 +332,7 @@ static int sc_dp_device0(scen_t *s)
     config_t cd = *c, cz = *c;
     cd.mode = cz.mode = MODE_DDP;
     cd.sampler_replicas = cz.sampler_replicas = c->ngpus;
-    cz.zero1 = true;
+    cz.zero = 1;
     int rc = run(c, &s->data, &dp, err);
     if (rc == DDP_OK && c->ngpus > 1)
         rc = run(&cd, &s->data, &ddp, err);

@@ -109,9 +109,9 @@ static int unsupported(const config_t *c, char *err)
     if (c->resume_path[0])
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --resume (use --init with "
                        "the checkpoint: the twin starts from weights)");
-    if (c->zero1)
-        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero1 (the twin steps a "
-                       "whole optimizer on every rank: drop --zero1, the result is the same)");
+    if (c->zero)
+        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --zero (the twin steps a "
+                       "whole optimizer on every rank: drop --zero, the result is the same)");
     if (c->comm_hook != HOOK_NONE)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --comm-hook (the twin's DDP "
                        "registers no hook)");

@@ -148,22 +148,28 @@ int config_validate(const config_t *c, char *err)
         if (no)
             return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
     }
-    if (c->zero1 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
-        return err_set(err, DDP_ERR_INPUT, "--zero1: only ddp shards the optimizer state "
-                       "(--mode ddp, or compare's ddp run)");
-    if (c->zero1 && (c->checkpoint_path[0] || c->resume_path[0]))
-        return err_set(err, DDP_ERR_INPUT, "--zero1: not with %s (each rank holds only its "
+    if (c->zero && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
+        return err_set(err, DDP_ERR_INPUT, "--zero: only ddp shards (--mode ddp, or compare's "
+                       "ddp runs)");
+    if (c->zero >= 2 && c->slow_rank >= 0)
+        return err_set(err, DDP_ERR_INPUT, "--slow-rank: not with --zero %d (its extra passes "
+                       "would gather and scatter the layers again)", c->zero);
+    if (c->nzero_stages > 1 && c->mode != MODE_COMPARE)
+        return err_set(err, DDP_ERR_INPUT, "--zero: a list of stages is for --mode compare (a "
+                       "ddp column each); --mode ddp runs one");
+    if (c->zero && (c->checkpoint_path[0] || c->resume_path[0]))
+        return err_set(err, DDP_ERR_INPUT, "--zero: not with %s (each rank holds only its "
                        "shard of the optimizer state)",
                        c->checkpoint_path[0] ? "--checkpoint" : "--resume");
     if (c->emit_pytorch[0] && c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
                        "--mode single, dp or ddp");
-    if (c->zero1 && c->bucket_auto)
-        return err_set(err, DDP_ERR_INPUT, "--zero1: not with --bucket-mb auto (each rank's "
+    if (c->zero && c->bucket_auto)
+        return err_set(err, DDP_ERR_INPUT, "--zero: not with --bucket-mb auto (each rank's "
                        "shard follows the buckets, which the warm-up would change)");
     if (c->comm_hook != HOOK_NONE) {
         const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
-                         : c->zero1          ? "not with --zero1 (its buckets are reduce-scattered)"
+                         : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
                          : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
                                                "follow the buckets)"
                          : c->against[0]     ? "not with --against (the A/B runs one mode)"

@@ -87,7 +87,12 @@ typedef struct {
     double first_bucket_mb;
     bool overlap;
     double timeout_s;
-    bool zero1;                /* --zero1: ZeRO-1, the optimizer state sharded over the ranks */
+    int zero;                  /* --zero N: this ddp run's ZeRO stage (0: plain DDP; 1: the
+                                  optimizer state sharded, 2: and the gradients, 3: and the
+                                  parameters, FSDP's FULL_SHARD); --zero1 is --zero 1 */
+    int zero_stages[3];        /* --zero 1,2,3: the stages asked for, in order (compare: a */
+    int nzero_stages;          /* ddp column each, beside plain DDP's) */
+    double mem_limit;          /* --mem-limit BYTES: each device's memory (0: none) */
     comm_hook_kind_t comm_hook; /* --comm-hook: what each bucket's all-reduce sends */
     int powersgd_rank;         /* --comm-hook powersgd:RANK[:START]: the rank of P and Q ... */
     long powersgd_start;       /* ... and the steps all-reduced plainly before compressing */

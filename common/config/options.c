@@ -241,6 +241,47 @@ static int set_bucket_mb(config_t *c, const char *name, const char *v, explicit_
     return DDP_OK;
 }
 
+/* --zero N or a list (1,2,3); --zero1 (no value) is --zero 1 */
+static int set_zero(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    if (!v) {
+        c->zero = 1;
+        c->zero_stages[0] = 1;
+        c->nzero_stages = 1;
+        return DDP_OK;
+    }
+    int n[4];
+    int k = 0;
+    if (strcmp(v, "0") == 0) { /* plain DDP, as without --zero */
+        c->zero = c->nzero_stages = 0;
+        return DDP_OK;
+    }
+    TRY(config_parse_int_list(v, n, 3, &k, name, false, err));
+    for (int i = 0; i < k; i++) {
+        if (n[i] < 1 || n[i] > 3)
+            return err_set(err, DDP_ERR_INPUT, "--%s: %d is not a stage (1, 2 or 3)", name, n[i]);
+        for (int j = 0; j < i; j++)
+            if (n[j] == n[i])
+                return err_set(err, DDP_ERR_INPUT, "--%s: stage %d twice", name, n[i]);
+        c->zero_stages[i] = n[i];
+    }
+    c->nzero_stages = k;
+    c->zero = n[0];
+    return DDP_OK;
+}
+
+static int set_mem_limit(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    long b = 0;
+    TRY(parse_bytes(name, v, &b, err));
+    if (b <= 0)
+        return err_set(err, DDP_ERR_INPUT, "--%s: must be more than 0 bytes", name);
+    c->mem_limit = (double)b;
+    return DDP_OK;
+}
+
 /* --repeat N, noted as given: --against's rounds default to CONFIG_AB_ROUNDS
  * unless it is */
 static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
@@ -394,6 +435,25 @@ static void get_bucket_mb(const config_t *c, config_value_t *v)
     v->type = CV_DOUBLE;
     v->d = c->bucket_mb;
     v->word = c->bucket_auto ? "auto" : NULL;
+}
+
+/* the stage (a list under compare: the first, as --mode ddp would run it) */
+static void get_zero(const config_t *c, config_value_t *v)
+{
+    v->type = CV_INT;
+    v->i = c->zero;
+}
+
+static void get_zero1(const config_t *c, config_value_t *v)
+{
+    v->type = CV_BOOL;
+    v->b = c->zero == 1;
+}
+
+static void get_mem_limit(const config_t *c, config_value_t *v)
+{
+    v->type = CV_DOUBLE;
+    v->d = c->mem_limit;
 }
 
 static void get_comm_hook(const config_t *c, config_value_t *v)
@@ -663,11 +723,18 @@ static const opt_t opts[] = {
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
     {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6),
      EFF(CF_SHARED), FPRINT(OTHER)},
-    {"zero1", NULL, NULL, "off",
-     "ZeRO-1: gradients reduce-scattered, each rank steps its shard of the optimizer state and "
-     "parameters, parameters all-gathered (ZeroRedundancyOptimizer)",
-     NULL, ON(zero1),
+    /* --zero1 first: the fingerprint's lines follow the rows, and its line is
+     * the first to differ when it is flipped */
+    {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero, get_zero1, "1", NULL),
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero1", WARN), TWIN_REFUSED},
+    {"zero", "N", "0", NULL,
+     "ZeRO stage N (a list under compare: a ddp column each): 0 none, 1 the optimizer state sharded "
+     "(ZeroRedundancyOptimizer), 2 and the gradients, 3 and the parameters (FSDP FULL_SHARD)",
+     NULL, SET(set_zero, get_zero, "2", "3"),
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero", WARN), TWIN_REFUSED},
+    {"mem-limit", "BYTES", NULL, "none",
+     "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
+     NULL, SET(set_mem_limit, get_mem_limit, "64M", "1G"), EFF(CF_META)},
     {"comm-hook", "H", "none", NULL,
      "ddp's communication hook, as PyTorch's: none | fp16 | bf16 (each bucket all-reduced in "
      "16 bits) | powersgd:RANK[:START] (rank-RANK PowerSGD with error feedback and warm start "

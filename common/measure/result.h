@@ -138,6 +138,7 @@ int loss_log_add(loss_log_t *l, long step, long epoch, double loss);
 
 typedef struct run_result {
     mode_t_ mode;
+    int zero;               /* ddp: its ZeRO stage (--zero; 0 plain) */
     backend_kind_t backend;
     comm_kind_t comm;            /* DDP only */
     int ndev;

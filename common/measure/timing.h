@@ -20,6 +20,7 @@ typedef enum {
     PH_LOSS,         /* loss and its gradient (DP: with the gather to device 0) */
     PH_BACKWARD,
     PH_COMM_EXPOSED, /* communication the step had to wait for */
+    PH_GATHER,       /* ZeRO-3: all-gathers of a layer's parameters the step waited for */
     PH_COMM_HIDDEN,  /* communication that ran behind backward */
     PH_OPTIM,
     PH_IDLE,         /* waiting on other devices */

@@ -79,8 +79,29 @@ static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const ch
     return p;
 }
 
+double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols)
+{
+    /* as replica_init below: inputs, targets, each layer's z and a (one
+     * buffer for the last), the two backward buffers, dout, the loss */
+    double rows = max_rows > 0 ? max_rows : 1, n = rows * (s->dims[0] + tgt_cols);
+    int L = s->nlayers, hidden_max = 0;
+    for (int l = 0; l < L; l++) {
+        n += rows * s->dims[l + 1] * (l == L - 1 ? 1 : 2);
+        if (l >= 1 && s->dims[l] > hidden_max)
+            hidden_max = s->dims[l];
+    }
+    n += 2.0 * rows * hidden_max + rows * s->dims[L] + 1;
+    return n * sizeof(float);
+}
+
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err)
+{
+    return replica_init_sharded(r, be, s, max_rows, tgt_cols, 0, err);
+}
+
+int replica_init_sharded(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
+                         int tgt_cols, unsigned skip, char *err)
 {
     memset(r, 0, sizeof *r);
     r->be = be;
@@ -95,8 +116,16 @@ int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_row
         if (s->dims[l] > hidden_max)
             hidden_max = s->dims[l];
 
-    r->params = alloc_floats(be, s->nparams, &rc, err, "parameters", MEM_PARAMS);
-    r->grads = alloc_floats(be, s->nparams, &rc, err, "gradients", MEM_GRADS);
+    if (!(skip & REPLICA_NO_PARAMS))
+        r->params = alloc_floats(be, s->nparams, &rc, err, "parameters", MEM_PARAMS);
+    if (!(skip & REPLICA_NO_GRADS))
+        r->grads = alloc_floats(be, s->nparams, &rc, err, "gradients", MEM_GRADS);
+    for (int l = 0; l < L; l++) {
+        r->pw[l] = r->params ? r->params + s->w_off[l] : NULL;
+        r->pb[l] = r->params ? r->params + s->b_off[l] : NULL;
+        r->gw[l] = r->grads ? r->grads + s->w_off[l] : NULL;
+        r->gb[l] = r->grads ? r->grads + s->b_off[l] : NULL;
+    }
     r->x = alloc_floats(be, rows * s->dims[0], &rc, err, "inputs", MEM_ACTS);
     r->y = alloc_floats(be, rows * (size_t)tgt_cols, &rc, err, "targets", MEM_ACTS);
     for (int l = 0; l < L; l++) {
@@ -160,8 +189,10 @@ int model_forward(replica_t *r, const float *x, int rows)
     const float *in = x;
     for (int l = 0; l < s->nlayers; l++) {
         int din = s->dims[l], dout = s->dims[l + 1];
-        const float *W = r->params + s->w_off[l];
-        const float *b = r->params + s->b_off[l];
+        if (r->pre)
+            CHECK(r->pre(r->pre_ctx, l, false));
+        const float *W = r->pw[l];
+        const float *b = r->pb[l];
         /* z = in W^T (rows x dout), then z += b and a = act(z) in one pass. */
         CHECK(backend_gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
                             r->z[l], dout));
@@ -190,10 +221,12 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
     for (int l = s->nlayers - 1; l >= 0; l--) {
         int din = s->dims[l], dout_w = s->dims[l + 1];
         const float *in = l == 0 ? x : r->a[l - 1];
+        if (r->pre)
+            CHECK(r->pre(r->pre_ctx, l, true));
         /* dW = d^T in  [dout x din];  db = column sums of d. */
         CHECK(backend_gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
-                            r->grads + s->w_off[l], din));
-        CHECK(backend_bias_grad(be, r->grads + s->b_off[l], d, rows, dout_w, accumulate));
+                            r->gw[l], din));
+        CHECK(backend_bias_grad(be, r->gb[l], d, rows, dout_w, accumulate));
         /* Layer l's gradients are final: the reducer may start on them now,
          * while the input gradient below is still being computed. */
         if (hook)
@@ -204,7 +237,7 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
         float *next = r->dbuf[pp];
         pp ^= 1;
         CHECK(backend_gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
-                            r->params + s->w_off[l], din, 0.0f, next, din));
+                            r->pw[l], din, 0.0f, next, din));
         CHECK(backend_act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
         d = next;
     }

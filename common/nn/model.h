@@ -56,11 +56,33 @@ typedef struct {
     float *dbuf[2];  /* backward ping-pong [max_rows, max_width] */
     float *dout;     /* gradient of the output [max_rows, dims[L]] */
     float *loss_sum; /* one device float written by the loss */
+    /* Where layer l's W, b and their gradients are: in the arenas (set by
+     * replica_init), or where a sharded strategy put them (ZeRO-3 gathers a
+     * layer's parameters into a buffer of its own; ZeRO-2 and -3 write its
+     * gradients into the buffer of the bucket in flight). */
+    float *pw[MODEL_MAX_LAYERS], *pb[MODEL_MAX_LAYERS];
+    float *gw[MODEL_MAX_LAYERS], *gb[MODEL_MAX_LAYERS];
+    /* Called before layer l's forward (backward false) and before its
+     * backward (true), to place it (the pointers above); NULL: none.  A
+     * non-zero return aborts the pass with that code. */
+    int (*pre)(void *ctx, int layer, bool backward);
+    void *pre_ctx;
 } replica_t;
+
+/* What replica_init_sharded leaves out: the whole-model arenas a sharded
+ * strategy does not hold (params and grads then NULL, the layer pointers its
+ * own to set). */
+#define REPLICA_NO_PARAMS 1u
+#define REPLICA_NO_GRADS 2u
 
 /* Allocate a replica's buffers on be (all zeroed). */
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err);
+/* Bytes of the activation buffers replica_init allocates (MEM_ACTS). */
+double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols);
+/* The same without the arenas in `skip` (REPLICA_NO_*). */
+int replica_init_sharded(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
+                         int tgt_cols, unsigned skip, char *err);
 void replica_free(replica_t *r);
 
 /* Forward rows rows of x (a device pointer, usually r->x).  The output is in

@@ -338,10 +338,12 @@ void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, b
     char a[32], b[32];
     if (zero1) /* --mode comm measured all-reduce: another collective, not a reference */
         ar = NULL;
-    fprintf(f, "%s", zero1 ? "  reduce-scatter per bucket (ZeRO-1; busbw = bytes / time x "
-                             "(n-1)/n):\n"
-                           : "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode "
-                             "comm at the same size):\n");
+    if (zero1)
+        fprintf(f, "  reduce-scatter per %s (ZeRO-%d; busbw = bytes / time x (n-1)/n):\n",
+                r->zero == 3 ? "layer" : "bucket", r->zero ? r->zero : 1);
+    else
+        fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the "
+                   "same size):\n");
     for (int i = 0; i < r->nbuckets; i++) {
         double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
         fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,

@@ -23,7 +23,17 @@
 
 #define LABEL_W 26
 #define COL_W 13
-#define MAX_RUNS 3
+#define MAX_RUNS 6 /* single, dp, ddp, and ddp at --zero 1, 2, 3 */
+
+/* A run's column: its mode, or "zero-N" for compare's ddp at ZeRO stage N. */
+static const char *run_label(const run_result_t *r, char *buf, size_t size)
+{
+    if (r->mode == MODE_DDP && r->zero) {
+        snprintf(buf, size, "zero-%d", r->zero);
+        return buf;
+    }
+    return mode_name(r->mode);
+}
 
 static const run_result_t *find_mode(const run_result_t *runs, int n, mode_t_ m)
 {
@@ -84,14 +94,25 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
                 c->threads == 1 ? "" : "s");
     if (n)
         fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
-    if (c && c->zero1) /* the ddp column is ZeRO-1's */
-        fprintf(f, ", ddp with --zero1");
+    /* --zero's columns: ddp at each stage, beside plain ddp (the runs after
+     * the first three; the verdicts below are about single, dp and ddp) */
+    int nbase = n;
+    for (int i = 0; i < n; i++)
+        if (runs[i].mode == MODE_DDP && runs[i].zero && nbase == n)
+            nbase = i;
+    if (nbase < n) {
+        fprintf(f, ", ZeRO stage");
+        for (int i = nbase; i < n; i++)
+            fprintf(f, "%s %d", i == nbase ? "" : ",", runs[i].zero);
+        fprintf(f, " beside ddp");
+    }
     fputc('\n', f);
 
     char a[32];
     fprintf(f, "  %-*s", LABEL_W, "");
+    char lb[COL_W + 1];
     for (int i = 0; i < n; i++)
-        fprintf(f, "%*s", COL_W, mode_name(runs[i].mode));
+        fprintf(f, "%*s", COL_W, run_label(&runs[i], lb, sizeof lb));
     fputc('\n', f);
 #define ROW(label, ...)                                                                    \
     do {                                                                                   \
@@ -127,6 +148,12 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         const run_result_t *r = &runs[i];
         if (r->times.n == 0)
             continue;
+        if (r->mode == MODE_DDP && r->zero) { /* its ranks alike: one column, their mean */
+            pc[npc] = (pcol_t){r, 0, r->ndev - 1, ""};
+            snprintf(pc[npc].title, COL_W + 1, "%s", run_label(r, lb, sizeof lb));
+            npc++;
+            continue;
+        }
         pc[npc] = (pcol_t){r, 0, 0, ""};
         snprintf(pc[npc].title, COL_W + 1, r->ndev > 1 ? "%s dev0" : "%s", mode_name(r->mode));
         npc++;
@@ -187,9 +214,11 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         /* the peak under the phases, in the same columns; by default only the
          * optimizer state under it (what DP's device 0 holds alone), every
          * purpose under --explain */
-        bool every = c && c->explain;
+        /* with ZeRO columns, what the stages shard: parameters, gradients, state */
+        bool every = c && c->explain, sharded = nbase < n;
         for (int m = -1; m < MEM_KINDS; m++) {
-            if (!every && m >= 0 && m != MEM_OPTIM)
+            if (!every && m >= 0 && m != MEM_OPTIM &&
+                !(sharded && (m == MEM_PARAMS || m == MEM_GRADS)))
                 continue;
             bool any = m < 0;
             for (int j = 0; j < npc && !any; j++)
@@ -226,7 +255,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             if (&runs[i] == ref)
                 continue;
             const report_stats_t *st = &s[i];
-            fprintf(f, "  parameters: %s vs single ", mode_name(runs[i].mode));
+            fprintf(f, "  parameters: %s vs single ", run_label(&runs[i], lb, sizeof lb));
             char worst[64];
             if (st->adam)
                 snprintf(worst, sizeof worst, "worst parameter %.1e of lr x steps", st->max_step);
@@ -250,7 +279,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     }
     /* three sentences, one a paragraph, and the notes */
     char why[4096];
-    report_compare_verdict(why, sizeof why, ctx, runs, n);
+    report_compare_verdict(why, sizeof why, ctx, runs, nbase);
     if (why[0])
         fputc('\n', f);
     for (char *p = why, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
@@ -259,7 +288,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         wrap(f, "  ", p, 96);
     }
     char notes[4][256];
-    int nn = report_compare_notes(ctx, runs, n, notes, 4);
+    int nn = report_compare_notes(ctx, runs, nbase, notes, 4);
     for (int i = 0; i < nn; i++) {
         char line[sizeof notes[0] + 8];
         snprintf(line, sizeof line, "note: %.*s", (int)sizeof notes[i] - 1, notes[i]);
@@ -268,12 +297,12 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     if (!c || !c->explain)
         return;
     /* --explain: the long narrative */
-    report_compare_why(why, sizeof why, ctx, runs, n);
+    report_compare_why(why, sizeof why, ctx, runs, nbase);
     if (why[0]) {
         fputc('\n', f);
         wrap(f, "  ", why, 96);
     }
-    report_compare_reason(why, sizeof why, ctx, runs, n);
+    report_compare_reason(why, sizeof why, ctx, runs, nbase);
     if (why[0]) {
         fputc('\n', f);
         wrap(f, "  ", why, 96);

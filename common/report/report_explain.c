@@ -50,7 +50,22 @@ static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_
     if (r->mode != MODE_DDP || r->ndev < 2)
         return;
     const config_t *c = ctx ? ctx->cfg : NULL;
-    if (c && c->zero1) {
+    if (r->zero >= 2) {
+        char a[32], g[32], p[32];
+        fprintf(f, "  - ZeRO-%d (--zero %d): each %s's gradients were written into a reused "
+                   "buffer and reduce-scattered out of it into the rank's shard (1/%d; the floats "
+                   "left over all-reduced); each rank stepped its shard of the optimizer state "
+                   "(%s on device %d)%s. Device %d held gradients %s and parameters %s at its "
+                   "peak.\n",
+                r->zero, r->zero, r->zero == 3 ? "layer" : "bucket", r->ndev,
+                b_(a, sizeof a, (double)r->dev[0].mem_split[MEM_OPTIM]), r->dev[0].device_id,
+                r->zero == 3 ? " in place; each layer's parameters were all-gathered before its "
+                               "forward and again before its backward, the next layer's gather "
+                               "launched first (prefetch)"
+                             : ", then each bucket's parameters were all-gathered",
+                r->dev[0].device_id, b_(g, sizeof g, (double)r->dev[0].mem_split[MEM_GRADS]),
+                b_(p, sizeof p, (double)r->dev[0].mem_split[MEM_PARAMS]));
+    } else if (c && c->zero) {
         char a[32];
         fprintf(f, "  - ZeRO-1 (--zero1): each bucket was reduce-scattered, not all-reduced: rank "
                    "q received the sum of block q (1/%d of it; the floats left over all-reduced), "
@@ -117,7 +132,7 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
                     a, b);
             break;
         case MOVE_ALLREDUCE:
-            fprintf(f, zero1 ? "reduce-scatter (ZeRO-1): %s of gradients summed across the "
+            fprintf(f, zero1 ? "reduce-scatter (ZeRO): %s of gradients summed across the "
                                "ranks in %d bucket%s, each rank receiving its block: %s"
                              : "all-reduce: %s of gradients averaged across the ranks in %d "
                                "bucket%s: %s",
@@ -278,7 +293,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
             t_(p50, sizeof p50, s.step_p50));
     explain_rows(f, ctx, r);
     /* --zero1 (its ddp run): the buckets were reduce-scattered */
-    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero;
     explain_moves(f, r, zero1);
     explain_buckets(f, r, zero1);
     explain_compute(f, r);

@@ -359,7 +359,7 @@ static void header(FILE *f, const report_page_t *p)
                     layers[0] ? " (" : "", layers, layers[0] ? ")" : "", c->batch,
                     c->accum > 1 ? " (accumulated)" : "", optim_name(c->optim.kind));
         fprintf(f, ", %ld steps (%ld warm-up)", r->steps, r->warmup_steps);
-        if (c && c->zero1)
+        if (c && c->zero)
             fputs(", ddp with --zero1", f);
     }
     time_t now = time(NULL);

@@ -56,6 +56,7 @@ const char *const report_json_keys[] = {
     "config.cuda_graph",
     "config.precision",
     "config.zero1",
+    "config.zero",
     "config.comm_hook",
     "config.slow_rank",
     "environment.backend",
@@ -287,7 +288,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     /* what ran: "on" only where this run's steps were replayed as graphs */
     cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
-    cJSON_AddBoolToObject(o, "zero1", c->zero1 && c->mode == MODE_DDP);
+    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
+    cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
     char hook[48];
     config_comm_hook_text(c, hook, sizeof hook);
     cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
@@ -444,7 +446,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
-    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero1));
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero));
     cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
                                                   : cJSON_CreateNull());
     if (r->ntuned > 0) {

@@ -55,7 +55,8 @@ static const char *ph_class(int p)
 {
     static const char *const c[PH_COUNT] = {"data",    "h2d",     "scatter", "replicate",
                                             "forward", "loss",    "backward", "exposed",
-                                            "hidden",  "optim",   "idle",    "skew"};
+                                            "exposed", "hidden",  "optim",   "idle",
+                                            "skew"};
     return p >= 0 && p < PH_COUNT ? c[p] : "other";
 }
 

@@ -160,9 +160,13 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                  k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
                  threads == 1 ? "" : "s");
     }
-    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero1;
+    static const char *const sharded[] = {"", " (ZeRO-1: optimizer state sharded)",
+                                          " (ZeRO-2: optimizer state and gradients sharded)",
+                                          " (ZeRO-3: optimizer state, gradients and parameters "
+                                          "sharded)"};
+    int zs = r->mode == MODE_DDP && r->zero >= 1 && r->zero <= 3 ? r->zero : 0;
     fprintf(f, "result: %s%s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
-            zero1 ? " (ZeRO-1: optimizer state sharded)" : "", backend_kind_name(r->backend),
+            sharded[zs], backend_kind_name(r->backend),
             r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);
     fprintf(f, "  %-*s%12.1f samples/s  (%ld timed steps after %ld warm-up: %ld samples in %s)\n",
             LABEL_W, "throughput", r->samples_per_s, r->times.n, r->warmup_steps,

@@ -146,6 +146,7 @@ int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn 
 {
     result_init(res);
     res->mode = MODE_DDP;
+    res->zero = cfg->zero;
     res->backend = cfg->backend;
     res->comm = comm_resolve(cfg->comm, cfg->backend);
     int world = cfg->ngpus;

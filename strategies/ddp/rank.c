@@ -22,6 +22,7 @@
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
+#include "ddp/zero.h"
 #include "ddp/zero1.h"
 #include "base/interrupt.h"
 #include "io/checkpoint.h"
@@ -53,7 +54,8 @@ typedef struct {
     replica_t rep;
     optim_t opt;        /* --zero1: its state covers this rank's shard alone */
     reducer_t red;
-    zero1_t z;          /* --zero1: the shard it steps */
+    zero1_t z;          /* --zero 1: the shard it steps */
+    zero_t zz;          /* --zero 2, 3: the shard, its buffers and the layer hooks */
     stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
     float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
@@ -113,9 +115,13 @@ static int rank_setup(rank_t *me)
     int local_batch = (cfg->batch - me->rank + me->world - 1) / me->world;
     if (local_batch < 1)
         local_batch = 1;
-    TRY(replica_init(&me->rep, me->be, &me->spec, local_batch, me->data->tgt_cols, me->err));
+    /* ZeRO-2 holds no whole gradients, ZeRO-3 no whole parameters either */
+    unsigned skip = cfg->zero >= 2 ? zero_replica_skip(cfg->zero, cfg->accum) : 0;
+    TRY(replica_init_sharded(&me->rep, me->be, &me->spec, local_batch, me->data->tgt_cols, skip,
+                             me->err));
     TRY(reducer_init(&me->red, me->comm, &me->meter, &me->spec, me->rep.grads, cfg->first_bucket_mb,
                      cfg->bucket_mb, cfg->overlap, me->err));
+    TRY(zero_buckets(&me->red, cfg->zero, me->err)); /* ZeRO-3: a bucket per layer */
     /* Shared memory (or MPI) on host buffers: what backward leaves (the last
      * bucket) runs on this thread; a hand-off to the comm thread would cost
      * two wake-ups and overlap nothing.  NCCL has no hand-off: launch from the
@@ -123,15 +129,18 @@ static int rank_setup(rank_t *me)
     TRY(comm_hook_init(&me->red.hook, cfg, me->be, &me->red, me->err));
     comm_kind_t kind = comm_resolve(cfg->comm, cfg->backend);
     me->red.run_rest = (kind == COMM_SHM || kind == COMM_MPI) && backend_host_visible(me->be);
-    if (cfg->zero1) { /* the buckets are reduce-scattered; the state is this rank's shard */
+    if (cfg->zero) { /* the buckets are reduce-scattered; the state is this rank's shard */
         me->red.shard_world = me->world;
         me->red.shard_rank = me->rank;
     }
     size_t state =
-        cfg->zero1 ? zero1_state_floats(&me->red, me->world, me->rank) : me->spec.nparams;
+        cfg->zero ? zero1_state_floats(&me->red, me->world, me->rank) : me->spec.nparams;
     TRY(optim_init(&me->opt, me->be, &cfg->optim, state, me->err));
-    if (cfg->zero1)
+    if (cfg->zero == 1)
         TRY(zero1_init(&me->z, &me->red, &me->opt, me->world, me->rank, me->red.run_rest, me->err));
+    if (cfg->zero >= 2)
+        TRY(zero_init(&me->zz, cfg->zero, me->be, me->comm, &me->rep, &me->red, &me->opt,
+                      &me->meter, cfg->accum, me->err));
     TRY(ckpt_run_init(&me->ck, cfg, &me->spec, &me->opt, 0, me->err));
     if (cfg->bucket_auto) {
         autotune_init(&me->tune, &me->spec, cfg->first_bucket_mb, me->sch.start_step,
@@ -160,11 +169,15 @@ static int rank_setup(rank_t *me)
     TRY(ckpt_run_resume(&me->ck, &me->sch, me->host_params, &me->opt, me->err));
     if (me->rank == 0) {
         me->area->start_step = me->sch.start_step;
-        TRY(dev(me, backend_h2d(me->be, me->rep.params, me->host_params,
-                               me->spec.nparams * sizeof(float))));
+        if (cfg->zero < 3)
+            TRY(dev(me, backend_h2d(me->be, me->rep.params, me->host_params,
+                                   me->spec.nparams * sizeof(float))));
     }
     double t0 = now_s();
-    TRY(coll(me, comm_broadcast(me->comm, me->rep.params, me->spec.nparams, 0)));
+    if (cfg->zero >= 3) /* layer by layer: no rank holds the whole model */
+        TRY(zero_params_in(&me->zz, me->host_params, me->err));
+    else
+        TRY(coll(me, comm_broadcast(me->comm, me->rep.params, me->spec.nparams, 0)));
     TRY(dev(me, backend_sync(me->be)));
     if (me->rank == 0)
         me->area->story.move[MOVE_BROADCAST] =
@@ -271,6 +284,7 @@ static void rank_teardown(rank_t *me)
     free(me->host_params);
     ckpt_run_free(&me->ck);
     zero1_free(&me->z);
+    zero_free(&me->zz);
     comm_hook_free(me->red.hook);
     reducer_free(&me->red);
     optim_free(&me->opt);
@@ -334,8 +348,12 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
     rank_t *me = ctx;
-    double b0 = 0.0, b1 = 0.0;
+    double b0 = 0.0, b1 = 0.0, l0, l1;
     step_rec_last_lap(r, PH_BACKWARD, &b0, &b1);
+    /* ZeRO-2 and -3 split the backward pass into laps around their waits:
+     * it runs from the last loss to the last backward lap */
+    if (me->cfg->zero >= 2 && step_rec_last_lap(r, PH_LOSS, &l0, &l1) && l1 < b1)
+        b0 = l1;
     r->charge[PH_COMM_HIDDEN] += reducer_spans(&me->red, r, b0, b1);
     if (r->timed) { /* each bucket's all-reduce, for its bus bandwidth in the report */
         me->rec->nbuckets = me->red.nb < STORY_MAX_BUCKETS ? me->red.nb : STORY_MAX_BUCKETS;
@@ -349,7 +367,7 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     for (int i = 0; i < me->red.nb && me->tr; i++) {
         const bucket_t *b = &me->red.b[i];
         if (b->span.end_s > 0.0)
-            trace_bucket(me->tr, me->cfg->zero1 ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
+            trace_bucket(me->tr, me->cfg->zero ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
                          b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
     if (r->first && me->rank == 0)
@@ -459,7 +477,12 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     size_t step_rows = schedule_step_rows(&me->sch, g), my_rows = schedule_view_rows(&me->sch, g);
     float scale = 1.0f / (float)step_rows;
     int nmicro, last_mi = last_micro(me, g, &nmicro);
-    bool has_grad = false;
+    /* ZeRO-2 and -3: every rank runs every micro-batch (zero.h), the last
+     * one reduce-scatters */
+    bool sharded = cfg->zero >= 2;
+    if (sharded)
+        last_mi = cfg->accum - 1;
+    bool has_grad = false, has_loss = false;
     /* --slow-rank: the real compute's CPU time, without the extra work */
     bool slow = me->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
     bool on_cpu = cfg->backend == BACKEND_CPU;
@@ -467,9 +490,18 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&me->sch, g, mi, &rows);
+        bool last = mi == last_mi;
+        if (rows == 0 && sharded) {
+            /* no rows here: the others' gathers and reduce-scatters all the
+             * same, with zero gradients (torch's Join, per micro-batch) */
+            reducer_begin(&me->red, last, g);
+            TRY(zero_skeleton(&me->zz, has_grad, me->err));
+            step_meter_lap(m, PH_BACKWARD);
+            has_grad = true;
+            continue;
+        }
         if (rows == 0)
             continue; /* a micro-batch too small to reach this rank */
-        bool last = mi == last_mi;
         float *x, *y;
         TRY(dev(me, stager_stage(&me->stg, me->data, idx, rows, m, &x, &y)));
         double frac = 0.0;
@@ -485,8 +517,9 @@ static int rank_step(rank_t *me, long g, bool want_loss)
         step_meter_lap(m, PH_FORWARD);
         TRY(dev(me, model_loss(rep, cfg->loss, y, rows, scale)));
         if (want_loss) /* the step's loss sum, on the device */
-            TRY(dev(me, !has_grad ? backend_d2d(be, me->lossbuf, rep->loss_sum, sizeof(float))
-                                 : backend_axpy(be, 1.0f, rep->loss_sum, me->lossbuf, 1)));
+            TRY(dev(me, !has_loss ? backend_d2d(be, me->lossbuf, rep->loss_sum, sizeof(float))
+                                  : backend_axpy(be, 1.0f, rep->loss_sum, me->lossbuf, 1)));
+        has_loss = true;
         step_meter_lap(m, PH_LOSS);
         double e0 = slow && on_cpu ? thread_cpu_s() : 0.0;
         if (whole > 0)
@@ -498,6 +531,7 @@ static int rank_step(rank_t *me, long g, bool want_loss)
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&me->red, last, g);
         int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &me->red);
+
         if (rc != DDP_OK) /* the hook's failure is the comm's, else the device's */
             return me->red.launch_failed ? coll(me, rc) : dev(me, rc);
         step_meter_lap(m, PH_BACKWARD);
@@ -520,6 +554,8 @@ static int rank_step(rank_t *me, long g, bool want_loss)
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
      * loss steps, the loss: the same sequence of collectives on every rank. */
+    if (want_loss && !has_loss) /* every micro-batch without rows (ZeRO-2, -3) */
+        TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
     TRY(coll(me, reducer_launch_rest(&me->red)));
     if (want_loss) {
         float *lh = me->loss_host + 3 * (g & 1); /* a step's copy is read before g+2 */
@@ -547,10 +583,15 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     if (want_loss)
         step_meter_fetch(m, me->lossbuf, 3);
 
-    if (cfg->zero1) {
-        /* ZeRO-1: this rank steps its shard, and every bucket's parameters
-         * are all-gathered; the next step's forward needs them all. */
-        TRY(zero1_step(&me->z, me->comm, rep->params, rep->grads, me->err));
+    if (cfg->zero) {
+        /* ZeRO-1 and -2: this rank steps its shard, and every bucket's
+         * parameters are all-gathered; the next step's forward needs them
+         * all.  ZeRO-3: its shard alone (its layers are gathered when they
+         * compute). */
+        if (sharded)
+            TRY(zero_step(&me->zz, me->err));
+        else
+            TRY(zero1_step(&me->z, me->comm, rep->params, rep->grads, me->err));
         step_meter_lap(m, PH_OPTIM);
         TRY(coll(me, comm_wait_all(me->comm)));
         step_meter_lap(m, PH_COMM_EXPOSED);
@@ -668,12 +709,14 @@ static int rank_train(rank_t *me)
     float *mine = me->rank == 0 ? host : malloc(me->spec.nparams * sizeof(float));
     if (!mine)
         return err_set(me->err, DDP_ERR_RUNTIME, "out of memory for the final parameters");
-    int rc = backend_d2h(me->be, mine, me->rep.params, me->spec.nparams * sizeof(float));
+    int rc = me->cfg->zero >= 3 ? zero_params_out(&me->zz, mine, me->err)
+                                : dev(me, backend_d2h(me->be, mine, me->rep.params,
+                                                      me->spec.nparams * sizeof(float)));
     if (rc == DDP_OK)
         rec->checksum = model_checksum(mine, me->spec.nparams);
     if (mine != host)
         free(mine);
-    TRY(dev(me, rc));
+    TRY(rc);
     rec->stats.mem_peak = backend_mem_peak(me->be);
     backend_mem_peak_split(me->be, rec->stats.mem_split);
     return DDP_OK;

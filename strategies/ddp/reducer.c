@@ -95,6 +95,12 @@ static int launch(reducer_t *r, int i, bool run)
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work).  A sum:
      * the loss scale already divided by the global batch (reducer.h). */
+    if (r->launch_fn) { /* ZeRO-2, -3: its own buffers and collectives */
+        int rc = r->launch_fn(r->launch_ctx, i, run, &b->h[r->par]);
+        if (rc != DDP_OK)
+            r->launch_failed = true;
+        return rc;
+    }
     if (r->hook) { /* --comm-hook: it decides what travels (never with ZeRO-1) */
         int rc = comm_hook_launch(r->hook, r, i, run, &b->h[r->par]);
         if (rc != DDP_OK)

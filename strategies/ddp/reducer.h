@@ -74,6 +74,11 @@ typedef struct {
      * bucket's count / shard_world floats from q x that; the few floats left
      * over (count mod shard_world) are all-reduced, so every rank has them */
     int shard_world, shard_rank;
+    /* ZeRO-2 and -3 (ddp/zero.h): when set, launches bucket i's collectives
+     * itself (their sources and destinations are its buffers), its first
+     * handle in *h; run: at once on the calling thread (comm_run) */
+    int (*launch_fn)(void *ctx, int i, bool run, comm_handle_t *h);
+    void *launch_ctx;
     /* --comm-hook (ddp/comm_hook.h): what each bucket's all-reduce sends;
      * NULL: the float32 gradients themselves */
     struct comm_hook *hook;

@@ -78,7 +78,9 @@ int zero1_step(zero1_t *z, comm_t *comm, float *params, const float *grads, char
         int k = pieces_of(b, z->world, z->rank, mine);
         for (int j = 0; j < k; j++, p++) {
             const zero1_piece_t *q = &z->piece[p];
-            int rc = optim_step_slice(z->opt, params + q->off, grads + q->off, q->state_off, q->n);
+            float *pp = z->pshard ? z->pshard + q->state_off : params + q->off;
+            const float *gp = z->gshard ? z->gshard + q->state_off : grads + q->off;
+            int rc = optim_step_slice(z->opt, pp, gp, q->state_off, q->n);
             if (rc != DDP_OK)
                 return backend_check(z->opt->be, rc, "optimizer", err);
         }
@@ -88,7 +90,7 @@ int zero1_step(zero1_t *z, comm_t *comm, float *params, const float *grads, char
          * overlaps the next bucket's step; the last one, with nothing left
          * to overlap, runs on this thread under shm on the CPU. */
         size_t blk = reducer_block(b, z->world);
-        if (blk == 0 || z->world < 2)
+        if (blk == 0 || z->world < 2 || z->pshard)
             continue;
         comm_op_t op = {.kind = COLL_ALL_GATHER, .recv = params + b->off, .count = blk,
                         .tag = z->tag[i]};

@@ -42,6 +42,13 @@ typedef struct {
     size_t shard;           /* floats of state */
     char (*tag)[32];        /* "all-gather of bucket 2", per bucket */
     bool run_last;          /* the last all-gather runs on the calling thread (comm_run) */
+    /* ZeRO-2 and -3 (zero.h): the shard's gradients (and under ZeRO-3 its
+     * parameters) are arrays of their own, laid out as the state is
+     * (piece.state_off); NULL: the piece's floats of the whole arena.  With
+     * pshard nothing is all-gathered after the step: ZeRO-3 gathers each
+     * layer when it is needed. */
+    const float *gshard;
+    float *pshard;
 } zero1_t;
 
 /* Floats of optimizer state rank `rank` of `world` needs for red's buckets. */

@@ -16,8 +16,8 @@
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
 #     (EMU_TF32_AS_FP32); the NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
-#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero1:
-#     reduce-scatter and all-gather), with and without
+#     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
+#     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
 #     --accum, and --comm-hook fp16/bf16 over NCCL and shm, on emulated GPUs with
 #     jitter and slow copies, against single on the CPU (1e-5), each holding
 #     to at most one host synchronisation per step (--json:
@@ -100,7 +100,8 @@ for accum in 1 2; do
     ./ddpbench --mode single --backend cpu $ARGS --accum $accum >"$ref" 2>"$ref.err" || fail "the CPU reference"
     for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,1,2" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" \
         "ddp --comm shm --gpus 0,0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2" \
-        "ddp --comm nccl --gpus 0,1,2 --zero1"; do
+        "ddp --comm nccl --gpus 0,1,2 --zero1" "ddp --comm nccl --gpus 0,1,2 --zero 2" \
+        "ddp --comm nccl --gpus 0,1,2 --zero 3"; do
         log="$B/mode.json"
         EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=500 "$B/ddpbench" --backend cuda --mode $mode \
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }

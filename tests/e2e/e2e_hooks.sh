@@ -23,7 +23,7 @@ need python3 || { e2e_finish; exit; }
 
 expect_error "--comm-hook fp16: only ddp" --mode dp --comm-hook fp16
 expect_error "--comm-hook bf16: only ddp" --mode compare --comm-hook bf16
-expect_error "--comm-hook fp16: not with --zero1" --mode ddp --zero1 --comm-hook fp16
+expect_error "--comm-hook fp16: not with --zero" --mode ddp --zero1 --comm-hook fp16
 expect_error "--comm-hook: 'int8'" --mode ddp --comm-hook int8
 expect_error "not with --comm-hook" --mode ddp --comm-hook fp16 --emit-pytorch "$T/twin.py"
 expect_error "--comm-hook: 0 is too small" --mode ddp --comm-hook powersgd:0

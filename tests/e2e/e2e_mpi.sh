@@ -94,6 +94,19 @@ for np in 2 3; do
     done
 done
 
+# ZeRO-2 and -3 over MPI's collectives (reduce-scatter, all-gather): plain
+# DDP's parameters, 3 ranks
+for z in 2 3; do
+    out="$T/mpi-zero$z.st"
+    if $MPIRUN --mca btl vader,self -np 3 "$BIN" $RUN --comm mpi --zero $z --save "$out" \
+        >"$T/out" 2>"$T/err"; then
+        d=$(close "$out" "$T/fork3.st") && ok || ko "mpirun -np 3 --zero $z vs fork ddp: distance $d"
+        echo "e2e_mpi: -np 3 --zero $z: vs fork ddp $d"
+    else
+        ko "mpirun -np 3 --zero $z: $(cat "$T/err")"
+    fi
+done
+
 # ---------------------------------------------------------------------------
 # rank 0 reports for all: the banner says who launched, --json is one object
 # on stdout, the trace has one process per rank, each device named by its host

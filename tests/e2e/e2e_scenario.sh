@@ -86,7 +86,7 @@ assert len({x["checksum"]["bits"] for x in o}) == 1, "bits differ"
 share = (c[1] - c[0]) / (c[2] - c[0])
 assert c[1] > c[0] and 0.3 <= share <= 0.75, (c, share)
 EOF
-expect_error "--zero1: only ddp shards the optimizer state" --backend cpu --mode dp --zero1
-expect_error "--zero1: not with --checkpoint" --backend cpu --mode ddp --zero1 --checkpoint "$T/c.st"
+expect_error "--zero: only ddp shards" --backend cpu --mode dp --zero1
+expect_error "--zero: not with --checkpoint" --backend cpu --mode ddp --zero1 --checkpoint "$T/c.st"
 
 e2e_finish

@@ -147,7 +147,7 @@ expect_error "--emit-pytorch: the script runs one mode" --backend cpu --mode com
 expect_error "needs a global batch its 2 ranks divide" --backend cpu --mode ddp --gpus 0,1 --batch 25 \
     --emit-pytorch "$T/b.py"
 expect_error "must end in .py" --backend cpu --mode single --emit-pytorch "$T/x.txt"
-expect_error "--emit-pytorch: not with --zero1" --backend cpu --mode ddp --gpus 0,1 --zero1 \
+expect_error "--emit-pytorch: not with --zero" --backend cpu --mode ddp --gpus 0,1 --zero1 \
     --emit-pytorch "$T/z.py"
 expect_error "--emit-pytorch" --backend cpu --mode single --emit-pytorch "$T/no/such/dir/t.py"
 [ -e "$T/c.py" ] || [ -e "$T/b.py" ] && ko "a refused twin left a file" || ok

@@ -884,23 +884,35 @@ static char *compare_text(run_result_t runs[3])
     return mem_close(&m);
 }
 
-/* With --zero1 the ddp column is ZeRO-1's, and the heading says so. */
-Test(report_compare, the_heading_names_zero1)
+/* compare --zero 1,3: a column per stage beside plain ddp, named zero-N, the
+ * heading says which, and the memory rows show what each stage shards
+ * (parameters and gradients as well as the state). */
+Test(report_compare, a_column_per_zero_stage)
 {
-    run_result_t runs[3];
+    run_result_t runs[5];
     crafted_three(runs, 0.0);
+    for (int k = 0; k < 2; k++) {
+        result_init(&runs[3 + k]);
+        runs[3 + k] = runs[2];
+        runs[3 + k].zero = k == 0 ? 1 : 3;
+        runs[3 + k].params = NULL; /* not owned twice */
+        runs[3 + k].dev[0].mem_split[MEM_PARAMS] = 1000 + k;
+        runs[3 + k].dev[0].mem_split[MEM_GRADS] = 500;
+    }
     config_t c;
     char err[ERR_LEN];
-    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero1", err), DDP_OK,
-                 "%s", err);
+    cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1 --zero 1,3", err),
+                 DDP_OK, "%s", err);
     report_ctx_t ctx = {.cfg = &c};
     mem_t m;
     mem_open(&m);
-    report_compare(m.f, &ctx, runs, 3);
+    report_compare(m.f, &ctx, runs, 5);
     char *txt = mem_close(&m);
     const char *nl = strchr(txt, '\n');
-    cr_assert(nl && strstr(txt, ", ddp with --zero1") && strstr(txt, ", ddp with --zero1") < nl,
-              "%s", txt);
+    cr_assert(nl && strstr(txt, ", ZeRO stage 1, 3 beside ddp") &&
+                  strstr(txt, ", ZeRO stage 1, 3 beside ddp") < nl, "%s", txt);
+    cr_assert(strstr(txt, "zero-1") && strstr(txt, "zero-3"), "%s", txt);
+    cr_assert(strstr(txt, "\n    parameters ") && strstr(txt, "\n    gradients "), "%s", txt);
     free(txt);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
@@ -1635,7 +1647,7 @@ Test(report_text, explain_tells_buckets_and_moves)
     mem_open(&m);
     report_explain(m.f, &ctx, &r);
     txt = mem_close(&m);
-    cr_assert(strstr(txt, "reduce-scatter (ZeRO-1): 2.0 MiB of gradients summed across the ranks "
+    cr_assert(strstr(txt, "reduce-scatter (ZeRO): 2.0 MiB of gradients summed across the ranks "
                           "in 2 buckets"), "%s", txt);
     cr_assert(strstr(txt, "ready at 1.000 ms, reduce-scatter 1.100 ms to 1.500 ms"), "%s", txt);
     cr_assert_null(strstr(txt, "averaged across the ranks"), "%s", txt);
