@@ -324,6 +324,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB) $(CUDA_LIB)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS) \
 	  $(TEST_RUNPATH)
 
+# the emulator's own tests (EMU=1 only: they call the emulated runtime)
+$(BUILD)/tests/cuda_emu/test_%: tests/cuda_emu/test_%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS)
+
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CRITERION_LIBS) $(LDLIBS) \

@@ -30,6 +30,7 @@ NAMES(backend_kind, backend_kind_t, "auto", "cpu", "cuda")
 NAMES(comm, comm_kind_t, "auto", "shm", "nccl", "mpi")
 NAMES(launcher, launcher_kind_t, "auto", "fork", "mpi")
 NAMES(synth, synth_kind_t, "auto", "regression", "binary", "classes")
+NAMES(cuda_graph, cuda_graph_t, "auto", "on", "off")
 NAMES(precision, precision_t, "fp32", "tf32", "bf16")
 
 const char *comm_hook_name(comm_hook_kind_t h)

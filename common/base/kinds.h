@@ -18,6 +18,8 @@ typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
 typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
 /* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
+/* --cuda-graph: each step after the first captured and replayed as one graph. */
+typedef enum { CUDA_GRAPH_AUTO = 0, CUDA_GRAPH_ON, CUDA_GRAPH_OFF } cuda_graph_t;
 /* --precision: the GEMMs' arithmetic.  fp32 is exact fp32; tf32 lets CUDA's
  * tensor cores round the GEMM inputs to 10 mantissa bits; bf16 is PyTorch
  * autocast's mixed precision (backend.h says which tensors are bf16). */
@@ -35,6 +37,7 @@ int backend_kind_parse(const char *s);
 int comm_parse(const char *s);
 int launcher_parse(const char *s);
 int synth_parse(const char *s);
+int cuda_graph_parse(const char *s);
 int precision_parse(const char *s);
 
 const char *act_name(act_t a);
@@ -45,6 +48,7 @@ const char *backend_kind_name(backend_kind_t b);
 const char *comm_name(comm_kind_t c);
 const char *launcher_name(launcher_kind_t l);
 const char *synth_name(synth_kind_t s);
+const char *cuda_graph_name(cuda_graph_t g);
 const char *precision_name(precision_t p);
 const char *comm_hook_name(comm_hook_kind_t h); /* "none", "fp16", "bf16", "powersgd" */
 

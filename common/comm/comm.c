@@ -77,8 +77,16 @@ int comm_create(comm_t **out, const comm_args_t *a, char *err)
 // ---------------------------------------------------------------------------
 // convenience forms
 
+/* A collective queued for this rank's device (backend_launches). */
+static void count_coll(comm_t *c)
+{
+    if (c->be)
+        backend_count_launch(c->be, LAUNCH_COLLECTIVE, 1);
+}
+
 int comm_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
+    count_coll(c);
     return c->ops->launch(c, op, h);
 }
 
@@ -100,15 +108,17 @@ int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const
                           comm_handle_t *h)
 {
     comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op, .tag = tag};
+    count_coll(c);
     return c->ops->launch(c, &o, h);
 }
 
 int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
+    count_coll(c);
     if (c->ops->run)
         return c->ops->run(c, op, h);
     comm_handle_t mine;
-    int rc = c->ops->launch(c, op, &mine);
+    int rc = c->ops->launch(c, op, &mine); /* counted above */
     if (h)
         *h = rc == DDP_OK ? mine : 0;
     return rc == DDP_OK ? c->ops->wait(c, mine, NULL) : rc;

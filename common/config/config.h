@@ -35,6 +35,7 @@ typedef struct {
     int ngpus;
     int threads;               /* OpenBLAS threads for single on the CPU */
     precision_t precision;     /* --precision (--tf32 is tf32): the GEMMs' arithmetic */
+    cuda_graph_t cuda_graph;   /* --cuda-graph: steps replayed as CUDA graphs (config_graph_why_not) */
     char model_name[64];       /* preset used ("" for none) */
 
     /* the model */
@@ -171,6 +172,16 @@ void config_usage(FILE *f);
  * note receives a short remark on what auto chose ("" when nothing was
  * automatic). */
 int config_resolve(config_t *c, char *note, size_t note_len, char *err);
+
+/* Why --mode mode's training step does not qualify for CUDA graphs under
+ * this (resolved) configuration, or NULL when it does: what --cuda-graph
+ * auto tells in the banner and --cuda-graph on refuses (exit 2). */
+const char *config_graph_why_not(const config_t *c, mode_t_ mode);
+/* Whether mode's steps are replayed as CUDA graphs in this run. */
+static inline bool config_graphs_on(const config_t *c, mode_t_ mode)
+{
+    return c->cuda_graph != CUDA_GRAPH_OFF && !config_graph_why_not(c, mode);
+}
 
 /* The ranks the sample stream is dealt to: --rank-samples' count, else the
  * sampler's replicas (1 for single and dp, the devices for ddp and compare). */

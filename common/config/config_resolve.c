@@ -166,6 +166,42 @@ static int resolve_stream(config_t *c, char *err)
     return DDP_OK;
 }
 
+const char *config_graph_why_not(const config_t *c, mode_t_ mode)
+{
+    if (c->backend != BACKEND_CUDA)
+        return "the CPU backend computes as it is called: nothing to capture";
+    if (c->accum > 1)
+        return "--accum: a step of several micro-batches has accumulation boundaries";
+    if (mode == MODE_DP)
+        return "dp is not captured yet (one host thread per device, peer copies between them)";
+    if (mode == MODE_DDP)
+        return "ddp is not captured yet (its buckets' all-reduces on the comm stream; uneven "
+               "data under --join)";
+    if (mode != MODE_SINGLE)
+        return "no training step";
+    return NULL;
+}
+
+/* --cuda-graph on where a step cannot qualify: an input error. */
+static int resolve_graphs(const config_t *c, char *err)
+{
+    if (c->cuda_graph != CUDA_GRAPH_ON)
+        return DDP_OK;
+    static const mode_t_ all[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+    for (int i = 0; i < 3; i++) {
+        if (c->mode != MODE_COMPARE && c->mode != all[i])
+            continue;
+        const char *why = config_graph_why_not(c, all[i]);
+        if (why)
+            return err_set(err, DDP_ERR_INPUT, "--cuda-graph on: %s%s%s",
+                           c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
+                           c->mode == MODE_COMPARE ? ": " : "", why);
+    }
+    if (c->mode == MODE_COMM)
+        return err_set(err, DDP_ERR_INPUT, "--cuda-graph on: --mode comm has no training step");
+    return DDP_OK;
+}
+
 int config_resolve(config_t *c, char *note, size_t note_len, char *err)
 {
     int rc = resolve_backend(c, note, note_len, err);
@@ -184,5 +220,7 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
         rc = resolve_comm(c, err);
     if (rc == DDP_OK)
         rc = resolve_stream(c, err);
+    if (rc == DDP_OK)
+        rc = resolve_graphs(c, err);
     return rc;
 }

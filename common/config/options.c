@@ -484,6 +484,7 @@ static const char *show_optim(int v) { return optim_name((optim_kind_t)v); }
 static const char *show_synth(int v) { return synth_name((synth_kind_t)v); }
 static const char *show_comm(int v) { return comm_name((comm_kind_t)v); }
 static const char *show_launcher(int v) { return launcher_name((launcher_kind_t)v); }
+static const char *show_cuda_graph(int v) { return cuda_graph_name((cuda_graph_t)v); }
 static const char *show_precision(int v) { return precision_name((precision_t)v); }
 
 // ---------------------------------------------------------------------------
@@ -602,6 +603,11 @@ static const opt_t opts[] = {
     /* a synonym: what it changes is --precision's (its row derives) */
     {"tf32", NULL, NULL, "off", "the same as --precision tf32", NULL, SET(set_tf32, NULL, NULL, NULL),
      EFF(CF_META), JSON_D("tf32", WARN)},
+    {"cuda-graph", "M", "auto", NULL,
+     "CUDA: capture each step after the first as a CUDA graph and replay it (one launch a "
+     "step): auto (where the step qualifies; the banner says why not) | on | off",
+     NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
+     EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model", PASS1,

@@ -2,6 +2,7 @@
  * creation by kind, the operations called through the backend's table, what
  * a device is, and the stand-in for the CUDA backend in builds without CUDA. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,101 +89,262 @@ int backend_check(const backend_t *be, int rc, const char *place, char *err)
 
 void *backend_alloc(backend_t *be, size_t bytes)
 {
+    if (be->gmode != GRAPH_EAGER) {
+        backend_error(be, DDP_ERR_RUNTIME, "an allocation inside a CUDA graph");
+        return NULL;
+    }
     return be->ops->alloc(be, bytes, MEM_WORKSPACE);
 }
 
 void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind)
 {
+    if (be->gmode != GRAPH_EAGER) {
+        backend_error(be, DDP_ERR_RUNTIME, "an allocation inside a CUDA graph");
+        return NULL;
+    }
     return be->ops->alloc(be, bytes, kind);
 }
 void backend_free(backend_t *be, void *p) { be->ops->free(be, p); }
 void *backend_alloc_host(backend_t *be, size_t bytes) { return be->ops->alloc_host(be, bytes); }
 void backend_free_host(backend_t *be, void *p) { be->ops->free_host(be, p); }
 
+/* One more of kind k queued (see backend_launches); inside a graph the
+ * work is counted as the graph's one launch instead. */
+static inline void counted(backend_t *be, launch_kind_t k)
+{
+    if (be->gmode == GRAPH_EAGER)
+        be->launches[k]++;
+}
+
+// ---- inside a CUDA graph (backend.h) ----------------------------------------
+
+static inline uint64_t P(const void *p) { return (uint64_t)(uintptr_t)p; }
+static inline uint64_t F(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* Fold one operation into the step's hash (FNV-1a over its words). */
+static void graph_note(backend_t *be, const uint64_t *w, size_t n)
+{
+    uint64_t h = be->rhash;
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++) {
+            h ^= (w[i] >> (8 * b)) & 0xffu;
+            h *= 1099511628211ull;
+        }
+    be->rhash = h;
+    be->rops++;
+}
+
+/* Inside a graph: note the operation; when replaying, queue nothing. */
+#define GRAPH_OP(be, ...)                                                                  \
+    do {                                                                                   \
+        if ((be)->gmode != GRAPH_EAGER) {                                                  \
+            const uint64_t w_[] = {__VA_ARGS__};                                           \
+            graph_note((be), w_, sizeof w_ / sizeof *w_);                                  \
+            if ((be)->gmode == GRAPH_REPLAY)                                               \
+                return DDP_OK;                                                             \
+        }                                                                                  \
+    } while (0)
+
+/* What a graph cannot hold: a host wait, an allocation, the copy stream. */
+#define NOT_IN_GRAPH(be, what)                                                             \
+    do {                                                                                   \
+        if ((be)->gmode != GRAPH_EAGER)                                                    \
+            return backend_error((be), DDP_ERR_RUNTIME, "%s inside a CUDA graph (device %d)", \
+                                 (what), (be)->device_id);                                 \
+    } while (0)
+
+bool backend_graphs_supported(const backend_t *be) { return be->ops->graph_capture != NULL; }
+
+bool backend_graph_ready(const backend_t *be, int key)
+{
+    return key >= 0 && key < BACKEND_GRAPH_KEYS && be->gready[key];
+}
+
+int backend_graph_begin(backend_t *be, int key)
+{
+    if (!be->ops->graph_capture)
+        return backend_error(be, DDP_ERR_INPUT, "the %s backend has no CUDA graphs", be->ops->name);
+    if (key < 0 || key >= BACKEND_GRAPH_KEYS || be->gmode != GRAPH_EAGER)
+        return backend_error(be, DDP_ERR_RUNTIME, "graph %d begun inside another or out of range",
+                             key);
+    be->gkey = key;
+    be->rhash = 14695981039346656037ull;
+    be->rops = 0;
+    if (be->gready[key]) {
+        be->gmode = GRAPH_REPLAY;
+        return DDP_OK;
+    }
+    TRY(be->ops->graph_capture(be, key));
+    be->gmode = GRAPH_CAPTURE;
+    return DDP_OK;
+}
+
+int backend_graph_end(backend_t *be, int key, bool launch)
+{
+    graph_mode_t mode = be->gmode;
+    be->gmode = GRAPH_EAGER;
+    if (mode == GRAPH_EAGER || key != be->gkey)
+        return backend_error(be, DDP_ERR_RUNTIME, "graph %d ended without its begin", key);
+    if (mode == GRAPH_CAPTURE) {
+        int rc = be->ops->graph_instantiate(be, key);
+        if (rc != DDP_OK || !launch) {
+            be->ops->graph_drop(be, key);
+            return launch ? rc : DDP_OK;
+        }
+        be->ghash[key] = be->rhash;
+        be->gops[key] = be->rops;
+        be->gready[key] = true;
+    } else if (!launch) {
+        return DDP_OK;
+    } else if (be->rhash != be->ghash[key] || be->rops != be->gops[key]) {
+        return backend_error(be, DDP_ERR_RUNTIME,
+                             "device %d: a step replayed by CUDA graph %d queued other work "
+                             "(%ld operations) than the graph captured (%ld operations)",
+                             be->device_id, key, be->rops, be->gops[key]);
+    }
+    be->launches[LAUNCH_GRAPH]++;
+    return be->ops->graph_launch(be, key);
+}
+
 int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    NOT_IN_GRAPH(be, "an upload from pageable memory");
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->h2d(be, dst, src, bytes);
 }
 
 int backend_d2h(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    NOT_IN_GRAPH(be, "a waiting download");
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2h(be, dst, src, bytes);
 }
 
 int backend_d2d(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    GRAPH_OP(be, 1, P(dst), P(src), bytes);
+    if (bytes && dst != src)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2d(be, dst, src, bytes);
 }
 
 int backend_memset0(backend_t *be, void *dst, size_t bytes)
 {
+    GRAPH_OP(be, 2, P(dst), bytes);
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->memset0(be, dst, bytes);
 }
 
 int backend_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src, size_t bytes)
 {
+    GRAPH_OP(be, 3, P(dst), P(src_be), P(src), bytes);
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->peer_copy(be, dst, src_be, src, bytes);
 }
 
 int backend_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+    GRAPH_OP(be, 4, ta, tb, (uint64_t)m, (uint64_t)n, (uint64_t)k, F(alpha), P(A), (uint64_t)lda,
+             P(B), (uint64_t)ldb, F(beta), P(C), (uint64_t)ldc);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->gemm(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int backend_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const float *b, int rows,
                          int cols)
 {
+    GRAPH_OP(be, 5, act, P(z), P(a), P(b), (uint64_t)rows, (uint64_t)cols);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->bias_act_fwd(be, act, z, a, b, rows, cols);
 }
 
 int backend_act_bwd(backend_t *be, act_t act, const float *z, const float *a, float *d, size_t n)
 {
+    GRAPH_OP(be, 6, act, P(z), P(a), P(d), n);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->act_bwd(be, act, z, a, d, n);
 }
 
 int backend_bias_grad(backend_t *be, float *db, const float *dz, int rows, int cols,
                       bool accumulate)
 {
+    GRAPH_OP(be, 7, P(db), P(dz), (uint64_t)rows, (uint64_t)cols, accumulate);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->bias_grad(be, db, dz, rows, cols, accumulate);
 }
 
 int backend_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                  int cols, float grad_scale, float *grad, float *loss_sum)
 {
+    GRAPH_OP(be, 8, kind, P(out), P(tgt), (uint64_t)rows, (uint64_t)cols, F(grad_scale), P(grad),
+             P(loss_sum));
+    counted(be, LAUNCH_KERNEL);
     return be->ops->loss(be, kind, out, tgt, rows, cols, grad_scale, grad, loss_sum);
 }
 
 int backend_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf, size_t n)
 {
+    GRAPH_OP(be, 9, F(a->lr), F(a->momentum), F(a->dampening), F(a->weight_decay), a->nesterov,
+             a->first_step, P(p), P(g), P(buf), n);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->sgd(be, a, p, g, buf, n);
 }
 
 int backend_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m, float *v,
                  size_t n)
 {
+    if (be->gmode != GRAPH_EAGER) {
+        /* The bias corrections change every step: the backend hands them to
+         * the graph through device memory (so they are not in the hash), and
+         * its adam() is called when replaying too, to write them. */
+        const uint64_t w[] = {10, F(a->lr), F(a->beta1), F(a->beta2), F(a->eps),
+                              F(a->weight_decay), a->decoupled, P(p), P(g), P(m), P(v), n};
+        graph_note(be, w, sizeof w / sizeof *w);
+    }
+    counted(be, LAUNCH_KERNEL);
     return be->ops->adam(be, a, p, g, m, v, n);
 }
 
 int backend_axpy(backend_t *be, float alpha, const float *x, float *y, size_t n)
 {
+    GRAPH_OP(be, 11, F(alpha), P(x), P(y), n);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->axpy(be, alpha, x, y, n);
 }
 
 int backend_scale(backend_t *be, float alpha, float *x, size_t n)
 {
+    GRAPH_OP(be, 12, F(alpha), P(x), n);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->scale(be, alpha, x, n);
 }
 
 int backend_cast16(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n)
 {
+    GRAPH_OP(be, 15, t, to16, P(f), P(h), n);
+    counted(be, LAUNCH_KERNEL);
     return be->ops->cast16(be, t, to16, f, h, n);
 }
 
-int backend_sync(backend_t *be) { return be->ops->sync(be); }
+int backend_sync(backend_t *be)
+{
+    NOT_IN_GRAPH(be, "a host synchronisation");
+    return be->ops->sync(be);
+}
 
 int backend_reserve(backend_t *be, int rows, int cols)
 {
+    NOT_IN_GRAPH(be, "reserving scratch");
     return be->ops->reserve ? be->ops->reserve(be, rows, cols) : DDP_OK;
 }
 
@@ -215,15 +377,22 @@ void backend_event_free(backend_t *be, backend_event_t *ev)
 
 int backend_event_record(backend_t *be, backend_event_t *ev)
 {
+    GRAPH_OP(be, 13, P(ev));
+    counted(be, LAUNCH_EVENT);
     return be->ops->event_record(be, ev);
 }
 
 int backend_event_query(backend_t *be, backend_event_t *ev, bool *done)
 {
+    NOT_IN_GRAPH(be, "an event query");
     return be->ops->event_query(be, ev, done);
 }
 
-int backend_event_sync(backend_t *be, backend_event_t *ev) { return be->ops->event_sync(be, ev); }
+int backend_event_sync(backend_t *be, backend_event_t *ev)
+{
+    NOT_IN_GRAPH(be, "a host wait for an event");
+    return be->ops->event_sync(be, ev);
+}
 
 int backend_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 {
@@ -238,21 +407,47 @@ int backend_stream_wait(backend_t *be, backend_event_t *ev)
         return backend_error(be, DDP_ERR_RUNTIME, "device %d (%s) cannot wait for an event of "
                              "device %d (%s)", be->device_id, be->ops->name, ev->be->device_id,
                              ev->be->ops->name);
+    NOT_IN_GRAPH(be, "a wait for an event recorded outside the graph");
+    counted(be, LAUNCH_EVENT);
     return be->ops->stream_wait(be, ev);
 }
 
 int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,
                        size_t bytes, backend_event_t *after, backend_event_t *done)
 {
+    NOT_IN_GRAPH(be, "a copy on the copy stream");
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->copy_async(be, dst, src_be, src, bytes, after, done);
 }
 
 int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    GRAPH_OP(be, 14, P(dst), P(src), bytes);
+    if (bytes)
+        counted(be, LAUNCH_COPY);
     return be->ops->d2h_async(be, dst, src, bytes);
 }
 
 long backend_host_syncs(const backend_t *be) { return be->host_syncs; }
+
+const char *launch_kind_key(launch_kind_t k)
+{
+    static const char *const keys[LAUNCH_KINDS] = {"kernels", "copies", "collectives", "graphs",
+                                                   "events"};
+    return (unsigned)k < LAUNCH_KINDS ? keys[k] : "?";
+}
+
+long backend_launches(const backend_t *be, launch_kind_t k)
+{
+    return (unsigned)k < LAUNCH_KINDS ? be->launches[k] : 0;
+}
+
+void backend_count_launch(backend_t *be, launch_kind_t k, long n)
+{
+    if ((unsigned)k < LAUNCH_KINDS && be->gmode == GRAPH_EAGER)
+        be->launches[k] += n;
+}
 
 void backend_count_host_sync(backend_t *be)
 {

@@ -187,6 +187,26 @@ int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes);
 /* Times the host has waited for this device so far (backend_sync,
  * backend_d2h, backend_event_sync; always 0 on the CPU, which never waits). */
 long backend_host_syncs(const backend_t *be);
+/* What the host queued on this device, by kind (counted in the backend, so
+ * every mode's figure comes from one place): kernels (each compute
+ * operation's launches; a GEMM is one cuBLAS call), copies (h2d, d2h, d2d,
+ * memsets, peer and copy-stream copies), collectives (launched through
+ * comm.h on this device), graph launches (CUDA graphs), and event operations
+ * (records and stream waits).  A replayed graph step counts one graph launch
+ * instead of the work inside it.  --json reports them per timed step. */
+typedef enum {
+    LAUNCH_KERNEL = 0,
+    LAUNCH_COPY,
+    LAUNCH_COLLECTIVE,
+    LAUNCH_GRAPH,
+    LAUNCH_EVENT,
+    LAUNCH_KINDS
+} launch_kind_t;
+/* "kernels", "copies", "collectives", "graphs", "events": the JSON keys */
+const char *launch_kind_key(launch_kind_t k);
+long backend_launches(const backend_t *be, launch_kind_t k);
+void backend_count_launch(backend_t *be, launch_kind_t k, long n);
+
 /* Count a wait of the host for this device's work that went through other
  * means: a communication thread that polled the device's event while the
  * caller waited for that thread (comm_shm staging a device buffer). */
@@ -199,6 +219,35 @@ void backend_count_host_sync(backend_t *be);
  * stream that waits for its collective.  fn NULL removes it. */
 typedef int (*backend_watch_fn)(void *ctx, char *err);
 void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
+
+// ---------------------------------------------------------------------------
+// CUDA graphs: a step queued once, replayed by one launch
+//
+// Between backend_graph_begin(be, key) and backend_graph_end(be, key) the
+// caller queues a step exactly as it would eagerly.  The first time for a key
+// that work is captured (CUDA stream capture; nothing runs), then the graph is
+// instantiated and launched; every later time the operations are not queued
+// at all: each is checked against what was captured (its kind, pointers,
+// sizes and scalars, hashed) and the graph is launched once at the end, so a
+// step that would queue other work than its graph is an error, never a silent
+// replay of stale work.  Inside a graph nothing may make the host wait or
+// allocate (sync, d2h, event_sync/query, alloc/free: an error), and the copy
+// stream is not used.  What changes from step to step must live in device
+// memory the graph reads: Adam's bias corrections are uploaded per key by the
+// backend itself (they are the only per-step scalars); the batch is staged
+// into its slot before the graph launch.  Events recorded inside are recorded
+// by every launch, so the step meter's markers still time the phases.  A
+// key's launch must have finished before the key is replayed again (two keys
+// alternate; the step meter waits for the step before the last): the backend
+// checks, and waits (a counted host sync) if not.  The CPU backend has none:
+// begin answers DDP_ERR_INPUT there. */
+#define BACKEND_GRAPH_KEYS 2
+bool backend_graphs_supported(const backend_t *be);
+int backend_graph_begin(backend_t *be, int key);
+/* launch false: the step failed before its end; forget a capture, launch nothing. */
+int backend_graph_end(backend_t *be, int key, bool launch);
+/* Whether key holds an instantiated graph (the next begin replays it). */
+bool backend_graph_ready(const backend_t *be, int key);
 
 /* --precision: the arithmetic of the operations above; PREC_FP32 by
  * default, an error on a backend that has no such mode.

@@ -76,6 +76,13 @@ typedef struct {
     cudaEvent_t anchor, cand;
     double anchor_s;
     bool cand_pending;
+    /* CUDA graphs (backend.h): one instantiated step per key, the event its
+     * last launch recorded, and Adam's per-step scalars {step_size,
+     * bc2_sqrt} per key, written by the host (pinned) and uploaded by the
+     * graph itself, first thing before its Adam kernel reads them */
+    cudaGraphExec_t gexec[BACKEND_GRAPH_KEYS];
+    cudaEvent_t gdone[BACKEND_GRAPH_KEYS]; /* the key's scalars were uploaded */
+    float *gscal_h, *gscal_d;
 } cuda_impl_t;
 
 static inline cuda_impl_t *impl_of(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -356,8 +363,10 @@ static int cuda_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc)
 {
-    if (m <= 0 || n <= 0)
+    if (m <= 0 || n <= 0) {
+        backend_count_launch(be, LAUNCH_KERNEL, -1); /* nothing launched */
         return DDP_OK;
+    }
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
     if (k <= 0) { /* an empty product: C = beta*C, as the CPU backend does */
@@ -519,6 +528,8 @@ static int cuda_bias_grad(backend_t *be, float *db, const float *dz, int rows, i
     cuda_impl_t *c = impl_of(be);
     TRY(grow_bgpart(be, kern_bias_grad_scratch(rows, cols))); /* reserved at setup: nothing to do */
     CK(kern_bias_grad(c->stream, db, dz, rows, cols, accumulate, c->bgpart));
+    if (kern_bias_grad_scratch(rows, cols) > 0) /* slices, then their sums: two launches */
+        backend_count_launch(be, LAUNCH_KERNEL, 1);
     return DDP_OK;
 }
 
@@ -530,10 +541,14 @@ static int cuda_loss(backend_t *be, loss_t kind, const float *out, const float *
     TRY(grow_rowloss(be, rows)); /* reserved at setup: nothing to do */
     /* rows <= 0 before any scratch exists: the sum kernel reads none of it and writes 0. */
     CK(kern_loss(c->stream, kind, out, tgt, rows, cols, grad_scale, grad, c->rowloss, loss_sum));
+    if (rows > 0 && cols > 0) /* the rows' losses, then their sum: two launches */
+        backend_count_launch(be, LAUNCH_KERNEL, 1);
     /* --precision bf16: an fp32 loss, its gradient back to the bf16 outputs
      * as bf16 (backend.h) */
-    if (be->precision == PREC_BF16 && rows > 0 && cols > 0)
+    if (be->precision == PREC_BF16 && rows > 0 && cols > 0) {
         CK(kern_round_bf16(c->stream, grad, (size_t)rows * (size_t)cols));
+        backend_count_launch(be, LAUNCH_KERNEL, 1);
+    }
     return DDP_OK;
 }
 
@@ -552,10 +567,13 @@ static int cuda_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g
     return DDP_OK;
 }
 
+static int host_wait(backend_t *be, cudaEvent_t ev);
+
 static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
                      float *v, size_t n)
 {
     ENTER(be);
+    cuda_impl_t *c = impl_of(be);
     kern_adam_t k = {.beta2 = a->beta2,
                      .eps = a->eps,
                      .weight_decay = a->weight_decay,
@@ -565,7 +583,29 @@ static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float 
                      .bc2_sqrt = (float)sqrt(a->bias_correction2),
                      .decay = 1.0f - a->lr * a->weight_decay,
                      .decoupled = a->decoupled};
-    CK(kern_adam(impl_of(be)->stream, k, p, g, m, v, n));
+    if (be->gmode == GRAPH_EAGER) {
+        CK(kern_adam(c->stream, k, p, g, m, v, n));
+        return DDP_OK;
+    }
+    /* Inside a graph: this step's bias corrections into the key's pinned
+     * slot, which the graph uploads when it runs.  Why check first: the
+     * key's last launch must have read its slot (gdone, recorded in the
+     * graph just after the upload: it has, the step meter waited for that
+     * launch's end a step ago; else this waits, and counts the wait). */
+    int key = be->gkey;
+    if (cudaEventQuery(c->gdone[key]) != cudaSuccess) {
+        cudaGetLastError();
+        TRY(host_wait(be, c->gdone[key]));
+    }
+    float *h = c->gscal_h + 2 * key, *d = c->gscal_d + 2 * key;
+    h[0] = k.step_size;
+    h[1] = k.bc2_sqrt;
+    if (be->gmode == GRAPH_REPLAY)
+        return DDP_OK; /* the graph holds the upload and the kernel */
+    CK(cudaMemcpyAsync(d, h, 2 * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    /* marks, at every launch, that the slot has been read */
+    CK(cudaEventRecordWithFlags(c->gdone[key], c->stream, cudaEventRecordExternal));
+    CK(kern_adam_dev(c->stream, k, d, p, g, m, v, n));
     return DDP_OK;
 }
 
@@ -629,6 +669,13 @@ static int cuda_event_record(backend_t *be, backend_event_t *ev)
 {
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
+    if (be->gmode == GRAPH_CAPTURE) {
+        /* A record node that every launch performs (external: the host waits
+         * for it and times it); the clock's candidate anchor is recorded
+         * outside, before the launch (cuda_graph_launch). */
+        CK(cudaEventRecordWithFlags(ev_of(ev), c->stream, cudaEventRecordExternal));
+        return DDP_OK;
+    }
     /* A new clock anchor rides along with a timed event when the last one
      * has been placed (about once a step). */
     if (ev->timed && !c->cand_pending) {
@@ -754,6 +801,63 @@ static int cuda_set_precision(backend_t *be, precision_t p)
     return DDP_OK;
 }
 
+// ---------------------------------------------------------------------------
+// CUDA graphs (backend.h)
+
+static int cuda_graph_capture(backend_t *be, int key)
+{
+    ENTER(be);
+    (void)key;
+    /* Thread-local: DP's other device threads may keep calling CUDA (their
+     * own captures, a peer's event query) while this thread captures. */
+    CK(cudaStreamBeginCapture(impl_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+    return DDP_OK;
+}
+
+static void cuda_graph_drop(backend_t *be, int key)
+{
+    cuda_impl_t *c = impl_of(be);
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaSetDevice(c->dev) != cudaSuccess)
+        return;
+    if (cudaStreamIsCapturing(c->stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = NULL; /* a capture a failure left open */
+        cudaStreamEndCapture(c->stream, &g);
+        if (g)
+            cudaGraphDestroy(g);
+    }
+    if (c->gexec[key])
+        cudaGraphExecDestroy(c->gexec[key]);
+    c->gexec[key] = NULL;
+    cudaGetLastError();
+}
+
+static int cuda_graph_instantiate(backend_t *be, int key)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    cudaGraph_t g = NULL;
+    CK(cudaStreamEndCapture(c->stream, &g));
+    cudaError_t e = cudaGraphInstantiate(&c->gexec[key], g, 0);
+    cudaGraphDestroy(g); /* the instance keeps what it needs */
+    CK(e);
+    return DDP_OK;
+}
+
+static int cuda_graph_launch(backend_t *be, int key)
+{
+    ENTER(be);
+    cuda_impl_t *c = impl_of(be);
+    /* The clock's next anchor rides in front of the launch (a record
+     * inside the graph would be fixed at capture). */
+    if (!c->cand_pending) {
+        CK(cudaEventRecord(c->cand, c->stream));
+        c->cand_pending = true;
+    }
+    CK(cudaGraphLaunch(c->gexec[key], c->stream));
+    return DDP_OK;
+}
+
 static void cuda_destroy(backend_t *be)
 {
     cuda_impl_t *c = impl_of(be);
@@ -764,6 +868,16 @@ static void cuda_destroy(backend_t *be)
                 cudaStreamSynchronize(c->stream);
             if (c->copy)
                 cudaStreamSynchronize(c->copy);
+            for (int k = 0; k < BACKEND_GRAPH_KEYS; k++) {
+                if (c->gexec[k])
+                    cudaGraphExecDestroy(c->gexec[k]);
+                if (c->gdone[k])
+                    cudaEventDestroy(c->gdone[k]);
+            }
+            if (c->gscal_h)
+                cudaFreeHost(c->gscal_h);
+            if (c->gscal_d)
+                cudaFree(c->gscal_d);
             for (size_t i = 0; i < c->nblocks; i++) /* blocks a failed run left behind */
                 cudaFree(c->blocks[i].p);
             if (c->rowloss)
@@ -825,6 +939,10 @@ static const backend_ops_t cuda_ops = {
     .copy_async = cuda_copy_async,
     .d2h_async = cuda_d2h_async,
     .set_precision = cuda_set_precision,
+    .graph_capture = cuda_graph_capture,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_launch = cuda_graph_launch,
+    .graph_drop = cuda_graph_drop,
 };
 
 // ---------------------------------------------------------------------------
@@ -850,6 +968,16 @@ static int cuda_setup(backend_t *be)
     CK(cudaEventRecord(c->anchor, c->stream));
     CK(cudaEventSynchronize(c->anchor));
     c->anchor_s = now_s();
+    /* CUDA graphs' per-key events and scalars: made here, as nothing may be
+     * allocated once a step is being captured */
+    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
+        CK(cudaEventCreateWithFlags(&c->gdone[k], cudaEventDisableTiming));
+    CK(cudaHostAlloc((void **)&c->gscal_h, 2 * BACKEND_GRAPH_KEYS * sizeof(float),
+                     cudaHostAllocPortable));
+    CK(cudaMalloc((void **)&c->gscal_d, 2 * BACKEND_GRAPH_KEYS * sizeof(float)));
+    CK(cudaMemsetAsync(c->gscal_d, 0, 2 * BACKEND_GRAPH_KEYS * sizeof(float), c->stream));
+    /* (16 bytes, like the clock's events: not in the memory figures, which
+     * start at 0 for a new device) */
     return DDP_OK;
 }
 

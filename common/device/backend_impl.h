@@ -80,7 +80,15 @@ typedef struct backend_ops {
                       size_t bytes, backend_event_t *after, backend_event_t *done);
     int (*d2h_async)(backend_t *be, void *dst, const void *src, size_t bytes);
     int (*set_precision)(backend_t *be, precision_t p); /* backend_set_precision */
+    /* -- CUDA graphs (backend.h); NULL on a backend without them ----------- */
+    int (*graph_capture)(backend_t *be, int key);  /* begin capturing on the compute stream */
+    int (*graph_instantiate)(backend_t *be, int key); /* end the capture, instantiate */
+    int (*graph_launch)(backend_t *be, int key);   /* launch key's graph on the compute stream */
+    void (*graph_drop)(backend_t *be, int key);    /* forget key's graph (after a failure) */
 } backend_ops_t;
+
+/* Where a backend stands with graphs (backend.h). */
+typedef enum { GRAPH_EAGER = 0, GRAPH_CAPTURE, GRAPH_REPLAY } graph_mode_t;
 
 /* An event: which device it belongs to and the backend's handle (CUDA: a
  * cudaEvent_t); on the CPU, t is the host time of its last record. */
@@ -102,6 +110,14 @@ struct backend {
     size_t mem_peak_by[MEM_KINDS]; /* mem_by when mem_peak was reached */
     char last_error[ERR_LEN];
     long host_syncs;    /* times the host waited for this device (backend.h) */
+    long launches[LAUNCH_KINDS]; /* work queued on it, by kind (backend.h) */
+    graph_mode_t gmode; /* inside backend_graph_begin/end: capturing or replaying */
+    int gkey;           /* the key being captured or replayed */
+    bool gready[BACKEND_GRAPH_KEYS];          /* key holds an instantiated graph */
+    unsigned long long ghash[BACKEND_GRAPH_KEYS]; /* what its capture queued (hashed) */
+    long gops[BACKEND_GRAPH_KEYS];            /* and how many operations */
+    unsigned long long rhash; /* the replay so far, checked against ghash at the end */
+    long rops;
     precision_t precision; /* --precision (backend_set_precision) */
     backend_watch_fn watch; /* run while the host waits (backend_set_watch) */
     void *watch_ctx;

@@ -80,6 +80,11 @@ cudaError_t kern_sgd(cudaStream_t s, kern_sgd_t a, float *p, const float *g, flo
                      size_t n);
 cudaError_t kern_adam(cudaStream_t s, kern_adam_t a, float *p, const float *g, float *m,
                       float *v, size_t n);
+/* The same, with a.step_size and a.bc2_sqrt read from scal[0..1] (device
+ * memory) when the kernel runs: a CUDA graph's Adam, whose bias corrections
+ * change every step. */
+cudaError_t kern_adam_dev(cudaStream_t s, kern_adam_t a, const float *scal, float *p,
+                          const float *g, float *m, float *v, size_t n);
 
 // ---- kernels_misc.cu: axpy, scale, division, matrix fill -------------------
 cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, float *y, size_t n);

@@ -7,20 +7,62 @@
 // ---------------------------------------------------------------------------
 // kernels
 
-__global__ void axpy_kernel(float alpha, const float *x, float *y, size_t n)
+__global__ void axpy_kernel(float alpha, const float *x, float *y, size_t n, bool vec)
 {
+    if (vec) { /* 128-bit accesses (kernels_util.cuh) */
+        KERN_GRID_STRIDE4(q, n)
+        {
+            float4 a = ((const float4 *)x)[q], b = ((float4 *)y)[q];
+            b.x += alpha * a.x;
+            b.y += alpha * a.y;
+            b.z += alpha * a.z;
+            b.w += alpha * a.w;
+            ((float4 *)y)[q] = b;
+        }
+        KERN_TAIL(i, n)
+        y[i] += alpha * x[i];
+        return;
+    }
     KERN_GRID_STRIDE(i, n)
     y[i] += alpha * x[i];
 }
 
-__global__ void scale_kernel(float alpha, float *x, size_t n)
+__global__ void scale_kernel(float alpha, float *x, size_t n, bool vec)
 {
+    if (vec) {
+        KERN_GRID_STRIDE4(q, n)
+        {
+            float4 a = ((float4 *)x)[q];
+            a.x *= alpha;
+            a.y *= alpha;
+            a.z *= alpha;
+            a.w *= alpha;
+            ((float4 *)x)[q] = a;
+        }
+        KERN_TAIL(i, n)
+        x[i] *= alpha;
+        return;
+    }
     KERN_GRID_STRIDE(i, n)
     x[i] *= alpha;
 }
 
-__global__ void div_kernel(float d, float *x, size_t n)
+__global__ void div_kernel(float d, float *x, size_t n, bool vec)
 {
+    if (vec) {
+        KERN_GRID_STRIDE4(q, n)
+        {
+            float4 a = ((float4 *)x)[q];
+            a.x /= d;
+            a.y /= d;
+            a.z /= d;
+            a.w /= d;
+            ((float4 *)x)[q] = a;
+        }
+        KERN_TAIL(i, n)
+        x[i] /= d;
+        return;
+    }
     KERN_GRID_STRIDE(i, n)
     x[i] /= d;
 }
@@ -42,7 +84,8 @@ extern "C" cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, fl
 {
     if (n == 0)
         return cudaSuccess;
-    axpy_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(alpha, x, y, n);
+    bool vec = kern_aligned16(x) && kern_aligned16(y);
+    axpy_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(alpha, x, y, n, vec);
     return cudaGetLastError();
 }
 
@@ -50,7 +93,8 @@ extern "C" cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t 
 {
     if (n == 0)
         return cudaSuccess;
-    scale_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(alpha, x, n);
+    bool vec = kern_aligned16(x);
+    scale_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(alpha, x, n, vec);
     return cudaGetLastError();
 }
 
@@ -58,7 +102,8 @@ extern "C" cudaError_t kern_div(cudaStream_t s, float d, float *x, size_t n)
 {
     if (n == 0)
         return cudaSuccess;
-    div_kernel<<<kern_blocks(n), KERN_THREADS, 0, s>>>(d, x, n);
+    bool vec = kern_aligned16(x);
+    div_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(d, x, n, vec);
     return cudaGetLastError();
 }
 

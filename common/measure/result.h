@@ -33,6 +33,7 @@ typedef struct {
     long steps_run, steps_shadowed;
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
+    long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
     /* The work figure, on the CPU backend (step_meter.c's work_cpu: the CPU
      * seconds of a timed step less its waits): the steps counted (0 on a
      * GPU: not measured), the mean and low quantiles */

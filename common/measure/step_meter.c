@@ -159,6 +159,8 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->mean = NAN;
     memset(r->charge, 0, sizeof r->charge);
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
+    for (int k = 0; k < LAUNCH_KINDS; k++)
+        r->launch_begin[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) : 0;
     /* Nothing waited for the device since the last step ended: the GPU went
      * straight from it to this one (or idled for the host in between). */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
@@ -345,6 +347,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         dev->rows += r->rows;
         dev->host_syncs += r->syncs;
         dev->synced_steps++;
+        for (int k = 0; k < LAUNCH_KINDS; k++)
+            dev->launches[k] += r->launches[k];
         if (m->to.times)
             step_times_add(m->to.times, dt, r->end.samples);
     }
@@ -413,6 +417,9 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
         mark_at(m, PH_COUNT);
     step_rec_t *prev = &m->rec[m->cur ^ 1];
     int rc = DDP_OK;
+    /* what the step queued, its last marker included */
+    for (int k = 0; k < LAUNCH_KINDS; k++)
+        r->launches[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) - r->launch_begin[k] : 0;
     if (m->deferred) {
         /* Report the previous step (its last marker is one step behind the
          * host), then count this step's waits, that one included. */

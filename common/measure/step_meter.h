@@ -93,6 +93,7 @@ struct step_rec {
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
     long syncs_begin, syncs; /* the device's host syncs at begin, and in the step */
+    long launch_begin[LAUNCH_KINDS], launches[LAUNCH_KINDS]; /* the same for its launches */
     bool chained;            /* it follows the previous step with nothing between */
     float *fetched;          /* values copied back (pinned on a device) */
     int nfetch, capfetch;

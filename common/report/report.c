@@ -142,9 +142,19 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     }
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0;
     s->host_syncs_max = NAN;
+    s->launches_max_dev = -1;
     for (int k = 0; k < 4; k++)
         s->work_cpu_max[k] = NAN;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        long ns = r->dev[d].synced_steps;
+        s->launches[d] = ns > 0 ? 0.0 : NAN;
+        for (int k = 0; k < LAUNCH_KINDS; k++) {
+            s->launch_split[d][k] = ns > 0 ? (double)r->dev[d].launches[k] / (double)ns : NAN;
+            if (ns > 0 && k != LAUNCH_EVENT)
+                s->launches[d] += s->launch_split[d][k];
+        }
+        if (ns > 0 && (s->launches_max_dev < 0 || s->launches[d] > s->launches[s->launches_max_dev]))
+            s->launches_max_dev = d;
         for (int p = 0; p < PH_COUNT; p++)
             s->phase[d][p] = r->dev[d].phase_s[p] / steps;
         s->rows_per_step[d] = (double)r->dev[d].rows / steps;
@@ -415,6 +425,20 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
             fprintf(f,
                     "  batch %d > the %zu samples of an epoch: each step trains on all %zu\n",
                     c->batch, total, total);
+    }
+    if (c->backend == BACKEND_CUDA) { /* --cuda-graph: what is replayed, and why not */
+        static const mode_t_ all[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
+        for (int i = 0; i < 3; i++) {
+            if (c->mode != MODE_COMPARE && c->mode != all[i])
+                continue;
+            const char *why = config_graph_why_not(c, all[i]);
+            fprintf(f, "  cuda graphs%s%s: %s%s\n", c->mode == MODE_COMPARE ? " in " : "",
+                    c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
+                    c->cuda_graph == CUDA_GRAPH_OFF ? "off (--cuda-graph off)"
+                    : why                           ? "off: "
+                                                    : "on: each step after the first is one graph launch",
+                    c->cuda_graph != CUDA_GRAPH_OFF && why ? why : "");
+        }
     }
     report_provenance(f, ctx);
 }

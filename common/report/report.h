@@ -74,6 +74,11 @@ typedef struct {
     /* times per timed step the host waited for each device (NAN: not counted) */
     double host_syncs[MAX_DEVICES];
     double host_syncs_max; /* the most of any device (NAN: none counted) */
+    /* work queued per timed step on each device, by kind (NAN: not counted);
+     * launches: kernels + copies + collectives + graph launches */
+    double launch_split[MAX_DEVICES][LAUNCH_KINDS];
+    double launches[MAX_DEVICES];
+    int launches_max_dev;  /* the device that queued the most (-1: none counted) */
     /* CPU seconds of work per timed step (step_meter.c's work_cpu), each
      * device's mean, p10, p25 and p50, and the most of any device for each
      * (the step waits for its busiest device); NAN: not measured (a GPU) */

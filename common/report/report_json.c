@@ -53,6 +53,7 @@ const char *const report_json_keys[] = {
     "config.first_bucket_mb",
     "config.overlap",
     "config.tf32",
+    "config.cuda_graph",
     "config.precision",
     "config.zero1",
     "config.zero",
@@ -90,6 +91,8 @@ const char *const report_json_keys[] = {
     "devices",
     "mem_peak_bytes_max",
     "host_syncs_per_step",
+    "launches_per_step",
+    "launch_split_per_step",
     "work_cpu_s",
     "final_loss",
     "diverged",
@@ -129,6 +132,20 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+/* launches_per_step (kernels + copies + collectives + graph launches) and
+ * its split by kind (events too) of device d (d < 0: nulls). */
+static void add_launches(cJSON *o, const report_stats_t *s, int d)
+{
+    add_num_or_null(o, "launches_per_step", d >= 0 ? s->launches[d] : NAN, d >= 0);
+    if (d < 0) {
+        cJSON_AddNullToObject(o, "launch_split_per_step");
+        return;
+    }
+    cJSON *k = cJSON_AddObjectToObject(o, "launch_split_per_step");
+    for (int i = 0; i < LAUNCH_KINDS; i++)
+        add_num_or_null(k, launch_kind_key((launch_kind_t)i), s->launch_split[d][i], true);
 }
 
 /* work_cpu_s: {mean, p10, p25, p50} CPU seconds of work per timed step, or
@@ -268,6 +285,8 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
+    /* what ran: "on" only where this run's steps were replayed as graphs */
+    cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
     cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
@@ -375,6 +394,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         for (int k = 0; k < MEM_KINDS; k++)
             cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
         add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
+        add_launches(d, &s, i);
         add_work(d, s.work_cpu[i]);
         cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
@@ -386,6 +406,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
+    /* what the busiest device queued per timed step (counted in the backend) */
+    add_launches(o, &s, s.launches_max_dev);
     /* the CPU seconds of work per step, the most of any device (null on a
      * GPU): the A/B gate's figure on the CPU (docs/gate.md) */
     add_work(o, s.work_cpu_max);

@@ -33,6 +33,7 @@ typedef struct {
     float *host;        /* the initial parameters, then the final ones */
     progress_t prog;    /* off until the loop starts */
     step_meter_t meter;
+    bool graphs;        /* --cuda-graph: steps after the first replayed as CUDA graphs */
     char *err;
 } single_t;
 
@@ -69,6 +70,7 @@ static int single_setup(single_t *s)
     TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
     TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
     TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
+    s->graphs = config_graphs_on(cfg, MODE_SINGLE);
     TRY(dev(s, backend_sync(s->be)));
 
     trainer_begin(res, cfg, &s->sch);
@@ -104,15 +106,50 @@ static void single_teardown(single_t *s)
 // ---------------------------------------------------------------------------
 // the training step
 
-/* Step g: every micro-batch forward, loss, backward (gradients add up), then
- * the optimizer.  Nothing here waits for the device: the loss, when wanted,
- * is fetched for the meter to read once the step has run. */
-static int single_step(single_t *s, long g, bool want_loss)
+/* One micro-batch (staged at x, y): forward, loss, backward (gradients add
+ * up after the first). */
+static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float scale,
+                        bool want_loss)
 {
     replica_t *rep = &s->rep;
     step_meter_t *m = &s->meter;
+    TRY(dev(s, model_forward(rep, x, rows)));
+    step_meter_lap(m, PH_FORWARD);
+    TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
+    if (want_loss)
+        step_meter_fetch(m, rep->loss_sum, 1);
+    step_meter_lap(m, PH_LOSS);
+    TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
+    step_meter_lap(m, PH_BACKWARD);
+    step_meter_rows(m, rows);
+    if (step_meter_first(m)) { /* --explain: what the told step moved */
+        move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
+        mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
+        mv->ops++;
+    }
+    return DDP_OK;
+}
+
+/* Step g: every micro-batch forward, loss, backward (gradients add up), then
+ * the optimizer.  Nothing here waits for the device: the loss, when wanted,
+ * is fetched for the meter to read once the step has run.
+ *
+ * --cuda-graph: a step of one full micro-batch after the first step is
+ * queued between backend_graph_begin and _end (key: the step's parity, which
+ * is also the staging slot's and the meter's record's, so the pointers the
+ * graph holds are the step's own): captured the first time, replayed by one
+ * launch after, the backend checking that the step queued the same work.
+ * The batch is staged before, outside the graph, into its fixed slot; the
+ * loss is fetched every step, so every step queues the same work. */
+static int single_step(single_t *s, long g, bool want_loss)
+{
+    step_meter_t *m = &s->meter;
     size_t step_rows = schedule_step_rows(&s->sch, g);
     float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
+    bool graphs = s->graphs && s->cfg->accum == 1;
+    if (graphs)
+        want_loss = true;
+    int key = -1;
     for (int mi = 0; mi < s->cfg->accum; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&s->sch, g, mi, &rows);
@@ -120,24 +157,26 @@ static int single_step(single_t *s, long g, bool want_loss)
             break;
         float *x, *y;
         TRY(dev(s, stager_stage(&s->stg, s->data, idx, rows, m, &x, &y)));
-        TRY(dev(s, model_forward(rep, x, rows)));
-        step_meter_lap(m, PH_FORWARD);
-        TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
-        if (want_loss)
-            step_meter_fetch(m, rep->loss_sum, 1);
-        step_meter_lap(m, PH_LOSS);
-        TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
-        step_meter_lap(m, PH_BACKWARD);
-        step_meter_rows(m, rows);
-        if (step_meter_first(m)) { /* --explain: what the told step moved */
-            move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
-            mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
-            mv->ops++;
+        /* a short batch (an epoch's last) runs eagerly: it is other work */
+        if (graphs && g > s->sch.start_step && rows == s->cfg->batch) {
+            key = (int)(g & 1);
+            TRY(dev(s, backend_graph_begin(s->be, key)));
+        }
+        int rc = single_micro(s, mi, rows, x, y, scale, want_loss);
+        if (rc != DDP_OK) {
+            if (key >= 0)
+                backend_graph_end(s->be, key, false);
+            return rc;
         }
     }
-    TRY(dev(s, optim_step(&s->opt, rep->params, rep->grads)));
+    int rc = dev(s, optim_step(&s->opt, s->rep.params, s->rep.grads));
     step_meter_lap(m, PH_OPTIM);
-    return DDP_OK;
+    if (key >= 0) {
+        int rc2 = backend_graph_end(s->be, key, rc == DDP_OK);
+        if (rc == DDP_OK)
+            rc = dev(s, rc2);
+    }
+    return rc;
 }
 
 // ---------------------------------------------------------------------------

@@ -17,11 +17,23 @@ typedef enum cudaError {
     cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
     cudaErrorInitializationError = 3,
     cudaErrorInsufficientDriver = 35, cudaErrorInvalidDevice = 101, cudaErrorNoDevice = 100,
-    cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600,
-    cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorLaunchFailure = 719
+    cudaErrorInvalidResourceHandle = 400, cudaErrorIllegalState = 401, cudaErrorNotReady = 600,
+    cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorLaunchFailure = 719,
+    /* stream capture (CUDA graphs): what the runtime answers to work it
+     * cannot record, and to a capture that such work broke */
+    cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903, cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorCapturedEvent = 907, cudaErrorStreamCaptureWrongThread = 908
 } cudaError_t;
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph_exec *cudaGraphExec_t;
+typedef struct emu_graph_node *cudaGraphNode_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+                             cudaStreamCaptureModeRelaxed = 2 };
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1,
+                               cudaStreamCaptureStatusInvalidated = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
 enum cudaDeviceP2PAttr { cudaDevP2PAttrPerformanceRank = 1, cudaDevP2PAttrAccessSupported = 2, cudaDevP2PAttrNativeAtomicSupported = 3, cudaDevP2PAttrCudaArrayAccessSupported = 4 };
 struct cudaDeviceProp { /* the fields ddpbench reads (the real struct has many more) */
@@ -33,6 +45,10 @@ struct cudaDeviceProp { /* the fields ddpbench reads (the real struct has many m
 #define cudaHostAllocPortable 0x01
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01 /* in a capture: a real record node, visible to the host */
+#define cudaEventWaitDefault 0x00
+#define cudaEventWaitExternal 0x01   /* in a capture: wait for a record made outside it */
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDevice(int *d);
@@ -63,7 +79,21 @@ cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags);
 cudaError_t cudaDeviceSynchronize(void);
+/* synchronous, on the legacy stream (ddpbench's code never calls it; the
+ * capture tests do, to see it refused) */
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+/* stream capture and graphs: work queued on a capturing stream is recorded,
+ * not run; a launch queues the recorded work again, on the launch stream */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int p);
 cudaError_t cudaDeviceEnablePeerAccess(int p, unsigned flags);
 /* for the probe's provenance */
@@ -71,6 +101,7 @@ cudaError_t cudaRuntimeGetVersion(int *v);
 cudaError_t cudaDriverGetVersion(int *v);
 /* The emulator's own checks (abort with a message on a violation). */
 long emu_alloc_calls(void); /* cudaMalloc + cudaFree calls so far */
+long emu_graph_launches(void); /* cudaGraphLaunch calls so far */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);
 void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */

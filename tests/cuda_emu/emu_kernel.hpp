@@ -33,6 +33,9 @@ struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
+struct alignas(16) float4 { // CUDA's 128-bit vector type (vector_types.h)
+    float x, y, z, w;
+};
 struct emu_uint3 {
     unsigned x, y, z;
 };

@@ -25,6 +25,7 @@
  * EMU_TF32_AS_FP32 computes TF32-mode GEMMs in plain fp32, as cuBLAS may
  * when it picks no tensor-core kernel. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,13 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     default: return "cudaErrorEmulated";
     }
 }
@@ -198,7 +206,56 @@ struct emu_stream {
     int stop;
     pthread_t th;
     struct emu_stream *next;     /* the registry of live streams */
+    struct emu_capture *cap;     /* the capture recording its work (cap_mu), or NULL */
 };
+
+// ---------------------------------------------------------------------------
+// stream capture: the recorded work (a body, shared by a graph and its
+// instantiations) and the captures under way
+
+enum { N_OP, N_NOP, N_REC, N_WAIT_EXT };
+typedef struct {
+    int type;
+    void (*fn)(void *);
+    void *arg;
+    void (*free_arg)(void *);
+    struct emu_event *ev; /* N_REC, N_WAIT_EXT */
+} emu_node_t;
+
+typedef struct {
+    _Atomic int refs;
+    int dev;
+    emu_node_t *v;
+    size_t n, cap;
+} emu_body_t;
+
+struct emu_capture {
+    unsigned long id;
+    int mode;             /* enum cudaStreamCaptureMode */
+    pthread_t thread;     /* the thread that began it */
+    int invalid;          /* refused work broke it: EndCapture fails */
+    struct emu_stream *origin;
+    emu_body_t *body;
+    struct emu_capture *next; /* the active captures */
+};
+
+#define GRAPH_MAGIC 0x96a9u
+struct emu_graph {
+    unsigned magic;
+    emu_body_t *body;
+};
+struct emu_graph_exec {
+    unsigned magic;
+    emu_body_t *body;
+};
+
+/* Captures under way; the lock also guards every stream's cap and every
+ * event's cap_id. */
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct emu_capture *active_caps;
+static unsigned long next_cap_id;
+
+static void body_add(emu_body_t *b, emu_node_t n);
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_stream *live_streams;
@@ -251,10 +308,24 @@ void emu_check_stream(cudaStream_t s, const char *what)
 
 int emu_stream_device(cudaStream_t s) { return s->dev; }
 
-/* Queue an op; returns its number in the stream (what wait_op waits for). */
+/* Queue an op; returns its number in the stream (what wait_op waits for).
+ * On a capturing stream the op is recorded instead (0): it runs when the
+ * graph is launched; on a capture that refused work, it is dropped (the
+ * caller answers cudaErrorStreamCaptureInvalidated, see queued()). */
 static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
                                   void (*free_arg)(void *))
 {
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *c = s->cap;
+    if (c) {
+        if (!c->invalid)
+            body_add(c->body, (emu_node_t){N_OP, fn, arg, free_arg, NULL});
+        pthread_mutex_unlock(&cap_mu);
+        if (c->invalid && free_arg)
+            free_arg(arg);
+        return 0;
+    }
+    pthread_mutex_unlock(&cap_mu);
     emu_op_t *op = calloc(1, sizeof *op);
     if (!op)
         DIE("out of memory queueing an op");
@@ -273,9 +344,48 @@ static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
     return n;
 }
 
+/* What an async call on s answers once its work is queued (or recorded). */
+static cudaError_t queued(cudaStream_t s)
+{
+    pthread_mutex_lock(&cap_mu);
+    int bad = s->cap && s->cap->invalid;
+    pthread_mutex_unlock(&cap_mu);
+    return bad ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+}
+
+/* A call CUDA refuses while a capture is under way (one that would make the
+ * host wait, allocate, or use the legacy stream): true when a capture it
+ * concerns is active -- a global-mode one of any thread, a thread-local one
+ * of this thread -- which it then breaks, as the real runtime does. */
+static int capture_refuses(void)
+{
+    int hit = 0;
+    pthread_mutex_lock(&cap_mu);
+    for (struct emu_capture *c = active_caps; c; c = c->next)
+        if (c->mode == cudaStreamCaptureModeGlobal ||
+            (c->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(c->thread, pthread_self()))) {
+            c->invalid = 1;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&cap_mu);
+    return hit;
+}
+
+/* A host wait on s itself while s records: refused, and the capture broken. */
+static int capturing_refuses(cudaStream_t s)
+{
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *c = s->cap;
+    if (c)
+        c->invalid = 1;
+    pthread_mutex_unlock(&cap_mu);
+    return c != NULL;
+}
+
 void emu_enqueue(cudaStream_t s, void (*fn)(void *), void *arg, void (*free_arg)(void *))
 {
     enqueue(s, fn, arg, free_arg);
+    queued(s); /* a launch into a broken capture: the launcher's cudaGetLastError says so */
 }
 
 /* Wait until op n of stream s has run. */
@@ -330,6 +440,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     if (!s || s->magic != STREAM_MAGIC)
         DIE("cudaStreamSynchronize: not a live stream");
+    if (capturing_refuses(s))
+        return fail(cudaErrorStreamCaptureUnsupported);
     drain(s);
     return cudaSuccess;
 }
@@ -338,6 +450,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     if (!s || s->magic != STREAM_MAGIC)
         DIE("cudaStreamQuery: not a live stream");
+    if (capturing_refuses(s))
+        return fail(cudaErrorStreamCaptureUnsupported);
     pthread_mutex_lock(&s->mu);
     int idle = s->done == s->enq;
     pthread_mutex_unlock(&s->mu);
@@ -370,6 +484,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
     drain_device(cur_dev);
     return cudaSuccess;
 }
@@ -384,8 +500,9 @@ struct emu_event {
     unsigned flags;
     unsigned long long recorded, completed;
     double t;      /* when the last completed record ran */
-    int refs;      /* queued ops that still use it */
+    int refs;      /* queued ops (and graphs) that still use it */
     int destroyed; /* cudaEventDestroy came while ops still used it */
+    unsigned long cap_id; /* its last record was made in this capture (0: none) */
 };
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -461,12 +578,34 @@ static ev_op_t *ev_op(struct emu_event *e, unsigned long long gen)
     return o;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags)
 {
     check_event(e, "cudaEventRecord");
     emu_check_stream(s, "cudaEventRecord");
     if (e->dev != s->dev)
         DIE("cudaEventRecord: an event of device %d on a stream of device %d", e->dev, s->dev);
+    if (flags & ~(unsigned)cudaEventRecordExternal)
+        DIE("cudaEventRecordWithFlags: unexpected flags %u", flags);
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *c = s->cap;
+    if (c) {
+        /* In a capture: a dependency for the streams that wait on it; with
+         * cudaEventRecordExternal also a record node, which every launch
+         * performs (so the host can wait for it and time it). */
+        e->cap_id = c->id;
+        if (!c->invalid) {
+            pthread_mutex_lock(&ev_mu);
+            e->refs++; /* the graph holds it */
+            pthread_mutex_unlock(&ev_mu);
+            body_add(c->body, (emu_node_t){flags & cudaEventRecordExternal ? N_REC : N_NOP, NULL,
+                                           NULL, NULL, e});
+        }
+        int bad = c->invalid;
+        pthread_mutex_unlock(&cap_mu);
+        return bad ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+    }
+    e->cap_id = 0;
+    pthread_mutex_unlock(&cap_mu);
     pthread_mutex_lock(&ev_mu);
     ev_op_t *o = ev_op(e, ++e->recorded);
     pthread_mutex_unlock(&ev_mu);
@@ -474,12 +613,58 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     return cudaSuccess;
 }
 
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    return cudaEventRecordWithFlags(e, s, cudaEventRecordDefault);
+}
+
+/* Whether capture id is under way (cap_mu held). */
+static struct emu_capture *capture_of(unsigned long id)
+{
+    for (struct emu_capture *c = active_caps; c && id; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
-    (void)flags;
     check_event(e, "cudaStreamWaitEvent");
     if (!s || s->magic != STREAM_MAGIC)
         DIE("cudaStreamWaitEvent: not a live stream");
+    if (flags & ~(unsigned)cudaEventWaitExternal)
+        DIE("cudaStreamWaitEvent: unexpected flags %u", flags);
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *ec = capture_of(e->cap_id);
+    struct emu_capture *c = s->cap;
+    if (!c && ec && !(flags & cudaEventWaitExternal)) {
+        /* A wait for a record made in a capture pulls s into it (a fork):
+         * its work from now on is recorded too, after what it waits for. */
+        s->cap = c = ec;
+    }
+    if (c) {
+        cudaError_t r = cudaSuccess;
+        if (c->invalid) {
+            r = cudaErrorStreamCaptureInvalidated;
+        } else if (ec == c && !(flags & cudaEventWaitExternal)) {
+            /* recorded earlier in this capture: the replay, in recorded
+             * order, runs the record's side first */
+            body_add(c->body, (emu_node_t){N_NOP, NULL, NULL, NULL, NULL});
+        } else if (flags & cudaEventWaitExternal) {
+            pthread_mutex_lock(&ev_mu);
+            e->refs++;
+            pthread_mutex_unlock(&ev_mu);
+            body_add(c->body, (emu_node_t){N_WAIT_EXT, NULL, NULL, NULL, e});
+        } else {
+            /* a record made outside the capture, waited for without
+             * cudaEventWaitExternal: CUDA refuses it and breaks the capture */
+            c->invalid = 1;
+            r = cudaErrorStreamCaptureIsolation;
+        }
+        pthread_mutex_unlock(&cap_mu);
+        return r == cudaSuccess ? r : fail(r);
+    }
+    pthread_mutex_unlock(&cap_mu);
     /* The stream waits for the record that is the event's last at this call
      * (a later record does not count), as on a GPU; across devices too. */
     pthread_mutex_lock(&ev_mu);
@@ -489,9 +674,22 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     return cudaSuccess;
 }
 
+/* A host look at an event whose last record is in a capture under way. */
+static int captured_event(cudaEvent_t e)
+{
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *c = capture_of(e->cap_id);
+    if (c && (c->mode != cudaStreamCaptureModeRelaxed))
+        c->invalid = 1;
+    pthread_mutex_unlock(&cap_mu);
+    return c != NULL;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     check_event(e, "cudaEventQuery");
+    if (captured_event(e))
+        return fail(cudaErrorCapturedEvent);
     pthread_mutex_lock(&ev_mu);
     int done = e->completed >= e->recorded;
     pthread_mutex_unlock(&ev_mu);
@@ -501,6 +699,8 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     check_event(e, "cudaEventSynchronize");
+    if (captured_event(e))
+        return fail(cudaErrorCapturedEvent);
     pthread_mutex_lock(&ev_mu);
     unsigned long long want = e->recorded;
     while (e->completed < want)
@@ -634,6 +834,8 @@ long emu_alloc_calls(void) { return alloc_calls; }
 
 cudaError_t cudaMalloc(void **p, size_t n)
 {
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
     alloc_calls++;
     char *m = malloc(n ? n : 1);
     if (!m)
@@ -648,6 +850,8 @@ cudaError_t cudaFree(void *p)
 {
     if (!p)
         return cudaSuccess;
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
     alloc_calls++;
     int dev = remove_block(p, 0);
     if (dev < 0)
@@ -660,6 +864,8 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
 {
     (void)flags;
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
     char *m = malloc(n ? n : 1);
     if (!m)
         return fail(cudaErrorMemoryAllocation);
@@ -673,6 +879,8 @@ cudaError_t cudaFreeHost(void *p)
 {
     if (!p)
         return cudaSuccess;
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
     if (remove_block(p, 1) != -1)
         DIE("cudaFreeHost(%p): not a cudaHostAlloc block", p);
     drain_device(-1); /* the real one synchronises too */
@@ -736,7 +944,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
     copy_op_t *o = copy_op(p, NULL, n);
     o->v = v;
     enqueue(s, run_memset, o, free_copy);
-    return cudaSuccess;
+    return queued(s);
 }
 
 cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t n, enum cudaMemcpyKind k,
@@ -747,6 +955,11 @@ cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t n, enum cudaMemcpyK
         emu_check_ptr(d, n, "cudaMemcpyAsync destination");
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice)
         emu_check_ptr(src, n, "cudaMemcpyAsync source");
+    if (((k == cudaMemcpyDeviceToHost && !is_pinned(d, n)) ||
+         (k == cudaMemcpyHostToDevice && !is_pinned(src, n))) && capturing_refuses(s))
+        /* pageable memory: the runtime would copy at the call (a host wait
+         * for the stream), which a capture cannot record */
+        return fail(cudaErrorStreamCaptureUnsupported);
     copy_op_t *o = copy_op(d, src, n);
     if (k == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
         /* Pageable memory: the real runtime reads it before returning. */
@@ -759,7 +972,7 @@ cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t n, enum cudaMemcpyK
     unsigned long long id = enqueue(s, run_copy, o, free_copy);
     if (k == cudaMemcpyDeviceToHost && !is_pinned(d, n))
         wait_op(s, id); /* into pageable memory: returns once it is done */
-    return cudaSuccess;
+    return queued(s);
 }
 
 cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *src, int sd, size_t n,
@@ -769,7 +982,7 @@ cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *src, int sd, size_t
     check_on(d, n, dd, "cudaMemcpyPeerAsync destination");
     check_on(src, n, sd, "cudaMemcpyPeerAsync source");
     enqueue(s, run_copy, copy_op(d, src, n), free_copy);
-    return cudaSuccess;
+    return queued(s);
 }
 
 // ---------------------------------------------------------------------------
@@ -983,6 +1196,241 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                      h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// the legacy stream's synchronous copy (refused during a capture)
+
+cudaError_t cudaMemcpy(void *d, const void *src, size_t n, enum cudaMemcpyKind k)
+{
+    (void)k;
+    if (capture_refuses())
+        return fail(cudaErrorStreamCaptureUnsupported);
+    drain_device(cur_dev); /* the legacy stream waits for the device's blocking streams */
+    memmove(d, src, n);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// stream capture and graphs
+//
+// A capture records, in call order, the work queued on its stream and on
+// the streams that joined it (by waiting for an event recorded in it): that
+// order is a valid order of the graph's dependencies, so a launch queues the
+// recorded work again, in that order, on the launch stream.  Event records
+// made with cudaEventRecordExternal are records at every launch (the host can
+// wait for them and time them); waits with cudaEventWaitExternal wait at every
+// launch for the event's record current then.  The same op arguments serve
+// every launch: a kernel reads the pointers and scalars it was captured with.
+
+static _Atomic long graph_launches;
+
+long emu_graph_launches(void) { return graph_launches; }
+
+static void body_add(emu_body_t *b, emu_node_t n)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        emu_node_t *v = realloc(b->v, cap * sizeof *v);
+        if (!v)
+            DIE("out of memory recording a graph");
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = n;
+}
+
+static void body_unref(void *arg)
+{
+    emu_body_t *b = arg;
+    if (atomic_fetch_sub(&b->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < b->n; i++) {
+        emu_node_t *n = &b->v[i];
+        if (n->type == N_OP && n->free_arg)
+            n->free_arg(n->arg);
+        if (n->ev) {
+            pthread_mutex_lock(&ev_mu);
+            event_unref_locked(n->ev);
+            pthread_mutex_unlock(&ev_mu);
+        }
+    }
+    free(b->v);
+    free(b);
+}
+
+static void nothing(void *arg) { (void)arg; }
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    emu_check_stream(s, "cudaStreamBeginCapture");
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+        mode != cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorInvalidValue);
+    struct emu_capture *c = calloc(1, sizeof *c);
+    emu_body_t *b = calloc(1, sizeof *b);
+    if (!c || !b)
+        DIE("out of memory");
+    atomic_init(&b->refs, 1);
+    b->dev = s->dev;
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->origin = s;
+    c->body = b;
+    pthread_mutex_lock(&cap_mu);
+    if (s->cap) {
+        pthread_mutex_unlock(&cap_mu);
+        free(c);
+        free(b);
+        return fail(cudaErrorStreamCaptureUnsupported); /* already capturing */
+    }
+    c->id = ++next_cap_id;
+    c->next = active_caps;
+    active_caps = c;
+    s->cap = c;
+    pthread_mutex_unlock(&cap_mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+    emu_check_stream(s, "cudaStreamIsCapturing");
+    pthread_mutex_lock(&cap_mu);
+    *st = !s->cap ? cudaStreamCaptureStatusNone
+          : s->cap->invalid ? cudaStreamCaptureStatusInvalidated
+                            : cudaStreamCaptureStatusActive;
+    pthread_mutex_unlock(&cap_mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    emu_check_stream(s, "cudaStreamEndCapture");
+    *g = NULL;
+    pthread_mutex_lock(&cap_mu);
+    struct emu_capture *c = s->cap;
+    if (!c || c->origin != s) {
+        pthread_mutex_unlock(&cap_mu);
+        return fail(c ? cudaErrorStreamCaptureUnmatched : cudaErrorIllegalState);
+    }
+    if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
+        pthread_mutex_unlock(&cap_mu);
+        return fail(cudaErrorStreamCaptureWrongThread);
+    }
+    for (struct emu_capture **p = &active_caps; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    pthread_mutex_lock(&reg_lock); /* the streams that joined it leave it too */
+    for (struct emu_stream *t = live_streams; t; t = t->next)
+        if (t->cap == c)
+            t->cap = NULL;
+    pthread_mutex_unlock(&reg_lock);
+    s->cap = NULL;
+    pthread_mutex_unlock(&cap_mu);
+    emu_body_t *b = c->body;
+    int invalid = c->invalid;
+    free(c);
+    if (invalid) {
+        body_unref(b);
+        return fail(cudaErrorStreamCaptureInvalidated);
+    }
+    struct emu_graph *gr = calloc(1, sizeof *gr);
+    if (!gr)
+        DIE("out of memory");
+    gr->magic = GRAPH_MAGIC;
+    gr->body = b;
+    *g = gr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+    if (!g || g->magic != GRAPH_MAGIC)
+        DIE("cudaGraphGetNodes: not a graph");
+    (void)nodes;
+    size_t k = 0; /* what the real graph holds: no node for a bare dependency */
+    for (size_t i = 0; i < g->body->n; i++)
+        k += g->body->v[i].type != N_NOP;
+    *n = k;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags)
+{
+    (void)flags;
+    if (!g || g->magic != GRAPH_MAGIC)
+        DIE("cudaGraphInstantiate: not a graph");
+    struct emu_graph_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return fail(cudaErrorMemoryAllocation);
+    x->magic = GRAPH_MAGIC + 1;
+    x->body = g->body;
+    atomic_fetch_add(&g->body->refs, 1); /* it outlives the graph, as in CUDA */
+    *e = x;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    if (!g || g->magic != GRAPH_MAGIC)
+        DIE("cudaGraphDestroy: not a graph");
+    g->magic = 0;
+    body_unref(g->body);
+    free(g);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+    if (!x || x->magic != GRAPH_MAGIC + 1)
+        DIE("cudaGraphExecDestroy: not an instantiated graph");
+    x->magic = 0;
+    body_unref(x->body); /* launches still queued hold their own reference */
+    free(x);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+    if (!x || x->magic != GRAPH_MAGIC + 1)
+        DIE("cudaGraphLaunch: not an instantiated graph");
+    emu_check_stream(s, "cudaGraphLaunch");
+    if (x->body->dev != s->dev)
+        DIE("cudaGraphLaunch: a graph of device %d on a stream of device %d", x->body->dev, s->dev);
+    pthread_mutex_lock(&cap_mu);
+    int capturing = s->cap != NULL;
+    pthread_mutex_unlock(&cap_mu);
+    if (capturing)
+        return fail(cudaErrorStreamCaptureUnsupported); /* no graphs inside graphs here */
+    graph_launches++;
+    emu_body_t *b = x->body;
+    for (size_t i = 0; i < b->n; i++) {
+        emu_node_t *n = &b->v[i];
+        switch (n->type) {
+        case N_OP:
+            enqueue(s, n->fn, n->arg, NULL); /* the body keeps the arguments */
+            break;
+        case N_REC:
+        case N_WAIT_EXT: {
+            pthread_mutex_lock(&cap_mu);
+            n->ev->cap_id = 0;
+            pthread_mutex_unlock(&cap_mu);
+            pthread_mutex_lock(&ev_mu);
+            ev_op_t *o = ev_op(n->ev, n->type == N_REC ? ++n->ev->recorded : n->ev->recorded);
+            pthread_mutex_unlock(&ev_mu);
+            enqueue(s, n->type == N_REC ? run_record : run_wait, o, free);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    /* the body lives until this launch has run, whatever is destroyed meanwhile */
+    atomic_fetch_add(&b->refs, 1);
+    enqueue(s, nothing, b, body_unref);
+    return cudaSuccess;
 }
 
 /* The one form --precision bf16 calls: bf16 A and B, fp32 C, fp32 compute

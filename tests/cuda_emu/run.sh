@@ -8,7 +8,9 @@
 # runtime, cuBLAS and NCCL (this directory) whose streams are asynchronous:
 # each runs on its own host thread, and events and synchronisations really
 # wait.  Then:
-#  1. test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#  1. the emulator's stream capture and graphs (test_capture.c: recorded
+#     work replays at each launch; what CUDA refuses during a capture is
+#     refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
@@ -28,7 +30,7 @@
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
-#  4. dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
+#  4. single (CUDA graphs), dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
 #     emulated GPUs, checkpoints written every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
@@ -47,10 +49,15 @@ fail() {
 }
 
 echo "== make EMU=1 (the release flags, emulated GPU)"
-make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" \
+make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
     >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
 
 # ---- 1. the CUDA unit suite ----------------------------------------------------
+# The emulator's stream capture first: what the graphs below stand on.
+log="$B/test_capture.log"
+EMU_NGPU=1 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
+    { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_capture (log: $log)"; }
+echo "== stream capture and graphs on the emulator: $(tail -n 1 "$log")"
 for cfg in "2 0" "1 200"; do
     n=${cfg% *} jitter=${cfg#* }
     echo "== test_cuda on $n emulated GPU(s), EMU_JITTER_US=$jitter"
@@ -76,6 +83,9 @@ tail -n 1 "$log"
 # (the last key of that name: the devices' come before it).
 sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
 syncs() { sed -n 's/.*"host_syncs_per_step":\([^,}]*\).*/\1/p' "$1"; }
+# launches_per_step (the run's: the last key of that name) and the graph launches of its split
+launches() { sed -n 's/.*"launches_per_step":\([^,}]*\).*/\1/p' "$1"; }
+graphs() { sed -n 's/.*"graphs":\([^,}]*\).*/\1/p' "$1"; }
 rel() { # "cpu_sum cpu_abs emu_sum emu_abs" -> relative difference
     echo "$1" | awk '{ d1 = $1 - $3; if (d1 < 0) d1 = -d1; d2 = $2 - $4; if (d2 < 0) d2 = -d2
         printf "%.1e", (d1 > d2 ? d1 : d2) / $2 }'
@@ -97,7 +107,15 @@ for accum in 1 2; do
             $ARGS --accum $accum >"$log" 2>"$log.err" || { tail -n 20 "$log.err"; fail "--mode $mode --accum $accum"; }
         r=$(rel "$(sums "$ref") $(sums "$log")")
         n=$(syncs "$log")
-        echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs per step"
+        L=$(launches "$log")
+        echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs and $L launches per step"
+        # eager: at least the layers' kernels; single replays its steps as
+        # CUDA graphs (--cuda-graph auto, without --accum): the graph and the
+        # batch's two copies
+        gl=$(graphs "$log")
+        case "$mode $accum" in "single"*" 1") want='l <= 4 && g >= 0.8' ;; *) want='l >= 10 && g == 0' ;; esac
+        awk -v l="$L" -v g="$gl" "BEGIN { exit !(l != \"\" && l != \"null\" && g != \"\" && $want) }" ||
+            fail "--mode $mode --accum $accum: launches_per_step is '$L', graph launches '$gl' (want $want)"
         awk -v r="$r" 'BEGIN { exit !(r <= 1e-5) }' || fail "--mode $mode --accum $accum differs from the CPU by $r"
         # shm on a GPU: the host also waits, once a step, for the gradients'
         # copy to the host that the comm thread reduces -- counted: one more
@@ -107,6 +125,37 @@ for accum in 1 2; do
             fail "--mode $mode --accum $accum waited for the GPU $n times per step (from $lo to $hi)"
     done
 done
+
+# ---- 2b. CUDA graphs --------------------------------------------------------------
+# single with --cuda-graph on ends with eager's bits (SGD with momentum, AdamW
+# whose bias corrections change every step), one graph launch and at most one
+# host wait per step (with 400 samples each epoch ends in a short batch, run
+# eagerly between replays: 11 graph launches in 12 timed steps); a mode that
+# cannot qualify is refused with exit 2.
+G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 14 --json"
+bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
+for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
+    set -- $case
+    samples=$1 want=$2
+    shift 2
+    opt=$*
+    for g in off on; do
+        EMU_NGPU=1 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda --mode single --gpus 0 \
+            $G --samples "$samples" --optim $opt --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
+            { tail -n 5 "$B/graph-$g.err"; fail "single --optim $opt --cuda-graph $g"; }
+    done
+    [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
+        fail "--optim $opt: graph replay ended with other bits than eager"
+    grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "--cuda-graph on: the run says it ran without graphs"
+    n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
+    awk -v n="$n" -v g="$gl" -v w="$want" 'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1) }' ||
+        fail "--optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
+    echo "== single --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
+done
+rc=0
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
+[ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
+    fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
 
 # --precision bf16: the modes on emulated GPUs (cublasGemmEx on bf16
 # operands, the kernels' roundings) against the CPU's bf16 reference.  This
@@ -233,7 +282,9 @@ fi
 # end with the straight run's bits, with --trace and --explain on the way.
 bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
-for mode in "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# single replays its steps as CUDA graphs: the resumed run captures anew,
+# Adam's step count carried over.
+for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
         >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"

@@ -57,6 +57,8 @@ expect_error "--model" --model bert
 expect_error "unknown option" --frobnicate
 expect_error "--nesterov" --optim sgd --nesterov
 expect_error "--backend cuda" --backend cuda --mode single
+expect_error "--cuda-graph on" --backend cpu --mode single --cuda-graph on
+expect_error "--cuda-graph" --cuda-graph sometimes
 
 # ---- bad data files ---------------------------------------------------------------
 expect_error "missing.npy" --layers 10,1 --loss bce --data "$T/missing.npy" --targets "$T/y.npy"

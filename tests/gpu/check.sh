@@ -30,10 +30,12 @@
 #     GPUs against the CPU;
 #  5. ddpbench against PyTorch eager on the same GPU (torch_ref.py: the same
 #     model, loss, optimizer and batch) for mlp-small (GELU, cross-entropy,
-#     Adam: launch-bound), mlp-medium and mlp-large; mlp-large in
-#     --precision bf16 against its own fp32 step (the goal: 5x) and against
-#     PyTorch's bf16 autocast; then mlp-large under ddp (NCCL; skipped, with
-#     the reason, when /dev/shm is too small for it);
+#     Adam: launch-bound), mlp-medium and mlp-large (each with --cuda-graph
+#     auto: single's steps replayed as CUDA graphs); mlp-small and mlp-medium
+#     again with --cuda-graph off (the graphs' gain, launches_per_step on and
+#     off); mlp-large in --precision bf16 against its own fp32 step (the
+#     goal: 5x) and against PyTorch's bf16 autocast; then mlp-large under ddp
+#     (NCCL; skipped, with the reason, when /dev/shm is too small for it);
 #  6. the GPU unit suites (test_cuda, test_comm_nccl), one process each;
 #  7. faults: an injected rank error and a killed rank under NCCL, a stalled
 #     rank (exit 1, the rank named, no hang, nothing left in /dev/shm);
@@ -74,7 +76,7 @@ libraries 15 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so: toolkit o
 probe 45 load the CUDA backend and count the GPUs (the first CUDA start)
 single 50 single on GPU 0 vs the CPU: small (relu, CE, Adam) and gelu-sgd, 20 steps each
 ddp 75 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 vs the CPU
-torch 170 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast); mlp-large ddp nccl
+torch 170 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast); mlp-small and mlp-medium with CUDA graphs off; mlp-large ddp nccl
 suites 100 test_cuda and test_comm_nccl, one process each
 faults 75 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
 trace 45 --trace single and ddp: spans not zero; --mode comm: every result checked
@@ -474,6 +476,9 @@ ALL=$(i=0; l=""; while [ "$i" -lt "$NGPU" ]; do l="$l${l:+,}$i"; i=$((i + 1)); d
 sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
 syncs() { sed -n 's/.*"host_syncs_per_step":\([^,}]*\).*/\1/p' "$1"; }
 tput() { sed -n 's/.*"throughput_samples_per_s":\([^,]*\),.*/\1/p' "$1"; }
+# the run's launches_per_step (the last key of that name) and its graph launches
+launches() { sed -n 's/.*"launches_per_step":\([^,}]*\).*/\1/p' "$1"; }
+glaunches() { sed -n 's/.*"graphs":\([^,}]*\).*/\1/p' "$1"; }
 cfg_args() {
     case "$1" in
     small) echo "--layers 32,128,128,10 --act relu --loss ce --dataset classes --optim adam --lr 0.001 --samples 4096" ;;
@@ -660,6 +665,27 @@ for model in mlp-small mlp-medium mlp-large; do
     ratio_row "$model: ddpbench / PyTorch $tv eager" "$o" "$t" "$r" "samples/s, fp32 (TF32 off), GPU 0"
     pass "$label vs PyTorch" "ddpbench $o samples/s vs PyTorch $tv eager $t samples/s: ${r}x (fp32, TF32 off)" \
         "$extra,\"torch_samples_per_s\":$t,\"ratio_vs_torch\":$r,\"torch\":\"$(jstr "$tv")\""
+done
+# CUDA graphs on (the runs above) against off, where launches matter most:
+# the throughput ratio, the launches per step each way, one graph launch per
+# step and at most one host wait with graphs on.
+for model in mlp-small mlp-medium; do
+    case "$model" in mlp-small) on=$OURS_SMALL ;; *) on=$OURS_MEDIUM ;; esac
+    label="$model single gpu0 graphs on vs off"
+    [ -n "$on" ] || continue
+    no_time "$label" 10 && continue
+    ours "$model" single 0 "$model single gpu0 graphs off" --cuda-graph off || continue
+    off=$OURS
+    jon="$L/tput-$(safe "$model single gpu0").json" joff="$L/tput-$(safe "$model single gpu0 graphs off").json"
+    lon=$(launches "$jon") loff=$(launches "$joff") g=$(glaunches "$jon") n=$(syncs "$jon")
+    r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
+    ratio_row "$model: CUDA graphs on / off" "$on" "$off" "$r" "samples/s; launches/step ${lon:-?} vs ${loff:-?}"
+    extra="\"model\":\"$model\",\"graphs_on_samples_per_s\":$on,\"graphs_off_samples_per_s\":$off,\"ratio\":$r,\"launches_per_step_on\":${lon:-null},\"launches_per_step_off\":${loff:-null},\"graph_launches_per_step\":${g:-null},\"host_syncs_per_step\":${n:-null}"
+    if awk -v g="$g" -v n="$n" 'BEGIN { exit !(g != "" && g > 0.5 && g <= 1 && n != "" && n <= 1) }'; then
+        pass "$label" "${r}x ($on vs $off samples/s); launches per step $lon vs $loff; $g graph launches, $n host syncs per step" "$extra"
+    else
+        fail "$label" "graphs on: $g graph launches and $n host syncs per step (want about 1, <= 1)" "$extra"
+    fi
 done
 # mlp-large in bf16: against its own fp32 step (issue 25's goal: 5x; a
 # shortfall is recorded, not failed: a goal, not a fault) and against

@@ -1212,3 +1212,118 @@ Test(cuda_kernels, cast16_matches_the_cpu_bit_for_bit)
     free(h);
     pair_close(&p);
 }
+
+Test(cuda_backend, a_graph_replays_its_step_and_refuses_other_work)
+{
+    /* backend_graph_begin/end: captured once, then one launch per replay
+     * that queues nothing else; a replay that would queue other work, and a
+     * host wait or an allocation inside a graph, are errors. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    cr_assert(backend_graphs_supported(be));
+    float h[4] = {1, 2, 3, 4}, back[4];
+    float *x = upload(be, h, 4);
+    long k0 = backend_launches(be, LAUNCH_KERNEL), g0 = backend_launches(be, LAUNCH_GRAPH);
+    for (int i = 0; i < 3; i++) {
+        check(be, backend_graph_begin(be, 0), "graph begin");
+        check(be, backend_scale(be, 2.0f, x, 4), "scale in a graph");
+        check(be, backend_graph_end(be, 0, true), "graph end");
+        cr_assert(backend_graph_ready(be, 0));
+    }
+    check(be, backend_d2h(be, back, x, sizeof back), "d2h");
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(back[i], h[i] * 8.0f, "element %d: %g after three launches", i, back[i]);
+    cr_assert_eq(backend_launches(be, LAUNCH_GRAPH) - g0, 3);
+    cr_assert_eq(backend_launches(be, LAUNCH_KERNEL) - k0, 0, "work inside graphs counted as kernels");
+    /* other work under the same key: refused, nothing launched */
+    check(be, backend_graph_begin(be, 0), "graph begin");
+    check(be, backend_scale(be, 3.0f, x, 4), "scale in a graph");
+    cr_assert_neq(backend_graph_end(be, 0, true), DDP_OK, "a replay of other work was launched");
+    cr_assert(strstr(backend_last_error(be), "other work"), "%s", backend_last_error(be));
+    /* a host wait and an allocation inside a capture */
+    check(be, backend_graph_begin(be, 1), "graph begin");
+    cr_assert_neq(backend_sync(be), DDP_OK);
+    cr_assert_null(backend_alloc(be, 64));
+    check(be, backend_graph_end(be, 1, false), "dropping a capture");
+    cr_assert(!backend_graph_ready(be, 1));
+    check(be, backend_d2h(be, back, x, sizeof back), "d2h");
+    cr_assert_eq(back[0], h[0] * 8.0f);
+    backend_free(be, x);
+    backend_destroy(be);
+}
+
+/* Run every vectorised kernel on data at offset off (floats) from an aligned
+ * block: off 0 takes the 128-bit path, off 1 the scalar one. */
+/* src's first span - off floats, placed off floats into a new device block */
+static float *upload_at(backend_t *be, const float *src, size_t span, int off, bool positive)
+{
+    float *t = calloc(span, sizeof(float));
+    cr_assert_not_null(t);
+    for (size_t k = 0; k + (size_t)off < span; k++)
+        t[k + (size_t)off] = positive ? fabsf(src[k]) : src[k];
+    float *d = upload(be, t, span);
+    free(t);
+    return d;
+}
+
+static void vec_case(backend_t *be, int off, const float *h, size_t n, int rows, int cols,
+                     float *out)
+{
+    size_t span = n + 8;
+    float *p = upload_at(be, h, span, off, false), *g = upload_at(be, h + span, span, off, false);
+    float *m = upload_at(be, h + 1, span, off, false), *v = upload_at(be, h + 2, span, off, true);
+    float *z = upload_at(be, h + 3, span, off, false), *a = upload_at(be, h + 4, span, off, false);
+    float *b = upload_at(be, h + 5, span, off, false);
+    sgd_args_t sa = {0.01f, 0.9f, 0.1f, 0.001f, false, false};
+    adam_args_t aa = {0.001f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 0.19, 0.002};
+    check(be, backend_sgd(be, &sa, p + off, g + off, m + off, n), "sgd");
+    check(be, backend_adam(be, &aa, p + off, g + off, m + off, v + off, n), "adam");
+    check(be, backend_axpy(be, 0.5f, g + off, p + off, n), "axpy");
+    check(be, backend_scale(be, 1.5f, p + off, n), "scale");
+    check(be, backend_act_bwd(be, ACT_TANH, z + off, a + off, p + off, n), "act_bwd tanh");
+    check(be, backend_act_bwd(be, ACT_RELU, z + off, a + off, p + off, n), "act_bwd relu");
+    check(be, backend_bias_act_fwd(be, ACT_GELU, z + off, a + off, b + off, rows, cols), "bias_act");
+    check(be, backend_bias_grad(be, b + off, a + off, rows, cols, true), "bias_grad");
+    float *o = download(be, p, span), *oa = download(be, a, span), *ob = download(be, b, span);
+    memcpy(out, o + off, n * sizeof(float));
+    memcpy(out + n, oa + off, (size_t)rows * cols * sizeof(float));
+    memcpy(out + n + (size_t)rows * cols, ob + off, (size_t)cols * sizeof(float));
+    free(o);
+    free(oa);
+    free(ob);
+    float *all[] = {p, g, m, v, z, a, b};
+    for (int k = 0; k < 7; k++)
+        backend_free(be, all[k]);
+}
+
+Test(cuda_kernels, vectorised_paths_give_the_scalar_paths_bits)
+{
+    /* 128-bit loads and stores where every pointer is 16-byte aligned
+     * (offset 0), one float at a time where not (offset 1): the same bits,
+     * with a tail of n % 4 elements, on the optimizers, axpy and scale (the
+     * activation kernels, scalar today, are run too: a vectorised one must
+     * keep their bits). */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    int rows = 37, cols = 28; /* cols % 4 == 0; rows * cols + tail = n */
+    size_t n = (size_t)rows * cols + 3;
+    cr_assert_eq(backend_reserve(be, rows, cols), DDP_OK);
+    float *h = host_random(2 * (n + 8), 11, -2, 2);
+    size_t outn = n + (size_t)rows * cols + (size_t)cols + 8;
+    float *r0 = calloc(outn + n + 8, sizeof(float)), *r1 = calloc(outn + n + 8, sizeof(float));
+    cr_assert(r0 && r1);
+    vec_case(be, 0, h, n, rows, cols, r0);
+    vec_case(be, 1, h, n, rows, cols, r1);
+    size_t cmp = n + (size_t)rows * cols + (size_t)cols;
+    for (size_t i = 0; i < cmp; i++)
+        cr_assert_eq(memcmp(&r0[i], &r1[i], sizeof(float)), 0,
+                     "element %zu: %.9g vectorised, %.9g scalar", i, r0[i], r1[i]);
+    free(r0);
+    free(r1);
+    free(h);
+    backend_destroy(be);
+}
