@@ -962,12 +962,17 @@ static int cuda_setup(backend_t *be)
      * agreement with the CPU); default math allows only algorithms of full
      * fp32 precision. */
     CUBLASCHECK(be->last_error, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
-    /* The clock's first anchor: the one wait at creation. */
+    /* The clock's first anchor: the one wait at creation.  Its host time is
+     * read before the record: on the idle stream the event completes at once,
+     * while the wait may return late on a busy host, and a time read after it
+     * put every event of the run that late (a span ending after the host saw
+     * it end). */
     CK(cudaEventCreate(&c->anchor));
     CK(cudaEventCreate(&c->cand));
+    double anchor_host_s = now_s();
     CK(cudaEventRecord(c->anchor, c->stream));
     CK(cudaEventSynchronize(c->anchor));
-    c->anchor_s = now_s();
+    c->anchor_s = anchor_host_s;
     /* CUDA graphs' per-key events and scalars: made here, as nothing may be
      * allocated once a step is being captured */
     for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
