@@ -90,32 +90,32 @@ Test(comm_nccl, one_rank_every_collective, .timeout = 60)
 
     comm_span_t sp;
     /* With one rank, sum and average are the identity, in place or not. */
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_AVG, 0, "bucket 0"}, &sp),
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_AVG, 0, "bucket 0", DTYPE_F32}, &sp),
                  DDP_OK, "%s", comm_last_error(c));
     download(be, got, buf, N);
     cr_assert_arr_eq(got, h, sizeof h, "in-place average over one rank");
     cr_assert(sp.start_s > 0.0 && sp.end_s >= sp.start_s, "span %f..%f", sp.start_s, sp.end_s);
     cr_assert(sp.end_s <= now_s() + 1e-3, "a span ends before the wait returns");
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, buf, out, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, buf, out, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK);
     download(be, got, out, N);
     cr_assert_arr_eq(got, h, sizeof h, "out-of-place sum over one rank");
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE, buf, out, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_GATHER, buf, gat, N, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK);
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE, buf, out, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK);
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_GATHER, buf, gat, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK);
     download(be, got, gat, N);
     cr_assert_arr_eq(got, h, sizeof h, "all-gather over one rank");
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, buf, out, N, REDOP_SUM, 0, NULL}, NULL),
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, buf, out, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL),
                  DDP_OK, "%s", comm_last_error(c));
     download(be, got, out, N);
     cr_assert_arr_eq(got, h, sizeof h, "reduce-scatter over one rank");
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf, N, REDOP_AVG, 0, NULL}, NULL),
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf, N, REDOP_AVG, 0, NULL, DTYPE_F32}, NULL),
                  DDP_OK, "in place: %s", comm_last_error(c));
-    cr_assert_eq(comm_run(c, &(comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, NULL}, NULL),
+    cr_assert_eq(comm_run(c, &(comm_op_t){COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL),
                  DDP_OK, "run: %s", comm_last_error(c));
     download(be, got, buf, N);
     cr_assert_arr_eq(got, h, sizeof h, "run: the identity over one rank");
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_BARRIER, NULL, NULL, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK);
-    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, 0, REDOP_SUM, 0, NULL}, NULL), DDP_OK,
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_BARRIER, NULL, NULL, 0, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK);
+    cr_assert_eq(run_op(c, (comm_op_t){COLL_ALL_REDUCE, NULL, buf, 0, REDOP_SUM, 0, NULL, DTYPE_F32}, NULL), DDP_OK,
                  "count 0 is a no-op");
 
     /* Many launches, one wait for the last: all complete; handles count up. */
@@ -264,14 +264,14 @@ static void *rank_main(void *arg)
         r->rc = backend_d2h(be, r->got_gather, gat, (size_t)r->world * sizeof h);
     backend_h2d(be, buf, h, sizeof h);
     if (r->rc == DDP_OK)
-        r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL}, NULL);
+        r->rc = run_op(c, (comm_op_t){COLL_BROADCAST, NULL, buf, 64, REDOP_SUM, 1, NULL, DTYPE_F32}, NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_bcast, buf, sizeof h);
     /* reduce-scatter in place: rank q keeps block q (16 floats) of the sum */
     backend_h2d(be, buf, h, sizeof h);
     if (r->rc == DDP_OK)
         r->rc = run_op(c, (comm_op_t){COLL_REDUCE_SCATTER, NULL, buf + 16 * r->rank, 16, REDOP_SUM,
-                                      0, NULL},
+                                      0, NULL, DTYPE_F32},
                        NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_rs, buf + 16 * r->rank, sizeof r->got_rs);
