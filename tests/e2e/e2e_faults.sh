@@ -108,7 +108,9 @@ for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT; do
     rm -f c.st .c.st.*
     fault=
     [ $i -le 3 ] && fault=pause:0:0
-    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=$fault env --default-signal=INT "$BIN" --backend cpu \
+    # (--default-signal: INT for a script's background job; HUP for a test run
+    # under nohup, whose ignored SIGHUP ddpbench would rightly keep ignoring)
+    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=$fault env --default-signal=INT,HUP "$BIN" --backend cpu \
         --mode ddp --gpus 0,1 --model mlp-small --samples 512 --steps 100000 --checkpoint-every 1 \
         --checkpoint c.st --quiet >/dev/null 2>"$T/err" &
     pid=$!
