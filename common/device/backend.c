@@ -113,7 +113,7 @@ void backend_free_host(backend_t *be, void *p) { be->ops->free_host(be, p); }
 static inline void counted(backend_t *be, launch_kind_t k)
 {
     if (be->gmode == GRAPH_EAGER)
-        be->launches[k]++;
+        atomic_fetch_add_explicit(&be->launches[k], 1, memory_order_relaxed);
 }
 
 // ---- inside a CUDA graph (backend.h) ----------------------------------------
@@ -207,7 +207,7 @@ int backend_graph_end(backend_t *be, int key, bool launch)
                              "(%ld operations) than the graph captured (%ld operations)",
                              be->device_id, key, be->rops, be->gops[key]);
     }
-    be->launches[LAUNCH_GRAPH]++;
+    atomic_fetch_add_explicit(&be->launches[LAUNCH_GRAPH], 1, memory_order_relaxed);
     return be->ops->graph_launch(be, key);
 }
 
@@ -440,13 +440,14 @@ const char *launch_kind_key(launch_kind_t k)
 
 long backend_launches(const backend_t *be, launch_kind_t k)
 {
-    return (unsigned)k < LAUNCH_KINDS ? be->launches[k] : 0;
+    return (unsigned)k < LAUNCH_KINDS ? atomic_load_explicit(&be->launches[k], memory_order_relaxed)
+                                      : 0;
 }
 
 void backend_count_launch(backend_t *be, launch_kind_t k, long n)
 {
     if ((unsigned)k < LAUNCH_KINDS && be->gmode == GRAPH_EAGER)
-        be->launches[k] += n;
+        atomic_fetch_add_explicit(&be->launches[k], n, memory_order_relaxed);
 }
 
 void backend_count_host_sync(backend_t *be)

@@ -10,6 +10,8 @@
 #ifndef DDPBENCH_BACKEND_IMPL_H
 #define DDPBENCH_BACKEND_IMPL_H
 
+#include <stdatomic.h>
+
 #include "device/backend.h"
 
 typedef struct backend_ops {
@@ -110,7 +112,10 @@ struct backend {
     size_t mem_peak_by[MEM_KINDS]; /* mem_by when mem_peak was reached */
     char last_error[ERR_LEN];
     long host_syncs;    /* times the host waited for this device (backend.h) */
-    long launches[LAUNCH_KINDS]; /* work queued on it, by kind (backend.h) */
+    /* work queued on it, by kind (backend.h); atomic: DP's device 0 queues a
+     * peer copy on another device's backend while that device's thread reads
+     * its counts (relaxed: they are tallies, ordering nothing) */
+    _Atomic long launches[LAUNCH_KINDS];
     graph_mode_t gmode; /* inside backend_graph_begin/end: capturing or replaying */
     int gkey;           /* the key being captured or replayed */
     bool gready[BACKEND_GRAPH_KEYS];          /* key holds an instantiated graph */
