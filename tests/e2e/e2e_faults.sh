@@ -130,7 +130,8 @@ for sig in INT TERM HUP INT TERM HUP INT TERM HUP INT; do
         ko "stop $i (SIG$sig): exit $rc, want $want: $(cat "$T/err")"
     left=$(ls -A | grep '^\.c\.st\.')
     [ -z "$left" ] && ok || ko "stop $i (SIG$sig${fault:+, in a write}): left $left"
-    [ -z "$(leftovers)" ] || ko "stop $i: processes left: $(leftovers)"
+    left=$(lingering)
+    [ -z "$left" ] || ko "stop $i: processes left: $left"
 done
 cd "$T" || exit 1
 
@@ -211,8 +212,7 @@ if need mpirun; then
             [ $rc = 143 ] && grep -q "^ddpbench: stopped: rank 1 (device 1, host .*): interrupted by SIGTERM from process" \
                 "$T/err" && ok || ko "SIGTERM to rank 1's process: exit $rc: $(cat "$T/err")"
         fi
-        sleep 0.5
-        for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; ko "mpirun $target: process $p left"; done
+        for p in $(lingering); do kill -KILL "$p" 2>/dev/null; ko "mpirun $target: process $p left"; done
     done
 fi
 
