@@ -217,8 +217,10 @@ if need mpirun; then
 fi
 
 # ---- OpenBLAS's thread start failing before main (ulimit -v too small for a
-# thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130
-(ulimit -v 50000; exec "$BIN" --version) >/dev/null 2>"$T/err"
+# thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130.  SIGINT
+# at its default (env --default-signal): make test run as a background job
+# inherits it ignored, and then OpenBLAS's raise does nothing (exit 0).
+(ulimit -v 50000; exec env --default-signal=INT "$BIN" --version) >/dev/null 2>"$T/err"
 rc=$?
 [ $rc = 2 ] && grep -q "^ddpbench: error: OpenBLAS could not start its threads" "$T/err" && ok ||
     ko "ulimit -v 50000: exit $rc: $(cat "$T/err")"
