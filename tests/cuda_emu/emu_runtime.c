@@ -1210,7 +1210,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                      /* TF32 math allows tensor cores, it does not force them:
                       * cuBLAS may still pick a plain fp32 kernel (a small
                       * product), which EMU_TF32_AS_FP32 plays */
-                     h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
+                     h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32"), NULL, NULL};
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }
