@@ -349,7 +349,7 @@ test: test-layers test-unit test-e2e test-cuda-emu test-gpu-kit test-asan test-t
 # make test builds with TEST_JOBS jobs (2: the 2-core machines it runs on),
 # its builds being much of its time, while its suites still run one at a
 # time, in the order above (each waits for the one before: order-only), so
-# their output stays in order and a timing check has the machine to itself.
+# that their output stays in order and no two suites' timing checks meet.
 TEST_JOBS ?= 2
 ifneq ($(filter test,$(MAKECMDGOALS)),)
   ifeq ($(MAKELEVEL),0)
@@ -362,7 +362,30 @@ ifneq ($(filter test,$(MAKECMDGOALS)),)
   test-asan: | test-gpu-kit
   test-tsan: | test-asan
   test-fuzz: | test-tsan
+  # The later suites' builds (the emulated GPU's, the GPU kit, the two
+  # sanitizers') are made ahead, in the job slot the suite running meanwhile
+  # leaves free: each is its own build folder; the suites find them made.
+  # (the test tools are installed once, first: two apt-gets at once would
+  # fight over its lock)
+  test-cuda-emu: test-build-emu
+  test-gpu-kit: test-build-kit
+  test-asan: test-build-asan
+  test-tsan: test-build-tsan
+  test-e2e test-cuda-emu test-build-emu: test-deps
 endif
+.PHONY: test-deps test-build-emu test-build-kit test-build-asan test-build-tsan test-build-tsan-bins
+test-deps:
+	@scripts/deps.sh test
+test-build-emu: | build/deps.mk
+	+@sh tests/cuda_emu/run.sh --build
+test-build-kit: ddpbench
+ifeq ($(HAVE_CUDA),1)
+	+@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
+endif
+test-build-asan:
+	+@$(MAKE) --no-print-directory -s SAN=address $(TEST_BINS:$(BUILD)/%=build/san-address/%)
+test-build-tsan:
+	+@$(MAKE) --no-print-directory -s SAN=thread test-build-tsan-bins
 
 # The floors of common/ (common/README.md): includes and calls run one way;
 # the self-test plants each kind of violation in a small tree and sees it caught.
@@ -393,6 +416,7 @@ test-unit-san: $(TEST_BINS)
 
 TSAN_TESTS := $(filter $(BUILD)/tests/unit/test_dp% $(BUILD)/tests/unit/test_ddp% $(BUILD)/tests/unit/test_comm% \
                         $(BUILD)/tests/unit/test_backend_cpu,$(TEST_BINS))
+test-build-tsan-bins: $(TSAN_TESTS)
 test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
@@ -402,7 +426,7 @@ test-unit-tsan: $(TSAN_TESTS)
 # release flags (EMU=1), the kernels again under ASan+UBSan.
 test-cuda-emu: ddpbench | build/deps.mk
 	@scripts/deps.sh test
-	@sh tests/cuda_emu/run.sh
+	+@sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -480,7 +504,8 @@ test-gpu-kit:
 	@tail -n 1 build/gpu-check-selftest.log
 	@sh tests/gpu/check.sh --dry-run | grep -q '^  8\. trace ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
 ifeq ($(HAVE_CUDA),1)
-	@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
+	@[ -f $(KIT)/ddpbench ] && [ -n "$(filter test,$(MAKECMDGOALS))" ] || \
+	  { mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }; }
 	@tail -n 1 build/gpu-kit.log
 	@$(KIT)/ddpbench --backend cpu --mode single --steps 3 --quiet >/dev/null || \
 	  { echo "test-gpu-kit: the kit's ddpbench does not run"; exit 1; }

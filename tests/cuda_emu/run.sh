@@ -38,19 +38,36 @@
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
+# `sh tests/cuda_emu/run.sh --build` only builds (both builds above), so
+# that make test can build them while other suites run.
 # shellcheck disable=SC2086 # flag and option lists are meant to split
 set -eu
 cd "$(dirname "$0")/../.."
 B=build/cuda-emu
+BA=build/cuda-emu-address
 JOBS=${JOBS:-2}
 fail() {
     echo "cuda-emu: FAIL: $*"
     exit 1
 }
+# Under make (make test builds this ahead: sh run.sh --build), its job slots;
+# else JOBS of our own.
+case "${MAKEFLAGS:-}" in *jobserver*) J= ;; *) J=-j$JOBS ;; esac
 
 echo "== make EMU=1 (the release flags, emulated GPU)"
-make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
+# shellcheck disable=SC2086 # J is empty or one word
+make -s $J EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
     >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
+build_asan() {
+    echo "== make EMU=1 SAN=address"
+    # shellcheck disable=SC2086
+    make -s $J EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
+        { tail -n 30 "$BA.build.log"; fail "the ASan build failed"; }
+}
+if [ "${1:-}" = --build ]; then
+    build_asan
+    exit 0
+fi
 
 # ---- 1. the CUDA unit suite ----------------------------------------------------
 # The emulator's stream capture first: what the graphs below stand on.
@@ -340,10 +357,8 @@ case "$r" in
 esac
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
-BA=build/cuda-emu-address
-echo "== make EMU=1 SAN=address; test_cuda's kernel and backend tests"
-make -s -j"$JOBS" EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
-    { tail -n 30 "$BA.build.log"; fail "the ASan build failed"; }
+build_asan
+echo "== test_cuda's kernel and backend tests under ASan + UBSan"
 log="$BA/test_cuda.log"
 # ASan warns once per process that it cannot follow ucontext switches (the
 # kernels' coroutines); that line is noise here.
