@@ -35,36 +35,6 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 slower() { awk -v x="$1" -v lim="$2" 'BEGIN { exit !(x > lim) }'; }
 
-# close A B: the relative L2 distance of two .safetensors files' parameters
-# (every tensor, by name) is at most 1e-5; prints it
-close() {
-    python3 - "$1" "$2" <<'EOF'
-import array, json, math, struct, sys
-def read(path):
-    b = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", b[:8])
-    head = json.loads(b[8:8 + n])
-    head.pop("__metadata__", None)
-    data = b[8 + n:]
-    out = {}
-    for k, t in head.items():
-        assert t["dtype"] == "F32", k
-        out[k] = array.array("f", data[t["data_offsets"][0]:t["data_offsets"][1]])
-    return out
-a, b = read(sys.argv[1]), read(sys.argv[2])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-diff = norm = 0.0
-for k in a:
-    assert len(a[k]) == len(b[k]), k
-    for x, y in zip(a[k], b[k]):
-        diff += (x - y) ** 2
-        norm += y * y
-d = math.sqrt(diff) / max(math.sqrt(norm), 1e-30)
-print("%.1e" % d)
-sys.exit(0 if d <= 1e-5 else 1)
-EOF
-}
-
 # ---------------------------------------------------------------------------
 # the same parameters: single == fork DDP == DDP under mpirun, 2 and 3 ranks.
 # --no-shuffle off, a batch that does not split evenly over 3 (ranks weigh
@@ -88,8 +58,8 @@ for np in 2 3; do
         fi
         # rank 0 alone prints the result
         [ "$(grep -c '^result: ' "$T/out")" = 1 ] && ok || ko "mpirun -np $np ($how): $(cat "$T/out")"
-        d1=$(close "$out" "$T/fork$np.st") && ok || ko "mpirun -np $np ($how) vs fork ddp: distance $d1"
-        d2=$(close "$out" "$T/single$np.st") && ok || ko "mpirun -np $np ($how) vs single: distance $d2"
+        d1=$(st_close "$out" "$T/fork$np.st") && ok || ko "mpirun -np $np ($how) vs fork ddp: distance $d1"
+        d2=$(st_close "$out" "$T/single$np.st") && ok || ko "mpirun -np $np ($how) vs single: distance $d2"
         echo "e2e_mpi: -np $np over $how: vs fork ddp $d1, vs single $d2"
     done
 done
@@ -100,7 +70,7 @@ for z in 2 3; do
     out="$T/mpi-zero$z.st"
     if $MPIRUN --mca btl vader,self -np 3 "$BIN" $RUN --comm mpi --zero $z --save "$out" \
         >"$T/out" 2>"$T/err"; then
-        d=$(close "$out" "$T/fork3.st") && ok || ko "mpirun -np 3 --zero $z vs fork ddp: distance $d"
+        d=$(st_close "$out" "$T/fork3.st") && ok || ko "mpirun -np 3 --zero $z vs fork ddp: distance $d"
         echo "e2e_mpi: -np 3 --zero $z: vs fork ddp $d"
     else
         ko "mpirun -np 3 --zero $z: $(cat "$T/err")"

@@ -22,6 +22,8 @@
 #   mknpy FILE DESCR SHAPE FORTRAN DATAFILE
 #                    a .npy file: header {'descr': DESCR, 'fortran_order':
 #                    FORTRAN, 'shape': SHAPE} padded like numpy's, then DATAFILE
+#   st_close A B     the relative L2 distance of two .safetensors files'
+#                    parameters, printed; true when at most 1e-5
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -112,6 +114,36 @@ mknpy() {
     } >"$1"
 }
 
+
+# st_close A B: the relative L2 distance of two .safetensors files' parameters
+# (every tensor, by name, float32) is at most 1e-5; prints it
+st_close() {
+    python3 - "$1" "$2" <<'EOF'
+import array, json, math, struct, sys
+def read(path):
+    b = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", b[:8])
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    data = b[8 + n:]
+    out = {}
+    for k, t in head.items():
+        assert t["dtype"] == "F32", k
+        out[k] = array.array("f", data[t["data_offsets"][0]:t["data_offsets"][1]])
+    return out
+a, b = read(sys.argv[1]), read(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+diff = norm = 0.0
+for k in a:
+    assert len(a[k]) == len(b[k]), k
+    for x, y in zip(a[k], b[k]):
+        diff += (x - y) ** 2
+        norm += y * y
+d = math.sqrt(diff) / max(math.sqrt(norm), 1e-30)
+print("%.1e" % d)
+sys.exit(0 if d <= 1e-5 else 1)
+EOF
+}
 
 expect_error() {
     words=$1
