@@ -154,7 +154,10 @@ fault "rank stalls" stall:1:5 "timed out in all-reduce of bucket 0: rank 1 did n
     --timeout 2
 
 # the rank's process killed from outside (what a dying host does to it)
-$MPIRUN -np 2 "$BIN" $LONG --quiet --timeout 2 >"$T/out" 2>"$T/err" &
+# (--json: rank 0's banner on stderr, its last line once every rank has
+# bound its device; the kill waits for it, else a busy machine's slow start
+# had rank 1 killed before it had a device to be named by)
+$MPIRUN -np 2 "$BIN" $LONG --json --timeout 2 >"$T/out" 2>"$T/err" &
 MP=$!
 rank1() { # the process of rank 1 (under the one mpirun started, its watcher)
     for p in $(pgrep -P "$MP"); do
@@ -164,7 +167,7 @@ rank1() { # the process of rank 1 (under the one mpirun started, its watcher)
     done
 }
 i=0
-while [ -z "$(rank1)" ] && [ $i -lt 100 ]; do
+while { [ -z "$(rank1)" ] || ! grep -q "launched by mpirun" "$T/err"; } && [ $i -lt 300 ]; do
     sleep 0.1
     i=$((i + 1))
 done
