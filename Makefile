@@ -363,14 +363,20 @@ ifneq ($(filter test,$(MAKECMDGOALS)),)
   test-tsan: | test-asan
   test-fuzz: | test-tsan
   # The later suites' builds (the emulated GPU's, the GPU kit, the two
-  # sanitizers') are made ahead, in the job slot the suite running meanwhile
-  # leaves free: each is its own build folder; the suites find them made.
-  # (the test tools are installed once, first: two apt-gets at once would
-  # fight over its lock)
+  # sanitizers') are made ahead, one after the other from the layer check
+  # on, in the job slot the suite running meanwhile leaves free (started
+  # all at once they took both slots and the suites waited for them): each
+  # is its own build folder; the suites find them made.  (The test tools
+  # are installed once, first: two apt-gets at once would fight over its
+  # lock.)
   test-cuda-emu: test-build-emu
   test-gpu-kit: test-build-kit
   test-asan: test-build-asan
   test-tsan: test-build-tsan
+  test-build-emu: | test-layers
+  test-build-kit: | test-build-emu
+  test-build-asan: | test-build-kit
+  test-build-tsan: | test-build-asan
   test-e2e test-cuda-emu test-build-emu: test-deps
 endif
 .PHONY: test-deps test-build-emu test-build-kit test-build-asan test-build-tsan test-build-tsan-bins
