@@ -22,8 +22,9 @@
 #   mknpy FILE DESCR SHAPE FORTRAN DATAFILE
 #                    a .npy file: header {'descr': DESCR, 'fortran_order':
 #                    FORTRAN, 'shape': SHAPE} padded like numpy's, then DATAFILE
-#   st_close A B     the relative L2 distance of two .safetensors files'
-#                    parameters, printed; true when at most 1e-5
+#   st_dist A B      the relative L2 distance of two .safetensors files'
+#                    parameters, printed
+#   st_close A B     the same to 2 digits; true when at most 1e-5
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -115,9 +116,9 @@ mknpy() {
 }
 
 
-# st_close A B: the relative L2 distance of two .safetensors files' parameters
-# (every tensor, by name, float32) is at most 1e-5; prints it
-st_close() {
+# st_dist A B: the relative L2 distance of two .safetensors files' parameters
+# (every tensor, by name, float32), printed
+st_dist() {
     python3 - "$1" "$2" <<'EOF'
 import array, json, math, struct, sys
 def read(path):
@@ -139,10 +140,14 @@ for k in a:
     for x, y in zip(a[k], b[k]):
         diff += (x - y) ** 2
         norm += y * y
-d = math.sqrt(diff) / max(math.sqrt(norm), 1e-30)
-print("%.1e" % d)
-sys.exit(0 if d <= 1e-5 else 1)
+print("%.6g" % (math.sqrt(diff) / max(math.sqrt(norm), 1e-30)))
 EOF
+}
+
+# st_close A B: st_dist, printed to 2 digits; true when at most 1e-5
+st_close() {
+    d=$(st_dist "$1" "$2") || return 1
+    awk -v d="$d" 'BEGIN { printf "%.1e\n", d; exit !(d <= 1e-5) }'
 }
 
 expect_error() {
