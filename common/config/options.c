@@ -635,7 +635,10 @@ static const opt_t opts[] = {
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
      /* the baseline's check is report_baseline.c's own (a baseline from
       * before this key ran fp32), hence NO here */
-     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT_FREE,
+     /* a checkpoint fact: the state is fp32 either way, but a resumed run
+      * ends with the bits of the run that never stopped only in the
+      * precision it started with (--init starts over in another) */
+     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT,
      TWIN("PRECISION", "fp32 | tf32 | bf16 (torch.autocast to bfloat16)")},
     /* a synonym: what it changes is --precision's (its row derives) */
     {"tf32", NULL, NULL, "off", "the same as --precision tf32", NULL, SET(set_tf32, NULL, NULL, NULL),
