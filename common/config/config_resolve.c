@@ -174,10 +174,12 @@ const char *config_graph_why_not(const config_t *c, mode_t_ mode)
         return "--accum: a step of several micro-batches has accumulation boundaries";
     if (mode == MODE_DP)
         return "dp is not captured yet (one host thread per device, peer copies between them)";
-    if (mode == MODE_DDP)
-        return "ddp is not captured yet (its buckets' all-reduces on the comm stream; uneven "
-               "data under --join)";
-    if (mode != MODE_SINGLE)
+    if (mode == MODE_DDP && c->comm == COMM_SHM)
+        return "ddp over --comm shm: the host sums the gradients (each step copies them to the "
+               "host and waits), which a graph cannot hold; --comm nccl is captured";
+    if (mode == MODE_DDP && c->zero > 0)
+        return "--zero: the shards' gathers and reduce-scatters are not captured yet";
+    if (mode != MODE_SINGLE && mode != MODE_DDP)
         return "no training step";
     return NULL;
 }
