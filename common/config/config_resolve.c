@@ -173,9 +173,9 @@ const char *config_graph_why_not(const config_t *c, mode_t_ mode)
     if (c->accum > 1)
         return "--accum: a step of several micro-batches has accumulation boundaries";
     if (mode == MODE_DP)
-        return "dp is not captured: its devices meet at a barrier of their queues every phase "
-               "(each waits for events the other devices' threads record) and device 0 gathers "
-               "on its copy stream, which no one device's graph can hold (docs/gpu.md)";
+        return "dp is not captured: its devices' queues wait for events the other devices' "
+               "threads record, at every phase, and device 0 gathers on its copy stream; no one "
+               "device's graph can hold that (docs/gpu.md)";
     if (mode == MODE_DDP && c->comm == COMM_SHM)
         return "ddp over --comm shm: the host sums the gradients (each step copies them to the "
                "host and waits), which a graph cannot hold; --comm nccl is captured";
