@@ -6,7 +6,8 @@
  * 0 by MPI (ddp_shared.h, launch.h).  On a GPU the host only queues a step:
  * the buckets' waits are the GPU's (comm.h), the loss is fetched without
  * waiting, and the step meter's wait for the previous step is the step's one
- * host synchronisation. */
+ * host synchronisation.  With --cuda-graph, a full step after the first is
+ * captured once per parity and replayed as one graph launch (rank_step). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,8 @@ typedef struct {
     autotune_t tune;    /* --bucket-mb auto */
     long tuned_g;       /* the last step whose time it was given (-1: none) */
     float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
+    bool graphs;        /* --cuda-graph: full steps replayed as CUDA graphs */
+    int gkey;           /* the graph the step being queued is in (-1: eager) */
     char err[ERR_LEN];
 } rank_t;
 
@@ -154,6 +157,7 @@ static int rank_setup(rank_t *me)
         return err_set(me->err, DDP_ERR_RUNTIME, "out of memory for the loss");
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
+    me->graphs = config_graphs_on(cfg, MODE_DDP);
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (me->rank == 0 || cfg->resume_path[0]) {
@@ -218,6 +222,7 @@ static int rebucket(rank_t *me, double mb)
     TRY(step_meter_finish(&me->meter, me->err));
     bool run_rest = me->red.run_rest;
     reducer_free(&me->red);
+    backend_graph_reset(me->be); /* other buckets: other collectives to capture */
     TRY(reducer_init(&me->red, me->comm, &me->meter, &me->spec, me->rep.grads,
                      me->cfg->first_bucket_mb, mb, me->cfg->overlap, me->err));
     me->red.run_rest = run_rest;
@@ -451,12 +456,51 @@ static int straggle_plan(const config_t *cfg, int nmicro, double *frac)
     return whole;
 }
 
+/* Is step g one CUDA graphs replay?  The same answer on every rank (all of
+ * it from the schedule and the options), so the ranks' steps hold the same
+ * collectives either way: a full step (every rank its whole batch: no short
+ * last batch, no rank out of data under --join) after the first (SGD's
+ * first momentum step is other work) with the buckets settled (--bucket-mb
+ * auto tries caps in the warm-up: a new cap drops the graphs). */
+static bool rank_graph_step(rank_t *me, long g)
+{
+    if (!me->graphs || g <= me->sch.start_step || !schedule_full_step(&me->sch, g))
+        return false;
+    return !me->cfg->bucket_auto || me->tune.chosen >= 0 || me->tune.n == 0;
+}
+
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
  * backward fills them, on the last micro-batch), then the rest of the
  * buckets and, on loss steps, the loss; the optimizer once all are in.
  * Nothing here waits for the device: the GPU orders the collectives after
- * the gradients and the optimizer after the collectives. */
+ * the gradients and the optimizer after the collectives.
+ *
+ * A graph step (rank_graph_step) is queued between backend_graph_begin and
+ * _end, key the step's parity -- the parity of the staging slot, the meter's
+ * record, the reducer's handles and the loss's pinned slot, so the pointers
+ * the graph holds are the step's own -- from after the batch is staged (the
+ * copy stream's work, outside) to the optimizer: forward, loss, backward,
+ * the buckets' all-reduces on the comm stream (comm_nccl.c joins it to the
+ * capture and back), the loss's all-reduce and the optimizer.  The loss is
+ * fetched every such step, so every one queues the same work; the rows and
+ * rank 0's progress decision it carries are written by the host into the
+ * step's pinned slot and uploaded by the graph. */
+static int rank_step_queue(rank_t *me, long g, bool want_loss);
+
 static int rank_step(rank_t *me, long g, bool want_loss)
+{
+    bool graph = rank_graph_step(me, g);
+    me->gkey = -1;
+    int rc = rank_step_queue(me, g, want_loss || graph);
+    if (me->gkey >= 0) {
+        int rc2 = backend_graph_end(me->be, me->gkey, rc == DDP_OK);
+        if (rc == DDP_OK)
+            rc = dev(me, rc2);
+    }
+    return rc;
+}
+
+static int rank_step_queue(rank_t *me, long g, bool want_loss)
 {
     const config_t *cfg = me->cfg;
     backend_t *be = me->be;
@@ -482,7 +526,7 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     bool sharded = cfg->zero >= 2;
     if (sharded)
         last_mi = cfg->accum - 1;
-    bool has_grad = false, has_loss = false;
+    bool has_grad = false, has_loss = false, staged = false;
     /* --slow-rank: the real compute's CPU time, without the extra work */
     bool slow = me->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
     bool on_cpu = cfg->backend == BACKEND_CPU;
@@ -504,6 +548,11 @@ static int rank_step(rank_t *me, long g, bool want_loss)
             continue; /* a micro-batch too small to reach this rank */
         float *x, *y;
         TRY(dev(me, stager_stage(&me->stg, me->data, idx, rows, m, &x, &y)));
+        staged = true;
+        if (rank_graph_step(me, g)) { /* the rest of the step: one graph */
+            TRY(dev(me, backend_graph_begin(be, (int)(g & 1))));
+            me->gkey = (int)(g & 1);
+        }
         double frac = 0.0;
         int whole = slow && !has_grad ? straggle_plan(cfg, nmicro, &frac) : 0;
         long part_rows = frac > 0 && !on_cpu ? lround(frac * rows) : 0;
@@ -540,6 +589,8 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     }
     if (slow && on_cpu && has_grad) /* the real work alone: the next step's unit */
         me->compute_cpu_s = thread_cpu_s() - cpu0 - extra_cpu;
+    if (!staged && cfg->accum == 1) /* the staging slots keep the steps' parity */
+        TRY(dev(me, stager_skip(&me->stg)));
     if (!has_grad) {
         /* No rows this step (its shard is used up, or the batch ended
          * before its turn): it still takes part in every all-reduce, with
@@ -564,7 +615,8 @@ static int rank_step(rank_t *me, long g, bool want_loss)
          * progress line next wants a loss; 0 when it is off.  A small whole
          * number, exact in a float. */
         lh[2] = me->rank == 0 ? (float)progress_steps_to_due(&me->prog) : 0.0f;
-        TRY(dev(me, backend_h2d(be, me->lossbuf + 1, lh + 1, 2 * sizeof(float))));
+        /* pinned: read when the copy runs (in a graph, at each launch) */
+        TRY(dev(me, backend_h2d_pinned(be, me->lossbuf + 1, lh + 1, 2 * sizeof(float))));
         comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = me->lossbuf, .count = 3,
                         .redop = REDOP_SUM, .tag = "the loss"};
         /* Over shm on the CPU nothing is left to overlap it with: run it at
