@@ -1534,6 +1534,114 @@ Test(report_text, explain_of_a_ddp_run_names_every_bucket)
     real_free(&rr);
 }
 
+
+/* --explain's story, every field of it, in each mode: who records what is
+ * the step meter's and the reducer's business (and a field they stop
+ * filling fails here).  120 samples, micro-batches of 12, 2 per step: every
+ * step has 24 rows; dp deals 4 rows of each micro-batch to each of 3
+ * devices, ddp 6 to each of 2 ranks. */
+static void check_story_common(const real_run_t *rr, const char *mode)
+{
+    const step_story_t *st = &rr->res.story;
+    cr_assert(st->filled, "%s: no story", mode);
+    schedule_t sch;
+    char err[ERR_LEN];
+    cr_assert_eq(schedule_init(&sch, &rr->cfg, &rr->data, 1, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(st->step, schedule_told_step(&sch), "%s: told step %ld", mode, st->step);
+    schedule_free(&sch);
+    cr_assert(st->step_s >= rr->res.times.min_s && st->step_s <= rr->res.times.max_s,
+              "%s: told step %g s outside the timed steps' %g..%g", mode, st->step_s,
+              rr->res.times.min_s, rr->res.times.max_s);
+    cr_assert(st->backward_s > 0.0 && st->backward_s < st->step_s, "%s: backward %g of %g", mode,
+              st->backward_s, st->step_s);
+    const move_stat_t *b = &st->move[MOVE_BATCH];
+    cr_assert_eq(b->bytes, 24u * (8 + 1) * sizeof(float), "%s: batch bytes %llu", mode,
+                 (unsigned long long)b->bytes);
+    const device_stats_t *d0 = &rr->res.dev[0];
+    cr_assert_float_eq(b->seconds, d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D], 1e-12,
+                       "%s: batch seconds", mode);
+    cr_assert_gt(b->seconds, 0.0, "%s", mode);
+}
+
+static void check_move(const step_story_t *st, move_kind_t k, uint64_t bytes, int ops)
+{
+    cr_assert_eq(st->move[k].bytes, bytes, "%s bytes %llu, want %llu", move_name(k),
+                 (unsigned long long)st->move[k].bytes, (unsigned long long)bytes);
+    cr_assert_eq(st->move[k].ops, ops, "%s ops %d, want %d", move_name(k), st->move[k].ops, ops);
+    if (ops > 0)
+        cr_assert_gt(st->move[k].seconds, 0.0, "%s timed", move_name(k));
+    else
+        cr_assert_eq(st->move[k].seconds, 0.0, "%s: not moved, not timed", move_name(k));
+}
+
+Test(report_text, the_story_keeps_every_field_in_every_mode, .timeout = 120)
+{
+    const char *common = "--layers 8,24,16,5 --loss ce --samples 120 --batch 12 --accum 2 "
+                         "--steps 5 --backend cpu --quiet";
+    char args[512];
+    real_run_t rr;
+
+    snprintf(args, sizeof args, "--mode single %s", common);
+    real_run(&rr, args);
+    check_story_common(&rr, "single");
+    const step_story_t *st = &rr.res.story;
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 2);
+    for (int k = MOVE_SCATTER; k < MOVE_COUNT; k++)
+        check_move(st, (move_kind_t)k, 0, 0);
+    cr_assert_eq(st->nbuckets, 0);
+    real_free(&rr);
+
+    snprintf(args, sizeof args, "--mode dp --gpus 0,1,2 %s", common);
+    real_run(&rr, args);
+    check_story_common(&rr, "dp");
+    st = &rr.res.story;
+    uint64_t pbytes = rr.spec.nparams * sizeof(float), peer_rows = 2 * 4 * 2;
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 2);
+    check_move(st, MOVE_SCATTER, peer_rows * 8 * sizeof(float), 4);
+    /* host memory: each of the 3 threads copies (sums) its slice of 2 arenas */
+    check_move(st, MOVE_REPLICATE, 2 * pbytes, 6);
+    check_move(st, MOVE_GATHER, peer_rows * 5 * sizeof(float), 4);
+    check_move(st, MOVE_GRAD_OUT, peer_rows * 5 * sizeof(float), 4);
+    check_move(st, MOVE_REDUCE, 2 * pbytes, 6);
+    check_move(st, MOVE_BROADCAST, 0, 0);
+    check_move(st, MOVE_ALLREDUCE, 0, 0);
+    cr_assert_eq(st->nbuckets, 0);
+    for (int d = 0; d < 3; d++)
+        cr_assert_eq(rr.res.dev[d].first_rows, 8, "device %d rows", d);
+    real_free(&rr);
+
+    snprintf(args, sizeof args, "--mode ddp --gpus 0,1 --bucket-mb 0.002 --first-bucket-mb 0.001 %s",
+             common);
+    real_run(&rr, args);
+    check_story_common(&rr, "ddp");
+    st = &rr.res.story;
+    pbytes = rr.spec.nparams * sizeof(float);
+    char err[ERR_LEN];
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert(red.nb >= 2);
+    /* every rank gathers its own rows: 2 micro-batches on each of 2 ranks */
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 4);
+    for (int k = MOVE_SCATTER; k <= MOVE_REDUCE; k++)
+        check_move(st, (move_kind_t)k, 0, 0);
+    check_move(st, MOVE_BROADCAST, pbytes, 1);
+    check_move(st, MOVE_ALLREDUCE, pbytes, red.nb);
+    cr_assert_eq(st->nbuckets, red.nb);
+    for (int i = 0; i < red.nb; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        cr_assert_eq(bk->first_layer, red.b[i].last_param / 2, "bucket %d", i);
+        cr_assert_eq(bk->last_layer, red.b[i].first_param / 2, "bucket %d", i);
+        cr_assert_eq(bk->bytes, red.b[i].count * sizeof(float), "bucket %d", i);
+        cr_assert(bk->ready_s >= 0.0 && bk->start_s >= bk->ready_s && bk->end_s > bk->start_s,
+                  "bucket %d: ready %g start %g end %g", i, bk->ready_s, bk->start_s, bk->end_s);
+    }
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(rr.res.dev[d].first_rows, 12, "rank %d rows", d);
+    reducer_free(&red);
+    real_free(&rr);
+}
 Test(report_text, sum_of_phases_leaves_out_hidden_comm_and_says_so)
 {
     run_result_t runs[3];
