@@ -59,7 +59,14 @@ typedef struct {
     step_times_t *times;   /* the step wall times this device keeps, or NULL */
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
-    step_story_t *story;   /* --explain: step and step_s of the told step, or NULL */
+    /* --explain: the story of the told step, or NULL (another device's job).
+     * The meter records the step, its wall time, the first backward lap and
+     * the batch the step staged; the resolved callback may add to it (DDP's
+     * reducer: its buckets), and step_meter_story_merge the devices' copies. */
+    step_story_t *story;
+    int stagers;           /* devices that each stage their own part of the batch
+                              (DDP's ranks: the told step's batch operations are
+                              this device's times it); 0 or 1: this one alone */
     progress_t *progress;  /* the progress line, or NULL */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
@@ -92,6 +99,7 @@ struct step_rec {
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
+    int staged;              /* micro-batches the stager put on the device */
     long syncs_begin, syncs; /* the device's host syncs at begin, and in the step */
     long launch_begin[LAUNCH_KINDS], launches[LAUNCH_KINDS]; /* the same for its launches */
     bool chained;            /* it follows the previous step with nothing between */
@@ -110,6 +118,7 @@ struct step_meter {
     bool deferred;           /* a device: steps report when the next one ends */
     double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
     double first_lap[PH_COUNT]; /* the told step (--explain): each phase's first lap */
+    uint64_t row_bytes;      /* the bytes of a staged row (step_meter_staged) */
     long samples_done;       /* global samples of the steps reported so far */
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
@@ -135,11 +144,43 @@ void step_meter_lap(step_meter_t *m, phase_t p);
 /* A plain marker (no phase ends there), for step_meter_span; its index. */
 int step_meter_mark(step_meter_t *m);
 
-/* An event between two markers of this step (a copy between devices):
- * traced on `lane` as `kind` with bytes, bucket and peer, and, when move is
- * not NULL and this is the run's first step, its seconds added to *move. */
-void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, uint64_t bytes,
-                     int bucket, int peer, move_stat_t *move);
+/* An event between two markers of this step (a copy between devices). */
+typedef struct {
+    int kind, lane;     /* traced on `lane` as `kind` (trace.h) ... */
+    uint64_t bytes;     /* ... with its bytes, bucket and peer */
+    int bucket, peer;
+    int move;           /* in the told step, counted as this move_kind_t (-1: not) ... */
+    int ops;            /* ... standing for this many operations (0 counts as 1) */
+} meter_span_t;
+
+/* Traced once the step has run, and in the told step counted in the
+ * device's first_move[s->move]: its bytes and operations, and the seconds
+ * between the two markers. */
+void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s);
+
+/* The stager put a micro-batch of rows (row_bytes each, features and
+ * targets) on the device in this step: the told step's batch is counted
+ * from these (its operations, and its global rows times row_bytes). */
+static inline void step_meter_staged(step_meter_t *m, uint64_t row_bytes)
+{
+    m->rec[m->cur].staged++;
+    m->row_bytes = row_bytes;
+}
+
+/* A move outside the steps, once (DDP's initial broadcast): into the story,
+ * when this meter keeps one. */
+static inline void step_meter_moved(step_meter_t *m, move_kind_t k, uint64_t bytes, double seconds)
+{
+    if (m->to.story)
+        m->to.story->move[k] = (move_stat_t){bytes, seconds, 1};
+}
+
+/* In the resolved callback: the story to add to when r is the told step,
+ * else NULL. */
+static inline step_story_t *step_rec_story(const step_meter_t *m, const step_rec_t *r)
+{
+    return r->first ? m->to.story : NULL;
+}
 
 /* Queue a copy of n device floats (the loss sum) to be read when the step
  * reports; they add up to its loss (step_end_t.denom). */
@@ -199,5 +240,10 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
  * Ranks run in lock-step, so it stays small: a large one means a rank was
  * held up outside its steps. */
 void step_meter_skew(run_result_t *r);
+
+/* After the run: every device's copies in the told step (first_move) added
+ * into the story: bytes and operations summed, the seconds the slowest
+ * device's (the devices copy in parallel). */
+void step_meter_story_merge(run_result_t *r);
 
 #endif

@@ -1,6 +1,7 @@
 /* common/train/bookends.c: what every strategy writes into its result just
  * before its loop (the steps it runs, what it trains on) and just after it
- * (the final parameters, each device's skew, the figures): see trainer.h. */
+ * (the final parameters, each device's skew, the story's copies, the
+ * figures): see trainer.h. */
 #include "measure/step_meter.h"
 #include "train/trainer.h"
 
@@ -23,5 +24,6 @@ void trainer_end(run_result_t *res, size_t nparams, float *params)
     res->nparams = nparams;
     res->params = params;
     step_meter_skew(res);
+    step_meter_story_merge(res); /* --explain: every device's copies in the told step */
     result_finish(res);
 }

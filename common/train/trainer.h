@@ -25,7 +25,8 @@ int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *h
 void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch);
 
 /* After the loop: the final parameters on the host (nparams floats, res
- * owns them now), each device's skew from the slowest one (step_meter_skew)
+ * owns them now), each device's skew from the slowest one (step_meter_skew),
+ * every device's copies of the told step in the story (step_meter_story_merge)
  * and the figures (result_finish). */
 void trainer_end(run_result_t *res, size_t nparams, float *params);
 

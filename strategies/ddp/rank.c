@@ -179,9 +179,7 @@ static int rank_setup(rank_t *me)
     else
         TRY(coll(me, comm_broadcast(me->comm, me->rep.params, me->spec.nparams, 0)));
     TRY(dev(me, backend_sync(me->be)));
-    if (me->rank == 0)
-        me->area->story.move[MOVE_BROADCAST] =
-            (move_stat_t){me->spec.nparams * sizeof(float), now_s() - t0, 1};
+    double broadcast_s = now_s() - t0;
     /* Every rank fetches the loss of its first step: that all-reduce carries
      * rank 0's first decision about the progress line (see rank_step). */
     me->progress_at = me->sch.start_step;
@@ -193,21 +191,25 @@ static int rank_setup(rank_t *me)
     if (me->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(me->area), .cap = me->area->max_log,
                                 .fixed = true};
-    return step_meter_init(&me->meter,
-                           &(step_meter_sinks_t){
-                               .cfg = cfg,
-                               .dev = &rec->stats,
-                               .trace = me->tr,
-                               .times = &rec->times,
-                               .log = me->rank == 0 ? &rec->log : NULL,
-                               .final_loss = &rec->final_loss,
-                               .story = me->rank == 0 ? &me->area->story : NULL,
-                               .progress = me->rank == 0 ? &me->prog : NULL,
-                               .be = me->be,
-                               .resolved = rank_resolved,
-                               .ctx = me,
-                           },
-                           me->err);
+    TRY(step_meter_init(&me->meter,
+                        &(step_meter_sinks_t){
+                            .cfg = cfg,
+                            .dev = &rec->stats,
+                            .trace = me->tr,
+                            .times = &rec->times,
+                            .log = me->rank == 0 ? &rec->log : NULL,
+                            .final_loss = &rec->final_loss,
+                            .story = me->rank == 0 ? &me->area->story : NULL,
+                            .stagers = me->world, /* every rank stages its own rows */
+                            .progress = me->rank == 0 ? &me->prog : NULL,
+                            .be = me->be,
+                            .resolved = rank_resolved,
+                            .ctx = me,
+                        },
+                        me->err));
+    /* --explain: the initial parameters' broadcast, once before the steps */
+    step_meter_moved(&me->meter, MOVE_BROADCAST, me->spec.nparams * sizeof(float), broadcast_s);
+    return DDP_OK;
 }
 
 /* New buckets with this cap.  Between steps, with every earlier step
@@ -311,38 +313,10 @@ static int last_micro(rank_t *me, long g, int *nmicro)
     return last;
 }
 
-/* --explain, rank 0, the told step: the buckets as they ran, timed
- * from the start of the backward pass that all-reduced them (reducer_spans
- * has just placed them). */
-static void story_buckets(rank_t *me, double bwd_t0, double bwd_t1)
-{
-    step_story_t *st = &me->area->story;
-    const reducer_t *r = &me->red;
-    move_stat_t *mv = &st->move[MOVE_ALLREDUCE];
-    double first = 0.0, last = 0.0;
-    st->nbuckets = r->nb;
-    st->backward_s = bwd_t1 - bwd_t0;
-    for (int i = 0; i < r->nb; i++) {
-        const bucket_t *b = &r->b[i];
-        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
-        mv->bytes += bytes;
-        mv->ops++;
-        if (b->span.end_s > 0.0) {
-            first = mv->ops == 1 || b->span.start_s < first ? b->span.start_s : first;
-            last = b->span.end_s > last ? b->span.end_s : last;
-        }
-        if (i < STORY_MAX_BUCKETS)
-            /* layers in the order backward reaches them: last first */
-            st->bucket[i] = (bucket_story_t){b->last_param / 2, b->first_param / 2, bytes,
-                                             b->ready_s - bwd_t0, b->span.start_s - bwd_t0,
-                                             b->span.end_s - bwd_t0};
-    }
-    mv->seconds = last > first ? last - first : 0.0;
-}
-
 /* The step meter's callback once step r->g has run (at once on the CPU, when
  * the next step ends on a GPU): the buckets' communication hidden behind the
- * last backward, their --trace events and --explain story, and the fetched
+ * last backward (the reducer adds its buckets to --explain's story), their
+ * --trace events, and the fetched
  * global loss with rank 0's progress decision. */
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
@@ -370,8 +344,6 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
             trace_bucket(me->tr, me->cfg->zero ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
                          b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
-    if (r->first && me->rank == 0)
-        story_buckets(me, b0, b1);
     if (r->nfetch == 3) {
         const float *global = r->fetched;
         r->mean = (double)global[0] / (double)global[1];
@@ -599,15 +571,6 @@ static int rank_step(rank_t *me, long g, bool want_loss)
         TRY(dev(me, optim_step(&me->opt, rep->params, rep->grads)));
         step_meter_lap(m, PH_OPTIM);
     }
-    if (step_meter_first(m) && me->rank == 0) { /* --explain: what the told step moved */
-        step_story_t *st = &me->area->story;
-        move_stat_t *mb = &st->move[MOVE_BATCH];
-        /* every rank gathers its own part, in parallel: rank 0's time (its
-         * seconds once the meter has reported the step, in rank_train) */
-        mb->bytes = (uint64_t)step_rows * (uint64_t)(me->data->in_dim + me->data->tgt_cols) *
-                    sizeof(float);
-        mb->ops = nmicro * me->world;
-    }
     return DDP_OK;
 }
 
@@ -699,9 +662,6 @@ static int rank_train(rank_t *me)
     TRY(step_meter_finish(m, me->err));
     progress_end(&me->prog);
     rec->total_s = now_s() - t_start;
-    if (me->rank == 0)
-        me->area->story.move[MOVE_BATCH].seconds =
-            rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
 
     /* Every rank's final parameters, checksummed so the supervisor can check
      * the replicas never drifted apart; rank 0's travel back in full. */

@@ -78,33 +78,6 @@ static void dp_ctx_free(dp_ctx_t *c)
     free(c);
 }
 
-/* --explain: the told step's moves, from each thread's own counts (the
- * join ordered their writes before these reads).  Bytes and operations add
- * up; the threads copy in parallel, so the wall time of a kind is the
- * slowest thread's. */
-static void dp_story(dp_ctx_t *c)
-{
-    step_story_t *st = &c->res->story;
-    for (int d = 0; d < c->ndev; d++)
-        for (int m = 0; m < MOVE_COUNT; m++) {
-            const move_stat_t *v = &c->dev[d].first_move[m];
-            st->move[m].bytes += v->bytes;
-            st->move[m].ops += v->ops;
-            if (v->seconds > st->move[m].seconds)
-                st->move[m].seconds = v->seconds;
-        }
-    /* the batch: device 0 gathers every row of the step on the host */
-    const device_stats_t *d0 = &c->res->dev[0];
-    long rows = 0;
-    for (int d = 0; d < c->ndev; d++)
-        rows += c->res->dev[d].first_rows;
-    move_stat_t *mb = &st->move[MOVE_BATCH];
-    mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
-    mb->ops = c->first_nmicro;
-    mb->seconds = d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D];
-    st->backward_s = c->first_backward_s; /* step_s and filled: device 0's meter */
-}
-
 /* Everything before the threads start: the devices' names, the recorders,
  * the schedule, the step plans, the initial parameters (--resume's), the
  * first step's plan.  dp_run frees c whatever this returns. */
@@ -199,7 +172,6 @@ static int dp_train(dp_ctx_t *c, char *err)
     if (rc != DDP_OK)
         return rc;
 
-    dp_story(c);
     /* device 0 timed the steps; the others' edges differ by a hair (skew) */
     trainer_end(c->res, c->spec.nparams, c->host_params);
     c->host_params = NULL;

@@ -38,21 +38,25 @@ static int dp_mark(dp_ctx_t *c, int d)
     return step_meter_mark(&dv->meter);
 }
 
-/* After it: its event on d's comm lane and, in the told step (--explain), its
- * bytes and count in d's first_move[mk] now and its seconds once the step
- * has run (the two markers bracket the copy on d's queue). */
-static void dp_note(dp_ctx_t *c, int d, int mark0, trace_kind_t tk, move_kind_t mk,
-                    uint64_t bytes, int peer)
+/* After it: its event on d's comm lane and, in the told step (--explain), a
+ * move of kind mk standing for ops operations (the two markers bracket the
+ * copy on d's queue: the meter times it once the step has run). */
+static void dp_note_ops(dp_ctx_t *c, int d, int mark0, trace_kind_t tk, move_kind_t mk,
+                        uint64_t bytes, int peer, int ops)
 {
     dp_dev_t *dv = &c->dev[d];
     if (mark0 < 0)
         return;
     int mark1 = step_meter_mark(&dv->meter);
-    step_meter_span(&dv->meter, tk, LANE_COMM, mark0, mark1, bytes, -1, peer, &dv->first_move[mk]);
-    if (step_meter_first(&dv->meter)) {
-        dv->first_move[mk].bytes += bytes;
-        dv->first_move[mk].ops++;
-    }
+    step_meter_span(&dv->meter, mark0, mark1,
+                    &(meter_span_t){.kind = tk, .lane = LANE_COMM, .bytes = bytes, .bucket = -1,
+                                    .peer = peer, .move = mk, .ops = ops});
+}
+
+static void dp_note(dp_ctx_t *c, int d, int mark0, trace_kind_t tk, move_kind_t mk,
+                    uint64_t bytes, int peer)
+{
+    dp_note_ops(c, d, mark0, tk, mk, bytes, peer, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -217,10 +221,9 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
          * interleave the sources, so they have no separate spans). */
         if (hi == lo || nsrc == 0)
             return DDP_OK;
-        dp_note(c, d, mk, TR_REDUCE, MOVE_REDUCE,
-                (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1);
-        if (mk >= 0 && step_meter_first(&dv->meter))
-            dv->first_move[MOVE_REDUCE].ops += nsrc - 1; /* one add per source slice */
+        dp_note_ops(c, d, mk, TR_REDUCE, MOVE_REDUCE,
+                    (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1,
+                    nsrc); /* one add per source slice */
         return DDP_OK;
     }
     if (c->nccl) {

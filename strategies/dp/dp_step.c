@@ -257,13 +257,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_wait(c, d, m, err));
-        if (step_meter_first(m) && d == 0)
-            c->first_nmicro = pl->nmicro;
         TRY(step_meter_end(m, &end, err));
         TRY(dp_checkpoint(c, d, g, err));
     }
-    TRY(step_meter_finish(m, err));
-    if (d == 0)
-        c->first_backward_s = step_meter_first_lap(m, PH_BACKWARD);
-    return DDP_OK;
+    return step_meter_finish(m, err);
 }

@@ -122,11 +122,6 @@ static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float
     TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
     step_meter_lap(m, PH_BACKWARD);
     step_meter_rows(m, rows);
-    if (step_meter_first(m)) { /* --explain: what the told step moved */
-        move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
-        mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
-        mv->ops++;
-    }
     return DDP_OK;
 }
 
@@ -210,9 +205,6 @@ static int single_train(single_t *s)
     TRY(step_meter_finish(m, s->err));
     progress_end(&s->prog);
     res->total_s = now_s() - t_start;
-    res->story.move[MOVE_BATCH].seconds =
-        res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
-    res->story.backward_s = step_meter_first_lap(m, PH_BACKWARD);
 
     TRY(dev(s, backend_d2h(s->be, s->host, s->rep.params, s->spec.nparams * sizeof(float))));
     res->dev[0].mem_peak = backend_mem_peak(s->be);
