@@ -38,8 +38,8 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
-    /* The loss values a step fetches: one per micro-batch, or DDP's three. */
-    int cap = 3 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
+    /* The loss values a step fetches: one per micro-batch, or DDP's two. */
+    int cap = 2 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
     for (int i = 0; i < 2; i++) {
         step_rec_t *r = &m->rec[i];
         r->capfetch = cap;
@@ -406,7 +406,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         }
     }
     m->samples_done += e->global_samples;
-    progress_update(m->to.progress, r->g + 1, e->epoch, r->mean, m->samples_done);
+    /* the line shows the losses the log took: none is fetched for it */
+    progress_update(m->to.progress, r->g + 1, e->epoch, e->logs ? r->mean : NAN, m->samples_done);
     /* SIGINT/SIGTERM/SIGHUP: the run stops after the step it was in. */
     int sig = interrupt_pending();
     if (sig) {

@@ -58,14 +58,12 @@ typedef struct {
     zero_t zz;          /* --zero 2, 3: the shard, its buffers and the layer hooks */
     stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
-    float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
-                           decision, all-reduced (see rank_step) */
-    float *loss_host;   /* pinned [2][3]: the rows and decision sent up, by step parity */
-    long cur_g;         /* the step being queued */
+    float *lossbuf;     /* device [2]: the step's loss sum and rows, all-reduced (see
+                           rank_step) */
+    float *loss_host;   /* pinned [2][2]: the rows sent up, by step parity */
     ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
     progress_t prog;    /* rank 0's progress line (off on the other ranks) */
-    long progress_at;   /* the next step whose loss the progress line gets, -1 none */
     step_meter_t meter;
     double compute_cpu_s; /* --slow-rank on the CPU: the CPU seconds of the last step's
                              own forward, loss and backward (straggle_spin's unit) */
@@ -148,8 +146,8 @@ static int rank_setup(rank_t *me)
         if (!(me->tunebuf = backend_alloc_for(me->be, AUTOTUNE_MAX * sizeof(float), MEM_COMM)))
             return err_set(me->err, DDP_ERR_RUNTIME, "out of device memory");
     }
-    me->lossbuf = backend_alloc_for(me->be, 3 * sizeof(float), MEM_COMM);
-    me->loss_host = backend_alloc_host(me->be, 6 * sizeof(float));
+    me->lossbuf = backend_alloc_for(me->be, 2 * sizeof(float), MEM_COMM);
+    me->loss_host = backend_alloc_host(me->be, 4 * sizeof(float));
     if (!me->lossbuf || !me->loss_host)
         return err_set(me->err, DDP_ERR_RUNTIME, "out of memory for the loss");
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
@@ -180,9 +178,6 @@ static int rank_setup(rank_t *me)
         TRY(coll(me, comm_broadcast(me->comm, me->rep.params, me->spec.nparams, 0)));
     TRY(dev(me, backend_sync(me->be)));
     double broadcast_s = now_s() - t0;
-    /* Every rank fetches the loss of its first step: that all-reduce carries
-     * rank 0's first decision about the progress line (see rank_step). */
-    me->progress_at = me->sch.start_step;
 
     /* Every rank keeps its own phases and step times (the supervisor takes
      * the slowest rank's); rank 0 also the loss log, the progress line and
@@ -316,8 +311,7 @@ static int last_micro(rank_t *me, long g, int *nmicro)
 /* The step meter's callback once step r->g has run (at once on the CPU, when
  * the next step ends on a GPU): the buckets' communication hidden behind the
  * last backward (the reducer adds its buckets to --explain's story), their
- * --trace events, and the fetched
- * global loss with rank 0's progress decision. */
+ * --trace events, and the fetched global loss. */
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
@@ -344,15 +338,9 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
             trace_bucket(me->tr, me->cfg->zero ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
                          b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
-    if (r->nfetch == 3) {
+    if (r->nfetch == 2) { /* the loss sum and rows over every rank */
         const float *global = r->fetched;
         r->mean = (double)global[0] / (double)global[1];
-        /* Every rank reads the same decision at the same step (this one's
-         * report) and applies it to a step none has decided yet: on a GPU
-         * the step after the one being queued. */
-        long ahead = (long)global[2];
-        long at = r->g + ahead, soonest = me->cur_g + 1;
-        me->progress_at = ahead > 0 ? (at > soonest ? at : soonest) : -1;
     }
 }
 
@@ -530,19 +518,15 @@ static int rank_step(rank_t *me, long g, bool want_loss)
         TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
     TRY(coll(me, reducer_launch_rest(&me->red)));
     if (want_loss) {
-        float *lh = me->loss_host + 3 * (g & 1); /* a step's copy is read before g+2 */
+        float *lh = me->loss_host + 2 * (g & 1); /* a step's copy is read before g+2 */
         lh[1] = (float)my_rows;
-        /* Rank 0's decision (the others add 0): in how many steps the
-         * progress line next wants a loss; 0 when it is off.  A small whole
-         * number, exact in a float. */
-        lh[2] = me->rank == 0 ? (float)progress_steps_to_due(&me->prog) : 0.0f;
-        TRY(dev(me, backend_h2d(be, me->lossbuf + 1, lh + 1, 2 * sizeof(float))));
-        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = me->lossbuf, .count = 3,
+        TRY(dev(me, backend_h2d(be, me->lossbuf + 1, lh + 1, sizeof(float))));
+        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = me->lossbuf, .count = 2,
                         .redop = REDOP_SUM, .tag = "the loss"};
         /* Over shm on the CPU nothing is left to overlap it with: run it at
          * once on this thread (comm.h's run); elsewhere queue it. */
         TRY(coll(me, me->red.run_rest ? comm_run(me->comm, &op, NULL)
-                                    : comm_all_reduce_async(me->comm, me->lossbuf, 3, REDOP_SUM,
+                                    : comm_all_reduce_async(me->comm, me->lossbuf, 2, REDOP_SUM,
                                                             "the loss", NULL)));
     }
     /* The optimizer needs every bucket summed: its stream waits for all. */
@@ -553,7 +537,7 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     TRY(hooked(me, comm_hook_finish(me->red.hook, &me->red)));
     step_meter_lap(m, PH_COMM_EXPOSED);
     if (want_loss)
-        step_meter_fetch(m, me->lossbuf, 3);
+        step_meter_fetch(m, me->lossbuf, 2);
 
     if (cfg->zero) {
         /* ZeRO-1 and -2: this rank steps its shard, and every bucket's
@@ -625,11 +609,10 @@ static int rank_train(rank_t *me)
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         /* The loss is a collective: every rank must agree on fetching it.
-         * The loss log's steps follow from the schedule; the progress line's
-         * come from rank 0 on an earlier loss all-reduce (progress_at), so
-         * no rank decides alone from its own clock. */
+         * The loss log's steps follow from the schedule, the same on every
+         * rank (the progress line shows the last of them). */
         bool logs = schedule_logs(sch, g);
-        bool want_loss = logs || g == me->progress_at;
+        bool want_loss = logs;
         long rows = (long)schedule_step_rows(sch, g);
         bool active = schedule_rank_active(sch, g, me->rank);
         if (!active && !me->cfg->join) {
@@ -640,7 +623,6 @@ static int rank_train(rank_t *me)
             rec->left_step = g;
             break;
         }
-        me->cur_g = g;
         TRY(rank_autotune_before(me, g));
         /* --explain tells the middle timed step (schedule_told_step) */
         step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));

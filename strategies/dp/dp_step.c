@@ -176,9 +176,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * the previous step (or before the first one); device 0 writes the
          * other half during this step. */
         const dp_plan_t *pl = &c->plan[g & 1];
-        /* The progress line wants this step's loss now and then (device 0
-         * computes the loss, so only it decides). */
-        bool want_loss = d == 0 && (pl->logs || progress_due(&c->prog));
+        /* The loss log wants this step's loss (device 0 computes it). */
+        bool want_loss = d == 0 && pl->logs;
         /* What the step's report needs, taken before device 0 rewrites the
          * other plan half. */
         step_end_t end = {.samples = (long)pl->step_rows,

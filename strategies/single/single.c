@@ -186,7 +186,7 @@ static int single_train(single_t *s)
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         bool logs = schedule_logs(sch, g);
-        bool want_loss = logs || progress_due(&s->prog);
+        bool want_loss = logs;
         long step_rows = (long)schedule_step_rows(sch, g);
         /* --explain tells the middle timed step (schedule_told_step) */
         step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));

@@ -1774,7 +1774,6 @@ Test(progress, silent_when_off_rate_limited_when_on)
     progress_init_on(&p, false, m.f, "single", 100);
     for (int i = 1; i <= 100; i++)
         progress_update(&p, i, 0, 0.5, i * 10L);
-    cr_assert_not(progress_due(&p));
     progress_end(&p);
     fflush(m.f);
     cr_assert_eq(m.len, 0, "off: nothing written");
@@ -1784,7 +1783,6 @@ Test(progress, silent_when_off_rate_limited_when_on)
     fflush(m.f);
     cr_assert_eq(m.len, 0);
     usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6));
-    cr_assert(progress_due(&p));
     progress_update(&p, 2, 0, 0.25, 20);
     for (int i = 3; i < 50; i++) /* within the period: no more lines */
         progress_update(&p, i, 0, NAN, i * 10L);
@@ -1792,13 +1790,62 @@ Test(progress, silent_when_off_rate_limited_when_on)
     size_t one = m.len;
     char *txt = strdup(m.buf);
     cr_assert_eq(count_char(txt, '\r'), 1, "one update: %s", txt);
-    cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500"), "%s", txt);
+    cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500 (step 2)"), "%s", txt);
     cr_assert(strstr(txt, "samples/s  ETA "), "%s", txt);
     progress_end(&p);
     fflush(m.f);
     cr_assert(m.len > one, "end erases the line");
     cr_assert_eq(strcmp(m.buf + one, "\r\033[K"), 0);
     free(txt);
+    free(mem_close(&m));
+}
+
+/* The line's loss is the last one the loss log took, named by its step, and
+ * none before the first: the meter hands it the logged steps' losses only,
+ * though a step may fetch its loss for another reason (a CUDA graph fetches
+ * every step's). */
+Test(progress, shows_the_last_logged_loss_and_its_step)
+{
+    mem_t m;
+    mem_open(&m);
+    progress_t p;
+    progress_init_on(&p, true, m.f, "single", 10);
+    config_t cfg = {.loss_lines_off = true};
+    device_stats_t dev = {0};
+    loss_log_t log = {0};
+    step_meter_t sm;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(step_meter_init(&sm, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
+                                                            .progress = &p},
+                                 err),
+                 0);
+    float loss[4] = {2.0f, 1.0f, 0.5f, 0.25f};
+    size_t seen = 0;
+    for (long g = 0; g < 4; g++) {
+        usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6)); /* every step draws the line */
+        step_meter_begin(&sm, g, true, false);
+        step_meter_fetch(&sm, &loss[g], 1); /* fetched every step, logged at step 2 only */
+        step_meter_lap(&sm, PH_LOSS);
+        cr_assert_eq(step_meter_end(&sm, &(step_end_t){.samples = 1, .global_samples = 1,
+                                                       .total = 10, .logs = g == 1, .denom = 1.0},
+                                    err),
+                     0, "%s", err);
+        fflush(m.f);
+        char *line = strndup(m.buf + seen, m.len - seen);
+        seen = m.len;
+        char want[64];
+        snprintf(want, sizeof want, "single  step %ld/10  epoch 1  ", g + 1);
+        cr_assert(strstr(line, want), "step %ld: %s", g + 1, line);
+        if (g == 0)
+            cr_assert_null(strstr(line, "loss"), "nothing logged yet: %s", line);
+        else
+            cr_assert(strstr(line, "loss 1.0000 (step 2)  "), "step %ld: %s", g + 1, line);
+        free(line);
+    }
+    cr_assert_eq(log.n, 1);
+    step_meter_free(&sm);
+    free(log.pt);
+    progress_end(&p);
     free(mem_close(&m));
 }
 
