@@ -38,6 +38,10 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
+    if (to->progress) { /* from here: the run's time and rate count from its start */
+        progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
+        m->prog = &m->progress;
+    }
     /* The loss values a step fetches: one per micro-batch, or DDP's two. */
     int cap = 2 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
     for (int i = 0; i < 2; i++) {
@@ -55,6 +59,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
 
 void step_meter_free(step_meter_t *m)
 {
+    progress_end(m->prog); /* a fault must not leave a half line on the terminal */
     for (int i = 0; i < 2; i++) {
         step_rec_t *r = &m->rec[i];
         for (int k = 0; k < r->cap; k++)
@@ -156,6 +161,7 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->rows = 0;
     r->staged = 0;
     r->nfetch = 0;
+    r->ratio = false;
     r->mean = NAN;
     memset(r->charge, 0, sizeof r->charge);
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
@@ -209,6 +215,12 @@ void step_meter_fetch(step_meter_t *m, const float *dev, int n)
     }
     r->nfetch += n;
     r->queued_after = true;
+}
+
+void step_meter_fetch_ratio(step_meter_t *m, const float *dev)
+{
+    step_meter_fetch(m, dev, 2);
+    m->rec[m->cur].ratio = true;
 }
 
 // ---------------------------------------------------------------------------
@@ -317,7 +329,9 @@ static int resolve(step_meter_t *m, step_rec_t *r)
             moved[s->move].seconds += t1 - t0;
         }
     }
-    if (r->nfetch > 0 && r->end.denom > 0.0) {
+    if (r->ratio && r->nfetch == 2) {
+        r->mean = (double)r->fetched[0] / (double)r->fetched[1];
+    } else if (r->nfetch > 0 && r->end.denom > 0.0) {
         double sum = 0.0;
         for (int i = 0; i < r->nfetch; i++)
             sum += r->fetched[i];
@@ -382,7 +396,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
      * device 0, every DDP rank): NaN or Inf there is divergence, and a
      * diverged run stops here rather than train (and save) garbage. */
     if (e->logs && r->nfetch > 0 && !isfinite(r->mean) && !(c && c->allow_nonfinite)) {
-        progress_clear(m->to.progress);
+        progress_clear(m->prog);
         m->rc = DDP_ERR_RUNTIME;
         snprintf(m->msg, sizeof m->msg,
                  "step %ld: the loss is %s: the training diverged (lower --lr; "
@@ -399,7 +413,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
                 snprintf(m->msg, sizeof m->msg, "out of memory for the loss log");
                 return m->rc;
             }
-            progress_clear(m->to.progress); /* the loss line replaces it */
+            progress_clear(m->prog); /* the loss line replaces it */
             if (c && !c->quiet && !c->loss_lines_off)
                 fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
                         e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
@@ -407,11 +421,11 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     }
     m->samples_done += e->global_samples;
     /* the line shows the losses the log took: none is fetched for it */
-    progress_update(m->to.progress, r->g + 1, e->epoch, e->logs ? r->mean : NAN, m->samples_done);
+    progress_update(m->prog, r->g + 1, e->epoch, e->logs ? r->mean : NAN, m->samples_done);
     /* SIGINT/SIGTERM/SIGHUP: the run stops after the step it was in. */
     int sig = interrupt_pending();
     if (sig) {
-        progress_clear(m->to.progress);
+        progress_clear(m->prog);
         m->rc = DDP_ERR_INTERRUPTED;
         /* On a device the step queued after this one runs too: name it. */
         long last = m->deferred && m->rec[m->cur].g > r->g ? m->rec[m->cur].g : r->g;
@@ -425,7 +439,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
 {
     step_rec_t *r = &m->rec[m->cur];
-    r->end = *e;
+    if (e)
+        r->end = *e;
     /* The step's last marker: its last lap, unless nothing was lapped or
      * work (a fetch) was queued after it. */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)

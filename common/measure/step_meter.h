@@ -4,12 +4,15 @@
  * A loop body reads as the training step alone:
  *
  *     step_meter_begin(&m, g, timed, first);
+ *     step_meter_plan(&m, &end);           what its report needs (trainer_step_begin
+ *                                          does both from the schedule)
  *     ... stage ...;    step_meter_lap(&m, PH_DATA);
  *     ... forward ...;  step_meter_lap(&m, PH_FORWARD);
  *     ...
  *     step_meter_rows(&m, rows);           rows this device computed
- *     step_meter_fetch(&m, loss, 1);       a device value the loss line needs
- *     step_meter_end(&m, &end, err);       the step is queued; earlier ones report
+ *     if (step_meter_logs(&m))
+ *         step_meter_fetch(&m, loss, 1);   a device value the loss line needs
+ *     step_meter_end(&m, NULL, err);       the step is queued; earlier ones report
  *     ...
  *     step_meter_finish(&m, err);          after the loop: the last step reports
  *
@@ -67,7 +70,9 @@ typedef struct {
     int stagers;           /* devices that each stage their own part of the batch
                               (DDP's ranks: the told step's batch operations are
                               this device's times it); 0 or 1: this one alone */
-    progress_t *progress;  /* the progress line, or NULL */
+    const char *progress;  /* the progress line's label ("single"): this meter draws
+                              it (progress.h) from step_meter_init to _free; NULL: not here */
+    long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
     /* Called when a step's times are known (at once on the CPU, when the next
@@ -106,6 +111,7 @@ struct step_rec {
     float *fetched;          /* values copied back (pinned on a device) */
     int nfetch, capfetch;
     bool queued_after;       /* a fetch was queued after the last marker */
+    bool ratio;              /* the fetched pair is the loss's sum and denominator */
     double charge[PH_COUNT]; /* seconds no lap measured */
     double mean;             /* the step's mean loss (NAN: not fetched) */
     step_end_t end;
@@ -126,6 +132,8 @@ struct step_meter {
     long resolved_g;         /* the last step reported (-1: none) ... */
     double resolved_dt;      /* ... and its wall time */
     step_times_t *work;      /* each timed step's work (work_cpu; NULL on a GPU) */
+    progress_t progress;     /* the progress line (off unless to.progress names it) */
+    progress_t *prog;        /* &progress when this meter draws it, else NULL */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };
@@ -186,6 +194,17 @@ static inline step_story_t *step_rec_story(const step_meter_t *m, const step_rec
  * reports; they add up to its loss (step_end_t.denom). */
 void step_meter_fetch(step_meter_t *m, const float *dev, int n);
 
+/* The same for a pair: the step's loss is dev[0] / dev[1] (DDP's loss sum
+ * and rows, all-reduced together over the ranks). */
+void step_meter_fetch_ratio(step_meter_t *m, const float *dev);
+
+/* What the open step's report will need (step_meter_end with NULL takes
+ * it), known when it begins: a loop that plans it asks step_meter_logs. */
+static inline void step_meter_plan(step_meter_t *m, const step_end_t *e) { m->rec[m->cur].end = *e; }
+
+/* Does the open step log its loss (as planned)?  Then the loop fetches it. */
+static inline bool step_meter_logs(const step_meter_t *m) { return m->rec[m->cur].end.logs; }
+
 /* Seconds no lap measured, charged to phase p of this step. */
 static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
 {
@@ -198,8 +217,8 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 /* The open step is the one --explain tells (it counts what it moves). */
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
-/* The step ends; steps whose times are known report (this one on the CPU,
- * the previous one on a device).  Where the loop stops: DDP_ERR_RUNTIME with
+/* The step ends (e: what its report needs; NULL: as planned); steps whose
+ * times are known report (this one on the CPU, the previous one on a device).  Where the loop stops: DDP_ERR_RUNTIME with
  * err when a device call failed, the loss log cannot grow, or a logged loss
  * is NaN or infinite (unless --allow-nonfinite: the training diverged),
  * DDP_ERR_INTERRUPTED when a signal asked to stop (base/interrupt.h). */

@@ -19,6 +19,7 @@
 #include "ddp/autotune.h"
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
+#include "ddp/global_loss.h"
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
@@ -26,7 +27,6 @@
 #include "ddp/zero1.h"
 #include "base/interrupt.h"
 #include "io/checkpoint.h"
-#include "measure/progress.h"
 #include "measure/step_meter.h"
 #include "nn/optim.h"
 #include "train/stage.h"
@@ -58,12 +58,9 @@ typedef struct {
     zero_t zz;          /* --zero 2, 3: the shard, its buffers and the layer hooks */
     stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
-    float *lossbuf;     /* device [2]: the step's loss sum and rows, all-reduced (see
-                           rank_step) */
-    float *loss_host;   /* pinned [2][2]: the rows sent up, by step parity */
+    global_loss_t loss; /* the step's loss over every rank (on the steps that log it) */
     ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
-    progress_t prog;    /* rank 0's progress line (off on the other ranks) */
     step_meter_t meter;
     double compute_cpu_s; /* --slow-rank on the CPU: the CPU seconds of the last step's
                              own forward, loss and backward (straggle_spin's unit) */
@@ -146,10 +143,7 @@ static int rank_setup(rank_t *me)
         if (!(me->tunebuf = backend_alloc_for(me->be, AUTOTUNE_MAX * sizeof(float), MEM_COMM)))
             return err_set(me->err, DDP_ERR_RUNTIME, "out of device memory");
     }
-    me->lossbuf = backend_alloc_for(me->be, 2 * sizeof(float), MEM_COMM);
-    me->loss_host = backend_alloc_host(me->be, 4 * sizeof(float));
-    if (!me->lossbuf || !me->loss_host)
-        return err_set(me->err, DDP_ERR_RUNTIME, "out of memory for the loss");
+    TRY(global_loss_init(&me->loss, me->be, me->comm, me->err));
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
@@ -181,7 +175,7 @@ static int rank_setup(rank_t *me)
 
     /* Every rank keeps its own phases and step times (the supervisor takes
      * the slowest rank's); rank 0 also the loss log, the progress line and
-     * --explain's story.  All of it lives in the shared area. */
+     * --explain's story.  All of it but the line lives in the shared area. */
     ddp_rank_rec_t *rec = me->rec;
     if (me->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(me->area), .cap = me->area->max_log,
@@ -196,7 +190,8 @@ static int rank_setup(rank_t *me)
                             .final_loss = &rec->final_loss,
                             .story = me->rank == 0 ? &me->area->story : NULL,
                             .stagers = me->world, /* every rank stages its own rows */
-                            .progress = me->rank == 0 ? &me->prog : NULL,
+                            .progress = me->rank == 0 ? "ddp" : NULL,
+                            .total_steps = me->sch.total_steps,
                             .be = me->be,
                             .resolved = rank_resolved,
                             .ctx = me,
@@ -270,13 +265,9 @@ static int rank_autotune_after(rank_t *me)
 static void rank_teardown(rank_t *me)
 {
     stager_free(&me->stg);
-    if (me->be) {
-        backend_sync(me->be); /* no copy may still use the loss buffers */
-        if (me->loss_host)
-            backend_free_host(me->be, me->loss_host);
+    global_loss_free(&me->loss); /* waits for the device: no copy still uses them */
+    if (me->be)
         backend_free(me->be, me->tunebuf);
-        backend_free(me->be, me->lossbuf);
-    }
     step_meter_free(&me->meter);
     free(me->host_params);
     ckpt_run_free(&me->ck);
@@ -310,8 +301,8 @@ static int last_micro(rank_t *me, long g, int *nmicro)
 
 /* The step meter's callback once step r->g has run (at once on the CPU, when
  * the next step ends on a GPU): the buckets' communication hidden behind the
- * last backward (the reducer adds its buckets to --explain's story), their
- * --trace events, and the fetched global loss. */
+ * last backward (the reducer adds its buckets to --explain's story) and
+ * their --trace events. */
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
@@ -337,10 +328,6 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
         if (b->span.end_s > 0.0)
             trace_bucket(me->tr, me->cfg->zero ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
                          b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
-    }
-    if (r->nfetch == 2) { /* the loss sum and rows over every rank */
-        const float *global = r->fetched;
-        r->mean = (double)global[0] / (double)global[1];
     }
 }
 
@@ -416,12 +403,15 @@ static int straggle_plan(const config_t *cfg, int nmicro, double *frac)
  * buckets and, on loss steps, the loss; the optimizer once all are in.
  * Nothing here waits for the device: the GPU orders the collectives after
  * the gradients and the optimizer after the collectives. */
-static int rank_step(rank_t *me, long g, bool want_loss)
+static int rank_step(rank_t *me, long g)
 {
     const config_t *cfg = me->cfg;
     backend_t *be = me->be;
     replica_t *rep = &me->rep;
     step_meter_t *m = &me->meter;
+    /* the loss is a collective: fetched on the steps the schedule logs, the
+     * same on every rank */
+    bool want_loss = step_meter_logs(m);
 
     fault_kind_t f = fault_at(me->rank, g);
     if (f == FAULT_ERROR)
@@ -442,7 +432,8 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     bool sharded = cfg->zero >= 2;
     if (sharded)
         last_mi = cfg->accum - 1;
-    bool has_grad = false, has_loss = false;
+    bool has_grad = false;
+    global_loss_begin(&me->loss);
     /* --slow-rank: the real compute's CPU time, without the extra work */
     bool slow = me->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
     bool on_cpu = cfg->backend == BACKEND_CPU;
@@ -477,9 +468,7 @@ static int rank_step(rank_t *me, long g, bool want_loss)
         step_meter_lap(m, PH_FORWARD);
         TRY(dev(me, model_loss(rep, cfg->loss, y, rows, scale)));
         if (want_loss) /* the step's loss sum, on the device */
-            TRY(dev(me, !has_loss ? backend_d2d(be, me->lossbuf, rep->loss_sum, sizeof(float))
-                                  : backend_axpy(be, 1.0f, rep->loss_sum, me->lossbuf, 1)));
-        has_loss = true;
+            TRY(global_loss_add(&me->loss, rep->loss_sum, me->err));
         step_meter_lap(m, PH_LOSS);
         double e0 = slow && on_cpu ? thread_cpu_s() : 0.0;
         if (whole > 0)
@@ -506,29 +495,15 @@ static int rank_step(rank_t *me, long g, bool want_loss)
          * zero gradients that add nothing to the sum (torch's Join hook
          * shadows the others' all-reduces the same way). */
         TRY(dev(me, backend_memset0(be, rep->grads, me->spec.nparams * sizeof(float))));
-        if (want_loss)
-            TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
         step_meter_lap(m, PH_BACKWARD);
         reducer_begin(&me->red, true, g);
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
      * loss steps, the loss: the same sequence of collectives on every rank. */
-    if (want_loss && !has_loss) /* every micro-batch without rows (ZeRO-2, -3) */
-        TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
     TRY(coll(me, reducer_launch_rest(&me->red)));
-    if (want_loss) {
-        float *lh = me->loss_host + 2 * (g & 1); /* a step's copy is read before g+2 */
-        lh[1] = (float)my_rows;
-        TRY(dev(me, backend_h2d(be, me->lossbuf + 1, lh + 1, sizeof(float))));
-        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = me->lossbuf, .count = 2,
-                        .redop = REDOP_SUM, .tag = "the loss"};
-        /* Over shm on the CPU nothing is left to overlap it with: run it at
-         * once on this thread (comm.h's run); elsewhere queue it. */
-        TRY(coll(me, me->red.run_rest ? comm_run(me->comm, &op, NULL)
-                                    : comm_all_reduce_async(me->comm, me->lossbuf, 2, REDOP_SUM,
-                                                            "the loss", NULL)));
-    }
+    if (want_loss)
+        TRY(global_loss_reduce(&me->loss, g, my_rows, me->red.run_rest, me->err));
     /* The optimizer needs every bucket summed: its stream waits for all. */
     TRY(coll(me, comm_wait_all(me->comm)));
     /* --comm-hook: the gradients the optimizer applies, from what was sent
@@ -537,7 +512,7 @@ static int rank_step(rank_t *me, long g, bool want_loss)
     TRY(hooked(me, comm_hook_finish(me->red.hook, &me->red)));
     step_meter_lap(m, PH_COMM_EXPOSED);
     if (want_loss)
-        step_meter_fetch(m, me->lossbuf, 2);
+        global_loss_fetch(&me->loss, m);
 
     if (cfg->zero) {
         /* ZeRO-1 and -2: this rank steps its shard, and every bucket's
@@ -603,17 +578,8 @@ static int rank_train(rank_t *me)
     ddp_rank_rec_t *rec = me->rec;
     schedule_t *sch = &me->sch;
     step_meter_t *m = &me->meter;
-    /* Rank 0 draws the progress line; on the others it stays off. */
-    if (me->rank == 0)
-        progress_init(&me->prog, me->cfg, "ddp", sch->total_steps);
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
-        /* The loss is a collective: every rank must agree on fetching it.
-         * The loss log's steps follow from the schedule, the same on every
-         * rank (the progress line shows the last of them). */
-        bool logs = schedule_logs(sch, g);
-        bool want_loss = logs;
-        long rows = (long)schedule_step_rows(sch, g);
         bool active = schedule_rank_active(sch, g, me->rank);
         if (!active && !me->cfg->join) {
             /* --no-join: out of data, this rank leaves the loop, as a rank
@@ -624,16 +590,9 @@ static int rank_train(rank_t *me)
             break;
         }
         TRY(rank_autotune_before(me, g));
-        /* --explain tells the middle timed step (schedule_told_step) */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
-        TRY(rank_step(me, g, want_loss));
-        TRY(step_meter_end(m,
-                           &(step_end_t){.samples = (long)schedule_view_rows(sch, g),
-                                         .global_samples = rows,
-                                         .total = sch->total_steps,
-                                         .epoch = schedule_epoch_of(sch, g),
-                                         .logs = logs},
-                           me->err));
+        trainer_step_begin(m, sch, g);
+        TRY(rank_step(me, g));
+        TRY(step_meter_end(m, NULL, me->err));
         TRY(rank_autotune_after(me));
         if (active)
             rec->stats.steps_run++;
@@ -642,7 +601,6 @@ static int rank_train(rank_t *me)
         TRY(rank_checkpoint(me, g));
     }
     TRY(step_meter_finish(m, me->err));
-    progress_end(&me->prog);
     rec->total_s = now_s() - t_start;
 
     /* Every rank's final parameters, checksummed so the supervisor can check
@@ -697,7 +655,6 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *en
     } else {
         me.rec->state = RANK_DONE;
     }
-    progress_end(&me.prog); /* a fault must not leave a half line on the terminal */
-    rank_teardown(&me);
+    rank_teardown(&me); /* its meter erases the progress line: a fault must not leave half */
     return rc;
 }

@@ -67,7 +67,6 @@ static void dp_worker(void *ctx, int d)
 
 static void dp_ctx_free(dp_ctx_t *c)
 {
-    progress_end(&c->prog); /* a fault must not leave a half line on the terminal */
     ckpt_run_free(&c->ck);
     for (int i = 0; i < 2; i++) {
         free(c->plan[i].rows);
@@ -151,8 +150,6 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     c->warmup = schedule_warmup(&c->sch);
     trainer_begin(res, cfg, &c->sch);
     dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
-    /* Device 0's thread draws it; the threads start after this write. */
-    progress_init(&c->prog, cfg, "dp", c->total_steps);
     return DDP_OK;
 }
 

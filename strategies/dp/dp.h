@@ -117,8 +117,8 @@ typedef struct {
     const uint32_t **idx;     /* [accum] their sample indices (device 0 only) */
     int nrep;                 /* devices with rows in any micro-batch: they get replicas */
     size_t step_rows;         /* rows of the whole step: the loss's mean denominator */
-    long epoch;
-    bool timed, logs;
+    bool timed;
+    step_end_t end;           /* what the step meter reports of it (its rows, epoch, logs) */
 } dp_plan_t;
 
 typedef struct {
@@ -172,7 +172,6 @@ typedef struct {
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
-    progress_t prog;          /* the progress line */
 } dp_ctx_t;
 
 // ---------------------------------------------------------------------------

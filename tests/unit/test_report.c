@@ -1808,17 +1808,17 @@ Test(progress, shows_the_last_logged_loss_and_its_step)
 {
     mem_t m;
     mem_open(&m);
-    progress_t p;
-    progress_init_on(&p, true, m.f, "single", 10);
     config_t cfg = {.loss_lines_off = true};
     device_stats_t dev = {0};
     loss_log_t log = {0};
     step_meter_t sm;
     char err[ERR_LEN] = "";
     cr_assert_eq(step_meter_init(&sm, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
-                                                            .progress = &p},
+                                                            .progress = "single", .total_steps = 10},
                                  err),
                  0);
+    cr_assert_eq(sm.prog, &sm.progress, "the meter draws the line");
+    progress_init_on(&sm.progress, true, m.f, "single", 10); /* on, into m */
     float loss[4] = {2.0f, 1.0f, 0.5f, 0.25f};
     size_t seen = 0;
     for (long g = 0; g < 4; g++) {
@@ -1844,8 +1844,9 @@ Test(progress, shows_the_last_logged_loss_and_its_step)
     }
     cr_assert_eq(log.n, 1);
     step_meter_free(&sm);
+    fflush(m.f);
+    cr_assert(m.len > seen && strcmp(m.buf + seen, "\r\033[K") == 0, "freeing the meter erases the line");
     free(log.pt);
-    progress_end(&p);
     free(mem_close(&m));
 }
 
