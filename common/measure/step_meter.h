@@ -200,7 +200,10 @@ void step_meter_fetch_ratio(step_meter_t *m, const float *dev);
 
 /* What the open step's report will need (step_meter_end with NULL takes
  * it), known when it begins: a loop that plans it asks step_meter_logs. */
-static inline void step_meter_plan(step_meter_t *m, const step_end_t *e) { m->rec[m->cur].end = *e; }
+static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
+{
+    m->rec[m->cur].end = *e;
+}
 
 /* Does the open step log its loss (as planned)?  Then the loop fetches it. */
 static inline bool step_meter_logs(const step_meter_t *m) { return m->rec[m->cur].end.logs; }
@@ -218,10 +221,11 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
 /* The step ends (e: what its report needs; NULL: as planned); steps whose
- * times are known report (this one on the CPU, the previous one on a device).  Where the loop stops: DDP_ERR_RUNTIME with
- * err when a device call failed, the loss log cannot grow, or a logged loss
- * is NaN or infinite (unless --allow-nonfinite: the training diverged),
- * DDP_ERR_INTERRUPTED when a signal asked to stop (base/interrupt.h). */
+ * times are known report (this one on the CPU, the previous one on a
+ * device).  Where the loop stops: DDP_ERR_RUNTIME with err when a device
+ * call failed, the loss log cannot grow, or a logged loss is NaN or infinite
+ * (unless --allow-nonfinite: the training diverged), DDP_ERR_INTERRUPTED
+ * when a signal asked to stop (base/interrupt.h). */
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
 
 /* After the loop: report the last step. */

@@ -154,28 +154,8 @@ static int dp_checkpoint(dp_ctx_t *c, int d, long g, char *err)
 int dp_device_loop(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
-    run_result_t *res = c->res;
-    step_meter_t *m = &dv->meter;
+    step_meter_t *m = &dv->meter; /* set up with the device (dp_device_init) */
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
-    /* Device 0 keeps the run's step times, loss log, progress line and
-     * --explain's story; every device its own phases, copies and --trace
-     * recorder (written by this thread only). */
-    TRY(step_meter_init(m,
-                        &(step_meter_sinks_t){
-                            .cfg = c->cfg,
-                            .dev = &res->dev[d],
-                            .trace = res->trace[d],
-                            .times = d == 0 ? &res->times : NULL,
-                            .log = d == 0 ? &res->log : NULL,
-                            .final_loss = d == 0 ? &res->final_loss : NULL,
-                            .story = d == 0 ? &res->story : NULL,
-                            .progress = d == 0 ? "dp" : NULL,
-                            .total_steps = c->total_steps,
-                            .be = dv->be,
-                            .place = dv->name,
-                        },
-                        err));
-
     for (long g = c->start_step; g < c->total_steps; g++) {
         /* plan[g & 1] was written by device 0 before the barrier that ended
          * the previous step (or before the first one); device 0 writes the
