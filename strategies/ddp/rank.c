@@ -7,7 +7,6 @@
  * the buckets' waits are the GPU's (comm.h), the loss is fetched without
  * waiting, and the step meter's wait for the previous step is the step's one
  * host synchronisation. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
+#include "ddp/straggle.h"
 #include "ddp/zero.h"
 #include "ddp/zero1.h"
 #include "base/interrupt.h"
@@ -62,8 +62,7 @@ typedef struct {
     ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
     step_meter_t meter;
-    double compute_cpu_s; /* --slow-rank on the CPU: the CPU seconds of the last step's
-                             own forward, loss and backward (straggle_spin's unit) */
+    straggle_t slow;    /* --slow-rank: the straggler's extra work */
     autotune_t tune;    /* --bucket-mb auto */
     long tuned_g;       /* the last step whose time it was given (-1: none) */
     float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
@@ -146,6 +145,7 @@ static int rank_setup(rank_t *me)
     TRY(global_loss_init(&me->loss, me->be, me->comm, me->err));
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
+    straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (me->rank == 0 || cfg->resume_path[0]) {
@@ -331,73 +331,6 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     }
 }
 
-/* --slow-rank R:F: a straggler, the real work of a slower device, F - 1
- * times the step's forward and backward more (F fractional: 1.1 is 10% more).
- * The extra work of the step, (F - 1) x its micro-batches, is split into
- * whole passes and a fraction:
- * - the whole passes, before its first backward of the step: forwards that
- *   write the activations the real one wrote (the same rows, the same bits),
- *   and backwards that, with no gradient of the step yet to add to, write
- *   the gradients the real backward then writes again (straggle());
- * - the fraction frac, on the CPU: the rank computes on for frac x the CPU
- *   time its own forward, loss and backward took in the last step
- *   (straggle_spin(), on the thread's CPU clock, so being preempted by
- *   another process stretches it the way it stretches real work).  Rows
- *   would not do: measured on mlp-small, a pass over half the rows took 29%
- *   of a whole pass's CPU time, not 50% (the smaller pass stays in cache).
- * - the fraction on a GPU: a forward and backward of the first
- *   round(frac x rows) rows of the micro-batch, before its real forward
- *   (straggle_part(); the host cannot time kernels without waiting for
- *   them).  A GEMM over fewer rows may round a row differently, so it goes
- *   where the real forward and backward overwrite all it wrote; its backward
- *   reads the output gradient the buffer holds (the last step's, or zeros),
- *   and its gradients are discarded all the same.  Kernels like any other:
- *   the host still waits nowhere.
- * The same bits as without --slow-rank either way. */
-static int straggle(rank_t *me, const float *x, int rows, int times)
-{
-    replica_t *rep = &me->rep;
-    for (int i = 0; i < times; i++)
-        TRY(dev(me, model_forward(rep, x, rows)));
-    step_meter_lap(&me->meter, PH_FORWARD);
-    for (int i = 0; i < times; i++)
-        TRY(dev(me, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
-    step_meter_lap(&me->meter, PH_BACKWARD);
-    return DDP_OK;
-}
-
-static int straggle_part(rank_t *me, const float *x, int rows)
-{
-    replica_t *rep = &me->rep;
-    TRY(dev(me, model_forward(rep, x, rows)));
-    step_meter_lap(&me->meter, PH_FORWARD);
-    TRY(dev(me, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
-    step_meter_lap(&me->meter, PH_BACKWARD);
-    return DDP_OK;
-}
-
-
-/* Compute on this thread until it has used `cpu_s` more CPU seconds. */
-static void straggle_spin(rank_t *me, double cpu_s)
-{
-    volatile double acc = 1.0;
-    double until = thread_cpu_s() + cpu_s;
-    while (thread_cpu_s() < until)
-        for (int i = 0; i < 256; i++)
-            acc = acc * 1.0000001 + 1e-9;
-    step_meter_lap(&me->meter, PH_BACKWARD);
-}
-
-/* The slow rank's extra work this step: whole micro-batch passes, and the
- * fraction of one pass left over (0 <= *frac < 1). */
-static int straggle_plan(const config_t *cfg, int nmicro, double *frac)
-{
-    double extra = (cfg->slow_factor - 1.0) * nmicro;
-    int whole = (int)floor(extra + 1e-9);
-    *frac = extra - whole > 1e-9 ? extra - whole : 0.0;
-    return whole;
-}
-
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
  * backward fills them, on the last micro-batch), then the rest of the
  * buckets and, on loss steps, the loss; the optimizer once all are in.
@@ -434,10 +367,7 @@ static int rank_step(rank_t *me, long g)
         last_mi = cfg->accum - 1;
     bool has_grad = false;
     global_loss_begin(&me->loss);
-    /* --slow-rank: the real compute's CPU time, without the extra work */
-    bool slow = me->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
-    bool on_cpu = cfg->backend == BACKEND_CPU;
-    double cpu0 = slow && on_cpu ? thread_cpu_s() : 0.0, extra_cpu = 0.0;
+    straggle_begin(&me->slow);
     for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&me->sch, g, mi, &rows);
@@ -455,28 +385,14 @@ static int rank_step(rank_t *me, long g)
             continue; /* a micro-batch too small to reach this rank */
         float *x, *y;
         TRY(dev(me, stager_stage(&me->stg, me->data, idx, rows, m, &x, &y)));
-        double frac = 0.0;
-        int whole = slow && !has_grad ? straggle_plan(cfg, nmicro, &frac) : 0;
-        long part_rows = frac > 0 && !on_cpu ? lround(frac * rows) : 0;
-        if (part_rows >= rows) { /* rounds up to a whole pass */
-            whole++;
-            part_rows = 0;
-        }
-        if (part_rows > 0)
-            TRY(straggle_part(me, x, (int)part_rows));
+        TRY(straggle_before(&me->slow, x, rows, nmicro, !has_grad, me->err));
         TRY(dev(me, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
         TRY(dev(me, model_loss(rep, cfg->loss, y, rows, scale)));
         if (want_loss) /* the step's loss sum, on the device */
             TRY(global_loss_add(&me->loss, rep->loss_sum, me->err));
         step_meter_lap(m, PH_LOSS);
-        double e0 = slow && on_cpu ? thread_cpu_s() : 0.0;
-        if (whole > 0)
-            TRY(straggle(me, x, rows, whole));
-        if (frac > 0 && on_cpu) /* nmicro real passes took compute_cpu_s last step */
-            straggle_spin(me, frac * me->compute_cpu_s / nmicro);
-        if (slow && on_cpu)
-            extra_cpu += thread_cpu_s() - e0;
+        TRY(straggle_after(&me->slow, x, rows, nmicro, me->err));
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&me->red, last, g);
         int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &me->red);
@@ -487,8 +403,7 @@ static int rank_step(rank_t *me, long g)
         step_meter_rows(m, rows);
         has_grad = true;
     }
-    if (slow && on_cpu && has_grad) /* the real work alone: the next step's unit */
-        me->compute_cpu_s = thread_cpu_s() - cpu0 - extra_cpu;
+    straggle_end(&me->slow, has_grad);
     if (!has_grad) {
         /* No rows this step (its shard is used up, or the batch ended
          * before its turn): it still takes part in every all-reduce, with
