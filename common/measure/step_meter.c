@@ -38,7 +38,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
-    if (to->progress) { /* from here: the run's time and rate count from its start */
+    if (to->progress && to->cfg) { /* from here: the run's time and rate count from its start */
         progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
         m->prog = &m->progress;
     }

@@ -1,13 +1,7 @@
 /* strategies/ddp/straggle.h: --slow-rank R:F, a straggler: rank R does the
  * real work of a device F times slower, around each micro-batch's real
  * forward and backward, with the same bits as without it (straggle.c says
- * how).  A rank that is not the slow one pays one test per call.
- *
- *     straggle_begin(&s, me_rank);                 each step
- *     ... stage ...; straggle_before(&s, x, rows, nmicro, first);
- *     ... forward, loss ...; straggle_after(&s, x, rows, nmicro);
- *     ... backward ...
- *     straggle_end(&s, computed);                  after the micro-batches */
+ * how).  A rank that is not the slow one pays one test per call. */
 #ifndef DDPBENCH_STRAGGLE_H
 #define DDPBENCH_STRAGGLE_H
 
