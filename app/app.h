@@ -27,7 +27,9 @@
 #include "measure/result.h"
 #include "report/report.h"
 
-#define MAX_RUNS 6 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3) */
+/* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
+ * and ddp again at each further precision (--precision fp32,bf16,tf32) */
+#define MAX_RUNS 9
 
 /* --predict (and compare's predicted column): the alpha-beta model's inputs */
 typedef struct {

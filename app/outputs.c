@@ -59,9 +59,20 @@ static int print_results(app_job_t *j, char *err)
     const predict_t *pr = &j->pred;
     const run_result_t *ref = c->mode == MODE_COMPARE ? &j->res[0] : NULL;
     int n = j->n;
+    /* compare --precision fp32,bf16: each run against the single run of its
+     * own precision (the first of the three at that precision) */
+    const run_result_t *refs[MAX_RUNS];
+    for (int i = 0; i < n; i++) {
+        refs[i] = ref;
+        for (int k = 0; ref && k < n; k++)
+            if (j->cfgs[k].mode == MODE_SINGLE && j->cfgs[k].precision == j->cfgs[i].precision) {
+                refs[i] = &j->res[k];
+                break;
+            }
+    }
     if (c->json) {
         for (int i = 0; i < n; i++) {
-            cJSON *o = report_json_run(ctx, &j->cfgs[i], &j->res[i], ref, c->mode == MODE_COMPARE);
+            cJSON *o = report_json_run(ctx, &j->cfgs[i], &j->res[i], refs[i], c->mode == MODE_COMPARE);
             if (o && j->reps[i].n > 1)
                 cJSON_ReplaceItemInObjectCaseSensitive(o, "repeat", report_json_repeat(&j->reps[i]));
             if (o && pr->on)
@@ -80,7 +91,7 @@ static int print_results(app_job_t *j, char *err)
     } else if (c->csv) {
         report_csv_header(stdout);
         for (int i = 0; i < n; i++)
-            report_csv_row(stdout, ctx, &j->cfgs[i], &j->res[i], ref, &j->reps[i]);
+            report_csv_row(stdout, ctx, &j->cfgs[i], &j->res[i], refs[i], &j->reps[i]);
         for (int i = 0; i < n; i++) /* stdout holds the CSV alone: the notes go to stderr */
             report_notes(stderr, ctx, &j->res[i], n > 1);
     } else {
@@ -91,10 +102,12 @@ static int print_results(app_job_t *j, char *err)
         if (c->mode == MODE_DDP)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         report_hook(stdout, c, &j->res[0]);
-        /* compare's --zero columns are modelled in the ZeRO table below */
+        /* compare's --zero columns are modelled in the ZeRO table below; its
+         * --precision columns are not modelled */
         int nbase = n;
         for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)
-            if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero && nbase == n)
+            if (((j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero) ||
+                 j->cfgs[i].precision != j->cfgs[0].precision) && nbase == n)
                 nbase = i;
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);

@@ -70,6 +70,26 @@ int app_plan(app_job_t *j, int rc, char *err)
             result_init(&j->res[j->n]);
         }
     }
+    /* compare --precision fp32,bf16: single, dp and ddp again at each
+     * precision after the first (what faster compute does to the share of
+     * communication the step waits for) */
+    if (cfg->mode == MODE_COMPARE && cfg->nprecisions > 1) {
+        const char *no = j->mpi                ? "mpirun (run compare once per precision)"
+                         : cfg->report_path[0] ? "--report"
+                         : cfg->trace_path[0]  ? "--trace"
+                         : cfg->baseline_path[0] ? "--baseline"
+                         : cfg->repeat > 1     ? "--repeat"
+                         : cfg->save_path[0]   ? "--save"
+                         : NULL;
+        if (no && rc == DDP_OK)
+            rc = err_set(err, DDP_ERR_INPUT, "--precision with a list: not with %s", no);
+        for (int k = 1; k < cfg->nprecisions && rc == DDP_OK; k++)
+            for (int m = 0; m < 3; m++, j->n++) {
+                app_run_config(cfg, compare_modes[m], &j->cfgs[j->n]);
+                j->cfgs[j->n].precision = cfg->precisions[k];
+                result_init(&j->res[j->n]);
+            }
+    }
     j->ctx = (report_ctx_t){.cfg = cfg, .spec = &j->spec, .backend_note = j->note[0] ? j->note : NULL};
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
@@ -105,8 +125,10 @@ int app_plan(app_job_t *j, int rc, char *err)
     if (rc == DDP_OK)
         for (int i = 0; i < j->n; i++) { /* the devices every rank has, for the reports */
             int z = j->cfgs[i].zero;
+            precision_t p = j->cfgs[i].precision;
             app_run_config(cfg, j->cfgs[i].mode, &j->cfgs[i]);
             j->cfgs[i].zero = z;
+            j->cfgs[i].precision = p;
         }
     j->reports = ddp_launch_reports(cfg);
     return rc;
@@ -146,10 +168,12 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
         j->order[i] = i;
     if (j->n >= 3 && !j->mpi && cfg->backend == BACKEND_CUDA) { /* every ddp run first */
         int k = 0;
-        for (int i = 2; i < j->n; i++)
-            j->order[k++] = i;
-        j->order[k++] = 0;
-        j->order[k++] = 1;
+        for (int i = 0; i < j->n; i++)
+            if (j->cfgs[i].mode == MODE_DDP)
+                j->order[k++] = i;
+        for (int i = 0; i < j->n; i++)
+            if (j->cfgs[i].mode != MODE_DDP)
+                j->order[k++] = i;
     }
     if (j->mpi && j->n == 2) {
         j->order[0] = 1;

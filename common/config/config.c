@@ -127,7 +127,10 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--json and --csv: choose one");
     if (c->comm == COMM_NCCL && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT, "--comm nccl: needs --backend cuda");
-    if (c->precision == PREC_TF32 && c->backend == BACKEND_CPU)
+    bool tf32 = c->precision == PREC_TF32;
+    for (int i = 0; i < c->nprecisions; i++)
+        tf32 |= c->precisions[i] == PREC_TF32;
+    if (tf32 && c->backend == BACKEND_CPU)
         return err_set(err, DDP_ERR_INPUT,
                        "--precision tf32: needs --backend cuda (the CPU computes in fp32)");
     if (c->min_bytes > c->max_bytes)
@@ -154,6 +157,12 @@ int config_validate(const config_t *c, char *err)
     if (c->zero >= 2 && c->slow_rank >= 0)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: not with --zero %d (its extra passes "
                        "would gather and scatter the layers again)", c->zero);
+    if (c->nprecisions > 1 && c->mode != MODE_COMPARE)
+        return err_set(err, DDP_ERR_INPUT, "--precision: a list of precisions is for --mode "
+                       "compare (single, dp and ddp at each); --mode %s runs one", mode_name(c->mode));
+    if (c->nprecisions > 1 && c->nzero_stages > 0)
+        return err_set(err, DDP_ERR_INPUT, "--precision: a list is not with --zero under compare "
+                       "(one set of extra columns at a time)");
     if (c->nzero_stages > 1 && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--zero: a list of stages is for --mode compare (a "
                        "ddp column each); --mode ddp runs one");

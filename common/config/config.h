@@ -35,6 +35,8 @@ typedef struct {
     int ngpus;
     int threads;               /* OpenBLAS threads for single on the CPU */
     precision_t precision;     /* --precision (--tf32 is tf32): the GEMMs' arithmetic */
+    precision_t precisions[3]; /* --precision fp32,bf16: the list asked for, in order (compare: */
+    int nprecisions;           /* single, dp and ddp again at each after the first); 1 or 0 else */
     cuda_graph_t cuda_graph;   /* --cuda-graph: steps replayed as CUDA graphs (config_graph_why_not) */
     char model_name[64];       /* preset used ("" for none) */
 

@@ -352,6 +352,37 @@ static int set_tf32(config_t *c, const char *name, const char *v, explicit_t *ex
 {
     (void)name, (void)v, (void)ex, (void)err;
     c->precision = PREC_TF32;
+    c->nprecisions = 0;
+    return DDP_OK;
+}
+
+/* --precision P, or a list under compare (fp32,bf16: single, dp and ddp at
+ * each); the run's precision is the first */
+static int set_precision(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    char buf[64];
+    if (strlen(v) >= sizeof buf)
+        return err_set(err, DDP_ERR_INPUT, "--%s: '%.32s...' is too long", name, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    int k = 0;
+    if (!buf[0] || buf[strlen(buf) - 1] == ',' || buf[0] == ',')
+        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: fp32, tf32, bf16, "
+                       "or a list of them under compare)", name, v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int p = precision_parse(t);
+        if (p < 0)
+            return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: fp32, tf32, bf16)",
+                           name, t);
+        if (k == 3)
+            return err_set(err, DDP_ERR_INPUT, "--%s: at most three precisions", name);
+        for (int j = 0; j < k; j++)
+            if ((int)c->precisions[j] == p)
+                return err_set(err, DDP_ERR_INPUT, "--%s: %s twice", name, t);
+        c->precisions[k++] = (precision_t)p;
+    }
+    c->nprecisions = k;
+    c->precision = c->precisions[0];
     return DDP_OK;
 }
 
@@ -437,6 +468,13 @@ static void get_bucket_mb(const config_t *c, config_value_t *v)
     v->word = c->bucket_auto ? "auto" : NULL;
 }
 
+/* the precision (a list under compare: the first, the main columns') */
+static void get_precision(const config_t *c, config_value_t *v)
+{
+    v->type = CV_STR;
+    v->s = precision_name(c->precision);
+}
+
 /* the stage (a list under compare: the first, as --mode ddp would run it) */
 static void get_zero(const config_t *c, config_value_t *v)
 {
@@ -485,7 +523,6 @@ static const char *show_synth(int v) { return synth_name((synth_kind_t)v); }
 static const char *show_comm(int v) { return comm_name((comm_kind_t)v); }
 static const char *show_launcher(int v) { return launcher_name((launcher_kind_t)v); }
 static const char *show_cuda_graph(int v) { return cuda_graph_name((cuda_graph_t)v); }
-static const char *show_precision(int v) { return precision_name((precision_t)v); }
 
 // ---------------------------------------------------------------------------
 // the option table: one row per option, used for the defaults, getopt, --help
@@ -594,11 +631,14 @@ static const opt_t opts[] = {
     {"precision", "P", "fp32", NULL,
      "fp32 | tf32 (CUDA: TF32 tensor-core GEMMs, outside the 1e-4 agreement with fp32) | bf16 "
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
-     "loss and gradients)",
-     NULL, NAME(precision, precision, "fp32, tf32, bf16"),
+     "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
+     NULL, SET(set_precision, get_precision, "bf16", "tf32"),
      /* the baseline's check is report_baseline.c's own (a baseline from
       * before this key ran fp32), hence NO here */
-     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT_FREE,
+     /* a checkpoint fact: the state is fp32 either way, but a resumed run
+      * ends with the bits of the run that never stopped only in the
+      * precision it started with (--init starts over in another) */
+     EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT,
      TWIN("PRECISION", "fp32 | tf32 | bf16 (torch.autocast to bfloat16)")},
     /* a synonym: what it changes is --precision's (its row derives) */
     {"tf32", NULL, NULL, "off", "the same as --precision tf32", NULL, SET(set_tf32, NULL, NULL, NULL),

@@ -382,6 +382,8 @@ static int cuda_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float
         TRY(grow_bf16(be, need)); /* reserved at setup: nothing to do */
         CK(kern_to_bf16(c->stream, c->bf16[0], A, ar, ac, lda));
         CK(kern_to_bf16(c->stream, c->bf16[1], B, br, bc, ldb));
+        /* two conversion kernels before the GEMM: launches_per_step counts them */
+        backend_count_launch(be, LAUNCH_KERNEL, 2);
         CUBLASCHECK(be->last_error,
                     cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, c->bf16[1],
@@ -401,6 +403,8 @@ static int cuda_bias_act_fwd(backend_t *be, act_t act, float *z, float *a, const
     ENTER(be);
     CK(kern_bias_act_fwd(impl_of(be)->stream, act, z, a, b, rows, cols,
                          be->precision == PREC_BF16));
+    if (rows <= 0 || cols <= 0)
+        backend_count_launch(be, LAUNCH_KERNEL, -1); /* nothing launched */
     return DDP_OK;
 }
 
@@ -408,7 +412,10 @@ static int cuda_act_bwd(backend_t *be, act_t act, const float *z, const float *a
                         size_t n)
 {
     ENTER(be);
-    CK(kern_act_bwd(impl_of(be)->stream, act, z, a, d, n, be->precision == PREC_BF16));
+    bool bf16 = be->precision == PREC_BF16;
+    CK(kern_act_bwd(impl_of(be)->stream, act, z, a, d, n, bf16));
+    if (n == 0 || (act == ACT_NONE && !bf16)) /* nothing to do: nothing launched */
+        backend_count_launch(be, LAUNCH_KERNEL, -1);
     return DDP_OK;
 }
 

@@ -465,6 +465,10 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
          * rows ("data") are all that can be compared */
         if (!old && strcmp(facts[i].key, "data_hash") == 0)
             continue;
+        /* written before the precision was recorded: not compared (such a
+         * file may come from an fp32 run or a bf16 one) */
+        if (!old && strcmp(facts[i].key, "precision") == 0)
+            continue;
         /* one Linear layer has no activation (older files named one) */
         if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
             continue;

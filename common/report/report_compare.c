@@ -23,24 +23,55 @@
 
 #define LABEL_W 26
 #define COL_W 13
-#define MAX_RUNS 6 /* single, dp, ddp, and ddp at --zero 1, 2, 3 */
+#define MAX_RUNS 9 /* single, dp, ddp, and ddp at --zero 1, 2, 3, or the three again at
+                      each further --precision */
 
-/* A run's column: its mode, or "zero-N" for compare's ddp at ZeRO stage N. */
-static const char *run_label(const run_result_t *r, char *buf, size_t size)
+/* A run's column: its mode, "zero-N" for compare's ddp at ZeRO stage N, or
+ * "MODE PREC" for a run at another precision than the first run's. */
+static const char *run_label(const run_result_t *r, const run_result_t *first, char *buf,
+                             size_t size)
 {
     if (r->mode == MODE_DDP && r->zero) {
         snprintf(buf, size, "zero-%d", r->zero);
         return buf;
     }
+    if (r->precision != first->precision) {
+        snprintf(buf, size, "%s %s", mode_name(r->mode), precision_name(r->precision));
+        return buf;
+    }
     return mode_name(r->mode);
 }
 
-static const run_result_t *find_mode(const run_result_t *runs, int n, mode_t_ m)
+/* The first run of mode m at precision p (compare's reference of a column
+ * is the single run of its own precision). */
+static const run_result_t *find_run(const run_result_t *runs, int n, mode_t_ m, precision_t p)
 {
     for (int i = 0; i < n; i++)
-        if (runs[i].mode == m)
+        if (runs[i].mode == m && runs[i].precision == p)
             return &runs[i];
     return NULL;
+}
+
+/* What a column's devices did per step, mean over them: compute (forward,
+ * loss, backward, optimizer) and the communication the step waited for
+ * (DP's scatter, replicate and reduce, DDP's exposed all-reduce, ZeRO-3's
+ * gathers), for compare's precision rows. */
+static double col_compute(const report_stats_t *st, int first, int last)
+{
+    static const phase_t ph[] = {PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIM};
+    double t = 0.0;
+    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
+        t += report_phase_mean(st, first, last, ph[k]);
+    return t;
+}
+
+static double col_comm_waited(const report_stats_t *st, int first, int last)
+{
+    static const phase_t ph[] = {PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED, PH_GATHER};
+    double t = 0.0;
+    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
+        t += report_phase_mean(st, first, last, ph[k]);
+    return t;
 }
 
 // ---------------------------------------------------------------------------
@@ -78,10 +109,14 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
 {
     if (n > MAX_RUNS)
         n = MAX_RUNS;
-    const run_result_t *ref = find_mode(runs, n, MODE_SINGLE);
+    const run_result_t *ref = n ? find_run(runs, n, MODE_SINGLE, runs[0].precision) : NULL;
+    /* each run against the single run of its own precision */
+    const run_result_t *refs[MAX_RUNS];
     report_stats_t s[MAX_RUNS];
-    for (int i = 0; i < n; i++)
-        report_stats(&runs[i], ref, &s[i]);
+    for (int i = 0; i < n; i++) {
+        refs[i] = find_run(runs, n, MODE_SINGLE, runs[i].precision);
+        report_stats(&runs[i], refs[i], &s[i]);
+    }
     const config_t *c = ctx ? ctx->cfg : NULL;
     int ndev = 0;
     for (int i = 0; i < n; i++)
@@ -98,9 +133,17 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
      * the first three; the verdicts below are about single, dp and ddp) */
     int nbase = n;
     for (int i = 0; i < n; i++)
-        if (runs[i].mode == MODE_DDP && runs[i].zero && nbase == n)
+        if (((runs[i].mode == MODE_DDP && runs[i].zero) || runs[i].precision != runs[0].precision) &&
+            nbase == n)
             nbase = i;
-    if (nbase < n) {
+    /* --precision's list: single, dp and ddp again at each further one */
+    bool precs = nbase < n && runs[nbase].precision != runs[0].precision;
+    if (precs) {
+        fprintf(f, ", precision %s", precision_name(runs[0].precision));
+        for (int i = nbase; i < n; i++)
+            if (runs[i].precision != runs[i - 1].precision)
+                fprintf(f, " then %s", precision_name(runs[i].precision));
+    } else if (nbase < n) {
         fprintf(f, ", ZeRO stage");
         for (int i = nbase; i < n; i++)
             fprintf(f, "%s %d", i == nbase ? "" : ",", runs[i].zero);
@@ -112,7 +155,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     fprintf(f, "  %-*s", LABEL_W, "");
     char lb[COL_W + 1];
     for (int i = 0; i < n; i++)
-        fprintf(f, "%*s", COL_W, run_label(&runs[i], lb, sizeof lb));
+        fprintf(f, "%*s", COL_W, run_label(&runs[i], &runs[0], lb, sizeof lb));
     fputc('\n', f);
 #define ROW(label, ...)                                                                    \
     do {                                                                                   \
@@ -128,17 +171,40 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     ROW("devices", fprintf(f, "%*d", COL_W, r->ndev));
     ROW("throughput (samples/s)", fprintf(f, "%*.1f", COL_W, r->samples_per_s));
     if (ref) {
-        ROW("speed-up vs single", fprintf(f, "%*.2fx", COL_W - 1, r == ref ? 1.0 : st->speedup));
+        ROW(precs ? "speed-up vs its single" : "speed-up vs single",
+            fprintf(f, "%*.2fx", COL_W - 1, r == refs[i] || !refs[i] ? 1.0 : st->speedup));
         ROW("scaling efficiency",
-            fprintf(f, "%*.0f%%", COL_W - 1, 100.0 * (r == ref ? 1.0 : st->efficiency)));
+            fprintf(f, "%*.0f%%", COL_W - 1,
+                    100.0 * (r == refs[i] || !refs[i] ? 1.0 : st->efficiency)));
     }
     ROW("step time mean", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_mean)));
     ROW("step time p95", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_p95)));
     ROW("final loss", fprintf(f, "%*.6f", COL_W, r->final_loss));
     if (ref)
-        ROW("params vs single",
+        ROW(precs ? "params vs its single" : "params vs single",
             fprintf(f, "%*s", COL_W,
-                    r == ref ? "-" : !st->params_compared ? "n/a" : st->agree ? "agree" : "DIFFER"));
+                    r == refs[i] ? "-" : !st->params_compared ? "n/a" : st->agree ? "agree" : "DIFFER"));
+    /* --precision's list: what faster compute does to the communication a
+     * step waits for (device 0 of single and dp, ddp's ranks' mean: the
+     * columns below); the figures, not a lesson (docs/modes.md) */
+    if (precs) {
+        double slowest = 0.0; /* the unit of the phase table below */
+        for (int i = 0; i < n; i++)
+            slowest = fmax(slowest, s[i].step_mean);
+        double k = slowest >= 1e-3 ? 1e3 : 1e6;
+        ROW(k == 1e3 ? "compute per step (ms)" : "compute per step (us)",
+            fprintf(f, "%*.3f", COL_W,
+                    col_compute(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) * k));
+        ROW(k == 1e3 ? "comm waited per step (ms)" : "comm waited per step (us)",
+            fprintf(f, "%*.3f", COL_W,
+                    col_comm_waited(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) * k));
+        ROW("comm waited, % of step",
+            r->mode == MODE_SINGLE || !(st->step_mean > 0.0)
+                ? fprintf(f, "%*s", COL_W, "-")
+                : fprintf(f, "%*.1f%%", COL_W - 1,
+                          100.0 * col_comm_waited(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) /
+                              st->step_mean));
+    }
 
     /* the phase split: single's device, then device 0 and the mean of the
      * others for each multi-device run (DP's device 0 does the extra work) */
@@ -150,7 +216,15 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             continue;
         if (r->mode == MODE_DDP && r->zero) { /* its ranks alike: one column, their mean */
             pc[npc] = (pcol_t){r, 0, r->ndev - 1, ""};
-            snprintf(pc[npc].title, COL_W + 1, "%s", run_label(r, lb, sizeof lb));
+            snprintf(pc[npc].title, COL_W + 1, "%s", run_label(r, &runs[0], lb, sizeof lb));
+            npc++;
+            continue;
+        }
+        if (r->precision != runs[0].precision) {
+            /* one column: ddp's ranks' mean, dp's device 0 (its reduce) */
+            pc[npc] = (pcol_t){r, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0, ""};
+            snprintf(pc[npc].title, COL_W + 1, r->mode == MODE_DP && r->ndev > 1 ? "%s dev0" : "%s",
+                     run_label(r, &runs[0], lb, sizeof lb));
             npc++;
             continue;
         }
@@ -252,10 +326,12 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
         }
         bool said = false;
         for (int i = 0; i < n; i++) {
-            if (&runs[i] == ref)
+            if (&runs[i] == refs[i])
                 continue;
             const report_stats_t *st = &s[i];
-            fprintf(f, "  parameters: %s vs single ", run_label(&runs[i], lb, sizeof lb));
+            fprintf(f, "  parameters: %s vs single%s%s ", run_label(&runs[i], &runs[0], lb, sizeof lb),
+                    runs[i].precision != runs[0].precision ? " " : "",
+                    runs[i].precision != runs[0].precision ? precision_name(runs[i].precision) : "");
             char worst[64];
             if (st->adam)
                 snprintf(worst, sizeof worst, "worst parameter %.1e of lr x steps", st->max_step);
@@ -270,7 +346,7 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
             else
                 fprintf(f, "DIFFER: %s (relative L2 distance %.1e)\n", worst, st->rel_l2);
             if (st->params_compared && !st->agree) {
-                report_differ_cause(line, sizeof line, ctx, &runs[i], ref, said);
+                report_differ_cause(line, sizeof line, ctx, &runs[i], refs[i] ? refs[i] : ref, said);
                 if (line[0])
                     wrap(f, "    ", line, 96);
                 said = true;

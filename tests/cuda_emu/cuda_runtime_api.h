@@ -102,6 +102,8 @@ cudaError_t cudaDriverGetVersion(int *v);
 /* The emulator's own checks (abort with a message on a violation). */
 long emu_alloc_calls(void); /* cudaMalloc + cudaFree calls so far */
 long emu_graph_launches(void); /* cudaGraphLaunch calls so far */
+long emu_kernel_launches(void); /* kernels and cuBLAS GEMMs queued so far */
+void emu_count_kernel(void);    /* one more of those (emu_launch, the GEMMs) */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);
 void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */

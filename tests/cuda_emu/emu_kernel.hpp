@@ -231,6 +231,7 @@ static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
                 g.z, b.x, b.y, b.z);
         abort();
     }
+    emu_count_kernel();
     emu_enqueue(s, emu::run_launch, new emu::launch{g, b, std::function<void()>(f)},
                 emu::free_launch);
 }

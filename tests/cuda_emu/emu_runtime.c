@@ -1165,6 +1165,13 @@ static void run_gemm(void *arg)
     free(tb);
 }
 
+/* Kernels (emu_launch) and GEMMs queued so far, every device and stream: what
+ * the backend's launches_per_step must count (a test compares them). */
+static _Atomic long kernel_launches;
+
+long emu_kernel_launches(void) { return kernel_launches; }
+void emu_count_kernel(void) { kernel_launches++; }
+
 /* Column-major, like cuBLAS; it checks what cuBLAS checks and the operand extents. */
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,
@@ -1194,6 +1201,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                       * cuBLAS may still pick a plain fp32 kernel (a small
                       * product), which EMU_TF32_AS_FP32 plays */
                      h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
+    emu_count_kernel();
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -1466,6 +1474,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         DIE("out of memory");
     *g = (gemm_op_t){ta, tb, m, n, k, lda, ldb, ldc, *(const float *)alpha, *(const float *)beta,
                      NULL, NULL, C, 0, A, B};
+    emu_count_kernel();
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
 }

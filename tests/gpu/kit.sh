@@ -112,7 +112,7 @@ glibc=$(for b in $BINS "$KIT"/lib/*; do objdump -T "$b" 2>/dev/null; done | grep
     echo "ddpbench GPU kit ($(git describe --always --dirty 2>/dev/null || echo unknown)), built $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "built:  on a machine with the CUDA toolkit and NCCL (make gpu-kit), to be carried to"
     echo "        the GPU box as it is: the box needs no compiler and no package registry"
-    echo "run:    DDPBENCH_CHECK_OUT=DIR sh check.sh    (about 5 minutes on one H200; sh check.sh"
+    echo "run:    DDPBENCH_CHECK_OUT=DIR sh check.sh    (at most 345 s on one H200; sh check.sh"
     echo "        --dry-run lists the steps and their limits).  DIR then holds check.json and"
     echo "        check-logs.tar.gz and nothing else (default: results/ here); the last line"
     echo "        printed is the verdict: PASS (exit 0), FAIL (1), no GPU driver / no GPU (3)"

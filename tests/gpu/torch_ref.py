@@ -21,7 +21,7 @@ GPU's own clock (events), so a wall-clock gap between steps counts.
                                   in one process (one import, one CUDA start)
 
 Prints one JSON object per model: name, samples_per_s, step_s, steps, batch,
-torch, device.  Exit 2 on bad arguments, 1 when PyTorch or the GPU is missing
+torch, device, and with --gemms gemm_s (the step's GEMMs timed alone).  Exit 2 on bad arguments, 1 when PyTorch or the GPU is missing
 (or a case failed: the others still run and print).
 """
 import argparse
@@ -48,6 +48,8 @@ def parser():
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--gemms", action="store_true",
+                   help="also time the step's GEMMs alone (gemm_s: their sum per step)")
     return p
 
 
@@ -176,7 +178,7 @@ def run(torch, a):
     end.record()
     end.synchronize()
     seconds = start.elapsed_time(end) / 1e3
-    return {
+    out = {
         "name": a.name,
         "samples_per_s": timed * a.batch / seconds,
         "step_s": seconds / timed,
@@ -187,6 +189,43 @@ def run(torch, a):
         "tf32": False,
         "precision": a.precision,
     }
+    if a.gemms:
+        out["gemm_s"] = gemms_alone(torch, a, dev)
+    return out
+
+
+def gemms_alone(torch, a, dev, reps=10):
+    """The step's GEMMs alone, back to back on the GPU, each with its own
+    operands already there: per layer (in -> out, batch B) the forward
+    [B,in]x[in,out], the weight gradient [out,B]x[B,in] and, except for the
+    first layer, the input gradient [B,out]x[out,in].  cuBLAS through
+    torch.mm, fp32 with TF32 off, or bf16 inputs (bf16 out: ddpbench's
+    cublasGemmEx writes fp32, the same tensor-core work).  The sum of their
+    times per step, the mean of reps repetitions after one warm-up, on the
+    GPU's clock (events)."""
+    dt = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    B = a.batch
+    shapes = []
+    for l in range(len(a.dims) - 1):
+        i, o = a.dims[l], a.dims[l + 1]
+        shapes.append((B, i, o))      # y = x W^T
+        shapes.append((o, B, i))      # dW = dy^T x
+        if l > 0:
+            shapes.append((B, o, i))  # dx = dy W
+    ops = [(torch.rand(m, k, device=dev, dtype=dt), torch.rand(k, n, device=dev, dtype=dt),
+            torch.empty(m, n, device=dev, dtype=dt)) for m, k, n in shapes]
+    for x, y, z in ops:
+        torch.mm(x, y, out=z)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(reps):
+        for x, y, z in ops:
+            torch.mm(x, y, out=z)
+    end.record()
+    end.synchronize()
+    del ops
+    return start.elapsed_time(end) / 1e3 / reps
 
 
 if __name__ == "__main__":

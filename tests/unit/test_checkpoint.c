@@ -781,6 +781,12 @@ Test(resume, every_setting_that_must_match_is_checked)
     resume_refused(CE " --steps 5", CE " --steps 9 --no-shuffle",
                    "written with shuffle true, this run has shuffle false");
     resume_refused(CE " --steps 5", CE " --steps 9 --act tanh", "--act relu");
+    /* the optimizer state is fp32 in both, but only the precision the run
+     * started with continues it bit for bit */
+    resume_refused(CE " --steps 5", CE " --steps 9 --precision bf16",
+                   "written with --precision fp32, this run has --precision bf16");
+    resume_refused(CE " --steps 5 --precision bf16", CE " --steps 9",
+                   "written with --precision bf16, this run has --precision fp32");
     resume_refused(CE " --steps 5", CE " --steps 9 --samples 240",
                    "written with data synthetic classes samples=120, this run has data synthetic "
                    "classes samples=240");

@@ -1041,45 +1041,65 @@ Test(cuda_bf16, gemm_is_the_cpu_reference_and_not_fp32)
     pair_close(&p);
 }
 
-Test(cuda_bf16, activations_gradients_and_loss_round_as_on_the_cpu)
+/* One shape of the bf16 activation check below, every pointer off floats
+ * past an aligned block (0: the 128-bit paths where cols % 4 == 0 and, with
+ * a tail, for the backward; 1: the scalar ones). */
+static void bf16_act_case(pair_t *p, int rows, int cols, int off)
 {
-    /* Every value the GPU stores is a bf16 value; relu's are the CPU's bits
-     * (no library function), the others within one bf16 step (a one-ulp
-     * difference of CUDA's and glibc's expf/tanhf/erff can cross a bf16
-     * rounding boundary); the loss is fp32 and the gradient bf16. */
-    pair_t p = pair_open();
-    check(p.cpu, backend_set_precision(p.cpu, PREC_BF16), "set_precision bf16");
-    check(p.gpu, backend_set_precision(p.gpu, PREC_BF16), "set_precision bf16");
-    const int rows = 70, cols = 300;
-    size_t n = (size_t)rows * cols;
-    for (int act = ACT_RELU; act <= ACT_GELU; act++) {
-        float *hz = host_random(n, 401 + act, -3, 3), *hb = host_random(cols, 402, -1, 1);
-        float *hd = host_random(n, 403, -1, 1);
-        buf2_t Z = both(&p, hz, n), A = both(&p, hz, n), Bv = both(&p, hb, cols), D = both(&p, hd, n);
-        check(p.cpu, backend_bias_act_fwd(p.cpu, (act_t)act, Z.c, A.c, Bv.c, rows, cols), "fwd");
-        check(p.gpu, backend_bias_act_fwd(p.gpu, (act_t)act, Z.g, A.g, Bv.g, rows, cols), "fwd");
-        check(p.cpu, backend_act_bwd(p.cpu, (act_t)act, Z.c, A.c, D.c, n), "bwd");
-        check(p.gpu, backend_act_bwd(p.gpu, (act_t)act, Z.g, A.g, D.g, n), "bwd");
+    size_t n = (size_t)rows * cols, span = n + 4;
+    for (int act = ACT_NONE; act <= ACT_GELU; act++) {
+        float *hz = host_random(span, 401 + act, -3, 3), *hb = host_random(cols + 4, 402, -1, 1);
+        float *hd = host_random(span, 403, -1, 1);
+        buf2_t Z = both(p, hz, span), A = both(p, hz, span), Bv = both(p, hb, cols + 4);
+        buf2_t D = both(p, hd, span);
+        check(p->cpu, backend_bias_act_fwd(p->cpu, (act_t)act, Z.c + off, A.c + off, Bv.c + off,
+                                           rows, cols), "fwd");
+        check(p->gpu, backend_bias_act_fwd(p->gpu, (act_t)act, Z.g + off, A.g + off, Bv.g + off,
+                                           rows, cols), "fwd");
+        check(p->cpu, backend_act_bwd(p->cpu, (act_t)act, Z.c + off, A.c + off, D.c + off, n), "bwd");
+        check(p->gpu, backend_act_bwd(p->gpu, (act_t)act, Z.g + off, A.g + off, D.g + off, n), "bwd");
         buf2_t out[] = {Z, A, D};
         for (int o = 0; o < 3; o++) {
-            float *c = download(p.cpu, out[o].c, n), *g = download(p.gpu, out[o].g, n);
-            for (size_t i = 0; i < n; i++) {
-                cr_assert((f32_bits(g[i]) & 0xffffu) == 0, "act %d, output %d [%zu] = %a: not bf16", act,
-                          o, i, g[i]);
-                double tol = act == ACT_RELU ? 0.0 : ldexp(fmax(fabs(c[i]), 1e-3), -7);
-                cr_assert(fabs((double)c[i] - g[i]) <= tol, "act %d, output %d [%zu]: cpu %a gpu %a", act,
+            if (o == 1 && act == ACT_NONE)
+                continue; /* no activation written */
+            float *c = download(p->cpu, out[o].c, span), *g = download(p->gpu, out[o].g, span);
+            for (size_t i = (size_t)off; i < n + (size_t)off; i++) {
+                cr_assert((f32_bits(g[i]) & 0xffffu) == 0,
+                          "%dx%d+%d act %d, output %d [%zu] = %a: not bf16", rows, cols, off, act, o,
+                          i, g[i]);
+                double tol = act <= ACT_RELU ? 0.0 : ldexp(fmax(fabs(c[i]), 1e-3), -7);
+                cr_assert(fabs((double)c[i] - g[i]) <= tol,
+                          "%dx%d+%d act %d, output %d [%zu]: cpu %a gpu %a", rows, cols, off, act,
                           o, i, c[i], g[i]);
             }
             free(c);
             free(g);
         }
-        both_free(&p, Z);
-        both_free(&p, A);
-        both_free(&p, Bv);
-        both_free(&p, D);
+        both_free(p, Z);
+        both_free(p, A);
+        both_free(p, Bv);
+        both_free(p, D);
         free(hz);
         free(hb);
         free(hd);
+    }
+}
+
+Test(cuda_bf16, activations_gradients_and_loss_round_as_on_the_cpu)
+{
+    /* Every value the GPU stores is a bf16 value; relu's (and no
+     * activation's) are the CPU's bits (no library function), the others
+     * within one bf16 step (a one-ulp difference of CUDA's and glibc's
+     * expf/tanhf/erff can cross a bf16 rounding boundary); the loss is fp32
+     * and the gradient bf16.  Aligned and not, lengths a multiple of 4 and
+     * not (33 x 45: a tail of 1). */
+    pair_t p = pair_open();
+    check(p.cpu, backend_set_precision(p.cpu, PREC_BF16), "set_precision bf16");
+    check(p.gpu, backend_set_precision(p.gpu, PREC_BF16), "set_precision bf16");
+    const int rows = 70;
+    for (int off = 0; off < 2; off++) {
+        bf16_act_case(&p, rows, 300, off);
+        bf16_act_case(&p, 33, 45, off);
     }
     /* the loss over bf16 outputs: fp32, its gradient bf16 */
     float *ho = host_random((size_t)rows * 10, 405, -4, 4), *ht = malloc(rows * sizeof(float));
@@ -1147,6 +1167,65 @@ Test(cuda_bf16, a_step_allocates_nothing)
     backend_destroy(be);
     free(hp);
     free(hy);
+}
+
+/* The kernels and GEMMs the emulated GPU queued (tests/cuda_emu); absent,
+ * and so NULL, on a real GPU. */
+long emu_kernel_launches(void) __attribute__((weak));
+
+/* One eager step (forward, loss, backward) of a GELU MLP, or of one without
+ * activations, at precision prec: the kernels the backend counted must be
+ * the kernels queued (bf16's two operand conversions per GEMM included). */
+static void launch_count_case(precision_t prec, act_t act)
+{
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    check(be, backend_set_precision(be, prec), "set_precision");
+    int dims[] = {12, 48, 48, 4}, rows = 16;
+    model_spec_t spec;
+    cr_assert_eq(model_spec_init(&spec, dims, 4, act, err), DDP_OK, "%s", err);
+    replica_t r;
+    cr_assert_eq(replica_init(&r, be, &spec, rows, 1, err), DDP_OK, "%s", err);
+    float *hp = malloc(spec.nparams * sizeof *hp), *hy = malloc((size_t)rows * sizeof *hy);
+    cr_assert(hp && hy);
+    model_init_params(&spec, 1, hp);
+    for (int i = 0; i < rows; i++)
+        hy[i] = (float)(i % dims[3]);
+    check(be, backend_h2d(be, r.params, hp, spec.nparams * sizeof *hp), "h2d");
+    check(be, backend_h2d(be, r.y, hy, (size_t)rows * sizeof *hy), "h2d");
+    check(be, backend_sync(be), "sync");
+    long k0 = backend_launches(be, LAUNCH_KERNEL), q0 = emu_kernel_launches();
+    check(be, model_forward(&r, r.x, rows), "forward");
+    check(be, model_loss(&r, LOSS_CE, r.y, rows, 1.0f / (float)rows), "loss");
+    check(be, model_backward(&r, r.x, rows, r.dout, false, NULL, NULL), "backward");
+    check(be, backend_sync(be), "sync");
+    long counted = backend_launches(be, LAUNCH_KERNEL) - k0, queued = emu_kernel_launches() - q0;
+    cr_assert_eq(counted, queued, "precision %d, act %d: %ld kernels counted, %ld queued", (int)prec,
+                 (int)act, counted, queued);
+    /* 3 layers: 3 forward and 5 backward GEMMs (the first layer's input
+     * needs no gradient), each with two conversions under bf16 */
+    if (prec == PREC_BF16)
+        cr_assert_geq(counted, 3 * 8, "bf16: %ld kernels", counted);
+    replica_free(&r);
+    backend_destroy(be);
+    free(hp);
+    free(hy);
+}
+
+Test(cuda_backend, launch_counts_are_the_kernels_queued)
+{
+    /* launches_per_step's kernels, counted in the backend, against what the
+     * emulated GPU queued: every GEMM (--precision bf16: with its two
+     * conversions to bf16), every kernel, nothing counted that was not
+     * launched (the activation backward with no activation in fp32). */
+    need_gpu();
+    if (!emu_kernel_launches)
+        cr_skip_test("a real GPU: the emulator's count of queued kernels is not there");
+    launch_count_case(PREC_FP32, ACT_GELU);
+    launch_count_case(PREC_BF16, ACT_GELU);
+    launch_count_case(PREC_FP32, ACT_NONE);
+    launch_count_case(PREC_BF16, ACT_NONE);
 }
 
 Test(cuda_equivalence, bf16_single_against_the_cpu_reference)
@@ -1271,6 +1350,7 @@ static float *upload_at(backend_t *be, const float *src, size_t span, int off, b
 static void vec_case(backend_t *be, int off, const float *h, size_t n, int rows, int cols,
                      float *out)
 {
+    /* (the precision is be's: fp32 or bf16's roundings) */
     size_t span = n + 8;
     float *p = upload_at(be, h, span, off, false), *g = upload_at(be, h + span, span, off, false);
     float *m = upload_at(be, h + 1, span, off, false), *v = upload_at(be, h + 2, span, off, true);
@@ -1282,14 +1362,23 @@ static void vec_case(backend_t *be, int off, const float *h, size_t n, int rows,
     check(be, backend_adam(be, &aa, p + off, g + off, m + off, v + off, n), "adam");
     check(be, backend_axpy(be, 0.5f, g + off, p + off, n), "axpy");
     check(be, backend_scale(be, 1.5f, p + off, n), "scale");
-    check(be, backend_act_bwd(be, ACT_TANH, z + off, a + off, p + off, n), "act_bwd tanh");
-    check(be, backend_act_bwd(be, ACT_RELU, z + off, a + off, p + off, n), "act_bwd relu");
+    for (int act = ACT_NONE; act <= ACT_GELU; act++)
+        check(be, backend_act_bwd(be, (act_t)act, z + off, a + off, p + off, n), "act_bwd");
     check(be, backend_bias_act_fwd(be, ACT_GELU, z + off, a + off, b + off, rows, cols), "bias_act");
+    check(be, backend_bias_act_fwd(be, ACT_NONE, a + off, a + off, b + off, rows, cols),
+          "bias_act none");
+    /* two slices (then their sums), accumulating; then one slice, not */
     check(be, backend_bias_grad(be, b + off, a + off, rows, cols, true), "bias_grad");
+    check(be, backend_bias_grad(be, b + off, a + off, 9, cols, true), "bias_grad one slice");
+    check(be, backend_bias_grad(be, g + off, a + off, rows, cols, false), "bias_grad");
+    check(be, backend_bias_grad(be, b + off, g + off, 5, cols, false), "bias_grad one slice");
     float *o = download(be, p, span), *oa = download(be, a, span), *ob = download(be, b, span);
+    float *og = download(be, g, span);
     memcpy(out, o + off, n * sizeof(float));
     memcpy(out + n, oa + off, (size_t)rows * cols * sizeof(float));
     memcpy(out + n + (size_t)rows * cols, ob + off, (size_t)cols * sizeof(float));
+    memcpy(out + n + (size_t)rows * cols + cols, og + off, (size_t)cols * sizeof(float));
+    free(og);
     free(o);
     free(oa);
     free(ob);
@@ -1302,28 +1391,33 @@ Test(cuda_kernels, vectorised_paths_give_the_scalar_paths_bits)
 {
     /* 128-bit loads and stores where every pointer is 16-byte aligned
      * (offset 0), one float at a time where not (offset 1): the same bits,
-     * with a tail of n % 4 elements, on the optimizers, axpy and scale (the
-     * activation kernels, scalar today, are run too: a vectorised one must
-     * keep their bits). */
+     * with a tail of n % 4 elements, on the optimizers, axpy, scale, bias +
+     * activation, every activation's backward and both passes of the bias
+     * gradient, in fp32 and under --precision bf16's roundings. */
     need_gpu();
     char err[ERR_LEN];
-    backend_t *be;
-    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
-    int rows = 37, cols = 28; /* cols % 4 == 0; rows * cols + tail = n */
-    size_t n = (size_t)rows * cols + 3;
-    cr_assert_eq(backend_reserve(be, rows, cols), DDP_OK);
-    float *h = host_random(2 * (n + 8), 11, -2, 2);
-    size_t outn = n + (size_t)rows * cols + (size_t)cols + 8;
-    float *r0 = calloc(outn + n + 8, sizeof(float)), *r1 = calloc(outn + n + 8, sizeof(float));
-    cr_assert(r0 && r1);
-    vec_case(be, 0, h, n, rows, cols, r0);
-    vec_case(be, 1, h, n, rows, cols, r1);
-    size_t cmp = n + (size_t)rows * cols + (size_t)cols;
-    for (size_t i = 0; i < cmp; i++)
-        cr_assert_eq(memcmp(&r0[i], &r1[i], sizeof(float)), 0,
-                     "element %zu: %.9g vectorised, %.9g scalar", i, r0[i], r1[i]);
-    free(r0);
-    free(r1);
-    free(h);
-    backend_destroy(be);
+    for (int prec = 0; prec < 2; prec++) {
+        backend_t *be;
+        cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+        if (prec)
+            check(be, backend_set_precision(be, PREC_BF16), "set_precision bf16");
+        int rows = 37, cols = 28; /* cols % 4 == 0; rows * cols + tail = n */
+        size_t n = (size_t)rows * cols + 3;
+        cr_assert_eq(backend_reserve(be, rows, cols), DDP_OK);
+        float *h = host_random(2 * (n + 8), 11, -2, 2);
+        size_t outn = n + (size_t)rows * cols + (size_t)cols + 8;
+        float *r0 = calloc(outn + n + 8, sizeof(float)), *r1 = calloc(outn + n + 8, sizeof(float));
+        cr_assert(r0 && r1);
+        vec_case(be, 0, h, n, rows, cols, r0);
+        vec_case(be, 1, h, n, rows, cols, r1);
+        size_t cmp = n + (size_t)rows * cols + 2 * (size_t)cols;
+        for (size_t i = 0; i < cmp; i++)
+            cr_assert_eq(memcmp(&r0[i], &r1[i], sizeof(float)), 0,
+                         "%s element %zu: %.9g vectorised, %.9g scalar", prec ? "bf16" : "fp32", i,
+                         r0[i], r1[i]);
+        free(r0);
+        free(r1);
+        free(h);
+        backend_destroy(be);
+    }
 }
