@@ -26,6 +26,20 @@
  * NCCL reports an error.  Spans come from timed events on the comm stream,
  * placed on the now_s() clock by the backend's re-anchored clock.
  *
+ * CUDA graphs (backend.h).  A collective launched while the backend captures
+ * a step is captured with it, as NCCL allows: the comm stream joins the
+ * capture by waiting for the `ready` record made in it, the op's start and
+ * end are external records (real at every launch, so the spans are still
+ * timed) of events kept per graph key and op, and the wait joins the comm
+ * stream back (a record of `gjoin` the compute stream waits for), as the
+ * capture must before it ends.  While the backend replays a step, a launch
+ * or a wait queues nothing -- the graph holds that work -- but is numbered
+ * and checked (backend_graph_note) like any operation of the step.  No event
+ * recorded by the step under way is looked at before its graph is launched
+ * (the watch's walk stops at the step's first op; CUDA refuses a query of an
+ * event recorded in a capture, and a replayed step's events still hold the
+ * last launch's records).
+ *
  * Reductions are ncclSum: REDOP_AVG divides the sum by world afterwards on
  * the comm stream (comm.h), and DDP folds 1/world into its loss scale and
  * asks for SUM.  ncclAvg is never used: NCCL implements it for floats as a
@@ -56,6 +70,10 @@
 /* Ops in flight per rank before launch() first waits for the oldest (each
  * owns a pair of events).  DDP has a few dozen buckets at most. */
 #define NCCL_SLOTS 256
+/* Collectives one graph step may hold (a bucket per parameter of the
+ * deepest model, 64, each with a leftover under ZeRO-1, and the loss), each
+ * with its pair of events per graph key. */
+#define NCCL_GRAPH_OPS 136
 
 typedef struct {
     pthread_mutex_t lock;   /* guards nccl against abort() from another thread */
@@ -68,6 +86,21 @@ typedef struct {
     const char *tag[NCCL_SLOTS];
     coll_kind_t kind[NCCL_SLOTS];
     int nevents;            /* start/end pairs created (for teardown) */
+    /* the events op id's slot was timed with: its own pair, or inside a
+     * graph step the graph's pair for (key, index) */
+    cudaEvent_t sev[NCCL_SLOTS], eev[NCCL_SLOTS];
+    int gslot[NCCL_SLOTS];  /* key * NCCL_GRAPH_OPS + index, -1: its own pair */
+    unsigned long gstep[NCCL_SLOTS]; /* the graph step (backend's serial) it was in */
+    /* CUDA graphs (see the header comment) */
+    cudaEvent_t gstart[BACKEND_GRAPH_KEYS * NCCL_GRAPH_OPS], gend[BACKEND_GRAPH_KEYS * NCCL_GRAPH_OPS];
+    unsigned long grec[BACKEND_GRAPH_KEYS * NCCL_GRAPH_OPS]; /* the step that last used each */
+    int ngevents;           /* graph pairs created (for teardown) */
+    cudaEvent_t gjoin;      /* the comm stream's join back into a capture */
+    graph_mode_t gmode;     /* the backend's, as of the last call */
+    int gkey;
+    unsigned long gserial;  /* the graph step the ops below belong to */
+    int gnext;              /* its next op's index */
+    comm_handle_t gfirst;   /* its first op */
     comm_handle_t done;     /* every op <= done is known complete (the watch) */
     comm_handle_t waited;   /* the backend's stream waits for every op <= waited */
     double pending_since;   /* when op done+1 became the oldest unfinished one */
@@ -193,6 +226,37 @@ static int nccl_settle(comm_t *c, const char *what, double limit_s)
 }
 
 // ---------------------------------------------------------------------------
+// inside a CUDA graph step
+
+/* Read where the backend stands; a new graph step starts its ops afresh. */
+static graph_mode_t graph_sync(comm_t *c)
+{
+    nccl_impl_t *n = impl_of(c);
+    unsigned long serial = 0;
+    n->gmode = backend_graph_state(c->be, &n->gkey, &serial);
+    if (n->gmode != GRAPH_EAGER && serial != n->gserial) {
+        n->gserial = serial;
+        n->gnext = 0;
+        n->gfirst = c->issued + 1;
+    }
+    return n->gmode;
+}
+
+/* Whether op id's end event may be looked at now: not while the graph step
+ * it belongs to is still being captured or queued (its records are not
+ * real yet), nor when the capture under way has recorded that event again. */
+static bool observable(nccl_impl_t *n, comm_handle_t id)
+{
+    int slot = (int)(id % NCCL_SLOTS);
+    if (n->gmode == GRAPH_EAGER)
+        return true;
+    if (id >= n->gfirst)
+        return false;
+    int gs = n->gslot[slot];
+    return gs < 0 || n->gmode != GRAPH_CAPTURE || n->grec[gs] != n->gserial;
+}
+
+// ---------------------------------------------------------------------------
 // launch and wait
 
 /* "all-reduce of bucket 2" (or just "all-reduce" without a tag), into buf (ERR_LEN). */
@@ -260,9 +324,10 @@ static int nccl_check(comm_t *c)
         return DDP_ERR_RUNTIME;
     if (must_stop(c, why))
         return comm_fail(c, "%s", why);
-    while (n->done < c->issued) {
+    graph_sync(c);
+    while (n->done < c->issued && observable(n, n->done + 1)) {
         int slot = (int)((n->done + 1) % NCCL_SLOTS);
-        cudaError_t q = cudaEventQuery(n->end[slot]);
+        cudaError_t q = cudaEventQuery(n->eev[slot]);
         if (q == cudaErrorNotReady)
             break;
         if (q != cudaSuccess) {
@@ -303,6 +368,9 @@ static int nccl_watch(void *ctx, char *err)
 static int nccl_poll(comm_t *c, comm_handle_t h)
 {
     long spins = 0;
+    graph_sync(c);
+    if (!observable(impl_of(c), h))
+        return comm_fail(c, "a host wait for a collective of the CUDA graph step being queued");
     while (impl_of(c)->done < h) {
         int rc = nccl_check(c);
         if (rc != DDP_OK)
@@ -333,21 +401,56 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);
-    /* The slot's events still tell the watch about op id - NCCL_SLOTS until
-     * it is known complete (only with that many ops in flight). */
-    if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
-        int rc = nccl_poll(c, id - NCCL_SLOTS);
-        if (rc != DDP_OK)
-            return rc;
+    graph_mode_t gm = graph_sync(c);
+    int gs = -1;
+    if (gm != GRAPH_EAGER) {
+        /* Inside a graph step: the graph's own pair of events for this op,
+         * and the op checked against the capture like the step's kernels. */
+        if (n->gnext >= NCCL_GRAPH_OPS || n->gnext >= n->ngevents / BACKEND_GRAPH_KEYS)
+            return comm_fail(c, "more than %d collectives in one CUDA graph step", n->gnext);
+        gs = n->gkey * NCCL_GRAPH_OPS + n->gnext++;
+        const uint64_t w[] = {0x6e63636cu + (uint64_t)op->kind, (uint64_t)(uintptr_t)op->send,
+                              (uint64_t)(uintptr_t)op->recv, op->count, (uint64_t)op->root,
+                              (uint64_t)op->redop, (uint64_t)op->dtype};
+        bool replay = backend_graph_note(c->be, w, sizeof w / sizeof *w);
+        n->grec[gs] = n->gserial;
+        n->sev[slot] = n->gstart[gs];
+        n->eev[slot] = n->gend[gs];
+        n->gslot[slot] = gs;
+        n->gstep[slot] = n->gserial;
+        n->tag[slot] = op->tag;
+        n->kind[slot] = op->kind;
+        if (n->done == c->issued)
+            n->pending_since = now_s();
+        c->issued = id;
+        if (h)
+            *h = id;
+        if (replay) /* the graph holds the op: nothing to queue */
+            return DDP_OK;
+    } else {
+        /* The slot's events still tell the watch about op id - NCCL_SLOTS
+         * until it is known complete (only with that many ops in flight). */
+        if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
+            int rc = nccl_poll(c, id - NCCL_SLOTS);
+            if (rc != DDP_OK)
+                return rc;
+        }
+        n->sev[slot] = n->start[slot];
+        n->eev[slot] = n->end[slot];
+        n->gslot[slot] = -1;
+        if (n->done == c->issued) /* nothing pending: this op is the oldest */
+            n->pending_since = now_s();
     }
-    if (n->done == c->issued) /* nothing pending: this op is the oldest */
-        n->pending_since = now_s();
+    /* Inside a capture the start and end are record nodes every launch
+     * performs (external), so the spans are timed at every replay. */
+    unsigned rec = gm == GRAPH_CAPTURE ? cudaEventRecordExternal : cudaEventRecordDefault;
     CCK(c, cudaSetDevice(n->dev));
     /* Why: the op reads what the backend's stream wrote (a bucket's
-     * gradients); the comm stream waits on the GPU for it, the host does not. */
+     * gradients); the comm stream waits on the GPU for it, the host does not.
+     * Capturing, this wait is what joins the comm stream to the capture. */
     CCK(c, cudaEventRecord(n->ready, n->be_stream));
     CCK(c, cudaStreamWaitEvent(n->stream, n->ready, 0));
-    CCK(c, cudaEventRecord(n->start[slot], n->stream));
+    CCK(c, cudaEventRecordWithFlags(n->sev[slot], n->stream, rec));
     if (op->count > 0 || op->kind == COLL_BARRIER) { /* count 0: a no-op, no rendezvous */
         ncclResult_t r = nccl_issue(c, op);
         if (r == ncclInProgress) {
@@ -365,7 +468,9 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         if (op->redop == REDOP_AVG && (op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE))
             CCK(c, kern_div(n->stream, (float)c->world, op->recv, op->count));
     }
-    CCK(c, cudaEventRecord(n->end[slot], n->stream));
+    CCK(c, cudaEventRecordWithFlags(n->eev[slot], n->stream, rec));
+    if (gm != GRAPH_EAGER)
+        return DDP_OK; /* numbered above */
     n->tag[slot] = op->tag;
     n->kind[slot] = op->kind;
     c->issued = id;
@@ -380,14 +485,19 @@ static void nccl_span(comm_t *c, comm_handle_t h, comm_span_t *span)
     nccl_impl_t *n = impl_of(c);
     span->start_s = span->end_s = 0.0; /* "cannot tell" (comm.h) */
     int slot = (int)(h % NCCL_SLOTS);
-    if (h + NCCL_SLOTS <= c->issued || cudaSetDevice(n->dev) != cudaSuccess ||
-        cudaEventQuery(n->end[slot]) != cudaSuccess) {
+    graph_sync(c);
+    /* a graph op's events are the graph's: its own until that key's next
+     * launch records them again */
+    int gs = n->gslot[slot];
+    if (h + NCCL_SLOTS <= c->issued || !observable(n, h) ||
+        (gs >= 0 && n->grec[gs] != n->gstep[slot]) || cudaSetDevice(n->dev) != cudaSuccess ||
+        cudaEventQuery(n->eev[slot]) != cudaSuccess) {
         cudaGetLastError();
         return;
     }
     double t0, t1;
-    if (backend_cuda_event_time(c->be, n->start[slot], &t0) == DDP_OK &&
-        backend_cuda_event_time(c->be, n->end[slot], &t1) == DDP_OK) {
+    if (backend_cuda_event_time(c->be, n->sev[slot], &t0) == DDP_OK &&
+        backend_cuda_event_time(c->be, n->eev[slot], &t1) == DDP_OK) {
         span->start_s = t0;
         span->end_s = t1;
     }
@@ -410,12 +520,27 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     int rc = nccl_check(c);
     if (rc != DDP_OK)
         return rc;
-    if (h > n->waited && h + NCCL_SLOTS > c->issued) {
+    graph_mode_t gm = n->gmode; /* nccl_check read it */
+    if (gm != GRAPH_EAGER && h > n->waited) {
+        /* Inside a graph step: a wait for one of its own ops joins the comm
+         * stream back into the capture (CUDA requires every stream that
+         * joined a capture to be joined back before it ends); one for an op
+         * queued before the step cannot be captured. */
+        if (h < n->gfirst)
+            return comm_fail(c, "a CUDA graph step waits for a collective launched before it");
+        const uint64_t w[] = {0x77616974u, h - n->gfirst};
+        if (!backend_graph_note(c->be, w, sizeof w / sizeof *w)) {
+            CCK(c, cudaSetDevice(n->dev));
+            CCK(c, cudaEventRecord(n->gjoin, n->stream));
+            CCK(c, cudaStreamWaitEvent(n->be_stream, n->gjoin, 0));
+        }
+        n->waited = h;
+    } else if (h > n->waited && h + NCCL_SLOTS > c->issued) {
         /* Why: work the rank queues on its backend after this wait (the
          * optimizer) must see the results: the GPU orders it, the host does
          * not wait (a peer that never comes is the watch's to catch). */
         CCK(c, cudaSetDevice(n->dev));
-        CCK(c, cudaStreamWaitEvent(n->be_stream, n->end[(int)(h % NCCL_SLOTS)], 0));
+        CCK(c, cudaStreamWaitEvent(n->be_stream, n->eev[(int)(h % NCCL_SLOTS)], 0));
         n->waited = h; /* the comm stream runs ops in order: all before h too */
     }
     if (span)
@@ -474,6 +599,12 @@ static void nccl_destroy(comm_t *c)
             cudaEventDestroy(n->start[i]);
             cudaEventDestroy(n->end[i]);
         }
+        for (int i = 0; i < n->ngevents; i++) {
+            cudaEventDestroy(n->gstart[i]);
+            cudaEventDestroy(n->gend[i]);
+        }
+        if (n->gjoin)
+            cudaEventDestroy(n->gjoin);
         if (n->ready)
             cudaEventDestroy(n->ready);
         if (n->scratch) {
@@ -514,6 +645,16 @@ static int nccl_setup_cuda(comm_t *c)
         cudaError_t e = cudaEventCreate(&n->end[n->nevents]);
         if (e != cudaSuccess) {
             cudaEventDestroy(n->start[n->nevents]);
+            CUDACHECK(c->last_error, e);
+        }
+    }
+    /* the graphs' events, made now: nothing is created inside a capture */
+    CUDACHECK(c->last_error, cudaEventCreateWithFlags(&n->gjoin, cudaEventDisableTiming));
+    for (; n->ngevents < BACKEND_GRAPH_KEYS * NCCL_GRAPH_OPS; n->ngevents++) {
+        CUDACHECK(c->last_error, cudaEventCreate(&n->gstart[n->ngevents]));
+        cudaError_t e = cudaEventCreate(&n->gend[n->ngevents]);
+        if (e != cudaSuccess) {
+            cudaEventDestroy(n->gstart[n->ngevents]);
             CUDACHECK(c->last_error, e);
         }
     }

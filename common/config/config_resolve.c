@@ -173,11 +173,15 @@ const char *config_graph_why_not(const config_t *c, mode_t_ mode)
     if (c->accum > 1)
         return "--accum: a step of several micro-batches has accumulation boundaries";
     if (mode == MODE_DP)
-        return "dp is not captured yet (one host thread per device, peer copies between them)";
-    if (mode == MODE_DDP)
-        return "ddp is not captured yet (its buckets' all-reduces on the comm stream; uneven "
-               "data under --join)";
-    if (mode != MODE_SINGLE)
+        return "dp is not captured: its devices' queues wait for events the other devices' "
+               "threads record, at every phase, and device 0 gathers on its copy stream; no one "
+               "device's graph can hold that (docs/gpu.md)";
+    if (mode == MODE_DDP && c->comm == COMM_SHM)
+        return "ddp over --comm shm: the host sums the gradients (each step copies them to the "
+               "host and waits), which a graph cannot hold; --comm nccl is captured";
+    if (mode == MODE_DDP && c->zero > 0)
+        return "--zero: the shards' gathers and reduce-scatters are not captured yet";
+    if (mode != MODE_SINGLE && mode != MODE_DDP)
         return "no training step";
     return NULL;
 }

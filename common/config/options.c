@@ -644,8 +644,9 @@ static const opt_t opts[] = {
     {"tf32", NULL, NULL, "off", "the same as --precision tf32", NULL, SET(set_tf32, NULL, NULL, NULL),
      EFF(CF_META), JSON_D("tf32", WARN)},
     {"cuda-graph", "M", "auto", NULL,
-     "CUDA: capture each step after the first as a CUDA graph and replay it (one launch a "
-     "step): auto (where the step qualifies; the banner says why not) | on | off",
+     "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
+     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies; the banner "
+     "says why not) | on | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,

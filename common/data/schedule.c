@@ -248,6 +248,19 @@ int schedule_rank_micro_rows(const schedule_t *s, long g, int micro, int r)
     return t < 0 || r < 0 || r >= s->R ? 0 : rank_rows(s, t, r);
 }
 
+bool schedule_full_step(const schedule_t *s, long g)
+{
+    for (int m = 0; m < s->cfg->accum; m++) {
+        long t = micro_index(s, g, m);
+        for (int r = 0; r < s->R; r++) {
+            int full = s->own_shards ? s->shard_batch[r] : deal(s->cfg->batch, s->R, r);
+            if (t < 0 || full == 0 || rank_rows(s, t, r) != full)
+                return false;
+        }
+    }
+    return true;
+}
+
 bool schedule_rank_active(const schedule_t *s, long g, int r)
 {
     return !s->own_shards || g % s->steps_per_epoch < s->shard_steps[r];

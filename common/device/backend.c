@@ -165,6 +165,34 @@ bool backend_graph_ready(const backend_t *be, int key)
     return key >= 0 && key < BACKEND_GRAPH_KEYS && be->gready[key];
 }
 
+void backend_graph_reset(backend_t *be)
+{
+    if (!be->ops->graph_drop || be->gmode != GRAPH_EAGER)
+        return;
+    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
+        if (be->gready[k]) {
+            be->ops->graph_drop(be, k);
+            be->gready[k] = false;
+        }
+}
+
+graph_mode_t backend_graph_state(const backend_t *be, int *key, unsigned long *serial)
+{
+    if (key)
+        *key = be->gkey;
+    if (serial)
+        *serial = be->gserial;
+    return be->gmode;
+}
+
+bool backend_graph_note(backend_t *be, const uint64_t *w, size_t n)
+{
+    if (be->gmode == GRAPH_EAGER)
+        return false;
+    graph_note(be, w, n);
+    return be->gmode == GRAPH_REPLAY;
+}
+
 int backend_graph_begin(backend_t *be, int key)
 {
     if (!be->ops->graph_capture)
@@ -173,6 +201,7 @@ int backend_graph_begin(backend_t *be, int key)
         return backend_error(be, DDP_ERR_RUNTIME, "graph %d begun inside another or out of range",
                              key);
     be->gkey = key;
+    be->gserial++;
     be->rhash = 14695981039346656037ull;
     be->rops = 0;
     if (be->gready[key]) {
@@ -216,6 +245,16 @@ int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
     NOT_IN_GRAPH(be, "an upload from pageable memory");
     if (bytes)
         counted(be, LAUNCH_COPY);
+    return be->ops->h2d(be, dst, src, bytes);
+}
+
+int backend_h2d_pinned(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    GRAPH_OP(be, 16, P(dst), P(src), bytes);
+    if (bytes)
+        counted(be, LAUNCH_COPY);
+    /* the same copy as h2d's: on CUDA a cudaMemcpyAsync, which from pinned
+     * memory reads its source when it runs */
     return be->ops->h2d(be, dst, src, bytes);
 }
 

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/half.h"
 #include "base/kinds.h"
@@ -184,6 +185,12 @@ int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *
 /* d2h on the compute stream without waiting: dst (pinned host memory) holds
  * the bytes once an event recorded after this call has completed. */
 int backend_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes);
+/* h2d on the compute stream from pinned host memory (backend_alloc_host),
+ * read when the copy runs, not at the call: the caller leaves src unchanged
+ * until an event recorded after this call has completed.  A CUDA graph may
+ * hold it (what the host writes into src before each launch is uploaded by
+ * that launch). */
+int backend_h2d_pinned(backend_t *be, void *dst, const void *src, size_t bytes);
 /* Times the host has waited for this device so far (backend_sync,
  * backend_d2h, backend_event_sync; always 0 on the CPU, which never waits). */
 long backend_host_syncs(const backend_t *be);
@@ -248,6 +255,23 @@ int backend_graph_begin(backend_t *be, int key);
 int backend_graph_end(backend_t *be, int key, bool launch);
 /* Whether key holds an instantiated graph (the next begin replays it). */
 bool backend_graph_ready(const backend_t *be, int key);
+/* Forget every key's graph (between steps): the work a step queues changed
+ * on purpose (new DDP buckets), so the next graph step captures anew. */
+void backend_graph_reset(backend_t *be);
+
+/* For work other floors queue on this device's streams themselves (comm.h's
+ * collectives): where the backend stands -- GRAPH_EAGER outside
+ * backend_graph_begin/_end, else capturing or replaying *key, in the
+ * serial-th begin (a new number each begin) -- and backend_graph_note, which
+ * folds such an operation (its words: kind, pointers, sizes) into the step's
+ * check and answers true when replaying: the graph holds that work, queue
+ * nothing.  Capturing, the caller queues its work on streams that joined the
+ * compute stream's capture (a wait for an event recorded in it) and joins
+ * them back before backend_graph_end (a wait of the compute stream for an
+ * event recorded after their last work), as CUDA requires. */
+typedef enum { GRAPH_EAGER = 0, GRAPH_CAPTURE, GRAPH_REPLAY } graph_mode_t;
+graph_mode_t backend_graph_state(const backend_t *be, int *key, unsigned long *serial);
+bool backend_graph_note(backend_t *be, const uint64_t *w, size_t n);
 
 /* --precision: the arithmetic of the operations above; PREC_FP32 by
  * default, an error on a backend that has no such mode.

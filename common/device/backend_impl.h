@@ -89,9 +89,6 @@ typedef struct backend_ops {
     void (*graph_drop)(backend_t *be, int key);    /* forget key's graph (after a failure) */
 } backend_ops_t;
 
-/* Where a backend stands with graphs (backend.h). */
-typedef enum { GRAPH_EAGER = 0, GRAPH_CAPTURE, GRAPH_REPLAY } graph_mode_t;
-
 /* An event: which device it belongs to and the backend's handle (CUDA: a
  * cudaEvent_t); on the CPU, t is the host time of its last record. */
 struct backend_event {
@@ -118,6 +115,7 @@ struct backend {
     _Atomic long launches[LAUNCH_KINDS];
     graph_mode_t gmode; /* inside backend_graph_begin/end: capturing or replaying */
     int gkey;           /* the key being captured or replayed */
+    unsigned long gserial; /* backend_graph_begin calls so far (backend_graph_state) */
     bool gready[BACKEND_GRAPH_KEYS];          /* key holds an instantiated graph */
     unsigned long long ghash[BACKEND_GRAPH_KEYS]; /* what its capture queued (hashed) */
     long gops[BACKEND_GRAPH_KEYS];            /* and how many operations */

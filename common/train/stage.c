@@ -105,3 +105,13 @@ int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows,
     *y = s->y[slot];
     return DDP_OK;
 }
+
+int stager_skip(stager_t *s)
+{
+    if (!stager_active(s))
+        return DDP_OK;
+    s->n++;
+    /* Why record: the slot the next stage fills was read by the step just
+     * queued; its copy waits for this. */
+    return backend_event_record(s->be, s->freed);
+}

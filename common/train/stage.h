@@ -58,5 +58,11 @@ static inline bool stager_active(const stager_t *s) { return s->nhost > 0; }
  * (message in backend_last_error). */
 int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows, step_meter_t *m,
                  float **x, float **y);
+/* A step that stages nothing (a DDP rank without rows) still takes its
+ * turn of the two slots, so the slot a step reads keeps the step's parity
+ * (what a CUDA graph step was captured with); the next stage, which
+ * overwrites the slot the last one filled, waits for everything queued so
+ * far. */
+int stager_skip(stager_t *s);
 
 #endif

@@ -43,7 +43,9 @@ int global_loss_reduce(global_loss_t *l, long g, size_t rows, bool run, char *er
         TRY(backend_check(l->be, backend_memset0(l->be, l->buf, sizeof(float)), NULL, err));
     float *lh = l->host + 2 * (g & 1); /* a step's copy is read before g+2 */
     lh[1] = (float)rows;
-    TRY(backend_check(l->be, backend_h2d(l->be, l->buf + 1, lh + 1, sizeof(float)), NULL, err));
+    /* pinned: read when the copy runs (in a --cuda-graph step, at each launch) */
+    TRY(backend_check(l->be, backend_h2d_pinned(l->be, l->buf + 1, lh + 1, sizeof(float)), NULL,
+                      err));
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = l->buf, .count = 2, .redop = REDOP_SUM,
                     .tag = "the loss"};
     /* Over shm on the CPU nothing is left to overlap it with: run it at once

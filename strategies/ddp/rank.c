@@ -6,7 +6,8 @@
  * 0 by MPI (ddp_shared.h, launch.h).  On a GPU the host only queues a step:
  * the buckets' waits are the GPU's (comm.h), the loss is fetched without
  * waiting, and the step meter's wait for the previous step is the step's one
- * host synchronisation. */
+ * host synchronisation.  With --cuda-graph, a full step after the first is
+ * captured once per parity and replayed as one graph launch (rank_step). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,8 @@ typedef struct {
     autotune_t tune;    /* --bucket-mb auto */
     long tuned_g;       /* the last step whose time it was given (-1: none) */
     float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
+    bool graphs;        /* --cuda-graph: full steps replayed as CUDA graphs */
+    int gkey;           /* the graph the step being queued is in (-1: eager) */
     char err[ERR_LEN];
 } rank_t;
 
@@ -146,6 +149,7 @@ static int rank_setup(rank_t *me)
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
     straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
+    me->graphs = config_graphs_on(cfg, MODE_DDP);
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (me->rank == 0 || cfg->resume_path[0]) {
@@ -210,6 +214,7 @@ static int rebucket(rank_t *me, double mb)
     TRY(step_meter_finish(&me->meter, me->err));
     bool run_rest = me->red.run_rest;
     reducer_free(&me->red);
+    backend_graph_reset(me->be); /* other buckets: other collectives to capture */
     TRY(reducer_init(&me->red, me->comm, &me->meter, &me->spec, me->rep.grads,
                      me->cfg->first_bucket_mb, mb, me->cfg->overlap, me->err));
     me->red.run_rest = run_rest;
@@ -331,20 +336,58 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
     }
 }
 
+/* Is step g one CUDA graphs replay?  The same answer on every rank (all of
+ * it from the schedule and the options), so the ranks' steps hold the same
+ * collectives either way: a full step (every rank its whole batch: no short
+ * last batch, no rank out of data under --join) after the first (SGD's
+ * first momentum step is other work) with the buckets settled (--bucket-mb
+ * auto tries caps in the warm-up: a new cap drops the graphs). */
+static bool rank_graph_step(rank_t *me, long g)
+{
+    if (!me->graphs || g <= me->sch.start_step || !schedule_full_step(&me->sch, g))
+        return false;
+    return !me->cfg->bucket_auto || me->tune.chosen >= 0 || me->tune.n == 0;
+}
+
 /* Step g: every micro-batch forward, loss, backward (buckets all-reduced as
  * backward fills them, on the last micro-batch), then the rest of the
  * buckets and, on loss steps, the loss; the optimizer once all are in.
  * Nothing here waits for the device: the GPU orders the collectives after
- * the gradients and the optimizer after the collectives. */
+ * the gradients and the optimizer after the collectives.
+ *
+ * A graph step (rank_graph_step) is queued between backend_graph_begin and
+ * _end, key the step's parity -- the parity of the staging slot, the meter's
+ * record, the reducer's handles and the loss's pinned slot, so the pointers
+ * the graph holds are the step's own -- from after the batch is staged (the
+ * copy stream's work, outside) to the optimizer: forward, loss, backward,
+ * the buckets' all-reduces on the comm stream (comm_nccl.c joins it to the
+ * capture and back), the loss's all-reduce and the optimizer.  The loss is
+ * fetched every such step, so every one queues the same work; the rows it
+ * carries are written by the host into the step's pinned slot and uploaded
+ * by the graph (global_loss.c). */
+static int rank_step_queue(rank_t *me, long g, bool want_loss);
+
 static int rank_step(rank_t *me, long g)
+{
+    bool graph = rank_graph_step(me, g);
+    me->gkey = -1;
+    /* the loss is a collective: fetched on the steps the schedule logs, the
+     * same on every rank (and on every graph step: the same work each) */
+    int rc = rank_step_queue(me, g, step_meter_logs(&me->meter) || graph);
+    if (me->gkey >= 0) {
+        int rc2 = backend_graph_end(me->be, me->gkey, rc == DDP_OK);
+        if (rc == DDP_OK)
+            rc = dev(me, rc2);
+    }
+    return rc;
+}
+
+static int rank_step_queue(rank_t *me, long g, bool want_loss)
 {
     const config_t *cfg = me->cfg;
     backend_t *be = me->be;
     replica_t *rep = &me->rep;
     step_meter_t *m = &me->meter;
-    /* the loss is a collective: fetched on the steps the schedule logs, the
-     * same on every rank */
-    bool want_loss = step_meter_logs(m);
 
     fault_kind_t f = fault_at(me->rank, g);
     if (f == FAULT_ERROR)
@@ -365,7 +408,7 @@ static int rank_step(rank_t *me, long g)
     bool sharded = cfg->zero >= 2;
     if (sharded)
         last_mi = cfg->accum - 1;
-    bool has_grad = false;
+    bool has_grad = false, staged = false;
     global_loss_begin(&me->loss);
     straggle_begin(&me->slow);
     for (int mi = 0; mi <= last_mi; mi++) {
@@ -385,6 +428,11 @@ static int rank_step(rank_t *me, long g)
             continue; /* a micro-batch too small to reach this rank */
         float *x, *y;
         TRY(dev(me, stager_stage(&me->stg, me->data, idx, rows, m, &x, &y)));
+        staged = true;
+        if (rank_graph_step(me, g)) { /* the rest of the step: one graph */
+            TRY(dev(me, backend_graph_begin(be, (int)(g & 1))));
+            me->gkey = (int)(g & 1);
+        }
         TRY(straggle_before(&me->slow, x, rows, nmicro, !has_grad, me->err));
         TRY(dev(me, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
@@ -404,6 +452,8 @@ static int rank_step(rank_t *me, long g)
         has_grad = true;
     }
     straggle_end(&me->slow, has_grad);
+    if (!staged && cfg->accum == 1) /* the staging slots keep the steps' parity */
+        TRY(dev(me, stager_skip(&me->stg)));
     if (!has_grad) {
         /* No rows this step (its shard is used up, or the batch ended
          * before its turn): it still takes part in every all-reduce, with

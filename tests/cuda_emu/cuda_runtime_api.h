@@ -22,7 +22,8 @@ typedef enum cudaError {
     /* stream capture (CUDA graphs): what the runtime answers to work it
      * cannot record, and to a capture that such work broke */
     cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureInvalidated = 901,
-    cudaErrorStreamCaptureUnmatched = 903, cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorStreamCaptureUnmatched = 903, cudaErrorStreamCaptureUnjoined = 904,
+    cudaErrorStreamCaptureIsolation = 905,
     cudaErrorCapturedEvent = 907, cudaErrorStreamCaptureWrongThread = 908
 } cudaError_t;
 typedef struct emu_stream *cudaStream_t;

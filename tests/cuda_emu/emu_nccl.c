@@ -11,7 +11,10 @@
  * all slots in rank order (so every rank gets the same bits), and publishes
  * that it is done, after which the slots may be reused.  A rank whose peer
  * never comes waits on its stream -- like an NCCL kernel -- until
- * ncclCommAbort releases it.  Only ncclSum is needed (ddpbench never asks for
+ * ncclCommAbort releases it.  On a capturing stream a collective is
+ * recorded like any other work (emu_enqueue), not run, and runs again at
+ * every launch of the graph, as NCCL's captured collectives do; the
+ * capture's refusals are the runtime's.  Only ncclSum is needed (ddpbench never asks for
  * ncclAvg), of ncclFloat, and for the compression hooks' all-reduce of
  * ncclHalf and ncclBfloat16: an even count (ddpbench pads), each addition
  * rounded to 16 bits as NCCL's FuncSum<half> does (base/half.h), in rank

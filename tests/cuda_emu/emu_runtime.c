@@ -169,6 +169,7 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
     case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
     case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
     case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     default: return "cudaErrorEmulated";
@@ -207,6 +208,10 @@ struct emu_stream {
     pthread_t th;
     struct emu_stream *next;     /* the registry of live streams */
     struct emu_capture *cap;     /* the capture recording its work (cap_mu), or NULL */
+    /* in a capture it joined (cap_mu): the nodes it recorded, and how many of
+     * them its origin has waited for (EndCapture: cudaErrorStreamCaptureUnjoined
+     * when a joined stream's last work was never waited for) */
+    unsigned long cap_nodes, cap_joined;
 };
 
 // ---------------------------------------------------------------------------
@@ -318,8 +323,10 @@ static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = s->cap;
     if (c) {
-        if (!c->invalid)
+        if (!c->invalid) {
             body_add(c->body, (emu_node_t){N_OP, fn, arg, free_arg, NULL});
+            s->cap_nodes++;
+        }
         pthread_mutex_unlock(&cap_mu);
         if (c->invalid && free_arg)
             free_arg(arg);
@@ -503,6 +510,8 @@ struct emu_event {
     int refs;      /* queued ops (and graphs) that still use it */
     int destroyed; /* cudaEventDestroy came while ops still used it */
     unsigned long cap_id; /* its last record was made in this capture (0: none) */
+    struct emu_stream *cap_stream; /* ... on this stream, */
+    unsigned long cap_count;       /* after this many of that stream's nodes */
 };
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -599,7 +608,10 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
             pthread_mutex_unlock(&ev_mu);
             body_add(c->body, (emu_node_t){flags & cudaEventRecordExternal ? N_REC : N_NOP, NULL,
                                            NULL, NULL, e});
+            s->cap_nodes += (flags & cudaEventRecordExternal) != 0;
         }
+        e->cap_stream = s;
+        e->cap_count = s->cap_nodes;
         int bad = c->invalid;
         pthread_mutex_unlock(&cap_mu);
         return bad ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
@@ -641,6 +653,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         /* A wait for a record made in a capture pulls s into it (a fork):
          * its work from now on is recorded too, after what it waits for. */
         s->cap = c = ec;
+        s->cap_nodes = s->cap_joined = 0;
     }
     if (c) {
         cudaError_t r = cudaSuccess;
@@ -648,13 +661,18 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
             r = cudaErrorStreamCaptureInvalidated;
         } else if (ec == c && !(flags & cudaEventWaitExternal)) {
             /* recorded earlier in this capture: the replay, in recorded
-             * order, runs the record's side first */
+             * order, runs the record's side first; the origin waiting for
+             * it joins that stream's work up to the record back */
             body_add(c->body, (emu_node_t){N_NOP, NULL, NULL, NULL, NULL});
+            struct emu_stream *t = e->cap_stream;
+            if (s == c->origin && t && t->cap == c && e->cap_count > t->cap_joined)
+                t->cap_joined = e->cap_count;
         } else if (flags & cudaEventWaitExternal) {
             pthread_mutex_lock(&ev_mu);
             e->refs++;
             pthread_mutex_unlock(&ev_mu);
             body_add(c->body, (emu_node_t){N_WAIT_EXT, NULL, NULL, NULL, e});
+            s->cap_nodes++;
         } else {
             /* a record made outside the capture, waited for without
              * cudaEventWaitExternal: CUDA refuses it and breaks the capture */
@@ -1330,19 +1348,26 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
             *p = c->next;
             break;
         }
-    pthread_mutex_lock(&reg_lock); /* the streams that joined it leave it too */
+    /* The streams that joined it leave it too; CUDA ends a capture only when
+     * each of them was joined back, its last work waited for by the origin
+     * (directly: an event recorded after that work). */
+    pthread_mutex_lock(&reg_lock);
+    int unjoined = 0;
     for (struct emu_stream *t = live_streams; t; t = t->next)
-        if (t->cap == c)
+        if (t->cap == c) {
+            if (t != s && t->cap_nodes > t->cap_joined)
+                unjoined = 1;
             t->cap = NULL;
+        }
     pthread_mutex_unlock(&reg_lock);
     s->cap = NULL;
     pthread_mutex_unlock(&cap_mu);
     emu_body_t *b = c->body;
     int invalid = c->invalid;
     free(c);
-    if (invalid) {
+    if (invalid || unjoined) {
         body_unref(b);
-        return fail(cudaErrorStreamCaptureInvalidated);
+        return fail(invalid ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnjoined);
     }
     struct emu_graph *gr = calloc(1, sizeof *gr);
     if (!gr)

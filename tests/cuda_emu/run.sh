@@ -26,15 +26,19 @@
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
 #     CPU's bf16 reference;
+#  2b. CUDA graphs: single and ddp over NCCL (2 and 3 ranks) replay with
+#     eager's bits, one graph launch and at most one host sync per step;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
-#  4. single (CUDA graphs), dp and ddp (shm and NCCL) resume from a checkpoint bit for bit on
-#     emulated GPUs, checkpoints written every 2 steps;
+#  4. single and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
+#     from a checkpoint bit for bit on emulated GPUs, checkpoints written
+#     every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
-#     that the emulator catches an ordering bug;
+#     that the emulator catches an ordering bug; and a planted missing join
+#     of the comm stream back into ddp's graph capture must fail the run;
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
@@ -109,11 +113,14 @@ for accum in 1 2; do
         n=$(syncs "$log")
         L=$(launches "$log")
         echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs and $L launches per step"
-        # eager: at least the layers' kernels; single replays its steps as
-        # CUDA graphs (--cuda-graph auto, without --accum): the graph and the
-        # batch's two copies
+        # eager: at least the layers' kernels; single and ddp over NCCL
+        # (without ZeRO) replay their steps as CUDA graphs (--cuda-graph
+        # auto, without --accum): the graph and the batch's two copies
         gl=$(graphs "$log")
-        case "$mode $accum" in "single"*" 1") want='l <= 4 && g >= 0.8' ;; *) want='l >= 10 && g == 0' ;; esac
+        case "$mode $accum" in
+        "single"*" 1" | "ddp --comm nccl --gpus 0,1 1" | "ddp --comm nccl --gpus 0,1,2 1") want='l <= 4 && g >= 0.8' ;;
+        *) want='l >= 10 && g == 0' ;;
+        esac
         awk -v l="$L" -v g="$gl" "BEGIN { exit !(l != \"\" && l != \"null\" && g != \"\" && $want) }" ||
             fail "--mode $mode --accum $accum: launches_per_step is '$L', graph launches '$gl' (want $want)"
         awk -v r="$r" 'BEGIN { exit !(r <= 1e-5) }' || fail "--mode $mode --accum $accum differs from the CPU by $r"
@@ -152,6 +159,41 @@ for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
         fail "--optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
     echo "== single --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
 done
+# ddp over NCCL the same, on 2 and 3 ranks: each rank's step -- the buckets'
+# all-reduces on the comm stream and the loss's among them -- one graph launch.
+for gpus in 0,1 0,1,2; do
+    for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
+        set -- $case
+        samples=$1 want=$2
+        shift 2
+        opt=$*
+        for g in off on; do
+            EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda --mode ddp --comm nccl \
+                --gpus $gpus $G --samples "$samples" --optim $opt --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
+                { tail -n 5 "$B/graph-$g.err"; fail "ddp --gpus $gpus --optim $opt --cuda-graph $g"; }
+        done
+        [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
+            fail "ddp --gpus $gpus --optim $opt: graph replay ended with other bits than eager"
+        grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "ddp --cuda-graph on: the run says it ran without graphs"
+        n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
+        awk -v n="$n" -v g="$gl" -v w="$want" 'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1) }' ||
+            fail "ddp --gpus $gpus --optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
+        echo "== ddp --comm nccl --gpus $gpus --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
+    done
+done
+# Uneven data under --join: rank 1 runs out 3 steps before rank 0 each epoch
+# and shadows them (eager steps, the same on every rank), still taking its
+# staging slot's turn, so the graphs it replays after read their own slots.
+for g in off on; do
+    EMU_NGPU=2 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode ddp --comm nccl --gpus 0,1 $G --samples 384 \
+        --rank-samples 200,130 --optim adamw --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
+        { tail -n 5 "$B/graph-$g.err"; fail "ddp --rank-samples 200,130 --cuda-graph $g"; }
+done
+gl=$(graphs "$B/graph-on.json")
+[ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] &&
+    awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
+    fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bitsof "$B/graph-on.json") (eager $(bitsof "$B/graph-off.json")), $gl graph launches per step"
+echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
 rc=0
 EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
 [ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
@@ -282,8 +324,8 @@ fi
 # end with the straight run's bits, with --trace and --explain on the way.
 bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
-# single replays its steps as CUDA graphs: the resumed run captures anew,
-# Adam's step count carried over.
+# single and ddp over NCCL replay their steps as CUDA graphs: the resumed run
+# captures anew, Adam's step count carried over.
 for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
@@ -338,6 +380,25 @@ case "$r" in
     fail "a planted missing wait went unnoticed ($r from the CPU)"
    echo "== planted missing wait: single ends $r from the CPU (caught)" ;;
 esac
+
+# ddp's graph step without the comm stream's join back into the capture
+# (comm_nccl.c): CUDA does not end a capture a stream joined and never left,
+# so --cuda-graph on must fail (cudaErrorStreamCaptureUnjoined), never replay
+# a step whose optimizer does not wait for its all-reduces.
+join_line='CCK(c, cudaStreamWaitEvent(n->be_stream, n->gjoin, 0));'
+[ "$(grep -cF "$join_line" common/comm/comm_nccl.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the join to plant out is not in common/comm/comm_nccl.c; update the test"
+grep -vF "$join_line" common/comm/comm_nccl.c >"$P/comm_nccl.c"
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/comm_nccl.c" -o "$P/comm_nccl.o" &&
+    $FLAGS -o "$P/ddpbench-join" $MAIN_OBJS "$P/comm_nccl.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant without the join"
+rc=0
+EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl --gpus 0,1 $ARGS --cuda-graph on \
+    >"$P/join.json" 2>"$P/join.err" || rc=$?
+[ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/join.err" ||
+    { tail -n 5 "$P/join.err"; fail "a planted missing join of the comm stream went unnoticed (exit $rc)"; }
+echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 BA=build/cuda-emu-address

@@ -5,7 +5,9 @@
  * launch; and what CUDA refuses during a capture -- a host synchronisation,
  * an allocation, a synchronous copy on the legacy stream, a wait for a record
  * made outside the capture -- is refused with CUDA's error and breaks the
- * capture (cudaStreamEndCapture: cudaErrorStreamCaptureInvalidated).  Built
+ * capture (cudaStreamEndCapture: cudaErrorStreamCaptureInvalidated); a
+ * stream that joined the capture and was not joined back fails its end
+ * (cudaErrorStreamCaptureUnjoined).  Built
  * and run only against the emulator (run.sh); the backend's use of graphs is
  * tested on any GPU by tests/unit/test_cuda.c. */
 #include <criterion/criterion.h>
@@ -113,6 +115,43 @@ Test(capture, a_forked_stream_joins_and_leaves_with_its_origin)
     cr_assert_eq(atomic_load(&ran), 22);
     cudaGraphExecDestroy(x);
     cudaGraphDestroy(g);
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+}
+
+/* CUDA ends a capture only when every stream that joined it was joined back:
+ * the origin waited for an event recorded after that stream's last work.  A
+ * join before the last work does not count; nothing of the capture runs. */
+Test(capture, an_unjoined_stream_fails_the_capture)
+{
+    cudaStream_t s = stream(), t = stream();
+    cudaEvent_t fork, join;
+    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    for (int joined_early = 0; joined_early < 2; joined_early++) {
+        atomic_store(&ran, 0);
+        cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+        cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+        emu_enqueue(t, bump, &ten, NULL);
+        if (joined_early) { /* joined, then more work on t */
+            cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+            cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+            emu_enqueue(t, bump, &one, NULL);
+        }
+        cudaGraph_t g = (cudaGraph_t)1;
+        cudaError_t e = cudaStreamEndCapture(s, &g);
+        cr_assert_eq(e, cudaErrorStreamCaptureUnjoined, "an unjoined stream: %s", cudaGetErrorName(e));
+        cudaGetLastError();
+        cr_assert_null(g);
+        enum cudaStreamCaptureStatus st;
+        cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+        cr_assert_eq(st, cudaStreamCaptureStatusNone);
+        cr_assert_eq(cudaStreamSynchronize(t), cudaSuccess);
+        cr_assert_eq(atomic_load(&ran), 0);
+    }
     cudaEventDestroy(fork);
     cudaEventDestroy(join);
     cudaStreamDestroy(s);

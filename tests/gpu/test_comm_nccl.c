@@ -222,6 +222,9 @@ typedef struct {
     bool idle;          /* joins, then launches nothing (a stuck peer) */
     double timeout_s;
     float got_avg[64], got_bcast[64], got_gather[3 * 64], got_rs[16];
+    float got_graph[64];  /* three launches of a captured in-place sum */
+    comm_span_t graph_span; /* the last launch's all-reduce */
+    int changed_rc;     /* a replay whose collective changed (must fail) */
     int rc;
     double took_s;      /* the stuck peer's partner: how long its sync took */
     char err[ERR_LEN];
@@ -275,6 +278,38 @@ static void *rank_main(void *arg)
                        NULL);
     if (r->rc == DDP_OK)
         r->rc = backend_d2h(be, r->got_rs, buf + 16 * r->rank, sizeof r->got_rs);
+    /* CUDA graphs: the in-place sum captured in a graph step (the comm
+     * stream joined to the capture and back), then launched three times in
+     * all: every launch sums again; the last one's span is timed.  Then a
+     * step that queues another collective than the graph holds is refused. */
+    backend_h2d(be, buf, h, sizeof h);
+    comm_op_t sum = {COLL_ALL_REDUCE, NULL, buf, 64, REDOP_SUM, 0, "bucket 0", DTYPE_F32};
+    comm_handle_t hg = 0;
+    for (int i = 0; i < 3 && r->rc == DDP_OK; i++) {
+        r->rc = backend_graph_begin(be, 0);
+        if (r->rc == DDP_OK)
+            r->rc = comm_launch(c, &sum, &hg);
+        if (r->rc == DDP_OK)
+            r->rc = comm_wait_all(c);
+        int rc2 = backend_graph_end(be, 0, r->rc == DDP_OK);
+        if (r->rc == DDP_OK)
+            r->rc = rc2;
+    }
+    if (r->rc == DDP_OK)
+        r->rc = backend_d2h(be, r->got_graph, buf, sizeof h);
+    if (r->rc == DDP_OK)
+        comm_span(c, hg, &r->graph_span);
+    if (r->rc == DDP_OK) {
+        sum.count = 32;
+        r->changed_rc = backend_graph_begin(be, 0);
+        if (r->changed_rc == DDP_OK)
+            r->changed_rc = comm_launch(c, &sum, &hg);
+        if (r->changed_rc == DDP_OK)
+            r->changed_rc = comm_wait_all(c);
+        int rc2 = backend_graph_end(be, 0, r->changed_rc == DDP_OK);
+        if (r->changed_rc == DDP_OK)
+            r->changed_rc = rc2;
+    }
     if (r->rc != DDP_OK && !r->err[0])
         err_set(r->err, r->rc, "%s / %s", comm_last_error(c), backend_last_error(be));
 out:
@@ -327,6 +362,21 @@ static void check_group(const rank_t *r, int world)
         for (int q = 0; q < world; q++)
             cr_assert_eq(r[0].got_gather[q * 64 + k], (float)((q + 1) * (k + 1)),
                          "all-gather: rank %d's block", q);
+    }
+    for (int i = 0; i < world; i++) { /* the graph: 3 launches, world^2 x the sum */
+        for (int k = 0; k < 64; k++) {
+            float sum = 0.0f;
+            for (int q = 0; q < world; q++)
+                sum += (float)((q + 1) * (k + 1));
+            cr_assert_eq(r[i].got_graph[k], sum * (float)(world * world),
+                         "rank %d: a captured all-reduce launched 3 times: [%d] = %.9g, want %.9g",
+                         i, k, r[i].got_graph[k], sum * (float)(world * world));
+        }
+        cr_assert(r[i].graph_span.end_s > 0.0 && r[i].graph_span.end_s >= r[i].graph_span.start_s,
+                  "rank %d: the replayed all-reduce's span %f..%f", i, r[i].graph_span.start_s,
+                  r[i].graph_span.end_s);
+        cr_assert_eq(r[i].changed_rc, DDP_ERR_RUNTIME,
+                     "rank %d: a replay that queued another collective was not refused", i);
     }
     for (int q = 0; q < world; q++) /* reduce-scatter: rank q holds block q of the sum */
         for (int k = 0; k < 16; k++) {

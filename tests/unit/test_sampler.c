@@ -206,6 +206,11 @@ Test(schedule, ranks_deal_out_each_global_micro_batch)
                 cr_assert_eq(schedule_step_rows(&rk[r], s), (size_t)rows);
             }
             cr_assert_eq(sum, (size_t)rows);
+            /* a step CUDA graphs may replay: every rank its whole share,
+             * the same answer in every view */
+            for (int r = 0; r < R; r++)
+                cr_assert_eq(schedule_full_step(&rk[r], s), rows == B && B >= R,
+                             "n %d B %d R %d step %ld rank %d: full step?", n, B, R, s, r);
         }
         if (B % R == 0) { /* the DistributedSampler shard, batch/R at a time */
             for (int r = 0; r < R; r++) {
@@ -258,6 +263,8 @@ Test(schedule, own_shards_and_the_join_stream)
     cr_assert_not(schedule_rank_active(&g, 2, 1));
     cr_assert_not(schedule_rank_active(&g, 0, 2));
     cr_assert_eq(schedule_epoch_samples(&g), 27);
+    for (long s = 0; s < g.total_steps; s++) /* rank 2 never has data: no step is full */
+        cr_assert_not(schedule_full_step(&rk[0], s));
     for (long s = 0; s < g.total_steps; s++) {
         for (int m = 0; m < 2; m++) {
             int rows;
