@@ -12,7 +12,7 @@ void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long t
     p->f = f;
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total;
-    p->t_start = p->last_s = p->prev_call = now_s();
+    p->t_start = p->last_s = now_s();
     /* the first line after one period: short runs never draw one */
     p->next_s = p->t_start + PROGRESS_PERIOD_S;
     p->loss = NAN;
@@ -39,25 +39,23 @@ void progress_update(progress_t *p, long step, long epoch, double loss, long sam
 {
     if (!p || !p->on)
         return;
-    if (!isnan(loss))
+    if (!isnan(loss)) {
         p->loss = loss;
+        p->loss_step = step;
+    }
     double t = now_s();
-    p->step_est = t - p->prev_call;
-    p->prev_call = t;
     if (t < p->next_s)
         return;
     double dt = t - p->last_s;
     double rate = dt > 0 ? (double)(samples - p->last_samples) / dt : 0.0;
     double per_step = step > 0 ? (t - p->t_start) / (double)step : 0.0;
-    char eta[32], loss_s[32];
+    char eta[32], loss_s[64] = "";
     fmt_eta(eta, sizeof eta, per_step * (double)(p->total - step));
-    if (isnan(p->loss))
-        snprintf(loss_s, sizeof loss_s, "-");
-    else
-        snprintf(loss_s, sizeof loss_s, "%.4f", p->loss);
+    if (!isnan(p->loss)) /* the last logged loss, which may be a few steps old: say whose */
+        snprintf(loss_s, sizeof loss_s, "  loss %.4f (step %ld)", p->loss, p->loss_step);
     /* \r back to column 0, the line, then erase what a longer old line left */
-    fprintf(p->f, "\r%s  step %ld/%ld  epoch %ld  loss %s  %.0f samples/s  ETA %s\033[K",
-            p->label, step, p->total, epoch + 1, loss_s, rate, eta);
+    fprintf(p->f, "\r%s  step %ld/%ld  epoch %ld%s  %.0f samples/s  ETA %s\033[K", p->label,
+            step, p->total, epoch + 1, loss_s, rate, eta);
     fflush(p->f);
     p->shown = true;
     p->last_s = t;

@@ -18,31 +18,10 @@
 #include "measure/timing.h"
 #include "measure/trace.h"
 
-typedef struct {
-    int device_id;               /* the id from --gpus */
-    char name[64];               /* "NVIDIA H200"; "" lets the report describe it */
-    double phase_s[PH_COUNT];    /* summed over the timed steps */
-    long rows;                   /* sample rows this device processed in timed steps */
-    size_t mem_peak;             /* bytes, high-water mark of this device's allocations */
-    size_t mem_split[MEM_KINDS]; /* what the peak held, by purpose (they add up to it) */
-    /* the step --explain tells alone (story.step: the middle timed step) */
-    double first_phase_s[PH_COUNT];
-    long first_rows;             /* rows this device computed in that step */
-    /* DDP ranks: steps with data of their own, and steps they shadowed (out
-     * of data under --rank-samples: zero gradients into the all-reduce) */
-    long steps_run, steps_shadowed;
-    long host_syncs;             /* times the host waited for this device in timed steps */
-    long synced_steps;           /* the timed steps they were counted over */
-    long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
-    /* The work figure, on the CPU backend (step_meter.c's work_cpu: the CPU
-     * seconds of a timed step less its waits): the steps counted (0 on a
-     * GPU: not measured), the mean and low quantiles */
-    long work_steps;
-    double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
-} device_stats_t;
-
 /* --explain: what the told step (the middle timed step) moved, how much and how long.
- * Filled once, in that step, by the strategy (DDP: rank 0, from its own view). */
+ * Recorded once, in that step, where the moves are seen: the step meter (the
+ * batch it staged, each device's copies between markers), DDP's reducer (its
+ * buckets, rank 0's view) and, once before the steps, DDP's broadcast. */
 typedef enum {
     MOVE_BATCH = 0,  /* sample rows gathered on the host (and copied to the device) */
     MOVE_SCATTER,    /* DP: input chunks from the host/device 0 to each device */
@@ -57,9 +36,35 @@ typedef enum {
 
 typedef struct {
     uint64_t bytes;  /* payload bytes moved in the step, all devices together */
-    double seconds;  /* wall time those moves took (as the strategy measured them) */
+    double seconds;  /* wall time those moves took (devices in parallel: the slowest's) */
     int ops;         /* copies / collectives issued */
 } move_stat_t;
+
+typedef struct {
+    int device_id;               /* the id from --gpus */
+    char name[64];               /* "NVIDIA H200"; "" lets the report describe it */
+    double phase_s[PH_COUNT];    /* summed over the timed steps */
+    long rows;                   /* sample rows this device processed in timed steps */
+    size_t mem_peak;             /* bytes, high-water mark of this device's allocations */
+    size_t mem_split[MEM_KINDS]; /* what the peak held, by purpose (they add up to it) */
+    /* the step --explain tells alone (story.step: the middle timed step) */
+    double first_phase_s[PH_COUNT];
+    long first_rows;             /* rows this device computed in that step */
+    move_stat_t first_move[MOVE_COUNT]; /* what this device's copies moved in it
+                                           (the meter's spans; step_meter_story_merge
+                                           adds them up into the story) */
+    /* DDP ranks: steps with data of their own, and steps they shadowed (out
+     * of data under --rank-samples: zero gradients into the all-reduce) */
+    long steps_run, steps_shadowed;
+    long host_syncs;             /* times the host waited for this device in timed steps */
+    long synced_steps;           /* the timed steps they were counted over */
+    long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
+    /* The work figure, on the CPU backend (step_meter.c's work_cpu: the CPU
+     * seconds of a timed step less its waits): the steps counted (0 on a
+     * GPU: not measured), the mean and low quantiles */
+    long work_steps;
+    double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
+} device_stats_t;
 
 #define STORY_MAX_BUCKETS 32
 
@@ -73,7 +78,7 @@ typedef struct {
 } bucket_story_t;
 
 typedef struct {
-    bool filled;                 /* the strategy wrote this story */
+    bool filled;                 /* the told step reported (the meter wrote this story) */
     long step;                   /* the step told (0-based): schedule_told_step, the
                                     middle timed step; the device records' first_*
                                     fields are this step's */

@@ -12,9 +12,8 @@
 #include "base/status.h"
 
 struct meter_span {
-    int kind, lane, m0, m1, bucket, peer;
-    uint64_t bytes;
-    move_stat_t *move;
+    int m0, m1;
+    meter_span_t s;
 };
 
 /* Record the first failure; later calls of the step do nothing harmful. */
@@ -39,8 +38,12 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
-    /* The loss values a step fetches: one per micro-batch, or DDP's three. */
-    int cap = 3 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
+    if (to->progress && to->cfg) { /* from here: the run's time and rate count from its start */
+        progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
+        m->prog = &m->progress;
+    }
+    /* The loss values a step fetches: one per micro-batch, or DDP's two. */
+    int cap = 2 + (to->cfg && to->cfg->accum > 0 ? to->cfg->accum : 1);
     for (int i = 0; i < 2; i++) {
         step_rec_t *r = &m->rec[i];
         r->capfetch = cap;
@@ -56,6 +59,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
 
 void step_meter_free(step_meter_t *m)
 {
+    progress_end(m->prog); /* a fault must not leave a half line on the terminal */
     for (int i = 0; i < 2; i++) {
         step_rec_t *r = &m->rec[i];
         for (int k = 0; k < r->cap; k++)
@@ -155,7 +159,9 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->n = 0;
     r->nspan = 0;
     r->rows = 0;
+    r->staged = 0;
     r->nfetch = 0;
+    r->ratio = false;
     r->mean = NAN;
     memset(r->charge, 0, sizeof r->charge);
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
@@ -171,8 +177,7 @@ void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p); }
 
 int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT); }
 
-void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, uint64_t bytes,
-                     int bucket, int peer, move_stat_t *move)
+void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s)
 {
     step_rec_t *r = &m->rec[m->cur];
     if (mark0 < 0 || mark1 < 0 || m->rc != DDP_OK)
@@ -187,8 +192,7 @@ void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, 
         r->span = s;
         r->capspan = cap;
     }
-    r->span[r->nspan++] = (struct meter_span){kind, lane, mark0, mark1, bucket, peer, bytes,
-                                              r->first ? move : NULL};
+    r->span[r->nspan++] = (struct meter_span){mark0, mark1, *s};
 }
 
 void step_meter_fetch(step_meter_t *m, const float *dev, int n)
@@ -211,6 +215,12 @@ void step_meter_fetch(step_meter_t *m, const float *dev, int n)
     }
     r->nfetch += n;
     r->queued_after = true;
+}
+
+void step_meter_fetch_ratio(step_meter_t *m, const float *dev)
+{
+    step_meter_fetch(m, dev, 2);
+    m->rec[m->cur].ratio = true;
 }
 
 // ---------------------------------------------------------------------------
@@ -306,20 +316,32 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     /* Work queued after the last lap (a fetch) belongs to the last phase. */
     if (prev > 0 && prev < r->n - 1)
         mine[r->ph[prev]] += r->t[r->n - 1] - r->t[prev];
+    move_stat_t moved[MOVE_COUNT] = {{0}};
     for (int i = 0; i < r->nspan; i++) {
-        const struct meter_span *s = &r->span[i];
-        double t0 = r->t[s->m0], t1 = r->t[s->m1];
+        const struct meter_span *sp = &r->span[i];
+        const meter_span_t *s = &sp->s;
+        double t0 = r->t[sp->m0], t1 = r->t[sp->m1];
         trace_event(tr, (trace_kind_t)s->kind, (trace_lane_t)s->lane, t0, t1, s->bytes, s->bucket,
                     s->peer);
-        if (s->move)
-            s->move->seconds += t1 - t0;
+        if (r->first && s->move >= 0 && s->move < MOVE_COUNT) {
+            moved[s->move].bytes += s->bytes;
+            moved[s->move].ops += s->ops > 0 ? s->ops : 1;
+            moved[s->move].seconds += t1 - t0;
+        }
     }
-    if (r->nfetch > 0 && r->end.denom > 0.0) {
+    if (r->ratio && r->nfetch == 2) {
+        r->mean = (double)r->fetched[0] / (double)r->fetched[1];
+    } else if (r->nfetch > 0 && r->end.denom > 0.0) {
         double sum = 0.0;
         for (int i = 0; i < r->nfetch; i++)
             sum += r->fetched[i];
         r->mean = sum / r->end.denom;
     }
+    /* --explain: backward as the meter saw it (the callback may know better:
+     * DDP's reducer times the backward pass that launched its buckets) */
+    step_story_t *story = r->first ? m->to.story : NULL;
+    if (story)
+        story->backward_s = m->first_lap[PH_BACKWARD];
     if (m->to.resolved)
         m->to.resolved(m->to.ctx, m, r);
     if (r->timed && m->work)
@@ -355,11 +377,17 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     if (r->first) {
         memcpy(dev->first_phase_s, mine, sizeof mine);
         dev->first_rows = r->rows;
-        if (m->to.story) {
-            m->to.story->step = r->g;
-            m->to.story->step_s = dt;
-            m->to.story->filled = true;
-        }
+        memcpy(dev->first_move, moved, sizeof moved);
+    }
+    if (story) {
+        story->step = r->g;
+        story->step_s = dt;
+        story->filled = true;
+        /* The batch: the step's global rows gathered on the host (by each
+         * of `stagers` devices, its own part, in parallel: this one's time) */
+        int parts = m->to.stagers > 1 ? m->to.stagers : 1;
+        story->move[MOVE_BATCH] = (move_stat_t){(uint64_t)r->end.global_samples * m->row_bytes,
+                                                mine[PH_DATA] + mine[PH_H2D], r->staged * parts};
     }
 
     const step_end_t *e = &r->end;
@@ -368,7 +396,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
      * device 0, every DDP rank): NaN or Inf there is divergence, and a
      * diverged run stops here rather than train (and save) garbage. */
     if (e->logs && r->nfetch > 0 && !isfinite(r->mean) && !(c && c->allow_nonfinite)) {
-        progress_clear(m->to.progress);
+        progress_clear(m->prog);
         m->rc = DDP_ERR_RUNTIME;
         snprintf(m->msg, sizeof m->msg,
                  "step %ld: the loss is %s: the training diverged (lower --lr; "
@@ -385,18 +413,19 @@ static int resolve(step_meter_t *m, step_rec_t *r)
                 snprintf(m->msg, sizeof m->msg, "out of memory for the loss log");
                 return m->rc;
             }
-            progress_clear(m->to.progress); /* the loss line replaces it */
+            progress_clear(m->prog); /* the loss line replaces it */
             if (c && !c->quiet && !c->loss_lines_off)
                 fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
                         e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
         }
     }
     m->samples_done += e->global_samples;
-    progress_update(m->to.progress, r->g + 1, e->epoch, r->mean, m->samples_done);
+    /* the line shows the losses the log took: none is fetched for it */
+    progress_update(m->prog, r->g + 1, e->epoch, e->logs ? r->mean : NAN, m->samples_done);
     /* SIGINT/SIGTERM/SIGHUP: the run stops after the step it was in. */
     int sig = interrupt_pending();
     if (sig) {
-        progress_clear(m->to.progress);
+        progress_clear(m->prog);
         m->rc = DDP_ERR_INTERRUPTED;
         /* On a device the step queued after this one runs too: name it. */
         long last = m->deferred && m->rec[m->cur].g > r->g ? m->rec[m->cur].g : r->g;
@@ -410,7 +439,8 @@ static int resolve(step_meter_t *m, step_rec_t *r)
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
 {
     step_rec_t *r = &m->rec[m->cur];
-    r->end = *e;
+    if (e)
+        r->end = *e;
     /* The step's last marker: its last lap, unless nothing was lapped or
      * work (a fetch) was queued after it. */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
@@ -456,6 +486,19 @@ int step_meter_finish(step_meter_t *m, char *err)
         d->work_cpu_p50 = step_times_quantile(m->work, 50);
     }
     return m->rc == DDP_OK ? DDP_OK : err_set(err, m->rc, "%s", m->msg);
+}
+
+void step_meter_story_merge(run_result_t *r)
+{
+    step_story_t *st = &r->story;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
+        for (int k = 0; k < MOVE_COUNT; k++) {
+            const move_stat_t *v = &r->dev[d].first_move[k];
+            st->move[k].bytes += v->bytes;
+            st->move[k].ops += v->ops;
+            if (v->seconds > st->move[k].seconds)
+                st->move[k].seconds = v->seconds;
+        }
 }
 
 void step_meter_skew(run_result_t *r)

@@ -4,12 +4,15 @@
  * A loop body reads as the training step alone:
  *
  *     step_meter_begin(&m, g, timed, first);
+ *     step_meter_plan(&m, &end);           what its report needs (trainer_step_begin
+ *                                          does both from the schedule)
  *     ... stage ...;    step_meter_lap(&m, PH_DATA);
  *     ... forward ...;  step_meter_lap(&m, PH_FORWARD);
  *     ...
  *     step_meter_rows(&m, rows);           rows this device computed
- *     step_meter_fetch(&m, loss, 1);       a device value the loss line needs
- *     step_meter_end(&m, &end, err);       the step is queued; earlier ones report
+ *     if (step_meter_logs(&m))
+ *         step_meter_fetch(&m, loss, 1);   a device value the loss line needs
+ *     step_meter_end(&m, NULL, err);       the step is queued; earlier ones report
  *     ...
  *     step_meter_finish(&m, err);          after the loop: the last step reports
  *
@@ -59,8 +62,17 @@ typedef struct {
     step_times_t *times;   /* the step wall times this device keeps, or NULL */
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
-    step_story_t *story;   /* --explain: step and step_s of the told step, or NULL */
-    progress_t *progress;  /* the progress line, or NULL */
+    /* --explain: the story of the told step, or NULL (another device's job).
+     * The meter records the step, its wall time, the first backward lap and
+     * the batch the step staged; the resolved callback may add to it (DDP's
+     * reducer: its buckets), and step_meter_story_merge the devices' copies. */
+    step_story_t *story;
+    int stagers;           /* devices that each stage their own part of the batch
+                              (DDP's ranks: the told step's batch operations are
+                              this device's times it); 0 or 1: this one alone */
+    const char *progress;  /* the progress line's label ("single"): this meter draws
+                              it (progress.h) from step_meter_init to _free; NULL: not here */
+    long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
     /* Called when a step's times are known (at once on the CPU, when the next
@@ -92,12 +104,14 @@ struct step_rec {
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
+    int staged;              /* micro-batches the stager put on the device */
     long syncs_begin, syncs; /* the device's host syncs at begin, and in the step */
     long launch_begin[LAUNCH_KINDS], launches[LAUNCH_KINDS]; /* the same for its launches */
     bool chained;            /* it follows the previous step with nothing between */
     float *fetched;          /* values copied back (pinned on a device) */
     int nfetch, capfetch;
     bool queued_after;       /* a fetch was queued after the last marker */
+    bool ratio;              /* the fetched pair is the loss's sum and denominator */
     double charge[PH_COUNT]; /* seconds no lap measured */
     double mean;             /* the step's mean loss (NAN: not fetched) */
     step_end_t end;
@@ -110,6 +124,7 @@ struct step_meter {
     bool deferred;           /* a device: steps report when the next one ends */
     double warm[PH_COUNT];   /* phase times of untimed steps (not reported) */
     double first_lap[PH_COUNT]; /* the told step (--explain): each phase's first lap */
+    uint64_t row_bytes;      /* the bytes of a staged row (step_meter_staged) */
     long samples_done;       /* global samples of the steps reported so far */
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
@@ -117,6 +132,8 @@ struct step_meter {
     long resolved_g;         /* the last step reported (-1: none) ... */
     double resolved_dt;      /* ... and its wall time */
     step_times_t *work;      /* each timed step's work (work_cpu; NULL on a GPU) */
+    progress_t progress;     /* the progress line (off unless to.progress names it) */
+    progress_t *prog;        /* &progress when this meter draws it, else NULL */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };
@@ -135,15 +152,61 @@ void step_meter_lap(step_meter_t *m, phase_t p);
 /* A plain marker (no phase ends there), for step_meter_span; its index. */
 int step_meter_mark(step_meter_t *m);
 
-/* An event between two markers of this step (a copy between devices):
- * traced on `lane` as `kind` with bytes, bucket and peer, and, when move is
- * not NULL and this is the run's first step, its seconds added to *move. */
-void step_meter_span(step_meter_t *m, int kind, int lane, int mark0, int mark1, uint64_t bytes,
-                     int bucket, int peer, move_stat_t *move);
+/* An event between two markers of this step (a copy between devices). */
+typedef struct {
+    int kind, lane;     /* traced on `lane` as `kind` (trace.h) ... */
+    uint64_t bytes;     /* ... with its bytes, bucket and peer */
+    int bucket, peer;
+    int move;           /* in the told step, counted as this move_kind_t (-1: not) ... */
+    int ops;            /* ... standing for this many operations (0 counts as 1) */
+} meter_span_t;
+
+/* Traced once the step has run, and in the told step counted in the
+ * device's first_move[s->move]: its bytes and operations, and the seconds
+ * between the two markers. */
+void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s);
+
+/* The stager put a micro-batch of rows (row_bytes each, features and
+ * targets) on the device in this step: the told step's batch is counted
+ * from these (its operations, and its global rows times row_bytes). */
+static inline void step_meter_staged(step_meter_t *m, uint64_t row_bytes)
+{
+    m->rec[m->cur].staged++;
+    m->row_bytes = row_bytes;
+}
+
+/* A move outside the steps, once (DDP's initial broadcast): into the story,
+ * when this meter keeps one. */
+static inline void step_meter_moved(step_meter_t *m, move_kind_t k, uint64_t bytes, double seconds)
+{
+    if (m->to.story)
+        m->to.story->move[k] = (move_stat_t){bytes, seconds, 1};
+}
+
+/* In the resolved callback: the story to add to when r is the told step,
+ * else NULL. */
+static inline step_story_t *step_rec_story(const step_meter_t *m, const step_rec_t *r)
+{
+    return r->first ? m->to.story : NULL;
+}
 
 /* Queue a copy of n device floats (the loss sum) to be read when the step
  * reports; they add up to its loss (step_end_t.denom). */
 void step_meter_fetch(step_meter_t *m, const float *dev, int n);
+
+/* The same for a pair: the step's loss is dev[0] / dev[1] (DDP's loss sum
+ * and rows, all-reduced together over the ranks). */
+void step_meter_fetch_ratio(step_meter_t *m, const float *dev);
+
+/* What the open step's report will need (step_meter_end with NULL takes
+ * it), known when it begins: a loop that plans it asks step_meter_logs. */
+static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
+{
+    m->rec[m->cur].end = *e;
+}
+
+/* Does the open step log its loss (as planned)?  Then the loop fetches it. */
+static inline bool step_meter_logs(const step_meter_t *m) { return m->rec[m->cur].end.logs; }
 
 /* Seconds no lap measured, charged to phase p of this step. */
 static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
@@ -157,11 +220,12 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 /* The open step is the one --explain tells (it counts what it moves). */
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 
-/* The step ends; steps whose times are known report (this one on the CPU,
- * the previous one on a device).  Where the loop stops: DDP_ERR_RUNTIME with
- * err when a device call failed, the loss log cannot grow, or a logged loss
- * is NaN or infinite (unless --allow-nonfinite: the training diverged),
- * DDP_ERR_INTERRUPTED when a signal asked to stop (base/interrupt.h). */
+/* The step ends (e: what its report needs; NULL: as planned); steps whose
+ * times are known report (this one on the CPU, the previous one on a
+ * device).  Where the loop stops: DDP_ERR_RUNTIME with err when a device
+ * call failed, the loss log cannot grow, or a logged loss is NaN or infinite
+ * (unless --allow-nonfinite: the training diverged), DDP_ERR_INTERRUPTED
+ * when a signal asked to stop (base/interrupt.h). */
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
 
 /* After the loop: report the last step. */
@@ -199,5 +263,10 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
  * Ranks run in lock-step, so it stays small: a large one means a rank was
  * held up outside its steps. */
 void step_meter_skew(run_result_t *r);
+
+/* After the run: every device's copies in the told step (first_move) added
+ * into the story: bytes and operations summed, the seconds the slowest
+ * device's (the devices copy in parallel). */
+void step_meter_story_merge(run_result_t *r);
 
 #endif

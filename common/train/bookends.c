@@ -1,6 +1,8 @@
 /* common/train/bookends.c: what every strategy writes into its result just
  * before its loop (the steps it runs, what it trains on) and just after it
- * (the final parameters, each device's skew, the figures): see trainer.h. */
+ * (the final parameters, each device's skew, the story's copies, the
+ * figures), and each step's start on the meter, from the schedule: see
+ * trainer.h. */
 #include "measure/step_meter.h"
 #include "train/trainer.h"
 
@@ -18,10 +20,23 @@ void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
     res->epoch_samples = schedule_epoch_samples(sch);
 }
 
+void trainer_step_begin(step_meter_t *m, const schedule_t *sch, long g)
+{
+    size_t rows = schedule_step_rows(sch, g);
+    step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
+    step_meter_plan(m, &(step_end_t){.samples = (long)schedule_view_rows(sch, g),
+                                     .global_samples = (long)rows,
+                                     .total = sch->total_steps,
+                                     .epoch = schedule_epoch_of(sch, g),
+                                     .logs = schedule_logs(sch, g),
+                                     .denom = (double)rows});
+}
+
 void trainer_end(run_result_t *res, size_t nparams, float *params)
 {
     res->nparams = nparams;
     res->params = params;
     step_meter_skew(res);
+    step_meter_story_merge(res); /* --explain: every device's copies in the told step */
     result_finish(res);
 }

@@ -68,6 +68,7 @@ int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows,
 {
     if (!stager_active(s)) {
         data_gather(d, idx, rows, s->x[0], s->y[0]);
+        step_meter_staged(m, (uint64_t)(d->in_dim + d->tgt_cols) * sizeof(float));
         step_meter_lap(m, PH_DATA);
         *x = s->x[0];
         *y = s->y[0];
@@ -86,6 +87,7 @@ int stager_stage(stager_t *s, const dataset_t *d, const uint32_t *idx, int rows,
         TRY(backend_event_sync(be, h->copied));
     float *hx = h->buf, *hy = h->buf + (size_t)s->max_rows * d->in_dim;
     data_gather(d, idx, rows, hx, hy);
+    step_meter_staged(m, (uint64_t)(d->in_dim + d->tgt_cols) * sizeof(float));
     step_meter_lap(m, PH_DATA);
     /* The copy stream waits for `freed` (the slot's last reader is queued
      * before it), copies, and marks h->copied. */

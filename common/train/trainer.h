@@ -12,6 +12,7 @@
 #include "data/data.h"
 #include "data/schedule.h"
 #include "measure/result.h"
+#include "measure/step_meter.h"
 #include "nn/model.h"
 
 /* The starting parameters on the host: nn.Linear init from --seed, or the
@@ -24,8 +25,16 @@ int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *h
  * rounding from a real difference). */
 void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch);
 
+/* Step g begins on the meter, planned from the schedule: timed or warm-up,
+ * the step --explain tells (schedule_told_step: the middle timed step), its
+ * rows (this view's, and the global ones: the loss's denominator), epoch,
+ * and whether it logs its loss (step_meter_logs).  It ends with
+ * step_meter_end(m, NULL, err). */
+void trainer_step_begin(step_meter_t *m, const schedule_t *sch, long g);
+
 /* After the loop: the final parameters on the host (nparams floats, res
- * owns them now), each device's skew from the slowest one (step_meter_skew)
+ * owns them now), each device's skew from the slowest one (step_meter_skew),
+ * every device's copies of the told step in the story (step_meter_story_merge)
  * and the figures (result_finish). */
 void trainer_end(run_result_t *res, size_t nparams, float *params);
 

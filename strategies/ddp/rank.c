@@ -8,7 +8,6 @@
  * waiting, and the step meter's wait for the previous step is the step's one
  * host synchronisation.  With --cuda-graph, a full step after the first is
  * captured once per parity and replayed as one graph launch (rank_step). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +19,15 @@
 #include "ddp/autotune.h"
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
+#include "ddp/global_loss.h"
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
+#include "ddp/straggle.h"
 #include "ddp/zero.h"
 #include "ddp/zero1.h"
 #include "base/interrupt.h"
 #include "io/checkpoint.h"
-#include "measure/progress.h"
 #include "measure/step_meter.h"
 #include "nn/optim.h"
 #include "train/stage.h"
@@ -59,17 +59,11 @@ typedef struct {
     zero_t zz;          /* --zero 2, 3: the shard, its buffers and the layer hooks */
     stager_t stg;       /* batch staging */
     float *host_params; /* rank 0's initial parameters (every rank's with --resume) */
-    float *lossbuf;     /* device [3]: the step's loss sum, rows and rank 0's progress
-                           decision, all-reduced (see rank_step) */
-    float *loss_host;   /* pinned [2][3]: the rows and decision sent up, by step parity */
-    long cur_g;         /* the step being queued */
+    global_loss_t loss; /* the step's loss over every rank (on the steps that log it) */
     ckpt_run_t ck;      /* --resume (every rank) and --checkpoint (rank 0 writes) */
     trace_rec_t *tr;    /* --trace: this rank's recorder in the segment, or NULL */
-    progress_t prog;    /* rank 0's progress line (off on the other ranks) */
-    long progress_at;   /* the next step whose loss the progress line gets, -1 none */
     step_meter_t meter;
-    double compute_cpu_s; /* --slow-rank on the CPU: the CPU seconds of the last step's
-                             own forward, loss and backward (straggle_spin's unit) */
+    straggle_t slow;    /* --slow-rank: the straggler's extra work */
     autotune_t tune;    /* --bucket-mb auto */
     long tuned_g;       /* the last step whose time it was given (-1: none) */
     float *tunebuf;     /* device [AUTOTUNE_MAX]: its all-reduce */
@@ -151,12 +145,10 @@ static int rank_setup(rank_t *me)
         if (!(me->tunebuf = backend_alloc_for(me->be, AUTOTUNE_MAX * sizeof(float), MEM_COMM)))
             return err_set(me->err, DDP_ERR_RUNTIME, "out of device memory");
     }
-    me->lossbuf = backend_alloc_for(me->be, 3 * sizeof(float), MEM_COMM);
-    me->loss_host = backend_alloc_host(me->be, 6 * sizeof(float));
-    if (!me->lossbuf || !me->loss_host)
-        return err_set(me->err, DDP_ERR_RUNTIME, "out of memory for the loss");
+    TRY(global_loss_init(&me->loss, me->be, me->comm, me->err));
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
+    straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
     me->graphs = config_graphs_on(cfg, MODE_DDP);
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
@@ -183,35 +175,35 @@ static int rank_setup(rank_t *me)
     else
         TRY(coll(me, comm_broadcast(me->comm, me->rep.params, me->spec.nparams, 0)));
     TRY(dev(me, backend_sync(me->be)));
-    if (me->rank == 0)
-        me->area->story.move[MOVE_BROADCAST] =
-            (move_stat_t){me->spec.nparams * sizeof(float), now_s() - t0, 1};
-    /* Every rank fetches the loss of its first step: that all-reduce carries
-     * rank 0's first decision about the progress line (see rank_step). */
-    me->progress_at = me->sch.start_step;
+    double broadcast_s = now_s() - t0;
 
     /* Every rank keeps its own phases and step times (the supervisor takes
      * the slowest rank's); rank 0 also the loss log, the progress line and
-     * --explain's story.  All of it lives in the shared area. */
+     * --explain's story.  All of it but the line lives in the shared area. */
     ddp_rank_rec_t *rec = me->rec;
     if (me->rank == 0)
         rec->log = (loss_log_t){.pt = ddp_area_log(me->area), .cap = me->area->max_log,
                                 .fixed = true};
-    return step_meter_init(&me->meter,
-                           &(step_meter_sinks_t){
-                               .cfg = cfg,
-                               .dev = &rec->stats,
-                               .trace = me->tr,
-                               .times = &rec->times,
-                               .log = me->rank == 0 ? &rec->log : NULL,
-                               .final_loss = &rec->final_loss,
-                               .story = me->rank == 0 ? &me->area->story : NULL,
-                               .progress = me->rank == 0 ? &me->prog : NULL,
-                               .be = me->be,
-                               .resolved = rank_resolved,
-                               .ctx = me,
-                           },
-                           me->err);
+    TRY(step_meter_init(&me->meter,
+                        &(step_meter_sinks_t){
+                            .cfg = cfg,
+                            .dev = &rec->stats,
+                            .trace = me->tr,
+                            .times = &rec->times,
+                            .log = me->rank == 0 ? &rec->log : NULL,
+                            .final_loss = &rec->final_loss,
+                            .story = me->rank == 0 ? &me->area->story : NULL,
+                            .stagers = me->world, /* every rank stages its own rows */
+                            .progress = me->rank == 0 ? "ddp" : NULL,
+                            .total_steps = me->sch.total_steps,
+                            .be = me->be,
+                            .resolved = rank_resolved,
+                            .ctx = me,
+                        },
+                        me->err));
+    /* --explain: the initial parameters' broadcast, once before the steps */
+    step_meter_moved(&me->meter, MOVE_BROADCAST, me->spec.nparams * sizeof(float), broadcast_s);
+    return DDP_OK;
 }
 
 /* New buckets with this cap.  Between steps, with every earlier step
@@ -278,13 +270,9 @@ static int rank_autotune_after(rank_t *me)
 static void rank_teardown(rank_t *me)
 {
     stager_free(&me->stg);
-    if (me->be) {
-        backend_sync(me->be); /* no copy may still use the loss buffers */
-        if (me->loss_host)
-            backend_free_host(me->be, me->loss_host);
+    global_loss_free(&me->loss); /* waits for the device: no copy still uses them */
+    if (me->be)
         backend_free(me->be, me->tunebuf);
-        backend_free(me->be, me->lossbuf);
-    }
     step_meter_free(&me->meter);
     free(me->host_params);
     ckpt_run_free(&me->ck);
@@ -316,39 +304,10 @@ static int last_micro(rank_t *me, long g, int *nmicro)
     return last;
 }
 
-/* --explain, rank 0, the told step: the buckets as they ran, timed
- * from the start of the backward pass that all-reduced them (reducer_spans
- * has just placed them). */
-static void story_buckets(rank_t *me, double bwd_t0, double bwd_t1)
-{
-    step_story_t *st = &me->area->story;
-    const reducer_t *r = &me->red;
-    move_stat_t *mv = &st->move[MOVE_ALLREDUCE];
-    double first = 0.0, last = 0.0;
-    st->nbuckets = r->nb;
-    st->backward_s = bwd_t1 - bwd_t0;
-    for (int i = 0; i < r->nb; i++) {
-        const bucket_t *b = &r->b[i];
-        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
-        mv->bytes += bytes;
-        mv->ops++;
-        if (b->span.end_s > 0.0) {
-            first = mv->ops == 1 || b->span.start_s < first ? b->span.start_s : first;
-            last = b->span.end_s > last ? b->span.end_s : last;
-        }
-        if (i < STORY_MAX_BUCKETS)
-            /* layers in the order backward reaches them: last first */
-            st->bucket[i] = (bucket_story_t){b->last_param / 2, b->first_param / 2, bytes,
-                                             b->ready_s - bwd_t0, b->span.start_s - bwd_t0,
-                                             b->span.end_s - bwd_t0};
-    }
-    mv->seconds = last > first ? last - first : 0.0;
-}
-
 /* The step meter's callback once step r->g has run (at once on the CPU, when
  * the next step ends on a GPU): the buckets' communication hidden behind the
- * last backward, their --trace events and --explain story, and the fetched
- * global loss with rank 0's progress decision. */
+ * last backward (the reducer adds its buckets to --explain's story) and
+ * their --trace events. */
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
@@ -375,85 +334,6 @@ static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
             trace_bucket(me->tr, me->cfg->zero ? TR_REDUCE_SCATTER : TR_ALLREDUCE, b->ready_s,
                          b->span.start_s, b->span.end_s, (uint64_t)b->count * sizeof(float), i);
     }
-    if (r->first && me->rank == 0)
-        story_buckets(me, b0, b1);
-    if (r->nfetch == 3) {
-        const float *global = r->fetched;
-        r->mean = (double)global[0] / (double)global[1];
-        /* Every rank reads the same decision at the same step (this one's
-         * report) and applies it to a step none has decided yet: on a GPU
-         * the step after the one being queued. */
-        long ahead = (long)global[2];
-        long at = r->g + ahead, soonest = me->cur_g + 1;
-        me->progress_at = ahead > 0 ? (at > soonest ? at : soonest) : -1;
-    }
-}
-
-/* --slow-rank R:F: a straggler, the real work of a slower device, F - 1
- * times the step's forward and backward more (F fractional: 1.1 is 10% more).
- * The extra work of the step, (F - 1) x its micro-batches, is split into
- * whole passes and a fraction:
- * - the whole passes, before its first backward of the step: forwards that
- *   write the activations the real one wrote (the same rows, the same bits),
- *   and backwards that, with no gradient of the step yet to add to, write
- *   the gradients the real backward then writes again (straggle());
- * - the fraction frac, on the CPU: the rank computes on for frac x the CPU
- *   time its own forward, loss and backward took in the last step
- *   (straggle_spin(), on the thread's CPU clock, so being preempted by
- *   another process stretches it the way it stretches real work).  Rows
- *   would not do: measured on mlp-small, a pass over half the rows took 29%
- *   of a whole pass's CPU time, not 50% (the smaller pass stays in cache).
- * - the fraction on a GPU: a forward and backward of the first
- *   round(frac x rows) rows of the micro-batch, before its real forward
- *   (straggle_part(); the host cannot time kernels without waiting for
- *   them).  A GEMM over fewer rows may round a row differently, so it goes
- *   where the real forward and backward overwrite all it wrote; its backward
- *   reads the output gradient the buffer holds (the last step's, or zeros),
- *   and its gradients are discarded all the same.  Kernels like any other:
- *   the host still waits nowhere.
- * The same bits as without --slow-rank either way. */
-static int straggle(rank_t *me, const float *x, int rows, int times)
-{
-    replica_t *rep = &me->rep;
-    for (int i = 0; i < times; i++)
-        TRY(dev(me, model_forward(rep, x, rows)));
-    step_meter_lap(&me->meter, PH_FORWARD);
-    for (int i = 0; i < times; i++)
-        TRY(dev(me, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
-    step_meter_lap(&me->meter, PH_BACKWARD);
-    return DDP_OK;
-}
-
-static int straggle_part(rank_t *me, const float *x, int rows)
-{
-    replica_t *rep = &me->rep;
-    TRY(dev(me, model_forward(rep, x, rows)));
-    step_meter_lap(&me->meter, PH_FORWARD);
-    TRY(dev(me, model_backward(rep, x, rows, rep->dout, false, NULL, NULL)));
-    step_meter_lap(&me->meter, PH_BACKWARD);
-    return DDP_OK;
-}
-
-
-/* Compute on this thread until it has used `cpu_s` more CPU seconds. */
-static void straggle_spin(rank_t *me, double cpu_s)
-{
-    volatile double acc = 1.0;
-    double until = thread_cpu_s() + cpu_s;
-    while (thread_cpu_s() < until)
-        for (int i = 0; i < 256; i++)
-            acc = acc * 1.0000001 + 1e-9;
-    step_meter_lap(&me->meter, PH_BACKWARD);
-}
-
-/* The slow rank's extra work this step: whole micro-batch passes, and the
- * fraction of one pass left over (0 <= *frac < 1). */
-static int straggle_plan(const config_t *cfg, int nmicro, double *frac)
-{
-    double extra = (cfg->slow_factor - 1.0) * nmicro;
-    int whole = (int)floor(extra + 1e-9);
-    *frac = extra - whole > 1e-9 ? extra - whole : 0.0;
-    return whole;
 }
 
 /* Is step g one CUDA graphs replay?  The same answer on every rank (all of
@@ -482,16 +362,18 @@ static bool rank_graph_step(rank_t *me, long g)
  * copy stream's work, outside) to the optimizer: forward, loss, backward,
  * the buckets' all-reduces on the comm stream (comm_nccl.c joins it to the
  * capture and back), the loss's all-reduce and the optimizer.  The loss is
- * fetched every such step, so every one queues the same work; the rows and
- * rank 0's progress decision it carries are written by the host into the
- * step's pinned slot and uploaded by the graph. */
+ * fetched every such step, so every one queues the same work; the rows it
+ * carries are written by the host into the step's pinned slot and uploaded
+ * by the graph (global_loss.c). */
 static int rank_step_queue(rank_t *me, long g, bool want_loss);
 
-static int rank_step(rank_t *me, long g, bool want_loss)
+static int rank_step(rank_t *me, long g)
 {
     bool graph = rank_graph_step(me, g);
     me->gkey = -1;
-    int rc = rank_step_queue(me, g, want_loss || graph);
+    /* the loss is a collective: fetched on the steps the schedule logs, the
+     * same on every rank (and on every graph step: the same work each) */
+    int rc = rank_step_queue(me, g, step_meter_logs(&me->meter) || graph);
     if (me->gkey >= 0) {
         int rc2 = backend_graph_end(me->be, me->gkey, rc == DDP_OK);
         if (rc == DDP_OK)
@@ -526,11 +408,9 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
     bool sharded = cfg->zero >= 2;
     if (sharded)
         last_mi = cfg->accum - 1;
-    bool has_grad = false, has_loss = false, staged = false;
-    /* --slow-rank: the real compute's CPU time, without the extra work */
-    bool slow = me->rank == cfg->slow_rank && cfg->slow_factor > 1.0;
-    bool on_cpu = cfg->backend == BACKEND_CPU;
-    double cpu0 = slow && on_cpu ? thread_cpu_s() : 0.0, extra_cpu = 0.0;
+    bool has_grad = false, staged = false;
+    global_loss_begin(&me->loss);
+    straggle_begin(&me->slow);
     for (int mi = 0; mi <= last_mi; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&me->sch, g, mi, &rows);
@@ -553,30 +433,14 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
             TRY(dev(me, backend_graph_begin(be, (int)(g & 1))));
             me->gkey = (int)(g & 1);
         }
-        double frac = 0.0;
-        int whole = slow && !has_grad ? straggle_plan(cfg, nmicro, &frac) : 0;
-        long part_rows = frac > 0 && !on_cpu ? lround(frac * rows) : 0;
-        if (part_rows >= rows) { /* rounds up to a whole pass */
-            whole++;
-            part_rows = 0;
-        }
-        if (part_rows > 0)
-            TRY(straggle_part(me, x, (int)part_rows));
+        TRY(straggle_before(&me->slow, x, rows, nmicro, !has_grad, me->err));
         TRY(dev(me, model_forward(rep, x, rows)));
         step_meter_lap(m, PH_FORWARD);
         TRY(dev(me, model_loss(rep, cfg->loss, y, rows, scale)));
         if (want_loss) /* the step's loss sum, on the device */
-            TRY(dev(me, !has_loss ? backend_d2d(be, me->lossbuf, rep->loss_sum, sizeof(float))
-                                  : backend_axpy(be, 1.0f, rep->loss_sum, me->lossbuf, 1)));
-        has_loss = true;
+            TRY(global_loss_add(&me->loss, rep->loss_sum, me->err));
         step_meter_lap(m, PH_LOSS);
-        double e0 = slow && on_cpu ? thread_cpu_s() : 0.0;
-        if (whole > 0)
-            TRY(straggle(me, x, rows, whole));
-        if (frac > 0 && on_cpu) /* nmicro real passes took compute_cpu_s last step */
-            straggle_spin(me, frac * me->compute_cpu_s / nmicro);
-        if (slow && on_cpu)
-            extra_cpu += thread_cpu_s() - e0;
+        TRY(straggle_after(&me->slow, x, rows, nmicro, me->err));
         /* no_sync on all but the last micro-batch: gradients only accumulate. */
         reducer_begin(&me->red, last, g);
         int rc = model_backward(rep, x, rows, rep->dout, has_grad, reducer_hook, &me->red);
@@ -587,8 +451,7 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
         step_meter_rows(m, rows);
         has_grad = true;
     }
-    if (slow && on_cpu && has_grad) /* the real work alone: the next step's unit */
-        me->compute_cpu_s = thread_cpu_s() - cpu0 - extra_cpu;
+    straggle_end(&me->slow, has_grad);
     if (!staged && cfg->accum == 1) /* the staging slots keep the steps' parity */
         TRY(dev(me, stager_skip(&me->stg)));
     if (!has_grad) {
@@ -597,34 +460,15 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
          * zero gradients that add nothing to the sum (torch's Join hook
          * shadows the others' all-reduces the same way). */
         TRY(dev(me, backend_memset0(be, rep->grads, me->spec.nparams * sizeof(float))));
-        if (want_loss)
-            TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
         step_meter_lap(m, PH_BACKWARD);
         reducer_begin(&me->red, true, g);
     }
 
     /* The rest of the buckets (all of them under --no-overlap), then, on
      * loss steps, the loss: the same sequence of collectives on every rank. */
-    if (want_loss && !has_loss) /* every micro-batch without rows (ZeRO-2, -3) */
-        TRY(dev(me, backend_memset0(be, me->lossbuf, sizeof(float))));
     TRY(coll(me, reducer_launch_rest(&me->red)));
-    if (want_loss) {
-        float *lh = me->loss_host + 3 * (g & 1); /* a step's copy is read before g+2 */
-        lh[1] = (float)my_rows;
-        /* Rank 0's decision (the others add 0): in how many steps the
-         * progress line next wants a loss; 0 when it is off.  A small whole
-         * number, exact in a float. */
-        lh[2] = me->rank == 0 ? (float)progress_steps_to_due(&me->prog) : 0.0f;
-        /* pinned: read when the copy runs (in a graph, at each launch) */
-        TRY(dev(me, backend_h2d_pinned(be, me->lossbuf + 1, lh + 1, 2 * sizeof(float))));
-        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = me->lossbuf, .count = 3,
-                        .redop = REDOP_SUM, .tag = "the loss"};
-        /* Over shm on the CPU nothing is left to overlap it with: run it at
-         * once on this thread (comm.h's run); elsewhere queue it. */
-        TRY(coll(me, me->red.run_rest ? comm_run(me->comm, &op, NULL)
-                                    : comm_all_reduce_async(me->comm, me->lossbuf, 3, REDOP_SUM,
-                                                            "the loss", NULL)));
-    }
+    if (want_loss)
+        TRY(global_loss_reduce(&me->loss, g, my_rows, me->red.run_rest, me->err));
     /* The optimizer needs every bucket summed: its stream waits for all. */
     TRY(coll(me, comm_wait_all(me->comm)));
     /* --comm-hook: the gradients the optimizer applies, from what was sent
@@ -633,7 +477,7 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
     TRY(hooked(me, comm_hook_finish(me->red.hook, &me->red)));
     step_meter_lap(m, PH_COMM_EXPOSED);
     if (want_loss)
-        step_meter_fetch(m, me->lossbuf, 3);
+        global_loss_fetch(&me->loss, m);
 
     if (cfg->zero) {
         /* ZeRO-1 and -2: this rank steps its shard, and every bucket's
@@ -650,15 +494,6 @@ static int rank_step_queue(rank_t *me, long g, bool want_loss)
     } else {
         TRY(dev(me, optim_step(&me->opt, rep->params, rep->grads)));
         step_meter_lap(m, PH_OPTIM);
-    }
-    if (step_meter_first(m) && me->rank == 0) { /* --explain: what the told step moved */
-        step_story_t *st = &me->area->story;
-        move_stat_t *mb = &st->move[MOVE_BATCH];
-        /* every rank gathers its own part, in parallel: rank 0's time (its
-         * seconds once the meter has reported the step, in rank_train) */
-        mb->bytes = (uint64_t)step_rows * (uint64_t)(me->data->in_dim + me->data->tgt_cols) *
-                    sizeof(float);
-        mb->ops = nmicro * me->world;
     }
     return DDP_OK;
 }
@@ -708,18 +543,8 @@ static int rank_train(rank_t *me)
     ddp_rank_rec_t *rec = me->rec;
     schedule_t *sch = &me->sch;
     step_meter_t *m = &me->meter;
-    /* Rank 0 draws the progress line; on the others it stays off. */
-    if (me->rank == 0)
-        progress_init(&me->prog, me->cfg, "ddp", sch->total_steps);
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
-        /* The loss is a collective: every rank must agree on fetching it.
-         * The loss log's steps follow from the schedule; the progress line's
-         * come from rank 0 on an earlier loss all-reduce (progress_at), so
-         * no rank decides alone from its own clock. */
-        bool logs = schedule_logs(sch, g);
-        bool want_loss = logs || g == me->progress_at;
-        long rows = (long)schedule_step_rows(sch, g);
         bool active = schedule_rank_active(sch, g, me->rank);
         if (!active && !me->cfg->join) {
             /* --no-join: out of data, this rank leaves the loop, as a rank
@@ -729,18 +554,10 @@ static int rank_train(rank_t *me)
             rec->left_step = g;
             break;
         }
-        me->cur_g = g;
         TRY(rank_autotune_before(me, g));
-        /* --explain tells the middle timed step (schedule_told_step) */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
-        TRY(rank_step(me, g, want_loss));
-        TRY(step_meter_end(m,
-                           &(step_end_t){.samples = (long)schedule_view_rows(sch, g),
-                                         .global_samples = rows,
-                                         .total = sch->total_steps,
-                                         .epoch = schedule_epoch_of(sch, g),
-                                         .logs = logs},
-                           me->err));
+        trainer_step_begin(m, sch, g);
+        TRY(rank_step(me, g));
+        TRY(step_meter_end(m, NULL, me->err));
         TRY(rank_autotune_after(me));
         if (active)
             rec->stats.steps_run++;
@@ -749,11 +566,7 @@ static int rank_train(rank_t *me)
         TRY(rank_checkpoint(me, g));
     }
     TRY(step_meter_finish(m, me->err));
-    progress_end(&me->prog);
     rec->total_s = now_s() - t_start;
-    if (me->rank == 0)
-        me->area->story.move[MOVE_BATCH].seconds =
-            rec->stats.first_phase_s[PH_DATA] + rec->stats.first_phase_s[PH_H2D];
 
     /* Every rank's final parameters, checksummed so the supervisor can check
      * the replicas never drifted apart; rank 0's travel back in full. */
@@ -807,7 +620,6 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *en
     } else {
         me.rec->state = RANK_DONE;
     }
-    progress_end(&me.prog); /* a fault must not leave a half line on the terminal */
-    rank_teardown(&me);
+    rank_teardown(&me); /* its meter erases the progress line: a fault must not leave half */
     return rc;
 }

@@ -167,6 +167,33 @@ int reducer_launch_rest(reducer_t *r)
     return DDP_OK;
 }
 
+/* --explain, the told step: the buckets as they ran, timed from the start of
+ * the backward pass that all-reduced them [t0, t1] (reducer_spans has just
+ * placed them), and what they sent (a --comm-hook's bytes). */
+static void story_buckets(const reducer_t *r, step_story_t *st, double t0, double t1)
+{
+    move_stat_t *mv = &st->move[MOVE_ALLREDUCE];
+    double first = 0.0, last = 0.0;
+    st->nbuckets = r->nb;
+    st->backward_s = t1 - t0;
+    for (int i = 0; i < r->nb; i++) {
+        const bucket_t *b = &r->b[i];
+        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
+        mv->bytes += bytes;
+        mv->ops++;
+        if (b->span.end_s > 0.0) {
+            first = mv->ops == 1 || b->span.start_s < first ? b->span.start_s : first;
+            last = b->span.end_s > last ? b->span.end_s : last;
+        }
+        if (i < STORY_MAX_BUCKETS)
+            /* layers in the order backward reaches them: last first */
+            st->bucket[i] = (bucket_story_t){b->last_param / 2, b->first_param / 2, bytes,
+                                             b->ready_s - t0, b->span.start_s - t0,
+                                             b->span.end_s - t0};
+    }
+    mv->seconds = last > first ? last - first : 0.0;
+}
+
 double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1)
 {
     double hidden = 0.0;
@@ -186,5 +213,8 @@ double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1)
         if (b > a)
             hidden += b - a;
     }
+    step_story_t *st = r->meter ? step_rec_story(r->meter, rec) : NULL;
+    if (st) /* the meter keeps the story (rank 0) and this is the told step */
+        story_buckets(r, st, t0, t1);
     return hidden;
 }

@@ -23,7 +23,8 @@
  *                                 nothing is left for them to overlap
  *   comm_wait_all                 the optimizer waits for every bucket
  *   reducer_spans(r, rec, ...)    once the step has run (the step meter's
- *                                 resolved callback): when each bucket ran
+ *                                 resolved callback): when each bucket ran,
+ *                                 and the told step's buckets for --explain
  * The buckets are summed (REDOP_SUM), not averaged: the loss's gradient is
  * already scaled by 1 / (rows of the global batch), which folds DDP's
  * 1/world in once, where the reference computes it.  A step's handles and
@@ -110,7 +111,9 @@ int reducer_launch_rest(reducer_t *r);
 /* Once step rec->g has run: seconds of its bucket all-reduces that ran
  * inside [t0, t1] (the backward pass), from the comm's spans; 0 when it
  * cannot tell.  Leaves each bucket's span and launch time in b[i] (for
- * --trace and --explain). */
+ * --trace), and in the told step, when the meter keeps --explain's story,
+ * adds the buckets to it: each one's layers, bytes sent and times from t0,
+ * the all-reduce's move, and the backward pass's length. */
 double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1);
 
 #endif

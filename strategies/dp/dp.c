@@ -67,7 +67,6 @@ static void dp_worker(void *ctx, int d)
 
 static void dp_ctx_free(dp_ctx_t *c)
 {
-    progress_end(&c->prog); /* a fault must not leave a half line on the terminal */
     ckpt_run_free(&c->ck);
     for (int i = 0; i < 2; i++) {
         free(c->plan[i].rows);
@@ -76,33 +75,6 @@ static void dp_ctx_free(dp_ctx_t *c)
     free(c->host_params);
     schedule_free(&c->sch);
     free(c);
-}
-
-/* --explain: the told step's moves, from each thread's own counts (the
- * join ordered their writes before these reads).  Bytes and operations add
- * up; the threads copy in parallel, so the wall time of a kind is the
- * slowest thread's. */
-static void dp_story(dp_ctx_t *c)
-{
-    step_story_t *st = &c->res->story;
-    for (int d = 0; d < c->ndev; d++)
-        for (int m = 0; m < MOVE_COUNT; m++) {
-            const move_stat_t *v = &c->dev[d].first_move[m];
-            st->move[m].bytes += v->bytes;
-            st->move[m].ops += v->ops;
-            if (v->seconds > st->move[m].seconds)
-                st->move[m].seconds = v->seconds;
-        }
-    /* the batch: device 0 gathers every row of the step on the host */
-    const device_stats_t *d0 = &c->res->dev[0];
-    long rows = 0;
-    for (int d = 0; d < c->ndev; d++)
-        rows += c->res->dev[d].first_rows;
-    move_stat_t *mb = &st->move[MOVE_BATCH];
-    mb->bytes = (uint64_t)rows * (uint64_t)(c->data->in_dim + c->data->tgt_cols) * sizeof(float);
-    mb->ops = c->first_nmicro;
-    mb->seconds = d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D];
-    st->backward_s = c->first_backward_s; /* step_s and filled: device 0's meter */
 }
 
 /* Everything before the threads start: the devices' names, the recorders,
@@ -178,8 +150,6 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     c->warmup = schedule_warmup(&c->sch);
     trainer_begin(res, cfg, &c->sch);
     dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
-    /* Device 0's thread draws it; the threads start after this write. */
-    progress_init(&c->prog, cfg, "dp", c->total_steps);
     return DDP_OK;
 }
 
@@ -199,7 +169,6 @@ static int dp_train(dp_ctx_t *c, char *err)
     if (rc != DDP_OK)
         return rc;
 
-    dp_story(c);
     /* device 0 timed the steps; the others' edges differ by a hair (skew) */
     trainer_end(c->res, c->spec.nparams, c->host_params);
     c->host_params = NULL;

@@ -117,8 +117,8 @@ typedef struct {
     const uint32_t **idx;     /* [accum] their sample indices (device 0 only) */
     int nrep;                 /* devices with rows in any micro-batch: they get replicas */
     size_t step_rows;         /* rows of the whole step: the loss's mean denominator */
-    long epoch;
-    bool timed, logs;
+    bool timed;
+    step_end_t end;           /* what the step meter reports of it (its rows, epoch, logs) */
 } dp_plan_t;
 
 typedef struct {
@@ -131,9 +131,6 @@ typedef struct {
     backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
     long nbar;                /* barriers passed */
     comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
-    /* --explain: this thread's copies in the told step (read by dp_run
-     * after the join) */
-    move_stat_t first_move[MOVE_COUNT];
 } dp_dev_t;
 
 typedef struct {
@@ -175,9 +172,6 @@ typedef struct {
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
-    progress_t prog;          /* the progress line */
-    double first_backward_s;  /* --explain: device 0's first backward in step 1 */
-    int first_nmicro;         /* and step 1's micro-batches */
 } dp_ctx_t;
 
 // ---------------------------------------------------------------------------
@@ -207,9 +201,9 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err);
 // ---------------------------------------------------------------------------
 // dp_comm.c: the cross-device moves (peer copies; see the file for the order)
 
-/* Every copy is also stamped on the copying thread's comm lane of --trace
- * and, in the run's first step, counted in its dev[d].first_move[] for
- * --explain. */
+/* Every copy is also a span of the copying thread's step meter: an event on
+ * its comm lane of --trace and, in the told step, a move of --explain's
+ * story (step_meter_span). */
 /* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst;
  * what is MOVE_SCATTER (inputs) or MOVE_GRAD_OUT (output gradients). */
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,

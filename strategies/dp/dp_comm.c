@@ -38,21 +38,18 @@ static int dp_mark(dp_ctx_t *c, int d)
     return step_meter_mark(&dv->meter);
 }
 
-/* After it: its event on d's comm lane and, in the told step (--explain), its
- * bytes and count in d's first_move[mk] now and its seconds once the step
- * has run (the two markers bracket the copy on d's queue). */
+/* After it: its event on d's comm lane and, in the told step (--explain), a
+ * move of kind mk (the two markers bracket the copy on d's queue: the meter
+ * times it once the step has run). */
 static void dp_note(dp_ctx_t *c, int d, int mark0, trace_kind_t tk, move_kind_t mk,
                     uint64_t bytes, int peer)
 {
     dp_dev_t *dv = &c->dev[d];
     if (mark0 < 0)
         return;
-    int mark1 = step_meter_mark(&dv->meter);
-    step_meter_span(&dv->meter, tk, LANE_COMM, mark0, mark1, bytes, -1, peer, &dv->first_move[mk]);
-    if (step_meter_first(&dv->meter)) {
-        dv->first_move[mk].bytes += bytes;
-        dv->first_move[mk].ops++;
-    }
+    step_meter_span(&dv->meter, mark0, step_meter_mark(&dv->meter),
+                    &(meter_span_t){.kind = tk, .lane = LANE_COMM, .bytes = bytes, .bucket = -1,
+                                    .peer = peer, .move = mk});
 }
 
 // ---------------------------------------------------------------------------
@@ -214,13 +211,16 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
             }
         }
         /* One event for this thread's slice of every source (the blocks
-         * interleave the sources, so they have no separate spans). */
+         * interleave the sources, so they have no separate spans), counted
+         * as nsrc operations: one add per source slice. */
         if (hi == lo || nsrc == 0)
             return DDP_OK;
-        dp_note(c, d, mk, TR_REDUCE, MOVE_REDUCE,
-                (uint64_t)(hi - lo) * sizeof(float) * (uint64_t)nsrc, -1);
-        if (mk >= 0 && step_meter_first(&dv->meter))
-            dv->first_move[MOVE_REDUCE].ops += nsrc - 1; /* one add per source slice */
+        if (mk >= 0)
+            step_meter_span(&dv->meter, mk, step_meter_mark(&dv->meter),
+                            &(meter_span_t){.kind = TR_REDUCE, .lane = LANE_COMM,
+                                            .bytes = (uint64_t)(hi - lo) * sizeof(float) * nsrc,
+                                            .bucket = -1, .peer = -1, .move = MOVE_REDUCE,
+                                            .ops = nsrc});
         return DDP_OK;
     }
     if (c->nccl) {

@@ -1,4 +1,4 @@
-/* strategies/dp/dp_device.c: one DP device's buffers: its backend and replica, and on
+/* strategies/dp/dp_device.c: one DP device's buffers: its backend, replica and step meter, and on
  * device 0 also the optimizer, the whole-batch buffers the gather and the
  * loss use, and the initial parameters.  Created and freed on the device's
  * own thread (a CUDA device is current per thread, and a backend's memory
@@ -22,6 +22,30 @@ static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const c
     return p;
 }
 
+/* Device d's step meter: every device keeps its own phases, copies and
+ * --trace recorder (written by its thread only); device 0 also the run's
+ * step times, loss log, progress line and --explain's story. */
+static int dp_meter_init(dp_ctx_t *c, int d, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    run_result_t *res = c->res;
+    return step_meter_init(&dv->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = c->cfg,
+                               .dev = &res->dev[d],
+                               .trace = res->trace[d],
+                               .times = d == 0 ? &res->times : NULL,
+                               .log = d == 0 ? &res->log : NULL,
+                               .final_loss = d == 0 ? &res->final_loss : NULL,
+                               .story = d == 0 ? &res->story : NULL,
+                               .progress = d == 0 ? "dp" : NULL,
+                               .total_steps = c->total_steps,
+                               .be = dv->be,
+                               .place = dv->name,
+                           },
+                           err);
+}
+
 int dp_device_init(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
@@ -40,6 +64,8 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
             return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
     /* replica_init's message names the device, the buffer and its size */
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
+    if (rc == DDP_OK)
+        rc = dp_meter_init(c, d, err);
     if (rc != DDP_OK || d != 0)
         return rc;
 

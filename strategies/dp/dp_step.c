@@ -46,9 +46,13 @@ void dp_plan_step(dp_ctx_t *c, long g)
             p->nrep = n;
     }
     p->step_rows = schedule_step_rows(&c->sch, g);
-    p->epoch = schedule_epoch_of(&c->sch, g);
     p->timed = schedule_timed(&c->sch, g);
-    p->logs = schedule_logs(&c->sch, g);
+    p->end = (step_end_t){.samples = (long)p->step_rows,
+                          .global_samples = (long)p->step_rows,
+                          .total = c->total_steps,
+                          .epoch = schedule_epoch_of(&c->sch, g),
+                          .logs = schedule_logs(&c->sch, g),
+                          .denom = (double)p->step_rows};
 }
 
 // ---------------------------------------------------------------------------
@@ -88,8 +92,7 @@ static int dp_stage(dp_ctx_t *c, const uint32_t *idx, int rows, step_meter_t *m,
 
 /* Device 0: gather the outputs, loss and output gradient over the whole
  * micro-batch, scaled by 1/rows of the optimizer step like single mode. */
-static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, bool want_loss, step_meter_t *m,
-                   char *err)
+static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, step_meter_t *m, char *err)
 {
     dp_dev_t *dv = &c->dev[0];
     backend_t *be = dv->be;
@@ -99,7 +102,7 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, bool want_loss, s
             backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
             "loss", err));
-    if (want_loss)
+    if (step_meter_logs(m)) /* the loss log wants it */
         step_meter_fetch(m, c->loss_sum, 1);
     /* The devices copy their slices of gdout after the next barrier. */
     step_meter_lap(m, PH_LOSS);
@@ -151,44 +154,16 @@ static int dp_checkpoint(dp_ctx_t *c, int d, long g, char *err)
 int dp_device_loop(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
-    run_result_t *res = c->res;
-    step_meter_t *m = &dv->meter;
+    step_meter_t *m = &dv->meter; /* set up with the device (dp_device_init) */
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
-    /* Device 0 keeps the run's step times, loss log and progress line; every
-     * device its own phases and --trace recorder (written by this thread only). */
-    TRY(step_meter_init(m,
-                        &(step_meter_sinks_t){
-                            .cfg = c->cfg,
-                            .dev = &res->dev[d],
-                            .trace = res->trace[d],
-                            .times = d == 0 ? &res->times : NULL,
-                            .log = d == 0 ? &res->log : NULL,
-                            .final_loss = d == 0 ? &res->final_loss : NULL,
-                            .story = d == 0 ? &res->story : NULL,
-                            .progress = d == 0 ? &c->prog : NULL,
-                            .be = dv->be,
-                            .place = dv->name,
-                        },
-                        err));
-
     for (long g = c->start_step; g < c->total_steps; g++) {
         /* plan[g & 1] was written by device 0 before the barrier that ended
          * the previous step (or before the first one); device 0 writes the
          * other half during this step. */
         const dp_plan_t *pl = &c->plan[g & 1];
-        /* The progress line wants this step's loss now and then (device 0
-         * computes the loss, so only it decides). */
-        bool want_loss = d == 0 && (pl->logs || progress_due(&c->prog));
-        /* What the step's report needs, taken before device 0 rewrites the
-         * other plan half. */
-        step_end_t end = {.samples = (long)pl->step_rows,
-                          .global_samples = (long)pl->step_rows,
-                          .total = c->total_steps,
-                          .epoch = pl->epoch,
-                          .logs = pl->logs,
-                          .denom = (double)pl->step_rows};
         /* --explain tells the middle timed step (schedule_told_step) */
         step_meter_begin(m, g, pl->timed, g == c->told_step);
+        step_meter_plan(m, &pl->end);
         dv->has_grad = false;
 
         /* Replicate once per optimizer step.  torch's DataParallel replicates
@@ -223,7 +198,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             TRY(dp_wait(c, d, m, err));
 
             if (d == 0)
-                TRY(dp_loss(c, pl, batch, want_loss, m, err));
+                TRY(dp_loss(c, pl, batch, m, err));
             /* Barrier: the output gradient is complete on device 0. */
             TRY(dp_wait(c, d, m, err));
 
@@ -257,13 +232,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_wait(c, d, m, err));
-        if (step_meter_first(m) && d == 0)
-            c->first_nmicro = pl->nmicro;
-        TRY(step_meter_end(m, &end, err));
+        TRY(step_meter_end(m, NULL, err));
         TRY(dp_checkpoint(c, d, g, err));
     }
-    TRY(step_meter_finish(m, err));
-    if (d == 0)
-        c->first_backward_s = step_meter_first_lap(m, PH_BACKWARD);
-    return DDP_OK;
+    return step_meter_finish(m, err);
 }

@@ -31,8 +31,7 @@ typedef struct {
     stager_t stg;
     ckpt_run_t ck;
     float *host;        /* the initial parameters, then the final ones */
-    progress_t prog;    /* off until the loop starts */
-    step_meter_t meter;
+    step_meter_t meter; /* everything measured, the loss and progress lines */
     bool graphs;        /* --cuda-graph: steps after the first replayed as CUDA graphs */
     char *err;
 } single_t;
@@ -83,7 +82,8 @@ static int single_setup(single_t *s)
                                .log = &res->log,
                                .final_loss = &res->final_loss,
                                .story = &res->story,
-                               .progress = &s->prog,
+                               .progress = "single",
+                               .total_steps = s->sch.total_steps,
                                .be = s->be,
                                .place = s->place,
                            },
@@ -92,7 +92,6 @@ static int single_setup(single_t *s)
 
 static void single_teardown(single_t *s)
 {
-    progress_end(&s->prog); /* a fault must not leave a half line on the terminal */
     free(s->host);
     ckpt_run_free(&s->ck);
     stager_free(&s->stg);
@@ -109,30 +108,25 @@ static void single_teardown(single_t *s)
 /* One micro-batch (staged at x, y): forward, loss, backward (gradients add
  * up after the first). */
 static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float scale,
-                        bool want_loss)
+                        bool fetch_loss)
 {
     replica_t *rep = &s->rep;
     step_meter_t *m = &s->meter;
     TRY(dev(s, model_forward(rep, x, rows)));
     step_meter_lap(m, PH_FORWARD);
     TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
-    if (want_loss)
+    if (fetch_loss)
         step_meter_fetch(m, rep->loss_sum, 1);
     step_meter_lap(m, PH_LOSS);
     TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
     step_meter_lap(m, PH_BACKWARD);
     step_meter_rows(m, rows);
-    if (step_meter_first(m)) { /* --explain: what the told step moved */
-        move_stat_t *mv = &s->res->story.move[MOVE_BATCH];
-        mv->bytes += (uint64_t)rows * (s->data->in_dim + s->data->tgt_cols) * sizeof(float);
-        mv->ops++;
-    }
     return DDP_OK;
 }
 
 /* Step g: every micro-batch forward, loss, backward (gradients add up), then
- * the optimizer.  Nothing here waits for the device: the loss, when wanted,
- * is fetched for the meter to read once the step has run.
+ * the optimizer.  Nothing here waits for the device: the loss, when the step
+ * logs it, is fetched for the meter to read once the step has run.
  *
  * --cuda-graph: a step of one full micro-batch after the first step is
  * queued between backend_graph_begin and _end (key: the step's parity, which
@@ -141,14 +135,13 @@ static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float
  * launch after, the backend checking that the step queued the same work.
  * The batch is staged before, outside the graph, into its fixed slot; the
  * loss is fetched every step, so every step queues the same work. */
-static int single_step(single_t *s, long g, bool want_loss)
+static int single_step(single_t *s, long g)
 {
     step_meter_t *m = &s->meter;
     size_t step_rows = schedule_step_rows(&s->sch, g);
     float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
     bool graphs = s->graphs && s->cfg->accum == 1;
-    if (graphs)
-        want_loss = true;
+    bool fetch_loss = step_meter_logs(m) || graphs;
     int key = -1;
     for (int mi = 0; mi < s->cfg->accum; mi++) {
         int rows;
@@ -162,7 +155,7 @@ static int single_step(single_t *s, long g, bool want_loss)
             key = (int)(g & 1);
             TRY(dev(s, backend_graph_begin(s->be, key)));
         }
-        int rc = single_micro(s, mi, rows, x, y, scale, want_loss);
+        int rc = single_micro(s, mi, rows, x, y, scale, fetch_loss);
         if (rc != DDP_OK) {
             if (key >= 0)
                 backend_graph_end(s->be, key, false);
@@ -187,32 +180,16 @@ static int single_train(single_t *s)
     schedule_t *sch = &s->sch;
     step_meter_t *m = &s->meter;
     run_result_t *res = s->res;
-    progress_init(&s->prog, s->cfg, "single", sch->total_steps);
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
-        bool logs = schedule_logs(sch, g);
-        bool want_loss = logs || progress_due(&s->prog);
-        long step_rows = (long)schedule_step_rows(sch, g);
-        /* --explain tells the middle timed step (schedule_told_step) */
-        step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
-        TRY(single_step(s, g, want_loss));
-        TRY(step_meter_end(m,
-                           &(step_end_t){.samples = step_rows,
-                                         .global_samples = step_rows,
-                                         .total = sch->total_steps,
-                                         .epoch = schedule_epoch_of(sch, g),
-                                         .logs = logs,
-                                         .denom = (double)step_rows},
-                           s->err));
+        trainer_step_begin(m, sch, g);
+        TRY(single_step(s, g));
+        TRY(step_meter_end(m, NULL, s->err));
         if (ckpt_run_due(&s->ck, sch, g))
             TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
     }
     TRY(step_meter_finish(m, s->err));
-    progress_end(&s->prog);
     res->total_s = now_s() - t_start;
-    res->story.move[MOVE_BATCH].seconds =
-        res->dev[0].first_phase_s[PH_DATA] + res->dev[0].first_phase_s[PH_H2D];
-    res->story.backward_s = step_meter_first_lap(m, PH_BACKWARD);
 
     TRY(dev(s, backend_d2h(s->be, s->host, s->rep.params, s->spec.nparams * sizeof(float))));
     res->dev[0].mem_peak = backend_mem_peak(s->be);

@@ -177,13 +177,16 @@ for mode in "single" "dp --gpus 0,1" "ddp --gpus 0,1"; do
     done
 done
 # on a terminal (script(1) gives one) it appears, and --quiet silences it;
-# ddp's line shows losses of steps that log none (rank 0 asks for them on the
-# loss all-reduce: 32 steps per epoch, so step 32 is the first that logs)
+# its loss is the last one the loss log took, named by its step (32 steps per
+# epoch, logged at each epoch's end: steps 32, 64, 96), never a step's that
+# logs none (no mode fetches a loss for the line)
 if need script; then
     for mode in "single" "dp --gpus 0,1" "ddp --gpus 0,1"; do
         name=${mode%% *}
         script -qec "$BIN --mode $mode --model mlp-small --backend cpu --epochs 3" /dev/null >"$T/tty" 2>&1
         grep -q "$name  step .*samples/s  ETA" "$T/tty" && ok || ko "$name: progress line missing on a terminal: $(head -c 300 "$T/tty")"
+        bad=$(grep -ao "loss [0-9.]* (step [0-9]*)" "$T/tty" | sed 's/.*(step \([0-9]*\))/\1/' | awk '$1 % 32 != 0')
+        [ -z "$bad" ] && ! grep -aq "loss -" "$T/tty" && ok || ko "$name: the line shows a loss the log did not take (step $bad): $(head -c 300 "$T/tty")"
         script -qec "$BIN --mode $mode --model mlp-small --backend cpu --epochs 3 --quiet" /dev/null >"$T/tty" 2>&1
         if grep -q "ETA" "$T/tty"; then ko "$name: --quiet still draws the progress line"; else ok; fi
     done

@@ -1534,6 +1534,114 @@ Test(report_text, explain_of_a_ddp_run_names_every_bucket)
     real_free(&rr);
 }
 
+
+/* --explain's story, every field of it, in each mode: who records what is
+ * the step meter's and the reducer's business (and a field they stop
+ * filling fails here).  120 samples, micro-batches of 12, 2 per step: every
+ * step has 24 rows; dp deals 4 rows of each micro-batch to each of 3
+ * devices, ddp 6 to each of 2 ranks. */
+static void check_story_common(const real_run_t *rr, const char *mode)
+{
+    const step_story_t *st = &rr->res.story;
+    cr_assert(st->filled, "%s: no story", mode);
+    schedule_t sch;
+    char err[ERR_LEN];
+    cr_assert_eq(schedule_init(&sch, &rr->cfg, &rr->data, 1, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(st->step, schedule_told_step(&sch), "%s: told step %ld", mode, st->step);
+    schedule_free(&sch);
+    cr_assert(st->step_s >= rr->res.times.min_s && st->step_s <= rr->res.times.max_s,
+              "%s: told step %g s outside the timed steps' %g..%g", mode, st->step_s,
+              rr->res.times.min_s, rr->res.times.max_s);
+    cr_assert(st->backward_s > 0.0 && st->backward_s < st->step_s, "%s: backward %g of %g", mode,
+              st->backward_s, st->step_s);
+    const move_stat_t *b = &st->move[MOVE_BATCH];
+    cr_assert_eq(b->bytes, 24u * (8 + 1) * sizeof(float), "%s: batch bytes %llu", mode,
+                 (unsigned long long)b->bytes);
+    const device_stats_t *d0 = &rr->res.dev[0];
+    cr_assert_float_eq(b->seconds, d0->first_phase_s[PH_DATA] + d0->first_phase_s[PH_H2D], 1e-12,
+                       "%s: batch seconds", mode);
+    cr_assert_gt(b->seconds, 0.0, "%s", mode);
+}
+
+static void check_move(const step_story_t *st, move_kind_t k, uint64_t bytes, int ops)
+{
+    cr_assert_eq(st->move[k].bytes, bytes, "%s bytes %llu, want %llu", move_name(k),
+                 (unsigned long long)st->move[k].bytes, (unsigned long long)bytes);
+    cr_assert_eq(st->move[k].ops, ops, "%s ops %d, want %d", move_name(k), st->move[k].ops, ops);
+    if (ops > 0)
+        cr_assert_gt(st->move[k].seconds, 0.0, "%s timed", move_name(k));
+    else
+        cr_assert_eq(st->move[k].seconds, 0.0, "%s: not moved, not timed", move_name(k));
+}
+
+Test(report_text, the_story_keeps_every_field_in_every_mode, .timeout = 120)
+{
+    const char *common = "--layers 8,24,16,5 --loss ce --samples 120 --batch 12 --accum 2 "
+                         "--steps 5 --backend cpu --quiet";
+    char args[512];
+    real_run_t rr;
+
+    snprintf(args, sizeof args, "--mode single %s", common);
+    real_run(&rr, args);
+    check_story_common(&rr, "single");
+    const step_story_t *st = &rr.res.story;
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 2);
+    for (int k = MOVE_SCATTER; k < MOVE_COUNT; k++)
+        check_move(st, (move_kind_t)k, 0, 0);
+    cr_assert_eq(st->nbuckets, 0);
+    real_free(&rr);
+
+    snprintf(args, sizeof args, "--mode dp --gpus 0,1,2 %s", common);
+    real_run(&rr, args);
+    check_story_common(&rr, "dp");
+    st = &rr.res.story;
+    uint64_t pbytes = rr.spec.nparams * sizeof(float), peer_rows = 2 * 4 * 2;
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 2);
+    check_move(st, MOVE_SCATTER, peer_rows * 8 * sizeof(float), 4);
+    /* host memory: each of the 3 threads copies (sums) its slice of 2 arenas */
+    check_move(st, MOVE_REPLICATE, 2 * pbytes, 6);
+    check_move(st, MOVE_GATHER, peer_rows * 5 * sizeof(float), 4);
+    check_move(st, MOVE_GRAD_OUT, peer_rows * 5 * sizeof(float), 4);
+    check_move(st, MOVE_REDUCE, 2 * pbytes, 6);
+    check_move(st, MOVE_BROADCAST, 0, 0);
+    check_move(st, MOVE_ALLREDUCE, 0, 0);
+    cr_assert_eq(st->nbuckets, 0);
+    for (int d = 0; d < 3; d++)
+        cr_assert_eq(rr.res.dev[d].first_rows, 8, "device %d rows", d);
+    real_free(&rr);
+
+    snprintf(args, sizeof args, "--mode ddp --gpus 0,1 --bucket-mb 0.002 --first-bucket-mb 0.001 %s",
+             common);
+    real_run(&rr, args);
+    check_story_common(&rr, "ddp");
+    st = &rr.res.story;
+    pbytes = rr.spec.nparams * sizeof(float);
+    char err[ERR_LEN];
+    reducer_t red;
+    cr_assert_eq(reducer_init(&red, NULL, NULL, &rr.spec, NULL, rr.cfg.first_bucket_mb,
+                              rr.cfg.bucket_mb, true, err),
+                 DDP_OK);
+    cr_assert(red.nb >= 2);
+    /* every rank gathers its own rows: 2 micro-batches on each of 2 ranks */
+    check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 4);
+    for (int k = MOVE_SCATTER; k <= MOVE_REDUCE; k++)
+        check_move(st, (move_kind_t)k, 0, 0);
+    check_move(st, MOVE_BROADCAST, pbytes, 1);
+    check_move(st, MOVE_ALLREDUCE, pbytes, red.nb);
+    cr_assert_eq(st->nbuckets, red.nb);
+    for (int i = 0; i < red.nb; i++) {
+        const bucket_story_t *bk = &st->bucket[i];
+        cr_assert_eq(bk->first_layer, red.b[i].last_param / 2, "bucket %d", i);
+        cr_assert_eq(bk->last_layer, red.b[i].first_param / 2, "bucket %d", i);
+        cr_assert_eq(bk->bytes, red.b[i].count * sizeof(float), "bucket %d", i);
+        cr_assert(bk->ready_s >= 0.0 && bk->start_s >= bk->ready_s && bk->end_s > bk->start_s,
+                  "bucket %d: ready %g start %g end %g", i, bk->ready_s, bk->start_s, bk->end_s);
+    }
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(rr.res.dev[d].first_rows, 12, "rank %d rows", d);
+    reducer_free(&red);
+    real_free(&rr);
+}
 Test(report_text, sum_of_phases_leaves_out_hidden_comm_and_says_so)
 {
     run_result_t runs[3];
@@ -1666,7 +1774,6 @@ Test(progress, silent_when_off_rate_limited_when_on)
     progress_init_on(&p, false, m.f, "single", 100);
     for (int i = 1; i <= 100; i++)
         progress_update(&p, i, 0, 0.5, i * 10L);
-    cr_assert_not(progress_due(&p));
     progress_end(&p);
     fflush(m.f);
     cr_assert_eq(m.len, 0, "off: nothing written");
@@ -1676,7 +1783,6 @@ Test(progress, silent_when_off_rate_limited_when_on)
     fflush(m.f);
     cr_assert_eq(m.len, 0);
     usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6));
-    cr_assert(progress_due(&p));
     progress_update(&p, 2, 0, 0.25, 20);
     for (int i = 3; i < 50; i++) /* within the period: no more lines */
         progress_update(&p, i, 0, NAN, i * 10L);
@@ -1684,13 +1790,63 @@ Test(progress, silent_when_off_rate_limited_when_on)
     size_t one = m.len;
     char *txt = strdup(m.buf);
     cr_assert_eq(count_char(txt, '\r'), 1, "one update: %s", txt);
-    cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500"), "%s", txt);
+    cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500 (step 2)"), "%s", txt);
     cr_assert(strstr(txt, "samples/s  ETA "), "%s", txt);
     progress_end(&p);
     fflush(m.f);
     cr_assert(m.len > one, "end erases the line");
     cr_assert_eq(strcmp(m.buf + one, "\r\033[K"), 0);
     free(txt);
+    free(mem_close(&m));
+}
+
+/* The line's loss is the last one the loss log took, named by its step, and
+ * none before the first: the meter hands it the logged steps' losses only,
+ * though a step may fetch its loss for another reason (a CUDA graph fetches
+ * every step's). */
+Test(progress, shows_the_last_logged_loss_and_its_step)
+{
+    mem_t m;
+    mem_open(&m);
+    config_t cfg = {.loss_lines_off = true};
+    device_stats_t dev = {0};
+    loss_log_t log = {0};
+    step_meter_t sm;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(step_meter_init(&sm, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev, .log = &log,
+                                                            .progress = "single", .total_steps = 10},
+                                 err),
+                 0);
+    cr_assert_eq(sm.prog, &sm.progress, "the meter draws the line");
+    progress_init_on(&sm.progress, true, m.f, "single", 10); /* on, into m */
+    float loss[4] = {2.0f, 1.0f, 0.5f, 0.25f};
+    size_t seen = 0;
+    for (long g = 0; g < 4; g++) {
+        usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6)); /* every step draws the line */
+        step_meter_begin(&sm, g, true, false);
+        step_meter_fetch(&sm, &loss[g], 1); /* fetched every step, logged at step 2 only */
+        step_meter_lap(&sm, PH_LOSS);
+        cr_assert_eq(step_meter_end(&sm, &(step_end_t){.samples = 1, .global_samples = 1,
+                                                       .total = 10, .logs = g == 1, .denom = 1.0},
+                                    err),
+                     0, "%s", err);
+        fflush(m.f);
+        char *line = strndup(m.buf + seen, m.len - seen);
+        seen = m.len;
+        char want[64];
+        snprintf(want, sizeof want, "single  step %ld/10  epoch 1  ", g + 1);
+        cr_assert(strstr(line, want), "step %ld: %s", g + 1, line);
+        if (g == 0)
+            cr_assert_null(strstr(line, "loss"), "nothing logged yet: %s", line);
+        else
+            cr_assert(strstr(line, "loss 1.0000 (step 2)  "), "step %ld: %s", g + 1, line);
+        free(line);
+    }
+    cr_assert_eq(log.n, 1);
+    step_meter_free(&sm);
+    fflush(m.f);
+    cr_assert(m.len > seen && strcmp(m.buf + seen, "\r\033[K") == 0, "freeing the meter erases the line");
+    free(log.pt);
     free(mem_close(&m));
 }
 

@@ -2,6 +2,7 @@
  * one place the three loops' measurements are taken: warm-up steps leave the
  * reported phases alone, timed steps add to them and to the step times, the
  * first step is recorded on its own, a NULL sink is left to another device,
+ * the told step's --explain story (and the devices' copies merged into it),
  * the loss line, log and last loss follow the schedule's logging steps, on a
  * device that is not host memory every step reports when the next one ends,
  * after exactly one host wait, with the values it fetched; the step times
@@ -118,6 +119,91 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     step_meter_free(&m);
 }
 
+
+/* --explain's story is the meter's to write: the told step, its wall time,
+ * its first backward lap, the batch it staged (global rows x row bytes; its
+ * micro-batches x the devices that stage their own part), a move outside
+ * the steps, and each device's copies (spans) in its own first_move, which
+ * step_meter_story_merge adds up: bytes and operations summed, the slowest
+ * device's seconds.  A field the meter stops filling fails here. */
+Test(step_meter, the_told_step_tells_its_story)
+{
+    config_t cfg = {.quiet = true};
+    static run_result_t r; /* large: off the stack */
+    memset(&r, 0, sizeof r);
+    r.ndev = 2;
+    step_meter_t m[2];
+    char err[ERR_LEN] = "";
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(step_meter_init(&m[d],
+                                     &(step_meter_sinks_t){.cfg = &cfg, .dev = &r.dev[d],
+                                                           .story = d == 0 ? &r.story : NULL,
+                                                           .stagers = 3},
+                                     err),
+                     0);
+    step_meter_moved(&m[0], MOVE_BROADCAST, 4096, 0.25);
+    step_meter_moved(&m[1], MOVE_BROADCAST, 1, 1.0); /* no story there: dropped */
+    for (long g = 0; g < 3; g++)
+        for (int d = 0; d < 2; d++) {
+            step_meter_t *mm = &m[d];
+            step_meter_begin(mm, g, true, g == 1);
+            for (int mi = 0; mi < 2 && d == 0; mi++) { /* device 0 stages two micro-batches */
+                step_meter_staged(mm, 36);
+                busy(2e-4);
+                step_meter_lap(mm, PH_DATA);
+            }
+            int a = step_meter_mark(mm);
+            busy(d == 0 ? 3e-4 : 6e-4);
+            int b = step_meter_mark(mm);
+            step_meter_span(mm, a, b,
+                            &(meter_span_t){.kind = TR_SCATTER, .lane = LANE_COMM,
+                                            .bytes = 100u + 10u * (unsigned)d, .bucket = -1,
+                                            .peer = d, .move = MOVE_SCATTER});
+            step_meter_span(mm, a, b,
+                            &(meter_span_t){.kind = TR_REDUCE, .lane = LANE_COMM, .bytes = 8,
+                                            .bucket = -1, .peer = -1, .move = MOVE_REDUCE,
+                                            .ops = 3});
+            step_meter_span(mm, a, b, /* traced, no move */
+                            &(meter_span_t){.kind = TR_GATHER, .lane = LANE_COMM, .bytes = 8,
+                                            .bucket = -1, .peer = -1, .move = -1});
+            busy(1e-3);
+            step_meter_lap(mm, PH_BACKWARD);
+            busy(1e-4);
+            step_meter_lap(mm, PH_BACKWARD); /* a second lap: the story keeps the first */
+            cr_assert_eq(step_meter_end(mm, &(step_end_t){.samples = 10, .global_samples = 10}, err), 0);
+        }
+    const step_story_t *st = &r.story;
+    cr_assert(st->filled);
+    cr_assert_eq(st->step, 1);
+    cr_assert_gt(st->step_s, 0.0);
+    cr_assert_float_eq(st->backward_s, step_meter_first_lap(&m[0], PH_BACKWARD), 1e-12);
+    cr_assert_geq(st->backward_s, 1e-3);
+    cr_assert_eq(st->move[MOVE_BATCH].bytes, 10u * 36, "global rows x row bytes");
+    cr_assert_eq(st->move[MOVE_BATCH].ops, 2 * 3, "micro-batches x stagers");
+    cr_assert_float_eq(st->move[MOVE_BATCH].seconds,
+                       r.dev[0].first_phase_s[PH_DATA] + r.dev[0].first_phase_s[PH_H2D], 1e-12);
+    cr_assert_eq(st->move[MOVE_BROADCAST].bytes, 4096);
+    cr_assert_eq(st->move[MOVE_BROADCAST].ops, 1);
+    cr_assert_eq(st->move[MOVE_BROADCAST].seconds, 0.25);
+    /* the copies: each device's own, in the told step only, until merged */
+    cr_assert_eq(r.dev[1].first_move[MOVE_SCATTER].bytes, 110);
+    cr_assert_eq(r.dev[1].first_move[MOVE_SCATTER].ops, 1);
+    cr_assert_eq(r.dev[0].first_move[MOVE_REDUCE].ops, 3);
+    cr_assert_eq(r.dev[0].first_move[MOVE_GATHER].ops, 0, "no move: traced only");
+    cr_assert_eq(st->move[MOVE_SCATTER].bytes, 0, "not merged yet");
+    double s0 = r.dev[0].first_move[MOVE_SCATTER].seconds,
+           s1 = r.dev[1].first_move[MOVE_SCATTER].seconds;
+    cr_assert(s0 >= 3e-4 && s1 >= 6e-4, "%g %g", s0, s1);
+    step_meter_story_merge(&r);
+    cr_assert_eq(st->move[MOVE_SCATTER].bytes, 210);
+    cr_assert_eq(st->move[MOVE_SCATTER].ops, 2);
+    cr_assert_eq(st->move[MOVE_SCATTER].seconds, s0 > s1 ? s0 : s1, "the slowest device's");
+    cr_assert_eq(st->move[MOVE_REDUCE].bytes, 16);
+    cr_assert_eq(st->move[MOVE_REDUCE].ops, 6);
+    cr_assert_eq(st->move[MOVE_BATCH].ops, 2 * 3, "nothing merged into the batch");
+    for (int d = 0; d < 2; d++)
+        step_meter_free(&m[d]);
+}
 Test(step_meter, null_sinks_are_another_devices_job)
 {
     device_stats_t dev = {0};
