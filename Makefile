@@ -346,6 +346,53 @@ CRITERION_ARGS ?= --jobs 2
 test: test-layers test-unit test-e2e test-cuda-emu test-gpu-kit test-asan test-tsan test-fuzz
 	@echo "make test: all passed"
 
+# make test builds with TEST_JOBS jobs (2: the 2-core machines it runs on),
+# its builds being much of its time, while its suites still run one at a
+# time, in the order above (each waits for the one before: order-only), so
+# that their output stays in order and no two suites' timing checks meet.
+TEST_JOBS ?= 2
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+  ifeq ($(MAKELEVEL),0)
+    MAKEFLAGS += -j$(TEST_JOBS)
+  endif
+  test-unit: | test-layers
+  test-e2e: | test-unit
+  test-cuda-emu: | test-e2e
+  test-gpu-kit: | test-cuda-emu
+  test-asan: | test-gpu-kit
+  test-tsan: | test-asan
+  test-fuzz: | test-tsan
+  # The later suites' builds (the emulated GPU's, the GPU kit, the two
+  # sanitizers') are made ahead, one after the other from the layer check
+  # on, in the job slot the suite running meanwhile leaves free (started
+  # all at once they took both slots and the suites waited for them): each
+  # is its own build folder; the suites find them made.  (The test tools
+  # are installed once, first: two apt-gets at once would fight over its
+  # lock.)
+  test-cuda-emu: test-build-emu
+  test-gpu-kit: test-build-kit
+  test-asan: test-build-asan
+  test-tsan: test-build-tsan
+  test-build-emu: | test-layers
+  test-build-kit: | test-build-emu
+  test-build-asan: | test-build-kit
+  test-build-tsan: | test-build-asan
+  test-e2e test-cuda-emu test-build-emu: test-deps
+endif
+.PHONY: test-deps test-build-emu test-build-kit test-build-asan test-build-tsan test-build-tsan-bins
+test-deps:
+	@scripts/deps.sh test
+test-build-emu: | build/deps.mk
+	+@sh tests/cuda_emu/run.sh --build
+test-build-kit: ddpbench
+ifeq ($(HAVE_CUDA),1)
+	+@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
+endif
+test-build-asan:
+	+@$(MAKE) --no-print-directory -s SAN=address $(TEST_BINS:$(BUILD)/%=build/san-address/%)
+test-build-tsan:
+	+@$(MAKE) --no-print-directory -s SAN=thread test-build-tsan-bins
+
 # The floors of common/ (common/README.md): includes and calls run one way;
 # the self-test plants each kind of violation in a small tree and sees it caught.
 test-layers: ddpbench
@@ -375,6 +422,7 @@ test-unit-san: $(TEST_BINS)
 
 TSAN_TESTS := $(filter $(BUILD)/tests/unit/test_dp% $(BUILD)/tests/unit/test_ddp% $(BUILD)/tests/unit/test_comm% \
                         $(BUILD)/tests/unit/test_backend_cpu,$(TEST_BINS))
+test-build-tsan-bins: $(TSAN_TESTS)
 test-unit-tsan: $(TSAN_TESTS)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
@@ -384,7 +432,7 @@ test-unit-tsan: $(TSAN_TESTS)
 # release flags (EMU=1), the kernels again under ASan+UBSan.
 test-cuda-emu: ddpbench | build/deps.mk
 	@scripts/deps.sh test
-	@sh tests/cuda_emu/run.sh
+	+@sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -405,13 +453,19 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C) | build/deps.mk build/fuzz/clang.ok
 
 # A fuzzer's dictionary, when there is one, is tests/fuzz/<fuzzer>.dict; its seeds
 # are in tests/fuzz/corpus/<fuzzer>/.
+# The fuzzers run at the same time, each for FUZZ_TIME seconds (a budget in
+# time, not in inputs: one after the other took twice the wall time for the
+# same seconds of fuzzing each).
 test-fuzz: $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
+	@for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
 	  mkdir -p build/fuzz/corpus-$$(basename $$f); \
 	  dict=tests/fuzz/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
-	    tests/fuzz/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log || \
-	    { tail -40 build/fuzz/$$(basename $$f).log; exit 1; }; done
+	  { $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
+	    tests/fuzz/corpus/$$(basename $$f) 2>build/fuzz/$$(basename $$f).log; \
+	    echo $$? >build/fuzz/$$(basename $$f).rc; } & \
+	  done; wait; bad=0; \
+	for f in $(FUZZ_BINS); do [ "$$(cat build/fuzz/$$(basename $$f).rc)" = 0 ] || \
+	  { echo "== $$f failed:"; tail -40 build/fuzz/$$(basename $$f).log; bad=1; }; done; exit $$bad
 
 fuzz:
 	$(MAKE) test-fuzz FUZZ_TIME=600
@@ -428,14 +482,20 @@ KIT_CUDA_LIB := $(KIT)/lib/libddpbench-cuda.so
 KIT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
 KIT_TESTS := $(KIT)/tests/test_cuda $(GPU_TEST_SRCS:tests/gpu/%.c=$(KIT)/tests/%)
 
-gpu-kit:
+# The kernels are the release build's own objects: nvcc's flags do not
+# change without MPI, and compiling them again took a minute.
+KIT_CU_OBJS ?= $(filter %.cu.o,$(CUDA_OBJS))
+KIT_CUDA_OBJS := $(filter-out %.cu.o,$(CUDA_OBJS)) $(KIT_CU_OBJS)
+
+gpu-kit: $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRCS:%.cu=$(BUILD)/%.cu.o))
 	@case "$(HAVE_CUDA)" in 1) ;; *) echo "make gpu-kit: needs the CUDA toolkit ($(NVCC)) and NCCL"; exit 1 ;; esac
 	@test -n "$(HAVE_NCCL)" || { echo "make gpu-kit: needs NCCL (nccl.h and libnccl)"; exit 1; }
 	@rm -rf $(KIT)
 	@# Without MPI, from objects of its own: a GPU box has no mpirun to start
 	@# ranks, and Debian's libmpi carries a RUNPATH to /usr that would pull
 	@# its own libraries from outside the kit.
-	@$(MAKE) --no-print-directory NO_MPI=1 BUILD=build/gpu-kit-objs $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
+	@$(MAKE) --no-print-directory NO_MPI=1 BUILD=build/gpu-kit-objs KIT_CU_OBJS="$(CU_SRCS:%.cu=$(BUILD)/%.cu.o)" \
+	  $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
 	@sh tests/gpu/kit.sh $(KIT)
 
 # make test builds the kit where the toolkit is (CI's machine), so that what
@@ -450,7 +510,8 @@ test-gpu-kit:
 	@tail -n 1 build/gpu-check-selftest.log
 	@sh tests/gpu/check.sh --dry-run | grep -q '^  8\. trace ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
 ifeq ($(HAVE_CUDA),1)
-	@mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }
+	@[ -f $(KIT)/ddpbench ] && [ -n "$(filter test,$(MAKECMDGOALS))" ] || \
+	  { mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }; }
 	@tail -n 1 build/gpu-kit.log
 	@$(KIT)/ddpbench --backend cpu --mode single --steps 3 --quiet >/dev/null || \
 	  { echo "test-gpu-kit: the kit's ddpbench does not run"; exit 1; }
@@ -466,9 +527,9 @@ $(KIT)/ddpbench: $(MAIN_OBJS) $(LIB)
 
 # The CUDA library beside the kit's other libraries: the binaries dlopen it
 # through their RPATH, and it finds what it needs in its own folder or the box's.
-$(KIT_CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
+$(KIT_CUDA_LIB): $(KIT_CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -s -o $@ $(CUDA_OBJS) $(LIB) -Wl,--version-script=$(BUILD)/cuda.map -Wl,-Bsymbolic \
+	$(CC) -shared -s -o $@ $(KIT_CUDA_OBJS) $(LIB) -Wl,--version-script=$(BUILD)/cuda.map -Wl,-Bsymbolic \
 	  -Wl,--no-undefined $(KIT_CUDA_LDLIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN'
 
 $(KIT)/tests/test_cuda: tests/unit/test_cuda.c $(LIB)

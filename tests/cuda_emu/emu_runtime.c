@@ -1190,14 +1190,18 @@ static _Atomic long kernel_launches;
 long emu_kernel_launches(void) { return kernel_launches; }
 void emu_count_kernel(void) { kernel_launches++; }
 
-/* Column-major, like cuBLAS; it checks what cuBLAS checks and the operand extents. */
-cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                           int n, int k, const float *alpha, const float *A, int lda,
-                           const float *B, int ldb, const float *beta, float *C, int ldc)
+/* What cuBLAS checks of a product (column-major) and the operands' extents,
+ * for cublasSgemm and cublasGemmEx alike (A and B of `ab_size`-byte elements,
+ * C of floats): CUBLAS_STATUS_INVALID_VALUE for bad sizes, SUCCESS for an
+ * empty product (nothing to queue), -1 to go on and queue it. */
+static int gemm_check(const char *name, cublasHandle_t h, cublasOperation_t ta,
+                      cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
+                      const void *B, int ldb, size_t ab_size, const void *C, int ldc)
 {
+    char what[64];
     if (h->dev != cur_dev)
-        DIE("cublasSgemm: handle of device %d while device %d is current", h->dev, cur_dev);
-    emu_check_stream(h->stream, "cublasSgemm");
+        DIE("%s: handle of device %d while device %d is current", name, h->dev, cur_dev);
+    emu_check_stream(h->stream, name);
     int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
     int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) ||
@@ -1206,10 +1210,23 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     if (k > 0) {
-        emu_check_ptr(A, ((size_t)(ca - 1) * lda + ra) * sizeof(float), "cublasSgemm A");
-        emu_check_ptr(B, ((size_t)(cb - 1) * ldb + rb) * sizeof(float), "cublasSgemm B");
+        snprintf(what, sizeof what, "%s A", name);
+        emu_check_ptr(A, ((size_t)(ca - 1) * lda + ra) * ab_size, what);
+        snprintf(what, sizeof what, "%s B", name);
+        emu_check_ptr(B, ((size_t)(cb - 1) * ldb + rb) * ab_size, what);
     }
-    emu_check_ptr(C, ((size_t)(n - 1) * ldc + m) * sizeof(float), "cublasSgemm C");
+    snprintf(what, sizeof what, "%s C", name);
+    emu_check_ptr(C, ((size_t)(n - 1) * ldc + m) * sizeof(float), what);
+    return -1;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+    int st = gemm_check("cublasSgemm", h, ta, tb, m, n, k, A, lda, B, ldb, sizeof(float), C, ldc);
+    if (st >= 0)
+        return (cublasStatus_t)st;
     gemm_op_t *g = malloc(sizeof *g);
     if (!g)
         DIE("out of memory");
@@ -1218,7 +1235,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                      /* TF32 math allows tensor cores, it does not force them:
                       * cuBLAS may still pick a plain fp32 kernel (a small
                       * product), which EMU_TF32_AS_FP32 plays */
-                     h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32")};
+                     h->math == CUBLAS_TF32_TENSOR_OP_MATH && !getenv("EMU_TF32_AS_FP32"), NULL, NULL};
     emu_count_kernel();
     enqueue(h->stream, run_gemm, g, free);
     return CUBLAS_STATUS_SUCCESS;
@@ -1475,25 +1492,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cudaDataType Ctype, int ldc, cublasComputeType_t compute,
                             cublasGemmAlgo_t algo)
 {
-    if (h->dev != cur_dev)
-        DIE("cublasGemmEx: handle of device %d while device %d is current", h->dev, cur_dev);
     if (Atype != CUDA_R_16BF || Btype != CUDA_R_16BF || Ctype != CUDA_R_32F ||
         compute != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT)
         DIE("cublasGemmEx(A %d, B %d, C %d, compute %d, algo %d): ddpbench uses bf16 inputs, an "
             "fp32 C and fp32 compute", (int)Atype, (int)Btype, (int)Ctype, (int)compute, (int)algo);
-    emu_check_stream(h->stream, "cublasGemmEx");
-    int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
-    int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
-    if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) ||
-        ldc < (m > 1 ? m : 1))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (m == 0 || n == 0)
-        return CUBLAS_STATUS_SUCCESS;
-    if (k > 0) {
-        emu_check_ptr(A, ((size_t)(ca - 1) * lda + ra) * sizeof(uint16_t), "cublasGemmEx A");
-        emu_check_ptr(B, ((size_t)(cb - 1) * ldb + rb) * sizeof(uint16_t), "cublasGemmEx B");
-    }
-    emu_check_ptr(C, ((size_t)(n - 1) * ldc + m) * sizeof(float), "cublasGemmEx C");
+    int st = gemm_check("cublasGemmEx", h, ta, tb, m, n, k, A, lda, B, ldb, sizeof(uint16_t), C, ldc);
+    if (st >= 0)
+        return (cublasStatus_t)st;
     gemm_op_t *g = malloc(sizeof *g);
     if (!g)
         DIE("out of memory");

@@ -42,19 +42,36 @@
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
+# `sh tests/cuda_emu/run.sh --build` only builds (both builds above), so
+# that make test can build them while other suites run.
 # shellcheck disable=SC2086 # flag and option lists are meant to split
 set -eu
 cd "$(dirname "$0")/../.."
 B=build/cuda-emu
+BA=build/cuda-emu-address
 JOBS=${JOBS:-2}
 fail() {
     echo "cuda-emu: FAIL: $*"
     exit 1
 }
+# Under make (make test builds this ahead: sh run.sh --build), its job slots;
+# else JOBS of our own.
+case "${MAKEFLAGS:-}" in *jobserver*) J= ;; *) J=-j$JOBS ;; esac
 
 echo "== make EMU=1 (the release flags, emulated GPU)"
-make -s -j"$JOBS" EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
+# shellcheck disable=SC2086 # J is empty or one word
+make -s $J EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
     >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
+build_asan() {
+    echo "== make EMU=1 SAN=address"
+    # shellcheck disable=SC2086
+    make -s $J EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
+        { tail -n 30 "$BA.build.log"; fail "the ASan build failed"; }
+}
+if [ "${1:-}" = --build ]; then
+    build_asan
+    exit 0
+fi
 
 # ---- 1. the CUDA unit suite ----------------------------------------------------
 # The emulator's stream capture first: what the graphs below stand on.
@@ -62,11 +79,17 @@ log="$B/test_capture.log"
 EMU_NGPU=1 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
     { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_capture (log: $log)"; }
 echo "== stream capture and graphs on the emulator: $(tail -n 1 "$log")"
-for cfg in "2 0" "1 200"; do
-    n=${cfg% *} jitter=${cfg#* }
-    echo "== test_cuda on $n emulated GPU(s), EMU_JITTER_US=$jitter"
+# The CPU-against-GPU trainings (cuda_equivalence, single on GPU 0: most of
+# the suite's time) run once, in the jittered run, the harsher of the two;
+# the 2-GPU run has the tests that need two.
+for cfg in "2 0 !(cuda_equivalence)/*" "1 200 */*"; do
+    set -f # the filters are Criterion's patterns, not the shell's
+    set -- $cfg
+    set +f
+    n=$1 jitter=$2 only=$3
+    echo "== test_cuda on $n emulated GPU(s), EMU_JITTER_US=$jitter, tests $only"
     log="$B/test_cuda-$n.log"
-    EMU_NGPU=$n EMU_JITTER_US=$jitter "$B/tests/unit/test_cuda" --jobs 2 >"$log" 2>&1 ||
+    EMU_NGPU=$n EMU_JITTER_US=$jitter "$B/tests/unit/test_cuda" --jobs 2 --filter "$only" >"$log" 2>&1 ||
         { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_cuda on $n emulated GPU(s) (log: $log)"; }
     tail -n 1 "$log"
 done
@@ -369,17 +392,24 @@ MAIN_OBJS=$(make -s -f Makefile EMU=1 print-main-objs) || fail "make print-main-
 { $FLAGS -c "$P/stage.c" -o "$P/stage.o" &&
     $FLAGS -o "$P/ddpbench" $MAIN_OBJS "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
     fail "building the planted variant"
+# A race, so up to 3 tries: on a busy machine the compute stream's thread may
+# itself wait past the slow copy once (seen at load 13: 2.1e-09 from the CPU,
+# then caught 3 times of 3); a wait the emulator cannot catch stays equal in all.
 ref="$B/ref-1.json"
-EMU_NGPU=1 EMU_COPY_DELAY_US=2000 "$P/ddpbench" --backend cuda --mode single --gpus 0 $ARGS \
-    >"$P/out.json" 2>"$P/out.err" || true
-got=$(sums "$P/out.json")
-r=$([ -n "$got" ] && rel "$(sums "$ref") $got" || echo "no result")
-case "$r" in
-"no result") echo "== planted missing wait: the run failed (caught)" ;;
-*) awk -v r="$r" 'BEGIN { exit !(r > 1e-5) }' ||
-    fail "a planted missing wait went unnoticed ($r from the CPU)"
-   echo "== planted missing wait: single ends $r from the CPU (caught)" ;;
-esac
+try=0 caught=
+while [ $try -lt 3 ] && [ -z "$caught" ]; do
+    try=$((try + 1))
+    EMU_NGPU=1 EMU_COPY_DELAY_US=2000 "$P/ddpbench" --backend cuda --mode single --gpus 0 $ARGS \
+        >"$P/out.json" 2>"$P/out.err" || true
+    got=$(sums "$P/out.json")
+    r=$([ -n "$got" ] && rel "$(sums "$ref") $got" || echo "no result")
+    case "$r" in
+    "no result") caught="the run failed" ;;
+    *) awk -v r="$r" 'BEGIN { exit !(r > 1e-5) }' && caught="single ends $r from the CPU" ;;
+    esac
+done
+[ -n "$caught" ] || fail "a planted missing wait went unnoticed in 3 tries ($r from the CPU)"
+echo "== planted missing wait: $caught (caught, try $try)"
 
 # ddp's graph step without the comm stream's join back into the capture
 # (comm_nccl.c): CUDA does not end a capture a stream joined and never left,
@@ -401,10 +431,8 @@ EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl -
 echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
-BA=build/cuda-emu-address
-echo "== make EMU=1 SAN=address; test_cuda's kernel and backend tests"
-make -s -j"$JOBS" EMU=1 SAN=address "$BA/tests/unit/test_cuda" >"$BA.build.log" 2>&1 ||
-    { tail -n 30 "$BA.build.log"; fail "the ASan build failed"; }
+build_asan
+echo "== test_cuda's kernel and backend tests under ASan + UBSan"
 log="$BA/test_cuda.log"
 # ASan warns once per process that it cannot follow ucontext switches (the
 # kernels' coroutines); that line is noise here.

@@ -64,12 +64,8 @@ for mode in "dp --gpus 0,1,2" "ddp --gpus 0,1,2"; do
     head -c 2048 "$D/ck.safetensors" | grep -q '"global_step":"4"' && ok ||
         ko "$name: the checkpoint does not hold step 4 after the killed write"
     [ "$(mtemps)" -eq 1 ] && ok || ko "$name: expected the dead writer's temporary, found $(mtemps)"
-    i=0
-    while [ -n "$(leftovers)" ] && [ $i -lt 20 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ -z "$(leftovers)" ] && ok || ko "$name killed write: processes left: $(leftovers)"
+    left=$(lingering)
+    [ -z "$left" ] && ok || ko "$name killed write: processes left: $left"
     shm_list >"$T/shm_after"
     [ -z "$(shm_new "$T/shm_before" "$T/shm_after")" ] && ok || ko "$name killed write: /dev/shm entries left"
     "$BIN" $M --steps 10 --resume "$D/ck.safetensors" --checkpoint "$D/ck.safetensors" \

@@ -61,23 +61,23 @@ expect_error "--cuda-graph on" --backend cpu --mode single --cuda-graph on
 expect_error "--cuda-graph" --cuda-graph sometimes
 
 # ---- bad data files ---------------------------------------------------------------
-expect_error "missing.npy" --layers 10,1 --loss bce --data "$T/missing.npy" --targets "$T/y.npy"
-expect_error "magic.npy" --layers 10,1 --loss bce --data "$T/magic.npy" --targets "$T/y.npy"
-expect_error "empty.npy" --layers 10,1 --loss bce --data "$T/empty.npy" --targets "$T/y.npy"
-expect_error "truncated" --layers 10,1 --loss bce --data "$T/truncated.npy" --targets "$T/y.npy"
-expect_error "Fortran" --layers 10,1 --loss bce --data "$T/fortran.npy" --targets "$T/y.npy"
-expect_error "c8" --layers 10,1 --loss bce --data "$T/complex.npy" --targets "$T/y.npy"
-expect_error "bigend.npy" --layers 10,1 --loss bce --data "$T/bigend.npy" --targets "$T/y.npy"
-expect_error "10 feature columns" --layers 12,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy"
-expect_error "is 0.5, not an integer class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/yhalf.npy"
-expect_error "not a class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/y7.npy"
-expect_error "outside [0, 1]" --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y7.npy"
+expect_error "missing.npy" --layers 10,1 --loss bce --data "$T/missing.npy" --targets "$T/y.npy" --backend cpu
+expect_error "magic.npy" --layers 10,1 --loss bce --data "$T/magic.npy" --targets "$T/y.npy" --backend cpu
+expect_error "empty.npy" --layers 10,1 --loss bce --data "$T/empty.npy" --targets "$T/y.npy" --backend cpu
+expect_error "truncated" --layers 10,1 --loss bce --data "$T/truncated.npy" --targets "$T/y.npy" --backend cpu
+expect_error "Fortran" --layers 10,1 --loss bce --data "$T/fortran.npy" --targets "$T/y.npy" --backend cpu
+expect_error "c8" --layers 10,1 --loss bce --data "$T/complex.npy" --targets "$T/y.npy" --backend cpu
+expect_error "bigend.npy" --layers 10,1 --loss bce --data "$T/bigend.npy" --targets "$T/y.npy" --backend cpu
+expect_error "10 feature columns" --layers 12,1 --loss bce --data "$T/x.npy" --targets "$T/y.npy" --backend cpu
+expect_error "is 0.5, not an integer class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/yhalf.npy" --backend cpu
+expect_error "not a class id" --layers 10,3 --loss ce --data "$T/x.npy" --targets "$T/y7.npy" --backend cpu
+expect_error "outside [0, 1]" --layers 10,1 --loss bce --data "$T/x.npy" --targets "$T/y7.npy" --backend cpu
 printf '1,2,3\n4,5\n' >"$T/fields.csv"
-expect_error "fields.csv" --layers 2,1 --loss mse --data "$T/fields.csv"
+expect_error "fields.csv" --layers 2,1 --loss mse --data "$T/fields.csv" --backend cpu
 printf '1,2,3\n4,five,6\n' >"$T/word.csv"
-expect_error "word.csv" --layers 2,1 --loss mse --data "$T/word.csv"
+expect_error "word.csv" --layers 2,1 --loss mse --data "$T/word.csv" --backend cpu
 : >"$T/empty.csv"
-expect_error "empty.csv" --layers 2,1 --loss mse --data "$T/empty.csv"
-expect_error "nothere.csv" --layers 2,1 --loss mse --data "$T/nothere.csv"
+expect_error "empty.csv" --layers 2,1 --loss mse --data "$T/empty.csv" --backend cpu
+expect_error "nothere.csv" --layers 2,1 --loss mse --data "$T/nothere.csv" --backend cpu
 
 e2e_finish

@@ -60,8 +60,8 @@ DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=kill:1:1 "$BIN" $C --gpus 0,1 -b 1K -e 64K 
 rc=$?
 [ $rc = 1 ] && ok || ko "a killed rank: exit $rc, expected 1"
 grep -q "rank 1 (device 1) killed by signal 9" "$T/err" && ok || ko "a killed rank: $(cat "$T/err")"
-sleep 0.2
-[ -z "$(leftovers)" ] && ok || ko "processes left behind: $(leftovers)"
+left=$(lingering)
+[ -z "$left" ] && ok || ko "processes left behind: $left"
 
 # Bad input: one line, exit 2, before anything runs.
 expect_error "--min-bytes" $C -b 1x

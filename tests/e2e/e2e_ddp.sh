@@ -16,15 +16,10 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 slower() { awk -v x="$1" -v lim="$2" 'BEGIN { exit !(x > lim) }'; }
 
-# Nothing of ours may survive: wait up to 2 s for the dying, then judge.
+# Nothing of ours may survive: wait up to 10 s for the dying, then judge.
 check_clean() {
     what=$1
-    i=0
-    while [ -n "$(leftovers)" ] && [ $i -lt 20 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    left=$(leftovers)
+    left=$(lingering)
     [ -z "$left" ] || fail "$what: processes left behind: $left"
     shm_list >"$T/shm_after"
     # only new entries are ours to answer for: /dev/shm is shared, and another

@@ -48,32 +48,13 @@ print(h["bytes_per_step"], h["bytes_per_step_plain"], d["params_rel_l2"], o["fin
       len(d["loss_curve"]))' "$T/j"
 }
 
-# dist A B: relative L2 distance of two .safetensors files' parameters
-dist() {
-    python3 - "$1" "$2" <<'PY'
-import array, json, math, struct, sys
-def read(path):
-    b = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", b[:8])
-    head = json.loads(b[8:8 + n])
-    head.pop("__metadata__", None)
-    out = []
-    for k in sorted(head):
-        t = head[k]
-        out += array.array("f", b[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
-    return out
-a, b = read(sys.argv[1]), read(sys.argv[2])
-print("%.6g" % (math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) /
-                max(math.sqrt(sum(y * y for y in b)), 1e-30)))
-PY
-}
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
 
 # R: how far the plain run travels (theta_0 from the same run with lr 0)
 "$BIN" $RUN --gpus 0,1 --quiet --lr 0 --save "$T/p0.st" >/dev/null 2>"$T/err" || ko "lr 0: $(cat "$T/err")"
 "$BIN" $RUN --gpus 0,1 --quiet --save "$T/pS.st" >/dev/null 2>"$T/err" || ko "plain: $(cat "$T/err")"
-R=$(dist "$T/p0.st" "$T/pS.st")
+R=$(st_dist "$T/p0.st" "$T/pS.st")
 echo "e2e_hooks: the plain run travels R = $R"
 
 # plain DDP sends every parameter: 16*64+64 + 64*32+32 + 32*4+4 = 3300 floats
@@ -122,7 +103,7 @@ if need mpirun && "$BIN" --help | grep -q -- "--launcher"; then
             >"$T/j" 2>"$T/err"; then
             dm=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["comm_hook"]["drift"]["params_rel_l2"])' "$T/j")
             le "$dm" "$bound" && gt "$dm" 0 && ok || ko "$h over mpi: drift $dm not in (0, $bound]"
-            ds=$(dist "$T/mpi$h.st" "$T/${h}3.st")
+            ds=$(st_dist "$T/mpi$h.st" "$T/${h}3.st")
             le "$ds" "$bound" && ok || ko "$h: mpi and shm differ by $ds (bound $bound)"
             echo "e2e_hooks: $h over mpi (3 ranks): drift $dm, from shm's $ds (bound $bound)"
         else

@@ -32,27 +32,6 @@ export DDPBENCH_E2E_TAG=$TAG
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 netns_up "$T" || { ko "the namespaces could not be made"; e2e_finish; exit; }
 
-# close A B: relative L2 distance of two .safetensors files' parameters <= 1e-5
-close() {
-    python3 - "$1" "$2" <<'EOF'
-import array, json, math, struct, sys
-def read(path):
-    b = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", b[:8])
-    head = json.loads(b[8:8 + n])
-    head.pop("__metadata__", None)
-    return {k: array.array("f", b[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
-            for k, t in head.items()}
-a, b = read(sys.argv[1]), read(sys.argv[2])
-assert sorted(a) == sorted(b)
-diff = sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k]))
-norm = sum(y * y for k in b for y in b[k])
-d = math.sqrt(diff) / max(math.sqrt(norm), 1e-30)
-print("%.1e" % d)
-sys.exit(0 if d <= 1e-5 else 1)
-EOF
-}
-
 RUN="--mode ddp --backend cpu --layers 16,32,24,5 --act gelu --loss ce --optim adamw --lr 0.01 \
     --samples 500 --batch 100 --steps 8"
 for np in 2 4; do
@@ -80,8 +59,8 @@ for r, n in enumerate(names):
     assert n.endswith("host " + ("hosta" if r < per else "hostb") + ")"), names
 assert [d["id"] for d in o["devices"]] == [r % per for r in range(2 * per)], o["devices"]
 EOF
-    d1=$(close "$T/mpi$np.st" "$T/fork$np.st") && ok || ko "-np $np on two hosts vs fork ddp: distance $d1"
-    d2=$(close "$T/mpi$np.st" "$T/single$np.st") && ok || ko "-np $np on two hosts vs single: distance $d2"
+    d1=$(st_close "$T/mpi$np.st" "$T/fork$np.st") && ok || ko "-np $np on two hosts vs fork ddp: distance $d1"
+    d2=$(st_close "$T/mpi$np.st" "$T/single$np.st") && ok || ko "-np $np on two hosts vs single: distance $d2"
     echo "$E2E: -np $np on two hosts ($per per host): vs fork ddp $d1, vs single $d2"
 done
 

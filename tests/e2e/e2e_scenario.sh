@@ -26,7 +26,7 @@ scenario() {
             grep -qF "$part" "$T/out" || ko "--scenario $name: no '$part'"
         done
     fi
-    [ -z "$(leftovers)" ] || ko "--scenario $name $*: processes left behind"
+    [ -z "$(lingering)" ] || ko "--scenario $name $*: processes left behind"
     ok
     echo "e2e_scenario: $name $*: exit $rc in $(($(date +%s) - t0)) s: $(tail -1 "$T/out")"
 }

@@ -14,6 +14,7 @@
 #                    "ddpbench: error: ..." holding WORDS and nothing on stdout
 #   TAG, leftovers   a tag to start ddpbench with (DDPBENCH_E2E_TAG=$TAG), and
 #                    the live processes that carry it (a fault test's orphans)
+#   lingering        the leftovers still alive after up to 10 s
 #   shm_list         ddpbench's entries in /dev/shm (there should be none)
 #   shm_new B A      the new ones in list A that may be ours (not a live stranger's)
 #   need TOOL        true when TOOL is there; else a failed check (make
@@ -21,6 +22,9 @@
 #   mknpy FILE DESCR SHAPE FORTRAN DATAFILE
 #                    a .npy file: header {'descr': DESCR, 'fortran_order':
 #                    FORTRAN, 'shape': SHAPE} padded like numpy's, then DATAFILE
+#   st_dist A B      the relative L2 distance of two .safetensors files'
+#                    parameters, printed
+#   st_close A B     the same to 2 digits; true when at most 1e-5
 #   e2e_finish       the summary line; the script's status (1 when any failed)
 # Run as: sh tests/e2e/e2e_NAME.sh ./ddpbench
 set -u
@@ -46,14 +50,29 @@ ko() {
 TAG="$E2E-$$"
 
 # Live (non-zombie) processes started with DDPBENCH_E2E_TAG=$TAG in their
-# environment.  Zombies are dead; init reaps them in its own time.
+# environment.  Zombies are dead; init reaps them in its own time.  One grep
+# reads every environment (NUL-separated entries: -z, a whole entry: -x):
+# a tr and a grep for each process took 4 s at load 4, and the fault tests
+# call this after every run.  /proc/[0-9]* is expanded before grep starts, so
+# grep itself, which carries the tag when the script exports it, is not read.
 leftovers() {
-    for d in /proc/[0-9]*; do
-        if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "DDPBENCH_E2E_TAG=$TAG"; then
-            st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
-            [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
-        fi
+    grep -lzx "DDPBENCH_E2E_TAG=$TAG" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
+        d=${f%/environ}
+        st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
+        [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
     done
+}
+
+# lingering: the leftovers still alive after waiting up to 10 s for them to
+# end.  A dying rank takes its time on a busy machine; one left behind for
+# good (still training, still waiting) is there after 10 s too.
+lingering() {
+    i=0
+    while [ -n "$(leftovers)" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    leftovers
 }
 
 # ddpbench's own names: /ddpbench-PID-16 hex digits (comm_seg.c); /dev/shm is shared, and
@@ -96,6 +115,40 @@ mknpy() {
     } >"$1"
 }
 
+
+# st_dist A B: the relative L2 distance of two .safetensors files' parameters
+# (every tensor, by name, float32), printed
+st_dist() {
+    python3 - "$1" "$2" <<'EOF'
+import array, json, math, struct, sys
+def read(path):
+    b = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", b[:8])
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    data = b[8 + n:]
+    out = {}
+    for k, t in head.items():
+        assert t["dtype"] == "F32", k
+        out[k] = array.array("f", data[t["data_offsets"][0]:t["data_offsets"][1]])
+    return out
+a, b = read(sys.argv[1]), read(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+diff = norm = 0.0
+for k in a:
+    assert len(a[k]) == len(b[k]), k
+    for x, y in zip(a[k], b[k]):
+        diff += (x - y) ** 2
+        norm += y * y
+print("%.6g" % (math.sqrt(diff) / max(math.sqrt(norm), 1e-30)))
+EOF
+}
+
+# st_close A B: st_dist, printed to 2 digits; true when at most 1e-5
+st_close() {
+    d=$(st_dist "$1" "$2") || return 1
+    awk -v d="$d" 'BEGIN { printf "%.1e\n", d; exit !(d <= 1e-5) }'
+}
 
 expect_error() {
     words=$1

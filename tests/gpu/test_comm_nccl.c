@@ -21,11 +21,12 @@
 #include "device/backend.h"
 #include "comm/comm_impl.h" /* comm_nccl_create: the NCCL implementation by itself */
 #include "measure/timing.h"
+#include "tests/unit/cuda_probe_once.h"
 
 static void need_gpus(int n)
 {
     char why[ERR_LEN] = "";
-    int have = backend_cuda_probe(why);
+    int have = cuda_probe_once(why);
     if (have <= 0)
         cr_skip_test("no GPU: %s", why);
     if (have < n)

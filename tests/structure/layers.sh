@@ -57,100 +57,104 @@ for f in common/*.c common/*.h common/*.cu; do
     [ -e "$f" ] && say "$f: a file outside the floors"
 done
 
-# floor_of PATH: the floor of a file or object under common/; a strategy's
-# folder under strategies/ (single, dp, ddp), "seam" for strategies/ itself;
-# else its top folder (app, bench)
-floor_of() {
-    case "$1" in
-    common/*/*)
-        f=${1#common/}
-        echo "${f%%/*}" ;;
-    strategies/*/*)
-        f=${1#strategies/}
-        echo "${f%%/*}" ;;
-    strategies/*) echo seam ;;
-    *) echo "${1%%/*}" ;;
-    esac
+# The rules below are one awk library (RULES), so that a check is one awk
+# over every include or call: a shell function and two forks for each of
+# them took over a minute.
+#  floor_of(PATH): the floor of a file or object under common/; a strategy's
+#    folder under strategies/ (single, dp, ddp), "seam" for strategies/
+#    itself; else its top folder (app, bench)
+#  may(FROM, TO): may a file of FROM use TO?  (floors, the strategies and
+#    their seam, app, bench)
+#  load() reads "$T/mays" (a floor and what its README lets it include, one
+#  floor a line) and "$T/strats" (the strategies' folders)
+STRATS=$(cd strategies 2>/dev/null && ls -d */ 2>/dev/null | tr -d /)
+echo "$STRATS" >"$T/strats"
+for f in $FLOORS; do
+    [ -f "$T/may.$f" ] && echo "$f $(cat "$T/may.$f")"
+done >"$T/mays"
+RULES='
+function load(   line, n, w, i) {
+    while ((getline line < (T "/strats")) > 0)
+        if (line != "") strat[line] = 1
+    while ((getline line < (T "/mays")) > 0) {
+        n = split(line, w, " ")
+        for (i = 2; i <= n; i++) ok[w[1], w[i]] = 1
+    }
 }
-
-# may FROM TO: may a file of FROM use TO?  (floors, the strategies and their
-# seam, app, bench)
-STRATS=$(cd strategies 2>/dev/null && ls -d */ 2>/dev/null | tr -d / | tr '\n' ' ')
-is_strategy() {
-    for s in $STRATS; do [ "$s" = "$1" ] && return 0; done
-    return 1
+function floor_of(p,   f) {
+    if (p ~ /^common\/.*\//) { f = substr(p, 8); sub(/\/.*/, "", f); return f }
+    if (p ~ /^strategies\/.*\//) { f = substr(p, 12); sub(/\/.*/, "", f); return f }
+    if (p ~ /^strategies\//) return "seam"
+    f = p; sub(/\/.*/, "", f); return f
 }
-may() {
-    [ "$1" = "$2" ] && return 0
-    case "$1" in
-    app)
-        [ "$2" = bench ] && return 1
-        return 0 ;;
-    bench) return 0 ;;
-    seam)
-        is_strategy "$2" && return 1
-        case "$2" in app | bench) return 1 ;; esac
-        return 0 ;;
-    esac
-    if is_strategy "$1"; then
-        is_strategy "$2" && return 1
-        case "$2" in app | bench) return 1 ;; esac
-        return 0
-    fi
-    [ -f "$T/may.$1" ] || return 1
-    for g in $(cat "$T/may.$1"); do
-        [ "$g" = "$2" ] && return 0
-    done
-    return 1
+function may(a, b) {
+    if (a == b) return 1
+    if (a == "app") return b != "bench"
+    if (a == "bench") return 1
+    if (a == "seam" || (a in strat)) return !(b in strat) && b != "app" && b != "bench"
+    return ((a, b) in ok)
 }
+function exists(p,   r, x) {
+    if (!(p in seen)) {
+        r = (getline x < p)
+        if (r >= 0) close(p)
+        seen[p] = r >= 0
+    }
+    return seen[p]
+}'
 
 # ---- 2. includes ----------------------------------------------------------------
-for f in $(find common strategies app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort); do
-    me=$(floor_of "$f")
-    sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" >"$T/inc"
-    while read -r h; do
-        case "$h" in
-        */*) ;;
-        *)
-            say "$f: includes \"$h\" without its folder"
-            continue ;;
-        esac
-        case "$h" in
-        app/* | bench/* | strategies/*) path=$h ;;
-        *)
-            path=common/$h
-            [ -e "$path" ] || path=strategies/$h ;;
-        esac
+find common strategies app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
+    awk -v T="$T" -v B="$B" "$RULES"'
+BEGIN { load() }
+{
+    f = $0
+    me = floor_of(f)
+    while ((getline line < f) > 0) {
+        if (line !~ /^[ \t]*#[ \t]*include[ \t]*"[^"]*"/) continue
+        h = line
+        sub(/^[ \t]*#[ \t]*include[ \t]*"/, "", h)
+        sub(/".*/, "", h)
+        if (h !~ /\//) { print f ": includes \"" h "\" without its folder"; continue }
+        if (h ~ /^(app|bench|strategies)\//) path = h
+        else {
+            path = "common/" h
+            if (!exists(path)) path = "strategies/" h
+        }
         # a header made by the build (app/twin_body.h) is in the build folder
-        [ -e "$path" ] || [ -e "$B/$h" ] || { say "$f: includes \"$h\", which does not exist"; continue; }
-        [ -e "$path" ] || continue
-        his=$(floor_of "$path")
-        may "$me" "$his" || say "$f: includes $h, but $me/ may not include $his/"
-        case "$h" in
-        *_impl.h) [ "$me" = "$his" ] || say "$f: includes $h, which only $his/'s implementers may" ;;
-        esac
-    done <"$T/inc"
-done
+        if (!exists(path)) {
+            if (!exists(B "/" h)) print f ": includes \"" h "\", which does not exist"
+            continue
+        }
+        his = floor_of(path)
+        if (!may(me, his)) print f ": includes " h ", but " me "/ may not include " his "/"
+        if (h ~ /_impl\.h$/ && me != his) print f ": includes " h ", which only " his "/'"'"'s implementers may"
+    }
+    close(f)
+}' >"$T/said"
+while IFS= read -r l; do say "$l"; done <"$T/said"
 
 # ---- 3. calls between objects -----------------------------------------------------
 if [ ! -d "$B/common" ]; then
     say "$B/common: no objects (build first: make)"
 else
-    objs=$(find "$B/common" "$B/strategies" "$B/app" -name '*.o' 2>/dev/null | sort)
-    for o in $objs; do
-        nm -g --defined-only "$o" | awk -v o="$o" 'NF == 3 && $2 ~ /[TDBRCVW]/ { print $3, o }'
-    done | sort -u >"$T/defs"
-    for o in $objs; do
-        nm -u "$o" | awk -v o="$o" '{ print o, $NF }'
-    done >"$T/undefs"
+    # shellcheck disable=SC2046 # one argument per object
+    set -- $(find "$B/common" "$B/strategies" "$B/app" -name '*.o' 2>/dev/null | sort)
+    # nm -A: each line "object:value type symbol" (undefined: "object: U symbol")
+    nm -A -g --defined-only "$@" | awk 'NF == 3 && $2 ~ /[TDBRCVW]/ { print $3, substr($1, 1, index($1, ":") - 1) }' |
+        sort -u >"$T/defs"
+    nm -A -u "$@" | awk '{ print substr($1, 1, index($1, ":") - 1), $NF }' >"$T/undefs"
     awk 'NR == FNR { d[$1] = $2; next } ($2 in d) && d[$2] != $1 { print $1, d[$2], $2 }' \
         "$T/defs" "$T/undefs" | sed "s#$B/##g" | sort -u >"$T/edges"
     [ -s "$T/edges" ] || say "$B: no calls between objects found (is nm installed?)"
-    while read -r from to sym; do
-        a=$(floor_of "$from")
-        b=$(floor_of "$to")
-        may "$a" "$b" || say "$from calls $sym in $to, but $a/ may not use $b/"
-    done <"$T/edges"
+    awk -v T="$T" "$RULES"'
+BEGIN { load() }
+{
+    a = floor_of($1)
+    b = floor_of($2)
+    if (!may(a, b)) print $1 " calls " $3 " in " $2 ", but " a "/ may not use " b "/"
+}' "$T/edges" >"$T/said"
+    while IFS= read -r l; do say "$l"; done <"$T/said"
     awk '{ print $1, $2 }' "$T/edges" | sort -u >"$T/pairs"
     tsort "$T/pairs" >/dev/null 2>"$T/loop" ||
         say "objects call each other in a circle: $(grep -v 'contains a loop' "$T/loop" | sed 's/^tsort: //' | tr '\n' ' ')"

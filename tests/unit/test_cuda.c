@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
+#include "tests/unit/cuda_probe_once.h"
 #include "base/half.h"
 #include "base/rng.h"
 #include "nn/model.h"
@@ -50,7 +51,7 @@ typedef struct {
 static void need_gpu(void)
 {
     char why[ERR_LEN] = "";
-    if (backend_cuda_probe(why) <= 0)
+    if (cuda_probe_once(why) <= 0)
         cr_skip_test("no GPU: %s", why);
 }
 
