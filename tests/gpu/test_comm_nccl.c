@@ -121,7 +121,7 @@ Test(comm_nccl, one_rank_every_collective, .timeout = 60)
 
     /* Many launches, one wait for the last: all complete; handles count up. */
     comm_handle_t h1 = 0, hk = 0;
-    comm_op_t op = {COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, "bucket"};
+    comm_op_t op = {COLL_ALL_REDUCE, NULL, buf, N, REDOP_SUM, 0, "bucket", DTYPE_F32};
     cr_assert_eq(comm_launch(c, &op, &h1), DDP_OK);
     for (int i = 0; i < 300; i++) /* more than the comm's event slots */
         cr_assert_eq(comm_launch(c, &op, &hk), DDP_OK, "launch %d: %s", i, comm_last_error(c));
@@ -255,8 +255,8 @@ static void *rank_main(void *arg)
         goto out;
     }
     comm_op_t ops[] = {
-        {COLL_ALL_GATHER, buf, gat, 64, REDOP_SUM, 0, NULL}, /* each rank's own values */
-        {COLL_ALL_REDUCE, NULL, buf, 64, REDOP_AVG, 0, "bucket 0"},
+        {COLL_ALL_GATHER, buf, gat, 64, REDOP_SUM, 0, NULL, DTYPE_F32}, /* each rank's own values */
+        {COLL_ALL_REDUCE, NULL, buf, 64, REDOP_AVG, 0, "bucket 0", DTYPE_F32},
     };
     double t0 = now_s();
     for (int i = 0; i < 2 && r->rc == DDP_OK; i++)
