@@ -1549,9 +1549,16 @@ static void check_story_common(const real_run_t *rr, const char *mode)
     cr_assert_eq(schedule_init(&sch, &rr->cfg, &rr->data, 1, 0, err), DDP_OK, "%s", err);
     cr_assert_eq(st->step, schedule_told_step(&sch), "%s: told step %ld", mode, st->step);
     schedule_free(&sch);
-    cr_assert(st->step_s >= rr->res.times.min_s && st->step_s <= rr->res.times.max_s,
-              "%s: told step %g s outside the timed steps' %g..%g", mode, st->step_s,
-              rr->res.times.min_s, rr->res.times.max_s);
+    /* The story tells device 0's (rank 0's) own step.  single's and dp's
+     * step times are that device's too; ddp's are the slowest rank's, which
+     * need not be rank 0, so its told step may fall outside their range. */
+    if (strcmp(mode, "ddp") != 0)
+        cr_assert(st->step_s >= rr->res.times.min_s && st->step_s <= rr->res.times.max_s,
+                  "%s: told step %g s outside the timed steps' %g..%g", mode, st->step_s,
+                  rr->res.times.min_s, rr->res.times.max_s);
+    else
+        cr_assert(st->step_s > 0.0 && isfinite(st->step_s), "%s: told step %g s", mode,
+                  st->step_s);
     cr_assert(st->backward_s > 0.0 && st->backward_s < st->step_s, "%s: backward %g of %g", mode,
               st->backward_s, st->step_s);
     const move_stat_t *b = &st->move[MOVE_BATCH];
