@@ -482,6 +482,14 @@ int ddp_mpi_end(const config_t *cfg, int code)
         return code;
     fflush(NULL);
     if (code == 0 || g_mpi.agreed_failure) {
+        /* Why a barrier on an agreed failure: a rank leaving with the
+         * verdict's status makes mpirun end the job, and rank 0's watcher,
+         * signalled before rank 0 has printed its line and sent its end
+         * mark, would add "stopped: ... mpirun ended the job" to the one
+         * line the user gets.  Every rank holds the verdict and comes here
+         * (a rank that died ends the job anyway), so none waits for ever. */
+        if (g_mpi.agreed_failure)
+            MPI_Barrier(g_mpi.comm);
         MPI_Finalize();
         return code;
     }
