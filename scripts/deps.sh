@@ -23,7 +23,17 @@ install_or_stop() { # what, packages...
     fi
     echo "deps: installing $*" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update >&2 && apt-get install -y "$@" >&2 || {
+    # Why a lock: make test installs the suites' tools and the fuzzers' clang
+    # from two jobs at once, and two apt-gets at once fail on apt's own locks
+    # ("Could not get lock /var/lib/apt/lists/lock").  Our installs take turns
+    # under flock (util-linux: essential on Debian); another program's apt
+    # run is waited out by apt's DPkg::Lock::Timeout.
+    lock=${TMPDIR:-/tmp}/ddpbench-deps.lock
+    {
+        command -v flock >/dev/null 2>&1 && flock 9
+        apt-get -o DPkg::Lock::Timeout=600 update >&2 &&
+            apt-get -o DPkg::Lock::Timeout=600 install -y "$@" >&2
+    } 9>"$lock" || {
         echo "ddpbench: apt-get install failed; run: apt-get update && apt-get install -y $*" >&2
         exit 1
     }
