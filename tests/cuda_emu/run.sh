@@ -26,8 +26,11 @@
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
 #     CPU's bf16 reference;
-#  2b. CUDA graphs: single and ddp over NCCL (2 and 3 ranks) replay with
-#     eager's bits, one graph launch and at most one host sync per step;
+#  2b. CUDA graphs: single, ddp over NCCL (2 and 3 ranks) and dp (one graph
+#     of every device: peer copies on 2 and 3, 50 rows on 3) replay with
+#     eager's bits, one graph launch and at most one host sync per step; a
+#     dp device failing inside a graph step ends the run (exit 1, one line);
+#     auto runs dp over NCCL on distinct GPUs eagerly and says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -38,7 +41,8 @@
 #  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
 #     that the emulator catches an ordering bug; and a planted missing join
-#     of the comm stream back into ddp's graph capture must fail the run;
+#     of the comm stream back into ddp's graph capture, or of dp's devices
+#     back into device 0's, must fail the run;
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
@@ -217,8 +221,52 @@ gl=$(graphs "$B/graph-on.json")
     awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
     fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bitsof "$B/graph-on.json") (eager $(bitsof "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
+# dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
+# (--gpus 0,0 and 0,0,0: what --cuda-graph auto captures on a one-GPU box)
+# and over NCCL (--cuda-graph on), with 50 rows on 3 devices (chunks of 17,
+# 17, 16) among them: eager's bits, one graph launch per full step (11 in 12
+# where each epoch ends in a short batch), at most one host sync per device
+# per step, and far fewer launches than eager.
+for case in "0,0 auto 48 400 0.88 sgd --momentum 0.9" "0,0,0 auto 48 384 1 adamw" \
+    "0,0,0 auto 50 400 1 sgd --momentum 0.9"; do
+    set -- $case
+    gpus=$1 on=$2 batch=$3 samples=$4 want=$5
+    shift 5
+    opt=$*
+    for g in off $on; do
+        EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 timeout 300 "$B/ddpbench" --backend cuda --mode dp \
+            --gpus $gpus $G --batch $batch --samples $samples --optim $opt --cuda-graph $g >"$B/graph-$g.json" \
+            2>"$B/graph-$g.err" || { tail -n 5 "$B/graph-$g.err"; fail "dp --gpus $gpus --batch $batch --cuda-graph $g"; }
+    done
+    [ -n "$(bitsof "$B/graph-$on.json")" ] && [ "$(bitsof "$B/graph-$on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
+        fail "dp --gpus $gpus --batch $batch --cuda-graph $on: graph replay ended with other bits than eager"
+    grep -q '"cuda_graph":"on"' "$B/graph-$on.json" || fail "dp --gpus $gpus --cuda-graph $on: the run says it ran without graphs"
+    n=$(syncs "$B/graph-$on.json") gl=$(graphs "$B/graph-$on.json") L=$(launches "$B/graph-$on.json")
+    L0=$(launches "$B/graph-off.json")
+    awk -v n="$n" -v g="$gl" -v w="$want" -v l="$L" -v l0="$L0" \
+        'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1 && l != "" && l0 != "" && l * 3 < l0) }' ||
+        fail "dp --gpus $gpus --batch $batch --cuda-graph $on: $gl graph launches, $n host syncs, $L launches per step (eager $L0; want $want, <= 1, a third)"
+    echo "== dp --gpus $gpus --batch $batch --optim $opt --cuda-graph $on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $L0 launches)"
+done
+# A device that fails inside a graph step (the capture, a replay): one
+# line naming it, exit 1, no hang.
+for f in error:1:1 error:2:4; do
+    rc=0
+    EMU_NGPU=1 DDPBENCH_FAULT=$f timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,0,0 $G --samples 384 \
+        --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+    d=$(echo "$f" | cut -d: -f2) step=${f##*:}
+    [ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
+        grep -q "^ddpbench: error: device $d (id 0): injected fault at step $step\$" "$B/graph.err" ||
+        { cat "$B/graph.err"; fail "dp --cuda-graph on, fault $f: exit $rc"; }
+done
+echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
+# auto runs dp over NCCL on distinct GPUs eagerly, and says why
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
+    fail "dp --gpus 0,1 --cuda-graph auto"
+grep -q '"cuda_graph":"off"' "$B/graph.json" && grep -q "cuda graphs: off: dp over NCCL on distinct GPUs runs eagerly" "$B/graph.err" ||
+    fail "dp --gpus 0,1 --cuda-graph auto: not eager, or the banner does not say why"
 rc=0
-EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --accum 2 --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
 [ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
     fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
 
@@ -429,6 +477,23 @@ EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl -
 [ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/join.err" ||
     { tail -n 5 "$P/join.err"; fail "a planted missing join of the comm stream went unnoticed (exit $rc)"; }
 echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 (caught)"
+# dp's graph step without device 0's waits for the other devices' joins
+# (dp_graph.c): their streams joined device 0's capture and were never
+# joined back, so CUDA does not end it.
+join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
+[ "$(grep -cF "$join_line" strategies/dp/dp_graph.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the join to plant out is not in strategies/dp/dp_graph.c; update the test"
+grep -vF "$join_line" strategies/dp/dp_graph.c >"$P/dp_graph.c"
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/dp_graph.c" -o "$P/dp_graph.o" &&
+    $FLAGS -o "$P/ddpbench-dpjoin" $MAIN_OBJS "$P/dp_graph.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant without dp's joins"
+rc=0
+EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \
+    >"$P/dpjoin.json" 2>"$P/dpjoin.err" || rc=$?
+[ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/dpjoin.err" ||
+    { tail -n 5 "$P/dpjoin.err"; fail "a planted missing join of dp's devices went unnoticed (exit $rc)"; }
+echo "== planted missing join of dp's devices: dp's capture refused, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 build_asan
