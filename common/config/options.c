@@ -645,8 +645,8 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("tf32", WARN)},
     {"cuda-graph", "M", "auto", NULL,
      "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
-     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies; the banner "
-     "says why not) | on | off",
+     "a step; single, each ddp rank over NCCL, dp as one graph of every device): auto (where "
+     "the step qualifies, dp over NCCL eagerly; the banner says why not) | on | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
