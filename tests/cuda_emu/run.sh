@@ -229,7 +229,7 @@ echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on:
 # where each epoch ends in a short batch), at most one host sync per device
 # per step, and far fewer launches than eager.
 for case in "0,0 auto 48 400 0.88 sgd --momentum 0.9" "0,0,0 auto 48 384 1 adamw" \
-    "0,0,0 auto 50 400 1 sgd --momentum 0.9"; do
+    "0,0,0 auto 50 400 1 sgd --momentum 0.9" "0,1 on 48 400 0.88 sgd --momentum 0.9" "0,1,2 on 48 384 1 adamw"; do
     set -- $case
     gpus=$1 on=$2 batch=$3 samples=$4 want=$5
     shift 5
@@ -249,16 +249,17 @@ for case in "0,0 auto 48 400 0.88 sgd --momentum 0.9" "0,0,0 auto 48 384 1 adamw
         fail "dp --gpus $gpus --batch $batch --cuda-graph $on: $gl graph launches, $n host syncs, $L launches per step (eager $L0; want $want, <= 1, a third)"
     echo "== dp --gpus $gpus --batch $batch --optim $opt --cuda-graph $on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $L0 launches)"
 done
-# A device that fails inside a graph step (the capture, a replay): one
-# line naming it, exit 1, no hang.
-for f in error:1:1 error:2:4; do
-    rc=0
-    EMU_NGPU=1 DDPBENCH_FAULT=$f timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,0,0 $G --samples 384 \
-        --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+# A device that fails inside a graph step (the capture, a replay; peer
+# copies and NCCL): one line naming it, exit 1, no hang.
+for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
+    gpus=${f%%:*} f=${f#*:}
     d=$(echo "$f" | cut -d: -f2) step=${f##*:}
+    rc=0
+    EMU_NGPU=3 DDPBENCH_FAULT=$f timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus $gpus $G --samples 384 \
+        --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
     [ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
-        grep -q "^ddpbench: error: device $d (id 0): injected fault at step $step\$" "$B/graph.err" ||
-        { cat "$B/graph.err"; fail "dp --cuda-graph on, fault $f: exit $rc"; }
+        grep -Eq "^ddpbench: error: device $d( \(id 0\))?: injected fault at step $step\$" "$B/graph.err" ||
+        { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
 done
 echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
 # auto runs dp over NCCL on distinct GPUs eagerly, and says why
