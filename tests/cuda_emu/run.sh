@@ -36,7 +36,7 @@
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
-#  4. single and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
+#  4. single, dp on 0,0 and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
 #     from a checkpoint bit for bit on emulated GPUs, checkpoints written
 #     every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
@@ -141,12 +141,14 @@ for accum in 1 2; do
         n=$(syncs "$log")
         L=$(launches "$log")
         echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs and $L launches per step"
-        # eager: at least the layers' kernels; single and ddp over NCCL
-        # (without ZeRO) replay their steps as CUDA graphs (--cuda-graph
-        # auto, without --accum): the graph and the batch's two copies
+        # eager: at least the layers' kernels; single, ddp over NCCL
+        # (without ZeRO) and dp on peer copies replay their steps as CUDA
+        # graphs (--cuda-graph auto, without --accum): the graph and the
+        # batch's two copies
         gl=$(graphs "$log")
         case "$mode $accum" in
-        "single"*" 1" | "ddp --comm nccl --gpus 0,1 1" | "ddp --comm nccl --gpus 0,1,2 1") want='l <= 4 && g >= 0.8' ;;
+        "single"*" 1" | "ddp --comm nccl --gpus 0,1 1" | "ddp --comm nccl --gpus 0,1,2 1" | "dp --gpus 0,0 1")
+            want='l <= 4 && g >= 0.8' ;;
         *) want='l >= 10 && g == 0' ;;
         esac
         awk -v l="$L" -v g="$gl" "BEGIN { exit !(l != \"\" && l != \"null\" && g != \"\" && $want) }" ||
@@ -397,9 +399,10 @@ fi
 # end with the straight run's bits, with --trace and --explain on the way.
 bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
-# single and ddp over NCCL replay their steps as CUDA graphs: the resumed run
-# captures anew, Adam's step count carried over.
-for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# single, dp on peer copies (--gpus 0,0) and ddp over NCCL replay their
+# steps as CUDA graphs: the resumed run captures anew, Adam's step count
+# carried over (dp's graph steps with --trace and --explain's told step).
+for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
         >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"
