@@ -324,8 +324,9 @@ grep -q "ddpbench: error: --comm-hook powersgd: the CPU backend only" "$B/hook.e
 
 # --report on emulated GPUs: the recorders the page draws from add no host
 # wait (still one per step), and the page holds every device's two lanes,
-# DP's copies and DDP's buckets waiting for the comm stream
-for mode in "dp --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# DP's copies (eager over NCCL, and in graph steps on 0,0) and DDP's buckets
+# waiting for the comm stream
+for mode in "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm nccl --gpus 0,1"; do
     log="$B/page.json"
     rm -f "$B/page.html"
     EMU_NGPU=2 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode $mode $ARGS \
