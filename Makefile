@@ -590,4 +590,4 @@ help:
 # build/: one left by a file that has since moved would name a source that is
 # gone).
 -include $(LIB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) \
-  $(BENCH_BINS:=.d)
+  $(BENCH_BINS:=.d) $(BENCH_CUDA_BINS:=.d)

@@ -127,7 +127,7 @@ large_step_vs_gemms|mlp-large fp32 step / its GEMMs timed alone with cuBLAS (s)|
 large_bf16_vs_fp32|mlp-large bf16 / its own fp32 step (samples/s)|>=|5
 host_syncs|host syncs per step, CUDA graphs on (mlp-small, mlp-medium: the most)|<=|1
 graph_launches|graph launches per step, CUDA graphs on (the farthest from 1)|==|1
-epilogue|cuBLASLt epilogue groups whose two paths disagree (each other group: keep or drop)|==|0
+epilogue|cuBLASLt epilogue groups whose paths disagree (the rest: keep or drop)|==|0
 EOF
 }
 
