@@ -25,7 +25,9 @@
  * is checked against the other's (relative L2 distance of every output
  * within the group's tolerance, below; a disagreement fails the group and
  * nothing of it is timed); then 7 interleaved rounds A, B, A, B, ... each
- * launching the graph --reps times between two events.  A group is "keep"
+ * launching the graph --reps times between two events (by default as
+ * many as fill about 20 ms, 1 to 100: mlp-large's fp32 GEMMs take a few ms
+ * each, mlp-medium's bf16 ones tens of us).  A group is "keep"
  * only when B was faster in every round, else "drop" (or "n/a" when
  * cuBLASLt offers no algorithm for it).  A table on stdout, --json FILE with
  * every figure.
@@ -84,7 +86,7 @@ typedef struct {
 
 typedef struct { /* one group's verdict and figures */
     char id[64];
-    int agreed, supported, wins;
+    int agreed, supported, wins, reps;
     double err[2], tol, a_us[MAXR], b_us[MAXR];
 } group_t;
 
@@ -97,7 +99,7 @@ static struct {
     FILE *json;
     int njson, bad, ngroups;
     char keep[4096];
-} B = {.rounds = 7, .reps = 10};
+} B = {.rounds = 7};
 
 // ---- data --------------------------------------------------------------------
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -248,7 +250,7 @@ typedef struct {
     float *db, *part;  /* A, bwd: bias gradient and its scratch */
     lt_t lt;
     float *dl, *dbl;   /* B's D and bias gradient */
-    const float *aux;  /* B, fwd GELU: its aux (the GELU input) */
+    float *aux;        /* B, fwd GELU: its aux (the GELU input) */
 } path_t;
 
 static void run_a(const path_t *p)
@@ -279,17 +281,17 @@ static cudaGraphExec_t capture(const path_t *p, int lt)
     return e;
 }
 
-/* us per launch of e, over B.reps launches between two events */
-static double time_graph(cudaGraphExec_t e, cudaEvent_t t0, cudaEvent_t t1)
+/* us per launch of e, over reps launches between two events */
+static double time_graph(cudaGraphExec_t e, int reps, cudaEvent_t t0, cudaEvent_t t1)
 {
     CK(cudaEventRecord(t0, B.s));
-    for (int i = 0; i < B.reps; i++)
+    for (int i = 0; i < reps; i++)
         CK(cudaGraphLaunch(e, B.s));
     CK(cudaEventRecord(t1, B.s));
     CK(cudaEventSynchronize(t1)); /* the round's end: its time is read now */
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, t0, t1));
-    return 1e3 * ms / B.reps;
+    return 1e3 * ms / reps;
 }
 
 static double median(const double *v, int n, double *lo, double *hi)
@@ -326,10 +328,10 @@ static void report(const group_t *g, const char *epi, const path_t *p)
     if (!B.json)
         return;
     fprintf(B.json, "%s{\"id\":\"%s\",\"rows\":%d,\"out\":%d,\"k\":%d,\"supported\":%d,\"agreed\":%d,"
-            "\"err\":[%.3e,%.3e],\"tol\":%.1e,\"keep\":%d,\"b_wins\":%d",
+            "\"err\":[%.3e,%.3e],\"tol\":%.1e,\"keep\":%d,\"b_wins\":%d,\"reps\":%d",
             B.njson++ ? "," : "", g->id, p->n, p->m, p->k, g->supported, g->agreed,
             isnan(g->err[0]) ? -1.0 : g->err[0], isnan(g->err[1]) ? -1.0 : g->err[1], g->tol,
-            !strcmp(v, "keep"), g->wins);
+            !strcmp(v, "keep"), g->wins, g->reps);
     if (g->supported && g->agreed) {
         fprintf(B.json, ",\"a_median_us\":%.2f,\"b_median_us\":%.2f,\"a_us\":[", am, bm);
         for (int r = 0; r < B.rounds; r++)
@@ -360,6 +362,8 @@ static void run_group(const char *id, const char *epi, path_t *p, double tol)
     poison(p->dl, n * sizeof(float));
     if (p->fwd && p->act != ACT_NONE)
         poison(p->a, n * sizeof(float));
+    if (p->aux)
+        poison(p->aux, n * sizeof(float));
     if (!p->fwd)
         poison(p->db, (size_t)p->m * sizeof(float)), poison(p->dbl, (size_t)p->m * sizeof(float));
     CK(cudaGraphLaunch(ga, B.s));
@@ -378,9 +382,12 @@ static void run_group(const char *id, const char *epi, path_t *p, double tol)
         cudaEvent_t t0, t1;
         CK(cudaEventCreate(&t0));
         CK(cudaEventCreate(&t1));
+        /* launches per round: about 20 ms of the slower path, 1 to 100 */
+        double one = fmax(time_graph(ga, 1, t0, t1), time_graph(gb, 1, t0, t1));
+        g.reps = B.reps ? B.reps : (int)fmin(100.0, fmax(1.0, 2e4 / fmax(one, 1e-3)));
         for (int r = 0; r < B.rounds; r++) { /* interleaved: drift hits both alike */
-            g.a_us[r] = time_graph(ga, t0, t1);
-            g.b_us[r] = time_graph(gb, t0, t1);
+            g.a_us[r] = time_graph(ga, g.reps, t0, t1);
+            g.b_us[r] = time_graph(gb, g.reps, t0, t1);
             g.wins += g.b_us[r] < g.a_us[r];
         }
         CK(cudaEventDestroy(t0));
@@ -505,7 +512,7 @@ static void usage(FILE *f)
             "  --batch N          its batch (default 256)\n"
             "  --precision P      fp32, bf16 or all (default all)\n"
             "  --rounds N         interleaved timed rounds, odd, 1..%d (default 7)\n"
-            "  --reps N           graph launches per round (default 10)\n"
+            "  --reps N           graph launches per round (default: about 20 ms' worth, 1..100)\n"
             "  --gpu N            the GPU (default 0)\n"
             "  --json FILE        every figure, as JSON\n",
             MAXR);
@@ -604,7 +611,7 @@ int main(int argc, char **argv)
         snprintf(tmp, sizeof tmp, "%s.tmp", json);
         if (!(B.json = fopen(tmp, "w")))
             bad("--json", "cannot write the file");
-        fprintf(B.json, "{\"tool\":\"" ME "\",\"rounds\":%d,\"reps\":%d,\"groups\":[", B.rounds, B.reps);
+        fprintf(B.json, "{\"tool\":\"" ME "\",\"rounds\":%d,\"groups\":[", B.rounds);
     }
     printf("%-28s %-15s %17s  %8s %8s  %32s %32s %6s %5s  %s\n", "group", "cuBLASLt epilogue",
            "rows x out x k", "rel err", "tol", "A: GEMM + kernels, us [range]",

@@ -93,9 +93,9 @@ esac
 #   suites     test_cuda (a process per test), test_comm_nccl         ~20-30 s
 #   faults     3 runs, each ended within 25 s (the stall's --timeout 5) ~20-35 s
 #   trace      2 traced runs, 2 --mode comm runs                      ~10-15 s
-#   epilogue   one process: 24 groups (mlp-large's 7 in fp32 ~5 s: 142
-#              launches of GEMMs of ~5 ms each), 800 MB of weights made
-#              on the host per model and precision                     ~12-17 s
+#   epilogue   one process: 24 groups, each timed for 7 rounds of about
+#              20 ms per path (~0.3 s a group), mlp-large's 800 MB of
+#              weights made on the host per precision                  ~10-15 s
 # The limits add up to BUDGET (345 s): a machine's start-up and two whole
 # checks fit in 15 minutes of a lent GPU, each check under 10 minutes.  The
 # epilogue step's 25 s came out of torch (110 -> 100), suites (45 -> 40),
