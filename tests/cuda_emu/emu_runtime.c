@@ -1584,22 +1584,38 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
     return cudaSuccess;
 }
 
+/* A destroyed instantiation's lanes: their streams finish what launches
+ * queued on them (counted by cudaDeviceSynchronize meanwhile), then go. */
+static void *reap_lanes(void *arg)
+{
+    struct emu_graph_exec *x = arg;
+    for (int k = 1; k < x->body->nlanes; k++) {
+        drain(x->lane[k]);
+        stream_free(x->lane[k]);
+    }
+    body_unref(x->body);
+    free(x);
+    return NULL;
+}
+
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 {
     if (!x || x->magic != GRAPH_MAGIC + 1)
         DIE("cudaGraphExecDestroy: not an instantiated graph");
     x->magic = 0;
-    /* Its lanes' streams finish what launches queued on them first (they
-     * need only the launch streams to go on); the launch streams' share of
-     * a launch holds the body and the clocks until it has run. */
-    for (int k = 0; k < x->body->nlanes; k++) {
-        if (k)
-            stream_free(x->lane[k]);
+    /* Launches may still be queued: the launch stream's share of each
+     * holds the body and the clocks until it has run, and the lanes'
+     * streams go once they have run theirs.  As in CUDA the call does not
+     * wait for them -- a lane may wait for a peer's collective that only
+     * an abort ends -- so a thread of its own frees them. */
+    for (int k = 0; k < x->body->nlanes; k++)
         event_release(x->clock[k]);
-    }
     pthread_mutex_destroy(&x->mu);
-    body_unref(x->body);
-    free(x);
+    pthread_t th;
+    if (x->body->nlanes == 1)
+        reap_lanes(x);
+    else if (pthread_create(&th, NULL, reap_lanes, x) != 0 || pthread_detach(th) != 0)
+        DIE("cannot start a thread to free a graph's lanes");
     return cudaSuccess;
 }
 
