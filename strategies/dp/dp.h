@@ -18,7 +18,9 @@
  * barrier is done before work any device queues after it -- what a host
  * synchronisation before each barrier would give -- while the host threads
  * run ahead; a device thread waits for its own device once a step (the step
- * meter). */
+ * meter).  With --cuda-graph, a full step after the first is queued the same
+ * way into one CUDA graph of every device and replayed by device 0's one
+ * launch (dp_graph.c). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 

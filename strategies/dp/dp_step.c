@@ -102,7 +102,8 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, step_meter_t *m, 
             backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
             "loss", err));
-    if (step_meter_logs(m) || dv->in_graph) /* the loss log wants it; a graph step's work never varies */
+    /* the loss log wants it; a graph step fetches it always (its work never varies) */
+    if (step_meter_logs(m) || dv->in_graph)
         step_meter_fetch(m, c->loss_sum, 1);
     /* The devices copy their slices of gdout after the next barrier. */
     step_meter_lap(m, PH_LOSS);
