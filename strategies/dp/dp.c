@@ -62,8 +62,9 @@ static void dp_worker(void *ctx, int d)
         backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
     }
     /* Exit barrier: every device has stopped queuing; then a graph step a
-     * failure left open is left (device 0 ends its capture), and only after
-     * that does any device free or synchronise what the capture holds. */
+     * failure left open is left (device 0 ends its capture) and device 0's
+     * launched graphs finish, and only after that does any device free or
+     * synchronise what they hold. */
     dp_pool_leave(&c->pool, 1);
     dp_graph_abandon(c, d);
     dp_pool_leave(&c->pool, 2);

@@ -53,7 +53,8 @@
  * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
  * it on its way out, so none frees buffers another may still be reading (and
  * a second round, so none frees them before device 0 has ended a CUDA graph
- * capture a failure left open: dp_graph_abandon). */
+ * capture a failure left open and its launched graphs are done:
+ * dp_graph_abandon). */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -226,8 +227,10 @@ int dp_graph_fork(dp_ctx_t *c, int d, long g, char *err);
  * outcome shared; next_eager: the next step runs eagerly (its work must
  * come after the graph's on every device). */
 int dp_graph_join(dp_ctx_t *c, int d, bool next_eager, char *err);
-/* After a failure, once every device has stopped queuing (dp_worker's exit
- * barrier): leave a graph step left open, device 0 ending its capture. */
+/* At the end of the thread, once every device has stopped queuing
+ * (dp_worker's exit barrier): leave a graph step a failure left open
+ * (device 0 ending its capture), and device 0 waits for the graphs it
+ * launched, before any device frees what they touch. */
 void dp_graph_abandon(dp_ctx_t *c, int d);
 
 // ---------------------------------------------------------------------------

@@ -109,9 +109,16 @@ void dp_graph_abandon(dp_ctx_t *c, int d)
     dp_dev_t *dv = &c->dev[d];
     int key = -1;
     dv->in_graph = false;
-    if (!dv->be || backend_graph_state(dv->be, &key, NULL) == GRAPH_EAGER)
+    if (!dv->be)
         return;
     /* launch false: device 0 ends (and drops) its capture; a member only
      * forgets the step */
-    backend_graph_end(dv->be, key, false);
+    if (backend_graph_state(dv->be, &key, NULL) != GRAPH_EAGER)
+        backend_graph_end(dv->be, key, false);
+    /* Why wait: a graph device 0 launched runs every device's part from
+     * device 0's stream, which the members' own teardown waits do not
+     * cover; they free their buffers only after this (the exit barrier's
+     * second round).  Device 0's teardown waits for its stream anyway. */
+    if (d == 0 && c->graphs)
+        backend_sync(dv->be);
 }
