@@ -162,8 +162,9 @@ done
 # launch) with --cuda-graph on end with eager's bits (SGD with momentum, AdamW
 # whose bias corrections change every step), one graph launch and at most one
 # host wait per step (with 400 samples each epoch ends in a short batch, run
-# eagerly between replays: 11 graph launches in 12 timed steps); a mode that
-# cannot qualify is refused with exit 2.
+# eagerly between replays: 11 graph launches in 12 timed steps); in bf16 too
+# (the operands' conversions and the roundings captured with the GEMMs:
+# AdamW, single and 3 ranks); a mode that cannot qualify is refused with exit 2.
 G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 14 --json"
 bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 # graph_pair WHAT WANT ARGS...: ARGS eagerly, then with graphs: the same bits,
@@ -183,7 +184,7 @@ graph_pair() {
         fail "$what --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
     echo "== $what --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
 }
-for prec in fp32; do
+for prec in fp32 bf16; do
     for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
         set -- $case
         samples=$1 want=$2
@@ -200,12 +201,12 @@ done
 # An NCCL that cannot capture (EMU_NCCL_REFUSE_CAPTURE: ncclInvalidUsage for an
 # all-reduce on a capturing stream, here on rank 1 alone).  The ranks' start-up
 # probe finds it before anything trains: under auto every rank runs eagerly,
-# to eager's bits (the last pair above: 3 ranks, AdamW), and rank 1's
+# to eager's bits (the last pair above: 3 ranks, AdamW, bf16), and rank 1's
 # reason is said once on stderr and in --json; under on it ends the run, exit
 # 1, one line naming rank 1.  Without the probe the refusal came at the
 # first graph step and failed the run: EMU_NCCL_REFUSE_CAPTURE=2 lets the
 # probe's capture pass and refuses the step's, as such a run met it.
-P="--mode ddp --comm nccl --gpus 0,1,2 $G --precision fp32 --samples 384 --optim adamw"
+P="--mode ddp --comm nccl --gpus 0,1,2 $G --precision bf16 --samples 384 --optim adamw"
 EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 EMU_NCCL_REFUSE_RANK=1 "$B/ddpbench" --backend cuda $P >"$B/graph-refused.json" \
     2>"$B/graph-refused.err" || { tail -n 5 "$B/graph-refused.err"; fail "auto where NCCL refuses to capture"; }
 [ -n "$(bitsof "$B/graph-refused.json")" ] && [ "$(bitsof "$B/graph-refused.json")" = "$(bitsof "$B/graph-off.json")" ] &&
