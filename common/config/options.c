@@ -645,8 +645,8 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("tf32", WARN)},
     {"cuda-graph", "M", "auto", NULL,
      "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
-     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies; the banner "
-     "says why not) | on | off",
+     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies and NCCL "
+     "captures; it says why not) | on (an error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,

@@ -26,8 +26,10 @@
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
 #     CPU's bf16 reference;
-#  2b. CUDA graphs: single and ddp over NCCL (2 and 3 ranks) replay with
-#     eager's bits, one graph launch and at most one host sync per step;
+#  2b. CUDA graphs: single and ddp over NCCL (2 and 3 ranks; in bf16 single
+#     and 3 ranks) replay with eager's bits, one graph launch and at most one
+#     host sync per step; an NCCL that refuses to capture (planted) runs
+#     eagerly under auto, saying why once, and ends an `on` run, exit 1;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
