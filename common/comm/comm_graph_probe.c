@@ -5,10 +5,6 @@
  * the sum.  The capture itself is the implementation's (comm_ops_t's
  * graph_capture / _launch / _free: NCCL's); this file is the protocol every
  * rank follows, so that DDP's ranks and DP's device threads share it. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "comm/comm_impl.h"
 
 /* Floats in the probe's all-reduce: a few, so a sum is checked per element. */
