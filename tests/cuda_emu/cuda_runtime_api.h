@@ -108,6 +108,13 @@ void emu_count_kernel(void);    /* one more of those (emu_launch, the GEMMs) */
 void emu_check_stream(cudaStream_t s, const char *what); /* launches: stream on the current device */
 int emu_stream_device(cudaStream_t s);
 void emu_check_ptr(const void *p, size_t bytes, const char *what); /* device memory of the current device */
+/* Print "cuda_emu: " and the message, then abort(): how the emulator stops a test. */
+void emu_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* On a stream's thread, at once: C = alpha op(A) op(B) + beta C, column-major
+ * (op: 0 none, 1 transposed), as the emulated cuBLAS computes it; A and B
+ * are fp32, or bf16 bits when bf16 != 0 (the products exact, fp32 sums). */
+void emu_gemm_now(int ta, int tb, int m, int n, int k, float alpha, const void *A, int lda,
+                  const void *B, int ldb, int bf16, float beta, float *C, int ldc);
 /* Queue fn(arg) on stream s (a kernel, a GEMM); free_arg(arg) after it ran. */
 void emu_enqueue(cudaStream_t s, void (*fn)(void *), void *arg, void (*free_arg)(void *));
 #ifdef __cplusplus

@@ -177,8 +177,7 @@ static void run_block(int nt)
         if (all_done)
             return;
         if (!ran) {
-            fprintf(stderr, "cuda_emu: every thread of a block is stuck at __syncthreads\n");
-            abort();
+            emu_die("every thread of a block is stuck at __syncthreads");
         }
         for (int t = 0; t < nt; t++) // everyone arrived: open the barrier
             if (fibers.v[t]->state == AT_BARRIER)
@@ -227,9 +226,8 @@ static void emu_launch(dim3 g, dim3 b, size_t shmem, cudaStream_t s, F f)
     emu_check_stream(s, "kernel launch");
     if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.x * b.y * b.z > 1024 || g.y > 65535 ||
         g.z > 65535) {
-        fprintf(stderr, "cuda_emu: invalid launch: grid (%u,%u,%u) block (%u,%u,%u)\n", g.x, g.y,
-                g.z, b.x, b.y, b.z);
-        abort();
+        emu_die("invalid launch: grid (%u,%u,%u) block (%u,%u,%u)", g.x, g.y, g.z, b.x, b.y,
+                b.z);
     }
     emu_count_kernel();
     emu_enqueue(s, emu::run_launch, new emu::launch{g, b, std::function<void()>(f)},

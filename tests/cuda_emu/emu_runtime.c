@@ -25,6 +25,7 @@
  * EMU_TF32_AS_FP32 computes TF32-mode GEMMs in plain fp32, as cuBLAS may
  * when it picks no tensor-core kernel. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,12 +42,20 @@
 #define STREAM_MAGIC 0x5eedu
 #define EVENT_MAGIC 0xe7e7u
 
-#define DIE(...)                                                                           \
-    do {                                                                                   \
-        fprintf(stderr, "cuda_emu: " __VA_ARGS__);                                         \
-        fputc('\n', stderr);                                                               \
-        abort();                                                                           \
-    } while (0)
+#define DIE(...) emu_die(__VA_ARGS__)
+
+/* The one way the emulator stops a test: "cuda_emu: what", then abort()
+ * (emu_cublaslt.c and the emulated kernels use it too). */
+void emu_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cuda_emu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
 
 static __thread int cur_dev;          /* cudaSetDevice is per host thread */
 static __thread cudaError_t last_err; /* cudaGetLastError is per host thread */
@@ -1081,7 +1090,9 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
 
 const char *cublasGetStatusName(cublasStatus_t s)
 {
-    return s ? "CUBLAS_STATUS_INVALID_VALUE" : "CUBLAS_STATUS_SUCCESS";
+    return s == CUBLAS_STATUS_SUCCESS         ? "CUBLAS_STATUS_SUCCESS"
+           : s == CUBLAS_STATUS_NOT_SUPPORTED ? "CUBLAS_STATUS_NOT_SUPPORTED"
+                                              : "CUBLAS_STATUS_INVALID_VALUE";
 }
 
 const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated cuBLAS error" : "success"; }
@@ -1181,6 +1192,14 @@ static void run_gemm(void *arg)
     free(acc);
     free(ta);
     free(tb);
+}
+
+void emu_gemm_now(int ta, int tb, int m, int n, int k, float alpha, const void *A, int lda,
+                  const void *B, int ldb, int bf16, float beta, float *C, int ldc)
+{
+    gemm_op_t g = {(cublasOperation_t)ta, (cublasOperation_t)tb, m, n, k, lda, ldb, ldc, alpha,
+                   beta, bf16 ? NULL : A, bf16 ? NULL : B, C, 0, bf16 ? A : NULL, bf16 ? B : NULL};
+    run_gemm(&g);
 }
 
 /* Kernels (emu_launch) and GEMMs queued so far, every device and stream: what

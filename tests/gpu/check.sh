@@ -42,7 +42,11 @@
 #  7. faults: an injected rank error and a killed rank under NCCL, a stalled
 #     rank (exit 1, the rank named, no hang, nothing left in /dev/shm);
 #  8. --trace: the phases' spans are not zero (and the all-reduces' where
-#     two ranks or more really reduce); --mode comm checks every result.
+#     two ranks or more really reduce); --mode comm checks every result;
+#  9. epilogue: cuBLASLt's fused bias + activation epilogues against the
+#     backend's GEMM + kernels, per layer of mlp-medium and mlp-large, fp32
+#     and bf16 (bench/bench_epilogue_cuda): the two paths must agree; each
+#     group is judged keep (cuBLASLt won every round) or drop.
 #
 # Verdicts (the last line; the exit status):
 #   gpu check: PASS (n/n) ...                       0
@@ -89,18 +93,25 @@ esac
 #   suites     test_cuda (a process per test), test_comm_nccl         ~20-30 s
 #   faults     3 runs, each ended within 25 s (the stall's --timeout 5) ~20-35 s
 #   trace      2 traced runs, 2 --mode comm runs                      ~10-15 s
+#   epilogue   one process: 24 groups, each timed for 7 rounds of about
+#              20 ms per path (~0.3 s a group), mlp-large's 800 MB of
+#              weights made on the host per precision                  ~10-15 s
 # The limits add up to BUDGET (345 s): a machine's start-up and two whole
-# checks fit in 15 minutes of a lent GPU, each check under 10 minutes.
+# checks fit in 15 minutes of a lent GPU, each check under 10 minutes.  The
+# epilogue step's 25 s came out of torch (110 -> 100), suites (45 -> 40),
+# faults (50 -> 45) and trace (30 -> 25), each still a third or more over
+# its estimate.
 plan() {
     cat <<'EOF'
 libraries 10 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so: toolkit or python3's nvidia wheels
 probe 25 load the CUDA backend and count the GPUs (the first CUDA start)
 single 30 single on GPU 0 vs the CPU: small (relu, CE, Adam) and gelu-sgd, 20 steps each
 ddp 45 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 vs the CPU
-torch 110 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast), mlp-large's step vs its GEMMs alone; mlp-small and mlp-medium with CUDA graphs off; mlp-large ddp nccl
-suites 45 test_cuda and test_comm_nccl, one process each
-faults 50 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
-trace 30 --trace single and ddp: spans not zero; --mode comm: every result checked
+torch 100 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast), mlp-large's step vs its GEMMs alone; mlp-small and mlp-medium with CUDA graphs off; mlp-large ddp nccl
+suites 40 test_cuda and test_comm_nccl, one process each
+faults 45 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
+trace 25 --trace single and ddp: spans not zero; --mode comm: every result checked
+epilogue 25 cuBLASLt bias+activation epilogues vs GEMM + our kernels, per layer of mlp-medium and mlp-large, fp32 and bf16: agree, then keep or drop
 EOF
 }
 
@@ -116,6 +127,7 @@ large_step_vs_gemms|mlp-large fp32 step / its GEMMs timed alone with cuBLAS (s)|
 large_bf16_vs_fp32|mlp-large bf16 / its own fp32 step (samples/s)|>=|5
 host_syncs|host syncs per step, CUDA graphs on (mlp-small, mlp-medium: the most)|<=|1
 graph_launches|graph launches per step, CUDA graphs on (the farthest from 1)|==|1
+epilogue|cuBLASLt epilogue groups whose paths disagree (the rest: keep or drop)|==|0
 EOF
 }
 
@@ -211,6 +223,21 @@ shm_free() {
 nparams() { echo "$1" | tr ',' '\n' | awk 'NR > 1 { n += p * $1 + $1 } { p = $1 } END { print n }'; }
 # syncs_ok N MAX: N host synchronisations per step is at most MAX
 syncs_ok() { awk -v n="$1" -v m="$2" 'BEGIN { exit !(n != "" && n <= m) }'; }
+# epilogue_verdict JSON: from bench_epilogue_cuda's --json, "ok N keep: IDS"
+# (every one of its N groups agreed) or "bad K disagree: IDS" (K groups
+# disagreed), or "none" when the file is not a whole run's
+epilogue_verdict() {
+    grep -q '"groups_judged":[0-9]*}$' "$1" 2>/dev/null || { echo none; return; }
+    n=$(sed -n 's/.*"groups_judged":\([0-9]*\)}$/\1/p' "$1")
+    ids() { sed 's/},{/}\n{/g' "$1" | grep "$2" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | tr '\n' ' ' | sed 's/ $//'; }
+    bad=$(ids "$1" '"supported":1,"agreed":0')
+    if [ -n "$bad" ]; then
+        echo "bad $(echo "$bad" | wc -w) disagree: $bad"
+    else
+        keep=$(ids "$1" '"keep":1')
+        echo "ok $n keep: ${keep:-none}"
+    fi
+}
 # goal_verdict FIGURE OP TARGET: "met", "short" or "unmeasured" (no figure)
 goal_verdict() {
     awk -v f="$1" -v op="$2" -v t="$3" 'BEGIN {
@@ -252,8 +279,20 @@ if [ "$MODE" = selftest ]; then
     expect "1 graph launch per step, goal == 1" "$(goal_verdict 1 '==' 1)" "met"
     expect "0.98 graph launches per step, goal == 1" "$(goal_verdict 0.98 '==' 1)" "short"
     expect "a goal without its figure" "$(goal_verdict '' '>=' 1)" "unmeasured"
-    [ "$(goals_plan | wc -l)" -eq 8 ] && r=ok || r=bad
-    expect "issue 25's eight goals in the plan" "$r" "ok"
+    [ "$(goals_plan | wc -l)" -eq 9 ] && r=ok || r=bad
+    expect "issue 25's eight goals and the epilogue's in the plan" "$r" "ok"
+    g='{"id":"m/fp32/fwd0","rows":8,"supported":1,"agreed":1,"keep":%s},{"id":"m/bf16/bwd0","rows":8,"supported":%s,"agreed":%s,"keep":0}'
+    { printf '{"tool":"t","groups":['; printf "$g" 1 1 1; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-ok.json"
+    { printf '{"tool":"t","groups":['; printf "$g" 0 1 1; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-none.json"
+    { printf '{"tool":"t","groups":['; printf "$g" 1 1 0; printf '],"agreed":0,"groups_judged":2}\n'; } >"$T/epi-bad.json"
+    { printf '{"tool":"t","groups":['; printf "$g" 0 0 0; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-na.json"
+    { printf '{"tool":"t","groups":['; printf "$g" 1 1 1; } >"$T/epi-cut.json"
+    expect "epilogue: every group agrees, one kept" "$(epilogue_verdict "$T/epi-ok.json")" "ok 2 keep: m/fp32/fwd0"
+    expect "epilogue: every group agrees, none kept" "$(epilogue_verdict "$T/epi-none.json")" "ok 2 keep: none"
+    expect "epilogue: a group disagrees" "$(epilogue_verdict "$T/epi-bad.json")" "bad 1 disagree: m/bf16/bwd0"
+    expect "epilogue: no cuBLASLt algorithm is no disagreement" "$(epilogue_verdict "$T/epi-na.json")" "ok 2 keep: none"
+    expect "epilogue: a run cut short" "$(epilogue_verdict "$T/epi-cut.json")" "none"
+    expect "epilogue: no run" "$(epilogue_verdict "$T/absent.json")" "none"
     sum=$(plan | awk '{ t += $2 } END { print t }')
     [ "$sum" -le "$BUDGET" ] && r=ok || r=bad
     expect "the steps' limits (${sum}s) within BUDGET (${BUDGET}s)" "$r" "ok"
@@ -269,6 +308,7 @@ if [ -x "$HERE/ddpbench" ] && [ -d "$HERE/lib" ]; then
     BACKEND=$HERE/lib/libddpbench-cuda.so
     SUITES="$HERE/tests/test_cuda $HERE/tests/test_comm_nccl"
     TORCH_REF=$HERE/torch_ref.py
+    EPILOGUE=$HERE/bench/bench_epilogue_cuda
     CHECK_OUT=${DDPBENCH_CHECK_OUT:-$HERE/results}
 else
     KIT=no
@@ -277,6 +317,7 @@ else
     BACKEND=$(pwd)/libddpbench-cuda.so
     SUITES="$(pwd)/build/release/tests/unit/test_cuda $(pwd)/build/release/tests/gpu/test_comm_nccl"
     TORCH_REF=$(pwd)/tests/gpu/torch_ref.py
+    EPILOGUE=$(pwd)/build/release/bench/bench_epilogue_cuda
     CHECK_OUT=${DDPBENCH_CHECK_OUT:-build/gpu-check}
 fi
 mkdir -p "$CHECK_OUT" || exit 1
@@ -386,7 +427,7 @@ if [ "$KIT" = no ]; then
     STEP=build STEP_END=$(($(date +%s) + 3600))
     echo "== build (make)"
     if ! make -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}" ddpbench build/release/tests/unit/test_cuda \
-        build/release/tests/gpu/test_comm_nccl >"$L/build.log" 2>&1; then
+        build/release/tests/gpu/test_comm_nccl build/release/bench/bench_epilogue_cuda >"$L/build.log" 2>&1; then
         show_tail "$L/build.log"
         abort build "make failed"
     fi
@@ -949,4 +990,37 @@ else
     collectives "comm nccl 1 rank" --comm nccl --gpus 0
 fi
 collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
+
+# ---- 9. cuBLASLt's epilogues against GEMM + our kernels -------------------------------------
+# Issue 25: "bias and activation fused into the GEMM epilogue where cuBLASLt
+# offers it (measure, keep only what wins)".  One process measures every
+# group; nothing of ddpbench's step changes (docs/gpu.md: what to wire in).
+epilogue_step() {
+    step epilogue
+    label="epilogue mlp-medium mlp-large fp32 bf16"
+    if [ ! -x "$EPILOGUE" ]; then
+        skip "$label" "no $(basename "$EPILOGUE") in this kit"
+        goal epilogue "" "the benchmark is not in this kit"
+        return
+    fi
+    no_time "$label" 15 && { goal epilogue "" "out of time"; return; }
+    log="$L/epilogue.log" js="$L/epilogue.json"
+    timeout "$(lim 25)" "$EPILOGUE" --gpu 0 --json "$js" >"$log" 2>&1
+    rc=$?
+    v=$(epilogue_verdict "$js")
+    case "$rc:$v" in
+    0:ok*)
+        n=$(echo "$v" | cut -d' ' -f2) keep=${v#ok * keep: }
+        goal epilogue 0 "$n groups agree; keep: $keep"
+        pass "$label" "$n groups agree; keep (cuBLASLt won every round): $keep" "\"keep\":\"$(jstr "$keep")\"" ;;
+    *:bad*)
+        goal epilogue "$(echo "$v" | cut -d' ' -f2)" "${v#bad }"
+        fail "$label" "cuBLASLt and the backend's path disagree: ${v#bad * disagree: } (log: epilogue.log)" ;;
+    *)
+        show_tail "$log"
+        goal epilogue "" "the benchmark did not finish (exit $rc)"
+        fail "$label" "exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"): $(tail -n 1 "$log")" ;;
+    esac
+}
+epilogue_step
 finish

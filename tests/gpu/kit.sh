@@ -35,7 +35,8 @@ verify() {
     vdirs=$2
     vstatus=0
     [ -x "$LDSO" ] || { echo "gpu-kit: no $LDSO here: cannot prove the kit without the ld.so cache" >&2; return 1; }
-    for b in "$vkit/ddpbench" "$vkit/lib/libddpbench-cuda.so" "$vkit"/tests/test_*; do
+    for b in "$vkit/ddpbench" "$vkit/lib/libddpbench-cuda.so" "$vkit"/tests/test_* "$vkit"/bench/bench_*; do
+        [ -e "$b" ] || continue # no benchmark in this kit
         vrc=0
         list=$("$LDSO" --inhibit-cache --library-path "$vdirs" --list "$b" 2>&1) || vrc=$?
         broken=$(echo "$list" | grep -E 'not found|cannot open|error while loading|No such file' || true)
@@ -67,7 +68,9 @@ KIT=$1
 cd "$(dirname "$0")/../.."
 mkdir -p "$KIT/lib"
 cp tests/gpu/check.sh tests/gpu/torch_ref.py "$KIT/"
-BINS="$KIT/ddpbench $KIT/lib/libddpbench-cuda.so $(ls "$KIT"/tests/test_*)"
+# the CUDA benchmarks (check.sh's epilogue step) link cudart, cuBLAS and
+# cuBLASLt themselves, like the backend: the same proof holds them
+BINS="$KIT/ddpbench $KIT/lib/libddpbench-cuda.so $(ls "$KIT"/tests/test_*) $(ls "$KIT"/bench/bench_* 2>/dev/null)"
 for b in $BINS; do
     ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r so path; do
