@@ -645,10 +645,12 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("tf32", WARN)},
     {"cuda-graph", "M", "auto", NULL,
      "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
-     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies; the banner "
-     "says why not) | on | off",
+     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies and NCCL "
+     "captures; it says why not) | on (an error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
-     EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
+     /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
+      * collective of every rank (strategies/ddp/graph_probe.c) */
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model", PASS1,
