@@ -352,7 +352,10 @@ done
 # ---- 3. faults under NCCL ----------------------------------------------------------
 # A stalled rank: the others' next host wait polls the comm's watch, which
 # gives up at --timeout; a killed rank: the supervisor stops the rest.
-emu_segments() { find /dev/shm -maxdepth 1 -name 'ddpbench-emunccl-*' | wc -l; }
+# Our runs' segments only (EMU_NCCL_SHM_TAG): another test's runs on the same
+# machine may hold theirs meanwhile.
+export EMU_NCCL_SHM_TAG="run$$"
+emu_segments() { find /dev/shm -maxdepth 1 -name "ddpbench-emunccl-$EMU_NCCL_SHM_TAG-*" | wc -l; }
 shm_before=$(emu_segments)
 for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed by signal 9"; do
     fault=${f%% *} want=${f#* }
@@ -374,7 +377,7 @@ done
 # id reaches the others by MPI_Bcast, each binds --gpus[local rank]; the same
 # sums as the CPU, and a killed rank named by its watcher, the job ended.
 if ldd "$B/ddpbench" | grep -q libmpi; then
-    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x EMU_NGPU -x EMU_JITTER_US -x DDPBENCH_FAULT"
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x EMU_NGPU -x EMU_JITTER_US -x DDPBENCH_FAULT -x EMU_NCCL_SHM_TAG"
     M="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12"
     export EMU_NGPU=3 EMU_JITTER_US=100 DDPBENCH_FAULT=
     for np in 2 3; do
