@@ -10,7 +10,7 @@ int app_gate_prepare(app_job_t *j, char *err)
 {
     int rc = baseline_load(&j->bl, j->cfg.baseline_path, err);
     for (int i = 0; rc == DDP_OK && i < j->n; i++) {
-        cJSON *cj = report_json_config(&j->ctx, &j->cfgs[i]);
+        cJSON *cj = report_json_config(&j->ctx, &j->cfgs[i], NULL);
         if (!cj)
             return err_set(err, DDP_ERR_RUNTIME, "out of memory");
         rc = baseline_match(&j->bl, cj, &j->match[i], err);
@@ -28,7 +28,7 @@ void app_gate_warn(app_job_t *j)
         shape.ndev = j->cfgs[i].ngpus;
         for (int d = 0; d < shape.ndev; d++)
             shape.dev[d].device_id = j->cfgs[i].gpus[d];
-        cJSON *cj = report_json_config(&j->ctx, &j->cfgs[i]), *env = report_json_env(&j->ctx, &shape);
+        cJSON *cj = report_json_config(&j->ctx, &j->cfgs[i], NULL), *env = report_json_env(&j->ctx, &shape);
         char line[2048];
         line[0] = '\0';
         if (cj && env && baseline_differences(&j->bl, j->match[i], cj, env, line, sizeof line) > 0)

@@ -248,6 +248,30 @@ const char *comm_last_error(const comm_t *c);
  * failed (just the message when place is NULL), like backend_check(). */
 int comm_check(const comm_t *c, int rc, const char *place, char *err);
 
+/* CUDA graphs: can this group's collectives be captured?  NCCL lets an
+ * all-reduce queued on a capturing stream become nodes of a graph, but not
+ * every build or configuration does (an older NCCL, some settings answer
+ * ncclInvalidUsage): a step that captures its collectives must learn that
+ * before it trains, not in its first graph step (comm_graph_probe.c).
+ * Every rank of the group calls it at the same point, with no op in flight:
+ * each captures an all-reduce of a few floats into a graph of its own,
+ * running nothing; the ranks agree on the outcome over an eager all-reduce
+ * (every rank must have captured); then each launches its graph and checks
+ * the sum.  out->refused_by is -1 when all of that held, else the lowest
+ * rank that could not capture (out->why: its reason, on that rank only;
+ * "" elsewhere): nothing was launched and the communicator is as it was,
+ * for eager steps.  insist: a rank that cannot capture returns its reason
+ * at once as a failure (DDP_ERR_RUNTIME, err) without the agreement, so it
+ * fails first and the others' agreement fails with its abort.  A wrong sum,
+ * or the comm's own failure, is DDP_ERR_RUNTIME with the reason in err.
+ * A communicator without graphs (shm, mpi) answers at once, on every rank:
+ * refused by rank 0, which says why. */
+typedef struct {
+    int refused_by;
+    char why[ERR_LEN];
+} comm_graph_probe_t;
+int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err);
+
 /* What a communicator is. */
 int comm_world(const comm_t *c);
 int comm_rank(const comm_t *c);

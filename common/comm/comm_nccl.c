@@ -381,6 +381,41 @@ static int nccl_poll(comm_t *c, comm_handle_t h)
     return DDP_OK;
 }
 
+/* An eager op's slot: its own pair of events.  The slot's events still
+ * tell the watch about op id - NCCL_SLOTS until it is known complete (only
+ * with that many ops in flight). */
+static int eager_slot(comm_t *c, comm_handle_t id)
+{
+    nccl_impl_t *n = impl_of(c);
+    int slot = (int)(id % NCCL_SLOTS);
+    if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
+        int rc = nccl_poll(c, id - NCCL_SLOTS);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    n->sev[slot] = n->start[slot];
+    n->eev[slot] = n->end[slot];
+    n->gslot[slot] = -1;
+    if (n->done == c->issued) /* nothing pending: this op is the oldest */
+        n->pending_since = now_s();
+    return DDP_OK;
+}
+
+/* The comm stream's side of an op in slot: after the backend's work so far,
+ * then its start record (flags: external inside a capture). */
+static int after_backend(comm_t *c, int slot, unsigned flags)
+{
+    nccl_impl_t *n = impl_of(c);
+    CCK(c, cudaSetDevice(n->dev));
+    /* Why: the op reads what the backend's stream wrote (a bucket's
+     * gradients); the comm stream waits on the GPU for it, the host does not.
+     * Capturing, this wait is what joins the comm stream to the capture. */
+    CCK(c, cudaEventRecord(n->ready, n->be_stream));
+    CCK(c, cudaStreamWaitEvent(n->stream, n->ready, 0));
+    CCK(c, cudaEventRecordWithFlags(n->sev[slot], n->stream, flags));
+    return DDP_OK;
+}
+
 static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     nccl_impl_t *n = impl_of(c);
@@ -428,29 +463,16 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         if (replay) /* the graph holds the op: nothing to queue */
             return DDP_OK;
     } else {
-        /* The slot's events still tell the watch about op id - NCCL_SLOTS
-         * until it is known complete (only with that many ops in flight). */
-        if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
-            int rc = nccl_poll(c, id - NCCL_SLOTS);
-            if (rc != DDP_OK)
-                return rc;
-        }
-        n->sev[slot] = n->start[slot];
-        n->eev[slot] = n->end[slot];
-        n->gslot[slot] = -1;
-        if (n->done == c->issued) /* nothing pending: this op is the oldest */
-            n->pending_since = now_s();
+        int rc = eager_slot(c, id);
+        if (rc != DDP_OK)
+            return rc;
     }
     /* Inside a capture the start and end are record nodes every launch
      * performs (external), so the spans are timed at every replay. */
     unsigned rec = gm == GRAPH_CAPTURE ? cudaEventRecordExternal : cudaEventRecordDefault;
-    CCK(c, cudaSetDevice(n->dev));
-    /* Why: the op reads what the backend's stream wrote (a bucket's
-     * gradients); the comm stream waits on the GPU for it, the host does not.
-     * Capturing, this wait is what joins the comm stream to the capture. */
-    CCK(c, cudaEventRecord(n->ready, n->be_stream));
-    CCK(c, cudaStreamWaitEvent(n->stream, n->ready, 0));
-    CCK(c, cudaEventRecordWithFlags(n->sev[slot], n->stream, rec));
+    int jrc = after_backend(c, slot, rec);
+    if (jrc != DDP_OK)
+        return jrc;
     if (op->count > 0 || op->kind == COLL_BARRIER) { /* count 0: a no-op, no rendezvous */
         ncclResult_t r = nccl_issue(c, op);
         if (r == ncclInProgress) {
@@ -548,6 +570,96 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
     return DDP_OK;
 }
 
+// ---------------------------------------------------------------------------
+// whether the collectives can be captured (comm_graph_probe.c)
+
+/* comm_ops_t.graph_capture: the all-reduce captured on the comm stream
+ * itself, a graph of its own (a step's capture joins the comm stream to the
+ * backend's instead: NCCL is handed a capturing stream either way).  The
+ * capture is always ended, so a refusal leaves nothing capturing. */
+static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph, char *why)
+{
+    nccl_impl_t *n = impl_of(c);
+    char stop[ERR_LEN], detail[ERR_LEN] = "";
+    *graph = NULL;
+    if (c->last_error[0])
+        return DDP_ERR_RUNTIME;
+    if (must_stop(c, stop))
+        return comm_fail(c, "%s", stop);
+    CCK(c, cudaSetDevice(n->dev));
+    CCK(c, cudaStreamBeginCapture(n->stream, cudaStreamCaptureModeThreadLocal));
+    comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = REDOP_SUM};
+    ncclResult_t r = nccl_issue(c, &op);
+    int rc = DDP_OK;
+    if (r == ncclInProgress) { /* non-blocking: its enqueue ends before the capture may */
+        rc = nccl_settle(c, "all-reduce (captured)", c->timeout_s);
+        r = ncclSuccess;
+    } else if (r != ncclSuccess) {
+        err_set(detail, 0, "%s: %s", ncclGetErrorString(r), nccl_detail(n));
+    }
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(n->stream, &g);
+    cudaGraphExec_t x = NULL;
+    if (rc == DDP_OK && r == ncclSuccess && e == cudaSuccess)
+        e = cudaGraphInstantiate(&x, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaGetLastError(); /* a refused capture's error is answered below, not sticky */
+    if (rc != DDP_OK)
+        return rc;
+    if (r != ncclSuccess) {
+        if (must_stop(c, stop)) /* aborted under us: say so, not "invalid usage" */
+            return comm_fail(c, "%s", stop);
+        ncclResult_t st = nccl_state(n);
+        if (st != ncclSuccess && st != ncclInProgress) /* no eager steps either */
+            return comm_fail(c, "NCCL refused to capture an all-reduce (%s) and its communicator "
+                             "failed with it: %s", detail, ncclGetErrorString(st));
+        err_set(why, 0, "NCCL refused to capture an all-reduce: %s", detail);
+        return DDP_OK;
+    }
+    if (e != cudaSuccess) {
+        err_set(why, 0, "CUDA could not make a graph of NCCL's captured all-reduce: %s: %s",
+                cudaGetErrorName(e), cudaGetErrorString(e));
+        return DDP_OK;
+    }
+    *graph = x;
+    return DDP_OK;
+}
+
+/* comm_ops_t.graph_launch: numbered and watched like an eager op. */
+static int nccl_graph_launch(comm_t *c, void *graph, comm_handle_t *h)
+{
+    nccl_impl_t *n = impl_of(c);
+    char why[ERR_LEN];
+    if (c->last_error[0])
+        return DDP_ERR_RUNTIME;
+    if (must_stop(c, why))
+        return comm_fail(c, "%s", why);
+    if (graph_sync(c) != GRAPH_EAGER)
+        return comm_fail(c, "the CUDA graph probe launched inside a CUDA graph step");
+    comm_handle_t id = c->issued + 1;
+    int slot = (int)(id % NCCL_SLOTS);
+    int rc = eager_slot(c, id);
+    if (rc == DDP_OK)
+        rc = after_backend(c, slot, cudaEventRecordDefault);
+    if (rc != DDP_OK)
+        return rc;
+    CCK(c, cudaGraphLaunch((cudaGraphExec_t)graph, n->stream));
+    CCK(c, cudaEventRecord(n->eev[slot], n->stream));
+    n->tag[slot] = "the CUDA graph probe";
+    n->kind[slot] = COLL_ALL_REDUCE;
+    c->issued = id;
+    *h = id;
+    return DDP_OK;
+}
+
+static void nccl_graph_free(comm_t *c, void *graph)
+{
+    if (cudaSetDevice(impl_of(c)->dev) == cudaSuccess)
+        cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    cudaGetLastError();
+}
+
 static void nccl_abort(comm_t *c, const char *why)
 {
     nccl_impl_t *n = impl_of(c);
@@ -629,6 +741,9 @@ static const comm_ops_t nccl_ops = {
     .span = nccl_span,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
+    .graph_capture = nccl_graph_capture,
+    .graph_launch = nccl_graph_launch,
+    .graph_free = nccl_graph_free,
 };
 
 // ---------------------------------------------------------------------------

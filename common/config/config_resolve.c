@@ -182,10 +182,11 @@ bool config_dp_nccl(const config_t *c)
 #endif
 }
 
-const char *config_graph_why_not(const config_t *c, mode_t_ mode)
+/* What keeps a step of `mode` from being a graph, from the options alone:
+ * checked before the machine is looked at (input errors before the
+ * environment), and below the backend's own reason. */
+static const char *graph_step_why_not(const config_t *c, mode_t_ mode)
 {
-    if (c->backend != BACKEND_CUDA)
-        return "the CPU backend computes as it is called: nothing to capture";
     if (c->accum > 1)
         return "--accum: a step of several micro-batches has accumulation boundaries";
     /* NCCL's guide ("Using NCCL with CUDA Graphs"): several GPUs of one
@@ -206,29 +207,42 @@ const char *config_graph_why_not(const config_t *c, mode_t_ mode)
     return NULL;
 }
 
-/* --cuda-graph on where a step cannot qualify: an input error. */
-static int resolve_graphs(const config_t *c, char *err)
+const char *config_graph_why_not(const config_t *c, mode_t_ mode)
+{
+    if (c->backend != BACKEND_CUDA)
+        return "the CPU backend computes as it is called: nothing to capture";
+    return graph_step_why_not(c, mode);
+}
+
+/* --cuda-graph on where a step cannot qualify: an input error, naming the
+ * first reason why_not gives for a mode this run trains. */
+static int resolve_graphs(const config_t *c, const char *(*why_not)(const config_t *, mode_t_),
+                          char *err)
 {
     if (c->cuda_graph != CUDA_GRAPH_ON)
         return DDP_OK;
+    if (c->mode == MODE_COMM)
+        return err_set(err, DDP_ERR_INPUT, "--cuda-graph on: --mode comm has no training step");
     static const mode_t_ all[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
     for (int i = 0; i < 3; i++) {
         if (c->mode != MODE_COMPARE && c->mode != all[i])
             continue;
-        const char *why = config_graph_why_not(c, all[i]);
+        const char *why = why_not(c, all[i]);
         if (why)
             return err_set(err, DDP_ERR_INPUT, "--cuda-graph on: %s%s%s",
                            c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
                            c->mode == MODE_COMPARE ? ": " : "", why);
     }
-    if (c->mode == MODE_COMM)
-        return err_set(err, DDP_ERR_INPUT, "--cuda-graph on: --mode comm has no training step");
     return DDP_OK;
 }
 
 int config_resolve(config_t *c, char *note, size_t note_len, char *err)
 {
-    int rc = resolve_backend(c, note, note_len, err);
+    note[0] = 0;
+    /* the step's refusals first: the GPU probe's "no GPU" must not hide them */
+    int rc = resolve_graphs(c, graph_step_why_not, err);
+    if (rc == DDP_OK)
+        rc = resolve_backend(c, note, note_len, err);
     bool cpu_auto = c->ngpus == 0 && c->backend == BACKEND_CPU;
     if (rc == DDP_OK)
         rc = resolve_devices(c, err);
@@ -245,6 +259,6 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
     if (rc == DDP_OK)
         rc = resolve_stream(c, err);
     if (rc == DDP_OK)
-        rc = resolve_graphs(c, err);
+        rc = resolve_graphs(c, config_graph_why_not, err);
     return rc;
 }

@@ -646,9 +646,12 @@ static const opt_t opts[] = {
     {"cuda-graph", "M", "auto", NULL,
      "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
      "a step; single, each ddp rank over NCCL, dp as one graph of every device): auto (where "
-     "the step qualifies, dp over NCCL eagerly; the banner says why not) | on | off",
+     "the step qualifies and NCCL captures, dp over NCCL eagerly; it says why not) | on (an "
+     "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
-     EFF(CF_SPEED), JSON_D("cuda_graph", WARN)},
+     /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
+      * collective of every rank (strategies/ddp/graph_probe.c) */
+     EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
      "The model", PASS1,

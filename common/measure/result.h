@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/kinds.h"
+#include "base/status.h"
 #include "nn/model.h"
 #include "measure/disturb.h"
 #include "measure/timing.h"
@@ -190,6 +191,10 @@ typedef struct run_result {
     /* what else the machine did while it ran (disturb.h); the program
      * takes it around the whole run (wall_s 0: not taken) */
     disturb_t machine;
+
+    /* --cuda-graph auto, where a rank's NCCL could not capture its
+     * collectives and every rank ran eagerly: "rank R (device D): why"; "" */
+    char graph_refused[ERR_LEN];
 
     /* --comm-hook: the same DDP run without the hook, run first in the same
      * invocation (not owned; NULL without a hook), for the drift */

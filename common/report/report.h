@@ -200,8 +200,11 @@ void report_layers(char *buf, size_t n, const model_spec_t *s);
 
 /* -- machine-readable ------------------------------------------------------ */
 /* The "config" object of a run's JSON: also what --baseline compares.
- * run_cfg is the run's own config (compare gives each run its mode). */
-cJSON *report_json_config(const report_ctx_t *ctx, const config_t *run_cfg);
+ * run_cfg is the run's own config (compare gives each run its mode); r its
+ * result, for what the run found out it could do (CUDA graphs that NCCL
+ * refused), or NULL before a run. */
+cJSON *report_json_config(const report_ctx_t *ctx, const config_t *run_cfg,
+                          const run_result_t *r);
 /* The "environment" object. */
 cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r);
 /* One run's whole JSON object (NULL when out of memory).  ref: compare's

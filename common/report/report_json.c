@@ -54,6 +54,7 @@ const char *const report_json_keys[] = {
     "config.overlap",
     "config.tf32",
     "config.cuda_graph",
+    "config.cuda_graph_refused",
     "config.precision",
     "config.zero1",
     "config.zero",
@@ -256,7 +257,7 @@ static void keep_documented_order(cJSON *o, const char *prefix)
         cJSON_AddItemToArray(o, items[i]); /* an object's members are a list: names kept */
 }
 
-cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
+cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_result_t *r)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -285,8 +286,15 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c)
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
-    /* what ran: "on" only where this run's steps were replayed as graphs */
-    cJSON_AddStringToObject(o, "cuda_graph", config_graphs_on(c, c->mode) ? "on" : "off");
+    /* what ran: "on" only where this run's steps were replayed as graphs
+     * (not where NCCL refused to capture them: why, else null) */
+    bool refused = r && r->graph_refused[0];
+    cJSON_AddStringToObject(o, "cuda_graph",
+                            config_graphs_on(c, c->mode) && !refused ? "on" : "off");
+    if (refused)
+        cJSON_AddStringToObject(o, "cuda_graph_refused", r->graph_refused);
+    else
+        cJSON_AddNullToObject(o, "cuda_graph_refused");
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
     cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
@@ -355,7 +363,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         return NULL;
     cJSON_AddNumberToObject(o, "schema_version", REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(o, "tool", "ddpbench");
-    cJSON_AddItemToObject(o, "config", report_json_config(ctx, run_cfg));
+    cJSON_AddItemToObject(o, "config", report_json_config(ctx, run_cfg, r));
     cJSON_AddItemToObject(o, "environment", report_json_env(ctx, r));
 
     cJSON *st = cJSON_AddObjectToObject(o, "steps");

@@ -80,6 +80,8 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
                            r, cfg->gpus[r], (unsigned long long)rec->checksum.bits,
                            (unsigned long long)a->rank[0].checksum.bits);
         res->dev[r] = rec->stats;
+        if (rec->graph_refused[0] && !res->graph_refused[0]) /* the one rank that said it */
+            snprintf(res->graph_refused, sizeof res->graph_refused, "%s", rec->graph_refused);
         /* --trace: the rank's recorder out of the segment, which goes next */
         const trace_rec_t *tr = ddp_area_trace(a, r);
         if (tr && !(res->trace[r] = trace_rec_clone(tr)))

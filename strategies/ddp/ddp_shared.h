@@ -49,6 +49,9 @@ typedef struct {
     /* its buckets' all-reduces in the timed steps: bytes, seconds in all */
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
+    /* --cuda-graph auto: why this rank's NCCL could not capture, when it was
+     * the lowest such rank and every rank ran eagerly (graph_probe.h); "" */
+    char graph_refused[ERR_LEN];
 } ddp_rank_rec_t;
 
 typedef struct {

@@ -162,7 +162,8 @@ static const char *const group_label[FP_NGROUPS] = {
                  "--rank-samples, --join)",
     [FP_DATA] = "other data (--data, --targets, --samples, --dataset, --noise, or the files' "
                 "contents)",
-    [FP_DDP] = "other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero, --comm)",
+    [FP_DDP] = "other DDP options (--bucket-mb, --first-bucket-mb, --overlap, --zero, --comm, "
+               "--cuda-graph)",
     [FP_WORLD] = "another world (the number of ranks)",
     [FP_BUILD] = "another ddpbench build (every rank must run the same one)",
 };

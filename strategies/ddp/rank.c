@@ -20,6 +20,7 @@
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
 #include "ddp/global_loss.h"
+#include "ddp/graph_probe.h"
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
@@ -150,6 +151,8 @@ static int rank_setup(rank_t *me)
                     me->err));
     straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
     me->graphs = config_graphs_on(cfg, MODE_DDP);
+    /* before anything is captured: whether NCCL captures at all */
+    TRY(ddp_graph_probe(cfg, me->comm, &me->graphs, me->rec->graph_refused, me->err));
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (me->rank == 0 || cfg->resume_path[0]) {

@@ -97,8 +97,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
     static _Atomic unsigned counter;
     memset(id, 0, sizeof *id);
-    snprintf(id->internal, sizeof id->internal, "/ddpbench-emunccl-%d-%u-%ld", (int)getpid(),
-             atomic_fetch_add(&counter, 1), (long)(time(NULL) % 100000));
+    /* EMU_NCCL_SHM_TAG (a short word) goes into the name, so a test can count
+     * the segments its own runs left behind, not another test's running beside it */
+    const char *tag = getenv("EMU_NCCL_SHM_TAG");
+    snprintf(id->internal, sizeof id->internal, "/ddpbench-emunccl-%.16s%s%d-%u-%ld", tag ? tag : "",
+             tag ? "-" : "", (int)getpid(), atomic_fetch_add(&counter, 1), (long)(time(NULL) % 100000));
     int fd = shm_open(id->internal, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
         return fail(ncclSystemError, "emulated NCCL: shm_open failed");
@@ -391,9 +394,29 @@ static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t co
     return ncclSuccess;
 }
 
+/* A planted refusal, as a build or configuration of NCCL that cannot be
+ * captured answers: EMU_NCCL_REFUSE_CAPTURE=N makes the N-th all-reduce
+ * queued on a capturing stream in this process, and every later one, return
+ * ncclInvalidUsage (1: every one; 2: the start-up probe's passes, a step's
+ * is refused), only on rank EMU_NCCL_REFUSE_RANK when that is set.  Nothing
+ * is queued and the communicator stays usable. */
+static bool refuse_capture(ncclComm_t c, cudaStream_t s)
+{
+    static _Atomic long captured;
+    const char *n = getenv("EMU_NCCL_REFUSE_CAPTURE"), *r = getenv("EMU_NCCL_REFUSE_RANK");
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (!n || !*n || !c || (r && *r && atoi(r) != c->rank) ||
+        cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusActive)
+        return false;
+    return atomic_fetch_add(&captured, 1) + 1 >= atol(n);
+}
+
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
+    if (refuse_capture(comm, s))
+        return fail(ncclInvalidUsage, "emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does "
+                                      "not capture collectives");
     return enqueue(K_ALL_REDUCE, send, recv, count, t, op, 0, comm, s);
 }
 

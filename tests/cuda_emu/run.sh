@@ -30,11 +30,14 @@
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
 #     CPU's bf16 reference;
-#  2b. CUDA graphs: single, ddp over NCCL (2 and 3 ranks) and dp (one graph
-#     of every device: peer copies on 2 and 3, 50 rows on 3) replay with
-#     eager's bits, one graph launch and at most one host sync per step; a
-#     dp device failing inside a graph step ends the run (exit 1, one line);
-#     auto runs dp over NCCL on distinct GPUs eagerly and says why;
+#  2b. CUDA graphs: single, ddp over NCCL (2 and 3 ranks; in bf16 single
+#     and 3 ranks) and dp (one graph of every device: peer copies on 2 and 3,
+#     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
+#     launch and at most one host sync per step; an NCCL that refuses to
+#     capture (planted) runs eagerly under auto, saying why once, and ends an
+#     `on` run, exit 1; a dp device failing inside a graph step ends the run
+#     (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
+#     says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -199,53 +202,76 @@ for accum in 1 2; do
 done
 
 # ---- 2b. CUDA graphs --------------------------------------------------------------
-# single with --cuda-graph on ends with eager's bits (SGD with momentum, AdamW
+# single and ddp over NCCL (2 and 3 ranks: each rank's step -- the buckets'
+# all-reduces on the comm stream and the loss's among them -- one graph
+# launch) with --cuda-graph on end with eager's bits (SGD with momentum, AdamW
 # whose bias corrections change every step), one graph launch and at most one
 # host wait per step (with 400 samples each epoch ends in a short batch, run
-# eagerly between replays: 11 graph launches in 12 timed steps); a mode that
-# cannot qualify is refused with exit 2.
+# eagerly between replays: 11 graph launches in 12 timed steps); in bf16 too
+# (the operands' conversions and the roundings captured with the GEMMs:
+# AdamW, single and 3 ranks); a mode that cannot qualify is refused with exit 2.
 G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 14 --json"
 bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
-for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
-    set -- $case
-    samples=$1 want=$2
+# graph_pair WHAT WANT ARGS...: ARGS eagerly, then with graphs: the same bits,
+# and from WANT to 1 graph launches and at most 1 host sync per step.
+graph_pair() {
+    what=$1 want=$2
     shift 2
-    opt=$*
     for g in off on; do
-        EMU_NGPU=1 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda --mode single --gpus 0 \
-            $G --samples "$samples" --optim $opt --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
-            { tail -n 5 "$B/graph-$g.err"; fail "single --optim $opt --cuda-graph $g"; }
+        EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda "$@" --cuda-graph $g \
+            >"$B/graph-$g.json" 2>"$B/graph-$g.err" || { tail -n 5 "$B/graph-$g.err"; fail "$what --cuda-graph $g"; }
     done
     [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
-        fail "--optim $opt: graph replay ended with other bits than eager"
-    grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "--cuda-graph on: the run says it ran without graphs"
+        fail "$what: graph replay ended with other bits than eager"
+    grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "$what --cuda-graph on: the run says it ran without graphs"
     n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
     awk -v n="$n" -v g="$gl" -v w="$want" 'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1) }' ||
-        fail "--optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
-    echo "== single --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
-done
-# ddp over NCCL the same, on 2 and 3 ranks: each rank's step -- the buckets'
-# all-reduces on the comm stream and the loss's among them -- one graph launch.
-for gpus in 0,1 0,1,2; do
+        fail "$what --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
+    echo "== $what --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
+}
+for prec in fp32 bf16; do
     for case in "400 0.88 sgd --momentum 0.9 --nesterov" "384 1 adamw"; do
         set -- $case
         samples=$1 want=$2
         shift 2
-        opt=$*
-        for g in off on; do
-            EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda --mode ddp --comm nccl \
-                --gpus $gpus $G --samples "$samples" --optim $opt --cuda-graph $g >"$B/graph-$g.json" 2>"$B/graph-$g.err" ||
-                { tail -n 5 "$B/graph-$g.err"; fail "ddp --gpus $gpus --optim $opt --cuda-graph $g"; }
+        [ "$prec" = bf16 ] && [ "$1" != adamw ] && continue
+        for mode in "single --gpus 0" "ddp --comm nccl --gpus 0,1" "ddp --comm nccl --gpus 0,1,2"; do
+            [ "$prec" = bf16 ] && [ "$mode" = "ddp --comm nccl --gpus 0,1" ] && continue
+            graph_pair "$mode --precision $prec --optim $*" "$want" --mode $mode $G --precision $prec \
+                --samples "$samples" --optim "$@"
+            grep -q "\"precision\":\"$prec\"" "$B/graph-on.json" || fail "$mode --precision $prec: --json says otherwise"
         done
-        [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
-            fail "ddp --gpus $gpus --optim $opt: graph replay ended with other bits than eager"
-        grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "ddp --cuda-graph on: the run says it ran without graphs"
-        n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
-        awk -v n="$n" -v g="$gl" -v w="$want" 'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1) }' ||
-            fail "ddp --gpus $gpus --optim $opt --cuda-graph on: $gl graph launches and $n host syncs per step (want $want and <= 1)"
-        echo "== ddp --comm nccl --gpus $gpus --optim $opt --cuda-graph on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $(launches "$B/graph-off.json") launches)"
     done
 done
+# An NCCL that cannot capture (EMU_NCCL_REFUSE_CAPTURE: ncclInvalidUsage for an
+# all-reduce on a capturing stream, here on rank 1 alone).  The ranks' start-up
+# probe finds it before anything trains: under auto every rank runs eagerly,
+# to eager's bits (the last pair above: 3 ranks, AdamW, bf16), and rank 1's
+# reason is said once on stderr and in --json; under on it ends the run, exit
+# 1, one line naming rank 1.  Without the probe the refusal came at the
+# first graph step and failed the run: EMU_NCCL_REFUSE_CAPTURE=2 lets the
+# probe's capture pass and refuses the step's, as such a run met it.
+P="--mode ddp --comm nccl --gpus 0,1,2 $G --precision bf16 --samples 384 --optim adamw"
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 EMU_NCCL_REFUSE_RANK=1 "$B/ddpbench" --backend cuda $P >"$B/graph-refused.json" \
+    2>"$B/graph-refused.err" || { tail -n 5 "$B/graph-refused.err"; fail "auto where NCCL refuses to capture"; }
+[ -n "$(bitsof "$B/graph-refused.json")" ] && [ "$(bitsof "$B/graph-refused.json")" = "$(bitsof "$B/graph-off.json")" ] &&
+    [ "$(graphs "$B/graph-refused.json")" = 0 ] && grep -q '"cuda_graph":"off"' "$B/graph-refused.json" &&
+    grep -q '"cuda_graph_refused":"rank 1 (device 1): NCCL refused to capture an all-reduce: invalid usage' "$B/graph-refused.json" &&
+    [ "$(grep -c 'ddpbench: note: --cuda-graph auto: rank 1 (device 1): NCCL refused' "$B/graph-refused.err")" = 1 ] ||
+    fail "auto where NCCL refuses to capture: not eager's bits, or not said once: $(grep -o '"cuda_graph[^,]*' "$B/graph-refused.json") $(grep -c note "$B/graph-refused.err") notes"
+echo "== --cuda-graph auto where rank 1's NCCL refuses to capture: eager steps, eager's bits, the reason said once"
+rc=0
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 EMU_NCCL_REFUSE_RANK=1 "$B/ddpbench" --backend cuda $P --cuda-graph on \
+    >/dev/null 2>"$B/graph-refused.err" || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c '^ddpbench: error: ' "$B/graph-refused.err")" = 1 ] &&
+    grep -q '^ddpbench: error: rank 1 (device 1): --cuda-graph on: NCCL refused to capture' "$B/graph-refused.err" ||
+    fail "--cuda-graph on where NCCL refuses to capture: exit $rc, $(grep error "$B/graph-refused.err")"
+rc=0
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=2 EMU_NCCL_REFUSE_RANK=1 "$B/ddpbench" --backend cuda $P >/dev/null \
+    2>"$B/graph-refused.err" || rc=$?
+[ "$rc" = 1 ] && grep -q '^ddpbench: error: rank 1 (device 1): NCCL all-reduce of bucket 0: invalid usage' "$B/graph-refused.err" ||
+    fail "a refusal after the probe: exit $rc, $(grep error "$B/graph-refused.err")"
+echo "== --cuda-graph on there: exit 1 naming rank 1; a refusal the probe did not see fails the run, exit 1"
 # Uneven data under --join: rank 1 runs out 3 steps before rank 0 each epoch
 # and shadows them (eager steps, the same on every rank), still taking its
 # staging slot's turn, so the graphs it replays after read their own slots.
@@ -260,31 +286,19 @@ gl=$(graphs "$B/graph-on.json")
     fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bitsof "$B/graph-on.json") (eager $(bitsof "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
 # dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
-# (--gpus 0,0 and 0,0,0: what --cuda-graph auto captures on a one-GPU box)
-# and over NCCL (--cuda-graph on), with 50 rows on 3 devices (chunks of 17,
-# 17, 16) among them: eager's bits, one graph launch per full step (11 in 12
-# where each epoch ends in a short batch), at most one host sync per device
-# per step, and far fewer launches than eager.
-for case in "0,0 auto 48 400 0.88 sgd --momentum 0.9" "0,0,0 auto 48 384 1 adamw" \
-    "0,0,0 auto 50 400 1 sgd --momentum 0.9" "0,1 on 48 400 0.88 sgd --momentum 0.9" "0,1,2 on 48 384 1 adamw"; do
+# (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
+# NCCL (0,1 and 0,1,2), with 50 rows on 3 devices (chunks of 17, 17, 16)
+# among them: graph_pair's proofs, and under a third of eager's launches.
+for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 50 400 1 sgd --momentum 0.9" \
+    "0,1 48 400 0.88 sgd --momentum 0.9" "0,1,2 48 384 1 adamw"; do
     set -- $case
-    gpus=$1 on=$2 batch=$3 samples=$4 want=$5
-    shift 5
-    opt=$*
-    for g in off $on; do
-        EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 timeout 300 "$B/ddpbench" --backend cuda --mode dp \
-            --gpus $gpus $G --batch $batch --samples $samples --optim $opt --cuda-graph $g >"$B/graph-$g.json" \
-            2>"$B/graph-$g.err" || { tail -n 5 "$B/graph-$g.err"; fail "dp --gpus $gpus --batch $batch --cuda-graph $g"; }
-    done
-    [ -n "$(bitsof "$B/graph-$on.json")" ] && [ "$(bitsof "$B/graph-$on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
-        fail "dp --gpus $gpus --batch $batch --cuda-graph $on: graph replay ended with other bits than eager"
-    grep -q '"cuda_graph":"on"' "$B/graph-$on.json" || fail "dp --gpus $gpus --cuda-graph $on: the run says it ran without graphs"
-    n=$(syncs "$B/graph-$on.json") gl=$(graphs "$B/graph-$on.json") L=$(launches "$B/graph-$on.json")
-    L0=$(launches "$B/graph-off.json")
-    awk -v n="$n" -v g="$gl" -v w="$want" -v l="$L" -v l0="$L0" \
-        'BEGIN { exit !(n != "" && n <= 1 && g != "" && g >= w && g <= 1 && l != "" && l0 != "" && l * 3 < l0) }' ||
-        fail "dp --gpus $gpus --batch $batch --cuda-graph $on: $gl graph launches, $n host syncs, $L launches per step (eager $L0; want $want, <= 1, a third)"
-    echo "== dp --gpus $gpus --batch $batch --optim $opt --cuda-graph $on: eager's bits, $gl graph launches, $L launches and $n host syncs per step (off: $L0 launches)"
+    gpus=$1 batch=$2 samples=$3 want=$4
+    shift 4
+    graph_pair "dp --gpus $gpus --batch $batch --optim $*" "$want" --mode dp --gpus $gpus $G --batch $batch \
+        --samples $samples --optim "$@"
+    L=$(launches "$B/graph-on.json") L0=$(launches "$B/graph-off.json")
+    awk -v l="$L" -v l0="$L0" 'BEGIN { exit !(l != "" && l0 != "" && l * 3 < l0) }' ||
+        fail "dp --gpus $gpus --batch $batch: $L launches per step with graphs, $L0 eager (want under a third)"
 done
 # A device that fails inside a graph step (the capture, a replay; peer
 # copies and NCCL): one line naming it, exit 1, no hang.
@@ -380,7 +394,10 @@ done
 # ---- 3. faults under NCCL ----------------------------------------------------------
 # A stalled rank: the others' next host wait polls the comm's watch, which
 # gives up at --timeout; a killed rank: the supervisor stops the rest.
-emu_segments() { find /dev/shm -maxdepth 1 -name 'ddpbench-emunccl-*' | wc -l; }
+# Our runs' segments only (EMU_NCCL_SHM_TAG): another test's runs on the same
+# machine may hold theirs meanwhile.
+export EMU_NCCL_SHM_TAG="run$$"
+emu_segments() { find /dev/shm -maxdepth 1 -name "ddpbench-emunccl-$EMU_NCCL_SHM_TAG-*" | wc -l; }
 shm_before=$(emu_segments)
 for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed by signal 9"; do
     fault=${f%% *} want=${f#* }
@@ -402,7 +419,7 @@ done
 # id reaches the others by MPI_Bcast, each binds --gpus[local rank]; the same
 # sums as the CPU, and a killed rank named by its watcher, the job ended.
 if ldd "$B/ddpbench" | grep -q libmpi; then
-    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x EMU_NGPU -x EMU_JITTER_US -x DDPBENCH_FAULT"
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x EMU_NGPU -x EMU_JITTER_US -x DDPBENCH_FAULT -x EMU_NCCL_SHM_TAG"
     M="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12"
     export EMU_NGPU=3 EMU_JITTER_US=100 DDPBENCH_FAULT=
     for np in 2 3; do

@@ -57,7 +57,21 @@ expect_error "--model" --model bert
 expect_error "unknown option" --frobnicate
 expect_error "--nesterov" --optim sgd --nesterov
 expect_error "--backend cuda" --backend cuda --mode single
-expect_error "--cuda-graph on" --backend cpu --mode single --cuda-graph on
+# --cuda-graph on where no step can be a graph: each refusal its own reason.
+# Those of the options alone come before the GPU probe (--backend cuda on a
+# machine without a GPU still hears them, not "no GPU").
+expect_error "--cuda-graph on: the CPU backend computes as it is called" --backend cpu --mode single --cuda-graph on
+expect_error "--cuda-graph on: --accum: a step of several micro-batches" --backend cuda --mode single --accum 2 \
+    --cuda-graph on
+expect_error "--cuda-graph on: ddp over --comm shm: the host sums the gradients" --backend cuda --mode ddp \
+    --comm shm --gpus 0,1 --cuda-graph on
+expect_error "--cuda-graph on: --zero: the shards' gathers and reduce-scatters" --backend cuda --mode ddp --zero 2 \
+    --gpus 0,1 --cuda-graph on
+# dp is captured (one graph of every device, over NCCL too under on): its
+# --cuda-graph on passes the options' check and meets the GPU probe
+expect_error "--backend cuda" --backend cuda --mode dp --gpus 0,1 --cuda-graph on
+expect_error "--backend cuda" --backend cuda --mode compare --gpus 0,1 --cuda-graph on
+expect_error "--cuda-graph on: --mode comm has no training step" --backend cuda --mode comm --gpus 0,1 --cuda-graph on
 expect_error "--cuda-graph" --cuda-graph sometimes
 
 # ---- bad data files ---------------------------------------------------------------

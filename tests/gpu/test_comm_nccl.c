@@ -226,6 +226,7 @@ typedef struct {
     float got_graph[64];  /* three launches of a captured in-place sum */
     comm_span_t graph_span; /* the last launch's all-reduce */
     int changed_rc;     /* a replay whose collective changed (must fail) */
+    int probe_rc, probe_refused_by; /* comm_graph_probe after it all */
     int rc;
     double took_s;      /* the stuck peer's partner: how long its sync took */
     char err[ERR_LEN];
@@ -311,6 +312,23 @@ static void *rank_main(void *arg)
         if (r->changed_rc == DDP_OK)
             r->changed_rc = rc2;
     }
+    /* Whether NCCL captures (the start-up probe ddp's ranks run): every
+     * rank captured, agreed, launched and summed; then an eager op still
+     * runs, so the communicator is as it was. */
+    if (r->rc == DDP_OK) {
+        comm_graph_probe_t p;
+        char perr[ERR_LEN] = "";
+        r->probe_rc = comm_graph_probe(c, false, &p, perr);
+        r->probe_refused_by = p.refused_by;
+        if (r->probe_rc != DDP_OK || p.refused_by >= 0)
+            err_set(r->err, 0, "probe: %s %s", perr, p.why);
+        else
+            r->probe_rc = run_op(c, (comm_op_t){COLL_BARRIER, NULL, NULL, 0, REDOP_SUM, 0, NULL,
+                                                DTYPE_F32},
+                                 NULL);
+        if (r->probe_rc == DDP_OK)
+            r->probe_rc = backend_sync(be);
+    }
     if (r->rc != DDP_OK && !r->err[0])
         err_set(r->err, r->rc, "%s / %s", comm_last_error(c), backend_last_error(be));
 out:
@@ -378,6 +396,9 @@ static void check_group(const rank_t *r, int world)
                   r[i].graph_span.end_s);
         cr_assert_eq(r[i].changed_rc, DDP_ERR_RUNTIME,
                      "rank %d: a replay that queued another collective was not refused", i);
+        cr_assert(r[i].probe_rc == DDP_OK && r[i].probe_refused_by == -1,
+                  "rank %d: the capture probe: rc %d, refused by %d: %s", i, r[i].probe_rc,
+                  r[i].probe_refused_by, r[i].err);
     }
     for (int q = 0; q < world; q++) /* reduce-scatter: rank q holds block q of the sum */
         for (int k = 0; k < 16; k++) {

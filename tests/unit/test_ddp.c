@@ -312,7 +312,8 @@ static void rec_span(comm_t *c, comm_handle_t h, comm_span_t *s)
 }
 static void rec_abort(comm_t *c, const char *why) { (void)c, (void)why; }
 static void rec_destroy(comm_t *c) { (void)c; }
-static const comm_ops_t rec_ops = {"rec", rec_launch, rec_wait, rec_span, rec_abort, rec_destroy, NULL};
+static const comm_ops_t rec_ops = {.name = "rec", .launch = rec_launch, .wait = rec_wait, .span = rec_span,
+                                   .abort = rec_abort, .destroy = rec_destroy};
 
 /* Checkpoint, resume, trace and story together (also under TSan): rank 0
  * writes after a barrier-guarded step, every rank reads the file back, the

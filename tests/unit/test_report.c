@@ -265,7 +265,7 @@ static int judge(const real_run_t *rr, const config_t *cfg, const char *path, do
     int rc = baseline_load(&b, path, msg);
     if (rc != DDP_OK)
         return rc;
-    cJSON *cj = report_json_config(&rr->ctx, cfg);
+    cJSON *cj = report_json_config(&rr->ctx, cfg, NULL);
     const cJSON *match;
     rc = baseline_match(&b, cj, &match, msg);
     if (rc == DDP_OK)
@@ -470,7 +470,7 @@ Test(report_baseline, json_lines_of_compare_match_by_mode)
         rc.mode = modes[i];
         if (modes[i] == MODE_SINGLE)
             rc.ngpus = 1;
-        cJSON *cj = report_json_config(NULL, &rc);
+        cJSON *cj = report_json_config(NULL, &rc, NULL);
         const cJSON *match;
         cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_OK, "%s", msg);
         cr_assert_float_eq(
@@ -482,7 +482,7 @@ Test(report_baseline, json_lines_of_compare_match_by_mode)
     config_t c3 = c;
     c3.mode = MODE_DDP;
     c3.ngpus = 3;
-    cJSON *cj = report_json_config(NULL, &c3);
+    cJSON *cj = report_json_config(NULL, &c3, NULL);
     const cJSON *match;
     cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_ERR_INPUT);
     cr_assert(strstr(msg, "ndevices is 2 there, 3 here"), "%s", msg);
@@ -495,7 +495,7 @@ Test(report_baseline, json_lines_of_compare_match_by_mode)
     cr_assert_eq(baseline_load(&b, path, msg), DDP_OK, "%s", msg);
     c3.mode = MODE_DP;
     c3.ngpus = 2;
-    cj = report_json_config(NULL, &c3);
+    cj = report_json_config(NULL, &c3, NULL);
     cr_assert_eq(baseline_match(&b, cj, &match, msg), DDP_ERR_INPUT);
     cr_assert(strstr(msg, "2 dp runs"), "%s", msg);
     cJSON_Delete(cj);
@@ -1913,7 +1913,7 @@ Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
 {
     config_t base;
     config_defaults(&base);
-    cJSON *a = report_json_config(NULL, &base);
+    cJSON *a = report_json_config(NULL, &base, NULL);
     char err[ERR_LEN] = "";
     for (int i = 0; i < config_fields(); i++) {
         const config_derive_t *r = config_field_derive(i);
@@ -1932,7 +1932,7 @@ Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
             continue;
         config_t c = base;
         cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
-        cJSON *b = report_json_config(NULL, &c);
+        cJSON *b = report_json_config(NULL, &c, NULL);
         cr_expect_not(cJSON_Compare(path_get(a, r->json), path_get(b, r->json), true),
                       "--%s changed and %s did not", n, r->json);
         cJSON_Delete(b);

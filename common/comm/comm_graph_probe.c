@@ -1,0 +1,110 @@
+/* common/comm/comm_graph_probe.c: whether a group's collectives can be captured
+ * into CUDA graphs, found out before anything trains (comm.h's
+ * comm_graph_probe): each rank captures one small all-reduce, the ranks
+ * agree over an eager all-reduce, then each launches its graph and checks
+ * the sum.  The capture itself is the implementation's (comm_ops_t's
+ * graph_capture / _launch / _free: NCCL's); this file is the protocol every
+ * rank follows, so that DDP's ranks and DP's device threads share it. */
+#include "comm/comm_impl.h"
+
+/* Floats in the probe's all-reduce: a few, so a sum is checked per element. */
+#define PROBE_FLOATS 4
+
+/* What rank q puts in element i: different per rank and element, and exact
+ * in fp32 summed over any group (small integers). */
+static float probe_value(int q, int i) { return (float)(1 + q * PROBE_FLOATS + i); }
+
+/* The agreement: an eager all-reduce of one flag per rank (1: that rank
+ * could not capture), so every rank learns the same lowest refusing rank.
+ * Why eager: it is what decides whether anything is captured at all. */
+static int agree(comm_t *c, float *flags, bool refused, int *lowest, char *err)
+{
+    float host[MAX_DEVICES];
+    int w = c->world;
+    for (int q = 0; q < w; q++)
+        host[q] = q == c->rank && refused ? 1.0f : 0.0f;
+    TRY(backend_check(c->be, backend_h2d(c->be, flags, host, (size_t)w * sizeof(float)), NULL,
+                      err));
+    TRY(comm_check(c, comm_all_reduce(c, flags, (size_t)w, REDOP_SUM), NULL, err));
+    /* Why a host wait: the answer decides what the host does next (the
+     * watch bounds it: a rank that never comes fails it, not hangs it). */
+    TRY(backend_check(c->be, backend_d2h(c->be, host, flags, (size_t)w * sizeof(float)), NULL,
+                      err));
+    *lowest = -1;
+    for (int q = 0; q < w && *lowest < 0; q++)
+        if (host[q] != 0.0f)
+            *lowest = q;
+    return DDP_OK;
+}
+
+/* Launch the captured all-reduce and check what it summed. */
+static int launch_and_check(comm_t *c, void *graph, float *buf, char *err)
+{
+    comm_handle_t h;
+    TRY(comm_check(c, c->ops->graph_launch(c, graph, &h), "the captured all-reduce", err));
+    backend_count_launch(c->be, LAUNCH_GRAPH, 1);
+    /* Why: the copy back below reads what the graph summed (the backend's
+     * stream waits for it on the device; the copy waits on the host). */
+    TRY(comm_check(c, comm_wait(c, h, NULL), "the captured all-reduce", err));
+    float got[PROBE_FLOATS];
+    TRY(backend_check(c->be, backend_d2h(c->be, got, buf, sizeof got), NULL, err));
+    for (int i = 0; i < PROBE_FLOATS; i++) {
+        float want = 0.0f;
+        for (int q = 0; q < c->world; q++)
+            want += probe_value(q, i);
+        if (got[i] != want)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "a CUDA graph's captured all-reduce summed %g in element %d, not %g: "
+                           "the captured collective is wrong",
+                           (double)got[i], i, (double)want);
+    }
+    return DDP_OK;
+}
+
+int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
+{
+    out->refused_by = -1;
+    out->why[0] = 0;
+    if (!c->ops->graph_capture) {
+        out->refused_by = 0;
+        if (insist)
+            return err_set(err, DDP_ERR_RUNTIME, "--comm %s: its collectives are not captured",
+                           c->ops->name);
+        if (c->rank == 0)
+            err_set(out->why, 0, "--comm %s: its collectives are not captured", c->ops->name);
+        return DDP_OK;
+    }
+    /* the probe's buffer, then the agreement's flags */
+    float *buf = backend_alloc_for(c->be, (PROBE_FLOATS + MAX_DEVICES) * sizeof(float), MEM_COMM);
+    if (!buf)
+        return err_set(err, DDP_ERR_RUNTIME, "out of device memory for the CUDA graph probe");
+    float init[PROBE_FLOATS];
+    for (int i = 0; i < PROBE_FLOATS; i++)
+        init[i] = probe_value(c->rank, i);
+    void *graph = NULL;
+    int rc = backend_check(c->be, backend_h2d(c->be, buf, init, sizeof init), NULL, err);
+    if (rc == DDP_OK)
+        rc = comm_check(c, c->ops->graph_capture(c, buf, PROBE_FLOATS, &graph, out->why),
+                        "capturing an all-reduce", err);
+    if (rc == DDP_OK && !graph && insist) /* fail first: the others' agreement sees our abort */
+        rc = err_set(err, DDP_ERR_RUNTIME, "%s", out->why);
+    int lowest = -1;
+    if (rc == DDP_OK)
+        rc = agree(c, buf + PROBE_FLOATS, graph == NULL, &lowest, err);
+    if (rc == DDP_OK && lowest < 0)
+        rc = launch_and_check(c, graph, buf, err);
+    if (rc == DDP_OK && lowest >= 0) {
+        out->refused_by = lowest;
+        if (lowest != c->rank)
+            out->why[0] = 0;
+        if (insist) /* a peer could not: it fails with its reason, we with this */
+            rc = err_set(err, DDP_ERR_RUNTIME, "rank %d could not capture its all-reduce",
+                         lowest);
+    }
+    if (graph)
+        c->ops->graph_free(c, graph);
+    /* the h2d's source and the graph's buffer: nothing queued uses them now
+     * (every path above ended in a host wait, or failed) */
+    backend_free(c->be, buf);
+    return rc;
+}
