@@ -288,9 +288,10 @@ echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on:
 # dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
 # (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
 # NCCL (0,1 and 0,1,2), with 50 rows on 3 devices (chunks of 17, 17, 16)
-# among them: graph_pair's proofs, and under a third of eager's launches.
+# and bf16 among them: graph_pair's proofs, and under a third of eager's
+# launches.
 for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 50 400 1 sgd --momentum 0.9" \
-    "0,1 48 400 0.88 sgd --momentum 0.9" "0,1,2 48 384 1 adamw"; do
+    "0,1 48 400 0.88 sgd --momentum 0.9" "0,1,2 48 384 1 adamw" "0,0 48 384 1 adamw --precision bf16"; do
     set -- $case
     gpus=$1 batch=$2 samples=$3 want=$4
     shift 4
