@@ -9,8 +9,9 @@
 # each runs on its own host thread, and events and synchronisations really
 # wait.  Then:
 #  1. the emulator's stream capture and graphs (test_capture.c: recorded
-#     work replays at each launch; what CUDA refuses during a capture is
-#     refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#     work replays at each launch, a graph over two devices and threads
+#     with each stream's part side by side; what CUDA refuses during a
+#     capture is refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
@@ -82,7 +83,7 @@ fi
 # ---- 1. the CUDA unit suite ----------------------------------------------------
 # The emulator's stream capture first: what the graphs below stand on.
 log="$B/test_capture.log"
-EMU_NGPU=1 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
+EMU_NGPU=2 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
     { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_capture (log: $log)"; }
 echo "== stream capture and graphs on the emulator: $(tail -n 1 "$log")"
 # The CPU-against-GPU trainings (cuda_equivalence, single on GPU 0: most of
