@@ -137,8 +137,8 @@ for act in relu gelu; do
         epilogue "$log.${plant%:*}" $act "${plant%:*}" || rc=$?
         kind=${plant#*:}
         bad=$(grep -c ' FAIL: the paths disagree' "$log.${plant%:*}" || true)
-        want=$(grep -c "^custom/[a-z0-9]*/$kind[0-9] " "$log.${plant%:*}" || true)
-        hit=$(grep -c "^custom/[a-z0-9]*/$kind[0-9] .* FAIL: the paths disagree" "$log.${plant%:*}" || true)
+        want=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] " "$log.${plant%:*}" || true)
+        hit=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] .* FAIL: the paths disagree" "$log.${plant%:*}" || true)
         [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
             fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
     done
