@@ -49,7 +49,8 @@
 #     staged batch's copy -- must make single differ from the CPU: the proof
 #     that the emulator catches an ordering bug; and a planted missing join
 #     of the comm stream back into ddp's graph capture, or of dp's devices
-#     back into device 0's, must fail the run;
+#     back into device 0's, must fail the run, as must a dp member that ends
+#     device 0's capture;
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
@@ -553,6 +554,27 @@ EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $
 [ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/dpjoin.err" ||
     { tail -n 5 "$P/dpjoin.err"; fail "a planted missing join of dp's devices went unnoticed (exit $rc)"; }
 echo "== planted missing join of dp's devices: dp's capture refused, exit 1 (caught)"
+# A member that ends the capture it only joined (backend.c: a follower
+# dropping its step right after its join, the answer ignored as
+# cuda_graph_drop ignores it): CUDA answers cudaErrorStreamCaptureUnmatched
+# and invalidates the capture, so the member's next work and device 0's end
+# fail; the dp run must fail, never train on.
+follow_line='    return backend_stream_wait(be, fork);'
+[ "$(grep -cxF "$follow_line" common/device/backend.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the follow to plant into is not in common/device/backend.c; update the test"
+sed "s|^$follow_line\$|    TRY(backend_stream_wait(be, fork)); if (be->gmode == GRAPH_CAPTURE) be->ops->graph_drop(be, key); return DDP_OK;|" \
+    common/device/backend.c >"$P/backend.c"
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/backend.c" -o "$P/backend.o" &&
+    $FLAGS -o "$P/ddpbench-dpend" $MAIN_OBJS "$P/backend.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant whose members end the capture"
+rc=0
+EMU_NGPU=1 timeout 60 "$P/ddpbench-dpend" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \
+    >"$P/dpend.json" 2>"$P/dpend.err" || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c '^ddpbench: error: ' "$P/dpend.err")" = 1 ] &&
+    grep -q cudaErrorStreamCaptureInvalidated "$P/dpend.err" ||
+    { tail -n 5 "$P/dpend.err"; fail "a planted member that ends device 0's capture went unnoticed (exit $rc)"; }
+echo "== planted member ending device 0's capture: the capture invalidated, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 build_asan
