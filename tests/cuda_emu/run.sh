@@ -35,9 +35,9 @@
 #     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
 #     launch and at most one host sync per step; an NCCL that refuses to
 #     capture (planted) runs eagerly under auto, saying why once, and ends an
-#     `on` run, exit 1; a dp device failing inside a graph step ends the run
-#     (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
-#     says why;
+#     `on` run, exit 1, in ddp and in dp (each device probes it); a dp device
+#     failing inside a graph step ends the run (exit 1, one line); auto runs
+#     dp over NCCL on distinct GPUs eagerly and says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -315,6 +315,23 @@ for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
         { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
 done
 echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
+# dp over NCCL with graphs on: before anything trains every device thread
+# probes NCCL's capture (the policy ddp's ranks follow, common/train/
+# graph_probe.c), so an NCCL that refuses (device 1's) ends the run there:
+# exit 1, one line naming the device and the reason.  Without the probe the
+# refusal came at the first graph step's broadcast, mid-training: what
+# EMU_NCCL_REFUSE_CAPTURE=2 still plants (the probe passes, the step's
+# collective is refused), exit 1 naming device 1 too.
+say="invalid usage: emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does not capture collectives"
+for n in "1 device 1: --cuda-graph on: NCCL refused to capture an all-reduce: $say" \
+    "2 device 1: replicate: NCCL broadcast of replicate: $say"; do
+    rc=0
+    EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=${n%% *} EMU_NCCL_REFUSE_RANK=1 timeout 60 "$B/ddpbench" --backend cuda \
+        --mode dp --gpus 0,1,2 $G --samples 384 --cuda-graph on --quiet >/dev/null 2>"$B/graph.err" || rc=$?
+    [ "$rc" = 1 ] && [ "$(cat "$B/graph.err")" = "ddpbench: error: ${n#* }" ] ||
+        { cat "$B/graph.err"; fail "dp over NCCL --cuda-graph on, EMU_NCCL_REFUSE_CAPTURE=${n%% *} on device 1: exit $rc"; }
+done
+echo "== dp over NCCL --cuda-graph on where device 1's NCCL refuses to capture: the probe ends the run, exit 1, one line"
 # auto runs dp over NCCL on distinct GPUs eagerly, and says why
 EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
     fail "dp --gpus 0,1 --cuda-graph auto"
