@@ -1411,6 +1411,58 @@ Test(cuda_backend, a_graph_over_two_devices_follows_its_leader)
     backend_destroy(lead);
 }
 
+#ifdef DDPBENCH_CUDA_LINKED /* the backend's own functions: linked in, not dlopened */
+#include "device/backend_cuda.h"
+
+Test(cuda_backend, a_member_moves_its_clock_anchor_as_it_follows)
+{
+    /* A member's timed events inside the graph are recorded by the leader's
+     * launch, never by its own thread, so its clock's anchor moves only
+     * because following a replay records one (cuda_graph_follow); else its
+     * times are elapsed in float milliseconds from an ever older anchor
+     * (after an hour, float keeps about a quarter of a millisecond).  The
+     * anchor must move past a pause that precedes the replays. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *lead, *mem;
+    cr_assert_eq(backend_cuda_create(&lead, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(backend_cuda_create(&mem, 0, err), DDP_OK, "%s", err);
+    float h[4] = {1, 2, 3, 4};
+    float *x = upload(mem, h, 4);
+    backend_event_t *fork = backend_event_new(lead, false), *join = backend_event_new(mem, false);
+    backend_event_t *mark = backend_event_new(mem, true); /* a member's phase marker */
+    cr_assert(fork && join && mark);
+    double t = 0, before = 0;
+    for (int step = 0; step < 4; step++) { /* captured, then replayed 3 times */
+        if (step == 1) {
+            before = backend_cuda_anchor_s(mem);
+            usleep(50000); /* the replays come at least 50 ms after the anchor */
+        }
+        check(lead, backend_graph_begin(lead, 0), "leader's begin");
+        check(lead, backend_event_record(lead, fork), "fork");
+        check(mem, backend_graph_follow(mem, 0, lead, fork), "follow");
+        check(mem, backend_scale(mem, 2.0f, x, 4), "the member's work");
+        check(mem, backend_event_record(mem, mark), "the member's marker");
+        check(mem, backend_event_record(mem, join), "join");
+        check(lead, backend_stream_wait(lead, join), "the leader waits for the join");
+        check(lead, backend_graph_end(lead, 0, true), "leader's end");
+        check(mem, backend_graph_end(mem, 0, true), "member's end");
+        check(lead, backend_sync(lead), "sync the leader (the graph runs from its stream)");
+        check(mem, backend_event_time(mem, mark, &t), "the marker's time");
+    }
+    double moved = backend_cuda_anchor_s(mem) - before;
+    cr_assert_geq(moved, 0.05, "the member's anchor moved %.6f s over replays 50 ms or more after it",
+                  moved);
+    cr_assert_geq(t, backend_cuda_anchor_s(mem), "a marker placed before its anchor");
+    backend_event_free(lead, fork);
+    backend_event_free(mem, join);
+    backend_event_free(mem, mark);
+    backend_free(mem, x);
+    backend_destroy(mem);
+    backend_destroy(lead);
+}
+#endif
+
 /* Run every vectorised kernel on data at offset off (floats) from an aligned
  * block: off 0 takes the 128-bit path, off 1 the scalar one. */
 /* src's first span - off floats, placed off floats into a new device block */
