@@ -97,8 +97,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
     static _Atomic unsigned counter;
     memset(id, 0, sizeof *id);
-    snprintf(id->internal, sizeof id->internal, "/ddpbench-emunccl-%d-%u-%ld", (int)getpid(),
-             atomic_fetch_add(&counter, 1), (long)(time(NULL) % 100000));
+    /* EMU_NCCL_SHM_TAG (a short word) goes into the name, so a test can count
+     * the segments its own runs left behind, not another test's running beside it */
+    const char *tag = getenv("EMU_NCCL_SHM_TAG");
+    snprintf(id->internal, sizeof id->internal, "/ddpbench-emunccl-%.16s%s%d-%u-%ld", tag ? tag : "",
+             tag ? "-" : "", (int)getpid(), atomic_fetch_add(&counter, 1), (long)(time(NULL) % 100000));
     int fd = shm_open(id->internal, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
         return fail(ncclSystemError, "emulated NCCL: shm_open failed");
