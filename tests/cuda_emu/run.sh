@@ -36,8 +36,8 @@
 #     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
 #     launch and at most one host sync per step; an NCCL that refuses to
 #     capture (planted) runs eagerly under auto, saying why once, and ends an
-#     `on` run, exit 1; a dp device failing inside a graph step ends the run
-#     (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
+#     `on` run, exit 1; a dp device failing inside a graph step, or NCCL
+#     refusing dp's capture, ends the run (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
 #     says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
@@ -324,7 +324,17 @@ for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
         grep -Eq "^ddpbench: error: device $d( \(id 0\))?: injected fault at step $step\$" "$B/graph.err" ||
         { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
 done
-echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
+# An NCCL that will not capture (planted: every collective on a capturing
+# stream refused) under dp over NCCL with on: dp has no start-up probe, so
+# its capture meets the refusal: one line naming the device and NCCL's
+# answer, exit 1, no hang.
+rc=0
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --samples 384 \
+    --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
+    grep -Eq '^ddpbench: error: device [01]: .*NCCL .*: invalid usage: .*EMU_NCCL_REFUSE_CAPTURE' "$B/graph.err" ||
+    { cat "$B/graph.err"; fail "dp --gpus 0,1 --cuda-graph on where NCCL refuses to capture: exit $rc"; }
+echo "== dp --cuda-graph on: a device failing in the capture or a replay, or NCCL refusing the capture, ends the run, exit 1, one line"
 # auto runs dp over NCCL on distinct GPUs eagerly, and says why
 EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
     fail "dp --gpus 0,1 --cuda-graph auto"
