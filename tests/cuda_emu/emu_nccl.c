@@ -361,11 +361,11 @@ static void free_coll(void *arg)
 
 /* A planted refusal, as a build or configuration of NCCL that cannot be
  * captured answers: EMU_NCCL_REFUSE_CAPTURE=N makes the N-th collective
- * (any kind: DDP's steps all-reduce, DP's broadcast and reduce) queued on a
- * capturing stream in this process, and every later one, return
- * ncclInvalidUsage (1: every one; 2: the start-up probe's all-reduce passes,
- * a step's first collective is refused), only on rank EMU_NCCL_REFUSE_RANK
- * when that is set.  Nothing is queued and the communicator stays usable. */
+ * (of any kind) queued on a capturing stream in this process, and every
+ * later one, return ncclInvalidUsage (1: every one; 2: ddp's start-up
+ * probe's all-reduce passes, a step's first collective is refused), only on
+ * rank EMU_NCCL_REFUSE_RANK when that is set.  Nothing is queued and the
+ * communicator stays usable. */
 static bool refuse_capture(ncclComm_t c, cudaStream_t s)
 {
     static _Atomic long captured;

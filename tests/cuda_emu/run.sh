@@ -19,6 +19,7 @@
 #  1b. the cuBLASLt epilogue benchmark (bench/bench_epilogue_cuda) on a small
 #     model: its two paths agree, every group judged; planted wrong cuBLASLt
 #     (bias left out, bias gradient unwritten) fails exactly those groups;
+#     no algorithm for the activation epilogues leaves the rest judged;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
 #     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
 #     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
@@ -143,7 +144,17 @@ for act in relu gelu; do
         [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
             fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
     done
-    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups"
+    # No algorithm for the activation epilogues: those forward groups are n/a,
+    # and so are the backward ones (they read the aux those would make); the
+    # output layer's BIAS group still gets its input from the layers before
+    # it and is judged, in each precision.
+    rc=0
+    epilogue "$log.no-act-algo" $act no-act-algo || rc=$?
+    na=$(grep -c ' n/a: ' "$log.no-act-algo" || true)
+    n=$(grep -cE '^custom/[a-z0-9]*/fwd2 .* (keep|drop)$' "$log.no-act-algo" || true)
+    [ "$rc" -eq 0 ] && [ "$na" -eq 8 ] && [ "$n" -eq 2 ] ||
+        fail "bench_epilogue_cuda --act $act, no algorithm for its epilogue: exit $rc, $na groups n/a (want 8), $n output groups judged (want 2) (log: $log.no-act-algo)"
+    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups; without an algorithm for its epilogue the rest is still judged"
 done
 if EMU_NGPU=1 "$B/bench/bench_epilogue_cuda" --layers 64,100 >/dev/null 2>&1; then
     fail "bench_epilogue_cuda took a width cuBLASLt's aux cannot"
