@@ -748,6 +748,8 @@ int backend_cuda_event_time(backend_t *be, cudaEvent_t ev, double *t_s)
     return DDP_OK;
 }
 
+double backend_cuda_anchor_s(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->anchor_s; }
+
 static int cuda_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 {
     return backend_cuda_event_time(be, ev_of(ev), t_s);

@@ -38,6 +38,9 @@ static void dp_worker(void *ctx, int d)
      * read them from now on. */
     if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
         err_set(err, rc, "stopped because another device failed");
+    /* Over NCCL with graphs: whether NCCL captures, before anything trains */
+    if (rc == DDP_OK)
+        rc = dp_graph_probe(c, d, err);
 
     double t0 = now_s();
     if (rc == DDP_OK)

@@ -1490,9 +1490,18 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
     *g = NULL;
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = s->cap;
-    if (!c || c->origin != s) {
+    if (!c) {
         pthread_mutex_unlock(&cap_mu);
-        return fail(c ? cudaErrorStreamCaptureUnmatched : cudaErrorIllegalState);
+        return fail(cudaErrorIllegalState);
+    }
+    /* A stream that only joined the capture did not initiate it: CUDA
+     * answers cudaErrorStreamCaptureUnmatched, and as for any call a
+     * capture refuses, the capture is invalidated (the origin's end then
+     * fails); the stream stays in it until the origin ends it. */
+    if (c->origin != s) {
+        c->invalid = 1;
+        pthread_mutex_unlock(&cap_mu);
+        return fail(cudaErrorStreamCaptureUnmatched);
     }
     if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
         pthread_mutex_unlock(&cap_mu);
