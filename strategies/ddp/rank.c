@@ -286,6 +286,11 @@ static void rank_teardown(rank_t *me)
     optim_free(&me->opt);
     replica_free(&me->rep);
     schedule_free(&me->sch);
+    /* The graphs first: NCCL frees a communicator only once no CUDA graph
+     * holds its captured collectives (ncclCommDestroy and ncclCommAbort wait
+     * for that, forever when the graphs outlive them). */
+    if (me->be)
+        backend_graph_reset(me->be);
     comm_destroy(me->comm);
     backend_destroy(me->be);
 }
