@@ -303,7 +303,7 @@ for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 5
 done
 # A device that fails inside a graph step (the capture, a replay; peer
 # copies and NCCL): one line naming it, exit 1, no hang.
-for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
+for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1 0,1,2:error:2:4; do
     gpus=${f%%:*} f=${f#*:}
     d=$(echo "$f" | cut -d: -f2) step=${f##*:}
     rc=0
