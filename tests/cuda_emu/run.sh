@@ -19,6 +19,7 @@
 #  1b. the cuBLASLt epilogue benchmark (bench/bench_epilogue_cuda) on a small
 #     model: its two paths agree, every group judged; planted wrong cuBLASLt
 #     (bias left out, bias gradient unwritten) fails exactly those groups;
+#     no algorithm for the activation epilogues leaves the rest judged;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
 #     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
 #     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
@@ -35,8 +36,8 @@
 #     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
 #     launch and at most one host sync per step; an NCCL that refuses to
 #     capture (planted) runs eagerly under auto, saying why once, and ends an
-#     `on` run, exit 1; a dp device failing inside a graph step ends the run
-#     (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
+#     `on` run, exit 1; a dp device failing inside a graph step, or NCCL
+#     refusing dp's capture, ends the run (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
 #     says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
@@ -142,7 +143,17 @@ for act in relu gelu; do
         [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
             fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
     done
-    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups"
+    # No algorithm for the activation epilogues: those forward groups are n/a,
+    # and so are the backward ones (they read the aux those would make); the
+    # output layer's BIAS group still gets its input from the layers before
+    # it and is judged, in each precision.
+    rc=0
+    epilogue "$log.no-act-algo" $act no-act-algo || rc=$?
+    na=$(grep -c ' n/a: ' "$log.no-act-algo" || true)
+    n=$(grep -cE '^custom/[a-z0-9]*/fwd2 .* (keep|drop)$' "$log.no-act-algo" || true)
+    [ "$rc" -eq 0 ] && [ "$na" -eq 8 ] && [ "$n" -eq 2 ] ||
+        fail "bench_epilogue_cuda --act $act, no algorithm for its epilogue: exit $rc, $na groups n/a (want 8), $n output groups judged (want 2) (log: $log.no-act-algo)"
+    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups; without an algorithm for its epilogue the rest is still judged"
 done
 if EMU_NGPU=1 "$B/bench/bench_epilogue_cuda" --layers 64,100 >/dev/null 2>&1; then
     fail "bench_epilogue_cuda took a width cuBLASLt's aux cannot"
@@ -313,7 +324,17 @@ for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1 0,1,2:error:2:4; do
         grep -Eq "^ddpbench: error: device $d( \(id 0\))?: injected fault at step $step\$" "$B/graph.err" ||
         { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
 done
-echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
+# An NCCL that will not capture (planted: every collective on a capturing
+# stream refused) under dp over NCCL with on: dp has no start-up probe, so
+# its capture meets the refusal: one line naming the device and NCCL's
+# answer, exit 1, no hang.
+rc=0
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --samples 384 \
+    --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
+    grep -Eq '^ddpbench: error: device [01]: .*NCCL .*: invalid usage: .*EMU_NCCL_REFUSE_CAPTURE' "$B/graph.err" ||
+    { cat "$B/graph.err"; fail "dp --gpus 0,1 --cuda-graph on where NCCL refuses to capture: exit $rc"; }
+echo "== dp --cuda-graph on: a device failing in the capture or a replay, or NCCL refusing the capture, ends the run, exit 1, one line"
 # auto runs dp over NCCL on distinct GPUs eagerly, and says why
 EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
     fail "dp --gpus 0,1 --cuda-graph auto"
