@@ -89,6 +89,8 @@ int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *c
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort every barrier. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
+/* Whether a failure was recorded. */
+bool dp_pool_failed(dp_pool_t *p);
 /* The exit barriers (not abortable), round 1, 2, ...: every thread passes
  * each round once, in order. */
 void dp_pool_leave(dp_pool_t *p, int round);

@@ -152,7 +152,12 @@ void dp_graph_abandon(dp_ctx_t *c, int d)
     /* Why wait: a graph device 0 launched runs every device's part from
      * device 0's stream, which the members' own teardown waits do not
      * cover; they free their buffers only after this (the exit barrier's
-     * second round).  Device 0's teardown waits for its stream anyway. */
-    if (d == 0 && c->graphs)
+     * second round).  Then device 0 destroys its graphs, before any device
+     * destroys or aborts its communicator (dp_device_free, after that
+     * round): NCCL frees a communicator only once no CUDA graph holds its
+     * captured collectives, and device 0's graphs hold every device's. */
+    if (d == 0 && c->graphs) {
         backend_sync(dv->be);
+        backend_graph_reset(dv->be);
+    }
 }

@@ -315,7 +315,7 @@ for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 5
 done
 # A device that fails inside a graph step (the capture, a replay; peer
 # copies and NCCL): one line naming it, exit 1, no hang.
-for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
+for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1 0,1,2:error:2:4; do
     gpus=${f%%:*} f=${f#*:}
     d=$(echo "$f" | cut -d: -f2) step=${f##*:}
     rc=0
@@ -439,6 +439,8 @@ for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed 
     secs=$(($(date +%s) - t0))
     [ "$rc" -eq 1 ] || { cat "$log"; fail "fault $fault under NCCL: exit $rc, not 1"; }
     grep -q "$want" "$log" || { cat "$log"; fail "fault $fault under NCCL: no '$want'"; }
+    # the emulated NCCL's end of a communicator freed while graphs hold it (a hang on GPUs)
+    ! grep -q '^cuda_emu: ' "$log" || { cat "$log"; fail "fault $fault under NCCL: $(grep -m1 '^cuda_emu: ' "$log")"; }
     [ "$secs" -le 20 ] || fail "fault $fault under NCCL took ${secs}s (--timeout 2)"
     echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
 done
