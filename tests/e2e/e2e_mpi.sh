@@ -129,6 +129,17 @@ check_clean() {
     left=$(lingering)
     [ -z "$left" ] && ok || ko "$1: processes left behind: $left"
 }
+# the check itself: a planted orphan (a tagged process that lives on) is
+# named, and nothing is when none lives, call after call (its grep, which
+# names itself, was once in 7 calls still live when looked at)
+sleep 60 &
+orphan=$!
+leftovers | grep -qx "$orphan" && ok || ko "leftovers missed a planted orphan ($orphan)"
+kill "$orphan"
+wait "$orphan" 2>/dev/null
+i=0
+while [ $i -lt 20 ] && [ -z "$(leftovers)" ]; do i=$((i + 1)); done
+[ $i = 20 ] && ok || ko "leftovers named a process when none lives: $(leftovers)"
 # each line of stdin with the time it arrived (seconds, to the millisecond)
 stamp() { perl -MTime::HiRes=time -ne '$| = 1; printf "%.3f %s", time, $_'; }
 LONG="--mode ddp --backend cpu --model mlp-small --samples 2400 --batch 240 --steps 100000"
