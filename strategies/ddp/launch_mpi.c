@@ -58,8 +58,9 @@
 
 #define HOST_LEN 64
 #define LABEL_LEN 160
-#define END_MARK '\001' /* a record that says the rank is leaving as it should, */
-                          /* its exit status in the byte after the mark */
+/* A record that says the rank is leaving as it should, its exit status in
+ * the byte after the mark. */
+#define END_MARK '\001'
 
 static struct {
     bool inited;           /* MPI_Init_thread succeeded here */
@@ -98,8 +99,9 @@ static void drain_labels(void)
         if (buf[0] == END_MARK) {
             g_end_code = (unsigned char)buf[1];
             g_ended = 1;
-        } else
+        } else {
             memcpy(g_label, buf, sizeof g_label);
+        }
     }
 }
 
