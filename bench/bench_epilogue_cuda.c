@@ -29,8 +29,10 @@
  * many as fill about 20 ms, 1 to 100: mlp-large's fp32 GEMMs take a few ms
  * each, mlp-medium's bf16 ones tens of us).  A group is "keep"
  * only when B was faster in every round, else "drop" (or "n/a" when
- * cuBLASLt offers no algorithm for it).  A table on stdout, --json FILE with
- * every figure.
+ * cuBLASLt offers no algorithm for it, and for a backward group whose
+ * forward is n/a: it would read that forward's aux; an n/a forward group
+ * still runs A once, so the layers after it get their input).  A table on
+ * stdout, --json FILE with every figure.
  *
  * Tolerances (relative L2): fp32 ReLU and bias 1e-4 (summation order only:
  * about 2^-24 sqrt(k)); fp32 GELU 3e-3 (cuBLASLt's GELU is the tanh form,
@@ -233,6 +235,8 @@ static void lt_run(const lt_t *p)
 
 static void lt_free(lt_t *p)
 {
+    if (!p->d) /* never planned */
+        return;
     cublasLtMatrixLayoutDestroy(p->la), cublasLtMatrixLayoutDestroy(p->lb);
     cublasLtMatrixLayoutDestroy(p->ld), cublasLtMatmulDescDestroy(p->d);
 }
@@ -248,7 +252,8 @@ typedef struct {
     float *z, *a;      /* A: fwd z (and a); bwd the gradient, in place */
     const float *zin;  /* A, bwd: the activation's input */
     float *db, *part;  /* A, bwd: bias gradient and its scratch */
-    lt_t lt;
+    lt_t lt;           /* lt.ok 0: n/a, for the reason na (NULL: cuBLASLt's) */
+    const char *na;
     float *dl, *dbl;   /* B's D and bias gradient */
     float *aux;        /* B, fwd GELU: its aux (the GELU input) */
 } path_t;
@@ -321,7 +326,9 @@ static void report(const group_t *g, const char *epi, const path_t *p)
     } else {
         printf("%-28s %-15s %5dx%5dx%5d  %8.1e %8.1e  %s\n", g->id, epi, p->n, p->m, p->k,
                g->supported ? err : 0.0, g->tol,
-               g->supported ? "FAIL: the paths disagree; not timed" : "n/a: cuBLASLt offers no algorithm");
+               g->supported ? "FAIL: the paths disagree; not timed"
+               : p->na      ? p->na
+                            : "n/a: cuBLASLt offers no algorithm");
     }
     if (!strcmp(v, "keep"))
         snprintf(B.keep + strlen(B.keep), sizeof B.keep - strlen(B.keep), "%s%s", *B.keep ? " " : "", g->id);
@@ -351,6 +358,8 @@ static void run_group(const char *id, const char *epi, path_t *p, double tol)
     snprintf(g.id, sizeof g.id, "%s", id);
     B.ngroups++;
     if (!g.supported) {
+        if (p->fwd) /* the next layer's input is A's output, as when both ran */
+            run_a(p);
         report(&g, epi, p);
         return;
     }
@@ -406,6 +415,7 @@ static void run_model(const model_t *M, int bf16)
     float *W[MAXL], *b[MAXL], *z[MAXL], *a[MAXL], *dl[MAXL];
     void *aux[MAXL] = {0}, *W16[MAXL] = {0};
     int64_t aux_ld[MAXL] = {0};
+    int fwd_ok[MAXL] = {0}; /* B's forward ran: its aux is there for the backward */
     size_t maxw = 0;
     for (int l = 0; l < L; l++) {
         int din = M->dims[l], dout = M->dims[l + 1];
@@ -452,6 +462,7 @@ static void run_model(const model_t *M, int bf16)
         snprintf(id, sizeof id, "%s/%s/fwd%d", M->name, pr, l);
         snprintf(epi, sizeof epi, "%s", act == ACT_RELU ? "RELU_AUX_BIAS" : act == ACT_GELU ? "GELU_AUX_BIAS" : "BIAS");
         run_group(id, epi, &p, bf16 ? 1.5e-2 : act == ACT_NONE ? 1e-4 : tol_act);
+        fwd_ok[l] = p.lt.ok;
         lt_free(&p.lt);
         if (in16)
             CK(cudaFree(in16));
@@ -472,7 +483,10 @@ static void run_model(const model_t *M, int bf16)
                     .X = bf16 ? g16 : (const void *)g, .z = nx, .zin = zin, .db = db, .part = part,
                     .dl = nxl, .dbl = dbl};
         cublasLtEpilogue_t e = M->act == ACT_GELU ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DRELU_BGRAD;
-        p.lt = lt_plan(bf16, CUBLAS_OP_N, din, bs, dout, p.W, p.X, nxl, e, dbl, aux[l], aux_ld[l]);
+        if (fwd_ok[l])
+            p.lt = lt_plan(bf16, CUBLAS_OP_N, din, bs, dout, p.W, p.X, nxl, e, dbl, aux[l], aux_ld[l]);
+        else
+            p.na = "n/a: its forward group is n/a (no aux to read)";
         snprintf(id, sizeof id, "%s/%s/bwd%d", M->name, pr, l);
         snprintf(epi, sizeof epi, "%s", M->act == ACT_GELU ? "DGELU_BGRAD" : "DRELU_BGRAD");
         run_group(id, epi, &p, bf16 ? 1.5e-2 : tol_act);

@@ -172,6 +172,18 @@ static bool must_stop(comm_t *c, char *why)
     return c->seg && comm_seg_aborted(c->seg, why);
 }
 
+/* Before anything is queued or checked: DDP_OK while the group goes on;
+ * else the comm's failure, sticky, or the stop recorded now as one. */
+static int usable(comm_t *c)
+{
+    char why[ERR_LEN];
+    if (c->last_error[0])
+        return DDP_ERR_RUNTIME;
+    if (must_stop(c, why))
+        return comm_fail(c, "%s", why);
+    return DDP_OK;
+}
+
 /* The communicator's own error state: ncclSuccess, ncclInProgress or an error. */
 static ncclResult_t nccl_state(nccl_impl_t *n)
 {
@@ -319,11 +331,9 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
 static int nccl_check(comm_t *c)
 {
     nccl_impl_t *n = impl_of(c);
-    char why[ERR_LEN];
-    if (c->last_error[0])
-        return DDP_ERR_RUNTIME;
-    if (must_stop(c, why))
-        return comm_fail(c, "%s", why);
+    int rc = usable(c);
+    if (rc != DDP_OK)
+        return rc;
     graph_sync(c);
     while (n->done < c->issued && observable(n, n->done + 1)) {
         int slot = (int)((n->done + 1) % NCCL_SLOTS);
@@ -420,10 +430,9 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     nccl_impl_t *n = impl_of(c);
     char why[ERR_LEN];
-    if (c->last_error[0])
-        return DDP_ERR_RUNTIME; /* sticky */
-    if (must_stop(c, why))
-        return comm_fail(c, "%s", why);
+    int urc = usable(c);
+    if (urc != DDP_OK)
+        return urc;
     if ((unsigned)op->kind >= COLL_COUNT ||
         ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
          (op->root < 0 || op->root >= c->world)) ||
@@ -582,15 +591,13 @@ static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph,
     nccl_impl_t *n = impl_of(c);
     char stop[ERR_LEN], detail[ERR_LEN] = "";
     *graph = NULL;
-    if (c->last_error[0])
-        return DDP_ERR_RUNTIME;
-    if (must_stop(c, stop))
-        return comm_fail(c, "%s", stop);
+    int rc = usable(c);
+    if (rc != DDP_OK)
+        return rc;
     CCK(c, cudaSetDevice(n->dev));
     CCK(c, cudaStreamBeginCapture(n->stream, cudaStreamCaptureModeThreadLocal));
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = REDOP_SUM};
     ncclResult_t r = nccl_issue(c, &op);
-    int rc = DDP_OK;
     if (r == ncclInProgress) { /* non-blocking: its enqueue ends before the capture may */
         rc = nccl_settle(c, "all-reduce (captured)", c->timeout_s);
         r = ncclSuccess;
@@ -630,16 +637,14 @@ static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph,
 static int nccl_graph_launch(comm_t *c, void *graph, comm_handle_t *h)
 {
     nccl_impl_t *n = impl_of(c);
-    char why[ERR_LEN];
-    if (c->last_error[0])
-        return DDP_ERR_RUNTIME;
-    if (must_stop(c, why))
-        return comm_fail(c, "%s", why);
+    int rc = usable(c);
+    if (rc != DDP_OK)
+        return rc;
     if (graph_sync(c) != GRAPH_EAGER)
         return comm_fail(c, "the CUDA graph probe launched inside a CUDA graph step");
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);
-    int rc = eager_slot(c, id);
+    rc = eager_slot(c, id);
     if (rc == DDP_OK)
         rc = after_backend(c, slot, cudaEventRecordDefault);
     if (rc != DDP_OK)

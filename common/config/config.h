@@ -179,6 +179,10 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err);
  * this (resolved) configuration, or NULL when it does: what --cuda-graph
  * auto tells in the banner and --cuda-graph on refuses (exit 2). */
 const char *config_graph_why_not(const config_t *c, mode_t_ mode);
+/* Whether dp's replicate and reduce are NCCL collectives (as torch's
+ * DataParallel's are): CUDA, NCCL built, several devices, each a distinct
+ * GPU (NCCL puts one rank on a GPU); else peer copies. */
+bool config_dp_nccl(const config_t *c);
 /* Whether mode's steps are replayed as CUDA graphs in this run. */
 static inline bool config_graphs_on(const config_t *c, mode_t_ mode)
 {

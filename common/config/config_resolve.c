@@ -166,6 +166,22 @@ static int resolve_stream(config_t *c, char *err)
     return DDP_OK;
 }
 
+bool config_dp_nccl(const config_t *c)
+{
+#ifdef HAVE_NCCL
+    if (c->backend != BACKEND_CUDA || c->ngpus < 2)
+        return false;
+    for (int i = 0; i < c->ngpus; i++)
+        for (int j = 0; j < i; j++)
+            if (c->gpus[i] == c->gpus[j])
+                return false;
+    return true;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 /* What keeps a step of `mode` from being a graph, from the options alone:
  * checked before the machine is looked at (input errors before the
  * environment), and below the backend's own reason. */
@@ -173,16 +189,20 @@ static const char *graph_step_why_not(const config_t *c, mode_t_ mode)
 {
     if (c->accum > 1)
         return "--accum: a step of several micro-batches has accumulation boundaries";
-    if (mode == MODE_DP)
-        return "dp is not captured: its devices' queues wait for events the other devices' "
-               "threads record, at every phase, and device 0 gathers on its copy stream; no one "
-               "device's graph can hold that (docs/gpu.md)";
+    /* NCCL's guide ("Using NCCL with CUDA Graphs"): several GPUs of one
+     * process in CUDA graphs may deadlock, as cudaGraphLaunch may block; a
+     * launch that blocks on the host is bounded by nothing (no --timeout
+     * watches it), so auto keeps that to the user's explicit on. */
+    if (mode == MODE_DP && c->cuda_graph != CUDA_GRAPH_ON && config_dp_nccl(c))
+        return "dp over NCCL on distinct GPUs runs eagerly: NCCL's guide warns that several GPUs "
+               "of one process in CUDA graphs may deadlock (cudaGraphLaunch may block), and "
+               "nothing bounds a launch that blocks; --cuda-graph on captures it";
     if (mode == MODE_DDP && c->comm == COMM_SHM)
         return "ddp over --comm shm: the host sums the gradients (each step copies them to the "
                "host and waits), which a graph cannot hold; --comm nccl is captured";
     if (mode == MODE_DDP && c->zero > 0)
         return "--zero: the shards' gathers and reduce-scatters are not captured yet";
-    if (mode != MODE_SINGLE && mode != MODE_DDP)
+    if (mode != MODE_SINGLE && mode != MODE_DP && mode != MODE_DDP)
         return "no training step";
     return NULL;
 }

@@ -645,8 +645,9 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("tf32", WARN)},
     {"cuda-graph", "M", "auto", NULL,
      "CUDA: capture each full step after the first as a CUDA graph and replay it (one launch "
-     "a step; single, and each ddp rank over NCCL): auto (where the step qualifies and NCCL "
-     "captures; it says why not) | on (an error where not) | off",
+     "a step; single, each ddp rank over NCCL, dp as one graph of every device): auto (where "
+     "the step qualifies and NCCL captures, dp over NCCL eagerly; it says why not) | on (an "
+     "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
       * collective of every rank (strategies/ddp/graph_probe.c) */

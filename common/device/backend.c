@@ -193,17 +193,30 @@ bool backend_graph_note(backend_t *be, const uint64_t *w, size_t n)
     return be->gmode == GRAPH_REPLAY;
 }
 
-int backend_graph_begin(backend_t *be, int key)
+/* Graph steps begun in this process: each one's number (gstep). */
+static _Atomic unsigned long long g_graph_steps;
+
+/* What beginning and following a graph step share: the checks, and the
+ * step's fresh count of the work it queues. */
+static int graph_enter(backend_t *be, int key, const char *how)
 {
     if (!be->ops->graph_capture)
         return backend_error(be, DDP_ERR_INPUT, "the %s backend has no CUDA graphs", be->ops->name);
     if (key < 0 || key >= BACKEND_GRAPH_KEYS || be->gmode != GRAPH_EAGER)
-        return backend_error(be, DDP_ERR_RUNTIME, "graph %d begun inside another or out of range",
-                             key);
+        return backend_error(be, DDP_ERR_RUNTIME, "graph %d %s inside another or out of range",
+                             key, how);
     be->gkey = key;
     be->gserial++;
     be->rhash = 14695981039346656037ull;
     be->rops = 0;
+    return DDP_OK;
+}
+
+int backend_graph_begin(backend_t *be, int key)
+{
+    TRY(graph_enter(be, key, "begun"));
+    be->glead = NULL;
+    be->gstep = atomic_fetch_add_explicit(&g_graph_steps, 1, memory_order_relaxed) + 1;
     if (be->gready[key]) {
         be->gmode = GRAPH_REPLAY;
         return DDP_OK;
@@ -213,29 +226,73 @@ int backend_graph_begin(backend_t *be, int key)
     return DDP_OK;
 }
 
-int backend_graph_end(backend_t *be, int key, bool launch)
+int backend_graph_follow(backend_t *be, int key, backend_t *leader, backend_event_t *fork)
 {
-    graph_mode_t mode = be->gmode;
-    be->gmode = GRAPH_EAGER;
-    if (mode == GRAPH_EAGER || key != be->gkey)
-        return backend_error(be, DDP_ERR_RUNTIME, "graph %d ended without its begin", key);
+    TRY(graph_enter(be, key, "followed"));
+    if (leader == be || leader->gmode == GRAPH_EAGER || leader->glead || leader->gkey != key ||
+        fork->be != leader)
+        return backend_error(be, DDP_ERR_RUNTIME,
+                             "device %d: graph %d followed where device %d leads no such step",
+                             be->device_id, key, leader->device_id);
+    /* Both must know the key alike: the one that captures, or the one that
+     * replays (the strategy's outcome barrier keeps them so). */
+    if (be->gready[key] != (leader->gmode == GRAPH_REPLAY))
+        return backend_error(be, DDP_ERR_RUNTIME,
+                             "device %d %s graph %d while device %d %s it", be->device_id,
+                             be->gready[key] ? "holds" : "does not hold", key, leader->device_id,
+                             leader->gmode == GRAPH_REPLAY ? "replays" : "captures");
+    be->glead = leader;
+    be->gstep = leader->gstep;
+    be->gmode = leader->gmode;
+    if (be->gmode == GRAPH_REPLAY && be->ops->graph_follow)
+        be->ops->graph_follow(be);
+    /* Capturing, this wait joins the compute stream to the leader's capture. */
+    return backend_stream_wait(be, fork);
+}
+
+/* A step's work against its graph's: kept when captured, checked when replayed. */
+static int graph_settle(backend_t *be, int key, graph_mode_t mode)
+{
     if (mode == GRAPH_CAPTURE) {
-        int rc = be->ops->graph_instantiate(be, key);
-        if (rc != DDP_OK || !launch) {
-            be->ops->graph_drop(be, key);
-            return launch ? rc : DDP_OK;
-        }
         be->ghash[key] = be->rhash;
         be->gops[key] = be->rops;
         be->gready[key] = true;
-    } else if (!launch) {
         return DDP_OK;
-    } else if (be->rhash != be->ghash[key] || be->rops != be->gops[key]) {
+    }
+    if (be->rhash != be->ghash[key] || be->rops != be->gops[key])
         return backend_error(be, DDP_ERR_RUNTIME,
                              "device %d: a step replayed by CUDA graph %d queued other work "
                              "(%ld operations) than the graph captured (%ld operations)",
                              be->device_id, key, be->rops, be->gops[key]);
+    return DDP_OK;
+}
+
+int backend_graph_end(backend_t *be, int key, bool launch)
+{
+    graph_mode_t mode = be->gmode;
+    bool member = be->glead != NULL;
+    be->gmode = GRAPH_EAGER;
+    be->glead = NULL;
+    be->gstep = 0;
+    if (mode == GRAPH_EAGER || key != be->gkey)
+        return backend_error(be, DDP_ERR_RUNTIME, "graph %d ended without its begin", key);
+    /* A member's stream only joined the leader's capture: the leader ends
+     * it (CUDA refuses cudaStreamEndCapture on a joined stream). */
+    if (!launch) {
+        if (mode == GRAPH_CAPTURE && !member)
+            be->ops->graph_drop(be, key);
+        return DDP_OK;
     }
+    if (mode == GRAPH_CAPTURE && !member) {
+        int rc = be->ops->graph_instantiate(be, key);
+        if (rc != DDP_OK) {
+            be->ops->graph_drop(be, key);
+            return rc;
+        }
+    }
+    TRY(graph_settle(be, key, mode));
+    if (member)
+        return DDP_OK; /* the leader's launch runs this device's part */
     atomic_fetch_add_explicit(&be->launches[LAUNCH_GRAPH], 1, memory_order_relaxed);
     return be->ops->graph_launch(be, key);
 }
@@ -416,6 +473,7 @@ void backend_event_free(backend_t *be, backend_event_t *ev)
 
 int backend_event_record(backend_t *be, backend_event_t *ev)
 {
+    ev->gstep = be->gstep; /* what a wait inside the step may look for */
     GRAPH_OP(be, 13, P(ev));
     counted(be, LAUNCH_EVENT);
     return be->ops->event_record(be, ev);
@@ -446,7 +504,14 @@ int backend_stream_wait(backend_t *be, backend_event_t *ev)
         return backend_error(be, DDP_ERR_RUNTIME, "device %d (%s) cannot wait for an event of "
                              "device %d (%s)", be->device_id, be->ops->name, ev->be->device_id,
                              ev->be->ops->name);
-    NOT_IN_GRAPH(be, "a wait for an event recorded outside the graph");
+    /* Inside a graph step only the step's own records: a record from before
+     * it would pair, at each launch, with whatever that event last held. */
+    if (be->gmode != GRAPH_EAGER && (ev->gstep == 0 || ev->gstep != be->gstep))
+        return backend_error(be, DDP_ERR_RUNTIME,
+                             "device %d: a wait inside a CUDA graph for an event of device %d "
+                             "recorded outside the graph's step", be->device_id,
+                             ev->be->device_id);
+    GRAPH_OP(be, 17, P(ev));
     counted(be, LAUNCH_EVENT);
     return be->ops->stream_wait(be, ev);
 }

@@ -238,8 +238,10 @@ void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx);
 // sizes and scalars, hashed) and the graph is launched once at the end, so a
 // step that would queue other work than its graph is an error, never a silent
 // replay of stale work.  Inside a graph nothing may make the host wait or
-// allocate (sync, d2h, event_sync/query, alloc/free: an error), and the copy
-// stream is not used.  What changes from step to step must live in device
+// allocate (sync, d2h, event_sync/query, alloc/free: an error), the copy
+// stream is not used, and a stream waits only for an event recorded inside
+// the same graph step (another is an error: at each launch it would pair
+// with whatever that event last held).  What changes from step to step must live in device
 // memory the graph reads: Adam's bias corrections are uploaded per key by the
 // backend itself (they are the only per-step scalars); the batch is staged
 // into its slot before the graph launch.  Events recorded inside are recorded
@@ -253,6 +255,22 @@ bool backend_graphs_supported(const backend_t *be);
 int backend_graph_begin(backend_t *be, int key);
 /* launch false: the step failed before its end; forget a capture, launch nothing. */
 int backend_graph_end(backend_t *be, int key, bool launch);
+/* One graph over several devices (DP): the leader begins the step (above) and
+ * records fork, an event of its own, inside it; then each other device, a
+ * member, follows from its own thread (a host barrier between: fork is
+ * recorded) and queues its part of the step on its own compute stream as it
+ * would eagerly.  Capturing, the member's stream waits for fork, which joins
+ * it to the leader's capture (CUDA capture is per stream); replaying, the
+ * member queues nothing (its work is checked like a replay's) and moves its
+ * clock's anchor, as its timed events are recorded by the leader's launch.
+ * Before the leader's backend_graph_end the member's last work must be
+ * joined back (the leader's stream waits for an event the member recorded
+ * after it) and the member must queue nothing more until the leader has
+ * ended: a member's own backend_graph_end only keeps or checks its work (it
+ * neither ends a capture, which CUDA refuses on a joined stream, nor
+ * launches).  Member and leader must agree on whether key holds a graph: the
+ * caller shares the leader's outcome (a barrier) before either goes on. */
+int backend_graph_follow(backend_t *be, int key, backend_t *leader, backend_event_t *fork);
 /* Whether key holds an instantiated graph (the next begin replays it). */
 bool backend_graph_ready(const backend_t *be, int key);
 /* Forget every key's graph (between steps): the work a step queues changed

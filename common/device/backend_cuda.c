@@ -865,6 +865,22 @@ static int cuda_graph_launch(backend_t *be, int key)
     return DDP_OK;
 }
 
+/* A member's step replayed by the leader's launch: its timed events are
+ * recorded by that launch, never by this thread, so the clock's next anchor
+ * is recorded here (else the anchor stays at the last eager record and the
+ * times, elapsed from it in float milliseconds, lose precision as the run
+ * goes on).  Its stream is idle, so the anchor lands now, ahead of the
+ * graph's work on this device: any point of the device's clock serves. */
+static void cuda_graph_follow(backend_t *be)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (c->cand_pending || cudaSetDevice(c->dev) != cudaSuccess)
+        return;
+    if (cudaEventRecord(c->cand, c->stream) == cudaSuccess)
+        c->cand_pending = true;
+    cudaGetLastError();
+}
+
 static void cuda_destroy(backend_t *be)
 {
     cuda_impl_t *c = impl_of(be);
@@ -950,6 +966,7 @@ static const backend_ops_t cuda_ops = {
     .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
     .graph_drop = cuda_graph_drop,
+    .graph_follow = cuda_graph_follow,
 };
 
 // ---------------------------------------------------------------------------

@@ -87,6 +87,9 @@ typedef struct backend_ops {
     int (*graph_instantiate)(backend_t *be, int key); /* end the capture, instantiate */
     int (*graph_launch)(backend_t *be, int key);   /* launch key's graph on the compute stream */
     void (*graph_drop)(backend_t *be, int key);    /* forget key's graph (after a failure) */
+    /* a member's step replayed by its leader's launch (backend_graph_follow):
+     * the device's own bookkeeping (CUDA: the clock's next anchor); NULL: none */
+    void (*graph_follow)(backend_t *be);
 } backend_ops_t;
 
 /* An event: which device it belongs to and the backend's handle (CUDA: a
@@ -94,6 +97,9 @@ typedef struct backend_ops {
 struct backend_event {
     backend_t *be;
     bool timed;
+    /* the graph step (backend's gstep) of its last record, 0 when recorded
+     * eagerly: inside a graph a wait is only for the step's own records */
+    unsigned long long gstep;
     double t;
     void *h;
 };
@@ -115,7 +121,11 @@ struct backend {
     _Atomic long launches[LAUNCH_KINDS];
     graph_mode_t gmode; /* inside backend_graph_begin/end: capturing or replaying */
     int gkey;           /* the key being captured or replayed */
-    unsigned long gserial; /* backend_graph_begin calls so far (backend_graph_state) */
+    unsigned long gserial; /* backend_graph_begin/_follow calls so far (backend_graph_state) */
+    /* the graph step under way, a number unique in the process (shared by a
+     * leader and its members); 0 outside one */
+    unsigned long long gstep;
+    backend_t *glead;   /* following this leader's graph (backend_graph_follow), or NULL */
     bool gready[BACKEND_GRAPH_KEYS];          /* key holds an instantiated graph */
     unsigned long long ghash[BACKEND_GRAPH_KEYS]; /* what its capture queued (hashed) */
     long gops[BACKEND_GRAPH_KEYS];            /* and how many operations */

@@ -432,9 +432,11 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
             if (c->mode != MODE_COMPARE && c->mode != all[i])
                 continue;
             const char *why = config_graph_why_not(c, all[i]);
-            const char *on = all[i] == MODE_DDP
-                                 ? "on: each full step after the first is one graph launch per rank"
-                                 : "on: each full step after the first is one graph launch";
+            const char *on =
+                all[i] == MODE_DDP ? "on: each full step after the first is one graph launch per rank"
+                : all[i] == MODE_DP
+                    ? "on: each full step after the first is one graph launch, of every device"
+                    : "on: each full step after the first is one graph launch";
             fprintf(f, "  cuda graphs%s%s: %s%s\n", c->mode == MODE_COMPARE ? " in " : "",
                     c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
                     c->cuda_graph == CUDA_GRAPH_OFF ? "off (--cuda-graph off)"

@@ -61,7 +61,13 @@ static void dp_worker(void *ctx, int d)
         c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
         backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
     }
-    dp_pool_leave(&c->pool);
+    /* Exit barrier: every device has stopped queuing; then a graph step a
+     * failure left open is left (device 0 ends its capture) and device 0's
+     * launched graphs finish, and only after that does any device free or
+     * synchronise what they hold. */
+    dp_pool_leave(&c->pool, 1);
+    dp_graph_abandon(c, d);
+    dp_pool_leave(&c->pool, 2);
     dp_device_free(c, d);
 }
 
@@ -91,12 +97,9 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     c->chunk_max = (cfg->batch + ndev - 1) / ndev;
     c->res = res;
     /* NCCL for the replicate and the reduce when it is built and every GPU
-     * is a distinct one (NCCL puts one rank on a GPU); peer copies else. */
-    c->nccl = cfg->backend == BACKEND_CUDA && ndev > 1 && comm_nccl_available();
-    for (int i = 0; i < ndev && c->nccl; i++)
-        for (int j = 0; j < i; j++)
-            if (cfg->gpus[i] == cfg->gpus[j])
-                c->nccl = false;
+     * is a distinct one; peer copies else. */
+    c->nccl = config_dp_nccl(cfg);
+    c->graphs = config_graphs_on(cfg, MODE_DP);
     res->mode = MODE_DP;
     res->backend = cfg->backend;
     res->ndev = ndev;

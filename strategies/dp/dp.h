@@ -18,7 +18,9 @@
  * barrier is done before work any device queues after it -- what a host
  * synchronisation before each barrier would give -- while the host threads
  * run ahead; a device thread waits for its own device once a step (the step
- * meter). */
+ * meter).  With --cuda-graph, a full step after the first is queued the same
+ * way into one CUDA graph of every device and replayed by device 0's one
+ * launch (dp_graph.c). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
@@ -49,7 +51,10 @@
  * calls dp_pool_fail(), which makes every present and future dp_pool_sync()
  * return at once, so nobody waits for a thread that has stopped.
  * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
- * it on its way out, so none frees buffers another may still be reading. */
+ * it on its way out, so none frees buffers another may still be reading (and
+ * a second round, so none frees them before device 0 has ended a CUDA graph
+ * capture a failure left open and its launched graphs are done:
+ * dp_graph_abandon). */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -84,8 +89,9 @@ int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *c
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort every barrier. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
-/* The exit barrier (not abortable). */
-void dp_pool_leave(dp_pool_t *p);
+/* The exit barriers (not abortable), round 1, 2, ...: every thread passes
+ * each round once, in order. */
+void dp_pool_leave(dp_pool_t *p, int round);
 /* Join every thread; returns the first failure with its message in err. */
 int dp_pool_join(dp_pool_t *p, char *err);
 
@@ -130,6 +136,8 @@ typedef struct {
     step_meter_t meter;       /* this thread's measurements */
     backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
     long nbar;                /* barriers passed */
+    backend_event_t *join;    /* --cuda-graph: a member's last record in the graph step */
+    bool in_graph;            /* queuing a graph step (dp_graph.c): its work must not vary */
     comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
 } dp_dev_t;
 
@@ -142,7 +150,9 @@ typedef struct {
     bool host_visible;        /* every device's memory is host memory (CPU) */
     bool nccl;                /* replicate and reduce are NCCL broadcast and reduce
                                  (CUDA, NCCL built, distinct GPUs), as torch's
-                                 DataParallel does; else peer copies */
+                                 DataParallel does; else peer copies: config_dp_nccl) */
+    bool graphs;              /* --cuda-graph: full steps replayed as one CUDA graph of
+                                 every device (dp_graph.c) */
     run_result_t *res;
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
@@ -169,6 +179,10 @@ typedef struct {
      * 0's copy stream while its compute stream adds the other */
     float *gscratch[2];
     backend_event_t *red_copied[2], *red_free;
+    /* --cuda-graph (dp_graph.c): recorded by device 0 in a graph step for
+     * the members to join its capture, and after its launch for members
+     * whose next step runs eagerly */
+    backend_event_t *fork, *after;
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
@@ -197,6 +211,27 @@ void dp_device_free(dp_ctx_t *c, int d);
  * dp_run for step 0 before the threads start. */
 void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
+
+// ---------------------------------------------------------------------------
+// dp_graph.c: a step as one CUDA graph of every device (--cuda-graph)
+
+/* Whether step g (plan pl) is a graph step: the same answer on every device,
+ * from the options and the plan alone. */
+bool dp_graph_step(const dp_ctx_t *c, const dp_plan_t *pl, long g);
+/* Step g's start, after device 0 staged its batch: device 0 begins the
+ * graph (key: g's parity, the staging slot's and the meter record's) and
+ * records the fork; a barrier; each other device follows. */
+int dp_graph_fork(dp_ctx_t *c, int d, long g, char *err);
+/* The step's end, after its last barrier: the members' join, device 0's
+ * end of the graph (capture, instantiate and launch, or launch), the
+ * outcome shared; next_eager: the next step runs eagerly (its work must
+ * come after the graph's on every device). */
+int dp_graph_join(dp_ctx_t *c, int d, bool next_eager, char *err);
+/* At the end of the thread, once every device has stopped queuing
+ * (dp_worker's exit barrier): leave a graph step a failure left open
+ * (device 0 ending its capture), and device 0 waits for the graphs it
+ * launched, before any device frees what they touch. */
+void dp_graph_abandon(dp_ctx_t *c, int d);
 
 // ---------------------------------------------------------------------------
 // dp_comm.c: the cross-device moves (peer copies; see the file for the order)

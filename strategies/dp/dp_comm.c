@@ -33,7 +33,8 @@ static int dp_be_fail(backend_t *be, const dp_dev_t *dv, const char *what, char 
 static int dp_mark(dp_ctx_t *c, int d)
 {
     dp_dev_t *dv = &c->dev[d];
-    if (!c->res->trace[d] && !step_meter_first(&dv->meter))
+    /* a graph step marks always: its work is the same every step */
+    if (!c->res->trace[d] && !step_meter_first(&dv->meter) && !dv->in_graph)
         return -1;
     return step_meter_mark(&dv->meter);
 }
@@ -249,6 +250,20 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
     for (int s = 1; s < c->ndev; s++)
         if (c->dev[s].has_grad)
             src[nsrc++] = s;
+    if (dv->in_graph) {
+        /* A graph step: device 0's copy stream is not in the graph, so each
+         * arena is pulled on the compute stream, then added, in slot order
+         * (the same sums as below, without the overlap). */
+        for (int j = 0; j < nsrc; j++) {
+            int mk = dp_mark(c, 0);
+            if (backend_peer_copy(be0, c->gscratch[0], c->dev[src[j]].be,
+                                  c->dev[src[j]].rep.grads, n * sizeof(float)) != DDP_OK ||
+                backend_axpy(be0, 1.0f, c->gscratch[0], g0, n) != DDP_OK)
+                return dp_be_fail(be0, dv, "reduce", err);
+            dp_note(c, 0, mk, TR_REDUCE, MOVE_REDUCE, n * sizeof(float), src[j]);
+        }
+        return DDP_OK;
+    }
     int mk[MAX_DEVICES];
     for (int j = 0; j < nsrc && j < 2; j++)
         TRY(dp_reduce_copy(c, src[j], j & 1, &mk[j], err));

@@ -62,6 +62,11 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     for (int i = 0; i < 2 && rc == DDP_OK; i++)
         if (!(dv->bar[i] = backend_event_new(be, false)))
             return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    /* --cuda-graph: a member's join, device 0's fork and after (dp_graph.c) */
+    if (c->graphs && (!(dv->join = backend_event_new(be, false)) ||
+                      (d == 0 && (!(c->fork = backend_event_new(be, false)) ||
+                                  !(c->after = backend_event_new(be, false))))))
+        return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
     /* replica_init's message names the device, the buffer and its size */
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc == DDP_OK)
@@ -138,6 +143,9 @@ void dp_device_free(dp_ctx_t *c, int d)
         for (int i = 0; i < 2; i++)
             backend_event_free(be, c->red_copied[i]);
         backend_event_free(be, c->red_free);
+        backend_event_free(be, c->fork);
+        backend_event_free(be, c->after);
+        c->fork = c->after = NULL;
         c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
         c->gscratch[0] = c->gscratch[1] = NULL;
         c->red_copied[0] = c->red_copied[1] = c->red_free = NULL;
@@ -145,6 +153,8 @@ void dp_device_free(dp_ctx_t *c, int d)
     step_meter_free(&dv->meter);
     for (int i = 0; i < 2; i++)
         backend_event_free(be, dv->bar[i]);
+    backend_event_free(be, dv->join);
+    dv->join = NULL;
     replica_free(&dv->rep);
     backend_destroy(be);
     dv->be = NULL;

@@ -102,7 +102,8 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, step_meter_t *m, 
             backend_loss(be, c->cfg->loss, c->gout, c->gy, rows, model_out_dim(&c->spec), scale,
                          c->gdout, c->loss_sum),
             "loss", err));
-    if (step_meter_logs(m)) /* the loss log wants it */
+    /* the loss log wants it; a graph step fetches it always (its work never varies) */
+    if (step_meter_logs(m) || dv->in_graph)
         step_meter_fetch(m, c->loss_sum, 1);
     /* The devices copy their slices of gdout after the next barrier. */
     step_meter_lap(m, PH_LOSS);
@@ -117,10 +118,9 @@ static int dp_optimize(dp_ctx_t *c, long g, step_meter_t *m, char *err)
     dp_dev_t *dv = &c->dev[0];
     TRY(dev(dv, optim_step(&c->opt, dv->rep.params, dv->rep.grads), "optimizer", err));
     step_meter_lap(m, PH_OPTIM);
-    if (g + 1 < c->total_steps) {
+    if (g + 1 < c->total_steps)
         dp_plan_step(c, g + 1); /* may load the next epoch's order */
-        step_meter_lap(m, PH_DATA);
-    }
+    step_meter_lap(m, PH_DATA); /* every step alike: a graph step's work never varies */
     return DDP_OK;
 }
 
@@ -148,6 +148,14 @@ static int dp_checkpoint(dp_ctx_t *c, int d, long g, char *err)
     return DDP_OK;
 }
 
+/* The step meter's start of step g (plan pl). */
+static void dp_meter_begin(const dp_ctx_t *c, step_meter_t *m, long g, const dp_plan_t *pl)
+{
+    /* --explain tells the middle timed step (schedule_told_step) */
+    step_meter_begin(m, g, pl->timed, g == c->told_step);
+    step_meter_plan(m, &pl->end);
+}
+
 // ---------------------------------------------------------------------------
 // the loop
 
@@ -161,10 +169,23 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * the previous step (or before the first one); device 0 writes the
          * other half during this step. */
         const dp_plan_t *pl = &c->plan[g & 1];
-        /* --explain tells the middle timed step (schedule_told_step) */
-        step_meter_begin(m, g, pl->timed, g == c->told_step);
-        step_meter_plan(m, &pl->end);
+        /* --cuda-graph: a full step after the first is one graph of every
+         * device (dp_graph.c); a member begins its meter once it follows,
+         * so that every marker of its step is the graph's. */
+        bool graph = dp_graph_step(c, pl, g);
+        if (d == 0 || !graph)
+            dp_meter_begin(c, m, g, pl);
         dv->has_grad = false;
+
+        /* Device 0 stages the first micro-batch before anything else: a
+         * graph step begins after it (the copy stream is not captured). */
+        if (d == 0)
+            TRY(dp_stage(c, pl->idx[0], pl->rows[0], m, err));
+        if (graph) {
+            TRY(dp_graph_fork(c, d, g, err));
+            if (d != 0)
+                dp_meter_begin(c, m, g, pl);
+        }
 
         /* Replicate once per optimizer step.  torch's DataParallel replicates
          * on every forward call and reduces on every backward; with --accum
@@ -176,7 +197,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
 
         for (int mi = 0; mi < pl->nmicro; mi++) {
             int batch = pl->rows[mi];
-            if (d == 0)
+            if (d == 0 && mi > 0)
                 TRY(dp_stage(c, pl->idx[mi], batch, m, err));
             /* Barrier: the batch is on device 0 and every replica is written. */
             TRY(dp_wait(c, d, m, err));
@@ -232,6 +253,11 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_wait(c, d, m, err));
+        if (graph) {
+            bool next_eager =
+                g + 1 < c->total_steps && !dp_graph_step(c, &c->plan[(g + 1) & 1], g + 1);
+            TRY(dp_graph_join(c, d, next_eager, err));
+        }
         TRY(step_meter_end(m, NULL, err));
         TRY(dp_checkpoint(c, d, g, err));
     }

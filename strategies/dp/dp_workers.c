@@ -179,7 +179,7 @@ void dp_pool_fail(dp_pool_t *p, int rc, const char *msg)
     pthread_mutex_unlock(&p->mu);
 }
 
-void dp_pool_leave(dp_pool_t *p)
+void dp_pool_leave(dp_pool_t *p, int round)
 {
     pthread_mutex_lock(&p->mu);
     p->left++;
@@ -187,7 +187,7 @@ void dp_pool_leave(dp_pool_t *p)
     /* Why wait here even after an abort: a thread may still be copying from
      * another device's buffers (a gather, a reduce slice); nobody frees its
      * buffers until every thread has stopped touching them. */
-    while (p->left < __atomic_load_n(&p->n, __ATOMIC_ACQUIRE))
+    while (p->left < round * __atomic_load_n(&p->n, __ATOMIC_ACQUIRE))
         pthread_cond_wait(&p->cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }

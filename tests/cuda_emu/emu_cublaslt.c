@@ -20,7 +20,10 @@
  *
  * Environment: EMU_LT_PLANT=no-bias leaves the forward bias out,
  * EMU_LT_PLANT=no-bgrad leaves the bias gradient unwritten: planted faults
- * that the benchmark's agreement check must catch (tests/cuda_emu/run.sh). */
+ * that the benchmark's agreement check must catch (tests/cuda_emu/run.sh);
+ * EMU_LT_PLANT=no-act-algo offers no algorithm for the forward activation
+ * epilogues (RELU_AUX_BIAS and GELU_AUX_BIAS), as a cuBLASLt may for a
+ * shape or type: the benchmark must judge them n/a and go on. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -211,6 +214,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (requested <= 0)
         return CUBLAS_STATUS_INVALID_VALUE;
     cublasStatus_t st = lt_check(d, A, B, C, D, &m, &n, &k);
+    const char *plant = getenv("EMU_LT_PLANT");
+    if (plant && !strcmp(plant, "no-act-algo") && d->epi & (E_RELU | E_GELU) && d->epi & E_AUX)
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (st != CUBLAS_STATUS_SUCCESS)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* no algorithm for it */
     memset(&results[0], 0, sizeof results[0]);

@@ -359,12 +359,33 @@ static void free_coll(void *arg)
     free(o);
 }
 
+/* A planted refusal, as a build or configuration of NCCL that cannot be
+ * captured answers: EMU_NCCL_REFUSE_CAPTURE=N makes the N-th collective
+ * (of any kind) queued on a capturing stream in this process, and every
+ * later one, return ncclInvalidUsage (1: every one; 2: ddp's start-up
+ * probe's all-reduce passes, a step's first collective is refused), only on
+ * rank EMU_NCCL_REFUSE_RANK when that is set.  Nothing is queued and the
+ * communicator stays usable. */
+static bool refuse_capture(ncclComm_t c, cudaStream_t s)
+{
+    static _Atomic long captured;
+    const char *n = getenv("EMU_NCCL_REFUSE_CAPTURE"), *r = getenv("EMU_NCCL_REFUSE_RANK");
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (!n || !*n || !c || (r && *r && atoi(r) != c->rank) ||
+        cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusActive)
+        return false;
+    return atomic_fetch_add(&captured, 1) + 1 >= atol(n);
+}
+
 static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t count,
                             ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
                             cudaStream_t s)
 {
     if (!c || atomic_load(&c->aborted))
         return fail(ncclInvalidUsage, "emulated NCCL: the communicator was aborted");
+    if (refuse_capture(c, s))
+        return fail(ncclInvalidUsage, "emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does "
+                                      "not capture collectives");
     dtype_t dt = t == ncclHalf ? DTYPE_F16 : t == ncclBfloat16 ? DTYPE_BF16 : DTYPE_F32;
     if ((t != ncclFloat && dt == DTYPE_F32) || op != ncclSum)
         return fail(ncclInvalidArgument, "emulated NCCL: only float, half and bfloat16 sums "
@@ -394,29 +415,9 @@ static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t co
     return ncclSuccess;
 }
 
-/* A planted refusal, as a build or configuration of NCCL that cannot be
- * captured answers: EMU_NCCL_REFUSE_CAPTURE=N makes the N-th all-reduce
- * queued on a capturing stream in this process, and every later one, return
- * ncclInvalidUsage (1: every one; 2: the start-up probe's passes, a step's
- * is refused), only on rank EMU_NCCL_REFUSE_RANK when that is set.  Nothing
- * is queued and the communicator stays usable. */
-static bool refuse_capture(ncclComm_t c, cudaStream_t s)
-{
-    static _Atomic long captured;
-    const char *n = getenv("EMU_NCCL_REFUSE_CAPTURE"), *r = getenv("EMU_NCCL_REFUSE_RANK");
-    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (!n || !*n || !c || (r && *r && atoi(r) != c->rank) ||
-        cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusActive)
-        return false;
-    return atomic_fetch_add(&captured, 1) + 1 >= atol(n);
-}
-
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
-    if (refuse_capture(comm, s))
-        return fail(ncclInvalidUsage, "emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does "
-                                      "not capture collectives");
     return enqueue(K_ALL_REDUCE, send, recv, count, t, op, 0, comm, s);
 }
 

@@ -217,30 +217,54 @@ struct emu_stream {
     pthread_t th;
     struct emu_stream *next;     /* the registry of live streams */
     struct emu_capture *cap;     /* the capture recording its work (cap_mu), or NULL */
-    /* in a capture it joined (cap_mu): the nodes it recorded, and how many of
-     * them its origin has waited for (EndCapture: cudaErrorStreamCaptureUnjoined
-     * when a joined stream's last work was never waited for) */
-    unsigned long cap_nodes, cap_joined;
+    int cap_lane;                /* ... into this lane of it (-1: a broken capture) */
 };
 
 // ---------------------------------------------------------------------------
 // stream capture: the recorded work (a body, shared by a graph and its
 // instantiations) and the captures under way
+//
+// A body has a lane per captured stream (lane 0: the origin's), each the
+// stream's work in its order.  A record of an event in a capture is a mark
+// in its lane; a wait for it on another captured stream is an edge: that
+// lane goes on only once the mark's lane has reached the mark.  Each lane
+// and mark knows, for every lane, how many of its graph nodes precede it
+// (through stream order and edges, however indirect): what EndCapture's
+// join check reads.
 
-enum { N_OP, N_NOP, N_REC, N_WAIT_EXT };
+#define EMU_MAX_LANES EMU_MAX_DEV
+/* N_OP, N_REC and N_WAIT_EXT are graph nodes; a mark or an edge is none */
+enum { N_OP, N_REC, N_WAIT_EXT, N_MARK, N_EDGE };
 typedef struct {
     int type;
     void (*fn)(void *);
     void *arg;
     void (*free_arg)(void *);
     struct emu_event *ev; /* N_REC, N_WAIT_EXT */
+    size_t mark;          /* N_MARK: its own; N_EDGE: the one it waits for */
 } emu_node_t;
 
+typedef unsigned long emu_seen_t[EMU_MAX_LANES]; /* graph nodes of each lane before a point */
+
 typedef struct {
-    _Atomic int refs;
     int dev;
     emu_node_t *v;
     size_t n, cap;
+    emu_seen_t seen; /* seen[own lane]: its graph nodes so far */
+} emu_lane_t;
+
+typedef struct {
+    int lane;
+    int used; /* an edge waits for it (else a launch skips it) */
+    emu_seen_t seen;
+} emu_mark_t;
+
+typedef struct {
+    _Atomic int refs;
+    emu_lane_t lanes[EMU_MAX_LANES];
+    int nlanes;
+    emu_mark_t *marks;
+    size_t nmarks, marks_cap;
 } emu_body_t;
 
 struct emu_capture {
@@ -261,15 +285,21 @@ struct emu_graph {
 struct emu_graph_exec {
     unsigned magic;
     emu_body_t *body;
+    pthread_mutex_t mu;                     /* one launch at a time */
+    struct emu_stream *lane[EMU_MAX_LANES]; /* where a launch runs lanes 1.. */
+    struct emu_event *clock[EMU_MAX_LANES]; /* each lane's marks, at a launch */
 };
 
-/* Captures under way; the lock also guards every stream's cap and every
- * event's cap_id. */
+/* Captures under way; the lock also guards every stream's cap and cap_lane,
+ * every event's cap_id and cap_mark, and the bodies being recorded. */
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_capture *active_caps;
 static unsigned long next_cap_id;
 
-static void body_add(emu_body_t *b, emu_node_t n);
+static void lane_add(emu_body_t *b, int lane, emu_node_t n);
+static int lane_new(emu_body_t *b, int dev);
+static size_t mark_add(emu_body_t *b, int lane);
+static void edge_add(emu_body_t *b, int lane, size_t mark);
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_stream *live_streams;
@@ -332,10 +362,8 @@ static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = s->cap;
     if (c) {
-        if (!c->invalid) {
-            body_add(c->body, (emu_node_t){N_OP, fn, arg, free_arg, NULL});
-            s->cap_nodes++;
-        }
+        if (!c->invalid)
+            lane_add(c->body, s->cap_lane, (emu_node_t){N_OP, fn, arg, free_arg, NULL, 0});
         pthread_mutex_unlock(&cap_mu);
         if (c->invalid && free_arg)
             free_arg(arg);
@@ -431,14 +459,13 @@ static void drain_device(int dev)
     pthread_mutex_unlock(&reg_lock);
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
+/* A stream of device dev, running (a graph's lanes have streams of their own). */
+static struct emu_stream *stream_new(int dev)
 {
-    if (flags != cudaStreamNonBlocking)
-        DIE("cudaStreamCreateWithFlags: unexpected flags %u", flags);
     struct emu_stream *s = calloc(1, sizeof *s);
     if (!s)
-        return fail(cudaErrorMemoryAllocation);
-    s->dev = cur_dev;
+        return NULL;
+    s->dev = dev;
     s->magic = STREAM_MAGIC;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -448,6 +475,16 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
     s->next = live_streams;
     live_streams = s;
     pthread_mutex_unlock(&reg_lock);
+    return s;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
+{
+    if (flags != cudaStreamNonBlocking)
+        DIE("cudaStreamCreateWithFlags: unexpected flags %u", flags);
+    struct emu_stream *s = stream_new(cur_dev);
+    if (!s)
+        return fail(cudaErrorMemoryAllocation);
     *out = s;
     return cudaSuccess;
 }
@@ -474,10 +511,9 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
     return idle ? cudaSuccess : cudaErrorNotReady;
 }
 
-cudaError_t cudaStreamDestroy(cudaStream_t s)
+/* Unregister s, let its queued work finish, and free it. */
+static void stream_free(struct emu_stream *s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        DIE("cudaStreamDestroy: not a live stream");
     pthread_mutex_lock(&reg_lock);
     for (struct emu_stream **p = &live_streams; *p; p = &(*p)->next)
         if (*p == s) {
@@ -495,12 +531,39 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s || s->magic != STREAM_MAGIC)
+        DIE("cudaStreamDestroy: not a live stream");
+    stream_free(s);
     return cudaSuccess;
+}
+
+/* A host wait for all of device dev while a capture holds one of its
+ * streams (whichever thread or device began it): refused in every mode,
+ * as a wait for that stream is, and the capture broken. */
+static int device_capture_refuses(int dev)
+{
+    int hit = 0;
+    pthread_mutex_lock(&cap_mu); /* before reg_lock, as in cudaStreamEndCapture */
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream *s = live_streams; s; s = s->next)
+        if (s->dev == dev && s->cap) {
+            s->cap->invalid = 1;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    pthread_mutex_unlock(&cap_mu);
+    return hit;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    if (capture_refuses())
+    int refused = capture_refuses();           /* each breaks the captures it concerns */
+    refused |= device_capture_refuses(cur_dev);
+    if (refused)
         return fail(cudaErrorStreamCaptureUnsupported);
     drain_device(cur_dev);
     return cudaSuccess;
@@ -518,9 +581,8 @@ struct emu_event {
     double t;      /* when the last completed record ran */
     int refs;      /* queued ops (and graphs) that still use it */
     int destroyed; /* cudaEventDestroy came while ops still used it */
-    unsigned long cap_id; /* its last record was made in this capture (0: none) */
-    struct emu_stream *cap_stream; /* ... on this stream, */
-    unsigned long cap_count;       /* after this many of that stream's nodes */
+    unsigned long cap_id; /* its last record was made in this capture (0: none), */
+    size_t cap_mark;      /* ... where it put this mark */
 };
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -607,20 +669,19 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = s->cap;
     if (c) {
-        /* In a capture: a dependency for the streams that wait on it; with
-         * cudaEventRecordExternal also a record node, which every launch
-         * performs (so the host can wait for it and time it). */
+        /* In a capture: a mark that the streams waiting on it depend on;
+         * with cudaEventRecordExternal also a record node, which every
+         * launch performs (so the host can wait for it and time it). */
         e->cap_id = c->id;
         if (!c->invalid) {
-            pthread_mutex_lock(&ev_mu);
-            e->refs++; /* the graph holds it */
-            pthread_mutex_unlock(&ev_mu);
-            body_add(c->body, (emu_node_t){flags & cudaEventRecordExternal ? N_REC : N_NOP, NULL,
-                                           NULL, NULL, e});
-            s->cap_nodes += (flags & cudaEventRecordExternal) != 0;
+            if (flags & cudaEventRecordExternal) {
+                pthread_mutex_lock(&ev_mu);
+                e->refs++; /* the graph holds it */
+                pthread_mutex_unlock(&ev_mu);
+                lane_add(c->body, s->cap_lane, (emu_node_t){N_REC, NULL, NULL, NULL, e, 0});
+            }
+            e->cap_mark = mark_add(c->body, s->cap_lane);
         }
-        e->cap_stream = s;
-        e->cap_count = s->cap_nodes;
         int bad = c->invalid;
         pthread_mutex_unlock(&cap_mu);
         return bad ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
@@ -659,29 +720,26 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     struct emu_capture *ec = capture_of(e->cap_id);
     struct emu_capture *c = s->cap;
     if (!c && ec && !(flags & cudaEventWaitExternal)) {
-        /* A wait for a record made in a capture pulls s into it (a fork):
-         * its work from now on is recorded too, after what it waits for. */
+        /* A wait for a record made in a capture pulls s into it (a fork),
+         * whatever its device and whoever calls: its work from now on is
+         * recorded too, in a lane of its own, after what it waits for. */
         s->cap = c = ec;
-        s->cap_nodes = s->cap_joined = 0;
+        s->cap_lane = c->invalid ? -1 : lane_new(c->body, s->dev);
     }
     if (c) {
         cudaError_t r = cudaSuccess;
         if (c->invalid) {
             r = cudaErrorStreamCaptureInvalidated;
         } else if (ec == c && !(flags & cudaEventWaitExternal)) {
-            /* recorded earlier in this capture: the replay, in recorded
-             * order, runs the record's side first; the origin waiting for
-             * it joins that stream's work up to the record back */
-            body_add(c->body, (emu_node_t){N_NOP, NULL, NULL, NULL, NULL});
-            struct emu_stream *t = e->cap_stream;
-            if (s == c->origin && t && t->cap == c && e->cap_count > t->cap_joined)
-                t->cap_joined = e->cap_count;
+            /* recorded earlier in this capture: an edge from its mark
+             * (nothing to do on the stream that made the record) */
+            if (c->body->marks[e->cap_mark].lane != s->cap_lane)
+                edge_add(c->body, s->cap_lane, e->cap_mark);
         } else if (flags & cudaEventWaitExternal) {
             pthread_mutex_lock(&ev_mu);
             e->refs++;
             pthread_mutex_unlock(&ev_mu);
-            body_add(c->body, (emu_node_t){N_WAIT_EXT, NULL, NULL, NULL, e});
-            s->cap_nodes++;
+            lane_add(c->body, s->cap_lane, (emu_node_t){N_WAIT_EXT, NULL, NULL, NULL, e, 0});
         } else {
             /* a record made outside the capture, waited for without
              * cudaEventWaitExternal: CUDA refuses it and breaks the capture */
@@ -1276,30 +1334,89 @@ cudaError_t cudaMemcpy(void *d, const void *src, size_t n, enum cudaMemcpyKind k
 // ---------------------------------------------------------------------------
 // stream capture and graphs
 //
-// A capture records, in call order, the work queued on its stream and on
-// the streams that joined it (by waiting for an event recorded in it): that
-// order is a valid order of the graph's dependencies, so a launch queues the
-// recorded work again, in that order, on the launch stream.  Event records
-// made with cudaEventRecordExternal are records at every launch (the host can
-// wait for them and time them); waits with cudaEventWaitExternal wait at every
-// launch for the event's record current then.  The same op arguments serve
-// every launch: a kernel reads the pointers and scalars it was captured with.
+// A capture records the work queued on its stream and on every stream that
+// joined it (by waiting for an event recorded in it: any device, any host
+// thread), each stream's in a lane of its own, the waits between them as
+// edges (see emu_body_t).  A launch replays the lanes side by side, as a GPU
+// runs a graph's branches: lane 0 on the launch stream, every other one on
+// a stream the instantiation made on that lane's device; a lane holds back
+// at an edge until the lane it waits for has passed the mark.  So the
+// devices' parts of one collective in a graph meet, as on GPUs, where a
+// replay in one queue would deadlock.  The launch stream then waits for
+// every lane: its later work follows the whole graph.  Event records made
+// with cudaEventRecordExternal are records at every launch (the host can
+// wait for them and time them); waits with cudaEventWaitExternal wait at
+// every launch for the event's record current then.  The same op arguments
+// serve every launch: a kernel reads the pointers and scalars it was
+// captured with.
 
 static _Atomic long graph_launches;
 
 long emu_graph_launches(void) { return graph_launches; }
 
-static void body_add(emu_body_t *b, emu_node_t n)
+/* The body grows under cap_mu while its capture is under way. */
+static void lane_add(emu_body_t *b, int lane, emu_node_t n)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        emu_node_t *v = realloc(b->v, cap * sizeof *v);
+    emu_lane_t *l = &b->lanes[lane];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        emu_node_t *v = realloc(l->v, cap * sizeof *v);
         if (!v)
             DIE("out of memory recording a graph");
-        b->v = v;
-        b->cap = cap;
+        l->v = v;
+        l->cap = cap;
     }
-    b->v[b->n++] = n;
+    l->v[l->n++] = n;
+    if (n.type == N_OP || n.type == N_REC || n.type == N_WAIT_EXT)
+        l->seen[lane]++;
+}
+
+/* A lane for a stream of device dev that joins the capture; its index. */
+static int lane_new(emu_body_t *b, int dev)
+{
+    if (b->nlanes == EMU_MAX_LANES)
+        DIE("a capture of more than %d streams", EMU_MAX_LANES);
+    b->lanes[b->nlanes].dev = dev;
+    return b->nlanes++;
+}
+
+/* A record in the lane: a mark, which knows what precedes it. */
+static size_t mark_add(emu_body_t *b, int lane)
+{
+    if (b->nmarks == b->marks_cap) {
+        size_t cap = b->marks_cap ? 2 * b->marks_cap : 16;
+        emu_mark_t *v = realloc(b->marks, cap * sizeof *v);
+        if (!v)
+            DIE("out of memory recording a graph");
+        b->marks = v;
+        b->marks_cap = cap;
+    }
+    emu_mark_t *m = &b->marks[b->nmarks];
+    m->lane = lane;
+    m->used = 0;
+    memcpy(m->seen, b->lanes[lane].seen, sizeof m->seen);
+    lane_add(b, lane, (emu_node_t){N_MARK, NULL, NULL, NULL, NULL, b->nmarks});
+    return b->nmarks++;
+}
+
+/* A wait in the lane for a mark of another: an edge; what preceded the mark
+ * precedes the lane's work from now on. */
+static void edge_add(emu_body_t *b, int lane, size_t mark)
+{
+    emu_mark_t *m = &b->marks[mark];
+    emu_lane_t *l = &b->lanes[lane];
+    m->used = 1;
+    for (int k = 0; k < b->nlanes; k++)
+        if (m->seen[k] > l->seen[k])
+            l->seen[k] = m->seen[k];
+    lane_add(b, lane, (emu_node_t){N_EDGE, NULL, NULL, NULL, NULL, mark});
+}
+
+static void event_release(struct emu_event *e)
+{
+    pthread_mutex_lock(&ev_mu);
+    event_unref_locked(e);
+    pthread_mutex_unlock(&ev_mu);
 }
 
 static void body_unref(void *arg)
@@ -1307,17 +1424,18 @@ static void body_unref(void *arg)
     emu_body_t *b = arg;
     if (atomic_fetch_sub(&b->refs, 1) != 1)
         return;
-    for (size_t i = 0; i < b->n; i++) {
-        emu_node_t *n = &b->v[i];
-        if (n->type == N_OP && n->free_arg)
-            n->free_arg(n->arg);
-        if (n->ev) {
-            pthread_mutex_lock(&ev_mu);
-            event_unref_locked(n->ev);
-            pthread_mutex_unlock(&ev_mu);
+    for (int k = 0; k < b->nlanes; k++) {
+        emu_lane_t *l = &b->lanes[k];
+        for (size_t i = 0; i < l->n; i++) {
+            emu_node_t *n = &l->v[i];
+            if (n->type == N_OP && n->free_arg)
+                n->free_arg(n->arg);
+            if (n->type == N_REC || n->type == N_WAIT_EXT)
+                event_release(n->ev);
         }
+        free(l->v);
     }
-    free(b->v);
+    free(b->marks);
     free(b);
 }
 
@@ -1334,7 +1452,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
     if (!c || !b)
         DIE("out of memory");
     atomic_init(&b->refs, 1);
-    b->dev = s->dev;
+    lane_new(b, s->dev); /* lane 0: the origin's */
     c->mode = mode;
     c->thread = pthread_self();
     c->origin = s;
@@ -1343,13 +1461,14 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
     if (s->cap) {
         pthread_mutex_unlock(&cap_mu);
         free(c);
-        free(b);
+        body_unref(b);
         return fail(cudaErrorStreamCaptureUnsupported); /* already capturing */
     }
     c->id = ++next_cap_id;
     c->next = active_caps;
     active_caps = c;
     s->cap = c;
+    s->cap_lane = 0;
     pthread_mutex_unlock(&cap_mu);
     return cudaSuccess;
 }
@@ -1384,21 +1503,20 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
             *p = c->next;
             break;
         }
-    /* The streams that joined it leave it too; CUDA ends a capture only when
-     * each of them was joined back, its last work waited for by the origin
-     * (directly: an event recorded after that work). */
-    pthread_mutex_lock(&reg_lock);
+    /* CUDA ends a capture only when every stream that joined it was joined
+     * back: its last node precedes the origin's end, through any chain of
+     * waits (another stream's included).  The streams leave it either way. */
+    emu_body_t *b = c->body;
     int unjoined = 0;
+    for (int k = 1; k < b->nlanes; k++)
+        unjoined |= b->lanes[k].seen[k] > b->lanes[0].seen[k];
+    pthread_mutex_lock(&reg_lock);
     for (struct emu_stream *t = live_streams; t; t = t->next)
-        if (t->cap == c) {
-            if (t != s && t->cap_nodes > t->cap_joined)
-                unjoined = 1;
+        if (t->cap == c)
             t->cap = NULL;
-        }
     pthread_mutex_unlock(&reg_lock);
     s->cap = NULL;
     pthread_mutex_unlock(&cap_mu);
-    emu_body_t *b = c->body;
     int invalid = c->invalid;
     free(c);
     if (invalid || unjoined) {
@@ -1420,8 +1538,8 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
         DIE("cudaGraphGetNodes: not a graph");
     (void)nodes;
     size_t k = 0; /* what the real graph holds: no node for a bare dependency */
-    for (size_t i = 0; i < g->body->n; i++)
-        k += g->body->v[i].type != N_NOP;
+    for (int l = 0; l < g->body->nlanes; l++)
+        k += g->body->lanes[l].seen[l];
     *n = k;
     return cudaSuccess;
 }
@@ -1436,6 +1554,21 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
         return fail(cudaErrorMemoryAllocation);
     x->magic = GRAPH_MAGIC + 1;
     x->body = g->body;
+    pthread_mutex_init(&x->mu, NULL);
+    for (int k = 0; k < x->body->nlanes; k++) {
+        int dev = x->body->lanes[k].dev;
+        if (k && !(x->lane[k] = stream_new(dev)))
+            DIE("out of memory");
+        struct emu_event *clock = calloc(1, sizeof *clock);
+        if (!clock)
+            DIE("out of memory");
+        clock->magic = EVENT_MAGIC;
+        clock->dev = dev;
+        clock->flags = cudaEventDisableTiming;
+        clock->refs = 1; /* the instantiation's */
+        clock->destroyed = 1; /* freed with the last op that uses it */
+        x->clock[k] = clock;
+    }
     atomic_fetch_add(&g->body->refs, 1); /* it outlives the graph, as in CUDA */
     *e = x;
     return cudaSuccess;
@@ -1451,14 +1584,49 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
     return cudaSuccess;
 }
 
+/* A destroyed instantiation's lanes: their streams finish what launches
+ * queued on them (counted by cudaDeviceSynchronize meanwhile), then go. */
+static void *reap_lanes(void *arg)
+{
+    struct emu_graph_exec *x = arg;
+    for (int k = 1; k < x->body->nlanes; k++) {
+        drain(x->lane[k]);
+        stream_free(x->lane[k]);
+    }
+    body_unref(x->body);
+    free(x);
+    return NULL;
+}
+
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 {
     if (!x || x->magic != GRAPH_MAGIC + 1)
         DIE("cudaGraphExecDestroy: not an instantiated graph");
     x->magic = 0;
-    body_unref(x->body); /* launches still queued hold their own reference */
-    free(x);
+    /* Launches may still be queued: the launch stream's share of each
+     * holds the body and the clocks until it has run, and the lanes'
+     * streams go once they have run theirs.  As in CUDA the call does not
+     * wait for them -- a lane may wait for a peer's collective that only
+     * an abort ends -- so a thread of its own frees them. */
+    for (int k = 0; k < x->body->nlanes; k++)
+        event_release(x->clock[k]);
+    pthread_mutex_destroy(&x->mu);
+    pthread_t th;
+    if (x->body->nlanes == 1)
+        reap_lanes(x);
+    else if (pthread_create(&th, NULL, reap_lanes, x) != 0 || pthread_detach(th) != 0)
+        DIE("cannot start a thread to free a graph's lanes");
     return cudaSuccess;
+}
+
+/* Queue a record (run_record) or a wait (run_wait) of generation gen of e. */
+static void enqueue_ev(cudaStream_t q, void (*fn)(void *), struct emu_event *e,
+                       unsigned long long gen)
+{
+    pthread_mutex_lock(&ev_mu);
+    ev_op_t *o = ev_op(e, gen);
+    pthread_mutex_unlock(&ev_mu);
+    enqueue(q, fn, o, free);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
@@ -1466,36 +1634,67 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
     if (!x || x->magic != GRAPH_MAGIC + 1)
         DIE("cudaGraphLaunch: not an instantiated graph");
     emu_check_stream(s, "cudaGraphLaunch");
-    if (x->body->dev != s->dev)
-        DIE("cudaGraphLaunch: a graph of device %d on a stream of device %d", x->body->dev, s->dev);
+    emu_body_t *b = x->body;
+    if (b->lanes[0].dev != s->dev)
+        DIE("cudaGraphLaunch: a graph of device %d on a stream of device %d", b->lanes[0].dev, s->dev);
     pthread_mutex_lock(&cap_mu);
     int capturing = s->cap != NULL;
     pthread_mutex_unlock(&cap_mu);
     if (capturing)
         return fail(cudaErrorStreamCaptureUnsupported); /* no graphs inside graphs here */
     graph_launches++;
-    emu_body_t *b = x->body;
-    for (size_t i = 0; i < b->n; i++) {
-        emu_node_t *n = &b->v[i];
-        switch (n->type) {
-        case N_OP:
-            enqueue(s, n->fn, n->arg, NULL); /* the body keeps the arguments */
-            break;
-        case N_REC:
-        case N_WAIT_EXT: {
-            pthread_mutex_lock(&cap_mu);
-            n->ev->cap_id = 0;
-            pthread_mutex_unlock(&cap_mu);
-            pthread_mutex_lock(&ev_mu);
-            ev_op_t *o = ev_op(n->ev, n->type == N_REC ? ++n->ev->recorded : n->ev->recorded);
-            pthread_mutex_unlock(&ev_mu);
-            enqueue(s, n->type == N_REC ? run_record : run_wait, o, free);
-            break;
+    /* This launch's generation of each mark an edge waits for, numbered on
+     * its lane's clock in lane order before anything is queued (a lane may
+     * wait for a later one's mark).  One launch at a time per instantiation,
+     * so a clock's generations complete in the order they were numbered. */
+    pthread_mutex_lock(&x->mu);
+    unsigned long long *gen = malloc((b->nmarks ? b->nmarks : 1) * sizeof *gen);
+    if (!gen)
+        DIE("out of memory");
+    pthread_mutex_lock(&ev_mu);
+    for (size_t m = 0; m < b->nmarks; m++)
+        if (b->marks[m].used)
+            gen[m] = ++x->clock[b->marks[m].lane]->recorded;
+    pthread_mutex_unlock(&ev_mu);
+    for (int k = 0; k < b->nlanes; k++) {
+        cudaStream_t q = k ? x->lane[k] : s;
+        emu_lane_t *l = &b->lanes[k];
+        for (size_t i = 0; i < l->n; i++) {
+            emu_node_t *n = &l->v[i];
+            switch (n->type) {
+            case N_OP:
+                enqueue(q, n->fn, n->arg, NULL); /* the body keeps the arguments */
+                break;
+            case N_REC:
+            case N_WAIT_EXT: {
+                pthread_mutex_lock(&cap_mu);
+                n->ev->cap_id = 0;
+                pthread_mutex_unlock(&cap_mu);
+                pthread_mutex_lock(&ev_mu);
+                unsigned long long g = n->type == N_REC ? ++n->ev->recorded : n->ev->recorded;
+                pthread_mutex_unlock(&ev_mu);
+                enqueue_ev(q, n->type == N_REC ? run_record : run_wait, n->ev, g);
+                break;
+            }
+            case N_MARK:
+                if (b->marks[n->mark].used)
+                    enqueue_ev(q, run_record, x->clock[k], gen[n->mark]);
+                break;
+            case N_EDGE: /* why: the captured wait, now between two lanes */
+                enqueue_ev(q, run_wait, x->clock[b->marks[n->mark].lane], gen[n->mark]);
+                break;
+            }
         }
-        default:
-            break;
+        if (k) { /* why: the launch is one unit of the launch stream's order */
+            pthread_mutex_lock(&ev_mu);
+            unsigned long long end = ++x->clock[k]->recorded;
+            pthread_mutex_unlock(&ev_mu);
+            enqueue_ev(q, run_record, x->clock[k], end);
+            enqueue_ev(s, run_wait, x->clock[k], end);
         }
     }
+    pthread_mutex_unlock(&x->mu);
+    free(gen);
     /* the body lives until this launch has run, whatever is destroyed meanwhile */
     atomic_fetch_add(&b->refs, 1);
     enqueue(s, nothing, b, body_unref);

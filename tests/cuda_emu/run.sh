@@ -9,8 +9,9 @@
 # each runs on its own host thread, and events and synchronisations really
 # wait.  Then:
 #  1. the emulator's stream capture and graphs (test_capture.c: recorded
-#     work replays at each launch; what CUDA refuses during a capture is
-#     refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#     work replays at each launch, a graph over two devices and threads
+#     with each stream's part side by side; what CUDA refuses during a
+#     capture is refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
@@ -18,6 +19,7 @@
 #  1b. the cuBLASLt epilogue benchmark (bench/bench_epilogue_cuda) on a small
 #     model: its two paths agree, every group judged; planted wrong cuBLASLt
 #     (bias left out, bias gradient unwritten) fails exactly those groups;
+#     no algorithm for the activation epilogues leaves the rest judged;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
 #     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
 #     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
@@ -29,21 +31,26 @@
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
 #     CPU's bf16 reference;
-#  2b. CUDA graphs: single and ddp over NCCL (2 and 3 ranks; in bf16 single
-#     and 3 ranks) replay with eager's bits, one graph launch and at most one
-#     host sync per step; an NCCL that refuses to capture (planted) runs
-#     eagerly under auto, saying why once, and ends an `on` run, exit 1;
+#  2b. CUDA graphs: single, ddp over NCCL (2 and 3 ranks; in bf16 single
+#     and 3 ranks) and dp (one graph of every device: peer copies on 2 and 3,
+#     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
+#     launch and at most one host sync per step; an NCCL that refuses to
+#     capture (planted) runs eagerly under auto, saying why once, and ends an
+#     `on` run, exit 1; a dp device failing inside a graph step, or NCCL
+#     refusing dp's capture, ends the run (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
+#     says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
-#  4. single and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
+#  4. single, dp on 0,0 and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
 #     from a checkpoint bit for bit on emulated GPUs, checkpoints written
 #     every 2 steps;
 #  5. a planted missing wait -- the compute stream no longer waits for a
 #     staged batch's copy -- must make single differ from the CPU: the proof
 #     that the emulator catches an ordering bug; and a planted missing join
-#     of the comm stream back into ddp's graph capture must fail the run;
+#     of the comm stream back into ddp's graph capture, or of dp's devices
+#     back into device 0's, must fail the run;
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
@@ -82,7 +89,7 @@ fi
 # ---- 1. the CUDA unit suite ----------------------------------------------------
 # The emulator's stream capture first: what the graphs below stand on.
 log="$B/test_capture.log"
-EMU_NGPU=1 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
+EMU_NGPU=2 "$B/tests/cuda_emu/test_capture" --jobs 2 >"$log" 2>&1 ||
     { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_capture (log: $log)"; }
 echo "== stream capture and graphs on the emulator: $(tail -n 1 "$log")"
 # The CPU-against-GPU trainings (cuda_equivalence, single on GPU 0: most of
@@ -136,7 +143,17 @@ for act in relu gelu; do
         [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
             fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
     done
-    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups"
+    # No algorithm for the activation epilogues: those forward groups are n/a,
+    # and so are the backward ones (they read the aux those would make); the
+    # output layer's BIAS group still gets its input from the layers before
+    # it and is judged, in each precision.
+    rc=0
+    epilogue "$log.no-act-algo" $act no-act-algo || rc=$?
+    na=$(grep -c ' n/a: ' "$log.no-act-algo" || true)
+    n=$(grep -cE '^custom/[a-z0-9]*/fwd2 .* (keep|drop)$' "$log.no-act-algo" || true)
+    [ "$rc" -eq 0 ] && [ "$na" -eq 8 ] && [ "$n" -eq 2 ] ||
+        fail "bench_epilogue_cuda --act $act, no algorithm for its epilogue: exit $rc, $na groups n/a (want 8), $n output groups judged (want 2) (log: $log.no-act-algo)"
+    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups; without an algorithm for its epilogue the rest is still judged"
 done
 if EMU_NGPU=1 "$B/bench/bench_epilogue_cuda" --layers 64,100 >/dev/null 2>&1; then
     fail "bench_epilogue_cuda took a width cuBLASLt's aux cannot"
@@ -173,12 +190,14 @@ for accum in 1 2; do
         n=$(syncs "$log")
         L=$(launches "$log")
         echo "== $mode --accum $accum on emulated GPUs: $r from the CPU, $n host syncs and $L launches per step"
-        # eager: at least the layers' kernels; single and ddp over NCCL
-        # (without ZeRO) replay their steps as CUDA graphs (--cuda-graph
-        # auto, without --accum): the graph and the batch's two copies
+        # eager: at least the layers' kernels; single, ddp over NCCL
+        # (without ZeRO) and dp on peer copies replay their steps as CUDA
+        # graphs (--cuda-graph auto, without --accum): the graph and the
+        # batch's two copies
         gl=$(graphs "$log")
         case "$mode $accum" in
-        "single"*" 1" | "ddp --comm nccl --gpus 0,1 1" | "ddp --comm nccl --gpus 0,1,2 1") want='l <= 4 && g >= 0.8' ;;
+        "single"*" 1" | "ddp --comm nccl --gpus 0,1 1" | "ddp --comm nccl --gpus 0,1,2 1" | "dp --gpus 0,0 1")
+            want='l <= 4 && g >= 0.8' ;;
         *) want='l >= 10 && g == 0' ;;
         esac
         awk -v l="$L" -v g="$gl" "BEGIN { exit !(l != \"\" && l != \"null\" && g != \"\" && $want) }" ||
@@ -277,8 +296,52 @@ gl=$(graphs "$B/graph-on.json")
     awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
     fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bitsof "$B/graph-on.json") (eager $(bitsof "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
+# dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
+# (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
+# NCCL (0,1 and 0,1,2), with 50 rows on 3 devices (chunks of 17, 17, 16)
+# and bf16 among them: graph_pair's proofs, and under a third of eager's
+# launches.
+for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 50 400 1 sgd --momentum 0.9" \
+    "0,1 48 400 0.88 sgd --momentum 0.9" "0,1,2 48 384 1 adamw" "0,0 48 384 1 adamw --precision bf16"; do
+    set -- $case
+    gpus=$1 batch=$2 samples=$3 want=$4
+    shift 4
+    graph_pair "dp --gpus $gpus --batch $batch --optim $*" "$want" --mode dp --gpus $gpus $G --batch $batch \
+        --samples $samples --optim "$@"
+    L=$(launches "$B/graph-on.json") L0=$(launches "$B/graph-off.json")
+    awk -v l="$L" -v l0="$L0" 'BEGIN { exit !(l != "" && l0 != "" && l * 3 < l0) }' ||
+        fail "dp --gpus $gpus --batch $batch: $L launches per step with graphs, $L0 eager (want under a third)"
+done
+# A device that fails inside a graph step (the capture, a replay; peer
+# copies and NCCL): one line naming it, exit 1, no hang.
+for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
+    gpus=${f%%:*} f=${f#*:}
+    d=$(echo "$f" | cut -d: -f2) step=${f##*:}
+    rc=0
+    EMU_NGPU=3 DDPBENCH_FAULT=$f timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus $gpus $G --samples 384 \
+        --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+    [ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
+        grep -Eq "^ddpbench: error: device $d( \(id 0\))?: injected fault at step $step\$" "$B/graph.err" ||
+        { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
+done
+# An NCCL that will not capture (planted: every collective on a capturing
+# stream refused) under dp over NCCL with on: dp has no start-up probe, so
+# its capture meets the refusal: one line naming the device and NCCL's
+# answer, exit 1, no hang.
 rc=0
-EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
+EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --samples 384 \
+    --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
+    grep -Eq '^ddpbench: error: device [01]: .*NCCL .*: invalid usage: .*EMU_NCCL_REFUSE_CAPTURE' "$B/graph.err" ||
+    { cat "$B/graph.err"; fail "dp --gpus 0,1 --cuda-graph on where NCCL refuses to capture: exit $rc"; }
+echo "== dp --cuda-graph on: a device failing in the capture or a replay, or NCCL refusing the capture, ends the run, exit 1, one line"
+# auto runs dp over NCCL on distinct GPUs eagerly, and says why
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
+    fail "dp --gpus 0,1 --cuda-graph auto"
+grep -q '"cuda_graph":"off"' "$B/graph.json" && grep -q "cuda graphs: off: dp over NCCL on distinct GPUs runs eagerly" "$B/graph.err" ||
+    fail "dp --gpus 0,1 --cuda-graph auto: not eager, or the banner does not say why"
+rc=0
+EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --accum 2 --cuda-graph on >/dev/null 2>"$B/graph.err" || rc=$?
 [ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
     fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
 
@@ -332,8 +395,9 @@ grep -q "ddpbench: error: --comm-hook powersgd: the CPU backend only" "$B/hook.e
 
 # --report on emulated GPUs: the recorders the page draws from add no host
 # wait (still one per step), and the page holds every device's two lanes,
-# DP's copies and DDP's buckets waiting for the comm stream
-for mode in "dp --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# DP's copies (eager over NCCL, and in graph steps on 0,0) and DDP's buckets
+# waiting for the comm stream
+for mode in "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm nccl --gpus 0,1"; do
     log="$B/page.json"
     rm -f "$B/page.html"
     EMU_NGPU=2 EMU_JITTER_US=100 "$B/ddpbench" --backend cuda --mode $mode $ARGS \
@@ -410,9 +474,10 @@ fi
 # end with the straight run's bits, with --trace and --explain on the way.
 bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
-# single and ddp over NCCL replay their steps as CUDA graphs: the resumed run
-# captures anew, Adam's step count carried over.
-for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
+# single, dp on peer copies (--gpus 0,0) and ddp over NCCL replay their
+# steps as CUDA graphs: the resumed run captures anew, Adam's step count
+# carried over (dp's graph steps with --trace and --explain's told step).
+for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --gpus 0,1" "ddp --comm nccl --gpus 0,1"; do
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R >"$B/straight.json" 2>&1 || fail "--mode $mode straight"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --steps 5 --checkpoint "$B/ck.safetensors" --checkpoint-every 2 \
         >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"
@@ -492,6 +557,23 @@ EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl -
 [ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/join.err" ||
     { tail -n 5 "$P/join.err"; fail "a planted missing join of the comm stream went unnoticed (exit $rc)"; }
 echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 (caught)"
+# dp's graph step without device 0's waits for the other devices' joins
+# (dp_graph.c): their streams joined device 0's capture and were never
+# joined back, so CUDA does not end it.
+join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
+[ "$(grep -cF "$join_line" strategies/dp/dp_graph.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the join to plant out is not in strategies/dp/dp_graph.c; update the test"
+grep -vF "$join_line" strategies/dp/dp_graph.c >"$P/dp_graph.c"
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/dp_graph.c" -o "$P/dp_graph.o" &&
+    $FLAGS -o "$P/ddpbench-dpjoin" $MAIN_OBJS "$P/dp_graph.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant without dp's joins"
+rc=0
+EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \
+    >"$P/dpjoin.json" 2>"$P/dpjoin.err" || rc=$?
+[ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/dpjoin.err" ||
+    { tail -n 5 "$P/dpjoin.err"; fail "a planted missing join of dp's devices went unnoticed (exit $rc)"; }
+echo "== planted missing join of dp's devices: dp's capture refused, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 build_asan

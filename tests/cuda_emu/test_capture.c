@@ -7,15 +7,21 @@
  * made outside the capture -- is refused with CUDA's error and breaks the
  * capture (cudaStreamEndCapture: cudaErrorStreamCaptureInvalidated); a
  * stream that joined the capture and was not joined back fails its end
- * (cudaErrorStreamCaptureUnjoined).  Built
- * and run only against the emulator (run.sh); the backend's use of graphs is
- * tested on any GPU by tests/unit/test_cuda.c. */
+ * (cudaErrorStreamCaptureUnjoined), a join through other streams counting.
+ * One graph may span devices and host threads (DataParallel's step): each
+ * captured stream replays as a lane of its own, side by side with the
+ * others, ordered only by the captured waits (capture_lanes).  Built and
+ * run only against the emulator, on 2 emulated GPUs (run.sh); the backend's
+ * use of graphs is tested on any GPU by tests/unit/test_cuda.c. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cuda_runtime_api.h"
+#include "nccl.h"
 
 static _Atomic int ran;
 static void bump(void *arg) { atomic_fetch_add(&ran, *(int *)arg); }
@@ -294,4 +300,430 @@ Test(capture, thread_local_and_relaxed_modes_allow_what_they_allow)
     cudaStreamSynchronize(s);
     cr_assert_eq(atomic_load(&ran), 0);
     cudaStreamDestroy(s);
+}
+
+// ---------------------------------------------------------------------------
+// one graph over two devices, captured from two host threads (DataParallel's
+// step): the leader begins the capture on device 0's stream and forks it;
+// the member, on its own thread and device, joins by waiting for the fork,
+// and the two wait for each other's records in both directions
+
+#define N 64
+
+/* Two lanes' ops must run side by side, as a GPU runs a graph's branches:
+ * each arrival waits (up to a deadline, so a serial replay fails instead of
+ * hanging) for the other lane's arrival at the same launch. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned long arrived;
+    int missed; /* a lane came alone; once missed, nobody waits again */
+} meet_t;
+
+static void meet(void *arg)
+{
+    meet_t *m = arg;
+    pthread_mutex_lock(&m->mu);
+    unsigned long want = (++m->arrived + 1) / 2 * 2; /* this launch's pair complete */
+    pthread_cond_broadcast(&m->cv);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    while (m->arrived < want && !m->missed)
+        if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) != 0)
+            m->missed = 1;
+    pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct {
+    float *x, *other, *y; /* this device's x and y, the other device's x */
+    float add;
+} buf_op_t;
+
+static void scale(void *arg) /* x = 2x + add, slowly: a missing wait for it shows */
+{
+    buf_op_t *o = arg;
+    usleep(2000);
+    for (int i = 0; i < N; i++)
+        o->x[i] = 2.0f * o->x[i] + o->add;
+}
+static void mix(void *arg) { buf_op_t *o = arg; for (int i = 0; i < N; i++) o->y[i] = o->x[i] + 0.5f * o->other[i]; }
+static void settle(void *arg) { buf_op_t *o = arg; for (int i = 0; i < N; i++) o->x[i] = o->y[i] * 0.25f; }
+
+typedef struct {
+    int dev[2];
+    int nccl;                /* an all-reduce of y between the devices in the step */
+    cudaStream_t s[2];
+    cudaEvent_t fork, join, a[2], b[2];
+    float *x[2], *y[2];
+    buf_op_t op[2];
+    ncclComm_t comm[2];
+    meet_t meet;
+    pthread_barrier_t bar;
+    int capture;             /* this step is captured (by the leader, on s[0]) */
+} pair_t;
+
+/* One step, as device k's thread queues it (k = 0: the leader). */
+static void pair_step(pair_t *p, int k)
+{
+    cudaStream_t s = p->s[k];
+    if (k == 0) {
+        if (p->capture)
+            cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+        cr_assert_eq(cudaEventRecord(p->fork, s), cudaSuccess);
+    }
+    pthread_barrier_wait(&p->bar); /* the fork is recorded */
+    if (k == 1)
+        cr_assert_eq(cudaStreamWaitEvent(s, p->fork, 0), cudaSuccess); /* joins the capture */
+    emu_enqueue(s, scale, &p->op[k], NULL);
+    emu_enqueue(s, meet, &p->meet, NULL);
+    cr_assert_eq(cudaEventRecord(p->a[k], s), cudaSuccess);
+    pthread_barrier_wait(&p->bar); /* both a's recorded: wait for the other's */
+    cr_assert_eq(cudaStreamWaitEvent(s, p->a[1 - k], 0), cudaSuccess);
+    emu_enqueue(s, mix, &p->op[k], NULL);
+    if (p->nccl)
+        cr_assert_eq(ncclAllReduce(p->y[k], p->y[k], N, ncclFloat, ncclSum, p->comm[k], s), ncclSuccess);
+    cr_assert_eq(cudaEventRecord(p->b[k], s), cudaSuccess);
+    pthread_barrier_wait(&p->bar); /* both b's recorded: each has read the other's x */
+    cr_assert_eq(cudaStreamWaitEvent(s, p->b[1 - k], 0), cudaSuccess);
+    emu_enqueue(s, settle, &p->op[k], NULL);
+    if (k == 1)
+        cr_assert_eq(cudaEventRecord(p->join, s), cudaSuccess);
+    pthread_barrier_wait(&p->bar); /* the join is recorded */
+    if (k == 0)
+        cr_assert_eq(cudaStreamWaitEvent(s, p->join, 0), cudaSuccess);
+}
+
+static void *member_main(void *arg)
+{
+    pair_t *p = arg;
+    cr_assert_eq(cudaSetDevice(p->dev[1]), cudaSuccess);
+    pair_step(p, 1);
+    return NULL;
+}
+
+static void pair_init(pair_t *p, int d0, int d1, int nccl)
+{
+    memset(p, 0, sizeof *p);
+    p->dev[0] = d0;
+    p->dev[1] = d1;
+    p->nccl = nccl;
+    pthread_mutex_init(&p->meet.mu, NULL);
+    pthread_cond_init(&p->meet.cv, NULL);
+    pthread_barrier_init(&p->bar, NULL, 2);
+    if (nccl)
+        cr_assert_eq(ncclCommInitAll(p->comm, 2, p->dev), ncclSuccess);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cudaSetDevice(p->dev[k]), cudaSuccess);
+        cr_assert_eq(cudaStreamCreateWithFlags(&p->s[k], cudaStreamNonBlocking), cudaSuccess);
+        cr_assert_eq(cudaEventCreateWithFlags(&p->a[k], cudaEventDisableTiming), cudaSuccess);
+        cr_assert_eq(cudaEventCreateWithFlags(&p->b[k], cudaEventDisableTiming), cudaSuccess);
+        if (k == 0)
+            cr_assert_eq(cudaEventCreateWithFlags(&p->fork, cudaEventDisableTiming), cudaSuccess);
+        else
+            cr_assert_eq(cudaEventCreateWithFlags(&p->join, cudaEventDisableTiming), cudaSuccess);
+        cr_assert_eq(cudaMalloc((void **)&p->x[k], N * sizeof(float)), cudaSuccess);
+        cr_assert_eq(cudaMalloc((void **)&p->y[k], N * sizeof(float)), cudaSuccess);
+        for (int i = 0; i < N; i++) /* the emulator's device memory is the host's */
+            p->x[k][i] = (float)(i + 100 * k);
+    }
+    for (int k = 0; k < 2; k++)
+        p->op[k] = (buf_op_t){p->x[k], p->x[1 - k], p->y[k], (float)(k + 1)};
+    cr_assert_eq(cudaSetDevice(p->dev[0]), cudaSuccess);
+}
+
+/* The steps run to the end; the devices' x, y into out (4 N floats). */
+static void pair_finish(pair_t *p, float *out)
+{
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cudaSetDevice(p->dev[k]), cudaSuccess);
+        cr_assert_eq(cudaStreamSynchronize(p->s[k]), cudaSuccess);
+    }
+    for (int k = 0; k < 2; k++) {
+        memcpy(out + 2 * k * N, p->x[k], N * sizeof(float));
+        memcpy(out + (2 * k + 1) * N, p->y[k], N * sizeof(float));
+    }
+    cr_assert_eq(p->meet.missed, 0, "the lanes of a step did not run side by side");
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cudaSetDevice(p->dev[k]), cudaSuccess);
+        cudaStreamDestroy(p->s[k]);
+        cudaEventDestroy(p->a[k]);
+        cudaEventDestroy(p->b[k]);
+        cudaEventDestroy(k ? p->join : p->fork);
+        cudaFree(p->x[k]);
+        cudaFree(p->y[k]);
+        if (p->nccl)
+            ncclCommDestroy(p->comm[k]);
+    }
+    pthread_barrier_destroy(&p->bar);
+}
+
+/* One step queued by the two threads: eager, or captured (the graph, instantiated). */
+static cudaGraphExec_t pair_run_step(pair_t *p, int capture)
+{
+    p->capture = capture;
+    pthread_t th;
+    pthread_create(&th, NULL, member_main, p);
+    pair_step(p, 0);
+    pthread_join(th, NULL);
+    if (!capture)
+        return NULL;
+    cudaGraph_t g;
+    cudaError_t e = cudaStreamEndCapture(p->s[0], &g);
+    cr_assert_eq(e, cudaSuccess, "the two-device capture ended with %s", cudaGetErrorName(e));
+    cudaGraphExec_t x;
+    cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    cr_assert_eq(cudaGraphDestroy(g), cudaSuccess);
+    return x;
+}
+
+#define STEPS 4
+
+/* STEPS steps eagerly, and the same captured once and launched STEPS times
+ * by the leader alone: the same bits. */
+static void two_devices(int d0, int d1, int nccl)
+{
+    float eager[4 * N], replay[4 * N];
+    pair_t p;
+    pair_init(&p, d0, d1, nccl);
+    for (int i = 0; i < STEPS; i++)
+        pair_run_step(&p, 0);
+    pair_finish(&p, eager);
+
+    pair_init(&p, d0, d1, nccl);
+    long launches0 = emu_graph_launches();
+    cudaGraphExec_t x = pair_run_step(&p, 1);
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(p.x[k][0], (float)(100 * k), "captured work ran during the capture");
+    for (int i = 0; i < STEPS; i++)
+        cr_assert_eq(cudaGraphLaunch(x, p.s[0]), cudaSuccess);
+    /* the launch stream's later work follows every lane: a wait on it
+     * alone sees device 1's last results */
+    cr_assert_eq(cudaStreamSynchronize(p.s[0]), cudaSuccess);
+    float y1[N];
+    for (int i = 0; i < N; i++)
+        y1[i] = p.y[1][i] * 0.25f;
+    cr_assert_eq(memcmp(p.x[1], y1, sizeof y1), 0, "the launch stream did not wait for lane 1");
+    cr_assert_eq(emu_graph_launches() - launches0, STEPS);
+    cr_assert_eq(cudaGraphExecDestroy(x), cudaSuccess);
+    pair_finish(&p, replay);
+    for (int i = 0; i < 4 * N; i++)
+        cr_assert_eq(replay[i], eager[i], "device %d's %s[%d]: replay %g, eager %g", i / (2 * N),
+                     i / N % 2 ? "y" : "x", i % N, replay[i], eager[i]);
+}
+
+Test(capture_lanes, two_threads_two_devices_edges_both_ways, .timeout = 30)
+{
+    two_devices(0, 1, 0);
+}
+
+/* DataParallel over peer copies: two "devices" on one GPU, two threads. */
+Test(capture_lanes, two_threads_one_device, .timeout = 30)
+{
+    two_devices(0, 0, 0);
+}
+
+/* The devices' parts of one all-reduce in the graph each block until the
+ * other's arrives: a replay in one queue deadlocks (the timeout fails it). */
+Test(capture_lanes, an_all_reduce_between_the_devices, .timeout = 30)
+{
+    two_devices(0, 1, 1);
+}
+
+// ---------------------------------------------------------------------------
+// joins: CUDA ends a capture when the last work of every stream that joined
+// it precedes the origin's end through any chain of waits, other streams'
+// included; else cudaErrorStreamCaptureUnjoined
+
+static void on(cudaStream_t q) { cr_assert_eq(cudaSetDevice(emu_stream_device(q)), cudaSuccess); }
+static void rec(cudaEvent_t e, cudaStream_t q)
+{
+    on(q);
+    cr_assert_eq(cudaEventRecord(e, q), cudaSuccess);
+}
+static void await(cudaStream_t q, cudaEvent_t e)
+{
+    on(q);
+    cr_assert_eq(cudaStreamWaitEvent(q, e, 0), cudaSuccess);
+}
+static void work(cudaStream_t q, int *v)
+{
+    on(q);
+    emu_enqueue(q, bump, v, NULL);
+}
+
+static int hundred = 100;
+
+/* s on device 0 (the origin), t on device 1, u on device 0; fork recorded
+ * on s, e1 on t, e2 on u.  Case 0: t's work joined through u; 1: t never
+ * joined; 2: through u, but u works after its record; 3: u's work joined
+ * through t.  want: EndCapture's answer; per_launch: what a launch adds. */
+static void join_case(int which, cudaError_t want, int per_launch)
+{
+    cudaStream_t q[3];
+    int dev[3] = {0, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(cudaSetDevice(dev[k]), cudaSuccess);
+        cr_assert_eq(cudaStreamCreateWithFlags(&q[k], cudaStreamNonBlocking), cudaSuccess);
+    }
+    cudaStream_t s = q[0], t = q[1], u = q[2];
+    cudaEvent_t fork, e1, e2;
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming), cudaSuccess);
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    rec(fork, s);
+    await(t, fork);
+    work(t, &ten);
+    switch (which) {
+    case 0:
+    case 2:
+        rec(e1, t);
+        await(u, e1); /* u joins the capture here */
+        rec(e2, u);
+        if (which == 2)
+            work(u, &hundred);
+        await(s, e2);
+        break;
+    case 3:
+        await(u, fork);
+        work(u, &hundred);
+        rec(e2, u);
+        await(t, e2);
+        rec(e1, t);
+        await(s, e1);
+        break;
+    }
+    on(s);
+    cudaGraph_t g = (cudaGraph_t)1;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    cr_assert_eq(e, want, "join case %d: %s, want %s", which, cudaGetErrorName(e), cudaGetErrorName(want));
+    cudaGetLastError();
+    for (int k = 0; k < 3; k++) {
+        enum cudaStreamCaptureStatus st;
+        on(q[k]);
+        cr_assert_eq(cudaStreamIsCapturing(q[k], &st), cudaSuccess);
+        cr_assert_eq(st, cudaStreamCaptureStatusNone, "join case %d: stream %d still captures", which, k);
+    }
+    on(s);
+    if (e == cudaSuccess) {
+        cudaGraphExec_t x;
+        cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+        cr_assert_eq(cudaGraphLaunch(x, s), cudaSuccess);
+        cr_assert_eq(cudaGraphLaunch(x, s), cudaSuccess);
+        cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess); /* the launch stream waits for every lane */
+        cr_assert_eq(cudaGraphExecDestroy(x), cudaSuccess);
+        cr_assert_eq(cudaGraphDestroy(g), cudaSuccess);
+    } else {
+        cr_assert_null(g);
+    }
+    cr_assert_eq(atomic_load(&ran), 2 * per_launch, "join case %d: %d ran", which, atomic_load(&ran));
+    for (int k = 0; k < 3; k++) {
+        on(q[k]);
+        cudaStreamDestroy(q[k]);
+    }
+    cudaEventDestroy(fork);
+    cudaEventDestroy(e1);
+    cudaEventDestroy(e2);
+}
+
+Test(capture_lanes, joins_count_through_other_streams)
+{
+    join_case(0, cudaSuccess, 10);                     /* t -> u -> s */
+    join_case(1, cudaErrorStreamCaptureUnjoined, 0);   /* t never joined */
+    join_case(2, cudaErrorStreamCaptureUnjoined, 0);   /* u works after its join */
+    join_case(3, cudaSuccess, 110);                    /* u -> t -> s */
+}
+
+// ---------------------------------------------------------------------------
+// what CUDA refuses during a capture, refused on a stream that joined it from
+// another thread and device -- even in thread-local mode, whose other
+// restrictions bind the capturing thread only
+
+typedef struct {
+    cudaStream_t s1; /* device 1's stream, joined */
+    refused_fn fn;
+    void *ctx;
+    cudaError_t got;
+} member_call_t;
+
+static void *member_refused(void *arg)
+{
+    member_call_t *m = arg;
+    cudaSetDevice(1);
+    m->got = m->fn(m->s1, m->ctx);
+    return NULL;
+}
+
+static void refused_on_member(const char *what, refused_fn fn, void *ctx, cudaError_t want)
+{
+    cudaStream_t s0 = stream(), s1;
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cudaEvent_t fork, join;
+    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    emu_enqueue(s0, bump, &one, NULL);
+    cr_assert_eq(cudaEventRecord(fork, s0), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(s1, fork, 0), cudaSuccess);
+    emu_enqueue(s1, bump, &ten, NULL);
+    member_call_t m = {s1, fn, ctx, cudaSuccess};
+    pthread_t th;
+    pthread_create(&th, NULL, member_refused, &m);
+    pthread_join(th, NULL);
+    cr_assert_eq(m.got, want, "%s on a joined stream of device 1, from its thread: %s, want %s", what,
+                 cudaGetErrorName(m.got), cudaGetErrorName(want));
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cudaEventRecord(join, s1);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cudaStreamWaitEvent(s0, join, 0);
+    cudaGetLastError();
+    cudaGraph_t g = (cudaGraph_t)1;
+    cudaError_t e = cudaStreamEndCapture(s0, &g);
+    cr_assert_eq(e, cudaErrorStreamCaptureInvalidated, "%s: the capture ended with %s", what,
+                 cudaGetErrorName(e));
+    cr_assert_null(g);
+    cr_assert_eq(cudaStreamSynchronize(s0), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(s1), cudaSuccess); /* usable again */
+    cr_assert_eq(atomic_load(&ran), 0, "%s: recorded work ran", what);
+    cudaStreamDestroy(s1);
+    cudaEventDestroy(join);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cudaEventDestroy(fork);
+    cudaStreamDestroy(s0);
+}
+
+static cudaError_t do_query_captured_member(cudaStream_t s, void *c)
+{
+    cudaEventRecord((cudaEvent_t)c, s);
+    return cudaEventQuery((cudaEvent_t)c);
+}
+
+Test(capture_lanes, refuses_on_every_stream_it_holds)
+{
+    const cudaError_t U = cudaErrorStreamCaptureUnsupported;
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    float *d1;
+    cudaEvent_t ev;
+    cr_assert_eq(cudaMalloc((void **)&d1, 64), cudaSuccess);
+    cr_assert_eq(cudaEventCreate(&ev), cudaSuccess);
+    refused_on_member("cudaStreamSynchronize", do_stream_sync, NULL, U);
+    refused_on_member("cudaStreamQuery", do_stream_query, NULL, U);
+    refused_on_member("cudaDeviceSynchronize", do_device_sync, NULL, U);
+    refused_on_member("a d2h into pageable memory", do_pageable_d2h, d1, U);
+    refused_on_member("cudaEventQuery of a captured record", do_query_captured_member, ev,
+                      cudaErrorCapturedEvent);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cudaEventDestroy(ev);
+    cudaFree(d1);
 }

@@ -189,19 +189,24 @@ unset DDPBENCH_MEM_AVAILABLE
 # rank's process (the one mpirun started) names that rank
 if need mpirun; then
     MPIRUN="mpirun --allow-run-as-root --oversubscribe -q -x DDPBENCH_E2E_TAG"
-    LONG="--mode ddp --backend cpu --model mlp-small --samples 2400 --batch 240 --steps 100000 --quiet"
+    LONG="--mode ddp --backend cpu --model mlp-small --samples 2400 --batch 240 --steps 100000"
     for target in mpirun rank1; do
-        DDPBENCH_E2E_TAG=$TAG $MPIRUN -np 2 "$BIN" $LONG --timeout 2 >/dev/null 2>"$T/err" &
+        DDPBENCH_E2E_TAG=$TAG $MPIRUN -np 2 "$BIN" $LONG --timeout 2 >"$T/out" 2>"$T/err" &
         MP=$!
         w1() { for p in $(pgrep -P "$MP"); do
             tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo "$p"
         done; }
+        # The signal goes once rank 0's banner is out: every rank is then past
+        # MPI_Init and its start-up (a fixed second after the fork was not
+        # enough at load 18, and a signal during MPI_Init has no "stopped"
+        # line to give), and rank 1's watcher is up.
         k=0
-        while { [ -z "$(w1)" ] || [ -z "$(pgrep -P "$(w1)")" ]; } && [ $k -lt 300 ]; do
+        while { ! grep -q ": mode ddp" "$T/out" || [ -z "$(w1)" ] || [ -z "$(pgrep -P "$(w1)")" ]; } &&
+            [ $k -lt 600 ]; do
             sleep 0.1
             k=$((k + 1))
         done
-        sleep 1 # into the training loop
+        sleep 0.5 # into the training loop
         if [ $target = mpirun ]; then kill -TERM $MP; else kill -TERM "$(w1)"; fi
         wait $MP
         rc=$?

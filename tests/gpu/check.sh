@@ -28,7 +28,10 @@
 #  3. single on the GPU against single on the CPU (1e-4, at most one host
 #     synchronisation per step);
 #  4. ddp (NCCL, one rank per GPU; shm with two ranks on GPU 0) and dp on the
-#     GPUs against the CPU;
+#     GPUs against the CPU: dp --gpus 0,0 with CUDA graphs (auto: one graph
+#     of both devices) and without (the graphs' gain), and on a box with two
+#     GPUs or more dp over NCCL with --cuda-graph on, under the step's limit,
+#     so the box says whether that graph runs or hangs;
 #  5. ddpbench against PyTorch eager on the same GPU (torch_ref.py: the same
 #     model, loss, optimizer and batch) for mlp-small (GELU, cross-entropy,
 #     Adam: launch-bound), mlp-medium and mlp-large (each with --cuda-graph
@@ -86,7 +89,7 @@ esac
 #   libraries  ld.so on three files                                   ~2 s
 #   probe      the first CUDA start (no persistence daemon: up to 15) ~5-15 s
 #   single     2 GPU runs + 2 CPU references of 20 small steps        ~10-20 s
-#   ddp        3 runs (5 with 2 GPUs or more), NCCL or shm each       ~20-30 s
+#   ddp        4 runs (7 with 2 GPUs or more), NCCL or shm each       ~25-40 s
 #   torch      7 ddpbench runs (mlp-large: 201M parameters made on the
 #              host, 20 steps of ~50 ms in fp32) ~40-50 s, and PyTorch
 #              once: its import, 4 models, the GEMMs alone          ~20-30 s
@@ -100,17 +103,18 @@ esac
 # checks fit in 15 minutes of a lent GPU, each check under 10 minutes.  The
 # epilogue step's 25 s came out of torch (110 -> 100), suites (45 -> 40),
 # faults (50 -> 45) and trace (30 -> 25), each still a third or more over
-# its estimate.
+# its estimate; ddp's two dp rows' 10 s (45 -> 55) out of probe (25 -> 20)
+# and trace (25 -> 20), likewise.
 plan() {
     cat <<'EOF'
 libraries 10 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so: toolkit or python3's nvidia wheels
-probe 25 load the CUDA backend and count the GPUs (the first CUDA start)
+probe 20 load the CUDA backend and count the GPUs (the first CUDA start)
 single 30 single on GPU 0 vs the CPU: small (relu, CE, Adam) and gelu-sgd, 20 steps each
-ddp 45 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 vs the CPU
+ddp 55 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 (graphs on and off), dp nccl graphs on (2+ GPUs) vs the CPU
 torch 100 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast), mlp-large's step vs its GEMMs alone; mlp-small and mlp-medium with CUDA graphs off; mlp-large ddp nccl
 suites 40 test_cuda and test_comm_nccl, one process each
 faults 45 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
-trace 25 --trace single and ddp: spans not zero; --mode comm: every result checked
+trace 20 --trace single and ddp: spans not zero; --mode comm: every result checked
 epilogue 25 cuBLASLt bias+activation epilogues vs GEMM + our kernels, per layer of mlp-medium and mlp-large, fp32 and bf16: agree, then keep or drop
 EOF
 }
@@ -658,6 +662,14 @@ compare() {
     *) fail "$label" "parameters differ from the CPU by $r > $TOL" "$extra" ;;
     esac
 }
+# gain ON OFF WHAT: a closing-table row, the throughput of ON's run over OFF's
+# (two compare labels that both ran)
+gain() {
+    on=$(tput "$L/$(safe "$1").json" 2>/dev/null) off=$(tput "$L/$(safe "$2").json" 2>/dev/null)
+    [ -n "$on" ] && [ -n "$off" ] || return 0
+    ratio_row "$3" "$on" "$off" "$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')" \
+        "samples/s"
+}
 W=$NGPU
 [ "$W" -lt 2 ] && W=2
 B=$((32 * W)) # divisible by every world size used below
@@ -671,9 +683,17 @@ compare "ddp nccl gpus $ALL small" small "$B" 1 --mode ddp --comm nccl --gpus "$
 # shm on a GPU: the input's copy to the host is waited for once a step, beside
 # the loss's (host_syncs_per_step counts both)
 compare "ddp shm gpus 0,0 small" small "$B" 2 --mode ddp --comm shm --gpus 0,0
+# dp on one GPU: --cuda-graph auto replays each step as one graph of both
+# devices; beside it, eager: the graphs' gain
 compare "dp gpus 0,0 small" small "$B" 1 --mode dp --gpus 0,0
+compare "dp gpus 0,0 small graphs off" small "$B" 1 --mode dp --gpus 0,0 --cuda-graph off
+gain "dp gpus 0,0 small" "dp gpus 0,0 small graphs off" "dp --gpus 0,0 small: CUDA graphs on / off"
 if [ "$NGPU" -ge 2 ]; then
     compare "dp gpus $ALL small" small "$B" 1 --mode dp --gpus "$ALL"
+    # auto runs dp over NCCL eagerly (NCCL warns that several GPUs of one
+    # process in graphs may deadlock); on captures it: does it run, or hang
+    # (cut at the step's limit, "timed out")?
+    compare "dp nccl gpus $ALL small graphs on" small "$B" 1 --mode dp --gpus "$ALL" --cuda-graph on
     compare "ddp nccl gpus $ALL gelu-sgd" gelu-sgd "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
 fi
 

@@ -1,7 +1,8 @@
 /* tests/unit/test_comm.c: the shared-memory collectives against serial references,
  * with forked ranks like DDP's: every collective for 1 to 4 ranks over sizes
  * 0, 1, odd, not divisible by the rank count, around the chunk size and 64 MiB;
- * device staging; ordering of async ops; timeout, abort and mismatch. */
+ * device staging; ordering of async ops; timeout, abort and mismatch;
+ * the CUDA graph probe on a comm that captures nothing. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -658,6 +659,42 @@ Test(comm, mismatched_collectives_fail)
         cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
         cr_assert(strstr(g.out[r].msg, "mismatched collectives"), "rank %d: %s", r, g.out[r].msg);
         cr_assert(g.out[r].elapsed_s < 5.0);
+    }
+}
+
+/* comm_graph_probe on a comm whose collectives cannot be captured (shm):
+ * every rank answers at once, with no collective, refused by rank 0, which
+ * alone says why; insisting, every rank fails with that reason.  Then an
+ * all-reduce still runs: the comm is as it was. */
+static int rank_graph_probe(comm_t *c, void *vctx, char *msg)
+{
+    bool insist = *(const bool *)vctx;
+    comm_graph_probe_t p;
+    char err[ERR_LEN] = "";
+    int rc = comm_graph_probe(c, insist, &p, err);
+    float buf[4] = {1, 2, 3, 4};
+    if (comm_all_reduce(c, buf, 4, REDOP_SUM) != DDP_OK || buf[3] != 4.0f * (float)comm_world(c))
+        return err_set(msg, DDP_ERR_RUNTIME, "the all-reduce after the probe: %s", comm_last_error(c));
+    err_set(msg, 0, "rc %d refused_by %d why '%s' err '%s'", rc, p.refused_by, p.why, err);
+    return DDP_OK;
+}
+
+Test(comm, graph_probe_without_graphs_refuses_on_every_rank_at_once)
+{
+    const char *why = "--comm shm: its collectives are not captured";
+    for (int insist = 0; insist < 2; insist++) {
+        group_t g = {.world = 3, .timeout_s = 10.0};
+        bool ins = insist;
+        run_group(&g, rank_graph_probe, &ins);
+        assert_all_ok(&g, "comm_graph_probe");
+        for (int r = 0; r < 3; r++) {
+            char want[ERR_LEN];
+            if (insist)
+                snprintf(want, sizeof want, "rc %d refused_by 0 why '' err '%s'", DDP_ERR_RUNTIME, why);
+            else
+                snprintf(want, sizeof want, "rc 0 refused_by 0 why '%s' err ''", r == 0 ? why : "");
+            cr_assert_str_eq(g.out[r].msg, want, "insist %d, rank %d", insist, r);
+        }
     }
 }
 

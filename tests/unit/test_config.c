@@ -339,3 +339,30 @@ Test(config_fields, every_row_says_what_derives_from_it)
             cr_expect_eq(config_field_flip(&other, i, err), DDP_OK, "%s", err);
     }
 }
+
+Test(config, which_dp_steps_cuda_graphs_replay)
+{
+    /* dp is captured (one graph of every device) on peer copies; over NCCL
+     * on distinct GPUs auto runs it eagerly and says why, on captures it;
+     * --accum still does not qualify. */
+    config_t c;
+    config_defaults(&c);
+    c.backend = BACKEND_CUDA;
+    c.mode = MODE_DP;
+    c.ngpus = 2;
+    c.gpus[0] = c.gpus[1] = 0;
+    cr_assert(!config_dp_nccl(&c), "--gpus 0,0 is one GPU: peer copies");
+    cr_assert_null(config_graph_why_not(&c, MODE_DP), "%s", config_graph_why_not(&c, MODE_DP));
+    cr_assert(config_graphs_on(&c, MODE_DP));
+    c.gpus[1] = 1;
+    if (config_dp_nccl(&c)) { /* built with NCCL */
+        const char *why = config_graph_why_not(&c, MODE_DP);
+        cr_assert(why && strstr(why, "NCCL") && strstr(why, "--cuda-graph on"), "%s",
+                  why ? why : "(captured)");
+        c.cuda_graph = CUDA_GRAPH_ON;
+        cr_assert_null(config_graph_why_not(&c, MODE_DP), "--cuda-graph on: %s",
+                       config_graph_why_not(&c, MODE_DP));
+    }
+    c.accum = 2;
+    cr_assert(config_graph_why_not(&c, MODE_DP) && !config_graphs_on(&c, MODE_DP));
+}

@@ -1334,6 +1334,74 @@ Test(cuda_backend, a_graph_replays_its_step_and_refuses_other_work)
     backend_destroy(be);
 }
 
+/* One step of a graph led by lead and followed by mem (DP's shape): the
+ * member doubles x after the fork and joins back; bad, when not NULL, is an
+ * event the member then tries to wait for (refused: recorded outside the
+ * step).  The leader launches, the member only keeps or checks its part. */
+static void two_device_step(backend_t *lead, backend_t *mem, int key, float *x,
+                            backend_event_t *fork, backend_event_t *join, backend_event_t *bad)
+{
+    check(lead, backend_graph_begin(lead, key), "leader's begin");
+    check(lead, backend_event_record(lead, fork), "fork");
+    check(mem, backend_graph_follow(mem, key, lead, fork), "follow");
+    check(mem, backend_scale(mem, 2.0f, x, 4), "the member's work");
+    check(mem, backend_event_record(mem, join), "join");
+    if (bad) {
+        cr_assert_neq(backend_stream_wait(mem, bad), DDP_OK,
+                      "a wait inside a graph for a record made before its step was allowed");
+        cr_assert(strstr(backend_last_error(mem), "outside the graph's step"), "%s",
+                  backend_last_error(mem));
+    }
+    check(lead, backend_stream_wait(lead, join), "the leader waits for the join");
+    check(lead, backend_graph_end(lead, key, true), "leader's end");
+    check(mem, backend_graph_end(mem, key, true), "member's end");
+}
+
+Test(cuda_backend, a_graph_over_two_devices_follows_its_leader)
+{
+    /* backend_graph_follow: the member's work is captured into the leader's
+     * graph (its stream joined by the fork, joined back by the leader's
+     * wait) and replayed by the leader's one launch, the member queuing
+     * nothing; inside the step a wait is only for the step's own records,
+     * at capture and at replay; a device that holds no graph cannot follow
+     * a replay. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *lead, *mem, *late;
+    cr_assert_eq(backend_cuda_create(&lead, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(backend_cuda_create(&mem, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(backend_cuda_create(&late, 0, err), DDP_OK, "%s", err);
+    float h[4] = {1, 2, 3, 4}, back[4];
+    float *x = upload(mem, h, 4);
+    backend_event_t *fork = backend_event_new(lead, false), *join = backend_event_new(mem, false);
+    backend_event_t *before = backend_event_new(lead, false);
+    cr_assert(fork && join && before);
+    check(lead, backend_event_record(lead, before), "an eager record");
+    long mk = backend_launches(mem, LAUNCH_KERNEL), lg = backend_launches(lead, LAUNCH_GRAPH);
+    two_device_step(lead, mem, 0, x, fork, join, NULL);   /* captured */
+    two_device_step(lead, mem, 0, x, fork, join, before); /* replayed */
+    cr_assert(backend_graph_ready(mem, 0) && backend_graph_ready(lead, 0));
+    check(lead, backend_sync(lead), "sync the leader (the graph runs from its stream)");
+    check(mem, backend_d2h(mem, back, x, sizeof back), "d2h");
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(back[i], h[i] * 4.0f, "element %d: %g after two launches", i, back[i]);
+    cr_assert_eq(backend_launches(lead, LAUNCH_GRAPH) - lg, 2);
+    cr_assert_eq(backend_launches(mem, LAUNCH_KERNEL) - mk, 0, "the member queued its work itself");
+    /* a device that never captured key 0 cannot follow its replay */
+    check(lead, backend_graph_begin(lead, 0), "leader's begin");
+    check(lead, backend_event_record(lead, fork), "fork");
+    cr_assert_neq(backend_graph_follow(late, 0, lead, fork), DDP_OK);
+    cr_assert(strstr(backend_last_error(late), "does not hold"), "%s", backend_last_error(late));
+    check(lead, backend_graph_end(lead, 0, false), "leader's end, launching nothing");
+    backend_event_free(lead, fork);
+    backend_event_free(lead, before);
+    backend_event_free(mem, join);
+    backend_free(mem, x);
+    backend_destroy(late);
+    backend_destroy(mem);
+    backend_destroy(lead);
+}
+
 /* Run every vectorised kernel on data at offset off (floats) from an aligned
  * block: off 0 takes the 128-bit path, off 1 the scalar one. */
 /* src's first span - off floats, placed off floats into a new device block */
