@@ -132,9 +132,30 @@ static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(prin
 // ---------------------------------------------------------------------------
 // failing: sticky, and the whole group goes down
 
-/* Abort our NCCL communicator (idempotent). */
-static void nccl_abort_local(nccl_impl_t *n)
+/* Whether the backend may hold a CUDA graph with this communicator's
+ * collectives: a graph step under way, or a graph kept for a later one. */
+static bool graphs_hold(const comm_t *c)
 {
+    if (!c->be || backend_graph_state(c->be, NULL, NULL) != GRAPH_EAGER)
+        return c->be != NULL;
+    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
+        if (backend_graph_ready(c->be, k))
+            return true;
+    return false;
+}
+
+/* Abort our NCCL communicator (idempotent).  Not while graphs may hold it
+ * (unless last, from nccl_destroy): ncclCommAbort, like ncclCommDestroy,
+ * returns only once no CUDA graph holds the communicator's captured
+ * collectives (NCCL's commDestroySync), which would never come while this
+ * thread waits in it.  The failure is recorded already, so every later call
+ * fails; the strategy drops its graphs and aborts again (comm_abort) or
+ * destroys the communicator, and that releases NCCL's kernels. */
+static void nccl_abort_local(comm_t *c, bool last)
+{
+    nccl_impl_t *n = impl_of(c);
+    if (!last && graphs_hold(c))
+        return;
     pthread_mutex_lock(&n->lock);
     if (n->nccl) {
         ncclCommAbort(n->nccl);
@@ -154,7 +175,7 @@ static int comm_fail(comm_t *c, const char *fmt, ...)
         if (c->seg) /* first reason wins there too; other ranks read "aborted by rank R" */
             comm_seg_abort(c->seg, c->rank, c->last_error);
     }
-    nccl_abort_local(impl_of(c));
+    nccl_abort_local(c, false);
     return DDP_ERR_RUNTIME;
 }
 
@@ -677,7 +698,7 @@ static void nccl_abort(comm_t *c, const char *why)
         comm_seg_abort(c->seg, c->rank, why ? why : "no reason given");
     /* Releases NCCL kernels that wait for peers; the owner thread's next
      * poll sees abort_req and fails. */
-    nccl_abort_local(n);
+    nccl_abort_local(c, false);
 }
 
 static void nccl_destroy(comm_t *c)
@@ -709,7 +730,7 @@ static void nccl_destroy(comm_t *c)
             }
             pthread_mutex_unlock(&n->lock);
         }
-        nccl_abort_local(n); /* anything left: abort, which never waits for peers */
+        nccl_abort_local(c, true); /* anything left: abort, which never waits for peers */
         if (n->stream && !c->last_error[0])
             cudaStreamSynchronize(n->stream);
         for (int i = 0; i < n->nevents; i++) {

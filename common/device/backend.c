@@ -154,8 +154,7 @@ static void graph_note(backend_t *be, const uint64_t *w, size_t n)
 #define NOT_IN_GRAPH(be, what)                                                             \
     do {                                                                                   \
         if ((be)->gmode != GRAPH_EAGER)                                                    \
-            return backend_error((be), DDP_ERR_RUNTIME, "%s inside a CUDA graph (device %d)", \
-                                 (what), (be)->device_id);                                 \
+            return backend_error((be), DDP_ERR_RUNTIME, "%s inside a CUDA graph", (what));      \
     } while (0)
 
 bool backend_graphs_supported(const backend_t *be) { return be->ops->graph_capture != NULL; }
@@ -232,13 +231,13 @@ int backend_graph_follow(backend_t *be, int key, backend_t *leader, backend_even
     if (leader == be || leader->gmode == GRAPH_EAGER || leader->glead || leader->gkey != key ||
         fork->be != leader)
         return backend_error(be, DDP_ERR_RUNTIME,
-                             "device %d: graph %d followed where device %d leads no such step",
-                             be->device_id, key, leader->device_id);
+                             "graph %d followed where device %d leads no such step", key,
+                             leader->device_id);
     /* Both must know the key alike: the one that captures, or the one that
      * replays (the strategy's outcome barrier keeps them so). */
     if (be->gready[key] != (leader->gmode == GRAPH_REPLAY))
         return backend_error(be, DDP_ERR_RUNTIME,
-                             "device %d %s graph %d while device %d %s it", be->device_id,
+                             "this device %s graph %d while device %d %s it",
                              be->gready[key] ? "holds" : "does not hold", key, leader->device_id,
                              leader->gmode == GRAPH_REPLAY ? "replays" : "captures");
     be->glead = leader;
@@ -261,9 +260,9 @@ static int graph_settle(backend_t *be, int key, graph_mode_t mode)
     }
     if (be->rhash != be->ghash[key] || be->rops != be->gops[key])
         return backend_error(be, DDP_ERR_RUNTIME,
-                             "device %d: a step replayed by CUDA graph %d queued other work "
-                             "(%ld operations) than the graph captured (%ld operations)",
-                             be->device_id, key, be->rops, be->gops[key]);
+                             "a step replayed by CUDA graph %d queued other work (%ld "
+                             "operations) than the graph captured (%ld operations)",
+                             key, be->rops, be->gops[key]);
     return DDP_OK;
 }
 
@@ -501,16 +500,15 @@ int backend_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 int backend_stream_wait(backend_t *be, backend_event_t *ev)
 {
     if (ev->be->kind != be->kind)
-        return backend_error(be, DDP_ERR_RUNTIME, "device %d (%s) cannot wait for an event of "
-                             "device %d (%s)", be->device_id, be->ops->name, ev->be->device_id,
+        return backend_error(be, DDP_ERR_RUNTIME, "a %s device cannot wait for an event of "
+                             "device %d (%s)", be->ops->name, ev->be->device_id,
                              ev->be->ops->name);
     /* Inside a graph step only the step's own records: a record from before
      * it would pair, at each launch, with whatever that event last held. */
     if (be->gmode != GRAPH_EAGER && (ev->gstep == 0 || ev->gstep != be->gstep))
         return backend_error(be, DDP_ERR_RUNTIME,
-                             "device %d: a wait inside a CUDA graph for an event of device %d "
-                             "recorded outside the graph's step", be->device_id,
-                             ev->be->device_id);
+                             "a wait inside a CUDA graph for an event of device %d recorded "
+                             "outside the graph's step", ev->be->device_id);
     GRAPH_OP(be, 17, P(ev));
     counted(be, LAUNCH_EVENT);
     return be->ops->stream_wait(be, ev);

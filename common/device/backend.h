@@ -73,7 +73,9 @@ size_t backend_mem_peak(const backend_t *be);   /* high-water mark of that */
 void backend_mem_peak_split(const backend_t *be, size_t split[MEM_KINDS]);
 const char *backend_last_error(const backend_t *be);
 /* Record why work on this device failed (what backend_last_error() returns
- * next); returns code. */
+ * next); returns code.  A message never names its own device: the caller
+ * does (backend_check's place, a DDP rank's prefix), so a line names it
+ * once; another device it involves it names by id. */
 int backend_error(backend_t *be, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* rc of a backend call, with "<place>: <the backend's message>" in err when it

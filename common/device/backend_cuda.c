@@ -661,15 +661,30 @@ static int cuda_event_init(backend_t *be, backend_event_t *ev)
     /* Untimed events are cheaper to record and to wait for. */
     CK(cudaEventCreateWithFlags(&e, ev->timed ? cudaEventDefault : cudaEventDisableTiming));
     ev->h = e;
+    /* made here: inside a capture nothing is created (cuda_event_record) */
+    cudaEvent_t edge = NULL;
+    cudaError_t r = cudaEventCreateWithFlags(&edge, cudaEventDisableTiming);
+    if (r != cudaSuccess) {
+        cudaEventDestroy(e);
+        ev->h = NULL;
+        CK(r);
+    }
+    ev->edge = edge;
     return DDP_OK;
 }
 
 static void cuda_event_fini(backend_t *be, backend_event_t *ev)
 {
-    if (ev->h && cudaSetDevice(impl_of(be)->dev) == cudaSuccess)
-        cudaEventDestroy(ev_of(ev)); /* released once pending work no longer needs it */
+    if ((ev->h || ev->edge) && cudaSetDevice(impl_of(be)->dev) == cudaSuccess) {
+        /* released once pending work no longer needs them */
+        if (ev->h)
+            cudaEventDestroy(ev_of(ev));
+        if (ev->edge)
+            cudaEventDestroy((cudaEvent_t)ev->edge);
+    }
     cudaGetLastError();
     ev->h = NULL;
+    ev->edge = NULL;
 }
 
 static int cuda_event_record(backend_t *be, backend_event_t *ev)
@@ -677,10 +692,21 @@ static int cuda_event_record(backend_t *be, backend_event_t *ev)
     ENTER(be);
     cuda_impl_t *c = impl_of(be);
     if (be->gmode == GRAPH_CAPTURE) {
-        /* A record node that every launch performs (external: the host waits
-         * for it and times it); the clock's candidate anchor is recorded
-         * outside, before the launch (cuda_graph_launch). */
+        /* Two records, as CUDA gives a record in a capture one meaning or
+         * the other (the programming guide's "Cross-stream Dependencies and
+         * Events"; cudaEventRecordExternal): the edge, a plain record, is
+         * the capture's internal dependency, which a wait in the capture
+         * (cuda_stream_wait) turns into the graph's edge and which joins a
+         * waiting stream (another device's, dp_graph.c) to the capture; an
+         * external record is only a record node, which no wait in the
+         * capture depends on.  The event's own record is that node: every
+         * launch performs it, so the host waits for it and times it.  Why
+         * the node first: the edge then covers it, so a wait for the edge
+         * joins the node back too (a capture ends only when every node of a
+         * joined stream is waited for).  The clock's candidate anchor is
+         * recorded outside, before the launch (cuda_graph_launch). */
         CK(cudaEventRecordWithFlags(ev_of(ev), c->stream, cudaEventRecordExternal));
+        CK(cudaEventRecord((cudaEvent_t)ev->edge, c->stream));
         return DDP_OK;
     }
     /* A new clock anchor rides along with a timed event when the last one
@@ -748,6 +774,8 @@ int backend_cuda_event_time(backend_t *be, cudaEvent_t ev, double *t_s)
     return DDP_OK;
 }
 
+double backend_cuda_anchor_s(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->anchor_s; }
+
 static int cuda_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 {
     return backend_cuda_event_time(be, ev_of(ev), t_s);
@@ -756,8 +784,11 @@ static int cuda_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 static int cuda_stream_wait(backend_t *be, backend_event_t *ev)
 {
     ENTER(be);
-    /* The GPU waits, the host does not; ev may be another device's. */
-    CK(cudaStreamWaitEvent(impl_of(be)->stream, ev_of(ev), 0));
+    /* The GPU waits, the host does not; ev may be another device's.  In a
+     * capture the wait is for the step's own record (backend.c holds it to
+     * that): its edge, the dependency the capture keeps (cuda_event_record). */
+    cudaEvent_t e = be->gmode == GRAPH_CAPTURE ? (cudaEvent_t)ev->edge : ev_of(ev);
+    CK(cudaStreamWaitEvent(impl_of(be)->stream, e, 0));
     return DDP_OK;
 }
 

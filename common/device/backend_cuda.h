@@ -30,5 +30,9 @@ void backend_cuda_account(backend_t *be, long long delta_bytes);
 /* When a completed timed cudaEvent_t of be's device completed, on the now_s()
  * clock, through be's re-anchored clock (comm_nccl.c's spans). */
 int backend_cuda_event_time(backend_t *be, cudaEvent_t ev, double *t_s);
+/* The host time (now_s) of be's clock anchor, which its event times are
+ * elapsed from in float milliseconds: it moves with the run (about once a
+ * step), a DP member's too as it follows replays (test_cuda holds it). */
+double backend_cuda_anchor_s(const backend_t *be);
 
 #endif

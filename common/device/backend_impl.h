@@ -102,6 +102,8 @@ struct backend_event {
     unsigned long long gstep;
     double t;
     void *h;
+    void *edge; /* CUDA: a second event, the capture's cross-stream dependency
+                   (backend_cuda.c's cuda_event_record) */
 };
 
 struct backend {

@@ -1,7 +1,7 @@
 /* strategies/ddp/graph_probe.h: before a DDP rank trains with CUDA graphs over
  * NCCL, whether NCCL captures its collectives at all (comm.h's
  * comm_graph_probe, every rank together); what --cuda-graph makes of the
- * answer is here (graph_probe.c). */
+ * answer is common/train/graph_probe.h's policy, shared with DP. */
 #ifndef DDPBENCH_GRAPH_PROBE_H
 #define DDPBENCH_GRAPH_PROBE_H
 

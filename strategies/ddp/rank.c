@@ -286,6 +286,11 @@ static void rank_teardown(rank_t *me)
     optim_free(&me->opt);
     replica_free(&me->rep);
     schedule_free(&me->sch);
+    /* The graphs first: NCCL frees a communicator only once no CUDA graph
+     * holds its captured collectives (ncclCommDestroy and ncclCommAbort wait
+     * for that, forever when the graphs outlive them). */
+    if (me->be)
+        backend_graph_reset(me->be);
     comm_destroy(me->comm);
     backend_destroy(me->be);
 }
@@ -616,6 +621,12 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *en
         me.rec->rc = rc;
         snprintf(me.rec->msg, sizeof me.rec->msg, "%s", me.err[0] ? me.err : "unknown error");
         me.rec->state = RANK_FAILED;
+        /* The graphs before the abort: NCCL aborts a communicator only once
+         * no CUDA graph holds its collectives (the comm defers it till then,
+         * and this abort is what releases NCCL's kernels that wait for a
+         * peer, before the teardown's waits and frees). */
+        if (me.be)
+            backend_graph_reset(me.be);
         if (me.comm)
             comm_abort(me.comm, me.rec->msg);
         else if (env->seg) /* under mpirun the launcher ends the job instead */

@@ -38,6 +38,9 @@ static void dp_worker(void *ctx, int d)
      * read them from now on. */
     if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
         err_set(err, rc, "stopped because another device failed");
+    /* Over NCCL with graphs: whether NCCL captures, before anything trains */
+    if (rc == DDP_OK)
+        rc = dp_graph_probe(c, d, err);
 
     double t0 = now_s();
     if (rc == DDP_OK)
@@ -52,8 +55,13 @@ static void dp_worker(void *ctx, int d)
     if (rc != DDP_OK) {
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
         /* A device whose collective waits for this one must not wait out
-         * --timeout: fail the whole NCCL group now. */
-        for (int i = 0; i < c->ndev; i++)
+         * --timeout: fail the whole NCCL group now.  Not with graphs: NCCL
+         * aborts a communicator only once no CUDA graph (or capture) holds
+         * its collectives, and device 0 ends its capture and drops its
+         * graphs after the exit barrier below, which this thread would then
+         * never reach; each device aborts its own after that
+         * (dp_device_free). */
+        for (int i = 0; i < c->ndev && !c->graphs; i++)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
     }

@@ -89,6 +89,8 @@ int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *c
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort every barrier. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
+/* Whether a failure was recorded. */
+bool dp_pool_failed(dp_pool_t *p);
 /* The exit barriers (not abortable), round 1, 2, ...: every thread passes
  * each round once, in order. */
 void dp_pool_leave(dp_pool_t *p, int round);
@@ -215,6 +217,13 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err);
 // ---------------------------------------------------------------------------
 // dp_graph.c: a step as one CUDA graph of every device (--cuda-graph)
 
+/* Over NCCL with graphs on, before anything trains, every device thread
+ * together: whether NCCL captures a collective (trainer_graph_probe, this
+ * device its rank).  A refusal under on fails this device ("device D:
+ * --cuda-graph on: <why>"; the others' probes fail once dp_worker aborts the
+ * group); under auto every device runs its steps eagerly (c->graphs false)
+ * and the refusing one's reason goes to the result. */
+int dp_graph_probe(dp_ctx_t *c, int d, char *err);
 /* Whether step g (plan pl) is a graph step: the same answer on every device,
  * from the options and the plan alone. */
 bool dp_graph_step(const dp_ctx_t *c, const dp_plan_t *pl, long g);

@@ -129,6 +129,10 @@ void dp_device_free(dp_ctx_t *c, int d)
     /* Nothing queued may still read or write what is freed (the other
      * devices passed the exit barrier, so their copies from here are queued
      * before their own teardown waits). */
+    /* A failed run's communicators are aborted here when graphs held them
+     * (dp_worker): device 0 has dropped its graphs (dp_graph_abandon). */
+    if (dv->comm && c->graphs && dp_pool_failed(&c->pool))
+        comm_abort(dv->comm, "another device failed");
     comm_destroy(dv->comm);
     dv->comm = NULL;
     backend_sync(be);

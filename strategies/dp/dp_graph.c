@@ -31,12 +31,46 @@
  * error, ending nothing there.  Device 0 ends a capture left open only once
  * every device has stopped queuing into it (dp_graph_abandon, after the exit
  * barrier); a member never ends one (CUDA refuses that on a stream that only
- * joined another's capture). */
+ * joined another's capture, and invalidates it).
+ *
+ * Over NCCL, before anything trains, every device probes whether NCCL
+ * captures at all (dp_graph_probe: the policy DDP's ranks follow too,
+ * common/train/graph_probe.h): a refusal under --cuda-graph on ends the run
+ * there, naming the device, not at the first graph step. */
+#include <stdio.h>
+
 #include "dp/dp.h"
+#include "train/graph_probe.h"
 
 static int stopped(char *err)
 {
     return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
+}
+
+int dp_graph_probe(dp_ctx_t *c, int d, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    bool graphs = c->graphs;
+    char refused[ERR_LEN];
+    if (!graphs || !c->nccl)
+        return DDP_OK;
+    int rc = trainer_graph_probe(c->cfg, dv->comm, dv->name, "every device", &graphs, refused, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", dv->name);
+    if (refused[0]) /* the one device that says it */
+        snprintf(c->res->graph_refused, sizeof c->res->graph_refused, "%s", refused);
+    if (graphs)
+        return DDP_OK;
+    /* auto, refused: every device learned it (the probe's agreement), so
+     * every device comes here.  Barriers: every device has read c->graphs
+     * before device 0 writes it, and reads it again only after. */
+    if (dp_pool_sync(&c->pool) != DDP_OK)
+        return stopped(err);
+    if (d == 0)
+        c->graphs = false;
+    if (dp_pool_sync(&c->pool) != DDP_OK)
+        return stopped(err);
+    return DDP_OK;
 }
 
 bool dp_graph_step(const dp_ctx_t *c, const dp_plan_t *pl, long g)
@@ -118,7 +152,12 @@ void dp_graph_abandon(dp_ctx_t *c, int d)
     /* Why wait: a graph device 0 launched runs every device's part from
      * device 0's stream, which the members' own teardown waits do not
      * cover; they free their buffers only after this (the exit barrier's
-     * second round).  Device 0's teardown waits for its stream anyway. */
-    if (d == 0 && c->graphs)
+     * second round).  Then device 0 destroys its graphs, before any device
+     * destroys or aborts its communicator (dp_device_free, after that
+     * round): NCCL frees a communicator only once no CUDA graph holds its
+     * captured collectives, and device 0's graphs hold every device's. */
+    if (d == 0 && c->graphs) {
         backend_sync(dv->be);
+        backend_graph_reset(dv->be);
+    }
 }

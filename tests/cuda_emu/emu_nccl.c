@@ -55,6 +55,7 @@ struct emu_nccl_comm {
     int rank, world, dev;
     _Atomic int aborted;
     _Atomic int refs;      /* the owner, and each queued collective */
+    _Atomic int in_graphs; /* its collectives a CUDA graph (or a capture) holds */
     uint64_t ticket;       /* chunks this rank has started (its stream thread only) */
 };
 
@@ -220,10 +221,36 @@ ncclResult_t ncclCommFinalize(ncclComm_t c)
     return ncclSuccess;
 }
 
+/* NCCL frees a communicator only once no CUDA graph holds its captured
+ * collectives: ncclCommDestroy and ncclCommAbort poll until every such graph
+ * (a capture's too) is destroyed (src/init.cc, commDestroySync: "keep polling
+ * until all graphs referencing us die"), so a process that destroys its
+ * graphs after its communicators waits forever.  Here the wait is bounded
+ * (EMU_NCCL_GRAPH_WAIT_S, 10 s) and then ends the process, naming it. */
+static void wait_for_graphs(struct emu_nccl_comm *c, const char *what)
+{
+    const char *e = getenv("EMU_NCCL_GRAPH_WAIT_S");
+    double limit = e && *e ? atof(e) : 10.0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&c->in_graphs) > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > limit) {
+            emu_die("%s of rank %d: CUDA graphs still hold %d of its captured collectives "
+                    "after %g s (NCCL waits until they are destroyed: forever)",
+                    what, c->rank, atomic_load(&c->in_graphs), limit);
+        }
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t c)
 {
-    if (c)
+    if (c) {
+        wait_for_graphs(c, "ncclCommDestroy");
         release(c);
+    }
     return ncclSuccess;
 }
 
@@ -232,6 +259,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c)
     if (!c)
         return ncclSuccess;
     atomic_store(&c->aborted, 1); /* releases its collectives waiting for peers */
+    wait_for_graphs(c, "ncclCommAbort");
     release(c);
     return ncclSuccess;
 }
@@ -249,6 +277,7 @@ typedef struct {
     int root;
     struct emu_nccl_comm *c;
     dtype_t dt;         /* DTYPE_F32, or the 16-bit all-reduce's format */
+    bool captured;      /* held by a graph: counted in c->in_graphs */
 } coll_t;
 
 /* Until every rank's counter has reached k; false when aborted. */
@@ -355,6 +384,8 @@ static void run_coll(void *arg)
 static void free_coll(void *arg)
 {
     coll_t *o = arg;
+    if (o->captured)
+        atomic_fetch_sub(&o->c->in_graphs, 1);
     release(o->c);
     free(o);
 }
@@ -409,8 +440,12 @@ static ncclResult_t enqueue(kind_t kind, const void *send, void *recv, size_t co
     coll_t *o = malloc(sizeof *o);
     if (!o)
         return fail(ncclSystemError, "emulated NCCL: out of memory");
-    *o = (coll_t){kind, send, recv, count, root, c, dt};
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    bool captured = cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+    *o = (coll_t){kind, send, recv, count, root, c, dt, captured};
     atomic_fetch_add(&c->refs, 1);
+    if (captured)
+        atomic_fetch_add(&c->in_graphs, 1);
     emu_enqueue(s, run_coll, o, free_coll);
     return ncclSuccess;
 }

@@ -582,8 +582,13 @@ struct emu_event {
     int refs;      /* queued ops (and graphs) that still use it */
     int destroyed; /* cudaEventDestroy came while ops still used it */
     unsigned long cap_id; /* its last record was made in this capture (0: none), */
-    size_t cap_mark;      /* ... where it put this mark */
+    size_t cap_mark;      /* ... where it put this mark (NO_MARK: an external record) */
 };
+
+/* cap_mark of an event whose last record in a capture was made with
+ * cudaEventRecordExternal: a record node, no mark for other streams to join
+ * or wait on (see cudaEventRecordWithFlags). */
+#define NO_MARK ((size_t)-1)
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
@@ -670,17 +675,25 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
     struct emu_capture *c = s->cap;
     if (c) {
         /* In a capture: a mark that the streams waiting on it depend on;
-         * with cudaEventRecordExternal also a record node, which every
-         * launch performs (so the host can wait for it and time it). */
+         * with cudaEventRecordExternal instead a record node, which every
+         * launch performs (so the host can wait for it and time it) and
+         * nothing else: CUDA makes no cross-stream dependency of an external
+         * record, so a wait for it neither joins a stream to the capture nor
+         * orders lanes (PyTorch's torch.cuda.Event(external=True): "create
+         * event record and event wait nodes, or create an internal
+         * cross-stream dependency"). */
         e->cap_id = c->id;
+        e->cap_mark = 0; /* a broken capture's: a wait for it joins the broken capture */
         if (!c->invalid) {
             if (flags & cudaEventRecordExternal) {
                 pthread_mutex_lock(&ev_mu);
                 e->refs++; /* the graph holds it */
                 pthread_mutex_unlock(&ev_mu);
                 lane_add(c->body, s->cap_lane, (emu_node_t){N_REC, NULL, NULL, NULL, e, 0});
+                e->cap_mark = NO_MARK;
+            } else {
+                e->cap_mark = mark_add(c->body, s->cap_lane);
             }
-            e->cap_mark = mark_add(c->body, s->cap_lane);
         }
         int bad = c->invalid;
         pthread_mutex_unlock(&cap_mu);
@@ -719,7 +732,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *ec = capture_of(e->cap_id);
     struct emu_capture *c = s->cap;
-    if (!c && ec && !(flags & cudaEventWaitExternal)) {
+    /* An external record is no mark: outside the capture the wait is for
+     * the event's last eager record, inside it a wait for a record not of
+     * the capture (below) */
+    int marked = ec && e->cap_mark != NO_MARK;
+    if (!c && marked && !(flags & cudaEventWaitExternal)) {
         /* A wait for a record made in a capture pulls s into it (a fork),
          * whatever its device and whoever calls: its work from now on is
          * recorded too, in a lane of its own, after what it waits for. */
@@ -730,7 +747,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         cudaError_t r = cudaSuccess;
         if (c->invalid) {
             r = cudaErrorStreamCaptureInvalidated;
-        } else if (ec == c && !(flags & cudaEventWaitExternal)) {
+        } else if (ec == c && marked && !(flags & cudaEventWaitExternal)) {
             /* recorded earlier in this capture: an edge from its mark
              * (nothing to do on the stream that made the record) */
             if (c->body->marks[e->cap_mark].lane != s->cap_lane)
@@ -741,7 +758,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
             pthread_mutex_unlock(&ev_mu);
             lane_add(c->body, s->cap_lane, (emu_node_t){N_WAIT_EXT, NULL, NULL, NULL, e, 0});
         } else {
-            /* a record made outside the capture, waited for without
+            /* a record made outside the capture (or an external record,
+             * which is no dependency), waited for without
              * cudaEventWaitExternal: CUDA refuses it and breaks the capture */
             c->invalid = 1;
             r = cudaErrorStreamCaptureIsolation;
@@ -1490,9 +1508,18 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
     *g = NULL;
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = s->cap;
-    if (!c || c->origin != s) {
+    if (!c) {
         pthread_mutex_unlock(&cap_mu);
-        return fail(c ? cudaErrorStreamCaptureUnmatched : cudaErrorIllegalState);
+        return fail(cudaErrorIllegalState);
+    }
+    /* A stream that only joined the capture did not initiate it: CUDA
+     * answers cudaErrorStreamCaptureUnmatched, and as for any call a
+     * capture refuses, the capture is invalidated (the origin's end then
+     * fails); the stream stays in it until the origin ends it. */
+    if (c->origin != s) {
+        c->invalid = 1;
+        pthread_mutex_unlock(&cap_mu);
+        return fail(cudaErrorStreamCaptureUnmatched);
     }
     if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
         pthread_mutex_unlock(&cap_mu);

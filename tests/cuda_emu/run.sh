@@ -36,9 +36,9 @@
 #     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
 #     launch and at most one host sync per step; an NCCL that refuses to
 #     capture (planted) runs eagerly under auto, saying why once, and ends an
-#     `on` run, exit 1; a dp device failing inside a graph step, or NCCL
-#     refusing dp's capture, ends the run (exit 1, one line); auto runs dp over NCCL on distinct GPUs eagerly and
-#     says why;
+#     `on` run, exit 1, in ddp and in dp (each device probes it); a dp device
+#     failing inside a graph step ends the run (exit 1, one line); auto runs
+#     dp over NCCL on distinct GPUs eagerly and says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
 #     a message naming them, in time, leaving no shared memory behind; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
@@ -50,7 +50,8 @@
 #     staged batch's copy -- must make single differ from the CPU: the proof
 #     that the emulator catches an ordering bug; and a planted missing join
 #     of the comm stream back into ddp's graph capture, or of dp's devices
-#     back into device 0's, must fail the run;
+#     back into device 0's, must fail the run, as must a dp member that ends
+#     device 0's capture;
 #  6. the kernel tests again under ASan + UBSan (make EMU=1 SAN=address).
 # What it cannot prove: real GPU rounding, cuBLAS and NCCL themselves,
 # performance.  tests/gpu/check.sh does those on a real GPU.
@@ -138,8 +139,8 @@ for act in relu gelu; do
         epilogue "$log.${plant%:*}" $act "${plant%:*}" || rc=$?
         kind=${plant#*:}
         bad=$(grep -c ' FAIL: the paths disagree' "$log.${plant%:*}" || true)
-        want=$(grep -c "^custom/[a-z0-9]*/$kind[0-9] " "$log.${plant%:*}" || true)
-        hit=$(grep -c "^custom/[a-z0-9]*/$kind[0-9] .* FAIL: the paths disagree" "$log.${plant%:*}" || true)
+        want=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] " "$log.${plant%:*}" || true)
+        hit=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] .* FAIL: the paths disagree" "$log.${plant%:*}" || true)
         [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
             fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
     done
@@ -314,7 +315,7 @@ for case in "0,0 48 400 0.88 sgd --momentum 0.9" "0,0,0 48 384 1 adamw" "0,0,0 5
 done
 # A device that fails inside a graph step (the capture, a replay; peer
 # copies and NCCL): one line naming it, exit 1, no hang.
-for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
+for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1 0,1,2:error:2:4; do
     gpus=${f%%:*} f=${f#*:}
     d=$(echo "$f" | cut -d: -f2) step=${f##*:}
     rc=0
@@ -324,17 +325,24 @@ for f in 0,0,0:error:1:1 0,0,0:error:2:4 0,1,2:error:1:1; do
         grep -Eq "^ddpbench: error: device $d( \(id 0\))?: injected fault at step $step\$" "$B/graph.err" ||
         { cat "$B/graph.err"; fail "dp --gpus $gpus --cuda-graph on, fault $f: exit $rc"; }
 done
-# An NCCL that will not capture (planted: every collective on a capturing
-# stream refused) under dp over NCCL with on: dp has no start-up probe, so
-# its capture meets the refusal: one line naming the device and NCCL's
-# answer, exit 1, no hang.
-rc=0
-EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 timeout 60 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --samples 384 \
-    --cuda-graph on --quiet >"$B/graph.err" 2>&1 || rc=$?
-[ "$rc" = 1 ] && [ "$(grep -c . "$B/graph.err")" = 1 ] &&
-    grep -Eq '^ddpbench: error: device [01]: .*NCCL .*: invalid usage: .*EMU_NCCL_REFUSE_CAPTURE' "$B/graph.err" ||
-    { cat "$B/graph.err"; fail "dp --gpus 0,1 --cuda-graph on where NCCL refuses to capture: exit $rc"; }
-echo "== dp --cuda-graph on: a device failing in the capture or a replay, or NCCL refusing the capture, ends the run, exit 1, one line"
+echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
+# dp over NCCL with graphs on: before anything trains every device thread
+# probes NCCL's capture (the policy ddp's ranks follow, common/train/
+# graph_probe.c), so an NCCL that refuses (device 1's) ends the run there:
+# exit 1, one line naming the device and the reason.  Without the probe the
+# refusal came at the first graph step's broadcast, mid-training: what
+# EMU_NCCL_REFUSE_CAPTURE=2 still plants (the probe passes, the step's
+# collective is refused), exit 1 naming device 1 too.
+say="invalid usage: emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does not capture collectives"
+for n in "1 device 1: --cuda-graph on: NCCL refused to capture an all-reduce: $say" \
+    "2 device 1: replicate: NCCL broadcast of replicate: $say"; do
+    rc=0
+    EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=${n%% *} EMU_NCCL_REFUSE_RANK=1 timeout 60 "$B/ddpbench" --backend cuda \
+        --mode dp --gpus 0,1,2 $G --samples 384 --cuda-graph on --quiet >/dev/null 2>"$B/graph.err" || rc=$?
+    [ "$rc" = 1 ] && [ "$(cat "$B/graph.err")" = "ddpbench: error: ${n#* }" ] ||
+        { cat "$B/graph.err"; fail "dp over NCCL --cuda-graph on, EMU_NCCL_REFUSE_CAPTURE=${n%% *} on device 1: exit $rc"; }
+done
+echo "== dp over NCCL --cuda-graph on where device 1's NCCL refuses to capture: the probe ends the run, exit 1, one line"
 # auto runs dp over NCCL on distinct GPUs eagerly, and says why
 EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --steps 2 >"$B/graph.json" 2>"$B/graph.err" ||
     fail "dp --gpus 0,1 --cuda-graph auto"
@@ -431,6 +439,8 @@ for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed 
     secs=$(($(date +%s) - t0))
     [ "$rc" -eq 1 ] || { cat "$log"; fail "fault $fault under NCCL: exit $rc, not 1"; }
     grep -q "$want" "$log" || { cat "$log"; fail "fault $fault under NCCL: no '$want'"; }
+    # the emulated NCCL's end of a communicator freed while graphs hold it (a hang on GPUs)
+    ! grep -q '^cuda_emu: ' "$log" || { cat "$log"; fail "fault $fault under NCCL: $(grep -m1 '^cuda_emu: ' "$log")"; }
     [ "$secs" -le 20 ] || fail "fault $fault under NCCL took ${secs}s (--timeout 2)"
     echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
 done
@@ -574,6 +584,27 @@ EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $
 [ "$rc" = 1 ] && grep -q cudaErrorStreamCaptureUnjoined "$P/dpjoin.err" ||
     { tail -n 5 "$P/dpjoin.err"; fail "a planted missing join of dp's devices went unnoticed (exit $rc)"; }
 echo "== planted missing join of dp's devices: dp's capture refused, exit 1 (caught)"
+# A member that ends the capture it only joined (backend.c: a follower
+# dropping its step right after its join, the answer ignored as
+# cuda_graph_drop ignores it): CUDA answers cudaErrorStreamCaptureUnmatched
+# and invalidates the capture, so the member's next work and device 0's end
+# fail; the dp run must fail, never train on.
+follow_line='    return backend_stream_wait(be, fork);'
+[ "$(grep -cxF "$follow_line" common/device/backend.c)" = 1 ] ||
+    fail "tests/cuda_emu/run.sh: the follow to plant into is not in common/device/backend.c; update the test"
+sed "s|^$follow_line\$|    TRY(backend_stream_wait(be, fork)); if (be->gmode == GRAPH_CAPTURE) be->ops->graph_drop(be, key); return DDP_OK;|" \
+    common/device/backend.c >"$P/backend.c"
+# shellcheck disable=SC2086 # flag lists
+{ $FLAGS -c "$P/backend.c" -o "$P/backend.o" &&
+    $FLAGS -o "$P/ddpbench-dpend" $MAIN_OBJS "$P/backend.o" "$B/libddpbench.a" $LIBS; } ||
+    fail "building the planted variant whose members end the capture"
+rc=0
+EMU_NGPU=1 timeout 60 "$P/ddpbench-dpend" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \
+    >"$P/dpend.json" 2>"$P/dpend.err" || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c '^ddpbench: error: ' "$P/dpend.err")" = 1 ] &&
+    grep -q cudaErrorStreamCaptureInvalidated "$P/dpend.err" ||
+    { tail -n 5 "$P/dpend.err"; fail "a planted member that ends device 0's capture went unnoticed (exit $rc)"; }
+echo "== planted member ending device 0's capture: the capture invalidated, exit 1 (caught)"
 
 # ---- 6. the kernels under ASan + UBSan ---------------------------------------------
 build_asan

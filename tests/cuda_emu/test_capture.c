@@ -7,7 +7,9 @@
  * made outside the capture -- is refused with CUDA's error and breaks the
  * capture (cudaStreamEndCapture: cudaErrorStreamCaptureInvalidated); a
  * stream that joined the capture and was not joined back fails its end
- * (cudaErrorStreamCaptureUnjoined), a join through other streams counting.
+ * (cudaErrorStreamCaptureUnjoined), a join through other streams counting;
+ * and only the origin ends it (elsewhere: cudaErrorStreamCaptureUnmatched,
+ * the capture invalidated).
  * One graph may span devices and host threads (DataParallel's step): each
  * captured stream replays as a lane of its own, side by side with the
  * others, ordered only by the captured waits (capture_lanes).  Built and
@@ -127,6 +129,46 @@ Test(capture, a_forked_stream_joins_and_leaves_with_its_origin)
     cudaStreamDestroy(t);
 }
 
+/* A record made with cudaEventRecordExternal in a capture is a record node
+ * and no dependency: a wait for it joins no stream to the capture (the
+ * waiting stream's work runs at once), and in the capture it is no edge
+ * (CUDA breaks the capture: a wait for a record not of it).  What a capture
+ * that must fork and be timed does: the external record first, then a plain
+ * record of another event after it, the one the other streams wait for. */
+Test(capture, an_external_record_is_no_dependency)
+{
+    cudaStream_t s = stream(), t = stream();
+    cudaEvent_t ext, fork;
+    cr_assert_eq(cudaEventCreate(&ext), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cr_assert_eq(cudaEventRecordWithFlags(ext, s, cudaEventRecordExternal), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(t, ext, 0), cudaSuccess);
+    enum cudaStreamCaptureStatus st;
+    cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+    cr_assert_eq(st, cudaStreamCaptureStatusNone, "a wait for an external record joined the capture");
+    emu_enqueue(t, bump, &ten, NULL);
+    cr_assert_eq(cudaStreamSynchronize(t), cudaSuccess);
+    cr_assert_eq(atomic_load(&ran), 10, "the work of a stream that did not join ran at once");
+    /* a plain record after the node: t joins, and its wait is an edge */
+    cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+    cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+    cr_assert_eq(st, cudaStreamCaptureStatusActive);
+    /* a wait in the capture for the external record: no edge, refused */
+    cr_assert_eq(cudaStreamWaitEvent(t, ext, 0), cudaErrorStreamCaptureIsolation);
+    cudaGetLastError();
+    cudaGraph_t g = (cudaGraph_t)1;
+    cr_assert_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    cr_assert_null(g);
+    cudaEventDestroy(ext);
+    cudaEventDestroy(fork);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+}
+
 /* CUDA ends a capture only when every stream that joined it was joined back:
  * the origin waited for an event recorded after that stream's last work.  A
  * join before the last work does not count; nothing of the capture runs. */
@@ -158,6 +200,49 @@ Test(capture, an_unjoined_stream_fails_the_capture)
         cr_assert_eq(cudaStreamSynchronize(t), cudaSuccess);
         cr_assert_eq(atomic_load(&ran), 0);
     }
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+}
+
+/* cudaStreamEndCapture on a stream that only joined the capture: CUDA's
+ * cudaErrorStreamCaptureUnmatched (the capture was not initiated there),
+ * and the capture is invalidated -- the origin's own end, joins and all,
+ * then answers cudaErrorStreamCaptureInvalidated and nothing runs.  What
+ * makes a DP member that ended its leader's capture fail the run. */
+Test(capture, a_joined_stream_cannot_end_the_capture)
+{
+    cudaStream_t s = stream(), t = stream();
+    cudaEvent_t fork, join;
+    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess); /* t joins */
+    emu_enqueue(t, bump, &ten, NULL);
+    cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess); /* and is joined back */
+    cudaGraph_t g = (cudaGraph_t)1;
+    cudaError_t e = cudaStreamEndCapture(t, &g);
+    cr_assert_eq(e, cudaErrorStreamCaptureUnmatched, "ended on the joined stream: %s",
+                 cudaGetErrorName(e));
+    cudaGetLastError();
+    cr_assert_null(g);
+    enum cudaStreamCaptureStatus st;
+    cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+    cr_assert_eq(st, cudaStreamCaptureStatusInvalidated, "the capture was not invalidated");
+    g = (cudaGraph_t)1;
+    e = cudaStreamEndCapture(s, &g);
+    cr_assert_eq(e, cudaErrorStreamCaptureInvalidated, "the origin's end: %s", cudaGetErrorName(e));
+    cudaGetLastError();
+    cr_assert_null(g);
+    cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+    cr_assert_eq(st, cudaStreamCaptureStatusNone, "the joined stream still captures");
+    cr_assert_eq(cudaStreamSynchronize(t), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cr_assert_eq(atomic_load(&ran), 0);
     cudaEventDestroy(fork);
     cudaEventDestroy(join);
     cudaStreamDestroy(s);

@@ -336,6 +336,9 @@ out:
         backend_free(be, buf);
     if (gat)
         backend_free(be, gat);
+    /* the graph first: NCCL frees a communicator only once no CUDA graph
+     * holds its captured collectives */
+    backend_graph_reset(be);
     if (c)
         comm_destroy(c);
     backend_destroy(be);
