@@ -10,6 +10,9 @@
  *   write  a checkpoint write is killed between writing and renaming
  *   pause  a checkpoint write pauses FAULT_PAUSE_S seconds between writing
  *          and renaming (a slow disk: a signal then lands in the write)
+ *   linger under mpirun, the rank sleeps FAULT_PAUSE_S seconds after
+ *          MPI_Finalize, before it exits (STEP: 0): a slow exit on a busy
+ *          host, which mpirun's ending of the job then catches
  *   sum    --mode comm: the rank adds a wrong value to the collectives it
  *          checks at size index STEP (a planted wrong sum, which the check
  *          must catch)
@@ -27,7 +30,8 @@ typedef enum {
     FAULT_STALL,
     FAULT_WRITE,
     FAULT_PAUSE,
-    FAULT_SUM
+    FAULT_SUM,
+    FAULT_LINGER
 } fault_kind_t;
 
 /* The fault due on this device at this step (FAULT_NONE almost always). */

@@ -297,29 +297,25 @@ int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_
 void comm_seg_abort(comm_seg_t *s, int who, const char *why)
 {
     seg_header_t *h = s->h;
-    int32_t none = 0;
-    /* Only the first caller writes the reason; abort_ready tells readers it is whole. */
-    if (atomic_compare_exchange_strong(&h->abort_who, &none, (int32_t)(who + 2))) {
-        snprintf(h->abort_why, sizeof h->abort_why, "%s", why ? why : "aborted");
-        atomic_store_explicit(&h->abort_ready, 1, memory_order_release);
+    int slot = who + 1;
+    /* The reason first, in this aborter's own slot, then the claim: a reader
+     * that sees the claim (seq_cst, after the text) has the reason whole,
+     * however long this writer is held up between the two, and a writer
+     * killed before its claim aborted nothing.  (The slot was once read
+     * through a 10 ms wait for a flag set after the claim: a writer
+     * preempted for longer on a loaded machine left its peers a message
+     * without its reason.)  A second aborter of the same slot -- another
+     * thread of this process, or a later call once the group is aborted --
+     * leaves the text to the first. */
+    int32_t idle = 0;
+    if (!atomic_load_explicit(&h->abort_who, memory_order_acquire) &&
+        atomic_compare_exchange_strong(&h->abort_writing[slot], &idle, 1)) {
+        snprintf(h->abort_why[slot], sizeof h->abort_why[slot], "%s", why ? why : "aborted");
+        int32_t none = 0;
+        atomic_compare_exchange_strong(&h->abort_who, &none, (int32_t)(who + 2));
     }
     atomic_fetch_add_explicit(&h->epoch, 1, memory_order_seq_cst);
     futex_wake_all(&h->epoch);
-}
-
-/* The aborting side claims abort_who first and publishes the reason a
- * snprintf later; a reader that sees the claim waits that short moment for
- * abort_ready, so its message carries the reason.  Bounded (10 ms): the
- * writer may have been killed between the two stores. */
-static bool abort_reason_ready(seg_header_t *h)
-{
-    uint64_t deadline = now_ns() + 10000000ull;
-    while (!atomic_load_explicit(&h->abort_ready, memory_order_acquire)) {
-        if (now_ns() > deadline)
-            return false;
-        sched_yield();
-    }
-    return true;
 }
 
 bool comm_seg_aborted(comm_seg_t *s, char *msg)
@@ -335,10 +331,7 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg)
             snprintf(by, sizeof by, "the supervisor");
         else
             snprintf(by, sizeof by, "rank %d", who);
-        if (abort_reason_ready(h))
-            err_set(msg, DDP_OK, "aborted by %s: %s", by, h->abort_why);
-        else
-            err_set(msg, DDP_OK, "aborted by %s", by);
+        err_set(msg, DDP_OK, "aborted by %s: %s", by, h->abort_why[who + 1]);
     }
     return true;
 }
@@ -350,11 +343,8 @@ int comm_seg_abort_origin(comm_seg_t *s, char *why)
     int32_t v = atomic_load_explicit(&h->abort_who, memory_order_acquire);
     if (!v)
         return -2;
-    if (why) {
-        why[0] = 0;
-        if (abort_reason_ready(h))
-            snprintf(why, ERR_LEN, "%s", h->abort_why);
-    }
+    if (why)
+        snprintf(why, ERR_LEN, "%s", h->abort_why[v - 1]);
     return v - 2;
 }
 

@@ -55,10 +55,13 @@ typedef struct {
     _Alignas(SEG_LINE) _Atomic uint32_t epoch;
     _Alignas(SEG_LINE) _Atomic uint32_t waiters;
 
-    /* Abort: 0 none, else who + 2 (who -1 is the supervisor). */
+    /* Abort: 0 none, else who + 2 (who -1 is the supervisor).  Each would-be
+     * aborter has its own reason, abort_why[who + 1], written before it
+     * claims abort_who (abort_writing: that slot is taken), so whoever sees
+     * the claim finds the winner's reason whole. */
     _Alignas(SEG_LINE) _Atomic int32_t abort_who;
-    _Atomic int32_t abort_ready; /* abort_why is complete */
-    char abort_why[ERR_LEN];
+    _Atomic int32_t abort_writing[SEG_MAX_RANKS + 1];
+    char abort_why[SEG_MAX_RANKS + 1][ERR_LEN];
 
     /* Rank 0's opaque id (ncclUniqueId) for the others. */
     _Alignas(SEG_LINE) _Atomic int32_t id_ready;

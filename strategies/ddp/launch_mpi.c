@@ -51,13 +51,16 @@
 #include <mpi.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "ddp/fingerprint.h"
 #include "ddp/launch_impl.h"
 #include "device/backend.h"
 
 #define HOST_LEN 64
 #define LABEL_LEN 160
-#define END_MARK '\001' /* a record that says the rank is leaving as it should */
+/* A record that says the rank is leaving as it should, its exit status in
+ * the byte after the mark. */
+#define END_MARK '\001'
 
 static struct {
     bool inited;           /* MPI_Init_thread succeeded here */
@@ -81,10 +84,10 @@ static volatile sig_atomic_t g_is_rank0, g_said; /* rank 0's watcher; its line i
 static volatile pid_t g_parent;
 
 /* What the rank has told its watcher so far: the label to name it by, and
- * whether it is leaving with an answer of its own (END_MARK). */
+ * whether it is leaving with an answer of its own (END_MARK), and which. */
 static int g_label_fd = -1; /* non-blocking: the handler reads it too */
 static char g_label[LABEL_LEN];
-static volatile sig_atomic_t g_ended;
+static volatile sig_atomic_t g_ended, g_end_code;
 
 /* Read every whole record the rank has sent (async-signal-safe: read and
  * memcpy only).  Each record is one write of LABEL_LEN bytes, under
@@ -93,10 +96,12 @@ static void drain_labels(void)
 {
     char buf[LABEL_LEN];
     while (g_label_fd >= 0 && read(g_label_fd, buf, sizeof buf) == (ssize_t)sizeof buf) {
-        if (buf[0] == END_MARK)
+        if (buf[0] == END_MARK) {
+            g_end_code = (unsigned char)buf[1];
             g_ended = 1;
-        else
+        } else {
             memcpy(g_label, buf, sizeof g_label);
+        }
     }
 }
 
@@ -174,6 +179,7 @@ static int watch(pid_t child, int label_fd)
     if (g_label[0])
         memcpy(label, g_label, sizeof label);
     bool ended = g_ended; /* the rank left through ddp_launch_end, its status its own */
+    int end_code = g_end_code;
     sigprocmask(SIG_SETMASK, &old, NULL);
     label[LABEL_LEN - 1] = 0;
     close(label_fd);
@@ -191,6 +197,12 @@ static int watch(pid_t child, int label_fd)
     }
     if (WIFEXITED(st) && (ended || fsig))
         return WEXITSTATUS(st);
+    /* Its answer was out (rank 0's line with it) when mpirun, ending the job
+     * because another rank left with the same answer, caught it still
+     * leaving (in MPI_Finalize, or exiting on a busy host): that answer is
+     * the one, said once; no "stopped" line after it. */
+    if (ended && fsig)
+        return end_code;
     if (WIFEXITED(st)) { /* it quit in the middle (an _exit, a library's exit) */
         fprintf(stderr, "ddpbench: error: %s exited with status %d\n", label, WEXITSTATUS(st));
         return 1;
@@ -476,7 +488,7 @@ void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len)
 int ddp_mpi_end(const config_t *cfg, int code)
 {
     (void)cfg;
-    char mark[2] = {END_MARK, 0};
+    char mark[3] = {END_MARK, (char)(unsigned char)code, 0};
     set_label(mark); /* the watcher: this exit status is the rank's answer */
     if (!g_mpi.inited)
         return code;
@@ -487,10 +499,14 @@ int ddp_mpi_end(const config_t *cfg, int code)
          * signalled before rank 0 has printed its line and sent its end
          * mark, would add "stopped: ... mpirun ended the job" to the one
          * line the user gets.  Every rank holds the verdict and comes here
-         * (a rank that died ends the job anyway), so none waits for ever. */
+         * (a rank that died ends the job anyway), so none waits for ever.
+         * After it rank 0 may still be leaving when mpirun ends the job:
+         * its watcher then has the end mark, and the status in it. */
         if (g_mpi.agreed_failure)
             MPI_Barrier(g_mpi.comm);
         MPI_Finalize();
+        if (fault_at(g_mpi.rank, 0) == FAULT_LINGER)
+            sleep(FAULT_PAUSE_S);
         return code;
     }
     /* A failure only this rank knows of: the others would wait for it in

@@ -15,8 +15,19 @@ scenario() {
     name=$1 want=$2 words=$3
     shift 3
     t0=$(date +%s)
-    DDPBENCH_E2E_TAG=$TAG "$BIN" --scenario "$name" "$@" >"$T/out" 2>&1
-    rc=$?
+    # A timing verdict (straggler's waits) is measured on a shared machine: a
+    # run the load upset is tried again, up to TRIES times in all (its
+    # conclusion is a mean over 40 steps, and one descheduled step of a
+    # loaded 2-core box moves it); a scenario that cannot show what it says
+    # fails every try.
+    try=1
+    while :; do
+        DDPBENCH_E2E_TAG=$TAG "$BIN" --scenario "$name" "$@" >"$T/out" 2>&1
+        rc=$?
+        [ $rc -ne "$want" ] && [ "$try" -lt "${TRIES:-1}" ] || break
+        echo "e2e_scenario: $name $*: exit $rc on try $try (load $(cut -d' ' -f1 /proc/loadavg)): $(tail -1 "$T/out"); again"
+        try=$((try + 1))
+    done
     [ $rc -eq "$want" ] || { ko "--scenario $name $*: exit $rc, expected $want: $(tail -5 "$T/out")"; return; }
     # the paragraphs are wrapped: look in the text with its line breaks undone
     tr '\n' ' ' <"$T/out" | tr -s ' ' >"$T/flat"
@@ -45,7 +56,7 @@ expect_error "--scenario straggler: --mode compare: this scenario runs ddp" --sc
 
 scenario uneven 0 "rank 2 ran out of data after step 2"
 scenario uneven 1 "NOT as described" --rank-samples 15,15,15
-scenario straggler 0 "the ranks that wait are the fast ones"
+TRIES=3 scenario straggler 0 "the ranks that wait are the fast ones"
 scenario straggler 1 "NOT as described: no rank was slowed" --slow-rank 1:1
 scenario dp-device0 0 "optimizer state"
 scenario dp-device0 1 "NOT as described" --gpus 0

@@ -53,10 +53,13 @@ TAG="$E2E-$$"
 # environment.  Zombies are dead; init reaps them in its own time.  One grep
 # reads every environment (NUL-separated entries: -z, a whole entry: -x):
 # a tr and a grep for each process took 4 s at load 4, and the fault tests
-# call this after every run.  /proc/[0-9]* is expanded before grep starts, so
-# grep itself, which carries the tag when the script exports it, is not read.
+# call this after every run.  The grep names itself: /proc/[0-9]* is expanded
+# by the process that then becomes grep, with the tag when the script exports
+# it.  So grep ends, and is reaped, before any process is looked at: read
+# while grep still ran (a pipe), its own entry was live on a busy machine,
+# one call in 7 with nothing else left ("processes left behind: 8347").
 leftovers() {
-    grep -lzx "DDPBENCH_E2E_TAG=$TAG" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
+    for f in $(grep -lzx "DDPBENCH_E2E_TAG=$TAG" /proc/[0-9]*/environ 2>/dev/null); do
         d=${f%/environ}
         st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
         [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"

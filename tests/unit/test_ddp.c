@@ -486,17 +486,29 @@ Test(ddp, fault_exit_names_the_status)
     cr_assert(s < 5.0, "took %.2f s", s);
 }
 
+/* --timeout bounds every wait for a peer, start-up's fingerprint exchange
+ * included, so it is also the most the ranks may drift apart before the
+ * stall: 2 s, not less, as the three ranks' start under a sanitizer on a
+ * loaded 2-core box took 0.2 s here (0.5 s left too little for a slower
+ * box).  The run must then end within twice the timeout: once is the peers'
+ * wait, the rest start-up and the supervisor stopping the stalled rank; a
+ * supervisor that waited for it, or peers that timed out one after the other,
+ * would take longer. */
+#define STALL_TIMEOUT_S 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
 Test(ddp, fault_stall_times_out)
 {
     char err[ERR_LEN];
     double s;
-    cr_assert_eq(run_fault("stall:1:2", "--timeout 0.5", err, &s), DDP_ERR_RUNTIME);
-    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 1 did not arrive within 0.5 s"),
+    cr_assert_eq(run_fault("stall:1:2", "--timeout " STR(STALL_TIMEOUT_S), err, &s), DDP_ERR_RUNTIME);
+    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 1 did not arrive within "
+                          STR(STALL_TIMEOUT_S) " s"),
               "%s", err);
     cr_assert(strncmp(err, "rank 0 (device 0): ", 19) == 0 ||
                   strncmp(err, "rank 2 (device 2): ", 19) == 0,
               "%s", err);
-    cr_assert(s < 5.0, "took %.2f s", s);
+    cr_assert(s < 2.0 * STALL_TIMEOUT_S, "took %.2f s with --timeout %d", s, STALL_TIMEOUT_S);
 }
 
 Test(ddp, batch_shards_too_large_are_input_errors)
@@ -693,19 +705,22 @@ static void check_no_join(void)
     double t0 = now_s();
     int rc = tu_run("--backend cpu --quiet --layers 6,10,3 --samples 60 --seed 8 --loss mse "
                     "--batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2 "
-                    "--no-join --timeout 1",
+                    "--no-join --timeout " STR(STALL_TIMEOUT_S),
                     &res, err);
     double secs = now_s() - t0;
     cr_assert_eq(rc, DDP_ERR_RUNTIME, "%s", err);
-    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 2 did not arrive within 1 s"),
+    cr_assert(strstr(err, "timed out in all-reduce of bucket 0: rank 2 did not arrive within "
+                          STR(STALL_TIMEOUT_S) " s"),
               "%s", err);
     cr_assert(strstr(err, "rank 2 ran out of data after step 2 (6 samples: 2 steps an epoch, rank 0 "
                           "has 8) and left without --join: --join lets it shadow"),
               "%s", err);
-    cr_assert(secs < 3.0, "took %.2f s with --timeout 1", secs);
+    /* the same bound and the same timeout as the stall's (fault_stall_times_out) */
+    cr_assert(secs < 2.0 * STALL_TIMEOUT_S, "took %.2f s with --timeout %d", secs, STALL_TIMEOUT_S);
     /* with --join (the default) the same run completes */
     rc = tu_run("--backend cpu --quiet --layers 6,10,3 --samples 60 --seed 8 --loss mse "
-                "--batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2 --timeout 1",
+                "--batch 9 --epochs 1 --rank-samples 24,15,6 --mode ddp --gpus 0,1,2 --timeout "
+                STR(STALL_TIMEOUT_S),
                 &res, err);
     cr_assert_eq(rc, DDP_OK, "%s", err);
     result_free(&res);

@@ -28,6 +28,43 @@ int rand_r(unsigned int *seed)
  * already has threads (OpenBLAS's pool): supported, and TSan must be told so. */
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+
+/* A forked child's threads must not take a stack that one of its parent's
+ * live threads had.  In the child glibc hands the stacks of the threads that
+ * did not survive fork (Criterion's nanomsg thread, OpenBLAS's pool) to its
+ * stack cache, so the child's first pthread_create can get the very address
+ * -- and pthread_t -- of a thread TSan still counts as alive: TSan then stops
+ * the rank with "dup thread with used id" and the test fails.  Which cached
+ * stack is taken depends on how many threads the parent had, so it failed
+ * every run under OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1 or one CPU and
+ * passed on two.  Every process asks for a stack one step larger than its
+ * parent's (fork_depth counts the forks since the test began): glibc reuses a
+ * cached stack only when it is at least the size asked for, so a parent's
+ * are never handed out again.  Only threads created with default attributes
+ * (all of ours) are changed. */
+#include <dlfcn.h>
+#include <pthread.h>
+
+static unsigned tsan_fork_depth;
+static void tsan_forked(void) { tsan_fork_depth++; }
+__attribute__((constructor)) static void tsan_count_forks(void) { pthread_atfork(NULL, NULL, tsan_forked); }
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    static create_fn next; /* TSan's interceptor, which calls glibc's */
+    if (!next)
+        *(void **)&next = dlsym(RTLD_NEXT, "pthread_create");
+    if (attr)
+        return next(t, attr, fn, arg);
+    pthread_attr_t own;
+    pthread_attr_init(&own);
+    pthread_attr_setstacksize(&own, ((size_t)8 << 20) + ((size_t)tsan_fork_depth + 1) * ((size_t)256 << 10));
+    int rc = next(t, &own, fn, arg);
+    pthread_attr_destroy(&own);
+    return rc;
+}
 #endif
 
 #endif
