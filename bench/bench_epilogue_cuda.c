@@ -620,6 +620,10 @@ int main(int argc, char **argv)
     BK(cublasSetStream(B.blas, B.s));
     BK(cublasLtCreate(&B.lt));
     CK(cudaMalloc(&B.ws, LT_WORKSPACE));
+    /* path A's GEMMs are captured too: given no workspace, cuBLAS would
+     * allocate one inside the graph (backend_cuda.c sets its own the same
+     * way); one stream orders A's use of it and B's */
+    BK(cublasSetWorkspace(B.blas, B.ws, LT_WORKSPACE));
     char tmp[4096] = "";
     if (json) {
         snprintf(tmp, sizeof tmp, "%s.tmp", json);

@@ -89,6 +89,7 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     if (rc == DDP_OK && !graph && insist) /* fail first: the others' agreement sees our abort */
         rc = err_set(err, DDP_ERR_RUNTIME, "%s", out->why);
     int lowest = -1;
+    bool queued = rc == DDP_OK; /* from here collectives of ours may be on the device */
     if (rc == DDP_OK)
         rc = agree(c, buf + PROBE_FLOATS, graph == NULL, &lowest, err);
     if (rc == DDP_OK && lowest < 0)
@@ -103,8 +104,18 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     }
     if (graph)
         c->ops->graph_free(c, graph);
-    /* the h2d's source and the graph's buffer: nothing queued uses them now
-     * (every path above ended in a host wait, or failed) */
+    /* A failure once the agreement was queued may leave our all-reduce (the
+     * agreement's or the graph's) waiting on the device for a peer that
+     * never comes, and it reads and writes buf.  Why abort here, after the
+     * graph is gone (NCCL aborts a communicator only once no graph holds its
+     * collectives) and before the free: the abort releases that collective,
+     * and the free waits for the device (cudaFree), so buf outlives every
+     * use.  Freed first, it would wait forever for that collective (or, with
+     * an allocator that does not wait, be written after its free).  On
+     * success every path above ended in a host wait: nothing of ours is
+     * queued. */
+    if (rc != DDP_OK && queued)
+        comm_abort(c, err);
     backend_free(c->be, buf);
     return rc;
 }

@@ -110,6 +110,7 @@ typedef struct {
     float *scratch;         /* the barrier's one float */
     size_t accounted;       /* bytes charged to the backend for NCCL's buffers */
     atomic_bool abort_req;  /* set by abort(); the owner turns it into an error */
+    atomic_int probe_graphs; /* graph_capture's graphs not yet freed (graphs_hold) */
     char abort_why[ERR_LEN];
 } nccl_impl_t;
 
@@ -132,10 +133,13 @@ static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(prin
 // ---------------------------------------------------------------------------
 // failing: sticky, and the whole group goes down
 
-/* Whether the backend may hold a CUDA graph with this communicator's
- * collectives: a graph step under way, or a graph kept for a later one. */
+/* Whether a CUDA graph may hold this communicator's collectives: the
+ * backend's (a graph step under way, or a graph kept for a later one), or
+ * the graph probe's own captured all-reduce. */
 static bool graphs_hold(const comm_t *c)
 {
+    if (atomic_load(&((nccl_impl_t *)c->impl)->probe_graphs) > 0)
+        return true;
     if (!c->be || backend_graph_state(c->be, NULL, NULL) != GRAPH_EAGER)
         return c->be != NULL;
     for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
@@ -603,19 +607,15 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 // ---------------------------------------------------------------------------
 // whether the collectives can be captured (comm_graph_probe.c)
 
-/* comm_ops_t.graph_capture: the all-reduce captured on the comm stream
+/* nccl_graph_capture's work: the all-reduce captured on the comm stream
  * itself, a graph of its own (a step's capture joins the comm stream to the
  * backend's instead: NCCL is handed a capturing stream either way).  The
  * capture is always ended, so a refusal leaves nothing capturing. */
-static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph, char *why)
+static int capture_all_reduce(comm_t *c, float *buf, size_t count, void **graph, char *why)
 {
     nccl_impl_t *n = impl_of(c);
     char stop[ERR_LEN], detail[ERR_LEN] = "";
-    *graph = NULL;
-    int rc = usable(c);
-    if (rc != DDP_OK)
-        return rc;
-    CCK(c, cudaSetDevice(n->dev));
+    int rc = DDP_OK;
     CCK(c, cudaStreamBeginCapture(n->stream, cudaStreamCaptureModeThreadLocal));
     comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = REDOP_SUM};
     ncclResult_t r = nccl_issue(c, &op);
@@ -654,6 +654,24 @@ static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph,
     return DDP_OK;
 }
 
+/* comm_ops_t.graph_capture: capture_all_reduce, counted in graphs_hold. */
+static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph, char *why)
+{
+    nccl_impl_t *n = impl_of(c);
+    *graph = NULL;
+    int rc = usable(c);
+    if (rc != DDP_OK)
+        return rc;
+    CCK(c, cudaSetDevice(n->dev));
+    /* From the capture's start the all-reduce is held by it (then by its
+     * graph, until nccl_graph_free): no abort may reach NCCL meanwhile. */
+    atomic_fetch_add(&n->probe_graphs, 1);
+    rc = capture_all_reduce(c, buf, count, graph, why);
+    if (!*graph)
+        atomic_fetch_sub(&n->probe_graphs, 1);
+    return rc;
+}
+
 /* comm_ops_t.graph_launch: numbered and watched like an eager op. */
 static int nccl_graph_launch(comm_t *c, void *graph, comm_handle_t *h)
 {
@@ -684,6 +702,7 @@ static void nccl_graph_free(comm_t *c, void *graph)
     if (cudaSetDevice(impl_of(c)->dev) == cudaSuccess)
         cudaGraphExecDestroy((cudaGraphExec_t)graph);
     cudaGetLastError();
+    atomic_fetch_sub(&impl_of(c)->probe_graphs, 1); /* an abort may now reach NCCL */
 }
 
 static void nccl_abort(comm_t *c, const char *why)

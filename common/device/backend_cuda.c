@@ -63,6 +63,8 @@ typedef struct {
                                serialises with it */
     cudaStream_t copy;      /* copy stream (copy_async), also non-blocking */
     cublasHandle_t blas;
+    void *blas_ws;          /* the handle's cuBLAS workspace (cublasSetWorkspace) */
+    size_t blas_ws_bytes;
     double *rowloss;        /* loss(): per-row losses for the fixed-order sum */
     int rowloss_cap;
     float *bgpart;          /* bias_grad(): per-block partial column sums */
@@ -947,6 +949,8 @@ static void cuda_destroy(backend_t *be)
                 cudaEventDestroy(c->cand);
             if (c->blas)
                 cublasDestroy(c->blas);
+            if (c->blas_ws) /* after the handle that used it */
+                cudaFree(c->blas_ws);
             if (c->stream)
                 cudaStreamDestroy(c->stream);
             if (c->copy)
@@ -1005,6 +1009,15 @@ static const backend_ops_t cuda_ops = {
 
 bool backend_cuda_available(void) { return true; }
 
+size_t backend_cuda_blas_workspace_bytes(int major)
+{
+    /* PyTorch's default (CublasHandlePool.cpp): 32 MiB on Hopper and
+     * Blackwell (compute capability 9, 10, 12), else ":4096:2:16:8" */
+    if (major == 9 || major == 10 || major == 12)
+        return (size_t)4096 * 8 * 1024;
+    return (size_t)4096 * 1024 * 2 + (size_t)16 * 1024 * 8;
+}
+
 static int cuda_setup(backend_t *be)
 {
     cuda_impl_t *c = impl_of(be);
@@ -1017,6 +1030,16 @@ static int cuda_setup(backend_t *be)
      * agreement with the CPU); default math allows only algorithms of full
      * fp32 precision. */
     CUBLASCHECK(be->last_error, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    /* The handle's own workspace.  Why: given none, cuBLAS (since CUDA 12.2)
+     * takes one with cudaMallocAsync, which inside a captured step becomes
+     * allocation nodes of the graph; PyTorch sets one per handle for this.
+     * After cublasSetStream, which resets it to cuBLAS's default pool. */
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, c->dev));
+    c->blas_ws_bytes = backend_cuda_blas_workspace_bytes(prop.major);
+    CK(cudaMalloc(&c->blas_ws, c->blas_ws_bytes));
+    backend_account(be, (long long)c->blas_ws_bytes, MEM_WORKSPACE);
+    CUBLASCHECK(be->last_error, cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
     /* The clock's first anchor: the one wait at creation.  Its host time is
      * read before the record: on the idle stream the event completes at once,
      * while the wait may return late on a busy host, and a time read after it

@@ -21,6 +21,12 @@ int cuda_count_devices(char *why);
 struct gpu_probe_msg;
 void backend_cuda_probe_here(struct gpu_probe_msg *m);
 
+/* The cuBLAS workspace each CUDA backend gives its handle at creation
+ * (cublasSetWorkspace; counted as MEM_WORKSPACE) for a device of compute
+ * capability `major`: PyTorch's default, 32 MiB from Hopper on, else
+ * 8 MiB + 128 KiB. */
+size_t backend_cuda_blas_workspace_bytes(int major);
+
 /* be must be a CUDA backend (backend_kind(be) == BACKEND_CUDA). */
 int backend_cuda_device(const backend_t *be);
 cudaStream_t backend_cuda_stream(const backend_t *be);

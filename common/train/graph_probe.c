@@ -5,7 +5,8 @@
  * of the group asks first (comm_graph_probe: a small all-reduce captured,
  * agreed on by all, launched and checked), and auto falls back to eager
  * steps on every member, saying why once; on insists.  DDP's ranks and DP's
- * device threads share this policy (graph_probe.h). */
+ * device threads share this policy (graph_probe.h); DP probes only under on
+ * (auto runs dp over NCCL eagerly), so only DDP falls back. */
 #include <stdio.h>
 
 #include "train/graph_probe.h"

@@ -41,6 +41,10 @@ static void dp_worker(void *ctx, int d)
     /* Over NCCL with graphs: whether NCCL captures, before anything trains */
     if (rc == DDP_OK)
         rc = dp_graph_probe(c, d, err);
+    /* A failure up to here (the probe's agreement holds every device back
+     * until all are through it): no device has begun a step, so no graph
+     * holds a communicator and the group may be aborted at once. */
+    bool before_steps = rc != DDP_OK;
 
     double t0 = now_s();
     if (rc == DDP_OK)
@@ -60,8 +64,9 @@ static void dp_worker(void *ctx, int d)
          * its collectives, and device 0 ends its capture and drops its
          * graphs after the exit barrier below, which this thread would then
          * never reach; each device aborts its own after that
-         * (dp_device_free). */
-        for (int i = 0; i < c->ndev && !c->graphs; i++)
+         * (dp_device_free) -- unless it failed before any step (a device
+         * refusing the graph probe, whose peers wait in its agreement). */
+        for (int i = 0; i < c->ndev && (!c->graphs || before_steps); i++)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
     }

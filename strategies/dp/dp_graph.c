@@ -33,10 +33,10 @@
  * barrier); a member never ends one (CUDA refuses that on a stream that only
  * joined another's capture, and invalidates it).
  *
- * Over NCCL, before anything trains, every device probes whether NCCL
- * captures at all (dp_graph_probe: the policy DDP's ranks follow too,
- * common/train/graph_probe.h): a refusal under --cuda-graph on ends the run
- * there, naming the device, not at the first graph step. */
+ * Over NCCL (graphs there only under --cuda-graph on), before anything
+ * trains, every device probes whether NCCL captures at all (dp_graph_probe:
+ * the policy DDP's ranks follow too, common/train/graph_probe.h): a refusal
+ * ends the run there, naming the device, not at the first graph step. */
 #include <stdio.h>
 
 #include "dp/dp.h"
@@ -54,22 +54,12 @@ int dp_graph_probe(dp_ctx_t *c, int d, char *err)
     char refused[ERR_LEN];
     if (!graphs || !c->nccl)
         return DDP_OK;
+    /* Only under --cuda-graph on: auto runs dp over NCCL eagerly
+     * (config_graph_why_not), so the probe insists and a refusal fails the
+     * run here; there is no eager fallback for the devices to agree on. */
     int rc = trainer_graph_probe(c->cfg, dv->comm, dv->name, "every device", &graphs, refused, err);
     if (rc != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
-    if (refused[0]) /* the one device that says it */
-        snprintf(c->res->graph_refused, sizeof c->res->graph_refused, "%s", refused);
-    if (graphs)
-        return DDP_OK;
-    /* auto, refused: every device learned it (the probe's agreement), so
-     * every device comes here.  Barriers: every device has read c->graphs
-     * before device 0 writes it, and reads it again only after. */
-    if (dp_pool_sync(&c->pool) != DDP_OK)
-        return stopped(err);
-    if (d == 0)
-        c->graphs = false;
-    if (dp_pool_sync(&c->pool) != DDP_OK)
-        return stopped(err);
     return DDP_OK;
 }
 

@@ -3,7 +3,9 @@
  * checks, queued on the handle's stream; under TF32 math the operands are
  * rounded to TF32 first, as tensor cores do; cublasGemmEx takes bf16
  * operands (exact in fp32) with an fp32 C and fp32 sums, the one form
- * --precision bf16 uses.  CUBLAS_API_H_ is defined so
+ * --precision bf16 uses.  A GEMM queued on a capturing stream by a handle
+ * without a workspace (cublasSetWorkspace) is refused: CUBLAS_STATUS_NOT_SUPPORTED,
+ * the reason in cublasGetStatusString.  CUBLAS_API_H_ is defined so
  * cuda_check.h provides CUBLASCHECK. */
 #ifndef CUBLAS_V2_H_
 #define CUBLAS_V2_H_
@@ -23,6 +25,7 @@ cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes);
 const char *cublasGetStatusName(cublasStatus_t s);
 const char *cublasGetStatusString(cublasStatus_t s);
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

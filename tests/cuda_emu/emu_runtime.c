@@ -1132,7 +1132,13 @@ struct emu_blas {
     int dev;
     cudaStream_t stream;
     cublasMath_t math;
+    void *ws; /* cublasSetWorkspace's, NULL: none (cuBLAS's own pool) */
+    size_t ws_bytes;
 };
+
+/* Why the last cuBLAS call of this thread was refused (cublasGetStatusString
+ * says it, as the runtime's refusals name theirs by their error). */
+static __thread const char *blas_why;
 
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
@@ -1153,6 +1159,21 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
     if (s->dev != h->dev)
         DIE("cublasSetStream: a stream of device %d for a handle of device %d", s->dev, h->dev);
     h->stream = s;
+    /* cuBLAS: cublasSetStream unconditionally resets the workspace to the
+     * default pool, so a workspace is set after the stream */
+    h->ws = NULL;
+    h->ws_bytes = 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes)
+{
+    if (h->dev != cur_dev)
+        DIE("cublasSetWorkspace: handle of device %d while device %d is current", h->dev, cur_dev);
+    if (ws && bytes)
+        emu_check_ptr(ws, bytes, "cublasSetWorkspace");
+    h->ws = bytes ? ws : NULL;
+    h->ws_bytes = ws ? bytes : 0;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1171,7 +1192,10 @@ const char *cublasGetStatusName(cublasStatus_t s)
                                               : "CUBLAS_STATUS_INVALID_VALUE";
 }
 
-const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated cuBLAS error" : "success"; }
+const char *cublasGetStatusString(cublasStatus_t s)
+{
+    return !s ? "success" : s == CUBLAS_STATUS_NOT_SUPPORTED && blas_why ? blas_why : "emulated cuBLAS error";
+}
 
 typedef struct {
     cublasOperation_t ta, tb;
@@ -1297,6 +1321,16 @@ static int gemm_check(const char *name, cublasHandle_t h, cublasOperation_t ta,
     if (h->dev != cur_dev)
         DIE("%s: handle of device %d while device %d is current", name, h->dev, cur_dev);
     emu_check_stream(h->stream, name);
+    /* Since CUDA 12.2 cuBLAS takes the workspace of a handle given none with
+     * cudaMallocAsync, which inside a stream capture becomes allocation nodes
+     * of the graph (PyTorch sets one per handle for this): refused here, and
+     * the capture broken, so a capture that leans on it cannot pass. */
+    blas_why = NULL;
+    if (!h->ws && capturing_refuses(h->stream)) {
+        blas_why = "a GEMM on a capturing stream with no workspace set (cublasSetWorkspace): "
+                   "cuBLAS would allocate its workspace inside the graph";
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
     int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) ||

@@ -332,13 +332,16 @@ echo "== dp --cuda-graph on: a device failing in the capture or a replay ends th
 # exit 1, one line naming the device and the reason.  Without the probe the
 # refusal came at the first graph step's broadcast, mid-training: what
 # EMU_NCCL_REFUSE_CAPTURE=2 still plants (the probe passes, the step's
-# collective is refused), exit 1 naming device 1 too.
+# collective is refused), exit 1 naming device 1 too.  --timeout 120, past
+# the run's own bound: devices left waiting in the refusing device's
+# agreement (their communicators never aborted, or an abort waiting for the
+# probe's graph) hang it, never end it by their watch.
 say="invalid usage: emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does not capture collectives"
 for n in "1 device 1: --cuda-graph on: NCCL refused to capture an all-reduce: $say" \
     "2 device 1: replicate: NCCL broadcast of replicate: $say"; do
     rc=0
     EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=${n%% *} EMU_NCCL_REFUSE_RANK=1 timeout 60 "$B/ddpbench" --backend cuda \
-        --mode dp --gpus 0,1,2 $G --samples 384 --cuda-graph on --quiet >/dev/null 2>"$B/graph.err" || rc=$?
+        --mode dp --gpus 0,1,2 $G --samples 384 --cuda-graph on --timeout 120 --quiet >/dev/null 2>"$B/graph.err" || rc=$?
     [ "$rc" = 1 ] && [ "$(cat "$B/graph.err")" = "ddpbench: error: ${n#* }" ] ||
         { cat "$B/graph.err"; fail "dp over NCCL --cuda-graph on, EMU_NCCL_REFUSE_CAPTURE=${n%% *} on device 1: exit $rc"; }
 done

@@ -9,7 +9,10 @@
  * stream that joined the capture and was not joined back fails its end
  * (cudaErrorStreamCaptureUnjoined), a join through other streams counting;
  * and only the origin ends it (elsewhere: cudaErrorStreamCaptureUnmatched,
- * the capture invalidated).
+ * the capture invalidated); a cuBLAS GEMM queued on a capturing stream by
+ * a handle without a workspace of its own (cuBLAS would allocate one inside
+ * the graph) is refused with its reason, and cublasSetStream drops the
+ * workspace, as cuBLAS does.
  * One graph may span devices and host threads (DataParallel's step): each
  * captured stream replays as a lane of its own, side by side with the
  * others, ordered only by the captured waits (capture_lanes).  Built and
@@ -22,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cublas_v2.h"
 #include "cuda_runtime_api.h"
 #include "nccl.h"
 
@@ -346,6 +350,74 @@ Test(capture, refuses_what_cuda_refuses)
     cudaEventDestroy(ev);
     cudaStreamDestroy(other);
     cudaFree(d);
+}
+
+/* Capture C = A B (2 x 2, column-major) with h on s: the GEMM's status,
+ * and the capture's end (its graph made into *exec when both succeeded). */
+static cublasStatus_t capture_gemm(cublasHandle_t h, cudaStream_t s, const float *A,
+                                   const float *B, float *C, cudaError_t *end, cudaGraphExec_t *exec)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, A, 2, B, 2, &beta, C, 2);
+    cudaGraph_t g = NULL;
+    *end = cudaStreamEndCapture(s, &g);
+    if (g && *end == cudaSuccess)
+        cr_assert_eq(cudaGraphInstantiate(exec, g, 0), cudaSuccess);
+    if (g)
+        cudaGraphDestroy(g);
+    return st;
+}
+
+Test(capture, a_gemm_without_a_cublas_workspace_is_refused)
+{
+    cudaStream_t s = stream();
+    float *A, *B, *C, *ws;
+    float ha[4] = {1, 2, 3, 4}, hb[4] = {5, 6, 7, 8}, hc[4];
+    cr_assert_eq(cudaMalloc((void **)&A, sizeof ha), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&B, sizeof hb), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&C, sizeof hc), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&ws, 1 << 16), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(A, ha, sizeof ha, cudaMemcpyHostToDevice), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(B, hb, sizeof hb, cudaMemcpyHostToDevice), cudaSuccess);
+    cublasHandle_t h;
+    cr_assert_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    cr_assert_eq(cublasSetStream(h, s), CUBLAS_STATUS_SUCCESS);
+    cudaError_t end;
+    cudaGraphExec_t exec = NULL;
+    /* no workspace: refused, the reason named, the capture broken */
+    cublasStatus_t st = capture_gemm(h, s, A, B, C, &end, &exec);
+    cr_assert_eq(st, CUBLAS_STATUS_NOT_SUPPORTED, "a GEMM without a workspace was captured");
+    cr_assert_not_null(strstr(cublasGetStatusString(st), "no workspace set (cublasSetWorkspace)"),
+                       "the refusal says: %s", cublasGetStatusString(st));
+    cr_assert_eq(end, cudaErrorStreamCaptureInvalidated);
+    /* with one: captured, and each launch computes C */
+    cr_assert_eq(cublasSetWorkspace(h, ws, 1 << 16), CUBLAS_STATUS_SUCCESS);
+    cr_assert_eq(capture_gemm(h, s, A, B, C, &end, &exec), CUBLAS_STATUS_SUCCESS);
+    cr_assert_eq(end, cudaSuccess);
+    cr_assert_eq(cudaGraphLaunch(exec, s), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(hc, C, sizeof hc, cudaMemcpyDeviceToHost), cudaSuccess);
+    const float want[4] = {23, 34, 31, 46}; /* [1 3; 2 4] [5 7; 6 8], column-major */
+    cr_assert_arr_eq(hc, want, sizeof want, "the captured GEMM: %g %g %g %g", hc[0], hc[1], hc[2], hc[3]);
+    cudaGraphExecDestroy(exec);
+    /* cublasSetStream resets the workspace to cuBLAS's pool: refused again */
+    cr_assert_eq(cublasSetStream(h, s), CUBLAS_STATUS_SUCCESS);
+    exec = NULL;
+    cr_assert_eq(capture_gemm(h, s, A, B, C, &end, &exec), CUBLAS_STATUS_NOT_SUPPORTED,
+                 "cublasSetStream kept the workspace");
+    cr_assert_eq(end, cudaErrorStreamCaptureInvalidated);
+    /* outside a capture the pool serves: allowed */
+    const float alpha = 1.0f, beta = 0.0f;
+    cr_assert_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, A, 2, B, 2, &beta, C, 2),
+                 CUBLAS_STATUS_SUCCESS);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cublasDestroy(h);
+    cudaFree(ws);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    cudaStreamDestroy(s);
 }
 
 static void *malloc_elsewhere(void *arg)

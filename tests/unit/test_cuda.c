@@ -254,10 +254,11 @@ Test(cuda_backend, memory_is_zeroed_accounted_and_copied)
     pair_t p = pair_open();
     backend_t *g = p.gpu;
     size_t n = 100000;
-    cr_assert_eq(backend_mem_in_use(g), 0);
+    /* a new device holds its cuBLAS workspace (cuda_backend/cublas_workspace_is_counted) */
+    size_t ws = backend_mem_in_use(g);
     float *d = backend_alloc(g, n * sizeof(float));
     cr_assert_not_null(d);
-    cr_assert_eq(backend_mem_in_use(g), n * sizeof(float));
+    cr_assert_eq(backend_mem_in_use(g), ws + n * sizeof(float));
     float *h = download(g, d, n);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(h[i], 0.0f, "alloc must zero: [%zu] = %g", i, h[i]);
@@ -294,8 +295,8 @@ Test(cuda_backend, memory_is_zeroed_accounted_and_copied)
     backend_free_host(g, pinned);
     backend_free(g, e);
     backend_free(g, d);
-    cr_assert_eq(backend_mem_in_use(g), 0, "free must give back what alloc counted");
-    cr_assert_geq(backend_mem_peak(g), 2 * n * sizeof(float));
+    cr_assert_eq(backend_mem_in_use(g), ws, "free must give back what alloc counted");
+    cr_assert_geq(backend_mem_peak(g), ws + 2 * n * sizeof(float));
     free(src);
     pair_close(&p);
 }
@@ -1339,6 +1340,46 @@ Test(cuda_backend, a_graph_replays_its_step_and_refuses_other_work)
     backend_destroy(be);
 }
 
+Test(cuda_backend, a_gemm_is_captured_with_the_handles_own_workspace)
+{
+    /* cuBLAS given no workspace takes one with cudaMallocAsync, which a
+     * capture would make allocation nodes of the graph (the emulated cuBLAS
+     * refuses that GEMM): the backend sets its handle's own at creation, so
+     * a step's GEMMs are captured and replayed like its kernels. */
+    pair_t p = pair_open();
+    int m = 5, n = 3, k = 4;
+    float *ha = host_random((size_t)m * k, 11, -1, 1), *hb = host_random((size_t)k * n, 12, -1, 1);
+    float want[15], got[15];
+    float *ca = upload(p.cpu, ha, (size_t)m * k), *cb = upload(p.cpu, hb, (size_t)k * n);
+    float *cc = backend_alloc(p.cpu, sizeof want);
+    check(p.cpu, backend_gemm(p.cpu, false, false, m, n, k, 1.0f, ca, k, cb, n, 0.0f, cc, n), "cpu gemm");
+    check(p.cpu, backend_d2h(p.cpu, want, cc, sizeof want), "d2h");
+    backend_t *be = p.gpu;
+    float *a = upload(be, ha, (size_t)m * k), *b = upload(be, hb, (size_t)k * n);
+    float *c = backend_alloc(be, sizeof got);
+    long g0 = backend_launches(be, LAUNCH_GRAPH);
+    for (int i = 0; i < 2; i++) { /* captured, then replayed */
+        check(be, backend_memset0(be, c, sizeof got), "memset0");
+        check(be, backend_graph_begin(be, 0), "graph begin");
+        check(be, backend_gemm(be, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n), "gemm in a graph");
+        check(be, backend_graph_end(be, 0, true), "graph end");
+        check(be, backend_d2h(be, got, c, sizeof got), "d2h");
+        for (int j = 0; j < m * n; j++)
+            cr_assert_float_eq(got[j], want[j], 1e-5f, "launch %d, element %d: %g, not %g", i, j,
+                               (double)got[j], (double)want[j]);
+    }
+    cr_assert_eq(backend_launches(be, LAUNCH_GRAPH) - g0, 2);
+    backend_free(be, a);
+    backend_free(be, b);
+    backend_free(be, c);
+    backend_free(p.cpu, ca);
+    backend_free(p.cpu, cb);
+    backend_free(p.cpu, cc);
+    free(ha);
+    free(hb);
+    pair_close(&p);
+}
+
 /* One step of a graph led by lead and followed by mem (DP's shape): the
  * member doubles x after the fork and joins back; bad, when not NULL, is an
  * event the member then tries to wait for (refused: recorded outside the
@@ -1413,6 +1454,29 @@ Test(cuda_backend, a_graph_over_two_devices_follows_its_leader)
 
 #ifdef DDPBENCH_CUDA_LINKED /* the backend's own functions: linked in, not dlopened */
 #include "device/backend_cuda.h"
+
+Test(cuda_backend, cublas_workspace_is_counted)
+{
+    /* The handle's workspace is device memory the run holds from creation:
+     * in the memory figures as workspace, PyTorch's size for the arch. */
+    need_gpu();
+    char err[ERR_LEN];
+    backend_t *be;
+    cr_assert_eq(backend_cuda_create(&be, 0, err), DDP_OK, "%s", err);
+    struct cudaDeviceProp prop;
+    cr_assert_eq(cudaGetDeviceProperties(&prop, backend_cuda_device(be)), cudaSuccess);
+    size_t ws = backend_cuda_blas_workspace_bytes(prop.major);
+    cr_assert_eq(backend_mem_in_use(be), ws, "%zu bytes in use at creation, not the %zu of the workspace",
+                 backend_mem_in_use(be), ws);
+    size_t split[MEM_KINDS];
+    backend_mem_peak_split(be, split);
+    cr_assert_eq(split[MEM_WORKSPACE], ws, "the workspace counted as %zu bytes of workspace",
+                 split[MEM_WORKSPACE]);
+    cr_assert_eq(backend_cuda_blas_workspace_bytes(8), 8519680);   /* ":4096:2:16:8" */
+    cr_assert_eq(backend_cuda_blas_workspace_bytes(9), 33554432);  /* Hopper: 32 MiB */
+    cr_assert_eq(backend_cuda_blas_workspace_bytes(12), 33554432); /* Blackwell */
+    backend_destroy(be);
+}
 
 Test(cuda_backend, a_member_moves_its_clock_anchor_as_it_follows)
 {
