@@ -518,15 +518,16 @@ EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode single --gpus 0 $ARGS --json >"$B
     fail "the GPU probe's provenance is not in --json: $(head -c 600 "$B/prov.json")"
 echo "== the GPU probe's names, PCI ids and peer links reach --json"
 
-# ---- 5. a planted missing wait ---------------------------------------------------
-# stage.c without the compute stream's wait for the staged batch's copy: with
-# slow copies, the forward pass reads the slot before the batch lands.
+# ---- 5. planted missing waits and joins ------------------------------------------
 P="$B/planted"
 mkdir -p "$P"
-wait_line='TRY(backend_stream_wait(be, h->copied));'
-[ "$(grep -cF "$wait_line" common/train/stage.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the wait to plant out is not in common/train/stage.c; update the test"
-grep -vF "$wait_line" common/train/stage.c >"$P/stage.c"
+# plant_out WHAT LINE SRC: $P/<SRC's name>, SRC without LINE (a WHAT it must
+# hold exactly once: else the test no longer plants what it says).
+plant_out() {
+    [ "$(grep -cF "$2" "$3")" = 1 ] ||
+        fail "tests/cuda_emu/run.sh: the $1 to plant out is not in $3; update the test"
+    grep -vF "$2" "$3" >"$P/$(basename "$3")"
+}
 FLAGS=$(cut -d'|' -f1 "$B/flags.txt" | sed 's/-MMD -MP//')
 LIBS=$(cut -d'|' -f3 "$B/flags.txt")
 # the program's own objects (the Makefile's MAIN_OBJS, read from it so a new one is not missed)
@@ -538,6 +539,10 @@ plant_build() {
     { $FLAGS -c "$P/$2.c" -o "$P/$2.o" &&
         $FLAGS -o "$P/$1" $MAIN_OBJS "$P/$2.o" "$B/libddpbench.a" $LIBS; }
 }
+# stage.c without the compute stream's wait for the staged batch's copy: with
+# slow copies, the forward pass reads the slot before the batch lands.
+wait_line='TRY(backend_stream_wait(be, h->copied));'
+plant_out wait "$wait_line" common/train/stage.c
 plant_build ddpbench stage ||
     fail "building the planted variant"
 # A race, so up to 3 tries: on a busy machine the compute stream's thread may
@@ -564,9 +569,7 @@ echo "== planted missing wait: $caught (caught, try $try)"
 # so --cuda-graph on must fail (cudaErrorStreamCaptureUnjoined), never replay
 # a step whose optimizer does not wait for its all-reduces.
 join_line='CCK(c, cudaStreamWaitEvent(n->be_stream, n->gjoin, 0));'
-[ "$(grep -cF "$join_line" common/comm/comm_nccl.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the join to plant out is not in common/comm/comm_nccl.c; update the test"
-grep -vF "$join_line" common/comm/comm_nccl.c >"$P/comm_nccl.c"
+plant_out join "$join_line" common/comm/comm_nccl.c
 plant_build ddpbench-join comm_nccl ||
     fail "building the planted variant without the join"
 rc=0
@@ -579,9 +582,7 @@ echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 
 # (dp_graph.c): their streams joined device 0's capture and were never
 # joined back, so CUDA does not end it.
 join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
-[ "$(grep -cF "$join_line" strategies/dp/dp_graph.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the join to plant out is not in strategies/dp/dp_graph.c; update the test"
-grep -vF "$join_line" strategies/dp/dp_graph.c >"$P/dp_graph.c"
+plant_out join "$join_line" strategies/dp/dp_graph.c
 plant_build ddpbench-dpjoin dp_graph ||
     fail "building the planted variant without dp's joins"
 rc=0
