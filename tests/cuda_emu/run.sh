@@ -168,6 +168,10 @@ syncs() { sed -n 's/.*"host_syncs_per_step":\([^,}]*\).*/\1/p' "$1"; }
 # launches_per_step (the run's: the last key of that name) and the graph launches of its split
 launches() { sed -n 's/.*"launches_per_step":\([^,}]*\).*/\1/p' "$1"; }
 graphs() { sed -n 's/.*"graphs":\([^,}]*\).*/\1/p' "$1"; }
+# the parameters' hash ("bits"): a run ends bit for bit like another
+bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
+# same_bits A B: run A's --json has bits, and they are run B's
+same_bits() { [ -n "$(bits "$1")" ] && [ "$(bits "$1")" = "$(bits "$2")" ]; }
 rel() { # "cpu_sum cpu_abs emu_sum emu_abs" -> relative difference
     echo "$1" | awk '{ d1 = $1 - $3; if (d1 < 0) d1 = -d1; d2 = $2 - $4; if (d2 < 0) d2 = -d2
         printf "%.1e", (d1 > d2 ? d1 : d2) / $2 }'
@@ -223,7 +227,6 @@ done
 # (the operands' conversions and the roundings captured with the GEMMs:
 # AdamW, single and 3 ranks); a mode that cannot qualify is refused with exit 2.
 G="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --batch 48 --steps 14 --json"
-bitsof() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 # graph_pair WHAT WANT ARGS...: ARGS eagerly, then with graphs: the same bits,
 # and from WANT to 1 graph launches and at most 1 host sync per step.
 graph_pair() {
@@ -233,7 +236,7 @@ graph_pair() {
         EMU_NGPU=3 EMU_JITTER_US=100 EMU_COPY_DELAY_US=300 "$B/ddpbench" --backend cuda "$@" --cuda-graph $g \
             >"$B/graph-$g.json" 2>"$B/graph-$g.err" || { tail -n 5 "$B/graph-$g.err"; fail "$what --cuda-graph $g"; }
     done
-    [ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] ||
+    same_bits "$B/graph-on.json" "$B/graph-off.json" ||
         fail "$what: graph replay ended with other bits than eager"
     grep -q '"cuda_graph":"on"' "$B/graph-on.json" || fail "$what --cuda-graph on: the run says it ran without graphs"
     n=$(syncs "$B/graph-on.json") gl=$(graphs "$B/graph-on.json") L=$(launches "$B/graph-on.json")
@@ -266,7 +269,7 @@ done
 P="--mode ddp --comm nccl --gpus 0,1,2 $G --precision bf16 --samples 384 --optim adamw"
 EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=1 EMU_NCCL_REFUSE_RANK=1 "$B/ddpbench" --backend cuda $P >"$B/graph-refused.json" \
     2>"$B/graph-refused.err" || { tail -n 5 "$B/graph-refused.err"; fail "auto where NCCL refuses to capture"; }
-[ -n "$(bitsof "$B/graph-refused.json")" ] && [ "$(bitsof "$B/graph-refused.json")" = "$(bitsof "$B/graph-off.json")" ] &&
+same_bits "$B/graph-refused.json" "$B/graph-off.json" &&
     [ "$(graphs "$B/graph-refused.json")" = 0 ] && grep -q '"cuda_graph":"off"' "$B/graph-refused.json" &&
     grep -q '"cuda_graph_refused":"rank 1 (device 1): NCCL refused to capture an all-reduce: invalid usage' "$B/graph-refused.json" &&
     [ "$(grep -c 'ddpbench: note: --cuda-graph auto: rank 1 (device 1): NCCL refused' "$B/graph-refused.err")" = 1 ] ||
@@ -293,9 +296,9 @@ for g in off on; do
         { tail -n 5 "$B/graph-$g.err"; fail "ddp --rank-samples 200,130 --cuda-graph $g"; }
 done
 gl=$(graphs "$B/graph-on.json")
-[ -n "$(bitsof "$B/graph-on.json")" ] && [ "$(bitsof "$B/graph-on.json")" = "$(bitsof "$B/graph-off.json")" ] &&
+same_bits "$B/graph-on.json" "$B/graph-off.json" &&
     awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
-    fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bitsof "$B/graph-on.json") (eager $(bitsof "$B/graph-off.json")), $gl graph launches per step"
+    fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bits "$B/graph-on.json") (eager $(bits "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
 # dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
 # (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
@@ -485,7 +488,6 @@ fi
 # The optimizer state goes through the device download and upload, DP writes
 # from device 0's thread, every DDP rank reads the file; the resumed run must
 # end with the straight run's bits, with --trace and --explain on the way.
-bits() { sed -n 's/.*"bits":"\([0-9a-f]*\)".*/\1/p' "$1"; }
 R="--layers 12,48,48,4 --act tanh --loss ce --dataset classes --samples 384 --batch 48 --steps 12 --json --optim adam --lr 0.01"
 # single, dp on peer copies (--gpus 0,0) and ddp over NCCL replay their
 # steps as CUDA graphs: the resumed run captures anew, Adam's step count
@@ -496,7 +498,7 @@ for mode in "single --gpus 0" "dp --gpus 0,1" "dp --gpus 0,0" "ddp --comm shm --
         >"$B/part.json" 2>&1 || fail "--mode $mode, the first 5 steps"
     EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode $mode $R --resume "$B/ck.safetensors" \
         --trace "$B/trace.json" --explain >"$B/resumed.json" 2>&1 || fail "--mode $mode resumed"
-    if [ -z "$(bits "$B/straight.json")" ] || [ "$(bits "$B/straight.json")" != "$(bits "$B/resumed.json")" ]; then
+    if ! same_bits "$B/straight.json" "$B/resumed.json"; then
         fail "--mode $mode resumed to other bits"
     fi
     echo "== $mode on emulated GPUs: stopped at 5, resumed to 12: the same bits"
@@ -516,22 +518,32 @@ EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode single --gpus 0 $ARGS --json >"$B
     fail "the GPU probe's provenance is not in --json: $(head -c 600 "$B/prov.json")"
 echo "== the GPU probe's names, PCI ids and peer links reach --json"
 
-# ---- 5. a planted missing wait ---------------------------------------------------
-# stage.c without the compute stream's wait for the staged batch's copy: with
-# slow copies, the forward pass reads the slot before the batch lands.
+# ---- 5. planted missing waits and joins ------------------------------------------
 P="$B/planted"
 mkdir -p "$P"
-wait_line='TRY(backend_stream_wait(be, h->copied));'
-[ "$(grep -cF "$wait_line" common/train/stage.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the wait to plant out is not in common/train/stage.c; update the test"
-grep -vF "$wait_line" common/train/stage.c >"$P/stage.c"
+# plant_out WHAT LINE SRC: $P/<SRC's name>, SRC without LINE (a WHAT it must
+# hold exactly once: else the test no longer plants what it says).
+plant_out() {
+    [ "$(grep -cF "$2" "$3")" = 1 ] ||
+        fail "tests/cuda_emu/run.sh: the $1 to plant out is not in $3; update the test"
+    grep -vF "$2" "$3" >"$P/$(basename "$3")"
+}
 FLAGS=$(cut -d'|' -f1 "$B/flags.txt" | sed 's/-MMD -MP//')
 LIBS=$(cut -d'|' -f3 "$B/flags.txt")
 # the program's own objects (the Makefile's MAIN_OBJS, read from it so a new one is not missed)
 MAIN_OBJS=$(make -s -f Makefile EMU=1 print-main-objs) || fail "make print-main-objs"
-# shellcheck disable=SC2086 # flag lists
-{ $FLAGS -c "$P/stage.c" -o "$P/stage.o" &&
-    $FLAGS -o "$P/ddpbench" $MAIN_OBJS "$P/stage.o" "$B/libddpbench.a" $LIBS; } ||
+# plant_build PROG SRC: $P/PROG, the program with $P/SRC.c (a planted copy of
+# one of its sources) linked ahead of the library's own object.
+plant_build() {
+    # shellcheck disable=SC2086 # flag lists
+    { $FLAGS -c "$P/$2.c" -o "$P/$2.o" &&
+        $FLAGS -o "$P/$1" $MAIN_OBJS "$P/$2.o" "$B/libddpbench.a" $LIBS; }
+}
+# stage.c without the compute stream's wait for the staged batch's copy: with
+# slow copies, the forward pass reads the slot before the batch lands.
+wait_line='TRY(backend_stream_wait(be, h->copied));'
+plant_out wait "$wait_line" common/train/stage.c
+plant_build ddpbench stage ||
     fail "building the planted variant"
 # A race, so up to 3 tries: on a busy machine the compute stream's thread may
 # itself wait past the slow copy once (seen at load 13: 2.1e-09 from the CPU,
@@ -557,12 +569,8 @@ echo "== planted missing wait: $caught (caught, try $try)"
 # so --cuda-graph on must fail (cudaErrorStreamCaptureUnjoined), never replay
 # a step whose optimizer does not wait for its all-reduces.
 join_line='CCK(c, cudaStreamWaitEvent(n->be_stream, n->gjoin, 0));'
-[ "$(grep -cF "$join_line" common/comm/comm_nccl.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the join to plant out is not in common/comm/comm_nccl.c; update the test"
-grep -vF "$join_line" common/comm/comm_nccl.c >"$P/comm_nccl.c"
-# shellcheck disable=SC2086 # flag lists
-{ $FLAGS -c "$P/comm_nccl.c" -o "$P/comm_nccl.o" &&
-    $FLAGS -o "$P/ddpbench-join" $MAIN_OBJS "$P/comm_nccl.o" "$B/libddpbench.a" $LIBS; } ||
+plant_out join "$join_line" common/comm/comm_nccl.c
+plant_build ddpbench-join comm_nccl ||
     fail "building the planted variant without the join"
 rc=0
 EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl --gpus 0,1 $ARGS --cuda-graph on \
@@ -574,12 +582,8 @@ echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 
 # (dp_graph.c): their streams joined device 0's capture and were never
 # joined back, so CUDA does not end it.
 join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
-[ "$(grep -cF "$join_line" strategies/dp/dp_graph.c)" = 1 ] ||
-    fail "tests/cuda_emu/run.sh: the join to plant out is not in strategies/dp/dp_graph.c; update the test"
-grep -vF "$join_line" strategies/dp/dp_graph.c >"$P/dp_graph.c"
-# shellcheck disable=SC2086 # flag lists
-{ $FLAGS -c "$P/dp_graph.c" -o "$P/dp_graph.o" &&
-    $FLAGS -o "$P/ddpbench-dpjoin" $MAIN_OBJS "$P/dp_graph.o" "$B/libddpbench.a" $LIBS; } ||
+plant_out join "$join_line" strategies/dp/dp_graph.c
+plant_build ddpbench-dpjoin dp_graph ||
     fail "building the planted variant without dp's joins"
 rc=0
 EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \
@@ -597,9 +601,7 @@ follow_line='    return backend_stream_wait(be, fork);'
     fail "tests/cuda_emu/run.sh: the follow to plant into is not in common/device/backend.c; update the test"
 sed "s|^$follow_line\$|    TRY(backend_stream_wait(be, fork)); if (be->gmode == GRAPH_CAPTURE) be->ops->graph_drop(be, key); return DDP_OK;|" \
     common/device/backend.c >"$P/backend.c"
-# shellcheck disable=SC2086 # flag lists
-{ $FLAGS -c "$P/backend.c" -o "$P/backend.o" &&
-    $FLAGS -o "$P/ddpbench-dpend" $MAIN_OBJS "$P/backend.o" "$B/libddpbench.a" $LIBS; } ||
+plant_build ddpbench-dpend backend ||
     fail "building the planted variant whose members end the capture"
 rc=0
 EMU_NGPU=1 timeout 60 "$P/ddpbench-dpend" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \

@@ -40,6 +40,14 @@ static cudaStream_t stream(void)
     return s;
 }
 
+/* An event for ordering only (no timing), on the current device. */
+static cudaEvent_t event(void)
+{
+    cudaEvent_t e;
+    cr_assert_eq(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    return e;
+}
+
 static int one = 1, ten = 10;
 
 Test(capture, records_then_replays_on_every_launch)
@@ -101,9 +109,7 @@ Test(capture, records_then_replays_on_every_launch)
 Test(capture, a_forked_stream_joins_and_leaves_with_its_origin)
 {
     cudaStream_t s = stream(), t = stream();
-    cudaEvent_t fork, join;
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    cudaEvent_t fork = event(), join = event();
     atomic_store(&ran, 0);
     cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     emu_enqueue(s, bump, &one, NULL);
@@ -144,7 +150,7 @@ Test(capture, an_external_record_is_no_dependency)
     cudaStream_t s = stream(), t = stream();
     cudaEvent_t ext, fork;
     cr_assert_eq(cudaEventCreate(&ext), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    fork = event();
     atomic_store(&ran, 0);
     cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     cr_assert_eq(cudaEventRecordWithFlags(ext, s, cudaEventRecordExternal), cudaSuccess);
@@ -179,9 +185,7 @@ Test(capture, an_external_record_is_no_dependency)
 Test(capture, an_unjoined_stream_fails_the_capture)
 {
     cudaStream_t s = stream(), t = stream();
-    cudaEvent_t fork, join;
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    cudaEvent_t fork = event(), join = event();
     for (int joined_early = 0; joined_early < 2; joined_early++) {
         atomic_store(&ran, 0);
         cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
@@ -218,9 +222,7 @@ Test(capture, an_unjoined_stream_fails_the_capture)
 Test(capture, a_joined_stream_cannot_end_the_capture)
 {
     cudaStream_t s = stream(), t = stream();
-    cudaEvent_t fork, join;
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    cudaEvent_t fork = event(), join = event();
     atomic_store(&ran, 0);
     cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
@@ -573,12 +575,12 @@ static void pair_init(pair_t *p, int d0, int d1, int nccl)
     for (int k = 0; k < 2; k++) {
         cr_assert_eq(cudaSetDevice(p->dev[k]), cudaSuccess);
         cr_assert_eq(cudaStreamCreateWithFlags(&p->s[k], cudaStreamNonBlocking), cudaSuccess);
-        cr_assert_eq(cudaEventCreateWithFlags(&p->a[k], cudaEventDisableTiming), cudaSuccess);
-        cr_assert_eq(cudaEventCreateWithFlags(&p->b[k], cudaEventDisableTiming), cudaSuccess);
+        p->a[k] = event();
+        p->b[k] = event();
         if (k == 0)
-            cr_assert_eq(cudaEventCreateWithFlags(&p->fork, cudaEventDisableTiming), cudaSuccess);
+            p->fork = event();
         else
-            cr_assert_eq(cudaEventCreateWithFlags(&p->join, cudaEventDisableTiming), cudaSuccess);
+            p->join = event();
         cr_assert_eq(cudaMalloc((void **)&p->x[k], N * sizeof(float)), cudaSuccess);
         cr_assert_eq(cudaMalloc((void **)&p->y[k], N * sizeof(float)), cudaSuccess);
         for (int i = 0; i < N; i++) /* the emulator's device memory is the host's */
@@ -726,10 +728,10 @@ static void join_case(int which, cudaError_t want, int per_launch)
     cudaStream_t s = q[0], t = q[1], u = q[2];
     cudaEvent_t fork, e1, e2;
     cr_assert_eq(cudaSetDevice(1), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming), cudaSuccess);
+    e1 = event();
     cr_assert_eq(cudaSetDevice(0), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming), cudaSuccess);
+    fork = event();
+    e2 = event();
     atomic_store(&ran, 0);
     cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
     rec(fork, s);
@@ -822,9 +824,9 @@ static void refused_on_member(const char *what, refused_fn fn, void *ctx, cudaEr
     cr_assert_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
     cr_assert_eq(cudaSetDevice(0), cudaSuccess);
     cudaEvent_t fork, join;
-    cr_assert_eq(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+    fork = event();
     cr_assert_eq(cudaSetDevice(1), cudaSuccess);
-    cr_assert_eq(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+    join = event();
     cr_assert_eq(cudaSetDevice(0), cudaSuccess);
     atomic_store(&ran, 0);
     cr_assert_eq(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal), cudaSuccess);
