@@ -1512,6 +1512,9 @@ Test(cuda_backend, a_member_moves_its_clock_anchor_as_it_follows)
         check(lead, backend_graph_end(lead, 0, true), "leader's end");
         check(mem, backend_graph_end(mem, 0, true), "member's end");
         check(lead, backend_sync(lead), "sync the leader (the graph runs from its stream)");
+        /* and the member: the anchor it recorded as it followed is taken only
+         * once done, and its stream's thread may lag behind on a loaded box */
+        check(mem, backend_sync(mem), "sync the member");
         check(mem, backend_event_time(mem, mark, &t), "the marker's time");
     }
     double moved = backend_cuda_anchor_s(mem) - before;
