@@ -1406,18 +1406,25 @@ static _Atomic long graph_launches;
 
 long emu_graph_launches(void) { return graph_launches; }
 
+/* Room for one more of n elements of size elem in *v (capacity *cap,
+ * doubling from first). */
+static void grow(void *v, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return;
+    size_t c = *cap ? 2 * *cap : first;
+    void *p = realloc(*(void **)v, c * elem);
+    if (!p)
+        DIE("out of memory recording a graph");
+    *(void **)v = p;
+    *cap = c;
+}
+
 /* The body grows under cap_mu while its capture is under way. */
 static void lane_add(emu_body_t *b, int lane, emu_node_t n)
 {
     emu_lane_t *l = &b->lanes[lane];
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        emu_node_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            DIE("out of memory recording a graph");
-        l->v = v;
-        l->cap = cap;
-    }
+    grow(&l->v, &l->cap, l->n, sizeof *l->v, 64);
     l->v[l->n++] = n;
     if (n.type == N_OP || n.type == N_REC || n.type == N_WAIT_EXT)
         l->seen[lane]++;
@@ -1435,14 +1442,7 @@ static int lane_new(emu_body_t *b, int dev)
 /* A record in the lane: a mark, which knows what precedes it. */
 static size_t mark_add(emu_body_t *b, int lane)
 {
-    if (b->nmarks == b->marks_cap) {
-        size_t cap = b->marks_cap ? 2 * b->marks_cap : 16;
-        emu_mark_t *v = realloc(b->marks, cap * sizeof *v);
-        if (!v)
-            DIE("out of memory recording a graph");
-        b->marks = v;
-        b->marks_cap = cap;
-    }
+    grow(&b->marks, &b->marks_cap, b->nmarks, sizeof *b->marks, 16);
     emu_mark_t *m = &b->marks[b->nmarks];
     m->lane = lane;
     m->used = 0;
