@@ -650,7 +650,7 @@ static const opt_t opts[] = {
      "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
-      * collective of every rank (strategies/ddp/graph_probe.c) */
+      * collective of every rank (common/train/graph_probe.c) */
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",

@@ -20,7 +20,6 @@
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
 #include "ddp/global_loss.h"
-#include "ddp/graph_probe.h"
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
@@ -31,6 +30,7 @@
 #include "io/checkpoint.h"
 #include "measure/step_meter.h"
 #include "nn/optim.h"
+#include "train/graph_probe.h"
 #include "train/stage.h"
 #include "train/trainer.h"
 
@@ -151,8 +151,15 @@ static int rank_setup(rank_t *me)
                     me->err));
     straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
     me->graphs = config_graphs_on(cfg, MODE_DDP);
-    /* before anything is captured: whether NCCL captures at all */
-    TRY(ddp_graph_probe(cfg, me->comm, &me->graphs, me->rec->graph_refused, me->err));
+    /* Before anything is captured, every rank together: whether NCCL
+     * captures at all (the policy, shared with DP: train/graph_probe.h). */
+    me->rec->graph_refused[0] = 0;
+    if (me->graphs && comm_resolve(cfg->comm, cfg->backend) == COMM_NCCL) {
+        char place[64];
+        snprintf(place, sizeof place, "rank %d (device %d)", me->rank, cfg->gpus[me->rank]);
+        TRY(trainer_graph_probe(cfg, me->comm, place, "every rank", &me->graphs,
+                                me->rec->graph_refused, me->err));
+    }
     /* Rank 0's initial parameters reach everyone by broadcast, as DDP's
      * constructor does (they are equal anyway when every rank uses --seed). */
     if (me->rank == 0 || cfg->resume_path[0]) {
