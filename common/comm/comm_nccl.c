@@ -140,8 +140,10 @@ static bool graphs_hold(const comm_t *c)
 {
     if (atomic_load(&((nccl_impl_t *)c->impl)->probe_graphs) > 0)
         return true;
-    if (!c->be || backend_graph_state(c->be, NULL, NULL) != GRAPH_EAGER)
-        return c->be != NULL;
+    if (!c->be)
+        return false;
+    if (backend_graph_state(c->be, NULL, NULL) != GRAPH_EAGER)
+        return true;
     for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
         if (backend_graph_ready(c->be, k))
             return true;
