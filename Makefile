@@ -123,7 +123,7 @@ endif
 # ---- flags ------------------------------------------------------------------
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra
-INCS     := -Icommon -Istrategies -I.
+INCS     := -I.
 # -fno-math-errno: nothing reads errno after a math call, and without it gcc
 # may not vectorise loops calling expf/sqrtf.
 CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthread -MMD -MP
@@ -146,7 +146,7 @@ ifeq ($(HAVE_CUDA),emu)
   # The emulated runtime, cuBLAS (and NCCL) headers stand in for the toolkit's,
   # and the CUDA code is linked in (DDPBENCH_CUDA_LINKED): no library to load.
   CFLAGS += -DHAVE_CUDA -DDDPBENCH_CUDA_LINKED -Itests/cuda_emu
-  CU_SRCS := $(wildcard common/*/*.cu strategies/*/*.cu)
+  CU_SRCS := $(wildcard common/*/*.cu)
   EMU_OBJS := $(patsubst tests/cuda_emu/%.c,$(BUILD)/tests/cuda_emu/%.o,$(wildcard tests/cuda_emu/emu_*.c))
   LDLIBS += -lstdc++
   ifneq ($(HAVE_NCCL),)
@@ -154,7 +154,7 @@ ifeq ($(HAVE_CUDA),emu)
   endif
 else ifneq ($(HAVE_CUDA),)
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include -fPIC
-  CU_SRCS := $(wildcard common/*/*.cu strategies/*/*.cu)
+  CU_SRCS := $(wildcard common/*/*.cu)
   CUDA_LIB := $(BUILD)/libddpbench-cuda.so
   CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
   LDLIBS += -ldl
@@ -174,15 +174,18 @@ RUNPATH      := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib/ddpbench'
 TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 # --fmad=false: no contraction into FMAs, so the elementwise kernels round
 # exactly like the CPU backend (they are memory-bound; FMA would not speed them).
-NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -Icommon -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
+NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -I. -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
+# The library: the shared core's floors, the two strategies, and the
+# program's outputs (app/report/, linked by the tests and benchmarks too).
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
 # *_mpi.c need mpi.h.
-CUDA_ONLY_C := $(wildcard common/*/*_cuda.c strategies/*/*_cuda.c)
-NCCL_ONLY_C := $(wildcard common/*/*_nccl.c strategies/*/*_nccl.c)
-MPI_ONLY_C := $(wildcard common/*/*_mpi.c strategies/*/*_mpi.c)
-LIB_C    := $(wildcard common/*/*.c strategies/*/*.c)
+SRC_DIRS := $(sort $(dir $(wildcard common/*/))) dp/ ddp/ app/report/
+CUDA_ONLY_C := $(wildcard $(addsuffix *_cuda.c,$(SRC_DIRS)))
+NCCL_ONLY_C := $(wildcard $(addsuffix *_nccl.c,$(SRC_DIRS)))
+MPI_ONLY_C := $(wildcard $(addsuffix *_mpi.c,$(SRC_DIRS)))
+LIB_C    := $(wildcard $(addsuffix *.c,$(SRC_DIRS)))
 ifeq ($(HAVE_MPI),)
   LIB_C := $(filter-out $(MPI_ONLY_C),$(LIB_C))
 endif
@@ -203,7 +206,7 @@ else
   CUDA_OBJS := $(CUDA_C:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 endif
 # --report's style sheet and script, inlined into the page (report_html.c)
-PAGE_ASSETS_O := $(BUILD)/common/report/report_page_assets.o
+PAGE_ASSETS_O := $(BUILD)/app/report/report_page_assets.o
 LIB_OBJS += $(PAGE_ASSETS_O)
 APP_C    := $(wildcard app/*.c)
 MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
@@ -278,8 +281,8 @@ ifneq ($(WANT_DEPS),)
     $(shell mkdir -p $(BUILD) && echo '$(PROV_NOW)' > $(PROV_STAMP))
   endif
 endif
-$(BUILD)/common/report/report_env.o: $(PROV_STAMP)
-$(BUILD)/common/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
+$(BUILD)/app/report/report_env.o: $(PROV_STAMP)
+$(BUILD)/app/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
 
 # --emit-pytorch's script body (app/twin_body.py) as a C string for twin.c.
@@ -291,13 +294,13 @@ $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 
 # --report's page.css and page.js as C strings (report_page.h), an object of
 # the report floor built from a generated source.
-$(BUILD)/gen/report_page_assets.c: common/report/page.css common/report/page.js
+$(BUILD)/gen/report_page_assets.c: app/report/page.css app/report/page.js
 	@mkdir -p $(dir $@)
-	{ echo '/* generated from common/report/page.css and page.js */'; \
+	{ echo '/* generated from app/report/page.css and page.js */'; \
 	  echo 'const char report_page_css[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.css; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.css; \
 	  echo ';'; echo 'const char report_page_js[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' common/report/page.js; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.js; \
 	  echo ';'; } >$@
 $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -315,7 +318,7 @@ $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) tests/cuda_emu/emu_kernel.hpp | build/deps.
 	@mkdir -p $(dir $@)
 	perl -0777 -pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/emu_launch($$2, [=]() { $$1($$3); });/gs' $< >$@.cpp
 	@! grep -q '<<<' $@.cpp || { echo "cuda-emu: a launch in $< was not rewritten" >&2; exit 1; }
-	$(CXX) -std=c++17 $(OPT) -ffp-contract=off -Wall -Wextra -include tests/cuda_emu/emu_kernel.hpp -Itests/cuda_emu -Icommon -MMD -MP -MF $(@:.o=.d) -MT $@ -c $@.cpp -o $@
+	$(CXX) -std=c++17 $(OPT) -ffp-contract=off -Wall -Wextra -include tests/cuda_emu/emu_kernel.hpp -Itests/cuda_emu -I. -MMD -MP -MF $(@:.o=.d) -MT $@ -c $@.cpp -o $@
 else
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "app/ab.h"
-#include "base/clock.h"
-#include "base/interrupt.h"
-#include "base/status.h"
+#include "common/base/clock.h"
+#include "common/base/interrupt.h"
+#include "common/base/status.h"
 
 #define AB_OUT_MAX (64u << 20) /* a child's stdout: one JSON object, far below this */
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */

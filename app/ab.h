@@ -13,10 +13,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "base/kinds.h"
-#include "config/config.h"
-#include "measure/paired.h"
-#include "measure/timing.h"
+#include "common/base/kinds.h"
+#include "common/config/config.h"
+#include "common/measure/paired.h"
+#include "common/measure/timing.h"
 
 enum { AB_BASE = 0, AB_CAND = 1 };
 

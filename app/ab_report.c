@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "app/ab.h"
-#include "base/status.h"
+#include "common/base/status.h"
 
 #define AB_ALPHA 0.05
 

@@ -18,14 +18,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "base/status.h"
-#include "config/config.h"
-#include "data/data.h"
-#include "measure/collperf.h"
-#include "measure/predict.h"
-#include "measure/repeat.h"
-#include "measure/result.h"
-#include "report/report.h"
+#include "common/base/status.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/measure/collperf.h"
+#include "common/measure/predict.h"
+#include "common/measure/repeat.h"
+#include "common/measure/result.h"
+#include "app/report/report.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
  * and ddp again at each further precision (--precision fp32,bf16,tf32) */

@@ -22,12 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "base/fault.h"
-#include "comm/comm.h"
+#include "common/base/clock.h"
+#include "common/base/fault.h"
+#include "common/comm/comm.h"
 #include "ddp/launch.h"
 #include "app/commbench.h"
-#include "report/report.h"
+#include "app/report/report.h"
 
 /* --coll's bits are comm.h's kinds (config.h numbers them the same way). */
 _Static_assert(COLL_BROADCAST == 0 && COLL_ALL_REDUCE == 1 && COLL_REDUCE == 2 &&

@@ -3,8 +3,8 @@
 #ifndef DDPBENCH_COMMBENCH_H
 #define DDPBENCH_COMMBENCH_H
 
-#include "config/config.h"
-#include "measure/collperf.h"
+#include "common/config/config.h"
+#include "common/measure/collperf.h"
 
 /* Runs every collective --coll names over --min-bytes..--max-bytes on the
  * run's devices (one rank each) and fills out; DDP_OK, DDP_ERR_INPUT or

@@ -12,11 +12,11 @@
 #include "app/app.h"
 #include "app/commbench.h"
 #include "app/scenario.h"
-#include "base/interrupt.h"
-#include "base/text.h"
+#include "common/base/interrupt.h"
+#include "common/base/text.h"
 #include "app/ab.h"
 #include "ddp/launch.h"
-#include "device/backend.h"
+#include "common/device/backend.h"
 
 /* The exit status of a status code. */
 static int exit_code(int rc)

@@ -20,7 +20,7 @@
 
 #include "app/app.h"
 #include "ddp/zero.h"
-#include "base/procfile.h"
+#include "common/base/procfile.h"
 
 /* Bytes available to this run, 0 when unknown (then nothing is refused). */
 static double mem_available(const char **from)

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "io/checkpoint.h"
-#include "report/report_page.h"
-#include "train/trainer.h"
+#include "common/io/checkpoint.h"
+#include "app/report/report_page.h"
+#include "common/train/trainer.h"
 
 /* A failed output's message, joined to those before it. */
 static void add_failure(char *all, const char *one)

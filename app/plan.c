@@ -8,12 +8,12 @@
 
 #include "app/app.h"
 #include "app/twin.h"
-#include "comm/comm.h"
-#include "data/load.h"
-#include "data/schedule.h"
+#include "common/comm/comm.h"
+#include "common/data/load.h"
+#include "common/data/schedule.h"
 #include "ddp/launch.h"
-#include "io/checkpoint.h"
-#include "report/report_page.h"
+#include "common/io/checkpoint.h"
+#include "app/report/report_page.h"
 
 /* DDP's DistributedSampler has one replica per rank, whatever stream
  * --sampler-replicas gives single and dp. */

@@ -19,7 +19,7 @@
 
 #include "app/app.h"
 #include "ddp/zero.h"
-#include "measure/predict.h"
+#include "common/measure/predict.h"
 
 static double mib(double b) { return b / 1048576.0; }
 

@@ -13,11 +13,11 @@
 
 #include "app/app.h"
 #include "app/commbench.h"
-#include "base/interrupt.h"
+#include "common/base/interrupt.h"
 #include "ddp/launch.h"
 #include "ddp/reducer.h"
-#include "device/backend.h"
-#include "strategies/strategy.h"
+#include "common/device/backend.h"
+#include "common/train/strategy.h"
 
 /* --repeat N re-takes a disturbed run (measure/disturb.h) at most N / RETAKE_SHARE
  * times per mode: a busy machine must not stretch a gate without bound, and

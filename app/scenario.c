@@ -4,20 +4,20 @@
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
 #include "app/scenario.h"
-#include "base/text.h"
+#include "common/base/text.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "config/config.h"
-#include "data/load.h"
+#include "common/base/clock.h"
+#include "common/config/config.h"
+#include "common/data/load.h"
 #include "ddp/ddp_shared.h"
-#include "report/report.h"
-#include "report/report_page.h"
-#include "strategies/strategy.h"
+#include "app/report/report.h"
+#include "app/report/report_page.h"
+#include "common/train/strategy.h"
 
 #define WIDTH 96
 

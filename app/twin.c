@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atomic_file.h"
-#include "config/fields.h"
-#include "data/sampler.h"
-#include "data/schedule.h"
-#include "io/checkpoint.h"
-#include "train/trainer.h"
+#include "common/base/atomic_file.h"
+#include "common/config/fields.h"
+#include "common/data/sampler.h"
+#include "common/data/schedule.h"
+#include "common/io/checkpoint.h"
+#include "common/train/trainer.h"
 
 /* The fixed body of the script, app/twin_body.py as a C string (the
  * Makefile makes twin_body.h from it). */

@@ -16,9 +16,9 @@
 
 #include <stdio.h>
 
-#include "config/config.h"
-#include "data/data.h"
-#include "nn/model.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/nn/model.h"
 
 /* run_cfg: the run's own config (its mode single, dp or ddp); argv: the
  * command line, quoted in the script's docstring.  DDP_ERR_INPUT when the

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
-#include "measure/timing.h"
+#include "common/io/checkpoint.h"
+#include "common/io/safetensors.h"
+#include "common/measure/timing.h"
 
 int main(int argc, char **argv)
 {

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "device/backend.h"
+#include "common/device/backend.h"
 #include "bench/bench_util.h"
-#include "measure/timing.h"
+#include "common/measure/timing.h"
 
 static double sgemm_gflops(int n)
 {

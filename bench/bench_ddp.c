@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "config/config.h"
-#include "data/data.h"
-#include "data/load.h"
-#include "report/report.h"
-#include "strategies/strategy.h"
-#include "train/trainer.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/data/load.h"
+#include "app/report/report.h"
+#include "common/train/strategy.h"
+#include "common/train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)
 {

@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "bench/bench_util.h"
-#include "config/config.h"
-#include "data/data.h"
-#include "data/load.h"
-#include "strategies/strategy.h"
-#include "train/trainer.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/data/load.h"
+#include "common/train/strategy.h"
+#include "common/train/trainer.h"
 
 static int parse(config_t *c, const char *line, char *err)
 {

@@ -53,8 +53,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "base/kinds.h"
-#include "device/kernels.h"
+#include "common/base/kinds.h"
+#include "common/device/kernels.h"
 
 #define ME "bench_epilogue_cuda"
 #define MAXL 8

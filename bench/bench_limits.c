@@ -23,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/data.h"
+#include "common/data/data.h"
 #include "ddp/ddp_shared.h"
-#include "measure/result.h"
-#include "measure/timing.h"
+#include "common/measure/result.h"
+#include "common/measure/timing.h"
 
 #define ROUNDS 5
 

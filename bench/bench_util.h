@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "strategies/strategy.h"
-#include "data/load.h"
-#include "train/trainer.h"
+#include "common/config/config.h"
+#include "common/train/strategy.h"
+#include "common/data/load.h"
+#include "common/train/trainer.h"
 
 /* Run "args" (as typed after ddpbench) and fill res; exits the benchmark on error. */
 static inline void bench_run(const char *args, run_result_t *res)

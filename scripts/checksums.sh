@@ -45,3 +45,21 @@ run "ddp 3 tiny buckets" --mode ddp --gpus 0,1,2 --layers 10,24,24,2 --loss ce -
     --batch 24 --steps 12 --bucket-mb 0.001 --first-bucket-mb 0.001
 run "ddp no-overlap accum" --mode ddp --gpus 0,1 --layers 10,24,3 --loss mse --samples 130 \
     --batch 24 --accum 2 --steps 10 --no-overlap
+# What the strategies' optional paths compute: ZeRO's stages, the hooks,
+# uneven shards under join, and 16 bits.
+for z in 1 2 3; do
+    run "ddp zero $z adam accum" --mode ddp --gpus 0,1,2 --layers 10,24,24,3 --loss ce --optim adam \
+        --samples 130 --batch 24 --accum 2 --steps 10 --zero $z --bucket-mb 0.001 --first-bucket-mb 0.001
+done
+run "ddp hook fp16" --mode ddp --gpus 0,1 --layers 10,24,3 --loss ce --samples 130 --batch 24 \
+    --steps 10 --comm-hook fp16
+run "ddp hook powersgd" --mode ddp --gpus 0,1 --layers 10,24,24,3 --loss ce --samples 130 \
+    --batch 24 --steps 10 --comm-hook powersgd:2:3
+run "ddp join uneven" --mode ddp --gpus 0,1,2 --layers 10,24,3 --loss ce --samples 100 --batch 24 \
+    --epochs 2 --rank-samples 40,30,30
+for mode in single dp ddp; do
+    g=0,1
+    [ $mode = single ] && g=0
+    run "$mode bf16" --mode $mode --gpus $g --layers 16,32,4 --loss ce --samples 200 --batch 24 \
+        --steps 10 --precision bf16
+done

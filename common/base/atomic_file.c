@@ -1,6 +1,6 @@
 /* common/base/atomic_file.c: temporary, lock, sync, rename, directory sync,
  * and the checks on what may be replaced (see atomic_file.h). */
-#include "base/atomic_file.h"
+#include "common/base/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/fault.h"
-#include "base/infile.h"
-#include "base/status.h"
+#include "common/base/fault.h"
+#include "common/base/infile.h"
+#include "common/base/status.h"
 
 static int split_path(afile_t *a, const char *path, char *err)
 {

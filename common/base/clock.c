@@ -1,5 +1,5 @@
 /* common/base/clock.c: the monotonic clock (see clock.h). */
-#include "base/clock.h"
+#include "common/base/clock.h"
 
 #include <time.h>
 

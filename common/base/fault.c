@@ -1,5 +1,5 @@
 /* common/base/fault.c: parsing DDPBENCH_FAULT and raising injected faults (see fault.h). */
-#include "base/fault.h"
+#include "common/base/fault.h"
 
 #include <pthread.h>
 #include <signal.h>

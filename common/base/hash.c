@@ -1,5 +1,5 @@
 /* common/base/hash.c: the streaming 64-bit hash (see hash.h). */
-#include "base/hash.h"
+#include "common/base/hash.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* common/base/infile.c: opening an input file without blocking (see infile.h). */
-#include "base/infile.h"
+#include "common/base/infile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 const char *file_kind_name(mode_t mode)
 {

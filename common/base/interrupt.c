@@ -1,6 +1,6 @@
 /* common/base/interrupt.c: the stop request of SIGINT/SIGTERM/SIGHUP (see
  * interrupt.h). */
-#include "base/interrupt.h"
+#include "common/base/interrupt.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /* common/base/kinds.c: names of the closed sets in kinds.h. */
-#include "base/kinds.h"
+#include "common/base/kinds.h"
 
 #include <string.h>
 

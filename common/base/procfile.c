@@ -1,6 +1,6 @@
 /* common/base/procfile.c: one "key value" line of a /proc-style file (see
  * procfile.h). */
-#include "base/procfile.h"
+#include "common/base/procfile.h"
 
 #include <stdio.h>
 #include <string.h>

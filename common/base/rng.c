@@ -1,5 +1,5 @@
 /* common/base/rng.c: xoshiro256** + splitmix64 (see rng.h). */
-#include "base/rng.h"
+#include "common/base/rng.h"
 
 #include <math.h>
 

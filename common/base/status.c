@@ -1,5 +1,5 @@
 /* common/base/status.c: formatting of the one-line error messages (see status.h). */
-#include "base/status.h"
+#include "common/base/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

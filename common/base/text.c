@@ -1,5 +1,5 @@
 /* common/base/text.c: untrusted bytes shown in a message (see text.h). */
-#include "base/text.h"
+#include "common/base/text.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* common/comm/comm.c: the collectives factory and the convenience forms callers use
  * (see comm.h); the implementations are comm_shm.c, comm_nccl.c and comm_mpi.c. */
-#include "comm/comm_impl.h"
+#include "common/comm/comm_impl.h"
 
 #include <stdio.h>
 

@@ -89,10 +89,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/backend.h"
-#include "base/half.h"
-#include "base/kinds.h"
-#include "base/status.h"
+#include "common/device/backend.h"
+#include "common/base/half.h"
+#include "common/base/kinds.h"
+#include "common/base/status.h"
 
 typedef struct comm comm_t;
 typedef struct comm_seg comm_seg_t;

@@ -5,7 +5,7 @@
  * the sum.  The capture itself is the implementation's (comm_ops_t's
  * graph_capture / _launch / _free: NCCL's); this file is the protocol every
  * rank follows, so that DDP's ranks and DP's device threads share it. */
-#include "comm/comm_impl.h"
+#include "common/comm/comm_impl.h"
 
 /* Floats in the probe's all-reduce: a few, so a sum is checked per element. */
 #define PROBE_FLOATS 4

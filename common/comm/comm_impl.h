@@ -5,7 +5,7 @@
 #ifndef DDPBENCH_COMM_IMPL_H
 #define DDPBENCH_COMM_IMPL_H
 
-#include "comm/comm.h"
+#include "common/comm/comm.h"
 
 #include <stdio.h>
 

@@ -55,9 +55,9 @@
 
 #include <mpi.h>
 
-#include "base/clock.h"
-#include "base/half.h"
-#include "comm/comm_queue.h"
+#include "common/base/clock.h"
+#include "common/base/half.h"
+#include "common/comm/comm_queue.h"
 
 #define PROBE_TAG 7301
 /* How long a timed-out rank waits for its peers to answer its probes. */

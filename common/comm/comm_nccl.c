@@ -61,11 +61,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "device/backend_cuda.h"
-#include "comm/comm_impl.h"
-#include "device/cuda_check.h"
-#include "device/kernels.h"
-#include "base/clock.h"
+#include "common/device/backend_cuda.h"
+#include "common/comm/comm_impl.h"
+#include "common/device/cuda_check.h"
+#include "common/device/kernels.h"
+#include "common/base/clock.h"
 
 /* Ops in flight per rank before launch() first waits for the oldest (each
  * owns a pair of events).  DDP has a few dozen buckets at most. */

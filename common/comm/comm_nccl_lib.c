@@ -4,11 +4,11 @@
  * library's comm_nccl.c, so nothing of NCCL is loaded before a run asks for
  * --comm nccl.  A separate file so the library, which holds comm_nccl.c, never
  * links this one. */
-#include "comm/comm_impl.h"
+#include "common/comm/comm_impl.h"
 
 #if defined(HAVE_NCCL) && !defined(DDPBENCH_CUDA_LINKED)
 
-#include "device/cuda_lib.h"
+#include "common/device/cuda_lib.h"
 
 int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
 {

@@ -2,14 +2,14 @@
  * the ring of launched ops, the communication thread that runs them in
  * launch order, the sticky failure, and the waits with their stall
  * watchdog.  What a collective does is the implementation's run_op. */
-#include "comm/comm_queue.h"
+#include "common/comm/comm_queue.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "base/clock.h"
+#include "common/base/clock.h"
 
 // ---------------------------------------------------------------------------
 // failure

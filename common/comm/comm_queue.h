@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "comm/comm_impl.h"
+#include "common/comm/comm_impl.h"
 
 /* Ops launched and not yet waited for, at most (a launch past it waits for
  * the oldest). */

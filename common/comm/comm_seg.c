@@ -2,7 +2,7 @@
  * leaving a /dev/shm entry behind, the abort flag, the id exchange, and the
  * bounded spin-then-futex waits every shared-memory collective is built on
  * (see comm_seg.h for the layout, comm.h for the public surface). */
-#include "comm/comm_seg.h"
+#include "common/comm/comm_seg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/cpu_relax.h"
+#include "common/base/clock.h"
+#include "common/base/cpu_relax.h"
 
 #define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
 /* Defaults for the staging ring, tuned with ddpbench --mode comm on a 2-core box:

@@ -21,8 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "comm/comm_impl.h"
-#include "base/kinds.h"
+#include "common/comm/comm_impl.h"
+#include "common/base/kinds.h"
 
 #define SEG_MAX_RANKS MAX_DEVICES
 #define SEG_MAX_SLOTS 16

@@ -31,9 +31,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm/comm_queue.h"
-#include "comm/comm_seg.h"
-#include "base/clock.h"
+#include "common/comm/comm_queue.h"
+#include "common/comm/comm_seg.h"
+#include "common/base/clock.h"
 
 #define SHM_TILE 1024
 

@@ -1,6 +1,6 @@
 /* common/config/config.c: the checks across options and the helpers the rest
  * of the program uses on a configuration (see config.h). */
-#include "config/config.h"
+#include "common/config/config.h"
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atomic_file.h"
-#include "base/status.h"
+#include "common/base/atomic_file.h"
+#include "common/base/status.h"
 
 int config_parse_int_list(const char *s, int *out, int max, int *n, const char *opt,
                           bool allow_dup, char *err)

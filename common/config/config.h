@@ -16,9 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/kinds.h"
-#include "nn/model.h"
-#include "nn/optim.h"
+#include "common/base/kinds.h"
+#include "common/nn/model.h"
+#include "common/nn/optim.h"
 
 #define CONFIG_EXIT_OK (-1)
 /* --coll all: broadcast, all-reduce, all-gather, reduce-scatter (bits in

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "device/backend.h"
-#include "config/config.h"
+#include "common/device/backend.h"
+#include "common/config/config.h"
 
 /* auto -> cuda when a GPU is visible, else cpu with a notice; cuda without a
  * GPU is an input error that says why. */

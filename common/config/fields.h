@@ -1,7 +1,7 @@
 /* common/config/fields.h: what derives from each option's row besides its
  * parsing and --help.  Every row of options.c's table says what the option
  * changes (its effect) and, from that, whether and how it enters DDP's
- * start-up check (strategies/ddp/fingerprint.c), the JSON echo
+ * start-up check (ddp/fingerprint.c), the JSON echo
  * (report/report_json.c), a stored baseline's identity
  * (report/report_baseline.c), a checkpoint's facts (io/checkpoint.c) and the
  * PyTorch twin's constants (app/twin.c).  Those five places walk the rows
@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/config.h"
+#include "common/config/config.h"
 
 /* What an option changes (a row's effect; every row but a --no-X says one).
  * The rules: ARITH or SHARED <=> in the fingerprint (or FPV_RANK0); ARITH

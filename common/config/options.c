@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/status.h"
-#include "base/text.h"
-#include "config/config.h"
-#include "config/fields.h"
+#include "common/base/status.h"
+#include "common/base/text.h"
+#include "common/config/config.h"
+#include "common/config/fields.h"
 
 // ---------------------------------------------------------------------------
 // strict number parsing

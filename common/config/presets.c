@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/status.h"
-#include "config/config.h"
+#include "common/base/status.h"
+#include "common/config/config.h"
 
 typedef struct {
     const char *name;

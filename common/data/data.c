@@ -1,14 +1,14 @@
 /* common/data/data.c: synthetic datasets, the dataset/model check, row gathering
  * and freeing (loaders live in data_npy.c and data_csv.c). */
-#include "data/data.h"
+#include "common/data/data.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/rng.h"
-#include "base/status.h"
+#include "common/base/rng.h"
+#include "common/base/status.h"
 
 // ---------------------------------------------------------------------------
 // synthetic sets: features ~ N(0,1), targets from a random teacher

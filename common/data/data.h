@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/kinds.h"
+#include "common/base/kinds.h"
 
 /* Upper bounds that keep a hostile file from asking for absurd memory. */
 #define DATA_MAX_ROWS ((size_t)1 << 31)

@@ -25,10 +25,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/data.h"
-#include "base/infile.h"
-#include "base/status.h"
-#include "base/text.h"
+#include "common/data/data.h"
+#include "common/base/infile.h"
+#include "common/base/status.h"
+#include "common/base/text.h"
 
 #define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
 /* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a

@@ -12,7 +12,7 @@
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat, fseeko */
 #endif
 
-#include "data/npy.h"
+#include "common/data/npy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,10 +22,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "data/data.h"
-#include "base/infile.h"
-#include "base/status.h"
-#include "base/text.h"
+#include "common/data/data.h"
+#include "common/base/infile.h"
+#include "common/base/status.h"
+#include "common/base/text.h"
 
 #define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
 /* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a

@@ -1,9 +1,9 @@
 /* common/data/load.c: the dataset a configuration names (see load.h). */
-#include "data/load.h"
+#include "common/data/load.h"
 
 #include <string.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 int data_load(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err)
 {

@@ -4,9 +4,9 @@
 #ifndef DDPBENCH_LOAD_H
 #define DDPBENCH_LOAD_H
 
-#include "config/config.h"
-#include "data/data.h"
-#include "nn/model.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/nn/model.h"
 
 /* Load or generate the dataset the config names and check it against the model. */
 int data_load(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err);

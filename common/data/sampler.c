@@ -1,11 +1,11 @@
 /* common/data/sampler.c: DistributedSampler's index rule and the epoch's split into
  * micro-batches and optimizer steps (see sampler.h). */
-#include "data/sampler.h"
+#include "common/data/sampler.h"
 
 #include <string.h>
 
-#include "base/rng.h"
-#include "base/status.h"
+#include "common/base/rng.h"
+#include "common/base/status.h"
 
 int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool drop_last,
                  uint64_t seed, char *err)

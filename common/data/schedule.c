@@ -1,11 +1,11 @@
 /* common/data/schedule.c: the sample stream, its micro-batches and steps, in
  * the whole or on one DDP rank (see schedule.h). */
-#include "data/schedule.h"
+#include "common/data/schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 /* Rows r gets when G rows are dealt round-robin to R ranks: ceil((G-r)/R). */
 static int deal(long G, int R, int r) { return G > r ? (int)((G - r + R - 1) / R) : 0; }

@@ -34,9 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/config.h"
-#include "data/data.h"
-#include "data/sampler.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/data/sampler.h"
 
 typedef struct {
     const config_t *cfg;

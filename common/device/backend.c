@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/backend_impl.h"
+#include "common/device/backend_impl.h"
 
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,
                    char *err)

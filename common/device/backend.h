@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/half.h"
-#include "base/kinds.h"
-#include "base/status.h"
+#include "common/base/half.h"
+#include "common/base/kinds.h"
+#include "common/base/status.h"
 
 typedef struct backend backend_t;
 

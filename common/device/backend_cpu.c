@@ -23,12 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "common/base/clock.h"
 #include <sys/resource.h>
 
-#include "device/backend_impl.h"
-#include "base/half.h"
-#include "device/blas_space.h"
+#include "common/device/backend_impl.h"
+#include "common/base/half.h"
+#include "common/device/blas_space.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
 void openblas_set_num_threads(int num_threads);

@@ -44,11 +44,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "base/clock.h"
-#include "device/backend_cuda.h"
-#include "device/backend_impl.h"
-#include "device/cuda_check.h"
-#include "device/kernels.h"
+#include "common/base/clock.h"
+#include "common/device/backend_cuda.h"
+#include "common/device/backend_impl.h"
+#include "common/device/cuda_check.h"
+#include "common/device/kernels.h"
 
 typedef struct {
     void *p;

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "device/backend.h"
+#include "common/device/backend.h"
 
 /* cudaGetDeviceCount in THIS process (it initialises CUDA here): the count, or
  * 0 with the reason in why (ERR_LEN): "no CUDA driver

@@ -12,7 +12,7 @@
 
 #include <stdatomic.h>
 
-#include "device/backend.h"
+#include "common/device/backend.h"
 
 typedef struct backend_ops {
     const char *name; /* "cpu" or "cuda" */

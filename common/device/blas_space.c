@@ -1,5 +1,5 @@
 /* common/device/blas_space.c: reserving OpenBLAS's room (see blas_space.h). */
-#include "device/blas_space.h"
+#include "common/device/blas_space.h"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 void openblas_set_num_threads(int num_threads);
 

@@ -15,7 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 #define CUDACHECK(err, call)                                                               \
     do {                                                                                   \

@@ -3,7 +3,7 @@
  * probe loads it only in a short-lived child: a run that finds no GPU never
  * maps the CUDA libraries, and neither does DDP's supervisor (its ranks load
  * the library themselves when they create their devices). */
-#include "device/cuda_lib.h"
+#include "common/device/cuda_lib.h"
 
 #if defined(HAVE_CUDA) && !defined(DDPBENCH_CUDA_LINKED)
 
@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/status.h"
-#include "device/backend.h"
-#include "device/probe.h"
+#include "common/base/status.h"
+#include "common/device/backend.h"
+#include "common/device/probe.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void *g_lib;
@@ -134,7 +134,7 @@ int backend_cuda_create(backend_t **out, int device_id, char *err)
 
 #include <stddef.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 void *cuda_lib_symbol(const char *name, char *why)
 {

@@ -23,7 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "base/kinds.h"
+#include "common/base/kinds.h"
 
 #ifdef __cplusplus
 extern "C" {

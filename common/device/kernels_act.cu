@@ -3,9 +3,9 @@
  * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
  * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
  * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
-#include "base/half.h"
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/base/half.h"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 // ---------------------------------------------------------------------------
 // activations (device versions of backend_cpu.c's)

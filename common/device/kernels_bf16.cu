@@ -4,9 +4,9 @@
  * loss's gradient).  Both round with base/half.h's bf16_from_f32, the CPU
  * backend's own function, so the CPU reference and the GPU round every
  * value alike. */
-#include "base/half.h"
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/base/half.h"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels

@@ -2,9 +2,9 @@
  * hooks, element by element with base/half.h's conversions (round to
  * nearest even, bit for bit the CPU backend's), with its C launcher (see
  * kernels.h). */
-#include "base/half.h"
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/base/half.h"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels

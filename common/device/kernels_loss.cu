@@ -8,8 +8,8 @@
  * bits every time. */
 #include <math.h>
 
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 #define LOSS_THREADS 256 /* a power of two: the tree reductions below halve it */
 

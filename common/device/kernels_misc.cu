@@ -1,8 +1,8 @@
 /* common/device/kernels_misc.cu: the small elementwise kernels (axpy, scale, a
  * division, and the matrix fill an empty GEMM needs), with their C launchers
  * (see kernels.h). */
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels

@@ -4,8 +4,8 @@
  * the CPU derives once per step (1 - dampening, lr / bias_correction1, ...)
  * arrive precomputed by the host in the same precision, so with --fmad=false
  * the GPU update matches the CPU's bits. */
-#include "device/kernels.h"
-#include "device/kernels_util.cuh"
+#include "common/device/kernels.h"
+#include "common/device/kernels_util.cuh"
 
 // ---------------------------------------------------------------------------
 // kernels

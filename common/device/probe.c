@@ -1,6 +1,6 @@
 /* common/device/probe.c: a probe's question asked of a forked child (see
  * probe.h). */
-#include "device/probe.h"
+#include "common/device/probe.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,8 +9,8 @@
 #ifndef DDPBENCH_PROBE_H
 #define DDPBENCH_PROBE_H
 
-#include "base/status.h"
-#include "device/backend.h"
+#include "common/base/status.h"
+#include "common/device/backend.h"
 
 /* What a probe answers: the GPU count (0: none, with why) and their
  * description.  One write into a pipe (smaller than PIPE_BUF). */

@@ -26,9 +26,9 @@
 #include <nccl.h>
 #endif
 
-#include "device/backend.h"
-#include "device/backend_cuda.h"
-#include "device/probe.h"
+#include "common/device/backend.h"
+#include "common/device/backend_cuda.h"
+#include "common/device/probe.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_cached;

@@ -1,6 +1,6 @@
 /* common/io/checkpoint.c: weights files, checkpoints and resuming (see
  * checkpoint.h for the names and the metadata). */
-#include "io/checkpoint.h"
+#include "common/io/checkpoint.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/fault.h"
-#include "base/hash.h"
-#include "base/text.h"
-#include "config/fields.h"
-#include "io/safetensors.h"
-#include "base/status.h"
+#include "common/base/fault.h"
+#include "common/base/hash.h"
+#include "common/base/text.h"
+#include "common/config/fields.h"
+#include "common/io/safetensors.h"
+#include "common/base/status.h"
 
 #define CKPT_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS) /* parameters + two state arenas */
 #define MAX_FACTS 24

@@ -46,12 +46,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "base/atomic_file.h"
-#include "config/config.h"
-#include "data/data.h"
-#include "nn/model.h"
-#include "nn/optim.h"
-#include "data/schedule.h"
+#include "common/base/atomic_file.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/nn/model.h"
+#include "common/nn/optim.h"
+#include "common/data/schedule.h"
 
 #define CKPT_FORMAT "2"
 
@@ -105,7 +105,7 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
 void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, size_t len);
 
 // ---------------------------------------------------------------------------
-// what a strategy calls (strategies/single/single.c is the worked example)
+// what a strategy calls (common/train/single.c is the worked example)
 //
 //   ckpt_run_init(&ck, cfg, &spec, &opt, 0, err);        after optim_init
 //   ckpt_run_resume(&ck, &sch, host_params, &opt, err);  after the initial params,

@@ -4,7 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* fileno, fseeko */
 #endif
 
-#include "io/safetensors.h"
+#include "common/io/safetensors.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -16,11 +16,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "base/atomic_file.h"
-#include "base/hash.h"
-#include "base/infile.h"
-#include "base/status.h"
-#include "base/text.h"
+#include "common/base/atomic_file.h"
+#include "common/base/hash.h"
+#include "common/base/infile.h"
+#include "common/base/status.h"
+#include "common/base/text.h"
 
 #define ST_INT_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 #define NAME_SHOW 48                 /* characters of a hostile name shown in a message */

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/atomic_file.h"
+#include "common/base/atomic_file.h"
 
 #define ST_HEADER_MAX 100000000ULL /* the reference implementation's limit */
 #define ST_MAX_DIMS 8

@@ -1,6 +1,6 @@
 /* common/measure/collperf.c: bandwidths and the alpha-beta fit of a --mode comm
  * result (see collperf.h). */
-#include "measure/collperf.h"
+#include "common/measure/collperf.h"
 
 #include <math.h>
 #include <stddef.h>

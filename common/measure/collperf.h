@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "base/kinds.h"
+#include "common/base/kinds.h"
 
 #define COLLPERF_MAX_SIZES 48
 #define COLLPERF_MAX_COLLS 5

@@ -1,7 +1,7 @@
 /* common/measure/disturb.c: the disturbance record of a run (see disturb.h):
  * /proc/stat and /proc/loadavg read at both ends, getrusage for the run's
  * own share, and the judgement by the named thresholds. */
-#include "measure/disturb.h"
+#include "common/measure/disturb.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/procfile.h"
+#include "common/base/clock.h"
+#include "common/base/procfile.h"
 
 static char proc_dir[256] = "/proc";
 

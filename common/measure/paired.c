@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "measure/paired.h"
+#include "common/measure/paired.h"
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -1,5 +1,5 @@
 /* common/measure/predict.c: the alpha-beta model of --predict (see predict.h). */
-#include "measure/predict.h"
+#include "common/measure/predict.h"
 
 #include <math.h>
 #include <string.h>

@@ -34,8 +34,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "measure/collperf.h"
-#include "measure/timing.h"
+#include "common/measure/collperf.h"
+#include "common/measure/timing.h"
 
 #define PREDICT_MAX_DEVICES 8
 #define PREDICT_MAX_BUCKETS 64

@@ -1,5 +1,5 @@
 /* common/measure/progress.c: the progress line on stderr (see progress.h). */
-#include "measure/progress.h"
+#include "common/measure/progress.h"
 
 #include <math.h>
 #include <string.h>

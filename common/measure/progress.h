@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "config/config.h"
-#include "measure/timing.h"
+#include "common/config/config.h"
+#include "common/measure/timing.h"
 
 #define PROGRESS_PERIOD_S 0.1
 

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/config.h"
-#include "measure/result.h"
+#include "common/config/config.h"
+#include "common/measure/result.h"
 
 #define REPEAT_MAX CONFIG_REPEAT_MAX
 

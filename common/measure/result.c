@@ -1,11 +1,11 @@
 /* common/measure/result.c: building and freeing a run_result_t (see result.h). */
-#include "measure/result.h"
+#include "common/measure/result.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 void result_init(run_result_t *r)
 {

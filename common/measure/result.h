@@ -12,12 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/kinds.h"
-#include "base/status.h"
-#include "nn/model.h"
-#include "measure/disturb.h"
-#include "measure/timing.h"
-#include "measure/trace.h"
+#include "common/base/kinds.h"
+#include "common/base/status.h"
+#include "common/nn/model.h"
+#include "common/measure/disturb.h"
+#include "common/measure/timing.h"
+#include "common/measure/trace.h"
 
 /* --explain: what the told step (the middle timed step) moved, how much and how long.
  * Recorded once, in that step, where the moves are seen: the step meter (the

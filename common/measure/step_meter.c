@@ -1,15 +1,15 @@
 /* common/measure/step_meter.c: the bookkeeping around every step (see
  * step_meter.h): markers on the device's queue while the step is queued,
  * their times and everything that follows from them once it has run. */
-#include "measure/step_meter.h"
+#include "common/measure/step_meter.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/interrupt.h"
-#include "base/status.h"
+#include "common/base/interrupt.h"
+#include "common/base/status.h"
 
 struct meter_span {
     int m0, m1;

@@ -45,12 +45,12 @@
 
 #include <stdbool.h>
 
-#include "config/config.h"
-#include "device/backend.h"
-#include "measure/progress.h"
-#include "measure/result.h"
-#include "measure/timing.h"
-#include "measure/trace.h"
+#include "common/config/config.h"
+#include "common/device/backend.h"
+#include "common/measure/progress.h"
+#include "common/measure/result.h"
+#include "common/measure/timing.h"
+#include "common/measure/trace.h"
 
 typedef struct step_meter step_meter_t;
 typedef struct step_rec step_rec_t;

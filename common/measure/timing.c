@@ -1,5 +1,5 @@
 /* common/measure/timing.c: phase names (see timing.h). */
-#include "measure/timing.h"
+#include "common/measure/timing.h"
 
 
 static const char *const names[PH_COUNT] = {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/clock.h"
+#include "common/base/clock.h"
 
 typedef enum {
     PH_DATA = 0,     /* gather sample rows on the host */

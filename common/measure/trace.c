@@ -1,5 +1,5 @@
 /* common/measure/trace.c: creating, copying and naming trace recorders (see trace.h). */
-#include "measure/trace.h"
+#include "common/measure/trace.h"
 
 #include <stdlib.h>
 #include <string.h>

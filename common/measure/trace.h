@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "measure/timing.h"
+#include "common/measure/timing.h"
 
 #define TRACE_MAX_STEPS 50        /* timed steps recorded per run */
 #define TRACE_MAX_EVENTS (1u << 18) /* per recorder: about 10 MiB */

@@ -1,13 +1,13 @@
 /* common/nn/model.c: the MLP's layout, init, forward, backward and checksums
  * (see model.h).  Everything here goes through the backend, so it runs
  * unchanged on the CPU and on a GPU. */
-#include "nn/model.h"
+#include "common/nn/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "base/rng.h"
+#include "common/base/rng.h"
 
 #define MODEL_MAX_WIDTH (1 << 20)
 #define MODEL_MAX_PARAMS ((size_t)1 << 34)

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/backend.h"
-#include "base/kinds.h"
+#include "common/device/backend.h"
+#include "common/base/kinds.h"
 
 #define MODEL_MAX_LAYERS 32
 

@@ -1,5 +1,5 @@
 /* common/nn/optim.c: optimizer state and steps (see optim.h). */
-#include "nn/optim.h"
+#include "common/nn/optim.h"
 
 #include <math.h>
 #include <string.h>

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "device/backend.h"
-#include "base/kinds.h"
+#include "common/device/backend.h"
+#include "common/base/kinds.h"
 
 typedef struct {
     optim_kind_t kind;

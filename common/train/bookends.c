@@ -3,8 +3,8 @@
  * (the final parameters, each device's skew, the story's copies, the
  * figures), and each step's start on the meter, from the schedule: see
  * trainer.h. */
-#include "measure/step_meter.h"
-#include "train/trainer.h"
+#include "common/measure/step_meter.h"
+#include "common/train/trainer.h"
 
 void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
 {

@@ -2,8 +2,8 @@
  * on the CPU, after the run (see trainer.h). */
 #include <string.h>
 
-#include "base/status.h"
-#include "train/trainer.h"
+#include "common/base/status.h"
+#include "common/train/trainer.h"
 
 int trainer_evaluate(const model_spec_t *spec, loss_t loss, const float *params,
                      const dataset_t *d, double *mean_loss, double *accuracy, char *err)

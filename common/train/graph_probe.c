@@ -9,7 +9,7 @@
  * (auto runs dp over NCCL eagerly), so only DDP falls back. */
 #include <stdio.h>
 
-#include "train/graph_probe.h"
+#include "common/train/graph_probe.h"
 
 int trainer_graph_probe(const config_t *cfg, comm_t *comm, const char *place,
                         const char *everyone, bool *graphs, char *refused, char *err)

@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-#include "comm/comm.h"
-#include "config/config.h"
+#include "common/comm/comm.h"
+#include "common/config/config.h"
 
 /* Every member of comm's group calls it before anything trains, when its
  * steps would be graphs (*graphs true) over NCCL.  All captured: *graphs

@@ -1,7 +1,7 @@
 /* common/train/params.c: the starting parameters (see trainer.h). */
-#include "train/trainer.h"
+#include "common/train/trainer.h"
 
-#include "io/checkpoint.h"
+#include "common/io/checkpoint.h"
 
 int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err)
 {

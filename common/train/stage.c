@@ -1,10 +1,10 @@
 /* common/train/stage.c: moving micro-batches from the dataset to a device
  * (see stage.h for the rules that keep it safe without host waits). */
-#include "train/stage.h"
+#include "common/train/stage.h"
 
 #include <string.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 int stager_init(stager_t *s, backend_t *be, float *x0, float *y0, int max_rows, int accum,
                 const dataset_t *d, char *err)

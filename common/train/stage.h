@@ -22,10 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "data/data.h"
-#include "device/backend.h"
-#include "measure/step_meter.h"
-#include "nn/model.h"
+#include "common/data/data.h"
+#include "common/device/backend.h"
+#include "common/measure/step_meter.h"
+#include "common/nn/model.h"
 
 #define STAGE_MAX_HOST 8         /* pinned buffers at most */
 #define STAGE_MAX_PINNED (256u << 20) /* and at most this many bytes of them (beyond 2) */

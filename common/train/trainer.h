@@ -8,12 +8,12 @@
 #ifndef DDPBENCH_TRAINER_H
 #define DDPBENCH_TRAINER_H
 
-#include "config/config.h"
-#include "data/data.h"
-#include "data/schedule.h"
-#include "measure/result.h"
-#include "measure/step_meter.h"
-#include "nn/model.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/data/schedule.h"
+#include "common/measure/result.h"
+#include "common/measure/step_meter.h"
+#include "common/nn/model.h"
 
 /* The starting parameters on the host: nn.Linear init from --seed, or the
  * weights of --init (a .safetensors file, see checkpoint.h). */

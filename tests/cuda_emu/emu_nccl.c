@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/half.h"
+#include "common/base/half.h"
 #include "cuda_runtime_api.h"
 #include "nccl.h"
 

@@ -300,7 +300,7 @@ same_bits "$B/graph-on.json" "$B/graph-off.json" &&
     awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
     fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bits "$B/graph-on.json") (eager $(bits "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
-# dp: one graph of every device (strategies/dp/dp_graph.c), on peer copies
+# dp: one graph of every device (dp/dp_graph.c), on peer copies
 # (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
 # NCCL (0,1 and 0,1,2), with 50 rows on 3 devices (chunks of 17, 17, 16)
 # and bf16 among them: graph_pair's proofs, and under a third of eager's
@@ -582,7 +582,7 @@ echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 
 # (dp_graph.c): their streams joined device 0's capture and were never
 # joined back, so CUDA does not end it.
 join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
-plant_out join "$join_line" strategies/dp/dp_graph.c
+plant_out join "$join_line" dp/dp_graph.c
 plant_build ddpbench-dpjoin dp_graph ||
     fail "building the planted variant without dp's joins"
 rc=0

@@ -17,8 +17,8 @@
 
 #include <math.h>
 
-#include "data/data.h"
-#include "data/npy.h"
+#include "common/data/data.h"
+#include "common/data/npy.h"
 
 /* A float32 features file of rows zeros, shape (rows,). */
 static void write_features(size_t rows)

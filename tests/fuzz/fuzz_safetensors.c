@@ -20,7 +20,7 @@
 #include "fuzz_util.h"
 
 
-#include "io/safetensors.h"
+#include "common/io/safetensors.h"
 
 #define MAX_FLOATS ((size_t)1 << 20) /* tensors larger than this are not decoded */
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/status.h"
+#include "common/base/status.h"
 
 #ifndef FUZZ_NAME
 #error "define FUZZ_NAME before including fuzz_util.h"

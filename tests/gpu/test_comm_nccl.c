@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/backend.h"
-#include "comm/comm_impl.h" /* comm_nccl_create: the NCCL implementation by itself */
-#include "measure/timing.h"
+#include "common/device/backend.h"
+#include "common/comm/comm_impl.h" /* comm_nccl_create: the NCCL implementation by itself */
+#include "common/measure/timing.h"
 #include "tests/unit/cuda_probe_once.h"
 
 static void need_gpus(int n)

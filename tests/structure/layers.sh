@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/structure/layers.sh: the floors of common/ hold (see common/README.md).
+# tests/structure/layers.sh: the floors hold (common/README.md, docs/architecture.md).
 #
 #   sh tests/structure/layers.sh [BUILD_DIR [ROOT]]
 #
@@ -7,16 +7,19 @@
 # this repository; tests/structure/layers_selftest.sh points it at a small
 # planted tree to prove each check can fail).
 #
-# Each floor's README.md ends with "May include: a/, b/": the floors below it
-# that it stands on.  The check reads those lines and then proves:
+# The floors are the folders of common/ and the program's outputs,
+# app/report/.  Each floor's README.md ends with "May include: a/, b/": the
+# floors below it that it stands on.  The check reads those lines and then
+# proves:
 # 1. the floors' own graph has no circle (tsort), and every folder of common/
 #    is a floor with such a README;
-# 2. includes: a file includes only its own floor and the floors it may
-#    include, always by folder ("device/backend.h"); an _impl.h only from its
-#    own floor (the implementers); common/ never includes strategies/, app/
-#    or bench/; the strategies (strategies/single, dp, ddp) stand on all of
-#    common/ and their seam strategies/strategy.h but never use each other;
-#    app/ (the program) stands on all of those, never on bench/;
+# 2. includes: every include is named from the one root, the repository's
+#    top ("common/device/backend.h", "ddp/reducer.h"); a file includes only
+#    its own floor and the floors it may include; an _impl.h only from its
+#    own floor (the implementers); common/ never includes dp/, ddp/, app/ or
+#    bench/; the strategies (dp/, ddp/) stand on all of common/ (whose
+#    train/strategy.h is their seam) but never on each other, app/ or
+#    bench/; app/ (the program) stands on all of those, never on bench/;
 # 3. calls, read from the objects with nm: the same rule for every call from
 #    one object into another, and no objects call each other in a circle.
 # Exit 0 when all hold; otherwise one line per violation and exit 1.
@@ -34,19 +37,20 @@ say() {
 # ---- 1. the floors and what each may include ------------------------------------
 FLOORS=""
 : >"$T/floors"
-for d in common/*/; do
+for d in common/*/ app/report/; do
+    [ -d "$d" ] || continue
     f=$(basename "$d")
     FLOORS="$FLOORS $f"
     if [ ! -s "$d/README.md" ]; then
-        say "common/$f: no README.md saying what it owns and may include"
+        say "${d%/}: no README.md saying what it owns and may include"
         continue
     fi
     may=$(sed -n 's/^May include: *//p' "$d/README.md" | tr -d '/,.' | sed 's/nothing.*//')
     [ -n "$(grep '^May include:' "$d/README.md")" ] ||
-        say "common/$f/README.md: no 'May include:' line"
+        say "${d}README.md: no 'May include:' line"
     echo "$may" >"$T/may.$f"
     for g in $may; do
-        [ -d "common/$g" ] || say "common/$f/README.md: may include $g/, which is not a floor"
+        [ -d "common/$g" ] || [ "$g" = report ] || say "${d}README.md: may include $g/, which is not a floor"
         echo "$g $f" >>"$T/floors" # g stands below f
     done
 done
@@ -60,15 +64,15 @@ done
 # The rules below are one awk library (RULES), so that a check is one awk
 # over every include or call: a shell function and two forks for each of
 # them took over a minute.
-#  floor_of(PATH): the floor of a file or object under common/; a strategy's
-#    folder under strategies/ (single, dp, ddp), "seam" for strategies/
-#    itself; else its top folder (app, bench)
-#  may(FROM, TO): may a file of FROM use TO?  (floors, the strategies and
-#    their seam, app, bench)
+#  floor_of(PATH): the floor of a file or object under common/ (its folder
+#    there) or app/report/ ("report"); else its top folder (dp, ddp, app,
+#    bench)
+#  may(FROM, TO): may a file of FROM use TO?  (floors, the strategies, app,
+#    bench)
 #  load() reads "$T/mays" (a floor and what its README lets it include, one
 #  floor a line) and "$T/strats" (the strategies' folders)
-STRATS=$(cd strategies 2>/dev/null && ls -d */ 2>/dev/null | tr -d /)
-echo "$STRATS" >"$T/strats"
+STRATS="dp ddp"
+echo "$STRATS" | tr ' ' '\n' >"$T/strats"
 for f in $FLOORS; do
     [ -f "$T/may.$f" ] && echo "$f $(cat "$T/may.$f")"
 done >"$T/mays"
@@ -83,15 +87,14 @@ function load(   line, n, w, i) {
 }
 function floor_of(p,   f) {
     if (p ~ /^common\/.*\//) { f = substr(p, 8); sub(/\/.*/, "", f); return f }
-    if (p ~ /^strategies\/.*\//) { f = substr(p, 12); sub(/\/.*/, "", f); return f }
-    if (p ~ /^strategies\//) return "seam"
+    if (p ~ /^app\/report\//) return "report"
     f = p; sub(/\/.*/, "", f); return f
 }
 function may(a, b) {
     if (a == b) return 1
     if (a == "app") return b != "bench"
     if (a == "bench") return 1
-    if (a == "seam" || (a in strat)) return !(b in strat) && b != "app" && b != "bench"
+    if (a in strat) return !(b in strat) && b != "app" && b != "report" && b != "bench"
     return ((a, b) in ok)
 }
 function exists(p,   r, x) {
@@ -104,7 +107,7 @@ function exists(p,   r, x) {
 }'
 
 # ---- 2. includes ----------------------------------------------------------------
-find common strategies app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
+find common dp ddp app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
     awk -v T="$T" -v B="$B" "$RULES"'
 BEGIN { load() }
 {
@@ -115,12 +118,11 @@ BEGIN { load() }
         h = line
         sub(/^[ \t]*#[ \t]*include[ \t]*"/, "", h)
         sub(/".*/, "", h)
-        if (h !~ /\//) { print f ": includes \"" h "\" without its folder"; continue }
-        if (h ~ /^(app|bench|strategies)\//) path = h
-        else {
-            path = "common/" h
-            if (!exists(path)) path = "strategies/" h
+        if (h !~ /^(common|dp|ddp|app|bench)\//) {
+            print f ": includes \"" h "\" not named from the root (common/, dp/, ddp/, app/)"
+            continue
         }
+        path = h
         # a header made by the build (app/twin_body.h) is in the build folder
         if (!exists(path)) {
             if (!exists(B "/" h)) print f ": includes \"" h "\", which does not exist"
@@ -139,7 +141,7 @@ if [ ! -d "$B/common" ]; then
     say "$B/common: no objects (build first: make)"
 else
     # shellcheck disable=SC2046 # one argument per object
-    set -- $(find "$B/common" "$B/strategies" "$B/app" -name '*.o' 2>/dev/null | sort)
+    set -- $(find "$B/common" "$B/dp" "$B/ddp" "$B/app" -name '*.o' 2>/dev/null | sort)
     # nm -A: each line "object:value type symbol" (undefined: "object: U symbol")
     nm -A -g --defined-only "$@" | awk 'NF == 3 && $2 ~ /[TDBRCVW]/ { print $3, substr($1, 1, index($1, ":") - 1) }' |
         sort -u >"$T/defs"

@@ -7,7 +7,8 @@
 # without its folder, another floor's _impl.h, a README circle, a call that
 # runs up a floor, objects that call each other in a circle, a folder without
 # a README, a file outside the floors, one strategy using another, a floor
-# including the program.
+# including the program, an include from a second root, a strategy using the
+# program's outputs, the outputs including the program.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
@@ -17,21 +18,24 @@ pass=0
 
 make_tree() {
     rm -rf "$T/tree"
-    mkdir -p "$T/tree/common/lo" "$T/tree/common/hi" "$T/tree/strategies/dp" \
-        "$T/tree/strategies/ddp" "$T/tree/app" "$T/tree/b/common/lo" "$T/tree/b/common/hi" \
-        "$T/tree/b/strategies/dp" "$T/tree/b/strategies/ddp" "$T/tree/b/app"
+    mkdir -p "$T/tree/common/lo" "$T/tree/common/hi" "$T/tree/dp" "$T/tree/ddp" \
+        "$T/tree/app/report" "$T/tree/b/common/lo" "$T/tree/b/common/hi" "$T/tree/b/dp" \
+        "$T/tree/b/ddp" "$T/tree/b/app/report"
     cd "$T/tree" || exit 1
     printf '# lo\n\nThe ground.\n\nMay include: nothing\n' >common/lo/README.md
     printf '# hi\n\nOn lo.\n\nMay include: lo/\n' >common/hi/README.md
     printf 'int lo_f(void);\n' >common/lo/lo.h
-    printf '#include "lo/lo.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+    printf '#include "common/lo/lo.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
     printf 'int lo_g(void);\n' >common/lo/lo_impl.h
     printf 'int hi_f(void);\n' >common/hi/hi.h
-    printf '#include "hi/hi.h"\n#include "lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
-    printf 'int dp_f(void);\nint ddp_f(void);\n' >strategies/strategy.h
-    printf '#include "hi/hi.h"\nint dp_f(void) { return hi_f(); }\n' >strategies/dp/dp.c
-    printf 'int ddp_f(void) { return 2; }\n' >strategies/ddp/ddp.c
-    printf '#include "strategies/strategy.h"\nint main(void) { return dp_f() + ddp_f(); }\n' >app/main.c
+    printf '#include "common/hi/hi.h"\n#include "common/lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
+    printf 'int dp_f(void);\nint ddp_f(void);\n' >common/hi/strategy.h
+    printf '#include "common/hi/hi.h"\nint dp_f(void) { return hi_f(); }\n' >dp/dp.c
+    printf 'int ddp_f(void) { return 2; }\n' >ddp/ddp.c
+    printf '# report\n\nOn lo.\n\nMay include: lo/\n' >app/report/README.md
+    printf 'int rep_f(void);\n' >app/report/rep.h
+    printf '#include "app/report/rep.h"\n#include "common/lo/lo.h"\nint rep_f(void) { return lo_f(); }\n' >app/report/rep.c
+    printf '#include "common/hi/strategy.h"\n#include "app/report/rep.h"\nint main(void) { return dp_f() + ddp_f() + rep_f(); }\n' >app/main.c
     printf 'int app_h;\n' >app/app.h
 }
 
@@ -39,9 +43,9 @@ make_tree() {
 # files; compiling all five again for each case was most of this test's time)
 mkdir -p "$T/cache"
 build() {
-    for c in common/lo/lo.c common/hi/hi.c strategies/dp/dp.c strategies/ddp/ddp.c app/main.c; do
+    for c in common/lo/lo.c common/hi/hi.c dp/dp.c ddp/ddp.c app/report/rep.c app/main.c; do
         o="$T/cache/$(echo "$c" | tr / _)-$(cksum <"$c" | tr ' ' -).o"
-        [ -f "$o" ] || cc -Icommon -Istrategies -I. -c "$c" -o "$o" || exit 1
+        [ -f "$o" ] || cc -I. -c "$c" -o "$o" || exit 1
         cp "$o" "b/${c%.c}.o"
     done
 }
@@ -69,13 +73,17 @@ else
     fails=$((fails + 1))
 fi
 
-printf '#include "hi/hi.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+printf '#include "common/hi/hi.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
 expect_fail "include up" "lo/ may not include hi/"
 
 printf '#include "lo.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
-expect_fail "include without folder" 'without its folder'
+expect_fail "include without folder" 'not named from the root'
 
-printf '#include "lo/lo_impl.h"\n#include "lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
+# (compiled out: the compiler finds no second root, the check reads the line)
+printf '#if 0\n#include "lo/lo.h"\n#endif\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "include from a second root" 'not named from the root'
+
+printf '#include "common/lo/lo_impl.h"\n#include "common/lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
 expect_fail "another floor's _impl.h" "only lo/'s implementers may"
 
 printf '# lo\n\nMay include: hi/\n' >common/lo/README.md
@@ -95,15 +103,24 @@ expect_fail "no README" "no README.md"
 printf 'int x;\n' >common/stray.c
 expect_fail "file outside the floors" "outside the floors"
 
-printf 'int ddp_f(void);\nint dp_f(void) { return ddp_f(); }\n' >strategies/dp/dp.c
+printf 'int ddp_f(void);\nint dp_f(void) { return ddp_f(); }\n' >dp/dp.c
 expect_fail "a strategy calling another" "dp/ may not use ddp/"
 
-printf '#include "ddp/ddp.h"\nint dp_f(void) { return 1; }\n' >strategies/dp/dp.c
-printf 'int ddp_f(void);\n' >strategies/ddp/ddp.h
+printf '#include "ddp/ddp.h"\nint dp_f(void) { return 1; }\n' >dp/dp.c
+printf 'int ddp_f(void);\n' >ddp/ddp.h
 expect_fail "a strategy including another" "dp/ may not include ddp/"
 
 printf '#include "app/app.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
 expect_fail "a floor including the program" "lo/ may not include app/"
+
+printf '#include "app/report/rep.h"\nint dp_f(void) { return 1; }\n' >dp/dp.c
+expect_fail "a strategy including the program's outputs" "dp/ may not include report/"
+
+printf '#include "app/app.h"\nint rep_f(void) { return 1; }\n' >app/report/rep.c
+expect_fail "the outputs including the program" "report/ may not include app/"
+
+printf 'int rep_f(void);\nint dp_f(void) { return rep_f(); }\n' >dp/dp.c
+expect_fail "a strategy calling the outputs" "dp/ may not use report/"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "device/backend.h"
+#include "common/device/backend.h"
 
 #ifndef DDPBENCH_CUDA_LINKED
 ReportHook(PRE_ALL)(struct criterion_test_set *set)

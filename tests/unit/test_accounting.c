@@ -7,8 +7,8 @@
 #include <cJSON.h>
 #include <unistd.h>
 
-#include "measure/step_meter.h"
-#include "report/report.h"
+#include "common/measure/step_meter.h"
+#include "app/report/report.h"
 #include "testutil.h"
 
 static const char *const runs[] = {

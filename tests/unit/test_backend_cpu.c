@@ -11,8 +11,8 @@
 
 #include "tsan_criterion.h"
 
-#include "device/backend.h"
-#include "base/rng.h"
+#include "common/device/backend.h"
+#include "common/base/rng.h"
 
 #define NTHREADS 4
 #define REPEATS 3

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/rng.h"
-#include "device/backend.h"
-#include "base/half.h"
+#include "common/base/rng.h"
+#include "common/device/backend.h"
+#include "common/base/half.h"
 #include "testutil.h"
 
 /* The bf16 row's tolerance on the final parameters: the relative L2 distance

@@ -31,12 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/atomic_file.h"
-#include "base/hash.h"
-#include "config/fields.h"
-#include "io/checkpoint.h"
-#include "nn/optim.h"
-#include "io/safetensors.h"
+#include "common/base/atomic_file.h"
+#include "common/base/hash.h"
+#include "common/config/fields.h"
+#include "common/io/checkpoint.h"
+#include "common/nn/optim.h"
+#include "common/io/safetensors.h"
 #include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
-#include "comm/comm.h"
-#include "measure/timing.h"
+#include "common/device/backend_impl.h" /* a fake device: host memory taking the GPU path */
+#include "common/comm/comm.h"
+#include "common/measure/timing.h"
 #include "tsan_criterion.h"
 
 

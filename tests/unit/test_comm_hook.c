@@ -1,4 +1,4 @@
-/* tests/unit/test_comm_hook.c: DDP's communication hooks (strategies/ddp/comm_hook.c)
+/* tests/unit/test_comm_hook.c: DDP's communication hooks (ddp/comm_hook.c)
  * and the 16-bit sums under them: base/half.h's conversions against known
  * values and a full round trip; the shm all-reduce of fp16 / bf16 against a
  * serial sum rounded per addition (host and staged device buffers); the
@@ -15,13 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/half.h"
-#include "base/rng.h"
-#include "comm/comm.h"
-#include "config/config.h"
+#include "common/base/half.h"
+#include "common/base/rng.h"
+#include "common/comm/comm.h"
+#include "common/config/config.h"
 #include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
-#include "device/backend_impl.h" /* host_visible: the staged device path */
+#include "common/device/backend_impl.h" /* host_visible: the staged device path */
 #include "tsan_criterion.h"
 
 // ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "comm/comm_queue.h"
+#include "common/comm/comm_queue.h"
 #include "tsan_criterion.h"
 
 typedef struct {

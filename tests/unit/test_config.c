@@ -2,7 +2,7 @@
  * and one clear DDP_ERR_INPUT line naming the option for every bad value. */
 #include <unistd.h>
 
-#include "config/fields.h"
+#include "common/config/fields.h"
 #include "testutil.h"
 
 static void bad(const char *args, const char *must_contain)

@@ -29,11 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/backend.h"
+#include "common/device/backend.h"
 #include "tests/unit/cuda_probe_once.h"
-#include "base/half.h"
-#include "base/rng.h"
-#include "nn/model.h"
+#include "common/base/half.h"
+#include "common/base/rng.h"
+#include "common/nn/model.h"
 #include "testutil.h"
 
 /* The emulated GPU's count of cudaMalloc and cudaFree calls
@@ -1453,7 +1453,7 @@ Test(cuda_backend, a_graph_over_two_devices_follows_its_leader)
 }
 
 #ifdef DDPBENCH_CUDA_LINKED /* the backend's own functions: linked in, not dlopened */
-#include "device/backend_cuda.h"
+#include "common/device/backend_cuda.h"
 
 Test(cuda_backend, cublas_workspace_is_counted)
 {

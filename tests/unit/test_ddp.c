@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/comm_impl.h" /* a fake communicator that records what it is asked */
+#include "common/comm/comm_impl.h" /* a fake communicator that records what it is asked */
 #include "ddp/ddp_shared.h"
 #include "ddp/fingerprint.h"
 #include "ddp/reducer.h"
 #include "testutil.h"
-#include "measure/timing.h"
+#include "common/measure/timing.h"
 #include "tsan_criterion.h"
 
 /* A small MLP over a few hundred samples: 240 rows and batch 24 divide by 1..4

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
+#include "common/device/backend_impl.h" /* a fake device: host memory taking the GPU path */
 #include "dp/dp.h"
 #include "testutil.h"
 #include "tsan_criterion.h"

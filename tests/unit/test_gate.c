@@ -7,10 +7,10 @@
 #include <cJSON.h>
 #include <math.h>
 
-#include "base/procfile.h"
-#include "measure/disturb.h"
-#include "measure/repeat.h"
-#include "report/report.h"
+#include "common/base/procfile.h"
+#include "common/measure/disturb.h"
+#include "common/measure/repeat.h"
+#include "app/report/report.h"
 #include "testutil.h"
 
 #include <sys/resource.h>

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/backend.h"
-#include "nn/model.h"
-#include "base/rng.h"
+#include "common/device/backend.h"
+#include "common/nn/model.h"
+#include "common/base/rng.h"
 
 // ---------------------------------------------------------------------------
 // the double reference

@@ -3,7 +3,7 @@
  * (config_resolve), and the start-up check's fingerprint, which must name
  * the one thing two ranks were started with differently.  The launcher with
  * real ranks runs in tests/e2e/e2e_mpi.sh. */
-#include "config/fields.h"
+#include "common/config/fields.h"
 #include "ddp/fingerprint.h"
 #include "testutil.h"
 

@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/data.h"
-#include "data/npy.h"
-#include "base/status.h"
+#include "common/data/data.h"
+#include "common/data/npy.h"
+#include "common/base/status.h"
 #include "tmpdir.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

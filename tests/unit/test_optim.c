@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/backend.h"
-#include "nn/optim.h"
-#include "base/rng.h"
+#include "common/device/backend.h"
+#include "common/nn/optim.h"
+#include "common/base/rng.h"
 
 static const float grads[3] = {1.0f, 0.5f, -0.25f};
 

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "measure/paired.h"
+#include "common/measure/paired.h"
 
 Test(paired, signed_rank_distribution_matches_enumeration)
 {

@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include "dp/dp.h"
-#include "measure/progress.h"
-#include "measure/step_meter.h"
+#include "common/measure/progress.h"
+#include "common/measure/step_meter.h"
 #include "ddp/reducer.h"
-#include "config/fields.h"
-#include "report/report.h"
+#include "common/config/fields.h"
+#include "app/report/report.h"
 #include "testutil.h"
-#include "measure/trace.h"
+#include "common/measure/trace.h"
 
 // ---------------------------------------------------------------------------
 // helpers

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "report/report_page.h"
+#include "app/report/report_page.h"
 #include "testutil.h"
 
 typedef struct {

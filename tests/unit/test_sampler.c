@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/sampler.h"
-#include "base/status.h"
+#include "common/data/sampler.h"
+#include "common/base/status.h"
 
 static void shard(size_t n, int world, int rank, bool shuffle, bool drop, long epoch,
                   uint32_t *out, size_t *count)
@@ -158,8 +158,8 @@ Test(epoch_plan, micro_batches_and_steps)
 // ---------------------------------------------------------------------------
 // the sample stream (schedule.h): one stream, dealt to the ranks
 
-#include "config/config.h"
-#include "data/schedule.h"
+#include "common/config/config.h"
+#include "common/data/schedule.h"
 
 static void stream_cfg(config_t *c, int batch, int accum, int replicas, bool drop)
 {

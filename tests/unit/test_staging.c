@@ -12,11 +12,11 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "device/backend_impl.h" /* a fake device: host memory taking the GPU path */
-#include "data/data.h"
-#include "nn/model.h"
-#include "measure/step_meter.h"
-#include "train/stage.h"
+#include "common/device/backend_impl.h" /* a fake device: host memory taking the GPU path */
+#include "common/data/data.h"
+#include "common/nn/model.h"
+#include "common/measure/step_meter.h"
+#include "common/train/stage.h"
 
 typedef struct {
     backend_t *be;

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/interrupt.h"
-#include "device/backend_impl.h" /* a fake device that counts its waits */
-#include "measure/step_meter.h"
+#include "common/base/interrupt.h"
+#include "common/device/backend_impl.h" /* a fake device that counts its waits */
+#include "common/measure/step_meter.h"
 
 static void busy(double s)
 {

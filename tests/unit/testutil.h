@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "data/data.h"
-#include "data/load.h"
-#include "nn/model.h"
-#include "strategies/strategy.h"
-#include "train/trainer.h"
+#include "common/config/config.h"
+#include "common/data/data.h"
+#include "common/data/load.h"
+#include "common/nn/model.h"
+#include "common/train/strategy.h"
+#include "common/train/trainer.h"
 
 /* Parse "--model mlp-small --steps 5" into c (space separated, no quoting),
  * without config_resolve: for tests that set what resolve reads first. */

@@ -1,0 +1,827 @@
+/* app/report/report_baseline.c: --baseline FILE --tolerance PCT, the regression
+ * gate.  FILE is an earlier --json result (one object, or compare's JSON
+ * Lines) and is treated as hostile: its size is bounded before it is read,
+ * it must parse, and every key used must be there with the right type.  A
+ * baseline of another configuration is refused, naming the field, rather
+ * than compared; another machine or other settings only warn, saying what.
+ *
+ * The rules (docs/gate.md, "Stored baseline"): throughput is judged by the
+ * median step (samples per step / the median step time: one interrupted
+ * step moves a mean, not a median), on each side the 95% interval of its
+ * --repeat runs (one run: the number itself).  The change lies between the
+ * candidate's low end over the baseline's high end and the other way round
+ * (both sides' intervals); in order:
+ *   - a baseline whose own interval is wider than PCT: no verdict, refused
+ *     ("too noisy to gate 5%: the baseline's runs spread 54%"), DDP_ERR_NOISY;
+ *   - the whole change below -PCT, with the candidate's runs disturbed
+ *     (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
+ *   - the whole change below -PCT: regression (DDP_ERR_REGRESSED), naming
+ *     the phases that moved the most;
+ *   - the whole change above +PCT: improved (DDP_OK);
+ *   - the whole change within +-PCT: within tolerance (DDP_OK);
+ *   - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
+ * Peak memory regresses when its interval lies more than PCT percent above
+ * the baseline; exposed communication (two runs or more, none disturbed)
+ * when it grew by more than PCT percent of the baseline's step. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/base/infile.h"
+#include "common/config/fields.h"
+#include "app/report/report.h"
+
+/* A run's identity (paths under "config"): each option row says whether its
+ * echoed key must match (the work a step does, and how many steps are timed
+ * after how much warm-up) or may differ with a warning (config/fields.h);
+ * the keys that join several fields say it here. */
+static const struct {
+    const char *path;
+    cf_base_t base;
+} derived_identity[] = {{"ndevices", B_MATCH}, {"data.features", B_WARN}};
+#define MAX_IDENTITY 96
+
+/* The paths of one kind (B_MATCH or B_WARN), rows first, each once. */
+static int identity(cf_base_t kind, const char **out)
+{
+    int n = 0;
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->base != kind || !d->json)
+            continue;
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen = seen || strcmp(out[k], d->json) == 0;
+        if (!seen && n < MAX_IDENTITY)
+            out[n++] = d->json;
+    }
+    for (size_t i = 0; i < sizeof derived_identity / sizeof *derived_identity; i++)
+        if (derived_identity[i].base == kind && n < MAX_IDENTITY)
+            out[n++] = derived_identity[i].path;
+    return n;
+}
+
+/* What may differ, with a warning: another machine or build (under
+ * "environment"). */
+static const char *const other_machine[] = {
+    "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
+    "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
+    "versions.cuda_driver", "versions.cublas", "versions.nccl_runtime"};
+
+static void short_json(char *out, size_t n, const cJSON *v);
+
+/* --precision is the configuration too (bf16's step is several times fp32's
+ * on a GPU), checked here rather than by its row (B_NO there): a baseline
+ * written before the key existed ran fp32, or tf32 when its "tf32" is true. */
+static const char *precision_of(const cJSON *cfg)
+{
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "precision"));
+    if (p)
+        return p;
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tf32")) ? "tf32" : "fp32";
+}
+
+/* Item at a dot-separated path under o (NULL when absent). */
+static const cJSON *at(const cJSON *o, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = o;
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && cur; k = strtok_r(NULL, ".", &save))
+        cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, k) : NULL;
+    return cur;
+}
+
+// ---------------------------------------------------------------------------
+// reading the file
+
+static int read_bounded(const char *path, char **out, size_t *len, char *err)
+{
+    int fd;
+    uint64_t fsize;
+    int rc = infile_open(path, &fd, &fsize, err); /* never blocks on a FIFO */
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "--baseline %s", path);
+    if (fsize > (uint64_t)BASELINE_MAX_BYTES) {
+        close(fd);
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: %llu bytes, more than a --json result can be (%ld)", path,
+                       (unsigned long long)fsize, BASELINE_MAX_BYTES);
+    }
+    /* read at most the bound plus one byte: a file that grew since fstat is caught */
+    char *buf = malloc((size_t)BASELINE_MAX_BYTES + 2);
+    if (!buf) {
+        close(fd);
+        return err_set(err, DDP_ERR_RUNTIME, "--baseline %s: out of memory", path);
+    }
+    size_t n = 0;
+    while (n <= (size_t)BASELINE_MAX_BYTES) {
+        ssize_t k = read(fd, buf + n, (size_t)BASELINE_MAX_BYTES + 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return err_set(err, DDP_ERR_INPUT, "--baseline %s: read failed: %s", path, strerror(e));
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    if (n > (size_t)BASELINE_MAX_BYTES) {
+        free(buf);
+        return err_set(err, DDP_ERR_INPUT, "--baseline %s: larger than %ld bytes", path,
+                       BASELINE_MAX_BYTES);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return DDP_OK;
+}
+
+/* The figures the verdict reads, checked before any training (a bad one
+ * found after it would cost the run): each, where present, of its type and
+ * range, naming the field.  A "repeat" must be an object (or null) with its
+ * runs and its throughput interval. */
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS } num_rule_t;
+
+static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
+                     const char *want, char *err)
+{
+    char shown[64];
+    short_json(shown, sizeof shown, it);
+    return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is %s, not %s", path, idx + 1,
+                   field, shown, want);
+}
+
+/* A number at field under o (absent: fine unless required). */
+static int check_num(const char *path, int idx, const cJSON *o, const char *prefix,
+                     const char *key, num_rule_t rule, bool required, char *err)
+{
+    char field[160];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    const cJSON *it = at(o, key);
+    if (!it)
+        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
+                                  path, idx + 1, field)
+                        : DDP_OK;
+    static const char *const want[] = {"a number", "a number >= 0", "a number > 0"};
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+        (rule == NUM_NONNEG && it->valuedouble < 0) || (rule == NUM_POS && it->valuedouble <= 0))
+        return bad_field(path, idx, field, it, want[rule], err);
+    return DDP_OK;
+}
+
+/* An interval object {"median","mean","lo","hi"} of the repeat: mean by
+ * rule, lo and hi numbers or null, lo <= hi. */
+static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
+                          num_rule_t rule, bool required, char *err)
+{
+    char field[160];
+    snprintf(field, sizeof field, "repeat.%s", key);
+    const cJSON *iv = at(rep, key);
+    if (!iv)
+        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
+                                  path, idx + 1, field)
+                        : DDP_OK;
+    if (!cJSON_IsObject(iv))
+        return bad_field(path, idx, field, iv, "an object", err);
+    char pre[170];
+    snprintf(pre, sizeof pre, "%s.", field);
+    TRY(check_num(path, idx, iv, pre, "mean", rule, true, err));
+    const char *ends[] = {"lo", "hi"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
+        if (e && !cJSON_IsNull(e))
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+    }
+    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
+                *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");
+    if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi) && lo->valuedouble > hi->valuedouble)
+        return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s: lo %g is above hi %g",
+                       path, idx + 1, field, lo->valuedouble, hi->valuedouble);
+    return DDP_OK;
+}
+
+static int check_gate_fields(const char *path, int idx, const cJSON *o, char *err)
+{
+    const cJSON *st = at(o, "step_time_s");
+    if (st && !cJSON_IsObject(st))
+        return bad_field(path, idx, "step_time_s", st, "an object", err);
+    if (st) {
+        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_POS, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_POS, false, err));
+    }
+    TRY(check_num(path, idx, o, "", "timed_samples", NUM_POS, false, err));
+    const cJSON *steps = at(o, "steps");
+    if (steps && cJSON_IsObject(steps))
+        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_POS, false, err));
+    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    const cJSON *devs = at(o, "devices"), *d;
+    if (devs && !cJSON_IsArray(devs))
+        return bad_field(path, idx, "devices", devs, "an array", err);
+    int di = 0;
+    cJSON_ArrayForEach(d, devs)
+    {
+        char pre[64];
+        snprintf(pre, sizeof pre, "devices[%d].", di++);
+        const cJSON *ph = cJSON_IsObject(d) ? at(d, "phases_s_per_step") : NULL;
+        if (!cJSON_IsObject(d) || (ph && !cJSON_IsObject(ph)))
+            return bad_field(path, idx, pre, d, "an object with phases_s_per_step", err);
+        for (int p = 0; ph && p < PH_COUNT; p++) {
+            char ppre[96];
+            snprintf(ppre, sizeof ppre, "%sphases_s_per_step.", pre);
+            TRY(check_num(path, idx, ph, ppre, phase_key((phase_t)p), NUM_ANY, false, err));
+        }
+    }
+    const cJSON *mach = at(o, "machine");
+    if (mach && !cJSON_IsNull(mach)) {
+        if (!cJSON_IsObject(mach))
+            return bad_field(path, idx, "machine", mach, "an object or null", err);
+        const cJSON *dist = at(mach, "disturbed");
+        if (dist && !cJSON_IsBool(dist))
+            return bad_field(path, idx, "machine.disturbed", dist, "true or false", err);
+    }
+    const cJSON *rep = at(o, "repeat");
+    if (!rep || cJSON_IsNull(rep))
+        return DDP_OK;
+    if (!cJSON_IsObject(rep))
+        return bad_field(path, idx, "repeat", rep, "an object or null", err);
+    TRY(check_num(path, idx, rep, "repeat.", "runs", NUM_POS, true, err));
+    double runs = at(rep, "runs")->valuedouble;
+    if (runs != floor(runs) || runs < 2 || runs > REPEAT_MAX)
+        return bad_field(path, idx, "repeat.runs", at(rep, "runs"), "a whole number 2..100", err);
+    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_POS, true, err));
+    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_POS, false, err));
+    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_POS, false, err));
+    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    const cJSON *rph = at(rep, "phases_s_per_step");
+    if (rph && !cJSON_IsObject(rph))
+        return bad_field(path, idx, "repeat.phases_s_per_step", rph, "an object", err);
+    for (int p = 0; rph && p < PH_COUNT; p++) {
+        char key[96];
+        snprintf(key, sizeof key, "phases_s_per_step.%s", phase_key((phase_t)p));
+        TRY(check_interval(path, idx, rep, key, NUM_ANY, false, err));
+    }
+    TRY(check_num(path, idx, rep, "repeat.", "disturbed_runs", NUM_NONNEG, false, err));
+    return DDP_OK;
+}
+
+/* Every key this gate reads, with its type. */
+static int check_run(const char *path, int idx, const cJSON *o, char *err)
+{
+    const cJSON *v = at(o, "schema_version");
+    if (!cJSON_IsNumber(v))
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: object %d has no schema_version: not a ddpbench --json "
+                       "result",
+                       path, idx + 1);
+    if (v->valuedouble > REPORT_SCHEMA_VERSION || v->valuedouble < 1)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: schema_version %g; this ddpbench reads version %d", path,
+                       v->valuedouble, REPORT_SCHEMA_VERSION);
+    static const struct {
+        const char *path;
+        int type; /* cJSON_String, cJSON_Number, cJSON_Array */
+    } need[] = {{"config.mode", cJSON_String},   {"config.backend", cJSON_String},
+                {"config.ndevices", cJSON_Number}, {"config.layers", cJSON_Array},
+                {"config.batch", cJSON_Number},  {"config.accum", cJSON_Number},
+                {"config.loss", cJSON_String},   {"config.optimizer.name", cJSON_String},
+                {"throughput_samples_per_s", cJSON_Number}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        const cJSON *it = at(o, need[i].path);
+        if (!it || (it->type & 0xff) != need[i].type)
+            return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s %s", path, idx + 1,
+                           need[i].path, it ? "has the wrong type" : "is missing");
+    }
+    double tp = at(o, "throughput_samples_per_s")->valuedouble;
+    if (!isfinite(tp) || tp <= 0.0)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: object %d: throughput_samples_per_s %g is not a positive "
+                       "number",
+                       path, idx + 1, tp);
+    return check_gate_fields(path, idx, o, err);
+}
+
+int baseline_load(baseline_t *b, const char *path, char *err)
+{
+    memset(b, 0, sizeof *b);
+    snprintf(b->path, sizeof b->path, "%s", path);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_bounded(path, &buf, &len, err);
+    if (rc != DDP_OK)
+        return rc;
+    const char *p = buf, *end = buf + len;
+    for (;;) {
+        while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+            p++;
+        if (p >= end)
+            break;
+        if (b->nrun == BASELINE_MAX_RUNS) {
+            rc = err_set(err, DDP_ERR_INPUT, "--baseline %s: more than %d results in one file",
+                         path, BASELINE_MAX_RUNS);
+            break;
+        }
+        const char *stop = NULL;
+        cJSON *o = cJSON_ParseWithLengthOpts(p, (size_t)(end - p), &stop, false);
+        if (!o) {
+            long at_byte = stop && stop >= buf && stop <= end ? (long)(stop - buf) : (long)(p - buf);
+            rc = err_set(err, DDP_ERR_INPUT, "--baseline %s: not valid JSON (near byte %ld)", path,
+                         at_byte);
+            break;
+        }
+        b->run[b->nrun++] = o;
+        if (!cJSON_IsObject(o)) {
+            rc = err_set(err, DDP_ERR_INPUT, "--baseline %s: expected a JSON object, found %s",
+                         path, cJSON_IsArray(o) ? "an array" : "a bare value");
+            break;
+        }
+        if ((rc = check_run(path, b->nrun - 1, o, err)) != DDP_OK)
+            break;
+        p = stop;
+    }
+    free(buf);
+    if (rc == DDP_OK && b->nrun == 0)
+        rc = err_set(err, DDP_ERR_INPUT, "--baseline %s: empty file", path);
+    if (rc != DDP_OK)
+        baseline_free(b);
+    return rc;
+}
+
+void baseline_free(baseline_t *b)
+{
+    for (int i = 0; i < b->nrun; i++)
+        cJSON_Delete(b->run[i]);
+    b->nrun = 0;
+}
+
+// ---------------------------------------------------------------------------
+// matching and the verdict
+
+static void short_json(char *out, size_t n, const cJSON *v)
+{
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(out, n, "%s", t ? t : "missing");
+    if (t && strlen(t) >= n && n > 4)
+        memcpy(out + n - 4, "...", 4);
+    cJSON_free(t);
+}
+
+int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err)
+{
+    *match = NULL;
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(run_config, "mode");
+    const char *m = cJSON_GetStringValue(mode);
+    if (!m)
+        return err_set(err, DDP_ERR_RUNTIME, "--baseline: internal: run config without a mode");
+    int found = 0;
+    char modes[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < b->nrun; i++) {
+        const char *bm = cJSON_GetStringValue(at(b->run[i], "config.mode"));
+        if (used < sizeof modes)
+            used += (size_t)snprintf(modes + used, sizeof modes - used, "%s%s", i ? ", " : "",
+                                     bm ? bm : "?");
+        if (bm && strcmp(bm, m) == 0) {
+            found++;
+            *match = b->run[i];
+        }
+    }
+    if (found == 0)
+        return err_set(err, DDP_ERR_INPUT, "--baseline %s: holds no %s run (it holds: %s)",
+                       b->path, m, modes);
+    if (found > 1) {
+        *match = NULL;
+        return err_set(err, DDP_ERR_INPUT, "--baseline %s: holds %d %s runs; keep one", b->path,
+                       found, m);
+    }
+    const cJSON *base_cfg = cJSON_GetObjectItemCaseSensitive(*match, "config");
+    const char *canon[MAX_IDENTITY];
+    int ncanon = identity(B_MATCH, canon);
+    for (int i = 0; i < ncanon; i++) {
+        const cJSON *x = at(base_cfg, canon[i]), *y = at(run_config, canon[i]);
+        if (!x || !y || !cJSON_Compare(x, y, true)) {
+            char there[96], here[96];
+            short_json(there, sizeof there, x);
+            short_json(here, sizeof here, y);
+            *match = NULL;
+            return err_set(err, DDP_ERR_INPUT,
+                           "--baseline %s: another configuration: %s is %s there, %s here",
+                           b->path, canon[i], there, here);
+        }
+    }
+    const char *there = precision_of(base_cfg), *here = precision_of(run_config);
+    if (strcmp(there, here) != 0) {
+        *match = NULL;
+        return err_set(err, DDP_ERR_INPUT,
+                       "--baseline %s: another configuration: precision is \"%.16s\" there, \"%.16s\" here",
+                       b->path, there, here);
+    }
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the differences that only warn
+
+static void list_diffs(const cJSON *there, const cJSON *here, const char *const *paths, int n,
+                       char *buf, size_t len, size_t *used, int *count)
+{
+    for (int i = 0; i < n && *used < len; i++) {
+        const cJSON *x = at(there, paths[i]), *y = at(here, paths[i]);
+        if (!x || !y || cJSON_Compare(x, y, true))
+            continue; /* a key only one side has (an older file) is no difference */
+        char a[64], b[64];
+        short_json(a, sizeof a, x);
+        short_json(b, sizeof b, y);
+        *used += (size_t)snprintf(buf + *used, len - *used, "%s%s is %s there, %s here",
+                                  *count ? "; " : "", paths[i], a, b);
+        (*count)++;
+    }
+}
+
+int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
+                         const cJSON *run_env, char *buf, size_t len)
+{
+    char machine[768] = "", settings[768] = "";
+    size_t um = 0, us = 0;
+    int nm = 0, ns = 0;
+    list_diffs(cJSON_GetObjectItemCaseSensitive(match, "environment"), run_env, other_machine,
+               (int)(sizeof other_machine / sizeof *other_machine), machine, sizeof machine, &um,
+               &nm);
+    const char *other_settings[MAX_IDENTITY];
+    list_diffs(cJSON_GetObjectItemCaseSensitive(match, "config"), run_config, other_settings,
+               identity(B_WARN, other_settings), settings, sizeof settings, &us, &ns);
+    buf[0] = 0;
+    if (nm + ns == 0)
+        return 0;
+    snprintf(buf, len, "warning: --baseline %s: %s%s%s%s%s (figures may differ for that reason "
+                       "alone)",
+             b->path, nm ? "another machine or build: " : "", machine, nm && ns ? "; " : "",
+             ns ? "other settings: " : "", settings);
+    return nm + ns;
+}
+
+// ---------------------------------------------------------------------------
+// the verdict
+
+/* The baseline's value of a figure: its repeat's mean and interval when it
+ * has one (repeat.<rkey>), else the run's own number (at top, or the mean
+ * over devices[].phases_s_per_step.<phase>).  false when absent. */
+typedef struct {
+    double ref, lo, hi; /* lo/hi NAN without a repeat */
+    int runs;
+} base_fig_t;
+
+static bool num_at(const cJSON *o, const char *path, double *v)
+{
+    const cJSON *it = at(o, path);
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return false;
+    *v = it->valuedouble;
+    return true;
+}
+
+static bool base_figure(const cJSON *match, const char *rkey, const char *top, const char *phase,
+                        base_fig_t *out)
+{
+    char path[160];
+    out->lo = out->hi = NAN;
+    out->runs = 1;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    snprintf(path, sizeof path, "%s.mean", rkey);
+    if (cJSON_IsObject(rep) && num_at(rep, path, &out->ref)) {
+        snprintf(path, sizeof path, "%s.lo", rkey);
+        num_at(rep, path, &out->lo);
+        snprintf(path, sizeof path, "%s.hi", rkey);
+        num_at(rep, path, &out->hi);
+        double n;
+        if (num_at(rep, "runs", &n))
+            out->runs = (int)n;
+        return true;
+    }
+    if (top)
+        return num_at(match, top, &out->ref);
+    /* a phase: the mean over the devices */
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(match, "devices"), *d;
+    double sum = 0.0;
+    int nd = 0;
+    cJSON_ArrayForEach(d, devs)
+    {
+        double v;
+        snprintf(path, sizeof path, "phases_s_per_step.%s", phase);
+        if (!num_at(d, path, &v))
+            return false;
+        sum += v;
+        nd++;
+    }
+    if (nd == 0)
+        return false;
+    out->ref = sum / nd;
+    return true;
+}
+
+/* The candidate's figure: its interval over the runs (n = 1: lo = hi = it). */
+static interval_t cand(const repeat_t *r, int fig)
+{
+    interval_t iv = repeat_interval(r, fig);
+    if (r->n < 2)
+        iv.lo = iv.hi = iv.mean;
+    return iv;
+}
+
+/* "comm exposed +40% (+-5%), backward +1% (+-2%)": the phases that moved
+ * most against the baseline, by the time they moved. */
+static void attribute(const cJSON *match, const repeat_t *r, double step_ref, char *buf, size_t len)
+{
+    typedef struct {
+        int p;
+        double moved, pct, pm;
+    } mv_t;
+    mv_t mv[PH_COUNT];
+    int n = 0;
+    for (int p = 0; p < PH_COUNT; p++) {
+        base_fig_t b;
+        char rkey[64];
+        snprintf(rkey, sizeof rkey, "phases_s_per_step.%s", phase_key((phase_t)p));
+        if (p == PH_SKEW || !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
+            continue;
+        interval_t c = cand(r, FIG_PHASE0 + p);
+        /* phases under 2% of the step on both sides are noise, not causes */
+        if (step_ref > 0 && fabs(b.ref) < 0.02 * step_ref && fabs(c.mean) < 0.02 * step_ref)
+            continue;
+        mv[n].p = p;
+        mv[n].moved = c.mean - b.ref;
+        mv[n].pct = b.ref > 0 ? 100.0 * (c.mean - b.ref) / b.ref : INFINITY;
+        mv[n].pm = r->n >= 2 && b.ref > 0 ? 50.0 * (c.hi - c.lo) / b.ref : NAN;
+        n++;
+    }
+    for (int i = 1; i < n; i++) /* largest move in time first */
+        for (int j = i; j > 0 && fabs(mv[j].moved) > fabs(mv[j - 1].moved); j--) {
+            mv_t t = mv[j];
+            mv[j] = mv[j - 1];
+            mv[j - 1] = t;
+        }
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && i < 4 && used < len; i++) {
+        char pct[32], pm[32] = "";
+        if (isfinite(mv[i].pct))
+            snprintf(pct, sizeof pct, "%+.0f%%", mv[i].pct);
+        else
+            snprintf(pct, sizeof pct, "new");
+        if (isfinite(mv[i].pm))
+            snprintf(pm, sizeof pm, " (+-%.0f%%)", mv[i].pm);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s %s%s", i ? ", " : "",
+                                 phase_name((phase_t)mv[i].p), pct, pm);
+    }
+}
+
+static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+}
+
+/* "1234.5 samples/s (95% interval 1200.0..1260.0 over 5 runs)" */
+static void describe(char *buf, size_t n, interval_t c, int runs, double scale, const char *unit,
+                     const char *fmt)
+{
+    char m[32], a[32], b[32];
+    snprintf(m, sizeof m, fmt, c.mean * scale);
+    if (runs < 2) {
+        snprintf(buf, n, "%s%s", m, unit);
+        return;
+    }
+    snprintf(a, sizeof a, fmt, c.lo * scale);
+    snprintf(b, sizeof b, fmt, c.hi * scale);
+    snprintf(buf, n, "%s%s (95%% interval %s..%s over %d runs)", m, unit, a, b, runs);
+}
+
+/* The gate's throughput on both sides: the median-step throughput (samples
+ * per step / the median step: one step interrupted by another process moves
+ * a run's mean but not its median) where both sides have it, else the mean
+ * throughput (a baseline written before the median was recorded). */
+typedef struct {
+    bool median;                 /* which statistic */
+    double ref, lo, hi;          /* the baseline's (lo = hi = ref for one run) */
+    int bruns;
+    interval_t c;                /* the candidate's (lo = hi = mean for one run) */
+} tp_pair_t;
+
+static bool base_median_tp(const cJSON *match, base_fig_t *out)
+{
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    if (cJSON_IsObject(rep) && at(rep, "median_throughput_samples_per_s"))
+        return base_figure(match, "median_throughput_samples_per_s", NULL, NULL, out) &&
+               out->ref > 0;
+    if (cJSON_IsObject(rep))
+        return false; /* a repeat without the median: the mean on both sides */
+    double samples, steps, p50;
+    if (!num_at(match, "timed_samples", &samples) || !num_at(match, "steps.timed", &steps) ||
+        !num_at(match, "step_time_s.p50", &p50) || steps <= 0 || p50 <= 0 || samples <= 0)
+        return false;
+    out->ref = samples / steps / p50;
+    out->lo = out->hi = NAN;
+    out->runs = 1;
+    return true;
+}
+
+static bool tp_pair(const cJSON *match, const repeat_t *r, tp_pair_t *out)
+{
+    base_fig_t b;
+    bool cand_median = r->n >= 1;
+    for (int i = 0; i < r->n; i++)
+        cand_median &= r->run[i].median_samples_per_s > 0;
+    out->median = cand_median && base_median_tp(match, &b);
+    if (!out->median &&
+        (!base_figure(match, "throughput_samples_per_s", "throughput_samples_per_s", NULL, &b) ||
+         b.ref <= 0.0))
+        return false;
+    out->ref = b.ref;
+    out->lo = isfinite(b.lo) && b.lo > 0 ? b.lo : b.ref;
+    out->hi = isfinite(b.hi) && b.hi > 0 ? b.hi : b.ref;
+    out->bruns = b.runs;
+    out->c = cand(r, out->median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
+    return true;
+}
+
+/* The baseline's disturbance: its repeat's disturbed runs, or its one run's flag. */
+static int base_disturbed(const cJSON *match, int *of)
+{
+    double v;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    *of = 1;
+    if (cJSON_IsObject(rep) && num_at(rep, "disturbed_runs", &v)) {
+        double n;
+        *of = num_at(rep, "runs", &n) ? (int)n : 1;
+        return (int)v;
+    }
+    return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
+}
+
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
+                   char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    char pre[64] = "";
+    if (label && label[0])
+        snprintf(pre, sizeof pre, "%s: ", label);
+    int verdict = DDP_OK;
+
+    /* throughput: the one figure the gate always has */
+    tp_pair_t tp;
+    if (r->n < 1 || !tp_pair(match, r, &tp)) {
+        app(buf, len, &used, "no verdict: %sthe baseline has no throughput", pre);
+        return DDP_ERR_NOISY;
+    }
+    interval_t t = tp.c;
+    /* Both sides' intervals: the change lies between the candidate's worst
+     * against the baseline's best and the other way round. */
+    double lo_pct = 100.0 * (t.lo / tp.hi - 1.0), hi_pct = 100.0 * (t.hi / tp.lo - 1.0);
+    double width = 100.0 * (t.hi - t.lo) / tp.ref;
+    double bwidth = 100.0 * (tp.hi - tp.lo) / tp.ref;
+    base_fig_t bs;
+    double step_ref = base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs)
+                          ? bs.ref
+                          : 0.0;
+    double cont = 0.0;
+    int ndist = repeat_disturbed(r, &cont), bof, bdist = base_disturbed(match, &bof);
+    char why[512];
+    attribute(match, r, step_ref, why, sizeof why);
+    char what[200];
+    describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
+    const char *word;
+    bool busy = false, noisy_base = false;
+    if (bwidth > tol) {
+        /* a baseline noisier than the tolerance cannot gate it, whatever
+         * the candidate did: refused, saying how noisy */
+        word = "no verdict: the baseline is too noisy";
+        verdict = DDP_ERR_NOISY;
+        noisy_base = true;
+    } else if (hi_pct < -tol && ndist > 0 &&
+               1.0 + hi_pct / 100.0 >= (1.0 - cont) * (1.0 - tol / 100.0)) {
+        /* slower, but other processes took enough of the run's cores to
+         * explain it (a run left 1 - c of its cores runs at best 1 - c of its
+         * speed): the machine, not the code -- no verdict, not a false alarm */
+        word = "no verdict: a busy machine";
+        verdict = DDP_ERR_NOISY;
+        busy = true;
+    } else if (hi_pct < -tol) {
+        word = "regression";
+        verdict = DDP_ERR_REGRESSED;
+    } else if (lo_pct > tol) {
+        word = "improved";
+    } else if (lo_pct >= -tol && hi_pct <= tol) {
+        word = "within tolerance";
+    } else {
+        /* the intervals straddle the tolerance: the noise explains the gap */
+        word = ndist > 0 ? "no verdict: a busy machine" : "no verdict: too noisy";
+        busy = ndist > 0;
+        verdict = DDP_ERR_NOISY;
+    }
+    const char *stat = tp.median ? ", by the median step" : "";
+    if (r->n < 2 && tp.bruns < 2)
+        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)%s", word,
+            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol, stat);
+    else
+        app(buf, len, &used, "%s: %sthroughput %s is %+.1f..%+.1f%% against the baseline %.1f "
+                             "(tolerance %g%%)%s",
+            word, pre, what, lo_pct, hi_pct, tp.ref, tol, stat);
+    if (noisy_base)
+        app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
+                             "(its interval %.1f..%.1f over %d runs): take it again on a quieter "
+                             "machine or with more --repeat",
+            tol, bwidth, tp.lo, tp.hi, tp.bruns);
+    else if (busy)
+        app(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
+                             "run's cores), enough to explain the gap: run again on a quieter "
+                             "machine",
+            ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
+    else if (verdict == DDP_ERR_NOISY && width > tol)
+        app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a quieter "
+                             "machine",
+            width);
+    else if (verdict == DDP_ERR_NOISY)
+        app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's %.1f%%) "
+                             "straddle the tolerance: more --repeat runs on both sides would "
+                             "settle it",
+            width, bwidth);
+    if (!busy && !noisy_base && why[0])
+        app(buf, len, &used, "; by phase: %s", why);
+    if (bdist > 0 && !noisy_base)
+        app(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
+            bdist, bof, bof == 1 ? " was" : "s were");
+    /* peak memory: regressed when the whole interval is PCT above */
+    base_fig_t bm;
+    if (base_figure(match, "mem_peak_bytes_max", "mem_peak_bytes_max", NULL, &bm) && bm.ref > 0) {
+        interval_t m = cand(r, FIG_MEM_PEAK);
+        double pct = 100.0 * (m.lo - bm.ref) / bm.ref;
+        if (pct > tol) {
+            char d[160];
+            describe(d, sizeof d, m, r->n, 1.0 / 1048576.0, " MiB", "%.2f");
+            app(buf, len, &used, "\nregression: %speak memory %s is %.1f%% above the baseline "
+                                 "%.2f MiB (tolerance %g%%)",
+                pre, d, pct, bm.ref / 1048576.0, tol);
+            verdict = DDP_ERR_REGRESSED;
+        }
+    }
+
+    /* exposed communication: regressed when it grew by more than PCT of the
+     * baseline's step (it is small and noisy; against itself it would never
+     * give a verdict), and only on an interval: one run's exposed time moves
+     * with every preemption, and a verdict on it would flip with the load */
+    base_fig_t bc;
+    if (r->n >= 2 && step_ref > 0 && ndist == 0 && !noisy_base &&
+        base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
+                                    "comm_exposed_s", &bc)) {
+        interval_t c = cand(r, FIG_PHASE0 + PH_COMM_EXPOSED);
+        double grew = 100.0 * (c.lo - bc.ref) / step_ref;
+        if (grew > tol) {
+            char d[160];
+            describe(d, sizeof d, c, r->n, 1e6, " us", "%.1f");
+            app(buf, len, &used, "\nregression: %sexposed communication %s per step grew by "
+                                 "%.1f%% of the baseline's %.1f us step (it was %.1f us; "
+                                 "tolerance %g%%)",
+                pre, d, grew, step_ref * 1e6, bc.ref * 1e6, tol);
+            verdict = DDP_ERR_REGRESSED;
+        }
+    }
+    return verdict;
+}
+
+int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
+                     double tolerance_pct, char *line, size_t len)
+{
+    double base = cJSON_GetObjectItemCaseSensitive(match, "throughput_samples_per_s")->valuedouble;
+    double pct = 100.0 * (samples_per_s - base) / base;
+    char pre[64] = "";
+    if (label && label[0])
+        snprintf(pre, sizeof pre, "%s: ", label);
+    if (-pct > tolerance_pct) {
+        snprintf(line, len, "regression: %s%.1f samples/s is %.1f%% below the baseline %.1f "
+                            "(tolerance %g%%)",
+                 pre, samples_per_s, -pct, base, tolerance_pct);
+        return DDP_ERR_REGRESSED;
+    }
+    snprintf(line, len, "within tolerance: %s%.1f samples/s is %.1f%% %s the baseline %.1f "
+                        "(tolerance %g%%)",
+             pre, samples_per_s, fabs(pct), pct < 0 ? "below" : "above", base, tolerance_pct);
+    return DDP_OK;
+}

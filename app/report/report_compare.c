@@ -1,0 +1,388 @@
+/* app/report/report_compare.c: compare mode's view, one screen: the runs side
+ * by side with speed-ups and scaling efficiency, the per-phase split of each
+ * (DP's and DDP's device 0 apart from the others) with each column's peak
+ * memory, whether the final parameters agree (the equivalence contract), then
+ * report_why.c's three sentences and notes.  --explain adds the memory by
+ * purpose and the long narrative (report_compare_why, report_compare_reason).
+ *
+ * Why two measures of agreement: max_rel_diff alone (the worst single
+ * parameter) is too sensitive under Adam, whose update g/(sqrt(v)+eps) turns
+ * fp32 summation-order noise in near-zero gradients into visible differences:
+ * single(B) against single(B/2, --accum 2), which differ only in summation
+ * order, reach 7e-4 on mlp-small after one Adam step while the relative L2
+ * distance of the whole vectors stays at 4e-7.  A real bug (a bucket left out,
+ * a wrong average, a stale replica) moves the whole vector, so the verdict
+ * needs the L2 distance within REPORT_AGREE_L2 and every parameter within
+ * REPORT_AGREE_MAX. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/report/report.h"
+
+#define LABEL_W 26
+#define COL_W 13
+#define MAX_RUNS 9 /* single, dp, ddp, and ddp at --zero 1, 2, 3, or the three again at
+                      each further --precision */
+
+/* A run's column: its mode, "zero-N" for compare's ddp at ZeRO stage N, or
+ * "MODE PREC" for a run at another precision than the first run's. */
+static const char *run_label(const run_result_t *r, const run_result_t *first, char *buf,
+                             size_t size)
+{
+    if (r->mode == MODE_DDP && r->zero) {
+        snprintf(buf, size, "zero-%d", r->zero);
+        return buf;
+    }
+    if (r->precision != first->precision) {
+        snprintf(buf, size, "%s %s", mode_name(r->mode), precision_name(r->precision));
+        return buf;
+    }
+    return mode_name(r->mode);
+}
+
+/* The first run of mode m at precision p (compare's reference of a column
+ * is the single run of its own precision). */
+static const run_result_t *find_run(const run_result_t *runs, int n, mode_t_ m, precision_t p)
+{
+    for (int i = 0; i < n; i++)
+        if (runs[i].mode == m && runs[i].precision == p)
+            return &runs[i];
+    return NULL;
+}
+
+/* What a column's devices did per step, mean over them: compute (forward,
+ * loss, backward, optimizer) and the communication the step waited for
+ * (DP's scatter, replicate and reduce, DDP's exposed all-reduce, ZeRO-3's
+ * gathers), for compare's precision rows. */
+static double col_compute(const report_stats_t *st, int first, int last)
+{
+    static const phase_t ph[] = {PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIM};
+    double t = 0.0;
+    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
+        t += report_phase_mean(st, first, last, ph[k]);
+    return t;
+}
+
+static double col_comm_waited(const report_stats_t *st, int first, int last)
+{
+    static const phase_t ph[] = {PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED, PH_GATHER};
+    double t = 0.0;
+    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
+        t += report_phase_mean(st, first, last, ph[k]);
+    return t;
+}
+
+// ---------------------------------------------------------------------------
+// the side-by-side table
+
+typedef struct {
+    const run_result_t *r;
+    int first, last; /* device slots averaged */
+    char title[COL_W + 1];
+} pcol_t;
+
+static void wrap(FILE *f, const char *indent, const char *text, int width)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", text);
+    int col = 0;
+    fputs(indent, f);
+    col = (int)strlen(indent);
+    for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
+        int wl = (int)strlen(w);
+        if (col > (int)strlen(indent) && col + 1 + wl > width) {
+            fprintf(f, "\n%s", indent);
+            col = (int)strlen(indent);
+        } else if (col > (int)strlen(indent)) {
+            fputc(' ', f);
+            col++;
+        }
+        fputs(w, f);
+        col += wl;
+    }
+    fputc('\n', f);
+}
+
+void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n)
+{
+    if (n > MAX_RUNS)
+        n = MAX_RUNS;
+    const run_result_t *ref = n ? find_run(runs, n, MODE_SINGLE, runs[0].precision) : NULL;
+    /* each run against the single run of its own precision */
+    const run_result_t *refs[MAX_RUNS];
+    report_stats_t s[MAX_RUNS];
+    for (int i = 0; i < n; i++) {
+        refs[i] = find_run(runs, n, MODE_SINGLE, runs[i].precision);
+        report_stats(&runs[i], refs[i], &s[i]);
+    }
+    const config_t *c = ctx ? ctx->cfg : NULL;
+    int ndev = 0;
+    for (int i = 0; i < n; i++)
+        ndev = runs[i].ndev > ndev ? runs[i].ndev : ndev;
+    fprintf(f, "compare: %s on %s, %d device%s", c && c->model_name[0] ? c->model_name : "model",
+            n ? backend_kind_name(runs[0].backend) : "?", ndev, ndev == 1 ? "" : "s");
+    if (c)
+        fprintf(f, ", global batch %d%s, %s, single on %d BLAS thread%s", c->batch,
+                c->accum > 1 ? " (accumulated)" : "", optim_name(c->optim.kind), c->threads,
+                c->threads == 1 ? "" : "s");
+    if (n)
+        fprintf(f, ", %ld steps (%ld timed)", runs[0].steps, runs[0].times.n);
+    /* --zero's columns: ddp at each stage, beside plain ddp (the runs after
+     * the first three; the verdicts below are about single, dp and ddp) */
+    int nbase = n;
+    for (int i = 0; i < n; i++)
+        if (((runs[i].mode == MODE_DDP && runs[i].zero) || runs[i].precision != runs[0].precision) &&
+            nbase == n)
+            nbase = i;
+    /* --precision's list: single, dp and ddp again at each further one */
+    bool precs = nbase < n && runs[nbase].precision != runs[0].precision;
+    if (precs) {
+        fprintf(f, ", precision %s", precision_name(runs[0].precision));
+        for (int i = nbase; i < n; i++)
+            if (runs[i].precision != runs[i - 1].precision)
+                fprintf(f, " then %s", precision_name(runs[i].precision));
+    } else if (nbase < n) {
+        fprintf(f, ", ZeRO stage");
+        for (int i = nbase; i < n; i++)
+            fprintf(f, "%s %d", i == nbase ? "" : ",", runs[i].zero);
+        fprintf(f, " beside ddp");
+    }
+    fputc('\n', f);
+
+    char a[32];
+    fprintf(f, "  %-*s", LABEL_W, "");
+    char lb[COL_W + 1];
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%*s", COL_W, run_label(&runs[i], &runs[0], lb, sizeof lb));
+    fputc('\n', f);
+#define ROW(label, ...)                                                                    \
+    do {                                                                                   \
+        fprintf(f, "  %-*s", LABEL_W, label);                                              \
+        for (int i = 0; i < n; i++) {                                                      \
+            const run_result_t *r = &runs[i];                                              \
+            const report_stats_t *st = &s[i];                                              \
+            (void)r, (void)st;                                                             \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+        fputc('\n', f);                                                                    \
+    } while (0)
+    ROW("devices", fprintf(f, "%*d", COL_W, r->ndev));
+    ROW("throughput (samples/s)", fprintf(f, "%*.1f", COL_W, r->samples_per_s));
+    if (ref) {
+        ROW(precs ? "speed-up vs its single" : "speed-up vs single",
+            fprintf(f, "%*.2fx", COL_W - 1, r == refs[i] || !refs[i] ? 1.0 : st->speedup));
+        ROW("scaling efficiency",
+            fprintf(f, "%*.0f%%", COL_W - 1,
+                    100.0 * (r == refs[i] || !refs[i] ? 1.0 : st->efficiency)));
+    }
+    ROW("step time mean", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_mean)));
+    ROW("step time p95", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_p95)));
+    ROW("final loss", fprintf(f, "%*.6f", COL_W, r->final_loss));
+    if (ref)
+        ROW(precs ? "params vs its single" : "params vs single",
+            fprintf(f, "%*s", COL_W,
+                    r == refs[i] ? "-" : !st->params_compared ? "n/a" : st->agree ? "agree" : "DIFFER"));
+    /* --precision's list: what faster compute does to the communication a
+     * step waits for (device 0 of single and dp, ddp's ranks' mean: the
+     * columns below); the figures, not a lesson (docs/modes.md) */
+    if (precs) {
+        double slowest = 0.0; /* the unit of the phase table below */
+        for (int i = 0; i < n; i++)
+            slowest = fmax(slowest, s[i].step_mean);
+        double k = slowest >= 1e-3 ? 1e3 : 1e6;
+        ROW(k == 1e3 ? "compute per step (ms)" : "compute per step (us)",
+            fprintf(f, "%*.3f", COL_W,
+                    col_compute(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) * k));
+        ROW(k == 1e3 ? "comm waited per step (ms)" : "comm waited per step (us)",
+            fprintf(f, "%*.3f", COL_W,
+                    col_comm_waited(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) * k));
+        ROW("comm waited, % of step",
+            r->mode == MODE_SINGLE || !(st->step_mean > 0.0)
+                ? fprintf(f, "%*s", COL_W, "-")
+                : fprintf(f, "%*.1f%%", COL_W - 1,
+                          100.0 * col_comm_waited(st, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0) /
+                              st->step_mean));
+    }
+
+    /* the phase split: single's device, then device 0 and the mean of the
+     * others for each multi-device run (DP's device 0 does the extra work) */
+    pcol_t pc[2 * MAX_RUNS];
+    int npc = 0;
+    for (int i = 0; i < n; i++) {
+        const run_result_t *r = &runs[i];
+        if (r->times.n == 0)
+            continue;
+        if (r->mode == MODE_DDP && r->zero) { /* its ranks alike: one column, their mean */
+            pc[npc] = (pcol_t){r, 0, r->ndev - 1, ""};
+            snprintf(pc[npc].title, COL_W + 1, "%s", run_label(r, &runs[0], lb, sizeof lb));
+            npc++;
+            continue;
+        }
+        if (r->precision != runs[0].precision) {
+            /* one column: ddp's ranks' mean, dp's device 0 (its reduce) */
+            pc[npc] = (pcol_t){r, 0, r->mode == MODE_DDP ? r->ndev - 1 : 0, ""};
+            snprintf(pc[npc].title, COL_W + 1, r->mode == MODE_DP && r->ndev > 1 ? "%s dev0" : "%s",
+                     run_label(r, &runs[0], lb, sizeof lb));
+            npc++;
+            continue;
+        }
+        pc[npc] = (pcol_t){r, 0, 0, ""};
+        snprintf(pc[npc].title, COL_W + 1, r->ndev > 1 ? "%s dev0" : "%s", mode_name(r->mode));
+        npc++;
+        if (r->ndev > 1) {
+            pc[npc] = (pcol_t){r, 1, r->ndev - 1, ""};
+            snprintf(pc[npc].title, COL_W + 1, "%s others", mode_name(r->mode));
+            npc++;
+        }
+    }
+    if (npc > 0) {
+        double slowest = 0.0;
+        for (int i = 0; i < n; i++)
+            slowest = fmax(slowest, s[i].step_mean);
+        double k = slowest >= 1e-3 ? 1e3 : 1e6;
+        fprintf(f, "\n  %-*s", LABEL_W, k == 1e3 ? "time per step (ms)" : "time per step (us)");
+        for (int j = 0; j < npc; j++)
+            fprintf(f, "%*s", COL_W, pc[j].title);
+        fputc('\n', f);
+        for (int p = 0; p < PH_COUNT; p++) {
+            bool any = false;
+            for (int i = 0; i < n; i++)
+                any |= report_phase_shown(&s[i], runs[i].ndev, (phase_t)p, k);
+            if (!any)
+                continue;
+            const char *label = p == PH_LOSS ? "loss (dp: gather+loss)"
+                                : p == PH_COMM_EXPOSED ? "comm exposed (dp: reduce)"
+                                : p == PH_COMM_HIDDEN  ? "comm hidden (in bwd)"
+                                                       : phase_name((phase_t)p);
+            fprintf(f, "    %-*s", LABEL_W - 2, label);
+            for (int j = 0; j < npc; j++) {
+                const report_stats_t *st = &s[pc[j].r - runs];
+                fprintf(f, "%*.3f", COL_W, report_phase_mean(st, pc[j].first, pc[j].last, p) * k);
+            }
+            fputc('\n', f);
+        }
+        /* the phases add up to the step (comm hidden overlaps backward) */
+        fprintf(f, "    %-*s", LABEL_W - 2, "sum of phases");
+        for (int j = 0; j < npc; j++) {
+            const report_stats_t *st = &s[pc[j].r - runs];
+            double sum = 0.0;
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                sum += report_phase_sum(st, d);
+            fprintf(f, "%*.3f", COL_W, sum / (double)(pc[j].last - pc[j].first + 1) * k);
+        }
+        fprintf(f, "\n    %-*s", LABEL_W - 2, "step (wall)");
+        for (int j = 0; j < npc; j++)
+            fprintf(f, "%*.3f", COL_W, s[pc[j].r - runs].step_mean * k);
+        fputc('\n', f);
+
+        /* the memory story: each column's peak, and what it held by purpose
+         * (DP's device 0 against the others; DDP's ranks alike) */
+        /* in KiB when every peak is under 1 MiB: a tiny model's would read 0.00 MiB */
+        double top = 0.0;
+        for (int j = 0; j < npc; j++)
+            for (int d = pc[j].first; d <= pc[j].last; d++)
+                top = fmax(top, (double)pc[j].r->dev[d].mem_peak);
+        double unit = top >= 1048576.0 ? 1048576.0 : 1024.0;
+        /* the peak under the phases, in the same columns; by default only the
+         * optimizer state under it (what DP's device 0 holds alone), every
+         * purpose under --explain */
+        /* with ZeRO columns, what the stages shard: parameters, gradients, state */
+        bool every = c && c->explain, sharded = nbase < n;
+        for (int m = -1; m < MEM_KINDS; m++) {
+            if (!every && m >= 0 && m != MEM_OPTIM &&
+                !(sharded && (m == MEM_PARAMS || m == MEM_GRADS)))
+                continue;
+            bool any = m < 0;
+            for (int j = 0; j < npc && !any; j++)
+                for (int d = pc[j].first; d <= pc[j].last; d++)
+                    any |= pc[j].r->dev[d].mem_split[m] > 0;
+            if (!any)
+                continue;
+            if (m < 0)
+                fprintf(f, "  %-*s", LABEL_W, unit > 1024.0 ? "peak memory (MiB)" : "peak memory (KiB)");
+            else
+                fprintf(f, "    %-*s", LABEL_W - 2, mem_kind_name((mem_kind_t)m));
+            for (int j = 0; j < npc; j++) {
+                double v = 0.0;
+                for (int d = pc[j].first; d <= pc[j].last; d++)
+                    v += (double)(m < 0 ? pc[j].r->dev[d].mem_peak : pc[j].r->dev[d].mem_split[m]);
+                fprintf(f, "%*.2f", COL_W, v / (pc[j].last - pc[j].first + 1) / unit);
+            }
+            fputc('\n', f);
+        }
+    }
+
+    /* the equivalence contract */
+    if (ref) {
+        fputc('\n', f);
+        char line[1024];
+        report_stream_note(line, sizeof line, ctx, ref);
+        for (char *p = line, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
+            if ((nl = strchr(p, '\n')))
+                *nl = 0;
+            wrap(f, "  ", p, 96);
+        }
+        bool said = false;
+        for (int i = 0; i < n; i++) {
+            if (&runs[i] == refs[i])
+                continue;
+            const report_stats_t *st = &s[i];
+            fprintf(f, "  parameters: %s vs single%s%s ", run_label(&runs[i], &runs[0], lb, sizeof lb),
+                    runs[i].precision != runs[0].precision ? " " : "",
+                    runs[i].precision != runs[0].precision ? precision_name(runs[i].precision) : "");
+            char worst[64];
+            if (st->adam)
+                snprintf(worst, sizeof worst, "worst parameter %.1e of lr x steps", st->max_step);
+            else
+                snprintf(worst, sizeof worst, "worst parameter %.1e", st->max_rel);
+            if (!st->params_compared)
+                fprintf(f, "not compared (no final parameters)\n");
+            else if (st->agree)
+                fprintf(f, "agree (relative L2 distance %.1e, %s)\n", st->rel_l2, worst);
+            else if (st->rel_l2 > REPORT_AGREE_L2)
+                fprintf(f, "DIFFER by %.1e (relative L2 distance; %s)\n", st->rel_l2, worst);
+            else
+                fprintf(f, "DIFFER: %s (relative L2 distance %.1e)\n", worst, st->rel_l2);
+            if (st->params_compared && !st->agree) {
+                report_differ_cause(line, sizeof line, ctx, &runs[i], refs[i] ? refs[i] : ref, said);
+                if (line[0])
+                    wrap(f, "    ", line, 96);
+                said = true;
+            }
+        }
+    }
+    /* three sentences, one a paragraph, and the notes */
+    char why[4096];
+    report_compare_verdict(why, sizeof why, ctx, runs, nbase);
+    if (why[0])
+        fputc('\n', f);
+    for (char *p = why, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
+        if ((nl = strchr(p, '\n')))
+            *nl = 0;
+        wrap(f, "  ", p, 96);
+    }
+    char notes[4][256];
+    int nn = report_compare_notes(ctx, runs, nbase, notes, 4);
+    for (int i = 0; i < nn; i++) {
+        char line[sizeof notes[0] + 8];
+        snprintf(line, sizeof line, "note: %.*s", (int)sizeof notes[i] - 1, notes[i]);
+        wrap(f, "  ", line, 96);
+    }
+    if (!c || !c->explain)
+        return;
+    /* --explain: the long narrative */
+    report_compare_why(why, sizeof why, ctx, runs, nbase);
+    if (why[0]) {
+        fputc('\n', f);
+        wrap(f, "  ", why, 96);
+    }
+    report_compare_reason(why, sizeof why, ctx, runs, nbase);
+    if (why[0]) {
+        fputc('\n', f);
+        wrap(f, "  ", why, 96);
+    }
+#undef ROW
+}
+

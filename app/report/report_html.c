@@ -1,0 +1,475 @@
+/* app/report/report_html.c: --report FILE.html, the page (report_page.h):
+ * the verdict in at most three sentences, one median step per device as a
+ * timeline, the phases and the peak memory as stacked bars, --predict's
+ * curves, an A/B comparison when there is one, and the numbers table.
+ *
+ * One self-contained file: the style sheet and the script are inlined
+ * (page.css, page.js, built into report_page_assets.c), the figures are SVG
+ * (report_svg.c), and the Content-Security-Policy forbids every request, so
+ * the page opens offline and reads the same without its script.  Written
+ * through base/atomic_file.h: a reader never sees half a page. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/base/atomic_file.h"
+#include "app/report/report_page.h"
+
+int report_page_check(const char *path, char *err)
+{
+    int rc = afile_check(path, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--report %s", path);
+}
+
+static const char *label_of(const report_page_t *p, int i)
+{
+    return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
+}
+
+static const run_result_t *single_of(const report_page_t *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->runs[i].mode == MODE_SINGLE)
+            return &p->runs[i];
+    return NULL;
+}
+
+/* At most `max` sentences of text, escaped, in a paragraph. */
+static void sentences(FILE *f, const char *text, int max)
+{
+    fputs("<p class=\"verdict\">", f);
+    int n = 0;
+    const char *s = text;
+    while (*s && n < max) {
+        while (*s == ' ' || *s == '\n')
+            s++;
+        const char *e = s;
+        /* a sentence ends at ". ", "; " is not an end; "e.g. " is rare here */
+        while (*e && !((*e == '.' || *e == '!' || *e == '?') && (e[1] == ' ' || e[1] == '\n' || !e[1])))
+            e++;
+        if (*e)
+            e++;
+        if (e == s)
+            break;
+        char buf[2048];
+        size_t len = (size_t)(e - s) < sizeof buf - 1 ? (size_t)(e - s) : sizeof buf - 1;
+        memcpy(buf, s, len);
+        buf[len] = 0;
+        for (char *q = buf; *q; q++)
+            if (*q == '\n')
+                *q = ' ';
+        if (n)
+            fputc(' ', f);
+        page_esc(f, buf);
+        n++;
+        s = e;
+    }
+    fputs("</p>\n", f);
+}
+
+// ---------------------------------------------------------------------------
+// the sections
+
+static void verdict(FILE *f, const report_page_t *p)
+{
+    char why[4096] = "";
+    if (p->story)
+        snprintf(why, sizeof why, "%s", p->story);
+    else if (p->n > 1) /* compare's own sentences, at most three: the terminal's, told
+                          apart by the noise (--repeat's intervals, or one run's spread) */
+        report_compare_verdict(why, sizeof why, p->ctx, p->runs, p->n);
+    else if (p->n == 1 && p->runs[0].mode != MODE_SINGLE && p->ctx && p->ctx->pred)
+        report_run_reason(why, sizeof why, p->ctx, &p->runs[0]);
+    if (!why[0] && p->n >= 1) {
+        /* one run: its throughput and where its step goes */
+        const run_result_t *r = &p->runs[0];
+        report_stats_t st;
+        report_stats(r, NULL, &st);
+        int big = PH_FORWARD;
+        for (int ph = 0; ph < PH_COUNT; ph++)
+            if (ph != PH_COMM_HIDDEN && st.phase[0][ph] > st.phase[0][big])
+                big = ph;
+        char a[32], b[32];
+        size_t used = 0;
+        report_appendf(why, sizeof why, &used,
+                       "%s on %d device%s trained at %.1f samples/s, a step of %s (median). "
+                       "Its longest phase on device 0 is %s, %s per step.",
+                       label_of(p, 0), r->ndev, r->ndev == 1 ? "" : "s", r->samples_per_s,
+                       report_fmt_time(a, sizeof a, st.step_p50),
+                       report_phase_label(r->mode, (phase_t)big),
+                       report_fmt_time(b, sizeof b, st.phase[0][big]));
+        if (r->mode != MODE_SINGLE)
+            report_appendf(why, sizeof why, &used,
+                           " Run --mode compare to see it against single and the other mode.");
+    }
+    fputs("<section id=\"verdict\"><h2>Verdict</h2>\n", f);
+    sentences(f, why, 3);
+    fputs("</section>\n", f);
+}
+
+static void legend(FILE *f, const char *title, const char *const *cls, const char *const *names,
+                   int n)
+{
+    fprintf(f, "<ul class=\"legend\" aria-label=\"%s\">", title);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "<li><span class=\"sw %s\"></span>%s</li>", cls[i], names[i]);
+    fputs("</ul>\n", f);
+}
+
+static void timeline_section(FILE *f, const report_page_t *p)
+{
+    fputs("<section id=\"timeline\"><h2>One step, to scale</h2>\n"
+          "<p class=\"lead\">Each run's timed step whose wall time is closest to the run's "
+          "median step (never a warm-up step, which carries one-time costs), every device on "
+          "one time axis.  A device has a lane for its compute and one for its transfers: DP's "
+          "copies through device 0, DDP's bucket all-reduces on the comm thread (CPU) or "
+          "stream (GPU).  A bucket's light part is the time from its ready point (its last "
+          "gradient written) to the start of its all-reduce; what overlaps backward above it "
+          "is hidden, what runs after backward is the exposed tail.</p>\n",
+          f);
+    static const char *const cls[] = {"c-data",     "c-h2d",       "c-scatter", "c-replicate",
+                                      "c-forward",  "c-loss",      "c-backward", "c-exposed",
+                                      "c-optim",    "c-idle",      "c-allreduce", "c-gather",
+                                      "c-reduce",   "queued"};
+    static const char *const names[] = {"data",       "host to device",
+                                        "scatter",    "replicate",
+                                        "forward",    "loss (DP: gather + loss)",
+                                        "backward",   "comm exposed (DP: reduce)",
+                                        "optimizer",  "idle",
+                                        "all-reduce", "gather",
+                                        "reduce",     "bucket waiting to start"};
+    legend(f, "timeline colours", cls, names, (int)(sizeof cls / sizeof cls[0]));
+    if (svg_timelines(f, p) == 0)
+        fputs("<p class=\"note\">No step was recorded.</p>\n", f);
+    fputs("</section>\n", f);
+}
+
+static void phases_section(FILE *f, const report_page_t *p)
+{
+    fputs("<section id=\"phases\"><h2>Where a step's time goes</h2>\n"
+          "<p class=\"lead\">The phases per timed step (mean), one bar per column of compare's "
+          "table: a device of its own, or device 0 and the mean of the others.  The hatched "
+          "strip over backward is the communication it hid.</p>\n",
+          f);
+    if (svg_phase_bars(f, p) == 0)
+        fputs("<p class=\"note\">No timed step.</p>\n", f);
+    fputs("</section>\n", f);
+}
+
+static void memory_section(FILE *f, const report_page_t *p)
+{
+    fputs("<section id=\"memory\"><h2>Peak memory by purpose</h2>\n"
+          "<p class=\"lead\">What each device held at its peak.  DP's device 0 holds the "
+          "optimizer state, the whole batch and the gathered outputs; DDP's ranks hold equal "
+          "shares (with --zero1, each 1/world of the optimizer state).</p>\n",
+          f);
+    const char *cls[MEM_KINDS], *names[MEM_KINDS];
+    static const char *const mcls[] = {"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"};
+    int k = 0;
+    for (int m = 0; m < MEM_KINDS && m < 8; m++, k++) {
+        cls[k] = mcls[m];
+        names[k] = mem_kind_name((mem_kind_t)m);
+    }
+    legend(f, "memory colours", cls, names, k);
+    if (svg_memory_bars(f, p) == 0)
+        fputs("<p class=\"note\">No memory was counted.</p>\n", f);
+    fputs("</section>\n", f);
+}
+
+/* The mechanism in plain words: what the figures of this page are evidence
+ * of, stated once, whatever this run measured (on a busy CPU a run may not
+ * show it; the model below and a GPU run do). */
+static void why_paragraph(FILE *f)
+{
+    fputs("<p class=\"why\" id=\"why-ddp\"><b>Why DDP wins on GPUs.</b> Every step DP copies "
+          "the parameters from device 0 to each other device, scatters the batch from it, gathers "
+          "the outputs back to it, computes the loss there, and sums every device's gradients "
+          "onto it, where the optimizer steps alone; device 0's copies go out one after "
+          "another, so its share of the step grows with the device count. DDP copies no "
+          "parameters after the start: each device reads its own shard, keeps its own optimizer, "
+          "and averages gradients with a ring all-reduce in buckets that runs while backward "
+          "is still computing, so only its tail is exposed. On a CPU, where DP's replicas are C "
+          "threads without Python's GIL and a copy is a memcpy, a run may not show it: the "
+          "columns above (device 0's serial work) and the model below do.</p>\n",
+          f);
+}
+
+static void predict_section(FILE *f, const report_page_t *p)
+{
+    fputs("<section id=\"predict\"><h2>On 1 to 8 devices (--predict)</h2>\n", f);
+    why_paragraph(f);
+    if (!p->pred || !p->rows || p->pred->k0 < 2) {
+        fputs("<p class=\"note\">Not measured: run with --predict (compare on two or more "
+              "devices measures it too) to see DP's and DDP's throughput predicted on 1 to 8 "
+              "devices from single's phases and the measured collectives.</p></section>\n",
+              f);
+        return;
+    }
+    fprintf(f, "<p class=\"lead\">Throughput predicted by the alpha-beta model (single's phases "
+               "per step, the collectives measured on %d ranks); the squares are what was "
+               "measured%s.</p>\n",
+            p->pred->k0,
+            p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
+    svg_predict(f, p);
+    fputs("</section>\n", f);
+}
+
+/* A figure with its --repeat interval when there is one. */
+static void cell_iv(FILE *f, const report_page_t *p, int i, int fig, const char *fmt, double v,
+                    double k)
+{
+    fputs("<td>", f);
+    fprintf(f, fmt, v * k);
+    if (p->reps && p->reps[i].n > 1) {
+        interval_t iv = repeat_interval(&p->reps[i], fig);
+        if (isfinite(iv.lo)) {
+            fputs("<br><small>", f);
+            fprintf(f, fmt, iv.lo * k);
+            fputs(" to ", f);
+            fprintf(f, fmt, iv.hi * k);
+            fprintf(f, " (95%%, %d runs)</small>", iv.n);
+        }
+    }
+    fputs("</td>", f);
+}
+
+static void numbers_section(FILE *f, const report_page_t *p)
+{
+    const run_result_t *ref = single_of(p);
+    report_stats_t st[PAGE_MAX_RUNS];
+    for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++)
+        report_stats(&p->runs[i], ref, &st[i]);
+    fputs("<section id=\"numbers\"><h2>The numbers</h2>\n<table class=\"num\"><thead><tr><th></th>",
+          f);
+    for (int i = 0; i < p->n; i++) {
+        fputs("<th>", f);
+        page_esc(f, label_of(p, i));
+        fputs("</th>", f);
+    }
+    fputs("</tr></thead><tbody>\n", f);
+    char b[64];
+#define ROW(label, ...)                                                                          \
+    do {                                                                                         \
+        fprintf(f, "<tr><th>%s</th>", label);                                                    \
+        for (int i = 0; i < p->n; i++) {                                                         \
+            const run_result_t *r = &p->runs[i];                                                 \
+            const report_stats_t *s = &st[i];                                                    \
+            (void)r, (void)s;                                                                    \
+            __VA_ARGS__;                                                                         \
+        }                                                                                        \
+        fputs("</tr>\n", f);                                                                     \
+    } while (0)
+    ROW("devices", fprintf(f, "<td>%d</td>", r->ndev));
+    ROW("throughput (samples/s)", cell_iv(f, p, i, FIG_THROUGHPUT, "%.1f", r->samples_per_s, 1.0));
+    if (ref) {
+        ROW("speed-up vs single", fprintf(f, "<td>%.2fx</td>", r == ref ? 1.0 : s->speedup));
+        ROW("scaling efficiency",
+            fprintf(f, "<td>%.0f%%</td>", 100.0 * (r == ref ? 1.0 : s->efficiency)));
+    }
+    ROW("step time mean (ms)", cell_iv(f, p, i, FIG_STEP_MEAN, "%.3f", s->step_mean, 1e3));
+    ROW("step time p50", fprintf(f, "<td>%s</td>", report_fmt_time(b, sizeof b, s->step_p50)));
+    ROW("step time p95", fprintf(f, "<td>%s</td>", report_fmt_time(b, sizeof b, s->step_p95)));
+    ROW("timed steps", fprintf(f, "<td>%ld of %ld</td>", r->times.n, r->steps));
+    ROW("peak memory (max device)",
+        fprintf(f, "<td>%s</td>", report_fmt_bytes(b, sizeof b, (double)s->mem_peak_max)));
+    ROW("final loss", fprintf(f, "<td>%.6f</td>", r->final_loss));
+    ROW("checksum (sum)", fprintf(f, "<td>%.5e</td>", r->checksum.sum));
+    if (ref)
+        ROW("params vs single",
+            fprintf(f, "<td>%s</td>",
+                    r == ref ? "-" : !s->params_compared ? "n/a" : s->agree ? "agree" : "DIFFER"));
+#undef ROW
+    fputs("</tbody></table>\n", f);
+    if (p->ctx && p->n > 1 && !p->story) { /* compare's: the CPU's limits, a busy machine */
+        char notes[4][256];
+        int k = report_compare_notes(p->ctx, p->runs, p->n, notes, 4);
+        for (int j = 0; j < k; j++) {
+            fputs("<p class=\"note\">", f);
+            page_esc(f, notes[j]);
+            fputs("</p>\n", f);
+        }
+    }
+    for (int i = 0; p->ctx && i < p->n; i++) {
+        char notes[8][256];
+        int k = report_notes_of(p->ctx, &p->runs[i], notes, 8);
+        for (int j = 0; j < k; j++) {
+            fputs("<p class=\"note\">", f);
+            if (p->n > 1) {
+                page_esc(f, label_of(p, i));
+                fputs(": ", f);
+            }
+            page_esc(f, notes[j]);
+            fputs("</p>\n", f);
+        }
+    }
+    fputs("</section>\n", f);
+}
+
+static void ab_section(FILE *f, const page_ab_t *ab)
+{
+    fputs("<section id=\"ab\"><h2>A/B</h2>\n<p class=\"lead\">", f);
+    page_esc(f, ab->title);
+    fputs("</p>\n", f);
+    if (ab->summary) {
+        fputs("<p class=\"verdict\">", f);
+        page_esc(f, ab->summary);
+        fputs("</p>\n", f);
+    }
+    fputs("<table class=\"num\"><thead><tr><th></th><th>A</th><th>B</th><th>B / A (95%)</th>"
+          "<th>verdict</th></tr></thead><tbody>\n",
+          f);
+    for (int i = 0; i < ab->nrow; i++) {
+        const page_ab_row_t *r = &ab->row[i];
+        fputs("<tr class=\"abrow\"><th>", f);
+        page_esc(f, r->label);
+        fputs("</th><td>", f);
+        page_esc(f, r->a);
+        fputs("</td><td>", f);
+        page_esc(f, r->b);
+        fputs("</td><td>", f);
+        if (isfinite(r->ratio))
+            fprintf(f, "%.3f", r->ratio);
+        if (isfinite(r->lo) && isfinite(r->hi))
+            fprintf(f, " (%.3f to %.3f)", r->lo, r->hi);
+        fputs("</td><td>", f);
+        page_esc(f, r->verdict);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</tbody></table></section>\n", f);
+}
+
+static void header(FILE *f, const report_page_t *p)
+{
+    const config_t *c = p->ctx ? p->ctx->cfg : NULL;
+    fputs("<header><h1>ddpbench: ", f);
+    page_esc(f, p->title ? p->title : c ? mode_name(c->mode) : "run");
+    fputs("</h1>\n<p class=\"sub\">", f);
+    if (p->n) {
+        const run_result_t *r = &p->runs[0];
+        int ndev = 0;
+        for (int i = 0; i < p->n; i++)
+            ndev = p->runs[i].ndev > ndev ? p->runs[i].ndev : ndev;
+        char layers[128] = "";
+        if (p->ctx && p->ctx->spec)
+            report_layers(layers, sizeof layers, p->ctx->spec);
+        fprintf(f, "backend %s, %d device%s", backend_kind_name(r->backend), ndev,
+                ndev == 1 ? "" : "s");
+        if (c)
+            fprintf(f, ", model %s%s%s%s, global batch %d%s, %s", c->model_name[0] ? c->model_name : "",
+                    layers[0] ? " (" : "", layers, layers[0] ? ")" : "", c->batch,
+                    c->accum > 1 ? " (accumulated)" : "", optim_name(c->optim.kind));
+        fprintf(f, ", %ld steps (%ld warm-up)", r->steps, r->warmup_steps);
+        if (c && c->zero)
+            fputs(", ddp with --zero1", f);
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[64] = "";
+    if (localtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+    fprintf(f, ".  ddpbench %s (%s), %s.</p></header>\n", DDPBENCH_VERSION, report_revision(), when);
+}
+
+/* --comm-hook: what the hook sent against plain DDP, and its drift: the
+ * two loss curves (plain dashed) over the logged steps, as a small SVG. */
+static void hook_section(FILE *f, const report_page_t *p)
+{
+    const run_result_t *r = &p->runs[0];
+    const config_t *c = &p->cfgs[0];
+    const run_result_t *ref = r->hook_ref;
+    if (c->comm_hook == HOOK_NONE || r->mode != MODE_DDP || !ref)
+        return;
+    char name[48], a[32], b[32];
+    config_comm_hook_text(c, name, sizeof name);
+    double sent = 0.0, plain = (double)r->nparams * sizeof(float), mx = 0.0;
+    for (int i = 0; i < r->nbuckets; i++)
+        sent += r->bucket_bytes[i];
+    double d = report_param_distance(r, ref, &mx);
+    fputs("<section id=\"hook\"><h2>Communication hook</h2>\n<p class=\"lead\">", f);
+    fprintf(f, "--comm-hook %s sent %s per step from each rank where plain DDP sends %s "
+               "(%.2fx less). Against the same run without the hook (made first): the final "
+               "parameters' relative distance is %.3g; the loss curves, plain dashed:</p>\n",
+            name, report_fmt_bytes(a, sizeof a, sent), report_fmt_bytes(b, sizeof b, plain),
+            sent > 0 ? plain / sent : 0.0, d);
+    long n = r->log.n < ref->log.n ? r->log.n : ref->log.n;
+    if (n < 2) {
+        fputs("<p class=\"note\">Fewer than two logged losses (--log-every N logs more).</p>"
+              "</section>\n",
+              f);
+        return;
+    }
+    double lo = INFINITY, hi = -INFINITY, s0 = (double)r->log.pt[0].step,
+           s1 = (double)r->log.pt[n - 1].step;
+    for (long k = 0; k < n; k++) {
+        double v[2] = {r->log.pt[k].loss, ref->log.pt[k].loss};
+        for (int j = 0; j < 2; j++)
+            if (isfinite(v[j])) {
+                lo = v[j] < lo ? v[j] : lo;
+                hi = v[j] > hi ? v[j] : hi;
+            }
+    }
+    if (!(hi > lo))
+        hi = lo + 1.0;
+    const double W = 560, H = 180, L = 50, T = 10, PW = W - L - 10, PH = H - T - 30;
+    fprintf(f, "<svg class=\"hookloss\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+               "aria-label=\"loss per logged step, with and without the hook\">\n",
+            W, H);
+    fprintf(f, "<text x=\"4\" y=\"%.0f\" font-size=\"10\">%.4g</text><text x=\"4\" y=\"%.0f\" "
+               "font-size=\"10\">%.4g</text><text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">step "
+               "%ld to %ld</text>\n",
+            T + 8, hi, T + PH, lo, L, H - 6, r->log.pt[0].step, r->log.pt[n - 1].step);
+    for (int j = 0; j < 2; j++) {
+        const run_result_t *x = j ? ref : r;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
+                j ? "#888" : "#2a6fdb", j ? " stroke-dasharray=\"4 3\"" : "");
+        for (long k = 0; k < n; k++) {
+            double sx = s1 > s0 ? ((double)x->log.pt[k].step - s0) / (s1 - s0) : 0.0;
+            double v = isfinite(x->log.pt[k].loss) ? x->log.pt[k].loss : hi;
+            fprintf(f, "%.1f,%.1f ", L + sx * PW, T + (hi - v) / (hi - lo) * PH);
+        }
+        fputs("\"/>\n", f);
+    }
+    fputs("</svg>\n</section>\n", f);
+}
+
+static void write_page(FILE *f, const report_page_t *p)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+          "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>ddpbench: ",
+          f);
+    page_esc(f, p->title ? p->title : "run");
+    fputs("</title>\n<style>\n", f);
+    fputs(report_page_css, f);
+    fputs("</style></head>\n<body>\n", f);
+    header(f, p);
+    verdict(f, p);
+    timeline_section(f, p);
+    phases_section(f, p);
+    memory_section(f, p);
+    hook_section(f, p);
+    predict_section(f, p);
+    if (p->ab)
+        ab_section(f, p->ab);
+    numbers_section(f, p);
+    fputs("<footer>Written by ddpbench --report: one file, no network; the figures are SVG and "
+          "read the same without the script, which only highlights what the pointer is "
+          "over.</footer>\n<script>\n",
+          f);
+    fputs(report_page_js, f);
+    fputs("</script>\n</body></html>\n", f);
+}
+
+int report_page_write(const char *path, const report_page_t *p, char *err)
+{
+    afile_t a;
+    int rc = afile_open(&a, path, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "--report %s", path);
+    FILE *f = afile_stream(&a);
+    if (f)
+        write_page(f, p);
+    rc = afile_commit(&a, false, err);
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "--report %s", path);
+}

@@ -1,0 +1,491 @@
+/* app/report/report_json.c: --json, one object per run (JSON Lines in compare
+ * mode), built with cJSON.  The keys are a stable interface for regression
+ * tooling: README.md documents them and report_json_keys[] lists every path,
+ * which the tests walk.  Add keys freely; rename or remove one only with a
+ * new REPORT_SCHEMA_VERSION. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config/fields.h"
+#include "app/report/report.h"
+
+const char *const report_json_keys[] = {
+    "schema_version",
+    "tool",
+    "config.mode",
+    "config.backend",
+    "config.devices",
+    "config.ndevices",
+    "config.model",
+    "config.layers",
+    "config.act",
+    "config.loss",
+    "config.optimizer.name",
+    "config.optimizer.lr",
+    "config.optimizer.momentum",
+    "config.optimizer.dampening",
+    "config.optimizer.nesterov",
+    "config.optimizer.weight_decay",
+    "config.optimizer.beta1",
+    "config.optimizer.beta2",
+    "config.optimizer.eps",
+    "config.batch",
+    "config.accum",
+    "config.epochs",
+    "config.steps",
+    "config.warmup_steps",
+    "config.seed",
+    "config.shuffle",
+    "config.drop_last",
+    "config.threads",
+    "config.batch_per_device",
+    "config.sampler_replicas",
+    "config.rank_samples",
+    "config.join",
+    "config.data.source",
+    "config.data.samples",
+    "config.data.features",
+    "config.data.target_cols",
+    "config.comm",
+    "config.launcher",
+    "config.bucket_mb",
+    "config.first_bucket_mb",
+    "config.overlap",
+    "config.tf32",
+    "config.cuda_graph",
+    "config.cuda_graph_refused",
+    "config.precision",
+    "config.zero1",
+    "config.zero",
+    "config.comm_hook",
+    "config.slow_rank",
+    "environment.backend",
+    "environment.devices",
+    "environment.gpus",
+    "environment.gpu_peers",
+    "environment.cpu_model",
+    "environment.cpus_online",
+    "environment.os",
+    "environment.blas",
+    "environment.versions.ddpbench",
+    "environment.versions.openblas",
+    "environment.versions.cjson",
+    "environment.versions.cuda",
+    "environment.versions.nccl",
+    "environment.versions.mpi",
+    "steps.total",
+    "steps.warmup",
+    "steps.timed",
+    "steps.epochs",
+    "timed_samples",
+    "timed_s",
+    "total_s",
+    "throughput_samples_per_s",
+    "step_time_s.mean",
+    "step_time_s.p50",
+    "step_time_s.p95",
+    "step_time_s.p10",
+    "step_time_s.p25",
+    "step_time_s.min",
+    "step_time_s.max",
+    "devices",
+    "mem_peak_bytes_max",
+    "host_syncs_per_step",
+    "launches_per_step",
+    "launch_split_per_step",
+    "work_cpu_s",
+    "final_loss",
+    "diverged",
+    "train_loss",
+    "train_accuracy",
+    "checksum.sum",
+    "checksum.abs_sum",
+    "checksum.bits",
+    "compare",
+    "repeat",
+    "predict",
+    "bucket_autotune",
+    "buckets",
+    "comm_hook",
+    "notes",
+    "environment.host",
+    "environment.time_utc",
+    "environment.loadavg",
+    "environment.revision",
+    "environment.compiler",
+    "environment.cflags",
+    "environment.blas_threads",
+    "environment.versions.cuda_runtime",
+    "environment.versions.cuda_driver",
+    "environment.versions.cublas",
+    "environment.versions.nccl_runtime",
+    "machine",
+    NULL,
+};
+
+// ---------------------------------------------------------------------------
+// config
+
+static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
+{
+    if (known && isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+/* launches_per_step (kernels + copies + collectives + graph launches) and
+ * its split by kind (events too) of device d (d < 0: nulls). */
+static void add_launches(cJSON *o, const report_stats_t *s, int d)
+{
+    add_num_or_null(o, "launches_per_step", d >= 0 ? s->launches[d] : NAN, d >= 0);
+    if (d < 0) {
+        cJSON_AddNullToObject(o, "launch_split_per_step");
+        return;
+    }
+    cJSON *k = cJSON_AddObjectToObject(o, "launch_split_per_step");
+    for (int i = 0; i < LAUNCH_KINDS; i++)
+        add_num_or_null(k, launch_kind_key((launch_kind_t)i), s->launch_split[d][i], true);
+}
+
+/* work_cpu_s: {mean, p10, p25, p50} CPU seconds of work per timed step, or
+ * null where it was not measured (a GPU) */
+static void add_work(cJSON *o, const double q[4])
+{
+    if (!isfinite(q[0])) {
+        cJSON_AddNullToObject(o, "work_cpu_s");
+        return;
+    }
+    cJSON *w = cJSON_AddObjectToObject(o, "work_cpu_s");
+    static const char *const key[4] = {"mean", "p10", "p25", "p50"};
+    for (int k = 0; k < 4; k++)
+        cJSON_AddNumberToObject(w, key[k], q[k]);
+}
+
+/* A float option as the user typed it (0.003, not 0.003000000026077032). */
+static double flt(float v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return strtod(buf, NULL);
+}
+
+/* Row i's value under "config" at its key ("optimizer.lr": in "optimizer"). */
+static void add_row(cJSON *o, const char *key, const config_value_t *v)
+{
+    const char *dot = strchr(key, '.');
+    if (dot) {
+        char parent[64];
+        snprintf(parent, sizeof parent, "%.*s", (int)(dot - key), key);
+        cJSON *sub = cJSON_GetObjectItemCaseSensitive(o, parent);
+        if (!sub)
+            sub = cJSON_AddObjectToObject(o, parent);
+        add_row(sub, dot + 1, v);
+        return;
+    }
+    switch (v->type) {
+    case CV_BOOL:
+        cJSON_AddBoolToObject(o, key, v->b);
+        return;
+    case CV_INT:
+        cJSON_AddNumberToObject(o, key, (double)v->i);
+        return;
+    case CV_UINT:
+        cJSON_AddNumberToObject(o, key, (double)v->u);
+        return;
+    case CV_FLOAT:
+        cJSON_AddNumberToObject(o, key, flt(v->f));
+        return;
+    case CV_DOUBLE:
+        cJSON_AddNumberToObject(o, key, v->d);
+        return;
+    case CV_STR:
+        cJSON_AddStringToObject(o, key, v->s ? v->s : "");
+        return;
+    case CV_LIST:
+        if (v->n == 0) { /* none given */
+            cJSON_AddNullToObject(o, key);
+            return;
+        }
+        cJSON *a = cJSON_AddArrayToObject(o, key);
+        for (int i = 0; i < v->n; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v->list[i]));
+        return;
+    case CV_NONE:
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+}
+
+/* Where path (or the first key under it) stands in report_json_keys[]: the
+ * documented order, which the echo keeps. */
+static int key_rank(const char *path)
+{
+    size_t n = strlen(path);
+    for (int i = 0; report_json_keys[i]; i++)
+        if (strncmp(report_json_keys[i], path, n) == 0 &&
+            (report_json_keys[i][n] == 0 || report_json_keys[i][n] == '.'))
+            return i;
+    return 1 << 20; /* not documented yet: last, in the rows' order */
+}
+
+/* o's members (and theirs) in report_json_keys[]'s order; prefix is o's path. */
+static void keep_documented_order(cJSON *o, const char *prefix)
+{
+    cJSON *items[128];
+    int rank[128], n = 0;
+    while (o->child && n < 128) {
+        cJSON *it = cJSON_DetachItemViaPointer(o, o->child);
+        char path[128];
+        snprintf(path, sizeof path, "%s.%s", prefix, it->string);
+        if (cJSON_IsObject(it))
+            keep_documented_order(it, path);
+        items[n] = it;
+        rank[n++] = key_rank(path);
+    }
+    for (int i = 1; i < n; i++) /* stable: equal ranks keep the rows' order */
+        for (int k = i; k > 0 && rank[k - 1] > rank[k]; k--) {
+            cJSON *t = items[k];
+            items[k] = items[k - 1];
+            items[k - 1] = t;
+            int r = rank[k];
+            rank[k] = rank[k - 1];
+            rank[k - 1] = r;
+        }
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(o, items[i]); /* an object's members are a list: names kept */
+}
+
+cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_result_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    /* every row echoed as its value (fields.h) */
+    for (int i = 0; i < config_fields(); i++) {
+        const config_derive_t *d = config_field_derive(i);
+        if (d->jsonv != J_VALUE)
+            continue;
+        config_value_t v;
+        config_field_value(c, i, &v);
+        add_row(o, d->json, &v);
+    }
+    /* the keys that join several fields (J_DERIVED rows) */
+    int ndev = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (int i = 0; i < ndev; i++)
+        cJSON_AddItemToArray(devs, cJSON_CreateNumber(c->gpus[i]));
+    cJSON_AddNumberToObject(o, "ndevices", ndev);
+    cJSON_AddStringToObject(o, "model", c->model_name[0] ? c->model_name : "custom");
+    cJSON *data = cJSON_AddObjectToObject(o, "data");
+    const dataset_t *d = ctx ? ctx->data : NULL;
+    cJSON_AddStringToObject(data, "source", d ? d->source : "");
+    cJSON_AddNumberToObject(data, "samples", d ? (double)d->n : 0.0);
+    cJSON_AddNumberToObject(data, "features", d ? d->in_dim : 0);
+    cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
+    cJSON_AddStringToObject(o, "launcher",
+                            launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
+    /* what ran: "on" only where this run's steps were replayed as graphs
+     * (not where NCCL refused to capture them: why, else null) */
+    bool refused = r && r->graph_refused[0];
+    cJSON_AddStringToObject(o, "cuda_graph",
+                            config_graphs_on(c, c->mode) && !refused ? "on" : "off");
+    if (refused)
+        cJSON_AddStringToObject(o, "cuda_graph_refused", r->graph_refused);
+    else
+        cJSON_AddNullToObject(o, "cuda_graph_refused");
+    cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
+    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
+    cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
+    char hook[48];
+    config_comm_hook_text(c, hook, sizeof hook);
+    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
+    if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
+        cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
+        cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
+        cJSON_AddNumberToObject(sr, "factor", c->slow_factor);
+    } else {
+        cJSON_AddNullToObject(o, "slow_rank");
+    }
+    keep_documented_order(o, "config");
+    return o;
+}
+
+// ---------------------------------------------------------------------------
+// the machine while it ran
+
+cJSON *report_json_machine(const disturb_t *d)
+{
+    if (!d || d->wall_s <= 0.0)
+        return cJSON_CreateNull(); /* not taken (a library caller, not the program) */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddBoolToObject(m, "disturbed", d->disturbed);
+    if (d->disturbed)
+        cJSON_AddStringToObject(m, "why", d->why);
+    else
+        cJSON_AddNullToObject(m, "why");
+    cJSON_AddBoolToObject(m, "proc_stat", d->known);
+    cJSON_AddNumberToObject(m, "wall_s", d->wall_s);
+    add_num_or_null(m, "loadavg_start", d->load_start, true);
+    add_num_or_null(m, "loadavg_end", d->load_end, true);
+    cJSON_AddNumberToObject(m, "cpus_online", d->cpus_online);
+    cJSON_AddNumberToObject(m, "devices", d->devices);
+    cJSON_AddNumberToObject(m, "run_cores", d->run_cores);
+    cJSON_AddNumberToObject(m, "own_cpu_s", d->own_cpu_s);
+    add_num_or_null(m, "others_cpu_s", d->others_cpu_s, d->known);
+    add_num_or_null(m, "others_cores", d->others_cores, d->known);
+    add_num_or_null(m, "contention", d->contention, d->known);
+    add_num_or_null(m, "steal_s", d->steal_s, d->known);
+    add_num_or_null(m, "steal_pct", d->steal_pct, d->known);
+    cJSON_AddNumberToObject(m, "involuntary_switches", (double)d->invol_switches);
+    cJSON_AddNumberToObject(m, "involuntary_switches_per_step", d->invol_per_step);
+    cJSON_AddNumberToObject(m, "involuntary_switches_per_s", d->invol_per_s);
+    /* false for DP and DDP: their own threads preempt each other */
+    cJSON_AddBoolToObject(m, "involuntary_switches_judged", !d->own_switching);
+    cJSON *th = cJSON_AddObjectToObject(m, "thresholds");
+    cJSON_AddNumberToObject(th, "contention", DISTURB_CONTENTION_MAX);
+    cJSON_AddNumberToObject(th, "steal_pct", DISTURB_STEAL_PCT_MAX);
+    cJSON_AddNumberToObject(th, "involuntary_switches_per_s", DISTURB_NIVCSW_PER_S_MAX);
+    return m;
+}
+
+// ---------------------------------------------------------------------------
+// one run
+
+cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
+                       const run_result_t *ref, bool in_compare)
+{
+    report_stats_t s;
+    report_stats(r, ref, &s);
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "schema_version", REPORT_SCHEMA_VERSION);
+    cJSON_AddStringToObject(o, "tool", "ddpbench");
+    cJSON_AddItemToObject(o, "config", report_json_config(ctx, run_cfg, r));
+    cJSON_AddItemToObject(o, "environment", report_json_env(ctx, r));
+
+    cJSON *st = cJSON_AddObjectToObject(o, "steps");
+    cJSON_AddNumberToObject(st, "total", (double)r->steps);
+    cJSON_AddNumberToObject(st, "warmup", (double)r->warmup_steps);
+    cJSON_AddNumberToObject(st, "timed", (double)r->times.n);
+    cJSON_AddNumberToObject(st, "epochs", (double)r->epochs);
+    cJSON_AddNumberToObject(o, "timed_samples", (double)r->times.timed_samples);
+    cJSON_AddNumberToObject(o, "timed_s", r->times.timed_s);
+    cJSON_AddNumberToObject(o, "total_s", r->total_s);
+    cJSON_AddNumberToObject(o, "throughput_samples_per_s", r->samples_per_s);
+    cJSON *t = cJSON_AddObjectToObject(o, "step_time_s");
+    cJSON_AddNumberToObject(t, "mean", s.step_mean);
+    cJSON_AddNumberToObject(t, "p50", s.step_p50);
+    cJSON_AddNumberToObject(t, "p95", s.step_p95);
+    cJSON_AddNumberToObject(t, "p10", s.step_p10);
+    cJSON_AddNumberToObject(t, "p25", s.step_p25);
+    cJSON_AddNumberToObject(t, "min", s.step_min);
+    cJSON_AddNumberToObject(t, "max", s.step_max);
+
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (int i = 0; i < r->ndev; i++) {
+        cJSON *d = cJSON_CreateObject();
+        char name[160];
+        report_device_name(name, sizeof name, r->backend, &r->dev[i]);
+        cJSON_AddNumberToObject(d, "slot", i);
+        cJSON_AddNumberToObject(d, "id", r->dev[i].device_id);
+        cJSON_AddStringToObject(d, "name", name);
+        cJSON_AddNumberToObject(d, "rows_per_step", s.rows_per_step[i]);
+        /* DDP counts its ranks' steps; every other device runs every step */
+        bool ddp = r->mode == MODE_DDP;
+        cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
+        cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
+        cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+        cJSON *ms = cJSON_AddObjectToObject(d, "mem_peak_split");
+        for (int k = 0; k < MEM_KINDS; k++)
+            cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
+        add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
+        add_launches(d, &s, i);
+        add_work(d, s.work_cpu[i]);
+        cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
+        for (int p = 0; p < PH_COUNT; p++)
+            cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
+        cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(&s, i));
+        cJSON_AddItemToArray(devs, d);
+    }
+    cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
+    /* how often a timed step made the host wait for a device (the most of
+     * any device); 0 on the CPU, which never waits */
+    add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
+    /* what the busiest device queued per timed step (counted in the backend) */
+    add_launches(o, &s, s.launches_max_dev);
+    /* the CPU seconds of work per step, the most of any device (null on a
+     * GPU): the A/B gate's figure on the CPU (docs/gate.md) */
+    add_work(o, s.work_cpu_max);
+    add_num_or_null(o, "final_loss", r->final_loss, true);
+    /* final_loss is null both when it was not computed and when it is NaN or
+     * infinite (JSON has no such numbers): "diverged" tells them apart. */
+    bool diverged = !isfinite(r->final_loss);
+    for (size_t i = 0; r->params && i < r->nparams && !diverged; i++)
+        diverged = !isfinite(r->params[i]);
+    cJSON_AddBoolToObject(o, "diverged", diverged);
+    add_num_or_null(o, "train_loss", r->train_loss, r->train_loss >= 0.0);
+    add_num_or_null(o, "train_accuracy", r->train_accuracy, r->train_accuracy >= 0.0);
+    cJSON *ck = cJSON_AddObjectToObject(o, "checksum");
+    cJSON_AddNumberToObject(ck, "sum", r->checksum.sum);
+    cJSON_AddNumberToObject(ck, "abs_sum", r->checksum.abs_sum);
+    char bits[24];
+    snprintf(bits, sizeof bits, "%016llx", (unsigned long long)r->checksum.bits);
+    cJSON_AddStringToObject(ck, "bits", bits);
+
+    if (in_compare) {
+        cJSON *cmp = cJSON_AddObjectToObject(o, "compare");
+        bool self = ref == r;
+        add_num_or_null(cmp, "speedup_vs_single", self ? 1.0 : s.speedup, self || s.has_ref);
+        add_num_or_null(cmp, "scaling_efficiency", self ? 1.0 : s.efficiency, self || s.has_ref);
+        cJSON *pv = cJSON_AddObjectToObject(cmp, "params_vs_single");
+        bool known = self || s.params_compared;
+        add_num_or_null(pv, "max_rel_diff", self ? 0.0 : s.max_rel, known);
+        add_num_or_null(pv, "rel_l2", self ? 0.0 : s.rel_l2, known);
+        if (known)
+            cJSON_AddBoolToObject(pv, "agree", self || s.agree);
+        else
+            cJSON_AddNullToObject(pv, "agree");
+    } else {
+        cJSON_AddNullToObject(o, "compare");
+    }
+    cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
+    cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
+    /* main replaces it with --mode comm's figures at the same sizes */
+    cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero));
+    cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
+                                                  : cJSON_CreateNull());
+    if (r->ntuned > 0) {
+        cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
+        cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
+        cJSON *tried = cJSON_AddArrayToObject(bt, "tried");
+        for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "mb", r->tuned_mb[i]);
+            cJSON_AddNumberToObject(t, "step_s", r->tuned_s[i] / (r->ndev > 0 ? r->ndev : 1));
+            cJSON_AddItemToArray(tried, t);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "bucket_autotune");
+    }
+    cJSON_AddItemToObject(o, "machine", report_json_machine(&r->machine));
+    char notes[4][256];
+    int nn = report_notes_of(ctx, r, notes, 4);
+    cJSON *na = cJSON_AddArrayToObject(o, "notes");
+    for (int i = 0; i < nn; i++)
+        cJSON_AddItemToArray(na, cJSON_CreateString(notes[i]));
+    return o;
+}
+
+int report_json_print(FILE *f, const cJSON *obj)
+{
+    char *txt = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    if (!txt)
+        return DDP_ERR_RUNTIME;
+    fputs(txt, f);
+    fputc('\n', f);
+    cJSON_free(txt);
+    return fflush(f) == 0 ? DDP_OK : DDP_ERR_RUNTIME;
+}

@@ -1,0 +1,152 @@
+/* app/report/report_repeat.c: --repeat N in the reports: under the result
+ * (or compare's table) the median and 95% interval of every figure over the
+ * N runs, and in --json the "repeat" object with the same and every run. */
+#include <math.h>
+#include <string.h>
+
+#include "app/report/report.h"
+
+static void num_or_null(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static cJSON *interval_json(interval_t iv)
+{
+    cJSON *o = cJSON_CreateObject();
+    num_or_null(o, "median", iv.median);
+    num_or_null(o, "mean", iv.mean);
+    num_or_null(o, "lo", iv.lo);
+    num_or_null(o, "hi", iv.hi);
+    return o;
+}
+
+cJSON *report_json_repeat(const repeat_t *r)
+{
+    if (!r || r->n < 2)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "runs", r->n);
+    cJSON_AddItemToObject(o, "throughput_samples_per_s",
+                          interval_json(repeat_interval(r, FIG_THROUGHPUT)));
+    cJSON_AddItemToObject(o, "step_time_s_mean", interval_json(repeat_interval(r, FIG_STEP_MEAN)));
+    cJSON_AddItemToObject(o, "mem_peak_bytes_max", interval_json(repeat_interval(r, FIG_MEM_PEAK)));
+    /* the gate's figures: one interrupted step cannot move a run's median */
+    cJSON_AddItemToObject(o, "step_time_s_median", interval_json(repeat_interval(r, FIG_STEP_MEDIAN)));
+    cJSON_AddItemToObject(o, "median_throughput_samples_per_s",
+                          interval_json(repeat_interval(r, FIG_MEDIAN_THROUGHPUT)));
+    cJSON_AddNumberToObject(o, "disturbed_runs", repeat_disturbed(r, NULL));
+    cJSON_AddNumberToObject(o, "retaken", r->retaken);
+    cJSON *ph = cJSON_AddObjectToObject(o, "phases_s_per_step");
+    for (int p = 0; p < PH_COUNT; p++)
+        cJSON_AddItemToObject(ph, phase_key((phase_t)p),
+                              interval_json(repeat_interval(r, FIG_PHASE0 + p)));
+    cJSON *every = cJSON_AddArrayToObject(o, "every_run");
+    for (int i = 0; i < r->n; i++) {
+        const run_summary_t *s = &r->run[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "throughput_samples_per_s", s->samples_per_s);
+        cJSON_AddNumberToObject(e, "step_time_s_mean", s->step_mean_s);
+        cJSON_AddNumberToObject(e, "step_time_s_median", s->step_median_s);
+        cJSON_AddNumberToObject(e, "mem_peak_bytes_max", s->mem_peak_bytes);
+        cJSON *rp = cJSON_AddObjectToObject(e, "phases_s_per_step");
+        for (int p = 0; p < PH_COUNT; p++)
+            cJSON_AddNumberToObject(rp, phase_key((phase_t)p), s->phase_s[p]);
+        char bits[24];
+        snprintf(bits, sizeof bits, "%016llx", (unsigned long long)s->checksum_bits);
+        cJSON_AddStringToObject(e, "checksum_bits", bits);
+        cJSON_AddItemToObject(e, "machine", report_json_machine(&s->machine));
+        cJSON_AddItemToArray(every, e);
+    }
+    return o;
+}
+
+bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
+                             size_t len)
+{
+    buf[0] = 0;
+    if (!r || r->n < 2)
+        return false;
+    bool median = true;
+    for (int i = 0; i < r->n; i++)
+        median &= r->run[i].median_samples_per_s > 0;
+    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
+    double w = interval_width_pct(iv);
+    if (w <= tol)
+        return false;
+    int nd = repeat_disturbed(r, NULL);
+    char dist[96] = "";
+    if (nd > 0)
+        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
+    snprintf(buf, len,
+             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
+             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
+             "no verdict: take it on a quieter machine or with more --repeat",
+             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
+             iv.lo, iv.hi, r->n, dist);
+    return true;
+}
+
+/* "1234.5 [1200.1, 1260.2] +-2.4%" at `scale`, or the median alone for n < 2. */
+static void cell(char *buf, size_t n, interval_t iv, double scale, const char *fmt)
+{
+    char m[32];
+    snprintf(m, sizeof m, fmt, iv.median * scale);
+    if (!isfinite(iv.lo) || iv.mean == 0.0)
+        snprintf(buf, n, "%s", m);
+    else
+        snprintf(buf, n, "%s +-%.1f%%", m, 50.0 * (iv.hi - iv.lo) / fabs(iv.mean));
+}
+
+void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes)
+{
+    if (nmodes < 1 || !runs[0] || runs[0]->n < 2)
+        return;
+    /* the phase table's unit, from the slowest mode's step */
+    double slowest = 0.0;
+    for (int i = 0; i < nmodes; i++)
+        slowest = fmax(slowest, repeat_interval(runs[i], FIG_STEP_MEAN).median);
+    double k = slowest >= 1e-3 ? 1e3 : 1e6;
+    fprintf(f, "\n  over %d runs: median +- the 95%% interval of the mean (Student's t)\n",
+            runs[0]->n);
+    fprintf(f, "    %-24s", "");
+    for (int i = 0; i < nmodes; i++)
+        fprintf(f, "%24s", mode_name(modes[i]));
+    fputc('\n', f);
+    char c[64];
+    fprintf(f, "    %-24s", "throughput (samples/s)");
+    for (int i = 0; i < nmodes; i++) {
+        cell(c, sizeof c, repeat_interval(runs[i], FIG_THROUGHPUT), 1.0, "%.1f");
+        fprintf(f, "%24s", c);
+    }
+    fprintf(f, "\n    %-24s", k == 1e3 ? "step time mean (ms)" : "step time mean (us)");
+    for (int i = 0; i < nmodes; i++) {
+        cell(c, sizeof c, repeat_interval(runs[i], FIG_STEP_MEAN), k, "%.3f");
+        fprintf(f, "%24s", c);
+    }
+    fputc('\n', f);
+    for (int p = 0; p < PH_COUNT; p++) {
+        bool any = false;
+        for (int i = 0; i < nmodes; i++)
+            any |= fabs(repeat_interval(runs[i], FIG_PHASE0 + p).median) * k >= 5e-4;
+        if (!any)
+            continue;
+        char label[48];
+        snprintf(label, sizeof label, "%s (%s)", phase_name((phase_t)p), k == 1e3 ? "ms" : "us");
+        fprintf(f, "    %-24s", label);
+        for (int i = 0; i < nmodes; i++) {
+            cell(c, sizeof c, repeat_interval(runs[i], FIG_PHASE0 + p), k, "%.3f");
+            fprintf(f, "%24s", c);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "    %-24s", "peak memory (MiB)");
+    for (int i = 0; i < nmodes; i++) {
+        cell(c, sizeof c, repeat_interval(runs[i], FIG_MEM_PEAK), 1.0 / 1048576.0, "%.2f");
+        fprintf(f, "%24s", c);
+    }
+    fputc('\n', f);
+}

@@ -1,0 +1,546 @@
+/* app/report/report_svg.c: --report's figures as SVG written here (numbers
+ * and geometry in C; colours are the style sheet's classes, page.css):
+ *
+ *   svg_timelines    one timed step per run, to one scale for all runs: a
+ *                    lane per device for its phases and one for its copies
+ *                    or buckets (a bucket from its ready point: the light
+ *                    part is the wait for the comm thread or stream)
+ *   svg_phase_bars   the phases per step, one stacked bar per column of
+ *                    compare's table (dev0 and the mean of the others)
+ *   svg_memory_bars  each device's peak memory, stacked by purpose
+ *   svg_predict      --predict's throughput on 1..8 devices, the measured
+ *                    points, and --repeat's intervals as error bars
+ *
+ * Every mark carries a <title> (the browser's own tooltip, no script) and
+ * data- attributes the browser test counts. */
+#include <math.h>
+#include <string.h>
+
+#include "app/report/report_page.h"
+
+#define W 960         /* the figures' width (CSS scales them down) */
+#define LABEL_W 170   /* the lane or bar labels */
+#define PLOT_W (W - LABEL_W - 20)
+#define LANE_H 22
+#define BAR_H 20
+
+// ---------------------------------------------------------------------------
+// small helpers
+
+void page_esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\n')
+                fputc(*s, f);
+        }
+    }
+}
+
+
+static const char *ph_class(int p)
+{
+    static const char *const c[PH_COUNT] = {"data",    "h2d",     "scatter", "replicate",
+                                            "forward", "loss",    "backward", "exposed",
+                                            "exposed", "hidden",  "optim",   "idle",
+                                            "skew"};
+    return p >= 0 && p < PH_COUNT ? c[p] : "other";
+}
+
+static const char *kind_class(int k)
+{
+    switch (k) {
+    case TR_ALLREDUCE:
+        return "allreduce";
+    case TR_REDUCE_SCATTER:
+        return "allreduce";
+    case TR_BROADCAST:
+        return "replicate";
+    case TR_REPLICATE:
+        return "replicate";
+    case TR_SCATTER:
+        return "scatter";
+    case TR_GATHER:
+        return "gather";
+    case TR_REDUCE:
+        return "reduce";
+    default:
+        return k < PH_COUNT ? ph_class(k) : "other";
+    }
+}
+
+/* Seconds in a short unit for titles and axes. */
+static const char *tfmt(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
+
+/* A "nice" tick step (1, 2 or 5 times a power of ten) for about 6 ticks. */
+static double nice_step(double span)
+{
+    if (!(span > 0))
+        return 1.0;
+    double raw = span / 6.0, p = pow(10.0, floor(log10(raw)));
+    double m = raw / p;
+    return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
+}
+
+static const char *run_label(const report_page_t *p, int i)
+{
+    return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
+}
+
+/* A tick's label: "0", "250 us", "1.5 ms", "2 s" (the unit from the step). */
+static const char *tick(char *b, size_t n, double v, double step)
+{
+    if (v == 0.0)
+        snprintf(b, n, "0");
+    else if (step >= 1.0)
+        snprintf(b, n, "%g s", v);
+    else if (step >= 1e-3)
+        snprintf(b, n, "%g ms", round(v * 1e6) / 1e3);
+    else
+        snprintf(b, n, "%g us", round(v * 1e9) / 1e3);
+    return b;
+}
+
+/* The time axis under a plot of `span` seconds at x0..x0+PLOT_W, at y. */
+static void time_axis(FILE *f, double span, int y)
+{
+    double st = nice_step(span);
+    fprintf(f, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", LABEL_W, y,
+            LABEL_W + PLOT_W, y);
+    for (int k = 0; k * st <= span * 1.0001 && k < 50; k++) {
+        double x = LABEL_W + k * st / span * PLOT_W;
+        char b[32];
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
+                x, y, x, y + 4, x, y + 15, tick(b, sizeof b, k * st, st));
+    }
+    fputs("</g>", f);
+}
+
+// ---------------------------------------------------------------------------
+// the step to show
+
+void report_page_pick_step(const run_result_t *r, page_step_t *out)
+{
+    memset(out, 0, sizeof *out);
+    report_stats_t st;
+    report_stats(r, NULL, &st);
+    double want = st.step_p50, best = INFINITY;
+    /* the steps device 0 recorded; each one's span over every device */
+    const trace_rec_t *t0 = r->trace[0];
+    for (uint32_t i = 0; t0 && i < t0->n; i++) {
+        const trace_event_t *e = &t0->ev[i];
+        if (e->kind != TR_STEP)
+            continue;
+        /* drawn: from the first device's start to the last one's end;
+         * compared with the median: the slowest device's own step, as the
+         * run's step times are (DP's device 0, DDP's slowest rank) */
+        double a = e->t_begin, b = e->t_end, dur = e->t_end - e->t_begin;
+        for (int d = 1; d < r->ndev && d < MAX_DEVICES; d++)
+            for (uint32_t j = 0; r->trace[d] && j < r->trace[d]->n; j++) {
+                const trace_event_t *x = &r->trace[d]->ev[j];
+                if (x->kind == TR_STEP && x->step == e->step) {
+                    a = fmin(a, x->t_begin);
+                    b = fmax(b, x->t_end);
+                    dur = fmax(dur, x->t_end - x->t_begin);
+                }
+            }
+        if (out->recorded == 0)
+            out->first = e->step;
+        out->last = e->step;
+        out->recorded++;
+        double miss = fabs(dur - want);
+        if (miss < best) {
+            best = miss;
+            out->step = e->step;
+            out->t0 = a;
+            out->t1 = b;
+            out->dur = dur;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. the timelines
+
+/* One lane: device d's events of `step` on `lane`. */
+static void lane(FILE *f, const report_page_t *p, int i, int d, int lane_no, int y,
+                 const page_step_t *s, double scale)
+{
+    const run_result_t *r = &p->runs[i];
+    const trace_rec_t *t = r->trace[d];
+    char dev[160], b1[32], b2[32];
+    report_device_name(dev, sizeof dev, r->backend, &r->dev[d]);
+    const char *stream = lane_no == LANE_COMPUTE ? "compute" : r->mode == MODE_DDP ? "comm" : "copies";
+    fprintf(f, "<g class=\"lane\" data-run=\"%d\" data-device=\"%d\" data-stream=\"%s\">", i, d,
+            stream);
+    fprintf(f, "<rect class=\"lanebg\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>", LABEL_W, y,
+            PLOT_W, LANE_H - 4);
+    fprintf(f, "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s %d %s<title>",
+            LABEL_W - 6, y + 13, r->mode == MODE_DDP ? "rank" : "device", d, stream);
+    page_esc(f, dev);
+    fputs("</title></text>", f);
+    /* the buckets' waits first, so no wait covers another bucket's all-reduce */
+    for (uint32_t k = 0; t && k < t->n; k++) {
+        const trace_event_t *e = &t->ev[k];
+        if (e->step != s->step || e->lane != lane_no || e->kind == TR_STEP)
+            continue;
+        double x0 = LABEL_W + (e->t_begin - s->t0) * scale;
+        if (e->kind >= PH_COUNT && e->t_ready > 0.0 && e->t_ready < e->t_begin) {
+            double xr = LABEL_W + (e->t_ready - s->t0) * scale;
+            fprintf(f, "<rect class=\"queued\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\">"
+                       "<title>bucket %d ready at %s, waited %s for the comm %s</title></rect>",
+                    xr, y + 4, fmax(x0 - xr, 0.5), LANE_H - 12, e->bucket,
+                    tfmt(b1, sizeof b1, e->t_ready - s->t0), tfmt(b2, sizeof b2, e->t_begin - e->t_ready),
+                    r->backend == BACKEND_CUDA ? "stream" : "thread");
+        }
+    }
+    for (uint32_t k = 0; t && k < t->n; k++) {
+        const trace_event_t *e = &t->ev[k];
+        if (e->step != s->step || e->lane != lane_no || e->kind == TR_STEP)
+            continue;
+        double x0 = LABEL_W + (e->t_begin - s->t0) * scale, x1 = LABEL_W + (e->t_end - s->t0) * scale;
+        const char *name = e->kind < PH_COUNT ? report_phase_label(r->mode, (phase_t)e->kind)
+                                              : trace_kind_name((trace_kind_t)e->kind);
+        fprintf(f, "<rect class=\"ev c-%s\" data-kind=\"%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                   "height=\"%d\"><title>%s",
+                e->kind < PH_COUNT ? ph_class(e->kind) : kind_class(e->kind), name, x0, y,
+                fmax(x1 - x0, 0.5), LANE_H - 4, name);
+        if (e->bucket >= 0)
+            fprintf(f, " bucket %d", e->bucket);
+        if (e->peer >= 0)
+            fprintf(f, " %s device %d",
+                    e->kind == TR_GATHER || e->kind == TR_REDUCE ? "from" : "to", e->peer);
+        fprintf(f, ": %s, from %s", tfmt(b1, sizeof b1, e->t_end - e->t_begin),
+                tfmt(b2, sizeof b2, e->t_begin - s->t0));
+        if (e->bytes) {
+            char b3[32];
+            fprintf(f, ", %s", report_fmt_bytes(b3, sizeof b3, (double)e->bytes));
+        }
+        fputs("</title></rect>", f);
+    }
+    fputs("</g>\n", f);
+}
+
+int svg_timelines(FILE *f, const report_page_t *p)
+{
+    page_step_t s[PAGE_MAX_RUNS];
+    double span = 0.0;
+    for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++) {
+        report_page_pick_step(&p->runs[i], &s[i]);
+        if (s[i].step > 0)
+            span = fmax(span, s[i].t1 - s[i].t0);
+    }
+    if (!(span > 0))
+        return 0;
+    double st = nice_step(span);
+    span = ceil(span / st) * st; /* the axis ends on a tick */
+    double scale = PLOT_W / span;
+    int lanes = 0;
+    for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++) {
+        const run_result_t *r = &p->runs[i];
+        char b1[32], b2[32];
+        if (s[i].step == 0) {
+            fprintf(f, "<p class=\"note\">%s: no step was recorded.</p>\n", run_label(p, i));
+            continue;
+        }
+        int per = r->mode == MODE_SINGLE ? 1 : 2;
+        int h = r->ndev * per * LANE_H + 26;
+        fprintf(f, "<figure class=\"timeline\" data-run=\"%d\"><figcaption><b>", i);
+        page_esc(f, run_label(p, i));
+        fprintf(f, "</b> on %d device%s: step %d, %s (the run's median step %s; recorded timed "
+                   "steps %d to %d)</figcaption>\n",
+                r->ndev, r->ndev == 1 ? "" : "s", s[i].step, tfmt(b1, sizeof b1, s[i].dur),
+                tfmt(b2, sizeof b2, r->times.n ? report_percentile(r->times.sample,
+                                                                    step_times_kept(&r->times), 50)
+                                               : 0.0),
+                s[i].first, s[i].last);
+        fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
+                   "role=\"img\" aria-label=\"timeline of one step\">\n",
+                W, h, W, h);
+        int y = 2;
+        for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
+            for (int l = 0; l < per; l++, y += LANE_H, lanes++)
+                lane(f, p, i, d, l, y, &s[i], scale);
+        time_axis(f, span, y + 2);
+        fputs("</svg></figure>\n", f);
+    }
+    return lanes;
+}
+
+// ---------------------------------------------------------------------------
+// 2. the phases per step
+
+typedef struct {
+    int run, first, last; /* device slots averaged */
+    char title[64];
+} column_t;
+
+static int columns(const report_page_t *p, column_t *c, int max)
+{
+    int n = 0;
+    for (int i = 0; i < p->n && n + 2 <= max; i++) {
+        const run_result_t *r = &p->runs[i];
+        if (r->times.n == 0)
+            continue;
+        c[n] = (column_t){i, 0, 0, ""};
+        snprintf(c[n].title, sizeof c[n].title, r->ndev > 1 ? "%s dev0" : "%s", run_label(p, i));
+        n++;
+        if (r->ndev > 1) {
+            c[n] = (column_t){i, 1, r->ndev - 1, ""};
+            snprintf(c[n].title, sizeof c[n].title, "%s others", run_label(p, i));
+            n++;
+        }
+    }
+    return n;
+}
+
+static double col_phase(const report_stats_t *st, const column_t *c, int ph)
+{
+    double v = 0.0;
+    for (int d = c->first; d <= c->last; d++)
+        v += st->phase[d][ph];
+    return v / (c->last - c->first + 1);
+}
+
+int svg_phase_bars(FILE *f, const report_page_t *p)
+{
+    column_t c[2 * PAGE_MAX_RUNS];
+    int n = columns(p, c, 2 * PAGE_MAX_RUNS);
+    if (n == 0)
+        return 0;
+    report_stats_t st[PAGE_MAX_RUNS];
+    for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++)
+        report_stats(&p->runs[i], NULL, &st[i]);
+    double top = 0.0;
+    for (int j = 0; j < n; j++) {
+        double sum = 0.0;
+        for (int ph = 0; ph < PH_COUNT; ph++)
+            if (ph != PH_COMM_HIDDEN)
+                sum += fmax(col_phase(&st[c[j].run], &c[j], ph), 0.0);
+        top = fmax(top, fmax(sum, st[c[j].run].step_mean));
+    }
+    if (!(top > 0))
+        return 0;
+    top *= 1.12; /* room for the value after the longest bar */
+    double stp = nice_step(top);
+    top = ceil(top / stp) * stp;
+    double scale = PLOT_W / top;
+    int h = n * (BAR_H + 8) + 26;
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"phases per step\">\n",
+            W, h, W, h);
+    for (int j = 0; j < n; j++) {
+        const report_stats_t *s = &st[c[j].run];
+        const run_result_t *r = &p->runs[c[j].run];
+        int y = 2 + j * (BAR_H + 8);
+        fprintf(f, "<g class=\"bar\" data-col=\"");
+        page_esc(f, c[j].title);
+        fprintf(f, "\"><text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", LABEL_W - 6,
+                y + 14);
+        page_esc(f, c[j].title);
+        fputs("</text>", f);
+        double x = LABEL_W, bwd_x = -1, bwd_w = 0;
+        for (int ph = 0; ph < PH_COUNT; ph++) {
+            double v = col_phase(s, &c[j], ph);
+            if (ph == PH_COMM_HIDDEN || !(v > 0))
+                continue;
+            char b[32];
+            const char *name = report_phase_label(r->mode, (phase_t)ph);
+            fprintf(f, "<rect class=\"ev c-%s\" data-kind=\"%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                       "height=\"%d\"><title>%s: %s per step</title></rect>",
+                    ph_class(ph), name, x, y, fmax(v * scale, 0.5), BAR_H, name, tfmt(b, sizeof b, v));
+            if (ph == PH_BACKWARD) {
+                bwd_x = x;
+                bwd_w = v * scale;
+            }
+            x += v * scale;
+        }
+        /* comm hidden runs inside backward: drawn over it, hatched */
+        double hid = col_phase(s, &c[j], PH_COMM_HIDDEN);
+        if (hid > 0 && bwd_x >= 0) {
+            char b[32];
+            fprintf(f, "<rect class=\"hidden\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\">"
+                       "<title>comm hidden behind backward: %s per step</title></rect>",
+                    bwd_x + bwd_w - fmin(hid * scale, bwd_w), y + BAR_H / 2, fmin(hid * scale, bwd_w),
+                    BAR_H / 2, tfmt(b, sizeof b, hid));
+        }
+        char b[32];
+        fprintf(f, "<text class=\"val\" x=\"%.1f\" y=\"%d\">%s</text></g>\n", x + 4, y + 14,
+                tfmt(b, sizeof b, s->step_mean));
+    }
+    time_axis(f, top, 2 + n * (BAR_H + 8));
+    fputs("</svg>\n", f);
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// 3. peak memory by purpose
+
+int svg_memory_bars(FILE *f, const report_page_t *p)
+{
+    double top = 0.0;
+    int n = 0;
+    for (int i = 0; i < p->n; i++)
+        for (int d = 0; d < p->runs[i].ndev && d < MAX_DEVICES; d++, n++)
+            top = fmax(top, (double)p->runs[i].dev[d].mem_peak);
+    if (n == 0 || !(top > 0))
+        return 0;
+    double unit = top >= 1048576.0 ? 1048576.0 : 1024.0;
+    top *= 1.12; /* room for the value after the longest bar */
+    double stp = nice_step(top / unit) * unit;
+    top = ceil(top / stp) * stp;
+    double scale = PLOT_W / top;
+    int h = n * (BAR_H + 6) + 26;
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"peak memory by purpose\">\n",
+            W, h, W, h);
+    int row = 0;
+    for (int i = 0; i < p->n; i++) {
+        const run_result_t *r = &p->runs[i];
+        for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++, row++) {
+            int y = 2 + row * (BAR_H + 6);
+            char b[32];
+            fprintf(f, "<g class=\"mbar\" data-run=\"%d\" data-device=\"%d\">"
+                       "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">",
+                    i, d, LABEL_W - 6, y + 14);
+            page_esc(f, run_label(p, i));
+            fprintf(f, " %s %d</text>", r->mode == MODE_DDP ? "rank" : "device", d);
+            double x = LABEL_W;
+            for (int m = 0; m < MEM_KINDS; m++) {
+                double v = (double)r->dev[d].mem_split[m];
+                if (!(v > 0))
+                    continue;
+                fprintf(f, "<rect class=\"ev m%d\" data-kind=\"%s\" x=\"%.2f\" y=\"%d\" "
+                           "width=\"%.2f\" height=\"%d\"><title>%s: %s</title></rect>",
+                        m, mem_kind_name((mem_kind_t)m), x, y, fmax(v * scale, 0.5), BAR_H,
+                        mem_kind_name((mem_kind_t)m), report_fmt_bytes(b, sizeof b, v));
+                x += v * scale;
+            }
+            fprintf(f, "<text class=\"val\" x=\"%.1f\" y=\"%d\">%s</text></g>\n",
+                    LABEL_W + r->dev[d].mem_peak * scale + 4, y + 14,
+                    report_fmt_bytes(b, sizeof b, (double)r->dev[d].mem_peak));
+        }
+    }
+    /* the axis in MiB or KiB */
+    int y = 2 + n * (BAR_H + 6);
+    fprintf(f, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", LABEL_W, y,
+            LABEL_W + PLOT_W, y);
+    for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++) {
+        double x = LABEL_W + k * stp * scale;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
+                   "text-anchor=\"middle\">%g %s</text>",
+                x, y, x, y + 4, x, y + 15, k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
+    }
+    fputs("</g></svg>\n", f);
+    return n;
+}
+
+// ---------------------------------------------------------------------------
+// 4. --predict's curves and the measured points
+
+static double thr(const predict_in_t *in, double step_s)
+{
+    return step_s > 0 ? (double)in->batch * (in->accum > 0 ? in->accum : 1) / step_s : 0.0;
+}
+
+int svg_predict(FILE *f, const report_page_t *p)
+{
+    const predict_in_t *in = p->pred;
+    if (!in || !p->rows || in->k0 < 2)
+        return 0;
+    const int H = 300, X0 = 70, Y0 = 20, PW = W - X0 - 150, PH = H - 60;
+    double top = 0.0;
+    for (int k = 0; k < PREDICT_MAX_DEVICES; k++)
+        top = fmax(top, fmax(thr(in, p->rows[k].dp_step_s), thr(in, p->rows[k].ddp_step_s)));
+    for (int i = 0; i < p->n; i++) {
+        top = fmax(top, p->runs[i].samples_per_s);
+        if (p->reps && p->reps[i].n > 1) {
+            interval_t iv = repeat_interval(&p->reps[i], FIG_THROUGHPUT);
+            if (isfinite(iv.hi))
+                top = fmax(top, iv.hi);
+        }
+    }
+    if (!(top > 0))
+        return 0;
+    double stp = nice_step(top);
+    top = ceil(top / stp) * stp;
+#define PX(k) (X0 + ((k) - 1) * (double)PW / (PREDICT_MAX_DEVICES - 1))
+#define PY(v) (Y0 + PH - (v) / top * PH)
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"predicted throughput\">\n<g class=\"axis\">",
+            W, H, W, H);
+    for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++)
+        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
+                X0, PY(k * stp), X0 + PW, PY(k * stp), X0 - 6, PY(k * stp) + 4, k * stp);
+    for (int k = 1; k <= PREDICT_MAX_DEVICES; k++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>", PX(k), Y0 + PH + 18,
+                k);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">devices</text>"
+               "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">"
+               "samples/s</text></g>\n",
+            PX(4.5), Y0 + PH + 36, Y0 + PH / 2, Y0 + PH / 2);
+    int points = 0;
+    for (int m = 0; m < 2; m++) {
+        fprintf(f, "<g class=\"curve\" data-mode=\"%s\"><polyline class=\"line c-%s\" points=\"",
+                m ? "ddp" : "dp", m ? "ddpline" : "dpline");
+        for (int k = 1; k <= PREDICT_MAX_DEVICES; k++) {
+            const predict_row_t *row = &p->rows[k - 1];
+            fprintf(f, "%.1f,%.1f ", PX(k), PY(thr(in, m ? row->ddp_step_s : row->dp_step_s)));
+        }
+        fputs("\"/>", f);
+        for (int k = 1; k <= PREDICT_MAX_DEVICES; k++) {
+            const predict_row_t *row = &p->rows[k - 1];
+            double v = thr(in, m ? row->ddp_step_s : row->dp_step_s);
+            fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
+                       "device%s, predicted: %.0f samples/s</title></circle>",
+                    m ? "ddpline" : "dpline", PX(k), PY(v), m ? "ddp" : "dp", k, k == 1 ? "" : "s", v);
+        }
+        fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s predicted</text></g>\n",
+                m ? "ddpline" : "dpline", PX(PREDICT_MAX_DEVICES) + 8,
+                PY(thr(in, m ? p->rows[PREDICT_MAX_DEVICES - 1].ddp_step_s
+                          : p->rows[PREDICT_MAX_DEVICES - 1].dp_step_s)) + 4,
+                m ? "ddp" : "dp");
+    }
+    /* the measured points, with their intervals */
+    for (int i = 0; i < p->n; i++) {
+        const run_result_t *r = &p->runs[i];
+        if (r->ndev < 1 || r->ndev > PREDICT_MAX_DEVICES || !(r->samples_per_s > 0))
+            continue;
+        const char *cls = r->mode == MODE_DP ? "dpline" : r->mode == MODE_DDP ? "ddpline" : "single";
+        double x = PX(r->ndev) + (r->mode == MODE_DP ? -5 : r->mode == MODE_DDP ? 5 : 0);
+        fprintf(f, "<g class=\"measured\" data-run=\"%d\">", i);
+        if (p->reps && p->reps[i].n > 1) {
+            interval_t iv = repeat_interval(&p->reps[i], FIG_THROUGHPUT);
+            if (isfinite(iv.lo) && isfinite(iv.hi))
+                fprintf(f, "<path class=\"errbar\" d=\"M%.1f %.1fV%.1fM%.1f %.1fh8M%.1f %.1fh8\">"
+                           "<title>95%% interval over %d runs: %.0f to %.0f samples/s</title></path>",
+                        x, PY(fmax(iv.lo, 0)), PY(iv.hi), x - 4, PY(fmax(iv.lo, 0)), x - 4, PY(iv.hi),
+                        iv.n, iv.lo, iv.hi);
+        }
+        fprintf(f, "<rect class=\"pt c-%s\" x=\"%.1f\" y=\"%.1f\" width=\"9\" height=\"9\"><title>",
+                cls, x - 4.5, PY(r->samples_per_s) - 4.5);
+        page_esc(f, run_label(p, i));
+        fprintf(f, " on %d device%s, measured: %.0f samples/s</title></rect></g>\n", r->ndev,
+                r->ndev == 1 ? "" : "s", r->samples_per_s);
+        points++;
+    }
+#undef PX
+#undef PY
+    fputs("</svg>\n", f);
+    return points + 2 * PREDICT_MAX_DEVICES;
+}

@@ -1,0 +1,676 @@
+/* app/report/report_why.c: the sentences, each built from figures the run
+ * measured, with every threshold a sentence depends on named below.  What a
+ * figure means (what `idle` is, why DP's device 0 is heavier) is told once in
+ * docs/results.md; a sentence here says what this run's numbers show.
+ *
+ *   report_compare_verdict  compare's three sentences: the speed-ups and
+ *                           whether a difference is beyond the noise, DP's
+ *                           device 0, DDP's overlap; and its notes (the CPU,
+ *                           a busy machine)
+ *   report_compare_why      --explain: where the time goes, per mode
+ *   report_compare_reason   --explain: why each mode is as fast as it is, and
+ *                           the crossover (the memory is in compare's table)
+ *   report_run_reason       the same for one dp or ddp run against --predict's
+ *                           single run */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/report/report.h"
+
+/* A phase is device 0's alone when the other devices' mean spends under this
+ * fraction of device 0's time in it (DP's optimizer, gather+loss). */
+#define WHY_ALONE 0.1
+/* The others' idle beyond device 0's serial work is named when it is more
+ * than this fraction of their idle. */
+#define WHY_IDLE_REST 0.1
+/* A phase is named among the differences between two steps when it makes up
+ * more than this fraction of the gap. */
+#define WHY_GAP_PART 0.02
+/* ... and among what a mode adds over single when more than this fraction
+ * of it. */
+#define WHY_PART 0.05
+/* The all-reduce's latency floor: its measured time at this size. */
+#define WHY_LATENCY_BYTES 4096.0
+/* The floor explains the exposed time only when that is at least this
+ * multiple of it. */
+#define WHY_FLOOR_ORDER 0.5
+/* One run has no interval: two modes are called different only when their
+ * throughputs differ by more than this, or by more than the run's own
+ * step-time spread ((p95 - p50) / p50) when that is larger.  Between runs on
+ * a quiet 2-core machine bench_stability measured spreads (max / min of 5
+ * runs) of 1.04-1.31 (docs/benchmarks.md). */
+#define WHY_ONE_RUN_NOISE 0.10
+
+// ---------------------------------------------------------------------------
+// small helpers
+
+/* "4.10 ms", "850 us", "1.20 s": short forms for sentences. */
+static const char *fmt_short(char *buf, size_t n, double s)
+{
+    if (s >= 1.0)
+        snprintf(buf, n, "%.2f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, n, "%.2f ms", s * 1e3);
+    else if (s >= 10e-6 || s <= 0)
+        snprintf(buf, n, "%.0f us", s * 1e6);
+    else
+        snprintf(buf, n, "%.1f us", s * 1e6);
+    return buf;
+}
+
+static const char *mode_title(mode_t_ m)
+{
+    return m == MODE_DP ? "DP" : m == MODE_DDP ? "DDP" : m == MODE_SINGLE ? "single" : "?";
+}
+
+/* The entry points' start: buf emptied (false: no room), a compare's runs
+ * by mode (the first of each; NULL: not run); and their end: the last
+ * sentence's trailing characters of trim dropped. */
+typedef struct {
+    size_t used;
+    const run_result_t *single, *dp, *ddp;
+} tell_t;
+
+static bool tell_begin(tell_t *t, char *buf, size_t len, const run_result_t *runs, int n)
+{
+    *t = (tell_t){0};
+    for (int i = n - 1; i >= 0; i--) /* backwards: the first of each stays */
+        if (runs[i].mode == MODE_SINGLE)
+            t->single = &runs[i];
+        else if (runs[i].mode == MODE_DP)
+            t->dp = &runs[i];
+        else if (runs[i].mode == MODE_DDP)
+            t->ddp = &runs[i];
+    if (len > 0)
+        buf[0] = 0;
+    return len > 0;
+}
+
+static void tell_end(tell_t *t, char *buf, const char *trim)
+{
+    while (t->used > 0 && strchr(trim, buf[t->used - 1]))
+        buf[--t->used] = 0;
+}
+
+typedef struct {
+    int phase;
+    double v;
+} item_t;
+
+static void sort_items(item_t *it, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && it[j].v > it[j - 1].v; j--) {
+            item_t t = it[j];
+            it[j] = it[j - 1];
+            it[j - 1] = t;
+        }
+}
+
+/* "a 1.00 ms, b 2.00 ms and c 3.00 ms" of the first k items. */
+static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int k, mode_t_ m,
+                      const char *more)
+{
+    char t[32];
+    for (int i = 0; i < k; i++)
+        report_appendf(buf, len, used, "%s%s%s %s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
+            fmt_short(t, sizeof t, it[i].v), more, report_phase_label(m, (phase_t)it[i].phase));
+}
+
+// ---------------------------------------------------------------------------
+// the sentences
+
+/* Does device 0 do phase p alone (the other devices spent next to nothing in
+ * it), or every device at once?  Read from the numbers, not assumed: DP's
+ * replicate and reduce are copies every device makes at the same time on
+ * the CPU and under NCCL, but device 0's alone over peer copies. */
+static bool dev0_alone(const report_stats_t *s, int ndev, int p)
+{
+    return report_phase_mean(s, 1, ndev - 1, p) < WHY_ALONE * s->phase[0][p];
+}
+
+// ---------------------------------------------------------------------------
+// telling two runs apart
+
+/* Whether run a's throughput is beyond run b's noise: +1 when a is faster, -1
+ * when b is, 0 when the runs cannot tell.  With --repeat (ctx->reps for both)
+ * the 95% intervals of the throughput decide: apart when they do not overlap.
+ * One run has no interval: apart when the throughputs differ by more than
+ * *noise (WHY_ONE_RUN_NOISE, or either run's step-time spread if larger). */
+typedef struct {
+    int sign;        /* +1 a faster, -1 b faster, 0 cannot tell */
+    bool intervals;  /* decided by --repeat's intervals */
+    int nruns;       /* the runs behind each interval */
+    double diff;     /* |a - b| / the slower's throughput */
+    double noise;    /* one run: the fraction below which it cannot tell */
+} apart_t;
+
+static const repeat_t *reps_of(const report_ctx_t *ctx, const run_result_t *runs,
+                               const run_result_t *r)
+{
+    if (!ctx || !ctx->reps || !runs)
+        return NULL;
+    const repeat_t *rp = ctx->reps[r - runs];
+    return rp && rp->n >= 2 ? rp : NULL;
+}
+
+static apart_t told_apart(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *a,
+                          const run_result_t *b)
+{
+    apart_t ap = {0, false, 1, 0.0, WHY_ONE_RUN_NOISE};
+    double ta = a->samples_per_s, tb = b->samples_per_s;
+    double slow = fmin(ta, tb);
+    ap.diff = slow > 0 ? fabs(ta - tb) / slow : 0.0;
+    const repeat_t *ra = reps_of(ctx, runs, a), *rb = reps_of(ctx, runs, b);
+    if (ra && rb) {
+        interval_t ia = repeat_interval(ra, FIG_THROUGHPUT), ib = repeat_interval(rb, FIG_THROUGHPUT);
+        ap.intervals = true;
+        ap.nruns = ra->n < rb->n ? ra->n : rb->n;
+        ap.sign = ia.lo > ib.hi ? 1 : ib.lo > ia.hi ? -1 : 0;
+        return ap;
+    }
+    const run_result_t *two[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        report_stats_t s;
+        report_stats(two[i], NULL, &s);
+        if (s.step_p50 > 0 && (s.step_p95 - s.step_p50) / s.step_p50 > ap.noise)
+            ap.noise = (s.step_p95 - s.step_p50) / s.step_p50;
+    }
+    ap.sign = ap.diff <= ap.noise ? 0 : ta > tb ? 1 : -1;
+    return ap;
+}
+
+/* ", beyond one run's noise (12%)" or " (their 95% intervals over 5 runs do
+ * not overlap)": why a difference was called one. */
+static void app_apart_why(char *buf, size_t len, size_t *used, const apart_t *ap)
+{
+    if (ap->intervals)
+        report_appendf(buf, len, used, " (their 95%% intervals over %d runs do not overlap)",
+                       ap->nruns);
+    else
+        report_appendf(buf, len, used, ", beyond one run's noise (%.0f%%)", 100.0 * ap->noise);
+}
+
+/* "; one run cannot tell DP and DDP apart below 12% (--repeat 5 gives
+ * intervals)" or "; their intervals over 5 runs overlap: neither is faster" */
+static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap, mode_t_ a,
+                          mode_t_ b)
+{
+    if (ap->intervals)
+        report_appendf(buf, len, used, "; their 95%% intervals over %d runs overlap: neither is "
+                       "faster here", ap->nruns);
+    else
+        report_appendf(buf, len, used, "; %s and %s differ by %.0f%%, within one run's noise "
+                       "(%.0f%%; --repeat 5 gives intervals)", mode_title(a), mode_title(b),
+                       100.0 * ap->diff, 100.0 * ap->noise);
+}
+
+/* DP's phases split: what device 0 does alone (alone[], serial in all) and
+ * what every device spends at once on DP's copies (shared[], sync in all);
+ * forward and backward are the split computation, idle, skew and hidden
+ * communication no one's work.  Sorted, largest first; false (s, o unset)
+ * when the run has no multi-device step to tell. */
+typedef struct {
+    item_t alone[PH_COUNT], shared[PH_COUNT];
+    int na, ns;
+    double serial, sync;
+} dp_split_t;
+
+static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o)
+{
+    int ndev = r->ndev;
+    if (ndev < 2 || r->times.n == 0)
+        return false;
+    report_stats(r, NULL, s);
+    if (s->step_mean <= 0.0)
+        return false; /* nothing to tell */
+    memset(o, 0, sizeof *o);
+    for (int p = 0; p < PH_COUNT; p++) {
+        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
+            p == PH_SKEW)
+            continue;
+        double v0 = s->phase[0][p], vo = report_phase_mean(s, 1, ndev - 1, p);
+        if (v0 <= 0.0 && vo <= 0.0)
+            continue;
+        if (dev0_alone(s, ndev, p)) {
+            o->serial += v0;
+            o->alone[o->na++] = (item_t){p, v0};
+        } else {
+            o->sync += fmax(v0, vo);
+            o->shared[o->ns++] = (item_t){p, fmax(v0, vo)};
+        }
+    }
+    sort_items(o->alone, o->na);
+    sort_items(o->shared, o->ns);
+    return true;
+}
+
+/* "optimizer 157 us, gather+loss 40 us" (times: with each one's time) */
+static void app_phases(char *buf, size_t len, size_t *used, const item_t *it, int n, bool times)
+{
+    char t[32];
+    for (int i = 0; i < n && i < 4; i++)
+        report_appendf(buf, len, used, "%s%s%s%s", i ? ", " : "",
+            report_phase_label(MODE_DP, (phase_t)it[i].phase), times ? " " : "",
+            times ? fmt_short(t, sizeof t, it[i].v) : "");
+}
+
+/* "DP's device 0 works alone 1.20 ms of its 4.10 ms step (29%: optimizer,
+ * gather+loss" (the first n phases; times: with each one's time) */
+static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_stats_t *s,
+                           const dp_split_t *sp, int n, bool times)
+{
+    char t[32], u[32];
+    report_appendf(buf, len, used, "DP's device 0 works alone %s of its %s step (%.0f%%: ",
+        fmt_short(t, sizeof t, sp->serial), fmt_short(u, sizeof u, s->step_mean),
+        100.0 * sp->serial / s->step_mean);
+    app_phases(buf, len, used, sp->alone, n, times);
+}
+
+/* DP: what device 0 does alone while the others wait, what every device
+ * spends at once on the synchronisation DP adds, and who waits for whom. */
+static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
+{
+    report_stats_t s;
+    dp_split_t sp;
+    if (!dp_split(r, &s, &sp))
+        return;
+    double serial = sp.serial;
+    char t[32], u[32], w[32];
+    if (sp.na > 0) {
+        app_dev0_alone(buf, len, used, &s, &sp, sp.na, true);
+        report_appendf(buf, len, used, ") while the other devices wait");
+    }
+    if (sp.ns > 0) {
+        report_appendf(buf, len, used, "%severy device spends %s at the same time on what DP "
+            "copies each step (", sp.na ? "; " : "DP: ", fmt_short(t, sizeof t, sp.sync));
+        app_phases(buf, len, used, sp.shared, sp.ns, true);
+        report_appendf(buf, len, used, ")");
+    }
+    /* the others' idle: device 0's serial work explains part of it; the
+     * rest is waiting at barriers, which device 0 does too */
+    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), idle0 = s.phase[0][PH_IDLE];
+    if (idle > 0.0) {
+        double expl = idle < serial ? idle : serial;
+        report_appendf(buf, len, used, "; the other devices sit idle %s per step",
+            fmt_short(t, sizeof t, idle));
+        if (idle - expl > WHY_IDLE_REST * idle)
+            report_appendf(buf, len, used, ", %s of it while device 0 works alone and %s at "
+                "barriers where device 0 waits too (its idle %s: the hand-offs between "
+                "threads, and the slowest device)", fmt_short(t, sizeof t, expl),
+                fmt_short(u, sizeof u, idle - expl), fmt_short(w, sizeof w, idle0));
+        else
+            report_appendf(buf, len, used, ": waiting for device 0's serial work");
+    }
+    report_appendf(buf, len, used, ". ");
+}
+
+/* DDP: how much of the all-reduce ran during backward and how much the step
+ * waited for.  What overlapping saved is a difference between two runs (this
+ * one and a --no-overlap one of the same job), which one run cannot give:
+ * the time that ran during backward is not time saved (on shared cores the
+ * communication thread takes it from backward), so it is not called saved. */
+static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r, bool no_overlap)
+{
+    if (r->ndev < 2 || r->times.n == 0)
+        return;
+    report_stats_t s;
+    report_stats(r, NULL, &s);
+    double hidden = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_HIDDEN);
+    double exposed = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED);
+    char a[32], b[32];
+    if (!no_overlap && hidden + exposed <= 0.0)
+        return;
+    if (no_overlap || hidden <= 0.0) /* (compare's verdict names --no-overlap) */
+        report_appendf(buf, len, used, "DDP %s: every step waits %s for %s after backward. ",
+            no_overlap ? "ran with --no-overlap" : "overlaps none of its all-reduce with backward",
+            fmt_short(a, sizeof a, exposed), no_overlap ? "its all-reduce" : "it");
+    else
+        report_appendf(buf, len, used,
+            "DDP ran %.0f%% of its all-reduce (%s) during backward and waited %s for the rest; "
+            "what overlap saved is not measured (--no-overlap). ",
+            100.0 * hidden / (hidden + exposed), fmt_short(a, sizeof a, hidden),
+            fmt_short(b, sizeof b, exposed));
+}
+
+/* The faster of two runs against the slower: the phases where the slower
+ * one's device 0 spends more time. */
+static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx,
+                    const run_result_t *runs, const run_result_t *x, const run_result_t *y)
+{
+    if (x->times.n == 0 || y->times.n == 0)
+        return;
+    report_stats_t sx, sy;
+    report_stats(x, NULL, &sx);
+    report_stats(y, NULL, &sy);
+    const run_result_t *fast = x, *slow = y;
+    const report_stats_t *sf = &sx, *ss = &sy;
+    if (sy.step_mean < sx.step_mean) {
+        fast = y, slow = x;
+        sf = &sy, ss = &sx;
+    }
+    double gap = ss->step_mean - sf->step_mean;
+    char t[32];
+    if (gap <= 0.0 || ss->step_mean <= 0.0) {
+        report_appendf(buf, len, used, "%s and %s take the same time per step. ", mode_title(x->mode),
+            mode_title(y->mode));
+        return;
+    }
+    item_t it[PH_COUNT];
+    int n = 0;
+    for (int p = 0; p < PH_COUNT; p++) {
+        if (p == PH_COMM_HIDDEN)
+            continue;
+        double d = ss->phase[0][p] - sf->phase[0][p];
+        if (d > WHY_GAP_PART * gap)
+            it[n++] = (item_t){p, d};
+    }
+    sort_items(it, n);
+    apart_t ap = told_apart(ctx, runs, x, y);
+    if (ap.sign == 0) {
+        report_appendf(buf, len, used, "%s's and %s's steps differ by %s (%.0f%%)",
+            mode_title(fast->mode), mode_title(slow->mode), fmt_short(t, sizeof t, gap),
+            100.0 * gap / ss->step_mean);
+        app_not_apart(buf, len, used, &ap, fast->mode, slow->mode);
+        report_appendf(buf, len, used, ". ");
+        return;
+    }
+    report_appendf(buf, len, used, "%s's step is %s (%.0f%%) shorter than %s's",
+        mode_title(fast->mode), fmt_short(t, sizeof t, gap), 100.0 * gap / ss->step_mean,
+        mode_title(slow->mode));
+    app_apart_why(buf, len, used, &ap);
+    if (n > 0) {
+        report_appendf(buf, len, used, "; on device 0 %s spends ", mode_title(slow->mode));
+        app_items(buf, len, used, it, n < 3 ? n : 3, slow->mode, " more in");
+    }
+    report_appendf(buf, len, used, ". ");
+}
+
+/* Why a multi-device run is faster or slower than single: what splitting
+ * the batch saved of forward and backward against what the mode adds per
+ * step (its synchronisation, device 0's serial work, the waits); a tiny
+ * model is named as such when what it adds exceeds single's whole
+ * computation, with the collective's latency floor when it was measured. */
+static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t *single,
+                        const run_result_t *r, const predict_in_t *pred)
+{
+    if (!single || r->ndev < 2 || r->times.n == 0 || single->times.n == 0)
+        return;
+    report_stats_t s1, s;
+    report_stats(single, NULL, &s1);
+    report_stats(r, NULL, &s);
+    bool ddp = r->mode == MODE_DDP;
+    /* the split computation: forward and backward (and DDP's loss, which
+     * each rank computes on its rows; DP's is device 0's, gather included) */
+    double c1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + (ddp ? s1.phase[0][PH_LOSS] : 0);
+    double cr = s.phase[0][PH_FORWARD] + s.phase[0][PH_BACKWARD] + (ddp ? s.phase[0][PH_LOSS] : 0);
+    double compute1 = c1 + (ddp ? 0.0 : s1.phase[0][PH_LOSS]) + s1.phase[0][PH_OPTIM];
+    double saved = c1 - cr, added = s.step_mean - s1.step_mean + saved;
+    /* what grew, and what shrank (a rank reads 1/K of the data): the
+     * parts then add up to the total, not over it */
+    item_t it[PH_COUNT], less[PH_COUNT];
+    int n = 0, nl = 0;
+    for (int p = 0; p < PH_COUNT; p++) {
+        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || (ddp && p == PH_LOSS))
+            continue;
+        double d = s.phase[0][p] - s1.phase[0][p];
+        double floor = WHY_PART * (added > 0 ? added : s.step_mean);
+        if (d > floor)
+            it[n++] = (item_t){p, d};
+        else if (-d > floor)
+            less[nl++] = (item_t){p, -d};
+    }
+    sort_items(it, n);
+    sort_items(less, nl);
+    char a[32], b[32], c[32], d[32];
+    double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
+    report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
+        "took forward and backward from %s to %s per step (%s %s), while what %s adds costs %s "
+        "per step", mode_title(r->mode), speed, r->ndev, fmt_short(a, sizeof a, c1),
+        fmt_short(b, sizeof b, cr), saved >= 0 ? "saving" : "not less: longer by",
+        fmt_short(c, sizeof c, fabs(saved)), mode_title(r->mode),
+        fmt_short(d, sizeof d, added > 0 ? added : 0.0));
+    if (n > 0) {
+        report_appendf(buf, len, used, " on device 0 (");
+        app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
+        if (nl > 0) {
+            report_appendf(buf, len, used, ", less ");
+            app_items(buf, len, used, less, nl < 2 ? nl : 2, r->mode, "");
+        }
+        report_appendf(buf, len, used, ")");
+    }
+    report_appendf(buf, len, used, saved > added ? ": the split saves more than %s adds"
+                                                 : ": %s adds more than the split saves",
+                   mode_title(r->mode));
+    if (added > compute1 && compute1 > 0) {
+        report_appendf(buf, len, used, "; a tiny model, whose whole step computes in %s on one "
+            "device, so the fixed cost of each synchronisation swamps the work it splits",
+            fmt_short(a, sizeof a, compute1));
+        double floor = pred && pred->all_reduce ? collperf_time_at(pred->all_reduce, WHY_LATENCY_BYTES) : NAN;
+        /* the floor explains the exposed time only when that is of its order */
+        if (ddp && isfinite(floor) && floor > 0 && s.phase[0][PH_COMM_EXPOSED] >= WHY_FLOOR_ORDER * floor)
+            report_appendf(buf, len, used, " (an all-reduce of 4 KiB alone takes %s here: "
+                "the latency floor, --mode comm)", fmt_short(b, sizeof b, floor));
+    }
+    report_appendf(buf, len, used, ". ");
+}
+
+/* At what model size DDP on this run's devices starts to beat single on
+ * this machine: its measured steps, scaled by the alpha-beta model's
+ * all-reduce (predict_crossover). */
+static void why_crossover(char *buf, size_t len, size_t *used, const run_result_t *single,
+                          const run_result_t *r, const predict_in_t *pred)
+{
+    if (!single || !pred || !pred->all_reduce || pred->param_bytes <= 0 || r->ndev < 2 ||
+        r->ndev > PREDICT_MAX_DEVICES || r->times.n == 0 || single->times.n == 0)
+        return;
+    report_stats_t s1, s;
+    report_stats(single, NULL, &s1);
+    report_stats(r, NULL, &s);
+    double g1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + s1.phase[0][PH_OPTIM];
+    double gr = report_phase_mean(&s, 0, r->ndev - 1, PH_FORWARD) +
+                report_phase_mean(&s, 0, r->ndev - 1, PH_BACKWARD) +
+                report_phase_mean(&s, 0, r->ndev - 1, PH_OPTIM);
+    double scale, params = predict_crossover(pred, r->ndev, s1.step_mean, g1, s.step_mean, gr,
+                                             &scale);
+    double now = pred->param_bytes / sizeof(float);
+    if (params < 0) {
+        /* The measured split saved (almost) nothing: at this size forward and
+         * backward are fixed costs.  The alpha-beta model alone, the split
+         * ideal (each rank computing its share of the rows), says where it
+         * would start to pay. */
+        predict_row_t one, many;
+        predict_row(pred, 1, &one);
+        predict_row(pred, r->ndev, &many);
+        double share = many.ddp_phase_s[PH_FORWARD] + many.ddp_phase_s[PH_BACKWARD] +
+                       many.ddp_phase_s[PH_OPTIM];
+        double g1m = pred->phase_s[PH_FORWARD] + pred->phase_s[PH_BACKWARD] +
+                     pred->phase_s[PH_OPTIM];
+        double sm, pm = predict_crossover(pred, r->ndev, one.ddp_step_s, g1m, many.ddp_step_s,
+                                          share, &sm);
+        report_appendf(buf, len, used, "Scaled up to %.0fx this model's %.3g parameters, DDP "
+            "on %d devices never beats single from this run's steps: its forward and backward "
+            "shrank too little", PREDICT_SCALE_MAX, now, r->ndev);
+        if (pm > 0)
+            report_appendf(buf, len, used, "; the alpha-beta model alone, each rank computing "
+                "its share of the rows, has DDP beating single ");
+        if (pm > 0 && sm <= 1.0 / PREDICT_SCALE_MAX)
+            report_appendf(buf, len, used, "at every size from 1/%.0f of this model up. ",
+                           PREDICT_SCALE_MAX);
+        else if (pm > 0)
+            report_appendf(buf, len, used, "from about %.3g parameters (%.2gx this model). ", pm,
+                           sm);
+        else
+            report_appendf(buf, len, used, ", and the alpha-beta model alone finds no size "
+                "either. ");
+    }
+    else if (scale <= 1.0 / PREDICT_SCALE_MAX)
+        report_appendf(buf, len, used, "DDP on %d devices beats single at every size from "
+            "1/%.0f of this model up. ", r->ndev, PREDICT_SCALE_MAX);
+    else
+        report_appendf(buf, len, used, "The crossover: DDP on %d devices starts to beat single "
+            "on this machine at about %.3g parameters, %.2gx this model's %.3g. ", r->ndev,
+            params, scale, now);
+}
+
+void report_compare_why(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *runs,
+                        int n)
+{
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
+        return;
+    if (t.dp)
+        why_dp(buf, len, &t.used, t.dp);
+    if (t.ddp)
+        why_ddp(buf, len, &t.used, t.ddp, false);
+    if (t.dp && t.ddp)
+        why_gap(buf, len, &t.used, ctx, runs, t.dp, t.ddp);
+    else if (t.single && (t.dp || t.ddp))
+        why_gap(buf, len, &t.used, ctx, runs, t.single, t.dp ? t.dp : t.ddp);
+    tell_end(&t, buf, " ");
+}
+
+void report_compare_reason(char *buf, size_t len, const report_ctx_t *ctx,
+                           const run_result_t *runs, int n)
+{
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
+        return;
+    const predict_in_t *pred = ctx ? ctx->pred : NULL;
+    if (t.dp)
+        why_verdict(buf, len, &t.used, t.single, t.dp, pred);
+    if (t.ddp) {
+        why_verdict(buf, len, &t.used, t.single, t.ddp, pred);
+        why_crossover(buf, len, &t.used, t.single, t.ddp, pred);
+    }
+    tell_end(&t, buf, " ");
+}
+
+void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run_result_t *r)
+{
+    tell_t t;
+    if (!tell_begin(&t, buf, len, NULL, 0))
+        return;
+    const predict_in_t *pred = ctx ? ctx->pred : NULL;
+    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 || r->mode == MODE_SINGLE)
+        return;
+    /* single's step, as --predict's single run measured it (its phases per step) */
+    run_result_t *one = calloc(1, sizeof *one);
+    if (!one)
+        return;
+    one->mode = MODE_SINGLE;
+    one->ndev = 1;
+    double step = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        if (p != PH_COMM_HIDDEN) {
+            one->dev[0].phase_s[p] = pred->phase_s[p];
+            step += pred->phase_s[p];
+        }
+    step_times_add(&one->times, step, 0);
+    why_verdict(buf, len, &t.used, one, r, pred);
+    if (r->mode == MODE_DDP)
+        why_crossover(buf, len, &t.used, one, r, pred);
+    free(one);
+    tell_end(&t, buf, " ");
+}
+
+// ---------------------------------------------------------------------------
+// compare's three sentences and its notes
+
+/* 1. The speed-ups, and DP against DDP only as far as the noise tells. */
+static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_t *ctx,
+                          const run_result_t *runs, const run_result_t *single,
+                          const run_result_t *dp, const run_result_t *ddp)
+{
+    const run_result_t *multi = dp ? dp : ddp;
+    if (!single || !multi || single->samples_per_s <= 0)
+        return;
+    report_appendf(buf, len, used, "On %d device%s", multi->ndev, multi->ndev == 1 ? "" : "s");
+    if (dp)
+        report_appendf(buf, len, used, " DP runs %.2fx single", dp->samples_per_s / single->samples_per_s);
+    if (ddp)
+        report_appendf(buf, len, used, "%s DDP %.2fx%s", dp ? " and" : "",
+                       ddp->samples_per_s / single->samples_per_s, dp ? "" : " single");
+    if (dp && ddp) {
+        apart_t ap = told_apart(ctx, runs, dp, ddp);
+        if (ap.sign != 0) {
+            report_appendf(buf, len, used, ": %s is faster by %.0f%%",
+                           ap.sign > 0 ? "DP" : "DDP", 100.0 * ap.diff);
+            app_apart_why(buf, len, used, &ap);
+        } else {
+            app_not_apart(buf, len, used, &ap, MODE_DP, MODE_DDP);
+        }
+    }
+    report_appendf(buf, len, used, ".\n");
+}
+
+/* 2. DP's device 0: what it does alone while the others wait. */
+static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
+{
+    report_stats_t s;
+    dp_split_t sp;
+    if (!r || !dp_split(r, &s, &sp))
+        return;
+    char t[32];
+    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
+    if (sp.na == 0) {
+        report_appendf(buf, len, used, "DP's device 0 did nothing alone here; the other devices "
+            "sit idle %s per step.\n", fmt_short(t, sizeof t, idle));
+        return;
+    }
+    app_dev0_alone(buf, len, used, &s, &sp, sp.na < 3 ? sp.na : 3, false);
+    report_appendf(buf, len, used, "); the others idle %s.\n", fmt_short(t, sizeof t, idle));
+}
+
+/* 3. DDP: its all-reduce against backward (why_ddp's sentence). */
+static void verdict_ddp(char *buf, size_t len, size_t *used, const report_ctx_t *ctx,
+                        const run_result_t *r)
+{
+    if (!r)
+        return;
+    size_t before = *used;
+    why_ddp(buf, len, used, r, ctx && ctx->cfg && !ctx->cfg->overlap);
+    if (*used > before && buf[*used - 1] == ' ')
+        buf[*used - 1] = '\n';
+}
+
+void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
+                            const run_result_t *runs, int n)
+{
+    tell_t t;
+    if (!tell_begin(&t, buf, len, runs, n))
+        return;
+    verdict_speed(buf, len, &t.used, ctx, runs, t.single, t.dp, t.ddp);
+    verdict_dp(buf, len, &t.used, t.dp);
+    verdict_ddp(buf, len, &t.used, ctx, t.ddp);
+    tell_end(&t, buf, "\n ");
+}
+
+int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int n,
+                         char notes[][256], int max)
+{
+    int k = 0;
+    bool cpu = false, repeated = false;
+    for (int i = 0; i < n; i++) {
+        cpu |= runs[i].backend == BACKEND_CPU && runs[i].ndev > 1;
+        repeated |= reps_of(ctx, runs, &runs[i]) != NULL;
+    }
+    if (k < max && cpu)
+        snprintf(notes[k++], 256, "a CPU has no GIL, per-replica Python or NVLink: DP does better "
+                 "than on GPUs (README)");
+    /* a single run the machine disturbed (measure/disturb.h's record, taken
+     * around each run): the worst one's, once for the compare */
+    const disturb_t *worst = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i].machine.disturbed &&
+            (!worst || runs[i].machine.contention > worst->contention))
+            worst = &runs[i].machine;
+    if (k < max && !repeated && worst) {
+        char what[200];
+        disturb_describe(worst, what, sizeof what);
+        snprintf(notes[k++], 256, "busy machine (%.200s): one run may not repeat; use --repeat 5",
+                 what);
+    }
+    return k;
+}

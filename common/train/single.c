@@ -1,0 +1,211 @@
+/* common/train/single.c: the baseline strategy: the whole global batch on one
+ * device, no synchronisation.  It is also the reference the equivalence
+ * contract checks DP and DDP against.  Read single_step for the training step
+ * alone; the step meter (measure/step_meter.h) measures around it.  On a GPU
+ * the host only queues a step: the meter's wait for the previous step is its
+ * one host synchronisation, so the host stays a step ahead of the GPU and
+ * gathers the next batch while the GPU computes this one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/schedule.h"
+#include "common/io/checkpoint.h"
+#include "common/measure/step_meter.h"
+#include "common/nn/optim.h"
+#include "common/train/stage.h"
+#include "common/train/strategy.h"
+#include "common/train/trainer.h"
+
+typedef struct {
+    const config_t *cfg;
+    const dataset_t *data;
+    run_result_t *res;
+    model_spec_t spec;
+    backend_t *be;
+    char place[32];     /* "device 0": how its failures are named */
+    replica_t rep;
+    optim_t opt;
+    schedule_t sch;
+    stager_t stg;
+    ckpt_run_t ck;
+    float *host;        /* the initial parameters, then the final ones */
+    step_meter_t meter; /* everything measured, the loss and progress lines */
+    bool graphs;        /* --cuda-graph: steps after the first replayed as CUDA graphs */
+    char *err;
+} single_t;
+
+/* A device call's status; a failure is named by the device. */
+static int dev(single_t *s, int rc) { return backend_check(s->be, rc, s->place, s->err); }
+
+// ---------------------------------------------------------------------------
+// setup and teardown
+
+static int single_setup(single_t *s)
+{
+    const config_t *cfg = s->cfg;
+    run_result_t *res = s->res;
+    TRY(config_model_spec(cfg, &s->spec, s->err));
+    res->mode = MODE_SINGLE;
+    res->backend = cfg->backend;
+    res->ndev = 1;
+    res->dev[0].device_id = cfg->gpus[0];
+    if (result_trace_init(res, cfg->trace_path[0] || cfg->report_path[0], 1, cfg->accum, 0) != DDP_OK)
+        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the trace");
+    TRY(backend_create(&s->be, cfg->backend, cfg->gpus[0], cfg->threads, s->err));
+    snprintf(s->place, sizeof s->place, "device %d", cfg->gpus[0]);
+    /* before the replica, so a bf16 GEMM's scratch is reserved with it */
+    TRY(dev(s, backend_set_precision(s->be, cfg->precision)));
+    TRY(schedule_init(&s->sch, cfg, s->data, 1, 0, s->err));
+    TRY(replica_init(&s->rep, s->be, &s->spec, cfg->batch, s->data->tgt_cols, s->err));
+    TRY(optim_init(&s->opt, s->be, &cfg->optim, s->spec.nparams, s->err));
+    if (!(s->host = malloc(s->spec.nparams * sizeof(float))))
+        return err_set(s->err, DDP_ERR_RUNTIME, "out of memory for the parameters");
+    TRY(trainer_initial_params(cfg, &s->spec, s->host, s->err));
+    /* --resume replaces the initial parameters, the optimizer state and the
+     * first step; the checkpoints of --checkpoint are written from device 0. */
+    TRY(ckpt_run_init(&s->ck, cfg, &s->spec, &s->opt, 0, s->err));
+    TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
+    TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
+    TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
+    s->graphs = config_graphs_on(cfg, MODE_SINGLE);
+    TRY(dev(s, backend_sync(s->be)));
+
+    trainer_begin(res, cfg, &s->sch);
+    return step_meter_init(&s->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = cfg,
+                               .dev = &res->dev[0],
+                               .trace = res->trace[0],
+                               .times = &res->times,
+                               .log = &res->log,
+                               .final_loss = &res->final_loss,
+                               .story = &res->story,
+                               .progress = "single",
+                               .total_steps = s->sch.total_steps,
+                               .be = s->be,
+                               .place = s->place,
+                           },
+                           s->err);
+}
+
+static void single_teardown(single_t *s)
+{
+    free(s->host);
+    ckpt_run_free(&s->ck);
+    stager_free(&s->stg);
+    step_meter_free(&s->meter);
+    optim_free(&s->opt);
+    replica_free(&s->rep);
+    schedule_free(&s->sch);
+    backend_destroy(s->be);
+}
+
+// ---------------------------------------------------------------------------
+// the training step
+
+/* One micro-batch (staged at x, y): forward, loss, backward (gradients add
+ * up after the first). */
+static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float scale,
+                        bool fetch_loss)
+{
+    replica_t *rep = &s->rep;
+    step_meter_t *m = &s->meter;
+    TRY(dev(s, model_forward(rep, x, rows)));
+    step_meter_lap(m, PH_FORWARD);
+    TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
+    if (fetch_loss)
+        step_meter_fetch(m, rep->loss_sum, 1);
+    step_meter_lap(m, PH_LOSS);
+    TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
+    step_meter_lap(m, PH_BACKWARD);
+    step_meter_rows(m, rows);
+    return DDP_OK;
+}
+
+/* Step g: every micro-batch forward, loss, backward (gradients add up), then
+ * the optimizer.  Nothing here waits for the device: the loss, when the step
+ * logs it, is fetched for the meter to read once the step has run.
+ *
+ * --cuda-graph: a step of one full micro-batch after the first step is
+ * queued between backend_graph_begin and _end (key: the step's parity, which
+ * is also the staging slot's and the meter's record's, so the pointers the
+ * graph holds are the step's own): captured the first time, replayed by one
+ * launch after, the backend checking that the step queued the same work.
+ * The batch is staged before, outside the graph, into its fixed slot; the
+ * loss is fetched every step, so every step queues the same work. */
+static int single_step(single_t *s, long g)
+{
+    step_meter_t *m = &s->meter;
+    size_t step_rows = schedule_step_rows(&s->sch, g);
+    float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
+    bool graphs = s->graphs && s->cfg->accum == 1;
+    bool fetch_loss = step_meter_logs(m) || graphs;
+    int key = -1;
+    for (int mi = 0; mi < s->cfg->accum; mi++) {
+        int rows;
+        const uint32_t *idx = schedule_micro(&s->sch, g, mi, &rows);
+        if (rows == 0)
+            break;
+        float *x, *y;
+        TRY(dev(s, stager_stage(&s->stg, s->data, idx, rows, m, &x, &y)));
+        /* a short batch (an epoch's last) runs eagerly: it is other work */
+        if (graphs && g > s->sch.start_step && rows == s->cfg->batch) {
+            key = (int)(g & 1);
+            TRY(dev(s, backend_graph_begin(s->be, key)));
+        }
+        int rc = single_micro(s, mi, rows, x, y, scale, fetch_loss);
+        if (rc != DDP_OK) {
+            if (key >= 0)
+                backend_graph_end(s->be, key, false);
+            return rc;
+        }
+    }
+    int rc = dev(s, optim_step(&s->opt, s->rep.params, s->rep.grads));
+    step_meter_lap(m, PH_OPTIM);
+    if (key >= 0) {
+        int rc2 = backend_graph_end(s->be, key, rc == DDP_OK);
+        if (rc == DDP_OK)
+            rc = dev(s, rc2);
+    }
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// the loop
+
+static int single_train(single_t *s)
+{
+    schedule_t *sch = &s->sch;
+    step_meter_t *m = &s->meter;
+    run_result_t *res = s->res;
+    double t_start = now_s();
+    for (long g = sch->start_step; g < sch->total_steps; g++) {
+        trainer_step_begin(m, sch, g);
+        TRY(single_step(s, g));
+        TRY(step_meter_end(m, NULL, s->err));
+        if (ckpt_run_due(&s->ck, sch, g))
+            TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
+    }
+    TRY(step_meter_finish(m, s->err));
+    res->total_s = now_s() - t_start;
+
+    TRY(dev(s, backend_d2h(s->be, s->host, s->rep.params, s->spec.nparams * sizeof(float))));
+    res->dev[0].mem_peak = backend_mem_peak(s->be);
+    backend_mem_peak_split(s->be, res->dev[0].mem_split);
+    trainer_end(res, s->spec.nparams, s->host);
+    s->host = NULL;
+    return DDP_OK;
+}
+
+int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    single_t s = {.cfg = cfg, .data = data, .res = res, .err = err};
+    result_init(res);
+    int rc = single_setup(&s);
+    if (rc == DDP_OK)
+        rc = single_train(&s);
+    single_teardown(&s);
+    return rc;
+}

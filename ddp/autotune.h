@@ -1,0 +1,43 @@
+/* ddp/autotune.h: --bucket-mb auto, Horovod's autotune idea on DDP's bucket cap.
+ *
+ * During the warm-up steps each rank tries the candidate caps (0.25 to 64
+ * MiB; caps that give the same buckets as a smaller one are skipped), one
+ * step each after the first warm-up step (which pays one-time costs), and
+ * times that step.  When the candidates are done, the ranks sum their times
+ * in one all-reduce, so every rank picks the same cap (the fastest in sum),
+ * and the timed steps run with it.  Candidates beyond what the warm-up
+ * allows are not tried (--warmup-steps 8 tries them all). */
+#ifndef DDPBENCH_AUTOTUNE_H
+#define DDPBENCH_AUTOTUNE_H
+
+#include <stdbool.h>
+
+#include "common/comm/comm.h"
+#include "ddp/reducer.h"
+
+#define AUTOTUNE_MAX 8
+
+typedef struct {
+    int n;                       /* candidates to try */
+    double mb[AUTOTUNE_MAX];     /* their caps */
+    double step_s[AUTOTUNE_MAX]; /* this rank's time of each; then the sum over ranks */
+    long first;                  /* the step that tries candidate 0 */
+    int chosen;                  /* the winner's index, -1 before the choice */
+} autotune_t;
+
+/* Plan the candidates for this model, its first-bucket cap, and a warm-up
+ * of `warmup` steps from `start` (none when there is no room for two). */
+void autotune_init(autotune_t *t, const model_spec_t *spec, double first_mb, long start,
+                   long warmup);
+/* Before step g: the cap to use from now on, or 0 to keep the current one. */
+double autotune_before(const autotune_t *t, long g);
+/* After step g took dt seconds on this rank. */
+void autotune_after(autotune_t *t, long g, double dt);
+/* After step g: true when the choice is due now (after the last candidate);
+ * then every rank calls autotune_choose. */
+bool autotune_due(const autotune_t *t, long g);
+/* Sum the ranks' times through comm (buf: AUTOTUNE_MAX floats of device
+ * memory of the rank's backend) and pick the fastest; returns its cap. */
+int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, float *buf, double *mb, char *err);
+
+#endif

@@ -1,0 +1,195 @@
+/* ddp/ddp.c: the DistributedDataParallel strategy: one rank per device, started
+ * by the launcher (launch.h: forked by this process, or by mpirun), each
+ * training in ddp/rank.c; this file turns what they report into a
+ * run_result_t, on the process that reports (the fork supervisor, or rank 0
+ * under mpirun, which gathered the others' records). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/schedule.h"
+#include "ddp/launch.h"
+#include "common/measure/step_meter.h"
+#include "common/train/strategy.h"
+#include "common/train/trainer.h"
+
+/* --no-join: when a rank left the loop out of data, the others' timeout is
+ * its doing; say which rank, when, and what fixes it.  Forked ranks each
+ * recorded whether they left; under mpirun the failing rank holds only its
+ * own record, so the schedule, which every rank shares, says who leaves and
+ * when (rank_train leaves at the first step a rank has no data). */
+static void left_hint(const config_t *cfg, const ddp_area_t *a, int world, const schedule_t *sch,
+                      bool mpi, char *err)
+{
+    for (int r = 0; r < world; r++) {
+        long left_step = -1;
+        if (!mpi && a->rank[r].left) {
+            left_step = a->rank[r].left_step;
+        } else if (mpi && !cfg->join && strstr(err, "timed out")) {
+            for (long g = 0; g < sch->total_steps && left_step < 0; g++)
+                if (!schedule_rank_active(sch, g, r))
+                    left_step = g;
+        }
+        if (left_step < 0)
+            continue;
+        int most = 0;
+        for (int q = 1; q < world; q++)
+            if (schedule_rank_steps(sch, q) > schedule_rank_steps(sch, most))
+                most = q;
+        size_t n = strlen(err);
+        snprintf(err + n, ERR_LEN - n,
+                 "; rank %d ran out of data after step %ld (%ld samples: %ld steps an epoch, "
+                 "rank %d has %ld) and left without --join: --join lets it shadow the others' "
+                 "all-reduces, or give every rank equal shards (drop_last-style)",
+                 r, left_step, cfg->rank_samples[r], schedule_rank_steps(sch, r), most,
+                 schedule_rank_steps(sch, most));
+        return;
+    }
+}
+
+typedef struct {
+    const dataset_t *data;
+    ddp_rank_config_fn rank_config; /* NULL: every rank runs cfg */
+} train_ctx_t;
+
+static int train_rank(const config_t *cfg, const ddp_env_t *env, void *ctx)
+{
+    const train_ctx_t *t = ctx;
+    if (t->rank_config) /* this rank's own configuration (ddp_shared.h) */
+        cfg = t->rank_config(cfg, env->rank);
+    return ddp_rank_run(cfg, t->data, env);
+}
+
+// ---------------------------------------------------------------------------
+// the result
+
+static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sch,
+                   const model_spec_t *spec, run_result_t *res, char *err)
+{
+    for (int r = 0; r < world; r++) {
+        const ddp_rank_rec_t *rec = &a->rank[r];
+        if (rec->state != RANK_DONE)
+            return err_set(err, DDP_ERR_RUNTIME, "rank %d (device %d) exited without its results",
+                           r, cfg->gpus[r]);
+        /* Every rank applied the same averaged gradients to the same start:
+         * their parameters must be bit-identical, or the run is not DDP. */
+        if (rec->checksum.bits != a->rank[0].checksum.bits)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "rank %d (device %d): its parameters drifted from rank 0's "
+                           "(checksum %016llx vs %016llx)",
+                           r, cfg->gpus[r], (unsigned long long)rec->checksum.bits,
+                           (unsigned long long)a->rank[0].checksum.bits);
+        res->dev[r] = rec->stats;
+        if (rec->graph_refused[0] && !res->graph_refused[0]) /* the one rank that said it */
+            snprintf(res->graph_refused, sizeof res->graph_refused, "%s", rec->graph_refused);
+        /* --trace: the rank's recorder out of the segment, which goes next */
+        const trace_rec_t *tr = ddp_area_trace(a, r);
+        if (tr && !(res->trace[r] = trace_rec_clone(tr)))
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the trace");
+    }
+    /* Every rank started at the step rank 0 recorded (--resume: the
+     * checkpoint's, read by each rank from the same file). */
+    sch->start_step = a->start_step;
+    trainer_begin(res, cfg, sch);
+    res->story = a->story;
+    res->ntuned = a->ntuned;
+    memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
+    memcpy(res->tuned_s, a->tuned_s, sizeof res->tuned_s);
+    res->bucket_mb_chosen = a->bucket_mb_chosen;
+    /* The run's step times are those of the slowest rank: the one whose
+     * timed steps took the longest in all.  Not each step's slowest rank:
+     * ranks run in lock-step, so a rank held up in step g makes the others
+     * wait in step g+1's all-reduce, and the maximum of every step counts
+     * that delay twice (it made DDP's steps look up to 20% longer than the
+     * wall clock, and its phases add up to less than them).  Every other
+     * rank's difference from it is its PH_SKEW (step_meter_skew).  Each
+     * rank's record is bounded (step_times_t), so any --steps fits. */
+    int slow = 0;
+    long samples = 0;
+    for (int r = 0; r < world; r++) {
+        samples += a->rank[r].times.timed_samples;
+        if (a->rank[r].times.timed_s > a->rank[slow].times.timed_s)
+            slow = r;
+    }
+    res->times = a->rank[slow].times;
+    res->times.timed_samples = samples;
+    res->nbuckets = a->rank[0].nbuckets;
+    for (int i = 0; i < res->nbuckets; i++) {
+        res->bucket_bytes[i] = a->rank[0].bucket_bytes[i];
+        long n0 = a->rank[0].times.n;
+        res->bucket_s[i] = n0 > 0 ? a->rank[0].bucket_s[i] / (double)n0 : 0.0;
+    }
+    res->total_s = a->rank[0].total_s;
+    res->final_loss = a->rank[0].final_loss;
+    for (long i = 0; i < a->rank[0].log.n; i++) {
+        loss_point_t p = ddp_area_log(a)[i];
+        if (loss_log_add(&res->log, p.step, p.epoch, p.loss) != DDP_OK)
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory for the loss log");
+    }
+    float *params = malloc(spec->nparams * sizeof(float));
+    if (!params)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the final parameters (%zu bytes)",
+                       spec->nparams * sizeof(float));
+    memcpy(params, ddp_area_params(a), spec->nparams * sizeof(float));
+    trainer_end(res, spec->nparams, params);
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the strategy
+
+int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    return ddp_run_each(cfg, data, NULL, res, err);
+}
+
+int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn rank_config,
+                 run_result_t *res, char *err)
+{
+    result_init(res);
+    res->mode = MODE_DDP;
+    res->zero = cfg->zero;
+    res->backend = cfg->backend;
+    res->comm = comm_resolve(cfg->comm, cfg->backend);
+    int world = cfg->ngpus;
+    res->ndev = world;
+    if (world < 1 || world > MAX_DEVICES)
+        return err_set(err, DDP_ERR_INPUT, "--gpus: ddp runs 1..%d ranks, got %d", MAX_DEVICES,
+                       world);
+    if (res->comm == COMM_NCCL && !comm_nccl_available())
+        return err_set(err, DDP_ERR_INPUT,
+                       "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
+    model_spec_t spec;
+    int rc = config_model_spec(cfg, &spec, err);
+    if (rc != DDP_OK)
+        return rc;
+    /* The global schedule sizes the result area (every rank runs its steps). */
+    schedule_t sch;
+    if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
+        return rc;
+    long max_log = sch.total_steps < LOSS_LOG_MAX ? sch.total_steps : LOSS_LOG_MAX;
+    /* --trace and --report: a recorder per rank in the segment.  Per step a rank records
+     * its step, 5 phases per micro-batch (within trace_capacity's PH_COUNT),
+     * 2 more, and one all-reduce per bucket: at most 2 per layer. */
+    bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
+    uint32_t trace_cap = record ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
+    size_t bytes =
+        ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
+    ddp_group_t *g;
+    if ((rc = ddp_group_open(&g, cfg, bytes, err)) != DDP_OK) {
+        schedule_free(&sch);
+        return rc;
+    }
+    ddp_area_t *area = ddp_group_area(g);
+    ddp_area_layout(area, world, max_log, spec.nparams, trace_cap);
+
+    train_ctx_t ctx = {data, rank_config};
+    rc = ddp_group_run(g, train_rank, &ctx, err);
+    if (rc != DDP_OK)
+        left_hint(cfg, area, world, &sch, ddp_group_mpi(g), err);
+    else if (ddp_group_reports(g)) /* under mpirun, rank 0: it holds every record */
+        rc = collect(cfg, area, world, &sch, &spec, res, err);
+    ddp_group_close(g);
+    schedule_free(&sch);
+    return rc;
+}

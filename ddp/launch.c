@@ -1,0 +1,139 @@
+/* ddp/launch.c: launch.h's entry points: which launcher a run has (the
+ * environment mpirun leaves, or --launcher), and the calls that go to it.
+ * The mpi launcher is launch_mpi.c, built with MPI; without it, a run that
+ * mpirun started, or --launcher mpi, is refused with the reason. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp/launch_impl.h"
+
+/* Whether mpirun (Open MPI's, or any PMI/PMIx launcher) started this process:
+ * its world size in *size (0 when it does not say), the variable's name in
+ * *var. */
+static bool started_by_mpirun(long *size, const char **var)
+{
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        const char *v = getenv(sizes[i]);
+        if (v && *v) {
+            *var = sizes[i];
+            *size = i < 2 ? strtol(v, NULL, 10) : 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+int ddp_launch_init(config_t *cfg, int *code, char *err)
+{
+    *code = 0;
+    long size = 0;
+    const char *var = NULL;
+    bool mpirun = started_by_mpirun(&size, &var);
+    if (cfg->launcher == LAUNCHER_AUTO)
+        cfg->launcher = mpirun ? LAUNCHER_MPI : LAUNCHER_FORK;
+    if (cfg->launcher == LAUNCHER_FORK) {
+        cfg->world_rank = cfg->local_rank = cfg->world_size = 0;
+        return DDP_OK;
+    }
+#ifdef HAVE_MPI
+    return ddp_mpi_init(cfg, code, err);
+#else
+    if (mpirun)
+        return err_set(err, DDP_ERR_INPUT,
+                       "mpirun started this process (%s is set), but this ddpbench was built "
+                       "without MPI (mpi.h was not found): install libopenmpi-dev and rebuild, "
+                       "or run without mpirun (--launcher fork)",
+                       var);
+    return err_set(err, DDP_ERR_INPUT,
+                   "--launcher mpi: this ddpbench was built without MPI (mpi.h was not found)");
+#endif
+}
+
+int ddp_launch_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
+{
+#ifdef HAVE_MPI
+    if (cfg->launcher == LAUNCHER_MPI)
+        return ddp_mpi_agree(cfg, data, rc, err);
+#else
+    (void)cfg;
+    (void)data;
+    (void)err;
+#endif
+    return rc;
+}
+
+bool ddp_launch_reports(const config_t *cfg)
+{
+    return cfg->launcher != LAUNCHER_MPI || cfg->world_rank == 0;
+}
+
+void ddp_launch_describe(const config_t *cfg, char *buf, size_t len)
+{
+    buf[0] = 0;
+#ifdef HAVE_MPI
+    if (cfg->launcher == LAUNCHER_MPI)
+        ddp_mpi_describe(cfg, buf, len);
+#else
+    (void)cfg;
+    (void)len;
+#endif
+}
+
+int ddp_launch_end(const config_t *cfg, int code)
+{
+#ifdef HAVE_MPI
+    if (cfg->launcher == LAUNCHER_MPI)
+        return ddp_mpi_end(cfg, code);
+#else
+    (void)cfg;
+#endif
+    return code;
+}
+
+// ---------------------------------------------------------------------------
+// groups
+
+int ddp_group_open(ddp_group_t **out, const config_t *cfg, size_t bytes, char *err)
+{
+    *out = NULL;
+    const ddp_group_ops_t *ops = &ddp_fork_ops;
+#ifdef HAVE_MPI
+    if (cfg->launcher == LAUNCHER_MPI)
+        ops = &ddp_mpi_ops;
+#endif
+    ddp_group_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the group of ranks");
+    g->ops = ops;
+    g->cfg = cfg;
+    g->world = cfg->ngpus;
+    g->rank = cfg->launcher == LAUNCHER_MPI ? cfg->world_rank : -1;
+    int rc = ops->open(g, bytes, err);
+    if (rc != DDP_OK) {
+        free(g);
+        return rc;
+    }
+    *out = g;
+    return DDP_OK;
+}
+
+ddp_area_t *ddp_group_area(ddp_group_t *g) { return g->area; }
+
+int ddp_group_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
+{
+    return g->ops->run(g, body, ctx, err);
+}
+
+bool ddp_group_reports(const ddp_group_t *g) { return g->rank <= 0; }
+
+bool ddp_group_mpi(const ddp_group_t *g) { return g->rank >= 0; }
+
+void ddp_group_close(ddp_group_t *g)
+{
+    if (!g)
+        return;
+    g->ops->close(g);
+    free(g);
+}

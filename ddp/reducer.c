@@ -1,0 +1,220 @@
+/* ddp/reducer.c: bucket assignment over the gradient arena and the launches
+ * that overlap the all-reduces with backward (see reducer.h). */
+#include "ddp/reducer.h"
+
+#include "ddp/comm_hook.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+// ---------------------------------------------------------------------------
+// buckets
+
+static size_t param_off(const model_spec_t *s, int p)
+{
+    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
+}
+
+static size_t param_count(const model_spec_t *s, int p)
+{
+    int l = p / 2;
+    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
+}
+
+int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
+                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err)
+{
+    memset(r, 0, sizeof *r);
+    r->comm = comm;
+    r->meter = meter;
+    r->spec = spec;
+    r->grads = grads;
+    r->overlap = overlap;
+    int np = 2 * spec->nlayers;
+    r->b = calloc((size_t)np, sizeof *r->b);
+    if (!r->b)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory for gradient buckets");
+    /* Walk the parameters last to first, closing a bucket before the parameter
+     * that would take it past its cap.  Going backwards through a contiguous
+     * arena, each bucket's slice starts at its last-added parameter. */
+    double cap = first_bucket_mb * 1048576.0, bytes = 0.0;
+    bucket_t *cur = NULL;
+    for (int p = np - 1; p >= 0; p--) {
+        double pb = (double)param_count(spec, p) * sizeof(float);
+        if (!cur || (cur->count > 0 && bytes + pb > cap)) {
+            if (cur)
+                cap = bucket_mb * 1048576.0;
+            cur = &r->b[r->nb];
+            snprintf(cur->tag, sizeof cur->tag, "bucket %d", r->nb);
+            cur->last_param = p;
+            r->nb++;
+            bytes = 0.0;
+        }
+        cur->first_param = p;
+        cur->off = param_off(spec, p);
+        cur->count += param_count(spec, p);
+        bytes += pb;
+        r->bucket_of[p] = r->nb - 1;
+    }
+    return DDP_OK;
+}
+
+void reducer_free(reducer_t *r)
+{
+    free(r->b);
+    memset(r, 0, sizeof *r);
+}
+
+// ---------------------------------------------------------------------------
+// one backward
+
+void reducer_begin(reducer_t *r, bool sync, long g)
+{
+    r->armed = sync;
+    r->next = 0;
+    r->par = (int)(g & 1);
+    for (int i = 0; i < r->nb; i++) {
+        r->b[i].pending = r->b[i].last_param - r->b[i].first_param + 1;
+        if (sync) { /* the step's record of this bucket starts here */
+            r->b[i].h[r->par] = 0;
+            r->b[i].ready_mark[r->par] = -1;
+        }
+    }
+}
+
+/* run: launch and wait on this thread (comm_run), nothing being left to overlap. */
+static int launch(reducer_t *r, int i, bool run)
+{
+    bucket_t *b = &r->b[i];
+    /* When the gradients are written: a marker on the device's queue (the
+     * last bucket under run_rest got its marker in the hook). */
+    if (b->ready_mark[r->par] < 0)
+        b->ready_mark[r->par] = r->meter ? step_meter_mark(r->meter) : -1;
+    /* Ordered after the backward work that wrote the bucket's gradients (the
+     * comm contract: launch follows the rank's earlier backend work).  A sum:
+     * the loss scale already divided by the global batch (reducer.h). */
+    if (r->launch_fn) { /* ZeRO-2, -3: its own buffers and collectives */
+        int rc = r->launch_fn(r->launch_ctx, i, run, &b->h[r->par]);
+        if (rc != DDP_OK)
+            r->launch_failed = true;
+        return rc;
+    }
+    if (r->hook) { /* --comm-hook: it decides what travels (never with ZeRO-1) */
+        int rc = comm_hook_launch(r->hook, r, i, run, &b->h[r->par]);
+        if (rc != DDP_OK)
+            r->launch_failed = true;
+        return rc;
+    }
+    comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
+                    .redop = REDOP_SUM, .tag = b->tag};
+    comm_op_t rest = {0};
+    if (r->shard_world > 1) {
+        /* ZeRO-1: each rank needs the sum of its own block only (in place:
+         * block q of the slice is rank q's), and everyone the leftover */
+        size_t blk = reducer_block(b, r->shard_world), left = reducer_rest(b, r->shard_world);
+        rest = (comm_op_t){.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off + blk * r->shard_world,
+                           .count = left, .redop = REDOP_SUM, .tag = b->tag};
+        op = (comm_op_t){.kind = COLL_REDUCE_SCATTER,
+                         .recv = r->grads + b->off + blk * (size_t)r->shard_rank, .count = blk,
+                         .redop = REDOP_SUM, .tag = b->tag};
+        if (blk == 0) /* fewer floats than ranks: all of it is the leftover */
+            op = rest, rest.count = 0;
+    }
+    int rc = run ? comm_run(r->comm, &op, &b->h[r->par])
+                 : comm_launch(r->comm, &op, &b->h[r->par]);
+    comm_handle_t hr;
+    if (rc == DDP_OK && rest.count > 0)
+        rc = run ? comm_run(r->comm, &rest, &hr) : comm_launch(r->comm, &rest, &hr);
+    if (rc != DDP_OK)
+        r->launch_failed = true;
+    return rc;
+}
+
+int reducer_hook(void *ctx, int layer)
+{
+    reducer_t *r = ctx;
+    if (!r->armed || !r->overlap)
+        return DDP_OK;
+    r->b[r->bucket_of[2 * layer]].pending--;
+    r->b[r->bucket_of[2 * layer + 1]].pending--;
+    bucket_t *last = &r->b[r->nb - 1];
+    if (r->run_rest && last->pending == 0 && last->ready_mark[r->par] < 0 && r->meter)
+        last->ready_mark[r->par] = step_meter_mark(r->meter); /* launch_rest runs it */
+    /* Launch in index order only: a ready bucket behind a pending one waits,
+     * so every rank issues the same sequence of collectives.  The last one
+     * becomes ready when backward ends: under run_rest it is launch_rest's. */
+    int stop = r->run_rest ? r->nb - 1 : r->nb;
+    while (r->next < stop && r->b[r->next].pending == 0) {
+        int rc = launch(r, r->next, false);
+        if (rc != DDP_OK)
+            return rc;
+        r->next++;
+    }
+    return DDP_OK;
+}
+
+int reducer_launch_rest(reducer_t *r)
+{
+    if (!r->armed)
+        return DDP_OK;
+    for (; r->next < r->nb; r->next++) {
+        int rc = launch(r, r->next, r->run_rest);
+        if (rc != DDP_OK)
+            return rc;
+    }
+    return DDP_OK;
+}
+
+/* --explain, the told step: the buckets as they ran, timed from the start of
+ * the backward pass that all-reduced them [t0, t1] (reducer_spans has just
+ * placed them), and what they sent (a --comm-hook's bytes). */
+static void story_buckets(const reducer_t *r, step_story_t *st, double t0, double t1)
+{
+    move_stat_t *mv = &st->move[MOVE_ALLREDUCE];
+    double first = 0.0, last = 0.0;
+    st->nbuckets = r->nb;
+    st->backward_s = t1 - t0;
+    for (int i = 0; i < r->nb; i++) {
+        const bucket_t *b = &r->b[i];
+        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
+        mv->bytes += bytes;
+        mv->ops++;
+        if (b->span.end_s > 0.0) {
+            first = mv->ops == 1 || b->span.start_s < first ? b->span.start_s : first;
+            last = b->span.end_s > last ? b->span.end_s : last;
+        }
+        if (i < STORY_MAX_BUCKETS)
+            /* layers in the order backward reaches them: last first */
+            st->bucket[i] = (bucket_story_t){b->last_param / 2, b->first_param / 2, bytes,
+                                             b->ready_s - t0, b->span.start_s - t0,
+                                             b->span.end_s - t0};
+    }
+    mv->seconds = last > first ? last - first : 0.0;
+}
+
+double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1)
+{
+    double hidden = 0.0;
+    int par = (int)(rec->g & 1);
+    for (int i = 0; i < r->nb; i++) {
+        bucket_t *bk = &r->b[i];
+        comm_span_t s = {0, 0};
+        int mk = bk->ready_mark[par];
+        bk->ready_s = mk >= 0 && mk < rec->n ? step_rec_time(rec, mk) : 0.0;
+        if (bk->h[par])
+            comm_span(r->comm, bk->h[par], &s);
+        bk->span = s;
+        if (s.end_s <= 0.0)
+            continue;
+        double a = s.start_s > t0 ? s.start_s : t0;
+        double b = s.end_s < t1 ? s.end_s : t1;
+        if (b > a)
+            hidden += b - a;
+    }
+    step_story_t *st = r->meter ? step_rec_story(r->meter, rec) : NULL;
+    if (st) /* the meter keeps the story (rank 0) and this is the told step */
+        story_buckets(r, st, t0, t1);
+    return hidden;
+}

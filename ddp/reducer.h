@@ -1,0 +1,119 @@
+/* ddp/reducer.h: DDP's gradient buckets and their all-reduces, overlapped with
+ * backward (torch.nn.parallel.DistributedDataParallel's Reducer).
+ *
+ * Parameters are assigned to buckets in reverse order (the last layer's
+ * gradients are ready first): bucket 0 holds at most first_bucket_mb, the rest
+ * at most bucket_mb; a parameter is never split, and one larger than the cap
+ * gets a bucket of its own.  Because the arena is laid out [W0,b0,W1,b1,...],
+ * every bucket is a contiguous slice of it, reduced in place (torch's
+ * gradient_as_bucket_view): no copies in or out.
+ *
+ * Per optimizer step:
+ *   reducer_begin(r, sync)        before each micro-batch's backward; sync is
+ *                                 true only on the last one (no_sync otherwise)
+ *   model_backward(..., reducer_hook, r)
+ *                                 the hook marks layer l's dW and db ready and
+ *                                 launches every bucket whose gradients are all
+ *                                 ready, in bucket index order (the same order
+ *                                 on every rank)
+ *   reducer_launch_rest(r)        after backward: whatever is not launched yet
+ *                                 (everything under --no-overlap); with
+ *                                 run_rest, the last bucket too, and these run
+ *                                 at once on the calling thread (comm_run):
+ *                                 nothing is left for them to overlap
+ *   comm_wait_all                 the optimizer waits for every bucket
+ *   reducer_spans(r, rec, ...)    once the step has run (the step meter's
+ *                                 resolved callback): when each bucket ran,
+ *                                 and the told step's buckets for --explain
+ * The buckets are summed (REDOP_SUM), not averaged: the loss's gradient is
+ * already scaled by 1 / (rows of the global batch), which folds DDP's
+ * 1/world in once, where the reference computes it.  A step's handles and
+ * markers are kept by the step's parity, since a step reports when the next
+ * one ends. */
+#ifndef DDPBENCH_REDUCER_H
+#define DDPBENCH_REDUCER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/comm/comm.h"
+#include "common/measure/step_meter.h"
+#include "common/nn/model.h"
+
+typedef struct {
+    size_t off, count;     /* floats: the slice of the gradient arena */
+    int first_param;       /* parameter indices covered: [first_param, last_param] */
+    int last_param;        /* (param 2l is W_l, 2l+1 is b_l) */
+    int pending;           /* parameters not yet ready in this backward */
+    comm_handle_t h[2];    /* its all-reduce in the steps of each parity */
+    int ready_mark[2];     /* the step meter's marker at its launch (-1: none) */
+    char tag[24];          /* "bucket 2", for error messages */
+    /* the step reducer_spans was last asked about: */
+    double ready_s;        /* its gradients were written: the all-reduce was launched */
+    comm_span_t span;      /* when it ran (0s when unknown) */
+} bucket_t;
+
+typedef struct {
+    comm_t *comm;
+    const model_spec_t *spec;
+    float *grads;          /* the replica's gradient arena (device) */
+    bucket_t *b;
+    int nb;
+    int bucket_of[2 * MODEL_MAX_LAYERS]; /* parameter -> bucket */
+    bool overlap;          /* launch from the hook (false: --no-overlap) */
+    bool run_rest;         /* the last bucket waits for launch_rest, which runs what
+                              is left with comm_run (shm on the CPU: no hand-off to
+                              the comm thread and back when nothing is left to
+                              overlap); false: launched from the hook like the rest */
+    bool armed;            /* this backward all-reduces (the last micro-batch) */
+    int par;               /* the step's parity */
+    int next;              /* next bucket to launch */
+    bool launch_failed;    /* a launch from the hook failed: the comm has the error */
+    step_meter_t *meter;   /* marks each launch on the device's queue */
+    /* ZeRO-1 (ddp/zero1.h): > 1 reduce-scatters each bucket over this many
+     * ranks instead of all-reducing it: rank q gets the sum of block q, the
+     * bucket's count / shard_world floats from q x that; the few floats left
+     * over (count mod shard_world) are all-reduced, so every rank has them */
+    int shard_world, shard_rank;
+    /* ZeRO-2 and -3 (ddp/zero.h): when set, launches bucket i's collectives
+     * itself (their sources and destinations are its buffers), its first
+     * handle in *h; run: at once on the calling thread (comm_run) */
+    int (*launch_fn)(void *ctx, int i, bool run, comm_handle_t *h);
+    void *launch_ctx;
+    /* --comm-hook (ddp/comm_hook.h): what each bucket's all-reduce sends;
+     * NULL: the float32 gradients themselves */
+    struct comm_hook *hook;
+} reducer_t;
+
+/* ZeRO-1's blocks of bucket b over world ranks: floats per rank, and the
+ * floats left over at the bucket's end (all-reduced, stepped by every rank). */
+static inline size_t reducer_block(const bucket_t *b, int world)
+{
+    return world > 1 ? b->count / (size_t)world : b->count;
+}
+static inline size_t reducer_rest(const bucket_t *b, int world)
+{
+    return b->count - reducer_block(b, world) * (size_t)(world > 1 ? world : 1);
+}
+
+/* Assign buckets over spec's arena in grads.  Caps in MiB (> 0). */
+int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
+                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err);
+void reducer_free(reducer_t *r);
+
+/* Before a micro-batch's backward in step g: sync false skips the all-reduce
+ * (no_sync). */
+void reducer_begin(reducer_t *r, bool sync, long g);
+/* The layer hook for model_backward (ctx is the reducer_t). */
+int reducer_hook(void *ctx, int layer);
+/* After backward: launch the buckets the hook did not (all of them without overlap). */
+int reducer_launch_rest(reducer_t *r);
+/* Once step rec->g has run: seconds of its bucket all-reduces that ran
+ * inside [t0, t1] (the backward pass), from the comm's spans; 0 when it
+ * cannot tell.  Leaves each bucket's span and launch time in b[i] (for
+ * --trace), and in the told step, when the meter keeps --explain's story,
+ * adds the buckets to it: each one's layers, bytes sent and times from t0,
+ * the all-reduce's move, and the backward pass's length. */
+double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1);
+
+#endif

@@ -1,0 +1,118 @@
+/* ddp/straggle.c: --slow-rank's straggler (see straggle.h).
+ *
+ * --slow-rank R:F: a straggler, the real work of a slower device, F - 1
+ * times the step's forward and backward more (F fractional: 1.1 is 10% more).
+ * The extra work of the step, (F - 1) x its micro-batches, is split into
+ * whole passes and a fraction:
+ * - the whole passes, before its first backward of the step: forwards that
+ *   write the activations the real one wrote (the same rows, the same bits),
+ *   and backwards that, with no gradient of the step yet to add to, write
+ *   the gradients the real backward then writes again (passes());
+ * - the fraction frac, on the CPU: the rank computes on for frac x the CPU
+ *   time its own forward, loss and backward took in the last step
+ *   (spin(), on the thread's CPU clock, so being preempted by
+ *   another process stretches it the way it stretches real work).  Rows
+ *   would not do: measured on mlp-small, a pass over half the rows took 29%
+ *   of a whole pass's CPU time, not 50% (the smaller pass stays in cache).
+ * - the fraction on a GPU: a forward and backward of the first
+ *   round(frac x rows) rows of the micro-batch, before its real forward
+ *   (passes() over those rows; the host cannot time kernels without waiting
+ *   for them).  A GEMM over fewer rows may round a row differently, so it goes
+ *   where the real forward and backward overwrite all it wrote; its backward
+ *   reads the output gradient the buffer holds (the last step's, or zeros),
+ *   and its gradients are discarded all the same.  Kernels like any other:
+ *   the host still waits nowhere.
+ * The same bits as without --slow-rank either way. */
+#include "ddp/straggle.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/base/clock.h"
+#include "common/base/status.h"
+
+void straggle_init(straggle_t *s, const config_t *cfg, int rank, backend_t *be, replica_t *rep,
+                   step_meter_t *meter)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->be = be;
+    s->rep = rep;
+    s->meter = meter;
+    s->slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0;
+    s->on_cpu = cfg->backend == BACKEND_CPU;
+}
+
+static int dev(straggle_t *s, int rc, char *err) { return backend_check(s->be, rc, NULL, err); }
+
+/* Whole passes: forwards, then backwards that write no gradient of the step. */
+static int passes(straggle_t *s, const float *x, int rows, int times, char *err)
+{
+    replica_t *rep = s->rep;
+    for (int i = 0; i < times; i++)
+        TRY(dev(s, model_forward(rep, x, rows), err));
+    step_meter_lap(s->meter, PH_FORWARD);
+    for (int i = 0; i < times; i++)
+        TRY(dev(s, model_backward(rep, x, rows, rep->dout, false, NULL, NULL), err));
+    step_meter_lap(s->meter, PH_BACKWARD);
+    return DDP_OK;
+}
+
+/* Compute on this thread until it has used `cpu_s` more CPU seconds. */
+static void spin(straggle_t *s, double cpu_s)
+{
+    volatile double acc = 1.0;
+    double until = thread_cpu_s() + cpu_s;
+    while (thread_cpu_s() < until)
+        for (int i = 0; i < 256; i++)
+            acc = acc * 1.0000001 + 1e-9;
+    step_meter_lap(s->meter, PH_BACKWARD);
+}
+
+/* The step's extra work: whole micro-batch passes, and the fraction of one
+ * pass left over (0 <= *frac < 1). */
+static int plan(const config_t *cfg, int nmicro, double *frac)
+{
+    double extra = (cfg->slow_factor - 1.0) * nmicro;
+    int whole = (int)floor(extra + 1e-9);
+    *frac = extra - whole > 1e-9 ? extra - whole : 0.0;
+    return whole;
+}
+
+void straggle_begin(straggle_t *s)
+{
+    s->cpu0 = s->slow && s->on_cpu ? thread_cpu_s() : 0.0;
+    s->extra_cpu = 0.0;
+}
+
+int straggle_before(straggle_t *s, const float *x, int rows, int nmicro, bool first, char *err)
+{
+    s->frac = 0.0;
+    s->whole = s->slow && first ? plan(s->cfg, nmicro, &s->frac) : 0;
+    long part_rows = s->frac > 0 && !s->on_cpu ? lround(s->frac * rows) : 0;
+    if (part_rows >= rows) { /* rounds up to a whole pass */
+        s->whole++;
+        part_rows = 0;
+    }
+    if (part_rows > 0) /* the fraction on a GPU: a partial pass the real one overwrites */
+        TRY(passes(s, x, (int)part_rows, 1, err));
+    return DDP_OK;
+}
+
+int straggle_after(straggle_t *s, const float *x, int rows, int nmicro, char *err)
+{
+    double e0 = s->slow && s->on_cpu ? thread_cpu_s() : 0.0;
+    if (s->whole > 0)
+        TRY(passes(s, x, rows, s->whole, err));
+    if (s->frac > 0 && s->on_cpu) /* nmicro real passes took compute_cpu_s last step */
+        spin(s, s->frac * s->compute_cpu_s / nmicro);
+    if (s->slow && s->on_cpu)
+        s->extra_cpu += thread_cpu_s() - e0;
+    return DDP_OK;
+}
+
+void straggle_end(straggle_t *s, bool computed)
+{
+    if (s->slow && s->on_cpu && computed) /* the real work alone: the next step's unit */
+        s->compute_cpu_s = thread_cpu_s() - s->cpu0 - s->extra_cpu;
+}

@@ -1,0 +1,212 @@
+/* dp/dp.c: the DataParallel strategy's entry point: set up the run, start
+ * one thread per device, wait for them, and hand back the result (see dp.h
+ * for what the threads do each step). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp/dp.h"
+#include "common/train/strategy.h"
+
+/* What each device thread runs: its buffers, the step loop, its teardown. */
+static void dp_worker(void *ctx, int d)
+{
+    dp_ctx_t *c = ctx;
+    dp_dev_t *dv = &c->dev[d];
+    char err[ERR_LEN] = "";
+    int rc = dp_device_init(c, d, err);
+    /* Barrier: every device is ready (or one failed, which aborts it). */
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+    if (rc == DDP_OK && d == 0) {
+        bool hv = true;
+        for (int i = 0; i < c->ndev; i++)
+            hv = hv && backend_host_visible(c->dev[i].be);
+        c->host_visible = hv;
+        c->nccl = c->nccl && !hv;
+        if (c->nccl) { /* one NCCL rank per device, all made here at once */
+            backend_t *bes[MAX_DEVICES];
+            comm_t *comms[MAX_DEVICES];
+            for (int i = 0; i < c->ndev; i++)
+                bes[i] = c->dev[i].be;
+            rc = comm_nccl_group_create(comms, bes, c->ndev, c->cfg->timeout_s, err);
+            for (int i = 0; i < c->ndev && rc == DDP_OK; i++)
+                c->dev[i].comm = comms[i];
+        }
+    }
+    /* Barrier: host_visible (and every device's comm) is set; the others
+     * read them from now on. */
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+    /* Over NCCL with graphs: whether NCCL captures, before anything trains */
+    if (rc == DDP_OK)
+        rc = dp_graph_probe(c, d, err);
+    /* A failure up to here (the probe's agreement holds every device back
+     * until all are through it): no device has begun a step, so no graph
+     * holds a communicator and the group may be aborted at once. */
+    bool before_steps = rc != DDP_OK;
+
+    double t0 = now_s();
+    if (rc == DDP_OK)
+        rc = dp_device_loop(c, d, err);
+    if (rc == DDP_OK && d == 0) {
+        c->res->total_s = now_s() - t0;
+        rc = backend_d2h(dv->be, c->host_params, dv->rep.params,
+                              c->spec.nparams * sizeof(float));
+        if (rc != DDP_OK)
+            err_set(err, rc, "%s: %s", dv->name, backend_last_error(dv->be));
+    }
+    if (rc != DDP_OK) {
+        dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
+        /* A device whose collective waits for this one must not wait out
+         * --timeout: fail the whole NCCL group now.  Not with graphs: NCCL
+         * aborts a communicator only once no CUDA graph (or capture) holds
+         * its collectives, and device 0 ends its capture and drops its
+         * graphs after the exit barrier below, which this thread would then
+         * never reach; each device aborts its own after that
+         * (dp_device_free) -- unless it failed before any step (a device
+         * refusing the graph probe, whose peers wait in its agreement). */
+        for (int i = 0; i < c->ndev && (!c->graphs || before_steps); i++)
+            if (c->dev[i].comm)
+                comm_abort(c->dev[i].comm, err);
+    }
+    if (dv->be) {
+        c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
+        backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
+    }
+    /* Exit barrier: every device has stopped queuing; then a graph step a
+     * failure left open is left (device 0 ends its capture) and device 0's
+     * launched graphs finish, and only after that does any device free or
+     * synchronise what they hold. */
+    dp_pool_leave(&c->pool, 1);
+    dp_graph_abandon(c, d);
+    dp_pool_leave(&c->pool, 2);
+    dp_device_free(c, d);
+}
+
+static void dp_ctx_free(dp_ctx_t *c)
+{
+    ckpt_run_free(&c->ck);
+    for (int i = 0; i < 2; i++) {
+        free(c->plan[i].rows);
+        free(c->plan[i].idx);
+    }
+    free(c->host_params);
+    schedule_free(&c->sch);
+    free(c);
+}
+
+/* Everything before the threads start: the devices' names, the recorders,
+ * the schedule, the step plans, the initial parameters (--resume's), the
+ * first step's plan.  dp_run frees c whatever this returns. */
+static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run_result_t *res,
+                    char *err)
+{
+    int ndev = cfg->ngpus;
+    TRY(config_model_spec(cfg, &c->spec, err));
+    c->cfg = cfg;
+    c->data = data;
+    c->ndev = ndev;
+    c->chunk_max = (cfg->batch + ndev - 1) / ndev;
+    c->res = res;
+    /* NCCL for the replicate and the reduce when it is built and every GPU
+     * is a distinct one; peer copies else. */
+    c->nccl = config_dp_nccl(cfg);
+    c->graphs = config_graphs_on(cfg, MODE_DP);
+    res->mode = MODE_DP;
+    res->backend = cfg->backend;
+    res->ndev = ndev;
+    for (int d = 0; d < ndev; d++) {
+        dp_dev_t *dv = &c->dev[d];
+        dv->slot = d;
+        dv->id = cfg->gpus[d];
+        res->dev[d].device_id = dv->id;
+        /* Messages name the slot (what DDPBENCH_FAULT and the report count)
+         * and the id when it differs (ids may repeat on CUDA). */
+        if (dv->id == d)
+            snprintf(dv->name, sizeof dv->name, "device %d", d);
+        else
+            snprintf(dv->name, sizeof dv->name, "device %d (id %d)", d, dv->id);
+    }
+
+    /* --trace and --report: one recorder per device, each written by its device's thread
+     * only.  Per step a device records its step, at most 8 phases per
+     * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
+     * and its copies: replicate ndev-1, reduce ndev-1, and per micro-batch two
+     * scatters (devices 1..) or ndev-1 gathers (device 0). */
+    int extra = 7 + (ndev - 1) * (cfg->accum + 2) + 2 * cfg->accum;
+    bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
+    int rc = result_trace_init(res, record, ndev, cfg->accum, extra);
+    if (rc != DDP_OK)
+        return err_set(err, rc, "dp: out of host memory for the --trace recorders");
+    TRY(schedule_init(&c->sch, cfg, data, 1, 0, err));
+    for (int i = 0; i < 2; i++) {
+        c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
+        c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
+        if (!c->plan[i].rows || !c->plan[i].idx)
+            return err_set(err, DDP_ERR_RUNTIME,
+                           "dp: out of host memory for the step plans (%zu bytes)",
+                           (size_t)cfg->accum * (sizeof *c->plan[i].rows + sizeof *c->plan[i].idx));
+    }
+    c->host_params = malloc(c->spec.nparams * sizeof(float));
+    if (!c->host_params)
+        return err_set(err, DDP_ERR_RUNTIME,
+                       "dp: out of host memory for the parameters (%zu bytes)",
+                       c->spec.nparams * sizeof(float));
+    TRY(trainer_initial_params(cfg, &c->spec, c->host_params, err));
+    /* --resume replaces the initial parameters and the first step here; the
+     * optimizer state waits in c->ck until device 0's thread has created the
+     * optimizer (dp_device_init).  The checkpoints of --checkpoint are
+     * written from device 0's thread, which owns parameters and optimizer. */
+    TRY(ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err));
+    TRY(ckpt_run_load(&c->ck, &c->sch, c->host_params, err));
+    c->total_steps = c->sch.total_steps;
+    c->start_step = c->sch.start_step;
+    c->told_step = schedule_told_step(&c->sch);
+    c->warmup = schedule_warmup(&c->sch);
+    trainer_begin(res, cfg, &c->sch);
+    dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
+    return DDP_OK;
+}
+
+/* The threads' run, then what the result keeps. */
+static int dp_train(dp_ctx_t *c, char *err)
+{
+    /* One BLAS thread per worker, set once here: the count is process-wide
+     * and changing it while another worker runs a GEMM is not safe. */
+    if (c->cfg->backend == BACKEND_CPU)
+        backend_cpu_set_threads(1);
+    int rc = dp_pool_start(&c->pool, c->ndev, dp_worker, c, err);
+    /* Join in every case: a failed start still has threads to wait for. */
+    char jerr[ERR_LEN];
+    int jrc = dp_pool_join(&c->pool, jerr);
+    if (rc == DDP_OK && jrc != DDP_OK)
+        rc = err_set(err, jrc, "%s", jerr);
+    if (rc != DDP_OK)
+        return rc;
+
+    /* device 0 timed the steps; the others' edges differ by a hair (skew) */
+    trainer_end(c->res, c->spec.nparams, c->host_params);
+    c->host_params = NULL;
+    return DDP_OK;
+}
+
+int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    result_init(res);
+    int ndev = cfg->ngpus;
+    if (ndev < 1 || ndev > MAX_DEVICES)
+        return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
+                       MAX_DEVICES, ndev);
+    dp_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
+                       sizeof *c);
+    int rc = dp_setup(c, cfg, data, res, err);
+    if (rc == DDP_OK)
+        rc = dp_train(c, err);
+    if (rc != DDP_OK)
+        result_free(res);
+    dp_ctx_free(c);
+    return rc;
+}

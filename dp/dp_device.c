@@ -1,0 +1,165 @@
+/* dp/dp_device.c: one DP device's buffers: its backend, replica and step meter, and on
+ * device 0 also the optimizer, the whole-batch buffers the gather and the
+ * loss use, and the initial parameters.  Created and freed on the device's
+ * own thread (a CUDA device is current per thread, and a backend's memory
+ * figures are kept by the thread that owns it). */
+#include <stdio.h>
+#include <string.h>
+
+#include "dp/dp.h"
+
+dp_backend_create_fn dp_backend_create_hook;
+
+static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const char *what,
+                       mem_kind_t kind, int *rc, char *err)
+{
+    if (*rc != DDP_OK)
+        return NULL;
+    float *p = backend_alloc_for(be, (floats ? floats : 1) * sizeof(float), kind);
+    if (!p)
+        *rc = err_set(err, DDP_ERR_RUNTIME, "%s: out of memory allocating %s (%zu bytes)",
+                      dv->name, what, floats * sizeof(float));
+    return p;
+}
+
+/* Device d's step meter: every device keeps its own phases, copies and
+ * --trace recorder (written by its thread only); device 0 also the run's
+ * step times, loss log, progress line and --explain's story. */
+static int dp_meter_init(dp_ctx_t *c, int d, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    run_result_t *res = c->res;
+    return step_meter_init(&dv->meter,
+                           &(step_meter_sinks_t){
+                               .cfg = c->cfg,
+                               .dev = &res->dev[d],
+                               .trace = res->trace[d],
+                               .times = d == 0 ? &res->times : NULL,
+                               .log = d == 0 ? &res->log : NULL,
+                               .final_loss = d == 0 ? &res->final_loss : NULL,
+                               .story = d == 0 ? &res->story : NULL,
+                               .progress = d == 0 ? "dp" : NULL,
+                               .total_steps = c->total_steps,
+                               .be = dv->be,
+                               .place = dv->name,
+                           },
+                           err);
+}
+
+int dp_device_init(dp_ctx_t *c, int d, char *err)
+{
+    dp_dev_t *dv = &c->dev[d];
+    const config_t *cfg = c->cfg;
+    /* blas_threads 0: leave the OpenBLAS thread count alone; dp_run set it to
+     * one per worker before any thread started (the count is process-wide). */
+    int rc = dp_backend_create_hook ? dp_backend_create_hook(&dv->be, cfg, dv->id, err)
+                                    : backend_create(&dv->be, cfg->backend, dv->id, 0, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", dv->name);
+    backend_t *be = dv->be;
+    if ((rc = backend_set_precision(be, cfg->precision)) != DDP_OK)
+        return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
+    for (int i = 0; i < 2 && rc == DDP_OK; i++)
+        if (!(dv->bar[i] = backend_event_new(be, false)))
+            return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    /* --cuda-graph: a member's join, device 0's fork and after (dp_graph.c) */
+    if (c->graphs && (!(dv->join = backend_event_new(be, false)) ||
+                      (d == 0 && (!(c->fork = backend_event_new(be, false)) ||
+                                  !(c->after = backend_event_new(be, false))))))
+        return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    /* replica_init's message names the device, the buffer and its size */
+    rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
+    if (rc == DDP_OK)
+        rc = dp_meter_init(c, d, err);
+    if (rc != DDP_OK || d != 0)
+        return rc;
+
+    /* Device 0: the whole micro-batch lives here (it is staged here, the
+     * outputs are gathered here and the loss is computed here), like the
+     * output_device of torch.nn.DataParallel.  Its own chunk is read in place
+     * from gx and gdout, as torch's scatter leaves chunk 0 a view. */
+    size_t batch = (size_t)cfg->batch;
+    int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec), tgt = c->data->tgt_cols;
+    c->bx = dp_alloc(be, batch * in, dv, "the batch inputs", MEM_ACTS, &rc, err);
+    c->by = dp_alloc(be, batch * tgt, dv, "the batch targets", MEM_ACTS, &rc, err);
+    c->gx = c->bx;
+    c->gy = c->by;
+    c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", MEM_ACTS, &rc, err);
+    c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", MEM_ACTS, &rc, err);
+    c->loss_sum = dp_alloc(be, 1, dv, "the loss", MEM_ACTS, &rc, err);
+    /* The loss runs over the whole micro-batch here: its scratch now, not in
+     * the first step (replica_init reserved only the chunk's rows). */
+    if (rc == DDP_OK && backend_reserve(be, cfg->batch, out) != DDP_OK)
+        rc = err_set(err, DDP_ERR_RUNTIME, "%s: reserving the loss's scratch: %s", dv->name,
+                     backend_last_error(be));
+    if (rc == DDP_OK && !backend_host_visible(be) && c->ndev > 1 && !c->nccl) {
+        for (int i = 0; i < 2; i++) {
+            c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", MEM_COMM, &rc, err);
+            if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))
+                rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+        }
+        if (rc == DDP_OK && !(c->red_free = backend_event_new(be, false)))
+            rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    }
+    if (rc == DDP_OK)
+        rc = stager_init(&c->stg, be, c->bx, c->by, cfg->batch, cfg->accum, c->data, err);
+    if (rc != DDP_OK)
+        return rc;
+    if ((rc = optim_init(&c->opt, be, &cfg->optim, c->spec.nparams, err)) != DDP_OK)
+        return err_prefix(err, rc, "%s", dv->name);
+    /* --resume: dp_run read the file; its optimizer state goes to device 0. */
+    if ((rc = ckpt_run_upload(&c->ck, &c->opt, err)) != DDP_OK)
+        return rc;
+    rc = backend_h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
+    /* Why sync: the first replicate copies these parameters to the other
+     * devices with peer copies that do not wait for device 0's stream. */
+    if (rc == DDP_OK)
+        rc = backend_sync(be);
+    if (rc != DDP_OK)
+        return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
+    return DDP_OK;
+}
+
+void dp_device_free(dp_ctx_t *c, int d)
+{
+    dp_dev_t *dv = &c->dev[d];
+    backend_t *be = dv->be;
+    if (!be)
+        return;
+    /* Nothing queued may still read or write what is freed (the other
+     * devices passed the exit barrier, so their copies from here are queued
+     * before their own teardown waits). */
+    /* A failed run's communicators are aborted here when graphs held them
+     * (dp_worker): device 0 has dropped its graphs (dp_graph_abandon). */
+    if (dv->comm && c->graphs && dp_pool_failed(&c->pool))
+        comm_abort(dv->comm, "another device failed");
+    comm_destroy(dv->comm);
+    dv->comm = NULL;
+    backend_sync(be);
+    if (d == 0) {
+        optim_free(&c->opt);
+        stager_free(&c->stg);
+        float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum, c->gscratch[0],
+                         c->gscratch[1]};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i])
+                backend_free(be, bufs[i]);
+        for (int i = 0; i < 2; i++)
+            backend_event_free(be, c->red_copied[i]);
+        backend_event_free(be, c->red_free);
+        backend_event_free(be, c->fork);
+        backend_event_free(be, c->after);
+        c->fork = c->after = NULL;
+        c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
+        c->gscratch[0] = c->gscratch[1] = NULL;
+        c->red_copied[0] = c->red_copied[1] = c->red_free = NULL;
+    }
+    step_meter_free(&dv->meter);
+    for (int i = 0; i < 2; i++)
+        backend_event_free(be, dv->bar[i]);
+    backend_event_free(be, dv->join);
+    dv->join = NULL;
+    replica_free(&dv->rep);
+    backend_destroy(be);
+    dv->be = NULL;
+}
