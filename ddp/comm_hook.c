@@ -52,17 +52,6 @@ struct comm_hook {
 // ---------------------------------------------------------------------------
 // set-up
 
-static size_t param_count(const model_spec_t *s, int p)
-{
-    int l = p / 2;
-    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
-}
-
-static size_t param_off(const model_spec_t *s, int p)
-{
-    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
-}
-
 /* PyTorch's _should_compress with min_compression_rate 2. */
 static bool worth_compressing(int n, int m, int r)
 {
@@ -86,14 +75,14 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
             r = r < m ? r : m;
             if (p % 2 == 0 && worth_compressing(n, m, r)) {
                 hmat_t *mt = &b->mat[b->nmat++];
-                *mt = (hmat_t){n, m, r, param_off(s, p), b->pcount, b->qcount, NULL};
+                *mt = (hmat_t){n, m, r, model_param_off(s, p), b->pcount, b->qcount, NULL};
                 b->pcount += (size_t)n * r;
                 b->qcount += (size_t)m * r;
                 if (!(mt->err = calloc((size_t)n * m, sizeof(float))))
                     return err_set(err, DDP_ERR_RUNTIME, "out of memory for PowerSGD's errors");
             } else {
-                b->piece[b->npiece++] = (hpiece_t){param_off(s, p), param_count(s, p)};
-                b->ucount += param_count(s, p);
+                b->piece[b->npiece++] = (hpiece_t){model_param_off(s, p), model_param_count(s, p)};
+                b->ucount += model_param_count(s, p);
             }
         }
         b->u = calloc(b->ucount + 1, sizeof(float));

@@ -12,17 +12,6 @@
 // ---------------------------------------------------------------------------
 // buckets
 
-static size_t param_off(const model_spec_t *s, int p)
-{
-    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
-}
-
-static size_t param_count(const model_spec_t *s, int p)
-{
-    int l = p / 2;
-    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
-}
-
 int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
                  float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err)
 {
@@ -42,7 +31,7 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
     double cap = first_bucket_mb * 1048576.0, bytes = 0.0;
     bucket_t *cur = NULL;
     for (int p = np - 1; p >= 0; p--) {
-        double pb = (double)param_count(spec, p) * sizeof(float);
+        double pb = (double)model_param_count(spec, p) * sizeof(float);
         if (!cur || (cur->count > 0 && bytes + pb > cap)) {
             if (cur)
                 cap = bucket_mb * 1048576.0;
@@ -53,8 +42,8 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
             bytes = 0.0;
         }
         cur->first_param = p;
-        cur->off = param_off(spec, p);
-        cur->count += param_count(spec, p);
+        cur->off = model_param_off(spec, p);
+        cur->count += model_param_count(spec, p);
         bytes += pb;
         r->bucket_of[p] = r->nb - 1;
     }
