@@ -31,6 +31,21 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->zero = 0;
 }
 
+/* What keeps compare from adding runs to its three (--zero's stages,
+ * --precision's list): the first option that cannot go with them (under
+ * mpirun: mpi, saying what to run instead), or NULL. */
+static const char *more_runs_refused(const app_job_t *j, const char *mpi)
+{
+    const config_t *c = &j->cfg;
+    return j->mpi                ? mpi
+           : c->report_path[0]   ? "--report"
+           : c->trace_path[0]    ? "--trace"
+           : c->baseline_path[0] ? "--baseline"
+           : c->repeat > 1       ? "--repeat"
+           : c->save_path[0]     ? "--save"
+                                 : NULL;
+}
+
 int app_plan(app_job_t *j, int rc, char *err)
 {
     config_t *cfg = &j->cfg;
@@ -55,13 +70,7 @@ int app_plan(app_job_t *j, int rc, char *err)
     }
     /* compare --zero 1,2,3: a ddp run per stage beside plain DDP's */
     if (cfg->mode == MODE_COMPARE && cfg->nzero_stages > 0) {
-        const char *no = j->mpi                ? "mpirun (run --mode ddp --zero N)"
-                         : cfg->report_path[0] ? "--report"
-                         : cfg->trace_path[0]  ? "--trace"
-                         : cfg->baseline_path[0] ? "--baseline"
-                         : cfg->repeat > 1     ? "--repeat"
-                         : cfg->save_path[0]   ? "--save"
-                         : NULL;
+        const char *no = more_runs_refused(j, "mpirun (run --mode ddp --zero N)");
         if (no && rc == DDP_OK)
             rc = err_set(err, DDP_ERR_INPUT, "--zero with --mode compare: not with %s", no);
         for (int k = 0; k < cfg->nzero_stages && rc == DDP_OK; k++, j->n++) {
@@ -74,13 +83,7 @@ int app_plan(app_job_t *j, int rc, char *err)
      * precision after the first (what faster compute does to the share of
      * communication the step waits for) */
     if (cfg->mode == MODE_COMPARE && cfg->nprecisions > 1) {
-        const char *no = j->mpi                ? "mpirun (run compare once per precision)"
-                         : cfg->report_path[0] ? "--report"
-                         : cfg->trace_path[0]  ? "--trace"
-                         : cfg->baseline_path[0] ? "--baseline"
-                         : cfg->repeat > 1     ? "--repeat"
-                         : cfg->save_path[0]   ? "--save"
-                         : NULL;
+        const char *no = more_runs_refused(j, "mpirun (run compare once per precision)");
         if (no && rc == DDP_OK)
             rc = err_set(err, DDP_ERR_INPUT, "--precision with a list: not with %s", no);
         for (int k = 1; k < cfg->nprecisions && rc == DDP_OK; k++)
