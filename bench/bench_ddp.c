@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     double ratios[256];
     for (int k = 0; k < rounds && k < 256 && rc == 0; k++) {
         run_result_t rs, rd;
-        if (single_run(&cs, &data, &rs, err) != DDP_OK || ddp_run(&cd, &data, &rd, err) != DDP_OK) {
+        if (single_strategy.run(&cs, &data, &rs, err) != DDP_OK || ddp_strategy.run(&cd, &data, &rd, err) != DDP_OK) {
             fprintf(stderr, "bench_ddp: %s\n", err);
             rc = 1;
             break;

@@ -108,8 +108,8 @@ int main(int argc, char **argv)
     memset(&keep_s, 0, sizeof keep_s);
     memset(&keep_d, 0, sizeof keep_d);
     for (int r = 0; r < rounds; r++) {
-        if (single_run(&cs, &data, &rs, err) != DDP_OK ||
-            dp_run(&cd, &data, &rd, err) != DDP_OK) {
+        if (single_strategy.run(&cs, &data, &rs, err) != DDP_OK ||
+            dp_strategy.run(&cd, &data, &rd, err) != DDP_OK) {
             fprintf(stderr, "bench_dp: %s\n", err);
             data_free(&data);
             return 1;

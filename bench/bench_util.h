@@ -41,8 +41,7 @@ static inline void bench_run(const char *args, run_result_t *res)
         fprintf(stderr, "bench: '%s': %s\n", args, err);
         exit(1);
     }
-    rc = c.mode == MODE_DP ? dp_run(&c, &d, res, err)
-         : c.mode == MODE_DDP ? ddp_run(&c, &d, res, err) : single_run(&c, &d, res, err);
+    rc = strategy_of(c.mode)->run(&c, &d, res, err);
     data_free(&d);
     if (rc != DDP_OK) {
         fprintf(stderr, "bench: '%s': %s\n", args, err);

@@ -94,7 +94,9 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
     return DDP_OK;
 }
 
-int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, const reducer_t *r,
+static const bucket_ops_t hook_ops;
+
+int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, reducer_t *r,
                    char *err)
 {
     *out = NULL;
@@ -134,6 +136,8 @@ int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, const 
         return rc;
     }
     *out = h;
+    r->ops = &hook_ops;
+    r->ops_ctx = h;
     return DDP_OK;
 }
 
@@ -165,8 +169,9 @@ static int send(reducer_t *r, comm_op_t *op, bool run, comm_handle_t *hd)
     return run ? comm_run(r->comm, op, hd) : comm_launch(r->comm, op, hd);
 }
 
-int comm_hook_launch(comm_hook_t *h, reducer_t *r, int i, bool run, comm_handle_t *hd)
+static int hook_launch(void *ctx, reducer_t *r, int i, bool run, comm_handle_t *hd)
 {
+    comm_hook_t *h = ctx;
     bucket_t *bk = &r->b[i];
     hbucket_t *b = &h->hb[i];
     *hd = 0;
@@ -282,10 +287,9 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
     return DDP_OK;
 }
 
-int comm_hook_finish(comm_hook_t *h, reducer_t *r)
+static int hook_finish(void *ctx, reducer_t *r)
 {
-    if (!h || !r->armed)
-        return DDP_OK;
+    comm_hook_t *h = ctx;
     if (h->kind == HOOK_FP16 || h->kind == HOOK_BF16) {
         for (int i = 0; i < r->nb; i++)
             TRY(backend_cast16(h->be, h->dt, false, r->grads + r->b[i].off, h->h16 + h->hb[i].hoff,
@@ -299,14 +303,16 @@ int comm_hook_finish(comm_hook_t *h, reducer_t *r)
     return DDP_OK;
 }
 
-double comm_hook_bytes(const comm_hook_t *h, const reducer_t *r, int i)
+static double hook_bytes(const void *ctx, const reducer_t *r, int i)
 {
-    const hbucket_t *b = h ? &h->hb[i] : NULL;
-    if (!h)
-        return (double)r->b[i].count * sizeof(float);
+    const comm_hook_t *h = ctx;
+    const hbucket_t *b = &h->hb[i];
     if (h->kind == HOOK_FP16 || h->kind == HOOK_BF16)
         return (double)b->hcount * sizeof(uint16_t);
     if (!b->compressed)
         return (double)r->b[i].count * sizeof(float);
     return (double)(b->ucount + b->pcount + b->qcount) * sizeof(float);
 }
+
+static const bucket_ops_t hook_ops = {.launch = hook_launch, .finish = hook_finish,
+                                      .bytes = hook_bytes};

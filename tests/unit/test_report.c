@@ -61,17 +61,7 @@ static void real_run(real_run_t *rr, const char *args)
     cr_assert_eq(tu_parse(&rr->cfg, args, err), DDP_OK, "%s: %s", args, err);
     cr_assert_eq(config_model_spec(&rr->cfg, &rr->spec, err), DDP_OK);
     cr_assert_eq(data_load(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
-    int rc;
-    switch (rr->cfg.mode) {
-    case MODE_DP:
-        rc = dp_run(&rr->cfg, &rr->data, &rr->res, err);
-        break;
-    case MODE_DDP:
-        rc = ddp_run(&rr->cfg, &rr->data, &rr->res, err);
-        break;
-    default:
-        rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
-    }
+    int rc = strategy_of(rr->cfg.mode)->run(&rr->cfg, &rr->data, &rr->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
     rr->ctx = (report_ctx_t){.cfg = &rr->cfg, .spec = &rr->spec, .data = &rr->data};
 }
