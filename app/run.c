@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "app/commbench.h"
+#include "common/comm/comm.h"
 #include "common/base/interrupt.h"
-#include "ddp/launch.h"
+#include "common/train/launcher.h"
 #include "common/device/backend.h"
 #include "common/train/strategy.h"
 
@@ -34,7 +34,7 @@ static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, ch
      * core); DP and DDP run more threads than devices */
     bool own_switching = c->mode != MODE_SINGLE || c->threads > res->machine.cpus_online;
     disturb_end(&dm, c->ngpus, res->steps, own_switching, &res->machine);
-    if (c->launcher == LAUNCHER_MPI) {
+    if (launch_is_rank(c)) {
         /* under mpirun the other ranks are not this process's children: their
          * CPU time would count as other processes'; only the switches judge */
         res->machine.known = false;
@@ -99,7 +99,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
     c.step_factor = 4.0;
     c.iters = 10;
     c.warmup_iters = 2;
-    if (c.ngpus < 2 && c.launcher == LAUNCHER_MPI)
+    if (c.ngpus < 2 && launch_is_rank(&c))
         return DDP_OK; /* one rank under mpirun: nothing to measure, k0 stays 0 */
     if (c.ngpus < 2) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -110,7 +110,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
         c.gpus[0] = 0;
         c.gpus[1] = 1;
     }
-    TRY(comm_bench_run(&c, &p->perf, err));
+    TRY(ddp_strategy.comm_bench(&c, &p->perf, err));
     in->k0 = p->perf.world;
     in->all_reduce = collperf_find(&p->perf, COLL_ALL_REDUCE);
     in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
@@ -120,7 +120,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
 
 static int measure_collectives(app_job_t *j, char *err)
 {
-    if (!j->cfg.quiet && ddp_launch_reports(&j->cfg)) {
+    if (!j->cfg.quiet && j->reports) {
         fprintf(j->info, "== the collectives%s (--mode comm)\n",
                 j->full ? ", for the alpha-beta model" : " at the bucket sizes");
         fflush(j->info);

@@ -220,4 +220,4 @@ static int ddp_buckets(const model_spec_t *s, const config_t *c, double *bytes, 
 }
 
 const strategy_t ddp_strategy = {.run = ddp_run, .mem = ddp_mem, .collectives = ddp_buckets,
-                                 .run_each = ddp_run_each};
+                                 .comm_bench = ddp_comm_bench, .run_each = ddp_run_each};

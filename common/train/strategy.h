@@ -1,8 +1,9 @@
 /* common/train/strategy.h: the three ways to train, behind one table each:
  * single_strategy (single.c, beside this seam), dp_strategy (dp/) and
  * ddp_strategy (ddp/).  The program talks to a strategy through its table
- * alone: how it runs, what a device of it holds, and the collectives a step
- * of it sends (what --predict measures).
+ * alone: how it runs, what a device of it holds, the collectives a step of
+ * it sends and what they cost (--predict's inputs).  How the processes come
+ * to be (fork, or mpirun's ranks) is train/launcher.h's.
  *
  * run takes a validated config and a checked dataset, trains, and fills a
  * run_result_t (timings, losses, final parameters).  It returns DDP_OK,
@@ -15,6 +16,7 @@
 
 #include "common/config/config.h"
 #include "common/data/data.h"
+#include "common/measure/collperf.h"
 #include "common/measure/result.h"
 #include "common/nn/model.h"
 
@@ -32,6 +34,10 @@ typedef struct {
      * at most max of them into bytes[]: *n.  NULL: none. */
     int (*collectives)(const model_spec_t *s, const config_t *c, double *bytes, int max, int *n,
                        char *err);
+    /* DDP: every collective --coll names over --min-bytes..--max-bytes on
+     * cfg's devices, one rank each (--mode comm, and what --predict
+     * measures).  NULL elsewhere. */
+    int (*comm_bench)(const config_t *cfg, collperf_t *out, char *err);
     /* DDP: run where rank r runs its own configuration rank_config(cfg, r),
      * as ranks another launcher started each parse their own command line
      * (the start-up check must then catch a difference: --scenario
