@@ -67,8 +67,8 @@ static void dp_worker(void *ctx, int d)
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
         /* A device whose collective waits for this one must not wait out
          * --timeout: fail the whole NCCL group now (a communicator a CUDA
-         * graph holds carries its abort out once the graph is dropped:
-         * graph_abandon below, and its destroy). */
+         * graph holds defers the abort to its destroy, every device's
+         * together after the exit barrier: comm_nccl.c). */
         for (int i = 0; i < c->ndev; i++)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
