@@ -913,8 +913,10 @@ void config_usage(FILE *f)
         fputc('\n', f);
     }
     config_presets_usage(f);
-    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
-               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
+    fprintf(f, "\nExit status: 0 ok (or no change, or improved), 1 a run failed, 2 bad input, 3\n"
+               "regressed against --baseline or --against, 4 no verdict (the interval still\n"
+               "straddles --tolerance), 128 + N stopped by signal N.  Both gates print a line\n"
+               "starting \"verdict: \" (regressed, improved, no change or no verdict).\n");
 }
 
 // ---------------------------------------------------------------------------
