@@ -25,6 +25,12 @@
  * few pairs (the warm-up's first), so that a gate does not start a pair it
  * cannot finish in time. */
 #define AB_PAIR_MEMORY 4
+/* A child's length when neither --steps nor --epochs is given: the length
+ * that decided every try fastest on a shared 2-core machine
+ * (bench/bench_round_length.sh, docs/gate.md): a run's fixed cost is ~0.2 s
+ * quiet, and 16 steps (14 timed) judged as well as 64 in a quarter of the
+ * time, where 8 left a busy machine undecided. */
+#define AB_CHILD_STEPS "16"
 
 /* Was option `name` given on the command line? (argv less it is shorter) */
 static bool option_given(int argc, char **argv, const char *name)
@@ -109,7 +115,7 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
     /* the children run the user's options less the gate's own, with --json */
     static const char *const drop[] = {"against", "candidate", "repeat", "json", "csv",
                                        "tolerance", "quiet", "gate-budget", NULL};
-    char **args = calloc((size_t)argc + 3, sizeof *args);
+    char **args = calloc((size_t)argc + 5, sizeof *args);
     int retakes = PAIRED_RETAKES(cap); /* bounded: a machine busy throughout cannot be waited out */
     int most = cap + retakes + 1;      /* and the warm-up */
     ab_round_t *r = calloc((size_t)most, sizeof *r);
@@ -119,14 +125,20 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "--against: out of memory");
     }
     int na = config_argv_without(argc, argv, drop, args);
+    bool own_length = !option_given(argc, argv, "steps") && !option_given(argc, argv, "epochs");
+    if (own_length) {
+        args[na++] = "--steps";
+        args[na++] = AB_CHILD_STEPS;
+    }
     args[na++] = "--json";
     args[na] = NULL;
 
     FILE *info = (cfg->json || cfg->csv) ? stderr : stdout;
     if (!cfg->quiet)
         fprintf(info, "A/B: base %s and candidate %s, %s, ABBA order: rounds until the interval "
-                "decides, at most %d or %g s (--repeat, --gate-budget)\n", exe[AB_BASE],
-                exe[AB_CAND], mode_name(cfg->mode), cap, g.budget_s);
+                "decides, at most %d or %g s (--repeat, --gate-budget)%s\n", exe[AB_BASE],
+                exe[AB_CAND], mode_name(cfg->mode), cap, g.budget_s,
+                own_length ? "; each run " AB_CHILD_STEPS " steps (--steps sets it)" : "");
     double t_start = now_s();
     ab_child_t child = {.args = args, .deadline_s = cfg->timeout_s};
     char why[96];

@@ -87,6 +87,20 @@ case "$line" in
 *"--mode ddp --backend cpu --gpus 0,1 --steps 9 --json"*) ok ;;
 *) ko "the child's options: $line" ;;
 esac
+# without --steps or --epochs the children run the gate's own length (16 steps)
+: >"$T/log"
+"$BIN" $S --against "$T/base" --candidate "$T/same" --repeat 8 >"$T/out" 2>&1
+case "$(head -1 "$T/log")" in
+*"--gpus 0,1 --steps 16 --json") grep -q "each run 16 steps (--steps sets it)" "$T/out" && ok || ko "length: $(head -1 "$T/out")" ;;
+*) ko "the child's length: $(head -1 "$T/log")" ;;
+esac
+: >"$T/log"
+"$BIN" $S --epochs 1 --against "$T/base" --candidate "$T/same" --repeat 8 >/dev/null 2>&1
+case "$(head -1 "$T/log")" in
+*--steps*) ko "--epochs given, yet the child got --steps: $(head -1 "$T/log")" ;;
+*"--epochs 1 --json") ok ;;
+*) ko "the child's options with --epochs: $(head -1 "$T/log")" ;;
+esac
 
 # --- a 10% slowdown on rank 1 (forward+backward +25%): regressed, exit 3, the straggler named
 fake slow 1.10 1.25 "$QUIET"
