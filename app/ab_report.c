@@ -144,6 +144,12 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
                 load_hi = fmax(load_hi, r[i].side[k].load1);
             }
     char rr[64], pr[64], stop[200];
+    if (e->n == 0) {
+        stop_words(stop, sizeof stop, g, 0);
+        fprintf(f, "verdict: no verdict: no round ran; %s: a larger --gate-budget or shorter runs "
+                "(--steps)\n", stop);
+        return;
+    }
     ratio_range(rr, sizeof rr, e->lo, e->hi);
     pct_range(pr, sizeof pr, exp(e->lo), exp(e->hi));
     stop_words(stop, sizeof stop, g, e->n);
