@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/e2e/e2e_gate.sh: --repeat and the regression gate's exit policy on the
-# real binary, with crafted baselines: 0 within tolerance, 3 regression, 4 no
+# real binary, with crafted baselines: 0 no change, 3 regressed, 4 no
 # verdict (too noisy), 2 another configuration (steps, warm-up, precision); a baseline
 # from another machine only warns; --repeat's JSON carries every run; the
 # notes under a result.  Usage: sh tests/e2e/e2e_gate.sh ./ddpbench

@@ -1,5 +1,5 @@
 /* tests/unit/test_gate.c: --repeat's intervals and the regression gate on them,
- * with crafted baselines and crafted runs: within tolerance, a regression
+ * with crafted baselines and crafted runs: no change, a regression
  * (the whole interval below), "too noisy" (an interval wider than the
  * tolerance, the candidate's or the baseline's), peak memory and exposed
  * communication, the phases named in the verdict, and the differences that
