@@ -255,6 +255,11 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
     /* why: nothing of this child outlives its round (a background process
      * it started, a rank it orphaned); ESRCH when its group is gone */
     kill(-pid, SIGKILL);
+    /* and gone before the next round starts: a killed process dies when it
+     * next runs (up to 1 s on a busy machine; ESRCH at once when the group
+     * was empty, as after a ddpbench) */
+    for (int i = 0; i < 50 && kill(-pid, 0) == 0; i++)
+        poll(NULL, 0, 20);
     for (int i = 0; i < 2; i++)
         if (st.pf[i].fd >= 0)
             close(st.pf[i].fd);

@@ -295,9 +295,14 @@ timeout 120 "$BIN" $S --against "$T/base" --candidate "$T/leaver" --repeat 6 >"$
 rc=$?
 t1=$(date +%s)
 [ $rc = 0 ] && [ $((t1 - t0)) -lt 20 ] && ok || ko "background leftover: exit $rc after $((t1 - t0)) s: $(tail -2 "$T/out") $(cat "$T/err")"
+# (a SIGKILLed process dies when the scheduler next runs it: on a busy machine that is not
+# at once, so each gets up to 5 s; the leftovers' own sleep is 30 s)
+alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '/^State:/ { print $2 }' /proc/$1/status 2>/dev/null)" != Z ]; }
 left=""
 for p in $(cat "$T/leaver.pids" 2>/dev/null); do
-    kill -0 "$p" 2>/dev/null && [ "$(awk '/^State:/ { print $2 }' /proc/$p/status)" != Z ] && left="$left $p"
+    i=0
+    while alive "$p" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    alive "$p" && left="$left $p"
 done
 [ -z "$left" ] && [ -s "$T/leaver.pids" ] && ok || { ko "background leftovers alive:$left"; kill $left 2>/dev/null; }
 
