@@ -283,10 +283,10 @@ Test(report_baseline, same_run_passes_doctored_one_regresses)
     tmp_path(path, sizeof path, "baseline");
     write_baseline(&rr, path, 1.0);
     cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_OK, "%s", msg);
-    cr_assert(strstr(msg, "within tolerance"), "%s", msg);
+    cr_assert(strstr(msg, "verdict: no change"), "%s", msg);
     write_baseline(&rr, path, 1.5); /* the baseline was 50% faster */
     cr_assert_eq(judge(&rr, &rr.cfg, path, 5.0, msg), DDP_ERR_REGRESSED, "%s", msg);
-    cr_assert(strstr(msg, "regression: "), "%s", msg);
+    cr_assert(strstr(msg, "verdict: regressed: "), "%s", msg);
     cr_assert(strstr(msg, "33.3% below the baseline"), "%s", msg);
     cr_assert(strstr(msg, "(tolerance 5%)"), "%s", msg);
     cr_assert_eq(judge(&rr, &rr.cfg, path, 40.0, msg), DDP_OK, "a 33%% drop is within 40%%: %s",
@@ -329,10 +329,10 @@ Test(report_baseline, verdict_line_format)
     cJSON *o = cJSON_Parse("{\"throughput_samples_per_s\":1408.0}");
     char line[ERR_LEN];
     cr_assert_eq(baseline_verdict(o, NULL, 1234.5, 5.0, line, sizeof line), DDP_ERR_REGRESSED);
-    cr_assert_str_eq(line, "regression: 1234.5 samples/s is 12.3% below the baseline 1408.0 "
-                           "(tolerance 5%)");
+    cr_assert_str_eq(line, "verdict: regressed: 1234.5 samples/s is 12.3% below the baseline "
+                           "1408.0 (tolerance 5%)");
     cr_assert_eq(baseline_verdict(o, "dp", 1400.0, 5.0, line, sizeof line), DDP_OK);
-    cr_assert_str_eq(line, "within tolerance: dp: 1400.0 samples/s is 0.6% below the baseline "
+    cr_assert_str_eq(line, "verdict: no change: dp: 1400.0 samples/s is 0.6% below the baseline "
                            "1408.0 (tolerance 5%)");
     cJSON_Delete(o);
 }
