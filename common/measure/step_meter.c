@@ -11,6 +11,18 @@
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
 
+/* The work sample (step_meter.h).  A read of the thread's CPU clock is a
+ * system call (CLOCK_THREAD_CPUTIME_ID has no vDSO path): about 1.2 us on
+ * this project's 2-core VM, where the seed-size step (10,10, batch 20) takes
+ * about 1 us, so reading it at every lap made the instrument 8x the step it
+ * measured.  Sampling steps 2 ms apart keeps every step of a model whose
+ * step takes 2 ms or more (mlp-small: 3-12 ms, where the A/B gate judges the
+ * work: the same figure as reading every step) and bounds the reads' cost
+ * to a few in 2 ms elsewhere (the seed-size run: one step in about 500).
+ * The first steps are always sampled, so a short run still has a figure. */
+#define WORK_PERIOD_S 2e-3
+#define WORK_MIN_SAMPLES 16
+
 struct meter_span {
     int m0, m1;
     meter_span_t s;
@@ -119,8 +131,10 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     return true;
 }
 
-/* A marker at this point of the queue; its index, or -1 after a failure. */
-static int mark_at(step_meter_t *m, phase_t p)
+/* A marker at this point of the queue; its index, or -1 after a failure.
+ * lap: the mark ends a lap, or the step (a work sample reads the CPU clock
+ * there); a plain mark (a span's end) reads none. */
+static int mark_at(step_meter_t *m, phase_t p, bool lap)
 {
     step_rec_t *r = &m->rec[m->cur];
     if (!r->open || m->rc != DDP_OK || !mark_room(m, r))
@@ -138,10 +152,10 @@ static int mark_at(step_meter_t *m, phase_t p)
         r->t[i] = now_s();
     }
     /* The work figure (work_cpu below): on the CPU the work is done by this
-     * thread when a call returns, so its CPU clock at each mark splits the
-     * step's CPU time by phase.  On a GPU the host's CPU time is only the
-     * launches: not read. */
-    r->cpu[i] = m->deferred ? 0.0 : thread_cpu_s();
+     * thread when a call returns, so its CPU clock at each lap splits the
+     * step's CPU time by phase.  Read in the sampled steps alone (a system
+     * call); on a GPU, never (the host's CPU time is only the launches). */
+    r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
     r->n++;
     return i;
 }
@@ -170,12 +184,22 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     /* Nothing waited for the device since the last step ended: the GPU went
      * straight from it to this one (or idled for the host in between). */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
-    mark_at(m, PH_COUNT);
+    /* A work sample (WORK_PERIOD_S): decided before the step, from the
+     * clock alone, so which steps are sampled does not depend on them. */
+    r->work = false;
+    if (timed && m->work) {
+        double now = now_s();
+        if (m->work->n < WORK_MIN_SAMPLES || now - m->work_t >= WORK_PERIOD_S) {
+            r->work = true;
+            m->work_t = now;
+        }
+    }
+    mark_at(m, PH_COUNT, true);
 }
 
-void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p); }
+void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p, true); }
 
-int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT); }
+int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT, false); }
 
 void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s)
 {
@@ -344,7 +368,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         story->backward_s = m->first_lap[PH_BACKWARD];
     if (m->to.resolved)
         m->to.resolved(m->to.ctx, m, r);
-    if (r->timed && m->work)
+    if (r->work)
         step_times_add(m->work, work_cpu(r), 0);
     for (int p = 0; p < PH_COUNT; p++) {
         mine[p] += r->charge[p];
@@ -444,7 +468,7 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
     /* The step's last marker: its last lap, unless nothing was lapped or
      * work (a fetch) was queued after it. */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
-        mark_at(m, PH_COUNT);
+        mark_at(m, PH_COUNT, true);
     step_rec_t *prev = &m->rec[m->cur ^ 1];
     int rc = DDP_OK;
     /* what the step queued, its last marker included */
@@ -475,9 +499,10 @@ int step_meter_finish(step_meter_t *m, char *err)
             break;
     }
     if (m->work && m->work->n > 0) {
-        /* The work's low quantiles: a step's CPU time still grows when
-         * another process shares the core's caches or preempts it mid-step
-         * (docs/gate.md measures how much); its quickest steps hardly do. */
+        /* The work's low quantiles over the sampled steps: a step's CPU
+         * time still grows when another process shares the core's caches
+         * or preempts it mid-step (docs/gate.md measures how much); its
+         * quickest steps hardly do. */
         device_stats_t *d = m->to.dev;
         d->work_steps = m->work->n;
         d->work_cpu_mean = m->work->timed_s / (double)m->work->n;
