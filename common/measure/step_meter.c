@@ -185,10 +185,12 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
      * straight from it to this one (or idled for the host in between). */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
     /* A work sample (WORK_PERIOD_S): decided before the step, from the
-     * clock alone, so which steps are sampled does not depend on them. */
+     * clock alone, so which steps are sampled does not depend on them; the
+     * clock as the last step's end read it (on the CPU a step reports as it
+     * ends), which costs no reading of its own. */
     r->work = false;
     if (timed && m->work) {
-        double now = now_s();
+        double now = m->last_end_t > 0.0 ? m->last_end_t : now_s();
         if (m->work->n < WORK_MIN_SAMPLES || now - m->work_t >= WORK_PERIOD_S) {
             r->work = true;
             m->work_t = now;
