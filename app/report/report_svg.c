@@ -56,7 +56,7 @@ static const char *ph_class(int p)
     static const char *const c[PH_COUNT] = {"data",    "h2d",     "scatter", "replicate",
                                             "forward", "loss",    "backward", "exposed",
                                             "exposed", "hidden",  "optim",   "idle",
-                                            "skew"};
+                                            "skew",    "desched"};
     return p >= 0 && p < PH_COUNT ? c[p] : "other";
 }
 

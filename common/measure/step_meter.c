@@ -3,10 +3,12 @@
  * their times and everything that follows from them once it has run. */
 #include "common/measure/step_meter.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
@@ -50,6 +52,11 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
+    /* the descheduled phase: only in the runs that draw or explain, and on
+     * the CPU (opened by the stepping thread at its first step) */
+    m->sched_fd = -1;
+    m->sched = !m->deferred && to->cfg &&
+               (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0]);
     if (to->progress && to->cfg) { /* from here: the run's time and rate count from its start */
         progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
         m->prog = &m->progress;
@@ -81,6 +88,7 @@ void step_meter_free(step_meter_t *m)
         free(r->ph);
         free(r->t);
         free(r->cpu);
+        free(r->rq);
         free(r->span);
         if (r->fetched) {
             if (m->deferred)
@@ -92,6 +100,27 @@ void step_meter_free(step_meter_t *m)
     }
     free(m->work);
     m->work = NULL;
+    if (m->sched_fd >= 0)
+        close(m->sched_fd);
+    m->sched_fd = -1;
+}
+
+/* Seconds the calling thread has waited on the run queue (runnable, not
+ * running), from its schedstat file: "cpu_ns run_delay_ns timeslices".
+ * One pread, no allocation; on any failure the phase is given up (0). */
+static double run_delay_s(step_meter_t *m)
+{
+    char buf[96];
+    ssize_t n = m->sched_fd >= 0 ? pread(m->sched_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) {
+        m->sched = false;
+        return 0.0;
+    }
+    buf[n] = 0;
+    char *end;
+    strtoull(buf, &end, 10);
+    unsigned long long wait = strtoull(end, &end, 10);
+    return (double)wait * 1e-9;
 }
 
 // ---------------------------------------------------------------------------
@@ -112,10 +141,13 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     double *cpu = realloc(r->cpu, (size_t)cap * sizeof *cpu);
     if (cpu)
         r->cpu = cpu;
+    double *rq = realloc(r->rq, (size_t)cap * sizeof *rq);
+    if (rq)
+        r->rq = rq;
     backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
     if (ev)
         r->ev = ev;
-    if (!ph || !t || !cpu || !ev) {
+    if (!ph || !t || !cpu || !rq || !ev) {
         meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
         return false;
     }
@@ -156,6 +188,8 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
      * step's CPU time by phase.  Read in the sampled steps alone (a system
      * call); on a GPU, never (the host's CPU time is only the launches). */
     r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
+    /* the run-queue wait (the descheduled phase), in the runs that draw */
+    r->rq[i] = m->sched && lap ? run_delay_s(m) : 0.0;
     r->n++;
     return i;
 }
@@ -188,6 +222,10 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
      * clock alone, so which steps are sampled does not depend on them; the
      * clock as the last step's end read it (on the CPU a step reports as it
      * ends), which costs no reading of its own. */
+    if (m->sched && m->sched_fd < 0) { /* this thread's, opened on it */
+        m->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        m->sched = m->sched_fd >= 0;
+    }
     r->work = false;
     if (timed && m->work) {
         double now = m->last_end_t > 0.0 ? m->last_end_t : now_s();
@@ -332,16 +370,26 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         if (p == PH_COUNT)
             continue; /* a plain marker splits no lap */
         double d = r->t[i] - r->t[prev];
-        mine[p] += d;
-        trace_phase(tr, p, r->t[prev], r->t[i]);
+        /* What the lap waited on the run queue is descheduled, not its
+         * phase's; when in the lap is not known: drawn at its end. */
+        double q = m->sched ? fmin(fmax(r->rq[i] - r->rq[prev], 0.0), d) : 0.0;
+        mine[p] += d - q;
+        mine[PH_DESCHED] += q;
+        trace_phase(tr, p, r->t[prev], r->t[i] - q);
+        if (q > 0.0)
+            trace_phase(tr, PH_DESCHED, r->t[i] - q, r->t[i]);
         if (r->first && !seen[p])
-            m->first_lap[p] = d;
+            m->first_lap[p] = d - q;
         seen[p] = true;
         prev = i;
     }
     /* Work queued after the last lap (a fetch) belongs to the last phase. */
-    if (prev > 0 && prev < r->n - 1)
-        mine[r->ph[prev]] += r->t[r->n - 1] - r->t[prev];
+    if (prev > 0 && prev < r->n - 1) {
+        double d = r->t[r->n - 1] - r->t[prev];
+        double q = m->sched ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0), d) : 0.0;
+        mine[r->ph[prev]] += d - q;
+        mine[PH_DESCHED] += q;
+    }
     move_stat_t moved[MOVE_COUNT] = {{0}};
     for (int i = 0; i < r->nspan; i++) {
         const struct meter_span *sp = &r->span[i];

@@ -31,6 +31,15 @@
  * sample began (and the first WORK_MIN_SAMPLES), so its reads cost a
  * bounded share of the run's time whatever the step's size.
  *
+ * The runs that draw or explain (--report, --explain, --trace) also read,
+ * at each lap, how long the thread has waited on the kernel's run queue
+ * (runnable, not running: another process had the core; the second field
+ * of /proc/thread-self/schedstat, one pread on a file kept open): what a
+ * lap waited there is its PH_DESCHED, not its phase's, so a busy machine's
+ * time is never called idle, communication or compute.  On the CPU only
+ * (a GPU's laps are the device's time, not the host thread's).  Where the
+ * kernel gives no such file, the phase stays 0.
+ *
  * Laps are markers on the device's queue (backend events), not host clock
  * readings, so measuring never makes the host wait.  On the CPU backend the
  * work is done when a call returns, so a marker is the host clock and a step
@@ -109,6 +118,7 @@ struct step_rec {
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
     double *cpu;             /* the thread's CPU clock at each lap (a work sample only) */
+    double *rq;              /* the thread's run-queue wait so far at each lap (sched only) */
     bool work;               /* a work sample: the CPU clock is read at its laps */
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
@@ -142,6 +152,8 @@ struct step_meter {
     double resolved_dt;      /* ... and its wall time */
     step_times_t *work;      /* the sampled steps' work (work_cpu; NULL on a GPU) */
     double work_t;           /* when the last work sample began (now_s) */
+    bool sched;              /* the descheduled phase is measured (--report, --explain, --trace) */
+    int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
