@@ -174,6 +174,11 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     int i = r->n;
     r->ph[i] = p;
     r->queued_after = false;
+    /* The run-queue wait (the descheduled phase), in the runs that draw,
+     * read before the clock: the read is a system call, where a busy
+     * core's scheduler likes to switch, and a wait after the clock's
+     * reading would be counted in this lap while its time is the next's. */
+    r->rq[i] = m->sched && lap ? run_delay_s(m) : 0.0;
     if (m->to.be) {
         int rc = backend_event_record(m->to.be, r->ev[i]);
         if (rc != DDP_OK) {
@@ -188,8 +193,6 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
      * step's CPU time by phase.  Read in the sampled steps alone (a system
      * call); on a GPU, never (the host's CPU time is only the launches). */
     r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
-    /* the run-queue wait (the descheduled phase), in the runs that draw */
-    r->rq[i] = m->sched && lap ? run_delay_s(m) : 0.0;
     r->n++;
     return i;
 }
@@ -365,14 +368,24 @@ static int resolve(step_meter_t *m, step_rec_t *r)
 
     trace_step_begin(tr, r->g, r->timed);
     int prev = 0;
+    /* run-queue wait beyond a lap's wall time (a preemption between a
+     * mark's two readings, which mark_at keeps to a few instructions) is
+     * the laps' that follow */
+    double carry = 0.0;
     for (int i = 1; i < r->n; i++) {
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue; /* a plain marker splits no lap */
         double d = r->t[i] - r->t[prev];
         /* What the lap waited on the run queue is descheduled, not its
-         * phase's; when in the lap is not known: drawn at its end. */
-        double q = m->sched ? fmin(fmax(r->rq[i] - r->rq[prev], 0.0), d) : 0.0;
+         * phase's; when in the lap is not known: drawn at its end.  At most
+         * the lap's wall time: what is left is the next laps'. */
+        double q = 0.0;
+        if (m->sched) {
+            double raw = fmax(r->rq[i] - r->rq[prev], 0.0) + carry;
+            q = fmin(raw, d);
+            carry = raw - q;
+        }
         mine[p] += d - q;
         mine[PH_DESCHED] += q;
         trace_phase(tr, p, r->t[prev], r->t[i] - q);
@@ -386,7 +399,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     /* Work queued after the last lap (a fetch) belongs to the last phase. */
     if (prev > 0 && prev < r->n - 1) {
         double d = r->t[r->n - 1] - r->t[prev];
-        double q = m->sched ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0), d) : 0.0;
+        double q = m->sched ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0) + carry, d) : 0.0;
         mine[r->ph[prev]] += d - q;
         mine[PH_DESCHED] += q;
     }
