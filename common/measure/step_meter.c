@@ -56,7 +56,8 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
      * the CPU (opened by the stepping thread at its first step) */
     m->sched_fd = -1;
     m->sched = !m->deferred && to->cfg &&
-               (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0]);
+               (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0] ||
+                to->cfg->desched);
     if (to->progress && to->cfg) { /* from here: the run's time and rate count from its start */
         progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
         m->prog = &m->progress;
