@@ -7,8 +7,10 @@
  * its end; the optimizer state, and here the gradients, are arrays over
  * those pieces alone (about 1/world of the model).
  *
- * ZeRO-2: backward writes each bucket's gradients into one of two bucket
- * buffers (the largest bucket's size; gradient_as_bucket_view on a buffer
+ * ZeRO-2: the reducer's buckets cut at layer boundaries (a bucket holds one
+ * layer at most, as FSDP's unit); backward writes each bucket's gradients
+ * into one of two bucket buffers (the largest bucket of each parity;
+ * gradient_as_bucket_view on a buffer
  * that is reused instead of an arena that is held); the bucket is
  * reduce-scattered out of it straight into the rank's gradient shard as soon
  * as backward has written it, and the buffer is written again two buckets
@@ -82,7 +84,8 @@ typedef struct {
 /* Floats of the shard (optimizer state, gradients) for red's buckets, after
  * zero_buckets(). */
 size_t zero_shard_floats(const reducer_t *red, int world, int rank);
-/* ZeRO-3: one bucket per layer, last layer first, in place of red's. */
+/* ZeRO-2: red's buckets cut at layer boundaries; ZeRO-3: one bucket per
+ * layer, last layer first, in place of red's. */
 int zero_buckets(reducer_t *red, int stage, char *err);
 /* What the replica leaves out for this stage (REPLICA_NO_*). */
 unsigned zero_replica_skip(int stage, int accum);

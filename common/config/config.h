@@ -118,6 +118,9 @@ typedef struct {
     bool loss_lines_off;       /* not an option: compare's runs leave out their per-epoch
                                   loss lines (its table has the final loss; the three
                                   modes' lines agree) unless --log-every asked for them */
+    bool desched;              /* not an option: the descheduled phase is measured though the
+                                  run neither draws nor explains (a scenario's runs, which
+                                  explain in their own words) */
     bool json;
     bool csv;
     bool explain;
