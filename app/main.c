@@ -130,6 +130,7 @@ int main(int argc, char **argv)
      * forever where one does not fit (backend.h).  Nothing has run yet. */
     if (backend_cpu_restart_env())
         execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    backend_cpu_pool_stop(); /* one OpenBLAS thread per device, no idle pool spinning */
     /* Past ulimit -f a write raises SIGXFSZ, whose default action kills the
      * process without a word and leaves the temporary; ignored, the write
      * fails with EFBIG, which every writer reports and cleans up after. */

@@ -3,7 +3,8 @@
  * DeepSpeed's ZeRO stages, torch's ZeroRedundancyOptimizer and FSDP do:
  *
  *   ZeRO-1   the optimizer state (--zero 1, llm.c's -z 1)
- *   ZeRO-2   and the gradients (FSDP's SHARD_GRAD_OP)
+ *   ZeRO-2   and the gradients (FSDP's SHARD_GRAD_OP; its buckets cut at
+ *            layer boundaries)
  *   ZeRO-3   and the parameters (FULL_SHARD)
  *
  * Of each bucket (reducer.h) rank q owns block q (count / world floats) and

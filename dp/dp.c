@@ -178,7 +178,7 @@ static int dp_train(dp_ctx_t *c, char *err)
      * and changing it while another worker runs a GEMM is not safe. */
     if (c->cfg->backend == BACKEND_CPU)
         backend_cpu_set_threads(1);
-    int rc = dp_pool_start(&c->pool, c->ndev, dp_worker, c, err);
+    int rc = dp_pool_start(&c->pool, c->ndev, c->cfg->backend == BACKEND_CPU, dp_worker, c, err);
     /* Join in every case: a failed start still has threads to wait for. */
     char jerr[ERR_LEN];
     int jrc = dp_pool_join(&c->pool, jerr);

@@ -70,6 +70,7 @@ struct dp_pool {
     pthread_mutex_t mu;       /* the failure record and dp_pool_leave() */
     pthread_cond_t cv;
     uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
+    bool pin;                 /* each thread on a CPU of its own (base/affinity.h) */
     _Alignas(64) _Atomic uint32_t waiting; /* threads at the current barrier */
     _Alignas(64) _Atomic uint32_t gen;     /* barrier generation: bumped when all n arrive */
     _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
@@ -85,8 +86,10 @@ struct dp_pool {
     void *ctx;
 };
 
-/* Start n threads running fn(ctx, index) for index 0..n-1. */
-int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *ctx, char *err);
+/* Start n threads running fn(ctx, index) for index 0..n-1; pin: each on a
+ * CPU of its own when the process may use n of them (base/affinity.h). */
+int dp_pool_start(dp_pool_t *p, int n, bool pin, void (*fn)(void *ctx, int index), void *ctx,
+                  char *err);
 /* Barrier across the n threads: DDP_OK, or DDP_ERR_RUNTIME once aborted. */
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort every barrier. */

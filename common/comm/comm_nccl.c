@@ -36,9 +36,9 @@
  * or a wait queues nothing -- the graph holds that work -- but is numbered
  * and checked (backend_graph_note) like any operation of the step.  No event
  * recorded by the step under way is looked at before its graph is launched
- * (the watch's walk stops at the step's first op; CUDA refuses a query of an
- * event recorded in a capture, and a replayed step's events still hold the
- * last launch's records).
+ * (the watch's walk stops at the step's first op: a replayed step's events
+ * still hold the last launch's records), and none at all while the step is
+ * captured (CUDA refuses a capturing thread's query of any event).
  *
  * Reductions are ncclSum: REDOP_AVG divides the sum by world afterwards on
  * the comm stream (comm.h), and DDP folds 1/world into its loss scale and
@@ -285,17 +285,15 @@ static graph_mode_t graph_sync(comm_t *c)
 }
 
 /* Whether op id's end event may be looked at now: not while the graph step
- * it belongs to is still being captured or queued (its records are not
- * real yet), nor when the capture under way has recorded that event again. */
+ * it belongs to is still being queued (its records are not real yet), and
+ * no event at all while the step is captured: CUDA refuses a capturing
+ * thread's query of any event (cudaErrorStreamCaptureUnsupported) and
+ * invalidates the capture; earlier ops are looked at once it has ended. */
 static bool observable(nccl_impl_t *n, comm_handle_t id)
 {
-    int slot = (int)(id % NCCL_SLOTS);
     if (n->gmode == GRAPH_EAGER)
         return true;
-    if (id >= n->gfirst)
-        return false;
-    int gs = n->gslot[slot];
-    return gs < 0 || n->gmode != GRAPH_CAPTURE || n->grec[gs] != n->gserial;
+    return n->gmode == GRAPH_REPLAY && id < n->gfirst;
 }
 
 // ---------------------------------------------------------------------------
@@ -388,7 +386,8 @@ static int nccl_check(comm_t *c)
     op_name(name, n->kind[slot], n->tag[slot]);
     if (st != ncclSuccess && st != ncclInProgress)
         return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st), nccl_detail(n));
-    if (now_s() - n->pending_since > c->timeout_s)
+    /* no timeout judged on ops that could not be looked at (a capture) */
+    if (n->gmode != GRAPH_CAPTURE && now_s() - n->pending_since > c->timeout_s)
         return comm_fail(c, "timed out in %s: a peer did not arrive within %g s", name,
                          c->timeout_s);
     return DDP_OK;

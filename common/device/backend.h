@@ -391,6 +391,12 @@ void backend_cpu_set_threads(int n);
  * a finite limit and no thread count in the environment.  The CPU backend
  * sets the counts it needs itself. */
 bool backend_cpu_restart_env(void);
+/* Stop the pool OpenBLAS started before main, before any device exists:
+ * every device computes with one thread (single's --threads N starts it
+ * again), and an idle pool thread spins in sched_yield for about 0.1 s
+ * after it starts, in the program and again in every forked DDP rank
+ * (blas_space.h). */
+void backend_cpu_pool_stop(void);
 /* A short description of the BLAS library ("OpenBLAS 0.3.21 ... SkylakeX"). */
 const char *backend_cpu_blas_info(void);
 

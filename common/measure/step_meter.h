@@ -20,8 +20,25 @@
  * go to a scratch array), each phase and the step as --trace events, the
  * first step's own phase times for --explain, the step's wall time into the
  * run's step times, the host synchronisations per step, the loss log and
- * loss line, and the progress line.  Like nccl-tests' BenchTime, it is the
- * one place a measurement is taken.
+ * loss line, the progress line, and on the CPU the work figure (a sample of
+ * steps' CPU time, work_cpu in step_meter.c).  Like nccl-tests' BenchTime,
+ * it is the one place a measurement is taken.
+ *
+ * It weighs nothing: a lap is a CLOCK_MONOTONIC reading (vDSO, no system
+ * call), and on a GPU a backend event.  The thread's CPU clock, which is a
+ * system call, is read only at the laps of the steps sampled for the work
+ * figure: a timed step that begins WORK_PERIOD_S or more after the last
+ * sample began (and the first WORK_MIN_SAMPLES), so its reads cost a
+ * bounded share of the run's time whatever the step's size.
+ *
+ * The runs that draw or explain (--report, --explain, --trace) also read,
+ * at each lap, how long the thread has waited on the kernel's run queue
+ * (runnable, not running: another process had the core; the second field
+ * of /proc/thread-self/schedstat, one pread on a file kept open): what a
+ * lap waited there is its PH_DESCHED, not its phase's, so a busy machine's
+ * time is never called idle, communication or compute.  On the CPU only
+ * (a GPU's laps are the device's time, not the host thread's).  Where the
+ * kernel gives no such file, the phase stays 0.
  *
  * Laps are markers on the device's queue (backend events), not host clock
  * readings, so measuring never makes the host wait.  On the CPU backend the
@@ -100,7 +117,9 @@ struct step_rec {
     phase_t *ph;             /* the phase each mark ends (PH_COUNT: a plain mark) */
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
-    double *cpu;             /* the thread's CPU clock at each mark (CPU backend only) */
+    double *cpu;             /* the thread's CPU clock at each lap (a work sample only) */
+    double *rq;              /* the thread's run-queue wait so far at each lap (sched only) */
+    bool work;               /* a work sample: the CPU clock is read at its laps */
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
@@ -131,7 +150,10 @@ struct step_meter {
     double last_end_t;       /* when the last reported step's last marker passed */
     long resolved_g;         /* the last step reported (-1: none) ... */
     double resolved_dt;      /* ... and its wall time */
-    step_times_t *work;      /* each timed step's work (work_cpu; NULL on a GPU) */
+    step_times_t *work;      /* the sampled steps' work (work_cpu; NULL on a GPU) */
+    double work_t;           /* when the last work sample began (now_s) */
+    bool sched;              /* the descheduled phase is measured (--report, --explain, --trace) */
+    int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
     bool same_work;          /* steps queue the same work every time (step_meter_same_work) */

@@ -11,7 +11,10 @@
 #  1. the emulator's stream capture and graphs (test_capture.c: recorded
 #     work replays at each launch, a graph over two devices and threads
 #     with each stream's part side by side; what CUDA refuses during a
-#     capture is refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#     capture -- a capturing thread's queries and waits of anything, another
+#     thread's under a global capture, the legacy stream while a blocking
+#     stream captures, ... -- is refused with CUDA's error, one test per
+#     rule); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
