@@ -14,7 +14,6 @@
 #include "common/base/clock.h"
 #include "common/config/config.h"
 #include "common/data/load.h"
-#include "ddp/ddp_shared.h"
 #include "app/report/report.h"
 #include "app/report/report_page.h"
 #include "common/train/strategy.h"
@@ -116,9 +115,7 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
 static int run(const config_t *c, const dataset_t *d, run_result_t *r, char *err)
 {
     result_init(r);
-    return c->mode == MODE_DDP ? ddp_run(c, d, r, err)
-           : c->mode == MODE_DP ? dp_run(c, d, r, err)
-                                : single_run(c, d, r, err);
+    return strategy_of(c->mode)->run(c, d, r, err);
 }
 
 /* Seconds per timed step of device d's phase p. */
@@ -483,7 +480,7 @@ static int sc_mismatch(scen_t *s)
         run_result_t r;
         char err[ERR_LEN] = "";
         double t0 = now_s();
-        int rc = ddp_run_each(c, &s->data, odd_rank, &r, err);
+        int rc = ddp_strategy.run_each(c, &s->data, odd_rank, &r, err);
         double secs = now_s() - t0;
         result_free(&r);
         char want[32];

@@ -187,14 +187,6 @@ void dp_pool_fail(dp_pool_t *p, int rc, const char *msg)
     pthread_mutex_unlock(&p->mu);
 }
 
-bool dp_pool_failed(dp_pool_t *p)
-{
-    pthread_mutex_lock(&p->mu);
-    bool failed = p->rc != DDP_OK;
-    pthread_mutex_unlock(&p->mu);
-    return failed;
-}
-
 void dp_pool_leave(dp_pool_t *p, int round)
 {
     pthread_mutex_lock(&p->mu);

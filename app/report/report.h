@@ -218,9 +218,10 @@ void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
-/* The key paths (dot separated) every run object carries: the documented
- * schema, walked by the tests. */
-extern const char *const report_json_keys[];
+/* The key paths (dot separated) every run object carries, NULL-terminated:
+ * the documented schema (the options' under "config" from the option
+ * table), walked by the tests. */
+const char *const *report_json_keys(void);
 
 /* CSV: the header line, and one row per run. */
 void report_csv_header(FILE *f);

@@ -278,6 +278,15 @@ bool backend_graph_ready(const backend_t *be, int key);
 /* Forget every key's graph (between steps): the work a step queues changed
  * on purpose (new DDP buckets), so the next graph step captures anew. */
 void backend_graph_reset(backend_t *be);
+/* Whether a graph of this device holds work (a step under way, or a graph
+ * kept for a later one); any thread may ask.  A communicator whose
+ * collectives a graph holds defers its abort until none does: NCCL frees
+ * one only once no graph holds its collectives.  released(ctx) is called on
+ * the owning thread when the last is dropped (backend_graph_reset, a
+ * capture ended without a launch), so the communicator carries the abort
+ * out then; fn NULL removes it. */
+bool backend_graphs_held(const backend_t *be);
+void backend_on_graphs_released(backend_t *be, void (*fn)(void *ctx), void *ctx);
 
 /* For work other floors queue on this device's streams themselves (comm.h's
  * collectives): where the backend stands -- GRAPH_EAGER outside

@@ -36,6 +36,7 @@
 #include "common/base/clock.h"
 #include <sys/resource.h>
 
+#include "common/device/act_math.h"
 #include "common/device/backend_impl.h"
 #include "common/base/half.h"
 #include "common/device/blas_space.h"
@@ -242,37 +243,7 @@ static int cpu_cast16(backend_t *be, dtype_t t, bool to16, float *restrict f,
 }
 
 // ---------------------------------------------------------------------------
-// activations (exact forms, like torch: gelu uses erf, relu'(0) = 0)
-
-/* One branch-free form so the loop vectorises: for x << 0 expf(-x) becomes
- * inf and the result 0, for x >> 0 it is 1. */
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-static inline float geluf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-
-static inline float gelu_grad(float x)
-{
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-}
-
-static inline float act_value(act_t act, float z)
-{
-    switch (act) {
-    case ACT_RELU:
-        return z > 0.0f ? z : 0.0f;
-    case ACT_TANH:
-        return tanhf(z);
-    case ACT_SIGMOID:
-        return sigmoidf(z);
-    case ACT_GELU:
-        return geluf(z);
-    case ACT_NONE:
-        break;
-    }
-    return z;
-}
+// activations (device/act_math.h: the formulas the CUDA kernels share)
 
 /* --precision bf16: z = bf16(z + bf16(b)), a = bf16(act(z)) (backend.h). */
 static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int rows, int cols)
@@ -293,26 +264,8 @@ static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int 
 /* --precision bf16: d = bf16(bf16(d) * act'(z)) (backend.h). */
 static int act_bwd_bf16(act_t act, const float *z, const float *a, float *d, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float g = bf16_round_f32(d[i]);
-        switch (act) {
-        case ACT_NONE:
-            break;
-        case ACT_RELU:
-            g = z[i] > 0.0f ? g : 0.0f;
-            break;
-        case ACT_TANH:
-            g *= 1.0f - a[i] * a[i];
-            break;
-        case ACT_SIGMOID:
-            g *= a[i] * (1.0f - a[i]);
-            break;
-        case ACT_GELU:
-            g *= gelu_grad(z[i]);
-            break;
-        }
-        d[i] = bf16_round_f32(g);
-    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = bf16_round_f32(act_backward(act, z[i], a[i], bf16_round_f32(d[i])));
     return DDP_OK;
 }
 
@@ -339,11 +292,11 @@ CPU_CLONES static int cpu_bias_act_fwd(backend_t *be, act_t act, float *z, float
             break;
         case ACT_SIGMOID:
             for (int c = 0; c < cols; c++)
-                ar[c] = sigmoidf(zr[c]);
+                ar[c] = act_sigmoid(zr[c]);
             break;
         case ACT_GELU:
             for (int c = 0; c < cols; c++)
-                ar[c] = geluf(zr[c]);
+                ar[c] = act_gelu(zr[c]);
             break;
         case ACT_NONE:
             break;
@@ -374,7 +327,7 @@ CPU_CLONES static int cpu_act_bwd(backend_t *be, act_t act, const float *restric
         break;
     case ACT_GELU:
         for (size_t i = 0; i < n; i++)
-            d[i] *= gelu_grad(z[i]);
+            d[i] *= act_gelu_grad(z[i]);
         break;
     }
     return DDP_OK;
@@ -446,7 +399,7 @@ static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *t
             for (int c = 0; c < cols; c++) {
                 float x = o[c];
                 row += (double)(fmaxf(x, 0.0f) - x * t[c] + log1pf(expf(-fabsf(x))));
-                g[c] = gs * (sigmoidf(x) - t[c]);
+                g[c] = gs * (act_sigmoid(x) - t[c]);
             }
             row /= cols;
             break;

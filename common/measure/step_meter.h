@@ -156,6 +156,7 @@ struct step_meter {
     int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
+    bool same_work;          /* steps queue the same work every time (step_meter_same_work) */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };
@@ -227,8 +228,17 @@ static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
     m->rec[m->cur].end = *e;
 }
 
-/* Does the open step log its loss (as planned)?  Then the loop fetches it. */
-static inline bool step_meter_logs(const step_meter_t *m) { return m->rec[m->cur].end.logs; }
+/* --cuda-graph (train/graph.h): from now on each step queues the same work
+ * as every other (a graph's), so it fetches its loss and marks its copies
+ * whether or not the log or --explain wants them this time. */
+static inline void step_meter_same_work(step_meter_t *m, bool on) { m->same_work = on; }
+
+/* Does the open step log its loss (as planned), or fetch it anyway (a
+ * graph's)?  Then the loop fetches it. */
+static inline bool step_meter_logs(const step_meter_t *m)
+{
+    return m->rec[m->cur].end.logs || m->same_work;
+}
 
 /* Seconds no lap measured, charged to phase p of this step. */
 static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
@@ -241,6 +251,11 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 
 /* The open step is the one --explain tells (it counts what it moves). */
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
+/* Does the open step mark its copies (the told step, or a graph's)? */
+static inline bool step_meter_marks(const step_meter_t *m)
+{
+    return m->rec[m->cur].first || m->same_work;
+}
 
 /* The step ends (e: what its report needs; NULL: as planned); steps whose
  * times are known report (this one on the CPU, the previous one on a

@@ -61,17 +61,7 @@ static void real_run(real_run_t *rr, const char *args)
     cr_assert_eq(tu_parse(&rr->cfg, args, err), DDP_OK, "%s: %s", args, err);
     cr_assert_eq(config_model_spec(&rr->cfg, &rr->spec, err), DDP_OK);
     cr_assert_eq(data_load(&rr->cfg, &rr->spec, &rr->data, err), DDP_OK, "%s", err);
-    int rc;
-    switch (rr->cfg.mode) {
-    case MODE_DP:
-        rc = dp_run(&rr->cfg, &rr->data, &rr->res, err);
-        break;
-    case MODE_DDP:
-        rc = ddp_run(&rr->cfg, &rr->data, &rr->res, err);
-        break;
-    default:
-        rc = single_run(&rr->cfg, &rr->data, &rr->res, err);
-    }
+    int rc = strategy_of(rr->cfg.mode)->run(&rr->cfg, &rr->data, &rr->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
     rr->ctx = (report_ctx_t){.cfg = &rr->cfg, .spec = &rr->spec, .data = &rr->data};
 }
@@ -118,9 +108,8 @@ Test(report_json, carries_every_documented_key)
     real_run_t rr;
     real_run(&rr, "--mode single --model seed-linear --steps 6 --backend cpu --quiet");
     cJSON *o = json_roundtrip(&rr, NULL, false);
-    for (int i = 0; report_json_keys[i]; i++)
-        cr_expect_not_null(path_get(o, report_json_keys[i]), "key %s is missing",
-                           report_json_keys[i]);
+    for (const char *const *k = report_json_keys(); *k; k++)
+        cr_expect_not_null(path_get(o, *k), "key %s is missing", *k);
     cr_assert_eq(path_get(o, "schema_version")->valueint, REPORT_SCHEMA_VERSION);
     cr_assert_str_eq(path_get(o, "config.mode")->valuestring, "single");
     cr_assert(cJSON_IsNull(path_get(o, "compare")), "compare is null outside compare mode");
@@ -154,9 +143,8 @@ Test(report_json, dp_and_ddp_runs_carry_every_documented_key)
         real_run_t rr;
         real_run(&rr, runs[r].args);
         cJSON *o = json_roundtrip(&rr, NULL, false);
-        for (int i = 0; report_json_keys[i]; i++)
-            cr_expect_not_null(path_get(o, report_json_keys[i]), "%s: key %s is missing",
-                               runs[r].mode, report_json_keys[i]);
+        for (const char *const *k = report_json_keys(); *k; k++)
+            cr_expect_not_null(path_get(o, *k), "%s: key %s is missing", runs[r].mode, *k);
         cr_assert_str_eq(path_get(o, "config.mode")->valuestring, runs[r].mode);
         const cJSON *devs = path_get(o, "devices");
         cr_assert_eq(cJSON_GetArraySize(devs), runs[r].ndev, "%s: one entry per device",
@@ -1942,9 +1930,9 @@ Test(report_buckets, zero1_reports_a_reduce_scatter)
     result_free(&r);
 }
 
-/* Every echoed option (config/fields.h) is under "config" at its key, the
- * key is documented in report_json_keys[], and a row echoed as its value
- * shows a flip of that option alone. */
+/* Every echoed option (config/fields.h) is under "config" at its key, in
+ * report_json_keys() (derived from the table), and a row echoed as its
+ * value shows a flip of that option alone. */
 Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
 {
     config_t base;
@@ -1959,9 +1947,9 @@ Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
         char doc[128];
         snprintf(doc, sizeof doc, "config.%s", r->json);
         bool documented = false;
-        for (int k = 0; report_json_keys[k]; k++)
-            documented = documented || strcmp(report_json_keys[k], doc) == 0;
-        cr_expect(documented, "--%s: %s is not in report_json_keys[] (and docs/results.md)", n,
+        for (const char *const *k = report_json_keys(); *k; k++)
+            documented = documented || strcmp(*k, doc) == 0;
+        cr_expect(documented, "--%s: %s is not in report_json_keys()", n,
                   doc);
         cr_expect_not_null(path_get(a, r->json), "--%s: %s is not echoed", n, r->json);
         if (r->jsonv != J_VALUE)

@@ -3,7 +3,7 @@
  * summed once in rank order, the updates are elementwise), on every
  * optimizer and loss, 1 to 8 ranks, an uneven batch split, accumulation, a
  * rank out of data, tiny buckets; and the memory each stage holds, against
- * its definition (ddp/zero.h). */
+ * its definition (ddp/shard.h). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
