@@ -11,6 +11,10 @@
  * inputs rounded to bf16 (backend.h says what bf16 rounds where: this file
  * is the reference the CUDA backend is held to).
  *
+ * A tiny GEMM (GEMM_SMALL_MAX multiply-adds or fewer) runs in gemm_small.c's
+ * kernel on a CPU with AVX2 or AVX-512, where OpenBLAS's fixed cost would be
+ * most of it (gemm_small.h measures it); the rest go to OpenBLAS.
+ *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
  * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
@@ -18,11 +22,12 @@
  * plain mutex, which sleeps at once when taken: DP's devices leave a barrier
  * together and call sgemm together, so on a small model nearly every GEMM
  * met the other device's inside it and slept (3 futex calls a step on the
- * seed-size model, its p50 step 10 us).  While more than one CPU device is
- * alive, a small GEMM (SMALL_GEMM multiply-adds or fewer: a microsecond or
- * less) first takes gemm_lock, which spins before it sleeps (glibc's
- * adaptive mutex): the other device waits the few hundred nanoseconds the
- * GEMM takes, awake. */
+ * seed-size model, its p50 step 10 us).  Where the small kernel does not
+ * run (no AVX2), while more than one CPU device is alive, a small GEMM
+ * (SMALL_GEMM multiply-adds or fewer: a microsecond or less) first takes
+ * gemm_lock, which spins before it sleeps (glibc's adaptive mutex): the
+ * other device waits the few hundred nanoseconds the GEMM takes, awake.
+ * The small kernel shares nothing between devices and takes no lock. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <cblas.h>
@@ -40,6 +45,7 @@
 #include "common/device/backend_impl.h"
 #include "common/base/half.h"
 #include "common/device/blas_space.h"
+#include "common/device/gemm_small.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
 void openblas_set_num_threads(int num_threads);
@@ -55,15 +61,18 @@ char *openblas_get_corename(void);
 static pthread_mutex_t gemm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static _Atomic int g_devices; /* CPU devices alive in this process */
 
-/* impl: OpenBLAS's room, and the scratch of --precision bf16's GEMMs (the two
- * inputs rounded to bf16, kept as fp32 values: sgemm then multiplies them
- * exactly, an 8-bit by 8-bit significand product fits fp32's 24, and sums
- * in fp32, as a bf16 tensor core does).  It grows to the largest GEMM and
- * stays: a step allocates nothing after the first. */
+/* impl: OpenBLAS's room, the tiny GEMM's path and its scratch, and the
+ * scratch of --precision bf16's GEMMs (the two inputs rounded to bf16, kept
+ * as fp32 values: sgemm then multiplies them exactly, an 8-bit by 8-bit
+ * significand product fits fp32's 24, and sums in fp32, as a bf16 tensor
+ * core does).  That one grows to the largest GEMM and stays: a step
+ * allocates nothing after the first. */
 typedef struct {
     blas_space_t room;
     float *in[2];
     size_t cap[2]; /* floats */
+    gemm_small_isa_t small;             /* the tiny GEMM's path (NONE: OpenBLAS only) */
+    float scratch[GEMM_SMALL_SCRATCH];  /* its tile of B^T */
 } cpu_impl_t;
 
 /* The elementwise loops are memory- or libm-bound and run on every step; each
@@ -199,6 +208,10 @@ static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float 
         lda = ta ? m : k;
         ldb = tb ? k : n;
     }
+    cpu_impl_t *c = be->impl;
+    if (c->small != GEMM_SMALL_NONE && gemm_small(c->small, ta, tb, m, n, k, alpha, A, lda, B,
+                                                  ldb, beta, C, ldc, c->scratch))
+        return DDP_OK;
     /* Another device may call sgemm now (DP's workers): a small GEMM waits
      * its turn awake, not in OpenBLAS's lock (see the top of this file). */
     bool turn = atomic_load_explicit(&g_devices, memory_order_relaxed) > 1 &&
@@ -668,6 +681,7 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
     be->device_id = device_id;
     be->host_visible = true;
     be->impl = impl;
+    impl->small = gemm_small_best();
     /* Why here: the count is process-wide, so it is set while no worker runs a
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)
