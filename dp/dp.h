@@ -49,7 +49,8 @@
 // dp_workers.c: the thread pool and its barrier
 
 /* n threads, created once per run.  They meet at dp_pool_sync() between
- * phases (a waiter spins briefly, then sleeps on a futex); a failing thread
+ * phases (each announces its arrival on a cache line of its own; a waiter
+ * spins briefly on the others', then sleeps on a futex); a failing thread
  * calls dp_pool_fail(), which makes every present and future dp_pool_sync()
  * return at once, so nobody waits for a thread that has stopped.
  * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
@@ -71,9 +72,14 @@ struct dp_pool {
     pthread_cond_t cv;
     uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
     bool pin;                 /* each thread on a CPU of its own (base/affinity.h) */
-    _Alignas(64) _Atomic uint32_t waiting; /* threads at the current barrier */
-    _Alignas(64) _Atomic uint32_t gen;     /* barrier generation: bumped when all n arrive */
-    _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
+    /* Thread i's barriers so far, written by it alone: a barrier is open
+     * for a thread at its b-th once every thread's count is b or more. */
+    struct {
+        _Alignas(64) _Atomic uint64_t v;
+    } arrived[MAX_DEVICES];
+    /* Written only when a waiter sleeps or a thread fails (read at every
+     * barrier, so kept off the lines written at every one). */
+    _Alignas(64) _Atomic uint32_t wake; /* futex word: bumped to wake sleepers, and at abort */
     _Atomic uint32_t sleepers;/* waiters asleep (or about to be) on wake */
     _Atomic bool aborted;     /* a thread failed: barriers no longer wait */
     struct {                  /* the CPU each thread last arrived from (sched_getcpu) */

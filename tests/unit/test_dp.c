@@ -5,6 +5,7 @@
  * torch.chunk split, the device path's trace, story and resume, and an
  * injected device fault. */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,6 +142,31 @@ Test(dp_run, reproducible_bit_for_bit)
     cr_assert_eq(a.checksum.bits, b.checksum.bits);
     result_free(&a);
     result_free(&b);
+}
+
+/* More devices than CPUs: no barrier spins (dp_workers.c), every wait
+ * sleeps on the futex and a barrier opens only by a wake-up.  A wake-up
+ * lost would leave the sleeper to its longest sleep (100 ms) before it
+ * looked again: no step may take that long. */
+Test(dp_run, sleeping_devices_are_always_woken, .timeout = 60)
+{
+    char err[ERR_LEN];
+    run_result_t r;
+    cpu_set_t before, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
+    CPU_ZERO(&one);
+    int cpu = sched_getcpu();
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    int rc = tu_run("--mode dp --gpus 0,1,2 --backend cpu --layers 10,10 --samples 120 "
+                    "--batch 12 --steps 400 --warmup-steps 0 --quiet",
+                    &r, err);
+    sched_setaffinity(0, sizeof before, &before);
+    cr_assert_eq(rc, DDP_OK, "%s", err);
+    cr_assert_eq(r.times.n, 400);
+    cr_assert_lt(r.times.max_s, 0.09, "the slowest step took %.0f ms: a sleeper was not woken",
+                 r.times.max_s * 1e3);
+    result_free(&r);
 }
 
 Test(dp_run, fills_the_result)
