@@ -364,47 +364,70 @@ CPU_CLONES static int cpu_bias_grad(backend_t *be, float *restrict db, const flo
 // ---------------------------------------------------------------------------
 // losses
 
+/* MSE's rows [0, rows): each row's squared errors summed in double, left
+ * to right, divided by cols, and the rows' means summed in order into
+ * *total; the gradient gs * (out - tgt).  Two passes over blocks of rows:
+ * the elementwise part over the block's contiguous elements (vectorised),
+ * then the sums, one chain of additions per row, the rows' chains
+ * independent (each addition waits for the last of its own row only): the
+ * same operations in the same order as a row at a time. */
+#define MSE_BLOCK 512 /* doubles of squared errors kept at once (4 KiB) */
+CPU_CLONES static double mse_rows(const float *restrict out, const float *restrict tgt, int rows,
+                                  int cols, float gs, float *restrict grad)
+{
+    double sq[MSE_BLOCK];
+    double total = 0.0;
+    if (cols > MSE_BLOCK) { /* a row longer than the block: in pieces, in order */
+        for (int r = 0; r < rows; r++) {
+            double row = 0.0;
+            for (int c0 = 0; c0 < cols; c0 += MSE_BLOCK) {
+                int len = cols - c0 < MSE_BLOCK ? cols - c0 : MSE_BLOCK;
+                size_t at = (size_t)r * cols + c0;
+                for (int c = 0; c < len; c++) {
+                    float e = out[at + c] - tgt[at + c];
+                    grad[at + c] = gs * e;
+                    sq[c] = (double)e * e;
+                }
+                for (int c = 0; c < len; c++)
+                    row += sq[c];
+            }
+            total += row / cols;
+        }
+        return total;
+    }
+    int block = MSE_BLOCK / cols;
+    for (int r0 = 0; r0 < rows; r0 += block) {
+        int nr = rows - r0 < block ? rows - r0 : block;
+        size_t at = (size_t)r0 * cols, n = (size_t)nr * cols;
+        for (size_t i = 0; i < n; i++) {
+            float e = out[at + i] - tgt[at + i];
+            grad[at + i] = gs * e;
+            sq[i] = (double)e * e;
+        }
+        for (int r = 0; r < nr; r++) {
+            const double *q = sq + (size_t)r * cols;
+            double row = 0.0;
+            for (int c = 0; c < cols; c++)
+                row += q[c];
+            total += row / cols;
+        }
+    }
+    return total;
+}
+
 static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                     int cols, float grad_scale, float *grad, float *loss_sum)
 {
     double total = 0.0;
-    for (int r = 0; r < rows; r++) {
+    if (kind == LOSS_MSE) /* 2/cols: d/dx of the mean of (x - t)^2 over the row */
+        total = mse_rows(out, tgt, rows, cols, 2.0f * grad_scale / (float)cols, grad);
+    else for (int r = 0; r < rows; r++) {
         const float *o = out + (size_t)r * cols;
         float *g = grad + (size_t)r * cols;
         double row = 0.0;
         switch (kind) {
-        case LOSS_MSE: {
-            const float *t = tgt + (size_t)r * cols;
-            float gs = 2.0f * grad_scale / (float)cols;
-            if (r + 1 < rows) {
-                /* Two rows at once, each summed in its own order as one row
-                 * alone would be (the same bits): a row's sum is a chain of
-                 * double additions, each waiting for the last, and two
-                 * chains fill the adder's latency (the seed-size loss took
-                 * 10% of the step). */
-                const float *o2 = o + cols, *t2 = t + cols;
-                float *g2 = g + cols;
-                double row2 = 0.0;
-                for (int c = 0; c < cols; c++) {
-                    float e = o[c] - t[c], e2 = o2[c] - t2[c];
-                    row += (double)e * e;
-                    row2 += (double)e2 * e2;
-                    g[c] = gs * e;
-                    g2[c] = gs * e2;
-                }
-                total += row / cols;
-                row = row2 / cols;
-                r++;
-                break;
-            }
-            for (int c = 0; c < cols; c++) {
-                float e = o[c] - t[c];
-                row += (double)e * e;
-                g[c] = gs * e;
-            }
-            row /= cols;
+        case LOSS_MSE: /* mse_rows */
             break;
-        }
         case LOSS_BCE: {
             /* From logits: l = max(x,0) - x*t + log1p(exp(-|x|)), dl/dx = sigmoid(x) - t. */
             const float *t = tgt + (size_t)r * cols;
