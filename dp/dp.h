@@ -121,6 +121,10 @@ int dp_chunk_count(int batch, int k);
 /* The part [*lo, *hi) of an n-float arena that worker w of k copies or sums
  * (cache-line aligned, so no two workers write the same line). */
 void dp_slice(size_t n, int k, int w, size_t *lo, size_t *hi);
+/* On host-visible devices: is an n-float arena replicated and reduced in
+ * slices by every thread (then the reduce ends at a barrier), or whole by
+ * one thread each (each replica copies its own; device 0 sums)? */
+bool dp_sliced(size_t n);
 
 // ---------------------------------------------------------------------------
 // the run's state

@@ -8,10 +8,13 @@
  * device's work that wrote the source comes first (a barrier orders the
  * devices' queues as well as the threads, see dp_wait).
  *
- * On host-visible backends (the CPU) the replicate and the reduce are split
- * by arena slices over all k threads instead: they are memory-bound, and k
- * threads each moving 1/k of the arena finish about k times sooner than
- * device 0 (or each replica's own thread) moving whole arenas. */
+ * On host-visible backends (the CPU) the replicate and the reduce of an
+ * arena of DP_SLICED_MIN floats or more are split by arena slices over all
+ * k threads instead: they are memory-bound, and k threads each moving 1/k
+ * of the arena finish about k times sooner than device 0 (or each
+ * replica's own thread) moving whole arenas.  A smaller arena moves whole:
+ * each replica's thread copies device 0's parameters, device 0 sums the
+ * gradients (dp_sliced). */
 #include "dp/dp.h"
 
 /* Floats summed per pass: one block of every source plus the destination
@@ -104,6 +107,17 @@ static int replicate(dp_ctx_t *c, int d, int nrep, char *err)
      * synced the initial parameters) before the barrier that ended the
      * previous step, and nobody writes its parameters until the next
      * optimizer step. */
+    if (c->host_visible && !dp_sliced(n)) {
+        if (d == 0 || d >= nrep)
+            return DDP_OK;
+        /* Its own replica, whole: one thread writes it and reads it next. */
+        backend_t *be = c->dev[d].be;
+        int mk = dp_mark(c, d);
+        if (backend_peer_copy(be, c->dev[d].rep.params, be0, p0, n * sizeof(float)) != DDP_OK)
+            return dp_be_fail(be, &c->dev[d], "replicate", err);
+        dp_note(c, d, mk, TR_REPLICATE, MOVE_REPLICATE, n * sizeof(float), d);
+        return DDP_OK;
+    }
     if (c->host_visible) {
         size_t lo, hi;
         dp_slice(n, c->ndev, d, &lo, &hi);
@@ -203,8 +217,11 @@ static int reduce(dp_ctx_t *c, int d, char *err)
      * has_grad was written before it too. */
     if (c->host_visible) {
         backend_t *be = dv->be;
-        size_t lo, hi;
-        dp_slice(n, c->ndev, d, &lo, &hi);
+        size_t lo = 0, hi = n; /* device 0 sums it whole (dp_sliced) */
+        if (dp_sliced(n))
+            dp_slice(n, c->ndev, d, &lo, &hi);
+        else if (d != 0)
+            return DDP_OK;
         int nsrc = 0;
         for (int s = 1; s < c->ndev; s++)
             nsrc += c->dev[s].t.has_grad;

@@ -132,7 +132,7 @@ static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
     }
     TRY(dp_barrier(c, d, err)); /* every device's gradients (and has_grad) are final */
     TRY(dp_reduce(c, d, err));
-    if (c->host_visible && c->ndev > 1)
+    if (c->host_visible && c->ndev > 1 && dp_sliced(c->spec.nparams))
         TRY(dp_barrier(c, d, err)); /* every slice of the sum is on device 0 */
     return d == 0 ? step_optim(&dv->t, &c->opt) : DDP_OK;
 }

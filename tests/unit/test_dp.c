@@ -1,8 +1,9 @@
 /* tests/unit/test_dp.c: DataParallel against single mode (the equivalence
  * contract, design section 4) on every loss and optimizer with 1 to 4
- * devices, uneven chunks, a batch smaller than the device count, gradient
- * accumulation, bit-for-bit reproducibility, the per-device figures, the
- * torch.chunk split, the device path's trace, story and resume, and an
+ * devices, uneven chunks, a batch smaller than the device count, an arena
+ * moved in slices and one moved whole, gradient accumulation, bit-for-bit
+ * reproducibility, the per-device figures, barriers that open by wake-ups,
+ * the torch.chunk split, the device path's trace, story and resume, and an
  * injected device fault. */
 #include <criterion/criterion.h>
 #include <sched.h>
@@ -73,6 +74,17 @@ Test(dp_equiv, uneven_chunks)
 {
     check_dp_matches_single("--backend cpu --layers 8,24,16,5 --samples 155 --epochs 2 --quiet "
                             "--seed 11 --batch 10 --loss ce " ADAM);
+}
+
+/* An arena of DP_SLICED_MIN floats or more is replicated and reduced in
+ * slices by every thread (dp_sliced): 64-64-8 has 4,680 parameters; the
+ * model above 701, moved whole. */
+Test(dp_equiv, sliced_arena)
+{
+    cr_assert(dp_sliced(64 * 64 + 64 + 64 * 8 + 8));
+    cr_assert_not(dp_sliced(8 * 24 + 24 + 24 * 16 + 16 + 16 * 5 + 5));
+    check_dp_matches_single("--backend cpu --layers 64,64,8 --samples 150 --steps 24 --quiet "
+                            "--seed 7 --batch 12 --loss mse " SGD);
 }
 
 /* Batch 2 on up to 4 devices: devices 2 and 3 never get a row. */
