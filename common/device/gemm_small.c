@@ -42,9 +42,10 @@ static const float *tile_of_b(bool tb, int k, const float *B, int ldb, int j0, i
 // ---------------------------------------------------------------------------
 // AVX-512F: 16 columns a tile
 
-/* R rows from i0 of the tile at column j0 (mask mk: its nj columns). */
+/* R rows from i0 of the tile at column j0 (mask mk: its nj columns); R and
+ * ta are constants where it is inlined. */
 __attribute__((target("avx512f"), always_inline)) static inline void
-block16(const int R, bool ta, int k, float alpha, const float *A, int lda, const float *Bt,
+block16(const int R, const bool ta, int k, float alpha, const float *A, int lda, const float *Bt,
         int ldp, float beta, float *C, int ldc, int i0, int j0, __mmask16 mk)
 {
     __m512 acc[8];
@@ -54,7 +55,7 @@ block16(const int R, bool ta, int k, float alpha, const float *A, int lda, const
         __m512 b = _mm512_maskz_loadu_ps(mk, Bt + (size_t)p * ldp);
         for (int r = 0; r < R; r++) {
             float a = ta ? A[(size_t)p * lda + i0 + r] : A[(size_t)(i0 + r) * lda + p];
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_set1_ps(a), b));
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc[r]);
         }
     }
     for (int r = 0; r < R; r++) {
@@ -68,6 +69,26 @@ block16(const int R, bool ta, int k, float alpha, const float *A, int lda, const
     }
 }
 
+/* Every row of the tile at column j0, in blocks of 8, 4, 2, 1. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+rows16(const bool ta, int m, int k, float alpha, const float *A, int lda, const float *Bt,
+       int ldp, float beta, float *C, int ldc, int j0, __mmask16 mk)
+{
+    int i = 0;
+    for (; i + 8 <= m; i += 8)
+        block16(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+    if (i + 4 <= m) {
+        block16(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        i += 4;
+    }
+    if (i + 2 <= m) {
+        block16(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        i += 2;
+    }
+    if (i < m)
+        block16(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+}
+
 __attribute__((target("avx512f"))) static void
 gemm16(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
        const float *B, int ldb, float beta, float *C, int ldc, float *scratch)
@@ -76,27 +97,18 @@ gemm16(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int l
         int nj = n - j0 < 16 ? n - j0 : 16, ldp;
         __mmask16 mk = (__mmask16)((1u << nj) - 1u);
         const float *Bt = tile_of_b(tb, k, B, ldb, j0, nj, 16, scratch, &ldp);
-        int i = 0;
-        for (; i + 8 <= m; i += 8)
-            block16(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        if (i + 4 <= m) {
-            block16(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-            i += 4;
-        }
-        if (i + 2 <= m) {
-            block16(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-            i += 2;
-        }
-        if (i < m)
-            block16(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        if (ta)
+            rows16(true, m, k, alpha, A, lda, Bt, ldp, beta, C, ldc, j0, mk);
+        else
+            rows16(false, m, k, alpha, A, lda, Bt, ldp, beta, C, ldc, j0, mk);
     }
 }
 
 // ---------------------------------------------------------------------------
 // AVX2: 8 columns a tile
 
-__attribute__((target("avx2"), always_inline)) static inline void
-block8(const int R, bool ta, int k, float alpha, const float *A, int lda, const float *Bt,
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+block8(const int R, const bool ta, int k, float alpha, const float *A, int lda, const float *Bt,
        int ldp, float beta, float *C, int ldc, int i0, int j0, __m256i mk)
 {
     __m256 acc[8];
@@ -106,7 +118,7 @@ block8(const int R, bool ta, int k, float alpha, const float *A, int lda, const 
         __m256 b = _mm256_maskload_ps(Bt + (size_t)p * ldp, mk);
         for (int r = 0; r < R; r++) {
             float a = ta ? A[(size_t)p * lda + i0 + r] : A[(size_t)(i0 + r) * lda + p];
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(a), b));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc[r]);
         }
     }
     for (int r = 0; r < R; r++) {
@@ -120,7 +132,26 @@ block8(const int R, bool ta, int k, float alpha, const float *A, int lda, const 
     }
 }
 
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+rows8(const bool ta, int m, int k, float alpha, const float *A, int lda, const float *Bt,
+      int ldp, float beta, float *C, int ldc, int j0, __m256i mk)
+{
+    int i = 0;
+    for (; i + 8 <= m; i += 8)
+        block8(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+    if (i + 4 <= m) {
+        block8(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        i += 4;
+    }
+    if (i + 2 <= m) {
+        block8(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        i += 2;
+    }
+    if (i < m)
+        block8(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+}
+
+__attribute__((target("avx2,fma"))) static void
 gemm8(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
       const float *B, int ldb, float beta, float *C, int ldc, float *scratch)
 {
@@ -130,19 +161,10 @@ gemm8(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int ld
         __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj),
                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         const float *Bt = tile_of_b(tb, k, B, ldb, j0, nj, 8, scratch, &ldp);
-        int i = 0;
-        for (; i + 8 <= m; i += 8)
-            block8(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        if (i + 4 <= m) {
-            block8(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-            i += 4;
-        }
-        if (i + 2 <= m) {
-            block8(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-            i += 2;
-        }
-        if (i < m)
-            block8(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
+        if (ta)
+            rows8(true, m, k, alpha, A, lda, Bt, ldp, beta, C, ldc, j0, mk);
+        else
+            rows8(false, m, k, alpha, A, lda, Bt, ldp, beta, C, ldc, j0, mk);
     }
 }
 
@@ -152,9 +174,9 @@ gemm_small_isa_t gemm_small_best(void)
     int b = atomic_load_explicit(&best, memory_order_relaxed);
     if (b < 0) {
         __builtin_cpu_init();
-        b = __builtin_cpu_supports("avx512f") ? GEMM_SMALL_AVX512
-            : __builtin_cpu_supports("avx2")  ? GEMM_SMALL_AVX2
-                                              : GEMM_SMALL_NONE;
+        b = __builtin_cpu_supports("avx512f")                                    ? GEMM_SMALL_AVX512
+            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? GEMM_SMALL_AVX2
+                                                                              : GEMM_SMALL_NONE;
         atomic_store_explicit(&best, b, memory_order_relaxed);
     }
     return (gemm_small_isa_t)b;

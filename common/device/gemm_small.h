@@ -14,14 +14,15 @@
  * in place (B^T, the forward's W^T, packed a tile at a time into the
  * caller's scratch), about 55 ns for 20 x 10 x 10 (90 ns with B^T).
  *
- * Its arithmetic, the same on every path (AVX-512F, AVX2; the unit test
- * holds them to a plain loop bit for bit): each element of C is
- *     acc = 0; for p = 0 .. k-1 ascending: acc = acc + op(A)[i][p] * op(B)[p][j]
- * in fp32, each product and sum rounded (no fused multiply-add), then
- * alpha * acc (when alpha != 1), plus C's old value times beta (when beta !=
- * 0; C is not read when beta == 0, as in BLAS).  An element's value depends
- * on its row of op(A) and column of op(B) alone, not on m or where the row
- * lies: DP's chunk of rows gets the bits single mode gets for those rows. */
+ * Its arithmetic, the same on every path (AVX-512F, AVX2 with FMA; the unit
+ * test holds them to a plain loop bit for bit): each element of C is
+ *     acc = 0; for p = 0 .. k-1 ascending: acc = fmaf(op(A)[i][p], op(B)[p][j], acc)
+ * in fp32 (a fused multiply-add: one rounding a term), then alpha * acc
+ * (when alpha != 1), plus C's old value times beta (when beta != 0; C is not
+ * read when beta == 0, as in BLAS).  An element's value depends on its row
+ * of op(A) and column of op(B) alone, not on m or where the row lies: DP's
+ * chunk of rows gets the bits single mode gets for those rows.  (OpenBLAS's
+ * Haswell kernel gives the same bits up to k = 7, other bits past that.) */
 #ifndef DDPBENCH_GEMM_SMALL_H
 #define DDPBENCH_GEMM_SMALL_H
 
@@ -36,7 +37,7 @@
 
 typedef enum { GEMM_SMALL_NONE = 0, GEMM_SMALL_AVX2, GEMM_SMALL_AVX512 } gemm_small_isa_t;
 
-/* The best path this CPU runs (NONE: not an x86-64 with AVX2). */
+/* The best path this CPU runs (NONE: not an x86-64 with AVX2 and FMA). */
 gemm_small_isa_t gemm_small_best(void);
 
 /* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, row-major as cblas_sgemm,
