@@ -89,7 +89,15 @@ static int dp_barrier(dp_ctx_t *c, int d, char *err)
  * orders their copies after device 0's queue up to here. */
 static int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi)
 {
-    return step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &c->gx, &c->gy);
+    float *x, *y;
+    TRY(step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &x, &y));
+    /* Written only when they change (on host memory, never): their line is
+     * read by every device each step (dp_ctx_t). */
+    if (c->gx != x)
+        c->gx = x;
+    if (c->gy != y)
+        c->gy = y;
+    return DDP_OK;
 }
 
 /* Device 0: gather the outputs, loss and output gradient over the whole
@@ -221,6 +229,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_barrier(c, d, err));
+        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1))
+            dp_prefetch_next(c, d, &c->plan[(g + 1) & 1]);
         if (graph) {
             bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
             TRY(graph_join(&dv->graph, next_eager, err));
