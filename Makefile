@@ -127,6 +127,13 @@ INCS     := -I.
 # -fno-math-errno: nothing reads errno after a math call, and without it gcc
 # may not vectorise loops calling expf/sqrtf.
 CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthread -MMD -MP
+# Each object's frame sizes and direct calls in a .ci file beside it (gcc's
+# -fcallgraph-info; it changes no code): tests/structure/stack.sh bounds
+# every frame and the deepest chain of them (docs/faults.md: ulimit -s 128).
+ifeq ($(origin STACK_INFO),undefined)
+  STACK_INFO := $(shell $(CC) -fcallgraph-info=su -E -x c /dev/null >/dev/null 2>&1 && echo -fcallgraph-info=su)
+endif
+CFLAGS   += $(STACK_INFO)
 LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
@@ -409,10 +416,13 @@ test-build-tsan:
 	+@$(MAKE) --no-print-directory -s SAN=thread test-build-tsan-bins
 
 # The floors of common/ (common/README.md): includes and calls run one way;
-# the self-test plants each kind of violation in a small tree and sees it caught.
+# the self-test plants each kind of violation in a small tree and sees it caught;
+# no frame is large, nor any chain of them (stack.sh, from the .ci files).
 test-layers: ddpbench
 	@echo "== tests/structure/layers.sh"; sh tests/structure/layers.sh $(BUILD)
 	@echo "== tests/structure/layers_selftest.sh"; sh tests/structure/layers_selftest.sh
+	@echo "== tests/structure/stack.sh"; sh tests/structure/stack.sh $(BUILD)
+	@echo "== tests/structure/stack_selftest.sh"; sh tests/structure/stack_selftest.sh
 
 test-unit: $(TEST_BINS) $(GPU_TEST_BINS) ddpbench
 	@set -e; for t in $(TEST_BINS) $(GPU_TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done

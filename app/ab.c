@@ -184,7 +184,7 @@ static int run_child(const char *exe, char **args, int which, int round, ab_side
     int open_fds = 2, sig_sent = 0;
     bool overflow = false, killed = false;
     double kill_at = 0.0;
-    char chunk[65536];
+    static char chunk[65536]; /* not on the stack (docs/faults.md); one child at a time */
     while (open_fds > 0) {
         pass_stop(pid, &sig_sent, &kill_at, &killed);
         int pr = poll(pf, 2, 200);

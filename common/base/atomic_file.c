@@ -252,13 +252,19 @@ int afile_check(const char *path, char *err)
 }
 
 /* The name with its directory resolved: "x/../y/f" -> "/abs/y/f". */
-static bool canonical_name(const char *path, char *out, size_t size)
+/* The path with its directory resolved, malloc'd (the names and the split
+ * are on the heap: paths of PATH_MAX each do not belong on the stack,
+ * docs/faults.md); NULL when it cannot be resolved. */
+static char *canonical_name(const char *path)
 {
-    afile_t a;
-    char dir[PATH_MAX];
-    if (split_path(&a, path, NULL) != DDP_OK || !realpath(a.dir, dir))
-        return false;
-    return (size_t)snprintf(out, size, "%s/%s", strcmp(dir, "/") ? dir : "", a.base) < size;
+    afile_t *a = malloc(sizeof *a);
+    char *dir = a && split_path(a, path, NULL) == DDP_OK ? realpath(a->dir, NULL) : NULL;
+    char *out = NULL;
+    if (dir && asprintf(&out, "%s/%s", strcmp(dir, "/") ? dir : "", a->base) < 0)
+        out = NULL;
+    free(dir);
+    free(a);
+    return out;
 }
 
 bool afile_same_file(const char *x, const char *y)
@@ -267,10 +273,11 @@ bool afile_same_file(const char *x, const char *y)
     bool ex = stat(x, &sx) == 0, ey = stat(y, &sy) == 0;
     if (ex && ey)
         return sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino;
-    char cx[PATH_MAX + 256], cy[PATH_MAX + 256];
-    if (canonical_name(x, cx, sizeof cx) && canonical_name(y, cy, sizeof cy))
-        return strcmp(cx, cy) == 0;
-    return strcmp(x, y) == 0;
+    char *cx = canonical_name(x), *cy = cx ? canonical_name(y) : NULL;
+    bool same = cx && cy ? strcmp(cx, cy) == 0 : strcmp(x, y) == 0;
+    free(cx);
+    free(cy);
+    return same;
 }
 
 int afile_open(afile_t *a, const char *path, char *err)

@@ -154,6 +154,53 @@ rc=$?
     ko "ulimit -s 128: --version failed: $(cat "$T/err")"
 (ulimit -s 128; exec "$BIN" $TINY --emit-pytorch s.py --save s.st) >/dev/null 2>"$T/err" && ok ||
     ko "ulimit -s 128: a run failed: $(cat "$T/err")"
+# Every path of the program under ulimit -s 128 (its threads get 128 KiB
+# too): the default command, each mode, the page and every other output,
+# compare's columns, the gate, the scenarios, the A/B gate.  A run's record
+# is 79 KB and compare's nine stats 117 KB: on the stack they crashed these
+# with SIGSEGV (exit 139) and no word.  S128 WANT ARGS...: exit 0; or, for
+# WANT gate, 0, 3 or 4 (a verdict on two short runs is not the point); for
+# WANT verdict, a scenario's 0 or 1 with its verdict line (timing decides it).
+S="--backend cpu --layers 8,16,3 --samples 96 --batch 12 --steps 4 --warmup-steps 1 --quiet"
+"$BIN" $S --mode ddp --gpus 0,1 --json >base.json 2>"$T/err" || ko "ulimit -s: the baseline run failed: $(cat "$T/err")"
+"$BIN" $S --mode single --checkpoint ck.st --save w0.st >/dev/null 2>"$T/err" || ko "ulimit -s: the checkpoint run failed: $(cat "$T/err")"
+S128() {
+    want=$1
+    shift
+    (ulimit -s 128; exec "$BIN" "$@") >"$T/out" 2>"$T/err"
+    rc=$?
+    case $want:$rc in
+    0:0 | gate:0 | gate:3 | gate:4) ok ;;
+    verdict:0 | verdict:1) grep -q "^scenario .*: \(behaved\|NOT\) as described" "$T/out" && ok ||
+        ko "ulimit -s 128: no verdict: $*: $(tail -3 "$T/out") $(tail -3 "$T/err")" ;;
+    *) ko "ulimit -s 128: exit $rc: $*: $(tail -3 "$T/err")" ;;
+    esac
+}
+S128 0 --backend cpu --steps 3 --quiet
+for mode in single "dp --gpus 0,1" "ddp --gpus 0,1" compare; do
+    # shellcheck disable=SC2086
+    S128 0 $S --mode $mode --report r.html
+done
+S128 0 $S --mode compare --explain
+S128 0 $S --mode compare --json
+S128 0 $S --mode compare --csv
+S128 0 $S --mode ddp --gpus 0,1 --explain --trace t.json
+S128 0 $S --mode compare --predict --report r.html
+S128 0 $S --mode compare --repeat 2 --report r.html
+S128 0 $S --mode compare --zero 1,2,3
+S128 0 $S --mode compare --precision fp32,bf16
+S128 0 $S --mode ddp --gpus 0,1 --comm-hook powersgd:1
+S128 0 $S --mode ddp --gpus 0,1 --bucket-mb auto --warmup-steps 3
+S128 0 $S --mode single --resume ck.st --steps 6
+S128 0 $S --mode single --init w0.st --save w1.st
+S128 0 $S --mode ddp --gpus 0,1 --emit-pytorch e.py
+S128 gate $S --mode ddp --gpus 0,1 --repeat 2 --baseline base.json
+S128 gate $S --mode ddp --gpus 0,1 --repeat 2 --against "$BIN"
+S128 0 --backend cpu --mode comm --gpus 0,1 --max-bytes 64K --iters 3 --json
+S128 verdict --scenario uneven
+S128 verdict --scenario straggler --steps 12 --report r.html
+S128 verdict --scenario dp-device0 --steps 6
+S128 verdict --scenario mismatch
 cd "$T" || exit 1
 
 # ---- the small ones: an escaped --scenario name, worker ids past the limit,
