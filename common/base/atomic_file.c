@@ -121,11 +121,32 @@ static int target_allowed(const afile_t *a, bool check_rename, char *err)
 // ---------------------------------------------------------------------------
 // the temporary
 
+/* A file that replaces one keeps its permissions, and its owner and group
+ * where the process may give them (root: any; another user: a group of
+ * theirs): a private 0600 checkpoint renamed over by a new 0644 file would
+ * be readable by all.  Set on the empty temporary, before anything is
+ * written to it; the owner first, as a chown may clear the mode's set-id
+ * bits.  Neither failing stops the write: where a file system keeps no
+ * modes (vfat), the old file had none to keep either. */
+static void keep_mode(const afile_t *a, int fd)
+{
+    struct stat st;
+    if (lstat(a->path, &st) != 0 || !S_ISREG(st.st_mode))
+        return; /* a new file: the mode any new file gets */
+    if (fchown(fd, st.st_uid, st.st_gid) != 0 && fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+        /* neither: the new file is the writer's, in its group */
+    }
+    if (fchmod(fd, st.st_mode & 07777) != 0) {
+        /* a file system without modes */
+    }
+}
+
 /* Create ".BASE.new.PID.XXXXXX" with O_EXCL and mode 0666 (the umask then
  * gives the file the mode any new file gets; mkstemp's 0600 would make
- * checkpoints unreadable to the user's group), lock it, and only then give
- * it its ".tmp." name: a ".tmp." name is locked for as long as its writer
- * lives, so a cleaner that can take the lock knows the writer is dead. */
+ * checkpoints unreadable to the user's group) or, replacing a file, that
+ * file's mode (keep_mode); lock it, and only then give it its ".tmp."
+ * name: a ".tmp." name is locked for as long as its writer lives, so a
+ * cleaner that can take the lock knows the writer is dead. */
 static int temp_open(afile_t *a, char *err)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -155,6 +176,7 @@ static int temp_open(afile_t *a, char *err)
          * file; cleaners there cannot take a lock either, so they keep it. */
         while (flock(a->fd, LOCK_EX) != 0 && errno == EINTR)
             ;
+        keep_mode(a, a->fd);
         if (link(inc, a->tmp) == 0) {
             unlink(inc);
             return DDP_OK;
