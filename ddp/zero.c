@@ -269,7 +269,7 @@ int zero_init(zero_t *z, int stage, backend_t *be, comm_t *comm, replica_t *rep,
         biggest[i % 2] = b->count > biggest[i % 2] ? b->count : biggest[i % 2];
     }
     for (int l = 0; l < s->nlayers; l++)
-        snprintf(z->tag[l], sizeof z->tag[l], "all-gather of layer %d", l + 1);
+        snprintf(z->tag[l], sizeof z->tag[l], "layer %d", l + 1);
     if (!(z->gshard = alloc_kind(z, at, MEM_GRADS)))
         return err_set(err, DDP_ERR_RUNTIME, "out of device memory for the gradient shard");
     if (!z->whole) /* one buffer when one bucket is all there is */

@@ -52,7 +52,7 @@ int zero1_init(zero1_t *z, const reducer_t *red, optim_t *opt, int world, int ra
             z->shard += p[j].n;
             z->piece[z->npiece++] = p[j];
         }
-        snprintf(z->tag[i], sizeof z->tag[i], "all-gather of bucket %d", i);
+        snprintf(z->tag[i], sizeof z->tag[i], "bucket %d", i);
     }
     if (z->shard != opt->n)
         return err_set(err, DDP_ERR_RUNTIME, "ZeRO-1: the optimizer holds %zu floats of state, "
