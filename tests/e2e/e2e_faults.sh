@@ -59,6 +59,44 @@ done
 [ -e PWNED ] && ko "emit-pytorch: a file name ran as code" || ok
 cd "$T" || exit 1
 
+# ---- --emit-pytorch's command lines can be pasted: the run command it prints
+# and the docstring's (the name as given, quotes and backslashes and all) run
+# that command in sh and nothing else.  Pasted with python3 and ddpbench as
+# shell functions that write down their arguments.
+mkdir "$T/paste" && cd "$T/paste" || exit 1
+q="'"
+for name in '$(touch X).py' "a \"b\\q${q}d \`touch Y\` \$HOME;*.py"; do
+    E="--backend cpu --mode single --model seed-linear --steps 3 --emit-pytorch"
+    # shellcheck disable=SC2086
+    "$BIN" $E "$name" >"$T/out" 2>"$T/err" || ko "emit-pytorch $name: $(cat "$T/err")"
+    line=$(sed -n 's/^ddpbench: wrote .* beside it: //p' "$T/out")
+    sh -c 'python3() { printf "%s\n" "$@" >"$0"; }; '"$line" "$T/args" 2>"$T/err"
+    [ "$(cat "$T/args" 2>/dev/null)" = "$name" ] && ok ||
+        ko "emit-pytorch $name: the printed line '$line' pasted ran python3 $(cat "$T/args" 2>/dev/null)"
+    python3 - "$name" >"$T/doc" 2>"$T/err" <<'PY' && ok || ko "emit-pytorch $name: the docstring: $(tail -1 "$T/err")"
+import ast, sys
+src = open(sys.argv[1], "rb").read().decode("utf-8", "surrogateescape")
+doc = ast.parse(src).body[0].value.value
+run = doc.split("\n")[1].strip()
+py = [l.strip()[len("python3 "):] for l in doc.split("\n") if l.strip().startswith("python3 ")][0]
+print(run)
+print(py)
+# shown as given: the source between the quotes is the value itself
+body = src[src.index('r"""') + 4:]
+assert body.startswith(doc), "the docstring is not shown as it is"
+PY
+    run=$(sed -n 1p "$T/doc") py=$(sed -n 2p "$T/doc")
+    sh -c 'ddpbench() { printf "%s\n" "$@" >"$0"; }; '"$run" "$T/args" 2>"$T/err"
+    # shellcheck disable=SC2086
+    [ "$(cat "$T/args" 2>/dev/null)" = "$(printf '%s\n' $E "$name")" ] && ok ||
+        ko "emit-pytorch $name: the docstring's '$run' pasted ran ddpbench $(cat "$T/args" 2>/dev/null)"
+    sh -c 'python3() { printf "%s\n" "$@" >"$0"; }; python3 '"$py" "$T/args" 2>"$T/err"
+    [ "$(cat "$T/args" 2>/dev/null)" = "$name" ] && ok ||
+        ko "emit-pytorch $name: the docstring's 'python3 $py' pasted ran python3 $(cat "$T/args" 2>/dev/null)"
+done
+[ -e X ] || [ -e Y ] && ko "emit-pytorch: a pasted line ran a command in the name: $(ls)" || ok
+cd "$T" || exit 1
+
 # ---- the stale-temporary cleaner takes only its own names
 mkdir "$T/st" && cd "$T/st" || exit 1
 echo notes >.w.st.tmp.notes
