@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/app.h"
 #include "common/base/clock.h"
+#include "common/base/interrupt.h"
 #include "common/config/config.h"
 #include "common/data/load.h"
 #include "ddp/ddp_shared.h"
@@ -31,6 +33,7 @@ typedef struct {
     dataset_t data;
     bool loaded;
     char err[ERR_LEN];
+    int ended; /* a run ended the scenario (see ended()): its status; err says why */
     /* A scenario's runs and their configurations live here (the harness is
      * static), not on the stack: a run's record is 79 KB and a config 14
      * KB, and nothing large lives on the stack (docs/faults.md). */
@@ -117,12 +120,41 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
     return DDP_OK;
 }
 
+/* One of the scenario's runs; none once a signal asked to stop. */
 static int run(const config_t *c, const dataset_t *d, run_result_t *r, char *err)
 {
     result_init(r);
+    if (interrupt_pending())
+        return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before its next run",
+                       sigabbrev_np(interrupt_pending()));
     return c->mode == MODE_DDP ? ddp_run(c, d, r, err)
            : c->mode == MODE_DP ? dp_run(c, d, r, err)
                                 : single_run(c, d, r, err);
+}
+
+/* Does this run end the scenario?  A signal that asked to stop (the run
+ * stopped by it, or it came as the run ended) does, as it stops any run:
+ * no next run, "ddpbench: stopped: ..." and 128 + the signal.  So does a
+ * failure that is not the one the scenario reproduces (`expected`: the
+ * scenario waits for this one), such as a rank killed: "ddpbench: error:"
+ * naming the rank and the cause, exit 1.  scenario_main says it. */
+static bool ended(scen_t *s, int rc, const char *err, bool expected)
+{
+    int sig = interrupt_pending();
+    if (sig || rc == DDP_ERR_INTERRUPTED) {
+        s->ended = DDP_ERR_INTERRUPTED;
+        if (rc == DDP_ERR_INTERRUPTED)
+            snprintf(s->err, sizeof s->err, "%s", err);
+        else
+            snprintf(s->err, sizeof s->err, "interrupted by SIG%s", sigabbrev_np(sig));
+        return true;
+    }
+    if (rc != DDP_OK && !expected) {
+        s->ended = rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+        snprintf(s->err, sizeof s->err, "%s", err);
+        return true;
+    }
+    return false;
 }
 
 /* Seconds per timed step of device d's phase p. */
@@ -193,11 +225,15 @@ static int sc_uneven(scen_t *s)
     double secs = now_s() - t0;
     result_free(r);
     bool hung = rc == DDP_ERR_RUNTIME && strstr(err, "did not arrive") && strstr(err, "ran out of data");
+    if (ended(s, rc, err, hung))
+        return 1;
     config_t *j = &s->alt[0];
     *j = *c;
     j->join = true;
     char jerr[ERR_LEN] = "";
     int jrc = run(j, &s->data, r, jerr);
+    if (ended(s, jrc, jerr, false))
+        return 1;
     char steps[256] = "";
     long shadowed = 0;
     for (int d = 0; jrc == DDP_OK && d < r->ndev; d++) {
@@ -254,10 +290,8 @@ static int sc_straggler(scen_t *s)
     int rc = run(b, &s->data, base, err);
     if (rc == DDP_OK)
         rc = run(c, &s->data, str, err);
-    if (rc != DDP_OK) {
-        fprintf(s->out, "scenario straggler: a run failed: %s\n", err);
+    if (ended(s, rc, err, false))
         return 1;
-    }
     para(s, "What PyTorch users see:",
          "nothing fails, and nothing says which rank is slow: every rank runs at the "
          "straggler's pace, because each all-reduce completes only when the last rank arrives. "
@@ -346,10 +380,8 @@ static int sc_dp_device0(scen_t *s)
         rc = run(cd, &s->data, ddp, err);
     if (rc == DDP_OK && c->ngpus > 1)
         rc = run(cz, &s->data, z, err);
-    if (rc != DDP_OK) {
-        fprintf(s->out, "scenario dp-device0: a run failed: %s\n", err);
+    if (ended(s, rc, err, false))
         return 1;
-    }
     para(s, "What PyTorch users see:",
          "nn.DataParallel keeps everything on its output device, GPU 0: the module and the "
          "optimizer state, the whole batch, the gathered outputs and the loss, the summed "
@@ -464,9 +496,12 @@ static int sc_mismatch(scen_t *s)
         run_result_t *r = &s->run[0];
         char err[ERR_LEN] = "";
         double t0 = now_s();
-        int rc = ddp_run_each(c, &s->data, odd_rank, r, err);
+        int rc = interrupt_pending() ? DDP_OK : ddp_run_each(c, &s->data, odd_rank, r, err);
         double secs = now_s() - t0;
         result_free(r);
+        /* refused at start-up is what it shows; trained is its verdict's */
+        if (ended(s, rc, err, rc == DDP_ERR_INPUT))
+            return 1;
         char want[32];
         snprintf(want, sizeof want, "rank %d (device", g_odd_rank);
         bool caught = rc == DDP_ERR_INPUT && strstr(err, want) && strstr(err, "was started with");
@@ -530,8 +565,10 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
         fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return DDP_ERR_INPUT;
     }
-    static scen_t s; /* static: it holds a config and the data */
+    static scen_t s; /* static: it holds a config, the data and the runs */
     memset(&s, 0, sizeof s);
+    for (int k = 0; k < (int)(sizeof s.run / sizeof s.run[0]); k++)
+        result_init(&s.run[k]);
     s.out = out;
     int rc = setup(&s, scenarios[i].options, argc, argv);
     if (rc != DDP_OK) {
@@ -558,5 +595,12 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     fflush(out);
     rc = scenarios[i].fn(&s);
     data_free(&s.data);
+    for (int k = 0; k < (int)(sizeof s.run / sizeof s.run[0]); k++)
+        result_free(&s.run[k]);
+    if (s.ended) { /* a signal, or a run that failed: as any run says it */
+        fflush(out);
+        snprintf(msg, sizeof msg, "--scenario %s: %.400s", scenarios[i].name, s.err);
+        return app_fail(s.ended, msg);
+    }
     return rc;
 }

@@ -65,6 +65,44 @@ grep -qF "was started with another optimizer or hyper-parameters" "$T/flat" && o
     ko "mismatch: another --lr was not named: $(cat "$T/out")"
 scenario mismatch 1 "NOT as described" --gpus 0
 
+# A signal during a scenario stops it as it stops any run: no next run, one
+# line "ddpbench: stopped: ...", 128 + the signal; a rank killed during one
+# is named with its signal (exit 1).  The signal goes once the scenario's
+# first ranks exist (uneven's first run waits --timeout 2 s on the rank that
+# left; straggler's runs take seconds): it lands in a run or between two,
+# and either way no verdict may follow.  (env --default-signal: a background
+# job of a script starts with SIGINT ignored, and ddpbench keeps it so.)
+# signalled NAME SIG|rank WANT WORDS [options]
+signalled() {
+    name=$1 sig=$2 want=$3 words=$4
+    shift 4
+    DDPBENCH_E2E_TAG=$TAG env --default-signal=INT "$BIN" --scenario "$name" "$@" >"$T/out" 2>"$T/err" &
+    sup=$!
+    i=0
+    while [ -z "$(pgrep -P $sup)" ] && [ $i -lt 400 ]; do
+        sleep 0.05
+        i=$((i + 1))
+    done
+    if [ "$sig" = rank ]; then
+        kill -KILL "$(pgrep -P $sup | head -1)"
+    else
+        kill -"$sig" $sup
+    fi
+    wait $sup
+    rc=$?
+    [ $rc -eq "$want" ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^$words" "$T/err" && ok ||
+        ko "--scenario $name, $sig: exit $rc, expected $want and '$words': $(cat "$T/err")"
+    grep -q "What PyTorch users see\|as described\|a run failed" "$T/out" &&
+        ko "--scenario $name, $sig: it went on: $(cat "$T/out")" || ok
+    [ -z "$(lingering)" ] || ko "--scenario $name, $sig: processes left behind"
+}
+need pgrep && {
+    signalled uneven TERM 143 "ddpbench: stopped: --scenario uneven: interrupted by SIGTERM"
+    signalled straggler INT 130 "ddpbench: stopped: --scenario straggler: interrupted by SIGINT"
+    signalled dp-device0 HUP 129 "ddpbench: stopped: --scenario dp-device0: interrupted by SIGHUP" --steps 200
+    signalled uneven rank 1 "ddpbench: error: --scenario uneven: rank [0-9] (device [0-9]) killed by signal 9"
+}
+
 # --slow-rank is a real delay with the same result: the same bits, a longer step.
 A="--backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 16 --quiet --json"
 "$BIN" $A >"$T/a.json" 2>/dev/null && "$BIN" $A --slow-rank 1:4 >"$T/b.json" 2>/dev/null || ko "--slow-rank runs failed"
