@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/app.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/config/config.h"
@@ -607,10 +606,13 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     data_free(&s.data);
     for (int k = 0; k < (int)(sizeof s.run / sizeof s.run[0]); k++)
         result_free(&s.run[k]);
-    if (s.ended) { /* a signal, or a run that failed: as any run says it */
+    if (s.ended) { /* a signal, or a run that failed: as any run says it (main.c) */
         fflush(out);
         snprintf(msg, sizeof msg, "--scenario %s: %.400s", scenarios[i].name, s.err);
-        return app_fail(s.ended, msg);
+        bool stop = s.ended == DDP_ERR_INTERRUPTED;
+        fprintf(stderr, "ddpbench: %s %s\n", stop ? "stopped:" : "error:",
+                text_escape(msg, shown, sizeof shown));
+        return stop ? interrupt_exit_status() : s.ended;
     }
     return rc;
 }
