@@ -130,10 +130,11 @@ CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthre
 # Each object's frame sizes and direct calls in a .ci file beside it (gcc's
 # -fcallgraph-info; it changes no code): tests/structure/stack.sh bounds
 # every frame and the deepest chain of them (docs/faults.md: ulimit -s 128).
+# Only where an object is compiled (the %.o rule): a program compiled and
+# linked in one step would leave its .ci among the executables (the GPU kit).
 ifeq ($(origin STACK_INFO),undefined)
   STACK_INFO := $(shell $(CC) -fcallgraph-info=su -E -x c /dev/null >/dev/null 2>&1 && echo -fcallgraph-info=su)
 endif
-CFLAGS   += $(STACK_INFO)
 LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
@@ -267,7 +268,7 @@ $(CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
 # Objects depend on the flags they were built with: a change of NO_CUDA or
 # DEBUG rebuilds them.
 FLAGS_STAMP := $(BUILD)/flags.txt
-FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCCFLAGS) | $(LDLIBS)
+FLAGS_NOW := $(CC) $(CFLAGS) $(STACK_INFO) | $(NVCCFLAGS) | $(LDLIBS)
 ifneq ($(WANT_DEPS),)
   ifneq ($(shell cat $(FLAGS_STAMP) 2>/dev/null),$(FLAGS_NOW))
     $(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
@@ -315,7 +316,7 @@ $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PROV_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(STACK_INFO) $(PROV_DEFS) -c $< -o $@
 
 ifeq ($(HAVE_CUDA),emu)
 # Each launch k<<<grid, block, shmem, stream>>>(args); becomes

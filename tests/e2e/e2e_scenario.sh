@@ -76,12 +76,13 @@ grep -qF "none was started with a change" "$T/out" && ! grep -q "NOT caught" "$T
 # first ranks exist (uneven's first run waits --timeout 2 s on the rank that
 # left; straggler's runs take seconds): it lands in a run or between two,
 # and either way no verdict may follow.  (env --default-signal: a background
-# job of a script starts with SIGINT ignored, and ddpbench keeps it so.)
+# job of a script starts with SIGINT ignored, a test run under nohup with
+# SIGHUP ignored, and ddpbench rightly keeps an ignored signal ignored.)
 # signalled NAME SIG|rank WANT WORDS [options]
 signalled() {
     name=$1 sig=$2 want=$3 words=$4
     shift 4
-    DDPBENCH_E2E_TAG=$TAG env --default-signal=INT "$BIN" --scenario "$name" "$@" >"$T/out" 2>"$T/err" &
+    DDPBENCH_E2E_TAG=$TAG env --default-signal=INT,HUP "$BIN" --scenario "$name" "$@" >"$T/out" 2>"$T/err" &
     sup=$!
     i=0
     while [ -z "$(pgrep -P $sup)" ] && [ $i -lt 400 ]; do
