@@ -539,13 +539,19 @@ gpu-kit: $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRCS:%.cu=$(BUILD)/%.cu.o))
 # the bare GPU box (tests/gpu/rehearse.sh: the kit's check.sh chrooted in a
 # mount namespace with only the C library, sh, and cuBLAS/cudart/NCCL as
 # PyTorch's wheels or the toolkit lay them out: every library found, the
-# backend loaded, stopped only for want of a driver).  check.sh's own
-# judgements and its plan are checked everywhere.
+# backend loaded, stopped only for want of a driver, python3 never handed
+# the library path found for ddpbench).  check.sh's own judgements and its
+# plan are checked everywhere, and so is a check killed midway from outside
+# (tests/gpu/rehearse_kill.sh: on the emulated GPU, SIGKILL at its ddp step;
+# the steps it finished are in its output folder).
 test-gpu-kit:
 	@$(TIMED) "tests/gpu/check.sh --self-test" sh -c 'sh tests/gpu/check.sh --self-test >build/gpu-check-selftest.log 2>&1' || \
 	  { cat build/gpu-check-selftest.log; exit 1; }
 	@tail -n 1 build/gpu-check-selftest.log
-	@sh tests/gpu/check.sh --dry-run | grep -q '^  9\. epilogue ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
+	@sh tests/gpu/check.sh --dry-run | grep -q '^ *10\. findings ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
+	+@mkdir -p build && $(MAKE) --no-print-directory -s EMU=1 build/cuda-emu/ddpbench >build/cuda-emu-kill.build.log 2>&1 || \
+	  { tail -n 20 build/cuda-emu-kill.build.log; exit 1; }
+	@$(TIMED) tests/gpu/rehearse_kill.sh sh tests/gpu/rehearse_kill.sh build/cuda-emu
 ifeq ($(HAVE_CUDA),1)
 	@[ -f $(KIT)/ddpbench ] && [ -n "$(filter test,$(MAKECMDGOALS))" ] || \
 	  { mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }; }

@@ -55,7 +55,9 @@ typedef struct {
     baseline_t bl;                /* --baseline, and each run's match in it */
     const cJSON *match[MAX_RUNS];
     bool gate;
-    bool mpi;                     /* started by mpirun: this process is one rank */
+    int argc;                     /* the command line */
+    char **argv;
+    bool mpi;                     /* this process is one rank of mpirun's (launch_is_rank) */
     bool reports;                 /* this process writes the outputs (rank 0 under mpirun) */
     FILE *info;                   /* progress and notes: stderr under --json/--csv */
     predict_t pred;

@@ -6,11 +6,8 @@
 #include "common/config/config.h"
 #include "common/measure/collperf.h"
 
-/* Runs every collective --coll names over --min-bytes..--max-bytes on the
- * run's devices (one rank each) and fills out; DDP_OK, DDP_ERR_INPUT or
- * DDP_ERR_RUNTIME with one line in err. */
-int comm_bench_run(const config_t *cfg, collperf_t *out, char *err);
-/* The mode itself: the banner, comm_bench_run, the report on stdout; DDP_OK,
+/* The mode itself: the banner, the measurement (ddp_strategy.comm_bench),
+ * the report on stdout; DDP_OK,
  * or a status with one line in err (a check that found a wrong value is
  * DDP_ERR_RUNTIME). */
 int app_comm(const config_t *cfg, const char *note, char *err);

@@ -42,8 +42,9 @@ void app_gate_warn(app_job_t *j)
     }
 }
 
-/* One verdict per run on its --repeat interval; any regression exits 3,
- * else any "too noisy" 4. */
+/* One verdict per run on its --repeat runs, each line as the A/B gate's
+ * ("verdict: ..." at its start, for a CI log to grep); any regression exits
+ * 3, else any no verdict 4. */
 int app_gate_judge(app_job_t *j)
 {
     bool regressed = false, noisy = false;
@@ -57,7 +58,7 @@ int app_gate_judge(app_job_t *j)
         noisy |= v == DDP_ERR_NOISY;
         for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l;
              l = strtok_r(NULL, "\n", &save))
-            fprintf(j->info, "ddpbench: %s\n", l);
+            fprintf(j->info, "%s\n", l);
     }
     return regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0;
 }

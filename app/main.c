@@ -15,8 +15,8 @@
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
 #include "app/ab.h"
-#include "ddp/launch.h"
 #include "common/device/backend.h"
+#include "common/train/launcher.h"
 
 /* The exit status of a status code. */
 static int exit_code(int rc)
@@ -81,57 +81,28 @@ static int run_job(app_job_t *j, int argc, char **argv)
     return rc != DDP_OK ? app_fail(rc, err) : verdict;
 }
 
-int main(int argc, char **argv)
+/* Everything after the parse, inside the launcher (train/launcher.h): rc
+ * and err, the parse's outcome or the launcher's; the exit status. */
+static int job_main(void *ctx, int rc, char *err)
 {
-    startup_done(); /* OpenBLAS started (startup.c): SIGINT is the user's again */
-    /* Under ulimit -v, start again with one OpenBLAS thread at load: its
-     * pool threads would otherwise each map a buffer before main and spin
-     * forever where one does not fit (backend.h).  Nothing has run yet. */
-    if (backend_cpu_restart_env())
-        execv("/proc/self/exe", argv); /* on failure, go on as we are */
-    /* Past ulimit -f a write raises SIGXFSZ, whose default action kills the
-     * process without a word and leaves the temporary; ignored, the write
-     * fails with EFBIG, which every writer reports and cleans up after. */
-    signal(SIGXFSZ, SIG_IGN);
-
-    static app_job_t job; /* static: large, and its results hold their step statistics */
-    app_job_t *j = &job;
+    app_job_t *j = ctx;
     config_t *cfg = &j->cfg;
-    char err[ERR_LEN] = "";
-    int rc = config_parse(cfg, argc, argv, stdout, err);
-    if (rc == CONFIG_EXIT_OK)
-        return (rc = stdout_status(err)) == DDP_OK ? 0 : app_fail(rc, err);
-    /* The launcher first (ddp/launch.h): under mpirun this process forks its
-     * watcher and becomes a rank; even a bad option is then judged with the
-     * other ranks' at the start-up check, so it is said once. */
-    int code;
-    char lerr[ERR_LEN] = "";
-    int lrc = ddp_launch_init(cfg, &code, lerr);
-    if (lrc == DDP_LAUNCH_WATCHER)
-        return code;
-    if (lrc != DDP_OK && rc == DDP_OK) {
-        if (cfg->launcher != LAUNCHER_MPI || cfg->world_size == 0) /* no group to tell */
-            return ddp_launch_end(cfg, app_fail(lrc, lerr));
-        rc = lrc;
-        snprintf(err, sizeof err, "%s", lerr);
-    }
-    j->mpi = cfg->launcher == LAUNCHER_MPI;
-    if (!j->mpi) /* under mpirun, mpirun's signals end the job */
-        interrupt_install();
+    j->mpi = launch_is_rank(cfg);
+    j->reports = launch_reports(cfg);
     if (rc == DDP_OK && cfg->against[0]) { /* the A/B gate: its runs are child processes */
-        if (!j->mpi)
-            return (rc = ab_main(cfg, argc, argv, err)) == DDP_OK ? 0
+        rc = launch_one_host(cfg, "--against: starts its own runs on one host", err);
+        if (rc == DDP_OK)
+            return (rc = ab_main(cfg, j->argc, j->argv, err)) == DDP_OK ? 0
                    : rc == DDP_ERR_REGRESSED || rc == DDP_ERR_NOISY ? rc
                                                                     : app_fail(rc, err);
-        rc = err_set(err, DDP_ERR_INPUT, "--against: starts its own runs on one host; run it "
-                     "without mpirun");
     }
     if (rc == DDP_OK && cfg->scenario[0]) { /* a failure reproduced and explained
                                               (scenario.h): its runs are this process's */
-        if (!j->mpi)
-            return scenario_main(argc, argv, cfg->scenario, stdout);
-        rc = err_set(err, DDP_ERR_INPUT, "--scenario %s: forks its own ranks on one host; run it "
-                     "without mpirun", cfg->scenario);
+        char what[CONFIG_PATH_LEN + 64];
+        snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host",
+                 cfg->scenario);
+        if ((rc = launch_one_host(cfg, what, err)) == DDP_OK)
+            return scenario_main(j->argc, j->argv, cfg->scenario, stdout);
     }
 
     report_start(); /* the run's start time and load average, for its provenance */
@@ -140,13 +111,41 @@ int main(int argc, char **argv)
     if (cfg->mode == MODE_COMM) {
         if (rc == DDP_OK)
             rc = app_mem_check_comm(cfg, j->mpi, err);
-        if ((rc = ddp_launch_agree(cfg, NULL, rc, err)) != DDP_OK)
-            return ddp_launch_end(cfg, fail_or_quiet(rc, err));
+        if ((rc = launch_agree(cfg, NULL, rc, err)) != DDP_OK)
+            return fail_or_quiet(rc, err);
         rc = app_comm(cfg, j->note[0] ? j->note : NULL, err);
-        return ddp_launch_end(cfg, rc == DDP_OK ? 0 : app_fail(rc, err));
+        return rc == DDP_OK ? 0 : app_fail(rc, err);
     }
     rc = app_plan(j, rc, err);
-    int status = rc == DDP_OK ? run_job(j, argc, argv) : fail_or_quiet(rc, err);
+    int status = rc == DDP_OK ? run_job(j, j->argc, j->argv) : fail_or_quiet(rc, err);
     app_free(j);
-    return ddp_launch_end(cfg, status);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    startup_done(); /* OpenBLAS started (startup.c): SIGINT is the user's again */
+    /* Under ulimit -v, start again with one OpenBLAS thread at load: its
+     * pool threads would otherwise each map a buffer before main and spin
+     * forever where one does not fit (backend.h).  Nothing has run yet. */
+    if (backend_cpu_restart_env())
+        execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    backend_cpu_pool_stop(); /* one OpenBLAS thread per device, no idle pool spinning */
+    /* Past ulimit -f a write raises SIGXFSZ, whose default action kills the
+     * process without a word and leaves the temporary; ignored, the write
+     * fails with EFBIG, which every writer reports and cleans up after. */
+    signal(SIGXFSZ, SIG_IGN);
+
+    static app_job_t job; /* static: large, and its results hold their step statistics */
+    app_job_t *j = &job;
+    j->argc = argc;
+    j->argv = argv;
+    char err[ERR_LEN] = "";
+    int rc = config_parse(&j->cfg, argc, argv, stdout, err);
+    if (rc == CONFIG_EXIT_OK)
+        return (rc = stdout_status(err)) == DDP_OK ? 0 : app_fail(rc, err);
+    /* Under mpirun this process becomes a rank (its watcher forked first);
+     * even a bad option is then judged with the other ranks' at the
+     * start-up check, so it is said once. */
+    return launch_main(&j->cfg, rc, err, job_main, j);
 }

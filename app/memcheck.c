@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "ddp/zero.h"
+#include "common/train/strategy.h"
 #include "common/base/procfile.h"
 
 /* Bytes available to this run, 0 when unknown (then nothing is refused). */
@@ -58,23 +58,17 @@ typedef struct {
 } need_t;
 
 static need_t device_need(const config_t *c, const model_spec_t *s, const dataset_t *d,
-                          int devices, bool holds_optimizer)
+                          int devices, int device)
 {
     need_t n;
     double P = (double)s->nparams * sizeof(float);
-    n.params = P;
-    n.grads = P;
-    int states = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
-    n.optim = holds_optimizer ? states * P : 0;
-    /* a DDP rank under --zero: what its stage shards, as the ranks allocate it */
-    zero_mem_t z;
+    /* what the strategy holds there (a DDP rank under --zero: its shard) */
+    strategy_mem_t m = strategy_mem_whole(s, c, true);
     char ignored[ERR_LEN];
-    if (c->mode == MODE_DDP && c->zero &&
-        zero_mem_plan(s, c, c->zero, devices, &z, ignored) == DDP_OK) {
-        n.params = z.params;
-        n.grads = z.grads;
-        n.optim = z.optim;
-    }
+    strategy_of(c->mode)->mem(s, c, devices, device, &m, ignored);
+    n.params = m.params;
+    n.grads = m.grads;
+    n.optim = m.optim;
     /* each row's input, targets and every layer's output */
     double rows = (c->batch + devices - 1) / devices, per_row = d->in_dim + d->tgt_cols;
     for (int l = 1; l <= s->nlayers; l++)
@@ -114,7 +108,7 @@ static int mem_limit_check(const app_job_t *j, char *err)
     for (int i = 0; i < j->n; i++) {
         const config_t *c = &j->cfgs[i];
         int devices = c->mode == MODE_SINGLE ? 1 : c->ngpus;
-        need_t n = device_need(c, &j->spec, &j->data, devices, true);
+        need_t n = device_need(c, &j->spec, &j->data, devices, 0);
         /* the buffers one device's replica allocates for its rows */
         n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices,
                                    j->data.tgt_cols);
@@ -132,7 +126,7 @@ static int mem_limit_check(const app_job_t *j, char *err)
             for (int st = c->zero + 1; st <= 3; st++) {
                 config_t cz = *c;
                 cz.zero = st;
-                need_t m = device_need(&cz, &j->spec, &j->data, devices, true);
+                need_t m = device_need(&cz, &j->spec, &j->data, devices, 0);
                 m.acts = n.acts;
                 char b[32];
                 human(m.params + m.grads + m.optim + m.acts, b, sizeof b);
@@ -169,8 +163,8 @@ int app_mem_check(const app_job_t *j, char *err)
     for (int i = 0; i < j->n; i++) {
         const config_t *c = &j->cfgs[i];
         int devices = c->mode == MODE_SINGLE ? 1 : j->mpi ? 1 : c->ngpus;
-        need_t n = device_need(c, &j->spec, d, c->mode == MODE_SINGLE ? 1 : c->ngpus, true);
-        need_t rest = c->mode == MODE_DP ? device_need(c, &j->spec, d, c->ngpus, false) : n;
+        need_t n = device_need(c, &j->spec, d, c->mode == MODE_SINGLE ? 1 : c->ngpus, 0);
+        need_t rest = c->mode == MODE_DP ? device_need(c, &j->spec, d, c->ngpus, 1) : n;
         if (c->mode == MODE_DP) /* one process: one host copy */
             rest.host = 0;
         double dev = c->backend == BACKEND_CPU ? need_sum(&n) + (devices - 1) * need_sum(&rest)

@@ -2,7 +2,7 @@
  * data, and every check a run could fail late (--baseline, --init, --resume,
  * unwritable --save/--checkpoint/--trace, a sample stream with nothing to
  * train on), so bad input costs no training.  Under mpirun every rank's
- * outcome meets the others' at the start-up agreement (ddp/launch.h). */
+ * outcome meets the others' at the start-up agreement (train/launcher.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,8 +11,8 @@
 #include "common/comm/comm.h"
 #include "common/data/load.h"
 #include "common/data/schedule.h"
-#include "ddp/launch.h"
 #include "common/io/checkpoint.h"
+#include "common/train/launcher.h"
 #include "app/report/report_page.h"
 
 /* DDP's DistributedSampler has one replica per rank, whatever stream
@@ -31,14 +31,29 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->zero = 0;
 }
 
+/* What keeps compare from adding runs to its three (--zero's stages,
+ * --precision's list): the first option that cannot go with them (under
+ * mpirun: mpi, saying what to run instead), or NULL. */
+static const char *more_runs_refused(const app_job_t *j, const char *mpi)
+{
+    const config_t *c = &j->cfg;
+    return j->mpi                ? mpi
+           : c->report_path[0]   ? "--report"
+           : c->trace_path[0]    ? "--trace"
+           : c->baseline_path[0] ? "--baseline"
+           : c->repeat > 1       ? "--repeat"
+           : c->save_path[0]     ? "--save"
+                                 : NULL;
+}
+
 int app_plan(app_job_t *j, int rc, char *err)
 {
     config_t *cfg = &j->cfg;
     if (rc == DDP_OK)
         rc = config_model_spec(cfg, &j->spec, err);
-    if (rc == DDP_OK && cfg->trace_path[0] && ddp_launch_reports(cfg))
+    if (rc == DDP_OK && cfg->trace_path[0] && j->reports)
         rc = report_trace_check(cfg->trace_path, err);
-    if (rc == DDP_OK && cfg->report_path[0] && ddp_launch_reports(cfg))
+    if (rc == DDP_OK && cfg->report_path[0] && j->reports)
         rc = report_page_check(cfg->report_path, err);
 
     /* the runs: one, or compare's three on the same data (under mpirun two:
@@ -55,13 +70,7 @@ int app_plan(app_job_t *j, int rc, char *err)
     }
     /* compare --zero 1,2,3: a ddp run per stage beside plain DDP's */
     if (cfg->mode == MODE_COMPARE && cfg->nzero_stages > 0) {
-        const char *no = j->mpi                ? "mpirun (run --mode ddp --zero N)"
-                         : cfg->report_path[0] ? "--report"
-                         : cfg->trace_path[0]  ? "--trace"
-                         : cfg->baseline_path[0] ? "--baseline"
-                         : cfg->repeat > 1     ? "--repeat"
-                         : cfg->save_path[0]   ? "--save"
-                         : NULL;
+        const char *no = more_runs_refused(j, "mpirun (run --mode ddp --zero N)");
         if (no && rc == DDP_OK)
             rc = err_set(err, DDP_ERR_INPUT, "--zero with --mode compare: not with %s", no);
         for (int k = 0; k < cfg->nzero_stages && rc == DDP_OK; k++, j->n++) {
@@ -74,13 +83,7 @@ int app_plan(app_job_t *j, int rc, char *err)
      * precision after the first (what faster compute does to the share of
      * communication the step waits for) */
     if (cfg->mode == MODE_COMPARE && cfg->nprecisions > 1) {
-        const char *no = j->mpi                ? "mpirun (run compare once per precision)"
-                         : cfg->report_path[0] ? "--report"
-                         : cfg->trace_path[0]  ? "--trace"
-                         : cfg->baseline_path[0] ? "--baseline"
-                         : cfg->repeat > 1     ? "--repeat"
-                         : cfg->save_path[0]   ? "--save"
-                         : NULL;
+        const char *no = more_runs_refused(j, "mpirun (run compare once per precision)");
         if (no && rc == DDP_OK)
             rc = err_set(err, DDP_ERR_INPUT, "--precision with a list: not with %s", no);
         for (int k = 1; k < cfg->nprecisions && rc == DDP_OK; k++)
@@ -94,7 +97,7 @@ int app_plan(app_job_t *j, int rc, char *err)
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
-    j->gate = cfg->baseline_path[0] && ddp_launch_reports(cfg);
+    j->gate = cfg->baseline_path[0] && j->reports;
     if (rc == DDP_OK && j->gate)
         rc = app_gate_prepare(j, err);
 
@@ -120,8 +123,8 @@ int app_plan(app_job_t *j, int rc, char *err)
     if (rc == DDP_OK)
         rc = app_mem_check(j, err);
     /* Under mpirun every rank's outcome so far and what it was started
-     * with meet here (launch.h): one verdict for all. */
-    rc = ddp_launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);
+     * with meet here (launcher.h): one verdict for all. */
+    rc = launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);
     if (rc == DDP_OK)
         for (int i = 0; i < j->n; i++) { /* the devices every rank has, for the reports */
             int z = j->cfgs[i].zero;
@@ -130,7 +133,6 @@ int app_plan(app_job_t *j, int rc, char *err)
             j->cfgs[i].zero = z;
             j->cfgs[i].precision = p;
         }
-    j->reports = ddp_launch_reports(cfg);
     return rc;
 }
 
@@ -139,7 +141,7 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     config_t *cfg = &j->cfg;
     /* --emit-pytorch: the same job as a PyTorch script, written before
      * training (a path it cannot write is bad input); under mpirun by rank 0,
-     * which writes the outputs (its failure ends the job: ddp_launch_end) */
+     * which writes the outputs (its failure ends the job: launcher.h) */
     if (cfg->emit_pytorch[0] && j->reports)
         TRY(twin_emit(&j->cfgs[0], &j->spec, &j->data, argc, argv,
                       (cfg->json || cfg->csv) ? stderr : stdout, err));
@@ -154,7 +156,7 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     if (!cfg->quiet && j->reports) {
         report_banner(j->info, &j->ctx);
         char who[1200];
-        ddp_launch_describe(cfg, who, sizeof who);
+        launch_describe(cfg, who, sizeof who);
         if (who[0])
             fprintf(j->info, "  launched by %s, comm %s\n", who, comm_name(cfg->comm));
     }

@@ -11,14 +11,14 @@
  * 3(k-1)/k.  Time: the measured all-reduce's fit (predict.h) for the
  * gradients' bytes, times 1 (DDP, ZeRO-1, -2) or 1.5 (ZeRO-3); the alpha of
  * ZeRO-3's extra, smaller collectives is left out.  Memory: what the ranks
- * allocate (zero_mem_plan) plus the activations of ceil(B/k) rows.  The
+ * allocate (ddp_strategy.mem) plus the activations of ceil(B/k) rows.  The
  * crossover scales the model's parameters by s (its widths grown, the
  * batch's activations held): a stage fits while s x its parameters,
  * gradients and state plus the activations are within the limit. */
 #include <stdio.h>
 
 #include "app/app.h"
-#include "ddp/zero.h"
+#include "common/train/strategy.h"
 #include "common/measure/predict.h"
 
 static double mib(double b) { return b / 1048576.0; }
@@ -42,8 +42,10 @@ void app_predict_zero(FILE *f, const app_job_t *j)
         double ring = (double)(k - 1) / k;
         acts[k] = replica_act_bytes(s, (c->batch + k - 1) / k, j->data.tgt_cols);
         for (int st = 0; st <= 3; st++) {
-            zero_mem_t z;
-            if (zero_mem_plan(s, c, st, k, &z, err) != DDP_OK)
+            config_t cz = *c;
+            cz.zero = st;
+            strategy_mem_t z;
+            if (ddp_strategy.mem(s, &cz, k, 0, &z, err) != DDP_OK)
                 return;
             mem[k][st] = z.params + z.grads + z.optim;
         }

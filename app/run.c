@@ -12,10 +12,9 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "app/commbench.h"
+#include "common/comm/comm.h"
 #include "common/base/interrupt.h"
-#include "ddp/launch.h"
-#include "ddp/reducer.h"
+#include "common/train/launcher.h"
 #include "common/device/backend.h"
 #include "common/train/strategy.h"
 
@@ -24,20 +23,18 @@
  * a machine busy all along is reported as such (the runs kept say so). */
 #define RETAKE_SHARE 2
 
-static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err);
-
 /* One run with its disturbance record around it (DDP's ranks are reaped
  * inside, so their CPU time and switches are this process's children's). */
 static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
 {
     disturb_mark_t dm;
     disturb_begin(&dm);
-    int rc = run_mode_raw(c, d, res, err);
+    int rc = strategy_of(c->mode)->run(c, d, res, err);
     /* single computes on one thread (or --threads of OpenBLAS's, one per
      * core); DP and DDP run more threads than devices */
     bool own_switching = c->mode != MODE_SINGLE || c->threads > res->machine.cpus_online;
     disturb_end(&dm, c->ngpus, res->steps, own_switching, &res->machine);
-    if (c->launcher == LAUNCHER_MPI) {
+    if (launch_is_rank(c)) {
         /* under mpirun the other ranks are not this process's children: their
          * CPU time would count as other processes'; only the switches judge */
         res->machine.known = false;
@@ -68,18 +65,6 @@ static void disturbed_note(const config_t *c, const run_result_t *r, int run, in
                               : "its figures are the busy machine's; --repeat N re-takes such runs");
 }
 
-static int run_mode_raw(const config_t *c, const dataset_t *d, run_result_t *res, char *err)
-{
-    switch (c->mode) {
-    case MODE_DP:
-        return dp_run(c, d, res, err);
-    case MODE_DDP:
-        return ddp_run(c, d, res, err);
-    default:
-        return single_run(c, d, res, err);
-    }
-}
-
 // ---------------------------------------------------------------------------
 // --predict (and compare's predicted column): the alpha-beta model's inputs
 
@@ -90,17 +75,14 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
                            char *err)
 {
     predict_in_t *in = &p->in;
-    reducer_t red;
-    TRY(reducer_init(&red, NULL, NULL, spec, NULL, cfg->first_bucket_mb, cfg->bucket_mb, cfg->overlap,
-                     err));
+    TRY(ddp_strategy.collectives(spec, cfg, in->bucket_bytes, PREDICT_MAX_BUCKETS, &in->nbuckets,
+                                 err));
     double smallest = 0.0, largest = 0.0;
-    for (int i = 0; i < red.nb && in->nbuckets < PREDICT_MAX_BUCKETS; i++) {
-        double b = (double)red.b[i].count * sizeof(float);
-        in->bucket_bytes[in->nbuckets++] = b;
+    for (int i = 0; i < in->nbuckets; i++) {
+        double b = in->bucket_bytes[i];
         smallest = i == 0 || b < smallest ? b : smallest;
         largest = b > largest ? b : largest;
     }
-    reducer_free(&red);
     config_t c = *cfg; /* its mode stays: the fault tests' faults are training's */
     c.colls = (1u << COLL_ALL_REDUCE) | (1u << COLL_BROADCAST) | (1u << COLL_REDUCE);
     /* from latency (1 KiB or the smallest bucket) to bandwidth (the whole
@@ -117,7 +99,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
     c.step_factor = 4.0;
     c.iters = 10;
     c.warmup_iters = 2;
-    if (c.ngpus < 2 && c.launcher == LAUNCHER_MPI)
+    if (c.ngpus < 2 && launch_is_rank(&c))
         return DDP_OK; /* one rank under mpirun: nothing to measure, k0 stays 0 */
     if (c.ngpus < 2) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -128,7 +110,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
         c.gpus[0] = 0;
         c.gpus[1] = 1;
     }
-    TRY(comm_bench_run(&c, &p->perf, err));
+    TRY(ddp_strategy.comm_bench(&c, &p->perf, err));
     in->k0 = p->perf.world;
     in->all_reduce = collperf_find(&p->perf, COLL_ALL_REDUCE);
     in->broadcast = collperf_find(&p->perf, COLL_BROADCAST);
@@ -138,7 +120,7 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
 
 static int measure_collectives(app_job_t *j, char *err)
 {
-    if (!j->cfg.quiet && ddp_launch_reports(&j->cfg)) {
+    if (!j->cfg.quiet && j->reports) {
         fprintf(j->info, "== the collectives%s (--mode comm)\n",
                 j->full ? ", for the alpha-beta model" : " at the bucket sizes");
         fflush(j->info);

@@ -15,7 +15,6 @@
 #include "common/base/interrupt.h"
 #include "common/config/config.h"
 #include "common/data/load.h"
-#include "ddp/ddp_shared.h"
 #include "app/report/report.h"
 #include "app/report/report_page.h"
 #include "common/train/strategy.h"
@@ -113,6 +112,8 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
                        "writes no output", no);
     char note[ERR_LEN];
     TRY(config_resolve(&s->cfg, note, sizeof note, s->err));
+    /* a scenario explains what it measured: a busy machine's time apart */
+    s->cfg.desched = true;
     TRY(config_model_spec(&s->cfg, &s->spec, s->err));
     TRY(data_load(&s->cfg, &s->spec, &s->data, s->err));
     s->loaded = true;
@@ -126,9 +127,7 @@ static int run(const config_t *c, const dataset_t *d, run_result_t *r, char *err
     if (interrupt_pending())
         return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before its next run",
                        sigabbrev_np(interrupt_pending()));
-    return c->mode == MODE_DDP ? ddp_run(c, d, r, err)
-           : c->mode == MODE_DP ? dp_run(c, d, r, err)
-                                : single_run(c, d, r, err);
+    return strategy_of(c->mode)->run(c, d, r, err);
 }
 
 /* Does this run end the scenario?  A signal that asked to stop (the run
@@ -171,6 +170,9 @@ static double wait_of(const run_result_t *r, int d)
 {
     return per_step(r, d, PH_COMM_EXPOSED) + per_step(r, d, PH_IDLE);
 }
+
+/* Time device d's thread waited for its core (another process had it). */
+static double desched_of(const run_result_t *r, int d) { return per_step(r, d, PH_DESCHED); }
 
 static const char *ms(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
 static const char *mib(char *b, size_t n, double x) { return report_fmt_bytes(b, n, x); }
@@ -302,18 +304,31 @@ static int sc_straggler(scen_t *s)
                     "waits = comm exposed + idle):\n");
     fprintf(s->out, "    %-8s %16s %16s %16s %16s\n", "rank", "compute alone", "waits alone",
             "compute slowed", "waits slowed");
-    char a[32], bb[32], cc[32], dd[32];
+    char a[32], bb[32], cc[32], dd[32], w[32];
     int n = str->ndev;
-    double fast_wait = 0.0, fast_wait0 = 0.0;
+    double fast_wait = 0.0, fast_wait0 = 0.0, fast_off = 0.0, fast_off0 = 0.0, off_all = 0.0;
     for (int d = 0; d < n; d++) {
         fprintf(s->out, "    %-8d %16s %16s %16s %16s%s\n", d, ms(a, sizeof a, compute_of(base, d)),
                 ms(bb, sizeof bb, wait_of(base, d)), ms(cc, sizeof cc, compute_of(str, d)),
                 ms(dd, sizeof dd, wait_of(str, d)),
                 d == slow && c->slow_factor > 1 ? "   <- --slow-rank" : "");
+        off_all += desched_of(base, d) + desched_of(str, d);
         if (d != slow && n > 1) {
             fast_wait += wait_of(str, d) / (n - 1);
             fast_wait0 += wait_of(base, d) / (n - 1);
+            fast_off += desched_of(str, d) / (n - 1);
+            fast_off0 += desched_of(base, d) / (n - 1);
         }
+    }
+    /* A busy machine: a fast rank another process held off its core spent
+     * there time it would have waited (each rank on a core of its own), so
+     * its time off the core counts beside its waits; said when it shows. */
+    if (off_all > 0.0) {
+        fprintf(s->out, "    descheduled (another process had the core):");
+        for (int d = 0; d < n; d++)
+            fprintf(s->out, " rank %d %s alone, %s slowed%s", d,
+                    ms(a, sizeof a, desched_of(base, d)), ms(bb, sizeof bb, desched_of(str, d)),
+                    d + 1 < n ? ";" : "\n");
     }
     bool named = slow >= 0 && slow < n && c->slow_factor > 1;
     double extra = named ? compute_of(str, slow) - compute_of(base, slow) : 0.0;
@@ -321,7 +336,14 @@ static int sc_straggler(scen_t *s)
     fprintf(s->out, "    throughput %.1f samples/s alone, %.1f with the straggler (%.2fx)\n",
             base->samples_per_s, str->samples_per_s,
             base->samples_per_s > 0 ? str->samples_per_s / base->samples_per_s : 0.0);
-    if (named)
+    double off = fast_off - fast_off0; /* the fast ranks' extra time off their cores */
+    if (named && off > 0.05 * extra)
+        para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
+             "%s and their time off their cores by %s (a busy machine), while rank %d itself "
+             "waited %s: the ranks that wait are the fast ones.", slow, ms(a, sizeof a, extra),
+             ms(bb, sizeof bb, fast_wait - fast_wait0), ms(cc, sizeof cc, fast_wait),
+             ms(w, sizeof w, off), slow, ms(dd, sizeof dd, slow_wait));
+    else if (named)
         para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
              "%s, while rank %d itself waited %s: the ranks that wait are the fast ones.", slow,
              ms(a, sizeof a, extra), ms(bb, sizeof bb, fast_wait - fast_wait0),
@@ -332,7 +354,8 @@ static int sc_straggler(scen_t *s)
          "throttled GPU, a busy host, a slower data loader, a larger batch. The fast ranks' "
          "wait is the price of synchronous training: DDP can hide communication behind "
          "backward, never a slower rank.");
-    bool shown = named && n > 1 && extra > 0 && fast_wait - fast_wait0 >= 0.5 * extra &&
+    bool shown = named && n > 1 && extra > 0 &&
+                 fast_wait - fast_wait0 + fmax(off, 0.0) >= 0.5 * extra &&
                  fast_wait > 2.0 * slow_wait;
     const char *why = !named ? "no rank was slowed (--slow-rank R:F with F > 1)"
                       : n < 2 ? "one rank has no one to wait for"
@@ -505,7 +528,7 @@ static int sc_mismatch(scen_t *s)
         if (ended(s, DDP_OK, "", true)) /* a signal before this run */
             return 1;
         double t0 = now_s();
-        int rc = ddp_run_each(c, &s->data, odd_rank, r, err);
+        int rc = ddp_strategy.run_each(c, &s->data, odd_rank, r, err);
         double secs = now_s() - t0;
         result_free(r);
         /* refused at start-up is what it shows; trained is its verdict's */

@@ -23,26 +23,6 @@
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
-static int parse(config_t *c, const char *line, char *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", line);
-    char *argv[256];
-    int argc = 0;
-    argv[argc++] = "ddpbench";
-    for (char *t = strtok(buf, " "); t && argc < 255; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
-    FILE *null = fopen("/dev/null", "w");
-    int rc = config_parse(c, argc, argv, null, err);
-    fclose(null);
-    if (rc == DDP_OK) {
-        char note[ERR_LEN];
-        rc = config_resolve(c, note, sizeof note, err);
-    }
-    return rc;
-}
-
 static void print_phases(const char *label, const run_result_t *r)
 {
     char a[32];
@@ -96,7 +76,7 @@ int main(int argc, char **argv)
     snprintf(line_s, sizeof line_s, "%s --mode single --threads 1", base);
     snprintf(line_d, sizeof line_d, "%s --mode ddp --gpus %s", base, gpus);
     config_t cs, cd;
-    if (parse(&cs, line_s, err) != DDP_OK || parse(&cd, line_d, err) != DDP_OK) {
+    if (bench_config(&cs, line_s, err) != DDP_OK || bench_config(&cd, line_d, err) != DDP_OK) {
         fprintf(stderr, "bench_ddp: %s\n", err);
         return 2;
     }
@@ -122,7 +102,8 @@ int main(int argc, char **argv)
     double ratios[256];
     for (int k = 0; k < rounds && k < 256 && rc == 0; k++) {
         run_result_t rs, rd;
-        if (single_run(&cs, &data, &rs, err) != DDP_OK || ddp_run(&cd, &data, &rd, err) != DDP_OK) {
+        if (single_strategy.run(&cs, &data, &rs, err) != DDP_OK ||
+            ddp_strategy.run(&cd, &data, &rd, err) != DDP_OK) {
             fprintf(stderr, "bench_ddp: %s\n", err);
             rc = 1;
             break;
@@ -131,18 +112,8 @@ int main(int argc, char **argv)
         printf("round %d: single %8.1f samples/s   ddp %8.1f samples/s   ratio %.2fx\n", k + 1,
                rs.samples_per_s, rd.samples_per_s, ratios[k]);
         fflush(stdout);
-        if (rs.samples_per_s > best_s.samples_per_s) {
-            result_free(&best_s);
-            best_s = rs;
-        } else {
-            result_free(&rs);
-        }
-        if (rd.samples_per_s > best_d.samples_per_s) {
-            result_free(&best_d);
-            best_d = rd;
-        } else {
-            result_free(&rd);
-        }
+        bench_keep_best(&best_s, &rs);
+        bench_keep_best(&best_d, &rd);
     }
     if (rc == 0) {
         int nr = rounds < 256 ? rounds : 256;

@@ -17,24 +17,6 @@
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
-static int parse(config_t *c, const char *line, char *err)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", line);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = "bench_dp";
-    for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
-    int rc = config_parse(c, argc, argv, stderr, err);
-    if (rc == DDP_OK) {
-        char note[ERR_LEN];
-        rc = config_resolve(c, note, sizeof note, err);
-    }
-    return rc;
-}
-
 static void print_phases(const char *who, const run_result_t *r)
 {
     for (int d = 0; d < r->ndev; d++) {
@@ -81,12 +63,12 @@ int main(int argc, char **argv)
 
     config_t cs, cd;
     snprintf(line, sizeof line, "--mode single --threads 1 %s", common);
-    if (parse(&cs, line, err) != DDP_OK) {
+    if (bench_config(&cs, line, err) != DDP_OK) {
         fprintf(stderr, "bench_dp: %s\n", err);
         return 2;
     }
     snprintf(line, sizeof line, "--mode dp --gpus %s %s", gpus, common);
-    if (parse(&cd, line, err) != DDP_OK) {
+    if (bench_config(&cd, line, err) != DDP_OK) {
         fprintf(stderr, "bench_dp: %s\n", err);
         return 2;
     }
@@ -103,13 +85,13 @@ int main(int argc, char **argv)
            spec.nparams, workers, steps, rounds);
     printf("  load average before: %s\n", la);
 
-    double best_s = 0.0, best_d = 0.0, ratios[64];
+    double ratios[64];
     run_result_t rs, rd, keep_s, keep_d;
-    memset(&keep_s, 0, sizeof keep_s);
-    memset(&keep_d, 0, sizeof keep_d);
+    result_init(&keep_s);
+    result_init(&keep_d);
     for (int r = 0; r < rounds; r++) {
-        if (single_run(&cs, &data, &rs, err) != DDP_OK ||
-            dp_run(&cd, &data, &rd, err) != DDP_OK) {
+        if (single_strategy.run(&cs, &data, &rs, err) != DDP_OK ||
+            dp_strategy.run(&cd, &data, &rd, err) != DDP_OK) {
             fprintf(stderr, "bench_dp: %s\n", err);
             data_free(&data);
             return 1;
@@ -119,35 +101,16 @@ int main(int argc, char **argv)
         printf("  round %d: single %8.1f samples/s  dp %8.1f samples/s  ratio %.2fx  (params "
                "agree to %.1e)\n",
                r + 1, rs.samples_per_s, rd.samples_per_s, ratios[r], diff);
-        /* Keep each side's best round: the one least disturbed by other load. */
-        if (rs.samples_per_s > best_s) {
-            best_s = rs.samples_per_s;
-            result_free(&keep_s);
-            keep_s = rs;
-        } else {
-            result_free(&rs);
-        }
-        if (rd.samples_per_s > best_d) {
-            best_d = rd.samples_per_s;
-            result_free(&keep_d);
-            keep_d = rd;
-        } else {
-            result_free(&rd);
-        }
+        bench_keep_best(&keep_s, &rs);
+        bench_keep_best(&keep_d, &rd);
     }
     loadavg(la, sizeof la);
     printf("  load average after:  %s\n", la);
     /* Two summaries: each side's best round, and the median of the
      * back-to-back round ratios (steadier when the load drifts). */
-    for (int i = 1; i < rounds; i++)
-        for (int j = i; j > 0 && ratios[j] < ratios[j - 1]; j--) {
-            double t = ratios[j];
-            ratios[j] = ratios[j - 1];
-            ratios[j - 1] = t;
-        }
     double median = bench_median(ratios, rounds);
     printf("median round ratio %.2fx (best rounds: single %.1f, dp %.1f samples/s)\n", median,
-           best_s, best_d);
+           keep_s.samples_per_s, keep_d.samples_per_s);
     bench_goal("dp / single (median round)", median, 1.5, 1);
     printf("phases, ms per step (best rounds):\n");
     print_phases("single", &keep_s);

@@ -15,24 +15,41 @@
 #include "common/data/load.h"
 #include "common/train/trainer.h"
 
+/* The config of "args" (as typed after ddpbench), resolved. */
+static inline int bench_config(config_t *c, const char *args, char *err)
+{
+    char buf[4096], note[ERR_LEN];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[256];
+    int argc = 0;
+    argv[argc++] = "ddpbench";
+    for (char *t = strtok(buf, " "); t && argc < 255; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    int rc = config_parse(c, argc, argv, stderr, err);
+    return rc == DDP_OK ? config_resolve(c, note, sizeof note, err) : rc;
+}
+
+/* Keep r in *best when it ran faster (the round least disturbed by other
+ * load); the other is freed. */
+static inline void bench_keep_best(run_result_t *best, run_result_t *r)
+{
+    if (r->samples_per_s > best->samples_per_s) {
+        result_free(best);
+        *best = *r;
+    } else {
+        result_free(r);
+    }
+}
+
 /* Run "args" (as typed after ddpbench) and fill res; exits the benchmark on error. */
 static inline void bench_run(const char *args, run_result_t *res)
 {
-    char buf[4096], err[ERR_LEN] = "";
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[128];
-    int argc = 0;
-    argv[argc++] = "ddpbench";
-    for (char *t = strtok(buf, " "); t && argc < 127; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
+    char err[ERR_LEN] = "";
     config_t c;
-    char note[ERR_LEN];
     model_spec_t spec;
     dataset_t d;
-    int rc = config_parse(&c, argc, argv, stderr, err);
-    if (rc == DDP_OK)
-        rc = config_resolve(&c, note, sizeof note, err);
+    int rc = bench_config(&c, args, err);
     if (rc == DDP_OK)
         rc = config_model_spec(&c, &spec, err);
     if (rc == DDP_OK)
@@ -41,8 +58,7 @@ static inline void bench_run(const char *args, run_result_t *res)
         fprintf(stderr, "bench: '%s': %s\n", args, err);
         exit(1);
     }
-    rc = c.mode == MODE_DP ? dp_run(&c, &d, res, err)
-         : c.mode == MODE_DDP ? ddp_run(&c, &d, res, err) : single_run(&c, &d, res, err);
+    rc = strategy_of(c.mode)->run(&c, &d, res, err);
     data_free(&d);
     if (rc != DDP_OK) {
         fprintf(stderr, "bench: '%s': %s\n", args, err);

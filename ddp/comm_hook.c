@@ -52,17 +52,6 @@ struct comm_hook {
 // ---------------------------------------------------------------------------
 // set-up
 
-static size_t param_count(const model_spec_t *s, int p)
-{
-    int l = p / 2;
-    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
-}
-
-static size_t param_off(const model_spec_t *s, int p)
-{
-    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
-}
-
 /* PyTorch's _should_compress with min_compression_rate 2. */
 static bool worth_compressing(int n, int m, int r)
 {
@@ -86,14 +75,14 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
             r = r < m ? r : m;
             if (p % 2 == 0 && worth_compressing(n, m, r)) {
                 hmat_t *mt = &b->mat[b->nmat++];
-                *mt = (hmat_t){n, m, r, param_off(s, p), b->pcount, b->qcount, NULL};
+                *mt = (hmat_t){n, m, r, model_param_off(s, p), b->pcount, b->qcount, NULL};
                 b->pcount += (size_t)n * r;
                 b->qcount += (size_t)m * r;
                 if (!(mt->err = calloc((size_t)n * m, sizeof(float))))
                     return err_set(err, DDP_ERR_RUNTIME, "out of memory for PowerSGD's errors");
             } else {
-                b->piece[b->npiece++] = (hpiece_t){param_off(s, p), param_count(s, p)};
-                b->ucount += param_count(s, p);
+                b->piece[b->npiece++] = (hpiece_t){model_param_off(s, p), model_param_count(s, p)};
+                b->ucount += model_param_count(s, p);
             }
         }
         b->u = calloc(b->ucount + 1, sizeof(float));
@@ -105,7 +94,9 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
     return DDP_OK;
 }
 
-int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, const reducer_t *r,
+static const bucket_ops_t hook_ops;
+
+int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, reducer_t *r,
                    char *err)
 {
     *out = NULL;
@@ -145,6 +136,8 @@ int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, const 
         return rc;
     }
     *out = h;
+    r->ops = &hook_ops;
+    r->ops_ctx = h;
     return DDP_OK;
 }
 
@@ -176,8 +169,9 @@ static int send(reducer_t *r, comm_op_t *op, bool run, comm_handle_t *hd)
     return run ? comm_run(r->comm, op, hd) : comm_launch(r->comm, op, hd);
 }
 
-int comm_hook_launch(comm_hook_t *h, reducer_t *r, int i, bool run, comm_handle_t *hd)
+static int hook_launch(void *ctx, reducer_t *r, int i, bool run, comm_handle_t *hd)
 {
+    comm_hook_t *h = ctx;
     bucket_t *bk = &r->b[i];
     hbucket_t *b = &h->hb[i];
     *hd = 0;
@@ -293,10 +287,9 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
     return DDP_OK;
 }
 
-int comm_hook_finish(comm_hook_t *h, reducer_t *r)
+static int hook_finish(void *ctx, reducer_t *r)
 {
-    if (!h || !r->armed)
-        return DDP_OK;
+    comm_hook_t *h = ctx;
     if (h->kind == HOOK_FP16 || h->kind == HOOK_BF16) {
         for (int i = 0; i < r->nb; i++)
             TRY(backend_cast16(h->be, h->dt, false, r->grads + r->b[i].off, h->h16 + h->hb[i].hoff,
@@ -310,14 +303,16 @@ int comm_hook_finish(comm_hook_t *h, reducer_t *r)
     return DDP_OK;
 }
 
-double comm_hook_bytes(const comm_hook_t *h, const reducer_t *r, int i)
+static double hook_bytes(const void *ctx, const reducer_t *r, int i)
 {
-    const hbucket_t *b = h ? &h->hb[i] : NULL;
-    if (!h)
-        return (double)r->b[i].count * sizeof(float);
+    const comm_hook_t *h = ctx;
+    const hbucket_t *b = &h->hb[i];
     if (h->kind == HOOK_FP16 || h->kind == HOOK_BF16)
         return (double)b->hcount * sizeof(uint16_t);
     if (!b->compressed)
         return (double)r->b[i].count * sizeof(float);
     return (double)(b->ucount + b->pcount + b->qcount) * sizeof(float);
 }
+
+static const bucket_ops_t hook_ops = {.launch = hook_launch, .finish = hook_finish,
+                                      .bytes = hook_bytes};

@@ -23,9 +23,9 @@
  *                all-reducing steps are plain (start_powerSGD_iter).
  *
  * Timing: fp16/bf16 launch from the backward hook like plain buckets and
- * cast back after the wait for all (comm_hook_finish).  PowerSGD launches
- * a bucket's uncompressed part from the hook; its two dependent rounds (P,
- * then Q) run in comm_hook_finish, after backward, on the rank's thread:
+ * cast back after the wait for all (reducer_finish).  PowerSGD launches a
+ * bucket's uncompressed part from the hook; its two dependent rounds (P,
+ * then Q) run in reducer_finish, after backward, on the rank's thread:
  * they do not overlap backward (PyTorch chains them on futures). */
 #ifndef DDPBENCH_COMM_HOOK_H
 #define DDPBENCH_COMM_HOOK_H
@@ -38,22 +38,12 @@
 
 typedef struct comm_hook comm_hook_t;
 
-/* The hook cfg->comm_hook asks for over r's buckets (NULL in *out for
- * HOOK_NONE).  seed: shared by every rank (PowerSGD's first Q). */
-int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, const reducer_t *r,
+/* The hook cfg->comm_hook asks for over r's buckets, installed as their
+ * bucket_ops_t (NULL in *out for HOOK_NONE: r is left plain).  seed: shared
+ * by every rank (PowerSGD's first Q). */
+int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, reducer_t *r,
                    char *err);
 void comm_hook_free(comm_hook_t *h);
-
-/* In place of bucket i's all-reduce: launch what the hook sends now (run:
- * launch and wait on this thread, comm_run); *hd: its handle (0: none). */
-int comm_hook_launch(comm_hook_t *h, reducer_t *r, int i, bool run, comm_handle_t *hd);
-/* After the wait for every bucket of an all-reducing step, before the
- * optimizer: the gradients the step applies (16-bit: cast back; PowerSGD:
- * its P and Q rounds and the approximation). */
-int comm_hook_finish(comm_hook_t *h, reducer_t *r);
-/* Bytes bucket i's collectives carried in the last all-reducing step (each
- * rank's buffer, as the bucket table counts a plain all-reduce: count x 4). */
-double comm_hook_bytes(const comm_hook_t *h, const reducer_t *r, int i);
 
 /* PowerSGD's Gram-Schmidt over the r columns of row-major P (n x r), as
  * PyTorch's _orthogonalize_gram_schmidt with epsilon 0 (a zero column stays

@@ -8,10 +8,11 @@
 #include <string.h>
 
 #include "common/data/schedule.h"
-#include "ddp/launch.h"
 #include "common/measure/step_meter.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
+#include "ddp/launch.h"
+#include "ddp/shard.h"
 
 /* --no-join: when a rank left the loop out of data, the others' timeout is
  * its doing; say which rank, when, and what fixes it.  Forked ranks each
@@ -49,7 +50,7 @@ static void left_hint(const config_t *cfg, const ddp_area_t *a, int world, const
 
 typedef struct {
     const dataset_t *data;
-    ddp_rank_config_fn rank_config; /* NULL: every rank runs cfg */
+    const config_t *(*rank_config)(const config_t *cfg, int rank); /* NULL: every rank runs cfg */
 } train_ctx_t;
 
 static int train_rank(const config_t *cfg, const ddp_env_t *env, void *ctx)
@@ -138,13 +139,9 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
 // ---------------------------------------------------------------------------
 // the strategy
 
-int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
-{
-    return ddp_run_each(cfg, data, NULL, res, err);
-}
-
-int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn rank_config,
-                 run_result_t *res, char *err)
+static int ddp_run_each(const config_t *cfg, const dataset_t *data,
+                        const config_t *(*rank_config)(const config_t *cfg, int rank),
+                        run_result_t *res, char *err)
 {
     result_init(res);
     res->mode = MODE_DDP;
@@ -193,3 +190,34 @@ int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn 
     schedule_free(&sch);
     return rc;
 }
+
+static int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+{
+    return ddp_run_each(cfg, data, NULL, res, err);
+}
+
+/* What a rank holds at its --zero stage (shard.h). */
+static int ddp_mem(const model_spec_t *s, const config_t *c, int devices, int device,
+                   strategy_mem_t *out, char *err)
+{
+    (void)device;
+    shard_mem_t m;
+    TRY(shard_mem(s, c, c->zero, devices, &m, err));
+    *out = (strategy_mem_t){m.params, m.grads, m.optim};
+    return DDP_OK;
+}
+
+/* Its buckets' sizes (reducer.h). */
+static int ddp_buckets(const model_spec_t *s, const config_t *c, double *bytes, int max, int *n,
+                       char *err)
+{
+    reducer_t red;
+    TRY(reducer_init(&red, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, c->overlap, err));
+    for (*n = 0; *n < red.nb && *n < max; (*n)++)
+        bytes[*n] = (double)red.b[*n].count * sizeof(float);
+    reducer_free(&red);
+    return DDP_OK;
+}
+
+const strategy_t ddp_strategy = {.run = ddp_run, .mem = ddp_mem, .collectives = ddp_buckets,
+                                 .comm_bench = ddp_comm_bench, .run_each = ddp_run_each};

@@ -99,13 +99,4 @@ static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
 struct ddp_env;
 int ddp_rank_run(const config_t *cfg, const dataset_t *data, const struct ddp_env *env);
 
-/* A seam for --scenario mismatch and the tests: ddp_run (strategy.h) where
- * rank r runs its own configuration rank_config(cfg, r), as ranks started
- * by another launcher each parse their own command line (the fingerprint
- * check must then catch a difference).  ddp_run is this with NULL: every
- * rank runs cfg. */
-typedef const config_t *(*ddp_rank_config_fn)(const config_t *cfg, int rank);
-int ddp_run_each(const config_t *cfg, const dataset_t *data, ddp_rank_config_fn rank_config,
-                 run_result_t *res, char *err);
-
 #endif

@@ -6,11 +6,12 @@
 
 #include "common/base/status.h"
 
-int global_loss_init(global_loss_t *l, backend_t *be, comm_t *comm, char *err)
+int global_loss_init(global_loss_t *l, backend_t *be, comm_t *comm, step_meter_t *m, char *err)
 {
     memset(l, 0, sizeof *l);
     l->be = be;
     l->comm = comm;
+    l->meter = m;
     l->buf = backend_alloc_for(be, 2 * sizeof(float), MEM_COMM);
     l->host = backend_alloc_host(be, 4 * sizeof(float));
     if (!l->buf || !l->host)
@@ -29,8 +30,11 @@ void global_loss_free(global_loss_t *l)
     memset(l, 0, sizeof *l);
 }
 
-int global_loss_add(global_loss_t *l, const float *sum, char *err)
+int global_loss_add(void *ctx, const float *sum, char *err)
 {
+    global_loss_t *l = ctx;
+    if (!step_meter_logs(l->meter))
+        return DDP_OK;
     int rc = !l->has ? backend_d2d(l->be, l->buf, sum, sizeof(float))
                      : backend_axpy(l->be, 1.0f, sum, l->buf, 1);
     l->has = true;

@@ -1,11 +1,15 @@
-/* ddp/launch.c: launch.h's entry points: which launcher a run has (the
- * environment mpirun leaves, or --launcher), and the calls that go to it.
- * The mpi launcher is launch_mpi.c, built with MPI; without it, a run that
- * mpirun started, or --launcher mpi, is refused with the reason. */
+/* ddp/launch.c: the process topology, the one module that knows it: which
+ * launcher a run has (the environment mpirun leaves, or --launcher), the
+ * program's side of it (common/train/launcher.h) and launch.h's groups,
+ * each call going to its launcher.  The mpi launcher is launch_mpi.c, built
+ * with MPI; without it, a run that mpirun started, or --launcher mpi, is
+ * refused with the reason. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/interrupt.h"
+#include "common/train/launcher.h"
 #include "ddp/launch_impl.h"
 
 /* Whether mpirun (Open MPI's, or any PMI/PMIx launcher) started this process:
@@ -25,7 +29,8 @@ static bool started_by_mpirun(long *size, const char **var)
     return false;
 }
 
-int ddp_launch_init(config_t *cfg, int *code, char *err)
+/* Resolve --launcher and start it (launch_main). */
+static int launch_init(config_t *cfg, int *code, char *err)
 {
     *code = 0;
     long size = 0;
@@ -51,7 +56,7 @@ int ddp_launch_init(config_t *cfg, int *code, char *err)
 #endif
 }
 
-int ddp_launch_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
+int launch_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
 {
 #ifdef HAVE_MPI
     if (cfg->launcher == LAUNCHER_MPI)
@@ -64,12 +69,12 @@ int ddp_launch_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
     return rc;
 }
 
-bool ddp_launch_reports(const config_t *cfg)
+bool launch_reports(const config_t *cfg)
 {
     return cfg->launcher != LAUNCHER_MPI || cfg->world_rank == 0;
 }
 
-void ddp_launch_describe(const config_t *cfg, char *buf, size_t len)
+void launch_describe(const config_t *cfg, char *buf, size_t len)
 {
     buf[0] = 0;
 #ifdef HAVE_MPI
@@ -81,7 +86,8 @@ void ddp_launch_describe(const config_t *cfg, char *buf, size_t len)
 #endif
 }
 
-int ddp_launch_end(const config_t *cfg, int code)
+/* The way out (launch_main). */
+static int launch_end(const config_t *cfg, int code)
 {
 #ifdef HAVE_MPI
     if (cfg->launcher == LAUNCHER_MPI)
@@ -90,6 +96,35 @@ int ddp_launch_end(const config_t *cfg, int code)
     (void)cfg;
 #endif
     return code;
+}
+
+bool launch_is_rank(const config_t *cfg) { return cfg->launcher == LAUNCHER_MPI; }
+
+int launch_one_host(const config_t *cfg, const char *what, char *err)
+{
+    if (!launch_is_rank(cfg))
+        return DDP_OK;
+    return err_set(err, DDP_ERR_INPUT, "%s; run it without mpirun", what);
+}
+
+int launch_main(config_t *cfg, int rc, char *err, int (*body)(void *ctx, int rc, char *err),
+                void *ctx)
+{
+    int code;
+    char lerr[ERR_LEN] = "";
+    int lrc = launch_init(cfg, &code, lerr);
+    if (lrc == DDP_LAUNCH_WATCHER)
+        return code;
+    /* A launcher that failed: under mpirun with a group formed, the failure
+     * goes to the start-up check with the others' (said once); without one,
+     * the body says it at once (its check returns it unchanged). */
+    if (lrc != DDP_OK && rc == DDP_OK) {
+        rc = lrc;
+        snprintf(err, ERR_LEN, "%s", lerr);
+    }
+    if (!launch_is_rank(cfg)) /* under mpirun, mpirun's signals end the job */
+        interrupt_install();
+    return launch_end(cfg, body(ctx, rc, err));
 }
 
 // ---------------------------------------------------------------------------

@@ -9,18 +9,12 @@
  *                        --gpus[local rank]); rank 0 gathers the others'
  *                        records over MPI and reports.  Built with MPI.
  *
- * The strategies that run on ranks (ddp.c's training, commbench.c) are
- * written once against a group: open it with room for their result area,
- * run a body on every rank, and, on the process that reports (fork: the
- * supervisor; mpi: rank 0), read every rank's record in the area.
- *
- * The program (bench/main.c) also asks the launcher, around everything it
- * does: ddp_launch_init first (under mpirun: MPI, and a watcher process per
- * rank, which turns a rank killed by a signal into exit 1 and a line naming
- * it), ddp_launch_agree once its input is checked (every rank's outcome
- * and configuration compared: a rank that failed, or was started with other
- * flags, data or binary, is named before anything runs), ddp_launch_reports
- * before it prints, and ddp_launch_end on the way out. */
+ * What runs on ranks (ddp.c's training, commbench.c's collectives) is
+ * written once against a group: open it with room for its result area, run
+ * a body on every rank, and, on the process that reports (fork: the
+ * supervisor; mpi: rank 0), read every rank's record in the area.  The
+ * program's side of the launchers (its life under mpirun, the start-up
+ * check) is common/train/launcher.h's, implemented in launch.c. */
 #ifndef DDPBENCH_LAUNCH_H
 #define DDPBENCH_LAUNCH_H
 
@@ -30,6 +24,7 @@
 #include "common/comm/comm.h"
 #include "common/config/config.h"
 #include "common/data/data.h"
+#include "common/measure/collperf.h"
 #include "ddp/ddp_shared.h"
 
 // ---------------------------------------------------------------------------
@@ -68,45 +63,8 @@ bool ddp_group_reports(const ddp_group_t *g);
 bool ddp_group_mpi(const ddp_group_t *g);
 void ddp_group_close(ddp_group_t *g);
 
-// ---------------------------------------------------------------------------
-// the program's side
-
-/* ddp_launch_init's status for the watcher: the process that started as
- * mpirun's rank and forked the rank itself; main returns *code at once. */
-#define DDP_LAUNCH_WATCHER 100
-
-/* Resolve --launcher: mpi when asked, or (auto) when the environment says
- * mpirun started this process (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE).
- * Under mpi, fork the watcher (the parent waits for the rank and returns
- * DDP_LAUNCH_WATCHER with *code: the rank's exit status, or 1 with a line
- * naming it when a signal killed it), initialise MPI in the child and fill
- * cfg's world: launcher, world_rank, world_size, local_rank.  Otherwise
- * launcher is fork.  DDP_ERR_INPUT when mpi is asked for but not built. */
-int ddp_launch_init(config_t *cfg, int *code, char *err);
-
-/* The start-up check, once every rank has checked its input.  rc and err:
- * this rank's outcome so far; data: its data set (NULL when not loaded).
- * fork: returns rc.  mpi: every rank's outcome, device, host and a
- * fingerprint of what must match (ddp/fingerprint.h: the settings, the
- * data, the binary) meet on rank 0, which judges for all; every rank
- * returns the verdict: DDP_OK (and cfg->gpus holds every rank's device), or
- * the first failure, or DDP_ERR_INPUT naming the rank and what differs
- * there.  err holds the line on rank 0, and is empty on the others (rank 0
- * prints for the group). */
-int ddp_launch_agree(config_t *cfg, const dataset_t *data, int rc, char *err);
-
-/* True on the process that prints results and writes output files: always
- * under fork, rank 0 under mpi. */
-bool ddp_launch_reports(const config_t *cfg);
-
-/* "mpirun: 3 ranks on 2 hosts (a: ranks 0-1, b: rank 2)" for the banner,
- * "" under fork. */
-void ddp_launch_describe(const config_t *cfg, char *buf, size_t len);
-
-/* The way out: main returns what this returns.  Under mpi, code 0 (or a
- * failure the start-up check agreed on) finalizes MPI; any other failure
- * ends the whole job (MPI_Abort with code), as the rank cannot tell the
- * others. */
-int ddp_launch_end(const config_t *cfg, int code);
+/* The collectives alone on a group's ranks (commbench.c): ddp_strategy's
+ * comm_bench (strategy.h). */
+int ddp_comm_bench(const config_t *cfg, collperf_t *out, char *err);
 
 #endif

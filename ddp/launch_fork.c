@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/base/affinity.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/procfile.h"
@@ -303,6 +304,12 @@ static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
         if (p == 0) {
             signals_child(self);
             interrupt_follow(&s->area->stop_sig); /* the supervisor's stop request */
+            /* A CPU rank is a core: on one of its own, its peers never wait
+             * for it to be scheduled back beside another rank
+             * (base/affinity.h).  Its communication thread runs anywhere
+             * (comm_queue.c). */
+            if (s->cfg->backend == BACKEND_CPU)
+                affinity_pin(r, s->world);
             ddp_env_t env = {.rank = r, .world = s->world, .area = s->area, .seg = s->seg};
             int code = body(s->cfg, &env, ctx);
             fflush(NULL);

@@ -24,7 +24,11 @@ struct ddp_group {
     void *impl;        /* fork: the comm_seg_t; mpi: the area's memory */
 };
 
-extern const ddp_group_ops_t ddp_fork_ops; /* ddp.c */
+extern const ddp_group_ops_t ddp_fork_ops; /* launch_fork.c */
+
+/* launch_mpi.c's init: the process that started as mpirun's rank and forked
+ * the rank itself (its watcher) returns this, with the rank's status. */
+#define DDP_LAUNCH_WATCHER 100
 
 #ifdef HAVE_MPI
 /* launch_mpi.c: the group, and the program's side of launch.h under mpi */

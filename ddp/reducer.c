@@ -2,26 +2,12 @@
  * that overlap the all-reduces with backward (see reducer.h). */
 #include "ddp/reducer.h"
 
-#include "ddp/comm_hook.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
 // ---------------------------------------------------------------------------
 // buckets
-
-static size_t param_off(const model_spec_t *s, int p)
-{
-    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
-}
-
-static size_t param_count(const model_spec_t *s, int p)
-{
-    int l = p / 2;
-    return p % 2 == 0 ? (size_t)s->dims[l] * (size_t)s->dims[l + 1] : (size_t)s->dims[l + 1];
-}
 
 int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
                  float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err)
@@ -42,7 +28,7 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
     double cap = first_bucket_mb * 1048576.0, bytes = 0.0;
     bucket_t *cur = NULL;
     for (int p = np - 1; p >= 0; p--) {
-        double pb = (double)param_count(spec, p) * sizeof(float);
+        double pb = (double)model_param_count(spec, p) * sizeof(float);
         if (!cur || (cur->count > 0 && bytes + pb > cap)) {
             if (cur)
                 cap = bucket_mb * 1048576.0;
@@ -53,8 +39,8 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
             bytes = 0.0;
         }
         cur->first_param = p;
-        cur->off = param_off(spec, p);
-        cur->count += param_count(spec, p);
+        cur->off = model_param_off(spec, p);
+        cur->count += model_param_count(spec, p);
         bytes += pb;
         r->bucket_of[p] = r->nb - 1;
     }
@@ -95,38 +81,14 @@ static int launch(reducer_t *r, int i, bool run)
     /* Ordered after the backward work that wrote the bucket's gradients (the
      * comm contract: launch follows the rank's earlier backend work).  A sum:
      * the loss scale already divided by the global batch (reducer.h). */
-    if (r->launch_fn) { /* ZeRO-2, -3: its own buffers and collectives */
-        int rc = r->launch_fn(r->launch_ctx, i, run, &b->h[r->par]);
-        if (rc != DDP_OK)
-            r->launch_failed = true;
-        return rc;
+    int rc;
+    if (r->ops && r->ops->launch) {
+        rc = r->ops->launch(r->ops_ctx, r, i, run, &b->h[r->par]);
+    } else {
+        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
+                        .redop = REDOP_SUM, .tag = b->tag};
+        rc = run ? comm_run(r->comm, &op, &b->h[r->par]) : comm_launch(r->comm, &op, &b->h[r->par]);
     }
-    if (r->hook) { /* --comm-hook: it decides what travels (never with ZeRO-1) */
-        int rc = comm_hook_launch(r->hook, r, i, run, &b->h[r->par]);
-        if (rc != DDP_OK)
-            r->launch_failed = true;
-        return rc;
-    }
-    comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off, .count = b->count,
-                    .redop = REDOP_SUM, .tag = b->tag};
-    comm_op_t rest = {0};
-    if (r->shard_world > 1) {
-        /* ZeRO-1: each rank needs the sum of its own block only (in place:
-         * block q of the slice is rank q's), and everyone the leftover */
-        size_t blk = reducer_block(b, r->shard_world), left = reducer_rest(b, r->shard_world);
-        rest = (comm_op_t){.kind = COLL_ALL_REDUCE, .recv = r->grads + b->off + blk * r->shard_world,
-                           .count = left, .redop = REDOP_SUM, .tag = b->tag};
-        op = (comm_op_t){.kind = COLL_REDUCE_SCATTER,
-                         .recv = r->grads + b->off + blk * (size_t)r->shard_rank, .count = blk,
-                         .redop = REDOP_SUM, .tag = b->tag};
-        if (blk == 0) /* fewer floats than ranks: all of it is the leftover */
-            op = rest, rest.count = 0;
-    }
-    int rc = run ? comm_run(r->comm, &op, &b->h[r->par])
-                 : comm_launch(r->comm, &op, &b->h[r->par]);
-    comm_handle_t hr;
-    if (rc == DDP_OK && rest.count > 0)
-        rc = run ? comm_run(r->comm, &rest, &hr) : comm_launch(r->comm, &rest, &hr);
     if (rc != DDP_OK)
         r->launch_failed = true;
     return rc;
@@ -167,6 +129,18 @@ int reducer_launch_rest(reducer_t *r)
     return DDP_OK;
 }
 
+int reducer_finish(reducer_t *r)
+{
+    return r->ops && r->ops->finish && r->armed ? r->ops->finish(r->ops_ctx, r) : DDP_OK;
+}
+
+double reducer_bytes(const reducer_t *r, int i)
+{
+    if (r->ops && r->ops->bytes)
+        return r->ops->bytes(r->ops_ctx, r, i);
+    return (double)r->b[i].count * sizeof(float);
+}
+
 /* --explain, the told step: the buckets as they ran, timed from the start of
  * the backward pass that all-reduced them [t0, t1] (reducer_spans has just
  * placed them), and what they sent (a --comm-hook's bytes). */
@@ -178,7 +152,7 @@ static void story_buckets(const reducer_t *r, step_story_t *st, double t0, doubl
     st->backward_s = t1 - t0;
     for (int i = 0; i < r->nb; i++) {
         const bucket_t *b = &r->b[i];
-        uint64_t bytes = (uint64_t)comm_hook_bytes(r->hook, r, i); /* what was sent */
+        uint64_t bytes = (uint64_t)reducer_bytes(r, i); /* what was sent */
         mv->bytes += bytes;
         mv->ops++;
         if (b->span.end_s > 0.0) {
@@ -217,4 +191,24 @@ double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1)
     if (st) /* the meter keeps the story (rank 0) and this is the told step */
         story_buckets(r, st, t0, t1);
     return hidden;
+}
+
+void reducer_record(const reducer_t *r, bool timed, int *nb, double *bytes, double *secs,
+                    trace_rec_t *tr)
+{
+    if (timed) { /* each bucket's all-reduce, for its bus bandwidth in the report */
+        *nb = r->nb < STORY_MAX_BUCKETS ? r->nb : STORY_MAX_BUCKETS;
+        for (int i = 0; i < *nb; i++) {
+            const bucket_t *b = &r->b[i];
+            bytes[i] = reducer_bytes(r, i);
+            secs[i] += b->span.end_s > b->span.start_s ? b->span.end_s - b->span.start_s : 0.0;
+        }
+    }
+    trace_kind_t kind = r->ops && r->ops->kind ? r->ops->kind : TR_ALLREDUCE;
+    for (int i = 0; i < r->nb && tr; i++) {
+        const bucket_t *b = &r->b[i];
+        if (b->span.end_s > 0.0)
+            trace_bucket(tr, kind, b->ready_s, b->span.start_s, b->span.end_s,
+                         (uint64_t)b->count * sizeof(float), i);
+    }
 }

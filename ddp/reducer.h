@@ -53,7 +53,24 @@ typedef struct {
     comm_span_t span;      /* when it ran (0s when unknown) */
 } bucket_t;
 
+typedef struct reducer reducer_t;
+
+/* What a bucket sends in place of plain DDP's in-place float32 all-reduce:
+ * a --comm-hook's (comm_hook.h) or a ZeRO stage's reduce-scatter
+ * (shard.h).  NULL fields are the plain all-reduce's. */
 typedef struct {
+    /* Launch bucket i's collectives (run: at once on this thread,
+     * comm_run); *h: the first one's handle (0: none). */
+    int (*launch)(void *ctx, reducer_t *r, int i, bool run, comm_handle_t *h);
+    /* After the wait for every bucket, before the optimizer: the gradients
+     * the step applies (a hook's casts back, PowerSGD's rounds). */
+    int (*finish)(void *ctx, reducer_t *r);
+    /* Bytes bucket i carried in the last all-reducing step. */
+    double (*bytes)(const void *ctx, const reducer_t *r, int i);
+    trace_kind_t kind; /* its --trace event (0: TR_ALLREDUCE) */
+} bucket_ops_t;
+
+struct reducer {
     comm_t *comm;
     const model_spec_t *spec;
     float *grads;          /* the replica's gradient arena (device) */
@@ -70,23 +87,12 @@ typedef struct {
     int next;              /* next bucket to launch */
     bool launch_failed;    /* a launch from the hook failed: the comm has the error */
     step_meter_t *meter;   /* marks each launch on the device's queue */
-    /* ZeRO-1 (ddp/zero1.h): > 1 reduce-scatters each bucket over this many
-     * ranks instead of all-reducing it: rank q gets the sum of block q, the
-     * bucket's count / shard_world floats from q x that; the few floats left
-     * over (count mod shard_world) are all-reduced, so every rank has them */
-    int shard_world, shard_rank;
-    /* ZeRO-2 and -3 (ddp/zero.h): when set, launches bucket i's collectives
-     * itself (their sources and destinations are its buffers), its first
-     * handle in *h; run: at once on the calling thread (comm_run) */
-    int (*launch_fn)(void *ctx, int i, bool run, comm_handle_t *h);
-    void *launch_ctx;
-    /* --comm-hook (ddp/comm_hook.h): what each bucket's all-reduce sends;
-     * NULL: the float32 gradients themselves */
-    struct comm_hook *hook;
-} reducer_t;
+    const bucket_ops_t *ops; /* NULL: plain all-reduces */
+    void *ops_ctx;
+};
 
-/* ZeRO-1's blocks of bucket b over world ranks: floats per rank, and the
- * floats left over at the bucket's end (all-reduced, stepped by every rank). */
+/* A bucket's blocks over world ranks (reduce-scatter's: ZeRO): floats per
+ * rank, and the floats left over at the bucket's end (all-reduced). */
 static inline size_t reducer_block(const bucket_t *b, int world)
 {
     return world > 1 ? b->count / (size_t)world : b->count;
@@ -108,6 +114,10 @@ void reducer_begin(reducer_t *r, bool sync, long g);
 int reducer_hook(void *ctx, int layer);
 /* After backward: launch the buckets the hook did not (all of them without overlap). */
 int reducer_launch_rest(reducer_t *r);
+/* After comm_wait_all: the gradients the optimizer applies (bucket_ops_t's finish). */
+int reducer_finish(reducer_t *r);
+/* Bytes bucket i carried in the last all-reducing step. */
+double reducer_bytes(const reducer_t *r, int i);
 /* Once step rec->g has run: seconds of its bucket all-reduces that ran
  * inside [t0, t1] (the backward pass), from the comm's spans; 0 when it
  * cannot tell.  Leaves each bucket's span and launch time in b[i] (for
@@ -115,5 +125,9 @@ int reducer_launch_rest(reducer_t *r);
  * adds the buckets to it: each one's layers, bytes sent and times from t0,
  * the all-reduce's move, and the backward pass's length. */
 double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1);
+/* The same step's buckets for the run's record (timed steps: each bucket's
+ * bytes and seconds, added up) and, with tr, as --trace events. */
+void reducer_record(const reducer_t *r, bool timed, int *nb, double *bytes, double *secs,
+                    trace_rec_t *tr);
 
 #endif

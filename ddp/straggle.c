@@ -39,6 +39,7 @@ void straggle_init(straggle_t *s, const config_t *cfg, int rank, backend_t *be, 
     s->be = be;
     s->rep = rep;
     s->meter = meter;
+    s->rank = rank;
     s->slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0;
     s->on_cpu = cfg->backend == BACKEND_CPU;
 }
@@ -79,16 +80,20 @@ static int plan(const config_t *cfg, int nmicro, double *frac)
     return whole;
 }
 
-void straggle_begin(straggle_t *s)
+void straggle_begin(straggle_t *s, const schedule_t *sch, long g)
 {
+    s->nmicro = 0;
+    for (int m = 0; m < s->cfg->accum && s->slow; m++)
+        s->nmicro += schedule_rank_micro_rows(sch, g, m, s->rank) > 0;
     s->cpu0 = s->slow && s->on_cpu ? thread_cpu_s() : 0.0;
     s->extra_cpu = 0.0;
 }
 
-int straggle_before(straggle_t *s, const float *x, int rows, int nmicro, bool first, char *err)
+int straggle_before(void *ctx, const float *x, int rows, bool first, char *err)
 {
+    straggle_t *s = ctx;
     s->frac = 0.0;
-    s->whole = s->slow && first ? plan(s->cfg, nmicro, &s->frac) : 0;
+    s->whole = s->slow && first ? plan(s->cfg, s->nmicro, &s->frac) : 0;
     long part_rows = s->frac > 0 && !s->on_cpu ? lround(s->frac * rows) : 0;
     if (part_rows >= rows) { /* rounds up to a whole pass */
         s->whole++;
@@ -99,13 +104,14 @@ int straggle_before(straggle_t *s, const float *x, int rows, int nmicro, bool fi
     return DDP_OK;
 }
 
-int straggle_after(straggle_t *s, const float *x, int rows, int nmicro, char *err)
+int straggle_after(void *ctx, const float *x, int rows, char *err)
 {
+    straggle_t *s = ctx;
     double e0 = s->slow && s->on_cpu ? thread_cpu_s() : 0.0;
     if (s->whole > 0)
         TRY(passes(s, x, rows, s->whole, err));
     if (s->frac > 0 && s->on_cpu) /* nmicro real passes took compute_cpu_s last step */
-        spin(s, s->frac * s->compute_cpu_s / nmicro);
+        spin(s, s->frac * s->compute_cpu_s / s->nmicro);
     if (s->slow && s->on_cpu)
         s->extra_cpu += thread_cpu_s() - e0;
     return DDP_OK;

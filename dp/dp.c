@@ -8,6 +8,9 @@
 #include "dp/dp.h"
 #include "common/train/strategy.h"
 
+/* The group's barrier, for its CUDA graph (graph.h). */
+static int dp_sync(void *pool) { return dp_pool_sync(pool); }
+
 /* What each device thread runs: its buffers, the step loop, its teardown. */
 static void dp_worker(void *ctx, int d)
 {
@@ -38,13 +41,17 @@ static void dp_worker(void *ctx, int d)
      * read them from now on. */
     if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
         err_set(err, rc, "stopped because another device failed");
-    /* Over NCCL with graphs: whether NCCL captures, before anything trains */
-    if (rc == DDP_OK)
-        rc = dp_graph_probe(c, d, err);
-    /* A failure up to here (the probe's agreement holds every device back
-     * until all are through it): no device has begun a step, so no graph
-     * holds a communicator and the group may be aborted at once. */
-    bool before_steps = rc != DDP_OK;
+    /* Over NCCL with graphs (only under --cuda-graph on: auto runs dp over
+     * NCCL eagerly, config_graph_why_not), before anything trains: whether
+     * NCCL captures at all (graph.h).  The probe insists: a refusal fails
+     * the run here, naming the device. */
+    if (rc == DDP_OK) {
+        char refused[ERR_LEN];
+        rc = graph_probe(c->cfg, c->nccl ? dv->comm : NULL, dv->name, "every device",
+                         &dv->graph.on, refused, err);
+        if (rc != DDP_OK)
+            err_prefix(err, rc, "%s", dv->name);
+    }
 
     double t0 = now_s();
     if (rc == DDP_OK)
@@ -59,14 +66,10 @@ static void dp_worker(void *ctx, int d)
     if (rc != DDP_OK) {
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
         /* A device whose collective waits for this one must not wait out
-         * --timeout: fail the whole NCCL group now.  Not with graphs: NCCL
-         * aborts a communicator only once no CUDA graph (or capture) holds
-         * its collectives, and device 0 ends its capture and drops its
-         * graphs after the exit barrier below, which this thread would then
-         * never reach; each device aborts its own after that
-         * (dp_device_free) -- unless it failed before any step (a device
-         * refusing the graph probe, whose peers wait in its agreement). */
-        for (int i = 0; i < c->ndev && (!c->graphs || before_steps); i++)
+         * --timeout: fail the whole NCCL group now (a communicator a CUDA
+         * graph holds defers the abort to its destroy, every device's
+         * together after the exit barrier: comm_nccl.c). */
+        for (int i = 0; i < c->ndev; i++)
             if (c->dev[i].comm)
                 comm_abort(c->dev[i].comm, err);
     }
@@ -79,7 +82,7 @@ static void dp_worker(void *ctx, int d)
      * launched graphs finish, and only after that does any device free or
      * synchronise what they hold. */
     dp_pool_leave(&c->pool, 1);
-    dp_graph_abandon(c, d);
+    graph_abandon(&dv->graph);
     dp_pool_leave(&c->pool, 2);
     dp_device_free(c, d);
 }
@@ -113,6 +116,7 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
      * is a distinct one; peer copies else. */
     c->nccl = config_dp_nccl(cfg);
     c->graphs = config_graphs_on(cfg, MODE_DP);
+    c->group = (graph_group_t){.n = ndev, .sync = dp_sync, .ctx = &c->pool};
     res->mode = MODE_DP;
     res->backend = cfg->backend;
     res->ndev = ndev;
@@ -162,8 +166,6 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     TRY(ckpt_run_load(&c->ck, &c->sch, c->host_params, err));
     c->total_steps = c->sch.total_steps;
     c->start_step = c->sch.start_step;
-    c->told_step = schedule_told_step(&c->sch);
-    c->warmup = schedule_warmup(&c->sch);
     trainer_begin(res, cfg, &c->sch);
     dp_plan_step(c, c->start_step); /* the first step's plan, before any thread reads it */
     return DDP_OK;
@@ -176,7 +178,7 @@ static int dp_train(dp_ctx_t *c, char *err)
      * and changing it while another worker runs a GEMM is not safe. */
     if (c->cfg->backend == BACKEND_CPU)
         backend_cpu_set_threads(1);
-    int rc = dp_pool_start(&c->pool, c->ndev, dp_worker, c, err);
+    int rc = dp_pool_start(&c->pool, c->ndev, c->cfg->backend == BACKEND_CPU, dp_worker, c, err);
     /* Join in every case: a failed start still has threads to wait for. */
     char jerr[ERR_LEN];
     int jrc = dp_pool_join(&c->pool, jerr);
@@ -191,7 +193,7 @@ static int dp_train(dp_ctx_t *c, char *err)
     return DDP_OK;
 }
 
-int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+static int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
 {
     result_init(res);
     int ndev = cfg->ngpus;
@@ -210,3 +212,14 @@ int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *
     dp_ctx_free(c);
     return rc;
 }
+
+/* Device 0 steps the optimizer; the others hold a replica and its gradients. */
+static int dp_mem(const model_spec_t *s, const config_t *c, int devices, int device,
+                  strategy_mem_t *out, char *err)
+{
+    (void)devices, (void)err;
+    *out = strategy_mem_whole(s, c, device == 0);
+    return DDP_OK;
+}
+
+const strategy_t dp_strategy = {.run = dp_run, .mem = dp_mem};

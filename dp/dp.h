@@ -20,7 +20,7 @@
  * run ahead; a device thread waits for its own device once a step (the step
  * meter).  With --cuda-graph, a full step after the first is queued the same
  * way into one CUDA graph of every device and replayed by device 0's one
- * launch (dp_graph.c). */
+ * launch (common/train/graph.h's group). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
@@ -40,7 +40,9 @@
 #include "common/measure/step_meter.h"
 #include "common/nn/model.h"
 #include "common/nn/optim.h"
+#include "common/train/graph.h"
 #include "common/train/stage.h"
+#include "common/train/step.h"
 #include "common/train/trainer.h"
 
 // ---------------------------------------------------------------------------
@@ -54,7 +56,7 @@
  * it on its way out, so none frees buffers another may still be reading (and
  * a second round, so none frees them before device 0 has ended a CUDA graph
  * capture a failure left open and its launched graphs are done:
- * dp_graph_abandon). */
+ * graph_abandon). */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -68,6 +70,7 @@ struct dp_pool {
     pthread_mutex_t mu;       /* the failure record and dp_pool_leave() */
     pthread_cond_t cv;
     uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
+    bool pin;                 /* each thread on a CPU of its own (base/affinity.h) */
     _Alignas(64) _Atomic uint32_t waiting; /* threads at the current barrier */
     _Alignas(64) _Atomic uint32_t gen;     /* barrier generation: bumped when all n arrive */
     _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
@@ -83,14 +86,14 @@ struct dp_pool {
     void *ctx;
 };
 
-/* Start n threads running fn(ctx, index) for index 0..n-1. */
-int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *ctx, char *err);
+/* Start n threads running fn(ctx, index) for index 0..n-1; pin: each on a
+ * CPU of its own when the process may use n of them (base/affinity.h). */
+int dp_pool_start(dp_pool_t *p, int n, bool pin, void (*fn)(void *ctx, int index), void *ctx,
+                  char *err);
 /* Barrier across the n threads: DDP_OK, or DDP_ERR_RUNTIME once aborted. */
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort every barrier. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
-/* Whether a failure was recorded. */
-bool dp_pool_failed(dp_pool_t *p);
 /* The exit barriers (not abortable), round 1, 2, ...: every thread passes
  * each round once, in order. */
 void dp_pool_leave(dp_pool_t *p, int round);
@@ -125,8 +128,6 @@ typedef struct {
     const uint32_t **idx;     /* [accum] their sample indices (device 0 only) */
     int nrep;                 /* devices with rows in any micro-batch: they get replicas */
     size_t step_rows;         /* rows of the whole step: the loss's mean denominator */
-    bool timed;
-    step_end_t end;           /* what the step meter reports of it (its rows, epoch, logs) */
 } dp_plan_t;
 
 typedef struct {
@@ -134,12 +135,12 @@ typedef struct {
     char name[48];            /* "device 1" or "device 1 (id 5)", for messages */
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */
-    bool has_grad;            /* rep.grads holds gradients of this optimizer step */
+    train_step_t t;           /* the step's pieces on this device (t.has_grad: rep.grads
+                                 holds gradients of this optimizer step) */
     step_meter_t meter;       /* this thread's measurements */
+    graph_t graph;            /* --cuda-graph: its part of the group's graph */
     backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
     long nbar;                /* barriers passed */
-    backend_event_t *join;    /* --cuda-graph: a member's last record in the graph step */
-    bool in_graph;            /* queuing a graph step (dp_graph.c): its work must not vary */
     comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
 } dp_dev_t;
 
@@ -154,7 +155,8 @@ typedef struct {
                                  (CUDA, NCCL built, distinct GPUs), as torch's
                                  DataParallel does; else peer copies: config_dp_nccl) */
     bool graphs;              /* --cuda-graph: full steps replayed as one CUDA graph of
-                                 every device (dp_graph.c) */
+                                 every device (the group's) */
+    graph_group_t group;
     run_result_t *res;
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
@@ -162,9 +164,8 @@ typedef struct {
     /* the schedule, read by device 0's thread only after the start (the
      * others read only total_steps, which never changes, via ckpt_run_due) */
     schedule_t sch;
-    long total_steps, warmup;
+    long total_steps;
     long start_step;          /* the first step this run runs (> 0 after --resume) */
-    long told_step;           /* the step --explain tells (schedule_told_step) */
     dp_plan_t plan[2];        /* plan[g & 1] is step g's */
     float *host_params;       /* initial parameters, then the final ones */
 
@@ -181,10 +182,6 @@ typedef struct {
      * 0's copy stream while its compute stream adds the other */
     float *gscratch[2];
     backend_event_t *red_copied[2], *red_free;
-    /* --cuda-graph (dp_graph.c): recorded by device 0 in a graph step for
-     * the members to join its capture, and after its launch for members
-     * whose next step runs eagerly */
-    backend_event_t *fork, *after;
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
@@ -215,40 +212,14 @@ void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
 
 // ---------------------------------------------------------------------------
-// dp_graph.c: a step as one CUDA graph of every device (--cuda-graph)
-
-/* Over NCCL with graphs on, before anything trains, every device thread
- * together: whether NCCL captures a collective (trainer_graph_probe, this
- * device its rank).  A refusal under on fails this device ("device D:
- * --cuda-graph on: <why>"; the others' probes fail once dp_worker aborts the
- * group); under auto every device runs its steps eagerly (c->graphs false)
- * and the refusing one's reason goes to the result. */
-int dp_graph_probe(dp_ctx_t *c, int d, char *err);
-/* Whether step g (plan pl) is a graph step: the same answer on every device,
- * from the options and the plan alone. */
-bool dp_graph_step(const dp_ctx_t *c, const dp_plan_t *pl, long g);
-/* Step g's start, after device 0 staged its batch: device 0 begins the
- * graph (key: g's parity, the staging slot's and the meter record's) and
- * records the fork; a barrier; each other device follows. */
-int dp_graph_fork(dp_ctx_t *c, int d, long g, char *err);
-/* The step's end, after its last barrier: the members' join, device 0's
- * end of the graph (capture, instantiate and launch, or launch), the
- * outcome shared; next_eager: the next step runs eagerly (its work must
- * come after the graph's on every device). */
-int dp_graph_join(dp_ctx_t *c, int d, bool next_eager, char *err);
-/* At the end of the thread, once every device has stopped queuing
- * (dp_worker's exit barrier): leave a graph step a failure left open
- * (device 0 ending its capture), and device 0 waits for the graphs it
- * launched, before any device frees what they touch. */
-void dp_graph_abandon(dp_ctx_t *c, int d);
-
-// ---------------------------------------------------------------------------
 // dp_comm.c: the cross-device moves (peer copies; see the file for the order)
 
 /* Every copy is also a span of the copying thread's step meter: an event on
  * its comm lane of --trace and, in the told step, a move of --explain's
- * story (step_meter_span). */
-/* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst;
+ * story (step_meter_span); each move laps its phase on that meter
+ * (PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED). */
+/* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst
+ * (nothing on device 0, whose chunk is read in place, or for no rows);
  * what is MOVE_SCATTER (inputs) or MOVE_GRAD_OUT (output gradients). */
 int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
                     dp_chunk_t ch, move_kind_t what, char *err);

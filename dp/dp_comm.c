@@ -34,7 +34,7 @@ static int dp_mark(dp_ctx_t *c, int d)
 {
     dp_dev_t *dv = &c->dev[d];
     /* a graph step marks always: its work is the same every step */
-    if (!c->res->trace[d] && !step_meter_first(&dv->meter) && !dv->in_graph)
+    if (!c->res->trace[d] && !step_meter_marks(&dv->meter))
         return -1;
     return step_meter_mark(&dv->meter);
 }
@@ -63,7 +63,7 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
      * barrier this thread passed to get here. */
     dp_dev_t *dv = &c->dev[d];
     backend_t *be = dv->be;
-    if (ch.rows == 0)
+    if (d == 0 || ch.rows == 0)
         return DDP_OK;
     size_t bytes = (size_t)ch.rows * cols * sizeof(float);
     int mk = dp_mark(c, d);
@@ -71,6 +71,7 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
     if (rc != DDP_OK)
         return dp_be_fail(be, dv, "scatter", err);
     dp_note(c, d, mk, TR_SCATTER, what, bytes, d);
+    step_meter_lap(&dv->meter, PH_SCATTER);
     return DDP_OK;
 }
 
@@ -94,7 +95,7 @@ static int dp_collective(dp_ctx_t *c, int d, coll_kind_t kind, float *arena, con
     return DDP_OK;
 }
 
-int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
+static int replicate(dp_ctx_t *c, int d, int nrep, char *err)
 {
     backend_t *be0 = c->dev[0].be;
     const float *p0 = c->dev[0].rep.params;
@@ -136,6 +137,13 @@ int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
     if (rc != DDP_OK)
         return dp_be_fail(be, &c->dev[d], "replicate", err);
     dp_note(c, d, mk, TR_REPLICATE, MOVE_REPLICATE, n * sizeof(float), d);
+    return DDP_OK;
+}
+
+int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err)
+{
+    TRY(replicate(c, d, nrep, err));
+    step_meter_lap(&c->dev[d].meter, PH_REPLICATE);
     return DDP_OK;
 }
 
@@ -182,7 +190,7 @@ static int dp_reduce_copy(dp_ctx_t *c, int s, int b, int *mk, char *err)
     return DDP_OK;
 }
 
-int dp_reduce(dp_ctx_t *c, int d, char *err)
+static int reduce(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
     float *g0 = c->dev[0].rep.grads;
@@ -199,12 +207,12 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
         dp_slice(n, c->ndev, d, &lo, &hi);
         int nsrc = 0;
         for (int s = 1; s < c->ndev; s++)
-            nsrc += c->dev[s].has_grad;
+            nsrc += c->dev[s].t.has_grad;
         int mk = dp_mark(c, d);
         for (size_t b = lo; b < hi; b += DP_REDUCE_BLOCK) {
             size_t len = hi - b < DP_REDUCE_BLOCK ? hi - b : DP_REDUCE_BLOCK;
             for (int s = 1; s < c->ndev; s++) {
-                if (!c->dev[s].has_grad)
+                if (!c->dev[s].t.has_grad)
                     continue; /* sat the whole step out: nothing to add */
                 int rc = backend_axpy(be, 1.0f, c->dev[s].rep.grads + b, g0 + b, len);
                 if (rc != DDP_OK)
@@ -227,9 +235,9 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
     if (c->nccl) {
         /* One reduce onto device 0, which every device joins; a device that
          * sat the whole step out adds zeros, not last step's gradients. */
-        if (!dv->has_grad && backend_memset0(dv->be, dv->rep.grads, n * sizeof(float)) != DDP_OK)
+        if (!dv->t.has_grad && backend_memset0(dv->be, dv->rep.grads, n * sizeof(float)) != DDP_OK)
             return dp_be_fail(dv->be, dv, "reduce", err);
-        int mk = d > 0 && dv->has_grad ? dp_mark(c, d) : -1;
+        int mk = d > 0 && dv->t.has_grad ? dp_mark(c, d) : -1;
         TRY(dp_collective(c, d, COLL_REDUCE, dv->rep.grads, "reduce", err));
         dp_note(c, d, mk, TR_REDUCE, MOVE_REDUCE, n * sizeof(float), d);
         return DDP_OK;
@@ -248,9 +256,9 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
     backend_t *be0 = dv->be;
     int src[MAX_DEVICES], nsrc = 0;
     for (int s = 1; s < c->ndev; s++)
-        if (c->dev[s].has_grad)
+        if (c->dev[s].t.has_grad)
             src[nsrc++] = s;
-    if (dv->in_graph) {
+    if (backend_graph_state(be0, NULL, NULL) != GRAPH_EAGER) {
         /* A graph step: device 0's copy stream is not in the graph, so each
          * arena is pulled on the compute stream, then added, in slot order
          * (the same sums as below, without the overlap). */
@@ -276,5 +284,12 @@ int dp_reduce(dp_ctx_t *c, int d, char *err)
         if (j + 2 < nsrc)
             TRY(dp_reduce_copy(c, src[j + 2], b, &mk[j + 2], err));
     }
+    return DDP_OK;
+}
+
+int dp_reduce(dp_ctx_t *c, int d, char *err)
+{
+    TRY(reduce(c, d, err));
+    step_meter_lap(&c->dev[d].meter, PH_COMM_EXPOSED);
     return DDP_OK;
 }

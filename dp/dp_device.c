@@ -62,15 +62,15 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     for (int i = 0; i < 2 && rc == DDP_OK; i++)
         if (!(dv->bar[i] = backend_event_new(be, false)))
             return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
-    /* --cuda-graph: a member's join, device 0's fork and after (dp_graph.c) */
-    if (c->graphs && (!(dv->join = backend_event_new(be, false)) ||
-                      (d == 0 && (!(c->fork = backend_event_new(be, false)) ||
-                                  !(c->after = backend_event_new(be, false))))))
-        return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
+    /* --cuda-graph: its part of the group's graph */
+    TRY(graph_init(&dv->graph, c->graphs, be, &dv->meter, dv->name, c->start_step, &c->group, d,
+                   err));
     /* replica_init's message names the device, the buffer and its size */
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc == DDP_OK)
         rc = dp_meter_init(c, d, err);
+    dv->t = (train_step_t){.be = be, .rep = &dv->rep, .meter = &dv->meter, .loss = cfg->loss,
+                           .place = dv->name, .name_phase = true, .err = err};
     if (rc != DDP_OK || d != 0)
         return rc;
 
@@ -103,6 +103,9 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     }
     if (rc == DDP_OK)
         rc = stager_init(&c->stg, be, c->bx, c->by, cfg->batch, cfg->accum, c->data, err);
+    dv->t.stg = &c->stg;
+    dv->t.data = c->data;
+    dv->t.dout = c->gdout; /* its chunk of the output gradient, read in place */
     if (rc != DDP_OK)
         return rc;
     if ((rc = optim_init(&c->opt, be, &cfg->optim, c->spec.nparams, err)) != DDP_OK)
@@ -129,10 +132,8 @@ void dp_device_free(dp_ctx_t *c, int d)
     /* Nothing queued may still read or write what is freed (the other
      * devices passed the exit barrier, so their copies from here are queued
      * before their own teardown waits). */
-    /* A failed run's communicators are aborted here when graphs held them
-     * (dp_worker): device 0 has dropped its graphs (dp_graph_abandon). */
-    if (dv->comm && c->graphs && dp_pool_failed(&c->pool))
-        comm_abort(dv->comm, "another device failed");
+    /* (a failed run's communicators were aborted by dp_worker; one a graph
+     * held carries the abort out now: device 0 has dropped its graphs) */
     comm_destroy(dv->comm);
     dv->comm = NULL;
     backend_sync(be);
@@ -147,9 +148,6 @@ void dp_device_free(dp_ctx_t *c, int d)
         for (int i = 0; i < 2; i++)
             backend_event_free(be, c->red_copied[i]);
         backend_event_free(be, c->red_free);
-        backend_event_free(be, c->fork);
-        backend_event_free(be, c->after);
-        c->fork = c->after = NULL;
         c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
         c->gscratch[0] = c->gscratch[1] = NULL;
         c->red_copied[0] = c->red_copied[1] = c->red_free = NULL;
@@ -157,8 +155,7 @@ void dp_device_free(dp_ctx_t *c, int d)
     step_meter_free(&dv->meter);
     for (int i = 0; i < 2; i++)
         backend_event_free(be, dv->bar[i]);
-    backend_event_free(be, dv->join);
-    dv->join = NULL;
+    graph_free(&dv->graph);
     replica_free(&dv->rep);
     backend_destroy(be);
     dv->be = NULL;

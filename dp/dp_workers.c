@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/affinity.h"
 #include "common/base/clock.h"
 #include "common/base/cpu_relax.h"
 #include "dp/dp.h"
@@ -59,6 +60,11 @@ static void *dp_thread_main(void *arg)
 {
     dp_pool_arg_t *a = arg;
     tls_index = a->index;
+    /* A CPU device is a core: on one of its own, no device waits for another
+     * to be scheduled off its core before the barrier can open
+     * (base/affinity.h). */
+    if (a->pool->pin)
+        affinity_pin(a->index, __atomic_load_n(&a->pool->n, __ATOMIC_ACQUIRE));
     a->pool->fn(a->pool->ctx, a->index);
     return NULL;
 }
@@ -66,7 +72,8 @@ static void *dp_thread_main(void *arg)
 // ---------------------------------------------------------------------------
 // start and join
 
-int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *ctx, char *err)
+int dp_pool_start(dp_pool_t *p, int n, bool pin, void (*fn)(void *ctx, int index), void *ctx,
+                  char *err)
 {
     memset(p, 0, sizeof *p);
     p->fn = fn;
@@ -74,8 +81,9 @@ int dp_pool_start(dp_pool_t *p, int n, void (*fn)(void *ctx, int index), void *c
     p->rc = DDP_OK;
     for (int i = 0; i < MAX_DEVICES; i++)
         atomic_store(&p->cpu[i].v, -1);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    p->spin_ns = cpus > 0 && n > cpus ? 0 : DP_SPIN_NS;
+    int cpus = affinity_cpus(); /* the CPUs this process may use, not the machine's */
+    p->spin_ns = n > cpus ? 0 : DP_SPIN_NS;
+    p->pin = pin;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     /* Why n is set before any thread starts: the barrier counts arrivals
@@ -177,14 +185,6 @@ void dp_pool_fail(dp_pool_t *p, int rc, const char *msg)
     pool_wake(p);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-}
-
-bool dp_pool_failed(dp_pool_t *p)
-{
-    pthread_mutex_lock(&p->mu);
-    bool failed = p->rc != DDP_OK;
-    pthread_mutex_unlock(&p->mu);
-    return failed;
 }
 
 void dp_pool_leave(dp_pool_t *p, int round)

@@ -7,8 +7,8 @@
 # `deps.sh fuzz` instead makes sure clang can build libFuzzer targets (clang
 # and its compiler-rt runtime), for `make test-fuzz`; `deps.sh test` that
 # the tools the end-to-end tests use are there (pgrep, python3 with numpy
-# and torch for the file and JSON checks, gnuplot for the sweep's charts, g++
-# for the CUDA emulator's kernels, ip, tc and unshare for two hosts made of
+# and torch for the file and JSON checks, gnuplot for the sweep's charts, perf
+# to count system calls, g++ for the CUDA emulator's kernels, ip, tc and unshare for two hosts made of
 # network namespaces, headless Chromium for --report's pages),
 # so a fresh machine runs every check instead of skipping some.
 set -u
@@ -65,6 +65,8 @@ if [ "${1:-}" = test ]; then
     command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
     command -v tc >/dev/null 2>&1 || missing="$missing iproute2"
     command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
+    # system calls counted by the kernel's tracepoint (tests/e2e/e2e_syscalls.sh)
+    command -v perf >/dev/null 2>&1 || missing="$missing linux-perf"
     # --report's pages are opened in a real browser (tests/e2e/e2e_page.sh)
     command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
     # Debian's python (another python3 may come first on PATH: the tests

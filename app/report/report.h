@@ -218,9 +218,10 @@ void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
-/* The key paths (dot separated) every run object carries: the documented
- * schema, walked by the tests. */
-extern const char *const report_json_keys[];
+/* The key paths (dot separated) every run object carries, NULL-terminated:
+ * the documented schema (the options' under "config" from the option
+ * table), walked by the tests. */
+const char *const *report_json_keys(void);
 
 /* CSV: the header line, and one row per run. */
 void report_csv_header(FILE *f);
@@ -264,13 +265,14 @@ void baseline_free(baseline_t *b);
  * canonical subset (mode, backend, devices, layers, batch, accum, loss,
  * optimizer) differs, naming the field.  *match receives it. */
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
-/* The gate on a mode's runs (repeat.h; one run or more): throughput, peak
- * memory and exposed communication against the baseline's, by the rules at
- * the top of report_baseline.c.  DDP_OK ("within tolerance", "improved"),
- * DDP_ERR_REGRESSED ("regression"), or DDP_ERR_NOISY ("no verdict: ...",
- * saying why: too noisy, the baseline too noisy, a busy machine); buf gets
- * the lines (newline separated, none at the end), the first naming the
- * phases that moved most or the busy machine. */
+/* The gate on a mode's runs (repeat.h; one run or more): the CPU work where
+ * both sides have it (else the median-step throughput), peak memory and
+ * exposed communication against the baseline's, by the rules at the top of
+ * report_baseline.c.  DDP_OK ("verdict: no change", "verdict: improved"),
+ * DDP_ERR_REGRESSED ("verdict: regressed"), or DDP_ERR_NOISY ("verdict: no
+ * verdict: ...", saying why); buf gets the lines (newline separated, none
+ * at the end), the first the verdict, naming the phases that moved most or
+ * the busy machine. */
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
                    char *buf, size_t len);
 /* What differs but does not refuse the baseline: another machine or build
@@ -297,7 +299,7 @@ void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in
                       const predict_row_t *rows);
 cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
                            const run_result_t *r);
-/* Compare throughput alone: DDP_OK with a "within tolerance" line, or
+/* Compare throughput alone: DDP_OK with a "verdict: no change" line, or
  * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
                      double tolerance_pct, char *line, size_t len);

@@ -5,21 +5,29 @@
  * baseline of another configuration is refused, naming the field, rather
  * than compared; another machine or other settings only warn, saying what.
  *
- * The rules (docs/gate.md, "Stored baseline"): throughput is judged by the
- * median step (samples per step / the median step time: one interrupted
- * step moves a mean, not a median), on each side the 95% interval of its
- * --repeat runs (one run: the number itself).  The change lies between the
- * candidate's low end over the baseline's high end and the other way round
- * (both sides' intervals); in order:
- *   - a baseline whose own interval is wider than PCT: no verdict, refused
- *     ("too noisy to gate 5%: the baseline's runs spread 54%"), DDP_ERR_NOISY;
- *   - the whole change below -PCT, with the candidate's runs disturbed
- *     (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
- *   - the whole change below -PCT: regression (DDP_ERR_REGRESSED), naming
- *     the phases that moved the most;
- *   - the whole change above +PCT: improved (DDP_OK);
- *   - the whole change within +-PCT: within tolerance (DDP_OK);
- *   - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
+ * The rules (docs/gate.md, "Stored baseline"), in one vocabulary with the
+ * A/B gate ("verdict: regressed | improved | no change | no verdict: ..."):
+ *   - on the CPU, when both sides' runs carry their work (work_cpu_s.p10:
+ *     the CPU seconds of a step, which another process hardly moves), the
+ *     work is judged, as the A/B gate does: the ratio of the two sides' runs
+ *     and its 95% interval (Welch's t on the logs) against +-PCT; the
+ *     median-step throughput is said beside it, and judged too only when no
+ *     run on either side was disturbed (a slower step with the same work
+ *     waits longer);
+ *   - elsewhere the throughput by the median step (samples per step / the
+ *     median step time: one interrupted step moves a mean, not a median),
+ *     on each side the 95% interval of its --repeat runs (one run: the
+ *     number itself); the change lies between the candidate's low end over
+ *     the baseline's high end and the other way round; in order:
+ *     - a baseline whose own interval is wider than PCT: no verdict ("the
+ *       baseline is too noisy"), DDP_ERR_NOISY;
+ *     - the whole change below -PCT, with the candidate's runs disturbed
+ *       (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
+ *     - the whole change below -PCT: regressed (DDP_ERR_REGRESSED), naming
+ *       the phases that moved the most;
+ *     - the whole change above +PCT: improved (DDP_OK);
+ *     - the whole change within +-PCT: no change (DDP_OK);
+ *     - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
  * Peak memory regresses when its interval lies more than PCT percent above
  * the baseline; exposed communication (two runs or more, none disturbed)
  * when it grew by more than PCT percent of the baseline's step. */
@@ -224,6 +232,11 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     if (steps && cJSON_IsObject(steps))
         TRY(check_num(path, idx, steps, "steps.", "timed", NUM_POS, false, err));
     TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    const cJSON *work = at(o, "work_cpu_s");
+    if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
+        return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
+    if (cJSON_IsObject(work))
+        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_POS, false, err));
     const cJSON *devs = at(o, "devices"), *d;
     if (devs && !cJSON_IsArray(devs))
         return bad_field(path, idx, "devices", devs, "an array", err);
@@ -271,6 +284,20 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
         TRY(check_interval(path, idx, rep, key, NUM_ANY, false, err));
     }
     TRY(check_num(path, idx, rep, "repeat.", "disturbed_runs", NUM_NONNEG, false, err));
+    const cJSON *every = at(rep, "every_run"), *e;
+    if (every && !cJSON_IsArray(every))
+        return bad_field(path, idx, "repeat.every_run", every, "an array", err);
+    int ei = 0;
+    cJSON_ArrayForEach(e, every)
+    {
+        char pre[64];
+        snprintf(pre, sizeof pre, "repeat.every_run[%d].", ei++);
+        if (!cJSON_IsObject(e))
+            return bad_field(path, idx, pre, e, "an object", err);
+        const cJSON *wk = at(e, "work_cpu_s_p10");
+        if (wk && !cJSON_IsNull(wk))
+            TRY(check_num(path, idx, e, pre, "work_cpu_s_p10", NUM_POS, false, err));
+    }
     return DDP_OK;
 }
 
@@ -675,6 +702,50 @@ static int base_disturbed(const cJSON *match, int *of)
     return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
 }
 
+/* The baseline's CPU work per run (repeat.every_run[].work_cpu_s_p10, or
+ * its one run's work_cpu_s.p10): how many into v (0: none, a GPU run or a
+ * baseline written before the work was kept). */
+static int base_work(const cJSON *match, double *v, int max)
+{
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
+                                             : NULL, *e;
+    int n = 0;
+    if (cJSON_IsArray(every)) {
+        cJSON_ArrayForEach(e, every)
+        {
+            double w;
+            if (n >= max || !num_at(e, "work_cpu_s_p10", &w) || !(w > 0))
+                return 0; /* all of them or none */
+            v[n++] = w;
+        }
+        return n;
+    }
+    double w;
+    if (num_at(match, "work_cpu_s.p10", &w) && w > 0) {
+        v[0] = w;
+        return 1;
+    }
+    return 0;
+}
+
+/* The CPU work of both sides (each run's work_cpu_s.p10): their ratio and
+ * its interval (Welch's t on the logs); false when a side has none. */
+static bool work_pair(const cJSON *match, const repeat_t *r, ratio_interval_t *out)
+{
+    double b[REPEAT_MAX], c[REPEAT_MAX];
+    int nb = base_work(match, b, REPEAT_MAX);
+    for (int i = 0; i < r->n; i++) {
+        if (!(r->run[i].work_p10 > 0))
+            return false;
+        c[i] = r->run[i].work_p10;
+    }
+    return nb > 0 && ratio_interval_of(b, nb, c, r->n, out);
+}
+
+static const char *const verdict_word[] = {"no change", "improved", "regressed", "no verdict"};
+enum { V_SAME = 0, V_BETTER, V_WORSE, V_NONE };
+
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
                    char *buf, size_t len)
 {
@@ -688,7 +759,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     /* throughput: the one figure the gate always has */
     tp_pair_t tp;
     if (r->n < 1 || !tp_pair(match, r, &tp)) {
-        app(buf, len, &used, "no verdict: %sthe baseline has no throughput", pre);
+        app(buf, len, &used, "verdict: no verdict: %sthe baseline has no throughput", pre);
         return DDP_ERR_NOISY;
     }
     interval_t t = tp.c;
@@ -707,64 +778,94 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     attribute(match, r, step_ref, why, sizeof why);
     char what[200];
     describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
-    const char *word;
+    int v;
+    const char *because = "";
     bool busy = false, noisy_base = false;
     if (bwidth > tol) {
         /* a baseline noisier than the tolerance cannot gate it, whatever
          * the candidate did: refused, saying how noisy */
-        word = "no verdict: the baseline is too noisy";
-        verdict = DDP_ERR_NOISY;
+        v = V_NONE, because = "the baseline is too noisy: ";
         noisy_base = true;
     } else if (hi_pct < -tol && ndist > 0 &&
                1.0 + hi_pct / 100.0 >= (1.0 - cont) * (1.0 - tol / 100.0)) {
         /* slower, but other processes took enough of the run's cores to
          * explain it (a run left 1 - c of its cores runs at best 1 - c of its
          * speed): the machine, not the code -- no verdict, not a false alarm */
-        word = "no verdict: a busy machine";
-        verdict = DDP_ERR_NOISY;
+        v = V_NONE, because = "a busy machine: ";
         busy = true;
     } else if (hi_pct < -tol) {
-        word = "regression";
-        verdict = DDP_ERR_REGRESSED;
+        v = V_WORSE;
     } else if (lo_pct > tol) {
-        word = "improved";
+        v = V_BETTER;
     } else if (lo_pct >= -tol && hi_pct <= tol) {
-        word = "within tolerance";
+        v = V_SAME;
     } else {
         /* the intervals straddle the tolerance: the noise explains the gap */
-        word = ndist > 0 ? "no verdict: a busy machine" : "no verdict: too noisy";
+        v = V_NONE, because = ndist > 0 ? "a busy machine: " : "too noisy: ";
         busy = ndist > 0;
-        verdict = DDP_ERR_NOISY;
     }
-    const char *stat = tp.median ? ", by the median step" : "";
-    if (r->n < 2 && tp.bruns < 2)
-        app(buf, len, &used, "%s: %s%s is %.1f%% %s the baseline %.1f (tolerance %g%%)%s", word,
-            pre, what, fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol, stat);
-    else
-        app(buf, len, &used, "%s: %sthroughput %s is %+.1f..%+.1f%% against the baseline %.1f "
-                             "(tolerance %g%%)%s",
-            word, pre, what, lo_pct, hi_pct, tp.ref, tol, stat);
-    if (noisy_base)
-        app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
-                             "(its interval %.1f..%.1f over %d runs): take it again on a quieter "
-                             "machine or with more --repeat",
-            tol, bwidth, tp.lo, tp.hi, tp.bruns);
-    else if (busy)
-        app(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
-                             "run's cores), enough to explain the gap: run again on a quieter "
-                             "machine",
-            ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
-    else if (verdict == DDP_ERR_NOISY && width > tol)
-        app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a quieter "
-                             "machine",
-            width);
-    else if (verdict == DDP_ERR_NOISY)
-        app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's %.1f%%) "
-                             "straddle the tolerance: more --repeat runs on both sides would "
-                             "settle it",
-            width, bwidth);
-    if (!busy && !noisy_base && why[0])
-        app(buf, len, &used, "; by phase: %s", why);
+
+    /* On the CPU both sides' runs have their work (CPU seconds of a step,
+     * which another process hardly moves: docs/gate.md): that is judged,
+     * as the A/B gate does, and the throughput is said beside it (judged
+     * too only when no run on either side was disturbed: a change in
+     * waiting alone leaves the work as it was). */
+    ratio_interval_t w;
+    if (work_pair(match, r, &w)) {
+        double up = 1.0 + tol / 100.0, down = 1.0 - tol / 100.0;
+        int wv = w.lo > up ? V_WORSE : w.hi < down ? V_BETTER : w.lo >= down && w.hi <= up ? V_SAME
+                                                                                           : V_NONE;
+        bool tp_judged = ndist == 0 && bdist == 0 && !noisy_base;
+        bool by_wall = wv != V_WORSE && tp_judged && v == V_WORSE;
+        int fv = by_wall ? V_WORSE : wv;
+        app(buf, len, &used, "verdict: %s: %swork per step (CPU seconds, p10) %+.1f%% against the "
+            "baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of %d run%s here and "
+            "%d there; tolerance %g%%)", verdict_word[fv], pre, 100.0 * (w.ratio - 1.0),
+            100.0 * (w.lo - 1.0), 100.0 * (w.hi - 1.0), w.ncand, w.ncand == 1 ? "" : "s",
+            w.nbase, tol);
+        if (by_wall)
+            app(buf, len, &used, "; the median-step throughput fell beyond the tolerance while "
+                "the work did not: the step waits longer (communication, idle)");
+        else if (fv == V_NONE)
+            app(buf, len, &used, "; more --repeat runs on both sides or a quieter machine would "
+                "settle it");
+        if (fv == V_WORSE && !busy && why[0])
+            app(buf, len, &used, "; by phase: %s", why);
+        app(buf, len, &used, "\n  %s%sthroughput %s, %+.1f..%+.1f%% against the baseline's "
+            "%.1f: %s", pre, tp.median ? "median-step " : "", what, lo_pct, hi_pct, tp.ref,
+            by_wall ? "judged: no run was disturbed"
+            : tp_judged ? "judged too (no run was disturbed): within what the work says"
+                        : "not judged: the work is (disturbed runs, or a noisy baseline)");
+        verdict = fv == V_WORSE ? DDP_ERR_REGRESSED : fv == V_NONE ? DDP_ERR_NOISY : DDP_OK;
+    } else {
+        const char *stat = tp.median ? "median-step " : "";
+        if (r->n < 2 && tp.bruns < 2)
+            app(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %.1f%% %s the baseline "
+                "%.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
+                fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol);
+        else
+            app(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %+.1f..%+.1f%% against "
+                "the baseline %.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
+                lo_pct, hi_pct, tp.ref, tol);
+        if (noisy_base)
+            app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
+                "(its interval %.1f..%.1f over %d runs): take it again on a quieter machine or "
+                "with more --repeat", tol, bwidth, tp.lo, tp.hi, tp.bruns);
+        else if (busy)
+            app(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
+                "run's cores), enough to explain the gap: run again on a quieter machine",
+                ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
+        else if (v == V_NONE && width > tol)
+            app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a "
+                "quieter machine", width);
+        else if (v == V_NONE)
+            app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's "
+                "%.1f%%) straddle the tolerance: more --repeat runs on both sides would settle "
+                "it", width, bwidth);
+        if (!busy && !noisy_base && why[0])
+            app(buf, len, &used, "; by phase: %s", why);
+        verdict = v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
+    }
     if (bdist > 0 && !noisy_base)
         app(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
             bdist, bof, bof == 1 ? " was" : "s were");
@@ -776,8 +877,8 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         if (pct > tol) {
             char d[160];
             describe(d, sizeof d, m, r->n, 1.0 / 1048576.0, " MiB", "%.2f");
-            app(buf, len, &used, "\nregression: %speak memory %s is %.1f%% above the baseline "
-                                 "%.2f MiB (tolerance %g%%)",
+            app(buf, len, &used, "\nverdict: regressed: %speak memory %s is %.1f%% above the "
+                                 "baseline %.2f MiB (tolerance %g%%)",
                 pre, d, pct, bm.ref / 1048576.0, tol);
             verdict = DDP_ERR_REGRESSED;
         }
@@ -796,8 +897,8 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         if (grew > tol) {
             char d[160];
             describe(d, sizeof d, c, r->n, 1e6, " us", "%.1f");
-            app(buf, len, &used, "\nregression: %sexposed communication %s per step grew by "
-                                 "%.1f%% of the baseline's %.1f us step (it was %.1f us; "
+            app(buf, len, &used, "\nverdict: regressed: %sexposed communication %s per step grew "
+                                 "by %.1f%% of the baseline's %.1f us step (it was %.1f us; "
                                  "tolerance %g%%)",
                 pre, d, grew, step_ref * 1e6, bc.ref * 1e6, tol);
             verdict = DDP_ERR_REGRESSED;
@@ -815,12 +916,12 @@ int baseline_verdict(const cJSON *match, const char *label, double samples_per_s
     if (label && label[0])
         snprintf(pre, sizeof pre, "%s: ", label);
     if (-pct > tolerance_pct) {
-        snprintf(line, len, "regression: %s%.1f samples/s is %.1f%% below the baseline %.1f "
-                            "(tolerance %g%%)",
+        snprintf(line, len, "verdict: regressed: %s%.1f samples/s is %.1f%% below the baseline "
+                            "%.1f (tolerance %g%%)",
                  pre, samples_per_s, -pct, base, tolerance_pct);
         return DDP_ERR_REGRESSED;
     }
-    snprintf(line, len, "within tolerance: %s%.1f samples/s is %.1f%% %s the baseline %.1f "
+    snprintf(line, len, "verdict: no change: %s%.1f samples/s is %.1f%% %s the baseline %.1f "
                         "(tolerance %g%%)",
              pre, samples_per_s, fabs(pct), pct < 0 ? "below" : "above", base, tolerance_pct);
     return DDP_OK;

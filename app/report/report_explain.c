@@ -37,10 +37,11 @@ static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r
         fprintf(f, "%s device %d %ld", d ? "," : "", r->dev[d].device_id, r->dev[d].first_rows);
     fputs(".\n", f);
     if (r->mode == MODE_DDP)
-        fprintf(f, "  - Each rank scaled its loss by %d / %ld (devices / global rows), so the "
-                   "all-reduce's average is the mean over all %ld rows: every rank's gradient "
-                   "weighted by its share of them.\n",
-                r->ndev, total, total);
+        fprintf(f, "  - Each rank scaled its loss by 1 / %ld (1 / global rows) and the buckets "
+                   "were summed, so every rank got the mean over all %ld rows: each rank's "
+                   "gradient weighted by its share of them (PyTorch scales by 1 / its own rows and "
+                   "averages: the same when the shares are equal).\n",
+                total, total);
 }
 
 /* DDP: what it asks of every rank at every step, and what join does about a
@@ -131,13 +132,29 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
             fprintf(f, "broadcast: %s of initial parameters from rank 0 (once, before training): %s",
                     a, b);
             break;
-        case MOVE_ALLREDUCE:
+        case MOVE_ALLREDUCE: {
+            /* two figures, named: the buckets' own times added up (what
+             * the wire and the ranks spent), and the span from the first
+             * one's start to the last one's end (gaps between them
+             * included: backward still computing the next bucket) */
+            double busy = 0.0;
+            int nb = st->nbuckets < STORY_MAX_BUCKETS ? st->nbuckets : STORY_MAX_BUCKETS;
+            for (int i = 0; i < nb; i++)
+                if (st->bucket[i].end_s > st->bucket[i].start_s)
+                    busy += st->bucket[i].end_s - st->bucket[i].start_s;
+            char c[32];
             fprintf(f, zero1 ? "reduce-scatter (ZeRO): %s of gradients summed across the "
-                               "ranks in %d bucket%s, each rank receiving its block: %s"
-                             : "all-reduce: %s of gradients averaged across the ranks in %d "
-                               "bucket%s: %s",
-                    a, st->nbuckets, st->nbuckets == 1 ? "" : "s", b);
+                               "ranks in %d bucket%s, each rank receiving its block: "
+                             : "all-reduce: %s of gradients summed across the ranks in %d "
+                               "bucket%s: ",
+                    a, st->nbuckets, st->nbuckets == 1 ? "" : "s");
+            if (nb > 1)
+                fprintf(f, "%s in rank 0's buckets added up, over %s from the first one's start "
+                           "to the last one's end", t_(c, sizeof c, busy), b);
+            else
+                fprintf(f, "%s on rank 0", b);
             break;
+        }
         default:
             fprintf(f, "%s: %s: %s", move_name((move_kind_t)k), a, b);
         }

@@ -125,19 +125,25 @@ static void timeline_section(FILE *f, const report_page_t *p)
           "copies through device 0, DDP's bucket all-reduces on the comm thread (CPU) or "
           "stream (GPU).  A bucket's light part is the time from its ready point (its last "
           "gradient written) to the start of its all-reduce; what overlaps backward above it "
-          "is hidden, what runs after backward is the exposed tail.</p>\n",
+          "is hidden, what runs after backward is the exposed tail.  Dark: the device's "
+          "thread was ready but another process had its core (descheduled: the machine's time, "
+          "not the strategy's; where in its phase is not known, so it is drawn at the phase's "
+          "end).  Pale: skew, before a device's step began or after it ended while another "
+          "device was still in it.  The dashed line is the step's end.</p>\n",
           f);
     static const char *const cls[] = {"c-data",     "c-h2d",       "c-scatter", "c-replicate",
                                       "c-forward",  "c-loss",      "c-backward", "c-exposed",
                                       "c-optim",    "c-idle",      "c-allreduce", "c-gather",
-                                      "c-reduce",   "queued"};
+                                      "c-reduce",   "queued",      "c-desched",  "c-skew"};
     static const char *const names[] = {"data",       "host to device",
                                         "scatter",    "replicate",
                                         "forward",    "loss (DP: gather + loss)",
                                         "backward",   "comm exposed (DP: reduce)",
                                         "optimizer",  "idle",
                                         "all-reduce", "gather",
-                                        "reduce",     "bucket waiting to start"};
+                                        "reduce",     "bucket waiting to start",
+                                        "descheduled (waiting for a core)",
+                                        "skew (not in this device's step)"};
     legend(f, "timeline colours", cls, names, (int)(sizeof cls / sizeof cls[0]));
     if (svg_timelines(f, p) == 0)
         fputs("<p class=\"note\">No step was recorded.</p>\n", f);

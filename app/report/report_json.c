@@ -1,7 +1,8 @@
 /* app/report/report_json.c: --json, one object per run (JSON Lines in compare
  * mode), built with cJSON.  The keys are a stable interface for regression
- * tooling: README.md documents them and report_json_keys[] lists every path,
- * which the tests walk.  Add keys freely; rename or remove one only with a
+ * tooling: docs/results.md documents them and report_json_keys() lists every
+ * path (the options' from the option table, in its order), which the tests
+ * walk.  Add keys freely; rename or remove one only with a
  * new REPORT_SCHEMA_VERSION. */
 #include <math.h>
 #include <stdlib.h>
@@ -10,56 +11,11 @@
 #include "common/config/fields.h"
 #include "app/report/report.h"
 
-const char *const report_json_keys[] = {
+/* The key paths a run object carries besides the options' (those come from
+ * the option table: report_json_keys). */
+static const char *const other_keys[] = {
     "schema_version",
     "tool",
-    "config.mode",
-    "config.backend",
-    "config.devices",
-    "config.ndevices",
-    "config.model",
-    "config.layers",
-    "config.act",
-    "config.loss",
-    "config.optimizer.name",
-    "config.optimizer.lr",
-    "config.optimizer.momentum",
-    "config.optimizer.dampening",
-    "config.optimizer.nesterov",
-    "config.optimizer.weight_decay",
-    "config.optimizer.beta1",
-    "config.optimizer.beta2",
-    "config.optimizer.eps",
-    "config.batch",
-    "config.accum",
-    "config.epochs",
-    "config.steps",
-    "config.warmup_steps",
-    "config.seed",
-    "config.shuffle",
-    "config.drop_last",
-    "config.threads",
-    "config.batch_per_device",
-    "config.sampler_replicas",
-    "config.rank_samples",
-    "config.join",
-    "config.data.source",
-    "config.data.samples",
-    "config.data.features",
-    "config.data.target_cols",
-    "config.comm",
-    "config.launcher",
-    "config.bucket_mb",
-    "config.first_bucket_mb",
-    "config.overlap",
-    "config.tf32",
-    "config.cuda_graph",
-    "config.cuda_graph_refused",
-    "config.precision",
-    "config.zero1",
-    "config.zero",
-    "config.comm_hook",
-    "config.slow_rank",
     "environment.backend",
     "environment.devices",
     "environment.gpus",
@@ -121,8 +77,42 @@ const char *const report_json_keys[] = {
     "environment.versions.cublas",
     "environment.versions.nccl_runtime",
     "machine",
-    NULL,
 };
+#define NOTHER ((int)(sizeof other_keys / sizeof *other_keys))
+
+/* Keys under "config" that no row names, built beside the row they follow. */
+static const char *const config_extra[][2] = {
+    {"ndevices", "devices"}, {"cuda_graph_refused", "cuda_graph"}, {"data.features", "data.samples"}};
+
+const char *const *report_json_keys(void)
+{
+    static char config[2 * 128][48];
+    static const char *keys[2 * 128 + NOTHER + 1];
+    if (keys[0])
+        return keys;
+    int n = 0, nc = 0;
+    keys[n++] = other_keys[0]; /* schema_version, tool: first, as in the object */
+    keys[n++] = other_keys[1];
+    for (int i = 0; i < config_fields(); i++) {
+        const char *k = config_field_derive(i)->json;
+        bool seen = false;
+        for (int j = 2; k && j < n; j++)
+            seen = seen || strcmp(keys[j] + 7, k) == 0;
+        if (!k || seen || nc >= 2 * 128 - 4)
+            continue;
+        snprintf(config[nc], sizeof config[nc], "config.%s", k);
+        keys[n++] = config[nc++];
+        for (size_t e = 0; e < sizeof config_extra / sizeof *config_extra; e++)
+            if (strcmp(k, config_extra[e][1]) == 0) {
+                snprintf(config[nc], sizeof config[nc], "config.%s", config_extra[e][0]);
+                keys[n++] = config[nc++];
+            }
+    }
+    for (int i = 2; i < NOTHER; i++)
+        keys[n++] = other_keys[i];
+    keys[n] = NULL;
+    return keys;
+}
 
 // ---------------------------------------------------------------------------
 // config
@@ -218,19 +208,19 @@ static void add_row(cJSON *o, const char *key, const config_value_t *v)
     }
 }
 
-/* Where path (or the first key under it) stands in report_json_keys[]: the
- * documented order, which the echo keeps. */
+/* Where path (or the first key under it) stands in report_json_keys(): the
+ * option table's order, which the echo keeps. */
 static int key_rank(const char *path)
 {
     size_t n = strlen(path);
-    for (int i = 0; report_json_keys[i]; i++)
-        if (strncmp(report_json_keys[i], path, n) == 0 &&
-            (report_json_keys[i][n] == 0 || report_json_keys[i][n] == '.'))
+    const char *const *keys = report_json_keys();
+    for (int i = 0; keys[i]; i++)
+        if (strncmp(keys[i], path, n) == 0 && (keys[i][n] == 0 || keys[i][n] == '.'))
             return i;
     return 1 << 20; /* not documented yet: last, in the rows' order */
 }
 
-/* o's members (and theirs) in report_json_keys[]'s order; prefix is o's path. */
+/* o's members (and theirs) in report_json_keys()'s order; prefix is o's path. */
 static void keep_documented_order(cJSON *o, const char *prefix)
 {
     cJSON *items[128];

@@ -55,7 +55,7 @@ static int missed_phase(const run_result_t *r, const double *pred, double *got, 
     int best = -1;
     double steps = r->times.n > 0 ? (double)r->times.n : 1.0, worst = 0.0;
     for (int p = 0; p < PH_COUNT; p++) {
-        if (p == PH_COMM_HIDDEN || p == PH_SKEW)
+        if (p == PH_COMM_HIDDEN || p == PH_SKEW || p == PH_DESCHED) /* not the model's */
             continue;
         double m = r->dev[0].phase_s[p] / steps, d = fabs(m - pred[p]);
         if (d > worst) {

@@ -38,6 +38,10 @@ cJSON *report_json_repeat(const repeat_t *r)
     cJSON_AddItemToObject(o, "step_time_s_median", interval_json(repeat_interval(r, FIG_STEP_MEDIAN)));
     cJSON_AddItemToObject(o, "median_throughput_samples_per_s",
                           interval_json(repeat_interval(r, FIG_MEDIAN_THROUGHPUT)));
+    /* the CPU work (work_cpu_s.p10 of each run): what --baseline judges on
+     * the CPU; null on a GPU */
+    interval_t w = repeat_interval(r, FIG_WORK_P10);
+    cJSON_AddItemToObject(o, "work_cpu_s_p10", isfinite(w.mean) ? interval_json(w) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "disturbed_runs", repeat_disturbed(r, NULL));
     cJSON_AddNumberToObject(o, "retaken", r->retaken);
     cJSON *ph = cJSON_AddObjectToObject(o, "phases_s_per_step");
@@ -52,6 +56,7 @@ cJSON *report_json_repeat(const repeat_t *r)
         cJSON_AddNumberToObject(e, "step_time_s_mean", s->step_mean_s);
         cJSON_AddNumberToObject(e, "step_time_s_median", s->step_median_s);
         cJSON_AddNumberToObject(e, "mem_peak_bytes_max", s->mem_peak_bytes);
+        num_or_null(e, "work_cpu_s_p10", s->work_p10);
         cJSON *rp = cJSON_AddObjectToObject(e, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(rp, phase_key((phase_t)p), s->phase_s[p]);
@@ -90,15 +95,17 @@ bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, c
     return true;
 }
 
-/* "1234.5 [1200.1, 1260.2] +-2.4%" at `scale`, or the median alone for n < 2. */
+/* "1234.5 -2.4..+2.5%" at `scale`: the median and the 95% interval's ends
+ * relative to it, or the median alone for n < 2. */
 static void cell(char *buf, size_t n, interval_t iv, double scale, const char *fmt)
 {
     char m[32];
     snprintf(m, sizeof m, fmt, iv.median * scale);
-    if (!isfinite(iv.lo) || iv.mean == 0.0)
+    if (!isfinite(iv.lo) || iv.median == 0.0)
         snprintf(buf, n, "%s", m);
     else
-        snprintf(buf, n, "%s +-%.1f%%", m, 50.0 * (iv.hi - iv.lo) / fabs(iv.mean));
+        snprintf(buf, n, "%s %+.1f..%+.1f%%", m, 100.0 * (iv.lo / iv.median - 1.0),
+                 100.0 * (iv.hi / iv.median - 1.0));
 }
 
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes)
@@ -110,14 +117,16 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
     for (int i = 0; i < nmodes; i++)
         slowest = fmax(slowest, repeat_interval(runs[i], FIG_STEP_MEAN).median);
     double k = slowest >= 1e-3 ? 1e3 : 1e6;
-    fprintf(f, "\n  over %d runs: median +- the 95%% interval of the mean (Student's t)\n",
-            runs[0]->n);
+    fprintf(f, "\n  over %d runs: the median, and the 95%% interval relative to it (Student's t; on "
+            "the logs for a figure that is never 0)\n", runs[0]->n);
     fprintf(f, "    %-24s", "");
     for (int i = 0; i < nmodes; i++)
         fprintf(f, "%24s", mode_name(modes[i]));
     fputc('\n', f);
     char c[64];
-    fprintf(f, "    %-24s", "throughput (samples/s)");
+    /* the run's throughput: timed samples over timed seconds (the mean
+     * step); --baseline's verdict names the median step's */
+    fprintf(f, "    %-24s", "throughput, mean step/s");
     for (int i = 0; i < nmodes; i++) {
         cell(c, sizeof c, repeat_interval(runs[i], FIG_THROUGHPUT), 1.0, "%.1f");
         fprintf(f, "%24s", c);

@@ -56,7 +56,7 @@ static const char *ph_class(int p)
     static const char *const c[PH_COUNT] = {"data",    "h2d",     "scatter", "replicate",
                                             "forward", "loss",    "backward", "exposed",
                                             "exposed", "hidden",  "optim",   "idle",
-                                            "skew"};
+                                            "skew",    "desched"};
     return p >= 0 && p < PH_COUNT ? c[p] : "other";
 }
 
@@ -235,6 +235,50 @@ static void lane(FILE *f, const report_page_t *p, int i, int d, int lane_no, int
     fputs("</g>\n", f);
 }
 
+/* Device d's own step `step`: its [begin, end] and the seconds it was
+ * descheduled in it (its PH_DESCHED events); false when it recorded none. */
+static bool own_step(const run_result_t *r, int d, int step, double *b, double *e, double *desched)
+{
+    const trace_rec_t *t = r->trace[d];
+    bool found = false;
+    *desched = 0.0;
+    for (uint32_t k = 0; t && k < t->n; k++) {
+        const trace_event_t *x = &t->ev[k];
+        if (x->step != step)
+            continue;
+        if (x->kind == TR_STEP) {
+            *b = x->t_begin;
+            *e = x->t_end;
+            found = true;
+        } else if (x->kind == PH_DESCHED) {
+            *desched += x->t_end - x->t_begin;
+        }
+    }
+    return found;
+}
+
+/* The skew on device d's lane: from the run's first start to its own, and
+ * from its own end to the run's last (the time this device was not in the
+ * step while another was), drawn as skew with what it is in its title. */
+static void skew_marks(FILE *f, const run_result_t *r, int d, int y, const page_step_t *s,
+                       double b, double e, double scale)
+{
+    const char *who = r->mode == MODE_DDP ? "rank" : "device";
+    char t1[32];
+    if (b - s->t0 > 0.002 * (s->t1 - s->t0))
+        fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
+                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d began its step %s after "
+                   "the first</title></rect>",
+                (double)LABEL_W, y, (b - s->t0) * scale, LANE_H - 4, who, d,
+                tfmt(t1, sizeof t1, b - s->t0));
+    if (s->t1 - e > 0.002 * (s->t1 - s->t0))
+        fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
+                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d ended its step %s before "
+                   "the last</title></rect>",
+                LABEL_W + (e - s->t0) * scale, y, (s->t1 - e) * scale, LANE_H - 4, who, d,
+                tfmt(t1, sizeof t1, s->t1 - e));
+}
+
 int svg_timelines(FILE *f, const report_page_t *p)
 {
     page_step_t s[PAGE_MAX_RUNS];
@@ -252,29 +296,74 @@ int svg_timelines(FILE *f, const report_page_t *p)
     int lanes = 0;
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++) {
         const run_result_t *r = &p->runs[i];
-        char b1[32], b2[32];
+        char b1[32], b2[32], b3[32];
         if (s[i].step == 0) {
             fprintf(f, "<p class=\"note\">%s: no step was recorded.</p>\n", run_label(p, i));
             continue;
         }
+        /* each device's own step in it, and what it was descheduled */
+        double own_b[MAX_DEVICES], own_e[MAX_DEVICES], most = 0.0;
+        int most_dev = 0;
+        for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+            double q = 0.0;
+            if (!own_step(r, d, s[i].step, &own_b[d], &own_e[d], &q))
+                own_b[d] = s[i].t0, own_e[d] = s[i].t1;
+            if (q > most)
+                most = q, most_dev = d;
+        }
+        double whole = s[i].t1 - s[i].t0;
+        bool skewed = whole > s[i].dur * 1.002;
         int per = r->mode == MODE_SINGLE ? 1 : 2;
-        int h = r->ndev * per * LANE_H + 26;
+        /* a busy machine said on the timeline itself: a device waited for a
+         * core in this step (measured: the descheduled phase), or the run's
+         * machine record says others took its cores */
+        bool busy = most > 0.05 * whole || r->machine.disturbed;
+        int top = busy ? 20 : 0;
+        int h = top + r->ndev * per * LANE_H + 26;
         fprintf(f, "<figure class=\"timeline\" data-run=\"%d\"><figcaption><b>", i);
         page_esc(f, run_label(p, i));
-        fprintf(f, "</b> on %d device%s: step %d, %s (the run's median step %s; recorded timed "
-                   "steps %d to %d)</figcaption>\n",
-                r->ndev, r->ndev == 1 ? "" : "s", s[i].step, tfmt(b1, sizeof b1, s[i].dur),
+        fprintf(f, "</b> on %d device%s: step %d, %s", r->ndev, r->ndev == 1 ? "" : "s", s[i].step,
+                tfmt(b1, sizeof b1, s[i].dur));
+        if (r->ndev > 1)
+            fprintf(f, " on the slowest %s", r->mode == MODE_DDP ? "rank" : "device");
+        if (skewed)
+            fprintf(f, "; the %ss' steps %s apart (skew, drawn pale), %s from the first start to "
+                       "the last end",
+                    r->mode == MODE_DDP ? "rank" : "device",
+                    tfmt(b2, sizeof b2, whole - s[i].dur), tfmt(b3, sizeof b3, whole));
+        fprintf(f, " (the run's median step %s; recorded timed steps %d to %d)</figcaption>\n",
                 tfmt(b2, sizeof b2, r->times.n ? report_percentile(r->times.sample,
-                                                                    step_times_kept(&r->times), 50)
-                                               : 0.0),
+                                                                   step_times_kept(&r->times), 50)
+                                              : 0.0),
                 s[i].first, s[i].last);
         fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
                    "role=\"img\" aria-label=\"timeline of one step\">\n",
                 W, h, W, h);
-        int y = 2;
+        if (busy) {
+            fprintf(f, "<text class=\"busy\" x=\"%d\" y=\"14\" data-busy=\"1\">Busy machine: ",
+                    LABEL_W);
+            if (most > 0.0)
+                fprintf(f, "%s %d waited %s for a core in this step (dark: descheduled, another "
+                           "process had it)",
+                        r->mode == MODE_DDP ? "rank" : "device", most_dev,
+                        tfmt(b1, sizeof b1, most));
+            else
+                fprintf(f, "other processes took %.0f%% of the run's cores",
+                        100.0 * r->machine.contention);
+            fputs("</text>\n", f);
+        }
+        int y = 2 + top;
         for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
-            for (int l = 0; l < per; l++, y += LANE_H, lanes++)
+            for (int l = 0; l < per; l++, y += LANE_H, lanes++) {
                 lane(f, p, i, d, l, y, &s[i], scale);
+                if (l == LANE_COMPUTE && skewed)
+                    skew_marks(f, r, d, y, &s[i], own_b[d], own_e[d], scale);
+            }
+        /* the step's end, labelled: no lane runs past it */
+        double xe = LABEL_W + whole * scale;
+        fprintf(f, "<line class=\"stepend\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\">"
+                   "<title>end of step %d: %s after its first start</title></line>\n",
+                xe, 2 + top, xe, y, s[i].step, tfmt(b1, sizeof b1, whole));
         time_axis(f, span, y + 2);
         fputs("</svg></figure>\n", f);
     }

@@ -18,6 +18,9 @@
 
 #include "app/report/report.h"
 
+/* A device's descheduled time is named when it is more than this fraction
+ * of the step. */
+#define WHY_DESCHED 0.05
 /* A phase is device 0's alone when the other devices' mean spends under this
  * fraction of device 0's time in it (DP's optimizer, gather+loss). */
 #define WHY_ALONE 0.1
@@ -228,7 +231,7 @@ static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o)
     memset(o, 0, sizeof *o);
     for (int p = 0; p < PH_COUNT; p++) {
         if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_IDLE || p == PH_COMM_HIDDEN ||
-            p == PH_SKEW)
+            p == PH_SKEW || p == PH_DESCHED)
             continue;
         double v0 = s->phase[0][p], vo = report_phase_mean(s, 1, ndev - 1, p);
         if (v0 <= 0.0 && vo <= 0.0)
@@ -268,6 +271,28 @@ static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_sta
     app_phases(buf, len, used, sp->alone, n, times);
 }
 
+/* "; device 1 was descheduled 2.28 ms a step (another process had its
+ * core), not counted as its idle": the devices that waited for a core more
+ * than WHY_DESCHED of the step (the runs that measure it: --report,
+ * --explain, --trace), the most first. */
+static void app_desched(char *buf, size_t len, size_t *used, const run_result_t *r,
+                        const report_stats_t *s)
+{
+    int shown = 0;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES && shown < 2; d++) {
+        double v = s->phase[d][PH_DESCHED];
+        if (!(v > WHY_DESCHED * s->step_mean))
+            continue;
+        char t[32];
+        report_appendf(buf, len, used, "%s %s %d %s", shown ? "," : ";",
+                       r->mode == MODE_DDP ? "rank" : "device", d, fmt_short(t, sizeof t, v));
+        shown++;
+    }
+    if (shown)
+        report_appendf(buf, len, used, " a step descheduled (another process had %s core: not "
+                       "idle, not work)", shown > 1 ? "their" : "its");
+}
+
 /* DP: what device 0 does alone while the others wait, what every device
  * spends at once on the synchronisation DP adds, and who waits for whom. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
@@ -303,6 +328,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
         else
             report_appendf(buf, len, used, ": waiting for device 0's serial work");
     }
+    app_desched(buf, len, used, r, &s);
     report_appendf(buf, len, used, ". ");
 }
 
@@ -406,16 +432,25 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     double c1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + (ddp ? s1.phase[0][PH_LOSS] : 0);
     double cr = s.phase[0][PH_FORWARD] + s.phase[0][PH_BACKWARD] + (ddp ? s.phase[0][PH_LOSS] : 0);
     double compute1 = c1 + (ddp ? 0.0 : s1.phase[0][PH_LOSS]) + s1.phase[0][PH_OPTIM];
-    double saved = c1 - cr, added = s.step_mean - s1.step_mean + saved;
-    /* what grew, and what shrank (a rank reads 1/K of the data): the
-     * parts then add up to the total, not over it */
+    double saved = c1 - cr;
+    /* What the mode adds: device 0's other phases against single's, each
+     * run's descheduled time left out (the machine's, not the mode's; the
+     * two runs met a busy machine at different times).  Device 0's phases
+     * add up to its step, so the parts below add up to the whole: the
+     * largest few that grew, the largest that shrank, and the rest. */
     item_t it[PH_COUNT], less[PH_COUNT];
     int n = 0, nl = 0;
+    double added = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        if (!(p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || p == PH_DESCHED ||
+              (ddp && p == PH_LOSS)))
+            added += s.phase[0][p] - s1.phase[0][p];
+    double floor = WHY_PART * fmax(fabs(added), WHY_PART * s.step_mean);
     for (int p = 0; p < PH_COUNT; p++) {
-        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || (ddp && p == PH_LOSS))
+        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || p == PH_DESCHED ||
+            (ddp && p == PH_LOSS))
             continue;
         double d = s.phase[0][p] - s1.phase[0][p];
-        double floor = WHY_PART * (added > 0 ? added : s.step_mean);
         if (d > floor)
             it[n++] = (item_t){p, d};
         else if (-d > floor)
@@ -423,26 +458,55 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     }
     sort_items(it, n);
     sort_items(less, nl);
+    n = n < 3 ? n : 3;
+    nl = nl < 2 ? nl : 2;
+    double listed = 0.0;
+    for (int i = 0; i < n; i++)
+        listed += it[i].v;
+    for (int i = 0; i < nl; i++)
+        listed -= less[i].v;
+    double rest = added - listed; /* the smaller parts, net */
     char a[32], b[32], c[32], d[32];
     double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
     report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
-        "took forward and backward from %s to %s per step (%s %s), while what %s adds costs %s "
-        "per step", mode_title(r->mode), speed, r->ndev, fmt_short(a, sizeof a, c1),
-        fmt_short(b, sizeof b, cr), saved >= 0 ? "saving" : "not less: longer by",
-        fmt_short(c, sizeof c, fabs(saved)), mode_title(r->mode),
-        fmt_short(d, sizeof d, added > 0 ? added : 0.0));
-    if (n > 0) {
+        "took forward and backward from %s to %s per step (%s %s), while ", mode_title(r->mode),
+        speed, r->ndev, fmt_short(a, sizeof a, c1), fmt_short(b, sizeof b, cr),
+        saved >= 0 ? "saving" : "not less: longer by", fmt_short(c, sizeof c, fabs(saved)));
+    if (added >= 0)
+        report_appendf(buf, len, used, "what %s adds costs %s per step", mode_title(r->mode),
+                       fmt_short(d, sizeof d, added));
+    else
+        report_appendf(buf, len, used, "the rest of %s's step is shorter by %s", mode_title(r->mode),
+                       fmt_short(d, sizeof d, -added));
+    if (n + nl > 0) {
         report_appendf(buf, len, used, " on device 0 (");
-        app_items(buf, len, used, it, n < 3 ? n : 3, r->mode, "");
+        if (n > 0)
+            app_items(buf, len, used, it, n, r->mode, " more");
         if (nl > 0) {
-            report_appendf(buf, len, used, ", less ");
-            app_items(buf, len, used, less, nl < 2 ? nl : 2, r->mode, "");
+            report_appendf(buf, len, used, "%s", n > 0 ? ", " : "");
+            app_items(buf, len, used, less, nl, r->mode, " less");
         }
-        report_appendf(buf, len, used, ")");
+        if (fabs(rest) >= 0.5e-6)
+            report_appendf(buf, len, used, ", %s %s in the rest", fmt_short(a, sizeof a, fabs(rest)),
+                           rest > 0 ? "more" : "less");
     }
+    double d1 = s1.phase[0][PH_DESCHED], dr = s.phase[0][PH_DESCHED];
+    if (d1 > 0.0 || dr > 0.0)
+        report_appendf(buf, len, used, "%seach run's descheduled time left out: %s a step here, "
+                       "%s in single", n + nl > 0 ? "; " : " (", fmt_short(a, sizeof a, dr),
+                       fmt_short(b, sizeof b, d1));
+    if (n + nl > 0 || d1 > 0.0 || dr > 0.0)
+        report_appendf(buf, len, used, ")");
     report_appendf(buf, len, used, saved > added ? ": the split saves more than %s adds"
                                                  : ": %s adds more than the split saves",
                    mode_title(r->mode));
+    /* the machine's share, when it decided which run was faster */
+    if (saved > added && speed < 1.0)
+        report_appendf(buf, len, used, ", and it is slower for the descheduled time: the busy "
+                       "machine's, not %s's", mode_title(r->mode));
+    else if (saved <= added && speed > 1.0)
+        report_appendf(buf, len, used, ", and it is faster only for single's descheduled time: "
+                       "the busy machine's");
     if (added > compute1 && compute1 > 0) {
         report_appendf(buf, len, used, "; a tiny model, whose whole step computes in %s on one "
             "device, so the fixed cost of each synchronisation swamps the work it splits",
@@ -506,11 +570,13 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
                 "either. ");
     }
     else if (scale <= 1.0 / PREDICT_SCALE_MAX)
-        report_appendf(buf, len, used, "DDP on %d devices beats single at every size from "
+        report_appendf(buf, len, used, "Scaled from this run's steps by the alpha-beta model "
+            "(--predict, not measured), DDP on %d devices would beat single at every size from "
             "1/%.0f of this model up. ", r->ndev, PREDICT_SCALE_MAX);
     else
-        report_appendf(buf, len, used, "The crossover: DDP on %d devices starts to beat single "
-            "on this machine at about %.3g parameters, %.2gx this model's %.3g. ", r->ndev,
+        report_appendf(buf, len, used, "The crossover, scaled from this run's steps by the "
+            "alpha-beta model (--predict, not measured): DDP on %d devices would start to beat "
+            "single on this machine at about %.3g parameters, %.2gx this model's %.3g. ", r->ndev,
             params, scale, now);
 }
 
@@ -620,7 +686,9 @@ static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *
         return;
     }
     app_dev0_alone(buf, len, used, &s, &sp, sp.na < 3 ? sp.na : 3, false);
-    report_appendf(buf, len, used, "); the others idle %s.\n", fmt_short(t, sizeof t, idle));
+    report_appendf(buf, len, used, "); the others idle %s", fmt_short(t, sizeof t, idle));
+    app_desched(buf, len, used, r, &s);
+    report_appendf(buf, len, used, ".\n");
 }
 
 /* 3. DDP: its all-reduce against backward (why_ddp's sentence). */

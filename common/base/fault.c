@@ -46,16 +46,6 @@ fault_kind_t fault_at(int device_index, long step)
     return FAULT_NONE;
 }
 
-fault_kind_t fault_configured(int *device_index, long *step)
-{
-    pthread_once(&g_once, parse);
-    if (device_index)
-        *device_index = g_device;
-    if (step)
-        *step = g_step;
-    return g_kind;
-}
-
 void fault_raise(fault_kind_t kind)
 {
     switch (kind) {

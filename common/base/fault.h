@@ -43,7 +43,5 @@ void fault_raise(fault_kind_t kind);
  * take it there (true once after arming; base/atomic_file.c sleeps). */
 void fault_pause_arm(void);
 bool fault_pause_take(void);
-/* The configured fault regardless of step/device (for FAULT_WRITE checks). */
-fault_kind_t fault_configured(int *device_index, long *step);
 
 #endif

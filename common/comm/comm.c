@@ -13,15 +13,6 @@ bool comm_nccl_available(void)
 #endif
 }
 
-bool comm_mpi_available(void)
-{
-#ifdef HAVE_MPI
-    return true;
-#else
-    return false;
-#endif
-}
-
 #ifndef HAVE_NCCL
 int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
                            char *err)

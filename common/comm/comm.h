@@ -170,8 +170,6 @@ typedef struct {
 int comm_create(comm_t **out, const comm_args_t *a, char *err);
 /* True when NCCL was compiled in. */
 bool comm_nccl_available(void);
-/* True when MPI was compiled in (mpi.h found at build time). */
-bool comm_mpi_available(void);
 /* DP's in-process form: one NCCL communicator per CUDA backend in bes[0..n)
  * (distinct GPUs; ncclCommInitAll), rank i on bes[i], each to be driven by
  * the thread that owns its backend.  No segment: abort() fails that rank's

@@ -36,9 +36,9 @@
  * or a wait queues nothing -- the graph holds that work -- but is numbered
  * and checked (backend_graph_note) like any operation of the step.  No event
  * recorded by the step under way is looked at before its graph is launched
- * (the watch's walk stops at the step's first op; CUDA refuses a query of an
- * event recorded in a capture, and a replayed step's events still hold the
- * last launch's records).
+ * (the watch's walk stops at the step's first op: a replayed step's events
+ * still hold the last launch's records), and none at all while the step is
+ * captured (CUDA refuses a capturing thread's query of any event).
  *
  * Reductions are ncclSum: REDOP_AVG divides the sum by world afterwards on
  * the comm stream (comm.h), and DDP folds 1/world into its loss scale and
@@ -138,36 +138,39 @@ static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(prin
  * the graph probe's own captured all-reduce. */
 static bool graphs_hold(const comm_t *c)
 {
-    if (atomic_load(&((nccl_impl_t *)c->impl)->probe_graphs) > 0)
-        return true;
-    if (!c->be)
-        return false;
-    if (backend_graph_state(c->be, NULL, NULL) != GRAPH_EAGER)
-        return true;
-    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
-        if (backend_graph_ready(c->be, k))
-            return true;
-    return false;
+    return atomic_load(&((nccl_impl_t *)c->impl)->probe_graphs) > 0 ||
+           (c->be && backend_graphs_held(c->be));
 }
 
-/* Abort our NCCL communicator (idempotent).  Not while graphs may hold it
- * (unless last, from nccl_destroy): ncclCommAbort, like ncclCommDestroy,
+/* Abort our NCCL communicator (idempotent).  Deferred while graphs may hold
+ * it (unless last, from nccl_destroy): ncclCommAbort, like ncclCommDestroy,
  * returns only once no CUDA graph holds the communicator's captured
  * collectives (NCCL's commDestroySync), which would never come while this
  * thread waits in it.  The failure is recorded already, so every later call
- * fails; the strategy drops its graphs and aborts again (comm_abort) or
- * destroys the communicator, and that releases NCCL's kernels. */
+ * fails; the abort itself is carried out when the last graph is dropped
+ * (released: the backend's call, or the probe's graph freed), which releases
+ * NCCL's kernels, or by nccl_destroy.  Why under the lock: an abort from
+ * another thread reads graphs_hold after it recorded its request under the
+ * lock, and released takes the lock after the graphs are gone, so one of the
+ * two sees the other. */
 static void nccl_abort_local(comm_t *c, bool last)
 {
     nccl_impl_t *n = impl_of(c);
-    if (!last && graphs_hold(c))
-        return;
     pthread_mutex_lock(&n->lock);
-    if (n->nccl) {
+    if (n->nccl && (last || !graphs_hold(c))) {
         ncclCommAbort(n->nccl);
         n->nccl = NULL;
     }
     pthread_mutex_unlock(&n->lock);
+}
+
+/* No graph holds the communicator any more: an abort asked for meanwhile
+ * (our own failure, or abort()) is carried out now. */
+static void released(void *ctx)
+{
+    comm_t *c = ctx;
+    if (atomic_load(&impl_of(c)->abort_req) || c->last_error[0])
+        nccl_abort_local(c, false);
 }
 
 /* Record the first error, tell the other ranks, abort NCCL. */
@@ -282,17 +285,15 @@ static graph_mode_t graph_sync(comm_t *c)
 }
 
 /* Whether op id's end event may be looked at now: not while the graph step
- * it belongs to is still being captured or queued (its records are not
- * real yet), nor when the capture under way has recorded that event again. */
+ * it belongs to is still being queued (its records are not real yet), and
+ * no event at all while the step is captured: CUDA refuses a capturing
+ * thread's query of any event (cudaErrorStreamCaptureUnsupported) and
+ * invalidates the capture; earlier ops are looked at once it has ended. */
 static bool observable(nccl_impl_t *n, comm_handle_t id)
 {
-    int slot = (int)(id % NCCL_SLOTS);
     if (n->gmode == GRAPH_EAGER)
         return true;
-    if (id >= n->gfirst)
-        return false;
-    int gs = n->gslot[slot];
-    return gs < 0 || n->gmode != GRAPH_CAPTURE || n->grec[gs] != n->gserial;
+    return n->gmode == GRAPH_REPLAY && id < n->gfirst;
 }
 
 // ---------------------------------------------------------------------------
@@ -385,7 +386,8 @@ static int nccl_check(comm_t *c)
     op_name(name, n->kind[slot], n->tag[slot]);
     if (st != ncclSuccess && st != ncclInProgress)
         return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st), nccl_detail(n));
-    if (now_s() - n->pending_since > c->timeout_s)
+    /* no timeout judged on ops that could not be looked at (a capture) */
+    if (n->gmode != GRAPH_CAPTURE && now_s() - n->pending_since > c->timeout_s)
         return comm_fail(c, "timed out in %s: a peer did not arrive within %g s", name,
                          c->timeout_s);
     return DDP_OK;
@@ -705,6 +707,7 @@ static void nccl_graph_free(comm_t *c, void *graph)
         cudaGraphExecDestroy((cudaGraphExec_t)graph);
     cudaGetLastError();
     atomic_fetch_sub(&impl_of(c)->probe_graphs, 1); /* an abort may now reach NCCL */
+    released(c);
 }
 
 static void nccl_abort(comm_t *c, const char *why)
@@ -727,8 +730,10 @@ static void nccl_destroy(comm_t *c)
     if (!c)
         return;
     nccl_impl_t *n = impl_of(c);
-    if (c->be)
-        backend_set_watch(c->be, NULL, NULL); /* the backend outlives us */
+    if (c->be) { /* the backend outlives us */
+        backend_set_watch(c->be, NULL, NULL);
+        backend_on_graphs_released(c->be, NULL, NULL);
+    }
     if (n) {
         cudaSetDevice(n->dev);
         if (n->nccl && !c->last_error[0] && !atomic_load(&n->abort_req)) {
@@ -933,6 +938,7 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
     }
     /* Every host wait on the rank's device now checks on our collectives. */
     backend_set_watch(a->be, nccl_watch, c);
+    backend_on_graphs_released(a->be, released, c);
     *out = c;
     return DDP_OK;
 }
@@ -977,6 +983,10 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
             }
             comms[i] = NULL;
         } else {
+            /* No released: one graph (DP's) holds every member's captured
+             * collectives, and NCCL's abort of one waits for the others'
+             * lanes, which only their aborts free; a deferred abort is
+             * carried out by each member's destroy, all together. */
             backend_set_watch(bes[i], nccl_watch, comms[i]);
         }
     }

@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "common/base/affinity.h"
 #include "common/base/clock.h"
 
 // ---------------------------------------------------------------------------
@@ -60,6 +61,9 @@ static void *comm_thread(void *arg)
     comm_queue_t *q = arg;
     if (q->timer_slack_ns)
         prctl(PR_SET_TIMERSLACK, q->timer_slack_ns);
+    /* Not on the core its rank's thread is pinned to (base/affinity.h): the
+     * collectives it runs during backward would take turns with it there. */
+    affinity_unpin();
     pthread_mutex_lock(&q->mu);
     for (;;) {
         /* Sleep until the main thread queues an op or asks us to stop; the

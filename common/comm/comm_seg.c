@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/affinity.h"
 #include "common/base/clock.h"
 #include "common/base/cpu_relax.h"
 
@@ -144,8 +145,7 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
     h->chunk = chunk;
     h->map_bytes = bytes;
     h->staging_off = head;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    h->spin_ns = cpus > 0 && world > cpus ? 0 : SEG_SPIN_NS;
+    h->spin_ns = world > affinity_cpus() ? 0 : SEG_SPIN_NS; /* the CPUs this process may use */
     h->extra_off = head + staging;
     s->h = h;
     s->staging = (float *)((char *)map + head);

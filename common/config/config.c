@@ -196,7 +196,12 @@ int config_validate(const config_t *c, char *err)
                        "compare's ddp run)");
     if (c->candidate[0] && !c->against[0])
         return err_set(err, DDP_ERR_INPUT, "--candidate: needs --against BASE");
+    if (c->gate_budget_s != CONFIG_GATE_BUDGET_S && !c->against[0])
+        return err_set(err, DDP_ERR_INPUT, "--gate-budget: needs --against BASE");
     if (c->against[0]) {
+        /* the gate's children each run these options: what describes or
+         * writes one run has no single run to describe (the A/B result is
+         * its text, --json or --csv) */
         const char *no = c->mode == MODE_COMPARE  ? "--mode compare (give single, dp or ddp)"
                          : c->mode == MODE_COMM   ? "--mode comm"
                          : c->baseline_path[0]    ? "--baseline (one gate at a time)"
@@ -204,6 +209,13 @@ int config_validate(const config_t *c, char *err)
                          : c->scenario[0]         ? "--scenario"
                          : c->emit_pytorch[0]     ? "--emit-pytorch"
                          : c->save_path[0]        ? "--save"
+                         : c->trace_path[0]       ? "--trace (it describes one run; the A/B "
+                                                    "result is its text, --json or --csv)"
+                         : c->report_path[0]      ? "--report (the page describes one run; the "
+                                                    "A/B result is its text, --json or --csv)"
+                         : c->checkpoint_path[0]  ? "--checkpoint (it writes one run's state)"
+                         : c->resume_path[0]      ? "--resume (it continues one run)"
+                         : c->explain             ? "--explain (it tells one run's step)"
                                                   : NULL;
         if (no)
             return err_set(err, DDP_ERR_INPUT, "--against: not with %s", no);

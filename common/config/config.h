@@ -118,6 +118,9 @@ typedef struct {
     bool loss_lines_off;       /* not an option: compare's runs leave out their per-epoch
                                   loss lines (its table has the final loss; the three
                                   modes' lines agree) unless --log-every asked for them */
+    bool desched;              /* not an option: the descheduled phase is measured though the
+                                  run neither draws nor explains (a scenario's runs, which
+                                  explain in their own words) */
     bool json;
     bool csv;
     bool explain;
@@ -127,6 +130,7 @@ typedef struct {
     double tolerance_pct;
     char against[CONFIG_PATH_LEN];   /* --against BASE: the A/B gate's base executable */
     char candidate[CONFIG_PATH_LEN]; /* --candidate CAND: its other side ("": this ddpbench) */
+    double gate_budget_s;      /* --gate-budget: the A/B gate starts no pair of rounds past it */
     char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */
     char scenario[32];         /* --scenario NAME: a failure reproduced and explained */
 
@@ -161,8 +165,11 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
  * values they took, into out (argc + 1 slots, NULL-ended); returns its
  * count.  Short forms and --x=v are handled as the parse does. */
 int config_argv_without(int argc, char **argv, const char *const *drop, char **out);
-/* --against's rounds when --repeat is not given */
-#define CONFIG_AB_ROUNDS 10
+/* --against's most rounds when --repeat is not given (docs/gate.md: the
+ * interval is calibrated for this cap; the budget ends most gates first) */
+#define CONFIG_AB_ROUNDS 40
+/* --gate-budget's default, seconds */
+#define CONFIG_GATE_BUDGET_S 60
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
 /* The usage text (every option with its default). */

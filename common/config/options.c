@@ -282,8 +282,8 @@ static int set_mem_limit(config_t *c, const char *name, const char *v, explicit_
     return DDP_OK;
 }
 
-/* --repeat N, noted as given: --against's rounds default to CONFIG_AB_ROUNDS
- * unless it is */
+/* --repeat N, noted as given: --against's most rounds default to
+ * CONFIG_AB_ROUNDS unless it is */
 static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
 {
     long l = 0;
@@ -835,9 +835,15 @@ static const opt_t opts[] = {
      EFF(CF_OUTPUT)},
     {"against", "BASE", NULL, "none",
      "A/B gate: run the executable BASE and the candidate with these options, round by round "
-     "in ABBA order, and judge the paired ratios of their median steps (exit 3 regressed, 4 no "
-     "verdict); --repeat sets the rounds (default " STR(CONFIG_AB_ROUNDS) " here)",
+     "in ABBA order, judging the median of their paired ratios after every pair by an interval "
+     "valid at every look, until it decides (exit 0 no change or improved, 3 regressed) or "
+     "--gate-budget runs out (4 no verdict); --repeat sets the most rounds (default "
+     STR(CONFIG_AB_ROUNDS) " here)",
      NULL, PATH(against),
+     EFF(CF_META)},
+    {"gate-budget", "SEC", STR(CONFIG_GATE_BUDGET_S), NULL,
+     "--against: start no pair of rounds that would end past SEC seconds of the gate", NULL,
+     ABOVE(gate_budget_s, 0.0, 1e6),
      EFF(CF_META)},
     {"candidate", "CAND", NULL, "this ddpbench", "the other side of --against", NULL,
      PATH(candidate),
@@ -907,8 +913,10 @@ void config_usage(FILE *f)
         fputc('\n', f);
     }
     config_presets_usage(f);
-    fprintf(f, "\nExit status: 0 ok, 1 runtime fault, 2 bad input, 3 a figure regressed against\n"
-               "--baseline or --against, 4 no verdict (an interval wider than --tolerance).\n");
+    fprintf(f, "\nExit status: 0 ok (or no change, or improved), 1 a run failed, 2 bad input, 3\n"
+               "regressed against --baseline or --against, 4 no verdict (the interval still\n"
+               "straddles --tolerance), 128 + N stopped by signal N.  Both gates print a line\n"
+               "starting \"verdict: \" (regressed, improved, no change or no verdict).\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -1070,8 +1078,8 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
          memcmp(p->dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
         c->model_name[0] = 0;
     free(p);
-    /* the A/B gate's rounds: enough for a 95% interval with one bad round
-     * on each side (docs/gate.md), unless --repeat says otherwise */
+    /* the A/B gate's most rounds (docs/gate.md), unless --repeat says
+     * otherwise */
     if (c->against[0] && !ex.repeat)
         c->repeat = CONFIG_AB_ROUNDS;
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */

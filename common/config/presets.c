@@ -21,9 +21,9 @@ typedef struct {
 } preset_t;
 
 static const preset_t presets[] = {
-    {"seed-linear", "Linear(10,10) + MSE + SGD(lr 0.001): the DDP article's demo", "10,10",
+    {"seed-linear", "Linear(10,10)+MSE: the DDP article's demo (docs/options.md)", "10,10",
      ACT_RELU, LOSS_MSE, OPTIM_SGD, 0.001f, 0.0f, 400, 20, 10, 0},
-    {"seed-logreg", "Linear(10,1) + sigmoid + BCE + SGD(lr 0.01): the DP vs DDP article's demo",
+    {"seed-logreg", "Linear(10,1)+BCE: the DP vs DDP article's demo (docs/options.md)",
      "10,1", ACT_RELU, LOSS_BCE, OPTIM_SGD, 0.01f, 0.0f, 100, 10, 10, 0},
     {"mlp-small", "64-512-512-10 GELU classifier, batch 256: trains in seconds on a CPU",
      "64,512,512,10", ACT_GELU, LOSS_CE, OPTIM_ADAM, 0.003f, 0.0f, 8192, 256, 2, 0},

@@ -164,6 +164,26 @@ bool backend_graph_ready(const backend_t *be, int key)
     return key >= 0 && key < BACKEND_GRAPH_KEYS && be->gready[key];
 }
 
+/* After the graph state changed: whether a graph still holds work, and
+ * when none does any more, the communicator's deferred abort (released). */
+static void graph_held_update(backend_t *be)
+{
+    bool held = be->gmode != GRAPH_EAGER;
+    for (int k = 0; k < BACKEND_GRAPH_KEYS; k++)
+        held = held || be->gready[k];
+    bool was = atomic_exchange(&be->gheld, held);
+    if (was && !held && be->released)
+        be->released(be->released_ctx);
+}
+
+bool backend_graphs_held(const backend_t *be) { return atomic_load(&be->gheld); }
+
+void backend_on_graphs_released(backend_t *be, void (*fn)(void *ctx), void *ctx)
+{
+    be->released = fn;
+    be->released_ctx = fn ? ctx : NULL;
+}
+
 void backend_graph_reset(backend_t *be)
 {
     if (!be->ops->graph_drop || be->gmode != GRAPH_EAGER)
@@ -173,6 +193,7 @@ void backend_graph_reset(backend_t *be)
             be->ops->graph_drop(be, k);
             be->gready[k] = false;
         }
+    graph_held_update(be);
 }
 
 graph_mode_t backend_graph_state(const backend_t *be, int *key, unsigned long *serial)
@@ -222,6 +243,7 @@ int backend_graph_begin(backend_t *be, int key)
     }
     TRY(be->ops->graph_capture(be, key));
     be->gmode = GRAPH_CAPTURE;
+    graph_held_update(be);
     return DDP_OK;
 }
 
@@ -243,6 +265,7 @@ int backend_graph_follow(backend_t *be, int key, backend_t *leader, backend_even
     be->glead = leader;
     be->gstep = leader->gstep;
     be->gmode = leader->gmode;
+    graph_held_update(be);
     if (be->gmode == GRAPH_REPLAY && be->ops->graph_follow)
         be->ops->graph_follow(be);
     /* Capturing, this wait joins the compute stream to the leader's capture. */
@@ -266,13 +289,9 @@ static int graph_settle(backend_t *be, int key, graph_mode_t mode)
     return DDP_OK;
 }
 
-int backend_graph_end(backend_t *be, int key, bool launch)
+/* backend_graph_end's work; the caller updates the held flag after it. */
+static int graph_end(backend_t *be, graph_mode_t mode, bool member, int key, bool launch)
 {
-    graph_mode_t mode = be->gmode;
-    bool member = be->glead != NULL;
-    be->gmode = GRAPH_EAGER;
-    be->glead = NULL;
-    be->gstep = 0;
     if (mode == GRAPH_EAGER || key != be->gkey)
         return backend_error(be, DDP_ERR_RUNTIME, "graph %d ended without its begin", key);
     /* A member's stream only joined the leader's capture: the leader ends
@@ -294,6 +313,18 @@ int backend_graph_end(backend_t *be, int key, bool launch)
         return DDP_OK; /* the leader's launch runs this device's part */
     atomic_fetch_add_explicit(&be->launches[LAUNCH_GRAPH], 1, memory_order_relaxed);
     return be->ops->graph_launch(be, key);
+}
+
+int backend_graph_end(backend_t *be, int key, bool launch)
+{
+    graph_mode_t mode = be->gmode;
+    bool member = be->glead != NULL;
+    be->gmode = GRAPH_EAGER;
+    be->glead = NULL;
+    be->gstep = 0;
+    int rc = graph_end(be, mode, member, key, launch);
+    graph_held_update(be);
+    return rc;
 }
 
 int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes)

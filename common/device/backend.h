@@ -278,6 +278,15 @@ bool backend_graph_ready(const backend_t *be, int key);
 /* Forget every key's graph (between steps): the work a step queues changed
  * on purpose (new DDP buckets), so the next graph step captures anew. */
 void backend_graph_reset(backend_t *be);
+/* Whether a graph of this device holds work (a step under way, or a graph
+ * kept for a later one); any thread may ask.  A communicator whose
+ * collectives a graph holds defers its abort until none does: NCCL frees
+ * one only once no graph holds its collectives.  released(ctx) is called on
+ * the owning thread when the last is dropped (backend_graph_reset, a
+ * capture ended without a launch), so the communicator carries the abort
+ * out then; fn NULL removes it. */
+bool backend_graphs_held(const backend_t *be);
+void backend_on_graphs_released(backend_t *be, void (*fn)(void *ctx), void *ctx);
 
 /* For work other floors queue on this device's streams themselves (comm.h's
  * collectives): where the backend stands -- GRAPH_EAGER outside
@@ -382,6 +391,12 @@ void backend_cpu_set_threads(int n);
  * a finite limit and no thread count in the environment.  The CPU backend
  * sets the counts it needs itself. */
 bool backend_cpu_restart_env(void);
+/* Stop the pool OpenBLAS started before main, before any device exists:
+ * every device computes with one thread (single's --threads N starts it
+ * again), and an idle pool thread spins in sched_yield for about 0.1 s
+ * after it starts, in the program and again in every forked DDP rank
+ * (blas_space.h). */
+void backend_cpu_pool_stop(void);
 /* A short description of the BLAS library ("OpenBLAS 0.3.21 ... SkylakeX"). */
 const char *backend_cpu_blas_info(void);
 

@@ -14,7 +14,17 @@
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
  * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
- * concurrent results against serial ones bit for bit. */
+ * concurrent results against serial ones bit for bit.  That pool's lock is a
+ * plain mutex, which sleeps at once when taken: DP's devices leave a barrier
+ * together and call sgemm together, so on a small model nearly every GEMM
+ * met the other device's inside it and slept (3 futex calls a step on the
+ * seed-size model, its p50 step 10 us).  While more than one CPU device is
+ * alive, a small GEMM (SMALL_GEMM multiply-adds or fewer: a microsecond or
+ * less) first takes gemm_lock, which spins before it sleeps (glibc's
+ * adaptive mutex): the other device waits the few hundred nanoseconds the
+ * GEMM takes, awake. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <cblas.h>
 #include <ctype.h>
 #include <math.h>
@@ -26,6 +36,7 @@
 #include "common/base/clock.h"
 #include <sys/resource.h>
 
+#include "common/device/act_math.h"
 #include "common/device/backend_impl.h"
 #include "common/base/half.h"
 #include "common/device/blas_space.h"
@@ -36,6 +47,13 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 
 #define CPU_ALIGN 64
+
+/* A small GEMM, in multiply-adds (m n k): the seed-size model's are 2,000,
+ * mlp-small's 2 million and more; at 32 x 32 x 16 one takes about a
+ * microsecond on one core. */
+#define SMALL_GEMM 16384
+static pthread_mutex_t gemm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+static _Atomic int g_devices; /* CPU devices alive in this process */
 
 /* impl: OpenBLAS's room, and the scratch of --precision bf16's GEMMs (the two
  * inputs rounded to bf16, kept as fp32 values: sgemm then multiplies them
@@ -181,8 +199,16 @@ static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float 
         lda = ta ? m : k;
         ldb = tb ? k : n;
     }
+    /* Another device may call sgemm now (DP's workers): a small GEMM waits
+     * its turn awake, not in OpenBLAS's lock (see the top of this file). */
+    bool turn = atomic_load_explicit(&g_devices, memory_order_relaxed) > 1 &&
+                (double)m * n * k <= SMALL_GEMM;
+    if (turn)
+        pthread_mutex_lock(&gemm_lock);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (turn)
+        pthread_mutex_unlock(&gemm_lock);
     return DDP_OK;
 }
 
@@ -217,37 +243,7 @@ static int cpu_cast16(backend_t *be, dtype_t t, bool to16, float *restrict f,
 }
 
 // ---------------------------------------------------------------------------
-// activations (exact forms, like torch: gelu uses erf, relu'(0) = 0)
-
-/* One branch-free form so the loop vectorises: for x << 0 expf(-x) becomes
- * inf and the result 0, for x >> 0 it is 1. */
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-static inline float geluf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-
-static inline float gelu_grad(float x)
-{
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-}
-
-static inline float act_value(act_t act, float z)
-{
-    switch (act) {
-    case ACT_RELU:
-        return z > 0.0f ? z : 0.0f;
-    case ACT_TANH:
-        return tanhf(z);
-    case ACT_SIGMOID:
-        return sigmoidf(z);
-    case ACT_GELU:
-        return geluf(z);
-    case ACT_NONE:
-        break;
-    }
-    return z;
-}
+// activations (device/act_math.h: the formulas the CUDA kernels share)
 
 /* --precision bf16: z = bf16(z + bf16(b)), a = bf16(act(z)) (backend.h). */
 static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int rows, int cols)
@@ -268,26 +264,8 @@ static int bias_act_fwd_bf16(act_t act, float *z, float *a, const float *b, int 
 /* --precision bf16: d = bf16(bf16(d) * act'(z)) (backend.h). */
 static int act_bwd_bf16(act_t act, const float *z, const float *a, float *d, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float g = bf16_round_f32(d[i]);
-        switch (act) {
-        case ACT_NONE:
-            break;
-        case ACT_RELU:
-            g = z[i] > 0.0f ? g : 0.0f;
-            break;
-        case ACT_TANH:
-            g *= 1.0f - a[i] * a[i];
-            break;
-        case ACT_SIGMOID:
-            g *= a[i] * (1.0f - a[i]);
-            break;
-        case ACT_GELU:
-            g *= gelu_grad(z[i]);
-            break;
-        }
-        d[i] = bf16_round_f32(g);
-    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = bf16_round_f32(act_backward(act, z[i], a[i], bf16_round_f32(d[i])));
     return DDP_OK;
 }
 
@@ -314,11 +292,11 @@ CPU_CLONES static int cpu_bias_act_fwd(backend_t *be, act_t act, float *z, float
             break;
         case ACT_SIGMOID:
             for (int c = 0; c < cols; c++)
-                ar[c] = sigmoidf(zr[c]);
+                ar[c] = act_sigmoid(zr[c]);
             break;
         case ACT_GELU:
             for (int c = 0; c < cols; c++)
-                ar[c] = geluf(zr[c]);
+                ar[c] = act_gelu(zr[c]);
             break;
         case ACT_NONE:
             break;
@@ -349,7 +327,7 @@ CPU_CLONES static int cpu_act_bwd(backend_t *be, act_t act, const float *restric
         break;
     case ACT_GELU:
         for (size_t i = 0; i < n; i++)
-            d[i] *= gelu_grad(z[i]);
+            d[i] *= act_gelu_grad(z[i]);
         break;
     }
     return DDP_OK;
@@ -385,6 +363,27 @@ static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *t
         case LOSS_MSE: {
             const float *t = tgt + (size_t)r * cols;
             float gs = 2.0f * grad_scale / (float)cols;
+            if (r + 1 < rows) {
+                /* Two rows at once, each summed in its own order as one row
+                 * alone would be (the same bits): a row's sum is a chain of
+                 * double additions, each waiting for the last, and two
+                 * chains fill the adder's latency (the seed-size loss took
+                 * 10% of the step). */
+                const float *o2 = o + cols, *t2 = t + cols;
+                float *g2 = g + cols;
+                double row2 = 0.0;
+                for (int c = 0; c < cols; c++) {
+                    float e = o[c] - t[c], e2 = o2[c] - t2[c];
+                    row += (double)e * e;
+                    row2 += (double)e2 * e2;
+                    g[c] = gs * e;
+                    g2[c] = gs * e2;
+                }
+                total += row / cols;
+                row = row2 / cols;
+                r++;
+                break;
+            }
             for (int c = 0; c < cols; c++) {
                 float e = o[c] - t[c];
                 row += (double)e * e;
@@ -400,7 +399,7 @@ static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *t
             for (int c = 0; c < cols; c++) {
                 float x = o[c];
                 row += (double)(fmaxf(x, 0.0f) - x * t[c] + log1pf(expf(-fabsf(x))));
-                g[c] = gs * (sigmoidf(x) - t[c]);
+                g[c] = gs * (act_sigmoid(x) - t[c]);
             }
             row /= cols;
             break;
@@ -514,6 +513,7 @@ static int cpu_sync(backend_t *be)
 static void cpu_destroy(backend_t *be)
 {
     cpu_impl_t *c = be->impl;
+    atomic_fetch_sub(&g_devices, 1);
     blas_space_free(&c->room);
     free(c->in[0]);
     free(c->in[1]);
@@ -628,7 +628,9 @@ static const backend_ops_t cpu_ops = {
     .set_precision = cpu_set_precision,
 };
 
-void backend_cpu_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+void backend_cpu_set_threads(int n) { blas_space_threads(n < 1 ? 1 : n); }
+
+void backend_cpu_pool_stop(void) { blas_space_pool_stop(); }
 
 const char *backend_cpu_blas_info(void)
 {
@@ -670,6 +672,7 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)
         blas_space_set_threads(room, blas_threads);
+    atomic_fetch_add(&g_devices, 1);
     *out = be;
     return DDP_OK;
 }

@@ -578,6 +578,23 @@ static int cuda_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g
 
 static int host_wait(backend_t *be, cudaEvent_t ev);
 
+/* Before key's graph step rewrites its pinned slot of Adam's scalars: the
+ * key's last launch must have read it (gdone, recorded in the graph just
+ * after the upload).  It has -- the step meter waited for that launch's end
+ * a step ago -- else this waits, and counts the wait.  Never while the
+ * thread captures: CUDA refuses a capturing thread's query or wait of any
+ * event (cudaErrorStreamCaptureUnsupported) and invalidates the capture, so
+ * a capture waits before it begins (cuda_graph_capture). */
+static int graph_slot_free(backend_t *be, int key)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (cudaEventQuery(c->gdone[key]) != cudaSuccess) {
+        cudaGetLastError();
+        TRY(host_wait(be, c->gdone[key]));
+    }
+    return DDP_OK;
+}
+
 static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
                      float *v, size_t n)
 {
@@ -597,15 +614,12 @@ static int cuda_adam(backend_t *be, const adam_args_t *a, float *p, const float 
         return DDP_OK;
     }
     /* Inside a graph: this step's bias corrections into the key's pinned
-     * slot, which the graph uploads when it runs.  Why check first: the
-     * key's last launch must have read its slot (gdone, recorded in the
-     * graph just after the upload: it has, the step meter waited for that
-     * launch's end a step ago; else this waits, and counts the wait). */
+     * slot, which the graph uploads when it runs, once the slot is free
+     * (graph_slot_free: here when replaying; a capture waited before it
+     * began). */
     int key = be->gkey;
-    if (cudaEventQuery(c->gdone[key]) != cudaSuccess) {
-        cudaGetLastError();
-        TRY(host_wait(be, c->gdone[key]));
-    }
+    if (be->gmode == GRAPH_REPLAY)
+        TRY(graph_slot_free(be, key));
     float *h = c->gscal_h + 2 * key, *d = c->gscal_d + 2 * key;
     h[0] = k.step_size;
     h[1] = k.bc2_sqrt;
@@ -847,7 +861,9 @@ static int cuda_set_precision(backend_t *be, precision_t p)
 static int cuda_graph_capture(backend_t *be, int key)
 {
     ENTER(be);
-    (void)key;
+    /* Why wait now: the capture's adam() rewrites key's slot, and once the
+     * capture has begun this thread may not wait (graph_slot_free). */
+    TRY(graph_slot_free(be, key));
     /* Thread-local: DP's other device threads may keep calling CUDA (their
      * own captures, a peer's event query) while this thread captures. */
     CK(cudaStreamBeginCapture(impl_of(be)->stream, cudaStreamCaptureModeThreadLocal));

@@ -131,6 +131,12 @@ struct backend {
     bool gready[BACKEND_GRAPH_KEYS];          /* key holds an instantiated graph */
     unsigned long long ghash[BACKEND_GRAPH_KEYS]; /* what its capture queued (hashed) */
     long gops[BACKEND_GRAPH_KEYS];            /* and how many operations */
+    /* a graph holds work of this device (gmode or a gready key): set by the
+     * owning thread, read by any (backend_graphs_held); when it drops, the
+     * owner calls released (backend_on_graphs_released) */
+    _Atomic bool gheld;
+    void (*released)(void *ctx);
+    void *released_ctx;
     unsigned long long rhash; /* the replay so far, checked against ghash at the end */
     long rops;
     precision_t precision; /* --precision (backend_set_precision) */

@@ -12,6 +12,9 @@
 #include "common/base/status.h"
 
 void openblas_set_num_threads(int num_threads);
+/* OpenBLAS's pthreads server (driver/others/blas_server.c), weak: absent
+ * from other builds of the library (blas_space.h) */
+int blas_thread_shutdown_(void) __attribute__((weak));
 
 /* What OpenBLAS has mapped so far, as far as ddpbench's devices tell: slots
  * (at most one per device that was computing at once) and pool threads.
@@ -19,6 +22,7 @@ void openblas_set_num_threads(int num_threads);
  * A forked DDP rank inherits the counts with the mappings they describe. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_live, g_slots, g_pool;
+static int g_threads; /* the count blas_space_threads set last (0: none yet) */
 
 /* The process's mapped address space in bytes (VmSize), 0 when unknown. */
 static unsigned long long mapped_bytes(void)
@@ -79,7 +83,7 @@ void blas_space_set_threads(blas_space_t *s, int threads)
     if (s->pool_bytes) /* the pool's part of the reservation, for its new threads */
         munmap(s->addr + s->slot_bytes, s->pool_bytes);
     size_t pool_bytes = s->pool_bytes;
-    openblas_set_num_threads(threads);
+    blas_space_threads(threads);
     if (pool_bytes) {
         /* Each new pool thread maps its buffer as it starts, on its own: a
          * GEMM that gives every thread a share returns only once they all
@@ -124,4 +128,29 @@ void blas_space_free(blas_space_t *s)
         pthread_mutex_unlock(&g_lock);
         s->counted = false;
     }
+}
+
+void blas_space_pool_stop(void)
+{
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) {
+        blas_thread_shutdown_();
+        pthread_mutex_lock(&g_lock);
+        g_threads = 1;
+        pthread_mutex_unlock(&g_lock);
+    }
+}
+
+void blas_space_threads(int threads)
+{
+    /* Why skip an unchanged count: openblas_set_num_threads starts a
+     * stopped pool again whatever the count (0.3.21's goto_set_num_threads
+     * calls blas_thread_init), so DP's and DDP's "one thread" would undo
+     * the stop. */
+    pthread_mutex_lock(&g_lock);
+    bool same = threads == g_threads;
+    g_threads = threads;
+    pthread_mutex_unlock(&g_lock);
+    if (!same)
+        openblas_set_num_threads(threads);
 }

@@ -44,4 +44,18 @@ void blas_space_first_gemm(blas_space_t *s);
 /* The device is gone. */
 void blas_space_free(blas_space_t *s);
 
+/* OpenBLAS's pool and its thread count.  Its library constructor starts a
+ * pool thread per core but one, before main; an idle pool thread calls
+ * sched_yield in a loop for THREAD_TIMEOUT (2^28 cycles, about 0.1 s) before
+ * it sleeps, and a forked child that runs a GEMM while the count is above 1
+ * starts the pool again (exec_blas's re-init after fork).  Measured over a
+ * 20,000-step seed-size DDP run: 20,000 sched_yield calls, one a step, and a
+ * core taken from the ranks while they start.  _pool_stop sets the count to
+ * 1 and stops the pool (what OpenBLAS's own fork handler does,
+ * blas_thread_shutdown_, a no-op where the library has no such pool: an
+ * OpenMP build), before any device exists; _threads sets the count
+ * (openblas_set_num_threads, which starts the pool again) when it changes. */
+void blas_space_pool_stop(void);
+void blas_space_threads(int threads);
+
 #endif

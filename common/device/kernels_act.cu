@@ -1,48 +1,10 @@
 /* common/device/kernels_act.cu: bias + activation forward, activation backward and
  * the bias gradient, with their C launchers (see kernels.h).  The activation
- * formulas are backend_cpu.c's, written the same way (exact gelu with erf,
- * relu'(0) = 0, the two-sided sigmoid); the library functions inside them
- * (expf, tanhf, erff) are CUDA's, within a few ulp of glibc's, not equal. */
+ * formulas are the CPU backend's (device/act_math.h). */
 #include "common/base/half.h"
+#include "common/device/act_math.h"
 #include "common/device/kernels.h"
 #include "common/device/kernels_util.cuh"
-
-// ---------------------------------------------------------------------------
-// activations (device versions of backend_cpu.c's)
-
-__device__ __forceinline__ float sigmoid_f(float x)
-{
-    return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-}
-
-__device__ __forceinline__ float gelu_f(float x)
-{
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-
-__device__ __forceinline__ float gelu_grad_f(float x)
-{
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-}
-
-__device__ __forceinline__ float act_f(act_t act, float z)
-{
-    switch (act) {
-    case ACT_RELU:
-        return z > 0.0f ? z : 0.0f;
-    case ACT_TANH:
-        return tanhf(z);
-    case ACT_SIGMOID:
-        return sigmoid_f(z);
-    case ACT_GELU:
-        return gelu_f(z);
-    case ACT_NONE:
-        break;
-    }
-    return z;
-}
 
 // ---------------------------------------------------------------------------
 // kernels
@@ -57,7 +19,7 @@ __device__ __forceinline__ void bias_act_el(act_t act, float &z, float *a, float
         v = bf16_round_f32(v);
     z = v;
     if (act != ACT_NONE)
-        *a = bf16 ? bf16_round_f32(act_f(act, v)) : act_f(act, v);
+        *a = bf16 ? bf16_round_f32(act_value(act, v)) : act_value(act, v);
 }
 
 /* A 2-D grid: blockIdx.x picks 256 columns, blockIdx.y strides over rows, so
@@ -116,24 +78,7 @@ static inline bool act_reads_a(act_t act) { return act == ACT_TANH || act == ACT
  * incoming gradient and the result are bf16 values (backend.h). */
 __device__ __forceinline__ void act_bwd_el(act_t act, float z, float a, float &d, int bf16)
 {
-    if (bf16)
-        d = bf16_round_f32(d);
-    switch (act) {
-    case ACT_RELU:
-        d = z > 0.0f ? d : 0.0f;
-        break;
-    case ACT_TANH:
-        d *= 1.0f - a * a;
-        break;
-    case ACT_SIGMOID:
-        d *= a * (1.0f - a);
-        break;
-    case ACT_GELU:
-        d *= gelu_grad_f(z);
-        break;
-    case ACT_NONE:
-        break;
-    }
+    d = act_backward(act, z, a, bf16 ? bf16_round_f32(d) : d);
     if (bf16)
         d = bf16_round_f32(d);
 }

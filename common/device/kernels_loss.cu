@@ -8,6 +8,7 @@
  * bits every time. */
 #include <math.h>
 
+#include "common/device/act_math.h"
 #include "common/device/kernels.h"
 #include "common/device/kernels_util.cuh"
 
@@ -38,11 +39,6 @@ struct sum_op {
 struct max_op {
     __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
-
-__device__ __forceinline__ float sigmoid_f(float x)
-{
-    return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-}
 
 // ---------------------------------------------------------------------------
 // kernels
@@ -75,7 +71,7 @@ __global__ void loss_rows_kernel(loss_t kind, const float *out, const float *tgt
         for (int c = threadIdx.x; c < cols; c += LOSS_THREADS) {
             float x = o[c];
             part += (double)(fmaxf(x, 0.0f) - x * t[c] + log1pf(expf(-fabsf(x))));
-            g[c] = gs * (sigmoid_f(x) - t[c]);
+            g[c] = gs * (act_sigmoid(x) - t[c]);
         }
         row = block_reduce(part, shd, sum_op()) / cols;
         break;

@@ -1,6 +1,7 @@
-/* common/measure/paired.c: the A/B gate's statistics: Hodges-Lehmann
- * estimate, Wilcoxon signed-rank interval, verdict, rounds to settle, ABBA
- * order (paired.h says why these). */
+/* common/measure/paired.c: the A/B gate's statistics: the median's
+ * confidence sequence at a look, the Hodges-Lehmann estimate with
+ * Wilcoxon's signed-rank interval (reported), the verdict, ABBA order and
+ * the gate's rule at one look (paired.h says why these). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ double paired_signed_rank_cdf(int n, int t)
 
 int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out)
 {
+    memset(out, 0, sizeof *out);
     out->n = n;
     out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
     out->conf = 0.0;
@@ -109,49 +111,32 @@ int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out)
     return 0;
 }
 
-/* P(B <= k) for B ~ Binomial(n, 1/2): the sign test's null distribution. */
-double paired_sign_cdf(int n, int k)
+/* 1.4826 x the median absolute deviation of d[0..n) from m */
+static double robust_spread(const double *d, int n, double m)
 {
-    if (k < 0)
-        return 0.0;
-    if (k >= n)
-        return 1.0;
-    double c = 0.0;
-    for (int i = 0; i <= k; i++)
-        c += exp(lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0) - n * log(2.0));
-    return c;
+    double *dev = malloc((size_t)n * sizeof *dev);
+    if (!dev)
+        return NAN;
+    for (int i = 0; i < n; i++)
+        dev[i] = fabs(d[i] - m);
+    double s = 1.4826 * paired_median(dev, n);
+    free(dev);
+    return s;
 }
 
-int paired_estimate_median(const double *d, int n, double alpha, paired_est_t *out)
+int paired_estimate_seq(const confseq_t *cs, const double *d, int n, paired_est_t *out)
 {
+    memset(out, 0, sizeof *out);
     out->n = n;
     out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
-    out->conf = 0.0;
-    if (n < 1 || n > PAIRED_MAX)
+    if (n < 1 || n > cs->cap)
         return -1;
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s)
+    out->median = out->estimate = paired_median(d, n);
+    out->spread = robust_spread(d, n, out->median);
+    if (confseq_interval(cs, d, n, &out->lo, &out->hi) != 0)
         return -1;
-    memcpy(s, d, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    out->median = out->estimate = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    for (int i = 0; i < n; i++)
-        s[i] = fabs(d[i] - out->median);
-    out->spread = 1.4826 * paired_median(s, n);
-    memcpy(s, d, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    /* c: the most order statistics one may cut from each end, the largest c
-     * with P(B <= c-1) <= alpha/2; the interval is [d_(c), d_(n+1-c)]: the
-     * median lies below d_(c) only if fewer than c of the n land below it */
-    int c = 0;
-    while (c + 1 <= n / 2 && paired_sign_cdf(n, c) <= alpha / 2)
-        c++;
-    if (c >= 1) {
-        out->lo = s[c - 1];
-        out->hi = s[n - c];
-        out->conf = 1.0 - 2.0 * paired_sign_cdf(n, c - 1);
-    }
-    free(s);
+    out->conf = 1.0 - cs->alpha;
+    out->uniform = true;
     return 0;
 }
 
@@ -183,33 +168,57 @@ const char *paired_verdict_name(paired_verdict_t v)
     }
 }
 
-int paired_rounds_to_settle(const paired_est_t *e, double tol)
-{
-    if (e->n < PAIRED_MIN_ROUNDS || isnan(e->lo))
-        return PAIRED_MIN_ROUNDS;
-    if (paired_judge(e, tol) != PAIRED_NO_VERDICT)
-        return 0;
-    double up = log1p(tol), down = log1p(-tol), x = e->estimate;
-    /* the bound inside the interval nearest the estimate, and the side of
-     * the interval that must pull back past it */
-    double bound, side;
-    bool straddles_up = e->lo <= up && e->hi > up, straddles_down = e->lo < down && e->hi >= down;
-    if (straddles_up && (!straddles_down || fabs(x - up) <= fabs(x - down)))
-        bound = up;
-    else
-        bound = down;
-    side = x > bound ? x - e->lo : e->hi - x;
-    double dist = fabs(x - bound);
-    if (dist <= 0.0 || side <= 0.0)
-        return -1;
-    double need = (double)e->n * (side / dist) * (side / dist);
-    if (need > PAIRED_MAX)
-        return -1;
-    int r = (int)ceil(need);
-    return r > e->n ? r : e->n + 1;
-}
-
 bool paired_base_first(int round)
 {
     return round % 2 == 0;
+}
+
+int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_work, double tol,
+                paired_look_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->verdict = PAIRED_NO_VERDICT;
+    if (n < 1 || n > cs->cap)
+        return -1;
+    double *d = malloc((size_t)n * sizeof *d), *dc = malloc((size_t)n * sizeof *dc),
+           *dw = malloc((size_t)n * sizeof *dw);
+    int rc = -1;
+    if (!d || !dc || !dw)
+        goto done;
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        d[i] = r[i].d;
+        dw[i] = r[i].d_wall;
+        /* a lopsided round is what a busy machine can turn into a false
+         * change; a round disturbed on both sides is paired noise, which the
+         * interval already carries */
+        if (r[i].lopsided)
+            out->lopsided++;
+        else
+            dc[nc++] = r[i].d;
+        out->both += r[i].both;
+    }
+    if (paired_estimate_seq(cs, d, n, &out->est) != 0 ||
+        paired_estimate_seq(cs, dw, n, &out->est_wall) != 0)
+        goto done;
+    if (nc > 0 && paired_estimate_seq(cs, dc, nc, &out->est_clean) != 0)
+        goto done;
+    out->verdict = paired_judge(&out->est, tol);
+    if (by_work && out->verdict != PAIRED_REGRESSED && out->lopsided == 0 && out->both == 0 &&
+        paired_judge(&out->est_wall, tol) == PAIRED_REGRESSED) {
+        out->verdict = PAIRED_REGRESSED;
+        out->wall_judged = true;
+    }
+    if (!out->wall_judged && out->lopsided > 0 &&
+        (out->verdict == PAIRED_REGRESSED || out->verdict == PAIRED_IMPROVED) &&
+        (nc == 0 || paired_judge(&out->est_clean, tol) != out->verdict)) {
+        out->verdict = PAIRED_NO_VERDICT;
+        out->explained = true;
+    }
+    rc = 0;
+done:
+    free(d);
+    free(dc);
+    free(dw);
+    return rc;
 }

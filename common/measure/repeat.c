@@ -40,6 +40,12 @@ void run_summary_of(const run_result_t *r, run_summary_t *out)
         for (int p = 0; p < PH_COUNT; p++)
             out->phase_s[p] += r->dev[d].phase_s[p] / steps / (double)r->ndev;
     }
+    /* the work of the busiest device (its quickest tenth of steps): the
+     * run's, as work_cpu_s.p10 in its JSON */
+    out->work_p10 = NAN;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
+        if (r->dev[d].work_steps > 0 && !(r->dev[d].work_cpu_p10 <= out->work_p10))
+            out->work_p10 = r->dev[d].work_cpu_p10;
     out->checksum_bits = r->checksum.bits;
     long kept = step_times_kept(&r->times);
     out->step_median_s = kept > 0 ? percentile(r->times.sample, kept, 50) : 0.0;
@@ -66,6 +72,18 @@ double student_t975(int df)
     return z + g1 / df + g2 / ((double)df * df);
 }
 
+/* mean and Student's half-width of v[0..n), n >= 2 */
+static void student(const double *v, int n, double *mean, double *half)
+{
+    double s = 0.0, ss = 0.0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - *mean) * (v[i] - *mean);
+    *half = student_t975(n - 1) * sqrt(ss / (n - 1)) / sqrt((double)n);
+}
+
 interval_t interval_of(const double *v, int n)
 {
     interval_t o = {.n = n, .median = NAN, .mean = NAN, .lo = NAN, .hi = NAN};
@@ -73,18 +91,73 @@ interval_t interval_of(const double *v, int n)
         return o;
     o.median = percentile(v, n, 50);
     double s = 0.0;
-    for (int i = 0; i < n; i++)
+    bool positive = true, nonneg = true;
+    for (int i = 0; i < n; i++) {
         s += v[i];
+        positive = positive && v[i] > 0.0;
+        nonneg = nonneg && v[i] >= 0.0;
+    }
     o.mean = s / n;
     if (n < 2)
         return o;
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (v[i] - o.mean) * (v[i] - o.mean);
-    double half = student_t975(n - 1) * sqrt(ss / (n - 1)) / sqrt((double)n);
-    o.lo = o.mean - half;
-    o.hi = o.mean + half;
+    double m, half;
+    if (positive) {
+        double lv[REPEAT_MAX];
+        for (int i = 0; i < n && i < REPEAT_MAX; i++)
+            lv[i] = log(v[i]);
+        student(lv, n < REPEAT_MAX ? n : REPEAT_MAX, &m, &half);
+        o.lo = exp(m - half);
+        o.hi = exp(m + half);
+    } else {
+        student(v, n, &m, &half);
+        /* a figure never below 0 has no interval below 0: the interval cut
+         * at 0 covers it as often */
+        o.lo = nonneg ? fmax(0.0, m - half) : m - half;
+        o.hi = m + half;
+    }
     return o;
+}
+
+bool ratio_interval_of(const double *base, int nb, const double *cand, int nc,
+                       ratio_interval_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ratio = out->lo = out->hi = NAN;
+    out->nbase = nb;
+    out->ncand = nc;
+    if (nb < 1 || nc < 1 || nb > REPEAT_MAX || nc > REPEAT_MAX || (nb < 2 && nc < 2))
+        return false;
+    double lb[REPEAT_MAX], lc[REPEAT_MAX], mb = 0, mc = 0, vb = 0, vc = 0;
+    for (int i = 0; i < nb; i++) {
+        if (!(base[i] > 0.0))
+            return false;
+        mb += (lb[i] = log(base[i])) / nb;
+    }
+    for (int i = 0; i < nc; i++) {
+        if (!(cand[i] > 0.0))
+            return false;
+        mc += (lc[i] = log(cand[i])) / nc;
+    }
+    for (int i = 0; i < nb; i++)
+        vb += (lb[i] - mb) * (lb[i] - mb) / (nb > 1 ? nb - 1 : 1);
+    for (int i = 0; i < nc; i++)
+        vc += (lc[i] - mc) * (lc[i] - mc) / (nc > 1 ? nc - 1 : 1);
+    /* a side of one run: the other side's spread stands for its own */
+    if (nb < 2)
+        vb = vc;
+    if (nc < 2)
+        vc = vb;
+    double sb = vb / nb, sc = vc / nc, se = sqrt(sb + sc);
+    double df = nb < 2 ? nc - 1 : nc < 2 ? nb - 1
+              : (sb + sc) * (sb + sc) / (sb * sb / (nb - 1) + sc * sc / (nc - 1));
+    if (!(df >= 1.0))
+        df = 1.0;
+    out->df = df;
+    double half = student_t975((int)floor(df)) * se;
+    out->ratio = exp(mc - mb);
+    out->lo = exp(mc - mb - half);
+    out->hi = exp(mc - mb + half);
+    return true;
 }
 
 double run_summary_figure(const run_summary_t *s, int fig)
@@ -100,6 +173,8 @@ double run_summary_figure(const run_summary_t *s, int fig)
         return s->step_median_s;
     case FIG_MEDIAN_THROUGHPUT:
         return s->median_samples_per_s;
+    case FIG_WORK_P10:
+        return s->work_p10;
     default:
         return fig >= FIG_PHASE0 && fig < FIG_COUNT ? s->phase_s[fig - FIG_PHASE0] : NAN;
     }

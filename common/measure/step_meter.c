@@ -3,13 +3,27 @@
  * their times and everything that follows from them once it has run. */
 #include "common/measure/step_meter.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
+
+/* The work sample (step_meter.h).  A read of the thread's CPU clock is a
+ * system call (CLOCK_THREAD_CPUTIME_ID has no vDSO path): about 1.2 us on
+ * this project's 2-core VM, where the seed-size step (10,10, batch 20) takes
+ * about 1 us, so reading it at every lap made the instrument 8x the step it
+ * measured.  Sampling steps 2 ms apart keeps every step of a model whose
+ * step takes 2 ms or more (mlp-small: 3-12 ms, where the A/B gate judges the
+ * work: the same figure as reading every step) and bounds the reads' cost
+ * to a few in 2 ms elsewhere (the seed-size run: one step in about 500).
+ * The first steps are always sampled, so a short run still has a figure. */
+#define WORK_PERIOD_S 2e-3
+#define WORK_MIN_SAMPLES 16
 
 struct meter_span {
     int m0, m1;
@@ -38,6 +52,12 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
+    /* the descheduled phase: only in the runs that draw or explain, and on
+     * the CPU (opened by the stepping thread at its first step) */
+    m->sched_fd = -1;
+    m->sched = !m->deferred && to->cfg &&
+               (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0] ||
+                to->cfg->desched);
     if (to->progress && to->cfg) { /* from here: the run's time and rate count from its start */
         progress_init(&m->progress, to->cfg, to->progress, to->total_steps);
         m->prog = &m->progress;
@@ -69,6 +89,7 @@ void step_meter_free(step_meter_t *m)
         free(r->ph);
         free(r->t);
         free(r->cpu);
+        free(r->rq);
         free(r->span);
         if (r->fetched) {
             if (m->deferred)
@@ -80,6 +101,27 @@ void step_meter_free(step_meter_t *m)
     }
     free(m->work);
     m->work = NULL;
+    if (m->sched_fd >= 0)
+        close(m->sched_fd);
+    m->sched_fd = -1;
+}
+
+/* Seconds the calling thread has waited on the run queue (runnable, not
+ * running), from its schedstat file: "cpu_ns run_delay_ns timeslices".
+ * One pread, no allocation; on any failure the phase is given up (0). */
+static double run_delay_s(step_meter_t *m)
+{
+    char buf[96];
+    ssize_t n = m->sched_fd >= 0 ? pread(m->sched_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) {
+        m->sched = false;
+        return 0.0;
+    }
+    buf[n] = 0;
+    char *end;
+    strtoull(buf, &end, 10);
+    unsigned long long wait = strtoull(end, &end, 10);
+    return (double)wait * 1e-9;
 }
 
 // ---------------------------------------------------------------------------
@@ -100,10 +142,13 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     double *cpu = realloc(r->cpu, (size_t)cap * sizeof *cpu);
     if (cpu)
         r->cpu = cpu;
+    double *rq = realloc(r->rq, (size_t)cap * sizeof *rq);
+    if (rq)
+        r->rq = rq;
     backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
     if (ev)
         r->ev = ev;
-    if (!ph || !t || !cpu || !ev) {
+    if (!ph || !t || !cpu || !rq || !ev) {
         meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
         return false;
     }
@@ -119,8 +164,10 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     return true;
 }
 
-/* A marker at this point of the queue; its index, or -1 after a failure. */
-static int mark_at(step_meter_t *m, phase_t p)
+/* A marker at this point of the queue; its index, or -1 after a failure.
+ * lap: the mark ends a lap, or the step (a work sample reads the CPU clock
+ * there); a plain mark (a span's end) reads none. */
+static int mark_at(step_meter_t *m, phase_t p, bool lap)
 {
     step_rec_t *r = &m->rec[m->cur];
     if (!r->open || m->rc != DDP_OK || !mark_room(m, r))
@@ -128,6 +175,11 @@ static int mark_at(step_meter_t *m, phase_t p)
     int i = r->n;
     r->ph[i] = p;
     r->queued_after = false;
+    /* The run-queue wait (the descheduled phase), in the runs that draw,
+     * read before the clock: the read is a system call, where a busy
+     * core's scheduler likes to switch, and a wait after the clock's
+     * reading would be counted in this lap while its time is the next's. */
+    r->rq[i] = m->sched && lap ? run_delay_s(m) : 0.0;
     if (m->to.be) {
         int rc = backend_event_record(m->to.be, r->ev[i]);
         if (rc != DDP_OK) {
@@ -138,10 +190,10 @@ static int mark_at(step_meter_t *m, phase_t p)
         r->t[i] = now_s();
     }
     /* The work figure (work_cpu below): on the CPU the work is done by this
-     * thread when a call returns, so its CPU clock at each mark splits the
-     * step's CPU time by phase.  On a GPU the host's CPU time is only the
-     * launches: not read. */
-    r->cpu[i] = m->deferred ? 0.0 : thread_cpu_s();
+     * thread when a call returns, so its CPU clock at each lap splits the
+     * step's CPU time by phase.  Read in the sampled steps alone (a system
+     * call); on a GPU, never (the host's CPU time is only the launches). */
+    r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
     r->n++;
     return i;
 }
@@ -170,12 +222,28 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     /* Nothing waited for the device since the last step ended: the GPU went
      * straight from it to this one (or idled for the host in between). */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
-    mark_at(m, PH_COUNT);
+    /* A work sample (WORK_PERIOD_S): decided before the step, from the
+     * clock alone, so which steps are sampled does not depend on them; the
+     * clock as the last step's end read it (on the CPU a step reports as it
+     * ends), which costs no reading of its own. */
+    if (m->sched && m->sched_fd < 0) { /* this thread's, opened on it */
+        m->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        m->sched = m->sched_fd >= 0;
+    }
+    r->work = false;
+    if (timed && m->work) {
+        double now = m->last_end_t > 0.0 ? m->last_end_t : now_s();
+        if (m->work->n < WORK_MIN_SAMPLES || now - m->work_t >= WORK_PERIOD_S) {
+            r->work = true;
+            m->work_t = now;
+        }
+    }
+    mark_at(m, PH_COUNT, true);
 }
 
-void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p); }
+void step_meter_lap(step_meter_t *m, phase_t p) { mark_at(m, p, true); }
 
-int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT); }
+int step_meter_mark(step_meter_t *m) { return mark_at(m, PH_COUNT, false); }
 
 void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s)
 {
@@ -301,21 +369,41 @@ static int resolve(step_meter_t *m, step_rec_t *r)
 
     trace_step_begin(tr, r->g, r->timed);
     int prev = 0;
+    /* run-queue wait beyond a lap's wall time (a preemption between a
+     * mark's two readings, which mark_at keeps to a few instructions) is
+     * the laps' that follow */
+    double carry = 0.0;
     for (int i = 1; i < r->n; i++) {
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue; /* a plain marker splits no lap */
         double d = r->t[i] - r->t[prev];
-        mine[p] += d;
-        trace_phase(tr, p, r->t[prev], r->t[i]);
+        /* What the lap waited on the run queue is descheduled, not its
+         * phase's; when in the lap is not known: drawn at its end.  At most
+         * the lap's wall time: what is left is the next laps'. */
+        double q = 0.0;
+        if (m->sched) {
+            double raw = fmax(r->rq[i] - r->rq[prev], 0.0) + carry;
+            q = fmin(raw, d);
+            carry = raw - q;
+        }
+        mine[p] += d - q;
+        mine[PH_DESCHED] += q;
+        trace_phase(tr, p, r->t[prev], r->t[i] - q);
+        if (q > 0.0)
+            trace_phase(tr, PH_DESCHED, r->t[i] - q, r->t[i]);
         if (r->first && !seen[p])
-            m->first_lap[p] = d;
+            m->first_lap[p] = d - q;
         seen[p] = true;
         prev = i;
     }
     /* Work queued after the last lap (a fetch) belongs to the last phase. */
-    if (prev > 0 && prev < r->n - 1)
-        mine[r->ph[prev]] += r->t[r->n - 1] - r->t[prev];
+    if (prev > 0 && prev < r->n - 1) {
+        double d = r->t[r->n - 1] - r->t[prev];
+        double q = m->sched ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0) + carry, d) : 0.0;
+        mine[r->ph[prev]] += d - q;
+        mine[PH_DESCHED] += q;
+    }
     move_stat_t moved[MOVE_COUNT] = {{0}};
     for (int i = 0; i < r->nspan; i++) {
         const struct meter_span *sp = &r->span[i];
@@ -344,7 +432,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         story->backward_s = m->first_lap[PH_BACKWARD];
     if (m->to.resolved)
         m->to.resolved(m->to.ctx, m, r);
-    if (r->timed && m->work)
+    if (r->work)
         step_times_add(m->work, work_cpu(r), 0);
     for (int p = 0; p < PH_COUNT; p++) {
         mine[p] += r->charge[p];
@@ -444,7 +532,7 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
     /* The step's last marker: its last lap, unless nothing was lapped or
      * work (a fetch) was queued after it. */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
-        mark_at(m, PH_COUNT);
+        mark_at(m, PH_COUNT, true);
     step_rec_t *prev = &m->rec[m->cur ^ 1];
     int rc = DDP_OK;
     /* what the step queued, its last marker included */
@@ -475,9 +563,10 @@ int step_meter_finish(step_meter_t *m, char *err)
             break;
     }
     if (m->work && m->work->n > 0) {
-        /* The work's low quantiles: a step's CPU time still grows when
-         * another process shares the core's caches or preempts it mid-step
-         * (docs/gate.md measures how much); its quickest steps hardly do. */
+        /* The work's low quantiles over the sampled steps: a step's CPU
+         * time still grows when another process shares the core's caches
+         * or preempts it mid-step (docs/gate.md measures how much); its
+         * quickest steps hardly do. */
         device_stats_t *d = m->to.dev;
         d->work_steps = m->work->n;
         d->work_cpu_mean = m->work->timed_s / (double)m->work->n;

@@ -20,8 +20,25 @@
  * go to a scratch array), each phase and the step as --trace events, the
  * first step's own phase times for --explain, the step's wall time into the
  * run's step times, the host synchronisations per step, the loss log and
- * loss line, and the progress line.  Like nccl-tests' BenchTime, it is the
- * one place a measurement is taken.
+ * loss line, the progress line, and on the CPU the work figure (a sample of
+ * steps' CPU time, work_cpu in step_meter.c).  Like nccl-tests' BenchTime,
+ * it is the one place a measurement is taken.
+ *
+ * It weighs nothing: a lap is a CLOCK_MONOTONIC reading (vDSO, no system
+ * call), and on a GPU a backend event.  The thread's CPU clock, which is a
+ * system call, is read only at the laps of the steps sampled for the work
+ * figure: a timed step that begins WORK_PERIOD_S or more after the last
+ * sample began (and the first WORK_MIN_SAMPLES), so its reads cost a
+ * bounded share of the run's time whatever the step's size.
+ *
+ * The runs that draw or explain (--report, --explain, --trace) also read,
+ * at each lap, how long the thread has waited on the kernel's run queue
+ * (runnable, not running: another process had the core; the second field
+ * of /proc/thread-self/schedstat, one pread on a file kept open): what a
+ * lap waited there is its PH_DESCHED, not its phase's, so a busy machine's
+ * time is never called idle, communication or compute.  On the CPU only
+ * (a GPU's laps are the device's time, not the host thread's).  Where the
+ * kernel gives no such file, the phase stays 0.
  *
  * Laps are markers on the device's queue (backend events), not host clock
  * readings, so measuring never makes the host wait.  On the CPU backend the
@@ -100,7 +117,9 @@ struct step_rec {
     phase_t *ph;             /* the phase each mark ends (PH_COUNT: a plain mark) */
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
-    double *cpu;             /* the thread's CPU clock at each mark (CPU backend only) */
+    double *cpu;             /* the thread's CPU clock at each lap (a work sample only) */
+    double *rq;              /* the thread's run-queue wait so far at each lap (sched only) */
+    bool work;               /* a work sample: the CPU clock is read at its laps */
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
     long rows;
@@ -131,9 +150,13 @@ struct step_meter {
     double last_end_t;       /* when the last reported step's last marker passed */
     long resolved_g;         /* the last step reported (-1: none) ... */
     double resolved_dt;      /* ... and its wall time */
-    step_times_t *work;      /* each timed step's work (work_cpu; NULL on a GPU) */
+    step_times_t *work;      /* the sampled steps' work (work_cpu; NULL on a GPU) */
+    double work_t;           /* when the last work sample began (now_s) */
+    bool sched;              /* the descheduled phase is measured (--report, --explain, --trace) */
+    int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
+    bool same_work;          /* steps queue the same work every time (step_meter_same_work) */
     int rc;                  /* the first failure (sticky), DDP_OK when none */
     char msg[ERR_LEN];
 };
@@ -205,8 +228,17 @@ static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
     m->rec[m->cur].end = *e;
 }
 
-/* Does the open step log its loss (as planned)?  Then the loop fetches it. */
-static inline bool step_meter_logs(const step_meter_t *m) { return m->rec[m->cur].end.logs; }
+/* --cuda-graph (train/graph.h): from now on each step queues the same work
+ * as every other (a graph's), so it fetches its loss and marks its copies
+ * whether or not the log or --explain wants them this time. */
+static inline void step_meter_same_work(step_meter_t *m, bool on) { m->same_work = on; }
+
+/* Does the open step log its loss (as planned), or fetch it anyway (a
+ * graph's)?  Then the loop fetches it. */
+static inline bool step_meter_logs(const step_meter_t *m)
+{
+    return m->rec[m->cur].end.logs || m->same_work;
+}
 
 /* Seconds no lap measured, charged to phase p of this step. */
 static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
@@ -219,6 +251,11 @@ static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].
 
 /* The open step is the one --explain tells (it counts what it moves). */
 static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
+/* Does the open step mark its copies (the told step, or a graph's)? */
+static inline bool step_meter_marks(const step_meter_t *m)
+{
+    return m->rec[m->cur].first || m->same_work;
+}
 
 /* The step ends (e: what its report needs; NULL: as planned); steps whose
  * times are known report (this one on the CPU, the previous one on a

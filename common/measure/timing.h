@@ -25,6 +25,9 @@ typedef enum {
     PH_OPTIM,
     PH_IDLE,         /* waiting on other devices */
     PH_SKEW,         /* the run's step beyond this device's own (step_meter_skew) */
+    PH_DESCHED,      /* runnable but not running: another process had the core (the
+                        kernel's run-queue wait, step_meter.h; measured in the runs that
+                        draw or explain, else 0 and inside the other phases) */
     PH_COUNT
 } phase_t;
 

@@ -32,6 +32,17 @@ typedef struct {
 int model_spec_init(model_spec_t *s, const int *dims, int ndims, act_t act, char *err);
 static inline int model_in_dim(const model_spec_t *s) { return s->dims[0]; }
 static inline int model_out_dim(const model_spec_t *s) { return s->dims[s->nlayers]; }
+/* Parameter p of the arena's order (2l: W_l, 2l+1: b_l): where it starts
+ * and how many floats it holds. */
+static inline size_t model_param_off(const model_spec_t *s, int p)
+{
+    return p % 2 == 0 ? s->w_off[p / 2] : s->b_off[p / 2];
+}
+static inline size_t model_param_count(const model_spec_t *s, int p)
+{
+    size_t out = (size_t)s->dims[p / 2 + 1];
+    return p % 2 == 0 ? (size_t)s->dims[p / 2] * out : out;
+}
 
 /* nn.Linear's default init, on the host, from (seed, RNG_STREAM_INIT):
  * W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer by layer, W then b. */

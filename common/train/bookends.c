@@ -4,6 +4,7 @@
  * figures), and each step's start on the meter, from the schedule: see
  * trainer.h. */
 #include "common/measure/step_meter.h"
+#include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
 void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
@@ -39,4 +40,11 @@ void trainer_end(run_result_t *res, size_t nparams, float *params)
     step_meter_skew(res);
     step_meter_story_merge(res); /* --explain: every device's copies in the told step */
     result_finish(res);
+}
+
+strategy_mem_t strategy_mem_whole(const model_spec_t *s, const config_t *c, bool steps)
+{
+    double P = (double)s->nparams * sizeof(float);
+    int states = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
+    return (strategy_mem_t){P, P, steps ? states * P : 0.0};
 }

@@ -1,10 +1,11 @@
 /* common/train/single.c: the baseline strategy: the whole global batch on one
  * device, no synchronisation.  It is also the reference the equivalence
- * contract checks DP and DDP against.  Read single_step for the training step
- * alone; the step meter (measure/step_meter.h) measures around it.  On a GPU
- * the host only queues a step: the meter's wait for the previous step is its
- * one host synchronisation, so the host stays a step ahead of the GPU and
- * gathers the next batch while the GPU computes this one. */
+ * contract checks DP and DDP against.  Read the fenced single_step for the
+ * training step alone; the step meter (measure/step_meter.h) measures around
+ * it and --cuda-graph (train/graph.h) captures it.  On a GPU the host only
+ * queues a step: the meter's wait for the previous step is its one host
+ * synchronisation, so the host stays a step ahead of the GPU and gathers the
+ * next batch while the GPU computes this one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 #include "common/io/checkpoint.h"
 #include "common/measure/step_meter.h"
 #include "common/nn/optim.h"
-#include "common/train/stage.h"
+#include "common/train/step.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
@@ -32,7 +33,8 @@ typedef struct {
     ckpt_run_t ck;
     float *host;        /* the initial parameters, then the final ones */
     step_meter_t meter; /* everything measured, the loss and progress lines */
-    bool graphs;        /* --cuda-graph: steps after the first replayed as CUDA graphs */
+    graph_t graph;      /* --cuda-graph: full steps after the first replayed as CUDA graphs */
+    train_step_t t;     /* the step's pieces on this device */
     char *err;
 } single_t;
 
@@ -69,8 +71,12 @@ static int single_setup(single_t *s)
     TRY(ckpt_run_resume(&s->ck, &s->sch, s->host, &s->opt, s->err));
     TRY(stager_init(&s->stg, s->be, s->rep.x, s->rep.y, cfg->batch, cfg->accum, s->data, s->err));
     TRY(dev(s, backend_h2d(s->be, s->rep.params, s->host, s->spec.nparams * sizeof(float))));
-    s->graphs = config_graphs_on(cfg, MODE_SINGLE);
     TRY(dev(s, backend_sync(s->be)));
+    TRY(graph_init(&s->graph, config_graphs_on(cfg, MODE_SINGLE), s->be, &s->meter, s->place,
+                   s->sch.start_step, NULL, 0, s->err));
+    s->t = (train_step_t){.be = s->be, .rep = &s->rep, .meter = &s->meter, .loss = cfg->loss,
+                          .stg = &s->stg, .data = s->data, .graph = &s->graph,
+                          .place = s->place, .err = s->err};
 
     trainer_begin(res, cfg, &s->sch);
     return step_meter_init(&s->meter,
@@ -92,6 +98,8 @@ static int single_setup(single_t *s)
 
 static void single_teardown(single_t *s)
 {
+    if (s->be)
+        graph_abandon(&s->graph);
     free(s->host);
     ckpt_run_free(&s->ck);
     stager_free(&s->stg);
@@ -102,75 +110,29 @@ static void single_teardown(single_t *s)
     backend_destroy(s->be);
 }
 
-// ---------------------------------------------------------------------------
-// the training step
+// ---- TRAINING STEP BEGIN ----------------------------------------------------
 
-/* One micro-batch (staged at x, y): forward, loss, backward (gradients add
- * up after the first). */
-static int single_micro(single_t *s, int mi, int rows, float *x, float *y, float scale,
-                        bool fetch_loss)
-{
-    replica_t *rep = &s->rep;
-    step_meter_t *m = &s->meter;
-    TRY(dev(s, model_forward(rep, x, rows)));
-    step_meter_lap(m, PH_FORWARD);
-    TRY(dev(s, model_loss(rep, s->cfg->loss, y, rows, scale)));
-    if (fetch_loss)
-        step_meter_fetch(m, rep->loss_sum, 1);
-    step_meter_lap(m, PH_LOSS);
-    TRY(dev(s, model_backward(rep, x, rows, rep->dout, mi > 0, NULL, NULL)));
-    step_meter_lap(m, PH_BACKWARD);
-    step_meter_rows(m, rows);
-    return DDP_OK;
-}
-
-/* Step g: every micro-batch forward, loss, backward (gradients add up), then
- * the optimizer.  Nothing here waits for the device: the loss, when the step
- * logs it, is fetched for the meter to read once the step has run.
- *
- * --cuda-graph: a step of one full micro-batch after the first step is
- * queued between backend_graph_begin and _end (key: the step's parity, which
- * is also the staging slot's and the meter's record's, so the pointers the
- * graph holds are the step's own): captured the first time, replayed by one
- * launch after, the backend checking that the step queued the same work.
- * The batch is staged before, outside the graph, into its fixed slot; the
- * loss is fetched every step, so every step queues the same work. */
+/* Step g: every micro-batch forward, loss and backward (the gradients add
+ * up), then the optimizer. */
 static int single_step(single_t *s, long g)
 {
-    step_meter_t *m = &s->meter;
-    size_t step_rows = schedule_step_rows(&s->sch, g);
-    float scale = 1.0f / (float)step_rows; /* mean over the whole optimizer step */
-    bool graphs = s->graphs && s->cfg->accum == 1;
-    bool fetch_loss = step_meter_logs(m) || graphs;
-    int key = -1;
+    train_step_t *t = &s->t;
+    float scale = 1.0f / (float)schedule_step_rows(&s->sch, g); /* the mean over the step */
     for (int mi = 0; mi < s->cfg->accum; mi++) {
         int rows;
         const uint32_t *idx = schedule_micro(&s->sch, g, mi, &rows);
         if (rows == 0)
-            break;
+            break; /* an epoch's short last step */
         float *x, *y;
-        TRY(dev(s, stager_stage(&s->stg, s->data, idx, rows, m, &x, &y)));
-        /* a short batch (an epoch's last) runs eagerly: it is other work */
-        if (graphs && g > s->sch.start_step && rows == s->cfg->batch) {
-            key = (int)(g & 1);
-            TRY(dev(s, backend_graph_begin(s->be, key)));
-        }
-        int rc = single_micro(s, mi, rows, x, y, scale, fetch_loss);
-        if (rc != DDP_OK) {
-            if (key >= 0)
-                backend_graph_end(s->be, key, false);
-            return rc;
-        }
+        TRY(step_stage(t, idx, rows, &x, &y));
+        TRY(step_forward(t, x, rows));
+        TRY(step_loss(t, y, rows, scale));
+        TRY(step_backward(t, x, rows, NULL, NULL));
     }
-    int rc = dev(s, optim_step(&s->opt, s->rep.params, s->rep.grads));
-    step_meter_lap(m, PH_OPTIM);
-    if (key >= 0) {
-        int rc2 = backend_graph_end(s->be, key, rc == DDP_OK);
-        if (rc == DDP_OK)
-            rc = dev(s, rc2);
-    }
-    return rc;
+    return step_optim(t, &s->opt);
 }
+
+// ---- TRAINING STEP END ------------------------------------------------------
 
 // ---------------------------------------------------------------------------
 // the loop
@@ -183,7 +145,9 @@ static int single_train(single_t *s)
     double t_start = now_s();
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         trainer_step_begin(m, sch, g);
-        TRY(single_step(s, g));
+        graph_arm(&s->graph, g, schedule_full_step(sch, g));
+        step_begin(&s->t);
+        TRY(graph_close(&s->graph, single_step(s, g), s->err));
         TRY(step_meter_end(m, NULL, s->err));
         if (ckpt_run_due(&s->ck, sch, g))
             TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
@@ -199,7 +163,7 @@ static int single_train(single_t *s)
     return DDP_OK;
 }
 
-int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
+static int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err)
 {
     single_t s = {.cfg = cfg, .data = data, .res = res, .err = err};
     result_init(res);
@@ -209,3 +173,13 @@ int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, ch
     single_teardown(&s);
     return rc;
 }
+
+static int single_mem(const model_spec_t *s, const config_t *c, int devices, int device,
+                      strategy_mem_t *out, char *err)
+{
+    (void)devices, (void)device, (void)err;
+    *out = strategy_mem_whole(s, c, true);
+    return DDP_OK;
+}
+
+const strategy_t single_strategy = {.run = single_run, .mem = single_mem};

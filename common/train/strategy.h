@@ -1,8 +1,12 @@
-/* common/train/strategy.h: the three ways to train, one entry point each:
- * single_run (single.c, beside this seam), dp_run (dp/) and ddp_run (ddp/).
+/* common/train/strategy.h: the three ways to train, behind one table each:
+ * single_strategy (single.c, beside this seam), dp_strategy (dp/) and
+ * ddp_strategy (ddp/).  The program talks to a strategy through its table
+ * alone: how it runs, what a device of it holds, the collectives a step of
+ * it sends and what they cost (--predict's inputs).  How the processes come
+ * to be (fork, or mpirun's ranks) is train/launcher.h's.
  *
- * A strategy takes a validated config and a checked dataset, trains, and fills
- * a run_result_t (timings, losses, final parameters).  It returns DDP_OK,
+ * run takes a validated config and a checked dataset, trains, and fills a
+ * run_result_t (timings, losses, final parameters).  It returns DDP_OK,
  * DDP_ERR_INPUT (something about the devices the user named) or
  * DDP_ERR_RUNTIME (a fault), with one line in err.  The backend is already
  * resolved (cfg->backend is BACKEND_CPU or BACKEND_CUDA) and cfg->gpus holds
@@ -12,10 +16,47 @@
 
 #include "common/config/config.h"
 #include "common/data/data.h"
+#include "common/measure/collperf.h"
 #include "common/measure/result.h"
+#include "common/nn/model.h"
 
-int single_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
-int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
-int ddp_run(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
+/* What one device holds, in bytes, as the strategy allocates it. */
+typedef struct {
+    double params, grads, optim;
+} strategy_mem_t;
+
+typedef struct {
+    int (*run)(const config_t *cfg, const dataset_t *data, run_result_t *res, char *err);
+    /* Device `device` of `devices` under c (DDP: its --zero stage). */
+    int (*mem)(const model_spec_t *s, const config_t *c, int devices, int device,
+               strategy_mem_t *out, char *err);
+    /* The sizes of the collectives a step sends, in bytes (DDP's buckets),
+     * at most max of them into bytes[]: *n.  NULL: none. */
+    int (*collectives)(const model_spec_t *s, const config_t *c, double *bytes, int max, int *n,
+                       char *err);
+    /* DDP: every collective --coll names over --min-bytes..--max-bytes on
+     * cfg's devices, one rank each (--mode comm, and what --predict
+     * measures).  NULL elsewhere. */
+    int (*comm_bench)(const config_t *cfg, collperf_t *out, char *err);
+    /* DDP: run where rank r runs its own configuration rank_config(cfg, r),
+     * as ranks another launcher started each parse their own command line
+     * (the start-up check must then catch a difference: --scenario
+     * mismatch, the tests).  NULL elsewhere. */
+    int (*run_each)(const config_t *cfg, const dataset_t *data,
+                    const config_t *(*rank_config)(const config_t *cfg, int rank),
+                    run_result_t *res, char *err);
+} strategy_t;
+
+extern const strategy_t single_strategy, dp_strategy, ddp_strategy;
+
+static inline const strategy_t *strategy_of(mode_t_ mode)
+{
+    return mode == MODE_DP ? &dp_strategy : mode == MODE_DDP ? &ddp_strategy : &single_strategy;
+}
+
+/* What every strategy's device holds when it keeps the whole model: the
+ * parameters, their gradients, and the optimizer's state when it steps
+ * (train/bookends.c). */
+strategy_mem_t strategy_mem_whole(const model_spec_t *s, const config_t *c, bool steps);
 
 #endif

@@ -12,7 +12,13 @@ error (a blocked request or a CSP violation is one), no request but the page
 itself; the DOM holds LANES timeline lanes (g.lane, one per device and
 stream) and BARS phase bars (g.bar, one per column of compare's table), the
 same with scripts disabled (the figures are the page's own SVG); and a
-screenshot of the top of the page is not blank (saved in SHOT_DIR).
+screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
+laptop's 700 px window and a 1400 px one: the page is no wider than the
+window, every figure's text box is MIN_TEXT_PX high or more (the figures
+scale with the column: a text box is about 1.15 times its font size, so 11
+px is a font of 9.5 px; the pages before this check drew 6.9 px at 700), and the three kinds of communication (comm exposed,
+all-reduce, reduce) are colours a reader tells apart (CIE76 distance
+MIN_DELTA_E or more between each two).
 Exit 0 when every page passes, 1 with one line per failure."""
 import base64
 import json
@@ -25,7 +31,29 @@ import tempfile
 import time
 import zlib
 
-DEADLINE = time.time() + 90
+DEADLINE = time.time() + 150
+WIDTHS = (700, 1400)
+MIN_TEXT_PX = 11.0
+MIN_DELTA_E = 25.0
+# what the three communication colours render as, and the smallest text drawn
+# in a figure (its box's height), and the page's width against the window's
+PROBE = """JSON.stringify((function () {
+  var svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg'), fills = {};
+  document.body.appendChild(svg);
+  ['c-exposed', 'c-allreduce', 'c-reduce'].forEach(function (c) {
+    var r = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
+    r.setAttribute('class', 'ev ' + c); svg.appendChild(r);
+    fills[c] = getComputedStyle(r).fill;
+  });
+  svg.remove();
+  var small = 1e9, what = '';
+  document.querySelectorAll('svg.fig text').forEach(function (t) {
+    var h = t.getBoundingClientRect().height;
+    if (h > 0 && h < small) { small = h; what = t.textContent.slice(0, 40); }
+  });
+  return {fills: fills, small: small, what: what,
+          page: document.documentElement.scrollWidth, win: window.innerWidth};
+})())"""
 
 
 class Browser:
@@ -152,6 +180,54 @@ COUNT = ("JSON.stringify({lanes: document.querySelectorAll('svg g.lane').length,
          " sections: document.querySelectorAll('section').length})")
 
 
+def lab(rgb):
+    """CIE L*a*b* (D65) of an 'rgb(r, g, b)' string."""
+    v = [int(x) / 255.0 for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    v = [((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92 for c in v]
+    x = (0.4124 * v[0] + 0.3576 * v[1] + 0.1805 * v[2]) / 0.95047
+    y = 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]
+    z = (0.0193 * v[0] + 0.1192 * v[1] + 0.9505 * v[2]) / 1.08883
+    f = [t ** (1 / 3.0) if t > 0.008856 else 7.787 * t + 16 / 116.0 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def widths(b, session, path, url, shots):
+    """The page at each of WIDTHS: no wider than the window, its figures' text
+    legible, the communication colours apart."""
+    bad = []
+    b.send("Emulation.setScriptExecutionDisabled", {"value": False}, session)
+    for w in WIDTHS:
+        b.send("Emulation.setDeviceMetricsOverride", {"width": w, "height": 1400,
+                                                      "deviceScaleFactor": 1, "mobile": False},
+               session)
+        b.send("Page.navigate", {"url": url}, session)
+        b.wait_event("Page.loadEventFired", session)
+        got = json.loads(b.send("Runtime.evaluate", {"expression": PROBE, "returnByValue": True},
+                                session)["result"]["value"])
+        if got["page"] > got["win"] + 1:
+            bad.append("%s at %d px: the page is %d px wide" % (path, w, got["page"]))
+        if os.environ.get("PAGE_CHECK_VERBOSE"):
+            print("page_check: %s at %d px: smallest figure text %.1f px ('%s')" %
+                  (path, w, got["small"], got["what"]))
+        if got["small"] < MIN_TEXT_PX:
+            bad.append("%s at %d px: figure text %.1f px high ('%s'), under %.0f" %
+                       (path, w, got["small"], got["what"], MIN_TEXT_PX))
+        names = sorted(got["fills"]) if w == WIDTHS[0] else []
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, c = lab(got["fills"][names[i]]), lab(got["fills"][names[j]])
+                d = sum((p - q) ** 2 for p, q in zip(a, c)) ** 0.5
+                if d < MIN_DELTA_E:
+                    bad.append("%s: %s and %s are %.0f apart (CIE76), under %.0f" %
+                               (path, names[i], names[j], d, MIN_DELTA_E))
+        shot = b.send("Page.captureScreenshot", {"format": "png", "clip": {
+            "x": 0, "y": 0, "width": w, "height": 1400, "scale": 0.3}}, session)
+        with open(os.path.join(shots, "%s.%d.png" % (os.path.basename(path), w)), "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+    b.send("Emulation.clearDeviceMetricsOverride", {}, session)
+    return bad
+
+
 def check(b, session, path, lanes, bars, shots):
     bad = []
     url = "file://" + os.path.abspath(path)
@@ -183,6 +259,8 @@ def check(b, session, path, lanes, bars, shots):
             if ink < 0.03 or colours < 8:
                 bad.append("%s: the screenshot is blank (%.1f%% ink, %d colours)"
                            % (path, 100 * ink, colours))
+    if lanes > 0:  # a page of ddpbench's (not a planted bad one)
+        bad += widths(b, session, path, url, shots)
     # everything the browser said about this page
     b.send("Runtime.evaluate", {"expression": "1"}, session)  # flush pending events
     for e in b.events:

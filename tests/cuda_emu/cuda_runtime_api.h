@@ -22,9 +22,10 @@ typedef enum cudaError {
     /* stream capture (CUDA graphs): what the runtime answers to work it
      * cannot record, and to a capture that such work broke */
     cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureInvalidated = 901,
-    cudaErrorStreamCaptureUnmatched = 903, cudaErrorStreamCaptureUnjoined = 904,
-    cudaErrorStreamCaptureIsolation = 905,
-    cudaErrorCapturedEvent = 907, cudaErrorStreamCaptureWrongThread = 908
+    cudaErrorStreamCaptureMerge = 902, cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureUnjoined = 904, cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorStreamCaptureImplicit = 906, cudaErrorCapturedEvent = 907,
+    cudaErrorStreamCaptureWrongThread = 908
 } cudaError_t;
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
@@ -42,7 +43,13 @@ struct cudaDeviceProp { /* the fields ddpbench reads (the real struct has many m
     size_t totalGlobalMem;
     int major, minor, multiProcessorCount, pciBusID, pciDeviceID, pciDomainID;
 };
+#define cudaStreamDefault 0x00     /* a blocking stream: ordered with the legacy stream */
 #define cudaStreamNonBlocking 0x01
+/* the legacy default stream (as is a null stream handle): ddpbench never uses
+ * it; the emulator takes it where the capture tests use it (copies, memsets,
+ * event records and waits, queries, synchronisations, emu_enqueue) and stops
+ * a kernel or a cuBLAS call queued there */
+#define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaHostAllocPortable 0x01
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
@@ -68,6 +75,7 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st);
+cudaError_t cudaStreamCreate(cudaStream_t *s); /* blocking (cudaStreamDefault) */
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamQuery(cudaStream_t s);
@@ -90,6 +98,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st);
+/* the calling thread's capture interaction mode (default: global), swapped */
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);

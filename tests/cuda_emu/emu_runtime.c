@@ -15,7 +15,13 @@
  * Checks (abort with a message): the right device is current, pointers are
  * the device's, streams and events are live, GEMM operands fit their leading
  * dimensions.  cudaMalloc fills memory with 0xff bytes (NaNs), so a read of
- * memory nobody zeroed shows.
+ * memory nobody zeroed shows.  Stream capture is as strict as CUDA's, by
+ * default: what the programming guide and the runtime API forbid during a
+ * capture (a capturing thread's queries and waits of anything, the legacy
+ * stream while a blocking stream captures, a wait merging two captures, an
+ * end from another thread, ...) is refused with CUDA's error and
+ * invalidates the capture (capture_refuses, legacy_refuses and their
+ * callers; test_capture.c holds each rule; docs/gpu.md lists them).
  *
  * Environment: EMU_NGPU (default 2) emulated GPUs; EMU_NODRIVER answers
  * cudaErrorInsufficientDriver; an empty CUDA_VISIBLE_DEVICES answers
@@ -176,6 +182,8 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
     case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
     case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
@@ -218,6 +226,11 @@ struct emu_stream {
     struct emu_stream *next;     /* the registry of live streams */
     struct emu_capture *cap;     /* the capture recording its work (cap_mu), or NULL */
     int cap_lane;                /* ... into this lane of it (-1: a broken capture) */
+    int blocking;                /* made without cudaStreamNonBlocking: ordered with
+                                    the legacy stream (see legacy_order) */
+    int legacy;                  /* the device's legacy stream */
+    struct emu_event *order_ev;  /* blocking and legacy streams: recorded on it
+                                    for the other side of that order to wait for */
 };
 
 // ---------------------------------------------------------------------------
@@ -344,13 +357,72 @@ static void *stream_main(void *arg)
 
 void emu_check_stream(cudaStream_t s, const char *what)
 {
-    if (!s || s->magic != STREAM_MAGIC)
+    if (!s || s == cudaStreamLegacy)
+        DIE("%s: the legacy stream (ddpbench never uses it; the emulator takes it for copies, "
+            "memsets, events, queries and synchronisations only)", what);
+    if (s->magic != STREAM_MAGIC)
         DIE("%s: not a live stream", what);
     if (s->dev != cur_dev)
         DIE("%s: stream of device %d used while device %d is current", what, s->dev, cur_dev);
 }
 
 int emu_stream_device(cudaStream_t s) { return s->dev; }
+
+static struct emu_stream *stream_new(int dev, int blocking, int legacy);
+
+/* The legacy stream of each device, made at its first use (never freed). */
+static struct emu_stream *legacy_streams[EMU_MAX_DEV];
+static pthread_mutex_t legacy_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct emu_stream *legacy_stream(int dev)
+{
+    pthread_mutex_lock(&legacy_mu);
+    if (!legacy_streams[dev])
+        legacy_streams[dev] = stream_new(dev, 0, 1);
+    struct emu_stream *s = legacy_streams[dev];
+    pthread_mutex_unlock(&legacy_mu);
+    if (!s)
+        DIE("out of memory making the legacy stream");
+    return s;
+}
+
+/* s as a stream of the current device: a null handle and cudaStreamLegacy
+ * are its legacy stream. */
+static cudaStream_t stream_arg(cudaStream_t s, const char *what)
+{
+    if (!s || s == cudaStreamLegacy)
+        return legacy_stream(cur_dev);
+    emu_check_stream(s, what);
+    return s;
+}
+
+/* The guide's "Prohibited and Unhandled Operations": "When any stream in the
+ * same context is being captured, and it was not created with
+ * cudaStreamNonBlocking, any attempted use of the legacy stream is invalid"
+ * (it encompasses those streams), and so is a synchronous API such as
+ * cudaMemcpy, which uses it: true when a blocking stream of device dev
+ * captures (as origin or joined), whichever thread asks and whatever the
+ * mode; the capture is broken too when `invalidate` (cudaStreamIsCapturing
+ * on the legacy stream answers without breaking it, as documented). */
+static int legacy_refuses(int dev, int invalidate)
+{
+    int hit = 0;
+    pthread_mutex_lock(&cap_mu); /* before reg_lock, as in cudaStreamEndCapture */
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream *t = live_streams; t; t = t->next)
+        if (t->dev == dev && t->blocking && t->cap) {
+            if (invalidate)
+                t->cap->invalid = 1;
+            hit = 1;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    pthread_mutex_unlock(&cap_mu);
+    return hit;
+}
+
+static void legacy_order(cudaStream_t s);
+static unsigned long long enqueue_raw(cudaStream_t s, void (*fn)(void *), void *arg,
+                                      void (*free_arg)(void *));
 
 /* Queue an op; returns its number in the stream (what wait_op waits for).
  * On a capturing stream the op is recorded instead (0): it runs when the
@@ -370,6 +442,14 @@ static unsigned long long enqueue(cudaStream_t s, void (*fn)(void *), void *arg,
         return 0;
     }
     pthread_mutex_unlock(&cap_mu);
+    legacy_order(s);
+    return enqueue_raw(s, fn, arg, free_arg);
+}
+
+/* Queue an op on s as it is (no capture, no implicit order). */
+static unsigned long long enqueue_raw(cudaStream_t s, void (*fn)(void *), void *arg,
+                                      void (*free_arg)(void *))
+{
     emu_op_t *op = calloc(1, sizeof *op);
     if (!op)
         DIE("out of memory queueing an op");
@@ -397,20 +477,48 @@ static cudaError_t queued(cudaStream_t s)
     return bad ? fail(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
 }
 
-/* A call CUDA refuses while a capture is under way (one that would make the
- * host wait, allocate, or use the legacy stream): true when a capture it
- * concerns is active -- a global-mode one of any thread, a thread-local one
- * of this thread -- which it then breaks, as the real runtime does. */
+/* The calling thread's capture interaction mode
+ * (cudaThreadExchangeStreamCaptureMode; global by default, as in CUDA). */
+static __thread int thread_mode = cudaStreamCaptureModeGlobal;
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+        *mode != cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorInvalidValue);
+    int old = thread_mode;
+    thread_mode = (int)*mode;
+    *mode = (enum cudaStreamCaptureMode)old;
+    return cudaSuccess;
+}
+
+/* A "potentially unsafe API call" (the runtime API's
+ * cudaThreadExchangeStreamCaptureMode) -- one that makes the host wait for a
+ * stream, an event or the device, allocates or frees, or copies
+ * synchronously -- from a thread that is prohibited from it: true when a
+ * capture prohibits this thread, which the call then breaks, as the real
+ * runtime does ("any associated capture graphs are invalidated").  A thread
+ * whose own capture was not begun relaxed is prohibited, whatever its mode
+ * (but relaxed); a thread in the global mode (the default) also by another
+ * thread's global-mode capture.  Which calls those are the documentation
+ * does not list: these are the ones CUDA is known to refuse with
+ * cudaErrorStreamCaptureUnsupported (a capturing thread's host sync, and
+ * an event query from another thread during a global capture, which PyTorch's
+ * NCCL watchdog met: pytorch#104555). */
 static int capture_refuses(void)
 {
     int hit = 0;
+    if (thread_mode == cudaStreamCaptureModeRelaxed)
+        return 0;
     pthread_mutex_lock(&cap_mu);
-    for (struct emu_capture *c = active_caps; c; c = c->next)
-        if (c->mode == cudaStreamCaptureModeGlobal ||
-            (c->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(c->thread, pthread_self()))) {
+    for (struct emu_capture *c = active_caps; c; c = c->next) {
+        int own = pthread_equal(c->thread, pthread_self());
+        if ((own && c->mode != cudaStreamCaptureModeRelaxed) ||
+            (!own && c->mode == cudaStreamCaptureModeGlobal && thread_mode == cudaStreamCaptureModeGlobal)) {
             c->invalid = 1;
             hit = 1;
         }
+    }
     pthread_mutex_unlock(&cap_mu);
     return hit;
 }
@@ -428,6 +536,13 @@ static int capturing_refuses(cudaStream_t s)
 
 void emu_enqueue(cudaStream_t s, void (*fn)(void *), void *arg, void (*free_arg)(void *))
 {
+    s = stream_arg(s, "emu_enqueue");
+    if (s->legacy && legacy_refuses(s->dev, 1)) { /* dropped: cudaGetLastError says why */
+        fail(cudaErrorStreamCaptureImplicit);
+        if (free_arg)
+            free_arg(arg);
+        return;
+    }
     enqueue(s, fn, arg, free_arg);
     queued(s); /* a launch into a broken capture: the launcher's cudaGetLastError says so */
 }
@@ -459,14 +574,33 @@ static void drain_device(int dev)
     pthread_mutex_unlock(&reg_lock);
 }
 
-/* A stream of device dev, running (a graph's lanes have streams of their own). */
-static struct emu_stream *stream_new(int dev)
+/* Wait for what the legacy stream of dev encompasses: itself and the
+ * device's blocking streams. */
+static void drain_legacy(int dev)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream *s = live_streams; s; s = s->next)
+        if (s->dev == dev && (s->blocking || s->legacy))
+            drain(s);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static struct emu_event *event_internal(int dev);
+
+/* A stream of device dev, running (a graph's lanes have streams of their
+ * own); blocking (no cudaStreamNonBlocking) or the device's legacy stream:
+ * ordered with the other side (legacy_order). */
+static struct emu_stream *stream_new(int dev, int blocking, int legacy)
 {
     struct emu_stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->dev = dev;
     s->magic = STREAM_MAGIC;
+    s->blocking = blocking;
+    s->legacy = legacy;
+    if (blocking || legacy)
+        s->order_ev = event_internal(dev);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->th, NULL, stream_main, s) != 0)
@@ -480,34 +614,71 @@ static struct emu_stream *stream_new(int dev)
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags)
 {
-    if (flags != cudaStreamNonBlocking)
+    if (flags != cudaStreamNonBlocking && flags != cudaStreamDefault)
         DIE("cudaStreamCreateWithFlags: unexpected flags %u", flags);
-    struct emu_stream *s = stream_new(cur_dev);
+    struct emu_stream *s = stream_new(cur_dev, flags == cudaStreamDefault, 0);
     if (!s)
         return fail(cudaErrorMemoryAllocation);
     *out = s;
     return cudaSuccess;
 }
 
+cudaError_t cudaStreamCreate(cudaStream_t *out) { return cudaStreamCreateWithFlags(out, cudaStreamDefault); }
+
+/* Whether the host may look at s now (a query or a synchronisation):
+ * cudaSuccess, or the refusal, every capture it concerns broken.  Refused:
+ * the legacy stream while a blocking stream captures
+ * (cudaErrorStreamCaptureImplicit); a stream a capture holds, in every mode
+ * ("It is invalid to synchronize or query the execution status of a stream
+ * which is being captured"); any stream, from a thread a capture prohibits
+ * (capture_refuses). */
+static cudaError_t stream_look(cudaStream_t s)
+{
+    int implicit = s->legacy && legacy_refuses(s->dev, 1);
+    int held = capturing_refuses(s);
+    int prohibited = capture_refuses();
+    return implicit ? fail(cudaErrorStreamCaptureImplicit)
+           : held || prohibited ? fail(cudaErrorStreamCaptureUnsupported)
+                                : cudaSuccess;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        DIE("cudaStreamSynchronize: not a live stream");
-    if (capturing_refuses(s))
-        return fail(cudaErrorStreamCaptureUnsupported);
-    drain(s);
+    s = stream_arg(s, "cudaStreamSynchronize");
+    cudaError_t r = stream_look(s);
+    if (r != cudaSuccess)
+        return r;
+    if (s->legacy)
+        drain_legacy(s->dev);
+    else
+        drain(s);
     return cudaSuccess;
+}
+
+static int stream_idle(cudaStream_t s)
+{
+    pthread_mutex_lock(&s->mu);
+    int idle = s->done == s->enq;
+    pthread_mutex_unlock(&s->mu);
+    return idle;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        DIE("cudaStreamQuery: not a live stream");
-    if (capturing_refuses(s))
-        return fail(cudaErrorStreamCaptureUnsupported);
-    pthread_mutex_lock(&s->mu);
-    int idle = s->done == s->enq;
-    pthread_mutex_unlock(&s->mu);
+    s = stream_arg(s, "cudaStreamQuery");
+    cudaError_t r = stream_look(s);
+    if (r != cudaSuccess)
+        return r;
+    int idle = 1;
+    if (s->legacy) { /* the legacy stream and every blocking stream of its device */
+        pthread_mutex_lock(&reg_lock);
+        for (struct emu_stream *t = live_streams; t; t = t->next)
+            if (t->dev == s->dev && (t->blocking || t->legacy))
+                idle &= stream_idle(t);
+        pthread_mutex_unlock(&reg_lock);
+    } else {
+        idle = stream_idle(s);
+    }
     return idle ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -527,6 +698,8 @@ static void stream_free(struct emu_stream *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
+    if (s->order_ev) /* freed once no op of the other side waits for it */
+        cudaEventDestroy(s->order_ev);
     s->magic = 0;
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
@@ -535,7 +708,7 @@ static void stream_free(struct emu_stream *s)
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
+    if (!s || s == cudaStreamLegacy || s->magic != STREAM_MAGIC)
         DIE("cudaStreamDestroy: not a live stream");
     stream_free(s);
     return cudaSuccess;
@@ -663,10 +836,49 @@ static ev_op_t *ev_op(struct emu_event *e, unsigned long long gen)
     return o;
 }
 
+/* An untimed event of device dev for the emulator's own use. */
+static struct emu_event *event_internal(int dev)
+{
+    struct emu_event *e = calloc(1, sizeof *e);
+    if (!e)
+        DIE("out of memory");
+    e->magic = EVENT_MAGIC;
+    e->dev = dev;
+    e->flags = cudaEventDisableTiming;
+    return e;
+}
+
+/* The legacy stream's order, before an op is queued on s: an op on the
+ * legacy stream follows what every blocking stream of its device queued
+ * before it, and an op on a blocking stream follows what the legacy stream
+ * queued before it (the programming guide's "Default Stream": the legacy
+ * stream synchronises with all blocking streams of its context; a
+ * cudaStreamNonBlocking stream with none).  On the GPU, not the host: the
+ * other side records its tail, s waits for that record. */
+static void legacy_order(cudaStream_t s)
+{
+    if (!s->blocking && !s->legacy)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    for (struct emu_stream *t = live_streams; t; t = t->next) {
+        if (t == s || t->dev != s->dev || !(s->legacy ? t->blocking : t->legacy) || stream_idle(t))
+            continue;
+        pthread_mutex_lock(&ev_mu);
+        unsigned long long gen = ++t->order_ev->recorded;
+        ev_op_t *rec = ev_op(t->order_ev, gen), *wait = ev_op(t->order_ev, gen);
+        pthread_mutex_unlock(&ev_mu);
+        enqueue_raw(t, run_record, rec, free);
+        enqueue_raw(s, run_wait, wait, free);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags)
 {
     check_event(e, "cudaEventRecord");
-    emu_check_stream(s, "cudaEventRecord");
+    s = stream_arg(s, "cudaEventRecord");
+    if (s->legacy && legacy_refuses(s->dev, 1))
+        return fail(cudaErrorStreamCaptureImplicit);
     if (e->dev != s->dev)
         DIE("cudaEventRecord: an event of device %d on a stream of device %d", e->dev, s->dev);
     if (flags & ~(unsigned)cudaEventRecordExternal)
@@ -725,10 +937,14 @@ static struct emu_capture *capture_of(unsigned long id)
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
     check_event(e, "cudaStreamWaitEvent");
-    if (!s || s->magic != STREAM_MAGIC)
+    if (s && s != cudaStreamLegacy && s->magic != STREAM_MAGIC)
         DIE("cudaStreamWaitEvent: not a live stream");
+    if (!s || s == cudaStreamLegacy)
+        s = legacy_stream(cur_dev);
     if (flags & ~(unsigned)cudaEventWaitExternal)
         DIE("cudaStreamWaitEvent: unexpected flags %u", flags);
+    if (s->legacy && legacy_refuses(s->dev, 1))
+        return fail(cudaErrorStreamCaptureImplicit);
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *ec = capture_of(e->cap_id);
     struct emu_capture *c = s->cap;
@@ -736,6 +952,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
      * the event's last eager record, inside it a wait for a record not of
      * the capture (below) */
     int marked = ec && e->cap_mark != NO_MARK;
+    if (!c && ec && s->legacy) {
+        /* the legacy stream cannot capture ("The legacy stream is not
+         * supported for stream capture", cudaStreamIsCapturing): a wait
+         * that would join it to one is an implicit dependency on it */
+        ec->invalid = 1;
+        pthread_mutex_unlock(&cap_mu);
+        return fail(cudaErrorStreamCaptureImplicit);
+    }
     if (!c && marked && !(flags & cudaEventWaitExternal)) {
         /* A wait for a record made in a capture pulls s into it (a fork),
          * whatever its device and whoever calls: its work from now on is
@@ -747,6 +971,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         cudaError_t r = cudaSuccess;
         if (c->invalid) {
             r = cudaErrorStreamCaptureInvalidated;
+        } else if (ec && ec != c) {
+            /* "It is invalid to merge two separate capture graphs by waiting
+             * on a captured event from a stream which is being captured and
+             * is associated with a different capture graph than the event"
+             * (cudaErrorStreamCaptureMerge, with or without
+             * cudaEventWaitExternal); both are associated with the wait, so
+             * both are invalidated */
+            c->invalid = 1;
+            ec->invalid = 1;
+            r = cudaErrorStreamCaptureMerge;
         } else if (ec == c && marked && !(flags & cudaEventWaitExternal)) {
             /* recorded earlier in this capture: an edge from its mark
              * (nothing to do on the stream that made the record) */
@@ -777,22 +1011,42 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     return cudaSuccess;
 }
 
-/* A host look at an event whose last record is in a capture under way. */
+/* A host look at an event whose last record is in a capture under way
+ * (cudaErrorCapturedEvent: "not permitted on an event which was last
+ * recorded in a capturing stream"): refused to every thread in every mode,
+ * relaxed included ("the thread is still prohibited from API calls which
+ * necessarily conflict with stream capture, for example, attempting
+ * cudaEventQuery on an event that was last recorded inside a capture
+ * sequence"), and the capture broken like any refused call's. */
 static int captured_event(cudaEvent_t e)
 {
     pthread_mutex_lock(&cap_mu);
     struct emu_capture *c = capture_of(e->cap_id);
-    if (c && (c->mode != cudaStreamCaptureModeRelaxed))
+    if (c)
         c->invalid = 1;
     pthread_mutex_unlock(&cap_mu);
     return c != NULL;
 }
 
+/* Whether the host may look at e now: cudaSuccess, or the refusal (a
+ * captured record; any event, from a thread a capture prohibits:
+ * cudaEventQuery and cudaEventSynchronize are the runtime's known "unsafe
+ * API calls", see capture_refuses), every capture it concerns broken. */
+static cudaError_t event_look(cudaEvent_t e)
+{
+    int captured = captured_event(e);
+    int prohibited = capture_refuses();
+    return captured ? fail(cudaErrorCapturedEvent)
+           : prohibited ? fail(cudaErrorStreamCaptureUnsupported)
+                        : cudaSuccess;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     check_event(e, "cudaEventQuery");
-    if (captured_event(e))
-        return fail(cudaErrorCapturedEvent);
+    cudaError_t r = event_look(e);
+    if (r != cudaSuccess)
+        return r;
     pthread_mutex_lock(&ev_mu);
     int done = e->completed >= e->recorded;
     pthread_mutex_unlock(&ev_mu);
@@ -802,8 +1056,9 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     check_event(e, "cudaEventSynchronize");
-    if (captured_event(e))
-        return fail(cudaErrorCapturedEvent);
+    cudaError_t r = event_look(e);
+    if (r != cudaSuccess)
+        return r;
     pthread_mutex_lock(&ev_mu);
     unsigned long long want = e->recorded;
     while (e->completed < want)
@@ -816,6 +1071,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     check_event(a, "cudaEventElapsedTime");
     check_event(b, "cudaEventElapsedTime");
+    /* a record in a capture has no time yet (the error's "The operation is
+     * not permitted on an event which was last recorded in a capturing
+     * stream": any operation; the guide names only the query) */
+    int captured = captured_event(a);
+    captured |= captured_event(b);
+    if (captured)
+        return fail(cudaErrorCapturedEvent);
     if ((a->flags | b->flags) & cudaEventDisableTiming)
         return fail(cudaErrorInvalidResourceHandle);
     pthread_mutex_lock(&ev_mu);
@@ -1042,7 +1304,9 @@ static copy_op_t *copy_op(void *d, const void *s, size_t n)
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
-    emu_check_stream(s, "cudaMemsetAsync");
+    s = stream_arg(s, "cudaMemsetAsync");
+    if (s->legacy && legacy_refuses(s->dev, 1))
+        return fail(cudaErrorStreamCaptureImplicit);
     emu_check_ptr(p, n, "cudaMemsetAsync");
     copy_op_t *o = copy_op(p, NULL, n);
     o->v = v;
@@ -1053,7 +1317,9 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t n, enum cudaMemcpyKind k,
                             cudaStream_t s)
 {
-    emu_check_stream(s, "cudaMemcpyAsync");
+    s = stream_arg(s, "cudaMemcpyAsync");
+    if (s->legacy && legacy_refuses(s->dev, 1))
+        return fail(cudaErrorStreamCaptureImplicit);
     if (k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice)
         emu_check_ptr(d, n, "cudaMemcpyAsync destination");
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice)
@@ -1156,6 +1422,8 @@ cublasStatus_t cublasDestroy(cublasHandle_t h)
 
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
+    if (!s || s == cudaStreamLegacy || s->magic != STREAM_MAGIC)
+        DIE("cublasSetStream: not a live non-legacy stream (ddpbench never uses the legacy stream)");
     if (s->dev != h->dev)
         DIE("cublasSetStream: a stream of device %d for a handle of device %d", s->dev, h->dev);
     h->stream = s;
@@ -1376,10 +1644,20 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 cudaError_t cudaMemcpy(void *d, const void *src, size_t n, enum cudaMemcpyKind k)
 {
     (void)k;
-    if (capture_refuses())
+    /* a synchronous API: it queues on the legacy stream and waits for it, so
+     * it is refused while a blocking stream captures (the guide: "It is
+     * therefore also invalid to call synchronous APIs in this case"), and
+     * to a thread a capture prohibits (capture_refuses) */
+    int implicit = legacy_refuses(cur_dev, 1);
+    int prohibited = capture_refuses();
+    if (implicit)
+        return fail(cudaErrorStreamCaptureImplicit);
+    if (prohibited)
         return fail(cudaErrorStreamCaptureUnsupported);
-    drain_device(cur_dev); /* the legacy stream waits for the device's blocking streams */
-    memmove(d, src, n);
+    /* after the blocking streams' earlier work (legacy_order), not the
+     * non-blocking streams': ddpbench's streams are all non-blocking */
+    cudaStream_t l = legacy_stream(cur_dev);
+    wait_op(l, enqueue(l, run_copy, copy_op(d, src, n), free_copy));
     return cudaSuccess;
 }
 
@@ -1495,6 +1773,10 @@ static void nothing(void *arg) { (void)arg; }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
+    /* "Capture may not be initiated if stream is cudaStreamLegacy" (the
+     * runtime API; its error is not named: cudaErrorStreamCaptureUnsupported) */
+    if (!s || s == cudaStreamLegacy)
+        return fail(cudaErrorStreamCaptureUnsupported);
     emu_check_stream(s, "cudaStreamBeginCapture");
     if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
         mode != cudaStreamCaptureModeRelaxed)
@@ -1527,7 +1809,12 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
 {
-    emu_check_stream(s, "cudaStreamIsCapturing");
+    s = stream_arg(s, "cudaStreamIsCapturing");
+    /* the legacy stream while a blocking stream of its device captures:
+     * cudaErrorStreamCaptureImplicit, "The blocking stream capture is not
+     * invalidated" (the runtime API) */
+    if (s->legacy && legacy_refuses(s->dev, 0))
+        return fail(cudaErrorStreamCaptureImplicit);
     pthread_mutex_lock(&cap_mu);
     *st = !s->cap ? cudaStreamCaptureStatusNone
           : s->cap->invalid ? cudaStreamCaptureStatusInvalidated
@@ -1555,7 +1842,13 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
         pthread_mutex_unlock(&cap_mu);
         return fail(cudaErrorStreamCaptureUnmatched);
     }
+    /* "If mode is not cudaStreamCaptureModeRelaxed, cudaStreamEndCapture
+     * must be called on this stream from the same thread"
+     * (cudaStreamBeginCapture): from another, cudaErrorStreamCaptureWrongThread,
+     * and, as for any call a capture refuses, the capture is invalidated;
+     * it stays under way until its own thread ends it */
     if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
+        c->invalid = 1;
         pthread_mutex_unlock(&cap_mu);
         return fail(cudaErrorStreamCaptureWrongThread);
     }
@@ -1618,7 +1911,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
     pthread_mutex_init(&x->mu, NULL);
     for (int k = 0; k < x->body->nlanes; k++) {
         int dev = x->body->lanes[k].dev;
-        if (k && !(x->lane[k] = stream_new(dev)))
+        if (k && !(x->lane[k] = stream_new(dev, 0, 0)))
             DIE("out of memory");
         struct emu_event *clock = calloc(1, sizeof *clock);
         if (!clock)

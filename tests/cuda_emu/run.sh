@@ -11,7 +11,10 @@
 #  1. the emulator's stream capture and graphs (test_capture.c: recorded
 #     work replays at each launch, a graph over two devices and threads
 #     with each stream's part side by side; what CUDA refuses during a
-#     capture is refused with CUDA's error); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
+#     capture -- a capturing thread's queries and waits of anything, another
+#     thread's under a global capture, the legacy stream while a blocking
+#     stream captures, ... -- is refused with CUDA's error, one test per
+#     rule); test_cuda on 2 emulated GPUs, and on 1 with every queued op delayed at
 #     random (EMU_JITTER_US), so the tests' own ordering is exercised (a
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
@@ -300,7 +303,7 @@ same_bits "$B/graph-on.json" "$B/graph-off.json" &&
     awk -v g="$gl" 'BEGIN { exit !(g != "" && g >= 0.6 && g < 1) }' ||
     fail "ddp --rank-samples 200,130 --cuda-graph on: bits $(bits "$B/graph-on.json") (eager $(bits "$B/graph-off.json")), $gl graph launches per step"
 echo "== ddp --rank-samples 200,130 (shadow steps under --join) --cuda-graph on: eager's bits, $gl graph launches per step"
-# dp: one graph of every device (dp/dp_graph.c), on peer copies
+# dp: one graph of every device (common/train/graph.c), on peer copies
 # (--gpus 0,0 and 0,0,0; the modes above show auto capturing 0,0) and over
 # NCCL (0,1 and 0,1,2), with 50 rows on 3 devices (chunks of 17, 17, 16)
 # and bf16 among them: graph_pair's proofs, and under a third of eager's
@@ -331,7 +334,7 @@ done
 echo "== dp --cuda-graph on: a device failing in the capture or a replay ends the run, exit 1, one line"
 # dp over NCCL with graphs on: before anything trains every device thread
 # probes NCCL's capture (the policy ddp's ranks follow, common/train/
-# graph_probe.c), so an NCCL that refuses (device 1's) ends the run there:
+# graph.c), so an NCCL that refuses (device 1's) ends the run there:
 # exit 1, one line naming the device and the reason.  Without the probe the
 # refusal came at the first graph step's broadcast, mid-training: what
 # EMU_NCCL_REFUSE_CAPTURE=2 still plants (the probe passes, the step's
@@ -579,11 +582,11 @@ EMU_NGPU=2 timeout 60 "$P/ddpbench-join" --backend cuda --mode ddp --comm nccl -
     { tail -n 5 "$P/join.err"; fail "a planted missing join of the comm stream went unnoticed (exit $rc)"; }
 echo "== planted missing join of the comm stream: ddp's capture refused, exit 1 (caught)"
 # dp's graph step without device 0's waits for the other devices' joins
-# (dp_graph.c): their streams joined device 0's capture and were never
-# joined back, so CUDA does not end it.
-join_line='TRY(backend_check(be0, backend_stream_wait(be0, c->dev[e].join), dv->name, err));'
-plant_out join "$join_line" dp/dp_graph.c
-plant_build ddpbench-dpjoin dp_graph ||
+# (common/train/graph.c's group): their streams joined device 0's capture
+# and were never joined back, so CUDA does not end it.
+join_line='TRY(dev(g, backend_stream_wait(g->be, gr->member[e]->join), err));'
+plant_out join "$join_line" common/train/graph.c
+plant_build ddpbench-dpjoin graph ||
     fail "building the planted variant without dp's joins"
 rc=0
 EMU_NGPU=1 timeout 60 "$P/ddpbench-dpjoin" --backend cuda --mode dp --gpus 0,0 $ARGS --cuda-graph on \

@@ -12,7 +12,10 @@
  * the capture invalidated); a cuBLAS GEMM queued on a capturing stream by
  * a handle without a workspace of its own (cuBLAS would allocate one inside
  * the graph) is refused with its reason, and cublasSetStream drops the
- * workspace, as cuBLAS does.
+ * workspace, as cuBLAS does.  Then CUDA's capture rules one test each
+ * (capture_rules): what a capturing thread, another thread under a global
+ * capture, the legacy stream, a wait across captures or for a record made
+ * outside, an end from another thread, and relaxed mode may and may not do.
  * One graph may span devices and host threads (DataParallel's step): each
  * captured stream replays as a lane of its own, side by side with the
  * others, ordered only by the captured waits (capture_lanes).  Built and
@@ -48,7 +51,31 @@ static cudaEvent_t event(void)
     return e;
 }
 
-static int one = 1, ten = 10;
+static int one = 1, ten = 10, hundred_k = 100000;
+
+typedef struct {
+    cudaStream_t s;
+    cudaError_t got;
+} sync_call_t;
+
+static void *sync_main(void *arg)
+{
+    sync_call_t *c = arg;
+    cudaSetDevice(emu_stream_device(c->s));
+    c->got = cudaStreamSynchronize(c->s);
+    return NULL;
+}
+
+/* cudaStreamSynchronize(s) from a thread of its own (in the default,
+ * global mode), for a thread that may not wait while it captures. */
+static cudaError_t sync_elsewhere(cudaStream_t s)
+{
+    sync_call_t c = {s, cudaErrorInvalidValue};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, sync_main, &c), 0);
+    pthread_join(th, NULL);
+    return c.got;
+}
 
 Test(capture, records_then_replays_on_every_launch)
 {
@@ -159,7 +186,8 @@ Test(capture, an_external_record_is_no_dependency)
     cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
     cr_assert_eq(st, cudaStreamCaptureStatusNone, "a wait for an external record joined the capture");
     emu_enqueue(t, bump, &ten, NULL);
-    cr_assert_eq(cudaStreamSynchronize(t), cudaSuccess);
+    /* waited for by another thread: this one captures (thread-local) */
+    cr_assert_eq(sync_elsewhere(t), cudaSuccess);
     cr_assert_eq(atomic_load(&ran), 10, "the work of a stream that did not join ran at once");
     /* a plain record after the node: t joins, and its wait is an edge */
     cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
@@ -319,6 +347,16 @@ static cudaError_t do_sync_captured(cudaStream_t s, void *c)
     cr_assert_eq(cudaEventRecord((cudaEvent_t)c, s), cudaSuccess);
     return cudaEventSynchronize((cudaEvent_t)c);
 }
+/* "The operation is not permitted on an event which was last recorded in a
+ * capturing stream" (cudaErrorCapturedEvent): its time too, which no launch
+ * has made yet */
+static cudaError_t do_elapsed_captured(cudaStream_t s, void *c)
+{
+    cudaEvent_t *ev = c;
+    cr_assert_eq(cudaEventRecord(ev[1], s), cudaSuccess);
+    float ms;
+    return cudaEventElapsedTime(&ms, ev[0], ev[1]);
+}
 
 Test(capture, refuses_what_cuda_refuses)
 {
@@ -346,6 +384,16 @@ Test(capture, refuses_what_cuda_refuses)
             ev, cudaErrorCapturedEvent);
     refused("cudaEventSynchronize of a captured record", cudaStreamCaptureModeGlobal,
             do_sync_captured, ev, cudaErrorCapturedEvent);
+    cudaEvent_t timed[2];
+    cr_assert_eq(cudaEventCreate(&timed[0]), cudaSuccess);
+    cr_assert_eq(cudaEventCreate(&timed[1]), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(timed[0], other), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(timed[1], other), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(other), cudaSuccess);
+    refused("cudaEventElapsedTime of a captured record", cudaStreamCaptureModeThreadLocal,
+            do_elapsed_captured, timed, cudaErrorCapturedEvent);
+    cudaEventDestroy(timed[0]);
+    cudaEventDestroy(timed[1]);
     /* a refused call does nothing: no block was allocated */
     cr_assert_null(p);
     cudaEventDestroy(outside);
@@ -885,4 +933,541 @@ Test(capture_lanes, refuses_on_every_stream_it_holds)
     cr_assert_eq(cudaSetDevice(1), cudaSuccess);
     cudaEventDestroy(ev);
     cudaFree(d1);
+}
+
+// ---------------------------------------------------------------------------
+// CUDA's capture rules, one test each, as the CUDA programming guide
+// ("Stream Capture": "Prohibited and Unhandled Operations", "Invalidation")
+// and the runtime API (cudaStreamBeginCapture, cudaStreamIsCapturing,
+// cudaThreadExchangeStreamCaptureMode, the cudaErrorStreamCapture* errors)
+// state them.  A thread is "prohibited from potentially unsafe API calls"
+// while its own capture (not begun relaxed) is under way, and, in the global
+// thread mode (the default), while another thread's global-mode capture is;
+// the documentation does not list those calls: queries and synchronisations
+// of streams, events and the device, allocations and synchronous copies are
+// what CUDA refuses there with cudaErrorStreamCaptureUnsupported (PyTorch
+// met an event query from its NCCL watchdog thread breaking a global
+// capture: pytorch#104555).  "When an invalid operation is attempted during
+// stream capture, any associated capture graphs are invalidated":
+// cudaStreamEndCapture then answers cudaErrorStreamCaptureInvalidated and a
+// null graph.
+
+enum { HERE, ELSEWHERE };
+
+typedef struct {
+    refused_fn fn;
+    cudaStream_t s;
+    void *ctx;
+    int tmode; /* the calling thread's capture interaction mode; -1: the default */
+    cudaError_t got;
+} call_t;
+
+static void *call_main(void *arg)
+{
+    call_t *c = arg;
+    cudaSetDevice(0);
+    if (c->tmode >= 0) {
+        enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)c->tmode;
+        cr_assert_eq(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    }
+    c->got = c->fn(c->s, c->ctx);
+    return NULL;
+}
+
+/* Begin a capture in `mode` on a new stream of device 0 (blocking, made
+ * without cudaStreamNonBlocking, when asked), record one op in it, make the
+ * call fn(s, ctx) on this thread or on another (whose thread mode is tmode,
+ * -1 the default) and want its answer; then the capture must end with
+ * want_end: cudaSuccess (its graph launched once runs the op) or
+ * cudaErrorStreamCaptureInvalidated (no graph; nothing ran). */
+static void rule(const char *what, enum cudaStreamCaptureMode mode, int blocking, int where,
+                 int tmode, refused_fn fn, void *ctx, cudaError_t want, cudaError_t want_end)
+{
+    cudaStream_t s;
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking),
+                 cudaSuccess);
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, mode), cudaSuccess);
+    emu_enqueue(s, bump, &one, NULL);
+    call_t c = {fn, s, ctx, tmode, (cudaError_t)-1};
+    if (where == HERE) {
+        c.got = fn(s, ctx);
+    } else {
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, call_main, &c), 0);
+        pthread_join(th, NULL);
+    }
+    cr_assert_eq(c.got, want, "%s: %s, want %s", what, cudaGetErrorName(c.got), cudaGetErrorName(want));
+    cudaGetLastError();
+    cudaGraph_t g = (cudaGraph_t)1;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    cr_assert_eq(e, want_end, "%s: the capture ended with %s, want %s", what, cudaGetErrorName(e),
+                 cudaGetErrorName(want_end));
+    cudaGetLastError();
+    if (e == cudaSuccess) {
+        cudaGraphExec_t x;
+        cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+        cr_assert_eq(cudaGraphLaunch(x, s), cudaSuccess);
+        cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+        cr_assert_eq(atomic_load(&ran), 1, "%s: the graph's op ran %d times", what, atomic_load(&ran));
+        cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+    } else {
+        cr_assert_null(g);
+        cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess); /* usable again */
+        cr_assert_eq(atomic_load(&ran), 0, "%s: recorded work ran", what);
+    }
+    cudaStreamDestroy(s);
+}
+
+/* ctx: a stream or an event made outside the capture, on device 0 */
+static cudaError_t q_stream(cudaStream_t s, void *c) { (void)s; return cudaStreamQuery((cudaStream_t)c); }
+static cudaError_t sync_stream(cudaStream_t s, void *c) { (void)s; return cudaStreamSynchronize((cudaStream_t)c); }
+static cudaError_t q_event(cudaStream_t s, void *c) { (void)s; return cudaEventQuery((cudaEvent_t)c); }
+static cudaError_t sync_event(cudaStream_t s, void *c) { (void)s; return cudaEventSynchronize((cudaEvent_t)c); }
+static cudaError_t do_free(cudaStream_t s, void *c) /* *c: a block, freed (NULL) when allowed */
+{
+    (void)s;
+    cudaError_t e = cudaFree(*(void **)c);
+    if (e == cudaSuccess)
+        *(void **)c = NULL;
+    return e;
+}
+
+/* ctx: an event; recorded in the capture here, queried from another thread */
+static cudaError_t do_query_captured_member_elsewhere(cudaStream_t s, void *c)
+{
+    cr_assert_eq(cudaEventRecord((cudaEvent_t)c, s), cudaSuccess);
+    call_t q = {q_event, s, c, -1, (cudaError_t)-1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, call_main, &q), 0);
+    pthread_join(th, NULL);
+    return q.got;
+}
+
+/* ctx: an event; queried with this thread in the relaxed mode, then back */
+static cudaError_t q_event_relaxed(cudaStream_t s, void *c)
+{
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    cr_assert_eq(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    cudaError_t e = q_event(s, c);
+    cr_assert_eq(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    cr_assert_eq(m, cudaStreamCaptureModeRelaxed);
+    return e;
+}
+
+/* What the rules below look at: a stream, a completed event, a block, all
+ * made before any capture. */
+typedef struct {
+    cudaStream_t other;
+    cudaEvent_t done;
+    float *d;
+} outside_t;
+
+static void outside_init(outside_t *o)
+{
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    o->other = stream();
+    o->done = event();
+    cr_assert_eq(cudaEventRecord(o->done, o->other), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(o->other), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&o->d, 64), cudaSuccess);
+}
+
+static void outside_fini(outside_t *o)
+{
+    cudaFree(o->d);
+    cudaEventDestroy(o->done);
+    cudaStreamDestroy(o->other);
+}
+
+/* "cudaStreamCaptureModeGlobal ... / ThreadLocal: If the local thread has an
+ * ongoing capture sequence not initiated with cudaStreamCaptureModeRelaxed,
+ * it is prohibited from potentially unsafe API calls": the capturing thread
+ * may not query or wait for any stream or event -- not only those of its
+ * capture -- nor the device (the guide: "a broader handle which encompasses
+ * an active stream capture, such as a device or context handle"). */
+Test(capture_rules, a_capturing_thread_may_not_query_or_wait_for_anything)
+{
+    outside_t o;
+    outside_init(&o);
+    const cudaError_t U = cudaErrorStreamCaptureUnsupported, I = cudaErrorStreamCaptureInvalidated;
+    enum cudaStreamCaptureMode modes[2] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal};
+    for (int m = 0; m < 2; m++) {
+        rule("cudaStreamQuery of another stream", modes[m], 0, HERE, -1, q_stream, o.other, U, I);
+        rule("cudaStreamSynchronize of another stream", modes[m], 0, HERE, -1, sync_stream, o.other, U, I);
+        rule("cudaEventQuery of an event recorded before", modes[m], 0, HERE, -1, q_event, o.done, U, I);
+        rule("cudaEventSynchronize of an event recorded before", modes[m], 0, HERE, -1, sync_event, o.done, U, I);
+        rule("cudaDeviceSynchronize", modes[m], 0, HERE, -1, do_device_sync, NULL, U, I);
+    }
+    outside_fini(&o);
+}
+
+/* "cudaStreamCaptureModeGlobal: ... or if any other thread has a concurrent
+ * capture sequence initiated with cudaStreamCaptureModeGlobal, this thread
+ * is prohibited from potentially unsafe API calls": another thread's query,
+ * wait, allocation or free breaks a global capture (PyTorch's NCCL watchdog,
+ * pytorch#104555) ... */
+Test(capture_rules, a_global_capture_prohibits_every_other_thread)
+{
+    outside_t o;
+    outside_init(&o);
+    void *p = NULL;
+    const cudaError_t U = cudaErrorStreamCaptureUnsupported, I = cudaErrorStreamCaptureInvalidated;
+    const enum cudaStreamCaptureMode G = cudaStreamCaptureModeGlobal;
+    rule("another thread's cudaStreamQuery", G, 0, ELSEWHERE, -1, q_stream, o.other, U, I);
+    rule("another thread's cudaStreamSynchronize", G, 0, ELSEWHERE, -1, sync_stream, o.other, U, I);
+    rule("another thread's cudaEventQuery", G, 0, ELSEWHERE, -1, q_event, o.done, U, I);
+    rule("another thread's cudaEventSynchronize", G, 0, ELSEWHERE, -1, sync_event, o.done, U, I);
+    rule("another thread's cudaDeviceSynchronize", G, 0, ELSEWHERE, -1, do_device_sync, NULL, U, I);
+    rule("another thread's cudaMalloc", G, 0, ELSEWHERE, -1, do_malloc, &p, U, I);
+    cr_assert_null(p, "a refused cudaMalloc allocated");
+    void *blk = o.d;
+    rule("another thread's cudaFree", G, 0, ELSEWHERE, -1, do_free, &blk, U, I);
+    cr_assert_not_null(blk, "a refused cudaFree freed");
+    outside_fini(&o);
+}
+
+/* ... while under a thread-local or relaxed capture ("Concurrent capture
+ * sequences in other threads are ignored") another thread queries, waits
+ * for anything outside the capture, allocates and frees, and the capture
+ * stands.  And the calling thread's own mode decides
+ * (cudaThreadExchangeStreamCaptureMode): a thread in the thread-local or
+ * relaxed mode is not prohibited by another's global capture (what PyTorch
+ * gave its watchdog: pytorch#148594). */
+Test(capture_rules, other_threads_go_on_under_thread_local_and_in_their_own_mode)
+{
+    outside_t o;
+    outside_init(&o);
+    const cudaError_t S = cudaSuccess;
+    enum cudaStreamCaptureMode modes[2] = {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
+    for (int m = 0; m < 2; m++) {
+        void *p = NULL;
+        rule("another thread's cudaStreamQuery", modes[m], 0, ELSEWHERE, -1, q_stream, o.other, S, S);
+        rule("another thread's cudaStreamSynchronize", modes[m], 0, ELSEWHERE, -1, sync_stream, o.other, S, S);
+        rule("another thread's cudaEventQuery", modes[m], 0, ELSEWHERE, -1, q_event, o.done, S, S);
+        rule("another thread's cudaEventSynchronize", modes[m], 0, ELSEWHERE, -1, sync_event, o.done, S, S);
+        rule("another thread's cudaMalloc", modes[m], 0, ELSEWHERE, -1, do_malloc, &p, S, S);
+        rule("another thread's cudaFree", modes[m], 0, ELSEWHERE, -1, do_free, &p, S, S);
+        cr_assert_null(p);
+    }
+    for (int m = 0; m < 2; m++) {
+        int tmode = (int)modes[m];
+        rule("cudaEventQuery from a thread of its own mode", cudaStreamCaptureModeGlobal, 0, ELSEWHERE, tmode,
+             q_event, o.done, S, S);
+        rule("cudaStreamSynchronize from a thread of its own mode", cudaStreamCaptureModeGlobal, 0, ELSEWHERE,
+             tmode, sync_stream, o.other, S, S);
+    }
+    /* a mode that is none of the three is refused, the thread's kept */
+    enum cudaStreamCaptureMode bad = (enum cudaStreamCaptureMode)7;
+    cr_assert_eq(cudaThreadExchangeStreamCaptureMode(&bad), cudaErrorInvalidValue);
+    cudaGetLastError();
+    enum cudaStreamCaptureMode was = cudaStreamCaptureModeRelaxed;
+    cr_assert_eq(cudaThreadExchangeStreamCaptureMode(&was), cudaSuccess);
+    cr_assert_eq(was, cudaStreamCaptureModeGlobal, "a thread's default mode is global");
+    outside_fini(&o);
+}
+
+/* "cudaStreamCaptureModeRelaxed: The local thread is not prohibited from
+ * potentially unsafe API calls.  Note that the thread is still prohibited
+ * from API calls which necessarily conflict with stream capture, for
+ * example, attempting cudaEventQuery on an event that was last recorded
+ * inside a capture sequence": the relaxed capturing thread queries and
+ * waits for what is outside its capture, allocates, frees and copies
+ * synchronously; it still may not look at a record of its capture
+ * (cudaErrorCapturedEvent, and the capture is invalidated like any refused
+ * call's), nor wait for its capturing stream or the device that holds it. */
+Test(capture_rules, what_relaxed_mode_allows_and_what_it_does_not)
+{
+    outside_t o;
+    outside_init(&o);
+    const cudaError_t S = cudaSuccess, U = cudaErrorStreamCaptureUnsupported,
+                      I = cudaErrorStreamCaptureInvalidated;
+    const enum cudaStreamCaptureMode R = cudaStreamCaptureModeRelaxed;
+    void *p = NULL;
+    rule("cudaStreamQuery of another stream", R, 0, HERE, -1, q_stream, o.other, S, S);
+    rule("cudaStreamSynchronize of another stream", R, 0, HERE, -1, sync_stream, o.other, S, S);
+    rule("cudaEventQuery of an event recorded before", R, 0, HERE, -1, q_event, o.done, S, S);
+    rule("cudaEventSynchronize of an event recorded before", R, 0, HERE, -1, sync_event, o.done, S, S);
+    rule("cudaMalloc", R, 0, HERE, -1, do_malloc, &p, S, S);
+    rule("cudaFree", R, 0, HERE, -1, do_free, &p, S, S);
+    rule("cudaMemcpy (no blocking stream captures)", R, 0, HERE, -1, do_memcpy, NULL, S, S);
+    cudaEvent_t ev = event();
+    rule("cudaEventQuery of a record in the capture", R, 0, HERE, -1, do_query_captured, ev,
+         cudaErrorCapturedEvent, I);
+    rule("another thread's cudaEventQuery of a record in the capture", R, 0, HERE, -1,
+         do_query_captured_member_elsewhere, ev, cudaErrorCapturedEvent, I);
+    rule("cudaStreamSynchronize of the capturing stream", R, 0, HERE, -1, do_stream_sync, NULL, U, I);
+    rule("cudaDeviceSynchronize", R, 0, HERE, -1, do_device_sync, NULL, U, I);
+    /* a thread-local capture's own thread, in the relaxed thread mode, is
+     * not prohibited either (PyTorch's allocator queries so: pytorch#158352) */
+    rule("cudaEventQuery from its own thread in the relaxed mode", cudaStreamCaptureModeThreadLocal, 0, HERE,
+         -1, q_event_relaxed, o.done, S, S);
+    cudaEventDestroy(ev);
+    outside_fini(&o);
+}
+
+/* ctx: a block of device 0 (64 bytes) or an event made outside the capture */
+static cudaError_t legacy_memset(cudaStream_t s, void *c) { (void)s; return cudaMemsetAsync(c, 0, 64, 0); }
+static cudaError_t legacy_record(cudaStream_t s, void *c) { (void)s; return cudaEventRecord((cudaEvent_t)c, 0); }
+static cudaError_t legacy_wait(cudaStream_t s, void *c) { (void)s; return cudaStreamWaitEvent(0, (cudaEvent_t)c, 0); }
+static cudaError_t legacy_sync(cudaStream_t s, void *c) { (void)s; (void)c; return cudaStreamSynchronize(0); }
+static cudaError_t legacy_query(cudaStream_t s, void *c) { (void)s; (void)c; return cudaStreamQuery(cudaStreamLegacy); }
+static cudaError_t legacy_work(cudaStream_t s, void *c)
+{
+    (void)s;
+    (void)c;
+    cudaGetLastError();
+    emu_enqueue(cudaStreamLegacy, bump, &hundred_k, NULL); /* would count 100000 if it ran */
+    return cudaGetLastError();
+}
+static cudaError_t legacy_is_capturing(cudaStream_t s, void *c)
+{
+    (void)s;
+    (void)c;
+    enum cudaStreamCaptureStatus st;
+    return cudaStreamIsCapturing(0, &st);
+}
+
+/* "When any stream in the same context is being captured, and it was not
+ * created with cudaStreamNonBlocking, any attempted use of the legacy stream
+ * is invalid ... It is therefore also invalid to call synchronous APIs in
+ * this case" (the guide): refused with cudaErrorStreamCaptureImplicit ("a
+ * disallowed implicit dependency on a current capture sequence from
+ * cudaStreamLegacy"), from any thread and in every mode, the capture
+ * invalidated -- but for cudaStreamIsCapturing, which "will return
+ * cudaErrorStreamCaptureImplicit ... The blocking stream capture is not
+ * invalidated" (the runtime API).  While only non-blocking streams capture,
+ * the legacy stream serves other threads; and "Capture may not be initiated
+ * if stream is cudaStreamLegacy". */
+Test(capture_rules, no_legacy_stream_while_a_blocking_stream_captures)
+{
+    outside_t o;
+    outside_init(&o);
+    const cudaError_t S = cudaSuccess, M = cudaErrorStreamCaptureImplicit,
+                      I = cudaErrorStreamCaptureInvalidated;
+    enum cudaStreamCaptureMode modes[3] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                                           cudaStreamCaptureModeRelaxed};
+    for (int m = 0; m < 3; m++)
+        for (int where = HERE; where <= ELSEWHERE; where++) {
+            rule("a memset on the legacy stream", modes[m], 1, where, -1, legacy_memset, o.d, M, I);
+            rule("a kernel on the legacy stream", modes[m], 1, where, -1, legacy_work, NULL, M, I);
+            rule("a record on the legacy stream", modes[m], 1, where, -1, legacy_record, o.done, M, I);
+            rule("a wait on the legacy stream", modes[m], 1, where, -1, legacy_wait, o.done, M, I);
+            rule("cudaStreamSynchronize of the legacy stream", modes[m], 1, where, -1, legacy_sync, NULL, M, I);
+            rule("cudaStreamQuery of the legacy stream", modes[m], 1, where, -1, legacy_query, NULL, M, I);
+            rule("cudaMemcpy", modes[m], 1, where, -1, do_memcpy, NULL, M, I);
+            rule("cudaStreamIsCapturing of the legacy stream", modes[m], 1, where, -1, legacy_is_capturing,
+                 NULL, M, S);
+        }
+    /* a non-blocking stream's capture (thread-local): other threads' legacy stream */
+    const enum cudaStreamCaptureMode T = cudaStreamCaptureModeThreadLocal;
+    rule("another thread's memset on the legacy stream", T, 0, ELSEWHERE, -1, legacy_memset, o.d, S, S);
+    rule("another thread's cudaStreamSynchronize(0)", T, 0, ELSEWHERE, -1, legacy_sync, NULL, S, S);
+    rule("another thread's cudaMemcpy", T, 0, ELSEWHERE, -1, do_memcpy, NULL, S, S);
+    rule("cudaStreamIsCapturing of the legacy stream", T, 0, HERE, -1, legacy_is_capturing, NULL, S, S);
+    cr_assert_eq(cudaStreamBeginCapture(0, cudaStreamCaptureModeRelaxed), cudaErrorStreamCaptureUnsupported);
+    cr_assert_eq(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeRelaxed),
+                 cudaErrorStreamCaptureUnsupported);
+    cudaGetLastError();
+    outside_fini(&o);
+}
+
+/* The legacy stream eagerly: it follows what every blocking stream of its
+ * device queued before it, and they follow what it queued before them (the
+ * guide's "Default Stream"), but a non-blocking stream is ordered with
+ * neither: cudaStreamSynchronize(0) returns while one is held back (or the
+ * test times out). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} gate_t;
+
+static void gate_wait(void *arg)
+{
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct {
+    _Atomic int *from, *to;
+    int add;
+} step_t;
+
+static void slow_step(void *arg) /* to = from + add, after a while: a missing order shows */
+{
+    step_t *st = arg;
+    usleep(20000);
+    atomic_store(st->to, atomic_load(st->from) + st->add);
+}
+
+Test(capture_rules, the_legacy_stream_orders_blocking_streams_only, .timeout = 20)
+{
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cudaStream_t b, n;
+    cr_assert_eq(cudaStreamCreate(&b), cudaSuccess);
+    n = stream();
+    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    emu_enqueue(n, gate_wait, &g, NULL); /* n holds until the end */
+    _Atomic int x = 0, y = 0, z = 0;
+    step_t s1 = {&x, &x, 1}, s2 = {&x, &y, 10}, s3 = {&y, &z, 100};
+    emu_enqueue(b, slow_step, &s1, NULL);    /* x = 1 */
+    emu_enqueue(0, slow_step, &s2, NULL);    /* y = x + 10: after b's */
+    emu_enqueue(b, slow_step, &s3, NULL);    /* z = y + 100: after the legacy stream's */
+    cr_assert_eq(cudaStreamSynchronize(0), cudaSuccess); /* waits for b too, not for n */
+    cr_assert_eq(atomic_load(&z), 111, "x %d, y %d, z %d: the legacy stream's order was not kept",
+                 atomic_load(&x), atomic_load(&y), atomic_load(&z));
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    cr_assert_eq(cudaStreamSynchronize(n), cudaSuccess);
+    cudaStreamDestroy(b);
+    cudaStreamDestroy(n);
+}
+
+/* "It is invalid to merge two separate capture graphs by waiting on a
+ * captured event from a stream which is being captured and is associated
+ * with a different capture graph than the event" (the guide):
+ * cudaErrorStreamCaptureMerge ("would have resulted in a merge of two
+ * independent capture sequences"), with or without cudaEventWaitExternal,
+ * and both captures, each associated with the wait, are invalidated. */
+Test(capture_rules, no_wait_merges_two_captures)
+{
+    for (int ext = 0; ext < 2; ext++) {
+        cudaStream_t s1 = stream(), s2 = stream();
+        cudaEvent_t e = event();
+        atomic_store(&ran, 0);
+        cr_assert_eq(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        emu_enqueue(s1, bump, &one, NULL);
+        cr_assert_eq(cudaEventRecord(e, s1), cudaSuccess);
+        cr_assert_eq(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        emu_enqueue(s2, bump, &ten, NULL);
+        cudaError_t r = cudaStreamWaitEvent(s2, e, ext ? cudaEventWaitExternal : 0);
+        cr_assert_eq(r, cudaErrorStreamCaptureMerge, "a wait for another capture's record%s: %s",
+                     ext ? " (external)" : "", cudaGetErrorName(r));
+        cudaGetLastError();
+        for (int k = 0; k < 2; k++) {
+            cudaGraph_t g = (cudaGraph_t)1;
+            r = cudaStreamEndCapture(k ? s1 : s2, &g);
+            cr_assert_eq(r, cudaErrorStreamCaptureInvalidated, "capture %d ended with %s", k ? 1 : 2,
+                         cudaGetErrorName(r));
+            cudaGetLastError();
+            cr_assert_null(g);
+        }
+        cr_assert_eq(cudaStreamSynchronize(s1), cudaSuccess);
+        cr_assert_eq(cudaStreamSynchronize(s2), cudaSuccess);
+        cr_assert_eq(atomic_load(&ran), 0);
+        cudaEventDestroy(e);
+        cudaStreamDestroy(s1);
+        cudaStreamDestroy(s2);
+    }
+}
+
+/* "It is invalid to wait on a non-captured event from a stream which is
+ * being captured without specifying the cudaEventWaitExternal flag" (the
+ * guide; cudaErrorStreamCaptureIsolation, "a dependency ... which crosses the
+ * capture sequence boundary"): refused and invalidated without it -- an
+ * event recorded before, one never recorded, one whose record was in a
+ * capture that has ended -- and with it an event wait node, which every
+ * launch performs (the launch waits for the event's record current then). */
+static cudaError_t wait_plain(cudaStream_t s, void *c) { return cudaStreamWaitEvent(s, (cudaEvent_t)c, 0); }
+static cudaError_t wait_ext(cudaStream_t s, void *c)
+{
+    return cudaStreamWaitEvent(s, (cudaEvent_t)c, cudaEventWaitExternal);
+}
+
+Test(capture_rules, a_non_captured_event_is_waited_for_only_as_external, .timeout = 20)
+{
+    outside_t o;
+    outside_init(&o);
+    const cudaError_t S = cudaSuccess, X = cudaErrorStreamCaptureIsolation,
+                      I = cudaErrorStreamCaptureInvalidated;
+    const enum cudaStreamCaptureMode T = cudaStreamCaptureModeThreadLocal;
+    cudaEvent_t never = event(), ended = event();
+    cudaStream_t s = stream();
+    cr_assert_eq(cudaStreamBeginCapture(s, T), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(ended, s), cudaSuccess);
+    cudaGraph_t g;
+    cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphDestroy(g);
+    rule("a wait for an event recorded before", T, 0, HERE, -1, wait_plain, o.done, X, I);
+    rule("a wait for an event never recorded", T, 0, HERE, -1, wait_plain, never, X, I);
+    rule("a wait for a record of an ended capture", T, 0, HERE, -1, wait_plain, ended, X, I);
+    rule("an external wait for an event recorded before", T, 0, HERE, -1, wait_ext, o.done, S, S);
+    /* the node waits at each launch: a launch behind a held record is held */
+    gate_t gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    cudaEvent_t late = event();
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, T), cudaSuccess);
+    cr_assert_eq(cudaStreamWaitEvent(s, late, cudaEventWaitExternal), cudaSuccess);
+    emu_enqueue(s, bump, &one, NULL);
+    cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t x;
+    cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    emu_enqueue(o.other, gate_wait, &gate, NULL);
+    cr_assert_eq(cudaEventRecord(late, o.other), cudaSuccess);
+    cr_assert_eq(cudaGraphLaunch(x, s), cudaSuccess);
+    usleep(20000);
+    cr_assert_eq(atomic_load(&ran), 0, "the launch did not wait for the external event");
+    pthread_mutex_lock(&gate.mu);
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cr_assert_eq(atomic_load(&ran), 1);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cudaEventDestroy(late);
+    cudaEventDestroy(never);
+    cudaEventDestroy(ended);
+    cudaStreamDestroy(s);
+    outside_fini(&o);
+}
+
+/* "If mode is not cudaStreamCaptureModeRelaxed, cudaStreamEndCapture must
+ * be called on this stream from the same thread" (cudaStreamBeginCapture):
+ * from another, cudaErrorStreamCaptureWrongThread ("A stream capture
+ * sequence not initiated with the cudaStreamCaptureModeRelaxed argument ...
+ * was passed to cudaStreamEndCapture in a different thread"), and the
+ * capture is invalidated (a refused call, the guide's "Invalidation"): its
+ * own thread's end then fails too.  A relaxed capture ends on any thread. */
+static cudaError_t end_capture(cudaStream_t s, void *c)
+{
+    cudaGraph_t *g = c;
+    return cudaStreamEndCapture(s, g);
+}
+
+Test(capture_rules, a_capture_ends_on_the_thread_that_began_it)
+{
+    enum cudaStreamCaptureMode modes[2] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal};
+    for (int m = 0; m < 2; m++) {
+        cudaGraph_t g = (cudaGraph_t)1;
+        rule("cudaStreamEndCapture from another thread", modes[m], 0, ELSEWHERE, -1, end_capture, &g,
+             cudaErrorStreamCaptureWrongThread, cudaErrorStreamCaptureInvalidated);
+        cr_assert_null(g, "a refused end gave a graph");
+    }
+    cudaStream_t s = stream();
+    atomic_store(&ran, 0);
+    cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    emu_enqueue(s, bump, &one, NULL);
+    cudaGraph_t g = NULL;
+    call_t c = {end_capture, s, &g, -1, (cudaError_t)-1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, call_main, &c), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(c.got, cudaSuccess, "a relaxed capture ended on another thread: %s", cudaGetErrorName(c.got));
+    cudaGraphExec_t x;
+    cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    cr_assert_eq(cudaGraphLaunch(x, s), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cr_assert_eq(atomic_load(&ran), 1);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
 }

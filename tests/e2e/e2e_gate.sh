@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/e2e/e2e_gate.sh: --repeat and the regression gate's exit policy on the
-# real binary, with crafted baselines: 0 within tolerance, 3 regression, 4 no
+# real binary, with crafted baselines: 0 no change, 3 regressed, 4 no
 # verdict (too noisy), 2 another configuration (steps, warm-up, precision); a baseline
 # from another machine only warns; --repeat's JSON carries every run; the
 # notes under a result.  Usage: sh tests/e2e/e2e_gate.sh ./ddpbench
@@ -51,45 +51,75 @@ grep -q "^ddpbench: note: the single run was disturbed (other processes took" "$
     ko "no note on the disturbed run: $(cat "$T/err")"
 # the text table has the medians and intervals
 "$BIN" $S --quiet --repeat 2 >"$T/out" 2>&1
-grep -q "over 2 runs: median +- the 95% interval" "$T/out" && ok || ko "--repeat text: $(tail -5 "$T/out")"
+grep -q "over 2 runs: the median, and the 95% interval relative to it" "$T/out" && ok || ko "--repeat text: $(tail -5 "$T/out")"
+# ... and no interval that cannot be: every throughput interval above 0, on 2 runs
+python3 - "$T/rep.json" <<'EOF' && ok || ko "an interval below 0: $(head -c 300 "$T/rep.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["repeat"]
+for k in ("throughput_samples_per_s", "median_throughput_samples_per_s", "step_time_s_mean"):
+    assert r[k]["lo"] > 0, (k, r[k])
+assert all(e["work_cpu_s_p10"] > 0 for e in r["every_run"]), r["every_run"]
+assert r["work_cpu_s_p10"]["lo"] > 0
+EOF
 
-# a baseline with throughput t (and, when given, a repeat interval lo..hi)
-craft() { # out tp [lo hi]
+# a baseline with throughput t and each run's work x w ("none": without the
+# work, as a GPU's or an older build's; and, when given, a repeat interval lo..hi)
+craft() { # out tp w [lo hi]
     python3 - "$T/rep.json" "$@" <<'EOF'
 import json, sys
 o = json.load(open(sys.argv[1]))
-out, tp = sys.argv[2], float(sys.argv[3])
+out, tp, w = sys.argv[2], float(sys.argv[3]), sys.argv[4]
 o["throughput_samples_per_s"] = tp
 for k in ("throughput_samples_per_s", "median_throughput_samples_per_s"):
     t = o["repeat"][k]
     t["mean"] = t["median"] = tp
-    if len(sys.argv) > 4:
-        t["lo"], t["hi"] = float(sys.argv[4]), float(sys.argv[5])
+    if len(sys.argv) > 5:
+        t["lo"], t["hi"] = float(sys.argv[5]), float(sys.argv[6])
     else:
         t["lo"], t["hi"] = tp, tp
+for e in o["repeat"]["every_run"]:
+    if w == "none":
+        e.pop("work_cpu_s_p10", None)
+    else:
+        e["work_cpu_s_p10"] *= float(w)
+if w == "none":
+    o.pop("work_cpu_s", None)
 json.dump(o, open(out, "w"))
 EOF
 }
 if command -v python3 >/dev/null; then
-    # 1000x faster than anything this machine does: a regression, exit 3
-    craft "$T/fast.json" 1e12
+    # the CPU work judged (both sides have it): 1000x less work than this
+    # machine does: regressed, exit 3, with the throughput said beside it
+    craft "$T/fast.json" 1e12 0.001
     "$BIN" $S --quiet --repeat 2 --baseline "$T/fast.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc = 3 ] && grep -q "^ddpbench: regression: throughput .* over 2 runs" "$T/out" && ok ||
+    [ $rc = 3 ] && grep -q "^verdict: regressed: work per step (CPU seconds, p10) +[0-9.]*% against the baseline's (95% interval .* of 2 runs here and 3 there" "$T/out" &&
+        grep -q "^  median-step throughput .* over 2 runs" "$T/out" && ok ||
+        ko "regression by the work: exit $rc: $(tail -3 "$T/out")"
+    # ... 1000x more: improved, exit 0
+    craft "$T/slow.json" 0.001 1000
+    "$BIN" $S --quiet --repeat 2 --baseline "$T/slow.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q "^verdict: improved: work per step" "$T/out" && ok || ko "less work: exit $rc: $(tail -3 "$T/out")"
+    # without the work (a GPU run, an older build): the median-step throughput, as before
+    craft "$T/fast.json" 1e12 none
+    "$BIN" $S --quiet --repeat 2 --baseline "$T/fast.json" --tolerance 5 >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 3 ] && grep -q "^verdict: regressed: median-step throughput .* over 2 runs" "$T/out" && ok ||
         ko "regression: exit $rc: $(tail -2 "$T/out")"
     grep -q "by phase:" "$T/out" && ok || ko "the verdict names no phase: $(tail -2 "$T/out")"
     # a baseline whose own interval is 1e6 wide: no verdict, exit 4
-    craft "$T/wide.json" 1 0 1000000000
+    craft "$T/wide.json" 1 none 0 1000000000
     "$BIN" $S --quiet --baseline "$T/wide.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc = 4 ] && grep -q "^ddpbench: no verdict: the baseline is too noisy: " "$T/out" &&
+    [ $rc = 4 ] && grep -q "^verdict: no verdict: the baseline is too noisy: " "$T/out" &&
         grep -q "too noisy to gate 5%: the baseline's runs spread" "$T/out" && ok ||
         ko "too noisy: exit $rc: $(tail -2 "$T/out")"
     # a baseline 1000x slower: improved, exit 0
-    craft "$T/slow.json" 0.001
+    craft "$T/slow.json" 0.001 none
     "$BIN" $S --quiet --baseline "$T/slow.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc = 0 ] && grep -q "^ddpbench: improved: " "$T/out" && ok || ko "faster: exit $rc: $(tail -2 "$T/out")"
+    [ $rc = 0 ] && grep -q "^verdict: improved: " "$T/out" && ok || ko "faster: exit $rc: $(tail -2 "$T/out")"
     # a field the gate reads, broken: exit 2 naming it, before any training
     for bad in 'r["repeat"]["throughput_samples_per_s"]["mean"] = 0' \
         'r["repeat"]["throughput_samples_per_s"]["mean"] = "fast"' 'r["repeat"] = 5'; do

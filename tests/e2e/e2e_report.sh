@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/e2e/e2e_report.sh: the reports as a user and a CI job meet them: --json
 # (one line, nothing else on stdout), --csv (header + one row per run), the
-# --baseline gate's exit codes (0 same run, 3 doctored, 2 other configuration
+# --baseline gate's exit codes and its verdict lines (0 same run, 3 doctored, 2 other configuration
 # or bad file), --trace (written, renamed, no leftovers; dp's copies and
 # ddp's buckets on the comm lane), --explain (single, dp, ddp), the
 # progress line in every mode (never when stderr is not a terminal; there when it is),
@@ -47,11 +47,11 @@ B="--mode single --model mlp-small --backend cpu --steps 12"
 # same configuration: the gate passes (tolerance 90: only a 10x slowdown fails)
 "$BIN" $B --quiet --baseline "$T/base.json" --tolerance 90 >"$T/out" 2>&1
 rc=$?
-[ $rc -eq 0 ] && grep -q "^ddpbench: \(within tolerance\|improved\): .* samples/s .*is .*% \(below\|above\) the baseline" "$T/out" &&
+[ $rc -eq 0 ] && grep -q "^verdict: \(no change\|improved\): .* samples/s .*is .*% \(below\|above\) the baseline" "$T/out" &&
     ok || ko "--baseline same run: exit $rc: $(tail -2 "$T/out")"
 # under --json the verdict goes to stderr and stdout stays one JSON line
 "$BIN" $B --json --baseline "$T/base.json" --tolerance 90 >"$T/out" 2>"$T/err"
-[ "$(wc -l <"$T/out")" -eq 1 ] && grep -q "^ddpbench: \(within tolerance\|improved\)" "$T/err" && ok ||
+[ "$(wc -l <"$T/out")" -eq 1 ] && grep -q "^verdict: \(no change\|improved\)" "$T/err" && ok ||
     ko "--baseline --json: stdout $(wc -l <"$T/out") lines, stderr: $(tail -1 "$T/err")"
 # doctored: the baseline claims 1000x the throughput it measured
 awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
@@ -64,7 +64,7 @@ awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
        print }' "$T/base.json" >"$T/doctored.json"
 "$BIN" $B --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
 rc=$?
-[ $rc -eq 3 ] && grep -q "^ddpbench: regression: .* samples/s is .*% below the baseline .* (tolerance 5%)" "$T/out" &&
+[ $rc -eq 3 ] && grep -q "^verdict: regressed: .* samples/s is .*% below the baseline .* (tolerance 5%)" "$T/out" &&
     ok || ko "--baseline doctored: exit $rc, expected 3: $(tail -2 "$T/out")"
 
 expect_error "batch is 20 there, 10 here" $S --quiet --batch 10 --baseline "$T/run.json"
@@ -153,7 +153,7 @@ for M in "$DPS" "$DDPS"; do
         grep -q "\"$k\"" "$T/m.json" && ok || ko "$name --json: no key $k"
     done
     "$BIN" $M --quiet --baseline "$T/m.json" --tolerance 90 >"$T/out" 2>&1 &&
-        grep -q "^ddpbench: \(within tolerance\|improved\)" "$T/out" && ok || ko "$name --baseline same: $(cat "$T/out")"
+        grep -q "^verdict: \(no change\|improved\)" "$T/out" && ok || ko "$name --baseline same: $(cat "$T/out")"
     awk '{ if (match($0, /"throughput_samples_per_s":[0-9.eE+-]+/)) {
              v = substr($0, RSTART + 27, RLENGTH - 27) * 1000
              $0 = substr($0, 1, RSTART - 1) "\"throughput_samples_per_s\":" v substr($0, RSTART + RLENGTH) }
@@ -164,7 +164,7 @@ for M in "$DPS" "$DDPS"; do
            print }' "$T/m.json" >"$T/doctored.json"
     "$BIN" $M --quiet --baseline "$T/doctored.json" --tolerance 5 >"$T/out" 2>&1
     rc=$?
-    [ $rc -eq 3 ] && grep -q "^ddpbench: regression: " "$T/out" && ok || ko "$name --baseline doctored: exit $rc"
+    [ $rc -eq 3 ] && grep -q "^verdict: regressed: " "$T/out" && ok || ko "$name --baseline doctored: exit $rc"
 done
 
 # ---- the progress line ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ if "$BIN" --mode dp $C --quiet >/dev/null 2>&1 && "$BIN" --mode ddp $C --quiet >
     "$BIN" --mode compare $C --json >"$T/base.jsonl" 2>/dev/null
     # tolerance 100 never fails: this checks that each run finds its own baseline line
     "$BIN" --mode compare $C --quiet --baseline "$T/base.jsonl" --tolerance 100 >"$T/out" 2>&1
-    [ $? -eq 0 ] && [ "$(grep -c "within tolerance\|improved" "$T/out")" -eq 3 ] && ok || ko "compare --baseline: $(cat "$T/out")"
+    [ $? -eq 0 ] && [ "$(grep -c "^verdict: \(no change\|improved\)" "$T/out")" -eq 3 ] && ok || ko "compare --baseline: $(cat "$T/out")"
 else
     # dp/ddp not built in this tree: compare stops cleanly at the dp run
     "$BIN" --mode compare $C >"$T/out" 2>"$T/err"

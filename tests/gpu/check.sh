@@ -10,65 +10,86 @@
 #   sh check.sh --dry-run                     the steps and their time limits
 #   sh check.sh --self-test                   the check's own judgements, on fixtures
 #
-# What comes back: DIR holds exactly two files, check.json (every result,
-# the ratios, the libraries found) and check-logs.tar.gz (every log, well
-# under 16 MiB; no data files).  DIR defaults to results/ in the kit and
-# build/gpu-check in a tree; it is never $OUT, which some GPU boxes set for
-# their own use.  The last line printed is the verdict.
+# What comes back: DIR holds exactly three files, check.json (every result,
+# the ratios, the libraries found), check.log (what the check printed) and
+# check-logs.tar.gz (every log, well under 16 MiB; no data files).  They are
+# written as the check goes, so a check killed from outside (a lease's
+# command limit) still leaves what it finished: check.json is rewritten
+# (whole, renamed into place) after every result, check.log is streamed
+# line by line, and the archive is remade as each step begins; only a
+# finished check's check.json says "complete":true.  DIR defaults to
+# results/ in the kit and build/gpu-check in a tree; the check writes to
+# $OUT only when DIR is $OUT.  The last line printed is the verdict.
 #
 # The steps, most valuable first, each with its own time limit, the whole
-# within BUDGET seconds (default 345: the limits' sum, so that a GPU lent for
+# within BUDGET seconds (default 370: the limits' sum, so that a GPU lent for
 # 15 minutes holds its start-up, the check and a rerun), a step that no
 # longer fits skipped and named:
 #  1. libraries: what lib/libddpbench-cuda.so needs (cudart, cuBLAS, NCCL) and
 #     the ld.so cache does not know, found in the toolkit (CUDA_HOME,
 #     /usr/local/cuda) or in a python3's site-packages/nvidia/*/lib (PyTorch's
-#     wheels), and put on LD_LIBRARY_PATH;
+#     wheels), and put on LD_LIBRARY_PATH for our binaries only: python3 runs
+#     with the box's own library path, so PyTorch loads its wheels' cuBLAS
+#     and NCCL, never the ones found for ddpbench; which PyTorch, and which
+#     cuBLAS and NCCL it loads, is recorded;
 #  2. probe: ddpbench loads the CUDA backend and counts the GPUs;
-#  3. single on the GPU against single on the CPU (1e-4, at most one host
+#  3. ddpbench against PyTorch eager on the same GPU (torch_ref.py: the same
+#     model, loss, optimizer and batch), early: PyTorch first, then
+#     ddpbench for mlp-small (GELU, cross-entropy, Adam: launch-bound),
+#     mlp-medium and mlp-large in fp32, and mlp-large in --precision bf16
+#     (against its fp32 step and PyTorch's bf16 autocast), each with CUDA
+#     graphs off and then on (auto), so a graph failure loses only the graph
+#     figure; the graphs' gain and launches_per_step each way; mlp-large's
+#     step against its GEMMs timed alone (cuBLAS, torch_ref.py --gemms); then
+#     mlp-large under ddp (NCCL; skipped, with the reason, when /dev/shm is
+#     too small for it);
+#  4. single on the GPU against single on the CPU (1e-4, at most one host
 #     synchronisation per step);
-#  4. ddp (NCCL, one rank per GPU; shm with two ranks on GPU 0) and dp on the
+#  5. ddp (NCCL, one rank per GPU; shm with two ranks on GPU 0) and dp on the
 #     GPUs against the CPU: dp --gpus 0,0 with CUDA graphs (auto: one graph
 #     of both devices) and without (the graphs' gain), and on a box with two
 #     GPUs or more dp over NCCL with --cuda-graph on, under the step's limit,
 #     so the box says whether that graph runs or hangs;
-#  5. ddpbench against PyTorch eager on the same GPU (torch_ref.py: the same
-#     model, loss, optimizer and batch) for mlp-small (GELU, cross-entropy,
-#     Adam: launch-bound), mlp-medium and mlp-large (each with --cuda-graph
-#     auto: single's steps replayed as CUDA graphs); mlp-small and mlp-medium
-#     again with --cuda-graph off (the graphs' gain, launches_per_step on and
-#     off); mlp-large in --precision bf16 against its own fp32 step and
-#     against PyTorch's bf16 autocast; mlp-large's step against its GEMMs
-#     timed alone (cuBLAS, torch_ref.py --gemms); then mlp-large under ddp
-#     (NCCL; skipped, with the reason, when /dev/shm is too small for it);
-#  6. the GPU unit suites (test_cuda, test_comm_nccl), one process each;
+#  6. the GPU unit suites (test_cuda, test_comm_nccl but its init-abort
+#     tests), one process each;
 #  7. faults: an injected rank error and a killed rank under NCCL, a stalled
 #     rank (exit 1, the rank named, no hang, nothing left in /dev/shm);
 #  8. --trace: the phases' spans are not zero (and the all-reduces' where
 #     two ranks or more really reduce); --mode comm checks every result;
 #  9. epilogue: cuBLASLt's fused bias + activation epilogues against the
 #     backend's GEMM + kernels, per layer of mlp-medium and mlp-large, fp32
-#     and bf16 (bench/bench_epilogue_cuda): the two paths must agree; each
-#     group is judged keep (cuBLASLt won every round) or drop.
+#     and bf16 (bench/bench_epilogue_cuda): the forward groups' two paths
+#     must agree; each group is judged keep (cuBLASLt won every round) or
+#     drop; the backward groups' agreement is a finding (below);
+# 10. findings: what has never met a real NCCL or cuBLASLt, reported apart
+#     and never failing the check, last so that nothing waits behind it:
+#     test_comm_nccl's init-abort tests (a group whose peer never joins, an
+#     abort during the init), and the epilogue's reading of DRELU_BGRAD /
+#     DGELU_BGRAD (judged in step 9).
 #
 # Verdicts (the last line; the exit status):
 #   gpu check: PASS (n/n) ...                       0
 #   gpu check: FAIL (k of n failed: ...) ...         1
 #   gpu check: no GPU driver (...)                  3  every library found and
 #   gpu check: no GPU (...)                         3  the backend loaded; no GPU
-# Then a table of the ratios (GPU vs CPU agreement, ddpbench vs PyTorch) and
-# one of issue 25's goals, each judged (met, short, or not measured and why;
-# check.json's "goals"): a goal missed is a figure, not a fault, and does not
-# fail the check.
+# Findings are listed in the verdict and in check.json ("status":"finding",
+# "held" true or false); they never change it.  Then a table of the ratios
+# (GPU vs CPU agreement, ddpbench vs PyTorch) and one of issue 25's goals,
+# each judged (met, short, or not measured and why; check.json's "goals"): a
+# goal missed is a figure, not a fault, and does not fail the check.
 #
-# Environment: DDPBENCH_CHECK_OUT (above); BUDGET (seconds, 345); TOL (1e-4);
+# Environment: DDPBENCH_CHECK_OUT (above); BUDGET (seconds, 370); TOL (1e-4);
 # CUDA_HOME (/usr/local/cuda); PYTHON (python3); CUDA_VISIBLE_DEVICES is
-# respected; JOBS (make -j, tree only).
+# respected; JOBS (make -j, tree only); DDPBENCH_CHECK_STEPS (step ids: run
+# only those, e.g. a rerun of what a killed check did not reach; the others
+# are skipped and named); DDPBENCH_CHECK_EMU=DIR (tree only: the steps on
+# the emulated GPU of a `make EMU=1` build in DIR, a rehearsal of the check
+# itself, whose figures mean nothing: tests/gpu/rehearse_kill.sh).
 # shellcheck disable=SC2086,SC2046,SC2012 # option lists are meant to split; ls counts entries
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 T_START=$(date +%s)
-BUDGET=${BUDGET:-345}
+BUDGET=${BUDGET:-370}
 TOL=${TOL:-1e-4}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PY=${PYTHON:-python3}
@@ -77,45 +98,50 @@ case "${1:-}" in
 --dry-run) MODE=dry ;;
 --self-test) MODE=selftest ;;
 "") ;;
--h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,95p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "check.sh: unknown argument '$1' (--dry-run, --self-test)" >&2; exit 2 ;;
 esac
 
 # ---- the plan: step, its limit in seconds, what it runs ------------------------------
-# Each limit is the step's estimate on one H200 with about half again for a
-# slow box.  A ddpbench process costs CUDA's start-up (1-3 s; NCCL's 2-5 s
-# more); the emulator runs the same jobs (tests/cuda_emu/run.sh), so the
-# count of processes per step is known, only their GPU time is estimated:
-#   libraries  ld.so on three files                                   ~2 s
+# Each limit is the step's estimate on one H200 with about a third to a half
+# again for a slow box.  A ddpbench process costs CUDA's start-up (1-3 s;
+# NCCL's 2-5 s more); the emulator runs the same jobs (tests/cuda_emu/run.sh),
+# so the count of processes per step is known, only their GPU time is
+# estimated:
+#   libraries  ld.so on three files; python3 importing torch once       ~5-10 s
 #   probe      the first CUDA start (no persistence daemon: up to 15) ~5-15 s
+#   torch      PyTorch once (4 models, the GEMMs alone) ~15-25 s, and 9
+#              ddpbench runs: mlp-small, -medium, -large and -large bf16
+#              with graphs off and on (mlp-large: 201M parameters made on
+#              the host, 20 steps of ~50 ms in fp32), mlp-large ddp   ~50-60 s
 #   single     2 GPU runs + 2 CPU references of 20 small steps        ~10-20 s
 #   ddp        4 runs (7 with 2 GPUs or more), NCCL or shm each       ~25-40 s
-#   torch      7 ddpbench runs (mlp-large: 201M parameters made on the
-#              host, 20 steps of ~50 ms in fp32) ~40-50 s, and PyTorch
-#              once: its import, 4 models, the GEMMs alone          ~20-30 s
-#   suites     test_cuda (a process per test), test_comm_nccl         ~20-30 s
+#   suites     test_cuda (a process per test), test_comm_nccl         ~15-25 s
 #   faults     3 runs, each ended within 25 s (the stall's --timeout 5) ~20-35 s
 #   trace      2 traced runs, 2 --mode comm runs                      ~10-15 s
 #   epilogue   one process: 24 groups, each timed for 7 rounds of about
 #              20 ms per path (~0.3 s a group), mlp-large's 800 MB of
 #              weights made on the host per precision                  ~10-15 s
-# The limits add up to BUDGET (345 s): a machine's start-up and two whole
-# checks fit in 15 minutes of a lent GPU, each check under 10 minutes.  The
-# epilogue step's 25 s came out of torch (110 -> 100), suites (45 -> 40),
-# faults (50 -> 45) and trace (30 -> 25), each still a third or more over
-# its estimate; ddp's two dp rows' 10 s (45 -> 55) out of probe (25 -> 20)
-# and trace (25 -> 20), likewise.
+#   findings   test_comm_nccl's two init-abort tests, one process: an
+#              init bound of 3 s, an abort after 1 s, CUDA's start-up  ~6-10 s
+# The limits add up to BUDGET (370 s): a machine's start-up (a minute or
+# two) and two whole checks, each under its command's limit of 390 s, fit
+# in a lease of 15 minutes (docs/gpu.md: the device command).  torch's 110 s
+# hold its two new graphs-off runs of mlp-large (100 before) with the
+# PyTorch import moved to libraries (10 -> 15); suites gave 5 s to the
+# findings' 15 (40 -> 35: the init-abort tests left it), the rest 10 more.
 plan() {
     cat <<'EOF'
-libraries 10 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so: toolkit or python3's nvidia wheels
+libraries 15 find cudart, cuBLAS and NCCL for lib/libddpbench-cuda.so (toolkit or python3's nvidia wheels); the PyTorch python3 loads
 probe 20 load the CUDA backend and count the GPUs (the first CUDA start)
+torch 110 PyTorch eager, then ddpbench with CUDA graphs off and on, GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast); mlp-large's step vs its GEMMs alone; mlp-large ddp nccl
 single 30 single on GPU 0 vs the CPU: small (relu, CE, Adam) and gelu-sgd, 20 steps each
 ddp 55 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 (graphs on and off), dp nccl graphs on (2+ GPUs) vs the CPU
-torch 100 ddpbench vs PyTorch eager on GPU 0: mlp-small, mlp-medium, mlp-large, mlp-large bf16 (vs its fp32 and autocast), mlp-large's step vs its GEMMs alone; mlp-small and mlp-medium with CUDA graphs off; mlp-large ddp nccl
-suites 40 test_cuda and test_comm_nccl, one process each
+suites 35 test_cuda and test_comm_nccl (its init-abort tests are findings), one process each
 faults 45 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
 trace 20 --trace single and ddp: spans not zero; --mode comm: every result checked
 epilogue 25 cuBLASLt bias+activation epilogues vs GEMM + our kernels, per layer of mlp-medium and mlp-large, fp32 and bf16: agree, then keep or drop
+findings 15 never failing the check: test_comm_nccl's init-abort tests on real NCCL; the epilogue's DRELU_BGRAD/DGELU_BGRAD reading (step 9)
 EOF
 }
 
@@ -129,7 +155,7 @@ large_vs_torch|mlp-large single fp32 / PyTorch eager fp32 (samples/s)|>=|1.0
 large_bf16_vs_torch|mlp-large single bf16 / PyTorch bf16 autocast (samples/s)|>=|1.0
 large_step_vs_gemms|mlp-large fp32 step / its GEMMs timed alone with cuBLAS (s)|<=|1.15
 large_bf16_vs_fp32|mlp-large bf16 / its own fp32 step (samples/s)|>=|5
-host_syncs|host syncs per step, CUDA graphs on (mlp-small, mlp-medium: the most)|<=|1
+host_syncs|host syncs per step, CUDA graphs on (the torch step's runs: the most)|<=|1
 graph_launches|graph launches per step, CUDA graphs on (the farthest from 1)|==|1
 epilogue|cuBLASLt epilogue groups whose paths disagree (the rest: keep or drop)|==|0
 EOF
@@ -138,12 +164,14 @@ EOF
 if [ "$MODE" = dry ]; then
     echo "gpu check: the plan (each step with its limit; the whole within BUDGET=${BUDGET}s;"
     echo "a step starts only while the budget lasts, and is cut at its limit or the budget)"
-    plan | awk '{ n++; t += $2; l = $2; $1 = sprintf("%d. %-10s", n, $1); $2 = sprintf("%4ds", l); print "  " $0 }
+    plan | awk '{ n++; t += $2; l = $2; $1 = sprintf("%3s %-10s", n ".", $1); $2 = sprintf("%4ds", l); print "  " $0 }
         END { printf "  limits add up to %ds; the budget stops the check at %ss\n", t, "'"$BUDGET"'" }'
     echo "goals, each judged in check.json's \"goals\" (one missed does not fail the check):"
     goals_plan | awk -F'|' '{ printf "  %-20s %s %s %s\n", $1, $2, $3, $4 }'
-    echo "outputs: \$DDPBENCH_CHECK_OUT (default: results/ beside check.sh in a kit) gets check.json"
-    echo "         and check-logs.tar.gz, nothing else; \$OUT is never written"
+    echo "outputs: \$DDPBENCH_CHECK_OUT (default: results/ beside check.sh in a kit) gets check.json,"
+    echo "         check.log and check-logs.tar.gz, nothing else, written as the check goes (a check"
+    echo "         killed from outside leaves what it finished; check.json's \"complete\" says whether"
+    echo "         it ended); \$OUT only when it is \$DDPBENCH_CHECK_OUT"
     exit 0
 fi
 
@@ -162,19 +190,30 @@ lim() {
 }
 jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 safe() { echo "$1" | sed 's/[ ,/:]/_/g'; }
-npass=0 nfail=0 nskip=0 failed="" skipped=""
+npass=0 nfail=0 nskip=0 nfind=0 failed="" skipped="" found=""
+# Each result goes to check.json at once (snapshot): a check killed from
+# outside keeps every result it recorded.
 record() { # STATUS NAME DETAIL [EXTRA-JSON]
     printf '{"name":"%s","step":"%s","status":"%s","detail":"%s","at_s":%s%s}\n' "$(jstr "$2")" \
         "${STEP:-}" "$1" "$(jstr "$3")" "$(elapsed)" "${4:+,$4}" >>"$RES"
 }
-pass() { npass=$((npass + 1)); record pass "$1" "$2" "${3:-}"; echo "PASS  $1: $2"; }
+pass() { npass=$((npass + 1)); record pass "$1" "$2" "${3:-}"; echo "PASS  $1: $2"; snapshot; }
 fail() {
     nfail=$((nfail + 1)); failed="$failed${failed:+, }$1"
-    record fail "$1" "$2" "${3:-}"; echo "FAIL  $1: $2"
+    record fail "$1" "$2" "${3:-}"; echo "FAIL  $1: $2"; snapshot
 }
 skip() {
     nskip=$((nskip + 1)); skipped="$skipped${skipped:+, }$1"
-    record skip "$1" "$2" "${3:-}"; echo "SKIP  $1: $2"
+    record skip "$1" "$2" "${3:-}"; echo "SKIP  $1: $2"; snapshot
+}
+# finding NAME HELD DETAIL [EXTRA-JSON]: what has never met a real NCCL or
+# cuBLASLt, reported apart (HELD: true when it held there, false when not,
+# null when it could not be judged); never a failure
+finding() {
+    nfind=$((nfind + 1)); found="$found${found:+, }$1"
+    record finding "$1" "$3" "\"held\":$2${4:+,$4}"
+    case "$2" in true) h=held ;; false) h="did not hold" ;; *) h="not judged" ;; esac
+    echo "NOTE  $1: $h: $3"; snapshot
 }
 # no_time NAME NEEDED: skip NAME (and say why) unless NEEDED seconds are left
 # in the step and in the budget
@@ -193,6 +232,16 @@ no_time() {
 show_tail() { tail -n 8 "$1" 2>/dev/null | sed 's/^/      | /'; }
 # ratio LABEL OURS THEIRS RATIO WHAT: a row of the closing table
 ratio_row() { printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RATIOS"; }
+
+# The box's own library path, for python3: the folders found for ddpbench's
+# CUDA backend (step 1) are on LD_LIBRARY_PATH for our binaries only;
+# PyTorch must load its own wheels' cuBLAS and NCCL, never those (a
+# toolkit's of another version first on its path would break its import or
+# its GPU, and skip the comparison).
+BOX_LD=${LD_LIBRARY_PATH-} BOX_LD_SET=${LD_LIBRARY_PATH+yes}
+py() { # COMMAND...: COMMAND (a python3, or a timeout of one) with the box's library path
+    if [ "$BOX_LD_SET" = yes ]; then LD_LIBRARY_PATH=$BOX_LD "$@"; else env -u LD_LIBRARY_PATH "$@"; fi
+}
 
 # ---- the judgements (pure: --self-test runs them on fixtures) ------------------------
 # dur_of NAME-PREFIX FILE: the longest "dur" of the trace's events so named
@@ -242,6 +291,13 @@ epilogue_verdict() {
         echo "ok $n keep: ${keep:-none}"
     fi
 }
+# epilogue_bad JSON fwd|bwd: the ids of that kind's groups whose two paths
+# disagreed; epilogue_count JSON fwd|bwd: how many of that kind were judged
+# (cuBLASLt offered an algorithm); epilogue_keep JSON: the groups to keep
+epilogue_ids() { sed 's/},{/}\n{/g' "$1" 2>/dev/null | grep "$2" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
+epilogue_bad() { epilogue_ids "$1" '"supported":1,"agreed":0' | grep "/$2[0-9]*\$" | tr '\n' ' ' | sed 's/ $//'; }
+epilogue_count() { epilogue_ids "$1" '"supported":1' | grep -c "/$2[0-9]*\$"; }
+epilogue_keep() { epilogue_ids "$1" '"keep":1' | tr '\n' ' ' | sed 's/ $//'; }
 # goal_verdict FIGURE OP TARGET: "met", "short" or "unmeasured" (no figure)
 goal_verdict() {
     awk -v f="$1" -v op="$2" -v t="$3" 'BEGIN {
@@ -297,6 +353,14 @@ if [ "$MODE" = selftest ]; then
     expect "epilogue: no cuBLASLt algorithm is no disagreement" "$(epilogue_verdict "$T/epi-na.json")" "ok 2 keep: none"
     expect "epilogue: a run cut short" "$(epilogue_verdict "$T/epi-cut.json")" "none"
     expect "epilogue: no run" "$(epilogue_verdict "$T/absent.json")" "none"
+    expect "epilogue: the disagreeing group is a backward one" "$(epilogue_bad "$T/epi-bad.json" bwd)|$(epilogue_bad "$T/epi-bad.json" fwd)" "m/bf16/bwd0|"
+    expect "epilogue: judged groups of each kind" "$(epilogue_count "$T/epi-bad.json" fwd) $(epilogue_count "$T/epi-bad.json" bwd) $(epilogue_count "$T/epi-na.json" bwd)" "1 1 0"
+    expect "epilogue: the groups to keep" "$(epilogue_keep "$T/epi-ok.json")" "m/fp32/fwd0"
+    # python3 never sees the library path made for ddpbench (py)
+    expect "python3 with the box's unset library path" \
+        "$(LD_LIBRARY_PATH=/found BOX_LD_SET='' py sh -c 'echo "${LD_LIBRARY_PATH-unset}"')" "unset"
+    expect "python3 with the box's own library path" \
+        "$(LD_LIBRARY_PATH=/found BOX_LD=/box BOX_LD_SET=yes py sh -c 'echo "${LD_LIBRARY_PATH-unset}"')" "/box"
     sum=$(plan | awk '{ t += $2 } END { print t }')
     [ "$sum" -le "$BUDGET" ] && r=ok || r=bad
     expect "the steps' limits (${sum}s) within BUDGET (${BUDGET}s)" "$r" "ok"
@@ -305,6 +369,13 @@ if [ "$MODE" = selftest ]; then
 fi
 
 # ---- where things are ---------------------------------------------------------------
+for id in ${DDPBENCH_CHECK_STEPS:-}; do
+    case " $(plan | awk '$1 != "libraries" && $1 != "probe" { printf "%s ", $1 }')" in *" $id "*) ;; *)
+        echo "check.sh: DDPBENCH_CHECK_STEPS: no step '$id' to choose ($(plan | awk 'NR > 2 { printf "%s ", $1 }')-- libraries and probe always run)" >&2
+        exit 2 ;;
+    esac
+done
+EMU=""
 if [ -x "$HERE/ddpbench" ] && [ -d "$HERE/lib" ]; then
     KIT=yes
     cd "$HERE" || exit 1
@@ -323,14 +394,35 @@ else
     TORCH_REF=$(pwd)/tests/gpu/torch_ref.py
     EPILOGUE=$(pwd)/build/release/bench/bench_epilogue_cuda
     CHECK_OUT=${DDPBENCH_CHECK_OUT:-build/gpu-check}
+    if [ -n "${DDPBENCH_CHECK_EMU:-}" ]; then
+        # the emulated GPU's build (make EMU=1): its CUDA code is linked in
+        EMU=$(cd "$DDPBENCH_CHECK_EMU" 2>/dev/null && pwd) ||
+            { echo "check.sh: DDPBENCH_CHECK_EMU=$DDPBENCH_CHECK_EMU: no such folder" >&2; exit 2; }
+        BIN=$EMU/ddpbench BACKEND=""
+        SUITES="$EMU/tests/unit/test_cuda $EMU/tests/gpu/test_comm_nccl"
+        EPILOGUE=$EMU/bench/bench_epilogue_cuda
+    fi
 fi
 mkdir -p "$CHECK_OUT" || exit 1
 CHECK_OUT=$(cd "$CHECK_OUT" && pwd)
+rm -f "$CHECK_OUT/check.json" "$CHECK_OUT/check-logs.tar.gz" "$CHECK_OUT/check.log"
 # Everything else -- logs, data, traces -- lives in a scratch folder that
 # goes away; the logs leave it as one archive.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddpbench-check.XXXXXX") || exit 1
 trap 'rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
+# What the check prints goes to check.log too, line by line as it is
+# printed (a tee behind a FIFO: the check's own exit status stands), so a
+# check killed from outside leaves its log up to the kill.
+TEE_PID=""
+if command -v mkfifo >/dev/null 2>&1 && command -v tee >/dev/null 2>&1 && mkfifo "$WORK/out.fifo"; then
+    tee "$CHECK_OUT/check.log" <"$WORK/out.fifo" &
+    TEE_PID=$!
+    exec >"$WORK/out.fifo" 2>&1
+    rm -f "$WORK/out.fifo"
+else
+    echo "      (no mkfifo or tee here: no check.log)"
+fi
 L=$WORK/logs
 mkdir -p "$L"
 RES=$WORK/results.jsonl RATIOS=$WORK/ratios GOALFIG=$WORK/goals
@@ -339,9 +431,9 @@ RES=$WORK/results.jsonl RATIOS=$WORK/ratios GOALFIG=$WORK/goals
 : >"$GOALFIG"
 # goal ID FIGURE DETAIL: a goal's figure (empty: not measured, DETAIL says why)
 goal() { printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$GOALFIG"; }
-rm -f "$CHECK_OUT/check.json" "$CHECK_OUT/check-logs.tar.gz"
 ENV_JSON="{}"
 LIBS_JSON="{}"
+TORCH_JSON="null"
 
 # ---- the end: check.json, the log archive, the table, the verdict ---------------------
 archive() {
@@ -355,7 +447,8 @@ archive() {
     if command -v tar >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
         (cd "$WORK" && tar -cf - logs | gzip -9 >"$CHECK_OUT/check-logs.tar.gz.tmp") &&
             mv "$CHECK_OUT/check-logs.tar.gz.tmp" "$CHECK_OUT/check-logs.tar.gz"
-    else
+    elif [ -z "${NO_ARCHIVE_SAID:-}" ]; then
+        NO_ARCHIVE_SAID=1
         echo "      (no tar or gzip here: no log archive)"
     fi
 }
@@ -376,23 +469,15 @@ print_table() {
         printf '      %-52s %11s %11s %9s  %s\n' "$label" "${ours:--}" "${theirs:--}" "$r" "$what"
     done <"$RATIOS"
 }
-finish() { # [VERDICT EXIT]: a verdict of its own (no GPU), else PASS or FAIL
-    secs=$(elapsed)
-    total=$((npass + nfail))
-    extra=""
-    [ "$nskip" -gt 0 ] && extra="; $nskip skipped: $skipped"
-    if [ $# -ge 2 ]; then
-        verdict="$1 in ${secs}s" status=$2 ok=false
-    elif [ "$nfail" -eq 0 ] && [ "$total" -gt 0 ]; then
-        verdict="gpu check: PASS ($npass/$total$extra) in ${secs}s" status=0 ok=true
-    else
-        verdict="gpu check: FAIL ($nfail of $total failed: $failed$extra) in ${secs}s" status=1 ok=false
-    fi
+# write_json COMPLETE OK EXIT VERDICT: check.json, whole, renamed into place
+# (COMPLETE false: the check is under way, OK and EXIT null)
+write_json() {
     {
-        printf '{"tool":"ddpbench gpu check","kit":%s,"ok":%s,"exit":%s,"verdict":"%s","seconds":%s,"budget_s":%s,' \
-            "$([ "$KIT" = yes ] && echo true || echo false)" "$ok" "$status" "$(jstr "$verdict")" "$secs" "$BUDGET"
-        printf '"passed":%s,"failed":%s,"skipped":%s,"libraries":%s,"environment":%s,"ratios":[' \
-            "$npass" "$nfail" "$nskip" "$LIBS_JSON" "$ENV_JSON"
+        printf '{"tool":"ddpbench gpu check","kit":%s,"emulated":%s,"complete":%s,"ok":%s,"exit":%s,"verdict":"%s","seconds":%s,"budget_s":%s,' \
+            "$([ "$KIT" = yes ] && echo true || echo false)" "$([ -n "$EMU" ] && echo true || echo false)" \
+            "$1" "$2" "$3" "$(jstr "$4")" "$(elapsed)" "$BUDGET"
+        printf '"step":"%s","passed":%s,"failed":%s,"skipped":%s,"findings":%s,"libraries":%s,"torch":%s,"environment":%s,"ratios":[' \
+            "${STEP:-}" "$npass" "$nfail" "$nskip" "$nfind" "$LIBS_JSON" "$TORCH_JSON" "$ENV_JSON"
         sep=""
         while IFS='|' read -r label ours theirs r what; do
             printf '%s{"name":"%s","ddpbench":%s,"against":%s,"ratio":%s,"what":"%s"}' "$sep" "$(jstr "$label")" \
@@ -416,18 +501,42 @@ finish() { # [VERDICT EXIT]: a verdict of its own (no GPU), else PASS or FAIL
         while IFS= read -r line; do printf '%s%s' "$sep" "$line"; sep=","; done <"$RES"
         printf ']}\n'
     } >"$CHECK_OUT/check.json.tmp" && mv "$CHECK_OUT/check.json.tmp" "$CHECK_OUT/check.json"
+}
+# check.json as the check stands now (after every result)
+snapshot() {
+    write_json false null null "gpu check: under way: step ${STEP:-?} ($npass passed, $nfail failed, $nskip skipped, $nfind findings so far)"
+}
+finish() { # [VERDICT EXIT]: a verdict of its own (no GPU), else PASS or FAIL
+    secs=$(elapsed)
+    total=$((npass + nfail))
+    extra=""
+    [ "$nskip" -gt 0 ] && extra="; $nskip skipped: $skipped"
+    [ "$nfind" -gt 0 ] && extra="$extra; $nfind findings: $found"
+    [ -n "$EMU" ] && extra="$extra; on the emulated GPU: its figures mean nothing"
+    if [ $# -ge 2 ]; then
+        verdict="$1 in ${secs}s" status=$2 ok=false
+    elif [ "$nfail" -eq 0 ] && [ "$total" -gt 0 ]; then
+        verdict="gpu check: PASS ($npass/$total$extra) in ${secs}s" status=0 ok=true
+    else
+        verdict="gpu check: FAIL ($nfail of $total failed: $failed$extra) in ${secs}s" status=1 ok=false
+    fi
+    write_json true "$ok" "$status" "$verdict"
     cp "$CHECK_OUT/check.json" "$L/check.json" 2>/dev/null
     archive
     print_table
     print_goals
-    echo "      (in $CHECK_OUT: check.json, check-logs.tar.gz)"
+    echo "      (in $CHECK_OUT: check.json, check.log, check-logs.tar.gz)"
     echo "$verdict"
+    if [ -n "$TEE_PID" ]; then # the last lines through the tee before the exit
+        exec >&- 2>&-
+        wait "$TEE_PID"
+    fi
     exit "$status"
 }
 abort() { fail "$1" "$2"; finish; }
 
 # ---- 0. build (source tree only) ----------------------------------------------------
-if [ "$KIT" = no ]; then
+if [ "$KIT" = no ] && [ -z "$EMU" ]; then
     STEP=build STEP_END=$(($(date +%s) + 3600))
     echo "== build (make)"
     if ! make -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}" ddpbench build/release/tests/unit/test_cuda \
@@ -446,7 +555,17 @@ step() {
     STEP=$1
     s=$(plan | awk -v id="$1" '$1 == id { print $2 }')
     STEP_END=$(($(date +%s) + s))
+    archive # the steps before, should this one be killed
+    snapshot
     echo "== $(plan | awk -v id="$1" '$1 == id { $2 = "(" $2 " s)"; print }')"
+}
+# want ID: whether step ID runs (DDPBENCH_CHECK_STEPS names those that do;
+# unset, all); one that does not is skipped and named
+want() {
+    case " ${DDPBENCH_CHECK_STEPS:-$1} " in *" $1 "*) return 0 ;; esac
+    STEP=$1
+    skip "$1" "not asked for (DDPBENCH_CHECK_STEPS=$DDPBENCH_CHECK_STEPS)"
+    return 1
 }
 
 # ---- 1. libraries -------------------------------------------------------------------
@@ -519,6 +638,10 @@ origin() {
 }
 
 step libraries
+if [ -n "$EMU" ]; then
+    [ -x "$BIN" ] || abort libraries "$BIN is missing (make EMU=1 first)"
+    skip libraries "the emulated GPU: its CUDA code is linked into $BIN"
+else
 for b in "$BIN" "$BACKEND" $SUITES; do
     [ -e "$b" ] || abort libraries "$b is missing"
 done
@@ -550,7 +673,7 @@ if [ -n "$(echo $left_over)" ] && [ -f "${BACKEND%.so}.needs" ]; then
 fi
 left_over=$(echo $left_over | tr ' ' '\n' | sort -u | tr '\n' ' ')
 {
-    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} (ours; python3 runs with the box's: ${BOX_LD_SET:+$BOX_LD}${BOX_LD_SET:-unset})"
     echo "python3 site-packages: $(echo $SITE_DIRS)"
     echo "searched: $(lib_dirs | tr '\n' ' ')"
     for b in "$BACKEND" "$BIN" $SUITES; do echo "== $b"; list_needs "$b"; done
@@ -572,6 +695,46 @@ pass libraries "NCCL $NCCL_SO ($(origin "$NCCL_SO")); cuBLAS $CUBLAS_SO ($(origi
 command -v nvidia-smi >/dev/null 2>&1 &&
     timeout 20 nvidia-smi --query-gpu=index,name,driver_version,memory.total,persistence_mode --format=csv,noheader 2>/dev/null |
     sed 's/^/      gpu /'
+fi
+# Which PyTorch the python3 brings, whether it sees a GPU, and which cuBLAS,
+# cudart and NCCL it loads (/proc/self/maps), with the box's own library path
+# (py): the folders found above are for our binaries, never for PyTorch.
+HAVE_TORCH=no
+if command -v "$PY" >/dev/null 2>&1; then
+    py timeout "$(lim 14)" "$PY" -c 'import json, os, sys
+try:
+    import torch
+except Exception as e:
+    print("TORCH " + json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
+    sys.exit(0)
+def loaded(name):
+    with open("/proc/self/maps") as f:
+        return sorted({l.split()[-1] for l in f if "/" + name in l and l.split()[-1].startswith("/")})
+gpu = torch.cuda.is_available()
+if gpu and not loaded("libcublas.so"):  # loaded on first use by some builds
+    (torch.ones(2, 2, device="cuda") @ torch.ones(2, 2, device="cuda")).sum().item()
+try:
+    nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if gpu else None
+except Exception:
+    nccl = None
+print("TORCH " + json.dumps({"version": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu,
+      "nccl_version": nccl, "cublas": loaded("libcublas.so"), "cudart": loaded("libcudart.so"),
+      "nccl": loaded("libnccl.so"), "ld_library_path": os.environ.get("LD_LIBRARY_PATH")}))' \
+        >"$L/torch-import.log" 2>&1
+    tj=$(sed -n 's/^TORCH //p' "$L/torch-import.log" | tail -n 1)
+    case "$tj" in
+    '{"version"'*)
+        TORCH_JSON=$tj
+        case "$tj" in *'"gpu": true'*) HAVE_TORCH=yes ;; esac
+        echo "      python3: torch $(echo "$tj" | sed -n 's/.*"version": "\([^"]*\)".*/\1/p'), GPU $HAVE_TORCH; it loads cuBLAS $(echo "$tj" | sed -n 's/.*"cublas": \[\([^]]*\)\].*/\1/p'), NCCL $(echo "$tj" | sed -n 's/.*"nccl": \[\([^]]*\)\].*/\1/p')" ;;
+    *) err=$(echo "$tj" | sed -n 's/.*"error": "\([^"]*\)".*/\1/p')
+        [ -n "$err" ] || err=$(tail -n 1 "$L/torch-import.log")
+        TORCH_JSON="{\"error\":\"$(jstr "${err:-no answer}")\"}"
+        echo "      python3: no PyTorch (${err:-no answer})" ;;
+    esac
+else
+    echo "      no $PY here: no PyTorch comparison"
+fi
 
 # ---- 2. the probe: the backend loads, the GPUs as ddpbench sees them ---------------------
 step probe
@@ -598,7 +761,7 @@ names=$(sed -n 's/.*"gpus":\[\([^]]*\)\].*/\1/p' "$L/probe.json" | grep -o '"nam
 pass probe "$NGPU GPU(s) visible${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}: ${names%;}"
 ALL=$(i=0; l=""; while [ "$i" -lt "$NGPU" ]; do l="$l${l:+,}$i"; i=$((i + 1)); done; echo "$l")
 
-# ---- 3./4. the modes on the GPU vs single on the CPU --------------------------------------
+# ---- the runs: ddpbench's outputs and how steps 3-5 judge them ------------------------------
 # From --json: checksum sum and |sum|, and host_syncs_per_step (the run's: the
 # last key of that name, after the devices').
 sums() { sed -n 's/.*"checksum":{"sum":\([^,]*\),"abs_sum":\([^,]*\),.*/\1 \2/p' "$1"; }
@@ -667,37 +830,12 @@ compare() {
 gain() {
     on=$(tput "$L/$(safe "$1").json" 2>/dev/null) off=$(tput "$L/$(safe "$2").json" 2>/dev/null)
     [ -n "$on" ] && [ -n "$off" ] || return 0
-    ratio_row "$3" "$on" "$off" "$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')" \
+    ratio_row "$3" "$on" "$off" "$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" \
         "samples/s"
 }
 W=$NGPU
 [ "$W" -lt 2 ] && W=2
 B=$((32 * W)) # divisible by every world size used below
-
-step single
-compare "single gpu0 small" small "$B" 1 --mode single --gpus 0
-compare "single gpu0 gelu-sgd" gelu-sgd "$B" 1 --mode single --gpus 0
-
-step ddp
-compare "ddp nccl gpus $ALL small" small "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
-# shm on a GPU: the input's copy to the host is waited for once a step, beside
-# the loss's (host_syncs_per_step counts both)
-compare "ddp shm gpus 0,0 small" small "$B" 2 --mode ddp --comm shm --gpus 0,0
-# dp on one GPU: --cuda-graph auto replays each step as one graph of both
-# devices; beside it, eager: the graphs' gain
-compare "dp gpus 0,0 small" small "$B" 1 --mode dp --gpus 0,0
-compare "dp gpus 0,0 small graphs off" small "$B" 1 --mode dp --gpus 0,0 --cuda-graph off
-gain "dp gpus 0,0 small" "dp gpus 0,0 small graphs off" "dp --gpus 0,0 small: CUDA graphs on / off"
-if [ "$NGPU" -ge 2 ]; then
-    compare "dp gpus $ALL small" small "$B" 1 --mode dp --gpus "$ALL"
-    # auto runs dp over NCCL eagerly (NCCL warns that several GPUs of one
-    # process in graphs may deadlock); on captures it: does it run, or hang
-    # (cut at the step's limit, "timed out")?
-    compare "dp nccl gpus $ALL small graphs on" small "$B" 1 --mode dp --gpus "$ALL" --cuda-graph on
-    compare "ddp nccl gpus $ALL gelu-sgd" gelu-sgd "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
-fi
-
-# ---- 5. ddpbench against PyTorch eager on the same GPU ------------------------------------
 # model -> "layers|act|loss|optimizer options|batch|steps|warm-up|data": the
 # presets' values; mlp-small on its own synthetic classes, the larger two on
 # random .npy files (their synthetic teachers take minutes on one core; the
@@ -711,8 +849,8 @@ model_args() {
 }
 field() { echo "$1" | cut -d'|' -f"$2"; }
 write_npy() { # FILE ROWS COLS SEED: float32 uniform(-1, 1), C order
-    if command -v "$PY" >/dev/null 2>&1 && timeout 30 "$PY" -c 'import numpy' 2>/dev/null; then
-        timeout 60 "$PY" -c 'import sys, numpy as np
+    if command -v "$PY" >/dev/null 2>&1 && py timeout 30 "$PY" -c 'import numpy' 2>/dev/null; then
+        py timeout 60 "$PY" -c 'import sys, numpy as np
 f, r, c, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 np.save(f, np.random.default_rng(s).uniform(-1, 1, (r, c)).astype("<f4"))' "$@"
         return
@@ -758,14 +896,24 @@ ours() {
     OURS=$(tput "$log")
     [ -n "$OURS" ] || { fail "$label" "no throughput in its --json"; return 1; }
 }
-HAVE_TORCH=no
+
+# ---- 3. ddpbench against PyTorch eager on the same GPU ------------------------------------
+# Early, and each case with CUDA graphs off and on: a graph step that fails
+# loses only the graphs-on figure.  The cases: mlp-small, mlp-medium and
+# mlp-large in fp32 (TF32 off), mlp-large in bf16 (PyTorch: autocast).
+TORCH_CASES="mlp-small mlp-medium mlp-large mlp-large-bf16"
+case_model() { echo "${1%-bf16}"; }
+case_prec() { case "$1" in *-bf16) echo bf16 ;; *) echo fp32 ;; esac; }
+OURSF=$WORK/ours # "CASE GRAPHS SAMPLES/S" per ddpbench run that finished
+: >"$OURSF"
+ours_of() { awk -v c="$1" -v g="$2" '$1 == c && $2 == g { v = $3 } END { print v }' "$OURSF"; }
+# jfield NAME KEY: a number of torch_ref.py's line for case NAME
+jfield() { grep "\"name\": *\"$1\"" "$L/torch.jsonl" 2>/dev/null | sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\\1/p"; }
+if want torch; then
 step torch
-if command -v "$PY" >/dev/null 2>&1 &&
-    timeout "$(lim 40)" "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>"$L/torch-import.log"; then
-    HAVE_TORCH=yes
-fi
-# PyTorch once for the three models (one import, one CUDA start): a line of
-# torch_ref.py options per model, a JSON line back per model.
+# PyTorch first, once for every case (one import, one CUDA start): a line of
+# torch_ref.py options per case, a JSON line back per case; with the box's
+# own library path (py), so it loads its own cuBLAS and NCCL.
 : >"$WORK/torch-cases"
 for model in mlp-small mlp-medium mlp-large; do
     m=$(model_args "$model")
@@ -776,122 +924,127 @@ done
 # mlp-large again under PyTorch's bf16 autocast, beside ddpbench's --precision bf16
 echo "$(tail -n 1 "$WORK/torch-cases" | sed 's/--name mlp-large/--name mlp-large-bf16/') --precision bf16" >>"$WORK/torch-cases"
 cp "$WORK/torch-cases" "$L/torch-cases"
-OURS_SMALL="" OURS_MEDIUM="" OURS_LARGE=""
-for model in mlp-small mlp-medium mlp-large; do
-    no_time "$model single gpu0" 10 && continue
-    ours "$model" single 0 "$model single gpu0" || continue
-    o=$OURS
-    case "$model" in mlp-small) OURS_SMALL=$o ;; mlp-medium) OURS_MEDIUM=$o ;; *) OURS_LARGE=$o ;; esac
-done
-OURS_BF16=""
-if ! no_time "mlp-large bf16 single gpu0" 10 && ours mlp-large single 0 "mlp-large bf16 single gpu0" --precision bf16; then
-    OURS_BF16=$OURS
-fi
 if [ "$HAVE_TORCH" = yes ] && ! no_time "PyTorch eager" 20; then
-    timeout "$(lim 60)" "$PY" "$TORCH_REF" --cases "$WORK/torch-cases" >"$L/torch.jsonl" 2>"$L/torch.log"
+    py timeout "$(lim 60)" "$PY" "$TORCH_REF" --cases "$WORK/torch-cases" >"$L/torch.jsonl" 2>"$L/torch.log"
     trc=$?
     [ "$trc" -eq 0 ] || { show_tail "$L/torch.log"; echo "      (torch_ref.py: exit $trc)"; }
 fi
 tv=$(sed -n 's/.*"torch": *"\([^"]*\)".*/\1/p' "$L/torch.jsonl" 2>/dev/null | head -n 1)
-# jfield NAME KEY: a number of torch_ref.py's line for case NAME
-jfield() { grep "\"name\": *\"$1\"" "$L/torch.jsonl" 2>/dev/null | sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\\1/p"; }
-for model in mlp-small mlp-medium mlp-large; do
-    case "$model" in mlp-small) o=$OURS_SMALL gid=small_vs_torch ;; mlp-medium) o=$OURS_MEDIUM gid=medium_vs_torch ;;
-    *) o=$OURS_LARGE gid=large_vs_torch ;; esac
-    label="$model single gpu0"
-    [ -n "$o" ] || { goal "$gid" "" "ddpbench's run did not finish (see results)"; continue; }
-    extra="\"model\":\"$model\",\"ddpbench_samples_per_s\":$o"
-    if [ "$HAVE_TORCH" != yes ]; then
-        skip "$label vs PyTorch" "ddpbench $o samples/s; no python3 with PyTorch and a GPU here (log: torch-import.log)" "$extra"
-        goal "$gid" "" "no python3 with PyTorch and a GPU"
-        continue
+# ddpbench: each case eagerly (--cuda-graph off), then with graphs (auto)
+for c in $TORCH_CASES; do
+    for g in off on; do
+        label="$c single gpu0 graphs $g"
+        no_time "$label" 10 && continue
+        pre=""
+        [ "$(case_prec "$c")" = bf16 ] && pre="--precision bf16"
+        ours "$(case_model "$c")" single 0 "$label" --cuda-graph "$([ "$g" = on ] && echo auto || echo off)" $pre ||
+            continue
+        echo "$c $g $OURS" >>"$OURSF"
+    done
+done
+# ddpbench against PyTorch, each case and graph setting that ran; the goals
+# take graphs on (mlp-small's by definition; the others' when it ran, else
+# off, and say which)
+for c in $TORCH_CASES; do
+    case "$c" in mlp-small) gid=small_vs_torch ;; mlp-medium) gid=medium_vs_torch ;; mlp-large) gid=large_vs_torch ;;
+    *) gid=large_bf16_vs_torch ;; esac
+    prec=$(case_prec "$c")
+    how=$([ "$prec" = bf16 ] && echo "autocast" || echo "eager")
+    t=$(jfield "$c" samples_per_s)
+    gfig="" gdet=""
+    for g in off on; do
+        o=$(ours_of "$c" "$g")
+        [ -n "$o" ] || continue
+        label="$c single gpu0 graphs $g vs PyTorch"
+        extra="\"model\":\"$(case_model "$c")\",\"precision\":\"$prec\",\"cuda_graph\":\"$g\",\"ddpbench_samples_per_s\":$o"
+        if [ "$HAVE_TORCH" != yes ]; then
+            skip "$label" "ddpbench $o samples/s; no python3 with PyTorch and a GPU here (log: torch-import.log)" "$extra"
+            gdet="no python3 with PyTorch and a GPU"
+            continue
+        fi
+        if [ -z "$t" ]; then
+            fail "$label" "ddpbench $o samples/s; the PyTorch run gave nothing: $(tail -n 1 "$L/torch.log" 2>/dev/null)" "$extra"
+            gdet="the PyTorch run gave nothing"
+            continue
+        fi
+        r=$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.3f", a / b }')
+        ratio_row "$c, graphs $g: ddpbench / PyTorch $tv $how" "$o" "$t" "$r" "samples/s, $prec$([ "$prec" = fp32 ] && echo " (TF32 off)"), GPU 0"
+        pass "$label" "ddpbench $o samples/s vs PyTorch $tv $how $t samples/s: ${r}x ($prec, CUDA graphs $g)" \
+            "$extra,\"torch_samples_per_s\":$t,\"ratio_vs_torch\":$r,\"torch\":\"$(jstr "$tv")\""
+        if [ "$g" = on ] || [ "$gid" != small_vs_torch ]; then
+            gfig=$r gdet="ddpbench $o (CUDA graphs $g) vs PyTorch $tv $how $t samples/s"
+        fi
+    done
+    if [ -z "$gfig" ] && [ -z "$gdet" ]; then
+        gdet="ddpbench's run$([ "$gid" = small_vs_torch ] && echo " with CUDA graphs on") did not finish (see results)"
     fi
-    t=$(jfield "$model" samples_per_s)
-    if [ -z "$t" ]; then
-        fail "$label vs PyTorch" "ddpbench $o samples/s; the PyTorch run gave nothing: $(tail -n 1 "$L/torch.log" 2>/dev/null)" "$extra"
-        goal "$gid" "" "the PyTorch run gave nothing"
-        continue
-    fi
-    r=$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.3f", a / b }')
-    goal "$gid" "$r" "ddpbench $o vs PyTorch $tv $t samples/s"
-    ratio_row "$model: ddpbench / PyTorch $tv eager" "$o" "$t" "$r" "samples/s, fp32 (TF32 off), GPU 0"
-    pass "$label vs PyTorch" "ddpbench $o samples/s vs PyTorch $tv eager $t samples/s: ${r}x (fp32, TF32 off)" \
-        "$extra,\"torch_samples_per_s\":$t,\"ratio_vs_torch\":$r,\"torch\":\"$(jstr "$tv")\""
+    goal "$gid" "$gfig" "$gdet"
 done
 # mlp-large's step (its samples/s over the batch) against the sum of its
 # GEMMs timed alone with cuBLAS (torch_ref.py --gemms): what the step spends
-# beyond its GEMMs; bf16's beside it, recorded, not a goal
+# beyond its GEMMs; bf16's beside it, recorded, not a goal.  Graphs on where
+# that run finished, else off.
 lb=$(field "$(model_args mlp-large)" 5)
-for p in fp32 bf16; do
-    case "$p" in fp32) o=$OURS_LARGE case=mlp-large ;; *) o=$OURS_BF16 case=mlp-large-bf16 ;; esac
-    gs=$(jfield "$case" gemm_s)
-    if [ -z "$o" ] || [ -z "$gs" ]; then
+best_of() { o=$(ours_of "$1" on); [ -n "$o" ] && { echo "$o on"; return; }; o=$(ours_of "$1" off); [ -n "$o" ] && echo "$o off"; }
+for c in mlp-large mlp-large-bf16; do
+    p=$(case_prec "$c") bo=$(best_of "$c")
+    o=${bo% *} g=${bo#* }
+    gs=$(jfield "$c" gemm_s)
+    if [ -z "$bo" ] || [ -z "$gs" ]; then
         [ "$p" = fp32 ] && goal large_step_vs_gemms "" \
-            "$([ -z "$o" ] && echo "ddpbench's mlp-large run did not finish" || echo "no GEMM timing from PyTorch")"
+            "$([ -z "$bo" ] && echo "ddpbench's mlp-large run did not finish" || echo "no GEMM timing from PyTorch")"
         continue
     fi
     r=$(awk -v b="$lb" -v o="$o" -v g="$gs" 'BEGIN { printf "%.3f", b / o / g }')
     st=$(awk -v b="$lb" -v o="$o" 'BEGIN { printf "%.6f", b / o }')
-    ratio_row "mlp-large $p: step / its GEMMs alone (cuBLAS)" "$st" "$gs" "$r" "seconds per step, GPU 0"
-    [ "$p" = fp32 ] && goal large_step_vs_gemms "$r" "step ${st}s, GEMMs alone ${gs}s"
-    pass "mlp-large $p step vs its GEMMs" "step ${st}s, its GEMMs alone ${gs}s: ${r}x" \
-        "\"model\":\"mlp-large\",\"precision\":\"$p\",\"step_s\":$st,\"gemm_s\":$gs,\"ratio\":$r"
+    ratio_row "mlp-large $p: step / its GEMMs alone (cuBLAS)" "$st" "$gs" "$r" "seconds per step, CUDA graphs $g, GPU 0"
+    [ "$p" = fp32 ] && goal large_step_vs_gemms "$r" "step ${st}s (CUDA graphs $g), GEMMs alone ${gs}s"
+    pass "mlp-large $p step vs its GEMMs" "step ${st}s (CUDA graphs $g), its GEMMs alone ${gs}s: ${r}x" \
+        "\"model\":\"mlp-large\",\"precision\":\"$p\",\"cuda_graph\":\"$g\",\"step_s\":$st,\"gemm_s\":$gs,\"ratio\":$r"
 done
-# CUDA graphs on (the runs above) against off, where launches matter most:
-# the throughput ratio, the launches per step each way, one graph launch per
-# step and at most one host wait with graphs on.
+# CUDA graphs on against off, every case: the throughput ratio, the launches
+# per step each way, one graph launch per step and at most one host wait
+# with graphs on.
 GS="" GL="" # the most host syncs, the graph launches farthest from 1, with graphs on
-for model in mlp-small mlp-medium; do
-    case "$model" in mlp-small) on=$OURS_SMALL ;; *) on=$OURS_MEDIUM ;; esac
-    label="$model single gpu0 graphs on vs off"
-    [ -n "$on" ] || continue
-    jon="$L/tput-$(safe "$model single gpu0").json"
+for c in $TORCH_CASES; do
+    on=$(ours_of "$c" on) off=$(ours_of "$c" off)
+    [ -n "$on" ] || continue # its failure is recorded
+    jon="$L/tput-$(safe "$c single gpu0 graphs on").json" joff="$L/tput-$(safe "$c single gpu0 graphs off").json"
     n=$(syncs "$jon") g=$(glaunches "$jon")
     GS=$(awk -v a="$GS" -v n="$n" 'BEGIN { print (n == "" ? a : (a == "" || n + 0 > a + 0) ? n : a) }')
     GL=$(awk -v a="$GL" -v g="$g" 'BEGIN { d = g - 1; e = a - 1; if (d < 0) d = -d; if (e < 0) e = -e
         print (g == "" ? a : (a == "" || d > e) ? g : a) }')
-    no_time "$label" 10 && continue
-    ours "$model" single 0 "$model single gpu0 graphs off" --cuda-graph off || continue
-    off=$OURS
-    jon="$L/tput-$(safe "$model single gpu0").json" joff="$L/tput-$(safe "$model single gpu0 graphs off").json"
-    lon=$(launches "$jon") loff=$(launches "$joff") g=$(glaunches "$jon") n=$(syncs "$jon")
+    [ -n "$off" ] || continue
+    label="$c single gpu0 graphs on vs off"
+    lon=$(launches "$jon") loff=$(launches "$joff")
     r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
-    ratio_row "$model: CUDA graphs on / off" "$on" "$off" "$r" "samples/s; launches/step ${lon:-?} vs ${loff:-?}"
-    extra="\"model\":\"$model\",\"graphs_on_samples_per_s\":$on,\"graphs_off_samples_per_s\":$off,\"ratio\":$r,\"launches_per_step_on\":${lon:-null},\"launches_per_step_off\":${loff:-null},\"graph_launches_per_step\":${g:-null},\"host_syncs_per_step\":${n:-null}"
+    ratio_row "$c: CUDA graphs on / off" "$on" "$off" "$r" "samples/s; launches/step ${lon:-?} vs ${loff:-?}"
+    extra="\"model\":\"$(case_model "$c")\",\"precision\":\"$(case_prec "$c")\",\"graphs_on_samples_per_s\":$on,\"graphs_off_samples_per_s\":$off,\"ratio\":$r,\"launches_per_step_on\":${lon:-null},\"launches_per_step_off\":${loff:-null},\"graph_launches_per_step\":${g:-null},\"host_syncs_per_step\":${n:-null}"
     if awk -v g="$g" -v n="$n" 'BEGIN { exit !(g != "" && g > 0.5 && g <= 1 && n != "" && n <= 1) }'; then
         pass "$label" "${r}x ($on vs $off samples/s); launches per step $lon vs $loff; $g graph launches, $n host syncs per step" "$extra"
     else
         fail "$label" "graphs on: $g graph launches and $n host syncs per step (want about 1, <= 1)" "$extra"
     fi
 done
-goal host_syncs "$GS" "$([ -n "$GS" ] && echo "mlp-small and mlp-medium, --cuda-graph auto" || echo "no graphs-on run finished")"
-goal graph_launches "$GL" "$([ -n "$GL" ] && echo "mlp-small and mlp-medium, --cuda-graph auto" || echo "no graphs-on run finished")"
-# mlp-large in bf16: against its own fp32 step (issue 25's goal: 5x; a
-# shortfall is recorded, not failed: a goal, not a fault) and against
-# PyTorch's bf16 autocast of the same step
-label="mlp-large bf16 single gpu0"
-[ -n "$OURS_BF16" ] || { goal large_bf16_vs_fp32 "" "ddpbench's bf16 run did not finish"
-    goal large_bf16_vs_torch "" "ddpbench's bf16 run did not finish"; }
-if [ -n "$OURS_BF16" ]; then
-    extra="\"model\":\"mlp-large\",\"precision\":\"bf16\",\"ddpbench_samples_per_s\":$OURS_BF16"
-    if [ -n "$OURS_LARGE" ]; then
-        r=$(awk -v a="$OURS_BF16" -v b="$OURS_LARGE" 'BEGIN { printf "%.3f", a / b }')
-        ratio_row "mlp-large: ddpbench bf16 / its fp32" "$OURS_BF16" "$OURS_LARGE" "$r" "samples/s, GPU 0 (goal: 5x)"
-        extra="$extra,\"ratio_vs_fp32\":$r"
-        goal large_bf16_vs_fp32 "$r" "bf16 $OURS_BF16 vs fp32 $OURS_LARGE samples/s"
-    else
-        goal large_bf16_vs_fp32 "" "ddpbench's fp32 mlp-large run did not finish"
-    fi
-    t=$(grep '"name": *"mlp-large-bf16"' "$L/torch.jsonl" 2>/dev/null | sed -n 's/.*"samples_per_s": *\([0-9.e+-]*\).*/\1/p')
-    if [ -n "$t" ]; then
-        rt=$(awk -v a="$OURS_BF16" -v b="$t" 'BEGIN { printf "%.3f", a / b }')
-        ratio_row "mlp-large bf16: ddpbench / PyTorch $tv autocast" "$OURS_BF16" "$t" "$rt" "samples/s, bf16, GPU 0"
-        extra="$extra,\"torch_samples_per_s\":$t,\"ratio_vs_torch\":$rt"
-        goal large_bf16_vs_torch "$rt" "ddpbench $OURS_BF16 vs PyTorch $tv autocast $t samples/s"
-    else
-        goal large_bf16_vs_torch "" "$([ "$HAVE_TORCH" = yes ] && echo "the PyTorch bf16 run gave nothing" || echo "no python3 with PyTorch and a GPU")"
-    fi
-    pass "$label" "ddpbench bf16 $OURS_BF16 samples/s: ${r:-?}x its fp32, ${rt:-?}x PyTorch ${tv:-?} autocast" "$extra"
+goal host_syncs "$GS" "$([ -n "$GS" ] && echo "the torch step's runs with CUDA graphs on" || echo "no graphs-on run finished")"
+goal graph_launches "$GL" "$([ -n "$GL" ] && echo "the torch step's runs with CUDA graphs on" || echo "no graphs-on run finished")"
+# mlp-large in bf16 against its own fp32 step (issue 25's goal: 5x; a
+# shortfall is recorded, not failed: a goal, not a fault), with the same
+# CUDA graph setting (on where both ran, else off)
+bf=""
+for g in on off; do
+    a=$(ours_of mlp-large-bf16 "$g") b=$(ours_of mlp-large "$g")
+    [ -n "$a" ] && [ -n "$b" ] && { bf="$a $b $g"; break; }
+done
+if [ -n "$bf" ]; then
+    set -- $bf
+    r=$(awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }')
+    ratio_row "mlp-large: ddpbench bf16 / its fp32" "$1" "$2" "$r" "samples/s, CUDA graphs $3, GPU 0 (goal: 5x)"
+    goal large_bf16_vs_fp32 "$r" "bf16 $1 vs fp32 $2 samples/s, CUDA graphs $3"
+    pass "mlp-large bf16 vs its fp32" "${r}x ($1 vs $2 samples/s, CUDA graphs $3)" \
+        "\"model\":\"mlp-large\",\"cuda_graph\":\"$3\",\"bf16_samples_per_s\":$1,\"fp32_samples_per_s\":$2,\"ratio\":$r"
+else
+    goal large_bf16_vs_fp32 "" "no bf16 and fp32 runs of mlp-large with the same CUDA graph setting finished"
 fi
 # mlp-large under ddp: its ranks share an area in /dev/shm as large as the
 # parameters, which a small /dev/shm (a container's 64 MiB) cannot hold.
@@ -902,23 +1055,62 @@ if [ "$shmv" != ok ]; then
     skip "$label" "$shmv"
 elif ! no_time "$label" 15; then
     ours mlp-large ddp "$ALL" "$label" --comm nccl && o=$OURS && {
-        r=$([ -n "$OURS_LARGE" ] && awk -v a="$o" -v b="$OURS_LARGE" 'BEGIN { printf "%.3f", a / b }')
-        [ -n "$r" ] && ratio_row "mlp-large: ddp nccl $ALL / single" "$o" "$OURS_LARGE" "$r" "samples/s"
+        single=$(best_of mlp-large)
+        r=$([ -n "$single" ] && awk -v a="$o" -v b="${single% *}" 'BEGIN { printf "%.3f", a / b }')
+        [ -n "$r" ] && ratio_row "mlp-large: ddp nccl $ALL / single" "$o" "${single% *}" "$r" "samples/s"
         pass "$label" "$o samples/s${r:+ (${r}x single)}" "\"model\":\"mlp-large\",\"ddpbench_samples_per_s\":$o"
     }
 fi
+fi
+
+# ---- 4./5. the modes on the GPU vs single on the CPU --------------------------------------
+if want single; then
+step single
+compare "single gpu0 small" small "$B" 1 --mode single --gpus 0
+compare "single gpu0 gelu-sgd" gelu-sgd "$B" 1 --mode single --gpus 0
+fi
+
+if want ddp; then
+step ddp
+compare "ddp nccl gpus $ALL small" small "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
+# shm on a GPU: the input's copy to the host is waited for once a step, beside
+# the loss's (host_syncs_per_step counts both)
+compare "ddp shm gpus 0,0 small" small "$B" 2 --mode ddp --comm shm --gpus 0,0
+# dp on one GPU: --cuda-graph auto replays each step as one graph of both
+# devices; beside it, eager: the graphs' gain
+compare "dp gpus 0,0 small" small "$B" 1 --mode dp --gpus 0,0
+compare "dp gpus 0,0 small graphs off" small "$B" 1 --mode dp --gpus 0,0 --cuda-graph off
+gain "dp gpus 0,0 small" "dp gpus 0,0 small graphs off" "dp --gpus 0,0 small: CUDA graphs on / off"
+if [ "$NGPU" -ge 2 ]; then
+    compare "dp gpus $ALL small" small "$B" 1 --mode dp --gpus "$ALL"
+    # auto runs dp over NCCL eagerly (NCCL warns that several GPUs of one
+    # process in graphs may deadlock); on captures it: does it run, or hang
+    # (cut at the step's limit, "timed out")?
+    compare "dp nccl gpus $ALL small graphs on" small "$B" 1 --mode dp --gpus "$ALL" --cuda-graph on
+    compare "ddp nccl gpus $ALL gelu-sgd" gelu-sgd "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
+fi
+fi
 
 # ---- 6. the GPU unit suites, one process each ------------------------------------------
+# test_comm_nccl's init-abort tests are the findings' (step 10): never met a
+# real NCCL, they must not cut this step short.
+INIT_TESTS="a_missing_peer_fails_init_at_the_init_bound an_abort_stops_a_waiting_init_at_once"
+INIT_PAT=$(echo $INIT_TESTS | tr ' ' '|')
+if want suites; then
 step suites
 for suite in $SUITES; do
     name=$(basename "$suite")
     no_time "$name" 15 && continue
     log="$L/$name.log"
-    timeout "$(lim 90)" "$suite" --jobs 4 --verbose >"$log" 2>&1
+    if [ "$name" = test_comm_nccl ]; then
+        timeout "$(lim 90)" "$suite" --jobs 4 --verbose --filter "comm_nccl/!($INIT_PAT)" >"$log" 2>&1
+    else
+        timeout "$(lim 90)" "$suite" --jobs 4 --verbose >"$log" 2>&1
+    fi
     rc=$?
     np_=$(grep -c '^\[PASS\]' "$log") nf=$(grep -Ec '^\[(FAIL|CRASH)\]' "$log")
     nogpu=$(grep -E '^\[SKIP\] .*no GPU' "$log" | head -n 3 | sed 's/^\[SKIP\] //' | tr '\n' ';')
-    ns=$(grep -c '^\[SKIP\]' "$log")
+    ns=$(grep '^\[SKIP\]' "$log" | grep -vc 'Test is disabled')
     extra="\"passed\":$np_,\"failed\":$nf,\"skipped\":$ns"
     if [ "$rc" -eq 124 ]; then
         fail "$name" "timed out ($np_ passed so far)" "$extra"
@@ -930,9 +1122,10 @@ for suite in $SUITES; do
     elif [ "$np_" -eq 0 ]; then
         fail "$name" "no test passed (log: $name.log)" "$extra"
     else
-        pass "$name" "$np_ passed, $ns skipped" "$extra"
+        pass "$name" "$np_ passed, $ns skipped$([ "$name" = test_comm_nccl ] && echo "; its init-abort tests are findings")" "$extra"
     fi
 done
+fi
 
 # ---- 7. faults -------------------------------------------------------------------------
 # fault LABEL EXPECTED-TEXT MAX-SECONDS FAULT ARGS...: exit 1, EXPECTED-TEXT in
@@ -961,6 +1154,7 @@ fault() {
         pass "$label" "exit 1 in ${secs}s: $msg"
     fi
 }
+if want faults; then
 step faults
 fault "nccl injected error" "rank 0 (device 0): injected fault at step 3" 25 error:0:3 --mode ddp --comm nccl --gpus 0
 fault "nccl killed rank" "killed by signal 9" 25 kill:0:4 --mode ddp --comm nccl --gpus "$([ "$NGPU" -ge 2 ] && echo 0,1 || echo 0)"
@@ -968,6 +1162,7 @@ if [ "$NGPU" -ge 2 ]; then
     fault "nccl stalled rank" "did not arrive within 5 s" 25 stall:1:3 --mode ddp --comm nccl --gpus 0,1 --timeout 5
 else
     fault "shm stalled rank" "did not arrive within 5 s" 25 stall:1:3 --mode ddp --comm shm --gpus 0,0 --timeout 5
+fi
 fi
 
 # ---- 8. --trace, --mode comm -------------------------------------------------------------
@@ -1001,6 +1196,7 @@ collectives() { # LABEL ARGS...
         fail "$label" "run failed: $(tail -n 1 "$log.err")"
     fi
 }
+if want trace; then
 step trace
 trace_check "trace single" 0 --mode single --gpus 0
 trace_check "trace ddp nccl gpus $ALL" "$NGPU" --mode ddp --comm nccl --gpus "$ALL"
@@ -1010,11 +1206,17 @@ else
     collectives "comm nccl 1 rank" --comm nccl --gpus 0
 fi
 collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
+fi
 
 # ---- 9. cuBLASLt's epilogues against GEMM + our kernels -------------------------------------
 # Issue 25: "bias and activation fused into the GEMM epilogue where cuBLASLt
 # offers it (measure, keep only what wins)".  One process measures every
 # group; nothing of ddpbench's step changes (docs/gpu.md: what to wire in).
+# The forward groups must agree; the backward groups' agreement is a
+# finding: it tests our reading of DRELU_BGRAD / DGELU_BGRAD (the bias
+# gradient as the row sums of the activation's gradient), which no real
+# cuBLASLt has confirmed, and must not fail the check.
+EPI_BWD="epilogue DRELU_BGRAD/DGELU_BGRAD reading"
 epilogue_step() {
     step epilogue
     label="epilogue mlp-medium mlp-large fp32 bf16"
@@ -1029,18 +1231,63 @@ epilogue_step() {
     rc=$?
     v=$(epilogue_verdict "$js")
     case "$rc:$v" in
-    0:ok*)
-        n=$(echo "$v" | cut -d' ' -f2) keep=${v#ok * keep: }
-        goal epilogue 0 "$n groups agree; keep: $keep"
-        pass "$label" "$n groups agree; keep (cuBLASLt won every round): $keep" "\"keep\":\"$(jstr "$keep")\"" ;;
-    *:bad*)
-        goal epilogue "$(echo "$v" | cut -d' ' -f2)" "${v#bad }"
-        fail "$label" "cuBLASLt and the backend's path disagree: ${v#bad * disagree: } (log: epilogue.log)" ;;
+    [01]:ok* | [01]:bad*) # a whole run (exit 1: a group disagreed)
+        n=$(epilogue_count "$js" fwd) nb=$(epilogue_count "$js" bwd)
+        fbad=$(epilogue_bad "$js" fwd) bbad=$(epilogue_bad "$js" bwd)
+        keep=$(epilogue_keep "$js")
+        nfb=$(echo $fbad | wc -w) nbb=$(echo $bbad | wc -w)
+        goal epilogue "$((nfb + nbb))" "forward: ${fbad:-every group agrees}; backward (a finding): ${bbad:-every group agrees}; keep: ${keep:-none}"
+        if [ -n "$fbad" ]; then
+            fail "$label" "cuBLASLt and the backend's path disagree in $nfb forward groups: $fbad (log: epilogue.log)"
+        else
+            pass "$label" "the $n forward groups agree; keep (cuBLASLt won every round): ${keep:-none}" "\"keep\":\"$(jstr "$keep")\""
+        fi
+        if [ -n "$bbad" ]; then
+            finding "$EPI_BWD" false "$nbb of $nb backward groups disagree: $bbad: cuBLASLt's bias gradient is not the row sums of the activation's gradient the benchmark reads (docs/gpu.md)"
+        elif [ "$nb" -gt 0 ]; then
+            finding "$EPI_BWD" true "every one of the $nb backward groups agrees: the bias gradient is the row sums of the activation's gradient"
+        else
+            finding "$EPI_BWD" null "no backward group was judged (no cuBLASLt algorithm)"
+        fi ;;
     *)
         show_tail "$log"
         goal epilogue "" "the benchmark did not finish (exit $rc)"
-        fail "$label" "exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"): $(tail -n 1 "$log")" ;;
+        fail "$label" "exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"): $(tail -n 1 "$log")"
+        finding "$EPI_BWD" null "not judged: the benchmark did not finish (exit $rc)" ;;
     esac
 }
-epilogue_step
+if want epilogue; then
+    epilogue_step
+fi
+
+# ---- 10. findings: what never met a real NCCL or cuBLASLt ---------------------------------
+# test_comm_nccl's init-abort tests, one process, each judged from its log:
+# a group of two whose peer never joins must fail at the init bound, an
+# abort during the init must end it at once.  Last, so that a hang (NCCL's
+# non-blocking init or its abort on a real communicator) cuts nothing short.
+if want findings; then
+step findings
+nccl_suite=""
+for suite in $SUITES; do [ "$(basename "$suite")" = test_comm_nccl ] && nccl_suite=$suite; done
+if [ -z "$nccl_suite" ] || [ ! -x "$nccl_suite" ]; then
+    for t in $INIT_TESTS; do finding "test_comm_nccl $t" null "not run: no test_comm_nccl here"; done
+elif no_time "test_comm_nccl init-abort tests" 8; then
+    for t in $INIT_TESTS; do finding "test_comm_nccl $t" null "not run: out of time"; done
+else
+    log="$L/findings-init-abort.log"
+    timeout "$(lim 15)" "$nccl_suite" --jobs 1 --verbose --filter "comm_nccl/@($INIT_PAT)" >"$log" 2>&1
+    rc=$?
+    for t in $INIT_TESTS; do
+        line=$(grep -E "^\[(PASS|FAIL|SKIP)\] comm_nccl::$t" "$log" | head -n 1)
+        case "$line" in
+        "[PASS]"*) finding "test_comm_nccl $t" true "passed on this NCCL: ${line##*: }" ;;
+        "[FAIL]"*)
+            why=$(grep -B 6 "^\[FAIL\] comm_nccl::$t" "$log" | sed -n 's/^\[----\]   \([^ ].*\)/\1/p' | head -n 1)
+            finding "test_comm_nccl $t" false "failed on this NCCL: ${why:-${line#*: }}" ;;
+        "[SKIP]"*) finding "test_comm_nccl $t" null "skipped: ${line##*: }" ;;
+        *) finding "test_comm_nccl $t" false "did not finish (exit $rc$([ "$rc" -eq 124 ] && echo ", timed out: a hang in NCCL's init or abort"); log: findings-init-abort.log)" ;;
+        esac
+    done
+fi
+fi
 finish

@@ -13,10 +13,15 @@
 # three layouts:
 #  A. cuBLAS, cudart and NCCL only in a fake .../site-packages/nvidia/
 #     {cublas,cuda_runtime,nccl}/lib tree that a python3 (a stub printing its
-#     site-packages) points to, no toolkit: check.sh must find every library
-#     there, load lib/libddpbench-cuda.so, and stop only for want of a driver
-#     (verdict "no GPU driver", exit 3), leaving check.json and
-#     check-logs.tar.gz in DDPBENCH_CHECK_OUT and nothing in $OUT;
+#     site-packages, without PyTorch) points to, no toolkit: check.sh must
+#     find every library there, load lib/libddpbench-cuda.so, and stop only
+#     for want of a driver (verdict "no GPU driver", exit 3), leaving
+#     check.json ("complete":true), check.log (ending in the verdict) and
+#     check-logs.tar.gz in DDPBENCH_CHECK_OUT and nothing in $OUT; and
+#     python3, asked which PyTorch it brings after those libraries were put
+#     on ddpbench's library path, must see none of it (the stub records the
+#     LD_LIBRARY_PATH of each call: PyTorch loads its own wheels' cuBLAS and
+#     NCCL);
 #  B. the same libraries in the toolkit's layout (/usr/local/cuda ->
 #     cuda-13.0, lib64 -> targets/x86_64-linux/lib, NCCL in lib), no python3:
 #     the same verdict;
@@ -60,7 +65,7 @@ done
 R=$R0/root
 rm -rf "$R0"
 mkdir -p "$R/usr/bin" "$R/usr/lib/x86_64-linux-gnu" "$R/usr/lib64" "$R/usr/local" "$R/opt" \
-    "$R/tmp" "$R/proc" "$R/dev/shm" "$R/kit" "$R/out" "$R/boxout" "$R/etc"
+    "$R/tmp" "$R/proc" "$R/dev/shm" "$R/kit" "$R/out" "$R/boxout" "$R/etc" "$R/pylog"
 ln -s usr/bin "$R/bin"
 ln -s usr/lib "$R/lib"
 ln -s usr/lib64 "$R/lib64"
@@ -75,7 +80,7 @@ copy_with_libs() { # FILE DEST: FILE at DEST in the root, and every library it n
     done
 }
 TOOLS="sh date mkdir cat sed awk grep tr sort uniq head tail wc cut dirname basename timeout nproc
-       ls rm mv cp env tar gzip df find xargs readlink sleep mktemp pwd id uname expr true false tee"
+       ls rm mv cp env tar gzip df find xargs readlink sleep mktemp pwd id uname expr true false tee mkfifo"
 for t in $TOOLS; do
     p=$(command -v "$t") || fail "no $t on this machine"
     case "$p" in /*) ;; *) p=$(ls /usr/bin/"$t" /bin/"$t" 2>/dev/null | head -n 1) ;; esac # a builtin here
@@ -98,12 +103,21 @@ echo "gpu-rehearsal: a root of $(find "$R" -type f | wc -l) files ($(du -sk "$R"
 
 # ---- one layout: the namespace, the mounts, check.sh chrooted ----------------------------
 SITE=/opt/venv/lib/python3.12/site-packages
+# A python3 that knows its site-packages and has no PyTorch, and writes down
+# the library path of every call it gets (what the check hands python3).
+cat >"$R0/python3" <<EOF
+#!/bin/sh
+case "\$*" in *"import torch"*) what=torch ;; *getsitepackages*) what=site ;; *) what=other ;; esac
+echo "\$what LD_LIBRARY_PATH=\${LD_LIBRARY_PATH-unset}" >>/pylog/calls
+case "\$what" in site) echo $SITE ;; *) echo "python3 (rehearsal): no module named torch" >&2; exit 1 ;; esac
+EOF
+chmod +x "$R0/python3"
 # rehearse LAYOUT: run check.sh in the root with LAYOUT's libraries; its output
 # in $R0/LAYOUT.log, its status in $R0/LAYOUT.rc
 rehearse() {
     layout=$1
-    rm -rf "$R/out" "$R/boxout"
-    mkdir -p "$R/out" "$R/boxout"
+    rm -rf "$R/out" "$R/boxout" "$R/pylog"
+    mkdir -p "$R/out" "$R/boxout" "$R/pylog"
     # The setup runs in the new namespace, before the chroot: its mounts
     # vanish with it.
     cat >"$R0/setup.sh" <<EOF
@@ -124,11 +138,8 @@ wheels)
     lib '$CUBLASLT' $SITE/nvidia/cublas/lib/libcublasLt.so.13
     lib '$CUDART' $SITE/nvidia/cuda_runtime/lib/libcudart.so.13
     lib '$NCCL' $SITE/nvidia/nccl/lib/libnccl.so.2
-    # a python3 that knows its site-packages and has no PyTorch
-    printf '#!/bin/sh\ncase "\$*" in *getsitepackages*) echo $SITE ;; *) echo "python3 (rehearsal): no module" >&2; exit 1 ;; esac\n' >"\$R/opt/python3"
-    chmod +x "\$R/opt/python3"
     : >"\$R/usr/bin/python3"
-    mount --bind "\$R/opt/python3" "\$R/usr/bin/python3" ;;
+    mount --bind '$R0/python3' "\$R/usr/bin/python3" ;;
 toolkit)
     T=/usr/local/cuda-13.0
     lib '$CUBLAS' \$T/targets/x86_64-linux/lib/libcublas.so.13
@@ -160,19 +171,29 @@ expect_no_driver() {
     grep -q 'cannot load the CUDA backend' "$log" && fail "$layout: the backend did not load"
     grep -q 'InsufficientDriver\|no CUDA driver' "$log" || fail "$layout: the driver's absence is not named"
     [ -z "$(ls -A "$R/boxout")" ] || fail "$layout: the check wrote into \$OUT: $(ls -A "$R/boxout" | tr '\n' ' ')"
-    [ "$(ls -A "$R/out" | tr '\n' ' ')" = "check-logs.tar.gz check.json " ] ||
-        fail "$layout: DDPBENCH_CHECK_OUT holds '$(ls -A "$R/out" | tr '\n' ' ')', not check.json and check-logs.tar.gz"
-    grep -q '"exit":3,"verdict":"gpu check: no GPU driver' "$R/out/check.json" || fail "$layout: check.json: $(head -c 300 "$R/out/check.json")"
+    [ "$(ls -A "$R/out" | tr '\n' ' ')" = "check-logs.tar.gz check.json check.log " ] ||
+        fail "$layout: DDPBENCH_CHECK_OUT holds '$(ls -A "$R/out" | tr '\n' ' ')', not check.json, check.log and check-logs.tar.gz"
+    grep -q '"complete":true,"ok":false,"exit":3,"verdict":"gpu check: no GPU driver' "$R/out/check.json" ||
+        fail "$layout: check.json: $(head -c 300 "$R/out/check.json")"
+    [ "$(tail -n 1 "$R/out/check.log")" = "$last" ] || fail "$layout: check.log does not end in the verdict: $(tail -n 1 "$R/out/check.log")"
     grep -Eq "\"nccl\":\"[^\"]*$where" "$R/out/check.json" || fail "$layout: check.json does not name NCCL's path"
     tar -tzf "$R/out/check-logs.tar.gz" | grep -q 'logs/probe.log' || fail "$layout: the log archive lacks probe.log"
     kb=$(du -k "$R/out/check-logs.tar.gz" | cut -f1)
     [ "$kb" -lt 1024 ] || fail "$layout: the log archive is ${kb} KiB"
     echo "gpu-rehearsal: $layout: $(echo "$libs" | sed 's/^PASS  libraries: //' | cut -c1-200)..."
-    echo "gpu-rehearsal: $layout: $last (exit 3); out: check.json, check-logs.tar.gz (${kb} KiB); \$OUT untouched"
+    echo "gpu-rehearsal: $layout: $last (exit 3); out: check.json, check.log, check-logs.tar.gz (${kb} KiB); \$OUT untouched"
 }
 
 rehearse wheels
 expect_no_driver wheels "$SITE/nvidia/(nccl|cublas|cuda_runtime)/lib"
+# python3 was asked which PyTorch it brings, after the libraries were found
+# and put on ddpbench's library path: it must have seen the box's own path
+# (none), not those folders
+grep -q '^torch ' "$R/pylog/calls" 2>/dev/null || fail "wheels: the check never asked python3 for its PyTorch: $(cat "$R/pylog/calls" 2>/dev/null | tr '\n' ' ')"
+grep -v ' LD_LIBRARY_PATH=unset$' "$R/pylog/calls" | grep . &&
+    fail "wheels: python3 was handed the library path found for ddpbench: $(grep -v 'LD_LIBRARY_PATH=unset$' "$R/pylog/calls" | head -n 1)"
+grep -q '^PASS  libraries: .*on LD_LIBRARY_PATH for:' "$R0/wheels.log" || fail "wheels: the check put nothing on ddpbench's library path (the proof above would be empty)"
+echo "gpu-rehearsal: wheels: python3 called $(grep -c . "$R/pylog/calls") times (PyTorch asked for once the libraries were on ddpbench's path), never with that path"
 rehearse toolkit
 expect_no_driver toolkit "/usr/local/cuda[^ ]*/(lib|lib64|targets/x86_64-linux/lib)"
 rehearse none

@@ -19,9 +19,17 @@
 #    own floor (the implementers); common/ never includes dp/, ddp/, app/ or
 #    bench/; the strategies (dp/, ddp/) stand on all of common/ (whose
 #    train/strategy.h is their seam) but never on each other, app/ or
-#    bench/; app/ (the program) stands on all of those, never on bench/;
+#    bench/; app/ (the program) stands on all of those, never on bench/, and
+#    includes no file of the strategies (it talks to them through
+#    common/train/strategy.h and launcher.h alone);
 # 3. calls, read from the objects with nm: the same rule for every call from
-#    one object into another, and no objects call each other in a circle.
+#    one object into another, and no objects call each other in a circle;
+# 4. each strategy's step is one block fenced by "// ---- TRAINING STEP
+#    BEGIN" and "// ---- TRAINING STEP END" (in $FENCED, one file each), at
+#    most 40 lines of code (blank and comment lines aside), with nothing of
+#    the bookkeeping around it inside: the meter, faults, graphs, the
+#    straggler, --trace or --explain (step_meter_, fault_, graph_, straggle,
+#    trace_, story).
 # Exit 0 when all hold; otherwise one line per violation and exit 1.
 set -u
 B=${1:-build/release}
@@ -130,6 +138,8 @@ BEGIN { load() }
         }
         his = floor_of(path)
         if (!may(me, his)) print f ": includes " h ", but " me "/ may not include " his "/"
+        else if ((me == "app" || me == "report") && (his in strat))
+            print f ": includes " h ", but app/ talks to the strategies through their seam alone (common/train/strategy.h, launcher.h)"
         if (h ~ /_impl\.h$/ && me != his) print f ": includes " h ", which only " his "/'"'"'s implementers may"
     }
     close(f)
@@ -162,8 +172,34 @@ BEGIN { load() }
         say "objects call each other in a circle: $(grep -v 'contains a loop' "$T/loop" | sed 's/^tsort: //' | tr '\n' ' ')"
 fi
 
+# ---- 4. the fenced steps ---------------------------------------------------------
+FENCED=${LAYERS_FENCED-"common/train/single.c dp/dp_step.c ddp/rank.c"}
+for f in $FENCED; do
+    if [ ! -f "$f" ]; then
+        say "$f: no such file (a strategy's step is fenced there)"
+        continue
+    fi
+    awk -v f="$f" '
+/\/\/ ---- TRAINING STEP BEGIN/ { begins++; inside = 1; next }
+/\/\/ ---- TRAINING STEP END/ { ends++; inside = 0; next }
+!inside { next }
+/^[ \t]*$/ || /^[ \t]*(\/\*|\*|\/\/)/ { next }
+{
+    code++
+    if ($0 ~ /step_meter_|fault_|graph_|straggle|trace_|story/)
+        print f ":" NR ": inside the training step: bookkeeping that belongs around it: " $0
+}
+END {
+    if (begins != 1 || ends != 1)
+        print f ": " begins + 0 " TRAINING STEP BEGIN and " ends + 0 " END fences (one of each)"
+    else if (code > 40)
+        print f ": the training step is " code " lines of code (at most 40)"
+}' "$f" >"$T/said"
+    while IFS= read -r l; do say "$l"; done <"$T/said"
+done
+
 if [ "$bad" -gt 0 ]; then
     echo "layers: $bad violation(s)"
     exit 1
 fi
-echo "layers: $(echo $FLOORS | wc -w) floors; includes and calls run one way, no circle"
+echo "layers: $(echo $FLOORS | wc -w) floors; includes and calls run one way, no circle; $(echo $FENCED | wc -w) fenced steps"

@@ -8,9 +8,12 @@
 # runs up a floor, objects that call each other in a circle, a folder without
 # a README, a file outside the floors, one strategy using another, a floor
 # including the program, an include from a second root, a strategy using the
-# program's outputs, the outputs including the program.
+# program's outputs, the outputs including the program, the program
+# including a strategy, a step without its fences, too long, or with the
+# meter inside.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+export LAYERS_FENCED=dp/dp.c
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -30,7 +33,7 @@ make_tree() {
     printf 'int hi_f(void);\n' >common/hi/hi.h
     printf '#include "common/hi/hi.h"\n#include "common/lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
     printf 'int dp_f(void);\nint ddp_f(void);\n' >common/hi/strategy.h
-    printf '#include "common/hi/hi.h"\nint dp_f(void) { return hi_f(); }\n' >dp/dp.c
+    printf '#include "common/hi/hi.h"\n// ---- TRAINING STEP BEGIN\nint dp_f(void) { return hi_f(); }\n// ---- TRAINING STEP END\n' >dp/dp.c
     printf 'int ddp_f(void) { return 2; }\n' >ddp/ddp.c
     printf '# report\n\nOn lo.\n\nMay include: lo/\n' >app/report/README.md
     printf 'int rep_f(void);\n' >app/report/rep.h
@@ -121,6 +124,21 @@ expect_fail "the outputs including the program" "report/ may not include app/"
 
 printf 'int rep_f(void);\nint dp_f(void) { return rep_f(); }\n' >dp/dp.c
 expect_fail "a strategy calling the outputs" "dp/ may not use report/"
+
+printf '#include "ddp/ddp.h"\nint main(void) { return 0; }\n' >app/main.c
+printf 'int ddp_f(void);\n' >ddp/ddp.h
+expect_fail "the program including a strategy" "app/ talks to the strategies through their seam alone"
+
+printf 'int dp_f(void) { return 1; }\n' >dp/dp.c
+expect_fail "a step without its fences" "0 TRAINING STEP BEGIN"
+
+{ echo '// ---- TRAINING STEP BEGIN'; echo 'int dp_f(void) {'; i=0
+  while [ $i -lt 40 ]; do echo '    (void)0;'; i=$((i + 1)); done; echo '    return 1; }'
+  echo '// ---- TRAINING STEP END'; } >dp/dp.c
+expect_fail "a step too long" "lines of code (at most 40)"
+
+printf '// ---- TRAINING STEP BEGIN\nvoid step_meter_lap(int);\nint dp_f(void) { step_meter_lap(1); return 1; }\n// ---- TRAINING STEP END\n' >dp/dp.c
+expect_fail "the meter inside the step" "bookkeeping that belongs around it"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]

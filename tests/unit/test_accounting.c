@@ -35,9 +35,7 @@ static void acc_run(acc_run_t *a, const char *args, const char *trace)
     cr_assert_eq(tu_parse(&a->cfg, line, err), DDP_OK, "%s: %s", line, err);
     cr_assert_eq(config_model_spec(&a->cfg, &a->spec, err), DDP_OK);
     cr_assert_eq(data_load(&a->cfg, &a->spec, &a->data, err), DDP_OK, "%s", err);
-    int rc = a->cfg.mode == MODE_DP    ? dp_run(&a->cfg, &a->data, &a->res, err)
-             : a->cfg.mode == MODE_DDP ? ddp_run(&a->cfg, &a->data, &a->res, err)
-                                       : single_run(&a->cfg, &a->data, &a->res, err);
+    int rc = strategy_of(a->cfg.mode)->run(&a->cfg, &a->data, &a->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", line, err);
     a->ctx = (report_ctx_t){.cfg = &a->cfg, .spec = &a->spec, .data = &a->data};
 }

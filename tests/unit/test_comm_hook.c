@@ -223,12 +223,13 @@ static int rank_hook(comm_t *c, backend_t *be, void *ctx, out_t *o)
     int rc = model_spec_init(&spec, hc->dims, hc->ndims, ACT_RELU, o->msg);
     float *g = rc == DDP_OK ? backend_alloc(be, spec.nparams * sizeof(float)) : NULL;
     reducer_t red;
+    comm_hook_t *hook = NULL;
     if (!g)
         return DDP_ERR_RUNTIME;
     /* small caps: several buckets */
     rc = reducer_init(&red, c, NULL, &spec, g, 1e-4, 1e-4, true, o->msg);
     if (rc == DDP_OK)
-        rc = comm_hook_init(&red.hook, &hc->cfg, be, &red, o->msg);
+        rc = comm_hook_init(&hook, &hc->cfg, be, &red, o->msg);
     fill(hc, &spec, g, comm_rank(c));
     reducer_begin(&red, true, 0);
     for (int l = spec.nlayers - 1; rc == DDP_OK && l >= 0; l--)
@@ -238,14 +239,14 @@ static int rank_hook(comm_t *c, backend_t *be, void *ctx, out_t *o)
     if (rc == DDP_OK)
         rc = comm_wait_all(c);
     if (rc == DDP_OK)
-        rc = comm_hook_finish(red.hook, &red);
+        rc = reducer_finish(&red);
     if (rc != DDP_OK && !o->msg[0])
         snprintf(o->msg, sizeof o->msg, "%s", comm_last_error(c));
     for (size_t i = 0; i < spec.nparams && i < 4096; i++)
         o->out[i] = g[i];
     for (int i = 0; i < red.nb && i < 8; i++)
-        o->bytes[i] = comm_hook_bytes(red.hook, &red, i);
-    comm_hook_free(red.hook);
+        o->bytes[i] = reducer_bytes(&red, i);
+    comm_hook_free(hook);
     reducer_free(&red);
     backend_free(be, g);
     return rc;

@@ -750,7 +750,7 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     g_odd.optim.lr *= 2.0f;
     run_result_t res;
     double t0 = now_s();
-    int rc = ddp_run_each(&c, &d, odd_lr, &res, err);
+    int rc = ddp_strategy.run_each(&c, &d, odd_lr, &res, err);
     cr_assert_eq(rc, DDP_ERR_INPUT, "rc %d: %s", rc, err);
     cr_assert(strstr(err, "rank 2 (device 2) was started with another optimizer"), "%s", err);
     /* both values, the option as the user writes it */
@@ -760,7 +760,7 @@ Test(ddp_fingerprint, a_rank_on_another_job_is_refused_at_start_up, .timeout = 3
     cr_assert(strstr(err, want), "'%s' lacks '%s'", err, want);
     cr_assert_lt(now_s() - t0, 4.0, "the check took %.1f s", now_s() - t0);
     /* the same run with every rank alike trains */
-    cr_assert_eq(ddp_run(&c, &d, &res, err), DDP_OK, "%s", err);
+    cr_assert_eq(ddp_strategy.run(&c, &d, &res, err), DDP_OK, "%s", err);
     result_free(&res);
     data_free(&d);
 }
@@ -790,7 +790,7 @@ Test(ddp_fingerprint, options_that_change_the_collectives_are_checked, .timeout 
         }
         run_result_t res;
         double t0 = now_s();
-        int rc = ddp_run_each(&c, &d, odd_lr, &res, err);
+        int rc = ddp_strategy.run_each(&c, &d, odd_lr, &res, err);
         if (rc == DDP_OK)
             result_free(&res);
         cr_assert_eq(rc, DDP_ERR_INPUT, "case %d: rc %d: %s", k, rc, err);

@@ -1,5 +1,5 @@
 /* tests/unit/test_gate.c: --repeat's intervals and the regression gate on them,
- * with crafted baselines and crafted runs: within tolerance, a regression
+ * with crafted baselines and crafted runs: no change, a regression
  * (the whole interval below), "too noisy" (an interval wider than the
  * tolerance, the candidate's or the baseline's), peak memory and exposed
  * communication, the phases named in the verdict, and the differences that
@@ -25,17 +25,61 @@ Test(repeat, student_interval_of_the_mean)
     cr_assert_float_eq(student_t975(1), 12.706, 1e-3);
     cr_assert_float_eq(student_t975(4), 2.776, 1e-3);
     cr_assert_float_eq(student_t975(200), 1.972, 2e-3);
+    /* a positive figure: Student's interval on the logs, back on the scale */
     double v[] = {10, 12, 11, 13, 9};
     interval_t iv = interval_of(v, 5);
     cr_assert_float_eq(iv.median, 11.0, 1e-12);
     cr_assert_float_eq(iv.mean, 11.0, 1e-12);
-    /* s = sqrt(2.5); half = 2.776 * s / sqrt(5) */
-    double half = 2.776 * sqrt(2.5) / sqrt(5.0);
-    cr_assert_float_eq(iv.lo, 11.0 - half, 1e-3);
-    cr_assert_float_eq(iv.hi, 11.0 + half, 1e-3);
+    double ml = 0, ss = 0;
+    for (int i = 0; i < 5; i++)
+        ml += log(v[i]) / 5;
+    for (int i = 0; i < 5; i++)
+        ss += (log(v[i]) - ml) * (log(v[i]) - ml);
+    double half = 2.776 * sqrt(ss / 4) / sqrt(5.0);
+    cr_assert_float_eq(iv.lo, exp(ml - half), 1e-3);
+    cr_assert_float_eq(iv.hi, exp(ml + half), 1e-3);
     interval_t one = interval_of(v, 1);
     cr_assert(isnan(one.lo) && isnan(one.hi), "one run has no interval");
     cr_assert_float_eq(one.median, 10.0, 1e-12);
+}
+
+/* No interval that cannot be: two throughputs 3x apart gave -7575397..14736049
+ * samples/s on the plain scale (t(0.975, 1) = 12.7); on the logs the
+ * interval stays above 0.  A phase that is 0 in a run (never below 0) is cut
+ * at 0. */
+Test(repeat, an_interval_stays_where_the_figure_can_be)
+{
+    double tp[] = {10000, 30000};
+    interval_t iv = interval_of(tp, 2);
+    cr_assert(iv.lo > 0 && iv.lo < 10000 && iv.hi > 30000, "%g..%g", iv.lo, iv.hi);
+    double ph[] = {0.0, 0.001, 0.002};
+    iv = interval_of(ph, 3);
+    cr_assert(iv.lo == 0.0 && iv.hi > 0.002, "%g..%g", iv.lo, iv.hi);
+    double neg[] = {-1.0, 1.0};
+    iv = interval_of(neg, 2);
+    cr_assert(iv.lo < -1.0, "a figure that can be negative keeps its interval: %g", iv.lo);
+}
+
+/* Two sets of runs' ratio and Welch's interval on the logs, by hand: base
+ * logs {0, 0.02, -0.02} (mean 0, s^2 = 4e-4), candidate {0.1, 0.12, 0.08}
+ * (mean 0.1, the same spread): se = sqrt(2 x 4e-4 / 3), df = 4, t = 2.776. */
+Test(repeat, ratio_interval_by_welch_on_the_logs)
+{
+    double b[] = {1.0, exp(0.02), exp(-0.02)}, c[] = {exp(0.1), exp(0.12), exp(0.08)};
+    ratio_interval_t w;
+    cr_assert(ratio_interval_of(b, 3, c, 3, &w));
+    double se = sqrt(2 * 4e-4 / 3);
+    cr_assert_float_eq(w.ratio, exp(0.1), 1e-12);
+    cr_assert_float_eq(w.df, 4.0, 1e-9);
+    cr_assert_float_eq(w.lo, exp(0.1 - 2.776 * se), 1e-9);
+    cr_assert_float_eq(w.hi, exp(0.1 + 2.776 * se), 1e-9);
+    /* one baseline run: the candidate's spread stands for it (df 2) */
+    cr_assert(ratio_interval_of(b, 1, c, 3, &w));
+    cr_assert_float_eq(w.df, 2.0, 1e-9);
+    cr_assert_float_eq(w.hi, exp(0.1 + 4.303 * sqrt(4e-4 + 4e-4 / 3)), 1e-9);
+    cr_assert(!ratio_interval_of(b, 1, c, 1, &w), "one run each: no interval");
+    double z[] = {0.0, 1.0};
+    cr_assert(!ratio_interval_of(z, 2, c, 3, &w), "a figure of 0");
 }
 
 /* Summaries come from the run record's totals (not per-step arrays). */
@@ -121,14 +165,14 @@ Test(gate, exit_policy_on_crafted_runs)
     const double same[] = {1000, 1005, 995, 1002, 998};
     runs(&r, same, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
-    cr_assert(strstr(out, "within tolerance: ddp: throughput"), "%s", out);
+    cr_assert(strstr(out, "verdict: no change: ddp: throughput"), "%s", out);
     cr_assert(strstr(out, "95% interval"), "%s", out);
 
     /* the whole interval more than 5% below: a regression */
     const double slow[] = {900, 905, 895, 902, 898};
     runs(&r, slow, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
-    cr_assert(strstr(out, "regression: ddp: throughput"), "%s", out);
+    cr_assert(strstr(out, "verdict: regressed: ddp: throughput"), "%s", out);
 
     /* the mean 5.5% below but the interval reaching above -5%, and narrow:
      * not a regression (the gate needs the whole interval), and not "no
@@ -144,13 +188,13 @@ Test(gate, exit_policy_on_crafted_runs)
     const double fast[] = {1200, 1205, 1195, 1202, 1198};
     runs(&r, fast, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
-    cr_assert(strstr(out, "improved: ddp: throughput"), "%s", out);
+    cr_assert(strstr(out, "verdict: improved: ddp: throughput"), "%s", out);
 
     /* wider than the tolerance: no verdict */
     const double noisy[] = {800, 1200, 900, 1100, 1000};
     runs(&r, noisy, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
-    cr_assert(strstr(out, "no verdict: too noisy"), "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: too noisy"), "%s", out);
     cr_assert(strstr(out, "this run's interval spans"), "%s", out);
 
     /* noisy but far below anyway: a regression still */
@@ -173,7 +217,7 @@ Test(gate, exit_policy_on_crafted_runs)
     b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, wide);
     runs(&r, same, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
-    cr_assert(strstr(out, "no verdict: the baseline is too noisy: ddp:"), "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: the baseline is too noisy: ddp:"), "%s", out);
     cr_assert(strstr(out, "too noisy to gate 5%: the baseline's runs spread 20%"), "%s", out);
     /* ... even against a candidate far below it: refused, not a regression */
     runs(&r, slow, 5, 1, 1, 1);
@@ -190,7 +234,7 @@ Test(gate, exit_policy_on_crafted_runs)
     const double c1[] = {990, 991, 989, 990, 990};
     runs(&r, c1, 5, 1, 1, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
-    cr_assert(strstr(out, "within tolerance"), "%s", out);
+    cr_assert(strstr(out, "verdict: no change"), "%s", out);
     cJSON_Delete(b);
 }
 
@@ -209,7 +253,7 @@ Test(gate, a_busy_machine_is_blamed_not_a_phase)
         r.run[i].machine.contention = 0.30; /* others took 30% of its cores */
     }
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
-    cr_assert(strstr(out, "no verdict: a busy machine: ddp:"), "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: a busy machine: ddp:"), "%s", out);
     cr_assert(strstr(out, "3 of 5 runs were disturbed (other processes took 30% of the run's "
                           "cores)"),
               "%s", out);
@@ -237,7 +281,7 @@ Test(gate, memory_and_exposed_communication)
     const double same[] = {1000, 1001, 999};
     runs(&r, same, 3, 1, 1, 1.2); /* 20% more memory */
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
-    cr_assert(strstr(out, "\nregression: ddp: peak memory 1.20 MiB"), "%s", out);
+    cr_assert(strstr(out, "\nverdict: regressed: ddp: peak memory 1.20 MiB"), "%s", out);
     runs(&r, same, 3, 1, 1, 1.04); /* 4%: within */
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
     /* exposed communication 10 -> 20 us: 10% of the 100 us step */
@@ -252,6 +296,76 @@ Test(gate, memory_and_exposed_communication)
     runs(&r, same, 1, 1, 2.0, 1);
     cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
     cr_assert_null(strstr(out, "exposed communication"), "%s", out);
+    cJSON_Delete(b);
+}
+
+/* The baseline's runs' work (repeat.every_run[].work_cpu_s_p10), as a
+ * --repeat --json on the CPU writes it. */
+static void with_work(cJSON *b, const double *w, int n)
+{
+    cJSON *rep = cJSON_GetObjectItemCaseSensitive(b, "repeat");
+    if (!rep) {
+        rep = cJSON_AddObjectToObject(b, "repeat");
+        cJSON_AddNumberToObject(rep, "runs", n);
+    }
+    cJSON *every = cJSON_AddArrayToObject(rep, "every_run");
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "work_cpu_s_p10", w[i]);
+        cJSON_AddItemToArray(every, e);
+    }
+}
+
+/* On the CPU, where both sides' runs carry their work, the work is judged,
+ * as the A/B gate does: a baseline whose throughput is too noisy to gate
+ * (what a shared machine gives) still gets a verdict; the throughput is
+ * judged too only when no run on either side was disturbed. */
+Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
+{
+    const double wide[] = {700, 1300};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, wide);
+    const double bw[] = {1.00e-3, 1.01e-3, 0.99e-3, 1.005e-3, 0.995e-3};
+    with_work(b, bw, 5);
+    char out[4096];
+    repeat_t r;
+    const double tp[] = {1000, 1200, 800, 1100, 900};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = bw[(i + 2) % 5];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert(strstr(out, "verdict: no change: ddp: work per step (CPU seconds, p10) "), "%s", out);
+    cr_assert(strstr(out, "0.0% against the baseline's (95% interval "), "%s", out);
+    cr_assert(strstr(out, "\n  ddp: throughput 1000.0 samples/s"), "%s", out);
+    /* 10% more work: regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.1 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "verdict: regressed: ddp: work per step (CPU seconds, p10) +10.0%"), "%s", out);
+    /* the work itself spread +-10%: no verdict, saying what would settle it */
+    const double spread[] = {0.9e-3, 1.1e-3, 1.0e-3, 0.85e-3, 1.15e-3};
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = spread[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: ddp: work per step"), "%s", out);
+    cJSON_Delete(b);
+
+    /* the same work, the median step 20% slower, a quiet baseline and no
+     * run disturbed: the step waits longer: regressed */
+    const double tight[] = {995, 1005};
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    with_work(b, bw, 5);
+    const double slow[] = {800, 805, 795, 802, 798};
+    runs(&r, slow, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "the median-step throughput fell beyond the tolerance while the work "
+                          "did not"), "%s", out);
+    /* ... a disturbed run: the throughput is not judged, the work says no change */
+    r.run[2].machine.disturbed = true;
+    r.run[2].machine.contention = 0.4;
+    cr_assert_eq(judge(b, &r, 5, out), DDP_OK, "%s", out);
+    cr_assert(strstr(out, "not judged: the work is"), "%s", out);
     cJSON_Delete(b);
 }
 

@@ -23,9 +23,7 @@ static void run_one(run_t *r, const char *args)
     char err[ERR_LEN];
     memset(r, 0, sizeof *r);
     tu_load(&r->cfg, &r->spec, &r->data, args, err);
-    int rc = r->cfg.mode == MODE_DP    ? dp_run(&r->cfg, &r->data, &r->res, err)
-             : r->cfg.mode == MODE_DDP ? ddp_run(&r->cfg, &r->data, &r->res, err)
-                                       : single_run(&r->cfg, &r->data, &r->res, err);
+    int rc = strategy_of(r->cfg.mode)->run(&r->cfg, &r->data, &r->res, err);
     cr_assert_eq(rc, DDP_OK, "%s: %s", args, err);
 }
 

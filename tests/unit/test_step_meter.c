@@ -7,7 +7,10 @@
  * device that is not host memory every step reports when the next one ends,
  * after exactly one host wait, with the values it fetched; the step times
  * stay in fixed memory with exact totals and quantiles within their
- * documented error; a NaN loss at a log point and a signal stop the loop. */
+ * documented error; a NaN loss at a log point and a signal stop the loop;
+ * the work figure (the CPU time of a step less its waits) is taken from a
+ * sample of the steps: every step when steps are long, a bounded number
+ * when they are short, and its waits left out. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
@@ -375,6 +378,63 @@ Test(step_meter, on_a_device_a_step_reports_when_the_next_ends_after_one_wait)
     step_meter_free(&m);
     free(log.pt);
     backend_destroy(be);
+}
+
+// the work figure: a sample of the steps' CPU time
+
+/* n timed steps of `work` seconds of busy work each, then `wait` asleep in
+ * an idle lap; returns the device's record. */
+static device_stats_t run_worked(int n, double work, double wait)
+{
+    config_t cfg = {.quiet = true, .accum = 1};
+    device_stats_t dev = {0};
+    step_times_t times = {0};
+    step_meter_t m;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(step_meter_init(&m, &(step_meter_sinks_t){.cfg = &cfg, .dev = &dev,
+                                                           .times = &times}, err), 0);
+    for (long g = 0; g < n; g++) {
+        step_meter_begin(&m, g, true, false);
+        busy(work);
+        step_meter_lap(&m, PH_FORWARD);
+        if (wait > 0.0) {
+            struct timespec ts = {0, (long)(wait * 1e9)};
+            nanosleep(&ts, NULL);
+            step_meter_lap(&m, PH_IDLE);
+        }
+        cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 1}, err), 0, "%s", err);
+    }
+    cr_assert_eq(step_meter_finish(&m, err), 0, "%s", err);
+    step_meter_free(&m);
+    return dev;
+}
+
+Test(step_meter, long_steps_are_all_sampled_and_their_waits_left_out)
+{
+    /* 3 ms of work and 4 ms asleep: every step is 2 ms or more after the
+     * last sample began, so each is a sample; the sleep is a wait */
+    device_stats_t dev = run_worked(20, 3e-3, 4e-3);
+    cr_assert_eq(dev.work_steps, 20, "%ld of 20 steps sampled", dev.work_steps);
+    /* busy() spins on the wall clock, so a preempted step has less CPU
+     * time than 3 ms, never more than its 3 ms lap (plus the clock reads);
+     * the 4 ms asleep would put it above 4 ms */
+    cr_assert_gt(dev.work_cpu_p50, 0.0);
+    cr_assert_lt(dev.work_cpu_p50, 3.5e-3, "work %g s: the idle lap is not work",
+                 dev.work_cpu_p50);
+    cr_assert_leq(dev.work_cpu_p10, dev.work_cpu_p50);
+}
+
+Test(step_meter, short_steps_are_sampled_a_bounded_number_of_times)
+{
+    /* 2000 steps of 20 us (about 40 ms of steps): the first 16, then one
+     * step each 2 ms at most (about 20 more); never every step */
+    device_stats_t dev = run_worked(2000, 20e-6, 0.0);
+    double wall = dev.phase_s[PH_FORWARD] + dev.phase_s[PH_DATA];
+    long most = 16 + (long)(wall / 2e-3) + 2;
+    cr_assert_geq(dev.work_steps, 16, "%ld sampled", dev.work_steps);
+    cr_assert_leq(dev.work_steps, most, "%ld sampled in %.1f ms of steps (at most %ld)",
+                  dev.work_steps, wall * 1e3, most);
+    cr_assert_gt(dev.work_cpu_p50, 0.0);
 }
 
 // step statistics in bounded memory

@@ -63,21 +63,9 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     model_spec_t spec;
     dataset_t d;
     tu_load(&c, &spec, &d, args, err);
-    int rc = DDP_ERR_RUNTIME;
-    switch (c.mode) {
-    case MODE_DP:
-        rc = dp_run(&c, &d, res, err);
-        break;
-    case MODE_DDP:
-        rc = ddp_run(&c, &d, res, err);
-        break;
-    case MODE_SINGLE:
-    case MODE_COMPARE: /* no --mode: compare's first run, single, the tests' reference */
-        rc = single_run(&c, &d, res, err);
-        break;
-    default:
-        cr_assert_fail("tu_run runs single, dp or ddp, not '%s'", args);
-    }
+    /* no --mode: compare's first run, single, the tests' reference */
+    cr_assert(c.mode != MODE_COMM, "tu_run runs single, dp or ddp, not '%s'", args);
+    int rc = strategy_of(c.mode)->run(&c, &d, res, err);
     /* the final evaluation, as main() runs it after the outputs */
     if (rc == DDP_OK)
         rc = trainer_evaluate(&spec, c.loss, res->params, &d, &res->train_loss,

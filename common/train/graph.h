@@ -1,0 +1,108 @@
+/* common/train/graph.h: --cuda-graph for the three strategies, in one place:
+ * which steps are graphs, their capture and replay (backend.h's graphs), one
+ * graph over DP's devices, the start-up probe of whether NCCL captures at
+ * all, and the end of the graphs when a run fails or its work changes.
+ *
+ * A strategy's step never names a graph; around it:
+ *
+ *   graph_arm(&g, step, eligible)   before the step: is it a graph step
+ *                                   (eligible: the strategy's own rule, a
+ *                                   full step; never the run's first: SGD's
+ *                                   first momentum step is other work)
+ *   graph_open(&g)                  once the step's batch is staged (the
+ *                                   stage calls it: train/step.h), so the
+ *                                   copy stream's work stays outside:
+ *                                   capture, or replay, under key = the
+ *                                   step's parity -- the parity of the
+ *                                   staging slot, the meter's record, DDP's
+ *                                   reducer handles and loss slot, so the
+ *                                   pointers a graph holds are its step's
+ *   rc = graph_close(&g, rc, err)   after the step: end it (instantiate and
+ *                                   launch, or launch); a failed step's
+ *                                   capture is dropped
+ *   graph_reset(&g)                 the step's work changed on purpose (new
+ *                                   buckets): capture anew
+ *   graph_abandon(&g)               before a teardown waits for the device
+ *
+ * A graph step queues the same work every time (the backend checks it), so
+ * it fetches its loss and marks its copies whether or not they are wanted
+ * (step_meter_same_work).  A communicator whose collectives a graph holds
+ * defers its abort until the graph is dropped (backend.h), so a strategy
+ * aborts its group whenever it must and graph_abandon releases it.
+ *
+ * DP's devices share one graph (a group), led by device 0: why one graph and
+ * not one per device, and how the members join it, is graph.c's. */
+#ifndef DDPBENCH_TRAIN_GRAPH_H
+#define DDPBENCH_TRAIN_GRAPH_H
+
+#include <stdbool.h>
+
+#include "common/comm/comm.h"
+#include "common/config/config.h"
+#include "common/device/backend.h"
+#include "common/measure/step_meter.h"
+
+typedef struct graph_group graph_group_t;
+
+typedef struct {
+    backend_t *be;
+    step_meter_t *meter;
+    const char *place;     /* how its failures are named ("device 0"; NULL: not here) */
+    bool on;               /* eligible steps are graphs */
+    long first;            /* the run's first step (eager) */
+    bool armed;            /* the open step is a graph step */
+    int key;               /* the open graph's key, -1: none */
+    graph_group_t *group;  /* DP: the group, NULL alone */
+    int index;             /* its place in the group (0: the leader) */
+    backend_event_t *join; /* a member: its last record in the graph step */
+} graph_t;
+
+/* DP: every device's graph_t and the group's barrier (sync returns DDP_OK,
+ * or a failure once another member failed). */
+struct graph_group {
+    int n;
+    graph_t *member[MAX_DEVICES];
+    backend_event_t *fork, *after; /* the leader's: members join its capture; eager work after it */
+    int (*sync)(void *ctx);
+    void *ctx;
+};
+
+/* on: config_graphs_on for this mode; first: the run's first step.  In a
+ * group, each member on its own thread after the group's n, sync and ctx
+ * are set; the events it needs are made here. */
+int graph_init(graph_t *g, bool on, backend_t *be, step_meter_t *m, const char *place, long first,
+               graph_group_t *group, int index, char *err);
+void graph_free(graph_t *g);
+
+/* Before step g; returns whether it is a graph step. */
+bool graph_arm(graph_t *g, long step, bool eligible);
+int graph_open(graph_t *g);
+int graph_close(graph_t *g, int rc, char *err);
+void graph_reset(graph_t *g);
+/* Leave a graph step a failure left open, wait for the graphs launched (a
+ * group's leader: they run every member's work) and drop them.  In a group
+ * every member calls it once every member has stopped queuing, and none
+ * frees what the graphs touch before the leader is through it. */
+void graph_abandon(graph_t *g);
+
+/* A group's step (after graph_arm said yes): the leader begins the graph
+ * once it has staged its batch and records the fork; a barrier; each member
+ * follows.  After the step's last barrier, graph_join: the members' joins,
+ * the leader's end of the graph, the outcome shared by a barrier, and when
+ * the next step runs eagerly, every member's stream ordered after the graph. */
+int graph_fork(graph_t *g, long step, char *err);
+int graph_join(graph_t *g, bool next_eager, char *err);
+
+/* Before anything trains with graphs over NCCL (comm: the NCCL group; NULL
+ * without one: nothing to ask), every member of comm's group together: whether NCCL captures its collectives at all (comm.h's
+ * comm_graph_probe).  All did: *on stays.  One could not: under
+ * --cuda-graph auto *on becomes false on every member (the same steps
+ * everywhere), and the lowest such member writes "<place>: <its reason>"
+ * into refused (ERR_LEN, for --json) and says it once on stderr, naming who
+ * runs eagerly (everyone: "every rank"); under on that member fails with
+ * "--cuda-graph on: <its reason>" (DDP_ERR_RUNTIME, err), before the
+ * agreement, so the others' probe fails too.  refused is "" unless written. */
+int graph_probe(const config_t *cfg, comm_t *comm, const char *place, const char *everyone,
+                bool *on, char *refused, char *err);
+
+#endif

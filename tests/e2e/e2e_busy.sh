@@ -1,0 +1,104 @@
+#!/bin/sh
+# tests/e2e/e2e_busy.sh: a busy machine is told apart from a slow strategy.
+# A CPU hog is planted on the core DP's device 1 is pinned to (the second CPU
+# the process may use; base/affinity.h) while DP trains mlp-small with
+# --explain --json: the time device 1 waited for its core lands in its own
+# phase (descheduled_s, a large share of the step, in the JSON and the
+# table), not in its idle or its compute; the DP lesson's sentence still
+# holds: what device 0 "works alone" is its own serial phases (gather+loss,
+# optimizer, data), the others' idle it quotes is their idle (the JSON's),
+# not idle and descheduled together, and it names device 1's descheduled
+# time; the page of such a run says on the timeline that the machine was
+# busy.  A run that neither draws nor explains reads no scheduler figures:
+# descheduled_s is 0 there.
+# Usage: sh tests/e2e/e2e_busy.sh ./ddpbench
+E2E=e2e_busy
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+
+HOG=
+e2e_on_exit() { [ -n "$HOG" ] && kill "$HOG" 2>/dev/null; }
+
+CPUS=$($PY -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+set -- $CPUS
+if [ $# -lt 2 ]; then
+    ko "needs 2 CPUs to pin DP's 2 devices on (has: $CPUS)"
+    e2e_finish
+    exit
+fi
+DEV1_CPU=$2
+set -- "$BIN"
+RUN="--mode dp --gpus 0,1 --backend cpu --model mlp-small --steps 40 --warmup-steps 4"
+
+if need taskset; then
+    taskset -c "$DEV1_CPU" sh -c 'while :; do :; done' &
+    HOG=$!
+    # shellcheck disable=SC2086 # the options are meant to split
+    "$BIN" $RUN --explain --json >"$T/explain.json" 2>"$T/explain.txt" ||
+        ko "the run beside the hog failed: $(tail -2 "$T/explain.txt")"
+    # shellcheck disable=SC2086
+    "$BIN" $RUN --json --quiet >"$T/plain.json" 2>"$T/plain.err" ||
+        ko "the plain run failed: $(tail -2 "$T/plain.err")"
+    # shellcheck disable=SC2086
+    "$BIN" $RUN --quiet --report "$T/busy.html" >/dev/null 2>"$T/page.err" ||
+        ko "the page run failed: $(tail -2 "$T/page.err")"
+    kill "$HOG"
+    wait "$HOG" 2>/dev/null
+    HOG=
+    $PY - "$T/explain.json" "$T/explain.txt" "$T/plain.json" "$DEV1_CPU" >"$T/check.out" 2>&1 <<'EOF'
+import json, re, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+text = " ".join(open(sys.argv[2]).read().split())
+plain = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
+bad = []
+step = d["step_time_s"]["mean"]
+ph = [x["phases_s_per_step"] for x in d["devices"]]
+q1 = ph[1]["descheduled_s"]
+# the hog took device 1's core: its wait for it is its own phase
+if not q1 >= 0.15 * step:
+    bad.append("device 1 descheduled %.3g s of a %.3g s step (want 15%% or more): %s" % (q1, step, ph[1]))
+# the phases still add up to the step, the descheduled time counted once
+for i, p in enumerate(ph):
+    s = sum(v for k, v in p.items() if k != "comm_hidden_s")
+    if abs(s - step) > 1e-3 * step + 1e-6:
+        bad.append("device %d's phases add to %.6g, the step is %.6g" % (i, s, step))
+# the lesson's sentence
+m = re.search(r"DP's device 0 works alone [^(]*\(\d+%: ([^)]*)\)", text)
+if not m:
+    bad.append("no 'DP's device 0 works alone' sentence: " + text[:600])
+else:
+    for part in re.split(r", ", m.group(1)):
+        name = re.sub(r" [0-9.]+ [mun]?s$", "", part)
+        if name not in ("optimizer", "gather+loss", "data", "replicate", "reduce", "scatter"):
+            bad.append("device 0's serial work names '%s' (%s)" % (name, m.group(0)))
+def secs(v, unit):
+    return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+m = re.search(r"the other devices sit idle ([0-9.]+) (ms|us|s) per step", text)
+if not m:
+    bad.append("no 'the other devices sit idle' in: " + text[:600])
+else:
+    said, idle = secs(m.group(1), m.group(2)), ph[1]["idle_s"]
+    if abs(said - idle) > 0.02 * idle + 2e-6:
+        bad.append("the sentence's idle %.4g s is not device 1's idle %.4g s (idle + descheduled %.4g)"
+                   % (said, idle, idle + q1))
+if not re.search(r"device 1 [0-9.]+ (ms|us|s)[^.]*descheduled", text):
+    bad.append("the sentence does not name device 1's descheduled time: " + text[:800])
+# a run that neither draws nor explains measured none
+pq = [x["phases_s_per_step"]["descheduled_s"] for x in plain["devices"]]
+if any(v != 0 for v in pq):
+    bad.append("a plain run (no --report/--explain/--trace) has descheduled time %s" % pq)
+print("\n".join(bad) if bad else "device 1 descheduled %.0f%% of the step" % (100 * q1 / step))
+sys.exit(1 if bad else 0)
+EOF
+    if [ $? -eq 0 ]; then
+        ok
+        echo "$E2E: $(cat "$T/check.out")"
+    else
+        ko "$(cat "$T/check.out")"
+    fi
+    grep -q 'data-busy="1"' "$T/busy.html" && ok ||
+        ko "the page beside the hog does not say on its timeline that the machine was busy"
+    grep -q 'c-desched' "$T/busy.html" && ok || ko "the page draws no descheduled time"
+fi
+e2e_finish
