@@ -233,7 +233,7 @@ S128 0 $S --mode single --resume ck.st --steps 6
 S128 0 $S --mode single --init w0.st --save w1.st
 S128 0 $S --mode ddp --gpus 0,1 --emit-pytorch e.py
 S128 gate $S --mode ddp --gpus 0,1 --repeat 2 --baseline base.json
-S128 gate $S --mode ddp --gpus 0,1 --repeat 2 --against "$BIN"
+S128 gate $S --mode ddp --gpus 0,1 --repeat 6 --against "$BIN" # the fewest rounds it takes
 S128 0 --backend cpu --mode comm --gpus 0,1 --max-bytes 64K --iters 3 --json
 S128 verdict --scenario uneven
 S128 verdict --scenario straggler --steps 12 --report r.html
