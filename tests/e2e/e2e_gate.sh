@@ -49,6 +49,24 @@ assert m["disturbed"] and "other processes took" in m["why"], m
 EOF
 grep -q "^ddpbench: note: the single run was disturbed (other processes took" "$T/err" && ok ||
     ko "no note on the disturbed run: $(cat "$T/err")"
+# a run that may use CPU 0 alone (taskset -c 0) and a hog on CPU 0: the
+# record counts that CPU's time alone, so the hog took about half the run's
+# one core (an aggregate of every CPU put it on a "spare" CPU: on a machine
+# otherwise quiet the run was judged quiet); the JSON says which CPUs counted
+if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ] && need taskset; then
+    taskset -c 0 sh -c 'while :; do :; done' &
+    hog=$!
+    taskset -c 0 "$BIN" --mode single --model mlp-small --steps 200 --backend cpu --json \
+        >"$T/pin.json" 2>"$T/err"
+    kill "$hog"
+    wait "$hog" 2>/dev/null
+    python3 - "$T/pin.json" <<'EOF' && ok || ko "taskset -c 0 beside a hog on CPU 0: $(head -c 700 "$T/pin.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]
+assert m["cpus_allowed"] == 1 and m["cpus_online"] >= 2 and m["run_cores"] == 1, m
+assert m["disturbed"] and m["contention"] >= 0.3 and "of the run's 1 core" in m["why"], m
+EOF
+fi
 # the text table has the medians and intervals
 "$BIN" $S --quiet --repeat 2 >"$T/out" 2>&1
 grep -q "over 2 runs: the median, and the 95% interval relative to it" "$T/out" && ok || ko "--repeat text: $(tail -5 "$T/out")"
