@@ -3,9 +3,8 @@
 # A CPU hog is planted on the core DP's device 1 is pinned to (the second
 # online CPU, the second the runs may use; base/affinity.h) while DP trains
 # mlp-small with --explain --json: the time device 1 waited for its core
-# lands in its own
-# phase (descheduled_s, a large share of the step, in the JSON and the
-# table), not in its idle or its compute; the DP lesson's sentence still
+# lands in its own phase (descheduled_s, a large share of the step, in the
+# JSON and the table), not in its idle or its compute; the DP lesson's sentence still
 # holds: what device 0 "works alone" is its own serial phases (gather+loss,
 # optimizer, data), the others' idle it quotes is their idle (the JSON's),
 # not idle and descheduled together, and it names device 1's descheduled
