@@ -53,14 +53,16 @@ grep -q "^ddpbench: note: the single run was disturbed (other processes took" "$
 # record counts that CPU's time alone, so the hog took about half the run's
 # one core (an aggregate of every CPU put it on a "spare" CPU: on a machine
 # otherwise quiet the run was judged quiet); the JSON says which CPUs counted
+# (CPU 0: the first this script may use)
+c0=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
 if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ] && need taskset; then
-    taskset -c 0 sh -c 'while :; do :; done' &
+    taskset -c "$c0" sh -c 'while :; do :; done' &
     hog=$!
-    taskset -c 0 "$BIN" --mode single --model mlp-small --steps 200 --backend cpu --json \
+    taskset -c "$c0" "$BIN" --mode single --model mlp-small --steps 200 --backend cpu --json \
         >"$T/pin.json" 2>"$T/err"
     kill "$hog"
     wait "$hog" 2>/dev/null
-    python3 - "$T/pin.json" <<'EOF' && ok || ko "taskset -c 0 beside a hog on CPU 0: $(head -c 700 "$T/pin.json")"
+    python3 - "$T/pin.json" <<'EOF' && ok || ko "taskset -c $c0 beside a hog on CPU $c0: $(head -c 700 "$T/pin.json")"
 import json, sys
 m = json.load(open(sys.argv[1]))["machine"]
 assert m["cpus_allowed"] == 1 and m["cpus_online"] >= 2 and m["run_cores"] == 1, m
