@@ -91,8 +91,7 @@ static void dp_ctx_free(dp_ctx_t *c)
 {
     ckpt_run_free(&c->ck);
     for (int i = 0; i < 2; i++) {
-        free(c->plan[i].rows);
-        free(c->plan[i].idx);
+        free(c->plan[i].idx); /* its rows are in the same block */
     }
     free(c->host_params);
     schedule_free(&c->sch);
@@ -145,8 +144,14 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
         return err_set(err, rc, "dp: out of host memory for the --trace recorders");
     TRY(schedule_init(&c->sch, cfg, data, 1, 0, err));
     for (int i = 0; i < 2; i++) {
-        c->plan[i].rows = calloc((size_t)cfg->accum, sizeof *c->plan[i].rows);
-        c->plan[i].idx = calloc((size_t)cfg->accum, sizeof *c->plan[i].idx);
+        /* one block of whole cache lines each: idx, then rows (dp_plan_t) */
+        size_t bytes = (size_t)cfg->accum * (sizeof *c->plan[i].idx + sizeof *c->plan[i].rows);
+        void *block = NULL;
+        if (posix_memalign(&block, 64, (bytes + 63) / 64 * 64) == 0) {
+            memset(block, 0, (bytes + 63) / 64 * 64);
+            c->plan[i].idx = block;
+            c->plan[i].rows = (int *)(c->plan[i].idx + cfg->accum);
+        }
         if (!c->plan[i].rows || !c->plan[i].idx)
             return err_set(err, DDP_ERR_RUNTIME,
                            "dp: out of host memory for the step plans (%zu bytes)",
@@ -200,7 +205,13 @@ static int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res,
     if (ndev < 1 || ndev > MAX_DEVICES)
         return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
                        MAX_DEVICES, ndev);
-    dp_ctx_t *c = calloc(1, sizeof *c);
+    /* Aligned as its type asks (its barrier counters and the lines device 0
+     * writes each step start cache lines of their own: dp.h); calloc gives 16. */
+    dp_ctx_t *c = NULL;
+    if (posix_memalign((void **)&c, _Alignof(dp_ctx_t), sizeof *c) == 0)
+        memset(c, 0, sizeof *c);
+    else
+        c = NULL;
     if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
                        sizeof *c);

@@ -49,7 +49,8 @@
 // dp_workers.c: the thread pool and its barrier
 
 /* n threads, created once per run.  They meet at dp_pool_sync() between
- * phases (a waiter spins briefly, then sleeps on a futex); a failing thread
+ * phases (each announces its arrival on a cache line of its own; a waiter
+ * spins briefly on the others', then sleeps on a futex); a failing thread
  * calls dp_pool_fail(), which makes every present and future dp_pool_sync()
  * return at once, so nobody waits for a thread that has stopped.
  * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
@@ -71,9 +72,14 @@ struct dp_pool {
     pthread_cond_t cv;
     uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
     bool pin;                 /* each thread on a CPU of its own (base/affinity.h) */
-    _Alignas(64) _Atomic uint32_t waiting; /* threads at the current barrier */
-    _Alignas(64) _Atomic uint32_t gen;     /* barrier generation: bumped when all n arrive */
-    _Atomic uint32_t wake;    /* futex word: bumped at every opening and at abort */
+    /* Thread i's barriers so far, written by it alone: a barrier is open
+     * for a thread at its b-th once every thread's count is b or more. */
+    struct {
+        _Alignas(64) _Atomic uint64_t v;
+    } arrived[MAX_DEVICES];
+    /* Written only when a waiter sleeps or a thread fails (read at every
+     * barrier, so kept off the lines written at every one). */
+    _Alignas(64) _Atomic uint32_t wake; /* futex word: bumped to wake sleepers, and at abort */
     _Atomic uint32_t sleepers;/* waiters asleep (or about to be) on wake */
     _Atomic bool aborted;     /* a thread failed: barriers no longer wait */
     struct {                  /* the CPU each thread last arrived from (sched_getcpu) */
@@ -115,15 +121,21 @@ int dp_chunk_count(int batch, int k);
 /* The part [*lo, *hi) of an n-float arena that worker w of k copies or sums
  * (cache-line aligned, so no two workers write the same line). */
 void dp_slice(size_t n, int k, int w, size_t *lo, size_t *hi);
+/* On host-visible devices: is an n-float arena replicated and reduced in
+ * slices by every thread (then the reduce ends at a barrier), or whole by
+ * one thread each (each replica copies its own; device 0 sums)? */
+bool dp_sliced(size_t n);
 
 // ---------------------------------------------------------------------------
 // the run's state
 
 /* The plan of one optimizer step, written by device 0 one step ahead (double
  * buffered by step parity, so the next plan never overwrites the one the
- * other threads are reading). */
+ * other threads are reading).  Each on cache lines of its own, its arrays
+ * too (dp_setup): writing one plan must not evict the other from the
+ * cores that read it. */
 typedef struct {
-    int nmicro;               /* micro-batches in the step (>= 1) */
+    _Alignas(64) int nmicro;  /* micro-batches in the step (>= 1) */
     int *rows;                /* [accum] rows of each micro-batch */
     const uint32_t **idx;     /* [accum] their sample indices (device 0 only) */
     int nrep;                 /* devices with rows in any micro-batch: they get replicas */
@@ -161,19 +173,28 @@ typedef struct {
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
 
+    /* Why the alignments below: what device 0 writes every step (the
+     * optimizer's state, the schedule, the next plan) and what every device
+     * reads every step (the step counts, the plans, the batch's buffers) on
+     * separate cache lines.  Sharing one, each step's write by device 0
+     * evicted it from the other cores, and their next read of it was a
+     * miss to device 0's core (about 0.3 us on this project's VM). */
+
     /* the schedule, read by device 0's thread only after the start (the
      * others read only total_steps, which never changes, via ckpt_run_due) */
     schedule_t sch;
-    long total_steps;
+    _Alignas(64) long total_steps;
     long start_step;          /* the first step this run runs (> 0 after --resume) */
     dp_plan_t plan[2];        /* plan[g & 1] is step g's */
     float *host_params;       /* initial parameters, then the final ones */
 
     /* device 0's extra buffers: the whole micro-batch and its loss */
-    optim_t opt;
-    float *gx, *gy;           /* the micro-batch's inputs [batch, in] and targets [batch, tgt]:
-                                 the slot the stager filled last (device 0 sets them
-                                 before the barrier the others read them after) */
+    _Alignas(64) optim_t opt;
+    /* the micro-batch's inputs [batch, in] and targets [batch, tgt]: the
+     * slot the stager filled last (device 0 sets them, when they change,
+     * before the barrier the others read them after) */
+    _Alignas(64) float *gx;
+    float *gy;
     float *gout, *gdout;      /* gathered outputs and their gradient [batch, out] */
     float *loss_sum;          /* one device float */
     stager_t stg;             /* device 0's batch staging (its first slot: bx, by) */
@@ -227,6 +248,12 @@ int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
  * devices 1..nrep-1 (host-visible: a slice of every replica; NCCL: its part
  * of one broadcast, every device; else its own copy). */
 int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err);
+/* Device d (not 0), right after the barrier that ended a step, on host
+ * memory with an arena moved whole: ask the cache for what its next step
+ * copies from device 0 first (the parameters, its chunk of the staged
+ * batch, plan pl's first micro-batch), so those lines cross from device
+ * 0's core while d's meter reports the step that ended. */
+void dp_prefetch_next(const dp_ctx_t *c, int d, const dp_plan_t *pl);
 /* Device 0: copy every device's output chunk into gout. */
 int dp_gather(dp_ctx_t *c, int batch, char *err);
 /* Device d's share of summing the gradients of the devices that have them

@@ -43,3 +43,14 @@ void dp_slice(size_t n, int k, int w, size_t *lo, size_t *hi)
     *lo = a < n ? a : n;
     *hi = b < n ? b : n;
 }
+
+/* Why not always sliced: the slices of the sum must all be on device 0
+ * before its optimizer reads them, which takes a barrier of its own, and
+ * each slice of a replica is written by another core than the one that
+ * reads it next.  On the seed-size model (110 floats) that barrier and
+ * those lines moving between cores were most of the reduce and replicate;
+ * below DP_SLICED_MIN floats (16 KiB) one thread moves the arena in less
+ * time than a barrier takes (dp_comm.c). */
+#define DP_SLICED_MIN 4096
+
+bool dp_sliced(size_t n) { return n >= DP_SLICED_MIN; }

@@ -38,6 +38,19 @@ void dp_plan_step(dp_ctx_t *c, long g)
     p->step_rows = schedule_step_rows(&c->sch, g);
 }
 
+/* Is step g's first micro-batch staged by device 0 during step g-1, before
+ * the barrier that ended it?  Then step g needs no barrier before its
+ * scatter (the one that ended step g-1 orders the staging before every
+ * device's reads), one barrier less a step: on host memory (a GPU's
+ * staging slots alternate by step), when each replica copies its own
+ * parameters (a sliced replicate needs that barrier to know every slice is
+ * written: dp_sliced), after the run's first step.  Every thread answers
+ * alike, so they all pass the same barriers. */
+static bool dp_staged_ahead(const dp_ctx_t *c, long g)
+{
+    return c->host_visible && !dp_sliced(c->spec.nparams) && g > c->start_step;
+}
+
 /* A step CUDA graphs may replay: one micro-batch of the whole batch (an
  * epoch's short last batch is other work, run eagerly between replays). */
 static bool dp_full_step(const dp_ctx_t *c, const dp_plan_t *pl)
@@ -76,7 +89,15 @@ static int dp_barrier(dp_ctx_t *c, int d, char *err)
  * orders their copies after device 0's queue up to here. */
 static int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi)
 {
-    return step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &c->gx, &c->gy);
+    float *x, *y;
+    TRY(step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &x, &y));
+    /* Written only when they change (on host memory, never): their line is
+     * read by every device each step (dp_ctx_t). */
+    if (c->gx != x)
+        c->gx = x;
+    if (c->gy != y)
+        c->gy = y;
+    return DDP_OK;
 }
 
 /* Device 0: gather the outputs, loss and output gradient over the whole
@@ -107,7 +128,7 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, char *err)
  * replicates on every forward and reduces on every backward; with --accum
  * the parameters do not change between micro-batches and the sum is
  * linear, so one of each per step gives the same result for less traffic. */
-static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
+static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, bool ahead, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
@@ -117,7 +138,8 @@ static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
         dp_chunk_t ch = dp_chunk(rows, c->ndev, d); /* this device's rows */
         if (d == 0 && mi > 0)
             TRY(dp_stage(c, pl, mi));
-        TRY(dp_barrier(c, d, err)); /* the batch is on device 0, every replica written */
+        if (mi > 0 || !ahead) /* else the previous step's last barrier did it */
+            TRY(dp_barrier(c, d, err)); /* the batch is on device 0, every replica written */
         const float *x = d == 0 ? c->gx : dv->rep.x; /* device 0 reads its chunk in place */
         TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
         if (ch.rows > 0)
@@ -132,7 +154,7 @@ static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
     }
     TRY(dp_barrier(c, d, err)); /* every device's gradients (and has_grad) are final */
     TRY(dp_reduce(c, d, err));
-    if (c->host_visible && c->ndev > 1)
+    if (c->host_visible && c->ndev > 1 && dp_sliced(c->spec.nparams))
         TRY(dp_barrier(c, d, err)); /* every slice of the sum is on device 0 */
     return d == 0 ? step_optim(&dv->t, &c->opt) : DDP_OK;
 }
@@ -179,8 +201,10 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
             trainer_step_begin(m, &c->sch, g);
         step_begin(&dv->t);
         /* Device 0 stages the first micro-batch before anything else: a
-         * graph step begins after it (the copy stream is not captured). */
-        if (d == 0)
+         * graph step begins after it (the copy stream is not captured);
+         * or it did in the step before (dp_staged_ahead). */
+        bool ahead = dp_staged_ahead(c, g);
+        if (d == 0 && !ahead)
             TRY(dp_stage(c, pl, 0));
         if (graph) {
             TRY(graph_fork(&dv->graph, g, err));
@@ -189,9 +213,15 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         }
         if (fault_at(d, g) == FAULT_ERROR)
             return err_set(err, DDP_ERR_RUNTIME, "%s: injected fault at step %ld", dv->name, g);
-        TRY(dp_step(c, d, pl, err));
-        if (d == 0 && g + 1 < c->total_steps)
+        TRY(dp_step(c, d, pl, ahead, err));
+        if (d == 0 && g + 1 < c->total_steps) {
             dp_plan_step(c, g + 1); /* may load the next epoch's order */
+            /* Every device has read this step's batch (its scatter came
+             * before the loss's barrier), and device 0 its own chunk and
+             * targets (its backward is done): the next one may replace it. */
+            if (dp_staged_ahead(c, g + 1))
+                TRY(dp_stage(c, &c->plan[(g + 1) & 1], 0));
+        }
         if (d == 0)
             step_meter_lap(m, PH_DATA); /* every step alike: a graph step's work never varies */
         /* Barrier: device 0's parameters are updated and the next plan is
@@ -199,6 +229,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_barrier(c, d, err));
+        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1))
+            dp_prefetch_next(c, d, &c->plan[(g + 1) & 1]);
         if (graph) {
             bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
             TRY(graph_join(&dv->graph, next_eager, err));

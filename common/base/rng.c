@@ -26,7 +26,10 @@ void rng_seed_stream(rng_t *r, uint64_t seed, uint64_t stream)
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-uint64_t rng_next(rng_t *r)
+/* The generator's step, inlined where it runs in a loop (a permutation
+ * draws one per element: an epoch of the seed-size model costs about a
+ * step of it, so a call per element showed). */
+static inline uint64_t next(rng_t *r)
 {
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
@@ -40,6 +43,8 @@ uint64_t rng_next(rng_t *r)
     return result;
 }
 
+uint64_t rng_next(rng_t *r) { return next(r); }
+
 float rng_uniform(rng_t *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); }
 
 float rng_uniform_range(rng_t *r, float lo, float hi) { return lo + (hi - lo) * rng_uniform(r); }
@@ -52,15 +57,15 @@ double rng_normal(rng_t *r)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-uint64_t rng_below(rng_t *r, uint64_t bound)
+static inline uint64_t below(rng_t *r, uint64_t bound)
 {
-    uint64_t x = rng_next(r);
+    uint64_t x = next(r);
     __uint128_t m = (__uint128_t)x * bound;
     uint64_t l = (uint64_t)m;
     if (l < bound) {
         uint64_t t = -bound % bound;
         while (l < t) {
-            x = rng_next(r);
+            x = next(r);
             m = (__uint128_t)x * bound;
             l = (uint64_t)m;
         }
@@ -68,12 +73,14 @@ uint64_t rng_below(rng_t *r, uint64_t bound)
     return (uint64_t)(m >> 64);
 }
 
+uint64_t rng_below(rng_t *r, uint64_t bound) { return below(r, bound); }
+
 void rng_permutation(rng_t *r, uint32_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = (uint32_t)i;
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)rng_below(r, i);
+        size_t j = (size_t)below(r, i);
         uint32_t t = out[i - 1];
         out[i - 1] = out[j];
         out[j] = t;

@@ -181,14 +181,29 @@ static void futex_wake_all(_Atomic uint32_t *addr)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* The state a waiter waits for has changed (and that change is ordered
+ * before this, seq_cst): wake the sleepers, if there are any.  Why the epoch
+ * moves only then: every rank's publish used to bump it, so the line went
+ * from core to core twice per chunk of every collective, a cache miss on
+ * the other core each time (on a VM whose two vCPUs sit far apart, about
+ * 0.3 us each: a fifth of the seed-size DDP step).  Read, not written, it
+ * stays in both caches.  No wake-up is lost: seq_cst on both sides (here:
+ * the state, then the count of sleepers; the sleeper: counts itself in,
+ * then reads the epoch and the state) means that either the sleeper sees
+ * the new state, or this sees the sleeper and moves the epoch it sleeps on. */
+static void wake_sleepers(comm_seg_t *s)
+{
+    if (atomic_load_explicit(&s->h->waiters, memory_order_seq_cst) > 0) {
+        atomic_fetch_add_explicit(&s->h->epoch, 1, memory_order_seq_cst);
+        futex_wake_all(&s->h->epoch);
+    }
+}
+
 void seg_wake(comm_seg_t *s)
 {
-    /* seq_cst on both sides (here: bump epoch, then read waiters; the waiter:
-     * count itself in, then read epoch and the condition) makes a lost wake-up
-     * impossible: either the waiter sees the new state, or we see the waiter. */
-    atomic_fetch_add_explicit(&s->h->epoch, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->h->waiters, memory_order_seq_cst) > 0)
-        futex_wake_all(&s->h->epoch);
+    /* the caller's change before the count of sleepers, whatever its order */
+    atomic_thread_fence(memory_order_seq_cst);
+    wake_sleepers(s);
 }
 
 /* This thread's CPU now (glibc reads it from rseq: no system call). */
@@ -204,9 +219,9 @@ void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value)
     if (atomic_load_explicit(&s->h->cpu[rank].v, memory_order_relaxed) != cpu)
         atomic_store_explicit(&s->h->cpu[rank].v, cpu, memory_order_relaxed);
     /* seq_cst store: orders this rank's staging writes before the counter
-     * (release) and the counter before the epoch bump in seg_wake. */
+     * (release) and the counter before the read of the sleepers. */
     atomic_store_explicit(&s->h->ctr[which][rank].v, value, memory_order_seq_cst);
-    seg_wake(s);
+    wake_sleepers(s);
 }
 
 /* peer: where ready() leaves the rank it is waiting for (-1: unknown), or NULL. */
@@ -245,6 +260,8 @@ static int wait_for(comm_seg_t *s, seg_ready_fn ready, void *ctx, const int *pee
         }
         atomic_fetch_add_explicit(&h->waiters, 1, memory_order_seq_cst);
         uint32_t e = atomic_load_explicit(&h->epoch, memory_order_seq_cst);
+        /* ready()'s loads after the count, in the waker's order (wake_sleepers) */
+        atomic_thread_fence(memory_order_seq_cst);
         if (!ready(s, ctx) && !atomic_load_explicit(&h->abort_who, memory_order_seq_cst)) {
             uint64_t left = deadline - t;
             futex_wait(&h->epoch, e, left < SEG_SLEEP_MAX_NS ? left : SEG_SLEEP_MAX_NS);

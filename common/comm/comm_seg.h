@@ -51,7 +51,8 @@ typedef struct {
     size_t staging_off, extra_off;
     uint64_t spin_ns;       /* how long a waiter spins before sleeping */
 
-    /* The futex word every waiter sleeps on: bumped after each publish. */
+    /* The futex word every waiter sleeps on: bumped by a publish that finds
+     * a sleeper (waiters > 0), and by an abort. */
     _Alignas(SEG_LINE) _Atomic uint32_t epoch;
     _Alignas(SEG_LINE) _Atomic uint32_t waiters;
 

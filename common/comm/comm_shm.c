@@ -57,6 +57,7 @@ typedef struct {
     comm_t c; /* first: a comm_t * is a shm_t * */
     comm_queue_t queue;     /* the ops, their thread and the sticky failure */
     uint64_t ticket;        /* comm thread only: next chunk ticket in the segment */
+    uint64_t done_seen;     /* comm thread only: every rank's done counter is at least this */
     uint64_t copied_back;   /* main thread only: ops whose device copy-back is queued */
     shm_back_t back[COMM_QUEUE_LEN]; /* main thread only: per queue slot */
     shm_area_t area[2];     /* main thread only: pinned staging, used in turn */
@@ -257,8 +258,13 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         bool whole = reduction && len <= SHM_SMALL_FLOATS;
 
         /* 1. The slot is free once every rank has finished the chunk that used
-         *    it D tickets ago (their reads of our input and of the result). */
-        if (k >= (uint64_t)D &&
+         *    it D tickets ago (their reads of our input and of the result).
+         *    Known without looking, most of the time: a rank stages chunk k
+         *    only after it finished chunk k-1, so every rank having staged
+         *    chunk k (step 3, last chunk) means every rank's done counter is
+         *    at least k; and reading a counter the peer wrote last is a
+         *    cache miss, on the critical path of every collective. */
+        if (k >= (uint64_t)D && m->done_seen < k + 1 - (uint64_t)D &&
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
 
@@ -289,6 +295,9 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         /* 3. Everyone's input is in (the one crossing most chunks need). */
         if (seg_wait_counters(s, SEG_STAGED, k + 1, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
+        /* the acquire of every staged[r] >= k+1 orders their reads of the
+         * slots before our next writes (step 1 above) */
+        m->done_seen = k;
         char msg[ERR_LEN];
         if (!descs_match(m, slot, &mine, msg)) {
             comm_seg_abort(s, r, msg);

@@ -11,6 +11,10 @@
  * inputs rounded to bf16 (backend.h says what bf16 rounds where: this file
  * is the reference the CUDA backend is held to).
  *
+ * A tiny GEMM (GEMM_SMALL_MAX multiply-adds or fewer) runs in gemm_small.c's
+ * kernel on a CPU with AVX2 or AVX-512, where OpenBLAS's fixed cost would be
+ * most of it (gemm_small.h measures it); the rest go to OpenBLAS.
+ *
  * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
  * thread when its thread count is 1, with per-call buffers from a locked pool,
  * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
@@ -18,11 +22,12 @@
  * plain mutex, which sleeps at once when taken: DP's devices leave a barrier
  * together and call sgemm together, so on a small model nearly every GEMM
  * met the other device's inside it and slept (3 futex calls a step on the
- * seed-size model, its p50 step 10 us).  While more than one CPU device is
- * alive, a small GEMM (SMALL_GEMM multiply-adds or fewer: a microsecond or
- * less) first takes gemm_lock, which spins before it sleeps (glibc's
- * adaptive mutex): the other device waits the few hundred nanoseconds the
- * GEMM takes, awake. */
+ * seed-size model, its p50 step 10 us).  Where the small kernel does not
+ * run (no AVX2), while more than one CPU device is alive, a small GEMM
+ * (SMALL_GEMM multiply-adds or fewer: a microsecond or less) first takes
+ * gemm_lock, which spins before it sleeps (glibc's adaptive mutex): the
+ * other device waits the few hundred nanoseconds the GEMM takes, awake.
+ * The small kernel shares nothing between devices and takes no lock. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <cblas.h>
@@ -40,6 +45,7 @@
 #include "common/device/backend_impl.h"
 #include "common/base/half.h"
 #include "common/device/blas_space.h"
+#include "common/device/gemm_small.h"
 
 /* Declared by OpenBLAS's cblas.h; repeated so the intent is visible. */
 void openblas_set_num_threads(int num_threads);
@@ -55,15 +61,18 @@ char *openblas_get_corename(void);
 static pthread_mutex_t gemm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static _Atomic int g_devices; /* CPU devices alive in this process */
 
-/* impl: OpenBLAS's room, and the scratch of --precision bf16's GEMMs (the two
- * inputs rounded to bf16, kept as fp32 values: sgemm then multiplies them
- * exactly, an 8-bit by 8-bit significand product fits fp32's 24, and sums
- * in fp32, as a bf16 tensor core does).  It grows to the largest GEMM and
- * stays: a step allocates nothing after the first. */
+/* impl: OpenBLAS's room, the tiny GEMM's path and its scratch, and the
+ * scratch of --precision bf16's GEMMs (the two inputs rounded to bf16, kept
+ * as fp32 values: sgemm then multiplies them exactly, an 8-bit by 8-bit
+ * significand product fits fp32's 24, and sums in fp32, as a bf16 tensor
+ * core does).  That one grows to the largest GEMM and stays: a step
+ * allocates nothing after the first. */
 typedef struct {
     blas_space_t room;
     float *in[2];
     size_t cap[2]; /* floats */
+    gemm_small_isa_t small;             /* the tiny GEMM's path (NONE: OpenBLAS only) */
+    float scratch[GEMM_SMALL_SCRATCH];  /* its tile of B^T */
 } cpu_impl_t;
 
 /* The elementwise loops are memory- or libm-bound and run on every step; each
@@ -199,6 +208,10 @@ static int cpu_gemm(backend_t *be, bool ta, bool tb, int m, int n, int k, float 
         lda = ta ? m : k;
         ldb = tb ? k : n;
     }
+    cpu_impl_t *c = be->impl;
+    if (c->small != GEMM_SMALL_NONE && gemm_small(c->small, ta, tb, m, n, k, alpha, A, lda, B,
+                                                  ldb, beta, C, ldc, c->scratch))
+        return DDP_OK;
     /* Another device may call sgemm now (DP's workers): a small GEMM waits
      * its turn awake, not in OpenBLAS's lock (see the top of this file). */
     bool turn = atomic_load_explicit(&g_devices, memory_order_relaxed) > 1 &&
@@ -351,47 +364,70 @@ CPU_CLONES static int cpu_bias_grad(backend_t *be, float *restrict db, const flo
 // ---------------------------------------------------------------------------
 // losses
 
+/* MSE's rows [0, rows): each row's squared errors summed in double, left
+ * to right, divided by cols, and the rows' means summed in order into
+ * *total; the gradient gs * (out - tgt).  Two passes over blocks of rows:
+ * the elementwise part over the block's contiguous elements (vectorised),
+ * then the sums, one chain of additions per row, the rows' chains
+ * independent (each addition waits for the last of its own row only): the
+ * same operations in the same order as a row at a time. */
+#define MSE_BLOCK 512 /* doubles of squared errors kept at once (4 KiB) */
+CPU_CLONES static double mse_rows(const float *restrict out, const float *restrict tgt, int rows,
+                                  int cols, float gs, float *restrict grad)
+{
+    double sq[MSE_BLOCK];
+    double total = 0.0;
+    if (cols > MSE_BLOCK) { /* a row longer than the block: in pieces, in order */
+        for (int r = 0; r < rows; r++) {
+            double row = 0.0;
+            for (int c0 = 0; c0 < cols; c0 += MSE_BLOCK) {
+                int len = cols - c0 < MSE_BLOCK ? cols - c0 : MSE_BLOCK;
+                size_t at = (size_t)r * cols + c0;
+                for (int c = 0; c < len; c++) {
+                    float e = out[at + c] - tgt[at + c];
+                    grad[at + c] = gs * e;
+                    sq[c] = (double)e * e;
+                }
+                for (int c = 0; c < len; c++)
+                    row += sq[c];
+            }
+            total += row / cols;
+        }
+        return total;
+    }
+    int block = MSE_BLOCK / cols;
+    for (int r0 = 0; r0 < rows; r0 += block) {
+        int nr = rows - r0 < block ? rows - r0 : block;
+        size_t at = (size_t)r0 * cols, n = (size_t)nr * cols;
+        for (size_t i = 0; i < n; i++) {
+            float e = out[at + i] - tgt[at + i];
+            grad[at + i] = gs * e;
+            sq[i] = (double)e * e;
+        }
+        for (int r = 0; r < nr; r++) {
+            const double *q = sq + (size_t)r * cols;
+            double row = 0.0;
+            for (int c = 0; c < cols; c++)
+                row += q[c];
+            total += row / cols;
+        }
+    }
+    return total;
+}
+
 static int cpu_loss(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                     int cols, float grad_scale, float *grad, float *loss_sum)
 {
     double total = 0.0;
-    for (int r = 0; r < rows; r++) {
+    if (kind == LOSS_MSE) /* 2/cols: d/dx of the mean of (x - t)^2 over the row */
+        total = mse_rows(out, tgt, rows, cols, 2.0f * grad_scale / (float)cols, grad);
+    else for (int r = 0; r < rows; r++) {
         const float *o = out + (size_t)r * cols;
         float *g = grad + (size_t)r * cols;
         double row = 0.0;
         switch (kind) {
-        case LOSS_MSE: {
-            const float *t = tgt + (size_t)r * cols;
-            float gs = 2.0f * grad_scale / (float)cols;
-            if (r + 1 < rows) {
-                /* Two rows at once, each summed in its own order as one row
-                 * alone would be (the same bits): a row's sum is a chain of
-                 * double additions, each waiting for the last, and two
-                 * chains fill the adder's latency (the seed-size loss took
-                 * 10% of the step). */
-                const float *o2 = o + cols, *t2 = t + cols;
-                float *g2 = g + cols;
-                double row2 = 0.0;
-                for (int c = 0; c < cols; c++) {
-                    float e = o[c] - t[c], e2 = o2[c] - t2[c];
-                    row += (double)e * e;
-                    row2 += (double)e2 * e2;
-                    g[c] = gs * e;
-                    g2[c] = gs * e2;
-                }
-                total += row / cols;
-                row = row2 / cols;
-                r++;
-                break;
-            }
-            for (int c = 0; c < cols; c++) {
-                float e = o[c] - t[c];
-                row += (double)e * e;
-                g[c] = gs * e;
-            }
-            row /= cols;
+        case LOSS_MSE: /* mse_rows */
             break;
-        }
         case LOSS_BCE: {
             /* From logits: l = max(x,0) - x*t + log1p(exp(-|x|)), dl/dx = sigmoid(x) - t. */
             const float *t = tgt + (size_t)r * cols;
@@ -668,6 +704,7 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
     be->device_id = device_id;
     be->host_visible = true;
     be->impl = impl;
+    impl->small = gemm_small_best();
     /* Why here: the count is process-wide, so it is set while no worker runs a
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)

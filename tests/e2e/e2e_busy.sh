@@ -61,9 +61,16 @@ bad = []
 step = d["step_time_s"]["mean"]
 ph = [x["phases_s_per_step"] for x in d["devices"]]
 q1 = ph[1]["descheduled_s"]
-# the hog took device 1's core: its wait for it is its own phase
-if not q1 >= 0.15 * step:
-    bad.append("device 1 descheduled %.3g s of a %.3g s step (want 15%% or more): %s" % (q1, step, ph[1]))
+# the hog took device 1's core: its wait for it is its own phase.  Judged
+# against the time device 1 wanted its core (its work and that wait), not the
+# step: when other work slows device 0 too, device 1 idles most of the step
+# and its wait is a small share of it.  The hog gets about half the core
+# while both are runnable (CFS, equal weights), so the wait is about half of
+# that time; 25% leaves room for the scheduler's favour to a thread that
+# wakes up (measured 52-80% here, at load 4-6 and beside two busy loops).
+work1 = sum(v for k, v in ph[1].items() if k not in ("idle_s", "skew_s", "descheduled_s", "comm_hidden_s"))
+if not q1 >= 0.25 * (q1 + work1):
+    bad.append("device 1 descheduled %.3g s beside %.3g s of work (want 25%% or more of the two): %s" % (q1, work1, ph[1]))
 # the phases still add up to the step, the descheduled time counted once
 for i, p in enumerate(ph):
     s = sum(v for k, v in p.items() if k != "comm_hidden_s")
@@ -94,7 +101,7 @@ if not re.search(r"device 1 [0-9.]+ (ms|us|s)[^.]*descheduled", text):
 pq = [x["phases_s_per_step"]["descheduled_s"] for x in plain["devices"]]
 if any(v != 0 for v in pq):
     bad.append("a plain run (no --report/--explain/--trace) has descheduled time %s" % pq)
-print("\n".join(bad) if bad else "device 1 descheduled %.0f%% of the step" % (100 * q1 / step))
+print("\n".join(bad) if bad else "device 1 descheduled %.0f%% of the step, %.0f%% of the time it wanted its core" % (100 * q1 / step, 100 * q1 / (q1 + work1)))
 sys.exit(1 if bad else 0)
 EOF
     if [ $? -eq 0 ]; then

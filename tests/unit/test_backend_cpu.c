@@ -1,7 +1,8 @@
 /* tests/unit/test_backend_cpu.c: the CPU backend's GEMM is safe to call from
  * several threads at once with one OpenBLAS thread (what DP's workers do):
  * products computed by 4 threads concurrently are bit-identical to the same
- * products computed one after another.  Also run under ThreadSanitizer by
+ * products computed one after another (OpenBLAS's and, for tiny shapes, the
+ * backend's own kernel).  Also run under ThreadSanitizer by
  * `make test-tsan`. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -23,10 +24,12 @@ typedef struct {
 } shape_t;
 
 /* The shapes DP's forward and backward produce (x W^T, d^T x, d W) and some
- * that are not multiples of any kernel's block size. */
+ * that are not multiples of any kernel's block size; the last three are
+ * tiny (gemm_small.h: the backend's own kernel, not OpenBLAS). */
 static const shape_t shapes[] = {
     {64, 128, 96, false, true}, {128, 96, 64, true, false}, {64, 96, 128, false, false},
     {33, 47, 129, false, true}, {129, 33, 47, true, false}, {200, 160, 190, false, true},
+    {20, 10, 10, false, true},  {10, 10, 20, true, false},  {13, 21, 11, false, false},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,6 +538,53 @@ Test(comm, many_async_ops_in_order)
         run_group(&g, rank_many_async, NULL);
         assert_all_ok(&g, "async ops");
     }
+}
+
+/* Every wait sleeps on the futex when the ranks outnumber the CPUs (no
+ * spin): each collective then depends on a publish waking its sleeping
+ * peer.  A wake-up lost would leave the sleeper to its longest sleep
+ * (100 ms, comm_seg.c) before it looked again: no op may take that long. */
+enum { WAKE_OPS = 400 };
+
+static int rank_sleepers_woken(comm_t *c, void *vctx, char *msg)
+{
+    (void)vctx;
+    float v[3];
+    for (int k = 0; k < WAKE_OPS; k++) {
+        for (int i = 0; i < 3; i++)
+            v[i] = (float)(comm_rank(c) + 1);
+        comm_op_t op = {.kind = COLL_ALL_REDUCE, .recv = v, .count = 3};
+        double t0 = now_s();
+        if (comm_run(c, &op, NULL) != DDP_OK)
+            return err_set(msg, DDP_ERR_RUNTIME, "op %d: %s", k, comm_last_error(c));
+        double dt = now_s() - t0;
+        if (dt >= 0.09)
+            return err_set(msg, DDP_ERR_RUNTIME,
+                           "op %d of %d took %.0f ms: a sleeper was not woken", k, WAKE_OPS,
+                           dt * 1e3);
+        float want = (float)(comm_world(c) * (comm_world(c) + 1) / 2);
+        if (v[0] != want || v[2] != want)
+            return err_set(msg, DDP_ERR_RUNTIME, "op %d: %g, not %g", k, v[0], want);
+    }
+    return DDP_OK;
+}
+
+Test(comm, sleeping_waiters_are_always_woken, .timeout = 60)
+{
+    /* One CPU for the segment's maker and the ranks it forks: two ranks on
+     * it never spin (comm_seg.c) */
+    cpu_set_t before, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
+    CPU_ZERO(&one);
+    int cpu = sched_getcpu();
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    for (int world = 2; world <= 3; world++) {
+        group_t g = {.world = world, .timeout_s = 5.0}; /* a rank that failed early: the rest */
+        run_group(&g, rank_sleepers_woken, NULL);
+        assert_all_ok(&g, "sleeping waiters");
+    }
+    sched_setaffinity(0, sizeof before, &before);
 }
 
 /* A barrier holds every rank until the last one arrives: every rank leaves

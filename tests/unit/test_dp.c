@@ -1,10 +1,12 @@
 /* tests/unit/test_dp.c: DataParallel against single mode (the equivalence
  * contract, design section 4) on every loss and optimizer with 1 to 4
- * devices, uneven chunks, a batch smaller than the device count, gradient
- * accumulation, bit-for-bit reproducibility, the per-device figures, the
- * torch.chunk split, the device path's trace, story and resume, and an
+ * devices, uneven chunks, a batch smaller than the device count, an arena
+ * moved in slices and one moved whole, gradient accumulation, bit-for-bit
+ * reproducibility, the per-device figures, barriers that open by wake-ups,
+ * the torch.chunk split, the device path's trace, story and resume, and an
  * injected device fault. */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,6 +76,20 @@ Test(dp_equiv, uneven_chunks)
                             "--seed 11 --batch 10 --loss ce " ADAM);
 }
 
+/* An arena of DP_SLICED_MIN floats or more is replicated and reduced in
+ * slices by every thread (dp_sliced): 64-64-8 has 4,680 parameters; the
+ * model above 701, moved whole.  Adam: with SGD's Nesterov momentum this
+ * wider model sits at the tolerance's edge whatever the GEMM kernel (seeds
+ * 7-11 on 2-4 devices: 1.9e-6 to 1.02e-5 with the tiny-GEMM kernel, 2.2e-6
+ * to 8.5e-6 with OpenBLAS alone); with Adam 1.7e-6 to 4.8e-6 with either. */
+Test(dp_equiv, sliced_arena)
+{
+    cr_assert(dp_sliced(64 * 64 + 64 + 64 * 8 + 8));
+    cr_assert_not(dp_sliced(8 * 24 + 24 + 24 * 16 + 16 + 16 * 5 + 5));
+    check_dp_matches_single("--backend cpu --layers 64,64,8 --samples 150 --steps 24 --quiet "
+                            "--seed 7 --batch 12 --loss mse " ADAM);
+}
+
 /* Batch 2 on up to 4 devices: devices 2 and 3 never get a row. */
 Test(dp_equiv, batch_smaller_than_devices)
 {
@@ -141,6 +157,31 @@ Test(dp_run, reproducible_bit_for_bit)
     cr_assert_eq(a.checksum.bits, b.checksum.bits);
     result_free(&a);
     result_free(&b);
+}
+
+/* More devices than CPUs: no barrier spins (dp_workers.c), every wait
+ * sleeps on the futex and a barrier opens only by a wake-up.  A wake-up
+ * lost would leave the sleeper to its longest sleep (100 ms) before it
+ * looked again: no step may take that long. */
+Test(dp_run, sleeping_devices_are_always_woken, .timeout = 60)
+{
+    char err[ERR_LEN];
+    run_result_t r;
+    cpu_set_t before, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
+    CPU_ZERO(&one);
+    int cpu = sched_getcpu();
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    int rc = tu_run("--mode dp --gpus 0,1,2 --backend cpu --layers 10,10 --samples 120 "
+                    "--batch 12 --steps 400 --warmup-steps 0 --quiet",
+                    &r, err);
+    sched_setaffinity(0, sizeof before, &before);
+    cr_assert_eq(rc, DDP_OK, "%s", err);
+    cr_assert_eq(r.times.n, 400);
+    cr_assert_lt(r.times.max_s, 0.09, "the slowest step took %.0f ms: a sleeper was not woken",
+                 r.times.max_s * 1e3);
+    result_free(&r);
 }
 
 Test(dp_run, fills_the_result)
