@@ -127,6 +127,14 @@ INCS     := -I.
 # -fno-math-errno: nothing reads errno after a math call, and without it gcc
 # may not vectorise loops calling expf/sqrtf.
 CFLAGS   += $(CSTD) $(OPT) $(WARN) $(INCS) $(DEPS_CFLAGS) -fno-math-errno -pthread -MMD -MP
+# Each object's frame sizes and direct calls in a .ci file beside it (gcc's
+# -fcallgraph-info; it changes no code): tests/structure/stack.sh bounds
+# every frame and the deepest chain of them (docs/faults.md: ulimit -s 128).
+# Only where an object is compiled (the %.o rule): a program compiled and
+# linked in one step would leave its .ci among the executables (the GPU kit).
+ifeq ($(origin STACK_INFO),undefined)
+  STACK_INFO := $(shell $(CC) -fcallgraph-info=su -E -x c /dev/null >/dev/null 2>&1 && echo -fcallgraph-info=su)
+endif
 LDLIBS   := $(DEPS_LIBS) -lm -lpthread -lrt
 LDFLAGS  += $(SANLD)
 
@@ -260,7 +268,7 @@ $(CUDA_LIB): $(CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
 # Objects depend on the flags they were built with: a change of NO_CUDA or
 # DEBUG rebuilds them.
 FLAGS_STAMP := $(BUILD)/flags.txt
-FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCCFLAGS) | $(LDLIBS)
+FLAGS_NOW := $(CC) $(CFLAGS) $(STACK_INFO) | $(NVCCFLAGS) | $(LDLIBS)
 ifneq ($(WANT_DEPS),)
   ifneq ($(shell cat $(FLAGS_STAMP) 2>/dev/null),$(FLAGS_NOW))
     $(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
@@ -308,7 +316,7 @@ $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | build/deps.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PROV_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(STACK_INFO) $(PROV_DEFS) -c $< -o $@
 
 ifeq ($(HAVE_CUDA),emu)
 # Each launch k<<<grid, block, shmem, stream>>>(args); becomes
@@ -358,7 +366,13 @@ $(BUILD)/bench/%_cuda: bench/%_cuda.c $(LIB) $(filter %.cu.o,$(CUDA_OBJS))
 # the 2-core machines CI uses, and a failing assertion names file and line.
 CRITERION_ARGS ?= --jobs 2
 
+# Each suite runs through scripts/timed.sh, which adds its seconds and result
+# to build/test-times.txt; make test ends with that table (a failing suite
+# prints it so far), so a slow suite is visible.
+TIMED := sh scripts/timed.sh
+
 test: test-layers test-unit test-e2e test-cuda-emu test-gpu-kit test-asan test-tsan test-fuzz
+	@$(TIMED) --table $(TEST_T0)
 	@echo "make test: all passed"
 
 # make test builds with TEST_JOBS jobs (2: the 2-core machines it runs on),
@@ -369,6 +383,7 @@ TEST_JOBS ?= 2
 ifneq ($(filter test,$(MAKECMDGOALS)),)
   ifeq ($(MAKELEVEL),0)
     MAKEFLAGS += -j$(TEST_JOBS)
+    TEST_T0 := $(shell date +%s.%N; sh scripts/timed.sh --reset)
   endif
   test-unit: | test-layers
   test-e2e: | test-unit
@@ -409,19 +424,22 @@ test-build-tsan:
 	+@$(MAKE) --no-print-directory -s SAN=thread test-build-tsan-bins
 
 # The floors of common/ (common/README.md): includes and calls run one way;
-# the self-test plants each kind of violation in a small tree and sees it caught.
+# the self-test plants each kind of violation in a small tree and sees it caught;
+# no frame is large, nor any chain of them (stack.sh, from the .ci files).
 test-layers: ddpbench
-	@echo "== tests/structure/layers.sh"; sh tests/structure/layers.sh $(BUILD)
-	@echo "== tests/structure/layers_selftest.sh"; sh tests/structure/layers_selftest.sh
+	@$(TIMED) tests/structure/layers.sh sh tests/structure/layers.sh $(BUILD)
+	@$(TIMED) tests/structure/layers_selftest.sh sh tests/structure/layers_selftest.sh
+	@$(TIMED) tests/structure/stack.sh sh tests/structure/stack.sh $(BUILD)
+	@$(TIMED) tests/structure/stack_selftest.sh sh tests/structure/stack_selftest.sh
 
 test-unit: $(TEST_BINS) $(GPU_TEST_BINS) ddpbench
-	@set -e; for t in $(TEST_BINS) $(GPU_TEST_BINS); do echo "== $$t"; $$t $(CRITERION_ARGS); done
+	@set -e; for t in $(TEST_BINS) $(GPU_TEST_BINS); do $(TIMED) $${t#$(BUILD)/} $$t $(CRITERION_ARGS); done
 
 # The tools the scripts use (pgrep, python3 with numpy and torch, gnuplot)
 # are installed first, as the build's libraries are: no check is skipped.
 test-e2e: ddpbench
 	@scripts/deps.sh test
-	@set -e; for t in tests/e2e/e2e_*.sh; do echo "== $$t"; sh $$t ./ddpbench; done
+	@set -e; for t in tests/e2e/e2e_*.sh; do $(TIMED) $$t sh $$t ./ddpbench; done
 
 test-asan:
 	$(MAKE) SAN=address test-unit-san
@@ -431,23 +449,24 @@ test-tsan:
 
 # Under a sanitizer: every unit suite (ASan+UBSan), or the threaded ones (TSan).
 test-unit-san: $(TEST_BINS)
-	@set -e; for t in $(TEST_BINS); do echo "== $$t (SAN=$(SAN))"; \
+	@set -e; for t in $(TEST_BINS); do \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/unit/lsan.supp UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $$t $(CRITERION_ARGS); done
+	  $(TIMED) "$${t#$(BUILD)/} (SAN=$(SAN))" $$t $(CRITERION_ARGS); done
 
 TSAN_TESTS := $(filter $(BUILD)/tests/unit/test_dp% $(BUILD)/tests/unit/test_ddp% $(BUILD)/tests/unit/test_comm% \
                         $(BUILD)/tests/unit/test_backend_cpu,$(TEST_BINS))
 test-build-tsan-bins: $(TSAN_TESTS)
 test-unit-tsan: $(TSAN_TESTS)
-	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (SAN=thread)"; \
-	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" $$t $(CRITERION_ARGS); done
+	@set -e; for t in $(TSAN_TESTS); do \
+	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" \
+	  $(TIMED) "$${t#$(BUILD)/} (SAN=thread)" $$t $(CRITERION_ARGS); done
 
 # The CUDA code without a GPU: backend_cuda.c and the kernels against an
 # asynchronous CPU emulation of the CUDA runtime and cuBLAS, built with the
 # release flags (EMU=1), the kernels again under ASan+UBSan.
 test-cuda-emu: ddpbench | build/deps.mk
 	@scripts/deps.sh test
-	+@sh tests/cuda_emu/run.sh
+	+@$(TIMED) tests/cuda_emu/run.sh sh tests/cuda_emu/run.sh
 
 # ---- fuzzing (libFuzzer, clang) ----------------------------------------------
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -472,7 +491,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C) | build/deps.mk build/fuzz/clang.ok
 # time, not in inputs: one after the other took twice the wall time for the
 # same seconds of fuzzing each).
 test-fuzz: $(FUZZ_BINS)
-	@for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
+	@t0=$$(date +%s.%N); for f in $(FUZZ_BINS); do echo "== $$f ($(FUZZ_TIME)s)"; \
 	  mkdir -p build/fuzz/corpus-$$(basename $$f); \
 	  dict=tests/fuzz/$$(basename $$f).dict; [ -f $$dict ] && dict=-dict=$$dict || dict=; \
 	  { $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $$dict build/fuzz/corpus-$$(basename $$f) \
@@ -480,7 +499,8 @@ test-fuzz: $(FUZZ_BINS)
 	    echo $$? >build/fuzz/$$(basename $$f).rc; } & \
 	  done; wait; bad=0; \
 	for f in $(FUZZ_BINS); do [ "$$(cat build/fuzz/$$(basename $$f).rc)" = 0 ] || \
-	  { echo "== $$f failed:"; tail -40 build/fuzz/$$(basename $$f).log; bad=1; }; done; exit $$bad
+	  { echo "== $$f failed:"; tail -40 build/fuzz/$$(basename $$f).log; bad=1; }; done; \
+	$(TIMED) --add "tests/fuzz: $(words $(FUZZ_BINS)) fuzzers at once, $(FUZZ_TIME) s each" $$t0 $$bad
 
 fuzz:
 	$(MAKE) test-fuzz FUZZ_TIME=600
@@ -525,12 +545,13 @@ gpu-kit: $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRCS:%.cu=$(BUILD)/%.cu.o))
 # (tests/gpu/rehearse_kill.sh: on the emulated GPU, SIGKILL at its ddp step;
 # the steps it finished are in its output folder).
 test-gpu-kit:
-	@sh tests/gpu/check.sh --self-test >build/gpu-check-selftest.log 2>&1 || { cat build/gpu-check-selftest.log; exit 1; }
+	@$(TIMED) "tests/gpu/check.sh --self-test" sh -c 'sh tests/gpu/check.sh --self-test >build/gpu-check-selftest.log 2>&1' || \
+	  { cat build/gpu-check-selftest.log; exit 1; }
 	@tail -n 1 build/gpu-check-selftest.log
 	@sh tests/gpu/check.sh --dry-run | grep -q '^ *10\. findings ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
 	+@mkdir -p build && $(MAKE) --no-print-directory -s EMU=1 build/cuda-emu/ddpbench >build/cuda-emu-kill.build.log 2>&1 || \
 	  { tail -n 20 build/cuda-emu-kill.build.log; exit 1; }
-	@sh tests/gpu/rehearse_kill.sh build/cuda-emu
+	@$(TIMED) tests/gpu/rehearse_kill.sh sh tests/gpu/rehearse_kill.sh build/cuda-emu
 ifeq ($(HAVE_CUDA),1)
 	@[ -f $(KIT)/ddpbench ] && [ -n "$(filter test,$(MAKECMDGOALS))" ] || \
 	  { mkdir -p build && $(MAKE) --no-print-directory gpu-kit >build/gpu-kit.log 2>&1 || { tail -n 20 build/gpu-kit.log; exit 1; }; }
@@ -538,7 +559,7 @@ ifeq ($(HAVE_CUDA),1)
 	@$(KIT)/ddpbench --backend cpu --mode single --steps 3 --quiet >/dev/null || \
 	  { echo "test-gpu-kit: the kit's ddpbench does not run"; exit 1; }
 	@echo "test-gpu-kit: the kit's ddpbench runs"
-	@sh tests/gpu/rehearse.sh $(KIT)
+	@$(TIMED) tests/gpu/rehearse.sh sh tests/gpu/rehearse.sh $(KIT)
 else
 	@echo "test-gpu-kit: not built: no CUDA toolkit here ($(NVCC)); the emulator suite covers the CUDA code"
 endif

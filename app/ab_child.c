@@ -145,7 +145,7 @@ static bool streams_read(streams_t *st, int ms)
     int pr = poll(st->pf, 2, ms);
     if (pr <= 0)
         return false;
-    char chunk[65536];
+    static char chunk[65536]; /* not on the stack (docs/faults.md); one child is read at a time */
     bool got = false;
     for (int i = 0; i < 2; i++) {
         if (st->pf[i].fd < 0 || !(st->pf[i].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -22,7 +22,9 @@ int app_gate_prepare(app_job_t *j, char *err)
 void app_gate_warn(app_job_t *j)
 {
     for (int i = 0; i < j->n; i++) {
-        run_result_t shape; /* the devices this run will use, for the environment */
+        /* the devices this run will use, for the environment: static, as a
+         * run's record is 79 KB (nothing large on the stack: docs/faults.md) */
+        static run_result_t shape;
         result_init(&shape);
         shape.backend = j->cfgs[i].backend;
         shape.ndev = j->cfgs[i].ngpus;

@@ -22,7 +22,7 @@
 static int exit_code(int rc)
 {
     if (rc == DDP_ERR_INTERRUPTED)
-        return 128 + (interrupt_pending() ? interrupt_pending() : 2);
+        return interrupt_exit_status();
     return rc;
 }
 

@@ -45,14 +45,13 @@ static void write_npy(afile_t *a, const char *descr, const char *shape, const vo
     afile_write(a, data, bytes);
 }
 
-/* s as a Python string literal: "..." with backslash, quote and control
- * characters escaped, UTF-8 sequences as \u / \U escapes and any other byte
- * as the surrogate Python's file system decoding gives it (\udcXX), so
- * os.fsencode() of the value is s's bytes exactly and nothing in a file name
- * can end the literal (a name is data, never code). */
-static void py_literal(FILE *f, const char *s)
+/* s inside a Python string literal ("..." or a docstring): backslash, quote
+ * and control characters escaped, UTF-8 sequences as \u / \U escapes and
+ * any other byte as the surrogate Python's file system decoding gives it
+ * (\udcXX), so os.fsencode() of the value is s's bytes exactly and nothing
+ * in a file name can end the literal (a name is data, never code). */
+static void py_escaped(FILE *f, const char *s)
 {
-    fputc('"', f);
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         unsigned c = *p, cp = 0;
@@ -86,15 +85,86 @@ static void py_literal(FILE *f, const char *s)
             p += len;
         }
     }
+}
+
+/* s as a Python string literal: "...", escaped by py_escaped. */
+static void py_literal(FILE *f, const char *s)
+{
+    fputc('"', f);
+    py_escaped(f, s);
     fputc('"', f);
 }
 
-/* s inside the docstring: printable ASCII, with quotes and backslashes
- * (which could end it) and anything else shown as '?'. */
-static void doc_text(FILE *f, const char *s)
+/* s as one word for a POSIX shell: as it is when every byte is plain
+ * (letters, digits, _@%+=:,./-), else in single quotes, each ' as '\''.
+ * Pasted into sh, the word is s exactly, and nothing in it runs ($(...),
+ * `...`, ;, a glob). */
+static void sh_word(FILE *f, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        fputc(*p == '"' || *p == '\\' ? '\'' : *p < 0x20 || *p >= 0x7f ? '?' : *p, f);
+    bool plain = *s != 0;
+    for (const char *p = s; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("_@%+=:,./-", *p);
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *p = s; *p; p++)
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*p, f);
+    fputc('\'', f);
+}
+
+/* A command line: first, then argv[1..argc) as words for the shell
+ * (sh_word), malloc'd; NULL when out of memory. */
+static char *sh_command(const char *first, int argc, char *const *argv)
+{
+    char *line = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&line, &len);
+    if (!m)
+        return NULL;
+    fputs(first, m);
+    for (int i = 1; i < argc; i++) {
+        if (i > 1 || first[0])
+            fputc(' ', m);
+        sh_word(m, argv[i]);
+    }
+    if (fclose(m) != 0) {
+        free(line);
+        return NULL;
+    }
+    return line;
+}
+
+static void doc_as_is(FILE *f, const char *s)
+{
+    fputs(s, f);
+}
+
+/* Can s stand in a raw docstring (r"""...""") as it is: UTF-8 without
+ * control characters, no """ to end it and no backslash at its end? */
+static bool doc_raw_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    if (strstr(s, "\"\"\"") || (n && s[n - 1] == '\\'))
+        return false;
+    while (*p) {
+        unsigned c = *p;
+        int len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (len == 0 || c < 0x20 || c == 0x7f)
+            return false;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+        p += len;
+    }
+    return true;
 }
 
 /* What has no twin: one line naming the option. */
@@ -183,22 +253,38 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
     if (!f)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     const char *mode = mode_name(c->mode);
-    fprintf(f, "#!/usr/bin/env python3\n\"\"\"The PyTorch twin of a ddpbench run (%s):\n   ", mode);
-    for (int i = 0; i < argc; i++) { /* quotes and backslashes would end the docstring */
-        if (i)
-            fputc(' ', f);
-        doc_text(f, i ? argv[i] : "ddpbench");
+    /* The docstring shows the commands as the shell takes them: the words as
+     * given, quotes and backslashes and all, quoted where they need it, so a
+     * line pasted into sh runs that command and nothing else.  As a raw
+     * string where they can stand in one as they are; else escaped for
+     * Python (a control character, bytes that are not UTF-8, a \"\"\"), the
+     * docstring's value still the command exactly. */
+    char script[CONFIG_PATH_LEN + 4];
+    snprintf(script, sizeof script, "%s.py", stem_base);
+    char *const one[2] = {NULL, script};
+    char *run = sh_command("ddpbench", argc, argv), *py = sh_command("", 2, one);
+    if (!run || !py) {
+        free(run);
+        free(py);
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     }
+    bool raw = doc_raw_ok(run) && doc_raw_ok(py);
+    void (*doc)(FILE *, const char *) = raw ? doc_as_is : py_escaped;
+    fprintf(f, "#!/usr/bin/env python3\n%s\"\"\"The PyTorch twin of a ddpbench run (%s):\n   ",
+            raw ? "r" : "", mode);
+    doc(f, run);
     fprintf(f, "\n\nWritten by ddpbench --emit-pytorch: the same layers, activation, loss,\n"
                "optimizer and hyper-parameters (below), the same initial weights, data and\n"
                "sample order (the files beside this one), the same global batch, as %s.\n"
                "It prints the final loss and the checksum line ddpbench prints:\n"
                "    python3 ",
             c->mode == MODE_DP ? "nn.DataParallel" : c->mode == MODE_DDP ? "DDP" : "one device");
-    doc_text(f, stem_base);
-    fputs(".py\n    python3 ", f);
-    doc_text(f, stem_base);
-    fputs(".py --save final.safetensors   # and keep the final weights\n\"\"\"\n", f);
+    doc(f, py);
+    fputs("\n    python3 ", f);
+    doc(f, py);
+    fputs(" --save final.safetensors   # and keep the final weights\n\"\"\"\n", f);
+    free(run);
+    free(py);
     fprintf(f, "import argparse\nimport contextlib\nimport json\nimport math\nimport os\n"
                "import socket\nimport struct\n\nimport numpy as np\nimport torch\n"
                "import torch.distributed as dist\nimport torch.multiprocessing as mp\n"
@@ -336,9 +422,14 @@ int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, i
             return err_prefix(err, rc, "--emit-pytorch");
         return err_prefix(err, rc, "--emit-pytorch %s", path);
     }
-    if (!c->quiet)
-        fprintf(info, "ddpbench: wrote %s (the %s job in PyTorch) and %s.{init.safetensors,x.npy,"
-                      "y.npy,order.npy} beside it: python3 %s\n",
-                path, mode_name(c->mode), stem, path);
+    if (!c->quiet) { /* the names as shell words: the line can be pasted */
+        fputs("ddpbench: wrote ", info);
+        sh_word(info, path);
+        fprintf(info, " (the %s job in PyTorch) and ", mode_name(c->mode));
+        sh_word(info, stem);
+        fputs(".{init.safetensors,x.npy,y.npy,order.npy} beside it: python3 ", info);
+        sh_word(info, path);
+        fputc('\n', info);
+    }
     return DDP_OK;
 }

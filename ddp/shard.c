@@ -54,7 +54,8 @@ struct shard {
     int npiece;
     size_t nshard;
     size_t *blk_at, *rest_at; /* per bucket: where its block and leftover are in the shard */
-    char (*tag)[32];        /* "all-gather of bucket 2" (of layer 2 under ZeRO-3) */
+    char (*tag)[32];        /* what an all-gather moves, "bucket 2" ("layer 2" under
+                             * ZeRO-3): the communicator names the collective */
     /* ZeRO-2 and -3 */
     bool whole;             /* --accum > 1: the gradients are the replica's arena */
     float *gslot[2];        /* the buckets' gradient buffers (not whole) */
@@ -382,10 +383,10 @@ static int pieces_init(shard_t *z, char *err)
             z->nshard += p[j].n;
             z->piece[z->npiece++] = p[j];
         }
-        snprintf(z->tag[i], sizeof z->tag[i], "all-gather of bucket %d", i);
+        snprintf(z->tag[i], sizeof z->tag[i], "bucket %d", i);
     }
     for (int l = 0; l < L && z->stage >= 3; l++)
-        snprintf(z->tag[l], sizeof z->tag[l], "all-gather of layer %d", l + 1);
+        snprintf(z->tag[l], sizeof z->tag[l], "layer %d", l + 1);
     return DDP_OK;
 }
 

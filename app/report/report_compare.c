@@ -112,7 +112,10 @@ void report_compare(FILE *f, const report_ctx_t *ctx, const run_result_t *runs, 
     const run_result_t *ref = n ? find_run(runs, n, MODE_SINGLE, runs[0].precision) : NULL;
     /* each run against the single run of its own precision */
     const run_result_t *refs[MAX_RUNS];
-    report_stats_t s[MAX_RUNS];
+    /* static, not on the stack: nine of them are 117 KB, and nothing large
+     * lives on the stack (docs/faults.md: ulimit -s 128); the program
+     * prints its report from one thread, once at a time */
+    static report_stats_t s[MAX_RUNS];
     for (int i = 0; i < n; i++) {
         refs[i] = find_run(runs, n, MODE_SINGLE, runs[i].precision);
         report_stats(&runs[i], refs[i], &s[i]);

@@ -83,7 +83,7 @@ static void verdict(FILE *f, const report_page_t *p)
     if (!why[0] && p->n >= 1) {
         /* one run: its throughput and where its step goes */
         const run_result_t *r = &p->runs[0];
-        report_stats_t st;
+        static report_stats_t st; /* 13 KB: not on the stack (docs/faults.md) */
         report_stats(r, NULL, &st);
         int big = PH_FORWARD;
         for (int ph = 0; ph < PH_COUNT; ph++)
@@ -242,7 +242,7 @@ static void cell_iv(FILE *f, const report_page_t *p, int i, int fig, const char 
 static void numbers_section(FILE *f, const report_page_t *p)
 {
     const run_result_t *ref = single_of(p);
-    report_stats_t st[PAGE_MAX_RUNS];
+    static report_stats_t st[PAGE_MAX_RUNS]; /* 52 KB: not on the stack (docs/faults.md) */
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++)
         report_stats(&p->runs[i], ref, &st[i]);
     fputs("<section id=\"numbers\"><h2>The numbers</h2>\n<table class=\"num\"><thead><tr><th></th>",

@@ -320,6 +320,8 @@ cJSON *report_json_machine(const disturb_t *d)
     add_num_or_null(m, "loadavg_start", d->load_start, true);
     add_num_or_null(m, "loadavg_end", d->load_end, true);
     cJSON_AddNumberToObject(m, "cpus_online", d->cpus_online);
+    cJSON_AddNumberToObject(m, "cpus_allowed",
+                            d->cpus_allowed > 0 ? d->cpus_allowed : d->cpus_online);
     cJSON_AddNumberToObject(m, "devices", d->devices);
     cJSON_AddNumberToObject(m, "run_cores", d->run_cores);
     cJSON_AddNumberToObject(m, "own_cpu_s", d->own_cpu_s);

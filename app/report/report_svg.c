@@ -411,7 +411,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     int n = columns(p, c, 2 * PAGE_MAX_RUNS);
     if (n == 0)
         return 0;
-    report_stats_t st[PAGE_MAX_RUNS];
+    static report_stats_t st[PAGE_MAX_RUNS]; /* 52 KB: not on the stack (docs/faults.md) */
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++)
         report_stats(&p->runs[i], NULL, &st[i]);
     double top = 0.0;

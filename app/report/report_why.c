@@ -367,7 +367,7 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
 {
     if (x->times.n == 0 || y->times.n == 0)
         return;
-    report_stats_t sx, sy;
+    static report_stats_t sx, sy; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(x, NULL, &sx);
     report_stats(y, NULL, &sy);
     const run_result_t *fast = x, *slow = y;
@@ -423,7 +423,7 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
 {
     if (!single || r->ndev < 2 || r->times.n == 0 || single->times.n == 0)
         return;
-    report_stats_t s1, s;
+    static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(single, NULL, &s1);
     report_stats(r, NULL, &s);
     bool ddp = r->mode == MODE_DDP;
@@ -529,7 +529,7 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
     if (!single || !pred || !pred->all_reduce || pred->param_bytes <= 0 || r->ndev < 2 ||
         r->ndev > PREDICT_MAX_DEVICES || r->times.n == 0 || single->times.n == 0)
         return;
-    report_stats_t s1, s;
+    static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(single, NULL, &s1);
     report_stats(r, NULL, &s);
     double g1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + s1.phase[0][PH_OPTIM];

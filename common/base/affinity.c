@@ -22,6 +22,15 @@ int affinity_cpus(void)
     return n > 0 ? n : 1;
 }
 
+int affinity_allowed(cpu_set_t *set)
+{
+    pthread_once(&g_once, remember);
+    if (!g_have)
+        return 0;
+    *set = g_before;
+    return CPU_COUNT(set);
+}
+
 bool affinity_pin(int slot, int n)
 {
     /* Remembered once, before the first pin: a DP thread pinned already

@@ -14,10 +14,15 @@
 #ifndef DDPBENCH_AFFINITY_H
 #define DDPBENCH_AFFINITY_H
 
+#include <sched.h>
 #include <stdbool.h>
 
 /* The CPUs the calling thread may run on (sched_getaffinity), at least 1. */
 int affinity_cpus(void);
+
+/* The CPUs the process could run on before any thread was pinned (its
+ * affinity: taskset, a cpuset), into set; their count, 0 when unknown. */
+int affinity_allowed(cpu_set_t *set);
 
 /* Pin the calling thread to the slot-th of the CPUs it may run on, when
  * there are n or more of them (one per device); true when it was pinned.

@@ -121,11 +121,32 @@ static int target_allowed(const afile_t *a, bool check_rename, char *err)
 // ---------------------------------------------------------------------------
 // the temporary
 
+/* A file that replaces one keeps its permissions, and its owner and group
+ * where the process may give them (root: any; another user: a group of
+ * theirs): a private 0600 checkpoint renamed over by a new 0644 file would
+ * be readable by all.  Set on the empty temporary, before anything is
+ * written to it; the owner first, as a chown may clear the mode's set-id
+ * bits.  Neither failing stops the write: where a file system keeps no
+ * modes (vfat), the old file had none to keep either. */
+static void keep_mode(const afile_t *a, int fd)
+{
+    struct stat st;
+    if (lstat(a->path, &st) != 0 || !S_ISREG(st.st_mode))
+        return; /* a new file: the mode any new file gets */
+    if (fchown(fd, st.st_uid, st.st_gid) != 0 && fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+        /* neither: the new file is the writer's, in its group */
+    }
+    if (fchmod(fd, st.st_mode & 07777) != 0) {
+        /* a file system without modes */
+    }
+}
+
 /* Create ".BASE.new.PID.XXXXXX" with O_EXCL and mode 0666 (the umask then
  * gives the file the mode any new file gets; mkstemp's 0600 would make
- * checkpoints unreadable to the user's group), lock it, and only then give
- * it its ".tmp." name: a ".tmp." name is locked for as long as its writer
- * lives, so a cleaner that can take the lock knows the writer is dead. */
+ * checkpoints unreadable to the user's group) or, replacing a file, that
+ * file's mode (keep_mode); lock it, and only then give it its ".tmp."
+ * name: a ".tmp." name is locked for as long as its writer lives, so a
+ * cleaner that can take the lock knows the writer is dead. */
 static int temp_open(afile_t *a, char *err)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -155,6 +176,7 @@ static int temp_open(afile_t *a, char *err)
          * file; cleaners there cannot take a lock either, so they keep it. */
         while (flock(a->fd, LOCK_EX) != 0 && errno == EINTR)
             ;
+        keep_mode(a, a->fd);
         if (link(inc, a->tmp) == 0) {
             unlink(inc);
             return DDP_OK;
@@ -252,13 +274,19 @@ int afile_check(const char *path, char *err)
 }
 
 /* The name with its directory resolved: "x/../y/f" -> "/abs/y/f". */
-static bool canonical_name(const char *path, char *out, size_t size)
+/* The path with its directory resolved, malloc'd (the names and the split
+ * are on the heap: paths of PATH_MAX each do not belong on the stack,
+ * docs/faults.md); NULL when it cannot be resolved. */
+static char *canonical_name(const char *path)
 {
-    afile_t a;
-    char dir[PATH_MAX];
-    if (split_path(&a, path, NULL) != DDP_OK || !realpath(a.dir, dir))
-        return false;
-    return (size_t)snprintf(out, size, "%s/%s", strcmp(dir, "/") ? dir : "", a.base) < size;
+    afile_t *a = malloc(sizeof *a);
+    char *dir = a && split_path(a, path, NULL) == DDP_OK ? realpath(a->dir, NULL) : NULL;
+    char *out = NULL;
+    if (dir && asprintf(&out, "%s/%s", strcmp(dir, "/") ? dir : "", a->base) < 0)
+        out = NULL;
+    free(dir);
+    free(a);
+    return out;
 }
 
 bool afile_same_file(const char *x, const char *y)
@@ -267,10 +295,11 @@ bool afile_same_file(const char *x, const char *y)
     bool ex = stat(x, &sx) == 0, ey = stat(y, &sy) == 0;
     if (ex && ey)
         return sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino;
-    char cx[PATH_MAX + 256], cy[PATH_MAX + 256];
-    if (canonical_name(x, cx, sizeof cx) && canonical_name(y, cy, sizeof cy))
-        return strcmp(cx, cy) == 0;
-    return strcmp(x, y) == 0;
+    char *cx = canonical_name(x), *cy = cx ? canonical_name(y) : NULL;
+    bool same = cx && cy ? strcmp(cx, cy) == 0 : strcmp(x, y) == 0;
+    free(cx);
+    free(cy);
+    return same;
 }
 
 int afile_open(afile_t *a, const char *path, char *err)

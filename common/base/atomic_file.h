@@ -4,7 +4,9 @@
  * Every output ddpbench writes (--save, --checkpoint, --trace) goes through
  * here: the data goes to ".NAME.tmp.PID.XXXXXX" in NAME's directory, is
  * synced, and is renamed over NAME; then the directory is synced so the new
- * name survives a crash.  New files get the usual mode (0666 less the umask).
+ * name survives a crash.  New files get the usual mode (0666 less the umask);
+ * a file replaced keeps its mode, and its owner and group where the process
+ * may (root: any; another user: a group of theirs).
  *
  * What may be replaced: NAME must not exist, or be a regular file.  A
  * symbolic link, a device (/dev/null), a FIFO, a socket or a directory at

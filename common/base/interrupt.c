@@ -74,6 +74,12 @@ int interrupt_pending(void)
     return sig ? sig : f ? __atomic_load_n(f, __ATOMIC_ACQUIRE) : 0;
 }
 
+int interrupt_exit_status(void)
+{
+    int sig = interrupt_pending();
+    return 128 + (sig ? sig : SIGINT);
+}
+
 void interrupt_follow(const int *flag) { atomic_store(&g_follow, flag); }
 
 void interrupt_hold(bool hold)

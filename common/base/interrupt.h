@@ -23,6 +23,9 @@
 void interrupt_install(void);
 /* The signal that asked to stop, 0 when none. */
 int interrupt_pending(void);
+/* The exit status of a run it stopped: 128 + that signal (130 when none is
+ * recorded: a stop that came from elsewhere, as an interrupt). */
+int interrupt_exit_status(void);
 /* Record sig as the request to stop (DDP's supervisor, which took it). */
 void interrupt_note(int sig);
 /* Follow a stop request another process makes: from now on

@@ -1,4 +1,4 @@
-/* common/base/procfile.c: one "key value" line of a /proc-style file (see
+/* common/base/procfile.c: the "key value" lines of a /proc-style file (see
  * procfile.h). */
 #include "common/base/procfile.h"
 
@@ -21,4 +21,23 @@ bool procfile_value(const char *path, const char *key, char *out, size_t n)
         }
     fclose(f);
     return found;
+}
+
+int procfile_each(const char *path, const char *prefix, void (*fn)(const char *line, void *ctx),
+                  void *ctx)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    size_t plen = strlen(prefix);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, prefix, plen) == 0) {
+            line[strcspn(line, "\n")] = 0;
+            fn(line, ctx);
+            n++;
+        }
+    fclose(f);
+    return n;
 }

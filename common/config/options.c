@@ -1070,11 +1070,14 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
                        argv[optind]);
     /* --layers or --act that change the preset's network make it a custom
      * model: it must not be reported under the preset's name. */
-    config_t p;
-    if (config_defaults_for(&p, preset, err) == DDP_OK &&
-        (p.ndims != c->ndims || p.act != c->act ||
-         memcmp(p.dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
+    config_t *p = malloc(sizeof *p); /* 14 KB: not on the stack (docs/faults.md) */
+    if (!p)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    if (config_defaults_for(p, preset, err) == DDP_OK &&
+        (p->ndims != c->ndims || p->act != c->act ||
+         memcmp(p->dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
         c->model_name[0] = 0;
+    free(p);
     /* the A/B gate's most rounds (docs/gate.md), unless --repeat says
      * otherwise */
     if (c->against[0] && !ex.repeat)

@@ -168,8 +168,10 @@ static int state_count(const config_t *cfg)
 static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                          const model_spec_t *spec, const float *params, char *err)
 {
-    tensor_list_t L;
-    list_build(&L, spec, cfg->optim.kind, 0);
+    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    if (!L)
+        return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+    list_build(L, spec, cfg->optim.kind, 0);
     char layers[512];
     layers_str(spec, layers, sizeof layers);
     const st_kv_t meta[] = {{"format", "pt"},
@@ -177,15 +179,19 @@ static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
+    int rc;
     if (!path) {
         st_out_t out[CKPT_MAX_TENSORS];
-        for (size_t i = 0; i < L.n; i++)
-            out[i] = (st_out_t){L.name[i], L.e[i].ndim, {L.e[i].shape[0], L.e[i].shape[1]},
-                                params + L.off[i]};
-        return st_write_into(a, out, L.n, meta, sizeof meta / sizeof meta[0], err);
+        for (size_t i = 0; i < L->n; i++)
+            out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
+                                params + L->off[i]};
+        rc = st_write_into(a, out, L->n, meta, sizeof meta / sizeof meta[0], err);
+    } else {
+        rc = write_list(path, L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
+                        err);
     }
-    return write_list(path, &L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
-                      err);
+    free(L);
+    return rc;
 }
 
 int ckpt_save_weights(const char *path, const config_t *cfg, const model_spec_t *spec,
@@ -232,13 +238,18 @@ int ckpt_load_weights(const char *path, const char *what, const model_spec_t *sp
                       float *params, char *err)
 {
     st_file_t sf;
-    tensor_list_t L;
-    int rc = open_weights(&sf, &L, path, what, spec, err);
-    if (rc != DDP_OK)
-        return rc;
-    rc = read_list(&sf, &L, params, NULL, NULL, err);
-    st_close(&sf);
-    return rc == DDP_OK ? rc : err_prefix(err, rc, "%s %s", what, path);
+    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    if (!L)
+        return err_set(err, DDP_ERR_RUNTIME, "%s %s: out of memory", what, path);
+    int rc = open_weights(&sf, L, path, what, spec, err);
+    if (rc == DDP_OK) {
+        rc = read_list(&sf, L, params, NULL, NULL, err);
+        st_close(&sf);
+        if (rc != DDP_OK)
+            err_prefix(err, rc, "%s %s", what, path);
+    }
+    free(L);
+    return rc;
 }
 
 void ckpt_init_note(const config_t *cfg, const model_spec_t *spec, char *note, size_t len)

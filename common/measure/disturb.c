@@ -1,14 +1,17 @@
 /* common/measure/disturb.c: the disturbance record of a run (see disturb.h):
- * /proc/stat and /proc/loadavg read at both ends, getrusage for the run's
- * own share, and the judgement by the named thresholds. */
+ * /proc/stat (the CPUs the run may use) and /proc/loadavg read at both ends,
+ * getrusage for the run's own share, and the judgement by the named
+ * thresholds. */
 #include "common/measure/disturb.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/base/affinity.h"
 #include "common/base/clock.h"
 #include "common/base/procfile.h"
 
@@ -17,6 +20,42 @@ static char proc_dir[256] = "/proc";
 void disturb_set_proc_dir(const char *dir)
 {
     snprintf(proc_dir, sizeof proc_dir, "%s", dir ? dir : "/proc");
+}
+
+static bool cpus_planted;
+static cpu_set_t planted_cpus;
+static int planted_online;
+
+void disturb_set_cpus(const cpu_set_t *set, int n)
+{
+    cpus_planted = set != NULL;
+    if (set)
+        planted_cpus = *set;
+    planted_online = n;
+}
+
+static int cpus_online(void)
+{
+    if (cpus_planted)
+        return planted_online;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The CPUs the run may use: the process's affinity before any device
+ * thread was pinned (its threads and DDP's ranks inherit it). */
+static void allowed_cpus(disturb_mark_t *m)
+{
+    int online = cpus_online();
+    if (cpus_planted) {
+        m->cpus = planted_cpus;
+        m->ncpus = CPU_COUNT(&m->cpus);
+    } else {
+        m->ncpus = affinity_allowed(&m->cpus);
+    }
+    m->all_cpus = m->ncpus <= 0 || m->ncpus >= online;
+    if (m->all_cpus)
+        m->ncpus = online;
 }
 
 /* The line of proc_dir's file name that starts with key, after the key. */
@@ -36,20 +75,53 @@ static double read_load(void)
     return v;
 }
 
-/* The aggregate "cpu" line: busy (user nice system irq softirq) and steal
- * jiffies.  guest time is already inside user. */
-static bool read_stat(uint64_t *busy, uint64_t *steal)
+typedef struct {
+    const disturb_mark_t *m;
+    uint64_t busy, steal;
+    int lines; /* the lines summed */
+    bool bad;  /* one of them unreadable */
+} stat_sum_t;
+
+/* One "cpu" or "cpuN" line of /proc/stat: its busy (user nice system irq
+ * softirq) and steal jiffies added when it is a CPU the run may use (the
+ * aggregate line when that is every CPU).  guest time is already inside
+ * user. */
+static void stat_line(const char *line, void *ctx)
 {
-    char line[512];
-    if (!proc_value("stat", "cpu ", line, sizeof line))
-        return false;
+    stat_sum_t *s = ctx;
+    const char *p = line + 3;
+    bool aggregate = *p == ' ';
+    if (aggregate != s->m->all_cpus)
+        return;
+    if (!aggregate) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (end == p || c < 0 || c >= CPU_SETSIZE || !CPU_ISSET((int)c, &s->m->cpus))
+            return;
+        p = end;
+    }
     unsigned long long v[8] = {0};
-    int n = sscanf(line, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+    int n = sscanf(p, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
                    &v[4], &v[5], &v[6], &v[7]);
-    if (n < 7)
+    if (n < 7) {
+        s->bad = true;
+        return;
+    }
+    s->busy += v[0] + v[1] + v[2] + v[5] + v[6];
+    s->steal += n >= 8 ? v[7] : 0;
+    s->lines++;
+}
+
+static bool read_stat(const disturb_mark_t *m, uint64_t *busy, uint64_t *steal)
+{
+    char path[320];
+    snprintf(path, sizeof path, "%s/stat", proc_dir);
+    stat_sum_t s = {.m = m};
+    if (procfile_each(path, "cpu", stat_line, &s) < 0 || s.bad ||
+        s.lines != (m->all_cpus ? 1 : m->ncpus))
         return false;
-    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
-    *steal = n >= 8 ? v[7] : 0;
+    *busy = s.busy;
+    *steal = s.steal;
     return true;
 }
 
@@ -74,8 +146,9 @@ static void own_usage(double *cpu_s, long *nivcsw)
 void disturb_begin(disturb_mark_t *m)
 {
     memset(m, 0, sizeof *m);
+    allowed_cpus(m);
     m->load0 = read_load();
-    m->stat_ok = read_stat(&m->busy0, &m->steal0);
+    m->stat_ok = read_stat(m, &m->busy0, &m->steal0);
     own_usage(&m->own0_s, &m->nivcsw0);
     m->t0 = now_s();
 }
@@ -85,7 +158,7 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_swit
 {
     double t1 = now_s();
     uint64_t busy1 = 0, steal1 = 0;
-    bool ok = read_stat(&busy1, &steal1);
+    bool ok = read_stat(m, &busy1, &steal1);
     double own1;
     long niv1;
     own_usage(&own1, &niv1);
@@ -93,8 +166,8 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_swit
     out->wall_s = t1 - m->t0;
     out->load_start = m->load0;
     out->load_end = read_load();
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    out->cpus_online = cpus > 0 ? (int)cpus : 1;
+    out->cpus_online = cpus_online();
+    out->cpus_allowed = m->ncpus;
     out->devices = devices;
     out->own_switching = own_switching;
     out->own_cpu_s = own1 - m->own0_s;
@@ -106,7 +179,7 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_swit
         hz = hz > 0 ? hz : 100.0;
         /* the ticks' rounding is no one's: slack before others count */
         double others = (double)(busy1 - m->busy0) / hz - out->own_cpu_s -
-                        DISTURB_TICK_SLACK * out->cpus_online / hz;
+                        DISTURB_TICK_SLACK * out->cpus_allowed / hz;
         out->others_cpu_s = others > 0 ? others : 0.0;
         out->steal_s = (double)(steal1 - m->steal0) / hz;
     }
@@ -115,18 +188,17 @@ void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_swit
 
 void disturb_judge(disturb_t *d)
 {
-    d->run_cores = d->devices < d->cpus_online ? d->devices : d->cpus_online;
+    int cpus = d->cpus_allowed > 0 ? d->cpus_allowed : d->cpus_online;
+    d->run_cores = d->devices < cpus ? d->devices : cpus;
     if (d->run_cores < 1)
         d->run_cores = 1;
     d->others_cores = d->wall_s > 0 ? d->others_cpu_s / d->wall_s : 0.0;
-    double spare = (double)(d->cpus_online - d->run_cores);
+    double spare = (double)(cpus - d->run_cores);
     double took = d->others_cores - spare;
     d->contention = took > 0 ? took / d->run_cores : 0.0;
     if (d->contention > 1.0)
         d->contention = 1.0;
-    d->steal_pct = d->wall_s > 0 && d->cpus_online > 0
-                       ? 100.0 * d->steal_s / (d->wall_s * d->cpus_online)
-                       : 0.0;
+    d->steal_pct = d->wall_s > 0 && cpus > 0 ? 100.0 * d->steal_s / (d->wall_s * cpus) : 0.0;
     d->invol_per_step = d->steps > 0 ? (double)d->invol_switches / (double)d->steps : 0.0;
     d->invol_per_s = d->wall_s > 0 ? (double)d->invol_switches / d->wall_s : 0.0;
     d->why[0] = 0;
@@ -151,9 +223,12 @@ void disturb_judge(disturb_t *d)
 void disturb_describe(const disturb_t *d, char *buf, unsigned long len)
 {
     char load[64] = "";
+    char of[24] = "";
+    if (d->cpus_allowed > 0 && d->cpus_allowed < d->cpus_online)
+        snprintf(of, sizeof of, "%d of ", d->cpus_allowed);
     if (isfinite(d->load_start) && isfinite(d->load_end))
-        snprintf(load, sizeof load, "; load %.1f -> %.1f on %d CPUs", d->load_start, d->load_end,
-                 d->cpus_online);
+        snprintf(load, sizeof load, "; load %.1f -> %.1f on %s%d CPUs", d->load_start,
+                 d->load_end, of, d->cpus_online);
     if (!d->known)
         snprintf(buf, len, "others' CPU time unknown (no /proc/stat); %.0f involuntary switches "
                            "a second%s",

@@ -4,14 +4,16 @@
  * (disturb_begin before it, disturb_end after it, in the process that
  * started it, once its ranks are waited for) this records:
  *   - the 1-minute load average at the start and at the end (/proc/loadavg);
- *   - the CPU time every other process took: the busy time of all CPUs in
- *     /proc/stat (user, nice, system, irq, softirq) minus this process's and
- *     its waited-for children's (getrusage SELF + CHILDREN: DP's threads and
- *     DDP's forked ranks are in it);
+ *   - the CPU time every other process took: the busy time in /proc/stat
+ *     (user, nice, system, irq, softirq) of the CPUs the run may use (its
+ *     affinity, which its threads and ranks inherit: every CPU, or those
+ *     taskset or a cpuset left it) minus this process's and its waited-for
+ *     children's (getrusage SELF + CHILDREN: DP's threads and DDP's forked
+ *     ranks are in it);
  *   - the steal time of /proc/stat (a VM's CPU given to another guest);
  *   - this process's and its children's involuntary context switches
  *     (getrusage ru_nivcsw: the scheduler took the CPU away);
- *   - the online CPUs and the devices the run used.
+ *   - the online CPUs, those the run may use, and the devices it used.
  * and judges it `disturbed` by the named thresholds below.
  *
  * "Contention" is the share of the run's own cores that other processes
@@ -19,10 +21,13 @@
  * GPU's host thread or rank feeds it), the rest of the CPUs are spare, and
  * only what others took beyond the spare cores came out of the run's:
  *     contention = max(0, others_cores - (cpus - run_cores)) / run_cores
- * where others_cores = others' CPU seconds / wall seconds. */
+ * where others_cores = others' CPU seconds / wall seconds, and cpus are
+ * the CPUs the run may use (others' time on the rest takes nothing from
+ * it; under taskset -c 0 a hog on CPU 0 takes half the run's core). */
 #ifndef DDPBENCH_DISTURB_H
 #define DDPBENCH_DISTURB_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,7 +62,10 @@ typedef struct {
     double t0;                 /* now_s() at the start */
     double load0;              /* 1-minute load average (NAN: unknown) */
     bool stat_ok;
-    uint64_t busy0, steal0;    /* /proc/stat jiffies, all CPUs */
+    cpu_set_t cpus;            /* the CPUs the run may use */
+    int ncpus;                 /* how many (CPU_COUNT of cpus) */
+    bool all_cpus;             /* every online CPU: /proc/stat's "cpu" line */
+    uint64_t busy0, steal0;    /* /proc/stat jiffies of those CPUs */
     double own0_s;             /* CPU seconds of this process and its children */
     long nivcsw0;
 } disturb_mark_t;
@@ -67,8 +75,9 @@ typedef struct {
     double wall_s;
     double load_start, load_end; /* 1-minute load averages (NAN: unknown) */
     int cpus_online;
+    int cpus_allowed;          /* the CPUs the run may use (0: as many as are online) */
     int devices;               /* devices the run used */
-    int run_cores;             /* min(devices, cpus_online) */
+    int run_cores;             /* min(devices, cpus_allowed) */
     double own_cpu_s;          /* this process and its waited-for children */
     double others_cpu_s;       /* every other process's CPU seconds */
     double others_cores;       /* others_cpu_s / wall_s */
@@ -87,6 +96,9 @@ typedef struct {
 
 /* Test hook: read DIR/stat and DIR/loadavg instead of /proc's (NULL: /proc). */
 void disturb_set_proc_dir(const char *dir);
+/* Test hook: the CPUs the run may use, of n online (NULL: the process's
+ * own affinity and the machine's online CPUs). */
+void disturb_set_cpus(const cpu_set_t *set, int n);
 
 /* Mark the start of a run (before it forks anything). */
 void disturb_begin(disturb_mark_t *m);
@@ -94,9 +106,9 @@ void disturb_begin(disturb_mark_t *m);
 void disturb_end(const disturb_mark_t *m, int devices, long steps, bool own_switching,
                  disturb_t *out);
 /* Fill contention, the per-step rate, `disturbed` and `why` from the raw
- * figures in d (wall_s, cpus_online, devices, others_cpu_s, steal_s,
- * invol_switches, own_switching, steps, known): the judgement alone, for the
- * tests. */
+ * figures in d (wall_s, cpus_online, cpus_allowed, devices, others_cpu_s,
+ * steal_s, invol_switches, own_switching, steps, known): the judgement
+ * alone, for the tests. */
 void disturb_judge(disturb_t *d);
 
 /* "others took 0.62 of the run's 2 cores; load 3.1 -> 4.0" (one line) */

@@ -296,15 +296,28 @@ rc=$?
 t1=$(date +%s)
 [ $rc = 0 ] && [ $((t1 - t0)) -lt 20 ] && ok || ko "background leftover: exit $rc after $((t1 - t0)) s: $(tail -2 "$T/out") $(cat "$T/err")"
 # (a SIGKILLed process dies when the scheduler next runs it: on a busy machine that is not
-# at once, so each gets up to 5 s; the leftovers' own sleep is 30 s)
+# at once, so each gets up to 5 s; the leftovers' own sleep is 30 s.  One still there
+# after that with SIGKILL pending was killed and runs no more code of its own: the
+# gate did its part, and the scheduler's delay is no fault of it.  One without it
+# pending is a leftover the gate never killed (one started with setsid is flagged);
+# its state is printed.  Once in 6 runs at load 7, niced, a leftover was not gone
+# after 5 s, its state unrecorded.)
 alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '/^State:/ { print $2 }' /proc/$1/status 2>/dev/null)" != Z ]; }
+# SIGKILL (signal 9, bit 8: the third hex digit from the right, odd) pending
+dying() { awk '/^(SigPnd|ShdPnd):/ { if (index("13579bdfBDF", substr($2, length($2) - 2, 1))) k = 1 } END { exit !k }' /proc/$1/status 2>/dev/null; }
 left=""
 for p in $(cat "$T/leaver.pids" 2>/dev/null); do
     i=0
     while alive "$p" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-    alive "$p" && left="$left $p"
+    if alive "$p"; then
+        if dying "$p"; then
+            echo "$E2E: leftover $p killed, still dying after 5 s (SIGKILL pending)"
+        else
+            left="$left $p ($(grep -E '^(State|PPid|SigPnd|ShdPnd)' /proc/$p/status 2>/dev/null | tr '\n\t' '  '), group $(cut -d' ' -f5 /proc/$p/stat 2>/dev/null))"
+        fi
+    fi
 done
-[ -z "$left" ] && [ -s "$T/leaver.pids" ] && ok || { ko "background leftovers alive:$left"; kill $left 2>/dev/null; }
+[ -z "$left" ] && [ -s "$T/leaver.pids" ] && ok || { ko "background leftovers alive, not killed:$left"; for p in $(cat "$T/leaver.pids"); do kill "$p" 2>/dev/null; done; }
 
 # --- identical builds whose rank 1 exposed communication jumps about: no phase named as a finding
 fake cbase 1.0 1.0 "$QUIET"

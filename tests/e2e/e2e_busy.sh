@@ -1,10 +1,10 @@
 #!/bin/sh
 # tests/e2e/e2e_busy.sh: a busy machine is told apart from a slow strategy.
-# A CPU hog is planted on the core DP's device 1 is pinned to (the second CPU
-# the process may use; base/affinity.h) while DP trains mlp-small with
-# --explain --json: the time device 1 waited for its core lands in its own
-# phase (descheduled_s, a large share of the step, in the JSON and the
-# table), not in its idle or its compute; the DP lesson's sentence still
+# A CPU hog is planted on the core DP's device 1 is pinned to (the second
+# online CPU, the second the runs may use; base/affinity.h) while DP trains
+# mlp-small with --explain --json: the time device 1 waited for its core
+# lands in its own phase (descheduled_s, a large share of the step, in the
+# JSON and the table), not in its idle or its compute; the DP lesson's sentence still
 # holds: what device 0 "works alone" is its own serial phases (gather+loss,
 # optimizer, data), the others' idle it quotes is their idle (the JSON's),
 # not idle and descheduled together, and it names device 1's descheduled
@@ -20,10 +20,16 @@ PY=/usr/bin/python3
 HOG=
 e2e_on_exit() { [ -n "$HOG" ] && kill "$HOG" 2>/dev/null; }
 
-CPUS=$($PY -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+# The runs may use every online CPU, whatever CPUs this script was started
+# on (make test under taskset -c 0: one CPU, no core for device 1 of its
+# own): DP's devices are pinned to the first two.
+ALL=$(cat /sys/devices/system/cpu/online)
+CPUS=$($PY -c 'import sys
+print(" ".join(str(c) for r in sys.argv[1].split(",") for c in
+      range(int(r.split("-")[0]), int(r.split("-")[-1]) + 1)))' "$ALL")
 set -- $CPUS
 if [ $# -lt 2 ]; then
-    ko "needs 2 CPUs to pin DP's 2 devices on (has: $CPUS)"
+    ko "needs 2 CPUs to pin DP's 2 devices on (online: $ALL)"
     e2e_finish
     exit
 fi
@@ -35,13 +41,13 @@ if need taskset; then
     taskset -c "$DEV1_CPU" sh -c 'while :; do :; done' &
     HOG=$!
     # shellcheck disable=SC2086 # the options are meant to split
-    "$BIN" $RUN --explain --json >"$T/explain.json" 2>"$T/explain.txt" ||
+    taskset -c $ALL "$BIN" $RUN --explain --json >"$T/explain.json" 2>"$T/explain.txt" ||
         ko "the run beside the hog failed: $(tail -2 "$T/explain.txt")"
     # shellcheck disable=SC2086
-    "$BIN" $RUN --json --quiet >"$T/plain.json" 2>"$T/plain.err" ||
+    taskset -c $ALL "$BIN" $RUN --json --quiet >"$T/plain.json" 2>"$T/plain.err" ||
         ko "the plain run failed: $(tail -2 "$T/plain.err")"
     # shellcheck disable=SC2086
-    "$BIN" $RUN --quiet --report "$T/busy.html" >/dev/null 2>"$T/page.err" ||
+    taskset -c $ALL "$BIN" $RUN --quiet --report "$T/busy.html" >/dev/null 2>"$T/page.err" ||
         ko "the page run failed: $(tail -2 "$T/page.err")"
     kill "$HOG"
     wait "$HOG" 2>/dev/null

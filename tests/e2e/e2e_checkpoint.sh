@@ -206,4 +206,22 @@ EOF
         ko "weights changed on the way through torch: $(tail -3 "$T/pyerr")"
 fi
 
+# ---- a replaced output keeps its mode --------------------------------------------
+# A private 0600 --save or --checkpoint (or a group's 0640) stays so, whatever
+# the umask gives a new file; a new file gets the umask's mode.
+mkdir "$T/mode" || exit 1
+for m in 600 640; do
+    for f in w.st ck.st tr.json; do
+        : >"$T/mode/$f" && chmod $m "$T/mode/$f"
+    done
+    (umask 022 && exec "$BIN" $RUN --steps 4 --save "$T/mode/w.st" --checkpoint "$T/mode/ck.st" \
+        --checkpoint-every 1 --trace "$T/mode/tr.json") >/dev/null 2>"$T/err" || ko "mode $m: $(cat "$T/err")"
+    for f in w.st ck.st tr.json; do
+        [ -s "$T/mode/$f" ] && [ "$(stat -c %a "$T/mode/$f")" = $m ] && ok ||
+            ko "a $m $f came back $(stat -c %a "$T/mode/$f") (umask 022)"
+    done
+done
+(umask 027 && exec "$BIN" $RUN --steps 2 --save "$T/mode/new.st") >/dev/null 2>&1
+[ "$(stat -c %a "$T/mode/new.st")" = 640 ] && ok || ko "a new --save under umask 027: $(stat -c %a "$T/mode/new.st")"
+
 e2e_finish

@@ -152,6 +152,14 @@ for mode in single ddp; do
         --backend cpu --layers 4,4 --loss mse --samples 16 --batch 4 --steps 1099511627776 --quiet \
         >"$T/out" 2>"$T/err" &
     pid=$!
+    # two seconds of steps, counted from when it can take the signal (and,
+    # in ddp, has its segment), not from its start
+    catching $pid 15 || ko "--steps 2^40 $mode: no SIGTERM handler after 20 s"
+    i=0
+    while [ $mode = ddp ] && ! grep -q /dev/shm/ddpbench /proc/$pid/maps 2>/dev/null && [ $i -lt 200 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
     sleep 2
     rss=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status 2>/dev/null)
     shm=$(awk '/\/dev\/shm\/ddpbench/ { split($1, a, "-"); s += ("0x" a[2]) - ("0x" a[1]) } END { print s + 0 }' \
@@ -238,7 +246,8 @@ for mode in single dp ddp; do
         env --default-signal=INT "$BIN" --mode $mode --gpus "$([ $mode = single ] && echo 0 || echo 0,1)" \
             $LONG >"$T/out" 2>"$T/err" &
         pid=$!
-        sleep 1
+        catching $pid 15 || ko "$mode SIG$sig: no handler after 20 s"
+        sleep 0.5 # into the training loop
         kill -$sig $pid
         wait $pid
         rc=$?
@@ -248,18 +257,22 @@ for mode in single dp ddp; do
     done
 done
 # An inherited ignore is honoured (a background job of this script ignores
-# SIGINT): the run goes on through a SIGINT, then stops at SIGTERM.
+# SIGINT): the run goes on through a SIGINT, then stops at SIGTERM.  The
+# SIGINT goes once the run has its handlers (before, the inherited ignore
+# takes it whatever ddpbench would do), and SIGTERM ends it by its handler's
+# stopped line (the default action would give 143 too).
 for mode in single ddp; do
     "$BIN" --mode $mode --gpus "$([ $mode = single ] && echo 0 || echo 0,1)" $LONG >"$T/out" 2>"$T/err" &
     pid=$!
-    sleep 0.5
+    catching $pid 15 || ko "$mode with SIGINT ignored: no SIGTERM handler after 20 s"
+    sleep 0.5 # into the training loop
     kill -INT $pid
     sleep 0.5
     kill -0 $pid 2>/dev/null && alive=yes || alive=no
     kill -TERM $pid 2>/dev/null
     wait $pid
     rc=$?
-    [ $alive = yes ] && [ $rc -eq 143 ] && ok ||
+    [ $alive = yes ] && [ $rc -eq 143 ] && grep -q "^ddpbench: stopped: interrupted by SIGTERM" "$T/err" && ok ||
         ko "$mode with SIGINT ignored: alive after it: $alive, exit $rc: $(cat "$T/err")"
 done
 

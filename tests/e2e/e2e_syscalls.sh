@@ -19,8 +19,17 @@
 # step, each at least 5x under its bound (before the meter read its clocks
 # by sampling: 6.1, 39.7 and 18.9; tests/e2e/e2e_syscalls.sh run against that
 # build fails every check).
+# The bounds are those of each device on a core of its own
+# (common/base/affinity.h): two DP devices or DDP ranks on one core can only
+# hand work to each other through the scheduler, a futex call each time (12
+# a DP step, 5 a DDP step, under taskset -c 0 here).  So the runs may use
+# every online CPU, whatever CPUs this script was started on; where one CPU
+# is all there is, the single run alone has a bound to hold.
 E2E=e2e_syscalls
 . "$(dirname "$0")/lib.sh"
+NCPU=$(getconf _NPROCESSORS_ONLN)
+ALL=
+if [ "$NCPU" -ge 2 ] && need taskset; then ALL="taskset -c $(cat /sys/devices/system/cpu/online)"; fi
 
 STEPS=20000
 SEED="--backend cpu --layers 10,10 --batch 20 --steps $STEPS --comm shm --quiet"
@@ -30,7 +39,7 @@ per_step() { # out, args...
     out=$1
     shift
     # shellcheck disable=SC2086 # the options are meant to split
-    perf stat -x, -e raw_syscalls:sys_enter -o "$out" -- "$BIN" "$@" >"$out.stdout" \
+    perf stat -x, -e raw_syscalls:sys_enter -o "$out" -- $ALL "$BIN" "$@" >"$out.stdout" \
         2>"$out.stderr" || {
         echo "run failed: $* ($(tail -1 "$out.stderr"))" >&2
         echo 1e9
@@ -42,7 +51,7 @@ per_step() { # out, args...
 # the calls by name, for a failure's message (perf's per-call tracepoints)
 by_name() { # args...
     # shellcheck disable=SC2086
-    perf stat -x, -e 'syscalls:sys_enter_*' -o "$T/names" -- "$BIN" "$@" >/dev/null 2>&1
+    perf stat -x, -e 'syscalls:sys_enter_*' -o "$T/names" -- $ALL "$BIN" "$@" >/dev/null 2>&1
     sort -t, -k1 -n -r "$T/names" | awk -F, 'NR <= 5 && $1 > 0 { sub("syscalls:sys_enter_", "", $3); printf "%s %s, ", $3, $1 }'
 }
 
@@ -64,14 +73,18 @@ if need perf && ! perf stat -x, -e raw_syscalls:sys_enter -o /dev/null true 2>/d
 elif command -v perf >/dev/null; then
     # shellcheck disable=SC2086
     check single 0.2 --mode single $SEED
-    # shellcheck disable=SC2086
-    check dp 3 --mode dp --gpus 0,1 $SEED
-    # shellcheck disable=SC2086
-    check ddp 1 --mode ddp --gpus 0,1 $SEED
     # the gate's children: the same runs with --json
     # shellcheck disable=SC2086
     check "single --json" 0.2 --mode single --json $SEED
-    # shellcheck disable=SC2086
-    check "ddp --json" 1 --mode ddp --gpus 0,1 --json $SEED
+    if [ "$NCPU" -ge 2 ]; then
+        # shellcheck disable=SC2086
+        check dp 3 --mode dp --gpus 0,1 $SEED
+        # shellcheck disable=SC2086
+        check ddp 1 --mode ddp --gpus 0,1 $SEED
+        # shellcheck disable=SC2086
+        check "ddp --json" 1 --mode ddp --gpus 0,1 --json $SEED
+    else
+        echo "$E2E: one CPU online: DP's devices and DDP's ranks share it, and pass work through the scheduler"
+    fi
 fi
 e2e_finish

@@ -61,4 +61,15 @@ else
     ko "--predict --zero 3: $(cat "$T/err")"
 fi
 
+# A rank that stalls in a sharded run: its peers' timeout names the
+# collective once and what it moved ("all-gather of layer 1", never "all-gather
+# of all-gather of layer 1").
+for z in 1 3; do
+    DDPBENCH_E2E_TAG=$TAG DDPBENCH_FAULT=stall:1:2 "$BIN" $M --mode ddp --zero $z --timeout 1 --quiet >/dev/null 2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "^ddpbench: error: rank [0-9] (device [0-9]): timed out in [a-z-]* of \(layer\|bucket\) [0-9]*: rank 1 did not arrive within 1 s" "$T/err" &&
+        ! grep -q " of [a-z-]* of " "$T/err" && ok ||
+        ko "--zero $z, a stalled rank: exit $rc: $(cat "$T/err")"
+done
+
 e2e_finish

@@ -15,6 +15,9 @@
 #   TAG, leftovers   a tag to start ddpbench with (DDPBENCH_E2E_TAG=$TAG), and
 #                    the live processes that carry it (a fault test's orphans)
 #   lingering        the leftovers still alive after up to 10 s
+#   catching PID SIG true once process PID has its handler for signal
+#                    number SIG (waits up to 20 s): a signal sent then is
+#                    its to take, not the default action's
 #   shm_list         ddpbench's entries in /dev/shm (there should be none)
 #   shm_new B A      the new ones in list A that may be ours (not a live stranger's)
 #   need TOOL        true when TOOL is there; else a failed check (make
@@ -64,6 +67,28 @@ leftovers() {
         st=$(awk '/^State:/ { print $2 }' "$d/status" 2>/dev/null)
         [ -n "$st" ] && [ "$st" != Z ] && echo "${d#/proc/}"
     done
+}
+
+# catching PID SIG: wait up to 20 s for process PID to catch signal number
+# SIG (bit SIG-1 of SigCgt in /proc/PID/status).  A test that signals a run
+# it just started waits for this instead of sleeping a guess: a slow start
+# on a busy machine then delays the signal rather than letting the default
+# action take it.  The bit is read from its own hex digit: the whole mask
+# is 64 bits, and the shell's arithmetic saturates a mask with bit 63 set
+# (a caught signal 64) to all ones.
+catching() {
+    i=0
+    while [ $i -lt 200 ]; do
+        d=$(awk -v b=$(($2 - 1)) '/^State:/ && $2 == "Z" { print "Z"; exit }
+            /^SigCgt:/ { print substr($2, length($2) - int(b / 4), 1) }' "/proc/$1/status" 2>/dev/null)
+        case $d in
+        '' | Z) return 1 ;; # gone, or dead and not yet reaped
+        esac
+        [ $(((0x$d >> (($2 - 1) % 4)) & 1)) = 1 ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
 }
 
 # lingering: the leftovers still alive after waiting up to 10 s for them to

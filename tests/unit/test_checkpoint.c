@@ -264,6 +264,74 @@ Test(st, new_files_get_the_umask_mode)
     umask(old);
 }
 
+/* A file replaced keeps its permissions (and its owner and group where the
+ * process may: root, as the tests run, any), whatever the umask would give
+ * a new one: a private 0600 --save or --checkpoint came back 0644. */
+Test(st, replaced_files_keep_their_mode_and_owner)
+{
+    char p[512], err[ERR_LEN];
+    float v = 0;
+    st_out_t t = {"x", 1, {1}, &v};
+    static const mode_t modes[] = {0600, 0640, 0604, 0400, 0755, 0666};
+    static const mode_t masks[] = {022, 077, 0};
+    mode_t old = umask(022);
+    for (size_t m = 0; m < sizeof masks / sizeof *masks; m++) {
+        umask(masks[m]);
+        for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+            path_in(p, sizeof p, "kept.st");
+            unlink(p);
+            cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+            cr_assert_eq(chmod(p, modes[i]), 0);
+            uid_t uid = geteuid() == 0 ? 4321 : geteuid();
+            gid_t gid = geteuid() == 0 ? 4322 : getegid();
+            cr_assert_eq(chown(p, uid, gid), 0, "%s", strerror(errno));
+            cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_OK, "%s", err);
+            struct stat st;
+            cr_assert_eq(stat(p, &st), 0);
+            cr_assert_eq(st.st_mode & 07777, modes[i], "umask %03o: a %04o file came back %04o",
+                         masks[m], modes[i], st.st_mode & 07777);
+            cr_assert(st.st_uid == uid && st.st_gid == gid, "owner %d:%d, was %d:%d",
+                      (int)st.st_uid, (int)st.st_gid, (int)uid, (int)gid);
+        }
+    }
+    /* a new file still gets the umask's mode */
+    umask(027);
+    cr_assert_eq(st_write(path_in(p, sizeof p, "fresh.st"), &t, 1, NULL, 0, false, err), DDP_OK);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
+    umask(old);
+}
+
+/* --emit-pytorch's set (afile_commit_set, by exchange) keeps each file's mode too. */
+Test(st, a_replaced_set_keeps_each_mode)
+{
+    char p[2][512], err[ERR_LEN];
+    afile_t f[2];
+    static const char *names[2] = {"s.py", "s.x.npy"};
+    static const mode_t modes[2] = {0700, 0600};
+    mode_t old = umask(0);
+    for (int i = 0; i < 2; i++) {
+        FILE *o = fopen(path_in(p[i], sizeof p[i], names[i]), "w");
+        cr_assert(o);
+        fclose(o);
+        cr_assert_eq(chmod(p[i], modes[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(afile_open(&f[i], p[i], err), DDP_OK, "%s", err);
+        afile_write(&f[i], "new", 3);
+    }
+    cr_assert_eq(afile_commit_set(f, 2, err), DDP_OK, "%s", err);
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        cr_assert_eq(stat(p[i], &st), 0);
+        cr_assert_eq(st.st_size, 3);
+        cr_assert_eq(st.st_mode & 07777, modes[i], "%s: %04o came back %04o", names[i], modes[i],
+                     st.st_mode & 07777);
+    }
+    umask(old);
+}
+
 Test(st, failed_writes_leave_no_temporary)
 {
     char p[512], err[ERR_LEN];

@@ -572,11 +572,24 @@ static void burn(double s)
 
 /* A planted quiet machine: /proc/stat's busy time grows by this process's
  * own CPU time alone, so nothing else ran: not disturbed, the loads read. */
+/* The planted machine's CPUs, all of them the run's: the test's own
+ * affinity (make test under taskset -c 0) is not the planted machine's. */
+static void every_cpu_the_runs(void)
+{
+    int n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < n; c++)
+        CPU_SET(c, &all);
+    disturb_set_cpus(&all, n);
+}
+
 Test(disturb, a_quiet_fake_proc_is_quiet)
 {
     char dir[] = "/tmp/ddpbench_proc_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     disturb_set_proc_dir(dir);
+    every_cpu_the_runs();
     fake_proc(dir, 1000, 0, 0.25);
     disturb_mark_t m;
     disturb_begin(&m);
@@ -613,8 +626,86 @@ Test(disturb, a_quiet_fake_proc_is_quiet)
     cr_assert(strstr(d.why, "of the run's 1 core"), "%s", d.why);
     cr_assert(strstr(d.why, "of the CPU time stolen"), "%s", d.why);
     disturb_set_proc_dir(NULL);
+    disturb_set_cpus(NULL, 0);
     char p[300];
     snprintf(p, sizeof p, "%s/stat", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/loadavg", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* A run that may use CPU 0 alone (taskset -c 0) on a 2-CPU machine: only
+ * CPU 0's busy time (its "cpu0" line) is others' taking from it.  A hog on
+ * CPU 1 takes nothing; the same hog on CPU 0 takes half the run's one core
+ * (the aggregate line, read before, put it on the "spare" CPU 1 and the
+ * run was quiet). */
+Test(disturb, only_the_cpus_the_run_may_use_count)
+{
+    char dir[] = "/tmp/ddpbench_proc_XXXXXX", p[300];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/loadavg", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "1.00 0.50 0.40 1/100 4242\n");
+    fclose(f);
+    disturb_set_proc_dir(dir);
+    cpu_set_t zero;
+    CPU_ZERO(&zero);
+    CPU_SET(0, &zero);
+    disturb_set_cpus(&zero, 2);
+    long hz = sysconf(_SC_CLK_TCK);
+    for (int on = 0; on < 2; on++) { /* the hog on CPU 1, then on CPU 0 */
+        snprintf(p, sizeof p, "%s/stat", dir);
+        f = fopen(p, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "cpu  1000 0 0 100000 0 0 0 0 0 0\ncpu0 500 0 0 50000 0 0 0 0 0 0\n"
+                   "cpu1 500 0 0 50000 0 0 0 0 0 0\nintr 1\n");
+        fclose(f);
+        disturb_mark_t m;
+        disturb_begin(&m);
+        cr_assert(m.stat_ok && !m.all_cpus && m.ncpus == 1);
+        burn(0.2);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double own = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                     (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec - m.own0_s;
+        /* the run's own time on CPU 0; a wall second of a hog's on CPU `on` */
+        double wall = now_s() - m.t0;
+        unsigned long c0 = 500 + (unsigned long)((own + (on ? wall : 0)) * (double)hz);
+        unsigned long c1 = 500 + (unsigned long)((on ? 0 : wall) * (double)hz);
+        f = fopen(p, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "cpu  %lu 0 0 100000 0 0 0 0 0 0\ncpu0 %lu 0 0 50000 0 0 0 0 0 0\n"
+                   "cpu1 %lu 0 0 50000 0 0 0 0 0 0\nintr 1\n", c0 + c1, c0, c1);
+        fclose(f);
+        disturb_t d;
+        disturb_end(&m, 1, 1000000, false, &d);
+        d.invol_switches = 0; /* the test's own, from the real machine */
+        disturb_judge(&d);
+        cr_assert(d.known);
+        cr_assert_eq(d.cpus_online, 2);
+        cr_assert_eq(d.cpus_allowed, 1);
+        cr_assert_eq(d.run_cores, 1);
+        if (on) {
+            cr_assert(d.disturbed && d.contention > 0.5, "on CPU 0: %g: %s", d.contention, d.why);
+            cr_assert(strstr(d.why, "of the run's 1 core"), "%s", d.why);
+            char line[256];
+            disturb_describe(&d, line, sizeof line);
+            cr_assert(strstr(line, "on 1 of 2 CPUs"), "%s", line);
+        } else {
+            cr_assert(!d.disturbed && d.contention == 0.0, "on CPU 1: %g: %s", d.contention,
+                      d.why);
+        }
+    }
+    /* a CPU of the run's that /proc/stat does not list: not known */
+    CPU_SET(5, &zero);
+    disturb_set_cpus(&zero, 8);
+    disturb_mark_t m;
+    disturb_begin(&m);
+    cr_assert(!m.stat_ok);
+    disturb_set_proc_dir(NULL);
+    disturb_set_cpus(NULL, 0);
     unlink(p);
     snprintf(p, sizeof p, "%s/loadavg", dir);
     unlink(p);
