@@ -20,6 +20,7 @@
 #include "common/comm/comm.h"
 #include "common/measure/timing.h"
 #include "tsan_criterion.h"
+#include "tu_pin.h"
 
 
 // ---------------------------------------------------------------------------
@@ -573,12 +574,8 @@ Test(comm, sleeping_waiters_are_always_woken, .timeout = 60)
 {
     /* One CPU for the segment's maker and the ranks it forks: two ranks on
      * it never spin (comm_seg.c) */
-    cpu_set_t before, one;
-    cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
-    CPU_ZERO(&one);
-    int cpu = sched_getcpu();
-    CPU_SET(cpu >= 0 ? cpu : 0, &one);
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    cpu_set_t before;
+    tu_pin_one_cpu(&before);
     for (int world = 2; world <= 3; world++) {
         group_t g = {.world = world, .timeout_s = 5.0}; /* a rank that failed early: the rest */
         run_group(&g, rank_sleepers_woken, NULL);

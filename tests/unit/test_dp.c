@@ -15,6 +15,7 @@
 #include "dp/dp.h"
 #include "testutil.h"
 #include "tsan_criterion.h"
+#include "tu_pin.h"
 
 /* A small model and data so the whole suite (and its TSan run) stays quick;
  * 20+ steps so differences in summation order have time to grow. */
@@ -167,12 +168,8 @@ Test(dp_run, sleeping_devices_are_always_woken, .timeout = 60)
 {
     char err[ERR_LEN];
     run_result_t r;
-    cpu_set_t before, one;
-    cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
-    CPU_ZERO(&one);
-    int cpu = sched_getcpu();
-    CPU_SET(cpu >= 0 ? cpu : 0, &one);
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    cpu_set_t before;
+    tu_pin_one_cpu(&before);
     int rc = tu_run("--mode dp --gpus 0,1,2 --backend cpu --layers 10,10 --samples 120 "
                     "--batch 12 --steps 400 --warmup-steps 0 --quiet",
                     &r, err);

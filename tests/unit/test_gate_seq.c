@@ -23,27 +23,20 @@
 
 #include "common/measure/confseq.h"
 #include "common/measure/paired.h"
+#include "tu_rand.h"
 
 #define CAP 40     /* the gate's default most rounds (CONFIG_AB_ROUNDS) */
 #define TOL 0.05
 #define SEQS 10000
 
 static uint64_t rng;
-static double unif(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return ((double)(rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static double gauss(void) { return sqrt(-2 * log(unif())) * cos(6.283185307179586 * unif()); }
 /* Student's t with 3 degrees of freedom: tails like x^-4 (a mean is barely
  * finite, a variance not) */
 static double student3(void)
 {
-    double z = gauss(), c = 0;
+    double z = tu_gauss(&rng), c = 0;
     for (int i = 0; i < 3; i++) {
-        double g = gauss();
+        double g = tu_gauss(&rng);
         c += g * g;
     }
     return z / sqrt(c / 3);
@@ -75,9 +68,9 @@ static double noise(const machine_t *m)
     case 1:
         return m->sigma * student3();
     case 2:
-        return (unif() < 0.9 ? m->sigma : 5 * m->sigma) * gauss();
+        return (tu_unif(&rng) < 0.9 ? m->sigma : 5 * m->sigma) * tu_gauss(&rng);
     default:
-        return m->sigma * gauss();
+        return m->sigma * tu_gauss(&rng);
     }
 }
 
@@ -88,22 +81,22 @@ static paired_verdict_t one_gate(const confseq_t *cs, const machine_t *m, double
 {
     paired_round_t r[CAP];
     int n = 0, t = 0, retakes = PAIRED_RETAKES(cs->cap);
-    double phase = 6.283185307179586 * unif();
+    double phase = 6.283185307179586 * tu_unif(&rng);
     for (int round = 0; round < cs->cap;) {
         bool base_first = paired_base_first(round);
         double x[2];
         bool dist[2] = {false, false};
-        bool both = unif() < m->p_both;
+        bool both = tu_unif(&rng) < m->p_both;
         for (int k = 0; k < 2; k++, t++) {
             int side = (k == 0) == base_first ? 0 : 1;
             x[side] = (side ? change : 0) + m->slope * t + m->wave * sin(phase + 0.1 * t) +
                       noise(m);
-            if (side == 1 && unif() < m->p_one) {
-                x[side] += log(1.05) + (log(1.5) - log(1.05)) * unif();
-                dist[side] = unif() < m->p_flagged;
+            if (side == 1 && tu_unif(&rng) < m->p_one) {
+                x[side] += log(1.05) + (log(1.5) - log(1.05)) * tu_unif(&rng);
+                dist[side] = tu_unif(&rng) < m->p_flagged;
             }
             if (both) {
-                x[side] += log(1.3) * unif();
+                x[side] += log(1.3) * tu_unif(&rng);
                 dist[side] = true;
             }
         }
@@ -265,7 +258,7 @@ Test(gate_seq, the_old_rule_exceeds_its_stated_error_the_new_does_not)
     for (int i = 0; i < N; i++) {
         double d[30];
         for (int k = 0; k < 30; k++)
-            d[k] = m + sigma * gauss();
+            d[k] = m + sigma * tu_gauss(&rng);
         paired_est_t e = old_interval(d, 10);
         if (paired_judge(&e, TOL) == PAIRED_NO_VERDICT) {
             int want = old_settle(&e);
@@ -295,7 +288,7 @@ Test(gate_seq, the_old_rule_exceeds_its_stated_error_the_new_does_not)
     for (int i = 0; i < M; i++) {
         double d[CAP];
         for (int k = 0; k < CAP; k++)
-            d[k] = m + sigma * gauss();
+            d[k] = m + sigma * tu_gauss(&rng);
         paired_est_t e;
         for (int n = PAIRED_EVERY; n <= CAP; n += PAIRED_EVERY) {
             paired_estimate_seq(&cs, d, n, &e);

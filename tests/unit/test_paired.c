@@ -13,6 +13,7 @@
 
 #include "common/measure/confseq.h"
 #include "common/measure/paired.h"
+#include "tu_rand.h"
 
 Test(paired, signed_rank_distribution_matches_enumeration)
 {
@@ -156,14 +157,6 @@ Test(confseq, exact_calibration_beats_the_closed_forms)
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double unif(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return ((double)(rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static double gauss(void) { return sqrt(-2 * log(unif())) * cos(6.283185307179586 * unif()); }
 
 /* The interval covers the true median at every look as often as the walk
  * says (1 - exit), whatever the noise: Gaussian and Cauchy, 20,000
@@ -179,7 +172,7 @@ Test(confseq, coverage_at_every_look_is_the_walks)
         for (int t = 0; t < N; t++) {
             double d[40], m = 0.7; /* the true median */
             for (int i = 0; i < 40; i++)
-                d[i] = m + (noise ? tan(3.141592653589793 * (unif() - 0.5)) : gauss());
+                d[i] = m + (noise ? tan(3.141592653589793 * (tu_unif(&rng) - 0.5)) : tu_gauss(&rng));
             for (int n = PAIRED_EVERY; n <= 40; n += PAIRED_EVERY) {
                 double lo, hi;
                 confseq_interval(&cs, d, n, &lo, &hi);
