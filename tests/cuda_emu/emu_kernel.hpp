@@ -14,18 +14,16 @@
 // the one block that runs at a time on this host thread.  Everything is per
 // host thread, so several streams may run kernels at once.
 #pragma once
-#ifdef _FORTIFY_SOURCE /* its longjmp check rejects a jump to another stack */
-#undef _FORTIFY_SOURCE
-#endif
 #include <cmath>
-#include <csetjmp>
-#include <setjmp.h>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <math.h>
 #include <ucontext.h>
 #include <vector>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include "cuda_runtime_api.h"
 
@@ -53,17 +51,27 @@ enum { RUNNABLE = 0, AT_BARRIER = 1, DONE = 2 };
 static const size_t STACK = 1 << 16;
 static thread_local std::function<void()> *body;
 
+// A saved switch point, __builtin_setjmp's buffer; jump() resumes it (GCC
+// forbids __builtin_longjmp in the function that called __builtin_setjmp).
+// The switching functions are not instrumented: ASan would precede each
+// jump with its no-return hook, a system call (sigaltstack) per switch.
+typedef void *jbuf[5];
+#define EMU_SWITCH __attribute__((no_sanitize_address))
+EMU_SWITCH static __attribute__((noinline)) void jump(jbuf to) { __builtin_longjmp(to, 1); }
+
 // A GPU thread of the block: a coroutine with its own stack that outlives the
 // block, so the next block (and the next kernel) resumes it instead of
-// building a new context.  Switches are _setjmp/_longjmp, which unlike
-// swapcontext make no system call (swapcontext saves the signal mask), so a
-// kernel with barriers emulates in milliseconds, not seconds.  Under ASan,
-// which follows swapcontext but not a longjmp to another stack, every switch
-// is a swapcontext.
+// building a new context.  Switches are GCC's __builtin_setjmp/longjmp
+// (three words saved, no library call), which unlike swapcontext make no
+// system call (swapcontext saves the signal mask), so a kernel with barriers
+// emulates in milliseconds, not seconds; nor does ASan intercept them (its
+// longjmp makes a system call per jump).  ASan hears of each switch through
+// its fiber calls instead (ASAN_* below).
 struct fiber {
     ucontext_t uc;
-    jmp_buf env;
+    jbuf env;
     char *stack;
+    void *fake; // ASan's fake stack of this fiber while it is switched out
     int state;
     bool started;
 };
@@ -78,28 +86,43 @@ struct fiber_pool { // this host thread's fibers, freed with it (they never retu
     }
 };
 static thread_local fiber_pool fibers;
-#if defined(__SANITIZE_ADDRESS__)
-#define EMU_SWAPCONTEXT 1
-static thread_local ucontext_t sched_uc;
-#endif
-static thread_local jmp_buf sched_env;
+static thread_local jbuf sched_env;
 static thread_local int cur;
 static thread_local bool saw_barrier;
 
+// ASan keeps one stack's bounds per thread: it must hear of each jump
+// between the scheduler's stack and a fiber's (start before the jump, finish
+// on arrival), or it takes a fiber's frames for a stack overflow or poisons
+// the wrong memory.  The scheduler's bounds are learnt at a fiber's arrival.
+#if defined(__SANITIZE_ADDRESS__)
+static thread_local const void *sched_bottom;
+static thread_local size_t sched_size;
+static thread_local void *sched_fake;
+#define ASAN_TO_FIBER(f) __sanitizer_start_switch_fiber(&sched_fake, (f)->stack, STACK)
+#define ASAN_IN_FIBER(f) __sanitizer_finish_switch_fiber((f)->fake, &sched_bottom, &sched_size)
+#define ASAN_TO_SCHED(f) __sanitizer_start_switch_fiber(&(f)->fake, sched_bottom, sched_size)
+#define ASAN_IN_SCHED() __sanitizer_finish_switch_fiber(sched_fake, nullptr, nullptr)
+#else
+#define ASAN_TO_FIBER(f) ((void)(f))
+#define ASAN_IN_FIBER(f) ((void)(f))
+#define ASAN_TO_SCHED(f) ((void)(f))
+#define ASAN_IN_SCHED() ((void)0)
+#endif
+
 // Back to the scheduler (from a fiber), to be resumed where this was called.
-static void yield()
+EMU_SWITCH static void yield()
 {
     fiber *f = fibers.v[cur];
-#ifdef EMU_SWAPCONTEXT
-    swapcontext(&f->uc, &sched_uc);
-#else
-    if (!_setjmp(f->env))
-        _longjmp(sched_env, 1);
-#endif
+    if (!__builtin_setjmp(f->env)) {
+        ASAN_TO_SCHED(f);
+        jump(sched_env);
+    }
+    ASAN_IN_FIBER(fibers.v[cur]);
 }
 
 static void fiber_main()
 {
+    ASAN_IN_FIBER(fibers.v[cur]);
     for (;;) { // one block per turn, as long as the host thread lives
         (*body)();
         fibers.v[cur]->state = DONE;
@@ -116,25 +139,17 @@ static void set_thread(int t)
 }
 
 // Run thread t until it reaches a barrier or ends the block.
-static void resume(int t)
+EMU_SWITCH static void resume(int t)
 {
     set_thread(t);
     fiber *f = fibers.v[t];
-#ifdef EMU_SWAPCONTEXT
-    if (!f->started) {
-        getcontext(&f->uc);
-        f->uc.uc_stack.ss_sp = f->stack;
-        f->uc.uc_stack.ss_size = STACK;
-        f->uc.uc_link = nullptr;
-        makecontext(&f->uc, fiber_main, 0);
-        f->started = true;
-    }
-    swapcontext(&sched_uc, &f->uc);
-#else
-    if (_setjmp(sched_env))
+    if (__builtin_setjmp(sched_env)) {
+        ASAN_IN_SCHED();
         return; // it yielded
+    }
+    ASAN_TO_FIBER(f);
     if (f->started)
-        _longjmp(f->env, 1);
+        jump(f->env);
     // First run: enter its stack once through a context; from then on it
     // jumps back to sched_env, and is resumed through its env.
     getcontext(&f->uc);
@@ -144,7 +159,6 @@ static void resume(int t)
     makecontext(&f->uc, fiber_main, 0);
     f->started = true;
     setcontext(&f->uc);
-#endif
 }
 
 static void run_block(int nt)
