@@ -31,8 +31,9 @@ static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, ch
     disturb_begin(&dm);
     int rc = strategy_of(c->mode)->run(c, d, res, err);
     /* single computes on one thread (or --threads of OpenBLAS's, one per
-     * core); DP and DDP run more threads than devices */
-    bool own_switching = c->mode != MODE_SINGLE || c->threads > res->machine.cpus_online;
+     * core of those it may use: dm's, res->machine is not filled yet); DP
+     * and DDP run more threads than devices */
+    bool own_switching = c->mode != MODE_SINGLE || c->threads > dm.ncpus;
     disturb_end(&dm, c->ngpus, res->steps, own_switching, &res->machine);
     if (launch_is_rank(c)) {
         /* under mpirun the other ranks are not this process's children: their

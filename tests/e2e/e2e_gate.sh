@@ -46,6 +46,8 @@ python3 - "$T/hog.json" <<'EOF' && ok || ko "a hog did not disturb the run: $(he
 import json, sys
 m = json.load(open(sys.argv[1]))["machine"]
 assert m["disturbed"] and "other processes took" in m["why"], m
+# single on one thread: its involuntary switches are others' doing, judged
+assert m["involuntary_switches_judged"] is True, m
 EOF
 grep -q "^ddpbench: note: the single run was disturbed (other processes took" "$T/err" && ok ||
     ko "no note on the disturbed run: $(cat "$T/err")"
@@ -67,6 +69,15 @@ import json, sys
 m = json.load(open(sys.argv[1]))["machine"]
 assert m["cpus_allowed"] == 1 and m["cpus_online"] >= 2 and m["run_cores"] == 1, m
 assert m["disturbed"] and m["contention"] >= 0.3 and "of the run's 1 core" in m["why"], m
+assert m["involuntary_switches_judged"] is True, m
+EOF
+    # --threads 2 on that one CPU: the run preempts itself, not judged
+    taskset -c "$c0" "$BIN" --mode single --model mlp-small --steps 5 --backend cpu --threads 2 --json \
+        >"$T/pin2.json" 2>/dev/null
+    python3 - "$T/pin2.json" <<'EOF' && ok || ko "taskset -c $c0 --threads 2: switches judged: $(head -c 700 "$T/pin2.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]
+assert m["involuntary_switches_judged"] is False, m
 EOF
 fi
 # the text table has the medians and intervals
