@@ -85,9 +85,6 @@ int app_mem_check(const app_job_t *j, char *err);
  * start (startup.c). */
 void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
-/* --predict: DDP's ZeRO stages on 1..8 devices, bytes, time, memory and,
- * under --mem-limit, the crossover (predict_zero.c). */
-void app_predict_zero(FILE *f, const app_job_t *j);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
 void app_free(app_job_t *j);

@@ -8,6 +8,7 @@
 
 #include "app/app.h"
 #include "common/io/checkpoint.h"
+#include "app/predict_zero.h"
 #include "app/report/report_page.h"
 #include "common/train/trainer.h"
 
@@ -117,7 +118,7 @@ static int print_results(app_job_t *j, char *err)
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         if (pr->on && c->predict)
-            app_predict_zero(stdout, j);
+            predict_zero_table(stdout, c, &j->spec, j->data.tgt_cols, &pr->in, &ddp_strategy);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {

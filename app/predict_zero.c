@@ -11,24 +11,18 @@
  * 3(k-1)/k.  Time: the measured all-reduce's fit (predict.h) for the
  * gradients' bytes, times 1 (DDP, ZeRO-1, -2) or 1.5 (ZeRO-3); the alpha of
  * ZeRO-3's extra, smaller collectives is left out.  Memory: what the ranks
- * allocate (ddp_strategy.mem) plus the activations of ceil(B/k) rows.  The
+ * allocate (the ddp strategy's mem) plus the activations of ceil(B/k) rows.  The
  * crossover scales the model's parameters by s (its widths grown, the
  * batch's activations held): a stage fits while s x its parameters,
  * gradients and state plus the activations are within the limit. */
-#include <stdio.h>
-
-#include "app/app.h"
-#include "common/train/strategy.h"
-#include "common/measure/predict.h"
+#include "app/predict_zero.h"
 
 static double mib(double b) { return b / 1048576.0; }
 
-void app_predict_zero(FILE *f, const app_job_t *j)
+void predict_zero_table(FILE *f, const config_t *c, const model_spec_t *s, int tgt_cols,
+                        const predict_in_t *in, const strategy_t *ddp)
 {
-    const config_t *c = &j->cfg;
-    const model_spec_t *s = &j->spec;
     double P = (double)s->nparams * sizeof(float);
-    const predict_in_t *in = &j->pred.in;
     bool timed = in->all_reduce && in->k0 >= 2;
     char err[ERR_LEN];
     fprintf(f, "\n  ZeRO stages (--predict): per rank and step; bytes moved on a ring of k "
@@ -40,12 +34,12 @@ void app_predict_zero(FILE *f, const app_job_t *j)
     double mem[PREDICT_MAX_DEVICES + 1][4] = {{0}}, acts[PREDICT_MAX_DEVICES + 1] = {0};
     for (int k = 1; k <= PREDICT_MAX_DEVICES; k++) {
         double ring = (double)(k - 1) / k;
-        acts[k] = replica_act_bytes(s, (c->batch + k - 1) / k, j->data.tgt_cols);
+        acts[k] = replica_act_bytes(s, (c->batch + k - 1) / k, tgt_cols);
         for (int st = 0; st <= 3; st++) {
             config_t cz = *c;
             cz.zero = st;
             strategy_mem_t z;
-            if (ddp_strategy.mem(s, &cz, k, 0, &z, err) != DDP_OK)
+            if (ddp->mem(s, &cz, k, 0, &z, err) != DDP_OK)
                 return;
             mem[k][st] = z.params + z.grads + z.optim;
         }

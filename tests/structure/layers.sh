@@ -7,21 +7,21 @@
 # this repository; tests/structure/layers_selftest.sh points it at a small
 # planted tree to prove each check can fail).
 #
-# The floors are the folders of common/ and the program's outputs,
-# app/report/.  Each floor's README.md ends with "May include: a/, b/": the
-# floors below it that it stands on.  The check reads those lines and then
-# proves:
+# The floors are the folders of common/ and of the program (app/report/,
+# app/predict/, ...), each named by its folder (no two alike).  Each floor's
+# README.md ends with "May include: a/, b/": the floors below it that it
+# stands on.  The check reads those lines and then proves:
 # 1. the floors' own graph has no circle (tsort), and every folder of common/
-#    is a floor with such a README;
+#    and app/ is a floor with such a README;
 # 2. includes: every include is named from the one root, the repository's
 #    top ("common/device/backend.h", "ddp/reducer.h"); a file includes only
 #    its own floor and the floors it may include; an _impl.h only from its
 #    own floor (the implementers); common/ never includes dp/, ddp/, app/ or
 #    bench/; the strategies (dp/, ddp/) stand on all of common/ (whose
 #    train/strategy.h is their seam) but never on each other, app/ or
-#    bench/; app/ (the program) stands on all of those, never on bench/, and
-#    includes no file of the strategies (it talks to them through
-#    common/train/strategy.h and launcher.h alone);
+#    bench/, nor on the program's floors; app/ (the program) stands on all
+#    of those, never on bench/, and includes no file of the strategies (it
+#    talks to them through common/train/strategy.h and launcher.h alone);
 # 3. calls, read from the objects with nm: the same rule for every call from
 #    one object into another, and no objects call each other in a circle;
 # 4. each strategy's step is one block fenced by "// ---- TRAINING STEP
@@ -45,10 +45,13 @@ say() {
 # ---- 1. the floors and what each may include ------------------------------------
 FLOORS=""
 : >"$T/floors"
-for d in common/*/ app/report/; do
+: >"$T/cfloors"
+for d in common/*/ app/*/; do
     [ -d "$d" ] || continue
     f=$(basename "$d")
+    case " $FLOORS " in *" $f "*) say "${d%/}: a second floor named $f/ (floors are named by their folder)" ;; esac
     FLOORS="$FLOORS $f"
+    case $d in common/*) echo "$f" >>"$T/cfloors" ;; esac
     if [ ! -s "$d/README.md" ]; then
         say "${d%/}: no README.md saying what it owns and may include"
         continue
@@ -58,7 +61,7 @@ for d in common/*/ app/report/; do
         say "${d}README.md: no 'May include:' line"
     echo "$may" >"$T/may.$f"
     for g in $may; do
-        [ -d "common/$g" ] || [ "$g" = report ] || say "${d}README.md: may include $g/, which is not a floor"
+        [ -d "common/$g" ] || [ -d "app/$g" ] || say "${d}README.md: may include $g/, which is not a floor"
         echo "$g $f" >>"$T/floors" # g stands below f
     done
 done
@@ -72,13 +75,14 @@ done
 # The rules below are one awk library (RULES), so that a check is one awk
 # over every include or call: a shell function and two forks for each of
 # them took over a minute.
-#  floor_of(PATH): the floor of a file or object under common/ (its folder
-#    there) or app/report/ ("report"); else its top folder (dp, ddp, app,
+#  floor_of(PATH): the floor of a file or object under common/ or app/ (its
+#    folder there: "base", "report"); else its top folder (dp, ddp, app,
 #    bench)
 #  may(FROM, TO): may a file of FROM use TO?  (floors, the strategies, app,
 #    bench)
 #  load() reads "$T/mays" (a floor and what its README lets it include, one
-#  floor a line) and "$T/strats" (the strategies' folders)
+#  floor a line), "$T/strats" (the strategies' folders) and "$T/cfloors"
+#  (the floors of common/)
 STRATS="dp ddp"
 echo "$STRATS" | tr ' ' '\n' >"$T/strats"
 for f in $FLOORS; do
@@ -88,21 +92,29 @@ RULES='
 function load(   line, n, w, i) {
     while ((getline line < (T "/strats")) > 0)
         if (line != "") strat[line] = 1
+    while ((getline line < (T "/floors")) > 0) {
+        split(line, w, " ")
+        isfloor[w[1]] = isfloor[w[2]] = 1
+    }
     while ((getline line < (T "/mays")) > 0) {
         n = split(line, w, " ")
         for (i = 2; i <= n; i++) ok[w[1], w[i]] = 1
     }
+    while ((getline line < (T "/cfloors")) > 0)
+        if (line != "") cfloor[line] = 1
 }
 function floor_of(p,   f) {
     if (p ~ /^common\/.*\//) { f = substr(p, 8); sub(/\/.*/, "", f); return f }
-    if (p ~ /^app\/report\//) return "report"
+    if (p ~ /^app\/.*\//) { f = substr(p, 5); sub(/\/.*/, "", f); return f }
     f = p; sub(/\/.*/, "", f); return f
 }
+# the program (app) or one of its floors
+function program(a) { return a == "app" || (a in isfloor && !(a in cfloor)) }
 function may(a, b) {
     if (a == b) return 1
     if (a == "app") return b != "bench"
     if (a == "bench") return 1
-    if (a in strat) return !(b in strat) && b != "app" && b != "report" && b != "bench"
+    if (a in strat) return (b in cfloor)
     return ((a, b) in ok)
 }
 function exists(p,   r, x) {
@@ -138,7 +150,7 @@ BEGIN { load() }
         }
         his = floor_of(path)
         if (!may(me, his)) print f ": includes " h ", but " me "/ may not include " his "/"
-        else if ((me == "app" || me == "report") && (his in strat))
+        else if (program(me) && (his in strat))
             print f ": includes " h ", but app/ talks to the strategies through their seam alone (common/train/strategy.h, launcher.h)"
         if (h ~ /_impl\.h$/ && me != his) print f ": includes " h ", which only " his "/'"'"'s implementers may"
     }
