@@ -22,7 +22,7 @@
 #include "common/config/config.h"
 #include "common/data/data.h"
 #include "common/measure/collperf.h"
-#include "common/measure/predict.h"
+#include "app/predict/predict.h"
 #include "common/measure/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"

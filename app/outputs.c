@@ -8,7 +8,7 @@
 
 #include "app/app.h"
 #include "common/io/checkpoint.h"
-#include "app/predict_zero.h"
+#include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
 #include "common/train/trainer.h"
 

@@ -27,7 +27,7 @@
 #include "common/data/data.h"
 #include "common/nn/model.h"
 #include "common/measure/collperf.h"
-#include "common/measure/predict.h"
+#include "app/predict/predict.h"
 #include "common/measure/repeat.h"
 #include "common/measure/result.h"
 

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/measure/predict.h"
+#include "app/predict/predict.h"
 #include "common/measure/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"

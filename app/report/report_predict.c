@@ -1,5 +1,5 @@
 /* app/report/report_predict.c: --predict's table (DP's and DDP's step on 1..8
- * devices from the alpha-beta model, measure/predict.h), compare's predicted
+ * devices from the alpha-beta model, app/predict/predict.h), compare's predicted
  * next to measured (and the phase the model missed most where they differ by
  * more than 20%), and both in --json. */
 #include <math.h>

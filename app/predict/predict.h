@@ -1,4 +1,4 @@
-/* common/measure/predict.h: --predict, DP's and DDP's step on 1..8 devices
+/* app/predict/predict.h: --predict, DP's and DDP's step on 1..8 devices
  * from what one device and one collective benchmark measured (an
  * alpha-beta model), so a user can reason about a host they do not have.
  *

@@ -1,11 +1,11 @@
-/* app/predict_zero.h: --predict's table of DDP's ZeRO stages (predict_zero.c). */
+/* app/predict/predict_zero.h: --predict's table of DDP's ZeRO stages (predict_zero.c). */
 #ifndef DDPBENCH_PREDICT_ZERO_H
 #define DDPBENCH_PREDICT_ZERO_H
 
 #include <stdio.h>
 
 #include "common/config/config.h"
-#include "common/measure/predict.h"
+#include "app/predict/predict.h"
 #include "common/nn/model.h"
 #include "common/train/strategy.h"
 

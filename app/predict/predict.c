@@ -1,5 +1,5 @@
-/* common/measure/predict.c: the alpha-beta model of --predict (see predict.h). */
-#include "common/measure/predict.h"
+/* app/predict/predict.c: the alpha-beta model of --predict (see predict.h). */
+#include "app/predict/predict.h"
 
 #include <math.h>
 #include <string.h>
