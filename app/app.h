@@ -23,7 +23,7 @@
 #include "common/data/data.h"
 #include "common/measure/collperf.h"
 #include "app/predict/predict.h"
-#include "common/measure/repeat.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
 

@@ -28,7 +28,7 @@
 #include "common/nn/model.h"
 #include "common/measure/collperf.h"
 #include "app/predict/predict.h"
-#include "common/measure/repeat.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 
 #define REPORT_SCHEMA_VERSION 1

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "app/predict/predict.h"
-#include "common/measure/repeat.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
 

@@ -9,7 +9,7 @@
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
 
-/* --repeat's largest N: measure/repeat.h keeps every run's summary (REPEAT_MAX). */
+/* --repeat's largest N: app/repeat/repeat.h keeps every run's summary (REPEAT_MAX). */
 #define CONFIG_REPEAT_MAX 100
 
 #include <stdbool.h>

@@ -9,7 +9,7 @@
 
 #include "common/base/procfile.h"
 #include "common/measure/disturb.h"
-#include "common/measure/repeat.h"
+#include "app/repeat/repeat.h"
 #include "app/report/report.h"
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* common/measure/repeat.h: --repeat N, statistics across independent runs.
+/* app/repeat/repeat.h: --repeat N, statistics across independent runs.
  *
  * Each run of a mode is reduced to its summary (throughput, mean step time,
  * peak memory, each phase per step averaged over the devices), built from

@@ -1,5 +1,5 @@
-/* common/measure/repeat.c: summaries of runs and their intervals (see repeat.h). */
-#include "common/measure/repeat.h"
+/* app/repeat/repeat.c: summaries of runs and their intervals (see repeat.h). */
+#include "app/repeat/repeat.h"
 
 #include <math.h>
 #include <stdlib.h>
