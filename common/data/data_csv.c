@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/data/data.h"
+#include "common/data/load.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
 #include "common/base/text.h"

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "common/data/data.h"
+#include "common/data/load.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
 #include "common/base/text.h"

@@ -17,7 +17,7 @@
 
 #include <math.h>
 
-#include "common/data/data.h"
+#include "common/data/load.h"
 #include "common/data/npy.h"
 
 /* A float32 features file of rows zeros, shape (rows,). */

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/data/data.h"
+#include "common/data/load.h"
 #include "common/data/npy.h"
 #include "common/base/status.h"
 #include "tmpdir.h"
