@@ -9,7 +9,7 @@
 #include "app/app.h"
 #include "app/twin.h"
 #include "common/comm/comm.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
 #include "common/train/launcher.h"

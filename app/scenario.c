@@ -14,7 +14,7 @@
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/config/config.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "app/report/report.h"
 #include "app/report/report_page.h"
 #include "common/train/strategy.h"

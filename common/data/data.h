@@ -4,7 +4,7 @@
  * Class labels (for the ce loss) are stored as floats holding exact integers in
  * one target column.  Sources: synthetic sets generated from the seed (with a
  * random teacher, so they carry signal), and NumPy .npy files and CSV files
- * (load.h). */
+ * (app/load/load.h). */
 #ifndef DDPBENCH_DATA_H
 #define DDPBENCH_DATA_H
 

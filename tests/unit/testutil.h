@@ -12,7 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/data/data.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/nn/model.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"

@@ -1,4 +1,4 @@
-/* common/data/data_csv.c: the CSV dataset loader, data_load_csv (data.h).
+/* app/load/data_csv.c: the CSV dataset loader, data_load_csv (load.h).
  *
  * The file is read whole into memory (capped at DATA_MAX_BYTES) and walked
  * twice: the first pass finds the optional header, checks every row has the
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
 #include "common/base/text.h"

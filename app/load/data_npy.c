@@ -1,4 +1,4 @@
-/* common/data/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
+/* app/load/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
  * dataset loader data_load_npy (data.h).
  *
  * Files are hostile.  The header is read into a bounded buffer and checked in
@@ -12,7 +12,7 @@
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat, fseeko */
 #endif
 
-#include "common/data/npy.h"
+#include "app/load/npy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
 #include "common/base/text.h"

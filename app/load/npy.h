@@ -1,4 +1,4 @@
-/* common/data/npy.h: the NumPy .npy header, parsed from memory.
+/* app/load/npy.h: the NumPy .npy header, parsed from memory.
  *
  * data_npy.c reads a file's first bytes and hands them here; tests/fuzz/fuzz_npy.c
  * feeds the same function arbitrary bytes.  The parser trusts nothing: magic,

@@ -1,4 +1,4 @@
-/* common/data/load.h: the dataset a configuration names: its --data file
+/* app/load/load.h: the dataset a configuration names: its --data file
  * (.npy with --targets, or CSV) or the synthetic set that fits --loss, checked
  * against the model's input and output widths.  The loaders treat files as
  * hostile: every size is checked before allocation and every failure is one

@@ -1,5 +1,5 @@
-/* common/data/load.c: the dataset a configuration names (see load.h). */
-#include "common/data/load.h"
+/* app/load/load.c: the dataset a configuration names (see load.h). */
+#include "app/load/load.h"
 
 #include <string.h>
 
