@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/eval/evaluate.h"
 #include "common/io/checkpoint.h"
 #include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
@@ -32,8 +33,8 @@ void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen)
     for (int i = 0; i < j->n; i++) {
         char e[ERR_LEN];
         run_result_t *r = &j->res[i];
-        if (trainer_evaluate(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
-                             &r->train_accuracy, e) != DDP_OK)
+        if (eval_params(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
+                        &r->train_accuracy, e) != DDP_OK)
             fprintf(stderr, "ddpbench: note: the %s run's final evaluation was skipped: %s\n",
                     mode_name(r->mode), e);
     }

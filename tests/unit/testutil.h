@@ -12,6 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/data/data.h"
+#include "app/eval/evaluate.h"
 #include "app/load/load.h"
 #include "common/nn/model.h"
 #include "common/train/strategy.h"
@@ -68,8 +69,8 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     int rc = strategy_of(c.mode)->run(&c, &d, res, err);
     /* the final evaluation, as main() runs it after the outputs */
     if (rc == DDP_OK)
-        rc = trainer_evaluate(&spec, c.loss, res->params, &d, &res->train_loss,
-                              &res->train_accuracy, err);
+        rc = eval_params(&spec, c.loss, res->params, &d, &res->train_loss,
+                         &res->train_accuracy, err);
     data_free(&d);
     return rc;
 }

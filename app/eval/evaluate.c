@@ -1,12 +1,14 @@
-/* common/train/evaluate.c: the trained parameters over the whole dataset,
- * on the CPU, after the run (see trainer.h). */
+/* app/eval/evaluate.c: the trained parameters over the whole dataset, on the
+ * CPU, after the run (see evaluate.h). */
+#include "app/eval/evaluate.h"
+
 #include <string.h>
 
 #include "common/base/status.h"
-#include "common/train/trainer.h"
+#include "common/device/backend.h"
 
-int trainer_evaluate(const model_spec_t *spec, loss_t loss, const float *params,
-                     const dataset_t *d, double *mean_loss, double *accuracy, char *err)
+int eval_params(const model_spec_t *spec, loss_t loss, const float *params, const dataset_t *d,
+                double *mean_loss, double *accuracy, char *err)
 {
     *mean_loss = -1.0;
     *accuracy = -1.0;
