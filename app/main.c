@@ -16,7 +16,7 @@
 #include "common/base/text.h"
 #include "app/ab.h"
 #include "common/device/backend.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 
 /* The exit status of a status code. */
 static int exit_code(int rc)
@@ -81,7 +81,7 @@ static int run_job(app_job_t *j, int argc, char **argv)
     return rc != DDP_OK ? app_fail(rc, err) : verdict;
 }
 
-/* Everything after the parse, inside the launcher (train/launcher.h): rc
+/* Everything after the parse, inside the launcher (ddp/launcher.h): rc
  * and err, the parse's outcome or the launcher's; the exit status. */
 static int job_main(void *ctx, int rc, char *err)
 {

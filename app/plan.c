@@ -2,7 +2,7 @@
  * data, and every check a run could fail late (--baseline, --init, --resume,
  * unwritable --save/--checkpoint/--trace, a sample stream with nothing to
  * train on), so bad input costs no training.  Under mpirun every rank's
- * outcome meets the others' at the start-up agreement (train/launcher.h). */
+ * outcome meets the others' at the start-up agreement (ddp/launcher.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +12,7 @@
 #include "app/load/load.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "app/report/report_page.h"
 
 /* DDP's DistributedSampler has one replica per rank, whatever stream

@@ -14,7 +14,7 @@
 #include "app/app.h"
 #include "common/comm/comm.h"
 #include "common/base/interrupt.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "common/device/backend.h"
 #include "common/train/strategy.h"
 

@@ -3,7 +3,7 @@
  * ddp_strategy (ddp/).  The program talks to a strategy through its table
  * alone: how it runs, what a device of it holds, the collectives a step of
  * it sends and what they cost (--predict's inputs).  How the processes come
- * to be (fork, or mpirun's ranks) is train/launcher.h's.
+ * to be (fork, or mpirun's ranks) is ddp/launcher.h's.
  *
  * run takes a validated config and a checked dataset, trains, and fills a
  * run_result_t (timings, losses, final parameters).  It returns DDP_OK,

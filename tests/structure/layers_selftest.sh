@@ -9,7 +9,8 @@
 # a README, a file outside the floors, one strategy using another, a floor
 # including the program, an include from a second root, a strategy using the
 # program's outputs, the outputs including the program, the program
-# including a strategy, a step without its fences, too long, or with the
+# including a strategy (but the launcher's seam), the program's floor
+# including the launcher, a step without its fences, too long, or with the
 # meter inside.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +39,8 @@ make_tree() {
     printf '# report\n\nOn lo.\n\nMay include: lo/\n' >app/report/README.md
     printf 'int rep_f(void);\n' >app/report/rep.h
     printf '#include "app/report/rep.h"\n#include "common/lo/lo.h"\nint rep_f(void) { return lo_f(); }\n' >app/report/rep.c
-    printf '#include "common/hi/strategy.h"\n#include "app/report/rep.h"\nint main(void) { return dp_f() + ddp_f() + rep_f(); }\n' >app/main.c
+    printf 'int launch_f(void);\n' >ddp/launcher.h
+    printf '#include "common/hi/strategy.h"\n#include "ddp/launcher.h"\n#include "app/report/rep.h"\nint main(void) { return dp_f() + ddp_f() + rep_f(); }\n' >app/main.c
     printf 'int app_h;\n' >app/app.h
 }
 
@@ -127,7 +129,10 @@ expect_fail "a strategy calling the outputs" "dp/ may not use report/"
 
 printf '#include "ddp/ddp.h"\nint main(void) { return 0; }\n' >app/main.c
 printf 'int ddp_f(void);\n' >ddp/ddp.h
-expect_fail "the program including a strategy" "app/ talks to the strategies through their seam alone"
+expect_fail "the program including a strategy" "app/ talks to the strategies through their seams alone"
+
+printf '#include "ddp/launcher.h"\n#include "app/report/rep.h"\nint rep_f(void) { return 1; }\n' >app/report/rep.c
+expect_fail "the program's floor including the launcher" "report/ may not include ddp/"
 
 printf 'int dp_f(void) { return 1; }\n' >dp/dp.c
 expect_fail "a step without its fences" "0 TRAINING STEP BEGIN"

@@ -1,5 +1,7 @@
-/* common/train/launcher.h: how the program's processes come to be, its side
- * of the process topology (ddp/launch.c, the one module that knows it):
+/* ddp/launcher.h: how the program's processes come to be, its side of the
+ * process topology (ddp/launch.c, the one module that knows it), and the one
+ * header of a strategy the program includes besides their common seam
+ * (common/train/strategy.h): only DDP has ranks, so only ddp/ implements it:
  *
  *   fork     this process is the supervisor: it forks one rank per device
  *            of --gpus when DDP runs, and prints and writes the outputs
