@@ -185,12 +185,12 @@ TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -I. -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
-# The library: the shared core's floors, the two strategies, and the
-# program's floors (app/*/: its outputs, --predict's model, ...; linked by the
-# tests and benchmarks too).
+# The library: the shared core's floors, the two strategies, the program's
+# floors (app/*/: its outputs, --predict's model, ...) and the gate (gate/),
+# linked by the tests and benchmarks too.
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
 # *_mpi.c need mpi.h.
-SRC_DIRS := $(sort $(dir $(wildcard common/*/ app/*/))) dp/ ddp/
+SRC_DIRS := $(sort $(dir $(wildcard common/*/ app/*/))) dp/ ddp/ gate/
 CUDA_ONLY_C := $(wildcard $(addsuffix *_cuda.c,$(SRC_DIRS)))
 NCCL_ONLY_C := $(wildcard $(addsuffix *_nccl.c,$(SRC_DIRS)))
 MPI_ONLY_C := $(wildcard $(addsuffix *_mpi.c,$(SRC_DIRS)))

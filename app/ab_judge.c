@@ -1,5 +1,5 @@
 /* app/ab_judge.c: the A/B gate's judgement at a look (ab_judge.h): the
- * used rounds become the rule's log-ratios (measure/paired.h), a busy
+ * used rounds become the rule's log-ratios (gate/paired.h), a busy
  * machine is said with one run's own account, and the change is placed by
  * device and phase group, each delta with the same kind of interval as the
  * verdict's, so that a move within its own noise is not named as a

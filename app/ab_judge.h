@@ -1,5 +1,5 @@
 /* app/ab_judge.h: the A/B gate's judgement of its used rounds at one look:
- * the rule (measure/paired.h: the median's confidence sequence, the wall
+ * the rule (gate/paired.h: the median's confidence sequence, the wall
  * judged by the work's side when no round was disturbed, a change only the
  * lopsided rounds show made no verdict), the words for a busy machine, and
  * where the change went: each device's work, and each device's phase groups,
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 
 #include "app/ab_round.h"
-#include "common/measure/paired.h"
+#include "gate/paired.h"
 
 #define AB_GROUPS 5
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "common/base/kinds.h"
-#include "common/measure/confseq.h"
+#include "gate/confseq.h"
 #include "common/measure/timing.h"
 
 enum { AB_BASE = 0, AB_CAND = 1 };

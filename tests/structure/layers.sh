@@ -47,7 +47,7 @@ say() {
 FLOORS=""
 : >"$T/floors"
 : >"$T/cfloors"
-for d in common/*/ app/*/; do
+for d in common/*/ app/*/ gate/; do
     [ -d "$d" ] || continue
     f=$(basename "$d")
     case " $FLOORS " in *" $f "*) say "${d%/}: a second floor named $f/ (floors are named by their folder)" ;; esac
@@ -62,7 +62,7 @@ for d in common/*/ app/*/; do
         say "${d}README.md: no 'May include:' line"
     echo "$may" >"$T/may.$f"
     for g in $may; do
-        [ -d "common/$g" ] || [ -d "app/$g" ] || say "${d}README.md: may include $g/, which is not a floor"
+        [ -d "common/$g" ] || [ -d "app/$g" ] || [ "$g" = gate ] || say "${d}README.md: may include $g/, which is not a floor"
         echo "$g $f" >>"$T/floors" # g stands below f
     done
 done
@@ -129,7 +129,7 @@ function exists(p,   r, x) {
 }'
 
 # ---- 2. includes ----------------------------------------------------------------
-find common dp ddp app -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
+find common dp ddp app gate -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
     awk -v T="$T" -v B="$B" -v seams="$SEAMS" "$RULES"'
 BEGIN { load(); n = split(seams, w, " "); for (i = 1; i <= n; i++) seam[w[i]] = 1 }
 {
@@ -140,8 +140,8 @@ BEGIN { load(); n = split(seams, w, " "); for (i = 1; i <= n; i++) seam[w[i]] = 
         h = line
         sub(/^[ \t]*#[ \t]*include[ \t]*"/, "", h)
         sub(/".*/, "", h)
-        if (h !~ /^(common|dp|ddp|app|bench)\//) {
-            print f ": includes \"" h "\" not named from the root (common/, dp/, ddp/, app/)"
+        if (h !~ /^(common|dp|ddp|app|gate|bench)\//) {
+            print f ": includes \"" h "\" not named from the root (common/, dp/, ddp/, app/, gate/)"
             continue
         }
         path = h
@@ -165,7 +165,7 @@ if [ ! -d "$B/common" ]; then
     say "$B/common: no objects (build first: make)"
 else
     # shellcheck disable=SC2046 # one argument per object
-    set -- $(find "$B/common" "$B/dp" "$B/ddp" "$B/app" -name '*.o' 2>/dev/null | sort)
+    set -- $(find "$B/common" "$B/dp" "$B/ddp" "$B/app" "$B/gate" -name '*.o' 2>/dev/null | sort)
     # nm -A: each line "object:value type symbol" (undefined: "object: U symbol")
     nm -A -g --defined-only "$@" | awk 'NF == 3 && $2 ~ /[TDBRCVW]/ { print $3, substr($1, 1, index($1, ":") - 1) }' |
         sort -u >"$T/defs"

@@ -1,4 +1,4 @@
-/* common/measure/confseq.h: a confidence sequence for the median: an
+/* gate/confseq.h: a confidence sequence for the median: an
  * interval that holds at every look, however often the data is looked at
  * and whenever the looking stops (the A/B gate's sequential rule).
  *

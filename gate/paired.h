@@ -1,4 +1,4 @@
-/* common/measure/paired.h: the A/B gate's statistics (ddpbench --against).
+/* gate/paired.h: the A/B gate's statistics (ddpbench --against).
  *
  * Two builds run round by round on one machine; each round gives one paired
  * log-ratio d = ln(candidate's figure / base's figure).  The gate looks after
@@ -22,7 +22,7 @@
 
 #include <stdbool.h>
 
-#include "common/measure/confseq.h"
+#include "gate/confseq.h"
 
 #define PAIRED_MAX CONFSEQ_MAX /* rounds (the Walsh averages: n(n+1)/2 doubles) */
 #define PAIRED_MIN_ROUNDS 6    /* the fewest with a 95% signed-rank interval */

@@ -1,4 +1,4 @@
-/* common/measure/paired.c: the A/B gate's statistics: the median's
+/* gate/paired.c: the A/B gate's statistics: the median's
  * confidence sequence at a look, the Hodges-Lehmann estimate with
  * Wilcoxon's signed-rank interval (reported), the verdict, ABBA order and
  * the gate's rule at one look (paired.h says why these). */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/measure/paired.h"
+#include "gate/paired.h"
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -1,4 +1,4 @@
-/* common/measure/confseq.c: the median's confidence sequence (confseq.h):
+/* gate/confseq.c: the median's confidence sequence (confseq.h):
  * the band's shapes, its exact exit probability by dynamic programming over
  * a fair coin's running count, the calibration of its scale, and the
  * interval from order statistics. */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/measure/confseq.h"
+#include "gate/confseq.h"
 
 #define MIX_AT 20.0 /* the mixture boundary is tightest near this many observations */
 
