@@ -14,7 +14,7 @@
 #include "app/scenario.h"
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
-#include "app/ab.h"
+#include "gate/ab.h"
 #include "common/device/backend.h"
 #include "ddp/launcher.h"
 

@@ -1,4 +1,4 @@
-/* app/ab_report.c: the A/B gate's outputs (ab_report.h): the text (the
+/* gate/ab_report.c: the A/B gate's outputs (ab_report.h): the text (the
  * estimate and its interval, the verdict with the rounds it took and why it
  * stopped, the work by device, the attribution beyond its noise, the
  * straggler), --json (the judgement, how the gate ran, every round of both
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/ab_report.h"
+#include "gate/ab_report.h"
 #include "common/base/status.h"
 
 static const char *dev_word(const config_t *cfg) { return cfg->mode == MODE_DDP ? "rank" : "device"; }

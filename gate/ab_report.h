@@ -1,4 +1,4 @@
-/* app/ab_report.h: the A/B gate's outputs: the text (stdout; stderr under
+/* gate/ab_report.h: the A/B gate's outputs: the text (stdout; stderr under
  * --json or --csv), --json (one object: the judgement, how the gate ran,
  * every round of both sides) and --csv (a row per round with the interval
  * and the provenance).  docs/gate.md shows each. */
@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "app/ab_judge.h"
+#include "gate/ab_judge.h"
 #include "common/config/config.h"
 
 /* "decided", "budget" or "cap" */

@@ -1,4 +1,4 @@
-/* app/ab_round.h: what the A/B gate holds of its rounds: each side's child
+/* gate/ab_round.h: what the A/B gate holds of its rounds: each side's child
  * run as read from its --json (ab_child.c), a round's pair, and how the
  * rounds ended (ab.c).  Types and one-line helpers only, so that the
  * runner, the judgement (ab_judge.c) and the outputs (ab_report.c) share

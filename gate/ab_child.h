@@ -1,4 +1,4 @@
-/* app/ab_child.h: one child run of the A/B gate: an executable started with
+/* gate/ab_child.h: one child run of the A/B gate: an executable started with
  * the job's options and --json, its output read, its JSON turned into the
  * side's figures (ab_round.h).  The child leads its own process group (a
  * DDP child's ranks are in it); the gate's stop (Ctrl-C, SIGTERM) is passed
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "app/ab_round.h"
+#include "gate/ab_round.h"
 
 typedef struct {
     const char *exe;   /* the executable */

@@ -1,4 +1,4 @@
-/* app/ab.c: the A/B gate's rounds (ab.h): a warm-up of each side, then
+/* gate/ab.c: the A/B gate's rounds (ab.h): a warm-up of each side, then
  * rounds in ABBA order, a look after every pair, a lopsided round retaken
  * (a bounded number of times), and the end: decided, the budget, or the
  * most rounds.  Each child has a deadline: --timeout when given, else a
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/ab.h"
-#include "app/ab_child.h"
-#include "app/ab_judge.h"
-#include "app/ab_report.h"
+#include "gate/ab.h"
+#include "gate/ab_child.h"
+#include "gate/ab_judge.h"
+#include "gate/ab_report.h"
 #include "common/base/clock.h"
 #include "common/base/status.h"
 

@@ -1,4 +1,4 @@
-/* app/ab.h: the A/B gate, ddpbench --against BASE [--candidate CAND].
+/* gate/ab.h: the A/B gate, ddpbench --against BASE [--candidate CAND].
  *
  * Two executables run the same options as separate child processes with
  * --json (ab_child.h), round by round in ABBA order; each round's pair gives

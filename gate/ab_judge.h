@@ -1,4 +1,4 @@
-/* app/ab_judge.h: the A/B gate's judgement of its used rounds at one look:
+/* gate/ab_judge.h: the A/B gate's judgement of its used rounds at one look:
  * the rule (gate/paired.h: the median's confidence sequence, the wall
  * judged by the work's side when no round was disturbed, a change only the
  * lopsided rounds show made no verdict), the words for a busy machine, and
@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "app/ab_round.h"
+#include "gate/ab_round.h"
 #include "gate/paired.h"
 
 #define AB_GROUPS 5
