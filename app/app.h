@@ -26,6 +26,7 @@
 #include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
+#include "gate/baseline.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
  * and ddp again at each further precision (--precision fp32,bf16,tf32) */

@@ -143,8 +143,8 @@ void app_print(app_job_t *j, char *failed)
      * gate --tolerance is said now, not found when it is used */
     for (int i = 0; j->cfg.json && j->cfg.repeat > 1 && i < j->n; i++) {
         char w[512];
-        if (report_repeat_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
-                                    j->cfg.tolerance_pct, w, sizeof w))
+        if (baseline_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
+                               j->cfg.tolerance_pct, w, sizeof w))
             fprintf(stderr, "ddpbench: %s\n", w);
     }
     if (j->cfg.explain)

@@ -69,32 +69,6 @@ cJSON *report_json_repeat(const repeat_t *r)
     return o;
 }
 
-bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
-                             size_t len)
-{
-    buf[0] = 0;
-    if (!r || r->n < 2)
-        return false;
-    bool median = true;
-    for (int i = 0; i < r->n; i++)
-        median &= r->run[i].median_samples_per_s > 0;
-    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
-    double w = interval_width_pct(iv);
-    if (w <= tol)
-        return false;
-    int nd = repeat_disturbed(r, NULL);
-    char dist[96] = "";
-    if (nd > 0)
-        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
-    snprintf(buf, len,
-             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
-             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
-             "no verdict: take it on a quieter machine or with more --repeat",
-             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
-             iv.lo, iv.hi, r->n, dist);
-    return true;
-}
-
 /* "1234.5 -2.4..+2.5%" at `scale`: the median and the 95% interval's ends
  * relative to it, or the median alone for n < 2. */
 static void cell(char *buf, size_t n, interval_t iv, double scale, const char *fmt)

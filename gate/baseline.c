@@ -1,4 +1,4 @@
-/* app/report/report_baseline.c: --baseline FILE --tolerance PCT, the regression
+/* gate/baseline.c: --baseline FILE --tolerance PCT, the regression
  * gate.  FILE is an earlier --json result (one object, or compare's JSON
  * Lines) and is treated as hostile: its size is bounded before it is read,
  * it must parse, and every key used must be there with the right type.  A
@@ -31,6 +31,8 @@
  * Peak memory regresses when its interval lies more than PCT percent above
  * the baseline; exposed communication (two runs or more, none disturbed)
  * when it grew by more than PCT percent of the baseline's step. */
+#include "gate/baseline.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -40,9 +42,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/report/report.h"
 #include "common/base/infile.h"
 #include "common/config/fields.h"
-#include "app/report/report.h"
 
 /* A run's identity (paths under "config"): each option row says whether its
  * echoed key must match (the work a step does, and how many steps are timed
@@ -611,20 +613,6 @@ static void attribute(const cJSON *match, const repeat_t *r, double step_ref, ch
     }
 }
 
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void app(char *buf, size_t len, size_t *used, const char *fmt, ...)
-{
-    if (*used >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *used, len - *used, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
-}
-
 /* "1234.5 samples/s (95% interval 1200.0..1260.0 over 5 runs)" */
 static void describe(char *buf, size_t n, interval_t c, int runs, double scale, const char *unit,
                      const char *fmt)
@@ -759,7 +747,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     /* throughput: the one figure the gate always has */
     tp_pair_t tp;
     if (r->n < 1 || !tp_pair(match, r, &tp)) {
-        app(buf, len, &used, "verdict: no verdict: %sthe baseline has no throughput", pre);
+        report_appendf(buf, len, &used, "verdict: no verdict: %sthe baseline has no throughput", pre);
         return DDP_ERR_NOISY;
     }
     interval_t t = tp.c;
@@ -818,20 +806,20 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         bool tp_judged = ndist == 0 && bdist == 0 && !noisy_base;
         bool by_wall = wv != V_WORSE && tp_judged && v == V_WORSE;
         int fv = by_wall ? V_WORSE : wv;
-        app(buf, len, &used, "verdict: %s: %swork per step (CPU seconds, p10) %+.1f%% against the "
+        report_appendf(buf, len, &used, "verdict: %s: %swork per step (CPU seconds, p10) %+.1f%% against the "
             "baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of %d run%s here and "
             "%d there; tolerance %g%%)", verdict_word[fv], pre, 100.0 * (w.ratio - 1.0),
             100.0 * (w.lo - 1.0), 100.0 * (w.hi - 1.0), w.ncand, w.ncand == 1 ? "" : "s",
             w.nbase, tol);
         if (by_wall)
-            app(buf, len, &used, "; the median-step throughput fell beyond the tolerance while "
+            report_appendf(buf, len, &used, "; the median-step throughput fell beyond the tolerance while "
                 "the work did not: the step waits longer (communication, idle)");
         else if (fv == V_NONE)
-            app(buf, len, &used, "; more --repeat runs on both sides or a quieter machine would "
+            report_appendf(buf, len, &used, "; more --repeat runs on both sides or a quieter machine would "
                 "settle it");
         if (fv == V_WORSE && !busy && why[0])
-            app(buf, len, &used, "; by phase: %s", why);
-        app(buf, len, &used, "\n  %s%sthroughput %s, %+.1f..%+.1f%% against the baseline's "
+            report_appendf(buf, len, &used, "; by phase: %s", why);
+        report_appendf(buf, len, &used, "\n  %s%sthroughput %s, %+.1f..%+.1f%% against the baseline's "
             "%.1f: %s", pre, tp.median ? "median-step " : "", what, lo_pct, hi_pct, tp.ref,
             by_wall ? "judged: no run was disturbed"
             : tp_judged ? "judged too (no run was disturbed): within what the work says"
@@ -840,34 +828,34 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     } else {
         const char *stat = tp.median ? "median-step " : "";
         if (r->n < 2 && tp.bruns < 2)
-            app(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %.1f%% %s the baseline "
+            report_appendf(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %.1f%% %s the baseline "
                 "%.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
                 fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol);
         else
-            app(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %+.1f..%+.1f%% against "
+            report_appendf(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %+.1f..%+.1f%% against "
                 "the baseline %.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
                 lo_pct, hi_pct, tp.ref, tol);
         if (noisy_base)
-            app(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
+            report_appendf(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
                 "(its interval %.1f..%.1f over %d runs): take it again on a quieter machine or "
                 "with more --repeat", tol, bwidth, tp.lo, tp.hi, tp.bruns);
         else if (busy)
-            app(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
+            report_appendf(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
                 "run's cores), enough to explain the gap: run again on a quieter machine",
                 ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
         else if (v == V_NONE && width > tol)
-            app(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a "
+            report_appendf(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a "
                 "quieter machine", width);
         else if (v == V_NONE)
-            app(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's "
+            report_appendf(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's "
                 "%.1f%%) straddle the tolerance: more --repeat runs on both sides would settle "
                 "it", width, bwidth);
         if (!busy && !noisy_base && why[0])
-            app(buf, len, &used, "; by phase: %s", why);
+            report_appendf(buf, len, &used, "; by phase: %s", why);
         verdict = v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
     }
     if (bdist > 0 && !noisy_base)
-        app(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
+        report_appendf(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
             bdist, bof, bof == 1 ? " was" : "s were");
     /* peak memory: regressed when the whole interval is PCT above */
     base_fig_t bm;
@@ -877,7 +865,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         if (pct > tol) {
             char d[160];
             describe(d, sizeof d, m, r->n, 1.0 / 1048576.0, " MiB", "%.2f");
-            app(buf, len, &used, "\nverdict: regressed: %speak memory %s is %.1f%% above the "
+            report_appendf(buf, len, &used, "\nverdict: regressed: %speak memory %s is %.1f%% above the "
                                  "baseline %.2f MiB (tolerance %g%%)",
                 pre, d, pct, bm.ref / 1048576.0, tol);
             verdict = DDP_ERR_REGRESSED;
@@ -897,7 +885,7 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
         if (grew > tol) {
             char d[160];
             describe(d, sizeof d, c, r->n, 1e6, " us", "%.1f");
-            app(buf, len, &used, "\nverdict: regressed: %sexposed communication %s per step grew "
+            report_appendf(buf, len, &used, "\nverdict: regressed: %sexposed communication %s per step grew "
                                  "by %.1f%% of the baseline's %.1f us step (it was %.1f us; "
                                  "tolerance %g%%)",
                 pre, d, grew, step_ref * 1e6, bc.ref * 1e6, tol);
@@ -925,4 +913,29 @@ int baseline_verdict(const cJSON *match, const char *label, double samples_per_s
                         "(tolerance %g%%)",
              pre, samples_per_s, fabs(pct), pct < 0 ? "below" : "above", base, tolerance_pct);
     return DDP_OK;
+}
+
+bool baseline_too_noisy(const repeat_t *r, const char *label, double tol, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (!r || r->n < 2)
+        return false;
+    bool median = true;
+    for (int i = 0; i < r->n; i++)
+        median &= r->run[i].median_samples_per_s > 0;
+    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
+    double w = interval_width_pct(iv);
+    if (w <= tol)
+        return false;
+    int nd = repeat_disturbed(r, NULL);
+    char dist[96] = "";
+    if (nd > 0)
+        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
+    snprintf(buf, len,
+             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
+             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
+             "no verdict: take it on a quieter machine or with more --repeat",
+             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
+             iv.lo, iv.hi, r->n, dist);
+    return true;
 }
