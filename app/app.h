@@ -7,7 +7,6 @@
  *              measurements
  *   outputs.c  what the user asked to keep: --save, evaluation, --trace, the
  *              result on stdout, --explain
- *   gate.c     the stored-baseline regression gate (--baseline)
  *   commbench.c  --mode comm, the collectives alone (commbench.h)
  *
  * The job is one static object (its results hold their step statistics), so
@@ -26,7 +25,7 @@
 #include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
-#include "gate/baseline.h"
+#include "gate/gate.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
  * and ddp again at each further precision (--precision fp32,bf16,tf32) */
@@ -53,9 +52,8 @@ typedef struct {
     dataset_t data;
     bool loaded;
     report_ctx_t ctx;
-    baseline_t bl;                /* --baseline, and each run's match in it */
-    const cJSON *match[MAX_RUNS];
-    bool gate;
+    gate_stored_t gate;           /* --baseline, and each run's match in it */
+    bool gated;                   /* this process judges --baseline */
     int argc;                     /* the command line */
     char **argv;
     bool mpi;                     /* this process is one rank of mpirun's (launch_is_rank) */
@@ -111,13 +109,5 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The status of the outputs: DDP_OK, or one line naming what failed and
  * what was written. */
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);
-
-// gate.c
-/* Every run's baseline match, found before any training. */
-int app_gate_prepare(app_job_t *j, char *err);
-/* What differs from the baseline without refusing it: one warning line. */
-void app_gate_warn(app_job_t *j);
-/* The verdicts: 0, DDP_ERR_REGRESSED or DDP_ERR_NOISY. */
-int app_gate_judge(app_job_t *j);
 
 #endif

@@ -14,7 +14,6 @@
 #include "app/scenario.h"
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
-#include "gate/ab.h"
 #include "common/device/backend.h"
 #include "ddp/launcher.h"
 
@@ -73,7 +72,9 @@ static int run_job(app_job_t *j, int argc, char **argv)
         rc = app_predict(j, err);
     if (rc == DDP_OK)
         app_print(j, failed);
-    int verdict = rc == DDP_OK ? app_gate_judge(j) : 0;
+    int verdict = 0;
+    if (rc == DDP_OK && j->cfg.baseline_path[0])
+        verdict = gate_stored_judge(&j->gate, j->cfgs, j->reps, j->n, j->cfg.tolerance_pct, j->info);
     if (rc == DDP_OK) /* the page last: it draws what the others printed */
         app_write_page(j, failed, written, sizeof written);
     if (rc == DDP_OK)

@@ -97,15 +97,15 @@ int app_plan(app_job_t *j, int rc, char *err)
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
-    j->gate = cfg->baseline_path[0] && j->reports;
-    if (rc == DDP_OK && j->gate)
-        rc = app_gate_prepare(j, err);
+    j->gated = cfg->baseline_path[0] && j->reports;
+    if (rc == DDP_OK && j->gated)
+        rc = gate_stored_prepare(&j->gate, cfg->baseline_path, &j->ctx, j->cfgs, j->n, err);
 
     if (rc == DDP_OK)
         j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
     j->ctx.data = j->loaded ? &j->data : NULL;
-    if (rc == DDP_OK && j->gate) /* with the data: its size is one of the settings compared */
-        app_gate_warn(j);
+    if (rc == DDP_OK && j->gated) /* with the data: its size is one of the settings compared */
+        gate_stored_warn(&j->gate, &j->ctx, j->cfgs, j->n);
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
     if (rc == DDP_OK)
@@ -197,5 +197,5 @@ void app_free(app_job_t *j)
     if (j->loaded)
         data_free(&j->data);
     j->loaded = false;
-    baseline_free(&j->bl);
+    gate_stored_free(&j->gate);
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gate/ab.h"
+#include "gate/gate.h"
 #include "gate/ab_child.h"
 #include "gate/ab_judge.h"
 #include "gate/ab_report.h"
