@@ -7,8 +7,9 @@
 # this repository; tests/structure/layers_selftest.sh points it at a small
 # planted tree to prove each check can fail).
 #
-# The floors are the folders of common/ and of the program (app/report/,
-# app/predict/, ...), each named by its folder (no two alike).  Each floor's
+# The floors are the folders of common/, of the program (app/report/,
+# app/predict/, ...) and the gate's room (gate/), each named by its folder
+# (no two alike).  Each floor's
 # README.md ends with "May include: a/, b/": the floors below it that it
 # stands on.  The check reads those lines and then proves:
 # 1. the floors' own graph has no circle (tsort), and every folder of common/
@@ -19,13 +20,18 @@
 #    own floor (the implementers); common/ never includes dp/, ddp/, app/ or
 #    bench/; the strategies (dp/, ddp/) stand on all of common/ (whose
 #    train/strategy.h is their seam) but never on each other, app/ or
-#    bench/, nor on the program's floors; app/ (the program) stands on all
-#    of those, never on bench/, and includes no file of the strategies but
+#    bench/, nor on the program's floors or the gate; app/ (the program)
+#    stands on all of those, never on bench/, and includes no file of the
+#    strategies but
 #    $SEAMS (it talks to them through common/train/strategy.h and the
 #    process topology's ddp/launcher.h alone);
 # 3. calls, read from the objects with nm: the same rule for every call from
 #    one object into another, and no objects call each other in a circle;
-# 4. each strategy's step is one block fenced by "// ---- TRAINING STEP
+# 4. common/ is the shared core: each of its modules (a header, or an object
+#    built here) is reached, through includes and calls, by every mode
+#    ($MODES: single from train/single.c, dp/ and ddp/); a function named in
+#    a string counts as called (dlsym);
+# 5. each strategy's step is one block fenced by "// ---- TRAINING STEP
 #    BEGIN" and "// ---- TRAINING STEP END" (in $FENCED, one file each), at
 #    most 40 lines of code (blank and comment lines aside), with nothing of
 #    the bookkeeping around it inside: the meter, faults, graphs, the
@@ -119,6 +125,8 @@ function may(a, b) {
     if (a in strat) return (b in cfloor)
     return ((a, b) in ok)
 }
+# a module: a file without its extension (foo.c, foo.h and foo.o are one)
+function stem(p) { sub(/(\.cu)?\.(c|h|cuh|o)$/, "", p); return p }
 function exists(p,   r, x) {
     if (!(p in seen)) {
         r = (getline x < p)
@@ -151,6 +159,7 @@ BEGIN { load(); n = split(seams, w, " "); for (i = 1; i <= n; i++) seam[w[i]] = 
             continue
         }
         his = floor_of(path)
+        print stem(f), stem(h) > (T "/incs")
         if (!may(me, his)) print f ": includes " h ", but " me "/ may not include " his "/"
         else if (program(me) && (his in strat) && !(me == "app" && (h in seam)))
             print f ": includes " h ", but app/ talks to the strategies through their seams alone (common/train/strategy.h, " seams ")"
@@ -182,11 +191,67 @@ BEGIN { load() }
 }' "$T/edges" >"$T/said"
     while IFS= read -r l; do say "$l"; done <"$T/said"
     awk '{ print $1, $2 }' "$T/edges" | sort -u >"$T/pairs"
+    : >>"$T/incs"
     tsort "$T/pairs" >/dev/null 2>"$T/loop" ||
         say "objects call each other in a circle: $(grep -v 'contains a loop' "$T/loop" | sed 's/^tsort: //' | tr '\n' ' ')"
 fi
 
-# ---- 4. the fenced steps ---------------------------------------------------------
+# ---- 4. the shared core ----------------------------------------------------------
+# common/ holds what single, dp and ddp share: every module of it (a header,
+# or an object built here) is reached by each mode, through includes and
+# calls, from its roots (single: train/single.c; dp: dp/; ddp: ddp/).  A
+# function named in a string counts as called: the CUDA library's entry
+# points are looked up by name (dlsym, device/cuda_lib.c).  What only the
+# program (or one mode) reaches belongs beside it.
+MODES=${LAYERS_MODES-"single=common/train/single dp=dp ddp=ddp"}
+if [ -d "$B/common" ]; then
+    for o in "$@"; do
+        strings -a "$o" | grep -E '^[A-Za-z_][A-Za-z0-9_]*$' | sed "s#^#$o #"
+    done | awk 'NR == FNR { d[$1] = d[$1] " " $2; next }
+        ($2 in d) { n = split(d[$2], o, " "); for (i = 1; i <= n; i++) if (o[i] != $1) print $1, o[i] }' \
+        "$T/defs" - | sed "s#$B/##g" | sort -u >"$T/named"
+    { cat "$T/incs"; cat "$T/pairs" "$T/named"; } >"$T/reach"
+    find common -type f -name '*.h' >"$T/modules"
+    find "$B/common" -name '*.o' | sed "s#^$B/##" >>"$T/modules"
+    awk -v modes="$MODES" "$RULES"'
+FILENAME ~ /reach$/ { a = stem($1); b = stem($2); if (a != b) { nx[a]++; next_of[a, nx[a]] = b }; next }
+{ m = stem($0); if (m ~ /^common\//) mod[m] = 1 }
+function walk(root, k,   q, head, tail, x, i) {
+    head = tail = 0
+    for (x in node) if (x == root || index(x, root "/") == 1) { q[tail++] = x; got[k, x] = 1 }
+    while (head < tail) {
+        x = q[head++]
+        for (i = 1; i <= nx[x]; i++)
+            if (!((k, next_of[x, i]) in got)) { got[k, next_of[x, i]] = 1; q[tail++] = next_of[x, i] }
+    }
+}
+END {
+    for (k in nx) node[k] = 1
+    for (m in mod) node[m] = 1
+    nm = split(modes, w, " ")
+    for (i = 1; i <= nm; i++) {
+        split(w[i], kv, "=")
+        name[i] = kv[1]
+        root[i] = kv[2]
+        walk(kv[2], i)
+    }
+    for (m in mod) {
+        skip = 0
+        for (i = 1; i <= nm; i++) if (m == root[i]) skip = 1
+        if (skip) continue
+        miss = ""
+        have = ""
+        for (i = 1; i <= nm; i++)
+            if ((i, m) in got) have = have (have ? ", " : "") name[i]
+            else miss = miss (miss ? ", " : "") name[i]
+        if (miss != "")
+            print m ": not reached by " miss " (only " (have ? have : "the program") "): common/ holds what every mode shares; it belongs beside what uses it"
+    }
+}' "$T/reach" "$T/modules" | sort >"$T/said"
+    while IFS= read -r l; do say "$l"; done <"$T/said"
+fi
+
+# ---- 5. the fenced steps ---------------------------------------------------------
 FENCED=${LAYERS_FENCED-"common/train/single.c dp/dp_step.c ddp/rank.c"}
 for f in $FENCED; do
     if [ ! -f "$f" ]; then
@@ -216,4 +281,4 @@ if [ "$bad" -gt 0 ]; then
     echo "layers: $bad violation(s)"
     exit 1
 fi
-echo "layers: $(echo $FLOORS | wc -w) floors; includes and calls run one way, no circle; $(echo $FENCED | wc -w) fenced steps"
+echo "layers: $(echo $FLOORS | wc -w) floors; includes and calls run one way, no circle; common/ reached by every mode; $(echo $FENCED | wc -w) fenced steps"
