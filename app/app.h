@@ -25,6 +25,7 @@
 #include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
+#include "app/cmdline/cmdline.h"
 #include "gate/gate.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
@@ -41,6 +42,9 @@ typedef struct {
 
 typedef struct {
     config_t cfg;                 /* the user's, resolved */
+    gate_opts_t gate_opts;        /* the gate's options (gate/options.h) */
+    app_opts_t opts;              /* the program's own (app/cmdline/cmdline.h) */
+    config_line_t line;           /* the command line over the three */
     char note[ERR_LEN];           /* what --backend/--gpus auto chose ("" when nothing) */
     model_spec_t spec;
     int n;                        /* runs: 1, or compare's (3; 2 under mpirun) */

@@ -102,8 +102,8 @@ static int refuse(double need, double avail, const char *from, const char *what,
  * run of the job; a DDP run refused is told what each ZeRO stage would need. */
 static int mem_limit_check(const app_job_t *j, char *err)
 {
-    const config_t *base = &j->cfg;
-    if (base->mem_limit <= 0)
+    double lim_b = j->opts.mem_limit;
+    if (lim_b <= 0)
         return DDP_OK;
     for (int i = 0; i < j->n; i++) {
         const config_t *c = &j->cfgs[i];
@@ -113,10 +113,10 @@ static int mem_limit_check(const app_job_t *j, char *err)
         n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices,
                                    j->data.tgt_cols);
         double dev = n.params + n.grads + n.optim + n.acts;
-        if (dev <= base->mem_limit)
+        if (dev <= lim_b)
             continue;
         char lim[32], a[32], p[32], g[32], o[32], t[32], alt[256] = "";
-        human(base->mem_limit, lim, sizeof lim);
+        human(lim_b, lim, sizeof lim);
         human(dev, a, sizeof a);
         human(n.params, p, sizeof p);
         human(n.grads, g, sizeof g);

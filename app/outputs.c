@@ -119,7 +119,8 @@ static int print_results(app_job_t *j, char *err)
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         if (pr->on && c->predict)
-            predict_zero_table(stdout, c, &j->spec, j->data.tgt_cols, &pr->in, &ddp_strategy);
+            predict_zero_table(stdout, c, j->opts.mem_limit, &j->spec, j->data.tgt_cols, &pr->in,
+                               &ddp_strategy);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -144,7 +145,7 @@ void app_print(app_job_t *j, char *failed)
     for (int i = 0; j->cfg.json && j->cfg.repeat > 1 && i < j->n; i++) {
         char w[512];
         if (baseline_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
-                               j->cfg.tolerance_pct, w, sizeof w))
+                               j->gate_opts.tolerance_pct, w, sizeof w))
             fprintf(stderr, "ddpbench: %s\n", w);
     }
     if (j->cfg.explain)

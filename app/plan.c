@@ -40,7 +40,7 @@ static const char *more_runs_refused(const app_job_t *j, const char *mpi)
     return j->mpi                ? mpi
            : c->report_path[0]   ? "--report"
            : c->trace_path[0]    ? "--trace"
-           : c->baseline_path[0] ? "--baseline"
+           : j->gate_opts.baseline[0] ? "--baseline"
            : c->repeat > 1       ? "--repeat"
            : c->save_path[0]     ? "--save"
                                  : NULL;
@@ -97,9 +97,9 @@ int app_plan(app_job_t *j, int rc, char *err)
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
-    j->gated = cfg->baseline_path[0] && j->reports;
+    j->gated = j->gate_opts.baseline[0] && j->reports;
     if (rc == DDP_OK && j->gated)
-        rc = gate_stored_prepare(&j->gate, cfg->baseline_path, &j->ctx, j->cfgs, j->n, err);
+        rc = gate_stored_prepare(&j->gate, j->gate_opts.baseline, &j->ctx, j->cfgs, j->n, err);
 
     if (rc == DDP_OK)
         j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
@@ -142,8 +142,8 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     /* --emit-pytorch: the same job as a PyTorch script, written before
      * training (a path it cannot write is bad input); under mpirun by rank 0,
      * which writes the outputs (its failure ends the job: launcher.h) */
-    if (cfg->emit_pytorch[0] && j->reports)
-        TRY(twin_emit(&j->cfgs[0], &j->spec, &j->data, argc, argv,
+    if (j->opts.emit_pytorch[0] && j->reports)
+        TRY(twin_emit(&j->cfgs[0], j->opts.emit_pytorch, &j->spec, &j->data, argc, argv,
                       (cfg->json || cfg->csv) ? stderr : stdout, err));
 
     char note2[ERR_LEN + 1100];

@@ -188,7 +188,6 @@ static int run_hook_reference(app_job_t *j, char *err)
 {
     config_t rc = j->cfgs[0];
     rc.comm_hook = HOOK_NONE;
-    rc.hook_reference = true;
     rc.loss_lines_off = true;
     rc.trace_path[0] = rc.save_path[0] = rc.checkpoint_path[0] = 0;
     if (!j->cfg.quiet && j->reports) {

@@ -332,11 +332,10 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
     return DDP_OK;
 }
 
-int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, int argc,
-              char **argv, FILE *info, char *err)
+int twin_emit(const config_t *c, const char *path, const model_spec_t *spec, const dataset_t *d,
+              int argc, char **argv, FILE *info, char *err)
 {
     TRY(unsupported(c, err));
-    const char *path = c->emit_pytorch;
     size_t n = strlen(path);
     if (n < 4 || strcmp(path + n - 3, ".py") != 0)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: '%s' must end in .py", path);

@@ -32,18 +32,6 @@
  * time, where 8 left a busy machine undecided. */
 #define AB_CHILD_STEPS "16"
 
-/* Was option `name` given on the command line? (argv less it is shorter) */
-static bool option_given(int argc, char **argv, const char *name)
-{
-    char **tmp = calloc((size_t)argc + 1, sizeof *tmp);
-    if (!tmp)
-        return false;
-    const char *const drop[] = {name, NULL};
-    int n = config_argv_without(argc, argv, drop, tmp);
-    free(tmp);
-    return n < argc;
-}
-
 static void round_ratio(ab_round_t *x, bool by_work)
 {
     x->by_work = by_work;
@@ -84,11 +72,12 @@ static double forecast(const double *pair_s, int npairs)
     return m;
 }
 
-int ab_main(const config_t *cfg, int argc, char **argv, char *err)
+int ab_main(const gate_opts_t *go, const config_t *cfg, const config_line_t *line, int argc,
+            char **argv, char *err)
 {
     char self[CONFIG_PATH_LEN] = "";
-    const char *exe[2] = {cfg->against, cfg->candidate};
-    if (!cfg->candidate[0]) {
+    const char *exe[2] = {go->against, go->candidate};
+    if (!go->candidate[0]) {
         ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
         if (k <= 0)
             return err_set(err, DDP_ERR_RUNTIME, "--against: cannot find this executable: %s",
@@ -96,21 +85,22 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         self[k] = 0;
         exe[AB_CAND] = self;
     }
-    ab_gate_t g = {.base = exe[AB_BASE], .cand = exe[AB_CAND], .budget_s = cfg->gate_budget_s};
+    ab_gate_t g = {.base = exe[AB_BASE], .cand = exe[AB_CAND], .budget_s = go->budget_s,
+                  .tolerance_pct = go->tolerance_pct};
     /* the most rounds, in whole ABBA pairs, and the interval calibrated
      * for them before any round runs */
-    int cap = cfg->repeat - cfg->repeat % PAIRED_EVERY;
+    int cap = go->rounds - go->rounds % PAIRED_EVERY;
     if (cap < PAIRED_EVERY ||
         confseq_calibrate(&g.cs, PAIRED_SHAPE, cap, PAIRED_EVERY, PAIRED_ALPHA) != 0)
         return err_set(err, DDP_ERR_INPUT, "--repeat %d with --against: the most rounds must be "
-                       "%d..%d", cfg->repeat, PAIRED_EVERY, CONFSEQ_MAX);
+                       "%d..%d", go->rounds, PAIRED_EVERY, CONFSEQ_MAX);
     int lo_rank, hi_rank;
     confseq_ranks(&g.cs, cap, &lo_rank, &hi_rank);
     if (lo_rank < 1 || hi_rank > cap)
         return err_set(err, DDP_ERR_INPUT, "--repeat %d with --against: so few rounds give no "
-                       "%.0f%% interval valid at every look; at least %d do", cfg->repeat,
+                       "%.0f%% interval valid at every look; at least %d do", go->rounds,
                        100 * (1 - PAIRED_ALPHA), fewest_cap());
-    bool timeout_given = option_given(argc, argv, "timeout");
+    bool timeout_given = config_line_given(line, "timeout");
 
     /* the children run the user's options less the gate's own, with --json */
     static const char *const drop[] = {"against", "candidate", "repeat", "json", "csv",
@@ -124,8 +114,8 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         free(args), free(r), free(pair_s);
         return err_set(err, DDP_ERR_RUNTIME, "--against: out of memory");
     }
-    int na = config_argv_without(argc, argv, drop, args);
-    bool own_length = !option_given(argc, argv, "steps") && !option_given(argc, argv, "epochs");
+    int na = config_line_argv_without(line, argc, argv, drop, args);
+    bool own_length = !config_line_given(line, "steps") && !config_line_given(line, "epochs");
     if (own_length) {
         args[na++] = "--steps";
         args[na++] = AB_CHILD_STEPS;
@@ -232,7 +222,7 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         pair_s[npairs++] = now_s() - pair_t0;
         /* a look: the interval is valid at every one, so the gate may stop
          * at the first that settles the verdict */
-        ab_judge(&g.cs, cfg->tolerance_pct / 100.0, r, nr, &j);
+        ab_judge(&g.cs, g.tolerance_pct / 100.0, r, nr, &j);
         if (!cfg->quiet) {
             const paired_est_t *e = &j.look.est;
             char lo[24] = "open", hi[24] = "open";
@@ -257,7 +247,7 @@ int ab_main(const config_t *cfg, int argc, char **argv, char *err)
         rounds_free(r, nr);
         return rc;
     }
-    ab_judge(&g.cs, cfg->tolerance_pct / 100.0, r, nr, &j);
+    ab_judge(&g.cs, g.tolerance_pct / 100.0, r, nr, &j);
     if (cfg->json) {
         if (ab_print_json(stdout, cfg, &g, r, nr, &j) != DDP_OK)
             rc = err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");

@@ -135,7 +135,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
                    const ab_judgement_t *j)
 {
     const paired_est_t *e = &j->look.est;
-    double tol = cfg->tolerance_pct;
+    double tol = g->tolerance_pct;
     double load_lo = INFINITY, load_hi = -INFINITY;
     for (int i = 0; i < nr; i++)
         for (int k = 0; k < 2; k++)
@@ -257,7 +257,7 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
     add_num(ab, "seconds", g->seconds);
     add_num(ab, "budget_s", g->budget_s);
     cJSON_AddStringToObject(ab, "stopped", ab_stop_name(g->stop));
-    cJSON_AddNumberToObject(ab, "tolerance_pct", cfg->tolerance_pct);
+    cJSON_AddNumberToObject(ab, "tolerance_pct", g->tolerance_pct);
     cJSON *cs = cJSON_AddObjectToObject(ab, "confidence_sequence");
     cJSON_AddStringToObject(cs, "band", "|S_n - n/2| <= c sqrt(n)");
     add_num(cs, "c", g->cs.c);
@@ -373,7 +373,7 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
         fputc(',', f);
         if (isfinite(e->hi))
             fprintf(f, "%.9g", exp(e->hi));
-        fprintf(f, ",%.6g,%d,%g,%s,%s", e->conf, e->n, cfg->tolerance_pct,
+        fprintf(f, ",%.6g,%d,%g,%s,%s", e->conf, e->n, g->tolerance_pct,
                 paired_verdict_name(j->look.verdict), ab_stop_name(g->stop));
         field(f, str_at(b->json, "environment", "revision"));
         field(f, str_at(c->json, "environment", "revision"));

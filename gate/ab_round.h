@@ -51,6 +51,7 @@ typedef struct {
     const char *base, *cand; /* the two executables */
     confseq_t cs;            /* the interval's calibration (cap = the most rounds) */
     double budget_s;         /* --gate-budget */
+    double tolerance_pct;    /* --tolerance */
     double seconds;          /* the gate's wall time, the warm-up included */
     ab_stop_t stop;
     int retaken;             /* lopsided rounds retaken */

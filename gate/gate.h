@@ -7,7 +7,8 @@
  * rounds (ab_judge.h: the median's confidence sequence, valid at every look)
  * and stops as soon as the interval settles the verdict, when another pair
  * would not fit --gate-budget, or at the most rounds (--repeat); then it
- * prints the result (ab_report.h).  The calls run one way: ab.c uses the
+ * prints the result (ab_report.h).  Its options are options.h's; line is
+ * the whole command line, whose options the children take less the gate's.  The calls run one way: ab.c uses the
  * child, the judgement and the outputs; the outputs use the judgement.
  *
  * The stored-baseline gate, --baseline FILE (gate.c, on baseline.h): the
@@ -22,11 +23,13 @@
 #include "app/report/report.h"
 #include "common/config/config.h"
 #include "gate/baseline.h"
+#include "gate/options.h"
 
 /* The A/B gate: run it and print its result; returns a status (DDP_OK for
  * no change or improved, DDP_ERR_REGRESSED, DDP_ERR_NOISY for no verdict,
  * DDP_ERR_RUNTIME / DDP_ERR_INTERRUPTED with err, DDP_ERR_INPUT). */
-int ab_main(const config_t *cfg, int argc, char **argv, char *err);
+int ab_main(const gate_opts_t *g, const config_t *cfg, const config_line_t *line, int argc,
+            char **argv, char *err);
 
 /* A job's stored baseline: the file, and each run's match in it. */
 typedef struct {

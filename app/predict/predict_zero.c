@@ -20,8 +20,8 @@
 
 static double mib(double b) { return b / 1048576.0; }
 
-void predict_zero_table(FILE *f, const config_t *c, const model_spec_t *s, int tgt_cols,
-                        const predict_in_t *in, const strategy_t *ddp)
+void predict_zero_table(FILE *f, const config_t *c, double mem_limit, const model_spec_t *s,
+                        int tgt_cols, const predict_in_t *in, const strategy_t *ddp)
 {
     double P = (double)s->nparams * sizeof(float);
     bool timed = in->all_reduce && in->k0 >= 2;
@@ -56,7 +56,7 @@ void predict_zero_table(FILE *f, const config_t *c, const model_spec_t *s, int t
     }
     fprintf(f, "  (memory: MiB per device, parameters + gradients + optimizer state as the ranks "
                "allocate them, and the activations of ceil(batch/k) rows)\n");
-    double lim = c->mem_limit;
+    double lim = mem_limit;
     if (lim <= 0) {
         fprintf(f, "  give --mem-limit BYTES for the crossover: the models that fit ZeRO-3 and "
                    "not DDP\n");

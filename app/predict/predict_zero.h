@@ -11,8 +11,9 @@
 
 /* DDP's ZeRO stages on 1..8 devices under c: bytes, time (in: the measured
  * collectives), memory as ddp's table allocates it plus the activations of
- * tgt_cols-wide batches, and, under --mem-limit, the crossover. */
-void predict_zero_table(FILE *f, const config_t *c, const model_spec_t *s, int tgt_cols,
-                        const predict_in_t *in, const strategy_t *ddp);
+ * tgt_cols-wide batches, and, under --mem-limit (mem_limit bytes, 0:
+ * none), the crossover. */
+void predict_zero_table(FILE *f, const config_t *c, double mem_limit, const model_spec_t *s,
+                        int tgt_cols, const predict_in_t *in, const strategy_t *ddp);
 
 #endif

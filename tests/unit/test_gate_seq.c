@@ -25,7 +25,7 @@
 #include "gate/paired.h"
 #include "tu_rand.h"
 
-#define CAP 40     /* the gate's default most rounds (CONFIG_AB_ROUNDS) */
+#define CAP 40     /* the gate's default most rounds (gate/options.h: GATE_AB_ROUNDS) */
 #define TOL 0.05
 #define SEQS 10000
 
