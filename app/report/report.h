@@ -29,6 +29,7 @@
 #include "app/predict/predict.h"
 #include "app/repeat/repeat.h"
 #include "common/measure/result.h"
+#include "common/train/strategy.h"
 
 #define REPORT_SCHEMA_VERSION 1
 
@@ -177,6 +178,9 @@ void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
 double report_phase_mean(const report_stats_t *s, int first, int last, int p);
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
+/* The BLAS threads of a run of mode m under c: --threads for single's one
+ * device, one per device for the others (report_env.c). */
+int report_threads(const config_t *c, mode_t_ m);
 /* Whether a phase gets a row in a table printed at `unit` per second: any
  * device spent time in it, or (skew, which may be negative) a visible amount. */
 bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit);

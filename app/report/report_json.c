@@ -262,7 +262,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_
         add_row(o, d->json, &v);
     }
     /* the keys that join several fields (J_DERIVED rows) */
-    int ndev = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+    int ndev = strategy_words(c->mode)->reference ? 1 : c->ngpus;
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < ndev; i++)
         cJSON_AddItemToArray(devs, cJSON_CreateNumber(c->gpus[i]));
@@ -286,12 +286,13 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_
     else
         cJSON_AddNullToObject(o, "cuda_graph_refused");
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
-    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
-    cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
+    bool ranks = strategy_words(c->mode)->ranks;
+    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && ranks);
+    cJSON_AddNumberToObject(o, "zero", ranks ? c->zero : 0);
     char hook[48];
     config_comm_hook_text(c, hook, sizeof hook);
-    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
-    if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
+    cJSON_AddStringToObject(o, "comm_hook", ranks ? hook : "none");
+    if (c->slow_rank >= 0 && c->slow_factor > 1 && ranks) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
         cJSON_AddNumberToObject(sr, "factor", c->slow_factor);
@@ -386,7 +387,7 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
         cJSON_AddStringToObject(d, "name", name);
         cJSON_AddNumberToObject(d, "rows_per_step", s.rows_per_step[i]);
         /* DDP counts its ranks' steps; every other device runs every step */
-        bool ddp = r->mode == MODE_DDP;
+        bool ddp = strategy_words(r->mode)->ranks;
         cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
         cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
         cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);

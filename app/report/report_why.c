@@ -62,10 +62,7 @@ static const char *fmt_short(char *buf, size_t n, double s)
     return buf;
 }
 
-static const char *mode_title(mode_t_ m)
-{
-    return m == MODE_DP ? "DP" : m == MODE_DDP ? "DDP" : m == MODE_SINGLE ? "single" : "?";
-}
+static const char *mode_title(mode_t_ m) { return strategy_words(m)->title; }
 
 /* The entry points' start: buf emptied (false: no room), a compare's runs
  * by mode (the first of each; NULL: not run); and their end: the last
@@ -79,11 +76,11 @@ static bool tell_begin(tell_t *t, char *buf, size_t len, const run_result_t *run
 {
     *t = (tell_t){0};
     for (int i = n - 1; i >= 0; i--) /* backwards: the first of each stays */
-        if (runs[i].mode == MODE_SINGLE)
+        if (strategy_words(runs[i].mode)->reference)
             t->single = &runs[i];
-        else if (runs[i].mode == MODE_DP)
+        else if (strategy_words(runs[i].mode)->lead)
             t->dp = &runs[i];
-        else if (runs[i].mode == MODE_DDP)
+        else if (strategy_words(runs[i].mode)->ranks)
             t->ddp = &runs[i];
     if (len > 0)
         buf[0] = 0;
@@ -285,7 +282,7 @@ static void app_desched(char *buf, size_t len, size_t *used, const run_result_t 
             continue;
         char t[32];
         report_appendf(buf, len, used, "%s %s %d %s", shown ? "," : ";",
-                       r->mode == MODE_DDP ? "rank" : "device", d, fmt_short(t, sizeof t, v));
+                       strategy_words(r->mode)->member, d, fmt_short(t, sizeof t, v));
         shown++;
     }
     if (shown)
@@ -426,7 +423,7 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(single, NULL, &s1);
     report_stats(r, NULL, &s);
-    bool ddp = r->mode == MODE_DDP;
+    bool ddp = strategy_words(r->mode)->ranks;
     /* the split computation: forward and backward (and DDP's loss, which
      * each rank computes on its rows; DP's is device 0's, gather included) */
     double c1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + (ddp ? s1.phase[0][PH_LOSS] : 0);
@@ -619,7 +616,8 @@ void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run
     if (!tell_begin(&t, buf, len, NULL, 0))
         return;
     const predict_in_t *pred = ctx ? ctx->pred : NULL;
-    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 || r->mode == MODE_SINGLE)
+    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 ||
+        strategy_words(r->mode)->reference)
         return;
     /* single's step, as --predict's single run measured it (its phases per step) */
     run_result_t *one = calloc(1, sizeof *one);
@@ -635,7 +633,7 @@ void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run
         }
     step_times_add(&one->times, step, 0);
     why_verdict(buf, len, &t.used, one, r, pred);
-    if (r->mode == MODE_DDP)
+    if (strategy_words(r->mode)->ranks)
         why_crossover(buf, len, &t.used, one, r, pred);
     free(one);
     tell_end(&t, buf, " ");
