@@ -67,7 +67,8 @@ static int print_results(app_job_t *j, char *err)
     for (int i = 0; i < n; i++) {
         refs[i] = ref;
         for (int k = 0; ref && k < n; k++)
-            if (j->cfgs[k].mode == MODE_SINGLE && j->cfgs[k].precision == j->cfgs[i].precision) {
+            if (strategy_words(j->cfgs[k].mode)->reference &&
+                j->cfgs[k].precision == j->cfgs[i].precision) {
                 refs[i] = &j->res[k];
                 break;
             }
@@ -101,19 +102,19 @@ static int print_results(app_job_t *j, char *err)
             report_compare(stdout, ctx, j->res, n);
         else
             report_result(stdout, ctx, &j->res[0], NULL);
-        if (c->mode == MODE_DDP)
+        if (strategy_words(c->mode)->ranks)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         report_hook(stdout, c, &j->res[0]);
         /* compare's --zero columns are modelled in the ZeRO table below; its
          * --precision columns are not modelled */
         int nbase = n;
         for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)
-            if (((j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero) ||
+            if (((strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero) ||
                  j->cfgs[i].precision != j->cfgs[0].precision) && nbase == n)
                 nbase = i;
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);
-        if (pr->on && pr->in.k0 >= 2 && c->zero && c->mode == MODE_DDP)
+        if (pr->on && pr->in.k0 >= 2 && c->zero && strategy_words(c->mode)->ranks)
             printf("  (ddp predicted as plain DDP; its ZeRO stage in the ZeRO table below, "
                    "with --predict)\n");
         if (pr->on && c->predict)
@@ -162,7 +163,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
     const char *labels[MAX_RUNS] = {0};
     static const char *const zl[] = {"", "ddp --zero 1", "ddp --zero 2", "ddp --zero 3"};
     for (int i = 0; i < j->n; i++)
-        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
+        if (strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
             labels[i] = zl[j->cfgs[i].zero];
     const predict_t *pr = &j->pred;
     bool model = pr->on && pr->in.k0 >= 2;

@@ -21,9 +21,9 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
 {
     *out = *base;
     out->mode = mode;
-    if (mode == MODE_SINGLE)
+    if (strategy_words(mode)->reference)
         out->ngpus = 1;
-    if (mode == MODE_DDP && !out->nrank_samples)
+    if (strategy_words(mode)->ranks && !out->nrank_samples)
         out->sampler_replicas = out->ngpus;
     if (base->mode == MODE_COMPARE && base->log_every == 0)
         out->loss_lines_off = true; /* compare fits a screen: the table has the final loss */
@@ -170,12 +170,10 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
         j->order[i] = i;
     if (j->n >= 3 && !j->mpi && cfg->backend == BACKEND_CUDA) { /* every ddp run first */
         int k = 0;
-        for (int i = 0; i < j->n; i++)
-            if (j->cfgs[i].mode == MODE_DDP)
-                j->order[k++] = i;
-        for (int i = 0; i < j->n; i++)
-            if (j->cfgs[i].mode != MODE_DDP)
-                j->order[k++] = i;
+        for (int first = 1; first >= 0; first--)
+            for (int i = 0; i < j->n; i++)
+                if (strategy_words(j->cfgs[i].mode)->ranks == first)
+                    j->order[k++] = i;
     }
     if (j->mpi && j->n == 2) {
         j->order[0] = 1;
@@ -184,7 +182,7 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     /* --predict, and compare on several devices: the collectives for the
      * model; a DDP run: the all-reduce at its bucket sizes (run.c). */
     j->full = cfg->predict || (cfg->mode == MODE_COMPARE && cfg->ngpus >= 2);
-    j->measure = j->full || (cfg->mode == MODE_DDP && cfg->ngpus >= 2);
+    j->measure = j->full || (strategy_words(cfg->mode)->ranks && cfg->ngpus >= 2);
     return DDP_OK;
 }
 

@@ -9,8 +9,9 @@
 
 #include "gate/ab_report.h"
 #include "common/base/status.h"
+#include "common/train/strategy.h"
 
-static const char *dev_word(const config_t *cfg) { return cfg->mode == MODE_DDP ? "rank" : "device"; }
+static const char *dev_word(const config_t *cfg) { return strategy_words(cfg->mode)->member; }
 
 // ---------------------------------------------------------------------------
 // text

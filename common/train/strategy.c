@@ -5,15 +5,15 @@
 static const strategy_words_t words[] = {
     [MODE_SINGLE] = {.title = "single", .member = "device", .css = "single",
                      .graphs = "on: each full step after the first is one graph launch",
-                     .reference = true},
+                     .pytorch = "one device", .reference = true},
     [MODE_DP] = {.title = "DP", .member = "device", .lane = "copies", .css = "dpline", .dx = -5,
                  .phase = {[PH_LOSS] = "gather+loss", [PH_COMM_EXPOSED] = "reduce"},
                  .graphs = "on: each full step after the first is one graph launch, of every "
                            "device",
-                 .lead = true},
+                 .pytorch = "nn.DataParallel", .lead = true},
     [MODE_DDP] = {.title = "DDP", .member = "rank", .lane = "comm", .css = "ddpline", .dx = 5,
                   .graphs = "on: each full step after the first is one graph launch per rank",
-                  .ranks = true},
+                  .pytorch = "DDP", .ranks = true},
     /* not strategies: compare runs the three, comm none */
     [MODE_COMPARE] = {.title = "compare", .member = "device", .css = "single"},
     [MODE_COMM] = {.title = "comm", .member = "rank", .css = "single"},

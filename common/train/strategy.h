@@ -67,6 +67,7 @@ typedef struct {
                            stand apart */
     const char *phase[PH_COUNT]; /* a phase's name in its tables where not phase_name's */
     const char *graphs; /* --cuda-graph on: what each full step after the first replays */
+    const char *pytorch; /* its PyTorch twin (--emit-pytorch) */
     bool reference;     /* the run the others are checked against (single): one device, and
                            --threads are its BLAS threads */
     bool lead;          /* device 0 alone gathers, computes the loss and steps: its table is
