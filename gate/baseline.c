@@ -734,165 +734,199 @@ static bool work_pair(const cJSON *match, const repeat_t *r, ratio_interval_t *o
 static const char *const verdict_word[] = {"no change", "improved", "regressed", "no verdict"};
 enum { V_SAME = 0, V_BETTER, V_WORSE, V_NONE };
 
-int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
-                   char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = 0;
-    char pre[64] = "";
-    if (label && label[0])
-        snprintf(pre, sizeof pre, "%s: ", label);
-    int verdict = DDP_OK;
-
-    /* throughput: the one figure the gate always has */
+/* What the verdict on a mode's runs is made of, and the lines it writes. */
+typedef struct {
+    const cJSON *match;
+    const repeat_t *r;
+    double tol;
+    char pre[64];       /* "dp: " before the figures of compare's runs */
+    char *buf;
+    size_t len, used;
     tp_pair_t tp;
-    if (r->n < 1 || !tp_pair(match, r, &tp)) {
-        report_appendf(buf, len, &used, "verdict: no verdict: %sthe baseline has no throughput", pre);
-        return DDP_ERR_NOISY;
-    }
-    interval_t t = tp.c;
-    /* Both sides' intervals: the change lies between the candidate's worst
-     * against the baseline's best and the other way round. */
-    double lo_pct = 100.0 * (t.lo / tp.hi - 1.0), hi_pct = 100.0 * (t.hi / tp.lo - 1.0);
-    double width = 100.0 * (t.hi - t.lo) / tp.ref;
-    double bwidth = 100.0 * (tp.hi - tp.lo) / tp.ref;
-    base_fig_t bs;
-    double step_ref = base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs)
-                          ? bs.ref
-                          : 0.0;
-    double cont = 0.0;
-    int ndist = repeat_disturbed(r, &cont), bof, bdist = base_disturbed(match, &bof);
-    char why[512];
-    attribute(match, r, step_ref, why, sizeof why);
-    char what[200];
-    describe(what, sizeof what, t, r->n, 1.0, " samples/s", "%.1f");
-    int v;
-    const char *because = "";
-    bool busy = false, noisy_base = false;
-    if (bwidth > tol) {
+    double lo_pct, hi_pct; /* the change, between the two sides' interval ends */
+    double width, bwidth;  /* this run's interval and the baseline's, % of its figure */
+    double step_ref;       /* the baseline's mean step (0: none) */
+    double cont;           /* how much of the run's cores other processes took */
+    int ndist, bof, bdist; /* disturbed runs here; the baseline's runs and disturbed ones */
+    char why[512];         /* the phases that moved most */
+    char what[200];        /* this run's throughput, said */
+    int v;                 /* the throughput's verdict */
+    const char *because;
+    bool busy, noisy_base;
+} judge_t;
+
+/* The throughput's verdict by the rules at the top of this file. */
+static void judge_rule(judge_t *j)
+{
+    double tol = j->tol;
+    j->because = "";
+    if (j->bwidth > tol) {
         /* a baseline noisier than the tolerance cannot gate it, whatever
          * the candidate did: refused, saying how noisy */
-        v = V_NONE, because = "the baseline is too noisy: ";
-        noisy_base = true;
-    } else if (hi_pct < -tol && ndist > 0 &&
-               1.0 + hi_pct / 100.0 >= (1.0 - cont) * (1.0 - tol / 100.0)) {
+        j->v = V_NONE, j->because = "the baseline is too noisy: ";
+        j->noisy_base = true;
+    } else if (j->hi_pct < -tol && j->ndist > 0 &&
+               1.0 + j->hi_pct / 100.0 >= (1.0 - j->cont) * (1.0 - tol / 100.0)) {
         /* slower, but other processes took enough of the run's cores to
          * explain it (a run left 1 - c of its cores runs at best 1 - c of its
          * speed): the machine, not the code -- no verdict, not a false alarm */
-        v = V_NONE, because = "a busy machine: ";
-        busy = true;
-    } else if (hi_pct < -tol) {
-        v = V_WORSE;
-    } else if (lo_pct > tol) {
-        v = V_BETTER;
-    } else if (lo_pct >= -tol && hi_pct <= tol) {
-        v = V_SAME;
+        j->v = V_NONE, j->because = "a busy machine: ";
+        j->busy = true;
+    } else if (j->hi_pct < -tol) {
+        j->v = V_WORSE;
+    } else if (j->lo_pct > tol) {
+        j->v = V_BETTER;
+    } else if (j->lo_pct >= -tol && j->hi_pct <= tol) {
+        j->v = V_SAME;
     } else {
         /* the intervals straddle the tolerance: the noise explains the gap */
-        v = V_NONE, because = ndist > 0 ? "a busy machine: " : "too noisy: ";
-        busy = ndist > 0;
+        j->v = V_NONE, j->because = j->ndist > 0 ? "a busy machine: " : "too noisy: ";
+        j->busy = j->ndist > 0;
     }
+}
 
-    /* On the CPU both sides' runs have their work (CPU seconds of a step,
-     * which another process hardly moves: docs/gate.md): that is judged,
-     * as the A/B gate does, and the throughput is said beside it (judged
-     * too only when no run on either side was disturbed: a change in
-     * waiting alone leaves the work as it was). */
-    ratio_interval_t w;
-    if (work_pair(match, r, &w)) {
-        double up = 1.0 + tol / 100.0, down = 1.0 - tol / 100.0;
-        int wv = w.lo > up ? V_WORSE : w.hi < down ? V_BETTER : w.lo >= down && w.hi <= up ? V_SAME
-                                                                                           : V_NONE;
-        bool tp_judged = ndist == 0 && bdist == 0 && !noisy_base;
-        bool by_wall = wv != V_WORSE && tp_judged && v == V_WORSE;
-        int fv = by_wall ? V_WORSE : wv;
-        report_appendf(buf, len, &used, "verdict: %s: %swork per step (CPU seconds, p10) %+.1f%% against the "
-            "baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of %d run%s here and "
-            "%d there; tolerance %g%%)", verdict_word[fv], pre, 100.0 * (w.ratio - 1.0),
-            100.0 * (w.lo - 1.0), 100.0 * (w.hi - 1.0), w.ncand, w.ncand == 1 ? "" : "s",
-            w.nbase, tol);
-        if (by_wall)
-            report_appendf(buf, len, &used, "; the median-step throughput fell beyond the tolerance while "
-                "the work did not: the step waits longer (communication, idle)");
-        else if (fv == V_NONE)
-            report_appendf(buf, len, &used, "; more --repeat runs on both sides or a quieter machine would "
-                "settle it");
-        if (fv == V_WORSE && !busy && why[0])
-            report_appendf(buf, len, &used, "; by phase: %s", why);
-        report_appendf(buf, len, &used, "\n  %s%sthroughput %s, %+.1f..%+.1f%% against the baseline's "
-            "%.1f: %s", pre, tp.median ? "median-step " : "", what, lo_pct, hi_pct, tp.ref,
-            by_wall ? "judged: no run was disturbed"
-            : tp_judged ? "judged too (no run was disturbed): within what the work says"
-                        : "not judged: the work is (disturbed runs, or a noisy baseline)");
-        verdict = fv == V_WORSE ? DDP_ERR_REGRESSED : fv == V_NONE ? DDP_ERR_NOISY : DDP_OK;
-    } else {
-        const char *stat = tp.median ? "median-step " : "";
-        if (r->n < 2 && tp.bruns < 2)
-            report_appendf(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %.1f%% %s the baseline "
-                "%.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
-                fabs(lo_pct), lo_pct < 0 ? "below" : "above", tp.ref, tol);
-        else
-            report_appendf(buf, len, &used, "verdict: %s: %s%s%sthroughput %s is %+.1f..%+.1f%% against "
-                "the baseline %.1f (tolerance %g%%)", verdict_word[v], because, pre, stat, what,
-                lo_pct, hi_pct, tp.ref, tol);
-        if (noisy_base)
-            report_appendf(buf, len, &used, "; too noisy to gate %g%%: the baseline's runs spread %.0f%% "
-                "(its interval %.1f..%.1f over %d runs): take it again on a quieter machine or "
-                "with more --repeat", tol, bwidth, tp.lo, tp.hi, tp.bruns);
-        else if (busy)
-            report_appendf(buf, len, &used, "; %d of %d run%s disturbed (other processes took %.0f%% of the "
-                "run's cores), enough to explain the gap: run again on a quieter machine",
-                ndist, r->n, r->n == 1 ? " was" : "s were", 100.0 * cont);
-        else if (v == V_NONE && width > tol)
-            report_appendf(buf, len, &used, "; this run's interval spans %.1f%%: more --repeat runs or a "
-                "quieter machine", width);
-        else if (v == V_NONE)
-            report_appendf(buf, len, &used, "; the intervals (this run's %.1f%% wide, the baseline's "
-                "%.1f%%) straddle the tolerance: more --repeat runs on both sides would settle "
-                "it", width, bwidth);
-        if (!busy && !noisy_base && why[0])
-            report_appendf(buf, len, &used, "; by phase: %s", why);
-        verdict = v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
-    }
-    if (bdist > 0 && !noisy_base)
-        report_appendf(buf, len, &used, "; note: %d of the baseline's %d run%s disturbed when it was taken",
-            bdist, bof, bof == 1 ? " was" : "s were");
-    /* peak memory: regressed when the whole interval is PCT above */
-    base_fig_t bm;
-    if (base_figure(match, "mem_peak_bytes_max", "mem_peak_bytes_max", NULL, &bm) && bm.ref > 0) {
-        interval_t m = cand(r, FIG_MEM_PEAK);
+/* On the CPU both sides' runs have their work (CPU seconds of a step, which
+ * another process hardly moves: docs/gate.md): that is judged, as the A/B
+ * gate does, and the throughput is said beside it (judged too only when no
+ * run on either side was disturbed: a change in waiting alone leaves the
+ * work as it was). */
+static int judge_work(judge_t *j, const ratio_interval_t *w)
+{
+    double up = 1.0 + j->tol / 100.0, down = 1.0 - j->tol / 100.0;
+    int wv = w->lo > up                       ? V_WORSE
+             : w->hi < down                   ? V_BETTER
+             : w->lo >= down && w->hi <= up   ? V_SAME
+                                              : V_NONE;
+    bool tp_judged = j->ndist == 0 && j->bdist == 0 && !j->noisy_base;
+    bool by_wall = wv != V_WORSE && tp_judged && j->v == V_WORSE;
+    int fv = by_wall ? V_WORSE : wv;
+    report_appendf(j->buf, j->len, &j->used, "verdict: %s: %swork per step (CPU seconds, p10) "
+        "%+.1f%% against the baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of "
+        "%d run%s here and %d there; tolerance %g%%)", verdict_word[fv], j->pre,
+        100.0 * (w->ratio - 1.0), 100.0 * (w->lo - 1.0), 100.0 * (w->hi - 1.0), w->ncand,
+        w->ncand == 1 ? "" : "s", w->nbase, j->tol);
+    if (by_wall)
+        report_appendf(j->buf, j->len, &j->used, "; the median-step throughput fell beyond the "
+            "tolerance while the work did not: the step waits longer (communication, idle)");
+    else if (fv == V_NONE)
+        report_appendf(j->buf, j->len, &j->used, "; more --repeat runs on both sides or a quieter "
+            "machine would settle it");
+    if (fv == V_WORSE && !j->busy && j->why[0])
+        report_appendf(j->buf, j->len, &j->used, "; by phase: %s", j->why);
+    report_appendf(j->buf, j->len, &j->used, "\n  %s%sthroughput %s, %+.1f..%+.1f%% against the "
+        "baseline's %.1f: %s", j->pre, j->tp.median ? "median-step " : "", j->what, j->lo_pct,
+        j->hi_pct, j->tp.ref,
+        by_wall ? "judged: no run was disturbed"
+        : tp_judged ? "judged too (no run was disturbed): within what the work says"
+                    : "not judged: the work is (disturbed runs, or a noisy baseline)");
+    return fv == V_WORSE ? DDP_ERR_REGRESSED : fv == V_NONE ? DDP_ERR_NOISY : DDP_OK;
+}
+
+/* Elsewhere the throughput alone, and why it gives no verdict. */
+static int judge_throughput(judge_t *j)
+{
+    const char *stat = j->tp.median ? "median-step " : "";
+    int v = j->v, n = j->r->n;
+    if (n < 2 && j->tp.bruns < 2)
+        report_appendf(j->buf, j->len, &j->used, "verdict: %s: %s%s%sthroughput %s is %.1f%% %s "
+            "the baseline %.1f (tolerance %g%%)", verdict_word[v], j->because, j->pre, stat,
+            j->what, fabs(j->lo_pct), j->lo_pct < 0 ? "below" : "above", j->tp.ref, j->tol);
+    else
+        report_appendf(j->buf, j->len, &j->used, "verdict: %s: %s%s%sthroughput %s is "
+            "%+.1f..%+.1f%% against the baseline %.1f (tolerance %g%%)", verdict_word[v],
+            j->because, j->pre, stat, j->what, j->lo_pct, j->hi_pct, j->tp.ref, j->tol);
+    if (j->noisy_base)
+        report_appendf(j->buf, j->len, &j->used, "; too noisy to gate %g%%: the baseline's runs "
+            "spread %.0f%% (its interval %.1f..%.1f over %d runs): take it again on a quieter "
+            "machine or with more --repeat", j->tol, j->bwidth, j->tp.lo, j->tp.hi, j->tp.bruns);
+    else if (j->busy)
+        report_appendf(j->buf, j->len, &j->used, "; %d of %d run%s disturbed (other processes took "
+            "%.0f%% of the run's cores), enough to explain the gap: run again on a quieter machine",
+            j->ndist, n, n == 1 ? " was" : "s were", 100.0 * j->cont);
+    else if (v == V_NONE && j->width > j->tol)
+        report_appendf(j->buf, j->len, &j->used, "; this run's interval spans %.1f%%: more --repeat "
+            "runs or a quieter machine", j->width);
+    else if (v == V_NONE)
+        report_appendf(j->buf, j->len, &j->used, "; the intervals (this run's %.1f%% wide, the "
+            "baseline's %.1f%%) straddle the tolerance: more --repeat runs on both sides would "
+            "settle it", j->width, j->bwidth);
+    if (!j->busy && !j->noisy_base && j->why[0])
+        report_appendf(j->buf, j->len, &j->used, "; by phase: %s", j->why);
+    return v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
+}
+
+/* Peak memory: regressed when the whole interval is PCT above.  Exposed
+ * communication: regressed when it grew by more than PCT of the baseline's
+ * step (it is small and noisy; against itself it would never give a
+ * verdict), and only on an interval: one run's exposed time moves with every
+ * preemption, and a verdict on it would flip with the load.  true: either
+ * regressed. */
+static bool judge_memory_comm(judge_t *j)
+{
+    bool worse = false;
+    base_fig_t bm, bc;
+    char d[160];
+    if (base_figure(j->match, "mem_peak_bytes_max", "mem_peak_bytes_max", NULL, &bm) &&
+        bm.ref > 0) {
+        interval_t m = cand(j->r, FIG_MEM_PEAK);
         double pct = 100.0 * (m.lo - bm.ref) / bm.ref;
-        if (pct > tol) {
-            char d[160];
-            describe(d, sizeof d, m, r->n, 1.0 / 1048576.0, " MiB", "%.2f");
-            report_appendf(buf, len, &used, "\nverdict: regressed: %speak memory %s is %.1f%% above the "
-                                 "baseline %.2f MiB (tolerance %g%%)",
-                pre, d, pct, bm.ref / 1048576.0, tol);
-            verdict = DDP_ERR_REGRESSED;
+        if (pct > j->tol) {
+            describe(d, sizeof d, m, j->r->n, 1.0 / 1048576.0, " MiB", "%.2f");
+            report_appendf(j->buf, j->len, &j->used, "\nverdict: regressed: %speak memory %s is "
+                "%.1f%% above the baseline %.2f MiB (tolerance %g%%)", j->pre, d, pct,
+                bm.ref / 1048576.0, j->tol);
+            worse = true;
         }
     }
+    if (j->r->n >= 2 && j->step_ref > 0 && j->ndist == 0 && !j->noisy_base &&
+        base_figure(j->match, "phases_s_per_step.comm_exposed_s", NULL, "comm_exposed_s", &bc)) {
+        interval_t c = cand(j->r, FIG_PHASE0 + PH_COMM_EXPOSED);
+        double grew = 100.0 * (c.lo - bc.ref) / j->step_ref;
+        if (grew > j->tol) {
+            describe(d, sizeof d, c, j->r->n, 1e6, " us", "%.1f");
+            report_appendf(j->buf, j->len, &j->used, "\nverdict: regressed: %sexposed communication "
+                "%s per step grew by %.1f%% of the baseline's %.1f us step (it was %.1f us; "
+                "tolerance %g%%)", j->pre, d, grew, j->step_ref * 1e6, bc.ref * 1e6, j->tol);
+            worse = true;
+        }
+    }
+    return worse;
+}
 
-    /* exposed communication: regressed when it grew by more than PCT of the
-     * baseline's step (it is small and noisy; against itself it would never
-     * give a verdict), and only on an interval: one run's exposed time moves
-     * with every preemption, and a verdict on it would flip with the load */
-    base_fig_t bc;
-    if (r->n >= 2 && step_ref > 0 && ndist == 0 && !noisy_base &&
-        base_figure(match, "phases_s_per_step.comm_exposed_s", NULL,
-                                    "comm_exposed_s", &bc)) {
-        interval_t c = cand(r, FIG_PHASE0 + PH_COMM_EXPOSED);
-        double grew = 100.0 * (c.lo - bc.ref) / step_ref;
-        if (grew > tol) {
-            char d[160];
-            describe(d, sizeof d, c, r->n, 1e6, " us", "%.1f");
-            report_appendf(buf, len, &used, "\nverdict: regressed: %sexposed communication %s per step grew "
-                                 "by %.1f%% of the baseline's %.1f us step (it was %.1f us; "
-                                 "tolerance %g%%)",
-                pre, d, grew, step_ref * 1e6, bc.ref * 1e6, tol);
-            verdict = DDP_ERR_REGRESSED;
-        }
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, double tol,
+                   char *buf, size_t len)
+{
+    static judge_t j; /* its lines and sentences: off the stack */
+    j = (judge_t){.match = match, .r = r, .tol = tol, .buf = buf, .len = len};
+    buf[0] = 0;
+    if (label && label[0])
+        snprintf(j.pre, sizeof j.pre, "%s: ", label);
+    /* throughput: the one figure the gate always has */
+    if (r->n < 1 || !tp_pair(match, r, &j.tp)) {
+        report_appendf(buf, len, &j.used, "verdict: no verdict: %sthe baseline has no throughput",
+                       j.pre);
+        return DDP_ERR_NOISY;
     }
-    return verdict;
+    interval_t t = j.tp.c;
+    /* Both sides' intervals: the change lies between the candidate's worst
+     * against the baseline's best and the other way round. */
+    j.lo_pct = 100.0 * (t.lo / j.tp.hi - 1.0), j.hi_pct = 100.0 * (t.hi / j.tp.lo - 1.0);
+    j.width = 100.0 * (t.hi - t.lo) / j.tp.ref;
+    j.bwidth = 100.0 * (j.tp.hi - j.tp.lo) / j.tp.ref;
+    base_fig_t bs;
+    if (base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs))
+        j.step_ref = bs.ref;
+    j.ndist = repeat_disturbed(r, &j.cont);
+    j.bdist = base_disturbed(match, &j.bof);
+    attribute(match, r, j.step_ref, j.why, sizeof j.why);
+    describe(j.what, sizeof j.what, t, r->n, 1.0, " samples/s", "%.1f");
+    judge_rule(&j);
+    ratio_interval_t w;
+    int verdict = work_pair(match, r, &w) ? judge_work(&j, &w) : judge_throughput(&j);
+    if (j.bdist > 0 && !j.noisy_base)
+        report_appendf(buf, len, &j.used, "; note: %d of the baseline's %d run%s disturbed when "
+            "it was taken", j.bdist, j.bof, j.bof == 1 ? " was" : "s were");
+    return judge_memory_comm(&j) ? DDP_ERR_REGRESSED : verdict;
 }
 
 int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
