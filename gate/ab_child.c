@@ -197,11 +197,10 @@ static void stop_check(pid_t pid, double deadline_at, stop_t *s)
     }
 }
 
-int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
+/* Start the child in a process group of its own, its stdout and stderr on
+ * pipes (*st's); *pid. */
+static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
 {
-    const char *who = ab_side_name(c->which);
-    char when[32];
-    ab_round_name(c->round, when, sizeof when);
     int out[2], errp[2];
     if (pipe2(out, O_CLOEXEC) != 0)
         return err_set(err, DDP_ERR_RUNTIME, "--against: pipe: %s", strerror(errno));
@@ -211,14 +210,13 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "--against: pipe: %s", strerror(errno));
     }
     fflush(NULL);
-    double t0 = now_s();
     pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
+    *pid = fork();
+    if (*pid < 0) {
         close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
         return err_set(err, DDP_ERR_RUNTIME, "--against: fork: %s", strerror(errno));
     }
-    if (pid == 0) {
+    if (*pid == 0) {
         setpgid(0, 0);
         /* why: if this process dies unannounced (SIGKILL), the child must
          * not train on unwatched (DDP's ranks follow it the same way) */
@@ -231,26 +229,29 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
         dprintf(2, "cannot run %s: %s\n", c->exe, strerror(errno));
         _exit(127);
     }
-    setpgid(pid, pid); /* both sides set it: whichever runs first, no window */
+    setpgid(*pid, *pid); /* both sides set it: whichever runs first, no window */
     close(out[1]);
     close(errp[1]);
-    streams_t st = {.pf = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}}};
-    stop_t stop = {0};
-    double deadline_at = c->deadline_s > 0 ? t0 + c->deadline_s : 0.0;
-    int status = 0;
-    /* Until the child itself ends: its output read as it comes, its end,
-     * the deadline and a stop looked at every AB_POLL_MS.  Its end, not the
-     * pipes' end, ends the wait: a process it left behind may hold them. */
+    *st = (streams_t){.pf = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}}};
+    return DDP_OK;
+}
+
+/* Until the child itself ends: its output read as it comes, its end, the
+ * deadline and a stop looked at every AB_POLL_MS.  Its end, not the pipes'
+ * end, ends the wait: a process it left behind may hold them.  Then nothing
+ * of it outlives the round. */
+static void await(pid_t pid, double deadline_at, streams_t *st, stop_t *stop, int *status)
+{
     for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
+        pid_t w = waitpid(pid, status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             break;
-        stop_check(pid, deadline_at, &stop);
-        streams_read(&st, AB_POLL_MS);
+        stop_check(pid, deadline_at, stop);
+        streams_read(st, AB_POLL_MS);
     }
     /* what it wrote before it ended is in the pipes: drain it without
      * waiting for an end of file a leftover would hold back */
-    while (streams_read(&st, 0))
+    while (streams_read(st, 0))
         ;
     /* why: nothing of this child outlives its round (a background process
      * it started, a rank it orphaned); ESRCH when its group is gone */
@@ -261,8 +262,40 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
     for (int i = 0; i < 50 && kill(-pid, 0) == 0; i++)
         poll(NULL, 0, 20);
     for (int i = 0; i < 2; i++)
-        if (st.pf[i].fd >= 0)
-            close(st.pf[i].fd);
+        if (st->pf[i].fd >= 0)
+            close(st->pf[i].fd);
+}
+
+/* Its JSON: the last line it printed is the object (a ddpbench prints one
+ * per run); line is its last error line. */
+static int read_json(const ab_child_t *c, streams_t *st, ab_side_t *s, const char *who,
+                     const char *when, const char *line, char *err)
+{
+    char *json = st->out.buf ? st->out.buf : "";
+    size_t end = st->out.len;
+    while (end > 0 && (json[end - 1] == '\n' || json[end - 1] == ' '))
+        json[--end] = 0;
+    char *startp = strrchr(json, '\n');
+    s->json = cJSON_Parse(startp ? startp + 1 : json);
+    if (!s->json)
+        return err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) printed no JSON object in "
+                       "%s%s%s", who, c->exe, when, line[0] ? "; its last error line: " : "",
+                       line);
+    return side_read(s, who, when, err);
+}
+
+int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
+{
+    const char *who = ab_side_name(c->which);
+    char when[32];
+    ab_round_name(c->round, when, sizeof when);
+    streams_t st;
+    pid_t pid = 0;
+    double t0 = now_s();
+    TRY(spawn(c, &st, &pid, err));
+    stop_t stop = {0};
+    int status = 0;
+    await(pid, c->deadline_s > 0 ? t0 + c->deadline_s : 0.0, &st, &stop, &status);
     s->wall_s = now_s() - t0;
     char line[256] = "";
     last_line(st.err.buf ? st.err.buf : "", st.err.len, line, sizeof line);
@@ -287,19 +320,7 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s's output in %s is larger "
                      "than %u MiB", who, when, AB_OUT_MAX >> 20);
     } else {
-        char *json = st.out.buf ? st.out.buf : "";
-        /* the last line is the object (a ddpbench prints one per run) */
-        size_t end = st.out.len;
-        while (end > 0 && (json[end - 1] == '\n' || json[end - 1] == ' '))
-            json[--end] = 0;
-        char *startp = strrchr(json, '\n');
-        s->json = cJSON_Parse(startp ? startp + 1 : json);
-        if (!s->json)
-            rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) printed no JSON object in "
-                         "%s%s%s", who, c->exe, when, line[0] ? "; its last error line: " : "",
-                         line);
-        else
-            rc = side_read(s, who, when, err);
+        rc = read_json(c, &st, s, who, when, line, err);
     }
     free(st.out.buf);
     free(st.err.buf);

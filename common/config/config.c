@@ -39,14 +39,12 @@ int config_parse_int_list(const char *s, int *out, int max, int *n, const char *
     return DDP_OK;
 }
 
-int config_validate(const config_t *c, char *err)
+/* The model, the loss and the data it reads. */
+static int check_model_data(const config_t *c, char *err)
 {
     model_spec_t spec;
-    int rc = config_model_spec(c, &spec, err);
-    if (rc != DDP_OK)
-        return rc;
-    if ((rc = optim_cfg_check(&c->optim, err)) != DDP_OK)
-        return rc;
+    TRY(config_model_spec(c, &spec, err));
+    TRY(optim_cfg_check(&c->optim, err));
     if (c->loss == LOSS_CE && model_out_dim(&spec) < 2)
         return err_set(err, DDP_ERR_INPUT,
                        "--loss ce: the last layer must have >= 2 outputs (one per class), got %d",
@@ -73,6 +71,12 @@ int config_validate(const config_t *c, char *err)
     for (int i = 0; i < c->nrank_samples; i++)
         if (c->rank_samples[i] < 0)
             return err_set(err, DDP_ERR_INPUT, "--rank-samples: a count is negative");
+    return DDP_OK;
+}
+
+/* What the devices, the outputs and --mode comm can take. */
+static int check_outputs(const config_t *c, char *err)
+{
     if (c->checkpoint_every && !c->checkpoint_path[0])
         return err_set(err, DDP_ERR_INPUT, "--checkpoint-every: needs --checkpoint FILE");
     if (c->json && c->csv)
@@ -88,20 +92,25 @@ int config_validate(const config_t *c, char *err)
     if (c->min_bytes > c->max_bytes)
         return err_set(err, DDP_ERR_INPUT, "--min-bytes: %ld is more than --max-bytes %ld",
                        c->min_bytes, c->max_bytes);
-    if (c->mode == MODE_COMM) {
-        const char *no = c->csv                ? "--csv (use --json)"
-                         : c->repeat > 1       ? "--repeat"
-                         : c->predict          ? "--predict"
-                         : c->trace_path[0]    ? "--trace"
-                         : c->report_path[0]   ? "--report"
-                         : c->explain          ? "--explain"
-                         : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
-                                 c->resume_path[0]
-                             ? "a checkpoint option"
-                             : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
-    }
+    const char *no = c->csv                ? "--csv (use --json)"
+                     : c->repeat > 1       ? "--repeat"
+                     : c->predict          ? "--predict"
+                     : c->trace_path[0]    ? "--trace"
+                     : c->report_path[0]   ? "--report"
+                     : c->explain          ? "--explain"
+                     : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
+                             c->resume_path[0]
+                         ? "a checkpoint option"
+                         : NULL;
+    if (no && c->mode == MODE_COMM)
+        return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
+    return DDP_OK;
+}
+
+/* What only ddp has (ZeRO, a communication hook, a straggler), what only
+ * compare lists, and what --repeat cannot take. */
+static int check_modes(const config_t *c, char *err)
+{
     if (c->zero && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--zero: only ddp shards (--mode ddp, or compare's "
                        "ddp runs)");
@@ -124,34 +133,35 @@ int config_validate(const config_t *c, char *err)
     if (c->zero && c->bucket_auto)
         return err_set(err, DDP_ERR_INPUT, "--zero: not with --bucket-mb auto (each rank's "
                        "shard follows the buckets, which the warm-up would change)");
-    if (c->comm_hook != HOOK_NONE) {
-        const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
-                         : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
-                         : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
-                                               "follow the buckets)"
-                         : c->comm_hook == HOOK_POWERSGD && (c->checkpoint_path[0] ||
-                                                             c->resume_path[0])
-                             ? "powersgd not with --checkpoint or --resume (its error feedback "
-                               "and warm start are not saved)"
-                             : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook),
-                           no);
-    }
+    const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
+                     : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
+                     : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
+                                           "follow the buckets)"
+                     : c->comm_hook == HOOK_POWERSGD && (c->checkpoint_path[0] || c->resume_path[0])
+                         ? "powersgd not with --checkpoint or --resume (its error feedback "
+                           "and warm start are not saved)"
+                         : NULL;
+    if (no && c->comm_hook != HOOK_NONE)
+        return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook), no);
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");
-    if (c->repeat > 1) {
-        const char *no = c->trace_path[0]        ? "--trace"
-                         : c->checkpoint_path[0] ? "--checkpoint"
-                         : c->resume_path[0]     ? "--resume"
-                         : c->explain            ? "--explain"
-                                                 : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT,
-                           "--repeat: not with %s (it describes one run; drop --repeat)", no);
-    }
+    no = c->trace_path[0]        ? "--trace"
+         : c->checkpoint_path[0] ? "--checkpoint"
+         : c->resume_path[0]     ? "--resume"
+         : c->explain            ? "--explain"
+                                 : NULL;
+    if (no && c->repeat > 1)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--repeat: not with %s (it describes one run; drop --repeat)", no);
     return DDP_OK;
+}
+
+int config_validate(const config_t *c, char *err)
+{
+    TRY(check_model_data(c, err));
+    TRY(check_outputs(c, err));
+    return check_modes(c, err);
 }
 
 int config_stream_ranks(const config_t *c)
