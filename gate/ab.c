@@ -1,4 +1,4 @@
-/* gate/ab.c: the A/B gate's rounds (ab.h): a warm-up of each side, then
+/* gate/ab.c: the A/B gate's rounds (gate.h): a warm-up of each side, then
  * rounds in ABBA order, a look after every pair, a lopsided round retaken
  * (a bounded number of times), and the end: decided, the budget, or the
  * most rounds.  Each child has a deadline: --timeout when given, else a

@@ -10,7 +10,7 @@
  * however few and spread the runs (2 runs 40% apart gave a throughput
  * interval below zero on the plain scale); for a figure that is 0 in some
  * run (a phase a mode does not have) on the plain scale, cut at 0.  The
- * regression gate (report_baseline.c) judges these intervals, not single
+ * regression gate (gate/baseline.c) judges these intervals, not single
  * numbers. */
 #ifndef DDPBENCH_REPEAT_H
 #define DDPBENCH_REPEAT_H

@@ -385,7 +385,7 @@ static const opt_t opts[] = {
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
      "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
-     /* the baseline's check is report_baseline.c's own (a baseline from
+     /* the baseline's check is gate/baseline.c's own (a baseline from
       * before this key ran fp32), hence NO here */
      /* a checkpoint fact: the state is fp32 either way, but a resumed run
       * ends with the bits of the run that never stopped only in the
@@ -402,7 +402,7 @@ static const opt_t opts[] = {
      "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
-      * collective of every rank (common/train/graph_probe.c) */
+      * collective of every rank (common/comm/comm_graph_probe.c) */
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
