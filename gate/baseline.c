@@ -929,26 +929,6 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     return judge_memory_comm(&j) ? DDP_ERR_REGRESSED : verdict;
 }
 
-int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
-                     double tolerance_pct, char *line, size_t len)
-{
-    double base = cJSON_GetObjectItemCaseSensitive(match, "throughput_samples_per_s")->valuedouble;
-    double pct = 100.0 * (samples_per_s - base) / base;
-    char pre[64] = "";
-    if (label && label[0])
-        snprintf(pre, sizeof pre, "%s: ", label);
-    if (-pct > tolerance_pct) {
-        snprintf(line, len, "verdict: regressed: %s%.1f samples/s is %.1f%% below the baseline "
-                            "%.1f (tolerance %g%%)",
-                 pre, samples_per_s, -pct, base, tolerance_pct);
-        return DDP_ERR_REGRESSED;
-    }
-    snprintf(line, len, "verdict: no change: %s%.1f samples/s is %.1f%% %s the baseline %.1f "
-                        "(tolerance %g%%)",
-             pre, samples_per_s, fabs(pct), pct < 0 ? "below" : "above", base, tolerance_pct);
-    return DDP_OK;
-}
-
 bool baseline_too_noisy(const repeat_t *r, const char *label, double tol, char *buf, size_t len)
 {
     buf[0] = 0;

@@ -46,11 +46,6 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, 
  * buf ("" when nothing differs); returns how many differences. */
 int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
                          const cJSON *run_env, char *buf, size_t len);
-/* Compare throughput alone: DDP_OK with a "verdict: no change" line, or
- * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
-int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
-                     double tolerance_pct, char *line, size_t len);
-
 /* --repeat --json, a baseline in the making: whether r's runs (2 or more)
  * spread wider than tol percent (the gate's throughput interval, width over
  * its mean), with one "warning: ..." line in buf saying how wide. */

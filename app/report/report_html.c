@@ -311,39 +311,6 @@ static void numbers_section(FILE *f, const report_page_t *p)
     fputs("</section>\n", f);
 }
 
-static void ab_section(FILE *f, const page_ab_t *ab)
-{
-    fputs("<section id=\"ab\"><h2>A/B</h2>\n<p class=\"lead\">", f);
-    page_esc(f, ab->title);
-    fputs("</p>\n", f);
-    if (ab->summary) {
-        fputs("<p class=\"verdict\">", f);
-        page_esc(f, ab->summary);
-        fputs("</p>\n", f);
-    }
-    fputs("<table class=\"num\"><thead><tr><th></th><th>A</th><th>B</th><th>B / A (95%)</th>"
-          "<th>verdict</th></tr></thead><tbody>\n",
-          f);
-    for (int i = 0; i < ab->nrow; i++) {
-        const page_ab_row_t *r = &ab->row[i];
-        fputs("<tr class=\"abrow\"><th>", f);
-        page_esc(f, r->label);
-        fputs("</th><td>", f);
-        page_esc(f, r->a);
-        fputs("</td><td>", f);
-        page_esc(f, r->b);
-        fputs("</td><td>", f);
-        if (isfinite(r->ratio))
-            fprintf(f, "%.3f", r->ratio);
-        if (isfinite(r->lo) && isfinite(r->hi))
-            fprintf(f, " (%.3f to %.3f)", r->lo, r->hi);
-        fputs("</td><td>", f);
-        page_esc(f, r->verdict);
-        fputs("</td></tr>\n", f);
-    }
-    fputs("</tbody></table></section>\n", f);
-}
-
 static void header(FILE *f, const report_page_t *p)
 {
     const config_t *c = p->ctx ? p->ctx->cfg : NULL;
@@ -456,8 +423,6 @@ static void write_page(FILE *f, const report_page_t *p)
     memory_section(f, p);
     hook_section(f, p);
     predict_section(f, p);
-    if (p->ab)
-        ab_section(f, p->ab);
     numbers_section(f, p);
     fputs("<footer>Written by ddpbench --report: one file, no network; the figures are SVG and "
           "read the same without the script, which only highlights what the pointer is "

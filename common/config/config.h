@@ -158,8 +158,6 @@ void config_presets_usage(FILE *f);
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
-/* The usage text (every option with its default). */
-void config_usage(FILE *f);
 
 /* Resolve --backend auto and --gpus auto for this machine, check the device
  * list (repeats, single mode), and resolve what depends on the device count:

@@ -665,14 +665,6 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     return config_line_parse(&l, argc, argv, out, err);
 }
 
-void config_usage(FILE *f)
-{
-    static config_t c; /* 14 KB: not on the stack (docs/faults.md) */
-    config_line_t l;
-    config_line_init(&l, &c);
-    config_line_usage(&l, f);
-}
-
 // ---------------------------------------------------------------------------
 // the rows for what derives from them (fields.h)
 
