@@ -30,7 +30,9 @@
 # 4. common/ is the shared core: each of its modules (a header, or an object
 #    built here) is reached, through includes and calls, by every mode
 #    ($MODES: single from train/single.c, dp/ and ddp/); a function named in
-#    a string counts as called (dlsym);
+#    a string counts as called (dlsym), and a seam reaches its implementers
+#    (the modules that include its _impl.h: the backend that runs is chosen
+#    at run time);
 # 5. each strategy's step is one block fenced by "// ---- TRAINING STEP
 #    BEGIN" and "// ---- TRAINING STEP END" (in $FENCED, one file each), at
 #    most 40 lines of code (blank and comment lines aside), with nothing of
@@ -160,6 +162,9 @@ BEGIN { load(); n = split(seams, w, " "); for (i = 1; i <= n; i++) seam[w[i]] = 
         }
         his = floor_of(path)
         print stem(f), stem(h) > (T "/incs")
+        # an implementer of a seam (it includes the seam'"'"'s _impl.h) is reached
+        # wherever the seam is: which backend runs is chosen at run time
+        if (h ~ /_impl\.h$/) { seamh = h; sub(/_impl\.h$/, ".h", seamh); print stem(seamh), stem(f) > (T "/incs") }
         if (!may(me, his)) print f ": includes " h ", but " me "/ may not include " his "/"
         else if (program(me) && (his in strat) && !(me == "app" && (h in seam)))
             print f ": includes " h ", but app/ talks to the strategies through their seams alone (common/train/strategy.h, " seams ")"
@@ -201,8 +206,9 @@ fi
 # or an object built here) is reached by each mode, through includes and
 # calls, from its roots (single: train/single.c; dp: dp/; ddp: ddp/).  A
 # function named in a string counts as called: the CUDA library's entry
-# points are looked up by name (dlsym, device/cuda_lib.c).  What only the
-# program (or one mode) reaches belongs beside it.
+# points are looked up by name (dlsym, device/cuda_lib.c); a seam reaches the
+# backends behind it (check 2 adds those edges).  What only the program (or
+# one mode) reaches belongs beside it.
 MODES=${LAYERS_MODES-"single=common/train/single dp=dp ddp=ddp"}
 if [ -d "$B/common" ]; then
     for o in "$@"; do

@@ -12,7 +12,9 @@
 # including a strategy (but the launcher's seam), the program's floor
 # including the launcher, a step without its fences, too long, or with the
 # meter inside, a module of common/ only the program uses, one only one mode
-# uses, and one no longer named in the string that looked it up (dlsym).
+# uses (a backend behind a seam every mode uses passes; one that implements
+# no seam fails), and one no longer named in the string that looked it up
+# (dlsym).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LAYERS_FENCED=dp/dp.c
@@ -34,12 +36,14 @@ make_tree() {
     # lo_dl is reached through the string that names it alone, as dlsym would
     printf '#include "common/lo/lo.h"\n#include "common/lo/lo_impl.h"\nconst char *lo_dl_name = "lo_dl";\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
     printf 'int lo_dl(void) { return 3; }\n' >common/lo/dl.c
+    # a backend behind lo's seam that dp alone creates: reached where lo is
+    printf '#include "common/lo/lo_impl.h"\nint lo_alt(void) { return 4; }\n' >common/lo/alt.c
     printf 'int lo_g(void);\n' >common/lo/lo_impl.h
     printf 'int hi_f(void);\n' >common/hi/hi.h
     printf '#include "common/hi/hi.h"\n#include "common/lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
     printf 'int dp_f(void);\nint ddp_f(void);\n' >common/hi/strategy.h
     printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\nint single_f(void) { return hi_f(); }\n' >common/hi/single.c
-    printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\n// ---- TRAINING STEP BEGIN\nint dp_f(void) { return hi_f(); }\n// ---- TRAINING STEP END\n' >dp/dp.c
+    printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\n// ---- TRAINING STEP BEGIN\nint lo_alt(void);\nint dp_f(void) { return hi_f() + lo_alt(); }\n// ---- TRAINING STEP END\n' >dp/dp.c
     printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\nint ddp_f(void) { return hi_f(); }\n' >ddp/ddp.c
     printf '# report\n\nOn lo.\n\nMay include: lo/\n' >app/report/README.md
     printf 'int rep_f(void);\n' >app/report/rep.h
@@ -162,6 +166,9 @@ expect_fail "a module of common/ one mode uses" "common/hi/only: not reached by 
 
 printf '#include "common/lo/lo.h"\n#include "common/lo/lo_impl.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
 expect_fail "a module no string names any more" "common/lo/dl: not reached by single, dp, ddp"
+
+printf 'int lo_alt(void) { return 4; }\n' >common/lo/alt.c
+expect_fail "one mode's module that implements no seam" "common/lo/alt: not reached by single, ddp (only dp)"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]
