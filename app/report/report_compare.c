@@ -60,25 +60,18 @@ static int alike_last(const run_result_t *r)
     return strategy_words(r->mode)->ranks ? r->ndev - 1 : 0;
 }
 
-/* What a column's devices did per step, mean over them: compute (forward,
- * loss, backward, optimizer) and the communication the step waited for
- * (DP's scatter, replicate and reduce, DDP's exposed all-reduce, ZeRO-3's
- * gathers), for compare's precision rows. */
-static double col_compute(const report_stats_t *st, int first, int last)
-{
-    static const phase_t ph[] = {PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIM};
-    double t = 0.0;
-    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
-        t += report_phase_mean(st, first, last, ph[k]);
-    return t;
-}
+/* What r's one-column devices did per step, mean over them, in four phases:
+ * compute (forward, loss, backward, optimizer) or the communication the
+ * step waited for (DP's scatter, replicate and reduce, DDP's exposed
+ * all-reduce, ZeRO-3's gathers), for compare's precision rows. */
+static const phase_t compute_ph[] = {PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIM},
+                     waited_ph[] = {PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED, PH_GATHER};
 
-static double col_comm_waited(const report_stats_t *st, int first, int last)
+static double col_sum(const report_stats_t *st, const run_result_t *r, const phase_t *ph)
 {
-    static const phase_t ph[] = {PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED, PH_GATHER};
     double t = 0.0;
-    for (size_t k = 0; k < sizeof ph / sizeof *ph; k++)
-        t += report_phase_mean(st, first, last, ph[k]);
+    for (int k = 0; k < 4; k++)
+        t += report_phase_mean(st, 0, alike_last(r), ph[k]);
     return t;
 }
 
@@ -239,14 +232,14 @@ static void cmp_rows(const cmp_t *x)
         return;
     double k = x->k;
     ROW(k == 1e3 ? "compute per step (ms)" : "compute per step (us)",
-        fprintf(f, "%*.3f", COL_W, col_compute(st, 0, alike_last(r)) * k));
+        fprintf(f, "%*.3f", COL_W, col_sum(st, r, compute_ph) * k));
     ROW(k == 1e3 ? "comm waited per step (ms)" : "comm waited per step (us)",
-        fprintf(f, "%*.3f", COL_W, col_comm_waited(st, 0, alike_last(r)) * k));
+        fprintf(f, "%*.3f", COL_W, col_sum(st, r, waited_ph) * k));
     ROW("comm waited, % of step",
         strategy_words(r->mode)->reference || !(st->step_mean > 0.0)
             ? fprintf(f, "%*s", COL_W, "-")
             : fprintf(f, "%*.1f%%", COL_W - 1,
-                      100.0 * col_comm_waited(st, 0, alike_last(r)) / st->step_mean));
+                      100.0 * col_sum(st, r, waited_ph) / st->step_mean));
 }
 #undef ROW
 
