@@ -26,12 +26,14 @@
 
 static const char *const side_names[2] = {"base", "candidate"};
 
-const char *ab_side_name(int which)
+/* "base" or "candidate" */
+static const char *ab_side_name(int which)
 {
     return side_names[which == AB_CAND];
 }
 
-const char *ab_round_name(int round, char *buf, size_t n)
+/* "round 3" (round 2 from 0) or "the warm-up run" (-1), into buf */
+static const char *ab_round_name(int round, char *buf, size_t n)
 {
     if (round < 0)
         snprintf(buf, n, "the warm-up run");

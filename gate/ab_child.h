@@ -22,11 +22,6 @@ typedef struct {
     const char *deadline_why; /* what set the deadline, for the message */
 } ab_child_t;
 
-/* "base" or "candidate" */
-const char *ab_side_name(int which);
-
-/* "round 3" (round 2 from 0) or "the warm-up run" (-1), into buf */
-const char *ab_round_name(int round, char *buf, size_t n);
 
 /* Run it to its end and fill s (s->json owned by the caller: cJSON_Delete).
  * DDP_OK; DDP_ERR_RUNTIME naming the side and the round when it failed,

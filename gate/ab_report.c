@@ -41,7 +41,8 @@ static void pct_range(char *buf, size_t n, double lo_ratio, double hi_ratio)
     snprintf(buf, n, "%s..%s", a, b);
 }
 
-const char *ab_stop_name(ab_stop_t s)
+/* "decided", "budget" or "cap" */
+static const char *ab_stop_name(ab_stop_t s)
 {
     return s == AB_STOP_DECIDED ? "decided" : s == AB_STOP_BUDGET ? "budget" : "cap";
 }

@@ -10,8 +10,6 @@
 #include "gate/ab_judge.h"
 #include "common/config/config.h"
 
-/* "decided", "budget" or "cap" */
-const char *ab_stop_name(ab_stop_t s);
 
 void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_round_t *r, int nr,
                    const ab_judgement_t *j);

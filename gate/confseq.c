@@ -46,7 +46,8 @@ static double shape_at(const confseq_t *cs, int n)
     }
 }
 
-double confseq_half(const confseq_t *cs, int n)
+/* The band's half-width u_n. */
+static double confseq_half(const confseq_t *cs, int n)
 {
     return cs->c * shape_at(cs, n);
 }

@@ -54,8 +54,6 @@ int confseq_calibrate(confseq_t *cs, confseq_shape_t shape, int cap, int every, 
 int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha,
                   double c);
 
-/* The band's half-width u_n. */
-double confseq_half(const confseq_t *cs, int n);
 
 /* The interval's order statistics at n (1-based ranks into the sorted
  * d_1..d_n): lo = ceil(n/2 - u_n), hi = floor(n/2 + u_n) + 1; lo < 1 means

@@ -58,7 +58,8 @@ static void fmt_num(double v, char *out, size_t size)
     }
 }
 
-const char *npy_dtype_name(npy_dtype_t t)
+/* "<f4", "<f8", "<i4" or "<i8". */
+static const char *npy_dtype_name(npy_dtype_t t)
 {
     switch (t) {
     case NPY_F4: return "<f4";

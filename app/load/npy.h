@@ -41,7 +41,5 @@ int npy_parse_header(const uint8_t *buf, size_t len, size_t file_size, npy_info_
 /* "(3, 4)", "(3,)" or "()", like Python prints a shape; truncated to size. */
 void npy_shape_str(const npy_info_t *info, char *out, size_t size);
 
-/* "<f4", "<f8", "<i4" or "<i8". */
-const char *npy_dtype_name(npy_dtype_t t);
 
 #endif
