@@ -38,7 +38,9 @@
 #    most 40 lines of code (blank and comment lines aside), with nothing of
 #    the bookkeeping around it inside: the meter, faults, graphs, the
 #    straggler, --trace or --explain (step_meter_, fault_, graph_, straggle,
-#    trace_, story).
+#    trace_, story);
+# 6. every file a source names ("common/train/graph.c", "measure/disturb.h",
+#    "rank_setup.c") is a file of the tree.
 # Exit 0 when all hold; otherwise one line per violation and exit 1.
 set -u
 B=${1:-build/release}
@@ -282,6 +284,38 @@ END {
 }' "$f" >"$T/said"
     while IFS= read -r l; do say "$l"; done <"$T/said"
 done
+
+# ---- 6. the files the sources name ---------------------------------------------
+# A file a source names ("common/train/graph.c", "measure/disturb.h",
+# "rank_setup.c") is a file of the tree or one the build made (a name after a
+# move, not before it): a whole path from the top, the end of one, or, for a
+# bare name with an underscore (not a field: "cs.c"), a file's own name; the
+# system's and other trees' headers (sys/stat.h, mpi.h) aside.
+# (what the build made counts: app/twin_body.h, report_page_assets.c)
+find common dp ddp app gate bench tests scripts docs "$B" -type f 2>/dev/null | sort >"$T/tree"
+find common dp ddp app gate -type f 2>/dev/null | grep -E '\.(c|h|cu|cuh)$' | sort |
+    while IFS= read -r f; do
+        grep -v '^[ \t]*#[ \t]*include[ \t]*<' "$f" |
+            grep -oE '(^|[^A-Za-z0-9_./$-])[a-z_0-9]+(/[A-Za-z_0-9.-]+)*\.(c|h|cu|cuh|py|sh|md)\b' |
+            sed -E 's/^[^a-z_0-9]//' | sort -u | sed "s#^#$f #"
+    done | awk -v T="$T" -v B="$B" '
+BEGIN {
+    while ((getline p < (T "/tree")) > 0) {
+        have[p] = 1
+        n = split(p, w, "/")
+        base[w[n]] = 1
+        for (i = 1; i < n; i++) dir[w[i]] = 1 # a folder of the tree: its paths are checked
+        for (i = 2; i <= n; i++) { s = w[i]; for (k = i + 1; k <= n; k++) s = s "/" w[k]; have[s] = 1 }
+    }
+}
+$2 !~ /\// { if ($2 ~ /_/ && !($2 in base)) print $1 ": names " $2 ", which is no file of the tree"; next }
+{
+    top = $2; sub(/\/.*/, "", top)
+    # another tree'"'"'s (sys/stat.h, OpenBLAS'"'"'s driver/), or made by the build
+    if (!(top in dir) || ($2 in have) || (getline x < (B "/" $2)) >= 0) next
+    print $1 ": names " $2 ", which is no file of the tree"
+}' >"$T/said"
+while IFS= read -r l; do say "$l"; done <"$T/said"
 
 if [ "$bad" -gt 0 ]; then
     echo "layers: $bad violation(s)"

@@ -13,8 +13,8 @@
 # including the launcher, a step without its fences, too long, or with the
 # meter inside, a module of common/ only the program uses, one only one mode
 # uses (a backend behind a seam every mode uses passes; one that implements
-# no seam fails), and one no longer named in the string that looked it up
-# (dlsym).
+# no seam fails), one no longer named in the string that looked it up
+# (dlsym), and a comment naming a file that is gone.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LAYERS_FENCED=dp/dp.c
@@ -169,6 +169,12 @@ expect_fail "a module no string names any more" "common/lo/dl: not reached by si
 
 printf 'int lo_alt(void) { return 4; }\n' >common/lo/alt.c
 expect_fail "one mode's module that implements no seam" "common/lo/alt: not reached by single, ddp (only dp)"
+
+printf '/* moved to common/lo/gone.c */\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a source naming a path that is gone" "names common/lo/gone.c, which is no file of the tree"
+
+printf '/* as in old_name.c */\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a source naming a file that is gone" "names old_name.c, which is no file of the tree"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]
