@@ -33,14 +33,10 @@
  * when it grew by more than PCT percent of the baseline's step. */
 #include "gate/baseline.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "app/report/report.h"
 #include "common/base/infile.h"
@@ -109,52 +105,6 @@ static const cJSON *at(const cJSON *o, const char *path)
 
 // ---------------------------------------------------------------------------
 // reading the file
-
-static int read_bounded(const char *path, char **out, size_t *len, char *err)
-{
-    int fd;
-    uint64_t fsize;
-    int rc = infile_open(path, &fd, &fsize, err); /* never blocks on a FIFO */
-    if (rc != DDP_OK)
-        return err_prefix(err, rc, "--baseline %s", path);
-    if (fsize > (uint64_t)BASELINE_MAX_BYTES) {
-        close(fd);
-        return err_set(err, DDP_ERR_INPUT,
-                       "--baseline %s: %llu bytes, more than a --json result can be (%ld)", path,
-                       (unsigned long long)fsize, BASELINE_MAX_BYTES);
-    }
-    /* read at most the bound plus one byte: a file that grew since fstat is caught */
-    char *buf = malloc((size_t)BASELINE_MAX_BYTES + 2);
-    if (!buf) {
-        close(fd);
-        return err_set(err, DDP_ERR_RUNTIME, "--baseline %s: out of memory", path);
-    }
-    size_t n = 0;
-    while (n <= (size_t)BASELINE_MAX_BYTES) {
-        ssize_t k = read(fd, buf + n, (size_t)BASELINE_MAX_BYTES + 1 - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return err_set(err, DDP_ERR_INPUT, "--baseline %s: read failed: %s", path, strerror(e));
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-    }
-    close(fd);
-    if (n > (size_t)BASELINE_MAX_BYTES) {
-        free(buf);
-        return err_set(err, DDP_ERR_INPUT, "--baseline %s: larger than %ld bytes", path,
-                       BASELINE_MAX_BYTES);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return DDP_OK;
-}
 
 /* The figures the verdict reads, checked before any training (a bad one
  * found after it would cost the run): each, where present, of its type and
@@ -345,9 +295,9 @@ int baseline_load(baseline_t *b, const char *path, char *err)
     snprintf(b->path, sizeof b->path, "%s", path);
     char *buf = NULL;
     size_t len = 0;
-    int rc = read_bounded(path, &buf, &len, err);
+    int rc = infile_read(path, BASELINE_MAX_BYTES, &buf, &len, err);
     if (rc != DDP_OK)
-        return rc;
+        return err_prefix(err, rc, "--baseline %s", path);
     const char *p = buf, *end = buf + len;
     for (;;) {
         while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))

@@ -38,40 +38,6 @@
 // ----------------------------------------------------------------------------
 // reading the file
 
-/* The whole file into *text (NUL terminated), at most DATA_MAX_BYTES. */
-static int csv_read_file(const char *path, char **text, size_t *len, char *err)
-{
-    *text = NULL;
-    *len = 0;
-    FILE *f;
-    uint64_t fsize;
-    int rc = infile_fopen(path, &f, &fsize, err); /* never blocks on a FIFO */
-    if (rc != DDP_OK)
-        return err_prefix(err, rc, "%s", path);
-    if (fsize > DATA_MAX_BYTES) {
-        rc = err_set(err, DDP_ERR_INPUT, "%s: %llu bytes, over the limit of %zu for a CSV file",
-                     path, (unsigned long long)fsize, DATA_MAX_BYTES);
-    } else {
-        size_t size = (size_t)fsize;
-        char *buf = malloc(size + 1);
-        if (!buf) {
-            rc = err_set(err, DDP_ERR_INPUT, "%s: out of memory for %zu bytes", path, size);
-        } else if (fread(buf, 1, size, f) != size) {
-            rc = ferror(f) ? err_set(err, DDP_ERR_INPUT, "%s: read error: %s", path,
-                                     strerror(errno))
-                           : err_set(err, DDP_ERR_INPUT,
-                                     "%s: the file shrank while reading it", path);
-            free(buf);
-        } else {
-            buf[size] = '\0';
-            *text = buf;
-            *len = size;
-        }
-    }
-    fclose(f);
-    return rc;
-}
-
 // ----------------------------------------------------------------------------
 // lines and fields
 
@@ -384,13 +350,15 @@ int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_lab
 
     char *text;
     size_t len;
-    TRY(csv_read_file(path, &text, &len, err));
+    int rc = infile_read(path, DATA_MAX_BYTES, &text, &len, err);
+    if (rc != DDP_OK)
+        return err_prefix(err, rc, "%s", path);
     const char *body = text;
     if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0) { /* UTF-8 byte order mark */
         body += 3;
         len -= 3;
     }
-    int rc = csv_load_text(d, path, body, len, target_cols, want_labels, err);
+    rc = csv_load_text(d, path, body, len, target_cols, want_labels, err);
     free(text);
     if (rc != DDP_OK) {
         free(d->x);
