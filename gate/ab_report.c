@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gate/ab_report.h"
+#include "app/report/report.h"
 #include "common/base/status.h"
 #include "common/train/strategy.h"
 
@@ -219,25 +220,17 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
 // ---------------------------------------------------------------------------
 // --json
 
-static void add_num(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 static cJSON *est_json(const paired_est_t *e, const char *method)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "method", method);
     cJSON_AddNumberToObject(o, "rounds", e->n);
-    add_num(o, "ratio", exp(e->estimate));
-    add_num(o, "lo", isfinite(e->lo) ? exp(e->lo) : NAN); /* null: open (or none) */
-    add_num(o, "hi", isfinite(e->hi) ? exp(e->hi) : NAN);
-    add_num(o, "confidence", e->conf > 0 ? e->conf : NAN);
+    report_json_num(o, "ratio", exp(e->estimate));
+    report_json_num(o, "lo", isfinite(e->lo) ? exp(e->lo) : NAN); /* null: open (or none) */
+    report_json_num(o, "hi", isfinite(e->hi) ? exp(e->hi) : NAN);
+    report_json_num(o, "confidence", e->conf > 0 ? e->conf : NAN);
     cJSON_AddBoolToObject(o, "at_every_look", e->uniform);
-    add_num(o, "spread_log", e->spread);
+    report_json_num(o, "spread_log", e->spread);
     return o;
 }
 
@@ -256,16 +249,16 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
     cJSON_AddNumberToObject(ab, "rounds", lk->est.n);
     cJSON_AddNumberToObject(ab, "rounds_cap", g->cs.cap);
     cJSON_AddNumberToObject(ab, "retaken", g->retaken);
-    add_num(ab, "seconds", g->seconds);
-    add_num(ab, "budget_s", g->budget_s);
+    report_json_num(ab, "seconds", g->seconds);
+    report_json_num(ab, "budget_s", g->budget_s);
     cJSON_AddStringToObject(ab, "stopped", ab_stop_name(g->stop));
     cJSON_AddNumberToObject(ab, "tolerance_pct", g->tolerance_pct);
     cJSON *cs = cJSON_AddObjectToObject(ab, "confidence_sequence");
     cJSON_AddStringToObject(cs, "band", "|S_n - n/2| <= c sqrt(n)");
-    add_num(cs, "c", g->cs.c);
-    add_num(cs, "alpha", g->cs.alpha);
+    report_json_num(cs, "c", g->cs.c);
+    report_json_num(cs, "alpha", g->cs.alpha);
     cJSON_AddNumberToObject(cs, "every", g->cs.every);
-    add_num(cs, "exit_probability", g->cs.exit);
+    report_json_num(cs, "exit_probability", g->cs.exit);
     cJSON_AddItemToObject(ab, "estimate", est_json(&lk->est, "median of paired log-ratios, "
                                                              "confidence sequence"));
     cJSON_AddItemToObject(ab, "hodges_lehmann", est_json(&j->est_hl, "Hodges-Lehmann, "
@@ -279,9 +272,9 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
     cJSON *wr = cJSON_AddArrayToObject(ab, "work_ratio_by_device");
     for (int dv = 0; j->by_work && dv < j->ndev; dv++) {
         cJSON *w = cJSON_CreateObject();
-        add_num(w, "ratio", j->work_ratio[dv]);
-        add_num(w, "lo", j->work_lo[dv]);
-        add_num(w, "hi", j->work_hi[dv]);
+        report_json_num(w, "ratio", j->work_ratio[dv]);
+        report_json_num(w, "lo", j->work_lo[dv]);
+        report_json_num(w, "hi", j->work_hi[dv]);
         cJSON_AddItemToArray(wr, w);
     }
     cJSON_AddStringToObject(ab, "verdict", paired_verdict_name(lk->verdict));
@@ -302,13 +295,14 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
             cJSON *a = cJSON_CreateObject();
             cJSON_AddNumberToObject(a, "device", dv);
             cJSON_AddStringToObject(a, "phases", ab_group_names[k]);
-            add_num(a, "base_s", j->base[dv][k]);
-            add_num(a, "delta_s", j->delta[dv][k]);
-            add_num(a, "delta_lo_s", j->delta_lo[dv][k]);
-            add_num(a, "delta_hi_s", j->delta_hi[dv][k]);
+            report_json_num(a, "base_s", j->base[dv][k]);
+            report_json_num(a, "delta_s", j->delta[dv][k]);
+            report_json_num(a, "delta_lo_s", j->delta_lo[dv][k]);
+            report_json_num(a, "delta_hi_s", j->delta_hi[dv][k]);
             cJSON_AddBoolToObject(a, "beyond_noise",
                                   ab_beyond_noise(j->delta_lo[dv][k], j->delta_hi[dv][k]));
-            add_num(a, "delta_of_step", j->base_step > 0 ? j->delta[dv][k] / j->base_step : NAN);
+            report_json_num(a, "delta_of_step",
+                            j->base_step > 0 ? j->delta[dv][k] / j->base_step : NAN);
             cJSON_AddItemToArray(att, a);
         }
     cJSON *rounds = cJSON_AddArrayToObject(o, "rounds");
@@ -317,22 +311,17 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
         cJSON_AddNumberToObject(x, "round", r[i].round + 1); /* 0: the warm-up */
         cJSON_AddStringToObject(x, "order", r[i].base_first ? "base,candidate" : "candidate,base");
         cJSON_AddBoolToObject(x, "used", r[i].used);
-        add_num(x, "ratio", r[i].ratio);
-        add_num(x, "ratio_wall", r[i].ratio_wall);
+        report_json_num(x, "ratio", r[i].ratio);
+        report_json_num(x, "ratio_wall", r[i].ratio_wall);
         cJSON_AddItemToObject(x, "base", cJSON_Duplicate(r[i].side[AB_BASE].json, 1));
         cJSON_AddItemToObject(x, "candidate", cJSON_Duplicate(r[i].side[AB_CAND].json, 1));
-        add_num(x, "base_wall_s", r[i].side[AB_BASE].wall_s);
-        add_num(x, "candidate_wall_s", r[i].side[AB_CAND].wall_s);
+        report_json_num(x, "base_wall_s", r[i].side[AB_BASE].wall_s);
+        report_json_num(x, "candidate_wall_s", r[i].side[AB_CAND].wall_s);
         cJSON_AddItemToArray(rounds, x);
     }
-    char *txt = cJSON_PrintUnformatted(o);
+    int rc = report_json_print(f, o);
     cJSON_Delete(o);
-    if (!txt)
-        return DDP_ERR_RUNTIME;
-    fputs(txt, f);
-    fputc('\n', f);
-    cJSON_free(txt);
-    return ferror(f) ? DDP_ERR_RUNTIME : DDP_OK;
+    return rc;
 }
 
 // ---------------------------------------------------------------------------

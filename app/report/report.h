@@ -219,6 +219,8 @@ cJSON *report_json_machine(const disturb_t *d);
 /* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
 void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
+/* v under key k of o, null when it is not a finite number (JSON has none). */
+void report_json_num(cJSON *o, const char *k, double v);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths (dot separated) every run object carries, NULL-terminated:

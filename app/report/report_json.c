@@ -117,12 +117,17 @@ const char *const *report_json_keys(void)
 // ---------------------------------------------------------------------------
 // config
 
-static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
+void report_json_num(cJSON *o, const char *k, double v)
 {
-    if (known && isfinite(v))
+    if (isfinite(v))
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
+{
+    report_json_num(o, k, known ? v : NAN);
 }
 
 /* launches_per_step (kernels + copies + collectives + graph launches) and
