@@ -360,10 +360,7 @@ int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_lab
     }
     rc = csv_load_text(d, path, body, len, target_cols, want_labels, err);
     free(text);
-    if (rc != DDP_OK) {
-        free(d->x);
-        free(d->y);
-        memset(d, 0, sizeof *d);
-    }
+    if (rc != DDP_OK)
+        data_free(d);
     return rc;
 }

@@ -685,10 +685,7 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
         rc = npy_load_pair(d, &xf, &yf, x_path, y_path, want_labels, err);
     npy_file_close(&xf);
     npy_file_close(&yf);
-    if (rc != DDP_OK) {
-        free(d->x);
-        free(d->y);
-        memset(d, 0, sizeof *d);
-    }
+    if (rc != DDP_OK)
+        data_free(d);
     return rc;
 }
