@@ -27,17 +27,18 @@ typedef struct comm_ops {
      * calls launch, then wait. */
     int (*run)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
     /* CUDA graphs (comm_graph_probe, comm_graph_probe.c); NULL where the
-     * collectives cannot be captured.  graph_capture: one in-place SUM
+     * collectives cannot be captured.  probe_capture: one in-place SUM
      * all-reduce of buf[count] captured into a graph of its own, nothing
      * run; DDP_OK with *graph, or DDP_OK with *graph NULL and why (ERR_LEN)
      * when the library refused (nothing left capturing, the comm usable);
-     * any other status is the comm's failure (sticky).  graph_launch: queue
+     * any other status is the comm's failure (sticky).  probe_launch: queue
      * it ordered like a collective (after the backend's work so far, before
-     * the work queued after a wait for *h), numbered like one; graph_free
-     * forgets it (launched or not). */
-    int (*graph_capture)(comm_t *c, float *buf, size_t count, void **graph, char *why);
-    int (*graph_launch)(comm_t *c, void *graph, comm_handle_t *h);
-    void (*graph_free)(comm_t *c, void *graph);
+     * the work queued after a wait for *h), numbered like one; probe_drop
+     * forgets it (launched or not).  Named apart from train/graph.h's
+     * graph_* (a step's graphs), which stand floors above. */
+    int (*probe_capture)(comm_t *c, float *buf, size_t count, void **graph, char *why);
+    int (*probe_launch)(comm_t *c, void *graph, comm_handle_t *h);
+    void (*probe_drop)(comm_t *c, void *graph);
 } comm_ops_t;
 
 struct comm {
