@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 typedef struct comm_ops {
-    const char *name; /* "shm", "nccl" or "mpi" */
+    const char *name; /* "shm", "nccl", "mpi" or "local" */
     /* Queue op; on success *h is its handle (c->issued after the call). */
     int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
     /* Wait for op h and every op before it; span (may be NULL) receives op h's
@@ -66,8 +66,9 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err);
 /* "all-reduce": how messages name a collective. */
 static inline const char *coll_name(coll_kind_t k)
 {
-    static const char *const names[COLL_COUNT] = {"broadcast",  "all-reduce",     "reduce",
-                                                  "all-gather", "reduce-scatter", "barrier"};
+    static const char *const names[COLL_COUNT] = {
+        "broadcast", "all-reduce", "reduce", "all-gather", "reduce-scatter", "barrier",
+        "scatter",   "gather"};
     return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
 }
 
@@ -82,7 +83,11 @@ static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
         return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
     if (op->kind == COLL_BARRIER)
         return DDP_OK;
-    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
+    if ((op->kind == COLL_SCATTER || op->kind == COLL_GATHER) && c->kind != COMM_LOCAL)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: offered by the in-process group alone",
+                       coll_name(op->kind));
+    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE || op->kind == COLL_SCATTER ||
+         op->kind == COLL_GATHER) &&
         (op->root < 0 || op->root >= c->world))
         return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
                        op->root, c->world);
@@ -94,7 +99,7 @@ static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
     if ((unsigned)op->dtype > DTYPE_BF16)
         return err_set(msg, DDP_ERR_RUNTIME, "%s: unknown element type %d", coll_name(op->kind),
                        (int)op->dtype);
-    if (op->count && !op->recv)
+    if (op->count && !op->recv && op->kind != COLL_SCATTER && op->kind != COLL_GATHER)
         return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
     return DDP_OK;
 }

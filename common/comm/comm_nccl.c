@@ -344,6 +344,8 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
         case COLL_BARRIER: /* NCCL has none: a one-float all-reduce every rank must join */
             r = ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat, ncclSum, n->nccl, n->stream);
             break;
+        case COLL_SCATTER: /* comm_op_check refused them */
+        case COLL_GATHER:
         case COLL_COUNT:
             break;
         }
