@@ -65,11 +65,12 @@ static comm_op_t broadcast_op(const dp_ctx_t *c, int d, int nrep)
 
 /* Chunk ch of device 0's rows src0 [batch, cols] into dst (device 0 reads
  * its own in place). */
-static comm_op_t scatter_op(float *dst, const float *src0, int cols, dp_chunk_t ch)
+static comm_op_t scatter_op(float *dst, const float *src0, int cols, dp_chunk_t ch,
+                            const char *tag)
 {
     return (comm_op_t){.kind = COLL_SCATTER, .send = src0, .recv = dst,
                        .count = (size_t)ch.rows * cols, .offset = (size_t)ch.off * cols,
-                       .root = 0, .tag = "the rows"};
+                       .root = 0, .tag = tag};
 }
 
 /* Run op on device d's rank, or wait for it when device 0 launched it before
@@ -107,7 +108,7 @@ int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err)
     if (d == 0 && mi > 0) /* the first was staged before the step */
         TRY(dp_stage(c, pl, mi));
     dp_chunk_t ch = dp_chunk(pl->rows[mi], c->ndev, d);
-    comm_op_t op = scatter_op(dv->rep.x, c->gx, model_in_dim(&c->spec), ch);
+    comm_op_t op = scatter_op(dv->rep.x, c->gx, model_in_dim(&c->spec), ch, "the rows");
     dv->scatter_what = MOVE_SCATTER;
     return dp_coll(c, d, &op, &dv->early[1], scatter_phase(d, ch), err);
 }
@@ -115,7 +116,8 @@ int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err)
 int dp_scatter_grad(dp_ctx_t *c, int d, dp_chunk_t ch, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
-    comm_op_t op = scatter_op(dv->rep.dout, c->gdout, model_out_dim(&c->spec), ch);
+    comm_op_t op = scatter_op(dv->rep.dout, c->gdout, model_out_dim(&c->spec), ch,
+                              "the output gradient");
     dv->scatter_what = MOVE_GRAD_OUT;
     return dp_coll(c, d, &op, NULL, scatter_phase(d, ch), err);
 }
@@ -166,7 +168,7 @@ int dp_launch_next(dp_ctx_t *c, const dp_plan_t *pl, char *err)
     TRY(dp_stage(c, pl, 0));
     comm_op_t b = broadcast_op(c, 0, pl->nrep);
     comm_op_t s = scatter_op(dv->rep.x, c->gx, model_in_dim(&c->spec),
-                             dp_chunk(pl->rows[0], c->ndev, 0));
+                             dp_chunk(pl->rows[0], c->ndev, 0), "the rows");
     if (comm_launch(dv->comm, &b, &dv->early[0]) != DDP_OK ||
         comm_launch(dv->comm, &s, &dv->early[1]) != DDP_OK)
         return comm_check(dv->comm, DDP_ERR_RUNTIME, dv->name, err);

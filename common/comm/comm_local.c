@@ -35,7 +35,7 @@ typedef struct {
     comm_observer_t obs;
     uint64_t expect[MAX_DEVICES];    /* each rank's posts so far, as every rank counts them */
     backend_event_t *ev[LOCAL_EVENTS]; /* not host memory: recorded before each post */
-    uint64_t ev_epoch;               /* the barrier count when ev was last used from 0 */
+    unsigned long ev_serial;         /* the graph step ev was last used from 0 in */
     int ev_next;
     float *scratch[2];               /* a device reduce's root: two source arenas in turn */
     size_t scratch_n;
@@ -77,11 +77,11 @@ static int post(local_t *L, const float *buf, size_t count, size_t offset, bool 
 {
     local_info_t in = {.buf = buf, .count = count, .offset = offset, .idle = idle, .be = L->c.be};
     if (!host(L)) {
-        /* events from 0 again after each barrier: a graph step's posts
-         * record the same events every time (comm_local.h) */
-        uint64_t b = atomic_load_explicit(&L->g->rank[me(L)].arrived, memory_order_relaxed);
-        if (b != L->ev_epoch)
-            L->ev_epoch = b, L->ev_next = 0;
+        /* events from 0 again in each CUDA graph step: its posts record the
+         * same events every time, as the graph's check wants (comm_local.h) */
+        unsigned long serial = 0;
+        if (backend_graph_state(L->c.be, NULL, &serial) != GRAPH_EAGER && serial != L->ev_serial)
+            L->ev_serial = serial, L->ev_next = 0;
         in.ev = L->ev[L->ev_next++ % LOCAL_EVENTS];
         if (backend_event_record(L->c.be, in.ev) != DDP_OK)
             return fail_be(L, L->c.be, "post");
@@ -407,31 +407,42 @@ static int barrier(local_t *L)
     return DDP_OK;
 }
 
+static int run_broadcast(local_t *L, const comm_op_t *op)
+{
+    if (L->nccl)
+        return over_nccl(L, op);
+    return host(L) && comm_local_sliced(op->count) ? broadcast_sliced(L, op) : from_root(L, op);
+}
+
+static int run_reduce(local_t *L, const comm_op_t *op)
+{
+    if (L->nccl)
+        return over_nccl(L, op);
+    if (!host(L))
+        return reduce_device(L, op);
+    if (comm_local_sliced(op->count))
+        return reduce_sliced(L, op);
+    bool slept;
+    TRY(reduce_meet(L, op, &slept));
+    return me(L) == op->root ? sum_host(L, op, 0, op->count) : DDP_OK;
+}
+
 static int run_one(local_t *L, const comm_op_t *op)
 {
-    bool sliced = host(L) && comm_local_sliced(op->count);
     switch (op->kind) {
     case COLL_BROADCAST:
-        return L->nccl ? over_nccl(L, op) : sliced ? broadcast_sliced(L, op) : from_root(L, op);
+        return run_broadcast(L, op);
     case COLL_SCATTER:
         return from_root(L, op);
     case COLL_GATHER:
         return gather(L, op);
     case COLL_REDUCE:
-        if (L->nccl)
-            return over_nccl(L, op);
-        if (!host(L))
-            return reduce_device(L, op);
-        if (sliced)
-            return reduce_sliced(L, op);
-        bool slept;
-        TRY(reduce_meet(L, op, &slept));
-        return me(L) == op->root ? sum_host(L, op, 0, op->count) : DDP_OK;
+        return run_reduce(L, op);
     case COLL_ALL_REDUCE: { /* the sum onto rank 0, then its broadcast */
         comm_op_t r = *op, b = *op;
         r.kind = COLL_REDUCE, b.kind = COLL_BROADCAST, r.root = b.root = 0, b.idle = false;
-        TRY(run_one(L, &r));
-        return run_one(L, &b);
+        TRY(run_reduce(L, &r));
+        return run_broadcast(L, &b);
     }
     case COLL_BARRIER:
         return barrier(L);
@@ -612,7 +623,7 @@ int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be
     L->c = (comm_t){.ops = &local_ops, .kind = COMM_LOCAL, .world = g->n, .rank = rank, .be = be};
     L->g = g;
     L->nccl = nccl;
-    L->ev_epoch = UINT64_MAX;
+    L->ev_serial = (unsigned long)-1;
     if (!backend_host_visible(be)) {
         atomic_store(&g->host, false);
         for (int i = 0; i < LOCAL_EVENTS; i++)

@@ -22,10 +22,12 @@
  * at most three ahead (the next step's broadcast and scatter, then its own
  * output gradient's scatter) before they wait for their readers. */
 #define LOCAL_RING 8
-/* Device events per rank for its posts, used in turn from each barrier on
- * (so a CUDA graph step's posts record the same events every step): a rank
- * waits for its readers' next posts before it posts two more, so four
- * never recycle one a reader has yet to wait for. */
+/* Device events per rank for its posts, used in turn (from the first in
+ * each CUDA graph step, so a graph's posts record the same events every
+ * step).  DP's ranks read every post but the last two of a peer before
+ * that peer posts again (a root waits at each gather and reduce for the
+ * posts its readers make after reading), so four never recycle one a
+ * reader has yet to wait for. */
 #define LOCAL_EVENTS 4
 
 /* What a post leaves for the ranks that read it. */

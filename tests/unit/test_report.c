@@ -1112,7 +1112,7 @@ Test(report_compare, dp_attributes_shared_copies_and_waits)
                           "step (replicate 4.10 ms, reduce 700 us)"),
               "%s", why);
     cr_assert(strstr(why, "the other devices sit idle 3.00 ms per step, 2.20 ms of it while "
-                          "device 0 works alone and 800 us at barriers where device 0 waits too "
+                          "device 0 works alone and 800 us at hand-offs where device 0 waits too "
                           "(its idle 2.00 ms"),
               "%s", why);
     cr_assert_null(strstr(why, "replicate 4.10 ms, gather"), "%s", why);
