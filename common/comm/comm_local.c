@@ -41,7 +41,8 @@ typedef struct {
     size_t scratch_n;
     backend_event_t *copied[2], *free_ev;
     bool at_launch;                  /* running an op at its launch ... */
-    bool wake_due;                   /* ... whose posts wake the sleepers at the next call */
+    bool wake_due;                   /* ... whose posts wake the sleepers at the next call, */
+    uint64_t wake_at;                /* unless a barrier has since (the rank's arrivals then) */
     comm_op_t pend[LOCAL_PENDING];   /* launched, not yet run, in order */
     int npend;
     comm_handle_t done;              /* ops run so far */
@@ -87,7 +88,10 @@ static int post(local_t *L, const float *buf, size_t count, size_t offset, bool 
             return fail_be(L, L->c.be, "post");
     }
     local_post(L->g, me(L), ++L->expect[me(L)], &in, !L->at_launch);
-    L->wake_due |= L->at_launch;
+    if (L->at_launch) {
+        L->wake_due = true;
+        L->wake_at = atomic_load_explicit(&L->g->rank[me(L)].arrived, memory_order_relaxed);
+    }
     return DDP_OK;
 }
 
@@ -438,11 +442,12 @@ static int run_one(local_t *L, const comm_op_t *op)
         return gather(L, op);
     case COLL_REDUCE:
         return run_reduce(L, op);
-    case COLL_ALL_REDUCE: { /* the sum onto rank 0, then its broadcast */
-        comm_op_t r = *op, b = *op;
+    case COLL_ALL_REDUCE: { /* the sum onto rank 0, its broadcast, and a meeting: */
+        comm_op_t r = *op, b = *op; /* every buffer is the caller's again, as in NCCL */
         r.kind = COLL_REDUCE, b.kind = COLL_BROADCAST, r.root = b.root = 0, b.idle = false;
         TRY(run_reduce(L, &r));
-        return run_broadcast(L, &b);
+        TRY(run_broadcast(L, &b));
+        return barrier(L);
     }
     case COLL_BARRIER:
         return barrier(L);
@@ -477,10 +482,12 @@ static bool posts_only(const local_t *L, const comm_op_t *op)
 }
 
 /* Posts made at launch wake the sleepers at the rank's next call into the
- * group (a barrier after them wakes them too). */
+ * group, or at a barrier after them (comm_local_sync wakes them: DP's early
+ * launches, whose barrier comes next). */
 static void wake_due(local_t *L)
 {
-    if (L->wake_due)
+    if (L->wake_due &&
+        atomic_load_explicit(&L->g->rank[me(L)].arrived, memory_order_relaxed) == L->wake_at)
         local_wake(L->g);
     L->wake_due = false;
 }
