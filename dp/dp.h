@@ -226,10 +226,11 @@ int dp_scatter_grad(dp_ctx_t *c, int d, dp_chunk_t ch, char *err);
 int dp_gather(dp_ctx_t *c, int d, int rows, char *err);
 /* The gradients of the devices that have them summed onto device 0's. */
 int dp_reduce(dp_ctx_t *c, int d, char *err);
-/* Device 0, on host memory, once step g is done: stage the first micro-
- * batch of plan pl (the next step's) and launch that step's broadcast and
- * scatter, so the other devices find them done after the barrier that ends
- * step g (dp_staged_ahead). */
+/* Device 0, on host memory, right after the barrier that ends a step: launch
+ * the next step's broadcast and scatter (plan pl, its first micro-batch
+ * staged before the barrier), so the other devices find them done when
+ * they begin it, instead of waiting for device 0 to report the step that
+ * ended (dp_staged_ahead). */
 int dp_launch_next(dp_ctx_t *c, const dp_plan_t *pl, char *err);
 /* Device d (not 0), right after the barrier that ended a step, when the next
  * was launched ahead with an arena moved whole: ask the cache for what its

@@ -39,13 +39,13 @@ void dp_plan_step(dp_ctx_t *c, long g)
     p->step_rows = schedule_step_rows(&c->sch, g);
 }
 
-/* Is step g's first micro-batch staged, and its broadcast and scatter
- * launched, by device 0 during step g-1, before the barrier that ended it
- * (dp_launch_next)?  Then the other devices find them done when step g
- * begins, instead of waiting for device 0 to report step g-1 and stage:
- * on host memory (a GPU's staging and its events belong to the step that
- * uses them: a CUDA graph holds one step), after the run's first step.
- * Every thread answers alike. */
+/* Is step g's first micro-batch staged by device 0 during step g-1, before
+ * the barrier that ended it, and its broadcast and scatter launched right
+ * after that barrier (dp_launch_next)?  Then the other devices find them
+ * done when step g begins, instead of waiting for device 0 to report step
+ * g-1 and stage: on host memory (a GPU's staging and its events belong to
+ * the step that uses them: a CUDA graph holds one step), after the run's
+ * first step.  Every thread answers alike. */
 static bool dp_staged_ahead(const dp_ctx_t *c, long g)
 {
     return c->host_visible && g > c->start_step;
@@ -176,8 +176,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         TRY(dp_step(c, d, pl, err));
         if (d == 0 && g + 1 < c->total_steps) {
             dp_plan_step(c, g + 1); /* may load the next epoch's order */
-            if (dp_staged_ahead(c, g + 1))
-                TRY(dp_launch_next(c, &c->plan[(g + 1) & 1], err));
+            if (dp_staged_ahead(c, g + 1)) /* every device has read this step's */
+                TRY(dp_stage(c, &c->plan[(g + 1) & 1], 0));
         }
         if (d == 0)
             step_meter_lap(m, PH_DATA); /* every step alike: a graph step's work never varies */
@@ -186,8 +186,11 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_barrier(c, d, err));
-        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1))
+        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1)) {
+            if (d == 0)
+                TRY(dp_launch_next(c, &c->plan[(g + 1) & 1], err));
             dp_prefetch_next(c, d, &c->plan[(g + 1) & 1]);
+        }
         if (graph) {
             bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
             TRY(graph_join(&dv->graph, next_eager, err));

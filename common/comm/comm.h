@@ -207,7 +207,8 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
  *    later op for those readers (DP: a sender's output is written again
  *    after the next scatter from the root, which the root launches after its
  *    gather).  So a root may launch a broadcast or scatter early (DP's next
- *    step's, before the barrier that ends a step) and its peers find it done.
+ *    step's, before it reports the step that ended) and its peers find it
+ *    done.
  *  - On host memory an arena of COMM_LOCAL_SLICED floats or more is
  *    broadcast and reduced in slices by every rank (cache-line aligned);
  *    a smaller one moves whole (each receiver copies its own; the root
