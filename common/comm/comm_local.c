@@ -40,9 +40,8 @@ typedef struct {
     float *scratch[2];               /* a device reduce's root: two source arenas in turn */
     size_t scratch_n;
     backend_event_t *copied[2], *free_ev;
-    bool at_launch;                  /* running an op at its launch ... */
-    bool wake_due;                   /* ... whose posts wake the sleepers at the next call, */
-    uint64_t wake_at;                /* unless a barrier has since (the rank's arrivals then) */
+    bool at_launch;                  /* running an op at its launch, whose posts ... */
+    bool wake_due;                   /* ... wake the sleepers at the rank's next call */
     comm_op_t pend[LOCAL_PENDING];   /* launched, not yet run, in order */
     int npend;
     comm_handle_t done;              /* ops run so far */
@@ -88,10 +87,7 @@ static int post(local_t *L, const float *buf, size_t count, size_t offset, bool 
             return fail_be(L, L->c.be, "post");
     }
     local_post(L->g, me(L), ++L->expect[me(L)], &in, !L->at_launch);
-    if (L->at_launch) {
-        L->wake_due = true;
-        L->wake_at = atomic_load_explicit(&L->g->rank[me(L)].arrived, memory_order_relaxed);
-    }
+    L->wake_due |= L->at_launch;
     return DDP_OK;
 }
 
@@ -130,6 +126,27 @@ static int read_all(local_t *L, bool *slept)
     return rc == DDP_OK ? DDP_OK : stopped(L);
 }
 
+/* A meeting of the whole group: every rank posts (buf: its buffer for the
+ * op), then reads every other's post. */
+static int meet(local_t *L, const float *buf, size_t count, bool idle, bool *slept)
+{
+    TRY(post(L, buf, count, 0, idle));
+    counted(L, -1);
+    return read_all(L, slept);
+}
+
+/* A gather's or reduce's: the others post (buf ...), the root reads them
+ * all; *root: this rank is the root (and has read them). */
+static int to_root(local_t *L, const comm_op_t *op, const float *buf, size_t count, bool *root,
+                   bool *slept)
+{
+    *root = me(L) == op->root;
+    if (!*root)
+        TRY(post(L, buf, count, op->kind == COLL_GATHER ? op->offset : 0, op->idle));
+    counted(L, op->root);
+    return *root ? read_all(L, slept) : DDP_OK;
+}
+
 /* The observer: this rank waited for its peers (told always on a device,
  * whose queue waits; on the host only when the thread did). */
 static void waited(local_t *L, bool slept)
@@ -166,9 +183,7 @@ static int copy_in(local_t *L, coll_kind_t kind, float *dst, backend_t *src_be, 
 static int broadcast_sliced(local_t *L, const comm_op_t *op)
 {
     bool slept;
-    TRY(post(L, me(L) == op->root && op->send ? op->send : op->recv, op->count, 0, op->idle));
-    counted(L, -1);
-    TRY(read_all(L, &slept));
+    TRY(meet(L, me(L) == op->root && op->send ? op->send : op->recv, op->count, op->idle, &slept));
     waited(L, slept);
     const local_info_t *src = local_info(L->g, op->root, L->expect[op->root]);
     size_t lo, hi;
@@ -183,9 +198,7 @@ static int broadcast_sliced(local_t *L, const comm_op_t *op)
             return fail_be(L, dst->be, "broadcast");
         moved(L, mk, COLL_BROADCAST, (hi - lo) * sizeof(float), r, 1);
     }
-    TRY(post(L, NULL, 0, 0, false));
-    counted(L, -1);
-    return read_all(L, NULL);
+    return meet(L, NULL, 0, false, NULL);
 }
 
 /* Broadcast and scatter: the root posts, each receiver reads its part. */
@@ -208,13 +221,10 @@ static int from_root(local_t *L, const comm_op_t *op)
 /* Gather: the others post their blocks; the root reads every one. */
 static int gather(local_t *L, const comm_op_t *op)
 {
-    if (me(L) != op->root)
-        TRY(post(L, op->send, op->count, op->offset, false));
-    counted(L, op->root);
-    if (me(L) != op->root)
+    bool root, slept;
+    TRY(to_root(L, op, op->send, op->count, &root, &slept));
+    if (!root)
         return DDP_OK;
-    bool slept;
-    TRY(read_all(L, &slept));
     waited(L, slept);
     for (int q = 0; q < L->c.world; q++) {
         const local_info_t *in = local_info(L->g, q, L->expect[q]);
@@ -268,18 +278,15 @@ static int sum_host(local_t *L, const comm_op_t *op, size_t lo, size_t hi)
  * every slice (the others need nothing back). */
 static int reduce_sliced(local_t *L, const comm_op_t *op)
 {
-    bool slept;
-    TRY(post(L, op->recv, op->count, 0, op->idle));
-    counted(L, -1);
-    TRY(read_all(L, &slept));
+    bool slept, root;
+    TRY(meet(L, op->recv, op->count, op->idle, &slept));
     waited(L, slept);
     size_t lo, hi;
     comm_local_slice(op->count, L->c.world, me(L), &lo, &hi);
     TRY(sum_host(L, op, lo, hi));
-    if (me(L) != op->root)
-        TRY(post(L, NULL, 0, 0, false));
-    counted(L, op->root);
-    return me(L) == op->root ? read_all(L, NULL) : DDP_OK;
+    comm_op_t done = *op; /* the root reads every slice's "done" */
+    done.idle = false;
+    return to_root(L, &done, NULL, 0, &root, NULL);
 }
 
 /* Not host memory: the root pulls each source's arena on its copy stream
@@ -318,26 +325,13 @@ static int reduce_scratch(local_t *L, size_t n)
     return DDP_OK;
 }
 
-/* A reduce's meeting (not sliced): the others post their arenas, the root
- * reads them all. */
-static int reduce_meet(local_t *L, const comm_op_t *op, bool *slept)
-{
-    if (me(L) != op->root)
-        TRY(post(L, op->recv, op->count, 0, op->idle));
-    counted(L, op->root);
-    if (me(L) != op->root)
-        return DDP_OK;
-    TRY(read_all(L, slept));
-    waited(L, *slept);
-    return DDP_OK;
-}
-
 static int reduce_device(local_t *L, const comm_op_t *op)
 {
-    bool slept;
-    TRY(reduce_meet(L, op, &slept));
-    if (me(L) != op->root)
+    bool root, slept;
+    TRY(to_root(L, op, op->recv, op->count, &root, &slept));
+    if (!root)
         return DDP_OK;
+    waited(L, slept);
     int src[MAX_DEVICES], nsrc = 0, mk[MAX_DEVICES];
     for (int s = 0; s < L->c.world; s++)
         if (s != op->root && !local_info(L->g, s, L->expect[s])->idle)
@@ -387,7 +381,7 @@ static int over_nccl(local_t *L, const comm_op_t *op)
     if (op->kind == COLL_REDUCE && op->idle &&
         backend_memset0(L->c.be, op->recv, op->count * sizeof(float)) != DDP_OK)
         return fail_be(L, L->c.be, "reduce");
-    int mk = me(L) != op->root && !op->idle ? mark(L) : -1;
+    int mk = me(L) != op->root && (op->kind == COLL_BROADCAST || !op->idle) ? mark(L) : -1;
     comm_handle_t h = 0;
     int rc = n->ops->launch(n, op, &h);
     if (rc == DDP_OK)
@@ -404,9 +398,7 @@ static int over_nccl(local_t *L, const comm_op_t *op)
 static int barrier(local_t *L)
 {
     bool slept;
-    TRY(post(L, NULL, 0, 0, false));
-    counted(L, -1);
-    TRY(read_all(L, &slept));
+    TRY(meet(L, NULL, 0, false, &slept));
     waited(L, slept);
     return DDP_OK;
 }
@@ -426,9 +418,11 @@ static int run_reduce(local_t *L, const comm_op_t *op)
         return reduce_device(L, op);
     if (comm_local_sliced(op->count))
         return reduce_sliced(L, op);
-    bool slept;
-    TRY(reduce_meet(L, op, &slept));
-    return me(L) == op->root ? sum_host(L, op, 0, op->count) : DDP_OK;
+    bool root, slept;
+    TRY(to_root(L, op, op->recv, op->count, &root, &slept));
+    if (root)
+        waited(L, slept);
+    return root ? sum_host(L, op, 0, op->count) : DDP_OK;
 }
 
 static int run_one(local_t *L, const comm_op_t *op)
@@ -482,12 +476,11 @@ static bool posts_only(const local_t *L, const comm_op_t *op)
 }
 
 /* Posts made at launch wake the sleepers at the rank's next call into the
- * group, or at a barrier after them (comm_local_sync wakes them: DP's early
- * launches, whose barrier comes next). */
+ * group (a waiter sleeps only after spinning 30 us: a root's early launch is
+ * seen long before). */
 static void wake_due(local_t *L)
 {
-    if (L->wake_due &&
-        atomic_load_explicit(&L->g->rank[me(L)].arrived, memory_order_relaxed) == L->wake_at)
+    if (L->wake_due)
         local_wake(L->g);
     L->wake_due = false;
 }
