@@ -108,7 +108,10 @@ int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err)
     if (d == 0 && mi > 0) /* the first was staged before the step */
         TRY(dp_stage(c, pl, mi));
     dp_chunk_t ch = dp_chunk(pl->rows[mi], c->ndev, d);
-    comm_op_t op = scatter_op(dv->rep.x, c->gx, model_in_dim(&c->spec), ch, "the rows");
+    /* the others read device 0's post, not gx, which device 0 may be
+     * changing now (a GPU's staging slots alternate) */
+    comm_op_t op = scatter_op(dv->rep.x, d == 0 ? c->gx : NULL, model_in_dim(&c->spec), ch,
+                              "the rows");
     dv->scatter_what = MOVE_SCATTER;
     return dp_coll(c, d, &op, &dv->early[1], scatter_phase(d, ch), err);
 }

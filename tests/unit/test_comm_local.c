@@ -125,9 +125,12 @@ static int bcast_reduce(group_t *g, int r, comm_t *c, char *msg)
         for (size_t i = 0; i < n && rc == DDP_OK; i++)
             if (buf[i] != val(idle ? r : 0, i))
                 rc = err_set(msg, DDP_ERR_RUNTIME, "broadcast of %zu: [%zu] wrong", n, i);
+        /* the root's broadcast buffer is its peers' to read until it has waited
+         * for them in a later op: the sum goes into another */
+        float *sum = malloc(n * sizeof(float));
         for (size_t i = 0; i < n; i++)
-            buf[i] = val(r, i);
-        comm_op_t s = {.kind = COLL_REDUCE, .recv = buf, .count = n, .root = 0, .idle = idle};
+            sum[i] = val(r, i);
+        comm_op_t s = {.kind = COLL_REDUCE, .recv = sum, .count = n, .root = 0, .idle = idle};
         comm_op_t bar = {.kind = COLL_BARRIER}; /* the root has read every arena */
         if (rc == DDP_OK && ((rc = comm_run(c, &s, NULL)) != DDP_OK ||
                              (rc = comm_run(c, &bar, NULL)) != DDP_OK))
@@ -137,11 +140,12 @@ static int bcast_reduce(group_t *g, int r, comm_t *c, char *msg)
             for (int q = 1; q < g->n; q++)
                 if (!(g->n >= 3 && q == g->n - 1))
                     want += val(q, i);
-            if (memcmp(&buf[i], &want, sizeof want) != 0)
+            if (memcmp(&sum[i], &want, sizeof want) != 0)
                 rc = err_set(msg, DDP_ERR_RUNTIME, "reduce of %zu: [%zu] %.9g, want %.9g", n, i,
-                             buf[i], want);
+                             sum[i], want);
         }
         free(buf);
+        free(sum);
         if (rc != DDP_OK)
             return rc;
     }
