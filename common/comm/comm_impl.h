@@ -1,5 +1,5 @@
 /* common/comm/comm_impl.h: how a communicator is built, for its implementers
- * (comm_shm.c, comm_nccl.c, comm_mpi.c) and for tests that build fakes; callers use
+ * (comm_shm.c, comm_nccl.c, comm_mpi.c, comm_local.c) and for tests that build fakes; callers use
  * comm.h alone.  comm.c's factory and public functions call through the
  * table; the contract every implementation keeps is comm.h's. */
 #ifndef DDPBENCH_COMM_IMPL_H
