@@ -218,9 +218,10 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
  *    reduce's sources pulled on the root's copy stream into two scratch
  *    arenas in turn (or, in a CUDA graph step, on its compute stream);
  *    with nccl given, broadcast and reduce are NCCL's.
- *  - Barriers (comm_local_sync, and COLL_BARRIER) are counted apart from
- *    the data ops: a root's early launch may come before a barrier its
- *    peers pass first.
+ *  - The host barrier (comm_local_sync, the caller's own meetings) is
+ *    counted apart from the ops (COLL_BARRIER is an op: it orders the
+ *    devices' queues too): a root's early launch may come before a host
+ *    barrier its peers pass first.
  *  - No timeout: a thread that fails aborts the group (comm_local_group_abort),
  *    which ends every wait at once; the threads share a fate.
  *  - An observer (comm_local_observe) is told where a rank waited for its
@@ -267,8 +268,8 @@ typedef struct {
 } comm_observer_t;
 void comm_local_observe(comm_t *c, const comm_observer_t *obs);
 /* Ask the cache for what this rank's next ops read of the others' posts
- * first (their next two), e.g. right after a barrier while the thread does
- * other work: posts made before the barrier then cost no miss when read. */
+ * first (their next two), e.g. after a barrier while the thread does other
+ * work: posts already made then cost no miss when read. */
 void comm_local_prefetch(comm_t *c);
 
 /* COMM_AUTO resolved for a backend kind. */
