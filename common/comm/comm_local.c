@@ -336,9 +336,11 @@ static int reduce_device(local_t *L, const comm_op_t *op)
     for (int s = 0; s < L->c.world; s++)
         if (s != op->root && !local_info(L->g, s, L->expect[s])->idle)
             src[nsrc++] = s;
+    /* made at the first reduce, sources or not: a run's first step is never
+     * a CUDA graph's, which may allocate nothing */
+    TRY(reduce_scratch(L, op->count));
     if (nsrc == 0)
         return DDP_OK;
-    TRY(reduce_scratch(L, op->count));
     backend_t *be = L->c.be;
 #define SRC(j) local_info(L->g, src[j], L->expect[src[j]])
     if (backend_graph_state(be, NULL, NULL) != GRAPH_EAGER) {
