@@ -6,8 +6,9 @@
  *
  * Each rank announces on cache lines of its own: its barriers (arrived) and
  * its data posts ("my part of op k is launched, with this buffer": slot
- * k % LOCAL_RING).  A waiter reads the lines of the ranks it waits for, spins a few microseconds, then sleeps on
- * one futex word; whoever announces wakes the sleepers.  Every rank runs the
+ * k % LOCAL_RING).  A waiter reads the lines of the ranks it waits for,
+ * spins a few microseconds, then sleeps on one futex word; whoever
+ * announces wakes the sleepers.  Every rank runs the
  * same ops, so every rank counts alike how many posts each rank has made at
  * any op (expect[]): a wait is for a count, never for a flag that must be
  * reset. */

@@ -249,7 +249,8 @@ static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const s
     } else if (op->kind == COLL_REDUCE_SCATTER) {
         for (int q = 0; q < n; q++)
             if (q != r)
-                memcpy(in + (size_t)q * len, src + (size_t)q * op->count + off, len * sizeof(float));
+                memcpy(in + (size_t)q * len, src + (size_t)q * op->count + off,
+                       len * sizeof(float));
     } else if (op->kind == COLL_BROADCAST && r == op->root) {
         memcpy(out, src + off, len * sizeof(float));
     }

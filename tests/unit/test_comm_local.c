@@ -103,7 +103,10 @@ static void assert_ok(const group_t *g)
 }
 
 /* A float of rank r's data at i: distinct, not exactly summable. */
-static float val(int r, size_t i) { return 0.1f * (float)(r + 1) + 1e-3f * (float)(i % 977) / 3.0f; }
+static float val(int r, size_t i)
+{
+    return 0.1f * (float)(r + 1) + 1e-3f * (float)(i % 977) / 3.0f;
+}
 
 // ---------------------------------------------------------------------------
 // broadcast and reduce, whole and sliced
