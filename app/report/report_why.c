@@ -311,7 +311,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
         report_appendf(buf, len, used, ")");
     }
     /* the others' idle: device 0's serial work explains part of it; the
-     * rest is waiting at barriers, which device 0 does too */
+     * rest is waiting for each other, which device 0 does too */
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), idle0 = s.phase[0][PH_IDLE];
     if (idle > 0.0) {
         double expl = idle < serial ? idle : serial;
@@ -319,7 +319,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
             fmt_short(t, sizeof t, idle));
         if (idle - expl > WHY_IDLE_REST * idle)
             report_appendf(buf, len, used, ", %s of it while device 0 works alone and %s at "
-                "barriers where device 0 waits too (its idle %s: the hand-offs between "
+                "hand-offs where device 0 waits too (its idle %s: the hand-offs between "
                 "threads, and the slowest device)", fmt_short(t, sizeof t, expl),
                 fmt_short(u, sizeof u, idle - expl), fmt_short(w, sizeof w, idle0));
         else

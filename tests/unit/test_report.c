@@ -664,7 +664,7 @@ Test(report_trace, dp_run_holds_every_phase_of_every_device_and_its_copies)
          * replicas 1..k-1 and adds its slice of the gradients (the CPU splits
          * both by slices); a small one (seed-linear's) moves whole: each
          * replica's thread copies its own, device 0 adds every gradient */
-        bool sliced = dp_sliced(rr.spec.nparams);
+        bool sliced = comm_local_sliced(rr.spec.nparams);
         for (int r = 1; r < k; r++)
             cr_expect_eq(tc.copy[d][TR_REPLICATE][r + 1], sliced || d == r ? steps : 0,
                          "device %d: replicate to %d", d, r);
@@ -1106,7 +1106,7 @@ Test(report_compare, dp_attributes_shared_copies_and_waits)
                           "step (replicate 4.10 ms, reduce 700 us)"),
               "%s", why);
     cr_assert(strstr(why, "the other devices sit idle 3.00 ms per step, 2.20 ms of it while "
-                          "device 0 works alone and 800 us at barriers where device 0 waits too "
+                          "device 0 works alone and 800 us at hand-offs where device 0 waits too "
                           "(its idle 2.00 ms"),
               "%s", why);
     cr_assert_null(strstr(why, "replicate 4.10 ms, gather"), "%s", why);
@@ -1609,11 +1609,11 @@ Test(report_text, the_story_keeps_every_field_in_every_mode, .timeout = 120)
     uint64_t pbytes = rr.spec.nparams * sizeof(float), peer_rows = 2 * 4 * 2;
     check_move(st, MOVE_BATCH, st->move[MOVE_BATCH].bytes, 2);
     check_move(st, MOVE_SCATTER, peer_rows * 8 * sizeof(float), 4);
-    /* host memory: an arena of DP_SLICED_MIN floats or more is split, each
+    /* host memory: an arena of COMM_LOCAL_SLICED floats or more is split, each
      * of the 3 threads copying (summing) its slice of 2 arenas: 6 moves; a
      * smaller one (this model's) moves whole, each replica's thread copying
      * its own and device 0 summing both: 2 moves each way */
-    int host_ops = dp_sliced(rr.spec.nparams) ? 6 : 2;
+    int host_ops = comm_local_sliced(rr.spec.nparams) ? 6 : 2;
     check_move(st, MOVE_REPLICATE, 2 * pbytes, host_ops);
     check_move(st, MOVE_GATHER, peer_rows * 5 * sizeof(float), 4);
     check_move(st, MOVE_GRAD_OUT, peer_rows * 5 * sizeof(float), 4);
