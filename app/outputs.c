@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/eval/evaluate.h"
 #include "common/io/checkpoint.h"
+#include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
 #include "common/train/trainer.h"
 
@@ -31,8 +33,8 @@ void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen)
     for (int i = 0; i < j->n; i++) {
         char e[ERR_LEN];
         run_result_t *r = &j->res[i];
-        if (trainer_evaluate(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
-                             &r->train_accuracy, e) != DDP_OK)
+        if (eval_params(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
+                        &r->train_accuracy, e) != DDP_OK)
             fprintf(stderr, "ddpbench: note: the %s run's final evaluation was skipped: %s\n",
                     mode_name(r->mode), e);
     }
@@ -65,7 +67,8 @@ static int print_results(app_job_t *j, char *err)
     for (int i = 0; i < n; i++) {
         refs[i] = ref;
         for (int k = 0; ref && k < n; k++)
-            if (j->cfgs[k].mode == MODE_SINGLE && j->cfgs[k].precision == j->cfgs[i].precision) {
+            if (strategy_words(j->cfgs[k].mode)->reference &&
+                j->cfgs[k].precision == j->cfgs[i].precision) {
                 refs[i] = &j->res[k];
                 break;
             }
@@ -99,25 +102,26 @@ static int print_results(app_job_t *j, char *err)
             report_compare(stdout, ctx, j->res, n);
         else
             report_result(stdout, ctx, &j->res[0], NULL);
-        if (c->mode == MODE_DDP)
+        if (strategy_words(c->mode)->ranks)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         report_hook(stdout, c, &j->res[0]);
         /* compare's --zero columns are modelled in the ZeRO table below; its
          * --precision columns are not modelled */
         int nbase = n;
         for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)
-            if (((j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero) ||
+            if (((strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero) ||
                  j->cfgs[i].precision != j->cfgs[0].precision) && nbase == n)
                 nbase = i;
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);
-        if (pr->on && pr->in.k0 >= 2 && c->zero && c->mode == MODE_DDP)
+        if (pr->on && pr->in.k0 >= 2 && c->zero && strategy_words(c->mode)->ranks)
             printf("  (ddp predicted as plain DDP; its ZeRO stage in the ZeRO table below, "
                    "with --predict)\n");
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         if (pr->on && c->predict)
-            app_predict_zero(stdout, j);
+            predict_zero_table(stdout, c, j->opts.mem_limit, &j->spec, j->data.tgt_cols, &pr->in,
+                               &ddp_strategy);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -141,8 +145,8 @@ void app_print(app_job_t *j, char *failed)
      * gate --tolerance is said now, not found when it is used */
     for (int i = 0; j->cfg.json && j->cfg.repeat > 1 && i < j->n; i++) {
         char w[512];
-        if (report_repeat_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
-                                    j->cfg.tolerance_pct, w, sizeof w))
+        if (baseline_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
+                               j->gate_opts.tolerance_pct, w, sizeof w))
             fprintf(stderr, "ddpbench: %s\n", w);
     }
     if (j->cfg.explain)
@@ -159,7 +163,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
     const char *labels[MAX_RUNS] = {0};
     static const char *const zl[] = {"", "ddp --zero 1", "ddp --zero 2", "ddp --zero 3"};
     for (int i = 0; i < j->n; i++)
-        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
+        if (strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
             labels[i] = zl[j->cfgs[i].zero];
     const predict_t *pr = &j->pred;
     bool model = pr->on && pr->in.k0 >= 2;
