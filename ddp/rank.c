@@ -174,6 +174,8 @@ static int rank_train(rank_t *me)
         trainer_step_begin(m, sch, g);
         TRY(rank_step(me, g));
         TRY(step_meter_end(m, NULL, me->err));
+        if (me->watch)
+            TRY(watch_step(me->watch, g, me->err));
         TRY(rank_autotune_after(me));
         if (active)
             rec->stats.steps_run++;

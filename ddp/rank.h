@@ -17,6 +17,7 @@
 #include "ddp/reducer.h"
 #include "ddp/shard.h"
 #include "ddp/straggle.h"
+#include "ddp/watch.h"
 
 typedef struct {
     const config_t *cfg;
@@ -39,6 +40,7 @@ typedef struct {
     graph_t graph;        /* --cuda-graph */
     straggle_t slow;      /* --slow-rank */
     autotune_t tune;      /* --bucket-mb auto */
+    watch_t *watch;       /* --check-replicas, a scenario's watch (NULL: none) */
     train_step_t t;       /* the step's pieces on this rank */
     char err[ERR_LEN];
 } rank_t;

@@ -119,6 +119,8 @@ int rank_setup(rank_t *me)
     }
     TRY(global_loss_init(&me->loss, me->be, me->comm, &me->meter, me->err));
     straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
+    TRY(watch_init(&me->watch, cfg, me->comm, &me->rep, &me->sch,
+                   rank0 ? &me->env->area->replicas : NULL, &rec->stats, me->err));
     /* Before anything is captured, every rank together: whether NCCL
      * captures at all (graph.h's probe, shared with DP). */
     bool graphs = config_graphs_on(cfg, MODE_DDP);
@@ -174,6 +176,7 @@ void rank_teardown(rank_t *me)
     stager_free(&me->stg);
     global_loss_free(&me->loss); /* waits for the device: no copy still uses them */
     autotune_free(&me->tune, me->be);
+    watch_free(me->watch);
     step_meter_free(&me->meter);
     ckpt_run_free(&me->ck);
     shard_free(me->shard);
