@@ -354,6 +354,37 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg)
 }
 
 /* Who aborted (-1 the supervisor, -2 nobody) and the reason, for the supervisor. */
+void comm_seg_note(comm_seg_t *s, int rank, uint64_t seq, const comm_op_t *op)
+{
+    seg_note_t *e = &s->h->ledger[rank].n[seq % SEG_LEDGER];
+    e->kind = (uint32_t)op->kind;
+    e->count = op->count;
+    size_t k = op->tag ? strnlen(op->tag, sizeof e->tag - 1) : 0; /* no snprintf per launch */
+    memcpy(e->tag, op->tag ? op->tag : "", k);
+    e->tag[k] = 0;
+    e->seq = seq;
+}
+
+void comm_seg_ledger(comm_seg_t *s, uint64_t seq, char *buf, size_t n)
+{
+    size_t u = 0;
+    buf[0] = 0;
+    for (int r = 0; r < s->h->world && u + 1 < n; r++) {
+        const seg_note_t *e = NULL;
+        for (int i = 0; i < SEG_LEDGER; i++) {
+            const seg_note_t *x = &s->h->ledger[r].n[i];
+            if (x->seq && (!e || (e->seq != seq && (x->seq == seq || x->seq > e->seq))))
+                e = x;
+        }
+        int k = e ? snprintf(buf + u, n - u, "%srank %d: #%llu %s%s%s (%llu floats)",
+                             r ? "; " : "", r, (unsigned long long)e->seq,
+                             coll_name((coll_kind_t)e->kind), e->tag[0] ? " of " : "", e->tag,
+                             (unsigned long long)e->count)
+                  : snprintf(buf + u, n - u, "%srank %d: none yet", r ? "; " : "", r);
+        u = k < 0 ? u : u + (size_t)k < n ? u + (size_t)k : n - 1;
+    }
+}
+
 int comm_seg_abort_origin(comm_seg_t *s, char *why)
 {
     seg_header_t *h = s->h;
