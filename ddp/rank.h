@@ -14,6 +14,7 @@
 #include "ddp/comm_hook.h"
 #include "ddp/global_loss.h"
 #include "ddp/launch.h"
+#include "ddp/plant.h"
 #include "ddp/reducer.h"
 #include "ddp/shard.h"
 #include "ddp/straggle.h"
@@ -41,6 +42,7 @@ typedef struct {
     straggle_t slow;      /* --slow-rank */
     autotune_t tune;      /* --bucket-mb auto */
     watch_t *watch;       /* --check-replicas, a scenario's watch (NULL: none) */
+    planted_t *plant;     /* a scenario's planted mistake (NULL: none) */
     train_step_t t;       /* the step's pieces on this rank */
     char err[ERR_LEN];
 } rank_t;

@@ -138,6 +138,7 @@ int rank_setup(rank_t *me)
                            .before_forward = straggle_before, .after_loss = straggle_after,
                            .extra_ctx = &me->slow, .loss_sum = global_loss_add,
                            .loss_ctx = &me->loss, .err = me->err};
+    TRY(plant_install(&me->plant, cfg, me->rank, &me->t, &me->red, &me->sch, me->err));
 
     /* Every rank keeps its own phases and step times (the supervisor takes
      * the slowest rank's); rank 0 also the loss log, the progress line and
@@ -181,6 +182,7 @@ void rank_teardown(rank_t *me)
     ckpt_run_free(&me->ck);
     shard_free(me->shard);
     comm_hook_free(me->hook);
+    plant_free(me->plant);
     reducer_free(&me->red);
     replica_free(&me->rep);
     schedule_free(&me->sch);
