@@ -5,7 +5,9 @@
  * run ends at once, exit 1, saying where each rank stands (the group's
  * ledger, comm.h: each rank's collective number and operation), leaving no
  * process and no shared memory behind; the run without it trains. */
+#include <ctype.h>
 #include <dirent.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,6 +43,20 @@ static void leftovers(int *children, int *segments)
         *segments += strncmp(e->d_name, "ddpbench-", 9) == 0;
     if (d)
         closedir(d);
+}
+
+/* Rank q's collective number in the ledger's words ("ranks 0 and 2: #8 ..."). */
+static bool seq_of(const char *err, int q, unsigned long long *at)
+{
+    for (const char *h = strstr(err, ": #"); h; h = strstr(h + 3, ": #")) {
+        const char *g = h;
+        while (g > err && strncmp(g, "rank", 4) != 0)
+            g--;
+        for (const char *x = g + 4; x < h; x++)
+            if (isdigit((unsigned char)*x) && x[-1] == ' ' && atoi(x) == q)
+                return sscanf(h + 3, "%llu", at) == 1;
+    }
+    return false;
 }
 
 int sc_collective(scen_t *s)
@@ -85,12 +101,8 @@ int sc_collective(scen_t *s)
      * one collective ahead of the others (the tag gone from its ledger). */
     bool named = c->ngpus > EXTRA_RANK, ahead = true;
     unsigned long long at[MAX_DEVICES];
-    for (int q = 0; q < c->ngpus && named; q++) {
-        char want[32];
-        snprintf(want, sizeof want, "rank %d: #", q);
-        const char *x = strstr(err, want);
-        named = x && sscanf(x + strlen(want), "%llu", &at[q]) == 1;
-    }
+    for (int q = 0; q < c->ngpus && named; q++)
+        named = seq_of(err, q, &at[q]);
     for (int q = 0; q < c->ngpus && named; q++)
         ahead = ahead && (q == EXTRA_RANK || at[q] + 1 == at[EXTRA_RANK]);
     named = named && (strstr(err, "of the loss this rank logs") || ahead);

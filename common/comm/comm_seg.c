@@ -365,23 +365,49 @@ void comm_seg_note(comm_seg_t *s, int rank, uint64_t seq, const comm_op_t *op)
     e->seq = seq;
 }
 
+/* Rank r's entry: its collective #seq when it still holds it, else its last. */
+static const seg_note_t *ledger_entry(comm_seg_t *s, int r, uint64_t seq)
+{
+    const seg_note_t *e = NULL;
+    for (int i = 0; i < SEG_LEDGER; i++) {
+        const seg_note_t *x = &s->h->ledger[r].n[i];
+        if (x->seq && (!e || (e->seq != seq && (x->seq == seq || x->seq > e->seq))))
+            e = x;
+    }
+    return e;
+}
+
+static bool same_note(const seg_note_t *a, const seg_note_t *b)
+{
+    return a == b || (a && b && a->seq == b->seq && a->kind == b->kind && a->count == b->count &&
+                      strcmp(a->tag, b->tag) == 0);
+}
+
 void comm_seg_ledger(comm_seg_t *s, uint64_t seq, char *buf, size_t n)
 {
+    int world = s->h->world;
+    bool told[SEG_MAX_RANKS] = {false};
     size_t u = 0;
     buf[0] = 0;
-    for (int r = 0; r < s->h->world && u + 1 < n; r++) {
-        const seg_note_t *e = NULL;
-        for (int i = 0; i < SEG_LEDGER; i++) {
-            const seg_note_t *x = &s->h->ledger[r].n[i];
-            if (x->seq && (!e || (e->seq != seq && (x->seq == seq || x->seq > e->seq))))
-                e = x;
-        }
-        int k = e ? snprintf(buf + u, n - u, "%srank %d: #%llu %s%s%s (%llu floats)",
-                             r ? "; " : "", r, (unsigned long long)e->seq,
-                             coll_name((coll_kind_t)e->kind), e->tag[0] ? " of " : "", e->tag,
-                             (unsigned long long)e->count)
-                  : snprintf(buf + u, n - u, "%srank %d: none yet", r ? "; " : "", r);
-        u = k < 0 ? u : u + (size_t)k < n ? u + (size_t)k : n - 1;
+    /* ranks at the same place in one group: "ranks 0, 1 and 3: #5 ..." */
+    for (int r = 0; r < world && u + 1 < n; r++) {
+        if (told[r])
+            continue;
+        const seg_note_t *e = ledger_entry(s, r, seq);
+        int k = 0, last = r;
+        for (int q = r; q < world; q++)
+            if (!told[q] && same_note(ledger_entry(s, q, seq), e) && ++k)
+                told[last = q] = true;
+        u += (size_t)snprintf(buf + u, n - u, "%srank%s", u ? "; " : "", k > 1 ? "s" : "");
+        for (int q = r; q <= last && u + 1 < n; q++)
+            if (told[q] && same_note(ledger_entry(s, q, seq), e))
+                u += (size_t)snprintf(buf + u, n - u, "%s %d", q == r ? "" : q == last ? " and" : ",", q);
+        if (u + 1 < n)
+            u += e ? (size_t)snprintf(buf + u, n - u, ": #%llu %s%s%s (%llu floats)",
+                                      (unsigned long long)e->seq, coll_name((coll_kind_t)e->kind),
+                                      e->tag[0] ? " of " : "", e->tag, (unsigned long long)e->count)
+                   : (size_t)snprintf(buf + u, n - u, ": none yet");
+        u = u < n ? u : n - 1;
     }
 }
 
