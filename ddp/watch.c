@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/clock.h"
 #include "common/base/fault.h"
 #include "common/base/hash.h"
 
@@ -176,5 +177,11 @@ int watch_step(watch_t *w, long g, char *err)
     if (w->seen)
         batches(w, g);
     int n = w->cfg->check_replicas;
-    return n > 0 && (g + 1) % n == 0 ? check(w, g, err) : DDP_OK;
+    if (n == 0 || (g + 1) % n != 0)
+        return DDP_OK;
+    double t0 = now_s();
+    int rc = check(w, g, err);
+    if (w->rec)
+        w->rec->seconds += now_s() - t0;
+    return rc;
 }

@@ -181,14 +181,14 @@ typedef struct {
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
-    /* --check-replicas (dp_replicas.c): each device's hash (its memory) and
-     * parameters on the host, device 0's gathered hashes, the hash of what
-     * the checked step replicated, the replicas gathered once one differed,
-     * and its verdict */
+    /* --check-replicas (dp_replicas.c): each device's copy of the hash of
+     * what a checked step replicated (device memory) and its parameters on
+     * the host, that hash (device 0's: two of each, in turn), each device's
+     * time */
     struct dp_check {
-        float *fp[MAX_DEVICES], *host[MAX_DEVICES];
-        float *all, ref[4], *scratch;
-        bool bad;
+        float *fp[MAX_DEVICES], *host[MAX_DEVICES + 1];
+        float ref[2][4];
+        double secs[MAX_DEVICES];
     } check;
 } dp_ctx_t;
 

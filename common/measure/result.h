@@ -81,6 +81,7 @@ typedef struct {
 #define REPLICA_POINTS_MAX 256
 typedef struct {
     long checks;
+    double seconds;  /* the checks' wall time, all together (rank 0's, device 0's) */
     int npoints;
     long step[REPLICA_POINTS_MAX];
     double dist[REPLICA_POINTS_MAX];
