@@ -7,10 +7,11 @@
  * process and no shared memory behind; the run without it trains. */
 #include <ctype.h>
 #include <dirent.h>
-#include <stdlib.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/wait.h>
 
 #include "common/base/clock.h"
 #include "app/scenario_impl.h"
@@ -18,27 +19,14 @@
 #define EXTRA_RANK 1
 #define EXTRA_STEP 5
 
-/* This process's children still there (a rank not reaped), and the
- * /dev/shm entries named ddpbench-... */
+/* Whether a child of this process is left (a rank not reaped, or one that
+ * ended and was not waited for: reaped here), and the /dev/shm entries named
+ * ddpbench-... */
 static void leftovers(int *children, int *segments)
 {
-    *children = *segments = 0;
-    DIR *d = opendir("/proc");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char path[300], stat[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen(path, "r") : NULL;
-        int ppid = 0;
-        /* pid (comm) state ppid: the comm may hold spaces, so after its ')' */
-        if (f && fgets(stat, sizeof stat, f) && strrchr(stat, ')'))
-            sscanf(strrchr(stat, ')') + 1, " %*c %d", &ppid);
-        *children += ppid == (int)getpid();
-        if (f)
-            fclose(f);
-    }
-    if (d)
-        closedir(d);
-    d = opendir("/dev/shm");
+    *children = !(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
+    *segments = 0;
+    DIR *d = opendir("/dev/shm");
     for (struct dirent *e; d && (e = readdir(d));)
         *segments += strncmp(e->d_name, "ddpbench-", 9) == 0;
     if (d)
@@ -64,8 +52,8 @@ int sc_collective(scen_t *s)
     const config_t *c = &s->cfg;
     run_result_t *r = &s->run[0];
     char err[ERR_LEN] = "", rerr[ERR_LEN];
-    int kids0, shm0, kids, shm;
-    leftovers(&kids0, &shm0);
+    int kids, shm0, shm;
+    leftovers(&kids, &shm0);
     double t0 = now_s();
     plant_t p = {.kind = PLANT_EXTRA_COLL, .rank = EXTRA_RANK, .step = EXTRA_STEP};
     int rc = scen_run(scen_variant(s, 0, MODE_DDP, p, 0), &s->data, r, err);
@@ -88,10 +76,10 @@ int sc_collective(scen_t *s)
               "afterwards, from each rank's dump, which collective each rank was in.");
     scen_para(s, "What ddpbench measured:",
               "rank %d ran one all-reduce more at step %d: the run ended after %.2f s (--timeout "
-              "%g), exit %d: %s. Processes of the run left: %d; shared-memory segments: %d "
+              "%g), exit %d: %s. Processes of the run left: %s; shared-memory segments: %d "
               "before, %d after. Without the extra collective it trained.",
               EXTRA_RANK, EXTRA_STEP + 1, secs, c->timeout_s, rc, rc ? err : "it trained",
-              kids - kids0, shm0, shm);
+              kids ? "some" : "none", shm0, shm);
     scen_para(s, "The fix:",
               "run the same collectives, in the same order, on every rank: a value one rank "
               "wants is all-reduced by every rank (or sent with its own point-to-point send); "
@@ -106,7 +94,7 @@ int sc_collective(scen_t *s)
     for (int q = 0; q < c->ngpus && named; q++)
         ahead = ahead && (q == EXTRA_RANK || at[q] + 1 == at[EXTRA_RANK]);
     named = named && (strstr(err, "of the loss this rank logs") || ahead);
-    bool shown = rc == DDP_ERR_RUNTIME && named && secs <= c->timeout_s + 1.0 && kids == kids0 &&
+    bool shown = rc == DDP_ERR_RUNTIME && named && secs <= c->timeout_s + 1.0 && !kids &&
                  shm <= shm0 && rrc == DDP_OK;
     return scen_verdict(s, "collective-at-runtime", shown,
                         c->ngpus <= EXTRA_RANK ? "there is no rank 1 to run the extra collective"

@@ -124,18 +124,13 @@ static int differ(watch_t *w, long g, const float *mine, float *all, char *err)
                    far, ranks);
 }
 
-/* One small all-gather of each rank's hash of its parameters (16 bits a float). */
+/* One small all-gather of each rank's hash of its parameters. */
 static int check(watch_t *w, long g, char *err)
 {
     const float *mine;
     TRY(on_host(w, w->rep->params, w->host, &mine, err));
-    hash64_t h;
-    hash64_init(&h);
-    hash64_update(&h, mine, w->n * sizeof *mine);
-    uint64_t v = hash64_final(&h);
     float f[4], all[4 * MAX_DEVICES];
-    for (int i = 0; i < 4; i++)
-        f[i] = (float)((v >> (16 * i)) & 0xffff);
+    model_fingerprint(mine, w->n, f);
     TRY(exchange(w, f, all, err));
     for (int q = 1; q < w->world; q++)
         if (memcmp(all + 4 * q, all, 4 * sizeof *all) != 0)

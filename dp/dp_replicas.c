@@ -18,7 +18,6 @@
 
 #include "common/base/clock.h"
 #include "common/base/fault.h"
-#include "common/base/hash.h"
 #include "dp/dp.h"
 
 static int dev(const dp_dev_t *dv, int rc, char *err)
@@ -41,16 +40,6 @@ static int on_host(dp_ctx_t *c, int d, int slot, bool copy, const float **out, c
         return err_set(err, DDP_ERR_RUNTIME, "%s: out of memory for --check-replicas", dv->name);
     *out = *h;
     return dev(dv, backend_d2h(dv->be, *h, dv->rep.params, bytes), err);
-}
-
-static void hash4(const float *p, size_t n, float f[4])
-{
-    hash64_t h;
-    hash64_init(&h);
-    hash64_update(&h, p, n * sizeof *p);
-    uint64_t v = hash64_final(&h);
-    for (int i = 0; i < 4; i++)
-        f[i] = (float)((v >> (16 * i)) & 0xffff); /* exact in a float, whatever moves it */
 }
 
 static int check(dp_ctx_t *c, int d, long g, bool after, char *err);
@@ -83,7 +72,7 @@ static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
     float f[4], ref[4], *at = k->fp[d] + (d == 0 ? 4 * (turn & 1) : 0);
     if (!after) { /* device 0: what step g replicates, kept for the step after it */
         TRY(on_host(c, 0, (int)(turn & 1) * MAX_DEVICES, true, &mine, err));
-        hash4(mine, c->spec.nparams, k->ref[turn & 1]);
+        model_fingerprint(mine, c->spec.nparams, k->ref[turn & 1]);
         return dev(dv, backend_h2d(dv->be, at, k->ref[turn & 1], sizeof f), err);
     }
     /* the hash to every device (device 0's launch follows its copy of the parameters) */
@@ -95,7 +84,7 @@ static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
     if (d == 0 || d >= nrep)
         return DDP_OK;
     TRY(on_host(c, d, d, false, &mine, err));
-    hash4(mine, c->spec.nparams, f);
+    model_fingerprint(mine, c->spec.nparams, f);
     TRY(dev(dv, backend_d2h(dv->be, ref, k->fp[d], sizeof ref), err));
     if (memcmp(ref, f, sizeof f) == 0)
         return DDP_OK;

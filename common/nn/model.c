@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/hash.h"
 #include "common/base/rng.h"
 
 #define MODEL_MAX_WIDTH (1 << 20)
@@ -321,6 +322,16 @@ int replica_grad_norm(replica_t *r, double *norm)
     if (h != r->grads)
         free(h);
     return rc;
+}
+
+void model_fingerprint(const float *p, size_t n, float f[4])
+{
+    hash64_t h;
+    hash64_init(&h);
+    hash64_update(&h, p, n * sizeof *p);
+    uint64_t v = hash64_final(&h);
+    for (int i = 0; i < 4; i++)
+        f[i] = (float)((v >> (16 * i)) & 0xffff);
 }
 
 const char *model_param_name(int p, char *buf, size_t n)

@@ -138,6 +138,10 @@ int replica_nudge(replica_t *r, int *p);
 /* The L2 norm of r's gradients (waits for the device). */
 int replica_grad_norm(replica_t *r, double *norm);
 
+/* --check-replicas: a 64-bit hash of n host floats' bits as four floats of
+ * 16 bits each, whole numbers every transport moves exactly. */
+void model_fingerprint(const float *p, size_t n, float f[4]);
+
 /* Parameter p's name in messages: "layer 2 weight", "layer 2 bias" (layers from 1). */
 const char *model_param_name(int p, char *buf, size_t n);
 /* Where host arrays a and b of s's parameters differ bit for bit: the first
