@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/e2e/e2e_replicas.sh: --check-replicas N.  Unchanged runs never trip
 # it (dp, ddp, ZeRO-1 and -2, the hooks, uneven data with join, bf16,
-# compare); a planted one-ulp change of one rank's parameter after step S
+# compare, mpirun's ranks); a planted one-ulp change of one rank's parameter after step S
 # (DDPBENCH_FAULT=ulp:R:S) stops the run at the first checked step at or
 # after S, exit 1, naming the step, the rank and the layer, and only then
 # (a check between, a run without it, the same bits as without the check);
@@ -70,6 +70,18 @@ DDPBENCH_FAULT=ulp:1:5 run 1 "the replicas differ after step 6 (--check-replicas
 # nothing changed; device 0's parameters are the model itself
 DDPBENCH_FAULT=ulp:1:4 run 0 "" --mode dp --gpus 0,1,2 --check-replicas 3
 DDPBENCH_FAULT=ulp:0:5 run 0 "" --mode dp --gpus 0,1,2 --check-replicas 3
+# over MPI's collectives, ranks started by mpirun: the same catch, the same silence
+if need mpirun; then
+    M="mpirun --allow-run-as-root --oversubscribe -q -x DDPBENCH_E2E_TAG -x DDPBENCH_FAULT -n 2"
+    # shellcheck disable=SC2086
+    DDPBENCH_FAULT= DDPBENCH_E2E_TAG=$TAG timeout 120 $M "$BIN" $R --mode ddp --gpus 0,1 \
+        --check-replicas 2 >"$T/out" 2>"$T/err" && ok || ko "mpirun: $(tail -2 "$T/err")"
+    # shellcheck disable=SC2086
+    DDPBENCH_FAULT=ulp:1:5 DDPBENCH_E2E_TAG=$TAG timeout 120 $M "$BIN" $R --mode ddp --gpus 0,1 \
+        --check-replicas 2 >"$T/out" 2>"$T/err"
+    grep -q "the replicas differ after step 6 (--check-replicas 2): rank 1's layer 2 weight" "$T/err" &&
+        ok || ko "mpirun: the planted drift was not caught: $(tail -2 "$T/err")"
+fi
 [ -z "$(lingering)" ] && ok || ko "processes left behind"
 
 # ---- what it refuses --------------------------------------------------------------
