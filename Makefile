@@ -189,7 +189,7 @@ NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -I. -Xcompiler -Wall,-W
 # program's outputs (app/report/, linked by the tests and benchmarks too).
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
 # *_mpi.c need mpi.h.
-SRC_DIRS := $(sort $(dir $(wildcard common/*/))) dp/ ddp/ app/report/
+SRC_DIRS := $(sort $(dir $(wildcard common/*/))) dp/ ddp/ app/report/ app/predict/
 CUDA_ONLY_C := $(wildcard $(addsuffix *_cuda.c,$(SRC_DIRS)))
 NCCL_ONLY_C := $(wildcard $(addsuffix *_nccl.c,$(SRC_DIRS)))
 MPI_ONLY_C := $(wildcard $(addsuffix *_mpi.c,$(SRC_DIRS)))
@@ -216,6 +216,10 @@ endif
 # --report's style sheet and script, inlined into the page (report_html.c)
 PAGE_ASSETS_O := $(BUILD)/app/report/report_page_assets.o
 LIB_OBJS += $(PAGE_ASSETS_O)
+# --hardware's and --workload's shipped profiles and the published cases,
+# compiled in (the rule is beside the page assets')
+PROFILES_O := $(BUILD)/app/predict/predict_profiles.o
+LIB_OBJS += $(PROFILES_O)
 APP_C    := $(wildcard app/*.c)
 MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -311,6 +315,31 @@ $(BUILD)/gen/report_page_assets.c: app/report/page.css app/report/page.js
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.js; \
 	  echo ';'; } >$@
 $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# --hardware's and --workload's shipped profiles and the published cases
+# (app/predict/), compiled in: a name works from any folder and after make
+# install.
+PROFILE_JSON := $(sort $(wildcard app/predict/hardware/*.json app/predict/workload/*.json))
+JSON_TO_C = sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
+$(BUILD)/gen/predict_profiles.c: $(PROFILE_JSON) app/predict/published_cases.json
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from app/predict/hardware/, workload/ and published_cases.json */'; \
+	  for f in $(PROFILE_JSON); do k=$$(basename $$(dirname $$f)); n=$$(basename $$f .json); \
+	    echo "static const char t_$${k}_$$(echo $$n | tr -c 'a-zA-Z0-9\n' _)[] ="; \
+	    $(JSON_TO_C) $$f; echo ';'; done; \
+	  echo 'const char *const predict_profile_kind[] = {'; \
+	  for f in $(PROFILE_JSON); do echo "\"$$(basename $$(dirname $$f))\","; done; echo '};'; \
+	  echo 'const char *const predict_profile_name[] = {'; \
+	  for f in $(PROFILE_JSON); do echo "\"$$(basename $$f .json)\","; done; echo '};'; \
+	  echo 'const char *const predict_profile_text[] = {'; \
+	  for f in $(PROFILE_JSON); do k=$$(basename $$(dirname $$f)); n=$$(basename $$f .json); \
+	    echo "t_$${k}_$$(echo $$n | tr -c 'a-zA-Z0-9\n' _),"; done; echo '};'; \
+	  echo 'const int predict_profile_count = $(words $(PROFILE_JSON));'; \
+	  echo 'const char predict_published_cases[] ='; \
+	  $(JSON_TO_C) app/predict/published_cases.json; echo ';'; } >$@
+$(PROFILES_O): $(BUILD)/gen/predict_profiles.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

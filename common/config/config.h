@@ -111,6 +111,8 @@ typedef struct {
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
+    char hardware[CONFIG_PATH_LEN]; /* --hardware NAME|FILE: a GPU box modelled (app/predict/) */
+    char workload[CONFIG_PATH_LEN]; /* --workload NAME|FILE: its model, nothing trained */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 
     /* reporting */

@@ -856,6 +856,15 @@ static const opt_t opts[] = {
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
      NULL, ON(predict),
      EFF(CF_SHARED | CF_OUTPUT), FPRINT(OTHER)},
+    {"hardware", "NAME|FILE", NULL, "none",
+     "model single, dp and ddp on a GPU box one does not have, term by term, on 1..its GPUs: "
+     "a shipped profile (2x-titan-rtx-nvlink, 2x-titan-rtx-pcie, dgx1-v100, 8x-a100-sxm, "
+     "8x-h100-sxm, 2x-h100-pcie, 1x-h200, ...) or a JSON file (app/predict/README.md)",
+     NULL, PATH(hardware), EFF(CF_OUTPUT)},
+    {"workload", "NAME|FILE", NULL, "the run's MLP",
+     "with --hardware: the model to put on it instead of the run's (gpt2-small, resnet50, "
+     "bert-base, ... or a JSON file); nothing is trained",
+     NULL, PATH(workload), EFF(CF_META)},
     {"emit-pytorch", "FILE.py", NULL, "none",
      "write a PyTorch script that runs the same job (its initial weights and data beside it) "
      "and prints the same checksum",

@@ -1,0 +1,59 @@
+/* app/predict/profile.h: the boxes and workloads --predict --hardware models:
+ * a hardware profile (a GPU box: its GPUs' peaks, the link between them,
+ * the host's PCIe) and a workload profile (a model's size, FLOPs, batch and
+ * what DataParallel moves), each read from a JSON file or by the name of
+ * one shipped in app/predict/hardware/ and workload/ (compiled in).  The
+ * keys and what each means: app/predict/README.md.  Every bad profile is
+ * one line naming the file and the key ("gpu.count: 0: must be at least
+ * 1"), DDP_ERR_INPUT. */
+#ifndef DDPBENCH_PROFILE_H
+#define DDPBENCH_PROFILE_H
+
+#include <stdbool.h>
+
+#include <cJSON.h>
+
+#include "common/config/config.h"
+
+enum { PROF_FP32, PROF_TF32, PROF_FP16, PROF_BF16, PROF_DTYPES };
+enum { PROF_OPT_SGD, PROF_OPT_MOMENTUM, PROF_OPT_ADAM };
+
+#define PROF_NAME_LEN 64
+#define PROF_TEXT_LEN 512
+
+typedef struct {
+    char name[PROF_NAME_LEN], gpu[PROF_NAME_LEN], link_kind[PROF_NAME_LEN];
+    char source[PROF_TEXT_LEN];
+    char from[CONFIG_PATH_LEN + 32];  /* "shipped profile NAME" or the file's path */
+    int count;
+    double flops[PROF_DTYPES];        /* peak FLOP/s by dtype; 0: the GPU has none */
+    double mem_bw, memory, efficiency;
+    bool p2p;
+    double link_bw, link_latency, gpu_bw, pcie_bw;
+} hw_profile_t;
+
+typedef struct {
+    char name[PROF_NAME_LEN], source[PROF_TEXT_LEN];
+    char from[CONFIG_PATH_LEN + 32];
+    double params, flops_per_sample, in_bytes, out_bytes, ops, late_params, load_rate;
+    int dtype, optimizer, batch_per_device, global_batch; /* global_batch 0: per device */
+    bool loss_inside;
+} workload_t;
+
+/* NAME (shipped) or FILE; err names the option (--hardware, --workload). */
+int profile_hardware(const char *name_or_file, hw_profile_t *hw, char *err);
+int profile_workload(const char *name_or_file, workload_t *wl, char *err);
+/* The same from a parsed object (from: what the messages call it). */
+int profile_hardware_json(const cJSON *o, const char *from, hw_profile_t *hw, char *err);
+int profile_workload_json(const cJSON *o, const char *from, workload_t *wl, char *err);
+/* ddpbench's own MLP as a workload: its widths, the global batch and
+ * precision of the run's config (single's batch is the global one, DP and
+ * DDP split it). */
+void profile_workload_mlp(const config_t *c, workload_t *wl);
+/* The shipped names of one kind ("hardware", "workload"), comma-separated. */
+void profile_names(const char *kind, char *out, size_t n);
+/* The text of shipped profile kind/name.json, or NULL. */
+const char *profile_shipped(const char *kind, const char *name);
+const char *profile_dtype_name(int dtype);
+
+#endif
