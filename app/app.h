@@ -26,6 +26,7 @@
 #include "common/measure/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
+#include "app/predict/gpu_lesson.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
  * and ddp again at each further precision (--precision fp32,bf16,tf32) */
@@ -64,6 +65,7 @@ typedef struct {
     bool full;                    /* measure every collective the model needs */
     bool measure;                 /* measure the collectives at all */
     run_result_t hook_ref;        /* --comm-hook: the same DDP run without the hook */
+    gpu_lesson_t gpu;             /* --hardware: the run's model on a GPU box (app/predict/) */
 } app_job_t;
 
 // main.c

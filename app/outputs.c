@@ -78,6 +78,11 @@ static int print_results(app_job_t *j, char *err)
             if (o && pr->on)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "predict", report_json_predict(&pr->in, pr->rows, &j->res[i]));
+            if (o && j->gpu.on) { /* --hardware: the GPU model, the CPU's under "cpu" */
+                cJSON *g = gpu_lesson_json(&j->gpu);
+                cJSON_AddItemToObject(g, "cpu", cJSON_DetachItemFromObject(o, "predict"));
+                cJSON_AddItemToObject(o, "predict", g);
+            }
             if (o && pr->in.all_reduce)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "buckets",
@@ -118,6 +123,8 @@ static int print_results(app_job_t *j, char *err)
             report_predict_table(stdout, &pr->in, pr->rows);
         if (pr->on && c->predict)
             app_predict_zero(stdout, j);
+        if (j->gpu.on)
+            gpu_lesson_print(stdout, &j->gpu);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -148,6 +155,8 @@ void app_print(app_job_t *j, char *failed)
     if (j->cfg.explain)
         for (int i = 0; i < j->n; i++)
             report_explain(j->info, &j->ctx, &j->res[i]);
+    if (j->cfg.explain && j->gpu.on)
+        gpu_lesson_explain(j->info, &j->gpu);
 }
 
 void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
@@ -171,7 +180,9 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
                        .n = j->n,
                        .reps = j->reps,
                        .pred = model ? &pr->in : NULL,
-                       .rows = model ? pr->rows : NULL};
+                       .rows = model ? pr->rows : NULL,
+                       .gpu = j->gpu.on ? gpu_lesson_page : NULL,
+                       .gpu_arg = &j->gpu};
     char e[ERR_LEN];
     if (report_page_write(cfg->report_path, &p, e) == DDP_OK) {
         size_t w = strlen(written);

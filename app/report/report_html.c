@@ -207,16 +207,21 @@ static void predict_section(FILE *f, const report_page_t *p)
     if (!p->pred || !p->rows || p->pred->k0 < 2) {
         fputs("<p class=\"note\">Not measured: run with --predict (compare on two or more "
               "devices measures it too) to see DP's and DDP's throughput predicted on 1 to 8 "
-              "devices from single's phases and the measured collectives.</p></section>\n",
+              "devices from single's phases and the measured collectives.</p>\n",
               f);
+        if (p->gpu)
+            p->gpu(f, p->gpu_arg);
+        fputs("</section>\n", f);
         return;
     }
-    fprintf(f, "<p class=\"lead\">Throughput predicted by the alpha-beta model (single's phases "
+    fprintf(f, "<h3>Measured on this CPU</h3><p class=\"lead\">Throughput predicted by the alpha-beta model (single's phases "
                "per step, the collectives measured on %d ranks); the squares are what was "
                "measured%s.</p>\n",
             p->pred->k0,
             p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
     svg_predict(f, p);
+    if (p->gpu)
+        p->gpu(f, p->gpu_arg);
     fputs("</section>\n", f);
 }
 

@@ -48,6 +48,10 @@ typedef struct {
     const predict_row_t *rows;  /* its 1..PREDICT_MAX_DEVICES rows */
     const char *story;          /* a scenario's verdict line, or NULL */
     const page_ab_t *ab;        /* an A/B comparison, or NULL */
+    /* --hardware: the program's GPU model draws its own chart in the
+     * --predict section (gpu(f, gpu_arg)), or NULL */
+    void (*gpu)(FILE *f, const void *gpu_arg);
+    const void *gpu_arg;
 } report_page_t;
 
 /* Check early that FILE can be written (as --trace's check). */

@@ -1,0 +1,277 @@
+/* app/predict/gpu_lesson.c: the GPU lesson as the program shows it
+ * (gpu_lesson.h): the options' profiles, the table and its sentence,
+ * --explain's terms, --json's "predict" object and the page's chart. */
+#include <math.h>
+#include <string.h>
+
+#include "app/predict/cases.h"
+#include "app/predict/gpu_lesson.h"
+#include "app/report/report_page.h"
+#include "common/base/status.h"
+
+/* "checked against SOURCE: FIGURE predicted X, published Y (pass)" for the
+ * first published case on this box, or "". */
+static void find_check(gpu_lesson_t *g)
+{
+    char err[ERR_LEN];
+    g->check[0] = 0;
+    cJSON *all = cases_load(err);
+    const cJSON *c = all ? cases_for(all, g->hw.name) : NULL;
+    case_result_t r;
+    if (c && cases_eval(c, &r, err) == DDP_OK)
+        snprintf(g->check, sizeof g->check,
+                 "checked against %s: %s predicted %.3g, published %.3g (%s, tolerance %.0f%%)",
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "source")), r.what,
+                 r.predicted, r.published, r.pass ? "within" : "outside", 100 * r.tolerance);
+    cJSON_Delete(all);
+}
+
+int gpu_lesson_prepare(const config_t *c, gpu_lesson_t *g, char *err)
+{
+    memset(g, 0, sizeof *g);
+    if (!c->hardware[0]) {
+        if (c->workload[0])
+            return err_set(err, DDP_ERR_INPUT, "--workload %s: needs --hardware NAME|FILE, the box "
+                           "to model it on", c->workload);
+        return DDP_OK;
+    }
+    TRY(profile_hardware(c->hardware, &g->hw, err));
+    if (c->workload[0]) {
+        TRY(profile_workload(c->workload, &g->wl, err));
+        if (c->batch_per_device > 0) { /* --batch-per-device overrides the profile's */
+            g->wl.batch_per_device = c->batch_per_device;
+            g->wl.global_batch = 0;
+        }
+    } else {
+        profile_workload_mlp(c, &g->wl);
+    }
+    TRY(gpu_model_check(&g->hw, &g->wl, err));
+    for (int k = 1; k <= g->hw.count; k++)
+        gpu_model_row(&g->hw, &g->wl, k, &g->rows[k - 1]);
+    find_check(g);
+    g->on = true;
+    return DDP_OK;
+}
+
+// ---------------------------------------------------------------------------
+// the terminal
+
+static double thr(const gpu_lesson_t *g, const gpu_row_t *r, const gpu_step_t *s, bool one)
+{
+    int rows = one ? (g->wl.global_batch > 0 ? g->wl.global_batch : g->wl.batch_per_device)
+                   : r->batch * r->devices;
+    return s->step > 0 ? rows / s->step : 0.0;
+}
+
+/* The sentence: which term makes DP slower than DDP on every GPU. */
+static void sentence(FILE *f, const gpu_lesson_t *g)
+{
+    const gpu_row_t *r = &g->rows[g->hw.count - 1];
+    int t = gpu_model_dp_culprit(r);
+    if (g->hw.count < 2)
+        fprintf(f, "  One GPU: DP runs the module itself and DDP adds its bucket copies (%.2f ms);"
+                   " the lesson needs a box of two or more.\n", 1e3 * r->ddp.term[GT_DDP_FIXED]);
+    else if (t == GT_COUNT)
+        fprintf(f, "  On %d GPUs DP keeps up with DDP here (%.1f ms against %.1f ms a step).\n",
+                r->devices, 1e3 * r->dp.step, 1e3 * r->ddp.step);
+    else
+        fprintf(f, "  On %d GPUs DP's step is %.2fx DDP's; the term that makes it slower: %s "
+                   "(%.1f ms a step, DDP %.1f ms)%s.\n",
+                r->devices, r->dp.step / r->ddp.step, gpu_term_words(t), 1e3 * r->dp.term[t],
+                1e3 * r->ddp.term[t],
+                r->dp_input_bound ? "; DP is input-bound: one process loads and scatters every "
+                                    "GPU's batch"
+                                  : "");
+}
+
+void gpu_lesson_print(FILE *f, const gpu_lesson_t *g)
+{
+    const hw_profile_t *hw = &g->hw;
+    const workload_t *wl = &g->wl;
+    fprintf(f, "\npredict --hardware %s: %dx %s, %s link %.4g GB/s each way%s; workload %s "
+               "(%.4g M parameters, %s, %s); modelled term by term, not measured\n",
+            hw->name, hw->count, hw->gpu, hw->link_kind, hw->link_bw / 1e9,
+            hw->p2p ? "" : " (no peer access)", wl->name, wl->params / 1e6,
+            profile_dtype_name(wl->dtype),
+            wl->global_batch > 0 ? "a global batch split over the GPUs" : "a batch per GPU");
+    fprintf(f, "  %4s %8s %11s %11s %11s %12s %12s %12s\n", "GPUs", "rows/GPU", "single ms",
+            "dp ms", "ddp ms", "single smp/s", "dp smp/s", "ddp smp/s");
+    for (int k = 0; k < hw->count; k++) {
+        const gpu_row_t *r = &g->rows[k];
+        fprintf(f, "  %4d %8d %11.3f %11.3f %11.3f %12.1f %12.1f %12.1f%s\n", r->devices, r->batch,
+                1e3 * r->single.step, 1e3 * r->dp.step, 1e3 * r->ddp.step,
+                thr(g, r, &r->single, true), thr(g, r, &r->dp, false), thr(g, r, &r->ddp, false),
+                r->dp_input_bound ? "  dp input-bound" : "");
+    }
+    sentence(f, g);
+    if (g->check[0])
+        fprintf(f, "  %s\n", g->check);
+    fprintf(f, "  (--explain lists every term; app/predict/README.md derives them)\n");
+}
+
+void gpu_lesson_explain(FILE *f, const gpu_lesson_t *g)
+{
+    const gpu_row_t *r = &g->rows[g->hw.count - 1];
+    fprintf(f, "\nThe GPU model's terms on %d GPUs of %s (ms a step; compute at %.0f%% of the %s "
+               "peak, %.4g TFLOP/s; %.2f us a launched operator, %.0f%% of it under the "
+               "interpreter lock):\n",
+            r->devices, g->hw.name, 100 * g->hw.efficiency, profile_dtype_name(g->wl.dtype),
+            gpu_model_peak(&g->hw, &g->wl) / 1e12, 1e6 * GPU_OP_S, 100 * GPU_LOCK_SHARE);
+    fprintf(f, "  %-11s %10s %10s %10s  %s\n", "term", "single", "dp", "ddp", "what");
+    for (int t = 0; t < GT_COUNT; t++)
+        if (r->single.term[t] > 0 || r->dp.term[t] > 0 || r->ddp.term[t] > 0)
+            fprintf(f, "  %-11s %10.3f %10.3f %10.3f  %s\n", gpu_term_key(t),
+                    1e3 * r->single.term[t], 1e3 * r->dp.term[t], 1e3 * r->ddp.term[t],
+                    gpu_term_words(t));
+    fprintf(f, "  %-11s %10.3f %10.3f %10.3f  the step\n", "step", 1e3 * r->single.step,
+            1e3 * r->dp.step, 1e3 * r->ddp.step);
+    fprintf(f, "  DDP's all-reduce hidden behind backward: %.3f ms\n", 1e3 * r->ddp_hidden);
+}
+
+// ---------------------------------------------------------------------------
+// --json
+
+static cJSON *terms(const gpu_step_t *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int t = 0; t < GT_COUNT; t++)
+        cJSON_AddNumberToObject(o, gpu_term_key(t), s->term[t]);
+    return o;
+}
+
+cJSON *gpu_lesson_json(const gpu_lesson_t *g)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "hardware", g->hw.name);
+    cJSON_AddStringToObject(o, "workload", g->wl.name);
+    cJSON_AddStringToObject(o, "model", "gpu-terms");
+    cJSON_AddStringToObject(o, "hardware_source", g->hw.source);
+    cJSON_AddStringToObject(o, "workload_source", g->wl.source);
+    cJSON_AddNumberToObject(o, "efficiency", g->hw.efficiency);
+    cJSON_AddNumberToObject(o, "op_s", GPU_OP_S);
+    cJSON_AddNumberToObject(o, "lock_share", GPU_LOCK_SHARE);
+    cJSON *rows = cJSON_AddArrayToObject(o, "rows");
+    for (int k = 0; k < g->hw.count; k++) {
+        const gpu_row_t *r = &g->rows[k];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "devices", r->devices);
+        cJSON_AddNumberToObject(x, "batch_per_device", r->batch);
+        cJSON_AddNumberToObject(x, "single_s", r->single.step);
+        cJSON_AddNumberToObject(x, "dp_s", r->dp.step);
+        cJSON_AddNumberToObject(x, "ddp_s", r->ddp.step);
+        cJSON_AddBoolToObject(x, "dp_input_bound", r->dp_input_bound);
+        cJSON_AddStringToObject(x, "dp_slower_term", gpu_term_key(gpu_model_dp_culprit(r)));
+        cJSON_AddNumberToObject(x, "ddp_all_reduce_hidden_s", r->ddp_hidden);
+        cJSON_AddItemToObject(x, "single_terms_s", terms(&r->single));
+        cJSON_AddItemToObject(x, "dp_terms_s", terms(&r->dp));
+        cJSON_AddItemToObject(x, "ddp_terms_s", terms(&r->ddp));
+        cJSON_AddItemToArray(rows, x);
+    }
+    if (g->check[0])
+        cJSON_AddStringToObject(o, "check", g->check);
+    else
+        cJSON_AddNullToObject(o, "check");
+    return o;
+}
+
+// ---------------------------------------------------------------------------
+// the page: throughput on 1..count GPUs, single flat, DP and DDP as curves
+
+void gpu_lesson_page(FILE *f, const void *arg)
+{
+    const gpu_lesson_t *g = arg;
+    const int W = 960, H = 300, X0 = 70, Y0 = 20, PW = W - X0 - 150, PH = H - 60;
+    int n = g->hw.count;
+    double top = 0;
+    for (int k = 0; k < n; k++) {
+        const gpu_row_t *r = &g->rows[k];
+        top = fmax(top, fmax(thr(g, r, &r->dp, false), fmax(thr(g, r, &r->ddp, false),
+                                                             thr(g, r, &r->single, true))));
+    }
+    fputs("<div class=\"gpu-lesson\" id=\"gpu-lesson\"><h3>Modelled for ", f);
+    page_esc(f, g->hw.name);
+    fputs(" (", f);
+    page_esc(f, g->wl.name);
+    fputs(", not measured)</h3>\n<p class=\"note\">", f);
+    page_esc(f, g->check[0] ? g->check : "no published case on this box");
+    fprintf(f, "</p>\n<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"modelled GPU throughput\"><g class=\"axis\">", W, H, W, H);
+    if (!(top > 0))
+        top = 1;
+#define PX(k) (X0 + (n > 1 ? ((k) - 1) * (double)PW / (n - 1) : PW / 2.0))
+#define PY(v) (Y0 + PH - (v) / top * PH)
+    for (int i = 0; i <= 4; i++)
+        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" "
+                   "y=\"%.1f\" text-anchor=\"end\">%.3g</text>",
+                X0, PY(top * i / 4), X0 + PW, PY(top * i / 4), X0 - 6, PY(top * i / 4) + 4, top * i / 4);
+    for (int k = 1; k <= n; k++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>", PX(k), Y0 + PH + 18, k);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">GPUs</text><text x=\"14\" y=\"%d\" "
+               "transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">samples/s</text></g>\n",
+            PX((n + 1) / 2.0), Y0 + PH + 36, Y0 + PH / 2, Y0 + PH / 2);
+    static const char *const mode[3] = {"single", "dp", "ddp"};
+    static const char *const cls[3] = {"single", "dpline", "ddpline"};
+    for (int m = 0; m < 3; m++) {
+        fprintf(f, "<g class=\"curve\" data-mode=\"gpu-%s\"><polyline class=\"line c-%s\" points=\"",
+                mode[m], cls[m]);
+        for (int k = 1; k <= n; k++) {
+            const gpu_row_t *r = &g->rows[k - 1];
+            const gpu_step_t *s = m == 0 ? &r->single : m == 1 ? &r->dp : &r->ddp;
+            fprintf(f, "%.1f,%.1f ", PX(k), PY(thr(g, r, s, m == 0)));
+        }
+        fputs("\"/>", f);
+        for (int k = 1; k <= n; k++) {
+            const gpu_row_t *r = &g->rows[k - 1];
+            const gpu_step_t *s = m == 0 ? &r->single : m == 1 ? &r->dp : &r->ddp;
+            fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
+                       "GPU%s, modelled: %.1f samples/s, %.3f ms a step</title></circle>",
+                    cls[m], PX(k), PY(thr(g, r, s, m == 0)), mode[m], k, k == 1 ? "" : "s",
+                    thr(g, r, s, m == 0), 1e3 * s->step);
+        }
+        const gpu_row_t *last = &g->rows[n - 1];
+        const gpu_step_t *s = m == 0 ? &last->single : m == 1 ? &last->dp : &last->ddp;
+        fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s</text></g>\n", cls[m],
+                PX(n) + 8, PY(thr(g, last, s, m == 0)) + 4 + 12 * (m - 1), mode[m]);
+    }
+#undef PX
+#undef PY
+    fputs("</svg>\n<p class=\"note\">", f);
+    const gpu_row_t *r = &g->rows[n - 1];
+    int t = gpu_model_dp_culprit(r);
+    if (t < GT_COUNT && n > 1) {
+        fprintf(f, "On %d GPUs DP's step is %.2fx DDP's: ", n, r->dp.step / r->ddp.step);
+        page_esc(f, gpu_term_words(t));
+        fprintf(f, " costs DP %.1f ms a step.", 1e3 * r->dp.term[t]);
+    } else {
+        fputs("DP keeps up with DDP on this box.", f);
+    }
+    fputs("</p></div>\n", f);
+}
+
+// ---------------------------------------------------------------------------
+// --workload: the prediction alone
+
+int gpu_lesson_main(const config_t *c, char *err)
+{
+    static gpu_lesson_t g; /* static: its rows are large */
+    TRY(gpu_lesson_prepare(c, &g, err));
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "ddpbench", DDPBENCH_VERSION);
+        cJSON_AddStringToObject(o, "mode", "predict");
+        cJSON_AddItemToObject(o, "predict", gpu_lesson_json(&g));
+        char *s = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!s)
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+        puts(s);
+        cJSON_free(s);
+    } else {
+        gpu_lesson_print(stdout, &g);
+    }
+    if (c->explain)
+        gpu_lesson_explain(c->json ? stderr : stdout, &g);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    return DDP_OK;
+}
