@@ -1,0 +1,185 @@
+/* tests/unit/test_predict_gpu.c: the GPU model (app/predict/) held against
+ * every published case from the shipped profiles, each to its tolerance and
+ * its declared result; docs/predict-cases.md's table is the one the cases
+ * make today; every shipped number cites its source; bad profiles are one
+ * line naming the file and the key; the model's terms behave as the
+ * physics says (DP on one GPU is single, a slower link slows DDP). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/predict/cases.h"
+#include "app/predict/gpu_model.h"
+#include "app/predict/profile.h"
+#include "common/base/status.h"
+
+Test(predict_gpu, every_published_case_meets_its_declared_result)
+{
+    char err[ERR_LEN] = "";
+    cJSON *all = cases_load(err);
+    cr_assert(all, "%s", err);
+    const cJSON *c;
+    int n = 0, pass = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(all, "cases"))
+    {
+        case_result_t r;
+        cr_assert_eq(cases_eval(c, &r, err), DDP_OK, "%s", err);
+        printf("%-36s predicted %-8.4g published %-8.4g %s\n", r.id, r.predicted, r.published,
+               r.pass ? "pass" : "miss");
+        cr_expect_eq(r.pass, r.declared_pass,
+                     "case %s: predicted %.4g against %.4g (tolerance %.0f%%): %s, declared %s", r.id,
+                     r.predicted, r.published, 100 * r.tolerance, r.pass ? "pass" : "miss",
+                     r.declared_pass ? "pass" : "miss");
+        const cJSON *miss = cJSON_GetObjectItemCaseSensitive(c, "missing");
+        cr_expect(r.declared_pass || cJSON_GetStringValue(miss),
+                  "case %s: a miss names the term believed missing", r.id);
+        cr_expect(strstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "source")),
+                         "https://"), "case %s: no source URL", r.id);
+        n++;
+        pass += r.pass;
+    }
+    cr_expect_geq(n, 20, "only %d cases", n);
+    printf("%d of %d published cases within their tolerance\n", pass, n);
+    cJSON_Delete(all);
+}
+
+Test(predict_gpu, docs_table_is_the_cases_table)
+{
+    char err[ERR_LEN], *table = NULL, *doc = NULL;
+    size_t tn = 0, dn = 0;
+    FILE *f = open_memstream(&table, &tn);
+    cr_assert_eq(cases_markdown(f, err), DDP_OK, "%s", err);
+    fclose(f);
+    const char *out = getenv("DDPBENCH_CASES_TABLE"); /* write the table there, to paste */
+    FILE *o = out ? fopen(out, "w") : NULL;
+    if (o) {
+        fputs(table, o);
+        fclose(o);
+    }
+    FILE *d = fopen("docs/predict-cases.md", "r");
+    cr_assert(d, "docs/predict-cases.md: cannot open");
+    char buf[4096];
+    FILE *m = open_memstream(&doc, &dn);
+    for (size_t k; (k = fread(buf, 1, sizeof buf, d)) > 0;)
+        fwrite(buf, 1, k, m);
+    fclose(m);
+    fclose(d);
+    cr_expect(strstr(doc, table),
+              "docs/predict-cases.md does not hold today's table; it is:\n%s", table);
+    free(table);
+    free(doc);
+}
+
+/* Every number of every shipped profile has its citation in "sources". */
+Test(predict_gpu, shipped_numbers_cite_their_sources)
+{
+    static const char *const hw_keys[] = {"gpu.flops.fp32", "gpu.flops.tf32", "gpu.flops.fp16",
+                                          "gpu.flops.bf16", "gpu.mem_bw",     "gpu.memory",
+                                          "link.bw",        "link.latency",   "host.pcie_bw"};
+    static const char *const wl_keys[] = {"params", "flops_per_sample", "batch_per_device",
+                                          "input_bytes_per_sample", "output_bytes_per_sample",
+                                          "ops_per_step"};
+    char names[1024];
+    for (int kind = 0; kind < 2; kind++) {
+        profile_names(kind ? "workload" : "hardware", names, sizeof names);
+        cr_assert(names[0]);
+        for (char *s = NULL, *n = strtok_r(names, ", ", &s); n; n = strtok_r(NULL, ", ", &s)) {
+            cJSON *o = cJSON_Parse(profile_shipped(kind ? "workload" : "hardware", n));
+            cr_assert(o, "%s: not JSON", n);
+            const cJSON *src = cJSON_GetObjectItemCaseSensitive(o, "sources");
+            const char *const *keys = kind ? wl_keys : hw_keys;
+            int nk = kind ? 6 : 9;
+            for (int i = 0; i < nk; i++)
+                cr_expect(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, keys[i])),
+                          "%s: %s has no source", n, keys[i]);
+            for (const cJSON *x = o->child; x; x = x->next) /* optional keys too */
+                if (cJSON_IsNumber(x) && strcmp(x->string, "global_batch"))
+                    cr_expect(cJSON_GetObjectItemCaseSensitive(src, x->string),
+                              "%s: %s has no source", n, x->string);
+            const cJSON *link = cJSON_GetObjectItemCaseSensitive(o, "link");
+            if (cJSON_GetObjectItemCaseSensitive(link, "gpu_bw"))
+                cr_expect(cJSON_GetObjectItemCaseSensitive(src, "link.gpu_bw"), "%s: link.gpu_bw", n);
+            cJSON_Delete(o);
+        }
+    }
+}
+
+/* A profile made from a shipped one with one key changed. */
+static int bad_hw(const char *path, const char *value, char *err)
+{
+    cJSON *o = cJSON_Parse(profile_shipped("hardware", "2x-titan-rtx-nvlink"));
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *dot = strrchr(buf, '.');
+    cJSON *parent = o;
+    if (dot) {
+        *dot = 0;
+        for (char *s = NULL, *k = strtok_r(buf, ".", &s); k; k = strtok_r(NULL, ".", &s))
+            parent = cJSON_GetObjectItemCaseSensitive(parent, k);
+    }
+    const char *key = dot ? dot + 1 : buf;
+    cJSON_DeleteItemFromObjectCaseSensitive(parent, key);
+    if (value)
+        cJSON_AddItemToObject(parent, key, cJSON_Parse(value));
+    hw_profile_t hw;
+    int rc = profile_hardware_json(o, "--hardware box.json", &hw, err);
+    cJSON_Delete(o);
+    return rc;
+}
+
+Test(predict_gpu, bad_profiles_name_the_file_and_the_key)
+{
+    static const struct {
+        const char *key, *value;
+    } cases[] = {{"link.bw", NULL},         {"link.bw", "0"},          {"link.bw", "-5e9"},
+                 {"gpu.count", "0"},        {"gpu.count", "\"two\""},  {"gpu.mem_bw", "\"fast\""},
+                 {"host.pcie_bw", "-1"},    {"gpu.flops.fp32", "0"},   {"gpu.count", "2.5"},
+                 {"link.p2p", "\"yes\""},   {"name", NULL},            {"gpu.flops.bf16", "null"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[ERR_LEN] = "";
+        cr_expect_eq(bad_hw(cases[i].key, cases[i].value, err), DDP_ERR_INPUT, "%s=%s accepted",
+                     cases[i].key, cases[i].value ? cases[i].value : "(missing)");
+        cr_expect(strstr(err, "box.json") && strstr(err, cases[i].key) && !strchr(err, '\n'),
+                  "%s: '%s'", cases[i].key, err);
+    }
+    char err[ERR_LEN] = "";
+    hw_profile_t hw;
+    cr_expect_eq(profile_hardware("no-such-box", &hw, err), DDP_ERR_INPUT);
+    cr_expect(strstr(err, "no-such-box") && strstr(err, "2x-titan-rtx-nvlink"), "%s", err);
+    workload_t wl;
+    cJSON *o = cJSON_Parse(profile_shipped("workload", "gpt2-small"));
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "dtype", cJSON_CreateString("fp8"));
+    cr_expect_eq(profile_workload_json(o, "--workload w.json", &wl, err), DDP_ERR_INPUT);
+    cr_expect(strstr(err, "w.json: dtype"), "%s", err);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "dtype", cJSON_CreateString("bf16"));
+    cr_assert_eq(profile_workload_json(o, "--workload w.json", &wl, err), DDP_OK, "%s", err);
+    cr_assert_eq(profile_hardware("2x-titan-rtx-nvlink", &hw, err), DDP_OK, "%s", err);
+    cr_expect_eq(gpu_model_check(&hw, &wl, err), DDP_ERR_INPUT, "bf16 on a Turing GPU");
+    cr_expect(strstr(err, "gpu.flops.bf16"), "%s", err);
+    cJSON_Delete(o);
+}
+
+Test(predict_gpu, the_terms_follow_the_hardware)
+{
+    char err[ERR_LEN];
+    hw_profile_t nv, host;
+    workload_t wl;
+    cr_assert_eq(profile_hardware("2x-titan-rtx-nvlink", &nv, err), DDP_OK, "%s", err);
+    cr_assert_eq(profile_hardware("2x-titan-rtx-pcie", &host, err), DDP_OK, "%s", err);
+    cr_assert_eq(profile_workload("gpt2-small", &wl, err), DDP_OK, "%s", err);
+    gpu_row_t one, a, b;
+    gpu_model_row(&nv, &wl, 1, &one);
+    cr_expect_float_eq(one.dp.step, one.single.step, 1e-12, "DP on one GPU is the module itself");
+    cr_expect_gt(one.ddp.step, one.single.step, "DDP on one GPU pays its bucket copies");
+    gpu_model_row(&nv, &wl, 2, &a);
+    gpu_model_row(&host, &wl, 2, &b);
+    cr_expect_gt(b.ddp.term[GT_ALLREDUCE], a.ddp.term[GT_ALLREDUCE], "a slower link hides less");
+    cr_expect_gt(a.dp.term[GT_GATHER], 0, "DP gathers the logits");
+    cr_expect_eq(a.dp.term[GT_GRAD_OUT], 0, "the loss inside the model: no gradient back");
+    cr_expect_eq(gpu_model_dp_culprit(&a), GT_GATHER, "GPT-2's logits make DP slower");
+    wl.global_batch = 64; /* a global batch split: rows shrink with the GPUs */
+    gpu_model_row(&nv, &wl, 2, &a);
+    cr_expect_eq(a.batch, 32);
+}
