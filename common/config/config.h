@@ -25,6 +25,9 @@
  * comm.h's coll_kind_t order; reduce is bit 2) */
 #define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
+/* --hardware and --workload: a profile's name or file (short: config_t is
+ * copied on the stack) */
+#define CONFIG_PROFILE_LEN 256
 #define MAX_GPU_LIST MAX_DEVICES
 
 typedef struct {
@@ -111,8 +114,8 @@ typedef struct {
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
-    char hardware[CONFIG_PATH_LEN]; /* --hardware NAME|FILE: a GPU box modelled (app/predict/) */
-    char workload[CONFIG_PATH_LEN]; /* --workload NAME|FILE: its model, nothing trained */
+    char hardware[CONFIG_PROFILE_LEN]; /* --hardware NAME|FILE: a GPU box modelled (app/predict/) */
+    char workload[CONFIG_PROFILE_LEN]; /* --workload NAME|FILE: its model, nothing trained */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 
     /* reporting */

@@ -396,6 +396,19 @@ static int set_scenario(config_t *c, const char *name, const char *v, explicit_t
     return DDP_OK;
 }
 
+/* --hardware, --workload: a profile's name or file (app/predict/ reads it) */
+static int set_profile(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+{
+    (void)ex;
+    char *f = strcmp(name, "hardware") == 0 ? c->hardware : c->workload;
+    if (!*v || strlen(v) >= CONFIG_PROFILE_LEN)
+        return err_set(err, DDP_ERR_INPUT, "--%s: '%.40s' is %s (a profile's name or a file of "
+                       "fewer than %d characters)", name, v, *v ? "too long" : "empty",
+                       CONFIG_PROFILE_LEN);
+    strcpy(f, v);
+    return DDP_OK;
+}
+
 // ---------------------------------------------------------------------------
 // the values the derivations read (fields.h), where a field's kind does not say
 
@@ -860,11 +873,11 @@ static const opt_t opts[] = {
      "model single, dp and ddp on a GPU box one does not have, term by term, on 1..its GPUs: "
      "a shipped profile (2x-titan-rtx-nvlink, 2x-titan-rtx-pcie, dgx1-v100, 8x-a100-sxm, "
      "8x-h100-sxm, 2x-h100-pcie, 1x-h200, ...) or a JSON file (app/predict/README.md)",
-     NULL, PATH(hardware), EFF(CF_OUTPUT)},
+     NULL, SET(set_profile, NULL, "dgx1-v100", "8x-a100-sxm"), EFF(CF_OUTPUT)},
     {"workload", "NAME|FILE", NULL, "the run's MLP",
      "with --hardware: the model to put on it instead of the run's (gpt2-small, resnet50, "
      "bert-base, ... or a JSON file); nothing is trained",
-     NULL, PATH(workload), EFF(CF_META)},
+     NULL, SET(set_profile, NULL, "gpt2-small", "resnet50"), EFF(CF_META)},
     {"emit-pytorch", "FILE.py", NULL, "none",
      "write a PyTorch script that runs the same job (its initial weights and data beside it) "
      "and prints the same checksum",
