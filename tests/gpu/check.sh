@@ -745,6 +745,9 @@ if [ -z "$NGPU" ]; then
     why=$(sed -n 's/.*(auto: no GPU, \(.*\)), devices.*/\1/p' "$L/probe.log" | head -n 1)
     case "$why" in
     *"cannot load the CUDA backend"*) abort probe "$why" ;;
+    *"driver too old"*)
+        skip probe "$why"
+        finish "gpu check: ${why%% (cudaError*}; docs/gpu.md says how to build the kit for this box's CUDA" 3 ;;
     *InsufficientDriver* | *"no CUDA driver"*)
         skip probe "$why"
         finish "gpu check: no GPU driver ($why; every library was found and the CUDA backend loaded)" 3 ;;
