@@ -254,6 +254,14 @@ void gpu_lesson_page(FILE *f, const void *arg)
 int gpu_lesson_main(const config_t *c, char *err)
 {
     static gpu_lesson_t g; /* static: its rows are large */
+    const char *out = c->report_path[0] ? "--report" : c->trace_path[0] ? "--trace"
+                    : c->save_path[0] ? "--save" : c->checkpoint_path[0] ? "--checkpoint"
+                    : c->baseline_path[0] ? "--baseline" : c->against[0] ? "--against"
+                    : c->emit_pytorch[0] ? "--emit-pytorch" : NULL;
+    if (out)
+        return err_set(err, DDP_ERR_INPUT, "--workload %s: nothing is trained, so %s has no run "
+                       "(without --workload the run's own MLP is trained and modelled)",
+                       c->workload, out);
     TRY(gpu_lesson_prepare(c, &g, err));
     if (c->json) {
         cJSON *o = cJSON_CreateObject();

@@ -74,6 +74,7 @@ bad "not valid JSON" 's/}}$/}/'
 expect_error "--hardware no-such-box: no shipped hardware profile of that name" --hardware no-such-box --workload gpt2-small
 expect_error "--workload no-such-model: no shipped workload profile" --hardware 2x-titan-rtx-nvlink --workload no-such-model
 expect_error "--workload gpt2-small: needs --hardware" --workload gpt2-small
+expect_error "--workload gpt2-small: nothing is trained, so --report has no run" --hardware dgx1-v100 --workload gpt2-small --report "$T/x.html"
 sed 's/"dtype": "fp32"/"dtype": "bf16"/' "$T/w.json" >"$T/w16.json"
 expect_error "gpu.flops.bf16 is 0" --hardware "$T/box.json" --workload "$T/w16.json"
 
