@@ -25,7 +25,8 @@
  *
  * Environment: EMU_NGPU (default 2) emulated GPUs; EMU_NODRIVER answers
  * cudaErrorInsufficientDriver, and so does EMU_DRIVER_VERSION=N (a driver
- * older than the runtime: cudaDriverGetVersion answers N); an empty CUDA_VISIBLE_DEVICES answers
+ * older than the runtime: cudaDriverGetVersion answers N); EMU_GPU_NAME the
+ * name cudaGetDeviceProperties gives (the kit matches it to a profile); an empty CUDA_VISIBLE_DEVICES answers
  * cudaErrorNoDevice; EMU_COPY_DELAY_US delays every copy by that much (a
  * slow copy engine, so a missing wait for a copy cannot go unnoticed);
  * EMU_JITTER_US delays every queued operation by a random 0..N us;
@@ -143,7 +144,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
     if (d < 0 || d >= visible(&e))
         return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "Emulated GPU");
+    const char *name = getenv("EMU_GPU_NAME"); /* a real GPU's, for the kit's prediction */
+    snprintf(p->name, sizeof p->name, "%s", name && *name ? name : "Emulated GPU");
     p->totalGlobalMem = EMU_MEM;
     p->major = 9;
     p->multiProcessorCount = 132;
