@@ -116,7 +116,7 @@ void gpu_lesson_explain(FILE *f, const gpu_lesson_t *g)
                "peak, %.4g TFLOP/s; %.2f us a launched operator, %.0f%% of it under the "
                "interpreter lock):\n",
             r->devices, g->hw.name, 100 * g->hw.efficiency, profile_dtype_name(g->wl.dtype),
-            gpu_model_peak(&g->hw, &g->wl) / 1e12, 1e6 * GPU_OP_S, 100 * GPU_LOCK_SHARE);
+            gpu_model_peak(&g->hw, &g->wl) / 1e12, 1e6 * g->wl.op_s, 100 * GPU_LOCK_SHARE);
     fprintf(f, "  %-11s %10s %10s %10s  %s\n", "term", "single", "dp", "ddp", "what");
     for (int t = 0; t < GT_COUNT; t++)
         if (r->single.term[t] > 0 || r->dp.term[t] > 0 || r->ddp.term[t] > 0)
@@ -148,7 +148,7 @@ cJSON *gpu_lesson_json(const gpu_lesson_t *g)
     cJSON_AddStringToObject(o, "hardware_source", g->hw.source);
     cJSON_AddStringToObject(o, "workload_source", g->wl.source);
     cJSON_AddNumberToObject(o, "efficiency", g->hw.efficiency);
-    cJSON_AddNumberToObject(o, "op_s", GPU_OP_S);
+    cJSON_AddNumberToObject(o, "op_s", g->wl.op_s);
     cJSON_AddNumberToObject(o, "lock_share", GPU_LOCK_SHARE);
     cJSON *rows = cJSON_AddArrayToObject(o, "rows");
     for (int k = 0; k < g->hw.count; k++) {

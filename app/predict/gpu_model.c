@@ -69,12 +69,21 @@ static double fan_bw(const hw_profile_t *hw, int k)
     return fmin(hw->gpu_bw, (k - 1) * hw->link_bw);
 }
 
+/* A ring all-reduce's bus bandwidth: the profile's measured one, else the
+ * links' (through host memory: the share a two-way ring keeps). */
+static double ring_bw(const hw_profile_t *hw, int k)
+{
+    if (hw->allreduce_bw > 0)
+        return hw->allreduce_bw;
+    return fan_bw(hw, k) * (hw->p2p ? 1.0 : GPU_SHM_DUPLEX);
+}
+
 /* A ring all-reduce of bytes over k GPUs (nccl-tests' busbw relation). */
 static double all_reduce_s(const hw_profile_t *hw, int k, double bytes)
 {
     if (k < 2)
         return 0.0;
-    return 2.0 * (k - 1) / k * bytes / fan_bw(hw, k) + 2.0 * (k - 1) * hw->link_latency;
+    return 2.0 * (k - 1) / k * bytes / ring_bw(hw, k) + 2.0 * (k - 1) * hw->link_latency;
 }
 
 static double grad_bytes(const workload_t *wl)
@@ -101,15 +110,15 @@ static void compute(const hw_profile_t *hw, const workload_t *wl, int rows, doub
     s->term[GT_LAUNCH] = fmax(0.0, launch - c);
 }
 
-/* The data loader: one process's rate for its rows, overlapped with the
- * rest of the step (its workers prefetch); what it adds is the wait. */
+/* The data loader: one process's workers for its rows, overlapped with the
+ * rest of the step (they prefetch); what it adds is the wait. */
 static void finish(const workload_t *wl, int rows, gpu_step_t *s)
 {
     double t = 0.0;
     for (int i = 0; i < GT_COUNT; i++)
         t += s->term[i];
     if (wl->load_rate > 0)
-        s->term[GT_LOAD] = fmax(0.0, rows / wl->load_rate - t);
+        s->term[GT_LOAD] = fmax(0.0, rows / (wl->load_rate * wl->load_workers) - t);
     s->step = t + s->term[GT_LOAD];
 }
 
@@ -121,7 +130,7 @@ static void single(const hw_profile_t *hw, const workload_t *wl, gpu_step_t *s)
     int rows = rows_of(wl, 1);
     memset(s, 0, sizeof *s);
     s->term[GT_H2D] = rows * wl->in_bytes / hw->pcie_bw;
-    compute(hw, wl, rows, wl->ops * GPU_OP_S, s);
+    compute(hw, wl, rows, wl->ops * wl->op_s, s);
     s->term[GT_OPTIM] = optim_s(hw, wl);
     finish(wl, rows, s);
 }
@@ -140,7 +149,7 @@ static void dp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t *
     s->term[GT_H2D] = all * wl->in_bytes / hw->pcie_bw;
     s->term[GT_SCATTER] = (k - 1) * rows * wl->in_bytes / bw;
     s->term[GT_REPLICATE] = grad_bytes(wl) / bw + lat; /* broadcast_coalesced: NCCL, pipelined */
-    double launch = wl->ops * GPU_OP_S * (1.0 + (k - 1) * GPU_LOCK_SHARE);
+    double launch = wl->ops * wl->op_s * (1.0 + (k - 1) * GPU_LOCK_SHARE);
     compute(hw, wl, rows, launch, s);
     s->term[GT_GATHER] = (k - 1) * rows * wl->out_bytes / bw;
     if (!wl->loss_inside) {
@@ -154,8 +163,10 @@ static void dp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t *
 
 /* DDP's buckets against backward: gradients become ready evenly through
  * backward, last layer first (the late parameters, a tied embedding, only
- * at its end); buckets go out in order on one stream.  Returns the
- * all-reduce time after backward; *total every bucket's. */
+ * at its end); buckets go out in order on one stream.  Through host memory
+ * (no peer access) none of it hides: the published runs without P2P pay
+ * the whole all-reduce however long backward is (app/predict/README.md).
+ * Returns the all-reduce time after backward; *total every bucket's. */
 static double exposed(const hw_profile_t *hw, const workload_t *wl, int k, double backward,
                       double *total)
 {
@@ -166,7 +177,7 @@ static double exposed(const hw_profile_t *hw, const workload_t *wl, int k, doubl
         double b = fmin(cap, even - done);
         done += b;
         double t = all_reduce_s(hw, k, b);
-        end = fmax(end, backward * done / even) + t;
+        end = fmax(end, hw->p2p ? backward * done / even : backward) + t;
         *total += t;
         cap = GPU_BUCKET;
     }
@@ -183,7 +194,7 @@ static void ddp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t 
     int rows = rows_of(wl, k);
     memset(s, 0, sizeof *s);
     s->term[GT_H2D] = rows * wl->in_bytes / hw->pcie_bw;
-    compute(hw, wl, rows, wl->ops * GPU_OP_S, s);
+    compute(hw, wl, rows, wl->ops * wl->op_s, s);
     double total = 0.0;
     double bwd = s->term[GT_BACKWARD] + s->term[GT_LAUNCH] * 2.0 / 3.0;
     s->term[GT_ALLREDUCE] = exposed(hw, wl, k, bwd, &total);
@@ -202,8 +213,8 @@ void gpu_model_row(const hw_profile_t *hw, const workload_t *wl, int k, gpu_row_
     dp(hw, wl, k, &row->dp);
     ddp(hw, wl, k, &row->ddp, &row->ddp_hidden);
     const double *t = row->dp.term;
-    double data = t[GT_LOAD] + t[GT_H2D] + t[GT_SCATTER];
-    row->dp_input_bound = k > 1 && data > t[GT_FORWARD] + t[GT_BACKWARD] + t[GT_LAUNCH];
+    double compute = t[GT_FORWARD] + t[GT_BACKWARD] + t[GT_LAUNCH];
+    row->dp_input_bound = k > 1 && (t[GT_LOAD] > 0 || t[GT_H2D] + t[GT_SCATTER] > compute);
 }
 
 int gpu_model_dp_culprit(const gpu_row_t *row)

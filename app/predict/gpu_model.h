@@ -10,12 +10,18 @@
 
 #include "app/predict/profile.h"
 
-/* PyTorch's host cost of one operator and the share of it that holds the
- * interpreter lock, measured by bench/torch_dispatch.py (PyTorch 1.13 on
- * this project's CPU: 2.12 us, range 1.68-2.44, over 9 ABBA rounds; the
- * lock's share with 2 threads 0.96, range 0.46-1.47). */
-#define GPU_OP_S 2.12e-6
+/* The share of an operator's host cost that holds the interpreter lock,
+ * measured by bench/torch_dispatch.py (PyTorch 1.13 on this project's CPU:
+ * with 2 threads 0.96, range 0.46-1.47, over 9 ABBA rounds; the cost itself
+ * is the workload's op_s, PROF_OP_S unless it cites another). */
 #define GPU_LOCK_SHARE 0.96
+/* Without peer access NCCL stages a ring through host memory (its SHM
+ * transport), and the ring's traffic flows both ways at once, which CPUs
+ * handle badly: on 2 GPUs over PCIe 3.0 x16, nccl-tests measured all-reduce
+ * at 3.9 GB/s bus bandwidth against broadcast's one-way 10.31 GB/s
+ * (NVIDIA/nccl#384; sjeaugey: "some CPUs do not handle bidirectional
+ * traffic well").  The share of link.bw such a ring keeps: */
+#define GPU_SHM_DUPLEX (3.9 / 10.31)
 /* DDP's buckets (PyTorch's defaults: the first 1 MiB, then 25 MiB) */
 #define GPU_FIRST_BUCKET (1024.0 * 1024.0)
 #define GPU_BUCKET (25.0 * 1024.0 * 1024.0)

@@ -161,6 +161,7 @@ int profile_hardware_json(const cJSON *o, const char *from, hw_profile_t *hw, ch
     TRY(num(&r, "link.bw", 0, true, BIG, REQUIRED, &hw->link_bw));
     TRY(num(&r, "link.latency", 0, false, 1, REQUIRED, &hw->link_latency));
     TRY(num(&r, "link.gpu_bw", 0, true, BIG, OPTIONAL(hw->link_bw), &hw->gpu_bw));
+    TRY(num(&r, "link.allreduce_bw", 0, true, BIG, OPTIONAL(0), &hw->allreduce_bw));
     TRY(num(&r, "host.pcie_bw", 0, true, BIG, REQUIRED, &hw->pcie_bw));
     return DDP_OK;
 }
@@ -194,6 +195,12 @@ int profile_workload_json(const cJSON *o, const char *from, workload_t *wl, char
     TRY(flag(&r, "loss_inside", false, &wl->loss_inside));
     TRY(num(&r, "late_params", 0, false, wl->params, OPTIONAL(0), &wl->late_params));
     TRY(num(&r, "load_samples_per_s", 0, false, BIG, OPTIONAL(0), &wl->load_rate));
+    double workers = 1;
+    TRY(num(&r, "load_workers", 1, false, 4096, OPTIONAL(1), &workers));
+    if (workers != floor(workers))
+        return err_set(err, DDP_ERR_INPUT, "%s: load_workers: not a whole number", from);
+    wl->load_workers = (int)workers;
+    TRY(num(&r, "op_s", 0, true, 1, OPTIONAL(PROF_OP_S), &wl->op_s));
     return DDP_OK;
 }
 
@@ -295,6 +302,8 @@ void profile_workload_mlp(const config_t *c, workload_t *wl)
     /* PyTorch's twin: forward a Linear and an activation a layer, the loss;
      * backward two GEMMs, a bias sum and the activation's a layer */
     wl->ops = 6.0 * layers + 4.0;
+    wl->op_s = PROF_OP_S;
+    wl->load_workers = 1;
     wl->optimizer = c->optim.kind == OPTIM_SGD ? (c->optim.momentum > 0 ? PROF_OPT_MOMENTUM
                                                                           : PROF_OPT_SGD)
                                                : PROF_OPT_ADAM;

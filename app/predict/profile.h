@@ -18,6 +18,11 @@
 enum { PROF_FP32, PROF_TF32, PROF_FP16, PROF_BF16, PROF_DTYPES };
 enum { PROF_OPT_SGD, PROF_OPT_MOMENTUM, PROF_OPT_ADAM };
 
+/* PyTorch's host cost of one dispatched operator, the default of a
+ * workload's op_s: bench/torch_dispatch.py (PyTorch 1.13 on this project's
+ * CPU: 2.12 us, range 1.68-2.44, over 9 ABBA rounds). */
+#define PROF_OP_S 2.12e-6
+
 #define PROF_NAME_LEN 64
 #define PROF_TEXT_LEN 512
 
@@ -30,13 +35,17 @@ typedef struct {
     double mem_bw, memory, efficiency;
     bool p2p;
     double link_bw, link_latency, gpu_bw, pcie_bw;
+    double allreduce_bw;              /* a ring all-reduce's bus bandwidth; 0: from the link */
 } hw_profile_t;
 
 typedef struct {
     char name[PROF_NAME_LEN], source[PROF_TEXT_LEN];
     char from[CONFIG_PATH_LEN + 32];
-    double params, flops_per_sample, in_bytes, out_bytes, ops, late_params, load_rate;
+    double params, flops_per_sample, in_bytes, out_bytes, ops, late_params;
+    double load_rate;                 /* one loader worker's samples/s; 0: not modelled */
+    double op_s;                      /* the framework's host cost of one operator */
     int dtype, optimizer, batch_per_device, global_batch; /* global_batch 0: per device */
+    int load_workers;                 /* loader workers per process */
     bool loss_inside;
 } workload_t;
 
