@@ -4,7 +4,8 @@ step (forward, loss, backward), the ops_per_step of app/predict/workload/.
 
 Each model is built here from torch.nn in the structure of the
 implementation the published cases ran (torchvision's ResNet-50 and
-ResNet-101 bottlenecks, transformers' GPT-2 block with its tanh GELU,
+ResNet-101 bottlenecks, transformers' GPT-2 block with its tanh GELU (12,
+24 and 36 blocks: small, medium, large),
 BERT-base's encoder with its MLM head), at tiny widths: the count of
 operators does not depend on the widths, and tiny tensors make it quick.
 Counted with torch.profiler as bench/torch_dispatch.py counts: every aten::
@@ -146,7 +147,8 @@ def main():
     ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
     for name, (m, x, lo) in (("resnet50", resnet([3, 4, 6, 3])), ("resnet101", resnet([3, 4, 23, 3]))):
         print(f"{name}: {count(m, x, lo)} operators a step (torch {torch.__version__})")
-    print(f"gpt2-small: {count(GPT2(), ids, None)} operators a step (torch {torch.__version__})")
+    for name, layers in (("gpt2-small", 12), ("gpt2-medium", 24), ("gpt2-large", 36)):
+        print(f"{name}: {count(GPT2(layers), ids, None)} operators a step (torch {torch.__version__})")
     print(f"bert-base: {count(Bert(), ids, None)} operators a step (torch {torch.__version__})")
 
 
