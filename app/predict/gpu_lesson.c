@@ -125,7 +125,15 @@ void gpu_lesson_explain(FILE *f, const gpu_lesson_t *g)
                     gpu_term_words(t));
     fprintf(f, "  %-11s %10.3f %10.3f %10.3f  the step\n", "step", 1e3 * r->single.step,
             1e3 * r->dp.step, 1e3 * r->ddp.step);
-    fprintf(f, "  DDP's all-reduce hidden behind backward: %.3f ms\n", 1e3 * r->ddp_hidden);
+    fprintf(f, "  DDP's all-reduce hidden behind backward: %.3f ms%s\n", 1e3 * r->ddp_hidden,
+            g->hw.p2p ? "" : " (through host memory it runs after backward)");
+    if (g->wl.load_rate > 0)
+        fprintf(f, "  DP's one process: %d loader worker%s at %.4g samples/s each for %d rows a step: "
+                   "%s\n", g->wl.load_workers, g->wl.load_workers == 1 ? "" : "s", g->wl.load_rate,
+                r->batch * r->devices, r->dp_input_bound ? "input-bound" : "not input-bound");
+    else
+        fprintf(f, "  DP input-bound: %s (the workload gives no load_samples_per_s: loading is not "
+                   "modelled)\n", r->dp_input_bound ? "yes" : "no");
 }
 
 // ---------------------------------------------------------------------------
@@ -150,6 +158,12 @@ cJSON *gpu_lesson_json(const gpu_lesson_t *g)
     cJSON_AddNumberToObject(o, "efficiency", g->hw.efficiency);
     cJSON_AddNumberToObject(o, "op_s", g->wl.op_s);
     cJSON_AddNumberToObject(o, "lock_share", GPU_LOCK_SHARE);
+    cJSON *ld = cJSON_AddObjectToObject(o, "loader");
+    if (g->wl.load_rate > 0)
+        cJSON_AddNumberToObject(ld, "samples_per_s_per_worker", g->wl.load_rate);
+    else
+        cJSON_AddNullToObject(ld, "samples_per_s_per_worker");
+    cJSON_AddNumberToObject(ld, "workers_per_process", g->wl.load_workers);
     cJSON *rows = cJSON_AddArrayToObject(o, "rows");
     for (int k = 0; k < g->hw.count; k++) {
         const gpu_row_t *r = &g->rows[k];

@@ -183,3 +183,49 @@ Test(predict_gpu, the_terms_follow_the_hardware)
     gpu_model_row(&nv, &wl, 2, &a);
     cr_expect_eq(a.batch, 32);
 }
+
+/* Through host memory the ring keeps 0.378 of the one-way rate and runs
+ * after backward; a measured bus bandwidth replaces the derived one. */
+Test(predict_gpu, without_peer_access_nothing_hides)
+{
+    char err[ERR_LEN];
+    hw_profile_t host;
+    workload_t wl;
+    cr_assert_eq(profile_hardware("2x-titan-rtx-pcie", &host, err), DDP_OK, "%s", err);
+    cr_assert_eq(profile_workload("gpt2-small", &wl, err), DDP_OK, "%s", err);
+    gpu_row_t r, fast;
+    gpu_model_row(&host, &wl, 2, &r);
+    cr_expect_float_eq(r.ddp_hidden, 0.0, 1e-12, "through host memory nothing hides");
+    double ring = 4.0 * wl.params / (host.link_bw * GPU_SHM_DUPLEX); /* 2 GPUs: (k-1)/k x 2 = 1 */
+    cr_expect(r.ddp.term[GT_ALLREDUCE] > ring && r.ddp.term[GT_ALLREDUCE] < 1.01 * ring,
+              "all-reduce %g s, the ring at 0.378 of link.bw %g s", r.ddp.term[GT_ALLREDUCE], ring);
+    host.allreduce_bw = 2.0 * host.link_bw * GPU_SHM_DUPLEX; /* a measured bus bandwidth */
+    gpu_model_row(&host, &wl, 2, &fast);
+    cr_expect_lt(fast.ddp.term[GT_ALLREDUCE], 0.51 * r.ddp.term[GT_ALLREDUCE]);
+}
+
+/* One process's loader workers feed every DP replica; each DDP process has
+ * its own: a slow loader makes DP input-bound and leaves DDP alone. */
+Test(predict_gpu, one_loader_feeds_dp)
+{
+    char err[ERR_LEN];
+    hw_profile_t hw;
+    workload_t wl;
+    cr_assert_eq(profile_hardware("8x-a100-pcie", &hw, err), DDP_OK, "%s", err);
+    cr_assert_eq(profile_workload("resnet50", &wl, err), DDP_OK, "%s", err);
+    gpu_row_t r;
+    gpu_model_row(&hw, &wl, 8, &r);
+    cr_expect(!r.dp_input_bound, "no loader rate: not input-bound");
+    gpu_step_t before = r.ddp;
+    wl.load_rate = 100.0; /* samples/s a worker */
+    wl.load_workers = 4;
+    gpu_model_row(&hw, &wl, 8, &r);
+    cr_expect(r.dp_input_bound, "8 x 32 rows from 400 samples/s");
+    cr_expect_float_eq(r.dp.step, 8 * 32 / 400.0, 1e-9, "DP waits for its one loader");
+    cr_expect_float_eq(r.ddp.step, fmax(before.step, 32 / 400.0), 1e-9, "each DDP process loads its own");
+    workload_t slow = wl;
+    slow.load_rate = 0;
+    slow.op_s = 100 * wl.op_s; /* an older framework's host cost */
+    gpu_model_row(&hw, &slow, 8, &r);
+    cr_expect_gt(r.dp.term[GT_LAUNCH], 0, "launches outrun compute at 100x the cost");
+}
