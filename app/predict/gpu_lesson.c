@@ -63,25 +63,24 @@ static double thr(const gpu_lesson_t *g, const gpu_row_t *r, const gpu_step_t *s
     return s->step > 0 ? rows / s->step : 0.0;
 }
 
-/* The sentence: which term makes DP slower than DDP on every GPU. */
-static void sentence(FILE *f, const gpu_lesson_t *g)
+/* The sentence: which term makes DP slower than DDP on all the box's GPUs
+ * (the terminal's and the page's). */
+static void sentence(char *out, size_t n, const gpu_lesson_t *g)
 {
     const gpu_row_t *r = &g->rows[g->hw.count - 1];
     int t = gpu_model_dp_culprit(r);
     if (g->hw.count < 2)
-        fprintf(f, "  One GPU: DP runs the module itself and DDP adds its bucket copies (%.2f ms);"
-                   " the lesson needs a box of two or more.\n", 1e3 * r->ddp.term[GT_DDP_FIXED]);
+        snprintf(out, n, "One GPU: DP runs the module itself and DDP adds its bucket copies "
+                 "(%.2f ms); the lesson needs a box of two or more.", 1e3 * r->ddp.term[GT_DDP_FIXED]);
     else if (t == GT_COUNT)
-        fprintf(f, "  On %d GPUs DP keeps up with DDP here (%.1f ms against %.1f ms a step).\n",
-                r->devices, 1e3 * r->dp.step, 1e3 * r->ddp.step);
+        snprintf(out, n, "On %d GPUs DP keeps up with DDP here (%.1f ms against %.1f ms a step).",
+                 r->devices, 1e3 * r->dp.step, 1e3 * r->ddp.step);
     else
-        fprintf(f, "  On %d GPUs DP's step is %.2fx DDP's; the term that makes it slower: %s "
-                   "(%.1f ms a step, DDP %.1f ms)%s.\n",
-                r->devices, r->dp.step / r->ddp.step, gpu_term_words(t), 1e3 * r->dp.term[t],
-                1e3 * r->ddp.term[t],
-                r->dp_input_bound ? "; DP is input-bound: one process loads and scatters every "
-                                    "GPU's batch"
-                                  : "");
+        snprintf(out, n, "On %d GPUs DP's step is %.2fx DDP's; the term that makes it slower: %s "
+                 "(%.1f ms a step, DDP %.1f ms)%s.", r->devices, r->dp.step / r->ddp.step,
+                 gpu_term_words(t), 1e3 * r->dp.term[t], 1e3 * r->ddp.term[t],
+                 r->dp_input_bound ? "; DP is input-bound: one process loads and scatters every "
+                                     "GPU's batch" : "");
 }
 
 void gpu_lesson_print(FILE *f, const gpu_lesson_t *g)
@@ -103,7 +102,9 @@ void gpu_lesson_print(FILE *f, const gpu_lesson_t *g)
                 thr(g, r, &r->single, true), thr(g, r, &r->dp, false), thr(g, r, &r->ddp, false),
                 r->dp_input_bound ? "  dp input-bound" : "");
     }
-    sentence(f, g);
+    char line[512];
+    sentence(line, sizeof line, g);
+    fprintf(f, "  %s\n", line);
     if (g->check[0])
         fprintf(f, "  %s\n", g->check);
     fprintf(f, "  (--explain lists every term; app/predict/README.md derives them)\n");
@@ -190,75 +191,57 @@ cJSON *gpu_lesson_json(const gpu_lesson_t *g)
 
 // ---------------------------------------------------------------------------
 // the page: throughput on 1..count GPUs, single flat, DP and DDP as curves
+// (drawn on app/report's plot, page_plot_*)
+
+typedef struct {
+    const gpu_lesson_t *g;
+    int mode; /* 0 single, 1 dp, 2 ddp */
+} curve_t;
+
+static const gpu_step_t *step_of(const gpu_row_t *r, int mode)
+{
+    return mode == 0 ? &r->single : mode == 1 ? &r->dp : &r->ddp;
+}
+
+static void modelled_title(FILE *f, int k, double v, const void *arg)
+{
+    const curve_t *c = arg;
+    static const char *const name[3] = {"single", "dp", "ddp"};
+    fprintf(f, "%s on %d GPU%s, modelled: %.1f samples/s, %.3f ms a step", name[c->mode], k,
+            k == 1 ? "" : "s", v, 1e3 * step_of(&c->g->rows[k - 1], c->mode)->step);
+}
 
 void gpu_lesson_page(FILE *f, const void *arg)
 {
     const gpu_lesson_t *g = arg;
-    const int W = 960, H = 300, X0 = 70, Y0 = 20, PW = W - X0 - 150, PH = H - 60;
     int n = g->hw.count;
-    double top = 0;
-    for (int k = 0; k < n; k++) {
-        const gpu_row_t *r = &g->rows[k];
-        top = fmax(top, fmax(thr(g, r, &r->dp, false), fmax(thr(g, r, &r->ddp, false),
-                                                             thr(g, r, &r->single, true))));
-    }
+    double v[3][GPU_MAX_DEVICES];
+    page_plot_t pl = {n, 0.0};
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < n; k++) {
+            const gpu_row_t *r = &g->rows[k];
+            v[m][k] = thr(g, r, step_of(r, m), m == 0);
+            pl.top = fmax(pl.top, v[m][k]);
+        }
     fputs("<div class=\"gpu-lesson\" id=\"gpu-lesson\"><h3>Modelled for ", f);
     page_esc(f, g->hw.name);
     fputs(" (", f);
     page_esc(f, g->wl.name);
     fputs(", not measured)</h3>\n<p class=\"note\">", f);
     page_esc(f, g->check[0] ? g->check : "no published case on this box");
-    fprintf(f, "</p>\n<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"modelled GPU throughput\"><g class=\"axis\">", W, H, W, H);
-    if (!(top > 0))
-        top = 1;
-#define PX(k) (X0 + (n > 1 ? ((k) - 1) * (double)PW / (n - 1) : PW / 2.0))
-#define PY(v) (Y0 + PH - (v) / top * PH)
-    for (int i = 0; i <= 4; i++)
-        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" "
-                   "y=\"%.1f\" text-anchor=\"end\">%.3g</text>",
-                X0, PY(top * i / 4), X0 + PW, PY(top * i / 4), X0 - 6, PY(top * i / 4) + 4, top * i / 4);
-    for (int k = 1; k <= n; k++)
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>", PX(k), Y0 + PH + 18, k);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">GPUs</text><text x=\"14\" y=\"%d\" "
-               "transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">samples/s</text></g>\n",
-            PX((n + 1) / 2.0), Y0 + PH + 36, Y0 + PH / 2, Y0 + PH / 2);
-    static const char *const mode[3] = {"single", "dp", "ddp"};
+    fputs("</p>\n", f);
+    page_plot_open(f, &pl, "modelled GPU throughput");
+    static const char *const mode[3] = {"gpu-single", "gpu-dp", "gpu-ddp"};
     static const char *const cls[3] = {"single", "dpline", "ddpline"};
+    static const char *const label[3] = {"single", "dp", "ddp"};
     for (int m = 0; m < 3; m++) {
-        fprintf(f, "<g class=\"curve\" data-mode=\"gpu-%s\"><polyline class=\"line c-%s\" points=\"",
-                mode[m], cls[m]);
-        for (int k = 1; k <= n; k++) {
-            const gpu_row_t *r = &g->rows[k - 1];
-            const gpu_step_t *s = m == 0 ? &r->single : m == 1 ? &r->dp : &r->ddp;
-            fprintf(f, "%.1f,%.1f ", PX(k), PY(thr(g, r, s, m == 0)));
-        }
-        fputs("\"/>", f);
-        for (int k = 1; k <= n; k++) {
-            const gpu_row_t *r = &g->rows[k - 1];
-            const gpu_step_t *s = m == 0 ? &r->single : m == 1 ? &r->dp : &r->ddp;
-            fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
-                       "GPU%s, modelled: %.1f samples/s, %.3f ms a step</title></circle>",
-                    cls[m], PX(k), PY(thr(g, r, s, m == 0)), mode[m], k, k == 1 ? "" : "s",
-                    thr(g, r, s, m == 0), 1e3 * s->step);
-        }
-        const gpu_row_t *last = &g->rows[n - 1];
-        const gpu_step_t *s = m == 0 ? &last->single : m == 1 ? &last->dp : &last->ddp;
-        fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s</text></g>\n", cls[m],
-                PX(n) + 8, PY(thr(g, last, s, m == 0)) + 4 + 12 * (m - 1), mode[m]);
+        curve_t c = {g, m};
+        page_plot_curve(f, &pl, mode[m], cls[m], v[m], label[m], 12.0 * (m - 1), modelled_title, &c);
     }
-#undef PX
-#undef PY
+    char line[512];
+    sentence(line, sizeof line, g);
     fputs("</svg>\n<p class=\"note\">", f);
-    const gpu_row_t *r = &g->rows[n - 1];
-    int t = gpu_model_dp_culprit(r);
-    if (t < GT_COUNT && n > 1) {
-        fprintf(f, "On %d GPUs DP's step is %.2fx DDP's: ", n, r->dp.step / r->ddp.step);
-        page_esc(f, gpu_term_words(t));
-        fprintf(f, " costs DP %.1f ms a step.", 1e3 * r->dp.term[t]);
-    } else {
-        fputs("DP keeps up with DDP on this box.", f);
-    }
+    page_esc(f, line);
     fputs("</p></div>\n", f);
 }
 

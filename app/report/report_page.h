@@ -89,4 +89,22 @@ int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
 
+/* A plot of samples/s against devices 1..n: --predict's chart and the GPU
+ * lesson's (app/predict/gpu_lesson.c) draw with it.  page_plot_open writes
+ * the <svg> with its grid and axes (top rounded up to a tick); the caller
+ * closes it with "</svg>". */
+typedef struct {
+    int n;      /* devices on the x axis, 1..n */
+    double top; /* samples/s at the top of the y axis */
+} page_plot_t;
+void page_plot_open(FILE *f, page_plot_t *p, const char *aria);
+double page_plot_x(const page_plot_t *p, double k);
+double page_plot_y(const page_plot_t *p, double v);
+/* One curve through v[0..n-1] (class "line c-CLS", data-mode MODE), a
+ * circle at each point whose hover text title(f, k, v[k-1], arg) writes,
+ * and LABEL after the last point, dy pixels below it. */
+void page_plot_curve(FILE *f, const page_plot_t *p, const char *mode, const char *cls,
+                     const double *v, const char *label, double dy,
+                     void (*title)(FILE *f, int k, double v, const void *arg), const void *arg);
+
 #endif
