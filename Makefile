@@ -185,11 +185,12 @@ TEST_RUNPATH := -Wl,-rpath,$(abspath $(BUILD))
 NVCCFLAGS := -O2 -std=c++17 --fmad=false $(NVCC_GENCODE) -I. -Xcompiler -Wall,-Wextra,-fPIC -MMD -MP
 
 # ---- sources ----------------------------------------------------------------
-# The library: the shared core's floors, the two strategies, and the
-# program's outputs (app/report/, linked by the tests and benchmarks too).
+# The library: the shared core's floors, the two strategies, the program's
+# floors (app/*/: its outputs, --predict's model, ...) and the gate (gate/),
+# linked by the tests and benchmarks too.
 # Files named *_cuda.c or *_nccl.c need the CUDA/NCCL headers: only with them;
 # *_mpi.c need mpi.h.
-SRC_DIRS := $(sort $(dir $(wildcard common/*/))) dp/ ddp/ app/report/ app/predict/
+SRC_DIRS := $(sort $(dir $(wildcard common/*/ app/*/))) dp/ ddp/ gate/
 CUDA_ONLY_C := $(wildcard $(addsuffix *_cuda.c,$(SRC_DIRS)))
 NCCL_ONLY_C := $(wildcard $(addsuffix *_nccl.c,$(SRC_DIRS)))
 MPI_ONLY_C := $(wildcard $(addsuffix *_mpi.c,$(SRC_DIRS)))
@@ -503,7 +504,7 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
 FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/infile.c common/base/fault.c \
               common/base/hash.c common/base/rng.c \
-              common/data/data_npy.c common/data/data.c \
+              app/load/data_npy.c common/data/data.c \
               common/base/kinds.c common/io/safetensors.c
 build/fuzz/clang.ok: scripts/deps.sh
 	@mkdir -p build/fuzz

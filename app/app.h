@@ -7,7 +7,6 @@
  *              measurements
  *   outputs.c  what the user asked to keep: --save, evaluation, --trace, the
  *              result on stdout, --explain
- *   gate.c     the stored-baseline regression gate (--baseline)
  *   commbench.c  --mode comm, the collectives alone (commbench.h)
  *
  * The job is one static object (its results hold their step statistics), so
@@ -22,11 +21,12 @@
 #include "common/config/config.h"
 #include "common/data/data.h"
 #include "common/measure/collperf.h"
-#include "common/measure/predict.h"
-#include "common/measure/repeat.h"
+#include "app/predict/predict.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
-#include "app/predict/gpu_lesson.h"
+#include "app/cmdline/cmdline.h"
+#include "gate/gate.h"
 
 /* compare: single, dp, ddp, and ddp --zero 1, 2, 3 (--zero 1,2,3), or single, dp
  * and ddp again at each further precision (--precision fp32,bf16,tf32) */
@@ -42,6 +42,9 @@ typedef struct {
 
 typedef struct {
     config_t cfg;                 /* the user's, resolved */
+    gate_opts_t gate_opts;        /* the gate's options (gate/options.h) */
+    app_opts_t opts;              /* the program's own (app/cmdline/cmdline.h) */
+    config_line_t line;           /* the command line over the three */
     char note[ERR_LEN];           /* what --backend/--gpus auto chose ("" when nothing) */
     model_spec_t spec;
     int n;                        /* runs: 1, or compare's (3; 2 under mpirun) */
@@ -53,9 +56,8 @@ typedef struct {
     dataset_t data;
     bool loaded;
     report_ctx_t ctx;
-    baseline_t bl;                /* --baseline, and each run's match in it */
-    const cJSON *match[MAX_RUNS];
-    bool gate;
+    gate_stored_t gate;           /* --baseline, and each run's match in it */
+    bool gated;                   /* this process judges --baseline */
     int argc;                     /* the command line */
     char **argv;
     bool mpi;                     /* this process is one rank of mpirun's (launch_is_rank) */
@@ -87,9 +89,6 @@ int app_mem_check(const app_job_t *j, char *err);
  * start (startup.c). */
 void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
-/* --predict: DDP's ZeRO stages on 1..8 devices, bytes, time, memory and,
- * under --mem-limit, the crossover (predict_zero.c). */
-void app_predict_zero(FILE *f, const app_job_t *j);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
 void app_free(app_job_t *j);
@@ -115,13 +114,8 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The status of the outputs: DDP_OK, or one line naming what failed and
  * what was written. */
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);
-
-// gate.c
-/* Every run's baseline match, found before any training. */
-int app_gate_prepare(app_job_t *j, char *err);
-/* What differs from the baseline without refusing it: one warning line. */
-void app_gate_warn(app_job_t *j);
-/* The verdicts: 0, DDP_ERR_REGRESSED or DDP_ERR_NOISY. */
-int app_gate_judge(app_job_t *j);
+/* --workload: the GPU lesson alone on stdout (--json: its object), nothing
+ * trained. */
+int app_gpu_lesson(app_job_t *j, char *err);
 
 #endif

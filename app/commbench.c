@@ -5,7 +5,7 @@
 
 #include "app/commbench.h"
 #include "app/report/report.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "common/train/strategy.h"
 
 // ---------------------------------------------------------------------------

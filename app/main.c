@@ -14,9 +14,8 @@
 #include "app/scenario.h"
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
-#include "app/ab.h"
 #include "common/device/backend.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 
 /* The exit status of a status code. */
 static int exit_code(int rc)
@@ -73,7 +72,10 @@ static int run_job(app_job_t *j, int argc, char **argv)
         rc = app_predict(j, err);
     if (rc == DDP_OK)
         app_print(j, failed);
-    int verdict = rc == DDP_OK ? app_gate_judge(j) : 0;
+    const gate_opts_t *g = &j->gate_opts;
+    int verdict = 0;
+    if (rc == DDP_OK && g->baseline[0])
+        verdict = gate_stored_judge(&j->gate, j->cfgs, j->reps, j->n, g->tolerance_pct, j->info);
     if (rc == DDP_OK) /* the page last: it draws what the others printed */
         app_write_page(j, failed, written, sizeof written);
     if (rc == DDP_OK)
@@ -81,7 +83,7 @@ static int run_job(app_job_t *j, int argc, char **argv)
     return rc != DDP_OK ? app_fail(rc, err) : verdict;
 }
 
-/* Everything after the parse, inside the launcher (train/launcher.h): rc
+/* Everything after the parse, inside the launcher (ddp/launcher.h): rc
  * and err, the parse's outcome or the launcher's; the exit status. */
 static int job_main(void *ctx, int rc, char *err)
 {
@@ -89,29 +91,31 @@ static int job_main(void *ctx, int rc, char *err)
     config_t *cfg = &j->cfg;
     j->mpi = launch_is_rank(cfg);
     j->reports = launch_reports(cfg);
-    if (rc == DDP_OK && cfg->against[0]) { /* the A/B gate: its runs are child processes */
+    if (rc == DDP_OK && j->gate_opts.against[0]) { /* the A/B gate: its runs are children */
         rc = launch_one_host(cfg, "--against: starts its own runs on one host", err);
-        if (rc == DDP_OK)
-            return (rc = ab_main(cfg, j->argc, j->argv, err)) == DDP_OK ? 0
-                   : rc == DDP_ERR_REGRESSED || rc == DDP_ERR_NOISY ? rc
-                                                                    : app_fail(rc, err);
+        if (rc == DDP_OK) {
+            rc = ab_main(&j->gate_opts, cfg, &j->line, j->argc, j->argv, err);
+            return rc == DDP_OK || rc == DDP_ERR_REGRESSED || rc == DDP_ERR_NOISY
+                       ? rc
+                       : app_fail(rc, err);
+        }
     }
-    if (rc == DDP_OK && cfg->scenario[0]) { /* a failure reproduced and explained
-                                              (scenario.h): its runs are this process's */
+    const char *scenario = j->opts.scenario;
+    if (rc == DDP_OK && scenario[0]) { /* a failure reproduced and explained (scenario.h):
+                                          its runs are this process's */
         char what[CONFIG_PATH_LEN + 64];
-        snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host",
-                 cfg->scenario);
+        snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host", scenario);
         if ((rc = launch_one_host(cfg, what, err)) == DDP_OK)
-            return scenario_main(j->argc, j->argv, cfg->scenario, stdout);
+            return scenario_main(j->argc, j->argv, scenario, stdout);
     }
 
-    if (rc == DDP_OK && cfg->workload[0]) /* the GPU lesson alone: nothing is trained */
-        return (rc = gpu_lesson_main(cfg, err)) == DDP_OK ? 0 : app_fail(rc, err);
+    if (rc == DDP_OK && j->opts.workload[0]) /* the GPU lesson alone: nothing is trained */
+        return (rc = app_gpu_lesson(j, err)) == DDP_OK ? 0 : app_fail(rc, err);
     report_start(); /* the run's start time and load average, for its provenance */
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
     if (rc == DDP_OK && cfg->mode != MODE_COMM) /* a bad profile fails before training */
-        rc = gpu_lesson_prepare(cfg, &j->gpu, err);
+        rc = gpu_lesson_prepare(j->opts.hardware, j->opts.workload, cfg, &j->gpu, err);
     if (cfg->mode == MODE_COMM) {
         if (rc == DDP_OK)
             rc = app_mem_check_comm(cfg, j->mpi, err);
@@ -145,7 +149,8 @@ int main(int argc, char **argv)
     j->argc = argc;
     j->argv = argv;
     char err[ERR_LEN] = "";
-    int rc = config_parse(&j->cfg, argc, argv, stdout, err);
+    cmdline_init(&j->line, &j->cfg, &j->gate_opts, &j->opts);
+    int rc = config_line_parse(&j->line, argc, argv, stdout, err);
     if (rc == CONFIG_EXIT_OK)
         return (rc = stdout_status(err)) == DDP_OK ? 0 : app_fail(rc, err);
     /* Under mpirun this process becomes a rank (its watcher forked first);

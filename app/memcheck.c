@@ -102,27 +102,28 @@ static int refuse(double need, double avail, const char *from, const char *what,
  * run of the job; a DDP run refused is told what each ZeRO stage would need. */
 static int mem_limit_check(const app_job_t *j, char *err)
 {
-    const config_t *base = &j->cfg;
-    if (base->mem_limit <= 0)
+    double lim_b = j->opts.mem_limit;
+    if (lim_b <= 0)
         return DDP_OK;
     for (int i = 0; i < j->n; i++) {
         const config_t *c = &j->cfgs[i];
-        int devices = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+        const strategy_words_t *w = strategy_words(c->mode);
+        int devices = w->reference ? 1 : c->ngpus;
         need_t n = device_need(c, &j->spec, &j->data, devices, 0);
         /* the buffers one device's replica allocates for its rows */
         n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices,
                                    j->data.tgt_cols);
         double dev = n.params + n.grads + n.optim + n.acts;
-        if (dev <= base->mem_limit)
+        if (dev <= lim_b)
             continue;
         char lim[32], a[32], p[32], g[32], o[32], t[32], alt[256] = "";
-        human(base->mem_limit, lim, sizeof lim);
+        human(lim_b, lim, sizeof lim);
         human(dev, a, sizeof a);
         human(n.params, p, sizeof p);
         human(n.grads, g, sizeof g);
         human(n.optim, o, sizeof o);
         human(n.acts, t, sizeof t);
-        if (c->mode == MODE_DDP) /* what sharding would need: the way out, if any */
+        if (w->ranks) /* what sharding would need: the way out, if any */
             for (int st = c->zero + 1; st <= 3; st++) {
                 config_t cz = *c;
                 cz.zero = st;
@@ -135,7 +136,7 @@ static int mem_limit_check(const app_job_t *j, char *err)
                          st, b);
             }
         char label[32];
-        if (c->mode == MODE_DDP && c->zero)
+        if (w->ranks && c->zero)
             snprintf(label, sizeof label, "ddp --zero %d", c->zero);
         else
             snprintf(label, sizeof label, "%s", mode_name(c->mode));
@@ -162,16 +163,17 @@ int app_mem_check(const app_job_t *j, char *err)
     char what[ERR_LEN] = "";
     for (int i = 0; i < j->n; i++) {
         const config_t *c = &j->cfgs[i];
-        int devices = c->mode == MODE_SINGLE ? 1 : j->mpi ? 1 : c->ngpus;
-        need_t n = device_need(c, &j->spec, d, c->mode == MODE_SINGLE ? 1 : c->ngpus, 0);
-        need_t rest = c->mode == MODE_DP ? device_need(c, &j->spec, d, c->ngpus, 1) : n;
-        if (c->mode == MODE_DP) /* one process: one host copy */
+        const strategy_words_t *w = strategy_words(c->mode);
+        int devices = w->reference || j->mpi ? 1 : c->ngpus;
+        need_t n = device_need(c, &j->spec, d, w->reference ? 1 : c->ngpus, 0);
+        need_t rest = w->lead ? device_need(c, &j->spec, d, c->ngpus, 1) : n;
+        if (w->lead) /* one process: one host copy */
             rest.host = 0;
         double dev = c->backend == BACKEND_CPU ? need_sum(&n) + (devices - 1) * need_sum(&rest)
                                                : 0;
         /* DDP's shared segment carries rank 0's final parameters back, into
          * the run's result: two more copies, in the supervisor */
-        double total = dev + data + (c->mode == MODE_DDP ? 2 * n.params : 0);
+        double total = dev + data + (w->ranks ? 2 * n.params : 0);
         if (total <= worst)
             continue;
         worst = total;
@@ -186,7 +188,7 @@ int app_mem_check(const app_job_t *j, char *err)
                      "%s: %d device%s, each parameters %s, gradients %s, optimizer state %s, "
                      "activations %s, a host copy of the parameters %s; %sthe data %s",
                      mode_name(c->mode), devices, devices == 1 ? "" : "s", p, g, o, a, p,
-                     c->mode == MODE_DDP ? "the supervisor's 2 copies of the parameters; " : "",
+                     w->ranks ? "the supervisor's 2 copies of the parameters; " : "",
                      t);
         else
             snprintf(what, sizeof what, "the data %s, in host memory", t);

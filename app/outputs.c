@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/eval/evaluate.h"
 #include "common/io/checkpoint.h"
+#include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
 #include "common/train/trainer.h"
 
@@ -31,8 +33,8 @@ void app_write_files(app_job_t *j, char *failed, char *written, size_t wlen)
     for (int i = 0; i < j->n; i++) {
         char e[ERR_LEN];
         run_result_t *r = &j->res[i];
-        if (trainer_evaluate(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
-                             &r->train_accuracy, e) != DDP_OK)
+        if (eval_params(&j->spec, cfg->loss, r->params, &j->data, &r->train_loss,
+                        &r->train_accuracy, e) != DDP_OK)
             fprintf(stderr, "ddpbench: note: the %s run's final evaluation was skipped: %s\n",
                     mode_name(r->mode), e);
     }
@@ -65,7 +67,8 @@ static int print_results(app_job_t *j, char *err)
     for (int i = 0; i < n; i++) {
         refs[i] = ref;
         for (int k = 0; ref && k < n; k++)
-            if (j->cfgs[k].mode == MODE_SINGLE && j->cfgs[k].precision == j->cfgs[i].precision) {
+            if (strategy_words(j->cfgs[k].mode)->reference &&
+                j->cfgs[k].precision == j->cfgs[i].precision) {
                 refs[i] = &j->res[k];
                 break;
             }
@@ -79,7 +82,7 @@ static int print_results(app_job_t *j, char *err)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "predict", report_json_predict(&pr->in, pr->rows, &j->res[i]));
             if (o && j->gpu.on) { /* --hardware: the GPU model, the CPU's under "cpu" */
-                cJSON *g = gpu_lesson_json(&j->gpu);
+                cJSON *g = report_json_gpu(&j->gpu);
                 cJSON_AddItemToObject(g, "cpu", cJSON_DetachItemFromObject(o, "predict"));
                 cJSON_AddItemToObject(o, "predict", g);
             }
@@ -104,27 +107,28 @@ static int print_results(app_job_t *j, char *err)
             report_compare(stdout, ctx, j->res, n);
         else
             report_result(stdout, ctx, &j->res[0], NULL);
-        if (c->mode == MODE_DDP)
+        if (strategy_words(c->mode)->ranks)
             report_buckets(stdout, &j->res[0], pr->in.all_reduce, c->zero);
         report_hook(stdout, c, &j->res[0]);
         /* compare's --zero columns are modelled in the ZeRO table below; its
          * --precision columns are not modelled */
         int nbase = n;
         for (int i = 0; i < n && c->mode == MODE_COMPARE; i++)
-            if (((j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero) ||
+            if (((strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero) ||
                  j->cfgs[i].precision != j->cfgs[0].precision) && nbase == n)
                 nbase = i;
         if (pr->on && pr->in.k0 >= 2)
             report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);
-        if (pr->on && pr->in.k0 >= 2 && c->zero && c->mode == MODE_DDP)
+        if (pr->on && pr->in.k0 >= 2 && c->zero && strategy_words(c->mode)->ranks)
             printf("  (ddp predicted as plain DDP; its ZeRO stage in the ZeRO table below, "
                    "with --predict)\n");
         if (pr->on && c->predict)
             report_predict_table(stdout, &pr->in, pr->rows);
         if (pr->on && c->predict)
-            app_predict_zero(stdout, j);
+            predict_zero_table(stdout, c, j->opts.mem_limit, &j->spec, j->data.tgt_cols, &pr->in,
+                               &ddp_strategy);
         if (j->gpu.on)
-            gpu_lesson_print(stdout, &j->gpu);
+            report_gpu(stdout, &j->gpu);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -148,15 +152,15 @@ void app_print(app_job_t *j, char *failed)
      * gate --tolerance is said now, not found when it is used */
     for (int i = 0; j->cfg.json && j->cfg.repeat > 1 && i < j->n; i++) {
         char w[512];
-        if (report_repeat_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
-                                    j->cfg.tolerance_pct, w, sizeof w))
+        if (baseline_too_noisy(&j->reps[i], j->n > 1 ? mode_name(j->cfgs[i].mode) : NULL,
+                               j->gate_opts.tolerance_pct, w, sizeof w))
             fprintf(stderr, "ddpbench: %s\n", w);
     }
     if (j->cfg.explain)
         for (int i = 0; i < j->n; i++)
             report_explain(j->info, &j->ctx, &j->res[i]);
     if (j->cfg.explain && j->gpu.on)
-        gpu_lesson_explain(j->info, &j->gpu);
+        report_gpu_explain(j->info, &j->gpu);
 }
 
 void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
@@ -168,7 +172,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
     const char *labels[MAX_RUNS] = {0};
     static const char *const zl[] = {"", "ddp --zero 1", "ddp --zero 2", "ddp --zero 3"};
     for (int i = 0; i < j->n; i++)
-        if (j->cfgs[i].mode == MODE_DDP && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
+        if (strategy_words(j->cfgs[i].mode)->ranks && j->cfgs[i].zero >= 1 && j->cfgs[i].zero <= 3)
             labels[i] = zl[j->cfgs[i].zero];
     const predict_t *pr = &j->pred;
     bool model = pr->on && pr->in.k0 >= 2;
@@ -181,7 +185,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
                        .reps = j->reps,
                        .pred = model ? &pr->in : NULL,
                        .rows = model ? pr->rows : NULL,
-                       .gpu = j->gpu.on ? gpu_lesson_page : NULL,
+                       .gpu = j->gpu.on ? svg_gpu : NULL,
                        .gpu_arg = &j->gpu};
     char e[ERR_LEN];
     if (report_page_write(cfg->report_path, &p, e) == DDP_OK) {
@@ -204,4 +208,28 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
     return err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", all,
                    written[0] ? " (written: " : files ? " (no file was written)" : "", written,
                    written[0] ? ")" : "");
+}
+
+/* --workload: the GPU lesson alone, nothing trained. */
+int app_gpu_lesson(app_job_t *j, char *err)
+{
+    const config_t *c = &j->cfg;
+    TRY(gpu_lesson_prepare(j->opts.hardware, j->opts.workload, c, &j->gpu, err));
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "ddpbench", DDPBENCH_VERSION);
+        cJSON_AddStringToObject(o, "mode", "predict");
+        cJSON_AddItemToObject(o, "predict", report_json_gpu(&j->gpu));
+        int rc = report_json_print(stdout, o);
+        cJSON_Delete(o);
+        if (rc != DDP_OK)
+            return err_set(err, rc, "stdout: write failed");
+    } else {
+        report_gpu(stdout, &j->gpu);
+    }
+    if (c->explain)
+        report_gpu_explain(c->json ? stderr : stdout, &j->gpu);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    return DDP_OK;
 }

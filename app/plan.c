@@ -2,17 +2,17 @@
  * data, and every check a run could fail late (--baseline, --init, --resume,
  * unwritable --save/--checkpoint/--trace, a sample stream with nothing to
  * train on), so bad input costs no training.  Under mpirun every rank's
- * outcome meets the others' at the start-up agreement (train/launcher.h). */
+ * outcome meets the others' at the start-up agreement (ddp/launcher.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/app.h"
 #include "app/twin.h"
 #include "common/comm/comm.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "app/report/report_page.h"
 
 /* DDP's DistributedSampler has one replica per rank, whatever stream
@@ -21,9 +21,9 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
 {
     *out = *base;
     out->mode = mode;
-    if (mode == MODE_SINGLE)
+    if (strategy_words(mode)->reference)
         out->ngpus = 1;
-    if (mode == MODE_DDP && !out->nrank_samples)
+    if (strategy_words(mode)->ranks && !out->nrank_samples)
         out->sampler_replicas = out->ngpus;
     if (base->mode == MODE_COMPARE && base->log_every == 0)
         out->loss_lines_off = true; /* compare fits a screen: the table has the final loss */
@@ -40,7 +40,7 @@ static const char *more_runs_refused(const app_job_t *j, const char *mpi)
     return j->mpi                ? mpi
            : c->report_path[0]   ? "--report"
            : c->trace_path[0]    ? "--trace"
-           : c->baseline_path[0] ? "--baseline"
+           : j->gate_opts.baseline[0] ? "--baseline"
            : c->repeat > 1       ? "--repeat"
            : c->save_path[0]     ? "--save"
                                  : NULL;
@@ -97,15 +97,15 @@ int app_plan(app_job_t *j, int rc, char *err)
 
     /* --baseline is rank 0's to read and judge (under mpirun the others
      * only train) */
-    j->gate = cfg->baseline_path[0] && j->reports;
-    if (rc == DDP_OK && j->gate)
-        rc = app_gate_prepare(j, err);
+    j->gated = j->gate_opts.baseline[0] && j->reports;
+    if (rc == DDP_OK && j->gated)
+        rc = gate_stored_prepare(&j->gate, j->gate_opts.baseline, &j->ctx, j->cfgs, j->n, err);
 
     if (rc == DDP_OK)
         j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
     j->ctx.data = j->loaded ? &j->data : NULL;
-    if (rc == DDP_OK && j->gate) /* with the data: its size is one of the settings compared */
-        app_gate_warn(j);
+    if (rc == DDP_OK && j->gated) /* with the data: its size is one of the settings compared */
+        gate_stored_warn(&j->gate, &j->ctx, j->cfgs, j->n);
     /* Bad --init/--resume files and unwritable --save/--checkpoint paths are
      * input errors found now, not after the training. */
     if (rc == DDP_OK)
@@ -142,8 +142,8 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     /* --emit-pytorch: the same job as a PyTorch script, written before
      * training (a path it cannot write is bad input); under mpirun by rank 0,
      * which writes the outputs (its failure ends the job: launcher.h) */
-    if (cfg->emit_pytorch[0] && j->reports)
-        TRY(twin_emit(&j->cfgs[0], &j->spec, &j->data, argc, argv,
+    if (j->opts.emit_pytorch[0] && j->reports)
+        TRY(twin_emit(&j->cfgs[0], j->opts.emit_pytorch, &j->spec, &j->data, argc, argv,
                       (cfg->json || cfg->csv) ? stderr : stdout, err));
 
     char note2[ERR_LEN + 1100];
@@ -170,12 +170,10 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
         j->order[i] = i;
     if (j->n >= 3 && !j->mpi && cfg->backend == BACKEND_CUDA) { /* every ddp run first */
         int k = 0;
-        for (int i = 0; i < j->n; i++)
-            if (j->cfgs[i].mode == MODE_DDP)
-                j->order[k++] = i;
-        for (int i = 0; i < j->n; i++)
-            if (j->cfgs[i].mode != MODE_DDP)
-                j->order[k++] = i;
+        for (int first = 1; first >= 0; first--)
+            for (int i = 0; i < j->n; i++)
+                if (strategy_words(j->cfgs[i].mode)->ranks == first)
+                    j->order[k++] = i;
     }
     if (j->mpi && j->n == 2) {
         j->order[0] = 1;
@@ -184,7 +182,7 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
     /* --predict, and compare on several devices: the collectives for the
      * model; a DDP run: the all-reduce at its bucket sizes (run.c). */
     j->full = cfg->predict || (cfg->mode == MODE_COMPARE && cfg->ngpus >= 2);
-    j->measure = j->full || (cfg->mode == MODE_DDP && cfg->ngpus >= 2);
+    j->measure = j->full || (strategy_words(cfg->mode)->ranks && cfg->ngpus >= 2);
     return DDP_OK;
 }
 
@@ -197,5 +195,5 @@ void app_free(app_job_t *j)
     if (j->loaded)
         data_free(&j->data);
     j->loaded = false;
-    baseline_free(&j->bl);
+    gate_stored_free(&j->gate);
 }

@@ -14,7 +14,7 @@
 #include "app/app.h"
 #include "common/comm/comm.h"
 #include "common/base/interrupt.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "common/device/backend.h"
 #include "common/train/strategy.h"
 
@@ -33,7 +33,7 @@ static int run_mode(const config_t *c, const dataset_t *d, run_result_t *res, ch
     /* single computes on one thread (or --threads of OpenBLAS's, one per
      * core of those it may use: dm's, res->machine is not filled yet); DP
      * and DDP run more threads than devices */
-    bool own_switching = c->mode != MODE_SINGLE || c->threads > dm.ncpus;
+    bool own_switching = !strategy_words(c->mode)->reference || c->threads > dm.ncpus;
     disturb_end(&dm, c->ngpus, res->steps, own_switching, &res->machine);
     if (launch_is_rank(c)) {
         /* under mpirun the other ranks are not this process's children: their
@@ -188,7 +188,6 @@ static int run_hook_reference(app_job_t *j, char *err)
 {
     config_t rc = j->cfgs[0];
     rc.comm_hook = HOOK_NONE;
-    rc.hook_reference = true;
     rc.loss_lines_off = true;
     rc.trace_path[0] = rc.save_path[0] = rc.checkpoint_path[0] = 0;
     if (!j->cfg.quiet && j->reports) {
@@ -216,7 +215,7 @@ int app_train(app_job_t *j, char *err)
      * intervals (repeat.h). */
     int total = j->n * cfg->repeat;
     int retakes[MAX_RUNS] = {0}, retake_max = cfg->repeat / RETAKE_SHARE;
-    if (cfg->mode == MODE_DDP && cfg->comm_hook != HOOK_NONE)
+    if (strategy_words(cfg->mode)->ranks && cfg->comm_hook != HOOK_NONE)
         rc = run_hook_reference(j, err);
     for (int s = 0; s < total && rc == DDP_OK; s++) {
         bool by_mode = cfg->backend == BACKEND_CUDA;
@@ -232,13 +231,14 @@ int app_train(app_job_t *j, char *err)
             break;
         }
         /* on CUDA, before single or dp initialises CUDA in this process */
-        if (j->measure && cfg->backend == BACKEND_CUDA && j->cfgs[i].mode != MODE_DDP) {
+        bool ranks = strategy_words(j->cfgs[i].mode)->ranks;
+        if (j->measure && cfg->backend == BACKEND_CUDA && !ranks) {
             rc = measure_collectives(j, err);
             j->measure = false;
             if (rc != DDP_OK)
                 break;
         }
-        if (!j->reports && j->cfgs[i].mode != MODE_DDP)
+        if (!j->reports && !ranks)
             continue; /* under mpirun, single is rank 0's alone */
         if ((j->n > 1 || cfg->repeat > 1) && !cfg->quiet && j->reports) {
             fprintf(j->info, "== %s on %d device%s", mode_name(j->cfgs[i].mode), j->cfgs[i].ngpus,
@@ -272,7 +272,7 @@ int app_train(app_job_t *j, char *err)
                 warmup_note(cfg, &j->res[i]);
         }
     }
-    if (rc == DDP_OK && cfg->mode == MODE_DDP && cfg->comm_hook != HOOK_NONE)
+    if (rc == DDP_OK && strategy_words(cfg->mode)->ranks && cfg->comm_hook != HOOK_NONE)
         j->res[0].hook_ref = &j->hook_ref; /* the drift's reference (report_hook) */
     return rc;
 }
@@ -304,7 +304,7 @@ int app_predict(app_job_t *j, char *err)
     }
     /* the model needs single's phases: the run's own, or one more run */
     if (j->full) {
-        if (j->cfgs[0].mode == MODE_SINGLE) {
+        if (strategy_words(j->cfgs[0].mode)->reference) {
             predict_finish(j, &j->res[0]);
         } else {
             config_t one;

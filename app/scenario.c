@@ -13,8 +13,8 @@
 
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
-#include "common/config/config.h"
-#include "common/data/load.h"
+#include "app/cmdline/cmdline.h"
+#include "app/load/load.h"
 #include "app/report/report.h"
 #include "app/report/report_page.h"
 #include "common/train/strategy.h"
@@ -27,6 +27,8 @@
 typedef struct {
     FILE *out;
     config_t cfg;        /* the scenario's options, then the user's */
+    gate_opts_t gate;    /* the rest of the user's command line: refused below */
+    app_opts_t opts;
     model_spec_t spec;
     dataset_t data;
     bool loaded;
@@ -85,8 +87,10 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
     for (int i = 1; i < argc && ac < 255; i++)
         av[ac++] = argv[i];
     av[ac] = NULL;
+    config_line_t line;
+    cmdline_init(&line, &s->cfg, &s->gate, &s->opts);
     if (rc == DDP_OK)
-        rc = config_parse(&s->cfg, ac, av, s->out, s->err);
+        rc = config_line_parse(&line, ac, av, s->out, s->err);
     if (rc != DDP_OK)
         return rc;
     /* A scenario prints its own story and writes nothing: an output option
@@ -95,18 +99,18 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
     if (c->mode != own->mode)
         return err_set(s->err, DDP_ERR_INPUT, "--mode %s: this scenario runs %s", mode_name(c->mode),
                        mode_name(own->mode));
-    const char *no = c->save_path[0]         ? "--save"
-                     : c->checkpoint_path[0] ? "--checkpoint"
-                     : c->resume_path[0]     ? "--resume"
-                     : c->trace_path[0]      ? "--trace"
-                     : c->emit_pytorch[0]    ? "--emit-pytorch"
-                     : c->baseline_path[0]   ? "--baseline"
-                     : c->json               ? "--json"
-                     : c->csv                ? "--csv"
-                     : c->explain            ? "--explain"
-                     : c->predict            ? "--predict"
-                     : c->repeat > 1         ? "--repeat"
-                                             : NULL;
+    const char *no = c->save_path[0]           ? "--save"
+                     : c->checkpoint_path[0]   ? "--checkpoint"
+                     : c->resume_path[0]       ? "--resume"
+                     : c->trace_path[0]        ? "--trace"
+                     : s->opts.emit_pytorch[0] ? "--emit-pytorch"
+                     : s->gate.baseline[0]     ? "--baseline"
+                     : c->json                 ? "--json"
+                     : c->csv                  ? "--csv"
+                     : c->explain              ? "--explain"
+                     : c->predict              ? "--predict"
+                     : c->repeat > 1           ? "--repeat"
+                                               : NULL;
     if (no)
         return err_set(s->err, DDP_ERR_INPUT, "not with %s: a scenario prints its own story and "
                        "writes no output", no);

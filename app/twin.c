@@ -9,6 +9,7 @@
 #include "common/data/sampler.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
+#include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
 /* The fixed body of the script, app/twin_body.py as a C string (the
@@ -185,7 +186,7 @@ static int unsupported(const config_t *c, char *err)
     if (c->comm_hook != HOOK_NONE)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --comm-hook (the twin's DDP "
                        "registers no hook)");
-    if (c->mode == MODE_DDP && c->batch % c->ngpus)
+    if (strategy_words(c->mode)->ranks && c->batch % c->ngpus)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: ddp's twin needs a global batch "
                        "its %d ranks divide (a PyTorch DataLoader has one batch_size per rank); "
                        "%d does not: use --batch-per-device N",
@@ -227,7 +228,7 @@ static void twin_value(const config_value_t *v, char *out, size_t n)
 /* The constants built from several fields (a row's T_DERIVED names them). */
 static void derived_const(FILE *f, const char *name, const config_t *c, long steps)
 {
-    int world = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+    int world = strategy_words(c->mode)->reference ? 1 : c->ngpus;
     if (strcmp(name, "WORLD") == 0) {
         fprintf(f, "WORLD         = %d  # devices; DDP spawns a rank on each  [--gpus]\n", world);
         char ids[256] = "";
@@ -278,7 +279,7 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
                "sample order (the files beside this one), the same global batch, as %s.\n"
                "It prints the final loss and the checksum line ddpbench prints:\n"
                "    python3 ",
-            c->mode == MODE_DP ? "nn.DataParallel" : c->mode == MODE_DDP ? "DDP" : "one device");
+            strategy_words(c->mode)->pytorch);
     doc(f, py);
     fputs("\n    python3 ", f);
     doc(f, py);
@@ -332,11 +333,10 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
     return DDP_OK;
 }
 
-int twin_emit(const config_t *c, const model_spec_t *spec, const dataset_t *d, int argc,
-              char **argv, FILE *info, char *err)
+int twin_emit(const config_t *c, const char *path, const model_spec_t *spec, const dataset_t *d,
+              int argc, char **argv, FILE *info, char *err)
 {
     TRY(unsupported(c, err));
-    const char *path = c->emit_pytorch;
     size_t n = strlen(path);
     if (n < 4 || strcmp(path + n - 3, ".py") != 0)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: '%s' must end in .py", path);

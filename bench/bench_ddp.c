@@ -18,7 +18,7 @@
 #include "bench/bench_util.h"
 #include "common/config/config.h"
 #include "common/data/data.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "app/report/report.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"

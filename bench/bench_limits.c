@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/data/data.h"
+#include "app/load/load.h"
 #include "ddp/ddp_shared.h"
 #include "common/measure/result.h"
 #include "common/measure/timing.h"

@@ -12,7 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/train/strategy.h"
-#include "common/data/load.h"
+#include "app/load/load.h"
 #include "common/train/trainer.h"
 
 /* The config of "args" (as typed after ddpbench), resolved. */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/predict_hosts.sh: DDP's step at 16, 64 and 256 ranks, by the
-# alpha-beta model of --predict (common/measure/predict.h) carried past one
+# alpha-beta model of --predict (app/predict/predict.h) carried past one
 # host: an all-reduce of each bucket over K ranks, K = hosts x ranks per
 # host, costs 2(K-1) alpha + 2(K-1)/K x bytes / B as a ring, or
 # 2 log2(K) alpha + 2 x bytes / B as NCCL's double binary tree (the shorter

@@ -15,7 +15,7 @@ static int buckets_of(const model_spec_t *spec, double first_mb, double mb)
 {
     reducer_t r;
     char err[ERR_LEN];
-    if (reducer_init(&r, NULL, NULL, spec, NULL, first_mb, mb, true, err) != DDP_OK)
+    if (reducer_init(&r, NULL, NULL, spec, NULL, first_mb, mb, true, BUCKETS_CAPPED, err) != DDP_OK)
         return -1;
     int n = r.nb;
     reducer_free(&r);
@@ -106,7 +106,7 @@ static int rebucket(rank_t *me, double mb)
     reducer_free(&me->red);
     graph_reset(&me->graph); /* other buckets: other collectives to capture */
     TRY(reducer_init(&me->red, me->comm, &me->meter, &me->spec, me->rep.grads,
-                     me->cfg->first_bucket_mb, mb, me->cfg->overlap, me->err));
+                     me->cfg->first_bucket_mb, mb, me->cfg->overlap, BUCKETS_CAPPED, me->err));
     me->red.run_rest = run_rest;
     return DDP_OK;
 }

@@ -212,7 +212,8 @@ static int ddp_buckets(const model_spec_t *s, const config_t *c, double *bytes, 
                        char *err)
 {
     reducer_t red;
-    TRY(reducer_init(&red, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, c->overlap, err));
+    TRY(reducer_init(&red, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, c->overlap,
+                     BUCKETS_CAPPED, err));
     for (*n = 0; *n < red.nb && *n < max; (*n)++)
         bytes[*n] = (double)red.b[*n].count * sizeof(float);
     reducer_free(&red);

@@ -50,7 +50,7 @@ typedef struct {
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
     /* --cuda-graph auto: why this rank's NCCL could not capture, when it was
-     * the lowest such rank and every rank ran eagerly (graph_probe.h); "" */
+     * the lowest such rank and every rank ran eagerly (comm.h's comm_graph_probe); "" */
     char graph_refused[ERR_LEN];
 } ddp_rank_rec_t;
 

@@ -1,6 +1,6 @@
 /* ddp/launch.c: the process topology, the one module that knows it: which
  * launcher a run has (the environment mpirun leaves, or --launcher), the
- * program's side of it (common/train/launcher.h) and launch.h's groups,
+ * program's side of it (ddp/launcher.h) and launch.h's groups,
  * each call going to its launcher.  The mpi launcher is launch_mpi.c, built
  * with MPI; without it, a run that mpirun started, or --launcher mpi, is
  * refused with the reason. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/base/interrupt.h"
-#include "common/train/launcher.h"
+#include "ddp/launcher.h"
 #include "ddp/launch_impl.h"
 
 /* Whether mpirun (Open MPI's, or any PMI/PMIx launcher) started this process:

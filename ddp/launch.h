@@ -14,7 +14,7 @@
  * a body on every rank, and, on the process that reports (fork: the
  * supervisor; mpi: rank 0), read every rank's record in the area.  The
  * program's side of the launchers (its life under mpirun, the start-up
- * check) is common/train/launcher.h's, implemented in launch.c. */
+ * check) is ddp/launcher.h's, implemented in launch.c. */
 #ifndef DDPBENCH_LAUNCH_H
 #define DDPBENCH_LAUNCH_H
 

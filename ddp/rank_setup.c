@@ -67,7 +67,7 @@ static int rank_model(rank_t *me)
     TRY(stager_init(&me->stg, me->be, me->rep.x, me->rep.y, local_batch, cfg->accum, me->data,
                     me->err));
     TRY(reducer_init(&me->red, me->comm, &me->meter, &me->spec, me->rep.grads, cfg->first_bucket_mb,
-                     cfg->bucket_mb, cfg->overlap, me->err));
+                     cfg->bucket_mb, cfg->overlap, shard_bucket_unit(cfg->zero), me->err));
     comm_kind_t kind = comm_resolve(cfg->comm, cfg->backend);
     me->red.run_rest = (kind == COMM_SHM || kind == COMM_MPI) && backend_host_visible(me->be);
     TRY(shard_create(&me->shard, cfg, me->be, me->comm, &me->rep, &me->red, &me->meter, me->err));

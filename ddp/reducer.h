@@ -102,9 +102,18 @@ static inline size_t reducer_rest(const bucket_t *b, int world)
     return b->count - reducer_block(b, world) * (size_t)(world > 1 ? world : 1);
 }
 
-/* Assign buckets over spec's arena in grads.  Caps in MiB (> 0). */
+/* What a bucket is cut to: PyTorch DDP's caps, or a ZeRO stage's unit
+ * (shard.h's shard_bucket_unit). */
+typedef enum {
+    BUCKETS_CAPPED = 0,    /* --first-bucket-mb, then --bucket-mb (DDP, ZeRO-1) */
+    BUCKETS_CUT_AT_LAYERS, /* ZeRO-2: the capped buckets cut at every layer boundary */
+    BUCKETS_PER_LAYER,     /* ZeRO-3: one bucket per layer (FSDP wrapping each Linear) */
+} bucket_unit_t;
+
+/* Assign buckets over spec's arena in grads, by unit.  Caps in MiB (> 0). */
 int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_spec_t *spec,
-                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap, char *err);
+                 float *grads, double first_bucket_mb, double bucket_mb, bool overlap,
+                 bucket_unit_t unit, char *err);
 void reducer_free(reducer_t *r);
 
 /* Before a micro-batch's backward in step g: sync false skips the all-reduce

@@ -77,71 +77,9 @@ static size_t layer_count(const model_spec_t *s, int l)
     return (size_t)s->dims[l] * (size_t)s->dims[l + 1] + (size_t)s->dims[l + 1];
 }
 
-/* ZeRO-3: one bucket per layer, last layer first, in place of the
- * reducer's.  [W_l, b_l] is contiguous in the arena: a layer is one slice.
- * The reducer allocated 2L buckets; L are used. */
-static void layer_buckets(reducer_t *red)
+bucket_unit_t shard_bucket_unit(int stage)
 {
-    const model_spec_t *s = red->spec;
-    int L = s->nlayers;
-    memset(red->b, 0, (size_t)(2 * L) * sizeof *red->b);
-    red->nb = L;
-    for (int i = 0; i < L; i++) {
-        int l = L - 1 - i; /* backward reaches the last layer first */
-        bucket_t *b = &red->b[i];
-        b->first_param = 2 * l;
-        b->last_param = 2 * l + 1;
-        b->off = s->w_off[l];
-        b->count = layer_count(s, l);
-        snprintf(b->tag, sizeof b->tag, "layer %d", l + 1);
-        red->bucket_of[2 * l] = red->bucket_of[2 * l + 1] = i;
-    }
-}
-
-/* ZeRO-2: the reducer's buckets cut at every layer boundary, so a bucket
- * holds one layer's gradients at most (FSDP's SHARD_GRAD_OP reduce-scatters
- * per wrapped layer).  Why: the two bucket buffers are as large as the
- * largest bucket of each parity, and at the default 25 MiB cap one bucket
- * took most of a deep model: its buffer beside the shard made ZeRO-2 hold
- * more gradients than ZeRO-1 (256-1024x6-10, Adam, 2 ranks: 31.6 MiB against
- * 21.1, the peak 80.9 MiB against 70.3).  A smaller --bucket-mb still gives
- * smaller buckets. */
-static void cut_at_layers(reducer_t *red)
-{
-    const model_spec_t *s = red->spec;
-    bucket_t cut[2 * MODEL_MAX_LAYERS];
-    int n = 0;
-    for (int i = 0; i < red->nb; i++) {
-        const bucket_t *b = &red->b[i];
-        /* backward reaches parameters last first: the last layer's part first */
-        for (int p = b->last_param; p >= b->first_param;) {
-            int l = p / 2, lo = 2 * l > b->first_param ? 2 * l : b->first_param;
-            bucket_t *c = &cut[n++];
-            memset(c, 0, sizeof *c);
-            c->first_param = lo;
-            c->last_param = p;
-            c->off = model_param_off(s, lo);
-            for (int q = lo; q <= p; q++)
-                c->count += model_param_count(s, q);
-            p = lo - 1;
-        }
-    }
-    memcpy(red->b, cut, (size_t)n * sizeof *cut);
-    red->nb = n;
-    for (int i = 0; i < n; i++) {
-        snprintf(red->b[i].tag, sizeof red->b[i].tag, "bucket %d", i);
-        for (int q = red->b[i].first_param; q <= red->b[i].last_param; q++)
-            red->bucket_of[q] = i;
-    }
-}
-
-/* The buckets of a stage: ZeRO-2's cut at layers, ZeRO-3's one per layer. */
-static void stage_buckets(reducer_t *red, int stage)
-{
-    if (stage == 2)
-        cut_at_layers(red);
-    if (stage == 3)
-        layer_buckets(red);
+    return stage == 2 ? BUCKETS_CUT_AT_LAYERS : stage == 3 ? BUCKETS_PER_LAYER : BUCKETS_CAPPED;
 }
 
 /* The pieces of bucket b rank `rank` steps: its block, and the leftover. */
@@ -185,8 +123,8 @@ int shard_mem(const model_spec_t *s, const config_t *c, int stage, int world, sh
     if (stage == 0)
         return DDP_OK;
     reducer_t r;
-    TRY(reducer_init(&r, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, true, err));
-    stage_buckets(&r, stage);
+    TRY(reducer_init(&r, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, true,
+                     shard_bucket_unit(stage), err));
     double shard = (double)shard_floats(&r, world, 0) * sizeof(float);
     size_t big[2] = {0, 0};
     for (int i = 0; i < r.nb; i++)
@@ -433,7 +371,6 @@ int shard_create(shard_t **out, const config_t *cfg, backend_t *be, comm_t *comm
                    .be = be, .comm = comm, .rep = rep, .red = red, .meter = meter};
     size_t state = rep->spec->nparams;
     if (z->stage > 0) {
-        stage_buckets(red, z->stage);
         TRY(pieces_init(z, err));
         state = z->nshard;
         red->ops = &zero_ops;

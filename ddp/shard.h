@@ -53,6 +53,8 @@ typedef struct shard shard_t;
 typedef struct {
     double params, grads, optim;
 } shard_mem_t;
+/* What ZeRO stage `stage` cuts the reducer's buckets to (reducer.h). */
+bucket_unit_t shard_bucket_unit(int stage);
 int shard_mem(const model_spec_t *s, const config_t *c, int stage, int world, shard_mem_t *out,
               char *err);
 

@@ -34,11 +34,16 @@ static void dp_worker(void *ctx, int d)
                 bes[i] = c->dev[i].be;
             rc = comm_nccl_group_create(comms, bes, c->ndev, c->cfg->timeout_s, err);
             for (int i = 0; i < c->ndev && rc == DDP_OK; i++)
-                c->dev[i].comm = comms[i];
+                c->dev[i].nccl = comms[i];
         }
     }
-    /* Barrier: host_visible (and every device's comm) is set; the others
-     * read them from now on. */
+    /* Barrier: host_visible (and every device's NCCL rank) is set; then
+     * each device joins the group with it, and a barrier again: every
+     * member is in before any collective. */
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+    if (rc == DDP_OK && (rc = dp_comm_join(c, d, err)) != DDP_OK)
+        err_prefix(err, rc, "%s", dv->name);
     if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
         err_set(err, rc, "stopped because another device failed");
     /* Over NCCL with graphs (only under --cuda-graph on: auto runs dp over
@@ -47,7 +52,7 @@ static void dp_worker(void *ctx, int d)
      * the run here, naming the device. */
     if (rc == DDP_OK) {
         char refused[ERR_LEN];
-        rc = graph_probe(c->cfg, c->nccl ? dv->comm : NULL, dv->name, "every device",
+        rc = graph_probe(c->cfg, c->nccl ? dv->nccl : NULL, dv->name, "every device",
                          &dv->graph.on, refused, err);
         if (rc != DDP_OK)
             err_prefix(err, rc, "%s", dv->name);
@@ -65,13 +70,12 @@ static void dp_worker(void *ctx, int d)
     }
     if (rc != DDP_OK) {
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
-        /* A device whose collective waits for this one must not wait out
-         * --timeout: fail the whole NCCL group now (a communicator a CUDA
+        /* A device whose NCCL collective waits for this one must not wait
+         * out --timeout: fail the whole NCCL group now (a communicator a CUDA
          * graph holds defers the abort to its destroy, every device's
          * together after the exit barrier: comm_nccl.c). */
         for (int i = 0; i < c->ndev; i++)
-            if (c->dev[i].comm)
-                comm_abort(c->dev[i].comm, err);
+            comm_abort(c->dev[i].nccl, err);
     }
     if (dv->be) {
         c->res->dev[d].mem_peak = backend_mem_peak(dv->be);

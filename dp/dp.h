@@ -1,26 +1,22 @@
 /* dp/dp.h: the DataParallel strategy's private pieces, shared by the files of dp/.
  *
  * One process, one persistent host thread per device (dp_pool_t), all running
- * the same step loop (dp_device_loop) and meeting at barriers between phases,
- * like torch.nn.DataParallel does step for step:
- *   device 0 stages the global batch; every device copies its chunk (scatter)
- *   and, once per optimizer step, the parameters of device 0 (replicate);
- *   forward in parallel; device 0 gathers the outputs and computes the loss
- *   over the whole batch; every device copies its slice of the output gradient
- *   (scatter) and runs backward; the gradients are summed onto device 0
- *   (reduce); device 0 steps the optimizer.
+ * the same step loop (dp_device_loop), each a rank of one in-process group
+ * (common/comm/comm.h's comm_local_group_create) whose collectives move
+ * DP's data, as torch.nn.DataParallel's calls to torch.cuda.comm do:
+ *   broadcast device 0's parameters to the replicas, scatter the micro-
+ *   batch's rows (device 0 stages it), forward in parallel, gather the
+ *   outputs onto device 0, the loss there over the whole batch, scatter the
+ *   output gradient, backward in parallel, reduce the gradients onto device
+ *   0, its optimizer step.
+ * DP and DDP differ in exactly the collectives they call; how they wait for
+ * each other, what runs in slices, in events or NCCL is the group's.  The
+ * threads also meet at one barrier that ends each step (dp_barrier), which
+ * is the meter's: a step ends when every device is through it.
  * Devices are indexed by slot (their place in --gpus), never by id: on CUDA an
- * id may repeat (--gpus 0,0).
- *
- * On a GPU every barrier is also a barrier of the devices' queues: before
- * it, each device records an event; after it, each device's stream waits for
- * every other device's event (dp_wait).  So work any device queued before a
- * barrier is done before work any device queues after it -- what a host
- * synchronisation before each barrier would give -- while the host threads
- * run ahead; a device thread waits for its own device once a step (the step
- * meter).  With --cuda-graph, a full step after the first is queued the same
- * way into one CUDA graph of every device and replayed by device 0's one
- * launch (common/train/graph.h's group). */
+ * id may repeat (--gpus 0,0).  With --cuda-graph, a full step after the
+ * first is queued into one CUDA graph of every device and replayed by device
+ * 0's one launch (common/train/graph.h's group). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
@@ -46,18 +42,17 @@
 #include "common/train/trainer.h"
 
 // ---------------------------------------------------------------------------
-// dp_workers.c: the thread pool and its barrier
+// dp_workers.c: the thread pool
 
-/* n threads, created once per run.  They meet at dp_pool_sync() between
- * phases (each announces its arrival on a cache line of its own; a waiter
- * spins briefly on the others', then sleeps on a futex); a failing thread
- * calls dp_pool_fail(), which makes every present and future dp_pool_sync()
- * return at once, so nobody waits for a thread that has stopped.
- * dp_pool_leave() is the one wait that cannot be aborted: every thread passes
- * it on its way out, so none frees buffers another may still be reading (and
- * a second round, so none frees them before device 0 has ended a CUDA graph
- * capture a failure left open and its launched graphs are done:
- * graph_abandon). */
+/* n threads, created once per run, the ranks of one in-process group
+ * (grp).  They meet at dp_pool_sync() (the group's barrier: comm.h's
+ * comm_local_sync); a failing thread calls dp_pool_fail(), which aborts the
+ * group, so every present and future wait returns at once and nobody waits
+ * for a thread that has stopped.  dp_pool_leave() is the one wait that
+ * cannot be aborted: every thread passes it on its way out, so none frees
+ * buffers another may still be reading (and a second round, so none frees
+ * them before device 0 has ended a CUDA graph capture a failure left open
+ * and its launched graphs are done: graph_abandon). */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -68,23 +63,10 @@ struct dp_pool {
     int n;                    /* threads running */
     pthread_t tid[MAX_DEVICES];
     dp_pool_arg_t arg[MAX_DEVICES];
+    comm_local_group_t *grp;  /* the threads' group: its barrier and collectives */
     pthread_mutex_t mu;       /* the failure record and dp_pool_leave() */
     pthread_cond_t cv;
-    uint64_t spin_ns;         /* how long a barrier waiter spins before sleeping */
     bool pin;                 /* each thread on a CPU of its own (base/affinity.h) */
-    /* Thread i's barriers so far, written by it alone: a barrier is open
-     * for a thread at its b-th once every thread's count is b or more. */
-    struct {
-        _Alignas(64) _Atomic uint64_t v;
-    } arrived[MAX_DEVICES];
-    /* Written only when a waiter sleeps or a thread fails (read at every
-     * barrier, so kept off the lines written at every one). */
-    _Alignas(64) _Atomic uint32_t wake; /* futex word: bumped to wake sleepers, and at abort */
-    _Atomic uint32_t sleepers;/* waiters asleep (or about to be) on wake */
-    _Atomic bool aborted;     /* a thread failed: barriers no longer wait */
-    struct {                  /* the CPU each thread last arrived from (sched_getcpu) */
-        _Alignas(64) _Atomic int32_t v;
-    } cpu[MAX_DEVICES];
     int left;                 /* threads at dp_pool_leave() */
     int rc;                   /* the first failure (DDP_OK when none) */
     char err[ERR_LEN];
@@ -92,22 +74,24 @@ struct dp_pool {
     void *ctx;
 };
 
-/* Start n threads running fn(ctx, index) for index 0..n-1; pin: each on a
- * CPU of its own when the process may use n of them (base/affinity.h). */
+/* Start n threads running fn(ctx, index) for index 0..n-1, the ranks of a
+ * new group; pin: each on a CPU of its own when the process may use n of
+ * them (base/affinity.h). */
 int dp_pool_start(dp_pool_t *p, int n, bool pin, void (*fn)(void *ctx, int index), void *ctx,
                   char *err);
 /* Barrier across the n threads: DDP_OK, or DDP_ERR_RUNTIME once aborted. */
 int dp_pool_sync(dp_pool_t *p);
-/* Record a failure (the first one wins) and abort every barrier. */
+/* Record a failure (the first one wins) and abort the group. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
 /* The exit barriers (not abortable), round 1, 2, ...: every thread passes
  * each round once, in order. */
 void dp_pool_leave(dp_pool_t *p, int round);
-/* Join every thread; returns the first failure with its message in err. */
+/* Join every thread and free the group; returns the first failure with its
+ * message in err. */
 int dp_pool_join(dp_pool_t *p, char *err);
 
 // ---------------------------------------------------------------------------
-// dp_scatter.c: how rows and arenas are split
+// dp_scatter.c: how rows are split
 
 /* torch.chunk along dim 0: chunk = ceil(batch/k); device d gets rows
  * [off, off+rows), rows 0 when it sits the micro-batch out. */
@@ -117,14 +101,6 @@ typedef struct {
 dp_chunk_t dp_chunk(int batch, int k, int d);
 /* How many devices get rows (torch.chunk can return fewer than k chunks). */
 int dp_chunk_count(int batch, int k);
-
-/* The part [*lo, *hi) of an n-float arena that worker w of k copies or sums
- * (cache-line aligned, so no two workers write the same line). */
-void dp_slice(size_t n, int k, int w, size_t *lo, size_t *hi);
-/* On host-visible devices: is an n-float arena replicated and reduced in
- * slices by every thread (then the reduce ends at a barrier), or whole by
- * one thread each (each replica copies its own; device 0 sums)? */
-bool dp_sliced(size_t n);
 
 // ---------------------------------------------------------------------------
 // the run's state
@@ -151,9 +127,12 @@ typedef struct {
                                  holds gradients of this optimizer step) */
     step_meter_t meter;       /* this thread's measurements */
     graph_t graph;            /* --cuda-graph: its part of the group's graph */
-    backend_event_t *bar[2];  /* recorded before each barrier (by the barrier's parity) */
-    long nbar;                /* barriers passed */
-    comm_t *comm;             /* this device's rank of the NCCL group (nccl), or NULL */
+    comm_t *comm;             /* its rank of the group (comm_local_join), or NULL */
+    comm_t *nccl;             /* its rank of the NCCL group the group's comm owns (nccl) */
+    comm_handle_t early[2];   /* device 0: the next step's broadcast and first scatter,
+                                 launched before the step (dp_launch_next); 0: none */
+    bool traced;              /* it has a --trace recorder */
+    move_kind_t scatter_what; /* what its scatter moves (the observer's: dp_comm.c) */
 } dp_dev_t;
 
 typedef struct {
@@ -163,9 +142,9 @@ typedef struct {
     int ndev;                 /* devices */
     int chunk_max;            /* ceil(batch/ndev): rows of the largest chunk */
     bool host_visible;        /* every device's memory is host memory (CPU) */
-    bool nccl;                /* replicate and reduce are NCCL broadcast and reduce
-                                 (CUDA, NCCL built, distinct GPUs), as torch's
-                                 DataParallel does; else peer copies: config_dp_nccl) */
+    bool nccl;                /* the group's broadcast and reduce are NCCL's (CUDA, NCCL
+                                 built, distinct GPUs), as torch's DataParallel does;
+                                 else peer copies: config_dp_nccl) */
     bool graphs;              /* --cuda-graph: full steps replayed as one CUDA graph of
                                  every device (the group's) */
     graph_group_t group;
@@ -199,10 +178,6 @@ typedef struct {
     float *loss_sum;          /* one device float */
     stager_t stg;             /* device 0's batch staging (its first slot: bx, by) */
     float *bx, *by;
-    /* the reduce when not host-visible: two gradient arenas, filled on device
-     * 0's copy stream while its compute stream adds the other */
-    float *gscratch[2];
-    backend_event_t *red_copied[2], *red_free;
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
@@ -233,32 +208,38 @@ void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
 
 // ---------------------------------------------------------------------------
-// dp_comm.c: the cross-device moves (peer copies; see the file for the order)
+// dp_comm.c: DP's collectives, each on the group (see the file)
 
-/* Every copy is also a span of the copying thread's step meter: an event on
- * its comm lane of --trace and, in the told step, a move of --explain's
- * story (step_meter_span); each move laps its phase on that meter
- * (PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED). */
-/* Copy chunk ch of device 0's rows src0 [batch, cols] into device d's dst
- * (nothing on device 0, whose chunk is read in place, or for no rows);
- * what is MOVE_SCATTER (inputs) or MOVE_GRAD_OUT (output gradients). */
-int dp_scatter_rows(dp_ctx_t *c, int d, float *dst, const float *src0, int cols,
-                    dp_chunk_t ch, move_kind_t what, char *err);
-/* Device d's share of copying device 0's parameters into the replicas of
- * devices 1..nrep-1 (host-visible: a slice of every replica; NCCL: its part
- * of one broadcast, every device; else its own copy). */
-int dp_replicate(dp_ctx_t *c, int d, int nrep, char *err);
-/* Device d (not 0), right after the barrier that ended a step, on host
- * memory with an arena moved whole: ask the cache for what its next step
- * copies from device 0 first (the parameters, its chunk of the staged
- * batch, plan pl's first micro-batch), so those lines cross from device
- * 0's core while d's meter reports the step that ended. */
-void dp_prefetch_next(const dp_ctx_t *c, int d, const dp_plan_t *pl);
-/* Device 0: copy every device's output chunk into gout. */
-int dp_gather(dp_ctx_t *c, int batch, char *err);
-/* Device d's share of summing the gradients of the devices that have them
- * onto device 0's (host-visible: a slice; NCCL: its part of one reduce, every
- * device, those without gradients adding zeros; else device 0 does it all). */
+/* Device d's part of each; the ones a device waits for laps its phase on its
+ * meter (PH_REPLICATE, PH_SCATTER, PH_COMM_EXPOSED), a wait for the others
+ * PH_IDLE, and every copy is a span of its comm lane for --trace and a move
+ * of --explain's story (the group's observer, set by dp_comm_join). */
+int dp_comm_join(dp_ctx_t *c, int d, char *err);
+/* Device 0's parameters into the replicas of devices 1..nrep-1. */
+int dp_broadcast(dp_ctx_t *c, int d, int nrep, char *err);
+/* Micro-batch mi of plan pl: device 0 stages it (unless it did before the
+ * step), then every device gets its chunk of its rows. */
+int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err);
+/* Chunk ch of device 0's output gradient into device d's. */
+int dp_scatter_grad(dp_ctx_t *c, int d, dp_chunk_t ch, char *err);
+/* Every device's output chunk of a rows-row micro-batch into device 0's gout. */
+int dp_gather(dp_ctx_t *c, int d, int rows, char *err);
+/* The gradients of the devices that have them summed onto device 0's. */
 int dp_reduce(dp_ctx_t *c, int d, char *err);
+/* Device 0, on host memory, right after the barrier that ends a step: launch
+ * the next step's broadcast and scatter (plan pl, its first micro-batch
+ * staged before the barrier), so the other devices find them done when
+ * they begin it, instead of waiting for device 0 to report the step that
+ * ended (dp_staged_ahead). */
+int dp_launch_next(dp_ctx_t *c, const dp_plan_t *pl, char *err);
+/* Device d (not 0), right after the barrier that ended a step, when the next
+ * was launched ahead with an arena moved whole: ask the cache for what its
+ * next step copies from device 0 first (the parameters, its chunk of the
+ * batch), so those lines cross from device 0's core while d's meter
+ * reports the step that ended. */
+void dp_prefetch_next(const dp_ctx_t *c, int d, const dp_plan_t *pl);
+/* Device 0: read micro-batch mi's rows on the host into gx and gy (through
+ * pinned staging and the copy stream when device 0 is not host memory). */
+int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi);
 
 #endif

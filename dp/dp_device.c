@@ -59,9 +59,6 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     backend_t *be = dv->be;
     if ((rc = backend_set_precision(be, cfg->precision)) != DDP_OK)
         return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
-    for (int i = 0; i < 2 && rc == DDP_OK; i++)
-        if (!(dv->bar[i] = backend_event_new(be, false)))
-            return err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
     /* --cuda-graph: its part of the group's graph */
     TRY(graph_init(&dv->graph, c->graphs, be, &dv->meter, dv->name, c->start_step, &c->group, d,
                    err));
@@ -69,6 +66,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc == DDP_OK)
         rc = dp_meter_init(c, d, err);
+    dv->traced = c->res->trace[d] != NULL;
     dv->t = (train_step_t){.be = be, .rep = &dv->rep, .meter = &dv->meter, .loss = cfg->loss,
                            .place = dv->name, .name_phase = true, .err = err};
     if (rc != DDP_OK || d != 0)
@@ -92,15 +90,6 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if (rc == DDP_OK && backend_reserve(be, cfg->batch, out) != DDP_OK)
         rc = err_set(err, DDP_ERR_RUNTIME, "%s: reserving the loss's scratch: %s", dv->name,
                      backend_last_error(be));
-    if (rc == DDP_OK && !backend_host_visible(be) && c->ndev > 1 && !c->nccl) {
-        for (int i = 0; i < 2; i++) {
-            c->gscratch[i] = dp_alloc(be, c->spec.nparams, dv, "the reduce buffers", MEM_COMM, &rc, err);
-            if (rc == DDP_OK && !(c->red_copied[i] = backend_event_new(be, false)))
-                rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
-        }
-        if (rc == DDP_OK && !(c->red_free = backend_event_new(be, false)))
-            rc = err_set(err, DDP_ERR_RUNTIME, "%s: %s", dv->name, backend_last_error(be));
-    }
     if (rc == DDP_OK)
         rc = stager_init(&c->stg, be, c->bx, c->by, cfg->batch, cfg->accum, c->data, err);
     dv->t.stg = &c->stg;
@@ -114,8 +103,8 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if ((rc = ckpt_run_upload(&c->ck, &c->opt, err)) != DDP_OK)
         return rc;
     rc = backend_h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
-    /* Why sync: the first replicate copies these parameters to the other
-     * devices with peer copies that do not wait for device 0's stream. */
+    /* Why sync: the first broadcast's copies wait for device 0's queue from
+     * its post on, which these need not precede. */
     if (rc == DDP_OK)
         rc = backend_sync(be);
     if (rc != DDP_OK)
@@ -132,29 +121,21 @@ void dp_device_free(dp_ctx_t *c, int d)
     /* Nothing queued may still read or write what is freed (the other
      * devices passed the exit barrier, so their copies from here are queued
      * before their own teardown waits). */
-    /* (a failed run's communicators were aborted by dp_worker; one a graph
+    /* (a failed run's NCCL ranks were aborted by dp_worker; one a graph
      * held carries the abort out now: device 0 has dropped its graphs) */
-    comm_destroy(dv->comm);
-    dv->comm = NULL;
+    comm_destroy(dv->comm ? dv->comm : dv->nccl); /* the group's owns its NCCL rank */
+    dv->comm = dv->nccl = NULL;
     backend_sync(be);
     if (d == 0) {
         optim_free(&c->opt);
         stager_free(&c->stg);
-        float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum, c->gscratch[0],
-                         c->gscratch[1]};
+        float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 backend_free(be, bufs[i]);
-        for (int i = 0; i < 2; i++)
-            backend_event_free(be, c->red_copied[i]);
-        backend_event_free(be, c->red_free);
         c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
-        c->gscratch[0] = c->gscratch[1] = NULL;
-        c->red_copied[0] = c->red_copied[1] = c->red_free = NULL;
     }
     step_meter_free(&dv->meter);
-    for (int i = 0; i < 2; i++)
-        backend_event_free(be, dv->bar[i]);
     graph_free(&dv->graph);
     replica_free(&dv->rep);
     backend_destroy(be);

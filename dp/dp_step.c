@@ -1,12 +1,13 @@
 /* dp/dp_step.c: the step loop every DP device thread runs, and its step,
- * fenced, phase by phase, meeting the others at barriers (see dp.h for the
+ * fenced: the collectives of PyTorch's DataParallel on the devices' group
+ * (dp_comm.c) between each device's forward and backward (see dp.h for the
  * whole picture).  Each phase is timed on the device that runs it; the time
- * a device spends waiting at a barrier is its PH_IDLE, so the report shows
- * who waits for whom: in DP the other devices wait while device 0 stages
- * the batch, computes the loss and steps the optimizer.  On a GPU nothing
- * here makes the host wait: the barriers are also barriers of the devices'
- * queues (dp_barrier), and the step meter's wait for the previous step is
- * each thread's one host synchronisation. */
+ * a device spends waiting for the others is its PH_IDLE, so the report
+ * shows who waits for whom: in DP the other devices wait while device 0
+ * stages the batch, computes the loss and steps the optimizer.  On a GPU
+ * nothing here makes the host wait: the group orders the devices' queues
+ * by events, and the step meter's wait for the previous step is each
+ * thread's one host synchronisation. */
 #include <stdio.h>
 
 #include "common/base/fault.h"
@@ -39,16 +40,15 @@ void dp_plan_step(dp_ctx_t *c, long g)
 }
 
 /* Is step g's first micro-batch staged by device 0 during step g-1, before
- * the barrier that ended it?  Then step g needs no barrier before its
- * scatter (the one that ended step g-1 orders the staging before every
- * device's reads), one barrier less a step: on host memory (a GPU's
- * staging slots alternate by step), when each replica copies its own
- * parameters (a sliced replicate needs that barrier to know every slice is
- * written: dp_sliced), after the run's first step.  Every thread answers
- * alike, so they all pass the same barriers. */
+ * the barrier that ended it, and its broadcast and scatter launched right
+ * after that barrier (dp_launch_next)?  Then the other devices find them
+ * done when step g begins, instead of waiting for device 0 to report step
+ * g-1 and stage: on host memory (a GPU's staging and its events belong to
+ * the step that uses them: a CUDA graph holds one step), after the run's
+ * first step.  Every thread answers alike. */
 static bool dp_staged_ahead(const dp_ctx_t *c, long g)
 {
-    return c->host_visible && !dp_sliced(c->spec.nparams) && g > c->start_step;
+    return c->host_visible && g > c->start_step;
 }
 
 /* A step CUDA graphs may replay: one micro-batch of the whole batch (an
@@ -61,53 +61,22 @@ static bool dp_full_step(const dp_ctx_t *c, const dp_plan_t *pl)
 // ---------------------------------------------------------------------------
 // pieces of a step
 
-/* Wait for every device at a barrier; the wait is this device's idle time.
- * Not host memory (a GPU): the devices' queues meet too -- each records its
- * event before the host barrier and waits for every other's after it, so
- * the work any device queued before the barrier is done before the work any
- * device queues after it.  Two events by parity: a device reaches the
- * barrier after next (and records this parity again) only once every other
- * has passed the next one, after its waits for this one. */
+/* The barrier that ends a step (the meter's: every device's step spans the
+ * same wall time); the wait is this device's idle time. */
 static int dp_barrier(dp_ctx_t *c, int d, char *err)
 {
-    dp_dev_t *dv = &c->dev[d];
-    int par = (int)(dv->nbar++ & 1);
-    if (!c->host_visible)
-        TRY(step_check(&dv->t, backend_event_record(dv->be, dv->bar[par]), "barrier"));
     if (dp_pool_sync(&c->pool) != DDP_OK)
         return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
-    for (int e = 0; e < c->ndev && !c->host_visible; e++)
-        if (e != d)
-            TRY(step_check(&dv->t, backend_stream_wait(dv->be, c->dev[e].bar[par]), "barrier"));
-    step_meter_lap(&dv->meter, PH_IDLE);
+    step_meter_lap(&c->dev[d].meter, PH_IDLE);
     return DDP_OK;
 }
 
-/* Device 0: read micro-batch mi's rows on the host into gx and gy (through
- * pinned staging and the copy stream when device 0 is not host memory).  The
- * other devices copy their chunks out of gx after the next barrier, which
- * orders their copies after device 0's queue up to here. */
-static int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi)
-{
-    float *x, *y;
-    TRY(step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &x, &y));
-    /* Written only when they change (on host memory, never): their line is
-     * read by every device each step (dp_ctx_t). */
-    if (c->gx != x)
-        c->gx = x;
-    if (c->gy != y)
-        c->gy = y;
-    return DDP_OK;
-}
-
-/* Device 0: gather the outputs, loss and output gradient over the whole
- * micro-batch, scaled by 1/rows of the optimizer step like single mode.
- * The devices copy their slices of gdout after the next barrier. */
-static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, char *err)
+/* Device 0: the loss and output gradient over the whole gathered micro-
+ * batch, scaled by 1/rows of the optimizer step like single mode. */
+static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows)
 {
     dp_dev_t *dv = &c->dev[0];
     step_meter_t *m = &dv->meter;
-    TRY(dp_gather(c, rows, err));
     float scale = 1.0f / (float)pl->step_rows;
     TRY(step_check(&dv->t, backend_loss(dv->be, c->cfg->loss, c->gout, c->gy, rows,
                                         model_out_dim(&c->spec), scale, c->gdout, c->loss_sum),
@@ -121,41 +90,33 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows, char *err)
 // ---- TRAINING STEP BEGIN ----------------------------------------------------
 
 /* Step g (plan pl) on device d's thread, every device's thread running it
- * together: replicate device 0's parameters; per micro-batch, scatter the
- * rows, forward in parallel, gather the outputs on device 0 and compute the
- * loss there, scatter the output gradient, backward in parallel; reduce the
- * gradients onto device 0; step on device 0.  torch's DataParallel
- * replicates on every forward and reduces on every backward; with --accum
- * the parameters do not change between micro-batches and the sum is
- * linear, so one of each per step gives the same result for less traffic. */
-static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, bool ahead, char *err)
+ * together, as torch's DataParallel runs it: broadcast device 0's
+ * parameters; per micro-batch, scatter the rows, forward in parallel,
+ * gather the outputs on device 0 and compute the loss there, scatter the
+ * output gradient, backward in parallel; reduce the gradients onto device
+ * 0; step on device 0.  torch's DataParallel replicates on every forward
+ * and reduces on every backward; with --accum the parameters do not change
+ * between micro-batches and the sum is linear, so one of each per step
+ * gives the same result for less traffic. */
+static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
-    int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec);
-    TRY(dp_replicate(c, d, pl->nrep, err));
+    TRY(dp_broadcast(c, d, pl->nrep, err));
     for (int mi = 0; mi < pl->nmicro; mi++) {
         int rows = pl->rows[mi];
         dp_chunk_t ch = dp_chunk(rows, c->ndev, d); /* this device's rows */
-        if (d == 0 && mi > 0)
-            TRY(dp_stage(c, pl, mi));
-        if (mi > 0 || !ahead) /* else the previous step's last barrier did it */
-            TRY(dp_barrier(c, d, err)); /* the batch is on device 0, every replica written */
+        TRY(dp_scatter_batch(c, d, pl, mi, err));
         const float *x = d == 0 ? c->gx : dv->rep.x; /* device 0 reads its chunk in place */
-        TRY(dp_scatter_rows(c, d, dv->rep.x, c->gx, in, ch, MOVE_SCATTER, err));
         if (ch.rows > 0)
             TRY(step_forward(&dv->t, x, ch.rows));
-        TRY(dp_barrier(c, d, err)); /* every output chunk is complete */
+        TRY(dp_gather(c, d, rows, err));
         if (d == 0)
-            TRY(dp_loss(c, pl, rows, err));
-        TRY(dp_barrier(c, d, err)); /* the output gradient is complete on device 0 */
-        TRY(dp_scatter_rows(c, d, dv->rep.dout, c->gdout, out, ch, MOVE_GRAD_OUT, err));
+            TRY(dp_loss(c, pl, rows));
+        TRY(dp_scatter_grad(c, d, ch, err));
         if (ch.rows > 0) /* adds after the first micro-batch it had rows in */
             TRY(step_backward(&dv->t, x, ch.rows, NULL, NULL));
     }
-    TRY(dp_barrier(c, d, err)); /* every device's gradients (and has_grad) are final */
     TRY(dp_reduce(c, d, err));
-    if (c->host_visible && c->ndev > 1 && dp_sliced(c->spec.nparams))
-        TRY(dp_barrier(c, d, err)); /* every slice of the sum is on device 0 */
     return d == 0 ? step_optim(&dv->t, &c->opt) : DDP_OK;
 }
 
@@ -203,8 +164,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         /* Device 0 stages the first micro-batch before anything else: a
          * graph step begins after it (the copy stream is not captured);
          * or it did in the step before (dp_staged_ahead). */
-        bool ahead = dp_staged_ahead(c, g);
-        if (d == 0 && !ahead)
+        if (d == 0 && !dp_staged_ahead(c, g))
             TRY(dp_stage(c, pl, 0));
         if (graph) {
             TRY(graph_fork(&dv->graph, g, err));
@@ -213,13 +173,10 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         }
         if (fault_at(d, g) == FAULT_ERROR)
             return err_set(err, DDP_ERR_RUNTIME, "%s: injected fault at step %ld", dv->name, g);
-        TRY(dp_step(c, d, pl, ahead, err));
+        TRY(dp_step(c, d, pl, err));
         if (d == 0 && g + 1 < c->total_steps) {
             dp_plan_step(c, g + 1); /* may load the next epoch's order */
-            /* Every device has read this step's batch (its scatter came
-             * before the loss's barrier), and device 0 its own chunk and
-             * targets (its backward is done): the next one may replace it. */
-            if (dp_staged_ahead(c, g + 1))
+            if (dp_staged_ahead(c, g + 1)) /* every device has read this step's */
                 TRY(dp_stage(c, &c->plan[(g + 1) & 1], 0));
         }
         if (d == 0)
@@ -229,8 +186,11 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_barrier(c, d, err));
-        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1))
+        if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1)) {
+            if (d == 0)
+                TRY(dp_launch_next(c, &c->plan[(g + 1) & 1], err));
             dp_prefetch_next(c, d, &c->plan[(g + 1) & 1]);
+        }
         if (graph) {
             bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
             TRY(graph_join(&dv->graph, next_eager, err));

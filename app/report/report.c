@@ -71,11 +71,8 @@ void report_layers(char *buf, size_t n, const model_spec_t *s)
 
 const char *report_phase_label(mode_t_ mode, phase_t p)
 {
-    if (mode == MODE_DP && p == PH_LOSS)
-        return "gather+loss";
-    if (mode == MODE_DP && p == PH_COMM_EXPOSED)
-        return "reduce";
-    return phase_name(p);
+    const char *w = strategy_words(mode)->phase[p];
+    return w ? w : phase_name(p);
 }
 
 void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
@@ -253,7 +250,7 @@ int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[]
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     const config_t *c = ctx ? ctx->cfg : NULL;
-    int threads = r->mode == MODE_SINGLE && c ? c->threads : 1;
+    int threads = report_threads(c, r->mode);
     if (n < max && r->backend == BACKEND_CPU && cpus > 0 && (long)r->ndev * threads > cpus)
         snprintf(notes[n++], 256,
                  "%d CPU worker%s%s on %ld core%s: they queue for a core, so the devices sit "
@@ -299,7 +296,7 @@ void report_notes_runs(FILE *f, const report_ctx_t *ctx, const run_result_t *run
 
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r)
 {
-    if (!cfg || !cfg->bucket_auto || r->mode != MODE_DDP)
+    if (!cfg || !cfg->bucket_auto || !strategy_words(r->mode)->ranks)
         return;
     if (r->ntuned == 0) {
         fprintf(f, "  %-22snot tuned: the warm-up is too short to try two caps (give "
@@ -333,7 +330,7 @@ static double bucket_busbw(double bytes, double s, int n, bool zero1)
 
 void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
-    if (r->mode != MODE_DDP || r->ndev < 2 || r->nbuckets == 0)
+    if (!strategy_words(r->mode)->ranks || r->ndev < 2 || r->nbuckets == 0)
         return;
     char a[32], b[32];
     if (zero1) /* --mode comm measured all-reduce: another collective, not a reference */
@@ -363,7 +360,7 @@ void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, b
 
 cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
-    if (r->mode != MODE_DDP || r->nbuckets == 0)
+    if (!strategy_words(r->mode)->ranks || r->nbuckets == 0)
         return cJSON_CreateNull();
     if (zero1)
         ar = NULL;
@@ -427,21 +424,16 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
                     c->batch, total, total);
     }
     if (c->backend == BACKEND_CUDA) { /* --cuda-graph: what is replayed, and why not */
-        static const mode_t_ all[] = {MODE_SINGLE, MODE_DP, MODE_DDP};
-        for (int i = 0; i < 3; i++) {
-            if (c->mode != MODE_COMPARE && c->mode != all[i])
+        bool compare = c->mode == MODE_COMPARE; /* the three modes, each named */
+        for (mode_t_ m = MODE_SINGLE; m <= MODE_DDP; m++) {
+            if (!compare && c->mode != m)
                 continue;
-            const char *why = config_graph_why_not(c, all[i]);
-            const char *on =
-                all[i] == MODE_DDP ? "on: each full step after the first is one graph launch per rank"
-                : all[i] == MODE_DP
-                    ? "on: each full step after the first is one graph launch, of every device"
-                    : "on: each full step after the first is one graph launch";
-            fprintf(f, "  cuda graphs%s%s: %s%s\n", c->mode == MODE_COMPARE ? " in " : "",
-                    c->mode == MODE_COMPARE ? mode_name(all[i]) : "",
+            const char *why = config_graph_why_not(c, m);
+            fprintf(f, "  cuda graphs%s%s: %s%s\n", compare ? " in " : "",
+                    compare ? mode_name(m) : "",
                     c->cuda_graph == CUDA_GRAPH_OFF ? "off (--cuda-graph off)"
                     : why                           ? "off: "
-                                                    : on,
+                                                    : strategy_words(m)->graphs,
                     c->cuda_graph != CUDA_GRAPH_OFF && why ? why : "");
         }
     }

@@ -3,7 +3,7 @@
  * forms (--json, --csv, --trace, --baseline, --explain).
  *
  * Nothing here exits or decides an exit status: functions return DDP_OK /
- * DDP_ERR_INPUT / DDP_ERR_RUNTIME / DDP_ERR_REGRESSED with one line in err,
+ * DDP_ERR_INPUT / DDP_ERR_RUNTIME with one line in err,
  * and app/main.c decides.  Files:
  *   report.c          formatting helpers, the banner, derived figures
  *   report_table.c    the result table of one run
@@ -13,7 +13,6 @@
  *   report_json.c     --json (schema in README.md), report_env.c its environment
  *   report_comm.c     --mode comm's tables and JSON
  *   report_csv.c      --csv
- *   report_baseline.c --baseline / --tolerance
  *   report_trace.c    --trace (Chrome trace event JSON)
  *   report_explain.c  --explain */
 #ifndef DDPBENCH_REPORT_H
@@ -27,9 +26,11 @@
 #include "common/data/data.h"
 #include "common/nn/model.h"
 #include "common/measure/collperf.h"
-#include "common/measure/predict.h"
-#include "common/measure/repeat.h"
+#include "app/predict/gpu_lesson.h"
+#include "app/predict/predict.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
+#include "common/train/strategy.h"
 
 #define REPORT_SCHEMA_VERSION 1
 
@@ -178,6 +179,9 @@ void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
 double report_phase_mean(const report_stats_t *s, int first, int last, int p);
 /* Phase names as a mode calls them ("gather+loss" for DP's loss). */
 const char *report_phase_label(mode_t_ mode, phase_t p);
+/* The BLAS threads of a run of mode m under c: --threads for single's one
+ * device, one per device for the others (report_env.c). */
+int report_threads(const config_t *c, mode_t_ m);
 /* Whether a phase gets a row in a table printed at `unit` per second: any
  * device spent time in it, or (skew, which may be negative) a visible amount. */
 bool report_phase_shown(const report_stats_t *s, int ndev, phase_t p, double unit);
@@ -216,6 +220,8 @@ cJSON *report_json_machine(const disturb_t *d);
 /* --mode comm: the nccl-tests tables (report_comm.c), and the same as JSON. */
 void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
+/* v under key k of o, null when it is not a finite number (JSON has none). */
+void report_json_num(cJSON *o, const char *k, double v);
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths (dot separated) every run object carries, NULL-terminated:
@@ -246,49 +252,10 @@ const char *report_loadavg1(void);
 /* A device's display name (its stats' name, or one found for the backend). */
 void report_device_name(char *buf, size_t n, backend_kind_t b, const device_stats_t *d);
 
-/* -- --baseline ------------------------------------------------------------ */
-#define BASELINE_MAX_BYTES ((long)1 << 20)
-#define BASELINE_MAX_RUNS 16
-
-typedef struct {
-    char path[CONFIG_PATH_LEN];
-    cJSON *run[BASELINE_MAX_RUNS]; /* the objects in the file, in order */
-    int nrun;
-} baseline_t;
-
-/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
- * and every figure the gate will read of its type and range, so a bad one
- * is found before training).  DDP_ERR_INPUT with one line naming the field. */
-int baseline_load(baseline_t *b, const char *path, char *err);
-void baseline_free(baseline_t *b);
-/* Find the baseline run for this config (same mode) and refuse it when the
- * canonical subset (mode, backend, devices, layers, batch, accum, loss,
- * optimizer) differs, naming the field.  *match receives it. */
-int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
-/* The gate on a mode's runs (repeat.h; one run or more): the CPU work where
- * both sides have it (else the median-step throughput), peak memory and
- * exposed communication against the baseline's, by the rules at the top of
- * report_baseline.c.  DDP_OK ("verdict: no change", "verdict: improved"),
- * DDP_ERR_REGRESSED ("verdict: regressed"), or DDP_ERR_NOISY ("verdict: no
- * verdict: ...", saying why); buf gets the lines (newline separated, none
- * at the end), the first the verdict, naming the phases that moved most or
- * the busy machine. */
-int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
-                   char *buf, size_t len);
-/* What differs but does not refuse the baseline: another machine or build
- * (environment) and other settings (config).  One "warning: ..." line in
- * buf ("" when nothing differs); returns how many differences. */
-int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
-                         const cJSON *run_env, char *buf, size_t len);
 /* --repeat in the reports (report_repeat.c): the "repeat" JSON object (null
  * for fewer than 2 runs), and the text table of medians and intervals of
  * each mode's runs. */
 cJSON *report_json_repeat(const repeat_t *r);
-/* A baseline in the making: whether r's runs (2 or more) spread wider than
- * tol percent (the gate's throughput interval, width over its mean), with
- * one "warning: ..." line in buf saying how wide. */
-bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
-                             size_t len);
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes);
 /* --predict (report_predict.c): the table for 1..8 devices; compare's
  * predicted next to measured for its runs (and the phase the model missed
@@ -299,11 +266,12 @@ void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in
                       const predict_row_t *rows);
 cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
                            const run_result_t *r);
-/* Compare throughput alone: DDP_OK with a "verdict: no change" line, or
- * DDP_ERR_REGRESSED with the regression line, in line (no newline). */
-int baseline_verdict(const cJSON *match, const char *label, double samples_per_s,
-                     double tolerance_pct, char *line, size_t len);
-
+/* --hardware's GPU lesson (report_gpu.c): the table on 1..count GPUs with the
+ * sentence naming the term that makes DP slower, --explain's terms, and
+ * --json's "predict" object. */
+void report_gpu(FILE *f, const gpu_lesson_t *g);
+void report_gpu_explain(FILE *f, const gpu_lesson_t *g);
+cJSON *report_json_gpu(const gpu_lesson_t *g);
 /* -- --trace --------------------------------------------------------------- */
 /* Check early that FILE can be written (its folder exists and is writable). */
 int report_trace_check(const char *path, char *err);

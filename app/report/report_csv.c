@@ -74,7 +74,7 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
         num(f, r->ndev > 0 ? m / r->ndev : 0.0, true);
     }
     fprintf(f, ",%s,%d", optim_name(run_cfg->optim.kind),
-            r->mode == MODE_SINGLE ? run_cfg->threads : 1);
+            report_threads(run_cfg, r->mode));
     bool many = rep && rep->n > 1;
     fprintf(f, ",%d", many ? rep->n : 1);
     interval_t tp = many ? repeat_interval(rep, FIG_THROUGHPUT) : (interval_t){0};

@@ -139,10 +139,15 @@ static const char *host_name(void)
     return buf;
 }
 
+int report_threads(const config_t *c, mode_t_ m)
+{
+    return c && strategy_words(m)->reference ? c->threads : 1;
+}
+
 static int blas_threads(const report_ctx_t *ctx)
 {
     const config_t *c = ctx ? ctx->cfg : NULL;
-    return c && c->mode == MODE_SINGLE ? c->threads : 1; /* DP/DDP: one per device */
+    return report_threads(c, c ? c->mode : MODE_SINGLE);
 }
 
 /* "13.0" from 13000; "12.4.1" when patch is given (cuBLAS's 120401). */

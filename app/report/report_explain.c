@@ -23,11 +23,12 @@ static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r
                 r->dev[0].device_id);
         return;
     }
-    if (r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->nrank_samples)
+    bool ranks = strategy_words(r->mode)->ranks;
+    if (ranks && ctx && ctx->cfg && ctx->cfg->nrank_samples)
         fprintf(f, "  - Each rank read a micro-batch of its own shard (--rank-samples), %ld rows "
                    "in all:",
                 total);
-    else if (r->mode == MODE_DDP)
+    else if (ranks)
         fprintf(f, "  - The global batch of %ld rows was dealt to the ranks, rank r taking rows "
                    "r, r+%d, ... (its DistributedSampler shard):",
                 total, r->ndev);
@@ -36,7 +37,7 @@ static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r
     for (int d = 0; d < r->ndev; d++)
         fprintf(f, "%s device %d %ld", d ? "," : "", r->dev[d].device_id, r->dev[d].first_rows);
     fputs(".\n", f);
-    if (r->mode == MODE_DDP)
+    if (ranks)
         fprintf(f, "  - Each rank scaled its loss by 1 / %ld (1 / global rows) and the buckets "
                    "were summed, so every rank got the mean over all %ld rows: each rank's "
                    "gradient weighted by its share of them (PyTorch scales by 1 / its own rows and "
@@ -48,7 +49,7 @@ static void explain_rows(FILE *f, const report_ctx_t *ctx, const run_result_t *r
  * rank that runs out of data. */
 static void explain_lockstep(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
 {
-    if (r->mode != MODE_DDP || r->ndev < 2)
+    if (!strategy_words(r->mode)->ranks || r->ndev < 2)
         return;
     const config_t *c = ctx ? ctx->cfg : NULL;
     if (r->zero >= 2) {
@@ -310,7 +311,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
             t_(p50, sizeof p50, s.step_p50));
     explain_rows(f, ctx, r);
     /* --zero1 (its ddp run): the buckets were reduce-scattered */
-    bool zero1 = r->mode == MODE_DDP && ctx && ctx->cfg && ctx->cfg->zero;
+    bool zero1 = strategy_words(r->mode)->ranks && ctx && ctx->cfg && ctx->cfg->zero;
     explain_moves(f, r, zero1);
     explain_buckets(f, r, zero1);
     explain_compute(f, r);

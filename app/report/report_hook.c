@@ -50,7 +50,7 @@ static double ref_loss_at(const run_result_t *ref, long step)
 
 static bool hooked(const config_t *c, const run_result_t *r)
 {
-    return c->comm_hook != HOOK_NONE && r->mode == MODE_DDP;
+    return c->comm_hook != HOOK_NONE && strategy_words(r->mode)->ranks;
 }
 
 void report_hook(FILE *f, const config_t *c, const run_result_t *r)

@@ -29,7 +29,7 @@ static const char *label_of(const report_page_t *p, int i)
 static const run_result_t *single_of(const report_page_t *p)
 {
     for (int i = 0; i < p->n; i++)
-        if (p->runs[i].mode == MODE_SINGLE)
+        if (strategy_words(p->runs[i].mode)->reference)
             return &p->runs[i];
     return NULL;
 }
@@ -78,7 +78,7 @@ static void verdict(FILE *f, const report_page_t *p)
     else if (p->n > 1) /* compare's own sentences, at most three: the terminal's, told
                           apart by the noise (--repeat's intervals, or one run's spread) */
         report_compare_verdict(why, sizeof why, p->ctx, p->runs, p->n);
-    else if (p->n == 1 && p->runs[0].mode != MODE_SINGLE && p->ctx && p->ctx->pred)
+    else if (p->n == 1 && !strategy_words(p->runs[0].mode)->reference && p->ctx && p->ctx->pred)
         report_run_reason(why, sizeof why, p->ctx, &p->runs[0]);
     if (!why[0] && p->n >= 1) {
         /* one run: its throughput and where its step goes */
@@ -98,7 +98,7 @@ static void verdict(FILE *f, const report_page_t *p)
                        report_fmt_time(a, sizeof a, st.step_p50),
                        report_phase_label(r->mode, (phase_t)big),
                        report_fmt_time(b, sizeof b, st.phase[0][big]));
-        if (r->mode != MODE_SINGLE)
+        if (!strategy_words(r->mode)->reference)
             report_appendf(why, sizeof why, &used,
                            " Run --mode compare to see it against single and the other mode.");
     }
@@ -316,39 +316,6 @@ static void numbers_section(FILE *f, const report_page_t *p)
     fputs("</section>\n", f);
 }
 
-static void ab_section(FILE *f, const page_ab_t *ab)
-{
-    fputs("<section id=\"ab\"><h2>A/B</h2>\n<p class=\"lead\">", f);
-    page_esc(f, ab->title);
-    fputs("</p>\n", f);
-    if (ab->summary) {
-        fputs("<p class=\"verdict\">", f);
-        page_esc(f, ab->summary);
-        fputs("</p>\n", f);
-    }
-    fputs("<table class=\"num\"><thead><tr><th></th><th>A</th><th>B</th><th>B / A (95%)</th>"
-          "<th>verdict</th></tr></thead><tbody>\n",
-          f);
-    for (int i = 0; i < ab->nrow; i++) {
-        const page_ab_row_t *r = &ab->row[i];
-        fputs("<tr class=\"abrow\"><th>", f);
-        page_esc(f, r->label);
-        fputs("</th><td>", f);
-        page_esc(f, r->a);
-        fputs("</td><td>", f);
-        page_esc(f, r->b);
-        fputs("</td><td>", f);
-        if (isfinite(r->ratio))
-            fprintf(f, "%.3f", r->ratio);
-        if (isfinite(r->lo) && isfinite(r->hi))
-            fprintf(f, " (%.3f to %.3f)", r->lo, r->hi);
-        fputs("</td><td>", f);
-        page_esc(f, r->verdict);
-        fputs("</td></tr>\n", f);
-    }
-    fputs("</tbody></table></section>\n", f);
-}
-
 static void header(FILE *f, const report_page_t *p)
 {
     const config_t *c = p->ctx ? p->ctx->cfg : NULL;
@@ -388,7 +355,7 @@ static void hook_section(FILE *f, const report_page_t *p)
     const run_result_t *r = &p->runs[0];
     const config_t *c = &p->cfgs[0];
     const run_result_t *ref = r->hook_ref;
-    if (c->comm_hook == HOOK_NONE || r->mode != MODE_DDP || !ref)
+    if (c->comm_hook == HOOK_NONE || !strategy_words(r->mode)->ranks || !ref)
         return;
     char name[48], a[32], b[32];
     config_comm_hook_text(c, name, sizeof name);
@@ -461,8 +428,6 @@ static void write_page(FILE *f, const report_page_t *p)
     memory_section(f, p);
     hook_section(f, p);
     predict_section(f, p);
-    if (p->ab)
-        ab_section(f, p->ab);
     numbers_section(f, p);
     fputs("<footer>Written by ddpbench --report: one file, no network; the figures are SVG and "
           "read the same without the script, which only highlights what the pointer is "

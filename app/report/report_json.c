@@ -117,12 +117,17 @@ const char *const *report_json_keys(void)
 // ---------------------------------------------------------------------------
 // config
 
-static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
+void report_json_num(cJSON *o, const char *k, double v)
 {
-    if (known && isfinite(v))
+    if (isfinite(v))
         cJSON_AddNumberToObject(o, k, v);
     else
         cJSON_AddNullToObject(o, k);
+}
+
+static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
+{
+    report_json_num(o, k, known ? v : NAN);
 }
 
 /* launches_per_step (kernels + copies + collectives + graph launches) and
@@ -262,7 +267,7 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_
         add_row(o, d->json, &v);
     }
     /* the keys that join several fields (J_DERIVED rows) */
-    int ndev = c->mode == MODE_SINGLE ? 1 : c->ngpus;
+    int ndev = strategy_words(c->mode)->reference ? 1 : c->ngpus;
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < ndev; i++)
         cJSON_AddItemToArray(devs, cJSON_CreateNumber(c->gpus[i]));
@@ -286,12 +291,13 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_
     else
         cJSON_AddNullToObject(o, "cuda_graph_refused");
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
-    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && c->mode == MODE_DDP);
-    cJSON_AddNumberToObject(o, "zero", c->mode == MODE_DDP ? c->zero : 0);
+    bool ranks = strategy_words(c->mode)->ranks;
+    cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && ranks);
+    cJSON_AddNumberToObject(o, "zero", ranks ? c->zero : 0);
     char hook[48];
     config_comm_hook_text(c, hook, sizeof hook);
-    cJSON_AddStringToObject(o, "comm_hook", c->mode == MODE_DDP ? hook : "none");
-    if (c->slow_rank >= 0 && c->slow_factor > 1 && c->mode == MODE_DDP) {
+    cJSON_AddStringToObject(o, "comm_hook", ranks ? hook : "none");
+    if (c->slow_rank >= 0 && c->slow_factor > 1 && ranks) {
         cJSON *sr = cJSON_AddObjectToObject(o, "slow_rank");
         cJSON_AddNumberToObject(sr, "rank", c->slow_rank);
         cJSON_AddNumberToObject(sr, "factor", c->slow_factor);
@@ -345,6 +351,74 @@ cJSON *report_json_machine(const disturb_t *d)
 // ---------------------------------------------------------------------------
 // one run
 
+/* Device slot i of run r, its figures s. */
+static cJSON *json_device(const run_result_t *r, const report_stats_t *s, int i)
+{
+    cJSON *d = cJSON_CreateObject();
+    char name[160];
+    report_device_name(name, sizeof name, r->backend, &r->dev[i]);
+    cJSON_AddNumberToObject(d, "slot", i);
+    cJSON_AddNumberToObject(d, "id", r->dev[i].device_id);
+    cJSON_AddStringToObject(d, "name", name);
+    cJSON_AddNumberToObject(d, "rows_per_step", s->rows_per_step[i]);
+    /* DDP counts its ranks' steps; every other device runs every step */
+    bool ddp = strategy_words(r->mode)->ranks;
+    cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
+    cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
+    cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
+    cJSON *ms = cJSON_AddObjectToObject(d, "mem_peak_split");
+    for (int k = 0; k < MEM_KINDS; k++)
+        cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
+    add_num_or_null(d, "host_syncs_per_step", s->host_syncs[i], true);
+    add_launches(d, s, i);
+    add_work(d, s->work_cpu[i]);
+    cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
+    for (int p = 0; p < PH_COUNT; p++)
+        cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s->phase[i][p]);
+    cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(s, i));
+    return d;
+}
+
+/* compare's figures against single (ref; null outside compare). */
+static void json_compare(cJSON *o, const run_result_t *r, const run_result_t *ref,
+                         const report_stats_t *s, bool in_compare)
+{
+    if (!in_compare) {
+        cJSON_AddNullToObject(o, "compare");
+        return;
+    }
+    cJSON *cmp = cJSON_AddObjectToObject(o, "compare");
+    bool self = ref == r;
+    add_num_or_null(cmp, "speedup_vs_single", self ? 1.0 : s->speedup, self || s->has_ref);
+    add_num_or_null(cmp, "scaling_efficiency", self ? 1.0 : s->efficiency, self || s->has_ref);
+    cJSON *pv = cJSON_AddObjectToObject(cmp, "params_vs_single");
+    bool known = self || s->params_compared;
+    add_num_or_null(pv, "max_rel_diff", self ? 0.0 : s->max_rel, known);
+    add_num_or_null(pv, "rel_l2", self ? 0.0 : s->rel_l2, known);
+    if (known)
+        cJSON_AddBoolToObject(pv, "agree", self || s->agree);
+    else
+        cJSON_AddNullToObject(pv, "agree");
+}
+
+/* --bucket-mb auto: the caps tried and the one chosen (null otherwise). */
+static void json_autotune(cJSON *o, const run_result_t *r)
+{
+    if (r->ntuned <= 0) {
+        cJSON_AddNullToObject(o, "bucket_autotune");
+        return;
+    }
+    cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
+    cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
+    cJSON *tried = cJSON_AddArrayToObject(bt, "tried");
+    for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "mb", r->tuned_mb[i]);
+        cJSON_AddNumberToObject(t, "step_s", r->tuned_s[i] / (r->ndev > 0 ? r->ndev : 1));
+        cJSON_AddItemToArray(tried, t);
+    }
+}
+
 cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const run_result_t *r,
                        const run_result_t *ref, bool in_compare)
 {
@@ -377,31 +451,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNumberToObject(t, "max", s.step_max);
 
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
-    for (int i = 0; i < r->ndev; i++) {
-        cJSON *d = cJSON_CreateObject();
-        char name[160];
-        report_device_name(name, sizeof name, r->backend, &r->dev[i]);
-        cJSON_AddNumberToObject(d, "slot", i);
-        cJSON_AddNumberToObject(d, "id", r->dev[i].device_id);
-        cJSON_AddStringToObject(d, "name", name);
-        cJSON_AddNumberToObject(d, "rows_per_step", s.rows_per_step[i]);
-        /* DDP counts its ranks' steps; every other device runs every step */
-        bool ddp = r->mode == MODE_DDP;
-        cJSON_AddNumberToObject(d, "steps_run", ddp ? (double)r->dev[i].steps_run : (double)r->steps);
-        cJSON_AddNumberToObject(d, "steps_shadowed", ddp ? (double)r->dev[i].steps_shadowed : 0.0);
-        cJSON_AddNumberToObject(d, "mem_peak_bytes", (double)r->dev[i].mem_peak);
-        cJSON *ms = cJSON_AddObjectToObject(d, "mem_peak_split");
-        for (int k = 0; k < MEM_KINDS; k++)
-            cJSON_AddNumberToObject(ms, mem_kind_key((mem_kind_t)k), (double)r->dev[i].mem_split[k]);
-        add_num_or_null(d, "host_syncs_per_step", s.host_syncs[i], true);
-        add_launches(d, &s, i);
-        add_work(d, s.work_cpu[i]);
-        cJSON *ph = cJSON_AddObjectToObject(d, "phases_s_per_step");
-        for (int p = 0; p < PH_COUNT; p++)
-            cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s.phase[i][p]);
-        cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(&s, i));
-        cJSON_AddItemToArray(devs, d);
-    }
+    for (int i = 0; i < r->ndev; i++)
+        cJSON_AddItemToArray(devs, json_device(r, &s, i));
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
@@ -427,41 +478,14 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     snprintf(bits, sizeof bits, "%016llx", (unsigned long long)r->checksum.bits);
     cJSON_AddStringToObject(ck, "bits", bits);
 
-    if (in_compare) {
-        cJSON *cmp = cJSON_AddObjectToObject(o, "compare");
-        bool self = ref == r;
-        add_num_or_null(cmp, "speedup_vs_single", self ? 1.0 : s.speedup, self || s.has_ref);
-        add_num_or_null(cmp, "scaling_efficiency", self ? 1.0 : s.efficiency, self || s.has_ref);
-        cJSON *pv = cJSON_AddObjectToObject(cmp, "params_vs_single");
-        bool known = self || s.params_compared;
-        add_num_or_null(pv, "max_rel_diff", self ? 0.0 : s.max_rel, known);
-        add_num_or_null(pv, "rel_l2", self ? 0.0 : s.rel_l2, known);
-        if (known)
-            cJSON_AddBoolToObject(pv, "agree", self || s.agree);
-        else
-            cJSON_AddNullToObject(pv, "agree");
-    } else {
-        cJSON_AddNullToObject(o, "compare");
-    }
+    json_compare(o, r, ref, &s, in_compare);
     cJSON_AddNullToObject(o, "repeat"); /* --repeat N: main replaces it (report_json_repeat) */
     cJSON_AddNullToObject(o, "predict"); /* --predict and compare: main replaces it */
     /* main replaces it with --mode comm's figures at the same sizes */
     cJSON_AddItemToObject(o, "buckets", report_json_buckets(r, NULL, run_cfg && run_cfg->zero));
     cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
                                                   : cJSON_CreateNull());
-    if (r->ntuned > 0) {
-        cJSON *bt = cJSON_AddObjectToObject(o, "bucket_autotune");
-        cJSON_AddNumberToObject(bt, "chosen_mb", r->bucket_mb_chosen);
-        cJSON *tried = cJSON_AddArrayToObject(bt, "tried");
-        for (int i = 0; i < r->ntuned && i < RESULT_TUNE_MAX; i++) {
-            cJSON *t = cJSON_CreateObject();
-            cJSON_AddNumberToObject(t, "mb", r->tuned_mb[i]);
-            cJSON_AddNumberToObject(t, "step_s", r->tuned_s[i] / (r->ndev > 0 ? r->ndev : 1));
-            cJSON_AddItemToArray(tried, t);
-        }
-    } else {
-        cJSON_AddNullToObject(o, "bucket_autotune");
-    }
+    json_autotune(o, r);
     cJSON_AddItemToObject(o, "machine", report_json_machine(&r->machine));
     char notes[4][256];
     int nn = report_notes_of(ctx, r, notes, 4);

@@ -2,9 +2,8 @@
  * invocation (report_html.c writes it, report_svg.c draws its figures).
  *
  * The page reads what the terminal report reads: the runs and their configs,
- * --repeat's runs, --predict's model, and (an A/B comparison) rows of figures
- * with intervals and verdicts.  Every field but the runs may be absent; each
- * section says what would fill it.  The figures are SVG written here, so the
+ * --repeat's runs and --predict's model.  Every field but the runs may be
+ * absent; each section says what would fill it.  The figures are SVG written here, so the
  * page needs no script and fetches nothing (its Content-Security-Policy
  * forbids any request); the script it carries only adds hover highlights. */
 #ifndef DDPBENCH_REPORT_PAGE_H
@@ -13,28 +12,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/measure/predict.h"
-#include "common/measure/repeat.h"
+#include "app/predict/predict.h"
+#include "app/repeat/repeat.h"
 #include "common/measure/result.h"
 #include "app/report/report.h"
 
 #define PAGE_MAX_RUNS 4
-
-/* One figure of an A/B comparison (the gate, --against): A's and B's value as
- * shown, B/A with its 95% interval (NAN when unknown) and the verdict. */
-typedef struct {
-    const char *label;   /* "dp: throughput (samples/s)" */
-    const char *a, *b;   /* the values as text */
-    double ratio, lo, hi;
-    const char *verdict; /* "no change", "regressed", "improved", "no verdict" */
-} page_ab_row_t;
-
-typedef struct {
-    const char *title;   /* "A: build abc123, B: build def456" */
-    const char *summary; /* one or two sentences, or NULL */
-    const page_ab_row_t *row;
-    int nrow;
-} page_ab_t;
 
 typedef struct {
     const report_ctx_t *ctx;    /* the user's config, model, data */
@@ -47,7 +30,6 @@ typedef struct {
     const predict_in_t *pred;   /* --predict's model inputs, or NULL */
     const predict_row_t *rows;  /* its 1..PREDICT_MAX_DEVICES rows */
     const char *story;          /* a scenario's verdict line, or NULL */
-    const page_ab_t *ab;        /* an A/B comparison, or NULL */
     /* --hardware: the program's GPU model draws its own chart in the
      * --predict section (gpu(f, gpu_arg)), or NULL */
     void (*gpu)(FILE *f, const void *gpu_arg);
@@ -88,9 +70,12 @@ int svg_timelines(FILE *f, const report_page_t *p);
 int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
+/* --hardware's chart (report_gpu.c; report_page_t's gpu callback, arg: the
+ * gpu_lesson_t) */
+void svg_gpu(FILE *f, const void *arg);
 
 /* A plot of samples/s against devices 1..n: --predict's chart and the GPU
- * lesson's (app/predict/gpu_lesson.c) draw with it.  page_plot_open writes
+ * lesson's (report_gpu.c) draw with it.  page_plot_open writes
  * the <svg> with its grid and axes (top rounded up to a tick); the caller
  * closes it with "</svg>". */
 typedef struct {

@@ -1,5 +1,5 @@
 /* app/report/report_predict.c: --predict's table (DP's and DDP's step on 1..8
- * devices from the alpha-beta model, measure/predict.h), compare's predicted
+ * devices from the alpha-beta model, app/predict/predict.h), compare's predicted
  * next to measured (and the phase the model missed most where they differ by
  * more than 20%), and both in --json. */
 #include <math.h>
@@ -71,11 +71,12 @@ static int missed_phase(const run_result_t *r, const double *pred, double *got, 
 /* The prediction for run r's mode and device count (NULL for single). */
 static const double *pred_of(const run_result_t *r, const predict_row_t *rows, double *step)
 {
-    if (r->ndev < 1 || r->ndev > PREDICT_MAX_DEVICES || r->mode == MODE_SINGLE)
+    const strategy_words_t *w = strategy_words(r->mode);
+    if (r->ndev < 1 || r->ndev > PREDICT_MAX_DEVICES || w->reference)
         return NULL;
     const predict_row_t *row = &rows[r->ndev - 1];
-    *step = r->mode == MODE_DP ? row->dp_step_s : row->ddp_step_s;
-    return r->mode == MODE_DP ? row->dp_phase_s : row->ddp_phase_s;
+    *step = w->lead ? row->dp_step_s : row->ddp_step_s;
+    return w->lead ? row->dp_phase_s : row->ddp_phase_s;
 }
 
 void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,

@@ -6,21 +6,13 @@
 
 #include "app/report/report.h"
 
-static void num_or_null(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 static cJSON *interval_json(interval_t iv)
 {
     cJSON *o = cJSON_CreateObject();
-    num_or_null(o, "median", iv.median);
-    num_or_null(o, "mean", iv.mean);
-    num_or_null(o, "lo", iv.lo);
-    num_or_null(o, "hi", iv.hi);
+    report_json_num(o, "median", iv.median);
+    report_json_num(o, "mean", iv.mean);
+    report_json_num(o, "lo", iv.lo);
+    report_json_num(o, "hi", iv.hi);
     return o;
 }
 
@@ -56,7 +48,7 @@ cJSON *report_json_repeat(const repeat_t *r)
         cJSON_AddNumberToObject(e, "step_time_s_mean", s->step_mean_s);
         cJSON_AddNumberToObject(e, "step_time_s_median", s->step_median_s);
         cJSON_AddNumberToObject(e, "mem_peak_bytes_max", s->mem_peak_bytes);
-        num_or_null(e, "work_cpu_s_p10", s->work_p10);
+        report_json_num(e, "work_cpu_s_p10", s->work_p10);
         cJSON *rp = cJSON_AddObjectToObject(e, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++)
             cJSON_AddNumberToObject(rp, phase_key((phase_t)p), s->phase_s[p]);
@@ -67,32 +59,6 @@ cJSON *report_json_repeat(const repeat_t *r)
         cJSON_AddItemToArray(every, e);
     }
     return o;
-}
-
-bool report_repeat_too_noisy(const repeat_t *r, const char *label, double tol, char *buf,
-                             size_t len)
-{
-    buf[0] = 0;
-    if (!r || r->n < 2)
-        return false;
-    bool median = true;
-    for (int i = 0; i < r->n; i++)
-        median &= r->run[i].median_samples_per_s > 0;
-    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
-    double w = interval_width_pct(iv);
-    if (w <= tol)
-        return false;
-    int nd = repeat_disturbed(r, NULL);
-    char dist[96] = "";
-    if (nd > 0)
-        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
-    snprintf(buf, len,
-             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
-             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
-             "no verdict: take it on a quieter machine or with more --repeat",
-             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
-             iv.lo, iv.hi, r->n, dist);
-    return true;
 }
 
 /* "1234.5 -2.4..+2.5%" at `scale`: the median and the 95% interval's ends

@@ -11,7 +11,7 @@
  *   svg_predict      --predict's throughput on 1..8 devices, the measured
  *                    points, and --repeat's intervals as error bars
  *   page_plot_*      the samples/s-against-devices plot svg_predict and the
- *                    GPU lesson (app/predict/gpu_lesson.c) draw on
+ *                    GPU lesson (report_gpu.c) draw on
  *
  * Every mark carries a <title> (the browser's own tooltip, no script) and
  * data- attributes the browser test counts. */
@@ -186,13 +186,13 @@ static void lane(FILE *f, const report_page_t *p, int i, int d, int lane_no, int
     const trace_rec_t *t = r->trace[d];
     char dev[160], b1[32], b2[32];
     report_device_name(dev, sizeof dev, r->backend, &r->dev[d]);
-    const char *stream = lane_no == LANE_COMPUTE ? "compute" : r->mode == MODE_DDP ? "comm" : "copies";
+    const char *stream = lane_no == LANE_COMPUTE ? "compute" : strategy_words(r->mode)->lane;
     fprintf(f, "<g class=\"lane\" data-run=\"%d\" data-device=\"%d\" data-stream=\"%s\">", i, d,
             stream);
     fprintf(f, "<rect class=\"lanebg\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>", LABEL_W, y,
             PLOT_W, LANE_H - 4);
     fprintf(f, "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">%s %d %s<title>",
-            LABEL_W - 6, y + 13, r->mode == MODE_DDP ? "rank" : "device", d, stream);
+            LABEL_W - 6, y + 13, strategy_words(r->mode)->member, d, stream);
     page_esc(f, dev);
     fputs("</title></text>", f);
     /* the buckets' waits first, so no wait covers another bucket's all-reduce */
@@ -265,7 +265,7 @@ static bool own_step(const run_result_t *r, int d, int step, double *b, double *
 static void skew_marks(FILE *f, const run_result_t *r, int d, int y, const page_step_t *s,
                        double b, double e, double scale)
 {
-    const char *who = r->mode == MODE_DDP ? "rank" : "device";
+    const char *who = strategy_words(r->mode)->member;
     char t1[32];
     if (b - s->t0 > 0.002 * (s->t1 - s->t0))
         fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
@@ -315,7 +315,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
         }
         double whole = s[i].t1 - s[i].t0;
         bool skewed = whole > s[i].dur * 1.002;
-        int per = r->mode == MODE_SINGLE ? 1 : 2;
+        int per = strategy_words(r->mode)->lane ? 2 : 1;
         /* a busy machine said on the timeline itself: a device waited for a
          * core in this step (measured: the descheduled phase), or the run's
          * machine record says others took its cores */
@@ -327,11 +327,11 @@ int svg_timelines(FILE *f, const report_page_t *p)
         fprintf(f, "</b> on %d device%s: step %d, %s", r->ndev, r->ndev == 1 ? "" : "s", s[i].step,
                 tfmt(b1, sizeof b1, s[i].dur));
         if (r->ndev > 1)
-            fprintf(f, " on the slowest %s", r->mode == MODE_DDP ? "rank" : "device");
+            fprintf(f, " on the slowest %s", strategy_words(r->mode)->member);
         if (skewed)
             fprintf(f, "; the %ss' steps %s apart (skew, drawn pale), %s from the first start to "
                        "the last end",
-                    r->mode == MODE_DDP ? "rank" : "device",
+                    strategy_words(r->mode)->member,
                     tfmt(b2, sizeof b2, whole - s[i].dur), tfmt(b3, sizeof b3, whole));
         fprintf(f, " (the run's median step %s; recorded timed steps %d to %d)</figcaption>\n",
                 tfmt(b2, sizeof b2, r->times.n ? report_percentile(r->times.sample,
@@ -347,7 +347,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
             if (most > 0.0)
                 fprintf(f, "%s %d waited %s for a core in this step (dark: descheduled, another "
                            "process had it)",
-                        r->mode == MODE_DDP ? "rank" : "device", most_dev,
+                        strategy_words(r->mode)->member, most_dev,
                         tfmt(b1, sizeof b1, most));
             else
                 fprintf(f, "other processes took %.0f%% of the run's cores",
@@ -509,7 +509,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
                        "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">",
                     i, d, LABEL_W - 6, y + 14);
             page_esc(f, run_label(p, i));
-            fprintf(f, " %s %d</text>", r->mode == MODE_DDP ? "rank" : "device", d);
+            fprintf(f, " %s %d</text>", strategy_words(r->mode)->member, d);
             double x = LABEL_W;
             for (int m = 0; m < MEM_KINDS; m++) {
                 double v = (double)r->dev[d].mem_split[m];
@@ -648,8 +648,8 @@ int svg_predict(FILE *f, const report_page_t *p)
         const run_result_t *r = &p->runs[i];
         if (r->ndev < 1 || r->ndev > PREDICT_MAX_DEVICES || !(r->samples_per_s > 0))
             continue;
-        const char *cls = r->mode == MODE_DP ? "dpline" : r->mode == MODE_DDP ? "ddpline" : "single";
-        double x = page_plot_x(&pl, r->ndev) + (r->mode == MODE_DP ? -5 : r->mode == MODE_DDP ? 5 : 0);
+        const char *cls = strategy_words(r->mode)->css;
+        double x = page_plot_x(&pl, r->ndev) + strategy_words(r->mode)->dx;
         fprintf(f, "<g class=\"measured\" data-run=\"%d\">", i);
         if (p->reps && p->reps[i].n > 1) {
             interval_t iv = repeat_interval(&p->reps[i], FIG_THROUGHPUT);

@@ -155,7 +155,7 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
     char a[32], b[32], c[32], batch[128] = "";
     if (ctx && ctx->cfg) {
         const config_t *k = ctx->cfg;
-        int threads = r->mode == MODE_SINGLE ? k->threads : 1;
+        int threads = report_threads(k, r->mode);
         snprintf(batch, sizeof batch, ", global batch %d%s, %s, %d BLAS thread%s", k->batch,
                  k->accum > 1 ? " (accumulated)" : "", optim_name(k->optim.kind), threads,
                  threads == 1 ? "" : "s");
@@ -164,7 +164,7 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                                           " (ZeRO-2: optimizer state and gradients sharded)",
                                           " (ZeRO-3: optimizer state, gradients and parameters "
                                           "sharded)"};
-    int zs = r->mode == MODE_DDP && r->zero >= 1 && r->zero <= 3 ? r->zero : 0;
+    int zs = strategy_words(r->mode)->ranks && r->zero >= 1 && r->zero <= 3 ? r->zero : 0;
     fprintf(f, "result: %s%s on %s, %d device%s%s, %ld steps\n", mode_name(r->mode),
             sharded[zs], backend_kind_name(r->backend),
             r->ndev, r->ndev == 1 ? "" : "s", batch, r->steps);

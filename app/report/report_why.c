@@ -62,10 +62,7 @@ static const char *fmt_short(char *buf, size_t n, double s)
     return buf;
 }
 
-static const char *mode_title(mode_t_ m)
-{
-    return m == MODE_DP ? "DP" : m == MODE_DDP ? "DDP" : m == MODE_SINGLE ? "single" : "?";
-}
+static const char *mode_title(mode_t_ m) { return strategy_words(m)->title; }
 
 /* The entry points' start: buf emptied (false: no room), a compare's runs
  * by mode (the first of each; NULL: not run); and their end: the last
@@ -79,11 +76,11 @@ static bool tell_begin(tell_t *t, char *buf, size_t len, const run_result_t *run
 {
     *t = (tell_t){0};
     for (int i = n - 1; i >= 0; i--) /* backwards: the first of each stays */
-        if (runs[i].mode == MODE_SINGLE)
+        if (strategy_words(runs[i].mode)->reference)
             t->single = &runs[i];
-        else if (runs[i].mode == MODE_DP)
+        else if (strategy_words(runs[i].mode)->lead)
             t->dp = &runs[i];
-        else if (runs[i].mode == MODE_DDP)
+        else if (strategy_words(runs[i].mode)->ranks)
             t->ddp = &runs[i];
     if (len > 0)
         buf[0] = 0;
@@ -285,7 +282,7 @@ static void app_desched(char *buf, size_t len, size_t *used, const run_result_t 
             continue;
         char t[32];
         report_appendf(buf, len, used, "%s %s %d %s", shown ? "," : ";",
-                       r->mode == MODE_DDP ? "rank" : "device", d, fmt_short(t, sizeof t, v));
+                       strategy_words(r->mode)->member, d, fmt_short(t, sizeof t, v));
         shown++;
     }
     if (shown)
@@ -314,7 +311,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
         report_appendf(buf, len, used, ")");
     }
     /* the others' idle: device 0's serial work explains part of it; the
-     * rest is waiting at barriers, which device 0 does too */
+     * rest is waiting for each other, which device 0 does too */
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), idle0 = s.phase[0][PH_IDLE];
     if (idle > 0.0) {
         double expl = idle < serial ? idle : serial;
@@ -322,7 +319,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
             fmt_short(t, sizeof t, idle));
         if (idle - expl > WHY_IDLE_REST * idle)
             report_appendf(buf, len, used, ", %s of it while device 0 works alone and %s at "
-                "barriers where device 0 waits too (its idle %s: the hand-offs between "
+                "hand-offs where device 0 waits too (its idle %s: the hand-offs between "
                 "threads, and the slowest device)", fmt_short(t, sizeof t, expl),
                 fmt_short(u, sizeof u, idle - expl), fmt_short(w, sizeof w, idle0));
         else
@@ -413,6 +410,70 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
     report_appendf(buf, len, used, ". ");
 }
 
+/* What a mode adds to device 0's step against single's, each run's
+ * descheduled time left out (the machine's, not the mode's; the two runs
+ * met a busy machine at different times): its phases but the split
+ * computation (forward, backward, and DDP's loss), comm hidden behind
+ * backward and the descheduled time.  Device 0's phases add up to its step,
+ * so the parts add up to the whole: the largest few that grew, the largest
+ * that shrank, and the rest. */
+typedef struct {
+    item_t more[PH_COUNT], less[PH_COUNT];
+    int nmore, nless;
+    double added, rest;
+} added_t;
+
+static bool added_phase(int p, bool ddp)
+{
+    return !(p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || p == PH_DESCHED ||
+             (ddp && p == PH_LOSS));
+}
+
+static void added_parts(const report_stats_t *s1, const report_stats_t *s, bool ddp, added_t *a)
+{
+    *a = (added_t){.nmore = 0};
+    for (int p = 0; p < PH_COUNT; p++)
+        if (added_phase(p, ddp))
+            a->added += s->phase[0][p] - s1->phase[0][p];
+    double floor = WHY_PART * fmax(fabs(a->added), WHY_PART * s->step_mean);
+    for (int p = 0; p < PH_COUNT; p++) {
+        double d = s->phase[0][p] - s1->phase[0][p];
+        if (!added_phase(p, ddp))
+            continue;
+        if (d > floor)
+            a->more[a->nmore++] = (item_t){p, d};
+        else if (-d > floor)
+            a->less[a->nless++] = (item_t){p, -d};
+    }
+    sort_items(a->more, a->nmore);
+    sort_items(a->less, a->nless);
+    a->nmore = a->nmore < 3 ? a->nmore : 3;
+    a->nless = a->nless < 2 ? a->nless : 2;
+    double listed = 0.0;
+    for (int i = 0; i < a->nmore; i++)
+        listed += a->more[i].v;
+    for (int i = 0; i < a->nless; i++)
+        listed -= a->less[i].v;
+    a->rest = a->added - listed; /* the smaller parts, net */
+}
+
+/* A tiny model: what the mode adds exceeds single's whole computation. */
+static void why_tiny(char *buf, size_t len, size_t *used, double compute1, bool ddp,
+                     const report_stats_t *s, const predict_in_t *pred)
+{
+    char a[32], b[32];
+    report_appendf(buf, len, used, "; a tiny model, whose whole step computes in %s on one "
+        "device, so the fixed cost of each synchronisation swamps the work it splits",
+        fmt_short(a, sizeof a, compute1));
+    double floor = pred && pred->all_reduce ? collperf_time_at(pred->all_reduce, WHY_LATENCY_BYTES)
+                                            : NAN;
+    /* the floor explains the exposed time only when that is of its order */
+    if (ddp && isfinite(floor) && floor > 0 &&
+        s->phase[0][PH_COMM_EXPOSED] >= WHY_FLOOR_ORDER * floor)
+        report_appendf(buf, len, used, " (an all-reduce of 4 KiB alone takes %s here: "
+            "the latency floor, --mode comm)", fmt_short(b, sizeof b, floor));
+}
+
 /* Why a multi-device run is faster or slower than single: what splitting
  * the batch saved of forward and backward against what the mode adds per
  * step (its synchronisation, device 0's serial work, the waits); a tiny
@@ -426,46 +487,17 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(single, NULL, &s1);
     report_stats(r, NULL, &s);
-    bool ddp = r->mode == MODE_DDP;
+    bool ddp = strategy_words(r->mode)->ranks;
     /* the split computation: forward and backward (and DDP's loss, which
      * each rank computes on its rows; DP's is device 0's, gather included) */
     double c1 = s1.phase[0][PH_FORWARD] + s1.phase[0][PH_BACKWARD] + (ddp ? s1.phase[0][PH_LOSS] : 0);
     double cr = s.phase[0][PH_FORWARD] + s.phase[0][PH_BACKWARD] + (ddp ? s.phase[0][PH_LOSS] : 0);
     double compute1 = c1 + (ddp ? 0.0 : s1.phase[0][PH_LOSS]) + s1.phase[0][PH_OPTIM];
     double saved = c1 - cr;
-    /* What the mode adds: device 0's other phases against single's, each
-     * run's descheduled time left out (the machine's, not the mode's; the
-     * two runs met a busy machine at different times).  Device 0's phases
-     * add up to its step, so the parts below add up to the whole: the
-     * largest few that grew, the largest that shrank, and the rest. */
-    item_t it[PH_COUNT], less[PH_COUNT];
-    int n = 0, nl = 0;
-    double added = 0.0;
-    for (int p = 0; p < PH_COUNT; p++)
-        if (!(p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || p == PH_DESCHED ||
-              (ddp && p == PH_LOSS)))
-            added += s.phase[0][p] - s1.phase[0][p];
-    double floor = WHY_PART * fmax(fabs(added), WHY_PART * s.step_mean);
-    for (int p = 0; p < PH_COUNT; p++) {
-        if (p == PH_FORWARD || p == PH_BACKWARD || p == PH_COMM_HIDDEN || p == PH_DESCHED ||
-            (ddp && p == PH_LOSS))
-            continue;
-        double d = s.phase[0][p] - s1.phase[0][p];
-        if (d > floor)
-            it[n++] = (item_t){p, d};
-        else if (-d > floor)
-            less[nl++] = (item_t){p, -d};
-    }
-    sort_items(it, n);
-    sort_items(less, nl);
-    n = n < 3 ? n : 3;
-    nl = nl < 2 ? nl : 2;
-    double listed = 0.0;
-    for (int i = 0; i < n; i++)
-        listed += it[i].v;
-    for (int i = 0; i < nl; i++)
-        listed -= less[i].v;
-    double rest = added - listed; /* the smaller parts, net */
+    added_t ad;
+    added_parts(&s1, &s, ddp, &ad);
+    double added = ad.added, rest = ad.rest;
+    int n = ad.nmore, nl = ad.nless;
     char a[32], b[32], c[32], d[32];
     double speed = s.step_mean > 0 ? s1.step_mean / s.step_mean : 0.0;
     report_appendf(buf, len, used, "Why %s is %.2fx single: splitting the batch over %d devices "
@@ -481,10 +513,10 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     if (n + nl > 0) {
         report_appendf(buf, len, used, " on device 0 (");
         if (n > 0)
-            app_items(buf, len, used, it, n, r->mode, " more");
+            app_items(buf, len, used, ad.more, n, r->mode, " more");
         if (nl > 0) {
             report_appendf(buf, len, used, "%s", n > 0 ? ", " : "");
-            app_items(buf, len, used, less, nl, r->mode, " less");
+            app_items(buf, len, used, ad.less, nl, r->mode, " less");
         }
         if (fabs(rest) >= 0.5e-6)
             report_appendf(buf, len, used, ", %s %s in the rest", fmt_short(a, sizeof a, fabs(rest)),
@@ -507,16 +539,8 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     else if (saved <= added && speed > 1.0)
         report_appendf(buf, len, used, ", and it is faster only for single's descheduled time: "
                        "the busy machine's");
-    if (added > compute1 && compute1 > 0) {
-        report_appendf(buf, len, used, "; a tiny model, whose whole step computes in %s on one "
-            "device, so the fixed cost of each synchronisation swamps the work it splits",
-            fmt_short(a, sizeof a, compute1));
-        double floor = pred && pred->all_reduce ? collperf_time_at(pred->all_reduce, WHY_LATENCY_BYTES) : NAN;
-        /* the floor explains the exposed time only when that is of its order */
-        if (ddp && isfinite(floor) && floor > 0 && s.phase[0][PH_COMM_EXPOSED] >= WHY_FLOOR_ORDER * floor)
-            report_appendf(buf, len, used, " (an all-reduce of 4 KiB alone takes %s here: "
-                "the latency floor, --mode comm)", fmt_short(b, sizeof b, floor));
-    }
+    if (added > compute1 && compute1 > 0)
+        why_tiny(buf, len, used, compute1, ddp, &s, pred);
     report_appendf(buf, len, used, ". ");
 }
 
@@ -619,7 +643,8 @@ void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run
     if (!tell_begin(&t, buf, len, NULL, 0))
         return;
     const predict_in_t *pred = ctx ? ctx->pred : NULL;
-    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 || r->mode == MODE_SINGLE)
+    if (!pred || pred->phase_s[PH_BACKWARD] <= 0 || r->ndev < 2 ||
+        strategy_words(r->mode)->reference)
         return;
     /* single's step, as --predict's single run measured it (its phases per step) */
     run_result_t *one = calloc(1, sizeof *one);
@@ -635,7 +660,7 @@ void report_run_reason(char *buf, size_t len, const report_ctx_t *ctx, const run
         }
     step_times_add(&one->times, step, 0);
     why_verdict(buf, len, &t.used, one, r, pred);
-    if (r->mode == MODE_DDP)
+    if (strategy_words(r->mode)->ranks)
         why_crossover(buf, len, &t.used, one, r, pred);
     free(one);
     tell_end(&t, buf, " ");

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,5 +72,38 @@ int infile_fopen(const char *path, FILE **f, uint64_t *size, char *err)
         close(fd);
         return err_set(err, DDP_ERR_RUNTIME, "cannot open: %s", strerror(e));
     }
+    return DDP_OK;
+}
+
+int infile_read(const char *path, size_t max, char **text, size_t *len, char *err)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *f;
+    uint64_t fsize;
+    TRY(infile_fopen(path, &f, &fsize, err));
+    int rc = DDP_OK;
+    char *buf = NULL;
+    if (fsize > max)
+        rc = err_set(err, DDP_ERR_INPUT, "%llu bytes, over the limit of %zu",
+                     (unsigned long long)fsize, max);
+    else if (!(buf = malloc((size_t)fsize + 2)))
+        rc = err_set(err, DDP_ERR_INPUT, "out of memory for %llu bytes",
+                     (unsigned long long)fsize);
+    /* a byte more than fstat said: a file that grew since is caught too */
+    size_t got = buf ? fread(buf, 1, (size_t)fsize + 1, f) : 0;
+    if (buf && ferror(f))
+        rc = err_set(err, DDP_ERR_INPUT, "read error: %s", strerror(errno));
+    else if (buf && got != fsize)
+        rc = err_set(err, DDP_ERR_INPUT, "the file %s while reading it",
+                     got < fsize ? "shrank" : "grew");
+    fclose(f);
+    if (rc != DDP_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = 0;
+    *text = buf;
+    *len = got;
     return DDP_OK;
 }

@@ -23,5 +23,9 @@ const char *file_kind_name(mode_t mode);
 int infile_open(const char *path, int *fd, uint64_t *size, char *err);
 /* The same as a stdio stream ("rb"). */
 int infile_fopen(const char *path, FILE **f, uint64_t *size, char *err);
+/* The whole file into *text (NUL terminated; *len bytes, the caller frees
+ * it), refused over max bytes or when it changed size while read.  No path
+ * in the message, as above. */
+int infile_read(const char *path, size_t max, char **text, size_t *len, char *err);
 
 #endif

@@ -15,7 +15,8 @@ typedef enum { LOSS_MSE = 0, LOSS_BCE, LOSS_CE } loss_t;
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;
 typedef enum { MODE_SINGLE = 0, MODE_DP, MODE_DDP, MODE_COMPARE, MODE_COMM } mode_t_;
 typedef enum { BACKEND_AUTO = 0, BACKEND_CPU, BACKEND_CUDA } backend_kind_t;
-typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI } comm_kind_t;
+/* COMM_LOCAL: DP's in-process group (comm.h), made by DP, never a --comm choice. */
+typedef enum { COMM_AUTO = 0, COMM_SHM, COMM_NCCL, COMM_MPI, COMM_LOCAL } comm_kind_t;
 /* Who starts DDP's ranks: this process by fork, or mpirun (one process each). */
 typedef enum { LAUNCHER_AUTO = 0, LAUNCHER_FORK, LAUNCHER_MPI } launcher_kind_t;
 /* --cuda-graph: each step after the first captured and replayed as one graph. */

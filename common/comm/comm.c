@@ -1,5 +1,6 @@
 /* common/comm/comm.c: the collectives factory and the convenience forms callers use
- * (see comm.h); the implementations are comm_shm.c, comm_nccl.c and comm_mpi.c. */
+ * (see comm.h); the implementations are comm_shm.c, comm_nccl.c, comm_mpi.c
+ * and comm_local.c (DP's in-process group, made by comm_local_join). */
 #include "common/comm/comm_impl.h"
 
 #include <stdio.h>

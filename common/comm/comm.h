@@ -1,14 +1,14 @@
 /* common/comm/comm.h: the collectives seam, as its callers see it: broadcast, all-reduce, reduce,
- * all-gather, reduce-scatter and barrier among `world` ranks, each launched
+ * all-gather, reduce-scatter, scatter, gather and barrier among `world` ranks, each launched
  * asynchronously and waited for by handle (or run at once when the caller has
  * nothing to overlap), plus abort.
  *
  * Like backend.h, a communicator is a fixed table of operations and private
- * state behind impl (comm_impl.h, for the implementers).  Three implementations:
+ * state behind impl (comm_impl.h, for the implementers).  Four implementations:
  *   comm_shm.c   ranks that share host memory: DDP's forked processes (the
- *                segment is made before fork) or threads of one process (DP);
- *                CPU buffers directly, CUDA buffers staged through pinned host
- *                memory so several ranks may share one GPU.
+ *                segment is made before fork); CPU buffers directly, CUDA
+ *                buffers staged through pinned host memory so several ranks
+ *                may share one GPU.
  *   comm_nccl.c  CUDA ranks over NCCL (built when HAVE_NCCL); it uses the
  *                segment only to pass rank 0's ncclUniqueId to the others
  *                (under mpirun there is none: the caller's exchange, an
@@ -16,6 +16,12 @@
  *   comm_mpi.c   CPU ranks started by mpirun, over MPI's own collectives
  *                (built when HAVE_MPI): Open MPI's shared memory within a
  *                host, TCP or InfiniBand between hosts.
+ *   comm_local.c DP's devices: the threads of one process, one rank each,
+ *                reading each other's buffers directly (peer copies on GPUs,
+ *                or NCCL's broadcast and reduce), as PyTorch's DataParallel
+ *                moves its tensors with torch.cuda.comm; the only one that
+ *                offers scatter and gather.  Its own rules are below
+ *                (comm_local_group_create).
  *
  * Semantics every implementation must match (NCCL's, so comm_nccl.c is thin):
  *
@@ -104,6 +110,8 @@ typedef enum {
     COLL_ALL_GATHER,
     COLL_REDUCE_SCATTER,
     COLL_BARRIER,
+    COLL_SCATTER,        /* the in-process group only (comm_local_group_create) */
+    COLL_GATHER,
     COLL_COUNT
 } coll_kind_t;
 
@@ -116,7 +124,13 @@ typedef enum { REDOP_SUM = 0, REDOP_AVG } redop_t;
  * at recv + q*count.  For reduce-scatter (NCCL's ReduceScatter), send holds
  * count*world floats and recv count: rank q receives the reduction of every
  * rank's block q (send + q*count), bit for bit that block of an all-reduce of
- * the same inputs.  Barrier uses neither. */
+ * the same inputs.  Scatter and gather (the in-process group's): each rank's
+ * block is its own count floats at offset floats into the root's buffer,
+ * blocks of any size (0 too), like torch.chunk's; scatter sends the root's
+ * send into every other rank's recv, gather the other ranks' send into the
+ * root's recv; the root's own block stays where it is (scatter: read in
+ * place, recv unused) or is copied into place (gather: send to recv +
+ * offset, unless they are the same).  Barrier uses none of them. */
 typedef struct {
     coll_kind_t kind;
     const float *send;   /* NULL: in place (send = recv, or recv + rank*count) */
@@ -128,6 +142,10 @@ typedef struct {
                             stay valid until the op is waited for */
     dtype_t dtype;       /* DTYPE_F32 (0, the default); 16-bit: all-reduce, SUM only,
                             count in 16-bit elements, even; send/recv point at them */
+    size_t offset;       /* scatter, gather: this rank's block in the root's buffer */
+    bool idle;           /* the in-process group: this rank takes no part in the data
+                            (a broadcast leaves its recv as it was, a reduce adds
+                            nothing of it), yet keeps the op's place in the order */
 } comm_op_t;
 
 /* Collectives are numbered 1, 2, ... per rank in launch order; 0 is "none". */
@@ -176,6 +194,84 @@ bool comm_nccl_available(void);
  * ops; the caller aborts the others.  DDP_ERR_INPUT without NCCL. */
 int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double timeout_s,
                            char *err);
+/* DP's in-process group (comm_local.c): n threads of one process, one rank
+ * each, made before the threads start; each thread joins with its own
+ * backend once it has one.  It keeps comm.h's contract with these
+ * differences, which are what make DP's moves cheap:
+ *  - Ranks read each other's buffers directly: a rank whose part needs
+ *    another's data (a broadcast's or scatter's receivers, a gather's or
+ *    reduce's root) waits for that rank to have launched the op, and no one
+ *    waits for more.  A rank whose part needs no one's data (their roots, a
+ *    gather's or reduce's other ranks) has done it at launch, and its
+ *    buffer is read later: it leaves it untouched until it has waited in a
+ *    later op for those readers (DP: a sender's output is written again
+ *    after the next scatter from the root, which the root launches after its
+ *    gather).  So a root may launch a broadcast or scatter early (DP's next
+ *    step's, before it reports the step that ended) and its peers find it
+ *    done.
+ *  - On host memory an arena of COMM_LOCAL_SLICED floats or more is
+ *    broadcast and reduced in slices by every rank (cache-line aligned);
+ *    a smaller one moves whole (each receiver copies its own; the root
+ *    sums).  Sums run in rank order, (x0 + x1) + x2 ..., whatever the path:
+ *    the same bits on every path and every run.  On GPUs every copy is a
+ *    peer copy on the receiving device's stream, ordered by events, the
+ *    reduce's sources pulled on the root's copy stream into two scratch
+ *    arenas in turn (or, in a CUDA graph step, on its compute stream);
+ *    with nccl given, broadcast and reduce are NCCL's.
+ *  - The host barrier (comm_local_sync, the caller's own meetings) is
+ *    counted apart from the ops (COLL_BARRIER is an op: it orders the
+ *    devices' queues too): a root's early launch may come before a host
+ *    barrier its peers pass first.
+ *  - No timeout: a thread that fails aborts the group (comm_local_group_abort),
+ *    which ends every wait at once; the threads share a fate.
+ *  - An observer (comm_local_observe) is told where a rank waited for its
+ *    peers and what it moved, so the caller's meter times the moves. */
+typedef struct comm_local_group comm_local_group_t;
+/* Why not always sliced: a sliced move meets every rank before and after,
+ * and each slice of a replica is written by another core than the one that
+ * reads it next; on the seed-size model (110 floats) those meetings and
+ * lines crossing between cores were most of DP's moves.  Below this many
+ * floats (16 KiB) one thread moves the arena in less time than a meeting. */
+#define COMM_LOCAL_SLICED 4096
+static inline bool comm_local_sliced(size_t floats) { return floats >= COMM_LOCAL_SLICED; }
+int comm_local_group_create(comm_local_group_t **out, int n, char *err);
+/* After every member's comm is destroyed and no thread waits. */
+void comm_local_group_free(comm_local_group_t *g);
+/* Rank `rank` joins with its backend; nccl: its rank of comm_nccl_group_create's
+ * group (owned from now on, destroyed with the comm), or NULL for peer copies. */
+int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be, comm_t *nccl,
+                    char *err);
+/* The NCCL communicator a member was given (for comm_graph_probe), or NULL. */
+comm_t *comm_local_nccl(comm_t *c);
+/* A barrier of the group's threads on the host alone, before or after they
+ * joined: DDP_OK, or DDP_ERR_RUNTIME once the group is aborted. */
+int comm_local_sync(comm_local_group_t *g, int rank);
+/* Fail the group: every wait, present and future, returns at once. */
+void comm_local_group_abort(comm_local_group_t *g);
+
+/* What a member's ops tell the thread that runs them. */
+typedef struct {
+    coll_kind_t kind;
+    uint64_t bytes;        /* moved (a reduce: read from the sources) */
+    int peer;              /* the other rank of a copy, -1 for several */
+    int ops;               /* the copies or sums it stands for */
+} comm_move_t;
+typedef struct {
+    /* this rank waited for its peers (on a GPU its queue waits for theirs);
+     * called before it moves anything */
+    void (*waited)(void *ctx);
+    /* before a copy: a mark (the caller's), or -1 when not wanted ... */
+    int (*mark)(void *ctx);
+    /* ... and after it */
+    void (*moved)(void *ctx, int mark, const comm_move_t *m);
+    void *ctx;
+} comm_observer_t;
+void comm_local_observe(comm_t *c, const comm_observer_t *obs);
+/* Ask the cache for what this rank's next ops read of the others' posts
+ * first (their next two), e.g. after a barrier while the thread does other
+ * work: posts already made then cost no miss when read. */
+void comm_local_prefetch(comm_t *c);
+
 /* COMM_AUTO resolved for a backend kind. */
 comm_kind_t comm_resolve(comm_kind_t k, backend_kind_t b);
 

@@ -3,7 +3,7 @@
  * comm_graph_probe): each rank captures one small all-reduce, the ranks
  * agree over an eager all-reduce, then each launches its graph and checks
  * the sum.  The capture itself is the implementation's (comm_ops_t's
- * graph_capture / _launch / _free: NCCL's); this file is the protocol every
+ * probe_capture / _launch / _drop: NCCL's); this file is the protocol every
  * rank follows, so that DDP's ranks and DP's device threads share it. */
 #include "common/comm/comm_impl.h"
 
@@ -41,7 +41,7 @@ static int agree(comm_t *c, float *flags, bool refused, int *lowest, char *err)
 static int launch_and_check(comm_t *c, void *graph, float *buf, char *err)
 {
     comm_handle_t h;
-    TRY(comm_check(c, c->ops->graph_launch(c, graph, &h), "the captured all-reduce", err));
+    TRY(comm_check(c, c->ops->probe_launch(c, graph, &h), "the captured all-reduce", err));
     backend_count_launch(c->be, LAUNCH_GRAPH, 1);
     /* Why: the copy back below reads what the graph summed (the backend's
      * stream waits for it on the device; the copy waits on the host). */
@@ -65,7 +65,7 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
 {
     out->refused_by = -1;
     out->why[0] = 0;
-    if (!c->ops->graph_capture) {
+    if (!c->ops->probe_capture) {
         out->refused_by = 0;
         if (insist)
             return err_set(err, DDP_ERR_RUNTIME, "--comm %s: its collectives are not captured",
@@ -84,7 +84,7 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     void *graph = NULL;
     int rc = backend_check(c->be, backend_h2d(c->be, buf, init, sizeof init), NULL, err);
     if (rc == DDP_OK)
-        rc = comm_check(c, c->ops->graph_capture(c, buf, PROBE_FLOATS, &graph, out->why),
+        rc = comm_check(c, c->ops->probe_capture(c, buf, PROBE_FLOATS, &graph, out->why),
                         "capturing an all-reduce", err);
     if (rc == DDP_OK && !graph && insist) /* fail first: the others' agreement sees our abort */
         rc = err_set(err, DDP_ERR_RUNTIME, "%s", out->why);
@@ -103,7 +103,7 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
                          lowest);
     }
     if (graph)
-        c->ops->graph_free(c, graph);
+        c->ops->probe_drop(c, graph);
     /* A failure once the agreement was queued may leave our all-reduce (the
      * agreement's or the graph's) waiting on the device for a peer that
      * never comes, and it reads and writes buf.  Why abort here, after the

@@ -1,5 +1,5 @@
 /* common/comm/comm_impl.h: how a communicator is built, for its implementers
- * (comm_shm.c, comm_nccl.c, comm_mpi.c) and for tests that build fakes; callers use
+ * (comm_shm.c, comm_nccl.c, comm_mpi.c, comm_local.c) and for tests that build fakes; callers use
  * comm.h alone.  comm.c's factory and public functions call through the
  * table; the contract every implementation keeps is comm.h's. */
 #ifndef DDPBENCH_COMM_IMPL_H
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 typedef struct comm_ops {
-    const char *name; /* "shm", "nccl" or "mpi" */
+    const char *name; /* "shm", "nccl", "mpi" or "local" */
     /* Queue op; on success *h is its handle (c->issued after the call). */
     int (*launch)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
     /* Wait for op h and every op before it; span (may be NULL) receives op h's
@@ -27,17 +27,18 @@ typedef struct comm_ops {
      * calls launch, then wait. */
     int (*run)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
     /* CUDA graphs (comm_graph_probe, comm_graph_probe.c); NULL where the
-     * collectives cannot be captured.  graph_capture: one in-place SUM
+     * collectives cannot be captured.  probe_capture: one in-place SUM
      * all-reduce of buf[count] captured into a graph of its own, nothing
      * run; DDP_OK with *graph, or DDP_OK with *graph NULL and why (ERR_LEN)
      * when the library refused (nothing left capturing, the comm usable);
-     * any other status is the comm's failure (sticky).  graph_launch: queue
+     * any other status is the comm's failure (sticky).  probe_launch: queue
      * it ordered like a collective (after the backend's work so far, before
-     * the work queued after a wait for *h), numbered like one; graph_free
-     * forgets it (launched or not). */
-    int (*graph_capture)(comm_t *c, float *buf, size_t count, void **graph, char *why);
-    int (*graph_launch)(comm_t *c, void *graph, comm_handle_t *h);
-    void (*graph_free)(comm_t *c, void *graph);
+     * the work queued after a wait for *h), numbered like one; probe_drop
+     * forgets it (launched or not).  Named apart from train/graph.h's
+     * graph_* (a step's graphs), which stand floors above. */
+    int (*probe_capture)(comm_t *c, float *buf, size_t count, void **graph, char *why);
+    int (*probe_launch)(comm_t *c, void *graph, comm_handle_t *h);
+    void (*probe_drop)(comm_t *c, void *graph);
 } comm_ops_t;
 
 struct comm {
@@ -65,8 +66,9 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err);
 /* "all-reduce": how messages name a collective. */
 static inline const char *coll_name(coll_kind_t k)
 {
-    static const char *const names[COLL_COUNT] = {"broadcast",  "all-reduce",     "reduce",
-                                                  "all-gather", "reduce-scatter", "barrier"};
+    static const char *const names[COLL_COUNT] = {
+        "broadcast", "all-reduce", "reduce", "all-gather", "reduce-scatter", "barrier",
+        "scatter",   "gather"};
     return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
 }
 
@@ -81,7 +83,11 @@ static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
         return err_set(msg, DDP_ERR_RUNTIME, "unknown collective %d", (int)op->kind);
     if (op->kind == COLL_BARRIER)
         return DDP_OK;
-    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
+    if ((op->kind == COLL_SCATTER || op->kind == COLL_GATHER) && c->kind != COMM_LOCAL)
+        return err_set(msg, DDP_ERR_RUNTIME, "%s: offered by the in-process group alone",
+                       coll_name(op->kind));
+    if ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE || op->kind == COLL_SCATTER ||
+         op->kind == COLL_GATHER) &&
         (op->root < 0 || op->root >= c->world))
         return err_set(msg, DDP_ERR_RUNTIME, "%s: root %d is not a rank of %d", coll_name(op->kind),
                        op->root, c->world);
@@ -93,7 +99,7 @@ static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
     if ((unsigned)op->dtype > DTYPE_BF16)
         return err_set(msg, DDP_ERR_RUNTIME, "%s: unknown element type %d", coll_name(op->kind),
                        (int)op->dtype);
-    if (op->count && !op->recv)
+    if (op->count && !op->recv && op->kind != COLL_SCATTER && op->kind != COLL_GATHER)
         return err_set(msg, DDP_ERR_RUNTIME, "%s: no buffer", coll_name(op->kind));
     return DDP_OK;
 }

@@ -110,7 +110,7 @@ typedef struct {
     float *scratch;         /* the barrier's one float */
     size_t accounted;       /* bytes charged to the backend for NCCL's buffers */
     atomic_bool abort_req;  /* set by abort(); the owner turns it into an error */
-    atomic_int probe_graphs; /* graph_capture's graphs not yet freed (graphs_hold) */
+    atomic_int probe_graphs; /* probe_capture's graphs not yet dropped (graphs_hold) */
     char abort_why[ERR_LEN];
 } nccl_impl_t;
 
@@ -344,6 +344,8 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
         case COLL_BARRIER: /* NCCL has none: a one-float all-reduce every rank must join */
             r = ncclAllReduce(n->scratch, n->scratch, 1, ncclFloat, ncclSum, n->nccl, n->stream);
             break;
+        case COLL_SCATTER: /* comm_op_check refused them */
+        case COLL_GATHER:
         case COLL_COUNT:
             break;
         }
@@ -611,7 +613,7 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 // ---------------------------------------------------------------------------
 // whether the collectives can be captured (comm_graph_probe.c)
 
-/* nccl_graph_capture's work: the all-reduce captured on the comm stream
+/* nccl_probe_capture's work: the all-reduce captured on the comm stream
  * itself, a graph of its own (a step's capture joins the comm stream to the
  * backend's instead: NCCL is handed a capturing stream either way).  The
  * capture is always ended, so a refusal leaves nothing capturing. */
@@ -658,8 +660,8 @@ static int capture_all_reduce(comm_t *c, float *buf, size_t count, void **graph,
     return DDP_OK;
 }
 
-/* comm_ops_t.graph_capture: capture_all_reduce, counted in graphs_hold. */
-static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph, char *why)
+/* comm_ops_t.probe_capture: capture_all_reduce, counted in graphs_hold. */
+static int nccl_probe_capture(comm_t *c, float *buf, size_t count, void **graph, char *why)
 {
     nccl_impl_t *n = impl_of(c);
     *graph = NULL;
@@ -668,7 +670,7 @@ static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph,
         return rc;
     CCK(c, cudaSetDevice(n->dev));
     /* From the capture's start the all-reduce is held by it (then by its
-     * graph, until nccl_graph_free): no abort may reach NCCL meanwhile. */
+     * graph, until nccl_probe_drop): no abort may reach NCCL meanwhile. */
     atomic_fetch_add(&n->probe_graphs, 1);
     rc = capture_all_reduce(c, buf, count, graph, why);
     if (!*graph)
@@ -676,8 +678,8 @@ static int nccl_graph_capture(comm_t *c, float *buf, size_t count, void **graph,
     return rc;
 }
 
-/* comm_ops_t.graph_launch: numbered and watched like an eager op. */
-static int nccl_graph_launch(comm_t *c, void *graph, comm_handle_t *h)
+/* comm_ops_t.probe_launch: numbered and watched like an eager op. */
+static int nccl_probe_launch(comm_t *c, void *graph, comm_handle_t *h)
 {
     nccl_impl_t *n = impl_of(c);
     int rc = usable(c);
@@ -701,7 +703,7 @@ static int nccl_graph_launch(comm_t *c, void *graph, comm_handle_t *h)
     return DDP_OK;
 }
 
-static void nccl_graph_free(comm_t *c, void *graph)
+static void nccl_probe_drop(comm_t *c, void *graph)
 {
     if (cudaSetDevice(impl_of(c)->dev) == cudaSuccess)
         cudaGraphExecDestroy((cudaGraphExec_t)graph);
@@ -793,9 +795,9 @@ static const comm_ops_t nccl_ops = {
     .span = nccl_span,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
-    .graph_capture = nccl_graph_capture,
-    .graph_launch = nccl_graph_launch,
-    .graph_free = nccl_graph_free,
+    .probe_capture = nccl_probe_capture,
+    .probe_launch = nccl_probe_launch,
+    .probe_drop = nccl_probe_drop,
 };
 
 // ---------------------------------------------------------------------------

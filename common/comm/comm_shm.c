@@ -217,6 +217,108 @@ static const float *op_src(const comm_op_t *op, int rank)
  * element in rank order, so the bits do not depend on the path. */
 #define SHM_SMALL_FLOATS 4096
 
+/* One chunk of op: where it lies and how it is reduced. */
+typedef struct {
+    uint64_t k;          /* its ticket */
+    int slot;
+    size_t off, len;     /* floats of the op's buffers */
+    size_t lo, hi;       /* this rank's slice of a split reduction */
+    bool reduction;      /* all-reduce or reduce */
+    bool whole;          /* reduced whole by every rank that needs it (SHM_SMALL_FLOATS) */
+} shm_chunk_t;
+
+/* Step 2: stage our input; seg_publish orders it before the counter.  A
+ * split reduction stages only the slices the others reduce (ours we read
+ * from our own buffer in step 3); reduce-scatter stages every block but
+ * ours, each len floats at in + q*len. */
+static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
+{
+    comm_seg_t *s = m->c.seg;
+    const int n = m->c.world, r = m->c.rank;
+    float *in = seg_in(s, ch->slot, r), *out = seg_out(s, ch->slot);
+    size_t off = ch->off, len = ch->len;
+    if (!len)
+        return;
+    if (ch->whole && (op->kind == COLL_ALL_REDUCE || r != op->root)) {
+        memcpy(in, src + off, len * sizeof(float));
+    } else if (ch->reduction && !ch->whole) {
+        memcpy(in, src + off, ch->lo * sizeof(float));
+        memcpy(in + ch->hi, src + off + ch->hi, (len - ch->hi) * sizeof(float));
+    } else if (op->kind == COLL_ALL_GATHER) {
+        memcpy(in, src + off, len * sizeof(float));
+    } else if (op->kind == COLL_REDUCE_SCATTER) {
+        for (int q = 0; q < n; q++)
+            if (q != r)
+                memcpy(in + (size_t)q * len, src + (size_t)q * op->count + off,
+                       len * sizeof(float));
+    } else if (op->kind == COLL_BROADCAST && r == op->root) {
+        memcpy(out, src + off, len * sizeof(float));
+    }
+}
+
+/* Step 3 of a chunk that is not a split reduction: everyone's input is in,
+ * this rank takes what it needs. */
+static void finish_whole(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
+{
+    comm_seg_t *s = m->c.seg;
+    const int n = m->c.world, r = m->c.rank;
+    const bool avg = op->redop == REDOP_AVG;
+    size_t off = ch->off, len = ch->len;
+    switch (op->kind) {
+    case COLL_ALL_REDUCE: /* every rank sums the whole chunk, in rank order */
+        reduce_slice(s, ch->slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
+        break;
+    case COLL_REDUCE:
+        if (r == op->root)
+            reduce_slice(s, ch->slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
+        break;
+    case COLL_REDUCE_SCATTER: /* our block's piece, from everyone's staging */
+        reduce_slice(s, ch->slot, r, src + (size_t)r * op->count + off, (size_t)r * len, len, avg,
+                     op->dtype, op->recv + off, NULL);
+        break;
+    case COLL_BROADCAST:
+        if (r != op->root)
+            memcpy(op->recv + off, seg_out(s, ch->slot), len * sizeof(float));
+        else if (src != op->recv)
+            memcpy(op->recv + off, src + off, len * sizeof(float));
+        break;
+    case COLL_ALL_GATHER:
+        for (int q = 0; q < n; q++) {
+            float *dst = op->recv + (size_t)q * op->count + off;
+            const float *from = q == r ? src + off : seg_in(s, ch->slot, q);
+            if (dst != from)
+                memcpy(dst, from, len * sizeof(float));
+        }
+        break;
+    default: /* barrier: arriving was all */
+        break;
+    }
+}
+
+/* Steps 3' and 4 of a long reduction chunk: reduce our slice (reduce-
+ * scatter), then, every slice reduced, copy out the others' (all-gather). */
+static int finish_split(shm_t *m, const comm_op_t *op, uint64_t seq, const float *src,
+                        const shm_chunk_t *ch)
+{
+    comm_seg_t *s = m->c.seg;
+    const int r = m->c.rank;
+    float *out = seg_out(s, ch->slot);
+    size_t off = ch->off, len = ch->len, lo = ch->lo, hi = ch->hi;
+    int missing;
+    reduce_slice(s, ch->slot, r, src + off + lo, lo, hi - lo, op->redop == REDOP_AVG, op->dtype,
+                 out + lo, op->kind == COLL_ALL_REDUCE ? op->recv + off + lo : NULL);
+    seg_publish(s, SEG_REDUCED, r, ch->k + 1);
+    if (seg_wait_counters(s, SEG_REDUCED, ch->k + 1, m->c.timeout_s, &missing) != DDP_OK)
+        return wait_failed(m, op, seq, missing);
+    if (op->kind == COLL_ALL_REDUCE) {
+        memcpy(op->recv + off, out, lo * sizeof(float));
+        memcpy(op->recv + off + hi, out + hi, (len - hi) * sizeof(float));
+    } else if (r == op->root) {
+        memcpy(op->recv + off, out, len * sizeof(float));
+    }
+    return DDP_OK;
+}
+
 static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
 {
     comm_seg_t *s = m->c.seg;
@@ -234,7 +336,6 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     const size_t C = s->h->chunk;
     const int D = s->h->slots;
     const double T = m->c.timeout_s;
-    const bool avg = op->redop == REDOP_AVG;
     const float *src = op_src(op, r);
     /* reduce-scatter moves count floats of every block per op: a chunk holds
      * a piece of each of the n blocks */
@@ -247,15 +348,16 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
                        .count = op->count};
     int missing;
     for (size_t j = 0; j < nchunks; j++) {
-        uint64_t k = m->ticket++;
-        int slot = (int)(k % (uint64_t)D);
-        size_t off = j * step;
-        size_t len = op->kind == COLL_BARRIER ? 0
-                     : op->count - off < step      ? op->count - off
-                                                   : step;
-        float *in = seg_in(s, slot, r), *out = seg_out(s, slot);
-        bool reduction = op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE;
-        bool whole = reduction && len <= SHM_SMALL_FLOATS;
+        shm_chunk_t ch = {.k = m->ticket++, .off = j * step};
+        ch.slot = (int)(ch.k % (uint64_t)D);
+        ch.len = op->kind == COLL_BARRIER        ? 0
+                 : op->count - ch.off < step ? op->count - ch.off
+                                             : step;
+        ch.reduction = op->kind == COLL_ALL_REDUCE || op->kind == COLL_REDUCE;
+        ch.whole = ch.reduction && ch.len <= SHM_SMALL_FLOATS;
+        ch.lo = ch.len * (size_t)r / (size_t)n;
+        ch.hi = ch.len * (size_t)(r + 1) / (size_t)n;
+        uint64_t k = ch.k;
 
         /* 1. The slot is free once every rank has finished the chunk that used
          *    it D tickets ago (their reads of our input and of the result).
@@ -268,27 +370,9 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
 
-        /* 2. Stage our input; seg_publish orders it before the counter.  A
-         *    split reduction stages only the slices the others reduce (ours
-         *    we read from our own buffer in step 3); reduce-scatter stages
-         *    every block but ours, each len floats at in + q*len. */
-        s->h->desc[r][slot] = mine;
-        size_t lo = len * (size_t)r / (size_t)n, hi = len * (size_t)(r + 1) / (size_t)n;
-        if (whole && len && (op->kind == COLL_ALL_REDUCE || r != op->root)) {
-            memcpy(in, src + off, len * sizeof(float));
-        } else if (reduction && !whole && len) {
-            memcpy(in, src + off, lo * sizeof(float));
-            memcpy(in + hi, src + off + hi, (len - hi) * sizeof(float));
-        } else if (op->kind == COLL_ALL_GATHER && len) {
-            memcpy(in, src + off, len * sizeof(float));
-        } else if (op->kind == COLL_REDUCE_SCATTER && len) {
-            for (int q = 0; q < n; q++)
-                if (q != r)
-                    memcpy(in + (size_t)q * len, src + (size_t)q * op->count + off,
-                           len * sizeof(float));
-        } else if (op->kind == COLL_BROADCAST && r == op->root && len) {
-            memcpy(out, src + off, len * sizeof(float));
-        }
+        /* 2. Stage our input (stage_chunk). */
+        s->h->desc[r][ch.slot] = mine;
+        stage_chunk(m, op, src, &ch);
         seg_publish(s, SEG_STAGED, r, k + 1);
         atomic_store_explicit(&m->queue.progress_ns, now_ns(), memory_order_relaxed);
 
@@ -299,58 +383,14 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
          * slots before our next writes (step 1 above) */
         m->done_seen = k;
         char msg[ERR_LEN];
-        if (!descs_match(m, slot, &mine, msg)) {
+        if (!descs_match(m, ch.slot, &mine, msg)) {
             comm_seg_abort(s, r, msg);
             return fail(m, msg);
         }
-        if (!reduction || whole) {
-            switch (op->kind) {
-            case COLL_ALL_REDUCE: /* every rank sums the whole chunk, in rank order */
-                reduce_slice(s, slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
-                break;
-            case COLL_REDUCE:
-                if (r == op->root)
-                    reduce_slice(s, slot, r, src + off, 0, len, avg, op->dtype, op->recv + off, NULL);
-                break;
-            case COLL_REDUCE_SCATTER: /* our block's piece, from everyone's staging */
-                reduce_slice(s, slot, r, src + (size_t)r * op->count + off, (size_t)r * len, len,
-                             avg, op->dtype, op->recv + off, NULL);
-                break;
-            case COLL_BROADCAST:
-                if (r != op->root)
-                    memcpy(op->recv + off, out, len * sizeof(float));
-                else if (src != op->recv)
-                    memcpy(op->recv + off, src + off, len * sizeof(float));
-                break;
-            case COLL_ALL_GATHER:
-                for (int q = 0; q < n; q++) {
-                    float *dst = op->recv + (size_t)q * op->count + off;
-                    const float *from = q == r ? src + off : seg_in(s, slot, q);
-                    if (dst != from)
-                        memcpy(dst, from, len * sizeof(float));
-                }
-                break;
-            default: /* barrier: arriving was all */
-                break;
-            }
-            seg_publish(s, SEG_DONE, r, k + 1);
-            continue;
-        }
-
-        /* A long reduction chunk: 3'. reduce our slice (reduce-scatter) ... */
-        reduce_slice(s, slot, r, src + off + lo, lo, hi - lo, avg, op->dtype, out + lo,
-                     op->kind == COLL_ALL_REDUCE ? op->recv + off + lo : NULL);
-        seg_publish(s, SEG_REDUCED, r, k + 1);
-
-        /* 4. ... then, every slice reduced, copy out the others' (all-gather). */
-        if (seg_wait_counters(s, SEG_REDUCED, k + 1, T, &missing) != DDP_OK)
-            return wait_failed(m, op, seq, missing);
-        if (op->kind == COLL_ALL_REDUCE) {
-            memcpy(op->recv + off, out, lo * sizeof(float));
-            memcpy(op->recv + off + hi, out + hi, (len - hi) * sizeof(float));
-        } else if (r == op->root) {
-            memcpy(op->recv + off, out, len * sizeof(float));
-        }
+        if (!ch.reduction || ch.whole)
+            finish_whole(m, op, src, &ch);
+        else
+            TRY(finish_split(m, op, seq, src, &ch)); /* 3'. and 4. */
         seg_publish(s, SEG_DONE, r, k + 1);
     }
     return DDP_OK;

@@ -3,12 +3,9 @@
 #include "common/config/config.h"
 
 #include <errno.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/base/atomic_file.h"
 #include "common/base/status.h"
 
 int config_parse_int_list(const char *s, int *out, int max, int *n, const char *opt,
@@ -42,59 +39,12 @@ int config_parse_int_list(const char *s, int *out, int max, int *n, const char *
     return DDP_OK;
 }
 
-/* No output may be another output or an input: one would overwrite the other.
- * The same file is the same device and inode where both exist, else the same
- * name (afile_same_file).  Two pairs are a feature: --resume and --checkpoint
- * (a run that continues its own checkpoint) and --init and --save (weights
- * trained further in place); both read the file before anything is written. */
-static int check_paths(const config_t *c, char *err)
-{
-    /* --emit-pytorch FILE.py writes FILE.py and four files beside it (twin.h) */
-    char twin[4][CONFIG_PATH_LEN + 32] = {"", "", "", ""};
-    static const char *const beside[4] = {".init.safetensors", ".x.npy", ".y.npy", ".order.npy"};
-    size_t tn = strlen(c->emit_pytorch);
-    for (int k = 0; k < 4 && tn > 3 && strcmp(c->emit_pytorch + tn - 3, ".py") == 0; k++)
-        snprintf(twin[k], sizeof twin[k], "%.*s%s", (int)(tn - 3), c->emit_pytorch, beside[k]);
-    const struct {
-        const char *opt, *path;
-        bool output;
-    } f[] = {{"--save", c->save_path, true},       {"--checkpoint", c->checkpoint_path, true},
-             {"--trace", c->trace_path, true},     {"--report", c->report_path, true},
-             {"--emit-pytorch", c->emit_pytorch, true},
-             {"--emit-pytorch", twin[0], true},    {"--emit-pytorch", twin[1], true},
-             {"--emit-pytorch", twin[2], true},    {"--emit-pytorch", twin[3], true},
-             {"--data", c->data_path, false},
-             {"--targets", c->targets_path, false}, {"--init", c->init_path, false},
-             {"--resume", c->resume_path, false},  {"--baseline", c->baseline_path, false}};
-    const int n = (int)(sizeof f / sizeof f[0]);
-    for (int i = 0; i < n; i++) {
-        if (!f[i].output || !f[i].path[0])
-            continue;
-        for (int j = 0; j < n; j++) {
-            if (j == i || !f[j].path[0] || (f[j].output && j < i) ||
-                strcmp(f[i].opt, f[j].opt) == 0)
-                continue;
-            bool allowed = (strcmp(f[i].opt, "--checkpoint") == 0 && strcmp(f[j].opt, "--resume") == 0) ||
-                           (strcmp(f[i].opt, "--save") == 0 && strcmp(f[j].opt, "--init") == 0);
-            if (allowed || !afile_same_file(f[i].path, f[j].path))
-                continue;
-            return err_set(err, DDP_ERR_INPUT,
-                           "%s %s and %s %s are the same file: the %s would overwrite %s",
-                           f[i].opt, f[i].path, f[j].opt, f[j].path, f[i].opt + 2,
-                           f[j].output ? "the other output" : "an input");
-        }
-    }
-    return DDP_OK;
-}
-
-int config_validate(const config_t *c, char *err)
+/* The model, the loss and the data it reads. */
+static int check_model_data(const config_t *c, char *err)
 {
     model_spec_t spec;
-    int rc = config_model_spec(c, &spec, err);
-    if (rc != DDP_OK)
-        return rc;
-    if ((rc = optim_cfg_check(&c->optim, err)) != DDP_OK)
-        return rc;
+    TRY(config_model_spec(c, &spec, err));
+    TRY(optim_cfg_check(&c->optim, err));
     if (c->loss == LOSS_CE && model_out_dim(&spec) < 2)
         return err_set(err, DDP_ERR_INPUT,
                        "--loss ce: the last layer must have >= 2 outputs (one per class), got %d",
@@ -121,6 +71,12 @@ int config_validate(const config_t *c, char *err)
     for (int i = 0; i < c->nrank_samples; i++)
         if (c->rank_samples[i] < 0)
             return err_set(err, DDP_ERR_INPUT, "--rank-samples: a count is negative");
+    return DDP_OK;
+}
+
+/* What the devices, the outputs and --mode comm can take. */
+static int check_outputs(const config_t *c, char *err)
+{
     if (c->checkpoint_every && !c->checkpoint_path[0])
         return err_set(err, DDP_ERR_INPUT, "--checkpoint-every: needs --checkpoint FILE");
     if (c->json && c->csv)
@@ -136,21 +92,25 @@ int config_validate(const config_t *c, char *err)
     if (c->min_bytes > c->max_bytes)
         return err_set(err, DDP_ERR_INPUT, "--min-bytes: %ld is more than --max-bytes %ld",
                        c->min_bytes, c->max_bytes);
-    if (c->mode == MODE_COMM) {
-        const char *no = c->csv                ? "--csv (use --json)"
-                         : c->baseline_path[0] ? "--baseline"
-                         : c->repeat > 1       ? "--repeat"
-                         : c->predict          ? "--predict"
-                         : c->trace_path[0]    ? "--trace"
-                         : c->report_path[0]   ? "--report"
-                         : c->explain          ? "--explain"
-                         : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
-                                 c->resume_path[0]
-                             ? "a checkpoint option"
-                             : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
-    }
+    const char *no = c->csv                ? "--csv (use --json)"
+                     : c->repeat > 1       ? "--repeat"
+                     : c->predict          ? "--predict"
+                     : c->trace_path[0]    ? "--trace"
+                     : c->report_path[0]   ? "--report"
+                     : c->explain          ? "--explain"
+                     : c->save_path[0] || c->init_path[0] || c->checkpoint_path[0] ||
+                             c->resume_path[0]
+                         ? "a checkpoint option"
+                         : NULL;
+    if (no && c->mode == MODE_COMM)
+        return err_set(err, DDP_ERR_INPUT, "%s: not for --mode comm (it trains nothing)", no);
+    return DDP_OK;
+}
+
+/* What only ddp has (ZeRO, a communication hook, a straggler), what only
+ * compare lists, and what --repeat cannot take. */
+static int check_modes(const config_t *c, char *err)
+{
     if (c->zero && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--zero: only ddp shards (--mode ddp, or compare's "
                        "ddp runs)");
@@ -170,77 +130,38 @@ int config_validate(const config_t *c, char *err)
         return err_set(err, DDP_ERR_INPUT, "--zero: not with %s (each rank holds only its "
                        "shard of the optimizer state)",
                        c->checkpoint_path[0] ? "--checkpoint" : "--resume");
-    if (c->emit_pytorch[0] && c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
-        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
-                       "--mode single, dp or ddp");
     if (c->zero && c->bucket_auto)
         return err_set(err, DDP_ERR_INPUT, "--zero: not with --bucket-mb auto (each rank's "
                        "shard follows the buckets, which the warm-up would change)");
-    if (c->comm_hook != HOOK_NONE) {
-        const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
-                         : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
-                         : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
-                                               "follow the buckets)"
-                         : c->against[0]     ? "not with --against (the A/B runs one mode)"
-                         : c->comm_hook == HOOK_POWERSGD && (c->checkpoint_path[0] ||
-                                                             c->resume_path[0])
-                             ? "powersgd not with --checkpoint or --resume (its error feedback "
-                               "and warm start are not saved)"
-                             : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook),
-                           no);
-    }
+    const char *no = c->mode != MODE_DDP ? "only ddp has buckets to compress (--mode ddp)"
+                     : c->zero           ? "not with --zero (its buckets are reduce-scattered)"
+                     : c->bucket_auto    ? "not with --bucket-mb auto (the hook's buffers "
+                                           "follow the buckets)"
+                     : c->comm_hook == HOOK_POWERSGD && (c->checkpoint_path[0] || c->resume_path[0])
+                         ? "powersgd not with --checkpoint or --resume (its error feedback "
+                           "and warm start are not saved)"
+                         : NULL;
+    if (no && c->comm_hook != HOOK_NONE)
+        return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook), no);
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");
-    if (c->candidate[0] && !c->against[0])
-        return err_set(err, DDP_ERR_INPUT, "--candidate: needs --against BASE");
-    if (c->gate_budget_s != CONFIG_GATE_BUDGET_S && !c->against[0])
-        return err_set(err, DDP_ERR_INPUT, "--gate-budget: needs --against BASE");
-    if (c->against[0]) {
-        /* the gate's children each run these options: what describes or
-         * writes one run has no single run to describe (the A/B result is
-         * its text, --json or --csv) */
-        const char *no = c->mode == MODE_COMPARE  ? "--mode compare (give single, dp or ddp)"
-                         : c->mode == MODE_COMM   ? "--mode comm"
-                         : c->baseline_path[0]    ? "--baseline (one gate at a time)"
-                         : c->predict             ? "--predict"
-                         : c->scenario[0]         ? "--scenario"
-                         : c->emit_pytorch[0]     ? "--emit-pytorch"
-                         : c->save_path[0]        ? "--save"
-                         : c->trace_path[0]       ? "--trace (it describes one run; the A/B "
-                                                    "result is its text, --json or --csv)"
-                         : c->report_path[0]      ? "--report (the page describes one run; the "
-                                                    "A/B result is its text, --json or --csv)"
-                         : c->checkpoint_path[0]  ? "--checkpoint (it writes one run's state)"
-                         : c->resume_path[0]      ? "--resume (it continues one run)"
-                         : c->explain             ? "--explain (it tells one run's step)"
-                                                  : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT, "--against: not with %s", no);
-        const struct {
-            const char *opt, *path;
-        } exe[2] = {{"--against", c->against}, {"--candidate", c->candidate}};
-        for (int i = 0; i < 2; i++) {
-            struct stat st;
-            if (exe[i].path[0] && (stat(exe[i].path, &st) != 0 || !S_ISREG(st.st_mode) ||
-                                   access(exe[i].path, X_OK) != 0))
-                return err_set(err, DDP_ERR_INPUT, "%s: '%s' is not an executable file", exe[i].opt,
-                               exe[i].path);
-        }
-    }
-    if (c->repeat > 1) {
-        const char *no = c->trace_path[0]        ? "--trace"
-                         : c->checkpoint_path[0] ? "--checkpoint"
-                         : c->resume_path[0]     ? "--resume"
-                         : c->explain            ? "--explain"
-                                                 : NULL;
-        if (no)
-            return err_set(err, DDP_ERR_INPUT,
-                           "--repeat: not with %s (it describes one run; drop --repeat)", no);
-    }
-    return check_paths(c, err);
+    no = c->trace_path[0]        ? "--trace"
+         : c->checkpoint_path[0] ? "--checkpoint"
+         : c->resume_path[0]     ? "--resume"
+         : c->explain            ? "--explain"
+                                 : NULL;
+    if (no && c->repeat > 1)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--repeat: not with %s (it describes one run; drop --repeat)", no);
+    return DDP_OK;
+}
+
+int config_validate(const config_t *c, char *err)
+{
+    TRY(check_model_data(c, err));
+    TRY(check_outputs(c, err));
+    return check_modes(c, err);
 }
 
 int config_stream_ranks(const config_t *c)

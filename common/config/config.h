@@ -1,15 +1,19 @@
-/* common/config/config.h: everything a run is configured by, the presets, and
- * the command-line parser that fills it.
+/* common/config/config.h: everything a run is configured by (config_t: what
+ * the core, the strategies and the run's outputs read), the presets, and the
+ * command-line parser that fills it.  The program's own options and the
+ * gate's are tables of their own beside this one (opt_table.h), so that a
+ * module includes the part it reads.
  *
  * config_parse() applies the defaults (one table in options.c holds every
- * option with its default and help), then the --model preset, then every
- * explicit option (so explicit options override a preset), then validates the
- * whole (config.c).  It never exits: it returns DDP_OK, CONFIG_EXIT_OK (after printing
- * --help or --version) or DDP_ERR_INPUT with one line in err. */
+ * option of a run with its default and help), then the --model preset, then
+ * every explicit option (so explicit options override a preset), then
+ * validates the whole (config.c).  It never exits: it returns DDP_OK,
+ * CONFIG_EXIT_OK (after printing --help or --version) or DDP_ERR_INPUT with
+ * one line in err. */
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
 
-/* --repeat's largest N: measure/repeat.h keeps every run's summary (REPEAT_MAX). */
+/* --repeat's largest N: app/repeat/repeat.h keeps every run's summary (REPEAT_MAX). */
 #define CONFIG_REPEAT_MAX 100
 
 #include <stdbool.h>
@@ -25,9 +29,6 @@
  * comm.h's coll_kind_t order; reduce is bit 2) */
 #define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
-/* --hardware and --workload: a profile's name or file (short: config_t is
- * copied on the stack) */
-#define CONFIG_PROFILE_LEN 256
 #define MAX_GPU_LIST MAX_DEVICES
 
 typedef struct {
@@ -97,12 +98,9 @@ typedef struct {
                                   parameters, FSDP's FULL_SHARD); --zero1 is --zero 1 */
     int zero_stages[3];        /* --zero 1,2,3: the stages asked for, in order (compare: a */
     int nzero_stages;          /* ddp column each, beside plain DDP's) */
-    double mem_limit;          /* --mem-limit BYTES: each device's memory (0: none) */
     comm_hook_kind_t comm_hook; /* --comm-hook: what each bucket's all-reduce sends */
     int powersgd_rank;         /* --comm-hook powersgd:RANK[:START]: the rank of P and Q ... */
     long powersgd_start;       /* ... and the steps all-reduced plainly before compressing */
-    bool hook_reference;       /* this run is the plain DDP reference of a hooked run (its
-                                  drift is measured against it): set by the plan, not an option */
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
     double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
                                   fractional: ddp/rank.c's straggle) */
@@ -114,8 +112,6 @@ typedef struct {
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
-    char hardware[CONFIG_PROFILE_LEN]; /* --hardware NAME|FILE: a GPU box modelled (app/predict/) */
-    char workload[CONFIG_PROFILE_LEN]; /* --workload NAME|FILE: its model, nothing trained */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 
     /* reporting */
@@ -131,13 +127,6 @@ typedef struct {
     bool explain;
     char trace_path[CONFIG_PATH_LEN];
     char report_path[CONFIG_PATH_LEN]; /* --report FILE.html: the page (report_html.c) */
-    char baseline_path[CONFIG_PATH_LEN];
-    double tolerance_pct;
-    char against[CONFIG_PATH_LEN];   /* --against BASE: the A/B gate's base executable */
-    char candidate[CONFIG_PATH_LEN]; /* --candidate CAND: its other side ("": this ddpbench) */
-    double gate_budget_s;      /* --gate-budget: the A/B gate starts no pair of rounds past it */
-    char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */
-    char scenario[32];         /* --scenario NAME: a failure reproduced and explained */
 
     /* checkpoints */
     char save_path[CONFIG_PATH_LEN];
@@ -164,21 +153,11 @@ int config_defaults_for(config_t *c, const char *preset, char *err);
 int config_apply_preset(config_t *c, const char *name, char *err);
 /* --help's section on the presets and what each sets. */
 void config_presets_usage(FILE *f);
-/* The whole parse: defaults, preset, options, validation. */
+/* The whole parse of a run's options alone: defaults, preset, options,
+ * validation (opt_table.h's config_line_parse with this table only). */
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
-/* argv less every option named in drop[] (NULL-ended, long names) and the
- * values they took, into out (argc + 1 slots, NULL-ended); returns its
- * count.  Short forms and --x=v are handled as the parse does. */
-int config_argv_without(int argc, char **argv, const char *const *drop, char **out);
-/* --against's most rounds when --repeat is not given (docs/gate.md: the
- * interval is calibrated for this cap; the budget ends most gates first) */
-#define CONFIG_AB_ROUNDS 40
-/* --gate-budget's default, seconds */
-#define CONFIG_GATE_BUDGET_S 60
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
-/* The usage text (every option with its default). */
-void config_usage(FILE *f);
 
 /* Resolve --backend auto and --gpus auto for this machine, check the device
  * list (repeats, single mode), and resolve what depends on the device count:

@@ -2,10 +2,10 @@
  * parsing and --help.  Every row of options.c's table says what the option
  * changes (its effect) and, from that, whether and how it enters DDP's
  * start-up check (ddp/fingerprint.c), the JSON echo
- * (report/report_json.c), a stored baseline's identity
- * (report/report_baseline.c), a checkpoint's facts (io/checkpoint.c) and the
- * PyTorch twin's constants (app/twin.c).  Those five places walk the rows
- * (config_field()) and read each value through config_field_value(); what
+ * (app/report/report_json.c), a stored baseline's identity
+ * (gate/baseline.c), a checkpoint's facts (io/checkpoint.c) and the PyTorch
+ * twin's constants (app/twin.c).  Those five places walk the rows
+ * (config_fields()) and read each value through config_field_value(); what
  * they still write by hand are the entries that join several fields (the
  * world, the data, the sample stream).  tests/unit/test_config.c checks the
  * rules below on every row, and test_launch / test_report flip each option

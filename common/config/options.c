@@ -1,95 +1,21 @@
-/* common/config/options.c: the command line.  One table holds every option:
- * its name, its argument, its default, its help and the field it sets (with
- * the field's kind and bounds, or a setter of its own for the few that need
- * one), and what derives from it (fields.h: the fingerprint, the JSON echo,
- * the baseline's identity, a checkpoint's facts, the twin's constants).
- * config_defaults() applies the defaults through the same setters the
- * command line uses, and --help prints them from the same rows, so an option
- * is one row and a default is written once.  What is left outside the table
- * are the rules that join fields (config_parse's end, config_validate).
+/* common/config/options.c: a run's options.  One table holds every option of
+ * a run: its name, its argument, its default, its help and the field of
+ * config_t it sets (with the field's kind and bounds, or a setter of its own
+ * for the few that need one), and what derives from it (fields.h: the
+ * fingerprint, the JSON echo, the baseline's identity, a checkpoint's facts,
+ * the twin's constants).  config_defaults() applies the defaults through the
+ * same setters the command line uses, and --help prints them from the same
+ * rows (opt_table.c parses and prints every table of the command line), so
+ * an option is one row and a default is written once.  What is left outside
+ * the table are the rules that join fields (finish below, config_validate).
  * Every malformed value is one clear line (see config.h). */
 #include <errno.h>
-#include <getopt.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/base/status.h"
-#include "common/base/text.h"
-#include "common/config/config.h"
-#include "common/config/fields.h"
-
-// ---------------------------------------------------------------------------
-// strict number parsing
-
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out, char *err)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    bool digits = end != s && !*end && text_is_decimal(s, strlen(s)) && !strpbrk(s, ".eE");
-    if (!digits)
-        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not an integer", opt, s);
-    if (errno == ERANGE || v > hi)
-        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (at most %ld)", opt, s, hi);
-    if (v < lo)
-        return err_set(err, DDP_ERR_INPUT, "--%s: %ld is too small (at least %ld)", opt, v, lo);
-    *out = v;
-    return DDP_OK;
-}
-
-/* A decimal number (no hex floats, no "inf"/"nan") in [lo, hi], or in
- * (lo, hi] when lo_open. */
-static int parse_double(const char *opt, const char *s, double lo, double hi, bool lo_open,
-                        double *out, char *err)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || !text_is_decimal(s, strlen(s)))
-        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a number", opt, s);
-    if (v > hi || !isfinite(v))
-        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (at most %g)", opt, s, hi);
-    if (v < lo || (lo_open && v == lo))
-        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too small (%s %g)", opt, s,
-                       lo_open ? "it must be more than" : "at least", lo);
-    *out = v;
-    return DDP_OK;
-}
-
-static int parse_float(const char *opt, const char *s, double lo, double hi, float *out,
-                       char *err)
-{
-    double d = 0;
-    int rc = parse_double(opt, s, lo, hi, false, &d, err);
-    if (rc == DDP_OK)
-        *out = (float)d;
-    return rc;
-}
-
-/* A byte count: digits with an optional K, M or G (powers of 1024), like
- * nccl-tests' -b and -e. */
-static int parse_bytes(const char *opt, const char *s, long *out, char *err)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    long mul = 1;
-    if (end != s && (*end == 'K' || *end == 'k'))
-        mul = 1L << 10, end++;
-    else if (end != s && (*end == 'M' || *end == 'm'))
-        mul = 1L << 20, end++;
-    else if (end != s && (*end == 'G' || *end == 'g'))
-        mul = 1L << 30, end++;
-    if (end == s || *end || errno || v < 0)
-        return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a byte count (e.g. 8, 64K, 16M, 1G)",
-                       opt, s);
-    if (v > (4L << 30) / mul)
-        return err_set(err, DDP_ERR_INPUT, "--%s: %s is more than 4G", opt, s);
-    *out = v * mul;
-    return DDP_OK;
-}
+#include "common/config/opt_table.h"
 
 /* --coll: names of comm.h's collectives, in coll_kind_t order (bit k). */
 static const char *const coll_names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
@@ -121,43 +47,12 @@ static int parse_colls(const char *s, unsigned *out, char *err)
     return DDP_OK;
 }
 
-static int copy_path(const char *opt, const char *s, char *dst, char *err)
-{
-    if (!*s)
-        return err_set(err, DDP_ERR_INPUT, "--%s: empty file name", opt);
-    if (strlen(s) >= CONFIG_PATH_LEN)
-        return err_set(err, DDP_ERR_INPUT, "--%s: file name longer than %d bytes", opt,
-                       CONFIG_PATH_LEN - 1);
-    strcpy(dst, s);
-    return DDP_OK;
-}
-
-static int parse_name(const char *opt, const char *s, int (*parse)(const char *), int *out,
-                      const char *choices, char *err)
-{
-    int v = parse(s);
-    if (v < 0)
-        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: %s)", opt, s,
-                       choices);
-    *out = v;
-    return DDP_OK;
-}
-
 // ---------------------------------------------------------------------------
 // the options that need a setter of their own
 
-typedef struct {
-    bool wd, batch, repeat; /* given on the command line (not a default) */
-} explicit_t;
-
-/* A setter: option name's value v (NULL for a flag) into c; ex records what
- * the user gave explicitly (NULL while applying the defaults). */
-typedef int (*setter_fn)(config_t *c, const char *name, const char *v, explicit_t *ex,
-                         char *err);
-
-static int set_gpus(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_gpus(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     if (strcmp(v, "auto") == 0) {
         c->ngpus = 0;
         return DDP_OK;
@@ -165,9 +60,9 @@ static int set_gpus(config_t *c, const char *name, const char *v, explicit_t *ex
     return config_parse_int_list(v, c->gpus, MAX_GPU_LIST, &c->ngpus, name, true, err);
 }
 
-static int set_layers(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_layers(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     TRY(config_parse_int_list(v, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims, name, true, err));
     if (c->ndims < 2)
         return err_set(err, DDP_ERR_INPUT,
@@ -179,9 +74,9 @@ static int set_layers(config_t *c, const char *name, const char *v, explicit_t *
     return DDP_OK;
 }
 
-static int set_act(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_act(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     int e = act_parse(v);
     if (e < 0 || e == ACT_NONE)
         return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: relu, tanh, "
@@ -190,17 +85,10 @@ static int set_act(config_t *c, const char *name, const char *v, explicit_t *ex,
     return DDP_OK;
 }
 
-static int set_weight_decay(config_t *c, const char *name, const char *v, explicit_t *ex,
-                            char *err)
+static int set_seed(void *p, const char *name, const char *v, char *err)
 {
-    if (ex)
-        ex->wd = true;
-    return parse_float(name, v, 0.0, 1e6, &c->optim.weight_decay, err);
-}
-
-static int set_seed(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
-{
-    (void)name, (void)ex;
+    config_t *c = p;
+    (void)name;
     char *end;
     errno = 0;
     unsigned long long s = strtoull(v, &end, 10);
@@ -210,20 +98,9 @@ static int set_seed(config_t *c, const char *name, const char *v, explicit_t *ex
     return DDP_OK;
 }
 
-static int set_batch(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_rank_samples(void *p, const char *name, const char *v, char *err)
 {
-    long l = 0;
-    if (ex)
-        ex->batch = true;
-    TRY(parse_long(name, v, 1, 1 << 24, &l, err));
-    c->batch = (int)l;
-    return DDP_OK;
-}
-
-static int set_rank_samples(config_t *c, const char *name, const char *v, explicit_t *ex,
-                            char *err)
-{
-    (void)ex;
+    config_t *c = p;
     int n[MAX_DEVICES];
     TRY(config_parse_int_list(v, n, MAX_DEVICES, &c->nrank_samples, name, true, err));
     for (int i = 0; i < c->nrank_samples; i++)
@@ -231,20 +108,20 @@ static int set_rank_samples(config_t *c, const char *name, const char *v, explic
     return DDP_OK;
 }
 
-static int set_bucket_mb(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_bucket_mb(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     c->bucket_auto = strcmp(v, "auto") == 0;
     if (!c->bucket_auto)
-        return parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
+        return opt_parse_double(name, v, 0.0, 1 << 20, true, &c->bucket_mb, err);
     c->bucket_mb = CONFIG_BUCKET_MB; /* the warm-up steps start from the default */
     return DDP_OK;
 }
 
 /* --zero N or a list (1,2,3); --zero1 (no value) is --zero 1 */
-static int set_zero(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_zero(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     if (!v) {
         c->zero = 1;
         c->zero_stages[0] = 1;
@@ -271,32 +148,9 @@ static int set_zero(config_t *c, const char *name, const char *v, explicit_t *ex
     return DDP_OK;
 }
 
-static int set_mem_limit(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_slow_rank(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
-    long b = 0;
-    TRY(parse_bytes(name, v, &b, err));
-    if (b <= 0)
-        return err_set(err, DDP_ERR_INPUT, "--%s: must be more than 0 bytes", name);
-    c->mem_limit = (double)b;
-    return DDP_OK;
-}
-
-/* --repeat N, noted as given: --against's most rounds default to
- * CONFIG_AB_ROUNDS unless it is */
-static int set_repeat(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
-{
-    long l = 0;
-    TRY(parse_long(name, v, 1, CONFIG_REPEAT_MAX, &l, err));
-    c->repeat = (int)l;
-    if (ex)
-        ex->repeat = true;
-    return DDP_OK;
-}
-
-static int set_slow_rank(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
-{
-    (void)ex;
+    config_t *c = p;
     const char *colon = strchr(v, ':');
     char r[32];
     long l = 0;
@@ -304,15 +158,15 @@ static int set_slow_rank(config_t *c, const char *name, const char *v, explicit_
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: '%s' is not RANK:FACTOR (e.g. 1:3)", v);
     memcpy(r, v, (size_t)(colon - v));
     r[colon - v] = 0;
-    TRY(parse_long(name, r, 0, MAX_DEVICES - 1, &l, err));
+    TRY(opt_parse_long(name, r, 0, MAX_DEVICES - 1, &l, err));
     c->slow_rank = (int)l;
-    return parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
+    return opt_parse_double(name, colon + 1, 1, 100, false, &c->slow_factor, err);
 }
 
 /* none | fp16 | bf16 | powersgd:RANK[:START] */
-static int set_comm_hook(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_comm_hook(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     c->powersgd_rank = 0;
     c->powersgd_start = CONFIG_POWERSGD_START;
     if (!strcmp(v, "none") || !strcmp(v, "fp16") || !strcmp(v, "bf16")) {
@@ -331,26 +185,28 @@ static int set_comm_hook(config_t *c, const char *name, const char *v, explicit_
     memcpy(r, rk, len);
     r[len] = 0;
     long l = 0;
-    TRY(parse_long(name, r, 1, 1024, &l, err));
+    TRY(opt_parse_long(name, r, 1, 1024, &l, err));
     c->powersgd_rank = (int)l;
     /* PowerSGD keeps error feedback and warm start: at least 2 plain steps, as
      * PyTorch requires of start_powerSGD_iter with them */
     if (colon)
-        TRY(parse_long(name, colon + 1, 2, 1L << 40, &c->powersgd_start, err));
+        TRY(opt_parse_long(name, colon + 1, 2, 1L << 40, &c->powersgd_start, err));
     c->comm_hook = HOOK_POWERSGD;
     return DDP_OK;
 }
 
-static int set_colls(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_colls(void *p, const char *name, const char *v, char *err)
 {
-    (void)name, (void)ex;
+    config_t *c = p;
+    (void)name;
     return parse_colls(v, &c->colls, err);
 }
 
 /* --tf32: kept from before --precision, a synonym of --precision tf32 */
-static int set_tf32(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_tf32(void *p, const char *name, const char *v, char *err)
 {
-    (void)name, (void)v, (void)ex, (void)err;
+    config_t *c = p;
+    (void)name, (void)v, (void)err;
     c->precision = PREC_TF32;
     c->nprecisions = 0;
     return DDP_OK;
@@ -358,9 +214,9 @@ static int set_tf32(config_t *c, const char *name, const char *v, explicit_t *ex
 
 /* --precision P, or a list under compare (fp32,bf16: single, dp and ddp at
  * each); the run's precision is the first */
-static int set_precision(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
+static int set_precision(void *p, const char *name, const char *v, char *err)
 {
-    (void)ex;
+    config_t *c = p;
     char buf[64];
     if (strlen(v) >= sizeof buf)
         return err_set(err, DDP_ERR_INPUT, "--%s: '%.32s...' is too long", name, v);
@@ -386,29 +242,6 @@ static int set_precision(config_t *c, const char *name, const char *v, explicit_
     return DDP_OK;
 }
 
-static int set_scenario(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
-{
-    (void)name, (void)ex;
-    if (strlen(v) >= sizeof c->scenario)
-        return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
-                       "--scenario list)", v);
-    strcpy(c->scenario, v);
-    return DDP_OK;
-}
-
-/* --hardware, --workload: a profile's name or file (app/predict/ reads it) */
-static int set_profile(config_t *c, const char *name, const char *v, explicit_t *ex, char *err)
-{
-    (void)ex;
-    char *f = strcmp(name, "hardware") == 0 ? c->hardware : c->workload;
-    if (!*v || strlen(v) >= CONFIG_PROFILE_LEN)
-        return err_set(err, DDP_ERR_INPUT, "--%s: '%.40s' is %s (a profile's name or a file of "
-                       "fewer than %d characters)", name, v, *v ? "too long" : "empty",
-                       CONFIG_PROFILE_LEN);
-    strcpy(f, v);
-    return DDP_OK;
-}
-
 // ---------------------------------------------------------------------------
 // the values the derivations read (fields.h), where a field's kind does not say
 
@@ -420,110 +253,97 @@ static void list_of_int(config_value_t *v, const int *a, int n)
         v->list[i] = a[i];
 }
 
-static void get_gpus(const config_t *c, config_value_t *v) { list_of_int(v, c->gpus, c->ngpus); }
-static void get_layers(const config_t *c, config_value_t *v) { list_of_int(v, c->dims, c->ndims); }
-
-static void get_rank_samples(const config_t *c, config_value_t *v)
+static void get_gpus(const void *p, config_value_t *v)
 {
+    list_of_int(v, ((const config_t *)p)->gpus, ((const config_t *)p)->ngpus);
+}
+static void get_layers(const void *p, config_value_t *v)
+{
+    list_of_int(v, ((const config_t *)p)->dims, ((const config_t *)p)->ndims);
+}
+
+static void get_rank_samples(const void *p, config_value_t *v)
+{
+    const config_t *c = p;
     v->type = CV_LIST;
     v->n = c->nrank_samples;
     for (int i = 0; i < c->nrank_samples; i++)
         v->list[i] = c->rank_samples[i];
 }
 
-static void get_scenario(const config_t *c, config_value_t *v)
+static void get_act(const void *p, config_value_t *v)
 {
-    v->type = CV_STR;
-    v->s = c->scenario;
-}
-
-static void get_act(const config_t *c, config_value_t *v)
-{
+    const config_t *c = p;
     v->type = CV_STR;
     v->s = act_name(c->act);
 }
 
-static void get_weight_decay(const config_t *c, config_value_t *v)
+static void get_seed(const void *p, config_value_t *v)
 {
-    v->type = CV_FLOAT;
-    v->f = c->optim.weight_decay;
-}
-
-static void get_seed(const config_t *c, config_value_t *v)
-{
+    const config_t *c = p;
     v->type = CV_UINT;
     v->u = (unsigned long long)c->seed;
 }
 
-static void get_batch(const config_t *c, config_value_t *v)
+static void get_colls(const void *p, config_value_t *v)
 {
-    v->type = CV_INT;
-    v->i = c->batch;
-}
-
-static void get_repeat(const config_t *c, config_value_t *v)
-{
-    v->type = CV_INT;
-    v->i = c->repeat;
-}
-
-static void get_colls(const config_t *c, config_value_t *v)
-{
+    const config_t *c = p;
     v->type = CV_UINT;
     v->u = c->colls;
 }
 
 /* the cap as a number (the warm-up's start under auto), the word beside it */
-static void get_bucket_mb(const config_t *c, config_value_t *v)
+static void get_bucket_mb(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_DOUBLE;
     v->d = c->bucket_mb;
     v->word = c->bucket_auto ? "auto" : NULL;
 }
 
 /* the precision (a list under compare: the first, the main columns') */
-static void get_precision(const config_t *c, config_value_t *v)
+static void get_precision(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_STR;
     v->s = precision_name(c->precision);
 }
 
 /* the stage (a list under compare: the first, as --mode ddp would run it) */
-static void get_zero(const config_t *c, config_value_t *v)
+static void get_zero(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_INT;
     v->i = c->zero;
 }
 
-static void get_zero1(const config_t *c, config_value_t *v)
+static void get_zero1(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_BOOL;
     v->b = c->zero == 1;
 }
 
-static void get_mem_limit(const config_t *c, config_value_t *v)
+static void get_comm_hook(const void *p, config_value_t *v)
 {
-    v->type = CV_DOUBLE;
-    v->d = c->mem_limit;
-}
-
-static void get_comm_hook(const config_t *c, config_value_t *v)
-{
+    const config_t *c = p;
     v->type = CV_STR;
     config_comm_hook_text(c, v->buf, sizeof v->buf);
     v->s = v->buf;
 }
 
-static void get_slow_rank(const config_t *c, config_value_t *v)
+static void get_slow_rank(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_STR;
     snprintf(v->buf, sizeof v->buf, "%d:%.9g", c->slow_rank, c->slow_factor);
     v->s = v->buf;
 }
 
 /* the stream every mode reads: --rank-samples' ranks, else the sampler's */
-static void get_stream_ranks(const config_t *c, config_value_t *v)
+static void get_stream_ranks(const void *p, config_value_t *v)
 {
+    const config_t *c = p;
     v->type = CV_INT;
     v->i = config_stream_ranks(c);
 }
@@ -540,86 +360,10 @@ static const char *show_cuda_graph(int v) { return cuda_graph_name((cuda_graph_t
 // ---------------------------------------------------------------------------
 // the option table: one row per option, used for the defaults, getopt, --help
 // and the parse.  A new option is one row: its name, argument, default, help
-// and what it sets (one of the kinds below, or SET(its own setter)).
+// and what it sets (one of opt_table.h's kinds, or SET(its own setter)).
 
-typedef enum {
-    K_PASS1, /* handled before the others (--help, --version, --model) */
-    K_ON,    /* a flag: the bool field becomes true */
-    K_OFF,   /* a flag: the bool field becomes false (--no-X) */
-    K_INT,   /* an int in [lo, hi] */
-    K_LONG,  /* a long in [lo, hi] */
-    K_FLOAT, /* a float in [lo, hi] */
-    K_DOUBLE,/* a double in [lo, hi] */
-    K_ABOVE, /* a double in (lo, hi] */
-    K_BYTES, /* a long byte count, K/M/G suffixes */
-    K_PATH,  /* a file name (CONFIG_PATH_LEN) */
-    K_NAME,  /* an enum by name: parse(v) >= 0, choices for the error */
-    K_SET,   /* set(): a setter of its own */
-} opt_kind_t;
-
-typedef struct {
-    const char *name;
-    const char *arg;     /* NULL: a flag */
-    const char *dflt;    /* the default, applied by config_defaults() through the same
-                            setter as the command line (a flag: "on" sets it); NULL: the
-                            preset's value, or nothing */
-    const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
-    const char *help;
-    const char *section; /* starts a new section in --help */
-    opt_kind_t kind;
-    size_t off;          /* the field in config_t */
-    double lo, hi;
-    int (*parse)(const char *); /* K_NAME */
-    const char *choices;        /* K_NAME */
-    const char *(*show)(int);   /* K_NAME: the value's name */
-    setter_fn set;              /* K_SET */
-    /* the value the derivations see, when it is not the field's as its kind
-     * reads it (a setter's field, or a figure resolved from several) */
-    void (*get)(const config_t *c, config_value_t *v);
-    const char *examples[2];    /* K_SET: two values for config_field_flip (tests) */
-    char letter;                /* a short form (nccl-tests' letters for --mode comm) */
-    config_derive_t d;          /* what derives from it (fields.h) */
-} opt_t;
-
-#define FIELD(f) .off = offsetof(config_t, f)
-#define ON(f) .kind = K_ON, FIELD(f)
-#define OFF(f) .kind = K_OFF, FIELD(f)
-#define INT(f, a, b) .kind = K_INT, FIELD(f), .lo = (a), .hi = (b)
-#define LONG(f, a, b) .kind = K_LONG, FIELD(f), .lo = (a), .hi = (b)
-#define FLOAT(f, a, b) .kind = K_FLOAT, FIELD(f), .lo = (a), .hi = (b)
-#define DOUBLE(f, a, b) .kind = K_DOUBLE, FIELD(f), .lo = (a), .hi = (b)
-#define ABOVE(f, a, b) .kind = K_ABOVE, FIELD(f), .lo = (a), .hi = (b)
-#define BYTES(f) .kind = K_BYTES, FIELD(f)
-#define PATH(f) .kind = K_PATH, FIELD(f)
-#define NAME(f, stem, ch)                                                                  \
-    .kind = K_NAME, FIELD(f), .parse = stem##_parse, .show = show_##stem, .choices = (ch)
-#define SET(fn, get_fn, ex1, ex2)                                                          \
-    .kind = K_SET, .set = (fn), .get = (get_fn), .examples = {(ex1), (ex2)}
-/* what derives from a row (fields.h): its effect, then the fingerprint
- * (group, and how), the JSON echo (key, and the baseline: MATCH | WARN | NO),
- * the checkpoint, the twin */
-#define EFF(e) .d.effect = (e)
-#define FPRINT(g) .d.fp = FP_##g
-#define FPRINT_GIVEN(g) .d.fp = FP_##g, .d.fpv = FPV_GIVEN
-#define FPRINT_FILE(g) .d.fp = FP_##g, .d.fpv = FPV_FILE
-#define FPRINT_D(g) .d.fp = FP_##g, .d.fpv = FPV_DERIVED
-#define FPRINT_RANK0 .d.fpv = FPV_RANK0
-#define JSON(k, b) .d.json = (k), .d.jsonv = J_VALUE, .d.base = B_##b
-#define JSON_D(k, b) .d.json = (k), .d.jsonv = J_DERIVED, .d.base = B_##b
-#define NO_JSON .d.jsonv = J_NO
-#define CKPT .d.ckpt = C_FACT
-#define CKPT_D .d.ckpt = C_DERIVED
-#define CKPT_FREE .d.ckpt = C_FREE
-#define SGD_ONLY .d.optims = 1u << OPTIM_SGD
-#define ADAM_ONLY .d.optims = (1u << OPTIM_ADAM) | (1u << OPTIM_ADAMW)
-#define TWIN(k, note) .d.twin = (k), .d.twin_note = (note), .d.twinv = T_CONST
-#define TWIN_D(k) .d.twin = (k), .d.twinv = T_DERIVED
-#define TWIN_FILES .d.twinv = T_FILES
-#define TWIN_REFUSED .d.twinv = T_REFUSED
-#define TWIN_MOOT .d.twinv = T_MOOT
-#define PASS1 .kind = K_PASS1
-#define STR_(x) #x
-#define STR(x) STR_(x) /* a default written as a number elsewhere */
+#define OPT_PART config_t
+#define STR OPT_STR
 
 static const opt_t opts[] = {
     {"mode", "M", "compare", NULL,
@@ -636,17 +380,12 @@ static const opt_t opts[] = {
      EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("backend", MATCH), CKPT_FREE, TWIN_D("DEVICE")},
     {"threads", "N", "1", NULL, "OpenBLAS threads for --mode single on the CPU", NULL, INT(threads, 1, 256),
      EFF(CF_SPEED), JSON("threads", WARN)},
-    {"scenario", "NAME", NULL, "none",
-     "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
-     "mismatch (list: each in a line); exit 0 when it behaved as described",
-     NULL, SET(set_scenario, get_scenario, "uneven", "straggler"),
-     EFF(CF_META)},
     {"precision", "P", "fp32", NULL,
      "fp32 | tf32 (CUDA: TF32 tensor-core GEMMs, outside the 1e-4 agreement with fp32) | bf16 "
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
      "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
-     /* the baseline's check is report_baseline.c's own (a baseline from
+     /* the baseline's check is gate/baseline.c's own (a baseline from
       * before this key ran fp32), hence NO here */
      /* a checkpoint fact: the state is fp32 either way, but a resumed run
       * ends with the bits of the run that never stopped only in the
@@ -663,7 +402,7 @@ static const opt_t opts[] = {
      "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
      /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
-      * collective of every rank (common/train/graph_probe.c) */
+      * collective of every rank (common/comm/comm_graph_probe.c) */
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
@@ -686,7 +425,7 @@ static const opt_t opts[] = {
      EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.dampening", WARN), CKPT, SGD_ONLY, TWIN("DAMPENING", "SGD")},
     {"nesterov", NULL, NULL, "off", "SGD Nesterov momentum", NULL, ON(optim.nesterov),
      EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.nesterov", WARN), CKPT, SGD_ONLY, TWIN("NESTEROV", "SGD")},
-    {"weight-decay", "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL, SET(set_weight_decay, get_weight_decay, "0.5", "0.25"),
+    {"weight-decay", "X", "0", "0 (adamw: 0.01)", "weight decay (AdamW: decoupled)", NULL, FLOAT(optim.weight_decay, 0.0, 1e6),
      EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.weight_decay", WARN), CKPT, TWIN("WEIGHT_DECAY", NULL)},
     {"beta1", "X", "0.9", NULL, "Adam beta1", NULL, FLOAT(optim.beta1, 0.0, 0.999999999),
      EFF(CF_ARITH), FPRINT(OPTIM), JSON("optimizer.beta1", WARN), CKPT, ADAM_ONLY, TWIN("BETA1", "Adam, AdamW")},
@@ -713,7 +452,7 @@ static const opt_t opts[] = {
      "global batch per micro-step (dp splits it like torch.chunk: 256 over 3 is 86, 86, 84; "
      "ddp deals rank r rows r, r+K, ...: 86, 85, 85, and weighs each rank's gradient by its "
      "rows)",
-     "The loop", SET(set_batch, get_batch, "3", "5"),
+     "The loop", INT(batch, 1, 1 << 24),
      EFF(CF_ARITH), FPRINT(BATCH), JSON("batch", MATCH), CKPT, TWIN("BATCH", "the global batch of a micro-batch")},
     {"batch-per-device", "N", NULL, "off",
      "each rank's DataLoader batch_size, PyTorch DDP's convention: the global batch is N x "
@@ -789,9 +528,6 @@ static const opt_t opts[] = {
      "(ZeroRedundancyOptimizer), 2 and the gradients, 3 and the parameters (FSDP FULL_SHARD)",
      NULL, SET(set_zero, get_zero, "2", "3"),
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero", WARN), TWIN_REFUSED},
-    {"mem-limit", "BYTES", NULL, "none",
-     "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
-     NULL, SET(set_mem_limit, get_mem_limit, "64M", "1G"), EFF(CF_META)},
     {"comm-hook", "H", "none", NULL,
      "ddp's communication hook, as PyTorch's: none | fp16 | bf16 (each bucket all-reduced in "
      "16 bits) | powersgd:RANK[:START] (rank-RANK PowerSGD with error feedback and warm start "
@@ -839,50 +575,14 @@ static const opt_t opts[] = {
      "--predict's curves, the verdict",
      NULL, PATH(report_path),
      EFF(CF_SHARED | CF_OUTPUT), FPRINT_GIVEN(OTHER)},
-    {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
-     NULL, PATH(baseline_path),
-     EFF(CF_OUTPUT)},
-    {"tolerance", "PCT", "5", NULL,
-     "allowed slowdown against --baseline or --against (exit 3 beyond it)", NULL,
-     DOUBLE(tolerance_pct, 0.0, 100.0),
-     EFF(CF_OUTPUT)},
-    {"against", "BASE", NULL, "none",
-     "A/B gate: run the executable BASE and the candidate with these options, round by round "
-     "in ABBA order, judging the median of their paired ratios after every pair by an interval "
-     "valid at every look, until it decides (exit 0 no change or improved, 3 regressed) or "
-     "--gate-budget runs out (4 no verdict); --repeat sets the most rounds (default "
-     STR(CONFIG_AB_ROUNDS) " here)",
-     NULL, PATH(against),
-     EFF(CF_META)},
-    {"gate-budget", "SEC", STR(CONFIG_GATE_BUDGET_S), NULL,
-     "--against: start no pair of rounds that would end past SEC seconds of the gate", NULL,
-     ABOVE(gate_budget_s, 0.0, 1e6),
-     EFF(CF_META)},
-    {"candidate", "CAND", NULL, "this ddpbench", "the other side of --against", NULL,
-     PATH(candidate),
-     EFF(CF_META)},
     {"repeat", "N", "1", NULL,
      "run N times (DDP: fresh ranks each time); report medians and 95% intervals", NULL,
-     SET(set_repeat, get_repeat, "3", "2"),
+     INT(repeat, 1, CONFIG_REPEAT_MAX),
      EFF(CF_SHARED), FPRINT(OTHER)},
     {"predict", NULL, NULL, "off",
      "predict DP's and DDP's step on 1..8 devices from single's phases and measured collectives",
      NULL, ON(predict),
      EFF(CF_SHARED | CF_OUTPUT), FPRINT(OTHER)},
-    {"hardware", "NAME|FILE", NULL, "none",
-     "model single, dp and ddp on a GPU box one does not have, term by term, on 1..its GPUs: "
-     "a shipped profile (2x-titan-rtx-nvlink, 2x-titan-rtx-pcie, dgx1-v100, 8x-a100-sxm, "
-     "8x-h100-sxm, 2x-h100-pcie, 1x-h200, ...) or a JSON file (app/predict/README.md)",
-     NULL, SET(set_profile, NULL, "dgx1-v100", "8x-a100-sxm"), EFF(CF_OUTPUT)},
-    {"workload", "NAME|FILE", NULL, "the run's MLP",
-     "with --hardware: the model to put on it instead of the run's (gpt2-small, resnet50, "
-     "bert-base, ... or a JSON file); nothing is trained",
-     NULL, SET(set_profile, NULL, "gpt2-small", "resnet50"), EFF(CF_META)},
-    {"emit-pytorch", "FILE.py", NULL, "none",
-     "write a PyTorch script that runs the same job (its initial weights and data beside it) "
-     "and prints the same checksum",
-     NULL, PATH(emit_pytorch),
-     EFF(CF_OUTPUT)},
     {"save", "FILE", NULL, "none", "write the final weights (.safetensors)", "Checkpoints", PATH(save_path),
      EFF(CF_OUTPUT)},
     {"init", "FILE", NULL, "none", "start from weights in a .safetensors file", NULL, PATH(init_path),
@@ -901,213 +601,25 @@ static const opt_t opts[] = {
 };
 #define NOPTS ((int)(sizeof opts / sizeof opts[0]))
 
-void config_usage(FILE *f)
+/* Once every option is read: what joins the run's fields. */
+static int finish(void *part, const config_t *run, const config_line_t *line, char *err)
 {
-    fprintf(f,
-            "usage: ddpbench [options]\n"
-            "Trains one MLP on one host three ways (single device, DataParallel,\n"
-            "DistributedDataParallel) and reports throughput, where the time goes,\n"
-            "memory, and whether the results agree.\n");
-    for (int i = 0; i < NOPTS; i++) {
-        const opt_t *o = &opts[i];
-        if (o->section)
-            fprintf(f, "\n%s:\n", o->section);
-        char lhs[64], text[512];
-        if (o->letter)
-            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", o->letter, o->name, o->arg ? " " : "",
-                     o->arg ? o->arg : "");
-        else
-            snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        const char *d = o->shown ? o->shown : o->dflt;
-        snprintf(text, sizeof text, "%s%s%s%s", o->help, d ? " [" : "", d ? d : "", d ? "]" : "");
-        /* wrap the text at 79 columns under its own column */
-        fprintf(f, "  %-24s", lhs);
-        int col = 26;
-        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
-            int len = (int)strlen(w);
-            if (col > 26 && col + 1 + len > 79) {
-                fprintf(f, "\n%26s", "");
-                col = 26;
-            }
-            fprintf(f, " %s", w);
-            col += 1 + len;
-        }
-        fputc('\n', f);
-    }
-    config_presets_usage(f);
-    fprintf(f, "\nExit status: 0 ok (or no change, or improved), 1 a run failed, 2 bad input, 3\n"
-               "regressed against --baseline or --against, 4 no verdict (the interval still\n"
-               "straddles --tolerance), 128 + N stopped by signal N.  Both gates print a line\n"
-               "starting \"verdict: \" (regressed, improved, no change or no verdict).\n");
-}
-
-// ---------------------------------------------------------------------------
-// one option
-
-/* Set row o's field from its value v (NULL for a flag). */
-static int apply_option(config_t *c, const opt_t *o, const char *v, explicit_t *ex, char *err)
-{
-    void *f = (char *)c + o->off;
-    long l = 0;
-    switch (o->kind) {
-    case K_PASS1:
-        return DDP_OK;
-    case K_ON:
-    case K_OFF:
-        *(bool *)f = o->kind == K_ON;
-        return DDP_OK;
-    case K_INT:
-        TRY(parse_long(o->name, v, (long)o->lo, (long)o->hi, &l, err));
-        *(int *)f = (int)l;
-        return DDP_OK;
-    case K_LONG:
-        return parse_long(o->name, v, (long)o->lo, (long)o->hi, (long *)f, err);
-    case K_FLOAT:
-        return parse_float(o->name, v, o->lo, o->hi, (float *)f, err);
-    case K_DOUBLE:
-    case K_ABOVE:
-        return parse_double(o->name, v, o->lo, o->hi, o->kind == K_ABOVE, (double *)f, err);
-    case K_BYTES:
-        return parse_bytes(o->name, v, (long *)f, err);
-    case K_PATH:
-        return copy_path(o->name, v, (char *)f, err);
-    case K_NAME: {
-        int e = 0;
-        TRY(parse_name(o->name, v, o->parse, &e, o->choices, err));
-        *(int *)f = e; /* an enum field */
-        return DDP_OK;
-    }
-    case K_SET:
-        return o->set(c, o->name, v, ex, err);
-    }
-    return err_set(err, DDP_ERR_INPUT, "internal: unhandled option --%s", o->name);
-}
-
-int config_defaults_for(config_t *c, const char *preset, char *err)
-{
-    memset(c, 0, sizeof *c);
-    c->slow_rank = -1; /* no straggler */
-    for (int i = 0; i < NOPTS; i++) {
-        const opt_t *o = &opts[i];
-        if (!o->dflt)
-            continue;
-        int rc = apply_option(c, o, o->arg ? o->dflt : NULL, NULL, err);
-        if (rc != DDP_OK) /* a bad row in the table: the defaults must parse */
-            return err_prefix(err, DDP_ERR_RUNTIME, "internal: the default of --%s", o->name);
-    }
-    return config_apply_preset(c, preset, err);
-}
-
-void config_defaults(config_t *c)
-{
-    char err[ERR_LEN];
-    config_defaults_for(c, CONFIG_DEFAULT_PRESET, err);
-}
-
-/* getopt's value for row i (its short letter comes back as itself). */
-#define OPT_VAL(i) (256 + (i))
-
-/* The row of getopt's answer id: a long option's OPT_VAL, or a letter. */
-static const opt_t *row_of(int id)
-{
-    if (id >= OPT_VAL(0) && id < OPT_VAL(NOPTS))
-        return &opts[id - OPT_VAL(0)];
-    for (int i = 0; id > 0 && i < NOPTS; i++)
-        if (opts[i].letter == id)
-            return &opts[i];
-    return NULL;
-}
-
-static bool is(const opt_t *o, const char *name)
-{
-    return o && strcmp(o->name, name) == 0;
-}
-
-int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
-{
-    struct option lo[NOPTS + 1];
-    for (int i = 0; i < NOPTS; i++)
-        lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
-                                NULL, OPT_VAL(i)};
-    lo[NOPTS] = (struct option){0, 0, 0, 0};
-
-    const char *preset = CONFIG_DEFAULT_PRESET;
-    /* "+h" (-h: --help, unlisted) and each row's short letter ("b:" for -b N) */
-    char shorts[2 * NOPTS + 4] = "+h";
-    size_t ns = 2;
-    for (int i = 0; i < NOPTS; i++)
-        if (opts[i].letter) {
-            shorts[ns++] = opts[i].letter;
-            if (opts[i].arg)
-                shorts[ns++] = ':';
-        }
-    shorts[ns] = 0;
-
-    /* Pass 1: --help, --version, --model (the preset fills what the rest overrides). */
-    opterr = 0;
-    optind = 0; /* GNU: 0 restarts the scan from scratch */
-    int id, idx;
-    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
-        const opt_t *o = row_of(id);
-        if (id == 'h' || is(o, "help")) {
-            config_usage(out);
-            return CONFIG_EXIT_OK;
-        }
-        if (is(o, "version")) {
-            fprintf(out, "ddpbench %s\n", DDPBENCH_VERSION);
-            return CONFIG_EXIT_OK;
-        }
-        if (is(o, "model"))
-            preset = optarg;
-    }
-    int rc = config_defaults_for(c, preset, err);
-    if (rc != DDP_OK)
-        return rc;
-
-    /* Pass 2: every option, in order; the last one of a kind wins. */
-    explicit_t ex = {0};
-    optind = 0;
-    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
-        if (id == '?') {
-            const char *bad = argv[optind - 1];
-            const opt_t *o = row_of(optopt);
-            if (o && o->letter && optopt == o->letter)
-                return err_set(err, DDP_ERR_INPUT, "-%c (--%s): needs a value (%s)", optopt,
-                               o->name, o->arg);
-            if (optopt && optopt < 256)
-                return err_set(err, DDP_ERR_INPUT, "unknown option '-%c' (see --help)", optopt);
-            if (o && o->arg)
-                return err_set(err, DDP_ERR_INPUT, "--%s: needs a value (%s)", o->name, o->arg);
-            return err_set(err, DDP_ERR_INPUT, "unknown option '%s' (see --help)", bad);
-        }
-        const opt_t *o = row_of(id);
-        if (!o)
-            return err_set(err, DDP_ERR_INPUT, "internal: unhandled option '%s'", argv[optind - 1]);
-        rc = apply_option(c, o, optarg, &ex, err);
-        if (rc != DDP_OK)
-            return rc;
-    }
-    if (optind < argc)
-        return err_set(err, DDP_ERR_INPUT, "unexpected argument '%s' (options start with --)",
-                       argv[optind]);
+    config_t *c = part;
+    (void)run;
     /* --layers or --act that change the preset's network make it a custom
      * model: it must not be reported under the preset's name. */
     config_t *p = malloc(sizeof *p); /* 14 KB: not on the stack (docs/faults.md) */
     if (!p)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
-    if (config_defaults_for(p, preset, err) == DDP_OK &&
+    if (config_defaults_for(p, c->model_name, err) == DDP_OK &&
         (p->ndims != c->ndims || p->act != c->act ||
          memcmp(p->dims, c->dims, (size_t)c->ndims * sizeof c->dims[0]) != 0))
         c->model_name[0] = 0;
     free(p);
-    /* the A/B gate's most rounds (docs/gate.md), unless --repeat says
-     * otherwise */
-    if (c->against[0] && !ex.repeat)
-        c->repeat = CONFIG_AB_ROUNDS;
     /* torch.optim.AdamW defaults weight_decay to 1e-2. */
-    if (c->optim.kind == OPTIM_ADAMW && !ex.wd)
+    if (c->optim.kind == OPTIM_ADAMW && !config_line_given(line, "weight-decay"))
         c->optim.weight_decay = 0.01f;
-    if (ex.batch && c->batch_per_device)
+    if (config_line_given(line, "batch") && c->batch_per_device)
         return err_set(err, DDP_ERR_INPUT,
                        "--batch and --batch-per-device: choose one (--batch is the global batch, "
                        "--batch-per-device N makes it N x devices)");
@@ -1118,48 +630,39 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
     return config_validate(c, err);
 }
 
-
-// ---------------------------------------------------------------------------
-// argv for a child run
-
-int config_argv_without(int argc, char **argv, const char *const *drop, char **out)
+static int defaults(void *part, const char *preset, char *err)
 {
-    struct option lo[NOPTS + 1];
-    for (int i = 0; i < NOPTS; i++)
-        lo[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument,
-                                NULL, OPT_VAL(i)};
-    lo[NOPTS] = (struct option){0, 0, 0, 0};
-    char shorts[2 * NOPTS + 4] = "+h";
-    size_t ns = 2;
-    for (int i = 0; i < NOPTS; i++)
-        if (opts[i].letter) {
-            shorts[ns++] = opts[i].letter;
-            if (opts[i].arg)
-                shorts[ns++] = ':';
-        }
-    shorts[ns] = 0;
-    int n = 0;
-    if (argc > 0)
-        out[n++] = argv[0];
-    opterr = 0;
-    optind = 0;
-    int id, idx, at = 1;
-    /* getopt_long leaves optind past the words an option took (one for
-     * --x=v or a flag, two for --x v): those words go or stay together */
-    while ((id = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
-        const opt_t *o = row_of(id);
-        bool gone = false;
-        for (int k = 0; o && drop[k]; k++)
-            gone = gone || is(o, drop[k]);
-        for (; at < optind && at < argc; at++)
-            if (!gone)
-                out[n++] = argv[at];
-    }
-    for (; at < argc; at++)
-        out[n++] = argv[at];
-    out[n] = NULL;
-    optind = 0;
-    return n;
+    config_t *c = part;
+    memset(c, 0, sizeof *c);
+    c->slow_rank = -1; /* no straggler */
+    TRY(opt_defaults(&config_options, c, err));
+    return config_apply_preset(c, preset, err);
+}
+
+const opt_table_t config_options = {opts, NOPTS, sizeof(config_t), defaults, finish};
+
+int config_defaults_for(config_t *c, const char *preset, char *err)
+{
+    return defaults(c, preset, err);
+}
+
+void config_line_init(config_line_t *l, config_t *run)
+{
+    memset(l, 0, sizeof *l);
+    config_line_add(l, &config_options, run);
+}
+
+void config_defaults(config_t *c)
+{
+    char err[ERR_LEN];
+    config_defaults_for(c, CONFIG_DEFAULT_PRESET, err);
+}
+
+int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err)
+{
+    config_line_t l;
+    config_line_init(&l, c);
+    return config_line_parse(&l, argc, argv, out, err);
 }
 
 // ---------------------------------------------------------------------------
@@ -1324,7 +827,7 @@ int config_field_flip(config_t *c, int i, char *err)
     case K_SET: {
         config_t before = *c;
         for (int k = 0; k < 2 && o->examples[k]; k++) {
-            TRY(o->set(c, o->name, o->examples[k], NULL, err));
+            TRY(o->set(c, o->name, o->examples[k], err));
             if (memcmp(&before, c, sizeof *c) != 0)
                 return DDP_OK;
         }

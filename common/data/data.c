@@ -1,5 +1,5 @@
 /* common/data/data.c: synthetic datasets, the dataset/model check, row gathering
- * and freeing (loaders live in data_npy.c and data_csv.c). */
+ * and freeing (the file loaders live in app/load/). */
 #include "common/data/data.h"
 
 #include <math.h>

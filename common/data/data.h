@@ -3,9 +3,8 @@
  * A dataset is n rows of in_dim float features and tgt_cols float targets.
  * Class labels (for the ce loss) are stored as floats holding exact integers in
  * one target column.  Sources: synthetic sets generated from the seed (with a
- * random teacher, so they carry signal), NumPy .npy files and CSV files.
- * Loaders treat files as hostile: every size is checked before allocation and
- * every failure is one line naming the file and the problem (DDP_ERR_INPUT). */
+ * random teacher, so they carry signal), and NumPy .npy files and CSV files
+ * (app/load/load.h). */
 #ifndef DDPBENCH_DATA_H
 #define DDPBENCH_DATA_H
 
@@ -40,21 +39,6 @@ typedef struct {
  * The teacher, data and noise come from independent streams of seed. */
 int data_synthetic(dataset_t *d, synth_kind_t kind, size_t n, int in_dim, int out_dim,
                    uint64_t seed, float noise, char *err);
-
-/* NumPy: x_path holds a 2-D (or 1-D: one feature) float32/float64 array, C order,
- * little endian; y_path a float32/float64 [n] or [n,k], or an int64/int32 [n]
- * array (integer ids, labels = true).  want_labels: targets must be integer
- * valued (ce) and are stored as labels. */
-int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool want_labels,
-                  char *err);
-
-/* CSV: plain decimal numbers separated by commas, one row per line, an
- * optional header line (a first line of names, none of them a number; a
- * first line that mixes names and numbers is refused as a typo), the last
- * target_cols columns are targets.  want_labels as above (target_cols must
- * then be 1). */
-int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels,
-                  char *err);
 
 /* Check a loaded dataset against the model and loss: in_dim == model input,
  * targets match the output (mse/bce: tgt_cols == out; ce: one label column with

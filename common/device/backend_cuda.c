@@ -713,7 +713,8 @@ static int cuda_event_record(backend_t *be, backend_event_t *ev)
          * Events"; cudaEventRecordExternal): the edge, a plain record, is
          * the capture's internal dependency, which a wait in the capture
          * (cuda_stream_wait) turns into the graph's edge and which joins a
-         * waiting stream (another device's, dp_graph.c) to the capture; an
+         * waiting stream (another device's: DP's one graph of every device,
+         * train/graph.c) to the capture; an
          * external record is only a record node, which no wait in the
          * capture depends on.  The event's own record is that node: every
          * launch performs it, so the host waits for it and times it.  Why

@@ -285,7 +285,8 @@ typedef struct {
     char val[320];
 } fact_t;
 
-int ckpt_world(const config_t *cfg) { return cfg->mode == MODE_SINGLE ? 1 : cfg->ngpus; }
+/* Devices the run's mode uses (1 for single): the "world" a checkpoint records. */
+static int ckpt_world(const config_t *cfg) { return cfg->mode == MODE_SINGLE ? 1 : cfg->ngpus; }
 
 static const char *base_name(const char *path)
 {

@@ -86,8 +86,6 @@ int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
 int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec, float *params,
               float *const *state, int nstate, ckpt_pos_t *pos, char *err);
 
-/* Devices the run's mode uses (1 for single): the "world" a checkpoint records. */
-int ckpt_world(const config_t *cfg);
 
 /* Before any strategy runs (main): option combinations, the --init and
  * --resume files against the model and the run (their headers, and their

@@ -339,35 +339,34 @@ static double work_cpu(const step_rec_t *r)
     return w;
 }
 
-/* Read a closed step's times (waiting for its last marker: the one host
- * synchronisation of a step on a device) and report it. */
-static int resolve(step_meter_t *m, step_rec_t *r)
+/* A closed step's marker times, waiting for its last marker: the one host
+ * synchronisation of a step on a device. */
+static int read_markers(step_meter_t *m, step_rec_t *r)
 {
-    r->open = false;
-    if (m->rc != DDP_OK || r->n == 0)
-        return m->rc;
     backend_t *be = m->to.be;
-    if (be) {
-        /* Why wait: the step's markers and fetched values are complete once
-         * its last marker is; the GPU has the next step queued meanwhile. */
-        int rc = m->deferred ? backend_event_sync(be, r->ev[r->n - 1]) : DDP_OK;
-        if (rc != DDP_OK) {
-            meter_fail(m, rc, "waiting for a step");
+    if (!be)
+        return DDP_OK;
+    /* Why wait: the step's markers and fetched values are complete once
+     * its last marker is; the GPU has the next step queued meanwhile. */
+    int rc = m->deferred ? backend_event_sync(be, r->ev[r->n - 1]) : DDP_OK;
+    if (rc != DDP_OK) {
+        meter_fail(m, rc, "waiting for a step");
+        return m->rc;
+    }
+    for (int i = 0; i < r->n; i++)
+        if ((rc = backend_event_time(be, r->ev[i], &r->t[i])) != DDP_OK) {
+            meter_fail(m, rc, "reading a step marker");
             return m->rc;
         }
-        for (int i = 0; i < r->n; i++)
-            if ((rc = backend_event_time(be, r->ev[i], &r->t[i])) != DDP_OK) {
-                meter_fail(m, rc, "reading a step marker");
-                return m->rc;
-            }
-    }
-    device_stats_t *dev = m->to.dev;
-    trace_rec_t *tr = m->to.trace;
-    double *acc = r->timed ? dev->phase_s : m->warm;
-    double mine[PH_COUNT] = {0};
-    bool seen[PH_COUNT] = {false};
+    return DDP_OK;
+}
 
-    trace_step_begin(tr, r->g, r->timed);
+/* The step's laps into mine[] by phase (and --trace), the descheduled time
+ * apart. */
+static void laps(step_meter_t *m, const step_rec_t *r, double *mine)
+{
+    trace_rec_t *tr = m->to.trace;
+    bool seen[PH_COUNT] = {false};
     int prev = 0;
     /* run-queue wait beyond a lap's wall time (a preemption between a
      * mark's two readings, which mark_at keeps to a few instructions) is
@@ -404,13 +403,18 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         mine[r->ph[prev]] += d - q;
         mine[PH_DESCHED] += q;
     }
-    move_stat_t moved[MOVE_COUNT] = {{0}};
+}
+
+/* The step's spans (--trace), and the told step's moves in moved[]; the
+ * fetched figures' mean. */
+static void spans(step_meter_t *m, step_rec_t *r, move_stat_t *moved)
+{
     for (int i = 0; i < r->nspan; i++) {
         const struct meter_span *sp = &r->span[i];
         const meter_span_t *s = &sp->s;
         double t0 = r->t[sp->m0], t1 = r->t[sp->m1];
-        trace_event(tr, (trace_kind_t)s->kind, (trace_lane_t)s->lane, t0, t1, s->bytes, s->bucket,
-                    s->peer);
+        trace_event(m->to.trace, (trace_kind_t)s->kind, (trace_lane_t)s->lane, t0, t1, s->bytes,
+                    s->bucket, s->peer);
         if (r->first && s->move >= 0 && s->move < MOVE_COUNT) {
             moved[s->move].bytes += s->bytes;
             moved[s->move].ops += s->ops > 0 ? s->ops : 1;
@@ -425,34 +429,33 @@ static int resolve(step_meter_t *m, step_rec_t *r)
             sum += r->fetched[i];
         r->mean = sum / r->end.denom;
     }
-    /* --explain: backward as the meter saw it (the callback may know better:
-     * DDP's reducer times the backward pass that launched its buckets) */
-    step_story_t *story = r->first ? m->to.story : NULL;
-    if (story)
-        story->backward_s = m->first_lap[PH_BACKWARD];
-    if (m->to.resolved)
-        m->to.resolved(m->to.ctx, m, r);
-    if (r->work)
-        step_times_add(m->work, work_cpu(r), 0);
+}
+
+/* The step into the device's totals (timed) or the warm-up's, its time on
+ * the run's step times, and the told step's first laps, moves and story. */
+static void account(step_meter_t *m, const step_rec_t *r, double *mine, const move_stat_t *moved,
+                    step_story_t *story)
+{
+    device_stats_t *dev = m->to.dev;
+    double *acc = r->timed ? dev->phase_s : m->warm;
     for (int p = 0; p < PH_COUNT; p++) {
         mine[p] += r->charge[p];
         acc[p] += mine[p];
     }
-
     double t_begin = r->t[0], t_end = r->t[r->n - 1];
     if (r->chained && m->last_end_t > 0.0 && m->last_end_t < t_begin) {
         /* The GPU waited for the host to reach this step: idle, in the step. */
         double gap = t_begin - m->last_end_t;
         acc[PH_IDLE] += gap;
         mine[PH_IDLE] += gap;
-        trace_phase(tr, PH_IDLE, m->last_end_t, t_begin);
+        trace_phase(m->to.trace, PH_IDLE, m->last_end_t, t_begin);
         t_begin = m->last_end_t;
     }
     double dt = t_end - t_begin;
     m->last_end_t = t_end;
     m->resolved_g = r->g;
     m->resolved_dt = dt;
-    trace_step_end(tr, t_begin, t_end);
+    trace_step_end(m->to.trace, t_begin, t_end);
     if (r->timed) {
         dev->rows += r->rows;
         dev->host_syncs += r->syncs;
@@ -463,9 +466,9 @@ static int resolve(step_meter_t *m, step_rec_t *r)
             step_times_add(m->to.times, dt, r->end.samples);
     }
     if (r->first) {
-        memcpy(dev->first_phase_s, mine, sizeof mine);
+        memcpy(dev->first_phase_s, mine, sizeof dev->first_phase_s);
         dev->first_rows = r->rows;
-        memcpy(dev->first_move, moved, sizeof moved);
+        memcpy(dev->first_move, moved, sizeof dev->first_move);
     }
     if (story) {
         story->step = r->g;
@@ -477,7 +480,12 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         story->move[MOVE_BATCH] = (move_stat_t){(uint64_t)r->end.global_samples * m->row_bytes,
                                                 mine[PH_DATA] + mine[PH_H2D], r->staged * parts};
     }
+}
 
+/* The step's loss (a diverged run stops), its line and the progress line,
+ * and a signal that stops the run after it. */
+static int say_step(step_meter_t *m, const step_rec_t *r)
+{
     const step_end_t *e = &r->end;
     const config_t *c = m->to.cfg;
     /* A logged loss is always fetched (by the device that computes it: DP's
@@ -522,6 +530,31 @@ static int resolve(step_meter_t *m, step_rec_t *r)
         return m->rc;
     }
     return DDP_OK;
+}
+
+/* Read a closed step's times and report it. */
+static int resolve(step_meter_t *m, step_rec_t *r)
+{
+    r->open = false;
+    if (m->rc != DDP_OK || r->n == 0)
+        return m->rc;
+    TRY(read_markers(m, r));
+    double mine[PH_COUNT] = {0};
+    move_stat_t moved[MOVE_COUNT] = {{0}};
+    trace_step_begin(m->to.trace, r->g, r->timed);
+    laps(m, r, mine);
+    spans(m, r, moved);
+    /* --explain: backward as the meter saw it (the callback may know better:
+     * DDP's reducer times the backward pass that launched its buckets) */
+    step_story_t *story = r->first ? m->to.story : NULL;
+    if (story)
+        story->backward_s = m->first_lap[PH_BACKWARD];
+    if (m->to.resolved)
+        m->to.resolved(m->to.ctx, m, r);
+    if (r->work)
+        step_times_add(m->work, work_cpu(r), 0);
+    account(m, r, mine, moved, story);
+    return say_step(m, r);
 }
 
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)

@@ -3,7 +3,7 @@
  * ddp_strategy (ddp/).  The program talks to a strategy through its table
  * alone: how it runs, what a device of it holds, the collectives a step of
  * it sends and what they cost (--predict's inputs).  How the processes come
- * to be (fork, or mpirun's ranks) is train/launcher.h's.
+ * to be (fork, or mpirun's ranks) is ddp/launcher.h's.
  *
  * run takes a validated config and a checked dataset, trains, and fills a
  * run_result_t (timings, losses, final parameters).  It returns DDP_OK,
@@ -53,6 +53,31 @@ static inline const strategy_t *strategy_of(mode_t_ mode)
 {
     return mode == MODE_DP ? &dp_strategy : mode == MODE_DDP ? &ddp_strategy : &single_strategy;
 }
+
+/* How the outputs speak of a strategy's runs and what of a run they show:
+ * each mode's words and shape, written once here (strategy.c), so that no
+ * report, page or gate branches on the mode. */
+typedef struct {
+    const char *title;  /* in sentences: "single", "DP", "DDP" */
+    const char *member; /* one of its devices: "device", "rank" */
+    const char *lane;   /* its devices' second stream on a timeline ("copies", "comm"); NULL:
+                           none */
+    const char *css;    /* the page's class of its measured points */
+    int dx;             /* their offset on the page, so that the modes at one device count
+                           stand apart */
+    const char *phase[PH_COUNT]; /* a phase's name in its tables where not phase_name's */
+    const char *graphs; /* --cuda-graph on: what each full step after the first replays */
+    const char *pytorch; /* its PyTorch twin (--emit-pytorch) */
+    bool reference;     /* the run the others are checked against (single): one device, and
+                           --threads are its BLAS threads */
+    bool lead;          /* device 0 alone gathers, computes the loss and steps: its table is
+                           device 0's, the others apart */
+    bool ranks;         /* a process per device, alike: buckets, --zero, --comm-hook,
+                           --slow-rank, each rank's own samples */
+} strategy_words_t;
+
+/* Mode m's words (compare's and comm's say nothing of a strategy). */
+const strategy_words_t *strategy_words(mode_t_ m);
 
 /* What every strategy's device holds when it keeps the whole model: the
  * parameters, their gradients, and the optimizer's state when it steps

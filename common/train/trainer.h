@@ -38,12 +38,4 @@ void trainer_step_begin(step_meter_t *m, const schedule_t *sch, long g);
  * and the figures (result_finish). */
 void trainer_end(run_result_t *res, size_t nparams, float *params);
 
-/* Mean loss and accuracy over the whole dataset for host parameters (CPU, in
- * chunks of at most min(1024, rows) rows and about 64 MiB of activations);
- * accuracy < 0 for mse.  Skipped (both < 0) when it would cost more than
- * about 2e10 flops.  main() runs it after --save is written: it is optional,
- * and its failure only leaves both < 0. */
-int trainer_evaluate(const model_spec_t *spec, loss_t loss, const float *params,
-                     const dataset_t *d, double *mean_loss, double *accuracy, char *err);
-
 #endif

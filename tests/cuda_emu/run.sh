@@ -344,7 +344,7 @@ echo "== dp --cuda-graph on: a device failing in the capture or a replay ends th
 # probe's graph) hang it, never end it by their watch.
 say="invalid usage: emulated NCCL: EMU_NCCL_REFUSE_CAPTURE: this NCCL does not capture collectives"
 for n in "1 device 1: --cuda-graph on: NCCL refused to capture an all-reduce: $say" \
-    "2 device 1: replicate: NCCL broadcast of replicate: $say"; do
+    "2 device 1: NCCL broadcast of the parameters: $say"; do
     rc=0
     EMU_NGPU=3 EMU_NCCL_REFUSE_CAPTURE=${n%% *} EMU_NCCL_REFUSE_RANK=1 timeout 60 "$B/ddpbench" --backend cuda \
         --mode dp --gpus 0,1,2 $G --samples 384 --cuda-graph on --timeout 120 --quiet >/dev/null 2>"$B/graph.err" || rc=$?

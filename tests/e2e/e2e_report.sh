@@ -120,7 +120,7 @@ for pid in pids:
             continue
         assert any(e["name"].startswith(first) for e in lane), "pid %d: no '%s' on the comm lane" % (pid, first)
 EOF2
-    # seed-linear's arena is under DP_SLICED_MIN floats, so it moves whole on
+    # seed-linear's arena is under COMM_LOCAL_SLICED floats, so it moves whole on
     # the CPU: each replica's thread copies its own, device 0 sums them all
     python3 "$T/tr.py" "$T/dp.json" 3 forward,backward,replicate,reduce,idle,"step 12" \
         "replicate to 1@1,replicate to 2@2,reduce@0,gather from 1@0,gather from 2@0,scatter to 1@1,scatter to 2@2" 2>"$T/err" &&

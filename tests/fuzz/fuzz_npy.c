@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_npy.c: libFuzzer target for the .npy reader (common/data/data_npy.c).
+/* tests/fuzz/fuzz_npy.c: libFuzzer target for the .npy reader (app/load/data_npy.c).
  *
  * Each input is taken as a whole .npy file and goes through:
  *  1. npy_parse_header from memory, with the true file size and with a file
@@ -17,8 +17,8 @@
 
 #include <math.h>
 
-#include "common/data/data.h"
-#include "common/data/npy.h"
+#include "app/load/load.h"
+#include "app/load/npy.h"
 
 /* A float32 features file of rows zeros, shape (rows,). */
 static void write_features(size_t rows)

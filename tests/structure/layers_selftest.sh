@@ -9,11 +9,16 @@
 # a README, a file outside the floors, one strategy using another, a floor
 # including the program, an include from a second root, a strategy using the
 # program's outputs, the outputs including the program, the program
-# including a strategy, a step without its fences, too long, or with the
-# meter inside.
+# including a strategy (but the launcher's seam), the program's floor
+# including the launcher, a step without its fences, too long, or with the
+# meter inside, a module of common/ only the program uses, one only one mode
+# uses (a backend behind a seam every mode uses passes; one that implements
+# no seam fails), one no longer named in the string that looked it up
+# (dlsym), and a comment naming a file that is gone.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LAYERS_FENCED=dp/dp.c
+export LAYERS_MODES="single=common/hi/single dp=dp ddp=ddp"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -28,17 +33,23 @@ make_tree() {
     printf '# lo\n\nThe ground.\n\nMay include: nothing\n' >common/lo/README.md
     printf '# hi\n\nOn lo.\n\nMay include: lo/\n' >common/hi/README.md
     printf 'int lo_f(void);\n' >common/lo/lo.h
-    printf '#include "common/lo/lo.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+    # lo_dl is reached through the string that names it alone, as dlsym would
+    printf '#include "common/lo/lo.h"\n#include "common/lo/lo_impl.h"\nconst char *lo_dl_name = "lo_dl";\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+    printf 'int lo_dl(void) { return 3; }\n' >common/lo/dl.c
+    # a backend behind lo's seam that dp alone creates: reached where lo is
+    printf '#include "common/lo/lo_impl.h"\nint lo_alt(void) { return 4; }\n' >common/lo/alt.c
     printf 'int lo_g(void);\n' >common/lo/lo_impl.h
     printf 'int hi_f(void);\n' >common/hi/hi.h
     printf '#include "common/hi/hi.h"\n#include "common/lo/lo.h"\nint hi_f(void) { return lo_f(); }\n' >common/hi/hi.c
     printf 'int dp_f(void);\nint ddp_f(void);\n' >common/hi/strategy.h
-    printf '#include "common/hi/hi.h"\n// ---- TRAINING STEP BEGIN\nint dp_f(void) { return hi_f(); }\n// ---- TRAINING STEP END\n' >dp/dp.c
-    printf 'int ddp_f(void) { return 2; }\n' >ddp/ddp.c
+    printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\nint single_f(void) { return hi_f(); }\n' >common/hi/single.c
+    printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\n// ---- TRAINING STEP BEGIN\nint lo_alt(void);\nint dp_f(void) { return hi_f() + lo_alt(); }\n// ---- TRAINING STEP END\n' >dp/dp.c
+    printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\nint ddp_f(void) { return hi_f(); }\n' >ddp/ddp.c
     printf '# report\n\nOn lo.\n\nMay include: lo/\n' >app/report/README.md
     printf 'int rep_f(void);\n' >app/report/rep.h
     printf '#include "app/report/rep.h"\n#include "common/lo/lo.h"\nint rep_f(void) { return lo_f(); }\n' >app/report/rep.c
-    printf '#include "common/hi/strategy.h"\n#include "app/report/rep.h"\nint main(void) { return dp_f() + ddp_f() + rep_f(); }\n' >app/main.c
+    printf 'int launch_f(void);\n' >ddp/launcher.h
+    printf '#include "common/hi/strategy.h"\n#include "ddp/launcher.h"\n#include "app/report/rep.h"\nint main(void) { return dp_f() + ddp_f() + rep_f(); }\n' >app/main.c
     printf 'int app_h;\n' >app/app.h
 }
 
@@ -46,9 +57,10 @@ make_tree() {
 # files; compiling all five again for each case was most of this test's time)
 mkdir -p "$T/cache"
 build() {
-    for c in common/lo/lo.c common/hi/hi.c dp/dp.c ddp/ddp.c app/report/rep.c app/main.c; do
+    for c in $(find common dp ddp app -name '*.c'); do
         o="$T/cache/$(echo "$c" | tr / _)-$(cksum <"$c" | tr ' ' -).o"
         [ -f "$o" ] || cc -I. -c "$c" -o "$o" || exit 1
+        mkdir -p "b/$(dirname "$c")"
         cp "$o" "b/${c%.c}.o"
     done
 }
@@ -127,7 +139,10 @@ expect_fail "a strategy calling the outputs" "dp/ may not use report/"
 
 printf '#include "ddp/ddp.h"\nint main(void) { return 0; }\n' >app/main.c
 printf 'int ddp_f(void);\n' >ddp/ddp.h
-expect_fail "the program including a strategy" "app/ talks to the strategies through their seam alone"
+expect_fail "the program including a strategy" "app/ talks to the strategies through their seams alone"
+
+printf '#include "ddp/launcher.h"\n#include "app/report/rep.h"\nint rep_f(void) { return 1; }\n' >app/report/rep.c
+expect_fail "the program's floor including the launcher" "report/ may not include ddp/"
 
 printf 'int dp_f(void) { return 1; }\n' >dp/dp.c
 expect_fail "a step without its fences" "0 TRAINING STEP BEGIN"
@@ -139,6 +154,27 @@ expect_fail "a step too long" "lines of code (at most 40)"
 
 printf '// ---- TRAINING STEP BEGIN\nvoid step_meter_lap(int);\nint dp_f(void) { step_meter_lap(1); return 1; }\n// ---- TRAINING STEP END\n' >dp/dp.c
 expect_fail "the meter inside the step" "bookkeeping that belongs around it"
+
+printf 'int prog_f(void);\n' >common/lo/prog.h
+printf '#include "common/lo/prog.h"\nint prog_f(void) { return 4; }\n' >common/lo/prog.c
+printf '#include "common/hi/strategy.h"\n#include "common/lo/prog.h"\nint main(void) { return dp_f() + ddp_f() + prog_f(); }\n' >app/main.c
+expect_fail "a module of common/ only the program uses" "common/lo/prog: not reached by single, dp, ddp (only the program)"
+
+printf 'int only_f(void);\n' >common/hi/only.h
+printf '#include "common/hi/strategy.h"\n#include "common/hi/hi.h"\n#include "common/hi/only.h"\nint ddp_f(void) { return hi_f(); }\n' >ddp/ddp.c
+expect_fail "a module of common/ one mode uses" "common/hi/only: not reached by single, dp (only ddp)"
+
+printf '#include "common/lo/lo.h"\n#include "common/lo/lo_impl.h"\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a module no string names any more" "common/lo/dl: not reached by single, dp, ddp"
+
+printf 'int lo_alt(void) { return 4; }\n' >common/lo/alt.c
+expect_fail "one mode's module that implements no seam" "common/lo/alt: not reached by single, ddp (only dp)"
+
+printf '/* moved to common/lo/gone.c */\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a source naming a path that is gone" "names common/lo/gone.c, which is no file of the tree"
+
+printf '/* as in old_name.c */\nint lo_f(void) { return 1; }\n' >common/lo/lo.c
+expect_fail "a source naming a file that is gone" "names old_name.c, which is no file of the tree"
 
 echo "layers_selftest: $pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -227,7 +227,7 @@ static int rank_hook(comm_t *c, backend_t *be, void *ctx, out_t *o)
     if (!g)
         return DDP_ERR_RUNTIME;
     /* small caps: several buckets */
-    rc = reducer_init(&red, c, NULL, &spec, g, 1e-4, 1e-4, true, o->msg);
+    rc = reducer_init(&red, c, NULL, &spec, g, 1e-4, 1e-4, true, BUCKETS_CAPPED, o->msg);
     if (rc == DDP_OK)
         rc = comm_hook_init(&hook, &hc->cfg, be, &red, o->msg);
     fill(hc, &spec, g, comm_rank(c));

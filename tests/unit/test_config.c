@@ -158,7 +158,10 @@ Test(config, help_lists_every_option_with_its_default)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    config_usage(f);
+    config_t c;
+    config_line_t line;
+    cmdline_init(&line, &c, &tu_gate, &tu_opts);
+    config_line_usage(&line, f);
     fclose(f);
     const char *must[] = {"--mode", "--gpus", "--backend", "--threads", "--model", "--layers",
                           "--act", "--loss", "--optim", "--lr", "--momentum", "--dampening",
@@ -166,7 +169,9 @@ Test(config, help_lists_every_option_with_its_default)
                           "--samples", "--data", "--targets", "--target-cols", "--batch",
                           "--epochs", "--steps", "--shuffle", "--no-shuffle", "--drop-last",
                           "--warmup-steps", "--quiet", "--version", "[compare]", "[auto]",
-                          "seed-linear", "seed-logreg", "mlp-medium"};
+                          "seed-linear", "seed-logreg", "mlp-medium", "--scenario", "--mem-limit",
+                          "--emit-pytorch", "--baseline", "--tolerance", "--against",
+                          "--gate-budget", "--candidate"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_assert(strstr(buf, must[i]), "--help lacks %s", must[i]);
     free(buf);
@@ -174,15 +179,8 @@ Test(config, help_lists_every_option_with_its_default)
 
 static void parse_only(config_t *c, const char *args)
 {
-    char buf[1024], err[ERR_LEN] = "";
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = "ddpbench";
-    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " "))
-        argv[argc++] = tok;
-    argv[argc] = NULL;
-    cr_assert_eq(config_parse(c, argc, argv, stdout, err), DDP_OK, "'%s': %s", args, err);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(tu_parse_args(c, args, err), DDP_OK, "'%s': %s", args, err);
 }
 
 Test(config, every_default_is_written_once)

@@ -380,7 +380,7 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     /* first cap 2000 B (500 floats): b1 (5) fits, W1 (1500) does not -> own
      * bucket; then the 6000 B cap: W1 alone is 6000, b0 joins the next. */
     double first = 2000.0 / 1048576.0, rest = 6000.0 / 1048576.0;
-    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, first, rest, true, NULL), DDP_OK);
+    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, first, rest, true, BUCKETS_CAPPED, NULL), DDP_OK);
     cr_assert_eq(r.nb, 3);
     cr_assert_eq(r.b[0].off, spec.b_off[1]);
     cr_assert_eq(r.b[0].count, 5);
@@ -429,7 +429,7 @@ Test(ddp, buckets_are_reverse_contiguous_and_capped)
     reducer_free(&r);
 
     /* Without overlap everything waits for launch_rest, still in order. */
-    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, 1000.0, 1000.0, false, NULL), DDP_OK);
+    cr_assert_eq(reducer_init(&r, &m.c, NULL, &spec, base, 1000.0, 1000.0, false, BUCKETS_CAPPED, NULL), DDP_OK);
     cr_assert_eq(r.nb, 1);
     cr_assert_eq(r.b[0].off, 0);
     cr_assert_eq(r.b[0].count, spec.nparams);

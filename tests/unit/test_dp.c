@@ -77,16 +77,16 @@ Test(dp_equiv, uneven_chunks)
                             "--seed 11 --batch 10 --loss ce " ADAM);
 }
 
-/* An arena of DP_SLICED_MIN floats or more is replicated and reduced in
- * slices by every thread (dp_sliced): 64-64-8 has 4,680 parameters; the
+/* An arena of COMM_LOCAL_SLICED floats or more is broadcast and reduced in
+ * slices by every thread (comm_local_sliced): 64-64-8 has 4,680 parameters; the
  * model above 701, moved whole.  Adam: with SGD's Nesterov momentum this
  * wider model sits at the tolerance's edge whatever the GEMM kernel (seeds
  * 7-11 on 2-4 devices: 1.9e-6 to 1.02e-5 with the tiny-GEMM kernel, 2.2e-6
  * to 8.5e-6 with OpenBLAS alone); with Adam 1.7e-6 to 4.8e-6 with either. */
 Test(dp_equiv, sliced_arena)
 {
-    cr_assert(dp_sliced(64 * 64 + 64 + 64 * 8 + 8));
-    cr_assert_not(dp_sliced(8 * 24 + 24 + 24 * 16 + 16 + 16 * 5 + 5));
+    cr_assert(comm_local_sliced(64 * 64 + 64 + 64 * 8 + 8));
+    cr_assert_not(comm_local_sliced(8 * 24 + 24 + 24 * 16 + 16 + 16 * 5 + 5));
     check_dp_matches_single("--backend cpu --layers 64,64,8 --samples 150 --steps 24 --quiet "
                             "--seed 7 --batch 12 --loss mse " ADAM);
 }
@@ -400,22 +400,4 @@ Test(dp_split, chunks_like_torch_chunk)
         cr_assert_eq(off, cases[i].batch);
         cr_assert_eq(dp_chunk_count(cases[i].batch, cases[i].k), count);
     }
-}
-
-Test(dp_split, slices_cover_the_arena)
-{
-    size_t ns[] = {1, 15, 16, 17, 1000, 8390656};
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        for (int k = 1; k <= 5; k++) {
-            size_t next = 0;
-            for (int w = 0; w < k; w++) {
-                size_t lo, hi;
-                dp_slice(ns[i], k, w, &lo, &hi);
-                cr_assert_eq(lo, next, "n %zu k %d w %d", ns[i], k, w);
-                cr_assert_geq(hi, lo);
-                cr_assert(lo % 16 == 0 || lo == ns[i], "slice starts on a cache line");
-                next = hi;
-            }
-            cr_assert_eq(next, ns[i], "n %zu k %d: slices end at n", ns[i], k);
-        }
 }

@@ -9,8 +9,9 @@
 
 #include "common/base/procfile.h"
 #include "common/measure/disturb.h"
-#include "common/measure/repeat.h"
+#include "app/repeat/repeat.h"
 #include "app/report/report.h"
+#include "gate/baseline.h"
 #include "testutil.h"
 
 #include <sys/resource.h>

@@ -1,7 +1,7 @@
 /* tests/unit/test_gate_seq.c: the A/B gate's error rates, proved by
  * simulation with fixed seeds (the same numbers on every run).
  *
- * The gate's own rule (measure/paired.h: the calibrated interval, a look
+ * The gate's own rule (gate/paired.h: the calibrated interval, a look
  * after every ABBA pair, a lopsided round retaken while retakes are left,
  * paired_look's verdict, stopping at the first look that decides or at the
  * cap) is run on simulated child runs: each run's log figure is the side's
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/measure/confseq.h"
-#include "common/measure/paired.h"
+#include "gate/confseq.h"
+#include "gate/paired.h"
 #include "tu_rand.h"
 
-#define CAP 40     /* the gate's default most rounds (CONFIG_AB_ROUNDS) */
+#define CAP 40     /* the gate's default most rounds (gate/options.h: GATE_AB_ROUNDS) */
 #define TOL 0.05
 #define SEQS 10000
 

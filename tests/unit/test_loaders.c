@@ -1,5 +1,5 @@
 /* tests/unit/test_loaders.c: Criterion suite for the file loaders, data_load_npy
- * (common/data/data_npy.c) and data_load_csv (common/data/data_csv.c).
+ * (app/load/data_npy.c) and data_load_csv (app/load/data_csv.c).
  *
  * Every test writes its fixtures into a fresh mkdtemp directory: .npy files are
  * assembled byte by byte here (magic, version, header padded with spaces to a
@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/data/data.h"
-#include "common/data/npy.h"
+#include "app/load/load.h"
+#include "app/load/npy.h"
 #include "common/base/status.h"
 #include "tmpdir.h"
 

@@ -11,8 +11,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "common/measure/confseq.h"
-#include "common/measure/paired.h"
+#include "gate/confseq.h"
+#include "gate/paired.h"
 #include "tu_rand.h"
 
 Test(paired, signed_rank_distribution_matches_enumeration)

@@ -105,7 +105,7 @@ static size_t shard_floats(const model_spec_t *s, const config_t *c, int w, int 
     reducer_t r;
     char err[ERR_LEN];
     cr_assert_eq(reducer_init(&r, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, true,
-                              err), DDP_OK);
+                              BUCKETS_CAPPED, err), DDP_OK);
     if (stage == 3) { /* layer l = bucket L-1-l */
         r.nb = s->nlayers;
         for (int i = 0; i < r.nb; i++) {

@@ -12,13 +12,21 @@
 
 #include "common/config/config.h"
 #include "common/data/data.h"
-#include "common/data/load.h"
+#include "app/cmdline/cmdline.h"
+#include "app/eval/evaluate.h"
+#include "app/load/load.h"
 #include "common/nn/model.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
 
-/* Parse "--model mlp-small --steps 5" into c (space separated, no quoting),
- * without config_resolve: for tests that set what resolve reads first. */
+/* The gate's and the program's options of the last tu_parse_args. */
+static gate_opts_t tu_gate;
+static app_opts_t tu_opts;
+
+/* Parse "--model mlp-small --steps 5" into c (space separated, no quoting)
+ * as the program's command line does (the gate's and the program's options
+ * into tu_gate and tu_opts), without config_resolve: for tests that set
+ * what resolve reads first. */
 static inline int tu_parse_args(config_t *c, const char *args, char *err)
 {
     char buf[4096];
@@ -30,7 +38,9 @@ static inline int tu_parse_args(config_t *c, const char *args, char *err)
         argv[argc++] = tok;
     argv[argc] = NULL;
     FILE *devnull = fopen("/dev/null", "w");
-    int rc = config_parse(c, argc, argv, devnull, err);
+    config_line_t line;
+    cmdline_init(&line, c, &tu_gate, &tu_opts);
+    int rc = config_line_parse(&line, argc, argv, devnull, err);
     fclose(devnull);
     return rc;
 }
@@ -68,8 +78,8 @@ static inline int tu_run(const char *args, run_result_t *res, char *err)
     int rc = strategy_of(c.mode)->run(&c, &d, res, err);
     /* the final evaluation, as main() runs it after the outputs */
     if (rc == DDP_OK)
-        rc = trainer_evaluate(&spec, c.loss, res->params, &d, &res->train_loss,
-                              &res->train_accuracy, err);
+        rc = eval_params(&spec, c.loss, res->params, &d, &res->train_loss,
+                         &res->train_accuracy, err);
     data_free(&d);
     return rc;
 }

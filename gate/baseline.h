@@ -1,0 +1,54 @@
+/* gate/baseline.h: --baseline FILE --tolerance PCT, the stored-baseline
+ * regression gate: an earlier --json result read as hostile input, the run
+ * of it that matches each run's configuration, what differs without
+ * refusing it, and the verdict on a mode's --repeat runs against it
+ * (baseline.c says the rules). */
+#ifndef DDPBENCH_BASELINE_H
+#define DDPBENCH_BASELINE_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/config/config.h"
+#include "app/repeat/repeat.h"
+
+#define BASELINE_MAX_BYTES ((long)1 << 20)
+#define BASELINE_MAX_RUNS 16
+
+typedef struct {
+    char path[CONFIG_PATH_LEN];
+    cJSON *run[BASELINE_MAX_RUNS]; /* the objects in the file, in order */
+    int nrun;
+} baseline_t;
+
+/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
+ * and every figure the gate will read of its type and range, so a bad one
+ * is found before training).  DDP_ERR_INPUT with one line naming the field. */
+int baseline_load(baseline_t *b, const char *path, char *err);
+void baseline_free(baseline_t *b);
+/* Find the baseline run for this config (same mode) and refuse it when the
+ * canonical subset (mode, backend, devices, layers, batch, accum, loss,
+ * optimizer) differs, naming the field.  *match receives it. */
+int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
+/* The gate on a mode's runs (repeat.h; one run or more): the CPU work where
+ * both sides have it (else the median-step throughput), peak memory and
+ * exposed communication against the baseline's, by the rules at the top of
+ * baseline.c.  DDP_OK ("verdict: no change", "verdict: improved"),
+ * DDP_ERR_REGRESSED ("verdict: regressed"), or DDP_ERR_NOISY ("verdict: no
+ * verdict: ...", saying why); buf gets the lines (newline separated, none
+ * at the end), the first the verdict, naming the phases that moved most or
+ * the busy machine. */
+int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
+                   char *buf, size_t len);
+/* What differs but does not refuse the baseline: another machine or build
+ * (environment) and other settings (config).  One "warning: ..." line in
+ * buf ("" when nothing differs); returns how many differences. */
+int baseline_differences(const baseline_t *b, const cJSON *match, const cJSON *run_config,
+                         const cJSON *run_env, char *buf, size_t len);
+/* --repeat --json, a baseline in the making: whether r's runs (2 or more)
+ * spread wider than tol percent (the gate's throughput interval, width over
+ * its mean), with one "warning: ..." line in buf saying how wide. */
+bool baseline_too_noisy(const repeat_t *r, const char *label, double tol, char *buf, size_t len);
+
+#endif

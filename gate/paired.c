@@ -1,0 +1,224 @@
+/* gate/paired.c: the A/B gate's statistics: the median's
+ * confidence sequence at a look, the Hodges-Lehmann estimate with
+ * Wilcoxon's signed-rank interval (reported), the verdict, ABBA order and
+ * the gate's rule at one look (paired.h says why these). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate/paired.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double paired_median(const double *v, int n)
+{
+    if (n <= 0)
+        return NAN;
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s)
+        return NAN;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+/* The null distribution of T = sum of the ranks with a positive sign: each
+ * rank k joins with probability 1/2, so p_k(s) = (p_{k-1}(s) + p_{k-1}(s-k))/2
+ * (probabilities, not counts: 2^n overflows nothing this way). */
+double paired_signed_rank_cdf(int n, int t)
+{
+    if (t < 0)
+        return 0.0;
+    long m = (long)n * (n + 1) / 2;
+    if (t >= m)
+        return 1.0;
+    double *p = calloc((size_t)m + 1, sizeof *p);
+    if (!p)
+        return NAN;
+    p[0] = 1.0;
+    long top = 0;
+    for (int k = 1; k <= n; k++) {
+        top += k;
+        for (long s = top; s >= 0; s--)
+            p[s] = 0.5 * (p[s] + (s >= k ? p[s - k] : 0.0));
+    }
+    double c = 0.0;
+    for (long s = 0; s <= t; s++)
+        c += p[s];
+    free(p);
+    return c;
+}
+
+int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
+    out->conf = 0.0;
+    if (n < 1 || n > PAIRED_MAX)
+        return -1;
+    long m = (long)n * (n + 1) / 2;
+    double *w = malloc((size_t)m * sizeof *w);
+    double *dev = malloc((size_t)n * sizeof *dev);
+    if (!w || !dev) {
+        free(w);
+        free(dev);
+        return -1;
+    }
+    long k = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i; j < n; j++)
+            w[k++] = 0.5 * (d[i] + d[j]);
+    qsort(w, (size_t)m, sizeof *w, cmp_double);
+    out->estimate = m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
+    out->median = paired_median(d, n);
+    for (int i = 0; i < n; i++)
+        dev[i] = fabs(d[i] - out->median);
+    out->spread = 1.4826 * paired_median(dev, n);
+
+    /* c: the most Walsh averages one may cut from each end, the largest c
+     * with P(T <= c-1) <= alpha/2; the interval is [W_(c), W_(m+1-c)]. */
+    long c = 0;
+    double *p = calloc((size_t)m + 1, sizeof *p);
+    if (p) {
+        p[0] = 1.0;
+        long top = 0;
+        for (int r = 1; r <= n; r++) {
+            top += r;
+            for (long s = top; s >= 0; s--)
+                p[s] = 0.5 * (p[s] + (s >= r ? p[s - r] : 0.0));
+        }
+        double cum = 0.0;
+        while (c + 1 <= m / 2 && cum + p[c] <= alpha / 2)
+            cum += p[c++];
+        out->conf = 1.0 - 2.0 * cum;
+        free(p);
+    }
+    if (c >= 1) {
+        out->lo = w[c - 1];
+        out->hi = w[m - c];
+    } else {
+        out->conf = 0.0;
+    }
+    free(w);
+    free(dev);
+    return 0;
+}
+
+/* 1.4826 x the median absolute deviation of d[0..n) from m */
+static double robust_spread(const double *d, int n, double m)
+{
+    double *dev = malloc((size_t)n * sizeof *dev);
+    if (!dev)
+        return NAN;
+    for (int i = 0; i < n; i++)
+        dev[i] = fabs(d[i] - m);
+    double s = 1.4826 * paired_median(dev, n);
+    free(dev);
+    return s;
+}
+
+int paired_estimate_seq(const confseq_t *cs, const double *d, int n, paired_est_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
+    if (n < 1 || n > cs->cap)
+        return -1;
+    out->median = out->estimate = paired_median(d, n);
+    out->spread = robust_spread(d, n, out->median);
+    if (confseq_interval(cs, d, n, &out->lo, &out->hi) != 0)
+        return -1;
+    out->conf = 1.0 - cs->alpha;
+    out->uniform = true;
+    return 0;
+}
+
+paired_verdict_t paired_judge(const paired_est_t *e, double tol)
+{
+    if (isnan(e->lo) || isnan(e->hi))
+        return PAIRED_NO_VERDICT;
+    double up = log1p(tol), down = log1p(-tol);
+    if (e->lo > up)
+        return PAIRED_REGRESSED;
+    if (e->hi < down)
+        return PAIRED_IMPROVED;
+    if (e->lo >= down && e->hi <= up)
+        return PAIRED_NO_CHANGE;
+    return PAIRED_NO_VERDICT;
+}
+
+const char *paired_verdict_name(paired_verdict_t v)
+{
+    switch (v) {
+    case PAIRED_NO_CHANGE:
+        return "no change";
+    case PAIRED_IMPROVED:
+        return "improved";
+    case PAIRED_REGRESSED:
+        return "regressed";
+    default:
+        return "no verdict";
+    }
+}
+
+bool paired_base_first(int round)
+{
+    return round % 2 == 0;
+}
+
+int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_work, double tol,
+                paired_look_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->verdict = PAIRED_NO_VERDICT;
+    if (n < 1 || n > cs->cap)
+        return -1;
+    double *d = malloc((size_t)n * sizeof *d), *dc = malloc((size_t)n * sizeof *dc),
+           *dw = malloc((size_t)n * sizeof *dw);
+    int rc = -1;
+    if (!d || !dc || !dw)
+        goto done;
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        d[i] = r[i].d;
+        dw[i] = r[i].d_wall;
+        /* a lopsided round is what a busy machine can turn into a false
+         * change; a round disturbed on both sides is paired noise, which the
+         * interval already carries */
+        if (r[i].lopsided)
+            out->lopsided++;
+        else
+            dc[nc++] = r[i].d;
+        out->both += r[i].both;
+    }
+    if (paired_estimate_seq(cs, d, n, &out->est) != 0 ||
+        paired_estimate_seq(cs, dw, n, &out->est_wall) != 0)
+        goto done;
+    if (nc > 0 && paired_estimate_seq(cs, dc, nc, &out->est_clean) != 0)
+        goto done;
+    out->verdict = paired_judge(&out->est, tol);
+    if (by_work && out->verdict != PAIRED_REGRESSED && out->lopsided == 0 && out->both == 0 &&
+        paired_judge(&out->est_wall, tol) == PAIRED_REGRESSED) {
+        out->verdict = PAIRED_REGRESSED;
+        out->wall_judged = true;
+    }
+    if (!out->wall_judged && out->lopsided > 0 &&
+        (out->verdict == PAIRED_REGRESSED || out->verdict == PAIRED_IMPROVED) &&
+        (nc == 0 || paired_judge(&out->est_clean, tol) != out->verdict)) {
+        out->verdict = PAIRED_NO_VERDICT;
+        out->explained = true;
+    }
+    rc = 0;
+done:
+    free(d);
+    free(dc);
+    free(dw);
+    return rc;
+}
