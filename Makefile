@@ -217,10 +217,9 @@ endif
 # --report's style sheet and script, inlined into the page (report_html.c)
 PAGE_ASSETS_O := $(BUILD)/app/report/report_page_assets.o
 LIB_OBJS += $(PAGE_ASSETS_O)
-# --hardware's and --workload's shipped profiles and the published cases,
-# compiled in (the rule is beside the page assets')
-PROFILES_O := $(BUILD)/app/predict/predict_profiles.o
-LIB_OBJS += $(PROFILES_O)
+# app/predict/'s JSON, compiled in (the rule is beside the page assets')
+PREDICT_FILES_O := $(BUILD)/app/predict/predict_files.o
+LIB_OBJS += $(PREDICT_FILES_O)
 APP_C    := $(wildcard app/*.c)
 MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -298,10 +297,13 @@ $(BUILD)/app/report/report_env.o: $(PROV_STAMP)
 $(BUILD)/app/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
 
+# A text file as the lines of a C string literal.
+C_STRING = sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
+
 # --emit-pytorch's script body (app/twin_body.py) as a C string for twin.c.
 $(BUILD)/app/twin_body.h: app/twin_body.py
 	@mkdir -p $(dir $@)
-	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
+	$(C_STRING) $< >$@
 $(BUILD)/app/twin.o: $(BUILD)/app/twin_body.h
 $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 
@@ -310,37 +312,24 @@ $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 $(BUILD)/gen/report_page_assets.c: app/report/page.css app/report/page.js
 	@mkdir -p $(dir $@)
 	{ echo '/* generated from app/report/page.css and page.js */'; \
-	  echo 'const char report_page_css[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.css; \
-	  echo ';'; echo 'const char report_page_js[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.js; \
+	  echo 'const char report_page_css[] ='; $(C_STRING) app/report/page.css; \
+	  echo ';'; echo 'const char report_page_js[] ='; $(C_STRING) app/report/page.js; \
 	  echo ';'; } >$@
 $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# --hardware's and --workload's shipped profiles and the published cases
-# (app/predict/), compiled in: a name works from any folder and after make
-# install.
-PROFILE_JSON := $(sort $(wildcard app/predict/hardware/*.json app/predict/workload/*.json))
-JSON_TO_C = sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
-$(BUILD)/gen/predict_profiles.c: $(PROFILE_JSON) app/predict/published_cases.json
+# app/predict/'s JSON (the shipped hardware/ and workload/ profiles, the
+# published cases) as a table of C strings (profile.h's predict_files): a
+# name works from any folder and after make install.
+PREDICT_JSON := $(sort $(wildcard app/predict/*/*.json)) app/predict/published_cases.json
+$(BUILD)/gen/predict_files.c: $(PREDICT_JSON)
 	@mkdir -p $(dir $@)
-	{ echo '/* generated from app/predict/hardware/, workload/ and published_cases.json */'; \
-	  for f in $(PROFILE_JSON); do k=$$(basename $$(dirname $$f)); n=$$(basename $$f .json); \
-	    echo "static const char t_$${k}_$$(echo $$n | tr -c 'a-zA-Z0-9\n' _)[] ="; \
-	    $(JSON_TO_C) $$f; echo ';'; done; \
-	  echo 'const char *const predict_profile_kind[] = {'; \
-	  for f in $(PROFILE_JSON); do echo "\"$$(basename $$(dirname $$f))\","; done; echo '};'; \
-	  echo 'const char *const predict_profile_name[] = {'; \
-	  for f in $(PROFILE_JSON); do echo "\"$$(basename $$f .json)\","; done; echo '};'; \
-	  echo 'const char *const predict_profile_text[] = {'; \
-	  for f in $(PROFILE_JSON); do k=$$(basename $$(dirname $$f)); n=$$(basename $$f .json); \
-	    echo "t_$${k}_$$(echo $$n | tr -c 'a-zA-Z0-9\n' _),"; done; echo '};'; \
-	  echo 'const int predict_profile_count = $(words $(PROFILE_JSON));'; \
-	  echo 'const char predict_published_cases[] ='; \
-	  $(JSON_TO_C) app/predict/published_cases.json; echo ';'; } >$@
-$(PROFILES_O): $(BUILD)/gen/predict_profiles.c $(FLAGS_STAMP)
+	{ echo '/* generated from app/predict/ */'; echo '#include "app/predict/profile.h"'; \
+	  echo 'const predict_file_t predict_files[] = {'; \
+	  for f in $^; do echo "{\"$$(basename $$(dirname $$f))\", \"$$(basename $$f .json)\","; \
+	    $(C_STRING) $$f; echo '},'; done; echo '{0, 0, 0}};'; } >$@
+$(PREDICT_FILES_O): $(BUILD)/gen/predict_files.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

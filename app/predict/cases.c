@@ -7,12 +7,11 @@
 #include "app/predict/gpu_model.h"
 #include "common/base/status.h"
 
-extern const char predict_published_cases[]; /* generated from published_cases.json */
-
 cJSON *cases_load(char *err)
 {
-    cJSON *o = cJSON_Parse(predict_published_cases);
-    if (!o || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "cases"))) {
+    const char *text = profile_shipped("predict", "published_cases");
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "cases"))) {
         cJSON_Delete(o);
         err_set(err, DDP_ERR_INPUT, "published_cases.json: no \"cases\" array");
         return NULL;

@@ -47,7 +47,7 @@ int gpu_model_check(const hw_profile_t *hw, const workload_t *wl, char *err)
     if (gpu_model_peak(hw, wl) > 0)
         return DDP_OK;
     return err_set(err, DDP_ERR_INPUT, "%s: gpu.flops.%s is 0: %s has no %s units for %s's dtype",
-                   hw->from, profile_dtype_name(wl->dtype), hw->gpu, profile_dtype_name(wl->dtype),
+                   hw->from, profile_dtypes[wl->dtype], hw->gpu, profile_dtypes[wl->dtype],
                    wl->name);
 }
 

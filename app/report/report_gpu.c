@@ -42,7 +42,7 @@ void report_gpu(FILE *f, const gpu_lesson_t *g)
                "(%.4g M parameters, %s, %s); modelled term by term, not measured\n",
             hw->name, hw->count, hw->gpu, hw->link_kind, hw->link_bw / 1e9,
             hw->p2p ? "" : " (no peer access)", wl->name, wl->params / 1e6,
-            profile_dtype_name(wl->dtype),
+            profile_dtypes[wl->dtype],
             wl->global_batch > 0 ? "a global batch split over the GPUs" : "a batch per GPU");
     fprintf(f, "  %4s %8s %11s %11s %11s %12s %12s %12s\n", "GPUs", "rows/GPU", "single ms",
             "dp ms", "ddp ms", "single smp/s", "dp smp/s", "ddp smp/s");
@@ -67,7 +67,7 @@ void report_gpu_explain(FILE *f, const gpu_lesson_t *g)
     fprintf(f, "\nThe GPU model's terms on %d GPUs of %s (ms a step; compute at %.0f%% of the %s "
                "peak, %.4g TFLOP/s; %.2f us a launched operator, %.0f%% of it under the "
                "interpreter lock):\n",
-            r->devices, g->hw.name, 100 * g->hw.efficiency, profile_dtype_name(g->wl.dtype),
+            r->devices, g->hw.name, 100 * g->hw.efficiency, profile_dtypes[g->wl.dtype],
             gpu_model_peak(&g->hw, &g->wl) / 1e12, 1e6 * g->wl.op_s, 100 * GPU_LOCK_SHARE);
     fprintf(f, "  %-11s %10s %10s %10s  %s\n", "term", "single", "dp", "ddp", "what");
     for (int t = 0; t < GT_COUNT; t++)
