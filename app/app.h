@@ -81,6 +81,10 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
 /* Everything checked before training, up to the start-up agreement of every
  * rank (rc: the status so far; under mpirun the ranks agree on it). */
 int app_plan(app_job_t *j, int rc, char *err);
+/* --hardware: its profiles (--workload's, or the run's MLP) modelled on
+ * 1..count GPUs into j->gpu, checked against a published case on the box;
+ * without --hardware j->gpu is off. */
+int app_gpu_model(app_job_t *j, char *err);
 /* The memory the planned runs need at least, against the machine's
  * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
  * fit.  _comm: --mode comm's buffers. */

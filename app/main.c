@@ -115,7 +115,7 @@ static int job_main(void *ctx, int rc, char *err)
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
     if (rc == DDP_OK && cfg->mode != MODE_COMM) /* a bad profile fails before training */
-        rc = gpu_lesson_prepare(j->opts.hardware, j->opts.workload, cfg, &j->gpu, err);
+        rc = app_gpu_model(j, err);
     if (cfg->mode == MODE_COMM) {
         if (rc == DDP_OK)
             rc = app_mem_check_comm(cfg, j->mpi, err);

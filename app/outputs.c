@@ -185,8 +185,7 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
                        .reps = j->reps,
                        .pred = model ? &pr->in : NULL,
                        .rows = model ? pr->rows : NULL,
-                       .gpu = j->gpu.on ? svg_gpu : NULL,
-                       .gpu_arg = &j->gpu};
+                       .gpu = j->gpu.on ? &j->gpu : NULL};
     char e[ERR_LEN];
     if (report_page_write(cfg->report_path, &p, e) == DDP_OK) {
         size_t w = strlen(written);
@@ -213,22 +212,19 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
 /* --workload: the GPU lesson alone, nothing trained. */
 int app_gpu_lesson(app_job_t *j, char *err)
 {
-    const config_t *c = &j->cfg;
-    TRY(gpu_lesson_prepare(j->opts.hardware, j->opts.workload, c, &j->gpu, err));
-    if (c->json) {
-        cJSON *o = cJSON_CreateObject();
+    TRY(app_gpu_model(j, err));
+    cJSON *o = j->cfg.json ? cJSON_CreateObject() : NULL;
+    if (o) { /* a failed write is stdout's error, below */
         cJSON_AddStringToObject(o, "ddpbench", DDPBENCH_VERSION);
         cJSON_AddStringToObject(o, "mode", "predict");
         cJSON_AddItemToObject(o, "predict", report_json_gpu(&j->gpu));
-        int rc = report_json_print(stdout, o);
+        report_json_print(stdout, o);
         cJSON_Delete(o);
-        if (rc != DDP_OK)
-            return err_set(err, rc, "stdout: write failed");
     } else {
         report_gpu(stdout, &j->gpu);
     }
-    if (c->explain)
-        report_gpu_explain(c->json ? stderr : stdout, &j->gpu);
+    if (j->cfg.explain)
+        report_gpu_explain(j->cfg.json ? stderr : stdout, &j->gpu);
     if (fflush(stdout) != 0 || ferror(stdout))
         return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
     return DDP_OK;

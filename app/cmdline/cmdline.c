@@ -42,8 +42,8 @@ static const opt_t rows[] = {
      NULL, SET(set_mem_limit, NULL, "64M", "1G"), .after = "zero", EFF(CF_META)},
     {"hardware", "NAME|FILE", NULL, "none",
      "model single, dp and ddp on a GPU box one does not have, term by term, on 1..its GPUs: "
-     "a shipped profile (2x-titan-rtx-nvlink, 2x-titan-rtx-pcie, dgx1-v100, 8x-a100-sxm, "
-     "8x-h100-sxm, 2x-h100-pcie, 1x-h200, ...) or a JSON file (app/predict/README.md)",
+     "a shipped profile (2x-titan-rtx-nvlink, dgx1-v100, 8x-a100-sxm, ...: an unknown name "
+     "lists them) or a JSON file (app/predict/README.md)",
      NULL, PATH(hardware), .after = "predict", EFF(CF_OUTPUT)},
     {"workload", "NAME|FILE", NULL, "the run's MLP",
      "with --hardware: the model to put on it instead of the run's (gpt2-small, resnet50, "

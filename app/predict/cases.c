@@ -31,14 +31,10 @@ static double number(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-/* One side of a case: its mode's step and throughput on its profiles, the
- * workload's keys overridden by the side's "set" (the case's own setup). */
-typedef struct {
-    double step, throughput;
-    bool input_bound;
-} side_t;
-
-static int side(const cJSON *s, const char *id, side_t *out, char *err)
+/* One side of a case: its mode's step on its profiles, the workload's keys
+ * overridden by the side's "set" (the case's own setup); and whether DP is
+ * input-bound there. */
+static int side(const cJSON *s, const char *id, gpu_step_t *out, bool *input_bound, char *err)
 {
     char from[160];
     snprintf(from, sizeof from, "published case %s", id);
@@ -59,19 +55,14 @@ static int side(const cJSON *s, const char *id, side_t *out, char *err)
     cJSON_Delete(w);
     TRY(rc);
     TRY(gpu_model_check(&hw, &wl, err));
-    int k = (int)number(s, "devices");
-    if (k < 1 || k > hw.count)
-        return err_set(err, DDP_ERR_INPUT, "%s: devices: %d is not 1..%d", from, k, hw.count);
+    int k = (int)number(s, "devices"), mode = mode_parse(str(s, "mode"));
+    if (k < 1 || k > hw.count || mode < 0 || mode >= GPU_MODES)
+        return err_set(err, DDP_ERR_INPUT, "%s: devices %d (1..%d) or mode '%s' (single, dp, ddp)",
+                       from, k, hw.count, str(s, "mode"));
     gpu_row_t row;
     gpu_model_row(&hw, &wl, k, &row);
-    const char *mode = str(s, "mode");
-    bool one = !strcmp(mode, "single");
-    const gpu_step_t *st = one ? &row.single : !strcmp(mode, "dp") ? &row.dp : &row.ddp;
-    out->step = st->step;
-    out->throughput = (one ? 1 : k) * row.batch / st->step;
-    if (one)
-        out->throughput = (wl.global_batch > 0 ? wl.global_batch : wl.batch_per_device) / st->step;
-    out->input_bound = !strcmp(mode, "dp") && row.dp_input_bound;
+    *out = row.m[mode];
+    *input_bound = mode == MODE_DP && row.dp_input_bound;
     return DDP_OK;
 }
 
@@ -79,80 +70,54 @@ int cases_eval(const cJSON *c, case_result_t *r, char *err)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->id, sizeof r->id, "%s", str(c, "id"));
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "a");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(c, "b");
-    snprintf(r->hardware, sizeof r->hardware, "%s", str(a, "hardware"));
     snprintf(r->what, sizeof r->what, "%s", str(c, "figure"));
-    side_t sa = {0}, sb = {0};
-    TRY(side(a, r->id, &sa, err));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(c, "b");
+    gpu_step_t sa = {0}, sb = {0};
+    bool bound = false, unused;
+    TRY(side(cJSON_GetObjectItemCaseSensitive(c, "a"), r->id, &sa, &bound, err));
     if (b)
-        TRY(side(b, r->id, &sb, err));
+        TRY(side(b, r->id, &sb, &unused, err));
     const char *metric = str(c, "metric");
     r->published = number(c, "published");
     r->tolerance = number(c, "tolerance");
     r->declared_pass = !strcmp(str(c, "status"), "pass");
+    r->flag = !strcmp(metric, "slower") || !strcmp(metric, "input_bound");
     if (!strcmp(metric, "step"))
         r->predicted = sa.step;
     else if (!strcmp(metric, "ratio"))
         r->predicted = sa.step / sb.step;
     else if (!strcmp(metric, "speedup"))
-        r->predicted = sa.throughput / sb.throughput;
-    else if (!strcmp(metric, "slower") || !strcmp(metric, "input_bound")) {
-        r->flag = true;
-        r->predicted = !strcmp(metric, "slower") ? sa.step > sb.step : sa.input_bound;
-        r->pass = r->predicted == 1.0;
-        return DDP_OK;
-    } else
+        r->predicted = sa.rate / sb.rate;
+    else if (r->flag)
+        r->predicted = !strcmp(metric, "slower") ? sa.step > sb.step : bound;
+    else
         return err_set(err, DDP_ERR_INPUT, "published case %s: metric: '%s' is not step, ratio, "
                        "speedup, slower or input_bound", r->id, metric);
-    if (!(r->published > 0) || !(r->tolerance > 0))
+    if (!r->flag && (!(r->published > 0) || !(r->tolerance > 0)))
         return err_set(err, DDP_ERR_INPUT, "published case %s: published or tolerance missing",
                        r->id);
-    r->pass = fabs(r->predicted / r->published - 1.0) <= r->tolerance;
+    r->pass = r->flag ? r->predicted == 1.0
+                      : fabs(r->predicted / r->published - 1.0) <= r->tolerance;
     return DDP_OK;
 }
 
-const cJSON *cases_for(const cJSON *all, const char *hardware)
+void cases_check(const char *hardware, char *out, size_t n)
 {
-    const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(all, "cases"))
-    {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "a");
-        if (!strcmp(str(a, "hardware"), hardware) && strcmp(str(c, "metric"), "input_bound"))
-            return c;
-    }
-    return NULL;
-}
-
-int cases_markdown(FILE *f, char *err)
-{
+    char err[ERR_LEN];
+    out[0] = 0;
     cJSON *all = cases_load(err);
-    if (!all)
-        return DDP_ERR_INPUT;
-    fputs("| case | source | setup | published | figure | predicted | tolerance | result |\n"
-          "|---|---|---|---|---|---|---|---|\n", f);
     const cJSON *c;
-    int rc = DDP_OK;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(all, "cases"))
     {
         case_result_t r;
-        if ((rc = cases_eval(c, &r, err)) != DDP_OK)
-            break;
-        char pred[32], pub[32], tol[32];
-        if (r.flag) {
-            snprintf(pred, sizeof pred, "%s", r.predicted == 1.0 ? "yes" : "no");
-            snprintf(pub, sizeof pub, "yes");
-            snprintf(tol, sizeof tol, "direction");
-        } else {
-            snprintf(pred, sizeof pred, "%.4g", r.predicted);
-            snprintf(pub, sizeof pub, "%.4g", r.published);
-            snprintf(tol, sizeof tol, "%.0f%% (off %+.1f%%)", 100 * r.tolerance,
-                     100 * (r.predicted / r.published - 1.0));
-        }
-        fprintf(f, "| %s | %s | %s | %s | %s: %s | %s | %s | %s%s%s |\n", r.id, str(c, "source"),
-                str(c, "setup"), str(c, "as_published"), r.what, pub, pred, tol,
-                r.pass ? "pass" : "miss", r.pass ? "" : ": ", r.pass ? "" : str(c, "missing"));
+        if (strcmp(str(cJSON_GetObjectItemCaseSensitive(c, "a"), "hardware"), hardware) ||
+            !strcmp(str(c, "metric"), "input_bound"))
+            continue;
+        if (cases_eval(c, &r, err) == DDP_OK)
+            snprintf(out, n, "checked against %s: %s predicted %.3g, published %.3g (%s, "
+                     "tolerance %.0f%%)", str(c, "source"), r.what, r.predicted, r.published,
+                     r.pass ? "within" : "outside", 100 * r.tolerance);
+        break;
     }
     cJSON_Delete(all);
-    return rc;
 }

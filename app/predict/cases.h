@@ -10,24 +10,24 @@
 #define DDPBENCH_CASES_H
 
 #include <stdbool.h>
-#include <stdio.h>
+#include <stddef.h>
 
 #include <cJSON.h>
 
 typedef struct {
-    char id[64], hardware[64], what[160];
+    char id[64], what[160];
     double predicted, published, tolerance;
     bool pass, declared_pass, flag; /* flag: a yes/no case (no tolerance) */
 } case_result_t;
 
 /* The compiled-in cases, parsed (free with cJSON_Delete), or NULL. */
 cJSON *cases_load(char *err);
-/* Case i of the list: predicted and judged; DDP_ERR_INPUT when it names a
- * profile or key that is not there. */
+/* One case of the list, predicted and judged; DDP_ERR_INPUT when it names
+ * a profile or key that is not there. */
 int cases_eval(const cJSON *c, case_result_t *r, char *err);
-/* The first case held against this hardware profile's name (NULL: none). */
-const cJSON *cases_for(const cJSON *all, const char *hardware);
-/* The markdown table of every case, one row each (docs/predict-cases.md). */
-int cases_markdown(FILE *f, char *err);
+/* "checked against SOURCE: FIGURE predicted X, published Y (within,
+ * tolerance T%)" for the first case held against this hardware profile's
+ * name, or "". */
+void cases_check(const char *hardware, char *out, size_t n);
 
 #endif

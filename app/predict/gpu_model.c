@@ -7,34 +7,22 @@
 #include "app/predict/gpu_model.h"
 #include "common/base/status.h"
 
-static const char *const keys[GT_COUNT] = {
-    "load", "h2d", "scatter", "replicate", "forward", "backward", "launch", "gather",
-    "loss", "grad_out", "reduce", "all_reduce", "ddp_fixed", "optimizer"};
-static const char *const words[GT_COUNT] = {
-    "waiting for one process's data loader",
-    "the batch copied from host memory to the GPU",
-    "device 0 scattering every other device's rows",
-    "the parameters replicated from device 0 to every other device",
-    "forward",
-    "backward",
-    "the host launching operators slower than the GPU runs them",
-    "the outputs gathered onto device 0",
-    "the loss over every device's outputs, on device 0",
-    "the outputs' gradient scattered back from device 0",
-    "the gradients reduced onto device 0",
-    "the bucketed all-reduce that backward did not hide",
-    "DDP's copies into its buckets and back, and the averaging",
-    "the optimizer step"};
-
-const char *gpu_term_key(int t)
-{
-    return t >= 0 && t < GT_COUNT ? keys[t] : "none";
-}
-
-const char *gpu_term_words(int t)
-{
-    return t >= 0 && t < GT_COUNT ? words[t] : "none";
-}
+const struct gpu_term_name gpu_terms[GT_COUNT + 1] = {
+    {"load", "waiting for one process's data loader"},
+    {"h2d", "the batch copied from host memory to the GPU"},
+    {"scatter", "device 0 scattering every other device's rows"},
+    {"replicate", "the parameters replicated from device 0 to every other device"},
+    {"forward", "forward"},
+    {"backward", "backward"},
+    {"launch", "the host launching operators slower than the GPU runs them"},
+    {"gather", "the outputs gathered onto device 0"},
+    {"loss", "the loss over every device's outputs, on device 0"},
+    {"grad_out", "the outputs' gradient scattered back from device 0"},
+    {"reduce", "the gradients reduced onto device 0"},
+    {"all_reduce", "the bucketed all-reduce that backward did not hide"},
+    {"ddp_fixed", "DDP's copies into its buckets and back, and the averaging"},
+    {"optimizer", "the optimizer step"},
+    {"none", "none"}};
 
 double gpu_model_peak(const hw_profile_t *hw, const workload_t *wl)
 {
@@ -69,50 +57,40 @@ static double fan_bw(const hw_profile_t *hw, int k)
     return fmin(hw->gpu_bw, (k - 1) * hw->link_bw);
 }
 
-/* A ring all-reduce's bus bandwidth: the profile's measured one, else the
- * links' (through host memory: the share a two-way ring keeps). */
-static double ring_bw(const hw_profile_t *hw, int k)
-{
-    if (hw->allreduce_bw > 0)
-        return hw->allreduce_bw;
-    return fan_bw(hw, k) * (hw->p2p ? 1.0 : GPU_SHM_DUPLEX);
-}
-
-/* A ring all-reduce of bytes over k GPUs (nccl-tests' busbw relation). */
+/* A ring all-reduce of bytes over k GPUs (nccl-tests' busbw relation) at
+ * the profile's measured bus bandwidth, else the links' (through host
+ * memory: the share a two-way ring keeps). */
 static double all_reduce_s(const hw_profile_t *hw, int k, double bytes)
 {
-    if (k < 2)
-        return 0.0;
-    return 2.0 * (k - 1) / k * bytes / ring_bw(hw, k) + 2.0 * (k - 1) * hw->link_latency;
+    double bw = hw->allreduce_bw > 0 ? hw->allreduce_bw
+                                     : fan_bw(hw, k) * (hw->p2p ? 1.0 : GPU_SHM_DUPLEX);
+    return k < 2 ? 0.0 : 2.0 * (k - 1) / k * bytes / bw + 2.0 * (k - 1) * hw->link_latency;
 }
 
-static double grad_bytes(const workload_t *wl)
-{
-    return 4.0 * wl->params; /* fp32 gradients, as autocast keeps them */
-}
+#define GRAD_BYTES(wl) (4.0 * (wl)->params) /* fp32 gradients, as autocast keeps them */
 
-static double optim_s(const hw_profile_t *hw, const workload_t *wl)
+/* What every mode's GPU does with its rows: copy them in, forward and
+ * backward, the host's launches of `launch` seconds (the GPU runs ahead of
+ * nothing, so the longer wins), the optimizer. */
+static void base(const hw_profile_t *hw, const workload_t *wl, int rows, double launch,
+                 gpu_step_t *s)
 {
-    /* bytes read and written per parameter: SGD p, g -> p; momentum adds
-     * its buffer; Adam p, g, m, v -> p, m, v (fp32) */
-    static const double per[] = {12.0, 20.0, 28.0};
-    return per[wl->optimizer] * wl->params / hw->mem_bw;
-}
-
-/* forward and backward of rows on one GPU, and the host's launches of
- * `launch` seconds: the GPU runs ahead of nothing, so the longer wins */
-static void compute(const hw_profile_t *hw, const workload_t *wl, int rows, double launch,
-                    gpu_step_t *s)
-{
+    memset(s, 0, sizeof *s);
+    s->term[GT_H2D] = rows * wl->in_bytes / hw->pcie_bw;
     double c = rows * wl->flops_per_sample / (hw->efficiency * gpu_model_peak(hw, wl));
     s->term[GT_FORWARD] = c / 3.0; /* backward is twice forward's FLOPs */
     s->term[GT_BACKWARD] = 2.0 * c / 3.0;
     s->term[GT_LAUNCH] = fmax(0.0, launch - c);
+    /* bytes read and written per parameter: SGD p, g -> p; momentum adds
+     * its buffer; Adam p, g, m, v -> p, m, v (fp32) */
+    static const double per[] = {12.0, 20.0, 28.0};
+    s->term[GT_OPTIM] = per[wl->optimizer] * wl->params / hw->mem_bw;
 }
 
 /* The data loader: one process's workers for its rows, overlapped with the
- * rest of the step (they prefetch); what it adds is the wait. */
-static void finish(const workload_t *wl, int rows, gpu_step_t *s)
+ * rest of the step (they prefetch); what it adds is the wait.  The step and
+ * its samples/s over every GPU (all: their rows). */
+static void finish(const workload_t *wl, int rows, int all, gpu_step_t *s)
 {
     double t = 0.0;
     for (int i = 0; i < GT_COUNT; i++)
@@ -120,6 +98,7 @@ static void finish(const workload_t *wl, int rows, gpu_step_t *s)
     if (wl->load_rate > 0)
         s->term[GT_LOAD] = fmax(0.0, rows / (wl->load_rate * wl->load_workers) - t);
     s->step = t + s->term[GT_LOAD];
+    s->rate = all / s->step;
 }
 
 // ---------------------------------------------------------------------------
@@ -128,11 +107,8 @@ static void finish(const workload_t *wl, int rows, gpu_step_t *s)
 static void single(const hw_profile_t *hw, const workload_t *wl, gpu_step_t *s)
 {
     int rows = rows_of(wl, 1);
-    memset(s, 0, sizeof *s);
-    s->term[GT_H2D] = rows * wl->in_bytes / hw->pcie_bw;
-    compute(hw, wl, rows, wl->ops * wl->op_s, s);
-    s->term[GT_OPTIM] = optim_s(hw, wl);
-    finish(wl, rows, s);
+    base(hw, wl, rows, wl->ops * wl->op_s, s);
+    finish(wl, rows, rows, s);
 }
 
 /* DataParallel: one process, one thread per GPU under one interpreter
@@ -145,20 +121,17 @@ static void dp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t *
     }
     int rows = rows_of(wl, k), all = rows * k;
     double bw = fan_bw(hw, k), lat = (k - 1) * hw->link_latency;
-    memset(s, 0, sizeof *s);
-    s->term[GT_H2D] = all * wl->in_bytes / hw->pcie_bw;
+    base(hw, wl, rows, wl->ops * wl->op_s * (1.0 + (k - 1) * GPU_LOCK_SHARE), s);
+    s->term[GT_H2D] = all * wl->in_bytes / hw->pcie_bw; /* the whole batch to device 0 */
     s->term[GT_SCATTER] = (k - 1) * rows * wl->in_bytes / bw;
-    s->term[GT_REPLICATE] = grad_bytes(wl) / bw + lat; /* broadcast_coalesced: NCCL, pipelined */
-    double launch = wl->ops * wl->op_s * (1.0 + (k - 1) * GPU_LOCK_SHARE);
-    compute(hw, wl, rows, launch, s);
+    s->term[GT_REPLICATE] = GRAD_BYTES(wl) / bw + lat; /* broadcast_coalesced: NCCL, pipelined */
     s->term[GT_GATHER] = (k - 1) * rows * wl->out_bytes / bw;
     if (!wl->loss_inside) {
         s->term[GT_LOSS] = 2.0 * all * wl->out_bytes / hw->mem_bw;
         s->term[GT_GRAD_OUT] = (k - 1) * rows * wl->out_bytes / bw;
     }
-    s->term[GT_REDUCE] = grad_bytes(wl) / bw + lat; /* reduce_add_coalesced: NCCL reduce */
-    s->term[GT_OPTIM] = optim_s(hw, wl);
-    finish(wl, all, s);
+    s->term[GT_REDUCE] = GRAD_BYTES(wl) / bw + lat; /* reduce_add_coalesced: NCCL reduce */
+    finish(wl, all, all, s);
 }
 
 /* DDP's buckets against backward: gradients become ready evenly through
@@ -170,7 +143,7 @@ static void dp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t *
 static double exposed(const hw_profile_t *hw, const workload_t *wl, int k, double backward,
                       double *total)
 {
-    double late = 4.0 * wl->late_params, even = grad_bytes(wl) - late;
+    double late = 4.0 * wl->late_params, even = GRAD_BYTES(wl) - late;
     double done = 0.0, end = 0.0, cap = GPU_FIRST_BUCKET;
     *total = 0.0;
     while (done < even) {
@@ -192,16 +165,13 @@ static double exposed(const hw_profile_t *hw, const workload_t *wl, int k, doubl
 static void ddp(const hw_profile_t *hw, const workload_t *wl, int k, gpu_step_t *s, double *hidden)
 {
     int rows = rows_of(wl, k);
-    memset(s, 0, sizeof *s);
-    s->term[GT_H2D] = rows * wl->in_bytes / hw->pcie_bw;
-    compute(hw, wl, rows, wl->ops * wl->op_s, s);
+    base(hw, wl, rows, wl->ops * wl->op_s, s);
     double total = 0.0;
     double bwd = s->term[GT_BACKWARD] + s->term[GT_LAUNCH] * 2.0 / 3.0;
     s->term[GT_ALLREDUCE] = exposed(hw, wl, k, bwd, &total);
     *hidden = total - s->term[GT_ALLREDUCE];
-    s->term[GT_DDP_FIXED] = 6.0 * grad_bytes(wl) / hw->mem_bw;
-    s->term[GT_OPTIM] = optim_s(hw, wl);
-    finish(wl, rows, s);
+    s->term[GT_DDP_FIXED] = 6.0 * GRAD_BYTES(wl) / hw->mem_bw;
+    finish(wl, rows, rows * k, s);
 }
 
 void gpu_model_row(const hw_profile_t *hw, const workload_t *wl, int k, gpu_row_t *row)
@@ -209,26 +179,18 @@ void gpu_model_row(const hw_profile_t *hw, const workload_t *wl, int k, gpu_row_
     memset(row, 0, sizeof *row);
     row->devices = k;
     row->batch = rows_of(wl, k);
-    single(hw, wl, &row->single);
-    dp(hw, wl, k, &row->dp);
-    ddp(hw, wl, k, &row->ddp, &row->ddp_hidden);
-    const double *t = row->dp.term;
+    single(hw, wl, &row->m[MODE_SINGLE]);
+    dp(hw, wl, k, &row->m[MODE_DP]);
+    ddp(hw, wl, k, &row->m[MODE_DDP], &row->ddp_hidden);
+    const double *t = row->m[MODE_DP].term, *d = row->m[MODE_DDP].term;
     double compute = t[GT_FORWARD] + t[GT_BACKWARD] + t[GT_LAUNCH];
     row->dp_input_bound = k > 1 && (t[GT_LOAD] > 0 || t[GT_H2D] + t[GT_SCATTER] > compute);
-}
-
-int gpu_model_dp_culprit(const gpu_row_t *row)
-{
-    if (!(row->dp.step > row->ddp.step))
-        return GT_COUNT;
-    int best = GT_COUNT;
+    /* the term with DP's largest excess over DDP's, when DP is slower */
+    row->dp_culprit = GT_COUNT;
     double most = 0.0;
-    for (int i = 0; i < GT_COUNT; i++) {
-        double d = row->dp.term[i] - row->ddp.term[i];
-        if (d > most) {
-            most = d;
-            best = i;
+    for (int i = 0; i < GT_COUNT && row->m[MODE_DP].step > row->m[MODE_DDP].step; i++)
+        if (t[i] - d[i] > most) {
+            most = t[i] - d[i];
+            row->dp_culprit = i;
         }
-    }
-    return best;
 }

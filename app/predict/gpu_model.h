@@ -1,8 +1,8 @@
 /* app/predict/gpu_model.h: single, DataParallel and DDP on a GPU box one does
  * not have, term by term (app/predict/README.md derives each term and cites
- * each constant).  A step is the sum of its terms; every term is a byte
- * count over a bandwidth, FLOPs over a share of peak, or operators times a
- * measured host cost.  Nothing here is fitted to a published case. */
+ * each constant).  A step is the sum of its terms: a byte count over a
+ * bandwidth, FLOPs over a share of peak, or operators times a measured host
+ * cost.  Nothing here is fitted to a published case. */
 #ifndef DDPBENCH_GPU_MODEL_H
 #define DDPBENCH_GPU_MODEL_H
 
@@ -10,68 +10,58 @@
 
 #include "app/predict/profile.h"
 
-/* The share of an operator's host cost that holds the interpreter lock,
- * measured by bench/torch_dispatch.py (PyTorch 1.13 on this project's CPU:
- * with 2 threads 0.96, range 0.46-1.47, over 9 ABBA rounds; the cost itself
- * is the workload's op_s, PROF_OP_S unless it cites another). */
+/* The measured constants (README.md, "The constants" and "Without peer
+ * access"): the share of an operator's host cost under the interpreter lock
+ * (bench/torch_dispatch.py), the share of the one-way rate a ring through
+ * host memory keeps (NVIDIA/nccl#384); PyTorch DDP's bucket caps. */
 #define GPU_LOCK_SHARE 0.96
-/* Without peer access NCCL stages a ring through host memory (its SHM
- * transport), and the ring's traffic flows both ways at once, which CPUs
- * handle badly: on 2 GPUs over PCIe 3.0 x16, nccl-tests measured all-reduce
- * at 3.9 GB/s bus bandwidth against broadcast's one-way 10.31 GB/s
- * (NVIDIA/nccl#384; sjeaugey: "some CPUs do not handle bidirectional
- * traffic well").  The share of link.bw such a ring keeps: */
 #define GPU_SHM_DUPLEX (3.9 / 10.31)
-/* DDP's buckets (PyTorch's defaults: the first 1 MiB, then 25 MiB) */
 #define GPU_FIRST_BUCKET (1024.0 * 1024.0)
 #define GPU_BUCKET (25.0 * 1024.0 * 1024.0)
 #define GPU_MAX_DEVICES 64
+#define GPU_MODES 3 /* single, dp, ddp: indexed by mode_t_ */
 
-/* The terms, in the order a step runs them. */
+/* The terms, in the order a step runs them; gpu_terms[t] names each. */
 typedef enum {
-    GT_LOAD,      /* waiting for the data loader (when the workload gives its rate) */
-    GT_H2D,       /* the batch from host memory to the device (device 0: all of it) */
-    GT_SCATTER,   /* DP: device 0 sends each other device its rows */
-    GT_REPLICATE, /* DP: the parameters from device 0 to the others */
-    GT_FORWARD,
-    GT_BACKWARD,
-    GT_LAUNCH,    /* the host launching operators longer than the GPU computes */
-    GT_GATHER,    /* DP: the outputs onto device 0 */
-    GT_LOSS,      /* DP: the loss over the gathered outputs, on device 0 */
-    GT_GRAD_OUT,  /* DP: the outputs' gradient back to each device */
-    GT_REDUCE,    /* DP: the gradients summed onto device 0 */
-    GT_ALLREDUCE, /* DDP: the bucketed all-reduce, the part backward did not hide */
-    GT_DDP_FIXED, /* DDP: gradients into the buckets and back, the averaging */
-    GT_OPTIM,     /* the optimizer (DP: on device 0 alone) */
-    GT_COUNT
+    GT_LOAD, GT_H2D, GT_SCATTER, GT_REPLICATE, GT_FORWARD, GT_BACKWARD, GT_LAUNCH, GT_GATHER,
+    GT_LOSS, GT_GRAD_OUT, GT_REDUCE, GT_ALLREDUCE, GT_DDP_FIXED, GT_OPTIM, GT_COUNT
 } gpu_term_t;
+
+/* A term's key ("replicate") and its words ("the parameters replicated from
+ * device 0 to every other device"); [GT_COUNT] is "none". */
+extern const struct gpu_term_name { const char *key, *words; } gpu_terms[GT_COUNT + 1];
 
 typedef struct {
     double term[GT_COUNT];
-    double step;
+    double step;               /* seconds */
+    double rate;               /* samples/s over every GPU it runs on */
 } gpu_step_t;
 
 typedef struct {
     int devices;
     int batch;                 /* rows per device */
-    gpu_step_t single, dp, ddp;
+    gpu_step_t m[GPU_MODES];   /* [MODE_SINGLE], [MODE_DP], [MODE_DDP] */
     double ddp_hidden;         /* all-reduce time backward hid */
     bool dp_input_bound;       /* DP's data terms outweigh its compute */
+    int dp_culprit;            /* the term that makes DP slower than DDP; GT_COUNT: it is not */
 } gpu_row_t;
+
+/* A box and a workload on 1..count GPUs (--hardware), and the published
+ * case on that box the model is checked against. */
+typedef struct {
+    bool on;
+    hw_profile_t hw;
+    workload_t wl;
+    gpu_row_t rows[GPU_MAX_DEVICES];
+    char check[512];           /* cases_check's line, or "" */
+} gpu_lesson_t;
 
 /* Whether the workload's dtype has a peak on this GPU (tf32 falls back to
  * fp32 where there is none, as PyTorch does); else DDP_ERR_INPUT. */
 int gpu_model_check(const hw_profile_t *hw, const workload_t *wl, char *err);
 /* Row k (1..count). */
 void gpu_model_row(const hw_profile_t *hw, const workload_t *wl, int k, gpu_row_t *row);
-/* The term's key ("replicate") and its words ("the parameters copied from
- * device 0 to every other device"). */
-const char *gpu_term_key(int t);
-const char *gpu_term_words(int t);
-/* The term that makes DP's step longer than DDP's at k devices (GT_COUNT
- * when DP is not slower). */
-int gpu_model_dp_culprit(const gpu_row_t *row);
-/* The peak FLOP/s and the share of it the model computes at. */
+/* The peak FLOP/s the workload's dtype computes at on this GPU. */
 double gpu_model_peak(const hw_profile_t *hw, const workload_t *wl);
 
 #endif

@@ -30,10 +30,7 @@ typedef struct {
     const predict_in_t *pred;   /* --predict's model inputs, or NULL */
     const predict_row_t *rows;  /* its 1..PREDICT_MAX_DEVICES rows */
     const char *story;          /* a scenario's verdict line, or NULL */
-    /* --hardware: the program's GPU model draws its own chart in the
-     * --predict section (gpu(f, gpu_arg)), or NULL */
-    void (*gpu)(FILE *f, const void *gpu_arg);
-    const void *gpu_arg;
+    const gpu_lesson_t *gpu;    /* --hardware's model of a GPU box, or NULL */
 } report_page_t;
 
 /* Check early that FILE can be written (as --trace's check). */
@@ -70,26 +67,7 @@ int svg_timelines(FILE *f, const report_page_t *p);
 int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
-/* --hardware's chart (report_gpu.c; report_page_t's gpu callback, arg: the
- * gpu_lesson_t) */
-void svg_gpu(FILE *f, const void *arg);
-
-/* A plot of samples/s against devices 1..n: --predict's chart and the GPU
- * lesson's (report_gpu.c) draw with it.  page_plot_open writes
- * the <svg> with its grid and axes (top rounded up to a tick); the caller
- * closes it with "</svg>". */
-typedef struct {
-    int n;      /* devices on the x axis, 1..n */
-    double top; /* samples/s at the top of the y axis */
-} page_plot_t;
-void page_plot_open(FILE *f, page_plot_t *p, const char *aria);
-double page_plot_x(const page_plot_t *p, double k);
-double page_plot_y(const page_plot_t *p, double v);
-/* One curve through v[0..n-1] (class "line c-CLS", data-mode MODE), a
- * circle at each point whose hover text title(f, k, v[k-1], arg) writes,
- * and LABEL after the last point, dy pixels below it. */
-void page_plot_curve(FILE *f, const page_plot_t *p, const char *mode, const char *cls,
-                     const double *v, const char *label, double dy,
-                     void (*title)(FILE *f, int k, double v, const void *arg), const void *arg);
+/* --hardware's chart: single, DP and DDP modelled on 1..count GPUs */
+void svg_gpu(FILE *f, const gpu_lesson_t *g);
 
 #endif

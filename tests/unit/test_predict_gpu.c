@@ -45,6 +45,43 @@ Test(predict_gpu, every_published_case_meets_its_declared_result)
     cJSON_Delete(all);
 }
 
+/* The markdown table of every case, one row each (docs/predict-cases.md). */
+static int cases_markdown(FILE *f, char *err)
+{
+    cJSON *all = cases_load(err);
+    if (!all)
+        return DDP_ERR_INPUT;
+    fputs("| case | source | setup | published | figure | predicted | tolerance | result |\n"
+          "|---|---|---|---|---|---|---|---|\n", f);
+    const cJSON *c;
+    int rc = DDP_OK;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(all, "cases"))
+    {
+        case_result_t r;
+        if ((rc = cases_eval(c, &r, err)) != DDP_OK)
+            break;
+        char pred[32], pub[32], tol[32];
+        if (r.flag) {
+            snprintf(pred, sizeof pred, "%s", r.predicted == 1.0 ? "yes" : "no");
+            snprintf(pub, sizeof pub, "yes");
+            snprintf(tol, sizeof tol, "direction");
+        } else {
+            snprintf(pred, sizeof pred, "%.4g", r.predicted);
+            snprintf(pub, sizeof pub, "%.4g", r.published);
+            snprintf(tol, sizeof tol, "%.0f%% (off %+.1f%%)", 100 * r.tolerance,
+                     100 * (r.predicted / r.published - 1.0));
+        }
+        const char *miss = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "missing"));
+#define STR(k) cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, k))
+        fprintf(f, "| %s | %s | %s | %s | %s: %s | %s | %s | %s%s%s |\n", r.id, STR("source"),
+                STR("setup"), STR("as_published"), r.what, pub, pred, tol,
+                r.pass ? "pass" : "miss", r.pass ? "" : ": ", r.pass ? "" : miss ? miss : "");
+#undef STR
+    }
+    cJSON_Delete(all);
+    return rc;
+}
+
 Test(predict_gpu, docs_table_is_the_cases_table)
 {
     char err[ERR_LEN], *table = NULL, *doc = NULL;
@@ -173,14 +210,14 @@ Test(predict_gpu, the_terms_follow_the_hardware)
     cr_assert_eq(profile_workload("gpt2-small", &wl, err), DDP_OK, "%s", err);
     gpu_row_t one, a, b;
     gpu_model_row(&nv, &wl, 1, &one);
-    cr_expect_float_eq(one.dp.step, one.single.step, 1e-12, "DP on one GPU is the module itself");
-    cr_expect_gt(one.ddp.step, one.single.step, "DDP on one GPU pays its bucket copies");
+    cr_expect_float_eq(one.m[MODE_DP].step, one.m[MODE_SINGLE].step, 1e-12, "DP on one GPU is the module itself");
+    cr_expect_gt(one.m[MODE_DDP].step, one.m[MODE_SINGLE].step, "DDP on one GPU pays its bucket copies");
     gpu_model_row(&nv, &wl, 2, &a);
     gpu_model_row(&host, &wl, 2, &b);
-    cr_expect_gt(b.ddp.term[GT_ALLREDUCE], a.ddp.term[GT_ALLREDUCE], "a slower link hides less");
-    cr_expect_gt(a.dp.term[GT_GATHER], 0, "DP gathers the logits");
-    cr_expect_eq(a.dp.term[GT_GRAD_OUT], 0, "the loss inside the model: no gradient back");
-    cr_expect_eq(gpu_model_dp_culprit(&a), GT_GATHER, "GPT-2's logits make DP slower");
+    cr_expect_gt(b.m[MODE_DDP].term[GT_ALLREDUCE], a.m[MODE_DDP].term[GT_ALLREDUCE], "a slower link hides less");
+    cr_expect_gt(a.m[MODE_DP].term[GT_GATHER], 0, "DP gathers the logits");
+    cr_expect_eq(a.m[MODE_DP].term[GT_GRAD_OUT], 0, "the loss inside the model: no gradient back");
+    cr_expect_eq(a.dp_culprit, GT_GATHER, "GPT-2's logits make DP slower");
     wl.global_batch = 64; /* a global batch split: rows shrink with the GPUs */
     gpu_model_row(&nv, &wl, 2, &a);
     cr_expect_eq(a.batch, 32);
@@ -199,11 +236,11 @@ Test(predict_gpu, without_peer_access_nothing_hides)
     gpu_model_row(&host, &wl, 2, &r);
     cr_expect_float_eq(r.ddp_hidden, 0.0, 1e-12, "through host memory nothing hides");
     double ring = 4.0 * wl.params / (host.link_bw * GPU_SHM_DUPLEX); /* 2 GPUs: (k-1)/k x 2 = 1 */
-    cr_expect(r.ddp.term[GT_ALLREDUCE] > ring && r.ddp.term[GT_ALLREDUCE] < 1.01 * ring,
-              "all-reduce %g s, the ring at 0.378 of link.bw %g s", r.ddp.term[GT_ALLREDUCE], ring);
+    cr_expect(r.m[MODE_DDP].term[GT_ALLREDUCE] > ring && r.m[MODE_DDP].term[GT_ALLREDUCE] < 1.01 * ring,
+              "all-reduce %g s, the ring at 0.378 of link.bw %g s", r.m[MODE_DDP].term[GT_ALLREDUCE], ring);
     host.allreduce_bw = 2.0 * host.link_bw * GPU_SHM_DUPLEX; /* a measured bus bandwidth */
     gpu_model_row(&host, &wl, 2, &fast);
-    cr_expect_lt(fast.ddp.term[GT_ALLREDUCE], 0.51 * r.ddp.term[GT_ALLREDUCE]);
+    cr_expect_lt(fast.m[MODE_DDP].term[GT_ALLREDUCE], 0.51 * r.m[MODE_DDP].term[GT_ALLREDUCE]);
 }
 
 /* One process's loader workers feed every DP replica; each DDP process has
@@ -218,16 +255,16 @@ Test(predict_gpu, one_loader_feeds_dp)
     gpu_row_t r;
     gpu_model_row(&hw, &wl, 8, &r);
     cr_expect(!r.dp_input_bound, "no loader rate: not input-bound");
-    gpu_step_t before = r.ddp;
+    gpu_step_t before = r.m[MODE_DDP];
     wl.load_rate = 100.0; /* samples/s a worker */
     wl.load_workers = 4;
     gpu_model_row(&hw, &wl, 8, &r);
     cr_expect(r.dp_input_bound, "8 x 32 rows from 400 samples/s");
-    cr_expect_float_eq(r.dp.step, 8 * 32 / 400.0, 1e-9, "DP waits for its one loader");
-    cr_expect_float_eq(r.ddp.step, fmax(before.step, 32 / 400.0), 1e-9, "each DDP process loads its own");
+    cr_expect_float_eq(r.m[MODE_DP].step, 8 * 32 / 400.0, 1e-9, "DP waits for its one loader");
+    cr_expect_float_eq(r.m[MODE_DDP].step, fmax(before.step, 32 / 400.0), 1e-9, "each DDP process loads its own");
     workload_t slow = wl;
     slow.load_rate = 0;
     slow.op_s = 100 * wl.op_s; /* an older framework's host cost */
     gpu_model_row(&hw, &slow, 8, &r);
-    cr_expect_gt(r.dp.term[GT_LAUNCH], 0, "launches outrun compute at 100x the cost");
+    cr_expect_gt(r.m[MODE_DP].term[GT_LAUNCH], 0, "launches outrun compute at 100x the cost");
 }
