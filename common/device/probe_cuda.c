@@ -63,15 +63,13 @@ static void insufficient_driver(char *why)
         err_set(why, DDP_OK, "no CUDA driver (cudaErrorInsufficientDriver)");
         return;
     }
-    /* the driver's own number when the kernel module says it */
+    /* the driver's own number when the kernel module says it, else its branch */
     char ver[32] = "";
     FILE *f = fopen("/sys/module/nvidia/version", "r");
-    if (f && fscanf(f, "%31[0-9]", ver) != 1)
-        ver[0] = 0;
+    if (!f || fscanf(f, "%31[0-9]", ver) != 1)
+        snprintf(ver, sizeof ver, "%d", driver_branch(drv));
     if (f)
         fclose(f);
-    if (!ver[0])
-        snprintf(ver, sizeof ver, "%d", driver_branch(drv));
     err_set(why, DDP_OK,
             "driver too old for CUDA %d (needs R%d or newer), found R%s, which runs CUDA %d.%d "
             "at most (cudaErrorInsufficientDriver)",
