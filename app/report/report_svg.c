@@ -603,8 +603,9 @@ static void plot_curve(FILE *f, const plot_t *p, mode_t_ m, const char *pre, con
     fputs("\"/>", f);
     for (int k = 1; k <= p->n; k++)
         fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
-                   "device%s, %s: %.0f samples/s</title></circle>", cls, plot_x(p, k),
-                plot_y(p, v[k - 1]), name, k, k == 1 ? "" : "s", what, v[k - 1]);
+                   "device%s, %s: %.*f samples/s</title></circle>", cls, plot_x(p, k),
+                plot_y(p, v[k - 1]), name, k, k == 1 ? "" : "s", what, v[k - 1] < 100 ? 1 : 0,
+                v[k - 1]);
     fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s %s</text></g>\n", cls,
             plot_x(p, p->n) + 8, plot_y(p, v[p->n - 1]) + 4 + dy, name, what);
 }
