@@ -642,8 +642,6 @@ int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be
     return DDP_OK;
 }
 
-comm_t *comm_local_nccl(comm_t *c) { return c ? L_of(c)->nccl : NULL; }
-
 void comm_local_observe(comm_t *c, const comm_observer_t *obs) { L_of(c)->obs = *obs; }
 
 void comm_local_prefetch(comm_t *c)
