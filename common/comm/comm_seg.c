@@ -143,10 +143,7 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
         atomic_store(&h->cpu[r].v, -1); /* nobody has published yet */
     h->slots = slots;
     h->chunk = chunk;
-    h->map_bytes = bytes;
-    h->staging_off = head;
     h->spin_ns = world > affinity_cpus() ? 0 : SEG_SPIN_NS; /* the CPUs this process may use */
-    h->extra_off = head + staging;
     s->h = h;
     s->staging = (float *)((char *)map + head);
     s->extra = (char *)map + head + staging;

@@ -55,8 +55,6 @@ typedef struct {
     int world;
     int slots;              /* ring depth */
     size_t chunk;           /* floats per rank per slot */
-    size_t map_bytes;
-    size_t staging_off, extra_off;
     uint64_t spin_ns;       /* how long a waiter spins before sleeping */
 
     /* The futex word every waiter sleeps on: bumped by a publish that finds
