@@ -13,9 +13,8 @@
  * broadcast or reduce (host memory, COMM_LOCAL_SLICED floats or more) meets
  * as a whole, before and after: there every rank moves its slice of
  * everyone's arena, k threads moving 1/k each instead of one moving all,
- * which is how a memory-bound move of a large arena finishes k times sooner.
- * A smaller arena moves whole, where one thread copies or sums it in less
- * time than a meeting of all takes. */
+ * which is how a memory-bound move of a large arena finishes k times sooner
+ * (and why not always: comm.h's COMM_LOCAL_SLICED). */
 #include <stdlib.h>
 #include <string.h>
 
