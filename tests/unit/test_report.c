@@ -792,9 +792,12 @@ Test(trace, recorder_bounds)
     step_meter_lap(&m, PH_OPTIM);
     cr_assert_eq(t->n, 0, "nothing is stamped before the step's times are known");
     cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 1}, err), DDP_OK, "%s", err);
-    cr_assert_eq(t->n, 2);
+    /* (a busy machine may add the lap's descheduled time after it: a
+     * sampled step reads the run queue) */
+    int k = t->n == 3 && t->ev[1].kind == PH_DESCHED ? 1 : 0;
+    cr_assert_eq(t->n, 2 + k);
     cr_assert_eq(t->ev[0].kind, PH_OPTIM);
-    cr_assert_eq(t->ev[1].kind, TR_STEP);
+    cr_assert_eq(t->ev[1 + k].kind, TR_STEP);
     step_meter_free(&m);
     trace_rec_free(big);
     trace_rec_free(t);
