@@ -83,11 +83,12 @@ static void verdict(FILE *f, const report_page_t *p)
     if (!why[0] && p->n >= 1) {
         /* one run: its throughput and where its step goes */
         const run_result_t *r = &p->runs[0];
-        static report_stats_t st; /* 13 KB: not on the stack (docs/faults.md) */
+        static report_stats_t st; /* 33 KB: not on the stack (docs/faults.md) */
         report_stats(r, NULL, &st);
+        report_stats_apportion(&st, r->ndev); /* a wait's machine share is no phase's */
         int big = PH_FORWARD;
         for (int ph = 0; ph < PH_COUNT; ph++)
-            if (ph != PH_COMM_HIDDEN && st.phase[0][ph] > st.phase[0][big])
+            if (ph != PH_COMM_HIDDEN && ph != PH_DESCHED && st.phase[0][ph] > st.phase[0][big])
                 big = ph;
         char a[32], b[32];
         size_t used = 0;
@@ -98,12 +99,16 @@ static void verdict(FILE *f, const report_page_t *p)
                        report_fmt_time(a, sizeof a, st.step_p50),
                        report_phase_label(r->mode, (phase_t)big),
                        report_fmt_time(b, sizeof b, st.phase[0][big]));
+        if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
+            report_appendf(why, sizeof why, &used, " The machine took %s of its step (descheduled, "
+                           "or waiting for a device that was).",
+                           report_fmt_time(a, sizeof a, st.phase[0][PH_DESCHED]));
         if (!strategy_words(r->mode)->reference)
             report_appendf(why, sizeof why, &used,
                            " Run --mode compare to see it against single and the other mode.");
     }
     fputs("<section id=\"verdict\"><h2>Verdict</h2>\n", f);
-    sentences(f, why, 3);
+    sentences(f, why, 4); /* three, and the machine's first when it decided */
     fputs("</section>\n", f);
 }
 

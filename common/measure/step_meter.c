@@ -382,11 +382,6 @@ static int read_markers(step_meter_t *m, step_rec_t *r)
  * rest of the step's wait went to the laps where it may sleep (a
  * collective, a wait for another device), in proportion to their wall
  * time beyond their CPU time. */
-static bool may_sleep(phase_t p)
-{
-    return p == PH_COMM_EXPOSED || p == PH_GATHER || p == PH_IDLE || p == PH_SCATTER ||
-           p == PH_REPLICATE;
-}
 
 static void rq_estimate(step_rec_t *r)
 {
@@ -405,8 +400,8 @@ static void rq_estimate(step_rec_t *r)
             phase_t p = r->ph[i] == PH_COUNT ? r->ph[prev] : r->ph[i];
             double u = fmax(r->t[i] - r->t[prev] - (r->cpu[i] - r->cpu[prev]), 0.0);
             if (pass == 0)
-                *(may_sleep(p) ? &loose : &fixed) += u;
-            acc += u * (may_sleep(p) ? kl : kf);
+                *(phase_waits(p) ? &loose : &fixed) += u;
+            acc += u * (phase_waits(p) ? kl : kf);
             r->rq[i] = acc;
             prev = i;
         }

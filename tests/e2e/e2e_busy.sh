@@ -7,8 +7,9 @@
 # JSON and the table), not in its idle or its compute; the DP lesson's sentence still
 # holds: what device 0 "works alone" is its own serial phases (gather+loss,
 # optimizer, data), the others' idle it quotes is their idle (the JSON's),
-# not idle and descheduled together, and it names device 1's descheduled
-# time; the page of such a run says on the timeline that the machine was
+# not idle and descheduled together, less the machine's share (what device
+# 0's descheduled time explains, docs/results.md), and it names device 1's
+# descheduled time; the page of such a run says on the timeline that the machine was
 # busy.  A run that neither draws nor explains reads the scheduler's figure
 # in its sampled steps alone, and its default table shows the same wait:
 # a descheduled row with device 1's time, 25% of what it wanted its core
@@ -89,14 +90,19 @@ else:
             bad.append("device 0's serial work names '%s' (%s)" % (name, m.group(0)))
 def secs(v, unit):
     return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+# ... less the machine's share (docs/results.md): device 1's waits less
+# device 0's descheduled time, spread over them
+waits = ("scatter_s", "replicate_s", "comm_exposed_s", "all_gather_wait_s", "idle_s")
+w1 = sum(ph[1][k] for k in waits)
+own = ph[1]["idle_s"] * (1 - min(w1, ph[0]["descheduled_s"]) / w1) if w1 > 0 else 0.0
 m = re.search(r"the other devices sit idle ([0-9.]+) (ms|us|s) per step", text)
-if not m:
+if not m and not (own < 1e-6 and "the other devices sit idle only for a device that was descheduled" in text):
     bad.append("no 'the other devices sit idle' in: " + text[:600])
-else:
-    said, idle = secs(m.group(1), m.group(2)), ph[1]["idle_s"]
-    if abs(said - idle) > 0.02 * idle + 2e-6:
-        bad.append("the sentence's idle %.4g s is not device 1's idle %.4g s (idle + descheduled %.4g)"
-                   % (said, idle, idle + q1))
+elif m:
+    said = secs(m.group(1), m.group(2))
+    if abs(said - own) > 0.02 * own + 2e-6:
+        bad.append("the sentence's idle %.4g s is not device 1's idle less the machine's share %.4g s (idle %.4g)"
+                   % (said, own, ph[1]["idle_s"]))
 if not re.search(r"device 1 [0-9.]+ (ms|us|s)[^.]*descheduled", text):
     bad.append("the sentence does not name device 1's descheduled time: " + text[:800])
 # the default table of a run that neither draws nor explains: device 1's rows, in ms
