@@ -221,6 +221,19 @@ static void predict_section(FILE *f, const report_page_t *p)
                "measured%s.</p>\n",
             p->pred->k0,
             p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
+    /* the squares hold a busy machine's time, the model a quiet machine's */
+    for (int i = 0; i < p->n; i++) {
+        static report_stats_t st; /* 33 KB: not on the stack (docs/faults.md) */
+        report_stats(&p->runs[i], NULL, &st);
+        report_stats_apportion(&st, p->runs[i].ndev);
+        char a[32], b[32];
+        if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
+            fprintf(f, "<p class=\"note\">Busy machine: %s's measured step holds %s of the "
+                       "machine's time (descheduled, or waiting for a device that was) in its %s, "
+                       "which the model leaves out.</p>\n", label_of(p, i),
+                    report_fmt_time(a, sizeof a, st.phase[0][PH_DESCHED]),
+                    report_fmt_time(b, sizeof b, st.step_mean));
+    }
     svg_predict(f, p);
     fputs("</section>\n", f);
 }
