@@ -325,14 +325,14 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
 }
 
 /* The step's work: the CPU seconds this thread ran in it, less its laps of
- * waiting (exposed communication, ZeRO-3's all-gather wait and idle: a wait
- * may spin, and what it waits for is another device's work or the wire, not
- * this one's).  Time the
+ * waiting (phase_waits: exposed communication, ZeRO-3's all-gather wait,
+ * idle, DP's scatter and replicate: a wait may spin, and what it waits for is
+ * another device's work or the wire, not this one's; a peer off its core
+ * made DP's spin there count as work).  Time the
  * scheduler gave another process is in no thread's CPU clock, so a busy
  * machine stretches the step's wall time far more than its work: the figure
  * the A/B gate judges on the CPU (docs/gate.md).  A --slow-rank straggler's
  * extra passes and spin are work, on this clock. */
-static bool waiting(phase_t p) { return p == PH_COMM_EXPOSED || p == PH_GATHER || p == PH_IDLE; }
 
 static double work_cpu(const step_rec_t *r)
 {
@@ -342,12 +342,12 @@ static double work_cpu(const step_rec_t *r)
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue;
-        if (!waiting(p))
+        if (!phase_waits(p))
             w += r->cpu[i] - r->cpu[prev];
         prev = i;
     }
     phase_t last = r->ph[prev];
-    if (prev > 0 && prev < r->n - 1 && !waiting(last))
+    if (prev > 0 && prev < r->n - 1 && !phase_waits(last))
         w += r->cpu[r->n - 1] - r->cpu[prev];
     return w;
 }

@@ -370,6 +370,59 @@ Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
     cJSON_Delete(b);
 }
 
+/* The side that ran busier reads more work for the machine's sake alone
+ * (up to BASELINE_BUSY_WORK per unit of contention beyond the other's):
+ * within that, no verdict saying so, never regressed or improved; beyond
+ * it, the verdict stands (main's rule called +12% at contention 0.8
+ * regressed and -11% against a busy baseline improved). */
+Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.01e-3, 0.99e-3, 1.005e-3, 0.995e-3};
+    with_work(b, bw, 5);
+    char out[4096];
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){.disturbed = true, .contention = 0.8};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: a busy machine: ddp: work per step (CPU seconds, "
+                          "p10) +12.0%"), "%s", out);
+    cr_assert(strstr(out, "the candidate ran busier (contention 0.80 here, 0.00 there), which "
+                          "moves the work by up to 20%"), "%s", out);
+    /* beyond what the machine explains: regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.4 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    /* +12% with the candidate as quiet as the baseline: regressed */
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){0};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cJSON_Delete(b);
+    /* a busy baseline (contention 0.8 in every run) against a quiet candidate
+     * reading 11% less work: no verdict, not improved */
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    with_work(b, bw, 5);
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(b, "repeat"),
+                                                           "every_run"))
+    {
+        cJSON *m = cJSON_AddObjectToObject(e, "machine");
+        cJSON_AddNumberToObject(m, "contention", 0.8);
+    }
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 0.89 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "the baseline ran busier"), "%s", out);
+    cJSON_Delete(b);
+}
+
 /* The verdict names the phases that moved, largest first, with their +-. */
 Test(gate, attributes_the_change_to_phases)
 {
