@@ -224,11 +224,19 @@ static const repeat_t *reps_of(const report_ctx_t *ctx, const run_result_t *runs
     return rp && rp->n >= 2 ? rp : NULL;
 }
 
+/* A run's throughput as the sentences give it: with --repeat, the median
+ * over its runs (the table under it gives the same), else its own. */
+static double tp_of(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *r)
+{
+    const repeat_t *rp = reps_of(ctx, runs, r);
+    return rp ? repeat_interval(rp, FIG_THROUGHPUT).median : r->samples_per_s;
+}
+
 static apart_t told_apart(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *a,
                           const run_result_t *b)
 {
     apart_t ap = {.nruns = 1, .noise = WHY_ONE_RUN_NOISE};
-    double ta = a->samples_per_s, tb = b->samples_per_s;
+    double ta = tp_of(ctx, runs, a), tb = tp_of(ctx, runs, b);
     double slow = fmin(ta, tb);
     ap.diff = slow > 0 ? fabs(ta - tb) / slow : 0.0;
     const repeat_t *ra = reps_of(ctx, runs, a), *rb = reps_of(ctx, runs, b);
@@ -769,14 +777,17 @@ static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_
                           const run_result_t *dp, const run_result_t *ddp)
 {
     const run_result_t *multi = dp ? dp : ddp;
-    if (!single || !multi || single->samples_per_s <= 0)
+    double t1 = single ? tp_of(ctx, runs, single) : 0.0;
+    if (!single || !multi || t1 <= 0)
         return;
     report_appendf(buf, len, used, "On %d device%s", multi->ndev, multi->ndev == 1 ? "" : "s");
     if (dp)
-        report_appendf(buf, len, used, " DP runs %.2fx single", dp->samples_per_s / single->samples_per_s);
+        report_appendf(buf, len, used, " DP runs %.2fx single", tp_of(ctx, runs, dp) / t1);
     if (ddp)
         report_appendf(buf, len, used, "%s DDP %.2fx%s", dp ? " and" : "",
-                       ddp->samples_per_s / single->samples_per_s, dp ? "" : " single");
+                       tp_of(ctx, runs, ddp) / t1, dp ? "" : " single");
+    if (reps_of(ctx, runs, single))
+        report_appendf(buf, len, used, " (the medians over %d runs)", reps_of(ctx, runs, single)->n);
     if (dp && ddp) {
         apart_t ap = told_apart(ctx, runs, dp, ddp);
         if (ap.sign != 0) {
