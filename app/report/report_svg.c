@@ -114,6 +114,10 @@ static const char *tick(char *b, size_t n, double v, double step)
     return b;
 }
 
+/* A tick's label: centred on it, but ending at it near the figure's right
+ * edge, where a centred one ran past it. */
+static const char *anchor(double x) { return x > W - 40 ? "end" : "middle"; }
+
 /* The time axis under a plot of `span` seconds at x0..x0+PLOT_W, at y. */
 static void time_axis(FILE *f, double span, int y)
 {
@@ -124,8 +128,8 @@ static void time_axis(FILE *f, double span, int y)
         double x = LABEL_W + k * st / span * PLOT_W;
         char b[32];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
-                x, y, x, y + 4, x, y + 15, tick(b, sizeof b, k * st, st));
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
+                x, y, x, y + 4, x, y + 15, anchor(x), tick(b, sizeof b, k * st, st));
     }
     fputs("</g>", f);
 }
@@ -339,12 +343,10 @@ int svg_timelines(FILE *f, const report_page_t *p)
         fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
                    "role=\"img\" aria-label=\"timeline of one step\">\n",
                 W, h, W, h);
-        if (busy) {
-            fprintf(f, "<text class=\"busy\" x=\"%d\" y=\"14\" data-busy=\"1\">Busy machine: ",
-                    LABEL_W);
+        if (busy) { /* from the left edge, short: at 700 px it must fit the figure */
+            fprintf(f, "<text class=\"busy\" x=\"4\" y=\"14\" data-busy=\"1\">Busy machine: ");
             if (most > 0.0)
-                fprintf(f, "%s %d waited %s for a core in this step (dark: descheduled, another "
-                           "process had it)",
+                fprintf(f, "%s %d waited %s for a core in this step (dark)",
                         strategy_words(r->mode)->member, most_dev,
                         tfmt(b1, sizeof b1, most));
             else
@@ -531,8 +533,8 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++) {
         double x = LABEL_W + k * stp * scale;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
-                   "text-anchor=\"middle\">%g %s</text>",
-                x, y, x, y + 4, x, y + 15, k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
+                   "text-anchor=\"%s\">%g %s</text>",
+                x, y, x, y + 4, x, y + 15, anchor(x), k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
     }
     fputs("</g></svg>\n", f);
     return n;

@@ -128,5 +128,12 @@ EOF
     grep -q 'data-busy="1"' "$T/busy.html" && ok ||
         ko "the page beside the hog does not say on its timeline that the machine was busy"
     grep -q 'c-desched' "$T/busy.html" && ok || ko "the page draws no descheduled time"
+    # ... and says so whole, in a browser at 700 and 1400 px (its banner ran
+    # past the figure's edge: tests/browser/page_check.py)
+    if need chromium; then
+        mkdir -p "$T/shots"
+        $PY "$(dirname "$0")/../browser/page_check.py" "$(command -v chromium)" "$T/shots" \
+            "$T/busy.html:4:2" >"$T/page.out" 2>&1 && ok || ko "the busy page in Chromium: $(cat "$T/page.out")"
+    fi
 fi
 e2e_finish
