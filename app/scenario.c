@@ -175,16 +175,18 @@ static double wait_of(const run_result_t *r, int d)
     return per_step(r, d, PH_COMM_EXPOSED) + per_step(r, d, PH_IDLE);
 }
 
-/* The machine's share of device d's waits (docs/results.md: the part the
- * longest another device was descheduled explains). */
-static double machine_wait(const run_result_t *r, int d)
+/* The machine's share of device d's waits, a fraction of each (docs/results.md:
+ * the part the longest another device was descheduled explains). */
+static double machine_frac(const run_result_t *r, int d)
 {
     static double ph[MAX_DEVICES][PH_COUNT];
     for (int e = 0; e < r->ndev && e < MAX_DEVICES; e++)
         for (int p = 0; p < PH_COUNT; p++)
             ph[e][p] = per_step(r, e, (phase_t)p);
-    return report_machine_frac((const double (*)[PH_COUNT])ph, r->ndev, d) * wait_of(r, d);
+    return report_machine_frac((const double (*)[PH_COUNT])ph, r->ndev, d);
 }
+
+static double machine_wait(const run_result_t *r, int d) { return machine_frac(r, d) * wait_of(r, d); }
 
 /* Time device d's thread waited for its core (another process had it). */
 static double desched_of(const run_result_t *r, int d) { return per_step(r, d, PH_DESCHED); }
@@ -451,26 +453,44 @@ static int sc_dp_device0(scen_t *s)
     }
     double alone = per_step(dp, 0, PH_DATA) + per_step(dp, 0, PH_H2D) +
                    per_step(dp, 0, PH_LOSS) + per_step(dp, 0, PH_OPTIM);
-    double idle = 0.0, other_mem = 0.0;
+    double idle = 0.0, idle_m = 0.0, other_mem = 0.0;
     size_t other_optim = 0;
-    for (int d = 1; d < n; d++) {
-        idle += per_step(dp, d, PH_IDLE) / (n - 1);
+    for (int d = 1; d < n; d++) { /* the others' idle, the machine's share apart */
+        idle += per_step(dp, d, PH_IDLE) * (1.0 - machine_frac(dp, d)) / (n - 1);
+        idle_m += per_step(dp, d, PH_IDLE) * machine_frac(dp, d) / (n - 1);
         other_mem = fmax(other_mem, (double)dp->dev[d].mem_peak);
         other_optim += dp->dev[d].mem_split[MEM_OPTIM];
     }
     double step = dp->times.n ? dp->times.timed_s / dp->times.n : 0.0;
+    char mach[96] = "", iw[32];
+    if (idle_m > 0.05 * step)
+        snprintf(mach, sizeof mach, ", and %s more waiting for a device that was descheduled "
+                 "(the machine's)", ms(a, sizeof a, idle_m));
     if (n > 1)
         para(s, "", "per step of %s: device 0 alone staged the batch, computed the loss over it "
              "and stepped the optimizer for %s, while the other devices sat idle %s per step "
-             "(waiting for it, and at the barriers). DDP's ranks hold the same split each; with "
-             "--zero1 each holds 1/%d of the optimizer state.",
-             ms(a, sizeof a, step), ms(b, sizeof b, alone), ms(cc, sizeof cc, idle), n);
-    para(s, "The fix:",
-         "DistributedDataParallel: every device holds and steps its own copy, so there is no "
-         "device 0 to wait for or to run out of memory; for the optimizer's memory, "
-         "ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its state among the ranks.");
-    bool shown = n > 1 && (double)dp->dev[0].mem_peak > other_mem &&
-                 dp->dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle > 0;
+             "(waiting for it, and at the barriers)%s. DDP's ranks hold the same split each; "
+             "with --zero1 each holds 1/%d of the optimizer state.",
+             ms(cc, sizeof cc, step), ms(b, sizeof b, alone), ms(iw, sizeof iw, idle), mach, n);
+    /* the fix in this run's own numbers: the most any device held */
+    double ddp_mem = 0.0, z_mem = 0.0;
+    for (int d = 0; n > 1 && d < ddp->ndev; d++)
+        ddp_mem = fmax(ddp_mem, (double)ddp->dev[d].mem_peak);
+    for (int d = 0; n > 1 && d < z->ndev; d++)
+        z_mem = fmax(z_mem, (double)z->dev[d].mem_peak);
+    char m0[32], m1[32], m2[32];
+    mib(m0, sizeof m0, (double)dp->dev[0].mem_peak);
+    if (n > 1)
+        para(s, "The fix:",
+             "DistributedDataParallel: every rank holds and steps its own copy, so no device "
+             "waits for a device 0 to step the optimizer; but each rank holds what DP's device 0 "
+             "held (at most %s against %s here: DDP evens the load, not the memory). For the "
+             "optimizer's memory, ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its "
+             "state among the ranks: at most %s on a rank, %s less than DP's device 0.",
+             mib(m1, sizeof m1, ddp_mem), m0, mib(m2, sizeof m2, z_mem),
+             mib(cc, sizeof cc, (double)dp->dev[0].mem_peak - z_mem));
+    bool shown = n > 1 && (double)dp->dev[0].mem_peak > other_mem && z_mem < dp->dev[0].mem_peak &&
+                 dp->dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle + idle_m > 0;
     /* DDP: the same optimizer state on every rank; ZeRO-1: about 1/world of
      * it on each (a bucket's few leftover floats, count mod world, are
      * stepped by every rank), all of it over the ranks */
