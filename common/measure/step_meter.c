@@ -551,6 +551,9 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
 {
     const step_end_t *e = &r->end;
     const config_t *c = m->to.cfg;
+    /* an epoch's tail step: fewer global rows than the most a step had */
+    bool tail = e->global_samples < m->rows_full;
+    m->rows_full = e->global_samples > m->rows_full ? e->global_samples : m->rows_full;
     /* A logged loss is always fetched (by the device that computes it: DP's
      * device 0, every DDP rank): NaN or Inf there is divergence, and a
      * diverged run stops here rather than train (and save) garbage. */
@@ -574,8 +577,10 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
             }
             progress_clear(m->prog); /* the loss line replaces it */
             if (c && !c->quiet && !c->loss_lines_off)
-                fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
-                        e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
+                fprintf(c->json || c->csv ? stderr : stdout,
+                        "step %*ld/%ld  epoch %ld  loss %.6f%s\n", e->total >= 1000 ? 5 : 3,
+                        r->g + 1, e->total, e->epoch + 1, r->mean,
+                        tail ? "  (an epoch's tail: a mean over fewer rows)" : "");
         }
     }
     m->samples_done += e->global_samples;

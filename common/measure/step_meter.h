@@ -150,6 +150,7 @@ struct step_meter {
     double first_lap[PH_COUNT]; /* the told step (--explain): each phase's first lap */
     uint64_t row_bytes;      /* the bytes of a staged row (step_meter_staged) */
     long samples_done;       /* global samples of the steps reported so far */
+    long rows_full;          /* the most global samples a step reported had */
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
     double last_end_t;       /* when the last reported step's last marker passed */

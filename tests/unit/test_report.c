@@ -1853,6 +1853,24 @@ Test(report_text, explain_tells_buckets_and_moves)
 // ---------------------------------------------------------------------------
 // the progress line
 
+/* An epoch's tail: a step of 1 row after steps of 10, its loss a mean over
+ * that row alone (a 3-rank run showed 0.000004 so, without saying). */
+Test(progress, an_epochs_tail_is_named)
+{
+    mem_t m;
+    mem_open(&m);
+    progress_t p;
+    progress_init_on(&p, true, m.f, "ddp", 100);
+    for (int i = 1; i <= 3; i++)
+        progress_update(&p, i, 0, NAN, i * 10L);
+    usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6));
+    progress_update(&p, 4, 0, 0.000004, 31);
+    progress_end(&p);
+    char *txt = mem_close(&m);
+    cr_assert(strstr(txt, "loss 0.0000 (step 4: a tail of 1 row)"), "%s", txt);
+    free(txt);
+}
+
 Test(progress, silent_when_off_rate_limited_when_on)
 {
     mem_t m;
@@ -1896,6 +1914,7 @@ Test(progress, silent_when_off_rate_limited_when_on)
     cr_assert_eq(count_char(txt, '\r'), 1, "one update: %s", txt);
     cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500 (step 2)"), "%s", txt);
     cr_assert(strstr(txt, "samples/s  ETA "), "%s", txt);
+
     progress_end(&p);
     fflush(m.f);
     cr_assert(m.len > one, "end erases the line");
