@@ -139,28 +139,24 @@ static bool rq_read(const step_meter_t *m, const step_rec_t *r)
 // ---------------------------------------------------------------------------
 // while the step is queued
 
+/* *p grown to n elements of its type (kept as it was when that fails). */
+#define GROW(p, n) ((p) = grown((p), (size_t)(n) * sizeof *(p), &ok))
+static void *grown(void *p, size_t bytes, bool *ok)
+{
+    void *q = realloc(p, bytes);
+    *ok = *ok && q;
+    return q ? q : p;
+}
+
 /* Room for one more mark in r (events are made once and reused). */
 static bool mark_room(step_meter_t *m, step_rec_t *r)
 {
     if (r->n < r->cap)
         return true;
     int cap = r->cap ? 2 * r->cap : 32;
-    phase_t *ph = realloc(r->ph, (size_t)cap * sizeof *ph);
-    if (ph)
-        r->ph = ph;
-    double *t = realloc(r->t, (size_t)cap * sizeof *t);
-    if (t)
-        r->t = t;
-    double *cpu = realloc(r->cpu, (size_t)cap * sizeof *cpu);
-    if (cpu)
-        r->cpu = cpu;
-    double *rq = realloc(r->rq, (size_t)cap * sizeof *rq);
-    if (rq)
-        r->rq = rq;
-    backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
-    if (ev)
-        r->ev = ev;
-    if (!ph || !t || !cpu || !rq || !ev) {
+    bool ok = true;
+    GROW(r->ph, cap), GROW(r->t, cap), GROW(r->cpu, cap), GROW(r->rq, cap), GROW(r->ev, cap);
+    if (!ok) {
         meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
         return false;
     }

@@ -114,7 +114,8 @@ Test(step_meter, the_first_step_is_recorded_on_its_own)
     cr_assert(story.filled);
     cr_assert_float_eq(story.step_s, dt, 1e-12);
     cr_assert_lt(step_meter_first_lap(&m, PH_DATA), dev.first_phase_s[PH_DATA]);
-    cr_assert_geq(step_meter_first_lap(&m, PH_DATA), 1e-3);
+    /* (a busy machine's share of the lap apart: a sampled step reads it) */
+    cr_assert_geq(step_meter_first_lap(&m, PH_DATA) + dev.first_phase_s[PH_DESCHED], 1e-3);
     cr_assert_eq(dev.first_rows, 5);
     cr_assert_eq(dev.first_phase_s[PH_OPTIM], 0.0, "the earlier step is not the first's");
     cr_assert_gt(dev.first_phase_s[PH_DATA], 0.0);
