@@ -530,7 +530,8 @@ static void attribute(const cJSON *match, const repeat_t *r, double step_ref, ch
         base_fig_t b;
         char rkey[64];
         snprintf(rkey, sizeof rkey, "phases_s_per_step.%s", phase_key((phase_t)p));
-        if (p == PH_SKEW || !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
+        if (p == PH_SKEW || p == PH_DESCHED || /* the machine's, not a phase of the code's */
+            !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
             continue;
         interval_t c = cand(r, FIG_PHASE0 + p);
         /* phases under 2% of the step on both sides are noise, not causes */
