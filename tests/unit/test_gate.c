@@ -370,11 +370,11 @@ Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
     cJSON_Delete(b);
 }
 
-/* The side that ran busier reads more work for the machine's sake alone
- * (up to BASELINE_BUSY_WORK per unit of contention beyond the other's):
- * within that, no verdict saying so, never regressed or improved; beyond
- * it, the verdict stands (main's rule called +12% at contention 0.8
- * regressed and -11% against a busy baseline improved). */
+/* Sides apart in contention read apart in work for the machine's sake alone
+ * (up to BASELINE_BUSY_WORK per unit of contention, either way): within
+ * that, no verdict saying so, never regressed or improved; beyond it, the
+ * verdict stands (main's rule called +12% at contention 0.8 regressed and
+ * -11% against a busy baseline improved). */
 Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
 {
     const double tight[] = {995, 1005};
@@ -392,11 +392,11 @@ Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
     cr_assert(strstr(out, "verdict: no verdict: a busy machine: ddp: work per step (CPU seconds, "
                           "p10) +12.0%"), "%s", out);
-    cr_assert(strstr(out, "the candidate ran busier (contention 0.80 here, 0.00 there), which "
-                          "moves the work by up to 20%"), "%s", out);
+    cr_assert(strstr(out, "the two sides ran apart in contention (0.80 here, 0.00 there), which "
+                          "moves the work by up to 24%"), "%s", out);
     /* beyond what the machine explains: regressed */
     for (int i = 0; i < 5; i++)
-        r.run[i].work_p10 = 1.4 * bw[i];
+        r.run[i].work_p10 = 1.5 * bw[i];
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
     /* +12% with the candidate as quiet as the baseline: regressed */
     for (int i = 0; i < 5; i++) {
@@ -419,7 +419,12 @@ Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
     for (int i = 0; i < 5; i++)
         r.run[i].work_p10 = 0.89 * bw[i];
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
-    cr_assert(strstr(out, "the baseline ran busier"), "%s", out);
+    cr_assert(strstr(out, "ran apart in contention (0.00 here, 0.80 there)"), "%s", out);
+    /* ... and a quiet candidate reading 11% MORE than the busy baseline (ddp
+     * read so at contention 0.07 against 0.4): no verdict, not regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.11 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
     cJSON_Delete(b);
 }
 
