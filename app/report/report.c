@@ -226,18 +226,23 @@ double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d)
     return wait > 0.0 ? fmin(peer, wait) / wait : 0.0;
 }
 
-void report_stats_apportion(report_stats_t *s, int ndev)
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m)
 {
     double f[MAX_DEVICES];
     for (int d = 0; d < ndev && d < MAX_DEVICES; d++)
         f[d] = report_machine_frac((const double (*)[PH_COUNT])s->phase, ndev, d);
+    if (m)
+        memset(m, 0, sizeof *m);
     for (int d = 0; d < ndev && d < MAX_DEVICES; d++) {
-        s->desched[d] = s->phase[d][PH_DESCHED];
+        if (m)
+            m->desched[d] = s->phase[d][PH_DESCHED];
         for (int p = 0; p < PH_COUNT; p++)
             if (phase_waits((phase_t)p)) {
-                s->machine[d][p] = f[d] * s->phase[d][p];
-                s->phase[d][PH_DESCHED] += s->machine[d][p];
-                s->phase[d][p] -= s->machine[d][p];
+                double q = f[d] * s->phase[d][p];
+                s->phase[d][PH_DESCHED] += q;
+                s->phase[d][p] -= q;
+                if (m)
+                    m->machine[d][p] = q;
             }
     }
 }

@@ -96,12 +96,16 @@ typedef struct {
     double max_step;     /* max |params - single's| / (lr x steps): Adam's unit */
     bool adam;           /* the worst parameter is judged by max_step, not max_rel */
     bool agree;
-    /* after report_stats_apportion: each device's own descheduled time
-     * (phase[][PH_DESCHED] is then its machine time), and the machine's
-     * share of each of its wait phases (taken out of phase[][]) */
+} report_stats_t;
+
+/* What report_stats_apportion moved: each device's own descheduled time
+ * (phase[][PH_DESCHED] is then its machine time), and the machine's share of
+ * each of its wait phases (taken out of phase[][]).  Apart from
+ * report_stats_t, whose frame the reports keep on their stacks. */
+typedef struct {
     double desched[MAX_DEVICES];
     double machine[MAX_DEVICES][PH_COUNT];
-} report_stats_t;
+} report_machine_t;
 
 /* ref: the single run to compare with, or NULL. */
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s);
@@ -115,8 +119,9 @@ double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d);
 /* What the sentences read: every device's waits less the machine's share,
  * spread over its wait phases in proportion to their time, and that share
  * added to its PH_DESCHED, which becomes its machine time (descheduled, or
- * waiting for a device that was); the phases still add up to the step. */
-void report_stats_apportion(report_stats_t *s, int ndev);
+ * waiting for a device that was); the phases still add up to the step.
+ * m (may be NULL) gets what moved. */
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m);
 
 /* -- text ------------------------------------------------------------------ */
 /* One paragraph: mode, backend, devices, model, data, batch, steps. */

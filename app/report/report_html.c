@@ -83,9 +83,9 @@ static void verdict(FILE *f, const report_page_t *p)
     if (!why[0] && p->n >= 1) {
         /* one run: its throughput and where its step goes */
         const run_result_t *r = &p->runs[0];
-        static report_stats_t st; /* 33 KB: not on the stack (docs/faults.md) */
+        static report_stats_t st; /* 26 KB: not on the stack (docs/faults.md) */
         report_stats(r, NULL, &st);
-        report_stats_apportion(&st, r->ndev); /* a wait's machine share is no phase's */
+        report_stats_apportion(&st, r->ndev, NULL); /* a wait's machine share is no phase's */
         int big = PH_FORWARD;
         for (int ph = 0; ph < PH_COUNT; ph++)
             if (ph != PH_COMM_HIDDEN && ph != PH_DESCHED && st.phase[0][ph] > st.phase[0][big])
@@ -241,9 +241,9 @@ static void predict_section(FILE *f, const report_page_t *p)
                 p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
         /* the squares hold a busy machine's time, the model a quiet machine's */
         for (int i = 0; i < p->n; i++) {
-            static report_stats_t st; /* 33 KB: not on the stack (docs/faults.md) */
+            static report_stats_t st; /* 26 KB: not on the stack (docs/faults.md) */
             report_stats(&p->runs[i], NULL, &st);
-            report_stats_apportion(&st, p->runs[i].ndev);
+            report_stats_apportion(&st, p->runs[i].ndev, NULL);
             char a[32], b[32];
             if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
                 fprintf(f, "<p class=\"note\">Busy machine: %s's measured step holds %s of the "

@@ -62,9 +62,9 @@ void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *
 static int missed_phase(const run_result_t *r, const double *pred, double *got, double *want,
                         double *machine, double *step)
 {
-    static report_stats_t s; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     report_stats(r, NULL, &s);
-    report_stats_apportion(&s, r->ndev);
+    report_stats_apportion(&s, r->ndev, NULL);
     *machine = s.phase[0][PH_DESCHED];
     *step = s.step_mean;
     int best = -1;

@@ -65,11 +65,14 @@ static const char *fmt_short(char *buf, size_t n, double s)
 static const char *mode_title(mode_t_ m) { return strategy_words(m)->title; }
 
 /* A run's figures as the sentences read them: each wait less the machine's
- * share, which is in PH_DESCHED, the machine time (report_stats_apportion). */
-static void stats_of(const run_result_t *r, report_stats_t *s)
+ * share, which is in PH_DESCHED, the machine time (report_stats_apportion);
+ * what moved, until the next call. */
+static const report_machine_t *stats_of(const run_result_t *r, report_stats_t *s)
 {
+    static report_machine_t m; /* 7 KB: not on the stack (docs/faults.md) */
     report_stats(r, NULL, s);
-    report_stats_apportion(s, r->ndev);
+    report_stats_apportion(s, r->ndev, &m);
+    return &m;
 }
 
 /* A phase as the sentences name it: PH_DESCHED holds the machine time. */
@@ -197,7 +200,7 @@ typedef struct {
  * run's step: descheduled, or waiting for a device that was), and its step. */
 static double machine_time(const run_result_t *r, double *step)
 {
-    static report_stats_t s; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     stats_of(r, &s);
     *step = s.step_mean;
     return s.phase[0][PH_DESCHED];
@@ -303,12 +306,13 @@ typedef struct {
     double serial, sync;
 } dp_split_t;
 
-static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o)
+static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o,
+                     const report_machine_t **m)
 {
     int ndev = r->ndev;
     if (ndev < 2 || r->times.n == 0)
         return false;
-    stats_of(r, s);
+    *m = stats_of(r, s);
     if (s->step_mean <= 0.0)
         return false; /* nothing to tell */
     memset(o, 0, sizeof *o);
@@ -359,11 +363,11 @@ static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_sta
  * than WHY_DESCHED of the step (the runs that measure it: --report,
  * --explain, --trace), the most first. */
 static void app_desched(char *buf, size_t len, size_t *used, const run_result_t *r,
-                        const report_stats_t *s)
+                        const report_stats_t *s, const report_machine_t *m)
 {
     int shown = 0;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES && shown < 2; d++) {
-        double v = s->desched[d];
+        double v = m->desched[d];
         if (!(v > WHY_DESCHED * s->step_mean))
             continue;
         char t[32];
@@ -377,11 +381,11 @@ static void app_desched(char *buf, size_t len, size_t *used, const run_result_t 
 }
 
 /* The machine's share of the idle time of devices first..ndev-1, their mean. */
-static double machine_idle(const run_result_t *r, const report_stats_t *s, int first)
+static double machine_idle(const run_result_t *r, const report_machine_t *m, int first)
 {
     double sum = 0.0;
     for (int d = first; d < r->ndev && d < MAX_DEVICES; d++)
-        sum += s->machine[d][PH_IDLE];
+        sum += m->machine[d][PH_IDLE];
     return r->ndev > first ? sum / (r->ndev - first) : 0.0;
 }
 
@@ -389,9 +393,10 @@ static double machine_idle(const run_result_t *r, const report_stats_t *s, int f
  * spends at once on the synchronisation DP adds, and who waits for whom. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    static report_stats_t s; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     dp_split_t sp;
-    if (!dp_split(r, &s, &sp))
+    const report_machine_t *mm;
+    if (!dp_split(r, &s, &sp, &mm))
         return;
     double serial = sp.serial;
     char t[32], u[32], w[32];
@@ -408,7 +413,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
     /* the others' idle: device 0's serial work explains part of it; the
      * rest is waiting for each other, which device 0 does too */
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), idle0 = s.phase[0][PH_IDLE];
-    double mi = machine_idle(r, &s, 1);
+    double mi = machine_idle(r, mm, 1);
     if ((idle > 0.0 || mi > 0.0) &&
         app_wait(buf, len, used, "; the other devices sit idle", idle, " per step", mi, s.step_mean)) {
         double expl = idle < serial ? idle : serial;
@@ -421,7 +426,7 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
             report_appendf(buf, len, used, ": waiting for device 0's serial work");
         app_wait_machine(buf, len, used, true, mi, s.step_mean);
     }
-    app_desched(buf, len, used, r, &s);
+    app_desched(buf, len, used, r, &s, mm);
     report_appendf(buf, len, used, ". ");
 }
 
@@ -434,12 +439,12 @@ static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r, 
 {
     if (r->ndev < 2 || r->times.n == 0)
         return;
-    static report_stats_t s; /* 33 KB: not on the stack (docs/faults.md) */
-    stats_of(r, &s);
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
+    const report_machine_t *mm = stats_of(r, &s);
     double hidden = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_HIDDEN);
     double exposed = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED), m = 0.0;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
-        m += s.machine[d][PH_COMM_EXPOSED] / r->ndev;
+        m += mm->machine[d][PH_COMM_EXPOSED] / r->ndev;
     char a[32], b[48];
     if (!no_overlap && hidden + exposed + m <= 0.0)
         return;
@@ -466,7 +471,7 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
 {
     if (x->times.n == 0 || y->times.n == 0)
         return;
-    static report_stats_t sx, sy; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t sx, sy; /* 26 KB: not on the stack (docs/faults.md) */
     stats_of(x, &sx);
     stats_of(y, &sy);
     const run_result_t *fast = x, *slow = y;
@@ -585,7 +590,7 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
 {
     if (!single || r->ndev < 2 || r->times.n == 0 || single->times.n == 0)
         return;
-    static report_stats_t s1, s; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
     stats_of(single, &s1);
     stats_of(r, &s);
     bool ddp = strategy_words(r->mode)->ranks;
@@ -804,11 +809,12 @@ static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_
 /* 2. DP's device 0: what it does alone while the others wait. */
 static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    static report_stats_t s; /* 33 KB: not on the stack (docs/faults.md) */
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     dp_split_t sp;
-    if (!r || !dp_split(r, &s, &sp))
+    const report_machine_t *mm;
+    if (!r || !dp_split(r, &s, &sp, &mm))
         return;
-    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), mi = machine_idle(r, &s, 1);
+    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), mi = machine_idle(r, mm, 1);
     if (sp.na == 0) {
         report_appendf(buf, len, used, "DP's device 0 did nothing alone here");
         bool own = app_wait(buf, len, used, "; the other devices sit idle", idle, " per step", mi,
@@ -821,7 +827,7 @@ static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *
     report_appendf(buf, len, used, ")");
     bool own = app_wait(buf, len, used, "; the others idle", idle, "", mi, s.step_mean);
     app_wait_machine(buf, len, used, own, mi, s.step_mean);
-    app_desched(buf, len, used, r, &s);
+    app_desched(buf, len, used, r, &s, mm);
     report_appendf(buf, len, used, ".\n");
 }
 
