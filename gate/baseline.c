@@ -777,21 +777,34 @@ static int judge_work(judge_t *j, const ratio_interval_t *w)
     /* the machine's allowance: sides that ran apart in contention may read
      * apart in work by BASELINE_BUSY_WORK per unit of it, either way */
     double a = BASELINE_BUSY_WORK * fabs(j->ccand - j->cbase);
-    int wv = w->lo > up * (1.0 + a)           ? V_WORSE
+    /* a baseline whose own work spreads wider than the tolerance gives no
+     * verdict, whatever the candidate did: what baseline_too_noisy warned
+     * when it was written (a 15% slowdown read +2.3%, 'no change', against
+     * one that had warned so) */
+    double bv[REPEAT_MAX];
+    int nb = base_work(j->match, bv, REPEAT_MAX);
+    double bwidth = nb >= 2 ? interval_width_pct(interval_of(bv, nb)) : 0.0;
+    bool noisy = bwidth > j->tol;
+    int wv = noisy                            ? V_NONE
+             : w->lo > up * (1.0 + a)         ? V_WORSE
              : w->hi < down / (1.0 + a)       ? V_BETTER
              : w->lo >= down && w->hi <= up   ? V_SAME
                                               : V_NONE;
-    bool busy = wv == V_NONE && (w->lo > up || w->hi < down);
-    bool tp_judged = j->ndist == 0 && j->bdist == 0 && !j->noisy_base;
+    bool busy = !noisy && wv == V_NONE && (w->lo > up || w->hi < down);
+    bool tp_judged = j->ndist == 0 && j->bdist == 0 && !j->noisy_base && !noisy;
     bool by_wall = wv != V_WORSE && tp_judged && j->v == V_WORSE;
     int fv = by_wall ? V_WORSE : wv;
     report_appendf(j->buf, j->len, &j->used, "verdict: %s: %s%swork per step (CPU seconds, p10) "
         "%+.1f%% against the baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of "
         "%d run%s here and %d there; tolerance %g%%)", verdict_word[fv],
-        busy && !by_wall ? "a busy machine: " : "", j->pre,
+        noisy ? "the baseline is too noisy: " : busy && !by_wall ? "a busy machine: " : "", j->pre,
         100.0 * (w->ratio - 1.0), 100.0 * (w->lo - 1.0), 100.0 * (w->hi - 1.0), w->ncand,
         w->ncand == 1 ? "" : "s", w->nbase, j->tol);
-    if (busy && !by_wall)
+    if (noisy)
+        report_appendf(j->buf, j->len, &j->used, "; too noisy to gate %g%%: the baseline's work "
+            "spreads %.0f%% over %d runs, as it warned when written: take it again on a quieter "
+            "machine or with more --repeat", j->tol, bwidth, nb);
+    else if (busy && !by_wall)
         report_appendf(j->buf, j->len, &j->used, "; the two sides ran apart in contention (%.2f "
             "here, %.2f there), which moves the work by up to %.0f%% (docs/gate.md): take both "
             "on equally quiet machines", j->ccand, j->cbase, 100.0 * a);

@@ -370,6 +370,36 @@ Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
     cJSON_Delete(b);
 }
 
+/* A baseline whose work spreads wider than the tolerance warned so when it
+ * was written ("a --baseline of them gives no verdict"), and a --baseline of
+ * it gives none, whatever the candidate did (main's gate called a tight
+ * candidate 30% above such a baseline regressed, and in bench_baseline.sh's
+ * run 3 a planted 15% slowdown 'no change' against one that had warned). */
+Test(gate, a_noisy_work_baseline_gives_no_verdict_as_it_warned)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.10e-3, 0.95e-3, 1.06e-3, 0.92e-3};
+    with_work(b, bw, 5);
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = bw[i];
+    char out[4096];
+    cr_assert(baseline_too_noisy(&r, NULL, 5, out, sizeof out), "the baseline's runs did not warn");
+    cr_assert(strstr(out, "a --baseline of them gives no verdict"), "%s", out);
+    for (double k = 0.9; k < 1.35; k += 0.1) {
+        for (int i = 0; i < 5; i++)
+            r.run[i].work_p10 = k * (1.0 + 0.001 * i) * 1.0e-3;
+        cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "work x %.1f: %s", k, out);
+        cr_assert(strstr(out, "verdict: no verdict: the baseline is too noisy: ddp: work per step"),
+                  "%s", out);
+        cr_assert(strstr(out, "too noisy to gate 5%: the baseline's work spreads "), "%s", out);
+    }
+    cJSON_Delete(b);
+}
+
 /* Sides apart in contention read apart in work for the machine's sake alone
  * (up to BASELINE_BUSY_WORK per unit of contention, either way): within
  * that, no verdict saying so, never regressed or improved; beyond it, the
