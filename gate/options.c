@@ -10,7 +10,8 @@
 #define OPT_PART gate_opts_t
 
 static const opt_t rows[] = {
-    {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
+    {"baseline", "FILE", NULL, "none", "judge against an earlier --json result: the work per "
+     "step (work_cpu_s.p10) on the CPU, the median-step throughput elsewhere",
      NULL, PATH(baseline), .after = "report",
      EFF(CF_OUTPUT)},
     {"tolerance", "PCT", "5", NULL,

@@ -216,6 +216,37 @@ static double load_average(void)
     return v;
 }
 
+double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d)
+{
+    double wait = 0.0, peer = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        wait += phase_waits((phase_t)p) ? ph[d][p] : 0.0;
+    for (int e = 0; e < ndev && e < MAX_DEVICES; e++)
+        peer = e != d ? fmax(peer, ph[e][PH_DESCHED]) : peer;
+    return wait > 0.0 ? fmin(peer, wait) / wait : 0.0;
+}
+
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m)
+{
+    double f[MAX_DEVICES];
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++)
+        f[d] = report_machine_frac((const double (*)[PH_COUNT])s->phase, ndev, d);
+    if (m)
+        memset(m, 0, sizeof *m);
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++) {
+        if (m)
+            m->desched[d] = s->phase[d][PH_DESCHED];
+        for (int p = 0; p < PH_COUNT; p++)
+            if (phase_waits((phase_t)p)) {
+                double q = f[d] * s->phase[d][p];
+                s->phase[d][PH_DESCHED] += q;
+                s->phase[d][p] -= q;
+                if (m)
+                    m->machine[d][p] = q;
+            }
+    }
+}
+
 double report_phase_mean(const report_stats_t *s, int first, int last, int p)
 {
     if (last < first)

@@ -98,8 +98,30 @@ typedef struct {
     bool agree;
 } report_stats_t;
 
+/* What report_stats_apportion moved: each device's own descheduled time
+ * (phase[][PH_DESCHED] is then its machine time), and the machine's share of
+ * each of its wait phases (taken out of phase[][]).  Apart from
+ * report_stats_t, whose frame the reports keep on their stacks. */
+typedef struct {
+    double desched[MAX_DEVICES];
+    double machine[MAX_DEVICES][PH_COUNT];
+} report_machine_t;
+
 /* ref: the single run to compare with, or NULL. */
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s);
+/* The machine's share of a wait (docs/results.md, "The machine's share"):
+ * of device d's waits (the phases phase_waits names: where it may wait for
+ * another device), the part the longest another device of the run was
+ * descheduled explains, at most all of them; the rest is the strategy's.
+ * The fraction of d's waits that is the machine's (0 with no waits), from
+ * phases per step ph[device][phase]. */
+double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d);
+/* What the sentences read: every device's waits less the machine's share,
+ * spread over its wait phases in proportion to their time, and that share
+ * added to its PH_DESCHED, which becomes its machine time (descheduled, or
+ * waiting for a device that was); the phases still add up to the step.
+ * m (may be NULL) gets what moved. */
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m);
 
 /* -- text ------------------------------------------------------------------ */
 /* One paragraph: mode, backend, devices, model, data, batch, steps. */

@@ -15,7 +15,8 @@ when given, CURVES curves of the replicas' distance (svg.replicas), the
 same with scripts disabled (the figures are the page's own SVG); and a
 screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
 laptop's 700 px window and a 1400 px one: the page is no wider than the
-window, every figure's text box is MIN_TEXT_PX high or more (the figures
+window, no figure's text runs past its figure's edges (a busy machine's
+banner did), every figure's text box is MIN_TEXT_PX high or more (the figures
 scale with the column: a text box is about 1.15 times its font size, so 11
 px is a font of 9.5 px; the pages before this check drew 6.9 px at 700), and the three kinds of communication (comm exposed,
 all-reduce, reduce) are colours a reader tells apart (CIE76 distance
@@ -48,12 +49,16 @@ PROBE = """JSON.stringify((function () {
     fills[c] = getComputedStyle(r).fill;
   });
   svg.remove();
-  var small = 1e9, what = '';
+  var small = 1e9, what = '', cut = '';
   document.querySelectorAll('svg.fig text').forEach(function (t) {
-    var h = t.getBoundingClientRect().height;
+    var b = t.getBoundingClientRect(), s = t.closest('svg').getBoundingClientRect();
+    var h = b.height;
     if (h > 0 && h < small) { small = h; what = t.textContent.slice(0, 40); }
+    if (h > 0 && !cut && (b.right > s.right + 1 || b.left < s.left - 1))
+      cut = t.textContent.slice(0, 60) + ' (' + Math.round(b.left - s.left) + '..' +
+            Math.round(b.right - s.left) + ' px of ' + Math.round(s.width) + ')';
   });
-  return {fills: fills, small: small, what: what,
+  return {fills: fills, small: small, what: what, cut: cut,
           page: document.documentElement.scrollWidth, win: window.innerWidth};
 })())"""
 
@@ -212,6 +217,9 @@ def widths(b, session, path, url, shots):
         if os.environ.get("PAGE_CHECK_VERBOSE"):
             print("page_check: %s at %d px: smallest figure text %.1f px ('%s')" %
                   (path, w, got["small"], got["what"]))
+        if got["cut"]:
+            bad.append("%s at %d px: figure text cut off at the figure's edge: '%s'" %
+                       (path, w, got["cut"]))
         if got["small"] < MIN_TEXT_PX:
             bad.append("%s at %d px: figure text %.1f px high ('%s'), under %.0f" %
                        (path, w, got["small"], got["what"], MIN_TEXT_PX))

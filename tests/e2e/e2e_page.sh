@@ -53,6 +53,16 @@ grep -q 'class="errbar"' "$T/compare.html" && ok || ko "compare --repeat --predi
 grep -q 'class="curve" data-mode="ddp"' "$T/compare.html" && ok || ko "--predict: no curve"
 grep -q 'scenario dp-device0: behaved as described' "$T/scenario.html" && ok ||
     ko "the scenario's page lacks its verdict"
+# the README's caption is the page's own verdict (scripts/readme_picture.sh
+# --quote), so its figures are its picture's: every figure quoted is one the
+# page's verdict shows
+q=$(sh "$(dirname "$0")/../../scripts/readme_picture.sh" --quote "$T/compare.html")
+v=$(tr '\n' ' ' <"$T/compare.html" | sed 's/.*<p class="verdict">//; s/<\/p>.*//')
+miss=
+for n in $(echo "$q" | grep -oE '[0-9]+(\.[0-9]+)?(x|%| us| ms)?' | sort -u); do
+    case "$v" in *"$n"*) ;; *) miss="$miss $n" ;; esac
+done
+[ -n "$q" ] && [ -z "$miss" ] && ok || ko "readme_picture --quote: '$q' holds figures the page's verdict lacks:$miss"
 
 if need chromium; then
     mkdir -p "$T/shots"

@@ -370,6 +370,94 @@ Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
     cJSON_Delete(b);
 }
 
+/* A baseline whose work spreads wider than the tolerance warned so when it
+ * was written ("a --baseline of them gives no verdict"), and a --baseline of
+ * it gives none, whatever the candidate did (main's gate called a tight
+ * candidate 30% above such a baseline regressed, and in bench_baseline.sh's
+ * run 3 a planted 15% slowdown 'no change' against one that had warned). */
+Test(gate, a_noisy_work_baseline_gives_no_verdict_as_it_warned)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.10e-3, 0.95e-3, 1.06e-3, 0.92e-3};
+    with_work(b, bw, 5);
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = bw[i];
+    char out[4096];
+    cr_assert(baseline_too_noisy(&r, NULL, 5, out, sizeof out), "the baseline's runs did not warn");
+    cr_assert(strstr(out, "a --baseline of them gives no verdict"), "%s", out);
+    for (double k = 0.9; k < 1.35; k += 0.1) {
+        for (int i = 0; i < 5; i++)
+            r.run[i].work_p10 = k * (1.0 + 0.001 * i) * 1.0e-3;
+        cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "work x %.1f: %s", k, out);
+        cr_assert(strstr(out, "verdict: no verdict: the baseline is too noisy: ddp: work per step"),
+                  "%s", out);
+        cr_assert(strstr(out, "too noisy to gate 5%: the baseline's work spreads "), "%s", out);
+    }
+    cJSON_Delete(b);
+}
+
+/* Sides apart in contention read apart in work for the machine's sake alone
+ * (up to BASELINE_BUSY_WORK per unit of contention, either way): within
+ * that, no verdict saying so, never regressed or improved; beyond it, the
+ * verdict stands (main's rule called +12% at contention 0.8 regressed and
+ * -11% against a busy baseline improved). */
+Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.01e-3, 0.99e-3, 1.005e-3, 0.995e-3};
+    with_work(b, bw, 5);
+    char out[4096];
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){.disturbed = true, .contention = 0.8};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: a busy machine: ddp: work per step (CPU seconds, "
+                          "p10) +12.0%"), "%s", out);
+    cr_assert(strstr(out, "the two sides ran apart in contention (0.80 here, 0.00 there), which "
+                          "moves the work by up to 24%"), "%s", out);
+    /* beyond what the machine explains: regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.5 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    /* +12% with the candidate as quiet as the baseline: regressed */
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){0};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cJSON_Delete(b);
+    /* a busy baseline (contention 0.8 in every run) against a quiet candidate
+     * reading 11% less work: no verdict, not improved */
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    with_work(b, bw, 5);
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(b, "repeat"),
+                                                           "every_run"))
+    {
+        cJSON *m = cJSON_AddObjectToObject(e, "machine");
+        cJSON_AddNumberToObject(m, "contention", 0.8);
+    }
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 0.89 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "ran apart in contention (0.00 here, 0.80 there)"), "%s", out);
+    /* ... and a quiet candidate reading 11% MORE than the busy baseline (ddp
+     * read so at contention 0.07 against 0.4): no verdict, not regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.11 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cJSON_Delete(b);
+}
+
 /* The verdict names the phases that moved, largest first, with their +-. */
 Test(gate, attributes_the_change_to_phases)
 {
@@ -378,6 +466,16 @@ Test(gate, attributes_the_change_to_phases)
     repeat_t r;
     const double slow[] = {800, 801, 799};
     runs(&r, slow, 3, 1.6, 1, 1); /* backward 40 -> 64 us */
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "by phase: backward +60% (+-0%), forward +0% (+-0%)"), "%s", out);
+    cJSON_Delete(b);
+    /* a baseline taken on a busy machine: its step 99% descheduled, every
+     * phase under 2% of it; the phases are weighed against the step less
+     * the machine's time (the gate named none: e2e_gate failed at load 10) */
+    b = baseline(1000, 10e-3, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    cJSON *ph = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(b, "devices"), 0),
+                                    "phases_s_per_step");
+    cJSON_AddNumberToObject(ph, phase_key(PH_DESCHED), 9.9e-3);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
     cr_assert(strstr(out, "by phase: backward +60% (+-0%), forward +0% (+-0%)"), "%s", out);
     cJSON_Delete(b);
