@@ -93,6 +93,18 @@ printf 'a,b,c\n1,2,0\n3,4,1\n5,6,0\n' >"$T/d.csv"
 ln "$T/d.csv" "$T/hard.csv"
 expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode single --backend cpu \
     --layers 2,3 --loss ce --data "$T/d.csv" --batch 2 --steps 1 --save "$T/hard.csv"
+# Outputs that do not exist yet behind a bind mount: one folder, two paths.
+if [ -n "$ROOT" ] && mkdir "$T/A" "$T/B" && mount --bind "$T/A" "$T/B" 2>/dev/null; then
+    MNT="$T/B"
+    expect_error "--save $T/A/w.st and --trace $T/B/w.st are the same file" $RUN --steps 2 \
+        --save "$T/A/w.st" --trace "$T/B/w.st"
+    expect_error "--save $T/B/t.x.npy and --emit-pytorch $T/A/t.x.npy are the same file" $RUN \
+        --steps 2 --emit-pytorch "$T/A/t.py" --save "$T/B/t.x.npy"
+    [ -z "$(ls -A "$T/A")" ] && ok || ko "bind mount: files written: $(ls -A "$T/A")"
+    umount "$MNT" && MNT=""
+else
+    skip "outputs behind a bind mount (mount --bind needs root)"
+fi
 "$BIN" $RUN --steps 6 --resume "$T/ck.st" --checkpoint "$T/ck.st" >/dev/null 2>&1 && ok ||
     ko "--resume and --checkpoint may share a file"
 
