@@ -139,6 +139,11 @@ int main(int argc, char **argv)
      * process without a word and leaves the temporary; ignored, the write
      * fails with EFBIG, which every writer reports and cleans up after. */
     signal(SIGXFSZ, SIG_IGN);
+    /* A reader that leaves early (| head) would kill with SIGPIPE whichever
+     * process writes next, a DDP rank included, and cost every output; so
+     * a closed stdout fails its writes with EPIPE like a full disk, and is
+     * one output that failed (exit 1, the others written: outputs.c). */
+    signal(SIGPIPE, SIG_IGN);
 
     static app_job_t job; /* static: large, and its results hold their step statistics */
     app_job_t *j = &job;

@@ -6,8 +6,8 @@
 #    will fail (another user's file in a sticky directory) is refused before
 #    training; a live writer's temporary (its lock held) survives another
 #    write of the same name while a dead one's goes; clashing paths; one
-#    failing output (stdout on /dev/full, --trace on a full disk) keeps the
-#    others;
+#    failing output (stdout on /dev/full or a pipe whose reader left,
+#    --trace on a full disk) keeps the others;
 #  - hangs: a FIFO as any input; ulimit -v (OpenBLAS's spin, the CUDA
 #    libraries); --steps 2^40 runs in bounded memory and /dev/shm; a
 #    10^6-column CSV in bounded memory and time;
@@ -113,6 +113,33 @@ fi
 rc=$?
 [ $rc -eq 1 ] && [ -s "$T/kept.st" ] && grep -q "stdout: write failed.*written: --save" "$T/err" && ok ||
     ko "stdout on /dev/full: exit $rc, save $(ls "$T/kept.st" 2>&1): $(cat "$T/err")"
+# A reader that left (| grep -m1): the pipe's reader is gone before the run
+# writes, so every write to stdout fails; no process dies of SIGPIPE (a
+# DDP rank included), the files are written, exit 1 with the line.
+closed_stdout() {
+    rm -f "$T/pipe" && mkfifo "$T/pipe"
+    (exec 3<"$T/pipe") &
+    rd=$!
+    exec 4>"$T/pipe" # returns once the reader opened it
+    wait $rd         # and closed it
+    "$@" >&4 4>&-
+    rc=$?
+    exec 4>&-
+    return $rc
+}
+for m in single dp ddp compare; do
+    rm -f "$T/kept.st" "$T/kept.json"
+    g="--gpus 0,1" sv="--save $T/kept.st" w="--save $T/kept.st, --trace $T/kept.json"
+    [ $m = single ] && g=""
+    [ $m = compare ] && sv="" w="--trace $T/kept.json"
+    closed_stdout "$BIN" $RUN --mode $m $g --steps 3 --log-every 1 $sv --trace "$T/kept.json" \
+        2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && [ -s "$T/kept.json" ] && { [ -z "$sv" ] || [ -s "$T/kept.st" ]; } &&
+        grep -qF "ddpbench: error: stdout: write failed: Broken pipe (written: $w)" "$T/err" &&
+        [ "$(wc -l <"$T/err")" -eq 1 ] && ok ||
+        ko "$m, stdout's reader gone: exit $rc, files $(ls "$T" | grep kept): $(cat "$T/err")"
+done
 if [ -n "$ROOT" ] && mkdir "$T/full" && mount -t tmpfs -o size=8k none "$T/full" 2>/dev/null; then
     MNT="$T/full"
     rm -f "$T/kept.st"
