@@ -291,7 +291,10 @@ for mode in single dp ddp; do
         wait $pid
         rc=$?
         want=$([ $sig = INT ] && echo 130 || echo 143)
-        [ $rc -eq "$want" ] && grep -q "^ddpbench: stopped: interrupted by SIG$sig" "$T/err" && ok ||
+        # one convention: every mode names the step it stopped after
+        [ $rc -eq "$want" ] &&
+            grep -q "^ddpbench: stopped: interrupted by SIG$sig after step [0-9]* of 100000000" \
+                "$T/err" && ok ||
             ko "$mode SIG$sig: exit $rc: $(cat "$T/err")"
     done
 done
