@@ -80,10 +80,11 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
 /* Everything checked before training, up to the start-up agreement of every
  * rank (rc: the status so far; under mpirun the ranks agree on it). */
 int app_plan(app_job_t *j, int rc, char *err);
-/* The memory the planned runs need at least, against the machine's
- * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
- * fit.  _comm: --mode comm's buffers. */
-int app_mem_check(const app_job_t *j, char *err);
+/* The memory the planned runs need at least, with the data d (loaded, or
+ * only its shape: load.h's data_shape), against the machine's available
+ * memory and --mem-limit (memcheck.c): DDP_ERR_INPUT naming both when it
+ * cannot fit.  _comm: --mode comm's buffers. */
+int app_mem_check(const app_job_t *j, const dataset_t *d, char *err);
 /* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
  * start (startup.c). */
 void startup_done(void);

@@ -101,6 +101,14 @@ int app_plan(app_job_t *j, int rc, char *err)
     if (rc == DDP_OK && j->gated)
         rc = gate_stored_prepare(&j->gate, j->gate_opts.baseline, &j->ctx, j->cfgs, j->n, err);
 
+    /* What cannot fit the machine's memory (or --mem-limit) is refused now,
+     * before the data is generated or read, and again with the data loaded
+     * (a file's rows count from then on); not by the kernel's OOM killer
+     * during the run. */
+    if (rc == DDP_OK) {
+        data_shape(cfg, &j->spec, &j->data);
+        rc = app_mem_check(j, &j->data, err);
+    }
     if (rc == DDP_OK)
         j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
     j->ctx.data = j->loaded ? &j->data : NULL;
@@ -118,10 +126,8 @@ int app_plan(app_job_t *j, int rc, char *err)
         if ((rc = schedule_init(&sch, &j->cfgs[i], &j->data, 1, 0, err)) == DDP_OK)
             schedule_free(&sch);
     }
-    /* What cannot fit the machine's memory is refused now, not by the
-     * kernel's OOM killer during the run. */
     if (rc == DDP_OK)
-        rc = app_mem_check(j, err);
+        rc = app_mem_check(j, &j->data, err);
     /* Under mpirun every rank's outcome so far and what it was started
      * with meet here (launcher.h): one verdict for all. */
     rc = launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);

@@ -265,6 +265,19 @@ grep -q "976.6 KiB is available (DDPBENCH_MEM_AVAILABLE)" "$T/err" && ok ||
     ko "memory: the available figure is not named: $(cat "$T/err")"
 expect_error "--mode comm: 2 ranks, each 3 buffers of --max-bytes 4.0 MiB" --backend cpu --mode comm \
     --gpus 0,1 --min-bytes 4M --max-bytes 4M --iters 1
+# ... before the data is generated: under an address-space limit far below
+# the data's 2 GiB (65536 features), in a moment, --mem-limit's and the
+# machine's refusals alike
+for lim in "--mem-limit 1" ""; do
+    t0=$(date +%s%N)
+    (ulimit -v 600000 && exec "$BIN" --backend cpu --mode single --layers 65536,65536 $lim) \
+        >/dev/null 2>"$T/err"
+    rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
+    want=$([ -n "$lim" ] && echo "--mem-limit 1 B: single needs at least 64.2 GiB" ||
+        echo "memory: the run needs at least 82.1 GiB")
+    [ $rc -eq 2 ] && [ $ms -lt 5000 ] && grep -qF -- "$want" "$T/err" && ok ||
+        ko "--layers 65536,65536 $lim: exit $rc in $ms ms: $(cat "$T/err")"
+done
 export DDPBENCH_MEM_AVAILABLE=100000000
 "$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 3 --quiet >/dev/null 2>"$T/err" &&
     ok || ko "memory: a run that fits was refused: $(cat "$T/err")"
