@@ -473,13 +473,14 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
             snprintf(implied, sizeof implied, "sampler replicas=%d", ckpt_world(s->cfg));
             old = implied;
         }
-        /* written before the data's contents were recorded: the name and
-         * rows ("data") are all that can be compared */
-        if (!old && strcmp(facts[i].key, "data_hash") == 0)
-            continue;
-        /* written before the precision was recorded: not compared (such a
-         * file may come from an fp32 run or a bf16 one) */
-        if (!old && strcmp(facts[i].key, "precision") == 0)
+        /* written before these were recorded: not compared (the data's
+         * name and rows are; such a file may come from an fp32 run or a
+         * bf16 one, with a hook or without) */
+        static const char *const later[] = {"data_hash", "precision", "comm_hook"};
+        bool unrecorded = false;
+        for (int k = 0; k < 3 && !old; k++)
+            unrecorded |= strcmp(facts[i].key, later[k]) == 0;
+        if (unrecorded)
             continue;
         /* one Linear layer has no activation (older files named one) */
         if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
