@@ -29,10 +29,8 @@ static int exit_code(int rc)
  * an ESC in it) is escaped, so it stays one line of plain text. */
 int app_fail(int code, const char *msg)
 {
-    char shown[2 * ERR_LEN];
-    text_escape(msg, shown, sizeof shown);
-    fprintf(stderr, "ddpbench: %s %s\n", code == DDP_ERR_INTERRUPTED ? "stopped:" : "error:",
-            shown);
+    text_say(stderr, code == DDP_ERR_INTERRUPTED ? "ddpbench: stopped: " : "ddpbench: error: ",
+             msg);
     return exit_code(code);
 }
 
@@ -105,8 +103,10 @@ static int job_main(void *ctx, int rc, char *err)
                                           its runs are this process's */
         char what[CONFIG_PATH_LEN + 64];
         snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host", scenario);
-        if ((rc = launch_one_host(cfg, what, err)) == DDP_OK)
-            return scenario_main(j->argc, j->argv, scenario, stdout);
+        if ((rc = launch_one_host(cfg, what, err)) == DDP_OK) {
+            err[0] = 0; /* what the scenario says, if anything */
+            return fail_or_quiet(scenario_main(j->argc, j->argv, scenario, stdout, err), err);
+        }
     }
 
     report_start(); /* the run's start time and load average, for its provenance */

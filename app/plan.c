@@ -8,6 +8,7 @@
 
 #include "app/app.h"
 #include "app/twin.h"
+#include "common/base/text.h"
 #include "common/comm/comm.h"
 #include "app/load/load.h"
 #include "common/data/schedule.h"
@@ -154,8 +155,8 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
 
     char note2[ERR_LEN + 1100];
     ckpt_init_note(cfg, &j->spec, note2, sizeof note2);
-    if (note2[0] && j->reports)
-        fprintf(stderr, "ddpbench: warning: %s\n", note2);
+    if (note2[0] && j->reports) /* it quotes the file: escaped */
+        text_say(stderr, "ddpbench: warning: ", note2);
 
     /* under --json/--csv stdout carries only the result */
     j->info = (cfg->json || cfg->csv) ? stderr : stdout;

@@ -19,6 +19,7 @@
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
+#include "common/base/text.h"
 
 #define AB_OUT_MAX (64u << 20) /* a child's stdout: one JSON object, far below this */
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */
@@ -84,7 +85,8 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");
     s->disturbed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "disturbed"));
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(m, "why");
-    snprintf(s->why, sizeof s->why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+    const char *w = cJSON_IsString(why) ? why->valuestring : ""; /* a child's words: escaped */
+    text_escape(w, strlen(w), s->why, sizeof s->why);
     return DDP_OK;
 }
 

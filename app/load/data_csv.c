@@ -121,7 +121,7 @@ static int csv_field_error(const char *path, size_t lineno, size_t field, num_st
                            const char *s, size_t n, char *err)
 {
     char shown[48];
-    text_printable(s, n, shown, sizeof shown);
+    text_escape(s, n, shown, sizeof shown);
     switch (st) {
     case NUM_EMPTY:
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu, field %zu is empty", path, lineno, field);
@@ -210,7 +210,7 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     }
     if (name && numbers) {
         char shown[48];
-        text_printable(name, name_len, shown, sizeof shown);
+        text_escape(name, name_len, shown, sizeof shown);
         return err_set(err, DDP_ERR_INPUT,
                        "%s: line %zu, field %zu: '%s' is not a number, yet %zu field%s of the "
                        "line %s (a header line holds only names, a data line only numbers)",

@@ -220,13 +220,20 @@ static int open_weights(st_file_t *sf, tensor_list_t *L, const char *path, const
     rc = st_expect(&sf->h, L->e, L->n, is_ckpt ? "optim." : NULL, err);
     /* The tensors fit the model; metadata that says otherwise means the
      * file is not what it claims (an edit, or tensors from another model). */
-    const char *layers = st_meta(&sf->h, "layers");
+    const char *layers = st_meta(&sf->h, "layers"), *act = st_meta(&sf->h, "act"),
+               *loss = st_meta(&sf->h, "loss");
     char mine[512], shown[64];
     layers_str(spec, mine, sizeof mine);
     if (rc == DDP_OK && layers && strcmp(layers, mine) != 0)
         rc = err_set(err, DDP_ERR_INPUT,
                      "its __metadata__ says layers '%s', but its tensors are those of %s",
-                     text_printable(layers, strlen(layers), shown, sizeof shown), mine);
+                     text_escape(layers, strlen(layers), shown, sizeof shown), mine);
+    /* the names the warning on another --act or --loss quotes: ours alone */
+    const char *bad = act && act_parse(act) < 0 ? act : loss && loss_parse(loss) < 0 ? loss : NULL;
+    if (rc == DDP_OK && bad)
+        rc = err_set(err, DDP_ERR_INPUT, "its __metadata__ %s '%s' is none of %s",
+                     bad == act ? "act" : "loss", text_escape(bad, strlen(bad), shown, sizeof shown),
+                     bad == act ? "none, relu, tanh, sigmoid, gelu" : "mse, bce, ce");
     if (rc != DDP_OK) {
         st_close(sf);
         return err_prefix(err, rc, "%s %s", what, path);

@@ -172,6 +172,14 @@ rc=$?
 [ $rc = 4 ] && grep -q "verdict: no verdict: a busy machine: 6 of 6 rounds ran with one side disturbed (round 1's candidate: others took 60% of its cores)" "$T/out" && ok ||
     ko "busy machine: exit $rc: $(tail -3 "$T/out")"
 
+# a child's words are shown escaped: control codes in its machine.why
+fake busyesc 1.10 1.0 "$QUIET" 1000
+sed -i 's/others took 60%% of its cores/\\\\u001b[31mpwn\\\\r/' "$T/busyesc"
+"$BIN" $S --against "$T/base" --candidate "$T/busyesc" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -qF "(round 1's candidate: \x1b[31mpwn\r)" "$T/out" &&
+    ! grep -q "$(printf '\033')" "$T/out" && ok || ko "a child's control codes: exit $rc: $(tail -3 "$T/out")"
+
 # noisy and disturbed on both sides: no verdict naming the busy machine, no phase blamed
 fake busybase 1.0 1.0 "$QUIET" 1000
 fake noisybusy 1.06 1.0 "$NOISY" 1000

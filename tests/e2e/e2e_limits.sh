@@ -13,7 +13,8 @@
 #    10^6-column CSV in bounded memory and time;
 #  - divergence: a NaN loss stops the run naming the step and keeps a good
 #    --save; NaN --init/--resume data and an edited checkpoint are refused;
-#  - messages: a newline or ESC in a path, --timeout 0.001, DP out of
+#  - messages: a newline or ESC in a path, control codes in every
+#    __metadata__ entry and baseline string, --timeout 0.001, DP out of
 #    memory, --help into /dev/full, --warmup-steps past the run;
 #  - signals: SIGINT/SIGTERM stop every mode with 130/143 and a line; an
 #    inherited ignore is honoured.
@@ -251,6 +252,10 @@ cp "$T/good.st" "$T/layers.st"
 at=$(grep -boa '"layers":"6,5,3"' "$T/layers.st" | cut -d: -f1)
 printf 4 | dd of="$T/layers.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
 expect_error "its __metadata__ says layers '6,5,4', but its tensors are those of 6,5,3" $RUN --init "$T/layers.st"
+cp "$T/good.st" "$T/act.st"
+at=$(grep -boa '"act":"relu"' "$T/act.st" | cut -d: -f1)
+printf x | dd of="$T/act.st" bs=1 seek=$((at + 10)) conv=notrunc 2>/dev/null
+expect_error "its __metadata__ act 'relx' is none of none, relu, tanh, sigmoid, gelu" $RUN --init "$T/act.st"
 
 # ---- messages ----------------------------------------------------------------------
 nl="$T/a
@@ -260,6 +265,54 @@ expect_error 'a\nb.csv' --mode single --backend cpu --layers 2,2 --loss mse --da
     --target-cols 3
 expect_error '\x1b[31m' $RUN --save "$T/$(printf '\033[31m')/w.st"
 grep -q "$(printf '\033')" "$T/err" && ko "a raw ESC reached the terminal" || ok
+# Control codes planted in every __metadata__ entry of a weights file and of
+# a checkpoint (--init, --resume) and in every string of a --baseline, one
+# at a time: whatever is printed shows them escaped, one line each.
+"$BIN" $RUN --steps 3 --json >"$T/b.json" 2>/dev/null || ko "the baseline run"
+python3 - "$BIN" "$T" $RUN <<'PY' && ok || ko "a planted control code reached the terminal"
+import json, struct, subprocess, sys
+bin_, T, run = sys.argv[1], sys.argv[2], sys.argv[3:]
+BAD = "relu\n\x1b[31mpwn\r\u009b"
+def st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+def check(args, what):
+    p = subprocess.run([bin_] + run + args, capture_output=True)
+    out = p.stdout + p.stderr
+    bad = [c for c in (b"\x1b", b"\r", b"\xc2\x9b") if c in out]
+    lines = p.stderr.decode("utf-8", "replace").splitlines()
+    if bad or any(not l.startswith("ddpbench: ") for l in lines):
+        sys.exit("%s: %r" % (what, out[-300:]))
+cases = [("good.st", ["--init"]), ("ck.st", ["--init", "--steps 8 --resume"])]
+for name, uses in cases:
+    h, data = st("%s/%s" % (T, name))
+    for key in h["__metadata__"]:
+        h2 = json.loads(json.dumps(h))
+        h2["__metadata__"][key] = BAD
+        j = json.dumps(h2).encode()
+        open(T + "/planted.st", "wb").write(struct.pack("<Q", len(j)) + j + data)
+        for u in uses:
+            check(u.split() + [T + "/planted.st"], "%s %s: %s" % (u, name, key))
+base = json.load(open(T + "/b.json"))
+def strings(x, path):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from strings(v, path + [k])
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from strings(v, path + [i])
+    elif isinstance(x, str):
+        yield path
+for path in list(strings(base, [])):
+    b2 = json.loads(json.dumps(base))
+    o = b2
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = BAD
+    json.dump(b2, open(T + "/planted.json", "w"))
+    check(["--steps", "3", "--baseline", T + "/planted.json"], "--baseline: %s" % path)
+PY
 DDPBENCH_FAULT=stall:1:1 "$BIN" --mode ddp --gpus 0,1 --backend cpu --layers 4,4 --loss mse --samples 16 \
     --batch 4 --steps 4 --timeout 0.001 --quiet >"$T/out" 2>"$T/err"
 rc=$?
