@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gate/ab_child.h"
+#include "gate/baseline.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
@@ -54,14 +55,27 @@ static double num_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
+/* A time the child reports, when it has one: no run's outside the bounds
+ * (baseline.h), and a ratio of such would overflow. */
+static int time_ok(double t, const char *what, const char *who, const char *when, char *err)
+{
+    if (isnan(t) || (t >= GATE_TIME_MIN_S && t <= GATE_TIME_MAX_S))
+        return DDP_OK;
+    return err_set(err, DDP_ERR_RUNTIME, "--against: the %s's JSON in %s has %s %g: not a time "
+                   "a run measures (%g to %g s)", who, when, what, t, GATE_TIME_MIN_S,
+                   GATE_TIME_MAX_S);
+}
+
 /* The figures the gate uses; DDP_ERR_RUNTIME when the object lacks them. */
 static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
 {
     s->step_p50 = num_at(s->json, "step_time_s", "p50");
     s->work_p10 = num_at(s->json, "work_cpu_s", "p10");
-    if (!(s->step_p50 > 0.0))
+    if (isnan(s->step_p50))
         return err_set(err, DDP_ERR_RUNTIME, "--against: the %s's JSON in %s has no "
                        "step_time_s.p50 (is it a ddpbench?)", who, when);
+    TRY(time_ok(s->step_p50, "step_time_s.p50", who, when, err));
+    TRY(time_ok(s->work_p10, "work_cpu_s.p10", who, when, err));
     const cJSON *devs = cJSON_GetObjectItemCaseSensitive(s->json, "devices");
     s->ndev = 0;
     const cJSON *d;
@@ -70,6 +84,7 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
         if (s->ndev >= MAX_DEVICES)
             break;
         s->work_dev[s->ndev] = num_at(d, "work_cpu_s", "p10");
+        TRY(time_ok(s->work_dev[s->ndev], "devices[].work_cpu_s.p10", who, when, err));
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++) {
             double v = num_at(ph, phase_key((phase_t)p), NULL);

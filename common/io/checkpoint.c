@@ -597,7 +597,11 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
     /* The data is read too (through a small buffer): a NaN weight or an
      * edited checkpoint is bad input, found before anything runs. */
     if (cfg->init_path[0] && (rc = open_weights(&sf, L, cfg->init_path, "--init", spec, err)) == DDP_OK) {
-        if ((rc = scan_file(&sf, st_meta(&sf.h, ST_CHECKSUM_KEY) != NULL, err)) != DDP_OK)
+        /* a checkpoint of this format has its checksum (a weights file, as
+         * PyTorch writes it, none): one deleted is an edit */
+        const char *format = st_meta(&sf.h, "checkpoint");
+        bool sealed = st_meta(&sf.h, ST_CHECKSUM_KEY) || (format && !strcmp(format, CKPT_FORMAT));
+        if ((rc = scan_file(&sf, sealed, err)) != DDP_OK)
             err_prefix(err, rc, "--init %s", cfg->init_path);
         st_close(&sf);
     }

@@ -179,6 +179,14 @@ sed -i 's/others took 60%% of its cores/\\\\u001b[31mpwn\\\\r/' "$T/busyesc"
 rc=$?
 [ $rc = 4 ] && grep -qF "(round 1's candidate: \x1b[31mpwn\r)" "$T/out" &&
     ! grep -q "$(printf '\033')" "$T/out" && ok || ko "a child's control codes: exit $rc: $(tail -3 "$T/out")"
+# a figure no run measures (a base's work of 1e-320 s, whose ratio overflowed to "+inf%")
+printf '#!/bin/sh\necho %s\n' "'{\"work_cpu_s\":{\"p10\":1e-320},\"step_time_s\":{\"p50\":0.01}}'" \
+    >"$T/tiny" && chmod +x "$T/tiny"
+fake wtiny 1.0 1.0 "$QUIET" 0 "" "1.0 1.0"
+"$BIN" $S --against "$T/tiny" --candidate "$T/wtiny" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "the base's JSON in the warm-up run has work_cpu_s.p10 .*: not a time" \
+    "$T/out" && ok || ko "a base's work of 1e-320 s: exit $rc: $(tail -3 "$T/out")"
 
 # noisy and disturbed on both sides: no verdict naming the busy machine, no phase blamed
 fake busybase 1.0 1.0 "$QUIET" 1000

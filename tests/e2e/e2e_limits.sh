@@ -248,6 +248,17 @@ cp "$T/ck.st" "$T/edit_ck.st"
 at=$(grep -boa '"optim_step":"6"' "$T/edit_ck.st" | cut -d: -f1)
 printf 5 | dd of="$T/edit_ck.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
 expect_error "do not match its checksum" $RUN --steps 8 --resume "$T/edit_ck.st"
+# ... and --init, the checksum deleted with the edit
+python3 - "$T/edit_ck.st" "$T/nosum_ck.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["checksum"]
+j = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+expect_error "--init $T/nosum_ck.st: __metadata__ has no 'checksum'" $RUN --init "$T/nosum_ck.st"
 cp "$T/good.st" "$T/layers.st"
 at=$(grep -boa '"layers":"6,5,3"' "$T/layers.st" | cut -d: -f1)
 printf 4 | dd of="$T/layers.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
