@@ -3,6 +3,7 @@
  * when the gate is asked to stop or when it outlives its deadline, reaped,
  * its group's leftovers killed, a failure named (which side, which round,
  * its exit status or signal, its last stderr line), its JSON read. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -229,6 +230,10 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "--against: pipe: %s", strerror(errno));
     }
     fflush(NULL);
+    /* why: what the child moves out of its group (setsid, a daemon's double
+     * fork) is handed to this process, not to init, once its parent ends,
+     * so await can end it too */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     pid_t parent = getpid();
     *pid = fork();
     if (*pid < 0) {
@@ -253,6 +258,32 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
     close(errp[1]);
     *st = (streams_t){.pf = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}}};
     return DDP_OK;
+}
+
+/* Kill and reap every child this process still has: after a child's end,
+ * what it left outside its group (spawn makes us their subreaper). */
+static void kill_strays(void)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        bool any = false;
+        DIR *d = opendir("/proc/self/task");
+        for (struct dirent *e; d && (e = readdir(d));) {
+            char path[300];
+            snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
+            FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+            for (long p; f && fscanf(f, "%ld", &p) == 1; any = true)
+                kill((pid_t)p, SIGKILL);
+            if (f)
+                fclose(f);
+        }
+        if (d)
+            closedir(d);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!any)
+            return;
+        poll(NULL, 0, 20);
+    }
 }
 
 /* Until the child itself ends: its output read as it comes, its end, the
@@ -280,6 +311,7 @@ static void await(pid_t pid, double deadline_at, streams_t *st, stop_t *stop, in
      * was empty, as after a ddpbench) */
     for (int i = 0; i < 50 && kill(-pid, 0) == 0; i++)
         poll(NULL, 0, 20);
+    kill_strays();
     for (int i = 0; i < 2; i++)
         if (st->pf[i].fd >= 0)
             close(st->pf[i].fd);

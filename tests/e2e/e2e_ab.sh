@@ -303,6 +303,7 @@ t1=$(date +%s)
 cat >"$T/leaver" <<EOF
 #!/bin/sh
 (sleep 30 & echo \$! >>"$T/leaver.pids")
+(setsid sleep 30 & echo \$! >>"$T/leaver.pids")
 exec "$T/same" "\$@"
 EOF
 chmod +x "$T/leaver"
