@@ -165,7 +165,8 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     *rows = 0;
     size_t first_line = 0;
     /* A carriage return not followed by a line feed: old Mac line ends (CR
-     * alone), which would read as one long line of fields run together. */
+     * alone, no LF in the file), which would read as one long line of fields
+     * run together; else a stray one inside a line. */
     for (const char *cr = memchr(text, '\r', len); cr; cr = memchr(cr + 1, '\r',
                                                                    len - (size_t)(cr + 1 - text))) {
         if ((size_t)(cr + 1 - text) < len && cr[1] == '\n')
@@ -174,8 +175,11 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
         for (const char *q = text; q < cr; q++)
             lineno += *q == '\n';
         return err_set(err, DDP_ERR_INPUT,
-                       "%s: line %zu ends in a bare carriage return (CR line ends, as old Mac "
-                       "files have); ddpbench reads LF or CRLF: convert it (tr '\\r' '\\n')",
+                       memchr(text, '\n', len)
+                           ? "%s: line %zu holds a carriage return inside it, not at its end"
+                           : "%s: line %zu ends in a bare carriage return (CR line ends, as old "
+                             "Mac files have); ddpbench reads LF or CRLF: convert it (tr '\\r' "
+                             "'\\n')",
                        path, lineno);
     }
     if (!csv_next_line(&it, &line, &n))

@@ -254,6 +254,9 @@ grep -q "1 feature columns" "$T/err" && ko "plural for one column: $(cat "$T/err
 printf 'a,b\r1,2\r3,4\r' >cr.csv
 expect_error "cr.csv: line 1 ends in a bare carriage return" --backend cpu --mode single \
     --data cr.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
+printf 'a,b\n1,2\r3\n3,4\n' >crin.csv
+expect_error "crin.csv: line 2 holds a carriage return inside it, not at its end" --backend cpu \
+    --mode single --data crin.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
 cd "$T" || exit 1
 
 # ---- memory: what cannot fit is refused before it starts (a planted limit:
