@@ -358,6 +358,7 @@ chmod -x "$T/same"
 expect_error "is not an executable file" $S --against "$T/same"
 expect_error "--candidate: needs --against" $S --candidate "$T/base"
 expect_error "--against: not with --mode compare" --mode compare --against "$T/base"
+expect_error "--against: not with --scenario" --scenario straggler --against "$T/base"
 
 # --- Ctrl-C: the child is told and reaped, ddpbench exits 130
 cat >"$T/hang" <<EOF
