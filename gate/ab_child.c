@@ -3,7 +3,6 @@
  * when the gate is asked to stop or when it outlives its deadline, reaped,
  * its group's leftovers killed, a failure named (which side, which round,
  * its exit status or signal, its last stderr line), its JSON read. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -264,20 +263,15 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
  * what it left outside its group (spawn makes us their subreaper). */
 static void kill_strays(void)
 {
+    char path[64]; /* the forking thread's children: this one's */
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
     for (int tries = 0; tries < 50; tries++) {
+        FILE *f = fopen(path, "r");
         bool any = false;
-        DIR *d = opendir("/proc/self/task");
-        for (struct dirent *e; d && (e = readdir(d));) {
-            char path[300];
-            snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
-            FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
-            for (long p; f && fscanf(f, "%ld", &p) == 1; any = true)
-                kill((pid_t)p, SIGKILL);
-            if (f)
-                fclose(f);
-        }
-        if (d)
-            closedir(d);
+        for (long p; f && fscanf(f, "%ld", &p) == 1; any = true)
+            kill((pid_t)p, SIGKILL);
+        if (f)
+            fclose(f);
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
         if (!any)
