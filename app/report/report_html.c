@@ -200,6 +200,25 @@ static void why_paragraph(FILE *f)
           f);
 }
 
+/* --hardware's GPU box beside the CPU's measured model: the chart, what it
+ * was checked against and the sentence naming DP's slower term. */
+static void gpu_section(FILE *f, const gpu_lesson_t *g)
+{
+    char why[512];
+    report_gpu_sentence(why, sizeof why, g);
+    fputs("<div class=\"gpu-lesson\" id=\"gpu-lesson\"><h3>Modelled for ", f);
+    page_esc(f, g->hw.name);
+    fputs(" (", f);
+    page_esc(f, g->wl.name);
+    fputs(", not measured)</h3>\n<p class=\"note\">", f);
+    page_esc(f, g->check[0] ? g->check : "no published case on this box");
+    fputs("</p>\n", f);
+    svg_gpu(f, g);
+    fputs("<p class=\"note\">", f);
+    page_esc(f, why);
+    fputs("</p></div>\n", f);
+}
+
 static void predict_section(FILE *f, const report_page_t *p)
 {
     fputs("<section id=\"predict\"><h2>On 1 to 8 devices (--predict)</h2>\n", f);
@@ -207,16 +226,18 @@ static void predict_section(FILE *f, const report_page_t *p)
     if (!p->pred || !p->rows || p->pred->k0 < 2) {
         fputs("<p class=\"note\">Not measured: run with --predict (compare on two or more "
               "devices measures it too) to see DP's and DDP's throughput predicted on 1 to 8 "
-              "devices from single's phases and the measured collectives.</p></section>\n",
+              "devices from single's phases and the measured collectives.</p>\n",
               f);
-        return;
+    } else {
+        fprintf(f, "<h3>Measured on this CPU</h3><p class=\"lead\">Throughput predicted by the "
+                   "alpha-beta model (single's phases per step, the collectives measured on %d "
+                   "ranks); the squares are what was measured%s.</p>\n",
+                p->pred->k0,
+                p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
+        svg_predict(f, p);
     }
-    fprintf(f, "<p class=\"lead\">Throughput predicted by the alpha-beta model (single's phases "
-               "per step, the collectives measured on %d ranks); the squares are what was "
-               "measured%s.</p>\n",
-            p->pred->k0,
-            p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
-    svg_predict(f, p);
+    if (p->gpu)
+        gpu_section(f, p->gpu);
     fputs("</section>\n", f);
 }
 

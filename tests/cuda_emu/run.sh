@@ -362,6 +362,17 @@ EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --accum 2 --cuda
 [ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
     fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
 
+# A driver older than the runtime (cudaDriverGetVersion against
+# CUDART_VERSION) is named as such, not as a missing driver: --backend cuda
+# refuses with the branch it needs, auto falls back to the CPU saying why.
+rc=0
+EMU_DRIVER_VERSION=12040 "$B/ddpbench" --backend cuda --mode single $G --steps 1 >/dev/null 2>"$B/olddrv.err" || rc=$?
+[ "$rc" = 2 ] && grep -q '^ddpbench: error: --backend cuda: no GPU: driver too old for CUDA 13 (needs R580 or newer), found R5' "$B/olddrv.err" ||
+    fail "a CUDA 12.4 driver: exit $rc, $(cat "$B/olddrv.err")"
+EMU_DRIVER_VERSION=12040 "$B/ddpbench" --backend auto --mode single $G --steps 1 >/dev/null 2>"$B/olddrv.err" &&
+    grep -q 'driver too old for CUDA 13' "$B/olddrv.err" || fail "auto on a CUDA 12.4 driver: $(cat "$B/olddrv.err")"
+echo "== a CUDA 12.4 driver: 'driver too old for CUDA 13 (needs R580 or newer)', exit 2 with --backend cuda"
+
 # --precision bf16: the modes on emulated GPUs (cublasGemmEx on bf16
 # operands, the kernels' roundings) against the CPU's bf16 reference.  This
 # short tanh job drifts little: measured 7e-11 to 4e-10 on the checksum's sums, while

@@ -42,6 +42,11 @@ page dp 6 2 --mode dp --gpus 0,1,2 $S
 page ddp 4 2 --mode ddp --gpus 0,1 $S
 page compare 9 5 --mode compare --gpus 0,1 $S --repeat 2 --predict
 page scenario 12 6 --scenario dp-device0 --steps 8 --warmup-steps 2
+# the GPU lesson beside the CPU's measured model (--hardware: app/predict/)
+page gpu 9 5 --mode compare --gpus 0,1 $S --predict --hardware 2x-titan-rtx-nvlink
+grep -q 'data-mode="gpu-ddp"' "$T/gpu.html" && grep -q 'Measured on this CPU' "$T/gpu.html" &&
+    grep -q 'Modelled for 2x-titan-rtx-nvlink' "$T/gpu.html" && grep -q 'checked against' "$T/gpu.html" &&
+    ok || ko "--hardware: the page lacks the modelled GPU chart beside the CPU's"
 grep -q 'class="errbar"' "$T/compare.html" && ok || ko "compare --repeat --predict: no error bars"
 grep -q 'class="curve" data-mode="ddp"' "$T/compare.html" && ok || ko "--predict: no curve"
 grep -q 'scenario dp-device0: behaved as described' "$T/scenario.html" && ok ||
