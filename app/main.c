@@ -41,10 +41,12 @@ static int fail_or_quiet(int code, const char *msg)
     return msg[0] ? app_fail(code, msg) : exit_code(code);
 }
 
-/* stdout after --help or --version: a write that failed (/dev/full) fails. */
+/* stdout after --help or --version: a write that failed (/dev/full) fails;
+ * a reader that left (| grep -q, | head) took what it wanted, and they are
+ * the only output. */
 static int stdout_status(char *err)
 {
-    if (fflush(stdout) != 0 || ferror(stdout))
+    if ((fflush(stdout) != 0 || ferror(stdout)) && errno != EPIPE)
         return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
     return DDP_OK;
 }

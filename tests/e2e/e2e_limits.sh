@@ -338,6 +338,8 @@ for o in --help --version; do
     rc=$?
     [ $rc -eq 1 ] && grep -q "stdout: write failed" "$T/err" && ok || ko "$o into /dev/full: exit $rc"
 done
+closed_stdout "$BIN" --help 2>"$T/err" && [ ! -s "$T/err" ] && ok ||
+    ko "--help to a reader that left: exit $?: $(cat "$T/err")"
 "$BIN" $(echo "$RUN" | sed 's/--quiet//') --steps 3 --warmup-steps 10 >/dev/null 2>"$T/err" &&
     grep -q "warmup-steps 10: the single run has 3 steps, so 2 are warm-up and 1 is timed" "$T/err" && ok ||
     ko "--warmup-steps past the run: $(cat "$T/err")"
