@@ -277,9 +277,13 @@ expect_error 'a\nb.csv' --mode single --backend cpu --layers 2,2 --loss mse --da
 expect_error '\x1b[31m' $RUN --save "$T/$(printf '\033[31m')/w.st"
 grep -q "$(printf '\033')" "$T/err" && ko "a raw ESC reached the terminal" || ok
 # Control codes planted in every __metadata__ entry of a weights file and of
-# a checkpoint (--init, --resume) and in every string of a --baseline, one
-# at a time: whatever is printed shows them escaped, one line each.
+# a checkpoint (--init, --resume), in every string of a --baseline and of a
+# --hardware and a --workload profile, one at a time: whatever is printed
+# shows them escaped, one line each.
 "$BIN" $RUN --steps 3 --json >"$T/b.json" 2>/dev/null || ko "the baseline run"
+P="$(dirname "$0")/../../app/predict"
+cp "$P/hardware/2x-h100-pcie.json" "$T/hw.json" && cp "$P/workload/gpt2-small.json" "$T/wl.json" ||
+    ko "the shipped profiles"
 python3 - "$BIN" "$T" $RUN <<'PY' && ok || ko "a planted control code reached the terminal"
 import json, struct, subprocess, sys
 bin_, T, run = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -305,7 +309,6 @@ for name, uses in cases:
         open(T + "/planted.st", "wb").write(struct.pack("<Q", len(j)) + j + data)
         for u in uses:
             check(u.split() + [T + "/planted.st"], "%s %s: %s" % (u, name, key))
-base = json.load(open(T + "/b.json"))
 def strings(x, path):
     if isinstance(x, dict):
         for k, v in x.items():
@@ -315,14 +318,19 @@ def strings(x, path):
             yield from strings(v, path + [i])
     elif isinstance(x, str):
         yield path
-for path in list(strings(base, [])):
-    b2 = json.loads(json.dumps(base))
-    o = b2
-    for k in path[:-1]:
-        o = o[k]
-    o[path[-1]] = BAD
-    json.dump(b2, open(T + "/planted.json", "w"))
-    check(["--steps", "3", "--baseline", T + "/planted.json"], "--baseline: %s" % path)
+def planted(name, args):
+    doc = json.load(open("%s/%s" % (T, name)))
+    for path in list(strings(doc, [])):
+        d2 = json.loads(json.dumps(doc))
+        o = d2
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = BAD
+        json.dump(d2, open(T + "/planted.json", "w"))
+        check(args + [T + "/planted.json"], "%s %s: %s" % (args[-1], name, path))
+planted("b.json", ["--steps", "3", "--baseline"])
+planted("hw.json", ["--workload", "gpt2-small", "--hardware"])
+planted("wl.json", ["--hardware", "2x-h100-pcie", "--workload"])
 PY
 DDPBENCH_FAULT=stall:1:1 "$BIN" --mode ddp --gpus 0,1 --backend cpu --layers 4,4 --loss mse --samples 16 \
     --batch 4 --steps 4 --timeout 0.001 --quiet >"$T/out" 2>"$T/err"
