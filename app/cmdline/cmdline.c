@@ -34,7 +34,8 @@ static int set_mem_limit(void *p, const char *name, const char *v, char *err)
 static const opt_t rows[] = {
     {"scenario", "NAME", NULL, "none",
      "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
-     "mismatch (list: each in a line); exit 0 when it behaved as described",
+     "mismatch, set-epoch, loss-scale, no-sync, unused, collective-at-runtime, bucket-view "
+     "(list: each in a line); exit 0 when it behaved as described",
      NULL, SET(set_scenario, NULL, "uneven", "straggler"), .after = "threads",
      EFF(CF_META)},
     {"mem-limit", "BYTES", NULL, "none",

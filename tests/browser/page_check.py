@@ -2,7 +2,7 @@
 """tests/browser/page_check.py: open --report pages in headless Chromium and
 check them as a reader's browser sees them.
 
-    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS [PAGE:LANES:BARS ...]
+    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:CURVES] [...]
 
 One browser for all pages, driven over the DevTools protocol on a pipe
 (--remote-debugging-pipe: file descriptors 3 and 4, NUL-terminated JSON), so
@@ -10,7 +10,8 @@ nothing but Python's standard library is needed and no port is opened.  For
 each page: no console error, no uncaught exception, no log entry of level
 error (a blocked request or a CSP violation is one), no request but the page
 itself; the DOM holds LANES timeline lanes (g.lane, one per device and
-stream) and BARS phase bars (g.bar, one per column of compare's table), the
+stream) and BARS phase bars (g.bar, one per column of compare's table) and,
+when given, CURVES curves of the replicas' distance (svg.replicas), the
 same with scripts disabled (the figures are the page's own SVG); and a
 screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
 laptop's 700 px window and a 1400 px one: the page is no wider than the
@@ -23,6 +24,7 @@ Exit 0 when every page passes, 1 with one line per failure."""
 import base64
 import json
 import os
+import re
 import select
 import struct
 import subprocess
@@ -177,6 +179,7 @@ def png_ink(png):
 
 COUNT = ("JSON.stringify({lanes: document.querySelectorAll('svg g.lane').length,"
          " bars: document.querySelectorAll('svg g.bar').length,"
+         " curves: document.querySelectorAll('svg.replicas polyline').length,"
          " sections: document.querySelectorAll('section').length})")
 
 
@@ -228,7 +231,7 @@ def widths(b, session, path, url, shots):
     return bad
 
 
-def check(b, session, path, lanes, bars, shots):
+def check(b, session, path, lanes, bars, curves, shots):
     bad = []
     url = "file://" + os.path.abspath(path)
     b.events = [e for e in b.events if e.get("sessionId") != session]
@@ -243,6 +246,9 @@ def check(b, session, path, lanes, bars, shots):
             bad.append("%s%s: %d timeline lanes, want %d" % (path, how, got["lanes"], lanes))
         if got["bars"] != bars:
             bad.append("%s%s: %d phase bars, want %d" % (path, how, got["bars"], bars))
+        if curves is not None and got["curves"] != int(curves):
+            bad.append("%s%s: %d curves of the replicas' distance, want %s"
+                       % (path, how, got["curves"], curves))
         if got["sections"] < 6:
             bad.append("%s%s: %d sections" % (path, how, got["sections"]))
         if scripts:
@@ -296,8 +302,9 @@ def main():
         for dom in ("Page", "Runtime", "Log", "Network"):
             b.send(dom + ".enable", {}, session)
         for spec in sys.argv[3:]:
-            path, lanes, bars = spec.rsplit(":", 2)
-            found = check(b, session, path, int(lanes), int(bars), shots)
+            m = re.match(r"(.*?):(\d+):(\d+)(?::(\d+))?$", spec)
+            path, lanes, bars, curves = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+            found = check(b, session, path, lanes, bars, curves, shots)
             print("page_check: %s: %s" % (path, "ok" if not found else "FAILED"))
             bad += found
     except (TimeoutError, EOFError, RuntimeError) as e:
