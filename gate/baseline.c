@@ -110,7 +110,7 @@ static const cJSON *at(const cJSON *o, const char *path)
  * found after it would cost the run): each, where present, of its type and
  * range, naming the field.  A "repeat" must be an object (or null) with its
  * runs and its throughput interval. */
-typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT } num_rule_t;
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT, NUM_BYTES } num_rule_t;
 
 static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
                      const char *want, char *err)
@@ -132,22 +132,26 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
         return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
                                   path, idx + 1, field)
                         : DDP_OK;
-    /* times, rates and counts within bounds that keep every ratio of two
-     * figures finite (a p50 of 1e-308 s is no run's) */
+    /* times, rates, counts and bytes within bounds that keep every ratio of
+     * two figures finite (a p50 of 1e-308 s, a peak of 5e-324 bytes are no
+     * run's) */
     static const char *const want[] = {
         "a number", "a number >= 0", "a number > 0", "a time from 1e-09 to 1e+09 s",
-        "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53"};
-    static const double lo[] = {-INFINITY, 0, 0, GATE_TIME_MIN_S, 1e-30, 1},
-                        hi[] = {INFINITY, INFINITY, INFINITY, GATE_TIME_MAX_S, 1e30, 0x1p53};
+        "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53",
+        "a byte count, 0 or from 1 to 2^53"};
+    static const double lo[] = {-INFINITY, 0, 0, GATE_TIME_MIN_S, 1e-30, 1, 0},
+                        hi[] = {INFINITY, INFINITY, INFINITY, GATE_TIME_MAX_S, 1e30, 0x1p53,
+                                0x1p53};
     double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
     if (!isfinite(v) || v < lo[rule] || v > hi[rule] || (rule == NUM_POS && v == 0) ||
-        (rule == NUM_COUNT && v != floor(v)))
+        (rule == NUM_COUNT && v != floor(v)) || (rule == NUM_BYTES && v > 0 && v < 1))
         return bad_field(path, idx, field, it, want[rule], err);
     return DDP_OK;
 }
 
 /* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi. */
+ * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too,
+ * since the verdict divides by them (a lo of 5e-324 printed "+inf%"). */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
@@ -167,7 +171,8 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
         if (e && !cJSON_IsNull(e))
-            TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+            TRY(check_num(path, idx, iv, pre, ends[i], rule == NUM_RATE ? NUM_RATE : NUM_ANY,
+                          false, err));
     }
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
                 *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");
@@ -190,7 +195,7 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     const cJSON *steps = at(o, "steps");
     if (steps && cJSON_IsObject(steps))
         TRY(check_num(path, idx, steps, "steps.", "timed", NUM_COUNT, false, err));
-    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *work = at(o, "work_cpu_s");
     if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
         return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
@@ -233,7 +238,7 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_RATE, true, err));
     TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_RATE, false, err));
     TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_TIME, false, err));
-    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *rph = at(rep, "phases_s_per_step");
     if (rph && !cJSON_IsObject(rph))
         return bad_field(path, idx, "repeat.phases_s_per_step", rph, "an object", err);

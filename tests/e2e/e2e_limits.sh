@@ -14,7 +14,8 @@
 #  - divergence: a NaN loss stops the run naming the step and keeps a good
 #    --save; NaN --init/--resume data and an edited checkpoint are refused;
 #  - messages: a newline or ESC in a path, control codes in every
-#    __metadata__ entry and baseline string, --timeout 0.001, DP out of
+#    __metadata__ entry and baseline string, a subnormal or huge number in
+#    every baseline figure, --timeout 0.001, DP out of
 #    memory, --help into /dev/full, --warmup-steps past the run;
 #  - signals: SIGINT/SIGTERM stop every mode with 130/143 and a line; an
 #    inherited ignore is honoured.
@@ -331,6 +332,43 @@ def planted(name, args):
 planted("b.json", ["--steps", "3", "--baseline"])
 planted("hw.json", ["--workload", "gpt2-small", "--hardware"])
 planted("wl.json", ["--hardware", "2x-h100-pcie", "--workload"])
+PY
+# A subnormal, a huge and a huge negative number planted in every figure of
+# a --baseline (one run, and --repeat 2), one at a time: refused (exit 2) or
+# judged, never against infinity ("+inf%", "nan").
+"$BIN" $RUN --steps 3 --repeat 2 --json >"$T/b2.json" 2>/dev/null || ko "the repeated baseline run"
+python3 - "$BIN" "$T" $RUN <<'PY' && ok || ko "a planted figure was judged against infinity"
+import json, re, subprocess, sys
+bin_, T, run = sys.argv[1], sys.argv[2], sys.argv[3:]
+def numbers(x, path):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from numbers(v, path + [k])
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from numbers(v, path + [i])
+    elif isinstance(x, (int, float)) and not isinstance(x, bool):
+        yield path
+bad = []
+for name, args in (("b.json", []), ("b2.json", ["--repeat", "2"])):
+    doc = json.load(open("%s/%s" % (T, name)))
+    for path in list(numbers(doc, [])):
+        if path[0] in ("schema_version", "config", "environment"):
+            continue  # another configuration or machine: refused or warned, never judged
+        for v in (5e-324, 1e308, -1e308):
+            d2 = json.loads(json.dumps(doc))
+            o = d2
+            for k in path[:-1]:
+                o = o[k]
+            o[path[-1]] = v
+            json.dump(d2, open(T + "/planted.json", "w"))
+            p = subprocess.run([bin_] + run + ["--steps", "3", "--baseline", T + "/planted.json"] +
+                               args, capture_output=True, text=True)
+            out = p.stdout + p.stderr
+            if p.returncode not in (0, 2, 3, 4) or re.search(r"\b(inf|nan)\b", out, re.I):
+                bad.append("%s %s = %g: exit %d: %s" % (name, path, v, p.returncode, out[-200:]))
+if bad:
+    sys.exit("\n".join(bad[:5]))
 PY
 DDPBENCH_FAULT=stall:1:1 "$BIN" --mode ddp --gpus 0,1 --backend cpu --layers 4,4 --loss mse --samples 16 \
     --batch 4 --steps 4 --timeout 0.001 --quiet >"$T/out" 2>"$T/err"
