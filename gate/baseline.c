@@ -150,8 +150,9 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
 }
 
 /* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too,
- * since the verdict divides by them (a lo of 5e-324 printed "+inf%"). */
+ * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too
+ * (or 0: none), since the verdict divides by them (a lo of 5e-324 printed
+ * "+inf%"). */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
@@ -170,9 +171,12 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
     const char *ends[] = {"lo", "hi"};
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
-        if (e && !cJSON_IsNull(e))
-            TRY(check_num(path, idx, iv, pre, ends[i], rule == NUM_RATE ? NUM_RATE : NUM_ANY,
-                          false, err));
+        if (!e || cJSON_IsNull(e))
+            continue;
+        if (rule != NUM_RATE)
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+        else if (!cJSON_IsNumber(e) || e->valuedouble != 0.0) /* 0: none, as null (tp_pair) */
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_RATE, false, err));
     }
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
                 *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");

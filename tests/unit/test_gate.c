@@ -525,6 +525,11 @@ Test(gate, every_field_the_gate_reads_is_checked_naming_it)
              ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":null,"
              "\"hi\":null}},\"machine\":null,\"mem_peak_bytes_max\":0}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
+    /* a rate's end of 0 is none, as null */
+    snprintf(txt, sizeof txt, "%s%s", head,
+             ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":0,"
+             "\"hi\":1e9}}}");
+    cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
     snprintf(txt, sizeof txt, "%s%s", head, ",\"repeat\":null}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
 }
