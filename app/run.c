@@ -227,7 +227,9 @@ static int run_hook_reference(app_job_t *j, char *err)
     config_t rc = j->cfgs[0];
     rc.comm_hook = HOOK_NONE;
     rc.loss_lines_off = true;
-    rc.trace_path[0] = rc.save_path[0] = rc.checkpoint_path[0] = 0;
+    /* from the start, not from a hooked checkpoint: the plain run of the whole job, as a
+     * resumed hooked run ends as the one that never stopped */
+    rc.trace_path[0] = rc.save_path[0] = rc.checkpoint_path[0] = rc.resume_path[0] = 0;
     if (!j->cfg.quiet && j->reports) {
         fprintf(j->info, "== ddp without the hook (the reference for the drift)\n");
         fflush(j->info);

@@ -4,7 +4,6 @@
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
 #include "app/scenario_impl.h"
-#include "common/base/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -515,7 +514,7 @@ static const struct {
 };
 #define NSCEN ((int)(sizeof scenarios / sizeof scenarios[0]))
 
-int scenario_main(int argc, char **argv, const char *name, FILE *out)
+int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg)
 {
     if (strcmp(name, "list") == 0) {
         for (int i = 0; i < NSCEN; i++)
@@ -525,18 +524,13 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     int i = 0;
     while (i < NSCEN && strcmp(scenarios[i].name, name) != 0)
         i++;
-    /* The name as the user typed it may hold newlines or escape codes: the
-     * line goes through text_escape, as every other message does. */
-    char msg[ERR_LEN], shown[2 * ERR_LEN];
     if (i == NSCEN) {
         char names[256] = "";
         for (int k = 0; k < NSCEN; k++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
                      scenarios[k].name);
-        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: %slist)", name,
-                 names);
-        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
-        return DDP_ERR_INPUT;
+        return err_set(msg, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (one of: "
+                       "%slist)", name, names);
     }
     static scen_t s; /* static: it holds a config, the data and the runs */
     memset(&s, 0, sizeof s);
@@ -547,9 +541,8 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
-        snprintf(msg, sizeof msg, "--scenario %.40s: %.400s", name, s.err);
-        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
-        return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+        return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                       "--scenario %.40s: %.400s", name, s.err);
     }
     /* --report draws the runs of a scenario that finishes them */
     if (s.cfg.report_path[0]) {
@@ -561,8 +554,8 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
             rc = report_page_check(s.cfg.report_path, s.err);
         if (rc != DDP_OK) {
             data_free(&s.data);
-            fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
-            return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+            return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                           "--scenario %s: %.400s", name, s.err);
         }
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
@@ -573,11 +566,7 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
         result_free(&s.run[k]);
     if (s.ended) { /* a signal, or a run that failed: as any run says it (main.c) */
         fflush(out);
-        snprintf(msg, sizeof msg, "--scenario %s: %.400s", scenarios[i].name, s.err);
-        bool stop = s.ended == DDP_ERR_INTERRUPTED;
-        fprintf(stderr, "ddpbench: %s %s\n", stop ? "stopped:" : "error:",
-                text_escape(msg, shown, sizeof shown));
-        return stop ? interrupt_exit_status() : s.ended;
+        return err_set(msg, s.ended, "--scenario %s: %.400s", scenarios[i].name, s.err);
     }
     return rc;
 }

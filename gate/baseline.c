@@ -110,7 +110,7 @@ static const cJSON *at(const cJSON *o, const char *path)
  * found after it would cost the run): each, where present, of its type and
  * range, naming the field.  A "repeat" must be an object (or null) with its
  * runs and its throughput interval. */
-typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS } num_rule_t;
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT, NUM_BYTES } num_rule_t;
 
 static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
                      const char *want, char *err)
@@ -132,15 +132,27 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
         return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
                                   path, idx + 1, field)
                         : DDP_OK;
-    static const char *const want[] = {"a number", "a number >= 0", "a number > 0"};
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
-        (rule == NUM_NONNEG && it->valuedouble < 0) || (rule == NUM_POS && it->valuedouble <= 0))
+    /* times, rates, counts and bytes within bounds that keep every ratio of
+     * two figures finite (a p50 of 1e-308 s, a peak of 5e-324 bytes are no
+     * run's) */
+    static const char *const want[] = {
+        "a number", "a number >= 0", "a number > 0", "a time from 1e-09 to 1e+09 s",
+        "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53",
+        "a byte count, 0 or from 1 to 2^53"};
+    static const double lo[] = {-INFINITY, 0, 0, GATE_TIME_MIN_S, 1e-30, 1, 0},
+                        hi[] = {INFINITY, INFINITY, INFINITY, GATE_TIME_MAX_S, 1e30, 0x1p53,
+                                0x1p53};
+    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    if (!isfinite(v) || v < lo[rule] || v > hi[rule] || (rule == NUM_POS && v == 0) ||
+        (rule == NUM_COUNT && v != floor(v)) || (rule == NUM_BYTES && v > 0 && v < 1))
         return bad_field(path, idx, field, it, want[rule], err);
     return DDP_OK;
 }
 
 /* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi. */
+ * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too
+ * (or 0: none), since the verdict divides by them (a lo of 5e-324 printed
+ * "+inf%"). */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
@@ -159,8 +171,12 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
     const char *ends[] = {"lo", "hi"};
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
-        if (e && !cJSON_IsNull(e))
+        if (!e || cJSON_IsNull(e))
+            continue;
+        if (rule != NUM_RATE)
             TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+        else if (!cJSON_IsNumber(e) || e->valuedouble != 0.0) /* 0: none, as null (tp_pair) */
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_RATE, false, err));
     }
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
                 *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");
@@ -176,19 +192,19 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     if (st && !cJSON_IsObject(st))
         return bad_field(path, idx, "step_time_s", st, "an object", err);
     if (st) {
-        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_POS, false, err));
-        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_POS, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_TIME, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_TIME, false, err));
     }
-    TRY(check_num(path, idx, o, "", "timed_samples", NUM_POS, false, err));
+    TRY(check_num(path, idx, o, "", "timed_samples", NUM_COUNT, false, err));
     const cJSON *steps = at(o, "steps");
     if (steps && cJSON_IsObject(steps))
-        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_POS, false, err));
-    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_COUNT, false, err));
+    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *work = at(o, "work_cpu_s");
     if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
         return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
     if (cJSON_IsObject(work))
-        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_POS, false, err));
+        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_TIME, false, err));
     const cJSON *devs = at(o, "devices"), *d;
     if (devs && !cJSON_IsArray(devs))
         return bad_field(path, idx, "devices", devs, "an array", err);
@@ -223,10 +239,10 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     double runs = at(rep, "runs")->valuedouble;
     if (runs != floor(runs) || runs < 2 || runs > REPEAT_MAX)
         return bad_field(path, idx, "repeat.runs", at(rep, "runs"), "a whole number 2..100", err);
-    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_POS, true, err));
-    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_POS, false, err));
-    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_POS, false, err));
-    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_RATE, true, err));
+    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_RATE, false, err));
+    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_TIME, false, err));
+    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *rph = at(rep, "phases_s_per_step");
     if (rph && !cJSON_IsObject(rph))
         return bad_field(path, idx, "repeat.phases_s_per_step", rph, "an object", err);
@@ -248,7 +264,7 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
             return bad_field(path, idx, pre, e, "an object", err);
         const cJSON *wk = at(e, "work_cpu_s_p10");
         if (wk && !cJSON_IsNull(wk))
-            TRY(check_num(path, idx, e, pre, "work_cpu_s_p10", NUM_POS, false, err));
+            TRY(check_num(path, idx, e, pre, "work_cpu_s_p10", NUM_TIME, false, err));
     }
     return DDP_OK;
 }
@@ -280,12 +296,7 @@ static int check_run(const char *path, int idx, const cJSON *o, char *err)
             return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s %s", path, idx + 1,
                            need[i].path, it ? "has the wrong type" : "is missing");
     }
-    double tp = at(o, "throughput_samples_per_s")->valuedouble;
-    if (!isfinite(tp) || tp <= 0.0)
-        return err_set(err, DDP_ERR_INPUT,
-                       "--baseline %s: object %d: throughput_samples_per_s %g is not a positive "
-                       "number",
-                       path, idx + 1, tp);
+    TRY(check_num(path, idx, o, "", "throughput_samples_per_s", NUM_RATE, true, err));
     return check_gate_fields(path, idx, o, err);
 }
 

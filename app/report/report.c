@@ -441,7 +441,7 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     if (c->batch_per_device)
         snprintf(per, sizeof per, " (%d per device)", c->batch_per_device);
     char source[2 * sizeof d->source];
-    text_escape(d->source, source, sizeof source); /* a file name is shown, never obeyed */
+    text_escape(d->source, strlen(d->source), source, sizeof source); /* a file name is shown, never obeyed */
     fprintf(f, "  data %s%s: %zu samples x %d features, batch %d%s%s, seed %llu\n", source,
             d->header_lines ? " (its first line is a header, skipped)" : "", d->n, d->in_dim,
             c->batch, per, c->accum > 1 ? " (accumulated)" : "", (unsigned long long)c->seed);

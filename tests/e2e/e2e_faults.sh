@@ -258,6 +258,9 @@ grep -q "1 feature columns" "$T/err" && ko "plural for one column: $(cat "$T/err
 printf 'a,b\r1,2\r3,4\r' >cr.csv
 expect_error "cr.csv: line 1 ends in a bare carriage return" --backend cpu --mode single \
     --data cr.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
+printf 'a,b\n1,2\r3\n3,4\n' >crin.csv
+expect_error "crin.csv: line 2 holds a carriage return inside it, not at its end" --backend cpu \
+    --mode single --data crin.csv --target-cols 1 --layers 1,1 --loss mse --steps 2
 cd "$T" || exit 1
 
 # ---- memory: what cannot fit is refused before it starts (a planted limit:
@@ -269,6 +272,19 @@ grep -q "976.6 KiB is available (DDPBENCH_MEM_AVAILABLE)" "$T/err" && ok ||
     ko "memory: the available figure is not named: $(cat "$T/err")"
 expect_error "--mode comm: 2 ranks, each 3 buffers of --max-bytes 4.0 MiB" --backend cpu --mode comm \
     --gpus 0,1 --min-bytes 4M --max-bytes 4M --iters 1
+# ... before the data is generated: under an address-space limit far below
+# the data's 2 GiB (65536 features), in a moment, --mem-limit's and the
+# machine's refusals alike
+for lim in "--mem-limit 1" ""; do
+    t0=$(date +%s%N)
+    (ulimit -v 600000 && exec "$BIN" --backend cpu --mode single --layers 65536,65536 $lim) \
+        >/dev/null 2>"$T/err"
+    rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
+    want=$([ -n "$lim" ] && echo "--mem-limit 1 B: single needs at least 64.2 GiB" ||
+        echo "memory: the run needs at least 82.1 GiB")
+    [ $rc -eq 2 ] && [ $ms -lt 5000 ] && grep -qF -- "$want" "$T/err" && ok ||
+        ko "--layers 65536,65536 $lim: exit $rc in $ms ms: $(cat "$T/err")"
+done
 export DDPBENCH_MEM_AVAILABLE=100000000
 "$BIN" --backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 3 --quiet >/dev/null 2>"$T/err" &&
     ok || ko "memory: a run that fits was refused: $(cat "$T/err")"

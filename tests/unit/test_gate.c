@@ -574,22 +574,38 @@ Test(gate, every_field_the_gate_reads_is_checked_naming_it)
          "repeat.runs is 1.5, not a whole number"},
         {",\"repeat\":{\"runs\":3}}", "repeat.throughput_samples_per_s is missing"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":0}}}",
-         "repeat.throughput_samples_per_s.mean is 0, not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is 0, not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":-5}}}",
-         "repeat.throughput_samples_per_s.mean is -5, not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is -5, not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":\"100\"}}}",
-         "repeat.throughput_samples_per_s.mean is \"100\", not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is \"100\", not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":\"x\"}}}",
-         "repeat.throughput_samples_per_s.lo is \"x\", not a number"},
+         "repeat.throughput_samples_per_s.lo is \"x\", not a rate"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":120,"
          "\"hi\":90}}}",
          "lo 120 is above hi 90"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
          "\"median_throughput_samples_per_s\":{\"mean\":0}}}",
          "repeat.median_throughput_samples_per_s.mean is 0"},
-        {",\"step_time_s\":{\"mean\":0}}", "step_time_s.mean is 0, not a number > 0"},
+        {",\"step_time_s\":{\"mean\":0}}", "step_time_s.mean is 0, not a time from 1e-09 to 1e+09 s"},
+        /* no run's figures: their ratios would overflow ("+inf%") */
+        {",\"step_time_s\":{\"p50\":1e-308}}", "step_time_s.p50 is 1e-308, not a time"},
+        {",\"work_cpu_s\":{\"p10\":1e-320}}", "work_cpu_s.p10 is"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":1e-300}}}",
+         "repeat.throughput_samples_per_s.mean is 1e-300, not a rate"},
+        {",\"timed_samples\":1e300}", "timed_samples is 1e+300, not a whole number from 1 to 2^53"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"every_run\":[{\"work_cpu_s_p10\":1e-320}]}}", "every_run[0].work_cpu_s_p10 is"},
         {",\"step_time_s\":{\"p50\":\"1\"}}", "step_time_s.p50 is \"1\""},
-        {",\"mem_peak_bytes_max\":-1}", "mem_peak_bytes_max is -1, not a number >= 0"},
+        {",\"mem_peak_bytes_max\":-1}", "mem_peak_bytes_max is -1, not a byte count"},
+        {",\"mem_peak_bytes_max\":5e-324}",
+         "mem_peak_bytes_max is 4.94065645841247e-324, not a byte count, 0 or from 1 to 2^53"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"mem_peak_bytes_max\":{\"mean\":5e-324}}}", "repeat.mem_peak_bytes_max.mean is"},
+        /* a rate's ends are divisors too (a lo of 5e-324 printed "+inf%") */
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"median_throughput_samples_per_s\":{\"mean\":100,\"lo\":5e-324}}}",
+         "repeat.median_throughput_samples_per_s.lo is 4.94065645841247e-324, not a rate"},
         {",\"devices\":{}}", "devices is {}, not an array"},
         {",\"devices\":[{\"phases_s_per_step\":{\"forward_s\":\"slow\"}}]}",
          "devices[0].phases_s_per_step.forward_s is \"slow\", not a number"},
@@ -605,7 +621,12 @@ Test(gate, every_field_the_gate_reads_is_checked_naming_it)
     /* the good forms load: a repeat with null ends, a null repeat, no repeat */
     snprintf(txt, sizeof txt, "%s%s", head,
              ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":null,"
-             "\"hi\":null}},\"machine\":null}");
+             "\"hi\":null}},\"machine\":null,\"mem_peak_bytes_max\":0}");
+    cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
+    /* a rate's end of 0 is none, as null */
+    snprintf(txt, sizeof txt, "%s%s", head,
+             ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":0,"
+             "\"hi\":1e9}}}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
     snprintf(txt, sizeof txt, "%s%s", head, ",\"repeat\":null}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);

@@ -384,7 +384,7 @@ Test(report_baseline, hostile_files_are_one_line_input_errors)
         {"{\"schema_version\":1}", "config.mode is missing"},
         {NULL, "throughput_samples_per_s is missing"},
         {NULL, "throughput_samples_per_s has the wrong type"},
-        {NULL, "not a positive number"},
+        {NULL, "throughput_samples_per_s is -3, not a rate"},
         {NULL, "config.batch has the wrong type"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
