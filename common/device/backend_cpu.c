@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/base/clock.h"
 #include <sys/resource.h>
@@ -72,6 +73,7 @@ typedef struct {
     float *in[2];
     size_t cap[2]; /* floats */
     gemm_small_isa_t small;             /* the tiny GEMM's path (NONE: OpenBLAS only) */
+    int threads;                        /* its BLAS threads (its cores, for the peak) */
     float scratch[GEMM_SMALL_SCRATCH];  /* its tile of B^T */
 } cpu_impl_t;
 
@@ -629,6 +631,11 @@ static int cpu_set_precision(backend_t *be, precision_t p)
                    "--precision tf32: the CPU backend has no TF32 mode (it computes in fp32)");
 }
 
+static double cpu_peak(backend_t *be)
+{
+    return backend_cpu_core_peak(0) * ((cpu_impl_t *)be->impl)->threads;
+}
+
 static const backend_ops_t cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -662,19 +669,46 @@ static const backend_ops_t cpu_ops = {
     .copy_async = cpu_copy_async,
     .d2h_async = cpu_copy,
     .set_precision = cpu_set_precision,
+    .peak = cpu_peak,
 };
 
 void backend_cpu_set_threads(int n) { blas_space_threads(n < 1 ? 1 : n); }
 
 void backend_cpu_pool_stop(void) { blas_space_pool_stop(); }
 
+/* OpenBLAS's x86-64 cores by the vector width of their GEMM kernels (the
+ * rest: 128 bits). */
+static int core_bits(const char *core)
+{
+    static const char *const wide[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *const avx[] = {"Haswell", "Zen", "Excavator", "Steamroller", "Piledriver",
+                                      "Bulldozer", "Sandybridge"};
+    for (size_t i = 0; i < sizeof wide / sizeof *wide; i++)
+        if (strcasecmp(core, wide[i]) == 0)
+            return 512;
+    for (size_t i = 0; i < sizeof avx / sizeof *avx; i++)
+        if (strcasecmp(core, avx[i]) == 0)
+            return 256;
+    return 128;
+}
+
+blas_core_t backend_cpu_blas_core(void)
+{
+    const char *name = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
+    return (blas_core_t){.name = name ? name : "unknown",
+                         .forced = forced && forced[0] ? forced : NULL,
+                         .bits = name ? core_bits(name) : 0,
+                         .cpu_bits = backend_cpu_vector_bits()};
+}
+
 const char *backend_cpu_blas_info(void)
 {
-    static char info[160];
+    static char info[224];
     if (!info[0]) {
         const char *cfg = openblas_get_config();
-        snprintf(info, sizeof info, "%s (core %s)", cfg ? cfg : "OpenBLAS",
-                 openblas_get_corename());
+        blas_core_t k = backend_cpu_blas_core();
+        snprintf(info, sizeof info, "%s (core %s%s%s)", cfg ? cfg : "OpenBLAS", k.name,
+                 k.forced ? ", chosen by OPENBLAS_CORETYPE=" : "", k.forced ? k.forced : "");
     }
     return info;
 }
@@ -705,6 +739,7 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
     be->host_visible = true;
     be->impl = impl;
     impl->small = gemm_small_best();
+    impl->threads = blas_threads > 1 ? blas_threads : 1;
     /* Why here: the count is process-wide, so it is set while no worker runs a
      * GEMM yet (backends are created before any worker starts). */
     if (blas_threads > 0)
