@@ -121,6 +121,25 @@ static double rel_l2(const float *a, const float *b, size_t n)
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Each device's FLOP/s over the timed wall time, and its share of its peak. */
+static void stats_peak(const run_result_t *r, report_stats_t *s)
+{
+    double peaks = 0.0, t = r->times.timed_s;
+    s->flops_all = t > 0.0 ? 0.0 : NAN;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        const device_stats_t *v = &r->dev[d];
+        s->flops[d] = t > 0.0 && v->flops > 0.0 ? (v->flops + v->flops_optim) / t : NAN;
+        s->share[d] = s->flops[d] / v->peak_flops;
+        if (!(s->share[d] <= REPORT_SHARE_MAX))
+            s->share[d] = NAN;
+        s->flops_all += s->flops[d];
+        peaks += v->peak_flops > 0.0 ? v->peak_flops : NAN;
+    }
+    s->share_all = s->flops_all / peaks;
+    if (!(s->share_all <= REPORT_SHARE_MAX))
+        s->share_all = NAN;
+}
+
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -169,6 +188,7 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
                 s->work_cpu_max[k] = s->work_cpu[d][k];
         }
     }
+    stats_peak(r, s);
     if (!ref || ref == r)
         return;
     s->has_ref = ref->samples_per_s > 0.0;
@@ -326,6 +346,20 @@ static double ar_busbw(double bytes, double s, int n)
 static double bucket_busbw(double bytes, double s, int n, bool zero1)
 {
     return zero1 ? ar_busbw(bytes, s, n) / 2.0 : ar_busbw(bytes, s, n);
+}
+
+double report_bus_share(const run_result_t *r, const collperf_coll_t *ar, bool zero1,
+                        double *busbw)
+{
+    double bytes = 0.0, train = 0.0, link = 0.0;
+    for (int i = 0; i < r->nbuckets; i++) {
+        bytes += r->bucket_bytes[i];
+        train += r->bucket_s[i];
+        link += ar && !zero1 ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+    }
+    *busbw = bucket_busbw(bytes, train, r->ndev, zero1);
+    bool known = strategy_words(r->mode)->ranks && r->ndev > 1 && r->nbuckets > 0 && train > 0.0;
+    return known && link > 0.0 ? link / train : NAN;
 }
 
 void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1)

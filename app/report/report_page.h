@@ -58,6 +58,12 @@ void report_page_pick_step(const run_result_t *r, page_step_t *out);
 extern const char report_page_css[];
 extern const char report_page_js[];
 
+/* The figures' geometry: their width (CSS scales them down), the lane or
+ * bar labels' width, a bar's height. */
+#define FIG_W 960
+#define LABEL_W 170
+#define BAR_H 20
+
 /* Text escaped for HTML (report_svg.c: the figures use it, and the page). */
 void page_esc(FILE *f, const char *s);
 /* The figures (report_svg.c); each returns the count of what it drew (lanes,
@@ -66,5 +72,7 @@ int svg_timelines(FILE *f, const report_page_t *p);
 int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
+/* The section of the share of each device's peak (report_peak.c). */
+void page_peak_section(FILE *f, const report_page_t *p);
 
 #endif

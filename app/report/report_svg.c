@@ -18,11 +18,8 @@
 
 #include "app/report/report_page.h"
 
-#define W 960         /* the figures' width (CSS scales them down) */
-#define LABEL_W 170   /* the lane or bar labels */
-#define PLOT_W (W - LABEL_W - 20)
+#define PLOT_W (FIG_W - LABEL_W - 20)
 #define LANE_H 22
-#define BAR_H 20
 
 // ---------------------------------------------------------------------------
 // small helpers
@@ -338,7 +335,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
                 s[i].first, s[i].last);
         fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
                    "role=\"img\" aria-label=\"timeline of one step\">\n",
-                W, h, W, h);
+                FIG_W, h, FIG_W, h);
         if (busy) {
             fprintf(f, "<text class=\"busy\" x=\"%d\" y=\"14\" data-busy=\"1\">Busy machine: ",
                     LABEL_W);
@@ -431,7 +428,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     int h = n * (BAR_H + 8) + 26;
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
                "aria-label=\"phases per step\">\n",
-            W, h, W, h);
+            FIG_W, h, FIG_W, h);
     for (int j = 0; j < n; j++) {
         const report_stats_t *s = &st[c[j].run];
         const run_result_t *r = &p->runs[c[j].run];
@@ -496,7 +493,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     int h = n * (BAR_H + 6) + 26;
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
                "aria-label=\"peak memory by purpose\">\n",
-            W, h, W, h);
+            FIG_W, h, FIG_W, h);
     int row = 0;
     for (int i = 0; i < p->n; i++) {
         const run_result_t *r = &p->runs[i];
@@ -551,7 +548,7 @@ int svg_predict(FILE *f, const report_page_t *p)
     const predict_in_t *in = p->pred;
     if (!in || !p->rows || in->k0 < 2)
         return 0;
-    const int H = 300, X0 = 70, Y0 = 20, PW = W - X0 - 150, PH = H - 60;
+    const int H = 300, X0 = 70, Y0 = 20, PW = FIG_W - X0 - 150, PH = H - 60;
     double top = 0.0;
     for (int k = 0; k < PREDICT_MAX_DEVICES; k++)
         top = fmax(top, fmax(thr(in, p->rows[k].dp_step_s), thr(in, p->rows[k].ddp_step_s)));
@@ -571,7 +568,7 @@ int svg_predict(FILE *f, const report_page_t *p)
 #define PY(v) (Y0 + PH - (v) / top * PH)
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
                "aria-label=\"predicted throughput\">\n<g class=\"axis\">",
-            W, H, W, H);
+            FIG_W, H, FIG_W, H);
     for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++)
         fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>",

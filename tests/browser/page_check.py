@@ -2,7 +2,7 @@
 """tests/browser/page_check.py: open --report pages in headless Chromium and
 check them as a reader's browser sees them.
 
-    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS [PAGE:LANES:BARS ...]
+    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:PEAKS] [...]
 
 One browser for all pages, driven over the DevTools protocol on a pipe
 (--remote-debugging-pipe: file descriptors 3 and 4, NUL-terminated JSON), so
@@ -11,7 +11,9 @@ each page: no console error, no uncaught exception, no log entry of level
 error (a blocked request or a CSP violation is one), no request but the page
 itself; the DOM holds LANES timeline lanes (g.lane, one per device and
 stream) and BARS phase bars (g.bar, one per column of compare's table), the
-same with scripts disabled (the figures are the page's own SVG); and a
+same with scripts disabled (the figures are the page's own SVG), and PEAKS
+bars of a device's share of its peak (g.peak) when given, each drawn as long
+as its share says (data-share, to 1%) with its value inside the figure; and a
 screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
 laptop's 700 px window and a 1400 px one: the page is no wider than the
 window, every figure's text box is MIN_TEXT_PX high or more (the figures
@@ -51,7 +53,16 @@ PROBE = """JSON.stringify((function () {
     var h = t.getBoundingClientRect().height;
     if (h > 0 && h < small) { small = h; what = t.textContent.slice(0, 40); }
   });
-  return {fills: fills, small: small, what: what,
+  var bars = [];
+  document.querySelectorAll('svg g.peak, svg g.bus').forEach(function (g) {
+    var t = g.querySelector('rect.track').getBoundingClientRect(),
+        e = g.querySelector('rect.ev').getBoundingClientRect(),
+        v = g.querySelector('text.val').getBoundingClientRect(),
+        s = g.closest('svg').getBoundingClientRect();
+    bars.push({share: Math.min(+g.getAttribute('data-share'), 1), drawn: e.width / t.width,
+               clipped: v.right > s.right + 1, what: g.textContent.slice(0, 40)});
+  });
+  return {fills: fills, small: small, what: what, bars: bars,
           page: document.documentElement.scrollWidth, win: window.innerWidth};
 })())"""
 
@@ -177,6 +188,7 @@ def png_ink(png):
 
 COUNT = ("JSON.stringify({lanes: document.querySelectorAll('svg g.lane').length,"
          " bars: document.querySelectorAll('svg g.bar').length,"
+         " peaks: document.querySelectorAll('svg g.peak').length,"
          " sections: document.querySelectorAll('section').length})")
 
 
@@ -212,6 +224,11 @@ def widths(b, session, path, url, shots):
         if got["small"] < MIN_TEXT_PX:
             bad.append("%s at %d px: figure text %.1f px high ('%s'), under %.0f" %
                        (path, w, got["small"], got["what"], MIN_TEXT_PX))
+        for bar in got["bars"]:
+            if abs(bar["drawn"] - bar["share"]) > 0.01 or bar["clipped"]:
+                bad.append("%s at %d px: the bar '%s' is drawn %.3f of its track for a share "
+                           "of %.3f%s" % (path, w, bar["what"], bar["drawn"], bar["share"],
+                                          ", its value cut off" if bar["clipped"] else ""))
         names = sorted(got["fills"]) if w == WIDTHS[0] else []
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
@@ -228,7 +245,7 @@ def widths(b, session, path, url, shots):
     return bad
 
 
-def check(b, session, path, lanes, bars, shots):
+def check(b, session, path, lanes, bars, peaks, shots):
     bad = []
     url = "file://" + os.path.abspath(path)
     b.events = [e for e in b.events if e.get("sessionId") != session]
@@ -243,6 +260,8 @@ def check(b, session, path, lanes, bars, shots):
             bad.append("%s%s: %d timeline lanes, want %d" % (path, how, got["lanes"], lanes))
         if got["bars"] != bars:
             bad.append("%s%s: %d phase bars, want %d" % (path, how, got["bars"], bars))
+        if peaks is not None and got["peaks"] != peaks:
+            bad.append("%s%s: %d peak bars, want %d" % (path, how, got["peaks"], peaks))
         if got["sections"] < 6:
             bad.append("%s%s: %d sections" % (path, how, got["sections"]))
         if scripts:
@@ -296,8 +315,9 @@ def main():
         for dom in ("Page", "Runtime", "Log", "Network"):
             b.send(dom + ".enable", {}, session)
         for spec in sys.argv[3:]:
-            path, lanes, bars = spec.rsplit(":", 2)
-            found = check(b, session, path, int(lanes), int(bars), shots)
+            path, *want = spec.split(":")
+            peaks = int(want[2]) if len(want) > 2 else None
+            found = check(b, session, path, int(want[0]), int(want[1]), peaks, shots)
             print("page_check: %s: %s" % (path, "ok" if not found else "FAILED"))
             bad += found
     except (TimeoutError, EOFError, RuntimeError) as e:
