@@ -362,13 +362,22 @@ double report_bus_share(const run_result_t *r, const collperf_coll_t *ar, bool z
     return known && link > 0.0 ? link / train : NAN;
 }
 
+/* Bucket i's bus bandwidth in training, and what --mode comm's all-reduce
+ * (ar, NULL under zero1: another collective) takes at its size (NAN: not
+ * measured). */
+static double bucket_bw(const run_result_t *r, int i, const collperf_coll_t *ar, bool zero1,
+                        double *ref)
+{
+    double t = ar && !zero1 ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+    *ref = isfinite(t) && t > 0 ? ar_busbw(r->bucket_bytes[i], t, r->ndev) : NAN;
+    return bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+}
+
 void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
     if (!strategy_words(r->mode)->ranks || r->ndev < 2 || r->nbuckets == 0)
         return;
     char a[32], b[32];
-    if (zero1) /* --mode comm measured all-reduce: another collective, not a reference */
-        ar = NULL;
     if (zero1)
         fprintf(f, "  reduce-scatter per %s (ZeRO-%d; busbw = bytes / time x (n-1)/n):\n",
                 r->zero == 3 ? "layer" : "bucket", r->zero ? r->zero : 1);
@@ -376,19 +385,16 @@ void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, b
         fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the "
                    "same size):\n");
     for (int i = 0; i < r->nbuckets; i++) {
-        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+        double ref, bw = bucket_bw(r, i, ar, zero1, &ref);
         fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,
                 report_fmt_bytes(a, sizeof a, r->bucket_bytes[i]),
                 report_fmt_time(b, sizeof b, r->bucket_s[i]), 1e-9 * bw);
-        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
-        if (isfinite(t) && t > 0) {
-            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+        if (isfinite(ref))
             fprintf(f, "   comm %7.2f GB/s: %s\n", 1e-9 * ref,
                     bw >= BUS_BOUND * ref ? "bandwidth-bound (the link's speed)"
                                           : "below the link's speed (waiting, not moving data)");
-        } else {
+        else
             fputc('\n', f);
-        }
     }
 }
 
@@ -396,25 +402,19 @@ cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, boo
 {
     if (!strategy_words(r->mode)->ranks || r->nbuckets == 0)
         return cJSON_CreateNull();
-    if (zero1)
-        ar = NULL;
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < r->nbuckets; i++) {
         cJSON *o = cJSON_CreateObject();
-        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+        double ref, bw = bucket_bw(r, i, ar, zero1, &ref);
         cJSON_AddNumberToObject(o, "bytes", r->bucket_bytes[i]);
         cJSON_AddStringToObject(o, "collective", zero1 ? "reduce-scatter" : "all-reduce");
         cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
         cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
-        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
-        if (isfinite(t) && t > 0) {
-            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
-            cJSON_AddNumberToObject(o, "comm_busbw_gbs", 1e-9 * ref);
+        report_json_num(o, "comm_busbw_gbs", 1e-9 * ref);
+        if (isfinite(ref))
             cJSON_AddBoolToObject(o, "bandwidth_bound", bw >= BUS_BOUND * ref);
-        } else {
-            cJSON_AddNullToObject(o, "comm_busbw_gbs");
+        else
             cJSON_AddNullToObject(o, "bandwidth_bound");
-        }
         cJSON_AddItemToArray(arr, o);
     }
     return arr;

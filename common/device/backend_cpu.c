@@ -45,6 +45,7 @@
 #include "common/device/act_math.h"
 #include "common/device/backend_impl.h"
 #include "common/base/half.h"
+#include "common/base/procfile.h"
 #include "common/device/blas_space.h"
 #include "common/device/gemm_small.h"
 
@@ -761,46 +762,17 @@ bool backend_cpu_restart_env(void)
 // ---------------------------------------------------------------------------
 // the CPU's name
 
-/* The value of the first "key<spaces>: value" line of a small text file. */
-static int read_field(const char *path, const char *key, char *out, size_t n)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char line[512];
-    size_t klen = strlen(key);
-    int rc = -1;
-    /* bounded: /proc/cpuinfo grows with the cores, the answer is near the top */
-    for (int i = 0; i < 4096 && fgets(line, sizeof line, f); i++) {
-        if (strncmp(line, key, klen) != 0)
-            continue;
-        char *p = line + klen;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p != ':')
-            continue;
-        p++;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t l = strlen(p);
-        while (l > 0 && isspace((unsigned char)p[l - 1]))
-            p[--l] = 0;
-        snprintf(out, n, "%s", p);
-        rc = 0;
-        break;
-    }
-    fclose(f);
-    return rc;
-}
-
 const char *backend_cpu_model(void)
 {
-    static char model[128];
-    static int done;
-    if (!done) {
-        if (read_field("/proc/cpuinfo", "model name", model, sizeof model) != 0)
-            model[0] = 0;
-        done = 1;
+    static char line[160], *model;
+    if (!model) { /* "model name\t: AMD EPYC": what follows the colon, trimmed */
+        model = line;
+        if (procfile_value("/proc/cpuinfo", "model name", line, sizeof line) && strchr(line, ':'))
+            model = strchr(line, ':') + 1 + strspn(strchr(line, ':') + 1, " \t");
+        else
+            line[0] = 0;
+        for (size_t l = strlen(model); l > 0 && isspace((unsigned char)model[l - 1]);)
+            model[--l] = 0;
     }
     return model;
 }
