@@ -40,6 +40,7 @@
 #include <strings.h>
 
 #include "common/base/clock.h"
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "common/device/act_math.h"
@@ -55,6 +56,15 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 
 #define CPU_ALIGN 64
+/* A block of HUGE_MIN bytes or more (a weight matrix, its gradient and
+ * optimizer state) is aligned to a 2 MiB page and asked for huge pages:
+ * OpenBLAS packs a weight matrix across its rows before each GEMM, and in
+ * 4 KiB pages mlp-medium's 33 MB of weights overflow the TLB (Zen 4's
+ * covers 12 MB).  Where the kernel's THP setting is "madvise" (Debian's), the
+ * ask decides: the work of a step at 128 rows fell by 3.9% (A/B gate, 12
+ * rounds: 0.961 [0.946..0.987]), at 256 by 1.1% (0.989 [0.979..1.012]). */
+#define HUGE_PAGE (2u << 20)
+#define HUGE_MIN (4u << 20)
 
 /* A small GEMM, in multiply-adds (m n k): the seed-size model's are 2,000,
  * mlp-small's 2 million and more; at 32 x 32 x 16 one takes about a
@@ -103,8 +113,12 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 static void *cpu_alloc(backend_t *be, size_t bytes, mem_kind_t kind)
 {
     void *p = NULL;
-    if (bytes > SIZE_MAX - CPU_ALIGN || posix_memalign(&p, CPU_ALIGN, bytes + CPU_ALIGN) != 0)
+    bool huge = bytes >= HUGE_MIN;
+    if (bytes > SIZE_MAX - CPU_ALIGN ||
+        posix_memalign(&p, huge ? HUGE_PAGE : CPU_ALIGN, bytes + CPU_ALIGN) != 0)
         return NULL;
+    if (huge)
+        madvise(p, bytes + CPU_ALIGN, MADV_HUGEPAGE);
     memset(p, 0, bytes + CPU_ALIGN);
     ((size_t *)p)[0] = bytes;
     ((size_t *)p)[1] = (size_t)kind;
