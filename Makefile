@@ -217,6 +217,9 @@ endif
 # --report's style sheet and script, inlined into the page (report_html.c)
 PAGE_ASSETS_O := $(BUILD)/app/report/report_page_assets.o
 LIB_OBJS += $(PAGE_ASSETS_O)
+# app/predict/'s JSON, compiled in (the rule is beside the page assets')
+PREDICT_FILES_O := $(BUILD)/app/predict/predict_files.o
+LIB_OBJS += $(PREDICT_FILES_O)
 APP_C    := $(wildcard app/*.c)
 MAIN_OBJS := $(APP_C:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -294,10 +297,13 @@ $(BUILD)/app/report/report_env.o: $(PROV_STAMP)
 $(BUILD)/app/report/report_env.o: PROV_DEFS = -DDDPBENCH_REVISION='"$(REVISION)"' \
     -DDDPBENCH_CC='"$(CC_VERSION)"' -DDDPBENCH_CFLAGS='"$(BUILD_CFLAGS)"'
 
+# A text file as the lines of a C string literal.
+C_STRING = sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
+
 # --emit-pytorch's script body (app/twin_body.py) as a C string for twin.c.
 $(BUILD)/app/twin_body.h: app/twin_body.py
 	@mkdir -p $(dir $@)
-	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< >$@
+	$(C_STRING) $< >$@
 $(BUILD)/app/twin.o: $(BUILD)/app/twin_body.h
 $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 
@@ -306,12 +312,24 @@ $(BUILD)/app/twin.o: CFLAGS += -I$(BUILD)
 $(BUILD)/gen/report_page_assets.c: app/report/page.css app/report/page.js
 	@mkdir -p $(dir $@)
 	{ echo '/* generated from app/report/page.css and page.js */'; \
-	  echo 'const char report_page_css[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.css; \
-	  echo ';'; echo 'const char report_page_js[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' app/report/page.js; \
+	  echo 'const char report_page_css[] ='; $(C_STRING) app/report/page.css; \
+	  echo ';'; echo 'const char report_page_js[] ='; $(C_STRING) app/report/page.js; \
 	  echo ';'; } >$@
 $(PAGE_ASSETS_O): $(BUILD)/gen/report_page_assets.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# app/predict/'s JSON (the shipped hardware/ and workload/ profiles, the
+# published cases) as a table of C strings (profile.h's predict_files): a
+# name works from any folder and after make install.
+PREDICT_JSON := $(sort $(wildcard app/predict/*/*.json)) app/predict/published_cases.json
+$(BUILD)/gen/predict_files.c: $(PREDICT_JSON)
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from app/predict/ */'; echo '#include "app/predict/profile.h"'; \
+	  echo 'const predict_file_t predict_files[] = {'; \
+	  for f in $^; do echo "{\"$$(basename $$(dirname $$f))\", \"$$(basename $$f .json)\","; \
+	    $(C_STRING) $$f; echo '},'; done; echo '{0, 0, 0}};'; } >$@
+$(PREDICT_FILES_O): $(BUILD)/gen/predict_files.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -67,6 +67,7 @@ typedef struct {
     bool full;                    /* measure every collective the model needs */
     bool measure;                 /* measure the collectives at all */
     run_result_t hook_ref;        /* --comm-hook: the same DDP run without the hook */
+    gpu_lesson_t gpu;             /* --hardware: the run's model on a GPU box (app/predict/) */
 } app_job_t;
 
 // main.c
@@ -80,6 +81,10 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out);
 /* Everything checked before training, up to the start-up agreement of every
  * rank (rc: the status so far; under mpirun the ranks agree on it). */
 int app_plan(app_job_t *j, int rc, char *err);
+/* --hardware: its profiles (--workload's, or the run's MLP) modelled on
+ * 1..count GPUs into j->gpu, checked against a published case on the box;
+ * without --hardware j->gpu is off. */
+int app_gpu_model(app_job_t *j, char *err);
 /* The memory the planned runs need at least, against the machine's
  * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
  * fit.  _comm: --mode comm's buffers. */
@@ -113,5 +118,8 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen);
 /* The status of the outputs: DDP_OK, or one line naming what failed and
  * what was written. */
 int app_outputs_status(const app_job_t *j, const char *failed, const char *written, char *err);
+/* --workload: the GPU lesson alone on stdout (--json: its object), nothing
+ * trained. */
+int app_gpu_lesson(app_job_t *j, char *err);
 
 #endif

@@ -109,9 +109,13 @@ static int job_main(void *ctx, int rc, char *err)
             return scenario_main(j->argc, j->argv, scenario, stdout);
     }
 
+    if (rc == DDP_OK && j->opts.workload[0]) /* the GPU lesson alone: nothing is trained */
+        return (rc = app_gpu_lesson(j, err)) == DDP_OK ? 0 : app_fail(rc, err);
     report_start(); /* the run's start time and load average, for its provenance */
     if (rc == DDP_OK)
         rc = config_resolve(cfg, j->note, sizeof j->note, err);
+    if (rc == DDP_OK && cfg->mode != MODE_COMM) /* a bad profile fails before training */
+        rc = app_gpu_model(j, err);
     if (cfg->mode == MODE_COMM) {
         if (rc == DDP_OK)
             rc = app_mem_check_comm(cfg, j->mpi, err);

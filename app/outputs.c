@@ -81,6 +81,11 @@ static int print_results(app_job_t *j, char *err)
             if (o && pr->on)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "predict", report_json_predict(&pr->in, pr->rows, &j->res[i]));
+            if (o && j->gpu.on) { /* --hardware: the GPU model, the CPU's under "cpu" */
+                cJSON *g = report_json_gpu(&j->gpu);
+                cJSON_AddItemToObject(g, "cpu", cJSON_DetachItemFromObject(o, "predict"));
+                cJSON_AddItemToObject(o, "predict", g);
+            }
             if (o && pr->in.all_reduce)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     o, "buckets",
@@ -122,6 +127,8 @@ static int print_results(app_job_t *j, char *err)
         if (pr->on && c->predict)
             predict_zero_table(stdout, c, j->opts.mem_limit, &j->spec, j->data.tgt_cols, &pr->in,
                                &ddp_strategy);
+        if (j->gpu.on)
+            report_gpu(stdout, &j->gpu);
         const repeat_t *rp[MAX_RUNS];
         mode_t_ modes[MAX_RUNS];
         for (int i = 0; i < n; i++) {
@@ -152,6 +159,8 @@ void app_print(app_job_t *j, char *failed)
     if (j->cfg.explain)
         for (int i = 0; i < j->n; i++)
             report_explain(j->info, &j->ctx, &j->res[i]);
+    if (j->cfg.explain && j->gpu.on)
+        report_gpu_explain(j->info, &j->gpu);
 }
 
 void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
@@ -175,7 +184,8 @@ void app_write_page(app_job_t *j, char *failed, char *written, size_t wlen)
                        .n = j->n,
                        .reps = j->reps,
                        .pred = model ? &pr->in : NULL,
-                       .rows = model ? pr->rows : NULL};
+                       .rows = model ? pr->rows : NULL,
+                       .gpu = j->gpu.on ? &j->gpu : NULL};
     char e[ERR_LEN];
     if (report_page_write(cfg->report_path, &p, e) == DDP_OK) {
         size_t w = strlen(written);
@@ -197,4 +207,25 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
     return err_set(err, DDP_ERR_RUNTIME, "%s%s%s%s", all,
                    written[0] ? " (written: " : files ? " (no file was written)" : "", written,
                    written[0] ? ")" : "");
+}
+
+/* --workload: the GPU lesson alone, nothing trained. */
+int app_gpu_lesson(app_job_t *j, char *err)
+{
+    TRY(app_gpu_model(j, err));
+    cJSON *o = j->cfg.json ? cJSON_CreateObject() : NULL;
+    if (o) { /* a failed write is stdout's error, below */
+        cJSON_AddStringToObject(o, "ddpbench", DDPBENCH_VERSION);
+        cJSON_AddStringToObject(o, "mode", "predict");
+        cJSON_AddItemToObject(o, "predict", report_json_gpu(&j->gpu));
+        report_json_print(stdout, o);
+        cJSON_Delete(o);
+    } else {
+        report_gpu(stdout, &j->gpu);
+    }
+    if (j->cfg.explain)
+        report_gpu_explain(j->cfg.json ? stderr : stdout, &j->gpu);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    return DDP_OK;
 }

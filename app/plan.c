@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/predict/cases.h"
 #include "app/twin.h"
 #include "common/comm/comm.h"
 #include "app/load/load.h"
@@ -29,6 +30,30 @@ void app_run_config(const config_t *base, mode_t_ mode, config_t *out)
         out->loss_lines_off = true; /* compare fits a screen: the table has the final loss */
     if (base->mode == MODE_COMPARE) /* compare's ddp is plain; --zero adds columns (app_plan) */
         out->zero = 0;
+}
+
+int app_gpu_model(app_job_t *j, char *err)
+{
+    gpu_lesson_t *g = &j->gpu;
+    const char *workload = j->opts.workload;
+    memset(g, 0, sizeof *g);
+    if (!j->opts.hardware[0])
+        return DDP_OK;
+    TRY(profile_hardware(j->opts.hardware, &g->hw, err));
+    if (workload[0])
+        TRY(profile_workload(workload, &g->wl, err));
+    else
+        profile_workload_mlp(&j->cfg, &g->wl);
+    if (workload[0] && j->cfg.batch_per_device > 0) { /* --batch-per-device: the profile's */
+        g->wl.batch_per_device = j->cfg.batch_per_device;
+        g->wl.global_batch = 0;
+    }
+    TRY(gpu_model_check(&g->hw, &g->wl, err));
+    for (int k = 1; k <= g->hw.count; k++)
+        gpu_model_row(&g->hw, &g->wl, k, &g->rows[k - 1]);
+    cases_check(g->hw.name, g->check, sizeof g->check);
+    g->on = true;
+    return DDP_OK;
 }
 
 /* What keeps compare from adding runs to its three (--zero's stages,

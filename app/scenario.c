@@ -3,7 +3,7 @@
  * parsed like a command line; what PyTorch users would see; what ddpbench
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
-#include "app/scenario.h"
+#include "app/scenario_impl.h"
 #include "common/base/text.h"
 
 #include <math.h>
@@ -19,53 +19,8 @@
 #include "app/report/report_page.h"
 #include "common/train/strategy.h"
 
-#define WIDTH 96
-
 // ---------------------------------------------------------------------------
-// the harness
-
-typedef struct {
-    FILE *out;
-    config_t cfg;        /* the scenario's options, then the user's */
-    gate_opts_t gate;    /* the rest of the user's command line: refused below */
-    app_opts_t opts;
-    model_spec_t spec;
-    dataset_t data;
-    bool loaded;
-    char err[ERR_LEN];
-    int ended; /* a run ended the scenario (see ended()): its status; err says why */
-    /* A scenario's runs and their configurations live here (the harness is
-     * static), not on the stack: a run's record is 79 KB and a config 14
-     * KB, and nothing large lives on the stack (docs/faults.md). */
-    run_result_t run[3];
-    config_t alt[2];                  /* the runs' other configurations */
-    config_t page_cfg[PAGE_MAX_RUNS]; /* --report's, one per run drawn */
-} scen_t;
-
-/* A paragraph under a heading, wrapped at WIDTH. */
-static void para(scen_t *s, const char *head, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void para(scen_t *s, const char *head, const char *fmt, ...)
-{
-    char text[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (head[0])
-        fprintf(s->out, "  %s\n", head);
-    int col = 0;
-    for (char *save = NULL, *w = strtok_r(text, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-        int wl = (int)strlen(w);
-        if (col > 0 && col + 1 + wl > WIDTH - 4) {
-            fputc('\n', s->out);
-            col = 0;
-        }
-        fprintf(s->out, "%s%s", col ? " " : "    ", w);
-        col += (col ? 1 : 4) + wl;
-    }
-    fputc('\n', s->out);
-}
+// the harness (the rest is scenario_harness.c's)
 
 /* Parse the scenario's options, then the user's (argv without argv[0]),
  * resolve them and load the data. */
@@ -124,41 +79,6 @@ static int setup(scen_t *s, const char *defaults, int argc, char **argv)
     return DDP_OK;
 }
 
-/* One of the scenario's runs; none once a signal asked to stop. */
-static int run(const config_t *c, const dataset_t *d, run_result_t *r, char *err)
-{
-    result_init(r);
-    if (interrupt_pending())
-        return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before its next run",
-                       sigabbrev_np(interrupt_pending()));
-    return strategy_of(c->mode)->run(c, d, r, err);
-}
-
-/* Does this run end the scenario?  A signal that asked to stop (the run
- * stopped by it, or it came as the run ended) does, as it stops any run:
- * no next run, "ddpbench: stopped: ..." and 128 + the signal.  So does a
- * failure that is not the one the scenario reproduces (`expected`: the
- * scenario waits for this one), such as a rank killed: "ddpbench: error:"
- * naming the rank and the cause, exit 1.  scenario_main says it. */
-static bool ended(scen_t *s, int rc, const char *err, bool expected)
-{
-    int sig = interrupt_pending();
-    if (sig || rc == DDP_ERR_INTERRUPTED) {
-        s->ended = DDP_ERR_INTERRUPTED;
-        if (rc == DDP_ERR_INTERRUPTED)
-            snprintf(s->err, sizeof s->err, "%s", err);
-        else
-            snprintf(s->err, sizeof s->err, "interrupted by SIG%s", sigabbrev_np(sig));
-        return true;
-    }
-    if (rc != DDP_OK && !expected) {
-        s->ended = rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
-        snprintf(s->err, sizeof s->err, "%s", err);
-        return true;
-    }
-    return false;
-}
-
 /* Seconds per timed step of device d's phase p. */
 static double per_step(const run_result_t *r, int d, phase_t p)
 {
@@ -179,43 +99,6 @@ static double wait_of(const run_result_t *r, int d)
 static double desched_of(const run_result_t *r, int d) { return per_step(r, d, PH_DESCHED); }
 
 static const char *ms(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
-static const char *mib(char *b, size_t n, double x) { return report_fmt_bytes(b, n, x); }
-
-static int verdict(scen_t *s, const char *name, bool shown, const char *why)
-{
-    if (shown)
-        fprintf(s->out, "scenario %s: behaved as described\n", name);
-    else
-        fprintf(s->out, "scenario %s: NOT as described: %s\n", name, why);
-    return shown ? 0 : 1;
-}
-
-/* --report: the scenario's runs on one page, its verdict line as the page's
- * verdict.  Called before the runs are freed; a page that cannot be written
- * makes the scenario fail (exit 1), with the error line. */
-static int page(scen_t *s, const char *name, bool shown, const char *why, const run_result_t *runs,
-                const char *const *labels, int n)
-{
-    if (!s->cfg.report_path[0])
-        return 0;
-    char story[512], title[64], err[ERR_LEN];
-    snprintf(story, sizeof story, "scenario %s: %s%s.", name,
-             shown ? "behaved as described" : "NOT as described: ", shown ? "" : why);
-    snprintf(title, sizeof title, "scenario %s", name);
-    config_t *cfgs = s->page_cfg;
-    for (int i = 0; i < n && i < PAGE_MAX_RUNS; i++) {
-        cfgs[i] = s->cfg;
-        cfgs[i].mode = runs[i].mode;
-    }
-    report_ctx_t ctx = {.cfg = &s->cfg, .spec = &s->spec, .data = &s->data};
-    report_page_t p = {.ctx = &ctx, .title = title, .cfgs = cfgs, .runs = runs,
-                       .labels = labels, .n = n, .story = story};
-    if (report_page_write(s->cfg.report_path, &p, err) != DDP_OK) {
-        fprintf(stderr, "ddpbench: error: %s\n", err);
-        return 1;
-    }
-    return 0;
-}
 
 // ---------------------------------------------------------------------------
 // uneven: ranks with different amounts of data, without join
@@ -226,18 +109,18 @@ static int sc_uneven(scen_t *s)
     run_result_t *r = &s->run[0];
     char err[ERR_LEN] = "";
     double t0 = now_s();
-    int rc = run(c, &s->data, r, err);
+    int rc = scen_run(c, &s->data, r, err);
     double secs = now_s() - t0;
     result_free(r);
     bool hung = rc == DDP_ERR_RUNTIME && strstr(err, "did not arrive") && strstr(err, "ran out of data");
-    if (ended(s, rc, err, hung))
+    if (scen_ended(s, rc, err, hung))
         return 1;
     config_t *j = &s->alt[0];
     *j = *c;
     j->join = true;
     char jerr[ERR_LEN] = "";
-    int jrc = run(j, &s->data, r, jerr);
-    if (ended(s, jrc, jerr, false))
+    int jrc = scen_run(j, &s->data, r, jerr);
+    if (scen_ended(s, jrc, jerr, false))
         return 1;
     char steps[256] = "";
     long shadowed = 0;
@@ -249,7 +132,7 @@ static int sc_uneven(scen_t *s)
     }
     result_free(r);
 
-    para(s, "What PyTorch users see:",
+    scen_para(s, "What PyTorch users see:",
          "each rank's DataLoader ends after its own number of batches. The rank that runs out "
          "first leaves the training loop; the others call their next all-reduce (inside "
          "backward) and wait for it there. Nothing fails until the NCCL watchdog's timeout (10 "
@@ -258,20 +141,20 @@ static int sc_uneven(scen_t *s)
          "600000 milliseconds before timing out\" (gloo: a timeout after 30 minutes). It names "
          "the operation, not the rank that left.");
     if (c->join)
-        para(s, "What ddpbench measured:", "nothing hung: --join was given, so the rank out of "
+        scen_para(s, "What ddpbench measured:", "nothing hung: --join was given, so the rank out of "
              "data shadowed the others (steps run/shadowed: %s).", steps);
     else
-        para(s, "What ddpbench measured:",
+        scen_para(s, "What ddpbench measured:",
              "--no-join: the run ended after %.1f s (--timeout %g) with exit %d: %s. With --join "
              "the same run %s (steps run/shadowed: %s).",
              secs, c->timeout_s, rc, rc == DDP_OK ? "(it finished: no rank ran out of data)" : err,
              jrc == DDP_OK ? "trained to the end" : jerr, steps[0] ? steps : "none");
-    para(s, "The fix:",
+    scen_para(s, "The fix:",
          "wrap the training loop in torch.distributed.algorithms.Join([model]): a rank out of "
          "data shadows the others' all-reduces with zero gradients, as --join does here; or give "
          "every rank the same number of batches (DistributedSampler pads the data to equal "
          "shards, or cuts it with drop_last=True).");
-    return verdict(s, "uneven", !c->join && hung && secs < c->timeout_s + 5.0 && jrc == DDP_OK &&
+    return scen_verdict(s, "uneven", !c->join && hung && secs < c->timeout_s + 5.0 && jrc == DDP_OK &&
                                     shadowed > 0,
                    c->join ? "--join was given: no rank left the loop"
                    : !hung ? "the ranks did not hang on the rank that ran out of data (are "
@@ -292,12 +175,12 @@ static int sc_straggler(scen_t *s)
     b->slow_rank = -1;
     run_result_t *both = s->run, *base = &both[0], *str = &both[1];
     char err[ERR_LEN];
-    int rc = run(b, &s->data, base, err);
+    int rc = scen_run(b, &s->data, base, err);
     if (rc == DDP_OK)
-        rc = run(c, &s->data, str, err);
-    if (ended(s, rc, err, false))
+        rc = scen_run(c, &s->data, str, err);
+    if (scen_ended(s, rc, err, false))
         return 1;
-    para(s, "What PyTorch users see:",
+    scen_para(s, "What PyTorch users see:",
          "nothing fails, and nothing says which rank is slow: every rank runs at the "
          "straggler's pace, because each all-reduce completes only when the last rank arrives. "
          "The fast ranks spend the difference waiting inside backward's all-reduce and before "
@@ -342,17 +225,17 @@ static int sc_straggler(scen_t *s)
             base->samples_per_s > 0 ? str->samples_per_s / base->samples_per_s : 0.0);
     double off = fast_off - fast_off0; /* the fast ranks' extra time off their cores */
     if (named && off > 0.05 * extra)
-        para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
+        scen_para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
              "%s and their time off their cores by %s (a busy machine), while rank %d itself "
              "waited %s: the ranks that wait are the fast ones.", slow, ms(a, sizeof a, extra),
              ms(bb, sizeof bb, fast_wait - fast_wait0), ms(cc, sizeof cc, fast_wait),
              ms(w, sizeof w, off), slow, ms(dd, sizeof dd, slow_wait));
     else if (named)
-        para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
+        scen_para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
              "%s, while rank %d itself waited %s: the ranks that wait are the fast ones.", slow,
              ms(a, sizeof a, extra), ms(bb, sizeof bb, fast_wait - fast_wait0),
              ms(cc, sizeof cc, fast_wait), slow, ms(dd, sizeof dd, slow_wait));
-    para(s, "The fix:",
+    scen_para(s, "The fix:",
          "find the rank whose compute takes longest (time forward and backward on every rank: "
          "torch.cuda.Event pairs or the profiler, per rank) and remove the cause: a slower or "
          "throttled GPU, a busy host, a slower data loader, a larger batch. The fast ranks' "
@@ -367,27 +250,15 @@ static int sc_straggler(scen_t *s)
     char slowed[48];
     snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
     const char *labels[2] = {"ddp", slowed};
-    int prc = page(s, "straggler", shown, why, both, labels, 2);
+    int prc = scen_page(s, "straggler", shown, why, both, labels, 2);
     result_free(base);
     result_free(str);
-    int vrc = verdict(s, "straggler", shown, why);
+    int vrc = scen_verdict(s, "straggler", shown, why);
     return prc ? prc : vrc;
 }
 
 // ---------------------------------------------------------------------------
 // dp-device0: what DP's device 0 carries
-
-static void mem_line(scen_t *s, const char *label, const run_result_t *r, int d)
-{
-    char a[32], b[32];
-    fprintf(s->out, "    %-22s %10s  (", label, mib(a, sizeof a, (double)r->dev[d].mem_peak));
-    int k = 0;
-    for (int m = 0; m < MEM_KINDS; m++)
-        if (r->dev[d].mem_split[m] > 0)
-            fprintf(s->out, "%s%s %s", k++ ? ", " : "", mem_kind_name((mem_kind_t)m),
-                    mib(b, sizeof b, (double)r->dev[d].mem_split[m]));
-    fprintf(s->out, ")\n");
-}
 
 static int sc_dp_device0(scen_t *s)
 {
@@ -401,14 +272,14 @@ static int sc_dp_device0(scen_t *s)
     cd->mode = cz->mode = MODE_DDP;
     cd->sampler_replicas = cz->sampler_replicas = c->ngpus;
     cz->zero = 1;
-    int rc = run(c, &s->data, dp, err);
+    int rc = scen_run(c, &s->data, dp, err);
     if (rc == DDP_OK && c->ngpus > 1)
-        rc = run(cd, &s->data, ddp, err);
+        rc = scen_run(cd, &s->data, ddp, err);
     if (rc == DDP_OK && c->ngpus > 1)
-        rc = run(cz, &s->data, z, err);
-    if (ended(s, rc, err, false))
+        rc = scen_run(cz, &s->data, z, err);
+    if (scen_ended(s, rc, err, false))
         return 1;
-    para(s, "What PyTorch users see:",
+    scen_para(s, "What PyTorch users see:",
          "nn.DataParallel keeps everything on its output device, GPU 0: the module and the "
          "optimizer state, the whole batch, the gathered outputs and the loss, the summed "
          "gradients. GPU 0 runs out of memory first (\"CUDA out of memory ... GPU 0\" while the "
@@ -420,15 +291,15 @@ static int sc_dp_device0(scen_t *s)
     int n = dp->ndev;
     for (int d = 0; d < n; d++) {
         snprintf(label, sizeof label, "dp device %d", d);
-        mem_line(s, label, dp, d);
+        scen_mem_line(s, label, dp, d);
     }
     for (int d = 0; n > 1 && d < ddp->ndev; d++) {
         snprintf(label, sizeof label, "ddp rank %d", d);
-        mem_line(s, label, ddp, d);
+        scen_mem_line(s, label, ddp, d);
     }
     for (int d = 0; n > 1 && d < z->ndev; d++) {
         snprintf(label, sizeof label, "ddp --zero1 rank %d", d);
-        mem_line(s, label, z, d);
+        scen_mem_line(s, label, z, d);
     }
     double alone = per_step(dp, 0, PH_DATA) + per_step(dp, 0, PH_H2D) +
                    per_step(dp, 0, PH_LOSS) + per_step(dp, 0, PH_OPTIM);
@@ -441,12 +312,12 @@ static int sc_dp_device0(scen_t *s)
     }
     double step = dp->times.n ? dp->times.timed_s / dp->times.n : 0.0;
     if (n > 1)
-        para(s, "", "per step of %s: device 0 alone staged the batch, computed the loss over it "
+        scen_para(s, "", "per step of %s: device 0 alone staged the batch, computed the loss over it "
              "and stepped the optimizer for %s, while the other devices sat idle %s per step "
              "(waiting for it, and at the barriers). DDP's ranks hold the same split each; with "
              "--zero1 each holds 1/%d of the optimizer state.",
              ms(a, sizeof a, step), ms(b, sizeof b, alone), ms(cc, sizeof cc, idle), n);
-    para(s, "The fix:",
+    scen_para(s, "The fix:",
          "DistributedDataParallel: every device holds and steps its own copy, so there is no "
          "device 0 to wait for or to run out of memory; for the optimizer's memory, "
          "ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its state among the ranks.");
@@ -469,13 +340,13 @@ static int sc_dp_device0(scen_t *s)
                               "others, or DDP's ranks did not hold the same optimizer state, or "
                               "ZeRO-1's about 1/world of it";
     const char *labels[3] = {"dp", "ddp", "ddp --zero1"};
-    int prc = page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
+    int prc = scen_page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
     if (n > 1) {
         result_free(ddp);
         result_free(z);
     }
     result_free(dp);
-    int vrc = verdict(s, "dp-device0", shown, why);
+    int vrc = scen_verdict(s, "dp-device0", shown, why);
     return prc ? prc : vrc;
 }
 
@@ -504,7 +375,7 @@ static int sc_mismatch(scen_t *s)
          "jobs and their replicas drift apart in silence", 1},
     };
     g_odd_rank = c->ngpus - 1;
-    para(s, "What PyTorch users see:",
+    scen_para(s, "What PyTorch users see:",
          "each rank parses its own command line. A rank with another model fails in DDP's "
          "constructor, which compares only the parameters' shapes. Anything else -- a learning "
          "rate, a batch size, a seed, another data file -- passes unnoticed: the ranks average "
@@ -529,14 +400,14 @@ static int sc_mismatch(scen_t *s)
             g_other.optim.lr *= 10.0f;
         run_result_t *r = &s->run[0];
         char err[ERR_LEN] = "";
-        if (ended(s, DDP_OK, "", true)) /* a signal before this run */
+        if (scen_ended(s, DDP_OK, "", true)) /* a signal before this run */
             return 1;
         double t0 = now_s();
         int rc = ddp_strategy.run_each(c, &s->data, odd_rank, r, err);
         double secs = now_s() - t0;
         result_free(r);
         /* refused at start-up is what it shows; trained is its verdict's */
-        if (ended(s, rc, err, rc == DDP_ERR_INPUT))
+        if (scen_ended(s, rc, err, rc == DDP_ERR_INPUT))
             return 1;
         char want[32];
         snprintf(want, sizeof want, "rank %d (device", g_odd_rank);
@@ -547,13 +418,13 @@ static int sc_mismatch(scen_t *s)
         fprintf(s->out, "      (PyTorch: %s)\n", cases[i].torch);
         all = all && caught && secs < c->timeout_s;
     }
-    para(s, "The fix:",
+    scen_para(s, "The fix:",
          "start every rank from one command and one configuration, and check it before "
          "training: ddpbench's ranks all-gather a fingerprint of their configuration and of "
          "their data at start-up and compare it with rank 0's (in PyTorch: "
          "dist.all_gather_object of a hash of the config and the dataset, before the first "
          "step).");
-    return verdict(s, "mismatch", all,
+    return scen_verdict(s, "mismatch", all,
                    c->ngpus < 2 ? "one rank has no other rank to differ from"
                                 : "a rank started on another job was not refused at start-up");
 }
@@ -564,21 +435,46 @@ static int sc_mismatch(scen_t *s)
 static const struct {
     const char *name, *title, *options;
     int (*fn)(scen_t *);
+    bool draws; /* its runs finish: --report draws them */
 } scenarios[] = {
     {"uneven", "ranks with different amounts of data hang without join",
      "--backend cpu --mode ddp --gpus 0,1,2 --layers 6,10,3 --samples 60 --loss mse --batch 9 "
      "--epochs 1 --rank-samples 24,15,6 --no-join --timeout 2 --quiet",
-     sc_uneven},
+     sc_uneven, false},
     {"straggler", "one slow rank: every DDP rank waits for it at the all-reduce",
      "--backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 40 --warmup-steps 4 "
      "--slow-rank 1:4 --quiet",
-     sc_straggler},
+     sc_straggler, true},
     {"dp-device0", "DP's device 0 carries the optimizer, the batch and the loss",
-     "--backend cpu --mode dp --gpus 0,1 --model mlp-small --steps 20 --quiet", sc_dp_device0},
+     "--backend cpu --mode dp --gpus 0,1 --model mlp-small --steps 20 --quiet", sc_dp_device0,
+     true},
     {"mismatch", "a rank started with another model or flags: caught at start-up and named",
      "--backend cpu --mode ddp --gpus 0,1,2 --layers 8,24,16,3 --loss mse --samples 240 "
      "--batch 24 --steps 10 --timeout 10 --quiet",
-     sc_mismatch},
+     sc_mismatch, false},
+    {"set-epoch", "without sampler.set_epoch every epoch reads the same batches",
+     "--backend cpu --mode ddp --gpus 0,1 --layers 16,32,4 --loss mse --samples 256 --batch 32 "
+     "--epochs 4 --optim sgd --lr 0.05 --quiet",
+     sc_set_epoch, false},
+    {"loss-scale", "the loss averaged per rank and the gradients summed: world x accum too large",
+     "--backend cpu --mode ddp --gpus 0,1,2,3 --accum 2 --layers 16,32,4 --loss mse --samples 512 "
+     "--batch 64 --steps 4 --optim sgd --lr 0.05 --quiet",
+     sc_loss_scale, false},
+    {"no-sync", "no_sync left on for the all-reducing micro-batch: the replicas drift apart",
+     "--backend cpu --mode ddp --gpus 0,1 --accum 2 --layers 16,32,4 --loss mse --samples 512 "
+     "--batch 32 --steps 16 --optim sgd --lr 0.1 --check-replicas 1 --quiet",
+     sc_no_sync, true},
+    {"unused", "a branch leaves a layer out of one rank's loss: named by rank and step",
+     "--backend cpu --mode ddp --gpus 0,1 --layers 16,32,32,4 --loss mse --samples 512 --batch 32 "
+     "--steps 8 --quiet",
+     sc_unused, false},
+    {"collective-at-runtime", "one rank runs one collective more: named as it happens, no hang",
+     "--backend cpu --mode ddp --gpus 0,1 --layers 16,32,4 --loss mse --samples 512 --batch 32 "
+     "--steps 8 --timeout 2 --cuda-graph off --quiet",
+     sc_collective, false},
+    {"bucket-view", "DDP's buckets as views of the gradients, not copies: the memory saved",
+     "--backend cpu --mode ddp --gpus 0,1 --model mlp-small --steps 10 --quiet", sc_bucket_view,
+     true},
 };
 #define NSCEN ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -586,7 +482,7 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
 {
     if (strcmp(name, "list") == 0) {
         for (int i = 0; i < NSCEN; i++)
-            fprintf(out, "%-12s %s\n", scenarios[i].name, scenarios[i].title);
+            fprintf(out, "%-22s %s\n", scenarios[i].name, scenarios[i].title);
         return 0;
     }
     int i = 0;
@@ -596,8 +492,12 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
      * line goes through text_escape, as every other message does. */
     char msg[ERR_LEN], shown[2 * ERR_LEN];
     if (i == NSCEN) {
-        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: uneven, "
-                 "straggler, dp-device0, mismatch, list)", name);
+        char names[256] = "";
+        for (int k = 0; k < NSCEN; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
+                     scenarios[k].name);
+        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: %slist)", name,
+                 names);
         fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
         return DDP_ERR_INPUT;
     }
@@ -616,9 +516,10 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     }
     /* --report draws the runs of a scenario that finishes them */
     if (s.cfg.report_path[0]) {
-        if (scenarios[i].fn == sc_uneven || scenarios[i].fn == sc_mismatch)
+        if (!scenarios[i].draws)
             rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
-                         "there is no step to draw (straggler and dp-device0 draw theirs)");
+                         "there is no step to draw (straggler, dp-device0, no-sync and "
+                         "bucket-view draw theirs)");
         else
             rc = report_page_check(s.cfg.report_path, s.err);
         if (rc != DDP_OK) {

@@ -7,6 +7,8 @@
  *   straggler   one slow rank (--slow-rank): every rank waits at the all-reduce
  *   dp-device0  DP's device 0 carries the optimizer, the batch and the loss
  *   mismatch    a rank started on another job: caught at start-up and named
+ *   set-epoch, loss-scale, no-sync, unused, collective-at-runtime, bucket-view:
+ *               mistakes that do not crash (scenario_<name>.c, docs/scenarios.md)
  *
  * The scenario's options come first and the user's after them, so any of
  * them can be changed (--backend cuda, --slow-rank 1:8, --timeout 5). */

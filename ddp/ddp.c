@@ -74,7 +74,7 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
                            r, cfg->gpus[r]);
         /* Every rank applied the same averaged gradients to the same start:
          * their parameters must be bit-identical, or the run is not DDP. */
-        if (rec->checksum.bits != a->rank[0].checksum.bits)
+        if (rec->checksum.bits != a->rank[0].checksum.bits && !(cfg->watch & WATCH_REPLICAS))
             return err_set(err, DDP_ERR_RUNTIME,
                            "rank %d (device %d): its parameters drifted from rank 0's "
                            "(checksum %016llx vs %016llx)",
@@ -93,6 +93,7 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
     sch->start_step = a->start_step;
     trainer_begin(res, cfg, sch);
     res->story = a->story;
+    res->replicas = a->replicas;
     res->ntuned = a->ntuned;
     memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
     memcpy(res->tuned_s, a->tuned_s, sizeof res->tuned_s);

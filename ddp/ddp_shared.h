@@ -65,6 +65,7 @@ typedef struct {
     int ntuned;             /* rank 0: --bucket-mb auto's caps and summed step times */
     double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX], bucket_mb_chosen;
     step_story_t story;     /* rank 0: --explain's told step */
+    replica_rec_t replicas; /* rank 0: --check-replicas' checks */
     /* The supervisor's stop request (fork launcher): the signal it was asked
      * to stop with, 0 none.  Written by the supervisor, read by every rank
      * at each step's end (interrupt_follow), both with atomic accesses: the

@@ -33,6 +33,11 @@ static int coll(rank_t *me, int rc) { return comm_check(me->comm, rc, NULL, me->
  * --comm-hook's), counted as exposed communication. */
 static int rank_reduce(rank_t *me, long g)
 {
+    char none[256];
+    if (reducer_unready(&me->red, none, sizeof none))
+        return err_set(me->err, DDP_ERR_RUNTIME, "step %ld: backward gave %s no gradient on this "
+                       "rank: they took no part in its loss, and every rank must all-reduce "
+                       "every bucket", g + 1, none);
     straggle_end(&me->slow, me->t.has_grad);
     if (!me->t.staged && me->cfg->accum == 1) /* the staging slots keep the steps' parity */
         TRY(step_check(&me->t, stager_skip(&me->stg), "h2d"));
@@ -174,6 +179,8 @@ static int rank_train(rank_t *me)
         trainer_step_begin(m, sch, g);
         TRY(rank_step(me, g));
         TRY(step_meter_end(m, NULL, me->err));
+        if (me->watch)
+            TRY(watch_step(me->watch, g, me->err));
         TRY(rank_autotune_after(me));
         if (active)
             rec->stats.steps_run++;

@@ -14,9 +14,11 @@
 #include "ddp/comm_hook.h"
 #include "ddp/global_loss.h"
 #include "ddp/launch.h"
+#include "ddp/plant.h"
 #include "ddp/reducer.h"
 #include "ddp/shard.h"
 #include "ddp/straggle.h"
+#include "ddp/watch.h"
 
 typedef struct {
     const config_t *cfg;
@@ -39,6 +41,8 @@ typedef struct {
     graph_t graph;        /* --cuda-graph */
     straggle_t slow;      /* --slow-rank */
     autotune_t tune;      /* --bucket-mb auto */
+    watch_t *watch;       /* --check-replicas, a scenario's watch (NULL: none) */
+    planted_t *plant;     /* a scenario's planted mistake (NULL: none) */
     train_step_t t;       /* the step's pieces on this rank */
     char err[ERR_LEN];
 } rank_t;

@@ -119,6 +119,8 @@ int rank_setup(rank_t *me)
     }
     TRY(global_loss_init(&me->loss, me->be, me->comm, &me->meter, me->err));
     straggle_init(&me->slow, cfg, me->rank, me->be, &me->rep, &me->meter);
+    TRY(watch_init(&me->watch, cfg, me->comm, &me->rep, &me->sch,
+                   rank0 ? &me->env->area->replicas : NULL, &rec->stats, me->err));
     /* Before anything is captured, every rank together: whether NCCL
      * captures at all (graph.h's probe, shared with DP). */
     bool graphs = config_graphs_on(cfg, MODE_DDP);
@@ -136,6 +138,7 @@ int rank_setup(rank_t *me)
                            .before_forward = straggle_before, .after_loss = straggle_after,
                            .extra_ctx = &me->slow, .loss_sum = global_loss_add,
                            .loss_ctx = &me->loss, .err = me->err};
+    TRY(plant_install(&me->plant, cfg, me->rank, &me->t, &me->red, &me->sch, me->err));
 
     /* Every rank keeps its own phases and step times (the supervisor takes
      * the slowest rank's); rank 0 also the loss log, the progress line and
@@ -176,10 +179,12 @@ void rank_teardown(rank_t *me)
     stager_free(&me->stg);
     global_loss_free(&me->loss); /* waits for the device: no copy still uses them */
     autotune_free(&me->tune, me->be);
+    watch_free(me->watch);
     step_meter_free(&me->meter);
     ckpt_run_free(&me->ck);
     shard_free(me->shard);
     comm_hook_free(me->hook);
+    plant_free(me->plant);
     reducer_free(&me->red);
     replica_free(&me->rep);
     schedule_free(&me->sch);

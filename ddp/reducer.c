@@ -122,7 +122,9 @@ void reducer_begin(reducer_t *r, bool sync, long g)
 {
     r->armed = sync;
     r->next = 0;
+    r->g = g;
     r->par = (int)(g & 1);
+    r->ready = 0;
     for (int i = 0; i < r->nb; i++) {
         r->b[i].pending = r->b[i].last_param - r->b[i].first_param + 1;
         if (sync) { /* the step's record of this bucket starts here */
@@ -159,7 +161,10 @@ static int launch(reducer_t *r, int i, bool run)
 int reducer_hook(void *ctx, int layer)
 {
     reducer_t *r = ctx;
-    if (!r->armed || !r->overlap)
+    if (!r->armed)
+        return DDP_OK;
+    r->ready |= 3ull << (2 * layer);
+    if (!r->overlap)
         return DDP_OK;
     r->b[r->bucket_of[2 * layer]].pending--;
     r->b[r->bucket_of[2 * layer + 1]].pending--;
@@ -177,6 +182,22 @@ int reducer_hook(void *ctx, int layer)
         r->next++;
     }
     return DDP_OK;
+}
+
+int reducer_unready(const reducer_t *r, char *names, size_t n)
+{
+    int np = 2 * r->spec->nlayers, k = 0;
+    uint64_t none = (np == 64 ? ~0ull : (1ull << np) - 1) & ~r->ready;
+    if (!r->armed || !r->ready || !none) /* (no hook at all: a rank without rows) */
+        return 0;
+    names[0] = 0;
+    for (int p = 0; p < np; p++) {
+        size_t u = strlen(names);
+        char name[32];
+        if (none >> p & 1 && ++k)
+            snprintf(names + u, n - u, "%s%s", u ? ", " : "", model_param_name(p, name, sizeof name));
+    }
+    return k;
 }
 
 int reducer_launch_rest(reducer_t *r)

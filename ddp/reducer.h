@@ -83,7 +83,9 @@ struct reducer {
                               the comm thread and back when nothing is left to
                               overlap); false: launched from the hook like the rest */
     bool armed;            /* this backward all-reduces (the last micro-batch) */
+    long g;                /* the step (reducer_begin's) */
     int par;               /* the step's parity */
+    uint64_t ready;        /* bit p: parameter p got its gradient in this backward */
     int next;              /* next bucket to launch */
     bool launch_failed;    /* a launch from the hook failed: the comm has the error */
     step_meter_t *meter;   /* marks each launch on the device's queue */
@@ -121,6 +123,12 @@ void reducer_free(reducer_t *r);
 void reducer_begin(reducer_t *r, bool sync, long g);
 /* The layer hook for model_backward (ctx is the reducer_t). */
 int reducer_hook(void *ctx, int layer);
+/* After an all-reducing backward that computed (its hook was called): the
+ * parameters that got no gradient in it, named into names ("layer 1 weight,
+ * layer 1 bias"), and how many; 0 when every one did.  PyTorch's DDP stops
+ * at the next step: "Expected to have finished reduction in the prior
+ * iteration". */
+int reducer_unready(const reducer_t *r, char *names, size_t n);
 /* After backward: launch the buckets the hook did not (all of them without overlap). */
 int reducer_launch_rest(reducer_t *r);
 /* After comm_wait_all: the gradients the optimizer applies (bucket_ops_t's finish). */

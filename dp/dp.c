@@ -196,6 +196,11 @@ static int dp_train(dp_ctx_t *c, char *err)
     if (rc != DDP_OK)
         return rc;
 
+    /* --check-replicas: device 0's part of each check, and the slowest other's */
+    double others = 0.0;
+    for (int d = 1; d < c->ndev; d++)
+        others = c->check.secs[d] > others ? c->check.secs[d] : others;
+    c->res->replicas.seconds = c->check.secs[0] + others;
     /* device 0 timed the steps; the others' edges differ by a hair (skew) */
     trainer_end(c->res, c->spec.nparams, c->host_params);
     c->host_params = NULL;

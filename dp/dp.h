@@ -181,6 +181,15 @@ typedef struct {
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
+    /* --check-replicas (dp_replicas.c): each device's copy of the hash of
+     * what a checked step replicated (device memory) and its parameters on
+     * the host, that hash (device 0's: two of each, in turn), each device's
+     * time */
+    struct dp_check {
+        float *fp[MAX_DEVICES], *host[MAX_DEVICES + 1];
+        float ref[2][4];
+        double secs[MAX_DEVICES];
+    } check;
 } dp_ctx_t;
 
 // ---------------------------------------------------------------------------
@@ -206,6 +215,14 @@ void dp_device_free(dp_ctx_t *c, int d);
  * dp_run for step 0 before the threads start. */
 void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
+
+// ---------------------------------------------------------------------------
+// dp_replicas.c: --check-replicas
+
+/* Device 0 before step g (after: false), every device after its last
+ * barrier (after: true); nothing unless g is a checked step. */
+int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err);
+void dp_replicas_free(dp_ctx_t *c, int d);
 
 // ---------------------------------------------------------------------------
 // dp_comm.c: DP's collectives, each on the group (see the file)

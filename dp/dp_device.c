@@ -128,6 +128,7 @@ void dp_device_free(dp_ctx_t *c, int d)
     comm_destroy(dv->comm ? dv->comm : dv->nccl); /* the group's owns its NCCL rank */
     dv->comm = dv->nccl = NULL;
     backend_sync(be);
+    dp_replicas_free(c, d);
     if (d == 0) {
         optim_free(&c->opt);
         stager_free(&c->stg);

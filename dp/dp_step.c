@@ -149,6 +149,7 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
     step_meter_t *m = &dv->meter; /* set up with the device (dp_device_init) */
+    bool check = c->cfg->check_replicas > 0;
     for (long g = c->start_step; g < c->total_steps; g++) {
         /* plan[g & 1] was written by device 0 before the barrier that ended
          * the previous step (or before the first one); device 0 writes the
@@ -158,6 +159,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * device (graph.h); a member begins its meter once it follows, so
          * that every marker of its step is the graph's. */
         bool graph = graph_arm(&dv->graph, g, dp_full_step(c, pl));
+        if (d == 0 && check)
+            TRY(dp_replicas(c, d, g, false, err));
         if (d == 0 || !graph)
             trainer_step_begin(m, &c->sch, g);
         step_begin(&dv->t);
@@ -186,14 +189,17 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
          * so the phase sums of all devices add up to the step time, and device
          * 0's meter times the step when every device is through it. */
         TRY(dp_barrier(c, d, err));
+        /* (a graph step's and a host run's steps ahead are never the same run) */
+        if (graph) { /* the replicas' check after it is eager too */
+            bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
+            TRY(graph_join(&dv->graph, next_eager || check, err));
+        }
+        if (check)
+            TRY(dp_replicas(c, d, g, true, err));
         if (g + 1 < c->total_steps && dp_staged_ahead(c, g + 1)) {
             if (d == 0)
                 TRY(dp_launch_next(c, &c->plan[(g + 1) & 1], err));
             dp_prefetch_next(c, d, &c->plan[(g + 1) & 1]);
-        }
-        if (graph) {
-            bool next_eager = g + 1 < c->total_steps && !dp_full_step(c, &c->plan[(g + 1) & 1]);
-            TRY(graph_join(&dv->graph, next_eager, err));
         }
         TRY(step_meter_end(m, NULL, err));
         TRY(dp_checkpoint(c, d, g, err));

@@ -34,17 +34,26 @@ static int set_mem_limit(void *p, const char *name, const char *v, char *err)
 static const opt_t rows[] = {
     {"scenario", "NAME", NULL, "none",
      "reproduce a failure PyTorch users meet and explain it: uneven, straggler, dp-device0, "
-     "mismatch (list: each in a line); exit 0 when it behaved as described",
+     "mismatch, set-epoch, loss-scale, no-sync, unused, collective-at-runtime, bucket-view "
+     "(list: each in a line); exit 0 when it behaved as described",
      NULL, SET(set_scenario, NULL, "uneven", "straggler"), .after = "threads",
      EFF(CF_META)},
     {"mem-limit", "BYTES", NULL, "none",
      "each device's memory (K, M, G suffixes): a run whose estimated peak exceeds it is refused",
      NULL, SET(set_mem_limit, NULL, "64M", "1G"), .after = "zero", EFF(CF_META)},
+    {"hardware", "NAME|FILE", NULL, "none",
+     "model single, dp and ddp on a GPU box one does not have, term by term, on 1..its GPUs: "
+     "a shipped profile (2x-titan-rtx-nvlink, dgx1-v100, 8x-a100-sxm, ...: an unknown name "
+     "lists them) or a JSON file (app/predict/README.md)",
+     NULL, PATH(hardware), .after = "predict", EFF(CF_OUTPUT)},
+    {"workload", "NAME|FILE", NULL, "the run's MLP",
+     "with --hardware: the model to put on it instead of the run's (gpt2-small, resnet50, "
+     "bert-base, ... or a JSON file); nothing is trained",
+     NULL, PATH(workload), EFF(CF_META)},
     {"emit-pytorch", "FILE.py", NULL, "none",
      "write a PyTorch script that runs the same job (its initial weights and data beside it) "
      "and prints the same checksum",
-     NULL, PATH(emit_pytorch), .after = "predict",
-     EFF(CF_OUTPUT)},
+     NULL, PATH(emit_pytorch), EFF(CF_OUTPUT)},
 };
 
 /* No output may be another output or an input: one would overwrite the other.
@@ -92,13 +101,34 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
     return DDP_OK;
 }
 
+/* --workload models a box alone: it needs the box, and nothing is trained,
+ * so no output of a run and no gate */
+static int check_workload(const config_t *c, const gate_opts_t *g, const app_opts_t *a, char *err)
+{
+    if (!a->hardware[0])
+        return err_set(err, DDP_ERR_INPUT, "--workload %s: needs --hardware NAME|FILE, the box "
+                       "to model it on", a->workload);
+    const char *out = c->report_path[0] ? "--report" : c->trace_path[0] ? "--trace"
+                    : c->save_path[0] ? "--save" : c->checkpoint_path[0] ? "--checkpoint"
+                    : g->baseline[0] ? "--baseline" : g->against[0] ? "--against"
+                    : a->emit_pytorch[0] ? "--emit-pytorch" : NULL;
+    if (out)
+        return err_set(err, DDP_ERR_INPUT, "--workload %s: nothing is trained, so %s has no run "
+                       "(without --workload the run's own MLP is trained and modelled)",
+                       a->workload, out);
+    return DDP_OK;
+}
+
 static int finish(void *part, const config_t *c, const config_line_t *l, char *err)
 {
     const app_opts_t *a = part;
+    const gate_opts_t *g = config_line_part(l, &gate_options);
     if (a->emit_pytorch[0] && c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
                        "--mode single, dp or ddp");
-    return check_paths(c, config_line_part(l, &gate_options), a, err);
+    if (a->workload[0])
+        TRY(check_workload(c, g, a, err));
+    return check_paths(c, g, a, err);
 }
 
 const opt_table_t app_options = {rows, (int)(sizeof rows / sizeof rows[0]), sizeof(app_opts_t),

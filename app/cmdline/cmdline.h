@@ -12,6 +12,8 @@ typedef struct {
     char scenario[32];                  /* --scenario NAME: a failure reproduced, explained */
     double mem_limit;                   /* --mem-limit BYTES: each device's memory (0: none) */
     char emit_pytorch[CONFIG_PATH_LEN]; /* --emit-pytorch FILE.py: the PyTorch twin */
+    char hardware[CONFIG_PATH_LEN];     /* --hardware NAME|FILE: a GPU box modelled (predict/) */
+    char workload[CONFIG_PATH_LEN];     /* --workload NAME|FILE: its model, nothing trained */
 } app_opts_t;
 
 extern const opt_table_t app_options;

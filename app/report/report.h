@@ -26,6 +26,7 @@
 #include "common/data/data.h"
 #include "common/nn/model.h"
 #include "common/measure/collperf.h"
+#include "app/predict/gpu_model.h"
 #include "app/predict/predict.h"
 #include "app/repeat/repeat.h"
 #include "common/measure/result.h"
@@ -287,6 +288,13 @@ void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in
                       const predict_row_t *rows);
 cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
                            const run_result_t *r);
+/* --hardware's GPU lesson (report_gpu.c): the table on 1..count GPUs with the
+ * sentence naming the term that makes DP slower (the terminal's and the
+ * page's), --explain's terms, and --json's "predict" object. */
+void report_gpu(FILE *f, const gpu_lesson_t *g);
+void report_gpu_sentence(char *out, size_t n, const gpu_lesson_t *g);
+void report_gpu_explain(FILE *f, const gpu_lesson_t *g);
+cJSON *report_json_gpu(const gpu_lesson_t *g);
 /* -- --trace --------------------------------------------------------------- */
 /* Check early that FILE can be written (its folder exists and is writable). */
 int report_trace_check(const char *path, char *err);

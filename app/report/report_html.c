@@ -200,6 +200,25 @@ static void why_paragraph(FILE *f)
           f);
 }
 
+/* --hardware's GPU box beside the CPU's measured model: the chart, what it
+ * was checked against and the sentence naming DP's slower term. */
+static void gpu_section(FILE *f, const gpu_lesson_t *g)
+{
+    char why[512];
+    report_gpu_sentence(why, sizeof why, g);
+    fputs("<div class=\"gpu-lesson\" id=\"gpu-lesson\"><h3>Modelled for ", f);
+    page_esc(f, g->hw.name);
+    fputs(" (", f);
+    page_esc(f, g->wl.name);
+    fputs(", not measured)</h3>\n<p class=\"note\">", f);
+    page_esc(f, g->check[0] ? g->check : "no published case on this box");
+    fputs("</p>\n", f);
+    svg_gpu(f, g);
+    fputs("<p class=\"note\">", f);
+    page_esc(f, why);
+    fputs("</p></div>\n", f);
+}
+
 static void predict_section(FILE *f, const report_page_t *p)
 {
     fputs("<section id=\"predict\"><h2>On 1 to 8 devices (--predict)</h2>\n", f);
@@ -207,16 +226,18 @@ static void predict_section(FILE *f, const report_page_t *p)
     if (!p->pred || !p->rows || p->pred->k0 < 2) {
         fputs("<p class=\"note\">Not measured: run with --predict (compare on two or more "
               "devices measures it too) to see DP's and DDP's throughput predicted on 1 to 8 "
-              "devices from single's phases and the measured collectives.</p></section>\n",
+              "devices from single's phases and the measured collectives.</p>\n",
               f);
-        return;
+    } else {
+        fprintf(f, "<h3>Measured on this CPU</h3><p class=\"lead\">Throughput predicted by the "
+                   "alpha-beta model (single's phases per step, the collectives measured on %d "
+                   "ranks); the squares are what was measured%s.</p>\n",
+                p->pred->k0,
+                p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
+        svg_predict(f, p);
     }
-    fprintf(f, "<p class=\"lead\">Throughput predicted by the alpha-beta model (single's phases "
-               "per step, the collectives measured on %d ranks); the squares are what was "
-               "measured%s.</p>\n",
-            p->pred->k0,
-            p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
-    svg_predict(f, p);
+    if (p->gpu)
+        gpu_section(f, p->gpu);
     fputs("</section>\n", f);
 }
 
@@ -343,8 +364,61 @@ static void header(FILE *f, const report_page_t *p)
     fprintf(f, ".  ddpbench %s (%s), %s.</p></header>\n", DDPBENCH_VERSION, report_revision(), when);
 }
 
+/* A small SVG of curves over the steps (a hook's losses, the replicas'
+ * distance): curve j's point k is at(ctx, j, k, &step); curve 0 solid,
+ * curve 1 grey and dashed; a non-finite value drawn at the top. */
+typedef struct {
+    const char *cls, *aria;
+    int nc;
+    long n[PAGE_MAX_RUNS];
+    double (*at)(const void *ctx, int j, long k, double *step);
+    const void *ctx;
+    bool zero; /* the axis starts at 0 */
+} curves_t;
+
+static void curves(FILE *f, const curves_t *c)
+{
+    double lo = c->zero ? 0.0 : INFINITY, hi = -INFINITY, s0 = INFINITY, s1 = -INFINITY, x;
+    for (int j = 0; j < c->nc; j++)
+        for (long k = 0; k < c->n[j]; k++) {
+            double v = c->at(c->ctx, j, k, &x);
+            s0 = fmin(s0, x);
+            s1 = fmax(s1, x);
+            lo = isfinite(v) ? fmin(lo, v) : lo;
+            hi = isfinite(v) ? fmax(hi, v) : hi;
+        }
+    if (!(hi > lo))
+        hi = lo + (lo > 0 ? lo : 1.0);
+    const double W = 560, H = 180, L = 50, T = 10, PW = W - L - 10, PH = H - T - 30;
+    fprintf(f, "<svg class=\"%s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n",
+            c->cls, W, H, c->aria);
+    fprintf(f, "<text x=\"4\" y=\"%.0f\" font-size=\"10\">%.4g</text><text x=\"4\" y=\"%.0f\" "
+               "font-size=\"10\">%.4g</text><text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">step "
+               "%.0f to %.0f</text>\n",
+            T + 8, hi, T + PH, lo, L, H - 6, s0, s1);
+    for (int j = 0; j < c->nc; j++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
+                j ? "#888" : "#2a6fdb", j ? " stroke-dasharray=\"4 3\"" : "");
+        for (long k = 0; k < c->n[j]; k++) {
+            double v = c->at(c->ctx, j, k, &x);
+            fprintf(f, "%.1f,%.1f ", L + (s1 > s0 ? (x - s0) / (s1 - s0) : 0.0) * PW,
+                    T + (hi - (isfinite(v) ? v : hi)) / (hi - lo) * PH);
+        }
+        fputs("\"/>\n", f);
+    }
+    fputs("</svg>\n", f);
+}
+
+/* The hook's run (curve 0) and its plain reference's loss per logged step. */
+static double hook_loss(const void *ctx, int j, long k, double *step)
+{
+    const run_result_t *r = ctx, *x = j ? r->hook_ref : r;
+    *step = (double)x->log.pt[k].step;
+    return x->log.pt[k].loss;
+}
+
 /* --comm-hook: what the hook sent against plain DDP, and its drift: the
- * two loss curves (plain dashed) over the logged steps, as a small SVG. */
+ * two loss curves (plain dashed) over the logged steps. */
 static void hook_section(FILE *f, const report_page_t *p)
 {
     const run_result_t *r = &p->runs[0];
@@ -365,44 +439,51 @@ static void hook_section(FILE *f, const report_page_t *p)
             name, report_fmt_bytes(a, sizeof a, sent), report_fmt_bytes(b, sizeof b, plain),
             sent > 0 ? plain / sent : 0.0, d);
     long n = r->log.n < ref->log.n ? r->log.n : ref->log.n;
-    if (n < 2) {
-        fputs("<p class=\"note\">Fewer than two logged losses (--log-every N logs more).</p>"
-              "</section>\n",
-              f);
+    if (n < 2)
+        fputs("<p class=\"note\">Fewer than two logged losses (--log-every N logs more).</p>", f);
+    else
+        curves(f, &(curves_t){.cls = "hookloss", .nc = 2, .n = {n, n}, .at = hook_loss, .ctx = r,
+                              .aria = "loss per logged step, with and without the hook"});
+    fputs("</section>\n", f);
+}
+
+/* Run j's replicas' distance at its check k. */
+static double replica_dist(const void *ctx, int j, long k, double *step)
+{
+    const replica_rec_t *r = &((const report_page_t *)ctx)->runs[j].replicas;
+    *step = (double)r->step[k] + 1;
+    return r->dist[k];
+}
+
+/* --check-replicas: the replicas' distance at each checked step, a curve
+ * per run (the first solid, the second dashed), 0 while they agree: where a
+ * drift starts and how it grows. */
+static void replicas_section(FILE *f, const report_page_t *p)
+{
+    curves_t c = {.cls = "replicas", .nc = p->n < 2 ? p->n : 2, .at = replica_dist, .ctx = p,
+                  .zero = true, .aria = "the replicas' distance at each checked step"};
+    long any = 0;
+    for (int j = 0; j < c.nc; j++)
+        any += c.n[j] = p->runs[j].replicas.npoints;
+    if (!any)
         return;
+    fputs("<section id=\"replicas\"><h2>Replicas</h2>\n<p class=\"lead\">", f);
+    fprintf(f, "--check-replicas %d: the largest difference of one parameter from rank 0's "
+               "(device 0's in dp) at each check, 0 while the replicas agree; ",
+            p->cfgs[0].check_replicas);
+    for (int j = 0; j < c.nc; j++) {
+        const replica_rec_t *r = &p->runs[j].replicas;
+        fputs(j ? "; dashed, " : "solid, ", f);
+        page_esc(f, label_of(p, j));
+        fputc(' ', f);
+        if (r->differed)
+            fprintf(f, "first differed after step %ld", r->first_step + 1);
+        else
+            fprintf(f, "agreed at all %ld checks", r->checks);
     }
-    double lo = INFINITY, hi = -INFINITY, s0 = (double)r->log.pt[0].step,
-           s1 = (double)r->log.pt[n - 1].step;
-    for (long k = 0; k < n; k++) {
-        double v[2] = {r->log.pt[k].loss, ref->log.pt[k].loss};
-        for (int j = 0; j < 2; j++)
-            if (isfinite(v[j])) {
-                lo = v[j] < lo ? v[j] : lo;
-                hi = v[j] > hi ? v[j] : hi;
-            }
-    }
-    if (!(hi > lo))
-        hi = lo + 1.0;
-    const double W = 560, H = 180, L = 50, T = 10, PW = W - L - 10, PH = H - T - 30;
-    fprintf(f, "<svg class=\"hookloss\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-               "aria-label=\"loss per logged step, with and without the hook\">\n",
-            W, H);
-    fprintf(f, "<text x=\"4\" y=\"%.0f\" font-size=\"10\">%.4g</text><text x=\"4\" y=\"%.0f\" "
-               "font-size=\"10\">%.4g</text><text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">step "
-               "%ld to %ld</text>\n",
-            T + 8, hi, T + PH, lo, L, H - 6, r->log.pt[0].step, r->log.pt[n - 1].step);
-    for (int j = 0; j < 2; j++) {
-        const run_result_t *x = j ? ref : r;
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
-                j ? "#888" : "#2a6fdb", j ? " stroke-dasharray=\"4 3\"" : "");
-        for (long k = 0; k < n; k++) {
-            double sx = s1 > s0 ? ((double)x->log.pt[k].step - s0) / (s1 - s0) : 0.0;
-            double v = isfinite(x->log.pt[k].loss) ? x->log.pt[k].loss : hi;
-            fprintf(f, "%.1f,%.1f ", L + sx * PW, T + (hi - v) / (hi - lo) * PH);
-        }
-        fputs("\"/>\n", f);
-    }
-    fputs("</svg>\n</section>\n", f);
+    fputs(".</p>\n", f);
+    curves(f, &c);
+    fputs("</section>\n", f);
 }
 
 static void write_page(FILE *f, const report_page_t *p)
@@ -418,6 +499,7 @@ static void write_page(FILE *f, const report_page_t *p)
     fputs("</style></head>\n<body>\n", f);
     header(f, p);
     verdict(f, p);
+    replicas_section(f, p); /* a drift is the page's lesson where there is one */
     timeline_section(f, p);
     phases_section(f, p);
     page_peak_section(f, p);

@@ -64,6 +64,7 @@ static const char *const other_keys[] = {
     "bucket_autotune",
     "buckets",
     "comm_hook",
+    "replicas",
     "notes",
     "environment.host",
     "environment.time_utc",
@@ -492,6 +493,15 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddItemToObject(o, "comm_hook", run_cfg ? report_json_hook(run_cfg, r)
                                                   : cJSON_CreateNull());
     json_autotune(o, r);
+    const replica_rec_t *rp = &r->replicas; /* --check-replicas: null when off */
+    cJSON *rj = rp->checks ? cJSON_AddObjectToObject(o, "replicas") : NULL;
+    if (!rj)
+        cJSON_AddNullToObject(o, "replicas");
+    else {
+        cJSON_AddNumberToObject(rj, "checks", (double)rp->checks);
+        cJSON_AddNumberToObject(rj, "check_s", rp->seconds / (double)rp->checks);
+        cJSON_AddBoolToObject(rj, "differed", rp->differed);
+    }
     cJSON_AddItemToObject(o, "machine", report_json_machine(&r->machine));
     char notes[4][256];
     int nn = report_notes_of(ctx, r, notes, 4);

@@ -30,6 +30,7 @@ typedef struct {
     const predict_in_t *pred;   /* --predict's model inputs, or NULL */
     const predict_row_t *rows;  /* its 1..PREDICT_MAX_DEVICES rows */
     const char *story;          /* a scenario's verdict line, or NULL */
+    const gpu_lesson_t *gpu;    /* --hardware's model of a GPU box, or NULL */
 } report_page_t;
 
 /* Check early that FILE can be written (as --trace's check). */
@@ -74,5 +75,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
 /* The section of the share of each device's peak (report_peak.c). */
 void page_peak_section(FILE *f, const report_page_t *p);
+/* --hardware's chart: single, DP and DDP modelled on 1..count GPUs */
+void svg_gpu(FILE *f, const gpu_lesson_t *g);
 
 #endif

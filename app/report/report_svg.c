@@ -10,6 +10,8 @@
  *   svg_memory_bars  each device's peak memory, stacked by purpose
  *   svg_predict      --predict's throughput on 1..8 devices, the measured
  *                    points, and --repeat's intervals as error bars
+ *   svg_gpu          --hardware's single, DP and DDP modelled on 1..count
+ *                    GPUs, on the same plot as svg_predict's
  *
  * Every mark carries a <title> (the browser's own tooltip, no script) and
  * data- attributes the browser test counts. */
@@ -536,7 +538,77 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
 }
 
 // ---------------------------------------------------------------------------
-// 4. --predict's curves and the measured points
+// 4. samples/s against devices 1..n: the plot --predict's chart and
+// --hardware's draw on
+
+#define PLOT_H 300
+#define PLOT_X0 70
+#define PLOT_Y0 20
+#define PLOT_PW (FIG_W - PLOT_X0 - 150)
+#define PLOT_PH (PLOT_H - 60)
+
+typedef struct {
+    int n;      /* devices on the x axis, 1..n */
+    double top; /* samples/s at the top of the y axis */
+} plot_t;
+
+static double plot_x(const plot_t *p, double k)
+{
+    return PLOT_X0 + (p->n > 1 ? (k - 1) * (double)PLOT_PW / (p->n - 1) : PLOT_PW / 2.0);
+}
+
+static double plot_y(const plot_t *p, double v)
+{
+    return PLOT_Y0 + PLOT_PH - v / p->top * PLOT_PH;
+}
+
+/* The <svg> with its grid and axes, top rounded up to a tick; the caller
+ * closes it. */
+static void plot_open(FILE *f, plot_t *p, const char *aria)
+{
+    double stp = nice_step(p->top);
+    p->top = ceil(p->top / stp) * stp;
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"%s\">\n<g class=\"axis\">", FIG_W, PLOT_H, FIG_W, PLOT_H, aria);
+    for (int k = 0; k * stp <= p->top * 1.0001 && k < 50; k++) {
+        double y = plot_y(p, k * stp);
+        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
+                PLOT_X0, y, PLOT_X0 + PLOT_PW, y, PLOT_X0 - 6, y + 4, k * stp);
+    }
+    for (int k = 1; k <= p->n; k++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>",
+                plot_x(p, k), PLOT_Y0 + PLOT_PH + 18, k);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">devices</text>"
+               "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">"
+               "samples/s</text></g>\n",
+            plot_x(p, (p->n + 1) / 2.0), PLOT_Y0 + PLOT_PH + 36, PLOT_Y0 + PLOT_PH / 2,
+            PLOT_Y0 + PLOT_PH / 2);
+}
+
+/* Mode m's curve through v[0..n-1] (data-mode: pre and the mode's name), a
+ * circle at each point saying what it is ("predicted", "modelled"), and its
+ * label after the last point, dy pixels below it. */
+static void plot_curve(FILE *f, const plot_t *p, mode_t_ m, const char *pre, const char *what,
+                       const double *v, double dy)
+{
+    const char *name = mode_name(m), *cls = strategy_words(m)->css;
+    fprintf(f, "<g class=\"curve\" data-mode=\"%s%s\"><polyline class=\"line c-%s\" points=\"",
+            pre, name, cls);
+    for (int k = 1; k <= p->n; k++)
+        fprintf(f, "%.1f,%.1f ", plot_x(p, k), plot_y(p, v[k - 1]));
+    fputs("\"/>", f);
+    for (int k = 1; k <= p->n; k++)
+        fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
+                   "device%s, %s: %.*f samples/s</title></circle>", cls, plot_x(p, k),
+                plot_y(p, v[k - 1]), name, k, k == 1 ? "" : "s", what, v[k - 1] < 100 ? 1 : 0,
+                v[k - 1]);
+    fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s %s</text></g>\n", cls,
+            plot_x(p, p->n) + 8, plot_y(p, v[p->n - 1]) + 4 + dy, name, what);
+}
+
+// ---------------------------------------------------------------------------
+// 5. --predict's curves and the measured points
 
 static double thr(const predict_in_t *in, double step_s)
 {
@@ -548,85 +620,66 @@ int svg_predict(FILE *f, const report_page_t *p)
     const predict_in_t *in = p->pred;
     if (!in || !p->rows || in->k0 < 2)
         return 0;
-    const int H = 300, X0 = 70, Y0 = 20, PW = FIG_W - X0 - 150, PH = H - 60;
-    double top = 0.0;
-    for (int k = 0; k < PREDICT_MAX_DEVICES; k++)
-        top = fmax(top, fmax(thr(in, p->rows[k].dp_step_s), thr(in, p->rows[k].ddp_step_s)));
+    double v[2][PREDICT_MAX_DEVICES];
+    plot_t pl = {PREDICT_MAX_DEVICES, 0.0};
+    for (int k = 0; k < PREDICT_MAX_DEVICES; k++) {
+        v[0][k] = thr(in, p->rows[k].dp_step_s);
+        v[1][k] = thr(in, p->rows[k].ddp_step_s);
+        pl.top = fmax(pl.top, fmax(v[0][k], v[1][k]));
+    }
     for (int i = 0; i < p->n; i++) {
-        top = fmax(top, p->runs[i].samples_per_s);
+        pl.top = fmax(pl.top, p->runs[i].samples_per_s);
         if (p->reps && p->reps[i].n > 1) {
             interval_t iv = repeat_interval(&p->reps[i], FIG_THROUGHPUT);
             if (isfinite(iv.hi))
-                top = fmax(top, iv.hi);
+                pl.top = fmax(pl.top, iv.hi);
         }
     }
-    if (!(top > 0))
+    if (!(pl.top > 0))
         return 0;
-    double stp = nice_step(top);
-    top = ceil(top / stp) * stp;
-#define PX(k) (X0 + ((k) - 1) * (double)PW / (PREDICT_MAX_DEVICES - 1))
-#define PY(v) (Y0 + PH - (v) / top * PH)
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"predicted throughput\">\n<g class=\"axis\">",
-            FIG_W, H, FIG_W, H);
-    for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++)
-        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
-                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                X0, PY(k * stp), X0 + PW, PY(k * stp), X0 - 6, PY(k * stp) + 4, k * stp);
-    for (int k = 1; k <= PREDICT_MAX_DEVICES; k++)
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>", PX(k), Y0 + PH + 18,
-                k);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">devices</text>"
-               "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">"
-               "samples/s</text></g>\n",
-            PX(4.5), Y0 + PH + 36, Y0 + PH / 2, Y0 + PH / 2);
+    plot_open(f, &pl, "predicted throughput");
+    plot_curve(f, &pl, MODE_DP, "", "predicted", v[0], 0);
+    plot_curve(f, &pl, MODE_DDP, "", "predicted", v[1], 0);
     int points = 0;
-    for (int m = 0; m < 2; m++) {
-        fprintf(f, "<g class=\"curve\" data-mode=\"%s\"><polyline class=\"line c-%s\" points=\"",
-                m ? "ddp" : "dp", m ? "ddpline" : "dpline");
-        for (int k = 1; k <= PREDICT_MAX_DEVICES; k++) {
-            const predict_row_t *row = &p->rows[k - 1];
-            fprintf(f, "%.1f,%.1f ", PX(k), PY(thr(in, m ? row->ddp_step_s : row->dp_step_s)));
-        }
-        fputs("\"/>", f);
-        for (int k = 1; k <= PREDICT_MAX_DEVICES; k++) {
-            const predict_row_t *row = &p->rows[k - 1];
-            double v = thr(in, m ? row->ddp_step_s : row->dp_step_s);
-            fprintf(f, "<circle class=\"pred c-%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>%s on %d "
-                       "device%s, predicted: %.0f samples/s</title></circle>",
-                    m ? "ddpline" : "dpline", PX(k), PY(v), m ? "ddp" : "dp", k, k == 1 ? "" : "s", v);
-        }
-        fprintf(f, "<text class=\"curvelabel c-%s\" x=\"%.1f\" y=\"%.1f\">%s predicted</text></g>\n",
-                m ? "ddpline" : "dpline", PX(PREDICT_MAX_DEVICES) + 8,
-                PY(thr(in, m ? p->rows[PREDICT_MAX_DEVICES - 1].ddp_step_s
-                          : p->rows[PREDICT_MAX_DEVICES - 1].dp_step_s)) + 4,
-                m ? "ddp" : "dp");
-    }
-    /* the measured points, with their intervals */
     for (int i = 0; i < p->n; i++) {
         const run_result_t *r = &p->runs[i];
         if (r->ndev < 1 || r->ndev > PREDICT_MAX_DEVICES || !(r->samples_per_s > 0))
             continue;
         const char *cls = strategy_words(r->mode)->css;
-        double x = PX(r->ndev) + strategy_words(r->mode)->dx;
+        double x = plot_x(&pl, r->ndev) + strategy_words(r->mode)->dx;
         fprintf(f, "<g class=\"measured\" data-run=\"%d\">", i);
         if (p->reps && p->reps[i].n > 1) {
             interval_t iv = repeat_interval(&p->reps[i], FIG_THROUGHPUT);
             if (isfinite(iv.lo) && isfinite(iv.hi))
                 fprintf(f, "<path class=\"errbar\" d=\"M%.1f %.1fV%.1fM%.1f %.1fh8M%.1f %.1fh8\">"
                            "<title>95%% interval over %d runs: %.0f to %.0f samples/s</title></path>",
-                        x, PY(fmax(iv.lo, 0)), PY(iv.hi), x - 4, PY(fmax(iv.lo, 0)), x - 4, PY(iv.hi),
-                        iv.n, iv.lo, iv.hi);
+                        x, plot_y(&pl, fmax(iv.lo, 0)), plot_y(&pl, iv.hi), x - 4,
+                        plot_y(&pl, fmax(iv.lo, 0)), x - 4, plot_y(&pl, iv.hi), iv.n, iv.lo,
+                        iv.hi);
         }
         fprintf(f, "<rect class=\"pt c-%s\" x=\"%.1f\" y=\"%.1f\" width=\"9\" height=\"9\"><title>",
-                cls, x - 4.5, PY(r->samples_per_s) - 4.5);
+                cls, x - 4.5, plot_y(&pl, r->samples_per_s) - 4.5);
         page_esc(f, run_label(p, i));
         fprintf(f, " on %d device%s, measured: %.0f samples/s</title></rect></g>\n", r->ndev,
                 r->ndev == 1 ? "" : "s", r->samples_per_s);
         points++;
     }
-#undef PX
-#undef PY
     fputs("</svg>\n", f);
     return points + 2 * PREDICT_MAX_DEVICES;
+}
+
+// ---------------------------------------------------------------------------
+// 6. --hardware's modelled GPU box
+
+void svg_gpu(FILE *f, const gpu_lesson_t *g)
+{
+    double v[GPU_MODES][GPU_MAX_DEVICES];
+    plot_t pl = {g->hw.count, 0.0};
+    for (int m = 0; m < GPU_MODES; m++)
+        for (int k = 0; k < pl.n; k++)
+            pl.top = fmax(pl.top, v[m][k] = g->rows[k].m[m].rate);
+    plot_open(f, &pl, "modelled GPU throughput");
+    for (int m = 0; m < GPU_MODES; m++)
+        plot_curve(f, &pl, (mode_t_)m, "gpu-", "modelled", v[m], 12.0 * (m - 1));
+    fputs("</svg>\n", f);
 }

@@ -225,4 +225,9 @@ void report_result(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                 100.0 * r->train_accuracy, r->train_loss);
     fprintf(f, "  %-*ssum %+.6e  |sum| %.6e  bits %016llx\n", LABEL_W, "checksum",
             r->checksum.sum, r->checksum.abs_sum, (unsigned long long)r->checksum.bits);
+    char t[32];
+    if (r->replicas.checks) /* --check-replicas */
+        fprintf(f, "  %-*s%s at %ld checks, %s a check\n", LABEL_W, "replicas",
+                r->replicas.differed ? "differed" : "agreed", r->replicas.checks,
+                report_fmt_time(t, sizeof t, r->replicas.seconds / (double)r->replicas.checks));
 }

@@ -29,7 +29,8 @@ static void parse(void)
         fault_kind_t kind;
     } kinds[] = {{"error", FAULT_ERROR}, {"kill", FAULT_KILL}, {"exit", FAULT_EXIT},
                  {"stall", FAULT_STALL}, {"write", FAULT_WRITE}, {"pause", FAULT_PAUSE},
-                 {"sum", FAULT_SUM}, {"linger", FAULT_LINGER}};
+                 {"sum", FAULT_SUM}, {"linger", FAULT_LINGER},
+                 {"ulp", FAULT_ULP}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kind, kinds[i].name) == 0) {
             g_kind = kinds[i].kind;

@@ -16,6 +16,10 @@
  *   sum    --mode comm: the rank adds a wrong value to the collectives it
  *          checks at size index STEP (a planted wrong sum, which the check
  *          must catch)
+ *   ulp    --check-replicas: after step STEP the device's copy of the
+ *          parameters is one ulp up in the largest weight of its middle layer
+ *          (replica_nudge: a replica that drifted, which the check must
+ *          catch; a DP replica until the next replicate)
  * Unset or malformed: no fault.  Read once per process; never on by default. */
 #ifndef DDPBENCH_FAULT_H
 #define DDPBENCH_FAULT_H
@@ -31,7 +35,8 @@ typedef enum {
     FAULT_WRITE,
     FAULT_PAUSE,
     FAULT_SUM,
-    FAULT_LINGER
+    FAULT_LINGER,
+    FAULT_ULP
 } fault_kind_t;
 
 /* The fault due on this device at this step (FAULT_NONE almost always). */

@@ -69,16 +69,19 @@ int comm_create(comm_t **out, const comm_args_t *a, char *err)
 // ---------------------------------------------------------------------------
 // convenience forms
 
-/* A collective queued for this rank's device (backend_launches). */
-static void count_coll(comm_t *c)
+/* A collective queued for this rank's device (backend_launches), and noted
+ * in the group's ledger (comm.h: a few stores to this rank's own lines). */
+static void count_coll(comm_t *c, const comm_op_t *op)
 {
     if (c->be)
         backend_count_launch(c->be, LAUNCH_COLLECTIVE, 1);
+    if (c->seg)
+        comm_seg_note(c->seg, c->rank, c->issued + 1, op);
 }
 
 int comm_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
-    count_coll(c);
+    count_coll(c, op);
     return c->ops->launch(c, op, h);
 }
 
@@ -100,13 +103,13 @@ int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const
                           comm_handle_t *h)
 {
     comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op, .tag = tag};
-    count_coll(c);
+    count_coll(c, &o);
     return c->ops->launch(c, &o, h);
 }
 
 int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
-    count_coll(c);
+    count_coll(c, op);
     if (c->ops->run)
         return c->ops->run(c, op, h);
     comm_handle_t mine;

@@ -300,6 +300,16 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg);
  * -2 nobody) and why (ERR_LEN, may be NULL; "" while the reason is being written). */
 int comm_seg_abort_origin(comm_seg_t *s, char *why);
 
+/* The group's ledger, PyTorch's Flight Recorder told as it happens: every
+ * launch of a rank whose comm has a segment (shm, NCCL under fork) notes
+ * the collective's number on that rank (its handle), kind, count and tag
+ * (comm.c); a timeout or a mismatch says where each rank stands:
+ * "rank 0: #41 all-reduce of bucket 0 (250 floats); rank 1: #42 ...", each
+ * rank's collective #seq when it still holds it (its last 4), else the
+ * last one it launched (seq 0: each one's last). */
+void comm_seg_note(comm_seg_t *s, int rank, uint64_t seq, const comm_op_t *op);
+void comm_seg_ledger(comm_seg_t *s, uint64_t seq, char *buf, size_t n);
+
 /* Rank 0 publishes len bytes (<= COMM_SEG_ID_MAX), every other rank waits for
  * them (bounded by timeout_s and the abort flag) and copies them into id.
  * Used once per group, for ncclUniqueId. */

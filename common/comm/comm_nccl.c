@@ -174,6 +174,19 @@ static void released(void *ctx)
 }
 
 /* Record the first error, tell the other ranks, abort NCCL. */
+/* " (where each rank stands: ...)" from the segment's ledger, or "". */
+static const char *ledger(comm_t *c, uint64_t seq)
+{
+    static _Thread_local char buf[ERR_LEN - 120];
+    char at[sizeof buf - 4];
+    buf[0] = 0;
+    if (c->seg) {
+        comm_seg_ledger(c->seg, seq, at, sizeof at);
+        snprintf(buf, sizeof buf, " (%s)", at);
+    }
+    return buf;
+}
+
 static int comm_fail(comm_t *c, const char *fmt, ...)
 {
     if (!c->last_error[0]) {
@@ -390,8 +403,8 @@ static int nccl_check(comm_t *c)
         return comm_fail(c, "NCCL %s: %s: %s", name, ncclGetErrorString(st), nccl_detail(n));
     /* no timeout judged on ops that could not be looked at (a capture) */
     if (n->gmode != GRAPH_CAPTURE && now_s() - n->pending_since > c->timeout_s)
-        return comm_fail(c, "timed out in %s: a peer did not arrive within %g s", name,
-                         c->timeout_s);
+        return comm_fail(c, "timed out in %s: a peer did not arrive within %g s%s", name,
+                         c->timeout_s, ledger(c, n->done + 1));
     return DDP_OK;
 }
 

@@ -354,6 +354,63 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg)
 }
 
 /* Who aborted (-1 the supervisor, -2 nobody) and the reason, for the supervisor. */
+void comm_seg_note(comm_seg_t *s, int rank, uint64_t seq, const comm_op_t *op)
+{
+    seg_note_t *e = &s->h->ledger[rank].n[seq % SEG_LEDGER];
+    e->kind = (uint32_t)op->kind;
+    e->count = op->count;
+    size_t k = op->tag ? strnlen(op->tag, sizeof e->tag - 1) : 0; /* no snprintf per launch */
+    memcpy(e->tag, op->tag ? op->tag : "", k);
+    e->tag[k] = 0;
+    e->seq = seq;
+}
+
+/* Rank r's entry: its collective #seq when it still holds it, else its last. */
+static const seg_note_t *ledger_entry(comm_seg_t *s, int r, uint64_t seq)
+{
+    const seg_note_t *e = NULL;
+    for (int i = 0; i < SEG_LEDGER; i++) {
+        const seg_note_t *x = &s->h->ledger[r].n[i];
+        if (x->seq && (!e || (e->seq != seq && (x->seq == seq || x->seq > e->seq))))
+            e = x;
+    }
+    return e;
+}
+
+static bool same_note(const seg_note_t *a, const seg_note_t *b)
+{
+    return a == b || (a && b && a->seq == b->seq && a->kind == b->kind && a->count == b->count &&
+                      strcmp(a->tag, b->tag) == 0);
+}
+
+void comm_seg_ledger(comm_seg_t *s, uint64_t seq, char *buf, size_t n)
+{
+    int world = s->h->world;
+    bool told[SEG_MAX_RANKS] = {false};
+    size_t u = 0;
+    buf[0] = 0;
+    /* ranks at the same place in one group: "ranks 0, 1 and 3: #5 ..." */
+    for (int r = 0; r < world && u + 1 < n; r++) {
+        if (told[r])
+            continue;
+        const seg_note_t *e = ledger_entry(s, r, seq);
+        int k = 0, last = r;
+        for (int q = r; q < world; q++)
+            if (!told[q] && same_note(ledger_entry(s, q, seq), e) && ++k)
+                told[last = q] = true;
+        u += (size_t)snprintf(buf + u, n - u, "%srank%s", u ? "; " : "", k > 1 ? "s" : "");
+        for (int q = r; q <= last && u + 1 < n; q++)
+            if (told[q] && same_note(ledger_entry(s, q, seq), e))
+                u += (size_t)snprintf(buf + u, n - u, "%s %d", q == r ? "" : q == last ? " and" : ",", q);
+        if (u + 1 < n)
+            u += e ? (size_t)snprintf(buf + u, n - u, ": #%llu %s%s%s (%llu floats)",
+                                      (unsigned long long)e->seq, coll_name((coll_kind_t)e->kind),
+                                      e->tag[0] ? " of " : "", e->tag, (unsigned long long)e->count)
+                   : (size_t)snprintf(buf + u, n - u, ": none yet");
+        u = u < n ? u : n - 1;
+    }
+}
+
 int comm_seg_abort_origin(comm_seg_t *s, char *why)
 {
     seg_header_t *h = s->h;

@@ -42,6 +42,14 @@ typedef struct {
 
 enum { SEG_STAGED = 0, SEG_REDUCED, SEG_DONE, SEG_NCOUNTERS };
 
+/* A collective as its rank launched it, for the ledger (comm_seg_note). */
+#define SEG_LEDGER 4
+typedef struct {
+    uint64_t seq, count;
+    uint32_t kind;
+    char tag[28];
+} seg_note_t;
+
 typedef struct {
     uint64_t magic;
     int world;
@@ -76,6 +84,11 @@ typedef struct {
         _Alignas(SEG_LINE) _Atomic int32_t v;
     } cpu[SEG_MAX_RANKS];
     seg_desc_t desc[SEG_MAX_RANKS][SEG_MAX_SLOTS];
+    /* Each rank's last SEG_LEDGER collectives, by seq % SEG_LEDGER: written
+     * by that rank alone, read on a failure. */
+    struct {
+        _Alignas(SEG_LINE) seg_note_t n[SEG_LEDGER];
+    } ledger[SEG_MAX_RANKS];
 } seg_header_t;
 
 struct comm_seg {

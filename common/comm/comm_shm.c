@@ -100,9 +100,11 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
         comm_seg_aborted(s, msg);
         return fail(m, msg);
     }
+    char at[ERR_LEN - 224];
     comm_op_label(what, sizeof what, op, seq);
-    snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s", what,
-             laggard(s, missing), m->c.timeout_s);
+    comm_seg_ledger(s, seq, at, sizeof at);
+    snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s (%s)", what,
+             laggard(s, missing), m->c.timeout_s, at);
     comm_seg_abort(s, m->c.rank, msg);
     return fail(m, msg);
 }
@@ -178,12 +180,10 @@ static bool descs_match(shm_t *m, int slot, const seg_desc_t *mine, char *msg)
         if (d->op_seq == mine->op_seq && d->kind == mine->kind && d->count == mine->count &&
             d->redop == mine->redop && d->root == mine->root)
             continue;
-        snprintf(msg, ERR_LEN,
-                 "mismatched collectives: rank %d launched %s #%llu of %llu floats (root %d), "
-                 "rank %d launched %s #%llu of %llu floats (root %d)",
-                 m->c.rank, coll_name((coll_kind_t)mine->kind), (unsigned long long)mine->op_seq,
-                 (unsigned long long)mine->count, mine->root, q, coll_name((coll_kind_t)d->kind),
-                 (unsigned long long)d->op_seq, (unsigned long long)d->count, d->root);
+        char at[ERR_LEN - 96];
+        comm_seg_ledger(s, mine->op_seq, at, sizeof at);
+        snprintf(msg, ERR_LEN, "mismatched collectives: rank %d's #%llu is not rank %d's (%s)",
+                 m->c.rank, (unsigned long long)mine->op_seq, q, at);
         return false;
     }
     return true;

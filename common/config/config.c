@@ -143,6 +143,14 @@ static int check_modes(const config_t *c, char *err)
                          : NULL;
     if (no && c->comm_hook != HOOK_NONE)
         return err_set(err, DDP_ERR_INPUT, "--comm-hook %s: %s", comm_hook_name(c->comm_hook), no);
+    bool zero3 = c->zero == 3;
+    for (int i = 0; i < c->nzero_stages; i++)
+        zero3 = zero3 || c->zero_stages[i] == 3;
+    if (c->check_replicas && (c->mode == MODE_SINGLE || zero3))
+        return err_set(err, DDP_ERR_INPUT, "--check-replicas: %s", zero3
+                       ? "not with --zero 3 (each rank holds its own 1/world of the parameters: "
+                         "there is no replica to compare)"
+                       : "--mode single holds one copy of the parameters (dp, ddp, compare)");
     if (c->slow_rank >= 0 && c->mode != MODE_DDP && c->mode != MODE_COMPARE)
         return err_set(err, DDP_ERR_INPUT, "--slow-rank: only ddp has ranks (--mode ddp, or "
                        "compare's ddp run)");

@@ -29,6 +29,31 @@
  * comm.h's coll_kind_t order; reduce is bit 2) */
 #define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
+
+/* A mistake PyTorch users make, planted by a scenario (app/scenario_*.c)
+ * through a seam its strategy chooses at set-up, never a branch of the
+ * fenced step: not an option. */
+typedef enum {
+    PLANT_NONE = 0,
+    PLANT_SAME_ORDER,  /* set-epoch: every epoch reads epoch 0's order (data/schedule.c) */
+    PLANT_RANK_MEAN,   /* loss-scale: each micro-batch's loss the mean over its rank's rows,
+                          the ranks' gradients summed (ddp/plant.c) */
+    PLANT_NO_SYNC,     /* no-sync: from step `step` on, the buckets all-reduce nothing */
+    PLANT_DETACH,      /* unused: from step `step` on, rank `rank`'s backward stops above
+                          layer `layer` (the layers below get no gradient) */
+    PLANT_EXTRA_COLL,  /* collective-at-runtime: rank `rank` all-reduces its loss at `step` */
+    PLANT_BUCKET_COPY, /* bucket-view: the buckets are copies of the gradients, not views */
+} plant_kind_t;
+typedef struct {
+    plant_kind_t kind;
+    int rank, layer;
+    long step;
+} plant_t;
+/* What a scenario's run records for its verdict (config_t.watch): the
+ * replica check records the distance and goes on (nor does the run's end
+ * refuse replicas that drifted); each rank's batches that repeat the epoch
+ * before's; the first step's gradient norm. */
+enum { WATCH_REPLICAS = 1, WATCH_BATCHES = 2, WATCH_GRAD = 4 };
 #define MAX_GPU_LIST MAX_DEVICES
 
 typedef struct {
@@ -104,6 +129,8 @@ typedef struct {
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
     double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
                                   fractional: ddp/rank.c's straggle) */
+    int check_replicas;        /* --check-replicas N: every N steps the replicas compare their
+                                  parameters (0: off; ddp/watch.c, dp/dp_replicas.c) */
 
     /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
     long min_bytes, max_bytes;
@@ -122,6 +149,8 @@ typedef struct {
     bool desched;              /* not an option: the descheduled phase is measured though the
                                   run neither draws nor explains (a scenario's runs, which
                                   explain in their own words) */
+    plant_t plant;             /* not options: a scenario's planted mistake ... */
+    unsigned watch;            /* ... and what its runs record (WATCH_*) */
     bool json;
     bool csv;
     bool explain;

@@ -541,6 +541,12 @@ static const opt_t opts[] = {
      "and fractional (1.1: 10% more; the same result, F times the work)",
      NULL, SET(set_slow_rank, get_slow_rank, "1:2", "0:3"),
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("slow_rank", WARN)},
+    {"check-replicas", "N", "0", "off",
+     "dp, ddp: after every N steps the replicas compare a hash of their parameters (one "
+     "small collective); the first step they differ stops the run (exit 1) naming the ranks, "
+     "the first layer that differs and by how much",
+     NULL, INT(check_replicas, 0, 1 << 30),
+     EFF(CF_SHARED), FPRINT(DDP)},
     {"min-bytes", "N", "1K", NULL, "smallest message (bytes; K, M, G suffixes)",
      "Collective benchmark (--mode comm, like nccl-tests)", BYTES(min_bytes), .letter = 'b',
      EFF(CF_SHARED), FPRINT(OTHER)},

@@ -164,7 +164,8 @@ void schedule_free(schedule_t *s)
 static void load_epoch(schedule_t *s, long epoch)
 {
     const int B = s->cfg->batch, R = s->R;
-    sampler_permutation(&s->sampler, epoch, s->perm);
+    /* a scenario's planted mistake: DistributedSampler.set_epoch never called */
+    sampler_permutation(&s->sampler, s->cfg->plant.kind == PLANT_SAME_ORDER ? 0 : epoch, s->perm);
     s->loaded_epoch = epoch;
     if (s->own_shards) {
         if (s->ranks > 1) { /* this rank's block, in place */

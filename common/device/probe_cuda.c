@@ -40,6 +40,43 @@ static atomic_bool g_cuda_here; /* this process has called into CUDA */
 // ---------------------------------------------------------------------------
 // in-process count
 
+/* The oldest driver branch of each CUDA release (NVIDIA's CUDA toolkit
+ * release notes, table 3: "CUDA Toolkit and Minimum Required Driver
+ * Version"), newest first. */
+static int driver_branch(int cuda)
+{
+    static const int t[][2] = {{13000, 580}, {12090, 575}, {12080, 570}, {12060, 560},
+                               {12050, 555}, {12040, 550}, {12030, 545}, {12020, 535},
+                               {12010, 530}, {12000, 525}, {11080, 520}, {11000, 450}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (cuda >= t[i][0])
+            return t[i][1];
+    return 0;
+}
+
+/* cudaErrorInsufficientDriver: no driver, or one older than this runtime
+ * (cudaDriverGetVersion answers the newest CUDA it runs, 0 without one). */
+static void insufficient_driver(char *why)
+{
+    int drv = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess || drv <= 0 || drv >= CUDART_VERSION) {
+        err_set(why, DDP_OK, "no CUDA driver (cudaErrorInsufficientDriver)");
+        return;
+    }
+    /* the driver's own number when the kernel module says it, else its branch */
+    char ver[32] = "";
+    FILE *f = fopen("/sys/module/nvidia/version", "r");
+    if (!f || fscanf(f, "%31[0-9]", ver) != 1)
+        snprintf(ver, sizeof ver, "%d", driver_branch(drv));
+    if (f)
+        fclose(f);
+    err_set(why, DDP_OK,
+            "driver too old for CUDA %d (needs R%d or newer), found R%s, which runs CUDA %d.%d "
+            "at most (cudaErrorInsufficientDriver)",
+            CUDART_VERSION / 1000, driver_branch(CUDART_VERSION), ver, drv / 1000,
+            drv % 1000 / 10);
+}
+
 int cuda_count_devices(char *why)
 {
     /* Why atomic: DP workers may create backends from several threads. */
@@ -53,7 +90,7 @@ int cuda_count_devices(char *why)
     if (e == cudaSuccess || e == cudaErrorNoDevice)
         err_set(why, DDP_OK, "no CUDA device (cudaErrorNoDevice)");
     else if (e == cudaErrorInsufficientDriver)
-        err_set(why, DDP_OK, "no CUDA driver (cudaErrorInsufficientDriver)");
+        insufficient_driver(why);
     else if (e == cudaErrorInitializationError)
         /* The classic cause: this process was forked from one that had
          * already initialised CUDA (CUDA does not survive fork). */

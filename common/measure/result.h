@@ -71,7 +71,33 @@ typedef struct {
      * steps: forward and backward (model_flops_per_row x rows), and its
      * optimizer's updates */
     double peak_flops, flops, flops_optim;
+    /* what a scenario watched (config_t.watch): its micro-batches that held
+     * the same samples as the one at their place an epoch before, of those
+     * compared; the first step's gradient norm (the one the optimizer applied) */
+    long batches_repeated, batches_compared;
+    double grad_norm;
 } device_stats_t;
+
+/* --check-replicas: the replicas' distance at each checked step (the
+ * largest |difference| of one parameter from rank 0's or device 0's; 0
+ * when their fingerprints agree), the first REPLICA_POINTS_MAX checks; and
+ * the first difference: its step, the lowest rank that differed, the first
+ * parameter (2l: layer l's weight, 2l+1 its bias) and its largest
+ * |difference| there.  Plain data: DDP's rank 0 writes it in shared memory. */
+#define REPLICA_POINTS_MAX 256
+typedef struct {
+    long checks;
+    double seconds;  /* the checks' wall time, all together (rank 0's, device 0's) */
+    int npoints;
+    long step[REPLICA_POINTS_MAX];
+    double dist[REPLICA_POINTS_MAX];
+    bool differed;   /* the replicas differed at some check: */
+    long first_step;
+    int first_rank, first_param;
+    double first_delta;
+} replica_rec_t;
+/* Add check g's distance, and the difference it found (rank < 0: none). */
+void replica_rec_add(replica_rec_t *r, long g, double dist, int rank, int param, double delta);
 
 #define STORY_MAX_BUCKETS 32
 
@@ -201,6 +227,8 @@ typedef struct run_result {
     /* --cuda-graph auto, where a rank's NCCL could not capture its
      * collectives and every rank ran eagerly: "rank R (device D): why"; "" */
     char graph_refused[ERR_LEN];
+
+    replica_rec_t replicas;      /* --check-replicas */
 
     /* --comm-hook: the same DDP run without the hook, run first in the same
      * invocation (not owned; NULL without a hook), for the drift */

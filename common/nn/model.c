@@ -5,8 +5,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/base/hash.h"
 #include "common/base/rng.h"
 
 #define MODEL_MAX_WIDTH (1 << 20)
@@ -231,8 +233,10 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
     for (int l = s->nlayers - 1; l >= 0; l--) {
         int din = s->dims[l], dout_w = s->dims[l + 1];
         const float *in = l == 0 ? x : r->a[l - 1];
-        if (r->pre)
-            CHECK(r->pre(r->pre_ctx, l, true));
+        int rc = r->pre ? r->pre(r->pre_ctx, l, true) : DDP_OK;
+        if (rc == MODEL_DETACH)
+            return DDP_OK;
+        CHECK(rc);
         /* dW = d^T in  [dout x din];  db = column sums of d. */
         CHECK(backend_gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
                             r->gw[l], din));
@@ -295,6 +299,79 @@ size_t model_count_nonfinite(const model_spec_t *s, const float *p, char *where,
         }
     }
     return bad;
+}
+
+int replica_nudge(replica_t *r, int *p)
+{
+    *p = 2 * ((r->spec->nlayers - 1) / 2);
+    size_t n = model_param_count(r->spec, *p), k = 0;
+    float *w = r->params + model_param_off(r->spec, *p), *h = malloc(n * sizeof *h);
+    if (!h)
+        return backend_error(r->be, DDP_ERR_RUNTIME, "out of memory for the fault");
+    int rc = backend_d2h(r->be, h, w, n * sizeof *h);
+    for (size_t i = 1; i < n; i++)
+        k = fabsf(h[i]) > fabsf(h[k]) ? i : k;
+    h[k] = nextafterf(h[k], INFINITY);
+    if (rc == DDP_OK && (rc = backend_h2d(r->be, w + k, h + k, sizeof *h)) == DDP_OK)
+        rc = backend_sync(r->be);
+    free(h);
+    return rc;
+}
+
+int replica_grad_norm(replica_t *r, double *norm)
+{
+    size_t n = r->spec->nparams;
+    float *h = backend_host_visible(r->be) ? r->grads : malloc(n * sizeof *h);
+    if (!h)
+        return backend_error(r->be, DDP_ERR_RUNTIME, "out of memory for the gradients' norm");
+    int rc = h == r->grads ? DDP_OK : backend_d2h(r->be, h, r->grads, n * sizeof *h);
+    double s = 0.0;
+    for (size_t i = 0; rc == DDP_OK && i < n; i++)
+        s += (double)h[i] * h[i];
+    *norm = sqrt(s);
+    if (h != r->grads)
+        free(h);
+    return rc;
+}
+
+void model_fingerprint(const float *p, size_t n, float f[4])
+{
+    hash64_t h;
+    hash64_init(&h);
+    hash64_update(&h, p, n * sizeof *p);
+    uint64_t v = hash64_final(&h);
+    for (int i = 0; i < 4; i++)
+        f[i] = (float)((v >> (16 * i)) & 0xffff);
+}
+
+const char *model_param_name(int p, char *buf, size_t n)
+{
+    snprintf(buf, n, "layer %d %s", p / 2 + 1, p % 2 ? "bias" : "weight");
+    return buf;
+}
+
+double model_diff(const model_spec_t *s, const float *a, const float *b, int *first,
+                  double *first_delta)
+{
+    double worst = 0.0;
+    *first = -1;
+    *first_delta = 0.0;
+    for (int p = 0; p < 2 * s->nlayers; p++) {
+        size_t off = model_param_off(s, p), n = model_param_count(s, p);
+        if (memcmp(a + off, b + off, n * sizeof *a) == 0)
+            continue;
+        double d = 0.0;
+        for (size_t i = off; i < off + n; i++) {
+            double x = fabs((double)a[i] - (double)b[i]);
+            d = fmax(d, x == x ? x : isnan(a[i]) && isnan(b[i]) ? 0.0 : INFINITY);
+        }
+        if (*first < 0) {
+            *first = p;
+            *first_delta = d;
+        }
+        worst = fmax(worst, d);
+    }
+    return worst;
 }
 
 double max_rel_diff(const float *a, const float *b, size_t n, double floor)

@@ -75,10 +75,13 @@ typedef struct {
     float *gw[MODEL_MAX_LAYERS], *gb[MODEL_MAX_LAYERS];
     /* Called before layer l's forward (backward false) and before its
      * backward (true), to place it (the pointers above); NULL: none.  A
-     * non-zero return aborts the pass with that code. */
+     * non-zero return aborts the pass with that code, but MODEL_DETACH
+     * before a backward ends it there without an error: layer l and those
+     * below take no part in the loss's gradient (as below a detach). */
     int (*pre)(void *ctx, int layer, bool backward);
     void *pre_ctx;
 } replica_t;
+#define MODEL_DETACH 64
 
 /* What replica_init_sharded leaves out: the whole-model arenas a sharded
  * strategy does not hold (params and grads then NULL, the layer pointers its
@@ -130,6 +133,27 @@ param_checksum_t model_checksum(const float *host_params, size_t n);
  * first is ("layer 2 weight [3, 0] is nan") into where[size]. */
 size_t model_count_nonfinite(const model_spec_t *s, const float *host_params, char *where,
                              size_t size);
+
+/* DDPBENCH_FAULT=ulp (base/fault.h): the largest weight of the middle layer
+ * one ulp up in r's parameters (waits for the device); *p: which parameter.
+ * The largest, so that the difference lasts: an update much larger than a
+ * parameter rounds both copies of it alike. */
+int replica_nudge(replica_t *r, int *p);
+
+/* The L2 norm of r's gradients (waits for the device). */
+int replica_grad_norm(replica_t *r, double *norm);
+
+/* --check-replicas: a 64-bit hash of n host floats' bits as four floats of
+ * 16 bits each, whole numbers every transport moves exactly. */
+void model_fingerprint(const float *p, size_t n, float f[4]);
+
+/* Parameter p's name in messages: "layer 2 weight", "layer 2 bias" (layers from 1). */
+const char *model_param_name(int p, char *buf, size_t n);
+/* Where host arrays a and b of s's parameters differ bit for bit: the first
+ * parameter that does (*first; -1: none) and its largest |a - b| there;
+ * returns the largest |a - b| over all (a NaN against a number: infinity). */
+double model_diff(const model_spec_t *s, const float *a, const float *b, int *first,
+                  double *first_delta);
 
 /* Largest |a-b| / max(|a|,|b|,floor) over two arrays; the equivalence contract's measure. */
 double max_rel_diff(const float *a, const float *b, size_t n, double floor);

@@ -151,6 +151,8 @@ static int single_train(single_t *s)
         step_begin(&s->t);
         TRY(graph_close(&s->graph, single_step(s, g), s->err));
         TRY(step_meter_end(m, NULL, s->err));
+        if ((s->cfg->watch & WATCH_GRAD) && g == sch->start_step) /* a scenario's record */
+            TRY(dev(s, replica_grad_norm(&s->rep, &res->dev[0].grad_norm)));
         if (ckpt_run_due(&s->ck, sch, g))
             TRY(ckpt_run_write(&s->ck, sch, s->rep.params, &s->opt, g, s->err));
     }

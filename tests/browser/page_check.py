@@ -2,7 +2,7 @@
 """tests/browser/page_check.py: open --report pages in headless Chromium and
 check them as a reader's browser sees them.
 
-    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:PEAKS] [...]
+    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:PEAKS[:CURVES]] [...]
 
 One browser for all pages, driven over the DevTools protocol on a pipe
 (--remote-debugging-pipe: file descriptors 3 and 4, NUL-terminated JSON), so
@@ -10,10 +10,12 @@ nothing but Python's standard library is needed and no port is opened.  For
 each page: no console error, no uncaught exception, no log entry of level
 error (a blocked request or a CSP violation is one), no request but the page
 itself; the DOM holds LANES timeline lanes (g.lane, one per device and
-stream) and BARS phase bars (g.bar, one per column of compare's table), the
-same with scripts disabled (the figures are the page's own SVG), and PEAKS
-bars of a device's share of its peak (g.peak) when given, each drawn as long
-as its share says (data-share, to 1%) with its value inside the figure; and a
+stream) and BARS phase bars (g.bar, one per column of compare's table),
+PEAKS bars of a device's share of its peak (g.peak) when given, each drawn
+as long as its share says (data-share, to 1%) with its value inside the
+figure, and, when given, CURVES curves of the replicas' distance
+(svg.replicas), the same with scripts disabled (the figures are the page's
+own SVG); and a
 screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
 laptop's 700 px window and a 1400 px one: the page is no wider than the
 window, every figure's text box is MIN_TEXT_PX high or more (the figures
@@ -25,6 +27,7 @@ Exit 0 when every page passes, 1 with one line per failure."""
 import base64
 import json
 import os
+import re
 import select
 import struct
 import subprocess
@@ -189,6 +192,7 @@ def png_ink(png):
 COUNT = ("JSON.stringify({lanes: document.querySelectorAll('svg g.lane').length,"
          " bars: document.querySelectorAll('svg g.bar').length,"
          " peaks: document.querySelectorAll('svg g.peak').length,"
+         " curves: document.querySelectorAll('svg.replicas polyline').length,"
          " sections: document.querySelectorAll('section').length})")
 
 
@@ -245,7 +249,7 @@ def widths(b, session, path, url, shots):
     return bad
 
 
-def check(b, session, path, lanes, bars, peaks, shots):
+def check(b, session, path, lanes, bars, peaks, curves, shots):
     bad = []
     url = "file://" + os.path.abspath(path)
     b.events = [e for e in b.events if e.get("sessionId") != session]
@@ -260,8 +264,11 @@ def check(b, session, path, lanes, bars, peaks, shots):
             bad.append("%s%s: %d timeline lanes, want %d" % (path, how, got["lanes"], lanes))
         if got["bars"] != bars:
             bad.append("%s%s: %d phase bars, want %d" % (path, how, got["bars"], bars))
-        if peaks is not None and got["peaks"] != peaks:
-            bad.append("%s%s: %d peak bars, want %d" % (path, how, got["peaks"], peaks))
+        if peaks is not None and got["peaks"] != int(peaks):
+            bad.append("%s%s: %d peak bars, want %s" % (path, how, got["peaks"], peaks))
+        if curves is not None and got["curves"] != int(curves):
+            bad.append("%s%s: %d curves of the replicas' distance, want %s"
+                       % (path, how, got["curves"], curves))
         if got["sections"] < 6:
             bad.append("%s%s: %d sections" % (path, how, got["sections"]))
         if scripts:
@@ -315,9 +322,9 @@ def main():
         for dom in ("Page", "Runtime", "Log", "Network"):
             b.send(dom + ".enable", {}, session)
         for spec in sys.argv[3:]:
-            path, *want = spec.split(":")
-            peaks = int(want[2]) if len(want) > 2 else None
-            found = check(b, session, path, int(want[0]), int(want[1]), peaks, shots)
+            m = re.match(r"(.*?):(\d+):(\d+)(?::(\d+))?(?::(\d+))?$", spec)
+            path, lanes, bars = m.group(1), int(m.group(2)), int(m.group(3))
+            found = check(b, session, path, lanes, bars, m.group(4), m.group(5), shots)
             print("page_check: %s: %s" % (path, "ok" if not found else "FAILED"))
             bad += found
     except (TimeoutError, EOFError, RuntimeError) as e:

@@ -24,7 +24,9 @@
  * callers; test_capture.c holds each rule; docs/gpu.md lists them).
  *
  * Environment: EMU_NGPU (default 2) emulated GPUs; EMU_NODRIVER answers
- * cudaErrorInsufficientDriver; an empty CUDA_VISIBLE_DEVICES answers
+ * cudaErrorInsufficientDriver, and so does EMU_DRIVER_VERSION=N (a driver
+ * older than the runtime: cudaDriverGetVersion answers N); EMU_GPU_NAME the
+ * name cudaGetDeviceProperties gives (the kit matches it to a profile); an empty CUDA_VISIBLE_DEVICES answers
  * cudaErrorNoDevice; EMU_COPY_DELAY_US delays every copy by that much (a
  * slow copy engine, so a missing wait for a copy cannot go unnoticed);
  * EMU_JITTER_US delays every queued operation by a random 0..N us;
@@ -91,7 +93,7 @@ static long env_long(const char *name)
 static int visible(cudaError_t *e)
 {
     *e = cudaSuccess;
-    if (getenv("EMU_NODRIVER")) {
+    if (getenv("EMU_NODRIVER") || env_long("EMU_DRIVER_VERSION") > 0) {
         *e = cudaErrorInsufficientDriver;
         return 0;
     }
@@ -142,7 +144,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
     if (d < 0 || d >= visible(&e))
         return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "Emulated GPU");
+    const char *name = getenv("EMU_GPU_NAME"); /* a real GPU's, for the kit's prediction */
+    snprintf(p->name, sizeof p->name, "%s", name && *name ? name : "Emulated GPU");
     p->totalGlobalMem = EMU_MEM;
     p->major = 9;
     p->multiProcessorCount = 132;
@@ -1382,7 +1385,10 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 
 cudaError_t cudaDriverGetVersion(int *v)
 {
-    *v = CUDART_VERSION;
+    /* EMU_DRIVER_VERSION: a driver older than the runtime (12040: CUDA
+     * 12.4's R550), which cudaGetDeviceCount refuses as CUDA does */
+    long old = env_long("EMU_DRIVER_VERSION");
+    *v = getenv("EMU_NODRIVER") ? 0 : old > 0 ? (int)old : CUDART_VERSION;
     return cudaSuccess;
 }
 

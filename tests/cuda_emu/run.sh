@@ -44,7 +44,9 @@
 #     failing inside a graph step ends the run (exit 1, one line); auto runs
 #     dp over NCCL on distinct GPUs eagerly and says why;
 #  3. under NCCL, a stalled rank and a killed one end the run with exit 1 and
-#     a message naming them, in time, leaving no shared memory behind; then
+#     a message naming them, in time, leaving no shared memory behind; the
+#     scenarios of silent divergence as described, and --check-replicas
+#     catching a planted drift over NCCL, ZeRO-1, graphs and dp; then
 #     ddp --comm nccl with ranks started by mpirun (2 and 3) against the CPU,
 #     and a killed rank there;
 #  4. single, dp on 0,0 and ddp over NCCL (CUDA graphs), dp and ddp over shm resume
@@ -363,6 +365,17 @@ EMU_NGPU=2 "$B/ddpbench" --backend cuda --mode dp --gpus 0,1 $G --accum 2 --cuda
 [ "$rc" = 2 ] && grep -q '^ddpbench: error: --cuda-graph on: ' "$B/graph.err" ||
     fail "--cuda-graph on where the step cannot qualify: exit $rc, $(cat "$B/graph.err")"
 
+# A driver older than the runtime (cudaDriverGetVersion against
+# CUDART_VERSION) is named as such, not as a missing driver: --backend cuda
+# refuses with the branch it needs, auto falls back to the CPU saying why.
+rc=0
+EMU_DRIVER_VERSION=12040 "$B/ddpbench" --backend cuda --mode single $G --steps 1 >/dev/null 2>"$B/olddrv.err" || rc=$?
+[ "$rc" = 2 ] && grep -q '^ddpbench: error: --backend cuda: no GPU: driver too old for CUDA 13 (needs R580 or newer), found R5' "$B/olddrv.err" ||
+    fail "a CUDA 12.4 driver: exit $rc, $(cat "$B/olddrv.err")"
+EMU_DRIVER_VERSION=12040 "$B/ddpbench" --backend auto --mode single $G --steps 1 >/dev/null 2>"$B/olddrv.err" &&
+    grep -q 'driver too old for CUDA 13' "$B/olddrv.err" || fail "auto on a CUDA 12.4 driver: $(cat "$B/olddrv.err")"
+echo "== a CUDA 12.4 driver: 'driver too old for CUDA 13 (needs R580 or newer)', exit 2 with --backend cuda"
+
 # --precision bf16: the modes on emulated GPUs (cublasGemmEx on bf16
 # operands, the kernels' roundings) against the CPU's bf16 reference.  This
 # short tanh job drifts little: measured 7e-11 to 4e-10 on the checksum's sums, while
@@ -460,6 +473,33 @@ for f in "stall:1:3 timed out in all-reduce" "kill:0:4 rank 0 (device 0) killed 
     echo "== fault $fault under NCCL: exit 1 in ${secs}s: $(tail -n 1 "$log")"
 done
 [ "$(emu_segments)" = "$shm_before" ] || fail "NCCL runs left shared memory behind"
+
+# ---- 3a. silent divergence on emulated GPUs ---------------------------------------
+# Every scenario of silent divergence as described over NCCL (no-sync's
+# --check-replicas, collective-at-runtime's timeout naming each rank's
+# collective); a planted one-ulp drift caught by --check-replicas over NCCL,
+# ZeRO-1, CUDA graphs and dp's peer copies, at the step it is due.
+for sc in set-epoch loss-scale no-sync unused collective-at-runtime bucket-view; do
+    log="$B/scenario-$sc.log"
+    EMU_NGPU=4 EMU_JITTER_US=100 timeout 120 "$B/ddpbench" --scenario $sc --backend cuda >"$log" 2>&1 ||
+        { cat "$log"; fail "--scenario $sc --backend cuda: exit $?"; }
+    echo "== --scenario $sc on emulated GPUs: $(tail -n 1 "$log")"
+done
+R="--backend cuda --layers 16,64,64,4 --loss mse --samples 600 --batch 60 --steps 10 --lr 1e-4 --quiet"
+for a in "ddp --gpus 0,1,2" "ddp --gpus 0,1,2 --zero 1" "ddp --gpus 0,1,2 --cuda-graph on" \
+    "dp --gpus 0,1,2 --cuda-graph on" "dp --gpus 0,0"; do
+    log="$B/replicas.log"
+    # shellcheck disable=SC2086
+    EMU_NGPU=3 timeout 120 "$B/ddpbench" $R --mode $a --check-replicas 2 >"$log" 2>&1 ||
+        { cat "$log"; fail "--mode $a --check-replicas 2: a run without a change tripped it"; }
+    rc=0
+    # shellcheck disable=SC2086
+    EMU_NGPU=3 DDPBENCH_FAULT=ulp:1:5 timeout 120 "$B/ddpbench" $R --mode $a --check-replicas 2 >"$log" 2>&1 || rc=$?
+    [ $rc -eq 1 ] && grep -q "the replicas differ after step 6 (--check-replicas 2): \(rank\|device\) 1's layer 2 weight" "$log" ||
+        { cat "$log"; fail "--mode $a: the planted drift was not caught (exit $rc)"; }
+done
+echo "== --check-replicas on emulated GPUs: a planted drift caught, unchanged runs untouched"
+[ "$(emu_segments)" = "$shm_before" ] || fail "the scenarios left shared memory behind"
 
 # ---- 3b. NCCL under mpirun ---------------------------------------------------------
 # Ranks started by mpirun, one process each (ddp/launch_mpi.c): rank 0's NCCL

@@ -131,7 +131,7 @@ DDPBENCH_E2E_TAG=$TAG $BIN $J --no-join --timeout 2 >"$T/out" 2>"$T/err"
 rc=$?
 secs=$(elapsed "$t0")
 [ $rc -eq 1 ] || fail "no-join: exit $rc, expected 1 ($(cat "$T/err"))"
-grep -q "^ddpbench: error: rank [01] (device [01]): timed out in all-reduce of bucket 0: rank 2 did not arrive within 2 s; rank 2 ran out of data after step 2 (6 samples: 2 steps an epoch, rank 0 has 8) and left without --join: --join lets it shadow the others' all-reduces" "$T/err" ||
+grep -q "^ddpbench: error: rank [01] (device [01]): timed out in all-reduce of bucket 0: rank 2 did not arrive within 2 s (ranks 0 and 1: #5 all-reduce of bucket 0 (103 floats); rank 2: #4 all-reduce of bucket 0 (103 floats)); rank 2 ran out of data after step 2 (6 samples: 2 steps an epoch, rank 0 has 8) and left without --join: --join lets it shadow the others' all-reduces" "$T/err" ||
     fail "no-join: got '$(cat "$T/err")'"
 slower "$secs" 4 && fail "no-join: took $secs s (--timeout 2 + 2)"
 check_clean "no-join"

@@ -1,10 +1,11 @@
 #!/bin/sh
 # tests/e2e/e2e_page.sh: --report FILE.html from every mode (single, dp, ddp,
-# compare with --repeat and --predict, --scenario dp-device0) opened in
+# compare with --repeat and --predict, --scenario dp-device0 and no-sync) opened in
 # headless Chromium (tests/browser/page_check.py): no console error, no
 # request, one timeline lane per device and stream, one phase bar per column
 # of compare's table, one bar per device of its share of its peak (drawn as
-# long as the share, at 700 and 1400 px), the same without scripts, a screenshot that is not
+# long as the share, at 700 and 1400 px), the replicas' two curves on
+# no-sync's, the same without scripts, a screenshot that is not
 # blank.  A planted bad page must fail the check.  And the option's errors:
 # a clash with another output, an unwritable folder, modes that draw nothing.
 # Usage: sh tests/e2e/e2e_page.sh ./ddpbench
@@ -43,6 +44,13 @@ page dp 6 2 3 --mode dp --gpus 0,1,2 $S
 page ddp 4 2 2 --mode ddp --gpus 0,1 $S
 page compare 9 5 5 --mode compare --gpus 0,1 $S --repeat 2 --predict
 page scenario 12 6 6 --scenario dp-device0 --steps 8 --warmup-steps 2
+page nosync 8 4 4 --scenario no-sync
+PAGES="$PAGES:2" # no-sync's page: the replicas' distance, with and without the mistake
+# the GPU lesson beside the CPU's measured model (--hardware: app/predict/)
+page gpu 9 5 5 --mode compare --gpus 0,1 $S --predict --hardware 2x-titan-rtx-nvlink
+grep -q 'data-mode="gpu-ddp"' "$T/gpu.html" && grep -q 'Measured on this CPU' "$T/gpu.html" &&
+    grep -q 'Modelled for 2x-titan-rtx-nvlink' "$T/gpu.html" && grep -q 'checked against' "$T/gpu.html" &&
+    ok || ko "--hardware: the page lacks the modelled GPU chart beside the CPU's"
 grep -q 'class="errbar"' "$T/compare.html" && ok || ko "compare --repeat --predict: no error bars"
 grep -q 'class="curve" data-mode="ddp"' "$T/compare.html" && ok || ko "--predict: no curve"
 grep -q 'scenario dp-device0: behaved as described' "$T/scenario.html" && ok ||

@@ -1,5 +1,7 @@
 #!/bin/sh
 # tests/e2e/e2e_scenario.sh: --scenario, each failure reproduced and explained.
+# The silent divergences (set-epoch ... bucket-view) also without their planted
+# mistake (DDPBENCH_SCENARIO_UNPLANT), where their verdict must say NOT.
 # Every scenario must run, print what PyTorch users see, what ddpbench
 # measured and the fix, and exit 0 saying it behaved as described; and each
 # must exit 1 saying it did NOT when what it describes cannot happen (no
@@ -42,9 +44,10 @@ scenario() {
     echo "e2e_scenario: $name $*: exit $rc in $(($(date +%s) - t0)) s: $(tail -1 "$T/out")"
 }
 
-"$BIN" --scenario list >"$T/out" 2>&1 && [ "$(wc -l <"$T/out")" -eq 4 ] &&
-    grep -q "^uneven" "$T/out" && grep -q "^straggler" "$T/out" && grep -q "^dp-device0" "$T/out" &&
-    grep -q "^mismatch" "$T/out" && ok || ko "--scenario list: $(cat "$T/out")"
+"$BIN" --scenario list >"$T/out" 2>&1 && [ "$(wc -l <"$T/out")" -eq 10 ] &&
+    for n in uneven straggler dp-device0 mismatch set-epoch loss-scale no-sync unused \
+        collective-at-runtime bucket-view; do grep -q "^$n " "$T/out" || exit 1; done &&
+    ok || ko "--scenario list: $(cat "$T/out")"
 expect_error "--scenario: unknown scenario 'nope'" --scenario nope
 # What a scenario would ignore is refused: an output it never writes, another mode.
 expect_error "--scenario dp-device0: not with --save" --scenario dp-device0 --save "$T/s.st"
@@ -69,6 +72,28 @@ scenario mismatch 1 "NOT as described" --gpus 0
 # (its parameters overran it: SIGSEGV one run in twenty)
 grep -qF "none was started with a change" "$T/out" && ! grep -q "NOT caught" "$T/out" && ok ||
     ko "mismatch --gpus 0 started its one rank with a change: $(cat "$T/out")"
+
+# The silent divergences: each as described, and each NOT once its planted
+# mistake is left out (DDPBENCH_SCENARIO_UNPLANT: the verdict can fail),
+# or where it cannot happen (one rank).
+scenario set-epoch 0 "without set_epoch rank 0 24 of 24 (100%), rank 1 24 of 24 (100%); with it rank 0 0 of 24 (0%)"
+scenario set-epoch 1 "NOT as described: with set_epoch the batches repeated" --no-shuffle
+scenario loss-scale 0 "8.000000 times single's (world x accumulation = 8"
+scenario loss-scale 0 "2.000000 times single's (world x accumulation = 2" --gpus 0,1 --accum 1
+scenario loss-scale 1 "NOT as described: one rank and one micro-batch" --gpus 0 --accum 1
+scenario no-sync 0 "the replicas differ after step 4 (--check-replicas 1): rank 1's layer"
+scenario no-sync 1 "NOT as described: the replicas never differed" --gpus 0
+scenario unused 0 "rank 1 (device 1): step 4: backward gave layer 1 weight, layer 1 bias no gradient"
+scenario unused 1 "NOT as described: there is no rank 1" --gpus 0
+scenario collective-at-runtime 0 "mismatched collectives: rank"
+grep -qF "rank 1: #8 all-reduce of the loss this rank logs (1 floats)" "$T/flat" && ok ||
+    ko "collective-at-runtime: the extra collective not named: $(cat "$T/out")"
+scenario collective-at-runtime 1 "NOT as described: there is no rank 1" --gpus 0
+scenario bucket-view 0 "views saved per device: rank 0 1.1 MiB (comm buffers 1.1 MiB); rank 1 1.1 MiB"
+for name in set-epoch loss-scale no-sync unused collective-at-runtime bucket-view; do
+    DDPBENCH_SCENARIO_UNPLANT=1 scenario $name 1 "NOT as described"
+done
+expect_error "--report: this scenario's runs do not finish" --scenario unused --report "$T/u.html"
 
 # A signal during a scenario stops it as it stops any run: no next run, one
 # line "ddpbench: stopped: ...", 128 + the signal; a rank killed during one

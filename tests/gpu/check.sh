@@ -745,6 +745,9 @@ if [ -z "$NGPU" ]; then
     why=$(sed -n 's/.*(auto: no GPU, \(.*\)), devices.*/\1/p' "$L/probe.log" | head -n 1)
     case "$why" in
     *"cannot load the CUDA backend"*) abort probe "$why" ;;
+    *"driver too old"*)
+        skip probe "$why"
+        finish "gpu check: ${why%% (cudaError*}; docs/gpu.md says how to build the kit for this box's CUDA" 3 ;;
     *InsufficientDriver* | *"no CUDA driver"*)
         skip probe "$why"
         finish "gpu check: no GPU driver ($why; every library was found and the CUDA backend loaded)" 3 ;;
@@ -1063,9 +1066,51 @@ elif ! no_time "$label" 15; then
 fi
 fi
 
+# ---- the box predicted before it is measured (--hardware, app/predict/) -------------------
+# The GPU the probe found (cudaGetDeviceProperties' name) matched to the
+# shipped profile of its published peaks; ddpbench models the small
+# config's MLP on it (a CPU run of one step: nothing touches the GPU), and
+# after steps 4-5 each prediction is recorded beside the measured p50 step
+# (single; dp and ddp --gpus 0,0 against the 2-GPU row, which gives each
+# replica a GPU of its own).  Within 15% is the aim; a finding either way.
+box_profile() {
+    case "$(echo "$names" | tr 'A-Z' 'a-z')" in
+    *h200*) echo 1x-h200 ;;
+    *h100*pcie*) echo 2x-h100-pcie ;;
+    *h100*) echo 8x-h100-sxm ;;
+    *a100*pcie*) echo 8x-a100-pcie ;;
+    *a100*) echo 8x-a100-sxm ;;
+    *v100*) echo dgx1-v100 ;;
+    *"titan rtx"*) echo 2x-titan-rtx-nvlink ;;
+    *3090*) echo 2x-rtx-3090-nvlink ;;
+    *"gtx 1080"*) echo 3x-gtx-1080 ;;
+    esac
+}
+BOX=$(box_profile)
+predict_box() {
+    [ -n "$BOX" ] || { skip "predicted box" "no shipped profile of a published peak for ${names%;}"; return; }
+    run "$(lim 30)" "$L/predicted.json" --mode single --backend cpu --steps 1 --warmup-steps 0 --batch "$B" \
+        $(cfg_args small) --hardware "$BOX" --json ||
+        { fail "predicted box" "ddpbench --hardware $BOX: $(tail -n 1 "$L/predicted.json.err")"; return; }
+    echo "      predicted on $BOX before measuring (the small MLP, batch $B)"
+}
+# predicted_vs_measured LABEL LOG ROW KEY: the prediction's KEY of row ROW
+# against the measured p50 step in LOG
+predicted_vs_measured() {
+    [ -s "$L/predicted.json" ] && [ -s "$2" ] || return
+    pred=$(tr ',' '\n' <"$L/predicted.json" | sed -n "/\"devices\":$3\$/,/\"$4\"/p" | sed -n "s/.*\"$4\":\(.*\)/\1/p" | head -n 1)
+    meas=$(sed -n 's/.*"step_time_s":{"mean":[^,]*,"p50":\([^,]*\),.*/\1/p' "$2" | tail -n 1)
+    [ -n "$pred" ] && [ -n "$meas" ] || return
+    r=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.3f", m / p }')
+    held=$(awk -v r="$r" 'BEGIN { print (r >= 0.85 && r <= 1.15) ? "true" : "false" }')
+    finding "predicted vs measured: $1" "$held" "$BOX model ${pred}s, measured p50 ${meas}s (x$r; aim within 15%)" \
+        "\"hardware\":\"$BOX\",\"predicted_s\":$pred,\"measured_s\":$meas,\"measured_over_predicted\":$r"
+}
+
 # ---- 4./5. the modes on the GPU vs single on the CPU --------------------------------------
 if want single; then
 step single
+predict_box
 compare "single gpu0 small" small "$B" 1 --mode single --gpus 0
 compare "single gpu0 gelu-sgd" gelu-sgd "$B" 1 --mode single --gpus 0
 fi
@@ -1090,6 +1135,9 @@ if [ "$NGPU" -ge 2 ]; then
     compare "ddp nccl gpus $ALL gelu-sgd" gelu-sgd "$B" 1 --mode ddp --comm nccl --gpus "$ALL"
 fi
 fi
+predicted_vs_measured "single" "$L/single_gpu0_small.json" 1 single_s
+predicted_vs_measured "dp --gpus 0,0" "$L/dp_gpus_0_0_small.json" 2 dp_s
+predicted_vs_measured "ddp shm --gpus 0,0" "$L/ddp_shm_gpus_0_0_small.json" 2 ddp_s
 
 # ---- 6. the GPU unit suites, one process each ------------------------------------------
 # test_comm_nccl's init-abort tests are the findings' (step 10): never met a

@@ -29,6 +29,9 @@ mkdir -p "$OUTD" "$T/tmp"
 t0=$(date +%s)
 # A session of its own (setsid), so that one kill takes the check and all
 # it started, as the lease's does.
+# An H100's name: the check predicts that box (8x-h100-sxm's profile)
+# before its single step measures.
+EMU_GPU_NAME="NVIDIA H100 80GB HBM3" \
 TMPDIR=$T/tmp DDPBENCH_CHECK_EMU=$EMU DDPBENCH_CHECK_STEPS="single ddp" DDPBENCH_CHECK_OUT=$OUTD \
     setsid sh tests/gpu/check.sh >"$T/stdout" 2>&1 &
 pid=$!
@@ -82,4 +85,6 @@ logs=$(tar -tzf "$OUTD/check-logs.tar.gz")
 for f in logs/probe.json logs/single_gpu0_small.json logs/single_gpu0_gelu-sgd.json; do
     echo "$logs" | grep -qx "$f" || fail "check-logs.tar.gz lacks $f: $(echo "$logs" | tr '\n' ' ')"
 done
+grep -q 'predicted on 8x-h100-sxm before measuring' "$T/stdout" ||
+    fail "the check did not predict its H100 box before measuring: $(grep -i predict "$T/stdout")"
 echo "gpu-kill-rehearsal: check.sh killed (SIGKILL, its process group) ${killed_at}s in, at its ddp step: check.json, check.log ($(wc -l <"$OUTD/check.log") lines) and check-logs.tar.gz ($(echo "$logs" | grep -c '^logs/.') logs) hold the probe's and single's results; nothing left running"

@@ -653,8 +653,10 @@ Test(comm, timeout_names_the_missing_rank)
     group_t g = {.world = 2, .timeout_s = 0.5};
     run_group(&g, rank_absent_peer, NULL);
     cr_assert_eq(g.out[0].rc, DDP_ERR_RUNTIME, "rank 0: %s", g.out[0].msg);
+    /* the ledger: where each rank stands (comm.h) */
     cr_assert_str_eq(g.out[0].msg,
-                     "timed out in all-reduce of bucket 2: rank 1 did not arrive within 0.5 s");
+                     "timed out in all-reduce of bucket 2: rank 1 did not arrive within 0.5 s "
+                     "(rank 0: #1 all-reduce of bucket 2 (8 floats); rank 1: none yet)");
     /* At least the timeout; the upper bound only says "not stuck" (sanitizers
      * and a shared machine slow everything down). */
     cr_assert(g.out[0].elapsed_s >= 0.5 && g.out[0].elapsed_s < 3.0, "took %.3f s",
@@ -703,6 +705,9 @@ Test(comm, mismatched_collectives_fail)
     for (int r = 0; r < 2; r++) {
         cr_assert_eq(g.out[r].rc, DDP_ERR_RUNTIME);
         cr_assert(strstr(g.out[r].msg, "mismatched collectives"), "rank %d: %s", r, g.out[r].msg);
+        /* each rank's #1 named, whichever saw it (one sees it first and aborts) */
+        cr_assert(strstr(g.out[r].msg, "rank 0: #1 all-reduce (10 floats); rank 1: #1 broadcast "
+                                       "(10 floats)"), "rank %d: %s", r, g.out[r].msg);
         cr_assert(g.out[r].elapsed_s < 5.0);
     }
 }

@@ -3,8 +3,8 @@
  * devices, uneven chunks, a batch smaller than the device count, an arena
  * moved in slices and one moved whole, gradient accumulation, bit-for-bit
  * reproducibility, the per-device figures, barriers that open by wake-ups,
- * the torch.chunk split, the device path's trace, story and resume, and an
- * injected device fault. */
+ * the torch.chunk split, the device path's trace, story and resume, an
+ * injected device fault, and --check-replicas. */
 #include <criterion/criterion.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -370,6 +370,41 @@ Test(dp_fault, on_device_zero, .timeout = 20)
     int rc = tu_run("--mode dp --gpus 0,1 " SMALL " --batch 12 --loss mse " SGD, &r, err);
     cr_assert_eq(rc, DDP_ERR_RUNTIME, "rc %d: %s", rc, err);
     cr_assert_not_null(strstr(err, "device 0: injected fault at step 0"), "message: '%s'", err);
+}
+
+// ---------------------------------------------------------------------------
+// --check-replicas
+
+/* Every replica agrees at every check, the result unchanged (under TSan:
+ * device 0's copy and hash reach the others through the broadcast, and its
+ * two copies in turn outlive their readers); a replica nudged one ulp after a
+ * checked step is named with its layer. */
+Test(dp_replicas, agree_at_every_check, .timeout = 30)
+{
+    char err[ERR_LEN] = "";
+    run_result_t r, ref;
+    const char *a = "--mode dp --gpus 0,1,2 " SMALL " --batch 12 --loss mse " ADAM;
+    char line[512];
+    snprintf(line, sizeof line, "%s --check-replicas 1", a);
+    cr_assert_eq(tu_run(line, &r, err), DDP_OK, "%s", err);
+    cr_assert_eq(tu_run(a, &ref, err), DDP_OK, "%s", err);
+    cr_assert_eq(r.replicas.checks, 24);
+    cr_assert(!r.replicas.differed && r.replicas.seconds > 0.0);
+    cr_assert_eq(r.checksum.bits, ref.checksum.bits, "the check changed the result");
+    result_free(&r);
+    result_free(&ref);
+}
+
+Test(dp_replicas, a_planted_drift_is_named, .timeout = 30)
+{
+    setenv("DDPBENCH_FAULT", "ulp:2:5", 1);
+    char err[ERR_LEN] = "";
+    run_result_t r;
+    int rc = tu_run("--mode dp --gpus 0,1,2 " SMALL " --batch 12 --loss mse " ADAM
+                    " --check-replicas 3", &r, err);
+    cr_assert_eq(rc, DDP_ERR_RUNTIME, "rc %d: %s", rc, err);
+    cr_assert_not_null(strstr(err, "the replicas differ after step 6 (--check-replicas 3): "
+                                   "device 2's layer 2 weight is up to"), "%s", err);
 }
 
 // ---------------------------------------------------------------------------
