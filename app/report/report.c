@@ -410,11 +410,13 @@ cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, boo
         cJSON_AddStringToObject(o, "collective", zero1 ? "reduce-scatter" : "all-reduce");
         cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
         cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
-        report_json_num(o, "comm_busbw_gbs", 1e-9 * ref);
-        if (isfinite(ref))
+        if (isfinite(ref)) {
+            cJSON_AddNumberToObject(o, "comm_busbw_gbs", 1e-9 * ref);
             cJSON_AddBoolToObject(o, "bandwidth_bound", bw >= BUS_BOUND * ref);
-        else
+        } else {
+            cJSON_AddNullToObject(o, "comm_busbw_gbs");
             cJSON_AddNullToObject(o, "bandwidth_bound");
+        }
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
