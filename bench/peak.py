@@ -19,7 +19,9 @@ It prints per case the median over the rounds of samples/s, GFLOP/s per
 device and the share of the device's peak (the peak ddpbench measures in the
 run: an FMA loop on the device's core; PyTorch's share is against the peak its
 round's ddpbench single measured on the same CPU), with the range; the FLOPs
-are counted from the model as ddpbench counts them (docs/results.md). Where a
+are counted from the model as ddpbench counts them (docs/results.md). For
+ddpbench's modes it adds the cores other processes took during the runs
+(median) and how many runs its own record calls disturbed. Where a
 ddpbench mode falls short of its goal (single >= 80% of the peak, dp and ddp
 >= 70% per device), the phase that holds it back: forward and backward's own
 share of the peak, and the phases that do no GEMM, longest first. Then
@@ -27,10 +29,14 @@ ddpbench against PyTorch (single / 1 thread; best mode / 2 threads) and dp's
 and ddp's speed-up over single (goals 1.5x and 1.8x). The load average
 before, at each run's start (least and most) and after.
 
-usage: bench/peak.py [-b BIN] [-r ROUNDS] [-m MODELS] [-e ENVS] [-s STEPS] [-o OUT.json] [-g]
+usage: bench/peak.py [-b BIN] [-r ROUNDS] [-m MODELS] [-e ENVS] [-s STEPS] [-q CORES [-w S]]
+                     [-o OUT.json] [-g]
   -m  models, comma-separated [mlp-medium,mlp-large]
   -e  environments, comma-separated: installed, unset, or a core name [installed,unset]
   -s  timed steps of mlp-medium (mlp-large runs a fifth of them, at least 4) [20]
+  -q  before each run, wait until the machine keeps at most CORES cores busy
+      (/proc/stat over 2 s; at most -w seconds, 900): the goals are a quiet
+      machine's
   -g  exit 1 when a goal is not met
 Needs Debian's python3 with PyTorch (scripts/deps.sh test installs it).
 """
@@ -98,6 +104,28 @@ def environ(env):
     return e
 
 
+def busy_cores(seconds=2.0):
+    """The cores the machine kept busy over `seconds` (/proc/stat)."""
+    def ticks():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # all, idle + iowait
+    a = ticks()
+    time.sleep(seconds)
+    b = ticks()
+    return os.cpu_count() * (1 - (b[1] - a[1]) / max(1, b[0] - a[0]))
+
+
+def wait_quiet(most, limit_s):
+    """Wait until the machine keeps at most `most` cores busy (or limit_s):
+    the seconds waited and the cores busy at the end."""
+    t0 = time.time()
+    busy = busy_cores()
+    while busy > most and time.time() - t0 < limit_s:
+        busy = busy_cores()
+    return time.time() - t0, busy
+
+
 def run(cmd, env):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -133,6 +161,8 @@ def main():
     ap.add_argument("-s", type=int, default=20)
     ap.add_argument("-o", default="build/bench/peak.json")
     ap.add_argument("-g", action="store_true")
+    ap.add_argument("-q", type=float, default=None)
+    ap.add_argument("-w", type=float, default=900)
     ap.add_argument("--torch-child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -155,11 +185,13 @@ def main():
                                                   "--torch-child", model, str(steps), str(th)]
                 cases.append((model, env, "pytorch %d thread%s" % (th, "s" * (th > 1)), cmd))
     res = {c[:3]: [] for c in cases}
-    before, seen = os.getloadavg(), []
+    before, seen, waited = os.getloadavg(), [], []
     print("# peak: %d rounds of %d cases, rotated; CPUs %s; load before %.2f %.2f %.2f"
           % (a.r, len(cases), cpus, *before), flush=True)
     for r in range(a.r):
         for model, env, mode, cmd in cases[r % len(cases):] + cases[:r % len(cases)]:
+            if a.q is not None:
+                waited.append(wait_quiet(a.q, a.w))
             seen.append(os.getloadavg()[0])
             res[(model, env, mode)].append(run(cmd, environ(env)))
         print("# round %d done, load %.2f" % (r + 1, os.getloadavg()[0]), flush=True)
@@ -179,7 +211,10 @@ def main():
             share = [min(y["peak_share"] for y in x["devices"]) for x in runs]
         line = "%-10s %-9s %-17s %26s %24s %18s" % (model, env, mode, span(sps, "%.1f"),
                                                     span(gf, "%.1f"), span([100 * s for s in share], "%.0f%%"))
-        if mode in GOAL:
+        if mode in GOAL:  # what else the machine did meanwhile (ddpbench's record)
+            others = st.median(x["machine"]["others_cores"] or 0 for x in runs)
+            line += "  others %.1f cores, disturbed %d/%d" % (
+                others, sum(bool(x["machine"]["disturbed"]) for x in runs), len(runs))
             ok = st.median(share) >= GOAL[mode]
             line += "  goal >= %.0f%%: %s" % (100 * GOAL[mode], "PASS" if ok else "FAIL")
             if not ok:
@@ -205,9 +240,15 @@ def main():
             print()
     print("load average: before %.2f, at the runs' starts %.2f..%.2f, after %.2f (%d CPUs)"
           % (before[0], min(seen), max(seen), after[0], os.cpu_count()))
+    if waited:
+        print("each run waited for at most %.1f busy cores (-q): %.0f s in all; busy at the starts "
+              "%.2f..%.2f cores; %d runs started busier (-w ran out)"
+              % (a.q, sum(w for w, _ in waited), min(b for _, b in waited),
+                 max(b for _, b in waited), sum(b > a.q for _, b in waited)))
     os.makedirs(os.path.dirname(a.o) or ".", exist_ok=True)
     with open(a.o + ".tmp", "w") as f:
         json.dump({"rounds": a.r, "cases": out, "load_before": before, "load_after": after,
+                   "quiet": a.q, "waited": waited,
                    "load_seen": [min(seen), max(seen)], "runs": {" ".join(k): v for k, v in res.items()}},
                   f, indent=1)
     os.replace(a.o + ".tmp", a.o)
