@@ -102,14 +102,16 @@ static void counted(local_t *L, int except)
 }
 
 /* Wait for rank q's post in this op (counted first) and order this rank's
- * device after it; its info.  NULL when the group aborted. */
+ * device after it; its info.  NULL, the cause in last_error, when the group
+ * stopped or this rank's device refused the wait (a capture it invalidated:
+ * that is the cause to name, not the peer it waited for). */
 static const local_info_t *read_post(local_t *L, int q, bool *slept)
 {
     if (local_await(L->g, me(L), q, L->expect[q], NULL, slept) != DDP_OK)
-        return NULL;
+        return stopped(L), NULL;
     const local_info_t *in = local_info(L->g, q, L->expect[q]);
     if (in->ev && backend_stream_wait(L->c.be, in->ev) != DDP_OK)
-        return NULL;
+        return fail_be(L, L->c.be, "wait"), NULL;
     return in;
 }
 
@@ -212,7 +214,7 @@ static int from_root(local_t *L, const comm_op_t *op)
     bool slept;
     const local_info_t *src = read_post(L, op->root, &slept);
     if (!src)
-        return stopped(L);
+        return DDP_ERR_RUNTIME;
     waited(L, slept);
     size_t off = op->kind == COLL_SCATTER ? op->offset : 0;
     return copy_in(L, op->kind, op->recv, src->be, src->buf + off, op->count, me(L), true);
