@@ -19,7 +19,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-static volatile float peak_sink; /* the accumulators' sum, so the loop is kept */
+/* the accumulators' sum, so the loop is kept; one per thread: every device
+ * thread calibrates its own core at once, and a shared sink is a data race */
+static _Thread_local volatile float peak_sink;
 
 /* One burst at one width: the seconds it took (`first` reads a lane, for the sink). */
 #define FMA_BURST(name, isa, vec, set1, fma, first)                                        \
