@@ -95,6 +95,11 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(s->json, "environment");
     const cJSON *la = cJSON_GetObjectItemCaseSensitive(env, "loadavg");
     s->load1 = cJSON_IsString(la) ? strtod(la->valuestring, NULL) : NAN;
+    const char *blas = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "blas"));
+    const char *core = blas ? strstr(blas, "(core ") : NULL;
+    s->core[0] = 0;
+    if (core)
+        snprintf(s->core, sizeof s->core, "%.*s", (int)strcspn(core + 6, ",)"), core + 6);
     /* the run's own record of what else the machine did (when the child
      * keeps one): a disturbed run is retaken or its pair flagged */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");

@@ -317,7 +317,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
                 backend_kind_name(r->backend));
         return;
     }
-    report_stats_t s;
+    static report_stats_t s; /* 15 KB: not on the stack (docs/faults.md) */
     report_stats(r, NULL, &s);
     char p50[32], took[32];
     fprintf(f, "explain: step %ld of %s on %s, %d device%s (the middle timed step: %s; the "
@@ -331,6 +331,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     explain_moves(f, r, zero1);
     explain_buckets(f, r, zero1);
     explain_compute(f, r);
+    report_explain_peak(f, ctx, r, &s);
     explain_memory(f, r);
     explain_lockstep(f, ctx, r);
     char b[32];

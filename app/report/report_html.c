@@ -520,6 +520,7 @@ static void write_page(FILE *f, const report_page_t *p)
     replicas_section(f, p); /* a drift is the page's lesson where there is one */
     timeline_section(f, p);
     phases_section(f, p);
+    page_peak_section(f, p);
     memory_section(f, p);
     hook_section(f, p);
     predict_section(f, p);

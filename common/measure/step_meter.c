@@ -52,6 +52,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
+    step_meter_peak(m);
     /* the descheduled phase, on the CPU (the file opened by the stepping
      * thread at its first step): at every lap in the runs that draw or
      * explain, else at the laps of the work samples */
@@ -76,6 +77,12 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         }
     }
     return DDP_OK;
+}
+
+void step_meter_peak(step_meter_t *m)
+{
+    if (m->to.dev && m->to.be)
+        m->to.dev->peak_flops = fmax(m->to.dev->peak_flops, backend_peak_flops(m->to.be));
 }
 
 void step_meter_free(step_meter_t *m)
@@ -671,6 +678,11 @@ int step_meter_finish(step_meter_t *m, char *err)
             ph[p] -= q;
             ph[PH_DESCHED] += q;
         }
+    device_stats_t *dev = m->to.dev;
+    if (dev && m->to.spec)
+        dev->flops = (double)dev->rows * model_flops_per_row(m->to.spec);
+    if (dev && m->to.optim)
+        dev->flops_optim = (double)dev->synced_steps * optim_flops(m->to.optim);
     if (m->work && m->work->n > 0) {
         /* The work's low quantiles over the sampled steps: a step's CPU
          * time still grows when another process shares the core's caches

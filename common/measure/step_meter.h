@@ -68,6 +68,7 @@
 #include "common/config/config.h"
 #include "common/device/backend.h"
 #include "common/measure/progress.h"
+#include "common/nn/optim.h"
 #include "common/measure/result.h"
 #include "common/measure/timing.h"
 #include "common/measure/trace.h"
@@ -94,6 +95,10 @@ typedef struct {
                               it (progress.h) from step_meter_init to _free; NULL: not here */
     long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
+    /* what the device's FLOPs are counted from (result.h): the model, and the
+       optimizer it steps (NULL: none; read at step_meter_finish) */
+    const model_spec_t *spec;
+    const optim_t *optim;
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
     /* Called when a step's times are known (at once on the CPU, when the next
      * step ends on a GPU), before they are reported: DDP charges its hidden
@@ -173,7 +178,12 @@ struct step_meter {
 };
 
 /* Set up; DDP_ERR_RUNTIME (message in err) when out of memory. */
+/* Measures the device's peak (result.h's peak_flops) on the calling thread:
+ * call it on the device's own thread. */
 int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
+/* The device's peak measured again (trainer_step_begin: in the last warm-up
+ * step), the faster of the two kept. */
+void step_meter_peak(step_meter_t *m);
 void step_meter_free(step_meter_t *m);
 
 /* Step g (0-based) begins now: timed (after the warm-up) or not; first: the
