@@ -85,10 +85,11 @@ int app_plan(app_job_t *j, int rc, char *err);
  * 1..count GPUs into j->gpu, checked against a published case on the box;
  * without --hardware j->gpu is off. */
 int app_gpu_model(app_job_t *j, char *err);
-/* The memory the planned runs need at least, against the machine's
- * available memory (memcheck.c): DDP_ERR_INPUT naming both when it cannot
- * fit.  _comm: --mode comm's buffers. */
-int app_mem_check(const app_job_t *j, char *err);
+/* The memory the planned runs need at least, with the data d (loaded, or
+ * only its shape: load.h's data_shape), against the machine's available
+ * memory and --mem-limit (memcheck.c): DDP_ERR_INPUT naming both when it
+ * cannot fit.  _comm: --mode comm's buffers. */
+int app_mem_check(const app_job_t *j, const dataset_t *d, char *err);
 /* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
  * start (startup.c). */
 void startup_done(void);

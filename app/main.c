@@ -29,10 +29,8 @@ static int exit_code(int rc)
  * an ESC in it) is escaped, so it stays one line of plain text. */
 int app_fail(int code, const char *msg)
 {
-    char shown[2 * ERR_LEN];
-    text_escape(msg, shown, sizeof shown);
-    fprintf(stderr, "ddpbench: %s %s\n", code == DDP_ERR_INTERRUPTED ? "stopped:" : "error:",
-            shown);
+    text_say(stderr, code == DDP_ERR_INTERRUPTED ? "ddpbench: stopped: " : "ddpbench: error: ",
+             msg);
     return exit_code(code);
 }
 
@@ -43,10 +41,12 @@ static int fail_or_quiet(int code, const char *msg)
     return msg[0] ? app_fail(code, msg) : exit_code(code);
 }
 
-/* stdout after --help or --version: a write that failed (/dev/full) fails. */
+/* stdout after --help or --version: a write that failed (/dev/full) fails;
+ * a reader that left (| grep -q, | head) took what it wanted, and they are
+ * the only output. */
 static int stdout_status(char *err)
 {
-    if (fflush(stdout) != 0 || ferror(stdout))
+    if ((fflush(stdout) != 0 || ferror(stdout)) && errno != EPIPE)
         return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed: %s", strerror(errno));
     return DDP_OK;
 }
@@ -105,8 +105,10 @@ static int job_main(void *ctx, int rc, char *err)
                                           its runs are this process's */
         char what[CONFIG_PATH_LEN + 64];
         snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host", scenario);
-        if ((rc = launch_one_host(cfg, what, err)) == DDP_OK)
-            return scenario_main(j->argc, j->argv, scenario, stdout);
+        if ((rc = launch_one_host(cfg, what, err)) == DDP_OK) {
+            err[0] = 0; /* what the scenario says, if anything */
+            return fail_or_quiet(scenario_main(j->argc, j->argv, scenario, stdout, err), err);
+        }
     }
 
     if (rc == DDP_OK && j->opts.workload[0]) /* the GPU lesson alone: nothing is trained */
@@ -143,6 +145,11 @@ int main(int argc, char **argv)
      * process without a word and leaves the temporary; ignored, the write
      * fails with EFBIG, which every writer reports and cleans up after. */
     signal(SIGXFSZ, SIG_IGN);
+    /* A reader that leaves early (| head) would kill with SIGPIPE whichever
+     * process writes next, a DDP rank included, and cost every output; so
+     * a closed stdout fails its writes with EPIPE like a full disk, and is
+     * one output that failed (exit 1, the others written: outputs.c). */
+    signal(SIGPIPE, SIG_IGN);
 
     static app_job_t job; /* static: large, and its results hold their step statistics */
     app_job_t *j = &job;

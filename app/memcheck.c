@@ -100,7 +100,7 @@ static int refuse(double need, double avail, const char *from, const char *what,
 /* --mem-limit: each device's least need (parameters, gradients, state and
  * activations, as the memory table counts them) within the limit, on every
  * run of the job; a DDP run refused is told what each ZeRO stage would need. */
-static int mem_limit_check(const app_job_t *j, char *err)
+static int mem_limit_check(const app_job_t *j, const dataset_t *d, char *err)
 {
     double lim_b = j->opts.mem_limit;
     if (lim_b <= 0)
@@ -109,10 +109,9 @@ static int mem_limit_check(const app_job_t *j, char *err)
         const config_t *c = &j->cfgs[i];
         const strategy_words_t *w = strategy_words(c->mode);
         int devices = w->reference ? 1 : c->ngpus;
-        need_t n = device_need(c, &j->spec, &j->data, devices, 0);
+        need_t n = device_need(c, &j->spec, d, devices, 0);
         /* the buffers one device's replica allocates for its rows */
-        n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices,
-                                   j->data.tgt_cols);
+        n.acts = replica_act_bytes(&j->spec, (c->batch + devices - 1) / devices, d->tgt_cols);
         double dev = n.params + n.grads + n.optim + n.acts;
         if (dev <= lim_b)
             continue;
@@ -127,7 +126,7 @@ static int mem_limit_check(const app_job_t *j, char *err)
             for (int st = c->zero + 1; st <= 3; st++) {
                 config_t cz = *c;
                 cz.zero = st;
-                need_t m = device_need(&cz, &j->spec, &j->data, devices, 0);
+                need_t m = device_need(&cz, &j->spec, d, devices, 0);
                 m.acts = n.acts;
                 char b[32];
                 human(m.params + m.grads + m.optim + m.acts, b, sizeof b);
@@ -148,15 +147,13 @@ static int mem_limit_check(const app_job_t *j, char *err)
     return DDP_OK;
 }
 
-int app_mem_check(const app_job_t *j, char *err)
+int app_mem_check(const app_job_t *j, const dataset_t *d, char *err)
 {
-    if (j->loaded)
-        TRY(mem_limit_check(j, err));
+    TRY(mem_limit_check(j, d, err));
     const char *from = "";
     double avail = mem_available(&from);
-    if (avail <= 0 || !j->loaded)
+    if (avail <= 0)
         return DDP_OK;
-    const dataset_t *d = &j->data;
     double data = (double)d->n * (d->in_dim + d->tgt_cols) * sizeof(float);
     /* compare's runs go one after another: the largest counts */
     double worst = 0;

@@ -9,6 +9,7 @@
 #include "app/app.h"
 #include "app/predict/cases.h"
 #include "app/twin.h"
+#include "common/base/text.h"
 #include "common/comm/comm.h"
 #include "app/load/load.h"
 #include "common/data/schedule.h"
@@ -126,6 +127,14 @@ int app_plan(app_job_t *j, int rc, char *err)
     if (rc == DDP_OK && j->gated)
         rc = gate_stored_prepare(&j->gate, j->gate_opts.baseline, &j->ctx, j->cfgs, j->n, err);
 
+    /* What cannot fit the machine's memory (or --mem-limit) is refused now,
+     * before the data is generated or read, and again with the data loaded
+     * (a file's rows count from then on); not by the kernel's OOM killer
+     * during the run. */
+    if (rc == DDP_OK) {
+        data_shape(cfg, &j->spec, &j->data);
+        rc = app_mem_check(j, &j->data, err);
+    }
     if (rc == DDP_OK)
         j->loaded = (rc = data_load(cfg, &j->spec, &j->data, err)) == DDP_OK;
     j->ctx.data = j->loaded ? &j->data : NULL;
@@ -143,10 +152,8 @@ int app_plan(app_job_t *j, int rc, char *err)
         if ((rc = schedule_init(&sch, &j->cfgs[i], &j->data, 1, 0, err)) == DDP_OK)
             schedule_free(&sch);
     }
-    /* What cannot fit the machine's memory is refused now, not by the
-     * kernel's OOM killer during the run. */
     if (rc == DDP_OK)
-        rc = app_mem_check(j, err);
+        rc = app_mem_check(j, &j->data, err);
     /* Under mpirun every rank's outcome so far and what it was started
      * with meet here (launcher.h): one verdict for all. */
     rc = launch_agree(cfg, j->loaded ? &j->data : NULL, rc, err);
@@ -173,8 +180,8 @@ int app_prepare(app_job_t *j, int argc, char **argv, char *err)
 
     char note2[ERR_LEN + 1100];
     ckpt_init_note(cfg, &j->spec, note2, sizeof note2);
-    if (note2[0] && j->reports)
-        fprintf(stderr, "ddpbench: warning: %s\n", note2);
+    if (note2[0] && j->reports) /* it quotes the file: escaped */
+        text_say(stderr, "ddpbench: warning: ", note2);
 
     /* under --json/--csv stdout carries only the result */
     j->info = (cfg->json || cfg->csv) ? stderr : stdout;

@@ -4,7 +4,6 @@
  * measured, from the run's own record; the fix; and whether it behaved as
  * described, which is the exit status. */
 #include "app/scenario_impl.h"
-#include "common/base/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -95,10 +94,24 @@ static double wait_of(const run_result_t *r, int d)
     return per_step(r, d, PH_COMM_EXPOSED) + per_step(r, d, PH_IDLE);
 }
 
+/* The machine's share of device d's waits, a fraction of each (docs/results.md:
+ * the part the longest another device was descheduled explains). */
+static double machine_frac(const run_result_t *r, int d)
+{
+    static double ph[MAX_DEVICES][PH_COUNT];
+    for (int e = 0; e < r->ndev && e < MAX_DEVICES; e++)
+        for (int p = 0; p < PH_COUNT; p++)
+            ph[e][p] = per_step(r, e, (phase_t)p);
+    return report_machine_frac((const double (*)[PH_COUNT])ph, r->ndev, d);
+}
+
+static double machine_wait(const run_result_t *r, int d) { return machine_frac(r, d) * wait_of(r, d); }
+
 /* Time device d's thread waited for its core (another process had it). */
 static double desched_of(const run_result_t *r, int d) { return per_step(r, d, PH_DESCHED); }
 
 static const char *ms(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
+static const char *mib(char *b, size_t n, double x) { return report_fmt_bytes(b, n, x); }
 
 // ---------------------------------------------------------------------------
 // uneven: ranks with different amounts of data, without join
@@ -191,9 +204,10 @@ static int sc_straggler(scen_t *s)
                     "waits = comm exposed + idle):\n");
     fprintf(s->out, "    %-8s %16s %16s %16s %16s\n", "rank", "compute alone", "waits alone",
             "compute slowed", "waits slowed");
-    char a[32], bb[32], cc[32], dd[32], w[32];
+    char a[32], bb[32], cc[32], dd[32], ee[32], w[32];
     int n = str->ndev;
-    double fast_wait = 0.0, fast_wait0 = 0.0, fast_off = 0.0, fast_off0 = 0.0, off_all = 0.0;
+    /* the fast ranks' waits, the machine's share apart (docs/results.md) */
+    double fast_wait = 0.0, fast_wait0 = 0.0, fast_m = 0.0, fast_m0 = 0.0, off_all = 0.0;
     for (int d = 0; d < n; d++) {
         fprintf(s->out, "    %-8d %16s %16s %16s %16s%s\n", d, ms(a, sizeof a, compute_of(base, d)),
                 ms(bb, sizeof bb, wait_of(base, d)), ms(cc, sizeof cc, compute_of(str, d)),
@@ -203,13 +217,12 @@ static int sc_straggler(scen_t *s)
         if (d != slow && n > 1) {
             fast_wait += wait_of(str, d) / (n - 1);
             fast_wait0 += wait_of(base, d) / (n - 1);
-            fast_off += desched_of(str, d) / (n - 1);
-            fast_off0 += desched_of(base, d) / (n - 1);
+            fast_m += machine_wait(str, d) / (n - 1);
+            fast_m0 += machine_wait(base, d) / (n - 1);
         }
     }
-    /* A busy machine: a fast rank another process held off its core spent
-     * there time it would have waited (each rank on a core of its own), so
-     * its time off the core counts beside its waits; said when it shows. */
+    /* A busy machine: a rank another process held off its core made the
+     * others wait for it; said when it shows. */
     if (off_all > 0.0) {
         fprintf(s->out, "    descheduled (another process had the core):");
         for (int d = 0; d < n; d++)
@@ -219,33 +232,38 @@ static int sc_straggler(scen_t *s)
     }
     bool named = slow >= 0 && slow < n && c->slow_factor > 1;
     double extra = named ? compute_of(str, slow) - compute_of(base, slow) : 0.0;
-    double slow_wait = named ? wait_of(str, slow) : 0.0;
+    double slow_wait = named ? wait_of(str, slow) - machine_wait(str, slow) : 0.0;
     fprintf(s->out, "    throughput %.1f samples/s alone, %.1f with the straggler (%.2fx)\n",
             base->samples_per_s, str->samples_per_s,
             base->samples_per_s > 0 ? str->samples_per_s / base->samples_per_s : 0.0);
-    double off = fast_off - fast_off0; /* the fast ranks' extra time off their cores */
-    if (named && off > 0.05 * extra)
+    /* the strategy's share of the growth: the waits less the machine's */
+    double grew = (fast_wait - fast_m) - (fast_wait0 - fast_m0), grew_m = fast_m - fast_m0;
+    char split[160] = "";
+    if (grew_m > 0.05 * extra)
+        snprintf(split, sizeof split, ": %s of it for the straggler, %s for a rank that was "
+                 "descheduled (the machine's)", ms(dd, sizeof dd, grew), ms(w, sizeof w, grew_m));
+    if (named)
         scen_para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
-             "%s and their time off their cores by %s (a busy machine), while rank %d itself "
-             "waited %s: the ranks that wait are the fast ones.", slow, ms(a, sizeof a, extra),
-             ms(bb, sizeof bb, fast_wait - fast_wait0), ms(cc, sizeof cc, fast_wait),
-             ms(w, sizeof w, off), slow, ms(dd, sizeof dd, slow_wait));
-    else if (named)
-        scen_para(s, "", "rank %d computed %s more per step; the other ranks' waits grew by %s to "
-             "%s, while rank %d itself waited %s: the ranks that wait are the fast ones.", slow,
-             ms(a, sizeof a, extra), ms(bb, sizeof bb, fast_wait - fast_wait0),
-             ms(cc, sizeof cc, fast_wait), slow, ms(dd, sizeof dd, slow_wait));
+             "%s%s; rank %d itself waited %s beyond the machine's share: the ranks that wait "
+             "are the fast ones.", slow, ms(a, sizeof a, extra),
+             ms(bb, sizeof bb, fast_wait - fast_wait0), ms(cc, sizeof cc, fast_wait), split,
+             slow, ms(ee, sizeof ee, slow_wait));
     scen_para(s, "The fix:",
          "find the rank whose compute takes longest (time forward and backward on every rank: "
          "torch.cuda.Event pairs or the profiler, per rank) and remove the cause: a slower or "
          "throttled GPU, a busy host, a slower data loader, a larger batch. The fast ranks' "
          "wait is the price of synchronous training: DDP can hide communication behind "
          "backward, never a slower rank.");
-    bool shown = named && n > 1 && extra > 0 &&
-                 fast_wait - fast_wait0 + fmax(off, 0.0) >= 0.5 * extra &&
-                 fast_wait > 2.0 * slow_wait;
+    bool shown = named && n > 1 && extra > 0 && grew >= 0.5 * extra &&
+                 fast_wait - fast_m > 2.0 * slow_wait;
+    /* the waits grew as the lesson says only with the machine's share in:
+     * the machine's time decides it, not the straggler */
+    bool busy = named && n > 1 && extra > 0 && !shown && grew + fmax(grew_m, 0.0) >= 0.5 * extra;
     const char *why = !named ? "no rank was slowed (--slow-rank R:F with F > 1)"
                       : n < 2 ? "one rank has no one to wait for"
+                      : busy  ? "no verdict: a busy machine: the fast ranks' waits grew as much "
+                                "as the straggler's extra work only with the time they waited "
+                                "for a rank that was descheduled; run it on a quieter machine"
                               : "the other ranks did not wait for the slow one at the all-reduce";
     char slowed[48];
     snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
@@ -303,26 +321,44 @@ static int sc_dp_device0(scen_t *s)
     }
     double alone = per_step(dp, 0, PH_DATA) + per_step(dp, 0, PH_H2D) +
                    per_step(dp, 0, PH_LOSS) + per_step(dp, 0, PH_OPTIM);
-    double idle = 0.0, other_mem = 0.0;
+    double idle = 0.0, idle_m = 0.0, other_mem = 0.0;
     size_t other_optim = 0;
-    for (int d = 1; d < n; d++) {
-        idle += per_step(dp, d, PH_IDLE) / (n - 1);
+    for (int d = 1; d < n; d++) { /* the others' idle, the machine's share apart */
+        idle += per_step(dp, d, PH_IDLE) * (1.0 - machine_frac(dp, d)) / (n - 1);
+        idle_m += per_step(dp, d, PH_IDLE) * machine_frac(dp, d) / (n - 1);
         other_mem = fmax(other_mem, (double)dp->dev[d].mem_peak);
         other_optim += dp->dev[d].mem_split[MEM_OPTIM];
     }
     double step = dp->times.n ? dp->times.timed_s / dp->times.n : 0.0;
+    char mach[96] = "", iw[32];
+    if (idle_m > 0.05 * step)
+        snprintf(mach, sizeof mach, ", and %s more waiting for a device that was descheduled "
+                 "(the machine's)", ms(a, sizeof a, idle_m));
     if (n > 1)
         scen_para(s, "", "per step of %s: device 0 alone staged the batch, computed the loss over it "
              "and stepped the optimizer for %s, while the other devices sat idle %s per step "
-             "(waiting for it, and at the barriers). DDP's ranks hold the same split each; with "
-             "--zero1 each holds 1/%d of the optimizer state.",
-             ms(a, sizeof a, step), ms(b, sizeof b, alone), ms(cc, sizeof cc, idle), n);
-    scen_para(s, "The fix:",
-         "DistributedDataParallel: every device holds and steps its own copy, so there is no "
-         "device 0 to wait for or to run out of memory; for the optimizer's memory, "
-         "ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its state among the ranks.");
-    bool shown = n > 1 && (double)dp->dev[0].mem_peak > other_mem &&
-                 dp->dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle > 0;
+             "(waiting for it, and at the barriers)%s. DDP's ranks hold the same split each; "
+             "with --zero1 each holds 1/%d of the optimizer state.",
+             ms(cc, sizeof cc, step), ms(b, sizeof b, alone), ms(iw, sizeof iw, idle), mach, n);
+    /* the fix in this run's own numbers: the most any device held */
+    double ddp_mem = 0.0, z_mem = 0.0;
+    for (int d = 0; n > 1 && d < ddp->ndev; d++)
+        ddp_mem = fmax(ddp_mem, (double)ddp->dev[d].mem_peak);
+    for (int d = 0; n > 1 && d < z->ndev; d++)
+        z_mem = fmax(z_mem, (double)z->dev[d].mem_peak);
+    char m0[32], m1[32], m2[32];
+    mib(m0, sizeof m0, (double)dp->dev[0].mem_peak);
+    if (n > 1)
+        scen_para(s, "The fix:",
+             "DistributedDataParallel: every rank holds and steps its own copy, so no device "
+             "waits for a device 0 to step the optimizer; but each rank holds what DP's device 0 "
+             "held (at most %s against %s here: DDP evens the load, not the memory). For the "
+             "optimizer's memory, ZeroRedundancyOptimizer (ZeRO-1, --zero1 here) divides its "
+             "state among the ranks: at most %s on a rank, %s less than DP's device 0.",
+             mib(m1, sizeof m1, ddp_mem), m0, mib(m2, sizeof m2, z_mem),
+             mib(cc, sizeof cc, (double)dp->dev[0].mem_peak - z_mem));
+    bool shown = n > 1 && (double)dp->dev[0].mem_peak > other_mem && z_mem < dp->dev[0].mem_peak &&
+                 dp->dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle + idle_m > 0;
     /* DDP: the same optimizer state on every rank; ZeRO-1: about 1/world of
      * it on each (a bucket's few leftover floats, count mod world, are
      * stepped by every rank), all of it over the ranks */
@@ -478,7 +514,7 @@ static const struct {
 };
 #define NSCEN ((int)(sizeof scenarios / sizeof scenarios[0]))
 
-int scenario_main(int argc, char **argv, const char *name, FILE *out)
+int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg)
 {
     if (strcmp(name, "list") == 0) {
         for (int i = 0; i < NSCEN; i++)
@@ -488,18 +524,13 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     int i = 0;
     while (i < NSCEN && strcmp(scenarios[i].name, name) != 0)
         i++;
-    /* The name as the user typed it may hold newlines or escape codes: the
-     * line goes through text_escape, as every other message does. */
-    char msg[ERR_LEN], shown[2 * ERR_LEN];
     if (i == NSCEN) {
         char names[256] = "";
         for (int k = 0; k < NSCEN; k++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
                      scenarios[k].name);
-        snprintf(msg, sizeof msg, "--scenario: unknown scenario '%.40s' (one of: %slist)", name,
-                 names);
-        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
-        return DDP_ERR_INPUT;
+        return err_set(msg, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (one of: "
+                       "%slist)", name, names);
     }
     static scen_t s; /* static: it holds a config, the data and the runs */
     memset(&s, 0, sizeof s);
@@ -510,9 +541,8 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
-        snprintf(msg, sizeof msg, "--scenario %.40s: %.400s", name, s.err);
-        fprintf(stderr, "ddpbench: error: %s\n", text_escape(msg, shown, sizeof shown));
-        return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+        return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                       "--scenario %.40s: %.400s", name, s.err);
     }
     /* --report draws the runs of a scenario that finishes them */
     if (s.cfg.report_path[0]) {
@@ -524,8 +554,8 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
             rc = report_page_check(s.cfg.report_path, s.err);
         if (rc != DDP_OK) {
             data_free(&s.data);
-            fprintf(stderr, "ddpbench: error: --scenario %s: %s\n", name, s.err);
-            return rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
+            return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
+                           "--scenario %s: %.400s", name, s.err);
         }
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
@@ -536,11 +566,7 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out)
         result_free(&s.run[k]);
     if (s.ended) { /* a signal, or a run that failed: as any run says it (main.c) */
         fflush(out);
-        snprintf(msg, sizeof msg, "--scenario %s: %.400s", scenarios[i].name, s.err);
-        bool stop = s.ended == DDP_ERR_INTERRUPTED;
-        fprintf(stderr, "ddpbench: %s %s\n", stop ? "stopped:" : "error:",
-                text_escape(msg, shown, sizeof shown));
-        return stop ? interrupt_exit_status() : s.ended;
+        return err_set(msg, s.ended, "--scenario %s: %.400s", scenarios[i].name, s.err);
     }
     return rc;
 }

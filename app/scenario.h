@@ -18,7 +18,9 @@
 #include <stdio.h>
 
 /* Run the scenario argv names (--scenario NAME, or list); returns the exit
- * status: 0 as described, 1 not, 2 bad input. */
-int scenario_main(int argc, char **argv, const char *name, FILE *out);
+ * status (0 as described, 1 not, 2 bad input), or DDP_ERR_INTERRUPTED, and
+ * when it failed or stopped, the line in msg (ERR_LEN; "" when the
+ * scenario's verdict said it). */
+int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg);
 
 #endif

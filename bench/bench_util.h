@@ -30,18 +30,6 @@ static inline int bench_config(config_t *c, const char *args, char *err)
     return rc == DDP_OK ? config_resolve(c, note, sizeof note, err) : rc;
 }
 
-/* Keep r in *best when it ran faster (the round least disturbed by other
- * load); the other is freed. */
-static inline void bench_keep_best(run_result_t *best, run_result_t *r)
-{
-    if (r->samples_per_s > best->samples_per_s) {
-        result_free(best);
-        *best = *r;
-    } else {
-        result_free(r);
-    }
-}
-
 /* Run "args" (as typed after ddpbench) and fill res; exits the benchmark on error. */
 static inline void bench_run(const char *args, run_result_t *res)
 {

@@ -5,8 +5,9 @@ what PyTorch's costs beside it.
 On the seed-size model (10,10, MSE, SGD, batch 20: 4,000 multiply-adds a
 step) a step is nearly all fixed cost: the step meter's laps, DP's barriers,
 DDP's exchange, the calls into OpenBLAS.  This runs, as separate processes,
-interleaved round by round in a rotated order (a busy minute falls on every
-case):
+interleaved round by round in a rotated order, reversed every other round
+(ABBA: a busy minute falls on every case, and neither build always runs
+first):
 
   single on the seed-linear preset (the DDP article's demo), dp and ddp (2
   CPU devices) on the seed-size model with bench_stability's seed options,
@@ -167,10 +168,12 @@ def main():
     seen_load = []
     res = {c[0]: [] for c in cases}
     ratio = {"%s %s" % (label, k): [] for label, _ in builds for k in ("twin", "loop")}
-    print("# fixed_cost: %d rounds, %d cases each, rotated; %d CPUs; load before %.2f %.2f %.2f"
+    print("# fixed_cost: %d rounds, %d cases each, rotated, every other round reversed; %d CPUs; load before %.2f %.2f %.2f"
           % (a.r, len(cases), os.cpu_count(), *load_before), flush=True)
     for r in range(a.r):
         order = cases[r % len(cases):] + cases[:r % len(cases)]
+        if r % 2:  # ABBA: a build measured first in one round is measured last in the next
+            order.reverse()
         got = {}
         for name, b, args in order:
             seen_load.append(os.getloadavg()[0])

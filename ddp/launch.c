@@ -43,7 +43,20 @@ static int launch_init(config_t *cfg, int *code, char *err)
         return DDP_OK;
     }
 #ifdef HAVE_MPI
-    return ddp_mpi_init(cfg, code, err);
+    /* Outside mpirun MPI_Init makes a world of one: the run would train on
+     * one device whatever --gpus says, "launched by mpirun". */
+    if (!mpirun)
+        return err_set(err, DDP_ERR_INPUT,
+                       "--launcher mpi: mpirun did not start this process (none of "
+                       "OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set): start it with "
+                       "mpirun -np N, or use --launcher fork");
+    int rc = ddp_mpi_init(cfg, code, err);
+    if (rc == DDP_OK && size > 0 && cfg->world_size != size)
+        return err_set(err, DDP_ERR_INPUT,
+                       "%s says %ld ranks, but MPI started %d: variables left from another "
+                       "mpirun? start it with mpirun, or unset them",
+                       var, size, cfg->world_size);
+    return rc;
 #else
     if (mpirun)
         return err_set(err, DDP_ERR_INPUT,

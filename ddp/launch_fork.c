@@ -269,15 +269,20 @@ static void supervise(sup_t *s)
 /* The one line that says why the run failed, and its status. */
 static int failure(const sup_t *s, char *err)
 {
-    if (s->interrupted && s->first_failed < 0) {
-        interrupt_note(s->interrupted); /* main exits with 128 + the signal */
-        return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s: stopped %d rank%s",
-                       sigabbrev_np(s->interrupted), s->world, s->world == 1 ? "" : "s");
-    }
     /* A rank that aborted the group did so with the root cause (a timeout, a
-     * device error, an injected fault); the others failed because of it. */
+     * device error, an injected fault, a stop request after step N); the
+     * others failed because of it. */
     char why[ERR_LEN];
     int origin = comm_seg_abort_origin(s->seg, why);
+    if (s->interrupted && s->first_failed < 0) {
+        interrupt_note(s->interrupted); /* main exits with 128 + the signal */
+        bool said = origin >= 0 && origin < s->world &&
+                    s->area->rank[origin].rc == DDP_ERR_INTERRUPTED && why[0];
+        if (!said)
+            snprintf(why, sizeof why, "interrupted by SIG%s", sigabbrev_np(s->interrupted));
+        return err_set(err, DDP_ERR_INTERRUPTED, "%s: stopped %d rank%s", why, s->world,
+                       s->world == 1 ? "" : "s");
+    }
     if (origin >= 0 && origin < s->world && why[0]) {
         int rc = s->area->rank[origin].rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME;
         return err_set(err, rc, "rank %d (device %d): %s", origin, s->cfg->gpus[origin], why);

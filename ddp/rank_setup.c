@@ -159,6 +159,8 @@ int rank_setup(rank_t *me)
                             .progress = rank0 ? "ddp" : NULL,
                             .total_steps = me->sch.total_steps,
                             .be = me->be,
+                            .spec = &me->spec,
+                            .optim = shard_optim(me->shard),
                             .resolved = rank_resolved,
                             .ctx = me,
                         },

@@ -42,6 +42,8 @@ static int dp_meter_init(dp_ctx_t *c, int d, char *err)
                                .total_steps = c->total_steps,
                                .be = dv->be,
                                .place = dv->name,
+                               .spec = &c->spec,
+                               .optim = d == 0 ? &c->opt : NULL, /* set up after it */
                            },
                            err);
 }

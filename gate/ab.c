@@ -179,6 +179,13 @@ static int ab_warmup(ab_run_t *a, bool timeout_given, char *err)
                      base_s);
         }
     }
+    /* Both sides must run the same BLAS kernels: OpenBLAS's cores differ by
+     * twice (AVX2 against AVX-512), which no build's change would explain. */
+    const char *bc = x->side[AB_BASE].core, *cc = x->side[AB_CAND].core;
+    if (strcmp(bc, cc) != 0)
+        return err_set(err, DDP_ERR_INPUT, "--against: the base ran OpenBLAS's %s kernels and the "
+                       "candidate its %s kernels (see OPENBLAS_CORETYPE): the rounds would "
+                       "compare kernels, not builds", bc[0] ? bc : "unnamed", cc[0] ? cc : "unnamed");
     /* The figure judged: on the CPU, each side's work (work_cpu_s.p10: the
      * CPU seconds of the quickest tenth of its steps' work, which another
      * process on the machine hardly moves; docs/gate.md measures it against

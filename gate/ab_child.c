@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include "gate/ab_child.h"
+#include "gate/baseline.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
+#include "common/base/text.h"
 
 #define AB_OUT_MAX (64u << 20) /* a child's stdout: one JSON object, far below this */
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */
@@ -53,14 +55,27 @@ static double num_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
+/* A time the child reports, when it has one: no run's outside the bounds
+ * (baseline.h), and a ratio of such would overflow. */
+static int time_ok(double t, const char *what, const char *who, const char *when, char *err)
+{
+    if (isnan(t) || (t >= GATE_TIME_MIN_S && t <= GATE_TIME_MAX_S))
+        return DDP_OK;
+    return err_set(err, DDP_ERR_RUNTIME, "--against: the %s's JSON in %s has %s %g: not a time "
+                   "a run measures (%g to %g s)", who, when, what, t, GATE_TIME_MIN_S,
+                   GATE_TIME_MAX_S);
+}
+
 /* The figures the gate uses; DDP_ERR_RUNTIME when the object lacks them. */
 static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
 {
     s->step_p50 = num_at(s->json, "step_time_s", "p50");
     s->work_p10 = num_at(s->json, "work_cpu_s", "p10");
-    if (!(s->step_p50 > 0.0))
+    if (isnan(s->step_p50))
         return err_set(err, DDP_ERR_RUNTIME, "--against: the %s's JSON in %s has no "
                        "step_time_s.p50 (is it a ddpbench?)", who, when);
+    TRY(time_ok(s->step_p50, "step_time_s.p50", who, when, err));
+    TRY(time_ok(s->work_p10, "work_cpu_s.p10", who, when, err));
     const cJSON *devs = cJSON_GetObjectItemCaseSensitive(s->json, "devices");
     s->ndev = 0;
     const cJSON *d;
@@ -69,6 +84,7 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
         if (s->ndev >= MAX_DEVICES)
             break;
         s->work_dev[s->ndev] = num_at(d, "work_cpu_s", "p10");
+        TRY(time_ok(s->work_dev[s->ndev], "devices[].work_cpu_s.p10", who, when, err));
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(d, "phases_s_per_step");
         for (int p = 0; p < PH_COUNT; p++) {
             double v = num_at(ph, phase_key((phase_t)p), NULL);
@@ -79,12 +95,18 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(s->json, "environment");
     const cJSON *la = cJSON_GetObjectItemCaseSensitive(env, "loadavg");
     s->load1 = cJSON_IsString(la) ? strtod(la->valuestring, NULL) : NAN;
+    const char *blas = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "blas"));
+    const char *core = blas ? strstr(blas, "(core ") : NULL;
+    s->core[0] = 0;
+    if (core)
+        snprintf(s->core, sizeof s->core, "%.*s", (int)strcspn(core + 6, ",)"), core + 6);
     /* the run's own record of what else the machine did (when the child
      * keeps one): a disturbed run is retaken or its pair flagged */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");
     s->disturbed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "disturbed"));
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(m, "why");
-    snprintf(s->why, sizeof s->why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+    const char *w = cJSON_IsString(why) ? why->valuestring : ""; /* a child's words: escaped */
+    text_escape(w, strlen(w), s->why, sizeof s->why);
     return DDP_OK;
 }
 
@@ -212,6 +234,10 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "--against: pipe: %s", strerror(errno));
     }
     fflush(NULL);
+    /* why: what the child moves out of its group (setsid, a daemon's double
+     * fork) is handed to this process, not to init, once its parent ends,
+     * so await can end it too */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     pid_t parent = getpid();
     *pid = fork();
     if (*pid < 0) {
@@ -236,6 +262,27 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
     close(errp[1]);
     *st = (streams_t){.pf = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}}};
     return DDP_OK;
+}
+
+/* Kill and reap every child this process still has: after a child's end,
+ * what it left outside its group (spawn makes us their subreaper). */
+static void kill_strays(void)
+{
+    char path[64]; /* the forking thread's children: this one's */
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    for (int tries = 0; tries < 50; tries++) {
+        FILE *f = fopen(path, "r");
+        bool any = false;
+        for (long p; f && fscanf(f, "%ld", &p) == 1; any = true)
+            kill((pid_t)p, SIGKILL);
+        if (f)
+            fclose(f);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!any)
+            return;
+        poll(NULL, 0, 20);
+    }
 }
 
 /* Until the child itself ends: its output read as it comes, its end, the
@@ -263,6 +310,7 @@ static void await(pid_t pid, double deadline_at, streams_t *st, stop_t *stop, in
      * was empty, as after a ddpbench) */
     for (int i = 0; i < 50 && kill(-pid, 0) == 0; i++)
         poll(NULL, 0, 20);
+    kill_strays();
     for (int i = 0; i < 2; i++)
         if (st->pf[i].fd >= 0)
             close(st->pf[i].fd);

@@ -10,6 +10,7 @@
 #include "gate/ab_report.h"
 #include "app/report/report.h"
 #include "common/base/status.h"
+#include "common/base/text.h"
 #include "common/train/strategy.h"
 
 static const char *dev_word(const config_t *cfg) { return strategy_words(cfg->mode)->member; }
@@ -333,12 +334,13 @@ static const char *str_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsString(x) ? x->valuestring : "";
 }
 
-/* a CSV field without commas or newlines */
+/* a CSV field of a child's words: escaped (one line, no control codes), no commas */
 static void field(FILE *f, const char *s)
 {
+    char shown[256];
     fputc(',', f);
-    for (; *s; s++)
-        fputc(*s == ',' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+    for (const char *p = text_escape(s, strlen(s), shown, sizeof shown); *p; p++)
+        fputc(*p == ',' ? ' ' : *p, f);
 }
 
 void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_round_t *r, int nr,

@@ -26,6 +26,8 @@ typedef struct {
     double load1;                      /* environment.loadavg's first figure; NAN if none */
     bool disturbed;                    /* machine.disturbed, when the child records it */
     char why[160];                     /* machine.why: what disturbed it */
+    char core[32];                     /* the BLAS kernels that ran: environment.blas's
+                                          "(core NAME" ("" when it names none) */
     double wall_s;                     /* the child's wall time, start to reaped */
 } ab_side_t;
 

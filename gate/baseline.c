@@ -110,7 +110,7 @@ static const cJSON *at(const cJSON *o, const char *path)
  * found after it would cost the run): each, where present, of its type and
  * range, naming the field.  A "repeat" must be an object (or null) with its
  * runs and its throughput interval. */
-typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS } num_rule_t;
+typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT, NUM_BYTES } num_rule_t;
 
 static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
                      const char *want, char *err)
@@ -132,15 +132,27 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
         return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
                                   path, idx + 1, field)
                         : DDP_OK;
-    static const char *const want[] = {"a number", "a number >= 0", "a number > 0"};
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
-        (rule == NUM_NONNEG && it->valuedouble < 0) || (rule == NUM_POS && it->valuedouble <= 0))
+    /* times, rates, counts and bytes within bounds that keep every ratio of
+     * two figures finite (a p50 of 1e-308 s, a peak of 5e-324 bytes are no
+     * run's) */
+    static const char *const want[] = {
+        "a number", "a number >= 0", "a number > 0", "a time from 1e-09 to 1e+09 s",
+        "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53",
+        "a byte count, 0 or from 1 to 2^53"};
+    static const double lo[] = {-INFINITY, 0, 0, GATE_TIME_MIN_S, 1e-30, 1, 0},
+                        hi[] = {INFINITY, INFINITY, INFINITY, GATE_TIME_MAX_S, 1e30, 0x1p53,
+                                0x1p53};
+    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    if (!isfinite(v) || v < lo[rule] || v > hi[rule] || (rule == NUM_POS && v == 0) ||
+        (rule == NUM_COUNT && v != floor(v)) || (rule == NUM_BYTES && v > 0 && v < 1))
         return bad_field(path, idx, field, it, want[rule], err);
     return DDP_OK;
 }
 
 /* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi. */
+ * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too
+ * (or 0: none), since the verdict divides by them (a lo of 5e-324 printed
+ * "+inf%"). */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
@@ -159,8 +171,12 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
     const char *ends[] = {"lo", "hi"};
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(iv, ends[i]);
-        if (e && !cJSON_IsNull(e))
+        if (!e || cJSON_IsNull(e))
+            continue;
+        if (rule != NUM_RATE)
             TRY(check_num(path, idx, iv, pre, ends[i], NUM_ANY, false, err));
+        else if (!cJSON_IsNumber(e) || e->valuedouble != 0.0) /* 0: none, as null (tp_pair) */
+            TRY(check_num(path, idx, iv, pre, ends[i], NUM_RATE, false, err));
     }
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(iv, "lo"),
                 *hi = cJSON_GetObjectItemCaseSensitive(iv, "hi");
@@ -176,19 +192,19 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     if (st && !cJSON_IsObject(st))
         return bad_field(path, idx, "step_time_s", st, "an object", err);
     if (st) {
-        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_POS, false, err));
-        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_POS, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_TIME, false, err));
+        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_TIME, false, err));
     }
-    TRY(check_num(path, idx, o, "", "timed_samples", NUM_POS, false, err));
+    TRY(check_num(path, idx, o, "", "timed_samples", NUM_COUNT, false, err));
     const cJSON *steps = at(o, "steps");
     if (steps && cJSON_IsObject(steps))
-        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_POS, false, err));
-    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_NONNEG, false, err));
+        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_COUNT, false, err));
+    TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *work = at(o, "work_cpu_s");
     if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
         return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
     if (cJSON_IsObject(work))
-        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_POS, false, err));
+        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_TIME, false, err));
     const cJSON *devs = at(o, "devices"), *d;
     if (devs && !cJSON_IsArray(devs))
         return bad_field(path, idx, "devices", devs, "an array", err);
@@ -223,10 +239,10 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
     double runs = at(rep, "runs")->valuedouble;
     if (runs != floor(runs) || runs < 2 || runs > REPEAT_MAX)
         return bad_field(path, idx, "repeat.runs", at(rep, "runs"), "a whole number 2..100", err);
-    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_POS, true, err));
-    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_POS, false, err));
-    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_POS, false, err));
-    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_NONNEG, false, err));
+    TRY(check_interval(path, idx, rep, "throughput_samples_per_s", NUM_RATE, true, err));
+    TRY(check_interval(path, idx, rep, "median_throughput_samples_per_s", NUM_RATE, false, err));
+    TRY(check_interval(path, idx, rep, "step_time_s_mean", NUM_TIME, false, err));
+    TRY(check_interval(path, idx, rep, "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *rph = at(rep, "phases_s_per_step");
     if (rph && !cJSON_IsObject(rph))
         return bad_field(path, idx, "repeat.phases_s_per_step", rph, "an object", err);
@@ -248,7 +264,7 @@ static int check_gate_fields(const char *path, int idx, const cJSON *o, char *er
             return bad_field(path, idx, pre, e, "an object", err);
         const cJSON *wk = at(e, "work_cpu_s_p10");
         if (wk && !cJSON_IsNull(wk))
-            TRY(check_num(path, idx, e, pre, "work_cpu_s_p10", NUM_POS, false, err));
+            TRY(check_num(path, idx, e, pre, "work_cpu_s_p10", NUM_TIME, false, err));
     }
     return DDP_OK;
 }
@@ -280,12 +296,7 @@ static int check_run(const char *path, int idx, const cJSON *o, char *err)
             return err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s %s", path, idx + 1,
                            need[i].path, it ? "has the wrong type" : "is missing");
     }
-    double tp = at(o, "throughput_samples_per_s")->valuedouble;
-    if (!isfinite(tp) || tp <= 0.0)
-        return err_set(err, DDP_ERR_INPUT,
-                       "--baseline %s: object %d: throughput_samples_per_s %g is not a positive "
-                       "number",
-                       path, idx + 1, tp);
+    TRY(check_num(path, idx, o, "", "throughput_samples_per_s", NUM_RATE, true, err));
     return check_gate_fields(path, idx, o, err);
 }
 
@@ -526,11 +537,20 @@ static void attribute(const cJSON *match, const repeat_t *r, double step_ref, ch
     } mv_t;
     mv_t mv[PH_COUNT];
     int n = 0;
+    /* the step less the machine's time: a baseline taken on a busy machine
+     * (descheduled 90% of its step) left every phase under 2% of the whole */
+    base_fig_t d;
+    char dkey[64];
+    snprintf(dkey, sizeof dkey, "phases_s_per_step.%s", phase_key(PH_DESCHED));
+    if (step_ref > 0 && base_figure(match, dkey, NULL, phase_key(PH_DESCHED), &d) &&
+        d.ref > 0 && d.ref < step_ref)
+        step_ref -= d.ref;
     for (int p = 0; p < PH_COUNT; p++) {
         base_fig_t b;
         char rkey[64];
         snprintf(rkey, sizeof rkey, "phases_s_per_step.%s", phase_key((phase_t)p));
-        if (p == PH_SKEW || !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
+        if (p == PH_SKEW || p == PH_DESCHED || /* the machine's, not a phase of the code's */
+            !base_figure(match, rkey, NULL, phase_key((phase_t)p), &b))
             continue;
         interval_t c = cand(r, FIG_PHASE0 + p);
         /* phases under 2% of the step on both sides are noise, not causes */
@@ -626,18 +646,37 @@ static bool tp_pair(const cJSON *match, const repeat_t *r, tp_pair_t *out)
     return true;
 }
 
-/* The baseline's disturbance: its repeat's disturbed runs, or its one run's flag. */
-static int base_disturbed(const cJSON *match, int *of)
+/* The baseline's disturbance: its repeat's disturbed runs, or its one run's
+ * flag; and the median contention of its runs (0 where not recorded). */
+static int base_disturbed(const cJSON *match, int *of, double *cont)
 {
-    double v;
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
+    double v, c[REPEAT_MAX];
+    int n = 0;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat"), *e;
+    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
+                                             : NULL;
+    cJSON_ArrayForEach(e, every)
+        if (n < REPEAT_MAX && num_at(e, "machine.contention", &c[n]))
+            n++;
+    if (n == 0 && num_at(match, "machine.contention", &c[0]))
+        n = 1;
+    *cont = n > 0 ? interval_of(c, n).median : 0.0;
     *of = 1;
     if (cJSON_IsObject(rep) && num_at(rep, "disturbed_runs", &v)) {
-        double n;
-        *of = num_at(rep, "runs", &n) ? (int)n : 1;
+        double runs;
+        *of = num_at(rep, "runs", &runs) ? (int)runs : 1;
         return (int)v;
     }
     return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
+}
+
+/* The median contention of a mode's runs here. */
+static double cand_contention(const repeat_t *r)
+{
+    double c[REPEAT_MAX];
+    for (int i = 0; i < r->n; i++)
+        c[i] = r->run[i].machine.contention;
+    return r->n > 0 ? interval_of(c, r->n).median : 0.0;
 }
 
 /* The baseline's CPU work per run (repeat.every_run[].work_cpu_s_p10, or
@@ -682,6 +721,16 @@ static bool work_pair(const cJSON *match, const repeat_t *r, ratio_interval_t *o
 }
 
 static const char *const verdict_word[] = {"no change", "improved", "regressed", "no verdict"};
+
+/* How far another process's time on the machine moves the work figure (CPU
+ * seconds of a step, p10), per unit of contention between two sides
+ * (measure/disturb.h), either way: mlp-small beside two busy loops or two
+ * memory-streaming processes (contention 0.68-0.87) read single +2..+17%,
+ * ddp +7..+15%, dp +4..+7% against the same build beside nothing; and ddp
+ * at contention 0.06-0.08 read 11% MORE than at 0.32-0.49, minutes apart
+ * (docs/gate.md).  Two sides that ran that far apart in contention may read
+ * that much apart; within it, no verdict. */
+#define BASELINE_BUSY_WORK 0.3
 enum { V_SAME = 0, V_BETTER, V_WORSE, V_NONE };
 
 /* What the verdict on a mode's runs is made of, and the lines it writes. */
@@ -697,6 +746,7 @@ typedef struct {
     double width, bwidth;  /* this run's interval and the baseline's, % of its figure */
     double step_ref;       /* the baseline's mean step (0: none) */
     double cont;           /* how much of the run's cores other processes took */
+    double ccand, cbase;   /* the median contention of the runs here and there */
     int ndist, bof, bdist; /* disturbed runs here; the baseline's runs and disturbed ones */
     char why[512];         /* the phases that moved most */
     char what[200];        /* this run's throughput, said */
@@ -743,19 +793,41 @@ static void judge_rule(judge_t *j)
 static int judge_work(judge_t *j, const ratio_interval_t *w)
 {
     double up = 1.0 + j->tol / 100.0, down = 1.0 - j->tol / 100.0;
-    int wv = w->lo > up                       ? V_WORSE
-             : w->hi < down                   ? V_BETTER
+    /* the machine's allowance: sides that ran apart in contention may read
+     * apart in work by BASELINE_BUSY_WORK per unit of it, either way */
+    double a = BASELINE_BUSY_WORK * fabs(j->ccand - j->cbase);
+    /* a baseline whose own work spreads wider than the tolerance gives no
+     * verdict, whatever the candidate did: what baseline_too_noisy warned
+     * when it was written (a 15% slowdown read +2.3%, 'no change', against
+     * one that had warned so) */
+    double bv[REPEAT_MAX];
+    int nb = base_work(j->match, bv, REPEAT_MAX);
+    double bwidth = nb >= 2 ? interval_width_pct(interval_of(bv, nb)) : 0.0;
+    bool noisy = bwidth > j->tol;
+    int wv = noisy                            ? V_NONE
+             : w->lo > up * (1.0 + a)         ? V_WORSE
+             : w->hi < down / (1.0 + a)       ? V_BETTER
              : w->lo >= down && w->hi <= up   ? V_SAME
                                               : V_NONE;
-    bool tp_judged = j->ndist == 0 && j->bdist == 0 && !j->noisy_base;
+    bool busy = !noisy && wv == V_NONE && (w->lo > up || w->hi < down);
+    bool tp_judged = j->ndist == 0 && j->bdist == 0 && !j->noisy_base && !noisy;
     bool by_wall = wv != V_WORSE && tp_judged && j->v == V_WORSE;
     int fv = by_wall ? V_WORSE : wv;
-    report_appendf(j->buf, j->len, &j->used, "verdict: %s: %swork per step (CPU seconds, p10) "
+    report_appendf(j->buf, j->len, &j->used, "verdict: %s: %s%swork per step (CPU seconds, p10) "
         "%+.1f%% against the baseline's (95%% interval %+.1f..%+.1f%%, Welch's t on the logs of "
-        "%d run%s here and %d there; tolerance %g%%)", verdict_word[fv], j->pre,
+        "%d run%s here and %d there; tolerance %g%%)", verdict_word[fv],
+        noisy ? "the baseline is too noisy: " : busy && !by_wall ? "a busy machine: " : "", j->pre,
         100.0 * (w->ratio - 1.0), 100.0 * (w->lo - 1.0), 100.0 * (w->hi - 1.0), w->ncand,
         w->ncand == 1 ? "" : "s", w->nbase, j->tol);
-    if (by_wall)
+    if (noisy)
+        report_appendf(j->buf, j->len, &j->used, "; too noisy to gate %g%%: the baseline's work "
+            "spreads %.0f%% over %d runs, as it warned when written: take it again on a quieter "
+            "machine or with more --repeat", j->tol, bwidth, nb);
+    else if (busy && !by_wall)
+        report_appendf(j->buf, j->len, &j->used, "; the two sides ran apart in contention (%.2f "
+            "here, %.2f there), which moves the work by up to %.0f%% (docs/gate.md): take both "
+            "on equally quiet machines", j->ccand, j->cbase, 100.0 * a);
+    else if (by_wall)
         report_appendf(j->buf, j->len, &j->used, "; the median-step throughput fell beyond the "
             "tolerance while the work did not: the step waits longer (communication, idle)");
     else if (fv == V_NONE)
@@ -867,7 +939,8 @@ int baseline_judge(const cJSON *match, const char *label, const repeat_t *r, dou
     if (base_figure(match, "step_time_s_mean", "step_time_s.mean", NULL, &bs))
         j.step_ref = bs.ref;
     j.ndist = repeat_disturbed(r, &j.cont);
-    j.bdist = base_disturbed(match, &j.bof);
+    j.bdist = base_disturbed(match, &j.bof, &j.cbase);
+    j.ccand = cand_contention(r);
     attribute(match, r, j.step_ref, j.why, sizeof j.why);
     describe(j.what, sizeof j.what, t, r->n, 1.0, " samples/s", "%.1f");
     judge_rule(&j);
@@ -884,22 +957,34 @@ bool baseline_too_noisy(const repeat_t *r, const char *label, double tol, char *
     buf[0] = 0;
     if (!r || r->n < 2)
         return false;
-    bool median = true;
-    for (int i = 0; i < r->n; i++)
+    /* the figure the gate will judge (baseline_judge): the work where the
+     * runs have it, else the median-step throughput (or the mean's) */
+    bool median = true, work = true;
+    for (int i = 0; i < r->n; i++) {
         median &= r->run[i].median_samples_per_s > 0;
-    interval_t iv = repeat_interval(r, median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT);
-    double w = interval_width_pct(iv);
-    if (w <= tol)
+        work &= r->run[i].work_p10 > 0;
+    }
+    int fig = work ? FIG_WORK_P10 : median ? FIG_MEDIAN_THROUGHPUT : FIG_THROUGHPUT;
+    interval_t iv = repeat_interval(r, fig);
+    double w = interval_width_pct(iv), busy = work ? BASELINE_BUSY_WORK * cand_contention(r) : 0;
+    bool noisy = w > tol, loud = busy > tol / 100.0;
+    if (!noisy && !loud)
         return false;
     int nd = repeat_disturbed(r, NULL);
-    char dist[96] = "";
-    if (nd > 0)
-        snprintf(dist, sizeof dist, "; %d of the %d runs were disturbed", nd, r->n);
-    snprintf(buf, len,
-             "warning: %s%sthese runs are too noisy to gate %g%% against: their %s throughput "
-             "spreads %.0f%% (95%% interval %.1f..%.1f over %d runs)%s; a --baseline of them gives "
-             "no verdict: take it on a quieter machine or with more --repeat",
-             label ? label : "", label ? ": " : "", tol, median ? "median-step" : "mean", w,
-             iv.lo, iv.hi, r->n, dist);
+    size_t used = 0;
+    report_appendf(buf, len, &used, "warning: %s%s", label ? label : "", label ? ": " : "");
+    if (noisy)
+        report_appendf(buf, len, &used, "these runs are too noisy to gate %g%% against: their %s "
+            "spreads %.0f%% (95%% interval %.4g..%.4g over %d runs)%s; a --baseline of them "
+            "gives no verdict", tol, work ? "work per step (CPU seconds, p10)"
+            : median ? "median-step throughput" : "mean throughput", w, iv.lo, iv.hi, r->n,
+            nd > 0 ? " and some were disturbed" : "");
+    if (loud)
+        report_appendf(buf, len, &used, "%sother processes took %.0f%% of these runs' cores: "
+            "against them a candidate on a quiet machine may read up to %.0f%% apart in work, "
+            "which a --baseline of them calls no verdict", noisy ? "; " : "",
+            100.0 * cand_contention(r), 100.0 * busy);
+    report_appendf(buf, len, &used, ": take it on a quieter machine%s",
+                   noisy ? " or with more --repeat" : "");
     return true;
 }

@@ -13,6 +13,11 @@
 #include "common/config/config.h"
 #include "app/repeat/repeat.h"
 
+/* A time a --json result holds (a baseline's, an A/B child's), seconds: the
+ * clock's nanosecond at least, 1e9 s at most; outside that a figure is an
+ * edit or a broken run, and ratios of such figures overflow ("+inf%"). */
+#define GATE_TIME_MIN_S 1e-9
+#define GATE_TIME_MAX_S 1e9
 #define BASELINE_MAX_BYTES ((long)1 << 20)
 #define BASELINE_MAX_RUNS 16
 

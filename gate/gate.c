@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "common/base/text.h"
+
 int gate_stored_prepare(gate_stored_t *g, const char *path, const report_ctx_t *ctx,
                         const config_t *cfgs, int n, char *err)
 {
@@ -35,7 +37,7 @@ void gate_stored_warn(const gate_stored_t *g, const report_ctx_t *ctx, const con
         char line[2048];
         line[0] = '\0';
         if (cj && env && baseline_differences(&g->file, g->match[i], cj, env, line, sizeof line))
-            fprintf(stderr, "ddpbench: %s\n", line);
+            text_say(stderr, "ddpbench: ", line); /* it quotes the baseline: escaped */
         cJSON_Delete(cj);
         cJSON_Delete(env);
         if (line[0])

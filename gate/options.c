@@ -10,7 +10,8 @@
 #define OPT_PART gate_opts_t
 
 static const opt_t rows[] = {
-    {"baseline", "FILE", NULL, "none", "compare throughput with an earlier --json result",
+    {"baseline", "FILE", NULL, "none", "judge against an earlier --json result: the work per "
+     "step (work_cpu_s.p10) on the CPU, the median-step throughput elsewhere",
      NULL, PATH(baseline), .after = "report",
      EFF(CF_OUTPUT)},
     {"tolerance", "PCT", "5", NULL,
@@ -54,13 +55,14 @@ static const struct {
 static int check_against(const gate_opts_t *g, const config_t *c, const config_line_t *l,
                          char *err)
 {
-    if (c->mode == MODE_COMPARE || c->mode == MODE_COMM)
-        return err_set(err, DDP_ERR_INPUT, "--against: not with --mode %s",
-                       c->mode == MODE_COMPARE ? "compare (give single, dp or ddp)" : "comm");
+    /* what the user gave first: compare may be only the default mode */
     for (size_t i = 0; i < sizeof one_run / sizeof *one_run; i++)
         if (config_line_given(l, one_run[i].opt))
             return err_set(err, DDP_ERR_INPUT, "--against: not with --%s%s", one_run[i].opt,
                            one_run[i].why);
+    if (c->mode == MODE_COMPARE || c->mode == MODE_COMM)
+        return err_set(err, DDP_ERR_INPUT, "--against: not with --mode %s",
+                       c->mode == MODE_COMPARE ? "compare (give single, dp or ddp)" : "comm");
     const struct {
         const char *opt, *path;
     } exe[2] = {{"--against", g->against}, {"--candidate", g->candidate}};

@@ -13,8 +13,26 @@
 # so; run it again on a quieter machine.
 #
 # usage: sh scripts/readme_picture.sh [./ddpbench] [OUT.png]
-# Prints the figures to quote under the picture (markdown), and the load.
+#        sh scripts/readme_picture.sh --quote PAGE.html
+# Prints the words to quote under the picture (markdown): the page's own
+# verdict, so the caption's figures are the picture's (they were computed
+# apart, from rank 0 alone, and read 31% / 204 us / 446 us under a picture
+# saying 30% / 192 us / 443 us), and the load.  --quote prints them for a
+# page alone.
 set -u
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+quote() { # PAGE.html: its verdict's sentences, as plain text
+    $PY - "$1" <<'EOF'
+import html, re, sys
+v = re.search(r'<p class="verdict">(.*?)</p>', open(sys.argv[1]).read(), re.S)
+print(" ".join(html.unescape(re.sub(r"<[^>]+>", "", v.group(1))).split()) if v else "")
+EOF
+}
+if [ "${1:-}" = --quote ]; then
+    quote "$2"
+    exit
+fi
 BIN=${1:-./ddpbench}
 OUT=${2:-docs/report.png}
 RUN="--mode compare --backend cpu --gpus 0,1 --layers 256,1024,1024,10 --loss ce --optim adam
@@ -22,8 +40,6 @@ RUN="--mode compare --backend cpu --gpus 0,1 --layers 256,1024,1024,10 --loss ce
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 command -v chromium >/dev/null || { echo "readme_picture: chromium is not installed" >&2; exit 2; }
-PY=/usr/bin/python3
-[ -x $PY ] || PY=python3
 load0=$(cut -d' ' -f1 /proc/loadavg)
 # shellcheck disable=SC2086 # the options are meant to split
 "$BIN" $RUN --report "$T/page.html" --json >"$T/runs.jsonl" 2>"$T/err" || {
@@ -38,8 +54,6 @@ for line in open(sys.argv[1]):
     if line.startswith("{"):
         d = json.loads(line)
         runs[d["config"]["mode"]] = d
-def ph(d, dev, key):
-    return d["devices"][dev]["phases_s_per_step"][key]
 busy = []
 for mode, d in runs.items():
     step = d["step_time_s"]["mean"]
@@ -53,23 +67,13 @@ if busy:
     print("readme_picture: the machine was busy (%s): the picture would show it, not the lesson; "
           "run it again when it is quieter" % "; ".join(busy))
     sys.exit(1)
-us = lambda s: "%.0f us" % (s * 1e6) if s < 1e-3 else "%.2f ms" % (s * 1e3)
-s, dp, ddp = runs["single"], runs["dp"], runs["ddp"]
-alone = sum(ph(dp, 0, k) for k in ("optimizer_s", "loss_s", "data_s"))
-hidden = ph(ddp, 0, "comm_hidden_s")
-exposed = ph(ddp, 0, "comm_exposed_s")
-print("Measured in that run (%s, load %s -> %s on %s CPUs): single %.0f samples/s; DP %.2fx "
-      "single, its device 0 working alone %s a step (optimizer %s, gather+loss %s) while device "
-      "1 sits idle %s; DDP %.2fx single, %.0f%% of its all-reduce (%s) during backward and %s "
-      "waited for after it. On a CPU DP often keeps up with DDP "
-      "([why](docs/modes.md#what-a-cpu-does-not-reproduce))." % (
-          "256-1024-1024-10, Adam, batch 64, 2 CPU devices", sys.argv[2], sys.argv[3],
-          s["environment"]["cpus_online"],
-          s["throughput_samples_per_s"], dp["throughput_samples_per_s"] / s["throughput_samples_per_s"],
-          us(alone), us(ph(dp, 0, "optimizer_s")), us(ph(dp, 0, "loss_s")), us(ph(dp, 1, "idle_s")),
-          ddp["throughput_samples_per_s"] / s["throughput_samples_per_s"],
-          100 * hidden / (hidden + exposed) if hidden + exposed > 0 else 0, us(hidden), us(exposed)))
+s = runs["single"]
+print("The page of `scripts/readme_picture.sh`'s run (256-1024-1024-10, Adam, batch 64, 2 CPU "
+      "devices, load %s -> %s on %s CPUs; the script refuses to shoot a run a busy machine "
+      "disturbed): single %.0f samples/s. Its verdict, as the picture shows it: " % (sys.argv[2], sys.argv[3],
+      s["environment"]["cpus_online"], s["throughput_samples_per_s"]), end="")
 EOF
+quote "$T/page.html" >>"$T/quote.md"
 timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,1250 \
     --screenshot="$T/shot.png" "file://$T/page.html" >/dev/null 2>&1 || {
     echo "readme_picture: chromium could not shoot the page" >&2

@@ -58,7 +58,7 @@ static const opt_t rows[] = {
 
 /* No output may be another output or an input: one would overwrite the other.
  * The same file is the same device and inode where both exist, else the same
- * name (afile_same_file).  Two pairs are a feature: --resume and --checkpoint
+ * name in the same folder (afile_same_file).  Two pairs are a feature: --resume and --checkpoint
  * (a run that continues its own checkpoint) and --init and --save (weights
  * trained further in place); both read the file before anything is written. */
 static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t *a, char *err)

@@ -121,7 +121,7 @@ static int csv_field_error(const char *path, size_t lineno, size_t field, num_st
                            const char *s, size_t n, char *err)
 {
     char shown[48];
-    text_printable(s, n, shown, sizeof shown);
+    text_escape(s, n, shown, sizeof shown);
     switch (st) {
     case NUM_EMPTY:
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu, field %zu is empty", path, lineno, field);
@@ -165,7 +165,8 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     *rows = 0;
     size_t first_line = 0;
     /* A carriage return not followed by a line feed: old Mac line ends (CR
-     * alone), which would read as one long line of fields run together. */
+     * alone, no LF in the file), which would read as one long line of fields
+     * run together; else a stray one inside a line. */
     for (const char *cr = memchr(text, '\r', len); cr; cr = memchr(cr + 1, '\r',
                                                                    len - (size_t)(cr + 1 - text))) {
         if ((size_t)(cr + 1 - text) < len && cr[1] == '\n')
@@ -174,8 +175,11 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
         for (const char *q = text; q < cr; q++)
             lineno += *q == '\n';
         return err_set(err, DDP_ERR_INPUT,
-                       "%s: line %zu ends in a bare carriage return (CR line ends, as old Mac "
-                       "files have); ddpbench reads LF or CRLF: convert it (tr '\\r' '\\n')",
+                       memchr(text, '\n', len)
+                           ? "%s: line %zu holds a carriage return inside it, not at its end"
+                           : "%s: line %zu ends in a bare carriage return (CR line ends, as old "
+                             "Mac files have); ddpbench reads LF or CRLF: convert it (tr '\\r' "
+                             "'\\n')",
                        path, lineno);
     }
     if (!csv_next_line(&it, &line, &n))
@@ -210,7 +214,7 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
     }
     if (name && numbers) {
         char shown[48];
-        text_printable(name, name_len, shown, sizeof shown);
+        text_escape(name, name_len, shown, sizeof shown);
         return err_set(err, DDP_ERR_INPUT,
                        "%s: line %zu, field %zu: '%s' is not a number, yet %zu field%s of the "
                        "line %s (a header line holds only names, a data line only numbers)",

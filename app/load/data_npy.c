@@ -151,7 +151,7 @@ static int hdr_string(hdr_reader_t *r, char *out, size_t size, const char *what)
     r->pos++;
     if (n >= size) {
         char shown[40];
-        text_printable(r->s + start, n, shown, sizeof shown);
+        text_escape(r->s + start, n, shown, sizeof shown);
         return err_set(r->err, DDP_ERR_INPUT, "bad header: string '%s' is too long", shown);
     }
     memcpy(out, r->s + start, n);
@@ -203,7 +203,7 @@ static int hdr_shape(hdr_reader_t *r, npy_info_t *info)
                 char shown[40];
                 while (hdr_peek(r) >= '0' && hdr_peek(r) <= '9')
                     r->pos++;
-                text_printable(r->s + start, r->pos - start, shown, sizeof shown);
+                text_escape(r->s + start, r->pos - start, shown, sizeof shown);
                 return err_set(r->err, DDP_ERR_INPUT,
                                "bad header: shape dimension %s is too large", shown);
             }
@@ -252,7 +252,7 @@ static int npy_dtype_parse(const char *descr, npy_info_t *info, char *err)
         }
     }
     char shown[40];
-    text_printable(descr, strlen(descr), shown, sizeof shown);
+    text_escape(descr, strlen(descr), shown, sizeof shown);
     if (descr[0] == '>') {
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
             if (strcmp(descr + 1, known[i].name + 1) == 0)
@@ -292,7 +292,7 @@ static int hdr_dict(hdr_reader_t *r, npy_info_t *info)
                        : strcmp(key, "shape") == 0         ? K_SHAPE
                                                            : 0;
         char shown[40];
-        text_printable(key, strlen(key), shown, sizeof shown);
+        text_escape(key, strlen(key), shown, sizeof shown);
         if (!bit)
             return err_set(r->err, DDP_ERR_INPUT,
                            "bad header: unexpected key '%s' at byte %zu of the header (expected "

@@ -5,6 +5,14 @@
 
 #include "common/base/status.h"
 
+void data_shape(const config_t *c, const model_spec_t *spec, dataset_t *d)
+{
+    memset(d, 0, sizeof *d);
+    d->n = c->data_path[0] ? 0 : (size_t)c->samples;
+    d->in_dim = model_in_dim(spec);
+    d->tgt_cols = c->loss == LOSS_CE ? 1 : model_out_dim(spec);
+}
+
 int data_load(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err)
 {
     int rc;

@@ -25,6 +25,11 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
 int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels,
                   char *err);
 
+/* The shape of that dataset before it is loaded, in d without its values:
+ * the model's widths and the synthetic set's rows (0 for a file's, unknown
+ * until it is read). */
+void data_shape(const config_t *c, const model_spec_t *spec, dataset_t *d);
+
 /* Load or generate the dataset the config names and check it against the model. */
 int data_load(const config_t *c, const model_spec_t *spec, dataset_t *d, char *err);
 

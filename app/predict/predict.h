@@ -27,7 +27,9 @@
  * What it leaves out (the reasons a prediction can miss, which compare
  * names): cores shared between compute and communication threads, barriers'
  * wake-ups, GEMMs that run slower on fewer rows, memory bandwidth that
- * copies and compute share. */
+ * copies and compute share, and a busy machine: single's descheduled time
+ * is no phase it scales, and on the CPU each collective's time is the
+ * quickest op over benches repeated until they agree (app/run.c). */
 #ifndef DDPBENCH_PREDICT_H
 #define DDPBENCH_PREDICT_H
 
@@ -54,6 +56,11 @@ typedef struct {
     /* the collectives, from --mode comm on k0 ranks (NULL: no cost measured) */
     const collperf_coll_t *all_reduce, *broadcast, *reduce;
     int k0;
+    /* how many benches each op's quickest time was taken over, and how far
+     * apart the benches were: the largest size's slowest over its quickest,
+     * less 1, the worst collective's (0 for one bench) */
+    int benches;
+    double bench_spread;
 } predict_in_t;
 
 typedef struct {

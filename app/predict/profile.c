@@ -11,6 +11,7 @@
 #include "app/predict/profile.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
+#include "common/base/text.h"
 
 #define PROFILE_MAX_BYTES (1 << 20)
 
@@ -116,7 +117,7 @@ static const char *value(const prof_key_t *k, const cJSON *v, char *p, char *why
         if (!cJSON_IsString(v) || !v->valuestring[0])
             return "not a non-empty string";
         if (k->kind == F_TEXT)
-            return snprintf(p, k->size, "%s", v->valuestring), NULL;
+            return text_escape(v->valuestring, strlen(v->valuestring), p, k->size), NULL;
         size_t used = (size_t)snprintf(why, n, "'%.40s' is not one of", v->valuestring);
         for (int i = 0; k->names[i]; i++) {
             if (!strcmp(v->valuestring, k->names[i]))

@@ -121,6 +121,25 @@ static double rel_l2(const float *a, const float *b, size_t n)
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Each device's FLOP/s over the timed wall time, and its share of its peak. */
+static void stats_peak(const run_result_t *r, report_stats_t *s)
+{
+    double peaks = 0.0, t = r->times.timed_s;
+    s->flops_all = t > 0.0 ? 0.0 : NAN;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        const device_stats_t *v = &r->dev[d];
+        s->flops[d] = t > 0.0 && v->flops > 0.0 ? (v->flops + v->flops_optim) / t : NAN;
+        s->share[d] = s->flops[d] / v->peak_flops;
+        if (!(s->share[d] <= REPORT_SHARE_MAX))
+            s->share[d] = NAN;
+        s->flops_all += s->flops[d];
+        peaks += v->peak_flops > 0.0 ? v->peak_flops : NAN;
+    }
+    s->share_all = s->flops_all / peaks;
+    if (!(s->share_all <= REPORT_SHARE_MAX))
+        s->share_all = NAN;
+}
+
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -169,6 +188,7 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
                 s->work_cpu_max[k] = s->work_cpu[d][k];
         }
     }
+    stats_peak(r, s);
     if (!ref || ref == r)
         return;
     s->has_ref = ref->samples_per_s > 0.0;
@@ -214,6 +234,37 @@ static double load_average(void)
         fclose(f);
     }
     return v;
+}
+
+double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d)
+{
+    double wait = 0.0, peer = 0.0;
+    for (int p = 0; p < PH_COUNT; p++)
+        wait += phase_waits((phase_t)p) ? ph[d][p] : 0.0;
+    for (int e = 0; e < ndev && e < MAX_DEVICES; e++)
+        peer = e != d ? fmax(peer, ph[e][PH_DESCHED]) : peer;
+    return wait > 0.0 ? fmin(peer, wait) / wait : 0.0;
+}
+
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m)
+{
+    double f[MAX_DEVICES];
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++)
+        f[d] = report_machine_frac((const double (*)[PH_COUNT])s->phase, ndev, d);
+    if (m)
+        memset(m, 0, sizeof *m);
+    for (int d = 0; d < ndev && d < MAX_DEVICES; d++) {
+        if (m)
+            m->desched[d] = s->phase[d][PH_DESCHED];
+        for (int p = 0; p < PH_COUNT; p++)
+            if (phase_waits((phase_t)p)) {
+                double q = f[d] * s->phase[d][p];
+                s->phase[d][PH_DESCHED] += q;
+                s->phase[d][p] -= q;
+                if (m)
+                    m->machine[d][p] = q;
+            }
+    }
 }
 
 double report_phase_mean(const report_stats_t *s, int first, int last, int p)
@@ -328,13 +379,36 @@ static double bucket_busbw(double bytes, double s, int n, bool zero1)
     return zero1 ? ar_busbw(bytes, s, n) / 2.0 : ar_busbw(bytes, s, n);
 }
 
+double report_bus_share(const run_result_t *r, const collperf_coll_t *ar, bool zero1,
+                        double *busbw)
+{
+    double bytes = 0.0, train = 0.0, link = 0.0;
+    for (int i = 0; i < r->nbuckets; i++) {
+        bytes += r->bucket_bytes[i];
+        train += r->bucket_s[i];
+        link += ar && !zero1 ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+    }
+    *busbw = bucket_busbw(bytes, train, r->ndev, zero1);
+    bool known = strategy_words(r->mode)->ranks && r->ndev > 1 && r->nbuckets > 0 && train > 0.0;
+    return known && link > 0.0 ? link / train : NAN;
+}
+
+/* Bucket i's bus bandwidth in training, and what --mode comm's all-reduce
+ * (ar, NULL under zero1: another collective) takes at its size (NAN: not
+ * measured). */
+static double bucket_bw(const run_result_t *r, int i, const collperf_coll_t *ar, bool zero1,
+                        double *ref)
+{
+    double t = ar && !zero1 ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
+    *ref = isfinite(t) && t > 0 ? ar_busbw(r->bucket_bytes[i], t, r->ndev) : NAN;
+    return bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+}
+
 void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, bool zero1)
 {
     if (!strategy_words(r->mode)->ranks || r->ndev < 2 || r->nbuckets == 0)
         return;
     char a[32], b[32];
-    if (zero1) /* --mode comm measured all-reduce: another collective, not a reference */
-        ar = NULL;
     if (zero1)
         fprintf(f, "  reduce-scatter per %s (ZeRO-%d; busbw = bytes / time x (n-1)/n):\n",
                 r->zero == 3 ? "layer" : "bucket", r->zero ? r->zero : 1);
@@ -342,19 +416,16 @@ void report_buckets(FILE *f, const run_result_t *r, const collperf_coll_t *ar, b
         fprintf(f, "  all-reduce per bucket (busbw = bytes / time x 2(n-1)/n; --mode comm at the "
                    "same size):\n");
     for (int i = 0; i < r->nbuckets; i++) {
-        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+        double ref, bw = bucket_bw(r, i, ar, zero1, &ref);
         fprintf(f, "    bucket %-3d %10s  %10s  busbw %7.2f GB/s", i,
                 report_fmt_bytes(a, sizeof a, r->bucket_bytes[i]),
                 report_fmt_time(b, sizeof b, r->bucket_s[i]), 1e-9 * bw);
-        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
-        if (isfinite(t) && t > 0) {
-            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+        if (isfinite(ref))
             fprintf(f, "   comm %7.2f GB/s: %s\n", 1e-9 * ref,
                     bw >= BUS_BOUND * ref ? "bandwidth-bound (the link's speed)"
                                           : "below the link's speed (waiting, not moving data)");
-        } else {
+        else
             fputc('\n', f);
-        }
     }
 }
 
@@ -362,19 +433,15 @@ cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, boo
 {
     if (!strategy_words(r->mode)->ranks || r->nbuckets == 0)
         return cJSON_CreateNull();
-    if (zero1)
-        ar = NULL;
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < r->nbuckets; i++) {
         cJSON *o = cJSON_CreateObject();
-        double bw = bucket_busbw(r->bucket_bytes[i], r->bucket_s[i], r->ndev, zero1);
+        double ref, bw = bucket_bw(r, i, ar, zero1, &ref);
         cJSON_AddNumberToObject(o, "bytes", r->bucket_bytes[i]);
         cJSON_AddStringToObject(o, "collective", zero1 ? "reduce-scatter" : "all-reduce");
         cJSON_AddNumberToObject(o, "all_reduce_s", r->bucket_s[i]);
         cJSON_AddNumberToObject(o, "busbw_gbs", 1e-9 * bw);
-        double t = ar ? collperf_time_at(ar, r->bucket_bytes[i]) : NAN;
-        if (isfinite(t) && t > 0) {
-            double ref = ar_busbw(r->bucket_bytes[i], t, r->ndev);
+        if (isfinite(ref)) {
             cJSON_AddNumberToObject(o, "comm_busbw_gbs", 1e-9 * ref);
             cJSON_AddBoolToObject(o, "bandwidth_bound", bw >= BUS_BOUND * ref);
         } else {
@@ -410,7 +477,7 @@ void report_banner(FILE *f, const report_ctx_t *ctx)
     if (c->batch_per_device)
         snprintf(per, sizeof per, " (%d per device)", c->batch_per_device);
     char source[2 * sizeof d->source];
-    text_escape(d->source, source, sizeof source); /* a file name is shown, never obeyed */
+    text_escape(d->source, strlen(d->source), source, sizeof source); /* a file name is shown, never obeyed */
     fprintf(f, "  data %s%s: %zu samples x %d features, batch %d%s%s, seed %llu\n", source,
             d->header_lines ? " (its first line is a header, skipped)" : "", d->n, d->in_dim,
             c->batch, per, c->accum > 1 ? " (accumulated)" : "", (unsigned long long)c->seed);

@@ -86,6 +86,13 @@ typedef struct {
     double work_cpu[MAX_DEVICES][4];
     double work_cpu_max[4];
     size_t mem_peak_max;
+    /* How far from the machine: each device's FLOP/s over the timed steps'
+     * wall time and its share of the device's peak (NAN: unknown, or over
+     * REPORT_SHARE_MAX, which no step reaches: the peak's measurement was
+     * interrupted both times), and every device's together (their FLOP/s
+     * over the sum of their peaks) */
+    double flops[MAX_DEVICES], share[MAX_DEVICES];
+    double flops_all, share_all;
     /* against single (has_ref) */
     bool has_ref;
     double speedup;      /* throughput / single's */
@@ -98,8 +105,32 @@ typedef struct {
     bool agree;
 } report_stats_t;
 
+/* What report_stats_apportion moved: each device's own descheduled time
+ * (phase[][PH_DESCHED] is then its machine time), and the machine's share of
+ * each of its wait phases (taken out of phase[][]).  Apart from
+ * report_stats_t, whose frame the reports keep on their stacks. */
+typedef struct {
+    double desched[MAX_DEVICES];
+    double machine[MAX_DEVICES][PH_COUNT];
+} report_machine_t;
+
+#define REPORT_SHARE_MAX 1.2 /* a share of the peak above this is a disturbed peak */
+
 /* ref: the single run to compare with, or NULL. */
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s);
+/* The machine's share of a wait (docs/results.md, "The machine's share"):
+ * of device d's waits (the phases phase_waits names: where it may wait for
+ * another device), the part the longest another device of the run was
+ * descheduled explains, at most all of them; the rest is the strategy's.
+ * The fraction of d's waits that is the machine's (0 with no waits), from
+ * phases per step ph[device][phase]. */
+double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d);
+/* What the sentences read: every device's waits less the machine's share,
+ * spread over its wait phases in proportion to their time, and that share
+ * added to its PH_DESCHED, which becomes its machine time (descheduled, or
+ * waiting for a device that was); the phases still add up to the step.
+ * m (may be NULL) gets what moved. */
+void report_stats_apportion(report_stats_t *s, int ndev, report_machine_t *m);
 
 /* -- text ------------------------------------------------------------------ */
 /* One paragraph: mode, backend, devices, model, data, batch, steps. */
@@ -172,6 +203,19 @@ cJSON *report_json_hook(const config_t *c, const run_result_t *r);
  * and the largest |a_i - b_i| in *max_abs (may be NULL). */
 double report_param_distance(const run_result_t *a, const run_result_t *b, double *max_abs);
 cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, bool zero1);
+/* DDP: the bus bandwidth of its all-reduce in training over every bucket
+ * (*busbw, bytes/s) and its share of the link's, what --mode comm's
+ * all-reduce (ar) takes at the same sizes; NAN without ar, buckets or an
+ * all-reduce (zero1: reduce-scattered, not comparable). */
+double report_bus_share(const run_result_t *r, const collperf_coll_t *ar, bool zero1,
+                        double *busbw);
+/* How far device d of r is from its peak, and what keeps it there
+ * (report_peak.c), as a sentence ("" when its peak is unknown); --explain's
+ * lines of them and of the bus bandwidth. */
+void report_peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
+                          int d);
+void report_explain_peak(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
+                         const report_stats_t *s);
 /* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
 void report_autotune(FILE *f, const config_t *cfg, const run_result_t *r);
 

@@ -215,6 +215,10 @@ static void cmp_rows(const cmp_t *x)
             fprintf(f, "%*.0f%%", COL_W - 1,
                     100.0 * (r == x->refs[i] || !x->refs[i] ? 1.0 : st->efficiency)));
     }
+    ROW("GFLOP/s per device", fprintf(f, "%*.1f", COL_W, 1e-9 * st->flops_all / r->ndev));
+    ROW("share of peak", isfinite(st->share_all)
+                             ? fprintf(f, "%*.0f%%", COL_W - 1, 100.0 * st->share_all)
+                             : fprintf(f, "%*s", COL_W, "-"));
     ROW("step time mean", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_mean)));
     ROW("step time p95", fprintf(f, "%*s", COL_W, report_fmt_time(a, sizeof a, st->step_p95)));
     ROW("final loss", fprintf(f, "%*.6f", COL_W, r->final_loss));

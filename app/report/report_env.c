@@ -176,6 +176,11 @@ static const gpu_topology_t *gpu_info(backend_kind_t b)
     return b == BACKEND_CUDA ? backend_cuda_gpus() : NULL;
 }
 
+static const char *isa_name(int bits)
+{
+    return bits >= 512 ? "AVX-512" : bits >= 256 ? "AVX2" : "SSE";
+}
+
 void report_provenance(FILE *f, const report_ctx_t *ctx)
 {
     const config_t *c = ctx->cfg;
@@ -185,6 +190,14 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
     const char *cpu = backend_cpu_model();
     fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", host_name(),
             cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), run_time_utc(), start_loadavg());
+    blas_core_t k = backend_cpu_blas_core();
+    if (c->backend == BACKEND_CPU && k.forced && k.bits < k.cpu_bits) /* what it costs */
+        fprintf(f, "  note: OPENBLAS_CORETYPE=%s in the environment: %s kernels on an %s CPU (an "
+                   "FMA loop on this core: %.1f GFLOP/s at %d bits, %.1f at %d); unset it to let "
+                   "OpenBLAS choose\n",
+                k.forced, isa_name(k.bits), isa_name(k.cpu_bits),
+                1e-9 * backend_cpu_core_peak(k.bits), k.bits, 1e-9 * backend_cpu_core_peak(0),
+                k.cpu_bits);
     const gpu_topology_t *g = gpu_info(c->backend);
     if (!g)
         return;
@@ -288,6 +301,15 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         cJSON_AddNullToObject(env, "os");
     }
     cJSON_AddStringToObject(env, "blas", backend_cpu_blas_info());
+    blas_core_t k = backend_cpu_blas_core();
+    cJSON *bc = cJSON_AddObjectToObject(env, "blas_core"); /* the kernels that ran, and why */
+    cJSON_AddStringToObject(bc, "name", k.name);
+    if (k.forced)
+        cJSON_AddStringToObject(bc, "chosen_by", "OPENBLAS_CORETYPE");
+    else
+        cJSON_AddNullToObject(bc, "chosen_by");
+    cJSON_AddNumberToObject(bc, "vector_bits", k.bits);
+    cJSON_AddNumberToObject(bc, "cpu_vector_bits", k.cpu_bits);
     add_provenance(env, ctx);
 
     cJSON *v = cJSON_AddObjectToObject(env, "versions");

@@ -235,6 +235,22 @@ static void explain_buckets(FILE *f, const run_result_t *r, bool zero1)
     if (st->nbuckets > shown)
         fprintf(f, "      ... and %d more\n", st->nbuckets - shown);
     explain_timeline(f, st, shown);
+    /* the machine's share of rank 0's wait in this step (docs/results.md):
+     * an all-reduce ends when the last rank arrives */
+    static double ph[MAX_DEVICES][PH_COUNT];
+    int peer = -1;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++) {
+        memcpy(ph[d], r->dev[d].first_phase_s, sizeof ph[d]);
+        peer = d && (peer < 0 || ph[d][PH_DESCHED] > ph[peer][PH_DESCHED]) ? d : peer;
+    }
+    double m = report_machine_frac((const double (*)[PH_COUNT])ph, r->ndev, 0) *
+               ph[0][PH_COMM_EXPOSED];
+    if (peer > 0 && m > 0.05 * st->step_s)
+        fprintf(f, "    Of rank 0's %s waited after backward, %s is the machine's: rank %d was "
+                   "descheduled %s in this step (another process had its core), and an "
+                   "all-reduce ends when the last rank arrives.\n",
+                t_(a, sizeof a, ph[0][PH_COMM_EXPOSED]), t_(b, sizeof b, m), peer,
+                t_(c, sizeof c, ph[peer][PH_DESCHED]));
 }
 
 static void explain_compute(FILE *f, const run_result_t *r)
@@ -301,7 +317,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
                 backend_kind_name(r->backend));
         return;
     }
-    report_stats_t s;
+    static report_stats_t s; /* 15 KB: not on the stack (docs/faults.md) */
     report_stats(r, NULL, &s);
     char p50[32], took[32];
     fprintf(f, "explain: step %ld of %s on %s, %d device%s (the middle timed step: %s; the "
@@ -315,6 +331,7 @@ void report_explain(FILE *f, const report_ctx_t *ctx, const run_result_t *r)
     explain_moves(f, r, zero1);
     explain_buckets(f, r, zero1);
     explain_compute(f, r);
+    report_explain_peak(f, ctx, r, &s);
     explain_memory(f, r);
     explain_lockstep(f, ctx, r);
     char b[32];

@@ -83,11 +83,12 @@ static void verdict(FILE *f, const report_page_t *p)
     if (!why[0] && p->n >= 1) {
         /* one run: its throughput and where its step goes */
         const run_result_t *r = &p->runs[0];
-        static report_stats_t st; /* 13 KB: not on the stack (docs/faults.md) */
+        static report_stats_t st; /* 26 KB: not on the stack (docs/faults.md) */
         report_stats(r, NULL, &st);
+        report_stats_apportion(&st, r->ndev, NULL); /* a wait's machine share is no phase's */
         int big = PH_FORWARD;
         for (int ph = 0; ph < PH_COUNT; ph++)
-            if (ph != PH_COMM_HIDDEN && st.phase[0][ph] > st.phase[0][big])
+            if (ph != PH_COMM_HIDDEN && ph != PH_DESCHED && st.phase[0][ph] > st.phase[0][big])
                 big = ph;
         char a[32], b[32];
         size_t used = 0;
@@ -98,12 +99,16 @@ static void verdict(FILE *f, const report_page_t *p)
                        report_fmt_time(a, sizeof a, st.step_p50),
                        report_phase_label(r->mode, (phase_t)big),
                        report_fmt_time(b, sizeof b, st.phase[0][big]));
+        if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
+            report_appendf(why, sizeof why, &used, " The machine took %s of its step (descheduled, "
+                           "or waiting for a device that was).",
+                           report_fmt_time(a, sizeof a, st.phase[0][PH_DESCHED]));
         if (!strategy_words(r->mode)->reference)
             report_appendf(why, sizeof why, &used,
                            " Run --mode compare to see it against single and the other mode.");
     }
     fputs("<section id=\"verdict\"><h2>Verdict</h2>\n", f);
-    sentences(f, why, 3);
+    sentences(f, why, 4); /* three, and the machine's first when it decided */
     fputs("</section>\n", f);
 }
 
@@ -234,6 +239,19 @@ static void predict_section(FILE *f, const report_page_t *p)
                    "ranks); the squares are what was measured%s.</p>\n",
                 p->pred->k0,
                 p->reps && p->reps[0].n > 1 ? ", with the 95% interval over --repeat's runs" : "");
+        /* the squares hold a busy machine's time, the model a quiet machine's */
+        for (int i = 0; i < p->n; i++) {
+            static report_stats_t st; /* 26 KB: not on the stack (docs/faults.md) */
+            report_stats(&p->runs[i], NULL, &st);
+            report_stats_apportion(&st, p->runs[i].ndev, NULL);
+            char a[32], b[32];
+            if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
+                fprintf(f, "<p class=\"note\">Busy machine: %s's measured step holds %s of the "
+                           "machine's time (descheduled, or waiting for a device that was) in "
+                           "its %s, which the model leaves out.</p>\n", label_of(p, i),
+                        report_fmt_time(a, sizeof a, st.phase[0][PH_DESCHED]),
+                        report_fmt_time(b, sizeof b, st.step_mean));
+        }
         svg_predict(f, p);
     }
     if (p->gpu)
@@ -502,6 +520,7 @@ static void write_page(FILE *f, const report_page_t *p)
     replicas_section(f, p); /* a drift is the page's lesson where there is one */
     timeline_section(f, p);
     phases_section(f, p);
+    page_peak_section(f, p);
     memory_section(f, p);
     hook_section(f, p);
     predict_section(f, p);

@@ -377,6 +377,10 @@ static cJSON *json_device(const run_result_t *r, const report_stats_t *s, int i)
     for (int p = 0; p < PH_COUNT; p++)
         cJSON_AddNumberToObject(ph, phase_key((phase_t)p), s->phase[i][p]);
     cJSON_AddNumberToObject(d, "phases_sum_s", report_phase_sum(s, i));
+    /* how far from the device (docs/results.md): null where unknown */
+    report_json_num(d, "flops_per_s", s->flops[i]);
+    report_json_num(d, "peak_flops_per_s", r->dev[i].peak_flops > 0.0 ? r->dev[i].peak_flops : NAN);
+    report_json_num(d, "peak_share", s->share[i]);
     return d;
 }
 
@@ -455,6 +459,8 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     for (int i = 0; i < r->ndev; i++)
         cJSON_AddItemToArray(devs, json_device(r, &s, i));
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
+    report_json_num(o, "flops_per_s", s.flops_all); /* every device's, and of their peaks */
+    report_json_num(o, "peak_share", s.share_all);
     /* how often a timed step made the host wait for a device (the most of
      * any device); 0 on the CPU, which never waits */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);

@@ -59,14 +59,25 @@ void report_page_pick_step(const run_result_t *r, page_step_t *out);
 extern const char report_page_css[];
 extern const char report_page_js[];
 
+/* The figures' geometry: their width (CSS scales them down), the lane or
+ * bar labels' width, a bar's height. */
+#define FIG_W 960
+#define LABEL_W 170
+#define BAR_H 20
+
 /* Text escaped for HTML (report_svg.c: the figures use it, and the page). */
 void page_esc(FILE *f, const char *s);
+/* A figure's label, ending at LABEL_W - 6 at height y: the run's label and
+ * its tail (" rank 0"), the label shortened to fit (the whole in its title). */
+void page_label(FILE *f, int y, const char *label, const char *tail);
 /* The figures (report_svg.c); each returns the count of what it drew (lanes,
  * bars, points) so the writer can say when there was nothing. */
 int svg_timelines(FILE *f, const report_page_t *p);
 int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);
 int svg_predict(FILE *f, const report_page_t *p);
+/* The section of the share of each device's peak (report_peak.c). */
+void page_peak_section(FILE *f, const report_page_t *p);
 /* --hardware's chart: single, DP and DDP modelled on 1..count GPUs */
 void svg_gpu(FILE *f, const gpu_lesson_t *g);
 

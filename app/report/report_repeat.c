@@ -62,16 +62,23 @@ cJSON *report_json_repeat(const repeat_t *r)
 }
 
 /* "1234.5 -2.4..+2.5%" at `scale`: the median and the 95% interval's ends
- * relative to it, or the median alone for n < 2. */
+ * relative to it, or the median alone for n < 2; a median too near 0 for
+ * that (an end more than 100% off it: a phase such as skew) gives the ends
+ * themselves, "0.001 -0.012..0.023". */
 static void cell(char *buf, size_t n, interval_t iv, double scale, const char *fmt)
 {
-    char m[32];
+    char m[32], a[32], b[32];
     snprintf(m, sizeof m, fmt, iv.median * scale);
-    if (!isfinite(iv.lo) || iv.median == 0.0)
+    double lo = iv.lo / iv.median - 1.0, hi = iv.hi / iv.median - 1.0;
+    if (!isfinite(iv.lo) || !isfinite(iv.hi)) {
         snprintf(buf, n, "%s", m);
-    else
-        snprintf(buf, n, "%s %+.1f..%+.1f%%", m, 100.0 * (iv.lo / iv.median - 1.0),
-                 100.0 * (iv.hi / iv.median - 1.0));
+    } else if (iv.median == 0.0 || fabs(lo) > 1.0 || fabs(hi) > 1.0) {
+        snprintf(a, sizeof a, fmt, iv.lo * scale);
+        snprintf(b, sizeof b, fmt, iv.hi * scale);
+        snprintf(buf, n, "%s %s..%s", m, a, b);
+    } else {
+        snprintf(buf, n, "%s %+.1f..%+.1f%%", m, 100.0 * lo, 100.0 * hi);
+    }
 }
 
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes)
@@ -87,20 +94,20 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
             "the logs for a figure that is never 0)\n", runs[0]->n);
     fprintf(f, "    %-24s", "");
     for (int i = 0; i < nmodes; i++)
-        fprintf(f, "%24s", mode_name(modes[i]));
+        fprintf(f, " %23s", mode_name(modes[i]));
     fputc('\n', f);
-    char c[64];
+    char c[112];
     /* the run's throughput: timed samples over timed seconds (the mean
      * step); --baseline's verdict names the median step's */
     fprintf(f, "    %-24s", "throughput, mean step/s");
     for (int i = 0; i < nmodes; i++) {
         cell(c, sizeof c, repeat_interval(runs[i], FIG_THROUGHPUT), 1.0, "%.1f");
-        fprintf(f, "%24s", c);
+        fprintf(f, " %23s", c);
     }
     fprintf(f, "\n    %-24s", k == 1e3 ? "step time mean (ms)" : "step time mean (us)");
     for (int i = 0; i < nmodes; i++) {
         cell(c, sizeof c, repeat_interval(runs[i], FIG_STEP_MEAN), k, "%.3f");
-        fprintf(f, "%24s", c);
+        fprintf(f, " %23s", c);
     }
     fputc('\n', f);
     for (int p = 0; p < PH_COUNT; p++) {
@@ -114,14 +121,24 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
         fprintf(f, "    %-24s", label);
         for (int i = 0; i < nmodes; i++) {
             cell(c, sizeof c, repeat_interval(runs[i], FIG_PHASE0 + p), k, "%.3f");
-            fprintf(f, "%24s", c);
+            fprintf(f, " %23s", c);
         }
         fputc('\n', f);
     }
     fprintf(f, "    %-24s", "peak memory (MiB)");
     for (int i = 0; i < nmodes; i++) {
         cell(c, sizeof c, repeat_interval(runs[i], FIG_MEM_PEAK), 1.0 / 1048576.0, "%.2f");
-        fprintf(f, "%24s", c);
+        fprintf(f, " %23s", c);
     }
     fputc('\n', f);
+    /* the runs a busy machine disturbed, kept among them (their re-takes
+     * used up): said here, not only as they ran */
+    for (int i = 0; i < nmodes; i++) {
+        double cont;
+        int nd = repeat_disturbed(runs[i], &cont);
+        if (nd > 0)
+            fprintf(f, "  note: %d of the %d %s runs were disturbed (other processes took %.0f%% of "
+                       "their cores, the median), kept: the intervals hold the busy machine's "
+                       "time\n", nd, runs[i]->n, mode_name(modes[i]), 100.0 * cont);
+    }
 }

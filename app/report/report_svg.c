@@ -20,11 +20,8 @@
 
 #include "app/report/report_page.h"
 
-#define W 960         /* the figures' width (CSS scales them down) */
-#define LABEL_W 170   /* the lane or bar labels */
-#define PLOT_W (W - LABEL_W - 20)
+#define PLOT_W (FIG_W - LABEL_W - 20)
 #define LANE_H 22
-#define BAR_H 20
 
 // ---------------------------------------------------------------------------
 // small helpers
@@ -116,6 +113,37 @@ static const char *tick(char *b, size_t n, double v, double step)
     return b;
 }
 
+/* A bar's label, ending left of the plot: a run's label and its tail; one
+ * longer than the room (LABEL_CHARS) keeps its start and its tail, the
+ * whole in its title ("ddp, no_sync on the last micro-batch dev0" ran
+ * 107 px past the figure's left edge). */
+#define LABEL_CHARS 18
+void page_label(FILE *f, int y, const char *label, const char *tail)
+{
+    int room = LABEL_CHARS - (int)strlen(tail), len = (int)strlen(label);
+    fprintf(f, "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", LABEL_W - 6, y);
+    if (len <= room) {
+        page_esc(f, label);
+    } else {
+        char cut[LABEL_CHARS + 1];
+        snprintf(cut, sizeof cut, "%.*s", room > 1 ? room - 1 : 0, label);
+        page_esc(f, cut);
+        fputs("\u2026", f);
+    }
+    page_esc(f, tail);
+    if (len > room) {
+        fputs("<title>", f);
+        page_esc(f, label);
+        page_esc(f, tail);
+        fputs("</title>", f);
+    }
+    fputs("</text>", f);
+}
+
+/* A tick's label: centred on it, but ending at it near the figure's right
+ * edge, where a centred one ran past it. */
+static const char *anchor(double x) { return x > FIG_W - 40 ? "end" : "middle"; }
+
 /* The time axis under a plot of `span` seconds at x0..x0+PLOT_W, at y. */
 static void time_axis(FILE *f, double span, int y)
 {
@@ -126,8 +154,8 @@ static void time_axis(FILE *f, double span, int y)
         double x = LABEL_W + k * st / span * PLOT_W;
         char b[32];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
-                x, y, x, y + 4, x, y + 15, tick(b, sizeof b, k * st, st));
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
+                x, y, x, y + 4, x, y + 15, anchor(x), tick(b, sizeof b, k * st, st));
     }
     fputs("</g>", f);
 }
@@ -340,13 +368,11 @@ int svg_timelines(FILE *f, const report_page_t *p)
                 s[i].first, s[i].last);
         fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
                    "role=\"img\" aria-label=\"timeline of one step\">\n",
-                W, h, W, h);
-        if (busy) {
-            fprintf(f, "<text class=\"busy\" x=\"%d\" y=\"14\" data-busy=\"1\">Busy machine: ",
-                    LABEL_W);
+                FIG_W, h, FIG_W, h);
+        if (busy) { /* from the left edge, short: at 700 px it must fit the figure */
+            fprintf(f, "<text class=\"busy\" x=\"4\" y=\"14\" data-busy=\"1\">Busy machine: ");
             if (most > 0.0)
-                fprintf(f, "%s %d waited %s for a core in this step (dark: descheduled, another "
-                           "process had it)",
+                fprintf(f, "%s %d waited %s for a core in this step (dark)",
                         strategy_words(r->mode)->member, most_dev,
                         tfmt(b1, sizeof b1, most));
             else
@@ -433,17 +459,15 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     int h = n * (BAR_H + 8) + 26;
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
                "aria-label=\"phases per step\">\n",
-            W, h, W, h);
+            FIG_W, h, FIG_W, h);
     for (int j = 0; j < n; j++) {
         const report_stats_t *s = &st[c[j].run];
         const run_result_t *r = &p->runs[c[j].run];
         int y = 2 + j * (BAR_H + 8);
         fprintf(f, "<g class=\"bar\" data-col=\"");
         page_esc(f, c[j].title);
-        fprintf(f, "\"><text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", LABEL_W - 6,
-                y + 14);
-        page_esc(f, c[j].title);
-        fputs("</text>", f);
+        fputs("\">", f);
+        page_label(f, y + 14, c[j].title, "");
         double x = LABEL_W, bwd_x = -1, bwd_w = 0;
         for (int ph = 0; ph < PH_COUNT; ph++) {
             double v = col_phase(s, &c[j], ph);
@@ -498,18 +522,17 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     int h = n * (BAR_H + 6) + 26;
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
                "aria-label=\"peak memory by purpose\">\n",
-            W, h, W, h);
+            FIG_W, h, FIG_W, h);
     int row = 0;
     for (int i = 0; i < p->n; i++) {
         const run_result_t *r = &p->runs[i];
         for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++, row++) {
             int y = 2 + row * (BAR_H + 6);
             char b[32];
-            fprintf(f, "<g class=\"mbar\" data-run=\"%d\" data-device=\"%d\">"
-                       "<text class=\"lanelabel\" x=\"%d\" y=\"%d\" text-anchor=\"end\">",
-                    i, d, LABEL_W - 6, y + 14);
-            page_esc(f, run_label(p, i));
-            fprintf(f, " %s %d</text>", strategy_words(r->mode)->member, d);
+            char who[96];
+            snprintf(who, sizeof who, " %s %d", strategy_words(r->mode)->member, d);
+            fprintf(f, "<g class=\"mbar\" data-run=\"%d\" data-device=\"%d\">", i, d);
+            page_label(f, y + 14, run_label(p, i), who);
             double x = LABEL_W;
             for (int m = 0; m < MEM_KINDS; m++) {
                 double v = (double)r->dev[d].mem_split[m];
@@ -533,8 +556,8 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++) {
         double x = LABEL_W + k * stp * scale;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
-                   "text-anchor=\"middle\">%g %s</text>",
-                x, y, x, y + 4, x, y + 15, k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
+                   "text-anchor=\"%s\">%g %s</text>",
+                x, y, x, y + 4, x, y + 15, anchor(x), k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
     }
     fputs("</g></svg>\n", f);
     return n;
@@ -547,7 +570,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
 #define PLOT_H 300
 #define PLOT_X0 70
 #define PLOT_Y0 20
-#define PLOT_PW (W - PLOT_X0 - 150)
+#define PLOT_PW (FIG_W - PLOT_X0 - 150)
 #define PLOT_PH (PLOT_H - 60)
 
 typedef struct {
@@ -572,7 +595,7 @@ static void plot_open(FILE *f, plot_t *p, const char *aria)
     double stp = nice_step(p->top);
     p->top = ceil(p->top / stp) * stp;
     fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"%s\">\n<g class=\"axis\">", W, PLOT_H, W, PLOT_H, aria);
+               "aria-label=\"%s\">\n<g class=\"axis\">", FIG_W, PLOT_H, FIG_W, PLOT_H, aria);
     for (int k = 0; k * stp <= p->top * 1.0001 && k < 50; k++) {
         double y = plot_y(p, k * stp);
         fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"

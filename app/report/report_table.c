@@ -53,6 +53,27 @@ static double time_unit(double step_s, const char **name)
     return 1e6;
 }
 
+/* How far from each device: its GFLOP/s, its peak's and the share. */
+static void print_peak_rows(FILE *f, const run_result_t *r, const report_stats_t *s,
+                            const col_t *cols, int ncol)
+{
+    static const char *const label[3] = {"GFLOP/s", "its peak", "share of peak"};
+    for (int row = 0; row < 3; row++) {
+        fprintf(f, "\n    %-*s", LABEL_W - 2, label[row]);
+        for (int c = 0; c < ncol; c++) {
+            double v = 0.0;
+            for (int d = cols[c].first; d <= cols[c].last; d++)
+                v += row == 2 ? 100.0 * s->share[d]
+                              : 1e-9 * (row ? r->dev[d].peak_flops : s->flops[d]);
+            v /= (double)(cols[c].last - cols[c].first + 1);
+            char b[16] = "-";
+            if (isfinite(v) && v > 0.0)
+                snprintf(b, sizeof b, row == 2 ? "%.0f%%" : "%.1f", v);
+            fprintf(f, "%*s", COL_W, b);
+        }
+    }
+}
+
 static void print_phase_table(FILE *f, const run_result_t *r, const report_stats_t *s)
 {
     col_t cols[MAX_COLS];
@@ -100,6 +121,7 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
             rows += s->rows_per_step[d];
         fprintf(f, "%*.0f", COL_W, rows / (double)(cols[c].last - cols[c].first + 1));
     }
+    print_peak_rows(f, r, s, cols, ncol);
     bool shadowed = false;
     for (int d = 0; d < r->ndev; d++)
         shadowed |= r->dev[d].steps_shadowed > 0;

@@ -64,6 +64,50 @@ static const char *fmt_short(char *buf, size_t n, double s)
 
 static const char *mode_title(mode_t_ m) { return strategy_words(m)->title; }
 
+/* A run's figures as the sentences read them: each wait less the machine's
+ * share, which is in PH_DESCHED, the machine time (report_stats_apportion);
+ * what moved, until the next call. */
+static const report_machine_t *stats_of(const run_result_t *r, report_stats_t *s)
+{
+    static report_machine_t m; /* 7 KB: not on the stack (docs/faults.md) */
+    report_stats(r, NULL, s);
+    report_stats_apportion(s, r->ndev, &m);
+    return &m;
+}
+
+/* A phase as the sentences name it: PH_DESCHED holds the machine time. */
+static const char *label_of(mode_t_ m, phase_t p)
+{
+    return p == PH_DESCHED ? "machine time" : report_phase_label(m, p);
+}
+
+/* A wait, "<verb> 250 us<tail>": the strategy's share s of it, then (mid)
+ * whatever the caller adds about it, then ", and 2.41 ms more waiting for a
+ * device that was descheduled (the machine's)": its share m, when worth
+ * naming (WHY_DESCHED of the step).  With no share of the strategy's:
+ * "<verb> only for a device that was descheduled: 2.41 ms (the machine's)".
+ * Returns whether the strategy had a share. */
+static bool app_wait(char *buf, size_t len, size_t *used, const char *verb, double s,
+                     const char *tail, double m, double step)
+{
+    char t[32];
+    bool named = m > WHY_DESCHED * step, own = s >= 0.5e-6 || !named;
+    if (own)
+        report_appendf(buf, len, used, "%s %s%s", verb, fmt_short(t, sizeof t, s), tail);
+    else
+        report_appendf(buf, len, used, "%s only for a device that was descheduled: %s (the "
+                       "machine's)", verb, fmt_short(t, sizeof t, m));
+    return own;
+}
+
+static void app_wait_machine(char *buf, size_t len, size_t *used, bool own, double m, double step)
+{
+    char t[32];
+    if (own && m > WHY_DESCHED * step)
+        report_appendf(buf, len, used, ", and %s more waiting for a device that was descheduled "
+                       "(the machine's)", fmt_short(t, sizeof t, m));
+}
+
 /* The entry points' start: buf emptied (false: no room), a compare's runs
  * by mode (the first of each; NULL: not run); and their end: the last
  * sentence's trailing characters of trim dropped. */
@@ -115,7 +159,7 @@ static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int
     char t[32];
     for (int i = 0; i < k; i++)
         report_appendf(buf, len, used, "%s%s%s %s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
-            fmt_short(t, sizeof t, it[i].v), more, report_phase_label(m, (phase_t)it[i].phase));
+            fmt_short(t, sizeof t, it[i].v), more, label_of(m, (phase_t)it[i].phase));
 }
 
 // ---------------------------------------------------------------------------
@@ -137,14 +181,42 @@ static bool dev0_alone(const report_stats_t *s, int ndev, int p)
  * when b is, 0 when the runs cannot tell.  With --repeat (ctx->reps for both)
  * the 95% intervals of the throughput decide: apart when they do not overlap.
  * One run has no interval: apart when the throughputs differ by more than
- * *noise (WHY_ONE_RUN_NOISE, or either run's step-time spread if larger). */
+ * *noise (WHY_ONE_RUN_NOISE, or either run's step-time spread if larger), and
+ * the machine did not decide it (machine_decides).  diff is the one
+ * percentage a comparison is given in (docs/results.md): how much faster
+ * the faster one is, its throughput over the slower's less 1. */
 typedef struct {
     int sign;        /* +1 a faster, -1 b faster, 0 cannot tell */
     bool intervals;  /* decided by --repeat's intervals */
+    bool machine;    /* one run: the machine's time explains the difference */
     int nruns;       /* the runs behind each interval */
     double diff;     /* |a - b| / the slower's throughput */
     double noise;    /* one run: the fraction below which it cannot tell */
+    double m[2], step[2]; /* a's and b's machine time and step (seconds per step) */
+    mode_t_ who[2];       /* a's and b's modes */
 } apart_t;
+
+/* A run's machine time per step (device 0's, whose phases add up to the
+ * run's step: descheduled, or waiting for a device that was), and its step. */
+static double machine_time(const run_result_t *r, double *step)
+{
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
+    stats_of(r, &s);
+    *step = s.step_mean;
+    return s.phase[0][PH_DESCHED];
+}
+
+/* Does the machine decide the comparison of two runs: their machine times
+ * differ by more than the rest of their steps do, and one of them is worth
+ * naming (WHY_DESCHED of the step)?  m and step get each run's. */
+static bool machine_decides(const run_result_t *a, const run_result_t *b, double m[2],
+                            double step[2])
+{
+    m[0] = machine_time(a, &step[0]);
+    m[1] = machine_time(b, &step[1]);
+    return fabs(m[0] - m[1]) > fabs((step[0] - m[0]) - (step[1] - m[1])) &&
+           fmax(m[0], m[1]) > WHY_DESCHED * fmax(step[0], step[1]);
+}
 
 static const repeat_t *reps_of(const report_ctx_t *ctx, const run_result_t *runs,
                                const run_result_t *r)
@@ -155,11 +227,19 @@ static const repeat_t *reps_of(const report_ctx_t *ctx, const run_result_t *runs
     return rp && rp->n >= 2 ? rp : NULL;
 }
 
+/* A run's throughput as the sentences give it: with --repeat, the median
+ * over its runs (the table under it gives the same), else its own. */
+static double tp_of(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *r)
+{
+    const repeat_t *rp = reps_of(ctx, runs, r);
+    return rp ? repeat_interval(rp, FIG_THROUGHPUT).median : r->samples_per_s;
+}
+
 static apart_t told_apart(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *a,
                           const run_result_t *b)
 {
-    apart_t ap = {0, false, 1, 0.0, WHY_ONE_RUN_NOISE};
-    double ta = a->samples_per_s, tb = b->samples_per_s;
+    apart_t ap = {.nruns = 1, .noise = WHY_ONE_RUN_NOISE};
+    double ta = tp_of(ctx, runs, a), tb = tp_of(ctx, runs, b);
     double slow = fmin(ta, tb);
     ap.diff = slow > 0 ? fabs(ta - tb) / slow : 0.0;
     const repeat_t *ra = reps_of(ctx, runs, a), *rb = reps_of(ctx, runs, b);
@@ -177,7 +257,9 @@ static apart_t told_apart(const report_ctx_t *ctx, const run_result_t *runs, con
         if (s.step_p50 > 0 && (s.step_p95 - s.step_p50) / s.step_p50 > ap.noise)
             ap.noise = (s.step_p95 - s.step_p50) / s.step_p50;
     }
-    ap.sign = ap.diff <= ap.noise ? 0 : ta > tb ? 1 : -1;
+    ap.machine = machine_decides(a, b, ap.m, ap.step);
+    ap.who[0] = a->mode, ap.who[1] = b->mode;
+    ap.sign = ap.diff <= ap.noise || ap.machine ? 0 : ta > tb ? 1 : -1;
     return ap;
 }
 
@@ -197,9 +279,16 @@ static void app_apart_why(char *buf, size_t len, size_t *used, const apart_t *ap
 static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap, mode_t_ a,
                           mode_t_ b)
 {
+    char x[32], y[32];
     if (ap->intervals)
         report_appendf(buf, len, used, "; their 95%% intervals over %d runs overlap: neither is "
                        "faster here", ap->nruns);
+    else if (ap->machine)
+        report_appendf(buf, len, used, "; %s and %s differ by %.0f%%, which the machine's time "
+                       "explains (%s of %s's step, %s of %s's; --repeat 5 or a quieter machine "
+                       "tells)", mode_title(a), mode_title(b), 100.0 * ap->diff,
+                       fmt_short(x, sizeof x, ap->m[0]), mode_title(ap->who[0]),
+                       fmt_short(y, sizeof y, ap->m[1]), mode_title(ap->who[1]));
     else
         report_appendf(buf, len, used, "; %s and %s differ by %.0f%%, within one run's noise "
                        "(%.0f%%; --repeat 5 gives intervals)", mode_title(a), mode_title(b),
@@ -217,12 +306,13 @@ typedef struct {
     double serial, sync;
 } dp_split_t;
 
-static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o)
+static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o,
+                     const report_machine_t **m)
 {
     int ndev = r->ndev;
     if (ndev < 2 || r->times.n == 0)
         return false;
-    report_stats(r, NULL, s);
+    *m = stats_of(r, s);
     if (s->step_mean <= 0.0)
         return false; /* nothing to tell */
     memset(o, 0, sizeof *o);
@@ -273,11 +363,11 @@ static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_sta
  * than WHY_DESCHED of the step (the runs that measure it: --report,
  * --explain, --trace), the most first. */
 static void app_desched(char *buf, size_t len, size_t *used, const run_result_t *r,
-                        const report_stats_t *s)
+                        const report_stats_t *s, const report_machine_t *m)
 {
     int shown = 0;
     for (int d = 0; d < r->ndev && d < MAX_DEVICES && shown < 2; d++) {
-        double v = s->phase[d][PH_DESCHED];
+        double v = m->desched[d];
         if (!(v > WHY_DESCHED * s->step_mean))
             continue;
         char t[32];
@@ -290,13 +380,23 @@ static void app_desched(char *buf, size_t len, size_t *used, const run_result_t 
                        "idle, not work)", shown > 1 ? "their" : "its");
 }
 
+/* The machine's share of the idle time of devices first..ndev-1, their mean. */
+static double machine_idle(const run_result_t *r, const report_machine_t *m, int first)
+{
+    double sum = 0.0;
+    for (int d = first; d < r->ndev && d < MAX_DEVICES; d++)
+        sum += m->machine[d][PH_IDLE];
+    return r->ndev > first ? sum / (r->ndev - first) : 0.0;
+}
+
 /* DP: what device 0 does alone while the others wait, what every device
  * spends at once on the synchronisation DP adds, and who waits for whom. */
 static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    report_stats_t s;
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     dp_split_t sp;
-    if (!dp_split(r, &s, &sp))
+    const report_machine_t *mm;
+    if (!dp_split(r, &s, &sp, &mm))
         return;
     double serial = sp.serial;
     char t[32], u[32], w[32];
@@ -313,10 +413,10 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
     /* the others' idle: device 0's serial work explains part of it; the
      * rest is waiting for each other, which device 0 does too */
     double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), idle0 = s.phase[0][PH_IDLE];
-    if (idle > 0.0) {
+    double mi = machine_idle(r, mm, 1);
+    if ((idle > 0.0 || mi > 0.0) &&
+        app_wait(buf, len, used, "; the other devices sit idle", idle, " per step", mi, s.step_mean)) {
         double expl = idle < serial ? idle : serial;
-        report_appendf(buf, len, used, "; the other devices sit idle %s per step",
-            fmt_short(t, sizeof t, idle));
         if (idle - expl > WHY_IDLE_REST * idle)
             report_appendf(buf, len, used, ", %s of it while device 0 works alone and %s at "
                 "hand-offs where device 0 waits too (its idle %s: the hand-offs between "
@@ -324,8 +424,9 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
                 fmt_short(u, sizeof u, idle - expl), fmt_short(w, sizeof w, idle0));
         else
             report_appendf(buf, len, used, ": waiting for device 0's serial work");
+        app_wait_machine(buf, len, used, true, mi, s.step_mean);
     }
-    app_desched(buf, len, used, r, &s);
+    app_desched(buf, len, used, r, &s, mm);
     report_appendf(buf, len, used, ". ");
 }
 
@@ -338,23 +439,29 @@ static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r, 
 {
     if (r->ndev < 2 || r->times.n == 0)
         return;
-    report_stats_t s;
-    report_stats(r, NULL, &s);
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
+    const report_machine_t *mm = stats_of(r, &s);
     double hidden = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_HIDDEN);
-    double exposed = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED);
-    char a[32], b[32];
-    if (!no_overlap && hidden + exposed <= 0.0)
+    double exposed = report_phase_mean(&s, 0, r->ndev - 1, PH_COMM_EXPOSED), m = 0.0;
+    for (int d = 0; d < r->ndev && d < MAX_DEVICES; d++)
+        m += mm->machine[d][PH_COMM_EXPOSED] / r->ndev;
+    char a[32], b[48];
+    if (!no_overlap && hidden + exposed + m <= 0.0)
         return;
-    if (no_overlap || hidden <= 0.0) /* (compare's verdict names --no-overlap) */
-        report_appendf(buf, len, used, "DDP %s: every step waits %s for %s after backward. ",
-            no_overlap ? "ran with --no-overlap" : "overlaps none of its all-reduce with backward",
-            fmt_short(a, sizeof a, exposed), no_overlap ? "its all-reduce" : "it");
-    else
-        report_appendf(buf, len, used,
-            "DDP ran %.0f%% of its all-reduce (%s) during backward and waited %s for the rest; "
-            "what overlap saved is not measured (--no-overlap). ",
-            100.0 * hidden / (hidden + exposed), fmt_short(a, sizeof a, hidden),
-            fmt_short(b, sizeof b, exposed));
+    bool own;
+    if (no_overlap || hidden <= 0.0) { /* (compare's verdict names --no-overlap) */
+        report_appendf(buf, len, used, "DDP %s: every step", no_overlap ? "ran with --no-overlap"
+                       : "overlaps none of its all-reduce with backward");
+        snprintf(b, sizeof b, " for %s after backward", no_overlap ? "its all-reduce" : "it");
+        own = app_wait(buf, len, used, " waits", exposed, b, m, s.step_mean);
+    } else {
+        report_appendf(buf, len, used, "DDP ran %.0f%% of its all-reduce (%s) during backward",
+            100.0 * hidden / (hidden + exposed + m), fmt_short(a, sizeof a, hidden));
+        own = app_wait(buf, len, used, " and waited", exposed, " for the rest", m, s.step_mean);
+    }
+    app_wait_machine(buf, len, used, own, m, s.step_mean);
+    report_appendf(buf, len, used, "%s. ", no_overlap || hidden <= 0.0 ? "" :
+                   "; what overlap saved is not measured (--no-overlap)");
 }
 
 /* The faster of two runs against the slower: the phases where the slower
@@ -365,8 +472,8 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
     if (x->times.n == 0 || y->times.n == 0)
         return;
     static report_stats_t sx, sy; /* 26 KB: not on the stack (docs/faults.md) */
-    report_stats(x, NULL, &sx);
-    report_stats(y, NULL, &sy);
+    stats_of(x, &sx);
+    stats_of(y, &sy);
     const run_result_t *fast = x, *slow = y;
     const report_stats_t *sf = &sx, *ss = &sy;
     if (sy.step_mean < sx.step_mean) {
@@ -392,16 +499,15 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
     sort_items(it, n);
     apart_t ap = told_apart(ctx, runs, x, y);
     if (ap.sign == 0) {
-        report_appendf(buf, len, used, "%s's and %s's steps differ by %s (%.0f%%)",
-            mode_title(fast->mode), mode_title(slow->mode), fmt_short(t, sizeof t, gap),
-            100.0 * gap / ss->step_mean);
+        report_appendf(buf, len, used, "%s's and %s's steps differ by %s",
+            mode_title(fast->mode), mode_title(slow->mode), fmt_short(t, sizeof t, gap));
         app_not_apart(buf, len, used, &ap, fast->mode, slow->mode);
         report_appendf(buf, len, used, ". ");
         return;
     }
-    report_appendf(buf, len, used, "%s's step is %s (%.0f%%) shorter than %s's",
-        mode_title(fast->mode), fmt_short(t, sizeof t, gap), 100.0 * gap / ss->step_mean,
-        mode_title(slow->mode));
+    report_appendf(buf, len, used, "%s's step is %s shorter than %s's: %s is faster by %.0f%%",
+        mode_title(fast->mode), fmt_short(t, sizeof t, gap), mode_title(slow->mode),
+        mode_title(fast->mode), 100.0 * ap.diff);
     app_apart_why(buf, len, used, &ap);
     if (n > 0) {
         report_appendf(buf, len, used, "; on device 0 %s spends ", mode_title(slow->mode));
@@ -485,8 +591,8 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     if (!single || r->ndev < 2 || r->times.n == 0 || single->times.n == 0)
         return;
     static report_stats_t s1, s; /* 26 KB: not on the stack (docs/faults.md) */
-    report_stats(single, NULL, &s1);
-    report_stats(r, NULL, &s);
+    stats_of(single, &s1);
+    stats_of(r, &s);
     bool ddp = strategy_words(r->mode)->ranks;
     /* the split computation: forward and backward (and DDP's loss, which
      * each rank computes on its rows; DP's is device 0's, gather included) */
@@ -524,8 +630,9 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     }
     double d1 = s1.phase[0][PH_DESCHED], dr = s.phase[0][PH_DESCHED];
     if (d1 > 0.0 || dr > 0.0)
-        report_appendf(buf, len, used, "%seach run's descheduled time left out: %s a step here, "
-                       "%s in single", n + nl > 0 ? "; " : " (", fmt_short(a, sizeof a, dr),
+        report_appendf(buf, len, used, "%seach run's machine time left out: %s a step here, "
+                       "%s in single",
+                       n + nl > 0 ? "; " : " (", fmt_short(a, sizeof a, dr),
                        fmt_short(b, sizeof b, d1));
     if (n + nl > 0 || d1 > 0.0 || dr > 0.0)
         report_appendf(buf, len, used, ")");
@@ -534,10 +641,10 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
                    mode_title(r->mode));
     /* the machine's share, when it decided which run was faster */
     if (saved > added && speed < 1.0)
-        report_appendf(buf, len, used, ", and it is slower for the descheduled time: the busy "
+        report_appendf(buf, len, used, ", and it is slower for the machine time: the busy "
                        "machine's, not %s's", mode_title(r->mode));
     else if (saved <= added && speed > 1.0)
-        report_appendf(buf, len, used, ", and it is faster only for single's descheduled time: "
+        report_appendf(buf, len, used, ", and it is faster only for single's machine time: "
                        "the busy machine's");
     if (added > compute1 && compute1 > 0)
         why_tiny(buf, len, used, compute1, ddp, &s, pred);
@@ -675,14 +782,17 @@ static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_
                           const run_result_t *dp, const run_result_t *ddp)
 {
     const run_result_t *multi = dp ? dp : ddp;
-    if (!single || !multi || single->samples_per_s <= 0)
+    double t1 = single ? tp_of(ctx, runs, single) : 0.0;
+    if (!single || !multi || t1 <= 0)
         return;
     report_appendf(buf, len, used, "On %d device%s", multi->ndev, multi->ndev == 1 ? "" : "s");
     if (dp)
-        report_appendf(buf, len, used, " DP runs %.2fx single", dp->samples_per_s / single->samples_per_s);
+        report_appendf(buf, len, used, " DP runs %.2fx single", tp_of(ctx, runs, dp) / t1);
     if (ddp)
         report_appendf(buf, len, used, "%s DDP %.2fx%s", dp ? " and" : "",
-                       ddp->samples_per_s / single->samples_per_s, dp ? "" : " single");
+                       tp_of(ctx, runs, ddp) / t1, dp ? "" : " single");
+    if (reps_of(ctx, runs, single))
+        report_appendf(buf, len, used, " (the medians over %d runs)", reps_of(ctx, runs, single)->n);
     if (dp && ddp) {
         apart_t ap = told_apart(ctx, runs, dp, ddp);
         if (ap.sign != 0) {
@@ -699,20 +809,25 @@ static void verdict_speed(char *buf, size_t len, size_t *used, const report_ctx_
 /* 2. DP's device 0: what it does alone while the others wait. */
 static void verdict_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 {
-    report_stats_t s;
+    static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
     dp_split_t sp;
-    if (!r || !dp_split(r, &s, &sp))
+    const report_machine_t *mm;
+    if (!r || !dp_split(r, &s, &sp, &mm))
         return;
-    char t[32];
-    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE);
+    double idle = report_phase_mean(&s, 1, r->ndev - 1, PH_IDLE), mi = machine_idle(r, mm, 1);
     if (sp.na == 0) {
-        report_appendf(buf, len, used, "DP's device 0 did nothing alone here; the other devices "
-            "sit idle %s per step.\n", fmt_short(t, sizeof t, idle));
+        report_appendf(buf, len, used, "DP's device 0 did nothing alone here");
+        bool own = app_wait(buf, len, used, "; the other devices sit idle", idle, " per step", mi,
+                            s.step_mean);
+        app_wait_machine(buf, len, used, own, mi, s.step_mean);
+        report_appendf(buf, len, used, ".\n");
         return;
     }
     app_dev0_alone(buf, len, used, &s, &sp, sp.na < 3 ? sp.na : 3, false);
-    report_appendf(buf, len, used, "); the others idle %s", fmt_short(t, sizeof t, idle));
-    app_desched(buf, len, used, r, &s);
+    report_appendf(buf, len, used, ")");
+    bool own = app_wait(buf, len, used, "; the others idle", idle, "", mi, s.step_mean);
+    app_wait_machine(buf, len, used, own, mi, s.step_mean);
+    app_desched(buf, len, used, r, &s, mm);
     report_appendf(buf, len, used, ".\n");
 }
 
@@ -728,12 +843,41 @@ static void verdict_ddp(char *buf, size_t len, size_t *used, const report_ctx_t 
         buf[*used - 1] = '\n';
 }
 
+/* 0. When the machine's time decided a comparison of one run each (no
+ * --repeat): said first, with each run's machine time. */
+static void verdict_machine(char *buf, size_t len, size_t *used, const report_ctx_t *ctx,
+                            const run_result_t *runs, const tell_t *t)
+{
+    const run_result_t *r[3] = {t->single, t->dp, t->ddp};
+    double m[2], step[2];
+    bool decided = false;
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            decided |= r[i] && r[j] && !reps_of(ctx, runs, r[i]) &&
+                       machine_decides(r[i], r[j], m, step);
+    if (!decided)
+        return;
+    report_appendf(buf, len, used, "This run measured the machine, not the strategies: the "
+                   "machine took");
+    for (int i = 0, k = 0; i < 3; i++) {
+        char a[32], b[32];
+        if (!r[i])
+            continue;
+        fmt_short(a, sizeof a, machine_time(r[i], &step[0]));
+        report_appendf(buf, len, used, "%s %s of %s's %s step", k++ ? "," : "", a,
+                       mode_title(r[i]->mode), fmt_short(b, sizeof b, step[0]));
+    }
+    report_appendf(buf, len, used, " (descheduled, or waiting for a device that was), more than "
+                   "the rest of their steps differ; rerun quiet or with --repeat 5.\n");
+}
+
 void report_compare_verdict(char *buf, size_t len, const report_ctx_t *ctx,
                             const run_result_t *runs, int n)
 {
     tell_t t;
     if (!tell_begin(&t, buf, len, runs, n))
         return;
+    verdict_machine(buf, len, &t.used, ctx, runs, &t);
     verdict_speed(buf, len, &t.used, ctx, runs, t.single, t.dp, t.ddp);
     verdict_dp(buf, len, &t.used, t.dp);
     verdict_ddp(buf, len, &t.used, ctx, t.ddp);

@@ -273,32 +273,22 @@ int afile_check(const char *path, char *err)
     return rc;
 }
 
-/* The name with its directory resolved: "x/../y/f" -> "/abs/y/f". */
-/* The path with its directory resolved, malloc'd (the names and the split
- * are on the heap: paths of PATH_MAX each do not belong on the stack,
- * docs/faults.md); NULL when it cannot be resolved. */
-static char *canonical_name(const char *path)
-{
-    afile_t *a = malloc(sizeof *a);
-    char *dir = a && split_path(a, path, NULL) == DDP_OK ? realpath(a->dir, NULL) : NULL;
-    char *out = NULL;
-    if (dir && asprintf(&out, "%s/%s", strcmp(dir, "/") ? dir : "", a->base) < 0)
-        out = NULL;
-    free(dir);
-    free(a);
-    return out;
-}
-
+/* Both exist: the same device and inode.  One not yet: the same name in the
+ * same folder, the folders by device and inode too (a bind mount shows one
+ * folder under two paths that realpath keeps apart).  The splits are on the
+ * heap: paths of PATH_MAX do not belong on the stack (docs/faults.md). */
 bool afile_same_file(const char *x, const char *y)
 {
     struct stat sx, sy;
-    bool ex = stat(x, &sx) == 0, ey = stat(y, &sy) == 0;
-    if (ex && ey)
+    if (stat(x, &sx) == 0 && stat(y, &sy) == 0)
         return sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino;
-    char *cx = canonical_name(x), *cy = cx ? canonical_name(y) : NULL;
-    bool same = cx && cy ? strcmp(cx, cy) == 0 : strcmp(x, y) == 0;
-    free(cx);
-    free(cy);
+    afile_t *a = malloc(2 * sizeof *a);
+    bool same = strcmp(x, y) == 0;
+    if (a && split_path(&a[0], x, NULL) == DDP_OK && split_path(&a[1], y, NULL) == DDP_OK &&
+        stat(a[0].dir, &sx) == 0 && stat(a[1].dir, &sy) == 0)
+        same = sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino &&
+               strcmp(a[0].base, a[1].base) == 0;
+    free(a);
     return same;
 }
 

@@ -65,7 +65,7 @@ typedef struct {
 int afile_check(const char *path, char *err);
 
 /* Do a and b name the same file?  By device and inode when both exist,
- * else by their names with the directory resolved (realpath). */
+ * else by the name within a folder of the same device and inode. */
 bool afile_same_file(const char *a, const char *b);
 
 /* Create the locked temporary beside path (DDP_ERR_INPUT when the directory

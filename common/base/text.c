@@ -4,22 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *text_printable(const char *s, size_t n, char *out, size_t size)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 4 < size; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    if (o + 4 >= size && n > o) {
-        out[o++] = '.';
-        out[o++] = '.';
-        out[o++] = '.';
-    }
-    out[o] = '\0';
-    return out;
-}
-
 size_t text_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
@@ -48,10 +32,10 @@ size_t text_utf8_len(const unsigned char *s, size_t n)
     return k;
 }
 
-const char *text_escape(const char *s, char *out, size_t size)
+const char *text_escape(const char *s, size_t n, char *out, size_t size)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s), o = 0, i = 0;
+    size_t o = 0, i = 0;
     while (i < n) {
         char piece[8];
         size_t len;
@@ -85,6 +69,12 @@ const char *text_escape(const char *s, char *out, size_t size)
     }
     out[o] = '\0';
     return out;
+}
+
+void text_say(FILE *f, const char *prefix, const char *msg)
+{
+    char shown[4096];
+    fprintf(f, "%s%s\n", prefix, text_escape(msg, strlen(msg), shown, sizeof shown));
 }
 
 int text_is_decimal(const char *s, size_t n)

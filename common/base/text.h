@@ -1,27 +1,27 @@
 /* common/base/text.h: untrusted bytes shown in a one-line message.
  *
- * A loader that quotes what it read back to the user (a CSV field, an .npy
- * header key, a safetensors tensor name) passes it through here first, so a
- * hostile file cannot put control characters or a newline into the one-line
- * error, nor make it arbitrarily long; main() passes every error line
- * through text_escape, so a path with a newline or an ESC in it cannot
- * either.  And a number as the user may write it (text_is_decimal). */
+ * Every line that quotes what ddpbench did not write itself (a CSV field,
+ * an .npy header key, a safetensors name or __metadata__ value, a
+ * baseline's or an A/B child's words, a path the user typed) passes it
+ * through text_escape, the one escaping function, so a hostile file cannot
+ * put control characters or a newline on the terminal, nor make a line
+ * arbitrarily long; main() passes every error line through it too.  And a
+ * number as the user may write it (text_is_decimal). */
 #ifndef DDPBENCH_TEXT_H
 #define DDPBENCH_TEXT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
-/* The first bytes of s[0..n) that fit in out[size] (size >= 5), each byte
- * outside printable ASCII as '?', and "..." when cut short.  Returns out. */
-const char *text_printable(const char *s, size_t n, char *out, size_t size);
+/* s[0..n) as one line a terminal shows as it is: a newline, tab or carriage
+ * return as \n, \t, \r, every other control byte (ESC and NUL included),
+ * DEL, a C1 control and a byte that is not part of valid UTF-8 as \xNN;
+ * valid UTF-8 is kept.  Cut short with "..." to fit out[size] (size >= 5).
+ * Returns out. */
+const char *text_escape(const char *s, size_t n, char *out, size_t size);
 
-/* s as one line a terminal shows as it is: a newline, tab or carriage return
- * as \n, \t, \r, every other control byte (ESC included), DEL, a C1 control
- * and a byte that is not part of valid UTF-8 as \xNN; valid UTF-8 is kept.
- * Cut short with "..." to fit out[size] (size >= 5).  Returns out.  For
- * messages that quote what the user typed (a path with a newline in it must
- * not break the one-line error). */
-const char *text_escape(const char *s, char *out, size_t size);
+/* One line on f: prefix, then msg escaped (its first 4 KB). */
+void text_say(FILE *f, const char *prefix, const char *msg);
 
 /* Bytes of the valid UTF-8 sequence at s (n >= 1 bytes left): 1 for ASCII,
  * 0 when invalid (overlong forms, surrogates, code points past U+10FFFF). */

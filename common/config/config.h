@@ -137,6 +137,9 @@ typedef struct {
     double step_factor;
     long iters, warmup_iters;
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
+    bool coll_quickest;        /* not an option: each op timed alone and the quickest kept
+                                  (--predict's fits on the CPU: the least disturbed), not
+                                  the mean of --iters ops back to back */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */

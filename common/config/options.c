@@ -534,7 +534,7 @@ static const opt_t opts[] = {
      "after START plain steps, default " STR(CONFIG_POWERSGD_START) "); a plain DDP reference "
      "runs first, for the drift",
      NULL, SET(set_comm_hook, get_comm_hook, "fp16", "powersgd:2"),
-     EFF(CF_ARITH | CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("comm_hook", WARN), CKPT_FREE,
+     EFF(CF_ARITH | CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("comm_hook", WARN), CKPT,
      TWIN_REFUSED},
     {"slow-rank", "R:F", NULL, "none",
      "a straggler: rank R computes each step's forward and backward F times, F from 1 to 100 "

@@ -595,6 +595,11 @@ void backend_set_watch(backend_t *be, backend_watch_fn fn, void *ctx)
     be->watch_ctx = fn ? ctx : NULL;
 }
 
+double backend_peak_flops(backend_t *be)
+{
+    return be->gmode == GRAPH_EAGER && be->ops->peak ? be->ops->peak(be) : 0.0;
+}
+
 int backend_set_precision(backend_t *be, precision_t p)
 {
     int rc = be->ops->set_precision(be, p);

@@ -325,6 +325,14 @@ bool backend_graph_note(backend_t *be, const uint64_t *w, size_t n);
 int backend_set_precision(backend_t *be, precision_t p);
 precision_t backend_precision(const backend_t *be);
 
+/* The device's peak fp32 FLOP/s (a multiply-add is 2), measured now on the
+ * calling thread; 0 when unknown.  The CPU: its core's (backend_cpu_core_peak)
+ * times its BLAS threads.  A GPU: the greater of its FP32 lanes x clock x 2
+ * (the device's properties) and a cuBLAS GEMM timed at the run's precision,
+ * measured at the first call (later calls return that answer).  Not inside
+ * a graph. */
+double backend_peak_flops(backend_t *be);
+
 // ---------------------------------------------------------------------------
 // creating one
 
@@ -376,6 +384,12 @@ typedef struct {
 const gpu_topology_t *backend_cuda_gpus(void);
 /* The CPU's model name from /proc/cpuinfo ("" when unknown). */
 const char *backend_cpu_model(void);
+/* The widest vector this CPU's FMAs take, in bits (512: AVX-512, 256: AVX2
+ * with FMA, 128; 0: not an x86-64 CPU), and the calling thread's core's peak
+ * fp32 FLOP/s at `bits` (0, or wider than the CPU: the widest), measured now
+ * (peak_cpu.c: an FMA loop, the fastest of short bursts); 0 when unknown. */
+int backend_cpu_vector_bits(void);
+double backend_cpu_core_peak(int bits);
 
 /* Create by kind (BACKEND_CPU or BACKEND_CUDA). */
 int backend_create(backend_t **out, backend_kind_t kind, int device_id, int blas_threads,
@@ -397,7 +411,17 @@ bool backend_cpu_restart_env(void);
  * after it starts, in the program and again in every forked DDP rank
  * (blas_space.h). */
 void backend_cpu_pool_stop(void);
-/* A short description of the BLAS library ("OpenBLAS 0.3.21 ... SkylakeX"). */
+/* A short description of the BLAS library ("OpenBLAS 0.3.21 ... (core
+ * SkylakeX)", and ", chosen by OPENBLAS_CORETYPE=X" when the variable is set). */
 const char *backend_cpu_blas_info(void);
+/* The kernels OpenBLAS runs: its core's name, the OPENBLAS_CORETYPE value
+ * that chose it (NULL: OpenBLAS chose from the CPU; the variable is the
+ * user's, never set here), the core's vector width and the CPU's widest
+ * (bits; 0 when unknown). */
+typedef struct {
+    const char *name, *forced;
+    int bits, cpu_bits;
+} blas_core_t;
+blas_core_t backend_cpu_blas_core(void);
 
 #endif

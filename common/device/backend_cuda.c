@@ -78,6 +78,7 @@ typedef struct {
     cudaEvent_t anchor, cand;
     double anchor_s;
     bool cand_pending;
+    double peak;            /* backend_peak_flops, once measured (0: not yet) */
     /* CUDA graphs (backend.h): one instantiated step per key, the event its
      * last launch recorded, and Adam's per-step scalars {step_size,
      * bc2_sqrt} per key, written by the host (pinned) and uploaded by the
@@ -980,6 +981,71 @@ static void cuda_destroy(backend_t *be)
     free(be);
 }
 
+// ---------------------------------------------------------------------------
+// the peak (backend_peak_flops)
+
+/* FP32 lanes an SM issues a multiply-add on each clock, by compute
+ * capability (CUDA's programming guide); 0: not known here. */
+static int fp32_lanes(int major, int minor)
+{
+    if (major >= 9 || ((major == 8 || major == 6) && minor > 0) || major == 5)
+        return 128;
+    return major >= 6 ? 64 : major == 3 ? 192 : 0;
+}
+
+/* An n x n x n GEMM at the run's math (bf16: cublasGemmEx on bf16 inputs) on
+ * zeroed memory, timed by events: FLOP/s, 0 on any failure. */
+static double timed_gemm(backend_t *be, int n)
+{
+    cuda_impl_t *c = impl_of(be);
+    size_t nn = (size_t)n * n;
+    float *m = NULL, one = 1.0f, zero = 0.0f, ms = 0.0f;
+    cudaEvent_t e[2] = {NULL, NULL};
+    bool ok = cudaMalloc((void **)&m, 3 * nn * sizeof(float)) == cudaSuccess &&
+              cudaEventCreate(&e[0]) == cudaSuccess && cudaEventCreate(&e[1]) == cudaSuccess &&
+              cudaMemsetAsync(m, 0, 3 * nn * sizeof(float), c->stream) == cudaSuccess &&
+              cudaEventRecord(e[0], c->stream) == cudaSuccess;
+    if (ok && be->precision == PREC_BF16)
+        ok = cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, m, CUDA_R_16BF, n,
+                          m + nn, CUDA_R_16BF, n, &zero, m + 2 * nn, CUDA_R_32F, n,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    else if (ok)
+        ok = cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, m, n, m + nn, n, &zero,
+                         m + 2 * nn, n) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cudaEventRecord(e[1], c->stream) == cudaSuccess &&
+         cudaEventSynchronize(e[1]) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, e[0], e[1]) == cudaSuccess;
+    for (int i = 0; i < 2; i++)
+        if (e[i])
+            cudaEventDestroy(e[i]);
+    cudaFree(m);
+    cudaGetLastError(); /* a failed allocation is no error of the run's */
+    return ok && ms > 0.0f ? 2.0 * (double)nn * n / (1e-3 * ms) : 0.0;
+}
+
+/* The greater of the properties' FP32 lanes x clock x 2 and a cuBLAS GEMM,
+ * n from 256, doubled until one takes a millisecond or n is 4096 (an
+ * emulated GPU stops at the first: its figures mean nothing); its memory is
+ * the calibration's own, freed at once, in no memory figure. */
+static double cuda_peak(backend_t *be)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (c->peak > 0.0 || cudaSetDevice(c->dev) != cudaSuccess)
+        return c->peak;
+    struct cudaDeviceProp prop;
+    int khz = 0;
+    if (cudaGetDeviceProperties(&prop, c->dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->dev) == cudaSuccess)
+        c->peak = 2.0 * fp32_lanes(prop.major, prop.minor) * prop.multiProcessorCount * 1e3 * khz;
+    for (int n = 256; n <= 4096; n *= 2) {
+        double t0 = now_s(), f = timed_gemm(be, n);
+        c->peak = fmax(c->peak, f);
+        if (f <= 0.0 || now_s() - t0 >= 1e-3)
+            break;
+    }
+    return c->peak;
+}
+
 static const backend_ops_t cuda_ops = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -1019,6 +1085,7 @@ static const backend_ops_t cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_drop = cuda_graph_drop,
     .graph_follow = cuda_graph_follow,
+    .peak = cuda_peak,
 };
 
 // ---------------------------------------------------------------------------

@@ -82,6 +82,7 @@ typedef struct backend_ops {
                       size_t bytes, backend_event_t *after, backend_event_t *done);
     int (*d2h_async)(backend_t *be, void *dst, const void *src, size_t bytes);
     int (*set_precision)(backend_t *be, precision_t p); /* backend_set_precision */
+    double (*peak)(backend_t *be); /* backend_peak_flops */
     /* -- CUDA graphs (backend.h); NULL on a backend without them ----------- */
     int (*graph_capture)(backend_t *be, int key);  /* begin capturing on the compute stream */
     int (*graph_instantiate)(backend_t *be, int key); /* end the capture, instantiate */

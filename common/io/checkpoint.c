@@ -220,13 +220,20 @@ static int open_weights(st_file_t *sf, tensor_list_t *L, const char *path, const
     rc = st_expect(&sf->h, L->e, L->n, is_ckpt ? "optim." : NULL, err);
     /* The tensors fit the model; metadata that says otherwise means the
      * file is not what it claims (an edit, or tensors from another model). */
-    const char *layers = st_meta(&sf->h, "layers");
+    const char *layers = st_meta(&sf->h, "layers"), *act = st_meta(&sf->h, "act"),
+               *loss = st_meta(&sf->h, "loss");
     char mine[512], shown[64];
     layers_str(spec, mine, sizeof mine);
     if (rc == DDP_OK && layers && strcmp(layers, mine) != 0)
         rc = err_set(err, DDP_ERR_INPUT,
                      "its __metadata__ says layers '%s', but its tensors are those of %s",
-                     text_printable(layers, strlen(layers), shown, sizeof shown), mine);
+                     text_escape(layers, strlen(layers), shown, sizeof shown), mine);
+    /* the names the warning on another --act or --loss quotes: ours alone */
+    const char *bad = act && act_parse(act) < 0 ? act : loss && loss_parse(loss) < 0 ? loss : NULL;
+    if (rc == DDP_OK && bad)
+        rc = err_set(err, DDP_ERR_INPUT, "its __metadata__ %s '%s' is none of %s",
+                     bad == act ? "act" : "loss", text_escape(bad, strlen(bad), shown, sizeof shown),
+                     bad == act ? "none, relu, tanh, sigmoid, gelu" : "mse, bce, ce");
     if (rc != DDP_OK) {
         st_close(sf);
         return err_prefix(err, rc, "%s %s", what, path);
@@ -473,13 +480,14 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
             snprintf(implied, sizeof implied, "sampler replicas=%d", ckpt_world(s->cfg));
             old = implied;
         }
-        /* written before the data's contents were recorded: the name and
-         * rows ("data") are all that can be compared */
-        if (!old && strcmp(facts[i].key, "data_hash") == 0)
-            continue;
-        /* written before the precision was recorded: not compared (such a
-         * file may come from an fp32 run or a bf16 one) */
-        if (!old && strcmp(facts[i].key, "precision") == 0)
+        /* written before these were recorded: not compared (the data's
+         * name and rows are; such a file may come from an fp32 run or a
+         * bf16 one, with a hook or without) */
+        static const char *const later[] = {"data_hash", "precision", "comm_hook"};
+        bool unrecorded = false;
+        for (int k = 0; k < 3 && !old; k++)
+            unrecorded |= strcmp(facts[i].key, later[k]) == 0;
+        if (unrecorded)
             continue;
         /* one Linear layer has no activation (older files named one) */
         if (strcmp(facts[i].key, "act") == 0 && spec->nlayers == 1)
@@ -589,7 +597,11 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
     /* The data is read too (through a small buffer): a NaN weight or an
      * edited checkpoint is bad input, found before anything runs. */
     if (cfg->init_path[0] && (rc = open_weights(&sf, L, cfg->init_path, "--init", spec, err)) == DDP_OK) {
-        if ((rc = scan_file(&sf, st_meta(&sf.h, ST_CHECKSUM_KEY) != NULL, err)) != DDP_OK)
+        /* a checkpoint of this format has its checksum (a weights file, as
+         * PyTorch writes it, none): one deleted is an edit */
+        const char *format = st_meta(&sf.h, "checkpoint");
+        bool sealed = st_meta(&sf.h, ST_CHECKSUM_KEY) || (format && !strcmp(format, CKPT_FORMAT));
+        if ((rc = scan_file(&sf, sealed, err)) != DDP_OK)
             err_prefix(err, rc, "--init %s", cfg->init_path);
         st_close(&sf);
     }

@@ -50,7 +50,7 @@ static const struct {
 /* Untrusted text as a short printable string for a message. */
 static const char *show(const char *s, char *out, size_t size)
 {
-    return text_printable(s, strlen(s), out, size);
+    return text_escape(s, strlen(s), out, size);
 }
 
 void st_shape_str(const int ndim, const uint64_t *shape, char *out, size_t size)
@@ -744,7 +744,7 @@ int st_checksum_check(const st_header_t *h, const char *const *names, const uint
         return err_set(err, DDP_ERR_INPUT,
                        "its contents do not match its checksum (%s recorded, %s computed): the "
                        "file was edited or corrupted",
-                       text_printable(want, strlen(want), shown, sizeof shown), hex);
+                       text_escape(want, strlen(want), shown, sizeof shown), hex);
     }
     return DDP_OK;
 }

@@ -39,9 +39,13 @@ void progress_update(progress_t *p, long step, long epoch, double loss, long sam
 {
     if (!p || !p->on)
         return;
+    long rows = samples - p->seen;
+    p->seen = samples;
+    p->rows_full = rows > p->rows_full ? rows : p->rows_full;
     if (!isnan(loss)) {
         p->loss = loss;
         p->loss_step = step;
+        p->loss_rows = rows;
     }
     double t = now_s();
     if (t < p->next_s)
@@ -49,9 +53,12 @@ void progress_update(progress_t *p, long step, long epoch, double loss, long sam
     double dt = t - p->last_s;
     double rate = dt > 0 ? (double)(samples - p->last_samples) / dt : 0.0;
     double per_step = step > 0 ? (t - p->t_start) / (double)step : 0.0;
-    char eta[32], loss_s[64] = "";
+    char eta[32], loss_s[96] = "";
     fmt_eta(eta, sizeof eta, per_step * (double)(p->total - step));
-    if (!isnan(p->loss)) /* the last logged loss, which may be a few steps old: say whose */
+    if (!isnan(p->loss) && p->loss_rows < p->rows_full) /* whose, and over how few rows */
+        snprintf(loss_s, sizeof loss_s, "  loss %.4f (step %ld: a tail of %ld row%s)", p->loss,
+                 p->loss_step, p->loss_rows, p->loss_rows == 1 ? "" : "s");
+    else if (!isnan(p->loss)) /* the last logged loss, which may be a few steps old: say whose */
         snprintf(loss_s, sizeof loss_s, "  loss %.4f (step %ld)", p->loss, p->loss_step);
     /* \r back to column 0, the line, then erase what a longer old line left */
     fprintf(p->f, "\r%s  step %ld/%ld  epoch %ld%s  %.0f samples/s  ETA %s\033[K", p->label,

@@ -9,8 +9,10 @@
  *
  * Its loss is the latest one the loss log took (--log-every; each epoch by
  * default), with its step: decided from the steps already logged, so no mode
- * fetches a loss, or all-reduces one, for the line's sake.  Before the first
- * logged step it shows the step count and times alone. */
+ * fetches a loss, or all-reduces one, for the line's sake; an epoch's tail
+ * step (fewer rows than a whole step: its loss a mean over those alone) is
+ * named so.  Before the first logged step it shows the step count and times
+ * alone. */
 #ifndef DDPBENCH_PROGRESS_H
 #define DDPBENCH_PROGRESS_H
 
@@ -33,6 +35,9 @@ typedef struct {
     long last_samples;  /* samples done at the last update */
     double loss;        /* the latest logged loss handed in (NAN: none yet) */
     long loss_step;     /* its step (1-based) */
+    long loss_rows;     /* its global rows, and a whole step's (the most seen): an */
+    long rows_full;     /* epoch's tail step is a mean over fewer, said as such */
+    long seen;          /* samples at the last call */
     bool shown;         /* a line is on the screen */
 } progress_t;
 

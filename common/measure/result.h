@@ -65,6 +65,12 @@ typedef struct {
      * GPU: not measured), the mean and low quantiles */
     long work_steps;
     double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
+    /* How far from the device: its peak FLOP/s, measured on its thread
+     * before the steps and in the last warm-up step, the faster kept (0:
+     * unknown; backend_peak_flops), and the FLOPs it computed in the timed
+     * steps: forward and backward (model_flops_per_row x rows), and its
+     * optimizer's updates */
+    double peak_flops, flops, flops_optim;
     /* what a scenario watched (config_t.watch): its micro-batches that held
      * the same samples as the one at their place an epoch before, of those
      * compared; the first step's gradient norm (the one the optimizer applied) */

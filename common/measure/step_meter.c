@@ -52,8 +52,10 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the step meter");
     m->last_g = -1;
     m->resolved_g = -1;
-    /* the descheduled phase: only in the runs that draw or explain, and on
-     * the CPU (opened by the stepping thread at its first step) */
+    step_meter_peak(m);
+    /* the descheduled phase, on the CPU (the file opened by the stepping
+     * thread at its first step): at every lap in the runs that draw or
+     * explain, else at the laps of the work samples */
     m->sched_fd = -1;
     m->sched = !m->deferred && to->cfg &&
                (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0] ||
@@ -75,6 +77,12 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
         }
     }
     return DDP_OK;
+}
+
+void step_meter_peak(step_meter_t *m)
+{
+    if (m->to.dev && m->to.be)
+        m->to.dev->peak_flops = fmax(m->to.dev->peak_flops, backend_peak_flops(m->to.be));
 }
 
 void step_meter_free(step_meter_t *m)
@@ -115,6 +123,9 @@ static double run_delay_s(step_meter_t *m)
     ssize_t n = m->sched_fd >= 0 ? pread(m->sched_fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) {
         m->sched = false;
+        if (m->sched_fd >= 0)
+            close(m->sched_fd);
+        m->sched_fd = -1;
         return 0.0;
     }
     buf[n] = 0;
@@ -124,8 +135,25 @@ static double run_delay_s(step_meter_t *m)
     return (double)wait * 1e-9;
 }
 
+/* Does step r read the run-queue wait: at every lap in the runs that draw
+ * or explain; in the others' work samples, at the step's two ends alone
+ * (rq_estimate splits it). */
+static bool rq_read(const step_meter_t *m, const step_rec_t *r)
+{
+    return m->sched_fd >= 0 && (m->sched || r->work);
+}
+
 // ---------------------------------------------------------------------------
 // while the step is queued
+
+/* *p grown to n elements of its type (kept as it was when that fails). */
+#define GROW(p, n) ((p) = grown((p), (size_t)(n) * sizeof *(p), &ok))
+static void *grown(void *p, size_t bytes, bool *ok)
+{
+    void *q = realloc(p, bytes);
+    *ok = *ok && q;
+    return q ? q : p;
+}
 
 /* Room for one more mark in r (events are made once and reused). */
 static bool mark_room(step_meter_t *m, step_rec_t *r)
@@ -133,22 +161,9 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     if (r->n < r->cap)
         return true;
     int cap = r->cap ? 2 * r->cap : 32;
-    phase_t *ph = realloc(r->ph, (size_t)cap * sizeof *ph);
-    if (ph)
-        r->ph = ph;
-    double *t = realloc(r->t, (size_t)cap * sizeof *t);
-    if (t)
-        r->t = t;
-    double *cpu = realloc(r->cpu, (size_t)cap * sizeof *cpu);
-    if (cpu)
-        r->cpu = cpu;
-    double *rq = realloc(r->rq, (size_t)cap * sizeof *rq);
-    if (rq)
-        r->rq = rq;
-    backend_event_t **ev = realloc(r->ev, (size_t)cap * sizeof *ev);
-    if (ev)
-        r->ev = ev;
-    if (!ph || !t || !cpu || !rq || !ev) {
+    bool ok = true;
+    GROW(r->ph, cap), GROW(r->t, cap), GROW(r->cpu, cap), GROW(r->rq, cap), GROW(r->ev, cap);
+    if (!ok) {
         meter_fail(m, DDP_ERR_RUNTIME, "out of memory for step markers");
         return false;
     }
@@ -175,11 +190,11 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     int i = r->n;
     r->ph[i] = p;
     r->queued_after = false;
-    /* The run-queue wait (the descheduled phase), in the runs that draw,
-     * read before the clock: the read is a system call, where a busy
-     * core's scheduler likes to switch, and a wait after the clock's
-     * reading would be counted in this lap while its time is the next's. */
-    r->rq[i] = m->sched && lap ? run_delay_s(m) : 0.0;
+    /* The run-queue wait (the descheduled phase), read before the clock:
+     * the read is a system call, where a busy core's scheduler likes to
+     * switch, and a wait after the clock's reading would be counted in
+     * this lap while its time is the next's. */
+    r->rq[i] = rq_read(m, r) && lap && (m->sched || i == 0) ? run_delay_s(m) : 0.0;
     if (m->to.be) {
         int rc = backend_event_record(m->to.be, r->ev[i]);
         if (rc != DDP_OK) {
@@ -226,9 +241,10 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
      * clock alone, so which steps are sampled does not depend on them; the
      * clock as the last step's end read it (on the CPU a step reports as it
      * ends), which costs no reading of its own. */
-    if (m->sched && m->sched_fd < 0) { /* this thread's, opened on it */
+    if (!m->deferred && !m->sched_tried) { /* this thread's, opened on it, once */
+        m->sched_tried = true;
         m->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-        m->sched = m->sched_fd >= 0;
+        m->sched = m->sched && m->sched_fd >= 0;
     }
     r->work = false;
     if (timed && m->work) {
@@ -312,14 +328,14 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
 }
 
 /* The step's work: the CPU seconds this thread ran in it, less its laps of
- * waiting (exposed communication, ZeRO-3's all-gather wait and idle: a wait
- * may spin, and what it waits for is another device's work or the wire, not
- * this one's).  Time the
+ * waiting (phase_waits: exposed communication, ZeRO-3's all-gather wait,
+ * idle, DP's scatter and replicate: a wait may spin, and what it waits for is
+ * another device's work or the wire, not this one's; a peer off its core
+ * made DP's spin there count as work).  Time the
  * scheduler gave another process is in no thread's CPU clock, so a busy
  * machine stretches the step's wall time far more than its work: the figure
  * the A/B gate judges on the CPU (docs/gate.md).  A --slow-rank straggler's
  * extra passes and spin are work, on this clock. */
-static bool waiting(phase_t p) { return p == PH_COMM_EXPOSED || p == PH_GATHER || p == PH_IDLE; }
 
 static double work_cpu(const step_rec_t *r)
 {
@@ -329,12 +345,12 @@ static double work_cpu(const step_rec_t *r)
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue;
-        if (!waiting(p))
+        if (!phase_waits(p))
             w += r->cpu[i] - r->cpu[prev];
         prev = i;
     }
     phase_t last = r->ph[prev];
-    if (prev > 0 && prev < r->n - 1 && !waiting(last))
+    if (prev > 0 && prev < r->n - 1 && !phase_waits(last))
         w += r->cpu[r->n - 1] - r->cpu[prev];
     return w;
 }
@@ -361,11 +377,59 @@ static int read_markers(step_meter_t *m, step_rec_t *r)
     return DDP_OK;
 }
 
+/* A work sample of a run that reads the run-queue wait at its ends alone:
+ * its laps' waits, as run_delay_s would have read them at each, into
+ * r->rq.  A lap where the thread computes (it never sleeps there) waited
+ * its wall time beyond its CPU time, exactly (measured against every
+ * lap's reading: 42.38 ms of single's forward laps against 42.34); the
+ * rest of the step's wait went to the laps where it may sleep (a
+ * collective, a wait for another device), in proportion to their wall
+ * time beyond their CPU time. */
+
+static void rq_estimate(step_rec_t *r)
+{
+    double total = fmax(r->rq_end - r->rq[0], 0.0), fixed = 0.0, loose = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        double kf = fixed > total ? total / fixed : 1.0;
+        double kl = loose > 0.0 ? fmin(fmax(total - kf * fixed, 0.0) / loose, 1.0) : 0.0;
+        double acc = r->rq[0];
+        int prev = 0;
+        for (int i = 1; i < r->n; i++) {
+            bool last = i == r->n - 1;
+            if (r->ph[i] == PH_COUNT && !(last && prev > 0)) {
+                r->rq[i] = acc; /* a plain mark, or the end of a step of no lap */
+                continue;
+            }
+            phase_t p = r->ph[i] == PH_COUNT ? r->ph[prev] : r->ph[i];
+            double u = fmax(r->t[i] - r->t[prev] - (r->cpu[i] - r->cpu[prev]), 0.0);
+            if (pass == 0)
+                *(phase_waits(p) ? &loose : &fixed) += u;
+            acc += u * (phase_waits(p) ? kl : kf);
+            r->rq[i] = acc;
+            prev = i;
+        }
+    }
+}
+
+/* Where only the work samples read the run-queue wait: a timed lap of
+ * phase p, d seconds, q of them descheduled (read: measured), for
+ * step_meter_finish's estimate of the other steps'. */
+static void sampled(step_meter_t *m, const step_rec_t *r, phase_t p, double d, double q, bool read)
+{
+    if (!m->sched && r->timed) {
+        *(read ? &m->rq_lap[p] : &m->rq_unread[p]) += d;
+        m->rq_wait[p] += read ? q : 0.0;
+    }
+}
+
 /* The step's laps into mine[] by phase (and --trace), the descheduled time
  * apart. */
-static void laps(step_meter_t *m, const step_rec_t *r, double *mine)
+static void laps(step_meter_t *m, step_rec_t *r, double *mine)
 {
     trace_rec_t *tr = m->to.trace;
+    bool rq = rq_read(m, r);
+    if (rq && !m->sched)
+        rq_estimate(r);
     bool seen[PH_COUNT] = {false};
     int prev = 0;
     /* run-queue wait beyond a lap's wall time (a preemption between a
@@ -381,13 +445,14 @@ static void laps(step_meter_t *m, const step_rec_t *r, double *mine)
          * phase's; when in the lap is not known: drawn at its end.  At most
          * the lap's wall time: what is left is the next laps'. */
         double q = 0.0;
-        if (m->sched) {
+        if (rq) {
             double raw = fmax(r->rq[i] - r->rq[prev], 0.0) + carry;
             q = fmin(raw, d);
             carry = raw - q;
         }
         mine[p] += d - q;
         mine[PH_DESCHED] += q;
+        sampled(m, r, p, d, q, rq);
         trace_phase(tr, p, r->t[prev], r->t[i] - q);
         if (q > 0.0)
             trace_phase(tr, PH_DESCHED, r->t[i] - q, r->t[i]);
@@ -399,9 +464,10 @@ static void laps(step_meter_t *m, const step_rec_t *r, double *mine)
     /* Work queued after the last lap (a fetch) belongs to the last phase. */
     if (prev > 0 && prev < r->n - 1) {
         double d = r->t[r->n - 1] - r->t[prev];
-        double q = m->sched ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0) + carry, d) : 0.0;
+        double q = rq ? fmin(fmax(r->rq[r->n - 1] - r->rq[prev], 0.0) + carry, d) : 0.0;
         mine[r->ph[prev]] += d - q;
         mine[PH_DESCHED] += q;
+        sampled(m, r, r->ph[prev], d, q, rq);
     }
 }
 
@@ -488,6 +554,9 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
 {
     const step_end_t *e = &r->end;
     const config_t *c = m->to.cfg;
+    /* an epoch's tail step: fewer global rows than the most a step had */
+    bool tail = e->global_samples < m->rows_full;
+    m->rows_full = e->global_samples > m->rows_full ? e->global_samples : m->rows_full;
     /* A logged loss is always fetched (by the device that computes it: DP's
      * device 0, every DDP rank): NaN or Inf there is divergence, and a
      * diverged run stops here rather than train (and save) garbage. */
@@ -511,8 +580,10 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
             }
             progress_clear(m->prog); /* the loss line replaces it */
             if (c && !c->quiet && !c->loss_lines_off)
-                fprintf(c->json || c->csv ? stderr : stdout, "step %*ld/%ld  epoch %ld  loss %.6f\n",
-                        e->total >= 1000 ? 5 : 3, r->g + 1, e->total, e->epoch + 1, r->mean);
+                fprintf(c->json || c->csv ? stderr : stdout,
+                        "step %*ld/%ld  epoch %ld  loss %.6f%s\n", e->total >= 1000 ? 5 : 3,
+                        r->g + 1, e->total, e->epoch + 1, r->mean,
+                        tail ? "  (an epoch's tail: a mean over fewer rows)" : "");
         }
     }
     m->samples_done += e->global_samples;
@@ -566,6 +637,8 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
      * work (a fetch) was queued after it. */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
         mark_at(m, PH_COUNT, true);
+    if (rq_read(m, r) && !m->sched)
+        r->rq_end = run_delay_s(m);
     step_rec_t *prev = &m->rec[m->cur ^ 1];
     int rc = DDP_OK;
     /* what the step queued, its last marker included */
@@ -595,6 +668,21 @@ int step_meter_finish(step_meter_t *m, char *err)
         if (r->open && resolve(m, r) != DDP_OK)
             break;
     }
+    /* The descheduled time of the steps that did not read it: each phase's
+     * share of it in the work samples, applied to their laps of that phase
+     * (every step of a model whose step takes 2 ms or more is a sample:
+     * there nothing is estimated). */
+    for (int p = 0; !m->sched && m->to.dev && p < PH_COUNT; p++)
+        if (m->rq_lap[p] > 0.0) {
+            double q = m->rq_unread[p] * m->rq_wait[p] / m->rq_lap[p], *ph = m->to.dev->phase_s;
+            ph[p] -= q;
+            ph[PH_DESCHED] += q;
+        }
+    device_stats_t *dev = m->to.dev;
+    if (dev && m->to.spec)
+        dev->flops = (double)dev->rows * model_flops_per_row(m->to.spec);
+    if (dev && m->to.optim)
+        dev->flops_optim = (double)dev->synced_steps * optim_flops(m->to.optim);
     if (m->work && m->work->n > 0) {
         /* The work's low quantiles over the sampled steps: a step's CPU
          * time still grows when another process shares the core's caches

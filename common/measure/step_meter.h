@@ -31,12 +31,15 @@
  * sample began (and the first WORK_MIN_SAMPLES), so its reads cost a
  * bounded share of the run's time whatever the step's size.
  *
- * The runs that draw or explain (--report, --explain, --trace) also read,
- * at each lap, how long the thread has waited on the kernel's run queue
- * (runnable, not running: another process had the core; the second field
- * of /proc/thread-self/schedstat, one pread on a file kept open): what a
- * lap waited there is its PH_DESCHED, not its phase's, so a busy machine's
- * time is never called idle, communication or compute.  On the CPU only
+ * How long the thread waited on the kernel's run queue (runnable, not
+ * running: another process had the core; the second field of
+ * /proc/thread-self/schedstat, one pread on a file kept open) is a lap's
+ * PH_DESCHED, not its phase's, so a busy machine's time is never called
+ * idle, communication or compute.  The runs that draw or explain
+ * (--report, --explain, --trace) read it at each lap; the others in the
+ * work samples alone, at the step's two ends (rq_estimate in
+ * step_meter.c splits it among the laps), and step_meter_finish gives the
+ * other steps each phase's share of it in the samples.  On the CPU only
  * (a GPU's laps are the device's time, not the host thread's).  Where the
  * kernel gives no such file, the phase stays 0.
  *
@@ -65,6 +68,7 @@
 #include "common/config/config.h"
 #include "common/device/backend.h"
 #include "common/measure/progress.h"
+#include "common/nn/optim.h"
 #include "common/measure/result.h"
 #include "common/measure/timing.h"
 #include "common/measure/trace.h"
@@ -91,6 +95,10 @@ typedef struct {
                               it (progress.h) from step_meter_init to _free; NULL: not here */
     long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
+    /* what the device's FLOPs are counted from (result.h): the model, and the
+       optimizer it steps (NULL: none; read at step_meter_finish) */
+    const model_spec_t *spec;
+    const optim_t *optim;
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
     /* Called when a step's times are known (at once on the CPU, when the next
      * step ends on a GPU), before they are reported: DDP charges its hidden
@@ -118,7 +126,9 @@ struct step_rec {
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
     double *cpu;             /* the thread's CPU clock at each lap (a work sample only) */
-    double *rq;              /* the thread's run-queue wait so far at each lap (sched only) */
+    double *rq;              /* the thread's run-queue wait so far at each lap (sched, or
+                                a work sample's: rq_estimate) */
+    double rq_end;           /* a work sample's at its end (not sched) */
     bool work;               /* a work sample: the CPU clock is read at its laps */
     int nspan, capspan;
     struct meter_span *span; /* --trace / --explain events between two marks */
@@ -145,6 +155,7 @@ struct step_meter {
     double first_lap[PH_COUNT]; /* the told step (--explain): each phase's first lap */
     uint64_t row_bytes;      /* the bytes of a staged row (step_meter_staged) */
     long samples_done;       /* global samples of the steps reported so far */
+    long rows_full;          /* the most global samples a step reported had */
     long last_g;             /* the last step that ended (-1: none) */
     long syncs_at_end;       /* the device's host syncs when it ended */
     double last_end_t;       /* when the last reported step's last marker passed */
@@ -152,8 +163,13 @@ struct step_meter {
     double resolved_dt;      /* ... and its wall time */
     step_times_t *work;      /* the sampled steps' work (work_cpu; NULL on a GPU) */
     double work_t;           /* when the last work sample began (now_s) */
-    bool sched;              /* the descheduled phase is measured (--report, --explain, --trace) */
+    bool sched;              /* the descheduled phase is read at every lap (--report, --explain,
+                                --trace), not in the work samples alone */
+    bool sched_tried;        /* the file below was opened, or that failed */
     int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
+    /* where only the work samples read it: their timed laps' seconds and
+     * descheduled seconds by phase, and the other timed steps' laps */
+    double rq_lap[PH_COUNT], rq_wait[PH_COUNT], rq_unread[PH_COUNT];
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
     bool same_work;          /* steps queue the same work every time (step_meter_same_work) */
@@ -162,7 +178,12 @@ struct step_meter {
 };
 
 /* Set up; DDP_ERR_RUNTIME (message in err) when out of memory. */
+/* Measures the device's peak (result.h's peak_flops) on the calling thread:
+ * call it on the device's own thread. */
 int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
+/* The device's peak measured again (trainer_step_begin: in the last warm-up
+ * step), the faster of the two kept. */
+void step_meter_peak(step_meter_t *m);
 void step_meter_free(step_meter_t *m);
 
 /* Step g (0-based) begins now: timed (after the warm-up) or not; first: the

@@ -6,6 +6,7 @@
 #ifndef DDPBENCH_TIMING_H
 #define DDPBENCH_TIMING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,10 +27,18 @@ typedef enum {
     PH_IDLE,         /* waiting on other devices */
     PH_SKEW,         /* the run's step beyond this device's own (step_meter_skew) */
     PH_DESCHED,      /* runnable but not running: another process had the core (the
-                        kernel's run-queue wait, step_meter.h; measured in the runs that
-                        draw or explain, else 0 and inside the other phases) */
+                        kernel's run-queue wait, step_meter.h; 0 on a GPU) */
     PH_COUNT
 } phase_t;
+
+/* The phases where a device may wait for another (a collective, a barrier):
+ * its thread may sleep there, and a peer off its core makes it wait longer
+ * (the machine's share of a wait: docs/results.md). */
+static inline bool phase_waits(phase_t p)
+{
+    return p == PH_SCATTER || p == PH_REPLICATE || p == PH_COMM_EXPOSED || p == PH_GATHER ||
+           p == PH_IDLE;
+}
 
 const char *phase_name(phase_t p);       /* "forward" */
 const char *phase_key(phase_t p);        /* stable JSON key: "forward_s" */

@@ -81,6 +81,16 @@ static float *alloc_floats(backend_t *be, size_t n, int *rc, char *err, const ch
     return p;
 }
 
+double model_flops_per_row(const model_spec_t *s)
+{
+    double f = 0.0;
+    for (int l = 0; l < s->nlayers; l++) { /* z = in W^T + b; dW, db; dx but for l = 0 */
+        double in = s->dims[l], out = s->dims[l + 1];
+        f += (l > 0 ? 6.0 : 4.0) * in * out + 2.0 * out;
+    }
+    return f;
+}
+
 double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols)
 {
     /* as replica_init below: inputs, targets, each layer's z and a (one

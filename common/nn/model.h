@@ -92,6 +92,11 @@ typedef struct {
 /* Allocate a replica's buffers on be (all zeroed). */
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err);
+/* The FLOPs of one row's forward and backward (a multiply-add is 2): every
+ * GEMM (the input gradient of every layer but the first: model_backward
+ * skips it, as torch does) and the bias additions; the activations and the
+ * loss (comparisons, exponentials) are left out.  Linear in the rows. */
+double model_flops_per_row(const model_spec_t *s);
 /* Bytes of the activation buffers replica_init allocates (MEM_ACTS). */
 double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols);
 /* The same without the arenas in `skip` (REPLICA_NO_*). */

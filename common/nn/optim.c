@@ -39,6 +39,16 @@ int optim_state_count(const optim_t *o)
     return 2;
 }
 
+double optim_flops(const optim_t *o)
+{
+    const optim_cfg_t *c = &o->cfg;
+    double per = 16.0;
+    if (c->kind == OPTIM_SGD)
+        per = 2.0 + 2.0 * (c->weight_decay != 0.0f) + 2.0 * (c->momentum != 0.0f) +
+              (c->momentum != 0.0f && c->dampening != 0.0f) + 2.0 * c->nesterov;
+    return per * (double)o->n;
+}
+
 int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char *err)
 {
     memset(o, 0, sizeof *o);

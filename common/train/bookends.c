@@ -24,6 +24,10 @@ void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
 void trainer_step_begin(step_meter_t *m, const schedule_t *sch, long g)
 {
     size_t rows = schedule_step_rows(sch, g);
+    /* the device's peak again, in the last warm-up step: a second window,
+     * apart from the first, for a busy machine to miss (step_meter.h) */
+    if (!schedule_timed(sch, g) && schedule_timed(sch, g + 1))
+        step_meter_peak(m);
     step_meter_begin(m, g, schedule_timed(sch, g), g == schedule_told_step(sch));
     step_meter_plan(m, &(step_end_t){.samples = (long)schedule_view_rows(sch, g),
                                      .global_samples = (long)rows,

@@ -92,6 +92,8 @@ static int single_setup(single_t *s)
                                .total_steps = s->sch.total_steps,
                                .be = s->be,
                                .place = s->place,
+                               .spec = &s->spec,
+                               .optim = &s->opt,
                            },
                            s->err);
 }

@@ -2,7 +2,7 @@
 """tests/browser/page_check.py: open --report pages in headless Chromium and
 check them as a reader's browser sees them.
 
-    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:CURVES] [...]
+    page_check.py CHROMIUM SHOT_DIR PAGE:LANES:BARS[:PEAKS[:CURVES]] [...]
 
 One browser for all pages, driven over the DevTools protocol on a pipe
 (--remote-debugging-pipe: file descriptors 3 and 4, NUL-terminated JSON), so
@@ -10,12 +10,16 @@ nothing but Python's standard library is needed and no port is opened.  For
 each page: no console error, no uncaught exception, no log entry of level
 error (a blocked request or a CSP violation is one), no request but the page
 itself; the DOM holds LANES timeline lanes (g.lane, one per device and
-stream) and BARS phase bars (g.bar, one per column of compare's table) and,
-when given, CURVES curves of the replicas' distance (svg.replicas), the
-same with scripts disabled (the figures are the page's own SVG); and a
+stream) and BARS phase bars (g.bar, one per column of compare's table),
+PEAKS bars of a device's share of its peak (g.peak) when given, each drawn
+as long as its share says (data-share, to 1%) with its value inside the
+figure, and, when given, CURVES curves of the replicas' distance
+(svg.replicas), the same with scripts disabled (the figures are the page's
+own SVG); and a
 screenshot of the top of the page is not blank (saved in SHOT_DIR).  At a
 laptop's 700 px window and a 1400 px one: the page is no wider than the
-window, every figure's text box is MIN_TEXT_PX high or more (the figures
+window, no figure's text runs past its figure's edges (a busy machine's
+banner did), every figure's text box is MIN_TEXT_PX high or more (the figures
 scale with the column: a text box is about 1.15 times its font size, so 11
 px is a font of 9.5 px; the pages before this check drew 6.9 px at 700), and the three kinds of communication (comm exposed,
 all-reduce, reduce) are colours a reader tells apart (CIE76 distance
@@ -48,12 +52,25 @@ PROBE = """JSON.stringify((function () {
     fills[c] = getComputedStyle(r).fill;
   });
   svg.remove();
-  var small = 1e9, what = '';
+  var small = 1e9, what = '', cut = '';
   document.querySelectorAll('svg.fig text').forEach(function (t) {
-    var h = t.getBoundingClientRect().height;
+    var b = t.getBoundingClientRect(), s = t.closest('svg').getBoundingClientRect();
+    var h = b.height;
     if (h > 0 && h < small) { small = h; what = t.textContent.slice(0, 40); }
+    if (h > 0 && !cut && (b.right > s.right + 1 || b.left < s.left - 1))
+      cut = t.textContent.slice(0, 60) + ' (' + Math.round(b.left - s.left) + '..' +
+            Math.round(b.right - s.left) + ' px of ' + Math.round(s.width) + ')';
   });
-  return {fills: fills, small: small, what: what,
+  var bars = [];
+  document.querySelectorAll('svg g.peak, svg g.bus').forEach(function (g) {
+    var t = g.querySelector('rect.track').getBoundingClientRect(),
+        e = g.querySelector('rect.ev').getBoundingClientRect(),
+        v = g.querySelector('text.val').getBoundingClientRect(),
+        s = g.closest('svg').getBoundingClientRect();
+    bars.push({share: Math.min(+g.getAttribute('data-share'), 1), drawn: e.width / t.width,
+               clipped: v.right > s.right + 1, what: g.textContent.slice(0, 40)});
+  });
+  return {fills: fills, small: small, what: what, cut: cut, bars: bars,
           page: document.documentElement.scrollWidth, win: window.innerWidth};
 })())"""
 
@@ -179,6 +196,7 @@ def png_ink(png):
 
 COUNT = ("JSON.stringify({lanes: document.querySelectorAll('svg g.lane').length,"
          " bars: document.querySelectorAll('svg g.bar').length,"
+         " peaks: document.querySelectorAll('svg g.peak').length,"
          " curves: document.querySelectorAll('svg.replicas polyline').length,"
          " sections: document.querySelectorAll('section').length})")
 
@@ -212,9 +230,17 @@ def widths(b, session, path, url, shots):
         if os.environ.get("PAGE_CHECK_VERBOSE"):
             print("page_check: %s at %d px: smallest figure text %.1f px ('%s')" %
                   (path, w, got["small"], got["what"]))
+        if got["cut"]:
+            bad.append("%s at %d px: figure text cut off at the figure's edge: '%s'" %
+                       (path, w, got["cut"]))
         if got["small"] < MIN_TEXT_PX:
             bad.append("%s at %d px: figure text %.1f px high ('%s'), under %.0f" %
                        (path, w, got["small"], got["what"], MIN_TEXT_PX))
+        for bar in got["bars"]:
+            if abs(bar["drawn"] - bar["share"]) > 0.01 or bar["clipped"]:
+                bad.append("%s at %d px: the bar '%s' is drawn %.3f of its track for a share "
+                           "of %.3f%s" % (path, w, bar["what"], bar["drawn"], bar["share"],
+                                          ", its value cut off" if bar["clipped"] else ""))
         names = sorted(got["fills"]) if w == WIDTHS[0] else []
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
@@ -231,7 +257,7 @@ def widths(b, session, path, url, shots):
     return bad
 
 
-def check(b, session, path, lanes, bars, curves, shots):
+def check(b, session, path, lanes, bars, peaks, curves, shots):
     bad = []
     url = "file://" + os.path.abspath(path)
     b.events = [e for e in b.events if e.get("sessionId") != session]
@@ -246,6 +272,8 @@ def check(b, session, path, lanes, bars, curves, shots):
             bad.append("%s%s: %d timeline lanes, want %d" % (path, how, got["lanes"], lanes))
         if got["bars"] != bars:
             bad.append("%s%s: %d phase bars, want %d" % (path, how, got["bars"], bars))
+        if peaks is not None and got["peaks"] != int(peaks):
+            bad.append("%s%s: %d peak bars, want %s" % (path, how, got["peaks"], peaks))
         if curves is not None and got["curves"] != int(curves):
             bad.append("%s%s: %d curves of the replicas' distance, want %s"
                        % (path, how, got["curves"], curves))
@@ -302,9 +330,9 @@ def main():
         for dom in ("Page", "Runtime", "Log", "Network"):
             b.send(dom + ".enable", {}, session)
         for spec in sys.argv[3:]:
-            m = re.match(r"(.*?):(\d+):(\d+)(?::(\d+))?$", spec)
-            path, lanes, bars, curves = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-            found = check(b, session, path, lanes, bars, curves, shots)
+            m = re.match(r"(.*?):(\d+):(\d+)(?::(\d+))?(?::(\d+))?$", spec)
+            path, lanes, bars = m.group(1), int(m.group(2)), int(m.group(3))
+            found = check(b, session, path, lanes, bars, m.group(4), m.group(5), shots)
             print("page_check: %s: %s" % (path, "ok" if not found else "FAILED"))
             bad += found
     except (TimeoutError, EOFError, RuntimeError) as e:

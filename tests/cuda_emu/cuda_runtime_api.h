@@ -61,6 +61,8 @@ cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDevice(int *d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13 }; /* the one ddpbench asks: kHz */
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d);
 cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d);
 cudaError_t cudaDeviceGetP2PAttribute(int *v, enum cudaDeviceP2PAttr a, int src, int dst);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);

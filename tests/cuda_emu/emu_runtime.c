@@ -153,6 +153,17 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
     return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d)
+{
+    cudaError_t e;
+    if (d < 0 || d >= visible(&e))
+        return fail(e != cudaSuccess ? e : cudaErrorInvalidDevice);
+    if (a != cudaDevAttrClockRate)
+        return fail(cudaErrorInvalidValue);
+    *v = 1980000; /* an H100's boost clock: the emulated GPU's peak means nothing */
+    return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
 {
     cudaError_t e;

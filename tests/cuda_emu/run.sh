@@ -33,7 +33,8 @@
 #     copy to the host must be counted; and --report's page from dp and
 #     ddp over NCCL there, at the same one host synchronisation per step;
 #     and --precision bf16 in single, dp and ddp (shm, NCCL) against the
-#     CPU's bf16 reference;
+#     CPU's bf16 reference, each device's peak measured (its properties, a
+#     cuBLAS GEMM at bf16) and its share plausible;
 #  2b. CUDA graphs: single, ddp over NCCL (2 and 3 ranks; in bf16 single
 #     and 3 ranks) and dp (one graph of every device: peer copies on 2 and 3,
 #     50 rows on 3, NCCL on 2 and 3) replay with eager's bits, one graph
@@ -390,6 +391,11 @@ for mode in "single --gpus 0" "dp --gpus 0,1" "ddp --comm shm --gpus 0,1" "ddp -
     r=$(rel "$(sums "$ref") $(sums "$log")")
     n=$(syncs "$log")
     grep -q '"precision":"bf16"' "$log" || fail "--mode $mode --precision bf16: --json does not say bf16"
+    # the peak on a GPU (its properties, a cuBLAS GEMM at bf16) is measured and
+    # the share plausible; the emulated GPU's figures mean nothing
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not all(
+        x["peak_flops_per_s"] > 0 and 0 < x["peak_share"] <= 1.2 for x in d["devices"]))' "$log" ||
+        fail "--mode $mode --precision bf16: no peak or share of it in --json"
     echo "== $mode --precision bf16 on emulated GPUs: $r from the CPU's bf16, $n host syncs per step"
     awk -v r="$r" 'BEGIN { exit !(r <= 1e-6) }' || fail "--mode $mode --precision bf16 differs from the CPU's bf16 by $r"
     case "$mode" in *"comm shm"*) hi=2 ;; *) hi=1 ;; esac

@@ -172,6 +172,26 @@ rc=$?
 [ $rc = 4 ] && grep -q "verdict: no verdict: a busy machine: 6 of 6 rounds ran with one side disturbed (round 1's candidate: others took 60% of its cores)" "$T/out" && ok ||
     ko "busy machine: exit $rc: $(tail -3 "$T/out")"
 
+# a child's words are shown escaped: control codes in its machine.why and its host
+fake busyesc 1.10 1.0 "$QUIET" 1000
+sed -i -e 's/others took 60%% of its cores/\\\\u001b[31mpwn\\\\r/' \
+    -e 's/\\"h1\\"/\\"\\\\u001b[2Jh1\\"/' "$T/busyesc"
+"$BIN" $S --against "$T/base" --candidate "$T/busyesc" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -qF "(round 1's candidate: \x1b[31mpwn\r)" "$T/out" &&
+    ! grep -q "$(printf '\033')" "$T/out" && ok || ko "a child's control codes: exit $rc: $(tail -3 "$T/out")"
+"$BIN" $S --against "$T/busyesc" --candidate "$T/base" --repeat 6 --csv >"$T/out" 2>&1
+grep -qF ',\x1b[2Jh1,' "$T/out" && ! grep -q "$(printf '\033')" "$T/out" && ok ||
+    ko "a child's control codes in --csv: $(tail -2 "$T/out")"
+# a figure no run measures (a base's work of 1e-320 s, whose ratio overflowed to "+inf%")
+printf '#!/bin/sh\necho %s\n' "'{\"work_cpu_s\":{\"p10\":1e-320},\"step_time_s\":{\"p50\":0.01}}'" \
+    >"$T/tiny" && chmod +x "$T/tiny"
+fake wtiny 1.0 1.0 "$QUIET" 0 "" "1.0 1.0"
+"$BIN" $S --against "$T/tiny" --candidate "$T/wtiny" --repeat 6 >"$T/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "the base's JSON in the warm-up run has work_cpu_s.p10 .*: not a time" \
+    "$T/out" && ok || ko "a base's work of 1e-320 s: exit $rc: $(tail -3 "$T/out")"
+
 # noisy and disturbed on both sides: no verdict naming the busy machine, no phase blamed
 fake busybase 1.0 1.0 "$QUIET" 1000
 fake noisybusy 1.06 1.0 "$NOISY" 1000
@@ -287,6 +307,7 @@ t1=$(date +%s)
 cat >"$T/leaver" <<EOF
 #!/bin/sh
 (sleep 30 & echo \$! >>"$T/leaver.pids")
+(setsid sleep 30 & echo \$! >>"$T/leaver.pids")
 exec "$T/same" "\$@"
 EOF
 chmod +x "$T/leaver"
@@ -341,6 +362,7 @@ chmod -x "$T/same"
 expect_error "is not an executable file" $S --against "$T/same"
 expect_error "--candidate: needs --against" $S --candidate "$T/base"
 expect_error "--against: not with --mode compare" --mode compare --against "$T/base"
+expect_error "--against: not with --scenario" --scenario straggler --against "$T/base"
 
 # --- Ctrl-C: the child is told and reaped, ddpbench exits 130
 cat >"$T/hang" <<EOF

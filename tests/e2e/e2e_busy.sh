@@ -7,10 +7,13 @@
 # JSON and the table), not in its idle or its compute; the DP lesson's sentence still
 # holds: what device 0 "works alone" is its own serial phases (gather+loss,
 # optimizer, data), the others' idle it quotes is their idle (the JSON's),
-# not idle and descheduled together, and it names device 1's descheduled
-# time; the page of such a run says on the timeline that the machine was
-# busy.  A run that neither draws nor explains reads no scheduler figures:
-# descheduled_s is 0 there.
+# not idle and descheduled together, less the machine's share (what device
+# 0's descheduled time explains, docs/results.md), and it names device 1's
+# descheduled time; the page of such a run says on the timeline that the machine was
+# busy.  A run that neither draws nor explains reads the scheduler's figure
+# in its sampled steps alone, and its default table shows the same wait:
+# a descheduled row with device 1's time, 25% of what it wanted its core
+# or more (main's build before this showed none there: 0).
 # Usage: sh tests/e2e/e2e_busy.sh ./ddpbench
 E2E=e2e_busy
 . "$(dirname "$0")/lib.sh"
@@ -44,7 +47,7 @@ if need taskset; then
     taskset -c $ALL "$BIN" $RUN --explain --json >"$T/explain.json" 2>"$T/explain.txt" ||
         ko "the run beside the hog failed: $(tail -2 "$T/explain.txt")"
     # shellcheck disable=SC2086
-    taskset -c $ALL "$BIN" $RUN --json --quiet >"$T/plain.json" 2>"$T/plain.err" ||
+    taskset -c $ALL "$BIN" $RUN --quiet >"$T/plain.txt" 2>"$T/plain.err" ||
         ko "the plain run failed: $(tail -2 "$T/plain.err")"
     # shellcheck disable=SC2086
     taskset -c $ALL "$BIN" $RUN --quiet --report "$T/busy.html" >/dev/null 2>"$T/page.err" ||
@@ -52,11 +55,11 @@ if need taskset; then
     kill "$HOG"
     wait "$HOG" 2>/dev/null
     HOG=
-    $PY - "$T/explain.json" "$T/explain.txt" "$T/plain.json" "$DEV1_CPU" >"$T/check.out" 2>&1 <<'EOF'
+    $PY - "$T/explain.json" "$T/explain.txt" "$T/plain.txt" "$DEV1_CPU" >"$T/check.out" 2>&1 <<'EOF'
 import json, re, sys
 d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 text = " ".join(open(sys.argv[2]).read().split())
-plain = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
+plain = open(sys.argv[3]).read()
 bad = []
 step = d["step_time_s"]["mean"]
 ph = [x["phases_s_per_step"] for x in d["devices"]]
@@ -87,21 +90,33 @@ else:
             bad.append("device 0's serial work names '%s' (%s)" % (name, m.group(0)))
 def secs(v, unit):
     return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+# ... less the machine's share (docs/results.md): device 1's waits less
+# device 0's descheduled time, spread over them
+waits = ("scatter_s", "replicate_s", "comm_exposed_s", "all_gather_wait_s", "idle_s")
+w1 = sum(ph[1][k] for k in waits)
+own = ph[1]["idle_s"] * (1 - min(w1, ph[0]["descheduled_s"]) / w1) if w1 > 0 else 0.0
 m = re.search(r"the other devices sit idle ([0-9.]+) (ms|us|s) per step", text)
-if not m:
+if not m and not (own < 1e-6 and "the other devices sit idle only for a device that was descheduled" in text):
     bad.append("no 'the other devices sit idle' in: " + text[:600])
-else:
-    said, idle = secs(m.group(1), m.group(2)), ph[1]["idle_s"]
-    if abs(said - idle) > 0.02 * idle + 2e-6:
-        bad.append("the sentence's idle %.4g s is not device 1's idle %.4g s (idle + descheduled %.4g)"
-                   % (said, idle, idle + q1))
+elif m:
+    said = secs(m.group(1), m.group(2))
+    if abs(said - own) > 0.02 * own + 2e-6:
+        bad.append("the sentence's idle %.4g s is not device 1's idle less the machine's share %.4g s (idle %.4g)"
+                   % (said, own, ph[1]["idle_s"]))
 if not re.search(r"device 1 [0-9.]+ (ms|us|s)[^.]*descheduled", text):
     bad.append("the sentence does not name device 1's descheduled time: " + text[:800])
-# a run that neither draws nor explains measured none
-pq = [x["phases_s_per_step"]["descheduled_s"] for x in plain["devices"]]
-if any(v != 0 for v in pq):
-    bad.append("a plain run (no --report/--explain/--trace) has descheduled time %s" % pq)
-print("\n".join(bad) if bad else "device 1 descheduled %.0f%% of the step, %.0f%% of the time it wanted its core" % (100 * q1 / step, 100 * q1 / (q1 + work1)))
+# the default table of a run that neither draws nor explains: device 1's rows, in ms
+rows = {}
+block = plain.split("time per step (ms)")[-1].split("sum of phases")[0]
+for line in block.splitlines()[1:]:
+    m = re.match(r"\s+(\S[\w +()]*?)\s{2,}([-0-9.]+)\s+([-0-9.]+)", line)
+    if m:
+        rows[m.group(1)] = float(m.group(3))
+pq = rows.get("descheduled", 0.0)
+pwork = sum(v for k, v in rows.items() if k in ("scatter", "replicate", "forward", "backward", "reduce"))
+if not pq >= 0.25 * (pq + pwork):
+    bad.append("the default table's device 1 descheduled %.3f ms beside %.3f ms of work (want 25%% or more): %s" % (pq, pwork, rows))
+print("\n".join(bad) if bad else "device 1 descheduled %.0f%% of the step, %.0f%% of the time it wanted its core (the default table: %.0f%%)" % (100 * q1 / step, 100 * q1 / (q1 + work1), 100 * pq / (pq + pwork)))
 sys.exit(1 if bad else 0)
 EOF
     if [ $? -eq 0 ]; then
@@ -113,5 +128,12 @@ EOF
     grep -q 'data-busy="1"' "$T/busy.html" && ok ||
         ko "the page beside the hog does not say on its timeline that the machine was busy"
     grep -q 'c-desched' "$T/busy.html" && ok || ko "the page draws no descheduled time"
+    # ... and says so whole, in a browser at 700 and 1400 px (its banner ran
+    # past the figure's edge: tests/browser/page_check.py)
+    if need chromium; then
+        mkdir -p "$T/shots"
+        $PY "$(dirname "$0")/../browser/page_check.py" "$(command -v chromium)" "$T/shots" \
+            "$T/busy.html:4:2" >"$T/page.out" 2>&1 && ok || ko "the busy page in Chromium: $(cat "$T/page.out")"
+    fi
 fi
 e2e_finish

@@ -93,8 +93,10 @@ assert all(e["work_cpu_s_p10"] > 0 for e in r["every_run"]), r["every_run"]
 assert r["work_cpu_s_p10"]["lo"] > 0
 EOF
 
-# a baseline with throughput t and each run's work x w ("none": without the
-# work, as a GPU's or an older build's; and, when given, a repeat interval lo..hi)
+# a baseline with throughput t and each run's work the runs' median x w, 0.1%
+# apart (its runs' own spread, wider than the tolerance on a busy machine,
+# makes a baseline too noisy: no verdict); "none": without the work, as a
+# GPU's or an older build's; and, when given, a repeat interval lo..hi
 craft() { # out tp w [lo hi]
     python3 - "$T/rep.json" "$@" <<'EOF'
 import json, sys
@@ -108,11 +110,12 @@ for k in ("throughput_samples_per_s", "median_throughput_samples_per_s"):
         t["lo"], t["hi"] = float(sys.argv[5]), float(sys.argv[6])
     else:
         t["lo"], t["hi"] = tp, tp
-for e in o["repeat"]["every_run"]:
+ws = sorted(e.get("work_cpu_s_p10", 0) for e in o["repeat"]["every_run"])
+for i, e in enumerate(o["repeat"]["every_run"]):
     if w == "none":
         e.pop("work_cpu_s_p10", None)
-    else:
-        e["work_cpu_s_p10"] *= float(w)
+    else:  # about the median, 0.1% apart: this machine's own spread may exceed the tolerance
+        e["work_cpu_s_p10"] = ws[len(ws) // 2] * float(w) * (1 + 0.001 * i)
 if w == "none":
     o.pop("work_cpu_s", None)
 json.dump(o, open(out, "w"))

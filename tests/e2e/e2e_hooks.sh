@@ -68,8 +68,18 @@ for np in 2 3; do
         le "$3" "$bound" && gt "$3" 0 && ok || ko "$h on $np: drift $3 not in (0, $bound]"
         [ "$5" = 4 ] && ok || ko "$h on $np: $5 loss points, expected 4"
         echo "e2e_hooks: $h on $np ranks: drift $3 (bound $bound)"
+        [ $h$np = fp162 ] && drift=$3
     done
 done
+# a hooked run stopped and resumed ends as the one that never stopped, drift and all (its
+# plain reference trains the whole job); resumed under another hook, it is refused
+"$BIN" $RUN --gpus 0,1 --comm-hook fp16 --steps 8 --checkpoint "$T/h.st" --quiet >/dev/null 2>"$T/err" ||
+    ko "fp16 --checkpoint: $(cat "$T/err")"
+set -- $(hook fp16 2 --resume "$T/h.st" --save "$T/fp16r.st")
+cmp -s "$T/fp162.st" "$T/fp16r.st" && [ "$3" = "$drift" ] && ok ||
+    ko "fp16 resumed: drift $3 against $drift, weights $(st_dist "$T/fp162.st" "$T/fp16r.st") apart"
+expect_error "the checkpoint was written with --comm-hook fp16, this run has --comm-hook bf16" \
+    $RUN --gpus 0,1 --comm-hook bf16 --resume "$T/h.st"
 
 # PowerSGD: rank 1 sends P + Q of each matrix and the 100 bias floats:
 # (64+16) + (32+64) + (4+32) + 100 = 312 floats; rank 2 leaves the 4x32

@@ -6,14 +6,16 @@
 #    will fail (another user's file in a sticky directory) is refused before
 #    training; a live writer's temporary (its lock held) survives another
 #    write of the same name while a dead one's goes; clashing paths; one
-#    failing output (stdout on /dev/full, --trace on a full disk) keeps the
-#    others;
+#    failing output (stdout on /dev/full or a pipe whose reader left,
+#    --trace on a full disk) keeps the others;
 #  - hangs: a FIFO as any input; ulimit -v (OpenBLAS's spin, the CUDA
 #    libraries); --steps 2^40 runs in bounded memory and /dev/shm; a
 #    10^6-column CSV in bounded memory and time;
 #  - divergence: a NaN loss stops the run naming the step and keeps a good
 #    --save; NaN --init/--resume data and an edited checkpoint are refused;
-#  - messages: a newline or ESC in a path, --timeout 0.001, DP out of
+#  - messages: a newline or ESC in a path, control codes in every
+#    __metadata__ entry and baseline string, a subnormal or huge number in
+#    every baseline figure, --timeout 0.001, DP out of
 #    memory, --help into /dev/full, --warmup-steps past the run;
 #  - signals: SIGINT/SIGTERM stop every mode with 130/143 and a line; an
 #    inherited ignore is honoured.
@@ -93,6 +95,18 @@ printf 'a,b,c\n1,2,0\n3,4,1\n5,6,0\n' >"$T/d.csv"
 ln "$T/d.csv" "$T/hard.csv"
 expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode single --backend cpu \
     --layers 2,3 --loss ce --data "$T/d.csv" --batch 2 --steps 1 --save "$T/hard.csv"
+# Outputs that do not exist yet behind a bind mount: one folder, two paths.
+if [ -n "$ROOT" ] && mkdir "$T/A" "$T/B" && mount --bind "$T/A" "$T/B" 2>/dev/null; then
+    MNT="$T/B"
+    expect_error "--save $T/A/w.st and --trace $T/B/w.st are the same file" $RUN --steps 2 \
+        --save "$T/A/w.st" --trace "$T/B/w.st"
+    expect_error "--save $T/B/t.x.npy and --emit-pytorch $T/A/t.x.npy are the same file" $RUN \
+        --steps 2 --emit-pytorch "$T/A/t.py" --save "$T/B/t.x.npy"
+    [ -z "$(ls -A "$T/A")" ] && ok || ko "bind mount: files written: $(ls -A "$T/A")"
+    umount "$MNT" && MNT=""
+else
+    skip "outputs behind a bind mount (mount --bind needs root)"
+fi
 "$BIN" $RUN --steps 6 --resume "$T/ck.st" --checkpoint "$T/ck.st" >/dev/null 2>&1 && ok ||
     ko "--resume and --checkpoint may share a file"
 
@@ -101,6 +115,33 @@ expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode s
 rc=$?
 [ $rc -eq 1 ] && [ -s "$T/kept.st" ] && grep -q "stdout: write failed.*written: --save" "$T/err" && ok ||
     ko "stdout on /dev/full: exit $rc, save $(ls "$T/kept.st" 2>&1): $(cat "$T/err")"
+# A reader that left (| grep -m1): the pipe's reader is gone before the run
+# writes, so every write to stdout fails; no process dies of SIGPIPE (a
+# DDP rank included), the files are written, exit 1 with the line.
+closed_stdout() {
+    rm -f "$T/pipe" && mkfifo "$T/pipe"
+    (exec 3<"$T/pipe") &
+    rd=$!
+    exec 4>"$T/pipe" # returns once the reader opened it
+    wait $rd         # and closed it
+    "$@" >&4 4>&-
+    rc=$?
+    exec 4>&-
+    return $rc
+}
+for m in single dp ddp compare; do
+    rm -f "$T/kept.st" "$T/kept.json"
+    g="--gpus 0,1" sv="--save $T/kept.st" w="--save $T/kept.st, --trace $T/kept.json"
+    [ $m = single ] && g=""
+    [ $m = compare ] && sv="" w="--trace $T/kept.json"
+    closed_stdout "$BIN" $RUN --mode $m $g --steps 3 --log-every 1 $sv --trace "$T/kept.json" \
+        2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && [ -s "$T/kept.json" ] && { [ -z "$sv" ] || [ -s "$T/kept.st" ]; } &&
+        grep -qF "ddpbench: error: stdout: write failed: Broken pipe (written: $w)" "$T/err" &&
+        [ "$(wc -l <"$T/err")" -eq 1 ] && ok ||
+        ko "$m, stdout's reader gone: exit $rc, files $(ls "$T" | grep kept): $(cat "$T/err")"
+done
 if [ -n "$ROOT" ] && mkdir "$T/full" && mount -t tmpfs -o size=8k none "$T/full" 2>/dev/null; then
     MNT="$T/full"
     rm -f "$T/kept.st"
@@ -208,10 +249,25 @@ cp "$T/ck.st" "$T/edit_ck.st"
 at=$(grep -boa '"optim_step":"6"' "$T/edit_ck.st" | cut -d: -f1)
 printf 5 | dd of="$T/edit_ck.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
 expect_error "do not match its checksum" $RUN --steps 8 --resume "$T/edit_ck.st"
+# ... and --init, the checksum deleted with the edit
+python3 - "$T/edit_ck.st" "$T/nosum_ck.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["checksum"]
+j = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+expect_error "--init $T/nosum_ck.st: __metadata__ has no 'checksum'" $RUN --init "$T/nosum_ck.st"
 cp "$T/good.st" "$T/layers.st"
 at=$(grep -boa '"layers":"6,5,3"' "$T/layers.st" | cut -d: -f1)
 printf 4 | dd of="$T/layers.st" bs=1 seek=$((at + 14)) conv=notrunc 2>/dev/null
 expect_error "its __metadata__ says layers '6,5,4', but its tensors are those of 6,5,3" $RUN --init "$T/layers.st"
+cp "$T/good.st" "$T/act.st"
+at=$(grep -boa '"act":"relu"' "$T/act.st" | cut -d: -f1)
+printf x | dd of="$T/act.st" bs=1 seek=$((at + 10)) conv=notrunc 2>/dev/null
+expect_error "its __metadata__ act 'relx' is none of none, relu, tanh, sigmoid, gelu" $RUN --init "$T/act.st"
 
 # ---- messages ----------------------------------------------------------------------
 nl="$T/a
@@ -221,6 +277,99 @@ expect_error 'a\nb.csv' --mode single --backend cpu --layers 2,2 --loss mse --da
     --target-cols 3
 expect_error '\x1b[31m' $RUN --save "$T/$(printf '\033[31m')/w.st"
 grep -q "$(printf '\033')" "$T/err" && ko "a raw ESC reached the terminal" || ok
+# Control codes planted in every __metadata__ entry of a weights file and of
+# a checkpoint (--init, --resume), in every string of a --baseline and of a
+# --hardware and a --workload profile, one at a time: whatever is printed
+# shows them escaped, one line each.
+"$BIN" $RUN --steps 3 --json >"$T/b.json" 2>/dev/null || ko "the baseline run"
+P="$(dirname "$0")/../../app/predict"
+cp "$P/hardware/2x-h100-pcie.json" "$T/hw.json" && cp "$P/workload/gpt2-small.json" "$T/wl.json" ||
+    ko "the shipped profiles"
+python3 - "$BIN" "$T" $RUN <<'PY' && ok || ko "a planted control code reached the terminal"
+import json, struct, subprocess, sys
+bin_, T, run = sys.argv[1], sys.argv[2], sys.argv[3:]
+BAD = "relu\n\x1b[31mpwn\r\u009b"
+def st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+def check(args, what):
+    p = subprocess.run([bin_] + run + args, capture_output=True)
+    out = p.stdout + p.stderr
+    bad = [c for c in (b"\x1b", b"\r", b"\xc2\x9b") if c in out]
+    lines = p.stderr.decode("utf-8", "replace").splitlines()
+    if bad or any(not l.startswith("ddpbench: ") for l in lines):
+        sys.exit("%s: %r" % (what, out[-300:]))
+cases = [("good.st", ["--init"]), ("ck.st", ["--init", "--steps 8 --resume"])]
+for name, uses in cases:
+    h, data = st("%s/%s" % (T, name))
+    for key in h["__metadata__"]:
+        h2 = json.loads(json.dumps(h))
+        h2["__metadata__"][key] = BAD
+        j = json.dumps(h2).encode()
+        open(T + "/planted.st", "wb").write(struct.pack("<Q", len(j)) + j + data)
+        for u in uses:
+            check(u.split() + [T + "/planted.st"], "%s %s: %s" % (u, name, key))
+def strings(x, path):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from strings(v, path + [k])
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from strings(v, path + [i])
+    elif isinstance(x, str):
+        yield path
+def planted(name, args):
+    doc = json.load(open("%s/%s" % (T, name)))
+    for path in list(strings(doc, [])):
+        d2 = json.loads(json.dumps(doc))
+        o = d2
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = BAD
+        json.dump(d2, open(T + "/planted.json", "w"))
+        check(args + [T + "/planted.json"], "%s %s: %s" % (args[-1], name, path))
+planted("b.json", ["--steps", "3", "--baseline"])
+planted("hw.json", ["--workload", "gpt2-small", "--hardware"])
+planted("wl.json", ["--hardware", "2x-h100-pcie", "--workload"])
+PY
+# A subnormal, a huge and a huge negative number planted in every figure of
+# a --baseline (one run, and --repeat 2), one at a time: refused (exit 2) or
+# judged, never against infinity ("+inf%", "nan").
+"$BIN" $RUN --steps 3 --repeat 2 --json >"$T/b2.json" 2>/dev/null || ko "the repeated baseline run"
+python3 - "$BIN" "$T" $RUN <<'PY' && ok || ko "a planted figure was judged against infinity"
+import json, re, subprocess, sys
+bin_, T, run = sys.argv[1], sys.argv[2], sys.argv[3:]
+def numbers(x, path):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from numbers(v, path + [k])
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from numbers(v, path + [i])
+    elif isinstance(x, (int, float)) and not isinstance(x, bool):
+        yield path
+bad = []
+for name, args in (("b.json", []), ("b2.json", ["--repeat", "2"])):
+    doc = json.load(open("%s/%s" % (T, name)))
+    for path in list(numbers(doc, [])):
+        if path[0] in ("schema_version", "config", "environment"):
+            continue  # another configuration or machine: refused or warned, never judged
+        for v in (5e-324, 1e308, -1e308):
+            d2 = json.loads(json.dumps(doc))
+            o = d2
+            for k in path[:-1]:
+                o = o[k]
+            o[path[-1]] = v
+            json.dump(d2, open(T + "/planted.json", "w"))
+            p = subprocess.run([bin_] + run + ["--steps", "3", "--baseline", T + "/planted.json"] +
+                               args, capture_output=True, text=True)
+            out = p.stdout + p.stderr
+            if p.returncode not in (0, 2, 3, 4) or re.search(r"\b(inf|nan)\b", out, re.I):
+                bad.append("%s %s = %g: exit %d: %s" % (name, path, v, p.returncode, out[-200:]))
+if bad:
+    sys.exit("\n".join(bad[:5]))
+PY
 DDPBENCH_FAULT=stall:1:1 "$BIN" --mode ddp --gpus 0,1 --backend cpu --layers 4,4 --loss mse --samples 16 \
     --batch 4 --steps 4 --timeout 0.001 --quiet >"$T/out" 2>"$T/err"
 rc=$?
@@ -235,6 +384,8 @@ for o in --help --version; do
     rc=$?
     [ $rc -eq 1 ] && grep -q "stdout: write failed" "$T/err" && ok || ko "$o into /dev/full: exit $rc"
 done
+closed_stdout "$BIN" --help 2>"$T/err" && [ ! -s "$T/err" ] && ok ||
+    ko "--help to a reader that left: exit $?: $(cat "$T/err")"
 "$BIN" $(echo "$RUN" | sed 's/--quiet//') --steps 3 --warmup-steps 10 >/dev/null 2>"$T/err" &&
     grep -q "warmup-steps 10: the single run has 3 steps, so 2 are warm-up and 1 is timed" "$T/err" && ok ||
     ko "--warmup-steps past the run: $(cat "$T/err")"
@@ -252,7 +403,10 @@ for mode in single dp ddp; do
         wait $pid
         rc=$?
         want=$([ $sig = INT ] && echo 130 || echo 143)
-        [ $rc -eq "$want" ] && grep -q "^ddpbench: stopped: interrupted by SIG$sig" "$T/err" && ok ||
+        # one convention: every mode names the step it stopped after
+        [ $rc -eq "$want" ] &&
+            grep -q "^ddpbench: stopped: interrupted by SIG$sig after step [0-9]* of 100000000" \
+                "$T/err" && ok ||
             ko "$mode SIG$sig: exit $rc: $(cat "$T/err")"
     done
 done

@@ -10,7 +10,8 @@
 #    left), a rank that stalls (the one that did not arrive is named), the
 #    process mpirun started killed (mpirun's own status and line);
 #  - a rank started with other options, data or binary: exit 2 at start-up,
-#    one line naming the rank and what differs; bad input under mpirun.
+#    one line naming the rank and what differs; bad input under mpirun;
+#    --launcher mpi, or mpirun's variables, without mpirun.
 # Usage: sh tests/e2e/e2e_mpi.sh ./ddpbench
 E2E=e2e_mpi
 . "$(dirname "$0")/lib.sh"
@@ -30,6 +31,18 @@ if ! $MPIRUN -np 1 "$BIN" --version >/dev/null 2>&1 ||
     e2e_finish
     exit
 fi
+
+# Not under mpirun, MPI would make a world of one and train on one device
+# whatever --gpus says: --launcher mpi, or variables left from another
+# mpirun, are refused.
+expect_error "--launcher mpi: mpirun did not start this process" --launcher mpi --mode ddp \
+    --gpus 0,1 --backend cpu --steps 1
+env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$BIN" --mode ddp --gpus 0,1 --backend cpu \
+    --steps 1 >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] &&
+    grep -q "^ddpbench: error: OMPI_COMM_WORLD_SIZE says 2 ranks, but MPI started 1" "$T/err" &&
+    ok || ko "mpirun's variables left without mpirun: exit $rc: $(cat "$T/err")"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }

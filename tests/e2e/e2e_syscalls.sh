@@ -18,7 +18,11 @@
 # 2-core machine at load 0.5-7: single 0.03-0.06, dp 0.2-0.5, ddp 0.05-0.2 a
 # step, each at least 5x under its bound (before the meter read its clocks
 # by sampling: 6.1, 39.7 and 18.9; tests/e2e/e2e_syscalls.sh run against that
-# build fails every check).
+# build fails every check).  With the descheduled phase read in the same
+# sampled steps (a pread of the thread's schedstat at each end), six runs of
+# each build interleaved at load 7.5-8.4: single 0.050 (0.046-0.059), dp 0.29
+# (0.17-0.32), ddp 0.39 (0.25-0.64), against 0.045, 0.25 and 0.145 before it:
+# ddp's margin under its bound is 1.6x at that load.
 # The bounds are those of each device on a core of its own
 # (common/base/affinity.h): two DP devices or DDP ranks on one core can only
 # hand work to each other through the scheduler, a futex call each time (12

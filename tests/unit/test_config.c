@@ -288,6 +288,39 @@ Test(config, the_twin_files_clash_like_the_other_outputs)
                  DDP_OK, "%s", err);
 }
 
+/* The rows that change the result and that a resumed run may still change,
+ * each for the reason docs/checkpoints.md gives: any other row that changes
+ * the result is a fact a checkpoint records and --resume checks, so a new
+ * one is recorded unless it is added here, deliberately. */
+static const char *const resume_may_change[] = {
+    "steps", "epochs", /* where the run ends */
+    "backend",         /* a checkpoint moves between the CPU and a GPU */
+    "join",            /* a run that ends computes the same with or without it */
+    "init", "resume",  /* the start itself (the two are refused together) */
+};
+
+Test(config_fields, a_checkpoint_records_what_changes_the_result)
+{
+    size_t nfree = sizeof resume_may_change / sizeof *resume_may_change;
+    for (int i = 0; i < config_fields(); i++) {
+        const char *n = config_field_name(i);
+        const config_derive_t *d = config_field_derive(i);
+        bool listed = false;
+        for (size_t k = 0; k < nfree; k++)
+            listed |= strcmp(n, resume_may_change[k]) == 0;
+        if (d->effect & CF_ARITH)
+            cr_expect(d->ckpt != C_FREE || listed,
+                      "--%s changes the result, but a resumed run may change it (CKPT_FREE): "
+                      "record it (CKPT), or say why not in docs/checkpoints.md and here", n);
+        cr_expect(!listed || ((d->effect & CF_ARITH) && d->ckpt == C_FREE),
+                  "--%s is listed as free on resume but is not a CKPT_FREE row that changes "
+                  "the result", n);
+    }
+    for (size_t k = 0; k < nfree; k++)
+        cr_expect_geq(config_field_find(resume_may_change[k]), 0, "no row --%s",
+                      resume_may_change[k]);
+}
+
 /* Every option row says what it changes, and that decides where it must
  * appear (config/fields.h): a row added without its derivations fails here,
  * naming the option and what it lacks.  (test_launch, test_report and

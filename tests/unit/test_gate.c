@@ -370,6 +370,94 @@ Test(gate, the_cpu_work_is_judged_where_both_sides_have_it)
     cJSON_Delete(b);
 }
 
+/* A baseline whose work spreads wider than the tolerance warned so when it
+ * was written ("a --baseline of them gives no verdict"), and a --baseline of
+ * it gives none, whatever the candidate did (main's gate called a tight
+ * candidate 30% above such a baseline regressed, and in bench_baseline.sh's
+ * run 3 a planted 15% slowdown 'no change' against one that had warned). */
+Test(gate, a_noisy_work_baseline_gives_no_verdict_as_it_warned)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.10e-3, 0.95e-3, 1.06e-3, 0.92e-3};
+    with_work(b, bw, 5);
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = bw[i];
+    char out[4096];
+    cr_assert(baseline_too_noisy(&r, NULL, 5, out, sizeof out), "the baseline's runs did not warn");
+    cr_assert(strstr(out, "a --baseline of them gives no verdict"), "%s", out);
+    for (double k = 0.9; k < 1.35; k += 0.1) {
+        for (int i = 0; i < 5; i++)
+            r.run[i].work_p10 = k * (1.0 + 0.001 * i) * 1.0e-3;
+        cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "work x %.1f: %s", k, out);
+        cr_assert(strstr(out, "verdict: no verdict: the baseline is too noisy: ddp: work per step"),
+                  "%s", out);
+        cr_assert(strstr(out, "too noisy to gate 5%: the baseline's work spreads "), "%s", out);
+    }
+    cJSON_Delete(b);
+}
+
+/* Sides apart in contention read apart in work for the machine's sake alone
+ * (up to BASELINE_BUSY_WORK per unit of contention, either way): within
+ * that, no verdict saying so, never regressed or improved; beyond it, the
+ * verdict stands (main's rule called +12% at contention 0.8 regressed and
+ * -11% against a busy baseline improved). */
+Test(gate, a_busier_side_moves_the_work_no_verdict_not_an_alarm)
+{
+    const double tight[] = {995, 1005};
+    cJSON *b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    const double bw[] = {1.00e-3, 1.01e-3, 0.99e-3, 1.005e-3, 0.995e-3};
+    with_work(b, bw, 5);
+    char out[4096];
+    repeat_t r;
+    const double tp[] = {1000, 1000, 1000, 1000, 1000};
+    runs(&r, tp, 5, 1, 1, 1);
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){.disturbed = true, .contention = 0.8};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "verdict: no verdict: a busy machine: ddp: work per step (CPU seconds, "
+                          "p10) +12.0%"), "%s", out);
+    cr_assert(strstr(out, "the two sides ran apart in contention (0.80 here, 0.00 there), which "
+                          "moves the work by up to 24%"), "%s", out);
+    /* beyond what the machine explains: regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.5 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    /* +12% with the candidate as quiet as the baseline: regressed */
+    for (int i = 0; i < 5; i++) {
+        r.run[i].work_p10 = 1.12 * bw[i];
+        r.run[i].machine = (disturb_t){0};
+    }
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cJSON_Delete(b);
+    /* a busy baseline (contention 0.8 in every run) against a quiet candidate
+     * reading 11% less work: no verdict, not improved */
+    b = baseline(1000, 100e-6, 50e-6, 40e-6, 10e-6, 1048576, tight);
+    with_work(b, bw, 5);
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(b, "repeat"),
+                                                           "every_run"))
+    {
+        cJSON *m = cJSON_AddObjectToObject(e, "machine");
+        cJSON_AddNumberToObject(m, "contention", 0.8);
+    }
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 0.89 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cr_assert(strstr(out, "ran apart in contention (0.00 here, 0.80 there)"), "%s", out);
+    /* ... and a quiet candidate reading 11% MORE than the busy baseline (ddp
+     * read so at contention 0.07 against 0.4): no verdict, not regressed */
+    for (int i = 0; i < 5; i++)
+        r.run[i].work_p10 = 1.11 * bw[i];
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_NOISY, "%s", out);
+    cJSON_Delete(b);
+}
+
 /* The verdict names the phases that moved, largest first, with their +-. */
 Test(gate, attributes_the_change_to_phases)
 {
@@ -378,6 +466,16 @@ Test(gate, attributes_the_change_to_phases)
     repeat_t r;
     const double slow[] = {800, 801, 799};
     runs(&r, slow, 3, 1.6, 1, 1); /* backward 40 -> 64 us */
+    cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
+    cr_assert(strstr(out, "by phase: backward +60% (+-0%), forward +0% (+-0%)"), "%s", out);
+    cJSON_Delete(b);
+    /* a baseline taken on a busy machine: its step 99% descheduled, every
+     * phase under 2% of it; the phases are weighed against the step less
+     * the machine's time (the gate named none: e2e_gate failed at load 10) */
+    b = baseline(1000, 10e-3, 50e-6, 40e-6, 10e-6, 1048576, NULL);
+    cJSON *ph = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(b, "devices"), 0),
+                                    "phases_s_per_step");
+    cJSON_AddNumberToObject(ph, phase_key(PH_DESCHED), 9.9e-3);
     cr_assert_eq(judge(b, &r, 5, out), DDP_ERR_REGRESSED, "%s", out);
     cr_assert(strstr(out, "by phase: backward +60% (+-0%), forward +0% (+-0%)"), "%s", out);
     cJSON_Delete(b);
@@ -476,22 +574,38 @@ Test(gate, every_field_the_gate_reads_is_checked_naming_it)
          "repeat.runs is 1.5, not a whole number"},
         {",\"repeat\":{\"runs\":3}}", "repeat.throughput_samples_per_s is missing"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":0}}}",
-         "repeat.throughput_samples_per_s.mean is 0, not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is 0, not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":-5}}}",
-         "repeat.throughput_samples_per_s.mean is -5, not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is -5, not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":\"100\"}}}",
-         "repeat.throughput_samples_per_s.mean is \"100\", not a number > 0"},
+         "repeat.throughput_samples_per_s.mean is \"100\", not a rate from 1e-30 to 1e+30 a second"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":\"x\"}}}",
-         "repeat.throughput_samples_per_s.lo is \"x\", not a number"},
+         "repeat.throughput_samples_per_s.lo is \"x\", not a rate"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":120,"
          "\"hi\":90}}}",
          "lo 120 is above hi 90"},
         {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
          "\"median_throughput_samples_per_s\":{\"mean\":0}}}",
          "repeat.median_throughput_samples_per_s.mean is 0"},
-        {",\"step_time_s\":{\"mean\":0}}", "step_time_s.mean is 0, not a number > 0"},
+        {",\"step_time_s\":{\"mean\":0}}", "step_time_s.mean is 0, not a time from 1e-09 to 1e+09 s"},
+        /* no run's figures: their ratios would overflow ("+inf%") */
+        {",\"step_time_s\":{\"p50\":1e-308}}", "step_time_s.p50 is 1e-308, not a time"},
+        {",\"work_cpu_s\":{\"p10\":1e-320}}", "work_cpu_s.p10 is"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":1e-300}}}",
+         "repeat.throughput_samples_per_s.mean is 1e-300, not a rate"},
+        {",\"timed_samples\":1e300}", "timed_samples is 1e+300, not a whole number from 1 to 2^53"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"every_run\":[{\"work_cpu_s_p10\":1e-320}]}}", "every_run[0].work_cpu_s_p10 is"},
         {",\"step_time_s\":{\"p50\":\"1\"}}", "step_time_s.p50 is \"1\""},
-        {",\"mem_peak_bytes_max\":-1}", "mem_peak_bytes_max is -1, not a number >= 0"},
+        {",\"mem_peak_bytes_max\":-1}", "mem_peak_bytes_max is -1, not a byte count"},
+        {",\"mem_peak_bytes_max\":5e-324}",
+         "mem_peak_bytes_max is 4.94065645841247e-324, not a byte count, 0 or from 1 to 2^53"},
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"mem_peak_bytes_max\":{\"mean\":5e-324}}}", "repeat.mem_peak_bytes_max.mean is"},
+        /* a rate's ends are divisors too (a lo of 5e-324 printed "+inf%") */
+        {",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100},"
+         "\"median_throughput_samples_per_s\":{\"mean\":100,\"lo\":5e-324}}}",
+         "repeat.median_throughput_samples_per_s.lo is 4.94065645841247e-324, not a rate"},
         {",\"devices\":{}}", "devices is {}, not an array"},
         {",\"devices\":[{\"phases_s_per_step\":{\"forward_s\":\"slow\"}}]}",
          "devices[0].phases_s_per_step.forward_s is \"slow\", not a number"},
@@ -507,7 +621,12 @@ Test(gate, every_field_the_gate_reads_is_checked_naming_it)
     /* the good forms load: a repeat with null ends, a null repeat, no repeat */
     snprintf(txt, sizeof txt, "%s%s", head,
              ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":null,"
-             "\"hi\":null}},\"machine\":null}");
+             "\"hi\":null}},\"machine\":null,\"mem_peak_bytes_max\":0}");
+    cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
+    /* a rate's end of 0 is none, as null */
+    snprintf(txt, sizeof txt, "%s%s", head,
+             ",\"repeat\":{\"runs\":3,\"throughput_samples_per_s\":{\"mean\":100,\"lo\":0,"
+             "\"hi\":1e9}}}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);
     snprintf(txt, sizeof txt, "%s%s", head, ",\"repeat\":null}");
     cr_assert_eq(load_text(txt, err), DDP_OK, "%s", err);

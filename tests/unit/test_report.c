@@ -384,7 +384,7 @@ Test(report_baseline, hostile_files_are_one_line_input_errors)
         {"{\"schema_version\":1}", "config.mode is missing"},
         {NULL, "throughput_samples_per_s is missing"},
         {NULL, "throughput_samples_per_s has the wrong type"},
-        {NULL, "not a positive number"},
+        {NULL, "throughput_samples_per_s is -3, not a rate"},
         {NULL, "config.batch has the wrong type"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -792,9 +792,12 @@ Test(trace, recorder_bounds)
     step_meter_lap(&m, PH_OPTIM);
     cr_assert_eq(t->n, 0, "nothing is stamped before the step's times are known");
     cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 1}, err), DDP_OK, "%s", err);
-    cr_assert_eq(t->n, 2);
+    /* (a busy machine may add the lap's descheduled time after it: a
+     * sampled step reads the run queue) */
+    int k = t->n == 3 && t->ev[1].kind == PH_DESCHED ? 1 : 0;
+    cr_assert_eq(t->n, 2 + k);
     cr_assert_eq(t->ev[0].kind, PH_OPTIM);
-    cr_assert_eq(t->ev[1].kind, TR_STEP);
+    cr_assert_eq(t->ev[1 + k].kind, TR_STEP);
     step_meter_free(&m);
     trace_rec_free(big);
     trace_rec_free(t);
@@ -869,6 +872,30 @@ static void crafted_three(run_result_t runs[3], double ddp_noise)
         ms(&runs[2], d, PH_COMM_EXPOSED, 0.8);
         ms(&runs[2], d, PH_OPTIM, 0.7);
     }
+}
+
+/* A wait is the machine's as far as a peer's descheduled time explains it
+ * (docs/results.md): DP's device 0 off its core 5 ms a step, its peer's 7 ms
+ * idle is 2 ms the strategy's; DDP's and DP's steps then differ by the
+ * machine's time alone, and the verdict says so first. */
+Test(report_compare, waits_give_the_machine_its_share)
+{
+    run_result_t runs[3];
+    crafted_three(runs, 0.0);
+    ms(&runs[1], 0, PH_DESCHED, 5.0);
+    ms(&runs[1], 0, PH_BACKWARD, 1.0); /* the step stays 16 ms */
+    char why[2048], verdict[2048];
+    report_compare_why(why, sizeof why, NULL, runs, 3);
+    cr_assert(strstr(why, "the other devices sit idle 2.00 ms per step"), "%s", why);
+    cr_assert(strstr(why, "and 5.00 ms more waiting for a device that was descheduled (the "
+                          "machine's)"), "%s", why);
+    report_compare_verdict(verdict, sizeof verdict, NULL, runs, 3);
+    cr_assert(strstr(verdict, "This run measured the machine, not the strategies: the machine "
+                              "took 0 us of single's 20.00 ms step, 5.00 ms of DP's 16.00 ms "
+                              "step, 0 us of DDP's 11.00 ms step"), "%s", verdict);
+    cr_assert_null(strstr(verdict, "is faster by"), "%s", verdict);
+    for (int i = 0; i < 3; i++)
+        result_free(&runs[i]);
 }
 
 static char *compare_text(run_result_t runs[3])
@@ -1249,8 +1276,9 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
     cr_assert(strstr(why, "DDP overlaps none of its all-reduce with backward: every step waits "
                           "9.00 ms"), "%s", why);
     /* 20% apart: beyond one run's 10% */
-    cr_assert(strstr(why, "DP's step is 4.00 ms (20%) shorter than DDP's, beyond one run's noise "
-                          "(10%); on device 0 DDP spends 8.30 ms more in comm exposed"),
+    cr_assert(strstr(why, "DP's step is 4.00 ms shorter than DDP's: DP is faster by 20%, beyond "
+                          "one run's noise (10%); on device 0 DDP spends 8.30 ms more in comm "
+                          "exposed"),
               "%s", why);
     /* 5% apart: within it, so no "shorter" */
     memset(&runs[2].times, 0, sizeof runs[2].times);
@@ -1261,7 +1289,7 @@ Test(report_compare, why_handles_ddp_slower_and_no_overlap)
     runs[1].samples_per_s = 256.0 / 0.016;
     report_compare_why(why, sizeof why, NULL, runs, 3);
     cr_assert_null(strstr(why, "shorter than"), "%s", why);
-    cr_assert(strstr(why, "DP's and DDP's steps differ by 800 us (5%); DP and DDP differ by 5%, "
+    cr_assert(strstr(why, "DP's and DDP's steps differ by 800 us; DP and DDP differ by 5%, "
                           "within one run's noise (10%; --repeat 5 gives intervals)"),
               "%s", why);
     /* the buffer bound holds */
@@ -1345,11 +1373,16 @@ Test(report_compare, repeat_intervals_decide_which_is_faster)
     char err[ERR_LEN], why[4096];
     cr_assert_eq(tu_parse(&c, "--model mlp-small --backend cpu --gpus 0,1", err), DDP_OK, "%s", err);
     report_ctx_t ctx = {.cfg = &c, .reps = rp};
-    /* 4% apart, within one run's 10%, but the intervals (+-1%) do not overlap */
-    runs[1].samples_per_s = mid[1], runs[2].samples_per_s = mid[2];
+    /* 4% apart, within one run's 10%, but the intervals (+-1%) do not overlap;
+     * the speed-ups are the medians', not the last run's (which --repeat
+     * quoted: 0.73x above a median of 0.81x) */
+    runs[1].samples_per_s = 9000.0, runs[2].samples_per_s = 11000.0;
     report_compare_verdict(why, sizeof why, &ctx, runs, 3);
+    cr_assert(strstr(why, "DP runs 1.20x single and DDP 1.25x (the medians over 5 runs)"), "%s",
+              why);
     cr_assert(strstr(why, "DDP is faster by 4% (their 95% intervals over 5 runs do not overlap)"),
               "%s", why);
+    runs[1].samples_per_s = mid[1], runs[2].samples_per_s = mid[2];
     /* overlapping intervals: neither, whatever the medians */
     for (int j = 0; j < 5; j++)
         rep[2].run[j].samples_per_s = mid[1] * (1.0 + 0.01 * (j - 2));
@@ -1364,6 +1397,43 @@ Test(report_compare, repeat_intervals_decide_which_is_faster)
                           "intervals)"), "%s", why);
     for (int i = 0; i < 3; i++)
         result_free(&runs[i]);
+}
+
+/* --repeat's table: a phase whose median is about 0 (skew) gives its
+ * interval's ends, not +-10000% glued to the next column; the runs a busy
+ * machine disturbed are said under it, on the same stream. */
+Test(report_text, repeat_table_keeps_its_columns_and_says_the_busy_runs)
+{
+    static repeat_t rep[2];
+    memset(rep, 0, sizeof rep);
+    for (int i = 0; i < 2; i++) {
+        rep[i].n = 3;
+        for (int j = 0; j < 3; j++) {
+            run_summary_t *s = &rep[i].run[j];
+            s->samples_per_s = 1000.0 + j;
+            s->step_mean_s = 0.01;
+            s->mem_peak_bytes = 1048576.0;
+            s->phase_s[PH_FORWARD] = 0.004;
+            s->phase_s[PH_SKEW] = 2e-5 * (j - 1) + 2e-6; /* about 0, either sign */
+        }
+    }
+    rep[1].run[0].machine = (disturb_t){.disturbed = true, .contention = 0.6};
+    const repeat_t *rp[2] = {&rep[0], &rep[1]};
+    const mode_t_ modes[2] = {MODE_SINGLE, MODE_DDP};
+    mem_t m;
+    mem_open(&m);
+    report_repeat(m.f, rp, modes, 2);
+    char *txt = mem_close(&m);
+    const char *skew = strstr(txt, "skew (ms)");
+    cr_assert_not_null(skew, "%s", txt);
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(skew, "\n"), skew);
+    cr_assert_null(strchr(line, '%'), "a relative interval of a figure about 0: %s", line);
+    cr_assert(strstr(line, "0.002 -0.048..0.052     "), "%s", line);
+    cr_assert(strstr(txt, "note: 1 of the 3 ddp runs were disturbed (other processes took 60% of "
+                          "their cores, the median), kept"), "%s", txt);
+    cr_assert_null(strstr(txt, "single runs were disturbed"), "%s", txt);
+    free(txt);
 }
 
 // ---------------------------------------------------------------------------
@@ -1783,6 +1853,24 @@ Test(report_text, explain_tells_buckets_and_moves)
 // ---------------------------------------------------------------------------
 // the progress line
 
+/* An epoch's tail: a step of 1 row after steps of 10, its loss a mean over
+ * that row alone (a 3-rank run showed 0.000004 so, without saying). */
+Test(progress, an_epochs_tail_is_named)
+{
+    mem_t m;
+    mem_open(&m);
+    progress_t p;
+    progress_init_on(&p, true, m.f, "ddp", 100);
+    for (int i = 1; i <= 3; i++)
+        progress_update(&p, i, 0, NAN, i * 10L);
+    usleep((useconds_t)(PROGRESS_PERIOD_S * 1.2e6));
+    progress_update(&p, 4, 0, 0.000004, 31);
+    progress_end(&p);
+    char *txt = mem_close(&m);
+    cr_assert(strstr(txt, "loss 0.0000 (step 4: a tail of 1 row)"), "%s", txt);
+    free(txt);
+}
+
 Test(progress, silent_when_off_rate_limited_when_on)
 {
     mem_t m;
@@ -1826,6 +1914,7 @@ Test(progress, silent_when_off_rate_limited_when_on)
     cr_assert_eq(count_char(txt, '\r'), 1, "one update: %s", txt);
     cr_assert(strstr(txt, "dp  step 2/100  epoch 1  loss 0.2500 (step 2)"), "%s", txt);
     cr_assert(strstr(txt, "samples/s  ETA "), "%s", txt);
+
     progress_end(&p);
     fflush(m.f);
     cr_assert(m.len > one, "end erases the line");
