@@ -11,21 +11,19 @@
 // ---------------------------------------------------------------------------
 // the mode: run it, report it
 
-/* --mode comm: the collectives alone; DDP_ERR_RUNTIME when a check found a wrong value. */
 int app_comm(const config_t *cfg, const char *note, char *err)
 {
     report_ctx_t ctx = {.cfg = cfg, .backend_note = note};
     collperf_t perf;
     bool reports = launch_reports(cfg);
-    if (!cfg->quiet && reports)
-        fprintf(cfg->json ? stderr : stdout, "ddpbench %s: mode comm, backend %s%s%s\n",
-                DDPBENCH_VERSION, backend_kind_name(cfg->backend), note ? " " : "",
-                note ? note : "");
     if (!cfg->quiet && reports) {
+        FILE *out = cfg->json ? stderr : stdout;
         char who[1200];
+        fprintf(out, "ddpbench %s: mode comm, backend %s%s%s\n", DDPBENCH_VERSION,
+                backend_kind_name(cfg->backend), note ? " " : "", note ? note : "");
         launch_describe(cfg, who, sizeof who);
         if (who[0])
-            fprintf(cfg->json ? stderr : stdout, "  launched by %s\n", who);
+            fprintf(out, "  launched by %s\n", who);
     }
     int rc = ddp_strategy.comm_bench(cfg, &perf, err);
     if (rc != DDP_OK)

@@ -11,7 +11,6 @@
 #include "common/io/checkpoint.h"
 #include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
-#include "common/train/trainer.h"
 
 /* A failed output's message, joined to those before it. */
 static void add_failure(char *all, const char *one)

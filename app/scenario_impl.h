@@ -12,7 +12,6 @@
 
 #include "app/app.h"
 #include "app/report/report_page.h"
-#include "app/scenario.h"
 #include "common/measure/result.h"
 
 typedef struct {

@@ -42,8 +42,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/base/clock.h"
+#include "gate/paired.h"
 
 #define MAX_RUNS 50
 #define SEED_ARGS                                                                          \
@@ -77,13 +79,6 @@ static bcase_t cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void loadavg(char *out, size_t n)
 {
     FILE *f = fopen("/proc/loadavg", "r");
@@ -102,16 +97,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double c[MAX_RUNS > 4096 ? MAX_RUNS : 4096];
-    if (n <= 0)
-        return 0.0;
-    memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
 }
 
 static double vmin(const double *v, int n)
@@ -204,7 +189,7 @@ static void futex_wake(_Atomic uint32_t *a)
 static void exchange_loop(xchg_t *x, int me, long iters, int sleep, double *lat, long nlat)
 {
     for (long i = 1; i <= iters; i++) {
-        double t0 = lat ? now() : 0.0;
+        double t0 = lat ? now_s() : 0.0;
         atomic_store_explicit(&x->word[me], (uint32_t)i, memory_order_release);
         if (sleep)
             futex_wake(&x->word[me]);
@@ -216,7 +201,7 @@ static void exchange_loop(xchg_t *x, int me, long iters, int sleep, double *lat,
                 futex_wait(&x->word[!me], v);
         }
         if (lat && i <= nlat)
-            lat[i - 1] = now() - t0;
+            lat[i - 1] = now_s() - t0;
     }
 }
 
@@ -260,14 +245,14 @@ static void json_case(cJSON *arr, const bcase_t *c)
     cJSON_AddItemToObject(o, "p50_step_s", cJSON_CreateDoubleArray(c->p50, c->n));
     cJSON_AddItemToObject(o, "p95_step_s", cJSON_CreateDoubleArray(c->p95, c->n));
     if (c->n > 0) {
-        cJSON_AddNumberToObject(o, "throughput_median", median(c->tput, c->n));
+        cJSON_AddNumberToObject(o, "throughput_median", paired_median(c->tput, c->n));
         cJSON_AddNumberToObject(o, "spread_max_over_min",
                                 vmax(c->tput, c->n) / vmin(c->tput, c->n));
         if (isfinite(vmax(c->work, c->n)))
             cJSON_AddNumberToObject(o, "work_p10_spread_max_over_min",
                                     vmax(c->work, c->n) / vmin(c->work, c->n));
         cJSON_AddItemToObject(o, "work_p10_s", cJSON_CreateDoubleArray(c->work, c->n));
-        cJSON_AddNumberToObject(o, "p50_median_s", median(c->p50, c->n));
+        cJSON_AddNumberToObject(o, "p50_median_s", paired_median(c->p50, c->n));
         cJSON_AddNumberToObject(o, "p50_max_s", vmax(c->p50, c->n));
     }
     cJSON *d = cJSON_AddArrayToObject(o, "disturbed");
@@ -369,7 +354,7 @@ int main(int argc, char **argv)
            runs, cpus, load0);
     fflush(stdout);
 
-    double t0 = now();
+    double t0 = now_s();
     /* the floor first, while nothing of ours runs */
     double floor_spin = exchange_floor(0, 200000);
     double floor_futex = exchange_floor(1, 20000);
@@ -400,7 +385,7 @@ int main(int argc, char **argv)
             continue;
         }
         double spread = vmax(c->tput, c->n) / vmin(c->tput, c->n);
-        double p50 = median(c->p50, c->n);
+        double p50 = paired_median(c->p50, c->n);
         char range[48], goal[96] = "-";
         snprintf(range, sizeof range, "%.1f..%.1f us", 1e6 * vmin(c->p50, c->n),
                  1e6 * vmax(c->p50, c->n));
@@ -433,13 +418,14 @@ int main(int argc, char **argv)
         }
         /* the work's spread: what the A/B gate judges on the CPU moves this much */
         printf("%-22s %12.0f %8.2f %8.1f us %21s %8.1f us %10s %9.2f  %s\n", c->name,
-               median(c->tput, c->n), spread, 1e6 * p50, range, 1e6 * median(c->p95, c->n), dcol,
-               vmax(c->work, c->n) / vmin(c->work, c->n), goal);
+               paired_median(c->tput, c->n), spread, 1e6 * p50, range,
+               1e6 * paired_median(c->p95, c->n), dcol, vmax(c->work, c->n) / vmin(c->work, c->n),
+               goal);
     }
     printf("exchange floor (2 processes, shared memory): spin %.2f us, futex sleep/wake %.2f us "
            "(p50 of one exchange)\n",
            1e6 * floor_spin, 1e6 * floor_futex);
-    printf("load average after: %s; %.0f s in all\n", load1, now() - t0);
+    printf("load average after: %s; %.0f s in all\n", load1, now_s() - t0);
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "tool", "bench_stability");

@@ -62,7 +62,8 @@ double autotune_before(const autotune_t *t, long g)
     return t->n > 0 && i >= 0 && i < t->n ? t->mb[i] : 0.0;
 }
 
-void autotune_after(autotune_t *t, long g, double dt)
+/* After step g took dt seconds on this rank. */
+static void autotune_after(autotune_t *t, long g, double dt)
 {
     long i = g - t->first;
     if (t->n > 0 && i >= 0 && i < t->n)
@@ -71,8 +72,10 @@ void autotune_after(autotune_t *t, long g, double dt)
 
 bool autotune_due(const autotune_t *t, long g) { return t->n > 0 && g == t->first + t->n - 1; }
 
-int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, float *buf, double *mb, char *err)
+/* Sum the ranks' times in t->buf and pick the fastest; *mb: its cap. */
+static int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, double *mb, char *err)
 {
+    float *buf = t->buf;
     float h[AUTOTUNE_MAX] = {0};
     for (int i = 0; i < t->n; i++)
         h[i] = (float)t->step_s[i];
@@ -139,7 +142,7 @@ int rank_autotune_after(rank_t *me)
     if (!autotune_due(t, g))
         return DDP_OK;
     double best;
-    TRY(autotune_choose(t, me->comm, me->be, t->buf, &best, me->err));
+    TRY(autotune_choose(t, me->comm, me->be, &best, me->err));
     if (me->rank == 0) {
         ddp_area_t *a = me->env->area;
         a->ntuned = t->n;

@@ -36,13 +36,7 @@ int autotune_alloc(autotune_t *t, backend_t *be, char *err);
 void autotune_free(autotune_t *t, backend_t *be);
 /* Before step g: the cap to use from now on, or 0 to keep the current one. */
 double autotune_before(const autotune_t *t, long g);
-/* After step g took dt seconds on this rank. */
-void autotune_after(autotune_t *t, long g, double dt);
-/* After step g: true when the choice is due now (after the last candidate);
- * then every rank calls autotune_choose. */
+/* After step g: true when the choice is due now (after the last candidate). */
 bool autotune_due(const autotune_t *t, long g);
-/* Sum the ranks' times through comm (buf: AUTOTUNE_MAX floats of device
- * memory of the rank's backend) and pick the fastest; returns its cap. */
-int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, float *buf, double *mb, char *err);
 
 #endif

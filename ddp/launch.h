@@ -23,7 +23,6 @@
 
 #include "common/comm/comm.h"
 #include "common/config/config.h"
-#include "common/data/data.h"
 #include "common/measure/collperf.h"
 #include "ddp/ddp_shared.h"
 

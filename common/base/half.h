@@ -121,7 +121,4 @@ HALF_FN uint16_t dtype16_add(dtype_t t, uint16_t a, uint16_t b)
     return dtype16_from_f32(t, dtype16_to_f32(t, a) + dtype16_to_f32(t, b));
 }
 
-/* Bytes of one element. */
-HALF_FN unsigned dtype_size(dtype_t t) { return t == DTYPE_F32 ? 4u : 2u; }
-
 #endif

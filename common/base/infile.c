@@ -29,7 +29,7 @@ const char *file_kind_name(mode_t mode)
     return "not a regular file";
 }
 
-int infile_open(const char *path, int *fd, uint64_t *size, char *err)
+static int infile_open(const char *path, int *fd, uint64_t *size, char *err)
 {
     *fd = -1;
     *size = 0;

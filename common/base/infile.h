@@ -17,11 +17,10 @@
 /* "a FIFO", "a character device", "a directory", ... for a st_mode. */
 const char *file_kind_name(mode_t mode);
 
-/* Open path read-only: *fd and *size on success; DDP_ERR_INPUT with the
- * reason in err ("cannot open: No such file or directory", "is a FIFO, not a
- * regular file") otherwise.  No path in the message: callers prefix it. */
-int infile_open(const char *path, int *fd, uint64_t *size, char *err);
-/* The same as a stdio stream ("rb"). */
+/* Open path read-only as a stdio stream ("rb"): *f and *size on success;
+ * DDP_ERR_INPUT with the reason in err ("cannot open: No such file or
+ * directory", "is a FIFO, not a regular file") otherwise.  No path in the
+ * message: callers prefix it. */
 int infile_fopen(const char *path, FILE **f, uint64_t *size, char *err);
 /* The whole file into *text (NUL terminated; *len bytes, the caller frees
  * it), refused over max bytes or when it changed size while read.  No path

@@ -103,8 +103,7 @@ int comm_all_reduce_async(comm_t *c, float *buf, size_t count, redop_t op, const
                           comm_handle_t *h)
 {
     comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op, .tag = tag};
-    count_coll(c, &o);
-    return c->ops->launch(c, &o, h);
+    return comm_launch(c, &o, h);
 }
 
 int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
@@ -119,43 +118,41 @@ int comm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     return rc == DDP_OK ? c->ops->wait(c, mine, NULL) : rc;
 }
 
-static int run_blocking(comm_t *c, const comm_op_t *o) { return comm_run(c, o, NULL); }
-
 int comm_all_reduce(comm_t *c, float *buf, size_t count, redop_t op)
 {
     comm_op_t o = {.kind = COLL_ALL_REDUCE, .recv = buf, .count = count, .redop = op};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 int comm_broadcast(comm_t *c, float *buf, size_t count, int root)
 {
     comm_op_t o = {.kind = COLL_BROADCAST, .recv = buf, .count = count, .root = root};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root)
 {
     comm_op_t o = {.kind = COLL_REDUCE, .recv = buf, .count = count, .redop = op, .root = root};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count)
 {
     comm_op_t o = {.kind = COLL_ALL_GATHER, .send = send, .recv = recv, .count = count};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 int comm_reduce_scatter(comm_t *c, const float *send, float *recv, size_t count, redop_t op)
 {
     comm_op_t o = {.kind = COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
                    .redop = op};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 int comm_barrier(comm_t *c)
 {
     comm_op_t o = {.kind = COLL_BARRIER};
-    return run_blocking(c, &o);
+    return comm_run(c, &o, NULL);
 }
 
 void comm_abort(comm_t *c, const char *why)

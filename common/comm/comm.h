@@ -241,8 +241,6 @@ void comm_local_group_free(comm_local_group_t *g);
  * group (owned from now on, destroyed with the comm), or NULL for peer copies. */
 int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be, comm_t *nccl,
                     char *err);
-/* The NCCL communicator a member was given (for comm_graph_probe), or NULL. */
-comm_t *comm_local_nccl(comm_t *c);
 /* A barrier of the group's threads on the host alone, before or after they
  * joined: DDP_OK, or DDP_ERR_RUNTIME once the group is aborted. */
 int comm_local_sync(comm_local_group_t *g, int rank);

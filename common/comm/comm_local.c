@@ -13,9 +13,8 @@
  * broadcast or reduce (host memory, COMM_LOCAL_SLICED floats or more) meets
  * as a whole, before and after: there every rank moves its slice of
  * everyone's arena, k threads moving 1/k each instead of one moving all,
- * which is how a memory-bound move of a large arena finishes k times sooner.
- * A smaller arena moves whole, where one thread copies or sums it in less
- * time than a meeting of all takes. */
+ * which is how a memory-bound move of a large arena finishes k times sooner
+ * (and why not always: comm.h's COMM_LOCAL_SLICED). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -641,8 +640,6 @@ int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be
     *out = &L->c;
     return DDP_OK;
 }
-
-comm_t *comm_local_nccl(comm_t *c) { return c ? L_of(c)->nccl : NULL; }
 
 void comm_local_observe(comm_t *c, const comm_observer_t *obs) { L_of(c)->obs = *obs; }
 

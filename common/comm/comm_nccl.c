@@ -40,11 +40,7 @@
  * still hold the last launch's records), and none at all while the step is
  * captured (CUDA refuses a capturing thread's query of any event).
  *
- * Reductions are ncclSum: REDOP_AVG divides the sum by world afterwards on
- * the comm stream (comm.h), and DDP folds 1/world into its loss scale and
- * asks for SUM.  ncclAvg is never used: NCCL implements it for floats as a
- * pre-multiplied sum, which rounds differently from shm's sum / world and
- * turns off NVLink SHARP (NVLS) on HGX H100/H200.
+ * Reductions are ncclSum, never ncclAvg (comm.h: AVG says why).
  *
  * Threads: the owner thread launches and waits; abort() may come from any
  * other thread of the rank (not from a signal handler).  A mutex guards the
@@ -320,7 +316,7 @@ static const char *op_name(char *buf, coll_kind_t kind, const char *tag)
 }
 
 /* ncclResult_t of one collective call, made under the lock.  Always ncclSum
- * (see the header comment; launch divides for REDOP_AVG). */
+ * (launch divides for REDOP_AVG). */
 static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
 {
     nccl_impl_t *n = impl_of(c);

@@ -143,10 +143,7 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
         atomic_store(&h->cpu[r].v, -1); /* nobody has published yet */
     h->slots = slots;
     h->chunk = chunk;
-    h->map_bytes = bytes;
-    h->staging_off = head;
     h->spin_ns = world > affinity_cpus() ? 0 : SEG_SPIN_NS; /* the CPUs this process may use */
-    h->extra_off = head + staging;
     s->h = h;
     s->staging = (float *)((char *)map + head);
     s->extra = (char *)map + head + staging;
@@ -199,7 +196,8 @@ static void wake_sleepers(comm_seg_t *s)
     }
 }
 
-void seg_wake(comm_seg_t *s)
+/* A condition another rank waits for (wait_for) is now true. */
+static void seg_wake(comm_seg_t *s)
 {
     /* the caller's change before the count of sleepers, whatever its order */
     atomic_thread_fence(memory_order_seq_cst);
@@ -224,7 +222,10 @@ void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value)
     wake_sleepers(s);
 }
 
-/* peer: where ready() leaves the rank it is waiting for (-1: unknown), or NULL. */
+/* Wait, bounded, until ready(): DDP_OK, or DDP_ERR_RUNTIME on timeout
+ * (*timed_out true) or abort (false).  peer: where ready() leaves the rank
+ * it is waiting for (-1: unknown), or NULL. */
+typedef bool (*seg_ready_fn)(comm_seg_t *s, void *ctx);
 static int wait_for(comm_seg_t *s, seg_ready_fn ready, void *ctx, const int *peer,
                     double timeout_s, bool *timed_out)
 {
@@ -270,12 +271,6 @@ static int wait_for(comm_seg_t *s, seg_ready_fn ready, void *ctx, const int *pee
         if (ready(s, ctx))
             return DDP_OK;
     }
-}
-
-int seg_wait_until(comm_seg_t *s, seg_ready_fn ready, void *ctx, double timeout_s,
-                   bool *timed_out)
-{
-    return wait_for(s, ready, ctx, NULL, timeout_s, timed_out);
 }
 
 typedef struct {
@@ -444,7 +439,7 @@ int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double t
         return DDP_OK;
     }
     bool timed_out;
-    if (seg_wait_until(s, id_ready, NULL, timeout_s, &timed_out) != DDP_OK) {
+    if (wait_for(s, id_ready, NULL, NULL, timeout_s, &timed_out) != DDP_OK) {
         if (timed_out)
             return err_set(err, DDP_ERR_RUNTIME,
                            "timed out waiting for rank 0's communicator id: rank 0 did not "

@@ -55,8 +55,6 @@ typedef struct {
     int world;
     int slots;              /* ring depth */
     size_t chunk;           /* floats per rank per slot */
-    size_t map_bytes;
-    size_t staging_off, extra_off;
     uint64_t spin_ns;       /* how long a waiter spins before sleeping */
 
     /* The futex word every waiter sleeps on: bumped by a publish that finds
@@ -79,7 +77,7 @@ typedef struct {
 
     seg_counter_t ctr[SEG_NCOUNTERS][SEG_MAX_RANKS];
     /* The CPU each rank last published from (sched_getcpu), so a waiter can
-     * tell that the rank it waits for shares its core (see seg_wait_until). */
+     * tell that the rank it waits for shares its core (see seg_wait_counters). */
     struct {
         _Alignas(SEG_LINE) _Atomic int32_t v;
     } cpu[SEG_MAX_RANKS];
@@ -119,13 +117,5 @@ void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value);
  * ended because the group was aborted). */
 int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_s,
                       int *missing);
-
-/* Generic bounded wait for a condition that another rank makes true and then
- * announces with seg_wake().  Returns DDP_OK, DDP_ERR_RUNTIME on timeout
- * (*timed_out true) or abort (*timed_out false). */
-typedef bool (*seg_ready_fn)(comm_seg_t *s, void *ctx);
-int seg_wait_until(comm_seg_t *s, seg_ready_fn ready, void *ctx, double timeout_s,
-                   bool *timed_out);
-void seg_wake(comm_seg_t *s);
 
 #endif

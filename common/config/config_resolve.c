@@ -240,25 +240,18 @@ int config_resolve(config_t *c, char *note, size_t note_len, char *err)
 {
     note[0] = 0;
     /* the step's refusals first: the GPU probe's "no GPU" must not hide them */
-    int rc = resolve_graphs(c, graph_step_why_not, err);
-    if (rc == DDP_OK)
-        rc = resolve_backend(c, note, note_len, err);
+    TRY(resolve_graphs(c, graph_step_why_not, err));
+    TRY(resolve_backend(c, note, note_len, err));
     bool cpu_auto = c->ngpus == 0 && c->backend == BACKEND_CPU;
-    if (rc == DDP_OK)
-        rc = resolve_devices(c, err);
-    if (rc == DDP_OK && c->slow_rank >= c->ngpus)
-        rc = err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
-                     c->slow_rank, c->ngpus, c->ngpus - 1);
-    if (rc == DDP_OK && c->comm_hook == HOOK_POWERSGD && c->backend == BACKEND_CUDA)
-        rc = err_set(err, DDP_ERR_INPUT, "--comm-hook powersgd: the CPU backend only (--backend "
-                     "cpu); on CUDA use fp16 or bf16");
-    if (rc == DDP_OK)
-        rc = resolve_world(c, cpu_auto, err);
-    if (rc == DDP_OK)
-        rc = resolve_comm(c, err);
-    if (rc == DDP_OK)
-        rc = resolve_stream(c, err);
-    if (rc == DDP_OK)
-        rc = resolve_graphs(c, config_graph_why_not, err);
-    return rc;
+    TRY(resolve_devices(c, err));
+    if (c->slow_rank >= c->ngpus)
+        return err_set(err, DDP_ERR_INPUT, "--slow-rank: rank %d, but there are %d ranks (0..%d)",
+                       c->slow_rank, c->ngpus, c->ngpus - 1);
+    if (c->comm_hook == HOOK_POWERSGD && c->backend == BACKEND_CUDA)
+        return err_set(err, DDP_ERR_INPUT, "--comm-hook powersgd: the CPU backend only (--backend "
+                       "cpu); on CUDA use fp16 or bf16");
+    TRY(resolve_world(c, cpu_auto, err));
+    TRY(resolve_comm(c, err));
+    TRY(resolve_stream(c, err));
+    return resolve_graphs(c, config_graph_why_not, err);
 }

@@ -10,7 +10,6 @@
 
 #include "common/device/act_math.h"
 #include "common/device/kernels.h"
-#include "common/device/kernels_util.cuh"
 
 #define LOSS_THREADS 256 /* a power of two: the tree reductions below halve it */
 

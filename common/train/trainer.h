@@ -9,7 +9,6 @@
 #define DDPBENCH_TRAINER_H
 
 #include "common/config/config.h"
-#include "common/data/data.h"
 #include "common/data/schedule.h"
 #include "common/measure/result.h"
 #include "common/measure/step_meter.h"
