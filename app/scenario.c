@@ -278,6 +278,46 @@ static int sc_straggler(scen_t *s)
 // ---------------------------------------------------------------------------
 // dp-device0: what DP's device 0 carries
 
+/* dp-device0's memory lines: DP's devices, DDP's ranks, ZeRO-1's. */
+static void dp_device0_memory(scen_t *s, const run_result_t *dp, const run_result_t *ddp,
+                              const run_result_t *z)
+{
+    fprintf(s->out, "  What ddpbench measured (peak memory per device, by what it holds):\n");
+    char label[48];
+    int n = dp->ndev;
+    for (int d = 0; d < n; d++) {
+        snprintf(label, sizeof label, "dp device %d", d);
+        scen_mem_line(s, label, dp, d);
+    }
+    for (int d = 0; n > 1 && d < ddp->ndev; d++) {
+        snprintf(label, sizeof label, "ddp rank %d", d);
+        scen_mem_line(s, label, ddp, d);
+    }
+    for (int d = 0; n > 1 && d < z->ndev; d++) {
+        snprintf(label, sizeof label, "ddp --zero1 rank %d", d);
+        scen_mem_line(s, label, z, d);
+    }
+}
+
+/* DDP: the same optimizer state on every rank as DP's device 0; ZeRO-1:
+ * about 1/world of it on each (a bucket's few leftover floats, count mod
+ * world, are stepped by every rank), all of it over the ranks. */
+static bool dp_device0_optim_split(const run_result_t *dp, const run_result_t *ddp,
+                                   const run_result_t *z)
+{
+    size_t all = dp->dev[0].mem_split[MEM_OPTIM], zsum = 0;
+    for (int d = 0; d < ddp->ndev; d++)
+        if (ddp->dev[d].mem_split[MEM_OPTIM] != all)
+            return false;
+    for (int d = 0; d < z->ndev; d++) {
+        size_t zo = z->dev[d].mem_split[MEM_OPTIM];
+        zsum += zo;
+        if ((double)zo > (double)all / dp->ndev * 1.01 + 4096.0)
+            return false;
+    }
+    return zsum >= all;
+}
+
 static int sc_dp_device0(scen_t *s)
 {
     config_t *c = &s->cfg;
@@ -304,21 +344,9 @@ static int sc_dp_device0(scen_t *s)
          "other GPUs have room), works hardest, and the other GPUs wait for it every step. "
          "PyTorch's documentation recommends DistributedDataParallel instead, even on one "
          "machine.");
-    fprintf(s->out, "  What ddpbench measured (peak memory per device, by what it holds):\n");
-    char label[48], a[32], b[32], cc[32];
+    dp_device0_memory(s, dp, ddp, z);
+    char a[32], b[32], cc[32];
     int n = dp->ndev;
-    for (int d = 0; d < n; d++) {
-        snprintf(label, sizeof label, "dp device %d", d);
-        scen_mem_line(s, label, dp, d);
-    }
-    for (int d = 0; n > 1 && d < ddp->ndev; d++) {
-        snprintf(label, sizeof label, "ddp rank %d", d);
-        scen_mem_line(s, label, ddp, d);
-    }
-    for (int d = 0; n > 1 && d < z->ndev; d++) {
-        snprintf(label, sizeof label, "ddp --zero1 rank %d", d);
-        scen_mem_line(s, label, z, d);
-    }
     double alone = per_step(dp, 0, PH_DATA) + per_step(dp, 0, PH_H2D) +
                    per_step(dp, 0, PH_LOSS) + per_step(dp, 0, PH_OPTIM);
     double idle = 0.0, idle_m = 0.0, other_mem = 0.0;
@@ -359,18 +387,7 @@ static int sc_dp_device0(scen_t *s)
              mib(cc, sizeof cc, (double)dp->dev[0].mem_peak - z_mem));
     bool shown = n > 1 && (double)dp->dev[0].mem_peak > other_mem && z_mem < dp->dev[0].mem_peak &&
                  dp->dev[0].mem_split[MEM_OPTIM] > 0 && other_optim == 0 && alone > 0 && idle + idle_m > 0;
-    /* DDP: the same optimizer state on every rank; ZeRO-1: about 1/world of
-     * it on each (a bucket's few leftover floats, count mod world, are
-     * stepped by every rank), all of it over the ranks */
-    for (int d = 0; shown && d < ddp->ndev; d++)
-        shown = ddp->dev[d].mem_split[MEM_OPTIM] == dp->dev[0].mem_split[MEM_OPTIM];
-    size_t zsum = 0;
-    for (int d = 0; shown && d < z->ndev; d++) {
-        size_t zo = z->dev[d].mem_split[MEM_OPTIM];
-        zsum += zo;
-        shown = (double)zo <= (double)dp->dev[0].mem_split[MEM_OPTIM] / n * 1.01 + 4096.0;
-    }
-    shown = shown && zsum >= dp->dev[0].mem_split[MEM_OPTIM];
+    shown = shown && dp_device0_optim_split(dp, ddp, z);
     const char *why = n < 2 ? "one device has no others to compare with"
                             : "device 0 did not carry more memory and serial work than the "
                               "others, or DDP's ranks did not hold the same optimizer state, or "
