@@ -147,7 +147,11 @@ static int predict_measure(const config_t *cfg, const model_spec_t *spec, bool f
         c.gpus[1] = 1;
     }
     TRY(ddp_strategy.comm_bench(&c, &p->perf, err));
-    bool still = !c.coll_quickest;
+    /* Under mpirun every rank runs this on its own timings: a rank that
+     * benched again while another had stopped waited for it at the bench's
+     * first barrier until the bound (300 s), so there one bench is kept,
+     * the same count on every rank. */
+    bool still = !c.coll_quickest || launch_is_rank(&c);
     for (in->benches = 1; !still && in->benches < PREDICT_BENCHES; in->benches++)
         TRY(more_quickest(p, &c, &still, err));
     in->k0 = p->perf.world;
