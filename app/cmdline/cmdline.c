@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "app/predict/profile.h"
 #include "common/base/atomic_file.h"
 #include "common/base/status.h"
 
@@ -69,6 +70,11 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
     size_t tn = strlen(a->emit_pytorch);
     for (int k = 0; k < 4 && tn > 3 && strcmp(a->emit_pytorch + tn - 3, ".py") == 0; k++)
         snprintf(twin[k], sizeof twin[k], "%.*s%s", (int)(tn - 3), a->emit_pytorch, beside[k]);
+    /* --hardware and --workload read a file unless a shipped profile's name */
+    const char *hw = strchr(a->hardware, '/') || !profile_shipped("hardware", a->hardware)
+                         ? a->hardware : "";
+    const char *wl = strchr(a->workload, '/') || !profile_shipped("workload", a->workload)
+                         ? a->workload : "";
     const struct {
         const char *opt, *path;
         bool output;
@@ -79,7 +85,8 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
              {"--emit-pytorch", twin[2], true},    {"--emit-pytorch", twin[3], true},
              {"--data", c->data_path, false},
              {"--targets", c->targets_path, false}, {"--init", c->init_path, false},
-             {"--resume", c->resume_path, false},  {"--baseline", g->baseline, false}};
+             {"--resume", c->resume_path, false},  {"--baseline", g->baseline, false},
+             {"--hardware", hw, false},             {"--workload", wl, false}};
     const int n = (int)(sizeof f / sizeof f[0]);
     for (int i = 0; i < n; i++) {
         if (!f[i].output || !f[i].path[0])

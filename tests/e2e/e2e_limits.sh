@@ -91,6 +91,13 @@ sleep 0.3
 # Clashing paths: refused before anything runs, whatever the spelling.
 expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/same.st" --save "$T/./same.st"
 expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/ck.st" --trace "$T/ck.st"
+# a --hardware or --workload profile is an input too (a shipped name is not a file)
+cp "$(dirname "$0")/../../app/predict/hardware/8x-a100-sxm.json" "$T/hw.json"
+for o in report trace save checkpoint; do
+    expect_error "--$o $T/hw.json and --hardware $T/hw.json are the same file" $RUN --steps 2 \
+        --hardware "$T/hw.json" --$o "$T/hw.json"
+done
+grep -q '"name"' "$T/hw.json" && ok || ko "--hardware's profile was overwritten"
 printf 'a,b,c\n1,2,0\n3,4,1\n5,6,0\n' >"$T/d.csv"
 ln "$T/d.csv" "$T/hard.csv"
 expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode single --backend cpu \
