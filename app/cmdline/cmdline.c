@@ -15,6 +15,8 @@ static int set_scenario(void *p, const char *name, const char *v, char *err)
 {
     app_opts_t *a = p;
     (void)name;
+    if (!v[0])
+        return err_set(err, DDP_ERR_INPUT, "--scenario: empty name (see --scenario list)");
     if (strlen(v) >= sizeof a->scenario)
         return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
                        "--scenario list)", v);
