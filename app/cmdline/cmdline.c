@@ -4,8 +4,8 @@
 #include "app/cmdline/cmdline.h"
 
 #include <string.h>
+#include <unistd.h>
 
-#include "app/predict/profile.h"
 #include "common/base/atomic_file.h"
 #include "common/base/status.h"
 
@@ -72,11 +72,11 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
     size_t tn = strlen(a->emit_pytorch);
     for (int k = 0; k < 4 && tn > 3 && strcmp(a->emit_pytorch + tn - 3, ".py") == 0; k++)
         snprintf(twin[k], sizeof twin[k], "%.*s%s", (int)(tn - 3), a->emit_pytorch, beside[k]);
-    /* --hardware and --workload read a file unless a shipped profile's name */
-    const char *hw = strchr(a->hardware, '/') || !profile_shipped("hardware", a->hardware)
-                         ? a->hardware : "";
-    const char *wl = strchr(a->workload, '/') || !profile_shipped("workload", a->workload)
-                         ? a->workload : "";
+    /* --hardware and --workload read a file where the name has a folder or
+     * is a file here; otherwise it is a shipped profile's name (cmdline/ may
+     * not ask predict/ which) or fails as no such file */
+    const char *hw = strchr(a->hardware, '/') || access(a->hardware, F_OK) == 0 ? a->hardware : "";
+    const char *wl = strchr(a->workload, '/') || access(a->workload, F_OK) == 0 ? a->workload : "";
     const struct {
         const char *opt, *path;
         bool output;
