@@ -4,6 +4,8 @@
  * each call going to its launcher.  The mpi launcher is launch_mpi.c, built
  * with MPI; without it, a run that mpirun started, or --launcher mpi, is
  * refused with the reason. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +15,48 @@
 #include "ddp/launch_impl.h"
 
 /* Whether mpirun (Open MPI's, or any PMI/PMIx launcher) started this process:
- * its world size in *size (0 when it does not say), the variable's name in
- * *var. */
-static bool started_by_mpirun(long *size, const char **var)
+ * its world size in *size (0 when it does not say, -1 when it is not a
+ * positive integer), the variable's name in *var and its value in *val. */
+static bool started_by_mpirun(long *size, const char **var, const char **val)
 {
     static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         const char *v = getenv(sizes[i]);
         if (v && *v) {
             *var = sizes[i];
-            *size = i < 2 ? strtol(v, NULL, 10) : 0;
+            *val = v;
+            *size = 0;
+            if (i < 2) {
+                char *end;
+                errno = 0;
+                long n = strtol(v, &end, 10);
+                *size = errno || *end || n < 1 || n > INT_MAX ? -1 : n;
+            }
             return true;
         }
     }
     return false;
+}
+
+/* mpirun's variables that cannot be a world mpirun made: left in a plain
+ * shell, MPI would make a world of one that trains on one device whatever
+ * --gpus says (docs/hosts.md). */
+static int check_mpirun_vars(const config_t *cfg, long size, const char *var, const char *val,
+                             char *err)
+{
+    if (size < 0)
+        return err_set(err, DDP_ERR_INPUT, "%s=%s: the world size mpirun sets is a positive "
+                       "integer: variables left from another mpirun? start it with mpirun, or "
+                       "unset them", var, val);
+    if (size == 0)
+        return err_set(err, DDP_ERR_INPUT, "%s is set but no world size (OMPI_COMM_WORLD_SIZE "
+                       "or PMI_SIZE): variables left from another mpirun? start it with "
+                       "mpirun, or unset them", var);
+    if (size == 1 && cfg->ngpus > 1)
+        return err_set(err, DDP_ERR_INPUT, "%s=1 says a world of 1 rank, but --gpus names %d "
+                       "devices: variables left from another mpirun? start it with mpirun -np "
+                       "%d, or unset them", var, cfg->ngpus, cfg->ngpus);
+    return DDP_OK;
 }
 
 /* Resolve --launcher and start it (launch_main). */
@@ -34,8 +64,8 @@ static int launch_init(config_t *cfg, int *code, char *err)
 {
     *code = 0;
     long size = 0;
-    const char *var = NULL;
-    bool mpirun = started_by_mpirun(&size, &var);
+    const char *var = NULL, *val = NULL;
+    bool mpirun = started_by_mpirun(&size, &var, &val);
     if (cfg->launcher == LAUNCHER_AUTO)
         cfg->launcher = mpirun ? LAUNCHER_MPI : LAUNCHER_FORK;
     if (cfg->launcher == LAUNCHER_FORK) {
@@ -50,6 +80,8 @@ static int launch_init(config_t *cfg, int *code, char *err)
                        "--launcher mpi: mpirun did not start this process (none of "
                        "OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set): start it with "
                        "mpirun -np N, or use --launcher fork");
+    if (mpirun)
+        TRY(check_mpirun_vars(cfg, size, var, val, err));
     int rc = ddp_mpi_init(cfg, code, err);
     if (rc == DDP_OK && size > 0 && cfg->world_size != size)
         return err_set(err, DDP_ERR_INPUT,

@@ -4,6 +4,7 @@
 #include "app/cmdline/cmdline.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/atomic_file.h"
 #include "common/base/status.h"
@@ -14,6 +15,8 @@ static int set_scenario(void *p, const char *name, const char *v, char *err)
 {
     app_opts_t *a = p;
     (void)name;
+    if (!v[0])
+        return err_set(err, DDP_ERR_INPUT, "--scenario: empty name (see --scenario list)");
     if (strlen(v) >= sizeof a->scenario)
         return err_set(err, DDP_ERR_INPUT, "--scenario: unknown scenario '%.40s' (see "
                        "--scenario list)", v);
@@ -69,6 +72,11 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
     size_t tn = strlen(a->emit_pytorch);
     for (int k = 0; k < 4 && tn > 3 && strcmp(a->emit_pytorch + tn - 3, ".py") == 0; k++)
         snprintf(twin[k], sizeof twin[k], "%.*s%s", (int)(tn - 3), a->emit_pytorch, beside[k]);
+    /* --hardware and --workload read a file where the name has a folder or
+     * is a file here; otherwise it is a shipped profile's name (cmdline/ may
+     * not ask predict/ which) or fails as no such file */
+    const char *hw = strchr(a->hardware, '/') || access(a->hardware, F_OK) == 0 ? a->hardware : "";
+    const char *wl = strchr(a->workload, '/') || access(a->workload, F_OK) == 0 ? a->workload : "";
     const struct {
         const char *opt, *path;
         bool output;
@@ -79,7 +87,8 @@ static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t
              {"--emit-pytorch", twin[2], true},    {"--emit-pytorch", twin[3], true},
              {"--data", c->data_path, false},
              {"--targets", c->targets_path, false}, {"--init", c->init_path, false},
-             {"--resume", c->resume_path, false},  {"--baseline", g->baseline, false}};
+             {"--resume", c->resume_path, false},  {"--baseline", g->baseline, false},
+             {"--hardware", hw, false},             {"--workload", wl, false}};
     const int n = (int)(sizeof f / sizeof f[0]);
     for (int i = 0; i < n; i++) {
         if (!f[i].output || !f[i].path[0])

@@ -9,7 +9,8 @@
  * handler puts the default action back, so a second signal ends the process
  * at once; and a run stuck where no step ends (a long load, a hung device)
  * ends by itself INTERRUPT_GRACE_S seconds after the first (SIGALRM), the
- * way the signal would have ended it.  DDP's supervisor handles the signals
+ * way the signal would have ended it (a SIGALRM from outside with no stop
+ * request before it does what it would do unhandled: status 142).  DDP's supervisor handles the signals
  * itself while its ranks run and records them here. */
 #ifndef DDPBENCH_INTERRUPT_H
 #define DDPBENCH_INTERRUPT_H

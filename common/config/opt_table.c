@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,14 @@ int opt_parse_double(const char *opt, const char *s, double lo, double hi, bool 
     double v = strtod(s, &end);
     if (end == s || *end || !text_is_decimal(s, strlen(s)))
         return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a number", opt, s);
-    if (v > hi || !isfinite(v))
-        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (at most %g)", opt, s, hi);
+    if (v > hi || !isfinite(v)) {
+        /* a bound just under a round number (beta1's 0.999999999) prints as
+         * that number, which is itself refused */
+        char h[32];
+        snprintf(h, sizeof h, "%g", hi);
+        return err_set(err, DDP_ERR_INPUT, "--%s: %s is too large (%s %s)", opt, s,
+                       strtod(h, NULL) > hi ? "it must be less than" : "at most", h);
+    }
     if (v < lo || (lo_open && v == lo))
         return err_set(err, DDP_ERR_INPUT, "--%s: %s is too small (%s %g)", opt, s,
                        lo_open ? "it must be more than" : "at least", lo);

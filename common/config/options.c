@@ -29,6 +29,8 @@ static int parse_colls(const char *s, unsigned *out, char *err)
         return DDP_OK;
     }
     char buf[256];
+    if (strlen(s) >= sizeof buf) /* cut, it would run another list */
+        return err_set(err, DDP_ERR_INPUT, "--coll: '%.32s...' is too long", s);
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int k = -1;

@@ -735,6 +735,11 @@ int ckpt_run_write(ckpt_run_t *c, const schedule_t *s, const float *dev_params, 
     bool kill = f == FAULT_WRITE;
     if (f == FAULT_PAUSE)
         fault_pause_arm();
-    return ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,
-                     (const float *const *)c->state, c->nstate, &pos, kill, err);
+    rc = ckpt_save(c->cfg->checkpoint_path, s, c->spec, c->params,
+                   (const float *const *)c->state, c->nstate, &pos, kill, err);
+    /* The path passed its checks before the run: what fails now (its folder
+     * removed, the disk full) is a fault at run time, exit 1, not bad input. */
+    if (rc == DDP_ERR_INPUT)
+        rc = DDP_ERR_RUNTIME;
+    return rc == DDP_OK ? rc : err_prefix(err, rc, "step %ld", g + 1);
 }

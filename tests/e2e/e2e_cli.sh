@@ -55,6 +55,10 @@ expect_error "--gpus" --gpus ""
 expect_error "--gpus" --mode dp --backend cpu --gpus 1,1
 expect_error "--model" --model bert
 expect_error "unknown option" --frobnicate
+expect_error "--scenario: empty name" --scenario ""
+# a list past its buffer is refused, not cut into another list
+expect_error "--coll: 'all-reduce,all-reduce,all-reduce...' is too long" --mode comm \
+    --coll "$(printf 'all-reduce,%.0s' $(seq 25))reduce"
 expect_error "--nesterov" --optim sgd --nesterov
 expect_error "--backend cuda" --backend cuda --mode single
 # --cuda-graph on where no step can be a graph: each refusal its own reason.

@@ -326,6 +326,21 @@ if need mpirun; then
     done
 fi
 
+# ---- --checkpoint's folder removed mid-run (after its first write): a fault
+# at run time, exit 1 naming the step, not bad input's 2
+mkdir -p "$T/gone" || exit 1
+"$BIN" --backend cpu --mode single --layers 6,5,3 --samples 60 --batch 6 --steps 100000000 \
+    --checkpoint "$T/gone/c.st" --checkpoint-every 20000 --quiet >/dev/null 2>"$T/err" &
+pid=$!
+i=0
+while [ ! -e "$T/gone/c.st" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+rm -rf "$T/gone"
+wait $pid
+rc=$?
+[ $rc = 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] &&
+    grep -q "^ddpbench: error: .*step [0-9]*: --checkpoint $T/gone/c.st: " "$T/err" &&
+    ok || ko "--checkpoint's folder removed mid-run: exit $rc: $(cat "$T/err")"
+
 # ---- OpenBLAS's thread start failing before main (ulimit -v too small for a
 # thread's stack): one ddpbench line and exit 2, not a Ctrl-C's 130.  SIGINT
 # at its default (env --default-signal): make test run as a background job

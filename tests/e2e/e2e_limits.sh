@@ -18,7 +18,7 @@
 #    every baseline figure, --timeout 0.001, DP out of
 #    memory, --help into /dev/full, --warmup-steps past the run;
 #  - signals: SIGINT/SIGTERM stop every mode with 130/143 and a line; an
-#    inherited ignore is honoured.
+#    inherited ignore is honoured; a SIGALRM from outside ends it as unhandled.
 # Cases that need root (mknod, setpriv, mount) say so and skip without it.
 # Usage: sh tests/e2e/e2e_limits.sh ./ddpbench
 E2E=e2e_limits
@@ -91,6 +91,13 @@ sleep 0.3
 # Clashing paths: refused before anything runs, whatever the spelling.
 expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/same.st" --save "$T/./same.st"
 expect_error "are the same file" $RUN --steps 2 --checkpoint "$T/ck.st" --trace "$T/ck.st"
+# a --hardware or --workload profile is an input too (a shipped name is not a file)
+cp "$(dirname "$0")/../../app/predict/hardware/8x-a100-sxm.json" "$T/hw.json"
+for o in report trace save checkpoint; do
+    expect_error "--$o $T/hw.json and --hardware $T/hw.json are the same file" $RUN --steps 2 \
+        --hardware "$T/hw.json" --$o "$T/hw.json"
+done
+grep -q '"name"' "$T/hw.json" && ok || ko "--hardware's profile was overwritten"
 printf 'a,b,c\n1,2,0\n3,4,1\n5,6,0\n' >"$T/d.csv"
 ln "$T/d.csv" "$T/hard.csv"
 expect_error "--save $T/hard.csv and --data $T/d.csv are the same file" --mode single --backend cpu \
@@ -410,6 +417,23 @@ for mode in single dp ddp; do
             ko "$mode SIG$sig: exit $rc: $(cat "$T/err")"
     done
 done
+# A SIGALRM from outside, no stop request before it: it ends the run as it
+# would unhandled (142), with no line about a grace that never began.
+"$BIN" --mode single $LONG >"$T/out" 2>"$T/err" &
+pid=$!
+catching $pid 14 || ko "outside SIGALRM: no SIGALRM handler after 20 s"
+sleep 0.5
+kill -ALRM $pid
+i=0
+while [ $i -lt 50 ] && [ "$(awk '/^State:/ { print $2 }' /proc/$pid/status 2>/dev/null)" != Z ] &&
+    kill -0 $pid 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+[ $rc -eq 142 ] && [ ! -s "$T/err" ] && ok || ko "outside SIGALRM: exit $rc: $(cat "$T/err")"
 # An inherited ignore is honoured (a background job of this script ignores
 # SIGINT): the run goes on through a SIGINT, then stops at SIGTERM.  The
 # SIGINT goes once the run has its handlers (before, the inherited ignore

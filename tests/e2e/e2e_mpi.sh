@@ -43,6 +43,21 @@ rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] &&
     grep -q "^ddpbench: error: OMPI_COMM_WORLD_SIZE says 2 ranks, but MPI started 1" "$T/err" &&
     ok || ko "mpirun's variables left without mpirun: exit $rc: $(cat "$T/err")"
+# a size that is no positive integer, a rank without a size, or a world of 1
+# beside a list of devices: each refused in one line naming the variable
+left_var() {
+    env "$1" "$BIN" --mode ddp --gpus 0,1 --backend cpu --steps 1 >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && [ ! -s "$T/out" ] &&
+        grep -q "^ddpbench: error: " "$T/err" && grep -qF -- "$2" "$T/err" && ok ||
+        ko "$1 without mpirun: exit $rc: $(cat "$T/err")"
+}
+for e in OMPI_COMM_WORLD_SIZE=abc OMPI_COMM_WORLD_SIZE=0 PMI_SIZE=2x; do
+    left_var "$e" "$e: the world size mpirun sets is a positive integer"
+done
+left_var PMIX_RANK=0 "PMIX_RANK is set but no world size"
+left_var OMPI_COMM_WORLD_SIZE=1 "OMPI_COMM_WORLD_SIZE=1 says a world of 1 rank, but --gpus names 2"
+left_var PMI_SIZE=1 "PMI_SIZE=1 says a world of 1 rank, but --gpus names 2"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }

@@ -212,6 +212,7 @@ Test(config, ranges_and_numbers_say_what_is_wrong)
 {
     bad("--timeout 0", "--timeout: 0 is too small (it must be more than 0)");
     bad("--lr 2e6", "--lr: 2e6 is too large (at most 1e+06)");
+    bad("--beta1 1", "--beta1: 1 is too large (it must be less than 1)");
     bad("--batch 0", "--batch: 0 is too small (at least 1)");
     bad("--steps 99999999999999999999", "--steps: 99999999999999999999 is too large");
     bad("--gpus 2147483647", "--gpus: 2147483647 in '2147483647' is too large (at most 1048576)");
