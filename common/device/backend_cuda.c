@@ -44,7 +44,9 @@ typedef struct {
     size_t reserved;        /* the largest rows x cols reserved (backend_reserve) */
     cuda_block_t *blocks;   /* live alloc() blocks, so free() can account them */
     size_t nblocks, cap_blocks;
-    /* the clock (see the header comment) */
+    /* the clock: an event's time is its elapsed time from anchor, whose host time is known;
+     * cudaEventElapsedTime's float ms keeps only microseconds after minutes, so a candidate
+     * recorded with a timed event becomes the anchor once placed (about once a step) */
     cudaEvent_t anchor, cand;
     double anchor_s;
     bool cand_pending;
