@@ -228,11 +228,8 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 # machine without a GPU its tests skip.
 GPU_TEST_SRCS := $(if $(HAVE_NCCL),$(wildcard tests/gpu/test_*.c))
 GPU_TEST_BINS := $(GPU_TEST_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
-# bench/*_cuda.c call the kernels and cuBLAS(Lt) themselves: built where
-# CUDA is (real or emulated), run by the GPU check (not by make bench).
-BENCH_SRCS := $(filter-out %_cuda.c,$(wildcard bench/bench_*.c))
+BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
-BENCH_CUDA_BINS := $(if $(HAVE_CUDA),$(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*_cuda.c)))
 LIB      := $(BUILD)/libddpbench.a
 
 .PHONY: all test test-layers test-unit test-e2e test-asan test-tsan test-fuzz fuzz demo bench install \
@@ -370,15 +367,6 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB) $(CUDA_LIB)
 $(BUILD)/bench/%: bench/%.c $(LIB) $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) $(TEST_RUNPATH)
-
-# A CUDA benchmark links the kernels' objects (kernels.h) and cudart, cuBLAS
-# and cuBLASLt itself (the backend's library exports none of them); on the
-# emulated GPU all of that is in $(LIB).
-BENCH_CUDA_LDLIBS := $(if $(filter 1,$(HAVE_CUDA)),-L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lstdc++)
-$(BUILD)/bench/%_cuda: bench/%_cuda.c $(LIB) $(filter %.cu.o,$(CUDA_OBJS))
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(filter %.cu.o,$(CUDA_OBJS)) $(LIB) $(BENCH_CUDA_LDLIBS) \
-	  $(LDLIBS) $(if $(filter 1,$(HAVE_CUDA)),-Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64)
 
 # ---- tests ------------------------------------------------------------------
 # Criterion runs each binary's tests in parallel processes; --jobs 2 matches
@@ -535,7 +523,6 @@ KIT_CUDA_LDLIBS := $(filter-out -Wl$(comma)-rpath$(comma)%,$(CUDA_LDLIBS))
 KIT_CUDA_LIB := $(KIT)/lib/libddpbench-cuda.so
 KIT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
 KIT_TESTS := $(KIT)/tests/test_cuda $(GPU_TEST_SRCS:tests/gpu/%.c=$(KIT)/tests/%)
-KIT_BENCH := $(patsubst bench/%.c,$(KIT)/bench/%,$(wildcard bench/bench_*_cuda.c))
 
 # The kernels are the release build's own objects: nvcc's flags do not
 # change without MPI, and compiling them again took a minute.
@@ -550,7 +537,7 @@ gpu-kit: $(if $(filter 1,$(HAVE_CUDA)),$(CU_SRCS:%.cu=$(BUILD)/%.cu.o))
 	@# ranks, and Debian's libmpi carries a RUNPATH to /usr that would pull
 	@# its own libraries from outside the kit.
 	@$(MAKE) --no-print-directory NO_MPI=1 BUILD=build/gpu-kit-objs KIT_CU_OBJS="$(CU_SRCS:%.cu=$(BUILD)/%.cu.o)" \
-	  $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS) $(KIT_BENCH)
+	  $(KIT)/ddpbench $(KIT_CUDA_LIB) $(KIT_TESTS)
 	@sh tests/gpu/kit.sh $(KIT)
 
 # make test builds the kit where the toolkit is (CI's machine), so that what
@@ -567,7 +554,7 @@ test-gpu-kit:
 	@$(TIMED) "tests/gpu/check.sh --self-test" sh -c 'sh tests/gpu/check.sh --self-test >build/gpu-check-selftest.log 2>&1' || \
 	  { cat build/gpu-check-selftest.log; exit 1; }
 	@tail -n 1 build/gpu-check-selftest.log
-	@sh tests/gpu/check.sh --dry-run | grep -q '^ *10\. findings ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
+	@sh tests/gpu/check.sh --dry-run | grep -q '^ *9\. findings ' || { echo "test-gpu-kit: check.sh --dry-run lists no plan"; exit 1; }
 	+@mkdir -p build && $(MAKE) --no-print-directory -s EMU=1 build/cuda-emu/ddpbench >build/cuda-emu-kill.build.log 2>&1 || \
 	  { tail -n 20 build/cuda-emu-kill.build.log; exit 1; }
 	@$(TIMED) tests/gpu/rehearse_kill.sh sh tests/gpu/rehearse_kill.sh build/cuda-emu
@@ -597,13 +584,6 @@ $(KIT_CUDA_LIB): $(KIT_CUDA_OBJS) $(LIB) $(BUILD)/cuda.map
 $(KIT)/tests/test_cuda: tests/unit/test_cuda.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(KIT_CFLAGS) $(CRITERION_CFLAGS) $(LDFLAGS) -s -o $@ $< $(LIB) $(CRITERION_LIBS) $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
-
-# The kit's CUDA benchmarks (the check's epilogue step): the kernels' objects,
-# cudart, cuBLAS and cuBLASLt from the box, like lib/libddpbench-cuda.so.
-$(KIT)/bench/%_cuda: bench/%_cuda.c $(LIB) $(KIT_CU_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(KIT_CFLAGS) $(LDFLAGS) -s -o $@ $< $(KIT_CU_OBJS) $(LIB) $(filter-out -Wl$(comma)-rpath$(comma)%,$(BENCH_CUDA_LDLIBS)) \
-	  $(KIT_LDLIBS) -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 $(KIT)/tests/%: tests/gpu/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -639,4 +619,4 @@ help:
 # build/: one left by a file that has since moved would name a source that is
 # gone).
 -include $(LIB_OBJS:.o=.d) $(CUDA_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_BINS:=.d) $(GPU_TEST_BINS:=.d) \
-  $(BENCH_BINS:=.d) $(BENCH_CUDA_BINS:=.d)
+  $(BENCH_BINS:=.d)

@@ -1,14 +1,6 @@
-/* bench/bench_checkpoint.c: what a checkpoint costs against the disk's own
- * speed, for mlp-medium's parameters with SGD momentum (two arenas of
- * 8,393,728 floats: 67.1 MB).
- *
- * Each round, in this one process, one after the other in the same directory:
- *   raw    write() of the same bytes to a new file + fsync + close
- *   write  st_write: header, data, fsync, rename, directory fsync
- *   read   st_open + st_read_f32 of every tensor (from the page cache)
- * The median of 5 rounds; the ratio write/raw is the overhead of the format
- * and of the atomic replacement (no goal was set for it: it is reported).
- * DIR (argument, default /tmp) is where the files go. */
+/* bench/bench_checkpoint.c: a checkpoint of mlp-medium's parameters and SGD momentum
+ * (67.1 MB) written and read, against a raw write + fsync of the same bytes, the median of
+ * 5 rounds in DIR (argument, default /tmp); no goal (docs/benchmarks.md). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +75,8 @@ int main(int argc, char **argv)
         write_s[round] = t2 - t1;
         read_s[round] = t3 - t2;
     }
-    double best_raw = bench_median(raw_s, 5), best_write = bench_median(write_s, 5),
-           best_read = bench_median(read_s, 5);
+    double best_raw = paired_median(raw_s, 5), best_write = paired_median(write_s, 5),
+           best_read = paired_median(read_s, 5);
     unlink(path);
     unlink(raw);
     double mb = 2.0 * (double)n * 4 / 1e6;

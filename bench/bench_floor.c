@@ -1,14 +1,6 @@
-/* bench/bench_floor.c: the seed-size step against its floor.  The floor is
- * what any framework must do for that step: the forward, the MSE loss, the
- * backward and the SGD update of a 10x10 Linear layer on 20 rows, called
- * straight on the CPU backend in a loop (model.h, optim.h), with no meter,
- * no batch gathered, no schedule.  Beside it, in this process and in turns,
- * ddpbench's single mode on the same job: its median (p50) step, the
- * figure the step meter reports.  Each round times FLOOR_STEPS floor steps
- * in blocks of 100 (the median block's step) and one single run; the
- * medians of the rounds and their ranges, and the goal: single's p50 within
- * 2x of the floor.
- *
+/* bench/bench_floor.c: the seed-size step against its floor (the forward, MSE, backward
+ * and SGD of a 10x10 layer on 20 rows, called straight on the CPU backend), in turns with
+ * single mode's p50 step on the same job; goal: single within 2x (docs/benchmarks.md).
  *   bench_floor [ROUNDS]   (default 7) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +41,7 @@ static double floor_step_s(const config_t *c, char *err)
     optim_free(&opt);
     replica_free(&rep);
     backend_destroy(be);
-    return bench_median(block, FLOOR_STEPS / BLOCK);
+    return paired_median(block, FLOOR_STEPS / BLOCK);
 }
 
 int main(int argc, char **argv)
@@ -88,8 +80,8 @@ int main(int argc, char **argv)
         rmin = ratio[r] < rmin ? ratio[r] : rmin, rmax = ratio[r] > rmax ? ratio[r] : rmax;
     printf("seed-size step (10x10, 20 rows, MSE, SGD), %d rounds: floor %.3f us, single p50 %.3f us "
            "(medians); single / floor %.2fx [%.2f..%.2f]; load average %.2f -> %.2f\n",
-           rounds, 1e6 * bench_median(fl, rounds), 1e6 * bench_median(p50, rounds),
-           bench_median(ratio, rounds), rmin, rmax, load[0], (getloadavg(&load[1], 1), load[1]));
-    bench_goal("single p50 / floor", bench_median(ratio, rounds), 2.0, 0);
+           rounds, 1e6 * paired_median(fl, rounds), 1e6 * paired_median(p50, rounds),
+           paired_median(ratio, rounds), rmin, rmax, load[0], (getloadavg(&load[1], 1), load[1]));
+    bench_goal("single p50 / floor", paired_median(ratio, rounds), 2.0, 0);
     return 0;
 }

@@ -1,13 +1,6 @@
-/* bench/bench_memory.c: the memory story of mlp-medium, and ZeRO-1's.  Each
- * device's peak memory split by purpose (measure/result.h: mem_split) for DP
- * (device 0 against the others), DDP (the same on every rank) and DDP with
- * --zero1 (the optimizer state divided by the ranks), on 2 and 4 CPU workers,
- * and ZeRO-1's final parameters against plain DDP's for every optimizer on
- * 1..4 ranks.  Memory is counted, not timed: one round is the figure.
- *
- * usage: bench_memory [MODEL [STEPS]]   defaults: mlp-medium, 3 steps.
- * Goals: ZeRO-1's optimizer state within 1% of 1/world of DDP's; ZeRO-1's
- * parameters within 1e-5 of DDP's. */
+/* bench/bench_memory.c: the memory story of mlp-medium, and ZeRO-1's (docs/benchmarks.md):
+ * each device's peak split by purpose for DP, DDP and DDP --zero1 on 2 and 4 workers, and
+ * ZeRO-1's parameters against DDP's.  usage: bench_memory [MODEL [STEPS]] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,32 +1,8 @@
-/* bench/bench_stability.c: how steady is the instrument?  Runs each case of a
- * fixed matrix N times (default 5), every run a separate ddpbench process,
- * the cases interleaved round by round so a shared machine's load falls on
- * all of them alike, and reports per case the median throughput, the
- * max/min spread of throughput over the runs, and the median (and range) of
- * the runs' p50 step times.  In the same run it measures the floor a DDP
- * step cannot beat: one exchange between two processes through shared
- * memory (each publishes a word and waits for the other's), spinning and
- * with a futex sleep and wake-up.  Then it says PASS or FAIL per goal:
- *
- *   spread (max/min throughput) <= 1.15 for single, dp and ddp on mlp-small
- *   ddp's p50 step <= 10 us on the seed-size model at 2 ranks, in every run
- *   dp's p50 step <= 20 us there, in every run
- *
- *   bench_stability [-n RUNS] [-b BIN] [-o FILE.json] [-s] [-c CASE]
- *     -n RUNS   runs per case [5]
- *     -b BIN    the ddpbench binary [./ddpbench]
- *     -o FILE   where the results go as JSON [build/bench/stability.json]
- *     -s        strict: exit 1 when a goal is not met
- *     -c CASE   only the cases whose name contains CASE (e.g. -c seed)
- *
- * The machine's load average before and after goes into the table and the
- * JSON: figures taken while other work runs are not the instrument's.  Each
- * run's disturbance record (its JSON's "machine": other processes' share of
- * its cores, its involuntary switches) says which runs the machine
- * disturbed; the table counts them, gives the spread of the undisturbed
- * runs alone, and a failed spread goal with disturbed runs says so.  Beside
- * it, the spread of the runs' work (work_cpu_s.p10: the CPU seconds of a step,
- * the A/B gate's figure on the CPU), which another process hardly moves. */
+/* bench/bench_stability.c: how steady is the instrument?  Each case of a fixed matrix runs N
+ * times, each run its own ddpbench process, cases interleaved round by round; per case the
+ * median throughput, its max/min spread (and the undisturbed runs' alone), the runs' p50
+ * steps, the work's spread; beside them the floor of a two-process shared-memory exchange,
+ * and PASS or FAIL per goal (docs/benchmarks.md). */
 #include <cJSON.h>
 #include <errno.h>
 #include <linux/futex.h>
@@ -44,7 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/base/atomic_file.h"
 #include "common/base/clock.h"
+#include "common/base/status.h"
 #include "gate/paired.h"
 
 #define MAX_RUNS 50
@@ -118,6 +96,15 @@ static double vmax(const double *v, int n)
 // ---------------------------------------------------------------------------
 // one run of ddpbench, as its own process
 
+/* o[a][b] (o[a] when b is NULL) as a number; NAN when absent */
+static double num_at(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, a) : NULL;
+    if (v && b)
+        v = cJSON_GetObjectItemCaseSensitive(v, b);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
 static int run_case(const char *bin, bcase_t *c)
 {
     char cmd[2048];
@@ -137,11 +124,9 @@ static int run_case(const char *bin, bcase_t *c)
         if (*s == '{')
             line = s;
     cJSON *o = line && st == 0 ? cJSON_Parse(line) : NULL;
-    const cJSON *tp = o ? cJSON_GetObjectItemCaseSensitive(o, "throughput_samples_per_s") : NULL;
-    const cJSON *stt = o ? cJSON_GetObjectItemCaseSensitive(o, "step_time_s") : NULL;
-    const cJSON *p50 = stt ? cJSON_GetObjectItemCaseSensitive(stt, "p50") : NULL;
-    const cJSON *p95 = stt ? cJSON_GetObjectItemCaseSensitive(stt, "p95") : NULL;
-    if (!cJSON_IsNumber(tp) || !cJSON_IsNumber(p50) || !cJSON_IsNumber(p95)) {
+    double tp = num_at(o, "throughput_samples_per_s", NULL);
+    double p50 = num_at(o, "step_time_s", "p50"), p95 = num_at(o, "step_time_s", "p95");
+    if (isnan(tp) || isnan(p50) || isnan(p95)) {
         char *nl = strrchr(buf, '\n');
         if (nl && nl[1] == 0)
             *nl = 0;
@@ -151,16 +136,13 @@ static int run_case(const char *bin, bcase_t *c)
         cJSON_Delete(o);
         return -1;
     }
-    c->tput[c->n] = tp->valuedouble;
-    c->p50[c->n] = p50->valuedouble;
-    c->p95[c->n] = p95->valuedouble;
-    const cJSON *wk = cJSON_GetObjectItemCaseSensitive(o, "work_cpu_s");
-    const cJSON *w10 = wk ? cJSON_GetObjectItemCaseSensitive(wk, "p10") : NULL;
-    c->work[c->n] = cJSON_IsNumber(w10) ? w10->valuedouble : NAN;
+    c->tput[c->n] = tp;
+    c->p50[c->n] = p50;
+    c->p95[c->n] = p95;
+    c->work[c->n] = num_at(o, "work_cpu_s", "p10");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "machine");
-    const cJSON *ct = m ? cJSON_GetObjectItemCaseSensitive(m, "contention") : NULL;
     c->dist[c->n] = cJSON_IsTrue(m ? cJSON_GetObjectItemCaseSensitive(m, "disturbed") : NULL);
-    c->cont[c->n] = cJSON_IsNumber(ct) ? ct->valuedouble : NAN;
+    c->cont[c->n] = num_at(o, "machine", "contention");
     c->n++;
     cJSON_Delete(o);
     return 0;
@@ -233,7 +215,15 @@ static double exchange_floor(int sleep, long iters)
     return p50;
 }
 
-// ---------------------------------------------------------------------------
+/* The undisturbed runs' throughputs into q; how many. */
+static int undisturbed(const bcase_t *c, double *q)
+{
+    int nq = 0;
+    for (int i = 0; i < c->n; i++)
+        if (!c->dist[i])
+            q[nq++] = c->tput[i];
+    return nq;
+}
 
 static void json_case(cJSON *arr, const bcase_t *c)
 {
@@ -258,13 +248,11 @@ static void json_case(cJSON *arr, const bcase_t *c)
     cJSON *d = cJSON_AddArrayToObject(o, "disturbed");
     cJSON *ca = cJSON_AddArrayToObject(o, "contention");
     double q[MAX_RUNS];
-    int nq = 0;
+    int nq = undisturbed(c, q);
     for (int i = 0; i < c->n; i++) {
         cJSON_AddItemToArray(d, cJSON_CreateBool(c->dist[i]));
         cJSON_AddItemToArray(ca, isfinite(c->cont[i]) ? cJSON_CreateNumber(c->cont[i])
                                                       : cJSON_CreateNull());
-        if (!c->dist[i])
-            q[nq++] = c->tput[i];
     }
     if (nq >= 2)
         cJSON_AddNumberToObject(o, "spread_undisturbed", vmax(q, nq) / vmin(q, nq));
@@ -294,19 +282,14 @@ static void mkdirs_for(const char *path)
 
 static int write_json(const char *path, cJSON *root)
 {
-    char *txt = cJSON_Print(root);
-    if (!txt)
-        return -1;
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF ? 0 : -1;
-    if (f && fclose(f) != 0)
-        rc = -1;
-    if (rc == 0)
-        rc = rename(tmp, path);
-    else
-        unlink(tmp);
+    char *txt = cJSON_Print(root), err[ERR_LEN];
+    afile_t a;
+    int rc = txt ? afile_open(&a, path, err) : -1;
+    if (rc == DDP_OK) {
+        afile_write(&a, txt, strlen(txt));
+        afile_write(&a, "\n", 1);
+        rc = afile_commit(&a, false, err);
+    }
     cJSON_free(txt);
     return rc;
 }
@@ -389,13 +372,8 @@ int main(int argc, char **argv)
         char range[48], goal[96] = "-";
         snprintf(range, sizeof range, "%.1f..%.1f us", 1e6 * vmin(c->p50, c->n),
                  1e6 * vmax(c->p50, c->n));
-        int nd = 0, nq = 0;
         double q[MAX_RUNS];
-        for (int k = 0; k < c->n; k++) {
-            nd += c->dist[k];
-            if (!c->dist[k])
-                q[nq++] = c->tput[k];
-        }
+        int nq = undisturbed(c, q), nd = c->n - nq;
         char dcol[32];
         snprintf(dcol, sizeof dcol, "%d/%d", nd, c->n);
         if (c->spread_goal > 0) {

@@ -14,6 +14,7 @@
 #include "common/train/strategy.h"
 #include "app/load/load.h"
 #include "common/train/trainer.h"
+#include "gate/paired.h" /* paired_median: the median of rounds */
 
 /* The config of "args" (as typed after ddpbench), resolved. */
 static inline int bench_config(config_t *c, const char *args, char *err)
@@ -52,18 +53,6 @@ static inline void bench_run(const char *args, run_result_t *res)
         fprintf(stderr, "bench: '%s': %s\n", args, err);
         exit(1);
     }
-}
-
-/* The median of v[0..n) (sorts v). */
-static inline double bench_median(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n <= 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* "goal: ratio >= 1.80: PASS" (at_least: the value must reach goal, else stay

@@ -89,11 +89,7 @@ int backend_check(const backend_t *be, int rc, const char *place, char *err)
 
 void *backend_alloc(backend_t *be, size_t bytes)
 {
-    if (be->gmode != GRAPH_EAGER) {
-        backend_error(be, DDP_ERR_RUNTIME, "an allocation inside a CUDA graph");
-        return NULL;
-    }
-    return be->ops->alloc(be, bytes, MEM_WORKSPACE);
+    return backend_alloc_for(be, bytes, MEM_WORKSPACE);
 }
 
 void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind)
@@ -465,7 +461,7 @@ int backend_cast16(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, s
 int backend_sync(backend_t *be)
 {
     NOT_IN_GRAPH(be, "a host synchronisation");
-    return be->ops->sync(be);
+    return be->ops->sync ? be->ops->sync(be) : DDP_OK;
 }
 
 int backend_reserve(backend_t *be, int rows, int cols)
@@ -486,7 +482,7 @@ backend_event_t *backend_event_new(backend_t *be, bool timed)
     }
     ev->be = be;
     ev->timed = timed;
-    if (be->ops->event_init(be, ev) != DDP_OK) {
+    if (be->ops->event_init && be->ops->event_init(be, ev) != DDP_OK) {
         free(ev);
         return NULL;
     }
@@ -497,7 +493,8 @@ void backend_event_free(backend_t *be, backend_event_t *ev)
 {
     if (!ev)
         return;
-    be->ops->event_fini(be, ev);
+    if (be->ops->event_fini)
+        be->ops->event_fini(be, ev);
     free(ev);
 }
 
@@ -512,13 +509,14 @@ int backend_event_record(backend_t *be, backend_event_t *ev)
 int backend_event_query(backend_t *be, backend_event_t *ev, bool *done)
 {
     NOT_IN_GRAPH(be, "an event query");
-    return be->ops->event_query(be, ev, done);
+    *done = true;
+    return be->ops->event_query ? be->ops->event_query(be, ev, done) : DDP_OK;
 }
 
 int backend_event_sync(backend_t *be, backend_event_t *ev)
 {
     NOT_IN_GRAPH(be, "a host wait for an event");
-    return be->ops->event_sync(be, ev);
+    return be->ops->event_sync ? be->ops->event_sync(be, ev) : DDP_OK;
 }
 
 int backend_event_time(backend_t *be, backend_event_t *ev, double *t_s)
@@ -542,7 +540,7 @@ int backend_stream_wait(backend_t *be, backend_event_t *ev)
                              "outside the graph's step", ev->be->device_id);
     GRAPH_OP(be, 17, P(ev));
     counted(be, LAUNCH_EVENT);
-    return be->ops->stream_wait(be, ev);
+    return be->ops->stream_wait ? be->ops->stream_wait(be, ev) : DDP_OK;
 }
 
 int backend_copy_async(backend_t *be, void *dst, backend_t *src_be, const void *src,

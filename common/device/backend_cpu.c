@@ -1,33 +1,8 @@
-/* common/device/backend_cpu.c: the CPU compute backend.
- *
- * GEMMs go to OpenBLAS (CBLAS sgemm); everything else is a plain loop written
- * so gcc vectorises it.  A "device" is whoever calls: a DP worker thread or a
- * DDP rank process, each with one BLAS thread, or single mode with --threads.
- * Device memory is host memory (64-byte aligned, zeroed), so host_visible is
- * true and every operation completes before it returns: sync() is a no-op,
- * an event is the host time of its record, and the host never waits.
- * Private state (impl): the address-space room held for OpenBLAS's buffer
- * until the first GEMM (blas_space.h), and under --precision bf16 the GEMM
- * inputs rounded to bf16 (backend.h says what bf16 rounds where: this file
- * is the reference the CUDA backend is held to).
- *
- * A tiny GEMM (GEMM_SMALL_MAX multiply-adds or fewer) runs in gemm_small.c's
- * kernel on a CPU with AVX2 or AVX-512, where OpenBLAS's fixed cost would be
- * most of it (gemm_small.h measures it); the rest go to OpenBLAS.
- *
- * Thread safety: the Debian OpenBLAS pthread variant runs a GEMM in the calling
- * thread when its thread count is 1, with per-call buffers from a locked pool,
- * so several DP workers may call sgemm at once; tests/unit/test_backend_cpu.c checks
- * concurrent results against serial ones bit for bit.  That pool's lock is a
- * plain mutex, which sleeps at once when taken: DP's devices leave a barrier
- * together and call sgemm together, so on a small model nearly every GEMM
- * met the other device's inside it and slept (3 futex calls a step on the
- * seed-size model, its p50 step 10 us).  Where the small kernel does not
- * run (no AVX2), while more than one CPU device is alive, a small GEMM
- * (SMALL_GEMM multiply-adds or fewer: a microsecond or less) first takes
- * gemm_lock, which spins before it sleeps (glibc's adaptive mutex): the
- * other device waits the few hundred nanoseconds the GEMM takes, awake.
- * The small kernel shares nothing between devices and takes no lock. */
+/* common/device/backend_cpu.c: the CPU compute backend, the reference the CUDA backend is
+ * held to.  GEMMs go to gemm_small.c's kernel when tiny (AVX2/AVX-512), else OpenBLAS;
+ * the rest are plain loops gcc vectorises.  Device memory is host memory and every
+ * operation completes before it returns: no sync, events are host times, nothing waits.
+ * impl: the room held for OpenBLAS's buffer (blas_space.h) and bf16's rounded inputs. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <cblas.h>
@@ -66,9 +41,12 @@ char *openblas_get_corename(void);
 #define HUGE_PAGE (2u << 20)
 #define HUGE_MIN (4u << 20)
 
-/* A small GEMM, in multiply-adds (m n k): the seed-size model's are 2,000,
- * mlp-small's 2 million and more; at 32 x 32 x 16 one takes about a
- * microsecond on one core. */
+/* Why a lock of our own: OpenBLAS (Debian's pthread build) runs a 1-thread GEMM in the
+ * caller with buffers from a pool under a plain mutex, which sleeps at once; DP's devices
+ * leave a barrier together, so on a small model nearly every GEMM met the other's and slept
+ * (seed-size p50 step 10 us).  Where the small kernel does not run, while more than one CPU
+ * device lives, a GEMM of SMALL_GEMM multiply-adds or fewer (about a microsecond) first
+ * takes gemm_lock, which spins before it sleeps (glibc's adaptive mutex). */
 #define SMALL_GEMM 16384
 static pthread_mutex_t gemm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static _Atomic int g_devices; /* CPU devices alive in this process */
@@ -557,12 +535,6 @@ CPU_CLONES static int cpu_adam(backend_t *be, const adam_args_t *a, float *restr
 // ---------------------------------------------------------------------------
 // control
 
-static int cpu_sync(backend_t *be)
-{
-    (void)be;
-    return DDP_OK; /* every CPU operation is complete when it returns */
-}
-
 static void cpu_destroy(backend_t *be)
 {
     cpu_impl_t *c = be->impl;
@@ -578,19 +550,6 @@ static void cpu_destroy(backend_t *be)
 // events: every operation is complete when it returns, so an event is the
 // host time of its record and nothing ever waits (backend.h)
 
-static int cpu_event_init(backend_t *be, backend_event_t *ev)
-{
-    (void)be;
-    ev->t = 0.0;
-    return DDP_OK;
-}
-
-static void cpu_event_fini(backend_t *be, backend_event_t *ev)
-{
-    (void)be;
-    (void)ev;
-}
-
 static int cpu_event_record(backend_t *be, backend_event_t *ev)
 {
     (void)be;
@@ -598,32 +557,10 @@ static int cpu_event_record(backend_t *be, backend_event_t *ev)
     return DDP_OK;
 }
 
-static int cpu_event_query(backend_t *be, backend_event_t *ev, bool *done)
-{
-    (void)be;
-    (void)ev;
-    *done = true;
-    return DDP_OK;
-}
-
-static int cpu_event_sync(backend_t *be, backend_event_t *ev)
-{
-    (void)be;
-    (void)ev;
-    return DDP_OK;
-}
-
 static int cpu_event_time(backend_t *be, backend_event_t *ev, double *t_s)
 {
     (void)be;
     *t_s = ev->t;
-    return DDP_OK;
-}
-
-static int cpu_stream_wait(backend_t *be, backend_event_t *ev)
-{
-    (void)be;
-    (void)ev;
     return DDP_OK;
 }
 
@@ -672,15 +609,9 @@ static const backend_ops_t cpu_ops = {
     .axpy = cpu_axpy,
     .scale = cpu_scale,
     .cast16 = cpu_cast16,
-    .sync = cpu_sync,
     .destroy = cpu_destroy,
-    .event_init = cpu_event_init,
-    .event_fini = cpu_event_fini,
     .event_record = cpu_event_record,
-    .event_query = cpu_event_query,
-    .event_sync = cpu_event_sync,
     .event_time = cpu_event_time,
-    .stream_wait = cpu_stream_wait,
     .copy_async = cpu_copy_async,
     .d2h_async = cpu_copy,
     .set_precision = cpu_set_precision,

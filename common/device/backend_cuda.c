@@ -1,40 +1,10 @@
-/* common/device/backend_cuda.c: the CUDA compute backend (see backend.h).
- *
- * One backend is one GPU replica: its own non-blocking compute stream, a
- * copy stream beside it (batch staging, DP's reduce), a cuBLAS handle bound
- * to the compute stream, and a table of its live allocations.  GEMMs go to
- * cublasSgemm in plain fp32 (CUBLAS_DEFAULT_MATH; --precision tf32 switches
- * to TF32 tensor-op math; --precision bf16 converts both operands to bf16
- * and calls cublasGemmEx, fp32 output and accumulation), the rest to the
- * kernels of kernels_*.cu.  Every operation
- * is queued and returns at once, except d2h(), sync() and event_sync(),
- * which wait -- and count it (backend_host_syncs).  A wait polls when a
- * communicator has installed a watch (backend_set_watch), so a collective
- * whose peer never comes cannot hang it.
- *
- * The clock: an event's time is the GPU's elapsed time from an anchor event
- * whose host time is known.  cudaEventElapsedTime is a float of
- * milliseconds, which after minutes keeps only microseconds, so the anchor
- * moves with the run: a new candidate is recorded with the next timed event
- * once the last one has been placed, and is placed (from the old anchor, a
- * short and therefore exact interval) when it has completed -- about once a
- * step.
- *
- * Threads: DP drives each device from its own host thread, and its main
- * thread also touches several devices (replicate, gather).  The CUDA runtime's
- * "current device" is per host thread, so every entry point starts with
- * cudaSetDevice(dev) for its own device: then any thread may call any backend
- * and no caller has to remember to bind itself first.  When the device is
- * already current this is a check of a thread-local value in the runtime,
- * tens of nanoseconds against the microseconds of a kernel launch.  Two
- * threads must not drive the same backend at once (the cuBLAS handle and the
- * allocation table are the backend's own); several backends on one GPU
- * (--gpus 0,0) are independent.
- *
- * Errors: each CUDA/cuBLAS call goes through CUDACHECK/CUBLASCHECK, which put
- * "file:line: call: name: text" into be->last_error and return
- * DDP_ERR_RUNTIME.  Asynchronous faults (an illegal address inside a kernel)
- * surface at the next d2h() or sync(). */
+/* common/device/backend_cuda.c: the CUDA compute backend (see backend.h).  One backend is
+ * one GPU replica: a non-blocking compute stream, a copy stream, a cuBLAS handle on the
+ * compute stream (fp32, TF32 or bf16 cublasGemmEx by --precision) and kernels_*.cu.
+ * Every entry point binds its own device first (ENTER: the runtime's current device is per
+ * host thread, and DP's threads touch several), so any thread may call any backend; two
+ * threads must not drive the same one at once.  CUDA errors become be->last_error
+ * (CUDACHECK); faults inside kernels surface at the next wait. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -66,15 +36,17 @@ typedef struct {
     void *blas_ws;          /* the handle's cuBLAS workspace (cublasSetWorkspace) */
     size_t blas_ws_bytes;
     double *rowloss;        /* loss(): per-row losses for the fixed-order sum */
-    int rowloss_cap;
+    size_t rowloss_cap;     /* rows */
     float *bgpart;          /* bias_grad(): per-block partial column sums */
     size_t bgpart_cap;      /* floats */
     uint16_t *bf16[2];      /* --precision bf16: the GEMM's operands as bf16 */
-    size_t bf16_cap;        /* elements of each */
+    size_t bf16_cap[2];     /* elements of each */
     size_t reserved;        /* the largest rows x cols reserved (backend_reserve) */
     cuda_block_t *blocks;   /* live alloc() blocks, so free() can account them */
     size_t nblocks, cap_blocks;
-    /* the clock (see the header comment) */
+    /* the clock: an event's time is its elapsed time from anchor, whose host time is known;
+     * cudaEventElapsedTime's float ms keeps only microseconds after minutes, so a candidate
+     * recorded with a timed event becomes the anchor once placed (about once a step) */
     cudaEvent_t anchor, cand;
     double anchor_s;
     bool cand_pending;
@@ -235,13 +207,20 @@ static void cuda_free_host(backend_t *be, void *p)
         err_set(be->last_error, DDP_ERR_RUNTIME, "cudaFreeHost: %s", cudaGetErrorString(e));
 }
 
-static int cuda_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
+/* A copy queued on the compute stream (h2d, d2h_async, d2d). */
+static int queue_copy(backend_t *be, void *dst, const void *src, size_t bytes,
+                      enum cudaMemcpyKind kind)
 {
-    if (!bytes)
+    if (!bytes || dst == src)
         return DDP_OK;
     ENTER(be);
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_of(be)->stream));
+    CK(cudaMemcpyAsync(dst, src, bytes, kind, impl_of(be)->stream));
     return DDP_OK;
+}
+
+static int cuda_h2d(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    return queue_copy(be, dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
 /* Polling back-off for watched waits: spin for about the first millisecond
@@ -302,24 +281,15 @@ static int cuda_d2h(backend_t *be, void *dst, const void *src, size_t bytes)
     return DDP_OK;
 }
 
+/* After the work that wrote src; the caller reads dst once a later event has completed. */
 static int cuda_d2h_async(backend_t *be, void *dst, const void *src, size_t bytes)
 {
-    if (!bytes)
-        return DDP_OK;
-    ENTER(be);
-    /* On the compute stream, after the work that wrote src; the caller reads
-     * dst only once a later event has completed. */
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, impl_of(be)->stream));
-    return DDP_OK;
+    return queue_copy(be, dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 static int cuda_d2d(backend_t *be, void *dst, const void *src, size_t bytes)
 {
-    if (!bytes || dst == src)
-        return DDP_OK;
-    ENTER(be);
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, impl_of(be)->stream));
-    return DDP_OK;
+    return queue_copy(be, dst, src, bytes, cudaMemcpyDeviceToDevice);
 }
 
 static int cuda_memset0(backend_t *be, void *dst, size_t bytes)
@@ -331,27 +301,35 @@ static int cuda_memset0(backend_t *be, void *dst, size_t bytes)
     return DDP_OK;
 }
 
+/* A copy from src_be's memory on stream st of be (bound already): a plain copy between
+ * replicas sharing one GPU (--gpus 0,0), else a peer copy. */
+static int copy_from(backend_t *be, cudaStream_t st, void *dst, backend_t *src_be,
+                     const void *src, size_t bytes, const char *what)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (src_be->kind != BACKEND_CUDA)
+        return err_set(be->last_error, DDP_ERR_RUNTIME, "%s: source device %d is not a CUDA device",
+                       what, src_be->device_id);
+    int sdev = impl_of(src_be)->dev;
+    if (sdev == c->dev) {
+        if (dst != src)
+            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+        return DDP_OK;
+    }
+    peer_enable(c->dev, sdev);
+    CK(cudaMemcpyPeerAsync(dst, c->dev, src, sdev, bytes, st));
+    return DDP_OK;
+}
+
 static int cuda_peer_copy(backend_t *be, void *dst, backend_t *src_be, const void *src,
                           size_t bytes)
 {
     if (!bytes)
         return DDP_OK;
-    if (src_be->kind != BACKEND_CUDA)
-        return err_set(be->last_error, DDP_ERR_RUNTIME,
-                       "peer_copy: source device %d is not a CUDA device", src_be->device_id);
     ENTER(be);
-    cuda_impl_t *c = impl_of(be);
-    int sdev = impl_of(src_be)->dev;
-    /* Queued on the destination's stream: the caller synced src_be, so src is
-     * complete; the caller syncs be before src_be overwrites src. */
-    if (sdev == c->dev) { /* replicas sharing one GPU (--gpus 0,0) */
-        if (dst != src)
-            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
-        return DDP_OK;
-    }
-    peer_enable(c->dev, sdev);
-    CK(cudaMemcpyPeerAsync(dst, c->dev, src, sdev, bytes, c->stream));
-    return DDP_OK;
+    /* On the destination's stream: the caller synced src_be, so src is complete; it syncs
+     * be before src_be overwrites src. */
+    return copy_from(be, impl_of(be)->stream, dst, src_be, src, bytes, "peer_copy");
 }
 
 // ---------------------------------------------------------------------------
@@ -431,87 +409,52 @@ static int cuda_act_bwd(backend_t *be, act_t act, const float *z, const float *a
  * wait while a peer's collective is queued is the known way to hang.  The
  * replica reserves for each of its layers (backend_reserve); an operation
  * larger than that still grows the scratch here, the one place that may. */
+static int regrow(backend_t *be, void **p, size_t *cap, size_t elem, size_t need,
+                  const char *what)
+{
+    if (need <= *cap)
+        return DDP_OK;
+    /* Forget the old block before freeing it: a failing cudaFree must not leave a pointer
+     * that destroy() would free a second time.  cudaFree waits for its last reader. */
+    void *old = *p;
+    backend_account(be, -(long long)(*cap * elem), MEM_WORKSPACE);
+    *p = NULL;
+    *cap = 0;
+    if (old)
+        CK(cudaFree(old));
+    cudaError_t e = cudaMalloc(p, need * elem);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *p = NULL;
+        return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(%s): %s", what,
+                       cudaGetErrorString(e));
+    }
+    *cap = need;
+    backend_account(be, (long long)(need * elem), MEM_WORKSPACE);
+    return DDP_OK;
+}
+
 static int grow_bgpart(backend_t *be, size_t need)
 {
     cuda_impl_t *c = impl_of(be);
-    if (need <= c->bgpart_cap)
-        return DDP_OK;
-    /* cudaFree waits for the old scratch's last reader. */
-    float *old = c->bgpart;
-    backend_account(be, -(long long)(c->bgpart_cap * sizeof(float)), MEM_WORKSPACE);
-    c->bgpart = NULL;
-    c->bgpart_cap = 0;
-    if (old)
-        CK(cudaFree(old));
-    cudaError_t e = cudaMalloc((void **)&c->bgpart, need * sizeof(float));
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        c->bgpart = NULL;
-        return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bias gradient scratch): %s",
-                       cudaGetErrorString(e));
-    }
-    c->bgpart_cap = need;
-    backend_account(be, (long long)(need * sizeof(float)), MEM_WORKSPACE);
-    return DDP_OK;
+    return regrow(be, (void **)&c->bgpart, &c->bgpart_cap, sizeof(float), need,
+                  "bias gradient scratch");
 }
 
 static int grow_rowloss(backend_t *be, int rows)
 {
     cuda_impl_t *c = impl_of(be);
-    if (rows <= c->rowloss_cap)
-        return DDP_OK;
-    if (c->rowloss) {
-        /* Forget the old block before freeing it: a failing cudaFree must
-         * not leave a pointer that destroy() would free a second time.
-         * cudaFree waits for the old scratch's last reader. */
-        double *old = c->rowloss;
-        backend_account(be, -(long long)((size_t)c->rowloss_cap * sizeof(double)), MEM_WORKSPACE);
-        c->rowloss = NULL;
-        c->rowloss_cap = 0;
-        CK(cudaFree(old));
-    }
-    cudaError_t e = cudaMalloc((void **)&c->rowloss, (size_t)rows * sizeof(double));
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        c->rowloss = NULL;
-        return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(loss scratch): %s",
-                       cudaGetErrorString(e));
-    }
-    c->rowloss_cap = rows;
-    backend_account(be, (long long)((size_t)rows * sizeof(double)), MEM_WORKSPACE);
-    return DDP_OK;
+    return regrow(be, (void **)&c->rowloss, &c->rowloss_cap, sizeof(double),
+                  rows > 0 ? (size_t)rows : 0, "loss scratch");
 }
 
-/* --precision bf16: room for a GEMM operand of need elements in each of the
- * two bf16 buffers. */
+/* --precision bf16: room for a GEMM operand of need elements in each bf16 buffer. */
 static int grow_bf16(backend_t *be, size_t need)
 {
     cuda_impl_t *c = impl_of(be);
-    if (need <= c->bf16_cap)
-        return DDP_OK;
-    backend_account(be, -(long long)(2 * c->bf16_cap * sizeof(uint16_t)), MEM_WORKSPACE);
-    for (int i = 0; i < 2; i++) { /* cudaFree waits for the old operand's last GEMM */
-        uint16_t *old = c->bf16[i];
-        c->bf16[i] = NULL;
-        if (old)
-            CK(cudaFree(old));
-    }
-    c->bf16_cap = 0;
-    for (int i = 0; i < 2; i++) {
-        cudaError_t e = cudaMalloc((void **)&c->bf16[i], need * sizeof(uint16_t));
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            if (i == 1) {
-                cudaFree(c->bf16[0]);
-                c->bf16[0] = NULL;
-            }
-            c->bf16[i] = NULL;
-            return err_set(be->last_error, DDP_ERR_RUNTIME, "cudaMalloc(bf16 GEMM operands): %s",
-                           cudaGetErrorString(e));
-        }
-    }
-    c->bf16_cap = need;
-    backend_account(be, (long long)(2 * need * sizeof(uint16_t)), MEM_WORKSPACE);
+    for (int i = 0; i < 2; i++)
+        TRY(regrow(be, (void **)&c->bf16[i], &c->bf16_cap[i], sizeof(uint16_t), need,
+                   "bf16 GEMM operands"));
     return DDP_OK;
 }
 
@@ -819,23 +762,10 @@ static int cuda_copy_async(backend_t *be, void *dst, backend_t *src_be, const vo
      * reader has run) and that src is complete. */
     if (after)
         CK(cudaStreamWaitEvent(c->copy, ev_of(after), 0));
-    if (bytes) {
-        if (!src_be) {
-            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
-        } else if (src_be->kind != BACKEND_CUDA) {
-            return err_set(be->last_error, DDP_ERR_RUNTIME,
-                           "copy_async: source device %d is not a CUDA device",
-                           src_be->device_id);
-        } else {
-            int sdev = impl_of(src_be)->dev;
-            if (sdev == c->dev) {
-                CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->copy));
-            } else {
-                peer_enable(c->dev, sdev);
-                CK(cudaMemcpyPeerAsync(dst, c->dev, src, sdev, bytes, c->copy));
-            }
-        }
-    }
+    if (bytes && !src_be)
+        CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
+    else if (bytes)
+        TRY(copy_from(be, c->copy, dst, src_be, src, bytes, "copy_async"));
     if (done)
         CK(cudaEventRecord(ev_of(done), c->copy));
     return DDP_OK;
@@ -950,25 +880,20 @@ static void cuda_destroy(backend_t *be)
             }
             if (c->gscal_h)
                 cudaFreeHost(c->gscal_h);
-            if (c->gscal_d)
-                cudaFree(c->gscal_d);
+            cudaFree(c->gscal_d); /* cudaFree(NULL) does nothing */
             for (size_t i = 0; i < c->nblocks; i++) /* blocks a failed run left behind */
                 cudaFree(c->blocks[i].p);
-            if (c->rowloss)
-                cudaFree(c->rowloss);
-            if (c->bgpart)
-                cudaFree(c->bgpart);
-            for (int i = 0; i < 2; i++)
-                if (c->bf16[i])
-                    cudaFree(c->bf16[i]);
+            cudaFree(c->rowloss);
+            cudaFree(c->bgpart);
+            cudaFree(c->bf16[0]);
+            cudaFree(c->bf16[1]);
             if (c->anchor)
                 cudaEventDestroy(c->anchor);
             if (c->cand)
                 cudaEventDestroy(c->cand);
             if (c->blas)
                 cublasDestroy(c->blas);
-            if (c->blas_ws) /* after the handle that used it */
-                cudaFree(c->blas_ws);
+            cudaFree(c->blas_ws); /* after the handle that used it */
             if (c->stream)
                 cudaStreamDestroy(c->stream);
             if (c->copy)

@@ -4,9 +4,8 @@
  *
  * A backend is a fixed table of operations (backend_ops_t) plus private state
  * behind impl (a CUDA stream and cuBLAS handle, or nothing on the CPU), in the
- * way ggml-backend-impl.h sits behind ggml-backend.h.  backend.c's public
- * functions call through the table; the contract of each operation is the
- * comment on its backend_* function in backend.h. */
+ * way ggml-backend-impl.h sits behind ggml-backend.h.  The contract of each operation is
+ * the comment on its backend_* function in backend.h. */
 #ifndef DDPBENCH_BACKEND_IMPL_H
 #define DDPBENCH_BACKEND_IMPL_H
 
@@ -27,50 +26,35 @@ typedef struct backend_ops {
     int (*d2h)(backend_t *be, void *dst, const void *src, size_t bytes); /* waits */
     int (*d2d)(backend_t *be, void *dst, const void *src, size_t bytes);
     int (*memset0)(backend_t *be, void *dst, size_t bytes);
-    /* Copy between two devices (DP's replicate, scatter, gather, reduce), queued
-     * on be's stream (be owns dst).  The caller orders it after the work that
-     * produced src (sync src_be first).  CPU: memcpy; CUDA: cudaMemcpyPeerAsync. */
     int (*peer_copy)(backend_t *be, void *dst, backend_t *src_be, const void *src,
                      size_t bytes);
 
     /* -- compute: row-major, like torch ------------------------------------ */
-    /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) = X^T when t. */
     int (*gemm)(backend_t *be, bool ta, bool tb, int m, int n, int k, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
                 int ldc);
-    /* z[r,c] += b[c]; a = act(z).  a may equal z (act must be ACT_NONE then). */
     int (*bias_act_fwd)(backend_t *be, act_t act, float *z, float *a, const float *b,
                         int rows, int cols);
-    /* d[i] *= act'(z[i]) (a = act(z) is given for the cheap forms). */
     int (*act_bwd)(backend_t *be, act_t act, const float *z, const float *a, float *d,
                    size_t n);
-    /* db[c] (+)= sum_r dz[r,c]. */
     int (*bias_grad)(backend_t *be, float *db, const float *dz, int rows, int cols,
                      bool accumulate);
-    /* Per-row losses of out[rows,cols] against tgt (tgt[rows,cols] for mse/bce,
-     * tgt[rows] holding class ids for ce).  *loss_sum (a device float) = sum over
-     * rows of the row's loss (mse/bce: mean over the row's elements).
-     * grad[rows,cols] = grad_scale * d(sum of row losses)/d(out). */
     int (*loss)(backend_t *be, loss_t kind, const float *out, const float *tgt, int rows,
                 int cols, float grad_scale, float *grad, float *loss_sum);
-    /* Optimizer updates over a flat arena of n floats (torch.optim rules). */
     int (*sgd)(backend_t *be, const sgd_args_t *a, float *p, const float *g, float *buf,
                size_t n);
     int (*adam)(backend_t *be, const adam_args_t *a, float *p, const float *g, float *m,
                 float *v, size_t n);
-    /* y += alpha * x */
     int (*axpy)(backend_t *be, float alpha, const float *x, float *y, size_t n);
-    /* x *= alpha */
     int (*scale)(backend_t *be, float alpha, float *x, size_t n);
-    /* to16: h[i] = f[i] rounded to t (nearest even); else f[i] = h[i] (base/half.h) */
     int (*cast16)(backend_t *be, dtype_t t, bool to16, float *f, uint16_t *h, size_t n);
 
-    /* -- control ----------------------------------------------------------- */
+    /* -- control; sync and the events' init, fini, query, sync and stream_wait may be NULL
+     * on a device that computes as it is called (nothing to wait for: done) -- */
     int (*sync)(backend_t *be);
     int (*reserve)(backend_t *be, int rows, int cols); /* NULL: no scratch to reserve */
     void (*destroy)(backend_t *be);
 
-    /* -- events and the copy stream (contracts in backend.h) ---------------- */
     int (*event_init)(backend_t *be, backend_event_t *ev);  /* fill ev->h */
     void (*event_fini)(backend_t *be, backend_event_t *ev);
     int (*event_record)(backend_t *be, backend_event_t *ev);

@@ -5,11 +5,7 @@
  * buffer (ERR_LEN bytes) and makes the enclosing function return
  * DDP_ERR_RUNTIME, so the message travels up to main() like every other error.
  *
- *     CUDACHECK(be->last_error, cudaMemcpyAsync(...));
- *
- * KERNELCHECK(err) follows a kernel launch: launches report bad configurations
- * only through cudaGetLastError (faults inside a kernel surface at the next
- * synchronising call, which is checked too). */
+ *     CUDACHECK(be->last_error, cudaMemcpyAsync(...)); */
 #ifndef DDPBENCH_CUDA_CHECK_H
 #define DDPBENCH_CUDA_CHECK_H
 
@@ -23,14 +19,6 @@
         if (e_ != cudaSuccess)                                                             \
             return err_set((err), DDP_ERR_RUNTIME, "%s:%d: %s: %s: %s", __FILE__, __LINE__, \
                            #call, cudaGetErrorName(e_), cudaGetErrorString(e_));           \
-    } while (0)
-
-#define KERNELCHECK(err, what)                                                             \
-    do {                                                                                   \
-        cudaError_t e_ = cudaGetLastError();                                               \
-        if (e_ != cudaSuccess)                                                             \
-            return err_set((err), DDP_ERR_RUNTIME, "%s:%d: kernel %s: %s: %s", __FILE__,   \
-                           __LINE__, (what), cudaGetErrorName(e_), cudaGetErrorString(e_)); \
     } while (0)
 
 #ifdef CUBLAS_API_H_

@@ -69,25 +69,29 @@ block16(const int R, const bool ta, int k, float alpha, const float *A, int lda,
     }
 }
 
-/* Every row of the tile at column j0, in blocks of 8, 4, 2, 1. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-rows16(const bool ta, int m, int k, float alpha, const float *A, int lda, const float *Bt,
-       int ldp, float beta, float *C, int ldc, int j0, __mmask16 mk)
-{
-    int i = 0;
-    for (; i + 8 <= m; i += 8)
-        block16(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-    if (i + 4 <= m) {
-        block16(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        i += 4;
+/* NAME: every row of the tile at column j0, in blocks of 8, 4, 2, 1 of BLOCK (one width's
+ * block function, its mask type and target). */
+#define DEFINE_ROWS(name, block, mask_t, isa)                                              \
+    __attribute__((target(isa), always_inline)) static inline void name(                   \
+        const bool ta, int m, int k, float alpha, const float *A, int lda, const float *Bt,  \
+        int ldp, float beta, float *C, int ldc, int j0, mask_t mk)                         \
+    {                                                                                      \
+        int i = 0;                                                                         \
+        for (; i + 8 <= m; i += 8)                                                         \
+            block(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);              \
+        if (i + 4 <= m) {                                                                  \
+            block(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);              \
+            i += 4;                                                                        \
+        }                                                                                  \
+        if (i + 2 <= m) {                                                                  \
+            block(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);              \
+            i += 2;                                                                        \
+        }                                                                                  \
+        if (i < m)                                                                         \
+            block(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);              \
     }
-    if (i + 2 <= m) {
-        block16(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        i += 2;
-    }
-    if (i < m)
-        block16(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-}
+
+DEFINE_ROWS(rows16, block16, __mmask16, "avx512f")
 
 __attribute__((target("avx512f"))) static void
 gemm16(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -132,24 +136,7 @@ block8(const int R, const bool ta, int k, float alpha, const float *A, int lda, 
     }
 }
 
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-rows8(const bool ta, int m, int k, float alpha, const float *A, int lda, const float *Bt,
-      int ldp, float beta, float *C, int ldc, int j0, __m256i mk)
-{
-    int i = 0;
-    for (; i + 8 <= m; i += 8)
-        block8(8, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-    if (i + 4 <= m) {
-        block8(4, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        i += 4;
-    }
-    if (i + 2 <= m) {
-        block8(2, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-        i += 2;
-    }
-    if (i < m)
-        block8(1, ta, k, alpha, A, lda, Bt, ldp, beta, C, ldc, i, j0, mk);
-}
+DEFINE_ROWS(rows8, block8, __m256i, "avx2,fma")
 
 __attribute__((target("avx2,fma"))) static void
 gemm8(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,

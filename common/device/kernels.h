@@ -1,20 +1,8 @@
-/* common/device/kernels.h: the C entry points of the CUDA kernels (kernels_*.cu).
- *
- * One launcher per kernel family, callable from plain C.  Each queues its work
- * on the given stream (nothing here synchronises), launches nothing for an
- * empty problem, and returns cudaGetLastError() after the launch, so a bad
- * launch configuration is reported at once; faults inside a kernel surface at
- * the next synchronising call.  Semantics are those of the matching
- * backend_ops_t entry (backend.h) and follow backend_cpu.c operation by
- * operation: the .cu files are built with --fmad=false, so + - * / and sqrtf
- * round exactly like the CPU's SSE code, and the kernels made of those alone
- * (optimizers, axpy, scale, relu) agree with it bit for bit.  The
- * transcendental functions (exp, tanh, erf, log1p) are CUDA's own and the
- * CPU's are glibc's, vectorised (libmvec) at -O3: each is within a few ulp
- * of the exact value, but not the same bits, and where a formula cancels
- * (GELU's 1 + erf(x/sqrt 2) for x below about -2) a one-ulp difference is a
- * large relative one.  tests/unit/test_cuda.c therefore holds both sides to
- * a double-precision reference within float rounding, not to each other. */
+/* common/device/kernels.h: the C entry points of the CUDA kernels (kernels_*.cu), one per
+ * family.  Each queues on the given stream, launches nothing for an empty problem and
+ * returns cudaGetLastError(); semantics are backend.h's and backend_cpu.c's operation by
+ * operation (--fmad=false: + - * / and sqrtf round as the CPU's; the transcendentals do not:
+ * docs/gpu.md). */
 #ifndef DDPBENCH_KERNELS_H
 #define DDPBENCH_KERNELS_H
 

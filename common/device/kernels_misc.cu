@@ -27,44 +27,27 @@ __global__ void axpy_kernel(float alpha, const float *x, float *y, size_t n, boo
     y[i] += alpha * x[i];
 }
 
-__global__ void scale_kernel(float alpha, float *x, size_t n, bool vec)
-{
-    if (vec) {
-        KERN_GRID_STRIDE4(q, n)
-        {
-            float4 a = ((float4 *)x)[q];
-            a.x *= alpha;
-            a.y *= alpha;
-            a.z *= alpha;
-            a.w *= alpha;
-            ((float4 *)x)[q] = a;
-        }
-        KERN_TAIL(i, n)
-        x[i] *= alpha;
-        return;
-    }
-    KERN_GRID_STRIDE(i, n)
-    x[i] *= alpha;
-}
+/* x *= s, or x /= s when div (kern_div: a division, not a product with 1/s) */
+__device__ inline float scale_one(float v, float s, bool div) { return div ? v / s : v * s; }
 
-__global__ void div_kernel(float d, float *x, size_t n, bool vec)
+__global__ void scale_kernel(float s, float *x, size_t n, bool vec, bool div)
 {
     if (vec) {
         KERN_GRID_STRIDE4(q, n)
         {
             float4 a = ((float4 *)x)[q];
-            a.x /= d;
-            a.y /= d;
-            a.z /= d;
-            a.w /= d;
+            a.x = scale_one(a.x, s, div);
+            a.y = scale_one(a.y, s, div);
+            a.z = scale_one(a.z, s, div);
+            a.w = scale_one(a.w, s, div);
             ((float4 *)x)[q] = a;
         }
         KERN_TAIL(i, n)
-        x[i] /= d;
+        x[i] = scale_one(x[i], s, div);
         return;
     }
     KERN_GRID_STRIDE(i, n)
-    x[i] /= d;
+    x[i] = scale_one(x[i], s, div);
 }
 
 /* One block row per matrix row (strided), threads across its columns. */
@@ -89,22 +72,23 @@ extern "C" cudaError_t kern_axpy(cudaStream_t s, float alpha, const float *x, fl
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t n)
+static cudaError_t scale_launch(cudaStream_t st, float s, float *x, size_t n, bool div)
 {
     if (n == 0)
         return cudaSuccess;
     bool vec = kern_aligned16(x);
-    scale_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(alpha, x, n, vec);
+    scale_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, st>>>(s, x, n, vec, div);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t kern_scale(cudaStream_t s, float alpha, float *x, size_t n)
+{
+    return scale_launch(s, alpha, x, n, false);
 }
 
 extern "C" cudaError_t kern_div(cudaStream_t s, float d, float *x, size_t n)
 {
-    if (n == 0)
-        return cudaSuccess;
-    bool vec = kern_aligned16(x);
-    div_kernel<<<kern_blocks_v(n, vec), KERN_THREADS, 0, s>>>(d, x, n, vec);
-    return cudaGetLastError();
+    return scale_launch(s, d, x, n, true);
 }
 
 extern "C" cudaError_t kern_scale_matrix(cudaStream_t s, float beta, float *C, int m, int n,

@@ -1,14 +1,7 @@
-/* common/device/peak_cpu.c: a CPU core's peak fp32 rate, measured (backend.h's
- * backend_cpu_core_peak): a loop of fused multiply-adds at one vector width
- * (512, 256 or 128 bits: AVX-512, AVX2 with FMA, or SSE's multiply then add),
- * PEAK_ACC independent accumulators so the FMA units never wait for a result
- * (4 cycles of latency on 2 pipes keeps 8 in flight; 12 leave room), timed
- * in PEAK_BURSTS short bursts on the calling thread's core.  The rate is the
- * fastest burst's: a burst that another process or the hypervisor
- * interrupted only took longer, so a busy machine lowers some bursts and not
- * the best (the step meter measures it a second time, in the warm-up, and
- * keeps the faster: step_meter.h).  7 to 30 us a burst, under a millisecond
- * in all. */
+/* common/device/peak_cpu.c: a core's measured peak fp32 rate (backend_cpu_core_peak): FMAs
+ * at one vector width into PEAK_ACC independent accumulators (4 cycles of latency on 2 pipes
+ * keep 8 in flight), the fastest of PEAK_BURSTS short bursts (an interrupted burst only took
+ * longer), under a millisecond in all. */
 #include "common/base/clock.h"
 #include "common/device/backend.h"
 

@@ -1,19 +1,8 @@
-/* common/device/probe_cuda.c: how many GPUs are visible and what they are
- * (names, PCI bus ids, memory, which pairs can reach each other's memory),
- * found without initialising CUDA in the calling process
- * (backend_cuda_probe, backend_cuda_gpus, see backend.h), and the in-process
- * count that backend_cuda_create uses.
- *
- * The question goes to a short-lived child (probe.h: CUDA does not survive
- * fork) that calls cudaGetDeviceCount and writes the answer into a pipe; the
- * parent never touches CUDA.  The child also describes the GPUs and reports the versions of
- * the runtime, driver, cuBLAS and NCCL (the run's provenance).  The answer is
- * cached for the life of the process.  Once this
- * process has initialised CUDA anyway (it created a CUDA backend), a child
- * could no longer use CUDA, so the count is then asked in-process.  The
- * names come from the same runtime, so they follow CUDA's numbering (the
- * driver's /proc files list GPUs in PCI order, which CUDA does not use
- * unless CUDA_DEVICE_ORDER=PCI_BUS_ID). */
+/* common/device/probe_cuda.c: how many GPUs are visible and what they are (backend.h's
+ * backend_cuda_probe, backend_cuda_gpus), asked of a short-lived child (probe.h: CUDA does
+ * not survive fork), cached for the process; once this process has initialised CUDA itself
+ * the question is asked in-process.  The names come from the runtime, so they follow
+ * CUDA's numbering (not the driver's PCI order unless CUDA_DEVICE_ORDER=PCI_BUS_ID). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

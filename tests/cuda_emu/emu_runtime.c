@@ -53,7 +53,7 @@
 #define DIE(...) emu_die(__VA_ARGS__)
 
 /* The one way the emulator stops a test: "cuda_emu: what", then abort()
- * (emu_cublaslt.c and the emulated kernels use it too). */
+ * (the emulated kernels use it too). */
 void emu_die(const char *fmt, ...)
 {
     va_list ap;

@@ -19,10 +19,6 @@
 #     training step must make no cudaMalloc or cudaFree: the emulator counts
 #     them); its TF32 test again with cuBLAS keeping an fp32 kernel
 #     (EMU_TF32_AS_FP32); the NCCL suite (tests/gpu/test_comm_nccl.c) on 3;
-#  1b. the cuBLASLt epilogue benchmark (bench/bench_epilogue_cuda) on a small
-#     model: its two paths agree, every group judged; planted wrong cuBLASLt
-#     (bias left out, bias gradient unwritten) fails exactly those groups;
-#     no algorithm for the activation epilogues leaves the rest judged;
 #  2. single, dp (NCCL on 0,1 and 0,1,2; peer copies on 0,0), ddp --comm shm
 #     (0,1 and 0,0) and ddp --comm nccl (2 and 3 ranks, and 3 with --zero 1, 2, 3:
 #     reduce-scatter and all-gather, ZeRO-3 layer by layer), with and without
@@ -80,7 +76,6 @@ case "${MAKEFLAGS:-}" in *jobserver*) J= ;; *) J=-j$JOBS ;; esac
 echo "== make EMU=1 (the release flags, emulated GPU)"
 # shellcheck disable=SC2086 # J is empty or one word
 make -s $J EMU=1 "$B/ddpbench" "$B/tests/unit/test_cuda" "$B/tests/gpu/test_comm_nccl" "$B/tests/cuda_emu/test_capture" \
-    "$B/bench/bench_epilogue_cuda" \
     >"$B.build.log" 2>&1 || { tail -n 30 "$B.build.log"; fail "the emulated build failed"; }
 build_asan() {
     echo "== make EMU=1 SAN=address"
@@ -124,47 +119,6 @@ log="$B/test_comm_nccl.log"
 EMU_NGPU=3 timeout 300 "$B/tests/gpu/test_comm_nccl" --jobs 2 >"$log" 2>&1 ||
     { grep -E 'Assert|FAIL|CRASH|cuda_emu' "$log" | head -n 20; fail "test_comm_nccl (log: $log)"; }
 tail -n 1 "$log"
-
-# ---- 1b. the cuBLASLt epilogue benchmark (the GPU check's epilogue step) ----------
-# On small widths, ReLU and GELU, fp32 and bf16: every group's two paths agree
-# and each is judged keep or drop; then cuBLASLt planted wrong -- the bias
-# left out of the forward, the bias gradient left unwritten -- must fail
-# exactly the groups it touches (exit 1): the agreement check can fail.
-epilogue() { # LOG ACT [PLANT]: the benchmark's exit status
-    EMU_NGPU=1 EMU_LT_PLANT=${3:-} "$B/bench/bench_epilogue_cuda" --layers 64,128,96,32 --act "$2" \
-        --batch 40 --rounds 3 --reps 2 --json "$1.json" >"$1" 2>&1
-}
-for act in relu gelu; do
-    log="$B/epilogue-$act.log"
-    epilogue "$log" $act || fail "bench_epilogue_cuda --act $act: exit $? (log: $log)"
-    n=$(grep -cE ' (keep|drop)$' "$log" || true)
-    [ "$n" -eq 10 ] && grep -q '"agreed":1,"groups_judged":10}' "$log.json" ||
-        fail "bench_epilogue_cuda --act $act: $n of 10 groups judged keep or drop (log: $log)"
-    for plant in no-bias:fwd no-bgrad:bwd; do
-        rc=0
-        epilogue "$log.${plant%:*}" $act "${plant%:*}" || rc=$?
-        kind=${plant#*:}
-        bad=$(grep -c ' FAIL: the paths disagree' "$log.${plant%:*}" || true)
-        want=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] " "$log.${plant%:*}" || true)
-        hit=$(grep -c "^custom/[a-z0-9]*/${kind}[0-9] .* FAIL: the paths disagree" "$log.${plant%:*}" || true)
-        [ "$rc" -eq 1 ] && [ "$want" -gt 0 ] && [ "$hit" -eq "$want" ] && [ "$bad" -eq "$want" ] ||
-            fail "bench_epilogue_cuda --act $act, cuBLASLt planted ${plant%:*}: exit $rc, $bad groups failed, want exactly the $want $kind groups (log: $log.${plant%:*})"
-    done
-    # No algorithm for the activation epilogues: those forward groups are n/a,
-    # and so are the backward ones (they read the aux those would make); the
-    # output layer's BIAS group still gets its input from the layers before
-    # it and is judged, in each precision.
-    rc=0
-    epilogue "$log.no-act-algo" $act no-act-algo || rc=$?
-    na=$(grep -c ' n/a: ' "$log.no-act-algo" || true)
-    n=$(grep -cE '^custom/[a-z0-9]*/fwd2 .* (keep|drop)$' "$log.no-act-algo" || true)
-    [ "$rc" -eq 0 ] && [ "$na" -eq 8 ] && [ "$n" -eq 2 ] ||
-        fail "bench_epilogue_cuda --act $act, no algorithm for its epilogue: exit $rc, $na groups n/a (want 8), $n output groups judged (want 2) (log: $log.no-act-algo)"
-    echo "== bench_epilogue_cuda --act $act on the emulator: 10 groups agree and are judged; planted no-bias / no-bgrad fail the fwd / bwd groups; without an algorithm for its epilogue the rest is still judged"
-done
-if EMU_NGPU=1 "$B/bench/bench_epilogue_cuda" --layers 64,100 >/dev/null 2>&1; then
-    fail "bench_epilogue_cuda took a width cuBLASLt's aux cannot"
-fi
 
 # ---- 2. the modes against the CPU, one host sync per step ----------------------
 # From --json: "checksum":{"sum":S,"abs_sum":A  and the run's host_syncs_per_step

@@ -22,7 +22,7 @@
 # $OUT only when DIR is $OUT.  The last line printed is the verdict.
 #
 # The steps, most valuable first, each with its own time limit, the whole
-# within BUDGET seconds (default 370: the limits' sum, so that a GPU lent for
+# within BUDGET seconds (default 345: the limits' sum, so that a GPU lent for
 # 15 minutes holds its start-up, the check and a rerun), a step that no
 # longer fits skipped and named:
 #  1. libraries: what lib/libddpbench-cuda.so needs (cudart, cuBLAS, NCCL) and
@@ -56,16 +56,10 @@
 #     rank (exit 1, the rank named, no hang, nothing left in /dev/shm);
 #  8. --trace: the phases' spans are not zero (and the all-reduces' where
 #     two ranks or more really reduce); --mode comm checks every result;
-#  9. epilogue: cuBLASLt's fused bias + activation epilogues against the
-#     backend's GEMM + kernels, per layer of mlp-medium and mlp-large, fp32
-#     and bf16 (bench/bench_epilogue_cuda): the forward groups' two paths
-#     must agree; each group is judged keep (cuBLASLt won every round) or
-#     drop; the backward groups' agreement is a finding (below);
-# 10. findings: what has never met a real NCCL or cuBLASLt, reported apart
-#     and never failing the check, last so that nothing waits behind it:
+#  9. findings: what has never met a real NCCL, reported apart and never
+#     failing the check, last so that nothing waits behind it:
 #     test_comm_nccl's init-abort tests (a group whose peer never joins, an
-#     abort during the init), and the epilogue's reading of DRELU_BGRAD /
-#     DGELU_BGRAD (judged in step 9).
+#     abort during the init).
 #
 # Verdicts (the last line; the exit status):
 #   gpu check: PASS (n/n) ...                       0
@@ -78,7 +72,7 @@
 # each judged (met, short, or not measured and why; check.json's "goals"): a
 # goal missed is a figure, not a fault, and does not fail the check.
 #
-# Environment: DDPBENCH_CHECK_OUT (above); BUDGET (seconds, 370); TOL (1e-4);
+# Environment: DDPBENCH_CHECK_OUT (above); BUDGET (seconds, 345); TOL (1e-4);
 # CUDA_HOME (/usr/local/cuda); PYTHON (python3); CUDA_VISIBLE_DEVICES is
 # respected; JOBS (make -j, tree only); DDPBENCH_CHECK_STEPS (step ids: run
 # only those, e.g. a rerun of what a killed check did not reach; the others
@@ -89,7 +83,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 T_START=$(date +%s)
-BUDGET=${BUDGET:-370}
+BUDGET=${BUDGET:-345}
 TOL=${TOL:-1e-4}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PY=${PYTHON:-python3}
@@ -98,7 +92,7 @@ case "${1:-}" in
 --dry-run) MODE=dry ;;
 --self-test) MODE=selftest ;;
 "") ;;
--h | --help) sed -n '2,95p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,81p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 *) echo "check.sh: unknown argument '$1' (--dry-run, --self-test)" >&2; exit 2 ;;
 esac
 
@@ -119,12 +113,9 @@ esac
 #   suites     test_cuda (a process per test), test_comm_nccl         ~15-25 s
 #   faults     3 runs, each ended within 25 s (the stall's --timeout 5) ~20-35 s
 #   trace      2 traced runs, 2 --mode comm runs                      ~10-15 s
-#   epilogue   one process: 24 groups, each timed for 7 rounds of about
-#              20 ms per path (~0.3 s a group), mlp-large's 800 MB of
-#              weights made on the host per precision                  ~10-15 s
 #   findings   test_comm_nccl's two init-abort tests, one process: an
 #              init bound of 3 s, an abort after 1 s, CUDA's start-up  ~6-10 s
-# The limits add up to BUDGET (370 s): a machine's start-up (a minute or
+# The limits add up to BUDGET (345 s): a machine's start-up (a minute or
 # two) and two whole checks, each under its command's limit of 390 s, fit
 # in a lease of 15 minutes (docs/gpu.md: the device command).  torch's 110 s
 # hold its two new graphs-off runs of mlp-large (100 before) with the
@@ -140,8 +131,7 @@ ddp 55 ddp nccl (a rank per GPU), ddp shm --gpus 0,0, dp --gpus 0,0 (graphs on a
 suites 35 test_cuda and test_comm_nccl (its init-abort tests are findings), one process each
 faults 45 NCCL injected error, NCCL killed rank, stalled rank: exit 1, named, no hang
 trace 20 --trace single and ddp: spans not zero; --mode comm: every result checked
-epilogue 25 cuBLASLt bias+activation epilogues vs GEMM + our kernels, per layer of mlp-medium and mlp-large, fp32 and bf16: agree, then keep or drop
-findings 15 never failing the check: test_comm_nccl's init-abort tests on real NCCL; the epilogue's DRELU_BGRAD/DGELU_BGRAD reading (step 9)
+findings 15 never failing the check: test_comm_nccl's init-abort tests on real NCCL
 EOF
 }
 
@@ -157,7 +147,6 @@ large_step_vs_gemms|mlp-large fp32 step / its GEMMs timed alone with cuBLAS (s)|
 large_bf16_vs_fp32|mlp-large bf16 / its own fp32 step (samples/s)|>=|5
 host_syncs|host syncs per step, CUDA graphs on (the torch step's runs: the most)|<=|1
 graph_launches|graph launches per step, CUDA graphs on (the farthest from 1)|==|1
-epilogue|cuBLASLt epilogue groups whose paths disagree (the rest: keep or drop)|==|0
 EOF
 }
 
@@ -206,8 +195,8 @@ skip() {
     nskip=$((nskip + 1)); skipped="$skipped${skipped:+, }$1"
     record skip "$1" "$2" "${3:-}"; echo "SKIP  $1: $2"; snapshot
 }
-# finding NAME HELD DETAIL [EXTRA-JSON]: what has never met a real NCCL or
-# cuBLASLt, reported apart (HELD: true when it held there, false when not,
+# finding NAME HELD DETAIL [EXTRA-JSON]: what has never met a real NCCL,
+# reported apart (HELD: true when it held there, false when not,
 # null when it could not be judged); never a failure
 finding() {
     nfind=$((nfind + 1)); found="$found${found:+, }$1"
@@ -276,28 +265,6 @@ shm_free() {
 nparams() { echo "$1" | tr ',' '\n' | awk 'NR > 1 { n += p * $1 + $1 } { p = $1 } END { print n }'; }
 # syncs_ok N MAX: N host synchronisations per step is at most MAX
 syncs_ok() { awk -v n="$1" -v m="$2" 'BEGIN { exit !(n != "" && n <= m) }'; }
-# epilogue_verdict JSON: from bench_epilogue_cuda's --json, "ok N keep: IDS"
-# (every one of its N groups agreed) or "bad K disagree: IDS" (K groups
-# disagreed), or "none" when the file is not a whole run's
-epilogue_verdict() {
-    grep -q '"groups_judged":[0-9]*}$' "$1" 2>/dev/null || { echo none; return; }
-    n=$(sed -n 's/.*"groups_judged":\([0-9]*\)}$/\1/p' "$1")
-    ids() { sed 's/},{/}\n{/g' "$1" | grep "$2" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | tr '\n' ' ' | sed 's/ $//'; }
-    bad=$(ids "$1" '"supported":1,"agreed":0')
-    if [ -n "$bad" ]; then
-        echo "bad $(echo "$bad" | wc -w) disagree: $bad"
-    else
-        keep=$(ids "$1" '"keep":1')
-        echo "ok $n keep: ${keep:-none}"
-    fi
-}
-# epilogue_bad JSON fwd|bwd: the ids of that kind's groups whose two paths
-# disagreed; epilogue_count JSON fwd|bwd: how many of that kind were judged
-# (cuBLASLt offered an algorithm); epilogue_keep JSON: the groups to keep
-epilogue_ids() { sed 's/},{/}\n{/g' "$1" 2>/dev/null | grep "$2" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
-epilogue_bad() { epilogue_ids "$1" '"supported":1,"agreed":0' | grep "/$2[0-9]*\$" | tr '\n' ' ' | sed 's/ $//'; }
-epilogue_count() { epilogue_ids "$1" '"supported":1' | grep -c "/$2[0-9]*\$"; }
-epilogue_keep() { epilogue_ids "$1" '"keep":1' | tr '\n' ' ' | sed 's/ $//'; }
 # goal_verdict FIGURE OP TARGET: "met", "short" or "unmeasured" (no figure)
 goal_verdict() {
     awk -v f="$1" -v op="$2" -v t="$3" 'BEGIN {
@@ -339,23 +306,8 @@ if [ "$MODE" = selftest ]; then
     expect "1 graph launch per step, goal == 1" "$(goal_verdict 1 '==' 1)" "met"
     expect "0.98 graph launches per step, goal == 1" "$(goal_verdict 0.98 '==' 1)" "short"
     expect "a goal without its figure" "$(goal_verdict '' '>=' 1)" "unmeasured"
-    [ "$(goals_plan | wc -l)" -eq 9 ] && r=ok || r=bad
-    expect "issue 25's eight goals and the epilogue's in the plan" "$r" "ok"
-    g='{"id":"m/fp32/fwd0","rows":8,"supported":1,"agreed":1,"keep":%s},{"id":"m/bf16/bwd0","rows":8,"supported":%s,"agreed":%s,"keep":0}'
-    { printf '{"tool":"t","groups":['; printf "$g" 1 1 1; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-ok.json"
-    { printf '{"tool":"t","groups":['; printf "$g" 0 1 1; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-none.json"
-    { printf '{"tool":"t","groups":['; printf "$g" 1 1 0; printf '],"agreed":0,"groups_judged":2}\n'; } >"$T/epi-bad.json"
-    { printf '{"tool":"t","groups":['; printf "$g" 0 0 0; printf '],"agreed":1,"groups_judged":2}\n'; } >"$T/epi-na.json"
-    { printf '{"tool":"t","groups":['; printf "$g" 1 1 1; } >"$T/epi-cut.json"
-    expect "epilogue: every group agrees, one kept" "$(epilogue_verdict "$T/epi-ok.json")" "ok 2 keep: m/fp32/fwd0"
-    expect "epilogue: every group agrees, none kept" "$(epilogue_verdict "$T/epi-none.json")" "ok 2 keep: none"
-    expect "epilogue: a group disagrees" "$(epilogue_verdict "$T/epi-bad.json")" "bad 1 disagree: m/bf16/bwd0"
-    expect "epilogue: no cuBLASLt algorithm is no disagreement" "$(epilogue_verdict "$T/epi-na.json")" "ok 2 keep: none"
-    expect "epilogue: a run cut short" "$(epilogue_verdict "$T/epi-cut.json")" "none"
-    expect "epilogue: no run" "$(epilogue_verdict "$T/absent.json")" "none"
-    expect "epilogue: the disagreeing group is a backward one" "$(epilogue_bad "$T/epi-bad.json" bwd)|$(epilogue_bad "$T/epi-bad.json" fwd)" "m/bf16/bwd0|"
-    expect "epilogue: judged groups of each kind" "$(epilogue_count "$T/epi-bad.json" fwd) $(epilogue_count "$T/epi-bad.json" bwd) $(epilogue_count "$T/epi-na.json" bwd)" "1 1 0"
-    expect "epilogue: the groups to keep" "$(epilogue_keep "$T/epi-ok.json")" "m/fp32/fwd0"
+    [ "$(goals_plan | wc -l)" -eq 8 ] && r=ok || r=bad
+    expect "issue 25's eight goals in the plan" "$r" "ok"
     # python3 never sees the library path made for ddpbench (py)
     expect "python3 with the box's unset library path" \
         "$(LD_LIBRARY_PATH=/found BOX_LD_SET='' py sh -c 'echo "${LD_LIBRARY_PATH-unset}"')" "unset"
@@ -383,7 +335,6 @@ if [ -x "$HERE/ddpbench" ] && [ -d "$HERE/lib" ]; then
     BACKEND=$HERE/lib/libddpbench-cuda.so
     SUITES="$HERE/tests/test_cuda $HERE/tests/test_comm_nccl"
     TORCH_REF=$HERE/torch_ref.py
-    EPILOGUE=$HERE/bench/bench_epilogue_cuda
     CHECK_OUT=${DDPBENCH_CHECK_OUT:-$HERE/results}
 else
     KIT=no
@@ -392,7 +343,6 @@ else
     BACKEND=$(pwd)/libddpbench-cuda.so
     SUITES="$(pwd)/build/release/tests/unit/test_cuda $(pwd)/build/release/tests/gpu/test_comm_nccl"
     TORCH_REF=$(pwd)/tests/gpu/torch_ref.py
-    EPILOGUE=$(pwd)/build/release/bench/bench_epilogue_cuda
     CHECK_OUT=${DDPBENCH_CHECK_OUT:-build/gpu-check}
     if [ -n "${DDPBENCH_CHECK_EMU:-}" ]; then
         # the emulated GPU's build (make EMU=1): its CUDA code is linked in
@@ -400,7 +350,6 @@ else
             { echo "check.sh: DDPBENCH_CHECK_EMU=$DDPBENCH_CHECK_EMU: no such folder" >&2; exit 2; }
         BIN=$EMU/ddpbench BACKEND=""
         SUITES="$EMU/tests/unit/test_cuda $EMU/tests/gpu/test_comm_nccl"
-        EPILOGUE=$EMU/bench/bench_epilogue_cuda
     fi
 fi
 mkdir -p "$CHECK_OUT" || exit 1
@@ -540,7 +489,7 @@ if [ "$KIT" = no ] && [ -z "$EMU" ]; then
     STEP=build STEP_END=$(($(date +%s) + 3600))
     echo "== build (make)"
     if ! make -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}" ddpbench build/release/tests/unit/test_cuda \
-        build/release/tests/gpu/test_comm_nccl build/release/bench/bench_epilogue_cuda >"$L/build.log" 2>&1; then
+        build/release/tests/gpu/test_comm_nccl >"$L/build.log" 2>&1; then
         show_tail "$L/build.log"
         abort build "make failed"
     fi
@@ -1140,7 +1089,7 @@ predicted_vs_measured "dp --gpus 0,0" "$L/dp_gpus_0_0_small.json" 2 dp_s
 predicted_vs_measured "ddp shm --gpus 0,0" "$L/ddp_shm_gpus_0_0_small.json" 2 ddp_s
 
 # ---- 6. the GPU unit suites, one process each ------------------------------------------
-# test_comm_nccl's init-abort tests are the findings' (step 10): never met a
+# test_comm_nccl's init-abort tests are the findings' (step 9): never met a
 # real NCCL, they must not cut this step short.
 INIT_TESTS="a_missing_peer_fails_init_at_the_init_bound an_abort_stops_a_waiting_init_at_once"
 INIT_PAT=$(echo $INIT_TESTS | tr ' ' '|')
@@ -1256,59 +1205,7 @@ fi
 collectives "comm shm gpus 0,0" --comm shm --gpus 0,0
 fi
 
-# ---- 9. cuBLASLt's epilogues against GEMM + our kernels -------------------------------------
-# Issue 25: "bias and activation fused into the GEMM epilogue where cuBLASLt
-# offers it (measure, keep only what wins)".  One process measures every
-# group; nothing of ddpbench's step changes (docs/gpu.md: what to wire in).
-# The forward groups must agree; the backward groups' agreement is a
-# finding: it tests our reading of DRELU_BGRAD / DGELU_BGRAD (the bias
-# gradient as the row sums of the activation's gradient), which no real
-# cuBLASLt has confirmed, and must not fail the check.
-EPI_BWD="epilogue DRELU_BGRAD/DGELU_BGRAD reading"
-epilogue_step() {
-    step epilogue
-    label="epilogue mlp-medium mlp-large fp32 bf16"
-    if [ ! -x "$EPILOGUE" ]; then
-        skip "$label" "no $(basename "$EPILOGUE") in this kit"
-        goal epilogue "" "the benchmark is not in this kit"
-        return
-    fi
-    no_time "$label" 15 && { goal epilogue "" "out of time"; return; }
-    log="$L/epilogue.log" js="$L/epilogue.json"
-    timeout "$(lim 25)" "$EPILOGUE" --gpu 0 --json "$js" >"$log" 2>&1
-    rc=$?
-    v=$(epilogue_verdict "$js")
-    case "$rc:$v" in
-    [01]:ok* | [01]:bad*) # a whole run (exit 1: a group disagreed)
-        n=$(epilogue_count "$js" fwd) nb=$(epilogue_count "$js" bwd)
-        fbad=$(epilogue_bad "$js" fwd) bbad=$(epilogue_bad "$js" bwd)
-        keep=$(epilogue_keep "$js")
-        nfb=$(echo $fbad | wc -w) nbb=$(echo $bbad | wc -w)
-        goal epilogue "$((nfb + nbb))" "forward: ${fbad:-every group agrees}; backward (a finding): ${bbad:-every group agrees}; keep: ${keep:-none}"
-        if [ -n "$fbad" ]; then
-            fail "$label" "cuBLASLt and the backend's path disagree in $nfb forward groups: $fbad (log: epilogue.log)"
-        else
-            pass "$label" "the $n forward groups agree; keep (cuBLASLt won every round): ${keep:-none}" "\"keep\":\"$(jstr "$keep")\""
-        fi
-        if [ -n "$bbad" ]; then
-            finding "$EPI_BWD" false "$nbb of $nb backward groups disagree: $bbad: cuBLASLt's bias gradient is not the row sums of the activation's gradient the benchmark reads (docs/gpu.md)"
-        elif [ "$nb" -gt 0 ]; then
-            finding "$EPI_BWD" true "every one of the $nb backward groups agrees: the bias gradient is the row sums of the activation's gradient"
-        else
-            finding "$EPI_BWD" null "no backward group was judged (no cuBLASLt algorithm)"
-        fi ;;
-    *)
-        show_tail "$log"
-        goal epilogue "" "the benchmark did not finish (exit $rc)"
-        fail "$label" "exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"): $(tail -n 1 "$log")"
-        finding "$EPI_BWD" null "not judged: the benchmark did not finish (exit $rc)" ;;
-    esac
-}
-if want epilogue; then
-    epilogue_step
-fi
-
-# ---- 10. findings: what never met a real NCCL or cuBLASLt ---------------------------------
+# ---- 9. findings: what never met a real NCCL -----------------------------------------------
 # test_comm_nccl's init-abort tests, one process, each judged from its log:
 # a group of two whose peer never joins must fail at the init bound, an
 # abort during the init must end it at once.  Last, so that a hang (NCCL's

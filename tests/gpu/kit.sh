@@ -35,8 +35,7 @@ verify() {
     vdirs=$2
     vstatus=0
     [ -x "$LDSO" ] || { echo "gpu-kit: no $LDSO here: cannot prove the kit without the ld.so cache" >&2; return 1; }
-    for b in "$vkit/ddpbench" "$vkit/lib/libddpbench-cuda.so" "$vkit"/tests/test_* "$vkit"/bench/bench_*; do
-        [ -e "$b" ] || continue # no benchmark in this kit
+    for b in "$vkit/ddpbench" "$vkit/lib/libddpbench-cuda.so" "$vkit"/tests/test_*; do
         vrc=0
         list=$("$LDSO" --inhibit-cache --library-path "$vdirs" --list "$b" 2>&1) || vrc=$?
         broken=$(echo "$list" | grep -E 'not found|cannot open|error while loading|No such file' || true)
@@ -68,9 +67,7 @@ KIT=$1
 cd "$(dirname "$0")/../.."
 mkdir -p "$KIT/lib"
 cp tests/gpu/check.sh tests/gpu/torch_ref.py "$KIT/"
-# the CUDA benchmarks (check.sh's epilogue step) link cudart, cuBLAS and
-# cuBLASLt themselves, like the backend: the same proof holds them
-BINS="$KIT/ddpbench $KIT/lib/libddpbench-cuda.so $(ls "$KIT"/tests/test_*) $(ls "$KIT"/bench/bench_* 2>/dev/null)"
+BINS="$KIT/ddpbench $KIT/lib/libddpbench-cuda.so $(ls "$KIT"/tests/test_*)"
 for b in $BINS; do
     ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r so path; do
@@ -115,7 +112,7 @@ glibc=$(for b in $BINS "$KIT"/lib/*; do objdump -T "$b" 2>/dev/null; done | grep
     echo "ddpbench GPU kit ($(git describe --always --dirty 2>/dev/null || echo unknown)), built $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "built:  on a machine with the CUDA toolkit and NCCL (make gpu-kit), to be carried to"
     echo "        the GPU box as it is: the box needs no compiler and no package registry"
-    echo "run:    DDPBENCH_CHECK_OUT=DIR sh check.sh    (at most 370 s on one H200; sh check.sh"
+    echo "run:    DDPBENCH_CHECK_OUT=DIR sh check.sh    (at most 345 s on one H200; sh check.sh"
     echo "        --dry-run lists the steps and their limits).  DIR then holds check.json,"
     echo "        check.log and check-logs.tar.gz and nothing else (default: results/ here),"
     echo "        written as the check goes: a check killed from outside leaves what it"
