@@ -261,17 +261,9 @@ static inline bool step_meter_logs(const step_meter_t *m)
     return m->rec[m->cur].end.logs || m->same_work;
 }
 
-/* Seconds no lap measured, charged to phase p of this step. */
-static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
-{
-    m->rec[m->cur].charge[p] += seconds;
-}
-
 /* This device computed rows sample rows in this step. */
 static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].rows += rows; }
 
-/* The open step is the one --explain tells (it counts what it moves). */
-static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 /* Does the open step mark its copies (the told step, or a graph's)? */
 static inline bool step_meter_marks(const step_meter_t *m)
 {

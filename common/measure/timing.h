@@ -1,8 +1,6 @@
-/* common/measure/timing.h: the phases a training step is split into, and the
- * stopwatch that charges time to them.
- *
- * Every strategy accumulates wall time per phase per device in the same
- * phase_t buckets, so reports can put modes side by side. */
+/* common/measure/timing.h: the phases a training step is split into (every
+ * strategy charges its time per device to the same phase_t buckets, so
+ * reports can put modes side by side; the step meter does the charging). */
 #ifndef DDPBENCH_TIMING_H
 #define DDPBENCH_TIMING_H
 
@@ -42,30 +40,5 @@ static inline bool phase_waits(phase_t p)
 
 const char *phase_name(phase_t p);       /* "forward" */
 const char *phase_key(phase_t p);        /* stable JSON key: "forward_s" */
-
-/* A stopwatch that charges the time since its last lap to a phase:
- * phase_clock_lap(&pc, PH_FORWARD) after the forward pass.  acc points at a
- * device's phase_s[] for timed steps, or at a scratch array during warm-up.
- * The step meter (step_meter.h) is what strategies use: it also stamps each
- * lap into --trace. */
-typedef struct {
-    double last;
-    double *acc;
-} phase_clock_t;
-
-static inline void phase_clock_start(phase_clock_t *pc, double *acc)
-{
-    pc->acc = acc;
-    pc->last = now_s();
-}
-
-/* Charge the time since the last lap to phase p; returns the lap's end. */
-static inline double phase_clock_lap(phase_clock_t *pc, phase_t p)
-{
-    double t = now_s();
-    pc->acc[p] += t - pc->last;
-    pc->last = t;
-    return t;
-}
 
 #endif
