@@ -76,17 +76,6 @@ static int set_layers(void *p, const char *name, const char *v, char *err)
     return DDP_OK;
 }
 
-static int set_act(void *p, const char *name, const char *v, char *err)
-{
-    config_t *c = p;
-    int e = act_parse(v);
-    if (e < 0 || e == ACT_NONE)
-        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: relu, tanh, "
-                       "sigmoid, gelu)", name, v);
-    c->act = (act_t)e;
-    return DDP_OK;
-}
-
 static int set_seed(void *p, const char *name, const char *v, char *err)
 {
     config_t *c = p;
@@ -273,13 +262,6 @@ static void get_rank_samples(const void *p, config_value_t *v)
         v->list[i] = c->rank_samples[i];
 }
 
-static void get_act(const void *p, config_value_t *v)
-{
-    const config_t *c = p;
-    v->type = CV_STR;
-    v->s = act_name(c->act);
-}
-
 static void get_seed(const void *p, config_value_t *v)
 {
     const config_t *c = p;
@@ -350,6 +332,14 @@ static void get_stream_ranks(const void *p, config_value_t *v)
     v->i = config_stream_ranks(c);
 }
 
+/* --act: an activation between layers ("none" is what one layer has, not a choice) */
+static int hidden_act_parse(const char *s)
+{
+    int e = act_parse(s);
+    return e == ACT_NONE ? -1 : e;
+}
+
+static const char *show_hidden_act(int v) { return act_name((act_t)v); }
 static const char *show_mode(int v) { return mode_name((mode_t_)v); }
 static const char *show_backend_kind(int v) { return backend_kind_name((backend_kind_t)v); }
 static const char *show_loss(int v) { return loss_name((loss_t)v); }
@@ -412,7 +402,7 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("model", NO)},
     {"layers", "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL, SET(set_layers, get_layers, "3,5,2", "4,2"),
      EFF(CF_ARITH), FPRINT(MODEL), JSON("layers", MATCH), CKPT, TWIN("LAYERS", "Linear widths, input first")},
-    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, SET(set_act, get_act, "tanh", "relu"),
+    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, NAME(act, hidden_act, "relu, tanh, sigmoid, gelu"),
      EFF(CF_ARITH), FPRINT(MODEL), JSON("act", WARN), CKPT, TWIN("ACT", "between the layers")},
     {"loss", "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
      NULL, NAME(loss, loss, "mse, bce, ce"),
@@ -690,6 +680,11 @@ int config_field_find(const char *name)
 
 void config_field_value(const config_t *c, int i, config_value_t *v)
 {
+    /* what each kind's field reads as (K_SET's row has its get; K_PASS1 none) */
+    static const cv_type_t type[K_SET + 1] = {
+        [K_ON] = CV_BOOL,   [K_OFF] = CV_BOOL,    [K_INT] = CV_INT,       [K_LONG] = CV_INT,
+        [K_BYTES] = CV_INT, [K_FLOAT] = CV_FLOAT, [K_DOUBLE] = CV_DOUBLE, [K_ABOVE] = CV_DOUBLE,
+        [K_PATH] = CV_STR,  [K_NAME] = CV_STR};
     const opt_t *o = &opts[i];
     const void *f = (const char *)c + o->off;
     memset(v, 0, offsetof(config_value_t, list));
@@ -698,43 +693,21 @@ void config_field_value(const config_t *c, int i, config_value_t *v)
         o->get(c, v);
         return;
     }
-    switch (o->kind) {
-    case K_ON:
-    case K_OFF:
-        v->type = CV_BOOL;
+    v->type = type[o->kind];
+    if (o->kind == K_ON || o->kind == K_OFF)
         v->b = *(const bool *)f;
-        return;
-    case K_INT:
-        v->type = CV_INT;
+    else if (o->kind == K_INT)
         v->i = *(const int *)f;
-        return;
-    case K_LONG:
-    case K_BYTES:
-        v->type = CV_INT;
+    else if (o->kind == K_LONG || o->kind == K_BYTES)
         v->i = *(const long *)f;
-        return;
-    case K_FLOAT:
-        v->type = CV_FLOAT;
+    else if (o->kind == K_FLOAT)
         v->f = *(const float *)f;
-        return;
-    case K_DOUBLE:
-    case K_ABOVE:
-        v->type = CV_DOUBLE;
+    else if (v->type == CV_DOUBLE)
         v->d = *(const double *)f;
-        return;
-    case K_PATH:
-        v->type = CV_STR;
+    else if (o->kind == K_PATH)
         v->s = (const char *)f;
-        return;
-    case K_NAME:
-        v->type = CV_STR;
+    else if (o->kind == K_NAME)
         v->s = o->show(*(const int *)f);
-        return;
-    case K_PASS1:
-    case K_SET: /* a setter's row has its get */
-        v->type = CV_NONE;
-        return;
-    }
 }
 
 void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
