@@ -1,18 +1,7 @@
-/* common/measure/progress.h: the one updating progress line on stderr.
- *
- * Shown only when stderr is a terminal and --quiet is off; then at most about
- * ten times a second (progress_update returns after one clock read on every
- * other step: no formatting on the hot path).  The line is rewritten in place
- * with '\r' and erased by progress_clear (before any other output, e.g. a loss
- * line) and progress_end.  One writer: the step meter of single's loop, DP's
- * device 0 thread, DDP's rank 0.  Every function takes NULL for "no line here".
- *
- * Its loss is the latest one the loss log took (--log-every; each epoch by
- * default), with its step: decided from the steps already logged, so no mode
- * fetches a loss, or all-reduces one, for the line's sake; an epoch's tail
- * step (fewer rows than a whole step: its loss a mean over those alone) is
- * named so.  Before the first logged step it shows the step count and times
- * alone. */
+/* common/measure/progress.h: the one updating progress line on stderr (docs/results.md):
+ * on a terminal without --quiet, redrawn at most about ten times a second (one clock
+ * read on the other steps), erased by progress_clear before other output.  One writer
+ * (the step meter that draws it); every function takes NULL for "no line here". */
 #ifndef DDPBENCH_PROGRESS_H
 #define DDPBENCH_PROGRESS_H
 

@@ -1,24 +1,8 @@
-/* common/measure/trace.h: a bounded recorder of timed events for --trace and
- * --report (whose page draws one of the recorded steps).
- *
- * A strategy keeps one recorder per device slot and stamps what each device
- * did: a phase of a step (step_meter_lap does it), a whole step, a copy
- * between devices or one bucket's all-reduce.
- * The report turns the recorders into a Chrome trace (report_trace.c) and
- * the page's timelines (report_svg.c).
- *
- * Rules that keep it cheap and safe:
- *  - A NULL recorder is "tracing off": every call returns at once.
- *  - A recorder has ONE writer (the device's thread, or the DDP rank's main
- *    thread), so it needs no locks or atomics.  A comm thread does not write
- *    here: the rank records a bucket after waiting for it, from its span.
- *  - Fixed capacity, no allocation after init: it records the first
- *    TRACE_MAX_STEPS timed steps and counts what did not fit in `dropped`.
- *  - Plain memory without pointers: DDP can place one recorder per rank in
- *    its shared segment (trace_rec_bytes + trace_rec_init) and the
- *    supervisor copies them out with trace_rec_clone.
- * Times are now_s() seconds (CLOCK_MONOTONIC, one clock for every process of
- * the host), so ranks line up without any exchange. */
+/* common/measure/trace.h: a bounded recorder of timed events for --trace and --report:
+ * one per device slot, a NULL one is tracing off.  It has ONE writer (the device's
+ * thread, or the DDP rank's main thread: a comm thread records nothing here), so it
+ * needs no locks or atomics; fixed capacity and no pointers, so DDP places one per rank
+ * in its shared segment.  Times are now_s() (CLOCK_MONOTONIC: ranks line up as they are). */
 #ifndef DDPBENCH_TRACE_H
 #define DDPBENCH_TRACE_H
 
