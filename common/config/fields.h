@@ -108,8 +108,5 @@ void config_field_value(const config_t *c, int i, config_value_t *v);
  * a float its shortest exact decimal, a double %.9g, a list "a,b" or "none". */
 void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
                        size_t n);
-/* Tests: set row i's field in c to another value within its bounds (a setter's row:
- * its examples); DDP_ERR_INPUT when it cannot be flipped (a --no-X, --help). */
-int config_field_flip(config_t *c, int i, char *err);
 
 #endif

@@ -46,7 +46,7 @@ typedef struct {
     int (*set)(void *part, const char *name, const char *v, char *err);
     /* the value the derivations see, where the kind does not say (a setter's field) */
     void (*get)(const void *part, config_value_t *v);
-    const char *examples[2];    /* K_SET: two values for config_field_flip (tests) */
+    const char *examples[2];    /* K_SET: two values for tests/unit/tu_flip.h */
     char letter;                /* a short form (nccl-tests' letters for --mode comm) */
     const char *after;          /* the run's row --help shows it below (with the rows
                                    after it up to the next with an after) */

@@ -1,14 +1,8 @@
-/* common/config/options.c: a run's options.  One table holds every option of
- * a run: its name, its argument, its default, its help and the field of
- * config_t it sets (with the field's kind and bounds, or a setter of its own
- * for the few that need one), and what derives from it (fields.h: the
- * fingerprint, the JSON echo, the baseline's identity, a checkpoint's facts,
- * the twin's constants).  config_defaults() applies the defaults through the
- * same setters the command line uses, and --help prints them from the same
- * rows (opt_table.c parses and prints every table of the command line), so
- * an option is one row and a default is written once.  What is left outside
- * the table are the rules that join fields (finish below, config_validate).
- * Every malformed value is one clear line (see config.h). */
+/* common/config/options.c: a run's options, one row each: name, argument, default,
+ * help, the config_t field it sets (its kind and bounds, or a setter of its own) and
+ * what derives from it (fields.h).  The defaults, the parse and --help all read the
+ * rows (opt_table.c), so a default is written once; the rules that join fields are
+ * finish below and config_validate.  Every malformed value is one clear line. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -21,8 +15,10 @@
 static const char *const coll_names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
                                          "reduce-scatter"};
 
-static int parse_colls(const char *s, unsigned *out, char *err)
+static int set_colls(void *p, const char *name, const char *s, char *err)
 {
+    unsigned *out = &((config_t *)p)->colls;
+    (void)name;
     *out = 0;
     if (strcmp(s, "all") == 0) {
         *out = CONFIG_COLLS_ALL;
@@ -186,13 +182,6 @@ static int set_comm_hook(void *p, const char *name, const char *v, char *err)
     return DDP_OK;
 }
 
-static int set_colls(void *p, const char *name, const char *v, char *err)
-{
-    config_t *c = p;
-    (void)name;
-    return parse_colls(v, &c->colls, err);
-}
-
 /* --tf32: kept from before --precision, a synonym of --precision tf32 */
 static int set_tf32(void *p, const char *name, const char *v, char *err)
 {
@@ -350,9 +339,7 @@ static const char *show_launcher(int v) { return launcher_name((launcher_kind_t)
 static const char *show_cuda_graph(int v) { return cuda_graph_name((cuda_graph_t)v); }
 
 // ---------------------------------------------------------------------------
-// the option table: one row per option, used for the defaults, getopt, --help
-// and the parse.  A new option is one row: its name, argument, default, help
-// and what it sets (one of opt_table.h's kinds, or SET(its own setter)).
+// the option table: a new option is one row (opt_table.h's kinds, or SET(a setter))
 
 #define OPT_PART config_t
 #define STR OPT_STR
@@ -377,11 +364,9 @@ static const opt_t opts[] = {
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
      "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
-     /* the baseline's check is gate/baseline.c's own (a baseline from
-      * before this key ran fp32), hence NO here */
-     /* a checkpoint fact: the state is fp32 either way, but a resumed run
-      * ends with the bits of the run that never stopped only in the
-      * precision it started with (--init starts over in another) */
+     /* NO: gate/baseline.c checks it (a baseline from before this key ran fp32);
+      * a checkpoint fact: a resumed run ends with the uninterrupted run's bits only
+      * in the precision it started with (--init starts over in another) */
      EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT,
      TWIN("PRECISION", "fp32 | tf32 | bf16 (torch.autocast to bfloat16)")},
     /* a synonym: what it changes is --precision's (its row derives) */
@@ -393,8 +378,7 @@ static const opt_t opts[] = {
      "the step qualifies and NCCL captures, dp over NCCL eagerly; it says why not) | on (an "
      "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
-     /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
-      * collective of every rank (common/comm/comm_graph_probe.c) */
+     /* shared: a ddp rank that would capture probes NCCL first, a collective of all */
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
@@ -753,70 +737,4 @@ void config_value_text(const config_value_t *v, const char *yes, const char *no,
             used += (size_t)snprintf(out + used, n - used, "%s%ld", i ? "," : "", v->list[i]);
         return;
     }
-}
-
-/* Another number than v within [lo, hi] (v below lo: an unresolved "auto",
- * which stands for lo or more). */
-static double other_number(double v, double lo, double hi)
-{
-    if (v < lo)
-        return lo + 1 <= hi ? lo + 1 : hi;
-    if (v + 1 <= hi)
-        return v + 1;
-    if (v - 1 >= lo && v - 1 > lo)
-        return v - 1;
-    return (v + lo) / 2;
-}
-
-int config_field_flip(config_t *c, int i, char *err)
-{
-    const opt_t *o = &opts[i];
-    void *f = (char *)c + o->off;
-    char buf[64];
-    switch (o->kind) {
-    case K_ON:
-        *(bool *)f = !*(bool *)f;
-        return DDP_OK;
-    case K_INT:
-        *(int *)f = (int)other_number(*(int *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_LONG:
-    case K_BYTES:
-        *(long *)f = o->kind == K_BYTES ? *(long *)f * 2 + 1
-                                        : (long)other_number((double)*(long *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_FLOAT:
-        *(float *)f = (float)other_number(*(float *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_DOUBLE:
-    case K_ABOVE:
-        *(double *)f = other_number(*(double *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_PATH:
-        snprintf((char *)f, CONFIG_PATH_LEN, "%s", *(char *)f ? "" : "flipped.file");
-        return DDP_OK;
-    case K_NAME: { /* the next of its choices that is another value */
-        int now = *(int *)f;
-        snprintf(buf, sizeof buf, "%s", o->choices);
-        for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
-            if (o->parse(t) >= 0 && o->parse(t) != now) {
-                *(int *)f = o->parse(t);
-                return DDP_OK;
-            }
-        break;
-    }
-    case K_SET: {
-        config_t before = *c;
-        for (int k = 0; k < 2 && o->examples[k]; k++) {
-            TRY(o->set(c, o->name, o->examples[k], err));
-            if (memcmp(&before, c, sizeof *c) != 0)
-                return DDP_OK;
-        }
-        break;
-    }
-    case K_OFF:
-    case K_PASS1:
-        break;
-    }
-    return err_set(err, DDP_ERR_INPUT, "--%s: no other value to flip to", o->name);
 }
