@@ -17,8 +17,7 @@
 #include "common/nn/optim.h"
 
 #define CONFIG_EXIT_OK (-1)
-/* --coll all: broadcast, all-reduce, all-gather, reduce-scatter (bits in
- * comm.h's coll_kind_t order; reduce is bit 2) */
+/* --coll all: every collective but reduce (bit 2 of comm.h's coll_kind_t order) */
 #define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
 
@@ -88,17 +87,14 @@ typedef struct {
     bool allow_nonfinite;      /* a NaN/Inf loss or parameter is not a failure */
 
     /* the sample stream (data/schedule.h) */
-    int sampler_replicas;      /* DistributedSampler num_replicas whose stream every mode
-                                  reads; 0 until config_resolve() */
+    int sampler_replicas;      /* the stream every mode reads (0 until config_resolve) */
     long rank_samples[MAX_DEVICES]; /* --rank-samples: each rank's own sample count */
     int nrank_samples;         /* 0: the DistributedSampler's even split */
-    bool join;                 /* --join (the default) / --no-join: only --rank-samples
-                                  can leave a rank without data while others have some */
+    bool join;                 /* --join (the default) / --no-join, under --rank-samples */
 
     /* DDP */
     comm_kind_t comm;
-    /* who starts DDP's ranks (ddp/launch.h); under mpirun the world is MPI's (this
-     * process world_rank, local_rank on its host; config_resolve's device list) */
+    /* who starts DDP's ranks (ddp/launch.h); under mpirun, MPI's world */
     launcher_kind_t launcher;
     int world_rank, world_size, local_rank;
     double bucket_mb;
@@ -128,10 +124,8 @@ typedef struct {
 
     /* reporting */
     bool quiet;
-    bool loss_lines_off;       /* not an option: compare's runs leave out their per-epoch
-                                  loss lines unless --log-every asked for them */
-    bool desched;              /* not an option: the descheduled phase read at every lap
-                                  though the run neither draws nor explains (scenarios) */
+    bool loss_lines_off;       /* not an option: compare's runs print no per-epoch loss */
+    bool desched;              /* not an option: the run-queue wait read at every lap */
     plant_t plant;             /* not options: a scenario's planted mistake ... */
     unsigned watch;            /* ... and what its runs record (WATCH_*) */
     bool json;
@@ -169,15 +163,12 @@ int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
 
-/* Resolve --backend auto and --gpus auto for this machine, check the device list, and
- * resolve what depends on the device count; note: what auto chose ("" when nothing). */
+/* Resolve auto and what depends on the device count; note: what auto chose (or ""). */
 int config_resolve(config_t *c, char *note, size_t note_len, char *err);
 
-/* Why --mode mode's step does not qualify for CUDA graphs under this (resolved)
- * configuration, or NULL (--cuda-graph auto tells it, on refuses it). */
+/* Why --mode mode's step does not qualify for CUDA graphs here, or NULL. */
 const char *config_graph_why_not(const config_t *c, mode_t_ mode);
-/* Whether dp's replicate and reduce are NCCL collectives (CUDA, NCCL built, several
- * distinct GPUs: NCCL puts one rank on a GPU); else peer copies. */
+/* Whether dp's replicate and reduce are NCCL collectives (several distinct GPUs). */
 bool config_dp_nccl(const config_t *c);
 /* Whether mode's steps are replayed as CUDA graphs in this run. */
 static inline bool config_graphs_on(const config_t *c, mode_t_ mode)

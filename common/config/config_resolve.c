@@ -7,8 +7,7 @@
 #include "common/device/backend.h"
 #include "common/config/config.h"
 
-/* auto -> cuda when a GPU is visible, else cpu with a notice; cuda without a
- * GPU is an input error that says why. */
+/* auto: cuda when a GPU is visible, else cpu with a notice; cuda without one, an error */
 static int resolve_backend(config_t *c, char *note, size_t note_len, char *err)
 {
     char why[ERR_LEN] = "";
@@ -63,8 +62,7 @@ static int resolve_devices(config_t *c, char *err)
                                "--gpus: CPU worker %d does not exist: the CPU backend has "
                                "workers 0 to %d",
                                c->gpus[i], MAX_DEVICES - 1);
-    /* repeated ids are replicas on one GPU (own buffers and streams); on the CPU a
-     * repeat is a mistake */
+    /* repeated ids are replicas on one GPU; on the CPU a repeat is a mistake */
     bool dup_ok = c->backend == BACKEND_CUDA &&
                   (c->mode == MODE_DP || c->mode == MODE_COMPARE ||
                    ((c->mode == MODE_DDP || c->mode == MODE_COMM) && c->comm == COMM_SHM));
@@ -129,8 +127,7 @@ static int resolve_comm(config_t *c, char *err)
     return DDP_OK;
 }
 
-/* What depends on the device count: the ranks of the sample stream, and the
- * global batch of --batch-per-device. */
+/* What depends on the device count: the stream's ranks, --batch-per-device's batch. */
 static int resolve_stream(config_t *c, char *err)
 {
     bool ddp = c->mode == MODE_DDP || c->mode == MODE_COMPARE;
@@ -175,8 +172,7 @@ bool config_dp_nccl(const config_t *c)
 #endif
 }
 
-/* What keeps a step of `mode` from being a graph, from the options alone (checked
- * before the machine is looked at). */
+/* What keeps a step of `mode` from being a graph, from the options alone. */
 static const char *graph_step_why_not(const config_t *c, mode_t_ mode)
 {
     if (c->accum > 1)

@@ -33,8 +33,7 @@ int opt_parse_long(const char *opt, const char *s, long lo, long hi, long *out, 
     return DDP_OK;
 }
 
-/* A decimal number (no hex floats, no "inf"/"nan") in [lo, hi], or in
- * (lo, hi] when lo_open. */
+/* A decimal number (no hex, inf or nan) in [lo, hi], or (lo, hi] when lo_open. */
 int opt_parse_double(const char *opt, const char *s, double lo, double hi, bool lo_open,
                      double *out, char *err)
 {
@@ -58,8 +57,7 @@ int opt_parse_double(const char *opt, const char *s, double lo, double hi, bool 
     return DDP_OK;
 }
 
-/* A byte count: digits with an optional K, M or G (powers of 1024), like
- * nccl-tests' -b and -e. */
+/* A byte count: digits and K, M or G (powers of 1024), as nccl-tests' -b and -e. */
 int opt_parse_bytes(const char *opt, const char *s, long *out, char *err)
 {
     char *end;
@@ -225,8 +223,7 @@ static void getopt_rows(const config_line_t *l, getopt_rows_t *g)
     g->shorts[ns] = 0;
 }
 
-/* The row of getopt's answer id (a long option's OPT_VAL, or a letter), its
- * number in *g. */
+/* The row of getopt's answer id (OPT_VAL, or a letter), its number in *g. */
 static const opt_t *row_of(const config_line_t *l, int id, void **part, int *g)
 {
     const opt_t *o;
@@ -348,8 +345,7 @@ static void usage_row(FILE *f, const opt_t *o)
     fputc('\n', f);
 }
 
-/* The other tables' rows shown after the run's row `name` (NULL: those no
- * row places, at the end). */
+/* The other tables' rows shown after the run's row `name` (NULL: the unplaced). */
 static void usage_after(FILE *f, const config_line_t *l, const char *name)
 {
     for (int t = 1; t < l->n; t++) {

@@ -192,8 +192,7 @@ static int set_tf32(void *p, const char *name, const char *v, char *err)
     return DDP_OK;
 }
 
-/* --precision P, or a list under compare (fp32,bf16: single, dp and ddp at
- * each); the run's precision is the first */
+/* --precision P, or a list under compare; the run's precision is the first */
 static int set_precision(void *p, const char *name, const char *v, char *err)
 {
     config_t *c = p;
@@ -605,8 +604,7 @@ static int finish(void *part, const config_t *run, const config_line_t *line, ch
         return err_set(err, DDP_ERR_INPUT,
                        "--batch and --batch-per-device: choose one (--batch is the global batch, "
                        "--batch-per-device N makes it N x devices)");
-    /* One Linear layer has no hidden layer, so no activation (the presets'
-     * --act applies once --layers adds one). */
+    /* One Linear layer has no hidden layer, so no activation. */
     if (c->ndims == 2)
         c->act = ACT_NONE;
     return config_validate(c, err);

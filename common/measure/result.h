@@ -16,8 +16,7 @@
 #include "common/measure/timing.h"
 #include "common/measure/trace.h"
 
-/* --explain: what the told step (the middle timed step) moved, how much and how long,
- * recorded where the moves are seen (the step meter, DDP's reducer and broadcast). */
+/* --explain: what the told step (the middle timed step) moved, how much and how long. */
 typedef enum {
     MOVE_BATCH = 0,  /* sample rows gathered on the host (and copied to the device) */
     MOVE_SCATTER,    /* DP: input chunks from the host/device 0 to each device */
@@ -53,15 +52,12 @@ typedef struct {
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
     long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
-    /* the work figure (step_meter.c's work_cpu; the steps counted, 0 on a GPU), the
-     * mean and low quantiles */
+    /* the work figure (step_meter.c's work_cpu; 0 steps on a GPU) */
     long work_steps;
     double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
-    /* its peak FLOP/s (0: unknown), and the FLOPs it computed in the timed steps:
-     * forward and backward, and its optimizer's updates */
+    /* peak FLOP/s (0: unknown); the FLOPs of the timed steps' passes and optimizer */
     double peak_flops, flops, flops_optim;
-    /* what a scenario watched (config_t.watch): micro-batches that repeated the epoch
-     * before's, of those compared; the first step's gradient norm */
+    /* a scenario's watch: batches that repeated the epoch before's; a gradient norm */
     long batches_repeated, batches_compared;
     double grad_norm;
 } device_stats_t;
@@ -133,8 +129,7 @@ typedef struct {
 void step_times_add(step_times_t *t, double dt, long samples);
 /* Step times kept in the sample: min(n, STEP_SAMPLE_MAX). */
 long step_times_kept(const step_times_t *t);
-/* The p-th percentile (0..100) of the kept sample, interpolated between the
- * closest ranks as numpy's default; 0 when empty or out of memory. */
+/* The p-th percentile (0..100) of the sample, as numpy's default; 0 when empty. */
 double step_times_quantile(const step_times_t *t, double p);
 
 /* The losses that were logged, the first LOSS_LOG_MAX points.  Grows as needed,
@@ -186,27 +181,23 @@ typedef struct run_result {
     step_story_t story;          /* --explain: the told step */
     trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */
 
-    /* --bucket-mb auto: the caps tried, the ranks' summed step time at each, the one
-     * chosen (0: not tuned) */
+    /* --bucket-mb auto: the caps tried, their summed step times, the one chosen (or 0) */
     int ntuned;
     double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX];
     double bucket_mb_chosen;
 
-    /* DDP: rank 0's buckets in the timed steps (the first STORY_MAX_BUCKETS):
-     * bytes, and seconds per step of each one's all-reduce */
+    /* DDP: rank 0's buckets: bytes, and each one's all-reduce seconds per step */
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
 
     disturb_t machine;           /* what else the machine did (disturb.h; wall_s 0: not taken) */
 
-    /* --cuda-graph auto where a rank's NCCL could not capture and every rank ran
-     * eagerly: "rank R (device D): why"; "" */
+    /* --cuda-graph auto: why every rank ran eagerly ("rank R (device D): why"), or "" */
     char graph_refused[ERR_LEN];
 
     replica_rec_t replicas;      /* --check-replicas */
 
-    /* --comm-hook: the same DDP run without the hook, run first, for the drift (not
-     * owned; NULL without a hook) */
+    /* --comm-hook: the run without the hook, for the drift (not owned), or NULL */
     const struct run_result *hook_ref;
 } run_result_t;
 

@@ -1,6 +1,5 @@
-/* common/measure/step_meter.c: the bookkeeping around every step (see
- * step_meter.h): markers on the device's queue while the step is queued,
- * their times and everything that follows from them once it has run. */
+/* common/measure/step_meter.c: markers on the device's queue while a step is queued,
+ * their times and all that follows from them once it has run (step_meter.h). */
 #include "common/measure/step_meter.h"
 
 #include <fcntl.h>
@@ -50,8 +49,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
     m->last_g = -1;
     m->resolved_g = -1;
     step_meter_peak(m);
-    /* the run-queue wait (the descheduled phase, CPU only): at every lap in the runs
-     * that draw or explain, else in the work samples (docs/results.md) */
+    /* the run-queue wait (CPU only): every lap where the run draws or explains */
     m->sched_fd = -1;
     m->sched = !m->deferred && to->cfg &&
                (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0] ||
@@ -110,9 +108,8 @@ void step_meter_free(step_meter_t *m)
     m->sched_fd = -1;
 }
 
-/* Seconds the calling thread has waited on the run queue (runnable, not
- * running), from its schedstat file: "cpu_ns run_delay_ns timeslices".
- * One pread, no allocation; on any failure the phase is given up (0). */
+/* Seconds the calling thread waited on the run queue, from its schedstat file ("cpu_ns
+ * run_delay_ns timeslices"): one pread; on any failure the phase is given up (0). */
 static double run_delay_s(step_meter_t *m)
 {
     char buf[96];
@@ -131,8 +128,7 @@ static double run_delay_s(step_meter_t *m)
     return (double)wait * 1e-9;
 }
 
-/* Does step r read the run-queue wait (sched: every lap; else a work sample's two
- * ends, which rq_estimate splits)? */
+/* Does step r read the run-queue wait (sched: every lap; else a sample's two ends)? */
 static bool rq_read(const step_meter_t *m, const step_rec_t *r)
 {
     return m->sched_fd >= 0 && (m->sched || r->work);
@@ -174,8 +170,7 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     return true;
 }
 
-/* A marker at this point of the queue; its index, or -1 after a failure.  lap: it
- * ends a lap or the step (where samples read clocks); a plain mark reads none. */
+/* A marker here on the queue; its index, or -1.  lap: it ends a lap or the step. */
 static int mark_at(step_meter_t *m, phase_t p, bool lap)
 {
     step_rec_t *r = &m->rec[m->cur];
@@ -184,10 +179,9 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     int i = r->n;
     r->ph[i] = p;
     r->queued_after = false;
-    /* The run-queue wait (the descheduled phase), read before the clock:
-     * the read is a system call, where a busy core's scheduler likes to
-     * switch, and a wait after the clock's reading would be counted in
-     * this lap while its time is the next's. */
+    /* The run-queue wait, read before the clock: the read is a system call, where a
+     * busy core's scheduler likes to switch, and a wait after the clock's reading would
+     * count in this lap while its time is the next's. */
     r->rq[i] = rq_read(m, r) && lap && (m->sched || i == 0) ? run_delay_s(m) : 0.0;
     if (m->to.be) {
         int rc = backend_event_record(m->to.be, r->ev[i]);
@@ -198,8 +192,7 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     } else {
         r->t[i] = now_s();
     }
-    /* The work figure (work_cpu): on the CPU this thread's clock at each lap splits
-     * the step's CPU time by phase (on a GPU the host's is only the launches). */
+    /* the work figure: this thread's CPU clock at each lap splits the step by phase */
     r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
     r->n++;
     return i;
@@ -225,8 +218,7 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
     for (int k = 0; k < LAUNCH_KINDS; k++)
         r->launch_begin[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) : 0;
-    /* Nothing waited for the device since the last step ended: the GPU went
-     * straight from it to this one (or idled for the host in between). */
+    /* nothing waited for the device since the last step: the GPU went straight on */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
     /* A work sample: decided before the step from the clock alone (as the last step's
      * end read it: no reading of its own), so the choice does not depend on the step. */
@@ -277,8 +269,7 @@ void step_meter_fetch(step_meter_t *m, const float *dev, int n)
         meter_fail(m, DDP_ERR_RUNTIME, "too many values fetched in one step");
         return;
     }
-    /* Copied on the device's queue after the work that wrote them; read only
-     * once the step's last marker has been passed. */
+    /* queued after the work that wrote them; read once the step's last marker passed */
     int rc = m->to.be ? backend_d2h_async(m->to.be, r->fetched + r->nfetch, dev,
                                           (size_t)n * sizeof(float))
                       : (memcpy(r->fetched + r->nfetch, dev, (size_t)n * sizeof(float)), DDP_OK);
@@ -338,8 +329,7 @@ static double work_cpu(const step_rec_t *r)
     return w;
 }
 
-/* A closed step's marker times, waiting for its last marker: the one host
- * synchronisation of a step on a device. */
+/* A closed step's marker times, after a wait for its last marker. */
 static int read_markers(step_meter_t *m, step_rec_t *r)
 {
     backend_t *be = m->to.be;
@@ -389,8 +379,7 @@ static void rq_estimate(step_rec_t *r)
     }
 }
 
-/* Where samples alone read the run-queue wait: a timed lap of phase p, d seconds, q
- * of them descheduled (read: measured), for step_meter_finish's estimate. */
+/* A timed lap of phase p, d seconds, q descheduled (read: measured), for the estimate. */
 static void sampled(step_meter_t *m, const step_rec_t *r, phase_t p, double d, double q, bool read)
 {
     if (!m->sched && r->timed) {
@@ -399,8 +388,7 @@ static void sampled(step_meter_t *m, const step_rec_t *r, phase_t p, double d, d
     }
 }
 
-/* The step's laps into mine[] by phase (and --trace), the descheduled time
- * apart. */
+/* The step's laps into mine[] by phase (and --trace), the descheduled time apart. */
 static void laps(step_meter_t *m, step_rec_t *r, double *mine)
 {
     trace_rec_t *tr = m->to.trace;
@@ -409,17 +397,15 @@ static void laps(step_meter_t *m, step_rec_t *r, double *mine)
         rq_estimate(r);
     bool seen[PH_COUNT] = {false};
     int prev = 0;
-    /* run-queue wait beyond a lap's wall time (a preemption between a
-     * mark's two readings, which mark_at keeps to a few instructions) is
-     * the laps' that follow */
+    /* run-queue wait beyond a lap's wall time (a preemption between a mark's two
+     * readings) is the following laps' */
     double carry = 0.0;
     for (int i = 1; i < r->n; i++) {
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue; /* a plain marker splits no lap */
         double d = r->t[i] - r->t[prev];
-        /* The lap's run-queue wait is descheduled, drawn at its end; at most its
-         * wall time, the rest the next laps'. */
+        /* the lap's run-queue wait, drawn at its end, at most its wall time */
         double q = 0.0;
         if (rq) {
             double raw = fmax(r->rq[i] - r->rq[prev], 0.0) + carry;
@@ -447,8 +433,7 @@ static void laps(step_meter_t *m, step_rec_t *r, double *mine)
     }
 }
 
-/* The step's spans (--trace), and the told step's moves in moved[]; the
- * fetched figures' mean. */
+/* The step's spans (--trace), the told step's moves in moved[], the loss's mean. */
 static void spans(step_meter_t *m, step_rec_t *r, move_stat_t *moved)
 {
     for (int i = 0; i < r->nspan; i++) {
@@ -473,8 +458,7 @@ static void spans(step_meter_t *m, step_rec_t *r, move_stat_t *moved)
     }
 }
 
-/* The step into the device's totals (timed) or the warm-up's, its time on
- * the run's step times, and the told step's first laps, moves and story. */
+/* The step into the device's totals (or the warm-up's), the step times, the story. */
 static void account(step_meter_t *m, const step_rec_t *r, double *mine, const move_stat_t *moved,
                     step_story_t *story)
 {
@@ -523,8 +507,7 @@ static void account(step_meter_t *m, const step_rec_t *r, double *mine, const mo
     }
 }
 
-/* The step's loss (a diverged run stops), its line and the progress line,
- * and a signal that stops the run after it. */
+/* The step's loss (a diverged run stops), its lines, and a signal that stops the run. */
 static int say_step(step_meter_t *m, const step_rec_t *r)
 {
     const step_end_t *e = &r->end;
@@ -532,8 +515,7 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
     /* an epoch's tail step: fewer global rows than the most a step had */
     bool tail = e->global_samples < m->rows_full;
     m->rows_full = e->global_samples > m->rows_full ? e->global_samples : m->rows_full;
-    /* A logged loss is always fetched: NaN or Inf is divergence, and the run stops
-     * here rather than train (and save) garbage. */
+    /* a logged loss is fetched: NaN or Inf stops the run rather than train garbage */
     if (e->logs && r->nfetch > 0 && !isfinite(r->mean) && !(c && c->allow_nonfinite)) {
         progress_clear(m->prog);
         m->rc = DDP_ERR_RUNTIME;
@@ -617,8 +599,7 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
     for (int k = 0; k < LAUNCH_KINDS; k++)
         r->launches[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) - r->launch_begin[k] : 0;
     if (m->deferred) {
-        /* Report the previous step (its last marker is one step behind the
-         * host), then count this step's waits, that one included. */
+        /* report the previous step, then count this step's waits, that one included */
         if (prev->open)
             rc = resolve(m, prev);
         r->syncs = m->to.be ? backend_host_syncs(m->to.be) - r->syncs_begin : 0;
@@ -640,8 +621,7 @@ int step_meter_finish(step_meter_t *m, char *err)
         if (r->open && resolve(m, r) != DDP_OK)
             break;
     }
-    /* The steps that did not read the run-queue wait: each phase's share of it in the
-     * work samples, applied to their laps of that phase. */
+    /* the steps that did not read the run-queue wait: each phase's share in the samples */
     for (int p = 0; !m->sched && m->to.dev && p < PH_COUNT; p++)
         if (m->rq_lap[p] > 0.0) {
             double q = m->rq_unread[p] * m->rq_wait[p] / m->rq_lap[p], *ph = m->to.dev->phase_s;
@@ -654,8 +634,7 @@ int step_meter_finish(step_meter_t *m, char *err)
     if (dev && m->to.optim)
         dev->flops_optim = (double)dev->synced_steps * optim_flops(m->to.optim);
     if (m->work && m->work->n > 0) {
-        /* low quantiles: a step's CPU time still grows when another process shares
-         * the core's caches (docs/gate.md); its quickest steps hardly do */
+        /* low quantiles: other processes grow a step's CPU time, hardly the quickest's */
         device_stats_t *d = m->to.dev;
         d->work_steps = m->work->n;
         d->work_cpu_mean = m->work->timed_s / (double)m->work->n;

@@ -28,8 +28,7 @@ typedef struct {
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
     step_story_t *story;   /* --explain: the told step's story (the callback adds to it) */
-    int stagers;           /* devices that each stage their own part of the batch (DDP's
-                              ranks); 0 or 1: this one alone */
+    int stagers;           /* devices that each stage their part of the batch (0, 1: one) */
     const char *progress;  /* the progress line's label ("single"); NULL: not drawn here */
     long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
@@ -37,8 +36,7 @@ typedef struct {
     const model_spec_t *spec;
     const optim_t *optim;
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
-    /* Called when a step's times are known, before they are reported (DDP charges
-     * its hidden communication and records its buckets); NULL: nothing to add. */
+    /* when a step's times are known, before they are reported (DDP's buckets); or NULL */
     void (*resolved)(void *ctx, step_meter_t *m, step_rec_t *r);
     void *ctx;
 } step_meter_sinks_t;
@@ -110,15 +108,13 @@ struct step_meter {
     char msg[ERR_LEN];
 };
 
-/* Set up (DDP_ERR_RUNTIME when out of memory); measures the device's peak FLOP/s on
- * the calling thread: call it on the device's own thread. */
+/* Set up (DDP_ERR_RUNTIME: out of memory), on the device's thread (it measures its peak). */
 int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
 /* The device's peak measured again (in the last warm-up step), the faster kept. */
 void step_meter_peak(step_meter_t *m);
 void step_meter_free(step_meter_t *m);
 
-/* Step g (0-based) begins now: timed (after the warm-up) or not; first: the
- * step --explain tells (schedule_told_step: the middle timed step). */
+/* Step g (0-based) begins: timed (after the warm-up) or not; first: --explain tells it. */
 void step_meter_begin(step_meter_t *m, long g, bool timed, bool first);
 
 /* The time since the last lap belongs to phase p: a marker on the queue. */
@@ -139,8 +135,7 @@ typedef struct {
 /* Traced once the step has run; in the told step counted in first_move[s->move]. */
 void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s);
 
-/* The stager put a micro-batch of rows (row_bytes each, features and targets) on
- * the device in this step (the told step's batch is counted from these). */
+/* The stager put a micro-batch of rows (row_bytes each) on the device in this step. */
 static inline void step_meter_staged(step_meter_t *m, uint64_t row_bytes)
 {
     m->rec[m->cur].staged++;
@@ -160,8 +155,7 @@ static inline step_story_t *step_rec_story(const step_meter_t *m, const step_rec
     return r->first ? m->to.story : NULL;
 }
 
-/* Queue a copy of n device floats (the loss sum, over step_end_t.denom) to be read
- * when the step reports. */
+/* Queue a copy of n device floats (the loss sum, over end.denom) read when it reports. */
 void step_meter_fetch(step_meter_t *m, const float *dev, int n);
 
 /* The same for a pair: the loss is dev[0] / dev[1] (DDP's all-reduced sum and rows). */
@@ -173,8 +167,7 @@ static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
     m->rec[m->cur].end = *e;
 }
 
-/* --cuda-graph: every step from now on queues the same work (a graph's), so it
- * fetches its loss and marks its copies whether or not this step needs them. */
+/* --cuda-graph: every step queues the same work (a graph's): always fetch and mark. */
 static inline void step_meter_same_work(step_meter_t *m, bool on) { m->same_work = on; }
 
 /* Does the open step fetch its loss (the log wants it, or a graph's)? */
@@ -214,8 +207,7 @@ static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
     return m->first_lap[p];
 }
 
-/* In the resolved callback: the time of mark i, and the [start, end] of the
- * last lap of phase p (false when the step had none). */
+/* In the resolved callback: mark i's time; the last lap of phase p (false: none). */
 static inline double step_rec_time(const step_rec_t *r, int i) { return r->t[i]; }
 bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
 
