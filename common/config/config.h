@@ -39,9 +39,8 @@ typedef struct {
     int rank, layer;
     long step;
 } plant_t;
-/* What a scenario's run records for its verdict (config_t.watch): the replicas'
- * distance (and it goes on), each rank's batches that repeat the epoch before's, the
- * first step's gradient norm. */
+/* What a scenario's run records for its verdict (config_t.watch): the replicas' distance
+ * (and it goes on), batches that repeat the epoch before's, the first gradient norm. */
 enum { WATCH_REPLICAS = 1, WATCH_BATCHES = 2, WATCH_GRAD = 4 };
 #define MAX_GPU_LIST MAX_DEVICES
 
@@ -116,8 +115,7 @@ typedef struct {
     double step_factor;
     long iters, warmup_iters;
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
-    bool coll_quickest;        /* not an option: each op timed alone, the quickest kept
-                                  (--predict's fits on the CPU: the least disturbed) */
+    bool coll_quickest;        /* not an option: each op timed alone, the quickest kept */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
@@ -146,8 +144,7 @@ typedef struct {
 #define CONFIG_DEFAULT_PRESET "mlp-small"
 /* --bucket-mb's default (PyTorch DDP's bucket_cap_mb), MiB */
 #define CONFIG_BUCKET_MB 25
-/* --comm-hook powersgd:RANK's plain all-reduce steps before it compresses
- * (PyTorch's start_powerSGD_iter is 1000, more than a benchmark's run) */
+/* --comm-hook powersgd's plain steps first (PyTorch's 1000: more than a benchmark's) */
 #define CONFIG_POWERSGD_START 10
 void config_defaults(config_t *c);
 /* --comm-hook as given: "none", "fp16", "bf16", "powersgd:RANK:START". */

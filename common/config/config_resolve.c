@@ -106,8 +106,7 @@ static int resolve_world(config_t *c, bool cpu_auto, char *err)
     return DDP_OK;
 }
 
-/* --comm against the launcher (shm: a forked group's segment; mpi: mpirun's ranks
- * and host buffers); under mpirun auto is mpi on the CPU, NCCL on CUDA. */
+/* --comm against the launcher; under mpirun auto is mpi on the CPU, NCCL on CUDA. */
 static int resolve_comm(config_t *c, char *err)
 {
     bool mpi = c->launcher == LAUNCHER_MPI;
@@ -140,8 +139,7 @@ static int resolve_stream(config_t *c, char *err)
                        "--sampler-replicas: ddp's DistributedSampler has one replica per rank "
                        "(%d), got %d",
                        c->ngpus, c->sampler_replicas);
-    /* compare: single and dp read ddp's stream (its padding included), so
-     * the three runs see the same samples at every step */
+    /* compare: single and dp read ddp's stream, the same samples at every step */
     if (c->sampler_replicas == 0)
         c->sampler_replicas = c->nrank_samples ? c->nrank_samples : ddp ? c->ngpus : 1;
     if (c->batch_per_device) {

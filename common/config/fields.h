@@ -1,8 +1,6 @@
-/* common/config/fields.h: what derives from each option's row: its effect and, from
- * it, how it enters DDP's start-up check (ddp/fingerprint.c), the JSON echo, a stored
- * baseline's identity, a checkpoint's facts and the PyTorch twin's constants, which
- * walk the rows (config_fields) and read each value (config_field_value).
- * tests/unit/test_config.c checks the rules below on every row. */
+/* common/config/fields.h: what derives from each option's row: its effect and how it
+ * enters DDP's start-up check, the JSON echo, a baseline's identity, a checkpoint's facts
+ * and the PyTorch twin, which walk the rows (tests/unit/test_config.c checks the rules). */
 #ifndef DDPBENCH_CONFIG_FIELDS_H
 #define DDPBENCH_CONFIG_FIELDS_H
 
@@ -96,8 +94,7 @@ typedef struct {
     char buf[64];     /* room for s */
 } config_value_t;
 
-/* The rows: config_fields() of them, row i's option name (no "--"), its
- * derivations; the row named name (-1: none). */
+/* The rows: their count, row i's name (no "--") and derivations, a name's row (or -1). */
 int config_fields(void);
 const char *config_field_name(int i);
 const config_derive_t *config_field_derive(int i);

@@ -31,8 +31,7 @@ typedef enum {
 typedef struct {
     const char *name;
     const char *arg;     /* NULL: a flag */
-    const char *dflt;    /* the default, through the same setter (a flag: "on" sets it);
-                            NULL: the preset's value, or nothing */
+    const char *dflt;    /* the default, through the setter (a flag: "on"); NULL: preset's */
     const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
     const char *help;
     const char *section; /* starts a new section in --help */
@@ -61,8 +60,7 @@ typedef struct {
     size_t size; /* its part */
     /* Its defaults under the --model preset named; NULL: zeros, then its rows' dflt. */
     int (*defaults)(void *part, const char *preset, char *err);
-    /* Once every option is read: the defaults that depend on what was given and the
-     * rules that join its fields (and the run's); DDP_ERR_INPUT with one line. */
+    /* After every option: what joins its fields (DDP_ERR_INPUT, one line), or NULL. */
     int (*finish)(void *part, const config_t *run, const config_line_t *line, char *err);
 } opt_table_t;
 

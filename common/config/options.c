@@ -363,9 +363,8 @@ static const opt_t opts[] = {
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
      "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
-     /* NO: gate/baseline.c checks it (a baseline from before this key ran fp32);
-      * a checkpoint fact: a resumed run ends with the uninterrupted run's bits only
-      * in the precision it started with (--init starts over in another) */
+     /* NO: gate/baseline.c checks it (older baselines ran fp32); a checkpoint fact:
+      * a resumed run ends with the same bits only in the precision it started with */
      EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT,
      TWIN("PRECISION", "fp32 | tf32 | bf16 (torch.autocast to bfloat16)")},
     /* a synonym: what it changes is --precision's (its row derives) */
@@ -494,8 +493,7 @@ static const opt_t opts[] = {
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
     {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6),
      EFF(CF_SHARED), FPRINT(OTHER)},
-    /* --zero1 first: the fingerprint's lines follow the rows, and its line is
-     * the first to differ when it is flipped */
+    /* --zero1 first: its fingerprint line is the first to differ when it is flipped */
     {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero, get_zero1, "1", NULL),
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero1", WARN), TWIN_REFUSED},
     {"zero", "N", "0", NULL,
@@ -587,8 +585,7 @@ static int finish(void *part, const config_t *run, const config_line_t *line, ch
 {
     config_t *c = part;
     (void)run;
-    /* --layers or --act that change the preset's network make it a custom
-     * model: it must not be reported under the preset's name. */
+    /* --layers or --act that change the preset's network make it a custom model. */
     config_t *p = malloc(sizeof *p); /* 14 KB: not on the stack (docs/faults.md) */
     if (!p)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");

@@ -47,10 +47,8 @@ double collperf_avg_busbw(const collperf_t *r);
 /* The collective named `kind` (coll_kind_t), or NULL. */
 const collperf_coll_t *collperf_find(const collperf_t *r, int kind);
 
-/* The alpha-beta model of one collective on this machine, fitted to its
- * points by least squares on time = alpha + bytes * beta (out of place): the
- * latency alpha (s) and the inverse bandwidth beta (s/byte).  false when
- * there are fewer than two sizes. */
+/* The alpha-beta model of one collective: time = alpha + bytes * beta (out of place)
+ * fitted to its points; false when there are fewer than two sizes. */
 bool collperf_fit(const collperf_coll_t *c, double *alpha_s, double *beta_s_per_byte);
 /* Seconds for a message of `bytes`: the measured point when one is within a
  * factor of 1.5, else the fit (interpolating between the nearest points). */

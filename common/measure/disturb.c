@@ -40,8 +40,7 @@ static int cpus_online(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* The CPUs the run may use: the process's affinity before any device
- * thread was pinned (its threads and DDP's ranks inherit it). */
+/* The CPUs the run may use: the affinity before any thread was pinned (all inherit it). */
 static void allowed_cpus(disturb_mark_t *m)
 {
     int online = cpus_online();
@@ -119,8 +118,7 @@ static double tv_s(struct timeval t)
     return (double)t.tv_sec + (double)t.tv_usec * 1e-6;
 }
 
-/* CPU seconds and involuntary switches of this process (all its threads)
- * and of its children that were waited for (DDP's ranks, once reaped). */
+/* CPU seconds and involuntary switches of this process and its waited-for children. */
 static void own_usage(double *cpu_s, long *nivcsw)
 {
     struct rusage self, kids;

@@ -43,8 +43,7 @@ typedef struct {
     double contention;         /* share of the run's cores others took (0..1) */
     double steal_s, steal_pct; /* stolen CPU seconds; % of all CPUs' time */
     long invol_switches;       /* involuntary context switches, the run's processes */
-    bool own_switching;        /* more threads than cores of its own: its switches are
-                                  not judged */
+    bool own_switching;        /* more threads than cores: its switches are not judged */
     long steps;                /* optimizer steps of the run */
     double invol_per_step, invol_per_s;
     bool disturbed;

@@ -35,9 +35,8 @@ void progress_init(progress_t *p, const config_t *c, const char *label, long tot
 /* Same, with the terminal test given (for tests; f may be any stream). */
 void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long total);
 
-/* After step `step` (1-based) of epoch `epoch` (0-based), `samples` global
- * samples done in all; loss: this step's when the loss log took it, else NAN
- * (the line keeps showing the last one). */
+/* After step `step` (1-based) of epoch (0-based), `samples` done in all; loss: this
+ * step's when the loss log took it, else NAN (the line shows the last one). */
 void progress_update(progress_t *p, long step, long epoch, double loss, long samples);
 /* Erase the line (it comes back at the next update). */
 void progress_clear(progress_t *p);

@@ -46,8 +46,7 @@ typedef struct {
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */
     move_stat_t first_move[MOVE_COUNT]; /* what this device's copies moved in it */
-    /* DDP ranks: steps with data of their own, and steps they shadowed (out of data
-     * under --rank-samples: zero gradients into the all-reduce) */
+    /* DDP ranks: steps with data, and steps shadowed (out of data: zero gradients) */
     long steps_run, steps_shadowed;
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
@@ -62,11 +61,9 @@ typedef struct {
     double grad_norm;
 } device_stats_t;
 
-/* --check-replicas: the replicas' distance at each checked step (the largest
- * |difference| of a parameter from rank 0's or device 0's), the first
- * REPLICA_POINTS_MAX; and the first difference: its step, the lowest rank that
- * differed, the parameter (2l: layer l's weight, 2l+1 its bias) and its largest
- * |difference|.  Plain data: DDP's rank 0 writes it in shared memory. */
+/* --check-replicas (plain data: DDP's rank 0 writes it in shared memory): the largest
+ * |difference| from rank 0's parameters at each checked step, and the first one's
+ * step, lowest rank, parameter (2l: layer l's weight, 2l+1 its bias) and |difference|. */
 #define REPLICA_POINTS_MAX 256
 typedef struct {
     long checks;
@@ -111,10 +108,9 @@ typedef struct {
     double loss; /* mean loss of that step's global batch */
 } loss_point_t;
 
-/* The run's timed steps in memory that does not grow with them: the exact count,
- * total, minimum and maximum, and for the quantiles a uniform sample of at most
- * STEP_SAMPLE_MAX (reservoir sampling, Vitter's algorithm R, seeded the same in every
- * run; its error: docs/results.md).  Plain data: DDP keeps one in shared memory. */
+/* The timed steps in fixed memory (DDP keeps one in shared memory): the exact count,
+ * total, minimum and maximum, and for the quantiles a uniform sample of STEP_SAMPLE_MAX
+ * (Vitter's algorithm R, seeded the same in every run; its error: docs/results.md). */
 #define STEP_SAMPLE_MAX 4096
 typedef struct {
     long n;              /* timed steps */
@@ -132,8 +128,7 @@ long step_times_kept(const step_times_t *t);
 /* The p-th percentile (0..100) of the sample, as numpy's default; 0 when empty. */
 double step_times_quantile(const step_times_t *t, double p);
 
-/* The losses that were logged, the first LOSS_LOG_MAX points.  Grows as needed,
- * unless fixed: pt is then cap points someone else owns (DDP's shared segment). */
+/* The first LOSS_LOG_MAX logged losses; fixed: pt is cap points DDP's segment owns. */
 #define LOSS_LOG_MAX 65536
 typedef struct {
     loss_point_t *pt;

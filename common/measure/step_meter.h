@@ -1,9 +1,7 @@
-/* common/measure/step_meter.h: the bookkeeping around every training step, written
- * once for the three loops (docs/architecture.md): a loop calls step_meter_begin, a
- * step_meter_lap after each phase and step_meter_end, then step_meter_finish; the meter
- * keeps everything measured of a step (docs/results.md; on a GPU a step is read when
- * the next one ends, docs/gpu.md).  Each device's meter has one writing thread; a NULL
- * sink (step_meter_sinks_t) is another device's job. */
+/* common/measure/step_meter.h: the bookkeeping around every training step, written once
+ * for the three loops: step_meter_begin, a step_meter_lap after each phase, step_meter_end,
+ * and step_meter_finish after the loop (docs/results.md, docs/gpu.md: a GPU's step is
+ * read when the next one ends).  One writing thread a meter; a NULL sink: not here. */
 #ifndef DDPBENCH_STEP_METER_H
 #define DDPBENCH_STEP_METER_H
 
@@ -215,8 +213,7 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
  * apart) charged to PH_SKEW, so they add up to the run's step time (docs/results.md). */
 void step_meter_skew(run_result_t *r);
 
-/* After the run: every device's copies in the told step (first_move) summed into the
- * story, the seconds the slowest device's (the devices copy in parallel). */
+/* After the run: every device's first_move summed into the story (seconds: the slowest). */
 void step_meter_story_merge(run_result_t *r);
 
 #endif

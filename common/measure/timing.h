@@ -1,6 +1,5 @@
-/* common/measure/timing.h: the phases a training step is split into (every
- * strategy charges its time per device to the same phase_t buckets, so
- * reports can put modes side by side; the step meter does the charging). */
+/* common/measure/timing.h: the phases a training step is split into, the same for
+ * every strategy, so reports can put modes side by side. */
 #ifndef DDPBENCH_TIMING_H
 #define DDPBENCH_TIMING_H
 
@@ -24,14 +23,11 @@ typedef enum {
     PH_OPTIM,
     PH_IDLE,         /* waiting on other devices */
     PH_SKEW,         /* the run's step beyond this device's own (step_meter_skew) */
-    PH_DESCHED,      /* runnable but not running: another process had the core (the
-                        kernel's run-queue wait, step_meter.h; 0 on a GPU) */
+    PH_DESCHED,      /* runnable, not running: another process had the core (0 on a GPU) */
     PH_COUNT
 } phase_t;
 
-/* The phases where a device may wait for another (a collective, a barrier):
- * its thread may sleep there, and a peer off its core makes it wait longer
- * (the machine's share of a wait: docs/results.md). */
+/* The phases where a device may wait (and sleep) for another: a collective, a barrier. */
 static inline bool phase_waits(phase_t p)
 {
     return p == PH_SCATTER || p == PH_REPLICATE || p == PH_COMM_EXPOSED || p == PH_GATHER ||
