@@ -1,5 +1,4 @@
-/* common/config/config.c: the checks across options and the helpers the rest
- * of the program uses on a configuration (see config.h). */
+/* common/config/config.c: the checks across options, and helpers on a configuration. */
 #include "common/config/config.h"
 
 #include <errno.h>
@@ -107,8 +106,7 @@ static int check_outputs(const config_t *c, char *err)
     return DDP_OK;
 }
 
-/* What only ddp has (ZeRO, a communication hook, a straggler), what only
- * compare lists, and what --repeat cannot take. */
+/* What only ddp has, what only compare lists, and what --repeat cannot take. */
 static int check_modes(const config_t *c, char *err)
 {
     if (c->zero && c->mode != MODE_DDP && c->mode != MODE_COMPARE)

@@ -1,15 +1,7 @@
-/* common/config/config.h: everything a run is configured by (config_t: what
- * the core, the strategies and the run's outputs read), the presets, and the
- * command-line parser that fills it.  The program's own options and the
- * gate's are tables of their own beside this one (opt_table.h), so that a
- * module includes the part it reads.
- *
- * config_parse() applies the defaults (one table in options.c holds every
- * option of a run with its default and help), then the --model preset, then
- * every explicit option (so explicit options override a preset), then
- * validates the whole (config.c).  It never exits: it returns DDP_OK,
- * CONFIG_EXIT_OK (after printing --help or --version) or DDP_ERR_INPUT with
- * one line in err. */
+/* common/config/config.h: everything a run is configured by (config_t), the presets,
+ * and the parser that fills it: the defaults, the --model preset, every option (so an
+ * option overrides the preset), the checks (config.c).  It never exits: DDP_OK,
+ * CONFIG_EXIT_OK (after --help or --version) or DDP_ERR_INPUT with one line in err. */
 #ifndef DDPBENCH_CONFIG_H
 #define DDPBENCH_CONFIG_H
 
@@ -25,14 +17,12 @@
 #include "common/nn/optim.h"
 
 #define CONFIG_EXIT_OK (-1)
-/* --coll all: broadcast, all-reduce, all-gather, reduce-scatter (bits in
- * comm.h's coll_kind_t order; reduce is bit 2) */
+/* --coll all: every collective but reduce (bit 2 of comm.h's coll_kind_t order) */
 #define CONFIG_COLLS_ALL ((1u << 0) | (1u << 1) | (1u << 3) | (1u << 4))
 #define CONFIG_PATH_LEN 1024
 
-/* A mistake PyTorch users make, planted by a scenario (app/scenario_*.c)
- * through a seam its strategy chooses at set-up, never a branch of the
- * fenced step: not an option. */
+/* A mistake PyTorch users make, planted by a scenario (app/scenario_*.c) through a
+ * seam its strategy chooses at set-up, never a branch of the fenced step. */
 typedef enum {
     PLANT_NONE = 0,
     PLANT_SAME_ORDER,  /* set-epoch: every epoch reads epoch 0's order (data/schedule.c) */
@@ -49,10 +39,8 @@ typedef struct {
     int rank, layer;
     long step;
 } plant_t;
-/* What a scenario's run records for its verdict (config_t.watch): the
- * replica check records the distance and goes on (nor does the run's end
- * refuse replicas that drifted); each rank's batches that repeat the epoch
- * before's; the first step's gradient norm. */
+/* What a scenario's run records for its verdict (config_t.watch): the replicas' distance
+ * (and it goes on), batches that repeat the epoch before's, the first gradient norm. */
 enum { WATCH_REPLICAS = 1, WATCH_BATCHES = 2, WATCH_GRAD = 4 };
 #define MAX_GPU_LIST MAX_DEVICES
 
@@ -98,60 +86,44 @@ typedef struct {
     bool allow_nonfinite;      /* a NaN/Inf loss or parameter is not a failure */
 
     /* the sample stream (data/schedule.h) */
-    int sampler_replicas;      /* DistributedSampler num_replicas whose stream every mode
-                                  reads; 0 until config_resolve() */
+    int sampler_replicas;      /* the stream every mode reads (0 until config_resolve) */
     long rank_samples[MAX_DEVICES]; /* --rank-samples: each rank's own sample count */
     int nrank_samples;         /* 0: the DistributedSampler's even split */
-    bool join;                 /* --join (the default) / --no-join: only --rank-samples
-                                  can leave a rank without data while others have some */
+    bool join;                 /* --join (the default) / --no-join, under --rank-samples */
 
     /* DDP */
     comm_kind_t comm;
-    /* who starts DDP's ranks (ddp/launch.h): --launcher, then what
-     * ddp_launch_init found.  Under mpirun the world is MPI's: world_size
-     * ranks, this process is world_rank, local_rank among those on its host,
-     * and config_resolve makes the device list one id per rank (its own
-     * device --gpus[local_rank]; the others' come from the start-up check) */
+    /* who starts DDP's ranks (ddp/launch.h); under mpirun, MPI's world */
     launcher_kind_t launcher;
     int world_rank, world_size, local_rank;
     double bucket_mb;
     double first_bucket_mb;
     bool overlap;
     double timeout_s;
-    int zero;                  /* --zero N: this ddp run's ZeRO stage (0: plain DDP; 1: the
-                                  optimizer state sharded, 2: and the gradients, 3: and the
-                                  parameters, FSDP's FULL_SHARD); --zero1 is --zero 1 */
+    int zero;                  /* --zero N: this ddp run's ZeRO stage (0: plain DDP) */
     int zero_stages[3];        /* --zero 1,2,3: the stages asked for, in order (compare: a */
     int nzero_stages;          /* ddp column each, beside plain DDP's) */
     comm_hook_kind_t comm_hook; /* --comm-hook: what each bucket's all-reduce sends */
     int powersgd_rank;         /* --comm-hook powersgd:RANK[:START]: the rank of P and Q ... */
     long powersgd_start;       /* ... and the steps all-reduced plainly before compressing */
     int slow_rank;             /* --slow-rank R:F: this rank (-1: none) ... */
-    double slow_factor;        /* ... computes F times each step's forward and backward (1..100,
-                                  fractional: ddp/rank.c's straggle) */
-    int check_replicas;        /* --check-replicas N: every N steps the replicas compare their
-                                  parameters (0: off; ddp/watch.c, dp/dp_replicas.c) */
+    double slow_factor;        /* ... computes F times each step's forward and backward */
+    int check_replicas;        /* --check-replicas N: every N steps (0: off) */
 
     /* --mode comm: the collective benchmark (nccl-tests' -b -e -f -n -w) */
     long min_bytes, max_bytes;
     double step_factor;
     long iters, warmup_iters;
     unsigned colls;            /* bit k: collective k of comm.h's coll_kind_t */
-    bool coll_quickest;        /* not an option: each op timed alone and the quickest kept
-                                  (--predict's fits on the CPU: the least disturbed), not
-                                  the mean of --iters ops back to back */
+    bool coll_quickest;        /* not an option: each op timed alone, the quickest kept */
     int repeat;                /* --repeat: independent runs, 1..CONFIG_REPEAT_MAX */
     bool predict;              /* --predict: the alpha-beta model's table */
     bool bucket_auto;          /* --bucket-mb auto: tuned during the warm-up steps */
 
     /* reporting */
     bool quiet;
-    bool loss_lines_off;       /* not an option: compare's runs leave out their per-epoch
-                                  loss lines (its table has the final loss; the three
-                                  modes' lines agree) unless --log-every asked for them */
-    bool desched;              /* not an option: the descheduled phase is measured though the
-                                  run neither draws nor explains (a scenario's runs, which
-                                  explain in their own words) */
+    bool loss_lines_off;       /* not an option: compare's runs print no per-epoch loss */
+    bool desched;              /* not an option: the run-queue wait read at every lap */
     plant_t plant;             /* not options: a scenario's planted mistake ... */
     unsigned watch;            /* ... and what its runs record (WATCH_*) */
     bool json;
@@ -168,13 +140,11 @@ typedef struct {
     char resume_path[CONFIG_PATH_LEN];
 } config_t;
 
-/* What a run with no options uses: every option's default (options.c's table),
- * then the default preset. */
+/* What a run with no options uses: every option's default, then this preset. */
 #define CONFIG_DEFAULT_PRESET "mlp-small"
 /* --bucket-mb's default (PyTorch DDP's bucket_cap_mb), MiB */
 #define CONFIG_BUCKET_MB 25
-/* --comm-hook powersgd:RANK's plain all-reduce steps before it compresses
- * (PyTorch's start_powerSGD_iter is 1000, more than a benchmark's run) */
+/* --comm-hook powersgd's plain steps first (PyTorch's 1000: more than a benchmark's) */
 #define CONFIG_POWERSGD_START 10
 void config_defaults(config_t *c);
 /* --comm-hook as given: "none", "fp16", "bf16", "powersgd:RANK:START". */
@@ -185,26 +155,17 @@ int config_defaults_for(config_t *c, const char *preset, char *err);
 int config_apply_preset(config_t *c, const char *name, char *err);
 /* --help's section on the presets and what each sets. */
 void config_presets_usage(FILE *f);
-/* The whole parse of a run's options alone: defaults, preset, options,
- * validation (opt_table.h's config_line_parse with this table only). */
+/* The whole parse of a run's options alone (config_line_parse with this table only). */
 int config_parse(config_t *c, int argc, char **argv, FILE *out, char *err);
 /* Cross-field checks (also run by config_parse). */
 int config_validate(const config_t *c, char *err);
 
-/* Resolve --backend auto and --gpus auto for this machine, check the device
- * list (repeats, single mode), and resolve what depends on the device count:
- * --batch-per-device, the sampler's replicas, --rank-samples' ranks, --join.
- * note receives a short remark on what auto chose ("" when nothing was
- * automatic). */
+/* Resolve auto and what depends on the device count; note: what auto chose (or ""). */
 int config_resolve(config_t *c, char *note, size_t note_len, char *err);
 
-/* Why --mode mode's training step does not qualify for CUDA graphs under
- * this (resolved) configuration, or NULL when it does: what --cuda-graph
- * auto tells in the banner and --cuda-graph on refuses (exit 2). */
+/* Why --mode mode's step does not qualify for CUDA graphs here, or NULL. */
 const char *config_graph_why_not(const config_t *c, mode_t_ mode);
-/* Whether dp's replicate and reduce are NCCL collectives (as torch's
- * DataParallel's are): CUDA, NCCL built, several devices, each a distinct
- * GPU (NCCL puts one rank on a GPU); else peer copies. */
+/* Whether dp's replicate and reduce are NCCL collectives (several distinct GPUs). */
 bool config_dp_nccl(const config_t *c);
 /* Whether mode's steps are replayed as CUDA graphs in this run. */
 static inline bool config_graphs_on(const config_t *c, mode_t_ mode)
@@ -212,8 +173,7 @@ static inline bool config_graphs_on(const config_t *c, mode_t_ mode)
     return c->cuda_graph != CUDA_GRAPH_OFF && !config_graph_why_not(c, mode);
 }
 
-/* The ranks the sample stream is dealt to: --rank-samples' count, else the
- * sampler's replicas (1 for single and dp, the devices for ddp and compare). */
+/* The ranks the sample stream is dealt to: --rank-samples' count, else the replicas. */
 int config_stream_ranks(const config_t *c);
 
 /* Helpers for the rest of the program. */

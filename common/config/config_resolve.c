@@ -1,15 +1,13 @@
-/* common/config/config_resolve.c: turning "auto" into facts about this machine:
- * the backend (a forked CUDA probe, so the supervisor never initialises CUDA)
- * and the device list, and the rules on repeated device ids; under mpirun,
- * the device of this rank and the collectives that cross processes. */
+/* common/config/config_resolve.c: "auto" made facts about this machine: the backend
+ * (a forked CUDA probe: the supervisor never initialises CUDA), the device list and
+ * its rules; under mpirun, this rank's device and the collectives across processes. */
 #include <stdio.h>
 #include <unistd.h>
 
 #include "common/device/backend.h"
 #include "common/config/config.h"
 
-/* auto -> cuda when a GPU is visible, else cpu with a notice; cuda without a
- * GPU is an input error that says why. */
+/* auto: cuda when a GPU is visible, else cpu with a notice; cuda without one, an error */
 static int resolve_backend(config_t *c, char *note, size_t note_len, char *err)
 {
     char why[ERR_LEN] = "";
@@ -56,11 +54,7 @@ static int resolve_devices(config_t *c, char *err)
     if (c->mode == MODE_SINGLE && c->ngpus != 1)
         return err_set(err, DDP_ERR_INPUT, "--gpus: --mode single uses one device, got %d",
                        c->ngpus);
-    /* Repeated ids mean several replicas on one GPU: DP on CUDA (own buffers and
-     * streams) and DDP on CUDA with --comm shm.  A CPU "device" is a worker, so
-     * a repeat there is a mistake. */
-    /* A CPU worker id is a label, but a label past the most workers a run
-     * can have is a typo (--gpus 1048576), not a worker. */
+    /* A CPU worker id is a label, but one past the most workers is a typo. */
     if (c->backend == BACKEND_CPU)
         for (int i = 0; i < c->ngpus; i++)
             if (c->gpus[i] >= MAX_DEVICES)
@@ -68,6 +62,7 @@ static int resolve_devices(config_t *c, char *err)
                                "--gpus: CPU worker %d does not exist: the CPU backend has "
                                "workers 0 to %d",
                                c->gpus[i], MAX_DEVICES - 1);
+    /* repeated ids are replicas on one GPU; on the CPU a repeat is a mistake */
     bool dup_ok = c->backend == BACKEND_CUDA &&
                   (c->mode == MODE_DP || c->mode == MODE_COMPARE ||
                    ((c->mode == MODE_DDP || c->mode == MODE_COMM) && c->comm == COMM_SHM));
@@ -81,11 +76,8 @@ static int resolve_devices(config_t *c, char *err)
     return DDP_OK;
 }
 
-/* Under mpirun (config.h): one device per rank.  This rank's is
- * --gpus[local rank], or on the CPU with --gpus auto CPU worker `local
- * rank` (a worker is a label: more ranks than cores only queue for them);
- * the list becomes one entry per rank of the world, the others' -1 until the
- * start-up check (ddp/launch.h) fills them in. */
+/* Under mpirun, one device per rank: this rank's is --gpus[local rank] (CPU with
+ * --gpus auto: worker `local rank`); the others' stay -1 until the start-up check. */
 static int resolve_world(config_t *c, bool cpu_auto, char *err)
 {
     if (c->launcher != LAUNCHER_MPI)
@@ -114,9 +106,7 @@ static int resolve_world(config_t *c, bool cpu_auto, char *err)
     return DDP_OK;
 }
 
-/* --comm against the launcher: shm needs the segment a forked group shares,
- * mpi needs mpirun's ranks and host buffers; under mpirun auto is mpi on the
- * CPU and NCCL on CUDA. */
+/* --comm against the launcher; under mpirun auto is mpi on the CPU, NCCL on CUDA. */
 static int resolve_comm(config_t *c, char *err)
 {
     bool mpi = c->launcher == LAUNCHER_MPI;
@@ -136,8 +126,7 @@ static int resolve_comm(config_t *c, char *err)
     return DDP_OK;
 }
 
-/* What depends on the device count: the ranks of the sample stream, and the
- * global batch of --batch-per-device. */
+/* What depends on the device count: the stream's ranks, --batch-per-device's batch. */
 static int resolve_stream(config_t *c, char *err)
 {
     bool ddp = c->mode == MODE_DDP || c->mode == MODE_COMPARE;
@@ -150,8 +139,7 @@ static int resolve_stream(config_t *c, char *err)
                        "--sampler-replicas: ddp's DistributedSampler has one replica per rank "
                        "(%d), got %d",
                        c->ngpus, c->sampler_replicas);
-    /* compare: single and dp read ddp's stream (its padding included), so
-     * the three runs see the same samples at every step */
+    /* compare: single and dp read ddp's stream, the same samples at every step */
     if (c->sampler_replicas == 0)
         c->sampler_replicas = c->nrank_samples ? c->nrank_samples : ddp ? c->ngpus : 1;
     if (c->batch_per_device) {
@@ -182,9 +170,7 @@ bool config_dp_nccl(const config_t *c)
 #endif
 }
 
-/* What keeps a step of `mode` from being a graph, from the options alone:
- * checked before the machine is looked at (input errors before the
- * environment), and below the backend's own reason. */
+/* What keeps a step of `mode` from being a graph, from the options alone. */
 static const char *graph_step_why_not(const config_t *c, mode_t_ mode)
 {
     if (c->accum > 1)
@@ -214,8 +200,7 @@ const char *config_graph_why_not(const config_t *c, mode_t_ mode)
     return graph_step_why_not(c, mode);
 }
 
-/* --cuda-graph on where a step cannot qualify: an input error, naming the
- * first reason why_not gives for a mode this run trains. */
+/* --cuda-graph on where a step cannot qualify: an input error, the first reason. */
 static int resolve_graphs(const config_t *c, const char *(*why_not)(const config_t *, mode_t_),
                           char *err)
 {

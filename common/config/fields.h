@@ -1,15 +1,6 @@
-/* common/config/fields.h: what derives from each option's row besides its
- * parsing and --help.  Every row of options.c's table says what the option
- * changes (its effect) and, from that, whether and how it enters DDP's
- * start-up check (ddp/fingerprint.c), the JSON echo
- * (app/report/report_json.c), a stored baseline's identity
- * (gate/baseline.c), a checkpoint's facts (io/checkpoint.c) and the PyTorch
- * twin's constants (app/twin.c).  Those five places walk the rows
- * (config_fields()) and read each value through config_field_value(); what
- * they still write by hand are the entries that join several fields (the
- * world, the data, the sample stream).  tests/unit/test_config.c checks the
- * rules below on every row, and test_launch / test_report flip each option
- * and check that the fingerprint and the echo see it. */
+/* common/config/fields.h: what derives from each option's row: its effect and how it
+ * enters DDP's start-up check, the JSON echo, a baseline's identity, a checkpoint's facts
+ * and the PyTorch twin, which walk the rows (tests/unit/test_config.c checks the rules). */
 #ifndef DDPBENCH_CONFIG_FIELDS_H
 #define DDPBENCH_CONFIG_FIELDS_H
 
@@ -18,10 +9,9 @@
 
 #include "common/config/config.h"
 
-/* What an option changes (a row's effect; every row but a --no-X says one).
- * The rules: ARITH or SHARED <=> in the fingerprint (or FPV_RANK0); ARITH
- * => the echo, the checkpoint and the twin each say what they do with it;
- * an echoed key => the baseline says whether it must match. */
+/* What an option changes (every row but a --no-X says).  The rules: ARITH or SHARED
+ * <=> in the fingerprint (or FPV_RANK0); ARITH => the echo, the checkpoint and the
+ * twin each say what they do with it; an echoed key => the baseline says if it matches. */
 enum {
     CF_ARITH = 1 << 0,  /* the result's bits */
     CF_SHARED = 1 << 1, /* what every rank must share: the collectives it runs, when it stops */
@@ -30,8 +20,7 @@ enum {
     CF_META = 1 << 4,   /* what runs: --help, a preset, --scenario, --against */
 };
 
-/* The fingerprint's groups: the words of DDP's refusal ("another model
- * (--layers, --act)", fingerprint.c) */
+/* The fingerprint's groups: the words of DDP's refusal ("another model (--layers, --act)") */
 typedef enum {
     FP_NONE = 0,
     FP_OTHER,
@@ -105,22 +94,16 @@ typedef struct {
     char buf[64];     /* room for s */
 } config_value_t;
 
-/* The rows: config_fields() of them, row i's option name (no "--"), its
- * derivations; the row named name (-1: none). */
+/* The rows: their count, row i's name (no "--") and derivations, a name's row (or -1). */
 int config_fields(void);
 const char *config_field_name(int i);
 const config_derive_t *config_field_derive(int i);
 int config_field_find(const char *name);
 /* Row i's value in c; CV_NONE for a row without a field (--help). */
 void config_field_value(const config_t *c, int i, config_value_t *v);
-/* The value as one word (the fingerprint's and a checkpoint's text): bools
- * as yes/no, a float as its shortest exact decimal, a double %.9g, a list
- * "a,b" ("none" when empty), the word when there is one. */
+/* The value as one word (the fingerprint's and a checkpoint's text): bools as yes/no,
+ * a float its shortest exact decimal, a double %.9g, a list "a,b" or "none". */
 void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
                        size_t n);
-/* Tests: set row i's field in c to another value than it has (within its
- * bounds; a setter's row uses its examples); DDP_OK, or DDP_ERR_INPUT when
- * the row cannot be flipped (a flag's --no-X, --help). */
-int config_field_flip(config_t *c, int i, char *err);
 
 #endif

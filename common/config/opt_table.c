@@ -1,9 +1,8 @@
-/* common/config/opt_table.c: the command line over its tables (opt_table.h):
- * the strict readers of a value, one row applied to its part, the defaults,
- * getopt over every row, --help, and argv less some options.  Every
- * malformed value is one clear line (config.h). */
+/* common/config/opt_table.c: the command line over its tables (opt_table.h): strict
+ * readers of a value, the defaults, getopt over every row, --help, argv less options. */
 #include "common/config/opt_table.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -33,8 +32,7 @@ int opt_parse_long(const char *opt, const char *s, long lo, long hi, long *out, 
     return DDP_OK;
 }
 
-/* A decimal number (no hex floats, no "inf"/"nan") in [lo, hi], or in
- * (lo, hi] when lo_open. */
+/* A decimal number (no hex, inf or nan) in [lo, hi], or (lo, hi] when lo_open. */
 int opt_parse_double(const char *opt, const char *s, double lo, double hi, bool lo_open,
                      double *out, char *err)
 {
@@ -58,20 +56,16 @@ int opt_parse_double(const char *opt, const char *s, double lo, double hi, bool 
     return DDP_OK;
 }
 
-/* A byte count: digits with an optional K, M or G (powers of 1024), like
- * nccl-tests' -b and -e. */
+/* A byte count: digits and K, M or G (powers of 1024), as nccl-tests' -b and -e. */
 int opt_parse_bytes(const char *opt, const char *s, long *out, char *err)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    long mul = 1;
-    if (end != s && (*end == 'K' || *end == 'k'))
-        mul = 1L << 10, end++;
-    else if (end != s && (*end == 'M' || *end == 'm'))
-        mul = 1L << 20, end++;
-    else if (end != s && (*end == 'G' || *end == 'g'))
-        mul = 1L << 30, end++;
+    static const char units[] = "kmg"; /* 2^10, 2^20, 2^30 */
+    const char *u = end != s && *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+    long mul = u ? 1L << (10 * (u - units + 1)) : 1;
+    end += u != NULL;
     if (end == s || *end || errno || v < 0)
         return err_set(err, DDP_ERR_INPUT, "--%s: '%s' is not a byte count (e.g. 8, 64K, 16M, 1G)",
                        opt, s);
@@ -199,8 +193,7 @@ bool config_line_given(const config_line_t *l, const char *name)
 /* getopt's value for row g (its short letter comes back as itself). */
 #define OPT_VAL(g) (256 + (g))
 
-/* getopt's tables for the line: the long options and the short letters
- * ("+h": -h is --help, unlisted; "b:" for -b N). */
+/* getopt's long options and short letters for the line ("+h": -h is --help). */
 typedef struct {
     struct option lo[CONFIG_LINE_ROWS + 1];
     char shorts[2 * CONFIG_LINE_ROWS + 4];
@@ -225,8 +218,7 @@ static void getopt_rows(const config_line_t *l, getopt_rows_t *g)
     g->shorts[ns] = 0;
 }
 
-/* The row of getopt's answer id (a long option's OPT_VAL, or a letter), its
- * number in *g. */
+/* The row of getopt's answer id (OPT_VAL, or a letter), its number in *g. */
 static const opt_t *row_of(const config_line_t *l, int id, void **part, int *g)
 {
     const opt_t *o;
@@ -238,8 +230,7 @@ static const opt_t *row_of(const config_line_t *l, int id, void **part, int *g)
 
 static bool is(const opt_t *o, const char *name) { return o && strcmp(o->name, name) == 0; }
 
-/* Pass 1: --help, --version, --model (the preset fills what the rest
- * overrides): CONFIG_EXIT_OK after printing, else DDP_OK with *preset. */
+/* Pass 1: --help, --version (CONFIG_EXIT_OK after printing), --model (*preset). */
 static int pass1(const config_line_t *l, const getopt_rows_t *gr, int argc, char **argv,
                  FILE *out, const char **preset)
 {
@@ -348,8 +339,7 @@ static void usage_row(FILE *f, const opt_t *o)
     fputc('\n', f);
 }
 
-/* The other tables' rows shown after the run's row `name` (NULL: those no
- * row places, at the end). */
+/* The other tables' rows shown after the run's row `name` (NULL: the unplaced). */
 static void usage_after(FILE *f, const config_line_t *l, const char *name)
 {
     for (int t = 1; t < l->n; t++) {

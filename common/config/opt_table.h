@@ -1,15 +1,8 @@
-/* common/config/opt_table.h: an option table, and the command line made of
- * several.
- *
- * A table is rows of options that set the fields of one struct, its part:
- * the run's configuration (config_t, options.c's table) is the first part of
- * every command line; the program and the gate each add a table of their
- * own (app/cmdline/, gate/options.c), so that a module includes the part it
- * reads.  One parse fills every part (getopt over every row, the defaults
- * through the same rows, the last option of a kind wins), --help prints
- * every row (a table's rows where its rows say), and each table checks what
- * joins its fields once every option is read.  A row is written with the
- * macros below, OPT_PART naming the struct of its table. */
+/* common/config/opt_table.h: an option table (rows that set the fields of one struct,
+ * its part), and the command line made of several: the run's (config_t) first, then
+ * the program's and the gate's, so a module includes the part it reads.  One parse
+ * fills every part (the last option of a kind wins) and --help prints every row; a row
+ * is written with the macros below, OPT_PART naming its table's struct. */
 #ifndef DDPBENCH_OPT_TABLE_H
 #define DDPBENCH_OPT_TABLE_H
 
@@ -38,8 +31,7 @@ typedef enum {
 typedef struct {
     const char *name;
     const char *arg;     /* NULL: a flag */
-    const char *dflt;    /* the default, applied through the same setter as the command
-                            line (a flag: "on" sets it); NULL: the preset's value, or nothing */
+    const char *dflt;    /* the default, through the setter (a flag: "on"); NULL: preset's */
     const char *shown;   /* --help's [default] when it is not dflt ("preset", "none") */
     const char *help;
     const char *section; /* starts a new section in --help */
@@ -51,13 +43,12 @@ typedef struct {
     const char *(*show)(int);   /* K_NAME: the value's name */
     /* K_SET: option name's value v (NULL for a flag) into the part */
     int (*set)(void *part, const char *name, const char *v, char *err);
-    /* the value the derivations see, when it is not the field's as its kind
-     * reads it (a setter's field, or a figure resolved from several) */
+    /* the value the derivations see, where the kind does not say (a setter's field) */
     void (*get)(const void *part, config_value_t *v);
-    const char *examples[2];    /* K_SET: two values for config_field_flip (tests) */
+    const char *examples[2];    /* K_SET: two values for tests/unit/tu_flip.h */
     char letter;                /* a short form (nccl-tests' letters for --mode comm) */
-    const char *after;          /* another table's row: --help shows it (and the rows after
-                                   it up to the next with an after) below this option */
+    const char *after;          /* the run's row --help shows it below (with the rows
+                                   after it up to the next with an after) */
     config_derive_t d;          /* what derives from it (fields.h; the run's table alone) */
 } opt_t;
 
@@ -67,12 +58,9 @@ typedef struct {
     const opt_t *rows;
     int n;
     size_t size; /* its part */
-    /* Its defaults under the --model preset named (the run's: its rows and
-     * the preset); NULL: zeros, then its rows' dflt. */
+    /* Its defaults under the --model preset named; NULL: zeros, then its rows' dflt. */
     int (*defaults)(void *part, const char *preset, char *err);
-    /* Once every option is read: the defaults that depend on what was given
-     * and the rules that join its fields (and the run's, run); DDP_OK or
-     * DDP_ERR_INPUT with one line.  NULL: none. */
+    /* After every option: what joins its fields (DDP_ERR_INPUT, one line), or NULL. */
     int (*finish)(void *part, const config_t *run, const config_line_t *line, char *err);
 } opt_table_t;
 
@@ -89,12 +77,10 @@ struct config_line {
 /* The run's table (options.c). */
 extern const opt_table_t config_options;
 
-/* A line of the run's table alone, filling run (options.c); then add the
- * others'. */
+/* A line of the run's table alone, filling run; then add the others'. */
 void config_line_init(config_line_t *l, config_t *run);
 void config_line_add(config_line_t *l, const opt_table_t *t, void *part);
-/* The whole parse (config.h's config_parse, over every table): the
- * defaults, the --model preset, every option, each table's finish. */
+/* The whole parse (config_parse over every table), each table's finish last. */
 int config_line_parse(config_line_t *l, int argc, char **argv, FILE *out, char *err);
 /* The usage text: every row of every table, with its default. */
 void config_line_usage(const config_line_t *l, FILE *f);
@@ -102,9 +88,8 @@ void config_line_usage(const config_line_t *l, FILE *f);
 bool config_line_given(const config_line_t *l, const char *name);
 /* The part table t fills (NULL: not on this line). */
 void *config_line_part(const config_line_t *l, const opt_table_t *t);
-/* argv less every option named in drop[] (NULL-ended, long names) and the
- * values they took, into out (argc + 1 slots, NULL-ended); returns its
- * count.  Short forms and --x=v are handled as the parse does. */
+/* argv less every option named in drop[] (NULL-ended, long names) and their values,
+ * into out (argc + 1 slots, NULL-ended, as the parse reads them); returns its count. */
 int config_line_argv_without(const config_line_t *l, int argc, char **argv,
                              const char *const *drop, char **out);
 
@@ -132,9 +117,8 @@ int opt_parse_bytes(const char *opt, const char *s, long *out, char *err);
 #define SET(fn, get_fn, ex1, ex2)                                                          \
     .kind = K_SET, .set = (fn), .get = (get_fn), .examples = {(ex1), (ex2)}
 #define PASS1 .kind = K_PASS1
-/* ... and what derives from it (fields.h): its effect, then the fingerprint
- * (group, and how), the JSON echo (key, and the baseline: MATCH | WARN |
- * NO), the checkpoint, the twin */
+/* ... and what derives from it (fields.h): effect, fingerprint, JSON echo (key, and
+ * the baseline: MATCH | WARN | NO), checkpoint, twin */
 #define EFF(e) .d.effect = (e)
 #define FPRINT(g) .d.fp = FP_##g
 #define FPRINT_GIVEN(g) .d.fp = FP_##g, .d.fpv = FPV_GIVEN

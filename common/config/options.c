@@ -1,14 +1,8 @@
-/* common/config/options.c: a run's options.  One table holds every option of
- * a run: its name, its argument, its default, its help and the field of
- * config_t it sets (with the field's kind and bounds, or a setter of its own
- * for the few that need one), and what derives from it (fields.h: the
- * fingerprint, the JSON echo, the baseline's identity, a checkpoint's facts,
- * the twin's constants).  config_defaults() applies the defaults through the
- * same setters the command line uses, and --help prints them from the same
- * rows (opt_table.c parses and prints every table of the command line), so
- * an option is one row and a default is written once.  What is left outside
- * the table are the rules that join fields (finish below, config_validate).
- * Every malformed value is one clear line (see config.h). */
+/* common/config/options.c: a run's options, one row each: name, argument, default,
+ * help, the config_t field it sets (its kind and bounds, or a setter of its own) and
+ * what derives from it (fields.h).  The defaults, the parse and --help all read the
+ * rows (opt_table.c), so a default is written once; the rules that join fields are
+ * finish below and config_validate.  Every malformed value is one clear line. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -21,8 +15,10 @@
 static const char *const coll_names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
                                          "reduce-scatter"};
 
-static int parse_colls(const char *s, unsigned *out, char *err)
+static int set_colls(void *p, const char *name, const char *s, char *err)
 {
+    unsigned *out = &((config_t *)p)->colls;
+    (void)name;
     *out = 0;
     if (strcmp(s, "all") == 0) {
         *out = CONFIG_COLLS_ALL;
@@ -73,17 +69,6 @@ static int set_layers(void *p, const char *name, const char *v, char *err)
         if (c->dims[i] < 1)
             return err_set(err, DDP_ERR_INPUT, "--layers: width %d in '%s' must be >= 1",
                            c->dims[i], v);
-    return DDP_OK;
-}
-
-static int set_act(void *p, const char *name, const char *v, char *err)
-{
-    config_t *c = p;
-    int e = act_parse(v);
-    if (e < 0 || e == ACT_NONE)
-        return err_set(err, DDP_ERR_INPUT, "--%s: unknown value '%s' (one of: relu, tanh, "
-                       "sigmoid, gelu)", name, v);
-    c->act = (act_t)e;
     return DDP_OK;
 }
 
@@ -197,13 +182,6 @@ static int set_comm_hook(void *p, const char *name, const char *v, char *err)
     return DDP_OK;
 }
 
-static int set_colls(void *p, const char *name, const char *v, char *err)
-{
-    config_t *c = p;
-    (void)name;
-    return parse_colls(v, &c->colls, err);
-}
-
 /* --tf32: kept from before --precision, a synonym of --precision tf32 */
 static int set_tf32(void *p, const char *name, const char *v, char *err)
 {
@@ -214,8 +192,7 @@ static int set_tf32(void *p, const char *name, const char *v, char *err)
     return DDP_OK;
 }
 
-/* --precision P, or a list under compare (fp32,bf16: single, dp and ddp at
- * each); the run's precision is the first */
+/* --precision P, or a list under compare; the run's precision is the first */
 static int set_precision(void *p, const char *name, const char *v, char *err)
 {
     config_t *c = p;
@@ -271,13 +248,6 @@ static void get_rank_samples(const void *p, config_value_t *v)
     v->n = c->nrank_samples;
     for (int i = 0; i < c->nrank_samples; i++)
         v->list[i] = c->rank_samples[i];
-}
-
-static void get_act(const void *p, config_value_t *v)
-{
-    const config_t *c = p;
-    v->type = CV_STR;
-    v->s = act_name(c->act);
 }
 
 static void get_seed(const void *p, config_value_t *v)
@@ -350,6 +320,14 @@ static void get_stream_ranks(const void *p, config_value_t *v)
     v->i = config_stream_ranks(c);
 }
 
+/* --act: an activation between layers ("none" is what one layer has, not a choice) */
+static int hidden_act_parse(const char *s)
+{
+    int e = act_parse(s);
+    return e == ACT_NONE ? -1 : e;
+}
+
+static const char *show_hidden_act(int v) { return act_name((act_t)v); }
 static const char *show_mode(int v) { return mode_name((mode_t_)v); }
 static const char *show_backend_kind(int v) { return backend_kind_name((backend_kind_t)v); }
 static const char *show_loss(int v) { return loss_name((loss_t)v); }
@@ -360,9 +338,7 @@ static const char *show_launcher(int v) { return launcher_name((launcher_kind_t)
 static const char *show_cuda_graph(int v) { return cuda_graph_name((cuda_graph_t)v); }
 
 // ---------------------------------------------------------------------------
-// the option table: one row per option, used for the defaults, getopt, --help
-// and the parse.  A new option is one row: its name, argument, default, help
-// and what it sets (one of opt_table.h's kinds, or SET(its own setter)).
+// the option table: a new option is one row (opt_table.h's kinds, or SET(a setter))
 
 #define OPT_PART config_t
 #define STR OPT_STR
@@ -387,11 +363,8 @@ static const opt_t opts[] = {
      "(PyTorch autocast: fp32 weights, bf16 GEMM inputs and activations, fp32 accumulation, "
      "loss and gradients); a list under compare (fp32,bf16: single, dp and ddp at each)",
      NULL, SET(set_precision, get_precision, "bf16", "tf32"),
-     /* the baseline's check is gate/baseline.c's own (a baseline from
-      * before this key ran fp32), hence NO here */
-     /* a checkpoint fact: the state is fp32 either way, but a resumed run
-      * ends with the bits of the run that never stopped only in the
-      * precision it started with (--init starts over in another) */
+     /* NO: gate/baseline.c checks it (older baselines ran fp32); a checkpoint fact:
+      * a resumed run ends with the same bits only in the precision it started with */
      EFF(CF_ARITH | CF_SPEED), FPRINT(OTHER), JSON("precision", NO), CKPT,
      TWIN("PRECISION", "fp32 | tf32 | bf16 (torch.autocast to bfloat16)")},
     /* a synonym: what it changes is --precision's (its row derives) */
@@ -403,8 +376,7 @@ static const opt_t opts[] = {
      "the step qualifies and NCCL captures, dp over NCCL eagerly; it says why not) | on (an "
      "error where not) | off",
      NULL, NAME(cuda_graph, cuda_graph, "auto, on, off"),
-     /* shared: a ddp rank over NCCL that would capture probes NCCL first, a
-      * collective of every rank (common/comm/comm_graph_probe.c) */
+     /* shared: a ddp rank that would capture probes NCCL first, a collective of all */
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("cuda_graph", WARN)},
     {"model", "NAME", NULL, CONFIG_DEFAULT_PRESET,
      "preset: seed-linear, seed-logreg, mlp-small, mlp-medium, mlp-large (options override it)",
@@ -412,7 +384,7 @@ static const opt_t opts[] = {
      EFF(CF_META), JSON_D("model", NO)},
     {"layers", "D0,..,Dn", NULL, "preset", "Linear widths, input first", NULL, SET(set_layers, get_layers, "3,5,2", "4,2"),
      EFF(CF_ARITH), FPRINT(MODEL), JSON("layers", MATCH), CKPT, TWIN("LAYERS", "Linear widths, input first")},
-    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, SET(set_act, get_act, "tanh", "relu"),
+    {"act", "A", NULL, "preset", "relu | tanh | sigmoid | gelu, between layers", NULL, NAME(act, hidden_act, "relu, tanh, sigmoid, gelu"),
      EFF(CF_ARITH), FPRINT(MODEL), JSON("act", WARN), CKPT, TWIN("ACT", "between the layers")},
     {"loss", "L", NULL, "preset", "mse | bce (sigmoid + BCE, from logits) | ce (softmax + CE)",
      NULL, NAME(loss, loss, "mse, bce, ce"),
@@ -521,8 +493,7 @@ static const opt_t opts[] = {
     {"no-overlap", NULL, NULL, NULL, "all-reduce only after backward ends", NULL, OFF(overlap)},
     {"timeout", "SEC", STR(DEFAULT_TIMEOUT_S), NULL, "limit on any wait for another rank", NULL, ABOVE(timeout_s, 0.0, 1e6),
      EFF(CF_SHARED), FPRINT(OTHER)},
-    /* --zero1 first: the fingerprint's lines follow the rows, and its line is
-     * the first to differ when it is flipped */
+    /* --zero1 first: its fingerprint line is the first to differ when it is flipped */
     {"zero1", NULL, NULL, "off", "the same as --zero 1", NULL, SET(set_zero, get_zero1, "1", NULL),
      EFF(CF_SHARED | CF_SPEED), FPRINT(DDP), JSON_D("zero1", WARN), TWIN_REFUSED},
     {"zero", "N", "0", NULL,
@@ -614,8 +585,7 @@ static int finish(void *part, const config_t *run, const config_line_t *line, ch
 {
     config_t *c = part;
     (void)run;
-    /* --layers or --act that change the preset's network make it a custom
-     * model: it must not be reported under the preset's name. */
+    /* --layers or --act that change the preset's network make it a custom model. */
     config_t *p = malloc(sizeof *p); /* 14 KB: not on the stack (docs/faults.md) */
     if (!p)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
@@ -631,8 +601,7 @@ static int finish(void *part, const config_t *run, const config_line_t *line, ch
         return err_set(err, DDP_ERR_INPUT,
                        "--batch and --batch-per-device: choose one (--batch is the global batch, "
                        "--batch-per-device N makes it N x devices)");
-    /* One Linear layer has no hidden layer, so no activation (the presets'
-     * --act applies once --layers adds one). */
+    /* One Linear layer has no hidden layer, so no activation. */
     if (c->ndims == 2)
         c->act = ACT_NONE;
     return config_validate(c, err);
@@ -690,6 +659,11 @@ int config_field_find(const char *name)
 
 void config_field_value(const config_t *c, int i, config_value_t *v)
 {
+    /* what each kind's field reads as (K_SET's row has its get; K_PASS1 none) */
+    static const cv_type_t type[K_SET + 1] = {
+        [K_ON] = CV_BOOL,   [K_OFF] = CV_BOOL,    [K_INT] = CV_INT,       [K_LONG] = CV_INT,
+        [K_BYTES] = CV_INT, [K_FLOAT] = CV_FLOAT, [K_DOUBLE] = CV_DOUBLE, [K_ABOVE] = CV_DOUBLE,
+        [K_PATH] = CV_STR,  [K_NAME] = CV_STR};
     const opt_t *o = &opts[i];
     const void *f = (const char *)c + o->off;
     memset(v, 0, offsetof(config_value_t, list));
@@ -698,43 +672,21 @@ void config_field_value(const config_t *c, int i, config_value_t *v)
         o->get(c, v);
         return;
     }
-    switch (o->kind) {
-    case K_ON:
-    case K_OFF:
-        v->type = CV_BOOL;
+    v->type = type[o->kind];
+    if (o->kind == K_ON || o->kind == K_OFF)
         v->b = *(const bool *)f;
-        return;
-    case K_INT:
-        v->type = CV_INT;
+    else if (o->kind == K_INT)
         v->i = *(const int *)f;
-        return;
-    case K_LONG:
-    case K_BYTES:
-        v->type = CV_INT;
+    else if (o->kind == K_LONG || o->kind == K_BYTES)
         v->i = *(const long *)f;
-        return;
-    case K_FLOAT:
-        v->type = CV_FLOAT;
+    else if (o->kind == K_FLOAT)
         v->f = *(const float *)f;
-        return;
-    case K_DOUBLE:
-    case K_ABOVE:
-        v->type = CV_DOUBLE;
+    else if (v->type == CV_DOUBLE)
         v->d = *(const double *)f;
-        return;
-    case K_PATH:
-        v->type = CV_STR;
+    else if (o->kind == K_PATH)
         v->s = (const char *)f;
-        return;
-    case K_NAME:
-        v->type = CV_STR;
+    else if (o->kind == K_NAME)
         v->s = o->show(*(const int *)f);
-        return;
-    case K_PASS1:
-    case K_SET: /* a setter's row has its get */
-        v->type = CV_NONE;
-        return;
-    }
 }
 
 void config_value_text(const config_value_t *v, const char *yes, const char *no, char *out,
@@ -780,70 +732,4 @@ void config_value_text(const config_value_t *v, const char *yes, const char *no,
             used += (size_t)snprintf(out + used, n - used, "%s%ld", i ? "," : "", v->list[i]);
         return;
     }
-}
-
-/* Another number than v within [lo, hi] (v below lo: an unresolved "auto",
- * which stands for lo or more). */
-static double other_number(double v, double lo, double hi)
-{
-    if (v < lo)
-        return lo + 1 <= hi ? lo + 1 : hi;
-    if (v + 1 <= hi)
-        return v + 1;
-    if (v - 1 >= lo && v - 1 > lo)
-        return v - 1;
-    return (v + lo) / 2;
-}
-
-int config_field_flip(config_t *c, int i, char *err)
-{
-    const opt_t *o = &opts[i];
-    void *f = (char *)c + o->off;
-    char buf[64];
-    switch (o->kind) {
-    case K_ON:
-        *(bool *)f = !*(bool *)f;
-        return DDP_OK;
-    case K_INT:
-        *(int *)f = (int)other_number(*(int *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_LONG:
-    case K_BYTES:
-        *(long *)f = o->kind == K_BYTES ? *(long *)f * 2 + 1
-                                        : (long)other_number((double)*(long *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_FLOAT:
-        *(float *)f = (float)other_number(*(float *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_DOUBLE:
-    case K_ABOVE:
-        *(double *)f = other_number(*(double *)f, o->lo, o->hi);
-        return DDP_OK;
-    case K_PATH:
-        snprintf((char *)f, CONFIG_PATH_LEN, "%s", *(char *)f ? "" : "flipped.file");
-        return DDP_OK;
-    case K_NAME: { /* the next of its choices that is another value */
-        int now = *(int *)f;
-        snprintf(buf, sizeof buf, "%s", o->choices);
-        for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
-            if (o->parse(t) >= 0 && o->parse(t) != now) {
-                *(int *)f = o->parse(t);
-                return DDP_OK;
-            }
-        break;
-    }
-    case K_SET: {
-        config_t before = *c;
-        for (int k = 0; k < 2 && o->examples[k]; k++) {
-            TRY(o->set(c, o->name, o->examples[k], err));
-            if (memcmp(&before, c, sizeof *c) != 0)
-                return DDP_OK;
-        }
-        break;
-    }
-    case K_OFF:
-    case K_PASS1:
-        break;
-    }
-    return err_set(err, DDP_ERR_INPUT, "--%s: no other value to flip to", o->name);
 }

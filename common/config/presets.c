@@ -1,5 +1,4 @@
-/* common/config/presets.c: the --model presets: each one a model, a loss, an
- * optimizer and a data size that fit together (see config.h). */
+/* common/config/presets.c: the --model presets (a model, loss, optimizer and data). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,4 @@
-/* common/measure/collperf.c: bandwidths and the alpha-beta fit of a --mode comm
- * result (see collperf.h). */
+/* common/measure/collperf.c: a --mode comm result's bandwidths and alpha-beta fit. */
 #include "common/measure/collperf.h"
 
 #include <math.h>

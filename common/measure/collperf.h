@@ -1,14 +1,6 @@
-/* common/measure/collperf.h: what --mode comm measured, in nccl-tests' terms.
- *
- * Per collective and message size: the time of one op out of place and in
- * place (the slowest rank's mean over the timed iterations), and how many
- * elements the check after them found wrong.  Sizes follow nccl-tests:
- * `bytes` is one rank's buffer for all-reduce, broadcast and reduce, the whole
- * gathered output for all-gather and the whole scattered input for
- * reduce-scatter; algbw = bytes / time; busbw = algbw x the collective's bus
- * factor (all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n,
- * broadcast and reduce 1): the bandwidth each link must carry, comparable
- * across collectives and rank counts. */
+/* common/measure/collperf.h: what --mode comm measured, in nccl-tests' terms (sizes,
+ * algbw and busbw as docs/modes.md defines them): per collective and message size, one
+ * op's time out of place and in place, and the elements the check found wrong. */
 #ifndef DDPBENCH_COLLPERF_H
 #define DDPBENCH_COLLPERF_H
 
@@ -22,7 +14,7 @@
 enum { COLLPERF_OUT_OF_PLACE = 0, COLLPERF_IN_PLACE = 1 };
 
 typedef struct {
-    long bytes;        /* nccl-tests' size (see above) */
+    long bytes;        /* nccl-tests' size (docs/modes.md) */
     long count;        /* floats per rank in the op (comm_op_t.count) */
     double time_s[2];  /* per op, [out of place, in place], the slowest rank */
     long wrong[2];     /* elements the check found wrong, every rank together */
@@ -55,10 +47,8 @@ double collperf_avg_busbw(const collperf_t *r);
 /* The collective named `kind` (coll_kind_t), or NULL. */
 const collperf_coll_t *collperf_find(const collperf_t *r, int kind);
 
-/* The alpha-beta model of one collective on this machine, fitted to its
- * points by least squares on time = alpha + bytes * beta (out of place): the
- * latency alpha (s) and the inverse bandwidth beta (s/byte).  false when
- * there are fewer than two sizes. */
+/* The alpha-beta model of one collective: time = alpha + bytes * beta (out of place)
+ * fitted to its points; false when there are fewer than two sizes. */
 bool collperf_fit(const collperf_coll_t *c, double *alpha_s, double *beta_s_per_byte);
 /* Seconds for a message of `bytes`: the measured point when one is within a
  * factor of 1.5, else the fit (interpolating between the nearest points). */

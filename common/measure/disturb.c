@@ -1,7 +1,5 @@
-/* common/measure/disturb.c: the disturbance record of a run (see disturb.h):
- * /proc/stat (the CPUs the run may use) and /proc/loadavg read at both ends,
- * getrusage for the run's own share, and the judgement by the named
- * thresholds. */
+/* common/measure/disturb.c: the disturbance record of a run (disturb.h): /proc/stat
+ * and /proc/loadavg at both ends, getrusage for the run's own share, the judgement. */
 #include "common/measure/disturb.h"
 
 #include <math.h>
@@ -42,8 +40,7 @@ static int cpus_online(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* The CPUs the run may use: the process's affinity before any device
- * thread was pinned (its threads and DDP's ranks inherit it). */
+/* The CPUs the run may use: the affinity before any thread was pinned (all inherit it). */
 static void allowed_cpus(disturb_mark_t *m)
 {
     int online = cpus_online();
@@ -58,19 +55,12 @@ static void allowed_cpus(disturb_mark_t *m)
         m->ncpus = online;
 }
 
-/* The line of proc_dir's file name that starts with key, after the key. */
-static bool proc_value(const char *name, const char *key, char *out, size_t n)
-{
-    char path[320];
-    snprintf(path, sizeof path, "%s/%s", proc_dir, name);
-    return procfile_value(path, key, out, n);
-}
-
 static double read_load(void)
 {
-    char line[128];
+    char path[320], line[128];
     double v = NAN;
-    if (!proc_value("loadavg", "", line, sizeof line) || sscanf(line, "%lf", &v) != 1)
+    snprintf(path, sizeof path, "%s/loadavg", proc_dir);
+    if (!procfile_value(path, "", line, sizeof line) || sscanf(line, "%lf", &v) != 1)
         return NAN;
     return v;
 }
@@ -82,10 +72,8 @@ typedef struct {
     bool bad;  /* one of them unreadable */
 } stat_sum_t;
 
-/* One "cpu" or "cpuN" line of /proc/stat: its busy (user nice system irq
- * softirq) and steal jiffies added when it is a CPU the run may use (the
- * aggregate line when that is every CPU).  guest time is already inside
- * user. */
+/* One "cpu" or "cpuN" line of /proc/stat: its busy (user nice system irq softirq;
+ * guest is inside user) and steal jiffies added when it is a CPU the run may use. */
 static void stat_line(const char *line, void *ctx)
 {
     stat_sum_t *s = ctx;
@@ -130,8 +118,7 @@ static double tv_s(struct timeval t)
     return (double)t.tv_sec + (double)t.tv_usec * 1e-6;
 }
 
-/* CPU seconds and involuntary switches of this process (all its threads)
- * and of its children that were waited for (DDP's ranks, once reaped). */
+/* CPU seconds and involuntary switches of this process and its waited-for children. */
 static void own_usage(double *cpu_s, long *nivcsw)
 {
     struct rusage self, kids;

@@ -1,18 +1,7 @@
-/* common/measure/progress.h: the one updating progress line on stderr.
- *
- * Shown only when stderr is a terminal and --quiet is off; then at most about
- * ten times a second (progress_update returns after one clock read on every
- * other step: no formatting on the hot path).  The line is rewritten in place
- * with '\r' and erased by progress_clear (before any other output, e.g. a loss
- * line) and progress_end.  One writer: the step meter of single's loop, DP's
- * device 0 thread, DDP's rank 0.  Every function takes NULL for "no line here".
- *
- * Its loss is the latest one the loss log took (--log-every; each epoch by
- * default), with its step: decided from the steps already logged, so no mode
- * fetches a loss, or all-reduces one, for the line's sake; an epoch's tail
- * step (fewer rows than a whole step: its loss a mean over those alone) is
- * named so.  Before the first logged step it shows the step count and times
- * alone. */
+/* common/measure/progress.h: the one updating progress line on stderr (docs/results.md):
+ * on a terminal without --quiet, redrawn at most about ten times a second (one clock
+ * read on the other steps), erased by progress_clear before other output.  One writer
+ * (the step meter that draws it); every function takes NULL for "no line here". */
 #ifndef DDPBENCH_PROGRESS_H
 #define DDPBENCH_PROGRESS_H
 
@@ -46,9 +35,8 @@ void progress_init(progress_t *p, const config_t *c, const char *label, long tot
 /* Same, with the terminal test given (for tests; f may be any stream). */
 void progress_init_on(progress_t *p, bool on, FILE *f, const char *label, long total);
 
-/* After step `step` (1-based) of epoch `epoch` (0-based), `samples` global
- * samples done in all; loss: this step's when the loss log took it, else NAN
- * (the line keeps showing the last one). */
+/* After step `step` (1-based) of epoch (0-based), `samples` done in all; loss: this
+ * step's when the loss log took it, else NAN (the line shows the last one). */
 void progress_update(progress_t *p, long step, long epoch, double loss, long samples);
 /* Erase the line (it comes back at the next update). */
 void progress_clear(progress_t *p);

@@ -1,9 +1,6 @@
 /* common/measure/result.h: what a run measured, handed from a strategy to the report.
- *
- * Fixed-size per-device records (device_stats_t) and step statistics
- * (step_times_t) so DDP ranks can write theirs into shared memory; the
- * variable parts (final parameters, loss log) are owned arrays freed by
- * result_free(). */
+ * Fixed-size per-device records and step statistics (DDP ranks write theirs in shared
+ * memory); the final parameters and the loss log are owned, freed by result_free(). */
 #ifndef DDPBENCH_RESULT_H
 #define DDPBENCH_RESULT_H
 
@@ -19,10 +16,7 @@
 #include "common/measure/timing.h"
 #include "common/measure/trace.h"
 
-/* --explain: what the told step (the middle timed step) moved, how much and how long.
- * Recorded once, in that step, where the moves are seen: the step meter (the
- * batch it staged, each device's copies between markers), DDP's reducer (its
- * buckets, rank 0's view) and, once before the steps, DDP's broadcast. */
+/* --explain: what the told step (the middle timed step) moved, how much and how long. */
 typedef enum {
     MOVE_BATCH = 0,  /* sample rows gathered on the host (and copied to the device) */
     MOVE_SCATTER,    /* DP: input chunks from the host/device 0 to each device */
@@ -51,39 +45,25 @@ typedef struct {
     /* the step --explain tells alone (story.step: the middle timed step) */
     double first_phase_s[PH_COUNT];
     long first_rows;             /* rows this device computed in that step */
-    move_stat_t first_move[MOVE_COUNT]; /* what this device's copies moved in it
-                                           (the meter's spans; step_meter_story_merge
-                                           adds them up into the story) */
-    /* DDP ranks: steps with data of their own, and steps they shadowed (out
-     * of data under --rank-samples: zero gradients into the all-reduce) */
+    move_stat_t first_move[MOVE_COUNT]; /* what this device's copies moved in it */
+    /* DDP ranks: steps with data, and steps shadowed (out of data: zero gradients) */
     long steps_run, steps_shadowed;
     long host_syncs;             /* times the host waited for this device in timed steps */
     long synced_steps;           /* the timed steps they were counted over */
     long launches[LAUNCH_KINDS]; /* work queued on it in those steps, by kind (backend.h) */
-    /* The work figure, on the CPU backend (step_meter.c's work_cpu: the CPU
-     * seconds of a timed step less its waits): the steps counted (0 on a
-     * GPU: not measured), the mean and low quantiles */
+    /* the work figure (step_meter.c's work_cpu; 0 steps on a GPU) */
     long work_steps;
     double work_cpu_mean, work_cpu_p10, work_cpu_p25, work_cpu_p50;
-    /* How far from the device: its peak FLOP/s, measured on its thread
-     * before the steps and in the last warm-up step, the faster kept (0:
-     * unknown; backend_peak_flops), and the FLOPs it computed in the timed
-     * steps: forward and backward (model_flops_per_row x rows), and its
-     * optimizer's updates */
+    /* peak FLOP/s (0: unknown); the FLOPs of the timed steps' passes and optimizer */
     double peak_flops, flops, flops_optim;
-    /* what a scenario watched (config_t.watch): its micro-batches that held
-     * the same samples as the one at their place an epoch before, of those
-     * compared; the first step's gradient norm (the one the optimizer applied) */
+    /* a scenario's watch: batches that repeated the epoch before's; a gradient norm */
     long batches_repeated, batches_compared;
     double grad_norm;
 } device_stats_t;
 
-/* --check-replicas: the replicas' distance at each checked step (the
- * largest |difference| of one parameter from rank 0's or device 0's; 0
- * when their fingerprints agree), the first REPLICA_POINTS_MAX checks; and
- * the first difference: its step, the lowest rank that differed, the first
- * parameter (2l: layer l's weight, 2l+1 its bias) and its largest
- * |difference| there.  Plain data: DDP's rank 0 writes it in shared memory. */
+/* --check-replicas (plain data: DDP's rank 0 writes it in shared memory): the largest
+ * |difference| from rank 0's parameters at each checked step, and the first one's
+ * step, lowest rank, parameter (2l: layer l's weight, 2l+1 its bias) and |difference|. */
 #define REPLICA_POINTS_MAX 256
 typedef struct {
     long checks;
@@ -112,9 +92,7 @@ typedef struct {
 
 typedef struct {
     bool filled;                 /* the told step reported (the meter wrote this story) */
-    long step;                   /* the step told (0-based): schedule_told_step, the
-                                    middle timed step; the device records' first_*
-                                    fields are this step's */
+    long step;                   /* the step told (0-based; the devices' first_* fields) */
     double step_s;               /* its wall time */
     double backward_s;           /* rank/device 0's backward in it */
     move_stat_t move[MOVE_COUNT];
@@ -130,16 +108,9 @@ typedef struct {
     double loss; /* mean loss of that step's global batch */
 } loss_point_t;
 
-/* The run's timed steps in memory that does not grow with them, so any
- * --steps runs: the exact count, total, minimum and maximum of their wall
- * times, and a uniform random sample of at most STEP_SAMPLE_MAX of them
- * (reservoir sampling, Vitter's algorithm R, seeded the same in every run)
- * for the quantiles.  Up to STEP_SAMPLE_MAX timed steps the sample holds
- * every step and the quantiles are exact.  Past it, the p-quantile read from
- * the sample is a step time whose rank among all steps is within
- * 2 sqrt(p (1 - p) / STEP_SAMPLE_MAX) of p, 95% of the time: +-1.6% of the
- * steps for the median, +-0.7% for p95.  Plain data (no pointers): DDP keeps
- * one in shared memory.  Filled through step_meter_end() (step_meter.h). */
+/* The timed steps in fixed memory (DDP keeps one in shared memory): the exact count,
+ * total, minimum and maximum, and for the quantiles a uniform sample of STEP_SAMPLE_MAX
+ * (Vitter's algorithm R, seeded the same in every run; its error: docs/results.md). */
 #define STEP_SAMPLE_MAX 4096
 typedef struct {
     long n;              /* timed steps */
@@ -154,14 +125,10 @@ typedef struct {
 void step_times_add(step_times_t *t, double dt, long samples);
 /* Step times kept in the sample: min(n, STEP_SAMPLE_MAX). */
 long step_times_kept(const step_times_t *t);
-/* The p-th percentile (0..100) of the kept sample, interpolated between the
- * closest ranks as numpy's default; 0 when empty or out of memory. */
+/* The p-th percentile (0..100) of the sample, as numpy's default; 0 when empty. */
 double step_times_quantile(const step_times_t *t, double p);
 
-/* The losses that were logged, at most LOSS_LOG_MAX points (the first ones;
- * the loss lines show every one as it happens).  Grows as needed, unless
- * fixed: then pt is a fixed array of cap points someone else owns (DDP's
- * shared segment). */
+/* The first LOSS_LOG_MAX logged losses; fixed: pt is cap points DDP's segment owns. */
 #define LOSS_LOG_MAX 65536
 typedef struct {
     loss_point_t *pt;
@@ -209,36 +176,29 @@ typedef struct run_result {
     step_story_t story;          /* --explain: the told step */
     trace_rec_t *trace[MAX_DEVICES]; /* --trace: per device slot, owned; NULL when off */
 
-    /* --bucket-mb auto (DDP): the caps tried in the warm-up, the ranks'
-     * summed time of each one's step, and the cap chosen (0: not tuned) */
+    /* --bucket-mb auto: the caps tried, their summed step times, the one chosen (or 0) */
     int ntuned;
     double tuned_mb[RESULT_TUNE_MAX], tuned_s[RESULT_TUNE_MAX];
     double bucket_mb_chosen;
 
-    /* DDP: rank 0's buckets in the timed steps (the first STORY_MAX_BUCKETS):
-     * bytes, and seconds per step of each one's all-reduce */
+    /* DDP: rank 0's buckets: bytes, and each one's all-reduce seconds per step */
     int nbuckets;
     double bucket_bytes[STORY_MAX_BUCKETS], bucket_s[STORY_MAX_BUCKETS];
 
-    /* what else the machine did while it ran (disturb.h); the program
-     * takes it around the whole run (wall_s 0: not taken) */
-    disturb_t machine;
+    disturb_t machine;           /* what else the machine did (disturb.h; wall_s 0: not taken) */
 
-    /* --cuda-graph auto, where a rank's NCCL could not capture its
-     * collectives and every rank ran eagerly: "rank R (device D): why"; "" */
+    /* --cuda-graph auto: why every rank ran eagerly ("rank R (device D): why"), or "" */
     char graph_refused[ERR_LEN];
 
     replica_rec_t replicas;      /* --check-replicas */
 
-    /* --comm-hook: the same DDP run without the hook, run first in the same
-     * invocation (not owned; NULL without a hook), for the drift */
+    /* --comm-hook: the run without the hook, for the drift (not owned), or NULL */
     const struct run_result *hook_ref;
 } run_result_t;
 
 void result_init(run_result_t *r);
 void result_free(run_result_t *r);
-/* --trace: one recorder per device slot in res->trace[] when cfg_trace is
- * true (the run was given --trace), sized by trace_capacity(accum, extra). */
+/* --trace (cfg_trace): one recorder per device slot, sized by trace_capacity. */
 int result_trace_init(run_result_t *r, bool cfg_trace, int ndev, int accum, int extra_per_step);
 /* Derive samples_per_s, checksum. */
 void result_finish(run_result_t *r);

@@ -1,6 +1,5 @@
-/* common/measure/step_meter.c: the bookkeeping around every step (see
- * step_meter.h): markers on the device's queue while the step is queued,
- * their times and everything that follows from them once it has run. */
+/* common/measure/step_meter.c: markers on the device's queue while a step is queued,
+ * their times and all that follows from them once it has run (step_meter.h). */
 #include "common/measure/step_meter.h"
 
 #include <fcntl.h>
@@ -13,15 +12,12 @@
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
 
-/* The work sample (step_meter.h).  A read of the thread's CPU clock is a
- * system call (CLOCK_THREAD_CPUTIME_ID has no vDSO path): about 1.2 us on
- * this project's 2-core VM, where the seed-size step (10,10, batch 20) takes
- * about 1 us, so reading it at every lap made the instrument 8x the step it
- * measured.  Sampling steps 2 ms apart keeps every step of a model whose
- * step takes 2 ms or more (mlp-small: 3-12 ms, where the A/B gate judges the
- * work: the same figure as reading every step) and bounds the reads' cost
- * to a few in 2 ms elsewhere (the seed-size run: one step in about 500).
- * The first steps are always sampled, so a short run still has a figure. */
+/* The work sample.  A lap reads CLOCK_MONOTONIC (vDSO, no system call); the thread's
+ * CPU clock is a system call (about 1.2 us here, where the seed-size step takes about
+ * 1 us: read at every lap it made the instrument 8x the step).  It is read only in
+ * timed steps that begin WORK_PERIOD_S after the last sample (every step of a model
+ * whose step takes 2 ms or more, one in about 500 of the seed-size run), and in the
+ * first WORK_MIN_SAMPLES, so a short run still has a figure. */
 #define WORK_PERIOD_S 2e-3
 #define WORK_MIN_SAMPLES 16
 
@@ -53,9 +49,7 @@ int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err)
     m->last_g = -1;
     m->resolved_g = -1;
     step_meter_peak(m);
-    /* the descheduled phase, on the CPU (the file opened by the stepping
-     * thread at its first step): at every lap in the runs that draw or
-     * explain, else at the laps of the work samples */
+    /* the run-queue wait (CPU only): every lap where the run draws or explains */
     m->sched_fd = -1;
     m->sched = !m->deferred && to->cfg &&
                (to->cfg->explain || to->cfg->trace_path[0] || to->cfg->report_path[0] ||
@@ -114,9 +108,8 @@ void step_meter_free(step_meter_t *m)
     m->sched_fd = -1;
 }
 
-/* Seconds the calling thread has waited on the run queue (runnable, not
- * running), from its schedstat file: "cpu_ns run_delay_ns timeslices".
- * One pread, no allocation; on any failure the phase is given up (0). */
+/* Seconds the calling thread waited on the run queue, from its schedstat file ("cpu_ns
+ * run_delay_ns timeslices"): one pread; on any failure the phase is given up (0). */
 static double run_delay_s(step_meter_t *m)
 {
     char buf[96];
@@ -135,9 +128,7 @@ static double run_delay_s(step_meter_t *m)
     return (double)wait * 1e-9;
 }
 
-/* Does step r read the run-queue wait: at every lap in the runs that draw
- * or explain; in the others' work samples, at the step's two ends alone
- * (rq_estimate splits it). */
+/* Does step r read the run-queue wait (sched: every lap; else a sample's two ends)? */
 static bool rq_read(const step_meter_t *m, const step_rec_t *r)
 {
     return m->sched_fd >= 0 && (m->sched || r->work);
@@ -179,9 +170,7 @@ static bool mark_room(step_meter_t *m, step_rec_t *r)
     return true;
 }
 
-/* A marker at this point of the queue; its index, or -1 after a failure.
- * lap: the mark ends a lap, or the step (a work sample reads the CPU clock
- * there); a plain mark (a span's end) reads none. */
+/* A marker here on the queue; its index, or -1.  lap: it ends a lap or the step. */
 static int mark_at(step_meter_t *m, phase_t p, bool lap)
 {
     step_rec_t *r = &m->rec[m->cur];
@@ -190,10 +179,9 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     int i = r->n;
     r->ph[i] = p;
     r->queued_after = false;
-    /* The run-queue wait (the descheduled phase), read before the clock:
-     * the read is a system call, where a busy core's scheduler likes to
-     * switch, and a wait after the clock's reading would be counted in
-     * this lap while its time is the next's. */
+    /* The run-queue wait, read before the clock: the read is a system call, where a
+     * busy core's scheduler likes to switch, and a wait after the clock's reading would
+     * count in this lap while its time is the next's. */
     r->rq[i] = rq_read(m, r) && lap && (m->sched || i == 0) ? run_delay_s(m) : 0.0;
     if (m->to.be) {
         int rc = backend_event_record(m->to.be, r->ev[i]);
@@ -204,10 +192,7 @@ static int mark_at(step_meter_t *m, phase_t p, bool lap)
     } else {
         r->t[i] = now_s();
     }
-    /* The work figure (work_cpu below): on the CPU the work is done by this
-     * thread when a call returns, so its CPU clock at each lap splits the
-     * step's CPU time by phase.  Read in the sampled steps alone (a system
-     * call); on a GPU, never (the host's CPU time is only the launches). */
+    /* the work figure: this thread's CPU clock at each lap splits the step by phase */
     r->cpu[i] = r->work && lap ? thread_cpu_s() : 0.0;
     r->n++;
     return i;
@@ -217,8 +202,7 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
 {
     m->cur ^= 1;
     step_rec_t *r = &m->rec[m->cur];
-    /* This record's previous step has reported: step_meter_end of the step
-     * between them resolved it. */
+    /* (this record's previous step was reported by the step_meter_end between) */
     r->g = g;
     r->timed = timed;
     r->first = first;
@@ -234,13 +218,10 @@ void step_meter_begin(step_meter_t *m, long g, bool timed, bool first)
     r->syncs_begin = m->to.be ? backend_host_syncs(m->to.be) : 0;
     for (int k = 0; k < LAUNCH_KINDS; k++)
         r->launch_begin[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) : 0;
-    /* Nothing waited for the device since the last step ended: the GPU went
-     * straight from it to this one (or idled for the host in between). */
+    /* nothing waited for the device since the last step: the GPU went straight on */
     r->chained = m->deferred && m->last_g == g - 1 && r->syncs_begin == m->syncs_at_end;
-    /* A work sample (WORK_PERIOD_S): decided before the step, from the
-     * clock alone, so which steps are sampled does not depend on them; the
-     * clock as the last step's end read it (on the CPU a step reports as it
-     * ends), which costs no reading of its own. */
+    /* A work sample: decided before the step from the clock alone (as the last step's
+     * end read it: no reading of its own), so the choice does not depend on the step. */
     if (!m->deferred && !m->sched_tried) { /* this thread's, opened on it, once */
         m->sched_tried = true;
         m->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
@@ -288,8 +269,7 @@ void step_meter_fetch(step_meter_t *m, const float *dev, int n)
         meter_fail(m, DDP_ERR_RUNTIME, "too many values fetched in one step");
         return;
     }
-    /* Copied on the device's queue after the work that wrote them; read only
-     * once the step's last marker has been passed. */
+    /* queued after the work that wrote them; read once the step's last marker passed */
     int rc = m->to.be ? backend_d2h_async(m->to.be, r->fetched + r->nfetch, dev,
                                           (size_t)n * sizeof(float))
                       : (memcpy(r->fetched + r->nfetch, dev, (size_t)n * sizeof(float)), DDP_OK);
@@ -327,16 +307,10 @@ bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1)
     return found;
 }
 
-/* The step's work: the CPU seconds this thread ran in it, less its laps of
- * waiting (phase_waits: exposed communication, ZeRO-3's all-gather wait,
- * idle, DP's scatter and replicate: a wait may spin, and what it waits for is
- * another device's work or the wire, not this one's; a peer off its core
- * made DP's spin there count as work).  Time the
- * scheduler gave another process is in no thread's CPU clock, so a busy
- * machine stretches the step's wall time far more than its work: the figure
- * the A/B gate judges on the CPU (docs/gate.md).  A --slow-rank straggler's
- * extra passes and spin are work, on this clock. */
-
+/* The step's work: the CPU seconds this thread ran in it, less its laps of waiting
+ * (phase_waits: a wait may spin, for another device's work or the wire): a busy
+ * machine stretches the wall time far more than this, the figure the A/B gate judges
+ * on the CPU (docs/gate.md). */
 static double work_cpu(const step_rec_t *r)
 {
     double w = 0.0;
@@ -355,8 +329,7 @@ static double work_cpu(const step_rec_t *r)
     return w;
 }
 
-/* A closed step's marker times, waiting for its last marker: the one host
- * synchronisation of a step on a device. */
+/* A closed step's marker times, after a wait for its last marker. */
 static int read_markers(step_meter_t *m, step_rec_t *r)
 {
     backend_t *be = m->to.be;
@@ -377,15 +350,10 @@ static int read_markers(step_meter_t *m, step_rec_t *r)
     return DDP_OK;
 }
 
-/* A work sample of a run that reads the run-queue wait at its ends alone:
- * its laps' waits, as run_delay_s would have read them at each, into
- * r->rq.  A lap where the thread computes (it never sleeps there) waited
- * its wall time beyond its CPU time, exactly (measured against every
- * lap's reading: 42.38 ms of single's forward laps against 42.34); the
- * rest of the step's wait went to the laps where it may sleep (a
- * collective, a wait for another device), in proportion to their wall
- * time beyond their CPU time. */
-
+/* A work sample read at its ends alone: its laps' run-queue waits into r->rq.  A lap
+ * where the thread computes waited its wall time beyond its CPU time, exactly (42.38 ms
+ * of single's forward laps against every lap's reading, 42.34); the rest went to the
+ * laps where it may sleep, in proportion to their wall time beyond their CPU time. */
 static void rq_estimate(step_rec_t *r)
 {
     double total = fmax(r->rq_end - r->rq[0], 0.0), fixed = 0.0, loose = 0.0;
@@ -411,9 +379,7 @@ static void rq_estimate(step_rec_t *r)
     }
 }
 
-/* Where only the work samples read the run-queue wait: a timed lap of
- * phase p, d seconds, q of them descheduled (read: measured), for
- * step_meter_finish's estimate of the other steps'. */
+/* A timed lap of phase p, d seconds, q descheduled (read: measured), for the estimate. */
 static void sampled(step_meter_t *m, const step_rec_t *r, phase_t p, double d, double q, bool read)
 {
     if (!m->sched && r->timed) {
@@ -422,8 +388,7 @@ static void sampled(step_meter_t *m, const step_rec_t *r, phase_t p, double d, d
     }
 }
 
-/* The step's laps into mine[] by phase (and --trace), the descheduled time
- * apart. */
+/* The step's laps into mine[] by phase (and --trace), the descheduled time apart. */
 static void laps(step_meter_t *m, step_rec_t *r, double *mine)
 {
     trace_rec_t *tr = m->to.trace;
@@ -432,18 +397,15 @@ static void laps(step_meter_t *m, step_rec_t *r, double *mine)
         rq_estimate(r);
     bool seen[PH_COUNT] = {false};
     int prev = 0;
-    /* run-queue wait beyond a lap's wall time (a preemption between a
-     * mark's two readings, which mark_at keeps to a few instructions) is
-     * the laps' that follow */
+    /* run-queue wait beyond a lap's wall time (a preemption between a mark's two
+     * readings) is the following laps' */
     double carry = 0.0;
     for (int i = 1; i < r->n; i++) {
         phase_t p = r->ph[i];
         if (p == PH_COUNT)
             continue; /* a plain marker splits no lap */
         double d = r->t[i] - r->t[prev];
-        /* What the lap waited on the run queue is descheduled, not its
-         * phase's; when in the lap is not known: drawn at its end.  At most
-         * the lap's wall time: what is left is the next laps'. */
+        /* the lap's run-queue wait, drawn at its end, at most its wall time */
         double q = 0.0;
         if (rq) {
             double raw = fmax(r->rq[i] - r->rq[prev], 0.0) + carry;
@@ -471,8 +433,7 @@ static void laps(step_meter_t *m, step_rec_t *r, double *mine)
     }
 }
 
-/* The step's spans (--trace), and the told step's moves in moved[]; the
- * fetched figures' mean. */
+/* The step's spans (--trace), the told step's moves in moved[], the loss's mean. */
 static void spans(step_meter_t *m, step_rec_t *r, move_stat_t *moved)
 {
     for (int i = 0; i < r->nspan; i++) {
@@ -497,8 +458,7 @@ static void spans(step_meter_t *m, step_rec_t *r, move_stat_t *moved)
     }
 }
 
-/* The step into the device's totals (timed) or the warm-up's, its time on
- * the run's step times, and the told step's first laps, moves and story. */
+/* The step into the device's totals (or the warm-up's), the step times, the story. */
 static void account(step_meter_t *m, const step_rec_t *r, double *mine, const move_stat_t *moved,
                     step_story_t *story)
 {
@@ -540,16 +500,14 @@ static void account(step_meter_t *m, const step_rec_t *r, double *mine, const mo
         story->step = r->g;
         story->step_s = dt;
         story->filled = true;
-        /* The batch: the step's global rows gathered on the host (by each
-         * of `stagers` devices, its own part, in parallel: this one's time) */
+        /* the batch: the step's global rows (each stager its part, in parallel) */
         int parts = m->to.stagers > 1 ? m->to.stagers : 1;
         story->move[MOVE_BATCH] = (move_stat_t){(uint64_t)r->end.global_samples * m->row_bytes,
                                                 mine[PH_DATA] + mine[PH_H2D], r->staged * parts};
     }
 }
 
-/* The step's loss (a diverged run stops), its line and the progress line,
- * and a signal that stops the run after it. */
+/* The step's loss (a diverged run stops), its lines, and a signal that stops the run. */
 static int say_step(step_meter_t *m, const step_rec_t *r)
 {
     const step_end_t *e = &r->end;
@@ -557,9 +515,7 @@ static int say_step(step_meter_t *m, const step_rec_t *r)
     /* an epoch's tail step: fewer global rows than the most a step had */
     bool tail = e->global_samples < m->rows_full;
     m->rows_full = e->global_samples > m->rows_full ? e->global_samples : m->rows_full;
-    /* A logged loss is always fetched (by the device that computes it: DP's
-     * device 0, every DDP rank): NaN or Inf there is divergence, and a
-     * diverged run stops here rather than train (and save) garbage. */
+    /* a logged loss is fetched: NaN or Inf stops the run rather than train garbage */
     if (e->logs && r->nfetch > 0 && !isfinite(r->mean) && !(c && c->allow_nonfinite)) {
         progress_clear(m->prog);
         m->rc = DDP_ERR_RUNTIME;
@@ -615,8 +571,7 @@ static int resolve(step_meter_t *m, step_rec_t *r)
     trace_step_begin(m->to.trace, r->g, r->timed);
     laps(m, r, mine);
     spans(m, r, moved);
-    /* --explain: backward as the meter saw it (the callback may know better:
-     * DDP's reducer times the backward pass that launched its buckets) */
+    /* --explain: backward as the meter saw it (the callback may know better) */
     step_story_t *story = r->first ? m->to.story : NULL;
     if (story)
         story->backward_s = m->first_lap[PH_BACKWARD];
@@ -633,8 +588,7 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
     step_rec_t *r = &m->rec[m->cur];
     if (e)
         r->end = *e;
-    /* The step's last marker: its last lap, unless nothing was lapped or
-     * work (a fetch) was queued after it. */
+    /* the last marker: its last lap, unless none or a fetch was queued after it */
     if (r->n < 2 || r->ph[r->n - 1] == PH_COUNT || r->queued_after)
         mark_at(m, PH_COUNT, true);
     if (rq_read(m, r) && !m->sched)
@@ -645,8 +599,7 @@ int step_meter_end(step_meter_t *m, const step_end_t *e, char *err)
     for (int k = 0; k < LAUNCH_KINDS; k++)
         r->launches[k] = m->to.be ? backend_launches(m->to.be, (launch_kind_t)k) - r->launch_begin[k] : 0;
     if (m->deferred) {
-        /* Report the previous step (its last marker is one step behind the
-         * host), then count this step's waits, that one included. */
+        /* report the previous step, then count this step's waits, that one included */
         if (prev->open)
             rc = resolve(m, prev);
         r->syncs = m->to.be ? backend_host_syncs(m->to.be) - r->syncs_begin : 0;
@@ -668,10 +621,7 @@ int step_meter_finish(step_meter_t *m, char *err)
         if (r->open && resolve(m, r) != DDP_OK)
             break;
     }
-    /* The descheduled time of the steps that did not read it: each phase's
-     * share of it in the work samples, applied to their laps of that phase
-     * (every step of a model whose step takes 2 ms or more is a sample:
-     * there nothing is estimated). */
+    /* the steps that did not read the run-queue wait: each phase's share in the samples */
     for (int p = 0; !m->sched && m->to.dev && p < PH_COUNT; p++)
         if (m->rq_lap[p] > 0.0) {
             double q = m->rq_unread[p] * m->rq_wait[p] / m->rq_lap[p], *ph = m->to.dev->phase_s;
@@ -684,10 +634,7 @@ int step_meter_finish(step_meter_t *m, char *err)
     if (dev && m->to.optim)
         dev->flops_optim = (double)dev->synced_steps * optim_flops(m->to.optim);
     if (m->work && m->work->n > 0) {
-        /* The work's low quantiles over the sampled steps: a step's CPU
-         * time still grows when another process shares the core's caches
-         * or preempts it mid-step (docs/gate.md measures how much); its
-         * quickest steps hardly do. */
+        /* low quantiles: other processes grow a step's CPU time, hardly the quickest's */
         device_stats_t *d = m->to.dev;
         d->work_steps = m->work->n;
         d->work_cpu_mean = m->work->timed_s / (double)m->work->n;

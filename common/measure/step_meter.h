@@ -1,65 +1,7 @@
-/* common/measure/step_meter.h: the bookkeeping around every training step,
- * written once for the three loops (single, DP's device threads, DDP's ranks).
- *
- * A loop body reads as the training step alone:
- *
- *     step_meter_begin(&m, g, timed, first);
- *     step_meter_plan(&m, &end);           what its report needs (trainer_step_begin
- *                                          does both from the schedule)
- *     ... stage ...;    step_meter_lap(&m, PH_DATA);
- *     ... forward ...;  step_meter_lap(&m, PH_FORWARD);
- *     ...
- *     step_meter_rows(&m, rows);           rows this device computed
- *     if (step_meter_logs(&m))
- *         step_meter_fetch(&m, loss, 1);   a device value the loss line needs
- *     step_meter_end(&m, NULL, err);       the step is queued; earlier ones report
- *     ...
- *     step_meter_finish(&m, err);          after the loop: the last step reports
- *
- * and the meter does the rest: the phase times of timed steps (warm-up steps
- * go to a scratch array), each phase and the step as --trace events, the
- * first step's own phase times for --explain, the step's wall time into the
- * run's step times, the host synchronisations per step, the loss log and
- * loss line, the progress line, and on the CPU the work figure (a sample of
- * steps' CPU time, work_cpu in step_meter.c).  Like nccl-tests' BenchTime,
- * it is the one place a measurement is taken.
- *
- * It weighs nothing: a lap is a CLOCK_MONOTONIC reading (vDSO, no system
- * call), and on a GPU a backend event.  The thread's CPU clock, which is a
- * system call, is read only at the laps of the steps sampled for the work
- * figure: a timed step that begins WORK_PERIOD_S or more after the last
- * sample began (and the first WORK_MIN_SAMPLES), so its reads cost a
- * bounded share of the run's time whatever the step's size.
- *
- * How long the thread waited on the kernel's run queue (runnable, not
- * running: another process had the core; the second field of
- * /proc/thread-self/schedstat, one pread on a file kept open) is a lap's
- * PH_DESCHED, not its phase's, so a busy machine's time is never called
- * idle, communication or compute.  The runs that draw or explain
- * (--report, --explain, --trace) read it at each lap; the others in the
- * work samples alone, at the step's two ends (rq_estimate in
- * step_meter.c splits it among the laps), and step_meter_finish gives the
- * other steps each phase's share of it in the samples.  On the CPU only
- * (a GPU's laps are the device's time, not the host thread's).  Where the
- * kernel gives no such file, the phase stays 0.
- *
- * Laps are markers on the device's queue (backend events), not host clock
- * readings, so measuring never makes the host wait.  On the CPU backend the
- * work is done when a call returns, so a marker is the host clock and a step
- * reports as soon as it ends.  On a GPU the host only queues the work: a
- * step's markers, and the values it fetched (the loss, copied back without
- * waiting), are read when the NEXT step ends, after one wait for the step's
- * last marker -- the step's one host synchronisation, by which time the GPU
- * is already busy with the next step.  step_meter_finish reports the last.
- * There a step that follows the previous one directly (no checkpoint or
- * other wait between) is timed from the previous step's last marker, so
- * time the GPU sat idle waiting for the host to queue it is in the step (as
- * PH_IDLE) and the step times add up to the wall time.
- *
- * Each device's meter is written by one thread only.  What it writes into is
- * given once (step_meter_sinks_t); a NULL sink is another device's job (in
- * DP only device 0 keeps the run's step times and loss log, in DDP rank 0
- * keeps the loss log while every rank keeps its own step times). */
+/* common/measure/step_meter.h: the bookkeeping around every training step, written once
+ * for the three loops: step_meter_begin, a step_meter_lap after each phase, step_meter_end,
+ * and step_meter_finish after the loop (docs/results.md, docs/gpu.md: a GPU's step is
+ * read when the next one ends).  One writing thread a meter; a NULL sink: not here. */
 #ifndef DDPBENCH_STEP_METER_H
 #define DDPBENCH_STEP_METER_H
 
@@ -83,26 +25,16 @@ typedef struct {
     step_times_t *times;   /* the step wall times this device keeps, or NULL */
     loss_log_t *log;       /* the loss log, or NULL; its keeper prints the loss line */
     double *final_loss;    /* the last logged loss, or NULL */
-    /* --explain: the story of the told step, or NULL (another device's job).
-     * The meter records the step, its wall time, the first backward lap and
-     * the batch the step staged; the resolved callback may add to it (DDP's
-     * reducer: its buckets), and step_meter_story_merge the devices' copies. */
-    step_story_t *story;
-    int stagers;           /* devices that each stage their own part of the batch
-                              (DDP's ranks: the told step's batch operations are
-                              this device's times it); 0 or 1: this one alone */
-    const char *progress;  /* the progress line's label ("single"): this meter draws
-                              it (progress.h) from step_meter_init to _free; NULL: not here */
+    step_story_t *story;   /* --explain: the told step's story (the callback adds to it) */
+    int stagers;           /* devices that each stage their part of the batch (0, 1: one) */
+    const char *progress;  /* the progress line's label ("single"); NULL: not drawn here */
     long total_steps;      /* the run's steps, for the progress line */
     backend_t *be;         /* the device whose queue the laps mark; NULL: the host clock */
-    /* what the device's FLOPs are counted from (result.h): the model, and the
-       optimizer it steps (NULL: none; read at step_meter_finish) */
+    /* the device's FLOPs are counted from the model and its optimizer (NULL: none) */
     const model_spec_t *spec;
     const optim_t *optim;
     const char *place;     /* how the meter's own failures are named ("device 0"), or NULL */
-    /* Called when a step's times are known (at once on the CPU, when the next
-     * step ends on a GPU), before they are reported: DDP charges its hidden
-     * communication and records its buckets here.  NULL: nothing to add. */
+    /* when a step's times are known, before they are reported (DDP's buckets); or NULL */
     void (*resolved)(void *ctx, step_meter_t *m, step_rec_t *r);
     void *ctx;
 } step_meter_sinks_t;
@@ -126,8 +58,7 @@ struct step_rec {
     backend_event_t **ev;
     double *t;               /* when each mark was passed (now_s clock), once resolved */
     double *cpu;             /* the thread's CPU clock at each lap (a work sample only) */
-    double *rq;              /* the thread's run-queue wait so far at each lap (sched, or
-                                a work sample's: rq_estimate) */
+    double *rq;              /* the thread's run-queue wait so far at each lap */
     double rq_end;           /* a work sample's at its end (not sched) */
     bool work;               /* a work sample: the CPU clock is read at its laps */
     int nspan, capspan;
@@ -163,12 +94,10 @@ struct step_meter {
     double resolved_dt;      /* ... and its wall time */
     step_times_t *work;      /* the sampled steps' work (work_cpu; NULL on a GPU) */
     double work_t;           /* when the last work sample began (now_s) */
-    bool sched;              /* the descheduled phase is read at every lap (--report, --explain,
-                                --trace), not in the work samples alone */
+    bool sched;              /* the run-queue wait is read at every lap, not in samples alone */
     bool sched_tried;        /* the file below was opened, or that failed */
     int sched_fd;            /* the stepping thread's /proc/thread-self/schedstat (-1: not open) */
-    /* where only the work samples read it: their timed laps' seconds and
-     * descheduled seconds by phase, and the other timed steps' laps */
+    /* where samples alone read it: their laps' and waits' seconds, the others' laps */
     double rq_lap[PH_COUNT], rq_wait[PH_COUNT], rq_unread[PH_COUNT];
     progress_t progress;     /* the progress line (off unless to.progress names it) */
     progress_t *prog;        /* &progress when this meter draws it, else NULL */
@@ -177,17 +106,13 @@ struct step_meter {
     char msg[ERR_LEN];
 };
 
-/* Set up; DDP_ERR_RUNTIME (message in err) when out of memory. */
-/* Measures the device's peak (result.h's peak_flops) on the calling thread:
- * call it on the device's own thread. */
+/* Set up (DDP_ERR_RUNTIME: out of memory), on the device's thread (it measures its peak). */
 int step_meter_init(step_meter_t *m, const step_meter_sinks_t *to, char *err);
-/* The device's peak measured again (trainer_step_begin: in the last warm-up
- * step), the faster of the two kept. */
+/* The device's peak measured again (in the last warm-up step), the faster kept. */
 void step_meter_peak(step_meter_t *m);
 void step_meter_free(step_meter_t *m);
 
-/* Step g (0-based) begins now: timed (after the warm-up) or not; first: the
- * step --explain tells (schedule_told_step: the middle timed step). */
+/* Step g (0-based) begins: timed (after the warm-up) or not; first: --explain tells it. */
 void step_meter_begin(step_meter_t *m, long g, bool timed, bool first);
 
 /* The time since the last lap belongs to phase p: a marker on the queue. */
@@ -205,92 +130,68 @@ typedef struct {
     int ops;            /* ... standing for this many operations (0 counts as 1) */
 } meter_span_t;
 
-/* Traced once the step has run, and in the told step counted in the
- * device's first_move[s->move]: its bytes and operations, and the seconds
- * between the two markers. */
+/* Traced once the step has run; in the told step counted in first_move[s->move]. */
 void step_meter_span(step_meter_t *m, int mark0, int mark1, const meter_span_t *s);
 
-/* The stager put a micro-batch of rows (row_bytes each, features and
- * targets) on the device in this step: the told step's batch is counted
- * from these (its operations, and its global rows times row_bytes). */
+/* The stager put a micro-batch of rows (row_bytes each) on the device in this step. */
 static inline void step_meter_staged(step_meter_t *m, uint64_t row_bytes)
 {
     m->rec[m->cur].staged++;
     m->row_bytes = row_bytes;
 }
 
-/* A move outside the steps, once (DDP's initial broadcast): into the story,
- * when this meter keeps one. */
+/* A move outside the steps (DDP's initial broadcast), into the story if kept here. */
 static inline void step_meter_moved(step_meter_t *m, move_kind_t k, uint64_t bytes, double seconds)
 {
     if (m->to.story)
         m->to.story->move[k] = (move_stat_t){bytes, seconds, 1};
 }
 
-/* In the resolved callback: the story to add to when r is the told step,
- * else NULL. */
+/* In the resolved callback: the story to add to when r is the told step, else NULL. */
 static inline step_story_t *step_rec_story(const step_meter_t *m, const step_rec_t *r)
 {
     return r->first ? m->to.story : NULL;
 }
 
-/* Queue a copy of n device floats (the loss sum) to be read when the step
- * reports; they add up to its loss (step_end_t.denom). */
+/* Queue a copy of n device floats (the loss sum, over end.denom) read when it reports. */
 void step_meter_fetch(step_meter_t *m, const float *dev, int n);
 
-/* The same for a pair: the step's loss is dev[0] / dev[1] (DDP's loss sum
- * and rows, all-reduced together over the ranks). */
+/* The same for a pair: the loss is dev[0] / dev[1] (DDP's all-reduced sum and rows). */
 void step_meter_fetch_ratio(step_meter_t *m, const float *dev);
 
-/* What the open step's report will need (step_meter_end with NULL takes
- * it), known when it begins: a loop that plans it asks step_meter_logs. */
+/* What the open step's report will need, known when it begins (step_meter_end(NULL)). */
 static inline void step_meter_plan(step_meter_t *m, const step_end_t *e)
 {
     m->rec[m->cur].end = *e;
 }
 
-/* --cuda-graph (train/graph.h): from now on each step queues the same work
- * as every other (a graph's), so it fetches its loss and marks its copies
- * whether or not the log or --explain wants them this time. */
+/* --cuda-graph: every step queues the same work (a graph's): always fetch and mark. */
 static inline void step_meter_same_work(step_meter_t *m, bool on) { m->same_work = on; }
 
-/* Does the open step log its loss (as planned), or fetch it anyway (a
- * graph's)?  Then the loop fetches it. */
+/* Does the open step fetch its loss (the log wants it, or a graph's)? */
 static inline bool step_meter_logs(const step_meter_t *m)
 {
     return m->rec[m->cur].end.logs || m->same_work;
 }
 
-/* Seconds no lap measured, charged to phase p of this step. */
-static inline void step_meter_charge(step_meter_t *m, phase_t p, double seconds)
-{
-    m->rec[m->cur].charge[p] += seconds;
-}
-
 /* This device computed rows sample rows in this step. */
 static inline void step_meter_rows(step_meter_t *m, long rows) { m->rec[m->cur].rows += rows; }
 
-/* The open step is the one --explain tells (it counts what it moves). */
-static inline bool step_meter_first(const step_meter_t *m) { return m->rec[m->cur].first; }
 /* Does the open step mark its copies (the told step, or a graph's)? */
 static inline bool step_meter_marks(const step_meter_t *m)
 {
     return m->rec[m->cur].first || m->same_work;
 }
 
-/* The step ends (e: what its report needs; NULL: as planned); steps whose
- * times are known report (this one on the CPU, the previous one on a
- * device).  Where the loop stops: DDP_ERR_RUNTIME with err when a device
- * call failed, the loss log cannot grow, or a logged loss is NaN or infinite
- * (unless --allow-nonfinite: the training diverged), DDP_ERR_INTERRUPTED
- * when a signal asked to stop (base/interrupt.h). */
+/* The step ends (e: what its report needs; NULL: as planned); steps whose times are
+ * known report.  DDP_ERR_RUNTIME: a device call failed, the loss log cannot grow or a
+ * logged loss is not finite (without --allow-nonfinite); DDP_ERR_INTERRUPTED: a signal. */
 int step_meter_end(step_meter_t *m, const step_end_t *e, char *err);
 
 /* After the loop: report the last step. */
 int step_meter_finish(step_meter_t *m, char *err);
 
-/* The last step reported so far (at once on the CPU, a step late on a
- * device) and its wall time; false before the first. */
+/* The last step reported so far and its wall time; false before the first. */
 static inline bool step_meter_resolved(const step_meter_t *m, long *g, double *dt)
 {
     *g = m->resolved_g;
@@ -304,27 +205,15 @@ static inline double step_meter_first_lap(const step_meter_t *m, phase_t p)
     return m->first_lap[p];
 }
 
-/* In the resolved callback: the time of mark i, and the [start, end] of the
- * last lap of phase p (false when the step had none). */
+/* In the resolved callback: mark i's time; the last lap of phase p (false: none). */
 static inline double step_rec_time(const step_rec_t *r, int i) { return r->t[i]; }
 bool step_rec_last_lap(const step_rec_t *r, phase_t p, double *t0, double *t1);
 
-/* After the run: every device's phases made to add up to the run's step time.
- * A device's laps tile its own steps exactly, but the run is timed by one
- * series (single's; DP's device 0; DDP's slowest rank, whose steps took the
- * longest in all): the difference, the run's timed seconds less the sum of
- * the device's phases (comm hidden overlaps backward and is left out), is
- * charged to PH_SKEW.  In DDP it is the time the slowest rank's steps took
- * beyond this rank's own, which this rank spent between steps (rank 0
- * writes the loss lines) or at the edges of the timed window; in DP, the
- * few nanoseconds by which the devices leave a step's last barrier apart.
- * Ranks run in lock-step, so it stays small: a large one means a rank was
- * held up outside its steps. */
+/* After the run: the run's timed seconds less each device's phases (comm hidden
+ * apart) charged to PH_SKEW, so they add up to the run's step time (docs/results.md). */
 void step_meter_skew(run_result_t *r);
 
-/* After the run: every device's copies in the told step (first_move) added
- * into the story: bytes and operations summed, the seconds the slowest
- * device's (the devices copy in parallel). */
+/* After the run: every device's first_move summed into the story (seconds: the slowest). */
 void step_meter_story_merge(run_result_t *r);
 
 #endif

@@ -1,8 +1,5 @@
-/* common/measure/timing.h: the phases a training step is split into, and the
- * stopwatch that charges time to them.
- *
- * Every strategy accumulates wall time per phase per device in the same
- * phase_t buckets, so reports can put modes side by side. */
+/* common/measure/timing.h: the phases a training step is split into, the same for
+ * every strategy, so reports can put modes side by side. */
 #ifndef DDPBENCH_TIMING_H
 #define DDPBENCH_TIMING_H
 
@@ -26,14 +23,11 @@ typedef enum {
     PH_OPTIM,
     PH_IDLE,         /* waiting on other devices */
     PH_SKEW,         /* the run's step beyond this device's own (step_meter_skew) */
-    PH_DESCHED,      /* runnable but not running: another process had the core (the
-                        kernel's run-queue wait, step_meter.h; 0 on a GPU) */
+    PH_DESCHED,      /* runnable, not running: another process had the core (0 on a GPU) */
     PH_COUNT
 } phase_t;
 
-/* The phases where a device may wait for another (a collective, a barrier):
- * its thread may sleep there, and a peer off its core makes it wait longer
- * (the machine's share of a wait: docs/results.md). */
+/* The phases where a device may wait (and sleep) for another: a collective, a barrier. */
 static inline bool phase_waits(phase_t p)
 {
     return p == PH_SCATTER || p == PH_REPLICATE || p == PH_COMM_EXPOSED || p == PH_GATHER ||
@@ -42,30 +36,5 @@ static inline bool phase_waits(phase_t p)
 
 const char *phase_name(phase_t p);       /* "forward" */
 const char *phase_key(phase_t p);        /* stable JSON key: "forward_s" */
-
-/* A stopwatch that charges the time since its last lap to a phase:
- * phase_clock_lap(&pc, PH_FORWARD) after the forward pass.  acc points at a
- * device's phase_s[] for timed steps, or at a scratch array during warm-up.
- * The step meter (step_meter.h) is what strategies use: it also stamps each
- * lap into --trace. */
-typedef struct {
-    double last;
-    double *acc;
-} phase_clock_t;
-
-static inline void phase_clock_start(phase_clock_t *pc, double *acc)
-{
-    pc->acc = acc;
-    pc->last = now_s();
-}
-
-/* Charge the time since the last lap to phase p; returns the lap's end. */
-static inline double phase_clock_lap(phase_clock_t *pc, phase_t p)
-{
-    double t = now_s();
-    pc->acc[p] += t - pc->last;
-    pc->last = t;
-    return t;
-}
 
 #endif

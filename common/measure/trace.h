@@ -1,24 +1,7 @@
-/* common/measure/trace.h: a bounded recorder of timed events for --trace and
- * --report (whose page draws one of the recorded steps).
- *
- * A strategy keeps one recorder per device slot and stamps what each device
- * did: a phase of a step (step_meter_lap does it), a whole step, a copy
- * between devices or one bucket's all-reduce.
- * The report turns the recorders into a Chrome trace (report_trace.c) and
- * the page's timelines (report_svg.c).
- *
- * Rules that keep it cheap and safe:
- *  - A NULL recorder is "tracing off": every call returns at once.
- *  - A recorder has ONE writer (the device's thread, or the DDP rank's main
- *    thread), so it needs no locks or atomics.  A comm thread does not write
- *    here: the rank records a bucket after waiting for it, from its span.
- *  - Fixed capacity, no allocation after init: it records the first
- *    TRACE_MAX_STEPS timed steps and counts what did not fit in `dropped`.
- *  - Plain memory without pointers: DDP can place one recorder per rank in
- *    its shared segment (trace_rec_bytes + trace_rec_init) and the
- *    supervisor copies them out with trace_rec_clone.
- * Times are now_s() seconds (CLOCK_MONOTONIC, one clock for every process of
- * the host), so ranks line up without any exchange. */
+/* common/measure/trace.h: a bounded recorder of timed events for --trace and --report,
+ * one per device slot (NULL: tracing off).  ONE writer (the device's thread or the DDP
+ * rank's main thread, never a comm thread): no locks or atomics.  No pointers: DDP puts
+ * one per rank in its shared segment.  Times are now_s(): ranks line up as they are. */
 #ifndef DDPBENCH_TRACE_H
 #define DDPBENCH_TRACE_H
 
@@ -52,8 +35,7 @@ typedef enum {
 
 typedef struct {
     double t_begin, t_end; /* now_s() */
-    double t_ready;        /* a bucket's all-reduce: when its last gradient was written and
-                              it was launched (<= t_begin); 0 for other events */
+    double t_ready;        /* a bucket's all-reduce: when it was launched (else 0) */
     uint64_t bytes;        /* bytes moved; 0 when not a transfer */
     int32_t step;          /* optimizer step, 1-based */
     int16_t kind;          /* trace_kind_t */
@@ -75,8 +57,7 @@ typedef struct trace_rec {
     trace_event_t ev[]; /* cap events */
 } trace_rec_t;
 
-/* Events enough for TRACE_MAX_STEPS steps of accum micro-batches with
- * extra_per_step further events (copies, buckets), within TRACE_MAX_EVENTS. */
+/* Events for TRACE_MAX_STEPS steps of accum micro-batches and extra_per_step more. */
 uint32_t trace_capacity(int accum, int extra_per_step);
 /* Bytes a recorder of cap events occupies (for placing it in shared memory). */
 size_t trace_rec_bytes(uint32_t cap);
@@ -117,8 +98,7 @@ static inline void trace_event(trace_rec_t *t, trace_kind_t kind, trace_lane_t l
                                     .bucket = bucket, .peer = peer};
 }
 
-/* A bucket's all-reduce (or reduce-scatter) that was launched at t_ready,
- * when backward wrote its last gradient, and ran from t_begin to t_end. */
+/* A bucket's collective, launched at t_ready (its last gradient), run t_begin..t_end. */
 static inline void trace_bucket(trace_rec_t *t, trace_kind_t kind, double t_ready, double t_begin,
                                 double t_end, uint64_t bytes, int bucket)
 {

@@ -19,6 +19,7 @@
 #endif
 
 #include "testutil.h"
+#include "tu_flip.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1343,7 +1344,7 @@ Test(resume, every_recorded_option_is_checked_on_resume)
             if (r->ckpt != C_FACT || (r->optims && !(r->optims & (1u << base.optim.kind))))
                 continue;
             config_t c = base;
-            cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+            cr_assert_eq(tu_field_flip(&c, i, err), DDP_OK, "%s", err);
             model_spec_t spec;
             cr_assert_eq(config_model_spec(&c, &spec, err), DDP_OK, "--%s: %s", n, err);
             dataset_t d;

@@ -4,6 +4,7 @@
 
 #include "common/config/fields.h"
 #include "testutil.h"
+#include "tu_flip.h"
 
 static void bad(const char *args, const char *must_contain)
 {
@@ -368,7 +369,7 @@ Test(config_fields, every_row_says_what_derives_from_it)
         config_t other = c;
         char err[ERR_LEN] = "";
         if (valued) /* the tests that flip it must be able to */
-            cr_expect_eq(config_field_flip(&other, i, err), DDP_OK, "%s", err);
+            cr_expect_eq(tu_field_flip(&other, i, err), DDP_OK, "%s", err);
     }
 }
 

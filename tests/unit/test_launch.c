@@ -6,6 +6,7 @@
 #include "common/config/fields.h"
 #include "ddp/fingerprint.h"
 #include "testutil.h"
+#include "tu_flip.h"
 
 /* Parse args, then resolve them as rank `rank` of `world` started by mpirun,
  * `local` on its host. */
@@ -154,7 +155,7 @@ Test(launch, every_option_the_ranks_share_changes_the_fingerprint)
         if (r->fpv == FPV_DERIVED && r->fp == FP_DATA)
             continue; /* the data line follows the data as loaded (above) */
         config_t c = base;
-        cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+        cr_assert_eq(tu_field_flip(&c, i, err), DDP_OK, "%s", err);
         fingerprint_make(&b, &c, &d);
         bool differs = fingerprint_diff(&a, &b, key, va, vb, sizeof va);
         cr_expect(differs, "--%s changed and the fingerprint did not", n);

@@ -15,6 +15,7 @@
 #include "app/report/report.h"
 #include "gate/baseline.h"
 #include "testutil.h"
+#include "tu_flip.h"
 #include "common/measure/trace.h"
 
 // ---------------------------------------------------------------------------
@@ -2047,7 +2048,7 @@ Test(report_json, every_echoed_option_is_in_the_echo_and_documented)
         if (r->jsonv != J_VALUE)
             continue;
         config_t c = base;
-        cr_assert_eq(config_field_flip(&c, i, err), DDP_OK, "%s", err);
+        cr_assert_eq(tu_field_flip(&c, i, err), DDP_OK, "%s", err);
         cJSON *b = report_json_config(NULL, &c, NULL);
         cr_expect_not(cJSON_Compare(path_get(a, r->json), path_get(b, r->json), true),
                       "--%s changed and %s did not", n, r->json);

@@ -68,7 +68,7 @@ Test(step_meter, warm_up_steps_stay_out_and_timed_steps_add_up)
         step_meter_lap(&m, PH_FORWARD);
         busy(1e-3);
         step_meter_lap(&m, PH_BACKWARD);
-        step_meter_charge(&m, PH_COMM_HIDDEN, 5e-4);
+        m.rec[m.cur].charge[PH_COMM_HIDDEN] += 5e-4; /* what DDP's callback adds */
         step_meter_rows(&m, 8);
         cr_assert_eq(step_meter_end(&m, &(step_end_t){.samples = 8}, err), 0);
         cr_assert_geq(times.sample[times.n - 1], 2e-3);
