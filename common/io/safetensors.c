@@ -95,8 +95,9 @@ void st_decode_f32(const uint8_t *src, size_t count, float *dst)
 // ---------------------------------------------------------------------------
 // the length prefix
 
-int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
-                 char *err)
+/* The header length from the first len bytes (len >= min(file_size, 8)). */
+static int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
+                        char *err)
 {
     if (file_size == 0)
         return err_set(err, DDP_ERR_INPUT, "the file is empty (not a .safetensors file)");
@@ -209,9 +210,7 @@ static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
     if (!cJSON_IsObject(m))
         return err_set(err, DDP_ERR_INPUT,
                        "__metadata__ is not a JSON object (it must map strings to strings)");
-    size_t n = 0;
-    for (const cJSON *c = m->child; c; c = c->next)
-        n++;
+    size_t n = (size_t)cJSON_GetArraySize(m);
     h->meta_key = calloc(n ? n : 1, sizeof *h->meta_key);
     h->meta_val = calloc(n ? n : 1, sizeof *h->meta_val);
     if (!h->meta_key || !h->meta_val)
@@ -382,9 +381,7 @@ static int header_entries(const cJSON *root, st_header_t *h, char *err)
 {
     if (!cJSON_IsObject(root))
         return err_set(err, DDP_ERR_INPUT, "the header is not a JSON object");
-    size_t n = 0;
-    for (const cJSON *c = root->child; c; c = c->next)
-        n++;
+    size_t n = (size_t)cJSON_GetArraySize(root);
     if (!(h->t = calloc(n ? n : 1, sizeof *h->t)))
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header (%zu entries)", n);
     for (const cJSON *c = root->child; c; c = c->next) {
@@ -408,8 +405,9 @@ static int header_entries(const cJSON *root, st_header_t *h, char *err)
     return check_tiling(h, err);
 }
 
-int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_header_t *h,
-                    char *err)
+/* The header text (header_len bytes, not NUL terminated); *h is empty on failure. */
+static int st_parse_header(const char *text, size_t header_len, uint64_t file_size,
+                           st_header_t *h, char *err)
 {
     memset(h, 0, sizeof *h);
     if (file_size < ST_PREFIX || header_len > ST_HEADER_MAX || header_len > file_size - ST_PREFIX)
@@ -598,15 +596,6 @@ static void tensor_hash_begin(hash64_t *h, const char *name, const char *dtype, 
         hash64_u64(h, shape[d]);
 }
 
-uint64_t st_tensor_hash(const char *name, const char *dtype, int ndim, const uint64_t *shape,
-                        const void *data, size_t bytes)
-{
-    hash64_t h;
-    tensor_hash_begin(&h, name, dtype, ndim, shape);
-    hash64_update(&h, data, bytes);
-    return hash64_final(&h);
-}
-
 static int seek_tensor(st_file_t *sf, const st_tensor_t *t, char *err)
 {
     if (strcmp(t->dtype, "F32") != 0)
@@ -627,9 +616,12 @@ int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t
         return err_set(err, DDP_ERR_INPUT,
                        "the file ended inside the data of %s (changed while being read?)",
                        t->name);
-    /* the file's bytes, before any byte swap */
-    if (hash)
-        *hash = st_tensor_hash(t->name, t->dtype, t->ndim, t->shape, dst, n * 4);
+    if (hash) { /* the file's bytes, before any byte swap */
+        hash64_t h;
+        tensor_hash_begin(&h, t->name, t->dtype, t->ndim, t->shape);
+        hash64_update(&h, dst, n * 4);
+        *hash = hash64_final(&h);
+    }
 #if ST_BIG_ENDIAN
     st_decode_f32((const uint8_t *)dst, n, dst);
 #endif
@@ -837,8 +829,6 @@ static void write_f32(afile_t *a, const float *v, size_t n)
 #endif
 }
 
-int st_check_writable(const char *path, char *err) { return afile_check(path, err); }
-
 int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
                   char *err)
 {
@@ -858,8 +848,8 @@ int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta,
     return DDP_OK;
 }
 
-static int write_file(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
-                      size_t nmeta, bool kill_before_rename, char *err)
+int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+             bool kill_before_rename, char *err)
 {
     afile_t a;
     int rc = afile_open(&a, path, err);
@@ -870,12 +860,6 @@ static int write_file(const char *path, const st_out_t *t, size_t nt, const st_k
         return rc;
     }
     return afile_commit(&a, kill_before_rename, err);
-}
-
-int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
-             bool kill_before_rename, char *err)
-{
-    return write_file(path, t, nt, meta, nmeta, kill_before_rename, err);
 }
 
 int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
@@ -913,7 +897,7 @@ int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const s
     /* the metadata as given, the checksum last */
     memcpy(kv, meta, nmeta * sizeof *kv);
     kv[nmeta] = (st_kv_t){ST_CHECKSUM_KEY, hex};
-    int rc = write_file(path, t, nt, kv, nmeta + 1, kill_before_rename, err);
+    int rc = st_write(path, t, nt, kv, nmeta + 1, kill_before_rename, err);
     free(kv);
     free(th);
     return rc;
