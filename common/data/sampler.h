@@ -32,28 +32,5 @@ int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool
  * without shuffle.  Rank r's indices are positions r, r+world, ... of it,
  * each taken modulo n (the padding repeats its start). */
 void sampler_permutation(const sampler_t *s, long epoch, uint32_t *perm);
-/* Fill out[num_samples] with this rank's indices for epoch; scratch holds n
- * uint32 (the permutation). */
-void sampler_epoch(const sampler_t *s, long epoch, uint32_t *out, uint32_t *scratch);
-
-/* How an epoch's num_samples indices split into micro-batches of `batch` rows
- * (DataLoader semantics: the last one smaller, or dropped with drop_last) and
- * those into optimizer steps of `accum` micro-batches (the last group may be
- * shorter and still steps). */
-typedef struct {
-    size_t samples;   /* num_samples */
-    int batch;        /* rows per micro-batch on this rank */
-    int accum;
-    bool drop_last;
-    size_t micro_batches; /* per epoch */
-    size_t steps;         /* optimizer steps per epoch */
-} epoch_plan_t;
-
-void epoch_plan_init(epoch_plan_t *p, size_t samples, int batch, int accum, bool drop_last);
-/* Micro-batch m of step s (0-based): first index position and rows; rows 0 when
- * that micro-batch does not exist (short last step). */
-void epoch_plan_micro(const epoch_plan_t *p, size_t step, int micro, size_t *first, int *rows);
-/* Rows in the whole optimizer step (the loss's mean denominator). */
-size_t epoch_plan_step_rows(const epoch_plan_t *p, size_t step);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct {
     int R;                 /* the stream's ranks (config_stream_ranks) */
     bool own_shards;       /* --rank-samples */
     sampler_t sampler;     /* the DistributedSampler's sizes over R replicas */
-    epoch_plan_t plan;     /* the global micro-batches of the sampler's stream */
+    size_t micro_batches;  /* the sampler stream's global micro-batches an epoch */
     long steps_per_epoch;
     long total_steps;      /* optimizer steps in the whole run */
     long start_step;       /* the first step this process runs (> 0 after --resume) */
