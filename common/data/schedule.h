@@ -1,32 +1,9 @@
 /* common/data/schedule.h: which samples each optimizer step reads, in the
- * whole (single, DP) or on one DDP rank.
- *
- * Every mode reads one sample stream, cut the same way, so a global step
- * trains on the same samples in every mode (the equivalence contract):
- *
- *   the DistributedSampler's stream (no --rank-samples): each epoch the
- *     order of sampler.h over R = --sampler-replicas (the DDP device count in
- *     ddp and compare, 1 in single and dp), padded by repeating its start up
- *     to ceil(n/R)*R samples, or cut to floor(n/R)*R with --drop-last; global
- *     micro-batch t is its rows [t*B, t*B + B) (the last one shorter, or
- *     dropped with --drop-last), and DDP rank r takes the rows r, r+R, r+2R,
- *     ... of it: ceil((B-r)/R) rows (86, 85, 85 for 256 over 3), exactly its
- *     DistributedSampler shard indices[r::R] read batch/R at a time when R
- *     divides B.
- *
- *   --rank-samples n0,n1,..: each epoch's order is dealt in blocks, rank r
- *     getting the next n_r samples, which it reads alone in micro-batches of
- *     its share of B (ceil((B-r)/R) rows, or --batch-per-device): its own
- *     DataLoader.  Rank r runs ceil(n_r / rows) micro-batches an epoch (floor
- *     with --drop-last); an epoch lasts as many steps as its longest rank,
- *     and a rank out of data shadows the rest (join).  Global micro-batch t
- *     is the rank r micro-batches t laid end to end in rank order: what a
- *     single device reading the same stream trains on.
- *
- * Optimizer steps group --accum micro-batches (the epoch's last step may
- * have fewer).  The loss of a step is the mean over its global rows, so a
- * DDP rank scales its part by ranks / global rows and the all-reduce's
- * average gives every rank the global mean gradient. */
+ * whole (single, DP) or on one DDP rank: every mode reads one sample stream,
+ * cut the same way (docs/modes.md, "The sample stream"), so a global step
+ * trains on the same samples in every mode.  Steps group --accum micro-batches
+ * (the epoch's last may have fewer); the loss is the mean over a step's
+ * global rows, so a DDP rank scales its part by ranks / global rows. */
 #ifndef DDPBENCH_SCHEDULE_H
 #define DDPBENCH_SCHEDULE_H
 
