@@ -1,13 +1,5 @@
-/* common/data/sampler.h: which sample indices a device sees, epoch by epoch.
- *
- * One rule for every mode, torch.utils.data.DistributedSampler's:
- *   num_samples = ceil(n / world)          (drop_last and n % world: ceil((n-world)/world))
- *   total       = num_samples * world
- *   indices     = shuffle ? randperm(n, seed + epoch) : 0..n-1
- *   padded by repeating indices from the start up to total (or truncated to total)
- *   rank r takes indices[r :: world].
- * Single mode and DP use world = 1 (the plain shuffled or sequential order), so
- * global step s draws the same set of samples in every mode. */
+/* common/data/sampler.h: torch.utils.data.DistributedSampler's sizes and
+ * order, one rule for every mode (docs/modes.md, "The sample stream"). */
 #ifndef DDPBENCH_SAMPLER_H
 #define DDPBENCH_SAMPLER_H
 

@@ -368,21 +368,18 @@ static int run_facts(const schedule_t *s, fact_t *f)
         config_value_text(&v, "true", "false", f[n].val, sizeof f[n].val);
         n++;
     }
-#define FACT(k, opt)                                                                            \
-    do {                                                                                        \
-        snprintf(f[n].key, sizeof f[n].key, "%s", k);                                           \
-        snprintf(f[n].option, sizeof f[n].option, "%s", opt);                                   \
-        n++;                                                                                    \
-    } while (0)
+    static const char *const joined[][2] = {{"world", "device count"},
+                                            {"stream", "the sample stream"},
+                                            {"data", "data"},
+                                            {"data_hash", "data contents"}};
     snprintf(f[n].val, sizeof f[n].val, "%d", ckpt_world(c));
-    FACT("world", "device count");
-    stream_identity(c, f[n].val, sizeof f[n].val);
-    FACT("stream", "the sample stream");
-    data_identity(c, s->data, f[n].val, sizeof f[n].val);
-    FACT("data", "data");
-    data_contents(s->data, f[n].val, sizeof f[n].val);
-    FACT("data_hash", "data contents");
-#undef FACT
+    stream_identity(c, f[n + 1].val, sizeof f[n + 1].val);
+    data_identity(c, s->data, f[n + 2].val, sizeof f[n + 2].val);
+    data_contents(s->data, f[n + 3].val, sizeof f[n + 3].val);
+    for (int k = 0; k < 4; k++, n++) {
+        snprintf(f[n].key, sizeof f[n].key, "%s", joined[k][0]);
+        snprintf(f[n].option, sizeof f[n].option, "%s", joined[k][1]);
+    }
     return n;
 }
 
