@@ -204,6 +204,11 @@ static int cmp_strings(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const st_kv_t *)a)->key, ((const st_kv_t *)b)->key);
+}
+
 static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
 {
     char a[NAME_SHOW + 4];
@@ -211,9 +216,7 @@ static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
         return err_set(err, DDP_ERR_INPUT,
                        "__metadata__ is not a JSON object (it must map strings to strings)");
     size_t n = (size_t)cJSON_GetArraySize(m);
-    h->meta_key = calloc(n ? n : 1, sizeof *h->meta_key);
-    h->meta_val = calloc(n ? n : 1, sizeof *h->meta_val);
-    if (!h->meta_key || !h->meta_val)
+    if (!(h->meta = calloc(n ? n : 1, sizeof *h->meta)))
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
     for (const cJSON *c = m->child; c; c = c->next) {
         if (!cJSON_IsString(c))
@@ -221,22 +224,15 @@ static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
                            "__metadata__ value of '%s' is not a string (safetensors metadata "
                            "holds strings only)",
                            show(c->string, a, sizeof a));
-        h->meta_key[h->nmeta] = c->string;
-        h->meta_val[h->nmeta++] = c->valuestring;
+        h->meta[h->nmeta++] = (st_kv_t){c->string, c->valuestring};
     }
-    /* Duplicates through a sorted copy: a hostile header may hold millions of keys. */
-    const char **sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted)
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
-    memcpy(sorted, h->meta_key, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, cmp_strings);
-    int rc = DDP_OK;
-    for (size_t i = 1; i < n && rc == DDP_OK; i++)
-        if (strcmp(sorted[i - 1], sorted[i]) == 0)
-            rc = err_set(err, DDP_ERR_INPUT, "__metadata__ names '%s' twice",
-                         show(sorted[i], a, sizeof a));
-    free(sorted);
-    return rc;
+    /* Duplicates once sorted: a hostile header may hold millions of keys. */
+    qsort(h->meta, n, sizeof *h->meta, cmp_kv);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(h->meta[i - 1].key, h->meta[i].key) == 0)
+            return err_set(err, DDP_ERR_INPUT, "__metadata__ names '%s' twice",
+                           show(h->meta[i].key, a, sizeof a));
+    return DDP_OK;
 }
 
 static int parse_tensor(const cJSON *c, uint64_t data_len, st_tensor_t *t, char *err)
@@ -453,8 +449,7 @@ void st_header_free(st_header_t *h)
 {
     cJSON_Delete(h->json);
     free(h->t);
-    free(h->meta_key);
-    free(h->meta_val);
+    free(h->meta);
     memset(h, 0, sizeof *h);
 }
 
@@ -466,10 +461,9 @@ const st_tensor_t *st_find(const st_header_t *h, const char *name)
 
 const char *st_meta(const st_header_t *h, const char *key)
 {
-    for (size_t i = 0; i < h->nmeta; i++)
-        if (strcmp(h->meta_key[i], key) == 0)
-            return h->meta_val[i];
-    return NULL;
+    st_kv_t k = {key, NULL};
+    const st_kv_t *f = h->nmeta ? bsearch(&k, h->meta, h->nmeta, sizeof k, cmp_kv) : NULL;
+    return f ? f->val : NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -672,11 +666,6 @@ int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *f
     return rc;
 }
 
-static int cmp_kv(const void *a, const void *b)
-{
-    return strcmp(((const st_kv_t *)a)->key, ((const st_kv_t *)b)->key);
-}
-
 typedef struct {
     const char *name;
     uint64_t hash;
@@ -715,19 +704,12 @@ int st_checksum_check(const st_header_t *h, const char *const *names, const uint
     if (n != h->nt)
         return err_set(err, DDP_ERR_INPUT, "internal: %zu tensor hashes for %zu tensors", n,
                        h->nt);
-    st_kv_t *kv = malloc((h->nmeta ? h->nmeta : 1) * sizeof *kv);
     named_hash_t *th = malloc((n ? n : 1) * sizeof *th);
-    if (!kv || !th) {
-        free(kv);
-        free(th);
+    if (!th)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
-    }
-    for (size_t i = 0; i < h->nmeta; i++)
-        kv[i] = (st_kv_t){h->meta_key[i], h->meta_val[i]};
     for (size_t i = 0; i < n; i++)
         th[i] = (named_hash_t){names[i], hashes[i]};
-    uint64_t got = checksum_of(kv, h->nmeta, th, n);
-    free(kv);
+    uint64_t got = checksum_of(h->meta, h->nmeta, th, n); /* sorted already: sorts nothing */
     free(th);
     char hex[24];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)got);

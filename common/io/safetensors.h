@@ -30,13 +30,16 @@ typedef struct {
 } st_tensor_t;
 
 typedef struct {
+    const char *key, *val;
+} st_kv_t;
+
+typedef struct {
     uint64_t header_len;         /* N */
     uint64_t data_start;         /* 8 + N: where the data region begins in the file */
     uint64_t data_len;           /* bytes of the data region */
     st_tensor_t *t;              /* sorted by name */
     size_t nt;
-    const char **meta_key;       /* __metadata__, in file order */
-    const char **meta_val;
+    st_kv_t *meta;               /* __metadata__, sorted by key */
     size_t nmeta;
     bool has_metadata;
     void *json;                  /* the cJSON tree the strings point into */
@@ -108,10 +111,6 @@ typedef struct {
     uint64_t shape[2];
     const float *data;           /* product(shape) floats, host memory */
 } st_out_t;
-
-typedef struct {
-    const char *key, *val;
-} st_kv_t;
 
 /* Write t[0..nt) (F32) and the metadata to path atomically (afile_commit:
  * kill_before_rename is DDPBENCH_FAULT=write's).  DDP_ERR_INPUT when the
