@@ -2,7 +2,6 @@
  * checkpoint.h for the names and the metadata). */
 #include "common/io/checkpoint.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

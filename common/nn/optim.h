@@ -1,9 +1,6 @@
-/* common/nn/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter arena.
- *
- * One optimizer per replica that steps (single, DP's device 0, every DDP rank).
- * The state (momentum buffer, or Adam's two moments) lives on the device in
- * arenas shaped like the parameters; the update is one backend call over the
- * whole arena. */
+/* common/nn/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter
+ * arena, one per replica that steps; the state (momentum buffer, or Adam's
+ * two moments) lives on the device in arenas shaped like the parameters. */
 #ifndef DDPBENCH_OPTIM_H
 #define DDPBENCH_OPTIM_H
 

@@ -6,7 +6,6 @@
  * queues a step: the meter's wait for the previous step is its one host
  * synchronisation, so the host stays a step ahead of the GPU and gathers the
  * next batch while the GPU computes this one. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
