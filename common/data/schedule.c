@@ -277,14 +277,6 @@ long schedule_rank_steps(const schedule_t *s, int r)
     return s->own_shards ? s->shard_steps[r] : s->steps_per_epoch;
 }
 
-bool schedule_uneven(const schedule_t *s)
-{
-    for (int r = 1; r < s->R && s->own_shards; r++)
-        if (s->shard_steps[r] != s->shard_steps[0])
-            return true;
-    return false;
-}
-
 long schedule_epoch_samples(const schedule_t *s)
 {
     long total = 0;

@@ -61,8 +61,6 @@ bool schedule_full_step(const schedule_t *s, long g);
 bool schedule_rank_active(const schedule_t *s, long g, int r);
 /* Steps per epoch in which rank r has data (steps_per_epoch unless --rank-samples). */
 long schedule_rank_steps(const schedule_t *s, int r);
-/* Do the ranks run different numbers of steps per epoch (so some must join)? */
-bool schedule_uneven(const schedule_t *s);
 /* Samples one epoch trains on, all ranks together (the padded stream less
  * a dropped last batch, or the ranks' shards less theirs). */
 long schedule_epoch_samples(const schedule_t *s);
