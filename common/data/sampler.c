@@ -13,10 +13,7 @@ int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool
     if (world < 1 || rank < 0 || rank >= world)
         return err_set(err, DDP_ERR_INPUT, "sampler: rank %d of world %d", rank, world);
     s->n = n;
-    s->world = world;
-    s->rank = rank;
     s->shuffle = shuffle;
-    s->drop_last = drop_last;
     s->seed = seed;
     size_t w = (size_t)world;
     if (drop_last && n % w != 0)

@@ -9,8 +9,7 @@
 
 typedef struct {
     size_t n;            /* dataset rows */
-    int world, rank;
-    bool shuffle, drop_last;
+    bool shuffle;
     uint64_t seed;
     size_t num_samples;  /* indices this rank sees per epoch */
     size_t total;        /* num_samples * world */
