@@ -1,12 +1,8 @@
-/* common/nn/model.h: the MLP every mode trains.
- *
- * A stack of Linear layers (dims[0] -> dims[1] -> ... -> dims[L]) with one
- * activation between layers and none after the last, exactly
- * nn.Sequential(Linear, act, Linear, act, ..., Linear).  Parameters and
- * gradients each live in one flat arena in parameter order [W0,b0,W1,b1,...],
- * W stored [out,in] row-major like nn.Linear (y = x W^T + b).  A replica is
- * one device's copy: its arenas and the activation buffers for up to
- * max_rows rows. */
+/* common/nn/model.h: the MLP every mode trains, exactly nn.Sequential(Linear,
+ * act, Linear, act, ..., Linear).  Parameters and gradients each live in one
+ * flat arena in parameter order [W0,b0,W1,b1,...], W stored [out,in] row-major
+ * like nn.Linear (y = x W^T + b).  A replica is one device's copy: its arenas
+ * and the activation buffers for up to max_rows rows. */
 #ifndef DDPBENCH_MODEL_H
 #define DDPBENCH_MODEL_H
 
