@@ -32,6 +32,7 @@ typedef struct {
     st_expect_t e[CKPT_MAX_TENSORS];
     int arena[CKPT_MAX_TENSORS]; /* 0: parameters, 1 + k: state arena k */
     size_t off[CKPT_MAX_TENSORS]; /* floats into that arena */
+    st_out_t out[CKPT_MAX_TENSORS]; /* list_out's */
     size_t n;
 } tensor_list_t;
 
@@ -62,14 +63,13 @@ static void list_build(tensor_list_t *L, const model_spec_t *spec, optim_kind_t 
             }
 }
 
-/* The list's tensors as the writer takes them. */
-static void list_out(const tensor_list_t *L, const float *params, const float *const *state,
-                     st_out_t *out)
+/* The list's tensors as the writer takes them, into L->out. */
+static void list_out(tensor_list_t *L, const float *params, const float *const *state)
 {
     for (size_t i = 0; i < L->n; i++) {
         const float *base = L->arena[i] ? state[L->arena[i] - 1] : params;
-        out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
-                            base + L->off[i]};
+        L->out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
+                               base + L->off[i]};
     }
 }
 
@@ -160,7 +160,7 @@ static int state_count(const config_t *cfg)
 static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                          const model_spec_t *spec, const float *params, char *err)
 {
-    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    tensor_list_t *L = malloc(sizeof *L); /* 29 KB: not on the stack (docs/faults.md) */
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     list_build(L, spec, cfg->optim.kind, 0);
@@ -171,11 +171,10 @@ static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
-    st_out_t out[CKPT_MAX_TENSORS];
-    list_out(L, params, NULL, out);
+    list_out(L, params, NULL);
     size_t nm = sizeof meta / sizeof meta[0];
-    int rc = path ? st_write(path, out, L->n, meta, nm, false, err)
-                  : st_write_into(a, out, L->n, meta, nm, err);
+    int rc = path ? st_write(path, L->out, L->n, meta, nm, false, err)
+                  : st_write_into(a, L->out, L->n, meta, nm, err);
     free(L);
     return rc;
 }
@@ -231,7 +230,7 @@ int ckpt_load_weights(const char *path, const char *what, const model_spec_t *sp
                       float *params, char *err)
 {
     st_file_t sf;
-    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    tensor_list_t *L = malloc(sizeof *L); /* 29 KB: not on the stack (docs/faults.md) */
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "%s %s: out of memory", what, path);
     int rc = open_weights(&sf, L, path, what, spec, err);
@@ -419,9 +418,8 @@ static int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "--checkpoint %s: out of memory", path);
     list_build(L, spec, s->cfg->optim.kind, nstate);
-    st_out_t out[CKPT_MAX_TENSORS];
-    list_out(L, params, state, out);
-    int rc = st_write_checksummed(path, out, L->n, meta, nm, kill_before_rename, err);
+    list_out(L, params, state);
+    int rc = st_write_checksummed(path, L->out, L->n, meta, nm, kill_before_rename, err);
     free(L);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--checkpoint %s", path);
 }
