@@ -22,11 +22,9 @@
 #define ST_INT_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 #define NAME_SHOW 48                 /* characters of a hostile name shown in a message */
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define ST_BIG_ENDIAN 1
-#else
-#define ST_BIG_ENDIAN 0
-#endif
+/* The format is little-endian, and so is every host ddpbench builds for
+ * (x86-64, aarch64): its floats are read and written as they are. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a little-endian host");
 
 // ---------------------------------------------------------------------------
 // dtypes: every one the reference knows, with its size in bits
@@ -77,16 +75,7 @@ static uint64_t rd_le64(const uint8_t *p)
 
 void st_decode_f32(const uint8_t *src, size_t count, float *dst)
 {
-#if ST_BIG_ENDIAN
-    for (size_t i = 0; i < count; i++) {
-        const uint8_t *p = src + 4 * i;
-        uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                     (uint32_t)p[3] << 24;
-        memcpy(&dst[i], &v, 4);
-    }
-#else
     memcpy(dst, src, count * 4);
-#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -607,15 +596,12 @@ int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t
         return err_set(err, DDP_ERR_INPUT,
                        "the file ended inside the data of %s (changed while being read?)",
                        t->name);
-    if (hash) { /* the file's bytes, before any byte swap */
+    if (hash) {
         hash64_t h;
         tensor_hash_begin(&h, t->name, t->dtype, t->ndim, t->shape);
         hash64_update(&h, dst, n * 4);
         *hash = hash64_final(&h);
     }
-#if ST_BIG_ENDIAN
-    st_decode_f32((const uint8_t *)dst, n, dst);
-#endif
     return DDP_OK;
 }
 
@@ -787,27 +773,6 @@ static int build_header(const st_out_t *t, size_t nt, const st_kv_t *meta, size_
 // ---------------------------------------------------------------------------
 // writing: through an atomic file (base/atomic_file.h)
 
-static void write_f32(afile_t *a, const float *v, size_t n)
-{
-#if ST_BIG_ENDIAN
-    uint8_t buf[1 << 16];
-    while (n) {
-        size_t k = n < sizeof buf / 4 ? n : sizeof buf / 4;
-        for (size_t i = 0; i < k; i++) {
-            uint32_t u;
-            memcpy(&u, &v[i], 4);
-            for (int j = 0; j < 4; j++)
-                buf[4 * i + j] = (uint8_t)(u >> (8 * j));
-        }
-        afile_write(a, buf, 4 * k);
-        v += k;
-        n -= k;
-    }
-#else
-    afile_write(a, v, n * sizeof *v);
-#endif
-}
-
 int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
                   char *err)
 {
@@ -822,7 +787,7 @@ int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta,
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
-        write_f32(a, t[i].data, (size_t)count);
+        afile_write(a, t[i].data, (size_t)count * sizeof(float));
     }
     return DDP_OK;
 }
@@ -851,23 +816,13 @@ int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const s
         free(th);
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     }
-    /* the bytes as they will be in the file: little-endian F32 */
     for (size_t i = 0; i < nt; i++) {
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
         hash64_t h;
         tensor_hash_begin(&h, t[i].name, "F32", t[i].ndim, t[i].shape);
-#if ST_BIG_ENDIAN
-        for (uint64_t j = 0; j < count; j++) {
-            uint32_t u;
-            memcpy(&u, &t[i].data[j], 4);
-            uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
-            hash64_update(&h, b, 4);
-        }
-#else
         hash64_update(&h, t[i].data, (size_t)count * 4);
-#endif
         th[i] = (named_hash_t){t[i].name, hash64_final(&h)};
     }
     memcpy(kv, meta, nmeta * sizeof *kv);
