@@ -62,9 +62,7 @@ static bool has_cap_fowner(void)
 }
 
 /* Would rename(temporary, path) be refused for an existing regular file st?
- * The kernel's rules beyond write access to the directory (which creating
- * the temporary proved): the sticky bit, and the immutable and append-only
- * attributes. */
+ * Beyond write access to the directory: the sticky bit, immutable, append-only. */
 static int rename_allowed(const afile_t *a, const struct stat *st, char *err)
 {
     struct stat dst;
@@ -241,10 +239,9 @@ int afile_check(const char *path, char *err)
     return rc;
 }
 
-/* Both exist: the same device and inode.  One not yet: the same name in the
- * same folder, the folders by device and inode too (a bind mount shows one
- * folder under two paths that realpath keeps apart).  The splits are on the
- * heap: paths of PATH_MAX do not belong on the stack (docs/faults.md). */
+/* One not yet there: the same name in folders of the same device and inode
+ * (a bind mount shows one folder under two paths that realpath keeps apart).
+ * The splits are on the heap: paths of PATH_MAX do not belong on the stack. */
 bool afile_same_file(const char *x, const char *y)
 {
     struct stat sx, sy;

@@ -21,10 +21,8 @@ int interrupt_exit_status(void);
 /* Record sig as the request to stop (DDP's supervisor, which took it). */
 void interrupt_note(int sig);
 /* Follow a stop request another process makes: from now on
- * interrupt_pending() also returns *flag when it is set (read atomically).
- * DDP's ranks follow the flag their supervisor sets in the shared segment
- * when it is asked to stop, so every rank stops at a step's end instead of
- * being killed in the middle of one (or of a checkpoint write). */
+ * interrupt_pending() also returns *flag when it is set (read atomically):
+ * DDP's ranks follow their supervisor's flag in the shared segment. */
 void interrupt_follow(const int *flag);
 /* Block (true) or unblock SIGINT, SIGTERM and SIGHUP in this thread: around
  * a write that a signal's default action must not cut in half (a rank's

@@ -53,9 +53,8 @@ size_t schedule_step_rows(const schedule_t *s, long g);
 size_t schedule_view_rows(const schedule_t *s, long g);
 /* Rows rank r of the stream's R has in micro-batch `micro` of step g. */
 int schedule_rank_micro_rows(const schedule_t *s, long g, int micro, int r);
-/* Does every rank of the stream have its whole micro-batch in every
- * micro-batch of step g (no short last batch, no rank out of data)?  The
- * same answer on every rank: a step CUDA graphs may replay. */
+/* Does every rank have its whole micro-batch in every micro-batch of step g?
+ * The same answer on every rank: a step CUDA graphs may replay. */
 bool schedule_full_step(const schedule_t *s, long g);
 /* Does rank r have data in step g?  (false: it shadows the step) */
 bool schedule_rank_active(const schedule_t *s, long g, int r);

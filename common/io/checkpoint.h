@@ -70,13 +70,11 @@ typedef struct {
  * follows cfg->optim, as optim_init will. */
 int ckpt_run_init(ckpt_run_t *c, const config_t *cfg, const model_spec_t *spec,
                   const optim_t *o, int device_index, char *err);
-/* ckpt_run_load then ckpt_run_upload.  No-op without --resume. */
+/* ckpt_run_load then ckpt_run_upload; each a no-op without --resume. */
 int ckpt_run_resume(ckpt_run_t *c, schedule_t *s, float *host_params, optim_t *o, char *err);
-/* The host half: read --resume into host_params and the state buffers, set
- * s->start_step.  No-op without --resume. */
+/* The host half: --resume into host_params and the state buffers, s->start_step. */
 int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err);
-/* The device half: the loaded optimizer state into o, and o->step.  No-op
- * when nothing was loaded. */
+/* The device half: the loaded optimizer state into o, and o->step. */
 int ckpt_run_upload(ckpt_run_t *c, optim_t *o, char *err);
 /* Is a checkpoint due after step g (0-based)?  Every --checkpoint-every steps
  * from step 0, and after the last: the same answer on every thread and rank. */
