@@ -480,7 +480,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_TIME ?= 20
 FUZZ_LIB_C := common/base/status.c common/base/text.c common/base/atomic_file.c common/base/infile.c common/base/fault.c \
-              common/base/hash.c common/base/rng.c \
+              common/base/hash.c common/base/rng.c common/base/procfile.c \
               app/load/data_npy.c common/data/data.c \
               common/base/kinds.c common/io/safetensors.c
 build/fuzz/clang.ok: scripts/deps.sh

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/fs.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,6 +18,7 @@
 
 #include "common/base/fault.h"
 #include "common/base/infile.h"
+#include "common/base/procfile.h"
 #include "common/base/status.h"
 
 static int split_path(afile_t *a, const char *path, char *err)
@@ -52,29 +52,17 @@ static bool creation_is_users_fault(int e)
 // what may be replaced
 
 /* CAP_FOWNER in the effective set: it lets a process replace other users'
- * files in a sticky directory.  Read from /proc; root is assumed to hold it
- * when /proc cannot be read. */
+ * files in a sticky directory.  Root is assumed to hold it without /proc. */
 static bool has_cap_fowner(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
+    char v[64];
+    if (!procfile_value("/proc/self/status", "CapEff:", v, sizeof v))
         return geteuid() == 0;
-    char line[256];
-    bool cap = false;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "CapEff:", 7) == 0) {
-            unsigned long long v = strtoull(line + 7, NULL, 16);
-            cap = (v >> 3) & 1; /* CAP_FOWNER is capability 3 */
-            break;
-        }
-    fclose(f);
-    return cap;
+    return (strtoull(v, NULL, 16) >> 3) & 1; /* CAP_FOWNER is capability 3 */
 }
 
 /* Would rename(temporary, path) be refused for an existing regular file st?
- * The kernel's rules beyond write access to the directory (which creating
- * the temporary proved): the sticky bit, and the immutable and append-only
- * attributes. */
+ * Beyond write access to the directory: the sticky bit, immutable, append-only. */
 static int rename_allowed(const afile_t *a, const struct stat *st, char *err)
 {
     struct stat dst;
@@ -121,13 +109,10 @@ static int target_allowed(const afile_t *a, bool check_rename, char *err)
 // ---------------------------------------------------------------------------
 // the temporary
 
-/* A file that replaces one keeps its permissions, and its owner and group
- * where the process may give them (root: any; another user: a group of
- * theirs): a private 0600 checkpoint renamed over by a new 0644 file would
- * be readable by all.  Set on the empty temporary, before anything is
- * written to it; the owner first, as a chown may clear the mode's set-id
- * bits.  Neither failing stops the write: where a file system keeps no
- * modes (vfat), the old file had none to keep either. */
+/* A file that replaces one keeps its permissions (a private 0600 checkpoint
+ * must not become 0644), and its owner and group where the process may; set
+ * on the empty temporary, the owner first (a chown may clear set-id bits).
+ * Neither failing stops the write (vfat keeps no modes). */
 static void keep_mode(const afile_t *a, int fd)
 {
     struct stat st;
@@ -141,12 +126,10 @@ static void keep_mode(const afile_t *a, int fd)
     }
 }
 
-/* Create ".BASE.new.PID.XXXXXX" with O_EXCL and mode 0666 (the umask then
- * gives the file the mode any new file gets; mkstemp's 0600 would make
- * checkpoints unreadable to the user's group) or, replacing a file, that
- * file's mode (keep_mode); lock it, and only then give it its ".tmp."
- * name: a ".tmp." name is locked for as long as its writer lives, so a
- * cleaner that can take the lock knows the writer is dead. */
+/* Create ".BASE.new.PID.XXXXXX" with O_EXCL and mode 0666 (mkstemp's 0600
+ * would hide checkpoints from the user's group), lock it, and only then give
+ * it its ".tmp." name: a ".tmp." name is locked for as long as its writer
+ * lives, so a cleaner that can take the lock knows the writer is dead. */
 static int temp_open(afile_t *a, char *err)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -196,38 +179,21 @@ static int temp_open(afile_t *a, char *err)
 }
 
 /* Is name exactly what temp_open makes for base with the word kind ("tmp"
- * or "new"): "." base "." kind "." then a PID (1 to 10 digits, no leading
- * zero) "." then six letters or digits, and nothing more?  A user's
- * ".w.st.tmp.notes" or ".w.st.new.bak" is not ours and is never touched. */
+ * or "new"): "." base "." kind "." PID (1 to 10 digits, no leading zero) "."
+ * six letters or digits?  A user's ".w.st.tmp.notes" is never touched. */
 static bool is_our_temp(const char *name, const char *base, const char *kind)
 {
-    size_t bl = strlen(base), kl = strlen(kind);
-    if (name[0] != '.' || strncmp(name + 1, base, bl) != 0)
+    char pre[AFILE_PATH_MAX + 16], pid[12], tail[8];
+    int n = snprintf(pre, sizeof pre, ".%s.%s.", base, kind), end = 0;
+    if (strncmp(name, pre, (size_t)n) != 0 || name[n] == '0')
         return false;
-    const char *p = name + 1 + bl;
-    if (p[0] != '.' || strncmp(p + 1, kind, kl) != 0 || p[1 + kl] != '.')
-        return false;
-    p += 2 + kl;
-    int digits = 0;
-    if (*p == '0')
-        return false;
-    while (*p >= '0' && *p <= '9' && digits <= 10) {
-        p++;
-        digits++;
-    }
-    if (digits < 1 || digits > 10 || *p++ != '.')
-        return false;
-    for (int i = 0; i < 6; i++, p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
-            return false;
-    return *p == 0;
+    return sscanf(name + n, "%11[0-9].%7[A-Za-z0-9]%n", pid, tail, &end) == 2 &&
+           strlen(pid) <= 10 && strlen(tail) == 6 && name[n + end] == 0;
 }
 
-/* Remove ".BASE.tmp.PID.XXXXXX" (and minute-old ".BASE.new.PID.XXXXXX")
- * files whose lock can be taken: their writers are gone.  Only names of
- * exactly temp_open's pattern are considered; a live writer holds its lock;
- * a file whose lock cannot even be tried is kept, as is anything that is not
- * a regular file or changed name under us. */
+/* Remove our temporaries (".new." ones only a minute old) whose lock can be
+ * taken: their writers are gone.  A file whose lock cannot even be tried is
+ * kept, as is anything not a regular file or that changed name under us. */
 static void remove_stale_temps(const afile_t *a)
 {
     DIR *d = opendir(a->dir);
@@ -273,10 +239,9 @@ int afile_check(const char *path, char *err)
     return rc;
 }
 
-/* Both exist: the same device and inode.  One not yet: the same name in the
- * same folder, the folders by device and inode too (a bind mount shows one
- * folder under two paths that realpath keeps apart).  The splits are on the
- * heap: paths of PATH_MAX do not belong on the stack (docs/faults.md). */
+/* One not yet there: the same name in folders of the same device and inode
+ * (a bind mount shows one folder under two paths that realpath keeps apart).
+ * The splits are on the heap: paths of PATH_MAX do not belong on the stack. */
 bool afile_same_file(const char *x, const char *y)
 {
     struct stat sx, sy;

@@ -1,11 +1,5 @@
 /* common/base/hash.h: a 64-bit streaming hash of bytes, for checksums that
  * catch edits and corruption (not an adversary: it is not cryptographic).
- *
- *     hash64_t h;
- *     hash64_init(&h);
- *     hash64_update(&h, p, n);  ... any number of times, any split ...
- *     uint64_t v = hash64_final(&h);
- *
  * The same bytes give the same value however they are split between
  * updates.  Each 8-byte little-endian word is mixed into one of four lanes
  * (word i into lane i mod 4) with a multiply and a shift; the lanes and the

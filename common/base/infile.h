@@ -1,12 +1,7 @@
-/* common/base/infile.h: opening a file the user named for reading, without
- * ever blocking and only when it is a regular file.
- *
- * open(2) on a FIFO waits until something opens its other end, and a device
- * or a FIFO has no size to check a hostile file against; so every input
- * (--data, --targets, --init, --resume, --baseline) is opened here: with
- * O_NONBLOCK (a FIFO opens at once), checked with fstat to be a regular
- * file, then switched back to blocking reads.  Anything else is refused with
- * what it is ("is a FIFO, not a regular file"). */
+/* common/base/infile.h: opening a file the user named for reading (--data,
+ * --targets, --init, --resume, --baseline) only when it is a regular file
+ * (docs/options.md), and without ever blocking: open(2) on a FIFO waits for a
+ * writer, so the open is O_NONBLOCK and fstat checks what it is first. */
 #ifndef DDPBENCH_INFILE_H
 #define DDPBENCH_INFILE_H
 

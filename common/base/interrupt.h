@@ -1,17 +1,8 @@
-/* common/base/interrupt.h: SIGINT, SIGTERM and SIGHUP as a request to stop.
- *
- * One convention for every mode: a signal that was ignored when ddpbench
- * started (a background job of a non-interactive shell ignores SIGINT) stays
- * ignored; otherwise the first one asks the run to stop at the end of the
- * step it is in (loops see it through interrupt_pending(), which the step
- * meter checks after every step), nothing more is written, and main() exits
- * with 128 + the signal (130, 143, 129) after one line saying so.  The
- * handler puts the default action back, so a second signal ends the process
- * at once; and a run stuck where no step ends (a long load, a hung device)
- * ends by itself INTERRUPT_GRACE_S seconds after the first (SIGALRM), the
- * way the signal would have ended it (a SIGALRM from outside with no stop
- * request before it does what it would do unhandled: status 142).  DDP's supervisor handles the signals
- * itself while its ranks run and records them here. */
+/* common/base/interrupt.h: SIGINT, SIGTERM and SIGHUP as a request to stop at
+ * the end of the step (loops see interrupt_pending(), which the step meter
+ * checks), the grace of INTERRUPT_GRACE_S by SIGALRM, and exit 128 + the
+ * signal: the convention is docs/faults.md's "Signals".  DDP's supervisor
+ * handles the signals itself while its ranks run and records them here. */
 #ifndef DDPBENCH_INTERRUPT_H
 #define DDPBENCH_INTERRUPT_H
 
@@ -30,10 +21,8 @@ int interrupt_exit_status(void);
 /* Record sig as the request to stop (DDP's supervisor, which took it). */
 void interrupt_note(int sig);
 /* Follow a stop request another process makes: from now on
- * interrupt_pending() also returns *flag when it is set (read atomically).
- * DDP's ranks follow the flag their supervisor sets in the shared segment
- * when it is asked to stop, so every rank stops at a step's end instead of
- * being killed in the middle of one (or of a checkpoint write). */
+ * interrupt_pending() also returns *flag when it is set (read atomically):
+ * DDP's ranks follow their supervisor's flag in the shared segment. */
 void interrupt_follow(const int *flag);
 /* Block (true) or unblock SIGINT, SIGTERM and SIGHUP in this thread: around
  * a write that a signal's default action must not cut in half (a rank's

@@ -1,17 +1,10 @@
 /* common/base/status.h: the error convention shared by every module.
- *
- * Library code never exits.  A function that can fail returns one of the codes
- * below and writes one line (no "ddpbench: error:" prefix, no newline) into the
- * caller's buffer of ERR_LEN bytes.  Only main() turns a code into an exit
- * status, so tests can call anything without being killed by it.
- *
- * One idiom carries an error up: TRY(call) returns call's code from the
- * enclosing function when it is not DDP_OK; the callee has written the
- * message.  A seam that keeps its message on the object (a backend, a
- * communicator) is called through its check function, which copies the
- * message into err with its place: TRY(backend_check(be, rc, "forward", err)).
- * Cleanup belongs to the caller of the function that TRYs (setup / loop /
- * teardown functions, not gotos). */
+ * Library code never exits: a function that can fail returns a code below
+ * and writes one line (no "ddpbench: error:" prefix, no newline) into the
+ * caller's buffer of ERR_LEN bytes; only main() turns a code into an exit
+ * status.  TRY(call) carries a failure up; a seam that keeps its message on
+ * the object is called through its check function (backend_check).  Cleanup
+ * belongs to the caller of the function that TRYs (no gotos). */
 #ifndef DDPBENCH_STATUS_H
 #define DDPBENCH_STATUS_H
 

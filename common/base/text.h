@@ -1,12 +1,8 @@
-/* common/base/text.h: untrusted bytes shown in a one-line message.
- *
- * Every line that quotes what ddpbench did not write itself (a CSV field,
- * an .npy header key, a safetensors name or __metadata__ value, a
- * baseline's or an A/B child's words, a path the user typed) passes it
- * through text_escape, the one escaping function, so a hostile file cannot
- * put control characters or a newline on the terminal, nor make a line
- * arbitrarily long; main() passes every error line through it too.  And a
- * number as the user may write it (text_is_decimal). */
+/* common/base/text.h: untrusted bytes shown in a one-line message.  Every
+ * line that quotes what ddpbench did not write itself (a file's field or
+ * name, a child's words, a path) passes it through text_escape, so a hostile
+ * file cannot put control characters on the terminal or make a line
+ * arbitrarily long; main() passes every error line through it too. */
 #ifndef DDPBENCH_TEXT_H
 #define DDPBENCH_TEXT_H
 

@@ -1,10 +1,6 @@
-/* common/data/data.h: datasets on the host.
- *
- * A dataset is n rows of in_dim float features and tgt_cols float targets.
- * Class labels (for the ce loss) are stored as floats holding exact integers in
- * one target column.  Sources: synthetic sets generated from the seed (with a
- * random teacher, so they carry signal), and NumPy .npy files and CSV files
- * (app/load/load.h). */
+/* common/data/data.h: datasets on the host: n rows of in_dim float features
+ * and tgt_cols float targets (class ids for ce as exact integers in one
+ * column), synthetic from the seed or loaded from .npy and CSV (app/load/). */
 #ifndef DDPBENCH_DATA_H
 #define DDPBENCH_DATA_H
 

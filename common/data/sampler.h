@@ -1,13 +1,5 @@
-/* common/data/sampler.h: which sample indices a device sees, epoch by epoch.
- *
- * One rule for every mode, torch.utils.data.DistributedSampler's:
- *   num_samples = ceil(n / world)          (drop_last and n % world: ceil((n-world)/world))
- *   total       = num_samples * world
- *   indices     = shuffle ? randperm(n, seed + epoch) : 0..n-1
- *   padded by repeating indices from the start up to total (or truncated to total)
- *   rank r takes indices[r :: world].
- * Single mode and DP use world = 1 (the plain shuffled or sequential order), so
- * global step s draws the same set of samples in every mode. */
+/* common/data/sampler.h: torch.utils.data.DistributedSampler's sizes and
+ * order, one rule for every mode (docs/modes.md, "The sample stream"). */
 #ifndef DDPBENCH_SAMPLER_H
 #define DDPBENCH_SAMPLER_H
 
@@ -17,8 +9,7 @@
 
 typedef struct {
     size_t n;            /* dataset rows */
-    int world, rank;
-    bool shuffle, drop_last;
+    bool shuffle;
     uint64_t seed;
     size_t num_samples;  /* indices this rank sees per epoch */
     size_t total;        /* num_samples * world */
@@ -32,28 +23,5 @@ int sampler_init(sampler_t *s, size_t n, int world, int rank, bool shuffle, bool
  * without shuffle.  Rank r's indices are positions r, r+world, ... of it,
  * each taken modulo n (the padding repeats its start). */
 void sampler_permutation(const sampler_t *s, long epoch, uint32_t *perm);
-/* Fill out[num_samples] with this rank's indices for epoch; scratch holds n
- * uint32 (the permutation). */
-void sampler_epoch(const sampler_t *s, long epoch, uint32_t *out, uint32_t *scratch);
-
-/* How an epoch's num_samples indices split into micro-batches of `batch` rows
- * (DataLoader semantics: the last one smaller, or dropped with drop_last) and
- * those into optimizer steps of `accum` micro-batches (the last group may be
- * shorter and still steps). */
-typedef struct {
-    size_t samples;   /* num_samples */
-    int batch;        /* rows per micro-batch on this rank */
-    int accum;
-    bool drop_last;
-    size_t micro_batches; /* per epoch */
-    size_t steps;         /* optimizer steps per epoch */
-} epoch_plan_t;
-
-void epoch_plan_init(epoch_plan_t *p, size_t samples, int batch, int accum, bool drop_last);
-/* Micro-batch m of step s (0-based): first index position and rows; rows 0 when
- * that micro-batch does not exist (short last step). */
-void epoch_plan_micro(const epoch_plan_t *p, size_t step, int micro, size_t *first, int *rows);
-/* Rows in the whole optimizer step (the loss's mean denominator). */
-size_t epoch_plan_step_rows(const epoch_plan_t *p, size_t step);
 
 #endif

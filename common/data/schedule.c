@@ -28,7 +28,7 @@ static long global_rows(const schedule_t *s, long t)
             g += shard_rows(s, t, r);
         return g;
     }
-    if (t >= (long)s->plan.micro_batches)
+    if (t >= (long)s->micro_batches)
         return 0;
     long left = (long)s->sampler.total - t * s->cfg->batch;
     return left < s->cfg->batch ? left : s->cfg->batch;
@@ -92,13 +92,15 @@ static int shards_init(schedule_t *s, char *err)
 static int stream_init(schedule_t *s, char *err)
 {
     const config_t *c = s->cfg;
-    epoch_plan_init(&s->plan, s->sampler.total, c->batch, c->accum, c->drop_last);
-    if (s->plan.steps == 0)
+    size_t b = (size_t)c->batch, total = s->sampler.total;
+    /* DataLoader's: the last micro-batch shorter, or dropped with --drop-last */
+    s->micro_batches = c->drop_last ? total / b : (total + b - 1) / b;
+    if (s->micro_batches == 0)
         return err_set(err, DDP_ERR_INPUT,
                        "--batch: %d rows with --drop-last leave no full batch in the %zu samples "
                        "of an epoch (use --batch %zu or less, or no --drop-last)",
-                       c->batch, s->sampler.total, s->sampler.total);
-    s->steps_per_epoch = (long)s->plan.steps;
+                       c->batch, total, total);
+    s->steps_per_epoch = (long)((s->micro_batches + (size_t)c->accum - 1) / (size_t)c->accum);
     return DDP_OK;
 }
 
@@ -200,7 +202,7 @@ static void load_epoch(schedule_t *s, long epoch)
     }
     /* Rank r: rows r, r+R, ... of each micro-batch, a full one's at t*deal(B). */
     const int r = s->rank, per = deal(B, R, r);
-    for (long t = 0; t < (long)s->plan.micro_batches; t++) {
+    for (long t = 0; t < (long)s->micro_batches; t++) {
         int k = deal(global_rows(s, t), R, r);
         for (int j = 0; j < k; j++)
             s->ord[t * per + j] = s->perm[((size_t)t * B + (size_t)r + (size_t)R * j) % n];
@@ -273,14 +275,6 @@ bool schedule_rank_active(const schedule_t *s, long g, int r)
 long schedule_rank_steps(const schedule_t *s, int r)
 {
     return s->own_shards ? s->shard_steps[r] : s->steps_per_epoch;
-}
-
-bool schedule_uneven(const schedule_t *s)
-{
-    for (int r = 1; r < s->R && s->own_shards; r++)
-        if (s->shard_steps[r] != s->shard_steps[0])
-            return true;
-    return false;
 }
 
 long schedule_epoch_samples(const schedule_t *s)

@@ -1,32 +1,9 @@
 /* common/data/schedule.h: which samples each optimizer step reads, in the
- * whole (single, DP) or on one DDP rank.
- *
- * Every mode reads one sample stream, cut the same way, so a global step
- * trains on the same samples in every mode (the equivalence contract):
- *
- *   the DistributedSampler's stream (no --rank-samples): each epoch the
- *     order of sampler.h over R = --sampler-replicas (the DDP device count in
- *     ddp and compare, 1 in single and dp), padded by repeating its start up
- *     to ceil(n/R)*R samples, or cut to floor(n/R)*R with --drop-last; global
- *     micro-batch t is its rows [t*B, t*B + B) (the last one shorter, or
- *     dropped with --drop-last), and DDP rank r takes the rows r, r+R, r+2R,
- *     ... of it: ceil((B-r)/R) rows (86, 85, 85 for 256 over 3), exactly its
- *     DistributedSampler shard indices[r::R] read batch/R at a time when R
- *     divides B.
- *
- *   --rank-samples n0,n1,..: each epoch's order is dealt in blocks, rank r
- *     getting the next n_r samples, which it reads alone in micro-batches of
- *     its share of B (ceil((B-r)/R) rows, or --batch-per-device): its own
- *     DataLoader.  Rank r runs ceil(n_r / rows) micro-batches an epoch (floor
- *     with --drop-last); an epoch lasts as many steps as its longest rank,
- *     and a rank out of data shadows the rest (join).  Global micro-batch t
- *     is the rank r micro-batches t laid end to end in rank order: what a
- *     single device reading the same stream trains on.
- *
- * Optimizer steps group --accum micro-batches (the epoch's last step may
- * have fewer).  The loss of a step is the mean over its global rows, so a
- * DDP rank scales its part by ranks / global rows and the all-reduce's
- * average gives every rank the global mean gradient. */
+ * whole (single, DP) or on one DDP rank: every mode reads one sample stream,
+ * cut the same way (docs/modes.md, "The sample stream"), so a global step
+ * trains on the same samples in every mode.  Steps group --accum micro-batches
+ * (the epoch's last may have fewer); the loss is the mean over a step's
+ * global rows, so a DDP rank scales its part by ranks / global rows. */
 #ifndef DDPBENCH_SCHEDULE_H
 #define DDPBENCH_SCHEDULE_H
 
@@ -45,7 +22,7 @@ typedef struct {
     int R;                 /* the stream's ranks (config_stream_ranks) */
     bool own_shards;       /* --rank-samples */
     sampler_t sampler;     /* the DistributedSampler's sizes over R replicas */
-    epoch_plan_t plan;     /* the global micro-batches of the sampler's stream */
+    size_t micro_batches;  /* the sampler stream's global micro-batches an epoch */
     long steps_per_epoch;
     long total_steps;      /* optimizer steps in the whole run */
     long start_step;       /* the first step this process runs (> 0 after --resume) */
@@ -76,16 +53,13 @@ size_t schedule_step_rows(const schedule_t *s, long g);
 size_t schedule_view_rows(const schedule_t *s, long g);
 /* Rows rank r of the stream's R has in micro-batch `micro` of step g. */
 int schedule_rank_micro_rows(const schedule_t *s, long g, int micro, int r);
-/* Does every rank of the stream have its whole micro-batch in every
- * micro-batch of step g (no short last batch, no rank out of data)?  The
- * same answer on every rank: a step CUDA graphs may replay. */
+/* Does every rank have its whole micro-batch in every micro-batch of step g?
+ * The same answer on every rank: a step CUDA graphs may replay. */
 bool schedule_full_step(const schedule_t *s, long g);
 /* Does rank r have data in step g?  (false: it shadows the step) */
 bool schedule_rank_active(const schedule_t *s, long g, int r);
 /* Steps per epoch in which rank r has data (steps_per_epoch unless --rank-samples). */
 long schedule_rank_steps(const schedule_t *s, int r);
-/* Do the ranks run different numbers of steps per epoch (so some must join)? */
-bool schedule_uneven(const schedule_t *s);
 /* Samples one epoch trains on, all ranks together (the padded stream less
  * a dropped last batch, or the ranks' shards less theirs). */
 long schedule_epoch_samples(const schedule_t *s);

@@ -2,7 +2,6 @@
  * checkpoint.h for the names and the metadata). */
 #include "common/io/checkpoint.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "common/io/safetensors.h"
 #include "common/base/status.h"
 
+#define CKPT_FORMAT "2"
 #define CKPT_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS) /* parameters + two state arenas */
 #define MAX_FACTS 24
 
@@ -32,6 +32,7 @@ typedef struct {
     st_expect_t e[CKPT_MAX_TENSORS];
     int arena[CKPT_MAX_TENSORS]; /* 0: parameters, 1 + k: state arena k */
     size_t off[CKPT_MAX_TENSORS]; /* floats into that arena */
+    st_out_t out[CKPT_MAX_TENSORS]; /* list_out's */
     size_t n;
 } tensor_list_t;
 
@@ -62,36 +63,27 @@ static void list_build(tensor_list_t *L, const model_spec_t *spec, optim_kind_t 
             }
 }
 
-static int write_list(const char *path, const tensor_list_t *L, const float *params,
-                      const float *const *state, const st_kv_t *meta, size_t nmeta, bool kill,
-                      bool checksum, char *err)
+/* The list's tensors as the writer takes them, into L->out. */
+static void list_out(tensor_list_t *L, const float *params, const float *const *state)
 {
-    st_out_t out[CKPT_MAX_TENSORS];
     for (size_t i = 0; i < L->n; i++) {
         const float *base = L->arena[i] ? state[L->arena[i] - 1] : params;
-        out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
-                            base + L->off[i]};
+        L->out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
+                               base + L->off[i]};
     }
-    return checksum ? st_write_checksummed(path, out, L->n, meta, nmeta, kill, err)
-                    : st_write(path, out, L->n, meta, nmeta, kill, err);
 }
 
-/* "0.weight [3, 1] is nan" for element k of tensor t. */
-static void describe_value(const st_tensor_t *t, uint64_t k, float v, char *out, size_t size)
+/* "0.weight [3, 1] is nan: ..." for element k of tensor t. */
+static int nonfinite_error(const st_tensor_t *t, uint64_t k, float v, char *err)
 {
     const char *what = isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    char where[160];
     if (t->ndim == 2 && t->shape[1])
-        snprintf(out, size, "%s [%llu, %llu] is %s", t->name,
+        snprintf(where, sizeof where, "%s [%llu, %llu] is %s", t->name,
                  (unsigned long long)(k / t->shape[1]), (unsigned long long)(k % t->shape[1]),
                  what);
     else
-        snprintf(out, size, "%s [%llu] is %s", t->name, (unsigned long long)k, what);
-}
-
-static int nonfinite_error(const st_tensor_t *t, uint64_t k, float v, char *err)
-{
-    char where[160];
-    describe_value(t, k, v, where, sizeof where);
+        snprintf(where, sizeof where, "%s [%llu] is %s", t->name, (unsigned long long)k, what);
     return err_set(err, DDP_ERR_INPUT, "%s: the file holds values that are not finite numbers",
                    where);
 }
@@ -168,7 +160,7 @@ static int state_count(const config_t *cfg)
 static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                          const model_spec_t *spec, const float *params, char *err)
 {
-    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    tensor_list_t *L = malloc(sizeof *L); /* 29 KB: not on the stack (docs/faults.md) */
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     list_build(L, spec, cfg->optim.kind, 0);
@@ -179,17 +171,10 @@ static int weights_write(const char *path, afile_t *a, const config_t *cfg,
                             {"layers", layers},
                             {"act", act_name(spec->act)},
                             {"loss", loss_name(cfg->loss)}};
-    int rc;
-    if (!path) {
-        st_out_t out[CKPT_MAX_TENSORS];
-        for (size_t i = 0; i < L->n; i++)
-            out[i] = (st_out_t){L->name[i], L->e[i].ndim, {L->e[i].shape[0], L->e[i].shape[1]},
-                                params + L->off[i]};
-        rc = st_write_into(a, out, L->n, meta, sizeof meta / sizeof meta[0], err);
-    } else {
-        rc = write_list(path, L, params, NULL, meta, sizeof meta / sizeof meta[0], false, false,
-                        err);
-    }
+    list_out(L, params, NULL);
+    size_t nm = sizeof meta / sizeof meta[0];
+    int rc = path ? st_write(path, L->out, L->n, meta, nm, false, err)
+                  : st_write_into(a, L->out, L->n, meta, nm, err);
     free(L);
     return rc;
 }
@@ -245,7 +230,7 @@ int ckpt_load_weights(const char *path, const char *what, const model_spec_t *sp
                       float *params, char *err)
 {
     st_file_t sf;
-    tensor_list_t *L = malloc(sizeof *L); /* 21 KB: not on the stack (docs/faults.md) */
+    tensor_list_t *L = malloc(sizeof *L); /* 29 KB: not on the stack (docs/faults.md) */
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "%s %s: out of memory", what, path);
     int rc = open_weights(&sf, L, path, what, spec, err);
@@ -381,55 +366,51 @@ static int run_facts(const schedule_t *s, fact_t *f)
         config_value_text(&v, "true", "false", f[n].val, sizeof f[n].val);
         n++;
     }
-#define FACT(k, opt)                                                                            \
-    do {                                                                                        \
-        snprintf(f[n].key, sizeof f[n].key, "%s", k);                                           \
-        snprintf(f[n].option, sizeof f[n].option, "%s", opt);                                   \
-        n++;                                                                                    \
-    } while (0)
+    static const char *const joined[][2] = {{"world", "device count"},
+                                            {"stream", "the sample stream"},
+                                            {"data", "data"},
+                                            {"data_hash", "data contents"}};
     snprintf(f[n].val, sizeof f[n].val, "%d", ckpt_world(c));
-    FACT("world", "device count");
-    stream_identity(c, f[n].val, sizeof f[n].val);
-    FACT("stream", "the sample stream");
-    data_identity(c, s->data, f[n].val, sizeof f[n].val);
-    FACT("data", "data");
-    data_contents(s->data, f[n].val, sizeof f[n].val);
-    FACT("data_hash", "data contents");
-#undef FACT
+    stream_identity(c, f[n + 1].val, sizeof f[n + 1].val);
+    data_identity(c, s->data, f[n + 2].val, sizeof f[n + 2].val);
+    data_contents(s->data, f[n + 3].val, sizeof f[n + 3].val);
+    for (int k = 0; k < 4; k++, n++) {
+        snprintf(f[n].key, sizeof f[n].key, "%s", joined[k][0]);
+        snprintf(f[n].option, sizeof f[n].option, "%s", joined[k][1]);
+    }
     return n;
 }
 
 // ---------------------------------------------------------------------------
 // checkpoints
 
-int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
-              const float *params, const float *const *state, int nstate, const ckpt_pos_t *pos,
-              bool kill_before_rename, char *err)
+/* Where a checkpoint stands (the next step, and the sampler's state). */
+static const char *const pos_keys[] = {"global_step", "optim_step", "epoch", "epoch_step",
+                                       "steps_per_epoch"};
+
+/* The checkpoint of the run s belongs to: host parameters and nstate state
+ * arenas, each spec->nparams floats. */
+static int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
+                     const float *params, const float *const *state, int nstate,
+                     const ckpt_pos_t *pos, bool kill_before_rename, char *err)
 {
     fact_t facts[MAX_FACTS];
     int nf = run_facts(s, facts);
     long spe = s->steps_per_epoch;
     long epoch = pos->global_step / spe;
-    char num[5][24];
-    snprintf(num[0], sizeof num[0], "%ld", pos->global_step);
-    snprintf(num[1], sizeof num[1], "%ld", pos->optim_step);
-    snprintf(num[2], sizeof num[2], "%ld", epoch);
-    snprintf(num[3], sizeof num[3], "%ld", pos->global_step % spe);
-    snprintf(num[4], sizeof num[4], "%ld", spe);
-    char shuffle_seed[24];
-    snprintf(shuffle_seed, sizeof shuffle_seed, "%llu",
-             (unsigned long long)(s->cfg->seed + (uint64_t)epoch));
+    long vals[] = {pos->global_step, pos->optim_step, epoch, pos->global_step % spe, spe};
+    char num[6][24];
     st_kv_t meta[MAX_FACTS + 12];
     size_t nm = 0;
     meta[nm++] = (st_kv_t){"format", "pt"};
     meta[nm++] = (st_kv_t){"producer", "ddpbench " DDPBENCH_VERSION};
     meta[nm++] = (st_kv_t){"checkpoint", CKPT_FORMAT};
-    meta[nm++] = (st_kv_t){"global_step", num[0]};
-    meta[nm++] = (st_kv_t){"optim_step", num[1]};
-    meta[nm++] = (st_kv_t){"epoch", num[2]};
-    meta[nm++] = (st_kv_t){"epoch_step", num[3]};
-    meta[nm++] = (st_kv_t){"steps_per_epoch", num[4]};
-    meta[nm++] = (st_kv_t){"shuffle_seed", shuffle_seed};
+    for (int i = 0; i < 5; i++) {
+        snprintf(num[i], sizeof num[i], "%ld", vals[i]);
+        meta[nm++] = (st_kv_t){pos_keys[i], num[i]};
+    }
+    snprintf(num[5], sizeof num[5], "%llu", (unsigned long long)(s->cfg->seed + (uint64_t)epoch));
+    meta[nm++] = (st_kv_t){"shuffle_seed", num[5]};
     for (int i = 0; i < nf; i++)
         meta[nm++] = (st_kv_t){facts[i].key, facts[i].val};
 
@@ -437,7 +418,8 @@ int ckpt_save(const char *path, const schedule_t *s, const model_spec_t *spec,
     if (!L)
         return err_set(err, DDP_ERR_RUNTIME, "--checkpoint %s: out of memory", path);
     list_build(L, spec, s->cfg->optim.kind, nstate);
-    int rc = write_list(path, L, params, state, meta, nm, kill_before_rename, true, err);
+    list_out(L, params, state);
+    int rc = st_write_checksummed(path, L->out, L->n, meta, nm, kill_before_rename, err);
     free(L);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--checkpoint %s", path);
 }
@@ -502,13 +484,11 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
                            facts[i].option, old, facts[i].option, facts[i].val);
     }
     long g, os, epoch, epoch_step, spe;
-    static const char *const keys[] = {"global_step", "optim_step", "epoch", "epoch_step",
-                                        "steps_per_epoch"};
     long *vals[] = {&g, &os, &epoch, &epoch_step, &spe};
     for (int i = 0; i < 5; i++)
-        if (!parse_count(st_meta(h, keys[i]), vals[i]))
+        if (!parse_count(st_meta(h, pos_keys[i]), vals[i]))
             return err_set(err, DDP_ERR_INPUT, "__metadata__ '%s' is missing or not a count",
-                           keys[i]);
+                           pos_keys[i]);
     if (spe != s->steps_per_epoch)
         return err_set(err, DDP_ERR_INPUT,
                        "the checkpoint's epochs have %ld steps, this run's %ld", spe,
@@ -539,8 +519,9 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
     return DDP_OK;
 }
 
-int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec, float *params,
-              float *const *state, int nstate, ckpt_pos_t *pos, char *err)
+/* Check a checkpoint against the run and read it ("--resume PATH: " messages). */
+static int ckpt_load(const char *path, const schedule_t *s, const model_spec_t *spec,
+                     float *params, float *const *state, int nstate, ckpt_pos_t *pos, char *err)
 {
     st_file_t sf;
     int rc = st_open(&sf, path, err);
@@ -623,7 +604,7 @@ int ckpt_preflight(const config_t *cfg, const model_spec_t *spec, const dataset_
     }
     free(L);
     for (int i = 0; i < 2 && rc == DDP_OK; i++)
-        if (outs[i].path[0] && (rc = st_check_writable(outs[i].path, err)) != DDP_OK)
+        if (outs[i].path[0] && (rc = afile_check(outs[i].path, err)) != DDP_OK)
             err_prefix(err, rc, "%s %s", outs[i].opt, outs[i].path);
     return rc;
 }

@@ -8,13 +8,10 @@
 
 #include <cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include "common/base/atomic_file.h"
 #include "common/base/hash.h"
@@ -25,11 +22,9 @@
 #define ST_INT_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 #define NAME_SHOW 48                 /* characters of a hostile name shown in a message */
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define ST_BIG_ENDIAN 1
-#else
-#define ST_BIG_ENDIAN 0
-#endif
+/* The format is little-endian, and so is every host ddpbench builds for
+ * (x86-64, aarch64): its floats are read and written as they are. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a little-endian host");
 
 // ---------------------------------------------------------------------------
 // dtypes: every one the reference knows, with its size in bits
@@ -80,23 +75,15 @@ static uint64_t rd_le64(const uint8_t *p)
 
 void st_decode_f32(const uint8_t *src, size_t count, float *dst)
 {
-#if ST_BIG_ENDIAN
-    for (size_t i = 0; i < count; i++) {
-        const uint8_t *p = src + 4 * i;
-        uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                     (uint32_t)p[3] << 24;
-        memcpy(&dst[i], &v, 4);
-    }
-#else
     memcpy(dst, src, count * 4);
-#endif
 }
 
 // ---------------------------------------------------------------------------
 // the length prefix
 
-int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
-                 char *err)
+/* The header length from the first len bytes (len >= min(file_size, 8)). */
+static int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
+                        char *err)
 {
     if (file_size == 0)
         return err_set(err, DDP_ERR_INPUT, "the file is empty (not a .safetensors file)");
@@ -203,18 +190,19 @@ static int cmp_strings(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const st_kv_t *)a)->key, ((const st_kv_t *)b)->key);
+}
+
 static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
 {
     char a[NAME_SHOW + 4];
     if (!cJSON_IsObject(m))
         return err_set(err, DDP_ERR_INPUT,
                        "__metadata__ is not a JSON object (it must map strings to strings)");
-    size_t n = 0;
-    for (const cJSON *c = m->child; c; c = c->next)
-        n++;
-    h->meta_key = calloc(n ? n : 1, sizeof *h->meta_key);
-    h->meta_val = calloc(n ? n : 1, sizeof *h->meta_val);
-    if (!h->meta_key || !h->meta_val)
+    size_t n = (size_t)cJSON_GetArraySize(m);
+    if (!(h->meta = calloc(n ? n : 1, sizeof *h->meta)))
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
     for (const cJSON *c = m->child; c; c = c->next) {
         if (!cJSON_IsString(c))
@@ -222,22 +210,15 @@ static int parse_metadata(const cJSON *m, st_header_t *h, char *err)
                            "__metadata__ value of '%s' is not a string (safetensors metadata "
                            "holds strings only)",
                            show(c->string, a, sizeof a));
-        h->meta_key[h->nmeta] = c->string;
-        h->meta_val[h->nmeta++] = c->valuestring;
+        h->meta[h->nmeta++] = (st_kv_t){c->string, c->valuestring};
     }
-    /* Duplicates through a sorted copy: a hostile header may hold millions of keys. */
-    const char **sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted)
-        return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header");
-    memcpy(sorted, h->meta_key, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, cmp_strings);
-    int rc = DDP_OK;
-    for (size_t i = 1; i < n && rc == DDP_OK; i++)
-        if (strcmp(sorted[i - 1], sorted[i]) == 0)
-            rc = err_set(err, DDP_ERR_INPUT, "__metadata__ names '%s' twice",
-                         show(sorted[i], a, sizeof a));
-    free(sorted);
-    return rc;
+    /* Duplicates once sorted: a hostile header may hold millions of keys. */
+    qsort(h->meta, n, sizeof *h->meta, cmp_kv);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(h->meta[i - 1].key, h->meta[i].key) == 0)
+            return err_set(err, DDP_ERR_INPUT, "__metadata__ names '%s' twice",
+                           show(h->meta[i].key, a, sizeof a));
+    return DDP_OK;
 }
 
 static int parse_tensor(const cJSON *c, uint64_t data_len, st_tensor_t *t, char *err)
@@ -382,9 +363,7 @@ static int header_entries(const cJSON *root, st_header_t *h, char *err)
 {
     if (!cJSON_IsObject(root))
         return err_set(err, DDP_ERR_INPUT, "the header is not a JSON object");
-    size_t n = 0;
-    for (const cJSON *c = root->child; c; c = c->next)
-        n++;
+    size_t n = (size_t)cJSON_GetArraySize(root);
     if (!(h->t = calloc(n ? n : 1, sizeof *h->t)))
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the header (%zu entries)", n);
     for (const cJSON *c = root->child; c; c = c->next) {
@@ -408,8 +387,9 @@ static int header_entries(const cJSON *root, st_header_t *h, char *err)
     return check_tiling(h, err);
 }
 
-int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_header_t *h,
-                    char *err)
+/* The header text (header_len bytes, not NUL terminated); *h is empty on failure. */
+static int st_parse_header(const char *text, size_t header_len, uint64_t file_size,
+                           st_header_t *h, char *err)
 {
     memset(h, 0, sizeof *h);
     if (file_size < ST_PREFIX || header_len > ST_HEADER_MAX || header_len > file_size - ST_PREFIX)
@@ -455,8 +435,7 @@ void st_header_free(st_header_t *h)
 {
     cJSON_Delete(h->json);
     free(h->t);
-    free(h->meta_key);
-    free(h->meta_val);
+    free(h->meta);
     memset(h, 0, sizeof *h);
 }
 
@@ -468,10 +447,9 @@ const st_tensor_t *st_find(const st_header_t *h, const char *name)
 
 const char *st_meta(const st_header_t *h, const char *key)
 {
-    for (size_t i = 0; i < h->nmeta; i++)
-        if (strcmp(h->meta_key[i], key) == 0)
-            return h->meta_val[i];
-    return NULL;
+    st_kv_t k = {key, NULL};
+    const st_kv_t *f = h->nmeta ? bsearch(&k, h->meta, h->nmeta, sizeof k, cmp_kv) : NULL;
+    return f ? f->val : NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -598,15 +576,6 @@ static void tensor_hash_begin(hash64_t *h, const char *name, const char *dtype, 
         hash64_u64(h, shape[d]);
 }
 
-uint64_t st_tensor_hash(const char *name, const char *dtype, int ndim, const uint64_t *shape,
-                        const void *data, size_t bytes)
-{
-    hash64_t h;
-    tensor_hash_begin(&h, name, dtype, ndim, shape);
-    hash64_update(&h, data, bytes);
-    return hash64_final(&h);
-}
-
 static int seek_tensor(st_file_t *sf, const st_tensor_t *t, char *err)
 {
     if (strcmp(t->dtype, "F32") != 0)
@@ -627,12 +596,12 @@ int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t
         return err_set(err, DDP_ERR_INPUT,
                        "the file ended inside the data of %s (changed while being read?)",
                        t->name);
-    /* the file's bytes, before any byte swap */
-    if (hash)
-        *hash = st_tensor_hash(t->name, t->dtype, t->ndim, t->shape, dst, n * 4);
-#if ST_BIG_ENDIAN
-    st_decode_f32((const uint8_t *)dst, n, dst);
-#endif
+    if (hash) {
+        hash64_t h;
+        tensor_hash_begin(&h, t->name, t->dtype, t->ndim, t->shape);
+        hash64_update(&h, dst, n * 4);
+        *hash = hash64_final(&h);
+    }
     return DDP_OK;
 }
 
@@ -680,11 +649,6 @@ int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *f
     return rc;
 }
 
-static int cmp_kv(const void *a, const void *b)
-{
-    return strcmp(((const st_kv_t *)a)->key, ((const st_kv_t *)b)->key);
-}
-
 typedef struct {
     const char *name;
     uint64_t hash;
@@ -723,19 +687,12 @@ int st_checksum_check(const st_header_t *h, const char *const *names, const uint
     if (n != h->nt)
         return err_set(err, DDP_ERR_INPUT, "internal: %zu tensor hashes for %zu tensors", n,
                        h->nt);
-    st_kv_t *kv = malloc((h->nmeta ? h->nmeta : 1) * sizeof *kv);
     named_hash_t *th = malloc((n ? n : 1) * sizeof *th);
-    if (!kv || !th) {
-        free(kv);
-        free(th);
+    if (!th)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
-    }
-    for (size_t i = 0; i < h->nmeta; i++)
-        kv[i] = (st_kv_t){h->meta_key[i], h->meta_val[i]};
     for (size_t i = 0; i < n; i++)
         th[i] = (named_hash_t){names[i], hashes[i]};
-    uint64_t got = checksum_of(kv, h->nmeta, th, n);
-    free(kv);
+    uint64_t got = checksum_of(h->meta, h->nmeta, th, n); /* sorted already: sorts nothing */
     free(th);
     char hex[24];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)got);
@@ -816,29 +773,6 @@ static int build_header(const st_out_t *t, size_t nt, const st_kv_t *meta, size_
 // ---------------------------------------------------------------------------
 // writing: through an atomic file (base/atomic_file.h)
 
-static void write_f32(afile_t *a, const float *v, size_t n)
-{
-#if ST_BIG_ENDIAN
-    uint8_t buf[1 << 16];
-    while (n) {
-        size_t k = n < sizeof buf / 4 ? n : sizeof buf / 4;
-        for (size_t i = 0; i < k; i++) {
-            uint32_t u;
-            memcpy(&u, &v[i], 4);
-            for (int j = 0; j < 4; j++)
-                buf[4 * i + j] = (uint8_t)(u >> (8 * j));
-        }
-        afile_write(a, buf, 4 * k);
-        v += k;
-        n -= k;
-    }
-#else
-    afile_write(a, v, n * sizeof *v);
-#endif
-}
-
-int st_check_writable(const char *path, char *err) { return afile_check(path, err); }
-
 int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
                   char *err)
 {
@@ -853,13 +787,13 @@ int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta,
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
-        write_f32(a, t[i].data, (size_t)count);
+        afile_write(a, t[i].data, (size_t)count * sizeof(float));
     }
     return DDP_OK;
 }
 
-static int write_file(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
-                      size_t nmeta, bool kill_before_rename, char *err)
+int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
+             bool kill_before_rename, char *err)
 {
     afile_t a;
     int rc = afile_open(&a, path, err);
@@ -872,12 +806,6 @@ static int write_file(const char *path, const st_out_t *t, size_t nt, const st_k
     return afile_commit(&a, kill_before_rename, err);
 }
 
-int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
-             bool kill_before_rename, char *err)
-{
-    return write_file(path, t, nt, meta, nmeta, kill_before_rename, err);
-}
-
 int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
                          size_t nmeta, bool kill_before_rename, char *err)
 {
@@ -888,23 +816,13 @@ int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const s
         free(th);
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     }
-    /* the bytes as they will be in the file: little-endian F32 */
     for (size_t i = 0; i < nt; i++) {
         uint64_t count = 1;
         for (int d = 0; d < t[i].ndim; d++)
             count *= t[i].shape[d];
         hash64_t h;
         tensor_hash_begin(&h, t[i].name, "F32", t[i].ndim, t[i].shape);
-#if ST_BIG_ENDIAN
-        for (uint64_t j = 0; j < count; j++) {
-            uint32_t u;
-            memcpy(&u, &t[i].data[j], 4);
-            uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
-            hash64_update(&h, b, 4);
-        }
-#else
         hash64_update(&h, t[i].data, (size_t)count * 4);
-#endif
         th[i] = (named_hash_t){t[i].name, hash64_final(&h)};
     }
     memcpy(kv, meta, nmeta * sizeof *kv);
@@ -913,7 +831,7 @@ int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const s
     /* the metadata as given, the checksum last */
     memcpy(kv, meta, nmeta * sizeof *kv);
     kv[nmeta] = (st_kv_t){ST_CHECKSUM_KEY, hex};
-    int rc = write_file(path, t, nt, kv, nmeta + 1, kill_before_rename, err);
+    int rc = st_write(path, t, nt, kv, nmeta + 1, kill_before_rename, err);
     free(kv);
     free(th);
     return rc;

@@ -1,38 +1,10 @@
-/* common/io/safetensors.h: the .safetensors format: a reader that treats the
- * file as hostile, and a writer that replaces files atomically.
- *
- * A file is 8 bytes N (little-endian u64), N bytes of JSON header, then the
- * data region:
- *   {"__metadata__": {"key": "value", ...},
- *    "0.weight": {"dtype": "F32", "shape": [10, 4], "data_offsets": [0, 160]}, ...}
- * data_offsets are [begin, end) bytes from the start of the data region.
- *
- * The reader checks what the reference implementation (huggingface/safetensors,
- * read_metadata + Metadata::validate) checks, in this order, and stops at the
- * first problem with one line in err (no file name: the caller prefixes it):
- *   - the file holds the 8-byte length; N <= ST_HEADER_MAX (100,000,000 bytes,
- *     the reference's MAX_HEADER_SIZE); 8 + N <= the file size, all before
- *     anything is allocated for the header;
- *   - the header is UTF-8, a JSON object (cJSON), followed only by whitespace;
- *   - "__metadata__", when present, maps strings to strings;
- *   - every other key is a tensor with a known dtype, a shape of non-negative
- *     integers and two data_offsets begin <= end; (end - begin) equals
- *     product(shape) * dtype size (overflow checked);
- *   - sorted by offset, the tensors tile the data region exactly: the first
- *     begins at 0, each begins where the previous ends (no overlap, no gap),
- *     and the last ends at the end of the file (no trailing bytes).
- * Stricter than the reference, so that no two readings of one file can differ:
- * a key may appear once, a tensor entry holds exactly those three fields,
- * strings hold no raw control characters and no \u0000, rank <= ST_MAX_DIMS.
- *
- * The writer builds the header with cJSON (the __metadata__ first, then the
- * tensors in the order given, data in that order), pads it with spaces to a
- * multiple of 8 like the reference writer, and writes the file atomically: a
- * temporary ".NAME.tmp.PID.XXXXXX" in the same directory, fflush + fsync,
- * rename over NAME, fsync of the directory.  A process killed before the
- * rename leaves the old file untouched and its temporary behind; the next
- * successful write of NAME removes temporaries of that pattern whose process
- * is gone. */
+/* common/io/safetensors.h: the .safetensors format (docs/checkpoints.md): a
+ * reader that treats the file as hostile and a writer that replaces files
+ * atomically (base/atomic_file.h).  The reader checks what the reference's
+ * read_metadata + Metadata::validate do (the tensors tile the data exactly),
+ * and more, so that no two readings of one file can differ: no key twice,
+ * exactly three fields a tensor, no control character or \u0000 in a string.
+ * It stops at the first problem with one line in err (no file name). */
 #ifndef DDPBENCH_SAFETENSORS_H
 #define DDPBENCH_SAFETENSORS_H
 
@@ -58,28 +30,23 @@ typedef struct {
 } st_tensor_t;
 
 typedef struct {
+    const char *key, *val;
+} st_kv_t;
+
+typedef struct {
     uint64_t header_len;         /* N */
     uint64_t data_start;         /* 8 + N: where the data region begins in the file */
     uint64_t data_len;           /* bytes of the data region */
     st_tensor_t *t;              /* sorted by name */
     size_t nt;
-    const char **meta_key;       /* __metadata__, in file order */
-    const char **meta_val;
+    st_kv_t *meta;               /* __metadata__, sorted by key */
     size_t nmeta;
     bool has_metadata;
     void *json;                  /* the cJSON tree the strings point into */
 } st_header_t;
 
-/* The header length from the first len bytes of a file of file_size bytes:
- * checks the three bounds above.  len >= min(file_size, 8). */
-int st_parse_len(const uint8_t *buf, size_t len, uint64_t file_size, uint64_t *header_len,
-                 char *err);
-/* The header text (header_len bytes, not NUL terminated) of a file of
- * file_size bytes: every other check above.  *h is empty on failure. */
-int st_parse_header(const char *text, size_t header_len, uint64_t file_size, st_header_t *h,
-                    char *err);
-/* Both, from a buffer holding the file's first len bytes (the fuzzer's entry;
- * len must cover 8 + N, which a whole file always does). */
+/* Parse from a buffer holding the file's first len bytes (the fuzzer's
+ * entry; len must cover 8 + N, which a whole file always does). */
 int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, st_header_t *h, char *err);
 void st_header_free(st_header_t *h);
 
@@ -90,8 +57,7 @@ void st_shape_str(const int ndim, const uint64_t *shape, char *out, size_t size)
 
 /* What a reader expects: F32 tensors with these shapes and nothing else,
  * except names starting with ignore_prefix (NULL: none).  Reports the first
- * missing tensor, wrong dtype or wrong shape (in the order given), then the
- * first extra tensor, e.g. "0.weight has shape [10, 5], the model needs [10, 4]". */
+ * missing tensor, wrong dtype or shape (in the order given), then an extra. */
 typedef struct {
     const char *name;
     int ndim;
@@ -112,8 +78,7 @@ typedef struct {
     st_header_t h;
 } st_file_t;
 
-/* Open and parse; DDP_ERR_INPUT for a missing, unreadable, non-regular (a
- * FIFO, a device: base/infile.h) or malformed file. */
+/* Open (base/infile.h) and parse; DDP_ERR_INPUT for a bad file. */
 int st_open(st_file_t *sf, const char *path, char *err);
 /* Read an F32 tensor of the open file into dst (t->count floats). */
 int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err);
@@ -127,21 +92,13 @@ int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *f
 void st_close(st_file_t *sf);
 
 // ---------------------------------------------------------------------------
-// the content checksum (checkpoints)
-//
-// __metadata__ "checksum" holds 16 hex digits of a 64-bit hash (base/hash.h)
-// of every other __metadata__ entry (sorted by key: key, NUL, value, NUL) and
-// then of each tensor's own hash, tensors in name order.  A tensor's hash
-// covers its name, dtype, shape and data bytes, and is computed while the
-// tensor is read, so checking it costs no extra pass over the file.  It
-// catches an edited position ("optim_step") or a corrupted byte; it is no
-// defence against someone who recomputes it.
+// the content checksum of checkpoints (docs/checkpoints.md): a hash of every
+// other __metadata__ entry, then of each tensor's hash (its name, dtype, shape
+// and data, taken as it is read), both in name order; no defence against
+// someone who recomputes it.
 
 #define ST_CHECKSUM_KEY "checksum"
 
-/* The hash of a tensor of this name, dtype and shape holding data. */
-uint64_t st_tensor_hash(const char *name, const char *dtype, int ndim, const uint64_t *shape,
-                        const void *data, size_t bytes);
 /* Check the header's "checksum" against the tensors' hashes (names[i],
  * hashes[i], every tensor of the file).  DDP_ERR_INPUT when it is missing
  * or differs. */
@@ -155,26 +112,16 @@ typedef struct {
     const float *data;           /* product(shape) floats, host memory */
 } st_out_t;
 
-typedef struct {
-    const char *key, *val;
-} st_kv_t;
-
-/* Write t[0..nt) (F32) and the metadata to path atomically (see above).
- * kill_before_rename: raise SIGKILL once the temporary is complete and
- * synced, before the rename (fault injection: DDPBENCH_FAULT=write).
- * DDP_ERR_INPUT when the directory cannot take the file, DDP_ERR_RUNTIME when
- * a write fails (disk full, I/O error); no temporary is left behind either way. */
+/* Write t[0..nt) (F32) and the metadata to path atomically (afile_commit:
+ * kill_before_rename is DDPBENCH_FAULT=write's).  DDP_ERR_INPUT when the
+ * directory cannot take the file, DDP_ERR_RUNTIME when a write fails. */
 int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
              bool kill_before_rename, char *err);
 /* The same with the content checksum added to the metadata. */
 int st_write_checksummed(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta,
                          size_t nmeta, bool kill_before_rename, char *err);
-/* The same file's bytes into a's temporary (the caller commits: a set of
- * files written as one, base/atomic_file.h). */
+/* The same file's bytes into a's temporary (the caller commits a set). */
 int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta, size_t nmeta,
                   char *err);
-/* Can st_write create path?  Creates and removes a temporary in its directory
- * (so a long run does not fail at its end for a typo in a directory name). */
-int st_check_writable(const char *path, char *err);
 
 #endif

@@ -187,13 +187,6 @@ void replica_free(replica_t *r)
 // ---------------------------------------------------------------------------
 // forward, loss, backward
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != DDP_OK)                                                                 \
-            return rc_;                                                                    \
-    } while (0)
-
 int model_forward(replica_t *r, const float *x, int rows)
 {
     const model_spec_t *s = r->spec;
@@ -202,14 +195,14 @@ int model_forward(replica_t *r, const float *x, int rows)
     for (int l = 0; l < s->nlayers; l++) {
         int din = s->dims[l], dout = s->dims[l + 1];
         if (r->pre)
-            CHECK(r->pre(r->pre_ctx, l, false));
+            TRY(r->pre(r->pre_ctx, l, false));
         const float *W = r->pw[l];
         const float *b = r->pb[l];
         /* z = in W^T (rows x dout), then z += b and a = act(z) in one pass. */
-        CHECK(backend_gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
-                            r->z[l], dout));
+        TRY(backend_gemm(be, false, true, rows, dout, din, 1.0f, in, din, W, din, 0.0f,
+                         r->z[l], dout));
         act_t act = l == s->nlayers - 1 ? ACT_NONE : s->act;
-        CHECK(backend_bias_act_fwd(be, act, r->z[l], r->a[l], b, rows, dout));
+        TRY(backend_bias_act_fwd(be, act, r->z[l], r->a[l], b, rows, dout));
         in = r->a[l];
     }
     return DDP_OK;
@@ -236,23 +229,23 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout, bo
         int rc = r->pre ? r->pre(r->pre_ctx, l, true) : DDP_OK;
         if (rc == MODEL_DETACH)
             return DDP_OK;
-        CHECK(rc);
+        TRY(rc);
         /* dW = d^T in  [dout x din];  db = column sums of d. */
-        CHECK(backend_gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
-                            r->gw[l], din));
-        CHECK(backend_bias_grad(be, r->gb[l], d, rows, dout_w, accumulate));
+        TRY(backend_gemm(be, true, false, dout_w, din, rows, 1.0f, d, dout_w, in, din, beta,
+                         r->gw[l], din));
+        TRY(backend_bias_grad(be, r->gb[l], d, rows, dout_w, accumulate));
         /* Layer l's gradients are final: the reducer may start on them now,
          * while the input gradient below is still being computed. */
         if (hook)
-            CHECK(hook(hook_ctx, l));
+            TRY(hook(hook_ctx, l));
         if (l == 0)
             break; /* the input's gradient is never needed */
         /* dx = d W  [rows x din], then through the activation of layer l-1. */
         float *next = r->dbuf[pp];
         pp ^= 1;
-        CHECK(backend_gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
-                            r->pw[l], din, 0.0f, next, din));
-        CHECK(backend_act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
+        TRY(backend_gemm(be, false, false, rows, din, dout_w, 1.0f, d, dout_w,
+                         r->pw[l], din, 0.0f, next, din));
+        TRY(backend_act_bwd(be, s->act, r->z[l - 1], r->a[l - 1], next, (size_t)rows * din));
         d = next;
     }
     return DDP_OK;

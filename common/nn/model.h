@@ -1,12 +1,8 @@
-/* common/nn/model.h: the MLP every mode trains.
- *
- * A stack of Linear layers (dims[0] -> dims[1] -> ... -> dims[L]) with one
- * activation between layers and none after the last, exactly
- * nn.Sequential(Linear, act, Linear, act, ..., Linear).  Parameters and
- * gradients each live in one flat arena in parameter order [W0,b0,W1,b1,...],
- * W stored [out,in] row-major like nn.Linear (y = x W^T + b).  A replica is
- * one device's copy: its arenas and the activation buffers for up to
- * max_rows rows. */
+/* common/nn/model.h: the MLP every mode trains, exactly nn.Sequential(Linear,
+ * act, Linear, act, ..., Linear).  Parameters and gradients each live in one
+ * flat arena in parameter order [W0,b0,W1,b1,...], W stored [out,in] row-major
+ * like nn.Linear (y = x W^T + b).  A replica is one device's copy: its arenas
+ * and the activation buffers for up to max_rows rows. */
 #ifndef DDPBENCH_MODEL_H
 #define DDPBENCH_MODEL_H
 
@@ -83,19 +79,16 @@ typedef struct {
 } replica_t;
 #define MODEL_DETACH 64
 
-/* What replica_init_sharded leaves out: the whole-model arenas a sharded
- * strategy does not hold (params and grads then NULL, the layer pointers its
- * own to set). */
+/* What replica_init_sharded leaves out: the arenas a sharded strategy does
+ * not hold (NULL; the layer pointers its own to set). */
 #define REPLICA_NO_PARAMS 1u
 #define REPLICA_NO_GRADS 2u
 
 /* Allocate a replica's buffers on be (all zeroed). */
 int replica_init(replica_t *r, backend_t *be, const model_spec_t *s, int max_rows,
                  int tgt_cols, char *err);
-/* The FLOPs of one row's forward and backward (a multiply-add is 2): every
- * GEMM (the input gradient of every layer but the first: model_backward
- * skips it, as torch does) and the bias additions; the activations and the
- * loss (comparisons, exponentials) are left out.  Linear in the rows. */
+/* The FLOPs of one row's forward and backward (a multiply-add is 2): the
+ * GEMMs (no input gradient for the first layer) and the bias additions. */
 double model_flops_per_row(const model_spec_t *s);
 /* Bytes of the activation buffers replica_init allocates (MEM_ACTS). */
 double replica_act_bytes(const model_spec_t *s, int max_rows, int tgt_cols);
@@ -104,8 +97,7 @@ int replica_init_sharded(replica_t *r, backend_t *be, const model_spec_t *s, int
                          int tgt_cols, unsigned skip, char *err);
 void replica_free(replica_t *r);
 
-/* Forward rows rows of x (a device pointer, usually r->x).  The output is in
- * replica_output(r). */
+/* Forward rows rows of x (device, usually r->x) into replica_output(r). */
 int model_forward(replica_t *r, const float *x, int rows);
 static inline float *replica_output(const replica_t *r) { return r->z[r->spec->nlayers - 1]; }
 
@@ -120,8 +112,7 @@ int model_backward(replica_t *r, const float *x, int rows, const float *dout,
  * in r->loss_sum (device). */
 int model_loss(replica_t *r, loss_t kind, const float *tgt, int rows, float grad_scale);
 
-/* Checksums of a host parameter array: a double sum (agrees across modes to
- * rounding) and a 64-bit FNV-1a hash of the bits (equal only for identical bits). */
+/* A double sum (agrees across modes to rounding) and an FNV-1a hash of the bits. */
 typedef struct {
     double sum;
     double abs_sum;

@@ -1,9 +1,6 @@
-/* common/nn/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter arena.
- *
- * One optimizer per replica that steps (single, DP's device 0, every DDP rank).
- * The state (momentum buffer, or Adam's two moments) lives on the device in
- * arenas shaped like the parameters; the update is one backend call over the
- * whole arena. */
+/* common/nn/optim.h: torch.optim's SGD, Adam and AdamW over a flat parameter
+ * arena, one per replica that steps; the state (momentum buffer, or Adam's
+ * two moments) lives on the device in arenas shaped like the parameters. */
 #ifndef DDPBENCH_OPTIM_H
 #define DDPBENCH_OPTIM_H
 
@@ -44,9 +41,8 @@ int optim_step(optim_t *o, float *params, const float *grads);
 void optim_begin_step(optim_t *o);
 int optim_step_slice(optim_t *o, float *params, const float *grads, size_t state_off, size_t n);
 void optim_free(optim_t *o);
-/* The FLOPs of one update of its n parameters, counted from the update's
- * formula as the backends compute it (SGD 2 a parameter, 2 more for each of
- * weight decay, momentum and Nesterov, 1 for dampening; Adam and AdamW 16). */
+/* The FLOPs of one update of its n parameters, from the update's formula as
+ * the backends compute it. */
 double optim_flops(const optim_t *o);
 /* Number of state arenas (0, 1 or 2), so checkpoints know what to save. */
 int optim_state_count(const optim_t *o);

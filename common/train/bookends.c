@@ -1,11 +1,20 @@
-/* common/train/bookends.c: what every strategy writes into its result just
- * before its loop (the steps it runs, what it trains on) and just after it
- * (the final parameters, each device's skew, the story's copies, the
- * figures), and each step's start on the meter, from the schedule: see
+/* common/train/bookends.c: what every strategy does just before its loop
+ * (the starting parameters, the steps it runs, what it trains on) and just
+ * after it (the final parameters, each device's skew, the story's copies,
+ * the figures), and each step's start on the meter, from the schedule: see
  * trainer.h. */
+#include "common/io/checkpoint.h"
 #include "common/measure/step_meter.h"
 #include "common/train/strategy.h"
 #include "common/train/trainer.h"
+
+int trainer_initial_params(const config_t *c, const model_spec_t *spec, float *host, char *err)
+{
+    if (c->init_path[0])
+        return ckpt_load_weights(c->init_path, "--init", spec, host, err);
+    model_init_params(spec, c->seed, host);
+    return DDP_OK;
+}
 
 void trainer_begin(run_result_t *res, const config_t *c, const schedule_t *sch)
 {

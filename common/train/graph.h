@@ -1,37 +1,15 @@
-/* common/train/graph.h: --cuda-graph for the three strategies, in one place:
- * which steps are graphs, their capture and replay (backend.h's graphs), one
- * graph over DP's devices, the start-up probe of whether NCCL captures at
- * all, and the end of the graphs when a run fails or its work changes.
- *
- * A strategy's step never names a graph; around it:
- *
- *   graph_arm(&g, step, eligible)   before the step: is it a graph step
- *                                   (eligible: the strategy's own rule, a
- *                                   full step; never the run's first: SGD's
- *                                   first momentum step is other work)
- *   graph_open(&g)                  once the step's batch is staged (the
- *                                   stage calls it: train/step.h), so the
- *                                   copy stream's work stays outside:
- *                                   capture, or replay, under key = the
- *                                   step's parity -- the parity of the
- *                                   staging slot, the meter's record, DDP's
- *                                   reducer handles and loss slot, so the
- *                                   pointers a graph holds are its step's
- *   rc = graph_close(&g, rc, err)   after the step: end it (instantiate and
- *                                   launch, or launch); a failed step's
- *                                   capture is dropped
- *   graph_reset(&g)                 the step's work changed on purpose (new
- *                                   buckets): capture anew
- *   graph_abandon(&g)               before a teardown waits for the device
- *
- * A graph step queues the same work every time (the backend checks it), so
- * it fetches its loss and marks its copies whether or not they are wanted
- * (step_meter_same_work).  A communicator whose collectives a graph holds
- * defers its abort until the graph is dropped (backend.h), so a strategy
- * aborts its group whenever it must and graph_abandon releases it.
- *
- * DP's devices share one graph (a group), led by device 0: why one graph and
- * not one per device, and how the members join it, is graph.c's. */
+/* common/train/graph.h: --cuda-graph for the three strategies (docs/gpu.md,
+ * "CUDA graphs"), in one place.  Around a step the strategy calls graph_arm
+ * (is it a graph step: eligible, and never the run's first), the stage calls
+ * graph_open once the batch is staged (the copy stream stays outside; the key
+ * is the step's parity, as are the slots and records whose pointers a graph
+ * holds), then graph_close ends it (a failed step's capture is dropped);
+ * graph_reset when the step's work changes on purpose (new buckets),
+ * graph_abandon before a teardown waits for the device.  A graph step queues
+ * the same work every time (step_meter_same_work).  A communicator a graph
+ * holds defers its abort until graph_abandon drops the graph (backend.h), so
+ * a strategy aborts its group whenever it must.  DP's devices share one graph
+ * led by device 0 (graph.c says why). */
 #ifndef DDPBENCH_TRAIN_GRAPH_H
 #define DDPBENCH_TRAIN_GRAPH_H
 
@@ -93,15 +71,11 @@ void graph_abandon(graph_t *g);
 int graph_fork(graph_t *g, long step, char *err);
 int graph_join(graph_t *g, bool next_eager, char *err);
 
-/* Before anything trains with graphs over NCCL (comm: the NCCL group; NULL
- * without one: nothing to ask), every member of comm's group together: whether NCCL captures its collectives at all (comm.h's
- * comm_graph_probe).  All did: *on stays.  One could not: under
- * --cuda-graph auto *on becomes false on every member (the same steps
- * everywhere), and the lowest such member writes "<place>: <its reason>"
- * into refused (ERR_LEN, for --json) and says it once on stderr, naming who
- * runs eagerly (everyone: "every rank"); under on that member fails with
- * "--cuda-graph on: <its reason>" (DDP_ERR_RUNTIME, err), before the
- * agreement, so the others' probe fails too.  refused is "" unless written. */
+/* Before anything trains with graphs over NCCL (comm; NULL: nothing to ask),
+ * every member together: does NCCL capture its collectives (docs/gpu.md)?
+ * One could not: under auto *on becomes false everywhere and the lowest such
+ * member writes "<place>: <reason>" into refused (else "") and says it once,
+ * naming who runs eagerly (everyone); under on it fails (DDP_ERR_RUNTIME). */
 int graph_probe(const config_t *cfg, comm_t *comm, const char *place, const char *everyone,
                 bool *on, char *refused, char *err);
 

@@ -1,12 +1,8 @@
-/* common/train/single.c: the baseline strategy: the whole global batch on one
- * device, no synchronisation.  It is also the reference the equivalence
- * contract checks DP and DDP against.  Read the fenced single_step for the
- * training step alone; the step meter (measure/step_meter.h) measures around
- * it and --cuda-graph (train/graph.h) captures it.  On a GPU the host only
- * queues a step: the meter's wait for the previous step is its one host
- * synchronisation, so the host stays a step ahead of the GPU and gathers the
- * next batch while the GPU computes this one. */
-#include <math.h>
+/* common/train/single.c: the baseline strategy, the whole global batch on one
+ * device, and the reference the equivalence contract checks DP and DDP
+ * against; the fenced single_step is the training step alone.  On a GPU the
+ * meter's wait for the previous step is its one host synchronisation, so the
+ * host gathers the next batch while the GPU computes this one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,19 +1,8 @@
 /* common/train/step.h: the pieces a training step is made of, shared by the
- * three strategies, each with what the articles' loop leaves out done
- * around it: the step meter's lap, the rows it counts and the loss it
- * fetches, the device named on a failure, and the hooks a strategy hangs on
- * them (--cuda-graph's graph begins once the batch is staged: graph.h; a
- * straggler works before the forward and after the loss; DDP sums the loss
- * over its ranks).  A step then reads as the articles' loop:
- *
- *     step_begin(&t);
- *     TRY(step_stage(&t, idx, rows, &x, &y));
- *     TRY(step_forward(&t, x, rows));
- *     TRY(step_loss(&t, y, rows, scale));
- *     TRY(step_backward(&t, x, rows, hook, ctx));   (adds after the first)
- *     TRY(step_optim(&t, &opt));
- *
- * Nothing here waits for the device. */
+ * three strategies (single.c's single_step is the worked example), each with
+ * what the articles' loop leaves out done around it: the step meter's lap,
+ * the rows it counts and the loss it fetches, the device named on a failure,
+ * and the hooks a strategy hangs on them.  Nothing here waits for the device. */
 #ifndef DDPBENCH_TRAIN_STEP_H
 #define DDPBENCH_TRAIN_STEP_H
 

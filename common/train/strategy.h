@@ -1,16 +1,8 @@
 /* common/train/strategy.h: the three ways to train, behind one table each:
- * single_strategy (single.c, beside this seam), dp_strategy (dp/) and
- * ddp_strategy (ddp/).  The program talks to a strategy through its table
- * alone: how it runs, what a device of it holds, the collectives a step of
- * it sends and what they cost (--predict's inputs).  How the processes come
- * to be (fork, or mpirun's ranks) is ddp/launcher.h's.
- *
- * run takes a validated config and a checked dataset, trains, and fills a
- * run_result_t (timings, losses, final parameters).  It returns DDP_OK,
- * DDP_ERR_INPUT (something about the devices the user named) or
- * DDP_ERR_RUNTIME (a fault), with one line in err.  The backend is already
- * resolved (cfg->backend is BACKEND_CPU or BACKEND_CUDA) and cfg->gpus holds
- * at least one id. */
+ * single_strategy (single.c), dp_strategy (dp/) and ddp_strategy (ddp/).
+ * run takes a validated config (backend resolved, at least one device) and
+ * a checked dataset, trains, and fills a run_result_t; DDP_ERR_INPUT for
+ * the devices the user named, DDP_ERR_RUNTIME for a fault, one line in err. */
 #ifndef DDPBENCH_STRATEGY_H
 #define DDPBENCH_STRATEGY_H
 

@@ -50,8 +50,8 @@ static void check_header(const st_header_t *h, uint64_t file_size)
     }
     CHECK(covered == h->data_len); /* tiled: no gap, no overlap */
     for (size_t i = 0; i < h->nmeta; i++) {
-        CHECK(h->meta_key[i] && h->meta_val[i]);
-        CHECK(st_meta(h, h->meta_key[i]) == h->meta_val[i]);
+        CHECK(h->meta[i].key && h->meta[i].val);
+        CHECK(st_meta(h, h->meta[i].key) == h->meta[i].val);
     }
     char s[64];
     for (size_t i = 0; i < h->nt; i++) {
@@ -72,7 +72,7 @@ static void round_trip(const st_header_t *h, float *const *vals)
                             vals[i]};
     }
     for (size_t i = 0; i < h->nmeta; i++)
-        meta[i] = (st_kv_t){h->meta_key[i], h->meta_val[i]};
+        meta[i] = h->meta[i];
     char err[ERR_LEN] = "";
     CHECK(st_write(fuzz_temp_path("_w.safetensors"), out, h->nt, meta, h->nmeta, false, err) == DDP_OK);
     st_file_t sf;
@@ -83,7 +83,7 @@ static void round_trip(const st_header_t *h, float *const *vals)
     CHECK(sf.h.nt == h->nt && sf.h.nmeta == h->nmeta);
     CHECK(sf.h.header_len % 8 == 0);
     for (size_t i = 0; i < h->nmeta; i++)
-        CHECK(strcmp(st_meta(&sf.h, h->meta_key[i]), h->meta_val[i]) == 0);
+        CHECK(strcmp(st_meta(&sf.h, h->meta[i].key), h->meta[i].val) == 0);
     for (size_t i = 0; i < h->nt; i++) {
         const st_tensor_t *a = &h->t[i], *b = st_find(&sf.h, a->name);
         CHECK(b != NULL && b->ndim == a->ndim && b->count == a->count);

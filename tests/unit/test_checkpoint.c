@@ -343,15 +343,15 @@ Test(st, failed_writes_leave_no_temporary)
     cr_assert_eq(mkdir(p, 0755), 0);
     cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_ERR_INPUT);
     cr_assert_eq(count_temps("adir"), 0, "temporary left behind");
-    cr_assert_eq(st_check_writable(p, err), DDP_ERR_INPUT);
+    cr_assert_eq(afile_check(p, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "is a directory"), "%s", err);
     /* no such directory */
     cr_assert_eq(st_write("/nonexistent-ddpbench-dir/w.st", &t, 1, NULL, 0, false, err),
                  DDP_ERR_INPUT);
     cr_assert(strstr(err, "cannot create a file in directory '/nonexistent-ddpbench-dir'"), "%s",
               err);
-    cr_assert_eq(st_check_writable("/nonexistent-ddpbench-dir/w.st", err), DDP_ERR_INPUT);
-    cr_assert_eq(st_check_writable(path_in(p, sizeof p, "fine.st"), err), DDP_OK, "%s", err);
+    cr_assert_eq(afile_check("/nonexistent-ddpbench-dir/w.st", err), DDP_ERR_INPUT);
+    cr_assert_eq(afile_check(path_in(p, sizeof p, "fine.st"), err), DDP_OK, "%s", err);
     cr_assert_eq(access(p, F_OK), -1, "the check leaves nothing behind");
     cr_assert_eq(count_temps("fine.st"), 0);
 }
@@ -1045,7 +1045,7 @@ Test(st, only_a_regular_file_is_replaced)
     st_out_t t = {"x", 1, {1}, &v};
     spit(path_in(p, sizeof p, "target"), "keep", 4);
     cr_assert_eq(symlink(p, path_in(link, sizeof link, "link.st")), 0);
-    cr_assert_eq(st_check_writable(link, err), DDP_ERR_INPUT);
+    cr_assert_eq(afile_check(link, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "is a symbolic link"), "%s", err);
     cr_assert_eq(st_write(link, &t, 1, NULL, 0, false, err), DDP_ERR_INPUT);
     struct stat st;
@@ -1056,7 +1056,7 @@ Test(st, only_a_regular_file_is_replaced)
     cr_assert(n == 4 && memcmp(b, "keep", 4) == 0, "the link's target changed");
     free(b);
     cr_assert_eq(mkfifo(path_in(p, sizeof p, "fifo.st"), 0600), 0);
-    cr_assert_eq(st_check_writable(p, err), DDP_ERR_INPUT);
+    cr_assert_eq(afile_check(p, err), DDP_ERR_INPUT);
     cr_assert(strstr(err, "is a FIFO, not a regular file"), "%s", err);
     cr_assert_eq(st_write(p, &t, 1, NULL, 0, false, err), DDP_ERR_INPUT);
     cr_assert_eq(lstat(p, &st), 0);

@@ -1,6 +1,6 @@
 /* tests/unit/test_sampler.c: DistributedSampler's rule (sizes, padding, drop_last,
- * rank striding, reshuffling per epoch) and the epoch's split into micro-batches
- * and optimizer steps. */
+ * rank striding, reshuffling per epoch) and the sample stream's split into
+ * micro-batches and optimizer steps (schedule.h). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,10 @@ static void shard(size_t n, int world, int rank, bool shuffle, bool drop, long e
     sampler_t s;
     cr_assert_eq(sampler_init(&s, n, world, rank, shuffle, drop, 7, err), DDP_OK, "%s", err);
     uint32_t *perm = malloc(n * sizeof *perm);
-    sampler_epoch(&s, epoch, out, perm);
+    /* rank r takes positions r, r+world, ... of the padded order */
+    sampler_permutation(&s, epoch, perm);
+    for (size_t i = 0; i < s.num_samples; i++)
+        out[i] = perm[((size_t)rank + i * (size_t)world) % n];
     *count = s.num_samples;
     free(perm);
 }
@@ -132,29 +135,6 @@ Test(sampler, empty_shards_are_an_input_error)
     cr_assert_eq(sampler_init(&s, 0, 1, 0, false, false, 0, err), DDP_ERR_INPUT);
 }
 
-Test(epoch_plan, micro_batches_and_steps)
-{
-    epoch_plan_t p;
-    /* 10 samples, batch 4: micro-batches 4,4,2; accum 2: steps {4,4} and {2} */
-    epoch_plan_init(&p, 10, 4, 2, false);
-    cr_assert_eq(p.micro_batches, 3u);
-    cr_assert_eq(p.steps, 2u);
-    cr_assert_eq(epoch_plan_step_rows(&p, 0), 8u);
-    cr_assert_eq(epoch_plan_step_rows(&p, 1), 2u);
-    size_t first;
-    int rows;
-    epoch_plan_micro(&p, 1, 0, &first, &rows);
-    cr_assert_eq(first, 8u);
-    cr_assert_eq(rows, 2);
-    epoch_plan_micro(&p, 1, 1, &first, &rows);
-    cr_assert_eq(rows, 0, "the short last step has one micro-batch");
-    /* drop_last drops the incomplete micro-batch */
-    epoch_plan_init(&p, 10, 4, 1, true);
-    cr_assert_eq(p.micro_batches, 2u);
-    cr_assert_eq(p.steps, 2u);
-    cr_assert_eq(epoch_plan_step_rows(&p, 1), 4u);
-}
-
 // ---------------------------------------------------------------------------
 // the sample stream (schedule.h): one stream, dealt to the ranks
 
@@ -172,6 +152,38 @@ static void stream_cfg(config_t *c, int batch, int accum, int replicas, bool dro
     c->steps = 0;
     c->seed = 7; /* shard()'s */
     c->shuffle = true;
+}
+
+/* DataLoader's micro-batches (the last shorter, or dropped with drop_last)
+ * grouped by accum into steps (the last group may be shorter). */
+Test(schedule, micro_batches_and_steps)
+{
+    char err[ERR_LEN];
+    config_t c;
+    dataset_t d = {.n = 10};
+    schedule_t g;
+    /* 10 samples, batch 4: micro-batches 4,4,2; accum 2: steps {4,4} and {2} */
+    stream_cfg(&c, 4, 2, 1, false);
+    c.shuffle = false;
+    cr_assert_eq(schedule_init(&g, &c, &d, 1, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(g.micro_batches, 3u);
+    cr_assert_eq(g.steps_per_epoch, 2);
+    cr_assert_eq(schedule_step_rows(&g, 0), 8u);
+    cr_assert_eq(schedule_step_rows(&g, 1), 2u);
+    int rows;
+    const uint32_t *idx = schedule_micro(&g, 1, 0, &rows);
+    cr_assert_eq(rows, 2);
+    cr_assert_eq(idx[0], 8u);
+    schedule_micro(&g, 1, 1, &rows);
+    cr_assert_eq(rows, 0, "the short last step has one micro-batch");
+    schedule_free(&g);
+    /* drop_last drops the incomplete micro-batch */
+    stream_cfg(&c, 4, 1, 1, true);
+    cr_assert_eq(schedule_init(&g, &c, &d, 1, 0, err), DDP_OK, "%s", err);
+    cr_assert_eq(g.micro_batches, 2u);
+    cr_assert_eq(g.steps_per_epoch, 2);
+    cr_assert_eq(schedule_step_rows(&g, 1), 4u);
+    schedule_free(&g);
 }
 
 /* Rank r of R reads rows r, r+R, ... of every global micro-batch: 86, 85, 85
@@ -258,7 +270,6 @@ Test(schedule, own_shards_and_the_join_stream)
     cr_assert_eq(schedule_rank_steps(&g, 0), 4);
     cr_assert_eq(schedule_rank_steps(&g, 1), 2);
     cr_assert_eq(schedule_rank_steps(&g, 2), 0);
-    cr_assert(schedule_uneven(&g));
     cr_assert(schedule_rank_active(&g, 1, 1));
     cr_assert_not(schedule_rank_active(&g, 2, 1));
     cr_assert_not(schedule_rank_active(&g, 0, 2));
