@@ -257,7 +257,7 @@ static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
     int rc = backend_create(&k.be, cfg->backend, cfg->gpus[rank], 1, k.err);
     if (rc == DDP_OK) {
         comm_args_t a = {cfg->comm, pl->world, rank,          k.be,
-                         env->seg,  cfg->timeout_s, 0.0, env->exchange, env->exchange_ctx};
+                         env->seg,  cfg->timeout_s, 0.0, env->exchange, NULL};
         rc = comm_create(&k.comm, &a, k.err);
     }
     if (rc == DDP_OK) {

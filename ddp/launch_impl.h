@@ -7,7 +7,6 @@
 #include "ddp/launch.h"
 
 typedef struct {
-    const char *name; /* "fork" or "mpi" */
     /* Make the result area of `bytes` (zeroed, 64-byte aligned): g->area. */
     int (*open)(ddp_group_t *g, size_t bytes, char *err);
     /* launch.h's ddp_group_run. */
@@ -35,8 +34,8 @@ extern const ddp_group_ops_t ddp_fork_ops; /* launch_fork.c */
 extern const ddp_group_ops_t ddp_mpi_ops;
 int ddp_mpi_init(config_t *cfg, int *code, char *err);
 int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err);
-void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len);
-int ddp_mpi_end(const config_t *cfg, int code);
+void ddp_mpi_describe(char *buf, size_t len);
+int ddp_mpi_end(int code);
 #endif
 
 #endif

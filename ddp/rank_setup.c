@@ -37,7 +37,7 @@ static int rank_connect(rank_t *me)
     TRY(backend_create(&me->be, cfg->backend, cfg->gpus[me->rank], 1, me->err));
     TRY(dev(me, backend_set_precision(me->be, cfg->precision)));
     comm_args_t ca = {cfg->comm, me->world, me->rank, me->be, env->seg, cfg->timeout_s, 0.0,
-                      env->exchange, env->exchange_ctx};
+                      env->exchange, NULL};
     TRY(comm_create(&me->comm, &ca, me->err));
     /* Every rank on the same job before anything trains (fingerprint.h);
      * under mpirun the launcher compared the same fingerprints before
