@@ -203,7 +203,7 @@ static int ddp_mem(const model_spec_t *s, const config_t *c, int devices, int de
 {
     (void)device;
     shard_mem_t m;
-    TRY(shard_mem(s, c, c->zero, devices, &m, err));
+    TRY(shard_mem(s, c, devices, &m, err));
     *out = (strategy_mem_t){m.params, m.grads, m.optim};
     return DDP_OK;
 }
