@@ -1,6 +1,4 @@
-/* ddp/comm_hook.c: DDP's communication hooks, fp16 / bf16
- * compression and PowerSGD, in place of a bucket's float32 all-reduce (see
- * comm_hook.h). */
+/* ddp/comm_hook.c: DDP's communication hooks, fp16 / bf16 and PowerSGD (comm_hook.h). */
 #include "ddp/comm_hook.h"
 
 #include <math.h>
@@ -267,9 +265,8 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
         TRY(backend_gemm(be, true, false, mt->m, mt->r, mt->n, 1.0f, M, mt->m, P, mt->r, 0.0f,
                          Q, mt->r));
     }
-    /* ... and the approximation needs every rank's Q summed.  Summed, not
-     * averaged: the gradients already carry 1/world (reducer.h), so the sum
-     * is PyTorch's average. */
+    /* ... and the approximation needs every rank's Q summed (the sum is PyTorch's average:
+     * the gradients already carry 1/world). */
     op.recv = b->q;
     op.count = b->qcount;
     TRY(comm_run(r->comm, &op, NULL));
@@ -278,10 +275,8 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
         float *M = g + mt->goff, *Q = b->q + mt->qoff, *P = b->p + mt->poff;
         TRY(backend_gemm(be, false, true, mt->n, mt->m, mt->r, 1.0f, P, mt->r, Q, mt->r, 0.0f, M,
                          mt->m));
-        /* this rank's error: its share of what the approximation missed.
-         * The ranks' M sum to the gradient G and P Q^T approximates G, so
-         * each keeps M - P Q^T / world (PyTorch's M - P Q^T in its units,
-         * where each M is a rank's mean and P Q^T approximates their mean). */
+        /* this rank's error, its share of what the approximation missed: M - P Q^T / world
+         * (docs/modes.md says why PyTorch's M - P Q^T is divided here) */
         TRY(backend_axpy(be, -1.0f / (float)h->world, M, mt->err, (size_t)mt->n * mt->m));
     }
     return DDP_OK;

@@ -273,17 +273,7 @@ static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
             for (int place = 0; rc == DDP_OK && place < 2 - cfg->coll_quickest; place++)
                 rc = measure(&k, &pl->coll[i], j, place, &mine->time_s[i][j][place],
                              &mine->wrong[i][j][place]);
-    if (rc != DDP_OK) {
-        rec->rc = rc;
-        snprintf(rec->msg, sizeof rec->msg, "%s", k.err[0] ? k.err : "unknown error");
-        rec->state = RANK_FAILED;
-        if (k.comm)
-            comm_abort(k.comm, rec->msg);
-        else if (env->seg) /* under mpirun the launcher ends the job instead */
-            comm_seg_abort(env->seg, rank, rec->msg);
-    } else {
-        rec->state = RANK_DONE;
-    }
+    ddp_rank_end(env, k.comm, rc, k.err);
     free(k.host);
     if (k.be) {
         backend_free(k.be, k.sbuf);

@@ -159,6 +159,26 @@ int launch_main(config_t *cfg, int rc, char *err, int (*body)(void *ctx, int rc,
 // ---------------------------------------------------------------------------
 // groups
 
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
+                       uint32_t trace_cap)
+{
+    size_t log = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
+    size_t params = (log + (size_t)max_log * sizeof(loss_point_t) + 63) & ~(size_t)63;
+    size_t trace = (params + nparams * sizeof(float) + 63) & ~(size_t)63;
+    size_t stride = trace_cap ? (trace_rec_bytes(trace_cap) + 63) & ~(size_t)63 : 0;
+    if (a) {
+        a->max_log = max_log;
+        a->trace_cap = trace_cap;
+        a->off_log = log;
+        a->off_params = params;
+        a->off_trace = trace;
+        a->trace_stride = stride;
+        for (int r = 0; r < world && trace_cap; r++)
+            trace_rec_init(ddp_area_trace(a, r), trace_cap, r);
+    }
+    return trace + (size_t)world * stride;
+}
+
 int ddp_group_open(ddp_group_t **out, const config_t *cfg, size_t bytes, char *err)
 {
     *out = NULL;
@@ -200,4 +220,22 @@ void ddp_group_close(ddp_group_t *g)
         return;
     g->ops->close(g);
     free(g);
+}
+
+void ddp_rank_end(const ddp_env_t *env, comm_t *comm, int rc, const char *err)
+{
+    ddp_rank_rec_t *rec = &env->area->rank[env->rank];
+    if (rc == DDP_OK) {
+        rec->state = RANK_DONE;
+        return;
+    }
+    /* Record why first, then abort the group: the supervisor reports the first rank that
+     * aborted, with this message. */
+    rec->rc = rc;
+    snprintf(rec->msg, sizeof rec->msg, "%s", err[0] ? err : "unknown error");
+    rec->state = RANK_FAILED;
+    if (comm)
+        comm_abort(comm, rec->msg);
+    else if (env->seg) /* under mpirun the launcher ends the job instead */
+        comm_seg_abort(env->seg, env->rank, rec->msg);
 }

@@ -25,6 +25,10 @@ typedef struct ddp_env {
 /* A rank's work, its status the rank's; it fills area->rank[env->rank]'s state, rc, msg. */
 typedef int (*ddp_body_fn)(const config_t *cfg, const ddp_env_t *env, void *ctx);
 
+/* A body's end: its record DONE, or FAILED with rc and err, the group aborted (comm, or the
+ * segment before comm exists). */
+void ddp_rank_end(const ddp_env_t *env, comm_t *comm, int rc, const char *err);
+
 typedef struct ddp_group ddp_group_t;
 
 /* A group of cfg->ngpus ranks (mpirun: MPI's world) whose result area has `bytes` bytes,
