@@ -1,25 +1,7 @@
-/* ddp/commbench.c: the collectives alone (--mode comm, and what --predict
- * measures), measured the way nccl-tests measures them, on DDP's process
- * model (one rank per device, the same launcher, the same comm as training:
- * shm on the CPU, NCCL or shm on GPUs; under mpirun MPI's own collectives or
- * NCCL): ddp_strategy's comm_bench (strategy.h).
- *
- * Per collective, size and placement (out of place, then in place) every
- * rank: fills its buffers, runs --warmup-iters ops, meets the others at a
- * barrier, times --iters ops launched back to back and waited for once (or,
- * for --predict's fits on the CPU, each op alone, keeping the quickest, and
- * out of place alone: config_t's coll_quickest), then checks one more op
- * against the exact result.  Inputs are small
- * integers, so every sum is exact in float32 whatever order a library adds
- * them in (NCCL's rings, shm's rank order): a check is bit for bit.
- * DDPBENCH_FAULT=sum:RANK:SIZE plants a wrong addend on RANK at size index
- * SIZE (base/fault.h), to prove the check can fail; error, kill, exit and
- * stall fire at that size index too.
- *
- * Each rank writes its own times and wrong counts into its slot of the
- * result area; the reporting process (the supervisor, or rank 0 once it has
- * gathered the slots) takes the slowest rank's time and the sum of the wrong
- * counts. */
+/* ddp/commbench.c: the collectives alone (--mode comm, and what --predict measures), as
+ * nccl-tests measures them, on DDP's process model and comm (docs/modes.md says the
+ * procedure and the check).  Each rank writes its times and wrong counts into its slot; the
+ * reporting process takes the slowest rank's time and the sum of the wrong counts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +28,6 @@ typedef struct {
     long wrong[COLLPERF_MAX_COLLS][COLLPERF_MAX_SIZES][2];
 } rank_perf_t;
 
-static double bus_factor(int kind, int n)
-{
-    switch (kind) {
-    case COLL_ALL_REDUCE:
-        return 2.0 * (n - 1) / n;
-    case COLL_ALL_GATHER:
-    case COLL_REDUCE_SCATTER:
-        return (double)(n - 1) / n;
-    default:
-        return 1.0;
-    }
-}
-
 /* The plan every rank and the supervisor share: collectives and sizes. */
 static void plan(const config_t *cfg, int world, collperf_t *out)
 {
@@ -79,9 +48,11 @@ static void plan(const config_t *cfg, int world, collperf_t *out)
         static const char *const names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
                                             "reduce-scatter"};
         snprintf(c->name, sizeof c->name, "%s", names[kind]);
-        c->bus_factor = bus_factor(kind, world);
         /* split collectives move count floats per rank block: whole blocks only */
         bool split = kind == COLL_ALL_GATHER || kind == COLL_REDUCE_SCATTER;
+        c->bus_factor = kind == COLL_ALL_REDUCE ? 2.0 * (world - 1) / world
+                      : split                   ? (double)(world - 1) / world
+                                                : 1.0;
         long per = split ? (long)sizeof(float) * world : (long)sizeof(float);
         double b = (double)(cfg->min_bytes > 0 ? cfg->min_bytes : 1);
         long last = -1;
