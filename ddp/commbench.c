@@ -273,14 +273,12 @@ int ddp_comm_bench(const config_t *cfg, collperf_t *out, char *err)
     size_t head = (ddp_area_layout(NULL, world, 0, 0, 0) + 63) & ~(size_t)63;
     size_t bytes = head + (size_t)world * sizeof(rank_perf_t);
     ddp_group_t *g;
-    int rc = ddp_group_open(&g, cfg, bytes, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(ddp_group_open(&g, cfg, bytes, err));
     ddp_area_t *area = ddp_group_area(g);
     ddp_area_layout(area, world, 0, 0, 0);
     area->off_trace = head; /* no recorders: the slots after the records are ours */
     area->trace_stride = sizeof(rank_perf_t);
-    rc = ddp_group_run(g, cb_rank_body, out, err);
+    int rc = ddp_group_run(g, cb_rank_body, out, err);
     if (rc == DDP_OK && ddp_group_reports(g)) { /* under mpirun: rank 0, which gathered them */
         const rank_perf_t *rp = (const rank_perf_t *)((char *)area + head);
         for (int i = 0; i < out->ncoll; i++)

@@ -147,20 +147,18 @@ static int ddp_run_each(const config_t *cfg, const dataset_t *data,
         return err_set(err, DDP_ERR_INPUT,
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
     model_spec_t spec;
-    int rc = config_model_spec(cfg, &spec, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(config_model_spec(cfg, &spec, err));
     /* The global schedule sizes the result area (every rank runs its steps). */
     schedule_t sch;
-    if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
-        return rc;
+    TRY(schedule_init(&sch, cfg, data, 1, 0, err));
     long max_log = sch.total_steps < LOSS_LOG_MAX ? sch.total_steps : LOSS_LOG_MAX;
     /* --trace and --report: a recorder per rank, with room for at most 2 buckets a layer */
     bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
     uint32_t trace_cap = record ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
     size_t bytes = ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
     ddp_group_t *g;
-    if ((rc = ddp_group_open(&g, cfg, bytes, err)) != DDP_OK) {
+    int rc = ddp_group_open(&g, cfg, bytes, err);
+    if (rc != DDP_OK) {
         schedule_free(&sch);
         return rc;
     }

@@ -309,9 +309,7 @@ static int fork_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
 static int fork_open(ddp_group_t *g, size_t bytes, char *err)
 {
     comm_seg_t *seg;
-    int rc = comm_seg_create(&seg, g->world, bytes, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(comm_seg_create(&seg, g->world, bytes, err));
     g->impl = seg;
     g->area = comm_seg_extra(seg);
     return DDP_OK;

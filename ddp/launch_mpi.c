@@ -68,6 +68,8 @@ static void drain_labels(void)
     }
 }
 
+#define STOPPED(s) "ddpbench: stopped: interrupted by SIG" s ": mpirun ended the job\n"
+
 static void forward(int sig, siginfo_t *si, void *unused)
 {
     (void)unused;
@@ -78,16 +80,9 @@ static void forward(int sig, siginfo_t *si, void *unused)
          * our stderr; not when the rank already gave its answer (its error line is out) */
         drain_labels();
         if (g_is_rank0 && !g_ended && (g_sender == 0 || g_sender == g_parent)) {
-            const char *name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT"
-                             : sig == SIGHUP  ? "HUP"  : NULL;
-            char line[128] = "ddpbench: stopped: interrupted by SIG";
-            size_t n = strlen(line);
-            for (const char *p = name ? name : "NAL"; *p; p++)
-                line[n++] = *p;
-            static const char tail[] = ": mpirun ended the job\n";
-            for (const char *p = tail; *p; p++)
-                line[n++] = *p;
-            ssize_t w = write(2, line, n);
+            const char *line = sig == SIGTERM ? STOPPED("TERM") : sig == SIGINT ? STOPPED("INT")
+                             : sig == SIGHUP  ? STOPPED("HUP")  : STOPPED("NAL");
+            ssize_t w = write(2, line, strlen(line));
             (void)w;
             g_said = 1;
         }

@@ -149,12 +149,8 @@ int reducer_hook(void *ctx, int layer)
      * so every rank issues the same sequence of collectives.  The last one
      * becomes ready when backward ends: under run_rest it is launch_rest's. */
     int stop = r->run_rest ? r->nb - 1 : r->nb;
-    while (r->next < stop && r->b[r->next].pending == 0) {
-        int rc = launch(r, r->next, false);
-        if (rc != DDP_OK)
-            return rc;
-        r->next++;
-    }
+    for (; r->next < stop && r->b[r->next].pending == 0; r->next++)
+        TRY(launch(r, r->next, false));
     return DDP_OK;
 }
 
@@ -178,11 +174,8 @@ int reducer_launch_rest(reducer_t *r)
 {
     if (!r->armed)
         return DDP_OK;
-    for (; r->next < r->nb; r->next++) {
-        int rc = launch(r, r->next, r->run_rest);
-        if (rc != DDP_OK)
-            return rc;
-    }
+    for (; r->next < r->nb; r->next++)
+        TRY(launch(r, r->next, r->run_rest));
     return DDP_OK;
 }
 

@@ -140,9 +140,7 @@ static int launch_bucket(void *ctx, reducer_t *red, int i, bool run, comm_handle
                                .count = rest, .redop = REDOP_SUM, .tag = b->tag};
     for (int k = 0; k < n; k++) {
         comm_handle_t hk = 0;
-        int rc = run ? comm_run(z->comm, &ops[k], &hk) : comm_launch(z->comm, &ops[k], &hk);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(run ? comm_run(z->comm, &ops[k], &hk) : comm_launch(z->comm, &ops[k], &hk));
         if (k == 0)
             *h = hk;
         z->last_h[i] = hk;
