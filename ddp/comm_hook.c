@@ -50,12 +50,6 @@ struct comm_hook {
 // ---------------------------------------------------------------------------
 // set-up
 
-/* PyTorch's _should_compress with min_compression_rate 2. */
-static bool worth_compressing(int n, int m, int r)
-{
-    return (double)(n + m) * r * 2.0 < (double)n * m;
-}
-
 static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
 {
     const model_spec_t *s = red->spec;
@@ -71,7 +65,8 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
             int l = p / 2, n = s->dims[l + 1], m = s->dims[l];
             int r = h->rank_r < n ? h->rank_r : n;
             r = r < m ? r : m;
-            if (p % 2 == 0 && worth_compressing(n, m, r)) {
+            /* worth it: PyTorch's _should_compress with min_compression_rate 2 */
+            if (p % 2 == 0 && (double)(n + m) * r * 2.0 < (double)n * m) {
                 hmat_t *mt = &b->mat[b->nmat++];
                 *mt = (hmat_t){n, m, r, model_param_off(s, p), b->pcount, b->qcount, NULL};
                 b->pcount += (size_t)n * r;
@@ -105,14 +100,10 @@ int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, reduce
     comm_hook_t *h = calloc(1, sizeof *h);
     if (!h)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the comm hook");
-    h->kind = cfg->comm_hook;
-    h->dt = cfg->comm_hook == HOOK_BF16 ? DTYPE_BF16 : DTYPE_F16;
-    h->be = be;
-    h->world = comm_world(r->comm);
-    h->rank_r = cfg->powersgd_rank;
-    h->start = cfg->powersgd_start;
-    h->seed = cfg->seed;
-    h->nb = r->nb;
+    *h = (comm_hook_t){.kind = cfg->comm_hook, .be = be, .world = comm_world(r->comm),
+                       .dt = cfg->comm_hook == HOOK_BF16 ? DTYPE_BF16 : DTYPE_F16,
+                       .rank_r = cfg->powersgd_rank, .start = cfg->powersgd_start,
+                       .seed = cfg->seed, .nb = r->nb};
     h->hb = calloc((size_t)r->nb, sizeof *h->hb);
     int rc = h->hb ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "out of memory for the comm hook");
     if (rc == DDP_OK && h->kind == HOOK_POWERSGD)

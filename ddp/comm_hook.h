@@ -6,8 +6,6 @@
 #ifndef DDPBENCH_COMM_HOOK_H
 #define DDPBENCH_COMM_HOOK_H
 
-#include <stdbool.h>
-
 #include "common/comm/comm.h"
 #include "common/config/config.h"
 #include "ddp/reducer.h"

@@ -155,10 +155,7 @@ static int coll_err(cb_rank_t *k, int rc, const char *what, long bytes)
     return err_set(k->err, rc, "%s of %ld bytes: %s", what, bytes, comm_last_error(k->comm));
 }
 
-static int dev_err(cb_rank_t *k, int rc)
-{
-    return backend_check(k->be, rc, NULL, k->err);
-}
+static int dev_err(cb_rank_t *k, int rc) { return backend_check(k->be, rc, NULL, k->err); }
 
 static int measure(cb_rank_t *k, const collperf_coll_t *c, int pi, int place, double *time_s,
                    long *wrong)

@@ -54,14 +54,8 @@ typedef struct {
 /* Bytes of the area for these sizes; with a, fills its offsets and sets up the recorders. */
 size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
                        uint32_t trace_cap);
-static inline loss_point_t *ddp_area_log(ddp_area_t *a)
-{
-    return (loss_point_t *)((char *)a + a->off_log);
-}
-static inline float *ddp_area_params(ddp_area_t *a)
-{
-    return (float *)((char *)a + a->off_params);
-}
+static inline loss_point_t *ddp_area_log(ddp_area_t *a) { return (void *)((char *)a + a->off_log); }
+static inline float *ddp_area_params(ddp_area_t *a) { return (void *)((char *)a + a->off_params); }
 /* Rank `rank`'s recorder, NULL without --trace. */
 static inline trace_rec_t *ddp_area_trace(ddp_area_t *a, int rank)
 {

@@ -18,10 +18,8 @@ typedef struct {
     size_t used;
 } writer_t;
 
-static void line(writer_t *w, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void line(writer_t *w, const char *key, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void line(writer_t *w, const char *key,
+                                                       const char *fmt, ...)
 {
     size_t room = sizeof w->fp->text - w->used;
     int n = snprintf(w->fp->text + w->used, room, "%s ", key);

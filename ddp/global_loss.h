@@ -34,9 +34,6 @@ int global_loss_add(void *l, const float *sum, char *err);
  * all-reduce; run: at once on this thread (comm_run), else queued. */
 int global_loss_reduce(global_loss_t *l, long g, size_t rows, bool run, char *err);
 /* After the step's wait for its collectives: the meter reads the mean. */
-static inline void global_loss_fetch(global_loss_t *l, step_meter_t *m)
-{
-    step_meter_fetch_ratio(m, l->buf);
-}
+static inline void global_loss_fetch(global_loss_t *l) { step_meter_fetch_ratio(l->meter, l->buf); }
 
 #endif

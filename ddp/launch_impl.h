@@ -1,6 +1,5 @@
-/* ddp/launch_impl.h: a group of ranks as its launchers build it (ddp.c's
- * fork, launch_mpi.c's mpi); callers use launch.h alone.  launch.c picks
- * the table for the config's launcher and calls through it. */
+/* ddp/launch_impl.h: a group of ranks as its launchers build it (launch_fork.c, launch_mpi.c);
+ * callers use launch.h alone.  launch.c picks the config's launcher's table. */
 #ifndef DDPBENCH_LAUNCH_IMPL_H
 #define DDPBENCH_LAUNCH_IMPL_H
 

@@ -333,8 +333,7 @@ int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
         return rc;
     startup_t *mine = calloc(1, sizeof *mine);
     startup_t *all = g_mpi.rank == 0 ? calloc((size_t)g_mpi.world, sizeof *all) : NULL;
-    verdict_t v;
-    memset(&v, 0, sizeof v);
+    verdict_t v = {0};
     if (!mine || (g_mpi.rank == 0 && !all)) {
         free(mine);
         free(all);
@@ -346,8 +345,7 @@ int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
     snprintf(mine->msg, sizeof mine->msg, "%s", rc == DDP_OK ? "" : err);
     if (rc == DDP_OK)
         fingerprint_make(&mine->fp, cfg, data);
-    /* Why bounded: a rank that never arrives (stuck before it) must not hold
-     * the others here for ever; one that died ends the job anyway. */
+    /* Why bounded: a rank that never arrives must not hold the others here for ever. */
     MPI_Request rq;
     double limit = init_bound(cfg);
     char why[ERR_LEN];

@@ -47,7 +47,7 @@ static int rank_reduce(rank_t *me, long g)
                    : backend_check(me->be, rc, NULL, me->err);
     step_meter_lap(&me->meter, PH_COMM_EXPOSED);
     if (want_loss)
-        global_loss_fetch(&me->loss, &me->meter);
+        global_loss_fetch(&me->loss);
     return DDP_OK;
 }
 

@@ -96,7 +96,6 @@ int rank_setup(rank_t *me)
     TRY(schedule_init(&me->sch, cfg, me->data, me->world, me->rank, me->err));
     TRY(rank_model(me));
     TRY(ckpt_run_init(&me->ck, cfg, &me->spec, shard_optim(me->shard), 0, me->err));
-    me->tune.tuned_g = -1;
     if (cfg->bucket_auto) {
         autotune_init(&me->tune, &me->spec, cfg->first_bucket_mb, me->sch.start_step,
                       schedule_warmup(&me->sch));

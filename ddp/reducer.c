@@ -45,12 +45,8 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
                  float *grads, double first_bucket_mb, double bucket_mb, bool overlap,
                  bucket_unit_t unit, char *err)
 {
-    memset(r, 0, sizeof *r);
-    r->comm = comm;
-    r->meter = meter;
-    r->spec = spec;
-    r->grads = grads;
-    r->overlap = overlap;
+    *r = (reducer_t){.comm = comm, .meter = meter, .spec = spec, .grads = grads,
+                     .overlap = overlap};
     int np = 2 * spec->nlayers;
     r->b = calloc((size_t)np, sizeof *r->b);
     if (!r->b)

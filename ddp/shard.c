@@ -43,11 +43,6 @@ struct shard {
 // ---------------------------------------------------------------------------
 // the pieces
 
-static size_t layer_count(const model_spec_t *s, int l)
-{
-    return (size_t)s->dims[l] * (size_t)s->dims[l + 1] + (size_t)s->dims[l + 1];
-}
-
 bucket_unit_t shard_bucket_unit(int stage)
 {
     return stage == 2 ? BUCKETS_CUT_AT_LAYERS : stage == 3 ? BUCKETS_PER_LAYER : BUCKETS_CAPPED;
@@ -406,11 +401,12 @@ int shard_params_out(shard_t *z, float *host, char *err)
     if (z->stage < 3)
         return dev(z, backend_d2h(z->be, host, z->rep->params, s->nparams * sizeof(float)), err);
     for (int l = 0; l < s->nlayers; l++) {
+        size_t n = z->red->b[s->nlayers - 1 - l].count; /* layer l's bucket: [W_l, b_l] */
         TRY(dev(z, gather_layer(z, l), err));
         if (z->gather_h[l])
             TRY(coll(z, comm_wait(z->comm, z->gather_h[l], NULL), err));
-        TRY(dev(z, backend_d2h(z->be, host + s->w_off[l], z->pslot[l % 2],
-                               layer_count(s, l) * sizeof(float)), err));
+        TRY(dev(z, backend_d2h(z->be, host + s->w_off[l], z->pslot[l % 2], n * sizeof(float)),
+                err));
     }
     return DDP_OK;
 }

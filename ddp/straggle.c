@@ -11,7 +11,6 @@
 #include "ddp/straggle.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "common/base/clock.h"
 #include "common/base/status.h"
@@ -19,14 +18,9 @@
 void straggle_init(straggle_t *s, const config_t *cfg, int rank, backend_t *be, replica_t *rep,
                    step_meter_t *meter)
 {
-    memset(s, 0, sizeof *s);
-    s->cfg = cfg;
-    s->be = be;
-    s->rep = rep;
-    s->meter = meter;
-    s->rank = rank;
-    s->slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0;
-    s->on_cpu = cfg->backend == BACKEND_CPU;
+    *s = (straggle_t){.cfg = cfg, .be = be, .rep = rep, .meter = meter, .rank = rank,
+                      .slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0,
+                      .on_cpu = cfg->backend == BACKEND_CPU};
 }
 
 static int dev(straggle_t *s, int rc, char *err) { return backend_check(s->be, rc, NULL, err); }
