@@ -1,5 +1,4 @@
-/* ddp/autotune.c: --bucket-mb auto (see autotune.h), and its place between
- * a DDP rank's steps (rank.h). */
+/* ddp/autotune.c: --bucket-mb auto (autotune.h), and its place between a rank's steps. */
 #include "ddp/autotune.h"
 
 #include <string.h>
@@ -9,8 +8,7 @@
 static const double candidates[] = {0.25, 1.0, 4.0, 16.0, 25.0, 64.0};
 #define NCAND ((int)(sizeof candidates / sizeof candidates[0]))
 
-/* The bucket counts a cap gives (caps with the same count give the same
- * buckets: the walk is greedy from the last parameter). */
+/* The buckets a cap gives (the same count: the same buckets, the walk being greedy). */
 static int buckets_of(const model_spec_t *spec, double first_mb, double mb)
 {
     reducer_t r;
@@ -79,9 +77,8 @@ static int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, double *m
     float h[AUTOTUNE_MAX] = {0};
     for (int i = 0; i < t->n; i++)
         h[i] = (float)t->step_s[i];
-    /* Why an all-reduce: each rank timed its own steps; the sum is the same
-     * on every rank, so every rank picks the same cap (a rank with other
-     * buckets than its peers would deadlock the group). */
+    /* Why an all-reduce: the sum is the same on every rank, so every rank picks the same
+     * cap (a rank with other buckets than its peers would deadlock the group). */
     TRY(backend_check(be, backend_h2d(be, buf, h, sizeof h), NULL, err));
     TRY(comm_check(comm, comm_all_reduce(comm, buf, AUTOTUNE_MAX, REDOP_SUM), "--bucket-mb auto",
                    err));
@@ -99,9 +96,8 @@ static int autotune_choose(autotune_t *t, comm_t *comm, backend_t *be, double *m
 // ---------------------------------------------------------------------------
 // between a rank's steps
 
-/* New buckets with this cap.  Between steps, with every earlier step
- * reported (the meter resolved them), so no all-reduce of the old buckets is
- * still to be read. */
+/* New buckets with this cap, once every earlier step is reported (the meter resolved
+ * them), so no all-reduce of the old buckets is still to be read. */
 static int rebucket(rank_t *me, double mb)
 {
     TRY(step_meter_finish(&me->meter, me->err));
@@ -118,10 +114,8 @@ int rank_autotune_before(rank_t *me, long g)
 {
     if (!me->cfg->bucket_auto)
         return DDP_OK;
-    /* The choice comes before the step after the last candidate.  On a
-     * device that step's candidate reports only when the next step ends:
-     * have it report now (a wait, in the warm-up), so every timed step runs
-     * with the chosen cap. */
+    /* The choice comes before the step after the last candidate, which on a device reports
+     * only when the next step ends: have it report now (a wait, in the warm-up). */
     if (autotune_due(&me->tune, g - 1) && me->tune.tuned_g < g - 1) {
         TRY(step_meter_finish(&me->meter, me->err));
         TRY(rank_autotune_after(me));

@@ -1,12 +1,6 @@
-/* ddp/autotune.h: --bucket-mb auto, Horovod's autotune idea on DDP's bucket cap.
- *
- * During the warm-up steps each rank tries the candidate caps (0.25 to 64
- * MiB; caps that give the same buckets as a smaller one are skipped), one
- * step each after the first warm-up step (which pays one-time costs), and
- * times that step.  When the candidates are done, the ranks sum their times
- * in one all-reduce, so every rank picks the same cap (the fastest in sum),
- * and the timed steps run with it.  Candidates beyond what the warm-up
- * allows are not tried (--warmup-steps 8 tries them all). */
+/* ddp/autotune.h: --bucket-mb auto, Horovod's autotune idea on DDP's bucket cap: each
+ * candidate cap runs one warm-up step, and the ranks' summed times pick the fastest
+ * (docs/modes.md). */
 #ifndef DDPBENCH_AUTOTUNE_H
 #define DDPBENCH_AUTOTUNE_H
 

@@ -1,6 +1,4 @@
-/* ddp/comm_hook.c: DDP's communication hooks, fp16 / bf16
- * compression and PowerSGD, in place of a bucket's float32 all-reduce (see
- * comm_hook.h). */
+/* ddp/comm_hook.c: DDP's communication hooks, fp16 / bf16 and PowerSGD (comm_hook.h). */
 #include "ddp/comm_hook.h"
 
 #include <math.h>
@@ -52,12 +50,6 @@ struct comm_hook {
 // ---------------------------------------------------------------------------
 // set-up
 
-/* PyTorch's _should_compress with min_compression_rate 2. */
-static bool worth_compressing(int n, int m, int r)
-{
-    return (double)(n + m) * r * 2.0 < (double)n * m;
-}
-
 static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
 {
     const model_spec_t *s = red->spec;
@@ -73,7 +65,8 @@ static int powersgd_init(comm_hook_t *h, const reducer_t *red, char *err)
             int l = p / 2, n = s->dims[l + 1], m = s->dims[l];
             int r = h->rank_r < n ? h->rank_r : n;
             r = r < m ? r : m;
-            if (p % 2 == 0 && worth_compressing(n, m, r)) {
+            /* worth it: PyTorch's _should_compress with min_compression_rate 2 */
+            if (p % 2 == 0 && (double)(n + m) * r * 2.0 < (double)n * m) {
                 hmat_t *mt = &b->mat[b->nmat++];
                 *mt = (hmat_t){n, m, r, model_param_off(s, p), b->pcount, b->qcount, NULL};
                 b->pcount += (size_t)n * r;
@@ -107,14 +100,10 @@ int comm_hook_init(comm_hook_t **out, const config_t *cfg, backend_t *be, reduce
     comm_hook_t *h = calloc(1, sizeof *h);
     if (!h)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for the comm hook");
-    h->kind = cfg->comm_hook;
-    h->dt = cfg->comm_hook == HOOK_BF16 ? DTYPE_BF16 : DTYPE_F16;
-    h->be = be;
-    h->world = comm_world(r->comm);
-    h->rank_r = cfg->powersgd_rank;
-    h->start = cfg->powersgd_start;
-    h->seed = cfg->seed;
-    h->nb = r->nb;
+    *h = (comm_hook_t){.kind = cfg->comm_hook, .be = be, .world = comm_world(r->comm),
+                       .dt = cfg->comm_hook == HOOK_BF16 ? DTYPE_BF16 : DTYPE_F16,
+                       .rank_r = cfg->powersgd_rank, .start = cfg->powersgd_start,
+                       .seed = cfg->seed, .nb = r->nb};
     h->hb = calloc((size_t)r->nb, sizeof *h->hb);
     int rc = h->hb ? DDP_OK : err_set(err, DDP_ERR_RUNTIME, "out of memory for the comm hook");
     if (rc == DDP_OK && h->kind == HOOK_POWERSGD)
@@ -267,9 +256,8 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
         TRY(backend_gemm(be, true, false, mt->m, mt->r, mt->n, 1.0f, M, mt->m, P, mt->r, 0.0f,
                          Q, mt->r));
     }
-    /* ... and the approximation needs every rank's Q summed.  Summed, not
-     * averaged: the gradients already carry 1/world (reducer.h), so the sum
-     * is PyTorch's average. */
+    /* ... and the approximation needs every rank's Q summed (the sum is PyTorch's average:
+     * the gradients already carry 1/world). */
     op.recv = b->q;
     op.count = b->qcount;
     TRY(comm_run(r->comm, &op, NULL));
@@ -278,10 +266,8 @@ static int powersgd_bucket(comm_hook_t *h, reducer_t *r, int i)
         float *M = g + mt->goff, *Q = b->q + mt->qoff, *P = b->p + mt->poff;
         TRY(backend_gemm(be, false, true, mt->n, mt->m, mt->r, 1.0f, P, mt->r, Q, mt->r, 0.0f, M,
                          mt->m));
-        /* this rank's error: its share of what the approximation missed.
-         * The ranks' M sum to the gradient G and P Q^T approximates G, so
-         * each keeps M - P Q^T / world (PyTorch's M - P Q^T in its units,
-         * where each M is a rank's mean and P Q^T approximates their mean). */
+        /* this rank's error, its share of what the approximation missed: M - P Q^T / world
+         * (docs/modes.md says why PyTorch's M - P Q^T is divided here) */
         TRY(backend_axpy(be, -1.0f / (float)h->world, M, mt->err, (size_t)mt->n * mt->m));
     }
     return DDP_OK;

@@ -1,25 +1,7 @@
-/* ddp/commbench.c: the collectives alone (--mode comm, and what --predict
- * measures), measured the way nccl-tests measures them, on DDP's process
- * model (one rank per device, the same launcher, the same comm as training:
- * shm on the CPU, NCCL or shm on GPUs; under mpirun MPI's own collectives or
- * NCCL): ddp_strategy's comm_bench (strategy.h).
- *
- * Per collective, size and placement (out of place, then in place) every
- * rank: fills its buffers, runs --warmup-iters ops, meets the others at a
- * barrier, times --iters ops launched back to back and waited for once (or,
- * for --predict's fits on the CPU, each op alone, keeping the quickest, and
- * out of place alone: config_t's coll_quickest), then checks one more op
- * against the exact result.  Inputs are small
- * integers, so every sum is exact in float32 whatever order a library adds
- * them in (NCCL's rings, shm's rank order): a check is bit for bit.
- * DDPBENCH_FAULT=sum:RANK:SIZE plants a wrong addend on RANK at size index
- * SIZE (base/fault.h), to prove the check can fail; error, kill, exit and
- * stall fire at that size index too.
- *
- * Each rank writes its own times and wrong counts into its slot of the
- * result area; the reporting process (the supervisor, or rank 0 once it has
- * gathered the slots) takes the slowest rank's time and the sum of the wrong
- * counts. */
+/* ddp/commbench.c: the collectives alone (--mode comm, and what --predict measures), as
+ * nccl-tests measures them, on DDP's process model and comm (docs/modes.md says the
+ * procedure and the check).  Each rank writes its times and wrong counts into its slot; the
+ * reporting process takes the slowest rank's time and the sum of the wrong counts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +28,6 @@ typedef struct {
     long wrong[COLLPERF_MAX_COLLS][COLLPERF_MAX_SIZES][2];
 } rank_perf_t;
 
-static double bus_factor(int kind, int n)
-{
-    switch (kind) {
-    case COLL_ALL_REDUCE:
-        return 2.0 * (n - 1) / n;
-    case COLL_ALL_GATHER:
-    case COLL_REDUCE_SCATTER:
-        return (double)(n - 1) / n;
-    default:
-        return 1.0;
-    }
-}
-
 /* The plan every rank and the supervisor share: collectives and sizes. */
 static void plan(const config_t *cfg, int world, collperf_t *out)
 {
@@ -79,9 +48,11 @@ static void plan(const config_t *cfg, int world, collperf_t *out)
         static const char *const names[] = {"broadcast", "all-reduce", "reduce", "all-gather",
                                             "reduce-scatter"};
         snprintf(c->name, sizeof c->name, "%s", names[kind]);
-        c->bus_factor = bus_factor(kind, world);
         /* split collectives move count floats per rank block: whole blocks only */
         bool split = kind == COLL_ALL_GATHER || kind == COLL_REDUCE_SCATTER;
+        c->bus_factor = kind == COLL_ALL_REDUCE ? 2.0 * (world - 1) / world
+                      : split                   ? (double)(world - 1) / world
+                                                : 1.0;
         long per = split ? (long)sizeof(float) * world : (long)sizeof(float);
         double b = (double)(cfg->min_bytes > 0 ? cfg->min_bytes : 1);
         long last = -1;
@@ -184,10 +155,7 @@ static int coll_err(cb_rank_t *k, int rc, const char *what, long bytes)
     return err_set(k->err, rc, "%s of %ld bytes: %s", what, bytes, comm_last_error(k->comm));
 }
 
-static int dev_err(cb_rank_t *k, int rc)
-{
-    return backend_check(k->be, rc, NULL, k->err);
-}
+static int dev_err(cb_rank_t *k, int rc) { return backend_check(k->be, rc, NULL, k->err); }
 
 static int measure(cb_rank_t *k, const collperf_coll_t *c, int pi, int place, double *time_s,
                    long *wrong)
@@ -257,7 +225,7 @@ static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
     int rc = backend_create(&k.be, cfg->backend, cfg->gpus[rank], 1, k.err);
     if (rc == DDP_OK) {
         comm_args_t a = {cfg->comm, pl->world, rank,          k.be,
-                         env->seg,  cfg->timeout_s, 0.0, env->exchange, env->exchange_ctx};
+                         env->seg,  cfg->timeout_s, 0.0, env->exchange, NULL};
         rc = comm_create(&k.comm, &a, k.err);
     }
     if (rc == DDP_OK) {
@@ -273,17 +241,7 @@ static int cb_rank_body(const config_t *cfg, const ddp_env_t *env, void *ctx)
             for (int place = 0; rc == DDP_OK && place < 2 - cfg->coll_quickest; place++)
                 rc = measure(&k, &pl->coll[i], j, place, &mine->time_s[i][j][place],
                              &mine->wrong[i][j][place]);
-    if (rc != DDP_OK) {
-        rec->rc = rc;
-        snprintf(rec->msg, sizeof rec->msg, "%s", k.err[0] ? k.err : "unknown error");
-        rec->state = RANK_FAILED;
-        if (k.comm)
-            comm_abort(k.comm, rec->msg);
-        else if (env->seg) /* under mpirun the launcher ends the job instead */
-            comm_seg_abort(env->seg, rank, rec->msg);
-    } else {
-        rec->state = RANK_DONE;
-    }
+    ddp_rank_end(env, k.comm, rc, k.err);
     free(k.host);
     if (k.be) {
         backend_free(k.be, k.sbuf);
@@ -312,14 +270,12 @@ int ddp_comm_bench(const config_t *cfg, collperf_t *out, char *err)
     size_t head = (ddp_area_layout(NULL, world, 0, 0, 0) + 63) & ~(size_t)63;
     size_t bytes = head + (size_t)world * sizeof(rank_perf_t);
     ddp_group_t *g;
-    int rc = ddp_group_open(&g, cfg, bytes, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(ddp_group_open(&g, cfg, bytes, err));
     ddp_area_t *area = ddp_group_area(g);
     ddp_area_layout(area, world, 0, 0, 0);
     area->off_trace = head; /* no recorders: the slots after the records are ours */
     area->trace_stride = sizeof(rank_perf_t);
-    rc = ddp_group_run(g, cb_rank_body, out, err);
+    int rc = ddp_group_run(g, cb_rank_body, out, err);
     if (rc == DDP_OK && ddp_group_reports(g)) { /* under mpirun: rank 0, which gathered them */
         const rank_perf_t *rp = (const rank_perf_t *)((char *)area + head);
         for (int i = 0; i < out->ncoll; i++)

@@ -1,8 +1,6 @@
-/* ddp/ddp.c: the DistributedDataParallel strategy: one rank per device, started
- * by the launcher (launch.h: forked by this process, or by mpirun), each
- * training in ddp/rank.c; this file turns what they report into a
- * run_result_t, on the process that reports (the fork supervisor, or rank 0
- * under mpirun, which gathered the others' records). */
+/* ddp/ddp.c: the DistributedDataParallel strategy: one rank per device, started by the
+ * launcher (launch.h), each training in rank.c; this file turns what they report into a
+ * run_result_t on the process that reports. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +12,8 @@
 #include "ddp/launch.h"
 #include "ddp/shard.h"
 
-/* --no-join: when a rank left the loop out of data, the others' timeout is
- * its doing; say which rank, when, and what fixes it.  Forked ranks each
- * recorded whether they left; under mpirun the failing rank holds only its
- * own record, so the schedule, which every rank shares, says who leaves and
- * when (rank_train leaves at the first step a rank has no data). */
+/* --no-join: when a rank left the loop out of data, the others' timeout is its doing; say
+ * which rank, when, and what fixes it (under mpirun from the schedule every rank shares). */
 static void left_hint(const config_t *cfg, const ddp_area_t *a, int world, const schedule_t *sch,
                       bool mpi, char *err)
 {
@@ -88,8 +83,7 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
         if (tr && !(res->trace[r] = trace_rec_clone(tr)))
             return err_set(err, DDP_ERR_RUNTIME, "out of memory for the trace");
     }
-    /* Every rank started at the step rank 0 recorded (--resume: the
-     * checkpoint's, read by each rank from the same file). */
+    /* Every rank started at the step rank 0 recorded (--resume: the checkpoint's). */
     sch->start_step = a->start_step;
     trainer_begin(res, cfg, sch);
     res->story = a->story;
@@ -98,14 +92,9 @@ static int collect(const config_t *cfg, ddp_area_t *a, int world, schedule_t *sc
     memcpy(res->tuned_mb, a->tuned_mb, sizeof res->tuned_mb);
     memcpy(res->tuned_s, a->tuned_s, sizeof res->tuned_s);
     res->bucket_mb_chosen = a->bucket_mb_chosen;
-    /* The run's step times are those of the slowest rank: the one whose
-     * timed steps took the longest in all.  Not each step's slowest rank:
-     * ranks run in lock-step, so a rank held up in step g makes the others
-     * wait in step g+1's all-reduce, and the maximum of every step counts
-     * that delay twice (it made DDP's steps look up to 20% longer than the
-     * wall clock, and its phases add up to less than them).  Every other
-     * rank's difference from it is its PH_SKEW (step_meter_skew).  Each
-     * rank's record is bounded (step_times_t), so any --steps fits. */
+    /* The run's step times are the slowest rank's in all, not each step's slowest: a rank
+     * held up in step g makes the others wait in step g+1, and the per-step maximum counted
+     * that twice (up to 20% over the wall clock).  The others' difference is PH_SKEW. */
     int slow = 0;
     long samples = 0;
     for (int r = 0; r < world; r++) {
@@ -158,23 +147,18 @@ static int ddp_run_each(const config_t *cfg, const dataset_t *data,
         return err_set(err, DDP_ERR_INPUT,
                        "--comm nccl: this ddpbench was built without NCCL (use --comm shm)");
     model_spec_t spec;
-    int rc = config_model_spec(cfg, &spec, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(config_model_spec(cfg, &spec, err));
     /* The global schedule sizes the result area (every rank runs its steps). */
     schedule_t sch;
-    if ((rc = schedule_init(&sch, cfg, data, 1, 0, err)) != DDP_OK)
-        return rc;
+    TRY(schedule_init(&sch, cfg, data, 1, 0, err));
     long max_log = sch.total_steps < LOSS_LOG_MAX ? sch.total_steps : LOSS_LOG_MAX;
-    /* --trace and --report: a recorder per rank in the segment.  Per step a rank records
-     * its step, 5 phases per micro-batch (within trace_capacity's PH_COUNT),
-     * 2 more, and one all-reduce per bucket: at most 2 per layer. */
+    /* --trace and --report: a recorder per rank, with room for at most 2 buckets a layer */
     bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
     uint32_t trace_cap = record ? trace_capacity(cfg->accum, 2 * spec.nlayers + 2) : 0;
-    size_t bytes =
-        ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
+    size_t bytes = ddp_area_layout(NULL, world, max_log, spec.nparams, trace_cap);
     ddp_group_t *g;
-    if ((rc = ddp_group_open(&g, cfg, bytes, err)) != DDP_OK) {
+    int rc = ddp_group_open(&g, cfg, bytes, err);
+    if (rc != DDP_OK) {
         schedule_free(&sch);
         return rc;
     }
@@ -203,7 +187,7 @@ static int ddp_mem(const model_spec_t *s, const config_t *c, int devices, int de
 {
     (void)device;
     shard_mem_t m;
-    TRY(shard_mem(s, c, c->zero, devices, &m, err));
+    TRY(shard_mem(s, c, devices, &m, err));
     *out = (strategy_mem_t){m.params, m.grads, m.optim};
     return DDP_OK;
 }

@@ -1,6 +1,5 @@
-/* ddp/fingerprint.c: the settings, data and binary every rank must share, as
- * "KEY VALUE" lines, their comparison, and a forked group's check over its
- * communicator (fingerprint.h). */
+/* ddp/fingerprint.c: what every rank must share as "KEY VALUE" lines, their comparison, and
+ * a forked group's check over its communicator (fingerprint.h). */
 #include "ddp/fingerprint.h"
 
 #include <fcntl.h>
@@ -19,10 +18,8 @@ typedef struct {
     size_t used;
 } writer_t;
 
-static void line(writer_t *w, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void line(writer_t *w, const char *key, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void line(writer_t *w, const char *key,
+                                                       const char *fmt, ...)
 {
     size_t room = sizeof w->fp->text - w->used;
     int n = snprintf(w->fp->text + w->used, room, "%s ", key);
@@ -43,8 +40,7 @@ static void line(writer_t *w, const char *key, const char *fmt, ...)
     w->fp->text[w->used] = 0;
 }
 
-/* A file's bytes, hashed (0 when it cannot be read: the caller's own checks
- * say why). */
+/* A file's bytes, hashed (0 when it cannot be read: the caller's own checks say why). */
 static unsigned long long file_hash(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -144,8 +140,7 @@ bool fingerprint_diff(const fingerprint_t *mine, const fingerprint_t *theirs, ch
 // ---------------------------------------------------------------------------
 // groups and the verdict
 
-/* Each group's words; an option's group is its row's (fields.h), the
- * fingerprint's own lines (data, world, version, binary) are named here. */
+/* Each group's words; an option's group is its row's (fields.h), the others' named here. */
 static const char *const group_label[FP_NGROUPS] = {
     [FP_NONE] = "other settings (every rank must be started with the same options)",
     [FP_OTHER] = "other settings (every rank must be started with the same options)",
@@ -204,10 +199,9 @@ int fingerprint_judge(const fingerprint_t *fps, int world, const char *const *wh
 // ---------------------------------------------------------------------------
 // a forked group's check
 
-/* What travels is small (the check's buffer must not set a tiny model's
- * peak memory): a 48-bit hash of each line, then, only when a rank
- * differs, the one line that differs.  Each float holds 24 bits: exact in
- * float32, so any collective moves it unchanged. */
+/* What travels is small (it must not set a tiny model's peak memory): a 48-bit hash of each
+ * line, then, only when a rank differs, that line.  Each float holds 24 bits, which any
+ * collective moves unchanged. */
 #define FP_LINES 96
 #define FP_HASH_WORDS (1 + 2 * FP_LINES) /* the line count, then two words a line */
 #define FP_LINE_LEN 255
@@ -234,8 +228,7 @@ static void unpack(char *bytes, size_t n, const float *w, size_t nw)
     bytes[n - 1] = 0;
 }
 
-/* All-gather nw words from every rank (in place in buf, a device buffer of
- * world * nw floats) into host. */
+/* All-gather nw words from every rank (in place in buf, world * nw floats) into host. */
 static int gather(comm_t *comm, backend_t *be, float *buf, float *host, const float *mine,
                   size_t nw, char *err)
 {

@@ -8,10 +8,7 @@
 
 int global_loss_init(global_loss_t *l, backend_t *be, comm_t *comm, step_meter_t *m, char *err)
 {
-    memset(l, 0, sizeof *l);
-    l->be = be;
-    l->comm = comm;
-    l->meter = m;
+    *l = (global_loss_t){.be = be, .comm = comm, .meter = m};
     l->buf = backend_alloc_for(be, 2 * sizeof(float), MEM_COMM);
     l->host = backend_alloc_host(be, 4 * sizeof(float));
     if (!l->buf || !l->host)

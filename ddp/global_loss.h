@@ -1,10 +1,6 @@
-/* ddp/global_loss.h: a DDP step's loss over every rank.  Each
- * rank adds up its micro-batches' loss sums on its device, then sends the
- * sum and its row count in one all-reduce (the same collective on every
- * rank, on the steps the schedule logs), so every rank reads the global
- * mean, sum / rows, when the step meter reports the step.  Nothing here
- * waits for the device: the pair is fetched after the step's wait for its
- * collectives (step_meter_fetch_ratio). */
+/* ddp/global_loss.h: a DDP step's loss over every rank: each rank sums its micro-batches'
+ * losses on its device and all-reduces the sum with its row count (on the steps that log),
+ * so every rank reads the global mean; fetched after the step's wait, never waiting itself. */
 #ifndef DDPBENCH_GLOBAL_LOSS_H
 #define DDPBENCH_GLOBAL_LOSS_H
 
@@ -31,18 +27,13 @@ void global_loss_free(global_loss_t *l);
 
 /* A new step: no sum yet. */
 static inline void global_loss_begin(global_loss_t *l) { l->has = false; }
-/* A micro-batch's loss sum (one device float), on a step that logs it: the
- * first copied, the rest added.  A device failure has the device's message
- * in err.  (train/step.h's loss_sum, ctx the global_loss_t.) */
+/* A micro-batch's loss sum (one device float) on a step that logs it: the first copied, the
+ * rest added (step.h's loss_sum, ctx the global_loss_t). */
 int global_loss_add(void *l, const float *sum, char *err);
-/* After backward, step g: this rank's rows (a zero sum when it had none)
- * and the all-reduce of the pair; run: at once on this thread (comm_run:
- * nothing is left for it to overlap), else queued. */
+/* After backward, step g: this rank's rows (a zero sum when it had none) and the pair's
+ * all-reduce; run: at once on this thread (comm_run), else queued. */
 int global_loss_reduce(global_loss_t *l, long g, size_t rows, bool run, char *err);
 /* After the step's wait for its collectives: the meter reads the mean. */
-static inline void global_loss_fetch(global_loss_t *l, step_meter_t *m)
-{
-    step_meter_fetch_ratio(m, l->buf);
-}
+static inline void global_loss_fetch(global_loss_t *l) { step_meter_fetch_ratio(l->meter, l->buf); }
 
 #endif

@@ -1,9 +1,6 @@
-/* ddp/launch.c: the process topology, the one module that knows it: which
- * launcher a run has (the environment mpirun leaves, or --launcher), the
- * program's side of it (ddp/launcher.h) and launch.h's groups,
- * each call going to its launcher.  The mpi launcher is launch_mpi.c, built
- * with MPI; without it, a run that mpirun started, or --launcher mpi, is
- * refused with the reason. */
+/* ddp/launch.c: the process topology, the one module that knows it: which launcher a run
+ * has (mpirun's environment, or --launcher), the program's side of it (launcher.h) and
+ * launch.h's groups, each call going to its launcher (launch_mpi.c needs MPI). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,9 +11,8 @@
 #include "ddp/launcher.h"
 #include "ddp/launch_impl.h"
 
-/* Whether mpirun (Open MPI's, or any PMI/PMIx launcher) started this process:
- * its world size in *size (0 when it does not say, -1 when it is not a
- * positive integer), the variable's name in *var and its value in *val. */
+/* Whether mpirun (or any PMI/PMIx launcher) started this process: its world size in *size
+ * (0: not said, -1: not a positive integer), the variable and its value in *var, *val. */
 static bool started_by_mpirun(long *size, const char **var, const char **val)
 {
     static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
@@ -38,9 +34,7 @@ static bool started_by_mpirun(long *size, const char **var, const char **val)
     return false;
 }
 
-/* mpirun's variables that cannot be a world mpirun made: left in a plain
- * shell, MPI would make a world of one that trains on one device whatever
- * --gpus says (docs/hosts.md). */
+/* mpirun's variables that cannot be a world mpirun made (docs/hosts.md). */
 static int check_mpirun_vars(const config_t *cfg, long size, const char *var, const char *val,
                              char *err)
 {
@@ -73,15 +67,13 @@ static int launch_init(config_t *cfg, int *code, char *err)
         return DDP_OK;
     }
 #ifdef HAVE_MPI
-    /* Outside mpirun MPI_Init makes a world of one: the run would train on
-     * one device whatever --gpus says, "launched by mpirun". */
+    /* Outside mpirun MPI_Init makes a world of one, whatever --gpus says. */
     if (!mpirun)
         return err_set(err, DDP_ERR_INPUT,
                        "--launcher mpi: mpirun did not start this process (none of "
                        "OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK is set): start it with "
                        "mpirun -np N, or use --launcher fork");
-    if (mpirun)
-        TRY(check_mpirun_vars(cfg, size, var, val, err));
+    TRY(check_mpirun_vars(cfg, size, var, val, err));
     int rc = ddp_mpi_init(cfg, code, err);
     if (rc == DDP_OK && size > 0 && cfg->world_size != size)
         return err_set(err, DDP_ERR_INPUT,
@@ -124,23 +116,11 @@ void launch_describe(const config_t *cfg, char *buf, size_t len)
     buf[0] = 0;
 #ifdef HAVE_MPI
     if (cfg->launcher == LAUNCHER_MPI)
-        ddp_mpi_describe(cfg, buf, len);
+        ddp_mpi_describe(buf, len);
 #else
     (void)cfg;
     (void)len;
 #endif
-}
-
-/* The way out (launch_main). */
-static int launch_end(const config_t *cfg, int code)
-{
-#ifdef HAVE_MPI
-    if (cfg->launcher == LAUNCHER_MPI)
-        return ddp_mpi_end(cfg, code);
-#else
-    (void)cfg;
-#endif
-    return code;
 }
 
 bool launch_is_rank(const config_t *cfg) { return cfg->launcher == LAUNCHER_MPI; }
@@ -160,20 +140,44 @@ int launch_main(config_t *cfg, int rc, char *err, int (*body)(void *ctx, int rc,
     int lrc = launch_init(cfg, &code, lerr);
     if (lrc == DDP_LAUNCH_WATCHER)
         return code;
-    /* A launcher that failed: under mpirun with a group formed, the failure
-     * goes to the start-up check with the others' (said once); without one,
-     * the body says it at once (its check returns it unchanged). */
+    /* A launcher that failed: under mpirun the start-up check says it with the others'
+     * (once); without one, the body says it at once. */
     if (lrc != DDP_OK && rc == DDP_OK) {
         rc = lrc;
         snprintf(err, ERR_LEN, "%s", lerr);
     }
     if (!launch_is_rank(cfg)) /* under mpirun, mpirun's signals end the job */
         interrupt_install();
-    return launch_end(cfg, body(ctx, rc, err));
+    int code_out = body(ctx, rc, err);
+#ifdef HAVE_MPI
+    if (cfg->launcher == LAUNCHER_MPI)
+        return ddp_mpi_end(code_out);
+#endif
+    return code_out;
 }
 
 // ---------------------------------------------------------------------------
 // groups
+
+size_t ddp_area_layout(ddp_area_t *a, int world, long max_log, size_t nparams,
+                       uint32_t trace_cap)
+{
+    size_t log = (sizeof(ddp_area_t) + 63) & ~(size_t)63;
+    size_t params = (log + (size_t)max_log * sizeof(loss_point_t) + 63) & ~(size_t)63;
+    size_t trace = (params + nparams * sizeof(float) + 63) & ~(size_t)63;
+    size_t stride = trace_cap ? (trace_rec_bytes(trace_cap) + 63) & ~(size_t)63 : 0;
+    if (a) {
+        a->max_log = max_log;
+        a->trace_cap = trace_cap;
+        a->off_log = log;
+        a->off_params = params;
+        a->off_trace = trace;
+        a->trace_stride = stride;
+        for (int r = 0; r < world && trace_cap; r++)
+            trace_rec_init(ddp_area_trace(a, r), trace_cap, r);
+    }
+    return trace + (size_t)world * stride;
+}
 
 int ddp_group_open(ddp_group_t **out, const config_t *cfg, size_t bytes, char *err)
 {
@@ -216,4 +220,22 @@ void ddp_group_close(ddp_group_t *g)
         return;
     g->ops->close(g);
     free(g);
+}
+
+void ddp_rank_end(const ddp_env_t *env, comm_t *comm, int rc, const char *err)
+{
+    ddp_rank_rec_t *rec = &env->area->rank[env->rank];
+    if (rc == DDP_OK) {
+        rec->state = RANK_DONE;
+        return;
+    }
+    /* Record why first, then abort the group: the supervisor reports the first rank that
+     * aborted, with this message. */
+    rec->rc = rc;
+    snprintf(rec->msg, sizeof rec->msg, "%s", err[0] ? err : "unknown error");
+    rec->state = RANK_FAILED;
+    if (comm)
+        comm_abort(comm, rec->msg);
+    else if (env->seg) /* under mpirun the launcher ends the job instead */
+        comm_seg_abort(env->seg, env->rank, rec->msg);
 }

@@ -1,23 +1,7 @@
-/* ddp/launch_fork.c: the fork launcher (launch.h): the process the user
- * started is the supervisor.  It makes the shared segment, forks one rank per
- * device (making no CUDA call itself: CUDA does not survive fork), and
- * watches them; the ranks' records come back through the segment.
- *
- * A rank that dies or fails is noticed at once (SIGCHLD through a self-pipe):
- * the supervisor raises the group's abort flag so the others leave their
- * collectives, sends them SIGTERM, then SIGKILL after a short grace, and
- * reports the first cause: the rank that aborted the group with a message, or
- * the one that died.  Ctrl-C (SIGINT, SIGTERM, SIGHUP to the supervisor) is
- * a request to stop, forwarded to the ranks as a flag in the segment that
- * they read at each step's end, as single and DP read their own
- * (interrupt_follow): every rank stops after its step, rank 0 finishing a
- * checkpoint it is writing, and the run ends with DDP_ERR_INTERRUPTED.  Only
- * ranks still running DDP_STOP_GRACE_S later (a step longer than that, a
- * hung device) are stopped the hard way, as after a failure.  A signal that
- * was ignored when ddpbench started stays ignored (base/interrupt.h).
- * Ranks die with their supervisor (PR_SET_PDEATHSIG), and the segment has no
- * name in /dev/shm once created, so nothing is left behind even when the
- * supervisor is SIGKILLed. */
+/* ddp/launch_fork.c: the fork launcher (launch.h): the process the user started is the
+ * supervisor; it makes the shared segment, forks one rank per device (no CUDA call of its
+ * own: CUDA does not survive fork) and watches them.  Failures, stop requests and their
+ * graces as docs/faults.md says; ranks die with it (PR_SET_PDEATHSIG), the segment unnamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,17 +19,14 @@
 #include "common/base/procfile.h"
 #include "ddp/launch_impl.h"
 
-/* After a failure, how long ranks get to leave on their own after SIGTERM
- * before SIGKILL. */
+/* After a failure, how long ranks get to leave after SIGTERM before SIGKILL. */
 #define DDP_GRACE_S 1.0
-/* After a stop request, how long ranks get to reach a step's end (and rank
- * 0 to finish a checkpoint write) before they are stopped like that: the
- * grace single and DP give themselves (base/interrupt.h). */
+/* After a stop request, how long ranks get to reach a step's end (and finish a checkpoint)
+ * before they are stopped like that: single's and DP's grace (base/interrupt.h). */
 #define DDP_STOP_GRACE_S ((double)INTERRUPT_GRACE_S)
 
 // ---------------------------------------------------------------------------
-// signals: a self-pipe, so any thread may take the signal and the supervisor
-// loop still hears about it
+// signals: a self-pipe, so any thread may take the signal and the supervisor still hears it
 
 static int g_sig_pipe[2] = {-1, -1};
 static const int g_sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
@@ -55,10 +36,8 @@ static pid_t g_sup_pid; /* the supervisor: the one process whose signals these a
 
 static void on_signal(int sig)
 {
-    /* A rank between fork and signals_child still has this handler and the
-     * pipe: a SIGTERM the supervisor sends it then (stop_all after a failed
-     * fork) must not come back as a stop request of the supervisor's (it
-     * did, under ulimit -u: "interrupted by SIGTERM" that nobody sent). */
+    /* A rank between fork and signals_child still has this handler and the pipe: a SIGTERM
+     * the supervisor sends it then must not come back as the supervisor's stop request. */
     if (getpid() != g_sup_pid) {
         if (sig != SIGCHLD) { /* end as the signal would have, not as a stop request */
             signal(sig, SIG_DFL);
@@ -84,8 +63,7 @@ static int signals_install(struct sigaction *old, char *err)
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&sa.sa_mask);
-    /* A signal ignored now was ignored when ddpbench started (main's handler
-     * leaves those alone): it stays ignored here too. */
+    /* A signal ignored now was ignored when ddpbench started: it stays ignored. */
     for (int i = 0; i < NSIGS; i++)
         if (g_sigs[i] == SIGCHLD || !interrupt_ignored(g_sigs[i]))
             sigaction(g_sigs[i], &sa, &old[i]);
@@ -103,21 +81,17 @@ static void signals_restore(const struct sigaction *old)
     g_sig_pipe[0] = g_sig_pipe[1] = -1;
 }
 
-/* In a new rank: default dispositions, and Ctrl-C is the supervisor's to
- * handle (it stops the ranks in order), so the terminal's SIGINT to the whole
- * process group must not kill ranks mid-collective first. */
+/* In a new rank: default dispositions; the terminal's SIGINT and SIGHUP to the process group
+ * are the supervisor's to forward (it stops the ranks in order), not to kill ranks. */
 static void signals_child(pid_t parent)
 {
     signal(SIGCHLD, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    /* The terminal's hang-up reaches the whole process group too: it is the
-     * supervisor's to forward, like Ctrl-C. */
     signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     close(g_sig_pipe[0]);
     close(g_sig_pipe[1]);
-    /* Die with the supervisor, even if it is SIGKILLed; if it is already gone
-     * (it died between fork and here), leave now. */
+    /* Die with the supervisor; if it is already gone, leave now. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(1);
@@ -144,9 +118,8 @@ typedef struct {
     long oom_kills_before;  /* the kernel's OOM kills when the ranks started */
 } sup_t;
 
-/* The kernel's count of OOM kills (/proc/vmstat oom_kill), 0 unknown: one
- * that grew while the ranks ran names memory as the likely cause of a
- * SIGKILL (the killer says so only in the kernel's log). */
+/* The kernel's count of OOM kills (/proc/vmstat), 0 unknown: one that grew while the ranks
+ * ran names memory as the likely cause of a SIGKILL. */
 static long oom_kills(void)
 {
     char v[32];
@@ -190,12 +163,9 @@ static void stop_all(sup_t *s, const char *why)
     s->kill_at = now_s() + DDP_GRACE_S;
 }
 
-/* A stop request (a signal to the supervisor): the flag every rank reads at
- * its step's end.  The ranks stop on their own and the first to stop aborts
- * the group, which frees the others from their collectives; nobody is
- * signalled, so rank 0 is not killed in the middle of a checkpoint write.
- * Ranks that have not stopped after the grace are stopped like after a
- * failure. */
+/* A stop request (a signal to the supervisor): the flag every rank reads at its step's end.
+ * The first rank to stop aborts the group, freeing the others; nobody is signalled, so rank
+ * 0 is not killed mid-checkpoint.  Ranks still running after the grace: as after a failure. */
 static void stop_soft(sup_t *s, int sig)
 {
     if (s->stopping)
@@ -222,9 +192,8 @@ static void reap(sup_t *s)
         s->status[r] = st;
         s->nalive--;
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        /* Stopping on request: a rank gone (stopped, or died) frees the
-         * others from any collective it would have joined; a rank that is
-         * writing a checkpoint is in none and finishes its write. */
+        /* Stopping on request: a rank gone frees the others from any collective it would
+         * have joined (a rank writing a checkpoint is in none). */
         if (s->term_at > 0)
             comm_seg_abort(s->seg, -1, s->stop_why);
         if (!ok && s->first_failed < 0 && !s->stopping) {
@@ -239,8 +208,7 @@ static void reap(sup_t *s)
 static void supervise(sup_t *s)
 {
     while (s->nalive > 0) {
-        /* Sleep until a signal arrives (SIGCHLD: a rank changed state); wake
-         * every 100 ms anyway, so a missed byte costs at most that. */
+        /* Sleep until a signal arrives; wake every 100 ms anyway (a missed byte). */
         struct pollfd pfd = {g_sig_pipe[0], POLLIN, 0};
         poll(&pfd, 1, 100);
         unsigned char buf[64];
@@ -269,9 +237,7 @@ static void supervise(sup_t *s)
 /* The one line that says why the run failed, and its status. */
 static int failure(const sup_t *s, char *err)
 {
-    /* A rank that aborted the group did so with the root cause (a timeout, a
-     * device error, an injected fault, a stop request after step N); the
-     * others failed because of it. */
+    /* A rank that aborted the group did so with the root cause; the others failed of it. */
     char why[ERR_LEN];
     int origin = comm_seg_abort_origin(s->seg, why);
     if (s->interrupted && s->first_failed < 0) {
@@ -294,25 +260,23 @@ static int failure(const sup_t *s, char *err)
                                                                  : DDP_ERR_RUNTIME;
 }
 
-/* ddp_group_run (launch.h) on a supervisor already set up. */
-static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
+/* ddp_group_run (launch.h): fork the ranks and supervise them. */
+static int fork_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
 {
+    sup_t sup = {.cfg = g->cfg, .seg = g->impl, .area = g->area, .world = g->world,
+                 .first_failed = -1, .oom_kills_before = oom_kills()};
+    sup_t *s = &sup;
     struct sigaction old[NSIGS];
-    int rc = signals_install(old, err);
-    if (rc != DDP_OK)
-        return rc;
-    /* Buffered output would be written once per process: empty it first. */
-    fflush(NULL);
+    TRY(signals_install(old, err));
+    fflush(NULL); /* buffered output would be written once per process */
     pid_t self = getpid();
     for (int r = 0; r < s->world; r++) {
         pid_t p = fork();
         if (p == 0) {
             signals_child(self);
             interrupt_follow(&s->area->stop_sig); /* the supervisor's stop request */
-            /* A CPU rank is a core: on one of its own, its peers never wait
-             * for it to be scheduled back beside another rank
-             * (base/affinity.h).  Its communication thread runs anywhere
-             * (comm_queue.c). */
+            /* A CPU rank is a core of its own, so peers never wait for it to be scheduled
+             * (base/affinity.h); its communication thread runs anywhere. */
             if (s->cfg->backend == BACKEND_CPU)
                 affinity_pin(r, s->world);
             ddp_env_t env = {.rank = r, .world = s->world, .area = s->area, .seg = s->seg};
@@ -345,32 +309,12 @@ static int spawn(sup_t *s, ddp_body_fn body, void *ctx, char *err)
 static int fork_open(ddp_group_t *g, size_t bytes, char *err)
 {
     comm_seg_t *seg;
-    int rc = comm_seg_create(&seg, g->world, bytes, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(comm_seg_create(&seg, g->world, bytes, err));
     g->impl = seg;
     g->area = comm_seg_extra(seg);
     return DDP_OK;
 }
 
-static int fork_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
-{
-    sup_t s;
-    memset(&s, 0, sizeof s);
-    s.cfg = g->cfg;
-    s.seg = g->impl;
-    s.area = g->area;
-    s.world = g->world;
-    s.first_failed = -1;
-    s.oom_kills_before = oom_kills();
-    return spawn(&s, body, ctx, err);
-}
-
 static void fork_close(ddp_group_t *g) { comm_seg_free(g->impl); }
 
-const ddp_group_ops_t ddp_fork_ops = {
-    .name = "fork",
-    .open = fork_open,
-    .run = fork_run,
-    .close = fork_close,
-};
+const ddp_group_ops_t ddp_fork_ops = {.open = fork_open, .run = fork_run, .close = fork_close};

@@ -1,13 +1,11 @@
-/* ddp/launch_impl.h: a group of ranks as its launchers build it (ddp.c's
- * fork, launch_mpi.c's mpi); callers use launch.h alone.  launch.c picks
- * the table for the config's launcher and calls through it. */
+/* ddp/launch_impl.h: a group of ranks as its launchers build it (launch_fork.c, launch_mpi.c);
+ * callers use launch.h alone.  launch.c picks the config's launcher's table. */
 #ifndef DDPBENCH_LAUNCH_IMPL_H
 #define DDPBENCH_LAUNCH_IMPL_H
 
 #include "ddp/launch.h"
 
 typedef struct {
-    const char *name; /* "fork" or "mpi" */
     /* Make the result area of `bytes` (zeroed, 64-byte aligned): g->area. */
     int (*open)(ddp_group_t *g, size_t bytes, char *err);
     /* launch.h's ddp_group_run. */
@@ -35,8 +33,8 @@ extern const ddp_group_ops_t ddp_fork_ops; /* launch_fork.c */
 extern const ddp_group_ops_t ddp_mpi_ops;
 int ddp_mpi_init(config_t *cfg, int *code, char *err);
 int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err);
-void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len);
-int ddp_mpi_end(const config_t *cfg, int code);
+void ddp_mpi_describe(char *buf, size_t len);
+int ddp_mpi_end(int code);
 #endif
 
 #endif

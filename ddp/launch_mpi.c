@@ -1,41 +1,7 @@
-/* ddp/launch_mpi.c: the mpi launcher (launch.h): mpirun started one ddpbench
- * per rank, on one host or many.  Built when mpi.h is found (HAVE_MPI).
- *
- * Each process, in order:
- *  - forks at once (before MPI exists in it): the parent is the rank's
- *    watcher and does nothing but wait, forwarding the signals mpirun sends;
- *    the child is the rank.  A rank killed by a signal cannot say so, and
- *    mpirun would only report the signal as its own exit status (137); the
- *    watcher prints "ddpbench: error: rank 1 (device 1, host b) killed by
- *    signal 9 (Killed)" and exits 1, which makes mpirun end the job (its
- *    other ranks get SIGTERM, their watchers pass it on) with that status.
- *    The rank dies with its watcher (PR_SET_PDEATHSIG), so nothing outlives
- *    the job.
- *  - initialises MPI (MPI_THREAD_MULTIPLE: comm_mpi.c's communication
- *    thread polls while the rank computes), learns its rank, the world and
- *    its local rank (mpirun's OMPI_COMM_WORLD_LOCAL_RANK, or the ranks that
- *    share its host), and its device: --gpus[local rank] (config_resolve).
- *  - meets the others in the start-up check (ddp_mpi_agree): every rank's
- *    outcome so far, device, host and fingerprint (fingerprint.h) go to rank
- *    0, which judges for all and broadcasts the verdict, so a rank whose
- *    input failed, or that was started with other flags, data or binary, is
- *    named in one line and every rank exits with the same status.
- *  - for each group run (ddp.c's training, commbench.c), runs its own rank's
- *    body on an area of its own, then rank 0 gathers every rank's fixed
- *    record and slot (MPI_Igather), after which ddp.c reads the area as it
- *    does the fork supervisor's.  Trace times are each host's monotonic
- *    clock: a rank on another host than rank 0 shifts its events by the
- *    difference of the two clocks read just after a barrier.
- *  - a failure after the start-up check ends the whole job (MPI_Abort): MPI
- *    cannot tell the other ranks to stop, and they would otherwise wait in
- *    their next collective until --timeout.
- *
- * Every wait here is bounded (nonblocking MPI calls polled with a deadline):
- * the start-up check and the group's first barrier by the bound on forming
- * a group (300 s, or --timeout when longer: a rank may still be loading its
- * data), the gathers by --timeout.  The launcher's own collectives run on a
- * duplicate of MPI_COMM_WORLD, apart from the training's (comm_mpi.c makes
- * its own). */
+/* ddp/launch_mpi.c: the mpi launcher (launch.h), built with MPI: each process mpirun starts
+ * forks its watcher, then joins the start-up check and the group runs (docs/hosts.md says
+ * what each step guarantees).  Every wait is bounded (nonblocking MPI polled with a deadline);
+ * the launcher's collectives run on a duplicate of MPI_COMM_WORLD, apart from training's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -58,8 +24,7 @@
 
 #define HOST_LEN 64
 #define LABEL_LEN 160
-/* A record that says the rank is leaving as it should, its exit status in
- * the byte after the mark. */
+/* A record that says the rank is leaving as it should, its exit status in the next byte. */
 #define END_MARK '\001'
 
 static struct {
@@ -83,15 +48,13 @@ static volatile pid_t g_rank_pid;
 static volatile sig_atomic_t g_is_rank0, g_said; /* rank 0's watcher; its line is out */
 static volatile pid_t g_parent;
 
-/* What the rank has told its watcher so far: the label to name it by, and
- * whether it is leaving with an answer of its own (END_MARK), and which. */
+/* What the rank told its watcher: the label to name it by, and its END_MARK status. */
 static int g_label_fd = -1; /* non-blocking: the handler reads it too */
 static char g_label[LABEL_LEN];
 static volatile sig_atomic_t g_ended, g_end_code;
 
-/* Read every whole record the rank has sent (async-signal-safe: read and
- * memcpy only).  Each record is one write of LABEL_LEN bytes, under
- * PIPE_BUF, so a read never sees half of one. */
+/* Read every whole record the rank has sent (async-signal-safe).  Each record is one write
+ * of LABEL_LEN bytes, under PIPE_BUF, so a read never sees half of one. */
 static void drain_labels(void)
 {
     char buf[LABEL_LEN];
@@ -105,28 +68,21 @@ static void drain_labels(void)
     }
 }
 
+#define STOPPED(s) "ddpbench: stopped: interrupted by SIG" s ": mpirun ended the job\n"
+
 static void forward(int sig, siginfo_t *si, void *unused)
 {
     (void)unused;
     if (!g_forwarded) {
         g_sender = si && si->si_code == SI_USER ? si->si_pid : 0;
         g_forwarded = sig;
-        /* mpirun ending the job: rank 0's line goes out now, before mpirun
-         * stops forwarding our stderr (after the rank died it could be lost);
-         * not when the rank has already given its answer (its error line is
-         * out, and mpirun is only ending the others) */
+        /* mpirun ending the job: rank 0's line goes out now, before mpirun stops forwarding
+         * our stderr; not when the rank already gave its answer (its error line is out) */
         drain_labels();
         if (g_is_rank0 && !g_ended && (g_sender == 0 || g_sender == g_parent)) {
-            const char *name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT"
-                             : sig == SIGHUP  ? "HUP"  : NULL;
-            char line[128] = "ddpbench: stopped: interrupted by SIG";
-            size_t n = strlen(line);
-            for (const char *p = name ? name : "NAL"; *p; p++)
-                line[n++] = *p;
-            static const char tail[] = ": mpirun ended the job\n";
-            for (const char *p = tail; *p; p++)
-                line[n++] = *p;
-            ssize_t w = write(2, line, n);
+            const char *line = sig == SIGTERM ? STOPPED("TERM") : sig == SIGINT ? STOPPED("INT")
+                             : sig == SIGHUP  ? STOPPED("HUP")  : STOPPED("NAL");
+            ssize_t w = write(2, line, strlen(line));
             (void)w;
             g_said = 1;
         }
@@ -147,9 +103,8 @@ static const char *env_rank(void)
     return "?";
 }
 
-/* The parent's life: wait for the rank; its exit status is ours.  Killed by
- * a signal nobody sent through us, or gone with a status it did not leave
- * through ddp_launch_end (a crash's _exit): say which rank and why, exit 1. */
+/* The parent's life: wait for the rank; its exit status is ours.  Killed by a signal nobody
+ * sent through us, or gone without ddp_launch_end (a crash's _exit): name it, exit 1. */
 static int watch(pid_t child, int label_fd)
 {
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -184,11 +139,8 @@ static int watch(pid_t child, int label_fd)
     label[LABEL_LEN - 1] = 0;
     close(label_fd);
     g_label_fd = -1;
-    /* A signal to this process is mpirun's (its daemon is our parent) when
-     * mpirun was told to end the job: rank 0 says so, once.  One from
-     * anyone else (a kill of this rank's process) stops this rank alone:
-     * the line names it.  Either way the status is 128 + the signal (mpirun
-     * then ends the job; its own status is Open MPI's). */
+    /* A signal from mpirun (our parent) ends the job: rank 0 says so, once.  One from anyone
+     * else stops this rank alone, named.  Either way the status is 128 + the signal. */
     int fsig = g_forwarded;
     if (fsig && g_sender != 0 && g_sender != g_parent) {
         fprintf(stderr, "ddpbench: stopped: %s: interrupted by SIG%s from process %ld\n", label,
@@ -197,10 +149,8 @@ static int watch(pid_t child, int label_fd)
     }
     if (WIFEXITED(st) && (ended || fsig))
         return WEXITSTATUS(st);
-    /* Its answer was out (rank 0's line with it) when mpirun, ending the job
-     * because another rank left with the same answer, caught it still
-     * leaving (in MPI_Finalize, or exiting on a busy host): that answer is
-     * the one, said once; no "stopped" line after it. */
+    /* Its answer was out when mpirun, ending the job for another rank's same answer, caught
+     * it still leaving: that answer is the one, said once. */
     if (ended && fsig)
         return end_code;
     if (WIFEXITED(st)) { /* it quit in the middle (an _exit, a library's exit) */
@@ -233,8 +183,7 @@ static void set_label(const char *label)
 // ---------------------------------------------------------------------------
 // bounded waits
 
-/* Poll rq until done or limit_s passes ("timed out in WHAT: a rank did not
- * arrive within N s"). */
+/* Poll rq until done or limit_s passes ("timed out in WHAT: ..."). */
 static int wait_bounded(MPI_Request *rq, double limit_s, const char *what, char *err)
 {
     double deadline = now_s() + limit_s;
@@ -256,8 +205,8 @@ static int wait_bounded(MPI_Request *rq, double limit_s, const char *what, char 
     }
 }
 
-/* The bound on forming a group (comm.h's COMM_INIT_TIMEOUT_S, or --timeout
- * when longer): ranks may arrive far apart (one still loading its data). */
+/* The bound on forming a group (COMM_INIT_TIMEOUT_S, or --timeout when longer): ranks may
+ * arrive far apart (one still loading its data). */
 static double init_bound(const config_t *cfg)
 {
     return cfg->timeout_s > COMM_INIT_TIMEOUT_S ? cfg->timeout_s : COMM_INIT_TIMEOUT_S;
@@ -291,14 +240,9 @@ int ddp_mpi_init(config_t *cfg, int *code, char *err)
     if (getppid() != parent)
         _exit(1);
 
-    /* Open MPI's nonblocking all-reduce (libnbc) picks, below 4 ranks or in
-     * place, a binomial reduce then broadcast: every byte crosses the slowest
-     * link twice, one crossing after the other, half what the ring gets (4 MiB
-     * over a 1 Gbit/s link: 0.06 against 0.11 GB/s, the link being 0.125).
-     * DDP's buckets are megabytes, where the ring wins, as NCCL's does, and
-     * the alpha-beta model of --predict is the ring's: ask for it unless the
-     * user chose an algorithm.  MPI reads its parameters in MPI_Init; other
-     * MPIs ignore the name. */
+    /* Open MPI's libnbc all-reduce below 4 ranks or in place is a binomial reduce then
+     * broadcast, half the ring's bandwidth over a slow link; --predict's model is the ring's:
+     * ask for it unless the user chose (read in MPI_Init; other MPIs ignore the name). */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
@@ -351,8 +295,8 @@ typedef struct {
     char host0[HOST_LEN];
 } verdict_t;
 
-/* Rank 0's judgement of every rank's start: the first failure, else the
- * first rank whose fingerprint differs from rank 0's; msg (ERR_LEN) says it. */
+/* Rank 0's judgement of every rank's start: the first failure, else the first rank whose
+ * fingerprint differs from rank 0's; msg (ERR_LEN) says it. */
 static int judge(const startup_t *all, int world, char *msg)
 {
     int first = -1, nfail = 0;
@@ -372,8 +316,6 @@ static int judge(const startup_t *all, int world, char *msg)
         return err_set(msg, all[first].rc, "rank %d (host %s): %s", first, all[first].host,
                        all[first].msg);
     }
-    /* Every rank's fingerprint against rank 0's (fingerprint.h), each rank
-     * named with its host. */
     static fingerprint_t fps[MAX_DEVICES];
     char names[MAX_DEVICES][HOST_LEN + 32];
     const char *who[MAX_DEVICES];
@@ -391,8 +333,7 @@ int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
         return rc;
     startup_t *mine = calloc(1, sizeof *mine);
     startup_t *all = g_mpi.rank == 0 ? calloc((size_t)g_mpi.world, sizeof *all) : NULL;
-    verdict_t v;
-    memset(&v, 0, sizeof v);
+    verdict_t v = {0};
     if (!mine || (g_mpi.rank == 0 && !all)) {
         free(mine);
         free(all);
@@ -404,8 +345,7 @@ int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
     snprintf(mine->msg, sizeof mine->msg, "%s", rc == DDP_OK ? "" : err);
     if (rc == DDP_OK)
         fingerprint_make(&mine->fp, cfg, data);
-    /* Why bounded: a rank that never arrives (stuck before it) must not hold
-     * the others here for ever; one that died ends the job anyway. */
+    /* Why bounded: a rank that never arrives must not hold the others here for ever. */
     MPI_Request rq;
     double limit = init_bound(cfg);
     char why[ERR_LEN];
@@ -448,10 +388,8 @@ int ddp_mpi_agree(config_t *cfg, const dataset_t *data, int rc, char *err)
     return DDP_OK;
 }
 
-void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len)
+void ddp_mpi_describe(char *buf, size_t len)
 {
-    (void)cfg;
-    size_t used = 0;
     int nhosts = 0;
     bool seen[MAX_DEVICES] = {false};
     char list[1024] = "";
@@ -471,37 +409,30 @@ void ddp_mpi_describe(const config_t *cfg, char *buf, size_t len)
                 continue;
             seen[q] = true;
             int last = q; /* a run of consecutive ranks on this host: q-last */
-            while (last + 1 < g_mpi.world && strcmp(g_mpi.hosts[last + 1], g_mpi.hosts[r]) == 0) {
+            while (last + 1 < g_mpi.world && strcmp(g_mpi.hosts[last + 1], g_mpi.hosts[r]) == 0)
                 seen[++last] = true;
-            }
             if (lu < sizeof list)
                 lu += (size_t)snprintf(list + lu, sizeof list - lu, last > q ? "%s%d-%d" : "%s%d",
                                        written++ ? "," : "", q, last);
             q = last;
         }
     }
-    used = (size_t)snprintf(buf, len, "mpirun: %d rank%s on %d host%s (%s)", g_mpi.world,
-                            g_mpi.world == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", list);
-    (void)used;
+    snprintf(buf, len, "mpirun: %d rank%s on %d host%s (%s)", g_mpi.world,
+             g_mpi.world == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", list);
 }
 
-int ddp_mpi_end(const config_t *cfg, int code)
+int ddp_mpi_end(int code)
 {
-    (void)cfg;
     char mark[3] = {END_MARK, (char)(unsigned char)code, 0};
     set_label(mark); /* the watcher: this exit status is the rank's answer */
     if (!g_mpi.inited)
         return code;
     fflush(NULL);
     if (code == 0 || g_mpi.agreed_failure) {
-        /* Why a barrier on an agreed failure: a rank leaving with the
-         * verdict's status makes mpirun end the job, and rank 0's watcher,
-         * signalled before rank 0 has printed its line and sent its end
-         * mark, would add "stopped: ... mpirun ended the job" to the one
-         * line the user gets.  Every rank holds the verdict and comes here
-         * (a rank that died ends the job anyway), so none waits for ever.
-         * After it rank 0 may still be leaving when mpirun ends the job:
-         * its watcher then has the end mark, and the status in it. */
+        /* Why a barrier on an agreed failure: rank 0's watcher, signalled by mpirun before
+         * rank 0 printed its line and sent its end mark, would add a "stopped" line.  Every
+         * rank holds the verdict and comes here (a dead rank ends the job), so none waits for
+         * ever; after it, rank 0's watcher has the end mark. */
         if (g_mpi.agreed_failure)
             MPI_Barrier(g_mpi.comm);
         MPI_Finalize();
@@ -509,9 +440,8 @@ int ddp_mpi_end(const config_t *cfg, int code)
             sleep(FAULT_PAUSE_S);
         return code;
     }
-    /* A failure only this rank knows of: the others would wait for it in
-     * their next collective, so the job ends here (mpirun stops every rank,
-     * and exits with this code). */
+    /* A failure only this rank knows of: the others would wait for it in their next
+     * collective, so the job ends here (mpirun exits with this code). */
     MPI_Abort(MPI_COMM_WORLD, code);
     return code;
 }
@@ -545,8 +475,8 @@ static int mpi_open(ddp_group_t *g, size_t bytes, char *err)
     return DDP_OK;
 }
 
-/* How far this host's monotonic clock is ahead of rank 0's: 0 on rank 0's
- * host (one clock), else the difference read just after a barrier. */
+/* How far this host's monotonic clock is ahead of rank 0's (0 on rank 0's host), read just
+ * after a barrier. */
 static int clock_offset(const ddp_group_t *g, double *offset, char *err)
 {
     MPI_Request rq;
@@ -585,8 +515,8 @@ static int mpi_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
 {
     double offset;
     TRY(clock_offset(g, &offset, err));
-    ddp_env_t env = {.rank = g->rank, .world = g->world, .area = g->area, .seg = NULL,
-                     .exchange = nccl_exchange, .exchange_ctx = NULL};
+    ddp_env_t env = {.rank = g->rank, .world = g->world, .area = g->area,
+                     .exchange = nccl_exchange};
     ddp_rank_rec_t *rec = &g->area->rank[g->rank];
     int rc = body(g->cfg, &env, ctx);
     if (rc != DDP_OK)
@@ -598,8 +528,7 @@ static int mpi_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
         tr->ev[i].t_begin -= offset;
         tr->ev[i].t_end -= offset;
     }
-    /* Rank 0 gathers every record, then every slot, into its own area: from
-     * there ddp.c and commbench.c read them as they read the segment. */
+    /* Rank 0 gathers every record, then every slot, into its own area (read as the segment). */
     double limit = 2.0 * g->cfg->timeout_s + 10.0;
     MPI_Request rq;
     const int rb = (int)sizeof *rec;
@@ -627,9 +556,4 @@ static int mpi_run(ddp_group_t *g, ddp_body_fn body, void *ctx, char *err)
 
 static void mpi_close(ddp_group_t *g) { free(g->impl); }
 
-const ddp_group_ops_t ddp_mpi_ops = {
-    .name = "mpi",
-    .open = mpi_open,
-    .run = mpi_run,
-    .close = mpi_close,
-};
+const ddp_group_ops_t ddp_mpi_ops = {.open = mpi_open, .run = mpi_run, .close = mpi_close};

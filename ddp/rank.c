@@ -1,13 +1,7 @@
-/* ddp/rank.c: one DDP rank, in its own process (forked, or started by
- * mpirun): its loop and, fenced, its training step.  Its device, its
- * communicator, its shard of the data (DistributedSampler), what it holds of
- * the model (shard.h) and the buckets that average the gradients over the
- * ranks while backward runs are set up in rank_setup.c.  What it measured
- * goes back to the supervisor through the shared segment, or under mpirun
- * to rank 0 by MPI (ddp_shared.h, launch.h).  On a GPU the host only queues
- * a step: the buckets' waits are the GPU's (comm.h), the loss is fetched
- * without waiting, and the step meter's wait for the previous step is the
- * step's one host synchronisation. */
+/* ddp/rank.c: one DDP rank, in its own process (forked, or started by mpirun): its loop and,
+ * fenced, its training step; its set-up is rank_setup.c's.  On a GPU the host only queues a
+ * step: the buckets' waits are the GPU's (comm.h), the loss is fetched without waiting, and
+ * the step meter's wait for the previous step is the step's one host synchronisation. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +12,16 @@
 #include "common/train/trainer.h"
 #include "ddp/rank.h"
 
-/* The checkpoint barrier's allowance beyond --timeout for rank 0's write: a
- * fixed margin, and the file at a slow disk's speed (bytes/s). */
+/* The checkpoint barrier's allowance beyond --timeout for rank 0's write: a fixed margin,
+ * and the file at a slow disk's speed (bytes/s). */
 #define CKPT_WAIT_EXTRA_S 30.0
 #define CKPT_WAIT_DISK_BPS 20e6
 
 static int coll(rank_t *me, int rc) { return comm_check(me->comm, rc, NULL, me->err); }
 
-/* The end of a step's backward: what its micro-batches leave (the
- * straggler's unit of work, the staging slots' turn), the rest of the
- * buckets (all of them under --no-overlap) and, on the steps that log it,
- * the loss: the same sequence of collectives on every rank.  Then the wait
- * for every bucket, and the gradients the optimizer applies (a
- * --comm-hook's), counted as exposed communication. */
+/* The end of a step's backward: what its micro-batches leave, the rest of the buckets and,
+ * on the steps that log it, the loss (the same collectives on every rank); then the wait
+ * for every bucket and the gradients the optimizer applies, as exposed communication. */
 static int rank_reduce(rank_t *me, long g)
 {
     char none[256];
@@ -56,19 +47,15 @@ static int rank_reduce(rank_t *me, long g)
                    : backend_check(me->be, rc, NULL, me->err);
     step_meter_lap(&me->meter, PH_COMM_EXPOSED);
     if (want_loss)
-        global_loss_fetch(&me->loss, &me->meter);
+        global_loss_fetch(&me->loss);
     return DDP_OK;
 }
 
 // ---- TRAINING STEP BEGIN ----------------------------------------------------
 
-/* Step g on this rank: every micro-batch forward, loss and backward, each
- * bucket's all-reduce launched as soon as backward has filled it (on the
- * last micro-batch: no_sync before), then the wait for every bucket and the
- * optimizer, every rank its own.  The loss's mean over the global rows is
- * folded into the scale, once: a rank's share of the rows varies (86, 85,
- * 85; none once its shard is used up), so each scales its sum by 1 / global
- * rows and the buckets are summed. */
+/* Step g on this rank: every micro-batch forward, loss and backward, each bucket's
+ * all-reduce launched as soon as backward has filled it (no_sync but on the last), then the
+ * wait and the optimizer.  Each rank scales its loss by 1 / global rows (docs/modes.md). */
 static int ddp_step(rank_t *me, long g)
 {
     train_step_t *t = &me->t;
@@ -94,15 +81,9 @@ static int ddp_step(rank_t *me, long g)
 
 // ---- TRAINING STEP END ------------------------------------------------------
 
-/* Around the step: an injected fault, and --cuda-graph.  A graph step is
- * the same on every rank (all of it from the schedule and the options), so
- * the ranks' steps hold the same collectives either way: a full step
- * (every rank its whole batch: no short last batch, no rank out of data
- * under --join) with the buckets settled (--bucket-mb auto tries caps in
- * the warm-up: a new cap drops the graphs).  The loss is fetched on every
- * graph step, so every one queues the same work; the rows it carries are
- * written by the host into the step's pinned slot and uploaded by the graph
- * (global_loss.c). */
+/* Around the step: an injected fault, and --cuda-graph.  A graph step is the same on every
+ * rank (all of it from the schedule and the options): a full step with the buckets settled
+ * (--bucket-mb auto's new cap drops the graphs); the loss is fetched on every graph step. */
 static int rank_step(rank_t *me, long g)
 {
     fault_kind_t f = fault_at(me->rank, g);
@@ -117,41 +98,31 @@ static int rank_step(rank_t *me, long g)
     return graph_close(&me->graph, ddp_step(me, g), me->err);
 }
 
-/* After step g, when a checkpoint is due: rank 0 writes it, then every rank
- * meets at a barrier. */
+/* After step g, when a checkpoint is due: rank 0 writes it, then every rank meets. */
 static int rank_checkpoint(rank_t *me, long g)
 {
     if (!ckpt_run_due(&me->ck, &me->sch, g))
         return DDP_OK;
-    /* Rank 0 writes: every rank holds the same parameters and optimizer
-     * state (the same averaged gradients applied to the same start), so one
-     * copy is the checkpoint.  The copies wait for its optimizer step, so
-     * they hold the state after step g. */
+    /* Rank 0 writes: every rank holds the same state, so one copy is the checkpoint. */
     if (me->rank == 0) {
-        /* A signal's default action must not cut the write in half (it would
-         * leave a full-size temporary): one that comes meanwhile is
-         * delivered when the file is complete and in place. */
+        /* A signal meanwhile must not cut the write in half: it is delivered once the file
+         * is complete and in place. */
         interrupt_hold(true);
         int wrc = ckpt_run_write(&me->ck, &me->sch, me->rep.params, shard_optim(me->shard), g,
                                  me->err);
         interrupt_hold(false);
         TRY(wrc);
     }
-    /* Barrier: nobody runs ahead while rank 0 writes.  Without it the others
-     * would wait for rank 0 inside step g+1's first all-reduce, bounded by
-     * --timeout, which a slow disk could exceed; and after the last step
-     * they would exit while the last checkpoint is still being written.  So
-     * this one wait allows for the write: --timeout plus 30 s plus the file
-     * at 20 MB/s.  Every op before it was waited for (the step's wait for
-     * all), so no op is launched that reads the timeout before it changes
-     * (comm.h). */
+    /* Barrier: nobody runs ahead while rank 0 writes (they would wait in step g+1's first
+     * all-reduce under --timeout, which a slow disk could exceed, or exit mid-write), so this
+     * one wait allows for the write.  Every op before it was waited for, so no op is
+     * launched that reads the timeout before it changes (comm.h). */
     double bytes = (double)me->spec.nparams * sizeof(float) * (1.0 + me->ck.nstate);
     double saved = comm_timeout(me->comm);
     comm_set_timeout(me->comm, saved + CKPT_WAIT_EXTRA_S + bytes / CKPT_WAIT_DISK_BPS);
     int rc = comm_barrier(me->comm);
-    /* Why sync: under NCCL the barrier's wait is the GPU's and returns at
-     * once; the host must wait here, while the longer bound holds (the watch
-     * reads it), not in the next step under --timeout alone. */
+    /* Why sync: under NCCL the barrier's wait is the GPU's; the host must wait here, while
+     * the longer bound holds, not in the next step under --timeout alone. */
     int drc = rc == DDP_OK ? backend_sync(me->be) : DDP_OK;
     comm_set_timeout(me->comm, saved);
     if (rc != DDP_OK)
@@ -168,9 +139,8 @@ static int rank_train(rank_t *me)
     for (long g = sch->start_step; g < sch->total_steps; g++) {
         bool active = schedule_rank_active(sch, g, me->rank);
         if (!active && !me->cfg->join) {
-            /* --no-join: out of data, this rank leaves the loop, as a rank
-             * whose DataLoader ends first does in PyTorch; the others will
-             * wait for it in their next all-reduce until --timeout. */
+            /* --no-join: out of data, it leaves the loop as a rank whose DataLoader ends
+             * first does in PyTorch; the others wait for it until --timeout. */
             rec->left = true;
             rec->left_step = g;
             break;
@@ -191,8 +161,8 @@ static int rank_train(rank_t *me)
     TRY(step_meter_finish(m, me->err));
     rec->total_s = now_s() - t_start;
 
-    /* Every rank's final parameters, checksummed so the supervisor can check
-     * the replicas never drifted apart; rank 0's travel back in full. */
+    /* Every rank's final parameters, checksummed (the replicas must never drift apart);
+     * rank 0's travel back in full. */
     float *host = ddp_area_params(me->env->area);
     float *mine = me->rank == 0 ? host : malloc(me->spec.nparams * sizeof(float));
     if (!mine)
@@ -217,21 +187,9 @@ int ddp_rank_run(const config_t *cfg, const dataset_t *data, const ddp_env_t *en
     int rc = rank_setup(&me);
     if (rc == DDP_OK)
         rc = rank_train(&me);
-    if (rc != DDP_OK) {
-        /* Record why first, then abort the group: the supervisor reports the
-         * first rank that aborted, with this message.  (NCCL's own abort
-         * waits until no CUDA graph holds the communicator: graph_abandon,
-         * first in the teardown, releases it.) */
-        me.rec->rc = rc;
-        snprintf(me.rec->msg, sizeof me.rec->msg, "%s", me.err[0] ? me.err : "unknown error");
-        me.rec->state = RANK_FAILED;
-        if (me.comm)
-            comm_abort(me.comm, me.rec->msg);
-        else if (env->seg) /* under mpirun the launcher ends the job instead */
-            comm_seg_abort(env->seg, me.rank, me.rec->msg);
-    } else {
-        me.rec->state = RANK_DONE;
-    }
+    /* (NCCL's abort waits until no CUDA graph holds the communicator: graph_abandon, first
+     * in the teardown, releases it.) */
+    ddp_rank_end(env, me.comm, rc, me.err);
     rank_teardown(&me); /* its meter erases the progress line: a fault must not leave half */
     return rc;
 }

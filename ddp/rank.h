@@ -51,9 +51,7 @@ typedef struct {
 int rank_setup(rank_t *me);
 void rank_teardown(rank_t *me);
 
-/* --bucket-mb auto around step g (autotune.c): the cap it tries before,
- * the time it took after (and, after the last candidate, the choice, the
- * same on every rank). */
+/* --bucket-mb auto around step g (autotune.c): the cap it tries before, its time after. */
 int rank_autotune_before(rank_t *me, long g);
 int rank_autotune_after(rank_t *me);
 

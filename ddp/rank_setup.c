@@ -1,9 +1,5 @@
-/* ddp/rank_setup.c: what a DDP rank is made of, in the order it is made:
- * its device (after fork: CUDA does not survive fork), its communicator and
- * the start-up check that every rank runs the same job, its shard of the
- * data, its replica, buckets and share of the model (shard.h), its
- * optimizer, checkpoint and loss, the CUDA graph probe, the initial
- * parameters broadcast from rank 0, and the step meter; and the teardown. */
+/* ddp/rank_setup.c: what a DDP rank is made of, in the order it is made (its device after
+ * fork: CUDA does not survive fork), and its teardown. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,10 +10,8 @@
 
 static int dev(rank_t *me, int rc) { return backend_check(me->be, rc, NULL, me->err); }
 
-/* The step meter's callback once step r->g has run (at once on the CPU,
- * when the next step ends on a GPU): the buckets' communication hidden
- * behind the last backward (the reducer adds its buckets to --explain's
- * story), their bytes and times, and their --trace events. */
+/* The step meter's callback once step r->g has run: the buckets' communication hidden
+ * behind the last backward, their bytes and times, and their --trace events. */
 static void rank_resolved(void *ctx, step_meter_t *m, step_rec_t *r)
 {
     (void)m;
@@ -37,11 +31,9 @@ static int rank_connect(rank_t *me)
     TRY(backend_create(&me->be, cfg->backend, cfg->gpus[me->rank], 1, me->err));
     TRY(dev(me, backend_set_precision(me->be, cfg->precision)));
     comm_args_t ca = {cfg->comm, me->world, me->rank, me->be, env->seg, cfg->timeout_s, 0.0,
-                      env->exchange, env->exchange_ctx};
+                      env->exchange, NULL};
     TRY(comm_create(&me->comm, &ca, me->err));
-    /* Every rank on the same job before anything trains (fingerprint.h);
-     * under mpirun the launcher compared the same fingerprints before
-     * anything ran, each rank's own parse, data and binary. */
+    /* Every rank on the same job before anything trains (under mpirun the launcher checked). */
     if (cfg->launcher == LAUNCHER_MPI)
         return DDP_OK;
     static fingerprint_t fp; /* 3 KiB: off the stack */
@@ -49,13 +41,9 @@ static int rank_connect(rank_t *me)
     return ddp_fingerprint_check(me->comm, me->be, &fp, cfg->gpus, me->err);
 }
 
-/* Its replica and what it holds: this rank's part of a micro-batch is
- * ceil((B - rank) / world) rows (at least 1 row of room: a rank past a
- * small batch's end reads none); the buckets, and on shared memory (or MPI)
- * over host buffers what backward leaves (the last bucket) runs on this
- * thread: a hand-off to the comm thread would cost two wake-ups and overlap
- * nothing.  NCCL has no hand-off: launch from the hook, so the GPU starts
- * it as soon as backward's kernels are done. */
+/* Its replica (a micro-batch's ceil((B - rank) / world) rows, at least 1 row of room) and
+ * what it holds; on shm or MPI over host buffers what backward leaves runs on this thread
+ * (run_rest: a hand-off would cost two wake-ups and overlap nothing). */
 static int rank_model(rank_t *me)
 {
     const config_t *cfg = me->cfg;
@@ -74,11 +62,8 @@ static int rank_model(rank_t *me)
     return comm_hook_init(&me->hook, cfg, me->be, &me->red, me->err);
 }
 
-/* Rank 0's initial parameters reach everyone by broadcast, as DDP's
- * constructor does (they are equal anyway when every rank uses --seed).
- * --resume: every rank reads the same file, so each has the optimizer
- * state and step of the checkpoint (DDP keeps one per rank, identical) and
- * the same first step; the parameters still come by broadcast. */
+/* Rank 0's initial parameters reach everyone by broadcast, as DDP's constructor does.
+ * --resume: every rank reads the same file (optimizer state, first step). */
 static int rank_params(rank_t *me, double *broadcast_s)
 {
     const config_t *cfg = me->cfg;
@@ -111,7 +96,6 @@ int rank_setup(rank_t *me)
     TRY(schedule_init(&me->sch, cfg, me->data, me->world, me->rank, me->err));
     TRY(rank_model(me));
     TRY(ckpt_run_init(&me->ck, cfg, &me->spec, shard_optim(me->shard), 0, me->err));
-    me->tune.tuned_g = -1;
     if (cfg->bucket_auto) {
         autotune_init(&me->tune, &me->spec, cfg->first_bucket_mb, me->sch.start_step,
                       schedule_warmup(&me->sch));
@@ -140,31 +124,18 @@ int rank_setup(rank_t *me)
                            .loss_ctx = &me->loss, .err = me->err};
     TRY(plant_install(&me->plant, cfg, me->rank, &me->t, &me->red, &me->sch, me->err));
 
-    /* Every rank keeps its own phases and step times (the supervisor takes
-     * the slowest rank's); rank 0 also the loss log, the progress line and
-     * --explain's story.  All of it but the line lives in the shared area. */
+    /* Every rank keeps its own phases and step times; rank 0 also the loss log, the
+     * progress line and --explain's story, all but the line in the area. */
     ddp_area_t *area = me->env->area;
     if (rank0)
         rec->log = (loss_log_t){.pt = ddp_area_log(area), .cap = area->max_log, .fixed = true};
-    TRY(step_meter_init(&me->meter,
-                        &(step_meter_sinks_t){
-                            .cfg = cfg,
-                            .dev = &rec->stats,
-                            .trace = ddp_area_trace(area, me->rank),
-                            .times = &rec->times,
-                            .log = rank0 ? &rec->log : NULL,
-                            .final_loss = &rec->final_loss,
-                            .story = rank0 ? &area->story : NULL,
-                            .stagers = me->world, /* every rank stages its own rows */
-                            .progress = rank0 ? "ddp" : NULL,
-                            .total_steps = me->sch.total_steps,
-                            .be = me->be,
-                            .spec = &me->spec,
-                            .optim = shard_optim(me->shard),
-                            .resolved = rank_resolved,
-                            .ctx = me,
-                        },
-                        me->err));
+    step_meter_sinks_t sinks = {
+        .cfg = cfg, .dev = &rec->stats, .trace = ddp_area_trace(area, me->rank),
+        .times = &rec->times, .log = rank0 ? &rec->log : NULL, .final_loss = &rec->final_loss,
+        .story = rank0 ? &area->story : NULL, .stagers = me->world, /* each stages its rows */
+        .progress = rank0 ? "ddp" : NULL, .total_steps = me->sch.total_steps, .be = me->be,
+        .spec = &me->spec, .optim = shard_optim(me->shard), .resolved = rank_resolved, .ctx = me};
+    TRY(step_meter_init(&me->meter, &sinks, me->err));
     /* --explain: the initial parameters' broadcast, once before the steps */
     step_meter_moved(&me->meter, MOVE_BROADCAST, me->spec.nparams * sizeof(float), broadcast_s);
     return DDP_OK;

@@ -2,6 +2,7 @@
  * that overlap the all-reduces with backward (see reducer.h). */
 #include "ddp/reducer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,34 +10,8 @@
 // ---------------------------------------------------------------------------
 // buckets
 
-/* ZeRO-3: one bucket per layer, last layer first.  [W_l, b_l] is contiguous
- * in the arena: a layer is one slice.  2L buckets are allocated; L are used. */
-static void per_layer(reducer_t *red)
-{
-    const model_spec_t *s = red->spec;
-    int L = s->nlayers;
-    memset(red->b, 0, (size_t)(2 * L) * sizeof *red->b);
-    red->nb = L;
-    for (int i = 0; i < L; i++) {
-        int l = L - 1 - i; /* backward reaches the last layer first */
-        bucket_t *b = &red->b[i];
-        b->first_param = 2 * l;
-        b->last_param = 2 * l + 1;
-        b->off = s->w_off[l];
-        b->count = model_param_count(s, 2 * l) + model_param_count(s, 2 * l + 1);
-        snprintf(b->tag, sizeof b->tag, "layer %d", l + 1);
-        red->bucket_of[2 * l] = red->bucket_of[2 * l + 1] = i;
-    }
-}
-
-/* ZeRO-2: the capped buckets cut at every layer boundary, so a bucket
- * holds one layer's gradients at most (FSDP's SHARD_GRAD_OP reduce-scatters
- * per wrapped layer).  Why: the two bucket buffers are as large as the
- * largest bucket of each parity, and at the default 25 MiB cap one bucket
- * took most of a deep model: its buffer beside the shard made ZeRO-2 hold
- * more gradients than ZeRO-1 (256-1024x6-10, Adam, 2 ranks: 31.6 MiB against
- * 21.1, the peak 80.9 MiB against 70.3).  A smaller --bucket-mb still gives
- * smaller buckets. */
+/* ZeRO-2 and -3: the buckets cut at every layer boundary, so a bucket holds one layer's
+ * gradients at most (FSDP reduce-scatters per wrapped layer; docs/modes.md says why). */
 static void cut_at_layers(reducer_t *red)
 {
     const model_spec_t *s = red->spec;
@@ -70,20 +45,15 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
                  float *grads, double first_bucket_mb, double bucket_mb, bool overlap,
                  bucket_unit_t unit, char *err)
 {
-    memset(r, 0, sizeof *r);
-    r->comm = comm;
-    r->meter = meter;
-    r->spec = spec;
-    r->grads = grads;
-    r->overlap = overlap;
+    *r = (reducer_t){.comm = comm, .meter = meter, .spec = spec, .grads = grads,
+                     .overlap = overlap};
     int np = 2 * spec->nlayers;
     r->b = calloc((size_t)np, sizeof *r->b);
     if (!r->b)
         return err_set(err, DDP_ERR_RUNTIME, "out of memory for gradient buckets");
-    /* Walk the parameters last to first, closing a bucket before the parameter
-     * that would take it past its cap.  Going backwards through a contiguous
-     * arena, each bucket's slice starts at its last-added parameter. */
-    double cap = first_bucket_mb * 1048576.0, bytes = 0.0;
+    /* Walk the parameters last to first, closing a bucket before the parameter that would
+     * take it past its cap (ZeRO-3: none); each slice starts at its last-added parameter. */
+    double cap = unit == BUCKETS_PER_LAYER ? INFINITY : first_bucket_mb * 1048576.0, bytes = 0.0;
     bucket_t *cur = NULL;
     for (int p = np - 1; p >= 0; p--) {
         double pb = (double)model_param_count(spec, p) * sizeof(float);
@@ -102,10 +72,10 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
         bytes += pb;
         r->bucket_of[p] = r->nb - 1;
     }
-    if (unit == BUCKETS_CUT_AT_LAYERS)
+    if (unit != BUCKETS_CAPPED)
         cut_at_layers(r);
-    if (unit == BUCKETS_PER_LAYER)
-        per_layer(r);
+    for (int i = 0; i < r->nb && unit == BUCKETS_PER_LAYER; i++) /* ZeRO-3's are layers */
+        snprintf(r->b[i].tag, sizeof r->b[i].tag, "layer %d", r->b[i].first_param / 2 + 1);
     return DDP_OK;
 }
 
@@ -175,12 +145,8 @@ int reducer_hook(void *ctx, int layer)
      * so every rank issues the same sequence of collectives.  The last one
      * becomes ready when backward ends: under run_rest it is launch_rest's. */
     int stop = r->run_rest ? r->nb - 1 : r->nb;
-    while (r->next < stop && r->b[r->next].pending == 0) {
-        int rc = launch(r, r->next, false);
-        if (rc != DDP_OK)
-            return rc;
-        r->next++;
-    }
+    for (; r->next < stop && r->b[r->next].pending == 0; r->next++)
+        TRY(launch(r, r->next, false));
     return DDP_OK;
 }
 
@@ -204,11 +170,8 @@ int reducer_launch_rest(reducer_t *r)
 {
     if (!r->armed)
         return DDP_OK;
-    for (; r->next < r->nb; r->next++) {
-        int rc = launch(r, r->next, r->run_rest);
-        if (rc != DDP_OK)
-            return rc;
-    }
+    for (; r->next < r->nb; r->next++)
+        TRY(launch(r, r->next, r->run_rest));
     return DDP_OK;
 }
 

@@ -1,35 +1,11 @@
-/* ddp/reducer.h: DDP's gradient buckets and their all-reduces, overlapped with
- * backward (torch.nn.parallel.DistributedDataParallel's Reducer).
- *
- * Parameters are assigned to buckets in reverse order (the last layer's
- * gradients are ready first): bucket 0 holds at most first_bucket_mb, the rest
- * at most bucket_mb; a parameter is never split, and one larger than the cap
- * gets a bucket of its own.  Because the arena is laid out [W0,b0,W1,b1,...],
- * every bucket is a contiguous slice of it, reduced in place (torch's
- * gradient_as_bucket_view): no copies in or out.
- *
- * Per optimizer step:
- *   reducer_begin(r, sync)        before each micro-batch's backward; sync is
- *                                 true only on the last one (no_sync otherwise)
- *   model_backward(..., reducer_hook, r)
- *                                 the hook marks layer l's dW and db ready and
- *                                 launches every bucket whose gradients are all
- *                                 ready, in bucket index order (the same order
- *                                 on every rank)
- *   reducer_launch_rest(r)        after backward: whatever is not launched yet
- *                                 (everything under --no-overlap); with
- *                                 run_rest, the last bucket too, and these run
- *                                 at once on the calling thread (comm_run):
- *                                 nothing is left for them to overlap
- *   comm_wait_all                 the optimizer waits for every bucket
- *   reducer_spans(r, rec, ...)    once the step has run (the step meter's
- *                                 resolved callback): when each bucket ran,
- *                                 and the told step's buckets for --explain
- * The buckets are summed (REDOP_SUM), not averaged: the loss's gradient is
- * already scaled by 1 / (rows of the global batch), which folds DDP's
- * 1/world in once, where the reference computes it.  A step's handles and
- * markers are kept by the step's parity, since a step reports when the next
- * one ends. */
+/* ddp/reducer.h: DDP's gradient buckets and their all-reduces, overlapped with backward
+ * (torch DDP's Reducer; docs/modes.md says how buckets are cut).  Per optimizer step:
+ * reducer_begin before each micro-batch's backward, reducer_hook from model_backward (it
+ * launches every bucket whose gradients are all ready, in index order: the same on every
+ * rank), reducer_launch_rest after backward, comm_wait_all, reducer_finish, and
+ * reducer_spans once the step has run.  The buckets are summed, not averaged: the loss's
+ * gradient already carries 1 / global rows.  Handles and marks are kept by step parity,
+ * since a step reports when the next one ends. */
 #ifndef DDPBENCH_REDUCER_H
 #define DDPBENCH_REDUCER_H
 
@@ -55,15 +31,12 @@ typedef struct {
 
 typedef struct reducer reducer_t;
 
-/* What a bucket sends in place of plain DDP's in-place float32 all-reduce:
- * a --comm-hook's (comm_hook.h) or a ZeRO stage's reduce-scatter
- * (shard.h).  NULL fields are the plain all-reduce's. */
+/* What a bucket sends in place of plain DDP's float32 all-reduce: a --comm-hook's
+ * (comm_hook.h) or a ZeRO stage's reduce-scatter (shard.h).  NULL: the plain one's. */
 typedef struct {
-    /* Launch bucket i's collectives (run: at once on this thread,
-     * comm_run); *h: the first one's handle (0: none). */
+    /* Launch bucket i's collectives (run: at once, comm_run); *h: the first one's handle. */
     int (*launch)(void *ctx, reducer_t *r, int i, bool run, comm_handle_t *h);
-    /* After the wait for every bucket, before the optimizer: the gradients
-     * the step applies (a hook's casts back, PowerSGD's rounds). */
+    /* After the wait for every bucket: the gradients the optimizer applies. */
     int (*finish)(void *ctx, reducer_t *r);
     /* Bytes bucket i carried in the last all-reducing step. */
     double (*bytes)(const void *ctx, const reducer_t *r, int i);
@@ -78,10 +51,8 @@ struct reducer {
     int nb;
     int bucket_of[2 * MODEL_MAX_LAYERS]; /* parameter -> bucket */
     bool overlap;          /* launch from the hook (false: --no-overlap) */
-    bool run_rest;         /* the last bucket waits for launch_rest, which runs what
-                              is left with comm_run (shm on the CPU: no hand-off to
-                              the comm thread and back when nothing is left to
-                              overlap); false: launched from the hook like the rest */
+    bool run_rest;         /* the last bucket waits for launch_rest, which runs what is left
+                              with comm_run (nothing left to overlap); false: from the hook */
     bool armed;            /* this backward all-reduces (the last micro-batch) */
     long g;                /* the step (reducer_begin's) */
     int par;               /* the step's parity */
@@ -93,8 +64,7 @@ struct reducer {
     void *ops_ctx;
 };
 
-/* A bucket's blocks over world ranks (reduce-scatter's: ZeRO): floats per
- * rank, and the floats left over at the bucket's end (all-reduced). */
+/* A bucket's blocks over world ranks (ZeRO): floats per rank, and the leftover at its end. */
 static inline size_t reducer_block(const bucket_t *b, int world)
 {
     return world > 1 ? b->count / (size_t)world : b->count;
@@ -104,8 +74,7 @@ static inline size_t reducer_rest(const bucket_t *b, int world)
     return b->count - reducer_block(b, world) * (size_t)(world > 1 ? world : 1);
 }
 
-/* What a bucket is cut to: PyTorch DDP's caps, or a ZeRO stage's unit
- * (shard.h's shard_bucket_unit). */
+/* What a bucket is cut to: PyTorch DDP's caps, or a ZeRO stage's unit (shard_bucket_unit). */
 typedef enum {
     BUCKETS_CAPPED = 0,    /* --first-bucket-mb, then --bucket-mb (DDP, ZeRO-1) */
     BUCKETS_CUT_AT_LAYERS, /* ZeRO-2: the capped buckets cut at every layer boundary */
@@ -118,16 +87,13 @@ int reducer_init(reducer_t *r, comm_t *comm, step_meter_t *meter, const model_sp
                  bucket_unit_t unit, char *err);
 void reducer_free(reducer_t *r);
 
-/* Before a micro-batch's backward in step g: sync false skips the all-reduce
- * (no_sync). */
+/* Before a micro-batch's backward in step g: sync false skips the all-reduce (no_sync). */
 void reducer_begin(reducer_t *r, bool sync, long g);
 /* The layer hook for model_backward (ctx is the reducer_t). */
 int reducer_hook(void *ctx, int layer);
-/* After an all-reducing backward that computed (its hook was called): the
- * parameters that got no gradient in it, named into names ("layer 1 weight,
- * layer 1 bias"), and how many; 0 when every one did.  PyTorch's DDP stops
- * at the next step: "Expected to have finished reduction in the prior
- * iteration". */
+/* After an all-reducing backward that computed: the parameters that got no gradient, named
+ * into names ("layer 1 weight, layer 1 bias"), and how many (PyTorch's "Expected to have
+ * finished reduction in the prior iteration"). */
 int reducer_unready(const reducer_t *r, char *names, size_t n);
 /* After backward: launch the buckets the hook did not (all of them without overlap). */
 int reducer_launch_rest(reducer_t *r);
@@ -135,12 +101,9 @@ int reducer_launch_rest(reducer_t *r);
 int reducer_finish(reducer_t *r);
 /* Bytes bucket i carried in the last all-reducing step. */
 double reducer_bytes(const reducer_t *r, int i);
-/* Once step rec->g has run: seconds of its bucket all-reduces that ran
- * inside [t0, t1] (the backward pass), from the comm's spans; 0 when it
- * cannot tell.  Leaves each bucket's span and launch time in b[i] (for
- * --trace), and in the told step, when the meter keeps --explain's story,
- * adds the buckets to it: each one's layers, bytes sent and times from t0,
- * the all-reduce's move, and the backward pass's length. */
+/* Once step rec->g has run: seconds of its bucket all-reduces inside [t0, t1] (backward),
+ * from the comm's spans (0: cannot tell).  Leaves each bucket's span and launch time in b[i]
+ * and adds the buckets to --explain's told step. */
 double reducer_spans(reducer_t *r, const step_rec_t *rec, double t0, double t1);
 /* The same step's buckets for the run's record (timed steps: each bucket's
  * bytes and seconds, added up) and, with tr, as --trace events. */

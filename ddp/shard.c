@@ -1,34 +1,6 @@
-/* ddp/shard.c: what a DDP rank holds, plain DDP's whole model and ZeRO's
- * stages, in one file (see shard.h).
- *
- * ZeRO-2: the reducer's buckets cut at layer boundaries (a bucket holds one
- * layer at most, as FSDP's unit); backward writes each bucket's gradients
- * into one of two bucket buffers (the largest bucket of each parity;
- * gradient_as_bucket_view on a buffer that is reused instead of an arena
- * that is held); the bucket is
- * reduce-scattered out of it straight into the rank's gradient shard as
- * soon as backward has written it, and the buffer is written again two
- * buckets later, once that reduce-scatter is done.  The parameters stay
- * whole: each rank steps its pieces, then every bucket's parameters are
- * all-gathered in place (as ZeRO-1).
- *
- * ZeRO-3: the unit is a layer (FSDP wrapping each Linear): its buckets are
- * one per layer.  A rank holds its pieces of the parameters alone.  Before a
- * layer's forward, and again before its backward, the layer's parameters
- * are all-gathered into one of two layer buffers, and the next layer's
- * gather is launched before this one is waited for (FSDP's forward and
- * backward prefetch), so it runs while this layer computes; a buffer is
- * reused two layers later, after the comm has seen that layer's work
- * (launches are ordered after the rank's earlier work: comm.h).  Gradients
- * as ZeRO-2, per layer; each rank steps its pieces in place; nothing is
- * gathered after the step.
- *
- * Under --accum K > 1 every micro-batch but the last accumulates into whole
- * gradients (FSDP's no_sync does the same, at the same memory cost), and
- * the last one reduce-scatters them: the gradient buffers are then one
- * arena.  Every rank runs every micro-batch, with no rows where it has none
- * (only the collectives, its gradient zeros): ZeRO-3's gathers make the
- * sequence of collectives the same on every rank. */
+/* ddp/shard.c: what a DDP rank holds, plain DDP's whole model and ZeRO's stages, in one file
+ * (see shard.h; docs/modes.md says how each stage moves its buckets and layers, and why every
+ * rank runs every micro-batch under ZeRO-2 and -3). */
 #include "ddp/shard.h"
 
 #include <stdio.h>
@@ -48,14 +20,13 @@ struct shard {
     reducer_t *red;
     step_meter_t *meter;    /* the step's laps, and the waits for gathers: exposed */
     optim_t opt;            /* over the pieces alone under ZeRO */
-    /* ZeRO: the pieces this rank steps (its block and the leftover of
-     * each bucket), laid out in the shard as in the optimizer's state */
+    /* ZeRO: the pieces this rank steps (its block and each bucket's leftover), in the
+     * shard's (and the optimizer state's) order */
     piece_t *piece;
     int npiece;
     size_t nshard;
     size_t *blk_at, *rest_at; /* per bucket: where its block and leftover are in the shard */
-    char (*tag)[32];        /* what an all-gather moves, "bucket 2" ("layer 2" under
-                             * ZeRO-3): the communicator names the collective */
+    char (*tag)[32];        /* what an all-gather moves, "bucket 2" ("layer 2" under ZeRO-3) */
     /* ZeRO-2 and -3 */
     bool whole;             /* --accum > 1: the gradients are the replica's arena */
     float *gslot[2];        /* the buckets' gradient buffers (not whole) */
@@ -71,11 +42,6 @@ struct shard {
 
 // ---------------------------------------------------------------------------
 // the pieces
-
-static size_t layer_count(const model_spec_t *s, int l)
-{
-    return (size_t)s->dims[l] * (size_t)s->dims[l + 1] + (size_t)s->dims[l + 1];
-}
 
 bucket_unit_t shard_bucket_unit(int stage)
 {
@@ -114,17 +80,16 @@ unsigned shard_replica_skip(const config_t *cfg)
     return cfg->zero >= 3 ? skip | REPLICA_NO_PARAMS : skip;
 }
 
-int shard_mem(const model_spec_t *s, const config_t *c, int stage, int world, shard_mem_t *out,
-              char *err)
+int shard_mem(const model_spec_t *s, const config_t *c, int world, shard_mem_t *out, char *err)
 {
     double P = (double)s->nparams * sizeof(float);
     int ns = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
     *out = (shard_mem_t){P, P, ns * P};
-    if (stage == 0)
+    if (c->zero == 0)
         return DDP_OK;
     reducer_t r;
     TRY(reducer_init(&r, NULL, NULL, s, NULL, c->first_bucket_mb, c->bucket_mb, true,
-                     shard_bucket_unit(stage), err));
+                     shard_bucket_unit(c->zero), err));
     double shard = (double)shard_floats(&r, world, 0) * sizeof(float);
     size_t big[2] = {0, 0};
     for (int i = 0; i < r.nb; i++)
@@ -133,9 +98,9 @@ int shard_mem(const model_spec_t *s, const config_t *c, int stage, int world, sh
     double slots = (double)(big[0] + (r.nb > 1 ? big[1] : 0)) * sizeof(float);
     reducer_free(&r);
     out->optim = ns * shard;
-    if (stage >= 2) /* --accum: the whole gradients are kept (no_sync), the shard beside them */
+    if (c->zero >= 2) /* --accum: the whole gradients are kept (no_sync), the shard beside them */
         out->grads = shard + (c->accum > 1 ? P : slots);
-    if (stage >= 3)
+    if (c->zero >= 3)
         out->params = shard + slots;
     return DDP_OK;
 }
@@ -149,10 +114,8 @@ static float *grad_base(shard_t *z, int i)
     return z->gshard && !z->whole ? z->gslot[i % 2] : z->rep->grads + z->red->b[i].off;
 }
 
-/* The reducer's launch of bucket i (ZeRO): its block of the sum to this
- * rank, and the leftover (fewer floats than ranks, or count mod world) to
- * everyone.  ZeRO-1 in place (block q of the slice is rank q's), ZeRO-2 and
- * -3 straight out of the buffer backward wrote into the shard. */
+/* The reducer's launch of bucket i (ZeRO): its block of the sum to this rank, the leftover
+ * to everyone; ZeRO-1 in place, ZeRO-2 and -3 out of the buffer backward wrote. */
 static int launch_bucket(void *ctx, reducer_t *red, int i, bool run, comm_handle_t *h)
 {
     shard_t *z = ctx;
@@ -172,9 +135,7 @@ static int launch_bucket(void *ctx, reducer_t *red, int i, bool run, comm_handle
                                .count = rest, .redop = REDOP_SUM, .tag = b->tag};
     for (int k = 0; k < n; k++) {
         comm_handle_t hk = 0;
-        int rc = run ? comm_run(z->comm, &ops[k], &hk) : comm_launch(z->comm, &ops[k], &hk);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(run ? comm_run(z->comm, &ops[k], &hk) : comm_launch(z->comm, &ops[k], &hk));
         if (k == 0)
             *h = hk;
         z->last_h[i] = hk;
@@ -184,9 +145,8 @@ static int launch_bucket(void *ctx, reducer_t *red, int i, bool run, comm_handle
 
 static const bucket_ops_t zero_ops = {.launch = launch_bucket, .kind = TR_REDUCE_SCATTER};
 
-/* Before backward writes bucket i: its buffer's last bucket (i - 2) must
- * have been reduce-scattered out of it.  Why wait here and not earlier: that
- * reduce-scatter ran while backward computed bucket i - 1. */
+/* Before backward writes bucket i: its buffer's last bucket (i - 2) must have been
+ * reduce-scattered out of it.  Why wait here: that ran while backward computed i - 1. */
 static int open_bucket(shard_t *z, int i)
 {
     int s = i % 2;
@@ -222,10 +182,9 @@ static int place_grads(shard_t *z, int l)
 // ---------------------------------------------------------------------------
 // ZeRO-3: a layer's parameters gathered before it computes
 
-/* Layer l's gather into pslot[l % 2]: every rank's block, then the leftover
- * (the same on every rank) copied from this rank's shard.  Launched after
- * the rank's earlier work (comm.h), so the slot's last layer (l +- 2) has
- * been computed from it. */
+/* Layer l's gather into pslot[l % 2]: every rank's block, then the leftover copied from this
+ * rank's shard.  Launched after the rank's earlier work (comm.h), so the slot's last layer
+ * (l +- 2) has been computed from it. */
 static int gather_layer(shard_t *z, int l)
 {
     int i = z->rep->spec->nlayers - 1 - l;
@@ -249,9 +208,8 @@ static int gather_layer(shard_t *z, int l)
     return rc;
 }
 
-/* The layer hook before layer l's forward or backward.  Forward runs layers
- * 0..L-1, backward L-1..0: the next one in that direction is prefetched
- * before this one is waited for, so its gather runs while this one computes. */
+/* The layer hook before layer l's forward or backward: the next layer in that direction is
+ * prefetched before this one is waited for, so its gather runs while this one computes. */
 static int pre_layer(void *ctx, int l, bool backward)
 {
     shard_t *z = ctx;
@@ -267,8 +225,8 @@ static int pre_layer(void *ctx, int l, bool backward)
         if (next >= 0 && next < L && !z->gathered[next])
             TRY(gather_layer(z, next));
         if (z->gather_h[l]) {
-            /* The step waits for this layer's parameters: what the prefetch
-             * did not hide is exposed communication. */
+            /* The step waits for this layer's parameters: what the prefetch did not hide
+             * is exposed communication. */
             step_meter_lap(z->meter, backward ? PH_BACKWARD : PH_FORWARD);
             int rc = comm_wait(z->comm, z->gather_h[l], NULL);
             step_meter_lap(z->meter, PH_GATHER);
@@ -297,8 +255,7 @@ static float *alloc_kind(shard_t *z, size_t n, mem_kind_t kind)
     return backend_alloc_for(z->be, (n ? n : 1) * sizeof(float), kind);
 }
 
-/* The pieces and the layout of the shard: per bucket its block, then its
- * leftover, in the order of the optimizer state; the all-gathers' tags. */
+/* The pieces and the shard's layout (per bucket its block, then its leftover); the tags. */
 static int pieces_init(shard_t *z, char *err)
 {
     const reducer_t *red = z->red;
@@ -407,33 +364,33 @@ optim_t *shard_optim(shard_t *z) { return &z->opt; }
 // ---------------------------------------------------------------------------
 // parameters in and out
 
+static int dev(shard_t *z, int rc, char *err) { return backend_check(z->be, rc, NULL, err); }
+static int coll(shard_t *z, int rc, char *err) { return comm_check(z->comm, rc, NULL, err); }
+
 int shard_params_in(shard_t *z, const float *host0, char *err)
 {
     const model_spec_t *s = z->rep->spec;
     if (z->stage < 3) { /* the arena is whole: rank 0's, broadcast */
         if (z->rank == 0)
-            TRY(backend_check(z->be, backend_h2d(z->be, z->rep->params, host0,
-                                                 s->nparams * sizeof(float)), NULL, err));
-        return comm_check(z->comm, comm_broadcast(z->comm, z->rep->params, s->nparams, 0), NULL,
-                          err);
+            TRY(dev(z, backend_h2d(z->be, z->rep->params, host0, s->nparams * sizeof(float)),
+                    err));
+        return coll(z, comm_broadcast(z->comm, z->rep->params, s->nparams, 0), err);
     }
     /* ZeRO-3: each layer through a layer buffer, never the whole model */
     for (int i = 0; i < z->red->nb; i++) {
         const bucket_t *b = &z->red->b[i];
         float *slot = z->pslot[(s->nlayers - 1 - i) % 2]; /* layer L-1-i's, its size */
         if (z->rank == 0)
-            TRY(backend_check(z->be, backend_h2d(z->be, slot, host0 + b->off,
-                                                 b->count * sizeof(float)), NULL, err));
-        TRY(comm_check(z->comm, comm_broadcast(z->comm, slot, b->count, 0), NULL, err));
+            TRY(dev(z, backend_h2d(z->be, slot, host0 + b->off, b->count * sizeof(float)), err));
+        TRY(coll(z, comm_broadcast(z->comm, slot, b->count, 0), err));
         size_t blk = reducer_block(b, z->world), rest = reducer_rest(b, z->world);
         size_t mine = z->world > 1 ? blk * (size_t)z->rank : 0;
-        TRY(backend_check(z->be, backend_d2d(z->be, z->pshard + z->blk_at[i], slot + mine,
-                                             blk * sizeof(float)), NULL, err));
+        TRY(dev(z, backend_d2d(z->be, z->pshard + z->blk_at[i], slot + mine, blk * sizeof(float)),
+                err));
         if (rest > 0)
-            TRY(backend_check(z->be, backend_d2d(z->be, z->pshard + z->rest_at[i],
-                                                 slot + blk * (size_t)z->world,
-                                                 rest * sizeof(float)), NULL, err));
-        TRY(backend_check(z->be, backend_sync(z->be), NULL, err)); /* the slot is reused */
+            TRY(dev(z, backend_d2d(z->be, z->pshard + z->rest_at[i], slot + blk * (size_t)z->world,
+                                   rest * sizeof(float)), err));
+        TRY(dev(z, backend_sync(z->be), err)); /* the slot is reused */
     }
     return DDP_OK;
 }
@@ -442,14 +399,14 @@ int shard_params_out(shard_t *z, float *host, char *err)
 {
     const model_spec_t *s = z->rep->spec;
     if (z->stage < 3)
-        return backend_check(z->be, backend_d2h(z->be, host, z->rep->params,
-                                                s->nparams * sizeof(float)), NULL, err);
+        return dev(z, backend_d2h(z->be, host, z->rep->params, s->nparams * sizeof(float)), err);
     for (int l = 0; l < s->nlayers; l++) {
-        TRY(backend_check(z->be, gather_layer(z, l), NULL, err));
+        size_t n = z->red->b[s->nlayers - 1 - l].count; /* layer l's bucket: [W_l, b_l] */
+        TRY(dev(z, gather_layer(z, l), err));
         if (z->gather_h[l])
-            TRY(comm_check(z->comm, comm_wait(z->comm, z->gather_h[l], NULL), NULL, err));
-        TRY(backend_check(z->be, backend_d2h(z->be, host + s->w_off[l], z->pslot[l % 2],
-                                             layer_count(s, l) * sizeof(float)), NULL, err));
+            TRY(coll(z, comm_wait(z->comm, z->gather_h[l], NULL), err));
+        TRY(dev(z, backend_d2h(z->be, host + s->w_off[l], z->pslot[l % 2], n * sizeof(float)),
+                err));
     }
     return DDP_OK;
 }
@@ -468,9 +425,8 @@ int shard_last_micro(const shard_t *z, const schedule_t *sch, long g)
     return last;
 }
 
-/* ZeRO-2 and -3: the forward's gathers, then backward's, each layer's
- * gradients zero (unless earlier micro-batches left some) and handed to the
- * reducer. */
+/* ZeRO-2 and -3: the forward's gathers, then backward's, each layer's gradients zero (unless
+ * earlier micro-batches left some) and handed to the reducer. */
 static int skeleton(shard_t *z, bool accumulated)
 {
     replica_t *rep = z->rep;
@@ -492,14 +448,12 @@ static int skeleton(shard_t *z, bool accumulated)
 int shard_no_rows(shard_t *z, bool last, train_step_t *t)
 {
     int rc = DDP_OK;
-    if (z->stage >= 2) { /* every rank's gathers and reduce-scatters, zero gradients (torch's Join) */
+    if (z->stage >= 2) { /* every rank's collectives, zero gradients (torch's Join) */
         rc = skeleton(z, t->has_grad);
         t->has_grad = true;
     } else if (last) {
-        /* No rows this step (its shard is used up, or the batch ended before
-         * its turn): it still takes part in every all-reduce, with zero
-         * gradients that add nothing to the sum (torch's Join hook shadows
-         * the others' all-reduces the same way). */
+        /* No rows this step: it still takes part in every all-reduce, with zero gradients
+         * (torch's Join hook shadows the others' all-reduces the same way). */
         rc = backend_memset0(z->be, z->rep->grads, z->rep->spec->nparams * sizeof(float));
     } else {
         return DDP_OK; /* a micro-batch too small to reach this rank */
@@ -509,11 +463,9 @@ int shard_no_rows(shard_t *z, bool last, train_step_t *t)
     return DDP_OK;
 }
 
-/* ZeRO: step this rank's pieces, then launch each bucket's all-gather as
- * soon as its block is stepped (the comm orders it after that work), so it
- * overlaps the next bucket's step; the last one, with nothing left to
- * overlap, runs on this thread under shm on the CPU.  ZeRO-3 gathers
- * nothing: each layer is gathered when it computes. */
+/* ZeRO: step this rank's pieces, launching each bucket's all-gather as soon as its block is
+ * stepped (the comm orders it after that work) to overlap the next bucket's step; the last
+ * one runs on this thread under run_rest.  ZeRO-3 gathers each layer when it computes. */
 static int step_pieces(shard_t *z, char *err)
 {
     const reducer_t *red = z->red;
@@ -528,9 +480,8 @@ static int step_pieces(shard_t *z, char *err)
             const piece_t *q = &z->piece[p];
             float *pp = z->pshard ? z->pshard + q->state_off : params + q->off;
             const float *gp = z->gshard ? z->gshard + q->state_off : z->rep->grads + q->off;
-            int rc = optim_step_slice(&z->opt, pp, gp, q->state_off, q->n);
-            if (rc != DDP_OK)
-                return backend_check(z->be, rc, "optimizer", err);
+            TRY(backend_check(z->be, optim_step_slice(&z->opt, pp, gp, q->state_off, q->n),
+                              "optimizer", err));
         }
         size_t blk = reducer_block(b, z->world);
         if (blk == 0 || z->world < 2 || z->pshard)
@@ -539,9 +490,7 @@ static int step_pieces(shard_t *z, char *err)
                         .tag = z->tag[i]};
         comm_handle_t h;
         bool run = i == red->nb - 1 && red->run_rest;
-        int rc = run ? comm_run(z->comm, &op, &h) : comm_launch(z->comm, &op, &h);
-        if (rc != DDP_OK)
-            return comm_check(z->comm, rc, NULL, err);
+        TRY(coll(z, run ? comm_run(z->comm, &op, &h) : comm_launch(z->comm, &op, &h), err));
     }
     return DDP_OK;
 }
@@ -549,7 +498,7 @@ static int step_pieces(shard_t *z, char *err)
 int shard_step(shard_t *z, char *err)
 {
     if (z->stage == 0) {
-        TRY(backend_check(z->be, optim_step(&z->opt, z->rep->params, z->rep->grads), NULL, err));
+        TRY(dev(z, optim_step(&z->opt, z->rep->params, z->rep->grads), err));
         step_meter_lap(z->meter, PH_OPTIM);
         return DDP_OK;
     }
@@ -559,7 +508,7 @@ int shard_step(shard_t *z, char *err)
     TRY(step_pieces(z, err));
     step_meter_lap(z->meter, PH_OPTIM);
     /* the next step's forward needs the parameters gathered */
-    TRY(comm_check(z->comm, comm_wait_all(z->comm), NULL, err));
+    TRY(coll(z, comm_wait_all(z->comm), err));
     step_meter_lap(z->meter, PH_COMM_EXPOSED);
     return DDP_OK;
 }

@@ -1,32 +1,16 @@
-/* ddp/straggle.c: --slow-rank's straggler (see straggle.h).
- *
- * --slow-rank R:F: a straggler, the real work of a slower device, F - 1
- * times the step's forward and backward more (F fractional: 1.1 is 10% more).
- * The extra work of the step, (F - 1) x its micro-batches, is split into
- * whole passes and a fraction:
- * - the whole passes, before its first backward of the step: forwards that
- *   write the activations the real one wrote (the same rows, the same bits),
- *   and backwards that, with no gradient of the step yet to add to, write
- *   the gradients the real backward then writes again (passes());
- * - the fraction frac, on the CPU: the rank computes on for frac x the CPU
- *   time its own forward, loss and backward took in the last step
- *   (spin(), on the thread's CPU clock, so being preempted by
- *   another process stretches it the way it stretches real work).  Rows
- *   would not do: measured on mlp-small, a pass over half the rows took 29%
- *   of a whole pass's CPU time, not 50% (the smaller pass stays in cache).
- * - the fraction on a GPU: a forward and backward of the first
- *   round(frac x rows) rows of the micro-batch, before its real forward
- *   (passes() over those rows; the host cannot time kernels without waiting
- *   for them).  A GEMM over fewer rows may round a row differently, so it goes
- *   where the real forward and backward overwrite all it wrote; its backward
- *   reads the output gradient the buffer holds (the last step's, or zeros),
- *   and its gradients are discarded all the same.  Kernels like any other:
- *   the host still waits nowhere.
+/* ddp/straggle.c: --slow-rank R:F's straggler (see straggle.h): (F - 1) x the step's
+ * micro-batches of extra work, split into whole passes and a fraction.
+ * - whole passes, before the step's first backward: forwards that write the activations the
+ *   real one writes, and backwards whose gradients the real backward writes again (passes());
+ * - the fraction on the CPU: computing on for frac x the CPU time the rank's own forward, loss
+ *   and backward took last step (spin(), on the thread's CPU clock, so preemption stretches it
+ *   as it stretches real work; rows would not do: half the rows took 29% of a pass's time);
+ * - the fraction on a GPU: a pass over the first round(frac x rows) rows before the real
+ *   forward, which overwrites all it wrote (the host cannot time kernels without waiting).
  * The same bits as without --slow-rank either way. */
 #include "ddp/straggle.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "common/base/clock.h"
 #include "common/base/status.h"
@@ -34,14 +18,9 @@
 void straggle_init(straggle_t *s, const config_t *cfg, int rank, backend_t *be, replica_t *rep,
                    step_meter_t *meter)
 {
-    memset(s, 0, sizeof *s);
-    s->cfg = cfg;
-    s->be = be;
-    s->rep = rep;
-    s->meter = meter;
-    s->rank = rank;
-    s->slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0;
-    s->on_cpu = cfg->backend == BACKEND_CPU;
+    *s = (straggle_t){.cfg = cfg, .be = be, .rep = rep, .meter = meter, .rank = rank,
+                      .slow = rank == cfg->slow_rank && cfg->slow_factor > 1.0,
+                      .on_cpu = cfg->backend == BACKEND_CPU};
 }
 
 static int dev(straggle_t *s, int rc, char *err) { return backend_check(s->be, rc, NULL, err); }

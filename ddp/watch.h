@@ -1,21 +1,8 @@
-/* ddp/watch.h: what a DDP rank checks and records between its steps,
- * outside the fenced step, and only when asked (rank_t.watch is NULL
- * otherwise, and a step pays nothing):
- *
- *   --check-replicas N   after every Nth step (steps N, 2N, ...) each rank
- *                        hashes its parameters and the ranks all-gather the
- *                        hashes (4 floats a rank: one small collective); when
- *                        one differs, rank 0's parameters are broadcast and
- *                        every rank's difference all-gathered (a second
- *                        exchange, only then), and the run stops naming the
- *                        step, the ranks, the first layer that differs and by
- *                        how much (or, watched by a scenario, records the
- *                        distance and goes on)
- *   a scenario's watch   (config_t.watch) the micro-batches that repeat the
- *                        epoch before's, and the first step's gradient norm
- *
- * DDPBENCH_FAULT=ulp:R:S (base/fault.h) nudges rank R's parameters after
- * step S, before its check: the planted drift the check must catch. */
+/* ddp/watch.h: what a DDP rank checks and records between its steps, outside the fenced step
+ * and only when asked (rank_t.watch NULL otherwise): --check-replicas N (docs/faults.md's
+ * Divergence: a hash all-gathered, and on a difference rank 0's parameters broadcast and the
+ * distances all-gathered), and a scenario's watch (the micro-batches that repeat the epoch
+ * before's, the first step's gradient norm).  DDPBENCH_FAULT=ulp:R:S plants a drift. */
 #ifndef DDPBENCH_DDP_WATCH_H
 #define DDPBENCH_DDP_WATCH_H
 
