@@ -46,15 +46,9 @@ static double shape_at(const confseq_t *cs, int n)
     }
 }
 
-/* The band's half-width u_n. */
-static double confseq_half(const confseq_t *cs, int n)
-{
-    return cs->c * shape_at(cs, n);
-}
-
 void confseq_ranks(const confseq_t *cs, int n, int *lo, int *hi)
 {
-    double u = confseq_half(cs, n);
+    double u = cs->c * shape_at(cs, n); /* the band's half-width u_n */
     *lo = (int)ceil(n / 2.0 - u);
     *hi = (int)floor(n / 2.0 + u) + 1;
 }

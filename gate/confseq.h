@@ -1,23 +1,8 @@
-/* gate/confseq.h: a confidence sequence for the median: an
- * interval that holds at every look, however often the data is looked at
- * and whenever the looking stops (the A/B gate's sequential rule).
- *
- * The construction (Howard and Ramdas, "Sequential estimation of quantiles
- * with applications to A/B-testing and best-arm identification", Bernoulli
- * 28(3), 2022): at the true median m of independent d_1, d_2, ..., the count
- * S_n = #{i <= n : d_i <= m} is a fair coin's running count whatever the
- * shape of the noise (P(d_i <= m) = 1/2 is all it needs).  A band
- * |S_n - n/2| <= u_n that the walk leaves with chance at most alpha at any
- * look n <= cap gives, at every look, the interval of the m whose count
- * stays inside: the order statistics
- *     [d_(ceil(n/2 - u_n)), d_(floor(n/2 + u_n) + 1)]
- * (d_(0) = -inf, d_(n+1) = +inf).  Because the walk is the same for every
- * noise, u_n = c g(n) is calibrated exactly for the cap: c is the smallest
- * constant whose exit probability, computed by dynamic programming over the
- * walk's states (no asymptotics, no random numbers), is at most alpha.  The
- * shapes g: sqrt(n), and Robbins' normal mixture; the closed forms (Robbins'
- * mixture at c = 1, Howard et al.'s stitched boundary) are kept for
- * comparison (their exact exit probability shows their slack). */
+/* gate/confseq.h: a confidence sequence for the median, an interval valid at
+ * every look (Howard and Ramdas, Bernoulli 28(3), 2022): the band
+ * |S_n - n/2| <= u_n = c g(n) on the count of d_i <= m, c calibrated exactly
+ * for the cap by dynamic programming; the interval is
+ * [d_(ceil(n/2 - u_n)), d_(floor(n/2 + u_n) + 1)].  docs/gate.md explains it. */
 #ifndef DDPBENCH_CONFSEQ_H
 #define DDPBENCH_CONFSEQ_H
 
@@ -43,10 +28,8 @@ typedef struct {
     double exit;  /* the exact chance that the walk leaves the band at a look, <= alpha */
 } confseq_t;
 
-/* The smallest c (to 1e-9) whose exit probability is at most alpha, for
- * looks every `every` observations up to cap.  Returns 0, or -1 on bad
- * arguments (cap out of 1..CONFSEQ_MAX, every < 1, alpha out of (0,1)) or
- * no memory. */
+/* The smallest c (to 1e-9) whose exit probability is at most alpha, for looks
+ * every `every` observations up to cap.  0, or -1 on bad arguments or no memory. */
 int confseq_calibrate(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha);
 
 /* A boundary of the given shape and scale, not calibrated (the closed forms:
@@ -54,21 +37,16 @@ int confseq_calibrate(confseq_t *cs, confseq_shape_t shape, int cap, int every, 
 int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha,
                   double c);
 
-
-/* The interval's order statistics at n (1-based ranks into the sorted
- * d_1..d_n): lo = ceil(n/2 - u_n), hi = floor(n/2 + u_n) + 1; lo < 1 means
- * no lower end, hi > n no upper end. */
+/* The interval's 1-based order statistics at n; lo < 1: no lower end, hi > n: no upper end. */
 void confseq_ranks(const confseq_t *cs, int n, int *lo, int *hi);
 
 /* The exact probability that a fair coin's count leaves the band
  * [ceil(n/2 - u_n), floor(n/2 + u_n)] at some look n <= cap (NAN: no memory). */
 double confseq_exit(const confseq_t *cs);
 
-/* The interval at n observations d[0..n) (n <= cap): [*lo, *hi], -INFINITY
- * / INFINITY where the band reaches past the data.  Its guarantee holds at
- * the looks (n a multiple of every); between them it is the band's
- * interval all the same.  Returns 0, or -1 when n is out of 1..cap or
- * memory runs out. */
+/* The interval at n observations d[0..n): [*lo, *hi], -INFINITY / INFINITY
+ * where the band reaches past the data (guaranteed at the looks only).
+ * Returns 0, or -1 when n is out of 1..cap or memory runs out. */
 int confseq_interval(const confseq_t *cs, const double *d, int n, double *lo, double *hi);
 
 #endif

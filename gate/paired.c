@@ -30,17 +30,13 @@ double paired_median(const double *v, int n)
 
 /* The null distribution of T = sum of the ranks with a positive sign: each
  * rank k joins with probability 1/2, so p_k(s) = (p_{k-1}(s) + p_{k-1}(s-k))/2
- * (probabilities, not counts: 2^n overflows nothing this way). */
-double paired_signed_rank_cdf(int n, int t)
+ * (probabilities, not counts: 2^n overflows nothing this way); p[0..m]
+ * (NULL: no memory). */
+static double *signed_rank_pmf(int n, long m)
 {
-    if (t < 0)
-        return 0.0;
-    long m = (long)n * (n + 1) / 2;
-    if (t >= m)
-        return 1.0;
     double *p = calloc((size_t)m + 1, sizeof *p);
     if (!p)
-        return NAN;
+        return NULL;
     p[0] = 1.0;
     long top = 0;
     for (int k = 1; k <= n; k++) {
@@ -48,67 +44,24 @@ double paired_signed_rank_cdf(int n, int t)
         for (long s = top; s >= 0; s--)
             p[s] = 0.5 * (p[s] + (s >= k ? p[s - k] : 0.0));
     }
+    return p;
+}
+
+double paired_signed_rank_cdf(int n, int t)
+{
+    if (t < 0)
+        return 0.0;
+    long m = (long)n * (n + 1) / 2;
+    if (t >= m)
+        return 1.0;
+    double *p = signed_rank_pmf(n, m);
+    if (!p)
+        return NAN;
     double c = 0.0;
     for (long s = 0; s <= t; s++)
         c += p[s];
     free(p);
     return c;
-}
-
-int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out)
-{
-    memset(out, 0, sizeof *out);
-    out->n = n;
-    out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
-    out->conf = 0.0;
-    if (n < 1 || n > PAIRED_MAX)
-        return -1;
-    long m = (long)n * (n + 1) / 2;
-    double *w = malloc((size_t)m * sizeof *w);
-    double *dev = malloc((size_t)n * sizeof *dev);
-    if (!w || !dev) {
-        free(w);
-        free(dev);
-        return -1;
-    }
-    long k = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = i; j < n; j++)
-            w[k++] = 0.5 * (d[i] + d[j]);
-    qsort(w, (size_t)m, sizeof *w, cmp_double);
-    out->estimate = m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
-    out->median = paired_median(d, n);
-    for (int i = 0; i < n; i++)
-        dev[i] = fabs(d[i] - out->median);
-    out->spread = 1.4826 * paired_median(dev, n);
-
-    /* c: the most Walsh averages one may cut from each end, the largest c
-     * with P(T <= c-1) <= alpha/2; the interval is [W_(c), W_(m+1-c)]. */
-    long c = 0;
-    double *p = calloc((size_t)m + 1, sizeof *p);
-    if (p) {
-        p[0] = 1.0;
-        long top = 0;
-        for (int r = 1; r <= n; r++) {
-            top += r;
-            for (long s = top; s >= 0; s--)
-                p[s] = 0.5 * (p[s] + (s >= r ? p[s - r] : 0.0));
-        }
-        double cum = 0.0;
-        while (c + 1 <= m / 2 && cum + p[c] <= alpha / 2)
-            cum += p[c++];
-        out->conf = 1.0 - 2.0 * cum;
-        free(p);
-    }
-    if (c >= 1) {
-        out->lo = w[c - 1];
-        out->hi = w[m - c];
-    } else {
-        out->conf = 0.0;
-    }
-    free(w);
-    free(dev);
-    return 0;
 }
 
 /* 1.4826 x the median absolute deviation of d[0..n) from m */
@@ -122,6 +75,48 @@ static double robust_spread(const double *d, int n, double m)
     double s = 1.4826 * paired_median(dev, n);
     free(dev);
     return s;
+}
+
+int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->estimate = out->lo = out->hi = out->median = out->spread = NAN;
+    out->conf = 0.0;
+    if (n < 1 || n > PAIRED_MAX)
+        return -1;
+    long m = (long)n * (n + 1) / 2;
+    double *w = malloc((size_t)m * sizeof *w);
+    if (!w)
+        return -1;
+    long k = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i; j < n; j++)
+            w[k++] = 0.5 * (d[i] + d[j]);
+    qsort(w, (size_t)m, sizeof *w, cmp_double);
+    out->estimate = m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
+    out->median = paired_median(d, n);
+    out->spread = robust_spread(d, n, out->median);
+
+    /* c: the most Walsh averages one may cut from each end, the largest c
+     * with P(T <= c-1) <= alpha/2; the interval is [W_(c), W_(m+1-c)]. */
+    long c = 0;
+    double *p = signed_rank_pmf(n, m);
+    if (p) {
+        double cum = 0.0;
+        while (c + 1 <= m / 2 && cum + p[c] <= alpha / 2)
+            cum += p[c++];
+        out->conf = 1.0 - 2.0 * cum;
+        free(p);
+    }
+    if (c >= 1) {
+        out->lo = w[c - 1];
+        out->hi = w[m - c];
+    } else {
+        out->conf = 0.0;
+    }
+    free(w);
+    return 0;
 }
 
 int paired_estimate_seq(const confseq_t *cs, const double *d, int n, paired_est_t *out)
@@ -156,16 +151,8 @@ paired_verdict_t paired_judge(const paired_est_t *e, double tol)
 
 const char *paired_verdict_name(paired_verdict_t v)
 {
-    switch (v) {
-    case PAIRED_NO_CHANGE:
-        return "no change";
-    case PAIRED_IMPROVED:
-        return "improved";
-    case PAIRED_REGRESSED:
-        return "regressed";
-    default:
-        return "no verdict";
-    }
+    static const char *const names[] = {"no change", "improved", "regressed", "no verdict"};
+    return names[v >= PAIRED_NO_CHANGE && v < PAIRED_NO_VERDICT ? v : PAIRED_NO_VERDICT];
 }
 
 bool paired_base_first(int round)

@@ -1,22 +1,8 @@
-/* gate/paired.h: the A/B gate's statistics (ddpbench --against).
- *
- * Two builds run round by round on one machine; each round gives one paired
- * log-ratio d = ln(candidate's figure / base's figure).  The gate looks after
- * every ABBA pair of rounds and judges the median of the d's by its
- * confidence sequence (confseq.h): an interval valid at every look at once,
- * so the gate may stop at the first look that decides, and the chance of a
- * wrong verdict stays bounded whenever it stops.  Distribution-free (a
- * count of signs), exact (calibrated by dynamic programming for the cap),
- * no random numbers: the same rounds always give the same verdict.  Beside
- * it, reported only, the Hodges-Lehmann estimate (the median of the
- * n(n+1)/2 Walsh averages) with Wilcoxon's fixed-sample signed-rank
- * interval.  Why the median: docs/gate.md.
- *
- * Also here: the order of a round's two runs (ABBA), the verdict against a
- * tolerance, and the gate's rule at one look (paired_look): the verdict on
- * all used rounds, a change that only the lopsided rounds show (one side
- * disturbed, the other not) turned into no verdict, and, when the figure
- * is the CPU work, the median step judged too when no round was disturbed. */
+/* gate/paired.h: the A/B gate's statistics (ddpbench --against): each round
+ * gives a paired log-ratio d = ln(candidate / base); their median is judged by
+ * its confidence sequence (confseq.h), with the Hodges-Lehmann estimate and
+ * Wilcoxon's interval beside it (reported only), ABBA order and the gate's
+ * rule at one look.  Why these: docs/gate.md. */
 #ifndef DDPBENCH_PAIRED_H
 #define DDPBENCH_PAIRED_H
 
@@ -25,12 +11,10 @@
 #include "gate/confseq.h"
 
 #define PAIRED_MAX CONFSEQ_MAX /* rounds (the Walsh averages: n(n+1)/2 doubles) */
-#define PAIRED_MIN_ROUNDS 6    /* the fewest with a 95% signed-rank interval */
 #define PAIRED_ALPHA 0.05      /* the chance that the median leaves the interval at any look */
 #define PAIRED_EVERY 2         /* a look after every ABBA pair of rounds */
 #define PAIRED_SHAPE CONFSEQ_SQRT /* u_n = c sqrt(n), c calibrated for the cap */
-/* lopsided rounds retaken at most, for a cap of `cap` rounds: a machine busy
- * throughout cannot be waited out */
+/* lopsided rounds retaken at most: a machine busy throughout cannot be waited out */
 #define PAIRED_RETAKES(cap) ((cap) / 5 + 1)
 
 typedef struct {
@@ -63,10 +47,7 @@ double paired_signed_rank_cdf(int n, int t);
 int paired_estimate_seq(const confseq_t *cs, const double *d, int n, paired_est_t *out);
 
 /* The Hodges-Lehmann estimate and the fixed-sample signed-rank interval of
- * confidence >= 1 - alpha of d[0..n) (reported beside the gate's figure,
- * never judged: tighter on clean rounds, but one bad round in ten breaks
- * its interval, and a fixed-sample interval does not survive a look at
- * every pair). */
+ * confidence >= 1 - alpha of d[0..n) (reported, never judged: docs/gate.md). */
 int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out);
 
 /* The verdict of an estimate against a tolerance tol (a fraction of the
@@ -74,9 +55,7 @@ int paired_estimate_hl(const double *d, int n, double alpha, paired_est_t *out);
 paired_verdict_t paired_judge(const paired_est_t *e, double tol);
 const char *paired_verdict_name(paired_verdict_t v);
 
-/* ABBA: round r (from 0) runs the base first when true.  Rounds 0,1 give
- * B C | C B, so a drift that is linear in time cancels over each two rounds
- * and neither side always runs first (a warmer cache, a quieter moment). */
+/* ABBA: round r (from 0) runs the base first when true (docs/gate.md: why). */
 bool paired_base_first(int round);
 
 /* One used round, as the gate's rule sees it. */
@@ -98,15 +77,10 @@ typedef struct {
     int lopsided, both;     /* rounds lopsided; rounds disturbed on both sides */
 } paired_look_t;
 
-/* The gate's rule on the n used rounds r[0..n) against tolerance tol:
- *   1. the verdict of the median's confidence sequence over all of them;
- *   2. by_work (the figure is the CPU work): when no round was disturbed
- *      (the wall time can be trusted), a median step whose own interval
- *      lies beyond the tolerance is a regression too (a change in waiting
- *      alone leaves the work as it was);
- *   3. when lopsided rounds are among them, a regression or an improvement
- *      must stand on the other rounds alone, else no verdict (explained).
- * Returns 0, or -1 when n is out of 1..cs->cap or memory runs out. */
+/* The gate's rule on the n used rounds r[0..n) against tolerance tol: the
+ * median's verdict over all; by_work with no round disturbed, a median step
+ * beyond the tolerance regresses too; a change only lopsided rounds show is
+ * no verdict (explained).  0, or -1 when n is out of 1..cs->cap or no memory. */
 int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_work, double tol,
                 paired_look_t *out);
 
