@@ -10,9 +10,7 @@
 #include <unistd.h>
 
 #include "gate/gate.h"
-#include "gate/ab_child.h"
-#include "gate/ab_judge.h"
-#include "gate/ab_report.h"
+#include "gate/ab.h"
 #include "common/base/clock.h"
 #include "common/base/status.h"
 

@@ -1,4 +1,4 @@
-/* gate/ab_child.c: one child run of the A/B gate (ab_child.h): started in
+/* gate/ab_child.c: one child run of the A/B gate (ab.h): started in
  * its own process group, its stdout and stderr read while it runs, stopped
  * when the gate is asked to stop or when it outlives its deadline, reaped,
  * its group's leftovers killed, a failure named (which side, which round,
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gate/ab_child.h"
+#include "gate/ab.h"
 #include "gate/baseline.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"

@@ -1,4 +1,4 @@
-/* gate/ab_judge.c: the A/B gate's judgement at a look (ab_judge.h): the
+/* gate/ab_judge.c: the A/B gate's judgement at a look (ab.h): the
  * used rounds become the rule's log-ratios (gate/paired.h), a busy
  * machine is said with one run's own account, and the change is placed by
  * device and phase group, each delta with the same kind of interval as the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate/ab_judge.h"
+#include "gate/ab.h"
 
 const char *const ab_group_names[AB_GROUPS] = {"data", "forward+backward", "comm exposed",
                                                "optimizer", "idle"};

@@ -1,4 +1,4 @@
-/* gate/ab_report.c: the A/B gate's outputs (ab_report.h): the text (the
+/* gate/ab_report.c: the A/B gate's outputs (ab.h): the text (the
  * estimate and its interval, the verdict with the rounds it took and why it
  * stopped, the work by device, the attribution beyond its noise, the
  * straggler), --json (the judgement, how the gate ran, every round of both
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate/ab_report.h"
+#include "gate/ab.h"
 #include "app/report/report.h"
 #include "common/base/status.h"
 #include "common/base/text.h"
