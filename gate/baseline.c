@@ -1,36 +1,8 @@
-/* gate/baseline.c: --baseline FILE --tolerance PCT, the regression
- * gate.  FILE is an earlier --json result (one object, or compare's JSON
- * Lines) and is treated as hostile: its size is bounded before it is read,
- * it must parse, and every key used must be there with the right type.  A
- * baseline of another configuration is refused, naming the field, rather
- * than compared; another machine or other settings only warn, saying what.
- *
- * The rules (docs/gate.md, "Stored baseline"), in one vocabulary with the
- * A/B gate ("verdict: regressed | improved | no change | no verdict: ..."):
- *   - on the CPU, when both sides' runs carry their work (work_cpu_s.p10:
- *     the CPU seconds of a step, which another process hardly moves), the
- *     work is judged, as the A/B gate does: the ratio of the two sides' runs
- *     and its 95% interval (Welch's t on the logs) against +-PCT; the
- *     median-step throughput is said beside it, and judged too only when no
- *     run on either side was disturbed (a slower step with the same work
- *     waits longer);
- *   - elsewhere the throughput by the median step (samples per step / the
- *     median step time: one interrupted step moves a mean, not a median),
- *     on each side the 95% interval of its --repeat runs (one run: the
- *     number itself); the change lies between the candidate's low end over
- *     the baseline's high end and the other way round; in order:
- *     - a baseline whose own interval is wider than PCT: no verdict ("the
- *       baseline is too noisy"), DDP_ERR_NOISY;
- *     - the whole change below -PCT, with the candidate's runs disturbed
- *       (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
- *     - the whole change below -PCT: regressed (DDP_ERR_REGRESSED), naming
- *       the phases that moved the most;
- *     - the whole change above +PCT: improved (DDP_OK);
- *     - the whole change within +-PCT: no change (DDP_OK);
- *     - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
- * Peak memory regresses when its interval lies more than PCT percent above
- * the baseline; exposed communication (two runs or more, none disturbed)
- * when it grew by more than PCT percent of the baseline's step. */
+/* gate/baseline.c: --baseline FILE --tolerance PCT, the regression gate.
+ * FILE is an earlier --json result (one object, or compare's JSON Lines),
+ * treated as hostile: bounded, parsed, every key used typed and in range.
+ * Another configuration is refused naming the field; another machine or
+ * other settings only warn.  The verdict's rules: docs/gate.md, "--baseline". */
 #include "gate/baseline.h"
 
 #include <math.h>
@@ -43,9 +15,7 @@
 #include "common/config/fields.h"
 
 /* A run's identity (paths under "config"): each option row says whether its
- * echoed key must match (the work a step does, and how many steps are timed
- * after how much warm-up) or may differ with a warning (config/fields.h);
- * the keys that join several fields say it here. */
+ * echoed key must match or only warns (config/fields.h); joined keys say it here. */
 static const struct {
     const char *path;
     cf_base_t base;
@@ -72,8 +42,7 @@ static int identity(cf_base_t kind, const char **out)
     return n;
 }
 
-/* What may differ, with a warning: another machine or build (under
- * "environment"). */
+/* What may differ, with a warning: another machine or build (under "environment"). */
 static const char *const other_machine[] = {
     "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
     "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
@@ -107,9 +76,7 @@ static const cJSON *at(const cJSON *o, const char *path)
 // reading the file
 
 /* The figures the verdict reads, checked before any training (a bad one
- * found after it would cost the run): each, where present, of its type and
- * range, naming the field.  A "repeat" must be an object (or null) with its
- * runs and its throughput interval. */
+ * found after it would cost the run), naming the field. */
 typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT, NUM_BYTES } num_rule_t;
 
 static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
@@ -132,9 +99,7 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
         return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
                                   path, idx + 1, field)
                         : DDP_OK;
-    /* times, rates, counts and bytes within bounds that keep every ratio of
-     * two figures finite (a p50 of 1e-308 s, a peak of 5e-324 bytes are no
-     * run's) */
+    /* bounds that keep every ratio of two figures finite (a p50 of 1e-308 s is no run's) */
     static const char *const want[] = {
         "a number", "a number >= 0", "a number > 0", "a time from 1e-09 to 1e+09 s",
         "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53",
@@ -149,10 +114,8 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
     return DDP_OK;
 }
 
-/* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too
- * (or 0: none), since the verdict divides by them (a lo of 5e-324 printed
- * "+inf%"). */
+/* An interval object {"median","mean","lo","hi"} of the repeat: mean by rule, lo <= hi
+ * numbers or null; a rate's ends by its rule too (or 0: none): the verdict divides by them. */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
@@ -755,7 +718,7 @@ typedef struct {
     bool busy, noisy_base;
 } judge_t;
 
-/* The throughput's verdict by the rules at the top of this file. */
+/* The throughput's verdict (docs/gate.md, "Both sides' intervals"). */
 static void judge_rule(judge_t *j)
 {
     double tol = j->tol;

@@ -1,8 +1,5 @@
 /* gate/baseline.h: --baseline FILE --tolerance PCT, the stored-baseline
- * regression gate: an earlier --json result read as hostile input, the run
- * of it that matches each run's configuration, what differs without
- * refusing it, and the verdict on a mode's --repeat runs against it
- * (baseline.c says the rules). */
+ * regression gate (rules: docs/gate.md). */
 #ifndef DDPBENCH_BASELINE_H
 #define DDPBENCH_BASELINE_H
 
@@ -27,23 +24,17 @@ typedef struct {
     int nrun;
 } baseline_t;
 
-/* Read and check FILE (hostile: bounded size, parsed, required keys typed,
- * and every figure the gate will read of its type and range, so a bad one
- * is found before training).  DDP_ERR_INPUT with one line naming the field. */
+/* Read and check FILE (every figure the gate reads, before training).
+ * DDP_ERR_INPUT with one line naming the field. */
 int baseline_load(baseline_t *b, const char *path, char *err);
 void baseline_free(baseline_t *b);
 /* Find the baseline run for this config (same mode) and refuse it when the
  * canonical subset (mode, backend, devices, layers, batch, accum, loss,
  * optimizer) differs, naming the field.  *match receives it. */
 int baseline_match(const baseline_t *b, const cJSON *run_config, const cJSON **match, char *err);
-/* The gate on a mode's runs (repeat.h; one run or more): the CPU work where
- * both sides have it (else the median-step throughput), peak memory and
- * exposed communication against the baseline's, by the rules at the top of
- * baseline.c.  DDP_OK ("verdict: no change", "verdict: improved"),
- * DDP_ERR_REGRESSED ("verdict: regressed"), or DDP_ERR_NOISY ("verdict: no
- * verdict: ...", saying why); buf gets the lines (newline separated, none
- * at the end), the first the verdict, naming the phases that moved most or
- * the busy machine. */
+/* The gate on a mode's runs (one or more) against the baseline: DDP_OK (no
+ * change, improved), DDP_ERR_REGRESSED or DDP_ERR_NOISY (no verdict); buf
+ * gets the lines (newline separated, none at the end), the verdict first. */
 int baseline_judge(const cJSON *match, const char *label, const repeat_t *runs, double tol_pct,
                    char *buf, size_t len);
 /* What differs but does not refuse the baseline: another machine or build

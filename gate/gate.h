@@ -1,20 +1,8 @@
-/* gate/gate.h: the regression gate, what the program calls of it.
- *
- * The A/B gate, ddpbench --against BASE [--candidate CAND] (ab.c): two
- * executables run the same options as separate child processes with --json
- * (ab_child.h), round by round in ABBA order; each round's pair gives the
- * ratio of their figures.  After every ABBA pair the gate looks at the
- * rounds (ab_judge.h: the median's confidence sequence, valid at every look)
- * and stops as soon as the interval settles the verdict, when another pair
- * would not fit --gate-budget, or at the most rounds (--repeat); then it
- * prints the result (ab_report.h).  Its options are options.h's; line is
- * the whole command line, whose options the children take less the gate's.  The calls run one way: ab.c uses the
- * child, the judgement and the outputs; the outputs use the judgement.
- *
- * The stored-baseline gate, --baseline FILE (gate.c, on baseline.h): the
- * file is read and matched to every run before any training (a wrong
- * baseline must not cost a run), then each run's --repeat interval is
- * judged against it.  Under mpirun it is rank 0's alone. */
+/* gate/gate.h: the regression gate, what the program calls of it: the A/B
+ * gate, --against BASE [--candidate CAND] (ab.c; gate/README.md names its
+ * parts), and the stored-baseline gate, --baseline FILE (gate.c on
+ * baseline.h): the file read and matched to every run before any training,
+ * each run's --repeat interval judged after.  Under mpirun it is rank 0's. */
 #ifndef DDPBENCH_GATE_H
 #define DDPBENCH_GATE_H
 
@@ -25,9 +13,9 @@
 #include "gate/baseline.h"
 #include "gate/options.h"
 
-/* The A/B gate: run it and print its result; returns a status (DDP_OK for
- * no change or improved, DDP_ERR_REGRESSED, DDP_ERR_NOISY for no verdict,
- * DDP_ERR_RUNTIME / DDP_ERR_INTERRUPTED with err, DDP_ERR_INPUT). */
+/* The A/B gate: run it and print its result (line: the whole command line,
+ * whose options the children take less the gate's); DDP_OK (no change,
+ * improved), DDP_ERR_REGRESSED, DDP_ERR_NOISY (no verdict), or an error. */
 int ab_main(const gate_opts_t *g, const config_t *cfg, const config_line_t *line, int argc,
             char **argv, char *err);
 
