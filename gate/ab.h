@@ -124,6 +124,8 @@ static inline bool ab_beyond_noise(double lo, double hi)
     return lo > 0.0 || hi < 0.0;
 }
 
+/* "1.061..1.104" of a log-ratio's interval, an open end as "open" */
+void ab_ratio_range(char *buf, size_t n, double lo, double hi);
 void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_round_t *r, int nr,
                    const ab_judgement_t *j);
 /* DDP_OK, or DDP_ERR_RUNTIME when the write failed */

@@ -26,24 +26,6 @@
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */
 #define AB_POLL_MS 50          /* how often the child's end, the deadline and a stop are seen */
 
-static const char *const side_names[2] = {"base", "candidate"};
-
-/* "base" or "candidate" */
-static const char *ab_side_name(int which)
-{
-    return side_names[which == AB_CAND];
-}
-
-/* "round 3" (round 2 from 0) or "the warm-up run" (-1), into buf */
-static const char *ab_round_name(int round, char *buf, size_t n)
-{
-    if (round < 0)
-        snprintf(buf, n, "the warm-up run");
-    else
-        snprintf(buf, n, "round %d", round + 1);
-    return buf;
-}
-
 // ---------------------------------------------------------------------------
 // reading a child's --json
 
@@ -55,8 +37,7 @@ static double num_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* A time the child reports, when it has one: no run's outside the bounds
- * (baseline.h), and a ratio of such would overflow. */
+/* A time the child reports, when it has one, within baseline.h's bounds. */
 static int time_ok(double t, const char *what, const char *who, const char *when, char *err)
 {
     if (isnan(t) || (t >= GATE_TIME_MIN_S && t <= GATE_TIME_MAX_S))
@@ -100,8 +81,7 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
     s->core[0] = 0;
     if (core)
         snprintf(s->core, sizeof s->core, "%.*s", (int)strcspn(core + 6, ",)"), core + 6);
-    /* the run's own record of what else the machine did (when the child
-     * keeps one): a disturbed run is retaken or its pair flagged */
+    /* the run's own record of what else the machine did: its round retaken or flagged */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");
     s->disturbed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "disturbed"));
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(m, "why");
@@ -336,9 +316,10 @@ static int read_json(const ab_child_t *c, streams_t *st, ab_side_t *s, const cha
 
 int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
 {
-    const char *who = ab_side_name(c->which);
-    char when[32];
-    ab_round_name(c->round, when, sizeof when);
+    const char *who = c->which == AB_CAND ? "candidate" : "base";
+    char when[32] = "the warm-up run"; /* round -1 */
+    if (c->round >= 0)
+        snprintf(when, sizeof when, "round %d", c->round + 1);
     streams_t st;
     pid_t pid = 0;
     double t0 = now_s();

@@ -1,9 +1,7 @@
-/* gate/ab_judge.c: the A/B gate's judgement at a look (ab.h): the
- * used rounds become the rule's log-ratios (gate/paired.h), a busy
- * machine is said with one run's own account, and the change is placed by
- * device and phase group, each delta with the same kind of interval as the
- * verdict's, so that a move within its own noise is not named as a
- * finding. */
+/* gate/ab_judge.c: the A/B gate's judgement at a look (ab.h): the used rounds
+ * judged by the rule (gate/paired.h), a busy machine said with one run's own
+ * account, and the change placed by device and phase group, each delta with
+ * the verdict's kind of interval, so a move within its noise is no finding. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +58,8 @@ static const char *first_why(const ab_round_t *r, int nr, bool lopsided, const c
 static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *j)
 {
     const paired_look_t *lk = &j->look;
-    int n = lk->est.n;
+    int n = lk->est.n, at = 0;
+    const char *who = "";
     if (lk->wall_judged) {
         snprintf(j->reason, sizeof j->reason, "the median step grew %+.1f%% at least while the "
                  "work did not (%+.1f%%): the step waits longer (communication, idle)",
@@ -69,8 +68,6 @@ static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *
     }
     if (lk->explained) {
         /* the first lopsided round's own account of what happened */
-        const char *who = "";
-        int at = 0;
         const char *why = first_why(r, nr, true, &who, &at);
         char ex[220] = "";
         if (why[0])
@@ -86,8 +83,6 @@ static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *
     if (lk->verdict == PAIRED_NO_VERDICT && (lk->lopsided > 0 || 2 * lk->both >= n)) {
         /* the noise that keeps the interval wide is the machine's: say so,
          * with one run's own account */
-        const char *who = "";
-        int at = 0;
         const char *why = first_why(r, nr, false, &who, &at);
         j->busy = true;
         snprintf(j->reason, sizeof j->reason, "a busy machine: %d of %d rounds ran with one side "

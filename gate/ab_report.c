@@ -21,8 +21,7 @@ static const char *dev_word(const config_t *cfg) { return strategy_words(cfg->mo
 /* "+4.2%" of the base */
 static double pct(double ratio) { return 100.0 * (ratio - 1.0); }
 
-/* "1.061..1.104", an open end as "open" */
-static void ratio_range(char *buf, size_t n, double lo, double hi)
+void ab_ratio_range(char *buf, size_t n, double lo, double hi)
 {
     char a[24] = "open", b[24] = "open";
     if (isfinite(lo))
@@ -154,7 +153,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
                 "(--steps)\n", stop);
         return;
     }
-    ratio_range(rr, sizeof rr, e->lo, e->hi);
+    ab_ratio_range(rr, sizeof rr, e->lo, e->hi);
     pct_range(pr, sizeof pr, exp(e->lo), exp(e->hi));
     stop_words(stop, sizeof stop, g, e->n);
     fprintf(f, "candidate / base, %s: %.3f (%.0f%% interval at every look %s, %s) over %d "
@@ -165,7 +164,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
         fprintf(f, "; load %.1f..%.1f", load_lo, load_hi);
     fputc('\n', f);
     if (j->by_work) {
-        ratio_range(rr, sizeof rr, j->look.est_wall.lo, j->look.est_wall.hi);
+        ab_ratio_range(rr, sizeof rr, j->look.est_wall.lo, j->look.est_wall.hi);
         fprintf(f, "candidate / base, median step (wall): %.3f (interval %s), %s\n",
                 exp(j->look.est_wall.estimate), rr,
                 j->look.lopsided + j->look.both == 0 ? "judged too: no round was disturbed"
@@ -359,13 +358,12 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
                 r[i].by_work ? "work_cpu_s.p10" : "step_time_s.p50", round_figure(&r[i], AB_BASE),
                 round_figure(&r[i], AB_CAND), r[i].ratio, r[i].ratio_wall, ab_lopsided(&r[i]));
         fprintf(f, ",%.9g", exp(e->estimate));
-        /* an open end is an empty field */
-        fputc(',', f);
-        if (isfinite(e->lo))
-            fprintf(f, "%.9g", exp(e->lo));
-        fputc(',', f);
-        if (isfinite(e->hi))
-            fprintf(f, "%.9g", exp(e->hi));
+        const double ends[2] = {e->lo, e->hi};
+        for (int k = 0; k < 2; k++) { /* an open end is an empty field */
+            fputc(',', f);
+            if (isfinite(ends[k]))
+                fprintf(f, "%.9g", exp(ends[k]));
+        }
         fprintf(f, ",%.6g,%d,%g,%s,%s", e->conf, e->n, g->tolerance_pct,
                 paired_verdict_name(j->look.verdict), ab_stop_name(g->stop));
         field(f, str_at(b->json, "environment", "revision"));
@@ -373,14 +371,11 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
         field(f, str_at(b->json, "environment", "host"));
         field(f, str_at(b->json, "environment", "time_utc"));
         field(f, str_at(c->json, "environment", "time_utc"));
-        if (isfinite(b->load1))
-            fprintf(f, ",%.2f", b->load1);
-        else
-            fputc(',', f);
-        if (isfinite(c->load1))
-            fprintf(f, ",%.2f", c->load1);
-        else
-            fputc(',', f);
+        for (int k = 0; k < 2; k++)
+            if (isfinite(r[i].side[k].load1))
+                fprintf(f, ",%.2f", r[i].side[k].load1);
+            else
+                fputc(',', f);
         fputc('\n', f);
     }
 }
