@@ -151,23 +151,19 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
 
 static int check_gate_fields(const char *path, int idx, const cJSON *o, char *err)
 {
+    /* at() finds nothing under a key that is not an object: a dotted path is absent there */
     const cJSON *st = at(o, "step_time_s");
     if (st && !cJSON_IsObject(st))
         return bad_field(path, idx, "step_time_s", st, "an object", err);
-    if (st) {
-        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_TIME, false, err));
-        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_TIME, false, err));
-    }
+    TRY(check_num(path, idx, o, "", "step_time_s.mean", NUM_TIME, false, err));
+    TRY(check_num(path, idx, o, "", "step_time_s.p50", NUM_TIME, false, err));
     TRY(check_num(path, idx, o, "", "timed_samples", NUM_COUNT, false, err));
-    const cJSON *steps = at(o, "steps");
-    if (steps && cJSON_IsObject(steps))
-        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_COUNT, false, err));
+    TRY(check_num(path, idx, o, "", "steps.timed", NUM_COUNT, false, err));
     TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *work = at(o, "work_cpu_s");
     if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
         return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
-    if (cJSON_IsObject(work))
-        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_TIME, false, err));
+    TRY(check_num(path, idx, o, "", "work_cpu_s.p10", NUM_TIME, false, err));
     const cJSON *devs = at(o, "devices"), *d;
     if (devs && !cJSON_IsArray(devs))
         return bad_field(path, idx, "devices", devs, "an array", err);
@@ -561,10 +557,8 @@ static void describe(char *buf, size_t n, interval_t c, int runs, double scale, 
     snprintf(buf, n, "%s%s (95%% interval %s..%s over %d runs)", m, unit, a, b, runs);
 }
 
-/* The gate's throughput on both sides: the median-step throughput (samples
- * per step / the median step: one step interrupted by another process moves
- * a run's mean but not its median) where both sides have it, else the mean
- * throughput (a baseline written before the median was recorded). */
+/* The gate's throughput on both sides: the median-step throughput where both
+ * have it, else the mean throughput (an older baseline): docs/gate.md. */
 typedef struct {
     bool median;                 /* which statistic */
     double ref, lo, hi;          /* the baseline's (lo = hi = ref for one run) */
@@ -685,14 +679,8 @@ static bool work_pair(const cJSON *match, const repeat_t *r, ratio_interval_t *o
 
 static const char *const verdict_word[] = {"no change", "improved", "regressed", "no verdict"};
 
-/* How far another process's time on the machine moves the work figure (CPU
- * seconds of a step, p10), per unit of contention between two sides
- * (measure/disturb.h), either way: mlp-small beside two busy loops or two
- * memory-streaming processes (contention 0.68-0.87) read single +2..+17%,
- * ddp +7..+15%, dp +4..+7% against the same build beside nothing; and ddp
- * at contention 0.06-0.08 read 11% MORE than at 0.32-0.49, minutes apart
- * (docs/gate.md).  Two sides that ran that far apart in contention may read
- * that much apart; within it, no verdict. */
+/* How far the work may move, either way, per unit of contention between two
+ * sides for the machine's sake alone (docs/gate.md, "The busy allowance"). */
 #define BASELINE_BUSY_WORK 0.3
 enum { V_SAME = 0, V_BETTER, V_WORSE, V_NONE };
 
@@ -748,16 +736,11 @@ static void judge_rule(judge_t *j)
     }
 }
 
-/* On the CPU both sides' runs have their work (CPU seconds of a step, which
- * another process hardly moves: docs/gate.md): that is judged, as the A/B
- * gate does, and the throughput is said beside it (judged too only when no
- * run on either side was disturbed: a change in waiting alone leaves the
- * work as it was). */
+/* On the CPU the work is judged, as the A/B gate does, and the throughput said
+ * beside it (judged too only when no run on either side was disturbed). */
 static int judge_work(judge_t *j, const ratio_interval_t *w)
 {
     double up = 1.0 + j->tol / 100.0, down = 1.0 - j->tol / 100.0;
-    /* the machine's allowance: sides that ran apart in contention may read
-     * apart in work by BASELINE_BUSY_WORK per unit of it, either way */
     double a = BASELINE_BUSY_WORK * fabs(j->ccand - j->cbase);
     /* a baseline whose own work spreads wider than the tolerance gives no
      * verdict, whatever the candidate did: what baseline_too_noisy warned
@@ -840,12 +823,9 @@ static int judge_throughput(judge_t *j)
     return v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
 }
 
-/* Peak memory: regressed when the whole interval is PCT above.  Exposed
- * communication: regressed when it grew by more than PCT of the baseline's
- * step (it is small and noisy; against itself it would never give a
- * verdict), and only on an interval: one run's exposed time moves with every
- * preemption, and a verdict on it would flip with the load.  true: either
- * regressed. */
+/* Peak memory and exposed communication (against the baseline's step: small
+ * and noisy, against itself it would never decide; on an interval only: one
+ * run's moves with every preemption).  true: either regressed. */
 static bool judge_memory_comm(judge_t *j)
 {
     bool worse = false;
