@@ -13,7 +13,6 @@
 #include "common/base/kinds.h"
 #include "common/config/config.h"
 #include "common/measure/timing.h"
-#include "gate/confseq.h"
 #include "gate/paired.h"
 
 enum { AB_BASE = 0, AB_CAND = 1 };

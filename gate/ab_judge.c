@@ -120,8 +120,7 @@ void ab_judge(const confseq_t *cs, double tol, const ab_round_t *r, int nr, ab_j
                 j->ndev = r[i].side[k].ndev;
     }
     if (n == 0) { /* no round fit: no estimate, an interval open at both ends */
-        paired_est_t none = {.estimate = NAN, .lo = -INFINITY, .hi = INFINITY, .median = NAN,
-                             .spread = NAN};
+        paired_est_t none = {.estimate = NAN, .lo = -INFINITY, .hi = INFINITY, .spread = NAN};
         j->look.est = j->look.est_wall = j->look.est_clean = j->est_hl = none;
         j->ndev = 0;
         free(pr), free(d), free(tb);

@@ -1,14 +1,64 @@
 /* gate/paired.h: the A/B gate's statistics (ddpbench --against): each round
  * gives a paired log-ratio d = ln(candidate / base); their median is judged by
- * its confidence sequence (confseq.h), with the Hodges-Lehmann estimate and
- * Wilcoxon's interval beside it (reported only), ABBA order and the gate's
- * rule at one look.  Why these: docs/gate.md. */
+ * its confidence sequence, an interval valid at every look (Howard and Ramdas,
+ * Bernoulli 28(3), 2022: the band |S_n - n/2| <= u_n = c g(n) on the count of
+ * d_i <= m, c calibrated exactly for the cap by dynamic programming; the
+ * interval [d_(ceil(n/2 - u_n)), d_(floor(n/2 + u_n) + 1)]), with the
+ * Hodges-Lehmann estimate and Wilcoxon's interval beside it (reported only),
+ * ABBA order and the gate's rule at one look.  Why these: docs/gate.md. */
 #ifndef DDPBENCH_PAIRED_H
 #define DDPBENCH_PAIRED_H
 
 #include <stdbool.h>
 
-#include "gate/confseq.h"
+// ---------------------------------------------------------------------------
+// the median's confidence sequence
+
+#define CONFSEQ_MAX 1000 /* the largest cap */
+
+typedef enum {
+    CONFSEQ_SQRT = 0, /* u_n = c sqrt(n) */
+    CONFSEQ_MIXTURE,  /* u_n = c sqrt((n/4 + rho) ln((n/4 + rho) / (rho alpha^2))): Robbins' two-sided
+                         normal mixture for a walk of variance n/4, tightest near n = 20; c = 1 is
+                         the closed form */
+    CONFSEQ_STITCHED, /* u_n = c 1.7 sqrt(V (ln ln 2V + 0.72 ln(10.4 / alpha))), V = max(n/4, 1):
+                         Howard, Ramdas, McAuliffe and Sekhon (Ann. Statist. 2021), eq. (2),
+                         two-sided (alpha/2 a side); c = 1 is the closed form */
+} confseq_shape_t;
+
+typedef struct {
+    confseq_shape_t shape;
+    int cap;      /* the most observations (looks at n = every, 2 every, ... <= cap) */
+    int every;    /* a look after every `every` observations */
+    double alpha; /* the chance asked for: the median outside the interval at some look */
+    double c;     /* the scale of the shape */
+    double rho;   /* CONFSEQ_MIXTURE's rho */
+    double exit;  /* the exact chance that the walk leaves the band at a look, <= alpha */
+} confseq_t;
+
+/* The smallest c (to 1e-9) whose exit probability is at most alpha, for looks
+ * every `every` observations up to cap.  0, or -1 on bad arguments or no memory. */
+int confseq_calibrate(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha);
+
+/* A boundary of the given shape and scale, not calibrated (the closed forms:
+ * c = 1); its exact exit probability in cs->exit. */
+int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha,
+                  double c);
+
+/* The interval's 1-based order statistics at n; lo < 1: no lower end, hi > n: no upper end. */
+void confseq_ranks(const confseq_t *cs, int n, int *lo, int *hi);
+
+/* The exact probability that a fair coin's count leaves the band
+ * [ceil(n/2 - u_n), floor(n/2 + u_n)] at some look n <= cap (NAN: no memory). */
+double confseq_exit(const confseq_t *cs);
+
+/* The interval at n observations d[0..n): [*lo, *hi], -INFINITY / INFINITY
+ * where the band reaches past the data (guaranteed at the looks only).
+ * Returns 0, or -1 when n is out of 1..cap or memory runs out. */
+int confseq_interval(const confseq_t *cs, const double *d, int n, double *lo, double *hi);
+
+// ---------------------------------------------------------------------------
+// the paired rounds
 
 #define PAIRED_MAX CONFSEQ_MAX /* rounds (the Walsh averages: n(n+1)/2 doubles) */
 #define PAIRED_ALPHA 0.05      /* the chance that the median leaves the interval at any look */
@@ -24,7 +74,6 @@ typedef struct {
                           _hl), -INFINITY / INFINITY where a confidence sequence is open */
     double conf;       /* its confidence (>= the asked one; 0 without one) */
     bool uniform;      /* the confidence holds at every look at once (a confidence sequence) */
-    double median;     /* the plain median of the log-ratios */
     double spread;     /* 1.4826 x their median absolute deviation (a robust sd) */
 } paired_est_t;
 
