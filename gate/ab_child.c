@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "gate/ab.h"
-#include "gate/baseline.h"
+#include "gate/gate.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
@@ -37,7 +37,7 @@ static double num_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* A time the child reports, when it has one, within baseline.h's bounds. */
+/* A time the child reports, when it has one, within gate.h's bounds. */
 static int time_ok(double t, const char *what, const char *who, const char *when, char *err)
 {
     if (isnan(t) || (t >= GATE_TIME_MIN_S && t <= GATE_TIME_MAX_S))
