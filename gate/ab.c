@@ -31,14 +31,6 @@ static void round_ratio(ab_round_t *x, bool by_work)
     x->ratio_wall = x->side[AB_CAND].step_p50 / x->side[AB_BASE].step_p50;
 }
 
-static void rounds_free(ab_round_t *r, int nr)
-{
-    for (int i = 0; i < nr; i++)
-        for (int k = 0; k < 2; k++)
-            cJSON_Delete(r[i].side[k].json);
-    free(r);
-}
-
 /* The fewest most-rounds (even) whose calibrated interval has two ends by
  * the last look; 0 when none up to CONFSEQ_MAX. */
 static int fewest_cap(void)
@@ -53,14 +45,6 @@ static int fewest_cap(void)
             return cap;
     }
     return 0;
-}
-
-static double forecast(const double *pair_s, int npairs)
-{
-    double m = 0.0;
-    for (int i = npairs - 1; i >= 0 && i >= npairs - AB_PAIR_MEMORY; i--)
-        m = fmax(m, pair_s[i]);
-    return m;
 }
 
 /* A gate's run: its executables, the children's command line, the rounds so far. */
@@ -140,7 +124,6 @@ static int ab_setup(ab_run_t *a, const gate_opts_t *go, const config_line_t *lin
 static int ab_side(ab_run_t *a, ab_round_t *x, int which, int round, char *err)
 {
     a->args[0] = (char *)a->exe[which];
-    a->child.exe = a->exe[which];
     a->child.which = which;
     a->child.round = round;
     return ab_child_run(&a->child, &x->side[which], err);
@@ -212,7 +195,9 @@ static int ab_rounds(ab_run_t *a, char *err)
     ab_judgement_t j;
     double pair_t0 = now_s();
     for (int round = 0; round < a->cap;) {
-        double next = forecast(a->pair_s, a->npairs);
+        double next = 0.0;
+        for (int i = a->npairs - 1; i >= 0 && i >= a->npairs - AB_PAIR_MEMORY; i--)
+            next = fmax(next, a->pair_s[i]);
         if (round % PAIRED_EVERY == 0) {
             /* a pair that would end past the budget is not started */
             if (now_s() - a->t_start + next > a->g.budget_s) {
@@ -300,6 +285,9 @@ int ab_main(const gate_opts_t *go, const config_t *cfg, const config_line_t *lin
         rc = ab_finish(&a, err);
     free(a.args);
     free(a.pair_s);
-    rounds_free(a.r, a.nr);
+    for (int i = 0; i < a.nr; i++)
+        for (int k = 0; k < 2; k++)
+            cJSON_Delete(a.r[i].side[k].json);
+    free(a.r);
     return rc;
 }

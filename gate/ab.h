@@ -75,8 +75,7 @@ static inline bool ab_lopsided(const ab_round_t *r)
 
 /* One child run: its command line and deadline. */
 typedef struct {
-    const char *exe;   /* the executable */
-    char **args;       /* its argv, args[0] = exe, NULL-terminated */
+    char **args;       /* its argv, args[0] the executable, NULL-terminated */
     int which;         /* AB_BASE or AB_CAND */
     int round;         /* 0..; -1 the warm-up */
     double deadline_s; /* > 0: stopped past it and reported as hung */

@@ -233,8 +233,8 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
             _exit(127);
         dup2(out[1], 1);
         dup2(errp[1], 2);
-        execv(c->exe, c->args);
-        dprintf(2, "cannot run %s: %s\n", c->exe, strerror(errno));
+        execv(c->args[0], c->args);
+        dprintf(2, "cannot run %s: %s\n", c->args[0], strerror(errno));
         _exit(127);
     }
     setpgid(*pid, *pid); /* both sides set it: whichever runs first, no window */
@@ -309,14 +309,14 @@ static int read_json(const ab_child_t *c, streams_t *st, ab_side_t *s, const cha
     s->json = cJSON_Parse(startp ? startp + 1 : json);
     if (!s->json)
         return err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) printed no JSON object in "
-                       "%s%s%s", who, c->exe, when, line[0] ? "; its last error line: " : "",
+                       "%s%s%s", who, c->args[0], when, line[0] ? "; its last error line: " : "",
                        line);
     return side_read(s, who, when, err);
 }
 
 int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
 {
-    const char *who = c->which == AB_CAND ? "candidate" : "base";
+    const char *who = c->which == AB_CAND ? "candidate" : "base", *exe = c->args[0];
     char when[32] = "the warm-up run"; /* round -1 */
     if (c->round >= 0)
         snprintf(when, sizeof when, "round %d", c->round + 1);
@@ -336,7 +336,7 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
                      "stopped and reaped)", sigabbrev_np(stop.sig), when, who);
     } else if (stop.hung) {
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) hung in %s: still running "
-                     "after %.1f s (its deadline: %s), stopped and reaped%s%s", who, c->exe, when,
+                     "after %.1f s (its deadline: %s), stopped and reaped%s%s", who, exe, when,
                      c->deadline_s, c->deadline_why, line[0] ? "; its last error line: " : "",
                      line);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -346,7 +346,7 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
         else
             snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) failed in %s: %s%s%s", who,
-                     c->exe, when, how, line[0] ? ": " : "", line);
+                     exe, when, how, line[0] ? ": " : "", line);
     } else if (st.overflow) {
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s's output in %s is larger "
                      "than %u MiB", who, when, AB_OUT_MAX >> 20);

@@ -443,15 +443,14 @@ static bool base_figure(const cJSON *match, const char *rkey, const char *top, c
     char path[160];
     out->lo = out->hi = NAN;
     out->runs = 1;
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
-    snprintf(path, sizeof path, "%s.mean", rkey);
-    if (cJSON_IsObject(rep) && num_at(rep, path, &out->ref)) {
-        snprintf(path, sizeof path, "%s.lo", rkey);
-        num_at(rep, path, &out->lo);
-        snprintf(path, sizeof path, "%s.hi", rkey);
-        num_at(rep, path, &out->hi);
+    snprintf(path, sizeof path, "repeat.%s.mean", rkey);
+    if (num_at(match, path, &out->ref)) {
+        snprintf(path, sizeof path, "repeat.%s.lo", rkey);
+        num_at(match, path, &out->lo);
+        snprintf(path, sizeof path, "repeat.%s.hi", rkey);
+        num_at(match, path, &out->hi);
         double n;
-        if (num_at(rep, "runs", &n))
+        if (num_at(match, "repeat.runs", &n))
             out->runs = (int)n;
         return true;
     }
@@ -606,11 +605,9 @@ static bool tp_pair(const cJSON *match, const repeat_t *r, tp_pair_t *out)
  * flag; and the median contention of its runs (0 where not recorded). */
 static int base_disturbed(const cJSON *match, int *of, double *cont)
 {
-    double v, c[REPEAT_MAX];
+    double v, runs, c[REPEAT_MAX];
     int n = 0;
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat"), *e;
-    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
-                                             : NULL;
+    const cJSON *every = at(match, "repeat.every_run"), *e;
     cJSON_ArrayForEach(e, every)
         if (n < REPEAT_MAX && num_at(e, "machine.contention", &c[n]))
             n++;
@@ -618,9 +615,8 @@ static int base_disturbed(const cJSON *match, int *of, double *cont)
         n = 1;
     *cont = n > 0 ? interval_of(c, n).median : 0.0;
     *of = 1;
-    if (cJSON_IsObject(rep) && num_at(rep, "disturbed_runs", &v)) {
-        double runs;
-        *of = num_at(rep, "runs", &runs) ? (int)runs : 1;
+    if (num_at(match, "repeat.disturbed_runs", &v)) {
+        *of = num_at(match, "repeat.runs", &runs) ? (int)runs : 1;
         return (int)v;
     }
     return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
@@ -640,9 +636,7 @@ static double cand_contention(const repeat_t *r)
  * baseline written before the work was kept). */
 static int base_work(const cJSON *match, double *v, int max)
 {
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
-    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
-                                             : NULL, *e;
+    const cJSON *every = at(match, "repeat.every_run"), *e;
     int n = 0;
     if (cJSON_IsArray(every)) {
         cJSON_ArrayForEach(e, every)

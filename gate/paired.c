@@ -305,11 +305,6 @@ const char *paired_verdict_name(paired_verdict_t v)
     return names[v >= PAIRED_NO_CHANGE && v < PAIRED_NO_VERDICT ? v : PAIRED_NO_VERDICT];
 }
 
-bool paired_base_first(int round)
-{
-    return round % 2 == 0;
-}
-
 int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_work, double tol,
                 paired_look_t *out)
 {

@@ -105,7 +105,10 @@ paired_verdict_t paired_judge(const paired_est_t *e, double tol);
 const char *paired_verdict_name(paired_verdict_t v);
 
 /* ABBA: round r (from 0) runs the base first when true (docs/gate.md: why). */
-bool paired_base_first(int round);
+static inline bool paired_base_first(int round)
+{
+    return round % 2 == 0;
+}
 
 /* One used round, as the gate's rule sees it. */
 typedef struct {
