@@ -21,25 +21,26 @@ static const char *dev_word(const config_t *cfg) { return strategy_words(cfg->mo
 /* "+4.2%" of the base */
 static double pct(double ratio) { return 100.0 * (ratio - 1.0); }
 
-void ab_ratio_range(char *buf, size_t n, double lo, double hi)
+/* "lo..hi" by fmt, an end that is not finite as "open" */
+static void range(char *buf, size_t n, const char *fmt, double lo, double hi)
 {
     char a[24] = "open", b[24] = "open";
     if (isfinite(lo))
-        snprintf(a, sizeof a, "%.3f", exp(lo));
+        snprintf(a, sizeof a, fmt, lo);
     if (isfinite(hi))
-        snprintf(b, sizeof b, "%.3f", exp(hi));
+        snprintf(b, sizeof b, fmt, hi);
     snprintf(buf, n, "%s..%s", a, b);
 }
 
-/* "+6.1%..+10.4%" of a ratio's interval, an open end as "open" */
+void ab_ratio_range(char *buf, size_t n, double lo, double hi)
+{
+    range(buf, n, "%.3f", isfinite(lo) ? exp(lo) : NAN, isfinite(hi) ? exp(hi) : NAN);
+}
+
+/* "+6.1%..+10.4%" of a ratio's interval (a low end of 0 is open) */
 static void pct_range(char *buf, size_t n, double lo_ratio, double hi_ratio)
 {
-    char a[24] = "open", b[24] = "open";
-    if (isfinite(lo_ratio) && lo_ratio > 0)
-        snprintf(a, sizeof a, "%+.1f%%", pct(lo_ratio));
-    if (isfinite(hi_ratio))
-        snprintf(b, sizeof b, "%+.1f%%", pct(hi_ratio));
-    snprintf(buf, n, "%s..%s", a, b);
+    range(buf, n, "%+.1f%%", lo_ratio > 0 ? pct(lo_ratio) : NAN, pct(hi_ratio));
 }
 
 /* "decided", "budget" or "cap" */
@@ -123,14 +124,11 @@ static void attribution_lines(FILE *f, const config_t *cfg, const ab_judgement_t
         if (j->ndev > 1)
             snprintf(who, sizeof who, "%s %d ", dev_word(cfg), qd);
         double b = j->base[qd][qg];
-        char lo[24] = "open", hi[24] = "open";
-        if (isfinite(j->delta_lo[qd][qg]))
-            snprintf(lo, sizeof lo, "%+.3f", 1e3 * j->delta_lo[qd][qg]);
-        if (isfinite(j->delta_hi[qd][qg]))
-            snprintf(hi, sizeof hi, "%+.3f", 1e3 * j->delta_hi[qd][qg]);
+        char rg[64];
+        range(rg, sizeof rg, "%+.3f", 1e3 * j->delta_lo[qd][qg], 1e3 * j->delta_hi[qd][qg]);
         fprintf(f, "attribution: no phase moved beyond its own noise (the largest, %s%s %+.1f%%, "
-                "has the interval %s..%s ms a step, which holds 0)\n", who, ab_group_names[qg],
-                b > 0 ? 100.0 * j->delta[qd][qg] / b : NAN, lo, hi);
+                "has the interval %s ms a step, which holds 0)\n", who, ab_group_names[qg],
+                b > 0 ? 100.0 * j->delta[qd][qg] / b : NAN, rg);
     }
 }
 
