@@ -89,7 +89,8 @@ double confseq_exit(const confseq_t *cs)
     return out;
 }
 
-static int setup(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha)
+int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha,
+                  double c)
 {
     memset(cs, 0, sizeof *cs);
     if (cap < 1 || cap > CONFSEQ_MAX || every < 1 || !(alpha > 0.0 && alpha < 1.0))
@@ -99,14 +100,6 @@ static int setup(confseq_t *cs, confseq_shape_t shape, int cap, int every, doubl
     cs->every = every;
     cs->alpha = alpha;
     cs->rho = shape == CONFSEQ_MIXTURE ? mixture_rho(alpha) : 0.0;
-    return 0;
-}
-
-int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha,
-                  double c)
-{
-    if (setup(cs, shape, cap, every, alpha) != 0)
-        return -1;
     cs->c = c;
     cs->exit = confseq_exit(cs);
     return isnan(cs->exit) ? -1 : 0;
@@ -114,20 +107,18 @@ int confseq_fixed(confseq_t *cs, confseq_shape_t shape, int cap, int every, doub
 
 int confseq_calibrate(confseq_t *cs, confseq_shape_t shape, int cap, int every, double alpha)
 {
-    if (setup(cs, shape, cap, every, alpha) != 0)
-        return -1;
     /* the exit probability falls as c grows (a wider band at every look):
-     * find a c that holds, then bisect down to the smallest */
-    double lo = 0.0, hi = 1.0, at_hi;
-    for (;;) {
+     * find a c that holds (from 1, doubling), then bisect down to the smallest */
+    if (confseq_fixed(cs, shape, cap, every, alpha, 1.0) != 0)
+        return -1;
+    double lo = 0.0, hi = 1.0, at_hi = cs->exit;
+    while (at_hi > alpha) {
+        lo = hi;
+        hi *= 2.0;
         cs->c = hi;
         at_hi = confseq_exit(cs);
         if (isnan(at_hi))
             return -1;
-        if (at_hi <= alpha)
-            break;
-        lo = hi;
-        hi *= 2.0;
     }
     while (hi - lo > 1e-9) {
         cs->c = 0.5 * (lo + hi);
@@ -312,11 +303,11 @@ int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_wor
     out->verdict = PAIRED_NO_VERDICT;
     if (n < 1 || n > cs->cap)
         return -1;
-    double *d = malloc((size_t)n * sizeof *d), *dc = malloc((size_t)n * sizeof *dc),
-           *dw = malloc((size_t)n * sizeof *dw);
+    double *d = malloc(3 * (size_t)n * sizeof *d);
+    if (!d)
+        return -1;
+    double *dc = d + n, *dw = d + 2 * n;
     int rc = -1;
-    if (!d || !dc || !dw)
-        goto done;
     int nc = 0;
     for (int i = 0; i < n; i++) {
         d[i] = r[i].d;
@@ -350,7 +341,5 @@ int paired_look(const confseq_t *cs, const paired_round_t *r, int n, bool by_wor
     rc = 0;
 done:
     free(d);
-    free(dc);
-    free(dw);
     return rc;
 }
