@@ -12,21 +12,18 @@
 const char *const ab_group_names[AB_GROUPS] = {"data", "forward+backward", "comm exposed",
                                                "optimizer", "idle"};
 
-/* The phases of group g, seconds per step. */
+/* The phases of each group (-1 ends a row); ZeRO-3's waits for a layer's gather are comm. */
+static const int group_phases[AB_GROUPS][5] = {
+    {PH_DATA, PH_H2D, PH_SCATTER, PH_REPLICATE, -1}, {PH_FORWARD, PH_LOSS, PH_BACKWARD, -1},
+    {PH_COMM_EXPOSED, PH_GATHER, -1}, {PH_OPTIM, -1}, {PH_IDLE, PH_SKEW, -1}};
+
+/* The phases of group g, seconds per step, summed in the row's order. */
 static double group_of(const double *ph, int g)
 {
-    switch (g) {
-    case 0:
-        return ph[PH_DATA] + ph[PH_H2D] + ph[PH_SCATTER] + ph[PH_REPLICATE];
-    case 1:
-        return ph[PH_FORWARD] + ph[PH_LOSS] + ph[PH_BACKWARD];
-    case 2:
-        return ph[PH_COMM_EXPOSED] + ph[PH_GATHER]; /* ZeRO-3: waits for a layer's gather */
-    case 3:
-        return ph[PH_OPTIM];
-    default:
-        return ph[PH_IDLE] + ph[PH_SKEW];
-    }
+    double s = ph[group_phases[g][0]];
+    for (int k = 1; group_phases[g][k] >= 0; k++)
+        s += ph[group_phases[g][k]];
+    return s;
 }
 
 double ab_growth(const ab_judgement_t *j, int dv, double *lo)

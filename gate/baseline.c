@@ -121,10 +121,8 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
     char field[160];
     snprintf(field, sizeof field, "repeat.%s", key);
     const cJSON *iv = at(rep, key);
-    if (!iv)
-        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
-                                  path, idx + 1, field)
-                        : DDP_OK;
+    if (!iv) /* missing: an error when required */
+        return check_num(path, idx, rep, "repeat.", key, NUM_ANY, required, err);
     if (!cJSON_IsObject(iv))
         return bad_field(path, idx, field, iv, "an object", err);
     char pre[170];
