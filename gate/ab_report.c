@@ -218,9 +218,9 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
 // ---------------------------------------------------------------------------
 // --json
 
-static cJSON *est_json(const paired_est_t *e, const char *method)
+static void est_json(cJSON *parent, const char *key, const paired_est_t *e, const char *method)
 {
-    cJSON *o = cJSON_CreateObject();
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON_AddStringToObject(o, "method", method);
     cJSON_AddNumberToObject(o, "rounds", e->n);
     report_json_num(o, "ratio", exp(e->estimate));
@@ -229,7 +229,6 @@ static cJSON *est_json(const paired_est_t *e, const char *method)
     report_json_num(o, "confidence", e->conf > 0 ? e->conf : NAN);
     cJSON_AddBoolToObject(o, "at_every_look", e->uniform);
     report_json_num(o, "spread_log", e->spread);
-    return o;
 }
 
 int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_round_t *r, int nr,
@@ -257,15 +256,13 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
     report_json_num(cs, "alpha", g->cs.alpha);
     cJSON_AddNumberToObject(cs, "every", g->cs.every);
     report_json_num(cs, "exit_probability", g->cs.exit);
-    cJSON_AddItemToObject(ab, "estimate", est_json(&lk->est, "median of paired log-ratios, "
-                                                             "confidence sequence"));
-    cJSON_AddItemToObject(ab, "hodges_lehmann", est_json(&j->est_hl, "Hodges-Lehmann, "
-                                                                     "Wilcoxon signed-rank interval "
-                                                                     "(fixed sample, not judged)"));
-    cJSON_AddItemToObject(ab, "even_rounds", est_json(&lk->est_clean, "median of the rounds not "
-                                                                     "lopsided, confidence sequence"));
-    cJSON_AddItemToObject(ab, "wall", est_json(&lk->est_wall, "median step: median of paired "
-                                                               "log-ratios, confidence sequence"));
+    est_json(ab, "estimate", &lk->est, "median of paired log-ratios, confidence sequence");
+    est_json(ab, "hodges_lehmann", &j->est_hl, "Hodges-Lehmann, Wilcoxon signed-rank interval "
+             "(fixed sample, not judged)");
+    est_json(ab, "even_rounds", &lk->est_clean, "median of the rounds not lopsided, confidence "
+             "sequence");
+    est_json(ab, "wall", &lk->est_wall, "median step: median of paired log-ratios, confidence "
+             "sequence");
     cJSON_AddBoolToObject(ab, "wall_judged", lk->wall_judged);
     cJSON *wr = cJSON_AddArrayToObject(ab, "work_ratio_by_device");
     for (int dv = 0; j->by_work && dv < j->ndev; dv++) {
