@@ -10,26 +10,18 @@
 #include <unistd.h>
 
 #include "gate/gate.h"
-#include "gate/ab_child.h"
-#include "gate/ab_judge.h"
-#include "gate/ab_report.h"
+#include "gate/ab.h"
 #include "common/base/clock.h"
 #include "common/base/status.h"
 
-/* A child's deadline when --timeout is not given: this many times the
- * base's warm-up run (a run on a busy 2-core machine took up to 5 times its
- * quiet time), and never less than the floor (a child's start-up alone). */
+/* A child's deadline without --timeout: this many times the base's warm-up run
+ * (a busy 2-core machine took up to 5 times), never less than the floor. */
 #define AB_DEADLINE_X 10.0
 #define AB_DEADLINE_FLOOR_S 10.0
-/* The budget's forecast of the next pair of rounds: the longest of the last
- * few pairs (the warm-up's first), so that a gate does not start a pair it
- * cannot finish in time. */
+/* The next pair's forecast: the longest of the last few (the warm-up's first). */
 #define AB_PAIR_MEMORY 4
-/* A child's length when neither --steps nor --epochs is given: the length
- * that decided every try fastest on a shared 2-core machine
- * (bench/bench_round_length.sh, docs/gate.md): a run's fixed cost is ~0.2 s
- * quiet, and 16 steps (14 timed) judged as well as 64 in a quarter of the
- * time, where 8 left a busy machine undecided. */
+/* A child's length without --steps or --epochs: the fastest to decide every try
+ * on a shared 2-core machine (docs/gate.md, "The length of a child run"). */
 #define AB_CHILD_STEPS "16"
 
 static void round_ratio(ab_round_t *x, bool by_work)
@@ -37,14 +29,6 @@ static void round_ratio(ab_round_t *x, bool by_work)
     x->by_work = by_work;
     x->ratio = round_figure(x, AB_CAND) / round_figure(x, AB_BASE);
     x->ratio_wall = x->side[AB_CAND].step_p50 / x->side[AB_BASE].step_p50;
-}
-
-static void rounds_free(ab_round_t *r, int nr)
-{
-    for (int i = 0; i < nr; i++)
-        for (int k = 0; k < 2; k++)
-            cJSON_Delete(r[i].side[k].json);
-    free(r);
 }
 
 /* The fewest most-rounds (even) whose calibrated interval has two ends by
@@ -63,17 +47,7 @@ static int fewest_cap(void)
     return 0;
 }
 
-/* The longest of the last AB_PAIR_MEMORY pair times */
-static double forecast(const double *pair_s, int npairs)
-{
-    double m = 0.0;
-    for (int i = npairs - 1; i >= 0 && i >= npairs - AB_PAIR_MEMORY; i--)
-        m = fmax(m, pair_s[i]);
-    return m;
-}
-
-/* A gate's run: its two executables, the children's command line, the
- * rounds so far and the time of each pair of them. */
+/* A gate's run: its executables, the children's command line, the rounds so far. */
 typedef struct {
     const config_t *cfg;
     FILE *info;                 /* its lines: stderr under --json or --csv */
@@ -95,9 +69,8 @@ typedef struct {
     double t_start;
 } ab_run_t;
 
-/* The executables, the most rounds and the interval calibrated for them
- * before any round runs, and the children's command line: the user's
- * options less the gate's own, with --json. */
+/* The executables, the interval calibrated for the most rounds, and the children's
+ * command line: the user's options less the gate's own, with --json. */
 static int ab_setup(ab_run_t *a, const gate_opts_t *go, const config_line_t *line, int argc,
                     char **argv, char *err)
 {
@@ -126,8 +99,7 @@ static int ab_setup(ab_run_t *a, const gate_opts_t *go, const config_line_t *lin
                        100 * (1 - PAIRED_ALPHA), fewest_cap());
     static const char *const drop[] = {"against", "candidate", "repeat", "json", "csv",
                                        "tolerance", "quiet", "gate-budget", NULL};
-    a->retakes = PAIRED_RETAKES(a->cap); /* bounded: a machine busy throughout cannot be
-                                            waited out */
+    a->retakes = PAIRED_RETAKES(a->cap);
     a->most = a->cap + a->retakes + 1;
     a->args = calloc((size_t)argc + 5, sizeof *a->args);
     a->r = calloc((size_t)a->most, sizeof *a->r);
@@ -152,17 +124,13 @@ static int ab_setup(ab_run_t *a, const gate_opts_t *go, const config_line_t *lin
 static int ab_side(ab_run_t *a, ab_round_t *x, int which, int round, char *err)
 {
     a->args[0] = (char *)a->exe[which];
-    a->child.exe = a->exe[which];
     a->child.which = which;
     a->child.round = round;
     return ab_child_run(&a->child, &x->side[which], err);
 }
 
-/* The warm-up: one run of each side first, not counted: the first run of an
- * executable pays for its cold page cache and libraries (the first rounds
- * measured without this were the furthest from 1); the base's sets the
- * children's deadline unless --timeout does, and both say which figure the
- * rounds judge. */
+/* The warm-up: one run of each side, not counted (a cold page cache: docs/gate.md);
+ * the base's sets the children's deadline unless --timeout does. */
 static int ab_warmup(ab_run_t *a, bool timeout_given, char *err)
 {
     ab_round_t *x = &a->r[a->nr++];
@@ -171,7 +139,6 @@ static int ab_warmup(ab_run_t *a, bool timeout_given, char *err)
     for (int which = 0; which < 2; which++) {
         TRY(ab_side(a, x, which, -1, err));
         if (which == AB_BASE && !timeout_given) {
-            /* from now on a child's deadline is the base's own run time's */
             double base_s = x->side[AB_BASE].wall_s;
             a->child.deadline_s = fmax(AB_DEADLINE_FLOOR_S, AB_DEADLINE_X * base_s);
             snprintf(a->why, sizeof a->why,
@@ -186,11 +153,8 @@ static int ab_warmup(ab_run_t *a, bool timeout_given, char *err)
         return err_set(err, DDP_ERR_INPUT, "--against: the base ran OpenBLAS's %s kernels and the "
                        "candidate its %s kernels (see OPENBLAS_CORETYPE): the rounds would "
                        "compare kernels, not builds", bc[0] ? bc : "unnamed", cc[0] ? cc : "unnamed");
-    /* The figure judged: on the CPU, each side's work (work_cpu_s.p10: the
-     * CPU seconds of the quickest tenth of its steps' work, which another
-     * process on the machine hardly moves; docs/gate.md measures it against
-     * the median step); elsewhere (a GPU, an older build without it) the
-     * median step. */
+    /* The figure judged: on the CPU each side's work (work_cpu_s.p10, which
+     * another process hardly moves: docs/gate.md), elsewhere the median step. */
     a->by_work = x->side[AB_BASE].work_p10 > 0.0 && x->side[AB_CAND].work_p10 > 0.0;
     round_ratio(x, a->by_work);
     a->pair_s[a->npairs++] = now_s() - a->t_start;
@@ -217,13 +181,9 @@ static int ab_round(ab_run_t *a, ab_round_t *x, int round, char *err)
 static void ab_say_look(const ab_run_t *a, int round, const ab_judgement_t *j)
 {
     const paired_est_t *e = &j->look.est;
-    char lo[24] = "open", hi[24] = "open";
-    if (isfinite(e->lo))
-        snprintf(lo, sizeof lo, "%.3f", exp(e->lo));
-    if (isfinite(e->hi))
-        snprintf(hi, sizeof hi, "%.3f", exp(e->hi));
-    fprintf(a->info, "  look at %d rounds: %.3f, interval %s..%s: %s\n", round, exp(e->estimate),
-            lo, hi,
+    char rr[64];
+    ab_ratio_range(rr, sizeof rr, e->lo, e->hi);
+    fprintf(a->info, "  look at %d rounds: %.3f, interval %s: %s\n", round, exp(e->estimate), rr,
             j->look.verdict == PAIRED_NO_VERDICT ? "goes on" : paired_verdict_name(j->look.verdict));
 }
 
@@ -235,7 +195,9 @@ static int ab_rounds(ab_run_t *a, char *err)
     ab_judgement_t j;
     double pair_t0 = now_s();
     for (int round = 0; round < a->cap;) {
-        double next = forecast(a->pair_s, a->npairs);
+        double next = 0.0;
+        for (int i = a->npairs - 1; i >= 0 && i >= a->npairs - AB_PAIR_MEMORY; i--)
+            next = fmax(next, a->pair_s[i]);
         if (round % PAIRED_EVERY == 0) {
             /* a pair that would end past the budget is not started */
             if (now_s() - a->t_start + next > a->g.budget_s) {
@@ -323,6 +285,9 @@ int ab_main(const gate_opts_t *go, const config_t *cfg, const config_line_t *lin
         rc = ab_finish(&a, err);
     free(a.args);
     free(a.pair_s);
-    rounds_free(a.r, a.nr);
+    for (int i = 0; i < a.nr; i++)
+        for (int k = 0; k < 2; k++)
+            cJSON_Delete(a.r[i].side[k].json);
+    free(a.r);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* gate/ab_child.c: one child run of the A/B gate (ab_child.h): started in
+/* gate/ab_child.c: one child run of the A/B gate (ab.h): started in
  * its own process group, its stdout and stderr read while it runs, stopped
  * when the gate is asked to stop or when it outlives its deadline, reaped,
  * its group's leftovers killed, a failure named (which side, which round,
@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gate/ab_child.h"
-#include "gate/baseline.h"
+#include "gate/ab.h"
+#include "gate/gate.h"
 #include "common/base/clock.h"
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
@@ -25,24 +25,6 @@
 #define AB_OUT_MAX (64u << 20) /* a child's stdout: one JSON object, far below this */
 #define AB_KILL_GRACE_S 5.0    /* SIGTERM (or the user's signal), then SIGKILL */
 #define AB_POLL_MS 50          /* how often the child's end, the deadline and a stop are seen */
-
-static const char *const side_names[2] = {"base", "candidate"};
-
-/* "base" or "candidate" */
-static const char *ab_side_name(int which)
-{
-    return side_names[which == AB_CAND];
-}
-
-/* "round 3" (round 2 from 0) or "the warm-up run" (-1), into buf */
-static const char *ab_round_name(int round, char *buf, size_t n)
-{
-    if (round < 0)
-        snprintf(buf, n, "the warm-up run");
-    else
-        snprintf(buf, n, "round %d", round + 1);
-    return buf;
-}
 
 // ---------------------------------------------------------------------------
 // reading a child's --json
@@ -55,8 +37,7 @@ static double num_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* A time the child reports, when it has one: no run's outside the bounds
- * (baseline.h), and a ratio of such would overflow. */
+/* A time the child reports, when it has one, within gate.h's bounds. */
 static int time_ok(double t, const char *what, const char *who, const char *when, char *err)
 {
     if (isnan(t) || (t >= GATE_TIME_MIN_S && t <= GATE_TIME_MAX_S))
@@ -100,8 +81,7 @@ static int side_read(ab_side_t *s, const char *who, const char *when, char *err)
     s->core[0] = 0;
     if (core)
         snprintf(s->core, sizeof s->core, "%.*s", (int)strcspn(core + 6, ",)"), core + 6);
-    /* the run's own record of what else the machine did (when the child
-     * keeps one): a disturbed run is retaken or its pair flagged */
+    /* the run's own record of what else the machine did: its round retaken or flagged */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(s->json, "machine");
     s->disturbed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "disturbed"));
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(m, "why");
@@ -253,8 +233,8 @@ static int spawn(const ab_child_t *c, streams_t *st, pid_t *pid, char *err)
             _exit(127);
         dup2(out[1], 1);
         dup2(errp[1], 2);
-        execv(c->exe, c->args);
-        dprintf(2, "cannot run %s: %s\n", c->exe, strerror(errno));
+        execv(c->args[0], c->args);
+        dprintf(2, "cannot run %s: %s\n", c->args[0], strerror(errno));
         _exit(127);
     }
     setpgid(*pid, *pid); /* both sides set it: whichever runs first, no window */
@@ -329,16 +309,17 @@ static int read_json(const ab_child_t *c, streams_t *st, ab_side_t *s, const cha
     s->json = cJSON_Parse(startp ? startp + 1 : json);
     if (!s->json)
         return err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) printed no JSON object in "
-                       "%s%s%s", who, c->exe, when, line[0] ? "; its last error line: " : "",
+                       "%s%s%s", who, c->args[0], when, line[0] ? "; its last error line: " : "",
                        line);
     return side_read(s, who, when, err);
 }
 
 int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
 {
-    const char *who = ab_side_name(c->which);
-    char when[32];
-    ab_round_name(c->round, when, sizeof when);
+    const char *who = c->which == AB_CAND ? "candidate" : "base", *exe = c->args[0];
+    char when[32] = "the warm-up run"; /* round -1 */
+    if (c->round >= 0)
+        snprintf(when, sizeof when, "round %d", c->round + 1);
     streams_t st;
     pid_t pid = 0;
     double t0 = now_s();
@@ -355,7 +336,7 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
                      "stopped and reaped)", sigabbrev_np(stop.sig), when, who);
     } else if (stop.hung) {
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) hung in %s: still running "
-                     "after %.1f s (its deadline: %s), stopped and reaped%s%s", who, c->exe, when,
+                     "after %.1f s (its deadline: %s), stopped and reaped%s%s", who, exe, when,
                      c->deadline_s, c->deadline_why, line[0] ? "; its last error line: " : "",
                      line);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -365,7 +346,7 @@ int ab_child_run(const ab_child_t *c, ab_side_t *s, char *err)
         else
             snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s (%s) failed in %s: %s%s%s", who,
-                     c->exe, when, how, line[0] ? ": " : "", line);
+                     exe, when, how, line[0] ? ": " : "", line);
     } else if (st.overflow) {
         rc = err_set(err, DDP_ERR_RUNTIME, "--against: the %s's output in %s is larger "
                      "than %u MiB", who, when, AB_OUT_MAX >> 20);

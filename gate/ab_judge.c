@@ -1,34 +1,29 @@
-/* gate/ab_judge.c: the A/B gate's judgement at a look (ab_judge.h): the
- * used rounds become the rule's log-ratios (gate/paired.h), a busy
- * machine is said with one run's own account, and the change is placed by
- * device and phase group, each delta with the same kind of interval as the
- * verdict's, so that a move within its own noise is not named as a
- * finding. */
+/* gate/ab_judge.c: the A/B gate's judgement at a look (ab.h): the used rounds
+ * judged by the rule (gate/paired.h), a busy machine said with one run's own
+ * account, and the change placed by device and phase group, each delta with
+ * the verdict's kind of interval, so a move within its noise is no finding. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate/ab_judge.h"
+#include "gate/ab.h"
 
 const char *const ab_group_names[AB_GROUPS] = {"data", "forward+backward", "comm exposed",
                                                "optimizer", "idle"};
 
-/* The phases of group g, seconds per step. */
+/* The phases of each group (-1 ends a row); ZeRO-3's waits for a layer's gather are comm. */
+static const int group_phases[AB_GROUPS][5] = {
+    {PH_DATA, PH_H2D, PH_SCATTER, PH_REPLICATE, -1}, {PH_FORWARD, PH_LOSS, PH_BACKWARD, -1},
+    {PH_COMM_EXPOSED, PH_GATHER, -1}, {PH_OPTIM, -1}, {PH_IDLE, PH_SKEW, -1}};
+
+/* The phases of group g, seconds per step, summed in the row's order. */
 static double group_of(const double *ph, int g)
 {
-    switch (g) {
-    case 0:
-        return ph[PH_DATA] + ph[PH_H2D] + ph[PH_SCATTER] + ph[PH_REPLICATE];
-    case 1:
-        return ph[PH_FORWARD] + ph[PH_LOSS] + ph[PH_BACKWARD];
-    case 2:
-        return ph[PH_COMM_EXPOSED] + ph[PH_GATHER]; /* ZeRO-3: waits for a layer's gather */
-    case 3:
-        return ph[PH_OPTIM];
-    default:
-        return ph[PH_IDLE] + ph[PH_SKEW];
-    }
+    double s = ph[group_phases[g][0]];
+    for (int k = 1; group_phases[g][k] >= 0; k++)
+        s += ph[group_phases[g][k]];
+    return s;
 }
 
 double ab_growth(const ab_judgement_t *j, int dv, double *lo)
@@ -60,7 +55,8 @@ static const char *first_why(const ab_round_t *r, int nr, bool lopsided, const c
 static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *j)
 {
     const paired_look_t *lk = &j->look;
-    int n = lk->est.n;
+    int n = lk->est.n, at = 0;
+    const char *who = "";
     if (lk->wall_judged) {
         snprintf(j->reason, sizeof j->reason, "the median step grew %+.1f%% at least while the "
                  "work did not (%+.1f%%): the step waits longer (communication, idle)",
@@ -69,8 +65,6 @@ static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *
     }
     if (lk->explained) {
         /* the first lopsided round's own account of what happened */
-        const char *who = "";
-        int at = 0;
         const char *why = first_why(r, nr, true, &who, &at);
         char ex[220] = "";
         if (why[0])
@@ -86,8 +80,6 @@ static void say_reason(const ab_round_t *r, int nr, double tol, ab_judgement_t *
     if (lk->verdict == PAIRED_NO_VERDICT && (lk->lopsided > 0 || 2 * lk->both >= n)) {
         /* the noise that keeps the interval wide is the machine's: say so,
          * with one run's own account */
-        const char *who = "";
-        int at = 0;
         const char *why = first_why(r, nr, false, &who, &at);
         j->busy = true;
         snprintf(j->reason, sizeof j->reason, "a busy machine: %d of %d rounds ran with one side "
@@ -125,8 +117,7 @@ void ab_judge(const confseq_t *cs, double tol, const ab_round_t *r, int nr, ab_j
                 j->ndev = r[i].side[k].ndev;
     }
     if (n == 0) { /* no round fit: no estimate, an interval open at both ends */
-        paired_est_t none = {.estimate = NAN, .lo = -INFINITY, .hi = INFINITY, .median = NAN,
-                             .spread = NAN};
+        paired_est_t none = {.estimate = NAN, .lo = -INFINITY, .hi = INFINITY, .spread = NAN};
         j->look.est = j->look.est_wall = j->look.est_clean = j->est_hl = none;
         j->ndev = 0;
         free(pr), free(d), free(tb);

@@ -1,4 +1,4 @@
-/* gate/ab_report.c: the A/B gate's outputs (ab_report.h): the text (the
+/* gate/ab_report.c: the A/B gate's outputs (ab.h): the text (the
  * estimate and its interval, the verdict with the rounds it took and why it
  * stopped, the work by device, the attribution beyond its noise, the
  * straggler), --json (the judgement, how the gate ran, every round of both
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate/ab_report.h"
+#include "gate/ab.h"
 #include "app/report/report.h"
 #include "common/base/status.h"
 #include "common/base/text.h"
@@ -21,26 +21,26 @@ static const char *dev_word(const config_t *cfg) { return strategy_words(cfg->mo
 /* "+4.2%" of the base */
 static double pct(double ratio) { return 100.0 * (ratio - 1.0); }
 
-/* "1.061..1.104", an open end as "open" */
-static void ratio_range(char *buf, size_t n, double lo, double hi)
+/* "lo..hi" by fmt, an end that is not finite as "open" */
+static void range(char *buf, size_t n, const char *fmt, double lo, double hi)
 {
     char a[24] = "open", b[24] = "open";
     if (isfinite(lo))
-        snprintf(a, sizeof a, "%.3f", exp(lo));
+        snprintf(a, sizeof a, fmt, lo);
     if (isfinite(hi))
-        snprintf(b, sizeof b, "%.3f", exp(hi));
+        snprintf(b, sizeof b, fmt, hi);
     snprintf(buf, n, "%s..%s", a, b);
 }
 
-/* "+6.1%..+10.4%" of a ratio's interval, an open end as "open" */
+void ab_ratio_range(char *buf, size_t n, double lo, double hi)
+{
+    range(buf, n, "%.3f", isfinite(lo) ? exp(lo) : NAN, isfinite(hi) ? exp(hi) : NAN);
+}
+
+/* "+6.1%..+10.4%" of a ratio's interval (a low end of 0 is open) */
 static void pct_range(char *buf, size_t n, double lo_ratio, double hi_ratio)
 {
-    char a[24] = "open", b[24] = "open";
-    if (isfinite(lo_ratio) && lo_ratio > 0)
-        snprintf(a, sizeof a, "%+.1f%%", pct(lo_ratio));
-    if (isfinite(hi_ratio))
-        snprintf(b, sizeof b, "%+.1f%%", pct(hi_ratio));
-    snprintf(buf, n, "%s..%s", a, b);
+    range(buf, n, "%+.1f%%", lo_ratio > 0 ? pct(lo_ratio) : NAN, pct(hi_ratio));
 }
 
 /* "decided", "budget" or "cap" */
@@ -124,14 +124,11 @@ static void attribution_lines(FILE *f, const config_t *cfg, const ab_judgement_t
         if (j->ndev > 1)
             snprintf(who, sizeof who, "%s %d ", dev_word(cfg), qd);
         double b = j->base[qd][qg];
-        char lo[24] = "open", hi[24] = "open";
-        if (isfinite(j->delta_lo[qd][qg]))
-            snprintf(lo, sizeof lo, "%+.3f", 1e3 * j->delta_lo[qd][qg]);
-        if (isfinite(j->delta_hi[qd][qg]))
-            snprintf(hi, sizeof hi, "%+.3f", 1e3 * j->delta_hi[qd][qg]);
+        char rg[64];
+        range(rg, sizeof rg, "%+.3f", 1e3 * j->delta_lo[qd][qg], 1e3 * j->delta_hi[qd][qg]);
         fprintf(f, "attribution: no phase moved beyond its own noise (the largest, %s%s %+.1f%%, "
-                "has the interval %s..%s ms a step, which holds 0)\n", who, ab_group_names[qg],
-                b > 0 ? 100.0 * j->delta[qd][qg] / b : NAN, lo, hi);
+                "has the interval %s ms a step, which holds 0)\n", who, ab_group_names[qg],
+                b > 0 ? 100.0 * j->delta[qd][qg] / b : NAN, rg);
     }
 }
 
@@ -154,7 +151,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
                 "(--steps)\n", stop);
         return;
     }
-    ratio_range(rr, sizeof rr, e->lo, e->hi);
+    ab_ratio_range(rr, sizeof rr, e->lo, e->hi);
     pct_range(pr, sizeof pr, exp(e->lo), exp(e->hi));
     stop_words(stop, sizeof stop, g, e->n);
     fprintf(f, "candidate / base, %s: %.3f (%.0f%% interval at every look %s, %s) over %d "
@@ -165,7 +162,7 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
         fprintf(f, "; load %.1f..%.1f", load_lo, load_hi);
     fputc('\n', f);
     if (j->by_work) {
-        ratio_range(rr, sizeof rr, j->look.est_wall.lo, j->look.est_wall.hi);
+        ab_ratio_range(rr, sizeof rr, j->look.est_wall.lo, j->look.est_wall.hi);
         fprintf(f, "candidate / base, median step (wall): %.3f (interval %s), %s\n",
                 exp(j->look.est_wall.estimate), rr,
                 j->look.lopsided + j->look.both == 0 ? "judged too: no round was disturbed"
@@ -221,9 +218,9 @@ void ab_print_text(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_ro
 // ---------------------------------------------------------------------------
 // --json
 
-static cJSON *est_json(const paired_est_t *e, const char *method)
+static void est_json(cJSON *parent, const char *key, const paired_est_t *e, const char *method)
 {
-    cJSON *o = cJSON_CreateObject();
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
     cJSON_AddStringToObject(o, "method", method);
     cJSON_AddNumberToObject(o, "rounds", e->n);
     report_json_num(o, "ratio", exp(e->estimate));
@@ -232,7 +229,6 @@ static cJSON *est_json(const paired_est_t *e, const char *method)
     report_json_num(o, "confidence", e->conf > 0 ? e->conf : NAN);
     cJSON_AddBoolToObject(o, "at_every_look", e->uniform);
     report_json_num(o, "spread_log", e->spread);
-    return o;
 }
 
 int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_round_t *r, int nr,
@@ -260,15 +256,13 @@ int ab_print_json(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
     report_json_num(cs, "alpha", g->cs.alpha);
     cJSON_AddNumberToObject(cs, "every", g->cs.every);
     report_json_num(cs, "exit_probability", g->cs.exit);
-    cJSON_AddItemToObject(ab, "estimate", est_json(&lk->est, "median of paired log-ratios, "
-                                                             "confidence sequence"));
-    cJSON_AddItemToObject(ab, "hodges_lehmann", est_json(&j->est_hl, "Hodges-Lehmann, "
-                                                                     "Wilcoxon signed-rank interval "
-                                                                     "(fixed sample, not judged)"));
-    cJSON_AddItemToObject(ab, "even_rounds", est_json(&lk->est_clean, "median of the rounds not "
-                                                                     "lopsided, confidence sequence"));
-    cJSON_AddItemToObject(ab, "wall", est_json(&lk->est_wall, "median step: median of paired "
-                                                               "log-ratios, confidence sequence"));
+    est_json(ab, "estimate", &lk->est, "median of paired log-ratios, confidence sequence");
+    est_json(ab, "hodges_lehmann", &j->est_hl, "Hodges-Lehmann, Wilcoxon signed-rank interval "
+             "(fixed sample, not judged)");
+    est_json(ab, "even_rounds", &lk->est_clean, "median of the rounds not lopsided, confidence "
+             "sequence");
+    est_json(ab, "wall", &lk->est_wall, "median step: median of paired log-ratios, confidence "
+             "sequence");
     cJSON_AddBoolToObject(ab, "wall_judged", lk->wall_judged);
     cJSON *wr = cJSON_AddArrayToObject(ab, "work_ratio_by_device");
     for (int dv = 0; j->by_work && dv < j->ndev; dv++) {
@@ -359,13 +353,12 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
                 r[i].by_work ? "work_cpu_s.p10" : "step_time_s.p50", round_figure(&r[i], AB_BASE),
                 round_figure(&r[i], AB_CAND), r[i].ratio, r[i].ratio_wall, ab_lopsided(&r[i]));
         fprintf(f, ",%.9g", exp(e->estimate));
-        /* an open end is an empty field */
-        fputc(',', f);
-        if (isfinite(e->lo))
-            fprintf(f, "%.9g", exp(e->lo));
-        fputc(',', f);
-        if (isfinite(e->hi))
-            fprintf(f, "%.9g", exp(e->hi));
+        const double ends[2] = {e->lo, e->hi};
+        for (int k = 0; k < 2; k++) { /* an open end is an empty field */
+            fputc(',', f);
+            if (isfinite(ends[k]))
+                fprintf(f, "%.9g", exp(ends[k]));
+        }
         fprintf(f, ",%.6g,%d,%g,%s,%s", e->conf, e->n, g->tolerance_pct,
                 paired_verdict_name(j->look.verdict), ab_stop_name(g->stop));
         field(f, str_at(b->json, "environment", "revision"));
@@ -373,14 +366,11 @@ void ab_print_csv(FILE *f, const config_t *cfg, const ab_gate_t *g, const ab_rou
         field(f, str_at(b->json, "environment", "host"));
         field(f, str_at(b->json, "environment", "time_utc"));
         field(f, str_at(c->json, "environment", "time_utc"));
-        if (isfinite(b->load1))
-            fprintf(f, ",%.2f", b->load1);
-        else
-            fputc(',', f);
-        if (isfinite(c->load1))
-            fprintf(f, ",%.2f", c->load1);
-        else
-            fputc(',', f);
+        for (int k = 0; k < 2; k++)
+            if (isfinite(r[i].side[k].load1))
+                fprintf(f, ",%.2f", r[i].side[k].load1);
+            else
+                fputc(',', f);
         fputc('\n', f);
     }
 }

@@ -1,51 +1,20 @@
-/* gate/baseline.c: --baseline FILE --tolerance PCT, the regression
- * gate.  FILE is an earlier --json result (one object, or compare's JSON
- * Lines) and is treated as hostile: its size is bounded before it is read,
- * it must parse, and every key used must be there with the right type.  A
- * baseline of another configuration is refused, naming the field, rather
- * than compared; another machine or other settings only warn, saying what.
- *
- * The rules (docs/gate.md, "Stored baseline"), in one vocabulary with the
- * A/B gate ("verdict: regressed | improved | no change | no verdict: ..."):
- *   - on the CPU, when both sides' runs carry their work (work_cpu_s.p10:
- *     the CPU seconds of a step, which another process hardly moves), the
- *     work is judged, as the A/B gate does: the ratio of the two sides' runs
- *     and its 95% interval (Welch's t on the logs) against +-PCT; the
- *     median-step throughput is said beside it, and judged too only when no
- *     run on either side was disturbed (a slower step with the same work
- *     waits longer);
- *   - elsewhere the throughput by the median step (samples per step / the
- *     median step time: one interrupted step moves a mean, not a median),
- *     on each side the 95% interval of its --repeat runs (one run: the
- *     number itself); the change lies between the candidate's low end over
- *     the baseline's high end and the other way round; in order:
- *     - a baseline whose own interval is wider than PCT: no verdict ("the
- *       baseline is too noisy"), DDP_ERR_NOISY;
- *     - the whole change below -PCT, with the candidate's runs disturbed
- *       (measure/disturb.h) enough to explain it: no verdict, "a busy machine";
- *     - the whole change below -PCT: regressed (DDP_ERR_REGRESSED), naming
- *       the phases that moved the most;
- *     - the whole change above +PCT: improved (DDP_OK);
- *     - the whole change within +-PCT: no change (DDP_OK);
- *     - else the noise explains the gap: no verdict (DDP_ERR_NOISY).
- * Peak memory regresses when its interval lies more than PCT percent above
- * the baseline; exposed communication (two runs or more, none disturbed)
- * when it grew by more than PCT percent of the baseline's step. */
-#include "gate/baseline.h"
+/* gate/baseline.c: --baseline FILE --tolerance PCT, the stored-baseline gate
+ * (gate.h).  FILE is an earlier --json result (one object, or JSON Lines),
+ * treated as hostile: bounded, parsed, every key used typed and in range.
+ * Another configuration is refused naming the field; another machine or
+ * other settings only warn.  The verdict's rules: docs/gate.md, "--baseline". */
+#include "gate/gate.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/report/report.h"
 #include "common/base/infile.h"
+#include "common/base/text.h"
 #include "common/config/fields.h"
 
 /* A run's identity (paths under "config"): each option row says whether its
- * echoed key must match (the work a step does, and how many steps are timed
- * after how much warm-up) or may differ with a warning (config/fields.h);
- * the keys that join several fields say it here. */
+ * echoed key must match or only warns (config/fields.h); joined keys say it here. */
 static const struct {
     const char *path;
     cf_base_t base;
@@ -72,8 +41,7 @@ static int identity(cf_base_t kind, const char **out)
     return n;
 }
 
-/* What may differ, with a warning: another machine or build (under
- * "environment"). */
+/* What may differ, with a warning: another machine or build (under "environment"). */
 static const char *const other_machine[] = {
     "host", "cpu_model", "cpus_online", "os", "blas", "gpus", "gpu_peers", "compiler", "cflags",
     "versions.openblas", "versions.cuda", "versions.nccl", "versions.cuda_runtime",
@@ -107,9 +75,7 @@ static const cJSON *at(const cJSON *o, const char *path)
 // reading the file
 
 /* The figures the verdict reads, checked before any training (a bad one
- * found after it would cost the run): each, where present, of its type and
- * range, naming the field.  A "repeat" must be an object (or null) with its
- * runs and its throughput interval. */
+ * found after it would cost the run), naming the field. */
 typedef enum { NUM_ANY, NUM_NONNEG, NUM_POS, NUM_TIME, NUM_RATE, NUM_COUNT, NUM_BYTES } num_rule_t;
 
 static int bad_field(const char *path, int idx, const char *field, const cJSON *it,
@@ -132,9 +98,7 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
         return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
                                   path, idx + 1, field)
                         : DDP_OK;
-    /* times, rates, counts and bytes within bounds that keep every ratio of
-     * two figures finite (a p50 of 1e-308 s, a peak of 5e-324 bytes are no
-     * run's) */
+    /* bounds that keep every ratio of two figures finite (a p50 of 1e-308 s is no run's) */
     static const char *const want[] = {
         "a number", "a number >= 0", "a number > 0", "a time from 1e-09 to 1e+09 s",
         "a rate from 1e-30 to 1e+30 a second", "a whole number from 1 to 2^53",
@@ -149,20 +113,16 @@ static int check_num(const char *path, int idx, const cJSON *o, const char *pref
     return DDP_OK;
 }
 
-/* An interval object {"median","mean","lo","hi"} of the repeat: mean by
- * rule, lo and hi numbers or null, lo <= hi; a rate's ends by its rule too
- * (or 0: none), since the verdict divides by them (a lo of 5e-324 printed
- * "+inf%"). */
+/* An interval object {"median","mean","lo","hi"} of the repeat: mean by rule, lo <= hi
+ * numbers or null; a rate's ends by its rule too (or 0: none): the verdict divides by them. */
 static int check_interval(const char *path, int idx, const cJSON *rep, const char *key,
                           num_rule_t rule, bool required, char *err)
 {
     char field[160];
     snprintf(field, sizeof field, "repeat.%s", key);
     const cJSON *iv = at(rep, key);
-    if (!iv)
-        return required ? err_set(err, DDP_ERR_INPUT, "--baseline %s: object %d: %s is missing",
-                                  path, idx + 1, field)
-                        : DDP_OK;
+    if (!iv) /* missing: an error when required */
+        return check_num(path, idx, rep, "repeat.", key, NUM_ANY, required, err);
     if (!cJSON_IsObject(iv))
         return bad_field(path, idx, field, iv, "an object", err);
     char pre[170];
@@ -188,23 +148,19 @@ static int check_interval(const char *path, int idx, const cJSON *rep, const cha
 
 static int check_gate_fields(const char *path, int idx, const cJSON *o, char *err)
 {
+    /* at() finds nothing under a key that is not an object: a dotted path is absent there */
     const cJSON *st = at(o, "step_time_s");
     if (st && !cJSON_IsObject(st))
         return bad_field(path, idx, "step_time_s", st, "an object", err);
-    if (st) {
-        TRY(check_num(path, idx, st, "step_time_s.", "mean", NUM_TIME, false, err));
-        TRY(check_num(path, idx, st, "step_time_s.", "p50", NUM_TIME, false, err));
-    }
+    TRY(check_num(path, idx, o, "", "step_time_s.mean", NUM_TIME, false, err));
+    TRY(check_num(path, idx, o, "", "step_time_s.p50", NUM_TIME, false, err));
     TRY(check_num(path, idx, o, "", "timed_samples", NUM_COUNT, false, err));
-    const cJSON *steps = at(o, "steps");
-    if (steps && cJSON_IsObject(steps))
-        TRY(check_num(path, idx, steps, "steps.", "timed", NUM_COUNT, false, err));
+    TRY(check_num(path, idx, o, "", "steps.timed", NUM_COUNT, false, err));
     TRY(check_num(path, idx, o, "", "mem_peak_bytes_max", NUM_BYTES, false, err));
     const cJSON *work = at(o, "work_cpu_s");
     if (work && !cJSON_IsNull(work) && !cJSON_IsObject(work))
         return bad_field(path, idx, "work_cpu_s", work, "an object or null", err);
-    if (cJSON_IsObject(work))
-        TRY(check_num(path, idx, work, "work_cpu_s.", "p10", NUM_TIME, false, err));
+    TRY(check_num(path, idx, o, "", "work_cpu_s.p10", NUM_TIME, false, err));
     const cJSON *devs = at(o, "devices"), *d;
     if (devs && !cJSON_IsArray(devs))
         return bad_field(path, idx, "devices", devs, "an array", err);
@@ -485,15 +441,14 @@ static bool base_figure(const cJSON *match, const char *rkey, const char *top, c
     char path[160];
     out->lo = out->hi = NAN;
     out->runs = 1;
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
-    snprintf(path, sizeof path, "%s.mean", rkey);
-    if (cJSON_IsObject(rep) && num_at(rep, path, &out->ref)) {
-        snprintf(path, sizeof path, "%s.lo", rkey);
-        num_at(rep, path, &out->lo);
-        snprintf(path, sizeof path, "%s.hi", rkey);
-        num_at(rep, path, &out->hi);
+    snprintf(path, sizeof path, "repeat.%s.mean", rkey);
+    if (num_at(match, path, &out->ref)) {
+        snprintf(path, sizeof path, "repeat.%s.lo", rkey);
+        num_at(match, path, &out->lo);
+        snprintf(path, sizeof path, "repeat.%s.hi", rkey);
+        num_at(match, path, &out->hi);
         double n;
-        if (num_at(rep, "runs", &n))
+        if (num_at(match, "repeat.runs", &n))
             out->runs = (int)n;
         return true;
     }
@@ -598,10 +553,8 @@ static void describe(char *buf, size_t n, interval_t c, int runs, double scale, 
     snprintf(buf, n, "%s%s (95%% interval %s..%s over %d runs)", m, unit, a, b, runs);
 }
 
-/* The gate's throughput on both sides: the median-step throughput (samples
- * per step / the median step: one step interrupted by another process moves
- * a run's mean but not its median) where both sides have it, else the mean
- * throughput (a baseline written before the median was recorded). */
+/* The gate's throughput on both sides: the median-step throughput where both
+ * have it, else the mean throughput (an older baseline): docs/gate.md. */
 typedef struct {
     bool median;                 /* which statistic */
     double ref, lo, hi;          /* the baseline's (lo = hi = ref for one run) */
@@ -650,11 +603,9 @@ static bool tp_pair(const cJSON *match, const repeat_t *r, tp_pair_t *out)
  * flag; and the median contention of its runs (0 where not recorded). */
 static int base_disturbed(const cJSON *match, int *of, double *cont)
 {
-    double v, c[REPEAT_MAX];
+    double v, runs, c[REPEAT_MAX];
     int n = 0;
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat"), *e;
-    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
-                                             : NULL;
+    const cJSON *every = at(match, "repeat.every_run"), *e;
     cJSON_ArrayForEach(e, every)
         if (n < REPEAT_MAX && num_at(e, "machine.contention", &c[n]))
             n++;
@@ -662,9 +613,8 @@ static int base_disturbed(const cJSON *match, int *of, double *cont)
         n = 1;
     *cont = n > 0 ? interval_of(c, n).median : 0.0;
     *of = 1;
-    if (cJSON_IsObject(rep) && num_at(rep, "disturbed_runs", &v)) {
-        double runs;
-        *of = num_at(rep, "runs", &runs) ? (int)runs : 1;
+    if (num_at(match, "repeat.disturbed_runs", &v)) {
+        *of = num_at(match, "repeat.runs", &runs) ? (int)runs : 1;
         return (int)v;
     }
     return cJSON_IsTrue(at(match, "machine.disturbed")) ? 1 : 0;
@@ -684,9 +634,7 @@ static double cand_contention(const repeat_t *r)
  * baseline written before the work was kept). */
 static int base_work(const cJSON *match, double *v, int max)
 {
-    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(match, "repeat");
-    const cJSON *every = cJSON_IsObject(rep) ? cJSON_GetObjectItemCaseSensitive(rep, "every_run")
-                                             : NULL, *e;
+    const cJSON *every = at(match, "repeat.every_run"), *e;
     int n = 0;
     if (cJSON_IsArray(every)) {
         cJSON_ArrayForEach(e, every)
@@ -722,14 +670,8 @@ static bool work_pair(const cJSON *match, const repeat_t *r, ratio_interval_t *o
 
 static const char *const verdict_word[] = {"no change", "improved", "regressed", "no verdict"};
 
-/* How far another process's time on the machine moves the work figure (CPU
- * seconds of a step, p10), per unit of contention between two sides
- * (measure/disturb.h), either way: mlp-small beside two busy loops or two
- * memory-streaming processes (contention 0.68-0.87) read single +2..+17%,
- * ddp +7..+15%, dp +4..+7% against the same build beside nothing; and ddp
- * at contention 0.06-0.08 read 11% MORE than at 0.32-0.49, minutes apart
- * (docs/gate.md).  Two sides that ran that far apart in contention may read
- * that much apart; within it, no verdict. */
+/* How far the work may move, either way, per unit of contention between two
+ * sides for the machine's sake alone (docs/gate.md, "The busy allowance"). */
 #define BASELINE_BUSY_WORK 0.3
 enum { V_SAME = 0, V_BETTER, V_WORSE, V_NONE };
 
@@ -755,7 +697,7 @@ typedef struct {
     bool busy, noisy_base;
 } judge_t;
 
-/* The throughput's verdict by the rules at the top of this file. */
+/* The throughput's verdict (docs/gate.md, "Both sides' intervals"). */
 static void judge_rule(judge_t *j)
 {
     double tol = j->tol;
@@ -785,16 +727,11 @@ static void judge_rule(judge_t *j)
     }
 }
 
-/* On the CPU both sides' runs have their work (CPU seconds of a step, which
- * another process hardly moves: docs/gate.md): that is judged, as the A/B
- * gate does, and the throughput is said beside it (judged too only when no
- * run on either side was disturbed: a change in waiting alone leaves the
- * work as it was). */
+/* On the CPU the work is judged, as the A/B gate does, and the throughput said
+ * beside it (judged too only when no run on either side was disturbed). */
 static int judge_work(judge_t *j, const ratio_interval_t *w)
 {
     double up = 1.0 + j->tol / 100.0, down = 1.0 - j->tol / 100.0;
-    /* the machine's allowance: sides that ran apart in contention may read
-     * apart in work by BASELINE_BUSY_WORK per unit of it, either way */
     double a = BASELINE_BUSY_WORK * fabs(j->ccand - j->cbase);
     /* a baseline whose own work spreads wider than the tolerance gives no
      * verdict, whatever the candidate did: what baseline_too_noisy warned
@@ -877,12 +814,9 @@ static int judge_throughput(judge_t *j)
     return v == V_WORSE ? DDP_ERR_REGRESSED : v == V_NONE ? DDP_ERR_NOISY : DDP_OK;
 }
 
-/* Peak memory: regressed when the whole interval is PCT above.  Exposed
- * communication: regressed when it grew by more than PCT of the baseline's
- * step (it is small and noisy; against itself it would never give a
- * verdict), and only on an interval: one run's exposed time moves with every
- * preemption, and a verdict on it would flip with the load.  true: either
- * regressed. */
+/* Peak memory and exposed communication (against the baseline's step: small
+ * and noisy, against itself it would never decide; on an interval only: one
+ * run's moves with every preemption).  true: either regressed. */
 static bool judge_memory_comm(judge_t *j)
 {
     bool worse = false;
@@ -988,3 +922,64 @@ bool baseline_too_noisy(const repeat_t *r, const char *label, double tol, char *
                    noisy ? " or with more --repeat" : "");
     return true;
 }
+
+// ---------------------------------------------------------------------------
+// the gate over a job's runs (gate.h): each run's match before training, the
+// warning on what differs, each run's verdict after it
+
+int gate_stored_prepare(gate_stored_t *g, const char *path, const report_ctx_t *ctx,
+                        const config_t *cfgs, int n, char *err)
+{
+    int rc = baseline_load(&g->file, path, err);
+    for (int i = 0; rc == DDP_OK && i < n; i++) {
+        cJSON *cj = report_json_config(ctx, &cfgs[i], NULL);
+        if (!cj)
+            return err_set(err, DDP_ERR_RUNTIME, "out of memory");
+        rc = baseline_match(&g->file, cj, &g->match[i], err);
+        cJSON_Delete(cj);
+    }
+    return rc;
+}
+
+void gate_stored_warn(const gate_stored_t *g, const report_ctx_t *ctx, const config_t *cfgs,
+                      int n)
+{
+    for (int i = 0; i < n; i++) {
+        /* the devices this run will use, for the environment: static, as a
+         * run's record is 79 KB (nothing large on the stack: docs/faults.md) */
+        static run_result_t shape;
+        result_init(&shape);
+        shape.backend = cfgs[i].backend;
+        shape.ndev = cfgs[i].ngpus;
+        for (int d = 0; d < shape.ndev; d++)
+            shape.dev[d].device_id = cfgs[i].gpus[d];
+        cJSON *cj = report_json_config(ctx, &cfgs[i], NULL), *env = report_json_env(ctx, &shape);
+        char line[2048];
+        line[0] = '\0';
+        if (cj && env && baseline_differences(&g->file, g->match[i], cj, env, line, sizeof line))
+            text_say(stderr, "ddpbench: ", line); /* it quotes the baseline: escaped */
+        cJSON_Delete(cj);
+        cJSON_Delete(env);
+        if (line[0])
+            break; /* compare's runs share the machine and settings: once is enough */
+    }
+}
+
+int gate_stored_judge(const gate_stored_t *g, const config_t *cfgs, const repeat_t *reps, int n,
+                      double tolerance_pct, FILE *out)
+{
+    bool regressed = false, noisy = false;
+    for (int i = 0; i < n; i++) {
+        char lines[4096];
+        int v = baseline_judge(g->match[i], n > 1 ? mode_name(cfgs[i].mode) : NULL, &reps[i],
+                               tolerance_pct, lines, sizeof lines);
+        regressed |= v == DDP_ERR_REGRESSED;
+        noisy |= v == DDP_ERR_NOISY;
+        for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l;
+             l = strtok_r(NULL, "\n", &save))
+            fprintf(out, "%s\n", l);
+    }
+    return regressed ? DDP_ERR_REGRESSED : noisy ? DDP_ERR_NOISY : 0;
+}
+
+void gate_stored_free(gate_stored_t *g) { baseline_free(&g->file); }

@@ -11,7 +11,7 @@
 #include "common/measure/disturb.h"
 #include "app/repeat/repeat.h"
 #include "app/report/report.h"
-#include "gate/baseline.h"
+#include "gate/gate.h"
 #include "testutil.h"
 
 #include <sys/resource.h>

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gate/confseq.h"
 #include "gate/paired.h"
 #include "tu_rand.h"
 
@@ -214,7 +213,7 @@ static paired_est_t old_interval(const double *d, int n)
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     paired_est_t e = {.n = n};
     int c = (int)cut_conf[n][0];
-    e.estimate = e.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    e.estimate = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
     e.lo = c ? s[c - 1] : NAN;
     e.hi = c ? s[n - c] : NAN;
     e.conf = cut_conf[n][1];

@@ -13,7 +13,7 @@
 #include "ddp/reducer.h"
 #include "common/config/fields.h"
 #include "app/report/report.h"
-#include "gate/baseline.h"
+#include "gate/gate.h"
 #include "testutil.h"
 #include "tu_flip.h"
 #include "common/measure/trace.h"
