@@ -1,16 +1,6 @@
-/* app/app.h: one job of the program, as the program's files hand it on.
- *
- *   main.c     parse, launch, the mode, the exit status and the error line
- *   plan.c     the job: resolution, model, data, every check before training,
- *              --emit-pytorch, the banner
- *   run.c      the training runs (compare's order, --repeat) and --predict's
- *              measurements
- *   outputs.c  what the user asked to keep: --save, evaluation, --trace, the
- *              result on stdout, --explain
- *   commbench.c  --mode comm, the collectives alone (commbench.h)
- *
- * The job is one static object (its results hold their step statistics), so
- * main's stack stays small. */
+/* app/app.h: one job of the program, as its files hand it on (the order:
+ * app/README.md).  The job is one static object (its results hold their step
+ * statistics), so main's stack stays small. */
 #ifndef DDPBENCH_APP_H
 #define DDPBENCH_APP_H
 

@@ -124,7 +124,6 @@ static int sc_uneven(scen_t *s)
     double t0 = now_s();
     int rc = scen_run(c, &s->data, r, err);
     double secs = now_s() - t0;
-    result_free(r);
     bool hung = rc == DDP_ERR_RUNTIME && strstr(err, "did not arrive") && strstr(err, "ran out of data");
     if (scen_ended(s, rc, err, hung))
         return 1;
@@ -143,7 +142,6 @@ static int sc_uneven(scen_t *s)
                  r->dev[d].steps_run, r->dev[d].steps_shadowed);
         shadowed += r->dev[d].steps_shadowed;
     }
-    result_free(r);
 
     scen_para(s, "What PyTorch users see:",
          "each rank's DataLoader ends after its own number of batches. The rank that runs out "
@@ -268,11 +266,7 @@ static int sc_straggler(scen_t *s)
     char slowed[48];
     snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
     const char *labels[2] = {"ddp", slowed};
-    int prc = scen_page(s, "straggler", shown, why, both, labels, 2);
-    result_free(base);
-    result_free(str);
-    int vrc = scen_verdict(s, "straggler", shown, why);
-    return prc ? prc : vrc;
+    return scen_page(s, "straggler", shown, why, both, labels, 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -322,8 +316,6 @@ static int sc_dp_device0(scen_t *s)
 {
     config_t *c = &s->cfg;
     run_result_t *three = s->run, *dp = &three[0], *ddp = &three[1], *z = &three[2];
-    result_init(ddp); /* one device: only dp runs */
-    result_init(z);
     char err[ERR_LEN];
     config_t *cd = &s->alt[0], *cz = &s->alt[1];
     *cd = *cz = *c;
@@ -393,14 +385,7 @@ static int sc_dp_device0(scen_t *s)
                               "others, or DDP's ranks did not hold the same optimizer state, or "
                               "ZeRO-1's about 1/world of it";
     const char *labels[3] = {"dp", "ddp", "ddp --zero1"};
-    int prc = scen_page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
-    if (n > 1) {
-        result_free(ddp);
-        result_free(z);
-    }
-    result_free(dp);
-    int vrc = scen_verdict(s, "dp-device0", shown, why);
-    return prc ? prc : vrc;
+    return scen_page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
 }
 
 // ---------------------------------------------------------------------------

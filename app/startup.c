@@ -1,14 +1,8 @@
-/* app/startup.c: what runs before main.
- *
- * OpenBLAS starts its thread pool in its library constructor, before main;
- * when a thread cannot be created (ulimit -u, or ulimit -v too small for a
- * thread's stack) it prints "pthread_create failed" and raises SIGINT on
- * itself, which looks like Ctrl-C (exit 130).  A function in the program's
- * .preinit_array runs before every shared library's constructor, so it can
- * catch that SIGINT: until main begins, a SIGINT is taken for OpenBLAS's and
- * ends the process with one line and exit 2 (a limit the user set: the
- * message names the limits).  main calls startup_done() first thing, which
- * puts back the disposition SIGINT had (an inherited SIG_IGN stays). */
+/* app/startup.c: what runs before main.  OpenBLAS's library constructor starts its threads
+ * before main and, when it cannot, raises SIGINT on itself (docs/faults.md, "Threads"): a
+ * function in .preinit_array runs before every shared library's constructor, so until main
+ * calls startup_done() a SIGINT is taken for OpenBLAS's (one line, exit 2); startup_done()
+ * puts back SIGINT's disposition (an inherited SIG_IGN stays). */
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,16 +1,6 @@
-/* app/twin.h: --emit-pytorch FILE.py, the PyTorch twin of a run.
- *
- * Writes FILE.py, a short PyTorch script that runs the same job, and beside
- * it what it reads: FILE.init.safetensors (the initial weights, by the names
- * of nn.Sequential's state_dict), FILE.x.npy and FILE.y.npy (the data as
- * ddpbench loaded or generated it; class ids as int64), FILE.order.npy (the
- * permutation ddpbench drew for each epoch, [epochs, samples]: its own RNG,
- * which torch.randperm cannot repeat).  The script has the job's constants
- * on top (every hyper-parameter, named after its option) and a fixed body
- * (app/twin_body.py, compiled in): the same model, loss, optimizer,
- * DistributedSampler stream and global batch, as single, nn.DataParallel or
- * DDP (spawned ranks; gloo on the CPU, nccl on GPUs), printing the final
- * loss and ddpbench's checksum line.  Every file is written atomically. */
+/* app/twin.h: --emit-pytorch FILE.py, the PyTorch twin of a run: the script and the files
+ * beside it that it reads (docs/checkpoints.md, "The PyTorch twin"), each written
+ * atomically. */
 #ifndef DDPBENCH_TWIN_H
 #define DDPBENCH_TWIN_H
 

@@ -1,19 +1,9 @@
-/* app/load/data_csv.c: the CSV dataset loader, data_load_csv (load.h).
- *
- * The file is read whole into memory (capped at DATA_MAX_BYTES) and walked
- * twice: the first pass finds the optional header, checks every row has the
- * same number of fields and counts the rows; only then are the float arrays
- * allocated, and the second pass parses the numbers into them.  Every error
- * names the file, and the line and field where it applies.
- *
- * Format: comma separated numbers, one row per line, LF or CRLF, spaces and
- * tabs around fields allowed, blank lines ignored, a UTF-8 byte order mark
- * skipped.  The first non-blank line is a header when its fields are names
- * (neither empty nor a number) and none is a number; one that mixes both is
- * refused as a data line with a typo.  Numbers are plain decimals read with
- * strtod in the C locale (the program never calls setlocale), so the decimal
- * point is '.'; hex floats, "nan", "inf" and values outside the float32
- * range are rejected. */
+/* app/load/data_csv.c: the CSV loader, data_load_csv (load.h: the format).  The file is read
+ * whole (at most DATA_MAX_BYTES) and walked twice: pass 1 finds the header, checks each row's
+ * field count and counts the rows; then the arrays are allocated and pass 2 parses into them.
+ * LF or CRLF, spaces and tabs around fields, blank lines and a UTF-8 BOM are allowed; numbers
+ * are plain decimals (strtod in the C locale: the program never calls setlocale), no hex
+ * floats, nan, inf or values outside float32.  Each error names the file, line and field. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat */
 #endif
@@ -34,9 +24,6 @@
 /* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
  * float; anything below rounds to at most FLT_MAX (so "3.40282347e+38" is fine). */
 #define FLOAT32_LIMIT 0x1.ffffffp+127
-
-// ----------------------------------------------------------------------------
-// reading the file
 
 // ----------------------------------------------------------------------------
 // lines and fields

@@ -1,13 +1,7 @@
-/* app/load/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
- * dataset loader data_load_npy (data.h).
- *
- * Files are hostile.  The header is read into a bounded buffer and checked in
- * full (magic, version, header length against the file size, the dict literal,
- * dtype, shape with overflow checks, data size against the file size) before
- * anything is allocated for the data.  The data is then streamed through a
- * small buffer and converted to float32, so a float64 file never needs twice
- * its size in memory.  Values are decoded byte by byte (little endian), so the
- * loader does not depend on the host's byte order. */
+/* app/load/data_npy.c: NumPy .npy files: the header parser (npy.h) and data_load_npy (load.h).
+ * Files are hostile: the header is checked in full (npy.h) before anything is allocated for
+ * the data, which is then streamed through a small buffer into float32 (a float64 file never
+ * needs twice its size in memory), decoded byte by byte (little endian, any host). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat, fseeko */
 #endif
@@ -532,30 +526,24 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
 {
     switch (nf->info.dtype) {
     case NPY_F4:
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = rd_le32(src + 4 * i);
-            float f;
-            memcpy(&f, &u, sizeof f);
-            if (labels) {
-                int rc = check_label(nf, first + i, f, err);
-                if (rc)
-                    return rc;
-                f = fabsf(f); /* f >= 0 here; this turns -0 into +0 */
-            }
-            dst[i] = f;
-        }
-        return DDP_OK;
     case NPY_F8:
         for (size_t i = 0; i < n; i++) {
-            uint64_t u = rd_le64(src + 8 * i);
-            double v;
-            memcpy(&v, &u, sizeof v);
+            double v; /* a float4 as a double: exact, and (float)v is it again */
+            if (nf->info.dtype == NPY_F4) {
+                uint32_t u = rd_le32(src + 4 * i);
+                float f;
+                memcpy(&f, &u, sizeof f);
+                v = f;
+            } else {
+                uint64_t u = rd_le64(src + 8 * i);
+                memcpy(&v, &u, sizeof v);
+            }
             if (labels) {
                 int rc = check_label(nf, first + i, v, err);
                 if (rc)
                     return rc;
-                v = fabs(v); /* -0 -> +0 */
-            } else if (isfinite(v) && fabs(v) >= FLOAT32_LIMIT) {
+                v = fabs(v); /* v >= 0 here; this turns -0 into +0 */
+            } else if (isfinite(v) && fabs(v) >= FLOAT32_LIMIT) { /* never a float4's */
                 /* NaN and Inf pass through for data_check; a finite value float32
                  * cannot hold is a conversion problem, ours to report. */
                 char num[40];
