@@ -20,11 +20,6 @@
 #include "common/base/status.h"
 #include "common/base/text.h"
 
-#define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
-/* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
- * float; anything below rounds to at most FLT_MAX (so "3.40282347e+38" is fine). */
-#define FLOAT32_LIMIT 0x1.ffffffp+127
-
 // ----------------------------------------------------------------------------
 // lines and fields
 
@@ -98,7 +93,7 @@ static num_status_t csv_parse_field(const char **s, size_t *n, double *out)
         return errno == ERANGE ? NUM_RANGE : NUM_NOT_FINITE;
     if (!text_is_decimal(p, m)) /* strtod's hex floats ("0x1p3") are no CSV number */
         return NUM_NOT_NUMBER;
-    if (fabs(v) >= FLOAT32_LIMIT)
+    if (fabs(v) >= DATA_FLOAT32_LIMIT)
         return NUM_RANGE;
     *out = v;
     return NUM_OK;
@@ -125,16 +120,6 @@ static int csv_field_error(const char *path, size_t lineno, size_t field, num_st
     }
     return err_set(err, DDP_ERR_INPUT, "%s: line %zu, field %zu: '%s' is not a number", path,
                    lineno, field, shown);
-}
-
-/* The shortest %g form that reads back as v, for messages. */
-static void fmt_num(double v, char *out, size_t size)
-{
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, size, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -227,10 +212,10 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
 /* A class id: integer, 0 <= v <= 2^24. */
 static int csv_check_label(const char *path, size_t lineno, double v, char *err)
 {
-    if (v == floor(v) && v >= 0 && v <= LABEL_MAX)
+    if (v == floor(v) && v >= 0 && v <= DATA_LABEL_MAX)
         return DDP_OK;
     char num[40];
-    fmt_num(v, num, sizeof num);
+    data_fmt_num(v, num, sizeof num);
     if (v != floor(v))
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is not an integer class id",
                        path, lineno, num);
@@ -238,7 +223,7 @@ static int csv_check_label(const char *path, size_t lineno, double v, char *err)
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is a negative class id", path,
                        lineno, num);
     return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is over the largest class id %.0f",
-                   path, lineno, num, LABEL_MAX);
+                   path, lineno, num, DATA_LABEL_MAX);
 }
 
 /* Pass 2: parse every data row into x and y. */

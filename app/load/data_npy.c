@@ -21,10 +21,6 @@
 #include "common/base/status.h"
 #include "common/base/text.h"
 
-#define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
-/* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
- * float; anything below rounds to at most FLT_MAX (so "3.40282347e+38" is fine). */
-#define FLOAT32_LIMIT 0x1.ffffffp+127
 #define READ_CHUNK ((size_t)1 << 20)
 
 // ----------------------------------------------------------------------------
@@ -42,8 +38,7 @@ static uint64_t rd_le64(const uint8_t *p)
     return (uint64_t)rd_le32(p) | (uint64_t)rd_le32(p + 4) << 32;
 }
 
-/* The shortest %g form that reads back as v, for messages ("0.5", not "0.500000"). */
-static void fmt_num(double v, char *out, size_t size)
+void data_fmt_num(double v, char *out, size_t size)
 {
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, size, "%.*g", prec, v);
@@ -506,10 +501,10 @@ static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *e
 static int check_label(const npy_file_t *nf, uint64_t row, double v, char *err)
 {
     bool integer = isfinite(v) && v == floor(v);
-    if (integer && v >= 0 && v <= LABEL_MAX)
+    if (integer && v >= 0 && v <= DATA_LABEL_MAX)
         return DDP_OK;
     char num[40];
-    fmt_num(v, num, sizeof num);
+    data_fmt_num(v, num, sizeof num);
     if (!integer)
         return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, not an integer class id",
                        nf->path, (unsigned long long)row, num);
@@ -517,7 +512,7 @@ static int check_label(const npy_file_t *nf, uint64_t row, double v, char *err)
         return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, a negative class id",
                        nf->path, (unsigned long long)row, num);
     return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, over the largest class id %.0f",
-                   nf->path, (unsigned long long)row, num, LABEL_MAX);
+                   nf->path, (unsigned long long)row, num, DATA_LABEL_MAX);
 }
 
 /* Convert n elements starting at element index first into dst. */
@@ -543,11 +538,11 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                 if (rc)
                     return rc;
                 v = fabs(v); /* v >= 0 here; this turns -0 into +0 */
-            } else if (isfinite(v) && fabs(v) >= FLOAT32_LIMIT) { /* never a float4's */
+            } else if (isfinite(v) && fabs(v) >= DATA_FLOAT32_LIMIT) { /* never a float4's */
                 /* NaN and Inf pass through for data_check; a finite value float32
                  * cannot hold is a conversion problem, ours to report. */
                 char num[40];
-                fmt_num(v, num, sizeof num);
+                data_fmt_num(v, num, sizeof num);
                 uint64_t k = first + i;
                 return err_set(err, DDP_ERR_INPUT,
                                "%s: row %llu, column %llu is %s, outside the float32 range",
@@ -570,7 +565,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                 uint64_t u = rd_le64(src + 8 * i);
                 memcpy(&v, &u, sizeof v);
             }
-            if (v < 0 || v > (int64_t)LABEL_MAX) {
+            if (v < 0 || v > (int64_t)DATA_LABEL_MAX) {
                 uint64_t row = first + i;
                 return v < 0 ? err_set(err, DDP_ERR_INPUT,
                                        "%s: target row %llu is %lld, a negative class id",
@@ -579,7 +574,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                                        "%s: target row %llu is %lld, over the largest class id "
                                        "%.0f",
                                        nf->path, (unsigned long long)row, (long long)v,
-                                       LABEL_MAX);
+                                       DATA_LABEL_MAX);
             }
             dst[i] = (float)v;
         }

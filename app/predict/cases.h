@@ -1,11 +1,7 @@
-/* app/predict/cases.h: the published measurements the GPU model is held
- * against (app/predict/published_cases.json, compiled in like the
- * profiles): each case one figure as published (its source, setup and
- * numbers), what the model predicts for it from the shipped profiles, the
- * tolerance it is held to and whether it met it.  A case's declared status
- * ("pass" or "miss", with the term believed missing) is part of the data:
- * the unit test fails when a prediction moves across its tolerance, so the
- * table in docs/predict-cases.md stays true. */
+/* app/predict/cases.h: the published measurements the GPU model is held against
+ * (published_cases.json, compiled in like the profiles), each predicted from the shipped
+ * profiles and judged against its tolerance; docs/predict-cases.md says how the unit test
+ * holds the declared status ("pass" or "miss") to it. */
 #ifndef DDPBENCH_CASES_H
 #define DDPBENCH_CASES_H
 
