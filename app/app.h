@@ -113,4 +113,24 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
  * trained. */
 int app_gpu_lesson(app_job_t *j, char *err);
 
+// commbench.c
+/* --mode comm, the collectives alone (nccl-tests' way, on DDP's ranks): the banner, the
+ * measurement, the report on stdout; a check that found a wrong value is DDP_ERR_RUNTIME. */
+int app_comm(const config_t *cfg, const char *note, char *err);
+
+// scenario.c
+/* --scenario NAME (or list): a failure PyTorch users meet, reproduced in a short run and
+ * explained, its verdict the exit status (0 as described, 1 not, 2 bad input) or
+ * DDP_ERR_INTERRUPTED; when it failed or stopped, the line in msg ("" when the verdict said
+ * it).  Its options come first and the user's after them, so any can be changed. */
+int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg);
+
+// twin.c
+/* --emit-pytorch FILE.py (path): the PyTorch twin of run_cfg's run (single, dp or ddp) and the
+ * files beside it that it reads (docs/checkpoints.md), argv quoted in its docstring, each
+ * written atomically; DDP_ERR_INPUT when the job has no twin (compare; ddp on a batch its ranks
+ * do not divide; --rank-samples; --resume; --zero) or a file cannot be written there. */
+int twin_emit(const config_t *run_cfg, const char *path, const model_spec_t *spec,
+              const dataset_t *data, int argc, char **argv, FILE *info, char *err);
+
 #endif

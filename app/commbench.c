@@ -3,8 +3,7 @@
  * the report, and a check that found a wrong value. */
 #include <stdio.h>
 
-#include "app/commbench.h"
-#include "app/report/report.h"
+#include "app/app.h"
 #include "ddp/launcher.h"
 #include "common/train/strategy.h"
 

@@ -10,8 +10,6 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "app/commbench.h"
-#include "app/scenario.h"
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
 #include "common/device/backend.h"
@@ -101,7 +99,7 @@ static int job_main(void *ctx, int rc, char *err)
         }
     }
     const char *scenario = j->opts.scenario;
-    if (rc == DDP_OK && scenario[0]) { /* a failure reproduced and explained (scenario.h):
+    if (rc == DDP_OK && scenario[0]) { /* a failure reproduced and explained (app.h):
                                           its runs are this process's */
         char what[CONFIG_PATH_LEN + 64];
         snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host", scenario);

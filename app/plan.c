@@ -8,7 +8,6 @@
 
 #include "app/app.h"
 #include "app/predict/cases.h"
-#include "app/twin.h"
 #include "common/base/text.h"
 #include "common/comm/comm.h"
 #include "app/load/load.h"

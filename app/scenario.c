@@ -1,4 +1,4 @@
-/* app/scenario.c: --scenario NAME (see scenario.h).  Each scenario is a
+/* app/scenario.c: --scenario NAME (see app.h).  Each scenario is a
  * short run (or two) on the same harness: its options, then the user's,
  * parsed like a command line; what PyTorch users would see; what ddpbench
  * measured, from the run's own record; the fix; and whether it behaved as

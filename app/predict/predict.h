@@ -9,9 +9,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
+#include "common/config/config.h"
 #include "common/measure/collperf.h"
 #include "common/measure/timing.h"
+#include "common/nn/model.h"
+#include "common/train/strategy.h"
 
 #define PREDICT_MAX_DEVICES 8
 #define PREDICT_MAX_BUCKETS 64
@@ -67,5 +71,11 @@ double predict_all_reduce_s(const predict_in_t *in, int k, double bytes);
 #define PREDICT_SCALE_MAX 4096.0
 double predict_crossover(const predict_in_t *in, int k, double single_s, double single_grow,
                          double ddp_s, double ddp_grow, double *scale);
+
+/* DDP's ZeRO stages on 1..8 devices under c (predict_zero.c): bytes, time (in: the measured
+ * collectives), memory as ddp's table allocates it plus the activations of tgt_cols-wide
+ * batches, and, under --mem-limit (mem_limit bytes, 0: none), the crossover. */
+void predict_zero_table(FILE *f, const config_t *c, double mem_limit, const model_spec_t *s,
+                        int tgt_cols, const predict_in_t *in, const strategy_t *ddp);
 
 #endif

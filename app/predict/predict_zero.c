@@ -2,7 +2,7 @@
  * bytes each rank moves per step, their time on the measured ring, each stage's memory per
  * device and, under --mem-limit, the crossover (docs/results.md, "--predict and the ZeRO
  * stages", gives each formula). */
-#include "app/predict/predict_zero.h"
+#include "app/predict/predict.h"
 
 static double mib(double b) { return b / 1048576.0; }
 
