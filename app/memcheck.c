@@ -1,7 +1,6 @@
 /* app/memcheck.c: the least memory a run needs, against the machine's available memory and
  * --mem-limit, before anything is allocated (docs/faults.md, "Memory": a lower bound, so a
  * refusal is never wrong; the OOM killer would end the run with SIGKILL). */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,8 +6,6 @@
 #include "app/scenario_impl.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/clock.h"

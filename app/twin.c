@@ -88,14 +88,6 @@ static void py_escaped(FILE *f, const char *s)
     }
 }
 
-/* s as a Python string literal: "...", escaped by py_escaped. */
-static void py_literal(FILE *f, const char *s)
-{
-    fputc('"', f);
-    py_escaped(f, s);
-    fputc('"', f);
-}
-
 /* s as one word for a POSIX shell: as it is when every byte is plain
  * (letters, digits, _@%+=:,./-), else in single quotes, each ' as '\''.
  * Pasted into sh, the word is s exactly, and nothing in it runs ($(...),
@@ -315,7 +307,7 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
         fprintf(f, "%-13s = %s  # %s%s[--%s]\n", d->twin, val, d->twin_note ? d->twin_note : "",
                 d->twin_note ? "  " : "", opt);
     }
-    /* the files' names as Python literals (py_literal): a name is data */
+    /* the files' names as Python literals (py_escaped): a name is data */
     static const char *const file_keys[TWIN_DATA_FILES][2] = {
         {"INIT_FILE", "the initial weights  [--seed, --init]"},
         {"X_FILE", "the features  [--data, or the synthetic set]"},
@@ -324,9 +316,9 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
     for (int i = 0; i < TWIN_DATA_FILES; i++) {
         char name[CONFIG_PATH_LEN + 32];
         snprintf(name, sizeof name, "%s%s", stem_base, twin_suffix[i]);
-        fprintf(f, "%-13s = ", file_keys[i][0]);
-        py_literal(f, name);
-        fprintf(f, "  # %s\n", file_keys[i][1]);
+        fprintf(f, "%-13s = \"", file_keys[i][0]);
+        py_escaped(f, name);
+        fprintf(f, "\"  # %s\n", file_keys[i][1]);
     }
     fputs("\n", f);
     fputs(body, f);

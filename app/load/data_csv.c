@@ -4,16 +4,11 @@
  * LF or CRLF, spaces and tabs around fields, blank lines and a UTF-8 BOM are allowed; numbers
  * are plain decimals (strtod in the C locale: the program never calls setlocale), no hex
  * floats, nan, inf or values outside float32.  Each error names the file, line and field. */
-#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* fileno, fstat */
-#endif
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "app/load/load.h"
 #include "common/base/infile.h"

@@ -3,7 +3,7 @@
  * the data, which is then streamed through a small buffer into float32 (a float64 file never
  * needs twice its size in memory), decoded byte by byte (little endian, any host). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* fileno, fstat, fseeko */
+#define _POSIX_C_SOURCE 200809L /* fseeko */
 #endif
 
 #include "app/load/npy.h"
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "app/load/load.h"
@@ -418,13 +417,6 @@ typedef struct {
 
 static bool dtype_is_int(npy_dtype_t t) { return t == NPY_I4 || t == NPY_I8; }
 
-static void npy_file_close(npy_file_t *nf)
-{
-    if (nf->f)
-        fclose(nf->f);
-    nf->f = NULL;
-}
-
 /* Open path, parse its header, check it can be features (targets = false) or
  * targets.  Leaves nf->f open at no particular offset on success. */
 static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *err)
@@ -666,8 +658,10 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
         rc = npy_file_open(&yf, y_path, true, err);
     if (rc == DDP_OK)
         rc = npy_load_pair(d, &xf, &yf, x_path, y_path, want_labels, err);
-    npy_file_close(&xf);
-    npy_file_close(&yf);
+    if (xf.f)
+        fclose(xf.f);
+    if (yf.f)
+        fclose(yf.f);
     if (rc != DDP_OK)
         data_free(d);
     return rc;
