@@ -80,9 +80,6 @@ int app_gpu_model(app_job_t *j, char *err);
  * memory and --mem-limit (memcheck.c): DDP_ERR_INPUT naming both when it
  * cannot fit.  _comm: --mode comm's buffers. */
 int app_mem_check(const app_job_t *j, const dataset_t *d, char *err);
-/* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
- * start (startup.c). */
-void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
