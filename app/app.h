@@ -125,7 +125,7 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg)
 // twin.c
 /* --emit-pytorch FILE.py (path): the PyTorch twin of run_cfg's run (single, dp or ddp) and the
  * files beside it that it reads (docs/checkpoints.md), argv quoted in its docstring, each
- * written atomically; DDP_ERR_INPUT when the job has no twin (compare; ddp on a batch its ranks
+ * written atomically; DDP_ERR_INPUT when the job has no twin (ddp on a batch its ranks
  * do not divide; --rank-samples; --resume; --zero) or a file cannot be written there. */
 int twin_emit(const config_t *run_cfg, const char *path, const model_spec_t *spec,
               const dataset_t *data, int argc, char **argv, FILE *info, char *err);

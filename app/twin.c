@@ -160,12 +160,10 @@ static bool doc_raw_ok(const char *s)
     return true;
 }
 
-/* What has no twin: one line naming the option. */
+/* What has no twin: one line naming the option (another mode: the parse's,
+ * app/cmdline/cmdline.c). */
 static int unsupported(const config_t *c, char *err)
 {
-    if (c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
-        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
-                       "--mode single, dp or ddp");
     if (c->nrank_samples)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --rank-samples (the twin "
                        "reads DistributedSampler's stream)");
