@@ -46,17 +46,16 @@ void data_fmt_num(double v, char *out, size_t size)
     }
 }
 
-/* "<f4", "<f8", "<i4" or "<i8". */
-static const char *npy_dtype_name(npy_dtype_t t)
-{
-    switch (t) {
-    case NPY_F4: return "<f4";
-    case NPY_F8: return "<f8";
-    case NPY_I4: return "<i4";
-    case NPY_I8: return "<i8";
-    }
-    return "?";
-}
+/* Our dtypes, in npy_dtype_t's order. */
+static const struct {
+    const char *name;
+    npy_dtype_t type;
+    size_t size;
+} known[] = {
+    {"<f4", NPY_F4, 4}, {"<f8", NPY_F8, 8}, {"<i4", NPY_I4, 4}, {"<i8", NPY_I8, 8},
+};
+
+static const char *npy_dtype_name(npy_dtype_t t) { return known[t].name; }
 
 void npy_shape_str(const npy_info_t *info, char *out, size_t size)
 {
@@ -225,13 +224,6 @@ static int hdr_shape(hdr_reader_t *r, npy_info_t *info)
 /* Map a descr string to one of ours, or explain why not. */
 static int npy_dtype_parse(const char *descr, npy_info_t *info, char *err)
 {
-    static const struct {
-        const char *name;
-        npy_dtype_t type;
-        size_t size;
-    } known[] = {
-        {"<f4", NPY_F4, 4}, {"<f8", NPY_F8, 8}, {"<i4", NPY_I4, 4}, {"<i8", NPY_I8, 8},
-    };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr, known[i].name) == 0) {
             info->dtype = known[i].type;
