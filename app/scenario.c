@@ -538,25 +538,18 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg)
         result_init(&s.run[k]);
     s.out = out;
     int rc = setup(&s, scenarios[i].options, argc, argv);
+    /* --report draws the runs of a scenario that finishes them */
+    if (rc == DDP_OK && s.cfg.report_path[0] && !scenarios[i].draws)
+        rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
+                     "there is no step to draw (straggler, dp-device0, no-sync and "
+                     "bucket-view draw theirs)");
+    else if (rc == DDP_OK && s.cfg.report_path[0])
+        rc = report_page_check(s.cfg.report_path, s.err);
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
         return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
                        "--scenario %.40s: %.400s", name, s.err);
-    }
-    /* --report draws the runs of a scenario that finishes them */
-    if (s.cfg.report_path[0]) {
-        if (!scenarios[i].draws)
-            rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
-                         "there is no step to draw (straggler, dp-device0, no-sync and "
-                         "bucket-view draw theirs)");
-        else
-            rc = report_page_check(s.cfg.report_path, s.err);
-        if (rc != DDP_OK) {
-            data_free(&s.data);
-            return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                           "--scenario %s: %.400s", name, s.err);
-        }
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
     fflush(out);
