@@ -93,6 +93,9 @@ int app_train(app_job_t *j, char *err);
 int app_train_follow(app_job_t *j, int rc, char *err);
 /* --predict's collectives and single's phases, after the files are written. */
 int app_predict(app_job_t *j, char *err);
+/* --mode comm, the collectives alone (nccl-tests' way, on DDP's ranks): the banner, the
+ * measurement, the report on stdout; a check that found a wrong value is DDP_ERR_RUNTIME. */
+int app_comm(const config_t *cfg, const char *note, char *err);
 
 // outputs.c
 /* --save, the evaluation and --trace, each on its own: a failure is added
@@ -109,11 +112,6 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
 /* --workload: the GPU lesson alone on stdout (--json: its object), nothing
  * trained. */
 int app_gpu_lesson(app_job_t *j, char *err);
-
-// commbench.c
-/* --mode comm, the collectives alone (nccl-tests' way, on DDP's ranks): the banner, the
- * measurement, the report on stdout; a check that found a wrong value is DDP_ERR_RUNTIME. */
-int app_comm(const config_t *cfg, const char *note, char *err);
 
 // scenario.c
 /* --scenario NAME (or list): a failure PyTorch users meet, reproduced in a short run and
