@@ -1,16 +1,6 @@
-/* app/app.h: one job of the program, as the program's files hand it on.
- *
- *   main.c     parse, launch, the mode, the exit status and the error line
- *   plan.c     the job: resolution, model, data, every check before training,
- *              --emit-pytorch, the banner
- *   run.c      the training runs (compare's order, --repeat) and --predict's
- *              measurements
- *   outputs.c  what the user asked to keep: --save, evaluation, --trace, the
- *              result on stdout, --explain
- *   commbench.c  --mode comm, the collectives alone (commbench.h)
- *
- * The job is one static object (its results hold their step statistics), so
- * main's stack stays small. */
+/* app/app.h: one job of the program, as its files hand it on (the order:
+ * app/README.md).  The job is one static object (its results hold their step
+ * statistics), so main's stack stays small. */
 #ifndef DDPBENCH_APP_H
 #define DDPBENCH_APP_H
 
@@ -90,9 +80,6 @@ int app_gpu_model(app_job_t *j, char *err);
  * memory and --mem-limit (memcheck.c): DDP_ERR_INPUT naming both when it
  * cannot fit.  _comm: --mode comm's buffers. */
 int app_mem_check(const app_job_t *j, const dataset_t *d, char *err);
-/* main has begun: a SIGINT is Ctrl-C again, no longer OpenBLAS's failed
- * start (startup.c). */
-void startup_done(void);
 int app_mem_check_comm(const config_t *c, bool mpi, char *err);
 /* After the agreement: --emit-pytorch, the --init note, the banner. */
 int app_prepare(app_job_t *j, int argc, char **argv, char *err);
@@ -106,6 +93,9 @@ int app_train(app_job_t *j, char *err);
 int app_train_follow(app_job_t *j, int rc, char *err);
 /* --predict's collectives and single's phases, after the files are written. */
 int app_predict(app_job_t *j, char *err);
+/* --mode comm, the collectives alone (nccl-tests' way, on DDP's ranks): the banner, the
+ * measurement, the report on stdout; a check that found a wrong value is DDP_ERR_RUNTIME. */
+int app_comm(const config_t *cfg, const char *note, char *err);
 
 // outputs.c
 /* --save, the evaluation and --trace, each on its own: a failure is added
@@ -122,5 +112,20 @@ int app_outputs_status(const app_job_t *j, const char *failed, const char *writt
 /* --workload: the GPU lesson alone on stdout (--json: its object), nothing
  * trained. */
 int app_gpu_lesson(app_job_t *j, char *err);
+
+// scenario.c
+/* --scenario NAME (or list): a failure PyTorch users meet, reproduced in a short run and
+ * explained, its verdict the exit status (0 as described, 1 not, 2 bad input) or
+ * DDP_ERR_INTERRUPTED; when it failed or stopped, the line in msg ("" when the verdict said
+ * it).  Its options come first and the user's after them, so any can be changed. */
+int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg);
+
+// twin.c
+/* --emit-pytorch FILE.py (path): the PyTorch twin of run_cfg's run (single, dp or ddp) and the
+ * files beside it that it reads (docs/checkpoints.md), argv quoted in its docstring, each
+ * written atomically; DDP_ERR_INPUT when the job has no twin (ddp on a batch its ranks
+ * do not divide; --rank-samples; --resume; --zero) or a file cannot be written there. */
+int twin_emit(const config_t *run_cfg, const char *path, const model_spec_t *spec,
+              const dataset_t *data, int argc, char **argv, FILE *info, char *err);
 
 #endif

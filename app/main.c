@@ -10,12 +10,49 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "app/commbench.h"
-#include "app/scenario.h"
 #include "common/base/interrupt.h"
 #include "common/base/text.h"
 #include "common/device/backend.h"
 #include "ddp/launcher.h"
+
+// ---------------------------------------------------------------------------
+// before main: OpenBLAS's library constructor starts its threads before main and, when it
+// cannot, raises SIGINT on itself (docs/faults.md, "Threads"): a function in .preinit_array
+// runs before every shared library's constructor, so until main begins a SIGINT is taken for
+// OpenBLAS's (one line, exit 2).
+
+static struct sigaction g_old;
+static volatile sig_atomic_t g_installed;
+
+static void before_main(int sig)
+{
+    (void)sig;
+    static const char msg[] =
+        "ddpbench: error: OpenBLAS could not start its threads before ddpbench began (its "
+        "pthread_create failed, line above): a limit on processes (ulimit -u) or on address "
+        "space (ulimit -v) is too small for them; raise it, or set OPENBLAS_NUM_THREADS=1\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(2);
+}
+
+static void startup_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    if (sigaction(SIGINT, NULL, &g_old) != 0 || g_old.sa_handler == SIG_IGN)
+        return; /* ignored: OpenBLAS's raise does nothing, nothing to catch */
+    sa.sa_handler = before_main;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) == 0)
+        g_installed = 1;
+}
+
+__attribute__((section(".preinit_array"), used)) static void (*const g_preinit)(void) =
+    startup_catch;
+
+// ---------------------------------------------------------------------------
+// the program
 
 /* The exit status of a status code. */
 static int exit_code(int rc)
@@ -101,7 +138,7 @@ static int job_main(void *ctx, int rc, char *err)
         }
     }
     const char *scenario = j->opts.scenario;
-    if (rc == DDP_OK && scenario[0]) { /* a failure reproduced and explained (scenario.h):
+    if (rc == DDP_OK && scenario[0]) { /* a failure reproduced and explained (app.h):
                                           its runs are this process's */
         char what[CONFIG_PATH_LEN + 64];
         snprintf(what, sizeof what, "--scenario %s: forks its own ranks on one host", scenario);
@@ -134,7 +171,8 @@ static int job_main(void *ctx, int rc, char *err)
 
 int main(int argc, char **argv)
 {
-    startup_done(); /* OpenBLAS started (startup.c): SIGINT is the user's again */
+    if (g_installed) /* OpenBLAS started: SIGINT is the user's again (a SIG_IGN stayed) */
+        sigaction(SIGINT, &g_old, NULL);
     /* Under ulimit -v, start again with one OpenBLAS thread at load: its
      * pool threads would otherwise each map a buffer before main and spin
      * forever where one does not fit (backend.h).  Nothing has run yet. */

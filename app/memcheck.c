@@ -1,19 +1,6 @@
-/* app/memcheck.c: the memory a run needs at least, against what the machine
- * has available, before anything is allocated (see app.h).
- *
- * A run past the machine's memory does not fail cleanly: the kernel's OOM
- * killer ends it (or another process) with SIGKILL.  So the parts the
- * backend's memory table counts by purpose (device/backend.h: parameters,
- * gradients, optimizer state, activations; --mode comm's buffers) are
- * estimated from the model, batch, optimizer and mode, as a lower bound
- * (workspace, staging and the allocator's slack left out: a refusal must
- * never be wrong), and the run is refused (DDP_ERR_INPUT) when that bound
- * exceeds the available memory: MemAvailable of /proc/meminfo, or
- * DDPBENCH_MEM_AVAILABLE (bytes), a hook for the tests, which must not
- * exhaust a machine to prove the check.  On the CPU backend every device
- * is host memory; on CUDA only the host's share (the data) is checked here,
- * each GPU's own memory being the device's to refuse. */
-#include <inttypes.h>
+/* app/memcheck.c: the least memory a run needs, against the machine's available memory and
+ * --mem-limit, before anything is allocated (docs/faults.md, "Memory": a lower bound, so a
+ * refusal is never wrong; the OOM killer would end the run with SIGKILL). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

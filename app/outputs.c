@@ -9,7 +9,6 @@
 #include "app/app.h"
 #include "app/eval/evaluate.h"
 #include "common/io/checkpoint.h"
-#include "app/predict/predict_zero.h"
 #include "app/report/report_page.h"
 
 /* A failed output's message, joined to those before it. */

@@ -7,8 +7,6 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "app/predict/cases.h"
-#include "app/twin.h"
 #include "common/base/text.h"
 #include "common/comm/comm.h"
 #include "app/load/load.h"

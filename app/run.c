@@ -1,4 +1,5 @@
-/* app/run.c: the training runs and what --predict measures around them.
+/* app/run.c: the training runs, what --predict measures around them, and
+ * --mode comm, the same benchmark alone.
  *
  * compare runs single, dp and ddp on the same data; --repeat N runs the
  * whole set N times, each run from scratch (its own warm-up; DDP forks fresh
@@ -371,4 +372,55 @@ int app_predict(app_job_t *j, char *err)
         j->rep_of[i] = &j->reps[i];
     j->ctx.reps = j->rep_of;
     return rc;
+}
+
+// ---------------------------------------------------------------------------
+// --mode comm: the collectives alone (nccl-tests' way), on DDP's ranks
+
+int app_comm(const config_t *cfg, const char *note, char *err)
+{
+    report_ctx_t ctx = {.cfg = cfg, .backend_note = note};
+    collperf_t perf;
+    bool reports = launch_reports(cfg);
+    if (!cfg->quiet && reports) {
+        FILE *out = cfg->json ? stderr : stdout;
+        char who[1200];
+        fprintf(out, "ddpbench %s: mode comm, backend %s%s%s\n", DDPBENCH_VERSION,
+                backend_kind_name(cfg->backend), note ? " " : "", note ? note : "");
+        launch_describe(cfg, who, sizeof who);
+        if (who[0])
+            fprintf(out, "  launched by %s\n", who);
+    }
+    int rc = ddp_strategy.comm_bench(cfg, &perf, err);
+    if (rc != DDP_OK)
+        return rc;
+    if (!reports) /* under mpirun: rank 0 reports for every rank */
+        return DDP_OK;
+    if (cfg->json) {
+        cJSON *o = report_json_comm(&ctx, &perf);
+        rc = report_json_print(stdout, o);
+        cJSON_Delete(o);
+        if (rc != DDP_OK)
+            return err_set(err, DDP_ERR_RUNTIME, "--json: could not write the result");
+    } else {
+        report_comm(stdout, &perf);
+    }
+    if (fflush(stdout) != 0)
+        return err_set(err, DDP_ERR_RUNTIME, "stdout: write failed");
+    if (perf.wrong_total > 0) {
+        for (int i = 0; i < perf.ncoll; i++)
+            for (int j = 0; j < perf.coll[i].npoints; j++)
+                for (int place = 0; place < 2; place++)
+                    if (perf.coll[i].pt[j].wrong[place]) {
+                        snprintf(err, ERR_LEN,
+                                 "--mode comm: the check found %ld wrong value%s; the first: "
+                                 "%s of %ld bytes %s, %ld wrong",
+                                 perf.wrong_total, perf.wrong_total == 1 ? "" : "s",
+                                 perf.coll[i].name, perf.coll[i].pt[j].bytes,
+                                 place ? "in place" : "out of place",
+                                 perf.coll[i].pt[j].wrong[place]);
+                        return DDP_ERR_RUNTIME;
+                    }
+    }
+    return DDP_OK;
 }

@@ -1,4 +1,4 @@
-/* app/scenario.c: --scenario NAME (see scenario.h).  Each scenario is a
+/* app/scenario.c: --scenario NAME (see app.h).  Each scenario is a
  * short run (or two) on the same harness: its options, then the user's,
  * parsed like a command line; what PyTorch users would see; what ddpbench
  * measured, from the run's own record; the fix; and whether it behaved as
@@ -6,8 +6,6 @@
 #include "app/scenario_impl.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/clock.h"
@@ -124,7 +122,6 @@ static int sc_uneven(scen_t *s)
     double t0 = now_s();
     int rc = scen_run(c, &s->data, r, err);
     double secs = now_s() - t0;
-    result_free(r);
     bool hung = rc == DDP_ERR_RUNTIME && strstr(err, "did not arrive") && strstr(err, "ran out of data");
     if (scen_ended(s, rc, err, hung))
         return 1;
@@ -143,7 +140,6 @@ static int sc_uneven(scen_t *s)
                  r->dev[d].steps_run, r->dev[d].steps_shadowed);
         shadowed += r->dev[d].steps_shadowed;
     }
-    result_free(r);
 
     scen_para(s, "What PyTorch users see:",
          "each rank's DataLoader ends after its own number of batches. The rank that runs out "
@@ -268,11 +264,7 @@ static int sc_straggler(scen_t *s)
     char slowed[48];
     snprintf(slowed, sizeof slowed, "ddp --slow-rank %d:%g", slow, c->slow_factor);
     const char *labels[2] = {"ddp", slowed};
-    int prc = scen_page(s, "straggler", shown, why, both, labels, 2);
-    result_free(base);
-    result_free(str);
-    int vrc = scen_verdict(s, "straggler", shown, why);
-    return prc ? prc : vrc;
+    return scen_page(s, "straggler", shown, why, both, labels, 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -322,8 +314,6 @@ static int sc_dp_device0(scen_t *s)
 {
     config_t *c = &s->cfg;
     run_result_t *three = s->run, *dp = &three[0], *ddp = &three[1], *z = &three[2];
-    result_init(ddp); /* one device: only dp runs */
-    result_init(z);
     char err[ERR_LEN];
     config_t *cd = &s->alt[0], *cz = &s->alt[1];
     *cd = *cz = *c;
@@ -393,14 +383,7 @@ static int sc_dp_device0(scen_t *s)
                               "others, or DDP's ranks did not hold the same optimizer state, or "
                               "ZeRO-1's about 1/world of it";
     const char *labels[3] = {"dp", "ddp", "ddp --zero1"};
-    int prc = scen_page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
-    if (n > 1) {
-        result_free(ddp);
-        result_free(z);
-    }
-    result_free(dp);
-    int vrc = scen_verdict(s, "dp-device0", shown, why);
-    return prc ? prc : vrc;
+    return scen_page(s, "dp-device0", shown, why, three, labels, n > 1 ? 3 : 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -555,25 +538,18 @@ int scenario_main(int argc, char **argv, const char *name, FILE *out, char *msg)
         result_init(&s.run[k]);
     s.out = out;
     int rc = setup(&s, scenarios[i].options, argc, argv);
+    /* --report draws the runs of a scenario that finishes them */
+    if (rc == DDP_OK && s.cfg.report_path[0] && !scenarios[i].draws)
+        rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
+                     "there is no step to draw (straggler, dp-device0, no-sync and "
+                     "bucket-view draw theirs)");
+    else if (rc == DDP_OK && s.cfg.report_path[0])
+        rc = report_page_check(s.cfg.report_path, s.err);
     if (rc != DDP_OK) {
         if (s.loaded)
             data_free(&s.data);
         return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
                        "--scenario %.40s: %.400s", name, s.err);
-    }
-    /* --report draws the runs of a scenario that finishes them */
-    if (s.cfg.report_path[0]) {
-        if (!scenarios[i].draws)
-            rc = err_set(s.err, DDP_ERR_INPUT, "--report: this scenario's runs do not finish, so "
-                         "there is no step to draw (straggler, dp-device0, no-sync and "
-                         "bucket-view draw theirs)");
-        else
-            rc = report_page_check(s.cfg.report_path, s.err);
-        if (rc != DDP_OK) {
-            data_free(&s.data);
-            return err_set(msg, rc == DDP_ERR_INPUT ? DDP_ERR_INPUT : DDP_ERR_RUNTIME,
-                           "--scenario %s: %.400s", name, s.err);
-        }
     }
     fprintf(out, "scenario %s: %s\n", scenarios[i].name, scenarios[i].title);
     fflush(out);

@@ -58,14 +58,12 @@ int sc_collective(scen_t *s)
     plant_t p = {.kind = PLANT_EXTRA_COLL, .rank = EXTRA_RANK, .step = EXTRA_STEP};
     int rc = scen_run(scen_variant(s, 0, MODE_DDP, p, 0), &s->data, r, err);
     double secs = now_s() - t0;
-    result_free(r);
     leftovers(&kids, &shm);
     if (scen_ended(s, rc, err, rc == DDP_ERR_RUNTIME))
         return 1;
     int rrc = scen_run(scen_variant(s, 1, MODE_DDP, (plant_t){0}, 0), &s->data, r, rerr);
     if (scen_ended(s, rrc, rerr, false))
         return 1;
-    result_free(r);
     scen_para(s, "What PyTorch users see:",
               "one rank takes a branch the others do not and calls a collective they never call "
               "(an all-reduce of a metric it logs under its own condition). NCCL pairs the "

@@ -36,10 +36,10 @@ void scen_para(scen_t *s, const char *head, const char *fmt, ...)
     fputc('\n', s->out);
 }
 
-/* One of the scenario's runs; none once a signal asked to stop. */
+/* One of the scenario's runs (r's last one freed); none once a signal asked to stop. */
 int scen_run(const config_t *c, const dataset_t *d, run_result_t *r, char *err)
 {
-    result_init(r);
+    result_free(r);
     if (interrupt_pending())
         return err_set(err, DDP_ERR_INTERRUPTED, "interrupted by SIG%s before its next run",
                        sigabbrev_np(interrupt_pending()));
@@ -109,13 +109,13 @@ int scen_verdict(scen_t *s, const char *name, bool shown, const char *why)
 }
 
 /* --report: the scenario's runs on one page, its verdict line as the page's
- * verdict.  Called before the runs are freed; a page that cannot be written
- * makes the scenario fail (exit 1), with the error line. */
+ * verdict; then scen_verdict.  A page that cannot be written makes the
+ * scenario fail (exit 1), with the error line. */
 int scen_page(scen_t *s, const char *name, bool shown, const char *why, const run_result_t *runs,
                 const char *const *labels, int n)
 {
     if (!s->cfg.report_path[0])
-        return 0;
+        return scen_verdict(s, name, shown, why);
     char story[512], title[64], err[ERR_LEN];
     snprintf(story, sizeof story, "scenario %s: %s%s.", name,
              shown ? "behaved as described" : no_verdict(shown, why) ? "" : "NOT as described: ",
@@ -129,11 +129,11 @@ int scen_page(scen_t *s, const char *name, bool shown, const char *why, const ru
     report_ctx_t ctx = {.cfg = &s->cfg, .spec = &s->spec, .data = &s->data};
     report_page_t p = {.ctx = &ctx, .title = title, .cfgs = cfgs, .runs = runs,
                        .labels = labels, .n = n, .story = story};
-    if (report_page_write(s->cfg.report_path, &p, err) != DDP_OK) {
+    int prc = report_page_write(s->cfg.report_path, &p, err) != DDP_OK;
+    if (prc)
         fprintf(stderr, "ddpbench: error: %s\n", err);
-        return 1;
-    }
-    return 0;
+    int vrc = scen_verdict(s, name, shown, why);
+    return prc ? prc : vrc;
 }
 
 void scen_mem_line(scen_t *s, const char *label, const run_result_t *r, int d)

@@ -35,15 +35,16 @@ typedef struct {
 /* A paragraph under a heading ("" for none), wrapped to the page. */
 void scen_para(scen_t *s, const char *head, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* One of the scenario's runs (none once a signal asked to stop). */
+/* One of the scenario's runs into r (initialised; its last run freed), none
+ * once a signal asked to stop.  scenario_main frees the last. */
 int scen_run(const config_t *c, const dataset_t *d, run_result_t *r, char *err);
 /* Does this run's outcome end the scenario (a signal, or a failure that is
  * not the one it reproduces: expected false)?  Then return 1 at once. */
 bool scen_ended(scen_t *s, int rc, const char *err, bool expected);
 /* The last line, "behaved as described" or "NOT as described: why"; 0 or 1. */
 int scen_verdict(scen_t *s, const char *name, bool shown, const char *why);
-/* --report: the runs drawn on one page, the verdict its story (0, or 1 when
- * the page could not be written). */
+/* --report: the runs drawn on one page, the verdict its story; then
+ * scen_verdict's status (1 when the page could not be written). */
 int scen_page(scen_t *s, const char *name, bool shown, const char *why, const run_result_t *runs,
               const char *const *labels, int n);
 /* "    label   peak  (what it held, by purpose)" for device d of r. */

@@ -29,7 +29,6 @@ int sc_no_sync(scen_t *s)
     char err[ERR_LEN], caught[ERR_LEN] = "";
     /* the check as a user runs it: it stops the run */
     int crc = scen_run(scen_variant(s, 0, MODE_DDP, p, 0), &s->data, wrong, caught);
-    result_free(wrong);
     if (scen_ended(s, crc, caught, crc == DDP_ERR_RUNTIME))
         return 1;
     int rc = scen_run(scen_variant(s, 1, MODE_DDP, p, WATCH_REPLICAS), &s->data, wrong, err);
@@ -74,7 +73,5 @@ int sc_no_sync(scen_t *s)
                                      "replicas first differed by more than 1e-3 (--check-"
                                      "replicas N must check it)";
     const char *labels[2] = {"ddp, no_sync on the last micro-batch", "ddp"};
-    int prc = scen_page(s, "no-sync", shown, why, r + 1, labels, 2);
-    int vrc = scen_verdict(s, "no-sync", shown, why);
-    return prc ? prc : vrc;
+    return scen_page(s, "no-sync", shown, why, r + 1, labels, 2);
 }

@@ -20,14 +20,12 @@ int sc_unused(scen_t *s)
     double t0 = now_s();
     int rc = scen_run(scen_variant(s, 0, MODE_DDP, p, 0), &s->data, r, err);
     double secs = now_s() - t0;
-    result_free(r);
     if (scen_ended(s, rc, err, rc == DDP_ERR_RUNTIME))
         return 1;
     int rrc = scen_run(scen_variant(s, 1, MODE_DDP, (plant_t){0}, 0), &s->data, r, rerr);
     if (scen_ended(s, rrc, rerr, false))
         return 1;
     long steps = r->steps;
-    result_free(r);
     scen_para(s, "What PyTorch users see:",
               "a parameter that takes no part in a rank's loss gets no gradient there, so DDP's "
               "bucket that holds it is never ready and never all-reduced. The next iteration "

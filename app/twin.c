@@ -1,5 +1,5 @@
-/* app/twin.c: --emit-pytorch, the script and the files it reads (see twin.h). */
-#include "app/twin.h"
+/* app/twin.c: --emit-pytorch, the script and the files it reads (see app.h). */
+#include "app/app.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +22,8 @@ static const char body[] =
  * script is last in the order they are committed (afile_commit_set): it is
  * what makes the set usable. */
 #define TWIN_DATA_FILES 4
-#define TWIN_FILES 5
-static const char *const twin_suffix[TWIN_FILES] = {".init.safetensors", ".x.npy", ".y.npy",
+#define TWIN_SET_FILES 5
+static const char *const twin_suffix[TWIN_SET_FILES] = {".init.safetensors", ".x.npy", ".y.npy",
                                                     ".order.npy", ".py"};
 
 /* A .npy file (format 1.0) into a's temporary: its header dict padded to 64
@@ -86,14 +86,6 @@ static void py_escaped(FILE *f, const char *s)
             p += len;
         }
     }
-}
-
-/* s as a Python string literal: "...", escaped by py_escaped. */
-static void py_literal(FILE *f, const char *s)
-{
-    fputc('"', f);
-    py_escaped(f, s);
-    fputc('"', f);
 }
 
 /* s as one word for a POSIX shell: as it is when every byte is plain
@@ -168,12 +160,10 @@ static bool doc_raw_ok(const char *s)
     return true;
 }
 
-/* What has no twin: one line naming the option. */
+/* What has no twin: one line naming the option (another mode: the parse's,
+ * app/cmdline/cmdline.c). */
 static int unsupported(const config_t *c, char *err)
 {
-    if (c->mode != MODE_SINGLE && c->mode != MODE_DP && c->mode != MODE_DDP)
-        return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: the script runs one mode: give "
-                       "--mode single, dp or ddp");
     if (c->nrank_samples)
         return err_set(err, DDP_ERR_INPUT, "--emit-pytorch: not with --rank-samples (the twin "
                        "reads DistributedSampler's stream)");
@@ -315,7 +305,7 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
         fprintf(f, "%-13s = %s  # %s%s[--%s]\n", d->twin, val, d->twin_note ? d->twin_note : "",
                 d->twin_note ? "  " : "", opt);
     }
-    /* the files' names as Python literals (py_literal): a name is data */
+    /* the files' names as Python literals (py_escaped): a name is data */
     static const char *const file_keys[TWIN_DATA_FILES][2] = {
         {"INIT_FILE", "the initial weights  [--seed, --init]"},
         {"X_FILE", "the features  [--data, or the synthetic set]"},
@@ -324,9 +314,9 @@ static int write_script(afile_t *a, const char *stem_base, const config_t *c, lo
     for (int i = 0; i < TWIN_DATA_FILES; i++) {
         char name[CONFIG_PATH_LEN + 32];
         snprintf(name, sizeof name, "%s%s", stem_base, twin_suffix[i]);
-        fprintf(f, "%-13s = ", file_keys[i][0]);
-        py_literal(f, name);
-        fprintf(f, "  # %s\n", file_keys[i][1]);
+        fprintf(f, "%-13s = \"", file_keys[i][0]);
+        py_escaped(f, name);
+        fprintf(f, "\"  # %s\n", file_keys[i][1]);
     }
     fputs("\n", f);
     fputs(body, f);
@@ -356,18 +346,18 @@ int twin_emit(const config_t *c, const char *path, const model_spec_t *spec, con
      * a link or a file that cannot be replaced, by name), then all are
      * written to temporaries and committed as one: a failure leaves the old
      * set or the whole new one (afile_commit_set, base/atomic_file.h). */
-    char paths[TWIN_FILES][CONFIG_PATH_LEN + 32];
-    afile_t *files = calloc(TWIN_FILES, sizeof *files); /* 8 KiB each: not on the stack */
+    char paths[TWIN_SET_FILES][CONFIG_PATH_LEN + 32];
+    afile_t *files = calloc(TWIN_SET_FILES, sizeof *files); /* 8 KiB each: not on the stack */
     if (!files)
         return err_set(err, DDP_ERR_RUNTIME, "--emit-pytorch: out of memory");
     int rc = DDP_OK, at = -1;
-    for (int i = 0; i < TWIN_FILES && rc == DDP_OK; i++) {
+    for (int i = 0; i < TWIN_SET_FILES && rc == DDP_OK; i++) {
         snprintf(paths[i], sizeof paths[i], "%s%s", stem, twin_suffix[i]);
         if ((rc = afile_check(paths[i], err)) != DDP_OK)
             at = i;
     }
     int opened = 0;
-    for (; opened < TWIN_FILES && rc == DDP_OK; opened++)
+    for (; opened < TWIN_SET_FILES && rc == DDP_OK; opened++)
         if ((rc = afile_open(&files[opened], paths[opened], err)) != DDP_OK)
             at = opened;
     float *params = malloc(spec->nparams * sizeof(float));
@@ -403,7 +393,7 @@ int twin_emit(const config_t *c, const char *path, const model_spec_t *spec, con
         if ((rc = write_script(&files[4], base, c, steps, argc, argv, err)) != DDP_OK)
             at = 4;
     }
-    if (rc == DDP_OK && (rc = afile_commit_set(files, TWIN_FILES, err)) != DDP_OK)
+    if (rc == DDP_OK && (rc = afile_commit_set(files, TWIN_SET_FILES, err)) != DDP_OK)
         at = -2; /* the message names the file at fault */
     else if (rc != DDP_OK)
         for (int i = 0; i < opened; i++)

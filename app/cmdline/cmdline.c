@@ -66,7 +66,7 @@ static const opt_t rows[] = {
  * trained further in place); both read the file before anything is written. */
 static int check_paths(const config_t *c, const gate_opts_t *g, const app_opts_t *a, char *err)
 {
-    /* --emit-pytorch FILE.py writes FILE.py and four files beside it (twin.h) */
+    /* --emit-pytorch FILE.py writes FILE.py and four files beside it (app/twin.c) */
     char twin[4][CONFIG_PATH_LEN + 32] = {"", "", "", ""};
     static const char *const beside[4] = {".init.safetensors", ".x.npy", ".y.npy", ".order.npy"};
     size_t tn = strlen(a->emit_pytorch);

@@ -1,42 +1,19 @@
-/* app/load/data_csv.c: the CSV dataset loader, data_load_csv (load.h).
- *
- * The file is read whole into memory (capped at DATA_MAX_BYTES) and walked
- * twice: the first pass finds the optional header, checks every row has the
- * same number of fields and counts the rows; only then are the float arrays
- * allocated, and the second pass parses the numbers into them.  Every error
- * names the file, and the line and field where it applies.
- *
- * Format: comma separated numbers, one row per line, LF or CRLF, spaces and
- * tabs around fields allowed, blank lines ignored, a UTF-8 byte order mark
- * skipped.  The first non-blank line is a header when its fields are names
- * (neither empty nor a number) and none is a number; one that mixes both is
- * refused as a data line with a typo.  Numbers are plain decimals read with
- * strtod in the C locale (the program never calls setlocale), so the decimal
- * point is '.'; hex floats, "nan", "inf" and values outside the float32
- * range are rejected. */
-#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* fileno, fstat */
-#endif
-
+/* app/load/data_csv.c: the CSV loader, data_load_csv (load.h: the format).  The file is read
+ * whole (at most DATA_MAX_BYTES) and walked twice: pass 1 finds the header, checks each row's
+ * field count and counts the rows; then the arrays are allocated and pass 2 parses into them.
+ * LF or CRLF, spaces and tabs around fields, blank lines and a UTF-8 BOM are allowed; numbers
+ * are plain decimals (strtod in the C locale: the program never calls setlocale), no hex
+ * floats, nan, inf or values outside float32.  Each error names the file, line and field. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "app/load/load.h"
 #include "common/base/infile.h"
 #include "common/base/status.h"
 #include "common/base/text.h"
-
-#define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
-/* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
- * float; anything below rounds to at most FLT_MAX (so "3.40282347e+38" is fine). */
-#define FLOAT32_LIMIT 0x1.ffffffp+127
-
-// ----------------------------------------------------------------------------
-// reading the file
 
 // ----------------------------------------------------------------------------
 // lines and fields
@@ -111,7 +88,7 @@ static num_status_t csv_parse_field(const char **s, size_t *n, double *out)
         return errno == ERANGE ? NUM_RANGE : NUM_NOT_FINITE;
     if (!text_is_decimal(p, m)) /* strtod's hex floats ("0x1p3") are no CSV number */
         return NUM_NOT_NUMBER;
-    if (fabs(v) >= FLOAT32_LIMIT)
+    if (fabs(v) >= DATA_FLOAT32_LIMIT)
         return NUM_RANGE;
     *out = v;
     return NUM_OK;
@@ -138,16 +115,6 @@ static int csv_field_error(const char *path, size_t lineno, size_t field, num_st
     }
     return err_set(err, DDP_ERR_INPUT, "%s: line %zu, field %zu: '%s' is not a number", path,
                    lineno, field, shown);
-}
-
-/* The shortest %g form that reads back as v, for messages. */
-static void fmt_num(double v, char *out, size_t size)
-{
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, size, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -240,10 +207,10 @@ static int csv_scan(const char *path, const char *text, size_t len, bool *header
 /* A class id: integer, 0 <= v <= 2^24. */
 static int csv_check_label(const char *path, size_t lineno, double v, char *err)
 {
-    if (v == floor(v) && v >= 0 && v <= LABEL_MAX)
+    if (v == floor(v) && v >= 0 && v <= DATA_LABEL_MAX)
         return DDP_OK;
     char num[40];
-    fmt_num(v, num, sizeof num);
+    data_fmt_num(v, num, sizeof num);
     if (v != floor(v))
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is not an integer class id",
                        path, lineno, num);
@@ -251,7 +218,7 @@ static int csv_check_label(const char *path, size_t lineno, double v, char *err)
         return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is a negative class id", path,
                        lineno, num);
     return err_set(err, DDP_ERR_INPUT, "%s: line %zu: target %s is over the largest class id %.0f",
-                   path, lineno, num, LABEL_MAX);
+                   path, lineno, num, DATA_LABEL_MAX);
 }
 
 /* Pass 2: parse every data row into x and y. */

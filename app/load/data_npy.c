@@ -1,15 +1,9 @@
-/* app/load/data_npy.c: NumPy .npy files: the header parser (npy.h) and the
- * dataset loader data_load_npy (data.h).
- *
- * Files are hostile.  The header is read into a bounded buffer and checked in
- * full (magic, version, header length against the file size, the dict literal,
- * dtype, shape with overflow checks, data size against the file size) before
- * anything is allocated for the data.  The data is then streamed through a
- * small buffer and converted to float32, so a float64 file never needs twice
- * its size in memory.  Values are decoded byte by byte (little endian), so the
- * loader does not depend on the host's byte order. */
+/* app/load/data_npy.c: NumPy .npy files: the header parser (npy.h) and data_load_npy (load.h).
+ * Files are hostile: the header is checked in full (npy.h) before anything is allocated for
+ * the data, which is then streamed through a small buffer into float32 (a float64 file never
+ * needs twice its size in memory), decoded byte by byte (little endian, any host). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* fileno, fstat, fseeko */
+#define _POSIX_C_SOURCE 200809L /* fseeko */
 #endif
 
 #include "app/load/npy.h"
@@ -19,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "app/load/load.h"
@@ -27,10 +20,6 @@
 #include "common/base/status.h"
 #include "common/base/text.h"
 
-#define LABEL_MAX 16777216.0 /* 2^24: the largest run of integers a float holds exactly */
-/* FLT_MAX plus half an ulp: a double at or past this rounds to infinity as a
- * float; anything below rounds to at most FLT_MAX (so "3.40282347e+38" is fine). */
-#define FLOAT32_LIMIT 0x1.ffffffp+127
 #define READ_CHUNK ((size_t)1 << 20)
 
 // ----------------------------------------------------------------------------
@@ -48,8 +37,7 @@ static uint64_t rd_le64(const uint8_t *p)
     return (uint64_t)rd_le32(p) | (uint64_t)rd_le32(p + 4) << 32;
 }
 
-/* The shortest %g form that reads back as v, for messages ("0.5", not "0.500000"). */
-static void fmt_num(double v, char *out, size_t size)
+void data_fmt_num(double v, char *out, size_t size)
 {
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, size, "%.*g", prec, v);
@@ -58,17 +46,16 @@ static void fmt_num(double v, char *out, size_t size)
     }
 }
 
-/* "<f4", "<f8", "<i4" or "<i8". */
-static const char *npy_dtype_name(npy_dtype_t t)
-{
-    switch (t) {
-    case NPY_F4: return "<f4";
-    case NPY_F8: return "<f8";
-    case NPY_I4: return "<i4";
-    case NPY_I8: return "<i8";
-    }
-    return "?";
-}
+/* Our dtypes, in npy_dtype_t's order. */
+static const struct {
+    const char *name;
+    npy_dtype_t type;
+    size_t size;
+} known[] = {
+    {"<f4", NPY_F4, 4}, {"<f8", NPY_F8, 8}, {"<i4", NPY_I4, 4}, {"<i8", NPY_I8, 8},
+};
+
+static const char *npy_dtype_name(npy_dtype_t t) { return known[t].name; }
 
 void npy_shape_str(const npy_info_t *info, char *out, size_t size)
 {
@@ -237,13 +224,6 @@ static int hdr_shape(hdr_reader_t *r, npy_info_t *info)
 /* Map a descr string to one of ours, or explain why not. */
 static int npy_dtype_parse(const char *descr, npy_info_t *info, char *err)
 {
-    static const struct {
-        const char *name;
-        npy_dtype_t type;
-        size_t size;
-    } known[] = {
-        {"<f4", NPY_F4, 4}, {"<f8", NPY_F8, 8}, {"<i4", NPY_I4, 4}, {"<i8", NPY_I8, 8},
-    };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr, known[i].name) == 0) {
             info->dtype = known[i].type;
@@ -429,13 +409,6 @@ typedef struct {
 
 static bool dtype_is_int(npy_dtype_t t) { return t == NPY_I4 || t == NPY_I8; }
 
-static void npy_file_close(npy_file_t *nf)
-{
-    if (nf->f)
-        fclose(nf->f);
-    nf->f = NULL;
-}
-
 /* Open path, parse its header, check it can be features (targets = false) or
  * targets.  Leaves nf->f open at no particular offset on success. */
 static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *err)
@@ -512,10 +485,10 @@ static int npy_file_open(npy_file_t *nf, const char *path, bool targets, char *e
 static int check_label(const npy_file_t *nf, uint64_t row, double v, char *err)
 {
     bool integer = isfinite(v) && v == floor(v);
-    if (integer && v >= 0 && v <= LABEL_MAX)
+    if (integer && v >= 0 && v <= DATA_LABEL_MAX)
         return DDP_OK;
     char num[40];
-    fmt_num(v, num, sizeof num);
+    data_fmt_num(v, num, sizeof num);
     if (!integer)
         return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, not an integer class id",
                        nf->path, (unsigned long long)row, num);
@@ -523,7 +496,7 @@ static int check_label(const npy_file_t *nf, uint64_t row, double v, char *err)
         return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, a negative class id",
                        nf->path, (unsigned long long)row, num);
     return err_set(err, DDP_ERR_INPUT, "%s: target row %llu is %s, over the largest class id %.0f",
-                   nf->path, (unsigned long long)row, num, LABEL_MAX);
+                   nf->path, (unsigned long long)row, num, DATA_LABEL_MAX);
 }
 
 /* Convert n elements starting at element index first into dst. */
@@ -532,34 +505,28 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
 {
     switch (nf->info.dtype) {
     case NPY_F4:
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = rd_le32(src + 4 * i);
-            float f;
-            memcpy(&f, &u, sizeof f);
-            if (labels) {
-                int rc = check_label(nf, first + i, f, err);
-                if (rc)
-                    return rc;
-                f = fabsf(f); /* f >= 0 here; this turns -0 into +0 */
-            }
-            dst[i] = f;
-        }
-        return DDP_OK;
     case NPY_F8:
         for (size_t i = 0; i < n; i++) {
-            uint64_t u = rd_le64(src + 8 * i);
-            double v;
-            memcpy(&v, &u, sizeof v);
+            double v; /* a float4 as a double: exact, and (float)v is it again */
+            if (nf->info.dtype == NPY_F4) {
+                uint32_t u = rd_le32(src + 4 * i);
+                float f;
+                memcpy(&f, &u, sizeof f);
+                v = f;
+            } else {
+                uint64_t u = rd_le64(src + 8 * i);
+                memcpy(&v, &u, sizeof v);
+            }
             if (labels) {
                 int rc = check_label(nf, first + i, v, err);
                 if (rc)
                     return rc;
-                v = fabs(v); /* -0 -> +0 */
-            } else if (isfinite(v) && fabs(v) >= FLOAT32_LIMIT) {
+                v = fabs(v); /* v >= 0 here; this turns -0 into +0 */
+            } else if (isfinite(v) && fabs(v) >= DATA_FLOAT32_LIMIT) { /* never a float4's */
                 /* NaN and Inf pass through for data_check; a finite value float32
                  * cannot hold is a conversion problem, ours to report. */
                 char num[40];
-                fmt_num(v, num, sizeof num);
+                data_fmt_num(v, num, sizeof num);
                 uint64_t k = first + i;
                 return err_set(err, DDP_ERR_INPUT,
                                "%s: row %llu, column %llu is %s, outside the float32 range",
@@ -582,7 +549,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                 uint64_t u = rd_le64(src + 8 * i);
                 memcpy(&v, &u, sizeof v);
             }
-            if (v < 0 || v > (int64_t)LABEL_MAX) {
+            if (v < 0 || v > (int64_t)DATA_LABEL_MAX) {
                 uint64_t row = first + i;
                 return v < 0 ? err_set(err, DDP_ERR_INPUT,
                                        "%s: target row %llu is %lld, a negative class id",
@@ -591,7 +558,7 @@ static int npy_decode(const npy_file_t *nf, const uint8_t *src, size_t n, uint64
                                        "%s: target row %llu is %lld, over the largest class id "
                                        "%.0f",
                                        nf->path, (unsigned long long)row, (long long)v,
-                                       LABEL_MAX);
+                                       DATA_LABEL_MAX);
             }
             dst[i] = (float)v;
         }
@@ -683,8 +650,10 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
         rc = npy_file_open(&yf, y_path, true, err);
     if (rc == DDP_OK)
         rc = npy_load_pair(d, &xf, &yf, x_path, y_path, want_labels, err);
-    npy_file_close(&xf);
-    npy_file_close(&yf);
+    if (xf.f)
+        fclose(xf.f);
+    if (yf.f)
+        fclose(yf.f);
     if (rc != DDP_OK)
         data_free(d);
     return rc;

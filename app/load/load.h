@@ -25,6 +25,14 @@ int data_load_npy(dataset_t *d, const char *x_path, const char *y_path, bool wan
 int data_load_csv(dataset_t *d, const char *path, int target_cols, bool want_labels,
                   char *err);
 
+/* For both loaders: 2^24, the largest run of integers a float holds exactly (the largest
+ * class id); FLT_MAX plus half an ulp, where a double rounds to infinity as a float (so
+ * "3.40282347e+38" is fine); the shortest %g form that reads back as v, for messages ("0.5",
+ * not "0.500000"; data_npy.c). */
+#define DATA_LABEL_MAX 16777216.0
+#define DATA_FLOAT32_LIMIT 0x1.ffffffp+127
+void data_fmt_num(double v, char *out, size_t size);
+
 /* The shape of that dataset before it is loaded, in d without its values:
  * the model's widths and the synthetic set's rows (0 for a file's, unknown
  * until it is read). */

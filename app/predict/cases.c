@@ -1,9 +1,8 @@
 /* app/predict/cases.c: each published case predicted from the shipped
- * profiles and judged against its tolerance (cases.h). */
+ * profiles and judged against its tolerance (gpu_model.h). */
 #include <math.h>
 #include <string.h>
 
-#include "app/predict/cases.h"
 #include "app/predict/gpu_model.h"
 #include "common/base/status.h"
 

@@ -7,6 +7,7 @@
 #define DDPBENCH_GPU_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "app/predict/profile.h"
 
@@ -63,5 +64,25 @@ int gpu_model_check(const hw_profile_t *hw, const workload_t *wl, char *err);
 void gpu_model_row(const hw_profile_t *hw, const workload_t *wl, int k, gpu_row_t *row);
 /* The peak FLOP/s the workload's dtype computes at on this GPU. */
 double gpu_model_peak(const hw_profile_t *hw, const workload_t *wl);
+
+// cases.c: the published measurements the model is held against (published_cases.json,
+// compiled in like the profiles), each predicted from the shipped profiles and judged against
+// its tolerance; docs/predict-cases.md says how the unit test holds each declared status to it.
+
+typedef struct {
+    char id[64], what[160];
+    double predicted, published, tolerance;
+    bool pass, declared_pass, flag; /* flag: a yes/no case (no tolerance) */
+} case_result_t;
+
+/* The compiled-in cases, parsed (free with cJSON_Delete), or NULL. */
+cJSON *cases_load(char *err);
+/* One case of the list, predicted and judged; DDP_ERR_INPUT when it names
+ * a profile or key that is not there. */
+int cases_eval(const cJSON *c, case_result_t *r, char *err);
+/* "checked against SOURCE: FIGURE predicted X, published Y (within,
+ * tolerance T%)" for the first case held against this hardware profile's
+ * name, or "". */
+void cases_check(const char *hardware, char *out, size_t n);
 
 #endif

@@ -1,43 +1,21 @@
-/* app/predict/predict.h: --predict, DP's and DDP's step on 1..8 devices
- * from what one device and one collective benchmark measured (an
- * alpha-beta model), so a user can reason about a host they do not have.
- *
- * Inputs: single mode's phases per step on the global batch (data, forward,
- * loss, backward, optimizer), the model's sizes, DDP's buckets, and the
- * --mode comm fits time = alpha + bytes * beta of all-reduce, broadcast and
- * reduce, measured on K0 ranks.  The model, per device count K:
- *
- *   compute       forward, loss and backward scale with the rows a device
- *                 computes, ceil(B/K) of B (DP's loss runs on device 0 over
- *                 the whole batch: single's loss, plus the gather)
- *   all-reduce    a ring: alpha_K = 2(K-1) a, beta_K = 2(K-1)/K b, with the
- *                 link's a and b taken from the fit at K0 (alpha/(2(K0-1)),
- *                 beta/(2(K0-1)/K0))
- *   DDP           data/K + compute + exposed + optimizer; exposed = the last
- *                 bucket's all-reduce + what the others' does not hide behind
- *                 the rest of backward (all of it under --no-overlap)
- *   DP            device 0 reads the whole batch (data), copies the
- *                 parameters to each of the K-1 others, one after another
- *                 over its link (replicate: broadcast's fit per copy),
- *                 gathers the outputs (with the loss), waits while the others
- *                 copy their input rows and output gradients from it (idle),
- *                 sums K-1 gradient arenas (reduce: reduce's fit per copy),
- *                 and steps the optimizer alone
- *
- * What it leaves out (the reasons a prediction can miss, which compare
- * names): cores shared between compute and communication threads, barriers'
- * wake-ups, GEMMs that run slower on fewer rows, memory bandwidth that
- * copies and compute share, and a busy machine: single's descheduled time
- * is no phase it scales, and on the CPU each collective's time is the
- * quickest op over benches repeated until they agree (app/run.c). */
+/* app/predict/predict.h: --predict, DP's and DDP's step on 1..8 devices from what one device
+ * and one collective benchmark measured: single's phases per step on the global batch, the
+ * model's sizes, DDP's buckets and --mode comm's fits (time = alpha + bytes * beta) of
+ * all-reduce, broadcast and reduce on K0 ranks.  The alpha-beta model, term by term, and
+ * what it leaves out (the reasons a prediction can miss, which compare names):
+ * docs/results.md. */
 #ifndef DDPBENCH_PREDICT_H
 #define DDPBENCH_PREDICT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
+#include "common/config/config.h"
 #include "common/measure/collperf.h"
 #include "common/measure/timing.h"
+#include "common/nn/model.h"
+#include "common/train/strategy.h"
 
 #define PREDICT_MAX_DEVICES 8
 #define PREDICT_MAX_BUCKETS 64
@@ -93,5 +71,11 @@ double predict_all_reduce_s(const predict_in_t *in, int k, double bytes);
 #define PREDICT_SCALE_MAX 4096.0
 double predict_crossover(const predict_in_t *in, int k, double single_s, double single_grow,
                          double ddp_s, double ddp_grow, double *scale);
+
+/* DDP's ZeRO stages on 1..8 devices under c (predict_zero.c): bytes, time (in: the measured
+ * collectives), memory as ddp's table allocates it plus the activations of tgt_cols-wide
+ * batches, and, under --mem-limit (mem_limit bytes, 0: none), the crossover. */
+void predict_zero_table(FILE *f, const config_t *c, double mem_limit, const model_spec_t *s,
+                        int tgt_cols, const predict_in_t *in, const strategy_t *ddp);
 
 #endif

@@ -1,22 +1,8 @@
-/* app/predict/predict_zero.c: --predict's model of DDP's ZeRO stages on 1..8
- * devices: the bytes each rank moves per step, their time on the ring the
- * collective benchmark measured, each stage's memory per device, and, under
- * --mem-limit, the crossover: the models that fit ZeRO-3 (or -1, -2) and not
- * plain DDP.
- *
- * Bytes, per rank and step, on a ring of k: an all-reduce of the gradients
- * moves 2(k-1)/k of the parameters' bytes (a reduce-scatter, then an
- * all-gather); ZeRO-1 and -2 move the same (the reduce-scatter of the
- * gradients, the all-gather of the stepped parameters); ZeRO-3 gathers the
- * parameters twice (forward and backward) and reduce-scatters the gradients:
- * 3(k-1)/k.  Time: the measured all-reduce's fit (predict.h) for the
- * gradients' bytes, times 1 (DDP, ZeRO-1, -2) or 1.5 (ZeRO-3); the alpha of
- * ZeRO-3's extra, smaller collectives is left out.  Memory: what the ranks
- * allocate (the ddp strategy's mem) plus the activations of ceil(B/k) rows.
- * The crossover scales the model's parameters by s (its widths grown, the
- * batch's activations held): a stage fits while s x its parameters, gradients
- * and state plus the activations are within the limit. */
-#include "app/predict/predict_zero.h"
+/* app/predict/predict_zero.c: --predict's model of DDP's ZeRO stages on 1..8 devices: the
+ * bytes each rank moves per step, their time on the measured ring, each stage's memory per
+ * device and, under --mem-limit, the crossover (docs/results.md, "--predict and the ZeRO
+ * stages", gives each formula). */
+#include "app/predict/predict.h"
 
 static double mib(double b) { return b / 1048576.0; }
 

@@ -1,11 +1,7 @@
-/* app/predict/profile.h: the boxes and workloads --hardware models: a
- * hardware profile (a GPU box: its GPUs' peaks, the link between them, the
- * host's PCIe) and a workload profile (a model's size, FLOPs, batch and what
- * DataParallel moves), each read from a JSON file or by the name of one
- * shipped in app/predict/hardware/ and workload/ (compiled in).  The keys
- * and what each means: app/predict/README.md.  Every bad profile is one line
- * naming the file and the key ("gpu.count: 0 is out of range ..."),
- * DDP_ERR_INPUT. */
+/* app/predict/profile.h: the boxes and workloads --hardware models, each read from a JSON
+ * file or by the name of one shipped in app/predict/hardware/ and workload/ (compiled in).
+ * The keys and their meaning: app/predict/README.md.  A bad profile is one line naming the
+ * file and the key ("gpu.count: 0 is out of range ..."), DDP_ERR_INPUT. */
 #ifndef DDPBENCH_PROFILE_H
 #define DDPBENCH_PROFILE_H
 

@@ -47,8 +47,7 @@ void run_summary_of(const run_result_t *r, run_summary_t *out)
         if (r->dev[d].work_steps > 0 && !(r->dev[d].work_cpu_p10 <= out->work_p10))
             out->work_p10 = r->dev[d].work_cpu_p10;
     out->checksum_bits = r->checksum.bits;
-    long kept = step_times_kept(&r->times);
-    out->step_median_s = kept > 0 ? percentile(r->times.sample, kept, 50) : 0.0;
+    out->step_median_s = step_times_quantile(&r->times, 50);
     out->median_samples_per_s = out->step_median_s > 0 && n > 0
                                     ? (double)r->times.timed_samples / (double)n / out->step_median_s
                                     : 0.0;

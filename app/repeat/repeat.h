@@ -1,17 +1,7 @@
-/* app/repeat/repeat.h: --repeat N, statistics across independent runs.
- *
- * Each run of a mode is reduced to its summary (throughput, mean step time,
- * peak memory, each phase per step averaged over the devices), built from
- * the totals of its run record (never from per-step arrays); the N
- * summaries give, per figure, the median and a 95% interval, Student's for N
- * independent runs (nothing for N = 1): for a figure positive in every run
- * (a throughput, a time, a size) on the logs, exp(mean ln v +- t(0.975, N-1)
- * s_ln / sqrt(N)), an interval of the geometric mean that stays positive
- * however few and spread the runs (2 runs 40% apart gave a throughput
- * interval below zero on the plain scale); for a figure that is 0 in some
- * run (a phase a mode does not have) on the plain scale, cut at 0.  The
- * regression gate (gate/baseline.c) judges these intervals, not single
- * numbers. */
+/* app/repeat/repeat.h: --repeat N, statistics across independent runs.  Each run is reduced
+ * to its summary from its run record's totals (never per-step arrays); the N summaries give
+ * each figure's median and 95% interval (docs/results.md, "--repeat": Student's t, on the
+ * logs for a figure positive in every run), which the gate (gate/baseline.c) judges. */
 #ifndef DDPBENCH_REPEAT_H
 #define DDPBENCH_REPEAT_H
 

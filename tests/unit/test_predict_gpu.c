@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/predict/cases.h"
 #include "app/predict/gpu_model.h"
 #include "app/predict/profile.h"
 #include "common/base/status.h"
