@@ -22,7 +22,7 @@
 
 #define REPORT_SCHEMA_VERSION 1
 
-/* Compare's equivalence verdict (report_compare.c says why): relative L2
+/* Compare's equivalence verdict (docs/results.md says why): relative L2
  * within REPORT_AGREE_L2 and the worst parameter within REPORT_AGREE_MAX
  * relative (SGD) or REPORT_AGREE_STEP of lr x steps (Adam, AdamW). */
 #define REPORT_AGREE_L2 1e-5
@@ -201,6 +201,7 @@ void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* v under key k of o, null when it is not a finite number (JSON has none). */
 void report_json_num(cJSON *o, const char *k, double v);
+void report_json_str(cJSON *o, const char *k, const char *s); /* null when s is NULL */
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths every run object carries, NULL-terminated (walked by tests). */

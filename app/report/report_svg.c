@@ -399,14 +399,6 @@ static int columns(const report_page_t *p, column_t *c, int max)
     return n;
 }
 
-static double col_phase(const report_stats_t *st, const column_t *c, int ph)
-{
-    double v = 0.0;
-    for (int d = c->first; d <= c->last; d++)
-        v += st->phase[d][ph];
-    return v / (c->last - c->first + 1);
-}
-
 int svg_phase_bars(FILE *f, const report_page_t *p)
 {
     column_t c[2 * PAGE_MAX_RUNS];
@@ -421,7 +413,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
         double sum = 0.0;
         for (int ph = 0; ph < PH_COUNT; ph++)
             if (ph != PH_COMM_HIDDEN)
-                sum += fmax(col_phase(&st[c[j].run], &c[j], ph), 0.0);
+                sum += fmax(report_phase_mean(&st[c[j].run], c[j].first, c[j].last, ph), 0.0);
         top = fmax(top, fmax(sum, st[c[j].run].step_mean));
     }
     if (!(top > 0))
@@ -444,7 +436,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
         page_label(f, y + 14, c[j].title, "");
         double x = LABEL_W, bwd_x = -1, bwd_w = 0;
         for (int ph = 0; ph < PH_COUNT; ph++) {
-            double v = col_phase(s, &c[j], ph);
+            double v = report_phase_mean(s, c[j].first, c[j].last, ph);
             if (ph == PH_COMM_HIDDEN || !(v > 0))
                 continue;
             char b[32];
@@ -459,7 +451,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
             x += v * scale;
         }
         /* comm hidden runs inside backward: drawn over it, hatched */
-        double hid = col_phase(s, &c[j], PH_COMM_HIDDEN);
+        double hid = report_phase_mean(s, c[j].first, c[j].last, PH_COMM_HIDDEN);
         if (hid > 0 && bwd_x >= 0) {
             char b[32];
             fprintf(f, "<rect class=\"hidden\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\">"
