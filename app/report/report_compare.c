@@ -3,8 +3,6 @@
  * final parameters agree (docs/results.md says why two measures), then
  * report_why.c's sentences and notes. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "app/report/report.h"

@@ -3,7 +3,6 @@
  * the GPU probe (a forked child asked the CUDA runtime: CUDA's numbering, and
  * this process never initialises CUDA for them). */
 #include <openblas_config.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>

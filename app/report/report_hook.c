@@ -4,7 +4,6 @@
  * hook made first in the same invocation (same seed, data and steps): the
  * final parameters' relative distance and the two loss curves side by side. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 

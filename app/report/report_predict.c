@@ -3,7 +3,6 @@
  * next to measured (and the phase the model missed most where they differ by
  * more than 20%), and both in --json. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 

@@ -1,7 +1,6 @@
 /* app/report/report_repeat.c: --repeat N: the median and 95% interval of every
  * figure over the N runs, as a table and as --json's "repeat" object. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 

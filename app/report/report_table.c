@@ -1,7 +1,6 @@
 /* app/report/report_table.c: the result table printed after every run: figures
  * on the left, one column per device for the phase split and memory. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 
