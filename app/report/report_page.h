@@ -58,6 +58,7 @@ extern const char report_page_js[];
 /* Text escaped for HTML; run i's label (its mode's name by default). */
 void page_esc(FILE *f, const char *s);
 const char *page_run_label(const report_page_t *p, int i);
+void page_svg_open(FILE *f, int h, const char *aria); /* a figure FIG_W wide, h high */
 /* A figure's label and its tail (" rank 0") at y, shortened to fit. */
 void page_label(FILE *f, int y, const char *label, const char *tail);
 /* The figures (report_svg.c); each returns the count of what it drew. */

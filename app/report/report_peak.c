@@ -127,12 +127,10 @@ static int peak_bars(FILE *f, const report_page_t *p)
     if (n == 0)
         return 0;
     int h = n * (BAR_H + 8) + 4, y = 2;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"share of the peak\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "share of the peak");
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++) {
         const run_result_t *r = &p->runs[i];
-        const char *run = p->labels && p->labels[i] ? p->labels[i] : mode_name(r->mode);
+        const char *run = page_run_label(p, i);
         char tail[48], value[96];
         for (int d = 0; d < r->ndev && d < 8; d++, y += BAR_H + 8) {
             if (!isfinite(st[i].share[d])) {

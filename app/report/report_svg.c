@@ -68,6 +68,12 @@ static double nice_step(double span)
     return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
 }
 
+void page_svg_open(FILE *f, int h, const char *aria)
+{
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"%s\">\n", FIG_W, h, FIG_W, h, aria);
+}
+
 const char *page_run_label(const report_page_t *p, int i)
 {
     return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
@@ -267,20 +273,19 @@ static bool own_step(const run_result_t *r, int d, int step, double *b, double *
 static void skew_marks(FILE *f, const run_result_t *r, int d, int y, const page_step_t *s,
                        double b, double e, double scale)
 {
-    const char *who = strategy_words(r->mode)->member;
-    char t1[32];
-    if (b - s->t0 > 0.002 * (s->t1 - s->t0))
+    const double x[2] = {LABEL_W, LABEL_W + (e - s->t0) * scale};
+    const double len[2] = {b - s->t0, s->t1 - e};
+    static const char *const what[2] = {"began its step %s after the first",
+                                        "ended its step %s before the last"};
+    char t1[32], title[96];
+    for (int k = 0; k < 2; k++) {
+        if (!(len[k] > 0.002 * (s->t1 - s->t0)))
+            continue;
+        snprintf(title, sizeof title, what[k], tfmt(t1, sizeof t1, len[k]));
         fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
-                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d began its step %s after "
-                   "the first</title></rect>",
-                (double)LABEL_W, y, (b - s->t0) * scale, LANE_H - 4, who, d,
-                tfmt(t1, sizeof t1, b - s->t0));
-    if (s->t1 - e > 0.002 * (s->t1 - s->t0))
-        fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
-                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d ended its step %s before "
-                   "the last</title></rect>",
-                LABEL_W + (e - s->t0) * scale, y, (s->t1 - e) * scale, LANE_H - 4, who, d,
-                tfmt(t1, sizeof t1, s->t1 - e));
+                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d %s</title></rect>",
+                x[k], y, len[k] * scale, LANE_H - 4, strategy_words(r->mode)->member, d, title);
+    }
 }
 
 int svg_timelines(FILE *f, const report_page_t *p)
@@ -340,9 +345,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
                                                                    step_times_kept(&r->times), 50)
                                               : 0.0),
                 s[i].first, s[i].last);
-        fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-                   "role=\"img\" aria-label=\"timeline of one step\">\n",
-                FIG_W, h, FIG_W, h);
+        page_svg_open(f, h, "timeline of one step");
         if (busy) { /* from the left edge, short: at 700 px it must fit the figure */
             fprintf(f, "<text class=\"busy\" x=\"4\" y=\"14\" data-busy=\"1\">Busy machine: ");
             if (most > 0.0)
@@ -423,9 +426,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
     int h = n * (BAR_H + 8) + 26;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"phases per step\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "phases per step");
     for (int j = 0; j < n; j++) {
         const report_stats_t *s = &st[c[j].run];
         const run_result_t *r = &p->runs[c[j].run];
@@ -486,9 +487,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
     int h = n * (BAR_H + 6) + 26;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"peak memory by purpose\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "peak memory by purpose");
     int row = 0;
     for (int i = 0; i < p->n; i++) {
         const run_result_t *r = &p->runs[i];
@@ -551,8 +550,8 @@ static void plot_open(FILE *f, plot_t *p, const char *aria)
 {
     double stp = nice_step(p->top);
     p->top = ceil(p->top / stp) * stp;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"%s\">\n<g class=\"axis\">", FIG_W, PLOT_H, FIG_W, PLOT_H, aria);
+    page_svg_open(f, PLOT_H, aria);
+    fputs("<g class=\"axis\">", f);
     for (int k = 0; k * stp <= p->top * 1.0001 && k < 50; k++) {
         double y = plot_y(p, k * stp);
         fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
