@@ -47,7 +47,6 @@ typedef struct {
 
 /* Figures derived from a run (and from the single run it is compared with). */
 typedef struct {
-    long timed_steps;
     double step_mean, step_p50, step_p95, step_min, step_max; /* seconds */
     double step_p10, step_p25;  /* the low quantiles (the A/B gate's alternatives, docs/gate.md) */
     double phase[MAX_DEVICES][PH_COUNT]; /* seconds per timed step, per device */
@@ -232,10 +231,10 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
 /* --predict (report_predict.c): the table for 1..8 devices, compare's
  * predicted next to measured, the "predict" JSON object (r may be NULL). */
 void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *rows);
-void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,
-                      const predict_row_t *rows);
+void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_row_t *rows);
 cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
                            const run_result_t *r);
+double report_rate(const predict_in_t *in, double step_s); /* samples/s of a step */
 /* --hardware's GPU lesson (report_gpu.c): table, sentence, --explain, JSON. */
 void report_gpu(FILE *f, const gpu_lesson_t *g);
 void report_gpu_sentence(char *out, size_t n, const gpu_lesson_t *g);

@@ -176,7 +176,8 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
             DDPBENCH_CC, DDPBENCH_CFLAGS, backend_cpu_blas_info(), bt, bt == 1 ? "" : "s");
     const char *cpu = backend_cpu_model();
     fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", report_host(),
-            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), report_time_utc(), start_loadavg());
+            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), report_time_utc(),
+            start_loadavg());
     blas_core_t k = backend_cpu_blas_core();
     if (c->backend == BACKEND_CPU && k.forced && k.bits < k.cpu_bits) /* what it costs */
         fprintf(f, "  note: OPENBLAS_CORETYPE=%s in the environment: %s kernels on an %s CPU (an "

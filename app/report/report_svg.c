@@ -391,7 +391,8 @@ static int columns(const report_page_t *p, column_t *c, int max)
         if (r->times.n == 0)
             continue;
         c[n] = (column_t){i, 0, 0, ""};
-        snprintf(c[n].title, sizeof c[n].title, r->ndev > 1 ? "%s dev0" : "%s", page_run_label(p, i));
+        snprintf(c[n].title, sizeof c[n].title, r->ndev > 1 ? "%s dev0" : "%s",
+                 page_run_label(p, i));
         n++;
         if (r->ndev > 1) {
             c[n] = (column_t){i, 1, r->ndev - 1, ""};
@@ -592,11 +593,6 @@ static void plot_curve(FILE *f, const plot_t *p, mode_t_ m, const char *pre, con
 // ---------------------------------------------------------------------------
 // 5. --predict's curves and the measured points
 
-static double thr(const predict_in_t *in, double step_s)
-{
-    return step_s > 0 ? (double)in->batch * (in->accum > 0 ? in->accum : 1) / step_s : 0.0;
-}
-
 int svg_predict(FILE *f, const report_page_t *p)
 {
     const predict_in_t *in = p->pred;
@@ -605,8 +601,8 @@ int svg_predict(FILE *f, const report_page_t *p)
     double v[2][PREDICT_MAX_DEVICES];
     plot_t pl = {PREDICT_MAX_DEVICES, 0.0};
     for (int k = 0; k < PREDICT_MAX_DEVICES; k++) {
-        v[0][k] = thr(in, p->rows[k].dp_step_s);
-        v[1][k] = thr(in, p->rows[k].ddp_step_s);
+        v[0][k] = report_rate(in, p->rows[k].dp_step_s);
+        v[1][k] = report_rate(in, p->rows[k].ddp_step_s);
         pl.top = fmax(pl.top, fmax(v[0][k], v[1][k]));
     }
     for (int i = 0; i < p->n; i++) {
