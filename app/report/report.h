@@ -200,7 +200,14 @@ void report_comm(FILE *f, const collperf_t *r);
 cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r);
 /* v under key k of o, null when it is not a finite number (JSON has none). */
 void report_json_num(cJSON *o, const char *k, double v);
-void report_json_str(cJSON *o, const char *k, const char *s); /* null when s is NULL */
+/* s under key k of o, null when s is NULL (inline: report_env.c uses it too). */
+static inline void report_json_str(cJSON *o, const char *k, const char *s)
+{
+    if (s)
+        cJSON_AddStringToObject(o, k, s);
+    else
+        cJSON_AddNullToObject(o, k);
+}
 /* Print obj on one line plus '\n'. */
 int report_json_print(FILE *f, const cJSON *obj);
 /* The key paths every run object carries, NULL-terminated (walked by tests). */

@@ -123,14 +123,6 @@ void report_json_num(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
-void report_json_str(cJSON *o, const char *k, const char *s)
-{
-    if (s)
-        cJSON_AddStringToObject(o, k, s);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
 {
     report_json_num(o, k, known ? v : NAN);
