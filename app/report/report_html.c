@@ -314,21 +314,14 @@ static void numbers_section(FILE *f, const report_page_t *p)
                     r == ref ? "-" : !s->params_compared ? "n/a" : s->agree ? "agree" : "DIFFER"));
 #undef ROW
     fputs("</tbody></table>\n", f);
-    if (p->ctx && p->n > 1 && !p->story) { /* compare's: the CPU's limits, a busy machine */
-        char notes[4][256];
-        int k = report_compare_notes(p->ctx, p->runs, p->n, notes, 4);
-        for (int j = 0; j < k; j++) {
-            fputs("<p class=\"note\">", f);
-            page_esc(f, notes[j]);
-            fputs("</p>\n", f);
-        }
-    }
-    for (int i = 0; p->ctx && i < p->n; i++) {
+    /* compare's notes (the CPU's limits, a busy machine), then each run's (i >= 0) */
+    for (int i = p->n > 1 && !p->story ? -1 : 0; p->ctx && i < p->n; i++) {
         char notes[8][256];
-        int k = report_notes_of(p->ctx, &p->runs[i], notes, 8);
+        int k = i < 0 ? report_compare_notes(p->ctx, p->runs, p->n, notes, 4)
+                      : report_notes_of(p->ctx, &p->runs[i], notes, 8);
         for (int j = 0; j < k; j++) {
             fputs("<p class=\"note\">", f);
-            if (p->n > 1) {
+            if (i >= 0 && p->n > 1) {
                 page_esc(f, page_run_label(p, i));
                 fputs(": ", f);
             }

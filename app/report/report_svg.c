@@ -129,7 +129,8 @@ static void axis(FILE *f, double span, double st, double unit, int y)
     fprintf(f, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", LABEL_W, y,
             LABEL_W + PLOT_W, y);
     for (int k = 0; k * st <= span * 1.0001 && k < 50; k++) {
-        double x = LABEL_W + k * st / span * PLOT_W;
+        /* bytes: x as the bars' own scale (PLOT_W / span) places them, to the bit */
+        double x = unit > 0 ? LABEL_W + k * st * (PLOT_W / span) : LABEL_W + k * st / span * PLOT_W;
         char b[32];
         if (unit > 0)
             snprintf(b, sizeof b, "%g %s", k * st / unit, unit > 1024.0 ? "MiB" : "KiB");
