@@ -247,7 +247,7 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         cJSON_AddItemToArray(devs, cJSON_CreateString(name));
     }
     /* every visible GPU, and which pairs can read each other's memory */
-    const gpu_topology_t *t = r->backend == BACKEND_CUDA ? backend_cuda_gpus() : NULL;
+    const gpu_topology_t *t = gpu_info(r->backend);
     if (t) {
         cJSON *gpus = cJSON_AddArrayToObject(env, "gpus");
         cJSON *peers = cJSON_AddArrayToObject(env, "gpu_peers");
@@ -276,13 +276,11 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
     report_json_str(env, "cpu_model", cpu[0] ? cpu : NULL);
     cJSON_AddNumberToObject(env, "cpus_online", (double)sysconf(_SC_NPROCESSORS_ONLN));
     struct utsname u;
-    if (uname(&u) == 0) {
-        char os[300];
+    char os[300];
+    bool named = uname(&u) == 0;
+    if (named)
         snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
-        cJSON_AddStringToObject(env, "os", os);
-    } else {
-        cJSON_AddNullToObject(env, "os");
-    }
+    report_json_str(env, "os", named ? os : NULL);
     cJSON_AddStringToObject(env, "blas", backend_cpu_blas_info());
     blas_core_t k = backend_cpu_blas_core();
     cJSON *bc = cJSON_AddObjectToObject(env, "blas_core"); /* the kernels that ran, and why */

@@ -176,10 +176,8 @@ cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), pred[p]);
         double got, want, mach, ms;
         int p = missed_phase(r, pred, &got, &want, &mach, &ms);
-        if (p >= 0 && step > 0 && fabs(ms - mach - step) / step > MISS_PCT / 100.0)
-            cJSON_AddStringToObject(t, "missed_phase", phase_key((phase_t)p));
-        else
-            cJSON_AddNullToObject(t, "missed_phase");
+        bool missed = p >= 0 && step > 0 && fabs(ms - mach - step) / step > MISS_PCT / 100.0;
+        report_json_str(t, "missed_phase", missed ? phase_key((phase_t)p) : NULL);
     } else {
         cJSON_AddNullToObject(o, "this_run");
     }
