@@ -9,6 +9,7 @@
 
 #define LABEL_W 26
 #define COL_W 13
+#define WRAP_W 96 /* the sentences' width */
 #define MAX_RUNS 9 /* single, dp, ddp, and --zero's or --precision's further columns */
 
 /* A run's column: its mode, "zero-N", or "MODE PREC" at another precision. */
@@ -81,19 +82,18 @@ typedef struct {
     int npc;
 } cmp_t;
 
-static void wrap(FILE *f, const char *indent, const char *text, int width)
+static void wrap(FILE *f, const char *indent, const char *text)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", text);
-    int col = 0;
+    int in = (int)strlen(indent), col = in;
     fputs(indent, f);
-    col = (int)strlen(indent);
     for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
         int wl = (int)strlen(w);
-        if (col > (int)strlen(indent) && col + 1 + wl > width) {
+        if (col > in && col + 1 + wl > WRAP_W) {
             fprintf(f, "\n%s", indent);
-            col = (int)strlen(indent);
-        } else if (col > (int)strlen(indent)) {
+            col = in;
+        } else if (col > in) {
             fputc(' ', f);
             col++;
         }
@@ -336,7 +336,7 @@ static void wrap_lines(FILE *f, const char *indent, char *text)
     for (char *p = text, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
         if ((nl = strchr(p, '\n')))
             *nl = 0;
-        wrap(f, indent, p, 96);
+        wrap(f, indent, p);
     }
 }
 
@@ -374,7 +374,7 @@ static void cmp_contract(const cmp_t *x)
             report_differ_cause(line, sizeof line, x->ctx, r, x->refs[i] ? x->refs[i] : x->ref,
                                 said);
             if (line[0])
-                wrap(f, "    ", line, 96);
+                wrap(f, "    ", line);
             said = true;
         }
     }
@@ -394,19 +394,19 @@ static void cmp_sentences(const cmp_t *x)
     for (int i = 0; i < nn; i++) {
         char line[sizeof notes[0] + 8];
         snprintf(line, sizeof line, "note: %.*s", (int)sizeof notes[i] - 1, notes[i]);
-        wrap(f, "  ", line, 96);
+        wrap(f, "  ", line);
     }
     if (!x->c || !x->c->explain)
         return;
     report_compare_why(why, sizeof why, x->ctx, x->runs, x->nbase);
     if (why[0]) {
         fputc('\n', f);
-        wrap(f, "  ", why, 96);
+        wrap(f, "  ", why);
     }
     report_compare_reason(why, sizeof why, x->ctx, x->runs, x->nbase);
     if (why[0]) {
         fputc('\n', f);
-        wrap(f, "  ", why, 96);
+        wrap(f, "  ", why);
     }
 }
 
