@@ -116,7 +116,7 @@ static int print_results(app_job_t *j, char *err)
                  j->cfgs[i].precision != j->cfgs[0].precision) && nbase == n)
                 nbase = i;
         if (pr->on && pr->in.k0 >= 2)
-            report_predicted(stdout, j->res, nbase, &pr->in, pr->rows);
+            report_predicted(stdout, j->res, nbase, pr->rows);
         if (pr->on && pr->in.k0 >= 2 && c->zero && strategy_words(c->mode)->ranks)
             printf("  (ddp predicted as plain DDP; its ZeRO stage in the ZeRO table below, "
                    "with --predict)\n");

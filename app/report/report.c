@@ -143,7 +143,6 @@ static void stats_peak(const run_result_t *r, report_stats_t *s)
 void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t *s)
 {
     memset(s, 0, sizeof *s);
-    s->timed_steps = r->times.n;
     if (r->times.n > 0) {
         /* mean, min and max are exact; p50 and p95 come from the sample
          * (every step up to STEP_SAMPLE_MAX, see measure/result.h) */

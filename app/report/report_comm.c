@@ -1,7 +1,5 @@
-/* app/report/report_comm.c: --mode comm's output, as nccl-tests prints it: per
- * collective a table of sizes with time, algbw, busbw and #wrong, out of place
- * and in place; then the wrong values and the average bus bandwidth.  --json
- * gives the same as one object (schema in README.md). */
+/* app/report/report_comm.c: --mode comm's output as nccl-tests prints it, and
+ * the same as one --json object. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +101,7 @@ cJSON *report_json_comm(const report_ctx_t *ctx, const collperf_t *r)
     cJSON_AddNumberToObject(c, "warmup_iters", (double)r->warmup_iters);
     cJSON_AddStringToObject(c, "dtype", "float32");
     cJSON_AddStringToObject(c, "redop", "sum");
-    /* the devices, for the environment: a run's record, 79 KB, on the heap
-     * (nothing large on the stack: docs/faults.md) */
+    /* the devices, for the environment: 79 KB, not on the stack (docs/faults.md) */
     run_result_t *shape = malloc(sizeof *shape);
     if (!shape) {
         cJSON_Delete(o);

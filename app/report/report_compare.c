@@ -1,33 +1,18 @@
 /* app/report/report_compare.c: compare mode's view, one screen: the runs side
- * by side with speed-ups and scaling efficiency, the per-phase split of each
- * (DP's and DDP's device 0 apart from the others) with each column's peak
- * memory, whether the final parameters agree (the equivalence contract), then
- * report_why.c's three sentences and notes.  --explain adds the memory by
- * purpose and the long narrative (report_compare_why, report_compare_reason).
- *
- * Why two measures of agreement: max_rel_diff alone (the worst single
- * parameter) is too sensitive under Adam, whose update g/(sqrt(v)+eps) turns
- * fp32 summation-order noise in near-zero gradients into visible differences:
- * single(B) against single(B/2, --accum 2), which differ only in summation
- * order, reach 7e-4 on mlp-small after one Adam step while the relative L2
- * distance of the whole vectors stays at 4e-7.  A real bug (a bucket left out,
- * a wrong average, a stale replica) moves the whole vector, so the verdict
- * needs the L2 distance within REPORT_AGREE_L2 and every parameter within
- * REPORT_AGREE_MAX. */
+ * by side, the per-phase split and peak memory of each column, whether the
+ * final parameters agree (docs/results.md says why two measures), then
+ * report_why.c's sentences and notes. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "app/report/report.h"
 
 #define LABEL_W 26
 #define COL_W 13
-#define MAX_RUNS 9 /* single, dp, ddp, and ddp at --zero 1, 2, 3, or the three again at
-                      each further --precision */
+#define WRAP_W 96 /* the sentences' width */
+#define MAX_RUNS 9 /* single, dp, ddp, and --zero's or --precision's further columns */
 
-/* A run's column: its mode, "zero-N" for compare's ddp at ZeRO stage N, or
- * "MODE PREC" for a run at another precision than the first run's. */
+/* A run's column: its mode, "zero-N", or "MODE PREC" at another precision. */
 static const char *run_label(const run_result_t *r, const run_result_t *first, char *buf,
                              size_t size)
 {
@@ -42,8 +27,7 @@ static const char *run_label(const run_result_t *r, const run_result_t *first, c
     return mode_name(r->mode);
 }
 
-/* The reference run (single) at precision p: compare's reference of a
- * column is the single run of its own precision. */
+/* The single run at precision p: a column's reference. */
 static const run_result_t *find_ref(const run_result_t *runs, int n, precision_t p)
 {
     for (int i = 0; i < n; i++)
@@ -52,18 +36,15 @@ static const run_result_t *find_ref(const run_result_t *runs, int n, precision_t
     return NULL;
 }
 
-/* The last device slot a one-column figure of r averages: every rank of a
- * strategy whose ranks are alike, else device 0 (DP's, which does the
- * gather, the loss and the step alone; single's one). */
+/* The last device slot a one-column figure of r averages: every rank when
+ * they are alike, else device 0. */
 static int alike_last(const run_result_t *r)
 {
     return strategy_words(r->mode)->ranks ? r->ndev - 1 : 0;
 }
 
-/* What r's one-column devices did per step, mean over them, in four phases:
- * compute (forward, loss, backward, optimizer) or the communication the
- * step waited for (DP's scatter, replicate and reduce, DDP's exposed
- * all-reduce, ZeRO-3's gathers), for compare's precision rows. */
+/* The compute and the communication waited for per step of r's one-column
+ * devices, for compare's precision rows. */
 static const phase_t compute_ph[] = {PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIM},
                      waited_ph[] = {PH_SCATTER, PH_REPLICATE, PH_COMM_EXPOSED, PH_GATHER};
 
@@ -101,19 +82,18 @@ typedef struct {
     int npc;
 } cmp_t;
 
-static void wrap(FILE *f, const char *indent, const char *text, int width)
+static void wrap(FILE *f, const char *indent, const char *text)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", text);
-    int col = 0;
+    int in = (int)strlen(indent), col = in;
     fputs(indent, f);
-    col = (int)strlen(indent);
     for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
         int wl = (int)strlen(w);
-        if (col > (int)strlen(indent) && col + 1 + wl > width) {
+        if (col > in && col + 1 + wl > WRAP_W) {
             fprintf(f, "\n%s", indent);
-            col = (int)strlen(indent);
-        } else if (col > (int)strlen(indent)) {
+            col = in;
+        } else if (col > in) {
             fputc(' ', f);
             col++;
         }
@@ -125,9 +105,7 @@ static void wrap(FILE *f, const char *indent, const char *text, int width)
 
 static void cmp_init(cmp_t *x, FILE *f, const report_ctx_t *ctx, const run_result_t *runs, int n)
 {
-    /* static, not on the stack: nine of them are 117 KB, and nothing large
-     * lives on the stack (docs/faults.md: ulimit -s 128); the program
-     * prints its report from one thread, once at a time */
+    /* 117 KB: not on the stack (docs/faults.md); one thread prints reports */
     static report_stats_t s[MAX_RUNS];
     *x = (cmp_t){.f = f, .ctx = ctx, .c = ctx ? ctx->cfg : NULL, .runs = runs, .s = s,
                  .n = n > MAX_RUNS ? MAX_RUNS : n};
@@ -140,14 +118,12 @@ static void cmp_init(cmp_t *x, FILE *f, const report_ctx_t *ctx, const run_resul
         slowest = fmax(slowest, s[i].step_mean);
     }
     x->k = slowest >= 1e-3 ? 1e3 : 1e6;
-    /* --zero's columns: ddp at each stage, beside plain ddp (the runs after
-     * the first three; the verdicts below are about single, dp and ddp) */
+    /* --zero's or --precision's extra columns (the verdicts read the first three) */
     x->nbase = n;
     for (int i = 0; i < n && x->nbase == n; i++)
         if ((strategy_words(runs[i].mode)->ranks && runs[i].zero) ||
             runs[i].precision != runs[0].precision)
             x->nbase = i;
-    /* --precision's list: single, dp and ddp again at each further one */
     x->precs = x->nbase < n && runs[x->nbase].precision != runs[0].precision;
 }
 
@@ -195,9 +171,7 @@ static void cmp_title(const cmp_t *x)
         fputc('\n', f);                                                                    \
     } while (0)
 
-/* The runs side by side: throughput, speed-up, step times, loss, whether
- * the parameters agree; under --precision's list, the compute and the
- * communication a step waited for. */
+/* The runs side by side. */
 static void cmp_rows(const cmp_t *x)
 {
     FILE *f = x->f;
@@ -229,9 +203,7 @@ static void cmp_rows(const cmp_t *x)
                     : !st->params_compared ? "n/a"
                     : st->agree            ? "agree"
                                            : "DIFFER"));
-    /* --precision's list: what faster compute does to the communication a
-     * step waits for (device 0 of single and dp, ddp's ranks' mean: the
-     * columns below); the figures, not a lesson (docs/modes.md) */
+    /* --precision's list: the compute and the communication waited for */
     if (!x->precs)
         return;
     double k = x->k;
@@ -247,10 +219,8 @@ static void cmp_rows(const cmp_t *x)
 }
 #undef ROW
 
-/* The phase split's columns: single's device, then device 0 and the mean of
- * the others for each multi-device run (DP's device 0 does the extra work);
- * one column for a run whose ranks are alike (--zero's) or at another
- * precision. */
+/* The phase split's columns: device 0 and the mean of the others per
+ * multi-device run; one column for --zero's or another precision's. */
 static void cmp_columns(cmp_t *x)
 {
     char lb[COL_W + 1];
@@ -323,11 +293,8 @@ static void cmp_phases(const cmp_t *x)
     fputc('\n', f);
 }
 
-/* The memory story: each column's peak under the phases, in the same
- * columns, and what it held by purpose (DP's device 0 against the others;
- * DDP's ranks alike): by default only the optimizer state (what DP's device
- * 0 holds alone), and with ZeRO columns what the stages shard (parameters,
- * gradients, state); every purpose under --explain. */
+/* Each column's peak memory and what it held by purpose: the optimizer state,
+ * what ZeRO shards with its columns, every purpose under --explain. */
 static void cmp_memory(const cmp_t *x)
 {
     FILE *f = x->f;
@@ -369,12 +336,11 @@ static void wrap_lines(FILE *f, const char *indent, char *text)
     for (char *p = text, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
         if ((nl = strchr(p, '\n')))
             *nl = 0;
-        wrap(f, indent, p, 96);
+        wrap(f, indent, p);
     }
 }
 
-/* The equivalence contract: the samples every mode read, and each run's
- * parameters against its single's. */
+/* The samples every mode read, and each run's parameters against its single's. */
 static void cmp_contract(const cmp_t *x)
 {
     FILE *f = x->f;
@@ -408,14 +374,13 @@ static void cmp_contract(const cmp_t *x)
             report_differ_cause(line, sizeof line, x->ctx, r, x->refs[i] ? x->refs[i] : x->ref,
                                 said);
             if (line[0])
-                wrap(f, "    ", line, 96);
+                wrap(f, "    ", line);
             said = true;
         }
     }
 }
 
-/* Three sentences, one a paragraph, and the notes; --explain's long
- * narrative after them. */
+/* The sentences and the notes; --explain's narrative after them. */
 static void cmp_sentences(const cmp_t *x)
 {
     FILE *f = x->f;
@@ -429,19 +394,19 @@ static void cmp_sentences(const cmp_t *x)
     for (int i = 0; i < nn; i++) {
         char line[sizeof notes[0] + 8];
         snprintf(line, sizeof line, "note: %.*s", (int)sizeof notes[i] - 1, notes[i]);
-        wrap(f, "  ", line, 96);
+        wrap(f, "  ", line);
     }
     if (!x->c || !x->c->explain)
         return;
     report_compare_why(why, sizeof why, x->ctx, x->runs, x->nbase);
     if (why[0]) {
         fputc('\n', f);
-        wrap(f, "  ", why, 96);
+        wrap(f, "  ", why);
     }
     report_compare_reason(why, sizeof why, x->ctx, x->runs, x->nbase);
     if (why[0]) {
         fputc('\n', f);
-        wrap(f, "  ", why, 96);
+        wrap(f, "  ", why);
     }
 }
 

@@ -67,12 +67,8 @@ void report_csv_row(FILE *f, const report_ctx_t *ctx, const config_t *run_cfg,
             (unsigned long long)r->checksum.bits);
     for (int p = 0; p < PH_COUNT; p++)
         num(f, r->ndev > 0 ? s.phase[0][p] : 0.0, true);
-    for (int p = 0; p < PH_COUNT; p++) {
-        double m = 0.0;
-        for (int d = 0; d < r->ndev; d++)
-            m += s.phase[d][p];
-        num(f, r->ndev > 0 ? m / r->ndev : 0.0, true);
-    }
+    for (int p = 0; p < PH_COUNT; p++)
+        num(f, report_phase_mean(&s, 0, r->ndev - 1, p), true);
     fprintf(f, ",%s,%d", optim_name(run_cfg->optim.kind),
             report_threads(run_cfg, r->mode));
     bool many = rep && rep->n > 1;

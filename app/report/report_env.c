@@ -1,14 +1,8 @@
 /* app/report/report_env.c: the machine a run ran on and what built it (its
- * provenance), for --json's "environment" and the banner: device names (CPU
- * model from /proc/cpuinfo; GPU name, PCI bus id, memory and peer links from
- * the GPU probe, which asked the CUDA runtime in a forked child, so they
- * follow CUDA's numbering and this process never initialises CUDA for them),
- * the BLAS library and its threads, the source revision, compiler and flags
- * (compiled in by the Makefile), the versions of the libraries built in and,
- * on CUDA, those the probe found (runtime, driver, cuBLAS, NCCL); the host
- * name and the time the run started. */
+ * provenance), for --json's "environment" and the banner.  GPU facts come from
+ * the GPU probe (a forked child asked the CUDA runtime: CUDA's numbering, and
+ * this process never initialises CUDA for them). */
 #include <openblas_config.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -75,28 +69,9 @@ static char *trim(char *s)
 
 const char *report_revision(void) { return DDPBENCH_REVISION; }
 
-static const char *run_time_utc(void);
-static const char *start_loadavg(void);
-static const char *host_name(void);
-
-const char *report_host(void) { return host_name(); }
-const char *report_time_utc(void) { return run_time_utc(); }
-const char *report_loadavg1(void)
-{
-    static char buf[32];
-    snprintf(buf, sizeof buf, "%.*s", (int)strcspn(start_loadavg(), " "), start_loadavg());
-    return buf;
-}
-
-void report_start(void)
-{
-    run_time_utc();
-    start_loadavg();
-}
-
 /* When the run started: the first time anyone asked (the banner, before
  * training), so the banner and the JSON agree. */
-static const char *run_time_utc(void)
+const char *report_time_utc(void)
 {
     static char buf[32];
     if (!buf[0]) {
@@ -108,8 +83,7 @@ static const char *run_time_utc(void)
     return buf;
 }
 
-/* /proc/loadavg when the run started (like run_time_utc): how busy the
- * machine was, for anyone comparing figures later. */
+/* /proc/loadavg when the run started (like report_time_utc). */
 static const char *start_loadavg(void)
 {
     static char buf[64];
@@ -131,7 +105,20 @@ static const char *start_loadavg(void)
     return buf;
 }
 
-static const char *host_name(void)
+const char *report_loadavg1(void)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%.*s", (int)strcspn(start_loadavg(), " "), start_loadavg());
+    return buf;
+}
+
+void report_start(void)
+{
+    report_time_utc();
+    start_loadavg();
+}
+
+const char *report_host(void)
 {
     static char buf[256];
     if (!buf[0] && gethostname(buf, sizeof buf - 1) != 0)
@@ -188,8 +175,9 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
     fprintf(f, "  build %s, %s (%s); %s, %d BLAS thread%s per device\n", DDPBENCH_REVISION,
             DDPBENCH_CC, DDPBENCH_CFLAGS, backend_cpu_blas_info(), bt, bt == 1 ? "" : "s");
     const char *cpu = backend_cpu_model();
-    fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", host_name(),
-            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), run_time_utc(), start_loadavg());
+    fprintf(f, "  host %s, %s, %ld CPUs, started %s, load average %s\n", report_host(),
+            cpu[0] ? cpu : "CPU", sysconf(_SC_NPROCESSORS_ONLN), report_time_utc(),
+            start_loadavg());
     blas_core_t k = backend_cpu_blas_core();
     if (c->backend == BACKEND_CPU && k.forced && k.bits < k.cpu_bits) /* what it costs */
         fprintf(f, "  note: OPENBLAS_CORETYPE=%s in the environment: %s kernels on an %s CPU (an "
@@ -206,8 +194,7 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
     ver(b, sizeof b, g->driver_version, false);
     ver(cb, sizeof cb, g->cublas_version, true);
     if (g->nccl_version >= 10000)
-        snprintf(nc, sizeof nc, "%d.%d.%d", g->nccl_version / 10000,
-                 (g->nccl_version / 100) % 100, g->nccl_version % 100);
+        ver(nc, sizeof nc, g->nccl_version, true);
     else
         snprintf(nc, sizeof nc, "%s", g->nccl_version ? "old" : "none");
     fprintf(f, "  CUDA runtime %s, driver %s, cuBLAS %s, NCCL %s; ", a, b, cb, nc);
@@ -228,8 +215,8 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
 
 static void add_provenance(cJSON *env, const report_ctx_t *ctx)
 {
-    cJSON_AddStringToObject(env, "host", host_name());
-    cJSON_AddStringToObject(env, "time_utc", run_time_utc());
+    cJSON_AddStringToObject(env, "host", report_host());
+    cJSON_AddStringToObject(env, "time_utc", report_time_utc());
     cJSON_AddStringToObject(env, "loadavg", start_loadavg());
     cJSON_AddStringToObject(env, "revision", DDPBENCH_REVISION);
     cJSON_AddStringToObject(env, "compiler", DDPBENCH_CC);
@@ -259,9 +246,8 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         report_device_name(name, sizeof name, r->backend, &r->dev[i]);
         cJSON_AddItemToArray(devs, cJSON_CreateString(name));
     }
-    /* Every visible GPU (not only the run's), and which pairs can read each
-     * other's memory: the links DP's copies and NCCL take. */
-    const gpu_topology_t *t = r->backend == BACKEND_CUDA ? backend_cuda_gpus() : NULL;
+    /* every visible GPU, and which pairs can read each other's memory */
+    const gpu_topology_t *t = gpu_info(r->backend);
     if (t) {
         cJSON *gpus = cJSON_AddArrayToObject(env, "gpus");
         cJSON *peers = cJSON_AddArrayToObject(env, "gpu_peers");
@@ -287,27 +273,19 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
         cJSON_AddNullToObject(env, "gpu_peers");
     }
     const char *cpu = backend_cpu_model();
-    if (cpu[0])
-        cJSON_AddStringToObject(env, "cpu_model", cpu);
-    else
-        cJSON_AddNullToObject(env, "cpu_model");
+    report_json_str(env, "cpu_model", cpu[0] ? cpu : NULL);
     cJSON_AddNumberToObject(env, "cpus_online", (double)sysconf(_SC_NPROCESSORS_ONLN));
     struct utsname u;
-    if (uname(&u) == 0) {
-        char os[300];
+    char os[300];
+    bool named = uname(&u) == 0;
+    if (named)
         snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
-        cJSON_AddStringToObject(env, "os", os);
-    } else {
-        cJSON_AddNullToObject(env, "os");
-    }
+    report_json_str(env, "os", named ? os : NULL);
     cJSON_AddStringToObject(env, "blas", backend_cpu_blas_info());
     blas_core_t k = backend_cpu_blas_core();
     cJSON *bc = cJSON_AddObjectToObject(env, "blas_core"); /* the kernels that ran, and why */
     cJSON_AddStringToObject(bc, "name", k.name);
-    if (k.forced)
-        cJSON_AddStringToObject(bc, "chosen_by", "OPENBLAS_CORETYPE");
-    else
-        cJSON_AddNullToObject(bc, "chosen_by");
+    report_json_str(bc, "chosen_by", k.forced ? "OPENBLAS_CORETYPE" : NULL);
     cJSON_AddNumberToObject(bc, "vector_bits", k.bits);
     cJSON_AddNumberToObject(bc, "cpu_vector_bits", k.cpu_bits);
     add_provenance(env, ctx);
@@ -322,9 +300,7 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
     cJSON_AddStringToObject(v, "openblas", ver);
     cJSON_AddStringToObject(v, "cjson", cJSON_Version());
 #ifdef HAVE_CUDA
-    char cu[32];
-    snprintf(cu, sizeof cu, "%d.%d", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
-    cJSON_AddStringToObject(v, "cuda", cu);
+    add_ver(v, "cuda", CUDART_VERSION, false);
 #else
     cJSON_AddNullToObject(v, "cuda");
 #endif

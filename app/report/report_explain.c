@@ -1,11 +1,7 @@
-/* app/report/report_explain.c: --explain, one timed step told for a learner
- * (the middle one, schedule_told_step: step 1 pays one-time costs): where the
- * rows went, what was copied or reduced between devices (bytes and time),
- * DDP's backward and its buckets drawn as a text timeline, and what each
- * device computed; then, for one run, report_why.c's sentences over every
- * timed step.  Everything comes from the run's step_story_t and the first_*
- * fields of its device records (that step's).  What the terms mean is in
- * docs/results.md. */
+/* app/report/report_explain.c: --explain, the middle timed step told for a
+ * learner (from the run's step_story_t and its devices' first_* fields): the
+ * rows, the copies and reductions, DDP's buckets as a text timeline, each
+ * device's compute; then report_why.c's sentences over every timed step. */
 #include <string.h>
 
 #include "app/report/report.h"
@@ -134,10 +130,8 @@ static void explain_moves(FILE *f, const run_result_t *r, bool zero1)
                     a, b);
             break;
         case MOVE_ALLREDUCE: {
-            /* two figures, named: the buckets' own times added up (what
-             * the wire and the ranks spent), and the span from the first
-             * one's start to the last one's end (gaps between them
-             * included: backward still computing the next bucket) */
+            /* the buckets' own times added up, and the span from the first
+             * one's start to the last one's end (gaps included) */
             double busy = 0.0;
             int nb = st->nbuckets < STORY_MAX_BUCKETS ? st->nbuckets : STORY_MAX_BUCKETS;
             for (int i = 0; i < nb; i++)
@@ -183,8 +177,7 @@ static void explain_timeline(FILE *f, const step_story_t *st, int shown)
         span = span > st->bucket[i].end_s ? span : st->bucket[i].end_s;
     if (span <= 0.0)
         return;
-    /* the column of time t, clamped to [0, TIMELINE_W): a span the comm
-     * reports from before backward began is drawn from its start */
+    /* a span the comm reports from before backward began is drawn from its start */
 #define COL(t) col_of((t), span)
     char line[TIMELINE_W + 1], a[32];
     int bend = COL(st->backward_s);

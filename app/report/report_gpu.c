@@ -1,7 +1,5 @@
-/* app/report/report_gpu.c: --hardware's GPU lesson (app/predict/gpu_model.h)
- * as the program shows it: the table on 1..count GPUs and the sentence
- * naming the term that makes DP slower, --explain's terms and --json's
- * "predict" object (the page's chart: report_svg.c). */
+/* app/report/report_gpu.c: --hardware's GPU lesson (app/predict/gpu_model.h):
+ * the table, the sentence naming DP's slower term, --explain's terms, --json. */
 #include <math.h>
 
 #include "app/report/report.h"
@@ -120,7 +118,6 @@ cJSON *report_json_gpu(const gpu_lesson_t *g)
         cJSON_AddNumberToObject(x, "ddp_all_reduce_hidden_s", r->ddp_hidden);
         cJSON_AddItemToArray(rows, x);
     }
-    cJSON_AddItemToObject(o, "check",
-                          g->check[0] ? cJSON_CreateString(g->check) : cJSON_CreateNull());
+    report_json_str(o, "check", g->check[0] ? g->check : NULL);
     return o;
 }

@@ -1,10 +1,7 @@
-/* app/report/report_hook.c: what a DDP communication hook (--comm-hook)
- * cost and saved: the bytes its buckets sent per step against plain DDP's,
- * and its drift from plain DDP, measured against the same run without the
- * hook made first in the same invocation (same seed, data and steps): the
- * final parameters' relative distance and the two loss curves side by side. */
+/* app/report/report_hook.c: what a DDP communication hook (--comm-hook) cost
+ * and saved: the bytes sent per step against plain DDP's, and its drift from
+ * the same run without the hook (made first): parameters and loss curves. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 

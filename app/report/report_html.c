@@ -1,13 +1,7 @@
-/* app/report/report_html.c: --report FILE.html, the page (report_page.h):
- * the verdict in at most three sentences, one median step per device as a
- * timeline, the phases and the peak memory as stacked bars, --predict's
- * curves, an A/B comparison when there is one, and the numbers table.
- *
- * One self-contained file: the style sheet and the script are inlined
- * (page.css, page.js, built into report_page_assets.c), the figures are SVG
- * (report_svg.c), and the Content-Security-Policy forbids every request, so
- * the page opens offline and reads the same without its script.  Written
- * through base/atomic_file.h: a reader never sees half a page. */
+/* app/report/report_html.c: --report FILE.html (report_page.h): the verdict,
+ * the figures and the numbers in one file with its style and script inlined;
+ * its Content-Security-Policy forbids every request, so it opens offline.
+ * Written through base/atomic_file.h: a reader never sees half a page. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -19,11 +13,6 @@ int report_page_check(const char *path, char *err)
 {
     int rc = afile_check(path, err);
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--report %s", path);
-}
-
-static const char *label_of(const report_page_t *p, int i)
-{
-    return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
 }
 
 static const run_result_t *single_of(const report_page_t *p)
@@ -95,7 +84,7 @@ static void verdict(FILE *f, const report_page_t *p)
         report_appendf(why, sizeof why, &used,
                        "%s on %d device%s trained at %.1f samples/s, a step of %s (median). "
                        "Its longest phase on device 0 is %s, %s per step.",
-                       label_of(p, 0), r->ndev, r->ndev == 1 ? "" : "s", r->samples_per_s,
+                       page_run_label(p, 0), r->ndev, r->ndev == 1 ? "" : "s", r->samples_per_s,
                        report_fmt_time(a, sizeof a, st.step_p50),
                        report_phase_label(r->mode, (phase_t)big),
                        report_fmt_time(b, sizeof b, st.phase[0][big]));
@@ -248,7 +237,7 @@ static void predict_section(FILE *f, const report_page_t *p)
             if (st.phase[0][PH_DESCHED] > 0.05 * st.step_mean)
                 fprintf(f, "<p class=\"note\">Busy machine: %s's measured step holds %s of the "
                            "machine's time (descheduled, or waiting for a device that was) in "
-                           "its %s, which the model leaves out.</p>\n", label_of(p, i),
+                           "its %s, which the model leaves out.</p>\n", page_run_label(p, i),
                         report_fmt_time(a, sizeof a, st.phase[0][PH_DESCHED]),
                         report_fmt_time(b, sizeof b, st.step_mean));
         }
@@ -288,7 +277,7 @@ static void numbers_section(FILE *f, const report_page_t *p)
           f);
     for (int i = 0; i < p->n; i++) {
         fputs("<th>", f);
-        page_esc(f, label_of(p, i));
+        page_esc(f, page_run_label(p, i));
         fputs("</th>", f);
     }
     fputs("</tr></thead><tbody>\n", f);
@@ -325,22 +314,15 @@ static void numbers_section(FILE *f, const report_page_t *p)
                     r == ref ? "-" : !s->params_compared ? "n/a" : s->agree ? "agree" : "DIFFER"));
 #undef ROW
     fputs("</tbody></table>\n", f);
-    if (p->ctx && p->n > 1 && !p->story) { /* compare's: the CPU's limits, a busy machine */
-        char notes[4][256];
-        int k = report_compare_notes(p->ctx, p->runs, p->n, notes, 4);
-        for (int j = 0; j < k; j++) {
-            fputs("<p class=\"note\">", f);
-            page_esc(f, notes[j]);
-            fputs("</p>\n", f);
-        }
-    }
-    for (int i = 0; p->ctx && i < p->n; i++) {
+    /* compare's notes (the CPU's limits, a busy machine), then each run's (i >= 0) */
+    for (int i = p->n > 1 && !p->story ? -1 : 0; p->ctx && i < p->n; i++) {
         char notes[8][256];
-        int k = report_notes_of(p->ctx, &p->runs[i], notes, 8);
+        int k = i < 0 ? report_compare_notes(p->ctx, p->runs, p->n, notes, 4)
+                      : report_notes_of(p->ctx, &p->runs[i], notes, 8);
         for (int j = 0; j < k; j++) {
             fputs("<p class=\"note\">", f);
-            if (p->n > 1) {
-                page_esc(f, label_of(p, i));
+            if (i >= 0 && p->n > 1) {
+                page_esc(f, page_run_label(p, i));
                 fputs(": ", f);
             }
             page_esc(f, notes[j]);
@@ -492,7 +474,7 @@ static void replicas_section(FILE *f, const report_page_t *p)
     for (int j = 0; j < c.nc; j++) {
         const replica_rec_t *r = &p->runs[j].replicas;
         fputs(j ? "; dashed, " : "solid, ", f);
-        page_esc(f, label_of(p, j));
+        page_esc(f, page_run_label(p, j));
         fputc(' ', f);
         if (r->differed)
             fprintf(f, "first differed after step %ld", r->first_step + 1);

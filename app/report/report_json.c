@@ -1,9 +1,7 @@
 /* app/report/report_json.c: --json, one object per run (JSON Lines in compare
- * mode), built with cJSON.  The keys are a stable interface for regression
- * tooling: docs/results.md documents them and report_json_keys() lists every
- * path (the options' from the option table, in its order), which the tests
- * walk.  Add keys freely; rename or remove one only with a
- * new REPORT_SCHEMA_VERSION. */
+ * mode).  The keys are a stable interface (docs/results.md; report_json_keys()
+ * lists them for the tests): rename or remove one only with a new
+ * REPORT_SCHEMA_VERSION. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +9,7 @@
 #include "common/config/fields.h"
 #include "app/report/report.h"
 
-/* The key paths a run object carries besides the options' (those come from
- * the option table: report_json_keys). */
+/* The key paths a run object carries besides the options'. */
 static const char *const other_keys[] = {
     "schema_version",
     "tool",
@@ -131,8 +128,7 @@ static void add_num_or_null(cJSON *o, const char *k, double v, bool known)
     report_json_num(o, k, known ? v : NAN);
 }
 
-/* launches_per_step (kernels + copies + collectives + graph launches) and
- * its split by kind (events too) of device d (d < 0: nulls). */
+/* launches_per_step and its split by kind of device d (d < 0: nulls). */
 static void add_launches(cJSON *o, const report_stats_t *s, int d)
 {
     add_num_or_null(o, "launches_per_step", d >= 0 ? s->launches[d] : NAN, d >= 0);
@@ -145,8 +141,7 @@ static void add_launches(cJSON *o, const report_stats_t *s, int d)
         add_num_or_null(k, launch_kind_key((launch_kind_t)i), s->launch_split[d][i], true);
 }
 
-/* work_cpu_s: {mean, p10, p25, p50} CPU seconds of work per timed step, or
- * null where it was not measured (a GPU) */
+/* work_cpu_s: {mean, p10, p25, p50}, or null where not measured (a GPU) */
 static void add_work(cJSON *o, const double q[4])
 {
     if (!isfinite(q[0])) {
@@ -214,8 +209,7 @@ static void add_row(cJSON *o, const char *key, const config_value_t *v)
     }
 }
 
-/* Where path (or the first key under it) stands in report_json_keys(): the
- * option table's order, which the echo keeps. */
+/* Where path (or the first key under it) stands in report_json_keys(). */
 static int key_rank(const char *path)
 {
     size_t n = strlen(path);
@@ -282,15 +276,11 @@ cJSON *report_json_config(const report_ctx_t *ctx, const config_t *c, const run_
     cJSON_AddNumberToObject(data, "target_cols", d ? d->tgt_cols : 0);
     cJSON_AddStringToObject(o, "launcher",
                             launcher_name(c->launcher == LAUNCHER_MPI ? LAUNCHER_MPI : LAUNCHER_FORK));
-    /* what ran: "on" only where this run's steps were replayed as graphs
-     * (not where NCCL refused to capture them: why, else null) */
+    /* "on" only where this run's steps were replayed as graphs (else why not) */
     bool refused = r && r->graph_refused[0];
     cJSON_AddStringToObject(o, "cuda_graph",
                             config_graphs_on(c, c->mode) && !refused ? "on" : "off");
-    if (refused)
-        cJSON_AddStringToObject(o, "cuda_graph_refused", r->graph_refused);
-    else
-        cJSON_AddNullToObject(o, "cuda_graph_refused");
+    report_json_str(o, "cuda_graph_refused", refused ? r->graph_refused : NULL);
     cJSON_AddBoolToObject(o, "tf32", c->precision == PREC_TF32); /* --precision's, for older readers */
     bool ranks = strategy_words(c->mode)->ranks;
     cJSON_AddBoolToObject(o, "zero1", c->zero == 1 && ranks);
@@ -318,10 +308,7 @@ cJSON *report_json_machine(const disturb_t *d)
         return cJSON_CreateNull(); /* not taken (a library caller, not the program) */
     cJSON *m = cJSON_CreateObject();
     cJSON_AddBoolToObject(m, "disturbed", d->disturbed);
-    if (d->disturbed)
-        cJSON_AddStringToObject(m, "why", d->why);
-    else
-        cJSON_AddNullToObject(m, "why");
+    report_json_str(m, "why", d->disturbed ? d->why : NULL);
     cJSON_AddBoolToObject(m, "proc_stat", d->known);
     cJSON_AddNumberToObject(m, "wall_s", d->wall_s);
     add_num_or_null(m, "loadavg_start", d->load_start, true);
@@ -461,17 +448,14 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNumberToObject(o, "mem_peak_bytes_max", (double)s.mem_peak_max);
     report_json_num(o, "flops_per_s", s.flops_all); /* every device's, and of their peaks */
     report_json_num(o, "peak_share", s.share_all);
-    /* how often a timed step made the host wait for a device (the most of
-     * any device); 0 on the CPU, which never waits */
+    /* host waits per timed step, the most of any device (0 on the CPU) */
     add_num_or_null(o, "host_syncs_per_step", s.host_syncs_max, true);
     /* what the busiest device queued per timed step (counted in the backend) */
     add_launches(o, &s, s.launches_max_dev);
-    /* the CPU seconds of work per step, the most of any device (null on a
-     * GPU): the A/B gate's figure on the CPU (docs/gate.md) */
+    /* the CPU seconds of work per step, the most of any device (docs/gate.md) */
     add_work(o, s.work_cpu_max);
     add_num_or_null(o, "final_loss", r->final_loss, true);
-    /* final_loss is null both when it was not computed and when it is NaN or
-     * infinite (JSON has no such numbers): "diverged" tells them apart. */
+    /* final_loss is null when not computed or not finite: "diverged" tells which */
     bool diverged = !isfinite(r->final_loss);
     for (size_t i = 0; r->params && i < r->nparams && !diverged; i++)
         diverged = !isfinite(r->params[i]);

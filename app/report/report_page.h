@@ -1,11 +1,6 @@
-/* app/report/report_page.h: --report FILE.html, one self-contained page per
- * invocation (report_html.c writes it, report_svg.c draws its figures).
- *
- * The page reads what the terminal report reads: the runs and their configs,
- * --repeat's runs and --predict's model.  Every field but the runs may be
- * absent; each section says what would fill it.  The figures are SVG written here, so the
- * page needs no script and fetches nothing (its Content-Security-Policy
- * forbids any request); the script it carries only adds hover highlights. */
+/* app/report/report_page.h: --report FILE.html, one self-contained page
+ * (report_html.c writes it, report_svg.c draws its figures).  Every field but
+ * the runs may be absent; each section says what would fill it. */
 #ifndef DDPBENCH_REPORT_PAGE_H
 #define DDPBENCH_REPORT_PAGE_H
 
@@ -38,11 +33,9 @@ int report_page_check(const char *path, char *err);
 /* Write the page: to a temporary file beside path, renamed over it. */
 int report_page_write(const char *path, const report_page_t *p, char *err);
 
-/* The timed step a run's timeline shows: the recorded step whose time (the
- * slowest device's own step, as the run's step times count it) is closest
- * to the run's median step time.  Its step number (1-based; 0 when nothing
- * was recorded), the span drawn [t0, t1] (the first device's start to the
- * last one's end) and its time. */
+/* The timed step a run's timeline shows: the recorded step (1-based; 0: none)
+ * whose slowest device's time is closest to the median, the span drawn
+ * [t0, t1] over every device, and its time. */
 typedef struct {
     int step;
     double t0, t1, dur;
@@ -54,24 +47,21 @@ void report_page_pick_step(const run_result_t *r, page_step_t *out);
 // ---------------------------------------------------------------------------
 // inside the page writer (report_html.c and report_svg.c)
 
-/* The page's style sheet and script (app/report/page.css, page.js), made
- * into C strings by the Makefile. */
+/* page.css and page.js as C strings (the Makefile). */
 extern const char report_page_css[];
 extern const char report_page_js[];
 
-/* The figures' geometry: their width (CSS scales them down), the lane or
- * bar labels' width, a bar's height. */
 #define FIG_W 960
 #define LABEL_W 170
 #define BAR_H 20
 
-/* Text escaped for HTML (report_svg.c: the figures use it, and the page). */
+/* Text escaped for HTML; run i's label (its mode's name by default). */
 void page_esc(FILE *f, const char *s);
-/* A figure's label, ending at LABEL_W - 6 at height y: the run's label and
- * its tail (" rank 0"), the label shortened to fit (the whole in its title). */
+const char *page_run_label(const report_page_t *p, int i);
+void page_svg_open(FILE *f, int h, const char *aria); /* a figure FIG_W wide, h high */
+/* A figure's label and its tail (" rank 0") at y, shortened to fit. */
 void page_label(FILE *f, int y, const char *label, const char *tail);
-/* The figures (report_svg.c); each returns the count of what it drew (lanes,
- * bars, points) so the writer can say when there was nothing. */
+/* The figures (report_svg.c); each returns the count of what it drew. */
 int svg_timelines(FILE *f, const report_page_t *p);
 int svg_phase_bars(FILE *f, const report_page_t *p);
 int svg_memory_bars(FILE *f, const report_page_t *p);

@@ -1,9 +1,6 @@
 /* app/report/report_peak.c: how far a run is from the machine (design.md,
- * section 8): each device's FLOP/s against its measured peak, and DDP's
- * all-reduce bus bandwidth against the link's (--mode comm at the same
- * sizes), as --explain's sentences and the page's bars.  The figures are
- * report_stats' and report_bus_share's (report.c); what they mean and what
- * keeps a step below the peak, docs/results.md. */
+ * section 8; docs/results.md): each device's FLOP/s against its peak and DDP's
+ * bus bandwidth against the link's, as --explain's sentences and the page's bars. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -94,8 +91,7 @@ void report_explain_peak(FILE *f, const report_ctx_t *ctx, const run_result_t *r
 
 #define PEAK_W 560 /* 100%: the value is written after it */
 
-/* One bar: the run's label and its tail, the share (0..1) of a track of
- * PEAK_W, and its value. */
+/* One bar: the run's label and its tail, the share (0..1) of PEAK_W, its value. */
 static void bar(FILE *f, const char *cls, int y, const char *run, const char *tail,
                 double share, const char *value)
 {
@@ -127,12 +123,10 @@ static int peak_bars(FILE *f, const report_page_t *p)
     if (n == 0)
         return 0;
     int h = n * (BAR_H + 8) + 4, y = 2;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"share of the peak\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "share of the peak");
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++) {
         const run_result_t *r = &p->runs[i];
-        const char *run = p->labels && p->labels[i] ? p->labels[i] : mode_name(r->mode);
+        const char *run = page_run_label(p, i);
         char tail[48], value[96];
         for (int d = 0; d < r->ndev && d < 8; d++, y += BAR_H + 8) {
             if (!isfinite(st[i].share[d])) {

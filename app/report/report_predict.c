@@ -1,9 +1,6 @@
-/* app/report/report_predict.c: --predict's table (DP's and DDP's step on 1..8
- * devices from the alpha-beta model, app/predict/predict.h), compare's predicted
- * next to measured (and the phase the model missed most where they differ by
- * more than 20%), and both in --json. */
+/* app/report/report_predict.c: --predict's table (app/predict/predict.h),
+ * compare's predicted next to measured, and both in --json. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 
@@ -11,7 +8,7 @@
 
 static const char *fmt_t(char *b, size_t n, double s) { return report_fmt_time(b, n, s); }
 
-static double throughput(const predict_in_t *in, double step_s)
+double report_rate(const predict_in_t *in, double step_s)
 {
     return step_s > 0 ? (double)in->batch * (in->accum > 0 ? in->accum : 1) / step_s : 0.0;
 }
@@ -43,10 +40,10 @@ void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *
     fit_line(f, ";  reduce", in->reduce);
     fprintf(f, "\n  %-8s %12s %14s %9s %12s %14s %9s %14s\n", "devices", "dp step", "dp samples/s",
             "speed-up", "ddp step", "ddp samples/s", "speed-up", "ddp all-reduce");
-    double base = throughput(in, rows[0].ddp_step_s);
+    double base = report_rate(in, rows[0].ddp_step_s);
     for (int k = 0; k < PREDICT_MAX_DEVICES; k++) {
         const predict_row_t *r = &rows[k];
-        double tdp = throughput(in, r->dp_step_s), tddp = throughput(in, r->ddp_step_s);
+        double tdp = report_rate(in, r->dp_step_s), tddp = report_rate(in, r->ddp_step_s);
         fprintf(f, "  %-8d %12s %14.1f %8.2fx %12s %14.1f %8.2fx %14s\n", r->devices,
                 fmt_t(a, sizeof a, r->dp_step_s), tdp, base > 0 ? tdp / base : 0.0,
                 fmt_t(b, sizeof b, r->ddp_step_s), tddp, base > 0 ? tddp / base : 0.0,
@@ -56,9 +53,8 @@ void report_predict_table(FILE *f, const predict_in_t *in, const predict_row_t *
                "shared cores, no barrier wake-ups, no busy machine: see README.md)\n");
 }
 
-/* The phase of device 0 the model missed most: measured minus predicted,
- * each wait less the machine's share (the model's is a quiet machine).
- * *machine: the run's machine time per step, *step its step. */
+/* The phase of device 0 the model missed most, each wait less the machine's
+ * share (the model's is a quiet machine); *machine, *step: the run's. */
 static int missed_phase(const run_result_t *r, const double *pred, double *got, double *want,
                         double *machine, double *step)
 {
@@ -94,13 +90,10 @@ static const double *pred_of(const run_result_t *r, const predict_row_t *rows, d
     return w->lead ? row->dp_phase_s : row->ddp_phase_s;
 }
 
-void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_in_t *in,
-                      const predict_row_t *rows)
+void report_predicted(FILE *f, const run_result_t *runs, int n, const predict_row_t *rows)
 {
-    /* one line: each mode's predicted step and measured over predicted; then
-     * a line for each mode off by more than MISS_PCT naming the phase the
-     * model missed most */
-    (void)in;
+    /* each mode's predicted step against measured; then each mode off by more
+     * than MISS_PCT, naming the phase the model missed most */
     char a[32], b[32];
     int cols = 0;
     double got, want, mach, m;
@@ -164,8 +157,8 @@ cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
         cJSON_AddNumberToObject(x, "devices", rows[k].devices);
         cJSON_AddNumberToObject(x, "dp_step_s", rows[k].dp_step_s);
         cJSON_AddNumberToObject(x, "ddp_step_s", rows[k].ddp_step_s);
-        cJSON_AddNumberToObject(x, "dp_samples_per_s", throughput(in, rows[k].dp_step_s));
-        cJSON_AddNumberToObject(x, "ddp_samples_per_s", throughput(in, rows[k].ddp_step_s));
+        cJSON_AddNumberToObject(x, "dp_samples_per_s", report_rate(in, rows[k].dp_step_s));
+        cJSON_AddNumberToObject(x, "ddp_samples_per_s", report_rate(in, rows[k].ddp_step_s));
         cJSON_AddNumberToObject(x, "ddp_all_reduce_s", rows[k].ddp_comm_s);
         cJSON_AddNumberToObject(x, "ddp_comm_exposed_s", rows[k].ddp_phase_s[PH_COMM_EXPOSED]);
         cJSON_AddItemToArray(arr, x);
@@ -183,10 +176,8 @@ cJSON *report_json_predict(const predict_in_t *in, const predict_row_t *rows,
             cJSON_AddNumberToObject(ph, phase_key((phase_t)p), pred[p]);
         double got, want, mach, ms;
         int p = missed_phase(r, pred, &got, &want, &mach, &ms);
-        if (p >= 0 && step > 0 && fabs(ms - mach - step) / step > MISS_PCT / 100.0)
-            cJSON_AddStringToObject(t, "missed_phase", phase_key((phase_t)p));
-        else
-            cJSON_AddNullToObject(t, "missed_phase");
+        bool missed = p >= 0 && step > 0 && fabs(ms - mach - step) / step > MISS_PCT / 100.0;
+        report_json_str(t, "missed_phase", missed ? phase_key((phase_t)p) : NULL);
     } else {
         cJSON_AddNullToObject(o, "this_run");
     }

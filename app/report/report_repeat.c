@@ -1,8 +1,6 @@
-/* app/report/report_repeat.c: --repeat N in the reports: under the result
- * (or compare's table) the median and 95% interval of every figure over the
- * N runs, and in --json the "repeat" object with the same and every run. */
+/* app/report/report_repeat.c: --repeat N: the median and 95% interval of every
+ * figure over the N runs, as a table and as --json's "repeat" object. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 
@@ -30,8 +28,7 @@ cJSON *report_json_repeat(const repeat_t *r)
     cJSON_AddItemToObject(o, "step_time_s_median", interval_json(repeat_interval(r, FIG_STEP_MEDIAN)));
     cJSON_AddItemToObject(o, "median_throughput_samples_per_s",
                           interval_json(repeat_interval(r, FIG_MEDIAN_THROUGHPUT)));
-    /* the CPU work (work_cpu_s.p10 of each run): what --baseline judges on
-     * the CPU; null on a GPU */
+    /* what --baseline judges on the CPU; null on a GPU */
     interval_t w = repeat_interval(r, FIG_WORK_P10);
     cJSON_AddItemToObject(o, "work_cpu_s_p10", isfinite(w.mean) ? interval_json(w) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "disturbed_runs", repeat_disturbed(r, NULL));
@@ -61,10 +58,8 @@ cJSON *report_json_repeat(const repeat_t *r)
     return o;
 }
 
-/* "1234.5 -2.4..+2.5%" at `scale`: the median and the 95% interval's ends
- * relative to it, or the median alone for n < 2; a median too near 0 for
- * that (an end more than 100% off it: a phase such as skew) gives the ends
- * themselves, "0.001 -0.012..0.023". */
+/* "1234.5 -2.4..+2.5%": the median and the interval's ends relative to it (the
+ * ends themselves, "0.001 -0.012..0.023", when one is over 100% off it). */
 static void cell(char *buf, size_t n, interval_t iv, double scale, const char *fmt)
 {
     char m[32], a[32], b[32];
@@ -79,6 +74,19 @@ static void cell(char *buf, size_t n, interval_t iv, double scale, const char *f
     } else {
         snprintf(buf, n, "%s %+.1f..%+.1f%%", m, 100.0 * lo, 100.0 * hi);
     }
+}
+
+/* One row of the table: label, then each mode's cell of figure fig. */
+static void row(FILE *f, const char *label, const repeat_t *const *runs, int nmodes, int fig,
+                double scale, const char *fmt)
+{
+    char c[112];
+    fprintf(f, "    %-24s", label);
+    for (int i = 0; i < nmodes; i++) {
+        cell(c, sizeof c, repeat_interval(runs[i], fig), scale, fmt);
+        fprintf(f, " %23s", c);
+    }
+    fputc('\n', f);
 }
 
 void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, int nmodes)
@@ -96,20 +104,10 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
     for (int i = 0; i < nmodes; i++)
         fprintf(f, " %23s", mode_name(modes[i]));
     fputc('\n', f);
-    char c[112];
-    /* the run's throughput: timed samples over timed seconds (the mean
-     * step); --baseline's verdict names the median step's */
-    fprintf(f, "    %-24s", "throughput, mean step/s");
-    for (int i = 0; i < nmodes; i++) {
-        cell(c, sizeof c, repeat_interval(runs[i], FIG_THROUGHPUT), 1.0, "%.1f");
-        fprintf(f, " %23s", c);
-    }
-    fprintf(f, "\n    %-24s", k == 1e3 ? "step time mean (ms)" : "step time mean (us)");
-    for (int i = 0; i < nmodes; i++) {
-        cell(c, sizeof c, repeat_interval(runs[i], FIG_STEP_MEAN), k, "%.3f");
-        fprintf(f, " %23s", c);
-    }
-    fputc('\n', f);
+    /* the run's throughput: timed samples over timed seconds (the mean step) */
+    row(f, "throughput, mean step/s", runs, nmodes, FIG_THROUGHPUT, 1.0, "%.1f");
+    row(f, k == 1e3 ? "step time mean (ms)" : "step time mean (us)", runs, nmodes, FIG_STEP_MEAN,
+        k, "%.3f");
     for (int p = 0; p < PH_COUNT; p++) {
         bool any = false;
         for (int i = 0; i < nmodes; i++)
@@ -118,21 +116,10 @@ void report_repeat(FILE *f, const repeat_t *const *runs, const mode_t_ *modes, i
             continue;
         char label[48];
         snprintf(label, sizeof label, "%s (%s)", phase_name((phase_t)p), k == 1e3 ? "ms" : "us");
-        fprintf(f, "    %-24s", label);
-        for (int i = 0; i < nmodes; i++) {
-            cell(c, sizeof c, repeat_interval(runs[i], FIG_PHASE0 + p), k, "%.3f");
-            fprintf(f, " %23s", c);
-        }
-        fputc('\n', f);
+        row(f, label, runs, nmodes, FIG_PHASE0 + p, k, "%.3f");
     }
-    fprintf(f, "    %-24s", "peak memory (MiB)");
-    for (int i = 0; i < nmodes; i++) {
-        cell(c, sizeof c, repeat_interval(runs[i], FIG_MEM_PEAK), 1.0 / 1048576.0, "%.2f");
-        fprintf(f, " %23s", c);
-    }
-    fputc('\n', f);
-    /* the runs a busy machine disturbed, kept among them (their re-takes
-     * used up): said here, not only as they ran */
+    row(f, "peak memory (MiB)", runs, nmodes, FIG_MEM_PEAK, 1.0 / 1048576.0, "%.2f");
+    /* the runs a busy machine disturbed, kept among them: said here too */
     for (int i = 0; i < nmodes; i++) {
         double cont;
         int nd = repeat_disturbed(runs[i], &cont);

@@ -1,20 +1,7 @@
-/* app/report/report_svg.c: --report's figures as SVG written here (numbers
- * and geometry in C; colours are the style sheet's classes, page.css):
- *
- *   svg_timelines    one timed step per run, to one scale for all runs: a
- *                    lane per device for its phases and one for its copies
- *                    or buckets (a bucket from its ready point: the light
- *                    part is the wait for the comm thread or stream)
- *   svg_phase_bars   the phases per step, one stacked bar per column of
- *                    compare's table (dev0 and the mean of the others)
- *   svg_memory_bars  each device's peak memory, stacked by purpose
- *   svg_predict      --predict's throughput on 1..8 devices, the measured
- *                    points, and --repeat's intervals as error bars
- *   svg_gpu          --hardware's single, DP and DDP modelled on 1..count
- *                    GPUs, on the same plot as svg_predict's
- *
- * Every mark carries a <title> (the browser's own tooltip, no script) and
- * data- attributes the browser test counts. */
+/* app/report/report_svg.c: --report's figures as SVG (numbers and geometry in
+ * C, colours the classes of page.css): the timelines, the phase and memory
+ * bars, --predict's and --hardware's curves.  Every mark carries a <title>
+ * (the browser's tooltip) and data- attributes the browser test counts. */
 #include <math.h>
 #include <string.h>
 
@@ -28,27 +15,16 @@
 
 void page_esc(FILE *f, const char *s)
 {
+    static const char *const ent[] = {['<'] = "&lt;", ['>'] = "&gt;", ['&'] = "&amp;",
+                                      ['"'] = "&quot;"};
     for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\n')
-                fputc(*s, f);
-        }
+        unsigned char c = (unsigned char)*s;
+        if (c < sizeof ent / sizeof *ent && ent[c])
+            fputs(ent[c], f);
+        else if (c >= 0x20 || c == '\n')
+            fputc(c, f);
     }
 }
-
 
 static const char *ph_class(int p)
 {
@@ -63,11 +39,9 @@ static const char *kind_class(int k)
 {
     switch (k) {
     case TR_ALLREDUCE:
-        return "allreduce";
     case TR_REDUCE_SCATTER:
         return "allreduce";
     case TR_BROADCAST:
-        return "replicate";
     case TR_REPLICATE:
         return "replicate";
     case TR_SCATTER:
@@ -94,7 +68,13 @@ static double nice_step(double span)
     return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
 }
 
-static const char *run_label(const report_page_t *p, int i)
+void page_svg_open(FILE *f, int h, const char *aria)
+{
+    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+               "aria-label=\"%s\">\n", FIG_W, h, FIG_W, h, aria);
+}
+
+const char *page_run_label(const report_page_t *p, int i)
 {
     return p->labels && p->labels[i] ? p->labels[i] : mode_name(p->runs[i].mode);
 }
@@ -113,9 +93,7 @@ static const char *tick(char *b, size_t n, double v, double step)
     return b;
 }
 
-/* A bar's label, ending left of the plot: a run's label and its tail; one
- * longer than the room (LABEL_CHARS) keeps its start and its tail, the
- * whole in its title ("ddp, no_sync on the last micro-batch dev0" ran
+/* A label longer than the room keeps its start and its tail (a long one ran
  * 107 px past the figure's left edge). */
 #define LABEL_CHARS 18
 void page_label(FILE *f, int y, const char *label, const char *tail)
@@ -144,18 +122,21 @@ void page_label(FILE *f, int y, const char *label, const char *tail)
  * edge, where a centred one ran past it. */
 static const char *anchor(double x) { return x > FIG_W - 40 ? "end" : "middle"; }
 
-/* The time axis under a plot of `span` seconds at x0..x0+PLOT_W, at y. */
-static void time_axis(FILE *f, double span, int y)
+/* The axis under a plot of `span` at y, ticks every st: times, or (unit > 0)
+ * bytes in MiB or KiB. */
+static void axis(FILE *f, double span, double st, double unit, int y)
 {
-    double st = nice_step(span);
     fprintf(f, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", LABEL_W, y,
             LABEL_W + PLOT_W, y);
     for (int k = 0; k * st <= span * 1.0001 && k < 50; k++) {
-        double x = LABEL_W + k * st / span * PLOT_W;
+        /* bytes: x as the bars' own scale (PLOT_W / span) places them, to the bit */
+        double x = unit > 0 ? LABEL_W + k * st * (PLOT_W / span) : LABEL_W + k * st / span * PLOT_W;
         char b[32];
+        if (unit > 0)
+            snprintf(b, sizeof b, "%g %s", k * st / unit, unit > 1024.0 ? "MiB" : "KiB");
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
                    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
-                x, y, x, y + 4, x, y + 15, anchor(x), tick(b, sizeof b, k * st, st));
+                x, y, x, y + 4, x, y + 15, anchor(x), unit > 0 ? b : tick(b, sizeof b, k * st, st));
     }
     fputs("</g>", f);
 }
@@ -293,20 +274,19 @@ static bool own_step(const run_result_t *r, int d, int step, double *b, double *
 static void skew_marks(FILE *f, const run_result_t *r, int d, int y, const page_step_t *s,
                        double b, double e, double scale)
 {
-    const char *who = strategy_words(r->mode)->member;
-    char t1[32];
-    if (b - s->t0 > 0.002 * (s->t1 - s->t0))
+    const double x[2] = {LABEL_W, LABEL_W + (e - s->t0) * scale};
+    const double len[2] = {b - s->t0, s->t1 - e};
+    static const char *const what[2] = {"began its step %s after the first",
+                                        "ended its step %s before the last"};
+    char t1[32], title[96];
+    for (int k = 0; k < 2; k++) {
+        if (!(len[k] > 0.002 * (s->t1 - s->t0)))
+            continue;
+        snprintf(title, sizeof title, what[k], tfmt(t1, sizeof t1, len[k]));
         fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
-                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d began its step %s after "
-                   "the first</title></rect>",
-                (double)LABEL_W, y, (b - s->t0) * scale, LANE_H - 4, who, d,
-                tfmt(t1, sizeof t1, b - s->t0));
-    if (s->t1 - e > 0.002 * (s->t1 - s->t0))
-        fprintf(f, "<rect class=\"ev c-skew\" data-kind=\"skew\" x=\"%.2f\" y=\"%d\" "
-                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d ended its step %s before "
-                   "the last</title></rect>",
-                LABEL_W + (e - s->t0) * scale, y, (s->t1 - e) * scale, LANE_H - 4, who, d,
-                tfmt(t1, sizeof t1, s->t1 - e));
+                   "width=\"%.2f\" height=\"%d\"><title>skew: %s %d %s</title></rect>",
+                x[k], y, len[k] * scale, LANE_H - 4, strategy_words(r->mode)->member, d, title);
+    }
 }
 
 int svg_timelines(FILE *f, const report_page_t *p)
@@ -328,7 +308,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
         const run_result_t *r = &p->runs[i];
         char b1[32], b2[32], b3[32];
         if (s[i].step == 0) {
-            fprintf(f, "<p class=\"note\">%s: no step was recorded.</p>\n", run_label(p, i));
+            fprintf(f, "<p class=\"note\">%s: no step was recorded.</p>\n", page_run_label(p, i));
             continue;
         }
         /* each device's own step in it, and what it was descheduled */
@@ -351,7 +331,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
         int top = busy ? 20 : 0;
         int h = top + r->ndev * per * LANE_H + 26;
         fprintf(f, "<figure class=\"timeline\" data-run=\"%d\"><figcaption><b>", i);
-        page_esc(f, run_label(p, i));
+        page_esc(f, page_run_label(p, i));
         fprintf(f, "</b> on %d device%s: step %d, %s", r->ndev, r->ndev == 1 ? "" : "s", s[i].step,
                 tfmt(b1, sizeof b1, s[i].dur));
         if (r->ndev > 1)
@@ -366,9 +346,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
                                                                    step_times_kept(&r->times), 50)
                                               : 0.0),
                 s[i].first, s[i].last);
-        fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-                   "role=\"img\" aria-label=\"timeline of one step\">\n",
-                FIG_W, h, FIG_W, h);
+        page_svg_open(f, h, "timeline of one step");
         if (busy) { /* from the left edge, short: at 700 px it must fit the figure */
             fprintf(f, "<text class=\"busy\" x=\"4\" y=\"14\" data-busy=\"1\">Busy machine: ");
             if (most > 0.0)
@@ -392,7 +370,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
         fprintf(f, "<line class=\"stepend\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\">"
                    "<title>end of step %d: %s after its first start</title></line>\n",
                 xe, 2 + top, xe, y, s[i].step, tfmt(b1, sizeof b1, whole));
-        time_axis(f, span, y + 2);
+        axis(f, span, nice_step(span), 0, y + 2);
         fputs("</svg></figure>\n", f);
     }
     return lanes;
@@ -414,23 +392,16 @@ static int columns(const report_page_t *p, column_t *c, int max)
         if (r->times.n == 0)
             continue;
         c[n] = (column_t){i, 0, 0, ""};
-        snprintf(c[n].title, sizeof c[n].title, r->ndev > 1 ? "%s dev0" : "%s", run_label(p, i));
+        snprintf(c[n].title, sizeof c[n].title, r->ndev > 1 ? "%s dev0" : "%s",
+                 page_run_label(p, i));
         n++;
         if (r->ndev > 1) {
             c[n] = (column_t){i, 1, r->ndev - 1, ""};
-            snprintf(c[n].title, sizeof c[n].title, "%s others", run_label(p, i));
+            snprintf(c[n].title, sizeof c[n].title, "%s others", page_run_label(p, i));
             n++;
         }
     }
     return n;
-}
-
-static double col_phase(const report_stats_t *st, const column_t *c, int ph)
-{
-    double v = 0.0;
-    for (int d = c->first; d <= c->last; d++)
-        v += st->phase[d][ph];
-    return v / (c->last - c->first + 1);
 }
 
 int svg_phase_bars(FILE *f, const report_page_t *p)
@@ -447,7 +418,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
         double sum = 0.0;
         for (int ph = 0; ph < PH_COUNT; ph++)
             if (ph != PH_COMM_HIDDEN)
-                sum += fmax(col_phase(&st[c[j].run], &c[j], ph), 0.0);
+                sum += fmax(report_phase_mean(&st[c[j].run], c[j].first, c[j].last, ph), 0.0);
         top = fmax(top, fmax(sum, st[c[j].run].step_mean));
     }
     if (!(top > 0))
@@ -457,9 +428,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
     int h = n * (BAR_H + 8) + 26;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"phases per step\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "phases per step");
     for (int j = 0; j < n; j++) {
         const report_stats_t *s = &st[c[j].run];
         const run_result_t *r = &p->runs[c[j].run];
@@ -470,7 +439,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
         page_label(f, y + 14, c[j].title, "");
         double x = LABEL_W, bwd_x = -1, bwd_w = 0;
         for (int ph = 0; ph < PH_COUNT; ph++) {
-            double v = col_phase(s, &c[j], ph);
+            double v = report_phase_mean(s, c[j].first, c[j].last, ph);
             if (ph == PH_COMM_HIDDEN || !(v > 0))
                 continue;
             char b[32];
@@ -485,7 +454,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
             x += v * scale;
         }
         /* comm hidden runs inside backward: drawn over it, hatched */
-        double hid = col_phase(s, &c[j], PH_COMM_HIDDEN);
+        double hid = report_phase_mean(s, c[j].first, c[j].last, PH_COMM_HIDDEN);
         if (hid > 0 && bwd_x >= 0) {
             char b[32];
             fprintf(f, "<rect class=\"hidden\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\">"
@@ -497,7 +466,7 @@ int svg_phase_bars(FILE *f, const report_page_t *p)
         fprintf(f, "<text class=\"val\" x=\"%.1f\" y=\"%d\">%s</text></g>\n", x + 4, y + 14,
                 tfmt(b, sizeof b, s->step_mean));
     }
-    time_axis(f, top, 2 + n * (BAR_H + 8));
+    axis(f, top, nice_step(top), 0, 2 + n * (BAR_H + 8));
     fputs("</svg>\n", f);
     return n;
 }
@@ -520,9 +489,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
     top = ceil(top / stp) * stp;
     double scale = PLOT_W / top;
     int h = n * (BAR_H + 6) + 26;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"peak memory by purpose\">\n",
-            FIG_W, h, FIG_W, h);
+    page_svg_open(f, h, "peak memory by purpose");
     int row = 0;
     for (int i = 0; i < p->n; i++) {
         const run_result_t *r = &p->runs[i];
@@ -532,7 +499,7 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
             char who[96];
             snprintf(who, sizeof who, " %s %d", strategy_words(r->mode)->member, d);
             fprintf(f, "<g class=\"mbar\" data-run=\"%d\" data-device=\"%d\">", i, d);
-            page_label(f, y + 14, run_label(p, i), who);
+            page_label(f, y + 14, page_run_label(p, i), who);
             double x = LABEL_W;
             for (int m = 0; m < MEM_KINDS; m++) {
                 double v = (double)r->dev[d].mem_split[m];
@@ -549,17 +516,8 @@ int svg_memory_bars(FILE *f, const report_page_t *p)
                     report_fmt_bytes(b, sizeof b, (double)r->dev[d].mem_peak));
         }
     }
-    /* the axis in MiB or KiB */
-    int y = 2 + n * (BAR_H + 6);
-    fprintf(f, "<g class=\"axis\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>", LABEL_W, y,
-            LABEL_W + PLOT_W, y);
-    for (int k = 0; k * stp <= top * 1.0001 && k < 50; k++) {
-        double x = LABEL_W + k * stp * scale;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
-                   "text-anchor=\"%s\">%g %s</text>",
-                x, y, x, y + 4, x, y + 15, anchor(x), k * stp / unit, unit > 1024.0 ? "MiB" : "KiB");
-    }
-    fputs("</g></svg>\n", f);
+    axis(f, top, stp, unit, 2 + n * (BAR_H + 6));
+    fputs("</svg>\n", f);
     return n;
 }
 
@@ -594,8 +552,8 @@ static void plot_open(FILE *f, plot_t *p, const char *aria)
 {
     double stp = nice_step(p->top);
     p->top = ceil(p->top / stp) * stp;
-    fprintf(f, "<svg class=\"fig\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-               "aria-label=\"%s\">\n<g class=\"axis\">", FIG_W, PLOT_H, FIG_W, PLOT_H, aria);
+    page_svg_open(f, PLOT_H, aria);
+    fputs("<g class=\"axis\">", f);
     for (int k = 0; k * stp <= p->top * 1.0001 && k < 50; k++) {
         double y = plot_y(p, k * stp);
         fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
@@ -636,11 +594,6 @@ static void plot_curve(FILE *f, const plot_t *p, mode_t_ m, const char *pre, con
 // ---------------------------------------------------------------------------
 // 5. --predict's curves and the measured points
 
-static double thr(const predict_in_t *in, double step_s)
-{
-    return step_s > 0 ? (double)in->batch * (in->accum > 0 ? in->accum : 1) / step_s : 0.0;
-}
-
 int svg_predict(FILE *f, const report_page_t *p)
 {
     const predict_in_t *in = p->pred;
@@ -649,8 +602,8 @@ int svg_predict(FILE *f, const report_page_t *p)
     double v[2][PREDICT_MAX_DEVICES];
     plot_t pl = {PREDICT_MAX_DEVICES, 0.0};
     for (int k = 0; k < PREDICT_MAX_DEVICES; k++) {
-        v[0][k] = thr(in, p->rows[k].dp_step_s);
-        v[1][k] = thr(in, p->rows[k].ddp_step_s);
+        v[0][k] = report_rate(in, p->rows[k].dp_step_s);
+        v[1][k] = report_rate(in, p->rows[k].ddp_step_s);
         pl.top = fmax(pl.top, fmax(v[0][k], v[1][k]));
     }
     for (int i = 0; i < p->n; i++) {
@@ -685,7 +638,7 @@ int svg_predict(FILE *f, const report_page_t *p)
         }
         fprintf(f, "<rect class=\"pt c-%s\" x=\"%.1f\" y=\"%.1f\" width=\"9\" height=\"9\"><title>",
                 cls, x - 4.5, plot_y(&pl, r->samples_per_s) - 4.5);
-        page_esc(f, run_label(p, i));
+        page_esc(f, page_run_label(p, i));
         fprintf(f, " on %d device%s, measured: %.0f samples/s</title></rect></g>\n", r->ndev,
                 r->ndev == 1 ? "" : "s", r->samples_per_s);
         points++;

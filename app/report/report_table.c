@@ -1,7 +1,6 @@
 /* app/report/report_table.c: the result table printed after every run: figures
  * on the left, one column per device for the phase split and memory. */
 #include <math.h>
-#include <string.h>
 
 #include "app/report/report.h"
 
@@ -28,14 +27,6 @@ static int device_columns(const run_result_t *r, col_t *cols)
         n++;
     }
     return n;
-}
-
-static double col_phase(const report_stats_t *s, const col_t *c, int p)
-{
-    double sum = 0.0;
-    for (int d = c->first; d <= c->last; d++)
-        sum += s->phase[d][p];
-    return sum / (double)(c->last - c->first + 1);
 }
 
 /* The unit the phase table is printed in, chosen from the step time. */
@@ -91,7 +82,7 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
     for (int p = 0; p < PH_COUNT; p++) {
         for (int c = 0; c < ncol; c++) /* every phase counts, shown or not */
             if (p != PH_COMM_HIDDEN)
-                sum[c] += col_phase(s, &cols[c], p);
+                sum[c] += report_phase_mean(s, cols[c].first, cols[c].last, p);
         if (!report_phase_shown(s, r->ndev, (phase_t)p, k))
             continue;
         hidden |= p == PH_COMM_HIDDEN;
@@ -99,12 +90,9 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
         snprintf(label, sizeof label, "%s%s", report_phase_label(r->mode, (phase_t)p),
                  p == PH_COMM_HIDDEN ? " *" : "");
         fprintf(f, "    %-*s", LABEL_W - 2, label);
-        double mean = 0.0;
         for (int c = 0; c < ncol; c++) /* hidden time overlaps backward: not in the sum */
-            fprintf(f, "%*.3f", COL_W, col_phase(s, &cols[c], p) * k);
-        for (int d = 0; d < r->ndev; d++)
-            mean += s->phase[d][p];
-        mean /= (double)r->ndev;
+            fprintf(f, "%*.3f", COL_W, report_phase_mean(s, cols[c].first, cols[c].last, p) * k);
+        double mean = report_phase_mean(s, 0, r->ndev - 1, p);
         fprintf(f, "%*.1f%%\n", COL_W - 1, s->step_mean > 0 ? 100.0 * mean / s->step_mean : 0.0);
     }
     fprintf(f, "    %-*s", LABEL_W - 2, hidden ? "sum of phases *" : "sum of phases");

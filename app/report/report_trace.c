@@ -1,18 +1,7 @@
-/* app/report/report_trace.c: --trace FILE, the recorders of trace.h written as
- * Chrome trace event JSON (opens in ui.perfetto.dev and chrome://tracing).
- *
- * One process per (run, device) named "dp: device 1 (...)", two threads in
- * each: "compute" (the phases back to back, each step enclosing its phases)
- * and "comm" (copies and bucket all-reduces, which may overlap compute).
- * Each run's clock starts at its first event, so compare's three runs line up
- * one above the other.  Written through base/atomic_file.h: a reader never
- * sees half a trace. */
-#include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+/* app/report/report_trace.c: --trace FILE, the recorders of trace.h as Chrome
+ * trace event JSON: one process per (run, device), threads "compute" and
+ * "comm", each run's clock from its first event.  Written through
+ * base/atomic_file.h: a reader never sees half a trace. */
 
 #include "common/base/atomic_file.h"
 #include "app/report/report.h"

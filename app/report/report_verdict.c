@@ -1,14 +1,7 @@
 /* app/report/report_verdict.c: the words around compare's equivalence
- * verdict: which samples every mode read (DistributedSampler padding, a cut
- * with --drop-last, per-rank shards, --batch-per-device's global batch) and,
- * when parameters differ, the cause: another sample stream, ReLU's kink, or
- * neither (a real difference).  The verdict itself is report_stats'. */
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
-
+ * verdict: which samples every mode read and, when parameters differ, the
+ * cause: another sample stream, ReLU's kink, or a real difference. */
 #include "app/report/report.h"
-
 
 /* The DistributedSampler's samples an epoch over R replicas (sampler.h). */
 static long sampler_total(long n, int R, bool drop_last)

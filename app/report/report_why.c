@@ -1,48 +1,23 @@
-/* app/report/report_why.c: the sentences, each built from figures the run
- * measured, with every threshold a sentence depends on named below.  What a
- * figure means (what `idle` is, why DP's device 0 is heavier) is told once in
- * docs/results.md; a sentence here says what this run's numbers show.
- *
- *   report_compare_verdict  compare's three sentences: the speed-ups and
- *                           whether a difference is beyond the noise, DP's
- *                           device 0, DDP's overlap; and its notes (the CPU,
- *                           a busy machine)
- *   report_compare_why      --explain: where the time goes, per mode
- *   report_compare_reason   --explain: why each mode is as fast as it is, and
- *                           the crossover (the memory is in compare's table)
- *   report_run_reason       the same for one dp or ddp run against --predict's
- *                           single run */
+/* app/report/report_why.c: the sentences (compare's verdict and notes,
+ * --explain's why and reason), each built from figures the run measured, every
+ * threshold named below.  What a figure means is told once in docs/results.md;
+ * a sentence here says what this run's numbers show. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app/report/report.h"
 
-/* A device's descheduled time is named when it is more than this fraction
- * of the step. */
-#define WHY_DESCHED 0.05
-/* A phase is device 0's alone when the other devices' mean spends under this
- * fraction of device 0's time in it (DP's optimizer, gather+loss). */
-#define WHY_ALONE 0.1
-/* The others' idle beyond device 0's serial work is named when it is more
- * than this fraction of their idle. */
-#define WHY_IDLE_REST 0.1
-/* A phase is named among the differences between two steps when it makes up
- * more than this fraction of the gap. */
-#define WHY_GAP_PART 0.02
-/* ... and among what a mode adds over single when more than this fraction
- * of it. */
-#define WHY_PART 0.05
-/* The all-reduce's latency floor: its measured time at this size. */
-#define WHY_LATENCY_BYTES 4096.0
-/* The floor explains the exposed time only when that is at least this
- * multiple of it. */
-#define WHY_FLOOR_ORDER 0.5
-/* One run has no interval: two modes are called different only when their
- * throughputs differ by more than this, or by more than the run's own
- * step-time spread ((p95 - p50) / p50) when that is larger.  Between runs on
- * a quiet 2-core machine bench_stability measured spreads (max / min of 5
- * runs) of 1.04-1.31 (docs/benchmarks.md). */
+#define WHY_DESCHED 0.05   /* descheduled time named above this fraction of the step */
+#define WHY_ALONE 0.1      /* device 0's alone: the others spend under this of its time */
+#define WHY_IDLE_REST 0.1  /* the others' idle beyond device 0's serial work named above */
+#define WHY_GAP_PART 0.02  /* a phase named among a gap's parts above this of the gap */
+#define WHY_PART 0.05      /* ... and among what a mode adds over single */
+#define WHY_LATENCY_BYTES 4096.0 /* the all-reduce's latency floor: its time at this size */
+#define WHY_FLOOR_ORDER 0.5 /* the floor explains exposed time of at least this multiple */
+/* One run has no interval: modes differ only beyond this, or the run's own
+ * (p95 - p50) / p50 when larger (spreads of 1.04-1.31 between quiet runs,
+ * docs/benchmarks.md). */
 #define WHY_ONE_RUN_NOISE 0.10
 
 // ---------------------------------------------------------------------------
@@ -64,9 +39,8 @@ static const char *fmt_short(char *buf, size_t n, double s)
 
 static const char *mode_title(mode_t_ m) { return strategy_words(m)->title; }
 
-/* A run's figures as the sentences read them: each wait less the machine's
- * share, which is in PH_DESCHED, the machine time (report_stats_apportion);
- * what moved, until the next call. */
+/* A run's figures with the machine's share moved into PH_DESCHED; returns what
+ * moved, until the next call. */
 static const report_machine_t *stats_of(const run_result_t *r, report_stats_t *s)
 {
     static report_machine_t m; /* 7 KB: not on the stack (docs/faults.md) */
@@ -81,12 +55,10 @@ static const char *label_of(mode_t_ m, phase_t p)
     return p == PH_DESCHED ? "machine time" : report_phase_label(m, p);
 }
 
-/* A wait, "<verb> 250 us<tail>": the strategy's share s of it, then (mid)
- * whatever the caller adds about it, then ", and 2.41 ms more waiting for a
- * device that was descheduled (the machine's)": its share m, when worth
- * naming (WHY_DESCHED of the step).  With no share of the strategy's:
- * "<verb> only for a device that was descheduled: 2.41 ms (the machine's)".
- * Returns whether the strategy had a share. */
+/* A wait, "<verb> 250 us<tail>" (the strategy's share s), or "<verb> only for a
+ * device that was descheduled: ..." when only the machine's share m is worth
+ * naming; app_wait_machine adds m after the caller's words.  Returns whether
+ * the strategy had a share. */
 static bool app_wait(char *buf, size_t len, size_t *used, const char *verb, double s,
                      const char *tail, double m, double step)
 {
@@ -108,9 +80,8 @@ static void app_wait_machine(char *buf, size_t len, size_t *used, bool own, doub
                        "(the machine's)", fmt_short(t, sizeof t, m));
 }
 
-/* The entry points' start: buf emptied (false: no room), a compare's runs
- * by mode (the first of each; NULL: not run); and their end: the last
- * sentence's trailing characters of trim dropped. */
+/* The entry points' start: buf emptied (false: no room), the first run of each
+ * mode; their end: trailing characters of trim dropped. */
 typedef struct {
     size_t used;
     const run_result_t *single, *dp, *ddp;
@@ -165,10 +136,8 @@ static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int
 // ---------------------------------------------------------------------------
 // the sentences
 
-/* Does device 0 do phase p alone (the other devices spent next to nothing in
- * it), or every device at once?  Read from the numbers, not assumed: DP's
- * replicate and reduce are copies every device makes at the same time on
- * the CPU and under NCCL, but device 0's alone over peer copies. */
+/* Does device 0 do phase p alone?  Read from the numbers, not assumed: DP's
+ * copies are every device's at once on the CPU and NCCL, device 0's over peers. */
 static bool dev0_alone(const report_stats_t *s, int ndev, int p)
 {
     return report_phase_mean(s, 1, ndev - 1, p) < WHY_ALONE * s->phase[0][p];
@@ -177,14 +146,9 @@ static bool dev0_alone(const report_stats_t *s, int ndev, int p)
 // ---------------------------------------------------------------------------
 // telling two runs apart
 
-/* Whether run a's throughput is beyond run b's noise: +1 when a is faster, -1
- * when b is, 0 when the runs cannot tell.  With --repeat (ctx->reps for both)
- * the 95% intervals of the throughput decide: apart when they do not overlap.
- * One run has no interval: apart when the throughputs differ by more than
- * *noise (WHY_ONE_RUN_NOISE, or either run's step-time spread if larger), and
- * the machine did not decide it (machine_decides).  diff is the one
- * percentage a comparison is given in (docs/results.md): how much faster
- * the faster one is, its throughput over the slower's less 1. */
+/* Whether run a's throughput is beyond run b's noise: --repeat's 95% intervals
+ * decide, else one run's noise (WHY_ONE_RUN_NOISE or the step-time spread) and
+ * whether the machine decided it (docs/results.md). */
 typedef struct {
     int sign;        /* +1 a faster, -1 b faster, 0 cannot tell */
     bool intervals;  /* decided by --repeat's intervals */
@@ -196,8 +160,7 @@ typedef struct {
     mode_t_ who[2];       /* a's and b's modes */
 } apart_t;
 
-/* A run's machine time per step (device 0's, whose phases add up to the
- * run's step: descheduled, or waiting for a device that was), and its step. */
+/* A run's machine time per step (device 0's) and its step. */
 static double machine_time(const run_result_t *r, double *step)
 {
     static report_stats_t s; /* 26 KB: not on the stack (docs/faults.md) */
@@ -206,9 +169,8 @@ static double machine_time(const run_result_t *r, double *step)
     return s.phase[0][PH_DESCHED];
 }
 
-/* Does the machine decide the comparison of two runs: their machine times
- * differ by more than the rest of their steps do, and one of them is worth
- * naming (WHY_DESCHED of the step)?  m and step get each run's. */
+/* Does the machine decide two runs' comparison: their machine times differ by
+ * more than the rest of their steps, and one is worth naming?  m, step: each's. */
 static bool machine_decides(const run_result_t *a, const run_result_t *b, double m[2],
                             double step[2])
 {
@@ -227,8 +189,7 @@ static const repeat_t *reps_of(const report_ctx_t *ctx, const run_result_t *runs
     return rp && rp->n >= 2 ? rp : NULL;
 }
 
-/* A run's throughput as the sentences give it: with --repeat, the median
- * over its runs (the table under it gives the same), else its own. */
+/* A run's throughput: with --repeat, the median over its runs. */
 static double tp_of(const report_ctx_t *ctx, const run_result_t *runs, const run_result_t *r)
 {
     const repeat_t *rp = reps_of(ctx, runs, r);
@@ -263,8 +224,7 @@ static apart_t told_apart(const report_ctx_t *ctx, const run_result_t *runs, con
     return ap;
 }
 
-/* ", beyond one run's noise (12%)" or " (their 95% intervals over 5 runs do
- * not overlap)": why a difference was called one. */
+/* Why a difference was called one. */
 static void app_apart_why(char *buf, size_t len, size_t *used, const apart_t *ap)
 {
     if (ap->intervals)
@@ -274,8 +234,6 @@ static void app_apart_why(char *buf, size_t len, size_t *used, const apart_t *ap
         report_appendf(buf, len, used, ", beyond one run's noise (%.0f%%)", 100.0 * ap->noise);
 }
 
-/* "; one run cannot tell DP and DDP apart below 12% (--repeat 5 gives
- * intervals)" or "; their intervals over 5 runs overlap: neither is faster" */
 static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap, mode_t_ a,
                           mode_t_ b)
 {
@@ -295,11 +253,9 @@ static void app_not_apart(char *buf, size_t len, size_t *used, const apart_t *ap
                        100.0 * ap->diff, 100.0 * ap->noise);
 }
 
-/* DP's phases split: what device 0 does alone (alone[], serial in all) and
- * what every device spends at once on DP's copies (shared[], sync in all);
- * forward and backward are the split computation, idle, skew and hidden
- * communication no one's work.  Sorted, largest first; false (s, o unset)
- * when the run has no multi-device step to tell. */
+/* DP's phases split: device 0's alone (alone[], serial in all) and every
+ * device's at once (shared[], sync in all), largest first; false when the run
+ * has no multi-device step. */
 typedef struct {
     item_t alone[PH_COUNT], shared[PH_COUNT];
     int na, ns;
@@ -346,8 +302,7 @@ static void app_phases(char *buf, size_t len, size_t *used, const item_t *it, in
             times ? fmt_short(t, sizeof t, it[i].v) : "");
 }
 
-/* "DP's device 0 works alone 1.20 ms of its 4.10 ms step (29%: optimizer,
- * gather+loss" (the first n phases; times: with each one's time) */
+/* "DP's device 0 works alone 1.20 ms of its 4.10 ms step (29%: optimizer" */
 static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_stats_t *s,
                            const dp_split_t *sp, int n, bool times)
 {
@@ -358,10 +313,7 @@ static void app_dev0_alone(char *buf, size_t len, size_t *used, const report_sta
     app_phases(buf, len, used, sp->alone, n, times);
 }
 
-/* "; device 1 was descheduled 2.28 ms a step (another process had its
- * core), not counted as its idle": the devices that waited for a core more
- * than WHY_DESCHED of the step (the runs that measure it: --report,
- * --explain, --trace), the most first. */
+/* The devices descheduled more than WHY_DESCHED of the step (at most two). */
 static void app_desched(char *buf, size_t len, size_t *used, const run_result_t *r,
                         const report_stats_t *s, const report_machine_t *m)
 {
@@ -431,10 +383,8 @@ static void why_dp(char *buf, size_t len, size_t *used, const run_result_t *r)
 }
 
 /* DDP: how much of the all-reduce ran during backward and how much the step
- * waited for.  What overlapping saved is a difference between two runs (this
- * one and a --no-overlap one of the same job), which one run cannot give:
- * the time that ran during backward is not time saved (on shared cores the
- * communication thread takes it from backward), so it is not called saved. */
+ * waited for.  Not "saved": that takes a --no-overlap run (on shared cores the
+ * comm thread takes its time from backward). */
 static void why_ddp(char *buf, size_t len, size_t *used, const run_result_t *r, bool no_overlap)
 {
     if (r->ndev < 2 || r->times.n == 0)
@@ -516,13 +466,9 @@ static void why_gap(char *buf, size_t len, size_t *used, const report_ctx_t *ctx
     report_appendf(buf, len, used, ". ");
 }
 
-/* What a mode adds to device 0's step against single's, each run's
- * descheduled time left out (the machine's, not the mode's; the two runs
- * met a busy machine at different times): its phases but the split
- * computation (forward, backward, and DDP's loss), comm hidden behind
- * backward and the descheduled time.  Device 0's phases add up to its step,
- * so the parts add up to the whole: the largest few that grew, the largest
- * that shrank, and the rest. */
+/* What a mode adds to device 0's step against single's, the machine time left
+ * out: all phases but the split computation and comm hidden; the largest few
+ * that grew, the largest that shrank, and the rest. */
 typedef struct {
     item_t more[PH_COUNT], less[PH_COUNT];
     int nmore, nless;
@@ -580,11 +526,8 @@ static void why_tiny(char *buf, size_t len, size_t *used, double compute1, bool 
             "the latency floor, --mode comm)", fmt_short(b, sizeof b, floor));
 }
 
-/* Why a multi-device run is faster or slower than single: what splitting
- * the batch saved of forward and backward against what the mode adds per
- * step (its synchronisation, device 0's serial work, the waits); a tiny
- * model is named as such when what it adds exceeds single's whole
- * computation, with the collective's latency floor when it was measured. */
+/* Why a multi-device run is faster or slower than single: what the split saved
+ * of forward and backward against what the mode adds per step. */
 static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t *single,
                         const run_result_t *r, const predict_in_t *pred)
 {
@@ -651,9 +594,7 @@ static void why_verdict(char *buf, size_t len, size_t *used, const run_result_t 
     report_appendf(buf, len, used, ". ");
 }
 
-/* At what model size DDP on this run's devices starts to beat single on
- * this machine: its measured steps, scaled by the alpha-beta model's
- * all-reduce (predict_crossover). */
+/* At what model size DDP starts to beat single here (predict_crossover). */
 static void why_crossover(char *buf, size_t len, size_t *used, const run_result_t *single,
                           const run_result_t *r, const predict_in_t *pred)
 {
@@ -671,10 +612,8 @@ static void why_crossover(char *buf, size_t len, size_t *used, const run_result_
                                              &scale);
     double now = pred->param_bytes / sizeof(float);
     if (params < 0) {
-        /* The measured split saved (almost) nothing: at this size forward and
-         * backward are fixed costs.  The alpha-beta model alone, the split
-         * ideal (each rank computing its share of the rows), says where it
-         * would start to pay. */
+        /* the split saved (almost) nothing: the alpha-beta model alone, each
+         * rank computing its share of the rows, says where it would pay */
         predict_row_t one, many;
         predict_row(pred, 1, &one);
         predict_row(pred, r->ndev, &many);
@@ -843,8 +782,7 @@ static void verdict_ddp(char *buf, size_t len, size_t *used, const report_ctx_t 
         buf[*used - 1] = '\n';
 }
 
-/* 0. When the machine's time decided a comparison of one run each (no
- * --repeat): said first, with each run's machine time. */
+/* 0. When the machine's time decided a comparison (no --repeat): said first. */
 static void verdict_machine(char *buf, size_t len, size_t *used, const report_ctx_t *ctx,
                             const run_result_t *runs, const tell_t *t)
 {
@@ -896,8 +834,7 @@ int report_compare_notes(const report_ctx_t *ctx, const run_result_t *runs, int 
     if (k < max && cpu)
         snprintf(notes[k++], 256, "a CPU has no GIL, per-replica Python or NVLink: DP does better "
                  "than on GPUs (README)");
-    /* a single run the machine disturbed (measure/disturb.h's record, taken
-     * around each run): the worst one's, once for the compare */
+    /* a single run the machine disturbed: the worst one's, once */
     const disturb_t *worst = NULL;
     for (int i = 0; i < n; i++)
         if (runs[i].machine.disturbed &&
