@@ -41,6 +41,11 @@ typedef struct comm_ops {
     void (*probe_drop)(comm_t *c, void *graph);
 } comm_ops_t;
 
+/* An implementation's table from its functions p_launch, p_wait, p_span, p_abort, p_destroy. */
+#define COMM_OPS(p, nm)                                                                        \
+    .name = nm, .launch = p##_launch, .wait = p##_wait, .span = p##_span, .abort = p##_abort,  \
+    .destroy = p##_destroy
+
 struct comm {
     const comm_ops_t *ops;
     comm_kind_t kind;
@@ -62,6 +67,23 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err);
 #ifdef HAVE_MPI
 int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err);
 #endif
+
+/* A comm_t for rank a->rank of a->world over ops, its timeout defaulted. */
+static inline comm_t comm_header(const comm_ops_t *ops, comm_kind_t kind, const comm_args_t *a,
+                                 void *impl)
+{
+    return (comm_t){.ops = ops, .kind = kind, .world = a->world, .rank = a->rank,
+                    .timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S,
+                    .be = a->be, .seg = a->seg, .impl = impl};
+}
+
+/* The bound on joining the group (comm_args_t.init_timeout_s, defaulted). */
+static inline double comm_init_bound(const comm_t *c, double init_timeout_s)
+{
+    if (init_timeout_s > 0)
+        return init_timeout_s;
+    return c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s : COMM_INIT_TIMEOUT_S;
+}
 
 /* "all-reduce": how messages name a collective. */
 static inline const char *coll_name(coll_kind_t k)

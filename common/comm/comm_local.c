@@ -606,15 +606,7 @@ static void local_destroy(comm_t *c)
     free(L);
 }
 
-static const comm_ops_t local_ops = {
-    .name = "local",
-    .launch = local_launch,
-    .wait = local_wait,
-    .span = local_span,
-    .abort = local_abort,
-    .destroy = local_destroy,
-    .run = local_run,
-};
+static const comm_ops_t local_ops = {COMM_OPS(local, "local"), .run = local_run};
 
 int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be, comm_t *nccl,
                     char *err)

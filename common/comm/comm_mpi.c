@@ -384,15 +384,7 @@ static void mpic_destroy(comm_t *c)
     free(m);
 }
 
-static const comm_ops_t mpi_ops = {
-    .name = "mpi",
-    .launch = mpic_launch,
-    .wait = mpic_wait,
-    .span = mpic_span,
-    .abort = mpic_abort,
-    .destroy = mpic_destroy,
-    .run = mpic_run,
-};
+static const comm_ops_t mpi_ops = {COMM_OPS(mpic, "mpi"), .run = mpic_run};
 
 // ---------------------------------------------------------------------------
 // creation
@@ -444,17 +436,9 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
     mpic_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm mpi: out of memory");
-    m->c.ops = &mpi_ops;
-    m->c.kind = COMM_MPI;
-    m->c.world = a->world;
-    m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
-    m->c.be = a->be;
+    m->c = comm_header(&mpi_ops, COMM_MPI, a, m);
     m->c.seg = NULL;
-    m->c.impl = m;
-    double limit = a->init_timeout_s > 0                    ? a->init_timeout_s
-                   : m->c.timeout_s > COMM_INIT_TIMEOUT_S ? m->c.timeout_s
-                                                            : COMM_INIT_TIMEOUT_S;
+    double limit = comm_init_bound(&m->c, a->init_timeout_s);
     int rc = dup_world(&m->comm, limit, err);
     if (rc == DDP_OK && (rc = dup_world(&m->watch, limit, err)) != DDP_OK)
         MPI_Comm_free(&m->comm);

@@ -797,17 +797,10 @@ static void nccl_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t nccl_ops = {
-    .name = "nccl",
-    .launch = nccl_launch,
-    .wait = nccl_wait,
-    .span = nccl_span,
-    .abort = nccl_abort,
-    .destroy = nccl_destroy,
-    .probe_capture = nccl_probe_capture,
-    .probe_launch = nccl_probe_launch,
-    .probe_drop = nccl_probe_drop,
-};
+static const comm_ops_t nccl_ops = {COMM_OPS(nccl, "nccl"),
+                                    .probe_capture = nccl_probe_capture,
+                                    .probe_launch = nccl_probe_launch,
+                                    .probe_drop = nccl_probe_drop};
 
 // ---------------------------------------------------------------------------
 // creation
@@ -893,10 +886,8 @@ static int nccl_join(comm_t *c, char *err)
     return DDP_OK;
 }
 
-/* A comm_t for rank `rank` of `world` on backend be (its NCCL communicator
- * comes later); NULL when out of memory. */
-static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, double timeout_s,
-                        double init_timeout_s)
+/* A comm_t for rank a->rank (its NCCL communicator comes later); NULL when out of memory. */
+static comm_t *nccl_new(const comm_args_t *a)
 {
     comm_t *c = calloc(1, sizeof *c);
     nccl_impl_t *n = calloc(1, sizeof *n);
@@ -906,19 +897,12 @@ static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, dou
         return NULL;
     }
     pthread_mutex_init(&n->lock, NULL);
-    c->ops = &nccl_ops;
-    c->kind = COMM_NCCL;
-    c->world = world;
-    c->rank = rank;
-    c->timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-    c->be = be;
-    c->seg = seg;
-    c->impl = n;
-    n->dev = backend_cuda_device(be);
-    n->be_stream = backend_cuda_stream(be);
-    n->init_timeout_s = init_timeout_s > 0 ? init_timeout_s
-                        : c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s
-                                                             : COMM_INIT_TIMEOUT_S;
+    *c = comm_header(&nccl_ops, COMM_NCCL, a, n);
+    n->dev = backend_cuda_device(a->be);
+    n->be_stream = backend_cuda_stream(a->be);
+    n->init_timeout_s = comm_init_bound(c, a->init_timeout_s);
+    n->exchange = a->exchange;
+    n->exchange_ctx = a->exchange_ctx;
     return c;
 }
 
@@ -932,11 +916,9 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
         return err_set(err, DDP_ERR_RUNTIME,
                        "--comm nccl: rank %d has neither a shared segment nor an id exchange",
                        a->rank);
-    comm_t *c = nccl_new(a->be, a->seg, a->world, a->rank, a->timeout_s, a->init_timeout_s);
+    comm_t *c = nccl_new(a);
     if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "rank %d: out of memory for the NCCL comm", a->rank);
-    impl_of(c)->exchange = a->exchange;
-    impl_of(c)->exchange_ctx = a->exchange_ctx;
     int rc = nccl_setup_cuda(c);
     if (rc == DDP_OK)
         rc = nccl_join(c, err);
@@ -975,7 +957,8 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
                        ncclGetErrorString(r), ncclGetLastError(NULL));
     int rc = DDP_OK;
     for (int i = 0; i < n; i++) {
-        comm_t *c = nccl_new(bes[i], NULL, n, i, timeout_s, 0.0);
+        comm_t *c = nccl_new(&(comm_args_t){.world = n, .rank = i, .be = bes[i],
+                                            .timeout_s = timeout_s});
         if (!c) {
             ncclCommAbort(nc[i]);
             rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the NCCL group");

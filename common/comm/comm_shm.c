@@ -680,15 +680,7 @@ static void shm_destroy(comm_t *c)
     free(m);
 }
 
-static const comm_ops_t shm_ops = {
-    .name = "shm",
-    .launch = shm_launch,
-    .wait = shm_wait,
-    .span = shm_span,
-    .abort = shm_abort,
-    .destroy = shm_destroy,
-    .run = shm_run,
-};
+static const comm_ops_t shm_ops = {COMM_OPS(shm, "shm"), .run = shm_run};
 
 int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
 {
@@ -703,14 +695,7 @@ int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
     shm_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm shm: out of memory");
-    m->c.ops = &shm_ops;
-    m->c.kind = COMM_SHM;
-    m->c.world = a->world;
-    m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
-    m->c.be = a->be;
-    m->c.seg = a->seg;
-    m->c.impl = m;
+    m->c = comm_header(&shm_ops, COMM_SHM, a, m);
     /* Continue the group's chunk numbering where this rank left it (all ranks
      * have finished the same chunks when a group is re-formed). */
     m->ticket = atomic_load(&a->seg->h->ctr[SEG_DONE][a->rank].v);
