@@ -1,13 +1,7 @@
-/* dp/dp_step.c: the step loop every DP device thread runs, and its step,
- * fenced: the collectives of PyTorch's DataParallel on the devices' group
- * (dp_comm.c) between each device's forward and backward (see dp.h for the
- * whole picture).  Each phase is timed on the device that runs it; the time
- * a device spends waiting for the others is its PH_IDLE, so the report
- * shows who waits for whom: in DP the other devices wait while device 0
- * stages the batch, computes the loss and steps the optimizer.  On a GPU
- * nothing here makes the host wait: the group orders the devices' queues
- * by events, and the step meter's wait for the previous step is each
- * thread's one host synchronisation. */
+/* dp/dp_step.c: the step loop every DP device thread runs, and its step, fenced: DataParallel's
+ * collectives (dp_comm.c) between each device's forward and backward.  A device's wait for the
+ * others is its PH_IDLE, so the report shows who waits for whom.  On a GPU nothing here makes
+ * the host wait: the group orders the queues by events, the meter's wait is the one sync. */
 #include <stdio.h>
 
 #include "common/base/fault.h"

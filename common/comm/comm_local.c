@@ -1,20 +1,9 @@
 /* common/comm/comm_local.c: the in-process group's collectives (comm.h's
- * comm_local_group_create: DP's devices, a thread each): broadcast,
- * scatter, gather, reduce, all-reduce and barrier over the process's own
- * memory, or between GPUs by peer copies ordered by events, or NCCL's
- * broadcast and reduce.  How ranks wait for each other is
- * comm_local_sync.c's.
- *
- * Each op is a few posts and waits (comm_local.h): a rank whose buffer
- * others read posts it (on a GPU after recording an event on its stream);
- * a rank that reads waits for that post (on a GPU its stream then waits for
- * the event) and copies or sums out of the poster's buffer into its own
- * (every copy is queued on the reading rank's device).  Only a sliced
- * broadcast or reduce (host memory, COMM_LOCAL_SLICED floats or more) meets
- * as a whole, before and after: there every rank moves its slice of
- * everyone's arena, k threads moving 1/k each instead of one moving all,
- * which is how a memory-bound move of a large arena finishes k times sooner
- * (and why not always: comm.h's COMM_LOCAL_SLICED). */
+ * comm_local_group_create: DP's devices, a thread each); how ranks wait is comm_local_sync.c's.
+ * Each op is a few posts and waits (comm_local.h): a rank whose buffer others read posts it
+ * (on a GPU after an event on its stream); a reader waits for the post and copies or sums out
+ * of the poster's buffer on its own device.  Only a sliced move (host memory, COMM_LOCAL_SLICED
+ * floats or more) meets as a whole: k threads moving 1/k each of a memory-bound arena. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,52 +1,18 @@
-/* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks
- * that mpirun started (one process each, on one host or many): Open MPI
- * moves the data, through its shared-memory transport within a host and TCP
- * or InfiniBand between hosts.  Built when mpi.h is found (HAVE_MPI); MPI
- * itself is initialised by the launcher (ddp/launch_mpi.c) with
- * MPI_THREAD_MULTIPLE.
+/* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks mpirun started
+ * (docs/hosts.md).  Built with HAVE_MPI; the launcher (ddp/launch_mpi.c) initialises MPI.
  *
- * Each rank's collectives run on its own duplicate of MPI_COMM_WORLD, one
- * at a time in launch order, so every rank posts the same sequence, as MPI
- * requires of collectives on one communicator.  Like comm_shm.c, a
- * communication thread runs them, so launch never blocks the caller: it
- * posts the nonblocking collective (MPI_Iallreduce on a DDP bucket's view of
- * the gradient arena, MPI_Ibcast, ...) and calls MPI_Test until it is done.
- * Open MPI moves a nonblocking collective forward only inside MPI calls on
- * some thread, so that polling is what makes the all-reduce overlap
- * backward, which runs meanwhile on the rank's main thread.  run() (comm.h)
- * posts and polls on the calling thread instead when the comm thread is
- * idle, sparing the hand-off.
+ * Each rank's collectives run in launch order on its own duplicate of MPI_COMM_WORLD, on a
+ * communication thread (comm_queue.c) that posts the nonblocking collective and polls
+ * MPI_Test: Open MPI moves a collective forward only inside MPI calls, so that polling is
+ * what makes the all-reduce overlap backward.  A rank that times out probes its peers with
+ * synchronous sends (MPI_Issend) on a second duplicate to name the one missing; MPI cannot
+ * cancel a collective, so the failure is sticky and the launcher ends the job (MPI_Abort).
  *
- * Bounds: every wait polls with a deadline, --timeout.  A rank that times
- * out finds out who is missing by probing: it sends each peer a synchronous
- * message (MPI_Issend completes only once received) on a second duplicate,
- * and every rank that is itself waiting in a collective receives such probes
- * as it polls.  The peers that do not answer within PROBE_S have not
- * arrived: "timed out in all-reduce of bucket 0: rank 1 did not arrive
- * within 2 s".  MPI cannot cancel a collective or tell the others to stop:
- * the failure is sticky here and the rank's launcher ends the whole job
- * (MPI_Abort), as it does when a rank dies.
- *
- * Sums.  MPI_SUM of MPI_FLOAT, never an averaging op (there is none):
- * REDOP_AVG divides each element of the sum by world afterwards, as shm
- * does, and DDP asks for SUM with 1/rows folded into its loss.  Which
- * algorithm Open MPI runs (recursive doubling, ring, reduce-scatter then
- * all-gather) depends only on the message size and the number of ranks, not
- * on timing, and each of them reduces every element once, in one order, and
- * hands that result to every rank: every rank gets the same bits, and the
- * same inputs give the same bits on every run.  The MPI standard only
- * recommends this, so DDP checks it where it matters: every rank's final
- * parameters must have rank 0's checksum (ddp.c), and --mode comm checks
- * every collective's result bit for bit.  The order differs from shm's rank
- * order, so the two agree to rounding (1e-5), not bit for bit.
- *
- * 16-bit sums (DDP's fp16/bf16 hooks): MPI has no half or bfloat16 type, so
- * the elements travel as MPI_UINT16_T under user-defined ops that add two
- * of them as NCCL does, rounding each addition to 16 bits (base/half.h).
- * The ops are marked commutative (IEEE addition is, bit for bit), which
- * lets Open MPI choose the same algorithms as for MPI_SUM; they are not
- * associative, so the result depends on the algorithm's order, and agrees
- * with shm's rank order to a rounding per addition. */
+ * Sums: MPI_SUM, AVG divided after as shm does.  Open MPI's algorithm depends only on size
+ * and ranks, so every rank and run gets the same bits (the standard only recommends it: DDP
+ * checks the final parameters' checksum); its order is not shm's, so the two agree to 1e-5.
+ * 16-bit sums travel as MPI_UINT16_T under user ops that round each addition (base/half.h),
+ * marked commutative (IEEE addition is) so Open MPI picks the same algorithms as MPI_SUM. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,50 +1,25 @@
 /* common/comm/comm_nccl.c: the collectives of comm.h over NCCL, for CUDA ranks.
  *
- * One communicator per rank, created non-blocking (ncclConfig_t.blocking = 0)
- * so neither joining the group nor any call can hang: joining is bounded by
- * the init bound (comm_args_t.init_timeout_s: a large group takes seconds to
- * set up), every later wait by --timeout.  Every wait polls, checks the
- * group's abort flag in the shared segment and a deadline, and on failure
- * calls ncclCommAbort (which also releases NCCL kernels stuck waiting for a
- * dead peer) and raises the segment's flag so the other ranks fail fast too.
- * Rank 0 makes the ncclUniqueId and passes it through the segment
- * (comm_seg_exchange_id), or under mpirun, where there is no segment, through
- * the exchange the launcher gives (an MPI_Bcast): the group's abort is then
- * the launcher's too (a failed rank ends the job).
+ * One non-blocking communicator per rank (ncclConfig_t.blocking = 0), so no call can hang:
+ * every wait polls the group's abort flag and a deadline (joining: init_timeout_s; later:
+ * --timeout), and a failure calls ncclCommAbort (releasing kernels stuck on a dead peer)
+ * and raises the segment's flag.  Rank 0's ncclUniqueId travels through the segment, or
+ * under mpirun through the launcher's exchange (MPI_Bcast).
  *
- * Streams and overlap.  Collectives run on the comm's own stream, so they
- * overlap the backend's compute stream.  launch() records an event on the
- * backend's stream and makes the comm stream wait for it: the collective
- * starts on the GPU as soon as the work queued before it (a bucket's
- * gradients) is done, while the host goes on queuing the rest of backward.
- * wait(h) makes the backend's stream wait for op h's end event -- the GPU
- * waits, the host returns at once, so a DDP step keeps its one host wait.
- * What bounds a collective whose peer never comes is the watch this comm
- * installs on the backend (backend_set_watch): every host wait on the
- * device polls it, and it fails the group when the oldest unfinished op has
- * been pending longer than --timeout, when another rank aborted, or when
- * NCCL reports an error.  Spans come from timed events on the comm stream,
- * placed on the now_s() clock by the backend's re-anchored clock.
+ * Collectives run on the comm's own stream after an event recorded on the backend's stream;
+ * wait(h) makes the backend's stream wait for op h's end event, the host does not.  A peer
+ * that never comes is caught by the watch this comm installs on the backend
+ * (backend_set_watch), polled by every host wait on the device.  Spans come from timed events.
  *
- * CUDA graphs (backend.h).  A collective launched while the backend captures
- * a step is captured with it, as NCCL allows: the comm stream joins the
- * capture by waiting for the `ready` record made in it, the op's start and
- * end are external records (real at every launch, so the spans are still
- * timed) of events kept per graph key and op, and the wait joins the comm
- * stream back (a record of `gjoin` the compute stream waits for), as the
- * capture must before it ends.  While the backend replays a step, a launch
- * or a wait queues nothing -- the graph holds that work -- but is numbered
- * and checked (backend_graph_note) like any operation of the step.  No event
- * recorded by the step under way is looked at before its graph is launched
- * (the watch's walk stops at the step's first op: a replayed step's events
- * still hold the last launch's records), and none at all while the step is
- * captured (CUDA refuses a capturing thread's query of any event).
+ * CUDA graphs (docs/gpu.md): a collective launched while the backend captures is captured
+ * with it (the comm stream joins through `ready`, its start and end are external records of
+ * events kept per graph key and op, and the wait joins back through `gjoin`).  While a step
+ * replays, launch and wait queue nothing but are numbered and checked (backend_graph_note).
+ * No event of the step under way is queried before its graph is launched, and none while it
+ * is captured (CUDA refuses a capturing thread's query of any event).
  *
- * Reductions are ncclSum, never ncclAvg (comm.h: AVG says why).
- *
- * Threads: the owner thread launches and waits; abort() may come from any
- * other thread of the rank (not from a signal handler).  A mutex guards the
- * ncclComm_t so an abort cannot free it under a call in progress. */
+ * Threads: the owner launches and waits; abort() may come from any other thread (not a signal
+ * handler).  A mutex guards the ncclComm_t so an abort cannot free it under a call. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>

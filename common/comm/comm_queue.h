@@ -1,17 +1,7 @@
-/* common/comm/comm_queue.h: the host-thread collective queue shared by the
- * comms that run their collectives on a thread of their own (comm_shm.c,
- * comm_mpi.c), for those implementers only.
- *
- * A rank's collectives run one at a time, in launch order, on one
- * communication thread, so launch never blocks the caller (DDP's backward
- * keeps computing while buckets are reduced).  The queue owns the ring of
- * launched ops, the thread, the sticky failure and the waits; an
- * implementation brings only run_op (one collective, on whichever thread
- * runs it) and its create, which embeds a comm_queue_t and starts it.
- *
- * Handles: op h (1, 2, ...) is the h-th launched; c->issued is the last
- * launched, completed the last finished.  A failure is sticky: every later
- * launch, wait and run returns DDP_ERR_RUNTIME, c->last_error says why. */
+/* common/comm/comm_queue.h: the host-thread collective queue of comm_shm.c and comm_mpi.c
+ * (docs/architecture.md): the ring of launched ops, the thread, the sticky failure and the
+ * waits; an implementation brings run_op and its create.  Op h (1, 2, ...) is the h-th
+ * launched; c->issued the last launched, completed the last finished. */
 #ifndef DDPBENCH_COMM_QUEUE_H
 #define DDPBENCH_COMM_QUEUE_H
 

@@ -1,31 +1,18 @@
-/* common/comm/comm_shm.c: collectives over the shared segment, for ranks that are
- * forked processes (DDP) or threads of one process.
+/* common/comm/comm_shm.c: collectives over the shared segment, for DDP's forked ranks.
  *
- * Each rank has one communication thread that runs the rank's collectives in
- * launch order, so launch never blocks the caller (DDP's backward keeps
- * computing while buckets are reduced).  A collective is cut into chunks that
- * flow through the segment's ring of staging slots; per chunk every rank
- *   1. waits until every rank has finished the chunk that last used the slot,
- *   2. stages its input into its part of the slot,
- *   3. waits until everyone has staged, then reduces ITS OWN slice of the
- *      chunk (rank r sums elements [r*len/n, (r+1)*len/n) of all inputs, in
- *      rank order) into the slot's result and its own buffer,
- *   4. waits until every slice is reduced, then copies the others' slices out.
- * That is a reduce-scatter followed by an all-gather: every rank reads and
- * writes about 2(n-1)/n of the buffer beyond its own staging copy, each element
- * is summed exactly once in a fixed order, and all ranks get the same bits.
- * Chunks are small enough to stay in cache between the phases, and the ring
- * lets a rank run a few chunks ahead of a slower one.
+ * Each rank's collectives run in launch order on its communication thread (comm_queue.c).
+ * A collective is cut into chunks that flow through the segment's ring of slots; per chunk
+ * every rank 1. waits until every rank has finished the chunk that last used the slot,
+ * 2. stages its input into its part of the slot, 3. waits until everyone has staged, then
+ * reduces ITS OWN slice (rank r sums elements [r*len/n, (r+1)*len/n) of all inputs, in rank
+ * order), 4. waits until every slice is reduced, then copies the others' slices out: a
+ * reduce-scatter then an all-gather, each element summed once in a fixed order, the same bits
+ * on every rank.  The ring lets a rank run a few chunks ahead of a slower one.
  *
- * Buffers on a backend that is not host-visible (CUDA) are staged through
- * pinned host memory, and nobody waits for the device on the rank's main
- * thread: launch queues the d2h of the input on the backend's stream (after
- * the rank's compute) and records an event the comm thread polls before it
- * reads the staged input; wait queues the h2d of the result back (the rank's
- * later work is ordered after it on the same stream).  The staging memory is
- * two areas used in turn, one per burst of collectives (a DDP step), each
- * with an event recorded after its last copy back: an area is refilled only
- * once that event has completed -- by then a step later, so it always has. */
+ * Device (CUDA) buffers are staged through pinned host memory without a host wait: launch
+ * queues the input's d2h and an event the comm thread polls; wait queues the h2d back.  The
+ * staging is two areas used in turn, one per burst (a DDP step), each refilled only once the
+ * event after its last copy back has completed (a step later, so it always has). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
