@@ -45,42 +45,38 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // the 16-bit sums (user-defined ops: inout[i] = in[i] + inout[i], rounded)
 
+static void sum16(dtype_t t, const uint16_t *a, uint16_t *b, int len)
+{
+    for (int i = 0; i < len; i++)
+        b[i] = dtype16_add(t, a[i], b[i]);
+}
+
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = dtype16_add(DTYPE_F16, a[i], b[i]);
+    sum16(DTYPE_F16, in, inout, *len);
 }
 
 static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = dtype16_add(DTYPE_BF16, a[i], b[i]);
+    sum16(DTYPE_BF16, in, inout, *len);
 }
 
 // ---------------------------------------------------------------------------
 // errors
 
-static int fail(mpic_t *m, const char *msg)
-{
-    return comm_queue_fail(&m->queue, msg);
-}
+#define fail(m, ...) comm_queue_fail(&(m)->queue, __VA_ARGS__)
 
 /* An MPI call's error code as one line. */
 static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op, uint64_t seq)
 {
-    char what[160], text[MPI_MAX_ERROR_STRING], msg[ERR_LEN];
+    char what[160], text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", code);
     comm_op_label(what, sizeof what, op, seq);
-    snprintf(msg, sizeof msg, "%s of %s: %s", call, what, text);
-    return fail(m, msg);
+    return fail(m, "%s of %s: %s", call, what, text);
 }
 
 // ---------------------------------------------------------------------------
@@ -167,16 +163,14 @@ static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t se
         double waited = now_s() - t0;
         if (waited > m->c.timeout_s) {
             m->pending = true;
-            char what[160], msg[ERR_LEN];
+            char what[160];
             comm_op_label(what, sizeof what, op, seq);
             int missing = find_missing(m, seq);
             if (missing >= 0)
-                snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s",
-                         what, missing, m->c.timeout_s);
-            else
-                snprintf(msg, sizeof msg, "timed out in %s: a peer did not arrive within %g s",
-                         what, m->c.timeout_s);
-            return fail(m, msg);
+                return fail(m, "timed out in %s: rank %d did not arrive within %g s", what,
+                            missing, m->c.timeout_s);
+            return fail(m, "timed out in %s: a peer did not arrive within %g s", what,
+                        m->c.timeout_s);
         }
         poll_pause(waited);
     }
@@ -211,10 +205,9 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
     if (op->kind != COLL_BARRIER && cnt == 0)
         return DDP_OK; /* a no-op: no rendezvous (comm.h) */
     if (cnt > (size_t)INT_MAX) {
-        char what[160], msg[ERR_LEN];
+        char what[160];
         comm_op_label(what, sizeof what, op, seq);
-        snprintf(msg, sizeof msg, "%s: %zu floats is more than MPI's count can hold", what, cnt);
-        return fail(m, msg);
+        return fail(m, "%s: %zu floats is more than MPI's count can hold", what, cnt);
     }
     const int c = (int)cnt;
     MPI_Request rq = MPI_REQUEST_NULL;
@@ -273,11 +266,8 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
         call = "MPI_Ibarrier";
         code = MPI_Ibarrier(m->comm, &rq);
         break;
-    default: {
-        char msg[ERR_LEN];
-        snprintf(msg, sizeof msg, "unknown collective %d", (int)op->kind);
-        return fail(m, msg);
-    }
+    default:
+        return fail(m, "unknown collective %d", (int)op->kind);
     }
     if (code != MPI_SUCCESS)
         return mpi_failed(m, code, call, op, seq);
@@ -327,9 +317,7 @@ static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
  * through MPI: the rank's failure ends the job (the launcher's MPI_Abort). */
 static void mpic_abort(comm_t *c, const char *why)
 {
-    char msg[ERR_LEN];
-    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
-    fail((mpic_t *)c, msg);
+    fail((mpic_t *)c, "aborted: %s", why ? why : "abort");
 }
 
 static void mpic_destroy(comm_t *c)

@@ -4,6 +4,7 @@
  * watchdog.  What a collective does is the implementation's run_op. */
 #include "common/comm/comm_queue.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -24,8 +25,13 @@ static void fail_locked(comm_queue_t *q, const char *msg)
     }
 }
 
-int comm_queue_fail(comm_queue_t *q, const char *msg)
+int comm_queue_fail(comm_queue_t *q, const char *fmt, ...)
 {
+    char msg[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&q->mu);
     fail_locked(q, msg);
     /* Wake the waiters: they return the failure. */
@@ -50,7 +56,7 @@ bool comm_queue_pending(comm_queue_t *q)
 int comm_queue_check(comm_queue_t *q, const comm_op_t *op)
 {
     char msg[ERR_LEN];
-    return comm_op_check(q->c, op, msg) == DDP_OK ? DDP_OK : comm_queue_fail(q, msg);
+    return comm_op_check(q->c, op, msg) == DDP_OK ? DDP_OK : comm_queue_fail(q, "%s", msg);
 }
 
 // ---------------------------------------------------------------------------

@@ -52,9 +52,9 @@ int comm_queue_start(comm_queue_t *q, comm_t *c, comm_run_op_fn run_op,
 /* Stop the thread (ops still queued are abandoned) and free q's locks. */
 void comm_queue_stop(comm_queue_t *q);
 
-/* Record msg as the comm's failure (the first one sticks) and wake every
+/* Record the message as the comm's failure (the first one sticks) and wake every
  * waiter; returns DDP_ERR_RUNTIME. */
-int comm_queue_fail(comm_queue_t *q, const char *msg);
+int comm_queue_fail(comm_queue_t *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool comm_queue_failed(comm_queue_t *q);
 /* Ops launched and not finished while the comm has not failed. */
 bool comm_queue_pending(comm_queue_t *q);

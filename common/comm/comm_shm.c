@@ -55,10 +55,7 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // errors
 
-static int fail(shm_t *m, const char *msg)
-{
-    return comm_queue_fail(&m->queue, msg);
-}
+#define fail(m, ...) comm_queue_fail(&(m)->queue, __VA_ARGS__)
 
 /* The rank that is furthest behind: the one a timed-out wait is really waiting for. */
 static int laggard(comm_seg_t *s, int fallback)
@@ -85,7 +82,7 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
     comm_seg_t *s = m->c.seg;
     if (missing < 0) {
         comm_seg_aborted(s, msg);
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     }
     char at[ERR_LEN - 224];
     comm_op_label(what, sizeof what, op, seq);
@@ -93,7 +90,7 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
     snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s (%s)", what,
              laggard(s, missing), m->c.timeout_s, at);
     comm_seg_abort(s, m->c.rank, msg);
-    return fail(m, msg);
+    return fail(m, "%s", msg);
 }
 
 // ---------------------------------------------------------------------------
@@ -372,7 +369,7 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         char msg[ERR_LEN];
         if (!descs_match(m, ch.slot, &mine, msg)) {
             comm_seg_abort(s, r, msg);
-            return fail(m, msg);
+            return fail(m, "%s", msg);
         }
         if (!ch.reduction || ch.whole)
             finish_whole(m, op, src, &ch);
@@ -392,11 +389,9 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
     for (long spins = 0;; spins++) {
         bool done = false;
         if (backend_event_query(m->c.be, ev, &done) != DDP_OK) {
-            char msg[ERR_LEN], what[160];
+            char what[160];
             comm_op_label(what, sizeof what, op, seq);
-            snprintf(msg, sizeof msg, "staging the input of %s: %s", what,
-                     backend_last_error(m->c.be));
-            return fail(m, msg);
+            return fail(m, "staging the input of %s: %s", what, backend_last_error(m->c.be));
         }
         if (done)
             return DDP_OK;
@@ -408,7 +403,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
             snprintf(msg, sizeof msg, "timed out staging the input of %s: the device did not "
                      "finish within %g s", what, m->c.timeout_s);
             comm_seg_abort(m->c.seg, m->c.rank, msg);
-            return fail(m, msg);
+            return fail(m, "%s", msg);
         }
         if (spins > 1000) {
             struct timespec ts = {0, 50000};
@@ -426,7 +421,7 @@ static int shm_run_op(comm_t *c, const comm_op_t *op, uint64_t seq, void *staged
     char msg[ERR_LEN];
     span->start_s = now_s();
     if (comm_seg_aborted(c->seg, msg))
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     int rc = staged ? wait_staged(m, staged, op, seq) : DDP_OK;
     if (rc == DDP_OK)
         rc = run_op(m, op, seq);
@@ -460,22 +455,15 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
             rc = backend_h2d(c->be, b->dev_dst, b->host_src, b->back_floats * sizeof(float));
             touched[b->area] = true;
         }
-        if (rc != DDP_OK) {
-            char msg[ERR_LEN];
-            snprintf(msg, sizeof msg, "copying a result to the device: %s",
-                     backend_last_error(c->be));
-            return fail(m, msg);
-        }
+        if (rc != DDP_OK)
+            return fail(m, "copying a result to the device: %s", backend_last_error(c->be));
         m->copied_back++;
     }
     /* Why an event per area: it may be refilled only once the copies that
      * read it back have run. */
     for (int a = 0; a < 2 && rc == DDP_OK; a++)
-        if (touched[a] && backend_event_record(c->be, m->area[a].drained) != DDP_OK) {
-            char msg[ERR_LEN];
-            snprintf(msg, sizeof msg, "staging: %s", backend_last_error(c->be));
-            return fail(m, msg);
-        }
+        if (touched[a] && backend_event_record(c->be, m->area[a].drained) != DDP_OK)
+            return fail(m, "staging: %s", backend_last_error(c->be));
     return rc;
 }
 
@@ -498,17 +486,11 @@ static int area_reset(shm_t *m, int a, size_t need)
     comm_t *c = &m->c;
     backend_t *be = c->be;
     shm_area_t *ar = &m->area[a];
-    char msg[ERR_LEN];
-    if (!ar->drained && !(ar->drained = backend_event_new(be, false))) {
-        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
-        return fail(m, msg);
-    }
     bool done = true;
-    if (backend_event_query(be, ar->drained, &done) != DDP_OK ||
-        (!done && backend_event_sync(be, ar->drained) != DDP_OK)) {
-        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
-        return fail(m, msg);
-    }
+    if ((!ar->drained && !(ar->drained = backend_event_new(be, false))) ||
+        backend_event_query(be, ar->drained, &done) != DDP_OK ||
+        (!done && backend_event_sync(be, ar->drained) != DDP_OK))
+        return fail(m, "staging: %s", backend_last_error(be));
     ar->used = 0;
     if (need <= ar->cap)
         return DDP_OK;
@@ -521,11 +503,8 @@ static int area_reset(shm_t *m, int a, size_t need)
         backend_free_host(be, ar->buf); /* frees once the device is done with it */
     ar->buf = backend_alloc_host(be, cap * sizeof(float));
     ar->cap = ar->buf ? cap : 0;
-    if (!ar->buf) {
-        snprintf(msg, sizeof msg, "out of pinned host memory for %zu bytes of staging",
-                 cap * sizeof(float));
-        return fail(m, msg);
-    }
+    if (!ar->buf)
+        return fail(m, "out of pinned host memory for %zu bytes of staging", cap * sizeof(float));
     return DDP_OK;
 }
 
@@ -576,13 +555,10 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
         /* Queued after the backend's earlier work (the bucket's gradients);
          * the comm thread reads host_src once `staged` has completed. */
         backend_event_t **ev = &m->staged[c->issued % COMM_QUEUE_LEN];
-        char msg[ERR_LEN];
         if ((!*ev && !(*ev = backend_event_new(be, false))) ||
             backend_d2h_async(be, host_src, dev_src, in_floats * sizeof(float)) != DDP_OK ||
-            backend_event_record(be, *ev) != DDP_OK) {
-            snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
-            return fail(m, msg);
-        }
+            backend_event_record(be, *ev) != DDP_OK)
+            return fail(m, "staging a collective's input: %s", backend_last_error(be));
         *staged = *ev;
     }
     bool back = op->kind == COLL_ALL_REDUCE || gather || scatter ||
@@ -606,7 +582,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
         *h = 0;
     TRY(comm_queue_check(&m->queue, in));
     if (comm_seg_aborted(c->seg, msg))
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     comm_op_t op = *in;
     shm_back_t back = {0};
     backend_event_t *staged = NULL;
@@ -642,9 +618,7 @@ static void shm_abort(comm_t *c, const char *why)
 {
     shm_t *m = (shm_t *)c;
     comm_seg_abort(c->seg, c->rank, why);
-    char msg[ERR_LEN];
-    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
-    fail(m, msg);
+    fail(m, "aborted: %s", why ? why : "abort");
 }
 
 static void shm_destroy(comm_t *c)
