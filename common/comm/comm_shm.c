@@ -74,8 +74,7 @@ static int laggard(comm_seg_t *s, int fallback)
     return best;
 }
 
-/* A failed wait inside op: compose the message; a timeout also aborts the
- * group so the other ranks stop at once instead of timing out one by one. */
+/* A failed wait inside op; a timeout also aborts the group, so the others stop at once. */
 static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
 {
     char msg[ERR_LEN], what[160];
@@ -96,13 +95,8 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
 // ---------------------------------------------------------------------------
 // the chunk engine (comm thread)
 
-/* dst (and dst2 when not NULL) = sum over ranks of their inputs at [lo, lo+len)
- * of the chunk, in rank order, divided by n for AVG.  Peers' inputs are in
- * their staging slots; this rank's own comes straight from its buffer (mine),
- * which it never staged.  Tiled so the running sum stays in L1. */
-/* The same over 16-bit elements packed two to a word (len words): each
- * addition rounded to 16 bits, as NCCL's half and bfloat16 sums are
- * (base/half.h), in rank order.  Never averaged (comm.h: SUM only). */
+/* reduce_slice over 16-bit elements packed two to a word (len words), each addition rounded
+ * to 16 bits (base/half.h), in rank order; never averaged. */
 static void reduce_slice16(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
                            size_t len, dtype_t dt, float *dst, float *dst2)
 {
@@ -125,6 +119,9 @@ static void reduce_slice16(comm_seg_t *s, int slot, int self, const float *mine,
     }
 }
 
+/* dst (and dst2 unless NULL) = the ranks' inputs at [lo, lo+len) of the chunk summed in rank
+ * order, divided by n for AVG; this rank's own from its buffer (mine), the peers' from their
+ * staging.  Tiled so the running sum stays in L1. */
 static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
                          size_t len, bool avg, dtype_t dt, float *dst, float *dst2)
 {
@@ -181,8 +178,7 @@ static void run_local(const comm_op_t *op)
         memcpy(op->recv, src, op->count * sizeof(float));
 }
 
-/* The floats of op's input on this rank (all-gather: its own block; reduce-
- * scatter: every block). */
+/* op's input on this rank (all-gather: its own block; reduce-scatter: every block). */
 static const float *op_src(const comm_op_t *op, int rank)
 {
     if (op->send)
@@ -194,11 +190,9 @@ static const float *op_src(const comm_op_t *op, int rank)
     return op->recv;
 }
 
-/* A reduction chunk this short is reduced whole by every rank that needs it
- * (one crossing: stage, wait for everyone, sum) rather than split into
- * slices and gathered back (two crossings): summing n x 16 KiB costs less
- * than a second wait for the peers, and the sum is the same, element by
- * element in rank order, so the bits do not depend on the path. */
+/* A reduction chunk this short is reduced whole by every rank that needs it (one crossing)
+ * rather than split and gathered back (two): summing n x 16 KiB costs less than a second
+ * wait, and the sum, in rank order, is the same bits either way. */
 #define SHM_SMALL_FLOATS 4096
 
 /* One chunk of op: where it lies and how it is reduced. */
@@ -211,10 +205,8 @@ typedef struct {
     bool whole;          /* reduced whole by every rank that needs it (SHM_SMALL_FLOATS) */
 } shm_chunk_t;
 
-/* Step 2: stage our input; seg_publish orders it before the counter.  A
- * split reduction stages only the slices the others reduce (ours we read
- * from our own buffer in step 3); reduce-scatter stages every block but
- * ours, each len floats at in + q*len. */
+/* Step 2: stage our input (seg_publish orders it before the counter): a split reduction only
+ * the slices the others reduce; reduce-scatter every block but ours, at in + q*len. */
 static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
 {
     comm_seg_t *s = m->c.seg;
@@ -240,8 +232,7 @@ static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const s
     }
 }
 
-/* Step 3 of a chunk that is not a split reduction: everyone's input is in,
- * this rank takes what it needs. */
+/* Step 3 of a chunk that is not a split reduction: everyone's input is in. */
 static void finish_whole(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
 {
     comm_seg_t *s = m->c.seg;
@@ -279,8 +270,7 @@ static void finish_whole(shm_t *m, const comm_op_t *op, const float *src, const 
     }
 }
 
-/* Steps 3' and 4 of a long reduction chunk: reduce our slice (reduce-
- * scatter), then, every slice reduced, copy out the others' (all-gather). */
+/* Steps 3' and 4 of a long reduction chunk: reduce our slice, then copy out the others'. */
 static int finish_split(shm_t *m, const comm_op_t *op, uint64_t seq, const float *src,
                         const shm_chunk_t *ch)
 {
@@ -321,12 +311,10 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     const int D = s->h->slots;
     const double T = m->c.timeout_s;
     const float *src = op_src(op, r);
-    /* reduce-scatter moves count floats of every block per op: a chunk holds
-     * a piece of each of the n blocks */
+    /* a reduce-scatter's chunk holds a piece of each of the n blocks */
     const size_t step = op->kind == COLL_REDUCE_SCATTER ? C / (size_t)n : C;
     size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + step - 1) / step;
-    /* the element type rides in redop's upper bits: ranks that disagree on it
-     * are a mismatch like any other */
+    /* the element type rides in redop's upper bits: a disagreement is a mismatch */
     seg_desc_t mine = {.op_seq = seq, .kind = op->kind,
                        .redop = (uint32_t)op->redop | (uint32_t)op->dtype << 8, .root = op->root,
                        .count = op->count};
@@ -380,9 +368,8 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     return DDP_OK;
 }
 
-/* Before the comm thread reads a staged input: the d2h that fills it, queued
- * by the main thread at launch, has completed.  The comm thread polls (it
- * must not block the device's other users), bounded like every other wait. */
+/* Before the comm thread reads a staged input: its d2h, queued at launch, has completed.
+ * Polled (it must not block the device's other users), bounded like every wait. */
 static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint64_t seq)
 {
     double deadline = now_s() + m->c.timeout_s;
@@ -412,8 +399,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
     }
 }
 
-/* comm_queue's run_op: op's staged input first (device buffers), then the
- * chunks; span covers both. */
+/* comm_queue's run_op: op's staged input first (device buffers), then the chunks. */
 static int shm_run_op(comm_t *c, const comm_op_t *op, uint64_t seq, void *staged,
                       comm_span_t *span)
 {
@@ -436,18 +422,13 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
     shm_t *m = (shm_t *)c;
     int rc = comm_queue_wait(&m->queue, h, span);
-    /* Waiting for an op whose input was staged from the device is waiting
-     * for the device: the comm thread began it only once the input's copy to
-     * the host -- queued after the backward that wrote it -- had completed.
-     * Counted once per wait, as the host's own waits are. */
+    /* Waiting for an op staged from the device is waiting for the device: counted once. */
     bool staged = false;
     for (uint64_t k = m->copied_back; k < h && !staged; k++)
         staged = m->back[k % COMM_QUEUE_LEN].staged;
     if (rc == DDP_OK && staged)
         backend_count_host_sync(c->be);
-    /* Device buffers: copy results back in op order, on the caller's stream
-     * (pinned sources: queued, not waited for; the rank's later work on the
-     * stream comes after them). */
+    /* Device buffers: results back in op order, queued on the caller's stream. */
     bool touched[2] = {false, false};
     while (rc == DDP_OK && m->copied_back < h) {
         shm_back_t *b = &m->back[m->copied_back % COMM_QUEUE_LEN];
@@ -477,10 +458,8 @@ static void shm_span(comm_t *c, comm_handle_t h, comm_span_t *span)
  * larger than it still gets the room it needs. */
 #define SHM_BURST_MAX_FLOATS ((size_t)1 << 28)
 
-/* Make area a ready for a burst of collectives needing at least need floats:
- * its last copies back have run (always so by now in DDP, a step later; a
- * wait otherwise), and it is large enough (grown only when nothing is in
- * flight). */
+/* Make area a ready for a burst needing need floats: its last copies back have run (in DDP
+ * always, a step later), and it is large enough (grown only when nothing is in flight). */
 static int area_reset(shm_t *m, int a, size_t need)
 {
     comm_t *c = &m->c;
@@ -494,8 +473,7 @@ static int area_reset(shm_t *m, int a, size_t need)
     ar->used = 0;
     if (need <= ar->cap)
         return DDP_OK;
-    /* Room to spare: a later burst may add a small op (DDP's loss on its
-     * logging steps) to the buckets, and growing means waiting. */
+    /* Room to spare: a later burst may add a small op (DDP's loss), and growing waits. */
     size_t cap = need + need / 8 + 1024;
     if (cap < 2 * ar->cap)
         cap = 2 * ar->cap;
@@ -508,8 +486,7 @@ static int area_reset(shm_t *m, int a, size_t need)
     return DDP_OK;
 }
 
-/* Device buffers: reserve host staging for op and queue the copy of its input
- * there; rewrite op to the host copy. */
+/* Device buffers: reserve host staging for op, queue its input's copy there, point op at it. */
 static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
                            backend_event_t **staged)
 {
@@ -533,12 +510,9 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     }
     shm_area_t *ar = &m->area[m->cur_area];
     if (ar->used + need > ar->cap) {
-        /* A burst larger than the area: let everything in flight finish,
-         * then start over in one that holds the whole burst, so the next
-         * one (a DDP step's buckets) does not wait midway.  Up to a bound:
-         * a benchmark's back-to-back ops (--mode comm) would otherwise grow
-         * it to iterations x size; past it, the area holds one op and the
-         * burst waits where it overflows. */
+        /* A burst larger than the area: let everything in flight finish, then start over in
+         * one that holds the whole burst, up to a bound (--mode comm's back-to-back ops
+         * would grow it to iterations x size). */
         size_t burst = ar->used + need;
         TRY(shm_wait(c, c->issued, NULL));
         TRY(area_reset(m, m->cur_area, burst <= SHM_BURST_MAX_FLOATS ? burst : need));
@@ -552,8 +526,7 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     size_t in_floats = scatter ? need : cnt;
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
     if (has_input && in_floats) {
-        /* Queued after the backend's earlier work (the bucket's gradients);
-         * the comm thread reads host_src once `staged` has completed. */
+        /* After the backend's earlier work; the comm thread reads it once `staged` completed. */
         backend_event_t **ev = &m->staged[c->issued % COMM_QUEUE_LEN];
         if ((!*ev && !(*ev = backend_event_new(be, false))) ||
             backend_d2h_async(be, host_src, dev_src, in_floats * sizeof(float)) != DDP_OK ||
@@ -597,8 +570,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
     return DDP_OK;
 }
 
-/* Launch and wait in one: on the calling thread (comm_queue_run) for host
- * memory; device buffers are staged through host memory, the queued path. */
+/* Launch and wait in one: on the calling thread for host memory, else the queued path. */
 static int shm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     shm_t *m = (shm_t *)c;
