@@ -1,7 +1,5 @@
-/* common/comm/comm_queue.c: the host-thread collective queue (comm_queue.h):
- * the ring of launched ops, the communication thread that runs them in
- * launch order, the sticky failure, and the waits with their stall
- * watchdog.  What a collective does is the implementation's run_op. */
+/* common/comm/comm_queue.c: the host-thread collective queue (comm_queue.h), with the waits'
+ * stall watchdog.  What a collective does is the implementation's run_op. */
 #include "common/comm/comm_queue.h"
 
 #include <stdarg.h>
@@ -67,8 +65,7 @@ static void *comm_thread(void *arg)
     comm_queue_t *q = arg;
     if (q->timer_slack_ns)
         prctl(PR_SET_TIMERSLACK, q->timer_slack_ns);
-    /* Not on the core its rank's thread is pinned to (base/affinity.h): the
-     * collectives it runs during backward would take turns with it there. */
+    /* Not on its rank's pinned core: the collectives would take turns with backward there. */
     affinity_unpin();
     pthread_mutex_lock(&q->mu);
     for (;;) {
@@ -209,12 +206,9 @@ void comm_queue_span(comm_queue_t *q, comm_handle_t h, comm_span_t *span)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Launch and wait in one, on the calling thread: once the comm thread has
- * drained what was launched before, the op runs here, with no hand-off to
- * the comm thread and back (a sleep and a wake-up each way).  It takes the
- * next handle as if the comm thread had run it: the comm thread is idle
- * (completed == issued) and stays so, because issued moves only after the
- * op is done, together with completed, under mu. */
+/* Launch and wait in one, on the calling thread once the comm thread has drained what came
+ * before (sparing a sleep and a wake-up each way).  The comm thread stays idle (completed ==
+ * issued): issued moves only after the op is done, together with completed, under mu. */
 int comm_queue_run(comm_queue_t *q, const comm_op_t *op, comm_handle_t *h)
 {
     comm_t *c = q->c;

@@ -16,10 +16,8 @@
  * the oldest). */
 #define COMM_QUEUE_LEN 256
 
-/* Run op (the seq-th of this comm) to completion and fill span with when it
- * started and ended.  arg: what launch was given with it (NULL from
- * comm_queue_run).  On failure call comm_queue_fail (the message is kept)
- * and return its status. */
+/* Run op (the seq-th) to completion, filling span; arg: launch's (NULL from comm_queue_run).
+ * On failure return comm_queue_fail's status. */
 typedef int (*comm_run_op_fn)(comm_t *c, const comm_op_t *op, uint64_t seq, void *arg,
                               comm_span_t *span);
 
@@ -45,8 +43,8 @@ typedef struct {
     _Atomic uint64_t progress_ns;  /* last time the queue moved: the stall watchdog's clock */
 } comm_queue_t;
 
-/* Make q (zeroed, inside the comm c) and start its thread; timer_slack_ns as
- * above.  On failure err says why; comm_queue_stop still frees what was made. */
+/* Make q (zeroed, inside the comm c) and start its thread; on failure comm_queue_stop still
+ * frees what was made. */
 int comm_queue_start(comm_queue_t *q, comm_t *c, comm_run_op_fn run_op,
                      unsigned long timer_slack_ns, char *err);
 /* Stop the thread (ops still queued are abandoned) and free q's locks. */
