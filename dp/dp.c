@@ -116,7 +116,6 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     res->ndev = ndev;
     for (int d = 0; d < ndev; d++) {
         dp_dev_t *dv = &c->dev[d];
-        dv->slot = d;
         dv->id = cfg->gpus[d];
         res->dev[d].device_id = dv->id;
         /* Messages name the slot (what DDPBENCH_FAULT counts), and the id when it differs. */

@@ -6,7 +6,6 @@
 #define DDPBENCH_DP_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,7 +15,6 @@
 #include "common/data/data.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
-#include "common/measure/progress.h"
 #include "common/measure/result.h"
 #include "common/measure/step_meter.h"
 #include "common/nn/model.h"
@@ -93,7 +91,7 @@ typedef struct {
 } dp_plan_t;
 
 typedef struct {
-    int slot, id;
+    int id;
     char name[48];            /* "device 1" or "device 1 (id 5)", for messages */
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */

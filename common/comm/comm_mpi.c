@@ -82,9 +82,8 @@ static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op
 // ---------------------------------------------------------------------------
 // waiting: MPI_Test with a deadline, answering probes meanwhile
 
-/* Receive the probes other ranks sent us: we are waiting in a collective,
- * so we have arrived (see the header).  Matched probes, so the comm thread
- * and a run() on the main thread never take each other's message. */
+/* Receive the probes other ranks sent us (we are waiting in a collective: we have arrived).
+ * Matched probes: the comm thread and a run() never take each other's message. */
 static void serve_probes(mpic_t *m)
 {
     for (;;) {
@@ -99,9 +98,8 @@ static void serve_probes(mpic_t *m)
     }
 }
 
-/* Spin for the first 50 us of a wait (most small collectives are done by
- * then, and a sleep would add its latency to the exposed time), then test
- * every 20 us, leaving the core to the rank's compute. */
+/* Spin for the first 50 us of a wait (a sleep would add to a short collective's exposed
+ * time), then test every 20 us, leaving the core to the rank's compute. */
 static void poll_pause(double waited_s)
 {
     if (waited_s < 50e-6)
@@ -110,8 +108,7 @@ static void poll_pause(double waited_s)
     nanosleep(&ts, NULL);
 }
 
-/* Who has not arrived: probe every peer and give them PROBE_S to answer;
- * the lowest rank that did not, or -1 when every one did. */
+/* Who has not arrived: the lowest peer that did not answer a probe within PROBE_S, or -1. */
 static int find_missing(mpic_t *m, uint64_t seq)
 {
     int n = m->c.world, self = m->c.rank;
@@ -143,8 +140,7 @@ static int find_missing(mpic_t *m, uint64_t seq)
     return missing;
 }
 
-/* Wait for request rq of op seq: DDP_OK when it completed; a failure
- * (recorded, sticky) on an MPI error, an abort of this comm, or --timeout. */
+/* Wait for request rq of op seq; a failure on an MPI error, an abort, or --timeout. */
 static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t seq)
 {
     double t0 = now_s();
@@ -191,8 +187,7 @@ static float *scratch(mpic_t *m, size_t count)
     return m->scratch;
 }
 
-/* Post op, wait for it, finish it (AVG's division, an in-place
- * reduce-scatter's copy).  span: when it was posted and when it completed. */
+/* Post op, wait for it, finish it (AVG's division, an in-place reduce-scatter's copy). */
 static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm_span_t *span)
 {
     mpic_t *m = (mpic_t *)cm;
@@ -248,8 +243,7 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
             code = MPI_Iallgather(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, m->comm, &rq);
         break;
     case COLL_REDUCE_SCATTER: {
-        /* In place, our block lies inside the input, which MPI forbids: the
-         * result goes to scratch first, then into our block. */
+        /* In place our block lies inside the input, which MPI forbids: scratch, then copy. */
         const float *src = send ? send : recv - (size_t)r * cnt;
         bool inside = recv >= src && recv < src + (size_t)n * cnt;
         rs_out = recv;
@@ -306,15 +300,12 @@ static void mpic_span(comm_t *c, comm_handle_t h, comm_span_t *span)
     comm_queue_span(&((mpic_t *)c)->queue, h, span);
 }
 
-/* Launch and wait in one, on the calling thread, once the comm thread has
- * drained what came before (comm_queue_run). */
 static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     return comm_queue_run(&((mpic_t *)c)->queue, op, h);
 }
 
-/* Fail every pending and future op of this rank.  The others cannot be told
- * through MPI: the rank's failure ends the job (the launcher's MPI_Abort). */
+/* Fail this rank's ops; MPI cannot tell the others: the launcher's MPI_Abort ends the job. */
 static void mpic_abort(comm_t *c, const char *why)
 {
     fail((mpic_t *)c, "aborted: %s", why ? why : "abort");
@@ -343,8 +334,7 @@ static const comm_ops_t mpi_ops = {COMM_OPS(mpic, "mpi"), .run = mpic_run};
 // ---------------------------------------------------------------------------
 // creation
 
-/* A duplicate of MPI_COMM_WORLD, bounded by limit_s (MPI_Comm_idup: a rank
- * that never comes must not hang the others here either). */
+/* A duplicate of MPI_COMM_WORLD, bounded by limit_s (MPI_Comm_idup: a missing rank hangs none). */
 static int dup_world(MPI_Comm *out, double limit_s, char *err)
 {
     MPI_Request rq;

@@ -40,7 +40,6 @@ typedef struct {
 } seg_note_t;
 
 typedef struct {
-    uint64_t magic;
     int world;
     int slots;              /* ring depth */
     size_t chunk;           /* floats per rank per slot */

@@ -331,13 +331,10 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         ch.hi = ch.len * (size_t)(r + 1) / (size_t)n;
         uint64_t k = ch.k;
 
-        /* 1. The slot is free once every rank has finished the chunk that used
-         *    it D tickets ago (their reads of our input and of the result).
-         *    Known without looking, most of the time: a rank stages chunk k
-         *    only after it finished chunk k-1, so every rank having staged
-         *    chunk k (step 3, last chunk) means every rank's done counter is
-         *    at least k; and reading a counter the peer wrote last is a
-         *    cache miss, on the critical path of every collective. */
+        /* 1. The slot is free once every rank has finished the chunk that used it D tickets
+         *    ago.  Mostly known without looking (a cache miss on every collective's critical
+         *    path): a rank stages chunk k only after finishing k-1, so every rank having
+         *    staged chunk k (step 3, last chunk) means every done counter is at least k. */
         if (k >= (uint64_t)D && m->done_seen < k + 1 - (uint64_t)D &&
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
