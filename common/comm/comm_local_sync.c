@@ -63,7 +63,7 @@ static void futex_wake_all(_Atomic uint32_t *addr)
 /* Wake the sleepers, if any.  The announcement is ordered before the read of their count
  * (the fence), as a sleeper's count before its last look: either the sleeper sees the
  * announcement, or this sees the sleeper and moves the futex word it sleeps on. */
-static void wake_sleepers(comm_local_group_t *g)
+void local_wake(comm_local_group_t *g)
 {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&g->sleepers, memory_order_seq_cst) > 0) {
@@ -145,7 +145,7 @@ static int wait_open(comm_local_group_t *g, const wait_for_t *w)
             continue;
         }
         /* Sleep: count ourselves in, read the futex word, look once more after the fence
-         * (wake_sleepers' order); a rank that announces after our count wakes us. */
+         * (local_wake's order); a rank that announces after our count wakes us. */
         atomic_fetch_add_explicit(&g->sleepers, 1, memory_order_seq_cst);
         uint32_t word = atomic_load_explicit(&g->wake, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
@@ -159,8 +159,6 @@ static int wait_open(comm_local_group_t *g, const wait_for_t *w)
 
 // ---------------------------------------------------------------------------
 // posts and barriers
-
-void local_wake(comm_local_group_t *g) { wake_sleepers(g); }
 
 int local_await_slow(comm_local_group_t *g, int me, int q, uint64_t count, const uint64_t *want,
                      bool *slept)
@@ -192,6 +190,6 @@ int comm_local_sync(comm_local_group_t *g, int rank)
     if (!is_open(g, &w))
         TRY(wait_open(g, &w));
     /* Whoever sees the barrier open wakes the sleepers. */
-    wake_sleepers(g);
+    local_wake(g);
     return DDP_OK;
 }

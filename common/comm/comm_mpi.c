@@ -375,8 +375,6 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
         return err_set(err, DDP_ERR_RUNTIME,
                        "comm mpi: rank %d of %d asked for, MPI has rank %d of %d", a->rank,
                        a->world, rank, size);
-    if (!a->be)
-        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: no backend");
     mpic_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm mpi: out of memory");

@@ -177,14 +177,6 @@ static void wake_sleepers(comm_seg_t *s)
     }
 }
 
-/* A condition another rank waits for (wait_for) is now true. */
-static void seg_wake(comm_seg_t *s)
-{
-    /* the caller's change before the count of sleepers, whatever its order */
-    atomic_thread_fence(memory_order_seq_cst);
-    wake_sleepers(s);
-}
-
 /* This thread's CPU now (glibc reads it from rseq: no system call). */
 static inline int32_t this_cpu(void)
 {
@@ -409,7 +401,8 @@ int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double t
         memcpy(h->id, id, len);
         h->id_len = (uint32_t)len;
         atomic_store_explicit(&h->id_ready, 1, memory_order_release);
-        seg_wake(s);
+        atomic_thread_fence(memory_order_seq_cst); /* the store before the sleepers' count */
+        wake_sleepers(s);
         return DDP_OK;
     }
     bool timed_out;

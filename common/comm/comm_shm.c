@@ -620,8 +620,6 @@ int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
     if (a->world != comm_seg_world(a->seg) || a->rank < 0 || a->rank >= a->world)
         return err_set(err, DDP_ERR_RUNTIME, "comm shm: rank %d of %d in a segment for %d",
                        a->rank, a->world, comm_seg_world(a->seg));
-    if (!a->be)
-        return err_set(err, DDP_ERR_RUNTIME, "comm shm: no backend");
     shm_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm shm: out of memory");
