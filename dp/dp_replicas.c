@@ -34,18 +34,6 @@ static int on_host(dp_ctx_t *c, int d, int slot, bool copy, const float **out, c
     return dev(dv, backend_d2h(dv->be, *h, dv->rep.params, bytes), err);
 }
 
-static int check(dp_ctx_t *c, int d, long g, bool after, char *err);
-
-/* After step g's last barrier (after: true), or before it on device 0;
- * each device times its part. */
-int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err)
-{
-    double t0 = now_s();
-    int rc = check(c, d, g, after, err);
-    c->check.secs[d] += now_s() - t0;
-    return rc;
-}
-
 static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
 {
     struct dp_check *k = &c->check;
@@ -89,6 +77,16 @@ static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
                    "%.3g)",
                    g + 1, c->cfg->check_replicas, d, model_param_name(pd, name, sizeof name),
                    dd, far);
+}
+
+/* After step g's last barrier (after: true), or before it on device 0;
+ * each device times its part. */
+int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err)
+{
+    double t0 = now_s();
+    int rc = check(c, d, g, after, err);
+    c->check.secs[d] += now_s() - t0;
+    return rc;
 }
 
 void dp_replicas_free(dp_ctx_t *c, int d)

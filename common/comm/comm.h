@@ -165,10 +165,8 @@ typedef struct {
 } comm_move_t;
 typedef struct {
     void (*waited)(void *ctx); /* it waited for its peers, before it moves anything */
-    /* before a copy: a mark (the caller's), or -1 when not wanted ... */
-    int (*mark)(void *ctx);
-    /* ... and after it */
-    void (*moved)(void *ctx, int mark, const comm_move_t *m);
+    int (*mark)(void *ctx); /* before a copy: the caller's mark, or -1 when not wanted */
+    void (*moved)(void *ctx, int mark, const comm_move_t *m); /* after it */
     void *ctx;
 } comm_observer_t;
 void comm_local_observe(comm_t *c, const comm_observer_t *obs);

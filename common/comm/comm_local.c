@@ -38,18 +38,15 @@ static local_t *L_of(comm_t *c) { return (local_t *)c; }
 
 static int fail_be(local_t *L, backend_t *be, const char *what)
 {
-    err_set(L->c.last_error, 0, "%s: %s", what, backend_last_error(be));
-    return DDP_ERR_RUNTIME;
+    return err_set(L->c.last_error, DDP_ERR_RUNTIME, "%s: %s", what, backend_last_error(be));
 }
 
 static int stopped(local_t *L)
 {
     if (atomic_load(&L->g->aborted))
-        err_set(L->c.last_error, 0, "stopped because another device failed");
-    else
-        err_set(L->c.last_error, 0, "a peer posted more than %d ops ahead of this rank",
-                LOCAL_RING);
-    return DDP_ERR_RUNTIME;
+        return err_set(L->c.last_error, DDP_ERR_RUNTIME, "stopped because another device failed");
+    return err_set(L->c.last_error, DDP_ERR_RUNTIME,
+                   "a peer posted more than %d ops ahead of this rank", LOCAL_RING);
 }
 
 static bool host(const local_t *L) { return atomic_load(&L->g->host); }
@@ -360,10 +357,8 @@ static int over_nccl(local_t *L, const comm_op_t *op)
     int rc = n->ops->launch(n, op, &h);
     if (rc == DDP_OK)
         rc = n->ops->wait(n, h, NULL);
-    if (rc != DDP_OK) {
-        err_set(L->c.last_error, 0, "%s", comm_last_error(n));
-        return rc;
-    }
+    if (rc != DDP_OK)
+        return err_set(L->c.last_error, rc, "%s", comm_last_error(n));
     moved(L, mk, op->kind, op->count * sizeof(float), me(L), 1);
     return DDP_OK;
 }
@@ -420,9 +415,8 @@ static int run_one(local_t *L, const comm_op_t *op)
     case COLL_BARRIER:
         return barrier(L);
     default:
-        err_set(L->c.last_error, 0, "%s: not offered by the in-process group",
-                coll_name(op->kind));
-        return DDP_ERR_RUNTIME;
+        return err_set(L->c.last_error, DDP_ERR_RUNTIME, "%s: not offered by the in-process group",
+                       coll_name(op->kind));
     }
 }
 
@@ -471,29 +465,23 @@ static int local_run_pending(local_t *L, comm_handle_t h)
 }
 
 /* Whether op may run: the comm has not failed and op is well formed (else last_error). */
-static bool op_ok(local_t *L, const comm_op_t *op)
+static int op_check(local_t *L, const comm_op_t *op)
 {
     comm_t *c = &L->c;
     if (c->last_error[0])
-        return false;
-    char why[ERR_LEN];
-    if (comm_op_check(c, op, why) != DDP_OK) {
-        err_set(c->last_error, 0, "%s", why);
-        return false;
-    }
-    if (op->dtype != DTYPE_F32 || (op->redop != REDOP_SUM && op->kind != COLL_BROADCAST)) {
-        err_set(c->last_error, 0, "%s: the in-process group sums float32 alone",
-                coll_name(op->kind));
-        return false;
-    }
-    return true;
+        return DDP_ERR_RUNTIME;
+    int rc = comm_op_check(c, op, c->last_error);
+    if (rc == DDP_OK &&
+        (op->dtype != DTYPE_F32 || (op->redop != REDOP_SUM && op->kind != COLL_BROADCAST)))
+        rc = err_set(c->last_error, DDP_ERR_RUNTIME,
+                     "%s: the in-process group sums float32 alone", coll_name(op->kind));
+    return rc;
 }
 
 static int local_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     local_t *L = L_of(c);
-    if (!op_ok(L, op))
-        return DDP_ERR_RUNTIME;
+    TRY(op_check(L, op));
     if (L->npend == 0 && posts_only(L, op)) {
         wake_due(L);
         L->at_launch = true;
@@ -504,10 +492,9 @@ static int local_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         L->done = c->issued;
         return DDP_OK;
     }
-    if (L->npend == LOCAL_PENDING) {
-        err_set(c->last_error, 0, "%d ops launched and not waited for", LOCAL_PENDING);
-        return DDP_ERR_RUNTIME;
-    }
+    if (L->npend == LOCAL_PENDING)
+        return err_set(c->last_error, DDP_ERR_RUNTIME, "%d ops launched and not waited for",
+                       LOCAL_PENDING);
     L->pend[L->npend++] = *op;
     *h = ++c->issued;
     return DDP_OK;
@@ -531,7 +518,7 @@ static int local_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     local_t *L = L_of(c);
     comm_handle_t mine = 0;
     int rc = DDP_OK;
-    if (L->npend == 0 && op_ok(L, op)) { /* nothing queued before it: run it here */
+    if (L->npend == 0 && op_check(L, op) == DDP_OK) { /* nothing queued before it: run it here */
         wake_due(L);
         rc = run_one(L, op);
         mine = L->done = ++c->issued;

@@ -123,8 +123,7 @@ static void nccl_abort_local(comm_t *c, bool last)
     pthread_mutex_unlock(&n->lock);
 }
 
-/* No graph holds the communicator any more: an abort asked for meanwhile
- * (our own failure, or abort()) is carried out now. */
+/* No graph holds the communicator any more: an abort asked for meanwhile is carried out. */
 static void released(void *ctx)
 {
     comm_t *c = ctx;
@@ -408,9 +407,8 @@ static int after_backend(comm_t *c, int slot, unsigned flags)
 {
     nccl_impl_t *n = impl_of(c);
     CCK(c, cudaSetDevice(n->dev));
-    /* Why: the op reads what the backend's stream wrote (a bucket's
-     * gradients); the comm stream waits on the GPU for it, the host does not.
-     * Capturing, this wait is what joins the comm stream to the capture. */
+    /* Why: the op reads what the backend's stream wrote; the comm stream waits on the GPU,
+     * the host does not.  Capturing, this wait joins the comm stream to the capture. */
     CCK(c, cudaEventRecord(n->ready, n->be_stream));
     CCK(c, cudaStreamWaitEvent(n->stream, n->ready, 0));
     CCK(c, cudaEventRecordWithFlags(n->sev[slot], n->stream, flags));
@@ -534,10 +532,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         return rc;
     graph_mode_t gm = n->gmode; /* nccl_check read it */
     if (gm != GRAPH_EAGER && h > n->waited) {
-        /* Inside a graph step: a wait for one of its own ops joins the comm
-         * stream back into the capture (CUDA requires every stream that
-         * joined a capture to be joined back before it ends); one for an op
-         * queued before the step cannot be captured. */
+        /* Inside a graph step: a wait for one of its own ops joins the comm stream back
+         * into the capture, as CUDA requires before it ends; an earlier op's cannot be. */
         if (h < n->gfirst)
             return comm_fail(c, "a CUDA graph step waits for a collective launched before it");
         const uint64_t w[] = {0x77616974u, h - n->gfirst};
@@ -548,9 +544,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         }
         n->waited = h;
     } else if (h > n->waited && h + NCCL_SLOTS > c->issued) {
-        /* Why: work the rank queues on its backend after this wait (the
-         * optimizer) must see the results: the GPU orders it, the host does
-         * not wait (a peer that never comes is the watch's to catch). */
+        /* Why: work queued on the backend after this wait (the optimizer) must see the
+         * results: the GPU orders it, the host does not wait (the watch bounds it). */
         CCK(c, cudaSetDevice(n->dev));
         CCK(c, cudaStreamWaitEvent(n->be_stream, n->eev[(int)(h % NCCL_SLOTS)], 0));
         n->waited = h; /* the comm stream runs ops in order: all before h too */
@@ -669,8 +664,7 @@ static void nccl_abort(comm_t *c, const char *why)
     atomic_store(&n->abort_req, true);
     if (c->seg)
         comm_seg_abort(c->seg, c->rank, why ? why : "no reason given");
-    /* Releases NCCL kernels that wait for peers; the owner thread's next
-     * poll sees abort_req and fails. */
+    /* Releases NCCL kernels waiting for peers; the owner's next poll sees abort_req. */
     nccl_abort_local(c, false);
 }
 
