@@ -66,7 +66,7 @@ void dp_pool_leave(dp_pool_t *p, int round);
 int dp_pool_join(dp_pool_t *p, char *err);
 
 // ---------------------------------------------------------------------------
-// dp_scatter.c: how rows are split
+// dp_comm.c: how rows are split
 
 /* torch.chunk along dim 0: chunk = ceil(batch/k); device d gets rows
  * [off, off+rows), rows 0 when it sits the micro-batch out. */

@@ -47,6 +47,29 @@ int dp_comm_join(dp_ctx_t *c, int d, char *err)
 // ---------------------------------------------------------------------------
 // the ops
 
+/* torch.chunk along dim 0 */
+dp_chunk_t dp_chunk(int batch, int k, int d)
+{
+    dp_chunk_t c = {0, 0};
+    if (batch <= 0 || k <= 0)
+        return c;
+    int size = (batch + k - 1) / k; /* torch.chunk: ceil(batch / chunks) */
+    long off = (long)d * size;
+    if (off >= batch)
+        return c; /* torch.chunk returned fewer chunks: this device sits out */
+    c.off = (int)off;
+    c.rows = batch - c.off < size ? batch - c.off : size;
+    return c;
+}
+
+int dp_chunk_count(int batch, int k)
+{
+    if (batch <= 0 || k <= 0)
+        return 0;
+    int size = (batch + k - 1) / k;
+    return (batch + size - 1) / size;
+}
+
 static comm_op_t broadcast_op(const dp_ctx_t *c, int d, int nrep)
 {
     /* devices without rows in the step need no replica */

@@ -59,12 +59,9 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     out->why[0] = 0;
     if (!c->ops->probe_capture) {
         out->refused_by = 0;
-        if (insist)
-            return err_set(err, DDP_ERR_RUNTIME, "--comm %s: its collectives are not captured",
-                           c->ops->name);
-        if (c->rank == 0)
-            err_set(out->why, 0, "--comm %s: its collectives are not captured", c->ops->name);
-        return DDP_OK;
+        return err_set(insist ? err : c->rank == 0 ? out->why : NULL,
+                       insist ? DDP_ERR_RUNTIME : DDP_OK,
+                       "--comm %s: its collectives are not captured", c->ops->name);
     }
     /* the probe's buffer, then the agreement's flags */
     float *buf = backend_alloc_for(c->be, (PROBE_FLOATS + MAX_DEVICES) * sizeof(float), MEM_COMM);
@@ -96,16 +93,11 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     }
     if (graph)
         c->ops->probe_drop(c, graph);
-    /* A failure once the agreement was queued may leave our all-reduce (the
-     * agreement's or the graph's) waiting on the device for a peer that
-     * never comes, and it reads and writes buf.  Why abort here, after the
-     * graph is gone (NCCL aborts a communicator only once no graph holds its
-     * collectives) and before the free: the abort releases that collective,
-     * and the free waits for the device (cudaFree), so buf outlives every
-     * use.  Freed first, it would wait forever for that collective (or, with
-     * an allocator that does not wait, be written after its free).  On
-     * success every path above ended in a host wait: nothing of ours is
-     * queued. */
+    /* A failure once the agreement was queued may leave our all-reduce waiting on the device
+     * for a peer that never comes, reading and writing buf.  Why abort here, after the graph
+     * is gone (NCCL aborts only once no graph holds its collectives) and before the free: the
+     * abort releases that collective and the free waits for the device, so buf outlives every
+     * use (freed first, it would wait forever).  On success nothing of ours is queued. */
     if (rc != DDP_OK && queued)
         comm_abort(c, err);
     backend_free(c->be, buf);
