@@ -11,16 +11,21 @@
 /* The group's barrier, for its CUDA graph (graph.h). */
 static int dp_sync(void *pool) { return dp_pool_sync(pool); }
 
+/* The start's barriers: every device is through (DDP_OK), or one failed, which aborts it. */
+static int meet(dp_ctx_t *c, int rc, char *err)
+{
+    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
+        err_set(err, rc, "stopped because another device failed");
+    return rc;
+}
+
 /* What each device thread runs: its buffers, the step loop, its teardown. */
 static void dp_worker(void *ctx, int d)
 {
     dp_ctx_t *c = ctx;
     dp_dev_t *dv = &c->dev[d];
     char err[ERR_LEN] = "";
-    int rc = dp_device_init(c, d, err);
-    /* Barrier: every device is ready (or one failed, which aborts it). */
-    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
-        err_set(err, rc, "stopped because another device failed");
+    int rc = meet(c, dp_device_init(c, d, err), err);
     if (rc == DDP_OK && d == 0) {
         bool hv = true;
         for (int i = 0; i < c->ndev; i++)
@@ -37,19 +42,14 @@ static void dp_worker(void *ctx, int d)
                 c->dev[i].nccl = comms[i];
         }
     }
-    /* Barrier: host_visible (and every device's NCCL rank) is set; then
-     * each device joins the group with it, and a barrier again: every
-     * member is in before any collective. */
-    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
-        err_set(err, rc, "stopped because another device failed");
+    /* Barrier: host_visible and the NCCL ranks are set; each device joins the group, and
+     * a barrier again: every member is in before any collective. */
+    rc = meet(c, rc, err);
     if (rc == DDP_OK && (rc = dp_comm_join(c, d, err)) != DDP_OK)
         err_prefix(err, rc, "%s", dv->name);
-    if (rc == DDP_OK && (rc = dp_pool_sync(&c->pool)) != DDP_OK)
-        err_set(err, rc, "stopped because another device failed");
-    /* Over NCCL with graphs (only under --cuda-graph on: auto runs dp over
-     * NCCL eagerly, config_graph_why_not), before anything trains: whether
-     * NCCL captures at all (graph.h).  The probe insists: a refusal fails
-     * the run here, naming the device. */
+    rc = meet(c, rc, err);
+    /* Over NCCL with graphs (--cuda-graph on only), before anything trains: whether NCCL
+     * captures at all (graph.h).  The probe insists: a refusal fails the run here. */
     if (rc == DDP_OK) {
         char refused[ERR_LEN];
         rc = graph_probe(c->cfg, c->nccl ? dv->nccl : NULL, dv->name, "every device",
@@ -63,17 +63,15 @@ static void dp_worker(void *ctx, int d)
         rc = dp_device_loop(c, d, err);
     if (rc == DDP_OK && d == 0) {
         c->res->total_s = now_s() - t0;
-        rc = backend_d2h(dv->be, c->host_params, dv->rep.params,
-                              c->spec.nparams * sizeof(float));
+        rc = backend_d2h(dv->be, c->host_params, dv->rep.params, c->spec.nparams * sizeof(float));
         if (rc != DDP_OK)
             err_set(err, rc, "%s: %s", dv->name, backend_last_error(dv->be));
     }
     if (rc != DDP_OK) {
         dp_pool_fail(&c->pool, rc, err); /* the first failure is the one reported */
-        /* A device whose NCCL collective waits for this one must not wait
-         * out --timeout: fail the whole NCCL group now (a communicator a CUDA
-         * graph holds defers the abort to its destroy, every device's
-         * together after the exit barrier: comm_nccl.c). */
+        /* A device whose NCCL collective waits for this one must not wait out --timeout:
+         * fail the whole NCCL group now (under a CUDA graph the abort waits for the
+         * destroys, after the exit barrier: comm_nccl.c). */
         for (int i = 0; i < c->ndev; i++)
             comm_abort(c->dev[i].nccl, err);
     }
@@ -81,10 +79,8 @@ static void dp_worker(void *ctx, int d)
         c->res->dev[d].mem_peak = backend_mem_peak(dv->be);
         backend_mem_peak_split(dv->be, c->res->dev[d].mem_split);
     }
-    /* Exit barrier: every device has stopped queuing; then a graph step a
-     * failure left open is left (device 0 ends its capture) and device 0's
-     * launched graphs finish, and only after that does any device free or
-     * synchronise what they hold. */
+    /* Exit barrier: every device has stopped queuing; then device 0 ends a capture a failure
+     * left open and its launched graphs finish, and only then does any device free. */
     dp_pool_leave(&c->pool, 1);
     graph_abandon(&dv->graph);
     dp_pool_leave(&c->pool, 2);
@@ -94,17 +90,14 @@ static void dp_worker(void *ctx, int d)
 static void dp_ctx_free(dp_ctx_t *c)
 {
     ckpt_run_free(&c->ck);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++)
         free(c->plan[i].idx); /* its rows are in the same block */
-    }
     free(c->host_params);
     schedule_free(&c->sch);
     free(c);
 }
 
-/* Everything before the threads start: the devices' names, the recorders,
- * the schedule, the step plans, the initial parameters (--resume's), the
- * first step's plan.  dp_run frees c whatever this returns. */
+/* Everything before the threads start; dp_run frees c whatever this returns. */
 static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run_result_t *res,
                     char *err)
 {
@@ -115,8 +108,6 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     c->ndev = ndev;
     c->chunk_max = (cfg->batch + ndev - 1) / ndev;
     c->res = res;
-    /* NCCL for the replicate and the reduce when it is built and every GPU
-     * is a distinct one; peer copies else. */
     c->nccl = config_dp_nccl(cfg);
     c->graphs = config_graphs_on(cfg, MODE_DP);
     c->group = (graph_group_t){.n = ndev, .sync = dp_sync, .ctx = &c->pool};
@@ -125,22 +116,18 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
     res->ndev = ndev;
     for (int d = 0; d < ndev; d++) {
         dp_dev_t *dv = &c->dev[d];
-        dv->slot = d;
         dv->id = cfg->gpus[d];
         res->dev[d].device_id = dv->id;
-        /* Messages name the slot (what DDPBENCH_FAULT and the report count)
-         * and the id when it differs (ids may repeat on CUDA). */
+        /* Messages name the slot (what DDPBENCH_FAULT counts), and the id when it differs. */
         if (dv->id == d)
             snprintf(dv->name, sizeof dv->name, "device %d", d);
         else
             snprintf(dv->name, sizeof dv->name, "device %d (id %d)", d, dv->id);
     }
 
-    /* --trace and --report: one recorder per device, each written by its device's thread
-     * only.  Per step a device records its step, at most 8 phases per
-     * micro-batch and 7 more (trace_capacity counts PH_COUNT per micro-batch),
-     * and its copies: replicate ndev-1, reduce ndev-1, and per micro-batch two
-     * scatters (devices 1..) or ndev-1 gathers (device 0). */
+    /* --trace and --report: one recorder per device, written by its thread only.  Beyond
+     * trace_capacity's phases a step records 7 more and its copies: replicate and reduce
+     * ndev-1 each, per micro-batch two scatters (devices 1..) or ndev-1 gathers (device 0). */
     int extra = 7 + (ndev - 1) * (cfg->accum + 2) + 2 * cfg->accum;
     bool record = cfg->trace_path[0] || cfg->report_path[0]; /* --report draws a step of them */
     int rc = result_trace_init(res, record, ndev, cfg->accum, extra);
@@ -167,10 +154,8 @@ static int dp_setup(dp_ctx_t *c, const config_t *cfg, const dataset_t *data, run
                        "dp: out of host memory for the parameters (%zu bytes)",
                        c->spec.nparams * sizeof(float));
     TRY(trainer_initial_params(cfg, &c->spec, c->host_params, err));
-    /* --resume replaces the initial parameters and the first step here; the
-     * optimizer state waits in c->ck until device 0's thread has created the
-     * optimizer (dp_device_init).  The checkpoints of --checkpoint are
-     * written from device 0's thread, which owns parameters and optimizer. */
+    /* --resume replaces the initial parameters and the first step here; the optimizer state
+     * waits in c->ck for device 0's thread, which owns it (dp_device_init). */
     TRY(ckpt_run_init(&c->ck, cfg, &c->spec, NULL, 0, err));
     TRY(ckpt_run_load(&c->ck, &c->sch, c->host_params, err));
     c->total_steps = c->sch.total_steps;
@@ -214,16 +199,12 @@ static int dp_run(const config_t *cfg, const dataset_t *data, run_result_t *res,
     if (ndev < 1 || ndev > MAX_DEVICES)
         return err_set(err, DDP_ERR_INPUT, "--gpus: dp takes 1 to %d devices, got %d",
                        MAX_DEVICES, ndev);
-    /* Aligned as its type asks (its barrier counters and the lines device 0
-     * writes each step start cache lines of their own: dp.h); calloc gives 16. */
+    /* Aligned as its type asks (cache lines of their own: dp.h); calloc gives 16. */
     dp_ctx_t *c = NULL;
-    if (posix_memalign((void **)&c, _Alignof(dp_ctx_t), sizeof *c) == 0)
-        memset(c, 0, sizeof *c);
-    else
-        c = NULL;
-    if (!c)
+    if (posix_memalign((void **)&c, _Alignof(dp_ctx_t), sizeof *c) != 0)
         return err_set(err, DDP_ERR_RUNTIME, "dp: out of host memory for the run's state (%zu bytes)",
                        sizeof *c);
+    memset(c, 0, sizeof *c);
     int rc = dp_setup(c, cfg, data, res, err);
     if (rc == DDP_OK)
         rc = dp_train(c, err);

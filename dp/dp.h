@@ -1,27 +1,11 @@
-/* dp/dp.h: the DataParallel strategy's private pieces, shared by the files of dp/.
- *
- * One process, one persistent host thread per device (dp_pool_t), all running
- * the same step loop (dp_device_loop), each a rank of one in-process group
- * (common/comm/comm.h's comm_local_group_create) whose collectives move
- * DP's data, as torch.nn.DataParallel's calls to torch.cuda.comm do:
- *   broadcast device 0's parameters to the replicas, scatter the micro-
- *   batch's rows (device 0 stages it), forward in parallel, gather the
- *   outputs onto device 0, the loss there over the whole batch, scatter the
- *   output gradient, backward in parallel, reduce the gradients onto device
- *   0, its optimizer step.
- * DP and DDP differ in exactly the collectives they call; how they wait for
- * each other, what runs in slices, in events or NCCL is the group's.  The
- * threads also meet at one barrier that ends each step (dp_barrier), which
- * is the meter's: a step ends when every device is through it.
- * Devices are indexed by slot (their place in --gpus), never by id: on CUDA an
- * id may repeat (--gpus 0,0).  With --cuda-graph, a full step after the
- * first is queued into one CUDA graph of every device and replayed by device
- * 0's one launch (common/train/graph.h's group). */
+/* dp/dp.h: the DataParallel strategy's private pieces, shared by the files of dp/ (the step
+ * is README.md's).  One host thread per device, each a rank of one in-process group
+ * (comm.h's comm_local_group_create) whose collectives move DP's data.  Devices are indexed
+ * by slot (their place in --gpus), never by id: on CUDA an id may repeat (--gpus 0,0). */
 #ifndef DDPBENCH_DP_H
 #define DDPBENCH_DP_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +15,6 @@
 #include "common/data/data.h"
 #include "common/data/schedule.h"
 #include "common/io/checkpoint.h"
-#include "common/measure/progress.h"
 #include "common/measure/result.h"
 #include "common/measure/step_meter.h"
 #include "common/nn/model.h"
@@ -44,15 +27,11 @@
 // ---------------------------------------------------------------------------
 // dp_workers.c: the thread pool
 
-/* n threads, created once per run, the ranks of one in-process group
- * (grp).  They meet at dp_pool_sync() (the group's barrier: comm.h's
- * comm_local_sync); a failing thread calls dp_pool_fail(), which aborts the
- * group, so every present and future wait returns at once and nobody waits
- * for a thread that has stopped.  dp_pool_leave() is the one wait that
- * cannot be aborted: every thread passes it on its way out, so none frees
- * buffers another may still be reading (and a second round, so none frees
- * them before device 0 has ended a CUDA graph capture a failure left open
- * and its launched graphs are done: graph_abandon). */
+/* n threads, created once per run, the ranks of one in-process group (grp).  A failing
+ * thread calls dp_pool_fail(), which aborts the group: every wait returns at once.
+ * dp_pool_leave() is the one wait that cannot be aborted: every thread passes it on its way
+ * out, so none frees buffers another may still be reading (a second round: none frees them
+ * before device 0 has ended a capture a failure left open, graph_abandon). */
 typedef struct dp_pool dp_pool_t;
 typedef struct {
     dp_pool_t *pool;
@@ -74,24 +53,20 @@ struct dp_pool {
     void *ctx;
 };
 
-/* Start n threads running fn(ctx, index) for index 0..n-1, the ranks of a
- * new group; pin: each on a CPU of its own when the process may use n of
- * them (base/affinity.h). */
+/* Start n threads running fn(ctx, index), the ranks of a new group. */
 int dp_pool_start(dp_pool_t *p, int n, bool pin, void (*fn)(void *ctx, int index), void *ctx,
                   char *err);
 /* Barrier across the n threads: DDP_OK, or DDP_ERR_RUNTIME once aborted. */
 int dp_pool_sync(dp_pool_t *p);
 /* Record a failure (the first one wins) and abort the group. */
 void dp_pool_fail(dp_pool_t *p, int rc, const char *msg);
-/* The exit barriers (not abortable), round 1, 2, ...: every thread passes
- * each round once, in order. */
+/* The exit barriers (not abortable): every thread passes round 1, 2, ... once, in order. */
 void dp_pool_leave(dp_pool_t *p, int round);
-/* Join every thread and free the group; returns the first failure with its
- * message in err. */
+/* Join every thread and free the group; the first failure, its message in err. */
 int dp_pool_join(dp_pool_t *p, char *err);
 
 // ---------------------------------------------------------------------------
-// dp_scatter.c: how rows are split
+// dp_comm.c: how rows are split
 
 /* torch.chunk along dim 0: chunk = ceil(batch/k); device d gets rows
  * [off, off+rows), rows 0 when it sits the micro-batch out. */
@@ -105,11 +80,8 @@ int dp_chunk_count(int batch, int k);
 // ---------------------------------------------------------------------------
 // the run's state
 
-/* The plan of one optimizer step, written by device 0 one step ahead (double
- * buffered by step parity, so the next plan never overwrites the one the
- * other threads are reading).  Each on cache lines of its own, its arrays
- * too (dp_setup): writing one plan must not evict the other from the
- * cores that read it. */
+/* The plan of one optimizer step, written by device 0 one step ahead (double buffered by step
+ * parity), on cache lines of its own, its arrays too: writing one must not evict the other. */
 typedef struct {
     _Alignas(64) int nmicro;  /* micro-batches in the step (>= 1) */
     int *rows;                /* [accum] rows of each micro-batch */
@@ -119,12 +91,11 @@ typedef struct {
 } dp_plan_t;
 
 typedef struct {
-    int slot, id;
+    int id;
     char name[48];            /* "device 1" or "device 1 (id 5)", for messages */
     backend_t *be;
     replica_t rep;            /* params, grads, activations for one chunk */
-    train_step_t t;           /* the step's pieces on this device (t.has_grad: rep.grads
-                                 holds gradients of this optimizer step) */
+    train_step_t t;           /* the step's pieces on this device */
     step_meter_t meter;       /* this thread's measurements */
     graph_t graph;            /* --cuda-graph: its part of the group's graph */
     comm_t *comm;             /* its rank of the group (comm_local_join), or NULL */
@@ -142,25 +113,17 @@ typedef struct {
     int ndev;                 /* devices */
     int chunk_max;            /* ceil(batch/ndev): rows of the largest chunk */
     bool host_visible;        /* every device's memory is host memory (CPU) */
-    bool nccl;                /* the group's broadcast and reduce are NCCL's (CUDA, NCCL
-                                 built, distinct GPUs), as torch's DataParallel does;
-                                 else peer copies: config_dp_nccl) */
-    bool graphs;              /* --cuda-graph: full steps replayed as one CUDA graph of
-                                 every device (the group's) */
+    bool nccl;                /* broadcast and reduce are NCCL's (config_dp_nccl) */
+    bool graphs;              /* --cuda-graph: one CUDA graph of every device per step */
     graph_group_t group;
     run_result_t *res;
     dp_pool_t pool;
     dp_dev_t dev[MAX_DEVICES];
 
-    /* Why the alignments below: what device 0 writes every step (the
-     * optimizer's state, the schedule, the next plan) and what every device
-     * reads every step (the step counts, the plans, the batch's buffers) on
-     * separate cache lines.  Sharing one, each step's write by device 0
-     * evicted it from the other cores, and their next read of it was a
-     * miss to device 0's core (about 0.3 us on this project's VM). */
+    /* Why the alignments below: what device 0 writes every step and what every device reads
+     * every step on separate cache lines (sharing one cost each reader a miss, ~0.3 us). */
 
-    /* the schedule, read by device 0's thread only after the start (the
-     * others read only total_steps, which never changes, via ckpt_run_due) */
+    /* the schedule: device 0's thread only after the start (others: total_steps) */
     schedule_t sch;
     _Alignas(64) long total_steps;
     long start_step;          /* the first step this run runs (> 0 after --resume) */
@@ -169,9 +132,8 @@ typedef struct {
 
     /* device 0's extra buffers: the whole micro-batch and its loss */
     _Alignas(64) optim_t opt;
-    /* the micro-batch's inputs [batch, in] and targets [batch, tgt]: the
-     * slot the stager filled last (device 0 sets them, when they change,
-     * before the barrier the others read them after) */
+    /* the micro-batch's inputs and targets: the stager's last slot (set by device 0 before
+     * the barrier the others read them after) */
     _Alignas(64) float *gx;
     float *gy;
     float *gout, *gdout;      /* gathered outputs and their gradient [batch, out] */
@@ -181,10 +143,7 @@ typedef struct {
 
     /* device 0's thread only (dp_run reads them after the join) */
     ckpt_run_t ck;            /* --checkpoint / --resume (loaded by dp_run before the start) */
-    /* --check-replicas (dp_replicas.c): each device's copy of the hash of
-     * what a checked step replicated (device memory) and its parameters on
-     * the host, that hash (device 0's: two of each, in turn), each device's
-     * time */
+    /* --check-replicas (dp_replicas.c): each device's hash and host parameters, its time */
     struct dp_check {
         float *fp[MAX_DEVICES], *host[MAX_DEVICES + 1];
         float ref[2][4];
@@ -195,47 +154,40 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // dp_device.c: a device's buffers
 
-/* The test seam for the device backends: NULL (the default) means
- * backend_create(cfg->backend, ...).  Tests set it to run the paths for
- * devices that are not host memory (the CUDA ones) on the CPU backend. */
+/* The test seam: NULL means backend_create(cfg->backend, ...); tests run the paths for
+ * memory that is not the host's on the CPU backend. */
 typedef int (*dp_backend_create_fn)(backend_t **out, const config_t *cfg, int device_id,
                                     char *err);
 extern dp_backend_create_fn dp_backend_create_hook;
 
-/* Create device d's backend and replica (device 0: also the optimizer, the
- * whole-batch buffers and the initial parameters).  Runs on d's own thread,
- * because a CUDA device is current per thread. */
+/* Device d's backend and replica (device 0: also the optimizer and whole-batch buffers), on
+ * d's own thread: a CUDA device is current per thread. */
 int dp_device_init(dp_ctx_t *c, int d, char *err);
 void dp_device_free(dp_ctx_t *c, int d);
 
 // ---------------------------------------------------------------------------
 // dp_step.c: the step loop every device thread runs
 
-/* Fill plan[g & 1] for step g: device 0's thread (one step ahead), or
- * dp_run for step 0 before the threads start. */
+/* Fill plan[g & 1] for step g (device 0, one step ahead; dp_run for step 0). */
 void dp_plan_step(dp_ctx_t *c, long g);
 int dp_device_loop(dp_ctx_t *c, int d, char *err);
 
 // ---------------------------------------------------------------------------
 // dp_replicas.c: --check-replicas
 
-/* Device 0 before step g (after: false), every device after its last
- * barrier (after: true); nothing unless g is a checked step. */
+/* Device 0 before step g, every device after its last barrier (after); checked steps only. */
 int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err);
 void dp_replicas_free(dp_ctx_t *c, int d);
 
 // ---------------------------------------------------------------------------
 // dp_comm.c: DP's collectives, each on the group (see the file)
 
-/* Device d's part of each; the ones a device waits for laps its phase on its
- * meter (PH_REPLICATE, PH_SCATTER, PH_COMM_EXPOSED), a wait for the others
- * PH_IDLE, and every copy is a span of its comm lane for --trace and a move
- * of --explain's story (the group's observer, set by dp_comm_join). */
+/* Device d's part of each; its meter's phases, --trace's spans and --explain's moves come
+ * from the group's observer, set by dp_comm_join. */
 int dp_comm_join(dp_ctx_t *c, int d, char *err);
 /* Device 0's parameters into the replicas of devices 1..nrep-1. */
 int dp_broadcast(dp_ctx_t *c, int d, int nrep, char *err);
-/* Micro-batch mi of plan pl: device 0 stages it (unless it did before the
- * step), then every device gets its chunk of its rows. */
+/* Micro-batch mi of plan pl: device 0 stages it (unless done), every device gets its chunk. */
 int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err);
 /* Chunk ch of device 0's output gradient into device d's. */
 int dp_scatter_grad(dp_ctx_t *c, int d, dp_chunk_t ch, char *err);
@@ -243,20 +195,13 @@ int dp_scatter_grad(dp_ctx_t *c, int d, dp_chunk_t ch, char *err);
 int dp_gather(dp_ctx_t *c, int d, int rows, char *err);
 /* The gradients of the devices that have them summed onto device 0's. */
 int dp_reduce(dp_ctx_t *c, int d, char *err);
-/* Device 0, on host memory, right after the barrier that ends a step: launch
- * the next step's broadcast and scatter (plan pl, its first micro-batch
- * staged before the barrier), so the other devices find them done when
- * they begin it, instead of waiting for device 0 to report the step that
- * ended (dp_staged_ahead). */
+/* Device 0, host memory, right after the barrier that ends a step: launch the next step's
+ * broadcast and scatter (plan pl), so the others find them done (dp_staged_ahead). */
 int dp_launch_next(dp_ctx_t *c, const dp_plan_t *pl, char *err);
-/* Device d (not 0), right after the barrier that ended a step, when the next
- * was launched ahead with an arena moved whole: ask the cache for what its
- * next step copies from device 0 first (the parameters, its chunk of the
- * batch), so those lines cross from device 0's core while d's meter
- * reports the step that ended. */
+/* Device d (not 0), after that barrier: prefetch what its next step copies from device 0,
+ * while its meter reports the step that ended. */
 void dp_prefetch_next(const dp_ctx_t *c, int d, const dp_plan_t *pl);
-/* Device 0: read micro-batch mi's rows on the host into gx and gy (through
- * pinned staging and the copy stream when device 0 is not host memory). */
+/* Device 0: read micro-batch mi's rows into gx and gy (staged when not host memory). */
 int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi);
 
 #endif

@@ -1,10 +1,6 @@
-/* dp/dp_comm.c: DP's collectives, as its step calls them: broadcast,
- * scatter, gather and reduce on the devices' in-process group (comm.h's
- * comm_local_group_create), each op built from DP's plan (torch.chunk's
- * rows), and what the group tells about them (where a device waited, what
- * it moved) turned into the device's phases, --trace's comm lane and
- * --explain's moves.  How the data moves and who waits for whom is the
- * group's. */
+/* dp/dp_comm.c: DP's collectives on the devices' in-process group, each built from DP's plan
+ * (torch.chunk's rows), and what the group tells about them turned into the device's phases,
+ * --trace's comm lane and --explain's moves.  How the data moves is the group's. */
 #include "dp/dp.h"
 
 // ---------------------------------------------------------------------------
@@ -16,18 +12,14 @@ static void on_waited(void *ctx)
     step_meter_lap(&dv->meter, PH_IDLE);
 }
 
-/* A marker before a copy, when --trace or --explain's told step wants it;
- * -1 otherwise (untraced steps after the first pay nothing; a graph step
- * marks always: its work is the same every step). */
+/* A marker before a copy, when --trace or --explain's told step wants it; else -1. */
 static int on_mark(void *ctx)
 {
     dp_dev_t *dv = ctx;
     return dv->traced || step_meter_marks(&dv->meter) ? step_meter_mark(&dv->meter) : -1;
 }
 
-/* After it: its event on the comm lane and, in the told step, a move (the
- * two markers bracket the copy on the device's queue: the meter times it
- * once the step has run). */
+/* After it: its span on the comm lane and, in the told step, a move (timed once run). */
 static void on_moved(void *ctx, int mark0, const comm_move_t *m)
 {
     dp_dev_t *dv = ctx;
@@ -55,6 +47,29 @@ int dp_comm_join(dp_ctx_t *c, int d, char *err)
 // ---------------------------------------------------------------------------
 // the ops
 
+/* torch.chunk along dim 0 */
+dp_chunk_t dp_chunk(int batch, int k, int d)
+{
+    dp_chunk_t c = {0, 0};
+    if (batch <= 0 || k <= 0)
+        return c;
+    int size = (batch + k - 1) / k; /* torch.chunk: ceil(batch / chunks) */
+    long off = (long)d * size;
+    if (off >= batch)
+        return c; /* torch.chunk returned fewer chunks: this device sits out */
+    c.off = (int)off;
+    c.rows = batch - c.off < size ? batch - c.off : size;
+    return c;
+}
+
+int dp_chunk_count(int batch, int k)
+{
+    if (batch <= 0 || k <= 0)
+        return 0;
+    int size = (batch + k - 1) / k;
+    return (batch + size - 1) / size;
+}
+
 static comm_op_t broadcast_op(const dp_ctx_t *c, int d, int nrep)
 {
     /* devices without rows in the step need no replica */
@@ -63,8 +78,7 @@ static comm_op_t broadcast_op(const dp_ctx_t *c, int d, int nrep)
                        .tag = "the parameters"};
 }
 
-/* Chunk ch of device 0's rows src0 [batch, cols] into dst (device 0 reads
- * its own in place). */
+/* Chunk ch of device 0's rows src0 [batch, cols] into dst. */
 static comm_op_t scatter_op(float *dst, const float *src0, int cols, dp_chunk_t ch,
                             const char *tag)
 {
@@ -73,8 +87,8 @@ static comm_op_t scatter_op(float *dst, const float *src0, int cols, dp_chunk_t 
                        .root = 0, .tag = tag};
 }
 
-/* Run op on device d's rank, or wait for it when device 0 launched it before
- * the step (*early), then lap phase p (PH_COUNT: none). */
+/* Run op on device d's rank, or wait for it if launched before the step (*early), then lap
+ * phase p (PH_COUNT: none). */
 static int dp_coll(dp_ctx_t *c, int d, const comm_op_t *op, comm_handle_t *early, phase_t p,
                    char *err)
 {
@@ -108,8 +122,7 @@ int dp_scatter_batch(dp_ctx_t *c, int d, const dp_plan_t *pl, int mi, char *err)
     if (d == 0 && mi > 0) /* the first was staged before the step */
         TRY(dp_stage(c, pl, mi));
     dp_chunk_t ch = dp_chunk(pl->rows[mi], c->ndev, d);
-    /* the others read device 0's post, not gx, which device 0 may be
-     * changing now (a GPU's staging slots alternate) */
+    /* the others read device 0's post, not gx, which device 0 may be changing now */
     comm_op_t op = scatter_op(dv->rep.x, d == 0 ? c->gx : NULL, model_in_dim(&c->spec), ch,
                               "the rows");
     dv->scatter_what = MOVE_SCATTER;
@@ -137,8 +150,7 @@ int dp_gather(dp_ctx_t *c, int d, int rows, char *err)
 
 int dp_reduce(dp_ctx_t *c, int d, char *err)
 {
-    /* a device that sat the whole step out adds nothing (has_grad: the
-     * backward of this step wrote its gradients) */
+    /* a device that sat the whole step out adds nothing */
     dp_dev_t *dv = &c->dev[d];
     comm_op_t op = {.kind = COLL_REDUCE, .recv = dv->rep.grads, .count = c->spec.nparams,
                     .redop = REDOP_SUM, .root = 0, .idle = !dv->t.has_grad,
@@ -153,8 +165,7 @@ int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi)
 {
     float *x, *y;
     TRY(step_stage(&c->dev[0].t, pl->idx[mi], pl->rows[mi], &x, &y));
-    /* Written only when they change (on host memory, never): their line is
-     * read by every device each step (dp_ctx_t). */
+    /* Written only when they change: their line is read by every device each step. */
     if (c->gx != x)
         c->gx = x;
     if (c->gy != y)
@@ -164,9 +175,8 @@ int dp_stage(dp_ctx_t *c, const dp_plan_t *pl, int mi)
 
 int dp_launch_next(dp_ctx_t *c, const dp_plan_t *pl, char *err)
 {
-    /* Why after the barrier, not before it: a post is a store to a line
-     * the others read, which then holds up device 0's arrival at the barrier
-     * everyone waits at (measured: the seed-size step 6% slower). */
+    /* Why after the barrier: a post is a store to a line the others read, which held up
+     * device 0's arrival at the barrier (the seed-size step 6% slower). */
     dp_dev_t *dv = &c->dev[0];
     comm_op_t b = broadcast_op(c, 0, pl->nrep);
     comm_op_t s = scatter_op(dv->rep.x, c->gx, model_in_dim(&c->spec),
@@ -187,11 +197,8 @@ static void prefetch(const float *p, size_t floats)
 
 void dp_prefetch_next(const dp_ctx_t *c, int d, const dp_plan_t *pl)
 {
-    /* Why: those are the first reads of d's step and each is a cache miss
-     * to another core (about 0.3 us on this project's VM), one after the
-     * other, while the step meter's report of the step that ended runs
-     * first; a prefetch starts them all at once, now.  Only what an arena
-     * moved whole reads (comm_local_sliced), a few lines. */
+    /* Why: those first reads of d's step are each a miss to another core, one after the
+     * other; a prefetch starts them all at once.  Only for arenas moved whole. */
     size_t n = c->spec.nparams;
     if (d == 0 || comm_local_sliced(n) || pl->nmicro < 1)
         return;

@@ -1,8 +1,5 @@
-/* dp/dp_device.c: one DP device's buffers: its backend, replica and step meter, and on
- * device 0 also the optimizer, the whole-batch buffers the gather and the
- * loss use, and the initial parameters.  Created and freed on the device's
- * own thread (a CUDA device is current per thread, and a backend's memory
- * figures are kept by the thread that owns it). */
+/* dp/dp_device.c: one DP device's buffers (backend, replica, step meter; device 0 also the
+ * optimizer and the whole-batch buffers), made and freed on the device's own thread. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,9 +19,7 @@ static float *dp_alloc(backend_t *be, size_t floats, const dp_dev_t *dv, const c
     return p;
 }
 
-/* Device d's step meter: every device keeps its own phases, copies and
- * --trace recorder (written by its thread only); device 0 also the run's
- * step times, loss log, progress line and --explain's story. */
+/* Device d's step meter; device 0's also keeps the run's times, loss log, progress, story. */
 static int dp_meter_init(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
@@ -52,8 +47,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
     const config_t *cfg = c->cfg;
-    /* blas_threads 0: leave the OpenBLAS thread count alone; dp_run set it to
-     * one per worker before any thread started (the count is process-wide). */
+    /* blas_threads 0: dp_run set the process-wide count to one before any thread started */
     int rc = dp_backend_create_hook ? dp_backend_create_hook(&dv->be, cfg, dv->id, err)
                                     : backend_create(&dv->be, cfg->backend, dv->id, 0, err);
     if (rc != DDP_OK)
@@ -61,10 +55,8 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     backend_t *be = dv->be;
     if ((rc = backend_set_precision(be, cfg->precision)) != DDP_OK)
         return err_set(err, rc, "%s: %s", dv->name, backend_last_error(be));
-    /* --cuda-graph: its part of the group's graph */
     TRY(graph_init(&dv->graph, c->graphs, be, &dv->meter, dv->name, c->start_step, &c->group, d,
                    err));
-    /* replica_init's message names the device, the buffer and its size */
     rc = replica_init(&dv->rep, be, &c->spec, c->chunk_max, c->data->tgt_cols, err);
     if (rc == DDP_OK)
         rc = dp_meter_init(c, d, err);
@@ -74,10 +66,8 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if (rc != DDP_OK || d != 0)
         return rc;
 
-    /* Device 0: the whole micro-batch lives here (it is staged here, the
-     * outputs are gathered here and the loss is computed here), like the
-     * output_device of torch.nn.DataParallel.  Its own chunk is read in place
-     * from gx and gdout, as torch's scatter leaves chunk 0 a view. */
+    /* Device 0 holds the whole micro-batch, like DataParallel's output_device; its own chunk
+     * is read in place from gx and gdout, as torch's scatter leaves chunk 0 a view. */
     size_t batch = (size_t)cfg->batch;
     int in = model_in_dim(&c->spec), out = model_out_dim(&c->spec), tgt = c->data->tgt_cols;
     c->bx = dp_alloc(be, batch * in, dv, "the batch inputs", MEM_ACTS, &rc, err);
@@ -87,8 +77,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     c->gout = dp_alloc(be, batch * out, dv, "the gathered outputs", MEM_ACTS, &rc, err);
     c->gdout = dp_alloc(be, batch * out, dv, "the output gradient", MEM_ACTS, &rc, err);
     c->loss_sum = dp_alloc(be, 1, dv, "the loss", MEM_ACTS, &rc, err);
-    /* The loss runs over the whole micro-batch here: its scratch now, not in
-     * the first step (replica_init reserved only the chunk's rows). */
+    /* The loss's scratch for the whole micro-batch now, not in the first step. */
     if (rc == DDP_OK && backend_reserve(be, cfg->batch, out) != DDP_OK)
         rc = err_set(err, DDP_ERR_RUNTIME, "%s: reserving the loss's scratch: %s", dv->name,
                      backend_last_error(be));
@@ -120,11 +109,9 @@ void dp_device_free(dp_ctx_t *c, int d)
     backend_t *be = dv->be;
     if (!be)
         return;
-    /* Nothing queued may still read or write what is freed (the other
-     * devices passed the exit barrier, so their copies from here are queued
-     * before their own teardown waits). */
-    /* (a failed run's NCCL ranks were aborted by dp_worker; one a graph
-     * held carries the abort out now: device 0 has dropped its graphs) */
+    /* Nothing queued may still use what is freed: the others passed the exit barrier, their
+     * copies from here are queued before their teardown waits.  A deferred NCCL abort is
+     * carried out here, device 0 having dropped its graphs. */
     comm_destroy(dv->comm ? dv->comm : dv->nccl); /* the group's owns its NCCL rank */
     dv->comm = dv->nccl = NULL;
     backend_sync(be);

@@ -1,16 +1,8 @@
-/* dp/dp_replicas.c: --check-replicas N in DP: after steps N, 2N, ... do the
- * replicas hold what device 0 replicated at the step's start?  A DP replica
- * lives one step (device 0 replicates its parameters at every step), so
- * device 0 copies and hashes its parameters before a checked step (what the
- * step replicates: its optimizer step then changes them) and after the step
- * broadcasts the hash (4 floats: one small collective, and no meeting
- * more); each device with a replica hashes its own and, when it differs,
- * names the first layer that differs and by how much against device 0's
- * copy (host memory the threads share, written before that broadcast) and
- * stops the run.  Outside the fenced step; nothing when off.  (A scenario's
- * watch, which records a difference and goes on, is DDP's.)
- * DDPBENCH_FAULT=ulp:D:S nudges device D's replica after step S (D > 0: a
- * change of device 0's parameters is the model itself, replicated to all). */
+/* dp/dp_replicas.c: --check-replicas N in DP: after steps N, 2N, ... do the replicas hold what
+ * device 0 replicated at the step's start?  Device 0 hashes its parameters before a checked
+ * step and broadcasts the hash after it (4 floats, no meeting more); a device whose replica
+ * differs names the first layer that differs against device 0's host copy and stops the run.
+ * DDPBENCH_FAULT=ulp:D:S nudges device D's replica (D > 0) after step S. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,18 +32,6 @@ static int on_host(dp_ctx_t *c, int d, int slot, bool copy, const float **out, c
         return err_set(err, DDP_ERR_RUNTIME, "%s: out of memory for --check-replicas", dv->name);
     *out = *h;
     return dev(dv, backend_d2h(dv->be, *h, dv->rep.params, bytes), err);
-}
-
-static int check(dp_ctx_t *c, int d, long g, bool after, char *err);
-
-/* After step g's last barrier (after: true), or before it on device 0;
- * each device times its part. */
-int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err)
-{
-    double t0 = now_s();
-    int rc = check(c, d, g, after, err);
-    c->check.secs[d] += now_s() - t0;
-    return rc;
 }
 
 static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
@@ -97,6 +77,16 @@ static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
                    "%.3g)",
                    g + 1, c->cfg->check_replicas, d, model_param_name(pd, name, sizeof name),
                    dd, far);
+}
+
+/* After step g's last barrier (after: true), or before it on device 0;
+ * each device times its part. */
+int dp_replicas(dp_ctx_t *c, int d, long g, bool after, char *err)
+{
+    double t0 = now_s();
+    int rc = check(c, d, g, after, err);
+    c->check.secs[d] += now_s() - t0;
+    return rc;
 }
 
 void dp_replicas_free(dp_ctx_t *c, int d)

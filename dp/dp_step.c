@@ -1,13 +1,7 @@
-/* dp/dp_step.c: the step loop every DP device thread runs, and its step,
- * fenced: the collectives of PyTorch's DataParallel on the devices' group
- * (dp_comm.c) between each device's forward and backward (see dp.h for the
- * whole picture).  Each phase is timed on the device that runs it; the time
- * a device spends waiting for the others is its PH_IDLE, so the report
- * shows who waits for whom: in DP the other devices wait while device 0
- * stages the batch, computes the loss and steps the optimizer.  On a GPU
- * nothing here makes the host wait: the group orders the devices' queues
- * by events, and the step meter's wait for the previous step is each
- * thread's one host synchronisation. */
+/* dp/dp_step.c: the step loop every DP device thread runs, and its step, fenced: DataParallel's
+ * collectives (dp_comm.c) between each device's forward and backward.  A device's wait for the
+ * others is its PH_IDLE, so the report shows who waits for whom.  On a GPU nothing here makes
+ * the host wait: the group orders the queues by events, the meter's wait is the one sync. */
 #include <stdio.h>
 
 #include "common/base/fault.h"
@@ -29,9 +23,7 @@ void dp_plan_step(dp_ctx_t *c, long g)
         p->rows[m] = rows;
         p->idx[m] = idx;
         p->nmicro++;
-        /* A device gets a replica when it has rows in any micro-batch: a
-         * smaller last micro-batch can spread over more devices
-         * (torch.chunk(5 rows, 4) gives 3 chunks, of 4 rows gives 4). */
+        /* a smaller last micro-batch can spread over more devices (torch.chunk) */
         int n = dp_chunk_count(rows, c->ndev);
         if (n > p->nrep)
             p->nrep = n;
@@ -39,20 +31,15 @@ void dp_plan_step(dp_ctx_t *c, long g)
     p->step_rows = schedule_step_rows(&c->sch, g);
 }
 
-/* Is step g's first micro-batch staged by device 0 during step g-1, before
- * the barrier that ended it, and its broadcast and scatter launched right
- * after that barrier (dp_launch_next)?  Then the other devices find them
- * done when step g begins, instead of waiting for device 0 to report step
- * g-1 and stage: on host memory (a GPU's staging and its events belong to
- * the step that uses them: a CUDA graph holds one step), after the run's
- * first step.  Every thread answers alike. */
+/* Is step g's first micro-batch staged during step g-1 and its broadcast and scatter launched
+ * right after the barrier that ended it (dp_launch_next)?  On host memory only (a GPU's
+ * staging belongs to the step that uses it), after the first step.  Every thread alike. */
 static bool dp_staged_ahead(const dp_ctx_t *c, long g)
 {
     return c->host_visible && g > c->start_step;
 }
 
-/* A step CUDA graphs may replay: one micro-batch of the whole batch (an
- * epoch's short last batch is other work, run eagerly between replays). */
+/* A step CUDA graphs may replay: one micro-batch of the whole batch. */
 static bool dp_full_step(const dp_ctx_t *c, const dp_plan_t *pl)
 {
     return pl->nmicro == 1 && pl->rows[0] == c->cfg->batch;
@@ -61,8 +48,7 @@ static bool dp_full_step(const dp_ctx_t *c, const dp_plan_t *pl)
 // ---------------------------------------------------------------------------
 // pieces of a step
 
-/* The barrier that ends a step (the meter's: every device's step spans the
- * same wall time); the wait is this device's idle time. */
+/* The barrier that ends a step; the wait is this device's idle time. */
 static int dp_barrier(dp_ctx_t *c, int d, char *err)
 {
     if (dp_pool_sync(&c->pool) != DDP_OK)
@@ -89,15 +75,10 @@ static int dp_loss(dp_ctx_t *c, const dp_plan_t *pl, int rows)
 
 // ---- TRAINING STEP BEGIN ----------------------------------------------------
 
-/* Step g (plan pl) on device d's thread, every device's thread running it
- * together, as torch's DataParallel runs it: broadcast device 0's
- * parameters; per micro-batch, scatter the rows, forward in parallel,
- * gather the outputs on device 0 and compute the loss there, scatter the
- * output gradient, backward in parallel; reduce the gradients onto device
- * 0; step on device 0.  torch's DataParallel replicates on every forward
- * and reduces on every backward; with --accum the parameters do not change
- * between micro-batches and the sum is linear, so one of each per step
- * gives the same result for less traffic. */
+/* Step g (plan pl) on device d's thread, as torch's DataParallel runs it (docs/modes.md).
+ * torch replicates on every forward and reduces on every backward; with --accum the
+ * parameters do not change between micro-batches and the sum is linear, so one of each per
+ * step gives the same result for less traffic. */
 static int dp_step(dp_ctx_t *c, int d, const dp_plan_t *pl, char *err)
 {
     dp_dev_t *dv = &c->dev[d];
@@ -128,15 +109,11 @@ static int dp_checkpoint(dp_ctx_t *c, int d, long g, char *err)
 {
     if (!ckpt_run_due(&c->ck, &c->sch, g))
         return DDP_OK;
-    /* Device 0 owns the parameters and the optimizer state, and nobody else
-     * reads them now: every device passed the barrier that ended step g (so
-     * the reduce is over), and the next reader, step g+1's replicate, starts
-     * only after the barrier below.  The checkpoint's copies wait for device
-     * 0's queue, so they hold the state after step g. */
+    /* Nobody else reads device 0's state now: every device passed the barrier that ended
+     * step g, and step g+1's replicate starts only after the barrier below. */
     if (d == 0)
         TRY(ckpt_run_write(&c->ck, &c->sch, c->dev[0].rep.params, &c->opt, g, err));
-    /* Barrier: the checkpoint is written (device 0's parameters are free to
-     * read again); the others must not replicate them before. */
+    /* Barrier: the checkpoint is written; the others must not replicate before. */
     if (dp_pool_sync(&c->pool) != DDP_OK)
         return err_set(err, DDP_ERR_RUNTIME, "stopped because another device failed");
     return DDP_OK;
@@ -151,22 +128,18 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
     step_meter_t *m = &dv->meter; /* set up with the device (dp_device_init) */
     bool check = c->cfg->check_replicas > 0;
     for (long g = c->start_step; g < c->total_steps; g++) {
-        /* plan[g & 1] was written by device 0 before the barrier that ended
-         * the previous step (or before the first one); device 0 writes the
-         * other half during this step. */
+        /* written by device 0 before the barrier that ended the previous step */
         const dp_plan_t *pl = &c->plan[g & 1];
-        /* --cuda-graph: a full step after the first is one graph of every
-         * device (graph.h); a member begins its meter once it follows, so
-         * that every marker of its step is the graph's. */
+        /* --cuda-graph: a member begins its meter once it follows, so every marker of its
+         * step is the graph's (graph.h). */
         bool graph = graph_arm(&dv->graph, g, dp_full_step(c, pl));
         if (d == 0 && check)
             TRY(dp_replicas(c, d, g, false, err));
         if (d == 0 || !graph)
             trainer_step_begin(m, &c->sch, g);
         step_begin(&dv->t);
-        /* Device 0 stages the first micro-batch before anything else: a
-         * graph step begins after it (the copy stream is not captured);
-         * or it did in the step before (dp_staged_ahead). */
+        /* Device 0 stages the first micro-batch before a graph step begins (the copy stream
+         * is not captured), unless it did in the step before. */
         if (d == 0 && !dp_staged_ahead(c, g))
             TRY(dp_stage(c, pl, 0));
         if (graph) {
@@ -184,10 +157,8 @@ int dp_device_loop(dp_ctx_t *c, int d, char *err)
         }
         if (d == 0)
             step_meter_lap(m, PH_DATA); /* every step alike: a graph step's work never varies */
-        /* Barrier: device 0's parameters are updated and the next plan is
-         * written; it also makes every device's step span the same wall time,
-         * so the phase sums of all devices add up to the step time, and device
-         * 0's meter times the step when every device is through it. */
+        /* Barrier: device 0's parameters are updated and the next plan written; every
+         * device's step spans the same wall time, so the phase sums add up to the step. */
         TRY(dp_barrier(c, d, err));
         /* (a graph step's and a host run's steps ahead are never the same run) */
         if (graph) { /* the replicas' check after it is eager too */

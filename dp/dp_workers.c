@@ -1,23 +1,18 @@
-/* dp/dp_workers.c: DP's persistent thread pool: one thread per device,
- * created once per run as the ranks of one in-process group (whose barrier
- * they meet at: comm.h's comm_local_sync), joined once at the end. */
+/* dp/dp_workers.c: DP's thread pool: one thread per device, the ranks of one in-process group. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/base/affinity.h"
 #include "dp/dp.h"
 
-/* The pool thread's index, for dp_pool_sync (which its callers need not
- * pass: the graph group's barrier takes only the pool). */
+/* The pool thread's index, for dp_pool_sync (the graph group's barrier takes only the pool). */
 static _Thread_local int tls_index = -1;
 
 static void *dp_thread_main(void *arg)
 {
     dp_pool_arg_t *a = arg;
     tls_index = a->index;
-    /* A CPU device is a core: on one of its own, no device waits for another
-     * to be scheduled off its core before the barrier can open
-     * (base/affinity.h). */
+    /* A CPU device is a core: no device waits for another to leave its core (affinity.h). */
     if (a->pool->pin)
         affinity_pin(a->index, __atomic_load_n(&a->pool->n, __ATOMIC_ACQUIRE));
     a->pool->fn(a->pool->ctx, a->index);

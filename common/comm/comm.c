@@ -130,22 +130,9 @@ int comm_broadcast(comm_t *c, float *buf, size_t count, int root)
     return comm_run(c, &o, NULL);
 }
 
-int comm_reduce(comm_t *c, float *buf, size_t count, redop_t op, int root)
-{
-    comm_op_t o = {.kind = COLL_REDUCE, .recv = buf, .count = count, .redop = op, .root = root};
-    return comm_run(c, &o, NULL);
-}
-
 int comm_all_gather(comm_t *c, const float *send, float *recv, size_t count)
 {
     comm_op_t o = {.kind = COLL_ALL_GATHER, .send = send, .recv = recv, .count = count};
-    return comm_run(c, &o, NULL);
-}
-
-int comm_reduce_scatter(comm_t *c, const float *send, float *recv, size_t count, redop_t op)
-{
-    comm_op_t o = {.kind = COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
-                   .redop = op};
     return comm_run(c, &o, NULL);
 }
 

@@ -1,22 +1,16 @@
-/* common/comm/comm_graph_probe.c: whether a group's collectives can be captured
- * into CUDA graphs, found out before anything trains (comm.h's
- * comm_graph_probe): each rank captures one small all-reduce, the ranks
- * agree over an eager all-reduce, then each launches its graph and checks
- * the sum.  The capture itself is the implementation's (comm_ops_t's
- * probe_capture / _launch / _drop: NCCL's); this file is the protocol every
- * rank follows, so that DDP's ranks and DP's device threads share it. */
+/* common/comm/comm_graph_probe.c: comm.h's comm_graph_probe, the protocol every rank follows
+ * (DDP's ranks and DP's device threads alike); the capture itself is the implementation's
+ * (comm_ops_t's probe_capture / _launch / _drop: NCCL's). */
 #include "common/comm/comm_impl.h"
 
 /* Floats in the probe's all-reduce: a few, so a sum is checked per element. */
 #define PROBE_FLOATS 4
 
-/* What rank q puts in element i: different per rank and element, and exact
- * in fp32 summed over any group (small integers). */
+/* What rank q puts in element i: small integers, exact in fp32 summed over any group. */
 static float probe_value(int q, int i) { return (float)(1 + q * PROBE_FLOATS + i); }
 
-/* The agreement: an eager all-reduce of one flag per rank (1: that rank
- * could not capture), so every rank learns the same lowest refusing rank.
- * Why eager: it is what decides whether anything is captured at all. */
+/* The agreement: an eager all-reduce of one flag per rank (1: it could not capture), so every
+ * rank learns the same lowest refusing rank.  Eager: it decides whether anything is captured. */
 static int agree(comm_t *c, float *flags, bool refused, int *lowest, char *err)
 {
     float host[MAX_DEVICES];
@@ -26,8 +20,7 @@ static int agree(comm_t *c, float *flags, bool refused, int *lowest, char *err)
     TRY(backend_check(c->be, backend_h2d(c->be, flags, host, (size_t)w * sizeof(float)), NULL,
                       err));
     TRY(comm_check(c, comm_all_reduce(c, flags, (size_t)w, REDOP_SUM), NULL, err));
-    /* Why a host wait: the answer decides what the host does next (the
-     * watch bounds it: a rank that never comes fails it, not hangs it). */
+    /* Why a host wait: the answer decides what the host does next (the watch bounds it). */
     TRY(backend_check(c->be, backend_d2h(c->be, host, flags, (size_t)w * sizeof(float)), NULL,
                       err));
     *lowest = -1;
@@ -43,8 +36,7 @@ static int launch_and_check(comm_t *c, void *graph, float *buf, char *err)
     comm_handle_t h;
     TRY(comm_check(c, c->ops->probe_launch(c, graph, &h), "the captured all-reduce", err));
     backend_count_launch(c->be, LAUNCH_GRAPH, 1);
-    /* Why: the copy back below reads what the graph summed (the backend's
-     * stream waits for it on the device; the copy waits on the host). */
+    /* Why: the copy back below reads what the graph summed. */
     TRY(comm_check(c, comm_wait(c, h, NULL), "the captured all-reduce", err));
     float got[PROBE_FLOATS];
     TRY(backend_check(c->be, backend_d2h(c->be, got, buf, sizeof got), NULL, err));
@@ -67,12 +59,9 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     out->why[0] = 0;
     if (!c->ops->probe_capture) {
         out->refused_by = 0;
-        if (insist)
-            return err_set(err, DDP_ERR_RUNTIME, "--comm %s: its collectives are not captured",
-                           c->ops->name);
-        if (c->rank == 0)
-            err_set(out->why, 0, "--comm %s: its collectives are not captured", c->ops->name);
-        return DDP_OK;
+        return err_set(insist ? err : c->rank == 0 ? out->why : NULL,
+                       insist ? DDP_ERR_RUNTIME : DDP_OK,
+                       "--comm %s: its collectives are not captured", c->ops->name);
     }
     /* the probe's buffer, then the agreement's flags */
     float *buf = backend_alloc_for(c->be, (PROBE_FLOATS + MAX_DEVICES) * sizeof(float), MEM_COMM);
@@ -104,16 +93,11 @@ int comm_graph_probe(comm_t *c, bool insist, comm_graph_probe_t *out, char *err)
     }
     if (graph)
         c->ops->probe_drop(c, graph);
-    /* A failure once the agreement was queued may leave our all-reduce (the
-     * agreement's or the graph's) waiting on the device for a peer that
-     * never comes, and it reads and writes buf.  Why abort here, after the
-     * graph is gone (NCCL aborts a communicator only once no graph holds its
-     * collectives) and before the free: the abort releases that collective,
-     * and the free waits for the device (cudaFree), so buf outlives every
-     * use.  Freed first, it would wait forever for that collective (or, with
-     * an allocator that does not wait, be written after its free).  On
-     * success every path above ended in a host wait: nothing of ours is
-     * queued. */
+    /* A failure once the agreement was queued may leave our all-reduce waiting on the device
+     * for a peer that never comes, reading and writing buf.  Why abort here, after the graph
+     * is gone (NCCL aborts only once no graph holds its collectives) and before the free: the
+     * abort releases that collective and the free waits for the device, so buf outlives every
+     * use (freed first, it would wait forever).  On success nothing of ours is queued. */
     if (rc != DDP_OK && queued)
         comm_abort(c, err);
     backend_free(c->be, buf);

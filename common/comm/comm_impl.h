@@ -1,7 +1,5 @@
-/* common/comm/comm_impl.h: how a communicator is built, for its implementers
- * (comm_shm.c, comm_nccl.c, comm_mpi.c, comm_local.c) and for tests that build fakes; callers use
- * comm.h alone.  comm.c's factory and public functions call through the
- * table; the contract every implementation keeps is comm.h's. */
+/* common/comm/comm_impl.h: how a communicator is built, for its implementers and for tests
+ * that build fakes; callers use comm.h alone, whose contract every implementation keeps. */
 #ifndef DDPBENCH_COMM_IMPL_H
 #define DDPBENCH_COMM_IMPL_H
 
@@ -18,35 +16,32 @@ typedef struct comm_ops {
     int (*wait)(comm_t *c, comm_handle_t h, comm_span_t *span);
     /* Op h's timing (comm_span). */
     void (*span)(comm_t *c, comm_handle_t h, comm_span_t *span);
-    /* Fail every pending and future op on every rank (see above). */
+    /* Fail every pending and future op on every rank. */
     void (*abort)(comm_t *c, const char *why);
-    /* Stop the comm's threads and free it (pending ops are abandoned: abort or
-     * wait first). */
+    /* Stop the comm's threads and free it (pending ops are abandoned). */
     void (*destroy)(comm_t *c);
-    /* Launch op and wait for it (comm.h's run); *h its handle.  NULL: comm.c
-     * calls launch, then wait. */
+    /* Launch op and wait for it (comm.h's run); NULL: comm.c calls launch, then wait. */
     int (*run)(comm_t *c, const comm_op_t *op, comm_handle_t *h);
-    /* CUDA graphs (comm_graph_probe, comm_graph_probe.c); NULL where the
-     * collectives cannot be captured.  probe_capture: one in-place SUM
-     * all-reduce of buf[count] captured into a graph of its own, nothing
-     * run; DDP_OK with *graph, or DDP_OK with *graph NULL and why (ERR_LEN)
-     * when the library refused (nothing left capturing, the comm usable);
-     * any other status is the comm's failure (sticky).  probe_launch: queue
-     * it ordered like a collective (after the backend's work so far, before
-     * the work queued after a wait for *h), numbered like one; probe_drop
-     * forgets it (launched or not).  Named apart from train/graph.h's
-     * graph_* (a step's graphs), which stand floors above. */
+    /* CUDA graphs (comm_graph_probe.c); NULL where collectives cannot be captured.
+     * probe_capture: one in-place SUM all-reduce of buf[count] captured into a graph of its
+     * own, nothing run; DDP_OK with *graph, or with *graph NULL and why when the library
+     * refused (the comm usable); any other status is the comm's failure.  probe_launch:
+     * queue it ordered and numbered like a collective; probe_drop forgets it. */
     int (*probe_capture)(comm_t *c, float *buf, size_t count, void **graph, char *why);
     int (*probe_launch)(comm_t *c, void *graph, comm_handle_t *h);
     void (*probe_drop)(comm_t *c, void *graph);
 } comm_ops_t;
 
+/* An implementation's table from its functions p_launch, p_wait, p_span, p_abort, p_destroy. */
+#define COMM_OPS(p, nm)                                                                        \
+    .name = nm, .launch = p##_launch, .wait = p##_wait, .span = p##_span, .abort = p##_abort,  \
+    .destroy = p##_destroy
+
 struct comm {
     const comm_ops_t *ops;
     comm_kind_t kind;
     int world, rank;
-    double timeout_s;         /* bound on every wait for a peer (set it before launching:
-                                 the comm thread reads it) */
+    double timeout_s;         /* bound on every wait for a peer (the comm thread reads it) */
     backend_t *be;            /* the rank's device; buffers live there */
     comm_seg_t *seg;          /* shared with the other ranks */
     comm_handle_t issued;     /* handle of the last launched op */
@@ -63,6 +58,23 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err);
 int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err);
 #endif
 
+/* A comm_t for rank a->rank of a->world over ops, its timeout defaulted. */
+static inline comm_t comm_header(const comm_ops_t *ops, comm_kind_t kind, const comm_args_t *a,
+                                 void *impl)
+{
+    return (comm_t){.ops = ops, .kind = kind, .world = a->world, .rank = a->rank,
+                    .timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S,
+                    .be = a->be, .seg = a->seg, .impl = impl};
+}
+
+/* The bound on joining the group (comm_args_t.init_timeout_s, defaulted). */
+static inline double comm_init_bound(const comm_t *c, double init_timeout_s)
+{
+    if (init_timeout_s > 0)
+        return init_timeout_s;
+    return c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s : COMM_INIT_TIMEOUT_S;
+}
+
 /* "all-reduce": how messages name a collective. */
 static inline const char *coll_name(coll_kind_t k)
 {
@@ -72,11 +84,8 @@ static inline const char *coll_name(coll_kind_t k)
     return (int)k >= 0 && k < COLL_COUNT ? names[k] : "?";
 }
 
-/* For the implementations that queue ops for a thread (shm, mpi): whether an
- * op is well formed (its kind, root and buffer; msg says why not), and its
- * name in messages ("all-reduce of bucket 2", or "all-reduce #17" untagged).
- * Inline here, like coll_name: the factory (comm.c) calls the
- * implementations, so they must not call back into it. */
+/* Whether an op is well formed (msg says why not), and its name in messages ("all-reduce of
+ * bucket 2", or "all-reduce #17").  Inline: the implementations must not call comm.c. */
 static inline int comm_op_check(const comm_t *c, const comm_op_t *op, char *msg)
 {
     if ((int)op->kind < 0 || op->kind >= COLL_COUNT)

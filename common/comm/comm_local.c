@@ -1,28 +1,16 @@
 /* common/comm/comm_local.c: the in-process group's collectives (comm.h's
- * comm_local_group_create: DP's devices, a thread each): broadcast,
- * scatter, gather, reduce, all-reduce and barrier over the process's own
- * memory, or between GPUs by peer copies ordered by events, or NCCL's
- * broadcast and reduce.  How ranks wait for each other is
- * comm_local_sync.c's.
- *
- * Each op is a few posts and waits (comm_local.h): a rank whose buffer
- * others read posts it (on a GPU after recording an event on its stream);
- * a rank that reads waits for that post (on a GPU its stream then waits for
- * the event) and copies or sums out of the poster's buffer into its own
- * (every copy is queued on the reading rank's device).  Only a sliced
- * broadcast or reduce (host memory, COMM_LOCAL_SLICED floats or more) meets
- * as a whole, before and after: there every rank moves its slice of
- * everyone's arena, k threads moving 1/k each instead of one moving all,
- * which is how a memory-bound move of a large arena finishes k times sooner
- * (and why not always: comm.h's COMM_LOCAL_SLICED). */
+ * comm_local_group_create: DP's devices, a thread each); how ranks wait is comm_local_sync.c's.
+ * Each op is a few posts and waits (comm_local.h): a rank whose buffer others read posts it
+ * (on a GPU after an event on its stream); a reader waits for the post and copies or sums out
+ * of the poster's buffer on its own device.  Only a sliced move (host memory, COMM_LOCAL_SLICED
+ * floats or more) meets as a whole: k threads moving 1/k each of a memory-bound arena. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/comm/comm_local.h"
 
-/* Floats summed per pass: one block of every source plus the destination
- * stay in L2 while the sources are added in, so the destination is read and
- * written once per block instead of once per source. */
+/* Floats summed per pass: a block of every source and the destination stay in L2, so the
+ * destination is read and written once per block instead of once per source. */
 #define LOCAL_REDUCE_BLOCK 8192
 /* Ops launched and not yet run (a root's early launches run at once). */
 #define LOCAL_PENDING 8
@@ -50,18 +38,15 @@ static local_t *L_of(comm_t *c) { return (local_t *)c; }
 
 static int fail_be(local_t *L, backend_t *be, const char *what)
 {
-    err_set(L->c.last_error, 0, "%s: %s", what, backend_last_error(be));
-    return DDP_ERR_RUNTIME;
+    return err_set(L->c.last_error, DDP_ERR_RUNTIME, "%s: %s", what, backend_last_error(be));
 }
 
 static int stopped(local_t *L)
 {
     if (atomic_load(&L->g->aborted))
-        err_set(L->c.last_error, 0, "stopped because another device failed");
-    else
-        err_set(L->c.last_error, 0, "a peer posted more than %d ops ahead of this rank",
-                LOCAL_RING);
-    return DDP_ERR_RUNTIME;
+        return err_set(L->c.last_error, DDP_ERR_RUNTIME, "stopped because another device failed");
+    return err_set(L->c.last_error, DDP_ERR_RUNTIME,
+                   "a peer posted more than %d ops ahead of this rank", LOCAL_RING);
 }
 
 static bool host(const local_t *L) { return atomic_load(&L->g->host); }
@@ -70,14 +55,12 @@ static int me(const local_t *L) { return L->c.rank; }
 // ---------------------------------------------------------------------------
 // posting and reading
 
-/* Post this rank's buffer for the op (after its work so far: on a device an
- * event recorded on its stream). */
+/* Post this rank's buffer for the op (on a device after an event on its stream). */
 static int post(local_t *L, const float *buf, size_t count, size_t offset, bool idle)
 {
     local_info_t in = {.buf = buf, .count = count, .offset = offset, .idle = idle, .be = L->c.be};
     if (!host(L)) {
-        /* events from 0 again in each CUDA graph step: its posts record the
-         * same events every time, as the graph's check wants (comm_local.h) */
+        /* events from 0 again in each CUDA graph step (comm_local.h) */
         unsigned long serial = 0;
         if (backend_graph_state(L->c.be, NULL, &serial) != GRAPH_EAGER && serial != L->ev_serial)
             L->ev_serial = serial, L->ev_next = 0;
@@ -90,9 +73,8 @@ static int post(local_t *L, const float *buf, size_t count, size_t offset, bool 
     return DDP_OK;
 }
 
-/* Every rank counts the posts of an op alike, its own and the others'
- * (read or not): here every rank's but `except`'s (-1: none) and its own,
- * which post() counted. */
+/* Every rank counts an op's posts alike: here every rank's but `except`'s (-1: none) and its
+ * own, which post() counted. */
 static void counted(local_t *L, int except)
 {
     for (int q = 0; q < L->c.world; q++)
@@ -100,10 +82,8 @@ static void counted(local_t *L, int except)
             L->expect[q]++;
 }
 
-/* Wait for rank q's post in this op (counted first) and order this rank's
- * device after it; its info.  NULL, the cause in last_error, when the group
- * stopped or this rank's device refused the wait (a capture it invalidated:
- * that is the cause to name, not the peer it waited for). */
+/* Wait for rank q's post in this op (counted first), this rank's device after it; its info.
+ * NULL, the cause in last_error, when the group stopped or the device refused the wait. */
 static const local_info_t *read_post(local_t *L, int q, bool *slept)
 {
     if (local_await(L->g, me(L), q, L->expect[q], NULL, slept) != DDP_OK)
@@ -114,8 +94,7 @@ static const local_info_t *read_post(local_t *L, int q, bool *slept)
     return in;
 }
 
-/* Wait for every other rank's post in this op (each counted first), the
- * device after all of them. */
+/* Wait for every other rank's post in this op, the device after all of them. */
 static int read_all(local_t *L, bool *slept)
 {
     int rc = local_await(L->g, me(L), -1, 0, L->expect, slept);
@@ -127,8 +106,7 @@ static int read_all(local_t *L, bool *slept)
     return rc == DDP_OK ? DDP_OK : stopped(L);
 }
 
-/* A meeting of the whole group: every rank posts (buf: its buffer for the
- * op), then reads every other's post. */
+/* A meeting of the whole group: every rank posts buf, then reads every other's post. */
 static int meet(local_t *L, const float *buf, size_t count, bool idle, bool *slept)
 {
     TRY(post(L, buf, count, 0, idle));
@@ -136,8 +114,7 @@ static int meet(local_t *L, const float *buf, size_t count, bool idle, bool *sle
     return read_all(L, slept);
 }
 
-/* A gather's or reduce's: the others post (buf ...), the root reads them
- * all; *root: this rank is the root (and has read them). */
+/* A gather's or reduce's: the others post buf, the root reads them all (*root). */
 static int to_root(local_t *L, const comm_op_t *op, const float *buf, size_t count, bool *root,
                    bool *slept)
 {
@@ -148,8 +125,7 @@ static int to_root(local_t *L, const comm_op_t *op, const float *buf, size_t cou
     return *root ? read_all(L, slept) : DDP_OK;
 }
 
-/* The observer: this rank waited for its peers (told always on a device,
- * whose queue waits; on the host only when the thread did). */
+/* The observer: this rank waited (on a device always; on the host when the thread did). */
 static void waited(local_t *L, bool slept)
 {
     if (L->obs.waited && (slept || !host(L)))
@@ -178,9 +154,8 @@ static int copy_in(local_t *L, coll_kind_t kind, float *dst, backend_t *src_be, 
 // ---------------------------------------------------------------------------
 // broadcast, scatter, gather
 
-/* Sliced: every rank copies its slice of the root's arena into every other
- * rank's (a host copy is done when it returns, so it may use that rank's
- * backend), then all meet again: every replica is whole. */
+/* Sliced: every rank copies its slice of the root's arena into every other rank's (a host
+ * copy is done when it returns), then all meet again: every replica is whole. */
 static int broadcast_sliced(local_t *L, const comm_op_t *op)
 {
     bool slept;
@@ -245,9 +220,8 @@ static int gather(local_t *L, const comm_op_t *op)
 // ---------------------------------------------------------------------------
 // reduce
 
-/* Host memory: sum [lo, hi) of every rank's arena but the root's onto the
- * root's, in rank order, block by block (so every element is ((x0 + x1) +
- * x2) ... however the arena is sliced: the same bits on every path). */
+/* Host memory: sum [lo, hi) of every rank's arena onto the root's, in rank order, block by
+ * block: ((x0 + x1) + x2) ... however the arena is sliced. */
 static int sum_host(local_t *L, const comm_op_t *op, size_t lo, size_t hi)
 {
     const comm_local_group_t *g = L->g;
@@ -269,14 +243,12 @@ static int sum_host(local_t *L, const comm_op_t *op, size_t lo, size_t hi)
                 return fail_be(L, L->c.be, "reduce");
         }
     }
-    /* One move for this rank's part of every source (the blocks interleave
-     * the sources), counted as nsrc sums. */
+    /* One move for this rank's part of every source, counted as nsrc sums. */
     moved(L, mk, COLL_REDUCE, (uint64_t)(hi - lo) * sizeof(float) * nsrc, -1, nsrc);
     return DDP_OK;
 }
 
-/* Host memory, sliced: all meet, each sums its slice, the root waits for
- * every slice (the others need nothing back). */
+/* Host memory, sliced: all meet, each sums its slice, the root waits for every slice. */
 static int reduce_sliced(local_t *L, const comm_op_t *op)
 {
     bool slept, root;
@@ -337,17 +309,14 @@ static int reduce_device(local_t *L, const comm_op_t *op)
     for (int s = 0; s < L->c.world; s++)
         if (s != op->root && !local_info(L->g, s, L->expect[s])->idle)
             src[nsrc++] = s;
-    /* made at the first reduce, sources or not: a run's first step is never
-     * a CUDA graph's, which may allocate nothing */
+    /* made at the first reduce: a run's first step is never a graph's (which allocates not) */
     TRY(reduce_scratch(L, op->count));
     if (nsrc == 0)
         return DDP_OK;
     backend_t *be = L->c.be;
 #define SRC(j) local_info(L->g, src[j], L->expect[src[j]])
     if (backend_graph_state(be, NULL, NULL) != GRAPH_EAGER) {
-        /* A CUDA graph step, whose capture the copy stream is not part of:
-         * each source pulled on the compute stream, then added (the same
-         * sums, without the overlap). */
+        /* A CUDA graph step (the copy stream is not captured): pulled on the compute stream. */
         for (int j = 0; j < nsrc; j++) {
             int m = mark(L);
             if (backend_peer_copy(be, L->scratch[0], SRC(j)->be, SRC(j)->buf,
@@ -376,8 +345,7 @@ static int reduce_device(local_t *L, const comm_op_t *op)
 // ---------------------------------------------------------------------------
 // one op
 
-/* Over NCCL (broadcast, reduce): every rank joins, a rank that sat out adds
- * zeros, not what its buffer held. */
+/* Over NCCL (broadcast, reduce): every rank joins; a rank that sat out adds zeros. */
 static int over_nccl(local_t *L, const comm_op_t *op)
 {
     comm_t *n = L->nccl;
@@ -389,10 +357,8 @@ static int over_nccl(local_t *L, const comm_op_t *op)
     int rc = n->ops->launch(n, op, &h);
     if (rc == DDP_OK)
         rc = n->ops->wait(n, h, NULL);
-    if (rc != DDP_OK) {
-        err_set(L->c.last_error, 0, "%s", comm_last_error(n));
-        return rc;
-    }
+    if (rc != DDP_OK)
+        return err_set(L->c.last_error, rc, "%s", comm_last_error(n));
     moved(L, mk, op->kind, op->count * sizeof(float), me(L), 1);
     return DDP_OK;
 }
@@ -449,18 +415,15 @@ static int run_one(local_t *L, const comm_op_t *op)
     case COLL_BARRIER:
         return barrier(L);
     default:
-        err_set(L->c.last_error, 0, "%s: not offered by the in-process group",
-                coll_name(op->kind));
-        return DDP_ERR_RUNTIME;
+        return err_set(L->c.last_error, DDP_ERR_RUNTIME, "%s: not offered by the in-process group",
+                       coll_name(op->kind));
     }
 }
 
 // ---------------------------------------------------------------------------
 // the comm_ops_t
 
-/* Does this rank's part of op need no one's data (it only posts)?  Then it
- * runs at launch: a root's early broadcast or scatter is done before its
- * peers look for it. */
+/* Does this rank's part of op need no one's data (it only posts)?  Then it runs at launch. */
 static bool posts_only(const local_t *L, const comm_op_t *op)
 {
     bool root = me(L) == op->root, whole = !(host(L) && comm_local_sliced(op->count));
@@ -478,9 +441,8 @@ static bool posts_only(const local_t *L, const comm_op_t *op)
     }
 }
 
-/* Posts made at launch wake the sleepers at the rank's next call into the
- * group (a waiter sleeps only after spinning 30 us: a root's early launch is
- * seen long before). */
+/* Posts made at launch wake the sleepers at the rank's next call into the group (a waiter
+ * spins 30 us first: an early launch is seen long before). */
 static void wake_due(local_t *L)
 {
     if (L->wake_due)
@@ -502,31 +464,24 @@ static int local_run_pending(local_t *L, comm_handle_t h)
     return DDP_OK;
 }
 
-/* Whether op may run: the comm has not failed (sticky) and op is well formed
- * for the group (else last_error says why). */
-static bool op_ok(local_t *L, const comm_op_t *op)
+/* Whether op may run: the comm has not failed and op is well formed (else last_error). */
+static int op_check(local_t *L, const comm_op_t *op)
 {
     comm_t *c = &L->c;
     if (c->last_error[0])
-        return false;
-    char why[ERR_LEN];
-    if (comm_op_check(c, op, why) != DDP_OK) {
-        err_set(c->last_error, 0, "%s", why);
-        return false;
-    }
-    if (op->dtype != DTYPE_F32 || (op->redop != REDOP_SUM && op->kind != COLL_BROADCAST)) {
-        err_set(c->last_error, 0, "%s: the in-process group sums float32 alone",
-                coll_name(op->kind));
-        return false;
-    }
-    return true;
+        return DDP_ERR_RUNTIME;
+    int rc = comm_op_check(c, op, c->last_error);
+    if (rc == DDP_OK &&
+        (op->dtype != DTYPE_F32 || (op->redop != REDOP_SUM && op->kind != COLL_BROADCAST)))
+        rc = err_set(c->last_error, DDP_ERR_RUNTIME,
+                     "%s: the in-process group sums float32 alone", coll_name(op->kind));
+    return rc;
 }
 
 static int local_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     local_t *L = L_of(c);
-    if (!op_ok(L, op))
-        return DDP_ERR_RUNTIME;
+    TRY(op_check(L, op));
     if (L->npend == 0 && posts_only(L, op)) {
         wake_due(L);
         L->at_launch = true;
@@ -537,10 +492,9 @@ static int local_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         L->done = c->issued;
         return DDP_OK;
     }
-    if (L->npend == LOCAL_PENDING) {
-        err_set(c->last_error, 0, "%d ops launched and not waited for", LOCAL_PENDING);
-        return DDP_ERR_RUNTIME;
-    }
+    if (L->npend == LOCAL_PENDING)
+        return err_set(c->last_error, DDP_ERR_RUNTIME, "%d ops launched and not waited for",
+                       LOCAL_PENDING);
     L->pend[L->npend++] = *op;
     *h = ++c->issued;
     return DDP_OK;
@@ -564,7 +518,7 @@ static int local_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     local_t *L = L_of(c);
     comm_handle_t mine = 0;
     int rc = DDP_OK;
-    if (L->npend == 0 && op_ok(L, op)) { /* nothing queued before it: run it here */
+    if (L->npend == 0 && op_check(L, op) == DDP_OK) { /* nothing queued before it: run it here */
         wake_due(L);
         rc = run_one(L, op);
         mine = L->done = ++c->issued;
@@ -606,15 +560,7 @@ static void local_destroy(comm_t *c)
     free(L);
 }
 
-static const comm_ops_t local_ops = {
-    .name = "local",
-    .launch = local_launch,
-    .wait = local_wait,
-    .span = local_span,
-    .abort = local_abort,
-    .destroy = local_destroy,
-    .run = local_run,
-};
+static const comm_ops_t local_ops = {COMM_OPS(local, "local"), .run = local_run};
 
 int comm_local_join(comm_t **out, comm_local_group_t *g, int rank, backend_t *be, comm_t *nccl,
                     char *err)
@@ -651,8 +597,7 @@ void comm_local_prefetch(comm_t *c)
             __builtin_prefetch(&L->g->rank[q].slot[(L->expect[q] + k) % LOCAL_RING], 0, 3);
 }
 
-/* Boundaries at multiples of a cache line, so two ranks never write the
- * same line (no false sharing) and every slice starts aligned. */
+/* Boundaries at multiples of a cache line: two ranks never write the same line. */
 void comm_local_slice(size_t n, int k, int w, size_t *lo, size_t *hi)
 {
     const size_t line = 16; /* floats in a 64-byte cache line */

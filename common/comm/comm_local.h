@@ -1,17 +1,8 @@
-/* common/comm/comm_local.h: the in-process group's inside (comm.h's
- * comm_local_group_create), shared by its two files: comm_local_sync.c, how
- * its threads wait for each other (posts, barriers, the abort), and
- * comm_local.c, its collectives.  Callers use comm.h; tests may read the
- * slicing rule here.
- *
- * Each rank announces on cache lines of its own: its barriers (arrived) and
- * its data posts ("my part of op k is launched, with this buffer": slot
- * k % LOCAL_RING).  A waiter reads the lines of the ranks it waits for,
- * spins a few microseconds, then sleeps on one futex word; whoever
- * announces wakes the sleepers.  Every rank runs the
- * same ops, so every rank counts alike how many posts each rank has made at
- * any op (expect[]): a wait is for a count, never for a flag that must be
- * reset. */
+/* common/comm/comm_local.h: the in-process group's inside, shared by comm_local_sync.c (how
+ * its threads wait) and comm_local.c (its collectives).  Each rank announces on cache lines
+ * of its own: its barriers (arrived) and its posts ("my part of op k is launched, with this
+ * buffer": slot k % LOCAL_RING).  Every rank runs the same ops, so every rank counts alike
+ * how many posts each has made (expect[]): a wait is for a count, never a flag to reset. */
 #ifndef DDPBENCH_COMM_LOCAL_H
 #define DDPBENCH_COMM_LOCAL_H
 
@@ -19,16 +10,11 @@
 
 #include "common/comm/comm_impl.h"
 
-/* Posts a rank may make before a reader has read the oldest: DP's roots run
- * at most three ahead (the next step's broadcast and scatter, then its own
- * output gradient's scatter) before they wait for their readers. */
+/* Posts a rank may make before a reader has read the oldest (DP's roots run three ahead). */
 #define LOCAL_RING 8
-/* Device events per rank for its posts, used in turn (from the first in
- * each CUDA graph step, so a graph's posts record the same events every
- * step).  DP's ranks read every post but the last two of a peer before
- * that peer posts again (a root waits at each gather and reduce for the
- * posts its readers make after reading), so four never recycle one a
- * reader has yet to wait for. */
+/* Device events per rank for its posts, used in turn from the first in each CUDA graph step
+ * (so a graph's posts record the same events every step).  DP's ranks read every post but a
+ * peer's last two before it posts again, so four never recycle one a reader still needs. */
 #define LOCAL_EVENTS 4
 
 /* What a post leaves for the ranks that read it. */
@@ -40,9 +26,8 @@ typedef struct {
     backend_event_t *ev;     /* recorded after its work so far (not host memory), or NULL */
 } local_info_t;
 
-/* Post k is slot k % LOCAL_RING of its rank, one cache line: its number
- * (stored last, with release) and its info, so a reader that sees the
- * number has the info in the same line, one miss in all. */
+/* Post k is slot k % LOCAL_RING of its rank, one cache line: its number (stored last, with
+ * release) and its info, so a reader has both in one miss. */
 typedef struct {
     _Alignas(64) _Atomic uint64_t seq;
     local_info_t in;
@@ -57,16 +42,13 @@ struct comm_local_group {
         _Atomic int32_t cpu;                   /* where it last waited (sched_getcpu) */
         local_slot_t slot[LOCAL_RING];         /* written by the rank alone */
     } rank[MAX_DEVICES];
-    /* Written only when a waiter sleeps or the group aborts (read at every
-     * wait, so kept off the lines written at every post). */
+    /* Written only when a waiter sleeps or the group aborts: off the posts' lines. */
     _Alignas(64) _Atomic uint32_t wake; /* futex word: bumped to wake sleepers */
     _Atomic uint32_t sleepers;          /* waiters asleep (or about to be) */
     _Atomic bool aborted;
 };
 
-/* The floats [*lo, *hi) of an n-float arena that rank w of k moves in a
- * sliced broadcast or reduce (cache-line aligned: no two ranks write one
- * line). */
+/* The floats [*lo, *hi) of an n-float arena that rank w of k moves in a sliced move. */
 void comm_local_slice(size_t n, int k, int w, size_t *lo, size_t *hi);
 
 /* comm_local_sync.c: wake the sleepers; the slow part of local_await. */
@@ -74,13 +56,9 @@ void local_wake(comm_local_group_t *g);
 int local_await_slow(comm_local_group_t *g, int me, int q, uint64_t count, const uint64_t *want,
                      bool *slept);
 
-/* Post: rank me's post number k (its previous plus one, counted by the
- * rank) with its info.  wake: wake the group's sleepers now; else the
- * caller does it later (local_wake) -- a fence right after the store waits
- * for the store's cache line to come back from the readers, which a rank
- * that posts twice before a barrier (a root's early broadcast and scatter)
- * pays once.  Inline, like the wait's first look: a DP step posts and
- * reads a few times, each a handful of instructions. */
+/* Post: rank me's post number k with its info.  wake: wake the sleepers now; else the caller
+ * does it later (local_wake): a fence right after the store waits for its line to come back
+ * from the readers, which a rank that posts twice before a barrier pays once. */
 static inline void local_post(comm_local_group_t *g, int me, uint64_t k, const local_info_t *info,
                               bool wake)
 {
@@ -93,11 +71,9 @@ static inline void local_post(comm_local_group_t *g, int me, uint64_t k, const l
         local_wake(g);
 }
 
-/* Wait until rank q's post number count is out (q: one rank), or every
- * rank's but me has posted its number want[rank] (q < 0).  DDP_OK, or
- * DDP_ERR_RUNTIME once aborted or when a post was overwritten before this
- * rank read it (a rank ran LOCAL_RING posts ahead).  *slept (may be NULL):
- * whether it had to wait at all. */
+/* Wait until rank q's post number count is out, or (q < 0) every rank's but me has posted
+ * want[rank].  DDP_ERR_RUNTIME once aborted or when a post was overwritten before this rank
+ * read it.  *slept (may be NULL): whether it had to wait at all. */
 static inline int local_await(comm_local_group_t *g, int me, int q, uint64_t count,
                               const uint64_t *want, bool *slept)
 {

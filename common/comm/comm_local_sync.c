@@ -1,8 +1,6 @@
-/* common/comm/comm_local_sync.c: how the in-process group's threads wait for
- * each other (comm_local.h): a post or an arrival is one store to the
- * announcing rank's own cache line; a waiter spins a few microseconds on
- * the lines it waits for, then sleeps on a futex; an abort ends every wait.
- * Also the group's making and its host barrier (comm_local_sync). */
+/* common/comm/comm_local_sync.c: how the in-process group's threads wait for each other
+ * (comm_local.h): spin a few microseconds on the lines waited for, then sleep on a futex;
+ * an abort ends every wait.  Also the group's making and its host barrier. */
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -17,17 +15,11 @@
 #include "common/base/cpu_relax.h"
 #include "common/comm/comm_local.h"
 
-/* Why spin at all: a DP step waits about six times, and on a tiny model the
- * work between two waits takes microseconds; a sleep and a wake-up cost
- * 10-20 us each (more when the woken thread queues behind its waker on one
- * core), so sleeping at every wait made the step 100x the work.  Why only
- * briefly: while device 0 alone computes the loss or the optimizer step,
- * the others would burn a core for nothing; after LOCAL_SPIN_NS they sleep.
- * With more ranks than CPUs a spinner would steal the core a late rank
- * needs, so they sleep at once; so does a waiter that shares its core with
- * another rank (on a machine busy with other work the scheduler often
- * queues both on one core: measured on 2 loaded cores, the seed-size step
- * took 138 us p50 with a 20 us spin, 12 us without). */
+/* Why spin: a DP step waits about six times, microseconds apart on a tiny model, and a sleep
+ * and wake-up cost 10-20 us each (sleeping at every wait made the step 100x the work).  Why
+ * briefly: while device 0 alone computes the loss, the others would burn a core.  Not at all
+ * with more ranks than CPUs, or beside a rank on the same core (on 2 loaded cores the
+ * seed-size step took 138 us p50 with a 20 us spin, 12 us without). */
 #define LOCAL_SPIN_NS 30000ull
 /* Longest single sleep: a waiter looks again at least this often. */
 #define LOCAL_SLEEP_NS 100000000L
@@ -68,11 +60,10 @@ static void futex_wake_all(_Atomic uint32_t *addr)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wake the sleepers, if any.  The caller's announcement is ordered before
- * the read of their count (the fence), as a sleeper's count is before its
- * last look at the lines: either the sleeper sees the announcement, or this
- * sees the sleeper and moves the futex word it sleeps on. */
-static void wake_sleepers(comm_local_group_t *g)
+/* Wake the sleepers, if any.  The announcement is ordered before the read of their count
+ * (the fence), as a sleeper's count before its last look: either the sleeper sees the
+ * announcement, or this sees the sleeper and moves the futex word it sleeps on. */
+void local_wake(comm_local_group_t *g)
 {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&g->sleepers, memory_order_seq_cst) > 0) {
@@ -100,8 +91,7 @@ typedef struct {
     bool barrier;
 } wait_for_t;
 
-/* Rank q's post number k is out (a later one in its slot: overrun, which
- * local_await then reports). */
+/* Rank q's post number k is out (a later one: overrun, which local_await reports). */
 static bool posted(const comm_local_group_t *g, int q, uint64_t k)
 {
     return atomic_load_explicit(&g->rank[q].slot[k % LOCAL_RING].seq, memory_order_acquire) >= k;
@@ -137,8 +127,7 @@ static bool in_place(const comm_local_group_t *g, const wait_for_t *w)
 static int wait_open(comm_local_group_t *g, const wait_for_t *w)
 {
     uint64_t spin_until = now_ns() + g->spin_ns;
-    /* Where we are, for the others; and whether another rank last waited
-     * on this core (then it may be queued behind us: do not spin). */
+    /* Where we are, for the others; another rank last waiting on this core: do not spin. */
     int cpu = sched_getcpu();
     if (atomic_load_explicit(&g->rank[w->me].cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&g->rank[w->me].cpu, cpu, memory_order_relaxed);
@@ -155,9 +144,8 @@ static int wait_open(comm_local_group_t *g, const wait_for_t *w)
                 cpu_relax();
             continue;
         }
-        /* Sleep: count ourselves in, read the futex word, then look once
-         * more (after the fence: wake_sleepers' order); a rank that
-         * announces after our count wakes us. */
+        /* Sleep: count ourselves in, read the futex word, look once more after the fence
+         * (local_wake's order); a rank that announces after our count wakes us. */
         atomic_fetch_add_explicit(&g->sleepers, 1, memory_order_seq_cst);
         uint32_t word = atomic_load_explicit(&g->wake, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
@@ -165,15 +153,12 @@ static int wait_open(comm_local_group_t *g, const wait_for_t *w)
             futex_wait(&g->wake, word);
         atomic_fetch_sub_explicit(&g->sleepers, 1, memory_order_seq_cst);
     }
-    /* Aborted; what was already open stays a success, as for every other
-     * rank that saw it open before the abort. */
+    /* Aborted; what was already open stays a success, as for the ranks that saw it open. */
     return is_open(g, w) ? DDP_OK : DDP_ERR_RUNTIME;
 }
 
 // ---------------------------------------------------------------------------
 // posts and barriers
-
-void local_wake(comm_local_group_t *g) { wake_sleepers(g); }
 
 int local_await_slow(comm_local_group_t *g, int me, int q, uint64_t count, const uint64_t *want,
                      bool *slept)
@@ -191,26 +176,20 @@ int local_await_slow(comm_local_group_t *g, int me, int q, uint64_t count, const
     return in_place(g, &w) ? DDP_OK : DDP_ERR_RUNTIME;
 }
 
-/* Why a count per rank on a line of its own, not one shared count and a
- * generation: the last to arrive at a shared count had to take its line
- * from the core of the first (an atomic add), then publish the generation
- * the first was polling and bump the futex word beside it, two misses in a
- * row on the critical path of every barrier; on this project's VM a miss
- * to the other vCPU costs about 0.3 us.  Now an arrival is one store to the
- * rank's own line, which the waiters read: one miss each way. */
+/* Why a count per rank on a line of its own, not one shared count: the last to arrive had to
+ * take the shared line, then publish a generation, two misses in a row on every barrier's
+ * critical path; now an arrival is one store to the rank's own line: one miss each way. */
 int comm_local_sync(comm_local_group_t *g, int rank)
 {
     if (atomic_load_explicit(&g->aborted, memory_order_acquire))
         return DDP_ERR_RUNTIME;
     uint64_t b = atomic_load_explicit(&g->rank[rank].arrived, memory_order_relaxed) + 1;
-    /* Release: what this thread wrote before arriving is visible to every
-     * thread that sees the barrier open. */
+    /* Release: what this thread wrote before arriving is visible to whoever sees it open. */
     atomic_store_explicit(&g->rank[rank].arrived, b, memory_order_release);
     wait_for_t w = {.me = rank, .q = -1, .count = b, .barrier = true};
     if (!is_open(g, &w))
         TRY(wait_open(g, &w));
-    /* Whoever sees the barrier open wakes the sleepers (a thread that found
-     * it open at once arrived last, or together with the last). */
-    wake_sleepers(g);
+    /* Whoever sees the barrier open wakes the sleepers. */
+    local_wake(g);
     return DDP_OK;
 }

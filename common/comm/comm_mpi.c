@@ -1,52 +1,18 @@
-/* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks
- * that mpirun started (one process each, on one host or many): Open MPI
- * moves the data, through its shared-memory transport within a host and TCP
- * or InfiniBand between hosts.  Built when mpi.h is found (HAVE_MPI); MPI
- * itself is initialised by the launcher (ddp/launch_mpi.c) with
- * MPI_THREAD_MULTIPLE.
+/* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks mpirun started
+ * (docs/hosts.md).  Built with HAVE_MPI; the launcher (ddp/launch_mpi.c) initialises MPI.
  *
- * Each rank's collectives run on its own duplicate of MPI_COMM_WORLD, one
- * at a time in launch order, so every rank posts the same sequence, as MPI
- * requires of collectives on one communicator.  Like comm_shm.c, a
- * communication thread runs them, so launch never blocks the caller: it
- * posts the nonblocking collective (MPI_Iallreduce on a DDP bucket's view of
- * the gradient arena, MPI_Ibcast, ...) and calls MPI_Test until it is done.
- * Open MPI moves a nonblocking collective forward only inside MPI calls on
- * some thread, so that polling is what makes the all-reduce overlap
- * backward, which runs meanwhile on the rank's main thread.  run() (comm.h)
- * posts and polls on the calling thread instead when the comm thread is
- * idle, sparing the hand-off.
+ * Each rank's collectives run in launch order on its own duplicate of MPI_COMM_WORLD, on a
+ * communication thread (comm_queue.c) that posts the nonblocking collective and polls
+ * MPI_Test: Open MPI moves a collective forward only inside MPI calls, so that polling is
+ * what makes the all-reduce overlap backward.  A rank that times out probes its peers with
+ * synchronous sends (MPI_Issend) on a second duplicate to name the one missing; MPI cannot
+ * cancel a collective, so the failure is sticky and the launcher ends the job (MPI_Abort).
  *
- * Bounds: every wait polls with a deadline, --timeout.  A rank that times
- * out finds out who is missing by probing: it sends each peer a synchronous
- * message (MPI_Issend completes only once received) on a second duplicate,
- * and every rank that is itself waiting in a collective receives such probes
- * as it polls.  The peers that do not answer within PROBE_S have not
- * arrived: "timed out in all-reduce of bucket 0: rank 1 did not arrive
- * within 2 s".  MPI cannot cancel a collective or tell the others to stop:
- * the failure is sticky here and the rank's launcher ends the whole job
- * (MPI_Abort), as it does when a rank dies.
- *
- * Sums.  MPI_SUM of MPI_FLOAT, never an averaging op (there is none):
- * REDOP_AVG divides each element of the sum by world afterwards, as shm
- * does, and DDP asks for SUM with 1/rows folded into its loss.  Which
- * algorithm Open MPI runs (recursive doubling, ring, reduce-scatter then
- * all-gather) depends only on the message size and the number of ranks, not
- * on timing, and each of them reduces every element once, in one order, and
- * hands that result to every rank: every rank gets the same bits, and the
- * same inputs give the same bits on every run.  The MPI standard only
- * recommends this, so DDP checks it where it matters: every rank's final
- * parameters must have rank 0's checksum (ddp.c), and --mode comm checks
- * every collective's result bit for bit.  The order differs from shm's rank
- * order, so the two agree to rounding (1e-5), not bit for bit.
- *
- * 16-bit sums (DDP's fp16/bf16 hooks): MPI has no half or bfloat16 type, so
- * the elements travel as MPI_UINT16_T under user-defined ops that add two
- * of them as NCCL does, rounding each addition to 16 bits (base/half.h).
- * The ops are marked commutative (IEEE addition is, bit for bit), which
- * lets Open MPI choose the same algorithms as for MPI_SUM; they are not
- * associative, so the result depends on the algorithm's order, and agrees
- * with shm's rank order to a rounding per addition. */
+ * Sums: MPI_SUM, AVG divided after as shm does.  Open MPI's algorithm depends only on size
+ * and ranks, so every rank and run gets the same bits (the standard only recommends it: DDP
+ * checks the final parameters' checksum); its order is not shm's, so the two agree to 1e-5.
+ * 16-bit sums travel as MPI_UINT16_T under user ops that round each addition (base/half.h),
+ * marked commutative (IEEE addition is) so Open MPI picks the same algorithms as MPI_SUM. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,50 +45,45 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // the 16-bit sums (user-defined ops: inout[i] = in[i] + inout[i], rounded)
 
+static void sum16(dtype_t t, const uint16_t *a, uint16_t *b, int len)
+{
+    for (int i = 0; i < len; i++)
+        b[i] = dtype16_add(t, a[i], b[i]);
+}
+
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = dtype16_add(DTYPE_F16, a[i], b[i]);
+    sum16(DTYPE_F16, in, inout, *len);
 }
 
 static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = dtype16_add(DTYPE_BF16, a[i], b[i]);
+    sum16(DTYPE_BF16, in, inout, *len);
 }
 
 // ---------------------------------------------------------------------------
 // errors
 
-static int fail(mpic_t *m, const char *msg)
-{
-    return comm_queue_fail(&m->queue, msg);
-}
+#define fail(m, ...) comm_queue_fail(&(m)->queue, __VA_ARGS__)
 
 /* An MPI call's error code as one line. */
 static int mpi_failed(mpic_t *m, int code, const char *call, const comm_op_t *op, uint64_t seq)
 {
-    char what[160], text[MPI_MAX_ERROR_STRING], msg[ERR_LEN];
+    char what[160], text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", code);
     comm_op_label(what, sizeof what, op, seq);
-    snprintf(msg, sizeof msg, "%s of %s: %s", call, what, text);
-    return fail(m, msg);
+    return fail(m, "%s of %s: %s", call, what, text);
 }
 
 // ---------------------------------------------------------------------------
 // waiting: MPI_Test with a deadline, answering probes meanwhile
 
-/* Receive the probes other ranks sent us: we are waiting in a collective,
- * so we have arrived (see the header).  Matched probes, so the comm thread
- * and a run() on the main thread never take each other's message. */
+/* Receive the probes other ranks sent us (we are waiting in a collective: we have arrived).
+ * Matched probes: the comm thread and a run() never take each other's message. */
 static void serve_probes(mpic_t *m)
 {
     for (;;) {
@@ -137,9 +98,8 @@ static void serve_probes(mpic_t *m)
     }
 }
 
-/* Spin for the first 50 us of a wait (most small collectives are done by
- * then, and a sleep would add its latency to the exposed time), then test
- * every 20 us, leaving the core to the rank's compute. */
+/* Spin for the first 50 us of a wait (a sleep would add to a short collective's exposed
+ * time), then test every 20 us, leaving the core to the rank's compute. */
 static void poll_pause(double waited_s)
 {
     if (waited_s < 50e-6)
@@ -148,8 +108,7 @@ static void poll_pause(double waited_s)
     nanosleep(&ts, NULL);
 }
 
-/* Who has not arrived: probe every peer and give them PROBE_S to answer;
- * the lowest rank that did not, or -1 when every one did. */
+/* Who has not arrived: the lowest peer that did not answer a probe within PROBE_S, or -1. */
 static int find_missing(mpic_t *m, uint64_t seq)
 {
     int n = m->c.world, self = m->c.rank;
@@ -181,8 +140,7 @@ static int find_missing(mpic_t *m, uint64_t seq)
     return missing;
 }
 
-/* Wait for request rq of op seq: DDP_OK when it completed; a failure
- * (recorded, sticky) on an MPI error, an abort of this comm, or --timeout. */
+/* Wait for request rq of op seq; a failure on an MPI error, an abort, or --timeout. */
 static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t seq)
 {
     double t0 = now_s();
@@ -201,16 +159,14 @@ static int wait_req(mpic_t *m, MPI_Request *rq, const comm_op_t *op, uint64_t se
         double waited = now_s() - t0;
         if (waited > m->c.timeout_s) {
             m->pending = true;
-            char what[160], msg[ERR_LEN];
+            char what[160];
             comm_op_label(what, sizeof what, op, seq);
             int missing = find_missing(m, seq);
             if (missing >= 0)
-                snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s",
-                         what, missing, m->c.timeout_s);
-            else
-                snprintf(msg, sizeof msg, "timed out in %s: a peer did not arrive within %g s",
-                         what, m->c.timeout_s);
-            return fail(m, msg);
+                return fail(m, "timed out in %s: rank %d did not arrive within %g s", what,
+                            missing, m->c.timeout_s);
+            return fail(m, "timed out in %s: a peer did not arrive within %g s", what,
+                        m->c.timeout_s);
         }
         poll_pause(waited);
     }
@@ -231,8 +187,7 @@ static float *scratch(mpic_t *m, size_t count)
     return m->scratch;
 }
 
-/* Post op, wait for it, finish it (AVG's division, an in-place
- * reduce-scatter's copy).  span: when it was posted and when it completed. */
+/* Post op, wait for it, finish it (AVG's division, an in-place reduce-scatter's copy). */
 static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm_span_t *span)
 {
     mpic_t *m = (mpic_t *)cm;
@@ -245,10 +200,9 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
     if (op->kind != COLL_BARRIER && cnt == 0)
         return DDP_OK; /* a no-op: no rendezvous (comm.h) */
     if (cnt > (size_t)INT_MAX) {
-        char what[160], msg[ERR_LEN];
+        char what[160];
         comm_op_label(what, sizeof what, op, seq);
-        snprintf(msg, sizeof msg, "%s: %zu floats is more than MPI's count can hold", what, cnt);
-        return fail(m, msg);
+        return fail(m, "%s: %zu floats is more than MPI's count can hold", what, cnt);
     }
     const int c = (int)cnt;
     MPI_Request rq = MPI_REQUEST_NULL;
@@ -289,8 +243,7 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
             code = MPI_Iallgather(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, m->comm, &rq);
         break;
     case COLL_REDUCE_SCATTER: {
-        /* In place, our block lies inside the input, which MPI forbids: the
-         * result goes to scratch first, then into our block. */
+        /* In place our block lies inside the input, which MPI forbids: scratch, then copy. */
         const float *src = send ? send : recv - (size_t)r * cnt;
         bool inside = recv >= src && recv < src + (size_t)n * cnt;
         rs_out = recv;
@@ -307,11 +260,8 @@ static int run_op(comm_t *cm, const comm_op_t *op, uint64_t seq, void *arg, comm
         call = "MPI_Ibarrier";
         code = MPI_Ibarrier(m->comm, &rq);
         break;
-    default: {
-        char msg[ERR_LEN];
-        snprintf(msg, sizeof msg, "unknown collective %d", (int)op->kind);
-        return fail(m, msg);
-    }
+    default:
+        return fail(m, "unknown collective %d", (int)op->kind);
     }
     if (code != MPI_SUCCESS)
         return mpi_failed(m, code, call, op, seq);
@@ -350,20 +300,15 @@ static void mpic_span(comm_t *c, comm_handle_t h, comm_span_t *span)
     comm_queue_span(&((mpic_t *)c)->queue, h, span);
 }
 
-/* Launch and wait in one, on the calling thread, once the comm thread has
- * drained what came before (comm_queue_run). */
 static int mpic_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     return comm_queue_run(&((mpic_t *)c)->queue, op, h);
 }
 
-/* Fail every pending and future op of this rank.  The others cannot be told
- * through MPI: the rank's failure ends the job (the launcher's MPI_Abort). */
+/* Fail this rank's ops; MPI cannot tell the others: the launcher's MPI_Abort ends the job. */
 static void mpic_abort(comm_t *c, const char *why)
 {
-    char msg[ERR_LEN];
-    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
-    fail((mpic_t *)c, msg);
+    fail((mpic_t *)c, "aborted: %s", why ? why : "abort");
 }
 
 static void mpic_destroy(comm_t *c)
@@ -384,21 +329,12 @@ static void mpic_destroy(comm_t *c)
     free(m);
 }
 
-static const comm_ops_t mpi_ops = {
-    .name = "mpi",
-    .launch = mpic_launch,
-    .wait = mpic_wait,
-    .span = mpic_span,
-    .abort = mpic_abort,
-    .destroy = mpic_destroy,
-    .run = mpic_run,
-};
+static const comm_ops_t mpi_ops = {COMM_OPS(mpic, "mpi"), .run = mpic_run};
 
 // ---------------------------------------------------------------------------
 // creation
 
-/* A duplicate of MPI_COMM_WORLD, bounded by limit_s (MPI_Comm_idup: a rank
- * that never comes must not hang the others here either). */
+/* A duplicate of MPI_COMM_WORLD, bounded by limit_s (MPI_Comm_idup: a missing rank hangs none). */
 static int dup_world(MPI_Comm *out, double limit_s, char *err)
 {
     MPI_Request rq;
@@ -439,22 +375,12 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
         return err_set(err, DDP_ERR_RUNTIME,
                        "comm mpi: rank %d of %d asked for, MPI has rank %d of %d", a->rank,
                        a->world, rank, size);
-    if (!a->be)
-        return err_set(err, DDP_ERR_RUNTIME, "comm mpi: no backend");
     mpic_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm mpi: out of memory");
-    m->c.ops = &mpi_ops;
-    m->c.kind = COMM_MPI;
-    m->c.world = a->world;
-    m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
-    m->c.be = a->be;
+    m->c = comm_header(&mpi_ops, COMM_MPI, a, m);
     m->c.seg = NULL;
-    m->c.impl = m;
-    double limit = a->init_timeout_s > 0                    ? a->init_timeout_s
-                   : m->c.timeout_s > COMM_INIT_TIMEOUT_S ? m->c.timeout_s
-                                                            : COMM_INIT_TIMEOUT_S;
+    double limit = comm_init_bound(&m->c, a->init_timeout_s);
     int rc = dup_world(&m->comm, limit, err);
     if (rc == DDP_OK && (rc = dup_world(&m->watch, limit, err)) != DDP_OK)
         MPI_Comm_free(&m->comm);

@@ -1,50 +1,25 @@
 /* common/comm/comm_nccl.c: the collectives of comm.h over NCCL, for CUDA ranks.
  *
- * One communicator per rank, created non-blocking (ncclConfig_t.blocking = 0)
- * so neither joining the group nor any call can hang: joining is bounded by
- * the init bound (comm_args_t.init_timeout_s: a large group takes seconds to
- * set up), every later wait by --timeout.  Every wait polls, checks the
- * group's abort flag in the shared segment and a deadline, and on failure
- * calls ncclCommAbort (which also releases NCCL kernels stuck waiting for a
- * dead peer) and raises the segment's flag so the other ranks fail fast too.
- * Rank 0 makes the ncclUniqueId and passes it through the segment
- * (comm_seg_exchange_id), or under mpirun, where there is no segment, through
- * the exchange the launcher gives (an MPI_Bcast): the group's abort is then
- * the launcher's too (a failed rank ends the job).
+ * One non-blocking communicator per rank (ncclConfig_t.blocking = 0), so no call can hang:
+ * every wait polls the group's abort flag and a deadline (joining: init_timeout_s; later:
+ * --timeout), and a failure calls ncclCommAbort (releasing kernels stuck on a dead peer)
+ * and raises the segment's flag.  Rank 0's ncclUniqueId travels through the segment, or
+ * under mpirun through the launcher's exchange (MPI_Bcast).
  *
- * Streams and overlap.  Collectives run on the comm's own stream, so they
- * overlap the backend's compute stream.  launch() records an event on the
- * backend's stream and makes the comm stream wait for it: the collective
- * starts on the GPU as soon as the work queued before it (a bucket's
- * gradients) is done, while the host goes on queuing the rest of backward.
- * wait(h) makes the backend's stream wait for op h's end event -- the GPU
- * waits, the host returns at once, so a DDP step keeps its one host wait.
- * What bounds a collective whose peer never comes is the watch this comm
- * installs on the backend (backend_set_watch): every host wait on the
- * device polls it, and it fails the group when the oldest unfinished op has
- * been pending longer than --timeout, when another rank aborted, or when
- * NCCL reports an error.  Spans come from timed events on the comm stream,
- * placed on the now_s() clock by the backend's re-anchored clock.
+ * Collectives run on the comm's own stream after an event recorded on the backend's stream;
+ * wait(h) makes the backend's stream wait for op h's end event, the host does not.  A peer
+ * that never comes is caught by the watch this comm installs on the backend
+ * (backend_set_watch), polled by every host wait on the device.  Spans come from timed events.
  *
- * CUDA graphs (backend.h).  A collective launched while the backend captures
- * a step is captured with it, as NCCL allows: the comm stream joins the
- * capture by waiting for the `ready` record made in it, the op's start and
- * end are external records (real at every launch, so the spans are still
- * timed) of events kept per graph key and op, and the wait joins the comm
- * stream back (a record of `gjoin` the compute stream waits for), as the
- * capture must before it ends.  While the backend replays a step, a launch
- * or a wait queues nothing -- the graph holds that work -- but is numbered
- * and checked (backend_graph_note) like any operation of the step.  No event
- * recorded by the step under way is looked at before its graph is launched
- * (the watch's walk stops at the step's first op: a replayed step's events
- * still hold the last launch's records), and none at all while the step is
- * captured (CUDA refuses a capturing thread's query of any event).
+ * CUDA graphs (docs/gpu.md): a collective launched while the backend captures is captured
+ * with it (the comm stream joins through `ready`, its start and end are external records of
+ * events kept per graph key and op, and the wait joins back through `gjoin`).  While a step
+ * replays, launch and wait queue nothing but are numbered and checked (backend_graph_note).
+ * No event of the step under way is queried before its graph is launched, and none while it
+ * is captured (CUDA refuses a capturing thread's query of any event).
  *
- * Reductions are ncclSum, never ncclAvg (comm.h: AVG says why).
- *
- * Threads: the owner thread launches and waits; abort() may come from any
- * other thread of the rank (not from a signal handler).  A mutex guards the
- * ncclComm_t so an abort cannot free it under a call in progress. */
+ * Threads: the owner launches and waits; abort() may come from any other thread (not a signal
+ * handler).  A mutex guards the ncclComm_t so an abort cannot free it under a call. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -63,12 +38,9 @@
 #include "common/device/kernels.h"
 #include "common/base/clock.h"
 
-/* Ops in flight per rank before launch() first waits for the oldest (each
- * owns a pair of events).  DDP has a few dozen buckets at most. */
+/* Ops in flight per rank before launch() first waits for the oldest (a pair of events each). */
 #define NCCL_SLOTS 256
-/* Collectives one graph step may hold (a bucket per parameter of the
- * deepest model, 64, each with a leftover under ZeRO-1, and the loss), each
- * with its pair of events per graph key. */
+/* Collectives one graph step may hold (64 buckets, each with a ZeRO-1 leftover, the loss). */
 #define NCCL_GRAPH_OPS 136
 
 typedef struct {
@@ -82,8 +54,7 @@ typedef struct {
     const char *tag[NCCL_SLOTS];
     coll_kind_t kind[NCCL_SLOTS];
     int nevents;            /* start/end pairs created (for teardown) */
-    /* the events op id's slot was timed with: its own pair, or inside a
-     * graph step the graph's pair for (key, index) */
+    /* the events op id's slot was timed with: its own pair, or the graph's (key, index) */
     cudaEvent_t sev[NCCL_SLOTS], eev[NCCL_SLOTS];
     int gslot[NCCL_SLOTS];  /* key * NCCL_GRAPH_OPS + index, -1: its own pair */
     unsigned long gstep[NCCL_SLOTS]; /* the graph step (backend's serial) it was in */
@@ -114,8 +85,7 @@ static inline nccl_impl_t *impl_of(comm_t *c) { return (nccl_impl_t *)c->impl; }
 
 static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* CUDACHECK for an established comm: a CUDA failure fails the whole group
- * (sticky, segment flag raised, NCCL aborted), not just this call. */
+/* CUDACHECK for an established comm: a CUDA failure fails the whole group, not just the call. */
 #define CCK(c, call)                                                                       \
     do {                                                                                   \
         cudaError_t e_ = (call);                                                           \
@@ -129,26 +99,19 @@ static int comm_fail(comm_t *c, const char *fmt, ...) __attribute__((format(prin
 // ---------------------------------------------------------------------------
 // failing: sticky, and the whole group goes down
 
-/* Whether a CUDA graph may hold this communicator's collectives: the
- * backend's (a graph step under way, or a graph kept for a later one), or
- * the graph probe's own captured all-reduce. */
+/* Whether a CUDA graph (the backend's, or the probe's) may hold our collectives. */
 static bool graphs_hold(const comm_t *c)
 {
     return atomic_load(&((nccl_impl_t *)c->impl)->probe_graphs) > 0 ||
            (c->be && backend_graphs_held(c->be));
 }
 
-/* Abort our NCCL communicator (idempotent).  Deferred while graphs may hold
- * it (unless last, from nccl_destroy): ncclCommAbort, like ncclCommDestroy,
- * returns only once no CUDA graph holds the communicator's captured
- * collectives (NCCL's commDestroySync), which would never come while this
- * thread waits in it.  The failure is recorded already, so every later call
- * fails; the abort itself is carried out when the last graph is dropped
- * (released: the backend's call, or the probe's graph freed), which releases
- * NCCL's kernels, or by nccl_destroy.  Why under the lock: an abort from
- * another thread reads graphs_hold after it recorded its request under the
- * lock, and released takes the lock after the graphs are gone, so one of the
- * two sees the other. */
+/* Abort our NCCL communicator (idempotent).  Deferred while graphs may hold it (unless last,
+ * from nccl_destroy): ncclCommAbort returns only once no graph holds its collectives
+ * (docs/gpu.md), which would never come while this thread waits in it; `released` carries
+ * it out when the last graph is dropped.  Why under the lock: an abort from another thread
+ * reads graphs_hold after it recorded its request under the lock, and released takes the
+ * lock after the graphs are gone, so one of the two sees the other. */
 static void nccl_abort_local(comm_t *c, bool last)
 {
     nccl_impl_t *n = impl_of(c);
@@ -160,8 +123,7 @@ static void nccl_abort_local(comm_t *c, bool last)
     pthread_mutex_unlock(&n->lock);
 }
 
-/* No graph holds the communicator any more: an abort asked for meanwhile
- * (our own failure, or abort()) is carried out now. */
+/* No graph holds the communicator any more: an abort asked for meanwhile is carried out. */
 static void released(void *ctx)
 {
     comm_t *c = ctx;
@@ -169,7 +131,6 @@ static void released(void *ctx)
         nccl_abort_local(c, false);
 }
 
-/* Record the first error, tell the other ranks, abort NCCL. */
 /* " (where each rank stands: ...)" from the segment's ledger, or "". */
 static const char *ledger(comm_t *c, uint64_t seq)
 {
@@ -183,6 +144,7 @@ static const char *ledger(comm_t *c, uint64_t seq)
     return buf;
 }
 
+/* Record the first error, tell the other ranks, abort NCCL. */
 static int comm_fail(comm_t *c, const char *fmt, ...)
 {
     if (!c->last_error[0]) {
@@ -197,8 +159,7 @@ static int comm_fail(comm_t *c, const char *fmt, ...)
     return DDP_ERR_RUNTIME;
 }
 
-/* Why the group must stop now, if it must: our own abort(), or the segment's
- * flag (another rank failed, or the supervisor saw a rank die). */
+/* Why the group must stop now, if it must: our own abort(), or the segment's flag. */
 static bool must_stop(comm_t *c, char *why)
 {
     nccl_impl_t *n = impl_of(c);
@@ -211,8 +172,7 @@ static bool must_stop(comm_t *c, char *why)
     return c->seg && comm_seg_aborted(c->seg, why);
 }
 
-/* Before anything is queued or checked: DDP_OK while the group goes on;
- * else the comm's failure, sticky, or the stop recorded now as one. */
+/* DDP_OK while the group goes on; else the comm's failure (a stop recorded now as one). */
 static int usable(comm_t *c)
 {
     char why[ERR_LEN];
@@ -242,9 +202,8 @@ static const char *nccl_detail(nccl_impl_t *n)
     return s && *s ? s : "no detail";
 }
 
-/* Polling back-off: spin for about the first millisecond (collectives are
- * usually that short, and a sleep would add its latency to the exposed
- * time), then sleep 50 us between checks. */
+/* Polling back-off: spin about the first millisecond (a sleep would add to the exposed
+ * time of a short collective), then sleep 50 us between checks. */
 static void poll_pause(long *spins)
 {
     if (++*spins < 2000)
@@ -253,8 +212,7 @@ static void poll_pause(long *spins)
     nanosleep(&ts, NULL);
 }
 
-/* Wait until the communicator leaves ncclInProgress (after a non-blocking
- * init or call), bounded by limit_s and the abort flag. */
+/* Wait until the communicator leaves ncclInProgress, bounded by limit_s and the abort flag. */
 static int nccl_settle(comm_t *c, const char *what, double limit_s)
 {
     nccl_impl_t *n = impl_of(c);
@@ -293,11 +251,9 @@ static graph_mode_t graph_sync(comm_t *c)
     return n->gmode;
 }
 
-/* Whether op id's end event may be looked at now: not while the graph step
- * it belongs to is still being queued (its records are not real yet), and
- * no event at all while the step is captured: CUDA refuses a capturing
- * thread's query of any event (cudaErrorStreamCaptureUnsupported) and
- * invalidates the capture; earlier ops are looked at once it has ended. */
+/* Whether op id's end event may be queried now: not while its graph step is being queued
+ * (its records are not real yet), and none while a step is captured (CUDA refuses it and
+ * invalidates the capture). */
 static bool observable(nccl_impl_t *n, comm_handle_t id)
 {
     if (n->gmode == GRAPH_EAGER)
@@ -315,8 +271,7 @@ static const char *op_name(char *buf, coll_kind_t kind, const char *tag)
     return buf;
 }
 
-/* ncclResult_t of one collective call, made under the lock.  Always ncclSum
- * (launch divides for REDOP_AVG). */
+/* One collective call, under the lock.  Always ncclSum (launch divides for REDOP_AVG). */
 static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
 {
     nccl_impl_t *n = impl_of(c);
@@ -363,9 +318,8 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
     return r;
 }
 
-/* The watch's bookkeeping: advance `done` over the ops whose end events have
- * completed; DDP_OK, or a failure of the group (recorded, NCCL aborted) when
- * the oldest unfinished op has waited longer than timeout_s, another rank
+/* The watch's bookkeeping: advance `done` over the ops whose end events have completed; a
+ * failure of the group when the oldest unfinished op waited past timeout_s, another rank
  * aborted, or NCCL reports an error. */
 static int nccl_check(comm_t *c)
 {
@@ -404,8 +358,7 @@ static int nccl_check(comm_t *c)
     return DDP_OK;
 }
 
-/* backend_set_watch's check: run while the rank's host waits for its GPU,
- * whose stream may be waiting for one of our collectives. */
+/* backend_set_watch's check, run while the rank's host waits for its GPU. */
 static int nccl_watch(void *ctx, char *err)
 {
     comm_t *c = ctx;
@@ -431,9 +384,7 @@ static int nccl_poll(comm_t *c, comm_handle_t h)
     return DDP_OK;
 }
 
-/* An eager op's slot: its own pair of events.  The slot's events still
- * tell the watch about op id - NCCL_SLOTS until it is known complete (only
- * with that many ops in flight). */
+/* An eager op's slot: its own pair of events, once op id - NCCL_SLOTS is known complete. */
 static int eager_slot(comm_t *c, comm_handle_t id)
 {
     nccl_impl_t *n = impl_of(c);
@@ -451,15 +402,13 @@ static int eager_slot(comm_t *c, comm_handle_t id)
     return DDP_OK;
 }
 
-/* The comm stream's side of an op in slot: after the backend's work so far,
- * then its start record (flags: external inside a capture). */
+/* The comm stream's side of an op: after the backend's work so far, then its start record. */
 static int after_backend(comm_t *c, int slot, unsigned flags)
 {
     nccl_impl_t *n = impl_of(c);
     CCK(c, cudaSetDevice(n->dev));
-    /* Why: the op reads what the backend's stream wrote (a bucket's
-     * gradients); the comm stream waits on the GPU for it, the host does not.
-     * Capturing, this wait is what joins the comm stream to the capture. */
+    /* Why: the op reads what the backend's stream wrote; the comm stream waits on the GPU,
+     * the host does not.  Capturing, this wait joins the comm stream to the capture. */
     CCK(c, cudaEventRecord(n->ready, n->be_stream));
     CCK(c, cudaStreamWaitEvent(n->stream, n->ready, 0));
     CCK(c, cudaEventRecordWithFlags(n->sev[slot], n->stream, flags));
@@ -473,14 +422,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     int urc = usable(c);
     if (urc != DDP_OK)
         return urc;
-    if ((unsigned)op->kind >= COLL_COUNT ||
-        ((op->kind == COLL_BROADCAST || op->kind == COLL_REDUCE) &&
-         (op->root < 0 || op->root >= c->world)) ||
-        (op->kind != COLL_BARRIER && op->count > 0 && !op->recv))
-        return comm_fail(c, "invalid %s (root %d, count %zu)",
-                         (unsigned)op->kind < COLL_COUNT ? coll_name(op->kind) : "collective",
-                         op->root, op->count);
-    if (comm_op_check(c, op, why) != DDP_OK) /* the 16-bit rules (comm.h) */
+    if (comm_op_check(c, op, why) != DDP_OK)
         return comm_fail(c, "%s", why);
 
     comm_handle_t id = c->issued + 1;
@@ -488,8 +430,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     graph_mode_t gm = graph_sync(c);
     int gs = -1;
     if (gm != GRAPH_EAGER) {
-        /* Inside a graph step: the graph's own pair of events for this op,
-         * and the op checked against the capture like the step's kernels. */
+        /* Inside a graph step: the graph's pair of events, the op checked like a kernel. */
         if (n->gnext >= NCCL_GRAPH_OPS || n->gnext >= n->ngevents / BACKEND_GRAPH_KEYS)
             return comm_fail(c, "more than %d collectives in one CUDA graph step", n->gnext);
         gs = n->gkey * NCCL_GRAPH_OPS + n->gnext++;
@@ -516,8 +457,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         if (rc != DDP_OK)
             return rc;
     }
-    /* Inside a capture the start and end are record nodes every launch
-     * performs (external), so the spans are timed at every replay. */
+    /* Inside a capture: external records, so the spans are timed at every replay. */
     unsigned rec = gm == GRAPH_CAPTURE ? cudaEventRecordExternal : cudaEventRecordDefault;
     int jrc = after_backend(c, slot, rec);
     if (jrc != DDP_OK)
@@ -557,8 +497,7 @@ static void nccl_span(comm_t *c, comm_handle_t h, comm_span_t *span)
     span->start_s = span->end_s = 0.0; /* "cannot tell" (comm.h) */
     int slot = (int)(h % NCCL_SLOTS);
     graph_sync(c);
-    /* a graph op's events are the graph's: its own until that key's next
-     * launch records them again */
+    /* a graph op's events are its own until that key's next launch records them again */
     int gs = n->gslot[slot];
     if (h + NCCL_SLOTS <= c->issued || !observable(n, h) ||
         (gs >= 0 && n->grec[gs] != n->gstep[slot]) || cudaSetDevice(n->dev) != cudaSuccess ||
@@ -593,10 +532,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         return rc;
     graph_mode_t gm = n->gmode; /* nccl_check read it */
     if (gm != GRAPH_EAGER && h > n->waited) {
-        /* Inside a graph step: a wait for one of its own ops joins the comm
-         * stream back into the capture (CUDA requires every stream that
-         * joined a capture to be joined back before it ends); one for an op
-         * queued before the step cannot be captured. */
+        /* Inside a graph step: a wait for one of its own ops joins the comm stream back
+         * into the capture, as CUDA requires before it ends; an earlier op's cannot be. */
         if (h < n->gfirst)
             return comm_fail(c, "a CUDA graph step waits for a collective launched before it");
         const uint64_t w[] = {0x77616974u, h - n->gfirst};
@@ -607,9 +544,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         }
         n->waited = h;
     } else if (h > n->waited && h + NCCL_SLOTS > c->issued) {
-        /* Why: work the rank queues on its backend after this wait (the
-         * optimizer) must see the results: the GPU orders it, the host does
-         * not wait (a peer that never comes is the watch's to catch). */
+        /* Why: work queued on the backend after this wait (the optimizer) must see the
+         * results: the GPU orders it, the host does not wait (the watch bounds it). */
         CCK(c, cudaSetDevice(n->dev));
         CCK(c, cudaStreamWaitEvent(n->be_stream, n->eev[(int)(h % NCCL_SLOTS)], 0));
         n->waited = h; /* the comm stream runs ops in order: all before h too */
@@ -622,10 +558,8 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 // ---------------------------------------------------------------------------
 // whether the collectives can be captured (comm_graph_probe.c)
 
-/* nccl_probe_capture's work: the all-reduce captured on the comm stream
- * itself, a graph of its own (a step's capture joins the comm stream to the
- * backend's instead: NCCL is handed a capturing stream either way).  The
- * capture is always ended, so a refusal leaves nothing capturing. */
+/* nccl_probe_capture's work: the all-reduce captured on the comm stream, a graph of its own.
+ * The capture is always ended, so a refusal leaves nothing capturing. */
 static int capture_all_reduce(comm_t *c, float *buf, size_t count, void **graph, char *why)
 {
     nccl_impl_t *n = impl_of(c);
@@ -678,8 +612,7 @@ static int nccl_probe_capture(comm_t *c, float *buf, size_t count, void **graph,
     if (rc != DDP_OK)
         return rc;
     CCK(c, cudaSetDevice(n->dev));
-    /* From the capture's start the all-reduce is held by it (then by its
-     * graph, until nccl_probe_drop): no abort may reach NCCL meanwhile. */
+    /* From the capture's start until nccl_probe_drop no abort may reach NCCL. */
     atomic_fetch_add(&n->probe_graphs, 1);
     rc = capture_all_reduce(c, buf, count, graph, why);
     if (!*graph)
@@ -731,8 +664,7 @@ static void nccl_abort(comm_t *c, const char *why)
     atomic_store(&n->abort_req, true);
     if (c->seg)
         comm_seg_abort(c->seg, c->rank, why ? why : "no reason given");
-    /* Releases NCCL kernels that wait for peers; the owner thread's next
-     * poll sees abort_req and fails. */
+    /* Releases NCCL kernels waiting for peers; the owner's next poll sees abort_req. */
     nccl_abort_local(c, false);
 }
 
@@ -748,9 +680,8 @@ static void nccl_destroy(comm_t *c)
     if (n) {
         cudaSetDevice(n->dev);
         if (n->nccl && !c->last_error[0] && !atomic_load(&n->abort_req)) {
-            /* A clean exit: flush, then free.  Non-blocking, so the flush is
-             * polled with the usual bound; a failure here is not reported to
-             * the group (every rank is past its last collective). */
+            /* A clean exit: flush (polled, bounded), then free; a failure here is not the
+             * group's (every rank is past its last collective). */
             pthread_mutex_lock(&n->lock);
             ncclResult_t r = n->nccl ? ncclCommFinalize(n->nccl) : ncclInvalidUsage;
             pthread_mutex_unlock(&n->lock);
@@ -797,17 +728,10 @@ static void nccl_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t nccl_ops = {
-    .name = "nccl",
-    .launch = nccl_launch,
-    .wait = nccl_wait,
-    .span = nccl_span,
-    .abort = nccl_abort,
-    .destroy = nccl_destroy,
-    .probe_capture = nccl_probe_capture,
-    .probe_launch = nccl_probe_launch,
-    .probe_drop = nccl_probe_drop,
-};
+static const comm_ops_t nccl_ops = {COMM_OPS(nccl, "nccl"),
+                                    .probe_capture = nccl_probe_capture,
+                                    .probe_launch = nccl_probe_launch,
+                                    .probe_drop = nccl_probe_drop};
 
 // ---------------------------------------------------------------------------
 // creation
@@ -849,10 +773,8 @@ static int nccl_join(comm_t *c, char *err)
     memset(&id, 0, sizeof id);
     if (c->rank == 0) /* on failure the caller aborts the group */
         NCCLCHECK(c->last_error, NULL, ncclGetUniqueId(&id));
-    /* Why through the segment: rank 0's id must reach every rank before any
-     * can join; the exchange is bounded by the init bound and the abort flag.
-     * Ranks started by mpirun share no segment: their launcher's exchange
-     * (an MPI_Bcast, bounded the same way) carries it. */
+    /* Why: rank 0's id must reach every rank before any can join; bounded by the init bound
+     * and the abort flag (under mpirun the launcher's MPI_Bcast, bounded the same way). */
     int rc = n->exchange ? n->exchange(n->exchange_ctx, c->rank, &id, sizeof id,
                                        n->init_timeout_s, err)
                          : comm_seg_exchange_id(c->seg, c->rank, &id, sizeof id,
@@ -872,8 +794,7 @@ static int nccl_join(comm_t *c, char *err)
     if (r != ncclSuccess && r != ncclInProgress)
         return comm_fail(c, "ncclCommInitRankConfig (%d ranks, device %d): %s: %s", c->world,
                          n->dev, ncclGetErrorString(r), ncclGetLastError(comm));
-    /* Why its own bound: contexts, cuBLAS handles and NCCL's rings (NVLS
-     * on HGX) take seconds on eight GPUs, far beyond a tight --timeout. */
+    /* Its own bound: NCCL's rings on eight GPUs take seconds, far beyond a tight --timeout. */
     if ((rc = nccl_settle(c, "init", n->init_timeout_s)) != DDP_OK) {
         if (strstr(c->last_error, "timed out"))
             snprintf(c->last_error, sizeof c->last_error,
@@ -882,8 +803,7 @@ static int nccl_join(comm_t *c, char *err)
                      n->init_timeout_s, c->world, c->rank, n->dev);
         return rc;
     }
-    /* NCCL's own device buffers, charged to this device's peak (approximate:
-     * the free-memory difference around init). */
+    /* NCCL's device buffers, charged to this device's peak (the free memory it took). */
     if (mem_known && cudaMemGetInfo(&free_after, &total) == cudaSuccess &&
         free_before > free_after) {
         n->accounted = free_before - free_after;
@@ -893,10 +813,8 @@ static int nccl_join(comm_t *c, char *err)
     return DDP_OK;
 }
 
-/* A comm_t for rank `rank` of `world` on backend be (its NCCL communicator
- * comes later); NULL when out of memory. */
-static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, double timeout_s,
-                        double init_timeout_s)
+/* A comm_t for rank a->rank (its NCCL communicator comes later); NULL when out of memory. */
+static comm_t *nccl_new(const comm_args_t *a)
 {
     comm_t *c = calloc(1, sizeof *c);
     nccl_impl_t *n = calloc(1, sizeof *n);
@@ -906,19 +824,12 @@ static comm_t *nccl_new(backend_t *be, comm_seg_t *seg, int world, int rank, dou
         return NULL;
     }
     pthread_mutex_init(&n->lock, NULL);
-    c->ops = &nccl_ops;
-    c->kind = COMM_NCCL;
-    c->world = world;
-    c->rank = rank;
-    c->timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-    c->be = be;
-    c->seg = seg;
-    c->impl = n;
-    n->dev = backend_cuda_device(be);
-    n->be_stream = backend_cuda_stream(be);
-    n->init_timeout_s = init_timeout_s > 0 ? init_timeout_s
-                        : c->timeout_s > COMM_INIT_TIMEOUT_S ? c->timeout_s
-                                                             : COMM_INIT_TIMEOUT_S;
+    *c = comm_header(&nccl_ops, COMM_NCCL, a, n);
+    n->dev = backend_cuda_device(a->be);
+    n->be_stream = backend_cuda_stream(a->be);
+    n->init_timeout_s = comm_init_bound(c, a->init_timeout_s);
+    n->exchange = a->exchange;
+    n->exchange_ctx = a->exchange_ctx;
     return c;
 }
 
@@ -932,11 +843,9 @@ int comm_nccl_create(comm_t **out, const comm_args_t *a, char *err)
         return err_set(err, DDP_ERR_RUNTIME,
                        "--comm nccl: rank %d has neither a shared segment nor an id exchange",
                        a->rank);
-    comm_t *c = nccl_new(a->be, a->seg, a->world, a->rank, a->timeout_s, a->init_timeout_s);
+    comm_t *c = nccl_new(a);
     if (!c)
         return err_set(err, DDP_ERR_RUNTIME, "rank %d: out of memory for the NCCL comm", a->rank);
-    impl_of(c)->exchange = a->exchange;
-    impl_of(c)->exchange_ctx = a->exchange_ctx;
     int rc = nccl_setup_cuda(c);
     if (rc == DDP_OK)
         rc = nccl_join(c, err);
@@ -967,15 +876,15 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
             return err_set(err, DDP_ERR_INPUT, "NCCL group: device %d is not a CUDA device", i);
         dev[i] = backend_cuda_device(bes[i]);
     }
-    /* One call makes every rank of the group (no peer to wait for: all are
-     * in this process); it sets each device current itself. */
+    /* One call makes every rank of the group; it sets each device current itself. */
     ncclResult_t r = ncclCommInitAll(nc, n, dev);
     if (r != ncclSuccess)
         return err_set(err, DDP_ERR_RUNTIME, "ncclCommInitAll (%d devices): %s: %s", n,
                        ncclGetErrorString(r), ncclGetLastError(NULL));
     int rc = DDP_OK;
     for (int i = 0; i < n; i++) {
-        comm_t *c = nccl_new(bes[i], NULL, n, i, timeout_s, 0.0);
+        comm_t *c = nccl_new(&(comm_args_t){.world = n, .rank = i, .be = bes[i],
+                                            .timeout_s = timeout_s});
         if (!c) {
             ncclCommAbort(nc[i]);
             rc = err_set(err, DDP_ERR_RUNTIME, "out of memory for the NCCL group");
@@ -994,10 +903,8 @@ int comm_nccl_group_create(comm_t **comms, backend_t *const *bes, int n, double 
             }
             comms[i] = NULL;
         } else {
-            /* No released: one graph (DP's) holds every member's captured
-             * collectives, and NCCL's abort of one waits for the others'
-             * lanes, which only their aborts free; a deferred abort is
-             * carried out by each member's destroy, all together. */
+            /* No released: one graph (DP's) holds every member's collectives and NCCL's
+             * abort of one waits for the others'; each member's destroy carries it out. */
             backend_set_watch(bes[i], nccl_watch, comms[i]);
         }
     }

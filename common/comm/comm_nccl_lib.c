@@ -1,9 +1,6 @@
-/* common/comm/comm_nccl_lib.c: comm_nccl_create and comm_nccl_group_create
- * (DP's in-process group) for a program that loads the
- * CUDA library on first use (device/cuda_lib.h): it forwards to the
- * library's comm_nccl.c, so nothing of NCCL is loaded before a run asks for
- * --comm nccl.  A separate file so the library, which holds comm_nccl.c, never
- * links this one. */
+/* common/comm/comm_nccl_lib.c: comm_nccl_create and comm_nccl_group_create forwarded to the
+ * CUDA library's comm_nccl.c, loaded on first use (device/cuda_lib.h), so nothing of NCCL is
+ * loaded before a run asks for it.  Apart, so the library never links this file. */
 #include "common/comm/comm_impl.h"
 
 #if defined(HAVE_NCCL) && !defined(DDPBENCH_CUDA_LINKED)

@@ -1,9 +1,8 @@
-/* common/comm/comm_queue.c: the host-thread collective queue (comm_queue.h):
- * the ring of launched ops, the communication thread that runs them in
- * launch order, the sticky failure, and the waits with their stall
- * watchdog.  What a collective does is the implementation's run_op. */
+/* common/comm/comm_queue.c: the host-thread collective queue (comm_queue.h), with the waits'
+ * stall watchdog.  What a collective does is the implementation's run_op. */
 #include "common/comm/comm_queue.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -24,8 +23,13 @@ static void fail_locked(comm_queue_t *q, const char *msg)
     }
 }
 
-int comm_queue_fail(comm_queue_t *q, const char *msg)
+int comm_queue_fail(comm_queue_t *q, const char *fmt, ...)
 {
+    char msg[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&q->mu);
     fail_locked(q, msg);
     /* Wake the waiters: they return the failure. */
@@ -50,7 +54,7 @@ bool comm_queue_pending(comm_queue_t *q)
 int comm_queue_check(comm_queue_t *q, const comm_op_t *op)
 {
     char msg[ERR_LEN];
-    return comm_op_check(q->c, op, msg) == DDP_OK ? DDP_OK : comm_queue_fail(q, msg);
+    return comm_op_check(q->c, op, msg) == DDP_OK ? DDP_OK : comm_queue_fail(q, "%s", msg);
 }
 
 // ---------------------------------------------------------------------------
@@ -61,8 +65,7 @@ static void *comm_thread(void *arg)
     comm_queue_t *q = arg;
     if (q->timer_slack_ns)
         prctl(PR_SET_TIMERSLACK, q->timer_slack_ns);
-    /* Not on the core its rank's thread is pinned to (base/affinity.h): the
-     * collectives it runs during backward would take turns with it there. */
+    /* Not on its rank's pinned core: the collectives would take turns with backward there. */
     affinity_unpin();
     pthread_mutex_lock(&q->mu);
     for (;;) {
@@ -203,12 +206,9 @@ void comm_queue_span(comm_queue_t *q, comm_handle_t h, comm_span_t *span)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Launch and wait in one, on the calling thread: once the comm thread has
- * drained what was launched before, the op runs here, with no hand-off to
- * the comm thread and back (a sleep and a wake-up each way).  It takes the
- * next handle as if the comm thread had run it: the comm thread is idle
- * (completed == issued) and stays so, because issued moves only after the
- * op is done, together with completed, under mu. */
+/* Launch and wait in one, on the calling thread once the comm thread has drained what came
+ * before (sparing a sleep and a wake-up each way).  The comm thread stays idle (completed ==
+ * issued): issued moves only after the op is done, together with completed, under mu. */
 int comm_queue_run(comm_queue_t *q, const comm_op_t *op, comm_handle_t *h)
 {
     comm_t *c = q->c;

@@ -1,17 +1,7 @@
-/* common/comm/comm_queue.h: the host-thread collective queue shared by the
- * comms that run their collectives on a thread of their own (comm_shm.c,
- * comm_mpi.c), for those implementers only.
- *
- * A rank's collectives run one at a time, in launch order, on one
- * communication thread, so launch never blocks the caller (DDP's backward
- * keeps computing while buckets are reduced).  The queue owns the ring of
- * launched ops, the thread, the sticky failure and the waits; an
- * implementation brings only run_op (one collective, on whichever thread
- * runs it) and its create, which embeds a comm_queue_t and starts it.
- *
- * Handles: op h (1, 2, ...) is the h-th launched; c->issued is the last
- * launched, completed the last finished.  A failure is sticky: every later
- * launch, wait and run returns DDP_ERR_RUNTIME, c->last_error says why. */
+/* common/comm/comm_queue.h: the host-thread collective queue of comm_shm.c and comm_mpi.c
+ * (docs/architecture.md): the ring of launched ops, the thread, the sticky failure and the
+ * waits; an implementation brings run_op and its create.  Op h (1, 2, ...) is the h-th
+ * launched; c->issued the last launched, completed the last finished. */
 #ifndef DDPBENCH_COMM_QUEUE_H
 #define DDPBENCH_COMM_QUEUE_H
 
@@ -26,10 +16,8 @@
  * the oldest). */
 #define COMM_QUEUE_LEN 256
 
-/* Run op (the seq-th of this comm) to completion and fill span with when it
- * started and ended.  arg: what launch was given with it (NULL from
- * comm_queue_run).  On failure call comm_queue_fail (the message is kept)
- * and return its status. */
+/* Run op (the seq-th) to completion, filling span; arg: launch's (NULL from comm_queue_run).
+ * On failure return comm_queue_fail's status. */
 typedef int (*comm_run_op_fn)(comm_t *c, const comm_op_t *op, uint64_t seq, void *arg,
                               comm_span_t *span);
 
@@ -55,16 +43,16 @@ typedef struct {
     _Atomic uint64_t progress_ns;  /* last time the queue moved: the stall watchdog's clock */
 } comm_queue_t;
 
-/* Make q (zeroed, inside the comm c) and start its thread; timer_slack_ns as
- * above.  On failure err says why; comm_queue_stop still frees what was made. */
+/* Make q (zeroed, inside the comm c) and start its thread; on failure comm_queue_stop still
+ * frees what was made. */
 int comm_queue_start(comm_queue_t *q, comm_t *c, comm_run_op_fn run_op,
                      unsigned long timer_slack_ns, char *err);
 /* Stop the thread (ops still queued are abandoned) and free q's locks. */
 void comm_queue_stop(comm_queue_t *q);
 
-/* Record msg as the comm's failure (the first one sticks) and wake every
+/* Record the message as the comm's failure (the first one sticks) and wake every
  * waiter; returns DDP_ERR_RUNTIME. */
-int comm_queue_fail(comm_queue_t *q, const char *msg);
+int comm_queue_fail(comm_queue_t *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool comm_queue_failed(comm_queue_t *q);
 /* Ops launched and not finished while the comm has not failed. */
 bool comm_queue_pending(comm_queue_t *q);

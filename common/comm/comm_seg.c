@@ -1,7 +1,5 @@
-/* common/comm/comm_seg.c: the shared segment: creating it before fork without
- * leaving a /dev/shm entry behind, the abort flag, the id exchange, and the
- * bounded spin-then-futex waits every shared-memory collective is built on
- * (see comm_seg.h for the layout, comm.h for the public surface). */
+/* common/comm/comm_seg.c: the shared segment (comm_seg.h): made before fork, leaving no
+ * /dev/shm entry; the abort flag, the id exchange, and the bounded spin-then-futex waits. */
 #include "common/comm/comm_seg.h"
 
 #include <errno.h>
@@ -24,25 +22,17 @@
 #include "common/base/clock.h"
 #include "common/base/cpu_relax.h"
 
-#define SEG_MAGIC 0x6464706273656731ull /* "ddpbseg1" */
-/* Defaults for the staging ring, tuned with ddpbench --mode comm on a 2-core box:
- * chunks small enough that a slot's traffic stays in L2, enough slots that a
- * rank may run a few chunks ahead of a slower peer.  DDPBENCH_SHM_CHUNK_KB and
- * DDPBENCH_SHM_SLOTS override them (for benchmarking). */
+/* The staging ring (tuned with --mode comm): a slot's traffic stays in L2, a rank may run a
+ * few chunks ahead.  DDPBENCH_SHM_CHUNK_KB and DDPBENCH_SHM_SLOTS override them. */
 #define SEG_DEFAULT_CHUNK_KB 128
 #define SEG_DEFAULT_SLOTS 8
 #define SEG_MAX_STAGING ((size_t)256 << 20)
-/* How long a waiter spins before sleeping: a peer on another core usually
- * publishes within microseconds, and a sleep and wake-up cost about as much.
- * With more ranks than cores the peer we wait for may need our core, so we
- * go straight to sleep; so do we when the peer last ran on our core (on a
- * machine busy with other work the scheduler often queues both ranks on
- * one core, and then every microsecond we spin is one the peer cannot run:
- * measured on 2 loaded cores, the seed-size DDP step took 51 us p50 with a
- * 20 us spin and 12 us without). */
+/* How long a waiter spins before sleeping: a peer on another core usually publishes within
+ * microseconds, about a sleep and wake-up's cost.  Not at all with more ranks than cores, or
+ * when the peer last ran on our core (on 2 loaded cores the seed-size DDP step took 51 us
+ * p50 with a 20 us spin, 12 us without). */
 #define SEG_SPIN_NS 20000ull
-/* Longest single futex sleep: waiters re-check the abort flag and their
- * deadline at least this often even if a wake-up is lost to a dead process. */
+/* Longest futex sleep: the abort flag and deadline are checked this often (a dead waker). */
 #define SEG_SLEEP_MAX_NS 100000000ull
 
 static long env_long(const char *name, long def, long lo, long hi)
@@ -81,12 +71,9 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
     if (!s)
         return err_set(err, DDP_ERR_RUNTIME, "shared memory: out of memory");
 
-    /* The name exists only between shm_open and shm_unlink below, a few
-     * syscalls with every catchable signal blocked, so Ctrl-C cannot leave it
-     * behind; the ranks never open it by name, they inherit the mapping
-     * through fork.  Only SIGKILL inside that window could leak an entry.
-     * O_EXCL and a random name mean no other process can have planted a file
-     * there for us to map, and mode 0600 keeps other users out meanwhile. */
+    /* The name exists only between shm_open and shm_unlink, with every catchable signal
+     * blocked (only SIGKILL could leak it); the ranks inherit the mapping through fork.
+     * O_EXCL and a random name: no planted file is mapped; 0600 keeps other users out. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -107,8 +94,7 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
         rc = err_set(err, DDP_ERR_RUNTIME, "shared memory: shm_open: %s", strerror(errno));
     } else {
         int e = ftruncate(fd, (off_t)bytes) != 0 ? errno : 0;
-        /* Reserve the pages now: on a full /dev/shm (Docker gives 64 MiB) a
-         * touch would otherwise be a SIGBUS in the middle of training. */
+        /* Reserve the pages now: on a full /dev/shm a touch would be a SIGBUS mid-training. */
         if (!e) {
             e = posix_fallocate(fd, 0, (off_t)bytes);
             if (e == EOPNOTSUPP || e == ENOSYS)
@@ -137,7 +123,6 @@ int comm_seg_create(comm_seg_t **out, int world, size_t extra, char *err)
     }
 
     seg_header_t *h = map;
-    h->magic = SEG_MAGIC;
     h->world = world;
     for (int r = 0; r < SEG_MAX_RANKS; r++)
         atomic_store(&h->cpu[r].v, -1); /* nobody has published yet */
@@ -178,15 +163,11 @@ static void futex_wake_all(_Atomic uint32_t *addr)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* The state a waiter waits for has changed (and that change is ordered
- * before this, seq_cst): wake the sleepers, if there are any.  Why the epoch
- * moves only then: every rank's publish used to bump it, so the line went
- * from core to core twice per chunk of every collective, a cache miss on
- * the other core each time (on a VM whose two vCPUs sit far apart, about
- * 0.3 us each: a fifth of the seed-size DDP step).  Read, not written, it
- * stays in both caches.  No wake-up is lost: seq_cst on both sides (here:
- * the state, then the count of sleepers; the sleeper: counts itself in,
- * then reads the epoch and the state) means that either the sleeper sees
+/* The state a waiter waits for has changed (ordered before this, seq_cst): wake the sleepers,
+ * if any.  Why the epoch moves only then: bumped at every publish, its line crossed cores
+ * twice a chunk (a fifth of the seed-size DDP step); read, it stays in both caches.  No
+ * wake-up is lost: seq_cst on both sides (here the state, then the sleepers' count; the
+ * sleeper counts itself in, then reads the epoch and the state), so either the sleeper sees
  * the new state, or this sees the sleeper and moves the epoch it sleeps on. */
 static void wake_sleepers(comm_seg_t *s)
 {
@@ -194,14 +175,6 @@ static void wake_sleepers(comm_seg_t *s)
         atomic_fetch_add_explicit(&s->h->epoch, 1, memory_order_seq_cst);
         futex_wake_all(&s->h->epoch);
     }
-}
-
-/* A condition another rank waits for (wait_for) is now true. */
-static void seg_wake(comm_seg_t *s)
-{
-    /* the caller's change before the count of sleepers, whatever its order */
-    atomic_thread_fence(memory_order_seq_cst);
-    wake_sleepers(s);
 }
 
 /* This thread's CPU now (glibc reads it from rseq: no system call). */
@@ -222,9 +195,8 @@ void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value)
     wake_sleepers(s);
 }
 
-/* Wait, bounded, until ready(): DDP_OK, or DDP_ERR_RUNTIME on timeout
- * (*timed_out true) or abort (false).  peer: where ready() leaves the rank
- * it is waiting for (-1: unknown), or NULL. */
+/* Wait, bounded, until ready(): DDP_ERR_RUNTIME on timeout (*timed_out) or abort.  peer:
+ * where ready() leaves the rank it waits for (-1: unknown), or NULL. */
 typedef bool (*seg_ready_fn)(comm_seg_t *s, void *ctx);
 static int wait_for(comm_seg_t *s, seg_ready_fn ready, void *ctx, const int *peer,
                     double timeout_s, bool *timed_out)
@@ -310,15 +282,10 @@ void comm_seg_abort(comm_seg_t *s, int who, const char *why)
 {
     seg_header_t *h = s->h;
     int slot = who + 1;
-    /* The reason first, in this aborter's own slot, then the claim: a reader
-     * that sees the claim (seq_cst, after the text) has the reason whole,
-     * however long this writer is held up between the two, and a writer
-     * killed before its claim aborted nothing.  (The slot was once read
-     * through a 10 ms wait for a flag set after the claim: a writer
-     * preempted for longer on a loaded machine left its peers a message
-     * without its reason.)  A second aborter of the same slot -- another
-     * thread of this process, or a later call once the group is aborted --
-     * leaves the text to the first. */
+    /* The reason first, in this aborter's own slot, then the claim: a reader that sees the
+     * claim (seq_cst, after the text) has the reason whole, however long this writer is held
+     * up between the two, and a writer killed before its claim aborted nothing.  A second
+     * aborter of the same slot leaves the text to the first. */
     int32_t idle = 0;
     if (!atomic_load_explicit(&h->abort_who, memory_order_acquire) &&
         atomic_compare_exchange_strong(&h->abort_writing[slot], &idle, 1)) {
@@ -348,7 +315,6 @@ bool comm_seg_aborted(comm_seg_t *s, char *msg)
     return true;
 }
 
-/* Who aborted (-1 the supervisor, -2 nobody) and the reason, for the supervisor. */
 void comm_seg_note(comm_seg_t *s, int rank, uint64_t seq, const comm_op_t *op)
 {
     seg_note_t *e = &s->h->ledger[rank].n[seq % SEG_LEDGER];
@@ -435,7 +401,8 @@ int comm_seg_exchange_id(comm_seg_t *s, int rank, void *id, size_t len, double t
         memcpy(h->id, id, len);
         h->id_len = (uint32_t)len;
         atomic_store_explicit(&h->id_ready, 1, memory_order_release);
-        seg_wake(s);
+        atomic_thread_fence(memory_order_seq_cst); /* the store before the sleepers' count */
+        wake_sleepers(s);
         return DDP_OK;
     }
     bool timed_out;

@@ -1,19 +1,8 @@
-/* common/comm/comm_seg.h: the shared segment's layout and its waiting primitives,
- * private to comm_seg.c and comm_shm.c (the public surface is in comm.h).
- *
- * Layout of one mapping:
- *   seg_header_t   flags, counters and op descriptors, one cache line each
- *   staging        SEG slots of (world + 1) chunks of `chunk` floats: chunk
- *                  slot s holds every rank's input (in[s][r]) and the result
- *                  (out[s]) of the collective chunk that uses slot s
- *   extra          the caller's area (DDP's results)
- *
- * Progress is three monotonic counters per rank, counting collective chunks
- * since the group started (chunk k uses slot k % slots):
- *   staged[r]   r has written its input of chunks < staged[r]
- *   reduced[r]  r has computed its slice of the result of chunks < reduced[r]
- *   done[r]     r has copied out the results of chunks < done[r]
- * Each counter is written by one rank only and read by all. */
+/* common/comm/comm_seg.h: the shared segment's layout and waits, private to comm_seg.c and
+ * comm_shm.c.  One mapping: seg_header_t (one cache line a field), the staging (slots of
+ * world + 1 chunks: every rank's input and the result), the caller's extra.  Progress is
+ * three monotonic counters per rank of chunks since the group started (chunk k uses slot
+ * k % slots): staged, reduced, done; each written by its rank alone, read by all. */
 #ifndef DDPBENCH_COMM_SEG_H
 #define DDPBENCH_COMM_SEG_H
 
@@ -51,7 +40,6 @@ typedef struct {
 } seg_note_t;
 
 typedef struct {
-    uint64_t magic;
     int world;
     int slots;              /* ring depth */
     size_t chunk;           /* floats per rank per slot */
@@ -62,10 +50,8 @@ typedef struct {
     _Alignas(SEG_LINE) _Atomic uint32_t epoch;
     _Alignas(SEG_LINE) _Atomic uint32_t waiters;
 
-    /* Abort: 0 none, else who + 2 (who -1 is the supervisor).  Each would-be
-     * aborter has its own reason, abort_why[who + 1], written before it
-     * claims abort_who (abort_writing: that slot is taken), so whoever sees
-     * the claim finds the winner's reason whole. */
+    /* Abort: 0 none, else who + 2 (who -1 is the supervisor).  Each aborter writes its reason
+     * in abort_why[who + 1] before it claims abort_who, so the claim's reader has it whole. */
     _Alignas(SEG_LINE) _Atomic int32_t abort_who;
     _Atomic int32_t abort_writing[SEG_MAX_RANKS + 1];
     char abort_why[SEG_MAX_RANKS + 1][ERR_LEN];
@@ -76,14 +62,12 @@ typedef struct {
     unsigned char id[COMM_SEG_ID_MAX];
 
     seg_counter_t ctr[SEG_NCOUNTERS][SEG_MAX_RANKS];
-    /* The CPU each rank last published from (sched_getcpu), so a waiter can
-     * tell that the rank it waits for shares its core (see seg_wait_counters). */
+    /* The CPU each rank last published from: a waiter on the same core does not spin. */
     struct {
         _Alignas(SEG_LINE) _Atomic int32_t v;
     } cpu[SEG_MAX_RANKS];
     seg_desc_t desc[SEG_MAX_RANKS][SEG_MAX_SLOTS];
-    /* Each rank's last SEG_LEDGER collectives, by seq % SEG_LEDGER: written
-     * by that rank alone, read on a failure. */
+    /* Each rank's last SEG_LEDGER collectives, by seq % SEG_LEDGER, read on a failure. */
     struct {
         _Alignas(SEG_LINE) seg_note_t n[SEG_LEDGER];
     } ledger[SEG_MAX_RANKS];
@@ -109,12 +93,9 @@ static inline float *seg_out(comm_seg_t *s, int slot)
 /* Publish counter `which` of rank = value (release), then wake sleepers. */
 void seg_publish(comm_seg_t *s, int which, int rank, uint64_t value);
 
-/* Wait until counter `which` of every rank is >= target.  Spins briefly
- * (not at all while the rank it waits for last ran on this CPU: it may be
- * queued behind us), then sleeps on the futex; returns DDP_OK, or
- * DDP_ERR_RUNTIME with *missing set to
- * the lowest rank that had not arrived when timeout_s passed (-1 when the wait
- * ended because the group was aborted). */
+/* Wait until counter `which` of every rank is >= target: spin briefly, then sleep on the
+ * futex.  DDP_ERR_RUNTIME with *missing the lowest rank not arrived within timeout_s (-1 when
+ * the group was aborted). */
 int seg_wait_counters(comm_seg_t *s, int which, uint64_t target, double timeout_s,
                       int *missing);
 

@@ -1,31 +1,18 @@
-/* common/comm/comm_shm.c: collectives over the shared segment, for ranks that are
- * forked processes (DDP) or threads of one process.
+/* common/comm/comm_shm.c: collectives over the shared segment, for DDP's forked ranks.
  *
- * Each rank has one communication thread that runs the rank's collectives in
- * launch order, so launch never blocks the caller (DDP's backward keeps
- * computing while buckets are reduced).  A collective is cut into chunks that
- * flow through the segment's ring of staging slots; per chunk every rank
- *   1. waits until every rank has finished the chunk that last used the slot,
- *   2. stages its input into its part of the slot,
- *   3. waits until everyone has staged, then reduces ITS OWN slice of the
- *      chunk (rank r sums elements [r*len/n, (r+1)*len/n) of all inputs, in
- *      rank order) into the slot's result and its own buffer,
- *   4. waits until every slice is reduced, then copies the others' slices out.
- * That is a reduce-scatter followed by an all-gather: every rank reads and
- * writes about 2(n-1)/n of the buffer beyond its own staging copy, each element
- * is summed exactly once in a fixed order, and all ranks get the same bits.
- * Chunks are small enough to stay in cache between the phases, and the ring
- * lets a rank run a few chunks ahead of a slower one.
+ * Each rank's collectives run in launch order on its communication thread (comm_queue.c).
+ * A collective is cut into chunks that flow through the segment's ring of slots; per chunk
+ * every rank 1. waits until every rank has finished the chunk that last used the slot,
+ * 2. stages its input into its part of the slot, 3. waits until everyone has staged, then
+ * reduces ITS OWN slice (rank r sums elements [r*len/n, (r+1)*len/n) of all inputs, in rank
+ * order), 4. waits until every slice is reduced, then copies the others' slices out: a
+ * reduce-scatter then an all-gather, each element summed once in a fixed order, the same bits
+ * on every rank.  The ring lets a rank run a few chunks ahead of a slower one.
  *
- * Buffers on a backend that is not host-visible (CUDA) are staged through
- * pinned host memory, and nobody waits for the device on the rank's main
- * thread: launch queues the d2h of the input on the backend's stream (after
- * the rank's compute) and records an event the comm thread polls before it
- * reads the staged input; wait queues the h2d of the result back (the rank's
- * later work is ordered after it on the same stream).  The staging memory is
- * two areas used in turn, one per burst of collectives (a DDP step), each
- * with an event recorded after its last copy back: an area is refilled only
- * once that event has completed -- by then a step later, so it always has. */
+ * Device (CUDA) buffers are staged through pinned host memory without a host wait: launch
+ * queues the input's d2h and an event the comm thread polls; wait queues the h2d back.  The
+ * staging is two areas used in turn, one per burst (a DDP step), each refilled only once the
+ * event after its last copy back has completed (a step later, so it always has). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,10 +55,7 @@ typedef struct {
 // ---------------------------------------------------------------------------
 // errors
 
-static int fail(shm_t *m, const char *msg)
-{
-    return comm_queue_fail(&m->queue, msg);
-}
+#define fail(m, ...) comm_queue_fail(&(m)->queue, __VA_ARGS__)
 
 /* The rank that is furthest behind: the one a timed-out wait is really waiting for. */
 static int laggard(comm_seg_t *s, int fallback)
@@ -90,15 +74,14 @@ static int laggard(comm_seg_t *s, int fallback)
     return best;
 }
 
-/* A failed wait inside op: compose the message; a timeout also aborts the
- * group so the other ranks stop at once instead of timing out one by one. */
+/* A failed wait inside op; a timeout also aborts the group, so the others stop at once. */
 static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
 {
     char msg[ERR_LEN], what[160];
     comm_seg_t *s = m->c.seg;
     if (missing < 0) {
         comm_seg_aborted(s, msg);
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     }
     char at[ERR_LEN - 224];
     comm_op_label(what, sizeof what, op, seq);
@@ -106,19 +89,14 @@ static int wait_failed(shm_t *m, const comm_op_t *op, uint64_t seq, int missing)
     snprintf(msg, sizeof msg, "timed out in %s: rank %d did not arrive within %g s (%s)", what,
              laggard(s, missing), m->c.timeout_s, at);
     comm_seg_abort(s, m->c.rank, msg);
-    return fail(m, msg);
+    return fail(m, "%s", msg);
 }
 
 // ---------------------------------------------------------------------------
 // the chunk engine (comm thread)
 
-/* dst (and dst2 when not NULL) = sum over ranks of their inputs at [lo, lo+len)
- * of the chunk, in rank order, divided by n for AVG.  Peers' inputs are in
- * their staging slots; this rank's own comes straight from its buffer (mine),
- * which it never staged.  Tiled so the running sum stays in L1. */
-/* The same over 16-bit elements packed two to a word (len words): each
- * addition rounded to 16 bits, as NCCL's half and bfloat16 sums are
- * (base/half.h), in rank order.  Never averaged (comm.h: SUM only). */
+/* reduce_slice over 16-bit elements packed two to a word (len words), each addition rounded
+ * to 16 bits (base/half.h), in rank order; never averaged. */
 static void reduce_slice16(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
                            size_t len, dtype_t dt, float *dst, float *dst2)
 {
@@ -141,6 +119,9 @@ static void reduce_slice16(comm_seg_t *s, int slot, int self, const float *mine,
     }
 }
 
+/* dst (and dst2 unless NULL) = the ranks' inputs at [lo, lo+len) of the chunk summed in rank
+ * order, divided by n for AVG; this rank's own from its buffer (mine), the peers' from their
+ * staging.  Tiled so the running sum stays in L1. */
 static void reduce_slice(comm_seg_t *s, int slot, int self, const float *mine, size_t lo,
                          size_t len, bool avg, dtype_t dt, float *dst, float *dst2)
 {
@@ -197,8 +178,7 @@ static void run_local(const comm_op_t *op)
         memcpy(op->recv, src, op->count * sizeof(float));
 }
 
-/* The floats of op's input on this rank (all-gather: its own block; reduce-
- * scatter: every block). */
+/* op's input on this rank (all-gather: its own block; reduce-scatter: every block). */
 static const float *op_src(const comm_op_t *op, int rank)
 {
     if (op->send)
@@ -210,11 +190,9 @@ static const float *op_src(const comm_op_t *op, int rank)
     return op->recv;
 }
 
-/* A reduction chunk this short is reduced whole by every rank that needs it
- * (one crossing: stage, wait for everyone, sum) rather than split into
- * slices and gathered back (two crossings): summing n x 16 KiB costs less
- * than a second wait for the peers, and the sum is the same, element by
- * element in rank order, so the bits do not depend on the path. */
+/* A reduction chunk this short is reduced whole by every rank that needs it (one crossing)
+ * rather than split and gathered back (two): summing n x 16 KiB costs less than a second
+ * wait, and the sum, in rank order, is the same bits either way. */
 #define SHM_SMALL_FLOATS 4096
 
 /* One chunk of op: where it lies and how it is reduced. */
@@ -227,10 +205,8 @@ typedef struct {
     bool whole;          /* reduced whole by every rank that needs it (SHM_SMALL_FLOATS) */
 } shm_chunk_t;
 
-/* Step 2: stage our input; seg_publish orders it before the counter.  A
- * split reduction stages only the slices the others reduce (ours we read
- * from our own buffer in step 3); reduce-scatter stages every block but
- * ours, each len floats at in + q*len. */
+/* Step 2: stage our input (seg_publish orders it before the counter): a split reduction only
+ * the slices the others reduce; reduce-scatter every block but ours, at in + q*len. */
 static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
 {
     comm_seg_t *s = m->c.seg;
@@ -256,8 +232,7 @@ static void stage_chunk(shm_t *m, const comm_op_t *op, const float *src, const s
     }
 }
 
-/* Step 3 of a chunk that is not a split reduction: everyone's input is in,
- * this rank takes what it needs. */
+/* Step 3 of a chunk that is not a split reduction: everyone's input is in. */
 static void finish_whole(shm_t *m, const comm_op_t *op, const float *src, const shm_chunk_t *ch)
 {
     comm_seg_t *s = m->c.seg;
@@ -295,8 +270,7 @@ static void finish_whole(shm_t *m, const comm_op_t *op, const float *src, const 
     }
 }
 
-/* Steps 3' and 4 of a long reduction chunk: reduce our slice (reduce-
- * scatter), then, every slice reduced, copy out the others' (all-gather). */
+/* Steps 3' and 4 of a long reduction chunk: reduce our slice, then copy out the others'. */
 static int finish_split(shm_t *m, const comm_op_t *op, uint64_t seq, const float *src,
                         const shm_chunk_t *ch)
 {
@@ -337,12 +311,10 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     const int D = s->h->slots;
     const double T = m->c.timeout_s;
     const float *src = op_src(op, r);
-    /* reduce-scatter moves count floats of every block per op: a chunk holds
-     * a piece of each of the n blocks */
+    /* a reduce-scatter's chunk holds a piece of each of the n blocks */
     const size_t step = op->kind == COLL_REDUCE_SCATTER ? C / (size_t)n : C;
     size_t nchunks = op->kind == COLL_BARRIER ? 1 : (op->count + step - 1) / step;
-    /* the element type rides in redop's upper bits: ranks that disagree on it
-     * are a mismatch like any other */
+    /* the element type rides in redop's upper bits: a disagreement is a mismatch */
     seg_desc_t mine = {.op_seq = seq, .kind = op->kind,
                        .redop = (uint32_t)op->redop | (uint32_t)op->dtype << 8, .root = op->root,
                        .count = op->count};
@@ -359,13 +331,10 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         ch.hi = ch.len * (size_t)(r + 1) / (size_t)n;
         uint64_t k = ch.k;
 
-        /* 1. The slot is free once every rank has finished the chunk that used
-         *    it D tickets ago (their reads of our input and of the result).
-         *    Known without looking, most of the time: a rank stages chunk k
-         *    only after it finished chunk k-1, so every rank having staged
-         *    chunk k (step 3, last chunk) means every rank's done counter is
-         *    at least k; and reading a counter the peer wrote last is a
-         *    cache miss, on the critical path of every collective. */
+        /* 1. The slot is free once every rank has finished the chunk that used it D tickets
+         *    ago.  Mostly known without looking (a cache miss on every collective's critical
+         *    path): a rank stages chunk k only after finishing k-1, so every rank having
+         *    staged chunk k (step 3, last chunk) means every done counter is at least k. */
         if (k >= (uint64_t)D && m->done_seen < k + 1 - (uint64_t)D &&
             seg_wait_counters(s, SEG_DONE, k + 1 - (uint64_t)D, T, &missing) != DDP_OK)
             return wait_failed(m, op, seq, missing);
@@ -385,7 +354,7 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
         char msg[ERR_LEN];
         if (!descs_match(m, ch.slot, &mine, msg)) {
             comm_seg_abort(s, r, msg);
-            return fail(m, msg);
+            return fail(m, "%s", msg);
         }
         if (!ch.reduction || ch.whole)
             finish_whole(m, op, src, &ch);
@@ -396,20 +365,17 @@ static int run_op(shm_t *m, const comm_op_t *op, uint64_t seq)
     return DDP_OK;
 }
 
-/* Before the comm thread reads a staged input: the d2h that fills it, queued
- * by the main thread at launch, has completed.  The comm thread polls (it
- * must not block the device's other users), bounded like every other wait. */
+/* Before the comm thread reads a staged input: its d2h, queued at launch, has completed.
+ * Polled (it must not block the device's other users), bounded like every wait. */
 static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint64_t seq)
 {
     double deadline = now_s() + m->c.timeout_s;
     for (long spins = 0;; spins++) {
         bool done = false;
         if (backend_event_query(m->c.be, ev, &done) != DDP_OK) {
-            char msg[ERR_LEN], what[160];
+            char what[160];
             comm_op_label(what, sizeof what, op, seq);
-            snprintf(msg, sizeof msg, "staging the input of %s: %s", what,
-                     backend_last_error(m->c.be));
-            return fail(m, msg);
+            return fail(m, "staging the input of %s: %s", what, backend_last_error(m->c.be));
         }
         if (done)
             return DDP_OK;
@@ -421,7 +387,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
             snprintf(msg, sizeof msg, "timed out staging the input of %s: the device did not "
                      "finish within %g s", what, m->c.timeout_s);
             comm_seg_abort(m->c.seg, m->c.rank, msg);
-            return fail(m, msg);
+            return fail(m, "%s", msg);
         }
         if (spins > 1000) {
             struct timespec ts = {0, 50000};
@@ -430,8 +396,7 @@ static int wait_staged(shm_t *m, backend_event_t *ev, const comm_op_t *op, uint6
     }
 }
 
-/* comm_queue's run_op: op's staged input first (device buffers), then the
- * chunks; span covers both. */
+/* comm_queue's run_op: op's staged input first (device buffers), then the chunks. */
 static int shm_run_op(comm_t *c, const comm_op_t *op, uint64_t seq, void *staged,
                       comm_span_t *span)
 {
@@ -439,7 +404,7 @@ static int shm_run_op(comm_t *c, const comm_op_t *op, uint64_t seq, void *staged
     char msg[ERR_LEN];
     span->start_s = now_s();
     if (comm_seg_aborted(c->seg, msg))
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     int rc = staged ? wait_staged(m, staged, op, seq) : DDP_OK;
     if (rc == DDP_OK)
         rc = run_op(m, op, seq);
@@ -454,18 +419,13 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
 {
     shm_t *m = (shm_t *)c;
     int rc = comm_queue_wait(&m->queue, h, span);
-    /* Waiting for an op whose input was staged from the device is waiting
-     * for the device: the comm thread began it only once the input's copy to
-     * the host -- queued after the backward that wrote it -- had completed.
-     * Counted once per wait, as the host's own waits are. */
+    /* Waiting for an op staged from the device is waiting for the device: counted once. */
     bool staged = false;
     for (uint64_t k = m->copied_back; k < h && !staged; k++)
         staged = m->back[k % COMM_QUEUE_LEN].staged;
     if (rc == DDP_OK && staged)
         backend_count_host_sync(c->be);
-    /* Device buffers: copy results back in op order, on the caller's stream
-     * (pinned sources: queued, not waited for; the rank's later work on the
-     * stream comes after them). */
+    /* Device buffers: results back in op order, queued on the caller's stream. */
     bool touched[2] = {false, false};
     while (rc == DDP_OK && m->copied_back < h) {
         shm_back_t *b = &m->back[m->copied_back % COMM_QUEUE_LEN];
@@ -473,22 +433,15 @@ static int shm_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
             rc = backend_h2d(c->be, b->dev_dst, b->host_src, b->back_floats * sizeof(float));
             touched[b->area] = true;
         }
-        if (rc != DDP_OK) {
-            char msg[ERR_LEN];
-            snprintf(msg, sizeof msg, "copying a result to the device: %s",
-                     backend_last_error(c->be));
-            return fail(m, msg);
-        }
+        if (rc != DDP_OK)
+            return fail(m, "copying a result to the device: %s", backend_last_error(c->be));
         m->copied_back++;
     }
     /* Why an event per area: it may be refilled only once the copies that
      * read it back have run. */
     for (int a = 0; a < 2 && rc == DDP_OK; a++)
-        if (touched[a] && backend_event_record(c->be, m->area[a].drained) != DDP_OK) {
-            char msg[ERR_LEN];
-            snprintf(msg, sizeof msg, "staging: %s", backend_last_error(c->be));
-            return fail(m, msg);
-        }
+        if (touched[a] && backend_event_record(c->be, m->area[a].drained) != DDP_OK)
+            return fail(m, "staging: %s", backend_last_error(c->be));
     return rc;
 }
 
@@ -502,31 +455,22 @@ static void shm_span(comm_t *c, comm_handle_t h, comm_span_t *span)
  * larger than it still gets the room it needs. */
 #define SHM_BURST_MAX_FLOATS ((size_t)1 << 28)
 
-/* Make area a ready for a burst of collectives needing at least need floats:
- * its last copies back have run (always so by now in DDP, a step later; a
- * wait otherwise), and it is large enough (grown only when nothing is in
- * flight). */
+/* Make area a ready for a burst needing need floats: its last copies back have run (in DDP
+ * always, a step later), and it is large enough (grown only when nothing is in flight). */
 static int area_reset(shm_t *m, int a, size_t need)
 {
     comm_t *c = &m->c;
     backend_t *be = c->be;
     shm_area_t *ar = &m->area[a];
-    char msg[ERR_LEN];
-    if (!ar->drained && !(ar->drained = backend_event_new(be, false))) {
-        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
-        return fail(m, msg);
-    }
     bool done = true;
-    if (backend_event_query(be, ar->drained, &done) != DDP_OK ||
-        (!done && backend_event_sync(be, ar->drained) != DDP_OK)) {
-        snprintf(msg, sizeof msg, "staging: %s", backend_last_error(be));
-        return fail(m, msg);
-    }
+    if ((!ar->drained && !(ar->drained = backend_event_new(be, false))) ||
+        backend_event_query(be, ar->drained, &done) != DDP_OK ||
+        (!done && backend_event_sync(be, ar->drained) != DDP_OK))
+        return fail(m, "staging: %s", backend_last_error(be));
     ar->used = 0;
     if (need <= ar->cap)
         return DDP_OK;
-    /* Room to spare: a later burst may add a small op (DDP's loss on its
-     * logging steps) to the buckets, and growing means waiting. */
+    /* Room to spare: a later burst may add a small op (DDP's loss), and growing waits. */
     size_t cap = need + need / 8 + 1024;
     if (cap < 2 * ar->cap)
         cap = 2 * ar->cap;
@@ -534,16 +478,12 @@ static int area_reset(shm_t *m, int a, size_t need)
         backend_free_host(be, ar->buf); /* frees once the device is done with it */
     ar->buf = backend_alloc_host(be, cap * sizeof(float));
     ar->cap = ar->buf ? cap : 0;
-    if (!ar->buf) {
-        snprintf(msg, sizeof msg, "out of pinned host memory for %zu bytes of staging",
-                 cap * sizeof(float));
-        return fail(m, msg);
-    }
+    if (!ar->buf)
+        return fail(m, "out of pinned host memory for %zu bytes of staging", cap * sizeof(float));
     return DDP_OK;
 }
 
-/* Device buffers: reserve host staging for op and queue the copy of its input
- * there; rewrite op to the host copy. */
+/* Device buffers: reserve host staging for op, queue its input's copy there, point op at it. */
 static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
                            backend_event_t **staged)
 {
@@ -567,12 +507,9 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     }
     shm_area_t *ar = &m->area[m->cur_area];
     if (ar->used + need > ar->cap) {
-        /* A burst larger than the area: let everything in flight finish,
-         * then start over in one that holds the whole burst, so the next
-         * one (a DDP step's buckets) does not wait midway.  Up to a bound:
-         * a benchmark's back-to-back ops (--mode comm) would otherwise grow
-         * it to iterations x size; past it, the area holds one op and the
-         * burst waits where it overflows. */
+        /* A burst larger than the area: let everything in flight finish, then start over in
+         * one that holds the whole burst, up to a bound (--mode comm's back-to-back ops
+         * would grow it to iterations x size). */
         size_t burst = ar->used + need;
         TRY(shm_wait(c, c->issued, NULL));
         TRY(area_reset(m, m->cur_area, burst <= SHM_BURST_MAX_FLOATS ? burst : need));
@@ -586,16 +523,12 @@ static int stage_device_op(shm_t *m, comm_op_t *op, shm_back_t *req,
     size_t in_floats = scatter ? need : cnt;
     bool has_input = op->kind != COLL_BROADCAST || c->rank == op->root;
     if (has_input && in_floats) {
-        /* Queued after the backend's earlier work (the bucket's gradients);
-         * the comm thread reads host_src once `staged` has completed. */
+        /* After the backend's earlier work; the comm thread reads it once `staged` completed. */
         backend_event_t **ev = &m->staged[c->issued % COMM_QUEUE_LEN];
-        char msg[ERR_LEN];
         if ((!*ev && !(*ev = backend_event_new(be, false))) ||
             backend_d2h_async(be, host_src, dev_src, in_floats * sizeof(float)) != DDP_OK ||
-            backend_event_record(be, *ev) != DDP_OK) {
-            snprintf(msg, sizeof msg, "staging a collective's input: %s", backend_last_error(be));
-            return fail(m, msg);
-        }
+            backend_event_record(be, *ev) != DDP_OK)
+            return fail(m, "staging a collective's input: %s", backend_last_error(be));
         *staged = *ev;
     }
     bool back = op->kind == COLL_ALL_REDUCE || gather || scatter ||
@@ -619,7 +552,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
         *h = 0;
     TRY(comm_queue_check(&m->queue, in));
     if (comm_seg_aborted(c->seg, msg))
-        return fail(m, msg);
+        return fail(m, "%s", msg);
     comm_op_t op = *in;
     shm_back_t back = {0};
     backend_event_t *staged = NULL;
@@ -634,8 +567,7 @@ static int shm_launch(comm_t *c, const comm_op_t *in, comm_handle_t *h)
     return DDP_OK;
 }
 
-/* Launch and wait in one: on the calling thread (comm_queue_run) for host
- * memory; device buffers are staged through host memory, the queued path. */
+/* Launch and wait in one: on the calling thread for host memory, else the queued path. */
 static int shm_run(comm_t *c, const comm_op_t *op, comm_handle_t *h)
 {
     shm_t *m = (shm_t *)c;
@@ -655,9 +587,7 @@ static void shm_abort(comm_t *c, const char *why)
 {
     shm_t *m = (shm_t *)c;
     comm_seg_abort(c->seg, c->rank, why);
-    char msg[ERR_LEN];
-    snprintf(msg, sizeof msg, "aborted: %s", why ? why : "abort");
-    fail(m, msg);
+    fail(m, "aborted: %s", why ? why : "abort");
 }
 
 static void shm_destroy(comm_t *c)
@@ -680,15 +610,7 @@ static void shm_destroy(comm_t *c)
     free(m);
 }
 
-static const comm_ops_t shm_ops = {
-    .name = "shm",
-    .launch = shm_launch,
-    .wait = shm_wait,
-    .span = shm_span,
-    .abort = shm_abort,
-    .destroy = shm_destroy,
-    .run = shm_run,
-};
+static const comm_ops_t shm_ops = {COMM_OPS(shm, "shm"), .run = shm_run};
 
 int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
 {
@@ -698,19 +620,10 @@ int comm_shm_create(comm_t **out, const comm_args_t *a, char *err)
     if (a->world != comm_seg_world(a->seg) || a->rank < 0 || a->rank >= a->world)
         return err_set(err, DDP_ERR_RUNTIME, "comm shm: rank %d of %d in a segment for %d",
                        a->rank, a->world, comm_seg_world(a->seg));
-    if (!a->be)
-        return err_set(err, DDP_ERR_RUNTIME, "comm shm: no backend");
     shm_t *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(err, DDP_ERR_RUNTIME, "comm shm: out of memory");
-    m->c.ops = &shm_ops;
-    m->c.kind = COMM_SHM;
-    m->c.world = a->world;
-    m->c.rank = a->rank;
-    m->c.timeout_s = a->timeout_s > 0 ? a->timeout_s : DEFAULT_TIMEOUT_S;
-    m->c.be = a->be;
-    m->c.seg = a->seg;
-    m->c.impl = m;
+    m->c = comm_header(&shm_ops, COMM_SHM, a, m);
     /* Continue the group's chunk numbering where this rank left it (all ranks
      * have finished the same chunks when a group is re-formed). */
     m->ticket = atomic_load(&a->seg->h->ctr[SEG_DONE][a->rank].v);

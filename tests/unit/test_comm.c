@@ -201,7 +201,9 @@ static int rank_reduce(comm_t *c, void *vctx, char *msg)
     float *buf = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++)
         buf[i] = input(comm_rank(c), i);
-    int rc = comm_reduce(c, buf, n, x->avg ? REDOP_AVG : REDOP_SUM, x->root);
+    comm_op_t op = {.kind = COLL_REDUCE, .recv = buf, .count = n,
+                    .redop = x->avg ? REDOP_AVG : REDOP_SUM, .root = x->root};
+    int rc = comm_run(c, &op, NULL);
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
     for (size_t i = 0; rc == DDP_OK && comm_rank(c) == x->root && i < n; i++) {
@@ -248,13 +250,12 @@ static int rank_reduce_scatter(comm_t *c, void *vctx, char *msg)
     for (size_t i = 0; i < n * w; i++)
         send[i] = input((int)r, i);
     float *dst = x->out_of_place ? recv : send + r * n;
-    int rc = x->run ? comm_run(c, &(comm_op_t){.kind = COLL_REDUCE_SCATTER,
-                                                .send = x->out_of_place ? send : NULL,
-                                                .recv = dst, .count = n,
-                                                .redop = x->avg ? REDOP_AVG : REDOP_SUM},
-                               NULL)
-                    : comm_reduce_scatter(c, x->out_of_place ? send : NULL, dst, n,
-                                          x->avg ? REDOP_AVG : REDOP_SUM);
+    comm_op_t op = {.kind = COLL_REDUCE_SCATTER, .send = x->out_of_place ? send : NULL,
+                    .recv = dst, .count = n, .redop = x->avg ? REDOP_AVG : REDOP_SUM};
+    comm_handle_t h = 0;
+    int rc = x->run ? comm_run(c, &op, NULL) : comm_launch(c, &op, &h);
+    if (rc == DDP_OK && !x->run)
+        rc = comm_wait(c, h, NULL);
     if (rc != DDP_OK)
         err_set(msg, rc, "%s", comm_last_error(c));
     for (size_t i = 0; rc == DDP_OK && i < n; i++) {
