@@ -121,8 +121,7 @@ void dp_device_free(dp_ctx_t *c, int d)
         stager_free(&c->stg);
         float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            if (bufs[i])
-                backend_free(be, bufs[i]);
+            backend_free(be, bufs[i]);
         c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
     }
     step_meter_free(&dv->meter);
