@@ -644,10 +644,7 @@ int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err)
     const config_t *cfg = c->cfg;
     if (!cfg->resume_path[0])
         return DDP_OK;
-    int rc = ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos,
-                       err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos, err));
     c->loaded = true;
     s->start_step = c->pos.global_step;
     return DDP_OK;
