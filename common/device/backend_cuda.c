@@ -516,8 +516,6 @@ static int cuda_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g
     return DDP_OK;
 }
 
-static int host_wait(backend_t *be, cudaEvent_t ev);
-
 /* Before key's graph step rewrites its pinned slot of Adam's scalars: the
  * key's last launch must have read it (gdone, recorded in the graph just
  * after the upload).  It has -- the step meter waited for that launch's end
