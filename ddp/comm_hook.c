@@ -144,8 +144,7 @@ void comm_hook_free(comm_hook_t *h)
         free(b->p);
         free(b->q);
     }
-    if (h->h16)
-        backend_free(h->be, h->h16);
+    backend_free(h->be, h->h16);
     free(h->hb);
     free(h);
 }

@@ -318,8 +318,7 @@ int ddp_fingerprint_check(comm_t *comm, backend_t *be, const fingerprint_t *mine
             rc = err_set(err, DDP_ERR_INPUT, "not the same job on every rank: %s differs from "
                          "rank 0", nq); /* a hash differed, the text did not: say so anyway */
     }
-    if (buf)
-        backend_free(be, buf);
+    backend_free(be, buf);
     free(host);
     return rc;
 }

@@ -21,8 +21,7 @@ void global_loss_free(global_loss_t *l)
     if (!l->be)
         return;
     backend_sync(l->be); /* no copy may still use the loss buffers */
-    if (l->host)
-        backend_free_host(l->be, l->host);
+    backend_free_host(l->be, l->host);
     backend_free(l->be, l->buf);
     memset(l, 0, sizeof *l);
 }

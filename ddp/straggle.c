@@ -1,13 +1,7 @@
-/* ddp/straggle.c: --slow-rank R:F's straggler (see straggle.h): (F - 1) x the step's
- * micro-batches of extra work, split into whole passes and a fraction.
- * - whole passes, before the step's first backward: forwards that write the activations the
- *   real one writes, and backwards whose gradients the real backward writes again (passes());
- * - the fraction on the CPU: computing on for frac x the CPU time the rank's own forward, loss
- *   and backward took last step (spin(), on the thread's CPU clock, so preemption stretches it
- *   as it stretches real work; rows would not do: half the rows took 29% of a pass's time);
- * - the fraction on a GPU: a pass over the first round(frac x rows) rows before the real
- *   forward, which overwrites all it wrote (the host cannot time kernels without waiting).
- * The same bits as without --slow-rank either way. */
+/* ddp/straggle.c: --slow-rank R:F's straggler (see straggle.h; the rule and its measurements:
+ * docs/scenarios.md): (F - 1) x the step's micro-batches of extra work, whole passes before the
+ * step's first backward (passes()) and the fraction (spin() on the CPU's thread clock; on a GPU a
+ * pass over round(frac x rows) rows the real forward overwrites).  The same bits either way. */
 #include "ddp/straggle.h"
 
 #include <math.h>

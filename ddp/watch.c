@@ -111,7 +111,7 @@ static int differ(watch_t *w, long g, const float *mine, float *all, char *err)
     if (first < 0)
         return DDP_OK; /* cannot be: equal bits hash alike */
     if (w->rec)
-        replica_rec_add(w->rec, g, far, first, (int)all[4 * first], all[4 * first + 1]);
+        replica_rec_add(w->rec, g, far, true);
     if (w->cfg->watch & WATCH_REPLICAS)
         return DDP_OK;
     char name[32];
@@ -136,7 +136,7 @@ static int check(watch_t *w, long g, char *err)
         if (memcmp(all + 4 * q, all, 4 * sizeof *all) != 0)
             return differ(w, g, mine, all, err);
     if (w->rec)
-        replica_rec_add(w->rec, g, 0.0, -1, -1, 0.0);
+        replica_rec_add(w->rec, g, 0.0, false);
     return DDP_OK;
 }
 

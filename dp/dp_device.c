@@ -91,8 +91,7 @@ int dp_device_init(dp_ctx_t *c, int d, char *err)
     if ((rc = optim_init(&c->opt, be, &cfg->optim, c->spec.nparams, err)) != DDP_OK)
         return err_prefix(err, rc, "%s", dv->name);
     /* --resume: dp_run read the file; its optimizer state goes to device 0. */
-    if ((rc = ckpt_run_upload(&c->ck, &c->opt, err)) != DDP_OK)
-        return rc;
+    TRY(ckpt_run_upload(&c->ck, &c->opt, err));
     rc = backend_h2d(be, dv->rep.params, c->host_params, c->spec.nparams * sizeof(float));
     /* Why sync: the first broadcast's copies wait for device 0's queue from
      * its post on, which these need not precede. */
@@ -121,8 +120,7 @@ void dp_device_free(dp_ctx_t *c, int d)
         stager_free(&c->stg);
         float *bufs[] = {c->bx, c->by, c->gout, c->gdout, c->loss_sum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            if (bufs[i])
-                backend_free(be, bufs[i]);
+            backend_free(be, bufs[i]);
         c->gx = c->gy = c->bx = c->by = c->gout = c->gdout = c->loss_sum = NULL;
     }
     step_meter_free(&dv->meter);

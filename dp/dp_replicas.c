@@ -60,7 +60,7 @@ static int check(dp_ctx_t *c, int d, long g, bool after, char *err)
                     .idle = d >= nrep, .tag = "the replicas' check"};
     TRY(comm_check(dv->comm, comm_run(dv->comm, &op, NULL), dv->name, err));
     if (d == 0)
-        replica_rec_add(&c->res->replicas, g, 0.0, -1, -1, 0.0);
+        replica_rec_add(&c->res->replicas, g, 0.0, false);
     if (d == 0 || d >= nrep)
         return DDP_OK;
     TRY(on_host(c, d, d, false, &mine, err));

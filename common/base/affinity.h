@@ -1,16 +1,7 @@
-/* common/base/affinity.h: which CPUs a device's thread runs on.
- *
- * On the CPU backend a device is a core.  DP's device threads and DDP's
- * ranks hand work to each other many times a step (DP meets at six
- * barriers); two of them on one core can only pass it on through the
- * scheduler, a system call each time.  Left to itself the scheduler does put
- * them on one core on a busy machine (a futex wake-up places the woken
- * thread beside its waker): measured on this project's 2-core machine at
- * load 6-7, 12 futex calls per DP step and 4.8 per DDP step, against 2.6 and
- * 0.05 with each device's thread on a core of its own.  So each device's
- * thread is pinned to one of the CPUs the process may use, when there is one
- * for each device; the time another process then holds that core is the
- * device's "descheduled" time, where the report shows it (timing.h). */
+/* common/base/affinity.h: which CPUs a device's thread runs on.  On the CPU backend a device is
+ * a core: each device's thread is pinned to one of the CPUs the process may use, when there is
+ * one for each device (why: docs/benchmarks.md, "The instrument's own weight"); the time
+ * another process then holds that core is the device's "descheduled" time (timing.h). */
 #ifndef DDPBENCH_AFFINITY_H
 #define DDPBENCH_AFFINITY_H
 

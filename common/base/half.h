@@ -1,13 +1,8 @@
-/* common/base/half.h: the 16-bit formats DDP's compression hooks send (IEEE
- * binary16 "fp16" and bfloat16 "bf16"), converted to and from float32 with
- * round-to-nearest-even as CUDA's __float2half_rn / __float2bfloat16_rn do,
- * and their sum as NCCL computes it (__hadd: the exact sum rounded once).
- * Why float32 arithmetic then one rounding is that: the sum rounded to
- * float32 (24-bit significand) then to binary16 (11 bits) is the correctly
- * rounded sum, as 24 >= 2*11 + 2 (double rounding is innocuous when the wider
- * format has at least 2p+2 bits); for bfloat16 (8 bits) 24 >= 18 holds too.
- * Plain C, so the CPU backend, the collectives and the CUDA kernels (HALF_FN
- * adds __host__ __device__ under nvcc) share one definition. */
+/* common/base/half.h: the 16-bit formats DDP's compression hooks send (IEEE binary16 "fp16",
+ * bfloat16 "bf16"), converted to and from float32 with round-to-nearest-even as CUDA's
+ * __float2half_rn / __float2bfloat16_rn do, and their sum as NCCL's __hadd (float32 then one
+ * rounding: why that is exact, docs/modes.md).  Plain C, so the CPU backend, the collectives and
+ * the CUDA kernels (HALF_FN adds __host__ __device__ under nvcc) share one definition. */
 #ifndef DDPBENCH_HALF_H
 #define DDPBENCH_HALF_H
 

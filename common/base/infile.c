@@ -59,9 +59,7 @@ int infile_fopen(const char *path, FILE **f, uint64_t *size, char *err)
 {
     *f = NULL;
     int fd;
-    int rc = infile_open(path, &fd, size, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(infile_open(path, &fd, size, err));
     *f = fdopen(fd, "rb");
     if (!*f) {
         int e = errno;

@@ -286,8 +286,7 @@ static int reduce_scratch(local_t *L, size_t n)
         return DDP_OK;
     backend_t *be = L->c.be;
     for (int i = 0; i < 2; i++) {
-        if (L->scratch[i])
-            backend_free(be, L->scratch[i]);
+        backend_free(be, L->scratch[i]);
         L->scratch[i] = backend_alloc_for(be, n * sizeof(float), MEM_COMM);
         if (!L->scratch[i] || (!L->copied[i] && !(L->copied[i] = backend_event_new(be, false))))
             return fail_be(L, be, "the reduce's buffers");
@@ -550,8 +549,7 @@ static void local_destroy(comm_t *c)
     if (L->scratch[0] || L->ev[0])
         backend_sync(be);
     for (int i = 0; i < 2; i++) {
-        if (L->scratch[i])
-            backend_free(be, L->scratch[i]);
+        backend_free(be, L->scratch[i]);
         backend_event_free(be, L->copied[i]);
     }
     backend_event_free(be, L->free_ev);

@@ -1,18 +1,10 @@
 /* common/comm/comm_mpi.c: the collectives of comm.h over MPI, for CPU ranks mpirun started
- * (docs/hosts.md).  Built with HAVE_MPI; the launcher (ddp/launch_mpi.c) initialises MPI.
- *
- * Each rank's collectives run in launch order on its own duplicate of MPI_COMM_WORLD, on a
- * communication thread (comm_queue.c) that posts the nonblocking collective and polls
- * MPI_Test: Open MPI moves a collective forward only inside MPI calls, so that polling is
- * what makes the all-reduce overlap backward.  A rank that times out probes its peers with
- * synchronous sends (MPI_Issend) on a second duplicate to name the one missing; MPI cannot
- * cancel a collective, so the failure is sticky and the launcher ends the job (MPI_Abort).
- *
- * Sums: MPI_SUM, AVG divided after as shm does.  Open MPI's algorithm depends only on size
- * and ranks, so every rank and run gets the same bits (the standard only recommends it: DDP
- * checks the final parameters' checksum); its order is not shm's, so the two agree to 1e-5.
- * 16-bit sums travel as MPI_UINT16_T under user ops that round each addition (base/half.h),
- * marked commutative (IEEE addition is) so Open MPI picks the same algorithms as MPI_SUM. */
+ * (docs/hosts.md).  Built with HAVE_MPI; the launcher (ddp/launch_mpi.c) initialises MPI.  Each
+ * rank's collectives run in launch order on its own duplicate of MPI_COMM_WORLD, on a thread
+ * (comm_queue.c) that polls MPI_Test: Open MPI moves a collective only inside MPI calls, so that
+ * polling is what overlaps backward.  MPI cannot cancel a collective: a timeout is sticky and the
+ * launcher ends the job (MPI_Abort).  Open MPI's algorithm depends on size and ranks alone: the
+ * same bits on every rank and run, not shm's (docs/modes.md; 16-bit sums: base/half.h). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,6 +381,7 @@ int comm_mpi_create(comm_t **out, const comm_args_t *a, char *err)
         return rc;
     }
     m->comms_made = true;
+    /* commutative (IEEE addition is), so Open MPI picks MPI_SUM's algorithms */
     if (MPI_Op_create(sum_f16, 1, &m->sum16[DTYPE_F16]) != MPI_SUCCESS ||
         MPI_Op_create(sum_bf16, 1, &m->sum16[DTYPE_BF16]) != MPI_SUCCESS) {
         mpic_destroy(&m->c);

@@ -324,9 +324,7 @@ static ncclResult_t nccl_issue(comm_t *c, const comm_op_t *op)
 static int nccl_check(comm_t *c)
 {
     nccl_impl_t *n = impl_of(c);
-    int rc = usable(c);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(usable(c));
     graph_sync(c);
     while (n->done < c->issued && observable(n, n->done + 1)) {
         int slot = (int)((n->done + 1) % NCCL_SLOTS);
@@ -375,9 +373,7 @@ static int nccl_poll(comm_t *c, comm_handle_t h)
     if (!observable(impl_of(c), h))
         return comm_fail(c, "a host wait for a collective of the CUDA graph step being queued");
     while (impl_of(c)->done < h) {
-        int rc = nccl_check(c);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(nccl_check(c));
         if (impl_of(c)->done < h)
             poll_pause(&spins);
     }
@@ -389,11 +385,8 @@ static int eager_slot(comm_t *c, comm_handle_t id)
 {
     nccl_impl_t *n = impl_of(c);
     int slot = (int)(id % NCCL_SLOTS);
-    if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS) {
-        int rc = nccl_poll(c, id - NCCL_SLOTS);
-        if (rc != DDP_OK)
-            return rc;
-    }
+    if (id > NCCL_SLOTS && n->done < id - NCCL_SLOTS)
+        TRY(nccl_poll(c, id - NCCL_SLOTS));
     n->sev[slot] = n->start[slot];
     n->eev[slot] = n->end[slot];
     n->gslot[slot] = -1;
@@ -453,9 +446,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
         if (replay) /* the graph holds the op: nothing to queue */
             return DDP_OK;
     } else {
-        int rc = eager_slot(c, id);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(eager_slot(c, id));
     }
     /* Inside a capture: external records, so the spans are timed at every replay. */
     unsigned rec = gm == GRAPH_CAPTURE ? cudaEventRecordExternal : cudaEventRecordDefault;
@@ -465,9 +456,7 @@ static int nccl_launch(comm_t *c, const comm_op_t *op, comm_handle_t *h)
     if (op->count > 0 || op->kind == COLL_BARRIER) { /* count 0: a no-op, no rendezvous */
         ncclResult_t r = nccl_issue(c, op);
         if (r == ncclInProgress) {
-            int rc = nccl_settle(c, coll_name(op->kind), c->timeout_s);
-            if (rc != DDP_OK)
-                return rc;
+            TRY(nccl_settle(c, coll_name(op->kind), c->timeout_s));
         } else if (r != ncclSuccess) {
             if (must_stop(c, why)) /* aborted under us: say so, not "invalid usage" */
                 return comm_fail(c, "%s", why);
@@ -527,9 +516,7 @@ static int nccl_wait(comm_t *c, comm_handle_t h, comm_span_t *span)
         return comm_fail(c, "wait for op %llu, only %llu launched", (unsigned long long)h,
                          (unsigned long long)c->issued);
     /* Errors and timeouts so far surface here too, not only in host waits. */
-    int rc = nccl_check(c);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(nccl_check(c));
     graph_mode_t gm = n->gmode; /* nccl_check read it */
     if (gm != GRAPH_EAGER && h > n->waited) {
         /* Inside a graph step: a wait for one of its own ops joins the comm stream back
@@ -608,13 +595,11 @@ static int nccl_probe_capture(comm_t *c, float *buf, size_t count, void **graph,
 {
     nccl_impl_t *n = impl_of(c);
     *graph = NULL;
-    int rc = usable(c);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(usable(c));
     CCK(c, cudaSetDevice(n->dev));
     /* From the capture's start until nccl_probe_drop no abort may reach NCCL. */
     atomic_fetch_add(&n->probe_graphs, 1);
-    rc = capture_all_reduce(c, buf, count, graph, why);
+    int rc = capture_all_reduce(c, buf, count, graph, why);
     if (!*graph)
         atomic_fetch_sub(&n->probe_graphs, 1);
     return rc;
@@ -624,18 +609,13 @@ static int nccl_probe_capture(comm_t *c, float *buf, size_t count, void **graph,
 static int nccl_probe_launch(comm_t *c, void *graph, comm_handle_t *h)
 {
     nccl_impl_t *n = impl_of(c);
-    int rc = usable(c);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(usable(c));
     if (graph_sync(c) != GRAPH_EAGER)
         return comm_fail(c, "the CUDA graph probe launched inside a CUDA graph step");
     comm_handle_t id = c->issued + 1;
     int slot = (int)(id % NCCL_SLOTS);
-    rc = eager_slot(c, id);
-    if (rc == DDP_OK)
-        rc = after_backend(c, slot, cudaEventRecordDefault);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(eager_slot(c, id));
+    TRY(after_backend(c, slot, cudaEventRecordDefault));
     CCK(c, cudaGraphLaunch((cudaGraphExec_t)graph, n->stream));
     CCK(c, cudaEventRecord(n->eev[slot], n->stream));
     n->tag[slot] = "the CUDA graph probe";

@@ -474,8 +474,7 @@ static int area_reset(shm_t *m, int a, size_t need)
     size_t cap = need + need / 8 + 1024;
     if (cap < 2 * ar->cap)
         cap = 2 * ar->cap;
-    if (ar->buf)
-        backend_free_host(be, ar->buf); /* frees once the device is done with it */
+    backend_free_host(be, ar->buf); /* frees once the device is done with it */
     ar->buf = backend_alloc_host(be, cap * sizeof(float));
     ar->cap = ar->buf ? cap : 0;
     if (!ar->buf)
@@ -601,8 +600,7 @@ static void shm_destroy(comm_t *c)
     if (m->area[0].buf || m->area[1].buf || m->staged[0])
         backend_sync(c->be); /* no copy may still use the staging */
     for (int a = 0; a < 2; a++) {
-        if (m->area[a].buf)
-            backend_free_host(c->be, m->area[a].buf);
+        backend_free_host(c->be, m->area[a].buf);
         backend_event_free(c->be, m->area[a].drained);
     }
     for (int i = 0; i < COMM_QUEUE_LEN; i++)

@@ -274,9 +274,7 @@ int config_line_parse(config_line_t *l, int argc, char **argv, FILE *out, char *
     static getopt_rows_t gr; /* 6 KB: not on the stack (docs/faults.md) */
     getopt_rows(l, &gr);
     const char *preset = CONFIG_DEFAULT_PRESET;
-    int rc = pass1(l, &gr, argc, argv, out, &preset);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(pass1(l, &gr, argc, argv, out, &preset));
     for (int t = 0; t < l->n; t++) {
         if (l->table[t]->defaults) {
             TRY(l->table[t]->defaults(l->part[t], preset, err));

@@ -41,10 +41,8 @@ int config_apply_preset(config_t *c, const char *name, char *err)
         if (strcmp(p->name, name) != 0)
             continue;
         snprintf(c->model_name, sizeof c->model_name, "%s", p->name);
-        int rc = config_parse_int_list(p->layers, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims,
-                                       "layers", true, err);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(config_parse_int_list(p->layers, c->dims, MODEL_MAX_LAYERS + 1, &c->ndims, "layers",
+                                  true, err));
         c->act = p->act;
         c->loss = p->loss;
         c->optim.kind = p->optim;

@@ -70,9 +70,7 @@ int data_synthetic(dataset_t *d, synth_kind_t kind, size_t n, int in_dim, int ou
                        "--dataset classes: the last layer must have >= 2 outputs (classes), got %d",
                        out_dim);
     bool labels = kind == SYNTH_CLASSES;
-    int rc = alloc_rows(d, n, in_dim, labels ? 1 : out_dim, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(alloc_rows(d, n, in_dim, labels ? 1 : out_dim, err));
     d->labels = labels;
     snprintf(d->source, sizeof d->source, "synthetic %s", synth_name(kind));
 

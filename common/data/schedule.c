@@ -119,12 +119,9 @@ int schedule_init(schedule_t *s, const config_t *c, const dataset_t *d, int rank
         return err_set(err, DDP_ERR_INPUT,
                        "the sample stream is dealt to %d ranks, this run has %d", s->R, ranks);
     /* --rank-samples has no sampler padding: its sizes are those of one replica */
-    int rc = sampler_init(&s->sampler, d->n, s->own_shards ? 1 : s->R, 0, c->shuffle,
-                          c->drop_last, c->seed, err);
-    if (rc != DDP_OK)
-        return rc;
-    if ((rc = s->own_shards ? shards_init(s, err) : stream_init(s, err)) != DDP_OK)
-        return rc;
+    TRY(sampler_init(&s->sampler, d->n, s->own_shards ? 1 : s->R, 0, c->shuffle, c->drop_last,
+                     c->seed, err));
+    TRY(s->own_shards ? shards_init(s, err) : stream_init(s, err));
     long spe = s->steps_per_epoch;
     if (c->steps > 0) {
         s->total_steps = c->steps;

@@ -100,9 +100,17 @@ void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind)
     }
     return be->ops->alloc(be, bytes, kind);
 }
-void backend_free(backend_t *be, void *p) { be->ops->free(be, p); }
+void backend_free(backend_t *be, void *p)
+{
+    if (p)
+        be->ops->free(be, p);
+}
 void *backend_alloc_host(backend_t *be, size_t bytes) { return be->ops->alloc_host(be, bytes); }
-void backend_free_host(backend_t *be, void *p) { be->ops->free_host(be, p); }
+void backend_free_host(backend_t *be, void *p)
+{
+    if (p)
+        be->ops->free_host(be, p);
+}
 
 /* One more of kind k queued (see backend_launches); inside a graph the
  * work is counted as the graph's one launch instead. */

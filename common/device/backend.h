@@ -70,7 +70,7 @@ int backend_check(const backend_t *be, int rc, const char *place, char *err);
 void *backend_alloc(backend_t *be, size_t bytes); /* zeroed; NULL on failure; MEM_WORKSPACE */
 /* The same, counted under what it is for (the memory split). */
 void *backend_alloc_for(backend_t *be, size_t bytes, mem_kind_t kind);
-void backend_free(backend_t *be, void *p);
+void backend_free(backend_t *be, void *p); /* p may be NULL, as may p below */
 void *backend_alloc_host(backend_t *be, size_t bytes); /* pinned staging memory */
 void backend_free_host(backend_t *be, void *p);
 int backend_h2d(backend_t *be, void *dst, const void *src, size_t bytes); /* src valid until sync */

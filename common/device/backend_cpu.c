@@ -106,8 +106,6 @@ static void *cpu_alloc(backend_t *be, size_t bytes, mem_kind_t kind)
 
 static void cpu_free(backend_t *be, void *p)
 {
-    if (!p)
-        return;
     char *base = (char *)p - CPU_ALIGN;
     backend_account(be, -(long long)((size_t *)base)[0], (mem_kind_t)((size_t *)base)[1]);
     free(base);

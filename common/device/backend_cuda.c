@@ -160,8 +160,6 @@ static void *cuda_alloc(backend_t *be, size_t bytes, mem_kind_t kind)
 
 static void cuda_free(backend_t *be, void *p)
 {
-    if (!p)
-        return;
     cuda_impl_t *c = impl_of(be);
     if (cudaSetDevice(c->dev) != cudaSuccess)
         return;
@@ -195,8 +193,6 @@ static void *cuda_alloc_host(backend_t *be, size_t bytes)
 
 static void cuda_free_host(backend_t *be, void *p)
 {
-    if (!p)
-        return;
     /* Pinned memory may still be the source of a queued copy: the caller syncs
      * first (backend.h); cudaFreeHost itself also waits for the device.  The
      * device is set so a thread new to CUDA does not create a context on GPU 0. */
@@ -519,8 +515,6 @@ static int cuda_sgd(backend_t *be, const sgd_args_t *a, float *p, const float *g
     CK(kern_sgd(impl_of(be)->stream, k, p, g, buf, n));
     return DDP_OK;
 }
-
-static int host_wait(backend_t *be, cudaEvent_t ev);
 
 /* Before key's graph step rewrites its pinned slot of Adam's scalars: the
  * key's last launch must have read it (gdone, recorded in the graph just

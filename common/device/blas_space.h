@@ -1,23 +1,7 @@
-/* common/device/blas_space.h: room in the address space for OpenBLAS's
- * buffers, for the CPU backend (backend_cpu.c) alone.
- *
- * OpenBLAS (0.3.21, Debian 12) keeps a GEMM buffer for each thread that
- * computes at once (slots it maps on first use and keeps for reuse) and one
- * for each of its pool threads, mapped when the thread starts.  A buffer is
- * BUFFER_SIZE bytes (32 << 22 = 128 MiB in Debian's build: its malloc asks
- * for 134221824 bytes).  When the address space has no room for it (ulimit
- * -v), blas_memory_alloc retries forever at 100% CPU and prints nothing
- * (driver/others/memory.c: do { ... } while (map_address == -1); OpenBLAS
- * issue #5289, fixed in 0.3.30 by giving up).
- *
- * So, under a finite RLIMIT_AS only, a CPU device reserves the room its
- * buffers will need when it is created: a slot when more devices are alive
- * than slots were mapped so far, and a buffer for each pool thread its
- * thread count adds.  The pool's room is handed over as the pool grows (and
- * a GEMM that runs on every pool thread waits until they have mapped their
- * buffers); the slot's just before the device's first GEMM.  A run that
- * lacks the room fails at the device's creation, naming the limit and what
- * it leaves. */
+/* common/device/blas_space.h: room in the address space for OpenBLAS's buffers, for the CPU
+ * backend (backend_cpu.c) alone: under a finite RLIMIT_AS a CPU device reserves, when created, the
+ * room its GEMM slot and pool threads will need and hands it over as they map their buffers, so a
+ * run that lacks it fails at the device's creation (why: docs/faults.md#resource-limits). */
 #ifndef DDPBENCH_BLAS_SPACE_H
 #define DDPBENCH_BLAS_SPACE_H
 
@@ -44,17 +28,9 @@ void blas_space_first_gemm(blas_space_t *s);
 /* The device is gone. */
 void blas_space_free(blas_space_t *s);
 
-/* OpenBLAS's pool and its thread count.  Its library constructor starts a
- * pool thread per core but one, before main; an idle pool thread calls
- * sched_yield in a loop for THREAD_TIMEOUT (2^28 cycles, about 0.1 s) before
- * it sleeps, and a forked child that runs a GEMM while the count is above 1
- * starts the pool again (exec_blas's re-init after fork).  Measured over a
- * 20,000-step seed-size DDP run: 20,000 sched_yield calls, one a step, and a
- * core taken from the ranks while they start.  _pool_stop sets the count to
- * 1 and stops the pool (what OpenBLAS's own fork handler does,
- * blas_thread_shutdown_, a no-op where the library has no such pool: an
- * OpenMP build), before any device exists; _threads sets the count
- * (openblas_set_num_threads, which starts the pool again) when it changes. */
+/* OpenBLAS's pool (why it is stopped: docs/benchmarks.md).  _pool_stop sets the count to 1 and
+ * stops the pool (blas_thread_shutdown_, as OpenBLAS's fork handler does) before any device
+ * exists; _threads sets the count (openblas_set_num_threads, which starts the pool again). */
 void blas_space_pool_stop(void);
 void blas_space_threads(int threads);
 

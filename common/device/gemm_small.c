@@ -1,14 +1,8 @@
-/* common/device/gemm_small.c: the tiny GEMM (see gemm_small.h): one kernel
- * per vector width, the same loop nest and the same arithmetic in each.
- *
- * The loop nest: C in tiles of W columns (W: the vector width in floats);
- * in a tile, blocks of R rows, each row's W sums in one register; for p
- * ascending, the tile's row p of op(B) is loaded once (masked past n) and
- * each of the R rows adds op(A)[i][p] times it.  R = 8 keeps 8 independent
- * chains of additions in flight, enough to hide an addition's latency; the
- * rows left over take blocks of 4, 2, 1.  op(B) = B^T (tb, the forward's
- * x W^T) is read down B's columns, so each tile of it is first copied, k
- * rows of W floats, into the scratch. */
+/* common/device/gemm_small.c: the tiny GEMM (see gemm_small.h): one kernel per vector width, the
+ * same loop nest and arithmetic in each.  C in tiles of W columns (W floats a vector); in a tile,
+ * blocks of R = 8 rows (8 independent chains of additions hide an addition's latency; the rows
+ * left take blocks of 4, 2, 1), each row's W sums in one register, and for p ascending the tile's
+ * row p of op(B) loaded once (masked past n).  B^T (tb) is copied a tile (k x W) to scratch. */
 #include "common/device/gemm_small.h"
 
 #include <stdatomic.h>

@@ -1,28 +1,8 @@
-/* common/device/gemm_small.h: the CPU backend's GEMM for tiny shapes
- * (backend_cpu.c alone), where OpenBLAS's fixed cost is the whole cost.
- *
- * A tiny GEMM (the seed-size model's are 20 x 10 x 10: 2,000 multiply-adds)
- * takes OpenBLAS (0.3.21) 120-180 ns on this project's 2-core VM, nearly all
- * of it around the arithmetic: the interface, its buffer pool (a lock and a
- * table shared by every thread of the process), packing both operands,
- * scaling C by beta, edge tiles.  Its own small-matrix path does not take
- * these shapes (only n of 8, 16 or 32, and only on the cores it calls
- * SkylakeX).  And the pool is shared: DP's devices meet in it at every GEMM,
- * so each GEMM moved the pool's lines from one core to the other (measured:
- * the seed-size DP step 7.7 us with a lock taken around them, 10.3 us
- * without).  This kernel keeps nothing shared: C's rows in registers, B read
- * in place (B^T, the forward's W^T, packed a tile at a time into the
- * caller's scratch), about 55 ns for 20 x 10 x 10 (90 ns with B^T).
- *
- * Its arithmetic, the same on every path (AVX-512F, AVX2 with FMA; the unit
- * test holds them to a plain loop bit for bit): each element of C is
- *     acc = 0; for p = 0 .. k-1 ascending: acc = fmaf(op(A)[i][p], op(B)[p][j], acc)
- * in fp32 (a fused multiply-add: one rounding a term), then alpha * acc
- * (when alpha != 1), plus C's old value times beta (when beta != 0; C is not
- * read when beta == 0, as in BLAS).  An element's value depends on its row
- * of op(A) and column of op(B) alone, not on m or where the row lies: DP's
- * chunk of rows gets the bits single mode gets for those rows.  (OpenBLAS's
- * Haswell kernel gives the same bits up to k = 7, other bits past that.) */
+/* common/device/gemm_small.h: the CPU backend's GEMM for tiny shapes (backend_cpu.c alone), where
+ * OpenBLAS's fixed cost is the whole cost (measurements: docs/benchmarks.md).  On every path each
+ * element of C is acc = fmaf(op(A)[i][p], op(B)[p][j], acc) for p ascending from acc = 0, in fp32,
+ * then alpha * acc (alpha != 1) plus beta * C (beta != 0; C unread when beta == 0): a row's bits do
+ * not depend on m, so DP's chunk of rows gets single mode's bits. */
 #ifndef DDPBENCH_GEMM_SMALL_H
 #define DDPBENCH_GEMM_SMALL_H
 

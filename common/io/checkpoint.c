@@ -96,9 +96,7 @@ static int read_list(st_file_t *sf, const tensor_list_t *L, float *params, float
     for (size_t i = 0; i < L->n; i++) {
         float *dst = (L->arena[i] ? state[L->arena[i] - 1] : params) + L->off[i];
         const st_tensor_t *t = st_find(&sf->h, L->name[i]);
-        int rc = st_read_f32_hashed(sf, t, dst, hashes ? &hashes[i] : NULL, err);
-        if (rc != DDP_OK)
-            return rc;
+        TRY(st_read_f32_hashed(sf, t, dst, hashes ? &hashes[i] : NULL, err));
         for (uint64_t k = 0; k < t->count; k++)
             if (!isfinite(dst[k]))
                 return nonfinite_error(t, k, dst[k], err);
@@ -511,9 +509,7 @@ static int check_checkpoint(const st_header_t *h, const schedule_t *s, const mod
                        "left to run (raise --steps or --epochs)",
                        g, s->total_steps);
     list_build(L, spec, s->cfg->optim.kind, nstate);
-    int rc = st_expect(h, L->e, L->n, NULL, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(st_expect(h, L->e, L->n, NULL, err));
     pos->global_step = g;
     pos->optim_step = os;
     return DDP_OK;
@@ -648,10 +644,7 @@ int ckpt_run_load(ckpt_run_t *c, schedule_t *s, float *host_params, char *err)
     const config_t *cfg = c->cfg;
     if (!cfg->resume_path[0])
         return DDP_OK;
-    int rc = ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos,
-                       err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(ckpt_load(cfg->resume_path, s, c->spec, host_params, c->state, c->nstate, &c->pos, err));
     c->loaded = true;
     s->start_step = c->pos.global_step;
     return DDP_OK;

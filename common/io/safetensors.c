@@ -423,9 +423,7 @@ int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, st_header_t *h,
 {
     memset(h, 0, sizeof *h);
     uint64_t n = 0;
-    int rc = st_parse_len(buf, len, file_size, &n, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(st_parse_len(buf, len, file_size, &n, err));
     if (len < ST_PREFIX + n)
         return err_set(err, DDP_ERR_INPUT, "the header is not all in the buffer");
     return st_parse_header((const char *)buf + ST_PREFIX, (size_t)n, file_size, h, err);
@@ -588,9 +586,7 @@ static int seek_tensor(st_file_t *sf, const st_tensor_t *t, char *err)
 int st_read_f32_hashed(st_file_t *sf, const st_tensor_t *t, float *dst, uint64_t *hash,
                        char *err)
 {
-    int rc = seek_tensor(sf, t, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(seek_tensor(sf, t, err));
     size_t n = (size_t)t->count;
     if (fread(dst, 4, n, sf->f) != n)
         return err_set(err, DDP_ERR_INPUT,
@@ -613,9 +609,7 @@ int st_read_f32(st_file_t *sf, const st_tensor_t *t, float *dst, char *err)
 int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *first_nonfinite,
                 char *err)
 {
-    int rc = seek_tensor(sf, t, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(seek_tensor(sf, t, err));
     hash64_t h;
     tensor_hash_begin(&h, t->name, t->dtype, t->ndim, t->shape);
     *first_nonfinite = t->count;
@@ -628,6 +622,7 @@ int st_scan_f32(st_file_t *sf, const st_tensor_t *t, uint64_t *hash, uint64_t *f
         free(buf);
         return err_set(err, DDP_ERR_RUNTIME, "out of memory");
     }
+    int rc = DDP_OK;
     for (uint64_t done = 0; done < t->count && rc == DDP_OK;) {
         size_t k = t->count - done < CHUNK ? (size_t)(t->count - done) : CHUNK;
         if (fread(buf, 4, k, sf->f) != k) {
@@ -778,9 +773,7 @@ int st_write_into(afile_t *a, const st_out_t *t, size_t nt, const st_kv_t *meta,
 {
     uint8_t *head = NULL;
     size_t head_len = 0;
-    int rc = build_header(t, nt, meta, nmeta, &head, &head_len, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(build_header(t, nt, meta, nmeta, &head, &head_len, err));
     afile_write(a, head, head_len);
     free(head);
     for (size_t i = 0; i < nt; i++) {
@@ -796,10 +789,9 @@ int st_write(const char *path, const st_out_t *t, size_t nt, const st_kv_t *meta
              bool kill_before_rename, char *err)
 {
     afile_t a;
-    int rc = afile_open(&a, path, err);
-    if (rc != DDP_OK)
-        return rc;
-    if ((rc = st_write_into(&a, t, nt, meta, nmeta, err)) != DDP_OK) {
+    TRY(afile_open(&a, path, err));
+    int rc = st_write_into(&a, t, nt, meta, nmeta, err);
+    if (rc != DDP_OK) {
         afile_abort(&a);
         return rc;
     }

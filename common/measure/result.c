@@ -24,20 +24,17 @@ void result_free(run_result_t *r)
     result_init(r);
 }
 
-void replica_rec_add(replica_rec_t *r, long g, double dist, int rank, int param, double delta)
+void replica_rec_add(replica_rec_t *r, long g, double dist, bool differed)
 {
     r->checks++;
     if (r->npoints < REPLICA_POINTS_MAX) {
         r->step[r->npoints] = g;
         r->dist[r->npoints++] = dist;
     }
-    if (rank < 0 || r->differed)
+    if (!differed || r->differed)
         return;
     r->differed = true;
     r->first_step = g;
-    r->first_rank = rank;
-    r->first_param = param;
-    r->first_delta = delta;
 }
 
 // ---------------------------------------------------------------------------

@@ -62,8 +62,7 @@ typedef struct {
 } device_stats_t;
 
 /* --check-replicas (plain data: DDP's rank 0 writes it in shared memory): the largest
- * |difference| from rank 0's parameters at each checked step, and the first one's
- * step, lowest rank, parameter (2l: layer l's weight, 2l+1 its bias) and |difference|. */
+ * |difference| from rank 0's parameters at each checked step, and the first one's step. */
 #define REPLICA_POINTS_MAX 256
 typedef struct {
     long checks;
@@ -73,11 +72,9 @@ typedef struct {
     double dist[REPLICA_POINTS_MAX];
     bool differed;   /* the replicas differed at some check: */
     long first_step;
-    int first_rank, first_param;
-    double first_delta;
 } replica_rec_t;
-/* Add check g's distance, and the difference it found (rank < 0: none). */
-void replica_rec_add(replica_rec_t *r, long g, double dist, int rank, int param, double delta);
+/* Add check g's distance, and whether the replicas differed at it. */
+void replica_rec_add(replica_rec_t *r, long g, double dist, bool differed);
 
 #define STORY_MAX_BUCKETS 32
 

@@ -12,12 +12,9 @@
 #include "common/base/interrupt.h"
 #include "common/base/status.h"
 
-/* The work sample.  A lap reads CLOCK_MONOTONIC (vDSO, no system call); the thread's
- * CPU clock is a system call (about 1.2 us here, where the seed-size step takes about
- * 1 us: read at every lap it made the instrument 8x the step).  It is read only in
- * timed steps that begin WORK_PERIOD_S after the last sample (every step of a model
- * whose step takes 2 ms or more, one in about 500 of the seed-size run), and in the
- * first WORK_MIN_SAMPLES, so a short run still has a figure. */
+/* The work sample: the thread's CPU clock is a system call (1.2 us here; at every lap it made
+ * the instrument 8x the seed-size step), so it is read only in timed steps that begin
+ * WORK_PERIOD_S after the last sample, and in the first WORK_MIN_SAMPLES (a short run's figure). */
 #define WORK_PERIOD_S 2e-3
 #define WORK_MIN_SAMPLES 16
 

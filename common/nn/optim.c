@@ -52,9 +52,7 @@ double optim_flops(const optim_t *o)
 int optim_init(optim_t *o, backend_t *be, const optim_cfg_t *cfg, size_t n, char *err)
 {
     memset(o, 0, sizeof *o);
-    int rc = optim_cfg_check(cfg, err);
-    if (rc != DDP_OK)
-        return rc;
+    TRY(optim_cfg_check(cfg, err));
     o->cfg = *cfg;
     o->be = be;
     o->n = n;

@@ -1,8 +1,8 @@
 /* common/train/bookends.c: what every strategy does just before its loop
  * (the starting parameters, the steps it runs, what it trains on) and just
  * after it (the final parameters, each device's skew, the story's copies,
- * the figures), and each step's start on the meter, from the schedule: see
- * trainer.h. */
+ * the figures), each step's start on the meter, from the schedule (see
+ * trainer.h), and the table of each mode's words (strategy.h). */
 #include "common/io/checkpoint.h"
 #include "common/measure/step_meter.h"
 #include "common/train/strategy.h"
@@ -60,4 +60,26 @@ strategy_mem_t strategy_mem_whole(const model_spec_t *s, const config_t *c, bool
     double P = (double)s->nparams * sizeof(float);
     int states = c->optim.kind == OPTIM_SGD ? (c->optim.momentum != 0.0f) : 2;
     return (strategy_mem_t){P, P, steps ? states * P : 0.0};
+}
+
+static const strategy_words_t words[] = {
+    [MODE_SINGLE] = {.title = "single", .member = "device", .css = "single",
+                     .graphs = "on: each full step after the first is one graph launch",
+                     .pytorch = "one device", .reference = true},
+    [MODE_DP] = {.title = "DP", .member = "device", .lane = "copies", .css = "dpline", .dx = -5,
+                 .phase = {[PH_LOSS] = "gather+loss", [PH_COMM_EXPOSED] = "reduce"},
+                 .graphs = "on: each full step after the first is one graph launch, of every "
+                           "device",
+                 .pytorch = "nn.DataParallel", .lead = true},
+    [MODE_DDP] = {.title = "DDP", .member = "rank", .lane = "comm", .css = "ddpline", .dx = 5,
+                  .graphs = "on: each full step after the first is one graph launch per rank",
+                  .pytorch = "DDP", .ranks = true},
+    /* not strategies: compare runs the three, comm none */
+    [MODE_COMPARE] = {.title = "compare", .member = "device", .css = "single"},
+    [MODE_COMM] = {.title = "comm", .member = "rank", .css = "single"},
+};
+
+const strategy_words_t *strategy_words(mode_t_ m)
+{
+    return &words[m <= MODE_COMM ? m : MODE_SINGLE];
 }

@@ -53,8 +53,7 @@ void stager_free(stager_t *s)
     if (s->nhost > 0)
         backend_sync(be); /* no copy may still read or write what is freed */
     for (int i = 0; i < STAGE_MAX_HOST; i++) {
-        if (s->host[i].buf)
-            backend_free_host(be, s->host[i].buf);
+        backend_free_host(be, s->host[i].buf);
         backend_event_free(be, s->host[i].copied);
     }
     backend_free(be, s->x[1]);

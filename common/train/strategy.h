@@ -47,7 +47,7 @@ static inline const strategy_t *strategy_of(mode_t_ mode)
 }
 
 /* How the outputs speak of a strategy's runs and what of a run they show:
- * each mode's words and shape, written once here (strategy.c), so that no
+ * each mode's words and shape, written once here (bookends.c), so that no
  * report, page or gate branches on the mode. */
 typedef struct {
     const char *title;  /* in sentences: "single", "DP", "DDP" */
