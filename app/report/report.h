@@ -178,8 +178,6 @@ void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
 const char *report_fmt_time(char *buf, size_t n, double seconds);
 /* "12.3 MiB" */
 const char *report_fmt_bytes(char *buf, size_t n, double bytes);
-/* p-th percentile (0..100) of a copy of v[n], linear interpolation. */
-double report_percentile(const double *v, long n, double p);
 /* "64-512-512-10" */
 void report_layers(char *buf, size_t n, const model_spec_t *s);
 
