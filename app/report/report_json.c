@@ -385,13 +385,11 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNumberToObject(o, "total_s", r->total_s);
     cJSON_AddNumberToObject(o, "throughput_samples_per_s", r->samples_per_s);
     cJSON *t = cJSON_AddObjectToObject(o, "step_time_s");
-    cJSON_AddNumberToObject(t, "mean", s.step_mean);
-    cJSON_AddNumberToObject(t, "p50", s.step_p50);
-    cJSON_AddNumberToObject(t, "p95", s.step_p95);
-    cJSON_AddNumberToObject(t, "p10", s.step_p10);
-    cJSON_AddNumberToObject(t, "p25", s.step_p25);
-    cJSON_AddNumberToObject(t, "min", s.step_min);
-    cJSON_AddNumberToObject(t, "max", s.step_max);
+    static const char *const tk[] = {"mean", "p50", "p95", "p10", "p25", "min", "max"};
+    const double tv[] = {s.step_mean, s.step_p50, s.step_p95, s.step_p10, s.step_p25, s.step_min,
+                         s.step_max};
+    for (int k = 0; k < 7; k++)
+        cJSON_AddNumberToObject(t, tk[k], tv[k]);
 
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < r->ndev; i++)
