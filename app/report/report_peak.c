@@ -23,7 +23,8 @@ static int by_time_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-void report_peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
+/* How far device d is from its peak and why, "" when unknown. */
+static void peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
                           int d)
 {
     const device_stats_t *v = &r->dev[d];
@@ -72,7 +73,7 @@ void report_explain_peak(FILE *f, const report_ctx_t *ctx, const run_result_t *r
 {
     char line[1024];
     for (int d = 0; d < r->ndev && d < 8; d++) {
-        report_peak_sentence(line, sizeof line, r, s, d);
+        peak_sentence(line, sizeof line, r, s, d);
         if (line[0])
             fprintf(f, "  - %s\n", line);
     }
