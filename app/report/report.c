@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base/procfile.h"
 #include "common/base/text.h"
 
 // ---------------------------------------------------------------------------
@@ -197,19 +198,6 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
 /* Step times this uneven (p95 over p50) make the throughput unreliable. */
 #define NOTE_MAX_SPREAD 1.5
 
-/* The first number of /proc/loadavg (NAN when unknown). */
-static double load_average(void)
-{
-    double v = NAN;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = NAN;
-        fclose(f);
-    }
-    return v;
-}
-
 double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d)
 {
     double wait = 0.0, peer = 0.0;
@@ -264,9 +252,10 @@ int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[]
     /* a run the disturbance record explains is said by its own note */
     if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD &&
         !(r->machine.known && r->machine.disturbed)) {
-        double la = load_average();
-        char load[48] = "";
-        if (isfinite(la))
+        char line[128], load[48] = "";
+        double la;
+        if (procfile_value("/proc/loadavg", "", line, sizeof line) &&
+            sscanf(line, "%lf", &la) == 1 && isfinite(la))
             snprintf(load, sizeof load, " (load average now %.2f)", la);
         snprintf(notes[n++], 256,
                  "step times vary: p95 is %.1fx p50, so the throughput is unreliable; was the "

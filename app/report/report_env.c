@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/procfile.h"
 #include "common/device/backend.h"
 #include "app/report/report.h"
 #ifdef HAVE_CUDA
@@ -88,11 +89,8 @@ static const char *start_loadavg(void)
 {
     static char buf[64];
     if (!buf[0]) {
-        FILE *f = fopen("/proc/loadavg", "r");
-        if (!f || !fgets(buf, sizeof buf, f))
+        if (!procfile_value("/proc/loadavg", "", buf, sizeof buf))
             snprintf(buf, sizeof buf, "unknown");
-        if (f)
-            fclose(f);
         /* the three averages; not the running count and the last pid */
         char *p = buf;
         for (int field = 0; *p && field < 3; field++) {
