@@ -105,14 +105,6 @@ static void add_work(cJSON *o, const double q[4])
         cJSON_AddNumberToObject(w, key[k], q[k]);
 }
 
-/* A float option as the user typed it (0.003, not 0.003000000026077032). */
-static double flt(float v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)v);
-    return strtod(buf, NULL);
-}
-
 /* Row i's value under "config" at its key ("optimizer.lr": in "optimizer"). */
 static void add_row(cJSON *o, const char *key, const config_value_t *v)
 {
@@ -136,9 +128,12 @@ static void add_row(cJSON *o, const char *key, const config_value_t *v)
     case CV_UINT:
         cJSON_AddNumberToObject(o, key, (double)v->u);
         return;
-    case CV_FLOAT:
-        cJSON_AddNumberToObject(o, key, flt(v->f));
+    case CV_FLOAT: { /* as the user typed it (0.003, not 0.003000000026077032) */
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.7g", (double)v->f);
+        cJSON_AddNumberToObject(o, key, strtod(buf, NULL));
         return;
+    }
     case CV_DOUBLE:
         cJSON_AddNumberToObject(o, key, v->d);
         return;
