@@ -60,10 +60,6 @@ typedef struct {
     gpu_lesson_t gpu;             /* --hardware: the run's model on a GPU box (app/predict/) */
 } app_job_t;
 
-// main.c
-/* The one error line (escaped) and the exit status of a status code. */
-int app_fail(int code, const char *msg);
-
 // plan.c
 /* The config of one run: compare gives each run its mode; single runs on
  * the first device of the list. */

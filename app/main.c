@@ -64,7 +64,7 @@ static int exit_code(int rc)
 
 /* The one error line: whatever the message quotes (a path with a newline or
  * an ESC in it) is escaped, so it stays one line of plain text. */
-int app_fail(int code, const char *msg)
+static int app_fail(int code, const char *msg)
 {
     text_say(stderr, code == DDP_ERR_INTERRUPTED ? "ddpbench: stopped: " : "ddpbench: error: ",
              msg);

@@ -177,16 +177,6 @@ static int ab_round(ab_run_t *a, ab_round_t *x, int round, char *err)
     return DDP_OK;
 }
 
-/* "  look at 8 rounds: 1.004, interval 0.981..1.030: goes on" */
-static void ab_say_look(const ab_run_t *a, int round, const ab_judgement_t *j)
-{
-    const paired_est_t *e = &j->look.est;
-    char rr[64];
-    ab_ratio_range(rr, sizeof rr, e->lo, e->hi);
-    fprintf(a->info, "  look at %d rounds: %.3f, interval %s: %s\n", round, exp(e->estimate), rr,
-            j->look.verdict == PAIRED_NO_VERDICT ? "goes on" : paired_verdict_name(j->look.verdict));
-}
-
 /* The rounds in ABBA order, a look after every pair, until a look decides,
  * another pair would not fit the budget, or the most rounds. */
 static int ab_rounds(ab_run_t *a, char *err)
@@ -230,8 +220,14 @@ static int ab_rounds(ab_run_t *a, char *err)
         /* a look: the interval is valid at every one, so the gate may stop
          * at the first that settles the verdict */
         ab_judge(&a->g.cs, a->g.tolerance_pct / 100.0, a->r, a->nr, &j);
-        if (!quiet)
-            ab_say_look(a, round, &j);
+        if (!quiet) { /* "  look at 8 rounds: 1.004, interval 0.981..1.030: goes on" */
+            char rr[64];
+            ab_ratio_range(rr, sizeof rr, j.look.est.lo, j.look.est.hi);
+            fprintf(a->info, "  look at %d rounds: %.3f, interval %s: %s\n", round,
+                    exp(j.look.est.estimate), rr,
+                    j.look.verdict == PAIRED_NO_VERDICT ? "goes on"
+                                                        : paired_verdict_name(j.look.verdict));
+        }
         if (j.look.verdict != PAIRED_NO_VERDICT) {
             a->g.stop = AB_STOP_DECIDED;
             return DDP_OK;

@@ -8,6 +8,7 @@
 
 #include "app/load/npy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -146,11 +147,6 @@ static int hdr_string(hdr_reader_t *r, char *out, size_t size, const char *what)
     return DDP_OK;
 }
 
-static bool is_ident_char(int c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 static int hdr_bool(hdr_reader_t *r, bool *out)
 {
     static const char *const words[2] = {"False", "True"};
@@ -158,7 +154,7 @@ static int hdr_bool(hdr_reader_t *r, bool *out)
         size_t n = strlen(words[v]);
         if (r->len - r->pos >= n && memcmp(r->s + r->pos, words[v], n) == 0) {
             size_t end = r->pos + n;
-            if (end < r->len && is_ident_char((unsigned char)r->s[end]))
+            if (end < r->len && (isalnum((unsigned char)r->s[end]) || r->s[end] == '_'))
                 continue;
             r->pos = end;
             *out = v == 1;

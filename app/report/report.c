@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base/procfile.h"
 #include "common/base/text.h"
 
 // ---------------------------------------------------------------------------
@@ -35,30 +36,6 @@ const char *report_fmt_bytes(char *buf, size_t n, double b)
     else
         snprintf(buf, n, "%.0f B", b);
     return buf;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double report_percentile(const double *v, long n, double p)
-{
-    if (n <= 0 || !v)
-        return 0.0;
-    double *c = malloc((size_t)n * sizeof *c);
-    if (!c)
-        return 0.0;
-    memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    /* linear interpolation between closest ranks, like numpy's default */
-    double pos = p / 100.0 * (double)(n - 1);
-    long lo = (long)floor(pos);
-    long hi = lo + 1 < n ? lo + 1 : lo;
-    double out = c[lo] + (c[hi] - c[lo]) * (pos - (double)lo);
-    free(c);
-    return out;
 }
 
 void report_layers(char *buf, size_t n, const model_spec_t *s)
@@ -146,12 +123,11 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
     if (r->times.n > 0) {
         /* mean, min and max are exact; p50 and p95 come from the sample
          * (every step up to STEP_SAMPLE_MAX, see measure/result.h) */
-        long kept = step_times_kept(&r->times);
         s->step_mean = r->times.timed_s / (double)r->times.n;
-        s->step_p50 = report_percentile(r->times.sample, kept, 50);
-        s->step_p95 = report_percentile(r->times.sample, kept, 95);
-        s->step_p10 = report_percentile(r->times.sample, kept, 10);
-        s->step_p25 = report_percentile(r->times.sample, kept, 25);
+        s->step_p50 = step_times_quantile(&r->times, 50);
+        s->step_p95 = step_times_quantile(&r->times, 95);
+        s->step_p10 = step_times_quantile(&r->times, 10);
+        s->step_p25 = step_times_quantile(&r->times, 25);
         s->step_min = r->times.min_s;
         s->step_max = r->times.max_s;
     }
@@ -222,19 +198,6 @@ void report_stats(const run_result_t *r, const run_result_t *ref, report_stats_t
 /* Step times this uneven (p95 over p50) make the throughput unreliable. */
 #define NOTE_MAX_SPREAD 1.5
 
-/* The first number of /proc/loadavg (NAN when unknown). */
-static double load_average(void)
-{
-    double v = NAN;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = NAN;
-        fclose(f);
-    }
-    return v;
-}
-
 double report_machine_frac(const double (*ph)[PH_COUNT], int ndev, int d)
 {
     double wait = 0.0, peer = 0.0;
@@ -289,9 +252,10 @@ int report_notes_of(const report_ctx_t *ctx, const run_result_t *r, char notes[]
     /* a run the disturbance record explains is said by its own note */
     if (n < max && r->times.n >= 2 && s.step_p50 > 0 && s.step_p95 / s.step_p50 > NOTE_MAX_SPREAD &&
         !(r->machine.known && r->machine.disturbed)) {
-        double la = load_average();
-        char load[48] = "";
-        if (isfinite(la))
+        char line[128], load[48] = "";
+        double la;
+        if (procfile_value("/proc/loadavg", "", line, sizeof line) &&
+            sscanf(line, "%lf", &la) == 1 && isfinite(la))
             snprintf(load, sizeof load, " (load average now %.2f)", la);
         snprintf(notes[n++], 256,
                  "step times vary: p95 is %.1fx p50, so the throughput is unreliable; was the "

@@ -151,10 +151,7 @@ cJSON *report_json_buckets(const run_result_t *r, const collperf_coll_t *ar, boo
  * of what --mode comm's (ar) reaches at the same sizes; NAN where unknown. */
 double report_bus_share(const run_result_t *r, const collperf_coll_t *ar, bool zero1,
                         double *busbw);
-/* How far device d is from its peak and why, "" when unknown (report_peak.c);
- * --explain's lines of them. */
-void report_peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
-                          int d);
+/* --explain's lines: how far each device is from its peak and why (report_peak.c). */
 void report_explain_peak(FILE *f, const report_ctx_t *ctx, const run_result_t *r,
                          const report_stats_t *s);
 /* --bucket-mb auto: the caps tried in the warm-up and the one chosen. */
@@ -178,8 +175,6 @@ void report_appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
 const char *report_fmt_time(char *buf, size_t n, double seconds);
 /* "12.3 MiB" */
 const char *report_fmt_bytes(char *buf, size_t n, double bytes);
-/* p-th percentile (0..100) of a copy of v[n], linear interpolation. */
-double report_percentile(const double *v, long n, double p);
 /* "64-512-512-10" */
 void report_layers(char *buf, size_t n, const model_spec_t *s);
 

@@ -6,14 +6,6 @@
 
 #include "app/report/report.h"
 
-static void devices_text(char *buf, size_t n, const collperf_t *r)
-{
-    size_t used = 0;
-    buf[0] = 0;
-    for (int i = 0; i < r->world && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", r->devices[i]);
-}
-
 static const char *factor_text(const collperf_coll_t *c)
 {
     if (strcmp(c->name, "all-reduce") == 0)
@@ -25,8 +17,11 @@ static const char *factor_text(const collperf_coll_t *c)
 
 void report_comm(FILE *f, const collperf_t *r)
 {
-    char devs[256];
-    devices_text(devs, sizeof devs, r);
+    char devs[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < r->world && used < sizeof devs; i++)
+        used += (size_t)snprintf(devs + used, sizeof devs - used, "%s%d", i ? "," : "",
+                                 r->devices[i]);
     fprintf(f, "# ddpbench --mode comm: %s on %s, %d rank%s (devices %s), float32 sum, %ld "
                "iterations after %ld warm-up\n",
             comm_name(r->comm), backend_kind_name(r->backend), r->world, r->world == 1 ? "" : "s",

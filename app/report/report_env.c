@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/procfile.h"
 #include "common/device/backend.h"
 #include "app/report/report.h"
 #ifdef HAVE_CUDA
@@ -88,11 +89,8 @@ static const char *start_loadavg(void)
 {
     static char buf[64];
     if (!buf[0]) {
-        FILE *f = fopen("/proc/loadavg", "r");
-        if (!f || !fgets(buf, sizeof buf, f))
+        if (!procfile_value("/proc/loadavg", "", buf, sizeof buf))
             snprintf(buf, sizeof buf, "unknown");
-        if (f)
-            fclose(f);
         /* the three averages; not the running count and the last pid */
         char *p = buf;
         for (int field = 0; *p && field < 3; field++) {
@@ -213,29 +211,6 @@ void report_provenance(FILE *f, const report_ctx_t *ctx)
                                                        : "between some pairs (see --json)");
 }
 
-static void add_provenance(cJSON *env, const report_ctx_t *ctx)
-{
-    cJSON_AddStringToObject(env, "host", report_host());
-    cJSON_AddStringToObject(env, "time_utc", report_time_utc());
-    cJSON_AddStringToObject(env, "loadavg", start_loadavg());
-    cJSON_AddStringToObject(env, "revision", DDPBENCH_REVISION);
-    cJSON_AddStringToObject(env, "compiler", DDPBENCH_CC);
-    cJSON_AddStringToObject(env, "cflags", DDPBENCH_CFLAGS);
-    cJSON_AddNumberToObject(env, "blas_threads", blas_threads(ctx));
-}
-
-static void add_probe_versions(cJSON *v, backend_kind_t backend)
-{
-    const gpu_topology_t *g = gpu_info(backend);
-    gpu_topology_t none = {0};
-    if (!g)
-        g = &none;
-    add_ver(v, "cuda_runtime", g->runtime_version, false);
-    add_ver(v, "cuda_driver", g->driver_version, false);
-    add_ver(v, "cublas", g->cublas_version, true);
-    add_ver(v, "nccl_runtime", g->nccl_version >= 10000 ? g->nccl_version : 0, true);
-}
-
 cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
 {
     cJSON *env = cJSON_CreateObject();
@@ -288,8 +263,13 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
     report_json_str(bc, "chosen_by", k.forced ? "OPENBLAS_CORETYPE" : NULL);
     cJSON_AddNumberToObject(bc, "vector_bits", k.bits);
     cJSON_AddNumberToObject(bc, "cpu_vector_bits", k.cpu_bits);
-    add_provenance(env, ctx);
-
+    cJSON_AddStringToObject(env, "host", report_host());
+    cJSON_AddStringToObject(env, "time_utc", report_time_utc());
+    cJSON_AddStringToObject(env, "loadavg", start_loadavg());
+    cJSON_AddStringToObject(env, "revision", DDPBENCH_REVISION);
+    cJSON_AddStringToObject(env, "compiler", DDPBENCH_CC);
+    cJSON_AddStringToObject(env, "cflags", DDPBENCH_CFLAGS);
+    cJSON_AddNumberToObject(env, "blas_threads", blas_threads(ctx));
     cJSON *v = cJSON_AddObjectToObject(env, "versions");
     cJSON_AddStringToObject(v, "ddpbench", DDPBENCH_VERSION);
     char ob[64];
@@ -319,6 +299,10 @@ cJSON *report_json_env(const report_ctx_t *ctx, const run_result_t *r)
 #else
     cJSON_AddNullToObject(v, "mpi");
 #endif
-    add_probe_versions(v, r->backend);
+    const gpu_topology_t none = {0}, *g = t ? t : &none; /* the GPU probe's */
+    add_ver(v, "cuda_runtime", g->runtime_version, false);
+    add_ver(v, "cuda_driver", g->driver_version, false);
+    add_ver(v, "cublas", g->cublas_version, true);
+    add_ver(v, "nccl_runtime", g->nccl_version >= 10000 ? g->nccl_version : 0, true);
     return env;
 }

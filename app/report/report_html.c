@@ -15,14 +15,6 @@ int report_page_check(const char *path, char *err)
     return rc == DDP_OK ? rc : err_prefix(err, rc, "--report %s", path);
 }
 
-static const run_result_t *single_of(const report_page_t *p)
-{
-    for (int i = 0; i < p->n; i++)
-        if (strategy_words(p->runs[i].mode)->reference)
-            return &p->runs[i];
-    return NULL;
-}
-
 /* At most `max` sentences of text, escaped, in a paragraph. */
 static void sentences(FILE *f, const char *text, int max)
 {
@@ -269,7 +261,10 @@ static void cell_iv(FILE *f, const report_page_t *p, int i, int fig, const char 
 
 static void numbers_section(FILE *f, const report_page_t *p)
 {
-    const run_result_t *ref = single_of(p);
+    const run_result_t *ref = NULL; /* the single run, the figures' reference */
+    for (int i = 0; i < p->n && !ref; i++)
+        if (strategy_words(p->runs[i].mode)->reference)
+            ref = &p->runs[i];
     static report_stats_t st[PAGE_MAX_RUNS]; /* 52 KB: not on the stack (docs/faults.md) */
     for (int i = 0; i < p->n && i < PAGE_MAX_RUNS; i++)
         report_stats(&p->runs[i], ref, &st[i]);

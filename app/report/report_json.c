@@ -11,70 +11,21 @@
 
 /* The key paths a run object carries besides the options'. */
 static const char *const other_keys[] = {
-    "schema_version",
-    "tool",
-    "environment.backend",
-    "environment.devices",
-    "environment.gpus",
-    "environment.gpu_peers",
-    "environment.cpu_model",
-    "environment.cpus_online",
-    "environment.os",
-    "environment.blas",
-    "environment.versions.ddpbench",
-    "environment.versions.openblas",
-    "environment.versions.cjson",
-    "environment.versions.cuda",
-    "environment.versions.nccl",
-    "environment.versions.mpi",
-    "steps.total",
-    "steps.warmup",
-    "steps.timed",
-    "steps.epochs",
-    "timed_samples",
-    "timed_s",
-    "total_s",
-    "throughput_samples_per_s",
-    "step_time_s.mean",
-    "step_time_s.p50",
-    "step_time_s.p95",
-    "step_time_s.p10",
-    "step_time_s.p25",
-    "step_time_s.min",
-    "step_time_s.max",
-    "devices",
-    "mem_peak_bytes_max",
-    "host_syncs_per_step",
-    "launches_per_step",
-    "launch_split_per_step",
-    "work_cpu_s",
-    "final_loss",
-    "diverged",
-    "train_loss",
-    "train_accuracy",
-    "checksum.sum",
-    "checksum.abs_sum",
-    "checksum.bits",
-    "compare",
-    "repeat",
-    "predict",
-    "bucket_autotune",
-    "buckets",
-    "comm_hook",
-    "replicas",
-    "notes",
-    "environment.host",
-    "environment.time_utc",
-    "environment.loadavg",
-    "environment.revision",
-    "environment.compiler",
-    "environment.cflags",
-    "environment.blas_threads",
-    "environment.versions.cuda_runtime",
-    "environment.versions.cuda_driver",
-    "environment.versions.cublas",
-    "environment.versions.nccl_runtime",
-    "machine",
+    "schema_version", "tool", "environment.backend", "environment.devices", "environment.gpus",
+    "environment.gpu_peers", "environment.cpu_model", "environment.cpus_online", "environment.os",
+    "environment.blas", "environment.versions.ddpbench", "environment.versions.openblas",
+    "environment.versions.cjson", "environment.versions.cuda", "environment.versions.nccl",
+    "environment.versions.mpi", "steps.total", "steps.warmup", "steps.timed", "steps.epochs",
+    "timed_samples", "timed_s", "total_s", "throughput_samples_per_s", "step_time_s.mean",
+    "step_time_s.p50", "step_time_s.p95", "step_time_s.p10", "step_time_s.p25", "step_time_s.min",
+    "step_time_s.max", "devices", "mem_peak_bytes_max", "host_syncs_per_step", "launches_per_step",
+    "launch_split_per_step", "work_cpu_s", "final_loss", "diverged", "train_loss", "train_accuracy",
+    "checksum.sum", "checksum.abs_sum", "checksum.bits", "compare", "repeat", "predict",
+    "bucket_autotune", "buckets", "comm_hook", "replicas", "notes", "environment.host",
+    "environment.time_utc", "environment.loadavg", "environment.revision", "environment.compiler",
+    "environment.cflags", "environment.blas_threads", "environment.versions.cuda_runtime",
+    "environment.versions.cuda_driver", "environment.versions.cublas",
+    "environment.versions.nccl_runtime", "machine",
 };
 #define NOTHER ((int)(sizeof other_keys / sizeof *other_keys))
 
@@ -154,14 +105,6 @@ static void add_work(cJSON *o, const double q[4])
         cJSON_AddNumberToObject(w, key[k], q[k]);
 }
 
-/* A float option as the user typed it (0.003, not 0.003000000026077032). */
-static double flt(float v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)v);
-    return strtod(buf, NULL);
-}
-
 /* Row i's value under "config" at its key ("optimizer.lr": in "optimizer"). */
 static void add_row(cJSON *o, const char *key, const config_value_t *v)
 {
@@ -185,9 +128,12 @@ static void add_row(cJSON *o, const char *key, const config_value_t *v)
     case CV_UINT:
         cJSON_AddNumberToObject(o, key, (double)v->u);
         return;
-    case CV_FLOAT:
-        cJSON_AddNumberToObject(o, key, flt(v->f));
+    case CV_FLOAT: { /* as the user typed it (0.003, not 0.003000000026077032) */
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.7g", (double)v->f);
+        cJSON_AddNumberToObject(o, key, strtod(buf, NULL));
         return;
+    }
     case CV_DOUBLE:
         cJSON_AddNumberToObject(o, key, v->d);
         return;
@@ -434,13 +380,11 @@ cJSON *report_json_run(const report_ctx_t *ctx, const config_t *run_cfg, const r
     cJSON_AddNumberToObject(o, "total_s", r->total_s);
     cJSON_AddNumberToObject(o, "throughput_samples_per_s", r->samples_per_s);
     cJSON *t = cJSON_AddObjectToObject(o, "step_time_s");
-    cJSON_AddNumberToObject(t, "mean", s.step_mean);
-    cJSON_AddNumberToObject(t, "p50", s.step_p50);
-    cJSON_AddNumberToObject(t, "p95", s.step_p95);
-    cJSON_AddNumberToObject(t, "p10", s.step_p10);
-    cJSON_AddNumberToObject(t, "p25", s.step_p25);
-    cJSON_AddNumberToObject(t, "min", s.step_min);
-    cJSON_AddNumberToObject(t, "max", s.step_max);
+    static const char *const tk[] = {"mean", "p50", "p95", "p10", "p25", "min", "max"};
+    const double tv[] = {s.step_mean, s.step_p50, s.step_p95, s.step_p10, s.step_p25, s.step_min,
+                         s.step_max};
+    for (int k = 0; k < 7; k++)
+        cJSON_AddNumberToObject(t, tk[k], tv[k]);
 
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < r->ndev; i++)

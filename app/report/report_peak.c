@@ -7,23 +7,14 @@
 
 #include "app/report/report_page.h"
 
-/* How the peak was measured, on this run's backend. */
-static const char *peak_how(const run_result_t *r, char *buf, size_t n)
-{
-    if (r->backend == BACKEND_CUDA)
-        snprintf(buf, n, "its FP32 lanes x clock, or a cuBLAS GEMM where that is faster");
-    else
-        snprintf(buf, n, "an FMA loop at %d bits on its core", backend_cpu_vector_bits());
-    return buf;
-}
-
 static int by_time_desc(const void *a, const void *b)
 {
     double x = ((const double *)a)[0], y = ((const double *)b)[0];
     return (x < y) - (x > y);
 }
 
-void report_peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
+/* How far device d is from its peak and why, "" when unknown. */
+static void peak_sentence(char *buf, size_t len, const run_result_t *r, const report_stats_t *s,
                           int d)
 {
     const device_stats_t *v = &r->dev[d];
@@ -40,8 +31,11 @@ void report_peak_sentence(char *buf, size_t len, const run_result_t *r, const re
     else /* over REPORT_SHARE_MAX: no step outruns the arithmetic */
         report_appendf(buf, len, &u, "faster than its peak as measured (its measurement "
                                      "was interrupted twice: no share)");
-    report_appendf(buf, len, &u, " (%.1f GFLOP/s: %s)", 1e-9 * v->peak_flops,
-                   peak_how(r, how, sizeof how));
+    if (r->backend == BACKEND_CUDA) /* how the peak was measured */
+        snprintf(how, sizeof how, "its FP32 lanes x clock, or a cuBLAS GEMM where that is faster");
+    else
+        snprintf(how, sizeof how, "an FMA loop at %d bits on its core", backend_cpu_vector_bits());
+    report_appendf(buf, len, &u, " (%.1f GFLOP/s: %s)", 1e-9 * v->peak_flops, how);
     double gemm = s->phase[d][PH_FORWARD] + s->phase[d][PH_BACKWARD];
     if (gemm > 0.0 && r->times.n > 0)
         report_appendf(buf, len, &u, "; its forward and backward alone ran at %.0f%% of it",
@@ -72,7 +66,7 @@ void report_explain_peak(FILE *f, const report_ctx_t *ctx, const run_result_t *r
 {
     char line[1024];
     for (int d = 0; d < r->ndev && d < 8; d++) {
-        report_peak_sentence(line, sizeof line, r, s, d);
+        peak_sentence(line, sizeof line, r, s, d);
         if (line[0])
             fprintf(f, "  - %s\n", line);
     }

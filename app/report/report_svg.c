@@ -342,9 +342,7 @@ int svg_timelines(FILE *f, const report_page_t *p)
                     strategy_words(r->mode)->member,
                     tfmt(b2, sizeof b2, whole - s[i].dur), tfmt(b3, sizeof b3, whole));
         fprintf(f, " (the run's median step %s; recorded timed steps %d to %d)</figcaption>\n",
-                tfmt(b2, sizeof b2, r->times.n ? report_percentile(r->times.sample,
-                                                                   step_times_kept(&r->times), 50)
-                                              : 0.0),
+                tfmt(b2, sizeof b2, step_times_quantile(&r->times, 50)),
                 s[i].first, s[i].last);
         page_svg_open(f, h, "timeline of one step");
         if (busy) { /* from the left edge, short: at 700 px it must fit the figure */

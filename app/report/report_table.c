@@ -29,21 +29,6 @@ static int device_columns(const run_result_t *r, col_t *cols)
     return n;
 }
 
-/* The unit the phase table is printed in, chosen from the step time. */
-static double time_unit(double step_s, const char **name)
-{
-    if (step_s >= 10.0) {
-        *name = "s";
-        return 1.0;
-    }
-    if (step_s >= 1e-3) {
-        *name = "ms";
-        return 1e3;
-    }
-    *name = "us";
-    return 1e6;
-}
-
 /* How far from each device: its GFLOP/s, its peak's and the share. */
 static void print_peak_rows(FILE *f, const run_result_t *r, const report_stats_t *s,
                             const col_t *cols, int ncol)
@@ -69,8 +54,9 @@ static void print_phase_table(FILE *f, const run_result_t *r, const report_stats
 {
     col_t cols[MAX_COLS];
     int ncol = device_columns(r, cols);
-    const char *unit;
-    double k = time_unit(s->step_mean, &unit);
+    /* the table's unit, chosen from the step time */
+    double k = s->step_mean >= 10.0 ? 1.0 : s->step_mean >= 1e-3 ? 1e3 : 1e6;
+    const char *unit = k == 1.0 ? "s" : k == 1e3 ? "ms" : "us";
     char head[64];
     snprintf(head, sizeof head, "time per step (%s)", unit);
     fprintf(f, "  %-*s", LABEL_W, head);

@@ -49,12 +49,6 @@ static const report_machine_t *stats_of(const run_result_t *r, report_stats_t *s
     return &m;
 }
 
-/* A phase as the sentences name it: PH_DESCHED holds the machine time. */
-static const char *label_of(mode_t_ m, phase_t p)
-{
-    return p == PH_DESCHED ? "machine time" : report_phase_label(m, p);
-}
-
 /* A wait, "<verb> 250 us<tail>" (the strategy's share s), or "<verb> only for a
  * device that was descheduled: ..." when only the machine's share m is worth
  * naming; app_wait_machine adds m after the caller's words.  Returns whether
@@ -128,19 +122,10 @@ static void app_items(char *buf, size_t len, size_t *used, const item_t *it, int
                       const char *more)
 {
     char t[32];
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < k; i++) /* PH_DESCHED holds the machine time */
         report_appendf(buf, len, used, "%s%s%s %s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
-            fmt_short(t, sizeof t, it[i].v), more, label_of(m, (phase_t)it[i].phase));
-}
-
-// ---------------------------------------------------------------------------
-// the sentences
-
-/* Does device 0 do phase p alone?  Read from the numbers, not assumed: DP's
- * copies are every device's at once on the CPU and NCCL, device 0's over peers. */
-static bool dev0_alone(const report_stats_t *s, int ndev, int p)
-{
-    return report_phase_mean(s, 1, ndev - 1, p) < WHY_ALONE * s->phase[0][p];
+            fmt_short(t, sizeof t, it[i].v), more, it[i].phase == PH_DESCHED ? "machine time"
+            : report_phase_label(m, (phase_t)it[i].phase));
 }
 
 // ---------------------------------------------------------------------------
@@ -279,7 +264,9 @@ static bool dp_split(const run_result_t *r, report_stats_t *s, dp_split_t *o,
         double v0 = s->phase[0][p], vo = report_phase_mean(s, 1, ndev - 1, p);
         if (v0 <= 0.0 && vo <= 0.0)
             continue;
-        if (dev0_alone(s, ndev, p)) {
+        /* device 0 alone?  Read from the numbers, not assumed: DP's copies are every
+         * device's at once on the CPU and NCCL, device 0's over peers */
+        if (vo < WHY_ALONE * v0) {
             o->serial += v0;
             o->alone[o->na++] = (item_t){p, v0};
         } else {
