@@ -142,12 +142,39 @@ static const char *value(const prof_key_t *k, const cJSON *v, char *p, char *why
     return NULL;
 }
 
+/* The first key of o (at any depth, "sources" aside: the citations) that the
+ * table does not name, into path; false when there is none.  A misspelt
+ * optional key would otherwise read as its default. */
+static bool unknown_key(const cJSON *o, const char *pre, const prof_key_t *keys, int n,
+                        char *path, size_t np)
+{
+    for (const cJSON *c = o->child; c; c = c->next) {
+        snprintf(path, np, "%s%s", pre, c->string);
+        if (!*pre && !strcmp(c->string, "sources"))
+            continue;
+        bool named = false;
+        for (int i = 0; i < n && !named; i++)
+            named = !strcmp(keys[i].key, path);
+        if (named)
+            continue;
+        char sub[64];
+        snprintf(sub, sizeof sub, "%s.", path);
+        if (!cJSON_IsObject(c) || unknown_key(c, sub, keys, n, path, np))
+            return true;
+    }
+    return false;
+}
+
 /* Every key of the table from o into out; absent, its default. */
 static int read_keys(const cJSON *o, const char *from, const prof_key_t *keys, int n, void *out,
                      char *err)
 {
     if (!cJSON_IsObject(o))
         return err_set(err, DDP_ERR_INPUT, "%s: not a JSON object", from);
+    char path[64];
+    if (unknown_key(o, "", keys, n, path, sizeof path))
+        return err_set(err, DDP_ERR_INPUT, "%s: %s: not a key of this profile (misspelt? an "
+                       "optional key left out reads as its default)", from, path);
     for (const prof_key_t *k = keys; k < keys + n; k++) {
         const cJSON *v = at(o, k->key);
         char *p = (char *)out + k->off, why[160];

@@ -71,6 +71,9 @@ bad "gpu.count: 0 is out of range" 's/"count": 4/"count": 0/'
 bad "gpu.count: not a number" 's/"count": 4/"count": "four"/'
 bad "host.pcie_bw: not a number" 's/"pcie_bw": 16e9/"pcie_bw": "fast"/'
 bad "not valid JSON" 's/}}$/}/'
+# a misspelt optional key would read as its default: refused, at any depth
+bad "gpu.efficency: not a key of this profile" 's/"count": 4/"count": 4, "efficency": 0.9/'
+bad "colour: not a key of this profile" 's/^{/{"colour": "red", /'
 expect_error "--hardware no-such-box: no shipped hardware profile of that name" --hardware no-such-box --workload gpt2-small
 expect_error "--workload no-such-model: no shipped workload profile" --hardware 2x-titan-rtx-nvlink --workload no-such-model
 expect_error "--workload gpt2-small: needs --hardware" --workload gpt2-small
