@@ -45,6 +45,7 @@ typedef struct {
 } prof_key_t;
 
 #define BIG 1e30
+#define LOW 1e6 /* a rate or a size below a million is a slip, and its steps read inf */
 #define REQ NAN
 #define TEXT(k, S, f) {k, F_TEXT, offsetof(S, f), sizeof((S *)0)->f, .dflt = REQ}
 #define FLAG(k, S, f, d) {k, F_FLAG, offsetof(S, f), .dflt = (d)}
@@ -58,20 +59,20 @@ static const prof_key_t hw_keys[] = {
     TEXT("source", hw_profile_t, source),
     TEXT("gpu.name", hw_profile_t, gpu),
     WHOLE("gpu.count", hw_profile_t, count, 1, 64, REQ),
-    NUM("gpu.flops.fp32", hw_profile_t, flops[PROF_FP32], 0, true, BIG, REQ),
+    NUM("gpu.flops.fp32", hw_profile_t, flops[PROF_FP32], LOW, false, BIG, REQ),
     NUM("gpu.flops.tf32", hw_profile_t, flops[PROF_TF32], 0, false, BIG, REQ), /* 0: none */
     NUM("gpu.flops.fp16", hw_profile_t, flops[PROF_FP16], 0, false, BIG, REQ),
     NUM("gpu.flops.bf16", hw_profile_t, flops[PROF_BF16], 0, false, BIG, REQ),
-    NUM("gpu.mem_bw", hw_profile_t, mem_bw, 0, true, BIG, REQ),
-    NUM("gpu.memory", hw_profile_t, memory, 0, true, BIG, REQ),
+    NUM("gpu.mem_bw", hw_profile_t, mem_bw, LOW, false, BIG, REQ),
+    NUM("gpu.memory", hw_profile_t, memory, LOW, false, BIG, REQ),
     NUM("gpu.efficiency", hw_profile_t, efficiency, 0, true, 1, 0.5),
     TEXT("link.kind", hw_profile_t, link_kind),
     FLAG("link.p2p", hw_profile_t, p2p, REQ),
-    NUM("link.bw", hw_profile_t, link_bw, 0, true, BIG, REQ),
+    NUM("link.bw", hw_profile_t, link_bw, LOW, false, BIG, REQ),
     NUM("link.latency", hw_profile_t, link_latency, 0, false, 1, REQ),
     NUM("link.gpu_bw", hw_profile_t, gpu_bw, 0, true, BIG, 0), /* 0: link.bw */
     NUM("link.allreduce_bw", hw_profile_t, allreduce_bw, 0, true, BIG, 0),
-    NUM("host.pcie_bw", hw_profile_t, pcie_bw, 0, true, BIG, REQ),
+    NUM("host.pcie_bw", hw_profile_t, pcie_bw, LOW, false, BIG, REQ),
 };
 
 static const prof_key_t wl_keys[] = {
@@ -143,13 +144,17 @@ static const char *value(const prof_key_t *k, const cJSON *v, char *p, char *why
 }
 
 /* The first key of o (at any depth, "sources" aside: the citations) that the
- * table does not name, into path; false when there is none.  A misspelt
- * optional key would otherwise read as its default. */
+ * table does not name or that stands twice (*dup), into path; false when
+ * there is none.  A misspelt optional key would otherwise read as its default,
+ * and of a key given twice cJSON reads the first. */
 static bool unknown_key(const cJSON *o, const char *pre, const prof_key_t *keys, int n,
-                        char *path, size_t np)
+                        char *path, size_t np, bool *dup)
 {
     for (const cJSON *c = o->child; c; c = c->next) {
         snprintf(path, np, "%s%s", pre, c->string);
+        for (const cJSON *b = o->child; b != c; b = b->next)
+            if (!strcmp(b->string, c->string))
+                return *dup = true;
         if (!*pre && !strcmp(c->string, "sources"))
             continue;
         bool named = false;
@@ -159,7 +164,7 @@ static bool unknown_key(const cJSON *o, const char *pre, const prof_key_t *keys,
             continue;
         char sub[64];
         snprintf(sub, sizeof sub, "%s.", path);
-        if (!cJSON_IsObject(c) || unknown_key(c, sub, keys, n, path, np))
+        if (!cJSON_IsObject(c) || unknown_key(c, sub, keys, n, path, np, dup))
             return true;
     }
     return false;
@@ -172,9 +177,11 @@ static int read_keys(const cJSON *o, const char *from, const prof_key_t *keys, i
     if (!cJSON_IsObject(o))
         return err_set(err, DDP_ERR_INPUT, "%s: not a JSON object", from);
     char path[64];
-    if (unknown_key(o, "", keys, n, path, sizeof path))
-        return err_set(err, DDP_ERR_INPUT, "%s: %s: not a key of this profile (misspelt? an "
-                       "optional key left out reads as its default)", from, path);
+    bool dup = false;
+    if (unknown_key(o, "", keys, n, path, sizeof path, &dup))
+        return err_set(err, DDP_ERR_INPUT, "%s: %s: %s", from, path,
+                       dup ? "given twice" : "not a key of this profile (misspelt? an optional "
+                       "key left out reads as its default)");
     for (const prof_key_t *k = keys; k < keys + n; k++) {
         const cJSON *v = at(o, k->key);
         char *p = (char *)out + k->off, why[160];
@@ -196,6 +203,14 @@ int profile_hardware_json(const cJSON *o, const char *from, hw_profile_t *hw, ch
     memset(hw, 0, sizeof *hw);
     snprintf(hw->from, sizeof hw->from, "%s", from);
     TRY(read_keys(o, from, hw_keys, (int)(sizeof hw_keys / sizeof *hw_keys), hw, err));
+    const struct { const char *key; double v; } none_or_low[] = {
+        {"link.gpu_bw", hw->gpu_bw}, {"link.allreduce_bw", hw->allreduce_bw},
+        {"gpu.flops.tf32", hw->flops[PROF_TF32]}, {"gpu.flops.fp16", hw->flops[PROF_FP16]},
+        {"gpu.flops.bf16", hw->flops[PROF_BF16]}};
+    for (size_t i = 0; i < sizeof none_or_low / sizeof *none_or_low; i++)
+        if (none_or_low[i].v > 0 && none_or_low[i].v < LOW)
+            return err_set(err, DDP_ERR_INPUT, "%s: %s: %g is out of range (0, or at least %g)",
+                           from, none_or_low[i].key, none_or_low[i].v, LOW);
     if (hw->gpu_bw == 0) /* one link is all a GPU has */
         hw->gpu_bw = hw->link_bw;
     return DDP_OK;

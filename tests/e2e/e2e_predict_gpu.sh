@@ -74,6 +74,10 @@ bad "not valid JSON" 's/}}$/}/'
 # a misspelt optional key would read as its default: refused, at any depth
 bad "gpu.efficency: not a key of this profile" 's/"count": 4/"count": 4, "efficency": 0.9/'
 bad "colour: not a key of this profile" 's/^{/{"colour": "red", /'
+# of a key given twice cJSON reads the first; a rate of 1e-300 B/s made steps of inf ms
+bad "link.kind: given twice" 's/"kind": "pcie"/"kind": "pcie", "kind": "nvlink"/'
+bad "link.bw: 1e-300 is out of range (at least 1e+06" 's/"bw": 25e9/"bw": 1e-300/'
+bad "gpu.flops.fp16: 1e-300 is out of range (0, or at least 1e+06)" 's/"fp16": 100e12/"fp16": 1e-300/'
 expect_error "--hardware no-such-box: no shipped hardware profile of that name" --hardware no-such-box --workload gpt2-small
 expect_error "--workload no-such-model: no shipped workload profile" --hardware 2x-titan-rtx-nvlink --workload no-such-model
 expect_error "--workload gpt2-small: needs --hardware" --workload gpt2-small
