@@ -288,6 +288,7 @@ int config_line_parse(config_line_t *l, int argc, char **argv, FILE *out, char *
     memset(l->given, 0, sizeof l->given);
     optind = 0;
     int id, idx, g;
+    const char *last = NULL; /* the last option's argument */
     while ((id = getopt_long(argc, argv, gr.shorts, gr.lo, &idx)) != -1) {
         if (id == '?')
             return unknown(l, argv, err);
@@ -297,10 +298,15 @@ int config_line_parse(config_line_t *l, int argc, char **argv, FILE *out, char *
             return err_set(err, DDP_ERR_INPUT, "internal: unhandled option '%s'", argv[optind - 1]);
         TRY(apply(o, part, optarg, err));
         l->given[g] = 1;
+        last = optarg;
     }
-    if (optind < argc)
-        return err_set(err, DDP_ERR_INPUT, "unexpected argument '%s' (options start with --)",
-                       argv[optind]);
+    if (optind < argc) { /* getopt stops at "--" (no option's argument): the rest is no option */
+        bool ended = strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != last;
+        return err_set(err, DDP_ERR_INPUT,
+                       "unexpected argument '%s'%s (ddpbench takes no positional arguments%s)",
+                       argv[optind], ended ? " after '--'" : "",
+                       ended ? ": '--' ends the options" : "; options start with --");
+    }
     for (int t = 0; t < l->n; t++)
         if (l->table[t]->finish)
             TRY(l->table[t]->finish(l->part[t], l->part[0], l, err));

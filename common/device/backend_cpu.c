@@ -672,7 +672,12 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
     /* OpenBLAS's buffers, one per thread that will compute (blas_space.h):
      * without the room it would spin forever at the first GEMM. */
     int rc = blas_space_reserve(room, blas_threads > 1 ? blas_threads : 1, device_id, err);
+    /* Why here: the count is process-wide, so it is set while no worker runs a
+     * GEMM yet (backends are created before any worker starts). */
+    if (rc == DDP_OK && blas_threads > 0)
+        rc = blas_space_set_threads(room, blas_threads, err);
     if (rc != DDP_OK) {
+        blas_space_free(room);
         free(be);
         free(impl);
         return rc;
@@ -684,10 +689,6 @@ int backend_cpu_create(backend_t **out, int device_id, int blas_threads, char *e
     be->impl = impl;
     impl->small = gemm_small_best();
     impl->threads = blas_threads > 1 ? blas_threads : 1;
-    /* Why here: the count is process-wide, so it is set while no worker runs a
-     * GEMM yet (backends are created before any worker starts). */
-    if (blas_threads > 0)
-        blas_space_set_threads(room, blas_threads);
     atomic_fetch_add(&g_devices, 1);
     *out = be;
     return DDP_OK;

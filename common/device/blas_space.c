@@ -9,9 +9,11 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "common/base/procfile.h"
 #include "common/base/status.h"
 
 void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 /* OpenBLAS's pthreads server (driver/others/blas_server.c), weak: absent
  * from other builds of the library (blas_space.h) */
 int blas_thread_shutdown_(void) __attribute__((weak));
@@ -23,6 +25,14 @@ int blas_thread_shutdown_(void) __attribute__((weak));
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_live, g_slots, g_pool;
 static int g_threads; /* the count blas_space_threads set last (0: none yet) */
+static int g_started = -1; /* pool threads OpenBLAS has started (-1: unknown) */
+
+/* The process's threads (/proc/self/status), -1 when unknown. */
+static int threads_now(void)
+{
+    char v[32];
+    return procfile_value("/proc/self/status", "Threads:", v, sizeof v) ? atoi(v) : -1;
+}
 
 /* The process's mapped address space in bytes (VmSize), 0 when unknown. */
 static unsigned long long mapped_bytes(void)
@@ -78,18 +88,27 @@ int blas_space_reserve(blas_space_t *s, int threads, int device_id, char *err)
     return DDP_OK;
 }
 
-void blas_space_set_threads(blas_space_t *s, int threads)
+int blas_space_set_threads(blas_space_t *s, int threads, char *err)
 {
     if (s->pool_bytes) /* the pool's part of the reservation, for its new threads */
         munmap(s->addr + s->slot_bytes, s->pool_bytes);
     size_t pool_bytes = s->pool_bytes;
-    blas_space_threads(threads);
+    s->pool_bytes = 0;
+    int missing = blas_space_threads(threads);
+    if (missing) { /* its first GEMM would wait forever for the threads that are not there */
+        struct rlimit rl;
+        bool cap = getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+        return err_set(err, DDP_ERR_INPUT,
+                       "--threads %d: OpenBLAS could not start %d of its threads (a limit on "
+                       "processes or threads%s%.0f): raise it, or use fewer --threads",
+                       threads, missing, cap ? ": ulimit -u is " : "",
+                       cap ? (double)rl.rlim_cur : 0.0);
+    }
     if (pool_bytes) {
         /* Each new pool thread maps its buffer as it starts, on its own: a
          * GEMM that gives every thread a share returns only once they all
          * have, before anything else can take the room.  It is this
          * device's first GEMM: the slot's room goes to it too. */
-        s->pool_bytes = 0;
         blas_space_first_gemm(s);
         int m = 128 * threads; /* rows enough for every thread: C[m, 64] = A[m, 64] B^T */
         float *a = calloc((size_t)m * 64, sizeof *a), *c = calloc((size_t)m * 64, sizeof *c);
@@ -102,6 +121,7 @@ void blas_space_set_threads(blas_space_t *s, int threads)
         g_pool += s->pool_threads;
         pthread_mutex_unlock(&g_lock);
     }
+    return DDP_OK;
 }
 
 void blas_space_first_gemm(blas_space_t *s)
@@ -137,20 +157,32 @@ void blas_space_pool_stop(void)
         blas_thread_shutdown_();
         pthread_mutex_lock(&g_lock);
         g_threads = 1;
+        g_started = 0;
         pthread_mutex_unlock(&g_lock);
     }
 }
 
-void blas_space_threads(int threads)
+int blas_space_threads(int threads)
 {
     /* Why skip an unchanged count: openblas_set_num_threads starts a
      * stopped pool again whatever the count (0.3.21's goto_set_num_threads
      * calls blas_thread_init), so DP's and DDP's "one thread" would undo
-     * the stop. */
+     * the stop.  Why count the threads: it starts the new ones without
+     * checking that pthread_create succeeded (ulimit -u), so the threads the
+     * process gained are the ones that exist. */
     pthread_mutex_lock(&g_lock);
-    bool same = threads == g_threads;
-    g_threads = threads;
-    pthread_mutex_unlock(&g_lock);
-    if (!same)
+    int missing = 0, before = threads != g_threads && g_started >= 0 ? threads_now() : -1;
+    if (threads != g_threads)
         openblas_set_num_threads(threads);
+    g_threads = threads;
+    /* the pool OpenBLAS counts on (its count is capped: 64 in Debian's build) */
+    int need = openblas_get_num_threads() - 1 - g_started, after = before >= 0 ? threads_now() : -1;
+    if (after >= 0 && need > 0) {
+        missing = need > after - before ? need - (after - before) : 0;
+        g_started += need - missing;
+    }
+    if (missing) /* no later GEMM may wait for them */
+        openblas_set_num_threads(g_threads = 1);
+    pthread_mutex_unlock(&g_lock);
+    return missing;
 }

@@ -21,8 +21,9 @@ typedef struct {
  * created: reserve what it needs (DDP_ERR_RUNTIME naming device_id, the
  * limit and the room left when there is not enough). */
 int blas_space_reserve(blas_space_t *s, int threads, int device_id, char *err);
-/* Grow OpenBLAS's pool to `threads` with the room reserved for it. */
-void blas_space_set_threads(blas_space_t *s, int threads);
+/* Grow OpenBLAS's pool to `threads` with the room reserved for it (DDP_ERR_INPUT naming
+ * --threads when some of its threads could not start: its first GEMM would wait for them). */
+int blas_space_set_threads(blas_space_t *s, int threads, char *err);
 /* The device's first GEMM is about to run: its slot's room goes to OpenBLAS. */
 void blas_space_first_gemm(blas_space_t *s);
 /* The device is gone. */
@@ -32,6 +33,6 @@ void blas_space_free(blas_space_t *s);
  * stops the pool (blas_thread_shutdown_, as OpenBLAS's fork handler does) before any device
  * exists; _threads sets the count (openblas_set_num_threads, which starts the pool again). */
 void blas_space_pool_stop(void);
-void blas_space_threads(int threads);
+int blas_space_threads(int threads); /* the pool threads that did not start */
 
 #endif

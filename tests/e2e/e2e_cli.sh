@@ -55,6 +55,12 @@ expect_error "--gpus" --gpus ""
 expect_error "--gpus" --mode dp --backend cpu --gpus 1,1
 expect_error "--model" --model bert
 expect_error "unknown option" --frobnicate
+# "--" ends the options (getopt): what follows is a stray argument, said as one, not as a
+# non-option ("options start with --" of an argument that does)
+w="ddpbench takes no positional arguments"
+expect_error "unexpected argument '--mode' after '--' ($w: '--' ends the options)" -- --mode single
+expect_error "unexpected argument 'x' after '--'" --mode single -- x
+expect_error "unexpected argument 'stray' ($w; options start with --)" stray
 expect_error "--scenario: empty name" --scenario ""
 # a list past its buffer is refused, not cut into another list
 expect_error "--coll: 'all-reduce,all-reduce,all-reduce...' is too long" --mode comm \

@@ -369,4 +369,33 @@ else
     echo "e2e_faults: one CPU online: OpenBLAS starts no thread, so none can fail to start"
 fi
 
+# ---- OpenBLAS's pool short of threads (ulimit -u): --threads 4 starts three pool threads
+# without checking that pthread_create succeeded, and the first GEMM waited forever for the
+# missing one.  Refused at start-up (exit 2 naming --threads); at exactly the threads it needs
+# it runs.  The limit binds a user other than root alone: a user id no process has, so this
+# run is all it counts (ddpbench's thread and its pool's; OPENBLAS_NUM_THREADS=1: none at
+# load, whatever the CPUs), and a copy of the binary that user can reach.
+if [ "$(id -u)" != 0 ]; then
+    ko "ulimit -u: this check runs ddpbench as a user of its own (setpriv), which needs root"
+elif need setpriv && need prlimit; then
+    u=$((60000 + $$ % 4000))
+    cp "$BIN" "$T/ddpbench.u" && chmod 755 "$T" "$T/ddpbench.u" || ko "copying $BIN"
+    for n in 3 4; do # a user id each: a run killed by timeout is reaped in its own time
+        while grep -qs "^Uid:[[:space:]]*$u[[:space:]]" /proc/[0-9]*/status; do u=$((u + 1)); done
+        (cd / && exec timeout -k 5 20 prlimit --nproc=$n setpriv --reuid=$u --regid=$u \
+            --clear-groups env OPENBLAS_NUM_THREADS=1 "$T/ddpbench.u" --backend cpu \
+            --mode single --threads 4 --steps 3 --quiet) >"$T/out" 2>"$T/err"
+        rc=$?
+        if [ $n = 3 ]; then
+            w="^ddpbench: error: --threads 4: OpenBLAS could not start 1 of its threads (a limit"
+            [ $rc = 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] &&
+                grep -q "$w.*ulimit -u is 3)" "$T/err" && ok ||
+                ko "ulimit -u 3, --threads 4: exit $rc (124/137: it hung): $(cat "$T/err")"
+        else
+            [ $rc = 0 ] && ok || ko "ulimit -u 4, --threads 4 (enough): exit $rc: $(cat "$T/err")"
+        fi
+    done
+    chmod 700 "$T"
+fi
+
 e2e_finish
