@@ -33,13 +33,14 @@ typedef enum { F_TEXT, F_FLAG, F_NAME, F_NUM, F_WHOLE } fkind_t;
 
 /* A key: its dotted path, its kind and its field (a text's size; a name's
  * choices, stored as an index); a number's range [lo, hi] (lo excluded when
- * open); absent: dflt, or an error when it is NAN (required). */
+ * open; 0 allowed beside it when none: "no such unit" or "the default");
+ * absent: dflt, or an error when it is NAN (required). */
 typedef struct {
     const char *key;
     fkind_t kind;
     size_t off, size;
     double lo, hi;
-    bool open;
+    bool open, none;
     double dflt;
     const char *const *names;
 } prof_key_t;
@@ -53,6 +54,8 @@ typedef struct {
 #define NUM(k, S, f, a, op, b, d)                                                          \
     {k, F_NUM, offsetof(S, f), .lo = a, .hi = b, .open = op, .dflt = d}
 #define WHOLE(k, S, f, a, b, d) {k, F_WHOLE, offsetof(S, f), .lo = a, .hi = b, .dflt = d}
+#define NONE_OR(k, S, f, d)                                                                \
+    {k, F_NUM, offsetof(S, f), .lo = LOW, .hi = BIG, .none = true, .dflt = d}
 
 static const prof_key_t hw_keys[] = {
     TEXT("name", hw_profile_t, name),
@@ -60,9 +63,9 @@ static const prof_key_t hw_keys[] = {
     TEXT("gpu.name", hw_profile_t, gpu),
     WHOLE("gpu.count", hw_profile_t, count, 1, 64, REQ),
     NUM("gpu.flops.fp32", hw_profile_t, flops[PROF_FP32], LOW, false, BIG, REQ),
-    NUM("gpu.flops.tf32", hw_profile_t, flops[PROF_TF32], 0, false, BIG, REQ), /* 0: none */
-    NUM("gpu.flops.fp16", hw_profile_t, flops[PROF_FP16], 0, false, BIG, REQ),
-    NUM("gpu.flops.bf16", hw_profile_t, flops[PROF_BF16], 0, false, BIG, REQ),
+    NONE_OR("gpu.flops.tf32", hw_profile_t, flops[PROF_TF32], REQ), /* 0: none */
+    NONE_OR("gpu.flops.fp16", hw_profile_t, flops[PROF_FP16], REQ),
+    NONE_OR("gpu.flops.bf16", hw_profile_t, flops[PROF_BF16], REQ),
     NUM("gpu.mem_bw", hw_profile_t, mem_bw, LOW, false, BIG, REQ),
     NUM("gpu.memory", hw_profile_t, memory, LOW, false, BIG, REQ),
     NUM("gpu.efficiency", hw_profile_t, efficiency, 0, true, 1, 0.5),
@@ -70,8 +73,8 @@ static const prof_key_t hw_keys[] = {
     FLAG("link.p2p", hw_profile_t, p2p, REQ),
     NUM("link.bw", hw_profile_t, link_bw, LOW, false, BIG, REQ),
     NUM("link.latency", hw_profile_t, link_latency, 0, false, 1, REQ),
-    NUM("link.gpu_bw", hw_profile_t, gpu_bw, 0, true, BIG, 0), /* 0: link.bw */
-    NUM("link.allreduce_bw", hw_profile_t, allreduce_bw, 0, true, BIG, 0),
+    NONE_OR("link.gpu_bw", hw_profile_t, gpu_bw, 0), /* 0: link.bw */
+    NONE_OR("link.allreduce_bw", hw_profile_t, allreduce_bw, 0), /* 0: from the links */
     NUM("host.pcie_bw", hw_profile_t, pcie_bw, LOW, false, BIG, REQ),
 };
 
@@ -131,7 +134,9 @@ static const char *value(const prof_key_t *k, const cJSON *v, char *p, char *why
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return "not a number";
     double d = v->valuedouble;
-    if (d < k->lo || (k->open && d == k->lo) || d > k->hi)
+    if (k->none && d >= 0 && d < k->lo && d != 0)
+        return snprintf(why, n, "%g is out of range (0, or at least %g)", d, k->lo), why;
+    if (!(k->none && d == 0) && (d < k->lo || (k->open && d == k->lo) || d > k->hi))
         return snprintf(why, n, "%g is out of range (%s %g, at most %g)", d,
                         k->open ? "more than" : "at least", k->lo, k->hi), why;
     if (k->kind == F_WHOLE && d != floor(d))
@@ -203,14 +208,6 @@ int profile_hardware_json(const cJSON *o, const char *from, hw_profile_t *hw, ch
     memset(hw, 0, sizeof *hw);
     snprintf(hw->from, sizeof hw->from, "%s", from);
     TRY(read_keys(o, from, hw_keys, (int)(sizeof hw_keys / sizeof *hw_keys), hw, err));
-    const struct { const char *key; double v; } none_or_low[] = {
-        {"link.gpu_bw", hw->gpu_bw}, {"link.allreduce_bw", hw->allreduce_bw},
-        {"gpu.flops.tf32", hw->flops[PROF_TF32]}, {"gpu.flops.fp16", hw->flops[PROF_FP16]},
-        {"gpu.flops.bf16", hw->flops[PROF_BF16]}};
-    for (size_t i = 0; i < sizeof none_or_low / sizeof *none_or_low; i++)
-        if (none_or_low[i].v > 0 && none_or_low[i].v < LOW)
-            return err_set(err, DDP_ERR_INPUT, "%s: %s: %g is out of range (0, or at least %g)",
-                           from, none_or_low[i].key, none_or_low[i].v, LOW);
     if (hw->gpu_bw == 0) /* one link is all a GPU has */
         hw->gpu_bw = hw->link_bw;
     return DDP_OK;
